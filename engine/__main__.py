@@ -1,0 +1,278 @@
+"""Parley's command line: `python -m engine run PROTOCOL "QUESTION" ...`, runs, show, export, bench.
+
+Bad input exits with status 2 and one line that says what to change.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from .models import ConfigError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        sys.stderr.write(f"error: {message} (see python -m engine --help)\n")
+        raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .protocols import REGISTRY
+    parser = _Parser(prog="python -m engine", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    run = sub.add_parser("run", help="run a protocol on a question and store it")
+    run.add_argument("protocol", help=f"one of {', '.join(REGISTRY)}")
+    run.add_argument("question", help="the question, topic or task")
+    run.add_argument("--model", default="simulated", help="model spec for every seat")
+    run.add_argument("--base-url", help="base URL of an OpenAI-compatible server")
+    run.add_argument("--seat", action="append", default=[], metavar="NAME=SPEC",
+                     help="model for one seat (slot or seat name); repeatable")
+    run.add_argument("--rounds", type=int, help="rounds (or iterations) for the protocol")
+    run.add_argument("--label", help="configuration label to compare runs by")
+    run.add_argument("--tag", action="append", default=[], help="tag the run; repeatable")
+    run.add_argument("--expected", help="the expected answer, to score correctness")
+    run.add_argument("--config", help="a saved configuration as a JSON or YAML file")
+    run.add_argument("--db", help="database URL (default PARLEY_DB_URL or data/parley.db)")
+    run.add_argument("--json", action="store_true", help="print the whole result as JSON")
+
+    runs = sub.add_parser("runs", help="list stored runs")
+    runs.add_argument("--protocol")
+    runs.add_argument("--label")
+    runs.add_argument("--status")
+    runs.add_argument("--tag")
+    runs.add_argument("--limit", type=int, default=20)
+    runs.add_argument("--db")
+    runs.add_argument("--json", action="store_true")
+
+    show = sub.add_parser("show", help="show one run with its turns")
+    show.add_argument("run_id")
+    show.add_argument("--db")
+    show.add_argument("--json", action="store_true")
+
+    export = sub.add_parser("export", help="export runs: one as JSON, several as JSONL, or CSV")
+    export.add_argument("run_ids", nargs="*", help="run ids (default: all)")
+    export.add_argument("--format", choices=("json", "jsonl", "csv"), default=None)
+    export.add_argument("--output", "-o", help="file to write (default: standard output)")
+    export.add_argument("--db")
+
+    imp = sub.add_parser("import", help="import runs from a JSON or JSONL export")
+    imp.add_argument("path")
+    imp.add_argument("--db")
+
+    bench = sub.add_parser("bench", help="print the benchmark table")
+    bench.add_argument("--quick", action="store_true", help="smaller counts, for a smoke test")
+    bench.add_argument("--only", action="append", default=[], help="run only rows matching")
+
+    try:
+        from .experiments import add_cli  # experiments add their own sub-commands
+    except ImportError:
+        pass
+    else:
+        add_cli(sub)
+    return parser
+
+
+def _store(args: argparse.Namespace):
+    from .store import Store
+    return Store(getattr(args, "db", None))
+
+
+def _load_config(path: str) -> dict[str, Any]:
+    import yaml
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = yaml.safe_load(handle)
+    except OSError as exc:
+        raise ConfigError(f"--config: cannot read {path}: {exc.strerror}", "input") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"--config: {path} is not valid JSON or YAML ({exc})", "input") \
+            from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"--config: {path} must hold a mapping", "input")
+    return data
+
+
+def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """A run configuration from `run`'s flags (a --config file first, flags on top)."""
+    from .protocols import get_protocol
+    spec = get_protocol(args.protocol)
+    config: dict[str, Any] = _load_config(args.config) if args.config else {}
+    config["protocol"] = spec.name
+    config.setdefault("model", args.model)
+    if args.model != "simulated":
+        config["model"] = args.model
+    if args.base_url:
+        config["base_url"] = args.base_url
+    seats = dict(config.get("seats") or {})
+    slots = {slot.name: slot for slot in spec.slots}
+    for item in args.seat:
+        name, sep, model = item.partition("=")
+        if not sep or not name or not model:
+            raise ConfigError(f"--seat takes NAME=SPEC, got {item!r}", "input")
+        if name in slots and not slots[name].many:
+            seats[name] = {**(seats.get(name) or {}), "model": model}
+            continue
+        matched = False
+        for slot in spec.slots:  # a seat inside a list slot, by its name
+            if not slot.many:
+                continue
+            entries = [dict(e) for e in (seats.get(slot.name) or slot.defaults)]
+            for entry in entries:
+                if entry.get("name") == name:
+                    entry["model"], matched = model, True
+            if matched or name == slot.name:
+                if name == slot.name:
+                    entries = [{**e, "model": model} for e in entries]
+                    matched = True
+                seats[slot.name] = entries
+                break
+        if not matched:
+            names = list(slots) + [e.get("name", "") for s in spec.slots if s.many
+                                   for e in (seats.get(s.name) or s.defaults)]
+            raise ConfigError(f"--seat {name}: {spec.name} has no seat {name!r}; seats are "
+                              f"{', '.join(n for n in names if n)}", "input")
+    config["seats"] = seats
+    options = dict(config.get("options") or {})
+    if args.rounds is not None:
+        options[spec.options[0].name] = args.rounds
+    config["options"] = options
+    if args.label:
+        config["label"] = args.label
+    return config
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .protocols import arun_config, get_protocol, run_sync
+    spec = get_protocol(args.protocol)
+    config = config_from_args(args)
+    store = _store(args)
+
+    def progress(turn) -> None:
+        if not args.json:
+            mark = "ok" if turn.ok else f"degraded: {turn.error}"
+            print(f"  [{turn.index:>2}] {turn.phase:<16} {turn.seat:<14} {mark}",
+                  file=sys.stderr)
+
+    result = run_sync(arun_config(config, args.question, store=store, tags=args.tag,
+                                  expected=args.expected, on_event=progress))
+    if args.json:
+        print(json.dumps(result.model_dump(mode="json"), ensure_ascii=False, indent=2))
+    else:
+        simulated = " (simulated)" if result.turns and all(t.simulated for t in result.turns) \
+            else ""
+        print(f"run {result.run_id}: {spec.title}{simulated}, {len(result.turns)} calls, "
+              f"{result.duration:.2f}s")
+        print(spec.summary(result))
+        for warning in result.warnings:
+            print(f"warning: {warning}")
+    return 0
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    frame = _store(args).runs(protocol=args.protocol, label=args.label, status=args.status,
+                              tag=args.tag, limit=args.limit)
+    if args.json:
+        print(frame.drop(columns=["config"]).to_json(orient="records", date_format="iso"))
+        return 0
+    if frame.empty:
+        print("no runs stored yet")
+        return 0
+    view = frame[["id", "protocol", "status", "label", "calls", "created_at", "question"]].copy()
+    view["question"] = view["question"].str.slice(0, 50)
+    view["created_at"] = view["created_at"].astype(str).str.slice(0, 19)
+    print(view.to_string(index=False))
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    store = _store(args)
+    try:
+        run = store.get(args.run_id)
+    except KeyError:
+        raise ConfigError(f"no run {args.run_id!r}; list them with python -m engine runs",
+                          "input") from None
+    if args.json:
+        print(json.dumps(run, ensure_ascii=False, indent=2, default=str))
+        return 0
+    simulated = " (simulated)" if run["simulated"] else ""
+    print(f"run {run['id']} - {run['protocol']}{simulated} - {run['status']}")
+    print(f"question: {run['question']}")
+    if run["label"]:
+        print(f"label: {run['label']}")
+    for turn in run["turns"]:
+        state = "" if turn["status"] == "ok" else f"  [degraded: {turn['error']}]"
+        print(f"\n--- {turn['idx']} {turn['phase']} r{turn['round']} {turn['seat']}{state}")
+        print(turn["reply"])
+    if run["error"]:
+        print(f"\nerror: {run['error']}")
+    print(f"\nmetrics: {json.dumps(run['metrics'], ensure_ascii=False)}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    store = _store(args)
+    ids = args.run_ids or list(store.runs()["id"])
+    for run_id in ids:
+        if not store.exists(run_id):
+            raise ConfigError(f"no run {run_id!r}; list them with python -m engine runs",
+                              "input")
+    fmt = args.format or ("json" if len(ids) == 1 else "jsonl")
+    if fmt == "json":
+        if len(ids) != 1:
+            raise ConfigError("--format json exports exactly one run; use jsonl for several",
+                              "input")
+        text = store.export_run(ids[0]) + "\n"
+    elif fmt == "jsonl":
+        text = store.export_jsonl(ids)
+    else:
+        frame = store.runs(ids=ids)
+        text = frame.to_csv(index=False)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        print(f"wrote {len(ids)} run(s) to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    try:
+        with open(args.path, encoding="utf-8") as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise ConfigError(f"import: cannot read {args.path}: {exc.strerror}", "input") from None
+    ids = _store(args).import_runs(data)
+    print(f"imported {len(ids)} run(s)")
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from .bench import main as bench_main
+    return bench_main(quick=args.quick, only=args.only)
+
+
+COMMANDS = {"run": cmd_run, "runs": cmd_runs, "show": cmd_show, "export": cmd_export,
+            "import": cmd_import, "bench": cmd_bench}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler = COMMANDS.get(args.command) or getattr(args, "handler", None)
+    try:
+        return handler(args)
+    except ConfigError as exc:
+        sys.stderr.write(f"error: {str(exc).splitlines()[0]}\n")
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

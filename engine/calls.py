@@ -1,0 +1,170 @@
+"""Guarded, concurrent model calls, and the run context every protocol records turns through.
+
+A call gets a per-call timeout and retries with exponential backoff on transient errors (rate
+limits, connection problems, 5xx, time-outs). What still fails is recorded on the turn, never
+raised through a run. Each completed turn goes to the store (if any) and to `on_event`.
+"""
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+
+from .models import Seat, Turn, model_spec, now
+from .providers import resolve_model
+
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_RETRIES = 2
+DEFAULT_CONCURRENCY = 8
+
+_TRANSIENT_NAMES = ("ratelimit", "timeout", "connection", "apiconnection", "serviceunavailable",
+                    "internalserver", "overloaded", "transient", "temporar")
+
+
+class RunStopped(Exception):
+    """The run was asked to stop (the Stop button, or an experiment being halted)."""
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for errors worth retrying: rate limits, connection trouble, 5xx, time-outs."""
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError, ConnectionError)):
+        return True
+    status = getattr(exc, "status_code", None) or getattr(getattr(exc, "response", None),
+                                                          "status_code", None)
+    if isinstance(status, int) and (status == 429 or status >= 500):
+        return True
+    name = type(exc).__name__.lower()
+    return any(part in name for part in _TRANSIENT_NAMES)
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line naming the error type and its message."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)) and not text:
+        text = "the model did not answer in time"
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def to_messages(messages: Sequence[dict[str, str]]) -> list[BaseMessage]:
+    kinds = {"system": SystemMessage, "user": HumanMessage, "human": HumanMessage,
+             "assistant": AIMessage, "ai": AIMessage}
+    return [kinds[m["role"]](content=m["content"]) for m in messages]
+
+
+def reply_text(message: Any) -> str:
+    content = getattr(message, "content", message)
+    if isinstance(content, list):  # content blocks (Anthropic and others)
+        parts = [b.get("text", "") if isinstance(b, dict) else str(b) for b in content]
+        return "".join(parts)
+    return content if isinstance(content, str) else str(content)
+
+
+class RunContext:
+    """Per-run state: seats' resolved models, the turn log, the sink, limits and stop flag."""
+
+    def __init__(self, protocol: str, *, on_event: Callable[[Turn], Any] | None = None,
+                 recorder: Any = None, prompts: dict[str, str] | None = None,
+                 timeout: float | None = None, retries: int | None = None,
+                 concurrency: int | None = None, backoff: float = 0.5,
+                 stop_event: threading.Event | None = None):
+        self.protocol = protocol
+        self.on_event = on_event
+        self.recorder = recorder
+        self.prompts = prompts or {}
+        self.timeout = DEFAULT_TIMEOUT if timeout is None else timeout
+        self.retries = DEFAULT_RETRIES if retries is None else retries
+        self.backoff = backoff
+        self.concurrency = concurrency or DEFAULT_CONCURRENCY
+        self.stop_event = stop_event
+        self.turns: list[Turn] = []
+        self._semaphore: asyncio.Semaphore | None = None
+        self._models: dict[int, Any] = {}
+        self._next_index = 0
+
+    @property
+    def semaphore(self) -> asyncio.Semaphore:
+        if self._semaphore is None:
+            self._semaphore = asyncio.Semaphore(self.concurrency)
+        return self._semaphore
+
+    def model_for(self, seat: Seat) -> Any:
+        key = id(seat.model)
+        if key not in self._models:
+            self._models[key] = resolve_model(seat.model, seat.temperature)
+        return self._models[key]
+
+    def check_stop(self) -> None:
+        if self.stop_event is not None and self.stop_event.is_set():
+            raise RunStopped("stopped by the user")
+
+    async def call(self, seat: Seat, messages: list[dict[str, str]], *, phase: str,
+                   round: int = 0, parse: Callable[[str], tuple[dict, list[str]]] | None = None,
+                   ) -> Turn:
+        """Make one guarded call for `seat` and record it as a turn (never raises a model error).
+
+        `parse(reply) -> (fields, warnings)` fills `turn.parsed`; a reply that is empty is a
+        degraded turn with the error `empty reply`.
+        """
+        self.check_stop()
+        index = self._next_index
+        self._next_index += 1
+        full = list(messages)
+        if seat.persona and not any(m["role"] == "system" for m in full):
+            full.insert(0, {"role": "system", "content": seat.persona})
+        model = self.model_for(seat)
+        started = now()
+        clock = time.perf_counter()
+        text, error, attempts, tokens_in, tokens_out, simulated = "", "", 0, 0, 0, False
+        async with self.semaphore:
+            for attempt in range(self.retries + 1):
+                attempts = attempt + 1
+                try:
+                    message = await asyncio.wait_for(model.ainvoke(to_messages(full)),
+                                                     self.timeout or None)
+                    text = reply_text(message)
+                    usage = getattr(message, "usage_metadata", None) or {}
+                    tokens_in = int(usage.get("input_tokens", 0) or 0)
+                    tokens_out = int(usage.get("output_tokens", 0) or 0)
+                    simulated = bool((getattr(message, "response_metadata", None) or {})
+                                     .get("simulated"))
+                    error = "" if text.strip() else "empty reply"
+                    break
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # a model failure is recorded, never raised
+                    error = describe_error(exc)
+                    if not is_transient(exc) or attempt == self.retries:
+                        break
+                    await asyncio.sleep(self.backoff * (2 ** attempt) * (0.5 + random.random()))
+        turn = Turn(index=index, phase=phase, round=round, seat=seat.name, role=seat.role,
+                    model=model_spec(seat.model), messages=full, reply=text,
+                    status="degraded" if error else "ok", error=error,
+                    latency=time.perf_counter() - clock, tokens_in=tokens_in,
+                    tokens_out=tokens_out, attempts=attempts, simulated=simulated,
+                    started_at=started, finished_at=now())
+        if parse is not None and not error:
+            fields, warnings = parse(text)
+            turn.parsed = fields
+            turn.warnings = list(warnings)
+        self.record(turn)
+        return turn
+
+    def record(self, turn: Turn) -> None:
+        """Append a turn to the log, write it to the store, then tell the listener."""
+        self.turns.append(turn)
+        if self.recorder is not None:
+            self.recorder.turn(turn)
+        if self.on_event is not None:
+            self.on_event(turn)
+
+    def update(self, turn: Turn, **fields: Any) -> None:
+        """Change a recorded turn's parsed fields or status after the fact (e.g. a failed parse)."""
+        for key, value in fields.items():
+            setattr(turn, key, value)
+        if self.recorder is not None:
+            self.recorder.update_turn(turn)

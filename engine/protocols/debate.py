@@ -1,0 +1,193 @@
+"""Debate (seed 000): proponent and opponent argue for up to `max_rounds`, then a judge rules."""
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel, computed_field
+
+from ..analysis import parse_sections, read_confidence
+from ..calls import RunContext
+from ..models import ConfigError, RunResult, Seat
+from ..templates import Template, render
+from .base import (Option, ProtocolSpec, Slot, execute, require_int, require_seat, require_text,
+                   run_sync, split_run_options)
+
+ARGUMENT_ERROR = "Error: Unable to generate argument."
+COUNTER_ERROR = "Error: Unable to generate counter-argument."
+JUDGE_ERROR_PREFIX = "Unable to reach verdict due to error: "
+HIGH_CONFIDENCE = 0.7
+SECTIONS = ("VERDICT", "REASONING", "PRO SUMMARY", "CON SUMMARY", "CONFIDENCE")
+
+TEMPLATES = {
+    "proponent_opening": Template(
+        "You are arguing IN FAVOR of the following topic.\n\nTopic: {topic}\n\n"
+        "Present your strongest opening argument in favor.", ("topic",),
+        "Round 1: the proponent opens."),
+    "opponent_opening": Template(
+        "You are arguing AGAINST the following topic.\n\nTopic: {topic}\n\n"
+        "Your opponent argued in favor:\n{proponent_argument}\n\n"
+        "Present your strongest counter-argument.", ("topic", "proponent_argument"),
+        "Round 1: the opponent answers the proponent's opening."),
+    "proponent_rebuttal": Template(
+        "You are arguing IN FAVOR of the following topic.\n\nTopic: {topic}\n\n"
+        "Your opponent's last argument against:\n{opponent_argument}\n\n"
+        "Rebut it and strengthen your case in favor.", ("topic", "opponent_argument", "round"),
+        "Later rounds: the proponent sees the opponent's last argument."),
+    "opponent_rebuttal": Template(
+        "You are arguing AGAINST the following topic.\n\nTopic: {topic}\n\n"
+        "Your previous counter-argument:\n{previous_argument}\n\n"
+        "Your opponent's newest argument in favor:\n{proponent_argument}\n\n"
+        "Rebut it and strengthen your counter-argument.",
+        ("topic", "proponent_argument", "previous_argument", "round"),
+        "Later rounds: the opponent sees the newest argument and its own previous one."),
+    "judge": Template(
+        "You are the judge of a debate.\n\nTopic: {topic}\n\nTranscript:\n{transcript}\n\n"
+        "Evaluate both sides and answer in exactly these five numbered sections:\n"
+        "1. VERDICT: which side argued better, and your decision\n"
+        "2. REASONING: why\n"
+        "3. PRO SUMMARY: the case in favor, in brief\n"
+        "4. CON SUMMARY: the case against, in brief\n"
+        "5. CONFIDENCE: a number from 0.0 to 1.0", ("topic", "transcript"),
+        "After the last round, the judge reads the whole transcript."),
+}
+
+
+class DebateRound(BaseModel):
+    """One round: the proponent's argument and the opponent's answer."""
+
+    round_number: int
+    proponent_argument: str
+    opponent_argument: str
+
+
+class DebateResult(RunResult):
+    """Seed 000's DebateResult, plus the turn log."""
+
+    topic: str
+    rounds: list[DebateRound]
+    verdict: str
+    reasoning: str = ""
+    pro_summary: str = ""
+    con_summary: str = ""
+    confidence: float = 0.0
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def is_high_confidence(self) -> bool:
+        return self.confidence >= HIGH_CONFIDENCE
+
+    def outcome(self) -> dict[str, Any]:
+        return {"verdict": self.verdict[:500], "judge_confidence": self.confidence,
+                "high_confidence": self.is_high_confidence, "rounds": len(self.rounds)}
+
+
+def _transcript(rounds: list[DebateRound]) -> str:
+    return "\n\n".join(f"Round {r.round_number}\nProponent: {r.proponent_argument}\n"
+                       f"Opponent: {r.opponent_argument}" for r in rounds) or "(no rounds were held)"
+
+
+def _seconds(timeout: Any) -> float | None:
+    if timeout is None:
+        return None
+    if isinstance(timeout, timedelta):
+        return timeout.total_seconds()
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
+        raise ConfigError(f"timeout must be seconds (>= 0) or a timedelta, got {timeout!r}",
+                          "input")
+    return float(timeout)
+
+
+async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any,
+                      judge: Seat | Any, max_rounds: int = 3, timeout: Any = None,
+                      **kw: Any) -> DebateResult:
+    """Seed 000's debate: rounds of argument and counter-argument, then a judge's verdict."""
+    run = split_run_options(kw, "debate")
+    topic = require_text(topic, "topic")
+    proponent = require_seat(proponent, "proponent")
+    opponent = require_seat(opponent, "opponent")
+    judge = require_seat(judge, "judge")
+    require_int(max_rounds, "max_rounds", 1, None, "debate")
+    limit = _seconds(timeout)
+
+    async def body(ctx: RunContext) -> DebateResult:
+        start = time.monotonic()
+        rounds: list[DebateRound] = []
+        for number in range(1, max_rounds + 1):
+            if limit is not None and time.monotonic() - start >= limit:
+                break  # the timeout only stops new rounds from starting
+            previous = rounds[-1] if rounds else None
+            if previous is None:
+                pro_prompt = render(TEMPLATES, ctx.prompts, "proponent_opening", topic=topic)
+            else:
+                pro_prompt = render(TEMPLATES, ctx.prompts, "proponent_rebuttal", topic=topic,
+                                    opponent_argument=previous.opponent_argument, round=number)
+            pro = await ctx.call(proponent, [{"role": "user", "content": pro_prompt}],
+                                 phase="argument", round=number)
+            pro_text = pro.reply if pro.ok else ARGUMENT_ERROR
+            if previous is None:
+                con_prompt = render(TEMPLATES, ctx.prompts, "opponent_opening", topic=topic,
+                                    proponent_argument=pro_text)
+            else:
+                con_prompt = render(TEMPLATES, ctx.prompts, "opponent_rebuttal", topic=topic,
+                                    proponent_argument=pro_text,
+                                    previous_argument=previous.opponent_argument, round=number)
+            con = await ctx.call(opponent, [{"role": "user", "content": con_prompt}],
+                                 phase="counter-argument", round=number)
+            rounds.append(DebateRound(round_number=number, proponent_argument=pro_text,
+                                      opponent_argument=con.reply if con.ok else COUNTER_ERROR))
+        judge_prompt = render(TEMPLATES, ctx.prompts, "judge", topic=topic,
+                              transcript=_transcript(rounds))
+        verdict_turn = await ctx.call(judge, [{"role": "user", "content": judge_prompt}],
+                                      phase="judge", round=len(rounds) + 1)
+        duration = time.monotonic() - start
+        if not verdict_turn.ok:
+            return DebateResult(topic=topic, rounds=rounds, confidence=0.0, duration=duration,
+                                verdict=JUDGE_ERROR_PREFIX + verdict_turn.error,
+                                warnings=[f"judge failed: {verdict_turn.error}"])
+        sections = parse_sections(verdict_turn.reply, SECTIONS)
+        warnings = []
+        verdict = sections.get("VERDICT")
+        if not verdict:
+            verdict = verdict_turn.reply.strip()
+            warnings.append("judge reply has no VERDICT section; the whole reply is the verdict")
+        confidence, readable = read_confidence(sections.get("CONFIDENCE", ""))
+        if not readable:
+            warnings.append("judge CONFIDENCE could not be read "
+                            f"({sections.get('CONFIDENCE', 'missing')!r}); confidence is 0.0")
+        for label in ("REASONING", "PRO SUMMARY", "CON SUMMARY"):
+            if label not in sections:
+                warnings.append(f"judge reply has no {label} section")
+        parsed = {"verdict": verdict, "confidence": confidence}
+        ctx.update(verdict_turn, parsed=parsed, warnings=warnings)
+        return DebateResult(topic=topic, rounds=rounds, verdict=verdict,
+                            reasoning=sections.get("REASONING", ""),
+                            pro_summary=sections.get("PRO SUMMARY", ""),
+                            con_summary=sections.get("CON SUMMARY", ""),
+                            confidence=confidence, duration=duration, warnings=warnings)
+
+    options = {"max_rounds": max_rounds, "timeout": _seconds(timeout)}
+    return await execute("debate", topic, TEMPLATES, body, [proponent, opponent, judge],
+                         options, run)
+
+
+def run_debate(topic: str, **kw: Any) -> DebateResult:
+    """Synchronous `arun_debate`."""
+    return run_sync(arun_debate(topic, **kw))
+
+
+def _summary(result: RunResult) -> str:
+    assert isinstance(result, DebateResult)
+    return (f"verdict: {result.verdict[:200]}\nconfidence: {result.confidence:.2f}"
+            f"{' (high)' if result.is_high_confidence else ''}; rounds: {len(result.rounds)}")
+
+
+SPEC = ProtocolSpec(
+    name="debate", title="Debate", seed="000", question_name="topic", runner=arun_debate,
+    slots=(Slot("proponent", help="argues in favor"), Slot("opponent", help="argues against"),
+           Slot("judge", help="reads the transcript and rules")),
+    options=(Option("max_rounds", 3, 1, 10, "rounds of argument before the judge"),),
+    templates=TEMPLATES,
+    estimate_calls=lambda options, seats: 2 * int(options.get("max_rounds", 3)) + 1,
+    summary=_summary, phases=("argument", "counter-argument", "judge"))

@@ -1,0 +1,133 @@
+"""Peer review (seed 000): a producer drafts, a reviewer approves or sends feedback, repeat."""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from pydantic import BaseModel
+
+from ..analysis import is_approved, parse_sections
+from ..calls import RunContext
+from ..models import RunResult, Seat
+from ..templates import Template, render
+from .base import (Option, ProtocolSpec, Slot, execute, require_int, require_seat, require_text,
+                   run_sync, split_run_options)
+
+REVIEW_UNAVAILABLE = "Review unavailable: "
+REVIEW_SECTIONS = ("APPROVED", "FEEDBACK", "STRENGTHS")
+
+TEMPLATES = {
+    "producer_first": Template(
+        "Task: {task}\n\nWrite your best response to the task.", ("task",),
+        "Iteration 1: the producer gets the task."),
+    "producer_revision": Template(
+        "Revise your previous draft using the reviewer's feedback.\n\n"
+        "Previous draft:\n{draft}\n\nFeedback:\n{feedback}\n\nWrite the improved draft.",
+        ("draft", "feedback", "iteration"),
+        "Later iterations: the previous draft and the feedback, not the task."),
+    "reviewer": Template(
+        "Review the draft written for this task.\n\nTask: {task}\n\nDraft:\n{draft}\n\n"
+        "Answer in this format:\nAPPROVED: yes or no\nFEEDBACK: what to change\n"
+        "STRENGTHS: what works", ("task", "draft", "iteration"),
+        "Every iteration: the reviewer gets the task and the draft."),
+}
+
+
+class PeerReviewIteration(BaseModel):
+    """One draft and its review."""
+
+    iteration_number: int
+    output: str
+    feedback: str
+    strengths: str = ""
+    approved: bool
+    duration: float
+
+
+class PeerReviewResult(RunResult):
+    """Seed 000's PeerReviewResult, plus the turn log."""
+
+    task: str
+    final_output: str
+    approved: bool
+    iterations: list[PeerReviewIteration]
+    iterations_used: int
+
+    def outcome(self) -> dict[str, Any]:
+        return {"approved": self.approved, "iterations_used": self.iterations_used}
+
+
+async def arun_peer_review(task: str, *, producer: Seat | Any, reviewer: Seat | Any,
+                           max_iterations: int = 3, **kw: Any) -> PeerReviewResult:
+    """Seed 000's peer review loop; check `approved` before using `final_output`."""
+    run = split_run_options(kw, "peer-review")
+    task = require_text(task, "task")
+    producer = require_seat(producer, "producer")
+    reviewer = require_seat(reviewer, "reviewer")
+    require_int(max_iterations, "max_iterations", 1, None, "peer review")
+
+    async def body(ctx: RunContext) -> PeerReviewResult:
+        start = time.monotonic()
+        iterations: list[PeerReviewIteration] = []
+        draft, feedback, approved, warnings = "", "", False, []
+        for number in range(1, max_iterations + 1):
+            began = time.monotonic()
+            if number == 1:
+                prompt = render(TEMPLATES, ctx.prompts, "producer_first", task=task)
+            else:
+                prompt = render(TEMPLATES, ctx.prompts, "producer_revision", draft=draft,
+                                feedback=feedback, iteration=number)
+            made = await ctx.call(producer, [{"role": "user", "content": prompt}],
+                                  phase="draft", round=number)
+            if not made.ok:
+                warnings.append(f"producer failed in iteration {number}: {made.error}; "
+                                "the loop stopped")
+                break
+            draft = made.reply
+            review_prompt = render(TEMPLATES, ctx.prompts, "reviewer", task=task, draft=draft,
+                                   iteration=number)
+            review = await ctx.call(reviewer, [{"role": "user", "content": review_prompt}],
+                                    phase="review", round=number)
+            if review.ok:
+                sections = parse_sections(review.reply, REVIEW_SECTIONS)
+                approved = is_approved(review.reply)
+                feedback = sections.get("FEEDBACK") or review.reply.strip()
+                strengths = sections.get("STRENGTHS", "")
+                ctx.update(review, parsed={"approved": approved})
+            else:
+                approved, strengths = False, ""
+                feedback = REVIEW_UNAVAILABLE + review.error
+                warnings.append(f"reviewer failed in iteration {number}: {review.error}")
+            iterations.append(PeerReviewIteration(
+                iteration_number=number, output=draft, feedback=feedback, strengths=strengths,
+                approved=approved, duration=time.monotonic() - began))
+            if approved:
+                break
+        return PeerReviewResult(task=task, final_output=draft, approved=approved,
+                                iterations=iterations, iterations_used=len(iterations),
+                                duration=time.monotonic() - start, warnings=warnings)
+
+    return await execute("peer-review", task, TEMPLATES, body, [producer, reviewer],
+                         {"max_iterations": max_iterations}, run)
+
+
+def run_peer_review(task: str, **kw: Any) -> PeerReviewResult:
+    """Synchronous `arun_peer_review`."""
+    return run_sync(arun_peer_review(task, **kw))
+
+
+def _summary(result: RunResult) -> str:
+    assert isinstance(result, PeerReviewResult)
+    state = "approved" if result.approved else "not approved"
+    return f"{state} after {result.iterations_used} iteration(s)\n{result.final_output[:300]}"
+
+
+SPEC = ProtocolSpec(
+    name="peer-review", title="Peer review", seed="000", question_name="task",
+    runner=arun_peer_review,
+    slots=(Slot("producer", help="writes and revises the draft"),
+           Slot("reviewer", help="approves or gives feedback")),
+    options=(Option("max_iterations", 3, 1, 10, "drafts before giving up"),),
+    templates=TEMPLATES,
+    estimate_calls=lambda options, seats: 2 * int(options.get("max_iterations", 3)),
+    summary=_summary, phases=("draft", "review"))

@@ -1,0 +1,60 @@
+"""Named prompt templates with `{placeholder}` slots, overridable per run.
+
+Only `{name}` with a word inside is a placeholder, so JSON examples in a template (`{"stance":
+...}`) need no escaping. An override is checked before any call: an unknown template name or a
+placeholder the template may not use is a `ConfigError` that lists what is allowed.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .models import ConfigError
+
+_SLOT = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+@dataclass(frozen=True)
+class Template:
+    """A default prompt and the placeholders it may use."""
+
+    text: str
+    placeholders: tuple[str, ...]
+    help: str = ""
+
+    def __post_init__(self) -> None:
+        unknown = set(_SLOT.findall(self.text)) - set(self.placeholders)
+        if unknown:
+            raise ValueError(f"template uses undeclared placeholders {sorted(unknown)}")
+
+
+def placeholders_in(text: str) -> list[str]:
+    return list(dict.fromkeys(_SLOT.findall(text)))
+
+
+def check_prompts(protocol: str, defaults: Mapping[str, Template],
+                  prompts: Mapping[str, str] | None) -> dict[str, str]:
+    """Validate per-run overrides against a protocol's templates; returns them as a dict."""
+    prompts = dict(prompts or {})
+    for name, text in prompts.items():
+        if name not in defaults:
+            raise ConfigError(f"{protocol} has no prompt template {name!r}; templates are "
+                              f"{', '.join(sorted(defaults))}", "input")
+        if not isinstance(text, str) or not text.strip():
+            raise ConfigError(f"prompt template {name!r} must be non-empty text", "input")
+        allowed = defaults[name].placeholders
+        unknown = [p for p in placeholders_in(text) if p not in allowed]
+        if unknown:
+            raise ConfigError(f"prompt template {name!r} may use "
+                              f"{', '.join('{' + p + '}' for p in allowed) or 'no placeholders'}"
+                              f"; got {{{unknown[0]}}}", "input")
+    return prompts
+
+
+def render(defaults: Mapping[str, Template], prompts: Mapping[str, str], name: str,
+           **values: object) -> str:
+    """Fill template `name` (the override if given, else the default) with `values`."""
+    text = prompts.get(name) or defaults[name].text
+    return _SLOT.sub(lambda m: str(values[m.group(1)]) if m.group(1) in values else m.group(0),
+                     text)
