@@ -154,6 +154,47 @@ class RunContext:
         self.record(turn)
         return turn
 
+    async def call_json(self, seat: Seat, messages: list[dict[str, str]], *, phase: str,
+                        round: int = 0, keys: Sequence[str] = (),
+                        validate: Callable[[dict], str] | None = None,
+                        ) -> tuple[dict | None, Turn]:
+        """A call whose reply must be a JSON object, with one bounded re-ask.
+
+        `validate(obj)` returns "" when the object is usable, else why not. If the first reply
+        does not parse (or validate), the seat is asked once more with its reply and the reason;
+        if that fails too, the last turn is marked degraded and `(None, turn)` comes back.
+        Model failures are not re-asked (the guarded call already retried them).
+        """
+        from .jsonreply import REASK, extract_json
+
+        def check(text: str) -> tuple[dict | None, str]:
+            obj, why = extract_json(text)
+            if obj is not None and validate is not None:
+                why = validate(obj)
+                obj = obj if not why else None
+            return obj, why
+
+        turn = await self.call(seat, messages, phase=phase, round=round)
+        if not turn.ok:
+            return None, turn
+        obj, why = check(turn.reply)
+        if obj is not None:
+            self.update(turn, parsed=obj)
+            return obj, turn
+        self.update(turn, warnings=[f"unreadable JSON, asked again: {why}"])
+        again = list(turn.messages) + [
+            {"role": "assistant", "content": turn.reply},
+            {"role": "user", "content": REASK.format(why=why, keys=", ".join(keys) or "asked")}]
+        retry = await self.call(seat, again, phase=phase, round=round)
+        if not retry.ok:
+            return None, retry
+        obj, why = check(retry.reply)
+        if obj is not None:
+            self.update(retry, parsed=obj)
+            return obj, retry
+        self.update(retry, status="degraded", error=f"unreadable JSON after one re-ask: {why}")
+        return None, retry
+
     def record(self, turn: Turn) -> None:
         """Append a turn to the log, write it to the store, then tell the listener."""
         self.turns.append(turn)

@@ -59,6 +59,7 @@ class ProtocolSpec:
     estimate_calls: Callable[[Mapping[str, Any], Mapping[str, int]], int]
     summary: Callable[[RunResult], str]
     phases: tuple[str, ...] = field(default_factory=tuple)
+    view: Callable[[dict[str, Any]], list[Any]] | None = None  # stored run -> views.Block list
 
 
 def require_text(value: Any, field_name: str) -> str:

@@ -11,6 +11,7 @@ from ..analysis import parse_sections, read_confidence
 from ..calls import RunContext
 from ..models import ConfigError, RunResult, Seat
 from ..templates import Template, render
+from ..views import Block, warnings_block
 from .base import (Option, ProtocolSpec, Slot, execute, require_int, require_seat, require_text,
                    run_sync, split_run_options)
 
@@ -183,6 +184,24 @@ def _summary(result: RunResult) -> str:
             f"{' (high)' if result.is_high_confidence else ''}; rounds: {len(result.rounds)}")
 
 
+def _view(run: dict[str, Any]) -> list[Block]:
+    r = run.get("result") or {}
+    if not r:
+        return []
+    high = " (high)" if r.get("is_high_confidence") else ""
+    blocks = [Block("metrics", items=[("Judge confidence", f"{r.get('confidence', 0):.2f}{high}"),
+                                      ("Rounds", len(r.get("rounds", [])))]),
+              Block("text", "Verdict", r.get("verdict", "")),
+              Block("text", "Reasoning", r.get("reasoning", "")),
+              Block("text", "Case in favor", r.get("pro_summary", "")),
+              Block("text", "Case against", r.get("con_summary", "")),
+              Block("table", "Rounds", rows=[{"round": x["round_number"],
+                                             "proponent": x["proponent_argument"],
+                                             "opponent": x["opponent_argument"]}
+                                            for x in r.get("rounds", [])])]
+    return blocks + warnings_block(r)
+
+
 SPEC = ProtocolSpec(
     name="debate", title="Debate", seed="000", question_name="topic", runner=arun_debate,
     slots=(Slot("proponent", help="argues in favor"), Slot("opponent", help="argues against"),
@@ -190,4 +209,4 @@ SPEC = ProtocolSpec(
     options=(Option("max_rounds", 3, 1, 10, "rounds of argument before the judge"),),
     templates=TEMPLATES,
     estimate_calls=lambda options, seats: 2 * int(options.get("max_rounds", 3)) + 1,
-    summary=_summary, phases=("argument", "counter-argument", "judge"))
+    summary=_summary, phases=("argument", "counter-argument", "judge"), view=_view)

@@ -10,6 +10,7 @@ from ..analysis import is_approved, parse_sections
 from ..calls import RunContext
 from ..models import RunResult, Seat
 from ..templates import Template, render
+from ..views import Block, warnings_block
 from .base import (Option, ProtocolSpec, Slot, execute, require_int, require_seat, require_text,
                    run_sync, split_run_options)
 
@@ -122,6 +123,22 @@ def _summary(result: RunResult) -> str:
     return f"{state} after {result.iterations_used} iteration(s)\n{result.final_output[:300]}"
 
 
+def _view(run: dict[str, Any]) -> list[Block]:
+    r = run.get("result") or {}
+    if not r:
+        return []
+    state = "approved" if r.get("approved") else "not approved"
+    blocks = [Block("metrics", items=[("Outcome", state),
+                                      ("Iterations", r.get("iterations_used", 0))]),
+              Block("text", "Final output" if r.get("approved") else
+                    "Last draft (not approved)", r.get("final_output", "")),
+              Block("table", "Approval history", rows=[
+                  {"iteration": i["iteration_number"], "approved": i["approved"],
+                   "feedback": i["feedback"], "strengths": i.get("strengths", ""),
+                   "seconds": round(i["duration"], 2)} for i in r.get("iterations", [])])]
+    return blocks + warnings_block(r)
+
+
 SPEC = ProtocolSpec(
     name="peer-review", title="Peer review", seed="000", question_name="task",
     runner=arun_peer_review,
@@ -130,4 +147,4 @@ SPEC = ProtocolSpec(
     options=(Option("max_iterations", 3, 1, 10, "drafts before giving up"),),
     templates=TEMPLATES,
     estimate_calls=lambda options, seats: 2 * int(options.get("max_iterations", 3)),
-    summary=_summary, phases=("draft", "review"))
+    summary=_summary, phases=("draft", "review"), view=_view)
