@@ -10,10 +10,17 @@ from .protocols import REGISTRY, get_protocol, prompt_templates
 from .protocols.debate import DebateResult, DebateRound, arun_debate, run_debate
 from .protocols.peer_review import (PeerReviewIteration, PeerReviewResult, arun_peer_review,
                                     run_peer_review)
+from .protocols.roundtable import Exchange, RoundtableResult, arun_roundtable, run_roundtable
+from .protocols.duel import DuelResult, arun_duel, run_duel
+from .protocols.panel import PanelResult, arun_panel, run_panel
+from .protocols.vote import VoteResult, arun_vote, run_vote
 
 __all__ = [
     "ConfigError", "RunResult", "Seat", "Turn", "get_model", "Store", "REGISTRY",
     "get_protocol", "prompt_templates",
     "DebateResult", "DebateRound", "arun_debate", "run_debate",
     "PeerReviewIteration", "PeerReviewResult", "arun_peer_review", "run_peer_review",
+    "Exchange", "RoundtableResult", "arun_roundtable", "run_roundtable",
+    "DuelResult", "arun_duel", "run_duel",
+    "PanelResult", "arun_panel", "run_panel", "VoteResult", "arun_vote", "run_vote",
 ]

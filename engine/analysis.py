@@ -79,3 +79,6 @@ def is_approved(text: str) -> bool:
     """
     lowered = (text or "").lower()
     return "approved: yes" in lowered or "approved:yes" in lowered
+
+from .agreement import Agreement, overlap_agreement  # noqa: E402,F401
+from .stances import Confidence, Tally, classify_changes, derive_confidence, detect_mind_changes, normalize_stance, tally  # noqa: E402,F401

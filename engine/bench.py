@@ -114,6 +114,35 @@ def bench_panel(latency: float = 0.05, repeats: int = 5) -> list[Row]:
     ]
 
 
+def bench_reliability(soak_runs: int = 500, writers: int = 4, runs_each: int = 250
+                      ) -> list[Row]:
+    """The fault soak and the concurrent writers at full size (tests run them smaller)."""
+    from .reliability import concurrent_writers, fault_soak
+    from .store import Store
+
+    with tempfile.TemporaryDirectory() as folder:
+        soak = fault_soak(Store(f"sqlite:///{Path(folder) / 'soak.db'}"), runs=soak_runs)
+        writers_report = concurrent_writers(f"sqlite:///{Path(folder) / 'writers.db'}",
+                                            writers, runs_each)
+    protocols = len(soak["protocols"])
+    return [
+        _row(f"fault soak: runs stored with a final status ({protocols} protocols, 20% errors,"
+             " 10% time-outs, 10% empty, 10% malformed)", soak["runs"], "runs",
+             f"{soak_runs}"),
+        _row("fault soak: crashes", len(soak["crashes"]), "", "0"),
+        _row("fault soak: invariant violations (unrecorded errors, invented fields)",
+             len(soak["problems"]), "", "0"),
+        _row("fault soak: degraded turns, each with its error recorded",
+             soak["errors_recorded"], f"of {soak['turns']} turns"),
+        _row("fault soak: wall time", round(soak["seconds"], 1), "s"),
+        _row(f"concurrent writers: {writers} processes x {runs_each} runs, stored",
+             writers_report["completed"], "runs", f"{writers * runs_each}"),
+        _row("concurrent writers: 'database is locked' failures", writers_report["locked"],
+             "", "0"),
+        _row("concurrent writers: wall time", round(writers_report["seconds"], 1), "s"),
+    ]
+
+
 OPTIONAL = (("engine.bench_ui", "bench_dashboard"), ("engine.bench_experiments",
                                                      "bench_experiments"))
 
@@ -122,6 +151,7 @@ def collect(quick: bool = False, only: list[str] | None = None) -> list[Row]:
     sections: list[tuple[str, Any]] = [
         ("throughput", lambda: bench_throughput(10 if quick else 40)),
         ("panel", lambda: bench_panel(repeats=2 if quick else 5)),
+        ("reliability", lambda: bench_reliability(60, 4, 25) if quick else bench_reliability()),
     ]
     for module_name, function_name in OPTIONAL:
         try:

@@ -184,7 +184,8 @@ class RunContext:
         self.update(turn, warnings=[f"unreadable JSON, asked again: {why}"])
         again = list(turn.messages) + [
             {"role": "assistant", "content": turn.reply},
-            {"role": "user", "content": REASK.format(why=why, keys=", ".join(keys) or "asked")}]
+            {"role": "user", "content": REASK.format(
+                why=why, keys=", ".join(f'"{k}"' for k in keys) or "asked for")}]
         retry = await self.call(seat, again, phase=phase, round=round)
         if not retry.ok:
             return None, retry

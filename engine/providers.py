@@ -66,6 +66,8 @@ def get_model(spec: str = "simulated", *, secrets: Mapping[str, str] | None = No
                               "or .streamlit/secrets.toml, or give base_url for a local server",
                               "no_model")
         options["api_key"] = key
+        if "http_async_client" not in options and "openai_proxy" not in options:
+            options["http_async_client"] = _loop_safe_async_client()
     elif kind == "anthropic":
         key = options.pop("api_key", None) or _secret(key_var, secrets)
         if not key:
@@ -86,6 +88,21 @@ def get_model(spec: str = "simulated", *, secrets: Mapping[str, str] | None = No
     except Exception:  # some models forbid extra attributes; the spec then comes from the class
         pass
     return model
+
+
+def _loop_safe_async_client() -> Any:
+    """An async HTTP client for ChatOpenAI that keeps no idle connections.
+
+    langchain-openai shares one cached async client per base URL, and every synchronous run is
+    its own event loop (`asyncio.run`): a kept-alive connection from a finished run's loop
+    fails the next run's first call with `RuntimeError: Event loop is closed`.
+    """
+    try:
+        from langchain_openai._compat import httpx  # the flavour (httpx or httpx2) the SDK uses
+    except ImportError:  # older langchain-openai: the SDK uses httpx
+        import httpx
+    openai = importlib.import_module("openai")
+    return openai.DefaultAsyncHttpxClient(limits=httpx.Limits(max_keepalive_connections=0))
 
 
 def _secret(name: str | None, secrets: Mapping[str, str] | None) -> str | None:

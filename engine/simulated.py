@@ -94,6 +94,10 @@ def read_prompt(messages: list[BaseMessage]) -> Prompt:
                     persona=persona)
     if "json" in user.lower():
         prompt.json_keys = list(dict.fromkeys(_KEY_RE.findall(user)))
+        if not prompt.json_keys:  # a re-ask: the keys were given in the first request
+            asked = "\n".join(str(m.content) for m in messages[:-1]
+                              if not isinstance(m, (SystemMessage, AIMessage)))
+            prompt.json_keys = list(dict.fromkeys(_KEY_RE.findall(asked)))
     else:
         labels = [s.strip() for s in _SECTION_RE.findall(user)]
         prompt.sections = [s for s in dict.fromkeys(labels)

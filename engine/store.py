@@ -99,6 +99,25 @@ class LibraryRow(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
+class ExperimentRow(Base):
+    """An experiment's spec (questions x configurations x repeats); its runs point back by
+    `runs.experiment_id` and name their cell in a `cell:Q:C:R` tag (see engine.experiments)."""
+
+    __tablename__ = "experiments"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), default="")
+    spec: Mapped[str] = mapped_column(Text, default="{}")
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    error: Mapped[str] = mapped_column(Text, default="")
+    total: Mapped[int] = mapped_column(Integer, default=0)
+    host: Mapped[str] = mapped_column(String(200), default="")
+    pid: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
 class MigrationRow(Base):
     __tablename__ = "schema_migrations"
     name: Mapped[str] = mapped_column(String(100), primary_key=True)
@@ -115,6 +134,7 @@ def _create(tables: Sequence[str]):
 MIGRATIONS: list[tuple[str, Any]] = [
     ("0001_runs_and_turns", _create(["runs", "turns"])),
     ("0002_library", _create(["library"])),
+    ("0003_experiments", _create(["experiments"])),
 ]
 
 
@@ -223,13 +243,14 @@ class Store:
         return Recorder(self, run_id)
 
     def add_turn(self, run_id: str, turn: Turn) -> None:
-        with Session(self.engine) as session, session.begin():
-            session.add(_turn_row(run_id, turn))
-            session.execute(update(RunRow).where(RunRow.id == run_id)
-                            .values(heartbeat_at=now()))
+        # Core statements, not the ORM unit of work: this is the hot path of every run.
+        with self.engine.begin() as connection:
+            connection.execute(TurnRow.__table__.insert().values(_turn_values(run_id, turn)))
+            connection.execute(update(RunRow).where(RunRow.id == run_id)
+                               .values(heartbeat_at=now()))
 
     def update_turn(self, run_id: str, turn: Turn) -> None:
-        with Session(self.engine) as session, session.begin():
+        with self.engine.begin() as session:
             session.execute(update(TurnRow).where(TurnRow.run_id == run_id,
                                                   TurnRow.idx == turn.index).values(
                 parsed=_dumps(turn.parsed), warnings=_dumps(turn.warnings),
@@ -349,12 +370,13 @@ class Store:
         if ids is not None:
             query = query.where(RunRow.id.in_(list(ids)))
         if tag:
-            query = query.where(RunRow.tags.contains(json.dumps(tag)))
+            query = query.where(RunRow.tags.contains(json.dumps(tag), autoescape=True))
         if model:
-            query = query.where(RunRow.models.contains(model))
+            query = query.where(RunRow.models.contains(model, autoescape=True))
         if search:
-            query = query.where(or_(RunRow.question.contains(search),
-                                    RunRow.label.contains(search), RunRow.id == search))
+            query = query.where(or_(RunRow.question.contains(search, autoescape=True),
+                                    RunRow.label.contains(search, autoescape=True),
+                                    RunRow.id == search))
         if since:
             query = query.where(RunRow.created_at >= since)
         if until:
@@ -490,14 +512,14 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:
     cursor.close()
 
 
-def _turn_row(run_id: str, turn: Turn) -> TurnRow:
-    return TurnRow(run_id=run_id, idx=turn.index, phase=turn.phase, round=turn.round,
-                   seat=turn.seat, role=turn.role, model=turn.model,
-                   messages=_dumps(turn.messages), reply=turn.reply, parsed=_dumps(turn.parsed),
-                   status=turn.status, error=turn.error, warnings=_dumps(turn.warnings),
-                   latency=turn.latency, tokens_in=turn.tokens_in, tokens_out=turn.tokens_out,
-                   attempts=turn.attempts, simulated=turn.simulated,
-                   started_at=turn.started_at, finished_at=turn.finished_at)
+def _turn_values(run_id: str, turn: Turn) -> dict[str, Any]:
+    return dict(run_id=run_id, idx=turn.index, phase=turn.phase, round=turn.round,
+                seat=turn.seat, role=turn.role, model=turn.model,
+                messages=_dumps(turn.messages), reply=turn.reply, parsed=_dumps(turn.parsed),
+                status=turn.status, error=turn.error, warnings=_dumps(turn.warnings),
+                latency=turn.latency, tokens_in=turn.tokens_in, tokens_out=turn.tokens_out,
+                attempts=turn.attempts, simulated=turn.simulated,
+                started_at=turn.started_at, finished_at=turn.finished_at)
 
 
 _TURN_JSON = ("messages", "parsed", "warnings")

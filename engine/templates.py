@@ -52,7 +52,7 @@ def check_prompts(protocol: str, defaults: Mapping[str, Template],
     return prompts
 
 
-def render(defaults: Mapping[str, Template], prompts: Mapping[str, str], name: str,
+def render(defaults: Mapping[str, Template], prompts: Mapping[str, str], name: str, /,
            **values: object) -> str:
     """Fill template `name` (the override if given, else the default) with `values`."""
     text = prompts.get(name) or defaults[name].text

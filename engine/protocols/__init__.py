@@ -6,12 +6,18 @@ from typing import Any
 from ..models import ConfigError
 from ..templates import Template
 from . import debate, peer_review
+from . import duel, roundtable
+from . import panel, vote
 from .base import Option, ProtocolSpec, Slot, run_sync
 
 REGISTRY: dict[str, ProtocolSpec] = {
     spec.name: spec for spec in (
         debate.SPEC,
         peer_review.SPEC,
+        roundtable.SPEC,
+        duel.SPEC,
+        panel.SPEC,
+        vote.SPEC,
     )
 }
 

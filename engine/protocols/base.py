@@ -19,7 +19,7 @@ from ..providers import resolve_model
 from ..templates import Template, check_prompts
 
 RUN_OPTIONS = ("on_event", "prompts", "store", "label", "tags", "expected", "timeout_per_call",
-               "retries", "concurrency", "stop_event", "config")
+               "retries", "concurrency", "stop_event", "config", "experiment_id")
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,8 @@ async def execute(protocol: str, question: str, templates: Mapping[str, Template
     if store is not None:
         config = run.get("config") or describe_config(protocol, seats, options, prompts)
         run_id = store.start_run(protocol, question, config=config, label=run.get("label"),
-                                 tags=run.get("tags") or (), expected=expected)
+                                 tags=run.get("tags") or (), expected=expected,
+                                 experiment_id=run.get("experiment_id"))
         ctx.recorder = store.recorder(run_id)
     try:
         result = await body(ctx)

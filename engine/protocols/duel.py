@@ -1,0 +1,215 @@
+"""Duel (seed 004): two agents take turns until a convergence rule or the round cap ends it.
+
+Each side has its own system prompt (its role), its own conversation history and possibly its
+own model. The opener states its case; every later turn answers the opponent's newest text.
+A failed turn halts both sides, keeping the transcript so far.
+"""
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from typing import Any, Literal
+
+from ..calls import RunContext
+from ..models import ConfigError, RunResult, Seat
+from ..templates import Template, render
+from ..views import Block, warnings_block
+from .base import (Option, ProtocolSpec, Slot, execute, require_int, require_seat, require_text,
+                   run_sync, split_run_options)
+
+MAX_ROUNDS = 10
+DEFAULT_ROLES = {"a": "optimist arguing in favor", "b": "skeptic arguing against"}
+REPLIES = ("transcript", "last")
+_AGREED = re.compile(r"\bAGREED\b")
+
+TEMPLATES = {
+    "system": Template(
+        'You are debating the topic: "{topic}".\n\nYour role: {role}.\n\n'
+        "Keep each response to 2-3 sentences. Be direct and specific.\n"
+        "Stay in character. Do not summarize the opponent's point --\n"
+        "just rebut or extend the argument.",
+        ("topic", "role", "speaker", "opponent"),
+        "Each side's system prompt (seed 004); the seat's persona, if any, is appended."),
+    "opening": Template(
+        "Make your opening statement about: {topic}. 2-3 sentences.", ("topic",),
+        "The first speaker's first turn."),
+    "reply": Template(
+        'Your opponent just said: "{text}"\n\nRespond briefly, staying in your role.',
+        ("text", "topic"),
+        "Every later turn: the opponent's newest statement."),
+}
+
+
+def agreed(text: str) -> bool:
+    """The built-in convergence rule: the text contains the word `AGREED` (upper case)."""
+    return bool(_AGREED.search(text or ""))
+
+
+class DuelResult(RunResult):
+    """Seed 004's transcript of `(name, text)` pairs in speaking order, the reply and status."""
+
+    topic: str
+    transcript: list[tuple[str, str]]
+    reply: str
+    status: Literal["finished", "converged", "failed"]
+    failed_agent: str | None = None
+    error: str = ""
+    rounds: int = 0
+
+    def outcome(self) -> dict[str, Any]:
+        return {"status": self.status, "turns": len(self.transcript),
+                "converged": self.status == "converged", "failed_agent": self.failed_agent}
+
+
+def _first(first: Any, a: Seat, b: Seat) -> str:
+    """'a' or 'b' for who opens; slot letters win over seat names when both could match."""
+    if first is None:
+        return "a"
+    if isinstance(first, str):
+        key = first.strip()
+        if key.lower() in ("a", "b"):
+            return key.lower()
+        if key == a.name:
+            return "a"
+        if key == b.name:
+            return "b"
+    raise ConfigError(f"first must be 'a', 'b', {a.name!r} or {b.name!r}, got {first!r}",
+                      "input")
+
+
+def _converge(converge: Any) -> Callable[[str], Any] | None:
+    if converge is None or callable(converge):
+        return converge
+    if isinstance(converge, str) and converge.strip().lower() == "agreed":
+        return agreed
+    raise ConfigError(f'converge must be None, "agreed" or a callable on the newest text, '
+                      f"got {converge!r}", "input")
+
+
+def _reply(reply: Any) -> Callable[[list[tuple[str, str]]], str]:
+    if callable(reply):
+        def custom(transcript: list[tuple[str, str]]) -> str:
+            value = reply(list(transcript))
+            if not isinstance(value, str):
+                raise TypeError(f"the reply callable must return a string, got "
+                                f"{type(value).__name__}")
+            return value
+        return custom
+    if reply == "transcript":
+        return lambda t: "\n\n".join(f"{name}:\n{text}" for name, text in t)
+    if reply == "last":
+        return lambda t: t[-1][1] if t else ""
+    raise ConfigError(f'reply must be "transcript", "last" or a callable given '
+                      f"[(name, text), ...], got {reply!r}", "input")
+
+
+async def arun_duel(topic: str, *, a: Seat | Any, b: Seat | Any, rounds: int = 3,
+                    first: str | None = None, converge: Any = None, reply: Any = "transcript",
+                    **kw: Any) -> DuelResult:
+    """Seed 004's two-agent duel: each side speaks `rounds` times unless `converge` ends it."""
+    run = split_run_options(kw, "duel")
+    topic = require_text(topic, "topic")
+    a = require_seat(a, "a")
+    b = require_seat(b, "b")
+    if a.name == b.name:
+        raise ConfigError(f"a and b need different names; both are {a.name!r}", "input")
+    require_int(rounds, "rounds", 1, MAX_ROUNDS, "duel")
+    opener = _first(first, a, b)
+    stop_rule = _converge(converge)
+    make_reply = _reply(reply)
+    sides = {key: seat if seat.role.strip() else seat.model_copy(
+        update={"role": DEFAULT_ROLES[key]}) for key, seat in (("a", a), ("b", b))}
+
+    async def body(ctx: RunContext) -> DuelResult:
+        start = time.monotonic()
+        other = {"a": "b", "b": "a"}
+        history: dict[str, list[dict[str, str]]] = {}
+        for key, seat in sides.items():
+            system = render(TEMPLATES, ctx.prompts, "system", topic=topic,
+                            role=seat.role.strip().rstrip("."), speaker=seat.name,
+                            opponent=sides[other[key]].name)
+            if seat.persona.strip():
+                system += "\n\n" + seat.persona.strip()
+            history[key] = [{"role": "system", "content": system}]
+        order = [opener, other[opener]] * rounds
+        spoken = {"a": 0, "b": 0}
+        transcript: list[tuple[str, str]] = []
+        status, failed_agent, error, warnings = "finished", None, "", []
+        for position, key in enumerate(order):
+            seat = sides[key]
+            if not transcript:
+                prompt = render(TEMPLATES, ctx.prompts, "opening", topic=topic)
+            else:
+                prompt = render(TEMPLATES, ctx.prompts, "reply", text=transcript[-1][1],
+                                topic=topic)
+            history[key].append({"role": "user", "content": prompt})
+            spoken[key] += 1
+            turn = await ctx.call(seat, list(history[key]),
+                                  phase="opening" if position == 0 else "rebuttal",
+                                  round=spoken[key])
+            if not turn.ok:
+                history[key].pop()
+                status, failed_agent, error = "failed", seat.name, turn.error
+                warnings.append(f"{seat.name} failed on turn {position + 1} ({turn.error}); "
+                                "both sides halted, the transcript so far is kept")
+                break
+            text = turn.reply.strip()
+            history[key].append({"role": "assistant", "content": text})
+            transcript.append((seat.name, text))
+            if position >= 1 and stop_rule is not None and stop_rule(text) is True:
+                status = "converged"
+                break
+        return DuelResult(topic=topic, transcript=transcript, reply=make_reply(transcript),
+                          status=status, failed_agent=failed_agent, error=error, rounds=rounds,
+                          warnings=warnings, duration=time.monotonic() - start)
+
+    options = {"rounds": rounds, "first": first, "converge": converge, "reply": reply}
+    return await execute("duel", topic, TEMPLATES, body, [sides["a"], sides["b"]], options,
+                         run)
+
+
+def run_duel(topic: str, **kw: Any) -> DuelResult:
+    """Synchronous `arun_duel`."""
+    return run_sync(arun_duel(topic, **kw))
+
+
+def _summary(result: RunResult) -> str:
+    assert isinstance(result, DuelResult)
+    head = f"{result.status} after {len(result.transcript)} turn(s)"
+    if result.status == "failed":
+        head += f": {result.failed_agent} failed ({result.error})"
+    last = result.transcript[-1] if result.transcript else None
+    return head + (f"\nlast word, {last[0]}: {last[1][:300]}" if last else "")
+
+
+def _view(run: dict[str, Any]) -> list[Block]:
+    r = run.get("result") or {}
+    if not r:
+        return []
+    transcript = r.get("transcript", [])
+    items = [("Status", r.get("status", "")), ("Turns", len(transcript)),
+             ("Rounds", r.get("rounds", 0))]
+    blocks = [Block("metrics", items=items)]
+    if r.get("status") == "failed":
+        items.append(("Failed agent", r.get("failed_agent") or ""))
+        blocks.append(Block("text", "Error (both sides halted)", r.get("error", "")))
+    blocks.append(Block("table", "Transcript", rows=[
+        {"turn": i, "speaker": name, "text": text} for i, (name, text) in
+        enumerate(transcript, 1)]))
+    return blocks + warnings_block(r)
+
+
+SPEC = ProtocolSpec(
+    name="duel", title="Duel", seed="004", question_name="topic", runner=arun_duel,
+    slots=(Slot("a", defaults=({"name": "optimist", "role": DEFAULT_ROLES["a"]},),
+                help="one side (opens by default)"),
+           Slot("b", defaults=({"name": "skeptic", "role": DEFAULT_ROLES["b"]},),
+                help="the other side")),
+    options=(Option("rounds", 3, 1, MAX_ROUNDS, "turns per side"),
+             Option("first", None, help='who opens: "a", "b" or a seat name (default a)'),
+             Option("converge", None, help='None, or "agreed" to stop when a reply says AGREED'),
+             Option("reply", "transcript", help='"transcript" or "last"')),
+    templates=TEMPLATES,
+    estimate_calls=lambda options, seats: 2 * int(options.get("rounds", 3)),
+    summary=_summary, phases=("opening", "rebuttal"), view=_view)

@@ -1,0 +1,398 @@
+"""Roundtable (seed 003): role-named agents answer in turn; the floor and a judge read agreement.
+
+`rounds x agents` turns in order, one call each; each prompt holds the question, the context
+and the earlier usable turns. Agreement is read by the lexical floor (`overlap_agreement`, code)
+and, optionally, by one judge call (a model); a stance tally is reported beside them. None of
+these readings is verification.
+"""
+from __future__ import annotations
+
+import re
+import time
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from ..agreement import LEVELS, Agreement, overlap_agreement
+from ..calls import RunContext
+from ..models import ConfigError, RunResult, Seat, model_spec
+from ..stances import Confidence, Tally, derive_confidence, tally
+from ..templates import Template, render
+from ..views import Block, warnings_block
+from .base import (Option, ProtocolSpec, Slot, execute, require_int, require_seat, require_text,
+                   run_sync, split_run_options, unique_names)
+
+MAX_ROUNDS = 3
+MAX_AGENTS = 5
+ROLES = {
+    "proposer": "the proposer: put forward a concrete answer to the question and make the "
+                "case for it",
+    "critic": "the critic: find the weakest points in the answers so far and say what would "
+              "fix them",
+    "devil_advocate": "the devil's advocate: argue for the strongest alternative to the view "
+                      "most others hold, even one you would not hold yourself",
+    "synthesiser": "the synthesiser: combine the strongest points made so far into one "
+                   "position that most agents can accept",
+    "verifier": "the verifier: check each claim made so far against the question and say "
+                "which hold up",
+}
+PARTICIPANT = "a participant: give your own best answer to the question"
+_ALIASES = {"devils_advocate": "devil_advocate", "devil_s_advocate": "devil_advocate",
+            "devil": "devil_advocate", "synthesizer": "synthesiser", "synthesis": "synthesiser"}
+NO_CONTEXT = "(none given)"
+NO_TURNS = "(none yet: you speak first)"
+QUALIFIED, BLOCKED = "qualified-draft", "blocked-escalated"
+JUDGE_KEYS = ("agreement_level", "dominant_position", "dissenting_views", "rationale")
+
+TEMPLATES = {
+    "system": Template(
+        "You are {agent}, {role}.\n\nYou take part in a roundtable where {agents} answer the "
+        "same question in turn, each in its own role. Keep to your role.",
+        ("agent", "role", "agents"),
+        "Each agent's system prompt; it must start `You are {agent},` (the seat's persona, if "
+        "any, is appended)."),
+    "turn": Template(
+        "Question: {question}\n\nContext: {context}\n\nEarlier turns:\n{transcript}\n\n"
+        "This is round {round} of {rounds}. Answer in your role in one short paragraph, taking "
+        "up the earlier turns where they bear on your answer. End with one line of the form:\n"
+        "STANCE: <your position in a few words>",
+        ("question", "context", "transcript", "agent", "role", "round", "rounds"),
+        "Every turn: the question, the context and the earlier usable turns."),
+    "judge": Template(
+        "You are judging how far the agents at a roundtable agree, by meaning rather than by "
+        "wording.\n\nQuestion: {question}\n\nContext: {context}\n\n"
+        "Each agent's final turn:\n{final_turns}\n\n"
+        "Levels: strong = every agent holds one position; moderate = at least two thirds do; "
+        "weak = at least two agents agree; none = no two agree.\n\n"
+        "Reply with only a JSON object with these keys:\n"
+        '{"agreement_level": "none, weak, moderate or strong", '
+        '"dominant_position": "the position most agents hold, in one sentence", '
+        '"dissenting_views": ["each view outside it, one sentence each"], '
+        '"rationale": "why, in one or two sentences"}',
+        ("question", "context", "final_turns", "transcript", "agents"),
+        "Optional judge, after the last round: each agent's final usable turn."),
+}
+
+_STANCE = re.compile(r"^[ \t>#*_-]*STANCE[*_]*[ \t]*:[*_ \t]*(.*?)[*_ \t]*$", re.I | re.M)
+
+
+def role_name(role: str) -> str:
+    """A known role's canonical name (`devil's advocate` -> `devil_advocate`), else the text."""
+    key = re.sub(r"[^a-z]+", "_", (role or "").lower()).strip("_")
+    key = _ALIASES.get(key, key)
+    return key if key in ROLES else (role or "").strip()
+
+
+def role_description(role: str) -> str:
+    """The one-line description a known role gets in the prompt; free text is used as given."""
+    name = role_name(role)
+    return ROLES.get(name) or name or PARTICIPANT
+
+
+def parse_stance(text: str) -> tuple[dict[str, Any], list[str]]:
+    """The last `STANCE:` line of a turn; a missing one is a warning, never invented."""
+    found = [m.group(1).strip() for m in _STANCE.finditer(text or "")]
+    found = [s for s in found if s]
+    if not found:
+        return {"stance": None}, ["no STANCE line; this turn gives no stance"]
+    return {"stance": found[-1]}, []
+
+
+class Exchange(BaseModel):
+    """One turn: `usable` only for a non-empty reply; a failed one is `degraded`, kept empty."""
+
+    agent: str
+    role: str
+    round: int
+    response: str
+    usable: bool
+    degraded: bool
+    error: str = ""
+    stance: str | None = None
+
+
+class JudgeReading(BaseModel):
+    """The judge's JSON reading of agreement (a model's reading, not verification)."""
+
+    agreement_level: Literal["none", "weak", "moderate", "strong"]
+    dominant_position: str = ""
+    dissenting_views: list[str] = Field(default_factory=list)
+    rationale: str = ""
+
+
+class RoundtableResult(RunResult):
+    """Exchanges, the lexical floor, the stance tally beside it, and the optional judge."""
+
+    question: str
+    context: str = ""
+    rounds: int
+    exchanges: list[Exchange]
+    agreement: Agreement
+    stance_tally: Tally             # each agent's stance in its last usable turn (None abstains)
+    stance_confidence: Confidence
+    judge: JudgeReading | None = None
+    judge_status: Literal["applied", "degraded", "not_run"] = "not_run"
+    diverged_from_floor: bool = False
+    completion_state: Literal["qualified-draft", "blocked-escalated"]
+    warning_codes: list[str] = Field(default_factory=list)
+
+    def final_answer(self) -> str | None:
+        """The stance tally's winner (None when nobody gave a stance)."""
+        return self.stance_tally.winner
+
+    def outcome(self) -> dict[str, Any]:
+        return {"agreement_level": self.agreement.level,
+                "overlap_fraction": self.agreement.overlap_fraction,
+                "voters": self.agreement.voters,
+                "completion_state": self.completion_state,
+                "judge_status": self.judge_status,
+                "judge_level": self.judge.agreement_level if self.judge else None,
+                "diverged": self.diverged_from_floor,
+                "stance_winner": self.final_answer(),
+                "stance_confidence": self.stance_confidence.level,
+                "degraded_turns": sum(1 for e in self.exchanges if e.degraded)}
+
+
+def _transcript(exchanges: list[Exchange]) -> str:
+    usable = [e for e in exchanges if e.usable]
+    return "\n\n".join(f"[round {e.round}] {e.agent} ({e.role or 'participant'}):\n{e.response}"
+                       for e in usable) or NO_TURNS
+
+
+def _check_judge(obj: dict[str, Any]) -> str:
+    level = obj.get("agreement_level")
+    if not isinstance(level, str) or level.strip().lower() not in LEVELS:
+        return f"agreement_level must be one of {', '.join(LEVELS)}; got {level!r}"
+    return ""
+
+
+def _reading(obj: dict[str, Any]) -> tuple[JudgeReading, list[str]]:
+    """The judge's fields; its own confidence or completion state, if any, is never read."""
+    warnings = [f"judge reply has no {key}" for key in JUDGE_KEYS[1:] if key not in obj]
+    views = obj.get("dissenting_views", [])
+    if isinstance(views, str):
+        views = [views] if views.strip() else []
+    elif not isinstance(views, list):
+        warnings.append(f"judge dissenting_views is not a list ({type(views).__name__}); "
+                        "left empty")
+        views = []
+    text = lambda v: v if isinstance(v, str) else "" if v is None else str(v)  # noqa: E731
+    return JudgeReading(agreement_level=obj["agreement_level"].strip().lower(),
+                        dominant_position=text(obj.get("dominant_position")),
+                        dissenting_views=[text(v) for v in views if text(v).strip()],
+                        rationale=text(obj.get("rationale"))), warnings
+
+
+def _model_key(model: Any) -> Any:
+    return model_spec(model) if isinstance(model, str) else id(model)
+
+
+def _agents(agents: Any) -> list[Seat]:
+    if isinstance(agents, (str, bytes)) or not isinstance(agents, (list, tuple)):
+        raise ConfigError("agents must be a list of seats (1..5 for a roundtable)", "input")
+    if not 1 <= len(agents) <= MAX_AGENTS:
+        raise ConfigError(f"agents must be 1..{MAX_AGENTS} for a roundtable, got "
+                          f"{len(agents)}", "limit")
+    seats = []
+    for number, seat in enumerate(agents, 1):
+        label = seat.name if isinstance(seat, Seat) and seat.name else f"agent{number}"
+        if seat is None or (isinstance(seat, Seat) and (
+                seat.model is None or (isinstance(seat.model, str) and not seat.model.strip()))):
+            raise ConfigError(f"agents[{number - 1}] ({label}) has no model; give a chat model "
+                              'or a spec such as "simulated"', "no_model")
+        seats.append(require_seat(seat, label))
+    unique_names(seats, "agent")
+    return seats
+
+
+async def arun_roundtable(question: str, *, agents: list[Seat | Any], rounds: int = 1,
+                          context: str = "", judge: Seat | Any | None = None,
+                          **kw: Any) -> RoundtableResult:
+    """Seed 003's roundtable: role-named agents in turn, the lexical floor, an optional judge."""
+    run = split_run_options(kw, "roundtable")
+    question = require_text(question, "question")
+    seats = _agents(agents)
+    require_int(rounds, "rounds", 1, MAX_ROUNDS, "roundtable")
+    if context is None:
+        context = ""
+    if not isinstance(context, str):
+        raise ConfigError(f"context must be text, got {type(context).__name__}", "input")
+    if len(context) > 20_000:
+        raise ConfigError(f"context is {len(context)} characters; the limit is 20,000", "limit")
+    judge_seat = require_seat(judge, "judge") if judge is not None else None
+
+    async def body(ctx: RunContext) -> RoundtableResult:
+        start = time.monotonic()
+        roster = ", ".join(f"{s.name} ({role_name(s.role) or 'participant'})" for s in seats)
+        exchanges: list[Exchange] = []
+        for number in range(1, rounds + 1):
+            for seat in seats:
+                system = render(TEMPLATES, ctx.prompts, "system", agent=seat.name,
+                                role=role_description(seat.role), agents=roster)
+                if seat.persona.strip():
+                    system += "\n\n" + seat.persona.strip()
+                prompt = render(TEMPLATES, ctx.prompts, "turn", question=question,
+                                context=context.strip() or NO_CONTEXT,
+                                transcript=_transcript(exchanges), agent=seat.name,
+                                role=role_description(seat.role), round=number, rounds=rounds)
+                turn = await ctx.call(seat, [{"role": "system", "content": system},
+                                             {"role": "user", "content": prompt}],
+                                      phase="turn", round=number, parse=parse_stance)
+                exchanges.append(Exchange(
+                    agent=seat.name, role=role_name(seat.role), round=number,
+                    response=turn.reply if turn.ok else "", usable=turn.ok,
+                    degraded=not turn.ok, error=turn.error,
+                    stance=turn.parsed.get("stance") if turn.ok else None))
+
+        last: dict[str, Exchange | None] = {seat.name: None for seat in seats}
+        for exchange in exchanges:
+            if exchange.usable:
+                last[exchange.agent] = exchange
+        agreement = overlap_agreement({name: e.response if e else ""
+                                       for name, e in last.items()})
+        stance_tally = tally({name: e.stance if e else None for name, e in last.items()})
+        stance_confidence = derive_confidence(stance_tally)
+
+        warnings: list[tuple[str, str]] = []
+        for e in exchanges:
+            if e.degraded:
+                warnings.append(("degraded-turn", f"{e.agent}'s turn in round {e.round} gave "
+                                 f"nothing usable ({e.error}); it is kept empty and left out "
+                                 "of later prompts and the floor."))
+        for name, e in last.items():
+            if e is not None and e.stance is None:
+                warnings.append(("missing-stance", f"{name}'s last usable turn has no STANCE "
+                                 "line, so it abstains in the stance tally."))
+        state = QUALIFIED if agreement.voters >= 2 else BLOCKED
+        reading, status, diverged = None, "not_run", False
+        one_model = len(seats) >= 2 and len({_model_key(s.model) for s in seats}) == 1
+        if state == BLOCKED:
+            warnings.append(("no-content", f"only {agreement.voters} of {len(seats)} agent(s) "
+                             "gave a usable turn; there is no agreement to read, the judge was "
+                             "not asked, and the question needs a person (blocked)."))
+        elif judge_seat is None:
+            warnings.append(("lexical-only", "agreement rests on shared words only (no judge): "
+                             "paraphrase reads as disagreement and opposing stances that share "
+                             "topic words read as agreement."))
+        else:
+            final = "\n\n".join(f"{name} ({e.role or 'participant'}):\n{e.response}"
+                                for name, e in last.items() if e is not None)
+            prompt = render(TEMPLATES, ctx.prompts, "judge", question=question,
+                            context=context.strip() or NO_CONTEXT, final_turns=final,
+                            transcript=_transcript(exchanges), agents=roster)
+            obj, turn = await ctx.call_json(judge_seat, [{"role": "user", "content": prompt}],
+                                            phase="judge", round=rounds + 1, keys=JUDGE_KEYS,
+                                            validate=_check_judge)
+            if obj is None:
+                status = "degraded"
+                warnings.append(("judge-failed", f"the judge gave no usable reading "
+                                 f"({turn.error}); the lexical floor stands."))
+            else:
+                reading, notes = _reading(obj)
+                if notes:
+                    ctx.update(turn, warnings=list(turn.warnings) + notes)
+                status = "applied"
+                diverged = reading.agreement_level != agreement.level
+                shared = ""
+                if one_model:
+                    same = _model_key(judge_seat.model) == _model_key(seats[0].model)
+                    shared = (" All agents ran on one model" + (", the judge too" if same else "")
+                              + ", so this reads samples of one model: agreement may be "
+                              "conformity rather than confirmation.")
+                warnings.append(("model-agreement", "the judge's level is one model's reading "
+                                 "of agreement, not verification." + shared))
+                if diverged:
+                    warnings.append(("judge-diverged", f"the judge reads "
+                                     f"{reading.agreement_level} agreement, the lexical floor "
+                                     f"{agreement.level}: read both."))
+        return RoundtableResult(
+            question=question, context=context, rounds=rounds, exchanges=exchanges,
+            agreement=agreement, stance_tally=stance_tally,
+            stance_confidence=stance_confidence, judge=reading, judge_status=status,
+            diverged_from_floor=diverged, completion_state=state,
+            warnings=[f"{code}: {text}" for code, text in warnings],
+            warning_codes=list(dict.fromkeys(code for code, _ in warnings)),
+            duration=time.monotonic() - start)
+
+    options = {"rounds": rounds, "context": context}
+    return await execute("roundtable", question, TEMPLATES, body,
+                         seats + ([judge_seat] if judge_seat else []), options, run)
+
+
+def run_roundtable(question: str, **kw: Any) -> RoundtableResult:
+    """Synchronous `arun_roundtable`."""
+    return run_sync(arun_roundtable(question, **kw))
+
+
+def _summary(result: RunResult) -> str:
+    assert isinstance(result, RoundtableResult)
+    a = result.agreement
+    judge = (f"; judge: {result.judge.agreement_level}" if result.judge else
+             f"; judge: {result.judge_status}")
+    winner = result.final_answer()
+    return (f"{result.completion_state}: lexical floor {a.level} "
+            f"({a.overlap_fraction:.0%} of {a.voters} voter(s) agree){judge}"
+            f"{' (diverged)' if result.diverged_from_floor else ''}\n"
+            f"stance winner: {winner if winner is not None else 'none'}; dissent: "
+            f"{', '.join(a.dissent) or 'none'}")
+
+
+def _view(run: dict[str, Any]) -> list[Block]:
+    r = run.get("result") or {}
+    if not r:
+        return []
+    a = r.get("agreement") or {}
+    judge = r.get("judge") or {}
+    votes = r.get("stance_tally") or {}
+    confidence = r.get("stance_confidence") or {}
+    judge_text = r.get("judge_status", "not_run")
+    if judge:
+        judge_text += f" ({judge.get('agreement_level')}"
+        judge_text += ", diverged)" if r.get("diverged_from_floor") else ")"
+    blocks = [Block("metrics", items=[
+        ("Agreement (lexical floor)", a.get("level", "none")),
+        ("Overlap fraction", f"{a.get('overlap_fraction', 0.0):.2f}"),
+        ("Voters", a.get("voters", 0)),
+        ("State", r.get("completion_state", "")),
+        ("Judge", judge_text),
+        ("Stance winner", votes.get("winner") or "none"),
+        ("Stance confidence", confidence.get("level") or "none")]),
+        Block("text", "Dominant group (lexical floor)", ", ".join(a.get("dominant", []))
+              or "no two agents share enough words")]
+    if judge:
+        blocks.append(Block("text", "Judge's dominant position", judge.get("dominant_position",
+                                                                           "")))
+        blocks.append(Block("text", "Judge's rationale", judge.get("rationale", "")))
+    dissent = [{"agent": name, "final turn": text}
+               for name, text in (a.get("dissent_texts") or {}).items()]
+    dissent += [{"agent": "(judge)", "final turn": view}
+                for view in judge.get("dissenting_views", [])]
+    if dissent:
+        blocks.append(Block("table", "Dissent", rows=dissent))
+    blocks.append(Block("table", "Exchanges", rows=[
+        {"round": e["round"], "agent": e["agent"], "role": e["role"],
+         "stance": e.get("stance") or "", "usable": e["usable"],
+         "response": e["response"] if e["usable"] else f"(degraded: {e['error']})"}
+        for e in r.get("exchanges", [])]))
+    return blocks + warnings_block(r)
+
+
+SPEC = ProtocolSpec(
+    name="roundtable", title="Roundtable", seed="003", question_name="question",
+    runner=arun_roundtable,
+    slots=(Slot("agents", many=True, minimum=1, maximum=MAX_AGENTS,
+                # No model here: seats take the configuration's model ("simulated" by default).
+                defaults=({"name": "Ada", "role": "proposer"},
+                          {"name": "Bo", "role": "critic"},
+                          {"name": "Cy", "role": "devil_advocate"}),
+                help="role-named agents (proposer, critic, devil_advocate, synthesiser, "
+                     "verifier) who answer in turn"),
+           Slot("judge", optional=True, defaults=({"name": "judge"},),
+                help="optional: reads agreement by meaning beside the lexical floor")),
+    options=(Option("rounds", 1, 1, MAX_ROUNDS, "rounds; every agent speaks once a round"),
+             Option("context", "", help="background every agent sees")),
+    templates=TEMPLATES,
+    estimate_calls=lambda options, seats: (int(options.get("rounds", 1))
+                                           * int(seats.get("agents", 0))
+                                           + int(seats.get("judge", 0))),
+    summary=_summary, phases=("turn", "judge"), view=_view)
