@@ -1,0 +1,450 @@
+"""Seed 000's debate, rule by rule, checked on what the fake models actually received."""
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import timedelta
+
+import pytest
+
+from engine import ConfigError, Seat, arun_debate, prompt_templates, run_debate
+
+ARGUMENT_ERROR = "Error: Unable to generate argument."
+COUNTER_ERROR = "Error: Unable to generate counter-argument."
+JUDGE_REPLY = ("1. VERDICT: The proponent wins\n2. REASONING: Stronger evidence\n"
+               "3. PRO SUMMARY: It is cheaper\n4. CON SUMMARY: It is riskier\n"
+               "5. CONFIDENCE: 0.8")
+TOPIC = "Should this service move to microservices?"
+
+
+def pro_replies(n=3):
+    return [f"pro-argument-round-{i}" for i in range(1, n + 1)]
+
+
+def con_replies(n=3):
+    return [f"con-argument-round-{i}" for i in range(1, n + 1)]
+
+
+@pytest.fixture
+def seats(recording_model):
+    """Fresh proponent, opponent and judge fakes with distinct, searchable replies."""
+    return {"proponent": recording_model(pro_replies()),
+            "opponent": recording_model(con_replies()),
+            "judge": recording_model([JUDGE_REPLY])}
+
+
+def debate(seats, topic=TOPIC, **kw):
+    kw.setdefault("retries", 0)
+    return run_debate(topic, **seats, **kw)
+
+
+def prompt(model, call):
+    """The last (user) message content of the model's `call`-th call."""
+    kind, content = model.received[call][-1]
+    assert kind == "human"
+    return content
+
+
+# --------------------------------------------------------------------------- round 1
+def test_round_one_proponent_opens_with_the_topic(seats):
+    debate(seats, max_rounds=1)
+    assert len(seats["proponent"].received) == 1
+    assert seats["proponent"].received[0] == [("human", prompt(seats["proponent"], 0))]
+    opening = prompt(seats["proponent"], 0)
+    assert TOPIC in opening
+    assert "con-argument" not in opening
+
+
+def test_round_one_opponent_answers_the_opening(seats):
+    debate(seats, max_rounds=1)
+    answer = prompt(seats["opponent"], 0)
+    assert TOPIC in answer
+    assert "pro-argument-round-1" in answer
+
+
+def test_round_one_result_holds_both_arguments(seats):
+    result = debate(seats, max_rounds=1)
+    assert [(r.round_number, r.proponent_argument, r.opponent_argument)
+            for r in result.rounds] == [(1, "pro-argument-round-1", "con-argument-round-1")]
+
+
+# --------------------------------------------------------------------------- later rounds
+def test_later_rounds_proponent_sees_the_opponents_last_argument(seats):
+    debate(seats, max_rounds=3)
+    second, third = prompt(seats["proponent"], 1), prompt(seats["proponent"], 2)
+    assert "con-argument-round-1" in second
+    assert "con-argument-round-2" in third and "con-argument-round-1" not in third
+    assert TOPIC in second and TOPIC in third
+
+
+def test_later_rounds_opponent_sees_newest_argument_and_its_own_previous_one(seats):
+    debate(seats, max_rounds=3)
+    second, third = prompt(seats["opponent"], 1), prompt(seats["opponent"], 2)
+    assert "pro-argument-round-2" in second and "con-argument-round-1" in second
+    assert "pro-argument-round-1" not in second
+    assert "pro-argument-round-3" in third and "con-argument-round-2" in third
+    for old in ("pro-argument-round-1", "pro-argument-round-2", "con-argument-round-1"):
+        assert old not in third
+
+
+def test_each_call_is_a_fresh_single_message(seats):
+    """Sides are LLMClient.chat(prompt) calls: no hidden conversation history."""
+    debate(seats, max_rounds=3)
+    for model in seats.values():
+        assert all(len(call) == 1 and call[0][0] == "human" for call in model.received)
+
+
+def test_rounds_are_numbered_in_order(seats):
+    result = debate(seats, max_rounds=3)
+    assert [r.round_number for r in result.rounds] == [1, 2, 3]
+    assert [r.opponent_argument for r in result.rounds] == con_replies()
+
+
+def test_persona_goes_first_as_a_system_message(recording_model):
+    pro = recording_model(["p"])
+    con, judge = recording_model(["c"]), recording_model([JUDGE_REPLY])
+    run_debate(TOPIC, proponent=Seat("pro", pro, persona="You are a bold architect."),
+               opponent=con, judge=judge, max_rounds=1, retries=0)
+    assert pro.received[0][0] == ("system", "You are a bold architect.")
+    assert pro.received[0][1][0] == "human"
+    assert con.received[0][0][0] == "human"
+
+
+# --------------------------------------------------------------------------- side failures
+def test_proponent_failure_gives_argument_error_and_the_debate_goes_on(recording_model):
+    pro = recording_model([RuntimeError("pro down"), "pro-argument-round-2"])
+    con = recording_model(con_replies())
+    judge = recording_model([JUDGE_REPLY])
+    result = run_debate(TOPIC, proponent=pro, opponent=con, judge=judge, max_rounds=2,
+                        retries=0)
+    assert result.rounds[0].proponent_argument == ARGUMENT_ERROR
+    assert result.rounds[1].proponent_argument == "pro-argument-round-2"
+    assert ARGUMENT_ERROR in prompt(con, 0)  # the opponent answers what the round holds
+    assert len(con.received) == 2 and len(judge.received) == 1
+    failed = result.turns[0]
+    assert failed.status == "degraded" and "pro down" in failed.error and failed.reply == ""
+
+
+def test_opponent_failure_gives_counter_argument_error_and_the_debate_goes_on(recording_model):
+    pro = recording_model(pro_replies())
+    con = recording_model([RuntimeError("con down"), "con-argument-round-2"])
+    judge = recording_model([JUDGE_REPLY])
+    result = run_debate(TOPIC, proponent=pro, opponent=con, judge=judge, max_rounds=2,
+                        retries=0)
+    assert result.rounds[0].opponent_argument == COUNTER_ERROR
+    assert result.rounds[1].opponent_argument == "con-argument-round-2"
+    assert COUNTER_ERROR in prompt(pro, 1)       # proponent sees the opponent's last argument
+    assert COUNTER_ERROR in prompt(con, 1)       # ... and so does the opponent, as its own
+    assert result.turns[1].status == "degraded" and "con down" in result.turns[1].error
+    assert result.verdict == "The proponent wins"
+
+
+def test_both_sides_failing_every_round_still_reaches_the_judge(recording_model):
+    pro, con = recording_model([ValueError("x")]), recording_model([ValueError("y")])
+    judge = recording_model([JUDGE_REPLY])
+    result = run_debate(TOPIC, proponent=pro, opponent=con, judge=judge, max_rounds=2,
+                        retries=0)
+    assert [(r.proponent_argument, r.opponent_argument) for r in result.rounds] == \
+        [(ARGUMENT_ERROR, COUNTER_ERROR)] * 2
+    assert ARGUMENT_ERROR in prompt(judge, 0) and COUNTER_ERROR in prompt(judge, 0)
+    assert result.confidence == pytest.approx(0.8)
+
+
+def test_empty_reply_counts_as_a_failed_side(recording_model):
+    pro, con = recording_model(["   "]), recording_model(["c"])
+    judge = recording_model([JUDGE_REPLY])
+    result = run_debate(TOPIC, proponent=pro, opponent=con, judge=judge, max_rounds=1,
+                        retries=0)
+    assert result.rounds[0].proponent_argument == ARGUMENT_ERROR
+    assert result.turns[0].error == "empty reply"
+
+
+# --------------------------------------------------------------------------- timeout
+def test_timeout_zero_starts_no_round_but_the_judge_runs(seats):
+    result = debate(seats, max_rounds=3, timeout=0)
+    assert result.rounds == []
+    assert seats["proponent"].received == [] and seats["opponent"].received == []
+    assert len(seats["judge"].received) == 1
+    assert result.verdict == "The proponent wins"
+    assert [t.phase for t in result.turns] == ["judge"]
+
+
+def test_timeout_accepts_a_timedelta(seats):
+    result = debate(seats, max_rounds=3, timeout=timedelta(0))
+    assert result.rounds == [] and len(seats["judge"].received) == 1
+
+
+def test_timeout_is_checked_before_each_round_and_a_started_round_finishes(recording_model):
+    calls = []
+
+    def slow_first(convo):
+        # The first call overruns the run's timeout: the round it is in must still finish.
+        calls.append(convo)
+        if len(calls) == 1:
+            time.sleep(1.0)
+        return "pro-argument"
+
+    pro = recording_model(fn=slow_first)
+    con = recording_model(["con-argument"])
+    judge = recording_model([JUDGE_REPLY])
+    result = run_debate(TOPIC, proponent=pro, opponent=con, judge=judge, max_rounds=3,
+                        timeout=0.5, retries=0)
+    assert len(result.rounds) == 1  # round 1 began at once; round 2 was due after 0.5 s
+    assert result.rounds[0].opponent_argument == "con-argument"
+    assert len(pro.received) == 1 and len(con.received) == 1
+    assert len(judge.received) == 1 and result.verdict == "The proponent wins"
+
+
+def test_no_timeout_runs_every_round(seats):
+    result = debate(seats, max_rounds=3, timeout=None)
+    assert len(result.rounds) == 3
+
+
+# --------------------------------------------------------------------------- the judge
+def test_judge_sees_the_whole_transcript(seats):
+    debate(seats, max_rounds=3)
+    assert len(seats["judge"].received) == 1
+    judged = prompt(seats["judge"], 0)
+    assert TOPIC in judged
+    for text in pro_replies() + con_replies():
+        assert text in judged
+    # in speaking order
+    positions = [judged.index(t) for t in
+                 ["pro-argument-round-1", "con-argument-round-1", "pro-argument-round-2",
+                  "con-argument-round-2", "pro-argument-round-3", "con-argument-round-3"]]
+    assert positions == sorted(positions)
+    for section in ("VERDICT", "REASONING", "PRO SUMMARY", "CON SUMMARY", "CONFIDENCE"):
+        assert section in judged
+
+
+def test_judge_sections_fill_the_result(seats):
+    result = debate(seats, max_rounds=1)
+    assert result.verdict == "The proponent wins"
+    assert result.reasoning == "Stronger evidence"
+    assert result.pro_summary == "It is cheaper"
+    assert result.con_summary == "It is riskier"
+    assert result.confidence == pytest.approx(0.8)
+    assert result.is_high_confidence is True
+    assert result.warnings == []
+    assert result.turns[-1].parsed == {"verdict": "The proponent wins", "confidence": 0.8}
+
+
+def test_judge_failure(recording_model):
+    pro, con = recording_model(["p"]), recording_model(["c"])
+    judge = recording_model([RuntimeError("judge exploded")])
+    result = run_debate(TOPIC, proponent=pro, opponent=con, judge=judge, max_rounds=2,
+                        retries=0)
+    assert result.verdict.startswith("Unable to reach verdict due to error:")
+    assert "judge exploded" in result.verdict
+    assert result.confidence == 0
+    assert result.is_high_confidence is False
+    assert result.pro_summary == "" and result.con_summary == ""
+    assert len(result.rounds) == 2  # the rounds are kept
+    assert result.turns[-1].status == "degraded"
+
+
+@pytest.mark.parametrize("reply, verdict, confidence", [
+    ("**VERDICT:** Con\n**REASONING:** r\n**PRO SUMMARY:** p\n**CON SUMMARY:** c\n"
+     "**CONFIDENCE:** 85%", "Con", 0.85),
+    ("1) Verdict: Pro\n2) reasoning: r\n3) Pro Summary: p\n4) con summary: c\n"
+     "5) Confidence: high", "Pro", 0.8),
+    ("VERDICT: Pro, narrowly.\nIt was close.\nREASONING: r\nPRO SUMMARY: p\n"
+     "CON SUMMARY: c\nCONFIDENCE: 7/10", "Pro, narrowly.\nIt was close.", 0.7),
+])
+def test_judge_sections_parse_in_several_styles(recording_model, reply, verdict, confidence):
+    result = run_debate(TOPIC, proponent=recording_model(["p"]),
+                        opponent=recording_model(["c"]), judge=recording_model([reply]),
+                        max_rounds=1, retries=0)
+    assert result.verdict == verdict
+    assert (result.reasoning, result.pro_summary, result.con_summary) == ("r", "p", "c")
+    assert result.confidence == pytest.approx(confidence)
+    assert result.warnings == []
+
+
+def test_missing_verdict_makes_the_whole_reply_the_verdict_with_a_warning(recording_model):
+    reply = "I think the opponent argued better overall.\nCONFIDENCE: 0.6"
+    result = run_debate(TOPIC, proponent=recording_model(["p"]),
+                        opponent=recording_model(["c"]), judge=recording_model([reply]),
+                        max_rounds=1, retries=0)
+    assert result.verdict == reply
+    assert any("VERDICT" in w for w in result.warnings)
+    assert result.confidence == pytest.approx(0.6)
+    assert result.turns[-1].warnings == result.warnings
+
+
+def test_missing_sections_leave_fields_empty_with_warnings(recording_model):
+    result = run_debate(TOPIC, proponent=recording_model(["p"]),
+                        opponent=recording_model(["c"]),
+                        judge=recording_model(["VERDICT: Pro"]), max_rounds=1, retries=0)
+    assert result.verdict == "Pro"
+    assert result.reasoning == result.pro_summary == result.con_summary == ""
+    assert result.confidence == 0.0
+    assert any("CONFIDENCE" in w for w in result.warnings)
+    assert any("REASONING" in w for w in result.warnings)
+
+
+def test_unreadable_confidence_is_zero_with_a_warning(recording_model):
+    result = run_debate(TOPIC, proponent=recording_model(["p"]),
+                        opponent=recording_model(["c"]),
+                        judge=recording_model(["VERDICT: Pro\nCONFIDENCE: quite sure"]),
+                        max_rounds=1, retries=0)
+    assert result.confidence == 0.0
+    assert any("quite sure" in w for w in result.warnings)
+
+
+@pytest.mark.parametrize("confidence, high", [("0.7", True), ("0.69", False), ("0.71", True),
+                                              ("70%", True), ("1.0", True), ("0.0", False)])
+def test_is_high_confidence_threshold(recording_model, confidence, high):
+    result = run_debate(TOPIC, proponent=recording_model(["p"]),
+                        opponent=recording_model(["c"]),
+                        judge=recording_model([f"VERDICT: Pro\nCONFIDENCE: {confidence}"]),
+                        max_rounds=1, retries=0)
+    assert result.is_high_confidence is high
+    assert result.model_dump()["is_high_confidence"] is high
+
+
+# --------------------------------------------------------------------------- rounds and calls
+@pytest.mark.parametrize("rounds", [1, 2, 4])
+def test_max_rounds_gives_two_calls_per_round_plus_the_judge(recording_model, rounds):
+    pro, con = recording_model(["p"]), recording_model(["c"])
+    judge = recording_model([JUDGE_REPLY])
+    result = run_debate(TOPIC, proponent=pro, opponent=con, judge=judge, max_rounds=rounds,
+                        retries=0)
+    assert len(result.turns) == 2 * rounds + 1
+    assert (len(pro.received), len(con.received), len(judge.received)) == (rounds, rounds, 1)
+    assert len(result.rounds) == rounds
+
+
+def test_default_is_three_rounds(seats):
+    result = run_debate(TOPIC, **seats, retries=0)
+    assert len(result.rounds) == 3 and len(result.turns) == 7
+
+
+# --------------------------------------------------------------------------- prompt overrides
+def test_prompt_override_changes_what_is_sent(seats):
+    prompts = {"proponent_opening": "OPEN FOR: {topic}",
+               "judge": "RULE ON {topic}\n{transcript}\nVERDICT: ...\nCONFIDENCE: ..."}
+    debate(seats, max_rounds=1, prompts=prompts)
+    assert prompt(seats["proponent"], 0) == f"OPEN FOR: {TOPIC}"
+    judged = prompt(seats["judge"], 0)
+    assert judged.startswith(f"RULE ON {TOPIC}\n")
+    assert "pro-argument-round-1" in judged and "con-argument-round-1" in judged
+    # templates not overridden keep their defaults
+    assert "pro-argument-round-1" in prompt(seats["opponent"], 0)
+    assert prompt(seats["opponent"], 0).startswith("You are arguing AGAINST")
+
+
+def test_prompt_templates_lists_every_debate_prompt():
+    templates = prompt_templates("debate")
+    assert set(templates) == {"proponent_opening", "opponent_opening", "proponent_rebuttal",
+                              "opponent_rebuttal", "judge"}
+    assert "transcript" in templates["judge"]["placeholders"]
+    assert templates["proponent_opening"]["placeholders"] == ["topic"]
+
+
+@pytest.mark.parametrize("prompts, fragment", [
+    ({"closing_statement": "x {topic}"}, "closing_statement"),
+    ({"proponent_opening": "Argue {topic} against {transcript}"}, "transcript"),
+    ({"judge": "   "}, "judge"),
+])
+def test_bad_prompt_override_raises_before_any_call(seats, prompts, fragment):
+    with pytest.raises(ConfigError) as info:
+        debate(seats, prompts=prompts)
+    assert info.value.code == "input"
+    assert fragment in str(info.value)
+    assert all(model.received == [] for model in seats.values())
+
+
+# --------------------------------------------------------------------------- validation
+@pytest.mark.parametrize("change, code", [
+    ({"topic": ""}, "input"),
+    ({"topic": "   "}, "input"),
+    ({"max_rounds": 0}, "limit"),
+    ({"max_rounds": -1}, "limit"),
+    ({"max_rounds": 2.5}, "input"),
+    ({"judge": None}, "no_model"),
+    ({"opponent": None}, "no_model"),
+    ({"judge": "nosuchvendor:some-model"}, "no_model"),
+    ({"proponent": Seat("pro", "")}, "no_model"),
+    ({"timeout": -1}, "input"),
+    ({"no_such_option": 1}, "input"),
+])
+def test_validation_errors_raise_before_any_model_call(seats, change, code):
+    kwargs = {"topic": TOPIC, **seats, "max_rounds": 2, **change}
+    spies = [m for m in seats.values()]
+    with pytest.raises(ConfigError) as info:
+        run_debate(kwargs.pop("topic"), **kwargs)
+    assert info.value.code == code
+    assert str(info.value)  # says what to change
+    assert all(model.received == [] for model in spies)
+
+
+def test_config_error_is_a_value_error():
+    assert issubclass(ConfigError, ValueError)
+
+
+# --------------------------------------------------------------------------- events and asyncio
+def test_on_event_receives_each_turn_in_order(seats):
+    events = []
+    result = debate(seats, max_rounds=2, on_event=events.append)
+    assert [(t.index, t.phase, t.round, t.seat) for t in events] == [
+        (0, "argument", 1, "proponent"), (1, "counter-argument", 1, "opponent"),
+        (2, "argument", 2, "proponent"), (3, "counter-argument", 2, "opponent"),
+        (4, "judge", 3, "judge")]
+    assert [t.reply for t in events] == ["pro-argument-round-1", "con-argument-round-1",
+                                         "pro-argument-round-2", "con-argument-round-2",
+                                         JUDGE_REPLY]
+    assert events == result.turns
+
+
+def test_on_event_sees_each_turn_before_the_next_call(recording_model):
+    log = []
+    pro = recording_model(fn=lambda convo: log.append("pro call") or "p")
+    con = recording_model(fn=lambda convo: log.append("con call") or "c")
+    judge = recording_model(fn=lambda convo: log.append("judge call") or JUDGE_REPLY)
+    run_debate(TOPIC, proponent=pro, opponent=con, judge=judge, max_rounds=1, retries=0,
+               on_event=lambda turn: log.append(f"event {turn.seat}"))
+    assert log == ["pro call", "event proponent", "con call", "event opponent",
+                   "judge call", "event judge"]
+
+
+def test_arun_debate_works_under_asyncio(seats):
+    async def main():
+        return await arun_debate(TOPIC, **seats, max_rounds=2, retries=0)
+
+    result = asyncio.run(main())
+    assert len(result.rounds) == 2 and result.verdict == "The proponent wins"
+    assert len(seats["judge"].received) == 1
+
+
+def test_two_debates_run_concurrently_under_gather(recording_model):
+    def make():
+        return dict(proponent=recording_model(["p"]), opponent=recording_model(["c"]),
+                    judge=recording_model([JUDGE_REPLY]))
+
+    async def main():
+        return await asyncio.gather(arun_debate("A?", **make(), max_rounds=1, retries=0),
+                                    arun_debate("B?", **make(), max_rounds=1, retries=0))
+
+    first, second = asyncio.run(main())
+    assert (first.topic, second.topic) == ("A?", "B?")
+    assert len(first.turns) == len(second.turns) == 3
+
+
+def test_run_debate_works_inside_a_running_event_loop(seats):
+    async def main():
+        return run_debate(TOPIC, **seats, max_rounds=1, retries=0)
+
+    result = asyncio.run(main())
+    assert result.verdict == "The proponent wins"
+
+
+def test_result_fields_and_duration(seats):
+    result = debate(seats, max_rounds=1)
+    data = result.model_dump()
+    for field in ("topic", "rounds", "verdict", "reasoning", "pro_summary", "con_summary",
+                  "confidence", "is_high_confidence", "duration", "turns"):
+        assert field in data
+    assert result.topic == TOPIC and result.protocol == "debate"
+    assert result.duration >= 0
+    assert result.run_id is None  # nothing stored without a store
