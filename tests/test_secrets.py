@@ -1,0 +1,72 @@
+"""A recognisable API key is used for every protocol over real HTTP, and never stored or shown.
+
+The key must reach the model server (the Authorization header proves it was in play) and
+appear in no database row or file, export, log line or CLI output.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine import Store
+from engine.protocols import REGISTRY, arun_config, run_sync
+
+from openai_stub import SimulatedOpenAI
+
+KEY = "sk-parley-FAKE-0123456789-secret-canary"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
+                 "all_proxy", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+
+
+def _all_bytes(folder: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in folder.rglob("*") if p.is_file())
+
+
+def test_key_is_used_but_never_stored_exported_or_logged(tmp_path, clean_env, caplog):
+    caplog.set_level(logging.DEBUG)
+    db = tmp_path / "db"
+    store = Store(f"sqlite:///{db / 'parley.db'}")
+    with SimulatedOpenAI() as server:
+        for name in REGISTRY:
+            config = {"protocol": name, "model": "openai:sim-model", "base_url": server.base_url}
+            result = run_sync(arun_config(config, "Should this service move to microservices?",
+                                          store=store, tags=["secrets"]))
+            assert result.run_id and result.turns
+            assert all(t.status == "ok" for t in result.turns), name
+        assert server.requests and all(r["auth"] == f"Bearer {KEY}" for r in server.requests)
+        cli = subprocess.run(
+            [sys.executable, "-m", "engine", "run", "debate", "Should we?", "--model",
+             "openai:sim-model", "--base-url", server.base_url, "--db",
+             f"sqlite:///{db / 'parley.db'}", "--json"],
+            cwd=ROOT, env=os.environ.copy(), capture_output=True, text=True, timeout=120)
+    assert cli.returncode == 0, cli.stderr
+    runs = store.runs(tag="secrets")
+    assert set(runs["protocol"]) == set(REGISTRY)
+    exports = store.export_jsonl() + store.runs(with_result=True).to_csv()
+    for run_id in runs["id"]:
+        exports += store.export_run(run_id)
+    assert KEY not in exports
+    assert KEY.encode() not in _all_bytes(db)
+    assert KEY not in cli.stdout + cli.stderr
+    assert KEY not in caplog.text
+
+
+def test_a_key_given_in_a_config_is_stripped_before_storing(tmp_path, clean_env):
+    store = Store(f"sqlite:///{tmp_path / 'p.db'}")
+    run_id = store.start_run("debate", "q", config={"protocol": "debate", "api_key": KEY,
+                                                    "seats": [{"name": "a", "token": KEY}]})
+    assert KEY not in store.export_run(run_id)
