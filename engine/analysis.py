@@ -5,7 +5,7 @@ Nothing here calls a model; every function is arithmetic or parsing you can read
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 # --------------------------------------------------------------------------- sections (seed 000)
 _LABEL_PREFIX = r"^[ \t>#]*(?:\d+\s*[.)]\s*)?[*_]{0,3}"
@@ -80,5 +80,8 @@ def is_approved(text: str) -> bool:
     lowered = (text or "").lower()
     return "approved: yes" in lowered or "approved:yes" in lowered
 
+# The stance machinery (seed 002) and the agreement floor (seed 003) live in their own modules;
+# DESIGN's public names for them are here.
 from .agreement import Agreement, overlap_agreement  # noqa: E402,F401
-from .stances import Confidence, Tally, classify_changes, derive_confidence, detect_mind_changes, normalize_stance, tally  # noqa: E402,F401
+from .stances import (Confidence, Tally, classify_changes, derive_confidence,  # noqa: E402,F401
+                      detect_mind_changes, normalize_stance, tally)

@@ -119,7 +119,9 @@ class RunContext:
         model = self.model_for(seat)
         started = now()
         clock = time.perf_counter()
-        text, error, attempts, tokens_in, tokens_out, simulated = "", "", 0, 0, 0, False
+        text, error, attempts, tokens_in, tokens_out = "", "", 0, 0, 0
+        # A simulated seat is labelled simulated even when its call fails.
+        simulated = getattr(model, "_llm_type", "") == "parley-simulated"
         async with self.semaphore:
             for attempt in range(self.retries + 1):
                 attempts = attempt + 1
@@ -130,8 +132,8 @@ class RunContext:
                     usage = getattr(message, "usage_metadata", None) or {}
                     tokens_in = int(usage.get("input_tokens", 0) or 0)
                     tokens_out = int(usage.get("output_tokens", 0) or 0)
-                    simulated = bool((getattr(message, "response_metadata", None) or {})
-                                     .get("simulated"))
+                    simulated = simulated or bool(
+                        (getattr(message, "response_metadata", None) or {}).get("simulated"))
                     error = "" if text.strip() else "empty reply"
                     break
                 except asyncio.CancelledError:

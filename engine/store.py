@@ -16,7 +16,7 @@ from typing import Any
 from uuid import uuid4
 
 import pandas as pd
-from sqlalchemy import (Boolean, DateTime, Float, ForeignKey, Integer, String, Text, create_engine,
+from sqlalchemy import (Boolean, bindparam, DateTime, Float, ForeignKey, Integer, String, Text, create_engine,
                         delete, event, inspect, or_, select, text, update)
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
@@ -243,18 +243,26 @@ class Store:
         return Recorder(self, run_id)
 
     def add_turn(self, run_id: str, turn: Turn) -> None:
-        # Core statements, not the ORM unit of work: this is the hot path of every run.
+        # Prebuilt Core statements with bound parameters, not the ORM unit of work: this is
+        # the hot path of every run, and a compiled statement is reused from the cache.
         with self.engine.begin() as connection:
-            connection.execute(TurnRow.__table__.insert().values(_turn_values(run_id, turn)))
-            connection.execute(update(RunRow).where(RunRow.id == run_id)
-                               .values(heartbeat_at=now()))
+            connection.execute(_INSERT_TURN, _turn_values(run_id, turn))
+            connection.execute(_HEARTBEAT, {"rid": run_id, "at": now()})
+
+    def add_turns(self, pairs: Sequence[tuple[str, Turn]]) -> None:
+        """Write several runs' turns in one transaction (group commit for batch runners)."""
+        if not pairs:
+            return
+        with self.engine.begin() as connection:
+            connection.execute(_INSERT_TURN, [_turn_values(r, t) for r, t in pairs])
+            for run_id in sorted({r for r, _ in pairs}):
+                connection.execute(_HEARTBEAT, {"rid": run_id, "at": now()})
 
     def update_turn(self, run_id: str, turn: Turn) -> None:
-        with self.engine.begin() as session:
-            session.execute(update(TurnRow).where(TurnRow.run_id == run_id,
-                                                  TurnRow.idx == turn.index).values(
-                parsed=_dumps(turn.parsed), warnings=_dumps(turn.warnings),
-                status=turn.status, error=turn.error))
+        with self.engine.begin() as connection:
+            connection.execute(_UPDATE_TURN, {
+                "rid": run_id, "i": turn.index, "parsed": _dumps(turn.parsed),
+                "warnings": _dumps(turn.warnings), "status": turn.status, "error": turn.error})
 
     def finish_run(self, run_id: str, result: RunResult) -> None:
         """Mark a run `completed` with its result, headline metrics and totals."""
@@ -352,12 +360,15 @@ class Store:
              search: str | None = None, since: datetime | None = None,
              until: datetime | None = None, experiment_id: str | None = None,
              ids: Sequence[str] | None = None, limit: int | None = None,
-             with_result: bool = False) -> pd.DataFrame:
+             with_result: bool = False, with_config: bool = True) -> pd.DataFrame:
         """Runs as a DataFrame, newest first; filters combine with AND (all are bound, never
-        spliced into SQL). `metrics` and `config` come back parsed; `result` on request."""
+        spliced into SQL). `metrics` and `config` come back parsed; `result` on request, and
+        `config` can be left out when a caller (Insights over 10,000 runs) never reads it."""
         self.reap()
-        columns = [c for c in RunRow.__table__.columns
-                   if with_result or c.name not in ("result",)]
+        skip = {"result"} - ({"result"} if with_result else set())
+        if not with_config:
+            skip.add("config")
+        columns = [c for c in RunRow.__table__.columns if c.name not in skip]
         query = select(*columns).order_by(RunRow.created_at.desc())
         if protocol:
             query = query.where(RunRow.protocol == protocol)
@@ -510,6 +521,17 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
+
+
+_INSERT_TURN = TurnRow.__table__.insert()
+_HEARTBEAT = update(RunRow.__table__).where(RunRow.__table__.c.id == bindparam("rid")).values(
+    heartbeat_at=bindparam("at"))
+
+_turns = TurnRow.__table__
+_UPDATE_TURN = update(_turns).where(_turns.c.run_id == bindparam("rid"),
+                                    _turns.c.idx == bindparam("i")).values(
+    parsed=bindparam("parsed"), warnings=bindparam("warnings"), status=bindparam("status"),
+    error=bindparam("error"))
 
 
 def _turn_values(run_id: str, turn: Turn) -> dict[str, Any]:

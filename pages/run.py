@@ -1,16 +1,328 @@
-"""Run page: configure a protocol, start it, and see the result."""
+"""Run: configure a protocol, start it in the background, watch it live, see the result.
+
+The run id lives in the address (`?run=ID`) and in the session, so navigating away or
+refreshing loses nothing: the page reads the run's live state back from the store.
+"""
 from __future__ import annotations
 
 import streamlit as st
 
-from engine import Store, get_protocol
-from engine.protocols import REGISTRY, arun_config, run_sync
+from engine import REGISTRY, ConfigError, get_protocol, library, prompt_templates
+from engine.providers import SPEC_HELP
+from engine.questions import QUESTION_SETS
+from engine.views import Block
+from pages import _shared
+
+store, jobs = _shared.store(), _shared.jobs()
+md = _shared.md
+NONE = ""
+
+
+# ------------------------------------------------------------------ state
+def open_run(run_id: str) -> None:
+    st.session_state["run_page_run"] = run_id
+    st.query_params["run"] = run_id
+    st.rerun()
+
+
+def close_run() -> None:
+    st.session_state.pop("run_page_run", None)
+    if "run" in st.query_params:
+        del st.query_params["run"]
+    st.rerun()
+
+
+def load(values: dict) -> None:
+    """Make `values` (config, question, expected) the form's starting point."""
+    st.session_state["run_base"] = values
+    st.session_state["run_gen"] = st.session_state.get("run_gen", 0) + 1
+
+
+def key(name: str) -> str:
+    """A widget key that a loaded configuration resets (a new generation of widgets)."""
+    return f"run-{st.session_state.get('run_gen', 0)}-{name}"
+
+
+def field(name: str, default) -> str:
+    """A widget key whose first value comes from the base configuration."""
+    k = key(name)
+    st.session_state.setdefault(k, default)
+    return k
+
+
+# ------------------------------------------------------------------ watching a run
+def transcript(run_id: str, icons: dict[str, str]) -> None:
+    for turn in store.turns(run_id).to_dict("records"):
+        _shared.render_turn(turn, icons.get(str(turn["seat"]), ""))
+
+
+@st.fragment(run_every=1.0)
+def live(run_id: str, icons: dict[str, str]) -> None:
+    """Polls the store every second while the run goes; a full rerun once it is over."""
+    progress = jobs.progress(run_id)
+    if progress["status"] != "running":
+        st.rerun()
+    phases = progress["phases"]
+    phase = (f"phase {progress['phase_number']} of {len(phases)}: {progress['phase']}"
+             if progress["phase_number"] else progress["phase"] or "starting")
+    calls = (f"{progress['calls_done']} of ~{progress['estimated_calls']} calls"
+             if progress["estimated_calls"] else f"{progress['calls_done']} calls")
+    st.progress(progress["fraction"], text=md(f"Running — {phase} · {calls}"))
+    if jobs.job(run_id) is None:
+        st.caption("This run was started by another process; it can be watched, not stopped.")
+    elif progress["stopping"]:
+        st.info("Stopping after the call in flight…")
+    elif st.button("Stop", icon=":material/stop_circle:", key="run-stop"):
+        jobs.stop(run_id)
+        st.info("Stopping after the call in flight…")
+    transcript(run_id, icons)
+
+
+def finished(run: dict, icons: dict[str, str]) -> None:
+    spec = get_protocol(run["protocol"])
+    status = run["status"]
+    if status == "completed":
+        st.success(f"Completed in {run['duration']:.1f} s.")
+    elif status == "interrupted":
+        st.warning(md(f"Interrupted ({run.get('error') or 'stopped'}); the turns made before "
+                      "the stop are kept."))
+    else:
+        st.error(md(f"Failed: {run.get('error') or 'unknown error'}"))
+    _shared.render_blocks([Block("metrics", items=[
+        ("Calls", run["calls"]), ("Degraded", run["degraded"]),
+        ("Tokens in", run["tokens_in"]), ("Tokens out", run["tokens_out"])])])
+    if run.get("expected"):
+        verdict = {True: "correct", False: "wrong", None: "not judged"}[run.get("correct")]
+        st.caption(md(f"Expected answer: {run['expected']} — {verdict}"))
+    if spec.view is not None and run.get("result"):
+        st.subheader("Result")
+        _shared.render_blocks(spec.view(run))
+    turns = len(run["turns"])
+    with st.expander(f"Transcript — {turns} turns", expanded=status != "completed"):
+        transcript(run["id"], icons)
+    left, right = st.columns(2)
+    if _shared.page_exists("pages/runs.py"):
+        left.page_link("pages/runs.py", label="Open this run on the Runs page",
+                       icon=":material/history:", query_params={"run": run["id"]})
+    right.download_button("Export as JSON", store.export_run(run["id"]),
+                          file_name=f"parley-{run['id']}.json", mime="application/json",
+                          icon=":material/download:", key="run-export")
+
+
+def watch(run_id: str) -> None:
+    run = store.get(run_id)
+    spec = get_protocol(run["protocol"])
+    title, button = st.columns([5, 1])
+    title.subheader(md(f"{spec.title} · run {run_id}"))
+    if button.button("New run", icon=":material/add:", key="run-new"):
+        close_run()
+    st.text(run["question"])
+    if run.get("label"):
+        st.caption(md(f"label: {run['label']}"))
+    _shared.simulated_note(bool(run.get("simulated")))
+    icons = _shared.seat_icons(run)
+    if run["status"] == "running":
+        live(run_id, icons)
+    else:
+        finished(run, icons)
+
+
+# ------------------------------------------------------------------ configuring a run
+def pick_bundled() -> None:
+    """Copy a bundled question (and its expected answer) into the form."""
+    chosen = st.session_state.get(key("bundled"))
+    if chosen:
+        question = BUNDLED[chosen]
+        st.session_state[key("question")] = question.text
+        st.session_state[key("expected")] = question.expected or ""
+
+
+BUNDLED = {f"{name}: {q.text}": q for name, qs in QUESTION_SETS.items() if name != "demo"
+           for q in qs}
+
+
+def seat_rows(slot, choices: list[dict], protocol: str, personas: list[str],
+              roles: list[str], included: bool) -> list[dict]:
+    """The pickers for one slot; returns the chosen seats."""
+    st.markdown(f"**{md(slot.name)}** — {md(slot.help)}" if slot.help else f"**{md(slot.name)}**")
+    base = f"{protocol}-{slot.name}"
+    if slot.many:
+        count = st.number_input(f"How many {slot.name}", slot.minimum, slot.maximum,
+                                key=field(f"{base}-count", max(slot.minimum, min(
+                                    slot.maximum, len(choices) or slot.minimum))))
+    elif slot.optional:
+        count = int(st.checkbox(f"Include a {slot.name}", key=field(f"{base}-on", included)))
+    else:
+        count = 1
+    chosen = []
+    for number in range(int(count)):
+        start = choices[number] if number < len(choices) else {
+            "name": f"{slot.name}-{number + 1}", "persona": NONE, "role": NONE, "model": "",
+            "persona_text": ""}
+        persona_options = [NONE, *personas] + (
+            [start["persona"]] if start["persona"] and start["persona"] not in personas else [])
+        role_options = [NONE, *roles] + (
+            [start["role"]] if start["role"] and start["role"] not in roles else [])
+        name_col, persona_col, role_col, model_col = st.columns([2, 2, 3, 2])
+        row = f"{base}-{number}"
+        labels = "visible" if number == 0 else "collapsed"  # one header row per slot
+        name = name_col.text_input("Seat name", key=field(f"{row}-name", start["name"]),
+                                   label_visibility=labels)
+        persona = persona_col.selectbox(
+            "Persona", persona_options, format_func=lambda p: p or "(none)",
+            key=field(f"{row}-persona", start["persona"]), label_visibility=labels)
+        role = role_col.selectbox("Role", role_options, format_func=lambda r: r or "(none)",
+                                  key=field(f"{row}-role", start["role"]),
+                                  label_visibility=labels)
+        model = model_col.text_input("Model", placeholder="default model", help=SPEC_HELP,
+                                     key=field(f"{row}-model", start["model"]),
+                                     label_visibility=labels)
+        chosen.append({"name": name, "persona": persona, "role": role, "model": model,
+                       "persona_text": start.get("persona_text", "")})
+    return chosen
+
+
+def configure() -> None:
+    live_ids = jobs.live()
+    if live_ids:
+        st.info(f"{len(live_ids)} run(s) going on now in this app.")
+        for run_id in live_ids:
+            if st.button(f"Watch run {run_id}", icon=":material/visibility:",
+                         key=f"watch-{run_id}"):
+                open_run(run_id)
+
+    saved = {c["label"]: c["config"] for c in library.configs(store)}
+    wanted = st.query_params.get("config")  # from "Use on the Run page" in the library
+    if wanted:
+        del st.query_params["config"]
+        if wanted in saved:
+            load({"config": saved[wanted]})
+            st.rerun()
+        st.warning(md(f"There is no saved configuration named {wanted}."))
+    if saved:
+        pick_col, load_col = st.columns([4, 1])
+        pick = pick_col.selectbox("Start from a saved configuration", [NONE, *saved],
+                                  format_func=lambda c: c or "(a new configuration)",
+                                  key="run-saved-pick")
+        load_col.write("")
+        if load_col.button("Load", key="run-load", disabled=not pick):
+            load({"config": saved[pick]})
+            st.rerun()
+
+    base = st.session_state.get("run_base", {})
+    config = base.get("config") or {}
+    names = list(REGISTRY)
+    protocol = st.selectbox(
+        "Protocol", names, format_func=lambda n: f"{REGISTRY[n].title} (seed {REGISTRY[n].seed})",
+        key=field("protocol", config.get("protocol") if config.get("protocol") in names
+                  else names[0]))
+    spec = get_protocol(protocol)
+    same = config.get("protocol") == protocol
+    question = st.text_area(spec.question_name.capitalize(), height=100,
+                            key=field("question", base.get("question", "")))
+    ask, expect = st.columns([3, 2])
+    ask.selectbox("…or take a bundled question", [NONE, *BUNDLED],
+                  format_func=lambda q: q or "(choose one)", key=key("bundled"),
+                  on_change=pick_bundled)
+    expected = expect.text_input("Expected answer (optional)",
+                                 key=field("expected", base.get("expected", "")))
+    model = st.text_input("Default model for every seat", help=SPEC_HELP,
+                          key=field("model", config.get("model", "simulated") if same
+                                    else "simulated"))
+
+    st.subheader("Seats")
+    personas = [p["name"] for p in library.entries(store, "persona")]
+    roles = [r["name"] for r in library.entries(store, "role")]
+    starts = library.slot_choices(store, protocol, config if same else None)
+    choices = {slot.name: seat_rows(slot, starts[slot.name], protocol, personas, roles,
+                                    library.slot_included(slot, config if same else None))
+               for slot in spec.slots}
+
+    options = {}
+    if spec.options:
+        st.subheader("Options")
+        given = config.get("options", {}) if same else {}
+        for column, option in zip(st.columns(max(3, len(spec.options))), spec.options):
+            kind = library.option_kind(option)
+            k = field(f"{protocol}-option-{option.name}", given.get(option.name, option.default)
+                      if kind != "text" else str(given.get(option.name, option.default) or ""))
+            with column:
+                if kind == "bool":
+                    value = st.checkbox(option.name, help=option.help or None, key=k)
+                elif kind in ("int", "float"):
+                    value = st.number_input(option.name, option.minimum, option.maximum,
+                                            help=option.help or None, key=k)
+                else:
+                    value = st.text_input(option.name, help=option.help or None, key=k)
+            options[option.name] = library.option_value(option, value)
+
+    templates = prompt_templates(protocol)
+    given_prompts = config.get("prompts", {}) if same else {}
+    edited = {}
+    with st.expander(f"Prompt templates — {len(templates)} prompts this protocol sends"):
+        st.caption("Edit a prompt to override it for this configuration. A template may use "
+                   "only its listed placeholders; they are checked before the run starts.")
+        for name, template in templates.items():
+            st.markdown(f"**{md(name)}** — {md(template['help'])}")
+            st.caption("Placeholders: " + (md(", ".join("{" + p + "}"
+                                                        for p in template["placeholders"]))
+                                           or "none"))
+            edited[name] = st.text_area(name, height=140, label_visibility="collapsed",
+                                        key=field(f"{protocol}-prompt-{name}", given_prompts.get(
+                                            name, template["template"])))
+
+    label = st.text_input("Label (names a saved configuration; groups runs on Insights)",
+                          key=field("label", config.get("label", "") if same else ""))
+
+    error, cost, built = "", None, None
+    try:
+        built = library.build_config(store, protocol, choices, model=model, options=options,
+                                     prompts=library.prompt_overrides(protocol, edited),
+                                     label=label)
+        cost = library.validate_config(built)
+    except ConfigError as exc:
+        error = str(exc)
+    if error:
+        st.error(md(error))
+    else:
+        simulated = (" · simulated model: offline, no cost"
+                     if library.is_simulated(built) else "")
+        st.info(f"Preflight: {cost['calls']} model calls when nothing fails, about "
+                f"{cost['tokens']:,} tokens{simulated}.")
+
+    if not question.strip():
+        st.caption(md(f"Enter a {spec.question_name} to start."))
+    start_col, save_col, _rest = st.columns([1, 1, 3])
+    if start_col.button("Start", icon=":material/play_arrow:", type="primary",
+                        key="run-start", disabled=bool(error) or not question.strip()):
+        try:
+            run_id = jobs.start(built, question, expected=expected.strip() or None,
+                                label=built.get("label"), tags=("app",))
+        except ConfigError as exc:
+            st.error(md(exc))
+        else:
+            load({"config": built, "question": question, "expected": expected})
+            open_run(run_id)
+    if save_col.button("Save configuration", icon=":material/save:", key="run-save",
+                       disabled=bool(error)):
+        try:
+            library.save_config(store, built, label)
+        except ConfigError as exc:
+            st.error(md(exc))
+        else:
+            st.success(md(f"Saved the configuration {label.strip()}."))
+
 
 st.title("Run")
-protocol = st.selectbox("Protocol", list(REGISTRY), format_func=lambda n: REGISTRY[n].title)
-spec = get_protocol(protocol)
-question = st.text_area(spec.question_name.capitalize())
-if st.button("Start", type="primary", disabled=not question.strip()):
-    result = run_sync(arun_config({"protocol": protocol}, question, store=Store()))
-    st.success(f"Run {result.run_id} finished")
-    st.text(spec.summary(result))
+current = st.query_params.get("run") or st.session_state.get("run_page_run")
+if current and not store.exists(current):
+    st.warning(md(f"There is no run {current} in this database."))
+    current = None
+    st.session_state.pop("run_page_run", None)
+if current:
+    st.session_state["run_page_run"] = current
+    if st.query_params.get("run") != current:
+        st.query_params["run"] = current
+    watch(current)
+else:
+    configure()

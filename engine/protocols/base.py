@@ -106,7 +106,7 @@ def unique_names(seats: Sequence[Seat], what: str) -> None:
 
 async def execute(protocol: str, question: str, templates: Mapping[str, Template],
                   body: Callable[[RunContext], Awaitable[RunResult]],
-                  seats: Sequence[Seat], options: Mapping[str, Any],
+                  seats: Mapping[str, Any], options: Mapping[str, Any],
                   run: Mapping[str, Any]) -> RunResult:
     """Run `body` under the store lifecycle; `run` holds the common keyword arguments."""
     prompts = check_prompts(protocol, templates, run.get("prompts"))
@@ -146,12 +146,17 @@ async def execute(protocol: str, question: str, templates: Mapping[str, Template
     return result
 
 
-def describe_config(protocol: str, seats: Sequence[Seat], options: Mapping[str, Any],
-                    prompts: Mapping[str, str]) -> dict[str, Any]:
-    """The run's configuration as stored: seats by spec (never keys), options, overrides."""
+def describe_config(protocol: str, seats: Mapping[str, Any] | Sequence[Seat],
+                    options: Mapping[str, Any], prompts: Mapping[str, str]) -> dict[str, Any]:
+    """The run's configuration as stored: seats by spec (never keys) with their slot, options
+    and prompt overrides. `seats` maps slot names to a seat, a list of seats or None."""
+    slotted = (seats.items() if isinstance(seats, Mapping) else [("", s) for s in seats])
+    flat = [(slot, seat) for slot, value in slotted if value is not None
+            for seat in (value if isinstance(value, (list, tuple)) else [value])]
     return {"protocol": protocol,
-            "seats": [{"name": s.name, "model": s.spec, "persona": s.persona, "role": s.role,
-                       "temperature": s.temperature, "icon": s.icon} for s in seats],
+            "seats": [{"slot": slot, "name": s.name, "model": s.spec, "persona": s.persona,
+                       "role": s.role, "temperature": s.temperature, "icon": s.icon}
+                      for slot, s in flat],
             "options": {k: v for k, v in options.items() if not callable(v)},
             "prompts": dict(prompts)}
 

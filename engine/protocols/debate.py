@@ -169,7 +169,7 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
                             confidence=confidence, duration=duration, warnings=warnings)
 
     options = {"max_rounds": max_rounds, "timeout": _seconds(timeout)}
-    return await execute("debate", topic, TEMPLATES, body, [proponent, opponent, judge],
+    return await execute("debate", topic, TEMPLATES, body, {"proponent": proponent, "opponent": opponent, "judge": judge},
                          options, run)
 
 

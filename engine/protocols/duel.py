@@ -165,7 +165,7 @@ async def arun_duel(topic: str, *, a: Seat | Any, b: Seat | Any, rounds: int = 3
                           warnings=warnings, duration=time.monotonic() - start)
 
     options = {"rounds": rounds, "first": first, "converge": converge, "reply": reply}
-    return await execute("duel", topic, TEMPLATES, body, [sides["a"], sides["b"]], options,
+    return await execute("duel", topic, TEMPLATES, body, {"a": sides["a"], "b": sides["b"]}, options,
                          run)
 
 

@@ -108,7 +108,7 @@ async def arun_peer_review(task: str, *, producer: Seat | Any, reviewer: Seat | 
                                 iterations=iterations, iterations_used=len(iterations),
                                 duration=time.monotonic() - start, warnings=warnings)
 
-    return await execute("peer-review", task, TEMPLATES, body, [producer, reviewer],
+    return await execute("peer-review", task, TEMPLATES, body, {"producer": producer, "reviewer": reviewer},
                          {"max_iterations": max_iterations}, run)
 
 

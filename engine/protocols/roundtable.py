@@ -316,7 +316,7 @@ async def arun_roundtable(question: str, *, agents: list[Seat | Any], rounds: in
 
     options = {"rounds": rounds, "context": context}
     return await execute("roundtable", question, TEMPLATES, body,
-                         seats + ([judge_seat] if judge_seat else []), options, run)
+                         {"agents": seats, "judge": judge_seat}, options, run)
 
 
 def run_roundtable(question: str, **kw: Any) -> RoundtableResult:

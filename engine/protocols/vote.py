@@ -157,7 +157,7 @@ async def arun_vote(question: str, *, voters: list[Seat | Any], **kw: Any) -> Vo
                           confidence=derive_confidence(counted), answer=counted.winner or "",
                           warnings=warnings, duration=time.monotonic() - start)
 
-    return await execute("vote", question, TEMPLATES, body, voters, {}, run)
+    return await execute("vote", question, TEMPLATES, body, {"voters": voters}, {}, run)
 
 
 def run_vote(question: str, **kw: Any) -> VoteResult:

@@ -1,0 +1,419 @@
+"""The library: personas, roles and saved run configurations, stored in the database.
+
+Personas carry a system prompt and an icon; roles are names a seat plays (with a description);
+configurations are exactly what `protocols.arun_config` takes, saved under a label so a run or
+an experiment can reuse them. The seeds' personas and roles are put in on first open, then they
+are ordinary entries the analyst may edit or delete. YAML import checks the whole document
+before writing anything.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+from .models import ConfigError
+from .protocols import estimate, get_protocol, prompt_templates, seats_from_config
+from .providers import resolve_model
+from .templates import check_prompts
+
+KINDS = ("persona", "role")
+CONFIG = "config"
+_SEEDED = ("meta", "seeded-library-v1")  # a marker row: seed once, even if all are deleted
+
+# The fields each kind has besides its name, with the label a page shows for them.
+FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
+    "persona": (("icon", "Icon (an emoji)"), ("prompt", "System prompt"),
+                ("description", "Description")),
+    "role": (("icon", "Icon (an emoji)"), ("description", "What the role does")),
+}
+LONG_FIELDS = {"prompt", "description"}
+_YAML_KEYS = {"personas": "persona", "roles": "role", "configurations": CONFIG}
+
+
+# ---------------------------------------------------------------------- built-ins
+def builtin_entries() -> dict[str, list[dict[str, str]]]:
+    """The seeds' personas and roles as library entries: `engine.personas`, plus the default
+    roles of every registered protocol's seats (a duel's optimist and skeptic)."""
+    from . import personas
+    from .protocols import REGISTRY
+    out: dict[str, list[dict[str, str]]] = {
+        "persona": [{"name": p.id, "icon": p.icon, "prompt": p.prompt, "description": p.name}
+                    for p in personas.PERSONAS.values()],
+        "role": [{"name": r.name, "icon": "", "description": f"{r.title}: {r.description}"}
+                 for r in personas.ROLES.values()]}
+    known = {entry["name"] for entry in out["role"]}
+    for spec in REGISTRY.values():
+        for slot in spec.slots:
+            for default in slot.defaults:
+                role = str(default.get("role") or "").strip()
+                if role and role not in known:
+                    known.add(role)
+                    out["role"].append({"name": role, "icon": "", "description":
+                                        f"{spec.title}: the default role of seat {slot.name}"})
+    return out
+
+
+def ensure_seeded(store: Any) -> bool:
+    """Put the built-in personas and roles in the library once per database."""
+    kind, name = _SEEDED
+    if any(row["name"] == name for row in store.library(kind)):
+        return False
+    existing = {k: {row["name"] for row in store.library(k)} for k in KINDS}
+    for k, items in builtin_entries().items():
+        for entry in items:
+            if entry["name"] not in existing[k]:
+                _put_once(store, k, entry["name"], entry, builtin=True)
+    _put_once(store, kind, name, {})
+    return True
+
+
+def _put_once(store: Any, kind: str, name: str, body: Mapping[str, Any], **kw: Any) -> None:
+    try:
+        store.put_library(kind, name, body, **kw)
+    except ConfigError:  # another session seeded the same entry a moment ago
+        pass
+
+
+# ---------------------------------------------------------------------- personas and roles
+def entries(store: Any, kind: str) -> list[dict[str, Any]]:
+    """All personas (or roles), seeding the built-ins on first use."""
+    _check_kind(kind)
+    ensure_seeded(store)
+    return store.library(kind)
+
+
+def clean_entry(kind: str, entry: Mapping[str, Any]) -> dict[str, str]:
+    """A persona or role checked field by field; a `ConfigError` names what is wrong."""
+    _check_kind(kind)
+    name = entry.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(f"a {kind} needs a name", "input")
+    if len(name.strip()) > 200:
+        raise ConfigError(f"a {kind} name may have at most 200 characters", "input")
+    allowed = {"name", "id", "builtin"} | {key for key, _ in FIELDS[kind]}
+    unknown = sorted(set(entry) - allowed)
+    if unknown:
+        raise ConfigError(f"{kind} {name.strip()!r} has an unknown field {unknown[0]!r}; "
+                          f"fields are name, {', '.join(k for k, _ in FIELDS[kind])}", "input")
+    out = {"name": name.strip()}
+    for key, _label in FIELDS[kind]:
+        value = entry.get(key, "")
+        if value is None:
+            value = ""
+        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+            raise ConfigError(f"{kind} {name.strip()!r}: {key} must be text", "input")
+        out[key] = str(value).strip() if key == "icon" else str(value)
+    if len(out.get("icon", "")) > 16:
+        raise ConfigError(f"{kind} {name.strip()!r}: the icon must be one emoji", "input")
+    return out
+
+
+def save_entry(store: Any, kind: str, entry: Mapping[str, Any],
+               item_id: int | None = None) -> int:
+    """Create a persona or role (or replace entry `item_id`); returns its id."""
+    clean = clean_entry(kind, entry)
+    return store.put_library(kind, clean["name"], clean, item_id=item_id)
+
+
+def duplicate_entry(store: Any, kind: str, item_id: int) -> int:
+    """Copy an entry under a free name (`NAME (copy)`, `NAME (copy 2)` ...); returns its id."""
+    rows = store.library(kind)
+    source = next((row for row in rows if row["id"] == item_id), None)
+    if source is None:
+        raise ConfigError(f"no {kind} with id {item_id}", "input")
+    names = {row["name"] for row in rows}
+    name, number = f"{source['name']} (copy)", 2
+    while name in names:
+        name, number = f"{source['name']} (copy {number})", number + 1
+    return save_entry(store, kind, {**source, "name": name})
+
+
+def delete_entry(store: Any, item_id: int) -> None:
+    """Delete a persona, role or configuration by id."""
+    store.delete_library(item_id)
+
+
+def find(store: Any, kind: str, name: str) -> dict[str, Any] | None:
+    """The entry called `name`, or None."""
+    return next((row for row in store.library(kind) if row["name"] == name), None)
+
+
+# ---------------------------------------------------------------------- seats and configurations
+AS_SAVED = "(as saved)"  # a seat's persona text that matches no library persona
+
+
+def slot_choices(store: Any, protocol: str, config: Mapping[str, Any] | None = None
+                 ) -> dict[str, list[dict[str, str]]]:
+    """What a page's seat pickers start from: per slot, a list of choices
+    `{name, persona, role, model, persona_text}` with library names where they match.
+
+    Seats come from `config` when it has the slot, else from the slot's defaults (also for an
+    optional slot, so that a page can offer it pre-filled; `slot_included` says whether it is
+    in use).
+    """
+    spec = get_protocol(protocol)
+    seats = dict((config or {}).get("seats") or {})
+    personas = entries(store, "persona")
+    out: dict[str, list[dict[str, str]]] = {}
+    for slot in spec.slots:
+        given = seats.get(slot.name)
+        if given is None:
+            given = list(slot.defaults) or [{}]
+        items = given if isinstance(given, list) else [given]
+        out[slot.name] = [_choice(item, slot.name, personas) for item in items]
+    return out
+
+
+def slot_included(slot: Any, config: Mapping[str, Any] | None) -> bool:
+    """Whether an optional slot is in use in `config` (a run leaves it out by default)."""
+    return not slot.optional or slot.name in ((config or {}).get("seats") or {})
+
+
+def _choice(item: Any, slot: str, personas: list[dict[str, Any]]) -> dict[str, str]:
+    item = {"model": item} if isinstance(item, str) else dict(item or {})
+    text = str(item.get("persona") or "")
+    wanted = str(item.get("persona_name") or "")
+    match = next((p["name"] for p in personas if wanted and p["name"] == wanted), "") or \
+        next((p["name"] for p in personas if text and p.get("prompt", "").strip() == text.strip()),
+             "")
+    persona = match or (AS_SAVED if text else "")
+    return {"name": str(item.get("name") or slot), "persona": persona,
+            "persona_text": text if persona == AS_SAVED else "",
+            "role": str(item.get("role") or ""), "model": str(item.get("model") or "")}
+
+
+def seat(store: Any, slot: str, *, name: str = "", persona: str = "", role: str = "",
+         model: str = "", persona_text: str = "") -> dict[str, Any]:
+    """A seat dict for a configuration from library names. The persona's prompt and icon are
+    copied in, so a saved configuration does not change when the persona is edited later;
+    `persona=AS_SAVED` keeps `persona_text` as it is."""
+    out: dict[str, Any] = {"name": (name or "").strip() or
+                           (persona if persona and persona != AS_SAVED else slot)}
+    if model and model.strip():
+        out["model"] = model.strip()
+    if persona == AS_SAVED:
+        out["persona"] = persona_text
+    elif persona:
+        found = find(store, "persona", persona)
+        if found is None:
+            raise ConfigError(f"{slot}: there is no persona named {persona!r} in the library",
+                              "input")
+        out.update(persona=found.get("prompt", ""), persona_name=persona,
+                   icon=found.get("icon", ""))
+    if role and role.strip():
+        out["role"] = role.strip()
+        if not out.get("icon"):
+            out["icon"] = (find(store, "role", role.strip()) or {}).get("icon", "")
+    return out
+
+
+def build_config(store: Any, protocol: str, choices: Mapping[str, list[Mapping[str, str]]], *,
+                 model: str = "simulated", options: Mapping[str, Any] | None = None,
+                 prompts: Mapping[str, str] | None = None, label: str = "") -> dict[str, Any]:
+    """A configuration (the `arun_config` format) from a page's seat choices.
+
+    A list slot takes every choice; a single slot its first, or none when the list is empty.
+    """
+    spec = get_protocol(protocol)
+    seats: dict[str, Any] = {}
+    for slot in spec.slots:
+        made = [seat(store, slot.name, **{k: str(v or "") for k, v in c.items()
+                                          if k in ("name", "persona", "role", "model",
+                                                   "persona_text")})
+                for c in choices.get(slot.name, [])]
+        if slot.many:
+            seats[slot.name] = made
+        elif made:
+            seats[slot.name] = made[0]
+    config: dict[str, Any] = {"protocol": spec.name, "model": (model or "").strip() or
+                              "simulated", "seats": seats,
+                              "options": dict(options or {}), "prompts": dict(prompts or {})}
+    if label and label.strip():
+        config["label"] = label.strip()
+    return config
+
+
+def is_simulated(config: Mapping[str, Any]) -> bool:
+    """True when every seat of a configuration uses the simulated model."""
+    default = str(config.get("model") or "simulated")
+    models = [str((one.get("model") if isinstance(one, Mapping) else one) or default)
+              for seats in (config.get("seats") or {}).values()
+              for one in (seats if isinstance(seats, list) else [seats])]
+    return all(model.startswith("simulated") for model in models or [default])
+
+
+def option_kind(option: Any) -> str:
+    """How a page asks for an option: `bool`, `int`, `float` or `text` (from its default)."""
+    default = option.default
+    if isinstance(default, bool):
+        return "bool"
+    if isinstance(default, int):
+        return "int"
+    if isinstance(default, float):
+        return "float"
+    return "text"
+
+
+def option_value(option: Any, value: Any) -> Any:
+    """A page's widget value as the option's value: empty text means `None` for an option
+    whose default is `None`."""
+    if option_kind(option) == "text" and isinstance(value, str):
+        return None if option.default is None and not value.strip() else value
+    return value
+
+
+def prompt_overrides(protocol: str, edited: Mapping[str, str]) -> dict[str, str]:
+    """The edited templates that differ from the protocol's defaults."""
+    defaults = prompt_templates(protocol)
+    return {name: text for name, text in edited.items()
+            if name in defaults and text.strip() != defaults[name]["template"].strip()}
+
+
+def validate_config(config: Mapping[str, Any]) -> dict[str, int]:
+    """Check a configuration as a run would, before any call; returns the cost preflight.
+
+    Raises `ConfigError` naming the protocol, seat, option or prompt placeholder to fix.
+    """
+    if not isinstance(config, Mapping):
+        raise ConfigError("a configuration must be a mapping", "input")
+    spec = get_protocol(str(config.get("protocol", "")))
+    check_prompts(spec.name, spec.templates, config.get("prompts"))
+    kwargs = seats_from_config(spec, dict(config))
+    for slot in spec.slots:
+        seats = kwargs.get(slot.name)
+        for one in seats if isinstance(seats, list) else [seats]:
+            if one is not None:  # an unknown spec or a missing key fails here, before a run
+                resolve_model(one.model, one.temperature)
+    return estimate(dict(config))
+
+
+def configs(store: Any) -> list[dict[str, Any]]:
+    """Saved configurations, each as `{"id", "label", "config"}`."""
+    return [{"id": row["id"], "label": row["name"], "config": load_config(store, row["name"])}
+            for row in store.library(CONFIG)]
+
+
+def save_config(store: Any, config: Mapping[str, Any], label: str | None = None,
+                item_id: int | None = None) -> int:
+    """Validate and save a configuration under `label` (or its own `label`); returns its id."""
+    label = (label or config.get("label") or "").strip()
+    if not label:
+        raise ConfigError("a saved configuration needs a label", "input")
+    validate_config(config)
+    body = {k: v for k, v in config.items() if k != "label"}
+    body["protocol"] = get_protocol(str(config["protocol"])).name
+    if item_id is None:
+        existing = find(store, CONFIG, label)
+        item_id = existing["id"] if existing is not None else None
+    return store.put_library(CONFIG, label, body, item_id=item_id)
+
+
+def load_config(store: Any, label: str) -> dict[str, Any]:
+    """The configuration saved as `label`, ready for `arun_config`."""
+    row = find(store, CONFIG, label)
+    if row is None:
+        raise ConfigError(f"no saved configuration named {label!r}", "input")
+    body = {k: v for k, v in row.items() if k not in ("id", "name", "builtin")}
+    return {**body, "label": row["name"]}
+
+
+# ---------------------------------------------------------------------- YAML
+def to_yaml(value: Any) -> str:
+    """Any library value as readable YAML (unicode kept, keys in their order)."""
+    return yaml.safe_dump(value, allow_unicode=True, sort_keys=False, width=100)
+
+
+def export_yaml(store: Any) -> str:
+    """Personas, roles and configurations as one YAML document."""
+    ensure_seeded(store)
+    doc: dict[str, Any] = {}
+    for key, kind in _YAML_KEYS.items():
+        if kind == CONFIG:
+            doc[key] = [{"name": c["label"], **{k: v for k, v in c["config"].items()
+                                                if k != "label"}} for c in configs(store)]
+        else:
+            doc[key] = [{k: v for k, v in row.items() if k not in ("id", "builtin")}
+                        for row in store.library(kind)]
+    return to_yaml(doc)
+
+
+def parse_yaml(text: str) -> dict[str, list[dict[str, Any]]]:
+    """Read and check a library YAML document; a `ConfigError` says what and where."""
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"the YAML is malformed{where}: {problem}; nothing was imported",
+                          "input") from None
+    if doc is None:
+        raise ConfigError("the YAML document is empty; nothing was imported", "input")
+    if not isinstance(doc, dict):
+        raise ConfigError("the YAML must be a mapping with personas, roles and/or "
+                          f"configurations, got a {type(doc).__name__}; nothing was imported",
+                          "input")
+    unknown = sorted(str(k) for k in doc if k not in _YAML_KEYS)
+    if unknown:
+        raise ConfigError(f"unknown section {unknown[0]!r}; sections are "
+                          f"{', '.join(_YAML_KEYS)}; nothing was imported", "input")
+    out: dict[str, list[dict[str, Any]]] = {}
+    for key, kind in _YAML_KEYS.items():
+        items = doc.get(key) or []
+        if not isinstance(items, list):
+            raise ConfigError(f"{key} must be a list; nothing was imported", "input")
+        seen: set[str] = set()
+        checked = []
+        for number, item in enumerate(items, 1):
+            if not isinstance(item, dict):
+                raise ConfigError(f"{key} item {number} must be a mapping with a name; "
+                                  "nothing was imported", "input")
+            try:
+                if kind == CONFIG:
+                    name = str(item.get("name") or item.get("label") or "").strip()
+                    if not name:
+                        raise ConfigError("a configuration needs a name", "input")
+                    body = {k: v for k, v in item.items() if k not in ("name", "label")}
+                    validate_config(body)
+                    entry = {"name": name, "config": body}
+                else:
+                    entry = clean_entry(kind, item)
+                    name = entry["name"]
+            except ConfigError as exc:
+                raise ConfigError(f"{key} item {number}: {exc}; nothing was imported",
+                                  "input") from None
+            if name in seen:
+                raise ConfigError(f"{key}: {name!r} appears twice; nothing was imported",
+                                  "input")
+            seen.add(name)
+            checked.append(entry)
+        out[kind] = checked
+    return out
+
+
+def import_yaml(store: Any, text: str) -> dict[str, int]:
+    """Import a library YAML document (entries with an existing name are replaced).
+
+    The whole document is checked first, so a bad one stores nothing. Returns counts by kind.
+    """
+    parsed = parse_yaml(text)
+    ensure_seeded(store)
+    counts = {}
+    for kind, items in parsed.items():
+        for item in items:
+            if kind == CONFIG:
+                save_config(store, item["config"], item["name"])
+            else:
+                existing = find(store, kind, item["name"])
+                store.put_library(kind, item["name"], item,
+                                  item_id=existing["id"] if existing else None)
+        counts[kind] = len(items)
+    return counts
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in KINDS:
+        raise ConfigError(f"library kind must be one of {', '.join(KINDS)}, got {kind!r}",
+                          "input")

@@ -1,0 +1,134 @@
+"""Statistics for experiments, as plain functions on plain numbers.
+
+Each docstring states the arithmetic, so a reader can check a figure by hand. Nothing here
+knows about runs or the store; `engine.experiments` turns runs into the counts these take.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Any
+
+Z95 = 1.959963984540054  # the standard normal quantile for a two-sided 95% interval
+
+
+def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """The Wilson score interval for a proportion `successes / n` (95% by default).
+
+    With p = k/n:  centre = (p + z²/2n) / (1 + z²/n),
+                   half   = z·√(p(1−p)/n + z²/4n²) / (1 + z²/n),
+    and the interval is (centre − half, centre + half), clipped to [0, 1].
+    8 of 10 gives (0.4902, 0.9433). With n = 0 nothing is known: (0.0, 1.0).
+    """
+    if n < 0 or successes < 0 or successes > n:
+        raise ValueError(f"need 0 <= successes <= n, got {successes} of {n}")
+    if n == 0:
+        return 0.0, 1.0
+    p = successes / n
+    z2 = z * z
+    denominator = 1 + z2 / n
+    centre = (p + z2 / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denominator
+    low, high = max(0.0, centre - half), min(1.0, centre + half)
+    # at k = 0 (k = n) the bound is exactly 0 (1); say so rather than 1e-17 (0.99999...)
+    return (0.0 if successes == 0 else low), (1.0 if successes == n else high)
+
+
+def _pairs(confidences: Sequence[float], outcomes: Sequence[Any]) -> list[tuple[float, float]]:
+    if len(confidences) != len(outcomes):
+        raise ValueError(f"{len(confidences)} confidences but {len(outcomes)} outcomes")
+    pairs = []
+    for c, o in zip(confidences, outcomes):
+        c = float(c)
+        if not 0.0 <= c <= 1.0:
+            raise ValueError(f"a confidence must lie in [0, 1], got {c}")
+        pairs.append((c, 1.0 if o else 0.0))
+    return pairs
+
+
+def reliability_bins(confidences: Sequence[float], outcomes: Sequence[Any],
+                     bins: int = 10) -> list[dict[str, float]]:
+    """The reliability diagram's points: equal-width confidence bins and their accuracy.
+
+    Bin i covers [i/bins, (i+1)/bins); the last bin also holds 1.0. For each non-empty bin:
+    `count`, `confidence` = mean confidence in the bin, `accuracy` = share of outcomes that are
+    true, `gap` = |accuracy − confidence|, and the bin's `low` and `high` edges.
+    A perfectly calibrated signal puts every point on the diagonal.
+    """
+    if bins < 1:
+        raise ValueError(f"bins must be at least 1, got {bins}")
+    groups: dict[int, list[tuple[float, float]]] = {}
+    for c, o in _pairs(confidences, outcomes):
+        # the small epsilon keeps 0.3 (= 2.9999... in binary) out of the bin below
+        index = min(int(math.floor(c * bins + 1e-9)), bins - 1)
+        groups.setdefault(index, []).append((c, o))
+    out = []
+    for index in sorted(groups):
+        members = groups[index]
+        mean_c = sum(c for c, _ in members) / len(members)
+        accuracy = sum(o for _, o in members) / len(members)
+        out.append({"bin": index, "low": index / bins, "high": (index + 1) / bins,
+                    "count": len(members), "confidence": mean_c, "accuracy": accuracy,
+                    "gap": abs(accuracy - mean_c)})
+    return out
+
+
+def ece(confidences: Sequence[float], outcomes: Sequence[Any], bins: int = 10) -> float:
+    """Expected calibration error: Σ over non-empty bins of (n_b / N)·|accuracy_b − confidence_b|.
+
+    Bins as in `reliability_bins`. Confidences (0.9, 0.9, 0.6, 0.6, 0.2) with outcomes
+    (1, 0, 1, 1, 0): bin 0.9 has gap |0.5 − 0.9| = 0.4, bin 0.6 |1.0 − 0.6| = 0.4, bin 0.2
+    |0 − 0.2| = 0.2, so ECE = (2·0.4 + 2·0.4 + 1·0.2) / 5 = 0.36. No data: NaN.
+    """
+    points = reliability_bins(confidences, outcomes, bins)
+    total = sum(p["count"] for p in points)
+    if not total:
+        return float("nan")
+    return sum(p["count"] / total * p["gap"] for p in points)
+
+
+def brier(confidences: Sequence[float], outcomes: Sequence[Any]) -> float:
+    """Brier score: the mean of (confidence − outcome)², outcome 1 if correct else 0.
+
+    0 is perfect; always saying 0.5 scores 0.25. The ECE example above scores
+    (0.01 + 0.81 + 0.16 + 0.16 + 0.04) / 5 = 0.236. No data: NaN.
+    """
+    pairs = _pairs(confidences, outcomes)
+    if not pairs:
+        return float("nan")
+    return sum((c - o) ** 2 for c, o in pairs) / len(pairs)
+
+
+def _binomial_two_sided(k: int, n: int) -> float:
+    """P(X <= min(k, n−k)) doubled, for X ~ Binomial(n, 1/2), capped at 1 (exact fractions)."""
+    if n == 0:
+        return 1.0
+    low = min(k, n - k)
+    tail = Fraction(sum(math.comb(n, i) for i in range(low + 1)), 2 ** n)
+    return float(min(Fraction(1), 2 * tail))
+
+
+def sign_test(wins: int, losses: int) -> float:
+    """Exact two-sided sign test: the p-value that wins and losses split this unevenly by chance.
+
+    Ties are left out before calling. With n = wins + losses and k = min(wins, losses),
+    under the null hypothesis each untied pair is a fair coin, so
+    p = min(1, 2 · Σ_{i=0..k} C(n, i) / 2ⁿ).
+    9 wins and 1 loss: 2 · (C(10,0) + C(10,1)) / 1024 = 2 · 11 / 1024 = 0.021484375.
+    No untied pairs: p = 1.
+    """
+    if wins < 0 or losses < 0:
+        raise ValueError(f"counts must be >= 0, got {wins} and {losses}")
+    return _binomial_two_sided(wins, wins + losses)
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """Exact McNemar test on paired right/wrong outcomes: the sign test on the discordant pairs.
+
+    `b` = pairs where A was right and B wrong, `c` = the reverse; pairs where both were right
+    or both wrong carry no information about which is better and drop out. Under the null
+    hypothesis b ~ Binomial(b + c, 1/2), so p = min(1, 2 · Σ_{i=0..min(b,c)} C(b+c, i) / 2^(b+c)).
+    b = 0, c = 6: 2 / 64 = 0.03125.
+    """
+    return sign_test(b, c)

@@ -1,0 +1,193 @@
+"""What every page shares: settings, the store and job manager, and text-safe rendering.
+
+Settings are read once per session (environment, then `st.secrets` when a secrets file
+exists). The store and the job manager are created once per process and database URL with
+`st.cache_resource`, so sessions share them and tests with different databases never do.
+Everything that comes from a user or a model is rendered as text: `st.text`, data frames, or
+(for labels and captions, which parse markdown) text whose every punctuation character is
+escaped.
+"""
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+from streamlit.string_util import is_emoji
+
+from engine import Store
+from engine.jobs import JobManager
+from engine.providers import PROVIDERS, providers_status
+from engine.store import DEFAULT_URL
+
+_SETTING_VARS = ("PARLEY_DB_URL", "OPENAI_BASE_URL", "OLLAMA_HOST",
+                 *(key for *_rest, key in PROVIDERS.values() if key))
+
+
+def _secrets() -> dict[str, str]:
+    """The settings Parley reads from `st.secrets`; empty when there is no secrets file."""
+    try:
+        from streamlit.errors import StreamlitSecretNotFoundError
+    except ImportError:  # older Streamlit raises FileNotFoundError only
+        StreamlitSecretNotFoundError = FileNotFoundError  # noqa: N806
+    try:
+        return {name: str(st.secrets[name]) for name in _SETTING_VARS if name in st.secrets}
+    except (FileNotFoundError, StreamlitSecretNotFoundError):
+        return {}
+
+
+def load_settings() -> dict[str, Any]:
+    """Read settings: the environment first, then Streamlit secrets for what it lacks.
+
+    Secrets fill missing environment variables so that the engine's `get_model` finds keys the
+    same way from the CLI and from the app; key values are never kept in the settings.
+    """
+    secrets = _secrets()
+    for name, value in secrets.items():
+        os.environ.setdefault(name, value)
+    return {"db_url": os.environ.get("PARLEY_DB_URL") or DEFAULT_URL,
+            "providers": providers_status(secrets),
+            "secrets_file": bool(secrets)}
+
+
+def _leave_pages_directory_mode(first_run: bool) -> None:
+    """Rerun through app.py's `st.navigation` when Streamlit ran a page file on its own.
+
+    Until some session in this process has called `st.navigation`, Streamlit treats a
+    `pages/` folder as the old file-per-page app: a first visit to `/run` on a fresh server
+    would run pages/run.py without app.py (no navigation, no page config). Once the flag is
+    off, a rerun goes through app.py, which picks the same page from the address. Only a
+    session's first run is rerun, so no click is ever dropped (AppTest sets the flag again
+    before every run and runs pages on their own, which works too).
+    """
+    from streamlit.runtime.pages_manager import PagesManager
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        if first_run:
+            st.rerun()
+
+
+def settings() -> dict[str, Any]:
+    """This session's settings (read once, on first use)."""
+    _leave_pages_directory_mode(first_run="parley_settings" not in st.session_state)
+    if "parley_settings" not in st.session_state:
+        st.session_state["parley_settings"] = load_settings()
+    return st.session_state["parley_settings"]
+
+
+def keep_form_state(pattern: str = r"run-\d+-") -> None:
+    """Keep a page's half-filled form while the user visits other pages.
+
+    Streamlit forgets a widget's value at the end of any run that does not draw it; copying
+    the value back into session state makes it the user's, which Streamlit keeps.
+    """
+    matcher = re.compile(pattern)
+    for name in list(st.session_state):
+        if isinstance(name, str) and matcher.match(name):
+            st.session_state[name] = st.session_state[name]
+
+
+@st.cache_resource(show_spinner=False)
+def _store(url: str) -> Store:
+    return Store(url)
+
+
+@st.cache_resource(show_spinner=False)
+def _jobs(url: str) -> JobManager:
+    return JobManager(_store(url))
+
+
+def store() -> Store:
+    """The process-wide store for this session's database URL."""
+    return _store(settings()["db_url"])
+
+
+def jobs() -> JobManager:
+    """The process-wide job manager for this session's database URL."""
+    return _jobs(settings()["db_url"])
+
+
+def page_exists(path: str) -> bool:
+    """True when a page file (relative to the app's folder) is present."""
+    return os.path.exists(os.path.join(os.path.dirname(os.path.dirname(__file__)), path))
+
+
+# ------------------------------------------------------------------ text-safe rendering
+SHORT_METRIC = 10  # characters a metric value may have before it is shown as bold text
+_MD_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")  # every ASCII punctuation character
+
+
+def md(text: Any) -> str:
+    """Text made inert for any markdown-rendering element: every ASCII punctuation character
+    is backslash-escaped (no HTML, links, images, emphasis, directives or LaTeX), and line
+    breaks are kept."""
+    escaped = _MD_PUNCTUATION.sub(r"\\\1", str(text))
+    return escaped.replace("\r\n", "\n").replace("\n", "  \n")
+
+
+def simulated_note(simulated: bool) -> None:
+    """The visible label every simulated run carries."""
+    if simulated:
+        st.caption(":material/science: **simulated** — made by the offline simulated model, "
+                   "not a real LLM")
+
+
+def render_blocks(blocks: Iterable[Any]) -> None:
+    """Render a protocol's view blocks generically; every value is shown as text."""
+    for block in blocks:
+        if block.title and block.kind not in ("metrics",):
+            st.markdown(f"**{md(block.title)}**")
+        if block.kind == "metrics":
+            items = list(block.items)
+            # The big metric font would cut long values off: then the whole row is text.
+            long = any(len(str(value)) > SHORT_METRIC for _, value in items)
+            for column, (label, value) in zip(st.columns(max(1, len(items))), items):
+                if long:
+                    column.caption(md(label))
+                    column.markdown(f"**{md(value)}**")
+                else:
+                    column.metric(md(label), md(value))
+        elif block.kind == "text":
+            st.text(block.body or "—")
+        elif block.kind == "table":
+            if block.rows:
+                st.dataframe(pd.DataFrame(block.rows), hide_index=True)
+            else:
+                st.caption("(none)")
+        elif block.kind == "warning":
+            st.warning(md(block.body))
+        else:
+            st.caption(md(block.body))
+
+
+def seat_icons(run: Mapping[str, Any]) -> dict[str, str]:
+    """Seat name -> icon from a stored run's configuration (any stored shape)."""
+    seats = (run.get("config") or {}).get("seats") or []
+    if isinstance(seats, Mapping):
+        flat: list[Any] = []
+        for value in seats.values():
+            flat.extend(value if isinstance(value, list) else [value])
+        seats = flat
+    return {str(s.get("name")): str(s.get("icon") or "") for s in seats
+            if isinstance(s, Mapping) and s.get("name")}
+
+
+def avatar(icon: str | None, default: str = "🗣️") -> str:
+    """An icon usable as an avatar: an emoji only (never a URL or a path to load)."""
+    return icon if icon and is_emoji(icon) else default
+
+
+def render_turn(turn: Mapping[str, Any], icon: str = "") -> None:
+    """One turn as a chat bubble: who, which phase, and the reply as plain text."""
+    with st.chat_message("assistant", avatar=avatar(icon)):
+        status = "" if turn.get("status") == "ok" else " · degraded"
+        round_text = f" · round {turn['round']}" if turn.get("round") else ""
+        st.caption(md(f"{turn['seat']} · {turn['phase']}{round_text} · {turn.get('model', '')}"
+                      f"{status}"))
+        if turn.get("reply"):
+            st.text(turn["reply"])
+        if turn.get("error"):
+            st.caption(md(f"error: {turn['error']}"))

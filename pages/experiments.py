@@ -1,0 +1,222 @@
+"""Experiments: a question set x configurations x repeats, run in the background, compared.
+
+The page gathers the inputs, shows the preflight (runs, calls, tokens), starts the experiment
+in a background thread and reads its progress and results back from the store, so it keeps
+going when the page is left or refreshed. Every number comes from `engine.experiments`.
+"""
+from __future__ import annotations
+
+import time
+
+import streamlit as st
+
+from engine import ConfigError
+from engine import experiments as ex
+from engine import qsets
+from pages import _shared
+
+store = _shared.store()
+md = _shared.md
+SELECTED = "experiments_page_selected"
+RESULTS_EVERY = 10.0  # seconds between refreshes of the results while an experiment runs
+
+st.title("Experiments")
+st.caption("A question set × saved configurations × repeats. Runs are stored as they finish; "
+           "a stopped or crashed experiment resumes where it left off.")
+
+
+# ------------------------------------------------------------------ new experiment
+def question_source() -> tuple[dict | None, str]:
+    """The spec's question part: a bundled set, or an uploaded CSV / JSONL file."""
+    kind = st.radio("Questions", ["Bundled set", "Upload a file"], horizontal=True,
+                    key="exp-source")
+    if kind == "Bundled set":
+        sizes = qsets.bundled_sets()
+        name = st.selectbox("Question set", list(sizes), key="exp-set",
+                            format_func=lambda n: f"{n} ({sizes[n]} questions)")
+        return {"questions": name}, ""
+    upload = st.file_uploader("CSV or JSONL with a `question` column and an optional "
+                              "`expected` one", type=["csv", "jsonl"], key="exp-upload")
+    if upload is None:
+        return None, "Upload a question file to continue."
+    try:
+        items = qsets.parse_questions(upload.getvalue(), upload.name)
+    except ConfigError as exc:
+        return None, str(exc)
+    return {"questions": [i.as_dict() for i in items], "source": f"file:{upload.name}"}, ""
+
+
+def new_experiment() -> None:
+    questions, problem = question_source()
+    model = st.text_input("Model for the default configurations", "simulated", key="exp-model",
+                          help="saved configurations keep their own models")
+    choices = ex.config_choices(store, model)
+    chosen = st.multiselect("Configurations (saved ones, or a protocol's defaults)",
+                            list(choices), key="exp-configs")
+    left, middle, right = st.columns(3)
+    repeats = left.number_input("Repeats", 1, ex.MAX_REPEATS, 1, key="exp-repeats")
+    concurrency = middle.number_input("Runs at a time", 1, ex.MAX_CONCURRENCY,
+                                      ex.DEFAULT_CONCURRENCY, key="exp-concurrency")
+    name = right.text_input("Name (optional)", key="exp-name")
+    if problem:
+        st.error(md(problem))
+        return
+    if not chosen:
+        st.info("Choose one or more configurations to see the preflight.")
+        return
+    try:
+        plan = ex.plan({**(questions or {}), "configs": [choices[c] for c in chosen],
+                        "repeats": int(repeats), "concurrency": int(concurrency),
+                        "name": name}, store)
+    except ConfigError as exc:
+        st.error(md(exc))
+        return
+    cols = st.columns(3)
+    cols[0].metric("Runs", f"{plan.runs:,}")
+    cols[1].metric("Calls", f"{plan.calls:,}")
+    cols[2].metric("Tokens (estimate)", f"~{plan.tokens:,}")
+    st.dataframe(plan.per_config, hide_index=True)
+    if st.button("Start experiment", type="primary", key="exp-start"):
+        experiment_id = ex.create(store, plan)
+        ex.start(store, experiment_id)
+        st.session_state[SELECTED] = experiment_id
+        st.query_params["experiment"] = experiment_id
+        st.rerun()
+
+
+experiments = ex.list_experiments(store)
+with st.expander("New experiment", expanded=experiments.empty):
+    new_experiment()
+
+if experiments.empty:
+    st.info("No experiments yet.")
+    st.stop()
+
+
+# ------------------------------------------------------------------ choose one
+ids = list(experiments["id"])
+wanted = st.query_params.get("experiment") or st.session_state.get(SELECTED)
+labels = {row.id: f"{row.name} · {row.status} · {row.done}/{row.runs} runs · {row.id}"
+          for row in experiments.itertuples()}
+experiment_id = st.selectbox("Experiment", ids, index=ids.index(wanted) if wanted in ids else 0,
+                             format_func=labels.get, key="exp-pick")
+st.session_state[SELECTED] = experiment_id
+
+
+# ------------------------------------------------------------------ progress
+def show_progress(state: ex.Progress) -> None:
+    text = f"{state.done}/{state.total} runs · {state.status}"
+    st.progress(min(1.0, state.fraction), text=text)
+    cols = st.columns(4)
+    cols[0].metric("Runs done", f"{state.done}/{state.total}")
+    cols[1].metric("Failed or interrupted", state.failed + state.interrupted,
+                   help=f"{state.failed} failed, {state.interrupted} interrupted")
+    cols[2].metric("Elapsed", ex.duration_text(state.elapsed))
+    cols[3].metric("Remaining (estimate)",
+                   "?" if state.remaining is None else ex.duration_text(state.remaining))
+    if state.error:
+        st.warning(md(state.error))
+
+
+state = ex.progress(store, experiment_id)
+if state.status == "running":
+    st.session_state["exp-results-at"] = time.monotonic()
+
+    @st.fragment(run_every=1.0)
+    def watch() -> None:
+        now = ex.progress(store, experiment_id)
+        show_progress(now)
+        stale = time.monotonic() - st.session_state.get("exp-results-at", 0) > RESULTS_EVERY
+        if now.status != "running" or (stale and now.done > state.done):
+            st.rerun()  # the whole page: results and buttons follow the runs
+
+    watch()
+    if ex.job(experiment_id) is not None and st.button("Stop", key="exp-stop"):
+        ex.stop(experiment_id)
+        st.toast("Stopping: runs in flight end after their current call.")
+else:
+    show_progress(state)
+    verb = "Start" if state.status == "planned" else "Resume"
+    if state.status != "completed" and st.button(verb, type="primary", key="exp-resume",
+                                                 help="runs the cells without a completed run"):
+        try:
+            ex.start(store, experiment_id)
+        except ConfigError as exc:
+            st.error(md(exc))
+        else:
+            st.rerun()
+
+
+# ------------------------------------------------------------------ results
+result = ex.report(store, experiment_id)
+if result.runs.empty:
+    st.info("No runs yet.")
+    st.stop()
+if result.runs["simulated"].all():
+    _shared.simulated_note(True)
+
+st.subheader("Results by configuration")
+percent = st.column_config.NumberColumn(format="percent")
+three, whole = st.column_config.NumberColumn(format="%.3f"), \
+    st.column_config.NumberColumn(format="%.0f")
+formats = {"accuracy": percent, "accuracy_low": percent, "accuracy_high": percent,
+           "mind_change_rate": percent, "consensus_ece": three, "consensus_brier": three,
+           "judge_ece": three, "judge_brier": three, "tokens_per_run": whole,
+           "seconds_per_run": st.column_config.NumberColumn(format="%.2f"),
+           "calls_per_run": st.column_config.NumberColumn(format="%.1f")}
+for number, (title, columns) in enumerate(ex.SUMMARY_GROUPS.items()):
+    st.markdown(f"**{md(title)}**")
+    st.dataframe(result.summary[["configuration", *columns]], hide_index=True,
+                 key=f"exp-summary-{number}", column_config=formats)
+if (result.summary["scored"] > 0).any():
+    st.plotly_chart(ex.accuracy_figure(result.summary), key="exp-accuracy")
+else:
+    st.caption("No run has an expected answer to score, so there is no accuracy.")
+
+st.subheader("Calibration")
+if result.calibrations:
+    st.caption("Each confidence signal against correctness: a calibrated signal follows the "
+               "diagonal. " + " ".join(f"{k}: {v}." for k, v in ex.SIGNALS.items()))
+    st.plotly_chart(ex.reliability_figure(result.calibrations), key="exp-calibration")
+else:
+    st.caption("Calibration needs runs with expected answers and a confidence signal "
+               "(a panel's or vote's consensus, a scored judge).")
+
+st.subheader("Paired comparison")
+if len(result.labels) >= 2:
+    left, right = st.columns(2)
+    a = left.selectbox("Configuration A", result.labels, index=0, key="exp-cmp-a")
+    b = right.selectbox("Configuration B", result.labels, index=1, key="exp-cmp-b")
+    if a == b:
+        st.caption("Choose two different configurations.")
+    else:
+        pair = ex.compare(result.runs, a, b)
+        cols = st.columns(4)
+        cols[0].metric(f"{a} better", pair["wins"])
+        cols[1].metric(f"{b} better", pair["losses"])
+        cols[2].metric("Ties", pair["ties"])
+        cols[3].metric("Sign test p", f"{pair['p_value']:.3g}")
+        st.markdown(md(pair["sentence"]))
+else:
+    st.caption("One configuration: nothing to compare.")
+
+st.subheader("Questions")
+st.dataframe(result.questions, hide_index=True, key="exp-questions")
+
+st.subheader("Runs behind a cell")
+left, right = st.columns(2)
+label = left.selectbox("Configuration", [None, *result.labels], key="exp-drill-label",
+                       format_func=lambda v: "all" if v is None else v)
+spec_questions = result.experiment["spec"]["questions"]
+question = right.selectbox("Question", [None, *range(len(spec_questions))], key="exp-drill-q",
+                           format_func=lambda q: "all" if q is None else
+                           f"{q}: {spec_questions[q]['question'][:80]}")
+st.dataframe(ex.drill(result.runs, label, question), hide_index=True, key="exp-drill",
+             column_config={"link": st.column_config.LinkColumn("Run", display_text="open")})
+
+st.download_button("Download runs (CSV)", ex.to_csv(result.runs),
+                   file_name=f"experiment-{experiment_id}-runs.csv", mime="text/csv",
+                   key="exp-csv")
+st.download_button("Download summary (CSV)", result.summary.to_csv(index=False),
+                   file_name=f"experiment-{experiment_id}-summary.csv", mime="text/csv",
+                   key="exp-summary-csv")

@@ -1,0 +1,58 @@
+"""Home: what Parley does, which model providers are set up, and one-click demo runs."""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from engine.demo import demo_plan, demo_run_ids, remove_demo, run_demo
+from pages import _shared
+
+store = _shared.store()
+settings = _shared.settings()
+
+st.title("Parley")
+st.markdown(
+    "Parley puts several LLM agents around one question — as a debate, a persona panel with a "
+    "critic and a vote, a peer review, a roundtable or a duel — and records every prompt, "
+    "reply, vote and change of mind. Compare what the agents concluded across many stored "
+    "runs: how the votes fell, how confident the outcome was, and whether that confidence "
+    "deserved trust.")
+
+st.subheader("Model providers")
+providers = pd.DataFrame(settings["providers"]).rename(columns={
+    "provider": "Provider", "package": "Package", "installed": "Installed",
+    "key": "API key", "base_url": "Base URL"})
+st.dataframe(providers, hide_index=True)
+st.caption("Keys are read from the environment or `.streamlit/secrets.toml`; only whether a "
+           "key is present is shown, never its value. Every page works offline with the "
+           "`simulated` model.")
+st.caption(f"Database: {_shared.md(store.url_safe)}")
+
+st.subheader("Demo runs")
+demo_ids = demo_run_ids(store)
+plan = demo_plan()
+st.markdown(f"Make {len(plan)} runs on the simulated model — each bundled demo question "
+            "through every protocol — tagged `demo`, so Runs and Insights have something to "
+            f"show. **{len(demo_ids)}** demo runs are stored now.")
+left, right, _rest = st.columns([1, 1, 2])
+if left.button(f"Run {len(plan)} demo runs", icon=":material/play_arrow:", type="primary",
+               key="demo_run"):
+    bar = st.progress(0.0, text="Starting the demo runs…")
+    report = run_demo(store, on_progress=lambda done, total, protocol: bar.progress(
+        done / total, text=f"{done} of {total} demo runs ({protocol})"))
+    st.success(f"Stored {len(report.run_ids)} demo runs (simulated).")
+    for error in report.errors:
+        st.warning(_shared.md(error))
+    demo_ids = demo_run_ids(store)
+if right.button("Remove all demo runs", icon=":material/delete:", key="demo_remove",
+                disabled=not demo_ids):
+    removed = remove_demo(store)
+    st.success(f"Removed {removed} demo runs.")
+    demo_ids = []
+
+links = [(path, title) for path, title in (("pages/runs.py", "Open Runs"),
+                                           ("pages/insights.py", "Open Insights"),
+                                           ("pages/run.py", "Start a run"))
+         if _shared.page_exists(path)]
+for column, (path, title) in zip(st.columns(max(1, len(links))), links):
+    column.page_link(path, label=title)

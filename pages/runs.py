@@ -1,0 +1,232 @@
+"""Runs: the history of stored runs with filters, and one run in detail at `?run=ID`."""
+from __future__ import annotations
+
+import streamlit as st
+
+from engine import ConfigError, charts, history, insights
+from engine.rerun import start_rerun
+from pages import _shared
+
+store = _shared.store()
+md = _shared.md
+
+
+def filter_widgets(choices: dict[str, list[str]], key: str) -> history.Filters:
+    """The history filters; every value goes to `Store.runs` as a bound parameter."""
+    any_of = ["", *choices["protocol"]]
+    top = st.columns(4)
+    protocol = top[0].selectbox("Protocol", any_of, key=f"{key}_protocol",
+                                format_func=lambda p: history.protocol_title(p) if p else "any")
+    label = top[1].selectbox("Label", ["", *choices["label"]], key=f"{key}_label",
+                             format_func=lambda v: v or "any")
+    tag = top[2].selectbox("Tag", ["", *choices["tag"]], key=f"{key}_tag",
+                           format_func=lambda v: v or "any")
+    model = top[3].selectbox("Model", ["", *choices["model"]], key=f"{key}_model",
+                             format_func=lambda v: v or "any")
+    bottom = st.columns([1, 1.3, 2])
+    status = bottom[0].selectbox("Status", ["", *choices["status"]], key=f"{key}_status",
+                                 format_func=lambda v: v or "any")
+    since, until = history.date_range(bottom[1].date_input(
+        "Created between (UTC)", value=(), key=f"{key}_dates"))
+    search = bottom[2].text_input("Search question, label or run id", key=f"{key}_search")
+    return history.Filters(protocol or None, label or None, tag or None, model or None,
+                            status or None, search or None, since, until)
+
+
+def open_run(run_id: str) -> None:
+    st.query_params["run"] = run_id
+    st.rerun()
+
+
+def back_to_history() -> None:
+    st.query_params.pop("run", None)
+    st.rerun()
+
+
+def show_history() -> None:
+    st.title("📚 Runs")
+    flash = st.session_state.pop("runs_flash", None)
+    if flash:
+        st.success(md(flash))
+    filters = filter_widgets(history.choices(store), "runs")
+    limit = st.segmented_control("Show the newest", history.HISTORY_LIMITS, default=200,
+                                 key="runs_limit") or 200
+    page = history.history(store, filters, limit=limit)
+    if page.table.empty:
+        if filters.active:
+            st.info("No runs match these filters.")
+        else:
+            st.info("No runs stored yet. Start one on the Run page, or make demo runs on Home.")
+        return
+    more = "; narrow the filters to see older ones" if page.more else ""
+    st.caption(f"{len(page.table)} run(s), newest first{more}. Select a row to open it; "
+               "runs made by the offline model say `simulated`.")
+    table = page.table.assign(open="?run=" + page.table["id"])
+    picked = st.dataframe(
+        table, hide_index=True, key="runs_table", on_select="rerun",
+        selection_mode="single-row",
+        column_order=["open", "created", "protocol", "label", "outcome", "status", "simulated",
+                      "question", "models", "calls", "degraded", "tokens", "seconds"],
+        height=min(38 + 35 * len(page.table), 560),
+        column_config={"open": st.column_config.LinkColumn("run", display_text=r"\?run=(.*)"),
+                       "question": st.column_config.TextColumn(width="medium"),
+                       "outcome": st.column_config.TextColumn(width="medium"),
+                       "tokens": st.column_config.NumberColumn(format="%d"),
+                       "seconds": st.column_config.NumberColumn(format="%.2f")})
+    rows = picked.selection.rows if picked is not None else []
+    if rows:
+        open_run(str(table.iloc[rows[0]]["id"]))
+    with st.form("open_by_id", border=False):
+        left, right = st.columns([3, 1], vertical_alignment="bottom")
+        wanted = left.text_input("Open a run by id", key="runs_open_id")
+        if right.form_submit_button("Open") and wanted.strip():
+            open_run(wanted.strip())
+
+
+def show_turn(entry: dict) -> None:
+    with st.container(border=True):
+        st.markdown(f"**{md(entry['heading'])}**")
+        st.caption(md(f"{entry['model']} · {entry['tokens']} · {entry['latency']:.2f} s"))
+        if entry["degraded"]:
+            st.error(md(f"degraded: {entry['error'] or 'no reason recorded'}"))
+        st.text(entry["reply"] or "(no reply)")
+        for warning in entry["warnings"]:
+            st.warning(md(f"parse warning: {warning}"))
+        with st.expander(f"Prompt messages sent ({len(entry['messages'])})"):
+            for message in entry["messages"]:
+                st.caption(md(str(message.get("role", ""))))
+                st.text(str(message.get("content", "")))
+
+
+def show_actions(detail: history.RunDetail) -> None:
+    run = detail.run
+    left, middle, right = st.columns(3)
+    left.download_button("⬇️ Export JSON", store.export_run(run["id"]),
+                         file_name=f"parley-run-{run['id']}.json", mime="application/json",
+                         key="runs_export")
+    if middle.button("🔁 Re-run this configuration", key="runs_rerun",
+                     disabled=not detail.rerunnable or run["status"] == "running",
+                     help="Same seats, models, options and prompts, on the same question"):
+        try:
+            with st.spinner("Starting the re-run…"):
+                new_id = start_rerun(store, run, _shared.jobs())
+        except ConfigError as exc:
+            st.error(md(f"Cannot re-run: {exc}"))
+        else:
+            st.session_state["runs_flash"] = f"Re-run of {run['id']} started as {new_id}."
+            open_run(new_id)
+    if st.session_state.get("runs_delete") != run["id"]:
+        if right.button("🗑️ Delete run", key="runs_delete_ask",
+                        disabled=run["status"] == "running",
+                        help="A running run can be deleted once it has ended"):
+            st.session_state["runs_delete"] = run["id"]
+            st.rerun()
+        return
+    st.warning(f"Delete run {md(run['id'])} and its {len(detail.transcript)} turn(s)? "
+               "This cannot be undone.")
+    yes, no = st.columns(2)
+    if yes.button("Yes, delete it", type="primary", key="runs_delete_yes"):
+        store.delete([run["id"]])
+        st.session_state.pop("runs_delete", None)
+        st.session_state["runs_flash"] = f"Deleted run {run['id']}."
+        back_to_history()
+    if no.button("Cancel", key="runs_delete_no"):
+        st.session_state.pop("runs_delete", None)
+        st.rerun()
+
+
+def show_result(detail: history.RunDetail) -> None:
+    if not detail.blocks:
+        st.info("This run has no result (it did not complete); its turns are in the "
+                "transcript.")
+    _shared.render_blocks(detail.blocks)
+    if detail.tallies:
+        st.subheader("Tally")
+        for column, (title, counts, winner) in zip(st.columns(len(detail.tallies)),
+                                                   detail.tallies):
+            with column:
+                st.plotly_chart(charts.tally_bar(counts, winner, title), key=f"tally_{title}")
+        st.caption("Votes per normalised stance; the winner is the darker bar.")
+    if detail.flows is not None:
+        st.subheader("Mind changes")
+        st.plotly_chart(charts.sankey(insights.flow_links(detail.flows)), key="flows")
+        st.caption("Each band is one debater: its stance before the critique (left) and after "
+                   "its rebuttal (right).")
+
+
+def show_detail(run_id: str) -> None:
+    if st.button("← All runs", key="runs_back"):
+        back_to_history()
+    try:
+        detail = history.run_detail(store, run_id)
+    except KeyError:
+        st.error(md(f"There is no run {run_id!r} in this database; it may have been deleted."))
+        return
+    run = detail.run
+    flash = st.session_state.pop("runs_flash", None)
+    if flash:
+        st.success(md(flash))
+    st.title(f"{detail.title} · run {run['id']}")
+    _shared.simulated_note(detail.simulated)
+    st.text(run["question"])
+    meta = [f"label: {run['label']}" if run.get("label") else "no label",
+            f"tags: {', '.join(run['tags'])}" if run.get("tags") else "",
+            f"models: {run['models']}" if run.get("models") else "",
+            f"created {str(run.get('created_at', ''))[:19].replace('T', ' ')} UTC"]
+    st.caption(md(" · ".join(m for m in meta if m)))
+    if detail.outcome:
+        st.markdown(f"**Outcome:** {md(detail.outcome)}")
+    if run["status"] == "running":
+        watch_running(run["id"])
+    for column, (label, value) in zip(st.columns(len(detail.facts)), detail.facts):
+        column.metric(label, str(value))
+    if detail.problems:
+        with st.expander(f"⚠️ Errors and parse warnings ({len(detail.problems)})",
+                         expanded=True):
+            for problem in detail.problems:
+                st.warning(md(problem))
+    show_actions(detail)
+    result, transcript, timing, config = st.tabs(["Result", "Transcript",
+                                                  "Timeline & usage", "Configuration"])
+    with result:
+        show_result(detail)
+    with transcript:
+        if not detail.transcript:
+            st.info("No turns were recorded.")
+        for entry in detail.transcript:
+            show_turn(entry)
+    with timing:
+        if detail.timeline.empty:
+            st.info("No calls were recorded.")
+        else:
+            st.plotly_chart(charts.timeline(detail.timeline), key="timeline")
+            st.caption("Each bar is one model call from start to finish; bars that overlap in "
+                       "time ran concurrently. Hatched bars are degraded calls.")
+            st.plotly_chart(charts.seat_usage(detail.usage), key="usage")
+            st.caption("Tokens in and out, and total latency, per seat.")
+            st.dataframe(detail.usage, hide_index=True)
+    with config:
+        st.caption("The configuration as stored (never any keys).")
+        st.json(run.get("config") or {})
+
+
+def watch_running(run_id: str) -> None:
+    """While a run is going, poll the store every two seconds and show its progress."""
+
+    @st.fragment(run_every=2)
+    def progress() -> None:
+        state = _shared.jobs().progress(run_id)
+        if state["status"] != "running":
+            st.rerun()
+        done, total = state["calls_done"], state["estimated_calls"]
+        st.progress(state["fraction"], text=f"Running: {done} of {total or '?'} calls · "
+                                            f"{state['phase']}")
+
+    progress()
+
+
+run_param = st.query_params.get("run")
+if run_param:
+    show_detail(run_param)
+else:
+    show_history()

@@ -1,0 +1,98 @@
+"""The Experiments page (AppTest): choose a set and two configurations, start, watch, results."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from engine import Store
+from engine import experiments as ex
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+GENEROUS = 120.0  # seconds; polling stops as soon as the experiment is done
+
+
+@pytest.fixture
+def db_url(tmp_path, monkeypatch):
+    url = f"sqlite:///{tmp_path / 'parley.db'}"
+    monkeypatch.setenv("PARLEY_DB_URL", url)  # the store is cached per URL: no leaks
+    return url
+
+
+def open_page() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=GENEROUS)
+    at.run()
+    at.switch_page("pages/experiments.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def frame_with(at: AppTest, *columns: str):
+    """The first data frame on the page that has all these columns."""
+    return next(d.value for d in at.dataframe if set(columns) <= set(d.value.columns))
+
+
+def poll(at: AppTest, done, timeout: float = GENEROUS) -> AppTest:
+    """Rerun the page (as the progress fragment's timer would) until `done(at)`."""
+    deadline = time.monotonic() + timeout
+    while not done(at):
+        assert not at.exception, at.exception
+        if time.monotonic() > deadline:
+            raise AssertionError("the page never showed the expected state")
+        time.sleep(0.2)
+        at.run()
+    return at
+
+
+def test_bundled_set_two_configurations_run_to_results(db_url):
+    at = open_page()
+    at.selectbox(key="exp-set").select("demo").run()
+    at.multiselect(key="exp-configs").select("panel · defaults").select("vote · defaults").run()
+    assert not at.error, [e.value for e in at.error]
+    runs = next(m for m in at.metric if m.label == "Runs")
+    assert runs.value == "8"  # 4 demo questions x 2 configurations x 1 repeat
+    calls = next(m for m in at.metric if m.label == "Calls")
+    assert calls.value == str(4 * 8 + 4 * 3)  # panel: 8 calls a run; vote: 3
+    at.button(key="exp-start").click().run()
+    assert not at.exception, at.exception
+    experiment_id = at.session_state["experiments_page_selected"]
+
+    poll(at, lambda a: ex.progress(Store(db_url), experiment_id).status != "running")
+    at.run()
+    assert not at.exception, at.exception
+    assert ex.progress(Store(db_url), experiment_id).status == "completed"
+    summary = frame_with(at, "configuration", "accuracy", "accuracy_low")
+    assert list(summary["configuration"]) == ["panel · defaults", "vote · defaults"]
+    assert list(summary["runs"]) == [4, 4]
+    assert (summary["scored"] == 2).all()  # the demo set has two questions with answers
+    assert frame_with(at, "configuration", "consensus_ece")["consensus_ece"].notna().all()
+    assert frame_with(at, "configuration", "persuaded", "changed_better").shape[0] == 2
+    charts = at.get("plotly_chart")
+    assert len(charts) == 2  # accuracy with intervals, and the reliability diagram
+    assert any("perfect calibration" in str(c.proto.spec) for c in charts)
+    assert any("sign test" in m.value for m in at.markdown)
+    drill = frame_with(at, "link", "repeat")
+    assert len(drill) == 8 and drill["link"].str.startswith("runs?run=").all()
+    assert len(at.get("download_button")) == 2  # runs and summary as CSV
+
+
+def test_stopped_experiment_offers_resume(db_url):
+    store = Store(db_url)
+    experiment_id = ex.create(store, {"questions": "demo", "configs": [
+        {"protocol": "vote", "label": "vote"}], "repeats": 1})
+    at = open_page()
+    assert at.button(key="exp-resume").label == "Start"  # planned, never started
+    at.button(key="exp-resume").click().run()
+    poll(at, lambda a: ex.progress(store, experiment_id).status != "running")
+    at.run()
+    assert ex.progress(store, experiment_id).status == "completed"
+    assert not [b for b in at.button if b.key == "exp-resume"]
+
+
+def test_upload_source_asks_for_a_file(db_url):
+    at = open_page()
+    at.radio(key="exp-source").set_value("Upload a file").run()
+    assert not at.exception, at.exception
+    assert any("Upload a question file" in e.value for e in at.error)

@@ -1,0 +1,74 @@
+"""The Insights page (AppTest): charts with captions across protocols; a friendly empty state."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from engine import Store
+from engine.protocols import arun_config, run_sync
+from engine.questions import DEFINITE
+
+PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "insights.py")
+
+
+@pytest.fixture
+def db(tmp_path, monkeypatch):
+    url = f"sqlite:///{tmp_path / 'parley.db'}"
+    monkeypatch.setenv("PARLEY_DB_URL", url)  # the page's store is cached per URL
+    return Store(url)
+
+
+def store_runs(db: Store, protocols: tuple[str, ...]) -> None:
+    """Two labelled runs of each protocol on the simulated model, with expected answers."""
+    for protocol in protocols:
+        for label, question in (("cheap", DEFINITE[0]), ("careful", DEFINITE[1])):
+            run_sync(arun_config({"protocol": protocol, "model": "simulated"}, question.text,
+                                 store=db, label=label, expected=question.expected))
+
+
+def open_page() -> AppTest:
+    return AppTest.from_file(PAGE, default_timeout=60).run()
+
+
+def test_empty_store_shows_a_friendly_note(db):
+    at = open_page()
+    assert not at.exception, at.exception
+    assert "No runs stored yet" in at.info[0].value
+    assert not at.get("plotly_chart")
+
+
+def test_charts_and_captions_across_protocols(db):
+    store_runs(db, ("debate", "peer-review", "panel", "vote", "roundtable", "duel"))
+    at = open_page()
+    assert not at.exception, at.exception
+    charts = at.get("plotly_chart")
+    captions = [c.value for c in at.caption]
+    assert len(charts) >= 18
+    assert len(captions) >= len(charts)  # one caption under each chart
+    headers = [h.value for h in at.subheader]
+    assert headers[:2] == ["Overview", "Persona panel"]
+    assert {"Vote baseline", "Debate", "Peer review", "Roundtable", "Duel", "Accuracy",
+            "Tokens and latency"} <= set(headers)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Runs"] == "12" and metrics["Simulated"] == "12"
+    assert metrics["Scored runs"] == "6"  # panel, vote, roundtable: those with a final answer
+    assert "Mind-change rate" in metrics and "Mean judge confidence" in metrics
+
+
+def test_protocols_without_runs_get_a_one_line_note_and_filters_apply(db):
+    store_runs(db, ("debate", "peer-review"))
+    at = open_page()
+    assert not at.exception, at.exception
+    notes = [c.value for c in at.caption if "match these filters" in c.value]
+    assert len(notes) == 5  # panel, vote, roundtable, duel; accuracy (nothing to score)
+    everything = len(at.get("plotly_chart"))
+    at.selectbox(key="insights_protocol").set_value("debate").run()
+    assert not at.exception, at.exception
+    assert 0 < len(at.get("plotly_chart")) < everything
+    assert {m.label: m.value for m in at.metric}["Runs"] == "2"
+    at.selectbox(key="insights_label").set_value("careful").run()
+    assert {m.label: m.value for m in at.metric}["Runs"] == "1"
+    at.text_input(key="insights_search").input("no question says this").run()
+    assert "No runs match these filters." in at.info[0].value

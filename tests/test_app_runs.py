@@ -1,0 +1,192 @@
+"""The Runs page (AppTest): filters narrow the history; `?run=ID` shows the run in detail."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from engine import Store, run_debate, run_peer_review
+from engine.jobs import JobManager
+from engine.protocols.panel import run_panel
+
+PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "runs.py")
+HOSTILE = "<script>alert('x')</script> **bold** [link](http://evil.example)"
+
+
+@pytest.fixture
+def db(tmp_path, monkeypatch):
+    url = f"sqlite:///{tmp_path / 'parley.db'}"
+    monkeypatch.setenv("PARLEY_DB_URL", url)  # the page's store is cached per URL
+    return Store(url)
+
+
+@pytest.fixture
+def stored(db, recording_model):
+    """A debate with a failing call, a peer review and a panel, on fakes and the simulated
+    model."""
+    pro = recording_model(["For: " + HOSTILE, RuntimeError("provider down")])
+    con = recording_model(["Against, round one", "Against, round two"])
+    judge = recording_model(["1. VERDICT: pro\n2. REASONING: clear\n5. CONFIDENCE: 0.8"])
+    debate = run_debate("Should <b>cities</b> ban cars?", proponent=pro, opponent=con,
+                        judge=judge, max_rounds=2, retries=0, store=db, label="alpha",
+                        tags=["nightly"])
+    review = run_peer_review("Write a haiku about tea", producer="simulated",
+                             reviewer="simulated", store=db, label="beta")
+    panel = run_panel("A bat and a ball cost $1.10 in total. The bat costs $1.00 more than "
+                      "the ball. How much does the ball cost?", debaters=[
+                          "simulated", "simulated", "simulated"],
+                      critic="simulated", judge="simulated", store=db, label="beta",
+                      expected="$0.05")
+    return {"debate": debate, "review": review, "panel": panel}
+
+
+def open_page(run_id: str | None = None) -> AppTest:
+    at = AppTest.from_file(PAGE, default_timeout=60)
+    if run_id:
+        at.query_params["run"] = run_id
+    return at.run()
+
+
+def history_ids(at: AppTest) -> list[str]:
+    return list(at.dataframe[0].value["id"])
+
+
+def plain(text: str) -> str:
+    """Markdown-escaped text (pages escape every punctuation mark) read back as typed."""
+    return re.sub(r"\\(.)", r"\1", text)
+
+
+def shown(at: AppTest) -> str:
+    kinds = ("markdown", "caption", "text", "warning", "error", "info", "success", "metric")
+    return "\n".join(plain(str(e.value)) for kind in kinds for e in getattr(at, kind))
+
+
+def test_empty_store_says_how_to_start(db):
+    at = open_page()
+    assert not at.exception, at.exception
+    assert "No runs stored yet" in at.info[0].value
+
+
+def test_filters_narrow_the_history(db, stored):
+    at = open_page()
+    assert not at.exception, at.exception
+    everything = {r.run_id for r in stored.values()}
+    assert set(history_ids(at)) == everything
+    assert "simulated" in set(at.dataframe[0].value["simulated"])
+
+    at.selectbox(key="runs_protocol").set_value("debate").run()
+    assert history_ids(at) == [stored["debate"].run_id]
+    at.selectbox(key="runs_protocol").set_value("").run()
+    at.selectbox(key="runs_label").set_value("beta").run()
+    assert set(history_ids(at)) == {stored["review"].run_id, stored["panel"].run_id}
+    at.selectbox(key="runs_label").set_value("").run()
+    at.selectbox(key="runs_tag").set_value("nightly").run()
+    assert history_ids(at) == [stored["debate"].run_id]
+    at.selectbox(key="runs_tag").set_value("").run()
+    at.text_input(key="runs_search").input("haiku").run()
+    assert history_ids(at) == [stored["review"].run_id]
+    at.text_input(key="runs_search").input("").run()
+    at.selectbox(key="runs_model").set_value("simulated").run()
+    assert set(history_ids(at)) == {stored["review"].run_id, stored["panel"].run_id}
+    at.selectbox(key="runs_model").set_value("").run()
+    at.selectbox(key="runs_status").set_value("failed").run()
+    assert "No runs match" in at.info[0].value
+    at.selectbox(key="runs_status").set_value("").run()
+    at.date_input(key="runs_dates").set_value((date_of(db), date_of(db))).run()
+    assert set(history_ids(at)) == everything
+    assert not at.exception, at.exception
+
+
+def date_of(db: Store):
+    return db.runs()["created_at"].iloc[0].date()
+
+
+def param(at: AppTest, name: str) -> str:
+    value = at.query_params[name]
+    return value[0] if isinstance(value, list) else value
+
+
+def test_open_by_id_sets_the_url(db, stored):
+    at = open_page()
+    at.text_input(key="runs_open_id").input(stored["review"].run_id)
+    next(b for b in at.button if b.label == "Open").click().run()
+    assert not at.exception, at.exception
+    assert param(at, "run") == stored["review"].run_id
+    assert at.title[0].value == f"Peer review · run {stored['review'].run_id}"
+
+
+def test_detail_shows_transcript_blocks_timeline_and_problems(db, stored):
+    debate = stored["debate"]
+    at = open_page(debate.run_id)
+    assert not at.exception, at.exception
+    assert at.title[0].value == f"Debate · run {debate.run_id}"
+    text = shown(at)
+    # Every turn, its reply as plain text (st.text), the failed call's error plainly.
+    replies = [e.value for e in at.text]
+    assert "For: " + HOSTILE in replies and "Against, round two" in replies
+    assert "Error: Unable to generate argument." in text  # the debate's own text for it
+    assert any("degraded: RuntimeError: provider down" in plain(e.value) for e in at.error)
+    assert any("provider down" in plain(w.value) for w in at.warning)  # the problems list
+    # Prompt messages sent, in expanders.
+    assert any(e.label.startswith("Prompt messages sent") for e in at.expander)
+    # The protocol's own blocks (verdict text, judge confidence metric).
+    assert "pro" in replies and "Judge confidence" in text and "0.80 (high)" in text
+    # Phase timeline and usage charts.
+    charts = at.get("plotly_chart")
+    assert len(charts) >= 2
+    # Text from models never becomes HTML or markdown.
+    for element in at.markdown:
+        assert "<script>" not in element.value and "](http" not in element.value
+    assert at.download_button[0].label.startswith("⬇️ Export JSON")
+
+
+def test_detail_of_a_panel_has_tally_flows_and_confidence(db, stored):
+    panel = stored["panel"]
+    at = open_page(panel.run_id)
+    assert not at.exception, at.exception
+    text = shown(at)
+    assert "simulated" in text
+    level = panel.confidence.level
+    assert f"**Outcome:** {panel.tally.winner} ({level}," in text
+    # The confidence with its reason comes from the panel's own view blocks.
+    assert f"{level.upper()}: {panel.confidence.reason}" in text
+    assert len(at.get("plotly_chart")) >= 5  # two tallies, the flows, timeline, usage
+    assert [h.value for h in at.subheader if h.value in ("Tally", "Mind changes")] == \
+        ["Tally", "Mind changes"]
+
+
+def test_unknown_run_says_so(db, stored):
+    at = open_page("nope")
+    assert not at.exception, at.exception
+    assert "no run" in at.error[0].value
+
+
+def test_delete_asks_first_then_removes_the_run(db, stored):
+    review = stored["review"].run_id
+    at = open_page(review)
+    at.button(key="runs_delete_ask").click().run()
+    assert db.exists(review)
+    assert any("cannot be undone" in w.value for w in at.warning)
+    at.button(key="runs_delete_no").click().run()
+    assert db.exists(review) and not any("cannot be undone" in w.value for w in at.warning)
+    at.button(key="runs_delete_ask").click().run()
+    at.button(key="runs_delete_yes").click().run()
+    assert not at.exception, at.exception
+    assert not db.exists(review)
+    assert "run" not in at.query_params
+    assert any(f"Deleted run {review}" in plain(s.value) for s in at.success)
+
+
+def test_rerun_starts_the_same_configuration(db, stored):
+    review = stored["review"]
+    at = open_page(review.run_id)
+    at.button(key="runs_rerun").click().run()
+    assert not at.exception, at.exception
+    new_id = param(at, "run")
+    assert new_id != review.run_id
+    assert JobManager(db).wait(new_id, timeout=60) == "completed"
+    old, new = db.get(review.run_id), db.get(new_id)
+    assert new["config"] == old["config"] and new["question"] == old["question"]
+    assert new["label"] == "beta"

@@ -1,0 +1,337 @@
+"""engine.insights and engine.rerun on hand-made frames: every expected number worked by hand."""
+from __future__ import annotations
+
+import json
+from datetime import date, datetime, timezone
+
+import pandas as pd
+import pytest
+
+from engine import history, insights, run_debate, run_peer_review
+from engine.history import Filters
+from engine.rerun import rerun, rerun_config
+
+NOW = datetime(2026, 1, 10, 12, 0, tzinfo=timezone.utc)
+
+
+def runs_frame(*rows: dict) -> pd.DataFrame:
+    """A frame shaped like `Store.runs()` (metrics, config and tags parsed)."""
+    base = {"question": "Q", "expected": None, "config": {}, "label": None, "tags": [],
+            "status": "completed", "error": "", "metrics": {}, "models": "simulated",
+            "simulated": True, "correct": None, "calls": 1, "degraded": 0, "tokens_in": 0,
+            "tokens_out": 0, "latency": 0.0, "duration": 0.0, "created_at": NOW}
+    return pd.DataFrame([{**base, "id": f"r{i}", **row} for i, row in enumerate(rows)])
+
+
+# --------------------------------------------------------------------------- filters, history
+def test_filters_become_bound_store_arguments():
+    assert Filters().store_args() == {} and not Filters().active
+    args = Filters(protocol="panel", label=" A ", search="", since=date(2026, 1, 2),
+                   until=date(2026, 1, 3)).store_args()
+    assert args == {"protocol": "panel", "label": "A",
+                    "since": datetime(2026, 1, 2, tzinfo=timezone.utc),
+                    "until": datetime(2026, 1, 3, 23, 59, 59, 999999, tzinfo=timezone.utc)}
+    assert history.date_range(()) == (None, None)
+    assert history.date_range((date(2026, 1, 2),)) == (date(2026, 1, 2), date(2026, 1, 2))
+    assert history.date_range(date(2026, 1, 5)) == (date(2026, 1, 5), date(2026, 1, 5))
+
+
+def test_choices_list_every_protocol_label_tag_and_model():
+    got = history.choices_from(["debate", "mystery", "debate"], ["b", None, "a", ""],
+                               [["x", "y"], [], ["y"]], ["simulated,openai:gpt", None,
+                                                          "simulated"])
+    assert got["label"] == ["a", "b"]
+    assert got["tag"] == ["x", "y"]
+    assert got["model"] == ["openai:gpt", "simulated"]
+    assert got["protocol"][-1] == "mystery" and "panel" in got["protocol"]
+    assert got["status"] == ["running", "completed", "failed", "interrupted"]
+
+
+def test_history_table_is_plain_and_says_simulated():
+    frame = runs_frame(
+        {"protocol": "panel", "label": "L", "question": "How\nmuch?", "tokens_in": 10,
+         "tokens_out": 5, "duration": 1.234,
+         "metrics": {"winner": "0.05", "confidence_level": "medium", "ratio": 2 / 3,
+                     "tied": False, "changed_outcome": True}},
+        {"protocol": "debate", "simulated": False, "models": "openai:gpt-4o",
+         "question": "x" * 200,
+         "metrics": {"judge_confidence": 0.8, "high_confidence": True}})
+    table = history.history_table(frame)
+    assert list(table.columns) == list(history.HISTORY_COLUMNS)
+    first, second = table.iloc[0], table.iloc[1]
+    assert first["outcome"] == "0.05 (medium, 67%), debate changed it"
+    assert first["question"] == "How much?" and first["tokens"] == 15
+    assert first["simulated"] == "simulated" and second["simulated"] == ""
+    assert first["protocol"] == "Persona panel" and first["seconds"] == 1.23
+    assert second["outcome"] == "judge 0.80 (high)"
+    assert len(second["question"]) == 120 and second["question"].endswith("…")
+
+
+def test_a_run_on_simulated_models_is_simulated_even_with_a_failed_call():
+    assert history.is_simulated(True, "")
+    assert history.is_simulated(False, "simulated,simulated?fail=0.1")
+    assert not history.is_simulated(False, "simulated,openai:gpt-4o")
+    assert not history.is_simulated(False, "")
+
+
+@pytest.mark.parametrize("protocol, metrics, text", [
+    ("peer-review", {"approved": True, "iterations_used": 2}, "approved after 2"),
+    ("peer-review", {"approved": False, "iterations_used": 3}, "not approved after 3"),
+    ("vote", {"winner": "", "confidence_level": "low", "ratio": 0.0, "tied": True},
+     "(abstained) (low, 0%), tied"),
+    ("roundtable", {"agreement_level": "weak", "completion_state": "qualified-draft"},
+     "agreement weak, qualified-draft"),
+    ("duel", {"status": "converged", "turns": 3}, "converged, 3 turns"),
+    ("debate", {}, ""),
+    ("unknown", {"a": 1}, ""),
+])
+def test_outcome_text(protocol, metrics, text):
+    assert history.outcome_text(protocol, metrics) == text
+
+
+def test_history_is_one_bounded_page_and_choices_follow_the_newest_run(store):
+    assert history.newest(store) is None and history.choices(store)["label"] == []
+    assert history.choices(store)["protocol"][0] == "debate"
+    for topic, label in (("one", "L"), ("two", "M"), ("three", "L")):
+        run_debate(topic, proponent="simulated", opponent="simulated", judge="simulated",
+                   max_rounds=1, store=store, label=label)
+    everything = store.runs()
+    assert history.newest(store) == everything["id"].iloc[0]
+    found = history.choices(store)
+    assert found["label"] == ["L", "M"] and found["tag"] == [] and found["model"] == \
+        ["simulated"]
+    page = history.history(store, Filters(), limit=2)
+    assert list(page.table["id"]) == list(everything["id"][:2]) and page.more
+    page = history.history(store, Filters(search="two"), limit=2)
+    assert len(page.table) == 1 and not page.more and page.table["question"][0] == "two"
+
+
+# --------------------------------------------------------------------------- one run
+TURNS = [
+    {"idx": 0, "seat": "a", "phase": "propose", "round": 1, "status": "ok", "latency": 1.0,
+     "tokens_in": 10, "tokens_out": 4, "started_at": "2026-01-10T12:00:00+00:00",
+     "finished_at": "2026-01-10T12:00:01+00:00", "warnings": [], "reply": "x",
+     "messages": [{"role": "user", "content": "hi"}]},
+    {"idx": 1, "seat": "b", "phase": "propose", "round": 1, "status": "degraded",
+     "error": "TimeoutError: slow", "latency": 3.0, "tokens_in": 10, "tokens_out": 0,
+     "started_at": "2026-01-10T12:00:00+00:00", "finished_at": "2026-01-10T12:00:03+00:00",
+     "warnings": ["unreadable JSON"]},
+    {"idx": 2, "seat": "a", "phase": "rebuttal", "round": 2, "status": "ok", "latency": 2.0,
+     "tokens_in": 20, "tokens_out": 6, "started_at": "2026-01-10T12:00:03+00:00",
+     "finished_at": "2026-01-10T12:00:05+00:00", "warnings": []},
+]
+
+
+def test_seat_usage_sums_per_seat():
+    usage = history.seat_usage(TURNS).set_index("seat")
+    assert usage.loc["a", "calls"] == 2 and usage.loc["a", "tokens_in"] == 30
+    assert usage.loc["a", "tokens_out"] == 10 and usage.loc["a", "latency"] == 3.0
+    assert usage.loc["a", "mean_latency"] == 1.5 and usage.loc["a", "degraded"] == 0
+    assert usage.loc["b", "degraded"] == 1 and usage.loc["b", "calls"] == 1
+
+
+def test_timeline_frame_keeps_concurrent_calls_overlapping():
+    frame = history.timeline_frame(TURNS)
+    assert list(frame["seat"]) == ["a", "b", "a"]
+    assert frame["start"][0] == frame["start"][1]  # both proposals started together
+    assert (frame["finish"][1] - frame["start"][1]).total_seconds() == 3.0
+    assert history.timeline_frame([]).empty
+
+
+def test_problems_name_degraded_turns_and_parse_warnings():
+    run = {"status": "failed", "error": "RuntimeError: boom",
+           "result": {"warnings": ["judge failed", "shown already"]}}
+
+    class Warn:
+        kind, body = "warning", "shown already"
+    problems = history._problems(run, TURNS, [Warn()])
+    assert problems == ["run failed: RuntimeError: boom",
+                        "#1 b (propose, round 1) degraded: TimeoutError: slow",
+                        "#1 b (propose, round 1) parse warning: unreadable JSON",
+                        "judge failed"]
+
+
+PANEL_RESULT = {
+    "first_round": {"ballots": {"a": "1", "b": "2", "c": None}, "counts": {"1": 1, "2": 1},
+                    "winner": "1"},
+    "tally": {"ballots": {"a": "2", "b": "2", "c": "2"}, "counts": {"2": 3}, "winner": "2"},
+    "confidence": {"level": "high", "ratio": 1.0, "reason": "unanimous"},
+    "mind_changes": ["a"], "change_kinds": {"a": "persuaded", "b": "held"},
+}
+
+
+def test_tallies_and_flows_of_a_panel():
+    tallies = history.tallies_of(PANEL_RESULT)
+    assert [t[0] for t in tallies] == ["Final vote", "Round-one vote"]
+    assert tallies[0][1:] == ({"2": 3}, "2")
+    flows = history.flows_of(PANEL_RESULT)
+    assert flows.to_dict("records") == [
+        {"seat": "a", "before": "1", "after": "2"}, {"seat": "b", "before": "2", "after": "2"},
+        {"seat": "c", "before": "(abstained)", "after": "2"}]
+    links = insights.flow_links(flows).set_index(["source", "target"])
+    assert links.loc[("1", "2"), "label"] == "a" and links.loc[("2", "2"), "value"] == 1
+    assert history.flows_of({"tally": PANEL_RESULT["tally"]}) is None
+
+
+# --------------------------------------------------------------------------- across runs
+def test_flatten_prefixes_metrics_and_labels_the_unlabelled():
+    flat = insights.flatten(runs_frame({"protocol": "duel", "label": "",
+                                        "metrics": {"status": "converged"}},
+                                       {"protocol": "debate", "label": "L",
+                                        "tokens_in": 3, "tokens_out": 4}))
+    assert list(flat["group"]) == ["(no label)", "L"]
+    assert flat["m_status"][0] == "converged" and pd.isna(flat["m_status"][1])
+    assert list(flat["tokens"]) == [0, 7] and list(flat["status"]) == ["completed"] * 2
+
+
+def test_rate_counts_mean_and_spread_by_group():
+    runs = pd.DataFrame({"group": ["A", "A", "A", "B", "B"],
+                         "flag": [True, False, None, True, True],
+                         "level": ["high", "low", "high", None, "low"],
+                         "x": [1.0, 2.0, 3.0, 4.0, None]})
+    rates = insights.rate_by(runs, "flag").set_index("group")
+    assert rates.loc["A", "n"] == 2 and rates.loc["A", "rate"] == 0.5  # None left out
+    assert rates.loc["B", "n"] == 2 and rates.loc["B", "rate"] == 1.0
+    counts = insights.counts_by(runs, "level")
+    assert counts.to_dict("records") == [{"group": "A", "value": "high", "count": 2},
+                                         {"group": "A", "value": "low", "count": 1},
+                                         {"group": "B", "value": "low", "count": 1}]
+    means = insights.mean_by(runs, "x").set_index("group")
+    assert means.loc["A", "mean"] == 2.0 and means.loc["B", "n"] == 1
+    spread = insights.spread_by(runs, "x").set_index("group")
+    assert spread.loc["A", ["min", "q1", "median", "q3", "max"]].tolist() == \
+        [1.0, 1.5, 2.0, 2.5, 3.0]
+    assert insights.rate_by(runs, "missing").empty
+
+
+def test_side_by_side_puts_protocols_next_to_each_other_per_label():
+    runs = pd.DataFrame({"group": ["A", "A", "A", "B"],
+                         "protocol": ["panel", "panel", "vote", "vote"],
+                         "correct": [True, False, True, False]})
+    frame, spec = insights.side_by_side(runs, "correct")
+    assert spec == {"y": ["Persona panel rate", "Vote (baseline) rate"],
+                    "n": ["Persona panel n", "Vote (baseline) n"],
+                    "names": ["Persona panel", "Vote (baseline)"]}
+    rows = frame.set_index("group")
+    assert rows.loc["A", "Persona panel rate"] == 0.5 and rows.loc["A", "Persona panel n"] == 2
+    assert rows.loc["A", "Vote (baseline) rate"] == 1.0
+    assert pd.isna(rows.loc["B", "Persona panel rate"]) and rows.loc["B", "Persona panel n"] == 0
+    assert rows.loc["B", "Vote (baseline) rate"] == 0.0
+
+
+def test_mind_change_rate_per_label_is_changes_over_debaters():
+    panels = insights.flatten(runs_frame(
+        {"protocol": "panel", "label": "A",
+         "metrics": {"debaters": 3, "mind_changes": 1, "claimed_changes": 0}},
+        {"protocol": "panel", "label": "A",
+         "metrics": {"debaters": 3, "mind_changes": 2, "claimed_changes": 3}},
+        {"protocol": "panel", "label": "B",
+         "metrics": {"debaters": 4, "mind_changes": 0, "claimed_changes": 1}}))
+    rates = insights.mind_change_by_label(panels).set_index("group")
+    assert rates.loc["A", "n"] == 6 and rates.loc["A", "changes"] == 3
+    assert rates.loc["A", "rate"] == 0.5 and rates.loc["A", "claimed"] == 0.5
+    assert rates.loc["B", "rate"] == 0.0 and rates.loc["B", "claimed"] == 0.25
+
+
+def panel_runs() -> pd.DataFrame:
+    other = {"first_round": {"ballots": {"a": "x", "b": "x", "c": "y"},
+                             "counts": {"x": 2, "y": 1}, "winner": "x"},
+             "tally": {"ballots": {"a": "x", "b": "x", "c": "x"}, "counts": {"x": 3},
+                       "winner": "x"}, "mind_changes": ["c"]}
+    frame = runs_frame({"protocol": "panel", "label": "A", "expected": "$2"},
+                       {"protocol": "panel", "label": None})
+    frame["result"] = [PANEL_RESULT, other]
+    return frame
+
+
+def test_ballots_per_persona_and_flows_across_panels():
+    ballots = insights.ballots_frame(panel_runs())
+    assert len(ballots) == 6
+    assert list(ballots["changed"]) == [True, False, False, False, False, True]
+    per_seat = insights.mind_change_rates(ballots, "seat").set_index("seat")
+    assert per_seat["rate"].to_dict() == {"a": 0.5, "b": 0.0, "c": 0.5}
+    per_label = insights.mind_change_rates(ballots, "group").set_index("group")
+    assert per_label.loc["A", "changes"] == 1 and per_label.loc["(no label)", "n"] == 3
+
+    links = insights.vote_flow_links(ballots).set_index(["source", "target"])["value"]
+    # run 1: a with the plurality ("1") ends with the answer ("2"); b against -> with;
+    # c abstained -> with. run 2: a, b with -> with; c against -> with.
+    assert links.to_dict() == {
+        ("with the round-one plurality", "with the final answer"): 3,
+        ("against the round-one plurality", "with the final answer"): 2,
+        ("(abstained)", "with the final answer"): 1}
+    right = insights.correctness_flow_links(ballots).set_index(["source", "target"])["value"]
+    # Only run 1 has an expected answer ("$2" reads "2"): a wrong -> right, b right -> right.
+    assert right.to_dict() == {("wrong first", "right finally"): 1,
+                               ("right first", "right finally"): 1,
+                               ("(abstained) first", "right finally"): 1}
+
+
+def test_report_skips_protocols_without_runs_with_a_note():
+    runs = insights.flatten(runs_frame(
+        {"protocol": "debate", "label": "A",
+         "metrics": {"judge_confidence": 0.9, "high_confidence": True}},
+        {"protocol": "debate", "label": "A",
+         "metrics": {"judge_confidence": 0.5, "high_confidence": False}},
+        {"protocol": "peer-review", "label": "B", "correct": True,
+         "metrics": {"approved": True, "iterations_used": 2}},
+        {"protocol": "debate", "status": "failed"}))
+    sections = {s.key: s for s in insights.report(runs)}
+    assert sections["panel"].note and not sections["panel"].charts
+    assert sections["duel"].note == "No completed duel runs match these filters."
+    assert dict(sections["overview"].metrics) == {"Runs": "4", "Completed": "3",
+                                                  "Failed or interrupted": "1",
+                                                  "Simulated": "4"}
+    debate = sections["debate"]
+    assert dict(debate.metrics)["Mean judge confidence"] == "0.70"
+    high = debate.charts[1].data.set_index("group")
+    assert high.loc["A", "rate"] == 0.5 and high.loc["A", "n"] == 2
+    review = sections["peer-review"].charts[1].data
+    assert review.to_dict("records") == [{"group": "B", "value": "approved after 2",
+                                          "count": 1}]
+    accuracy = sections["accuracy"].charts[0]
+    assert accuracy.data.to_dict("records") == [{"group": "B", "Peer review rate": 1.0,
+                                                 "Peer review n": 1}]
+    assert accuracy.spec["names"] == ["Peer review"]
+    assert all(c.caption for s in sections.values() for c in s.charts)
+    assert insights.report(insights.flatten(runs_frame().iloc[0:0])) == []
+
+
+# --------------------------------------------------------------------------- re-run
+def test_rerun_config_puts_flat_seats_back_in_their_slots():
+    stored = {"protocol": "panel", "options": {}, "prompts": {"critique": "x {question}"},
+              "seats": [{"name": n, "model": "simulated", "persona": f"I am {n}"}
+                        for n in ("a", "b", "c", "critic", "judge")]}
+    config, extra = rerun_config(stored)
+    assert [s["name"] for s in config["seats"]["debaters"]] == ["a", "b", "c"]
+    assert config["seats"]["critic"]["name"] == "critic"
+    assert config["seats"]["judge"]["persona"] == "I am judge"
+    assert config["prompts"] == {"critique": "x {question}"} and extra == {}
+
+    debate = {"protocol": "debate", "options": {"max_rounds": 2, "timeout": 30.0},
+              "seats": [{"name": "p", "model": "simulated"}, {"name": "o", "model": "m"},
+                        {"name": "j", "model": "simulated", "temperature": None}]}
+    config, extra = rerun_config(debate)
+    assert config["options"] == {"max_rounds": 2} and extra == {"timeout": 30.0}
+    assert config["seats"]["opponent"] == {"name": "o", "model": "m"}
+
+
+def test_rerun_config_finds_an_optional_judge():
+    agents = [{"name": n, "model": "simulated", "role": "critic"} for n in ("A", "B")]
+    with_judge = {"protocol": "roundtable", "seats": [*agents, {"name": "ref"}]}
+    config, _ = rerun_config(with_judge, {"ref": ["judge"]})  # it spoke in the judge phase
+    assert len(config["seats"]["agents"]) == 2 and config["seats"]["judge"] == {"name": "ref"}
+    config, _ = rerun_config({"protocol": "roundtable", "seats": [*agents, {"name": "C"}]})
+    assert len(config["seats"]["agents"]) == 3 and "judge" not in config["seats"]
+
+
+def test_rerun_stores_a_new_run_with_the_same_configuration(store):
+    first = run_peer_review("Write a haiku", producer="simulated", reviewer="simulated",
+                            max_iterations=2, store=store, label="poems", tags=["t"])
+    again = rerun(store, store.get(first.run_id))
+    assert again.run_id != first.run_id
+    new, old = store.get(again.run_id), store.get(first.run_id)
+    assert new["question"] == old["question"] and new["label"] == "poems"
+    assert new["tags"] == ["t"]
+    assert json.dumps(new["config"], sort_keys=True) == json.dumps(old["config"],
+                                                                   sort_keys=True)
