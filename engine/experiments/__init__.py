@@ -1,0 +1,38 @@
+"""Experiments: a question set x saved configurations x repeats, run, resumed and compared.
+
+An experiment is stored once (the `experiments` table holds its spec: questions,
+configurations, repeats, concurrency) and each planned cell (question x configuration x
+repeat) is a run carrying the experiment's id and a `cell:Q:C:R` tag. Completion is derived
+from the runs, never kept twice: resuming runs exactly the cells with no `completed` run, and
+the stale (interrupted or failed) runs of a cell that is redone are kept, tagged `superseded`.
+All runs of an experiment share one event loop; a semaphore-like pool of `concurrency` workers
+bounds how many runs are in flight, and each run still makes its independent calls at once.
+
+Results are per configuration label: accuracy with a Wilson interval, confidence levels,
+calibration of each confidence signal, mind changes, the final answer against the round-one
+vote, tokens, latency and calls; and a paired comparison of two configurations by sign test.
+The arithmetic lives in `engine.stats`.
+"""
+from __future__ import annotations
+
+from .cli import add_cli, cmd_list, cmd_resume, cmd_run, cmd_show, summary_text
+from .planning import (DEFAULT_CONCURRENCY, MAX_CONCURRENCY, MAX_REPEATS, MAX_RUNS, SUPERSEDED,
+                       Cell, Plan, config_choices, plan, resolve_configs)
+from .results import (RUN_COLUMNS, RUNS_PAGE, SIGNALS, SUMMARY_COLUMNS, SUMMARY_GROUPS, Report,
+                      accuracy_figure, calibration, compare, drill, question_scores,
+                      question_table, reliability_figure, report, runs_frame, summary, to_csv)
+from .runner import (HEARTBEAT_EVERY, BatchedStore, ExperimentJob, arun_experiment, job,
+                     pending_cells, run_experiment, start, stop)
+from .table import Progress, create, duration_text, get, list_experiments, progress
+
+__all__ = [
+    "DEFAULT_CONCURRENCY", "MAX_CONCURRENCY", "MAX_REPEATS", "MAX_RUNS", "SUPERSEDED", "Cell",
+    "Plan", "config_choices", "plan", "resolve_configs",
+    "Progress", "create", "duration_text", "get", "list_experiments", "progress",
+    "HEARTBEAT_EVERY", "BatchedStore", "ExperimentJob", "arun_experiment", "job",
+    "pending_cells", "run_experiment", "start", "stop",
+    "RUN_COLUMNS", "RUNS_PAGE", "SIGNALS", "SUMMARY_COLUMNS", "SUMMARY_GROUPS", "Report",
+    "accuracy_figure", "calibration", "compare", "drill", "question_scores", "question_table",
+    "reliability_figure", "report", "runs_frame", "summary", "to_csv",
+    "add_cli", "cmd_list", "cmd_resume", "cmd_run", "cmd_show", "summary_text",
+]

@@ -1,0 +1,225 @@
+"""Experiment specs: cells, plans, configuration choices and the preflight cost check."""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import qsets
+from ..models import ConfigError
+from ..store import strip_secrets
+
+DEFAULT_CONCURRENCY = 4
+MAX_CONCURRENCY = 64
+MAX_REPEATS = 100
+MAX_RUNS = 20_000
+SUPERSEDED = "superseded"
+
+
+@dataclass(frozen=True, order=True)
+class Cell:
+    """One planned run: question index `q`, configuration index `c`, repeat `r` (from 0)."""
+
+    q: int
+    c: int
+    r: int
+
+    @property
+    def tag(self) -> str:
+        return f"cell:{self.q}:{self.c}:{self.r}"
+
+    @classmethod
+    def from_tags(cls, tags: Sequence[str]) -> "Cell | None":
+        for tag in tags or ():
+            parts = str(tag).split(":")
+            if len(parts) == 4 and parts[0] == "cell" and all(p.isdigit() for p in parts[1:]):
+                return cls(int(parts[1]), int(parts[2]), int(parts[3]))
+        return None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A checked experiment spec and its preflight: runs, calls and tokens before it starts."""
+
+    name: str
+    source: str
+    questions: list[dict[str, str | None]]
+    configs: list[dict[str, Any]]
+    repeats: int
+    concurrency: int
+    per_config: list[dict[str, Any]]
+
+    @property
+    def runs(self) -> int:
+        return len(self.questions) * len(self.configs) * self.repeats
+
+    @property
+    def calls(self) -> int:
+        return sum(p["calls"] for p in self.per_config)
+
+    @property
+    def tokens(self) -> int:
+        return sum(p["tokens"] for p in self.per_config)
+
+    @property
+    def labels(self) -> list[str]:
+        return [c["label"] for c in self.configs]
+
+    def spec(self) -> dict[str, Any]:
+        """What the experiments table stores (and `plan` reads back unchanged)."""
+        return {"name": self.name, "source": self.source, "questions": self.questions,
+                "configs": self.configs, "repeats": self.repeats,
+                "concurrency": self.concurrency}
+
+    def cells(self) -> Iterator[Cell]:
+        """Every cell, repeat-major: the first repeat of every question comes first, so a
+        stopped experiment has covered the questions evenly."""
+        for r in range(self.repeats):
+            for q in range(len(self.questions)):
+                for c in range(len(self.configs)):
+                    yield Cell(q, c, r)
+
+    def preflight(self) -> dict[str, Any]:
+        return {"runs": self.runs, "calls": self.calls, "tokens": self.tokens,
+                "per_config": self.per_config}
+
+
+def _whole(value: Any, name: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name} must be a whole number, got {value!r}", "input")
+    if not low <= value <= high:
+        raise ConfigError(f"{name} must be {low}..{high}, got {value}", "limit")
+    return value
+
+
+def resolve_configs(items: Any, store: Any = None) -> list[dict[str, Any]]:
+    """Configurations from a spec: inline dicts (each with a `label`, or one is made from the
+    protocol) or labels of configurations saved in the library."""
+    from .. import library
+    if not isinstance(items, list) or not items:
+        raise ConfigError("an experiment needs a list of configurations (inline mappings or "
+                          "labels of saved configurations)", "input")
+    out: list[dict[str, Any]] = []
+    for number, item in enumerate(items, 1):
+        if isinstance(item, str):
+            if store is None:
+                raise ConfigError(f"configuration {number} names the saved configuration "
+                                  f"{item!r}, but no store was given", "input")
+            config = library.load_config(store, item)
+        elif isinstance(item, Mapping):
+            # a plain, private copy without keys: they come from the environment, never
+            # from the experiments table (as for runs)
+            config = strip_secrets(json.loads(json.dumps(dict(item))))
+            config["label"] = str(config.get("label") or
+                                  f"{config.get('protocol', 'config')}-{number}").strip()
+        else:
+            raise ConfigError(f"configuration {number} must be a mapping or a saved label, "
+                              f"got {type(item).__name__}", "input")
+        out.append(config)
+    labels = [c["label"] for c in out]
+    twice = sorted({label for label in labels if labels.count(label) > 1})
+    if twice:
+        raise ConfigError(f"two configurations are labelled {twice[0]!r}; labels must be unique "
+                          "(results are compared by label)", "input")
+    return out
+
+
+def config_choices(store: Any, model: str = "simulated") -> dict[str, dict[str, Any]]:
+    """What an experiment can compare: the saved configurations by label, then every
+    protocol's defaults (labelled `PROTOCOL · defaults`, on `model`)."""
+    from ..library import configs
+    from ..protocols import REGISTRY
+    out = {c["label"]: dict(c["config"]) for c in configs(store)}
+    for name in REGISTRY:
+        label = f"{name} · defaults"
+        out.setdefault(label, {"protocol": name, "label": label,
+                               "model": (model or "").strip() or "simulated"})
+    return out
+
+
+def _check_models(config: Mapping[str, Any]) -> None:
+    """Resolve every seat's model now, so a missing key or package fails before any run."""
+    from ..protocols import get_protocol, seats_from_config
+    from ..providers import resolve_model
+    spec = get_protocol(str(config.get("protocol", "")))
+    kwargs = seats_from_config(spec, dict(config))
+    for slot in spec.slots:
+        seats = kwargs.get(slot.name)
+        for seat in seats if isinstance(seats, list) else [seats]:
+            if seat is not None:
+                resolve_model(seat.model, seat.temperature)
+
+
+def plan(spec: Mapping[str, Any], store: Any = None, base_dir: str | Path | None = None) -> Plan:
+    """Check an experiment spec and count what it will cost, before anything runs.
+
+    `spec` keys: `questions` (a bundled set's name, or a list of strings / `{question,
+    expected}` mappings) or `questions_file` (a CSV / JSONL path, relative to `base_dir`);
+    `configs` (inline configurations or saved labels); `repeats` (default 1); `concurrency`
+    (runs in flight, default 4); `name`. Raises `ConfigError` naming what to change.
+    """
+    if not isinstance(spec, Mapping):
+        raise ConfigError("an experiment spec must be a mapping", "input")
+    known = {"name", "questions", "questions_file", "configs", "repeats", "concurrency",
+             "source"}
+    unknown = sorted(str(k) for k in spec if k not in known)
+    if unknown:
+        raise ConfigError(f"an experiment spec has no key {unknown[0]!r}; keys are "
+                          f"{', '.join(sorted(known - {'source'}))}", "input")
+    given, path = spec.get("questions"), spec.get("questions_file")
+    if (given is None) == (path is None):
+        raise ConfigError("give exactly one of questions (a bundled set's name, or a list) "
+                          "and questions_file (a CSV or JSONL file)", "input")
+    if path is not None:
+        full = Path(base_dir or ".") / str(path)
+        items = qsets.load_file(full)
+        source = f"file:{Path(str(path)).name}"
+    elif isinstance(given, str):
+        items = qsets.load_bundled(given)
+        source = f"bundled:{given.strip().lower()}"
+    else:
+        items = qsets.from_records(given, "questions")
+        source = str(spec.get("source") or "inline")
+    repeats = _whole(spec.get("repeats", 1), "repeats", 1, MAX_REPEATS)
+    concurrency = _whole(spec.get("concurrency", DEFAULT_CONCURRENCY), "concurrency", 1,
+                         MAX_CONCURRENCY)
+    configs = resolve_configs(spec.get("configs"), store)
+    per_config = _costs(configs, len(items) * repeats, check=True)
+    name = str(spec.get("name") or "").strip() or \
+        f"{source.split(':')[-1]} x {len(configs)} configuration{'s' * (len(configs) > 1)}"
+    result = Plan(name[:200], source, [i.as_dict() for i in items], configs, repeats,
+                  concurrency, per_config)
+    if result.runs > MAX_RUNS:
+        raise ConfigError(f"this experiment plans {result.runs} runs; the limit is {MAX_RUNS} "
+                          "(use fewer questions, configurations or repeats)", "limit")
+    return result
+
+
+def _costs(configs: Sequence[Mapping[str, Any]], runs: int,
+           check: bool = False) -> list[dict[str, Any]]:
+    """Per configuration: its `runs`, calls per run (`protocols.estimate`, what it makes when
+    nothing fails), calls and tokens in all. `check` also validates prompt overrides and
+    resolves every seat's model, for a spec that was never run."""
+    from ..library import validate_config
+    from ..protocols import estimate
+    out = []
+    for config in configs:
+        try:
+            cost = validate_config(config) if check else estimate(dict(config))
+            if check:
+                _check_models(config)
+        except ConfigError as exc:
+            raise ConfigError(f"configuration {config['label']!r}: {exc}", exc.code) from None
+        out.append({"label": config["label"], "protocol": config["protocol"], "runs": runs,
+                    "calls_per_run": cost["calls"], "calls": runs * cost["calls"],
+                    "tokens": runs * cost["tokens"]})
+    return out
+
+
+def _plan_of(spec: Mapping[str, Any]) -> Plan:
+    """A stored spec back as a `Plan` (its configs were checked when it was created)."""
+    return Plan(spec["name"], spec["source"], spec["questions"], spec["configs"],
+                spec["repeats"], spec["concurrency"],
+                _costs(spec["configs"], len(spec["questions"]) * spec["repeats"]))
