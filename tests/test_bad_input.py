@@ -15,6 +15,7 @@ import pytest
 from engine import (ConfigError, Seat, Store, get_model, run_debate, run_duel, run_panel,
                     run_peer_review, run_roundtable, run_vote)
 from engine.__main__ import main as cli_main
+from engine import library, qsets
 from engine.protocols import arun_config, get_protocol, run_sync
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -109,6 +110,24 @@ API_CASES = [
     ("malformed run import", lambda m, s: s.import_runs("{not json"), "input", ["JSON"]),
     ("import of something that is not a run",
      lambda m, s: s.import_runs('{"hello": "world"}'), "input", ["record 1"]),
+    ("malformed persona YAML",
+     lambda m, s: library.import_yaml(s, "personas:\n  - name: [unclosed\n"), "input",
+     ["line"]),
+    ("persona YAML of the wrong shape",
+     lambda m, s: library.import_yaml(s, "- just\n- a list\n"), "input", ["YAML"]),
+    ("persona with an empty name",
+     lambda m, s: library.save_entry(s, "persona", {"name": "  ", "persona": "x"}),
+     "input", ["name"]),
+    ("question file with bad rows",
+     lambda m, s: qsets.parse_questions("question,expected\nWhat is 2+2?,4\n,5\n", "q.csv"),
+     "input", ["3"]),
+    ("question JSONL with a broken line",
+     lambda m, s: qsets.parse_questions('{"question": "ok"}\n{oops\n', "q.jsonl"),
+     "input", ["2"]),
+    ("saved configuration with a bad placeholder",
+     lambda m, s: library.validate_config({"protocol": "panel",
+                                           "prompts": {"critique": "{question} {nonsense}"}}),
+     "input", ["{nonsense}"]),
 ]
 
 
@@ -123,6 +142,7 @@ def test_api_bad_input(name, call, code, words, recording_model, store, monkeypa
         assert word in str(caught.value), f"{name}: {caught.value}"
     assert model.received == []  # raised before any model call
     assert store.runs().empty  # nothing stored
+    assert store.library("persona") == []
 
 
 def test_missing_api_key_names_the_variable(monkeypatch, store):

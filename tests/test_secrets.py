@@ -70,3 +70,44 @@ def test_a_key_given_in_a_config_is_stripped_before_storing(tmp_path, clean_env)
     run_id = store.start_run("debate", "q", config={"protocol": "debate", "api_key": KEY,
                                                     "seats": [{"name": "a", "token": KEY}]})
     assert KEY not in store.export_run(run_id)
+
+
+def _shown(at) -> str:
+    """Every value an AppTest page rendered: text elements, tables and widget values."""
+    parts = []
+    for kind in ("markdown", "caption", "text", "success", "warning", "error", "info",
+                 "metric", "code", "json", "title", "header", "subheader", "text_input",
+                 "text_area", "selectbox"):
+        for element in getattr(at, kind, []):
+            parts.append(str(getattr(element, "value", "")))
+    parts += [at.dataframe[i].value.to_csv() for i in range(len(at.dataframe))]
+    return "\n".join(parts)
+
+
+def test_key_appears_on_no_page(tmp_path, clean_env, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    url = f"sqlite:///{tmp_path / 'pages.db'}"
+    monkeypatch.setenv("PARLEY_DB_URL", url)
+    store = Store(url)
+    with SimulatedOpenAI() as server:
+        for name in REGISTRY:
+            config = {"protocol": name, "model": "openai:sim-model", "base_url": server.base_url}
+            last = run_sync(arun_config(config, "Should we adopt the plan?", store=store))
+    shown = []
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120).run()  # Home
+    shown.append(_shown(at))
+    for page, params in (("runs.py", {}), ("runs.py", {"run": last.run_id}),
+                         ("insights.py", {}), ("personas.py", {}), ("run.py", {}),
+                         ("experiments.py", {})):
+        at.switch_page(f"pages/{page}")
+        for key in list(at.query_params):
+            del at.query_params[key]
+        for key, value in params.items():
+            at.query_params[key] = value
+        at.run()
+        assert not at.exception, (page, at.exception)
+        shown.append(_shown(at))
+    everything = "\n".join(shown)
+    assert last.run_id in everything  # the pages did render the stored runs
+    assert KEY not in everything
