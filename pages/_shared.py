@@ -191,3 +191,26 @@ def render_turn(turn: Mapping[str, Any], icon: str = "") -> None:
             st.text(turn["reply"])
         if turn.get("error"):
             st.caption(md(f"error: {turn['error']}"))
+
+
+def filter_widgets(choices: dict[str, list[str]], key: str) -> Any:
+    """The Runs and Insights filters; every value goes to `Store.runs` as a bound parameter."""
+    from engine import history
+    any_of = ["", *choices["protocol"]]
+    top = st.columns(4)
+    protocol = top[0].selectbox("Protocol", any_of, key=f"{key}_protocol",
+                                format_func=lambda p: history.protocol_title(p) if p else "any")
+    label = top[1].selectbox("Label", ["", *choices["label"]], key=f"{key}_label",
+                             format_func=lambda v: v or "any")
+    tag = top[2].selectbox("Tag", ["", *choices["tag"]], key=f"{key}_tag",
+                           format_func=lambda v: v or "any")
+    model = top[3].selectbox("Model", ["", *choices["model"]], key=f"{key}_model",
+                             format_func=lambda v: v or "any")
+    bottom = st.columns([1, 1.3, 2])
+    status = bottom[0].selectbox("Status", ["", *choices["status"]], key=f"{key}_status",
+                                 format_func=lambda v: v or "any")
+    since, until = history.date_range(bottom[1].date_input(
+        "Created between (UTC)", value=(), key=f"{key}_dates"))
+    search = bottom[2].text_input("Search question, label or run id", key=f"{key}_search")
+    return history.Filters(protocol or None, label or None, tag or None, model or None,
+                            status or None, search or None, since, until)

@@ -10,28 +10,6 @@ store = _shared.store()
 md = _shared.md
 
 
-def filter_widgets(choices: dict[str, list[str]], key: str) -> history.Filters:
-    """The same filters as the Runs page; every value goes to `Store.runs` bound."""
-    any_of = ["", *choices["protocol"]]
-    top = st.columns(4)
-    protocol = top[0].selectbox("Protocol", any_of, key=f"{key}_protocol",
-                                format_func=lambda p: history.protocol_title(p) if p else "any")
-    label = top[1].selectbox("Label", ["", *choices["label"]], key=f"{key}_label",
-                             format_func=lambda v: v or "any")
-    tag = top[2].selectbox("Tag", ["", *choices["tag"]], key=f"{key}_tag",
-                           format_func=lambda v: v or "any")
-    model = top[3].selectbox("Model", ["", *choices["model"]], key=f"{key}_model",
-                             format_func=lambda v: v or "any")
-    bottom = st.columns([1, 1.3, 2])
-    status = bottom[0].selectbox("Status", ["", *choices["status"]], key=f"{key}_status",
-                                 format_func=lambda v: v or "any")
-    since, until = history.date_range(bottom[1].date_input(
-        "Created between (UTC)", value=(), key=f"{key}_dates"))
-    search = bottom[2].text_input("Search question, label or run id", key=f"{key}_search")
-    return history.Filters(protocol or None, label or None, tag or None, model or None,
-                            status or None, search or None, since, until)
-
-
 st.title("📊 Insights")
 if history.newest(store) is None:
     st.info("No runs stored yet, so there is nothing to compare. Make demo runs on Home or "
@@ -39,7 +17,7 @@ if history.newest(store) is None:
     st.stop()
 
 with st.expander("Filters", expanded=False):
-    filters = filter_widgets(history.choices(store), "insights")
+    filters = _shared.filter_widgets(history.choices(store), "insights")
 runs = insights.load_runs(store, filters)
 if runs.empty:
     st.info("No runs match these filters.")
