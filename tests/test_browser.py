@@ -2,7 +2,9 @@
 
 It starts `streamlit run app.py` on a free loopback port with a temporary database, creates a
 persona whose name is an HTML payload (it must render as text and open no dialog), runs a
-panel on the simulated model through the Run page, opens it on Runs, opens Insights, and
+panel on the simulated model through the Run page, opens it on Runs, opens Insights, then
+runs an experiment on the Experiments page (the bundled demo set under the panel's and the
+vote's defaults, on the simulated model) through to its results and reliability diagram, and
 saves a screenshot of each step to $PARLEY_SCREENSHOTS (or a temporary folder).
 
 Skipped when /usr/bin/chromium or Playwright is missing, unless PARLEY_REQUIRE_BROWSER=1.
@@ -215,3 +217,108 @@ def test_click_through_the_app(app, page, shots):
     exceptions = page.locator("[data-testid='stException']").count()
     assert exceptions == 0
     print(f"screenshots in {shots}: {', '.join(taken)}")
+
+
+# The experiment: two protocols' defaults on the simulated model over the smallest bundled set.
+EXPERIMENT_SET = "demo"
+EXPERIMENT_CONFIGS = ("panel · defaults", "vote · defaults")
+EXPERIMENT_MS = 180_000  # the simulated model finishes in seconds; this only bounds a hang
+
+
+def pick(page, key: str, option: str) -> None:
+    """Choose `option` in the Streamlit selectbox or multiselect with this key."""
+    page.locator(f".st-key-{key} button[aria-label='Open']").click()
+    page.get_by_role("option", name=option, exact=True).click()
+    if page.get_by_role("listbox").count():  # a multiselect's list stays open after a choice
+        page.keyboard.press("Escape")
+    settle(page)
+
+
+def test_experiment_two_configurations_to_calibration(app, page, shots):
+    from engine import experiments as ex
+    from engine import qsets
+    base, db_url = app
+    store = Store(db_url)
+
+    goto(page, base, "/experiments")
+    page.get_by_role("heading", name="Experiments").wait_for()
+    if not page.locator(".st-key-exp-set").is_visible():  # collapsed once experiments exist
+        page.locator("[data-testid='stExpander'] summary").filter(
+            has_text="New experiment").click()
+    sizes = qsets.bundled_sets()
+    pick(page, "exp-set", f"{EXPERIMENT_SET} ({sizes[EXPERIMENT_SET]} questions)")
+    for label in EXPERIMENT_CONFIGS:
+        pick(page, "exp-configs", label)
+    chosen = page.locator(".st-key-exp-configs [data-tag]")
+    assert chosen.count() == 2, chosen.all_inner_texts()
+
+    # The preflight: every question under each configuration, once.
+    runs_metric = page.locator("[data-testid='stMetric']").filter(
+        has=page.get_by_text("Runs", exact=True))
+    runs_metric.wait_for()
+    planned = sizes[EXPERIMENT_SET] * len(EXPERIMENT_CONFIGS)
+    assert runs_metric.get_by_test_id("stMetricValue").inner_text().strip() == str(planned)
+    page.screenshot(path=str(shots / "07-experiment-configured.png"), full_page=True)
+
+    page.locator(".st-key-exp-start button").click()
+    page.wait_for_url("**/experiments?experiment=*")
+    experiment_id = page.evaluate(
+        "() => new URLSearchParams(location.search).get('experiment')")
+    assert experiment_id
+    # The progress fragment reruns the whole page once the experiment is no longer running;
+    # that rerun drops the Stop button, so its results are the final ones.
+    page.get_by_text(f"{planned}/{planned} runs · completed").wait_for(timeout=EXPERIMENT_MS)
+    page.locator(".st-key-exp-stop").wait_for(state="detached")
+    settle(page)
+    assert ex.progress(store, experiment_id).status == "completed"
+
+    main = page.locator("[data-testid='stMain']")
+    main.get_by_role("heading", name="Results by configuration").wait_for()
+    # The per-configuration table names both configurations: the grid is drawn on a canvas,
+    # so its cells are read from the accessible (hidden) table the grid keeps beside it.
+    summary = main.locator("[data-testid='stDataFrame']").first
+    first_column = summary.locator("[role='gridcell'][aria-colindex='1']")
+    first_column.nth(len(EXPERIMENT_CONFIGS) - 1).wait_for(state="attached")
+    assert first_column.all_text_contents() == list(EXPERIMENT_CONFIGS)
+
+    # Two plotly charts: accuracy with intervals, then the reliability diagram under
+    # "Calibration" with the diagonal and each signal's ECE and Brier in its legend.
+    main.get_by_role("heading", name="Calibration").wait_for()
+    main.get_by_text("a calibrated signal follows the diagonal").wait_for()
+    charts = main.locator("[data-testid='stPlotlyChart'] .js-plotly-plot")
+    charts.nth(1).wait_for()
+    assert charts.count() == 2
+    reliability = charts.filter(has_text="perfect calibration")
+    reliability.wait_for()
+    legend = reliability.locator(".legend").text_content()  # SVG: no inner text
+    for label in EXPERIMENT_CONFIGS:
+        assert label in legend, legend
+    assert "ECE" in legend and "Brier" in legend, legend
+    assert "share correct" in reliability.text_content()  # the y axis: accuracy per bin
+
+    # The paired comparison sentence, with its sign test.
+    main.get_by_role("heading", name="Paired comparison").wait_for()
+    a, b = EXPERIMENT_CONFIGS
+    sentence = main.get_by_text(f"{a} was right more often than {b}")
+    sentence.wait_for()
+    assert "sign test" in sentence.inner_text()
+    main.locator(".st-key-exp-csv button").wait_for()
+
+    # Streamlit scrolls inside its main section, so a full-page screenshot is one viewport:
+    # grow the viewport to the page's height for this one, from the progress bar to the end.
+    tall = page.evaluate("() => Math.max(...[...document.querySelectorAll("
+                         "'[data-testid=stMain], [data-testid=stAppViewContainer]')]"
+                         ".map(e => e.scrollHeight))")
+    viewport = page.viewport_size
+    page.set_viewport_size({"width": viewport["width"],
+                            "height": max(viewport["height"], min(int(tall) + 100, 8000))})
+    try:
+        settle(page)
+        reliability.wait_for()
+        page.screenshot(path=str(shots / "07-experiment-results.png"), full_page=True)
+    finally:
+        page.set_viewport_size(viewport)
+    assert page.dialogs == [], page.dialogs
+    assert page.locator("[data-testid='stException']").count() == 0
+    print(f"experiment screenshots in {shots}: 07-experiment-configured, "
+          "07-experiment-results")
