@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .models import ConfigError
+from .yamlfile import load_mapping
 
 
 class _Parser(argparse.ArgumentParser):
@@ -81,26 +82,12 @@ def _store(args: argparse.Namespace):
     return Store(getattr(args, "db", None))
 
 
-def _load_config(path: str) -> dict[str, Any]:
-    import yaml
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle)
-    except OSError as exc:
-        raise ConfigError(f"--config: cannot read {path}: {exc.strerror}", "input") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"--config: {path} is not valid JSON or YAML ({exc})", "input") \
-            from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"--config: {path} must hold a mapping", "input")
-    return data
-
-
 def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """A run configuration from `run`'s flags (a --config file first, flags on top)."""
     from .protocols import get_protocol
     spec = get_protocol(args.protocol)
-    config: dict[str, Any] = _load_config(args.config) if args.config else {}
+    config: dict[str, Any] = (load_mapping(args.config, what="--config: ")
+                              if args.config else {})
     config["protocol"] = spec.name
     config.setdefault("model", args.model)
     if args.model != "simulated":

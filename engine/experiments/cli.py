@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from ..models import ConfigError
+from ..yamlfile import load_mapping
 from .planning import plan
 from .results import Report, compare, report, to_csv
 from .runner import arun_experiment, pending_cells
@@ -56,20 +57,7 @@ def summary_text(result: Report) -> str:
 
 
 def _load_spec(path: str) -> dict[str, Any]:
-    import yaml
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle)
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror}", "input") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise ConfigError(f"{path} is not valid YAML{where}", "input") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path} must hold a mapping (questions, configs, repeats, "
-                          "concurrency)", "input")
-    return data
+    return load_mapping(path, expected="questions, configs, repeats, concurrency")
 
 
 class _Bar:
