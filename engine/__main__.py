@@ -33,6 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seat", action="append", default=[], metavar="NAME=SPEC",
                      help="model for one seat (slot or seat name); repeatable")
     run.add_argument("--rounds", type=int, help="rounds (or iterations) for the protocol")
+    run.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
+                     help="any protocol option, e.g. converge=agreed or first=b; repeatable")
     run.add_argument("--label", help="configuration label to compare runs by")
     run.add_argument("--tag", action="append", default=[], help="tag the run; repeatable")
     run.add_argument("--expected", help="the expected answer, to score correctness")
@@ -126,10 +128,31 @@ def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
     options = dict(config.get("options") or {})
     if args.rounds is not None:
         options[spec.options[0].name] = args.rounds
+    known = {option.name for option in spec.options}
+    for item in args.option:
+        name, sep, raw = item.partition("=")
+        if not sep or not name:
+            raise ConfigError(f"--option takes NAME=VALUE, got {item!r}", "input")
+        if name not in known:
+            raise ConfigError(f"--option {name}: {spec.name} has no option {name!r}; options "
+                              f"are {', '.join(sorted(known))}", "input")
+        options[name] = _option_value(raw)
     config["options"] = options
     if args.label:
         config["label"] = args.label
     return config
+
+
+def _option_value(raw: str) -> Any:
+    """A command-line option value: a whole number, a number, `none`, or text."""
+    if raw.strip().lower() == "none":
+        return None
+    for kind in (int, float):
+        try:
+            return kind(raw)
+        except ValueError:
+            pass
+    return raw
 
 
 def cmd_run(args: argparse.Namespace) -> int:

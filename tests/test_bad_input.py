@@ -195,6 +195,10 @@ CLI_CASES = [
     ("missing config file", ["run", "debate", "q", "--config", "/nonexistent.yaml"],
      "cannot read"),
     ("unknown command", ["fight"], "invalid choice"),
+    ("unknown --option", ["run", "debate", "q", "--option", "mood=calm"], "max_rounds"),
+    ("bad --option", ["run", "duel", "q", "--option", "converge"], "NAME=VALUE"),
+    ("bad --option value", ["run", "duel", "q", "--option", "converge=maybe"], "converge"),
+    ("bad debate timeout", ["run", "debate", "q", "--option", "timeout=soon"], "timeout"),
 ]
 
 

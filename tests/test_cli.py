@@ -247,3 +247,15 @@ def test_malformed_import_file_exits_2(db, tmp_path, capsys):
     status, _out, err = run_main(["import", str(junk), "--db", db], capsys)
     assert status == 2
     assert "import" in one_line(err)
+
+
+def test_option_flag_reaches_the_protocol(tmp_path, capsys):
+    from engine.__main__ import main
+    db = f"sqlite:///{tmp_path / 'opt.db'}"
+    assert main(["run", "duel", "Is Rust better than C++?", "--option", "first=b",
+                 "--option", "reply=last", "--rounds", "1", "--db", db, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert [name for name, _ in result["transcript"]] == ["skeptic", "optimist"]
+    assert result["reply"] == result["transcript"][-1][1]
+    assert main(["run", "debate", "q", "--option", "timeout=0", "--db", db, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rounds"] == []

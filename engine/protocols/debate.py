@@ -94,6 +94,11 @@ def _seconds(timeout: Any) -> float | None:
         return None
     if isinstance(timeout, timedelta):
         return timeout.total_seconds()
+    if isinstance(timeout, str):  # from a form or the command line
+        try:
+            timeout = float(timeout)
+        except ValueError:
+            raise ConfigError(f"timeout must be seconds, got {timeout!r}", "input") from None
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
         raise ConfigError(f"timeout must be seconds (>= 0) or a timedelta, got {timeout!r}",
                           "input")
@@ -206,7 +211,9 @@ SPEC = ProtocolSpec(
     name="debate", title="Debate", seed="000", question_name="topic", runner=arun_debate,
     slots=(Slot("proponent", help="argues in favor"), Slot("opponent", help="argues against"),
            Slot("judge", help="reads the transcript and rules")),
-    options=(Option("max_rounds", 3, 1, 10, "rounds of argument before the judge"),),
+    options=(Option("max_rounds", 3, 1, 10, "rounds of argument before the judge"),
+             Option("timeout", None, help="seconds; checked before each round, a started "
+                    "round finishes and the judge always runs (empty: no limit)")),
     templates=TEMPLATES,
     estimate_calls=lambda options, seats: 2 * int(options.get("max_rounds", 3)) + 1,
     summary=_summary, phases=("argument", "counter-argument", "judge"), view=_view)
