@@ -8,7 +8,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import multiprocessing
+import os
+import tempfile
 import time
 from collections import Counter
 from typing import Any
@@ -96,7 +99,7 @@ def fault_soak(store: Any, runs: int = 500, model: str = FAULTY, concurrency: in
             "seconds": time.perf_counter() - start}
 
 
-def _writer(url: str, runs: int, worker: int, queue: Any) -> None:
+def _writer(url: str, runs: int, worker: int, report: str) -> None:
     from .protocols.peer_review import run_peer_review
     from .store import Store
     store = Store(url)
@@ -107,24 +110,39 @@ def _writer(url: str, runs: int, worker: int, queue: Any) -> None:
                             max_iterations=1, store=store, tags=[f"writer-{worker}"])
         except Exception as exc:
             failures.append(f"{type(exc).__name__}: {exc}")
-    queue.put((worker, failures))
+    with open(report, "w", encoding="utf-8") as handle:
+        json.dump(failures, handle)
 
 
-def concurrent_writers(url: str, processes: int = 4, runs_each: int = 250) -> dict[str, Any]:
-    """`processes` OS processes each storing `runs_each` runs in one database at once."""
+def concurrent_writers(url: str, processes: int = 4, runs_each: int = 250,
+                       deadline: float = 900.0) -> dict[str, Any]:
+    """`processes` OS processes each storing `runs_each` runs in one database at once.
+
+    Each writer leaves its failures in a file; a writer that dies or outlives `deadline`
+    seconds is reported as a failure (and stopped), never waited on forever.
+    """
     from .store import Store
     Store(url)  # migrate once before the writers race
     context = multiprocessing.get_context("spawn")
-    queue = context.Queue()
     start = time.perf_counter()
-    workers = [context.Process(target=_writer, args=(url, runs_each, n, queue))
-               for n in range(processes)]
-    for worker in workers:
-        worker.start()
-    results = [queue.get(timeout=600) for _ in workers]
-    for worker in workers:
-        worker.join(timeout=60)
-    failures = [f for _, fs in results for f in fs]
+    failures: list[str] = []
+    with tempfile.TemporaryDirectory() as folder:
+        reports = [os.path.join(folder, f"writer-{n}.json") for n in range(processes)]
+        workers = [context.Process(target=_writer, args=(url, runs_each, n, reports[n]))
+                   for n in range(processes)]
+        for worker in workers:
+            worker.start()
+        for n, worker in enumerate(workers):
+            worker.join(max(1.0, deadline - (time.perf_counter() - start)))
+            if worker.is_alive():
+                worker.terminate()
+                worker.join(10)
+                failures.append(f"writer {n} did not finish within {deadline:.0f} s")
+            elif worker.exitcode != 0 or not os.path.exists(reports[n]):
+                failures.append(f"writer {n} exited with code {worker.exitcode}")
+            else:
+                with open(reports[n], encoding="utf-8") as handle:
+                    failures += json.load(handle)
     frame = Store(url).runs()
     return {"stored": len(frame), "completed": int((frame["status"] == "completed").sum()),
             "failures": failures,

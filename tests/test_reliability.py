@@ -1,9 +1,16 @@
 """Reliability drills at CI size; `python -m engine bench --only reliability` runs full size."""
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 from engine import Store
 from engine.protocols import REGISTRY
-from engine.reliability import check_run, concurrent_writers, fault_soak
+from engine.reliability import check_run, fault_soak
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_fault_soak_every_protocol_completes_honestly(tmp_path):
@@ -32,8 +39,16 @@ def test_check_run_flags_what_it_must():
 
 
 def test_concurrent_writer_processes_share_one_sqlite_file(tmp_path):
+    # The drill runs in a fresh interpreter, as `python -m engine bench` does: the writers are
+    # spawned from a clean parent, not from a test process holding browsers and event loops.
     url = f"sqlite:///{tmp_path / 'shared.db'}"
-    report = concurrent_writers(url, processes=4, runs_each=15)
+    code = ("import json, sys; from engine.reliability import concurrent_writers; "
+            f"print(json.dumps(concurrent_writers({url!r}, processes=4, runs_each=15, "
+            "deadline=300)))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["failures"] == [] and report["locked"] == 0
     assert report["stored"] == 60 and report["completed"] == 60
     assert Store(url).integrity_check() == "ok"
