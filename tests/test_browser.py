@@ -242,9 +242,16 @@ def test_experiment_two_configurations_to_calibration(app, page, shots):
 
     goto(page, base, "/experiments")
     page.get_by_role("heading", name="Experiments").wait_for()
-    if not page.locator(".st-key-exp-set").is_visible():  # collapsed once experiments exist
-        page.locator("[data-testid='stExpander'] summary").filter(
-            has_text="New experiment").click()
+    # The form sits in an expander that is collapsed once experiments exist. Read its state
+    # from <details open>, not from what is visible: mid-rerun the form is briefly hidden,
+    # and clicking then would close an open expander.
+    expander = page.locator("[data-testid='stExpander']").filter(has_text="New experiment")
+    expander.first.wait_for()
+    settle(page)
+    if expander.first.locator("details").first.get_attribute("open") is None:
+        expander.first.locator("summary").first.click()
+        settle(page)
+    page.locator(".st-key-exp-set button[aria-label='Open']").wait_for(state="visible")
     sizes = qsets.bundled_sets()
     pick(page, "exp-set", f"{EXPERIMENT_SET} ({sizes[EXPERIMENT_SET]} questions)")
     for label in EXPERIMENT_CONFIGS:
