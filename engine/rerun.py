@@ -22,7 +22,7 @@ def rerun_config(stored: Mapping[str, Any], phases: Mapping[str, Iterable[str]] 
     """(config for `arun_config`, extra runner keyword arguments) from a stored configuration.
 
     Options the protocol's registry entry lists go into the config; any other stored option
-    that has a value (a debate's `timeout`, say) is passed straight to the runner. `phases`
+    that has a value (from an older registry, say) is passed straight to the runner. `phases`
     (seat name -> the phases it spoke in) helps place an optional seat such as a judge.
     """
     spec = get_protocol(str(stored.get("protocol", "")))

@@ -312,7 +312,8 @@ def test_rerun_config_puts_flat_seats_back_in_their_slots():
               "seats": [{"name": "p", "model": "simulated"}, {"name": "o", "model": "m"},
                         {"name": "j", "model": "simulated", "temperature": None}]}
     config, extra = rerun_config(debate)
-    assert config["options"] == {"max_rounds": 2} and extra == {"timeout": 30.0}
+    # the debate's timeout is a registry option, so it goes back into the configuration
+    assert config["options"] == {"max_rounds": 2, "timeout": 30.0} and extra == {}
     assert config["seats"]["opponent"] == {"name": "o", "model": "m"}
 
 
