@@ -56,3 +56,12 @@ class RecordingModel(FakeMessagesListChatModel):
 def recording_model():
     """Factory: recording_model(["reply 1", "reply 2", ValueError("boom")]) or fn=callable."""
     return RecordingModel
+
+
+@pytest.fixture
+def db_url(tmp_path, monkeypatch):
+    """A temporary SQLite URL set as PARLEY_DB_URL for the pages (their store is cached per
+    URL, so tests never share one)."""
+    url = f"sqlite:///{tmp_path / 'parley.db'}"
+    monkeypatch.setenv("PARLEY_DB_URL", url)
+    return url

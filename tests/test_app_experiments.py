@@ -1,24 +1,17 @@
 """The Experiments page (AppTest): choose a set and two configurations, start, watch, results."""
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
-import pytest
 from streamlit.testing.v1 import AppTest
 
 from engine import Store
+from apptest_helpers import poll
 from engine import experiments as ex
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 GENEROUS = 120.0  # seconds; polling stops as soon as the experiment is done
 
-
-@pytest.fixture
-def db_url(tmp_path, monkeypatch):
-    url = f"sqlite:///{tmp_path / 'parley.db'}"
-    monkeypatch.setenv("PARLEY_DB_URL", url)  # the store is cached per URL: no leaks
-    return url
 
 
 def open_page() -> AppTest:
@@ -33,17 +26,6 @@ def frame_with(at: AppTest, *columns: str):
     """The first data frame on the page that has all these columns."""
     return next(d.value for d in at.dataframe if set(columns) <= set(d.value.columns))
 
-
-def poll(at: AppTest, done, timeout: float = GENEROUS) -> AppTest:
-    """Rerun the page (as the progress fragment's timer would) until `done(at)`."""
-    deadline = time.monotonic() + timeout
-    while not done(at):
-        assert not at.exception, at.exception
-        if time.monotonic() > deadline:
-            raise AssertionError("the page never showed the expected state")
-        time.sleep(0.2)
-        at.run()
-    return at
 
 
 def test_bundled_set_two_configurations_run_to_results(db_url):

@@ -1,27 +1,16 @@
 """The Personas & roles page (AppTest): create, edit, duplicate, delete, YAML in and out."""
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
-import pytest
 from streamlit.testing.v1 import AppTest
 
 from engine import Store, library
+from apptest_helpers import plain
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
 
-@pytest.fixture
-def db_url(tmp_path, monkeypatch):
-    url = f"sqlite:///{tmp_path / 'parley.db'}"
-    monkeypatch.setenv("PARLEY_DB_URL", url)  # the store is cached per URL: no leaks
-    return url
-
-
-def plain(text: str) -> str:
-    """Markdown-escaped text (labels, messages) as a reader sees it."""
-    return re.sub(r"\\(.)", r"\1", text)
 
 
 def open_page() -> AppTest:

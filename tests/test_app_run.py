@@ -1,29 +1,18 @@
 """The Run page (AppTest): configure, start in the background, watch, stop, come back."""
 from __future__ import annotations
 
-import re
-import time
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from engine import REGISTRY, Store
+from apptest_helpers import plain, poll
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 GENEROUS = 120.0  # seconds; polling stops as soon as the run is done
 
 
-@pytest.fixture
-def db_url(tmp_path, monkeypatch):
-    url = f"sqlite:///{tmp_path / 'parley.db'}"
-    monkeypatch.setenv("PARLEY_DB_URL", url)  # the store is cached per URL: no leaks
-    return url
-
-
-def plain(text: str) -> str:
-    """Markdown-escaped text (labels, captions) as a reader sees it."""
-    return re.sub(r"\\(.)", r"\1", text)
 
 
 def open_run_page(query: dict | None = None) -> AppTest:
@@ -34,17 +23,6 @@ def open_run_page(query: dict | None = None) -> AppTest:
     assert not at.exception, at.exception
     return at
 
-
-def poll(at: AppTest, done, timeout: float = GENEROUS) -> AppTest:
-    """Rerun the page (as the fragment's timer would) until `done(at)`."""
-    deadline = time.monotonic() + timeout
-    while not done(at):
-        assert not at.exception, at.exception
-        if time.monotonic() > deadline:
-            raise AssertionError("the page never showed the expected state")
-        time.sleep(0.2)
-        at.run()
-    return at
 
 
 def start(at: AppTest, protocol: str, question: str, **widgets) -> str:

@@ -1,13 +1,13 @@
 """The Runs page (AppTest): filters narrow the history; `?run=ID` shows the run in detail."""
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from engine import Store, run_debate, run_peer_review
+from apptest_helpers import plain
 from engine.jobs import JobManager
 from engine.protocols.panel import run_panel
 
@@ -52,10 +52,6 @@ def open_page(run_id: str | None = None) -> AppTest:
 def history_ids(at: AppTest) -> list[str]:
     return list(at.dataframe[0].value["id"])
 
-
-def plain(text: str) -> str:
-    """Markdown-escaped text (pages escape every punctuation mark) read back as typed."""
-    return re.sub(r"\\(.)", r"\1", text)
 
 
 def shown(at: AppTest) -> str:

@@ -1,0 +1,24 @@
+"""Helpers shared by the page tests (AppTest)."""
+from __future__ import annotations
+
+import re
+import time
+
+GENEROUS = 120.0  # seconds; polling stops as soon as the page shows what it waits for
+
+
+def plain(text: str) -> str:
+    """Markdown-escaped text (pages escape every punctuation mark) read back as typed."""
+    return re.sub(r"\\(.)", r"\1", text)
+
+
+def poll(at, done, timeout: float = GENEROUS):
+    """Rerun the page (as a fragment's timer would) until `done(at)`."""
+    deadline = time.monotonic() + timeout
+    while not done(at):
+        assert not at.exception, at.exception
+        if time.monotonic() > deadline:
+            raise AssertionError("the page never showed the expected state")
+        time.sleep(0.2)
+        at.run()
+    return at
