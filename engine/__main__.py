@@ -29,7 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("protocol", help=f"one of {', '.join(REGISTRY)}")
     run.add_argument("question", help="the question, topic or task")
     run.add_argument("--model", default="simulated", help="model spec for every seat")
-    run.add_argument("--base-url", help="base URL of an OpenAI-compatible server")
+    run.add_argument("--base-url", help="base URL of an OpenAI-compatible server (typed here, "
+                     "it counts as registered: OPENAI_API_KEY goes to it)")
     run.add_argument("--seat", action="append", default=[], metavar="NAME=SPEC",
                      help="model for one seat (slot or seat name); repeatable")
     run.add_argument("--rounds", type=int, help="rounds (or iterations) for the protocol")
@@ -96,6 +97,10 @@ def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
         config["model"] = args.model
     if args.base_url:
         config["base_url"] = args.base_url
+    if not isinstance(config.get("seats") or {}, dict) or not isinstance(
+            config.get("options") or {}, dict):
+        raise ConfigError("--config: seats must map slot names to seats and options must map "
+                          "option names to values", "input")
     seats = dict(config.get("seats") or {})
     slots = {slot.name: slot for slot in spec.slots}
     for item in args.seat:
@@ -127,7 +132,10 @@ def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
     config["seats"] = seats
     options = dict(config.get("options") or {})
     if args.rounds is not None:
-        options[spec.options[0].name] = args.rounds
+        if spec.rounds_option is None:
+            raise ConfigError(f"--rounds: {spec.name} has no rounds; its options are "
+                              f"{', '.join(o.name for o in spec.options) or 'none'}", "input")
+        options[spec.rounds_option] = args.rounds
     known = {option.name for option in spec.options}
     for item in args.option:
         name, sep, raw = item.partition("=")
@@ -141,6 +149,18 @@ def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
     if args.label:
         config["label"] = args.label
     return config
+
+
+def endpoints_from_args(args: argparse.Namespace) -> Any:
+    """The CLI's endpoint registry: the environment's, plus `--base-url` (typed by the
+    operator, so it counts as registered and receives the provider's key)."""
+    import os
+
+    from .endpoints import EndpointRegistry
+    registry = EndpointRegistry.from_settings(os.environ, None, allow_free_urls=True)
+    if getattr(args, "base_url", None):
+        registry.register(args.base_url, "cli")
+    return registry
 
 
 def _option_value(raw: str) -> Any:
@@ -159,6 +179,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .protocols import arun_config, get_protocol, run_sync
     spec = get_protocol(args.protocol)
     config = config_from_args(args)
+    endpoints = endpoints_from_args(args)
     store = _store(args)
 
     def progress(turn) -> None:
@@ -168,7 +189,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                   file=sys.stderr)
 
     result = run_sync(arun_config(config, args.question, store=store, tags=args.tag,
-                                  expected=args.expected, on_event=progress))
+                                  expected=args.expected, on_event=progress,
+                                  endpoints=endpoints))
     if args.json:
         print(json.dumps(result.model_dump(mode="json"), ensure_ascii=False, indent=2))
     else:

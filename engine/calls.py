@@ -71,7 +71,7 @@ class RunContext:
                  recorder: Any = None, prompts: dict[str, str] | None = None,
                  timeout: float | None = None, retries: int | None = None,
                  concurrency: int | None = None, backoff: float = 0.5,
-                 stop_event: threading.Event | None = None):
+                 stop_event: threading.Event | None = None, endpoints: Any = None):
         self.protocol = protocol
         self.on_event = on_event
         self.recorder = recorder
@@ -81,6 +81,7 @@ class RunContext:
         self.backoff = backoff
         self.concurrency = concurrency or DEFAULT_CONCURRENCY
         self.stop_event = stop_event
+        self.endpoints = endpoints  # the EndpointRegistry spec strings resolve under
         self.turns: list[Turn] = []
         self._semaphore: asyncio.Semaphore | None = None
         self._models: dict[int, Any] = {}
@@ -95,7 +96,7 @@ class RunContext:
     def model_for(self, seat: Seat) -> Any:
         key = id(seat.model)
         if key not in self._models:
-            self._models[key] = resolve_model(seat.model, seat.temperature)
+            self._models[key] = resolve_model(seat.model, seat.temperature, self.endpoints)
         return self._models[key]
 
     def check_stop(self) -> None:

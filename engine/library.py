@@ -15,8 +15,9 @@ import yaml
 
 from .models import ConfigError
 from .protocols import estimate, get_protocol, prompt_templates, seats_from_config
-from .providers import resolve_model
+from .protocols.base import require_name, require_seat, unique_names
 from .templates import check_prompts
+from .text import NAME_MAX, fold_name
 
 KINDS = ("persona", "role")
 CONFIG = "config"
@@ -90,8 +91,9 @@ def clean_entry(kind: str, entry: Mapping[str, Any]) -> dict[str, str]:
     name = entry.get("name")
     if not isinstance(name, str) or not name.strip():
         raise ConfigError(f"a {kind} needs a name", "input")
-    if len(name.strip()) > 200:
-        raise ConfigError(f"a {kind} name may have at most 200 characters", "input")
+    if len(name.strip()) > NAME_MAX:
+        raise ConfigError(f"a {kind} name may have at most {NAME_MAX} characters", "input")
+    require_name(name.strip(), f"a {kind} name")
     allowed = {"name", "id", "builtin"} | {key for key, _ in FIELDS[kind]}
     unknown = sorted(set(entry) - allowed)
     if unknown:
@@ -105,6 +107,9 @@ def clean_entry(kind: str, entry: Mapping[str, Any]) -> dict[str, str]:
         if not isinstance(value, (str, int, float)) or isinstance(value, bool):
             raise ConfigError(f"{kind} {name.strip()!r}: {key} must be text", "input")
         out[key] = str(value).strip() if key == "icon" else str(value)
+        if "\x00" in out[key]:
+            raise ConfigError(f"{kind} {name.strip()!r}: {key} must not contain NUL bytes",
+                              "input")
     if len(out.get("icon", "")) > 16:
         raise ConfigError(f"{kind} {name.strip()!r}: the icon must be one emoji", "input")
     return out
@@ -114,7 +119,29 @@ def save_entry(store: Any, kind: str, entry: Mapping[str, Any],
                item_id: int | None = None) -> int:
     """Create a persona or role (or replace entry `item_id`); returns its id."""
     clean = clean_entry(kind, entry)
-    return store.put_library(kind, clean["name"], clean, item_id=item_id)
+    return put(store, kind, clean["name"], clean, item_id=item_id)
+
+
+def clash(store: Any, kind: str, name: str, item_id: int | None = None) -> dict[str, Any] | None:
+    """The other entry of `kind` whose name folds to the same key as `name` (case, spacing
+    and look-alike letters ignored), if any."""
+    key = fold_name(name)
+    return next((row for row in store.library(kind)
+                 if fold_name(row["name"]) == key and row["id"] != item_id), None)
+
+
+def put(store: Any, kind: str, name: str, body: Mapping[str, Any],
+        item_id: int | None = None) -> int:
+    """Write a library entry, refusing a name that collides with another one after folding
+    (`Ana`, ` ana ` and `ＡＮＡ` are one name)."""
+    other = clash(store, kind, name, item_id)
+    if other is not None:
+        what = "configuration" if kind == CONFIG else kind
+        same = "already exists" if other["name"] == name.strip() else (
+            f"would be the same name as {other['name']!r} (case, spacing and look-alike "
+            "letters are ignored)")
+        raise ConfigError(f"a {what} named {name.strip()!r} {same}", "input")
+    return store.put_library(kind, name, body, item_id=item_id)
 
 
 def duplicate_entry(store: Any, kind: str, item_id: int) -> int:
@@ -123,9 +150,9 @@ def duplicate_entry(store: Any, kind: str, item_id: int) -> int:
     source = next((row for row in rows if row["id"] == item_id), None)
     if source is None:
         raise ConfigError(f"no {kind} with id {item_id}", "input")
-    names = {row["name"] for row in rows}
+    names = {fold_name(row["name"]) for row in rows}
     name, number = f"{source['name']} (copy)", 2
-    while name in names:
+    while fold_name(name) in names:
         name, number = f"{source['name']} (copy {number})", number + 1
     return save_entry(store, kind, {**source, "name": name})
 
@@ -264,6 +291,26 @@ def option_value(option: Any, value: Any) -> Any:
     return value
 
 
+def option_problem(protocol: str, option: Any, value: Any) -> str:
+    """Why a saved option value cannot be shown by the form's widget for it ("" when it can):
+    out of the option's range, or not of its kind. The form shows such a value and refuses
+    it, never silently replacing it."""
+    from .protocols import check_options
+    kind = option_kind(option)
+    if kind == "bool" and not isinstance(value, bool):
+        return f"{option.name} must be true or false, got {value!r}"
+    if kind == "float" and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        return f"{option.name} must be a number, got {value!r}"
+    if kind == "int" and option.minimum is None and option.maximum is None and (
+            isinstance(value, bool) or not isinstance(value, int)):
+        return f"{option.name} must be a whole number, got {value!r}"
+    try:
+        check_options(get_protocol(protocol), {option.name: value})
+    except ConfigError as exc:
+        return str(exc)
+    return ""
+
+
 def prompt_overrides(protocol: str, edited: Mapping[str, str]) -> dict[str, str]:
     """The edited templates that differ from the protocol's defaults."""
     defaults = prompt_templates(protocol)
@@ -271,21 +318,28 @@ def prompt_overrides(protocol: str, edited: Mapping[str, str]) -> dict[str, str]
             if name in defaults and text.strip() != defaults[name]["template"].strip()}
 
 
-def validate_config(config: Mapping[str, Any]) -> dict[str, int]:
+def validate_config(config: Mapping[str, Any], endpoints: Any = None) -> dict[str, int]:
     """Check a configuration as a run would, before any call; returns the cost preflight.
 
+    Seat models resolve under `endpoints` (an `EndpointRegistry`; None: the environment's),
+    so a base URL the app may not call, or a key written into a spec, is refused here.
     Raises `ConfigError` naming the protocol, seat, option or prompt placeholder to fix.
     """
     if not isinstance(config, Mapping):
         raise ConfigError("a configuration must be a mapping", "input")
     spec = get_protocol(str(config.get("protocol", "")))
     check_prompts(spec.name, spec.templates, config.get("prompts"))
+    if config.get("label") not in (None, ""):
+        require_name(config["label"], "a configuration label")
     kwargs = seats_from_config(spec, dict(config))
     for slot in spec.slots:
         seats = kwargs.get(slot.name)
-        for one in seats if isinstance(seats, list) else [seats]:
-            if one is not None:  # an unknown spec or a missing key fails here, before a run
-                resolve_model(one.model, one.temperature)
+        listed = [one for one in (seats if isinstance(seats, list) else [seats])
+                  if one is not None]
+        for one in listed:  # an unknown spec or a missing key fails here, before a run
+            require_seat(one, slot.name, endpoints)
+        if slot.many:
+            unique_names(listed, slot.name)
     return estimate(dict(config))
 
 
@@ -296,18 +350,20 @@ def configs(store: Any) -> list[dict[str, Any]]:
 
 
 def save_config(store: Any, config: Mapping[str, Any], label: str | None = None,
-                item_id: int | None = None) -> int:
-    """Validate and save a configuration under `label` (or its own `label`); returns its id."""
+                item_id: int | None = None, endpoints: Any = None) -> int:
+    """Validate and save a configuration under `label` (or its own `label`); returns its id.
+    Saving under an existing label replaces that configuration."""
     label = (label or config.get("label") or "").strip()
     if not label:
         raise ConfigError("a saved configuration needs a label", "input")
-    validate_config(config)
+    require_name(label, "a configuration label")
+    validate_config(config, endpoints)
     body = {k: v for k, v in config.items() if k != "label"}
     body["protocol"] = get_protocol(str(config["protocol"])).name
     if item_id is None:
         existing = find(store, CONFIG, label)
         item_id = existing["id"] if existing is not None else None
-    return store.put_library(CONFIG, label, body, item_id=item_id)
+    return put(store, CONFIG, label, body, item_id=item_id)
 
 
 def load_config(store: Any, label: str) -> dict[str, Any]:
@@ -339,7 +395,7 @@ def export_yaml(store: Any) -> str:
     return to_yaml(doc)
 
 
-def parse_yaml(text: str) -> dict[str, list[dict[str, Any]]]:
+def parse_yaml(text: str, endpoints: Any = None) -> dict[str, list[dict[str, Any]]]:
     """Read and check a library YAML document; a `ConfigError` says what and where."""
     try:
         doc = yaml.safe_load(text)
@@ -375,8 +431,9 @@ def parse_yaml(text: str) -> dict[str, list[dict[str, Any]]]:
                     name = str(item.get("name") or item.get("label") or "").strip()
                     if not name:
                         raise ConfigError("a configuration needs a name", "input")
+                    require_name(name, "a configuration name")
                     body = {k: v for k, v in item.items() if k not in ("name", "label")}
-                    validate_config(body)
+                    validate_config(body, endpoints)
                     entry = {"name": name, "config": body}
                 else:
                     entry = clean_entry(kind, item)
@@ -384,33 +441,43 @@ def parse_yaml(text: str) -> dict[str, list[dict[str, Any]]]:
             except ConfigError as exc:
                 raise ConfigError(f"{key} item {number}: {exc}; nothing was imported",
                                   "input") from None
-            if name in seen:
-                raise ConfigError(f"{key}: {name!r} appears twice; nothing was imported",
+            if fold_name(name) in seen:
+                raise ConfigError(f"{key}: {name!r} appears twice (case, spacing and "
+                                  "look-alike letters are ignored); nothing was imported",
                                   "input")
-            seen.add(name)
+            seen.add(fold_name(name))
             checked.append(entry)
         out[kind] = checked
     return out
 
 
-def import_yaml(store: Any, text: str) -> dict[str, int]:
+def import_yaml(store: Any, text: str, endpoints: Any = None) -> dict[str, int]:
     """Import a library YAML document (entries with an existing name are replaced).
 
-    The whole document is checked first, so a bad one stores nothing. Returns counts by kind.
+    The whole document is checked first -- including names that would collide, after
+    folding, with a different entry already stored -- so a bad one stores nothing. Returns
+    counts by kind. Configurations' models resolve under `endpoints`.
     """
-    parsed = parse_yaml(text)
+    parsed = parse_yaml(text, endpoints)
     ensure_seeded(store)
-    counts = {}
+    plan: list[tuple[str, dict[str, Any], int | None]] = []
     for kind, items in parsed.items():
         for item in items:
-            if kind == CONFIG:
-                save_config(store, item["config"], item["name"])
-            else:
-                existing = find(store, kind, item["name"])
-                store.put_library(kind, item["name"], item,
-                                  item_id=existing["id"] if existing else None)
-        counts[kind] = len(items)
-    return counts
+            existing = find(store, kind, item["name"])
+            item_id = existing["id"] if existing else None
+            other = clash(store, kind, item["name"], item_id)
+            if other is not None:
+                raise ConfigError(f"{item['name']!r} would be the same name as the stored "
+                                  f"{other['name']!r} (case, spacing and look-alike letters "
+                                  "are ignored); nothing was imported", "input")
+            plan.append((kind, item, item_id))
+    for kind, item, item_id in plan:
+        if kind == CONFIG:
+            save_config(store, item["config"], item["name"], item_id=item_id,
+                        endpoints=endpoints)
+        else:
+            put(store, kind, item["name"], item, item_id=item_id)
+    return {kind: len(items) for kind, items in parsed.items()}
 
 
 def _check_kind(kind: str) -> None:

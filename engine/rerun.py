@@ -12,7 +12,7 @@ from typing import Any
 
 from .models import ConfigError
 from .protocols import arun_config, get_protocol, run_sync
-from .protocols.base import ProtocolSpec, Slot
+from .protocols.base import RUN_OPTIONS, ProtocolSpec, Slot
 
 _SEAT_KEYS = ("name", "model", "persona", "role", "temperature", "icon")
 
@@ -43,6 +43,10 @@ def rerun_config(stored: Mapping[str, Any], phases: Mapping[str, Iterable[str]] 
         if stored.get(key):
             config[key] = stored[key]
     extra = {k: v for k, v in options.items() if k not in known and v is not None}
+    machinery = sorted(k for k in extra if k in RUN_OPTIONS)
+    if machinery:  # stored data never sets how a run is made (its store, endpoints, retries)
+        raise ConfigError(f"{spec.name} has no option {machinery[0]!r}; options are "
+                          f"{', '.join(sorted(known)) or 'none'}", "input")
     return config, extra
 
 
@@ -124,7 +128,11 @@ def _phases(run: Mapping[str, Any]) -> dict[str, set[str]]:
 
 def rerun(store: Any, run: Mapping[str, Any], **run_options: Any) -> Any:
     """Run a stored run (`Store.get`) again: same configuration, question, label, tags and
-    expected answer. Synchronous; returns the new result (its `run_id` is the new run)."""
+    expected answer. Synchronous; returns the new result (its `run_id` is the new run).
+
+    A stored seat keeps its endpoint (`openai:M?base_url=URL` or `?endpoint=NAME`): the URL is
+    data now, so it gets a key only if it is a registered endpoint's URL under
+    `run_options["endpoints"]` (default: the environment's registry)."""
     config, extra = rerun_config(run.get("config") or {}, _phases(run))
     options = {"store": store, "label": run.get("label") or None,
                "tags": list(run.get("tags") or []), "expected": run.get("expected") or None,
@@ -132,13 +140,16 @@ def rerun(store: Any, run: Mapping[str, Any], **run_options: Any) -> Any:
     return run_sync(arun_config(config, str(run.get("question", "")), **options))
 
 
-def start_rerun(store: Any, run: Mapping[str, Any], jobs: Any = None) -> str:
+def start_rerun(store: Any, run: Mapping[str, Any], jobs: Any = None,
+                endpoints: Any = None) -> str:
     """Start a re-run and return its run id: in the background through `jobs`
     (`engine.jobs.JobManager`) when given, else synchronously (the call returns when the new
-    run is stored). Stored options the job manager cannot pass also mean a synchronous run."""
+    run is stored). Stored options the job manager cannot pass also mean a synchronous run.
+    `endpoints` is the caller's `EndpointRegistry` (the app's, built from its settings)."""
     config, extra = rerun_config(run.get("config") or {}, _phases(run))
+    routed = {"endpoints": endpoints} if endpoints is not None else {}
     if jobs is not None and not extra:
         return jobs.start(config, str(run.get("question", "")),
                           expected=run.get("expected") or None, label=run.get("label") or None,
-                          tags=list(run.get("tags") or []))
-    return rerun(store, run).run_id
+                          tags=list(run.get("tags") or []), **routed)
+    return rerun(store, run, **routed).run_id

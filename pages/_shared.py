@@ -1,7 +1,8 @@
 """What every page shares: settings, the store and job manager, and text-safe rendering.
 
 Settings are read once per session (environment, then `st.secrets` when a secrets file
-exists). The store and the job manager are created once per process and database URL with
+exists) and passed down: the endpoint registry built from them goes with every run, experiment
+and re-run this session starts. Nothing is written into `os.environ`. The store and the job manager are created once per process and database URL with
 `st.cache_resource`, so sessions share them and tests with different databases never do.
 Everything that comes from a user or a model is rendered as text: `st.text`, data frames, or
 (for labels and captions, which parse markdown) text whose every punctuation character is
@@ -18,23 +19,21 @@ import pandas as pd
 import streamlit as st
 from streamlit.string_util import is_emoji
 
-from engine import Store
+from engine import ConfigError, Store
+from engine.endpoints import EndpointRegistry, free_urls_allowed
 from engine.jobs import JobManager
-from engine.providers import PROVIDERS, providers_status
+from engine.providers import providers_status
 from engine.store import DEFAULT_URL
 
-_SETTING_VARS = ("PARLEY_DB_URL", "OPENAI_BASE_URL", "OLLAMA_HOST",
-                 *(key for *_rest, key in PROVIDERS.values() if key))
 
-
-def _secrets() -> dict[str, str]:
-    """The settings Parley reads from `st.secrets`; empty when there is no secrets file."""
+def _secrets() -> dict[str, Any]:
+    """`st.secrets` as a plain mapping; empty when there is no secrets file."""
     try:
         from streamlit.errors import StreamlitSecretNotFoundError
     except ImportError:  # older Streamlit raises FileNotFoundError only
         StreamlitSecretNotFoundError = FileNotFoundError  # noqa: N806
     try:
-        return {name: str(st.secrets[name]) for name in _SETTING_VARS if name in st.secrets}
+        return dict(st.secrets.to_dict())
     except (FileNotFoundError, StreamlitSecretNotFoundError):
         return {}
 
@@ -42,14 +41,27 @@ def _secrets() -> dict[str, str]:
 def load_settings() -> dict[str, Any]:
     """Read settings: the environment first, then Streamlit secrets for what it lacks.
 
-    Secrets fill missing environment variables so that the engine's `get_model` finds keys the
-    same way from the CLI and from the app; key values are never kept in the settings.
+    The endpoint registry is built here once (`PARLEY_ENDPOINTS`, `[endpoints.NAME]`,
+    `OPENAI_BASE_URL` ...); base URLs that are not registered are allowed only when the
+    operator sets `PARLEY_ALLOW_BASE_URLS=1`, and never receive a key. The registry holds
+    the secrets mapping to find keys; no page shows a key's value.
     """
     secrets = _secrets()
-    for name, value in secrets.items():
-        os.environ.setdefault(name, value)
-    return {"db_url": os.environ.get("PARLEY_DB_URL") or DEFAULT_URL,
-            "providers": providers_status(secrets),
+    allow = free_urls_allowed(os.environ, secrets)
+    error = ""
+    try:
+        endpoints = EndpointRegistry.from_settings(os.environ, secrets, allow_free_urls=allow)
+    except ConfigError as exc:  # a broken endpoint table: no endpoints, and say why
+        error = str(exc)
+        endpoints = EndpointRegistry(allow_free_urls=False, environ=os.environ,
+                                     secrets=secrets)
+    db_url = os.environ.get("PARLEY_DB_URL") or str(secrets.get("PARLEY_DB_URL") or "")
+    return {"db_url": db_url or DEFAULT_URL,
+            "providers": providers_status(endpoints),
+            "endpoints": endpoints,
+            "endpoint_rows": endpoints.describe(),
+            "endpoint_error": error,
+            "free_urls": allow,
             "secrets_file": bool(secrets)}
 
 
@@ -108,6 +120,24 @@ def store() -> Store:
 def jobs() -> JobManager:
     """The process-wide job manager for this session's database URL."""
     return _jobs(settings()["db_url"])
+
+
+def endpoints() -> EndpointRegistry:
+    """This session's endpoint registry: every run, experiment and re-run takes it."""
+    return settings()["endpoints"]
+
+
+def endpoint_hints(provider: str = "openai") -> str:
+    """A caption naming the registered endpoints as specs, and whether free URLs are on."""
+    registry = endpoints()
+    names = registry.names(provider)
+    listed = ", ".join(f"{provider}:MODEL?endpoint={name}" for name in names)
+    free = ("other base URLs may be typed (called without any server-side key)"
+            if registry.allow_free_urls else
+            "other base URLs are refused (the operator allows them with "
+            "PARLEY_ALLOW_BASE_URLS=1)")
+    return (f"Registered endpoints: {listed}; {free}." if names else
+            f"No endpoints are registered; {free}.")
 
 
 def page_exists(path: str) -> bool:

@@ -64,10 +64,10 @@ def new_experiment() -> None:
     if not chosen:
         st.info("Choose one or more configurations to see the preflight.")
         return
-    try:
+    try:  # confirmed=True for the preview: the numbers are shown, the box below confirms
         plan = ex.plan({**(questions or {}), "configs": [choices[c] for c in chosen],
                         "repeats": int(repeats), "concurrency": int(concurrency),
-                        "name": name}, store)
+                        "name": name}, store, endpoints=_shared.endpoints(), confirmed=True)
     except ConfigError as exc:
         st.error(md(exc))
         return
@@ -76,9 +76,14 @@ def new_experiment() -> None:
     cols[1].metric("Calls", f"{plan.calls:,}")
     cols[2].metric("Tokens (estimate)", f"~{plan.tokens:,}")
     st.dataframe(plan.per_config, hide_index=True)
-    if st.button("Start experiment", type="primary", key="exp-start"):
+    confirmed = True
+    if plan.needs_confirmation:
+        st.warning(f"This experiment plans {plan.calls:,} model calls, more than "
+                   f"{ex.MAX_CALLS:,}.")
+        confirmed = st.checkbox(f"I confirm {plan.calls:,} model calls", key="exp-confirm")
+    if st.button("Start experiment", type="primary", key="exp-start", disabled=not confirmed):
         experiment_id = ex.create(store, plan)
-        ex.start(store, experiment_id)
+        ex.start(store, experiment_id, endpoints=_shared.endpoints())
         st.session_state[SELECTED] = experiment_id
         st.query_params["experiment"] = experiment_id
         st.rerun()
@@ -140,7 +145,7 @@ else:
     if state.status != "completed" and st.button(verb, type="primary", key="exp-resume",
                                                  help="runs the cells without a completed run"):
         try:
-            ex.start(store, experiment_id)
+            ex.start(store, experiment_id, endpoints=_shared.endpoints())
         except ConfigError as exc:
             st.error(md(exc))
         else:

@@ -26,6 +26,19 @@ st.dataframe(providers, hide_index=True)
 st.caption("Keys are read from the environment or `.streamlit/secrets.toml`; only whether a "
            "key is present is shown, never its value. Every page works offline with the "
            "`simulated` model.")
+
+st.subheader("Registered endpoints")
+if settings["endpoint_error"]:
+    st.error(_shared.md(f"The endpoint settings could not be read: "
+                        f"{settings['endpoint_error']}"))
+if settings["endpoint_rows"]:
+    st.dataframe(pd.DataFrame(settings["endpoint_rows"]).rename(columns={
+        "name": "Name", "provider": "Provider", "base_url": "Base URL",
+        "registered by": "Registered by", "key": "Key (where it lives)"}), hide_index=True)
+st.caption(_shared.md(_shared.endpoint_hints()) + "  \n" + _shared.md(
+    "A server-side key goes only to its provider's own API or to a registered endpoint. "
+    "Register one with PARLEY_ENDPOINTS in the environment or [endpoints.NAME] in "
+    ".streamlit/secrets.toml (see the README)."))
 st.caption(f"Database: {_shared.md(store.url_safe)}")
 
 st.subheader("Demo runs")

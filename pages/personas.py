@@ -135,7 +135,7 @@ def import_export() -> None:
             st.error("Choose a YAML file or paste YAML first.")
             return
         try:
-            counts = library.import_yaml(store, source)
+            counts = library.import_yaml(store, source, _shared.endpoints())
         except ConfigError as exc:
             st.error(md(f"Import failed: {exc}"))
             return

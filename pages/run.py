@@ -14,6 +14,7 @@ from engine.views import Block
 from pages import _shared
 
 store, jobs = _shared.store(), _shared.jobs()
+endpoints = _shared.endpoints()  # every check and start below resolves models under it
 md = _shared.md
 NONE = ""
 
@@ -229,6 +230,7 @@ def configure() -> None:
     model = st.text_input("Default model for every seat", help=SPEC_HELP,
                           key=field("model", config.get("model", "simulated") if same
                                     else "simulated"))
+    st.caption(md(_shared.endpoint_hints()))
 
     st.subheader("Seats")
     personas = [p["name"] for p in library.entries(store, "persona")]
@@ -238,12 +240,21 @@ def configure() -> None:
                                     library.slot_included(slot, config if same else None))
                for slot in spec.slots}
 
-    options = {}
+    options, unshowable = {}, []
     if spec.options:
         st.subheader("Options")
-        given = config.get("options", {}) if same else {}
+        given = config.get("options") if same else {}
+        given = given if isinstance(given, dict) else {}
         for column, option in zip(st.columns(max(3, len(spec.options))), spec.options):
             kind = library.option_kind(option)
+            problem = (library.option_problem(protocol, option, given[option.name])
+                       if option.name in given else "")
+            if problem:  # shown as saved and refused: never silently replaced
+                column.text_input(option.name, str(given[option.name]), disabled=True,
+                                  key=key(f"{protocol}-option-{option.name}-saved"))
+                options[option.name] = given[option.name]
+                unshowable.append((option, problem))
+                continue
             k = field(f"{protocol}-option-{option.name}", given.get(option.name, option.default)
                       if kind != "text" else str(given.get(option.name, option.default) or ""))
             with column:
@@ -256,8 +267,16 @@ def configure() -> None:
                     value = st.text_input(option.name, help=option.help or None, key=k)
             options[option.name] = library.option_value(option, value)
 
+    for option, problem in unshowable:
+        st.error(md(f"The saved value of {option.name} cannot be used: {problem}."))
+        if st.button(f"Use the default {option.name} ({option.default})",
+                     key=key(f"{protocol}-option-{option.name}-reset")):
+            st.session_state["run_base"]["config"]["options"][option.name] = option.default
+            st.rerun()
+
     templates = prompt_templates(protocol)
-    given_prompts = config.get("prompts", {}) if same else {}
+    given_prompts = config.get("prompts") if same else {}
+    given_prompts = given_prompts if isinstance(given_prompts, dict) else {}
     edited = {}
     with st.expander(f"Prompt templates — {len(templates)} prompts this protocol sends"):
         st.caption("Edit a prompt to override it for this configuration. A template may use "
@@ -279,7 +298,7 @@ def configure() -> None:
         built = library.build_config(store, protocol, choices, model=model, options=options,
                                      prompts=library.prompt_overrides(protocol, edited),
                                      label=label)
-        cost = library.validate_config(built)
+        cost = library.validate_config(built, endpoints)
     except ConfigError as exc:
         error = str(exc)
     if error:
@@ -297,7 +316,7 @@ def configure() -> None:
                         key="run-start", disabled=bool(error) or not question.strip()):
         try:
             run_id = jobs.start(built, question, expected=expected.strip() or None,
-                                label=built.get("label"), tags=("app",))
+                                label=built.get("label"), tags=("app",), endpoints=endpoints)
         except ConfigError as exc:
             st.error(md(exc))
         else:
@@ -306,7 +325,7 @@ def configure() -> None:
     if save_col.button("Save configuration", icon=":material/save:", key="run-save",
                        disabled=bool(error)):
         try:
-            library.save_config(store, built, label)
+            library.save_config(store, built, label, endpoints=endpoints)
         except ConfigError as exc:
             st.error(md(exc))
         else:

@@ -87,7 +87,7 @@ def show_actions(detail: history.RunDetail) -> None:
                      help="Same seats, models, options and prompts, on the same question"):
         try:
             with st.spinner("Starting the re-run…"):
-                new_id = start_rerun(store, run, _shared.jobs())
+                new_id = start_rerun(store, run, _shared.jobs(), _shared.endpoints())
         except ConfigError as exc:
             st.error(md(f"Cannot re-run: {exc}"))
         else:

@@ -300,7 +300,8 @@ def test_openai_with_base_url_needs_no_key(monkeypatch):
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     model = get_model("openai:local-model", base_url="http://127.0.0.1:9/v1")
     assert model.model_name == "local-model"
-    assert Seat("s", model).spec == "openai:local-model"
+    # the record keeps the endpoint, so a re-run calls the same URL (issue 10)
+    assert Seat("s", model).spec == "openai:local-model?base_url=http://127.0.0.1:9/v1"
 
 
 def test_openai_key_from_secrets_mapping(monkeypatch):

@@ -212,7 +212,7 @@ def test_an_empty_reply_is_a_failed_turn(recording_model):
 # ----------------------------------------------------------------- validation, before any call
 @pytest.mark.parametrize("kwargs, code, field", [
     ({"rounds": 0}, "limit", "rounds"),
-    ({"rounds": 11}, "limit", "rounds"),
+    ({"rounds": 21}, "limit", "rounds"),
     ({"rounds": "3"}, "input", "rounds"),
     ({"first": "c"}, "input", "first"),
     ({"first": 1}, "input", "first"),
@@ -231,8 +231,8 @@ def test_bad_options_raise_before_any_call(sides, kwargs, code, field):
 
 
 def test_rounds_message_names_the_limit(sides):
-    with pytest.raises(ConfigError, match=r"rounds must be 1\.\.10 for a duel, got 11"):
-        duel(*sides, rounds=11)
+    with pytest.raises(ConfigError, match=r"rounds must be 1\.\.20 for a duel, got 21"):
+        duel(*sides, rounds=21)
 
 
 def test_same_names_and_missing_models_raise_before_any_call(recording_model):

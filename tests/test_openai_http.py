@@ -142,7 +142,8 @@ def test_debate_over_real_http(server, store):
     assert [(t.tokens_in, t.tokens_out) for t in result.turns] == \
         [(100 + n, 10 + n) for n in range(1, 6)]
     assert all(t.ok and t.attempts == 1 and not t.simulated for t in result.turns)
-    assert all(t.model == "openai:test-model" for t in result.turns)
+    # the record keeps the endpoint, so a re-run calls the same server (issue 10)
+    assert all(t.model == f"openai:test-model?base_url={server.base_url}" for t in result.turns)
 
     row = store.get(result.run_id)
     assert row["status"] == "completed" and row["simulated"] is False

@@ -207,11 +207,12 @@ def test_prompts_hold_question_context_and_earlier_usable_turns(recording_model)
 def test_templates_can_be_overridden_and_are_listed(recording_model):
     llm = recording_model(fn=lambda convo: "ok\nSTANCE: yes")
     run_roundtable(QUESTION, agents=agents_on(llm, ("Ada", "verifier")),
-                   prompts={"turn": "Q={question} R={round}/{rounds} as {role}",
+                   prompts={"turn": "Q={question} R={round}/{rounds} as {role} T={transcript}",
                             "system": "You are {agent}, {role}!"})
     assert llm.received[0] == [("system", "You are Ada, " + role_description("verifier") + "!"),
                                ("human", f"Q={QUESTION} R=1/1 as "
-                                         + role_description("verifier"))]
+                                         + role_description("verifier")
+                                         + " T=(none yet: you speak first)")]
     listed = prompt_templates("roundtable")
     assert set(listed) == {"system", "turn", "judge"}
     assert "question" in listed["judge"]["placeholders"]

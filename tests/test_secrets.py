@@ -5,6 +5,7 @@ appear in no database row or file, export, log line or CLI output.
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
@@ -22,6 +23,13 @@ KEY = "sk-parley-FAKE-0123456789-secret-canary"
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def register(monkeypatch, server) -> None:
+    """Register the stub as an endpoint whose key is OPENAI_API_KEY (issue 10: a key goes
+    only to its provider's API or a registered endpoint)."""
+    monkeypatch.setenv("PARLEY_ENDPOINTS", json.dumps(
+        {"sim": {"base_url": server.base_url, "key_env": "OPENAI_API_KEY"}}))
+
+
 @pytest.fixture
 def clean_env(monkeypatch):
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
@@ -30,6 +38,8 @@ def clean_env(monkeypatch):
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.delenv("PARLEY_ENDPOINTS", raising=False)
+    return monkeypatch
 
 
 def _all_bytes(folder: Path) -> bytes:
@@ -41,6 +51,7 @@ def test_key_is_used_but_never_stored_exported_or_logged(tmp_path, clean_env, ca
     db = tmp_path / "db"
     store = Store(f"sqlite:///{db / 'parley.db'}")
     with SimulatedOpenAI() as server:
+        register(clean_env, server)  # a URL in a configuration gets the key only when registered
         for name in REGISTRY:
             config = {"protocol": name, "model": "openai:sim-model", "base_url": server.base_url}
             result = run_sync(arun_config(config, "Should this service move to microservices?",
@@ -91,6 +102,7 @@ def test_key_appears_on_no_page(tmp_path, clean_env, monkeypatch):
     monkeypatch.setenv("PARLEY_DB_URL", url)
     store = Store(url)
     with SimulatedOpenAI() as server:
+        register(monkeypatch, server)
         for name in REGISTRY:
             config = {"protocol": name, "model": "openai:sim-model", "base_url": server.base_url}
             last = run_sync(arun_config(config, "Should we adopt the plan?", store=store))

@@ -16,8 +16,8 @@ The arithmetic lives in `engine.stats`.
 from __future__ import annotations
 
 from .cli import add_cli, cmd_list, cmd_resume, cmd_run, cmd_show, summary_text
-from .planning import (DEFAULT_CONCURRENCY, MAX_CONCURRENCY, MAX_REPEATS, MAX_RUNS, SUPERSEDED,
-                       Cell, Plan, config_choices, plan, resolve_configs)
+from .planning import (DEFAULT_CONCURRENCY, MAX_CALLS, MAX_CONCURRENCY, MAX_REPEATS, MAX_RUNS,
+                       SUPERSEDED, Cell, Plan, config_choices, plan, resolve_configs)
 from .results import (RUN_COLUMNS, RUNS_PAGE, SIGNALS, SUMMARY_COLUMNS, SUMMARY_GROUPS, Report,
                       accuracy_figure, calibration, compare, drill, question_scores,
                       question_table, reliability_figure, report, runs_frame, summary, to_csv)
@@ -26,7 +26,7 @@ from .runner import (HEARTBEAT_EVERY, BatchedStore, ExperimentJob, arun_experime
 from .table import Progress, create, duration_text, get, list_experiments, progress
 
 __all__ = [
-    "DEFAULT_CONCURRENCY", "MAX_CONCURRENCY", "MAX_REPEATS", "MAX_RUNS", "SUPERSEDED", "Cell",
+    "DEFAULT_CONCURRENCY", "MAX_CALLS", "MAX_CONCURRENCY", "MAX_REPEATS", "MAX_RUNS", "SUPERSEDED", "Cell",
     "Plan", "config_choices", "plan", "resolve_configs",
     "Progress", "create", "duration_text", "get", "list_experiments", "progress",
     "HEARTBEAT_EVERY", "BatchedStore", "ExperimentJob", "arun_experiment", "job",

@@ -130,7 +130,7 @@ def cmd_run(args: Any) -> int:
         if getattr(args, key) is not None:
             spec[key] = getattr(args, key)
     store = Store(args.db)
-    checked = plan(spec, store, base_dir=Path(args.spec).parent)
+    checked = plan(spec, store, base_dir=Path(args.spec).parent, confirmed=args.yes or args.dry_run)
     print(f"{checked.name}: {len(checked.questions)} questions x {len(checked.configs)} "
           f"configurations x {checked.repeats} repeats = {checked.runs} runs, "
           f"{checked.calls} calls, ~{checked.tokens:,} tokens (estimate); "
@@ -201,6 +201,8 @@ def add_cli(sub: Any) -> None:
     run.add_argument("--repeats", type=int, help="override the spec's repeats")
     run.add_argument("--concurrency", type=int, help="override the spec's concurrency")
     run.add_argument("--dry-run", action="store_true", help="print the preflight only")
+    run.add_argument("--yes", action="store_true",
+                     help="confirm an experiment that plans more than 20,000 model calls")
     resume = inner.add_parser("resume", help="run the cells of an experiment not yet done")
     resume.add_argument("experiment_id")
     for command in (run, resume):

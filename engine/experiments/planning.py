@@ -9,12 +9,14 @@ from typing import Any
 
 from .. import qsets
 from ..models import ConfigError
+from ..protocols.base import require_name
 from ..store import strip_secrets
 
 DEFAULT_CONCURRENCY = 4
 MAX_CONCURRENCY = 64
 MAX_REPEATS = 100
 MAX_RUNS = 20_000
+MAX_CALLS = 20_000  # planned model calls an experiment may make without being confirmed
 SUPERSEDED = "superseded"
 
 
@@ -81,6 +83,11 @@ class Plan:
                 for c in range(len(self.configs)):
                     yield Cell(q, c, r)
 
+    @property
+    def needs_confirmation(self) -> bool:
+        """True when the plan makes more than `MAX_CALLS` calls (the user must confirm)."""
+        return self.calls > MAX_CALLS
+
     def preflight(self) -> dict[str, Any]:
         return {"runs": self.runs, "calls": self.calls, "tokens": self.tokens,
                 "per_config": self.per_config}
@@ -114,6 +121,7 @@ def resolve_configs(items: Any, store: Any = None) -> list[dict[str, Any]]:
             config = strip_secrets(json.loads(json.dumps(dict(item))))
             config["label"] = str(config.get("label") or
                                   f"{config.get('protocol', 'config')}-{number}").strip()
+            require_name(config["label"], f"configuration {number}'s label")
         else:
             raise ConfigError(f"configuration {number} must be a mapping or a saved label, "
                               f"got {type(item).__name__}", "input")
@@ -139,26 +147,16 @@ def config_choices(store: Any, model: str = "simulated") -> dict[str, dict[str, 
     return out
 
 
-def _check_models(config: Mapping[str, Any]) -> None:
-    """Resolve every seat's model now, so a missing key or package fails before any run."""
-    from ..protocols import get_protocol, seats_from_config
-    from ..providers import resolve_model
-    spec = get_protocol(str(config.get("protocol", "")))
-    kwargs = seats_from_config(spec, dict(config))
-    for slot in spec.slots:
-        seats = kwargs.get(slot.name)
-        for seat in seats if isinstance(seats, list) else [seats]:
-            if seat is not None:
-                resolve_model(seat.model, seat.temperature)
-
-
-def plan(spec: Mapping[str, Any], store: Any = None, base_dir: str | Path | None = None) -> Plan:
+def plan(spec: Mapping[str, Any], store: Any = None, base_dir: str | Path | None = None, *,
+         endpoints: Any = None, confirmed: bool = False) -> Plan:
     """Check an experiment spec and count what it will cost, before anything runs.
 
     `spec` keys: `questions` (a bundled set's name, or a list of strings / `{question,
     expected}` mappings) or `questions_file` (a CSV / JSONL path, relative to `base_dir`);
     `configs` (inline configurations or saved labels); `repeats` (default 1); `concurrency`
-    (runs in flight, default 4); `name`. Raises `ConfigError` naming what to change.
+    (runs in flight, default 4); `name`. Every seat's model resolves under `endpoints` (an
+    `EndpointRegistry`; None: the environment's). More than `MAX_CALLS` planned calls are
+    refused unless `confirmed`. Raises `ConfigError` naming what to change.
     """
     if not isinstance(spec, Mapping):
         raise ConfigError("an experiment spec must be a mapping", "input")
@@ -186,7 +184,7 @@ def plan(spec: Mapping[str, Any], store: Any = None, base_dir: str | Path | None
     concurrency = _whole(spec.get("concurrency", DEFAULT_CONCURRENCY), "concurrency", 1,
                          MAX_CONCURRENCY)
     configs = resolve_configs(spec.get("configs"), store)
-    per_config = _costs(configs, len(items) * repeats, check=True)
+    per_config = _costs(configs, len(items) * repeats, check=True, endpoints=endpoints)
     name = str(spec.get("name") or "").strip() or \
         f"{source.split(':')[-1]} x {len(configs)} configuration{'s' * (len(configs) > 1)}"
     result = Plan(name[:200], source, [i.as_dict() for i in items], configs, repeats,
@@ -194,22 +192,24 @@ def plan(spec: Mapping[str, Any], store: Any = None, base_dir: str | Path | None
     if result.runs > MAX_RUNS:
         raise ConfigError(f"this experiment plans {result.runs} runs; the limit is {MAX_RUNS} "
                           "(use fewer questions, configurations or repeats)", "limit")
+    if result.needs_confirmation and not confirmed:
+        raise ConfigError(f"this experiment plans {result.calls:,} model calls; more than "
+                          f"{MAX_CALLS:,} must be confirmed (experiment run --yes, or the "
+                          "confirm box on the Experiments page)", "limit")
     return result
 
 
-def _costs(configs: Sequence[Mapping[str, Any]], runs: int,
-           check: bool = False) -> list[dict[str, Any]]:
+def _costs(configs: Sequence[Mapping[str, Any]], runs: int, check: bool = False,
+           endpoints: Any = None) -> list[dict[str, Any]]:
     """Per configuration: its `runs`, calls per run (`protocols.estimate`, what it makes when
     nothing fails), calls and tokens in all. `check` also validates prompt overrides and
-    resolves every seat's model, for a spec that was never run."""
+    resolves every seat's model (under `endpoints`), for a spec that was never run."""
     from ..library import validate_config
     from ..protocols import estimate
     out = []
     for config in configs:
         try:
-            cost = validate_config(config) if check else estimate(dict(config))
-            if check:
-                _check_models(config)
+            cost = validate_config(config, endpoints) if check else estimate(dict(config))
         except ConfigError as exc:
             raise ConfigError(f"configuration {config['label']!r}: {exc}", exc.code) from None
         out.append({"label": config["label"], "protocol": config["protocol"], "runs": runs,

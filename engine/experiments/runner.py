@@ -131,12 +131,13 @@ def pending_cells(store: Any, experiment_id: str) -> list[Cell]:
 async def arun_experiment(store: Any, experiment_id: str, *,
                           stop_event: threading.Event | None = None,
                           on_progress: Callable[[Progress], Any] | None = None,
-                          run_store: Any = None) -> Progress:
+                          run_store: Any = None, endpoints: Any = None) -> Progress:
     """Run (or resume) an experiment: every cell without a completed run, `concurrency` runs
     at a time in this event loop. Ends `completed`, `stopped` (stop_event), `incomplete`
     (some runs failed; resume retries them) or `failed` (a configuration error).
 
     `run_store` is where runs are written: by default a `BatchedStore` over `store`.
+    `endpoints` is the `EndpointRegistry` models resolve under (None: the environment's).
     """
     stop_event = stop_event or threading.Event()
     store.reap()  # runs left `running` by a dead process become `interrupted`, so are redone
@@ -166,7 +167,8 @@ async def arun_experiment(store: Any, experiment_id: str, *,
         try:
             await arun_config(config, item["question"], store=sink, label=config["label"],
                               tags=[cell.tag], expected=item.get("expected"),
-                              stop_event=stop_event, experiment_id=experiment_id)
+                              stop_event=stop_event, experiment_id=experiment_id,
+                              endpoints=endpoints)
             state.done += 1
             finished_here += 1
         except RunStopped:
@@ -249,7 +251,7 @@ class ExperimentJob:
         return not self.done.is_set()
 
 
-def start(store: Any, experiment_id: str) -> ExperimentJob:
+def start(store: Any, experiment_id: str, endpoints: Any = None) -> ExperimentJob:
     """Run (or resume) an experiment in a daemon thread with its own event loop; returns at
     once. It keeps going when the page that started it goes away; progress is in the store."""
     with _LOCK:
@@ -268,7 +270,8 @@ def start(store: Any, experiment_id: str) -> ExperimentJob:
     def target() -> None:
         try:
             asyncio.run(arun_experiment(store, experiment_id, stop_event=stop_event,
-                                        on_progress=lambda _p: claimed.set()))
+                                        on_progress=lambda _p: claimed.set(),
+                                        endpoints=endpoints))
         except BaseException as exc:  # recorded on the experiment row; kept for the page
             job.error = f"{type(exc).__name__}: {exc}"
             failure.append(exc)

@@ -24,7 +24,7 @@ REGISTRY: dict[str, ProtocolSpec] = {
 
 def get_protocol(name: str) -> ProtocolSpec:
     """The registry entry for `name`, or a `ConfigError` listing the protocols."""
-    key = (name or "").strip().lower().replace("_", "-")
+    key = (name if isinstance(name, str) else "").strip().lower().replace("_", "-")
     if key not in REGISTRY:
         raise ConfigError(f"unknown protocol {name!r}; choose one of {', '.join(REGISTRY)}",
                           "input")
@@ -38,17 +38,58 @@ def prompt_templates(protocol: str) -> dict[str, dict[str, Any]]:
             for name, t in spec.templates.items()}
 
 
+CONFIG_KEYS = ("protocol", "label", "model", "base_url", "seats", "options", "prompts")
+SEAT_KEYS = ("name", "model", "persona", "persona_name", "role", "temperature", "icon")
+
+
+def _unknown(given: Any, allowed: tuple[str, ...], what: str) -> None:
+    unknown = sorted(str(k) for k in given if k not in allowed)
+    if unknown:
+        raise ConfigError(f"{what} has no key {unknown[0]!r}; keys are {', '.join(allowed)}",
+                          "input")
+
+
+def check_options(spec: ProtocolSpec, options: Any) -> dict[str, Any]:
+    """A configuration's options: each one the protocol has, whole numbers in range."""
+    from .base import require_int
+    if not isinstance(options, dict):
+        raise ConfigError(f"{spec.name} options must be a mapping of option names to values",
+                          "input")
+    known = {o.name: o for o in spec.options}
+    for name, value in options.items():
+        if name not in known:
+            raise ConfigError(f"{spec.name} has no option {name!r}; options are "
+                              f"{', '.join(sorted(known)) or 'none'}", "input")
+        option = known[name]
+        if isinstance(option.default, int) and not isinstance(option.default, bool) and (
+                option.minimum is not None or option.maximum is not None):
+            require_int(value, name, option.minimum if option.minimum is not None else 0,
+                        option.maximum, spec.name)
+    return dict(options)
+
+
 def seats_from_config(spec: ProtocolSpec, config: dict[str, Any]) -> dict[str, Any]:
     """Keyword arguments for `spec.runner` built from a stored configuration.
 
     `config["seats"]` maps a slot name to a seat dict (`name, model, persona, role,
     temperature, icon`) or, for a list slot, a list of them; missing slots take the slot's
     defaults, and a seat without a model takes `config["model"]` (default `simulated`).
+    A configuration-wide `base_url` is added to every `openai:` seat that names neither its
+    own `?base_url=` nor an `?endpoint=` (the seat's own wins). Models stay spec strings, so
+    they resolve under the run's endpoint registry; unknown keys, options and values that
+    cannot be right are refused here, before any call.
     """
+    from ..endpoints import with_base_url
     from ..models import Seat
-    from ..providers import get_model
+    from .base import require_temperature
+    if not isinstance(config, dict):
+        raise ConfigError("a configuration must be a mapping", "input")
+    _unknown(config, CONFIG_KEYS, "a configuration")
     default_model = config.get("model") or "simulated"
     base_url = config.get("base_url")
+    if not isinstance(default_model, str) or (base_url is not None and
+                                              not isinstance(base_url, str)):
+        raise ConfigError("a configuration's model and base_url must be text", "input")
     seats = config.get("seats") or {}
     if not isinstance(seats, dict):
         raise ConfigError("configuration seats must map slot names to seats", "input")
@@ -58,12 +99,23 @@ def seats_from_config(spec: ProtocolSpec, config: dict[str, Any]) -> dict[str, A
                           f"{', '.join(s.name for s in spec.slots)}", "input")
 
     def make(entry: Any, slot: Slot) -> Seat:
+        if entry is not None and not isinstance(entry, (str, dict)):
+            raise ConfigError(f"seat {slot.name}: a seat is a mapping or a model spec, got "
+                              f"{type(entry).__name__}", "input")
         entry = {"model": entry} if isinstance(entry, str) else dict(entry or {})
+        _unknown(entry, SEAT_KEYS, f"seat {slot.name}")
+        for key in ("name", "model", "persona", "role", "icon"):
+            if entry.get(key) is not None and not isinstance(entry[key], str):
+                raise ConfigError(f"seat {slot.name}: {key} must be text, got "
+                                  f"{type(entry[key]).__name__}", "input")
         model = entry.get("model") or default_model
-        if base_url and isinstance(model, str) and model.startswith("openai:"):
-            model = get_model(model, base_url=base_url)
-        return Seat(entry.get("name") or slot.name, model, entry.get("persona", ""),
-                    entry.get("role", ""), entry.get("temperature"), icon=entry.get("icon", ""))
+        if base_url and model.strip().lower().startswith("openai:"):
+            model = with_base_url(model, base_url)
+        temperature = entry.get("temperature")
+        if temperature is not None:
+            temperature = require_temperature(temperature, f"seat {slot.name}: temperature")
+        return Seat(entry.get("name") or slot.name, model, entry.get("persona") or "",
+                    entry.get("role") or "", temperature, icon=entry.get("icon") or "")
 
     kwargs: dict[str, Any] = {}
     for slot in spec.slots:
@@ -78,18 +130,14 @@ def seats_from_config(spec: ProtocolSpec, config: dict[str, Any]) -> dict[str, A
         else:
             kwargs[slot.name] = make(given if given is not None else
                                      (slot.defaults[0] if slot.defaults else {}), slot)
-    options = dict(config.get("options") or {})
-    known = {o.name for o in spec.options}
-    for name in options:
-        if name not in known:
-            raise ConfigError(f"{spec.name} has no option {name!r}; options are "
-                              f"{', '.join(sorted(known)) or 'none'}", "input")
-    kwargs.update(options)
+    kwargs.update(check_options(spec, config.get("options") or {}))
     return kwargs
 
 
 async def arun_config(config: dict[str, Any], question: str, **run: Any) -> Any:
     """Run a stored configuration on a question; `run` takes store, label, tags, expected ..."""
+    if not isinstance(config, dict):
+        raise ConfigError("a configuration must be a mapping", "input")
     spec = get_protocol(config.get("protocol", ""))
     kwargs = seats_from_config(spec, config)
     if config.get("prompts"):
@@ -110,5 +158,6 @@ def estimate(config: dict[str, Any]) -> dict[str, int]:
     return {"calls": calls, "tokens": calls * 600}
 
 
-__all__ = ["arun_config", "estimate", "seats_from_config","REGISTRY", "ProtocolSpec", "Slot", "Option", "Template", "get_protocol",
+__all__ = ["arun_config", "estimate", "seats_from_config", "check_options", "CONFIG_KEYS",
+           "SEAT_KEYS", "REGISTRY", "ProtocolSpec", "Slot", "Option", "Template", "get_protocol",
            "prompt_templates", "run_sync"]

@@ -12,8 +12,8 @@ from ..calls import RunContext
 from ..models import ConfigError, RunResult, Seat
 from ..templates import Template, render
 from ..views import Block, warnings_block
-from .base import (Option, ProtocolSpec, Slot, execute, require_int, require_seat, require_text,
-                   run_sync, split_run_options)
+from .base import (ROUNDS_MAX, Option, ProtocolSpec, Slot, execute, require_int, require_seat,
+                   require_text, run_sync, split_run_options)
 
 ARGUMENT_ERROR = "Error: Unable to generate argument."
 COUNTER_ERROR = "Error: Unable to generate counter-argument."
@@ -25,24 +25,27 @@ TEMPLATES = {
     "proponent_opening": Template(
         "You are arguing IN FAVOR of the following topic.\n\nTopic: {topic}\n\n"
         "Present your strongest opening argument in favor.", ("topic",),
-        "Round 1: the proponent opens."),
+        "Round 1: the proponent opens.", required=("topic",)),
     "opponent_opening": Template(
         "You are arguing AGAINST the following topic.\n\nTopic: {topic}\n\n"
         "Your opponent argued in favor:\n{proponent_argument}\n\n"
         "Present your strongest counter-argument.", ("topic", "proponent_argument"),
-        "Round 1: the opponent answers the proponent's opening."),
+        "Round 1: the opponent answers the proponent's opening.",
+        required=("topic", "proponent_argument")),
     "proponent_rebuttal": Template(
         "You are arguing IN FAVOR of the following topic.\n\nTopic: {topic}\n\n"
         "Your opponent's last argument against:\n{opponent_argument}\n\n"
         "Rebut it and strengthen your case in favor.", ("topic", "opponent_argument", "round"),
-        "Later rounds: the proponent sees the opponent's last argument."),
+        "Later rounds: the proponent sees the opponent's last argument.",
+        required=("topic", "opponent_argument")),
     "opponent_rebuttal": Template(
         "You are arguing AGAINST the following topic.\n\nTopic: {topic}\n\n"
         "Your previous counter-argument:\n{previous_argument}\n\n"
         "Your opponent's newest argument in favor:\n{proponent_argument}\n\n"
         "Rebut it and strengthen your counter-argument.",
         ("topic", "proponent_argument", "previous_argument", "round"),
-        "Later rounds: the opponent sees the newest argument and its own previous one."),
+        "Later rounds: the opponent sees the newest argument and its own previous one.",
+        required=("topic", "proponent_argument")),
     "judge": Template(
         "You are the judge of a debate.\n\nTopic: {topic}\n\nTranscript:\n{transcript}\n\n"
         "Evaluate both sides and answer in exactly these five numbered sections:\n"
@@ -51,7 +54,8 @@ TEMPLATES = {
         "3. PRO SUMMARY: the case in favor, in brief\n"
         "4. CON SUMMARY: the case against, in brief\n"
         "5. CONFIDENCE: a number from 0.0 to 1.0", ("topic", "transcript"),
-        "After the last round, the judge reads the whole transcript."),
+        "After the last round, the judge reads the whole transcript.",
+        required=("topic", "transcript")),
 }
 
 
@@ -111,10 +115,11 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
     """Seed 000's debate: rounds of argument and counter-argument, then a judge's verdict."""
     run = split_run_options(kw, "debate")
     topic = require_text(topic, "topic")
-    proponent = require_seat(proponent, "proponent")
-    opponent = require_seat(opponent, "opponent")
-    judge = require_seat(judge, "judge")
-    require_int(max_rounds, "max_rounds", 1, None, "debate")
+    endpoints = run.get("endpoints")
+    proponent = require_seat(proponent, "proponent", endpoints)
+    opponent = require_seat(opponent, "opponent", endpoints)
+    judge = require_seat(judge, "judge", endpoints)
+    require_int(max_rounds, "max_rounds", 1, ROUNDS_MAX, "debate")
     limit = _seconds(timeout)
 
     async def body(ctx: RunContext) -> DebateResult:
@@ -211,9 +216,10 @@ SPEC = ProtocolSpec(
     name="debate", title="Debate", seed="000", question_name="topic", runner=arun_debate,
     slots=(Slot("proponent", help="argues in favor"), Slot("opponent", help="argues against"),
            Slot("judge", help="reads the transcript and rules")),
-    options=(Option("max_rounds", 3, 1, 10, "rounds of argument before the judge"),
+    options=(Option("max_rounds", 3, 1, ROUNDS_MAX, "rounds of argument before the judge"),
              Option("timeout", None, help="seconds; checked before each round, a started "
                     "round finishes and the judge always runs (empty: no limit)")),
     templates=TEMPLATES,
     estimate_calls=lambda options, seats: 2 * int(options.get("max_rounds", 3)) + 1,
-    summary=_summary, phases=("argument", "counter-argument", "judge"), view=_view)
+    summary=_summary, phases=("argument", "counter-argument", "judge"), view=_view,
+    rounds_option="max_rounds")

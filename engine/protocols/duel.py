@@ -15,10 +15,11 @@ from ..calls import RunContext
 from ..models import ConfigError, RunResult, Seat
 from ..templates import Template, render
 from ..views import Block, warnings_block
-from .base import (Option, ProtocolSpec, Slot, execute, require_int, require_seat, require_text,
-                   run_sync, split_run_options)
+from ..text import fold_name
+from .base import (ROUNDS_MAX, Option, ProtocolSpec, Slot, execute, require_int, require_seat,
+                   require_text, run_sync, split_run_options)
 
-MAX_ROUNDS = 10
+MAX_ROUNDS = ROUNDS_MAX
 DEFAULT_ROLES = {"a": "optimist arguing in favor", "b": "skeptic arguing against"}
 REPLIES = ("transcript", "last")
 _AGREED = re.compile(r"\bAGREED\b")
@@ -30,14 +31,15 @@ TEMPLATES = {
         "Stay in character. Do not summarize the opponent's point --\n"
         "just rebut or extend the argument.",
         ("topic", "role", "speaker", "opponent"),
-        "Each side's system prompt (seed 004); the seat's persona, if any, is appended."),
+        "Each side's system prompt (seed 004); the seat's persona, if any, is appended.",
+        required=("role",)),
     "opening": Template(
         "Make your opening statement about: {topic}. 2-3 sentences.", ("topic",),
-        "The first speaker's first turn."),
+        "The first speaker's first turn.", required=("topic",)),
     "reply": Template(
         'Your opponent just said: "{text}"\n\nRespond briefly, staying in your role.',
         ("text", "topic"),
-        "Every later turn: the opponent's newest statement."),
+        "Every later turn: the opponent's newest statement.", required=("text",)),
 }
 
 
@@ -110,10 +112,13 @@ async def arun_duel(topic: str, *, a: Seat | Any, b: Seat | Any, rounds: int = 3
     """Seed 004's two-agent duel: each side speaks `rounds` times unless `converge` ends it."""
     run = split_run_options(kw, "duel")
     topic = require_text(topic, "topic")
-    a = require_seat(a, "a")
-    b = require_seat(b, "b")
-    if a.name == b.name:
-        raise ConfigError(f"a and b need different names; both are {a.name!r}", "input")
+    a = require_seat(a, "a", run.get("endpoints"))
+    b = require_seat(b, "b", run.get("endpoints"))
+    if fold_name(a.name) == fold_name(b.name):
+        both = f"both are {a.name!r}" if a.name == b.name else (
+            f"{a.name!r} and {b.name!r} are the same name (case, spacing and look-alike "
+            "letters are ignored)")
+        raise ConfigError(f"a and b need different names; {both}", "input")
     require_int(rounds, "rounds", 1, MAX_ROUNDS, "duel")
     opener = _first(first, a, b)
     stop_rule = _converge(converge)
@@ -212,4 +217,4 @@ SPEC = ProtocolSpec(
              Option("reply", "transcript", help='"transcript" or "last"')),
     templates=TEMPLATES,
     estimate_calls=lambda options, seats: 2 * int(options.get("rounds", 3)),
-    summary=_summary, phases=("opening", "rebuttal"), view=_view)
+    summary=_summary, phases=("opening", "rebuttal"), view=_view, rounds_option="rounds")

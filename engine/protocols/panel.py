@@ -27,6 +27,7 @@ from ..stances import (Confidence, Tally, classify_changes, derive_confidence,
                        detect_mind_changes, normalize_stance, tally)
 from ..templates import Template, render
 from ..views import Block, warnings_block
+from ..text import fold_name
 from .base import (ProtocolSpec, Slot, execute, require_seat, require_text, run_sync,
                    split_run_options)
 from .vote import (MAX_DEBATERS, PROPOSE, Proposal, confidence_text, need_stance, propose,
@@ -52,7 +53,8 @@ TEMPLATES = {
         '"verdict": "sound, flawed or unsupported", "flaw": "the single most important '
         'flaw"}], "overall": "your overall read"}',
         ("question", "proposals"),
-        "One call over all proposals: a verdict and a flaw for each, and an overall read."),
+        "One call over all proposals: a verdict and a flaw for each, and an overall read.",
+        required=("question", "proposals")),
     "rebuttal": Template(
         "You are a debater on a panel, answering a second time after a critique.\n\n"
         "Question: {question}\n\n"
@@ -69,7 +71,8 @@ TEMPLATES = {
         ("question", "debater", "own_stance", "own_answer", "own_reasoning", "verdict", "flaw",
          "overall", "others"),
         "Round two: a debater sees its own proposal, the critic's note on it, the critic's "
-        "overall read and the other debaters' round-one proposals."),
+        "overall read and the other debaters' round-one proposals.",
+        required=("question", "own_stance", "flaw", "others")),
     "synthesis": Template(
         "You are the judge of a debate panel.\n\nQuestion: {question}\n\n"
         "The debaters' final positions:\n{positions}\n\n"
@@ -80,7 +83,8 @@ TEMPLATES = {
         '{"answer": "the final answer", "rationale": "why, in two or three sentences", '
         '"key_points": ["a key point", "another key point"]}',
         ("question", "positions", "vote", "overall"),
-        "After the vote: the judge writes the answer (the confidence is the vote's)."),
+        "After the vote: the judge writes the answer (the confidence is the vote's).",
+        required=("question", "positions")),
 }
 
 
@@ -333,12 +337,13 @@ async def arun_panel(question: str, *, debaters: list[Seat | Any], critic: Seat 
     """Seed 002's persona panel: propose, critique, rebut, vote (Python), synthesise."""
     run = split_run_options(kw, "panel")
     question = require_text(question, "question")
+    endpoints = run.get("endpoints")
     debaters = require_seats(debaters, "debaters", MIN_DEBATERS, MAX_DEBATERS, "panel",
-                             "debater")
-    critic = _with_role(require_seat(critic, "critic"), "critic")
-    judge = _with_role(require_seat(judge, "judge"), "judge")
+                             "debater", endpoints)
+    critic = _with_role(require_seat(critic, "critic", endpoints), "critic")
+    judge = _with_role(require_seat(judge, "judge", endpoints), "judge")
     for seat, slot in ((critic, "critic"), (judge, "judge")):
-        if seat.name in {d.name for d in debaters}:
+        if fold_name(seat.name) in {fold_name(d.name) for d in debaters}:
             raise ConfigError(f"the {slot}'s name {seat.name!r} is also a debater's; give "
                               "every seat its own name", "input")
     expected = str(run.get("expected") or "").strip()

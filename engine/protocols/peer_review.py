@@ -11,8 +11,8 @@ from ..calls import RunContext
 from ..models import RunResult, Seat
 from ..templates import Template, render
 from ..views import Block, warnings_block
-from .base import (Option, ProtocolSpec, Slot, execute, require_int, require_seat, require_text,
-                   run_sync, split_run_options)
+from .base import (ROUNDS_MAX, Option, ProtocolSpec, Slot, execute, require_int, require_seat,
+                   require_text, run_sync, split_run_options)
 
 REVIEW_UNAVAILABLE = "Review unavailable: "
 REVIEW_SECTIONS = ("APPROVED", "FEEDBACK", "STRENGTHS")
@@ -20,17 +20,19 @@ REVIEW_SECTIONS = ("APPROVED", "FEEDBACK", "STRENGTHS")
 TEMPLATES = {
     "producer_first": Template(
         "Task: {task}\n\nWrite your best response to the task.", ("task",),
-        "Iteration 1: the producer gets the task."),
+        "Iteration 1: the producer gets the task.", required=("task",)),
     "producer_revision": Template(
         "Revise your previous draft using the reviewer's feedback.\n\n"
         "Previous draft:\n{draft}\n\nFeedback:\n{feedback}\n\nWrite the improved draft.",
         ("draft", "feedback", "iteration"),
-        "Later iterations: the previous draft and the feedback, not the task."),
+        "Later iterations: the previous draft and the feedback, not the task.",
+        required=("draft", "feedback")),
     "reviewer": Template(
         "Review the draft written for this task.\n\nTask: {task}\n\nDraft:\n{draft}\n\n"
         "Answer in this format:\nAPPROVED: yes or no\nFEEDBACK: what to change\n"
         "STRENGTHS: what works", ("task", "draft", "iteration"),
-        "Every iteration: the reviewer gets the task and the draft."),
+        "Every iteration: the reviewer gets the task and the draft.",
+        required=("task", "draft")),
 }
 
 
@@ -63,9 +65,9 @@ async def arun_peer_review(task: str, *, producer: Seat | Any, reviewer: Seat | 
     """Seed 000's peer review loop; check `approved` before using `final_output`."""
     run = split_run_options(kw, "peer-review")
     task = require_text(task, "task")
-    producer = require_seat(producer, "producer")
-    reviewer = require_seat(reviewer, "reviewer")
-    require_int(max_iterations, "max_iterations", 1, None, "peer review")
+    producer = require_seat(producer, "producer", run.get("endpoints"))
+    reviewer = require_seat(reviewer, "reviewer", run.get("endpoints"))
+    require_int(max_iterations, "max_iterations", 1, ROUNDS_MAX, "peer review")
 
     async def body(ctx: RunContext) -> PeerReviewResult:
         start = time.monotonic()
@@ -144,7 +146,8 @@ SPEC = ProtocolSpec(
     runner=arun_peer_review,
     slots=(Slot("producer", help="writes and revises the draft"),
            Slot("reviewer", help="approves or gives feedback")),
-    options=(Option("max_iterations", 3, 1, 10, "drafts before giving up"),),
+    options=(Option("max_iterations", 3, 1, ROUNDS_MAX, "drafts before giving up"),),
     templates=TEMPLATES,
     estimate_calls=lambda options, seats: 2 * int(options.get("max_iterations", 3)),
-    summary=_summary, phases=("draft", "review"), view=_view)
+    summary=_summary, phases=("draft", "review"), view=_view,
+    rounds_option="max_iterations")

@@ -50,14 +50,15 @@ TEMPLATES = {
         "same question in turn, each in its own role. Keep to your role.",
         ("agent", "role", "agents"),
         "Each agent's system prompt; it must start `You are {agent},` (the seat's persona, if "
-        "any, is appended)."),
+        "any, is appended).", required=("agent", "role")),
     "turn": Template(
         "Question: {question}\n\nContext: {context}\n\nEarlier turns:\n{transcript}\n\n"
         "This is round {round} of {rounds}. Answer in your role in one short paragraph, taking "
         "up the earlier turns where they bear on your answer. End with one line of the form:\n"
         "STANCE: <your position in a few words>",
         ("question", "context", "transcript", "agent", "role", "round", "rounds"),
-        "Every turn: the question, the context and the earlier usable turns."),
+        "Every turn: the question, the context and the earlier usable turns.",
+        required=("question", "transcript")),
     "judge": Template(
         "You are judging how far the agents at a roundtable agree, by meaning rather than by "
         "wording.\n\nQuestion: {question}\n\nContext: {context}\n\n"
@@ -70,7 +71,8 @@ TEMPLATES = {
         '"dissenting_views": ["each view outside it, one sentence each"], '
         '"rationale": "why, in one or two sentences"}',
         ("question", "context", "final_turns", "transcript", "agents"),
-        "Optional judge, after the last round: each agent's final usable turn."),
+        "Optional judge, after the last round: each agent's final usable turn.",
+        required=("question", "final_turns")),
 }
 
 _STANCE = re.compile(r"^[ \t>#*_-]*STANCE[*_]*[ \t]*:[*_ \t]*(.*?)[*_ \t]*$", re.I | re.M)
@@ -187,7 +189,7 @@ def _model_key(model: Any) -> Any:
     return model_spec(model) if isinstance(model, str) else id(model)
 
 
-def _agents(agents: Any) -> list[Seat]:
+def _agents(agents: Any, endpoints: Any = None) -> list[Seat]:
     if isinstance(agents, (str, bytes)) or not isinstance(agents, (list, tuple)):
         raise ConfigError("agents must be a list of seats (1..5 for a roundtable)", "input")
     if not 1 <= len(agents) <= MAX_AGENTS:
@@ -200,7 +202,7 @@ def _agents(agents: Any) -> list[Seat]:
                 seat.model is None or (isinstance(seat.model, str) and not seat.model.strip()))):
             raise ConfigError(f"agents[{number - 1}] ({label}) has no model; give a chat model "
                               'or a spec such as "simulated"', "no_model")
-        seats.append(require_seat(seat, label))
+        seats.append(require_seat(seat, label, endpoints))
     unique_names(seats, "agent")
     return seats
 
@@ -211,7 +213,7 @@ async def arun_roundtable(question: str, *, agents: list[Seat | Any], rounds: in
     """Seed 003's roundtable: role-named agents in turn, the lexical floor, an optional judge."""
     run = split_run_options(kw, "roundtable")
     question = require_text(question, "question")
-    seats = _agents(agents)
+    seats = _agents(agents, run.get("endpoints"))
     require_int(rounds, "rounds", 1, MAX_ROUNDS, "roundtable")
     if context is None:
         context = ""
@@ -219,7 +221,8 @@ async def arun_roundtable(question: str, *, agents: list[Seat | Any], rounds: in
         raise ConfigError(f"context must be text, got {type(context).__name__}", "input")
     if len(context) > 20_000:
         raise ConfigError(f"context is {len(context)} characters; the limit is 20,000", "limit")
-    judge_seat = require_seat(judge, "judge") if judge is not None else None
+    judge_seat = (require_seat(judge, "judge", run.get("endpoints")) if judge is not None
+                  else None)
 
     async def body(ctx: RunContext) -> RoundtableResult:
         start = time.monotonic()
@@ -395,4 +398,4 @@ SPEC = ProtocolSpec(
     estimate_calls=lambda options, seats: (int(options.get("rounds", 1))
                                            * int(seats.get("agents", 0))
                                            + int(seats.get("judge", 0))),
-    summary=_summary, phases=("turn", "judge"), view=_view)
+    summary=_summary, phases=("turn", "judge"), view=_view, rounds_option="rounds")

@@ -34,7 +34,8 @@ PROPOSE = Template(
     '{"stance": "your short canonical stance", "answer": "your full answer in one or two '
     'sentences", "reasoning": "why, in two or three sentences"}',
     ("question",),
-    "Round one: each debater answers alone (also the vote baseline's only prompt).")
+    "Round one: each debater answers alone (also the vote baseline's only prompt).",
+    required=("question",))
 
 # The panel's proposal prompt under the same name, so an override written for a panel's
 # "propose" applies to the vote unchanged and the two are compared on the same prompt.
@@ -56,7 +57,7 @@ class Proposal(BaseModel):
 
 
 def require_seats(seats: Any, slot: str, low: int, high: int, protocol: str,
-                  role: str) -> list[Seat]:
+                  role: str, endpoints: Any = None) -> list[Seat]:
     """A list of `low..high` seats with unique names; bare models are named `role 1`, ..."""
     if isinstance(seats, (str, Seat)) or not isinstance(seats, (list, tuple)):
         raise ConfigError(f"{slot} must be a list of seats ({low}..{high}), got "
@@ -68,7 +69,7 @@ def require_seats(seats: Any, slot: str, low: int, high: int, protocol: str,
     for number, seat in enumerate(seats, 1):
         if seat is not None and not isinstance(seat, Seat):
             seat = Seat(f"{role} {number}", seat)
-        seat = require_seat(seat, f"{slot}[{number}]")
+        seat = require_seat(seat, f"{slot}[{number}]", endpoints)
         out.append(seat if seat.role else seat.model_copy(update={"role": role}))
     unique_names(out, slot[:-1] if slot.endswith("s") else slot)
     return out
@@ -144,7 +145,8 @@ async def arun_vote(question: str, *, voters: list[Seat | Any], **kw: Any) -> Vo
     """
     run = split_run_options(kw, "vote")
     question = require_text(question, "question")
-    voters = require_seats(voters, "voters", MIN_VOTERS, MAX_VOTERS, "vote", "voter")
+    voters = require_seats(voters, "voters", MIN_VOTERS, MAX_VOTERS, "vote", "voter",
+                           run.get("endpoints"))
 
     async def body(ctx: RunContext) -> VoteResult:
         start = time.monotonic()
