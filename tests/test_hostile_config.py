@@ -254,6 +254,13 @@ def test_a_question_of_only_zero_width_characters_is_refused(question, spy, stor
     nothing_happened(spy, store)
 
 
+def test_an_experiment_with_a_zero_width_question_is_refused_before_it_starts(store):
+    refused(lambda: experiments.plan({"questions": ["Fine?", ZERO_WIDTH],
+                                      "configs": [{"protocol": "vote"}]}, store),
+            "question 2", "visible")
+    assert experiments.list_experiments(store).empty
+
+
 @pytest.mark.parametrize("first, second", [("Ana", "ana"), ("Ana", " Ana  "),
                                            ("Ana", "ＡＮＡ"), ("Ana", "A\u200bna"),
                                            ("Dr Who", "dr   who")])

@@ -9,7 +9,7 @@ from typing import Any
 
 from .. import qsets
 from ..models import ConfigError
-from ..protocols.base import require_name
+from ..protocols.base import require_name, require_text
 from ..store import strip_secrets
 
 DEFAULT_CONCURRENCY = 4
@@ -180,6 +180,11 @@ def plan(spec: Mapping[str, Any], store: Any = None, base_dir: str | Path | None
     else:
         items = qsets.from_records(given, "questions")
         source = str(spec.get("source") or "inline")
+    for number, item in enumerate(items, 1):  # as each run would check it, before any runs
+        try:
+            require_text(item.question, "the question")
+        except ConfigError as exc:
+            raise ConfigError(f"question {number}: {exc}", exc.code) from None
     repeats = _whole(spec.get("repeats", 1), "repeats", 1, MAX_REPEATS)
     concurrency = _whole(spec.get("concurrency", DEFAULT_CONCURRENCY), "concurrency", 1,
                          MAX_CONCURRENCY)
