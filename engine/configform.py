@@ -25,7 +25,8 @@ def slot_choices(store: Any, protocol: str, config: Mapping[str, Any] | None = N
     """
     from .library import entries
     spec = get_protocol(protocol)
-    seats = dict((config or {}).get("seats") or {})
+    seats = (config or {}).get("seats") or {}
+    seats = seats if isinstance(seats, Mapping) else {}  # a malformed save: start afresh
     personas = entries(store, "persona")
     out: dict[str, list[dict[str, str]]] = {}
     for slot in spec.slots:
@@ -39,11 +40,13 @@ def slot_choices(store: Any, protocol: str, config: Mapping[str, Any] | None = N
 
 def slot_included(slot: Any, config: Mapping[str, Any] | None) -> bool:
     """Whether an optional slot is in use in `config` (a run leaves it out by default)."""
-    return not slot.optional or slot.name in ((config or {}).get("seats") or {})
+    seats = (config or {}).get("seats") or {}
+    return not slot.optional or (isinstance(seats, Mapping) and slot.name in seats)
 
 
 def _choice(item: Any, slot: str, personas: list[dict[str, Any]]) -> dict[str, str]:
-    item = {"model": item} if isinstance(item, str) else dict(item or {})
+    item = {"model": item} if isinstance(item, str) else dict(item) if isinstance(
+        item, Mapping) else {}
     text = str(item.get("persona") or "")
     wanted = str(item.get("persona_name") or "")
     match = next((p["name"] for p in personas if wanted and p["name"] == wanted), "") or \
@@ -52,14 +55,17 @@ def _choice(item: Any, slot: str, personas: list[dict[str, Any]]) -> dict[str, s
     persona = match or (AS_SAVED if text else "")
     return {"name": str(item.get("name") or slot), "persona": persona,
             "persona_text": text if persona == AS_SAVED else "",
-            "role": str(item.get("role") or ""), "model": str(item.get("model") or "")}
+            "role": str(item.get("role") or ""), "model": str(item.get("model") or ""),
+            # not a widget: kept as saved, so loading a configuration never drops it
+            "temperature": item.get("temperature")}
 
 
 def seat(store: Any, slot: str, *, name: str = "", persona: str = "", role: str = "",
-         model: str = "", persona_text: str = "") -> dict[str, Any]:
+         model: str = "", persona_text: str = "", temperature: Any = None) -> dict[str, Any]:
     """A seat dict for a configuration from library names. The persona's prompt and icon are
     copied in, so a saved configuration does not change when the persona is edited later;
-    `persona=AS_SAVED` keeps `persona_text` as it is."""
+    `persona=AS_SAVED` keeps `persona_text` as it is; a `temperature` is kept as given (the
+    configuration's check refuses one that is not a number)."""
     from .library import find
     out: dict[str, Any] = {"name": (name or "").strip() or
                            (persona if persona and persona != AS_SAVED else slot)}
@@ -78,6 +84,8 @@ def seat(store: Any, slot: str, *, name: str = "", persona: str = "", role: str 
         out["role"] = role.strip()
         if not out.get("icon"):
             out["icon"] = (find(store, "role", role.strip()) or {}).get("icon", "")
+    if temperature is not None:
+        out["temperature"] = temperature
     return out
 
 
@@ -91,9 +99,9 @@ def build_config(store: Any, protocol: str, choices: Mapping[str, list[Mapping[s
     spec = get_protocol(protocol)
     seats: dict[str, Any] = {}
     for slot in spec.slots:
-        made = [seat(store, slot.name, **{k: str(v or "") for k, v in c.items()
-                                          if k in ("name", "persona", "role", "model",
-                                                   "persona_text")})
+        made = [seat(store, slot.name, temperature=c.get("temperature"),
+                     **{k: str(v or "") for k, v in c.items()
+                        if k in ("name", "persona", "role", "model", "persona_text")})
                 for c in choices.get(slot.name, [])]
         if slot.many:
             seats[slot.name] = made

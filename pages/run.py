@@ -179,7 +179,10 @@ def seat_rows(slot, choices: list[dict], protocol: str, personas: list[str],
                                      key=field(f"{row}-model", start["model"]),
                                      label_visibility=labels)
         chosen.append({"name": name, "persona": persona, "role": role, "model": model,
-                       "persona_text": start.get("persona_text", "")})
+                       "persona_text": start.get("persona_text", ""),
+                       "temperature": start.get("temperature")})
+        if start.get("temperature") is not None:
+            st.caption(md(f"{name}: temperature {start['temperature']} (as saved)"))
     return chosen
 
 
@@ -301,7 +304,20 @@ def configure() -> None:
         cost = library.validate_config(built, endpoints)
     except ConfigError as exc:
         error = str(exc)
-    if error:
+    base_problem = ""
+    if config and same and not error:  # the form rebuilt it: did it drop what it cannot show?
+        try:
+            library.validate_config(config, endpoints)
+        except ConfigError as exc:
+            base_problem = str(exc)
+    if base_problem:
+        error = base_problem
+        st.error(md(f"The loaded configuration cannot be used as saved: {base_problem}. "
+                    "The form shows what it could read of it."))
+        if st.button("Use the configuration as the form shows it", key=key("use-form")):
+            st.session_state["run_base"] = {**base, "config": built}
+            st.rerun()
+    elif error:
         st.error(md(error))
     else:
         simulated = (" · simulated model: offline, no cost"

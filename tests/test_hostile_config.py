@@ -236,6 +236,40 @@ def test_the_run_page_shows_and_refuses_a_saved_max_rounds_of_50(db_url):
     assert not at.error, [e.value for e in at.error]
 
 
+@pytest.mark.parametrize("body, words", [
+    ({"seats": ["x"], "options": ["max_rounds"], "prompts": "judge"}, "prompts must map"),
+    ({"seats": ["x"]}, "seats must map"),
+    ({"seats": {"judge": {"temperature": "hot"}}}, "temperature must be a number"),
+    ({"seats": {"judge": 7}}, "seat judge"),
+    ({"modle": "simulated"}, "no key 'modle'"),
+])
+def test_the_run_page_shows_a_malformed_saved_configuration_instead_of_crashing(body, words,
+                                                                               db_url):
+    store = Store(db_url)
+    library.ensure_seeded(store)
+    store.put_library("config", "odd", {"protocol": "debate", **body})
+    at = run_page({"config": "odd"})
+    assert not at.exception, at.exception
+    assert words in " ".join(e.value.replace("\\", "") for e in at.error)
+    at.text_area(key="run-1-question").input("Should we?").run()
+    assert at.button(key="run-start").disabled and store.runs().empty
+    if "use-form" in str([b.key for b in at.button]):  # the user's explicit choice
+        at.button(key="run-1-use-form").click().run()
+        assert not at.error and not at.button(key="run-start").disabled
+
+
+def test_a_saved_seat_temperature_survives_the_run_page(db_url):
+    store = Store(db_url)
+    library.save_config(store, {"protocol": "debate", "seats": {"judge": {
+        "name": "judge", "temperature": 0.3}}}, "warm")
+    at = run_page({"config": "warm"})
+    at.text_area(key="run-1-question").input("Should we?").run()
+    assert not at.error, [e.value for e in at.error]
+    at.button(key="run-save").click().run()
+    judge = library.load_config(store, "warm")["seats"]["judge"]
+    assert judge["temperature"] == 0.3
+
+
 def test_temperature_hot_shows_an_error_instead_of_crashing_the_run_page(db_url):
     at = run_page()
     at.text_area(key="run-0-question").input("Should we?").run()
