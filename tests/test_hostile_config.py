@@ -335,6 +335,11 @@ def test_configuration_labels_that_fold_together_are_refused(store):
     lambda m, s: run_panel("q", debaters=[Seat("Cy", m), Seat("Dee", m)],
                            critic=Seat("cy", m), judge=Seat("j", m), store=s),
     lambda m, s: run_duel("q", a=Seat("Eve", m), b=Seat(" eve", m), store=s),
+    lambda m, s: run_debate("q", proponent=Seat("Pat", m), opponent=Seat("PAT", m),
+                            judge=Seat("j", m), store=s),
+    lambda m, s: run_peer_review("q", producer=Seat("Sam", m), reviewer=Seat("sam ", m),
+                                 store=s),
+    lambda m, s: run_roundtable("q", agents=[Seat("Ada", m)], judge=Seat("ada", m), store=s),
 ])
 def test_seat_names_that_collide_after_folding_are_refused(call, spy, store):
     refused(lambda: call(spy, store), code="input")

@@ -13,7 +13,7 @@ from ..models import ConfigError, RunResult, Seat
 from ..templates import Template, render
 from ..views import Block, warnings_block
 from .base import (ROUNDS_MAX, Option, ProtocolSpec, Slot, execute, require_int, require_seat,
-                   require_text, run_sync, split_run_options)
+                   require_text, run_sync, split_run_options, unique_names)
 
 ARGUMENT_ERROR = "Error: Unable to generate argument."
 COUNTER_ERROR = "Error: Unable to generate counter-argument."
@@ -119,6 +119,7 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
     proponent = require_seat(proponent, "proponent", endpoints)
     opponent = require_seat(opponent, "opponent", endpoints)
     judge = require_seat(judge, "judge", endpoints)
+    unique_names([proponent, opponent, judge], "seat")
     require_int(max_rounds, "max_rounds", 1, ROUNDS_MAX, "debate")
     limit = _seconds(timeout)
 

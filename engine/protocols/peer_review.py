@@ -12,7 +12,7 @@ from ..models import RunResult, Seat
 from ..templates import Template, render
 from ..views import Block, warnings_block
 from .base import (ROUNDS_MAX, Option, ProtocolSpec, Slot, execute, require_int, require_seat,
-                   require_text, run_sync, split_run_options)
+                   require_text, run_sync, split_run_options, unique_names)
 
 REVIEW_UNAVAILABLE = "Review unavailable: "
 REVIEW_SECTIONS = ("APPROVED", "FEEDBACK", "STRENGTHS")
@@ -67,6 +67,7 @@ async def arun_peer_review(task: str, *, producer: Seat | Any, reviewer: Seat | 
     task = require_text(task, "task")
     producer = require_seat(producer, "producer", run.get("endpoints"))
     reviewer = require_seat(reviewer, "reviewer", run.get("endpoints"))
+    unique_names([producer, reviewer], "seat")
     require_int(max_iterations, "max_iterations", 1, ROUNDS_MAX, "peer review")
 
     async def body(ctx: RunContext) -> PeerReviewResult:

@@ -223,6 +223,8 @@ async def arun_roundtable(question: str, *, agents: list[Seat | Any], rounds: in
         raise ConfigError(f"context is {len(context)} characters; the limit is 20,000", "limit")
     judge_seat = (require_seat(judge, "judge", run.get("endpoints")) if judge is not None
                   else None)
+    if judge_seat is not None:
+        unique_names([*seats, judge_seat], "seat")
 
     async def body(ctx: RunContext) -> RoundtableResult:
         start = time.monotonic()
