@@ -257,6 +257,7 @@ class EndpointRegistry:
 
     @property
     def endpoints(self) -> tuple[Endpoint, ...]:
+        """Every registered endpoint, the providers' own URLs included."""
         return tuple(self._endpoints.values())
 
     def names(self, provider: str | None = None) -> list[str]:

@@ -110,6 +110,24 @@ def test_free_base_urls_in_the_app_are_called_without_the_key(servers, db_url, m
     no_key_reached(attacker)
 
 
+def test_the_app_reads_secrets_without_writing_them_into_the_environment(db_url, monkeypatch):
+    for name in ("OPENAI_API_KEY", "PARLEY_ENDPOINTS", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.secrets["OPENAI_API_KEY"] = CANARY
+    at.secrets["endpoints"] = {"lab": {"base_url": "http://127.0.0.1:9/v1", "key": HOME_KEY}}
+    at.run()
+    assert not at.exception, at.exception
+    assert "OPENAI_API_KEY" not in os.environ  # secrets are passed down, never exported
+    registry = at.session_state["parley_settings"]["endpoints"]
+    assert registry.get("lab").base_url == "http://127.0.0.1:9/v1"
+    tables = "\n".join(frame.value.to_csv() for frame in at.dataframe)
+    assert "lab" in tables and "secrets.toml [endpoints.lab] key" in tables
+    assert "present" in tables  # the OpenAI key, found in the secrets
+    shown = tables + " ".join(str(e.value) for e in (*at.caption, *at.markdown, *at.error))
+    assert CANARY not in shown and HOME_KEY not in shown
+
+
 # ------------------------------------------------------------------ library YAML
 def test_key_never_goes_to_a_base_url_in_a_library_yaml(servers, store):
     attacker, _home = servers
