@@ -37,7 +37,7 @@ PHASE_MAX = 40  # turns.phase is String(40)
 MAX_DEPTH = 64  # nesting of any stored JSON value
 MAX_TAGS = 100
 MAX_TURNS = 20_000  # turns per imported run
-MAX_IMPORT_BYTES = 200 * 1024 * 1024
+MAX_IMPORT_BYTES = 200_000_000  # 200 MB
 ID_RE = re.compile(r"[A-Za-z0-9_-]{1,32}")
 PROTOCOL_RE = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 _SECRET_WORDS = ("key", "secret", "token", "password", "authorization")
@@ -423,8 +423,8 @@ def result_problem(protocol: str, result: Mapping[str, Any]) -> str:
 
 
 def _too_big(size: int) -> str:
-    return (f"import: the file is {size / 1e6:.0f} MB; the limit is "
-            f"{MAX_IMPORT_BYTES / 1e6:.0f} MB (split it)")
+    return (f"import: the file is {size:,} bytes; the limit is {MAX_IMPORT_BYTES:,} bytes "
+            f"({MAX_IMPORT_BYTES / 1e6:.0f} MB; split it)")
 
 
 def json_reason(exc: BaseException) -> str:
