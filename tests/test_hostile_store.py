@@ -548,3 +548,67 @@ def test_unreadable_json_columns_are_named_on_both_backends(backend):  # noqa: F
     assert "turn 0: parsed is not JSON" in backend.get(run_id)["unreadable"]
     assert history.run_detail(backend, run_id).problems
     assert backend.delete([run_id]) == 1 and backend.runs().empty
+
+
+# --------------------------------------------------------------------------- the pages
+RUNS_PAGE = str(ROOT / "pages" / "runs.py")
+INSIGHTS_PAGE = str(ROOT / "pages" / "insights.py")
+
+
+def page(path: str, run_id: str | None = None):
+    from streamlit.testing.v1 import AppTest
+    at = AppTest.from_file(path, default_timeout=60)
+    if run_id:
+        at.query_params["run"] = run_id
+    return at.run()
+
+
+def said(at) -> str:
+    from apptest_helpers import plain
+    kinds = ("markdown", "caption", "text", "warning", "error", "info", "success")
+    return "\n".join(plain(str(e.value)) for kind in kinds for e in getattr(at, kind))
+
+
+def test_runs_page_names_unreadable_rows_and_deletes_them(db_url):
+    store = Store(db_url)
+    ids = poison(store)
+    at = page(RUNS_PAGE)
+    assert not at.exception, at.exception
+    assert set(at.dataframe[0].value["id"]) == set(ids.values())
+    assert f"Run {ids['tags']}: tags is text, not a list of text" in said(at)
+    at.button(key=f"runs_unreadable_{ids['tags']}_ask").click().run()
+    at.button(key=f"runs_unreadable_{ids['tags']}_yes").click().run()
+    assert not at.exception, at.exception
+    assert not store.exists(ids["tags"]) and store.exists(ids["metrics"])
+    for name, run_id in ids.items():  # every poisoned run's detail opens
+        detail = page(RUNS_PAGE, run_id)
+        assert not detail.exception, (name, detail.exception)
+    assert "could not be read" in said(page(RUNS_PAGE, ids["parsed"]))
+    insights_page = page(INSIGHTS_PAGE)
+    assert not insights_page.exception, insights_page.exception
+
+
+def test_runs_page_on_a_read_only_database_shows_a_banner(tmp_path, monkeypatch):
+    _, run_id, _ = _read_only_copy(tmp_path)
+    monkeypatch.setenv("PARLEY_DB_URL", f"sqlite:///file:{tmp_path / 'ro.db'}?mode=ro&uri=true")
+    at = page(RUNS_PAGE)
+    assert not at.exception, at.exception
+    assert "This database is read-only: runs can be read, not started." in said(at)
+    assert run_id in set(at.dataframe[0].value["id"])
+    detail = page(RUNS_PAGE, run_id)
+    assert not detail.exception, detail.exception
+    assert "read-only" in said(detail)
+    assert detail.button(key="runs_delete_ask").disabled
+    assert detail.button(key="runs_rerun").disabled
+
+
+def test_the_app_shows_why_a_newer_database_cannot_be_opened(db_url):
+    Store(db_url)
+    engine = create_engine(db_url)
+    with engine.begin() as connection:
+        connection.execute(text("INSERT INTO schema_migrations (name, applied_at) VALUES "
+                                "('0042_from_the_future', '2030-01-01 00:00:00')"))
+    engine.dispose()
+    at = page(RUNS_PAGE)
+    assert not at.exception, at.exception
+    assert "written by a newer Parley (migration 0042_from_the_future)" in said(at)
