@@ -240,8 +240,8 @@ class ExperimentRecord(_Record):
 def why_invalid(error: ValidationError) -> str:
     """The first problem of a validation error as `field: reason` (one line)."""
     first = error.errors()[0]
-    where = ".".join(str(part) for part in first["loc"])
-    message = first["msg"]
+    where = " ".join(".".join(str(part) for part in first["loc"]).split())
+    message = " ".join(str(first["msg"]).split())  # one line, whatever the data held
     if message.startswith("Value error, "):
         message = message[len("Value error, "):]
     return f"{where}: {message}" if where else message
@@ -375,7 +375,7 @@ def parse_import(data: str | bytes) -> list[tuple[str, RunRecord]]:
                               "id, a protocol and a question); nothing was imported", "input")
         if doc.get("unreadable"):
             raise ConfigError(f"import: {where} (run {str(doc['id'])[:40]!r}) was exported "
-                              f"unreadable ({str(doc['unreadable'])[:200]}); nothing was "
+                              f"unreadable ({str(doc['unreadable'])[:200]!r}); nothing was "
                               "imported", "input")
         try:
             record = RunRecord.model_validate(doc)

@@ -612,3 +612,84 @@ def test_the_app_shows_why_a_newer_database_cannot_be_opened(db_url):
     at = page(RUNS_PAGE)
     assert not at.exception, at.exception
     assert "written by a newer Parley (migration 0042_from_the_future)" in said(at)
+
+
+# --------------------------------------------------------------------------- fuzzing the import
+def test_fuzzed_imports_are_all_or_nothing_and_whatever_is_accepted_reads_back(tmp_path,
+                                                                              exported):
+    """Hypothesis replaces fields of a sound export (the run's or a turn's) with generated JSON
+    values and breaks lines apart: each import either writes every record or refuses with a
+    `ConfigError` and writes nothing, and whatever was accepted is read back whole by the
+    store, the Runs page's read model and Insights."""
+    hypothesis = pytest.importorskip("hypothesis")
+    from hypothesis import HealthCheck, given, settings, strategies as st
+
+    store = Store(f"sqlite:///{tmp_path / 'fuzz.db'}")
+    scalars = st.one_of(st.none(), st.booleans(), st.integers(-2 ** 70, 2 ** 70),
+                        st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=30))
+    values = st.recursive(scalars, lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+        max_leaves=12)
+    hostile_text = st.lists(st.one_of(st.characters(), st.sampled_from(
+        ["\ud800", "\udfff", "\x00", "\u2028", "\x85", "\x1b[31m", "\u202e", "\n", "=",
+         "x" * 50])), max_size=12).map("".join)
+
+    def typed(sample):  # a value of the sound record's own type, with hostile content
+        if isinstance(sample, bool):
+            return st.booleans()
+        if isinstance(sample, int):
+            return st.integers(-1, 2 ** 31)
+        if isinstance(sample, float):
+            return st.floats(-1.0, 1e10)
+        if isinstance(sample, str):
+            return hostile_text
+        if isinstance(sample, list):
+            return st.lists(hostile_text, max_size=3)
+        return values
+
+    def changes(sound):  # up to three fields: mostly of their own type, some anything
+        keys = st.sampled_from(sorted(sound))
+        fitted = keys.flatmap(lambda k: typed(sound[k]).map(lambda v: (k, v)))
+        return st.lists(st.one_of(fitted, fitted, st.tuples(keys, values)),
+                        max_size=3).map(dict)
+
+    sound_run = {k: v for k, v in exported.items() if k != "turns"}
+    outcomes = {"imported": 0, "refused": 0}
+
+    @settings(max_examples=300, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow])
+    @given(run_changes=changes(sound_run), turn_changes=changes(exported["turns"][0]),
+           which=st.integers(0, len(exported["turns"]) - 1),
+           split=st.booleans())
+    def check(run_changes, turn_changes, which, split):
+        store.delete(list(store.runs()["id"]))
+        doc = json.loads(json.dumps(exported))
+        doc.update(run_changes)
+        if isinstance(doc.get("turns"), list) and doc["turns"]:
+            doc["turns"][which].update(turn_changes)
+        sound = dict(exported, id="sound0")
+        text_data = json.dumps(sound) + "\n" + json.dumps(doc, allow_nan=True)
+        if split:  # a record broken over two lines
+            text_data = text_data.replace(", ", ",\n", 1)
+        try:
+            imported = store.import_runs(text_data)
+        except ConfigError as exc:
+            assert "\n" not in str(exc)
+            assert store.runs().empty and store.turns().empty
+            outcomes["refused"] += 1
+            return
+        outcomes["imported"] += 1
+        assert set(imported) <= {"sound0", str(doc.get("id"))}
+        frame = store.runs()
+        assert set(frame["unreadable"]) == {""}
+        for run_id in imported:
+            run = store.get(run_id)
+            assert run["unreadable"] == ""
+            history.run_detail(store, run_id)
+        history.history(store, history.Filters())
+        insights.report(insights.load_runs(store, history.Filters()),
+                        insights.load_ballots(store, history.Filters()))
+
+    check()
+    print(f"fuzzed imports: {outcomes}")
+    assert outcomes["imported"] and outcomes["refused"], outcomes
