@@ -126,6 +126,7 @@ def row_problems(values: dict[str, Any], shapes: Mapping[str, Any],
 
 
 def run_dict(row: dict[str, Any]) -> dict[str, Any]:
+    """A `runs` row as `Store.get` returns it, with `unreadable`."""
     problems = row_problems(row, RUN_JSON, ("created_at",))
     if row.get("status") not in STATUSES:
         problems.append(f"status {row.get('status')!r} is not one of {', '.join(STATUSES)}")
@@ -136,6 +137,7 @@ def run_dict(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def turn_dict(row: dict[str, Any]) -> dict[str, Any]:
+    """A `turns` row as `Store.get` returns it, with `unreadable`."""
     row.pop("id", None)
     problems = row_problems(row, TURN_JSON, ("started_at", "finished_at"))
     for name in ("started_at", "finished_at"):
@@ -146,7 +148,7 @@ def turn_dict(row: dict[str, Any]) -> dict[str, Any]:
 
 def tolerant_frame(frame: pd.DataFrame, shapes: Mapping[str, Any],
                     required_times: Sequence[str]) -> pd.DataFrame:
-    """`_row_problems` over a frame, column by column (fast for 10,000 sound rows)."""
+    """`row_problems` over a frame, column by column (fast for 10,000 sound rows)."""
     problems: list[list[str]] = [[] for _ in range(len(frame))]
     for name, (shape, default) in shapes.items():
         if name not in frame:

@@ -72,9 +72,11 @@ class Recorder:
         self.store, self.run_id = store, run_id
 
     def turn(self, turn: Turn) -> None:
+        """Write a completed turn."""
         self.store.add_turn(self.run_id, turn)
 
     def update_turn(self, turn: Turn) -> None:
+        """Write a recorded turn's changed status or parsed fields."""
         self.store.update_turn(self.run_id, turn)
 
 
@@ -150,6 +152,7 @@ class Store:
                               "once with write access to upgrade it", "input")
 
     def migrations(self) -> list[str]:
+        """The names of the migrations this database has had."""
         with self.engine.connect() as connection:
             return list(connection.execute(select(MigrationRow.name)
                                            .order_by(MigrationRow.name)).scalars())
@@ -216,6 +219,7 @@ class Store:
         return run_id
 
     def recorder(self, run_id: str) -> Recorder:
+        """The sink a protocol's run context writes `run_id`'s turns through."""
         return Recorder(self, run_id)
 
     def add_turn(self, run_id: str, turn: Turn) -> None:
@@ -254,6 +258,7 @@ class Store:
         return ended
 
     def update_turn(self, run_id: str, turn: Turn) -> None:
+        """Write a recorded turn's status, error, parsed fields and warnings again."""
         values = records.turn_values(run_id, turn)
         with self.writing() as connection:
             connection.execute(_UPDATE_TURN, {
@@ -333,6 +338,7 @@ class Store:
 
     # ----------------------------------------------------------------- reading
     def exists(self, run_id: str) -> bool:
+        """True when a run with this id is stored (whatever its state)."""
         with self.engine.connect() as connection:
             return connection.execute(select(RunRow.id).where(RunRow.id == run_id)).first() \
                 is not None
@@ -516,6 +522,8 @@ class Store:
 
     # ----------------------------------------------------------------- library
     def library(self, kind: str) -> list[dict[str, Any]]:
+        """A kind's library entries by name (an entry whose body cannot be read says so in
+        `unreadable`)."""
         with self.engine.connect() as connection:
             rows = connection.execute(select(LibraryRow.__table__).where(
                 LibraryRow.kind == kind).order_by(LibraryRow.name)).mappings().all()
@@ -550,16 +558,19 @@ class Store:
                 kind=kind, builtin=builtin, **values)).inserted_primary_key[0]
 
     def delete_library(self, item_id: int) -> None:
+        """Delete one library entry."""
         with self.writing() as connection:
             connection.execute(delete(LibraryRow).where(LibraryRow.id == item_id))
 
     def integrity_check(self) -> str:
+        """SQLite's `PRAGMA integrity_check` ("ok" when sound; always "ok" elsewhere)."""
         if not self.url.startswith("sqlite"):
             return "ok"
         with self.engine.connect() as connection:
             return str(connection.execute(text("PRAGMA integrity_check")).scalar())
 
     def columns(self, table: str) -> list[str]:
+        """The column names of a table as the database has them."""
         return [c["name"] for c in inspect(self.engine).get_columns(table)]
 
 

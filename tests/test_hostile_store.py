@@ -621,7 +621,7 @@ def test_fuzzed_imports_are_all_or_nothing_and_whatever_is_accepted_reads_back(t
     values and breaks lines apart: each import either writes every record or refuses with a
     `ConfigError` and writes nothing, and whatever was accepted is read back whole by the
     store, the Runs page's read model and Insights."""
-    hypothesis = pytest.importorskip("hypothesis")
+    pytest.importorskip("hypothesis")
     from hypothesis import HealthCheck, given, settings, strategies as st
 
     store = Store(f"sqlite:///{tmp_path / 'fuzz.db'}")
