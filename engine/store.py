@@ -238,6 +238,7 @@ class Store:
             return {}
         values = [records.turn_values(r, t) for r, t in pairs]
         ended: dict[str, str] = {}
+        stopped: list[str] = []
         try:
             with self.writing() as connection:
                 for run_id in sorted({r for r, _ in pairs}):
@@ -249,10 +250,13 @@ class Store:
                                      f"the run was ended elsewhere ({row.status}"
                                      f"{': ' + row.error if row.error else ''})")
                     if row is not None and row.status == "interrupted":
-                        continue  # stopped: keep the call that was in flight
+                        stopped.append(run_id)  # keep the call that was in flight
+                        continue
                     values = [v for v in values if v["run_id"] != run_id]
                 if values:
                     connection.execute(_INSERT_TURN, values)
+                for run_id in stopped:
+                    _count(connection, run_id)
         except IntegrityError:  # deleted between the heartbeat and the insert
             return {r: "the run was deleted" for r, _ in pairs}
         return ended
@@ -588,11 +592,19 @@ _UPDATE_TURN = update(_turns).where(_turns.c.run_id == bindparam("rid"),
 
 def _end(connection: Any, run_id: str, status: str, error: str) -> int:
     """End a `running` run (never one already ended or deleted); returns rows changed."""
+    changed = connection.execute(update(_runs).where(
+        _runs.c.id == run_id, _runs.c.status == "running").values(
+        status=status, error=clean_text(error)[:2000], finished_at=now())).rowcount
+    if changed:
+        _count(connection, run_id)
+    return changed
+
+
+def _count(connection: Any, run_id: str) -> None:
+    """Set a run's `calls` and `degraded` from its stored turns."""
     counts = connection.execute(select(func.count(), func.count().filter(
         _turns.c.status != "ok")).where(_turns.c.run_id == run_id)).one()
-    return connection.execute(update(_runs).where(
-        _runs.c.id == run_id, _runs.c.status == "running").values(
-        status=status, error=clean_text(error)[:2000], finished_at=now(),
-        calls=counts[0], degraded=counts[1])).rowcount
+    connection.execute(update(_runs).where(_runs.c.id == run_id).values(
+        calls=counts[0], degraded=counts[1]))
 
 

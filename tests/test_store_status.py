@@ -20,7 +20,10 @@ from sqlalchemy import event, text
 from engine import Store, arun_debate, run_debate
 from engine.experiments.runner import BatchedStore
 from engine.jobs import JobManager
+from engine.calls import RunStopped
+from engine.models import Turn
 from engine.store import StoreWriteError
+from test_store_backends import backend  # noqa: F401  (the SQLite + PostgreSQL fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 GENEROUS = 120.0  # seconds; every wait ends as soon as what it waits for is there
@@ -291,6 +294,23 @@ def test_a_stuck_run_left_by_a_full_disk_can_be_deleted(store, recording_model):
     disk.writes = 0
     assert store.delete([run_id]) == 1 and not store.pending
     assert not store.exists(run_id)
+
+
+def test_a_stopped_or_deleted_run_is_never_resurrected_on_both_backends(backend):  # noqa: F811
+    run_id = backend.start_run("debate", "Stopped elsewhere?")
+    backend.add_turn(run_id, Turn(index=0, phase="argument", seat="pro", status="degraded"))
+    assert backend.stop_run(run_id) is True and backend.stop_run(run_id) is False
+    with pytest.raises(RunStopped, match="ended elsewhere"):  # the call in flight is kept
+        backend.add_turn(run_id, Turn(index=1, phase="argument", seat="con"))
+    assert backend.end_run(run_id, "failed", "late") is True  # a no-op: it is not running
+    run = backend.get(run_id)
+    assert (run["status"], run["error"], run["calls"], run["degraded"]) == \
+        ("interrupted", "stopped by the user", 2, 1)
+    assert [t["idx"] for t in run["turns"]] == [0, 1]
+    assert backend.delete([run_id]) == 1
+    with pytest.raises(RunStopped, match="deleted"):
+        backend.add_turn(run_id, Turn(index=2, phase="judge", seat="judge"))
+    assert not backend.exists(run_id) and backend.turns(run_id).empty
 
 
 # --------------------------------------------------------------------------- the Runs page
