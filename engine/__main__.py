@@ -165,6 +165,7 @@ def _option_value(raw: str) -> Any:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from .protocols import arun_config, get_protocol, run_sync
+    from .store import StoreWriteError
     spec = get_protocol(args.protocol)
     config = config_from_args(args)
     store = _store(args)
@@ -175,8 +176,15 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"  [{turn.index:>2}] {turn.phase:<16} {turn.seat:<14} {mark}",
                   file=sys.stderr)
 
-    result = run_sync(arun_config(config, args.question, store=store, tags=args.tag,
-                                  expected=args.expected, on_event=progress))
+    try:
+        result = run_sync(arun_config(config, args.question, store=store, tags=args.tag,
+                                      expected=args.expected, on_event=progress))
+    except StoreWriteError:
+        store.flush_pending()  # one more try to store the run `failed` before exiting
+        if store.pending:
+            print("the run's end could not be stored either; other processes will show it "
+                  "as interrupted", file=sys.stderr)
+        raise
     if args.json:
         print(json.dumps(result.model_dump(mode="json"), ensure_ascii=False, indent=2))
     else:
@@ -320,8 +328,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     handler = COMMANDS.get(args.command) or getattr(args, "handler", None)
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _on_sigterm)
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
     try:
         return handler(args)
     except ConfigError as exc:
@@ -337,10 +345,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stderr.write(f"stopped: {exc}\n")
             return 1
         if isinstance(exc, StoreWriteError):
-            sys.stderr.write(f"error: {exc}; the run is stored as failed once the store "
-                             "can be written again\n")
+            sys.stderr.write(f"error: {exc}\n")
             return 1
         raise
+    finally:
+        if previous is not None:  # main() called from code (tests) leaves SIGTERM as it was
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":
