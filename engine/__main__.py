@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -66,6 +69,11 @@ def build_parser() -> argparse.ArgumentParser:
     imp = sub.add_parser("import", help="import runs from a JSON or JSONL export")
     imp.add_argument("path")
     imp.add_argument("--db")
+
+    remove = sub.add_parser("delete", help="delete runs (an unreadable or stuck one too)")
+    remove.add_argument("run_ids", nargs="+", metavar="ID")
+    remove.add_argument("--yes", "-y", action="store_true", help="do not ask")
+    remove.add_argument("--db")
 
     bench = sub.add_parser("bench", help="print the benchmark table")
     bench.add_argument("--quick", action="store_true", help="smaller counts, for a smoke test")
@@ -177,6 +185,7 @@ def _option_value(raw: str) -> Any:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from .protocols import arun_config, get_protocol, run_sync
+    from .store import StoreWriteError
     spec = get_protocol(args.protocol)
     config = config_from_args(args)
     endpoints = endpoints_from_args(args)
@@ -188,9 +197,16 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"  [{turn.index:>2}] {turn.phase:<16} {turn.seat:<14} {mark}",
                   file=sys.stderr)
 
-    result = run_sync(arun_config(config, args.question, store=store, tags=args.tag,
-                                  expected=args.expected, on_event=progress,
-                                  endpoints=endpoints))
+    try:
+        result = run_sync(arun_config(config, args.question, store=store, tags=args.tag,
+                                      expected=args.expected, on_event=progress,
+                                      endpoints=endpoints))
+    except StoreWriteError:
+        store.flush_pending()  # one more try to store the run `failed` before exiting
+        if store.pending:
+            print("the run's end could not be stored either; other processes will show it "
+                  "as interrupted", file=sys.stderr)
+        raise
     if args.json:
         print(json.dumps(result.model_dump(mode="json"), ensure_ascii=False, indent=2))
     else:
@@ -217,6 +233,10 @@ def cmd_runs(args: argparse.Namespace) -> int:
     view["question"] = view["question"].str.slice(0, 50)
     view["created_at"] = view["created_at"].astype(str).str.slice(0, 19)
     print(view.to_string(index=False))
+    for run_id, why in zip(frame["id"], frame["unreadable"]):
+        if why:
+            print(f"unreadable: run {run_id} ({why}); delete it with "
+                  f"python -m engine delete {run_id}")
     return 0
 
 
@@ -232,6 +252,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         return 0
     simulated = " (simulated)" if run["simulated"] else ""
     print(f"run {run['id']} - {run['protocol']}{simulated} - {run['status']}")
+    if run.get("unreadable"):
+        print(f"unreadable: {run['unreadable']}")
     print(f"question: {run['question']}")
     if run["label"]:
         print(f"label: {run['label']}")
@@ -273,13 +295,37 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    from .records import MAX_IMPORT_BYTES
     try:
-        with open(args.path, encoding="utf-8") as handle:
+        size = os.path.getsize(args.path)
+        if size > MAX_IMPORT_BYTES:
+            raise ConfigError(f"import: {args.path} is {size / 1e6:.0f} MB; the limit is "
+                              f"{MAX_IMPORT_BYTES / 1e6:.0f} MB (split it)", "limit")
+        with open(args.path, "rb") as handle:
             data = handle.read()
     except OSError as exc:
         raise ConfigError(f"import: cannot read {args.path}: {exc.strerror}", "input") from None
     ids = _store(args).import_runs(data)
     print(f"imported {len(ids)} run(s)")
+    return 0
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    store = _store(args)
+    ids = list(dict.fromkeys(args.run_ids))
+    unknown = [run_id for run_id in ids if not store.exists(run_id)]
+    if unknown:
+        raise ConfigError(f"no run {unknown[0]!r}; nothing was deleted (list them with "
+                          "python -m engine runs)", "input")
+    if not args.yes:
+        try:
+            answer = input(f"Delete {len(ids)} run(s) and their turns? [y/N] ")
+        except EOFError:
+            answer = ""
+        if answer.strip().lower() not in ("y", "yes"):
+            print("nothing deleted")
+            return 1
+    print(f"deleted {store.delete(ids)} run(s)")
     return 0
 
 
@@ -289,21 +335,44 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"run": cmd_run, "runs": cmd_runs, "show": cmd_show, "export": cmd_export,
-            "import": cmd_import, "bench": cmd_bench}
+            "import": cmd_import, "delete": cmd_delete, "bench": cmd_bench}
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so that a run in flight is stored `interrupted`."""
+
+
+def _on_sigterm(_signum: int, _frame: Any) -> None:
+    raise Terminated()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     handler = COMMANDS.get(args.command) or getattr(args, "handler", None)
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
     try:
         return handler(args)
     except ConfigError as exc:
         sys.stderr.write(f"error: {str(exc).splitlines()[0]}\n")
         return 2
-    except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
-        return 130
+    except KeyboardInterrupt as exc:
+        sys.stderr.write("terminated\n" if isinstance(exc, Terminated) else "interrupted\n")
+        return 143 if isinstance(exc, Terminated) else 130
+    except Exception as exc:
+        from .calls import RunStopped
+        from .store import StoreWriteError
+        if isinstance(exc, RunStopped):
+            sys.stderr.write(f"stopped: {exc}\n")
+            return 1
+        if isinstance(exc, StoreWriteError):
+            sys.stderr.write(f"error: {exc}\n")
+            return 1
+        raise
+    finally:
+        if previous is not None:  # main() called from code (tests) leaves SIGTERM as it was
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,6 @@ Plain pandas on the store's DataFrames and `Store.get` dicts; every filter goes 
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timezone
@@ -15,6 +14,7 @@ import pandas as pd
 from sqlalchemy import select
 
 from .protocols import REGISTRY
+from .readback import decode_tags
 from .store import STATUSES, RunRow
 
 NO_LABEL = "(no label)"
@@ -86,7 +86,7 @@ def choices(store: Any) -> dict[str, list[str]]:
         seen = {name: list(connection.execute(select(getattr(RunRow, name)).distinct())
                            .scalars()) for name in ("protocol", "label", "tags", "models")}
     return choices_from(seen["protocol"], seen["label"],
-                        [json.loads(t) for t in seen["tags"] if t], seen["models"])
+                        [decode_tags(t) for t in seen["tags"] if t], seen["models"])
 
 
 def newest(store: Any) -> str | None:
@@ -165,11 +165,17 @@ def outcome_text(protocol: str, metrics: Mapping[str, Any] | None) -> str:
     if not metrics:
         return ""
     describe = OUTCOMES.get(protocol)
-    return describe(metrics) if describe is not None else ""
+    if describe is None or not isinstance(metrics, Mapping):
+        return ""
+    try:
+        return describe(metrics)
+    except (TypeError, ValueError):  # a stored metric of the wrong type: no outcome shown
+        return "?"
 
 
 HISTORY_COLUMNS = ("id", "created", "protocol", "label", "question", "outcome", "status",
-                   "simulated", "models", "calls", "degraded", "tokens", "seconds")
+                   "simulated", "models", "calls", "degraded", "tokens", "seconds",
+                   "unreadable")
 
 
 def history_table(frame: pd.DataFrame) -> pd.DataFrame:
@@ -193,7 +199,15 @@ def history_table(frame: pd.DataFrame) -> pd.DataFrame:
         "degraded": frame["degraded"].astype(int),
         "tokens": (frame["tokens_in"] + frame["tokens_out"]).astype(int),
         "seconds": frame["duration"].astype(float).round(2),
+        "unreadable": frame["unreadable"] if "unreadable" in frame else "",
     }, columns=list(HISTORY_COLUMNS))
+
+
+def unreadable_runs(table: pd.DataFrame) -> list[tuple[str, str]]:
+    """(id, why) of the rows of a history table that could not be read in full."""
+    if table.empty or "unreadable" not in table:
+        return []
+    return [(str(i), str(w)) for i, w in zip(table["id"], table["unreadable"]) if w]
 
 
 @dataclass
@@ -242,17 +256,28 @@ def run_detail(store: Any, run_id: str) -> RunDetail:
     run = store.get(run_id)
     spec = REGISTRY.get(run["protocol"])
     result = run.get("result") or {}
-    blocks = list(spec.view(run)) if spec is not None and spec.view is not None and result \
-        else []
+    problems: list[str] = []
+    if run.get("unreadable"):
+        problems.append(f"part of this run could not be read ({run['unreadable']}); what "
+                        "could be read is shown, and the run can be deleted")
+    blocks: list[Any] = []
+    tallies: list[tuple[str, dict[str, int], str | None]] = []
+    flows = None
+    try:  # a stored result is data: one that does not fit its protocol costs only its view
+        if spec is not None and spec.view is not None and result:
+            blocks = list(spec.view(run))
+        tallies, flows = tallies_of(result), flows_of(result)
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError) as exc:
+        problems.append(f"the stored result could not be shown ({type(exc).__name__}: {exc})")
     turns = run.get("turns") or []
     detail = RunDetail(
         run=run, title=protocol_title(run["protocol"]),
         simulated=is_simulated(run.get("simulated"), run.get("models")),
         facts=_facts(run), blocks=blocks, transcript=[_turn_entry(t) for t in turns],
         timeline=timeline_frame(turns), usage=seat_usage(turns),
-        problems=_problems(run, turns, blocks))
-    detail.tallies = tallies_of(result)
-    detail.flows = flows_of(result)
+        problems=problems + _problems(run, turns, blocks))
+    detail.tallies = tallies
+    detail.flows = flows
     detail.outcome = outcome_text(run["protocol"], run.get("metrics"))
     return detail
 
@@ -328,7 +353,8 @@ def _problems(run: Mapping[str, Any], turns: list[Mapping[str, Any]],
         for warning in t.get("warnings") or []:
             problems.append(f"{where} parse warning: {warning}")
     shown = {getattr(b, "body", "") for b in blocks if getattr(b, "kind", "") == "warning"}
-    for warning in (run.get("result") or {}).get("warnings") or []:
+    stored = (run.get("result") or {}).get("warnings")
+    for warning in stored if isinstance(stored, list) else []:
         if str(warning) not in shown:
             problems.append(str(warning))
     return problems
@@ -347,7 +373,8 @@ def tallies_of(result: Mapping[str, Any]) -> list[tuple[str, dict[str, int], str
     found = [(key, value) for key, value in result.items() if is_tally(value)]
     found.sort(key=lambda kv: (kv[0] != "tally", kv[0]))
     return [(_TALLY_TITLES.get(key, key.replace("_", " ").capitalize()),
-             {str(k): int(v) for k, v in value["counts"].items()}, value.get("winner"))
+             {str(k): int(v) for k, v in value["counts"].items()},
+             value.get("winner") if isinstance(value.get("winner"), str) else None)
             for key, value in found]
 
 
@@ -357,6 +384,8 @@ def flows_of(result: Mapping[str, Any]) -> pd.DataFrame | None:
     if not (is_tally(before) and is_tally(after)):
         return None
     first, final = before.get("ballots") or {}, after.get("ballots") or {}
+    if not (isinstance(first, Mapping) and isinstance(final, Mapping)):
+        return None
     seats = list(dict.fromkeys([*first, *final]))
     if not seats:
         return None

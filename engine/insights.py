@@ -175,16 +175,25 @@ def ballots_frame(frame: pd.DataFrame) -> pd.DataFrame:
         if not (is_tally(first) and is_tally(final)):
             continue
         before, after = first.get("ballots") or {}, final.get("ballots") or {}
+        if not (isinstance(before, Mapping) and isinstance(after, Mapping)):
+            continue  # a stored result of another shape (hand-edited): left out
         measured = result.get("mind_changes")
         kinds = result.get("change_kinds") if isinstance(result.get("change_kinds"),
                                                          Mapping) else {}
         for seat in dict.fromkeys([*before, *after]):
             changed = (seat in measured if isinstance(measured, (list, tuple))
                        else before.get(seat) != after.get(seat))
-            rows.append((run_id, label, seat, before.get(seat), after.get(seat), bool(changed),
-                         kinds.get(seat), first.get("winner"), final.get("winner"),
+            rows.append((run_id, label, seat, _ballot(before.get(seat)),
+                         _ballot(after.get(seat)), bool(changed),
+                         _ballot(kinds.get(seat)), _ballot(first.get("winner")),
+                         _ballot(final.get("winner")),
                          expected if isinstance(expected, str) and expected.strip() else None))
     return pd.DataFrame(rows, columns=BALLOT_COLUMNS)
+
+
+def _ballot(value: Any) -> str | None:
+    """A stored ballot: a stance, or None (an abstention, or a value of another type)."""
+    return value if isinstance(value, str) else None
 
 
 def mind_change_rates(ballots: pd.DataFrame, by: str) -> pd.DataFrame:

@@ -139,12 +139,14 @@ class JobManager:
         return [run_id for run_id in ids if self.store.exists(run_id)]
 
     def stop(self, run_id: str) -> bool:
-        """Ask a live run to stop; it ends `interrupted` after the call in flight."""
+        """Ask a running run to stop; it ends `interrupted`. A run of this process stops after
+        the call in flight; a run of another process (or one stuck) is marked `interrupted` in
+        the store at once, and its owner stops at its next turn. False when nothing ran."""
         job = self.job(run_id)
-        if job is None or not job.alive:
-            return False
-        job.stop_event.set()
-        return True
+        if job is not None and job.alive:
+            job.stop_event.set()
+            return True
+        return self.store.stop_run(run_id)
 
     def wait(self, run_id: str, timeout: float = 120.0) -> str:
         """Block until the run is no longer `running` (or `timeout`); returns its status."""

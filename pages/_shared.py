@@ -113,8 +113,21 @@ def _jobs(url: str) -> JobManager:
 
 
 def store() -> Store:
-    """The process-wide store for this session's database URL."""
-    return _store(settings()["db_url"])
+    """The process-wide store for this session's database URL. A database this Parley cannot
+    open (written by a newer Parley, say) stops the page with its one-line reason."""
+    try:
+        return _store(settings()["db_url"])
+    except ConfigError as exc:
+        st.error(md(f"Cannot open the database: {exc}"))
+        st.stop()
+        raise  # st.stop() ends the script run; this line is never reached
+
+
+def read_only_banner(opened: Store) -> None:
+    """Say so when the database is read-only (runs can be listed and read, not started)."""
+    if opened.read_only:
+        st.info("This database is read-only: runs can be read, not started.",
+                icon=":material/lock:")
 
 
 def jobs() -> JobManager:

@@ -1,6 +1,8 @@
 """Runs: the history of stored runs with filters, and one run in detail at `?run=ID`."""
 from __future__ import annotations
 
+from typing import Any
+
 import streamlit as st
 
 from engine import ConfigError, charts, history, insights
@@ -23,6 +25,7 @@ def back_to_history() -> None:
 
 def show_history() -> None:
     st.title("📚 Runs")
+    _shared.read_only_banner(store)
     flash = st.session_state.pop("runs_flash", None)
     if flash:
         st.success(md(flash))
@@ -54,11 +57,46 @@ def show_history() -> None:
     rows = picked.selection.rows if picked is not None else []
     if rows:
         open_run(str(table.iloc[rows[0]]["id"]))
+    show_unreadable(history.unreadable_runs(page.table))
     with st.form("open_by_id", border=False):
         left, right = st.columns([3, 1], vertical_alignment="bottom")
         wanted = left.text_input("Open a run by id", key="runs_open_id")
         if right.form_submit_button("Open") and wanted.strip():
             open_run(wanted.strip())
+
+
+def show_unreadable(broken: list[tuple[str, str]]) -> None:
+    """Rows that could not be read in full: named by id, with why, and deletable."""
+    if not broken:
+        return
+    with st.expander(f"⚠️ {len(broken)} run(s) could not be read in full", expanded=True):
+        for run_id, why in broken:
+            st.warning(md(f"Run {run_id}: {why}"))
+            if not store.read_only:
+                confirm_delete(run_id, f"runs_unreadable_{run_id}")
+
+
+def confirm_delete(run_id: str, key: str, turns: int | None = None, place: Any = None) -> None:
+    """A Delete button (in `place`), then Yes / Cancel. A running run is stopped first (its
+    process, here or elsewhere, stops at its next turn)."""
+    if st.session_state.get("runs_delete") != run_id:
+        if (place or st).button("🗑️ Delete run", key=f"{key}_ask", disabled=store.read_only,
+                     help="Deletes the run and its turns; a running run is stopped first"):
+            st.session_state["runs_delete"] = run_id
+            st.rerun()
+        return
+    what = f" and its {turns} turn(s)" if turns is not None else " and its turns"
+    st.warning(f"Delete run {md(run_id)}{what}? This cannot be undone.")
+    yes, no = st.columns(2)
+    if yes.button("Yes, delete it", type="primary", key=f"{key}_yes"):
+        _shared.jobs().stop(run_id)
+        store.delete([run_id])
+        st.session_state.pop("runs_delete", None)
+        st.session_state["runs_flash"] = f"Deleted run {run_id}."
+        back_to_history()
+    if no.button("Cancel", key=f"{key}_no"):
+        st.session_state.pop("runs_delete", None)
+        st.rerun()
 
 
 def show_turn(entry: dict) -> None:
@@ -83,7 +121,8 @@ def show_actions(detail: history.RunDetail) -> None:
                          file_name=f"parley-run-{run['id']}.json", mime="application/json",
                          key="runs_export")
     if middle.button("🔁 Re-run this configuration", key="runs_rerun",
-                     disabled=not detail.rerunnable or run["status"] == "running",
+                     disabled=not detail.rerunnable or run["status"] == "running"
+                     or store.read_only,
                      help="Same seats, models, options and prompts, on the same question"):
         try:
             with st.spinner("Starting the re-run…"):
@@ -93,24 +132,7 @@ def show_actions(detail: history.RunDetail) -> None:
         else:
             st.session_state["runs_flash"] = f"Re-run of {run['id']} started as {new_id}."
             open_run(new_id)
-    if st.session_state.get("runs_delete") != run["id"]:
-        if right.button("🗑️ Delete run", key="runs_delete_ask",
-                        disabled=run["status"] == "running",
-                        help="A running run can be deleted once it has ended"):
-            st.session_state["runs_delete"] = run["id"]
-            st.rerun()
-        return
-    st.warning(f"Delete run {md(run['id'])} and its {len(detail.transcript)} turn(s)? "
-               "This cannot be undone.")
-    yes, no = st.columns(2)
-    if yes.button("Yes, delete it", type="primary", key="runs_delete_yes"):
-        store.delete([run["id"]])
-        st.session_state.pop("runs_delete", None)
-        st.session_state["runs_flash"] = f"Deleted run {run['id']}."
-        back_to_history()
-    if no.button("Cancel", key="runs_delete_no"):
-        st.session_state.pop("runs_delete", None)
-        st.rerun()
+    confirm_delete(run["id"], "runs_delete", len(detail.transcript), place=right)
 
 
 def show_result(detail: history.RunDetail) -> None:
@@ -145,6 +167,7 @@ def show_detail(run_id: str) -> None:
     if flash:
         st.success(md(flash))
     st.title(f"{detail.title} · run {run['id']}")
+    _shared.read_only_banner(store)
     _shared.simulated_note(detail.simulated)
     st.text(run["question"])
     meta = [f"label: {run['label']}" if run.get("label") else "no label",
@@ -201,6 +224,12 @@ def watch_running(run_id: str) -> None:
                                             f"{state['phase']}")
 
     progress()
+    if not store.read_only and st.button("⏹️ Stop this run", key="runs_stop",
+                                         help="Marks it interrupted, whichever process runs "
+                                              "it; it stops after its call in flight"):
+        _shared.jobs().stop(run_id)
+        st.session_state["runs_flash"] = f"Stopped run {run_id}."
+        st.rerun()
 
 
 run_param = st.query_params.get("run")

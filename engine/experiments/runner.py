@@ -14,7 +14,8 @@ from sqlalchemy import select, update
 
 from ..calls import RunStopped
 from ..models import ConfigError, now
-from ..store import ExperimentRow, RunRow
+from ..readback import decode_tags
+from ..store import ExperimentRow, RunRow, StoreWriteError
 from .planning import SUPERSEDED, Cell, _plan_of
 from .table import Progress, _cell_runs, _live_status, _row, _set, get
 
@@ -33,6 +34,8 @@ class BatchedStore:
         self.store, self.window = store, window
         self._pending: dict[tuple[str, int], tuple[str, Any]] = {}
         self._handle: asyncio.TimerHandle | None = None
+        self._ended: dict[str, str] = {}  # runs deleted or stopped elsewhere: why
+        self._unwritten = ""  # why the last flush failed (its turns wait for the next one)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
@@ -42,6 +45,8 @@ class BatchedStore:
         return Recorder(self, run_id)  # type: ignore[arg-type]
 
     def add_turn(self, run_id: str, turn: Any) -> None:
+        if run_id in self._ended:  # the owner stops at its next turn, as with the plain store
+            raise RunStopped(self._ended[run_id])
         self._pending[(run_id, turn.index)] = (run_id, turn)
         if self._handle is None:
             try:
@@ -56,23 +61,41 @@ class BatchedStore:
             self.store.update_turn(run_id, turn)  # at flush time, with the update in it
 
     def flush(self) -> None:
-        """Write every buffered turn, and the heartbeat of the runs they belong to."""
+        """Write every buffered turn, and the heartbeat of the runs they belong to. When the
+        store cannot be written (disk full) the turns stay buffered for the next flush; a run
+        whose turns are still unwritten when it ends is stored `failed`."""
         if self._handle is not None:
             self._handle.cancel()
             self._handle = None
         if not self._pending:
             return
         batch = list(self._pending.values())
-        self._pending.clear()
-        self.store.add_turns(batch)
+        try:
+            ended = self.store.add_turns(batch) or {}
+        except StoreWriteError as exc:
+            self._unwritten = str(exc)
+            return
+        self._unwritten = ""
+        for key in [(r, t.index) for r, t in batch]:
+            self._pending.pop(key, None)
+        self._ended.update(ended)
+
+    def _drop(self, run_id: str) -> None:
+        for key in [k for k in self._pending if k[0] == run_id]:
+            del self._pending[key]
 
     def finish_run(self, run_id: str, result: Any) -> None:
         self.flush()
+        if any(r == run_id for r, _ in self._pending):
+            self._drop(run_id)
+            raise StoreWriteError(self._unwritten or "the store could not be written")
         self.store.finish_run(run_id, result)
 
-    def end_run(self, run_id: str, status: str, error: str = "") -> None:
+    def end_run(self, run_id: str, status: str, error: str = "") -> bool:
         self.flush()
-        self.store.end_run(run_id, status, error)
+        self._drop(run_id)  # unwritten turns of an ending run: its error says why
+        self._ended.pop(run_id, None)
+        return self.store.end_run(run_id, status, error)
 
 
 HEARTBEAT_EVERY = 5.0  # seconds between heartbeats of a running experiment's row
@@ -116,7 +139,7 @@ def _supersede(store: Any, run_ids: Sequence[str]) -> None:
     with store.engine.begin() as connection:
         for run_id, tags in connection.execute(select(RunRow.id, RunRow.tags).where(
                 RunRow.id.in_(list(run_ids)))).all():
-            marked = sorted(set(json.loads(tags or "[]")) | {SUPERSEDED})
+            marked = sorted(set(decode_tags(tags)) | {SUPERSEDED})
             connection.execute(update(RunRow).where(RunRow.id == run_id)
                                .values(tags=json.dumps(marked)))
 

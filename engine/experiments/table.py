@@ -11,19 +11,22 @@ import pandas as pd
 from sqlalchemy import select, update
 
 from ..models import ConfigError, now
+from ..readback import decode, decode_tags
+from ..records import experiment_item
 from ..store import STALE_AFTER, ExperimentRow, RunRow, _aware, _pid_alive
 from .planning import SUPERSEDED, Cell, Plan, plan
 
 
 def create(store: Any, experiment: Plan | Mapping[str, Any]) -> str:
     """Store an experiment (a `Plan`, or a spec to plan first) as `planned`; returns its id."""
-    from sqlalchemy.orm import Session
     checked = experiment if isinstance(experiment, Plan) else plan(experiment, store)
+    item = experiment_item(checked.name, checked.spec())  # the store's one schema
     experiment_id = uuid4().hex[:12]
-    with Session(store.engine) as session, session.begin():
-        session.add(ExperimentRow(id=experiment_id, name=checked.name, status="planned",
-                                  spec=json.dumps(checked.spec(), ensure_ascii=False),
-                                  total=checked.runs, created_at=now()))
+    with store.writing() as connection:
+        connection.execute(ExperimentRow.__table__.insert().values(
+            id=experiment_id, name=item.name, status="planned",
+            spec=json.dumps(item.spec, ensure_ascii=False), total=checked.runs,
+            created_at=now()))
     return experiment_id
 
 
@@ -35,7 +38,7 @@ def _row(store: Any, experiment_id: str) -> dict[str, Any]:
         raise ConfigError(f"no experiment {experiment_id!r}; list them with "
                           "python -m engine experiment list", "input")
     out = dict(row)
-    out["spec"] = json.loads(out["spec"] or "{}")
+    out["spec"], out["unreadable"] = decode(out["spec"], dict, {})
     return out
 
 
@@ -69,7 +72,7 @@ def list_experiments(store: Any) -> pd.DataFrame:
                 select(RunRow.experiment_id, RunRow.tags).where(
                     RunRow.experiment_id.in_([r["id"] for r in rows]),
                     RunRow.status == "completed")):
-            cell = Cell.from_tags(json.loads(tags or "[]"))
+            cell = Cell.from_tags(decode_tags(tags))
             if cell is not None:
                 counts.setdefault(experiment_id, set()).add(cell.tag)
     return pd.DataFrame([{"id": r["id"], "name": r["name"],
@@ -135,7 +138,7 @@ def _cell_runs(store: Any, experiment_id: str) -> list[dict[str, Any]]:
             .order_by(RunRow.created_at, RunRow.id)).mappings().all()
     out = []
     for row in rows:
-        tags = json.loads(row["tags"] or "[]")
+        tags = decode_tags(row["tags"])
         cell = Cell.from_tags(tags)
         if cell is not None:
             out.append({**row, "tags": tags, "cell": cell,

@@ -16,9 +16,11 @@ from typing import Any
 from ..calls import RunContext, RunStopped
 from ..models import ConfigError, RunResult, Seat
 from ..providers import resolve_model
+from ..store import StoreWriteError
 from ..templates import Template, check_prompts
 from ..text import NAME_MAX, fold_name, has_visible
 
+INTERRUPTED = "interrupted: the process was stopped (Ctrl-C or SIGTERM)"
 RUN_OPTIONS = ("on_event", "prompts", "store", "label", "tags", "expected", "timeout_per_call",
                "retries", "concurrency", "stop_event", "config", "experiment_id", "endpoints")
 ROUNDS_MAX = 20  # debate rounds, peer-review iterations and duel rounds: 1..20
@@ -204,6 +206,15 @@ async def execute(protocol: str, question: str, templates: Mapping[str, Template
         if store is not None:
             store.end_run(run_id, "interrupted", str(exc))
         raise
+    except (KeyboardInterrupt, asyncio.CancelledError) as exc:  # Ctrl-C, SIGTERM, a cancel
+        if store is not None:
+            store.end_run(run_id, "interrupted", INTERRUPTED if isinstance(
+                exc, KeyboardInterrupt) or not str(exc) else f"{INTERRUPTED}: {exc}")
+        raise
+    except StoreWriteError as exc:  # the end waits in the store until it can be written
+        if store is not None:
+            store.end_run(run_id, "failed", str(exc))
+        raise
     except BaseException as exc:  # a bug or a crash: keep what was recorded, never `running`
         if store is not None:
             store.end_run(run_id, "failed", f"{type(exc).__name__}: {exc}")
@@ -218,7 +229,11 @@ async def execute(protocol: str, question: str, templates: Mapping[str, Template
         result.correct = (None if answer is None else
                           normalize_stance(answer) == normalize_stance(str(expected)))
     if store is not None:
-        store.finish_run(run_id, result)
+        try:
+            store.finish_run(run_id, result)
+        except StoreWriteError as exc:
+            store.end_run(run_id, "failed", str(exc))
+            raise
     return result
 
 
