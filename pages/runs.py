@@ -144,7 +144,7 @@ def show_detail(run_id: str) -> None:
     flash = st.session_state.pop("runs_flash", None)
     if flash:
         st.success(md(flash))
-    st.title(f"{detail.title} · run {run['id']}")
+    st.title(md(f"{detail.title} · run {run['id']}"))
     _shared.simulated_note(detail.simulated)
     st.text(run["question"])
     meta = [f"label: {run['label']}" if run.get("label") else "no label",
@@ -157,7 +157,7 @@ def show_detail(run_id: str) -> None:
     if run["status"] == "running":
         watch_running(run["id"])
     for column, (label, value) in zip(st.columns(len(detail.facts)), detail.facts):
-        column.metric(label, str(value))
+        column.metric(md(label), md(value))
     if detail.problems:
         with st.expander(f"⚠️ Errors and parse warnings ({len(detail.problems)})",
                          expanded=True):
@@ -197,8 +197,8 @@ def watch_running(run_id: str) -> None:
         if state["status"] != "running":
             st.rerun()
         done, total = state["calls_done"], state["estimated_calls"]
-        st.progress(state["fraction"], text=f"Running: {done} of {total or '?'} calls · "
-                                            f"{state['phase']}")
+        st.progress(state["fraction"], text=md(f"Running: {done} of {total or '?'} calls · "
+                                               f"{state['phase']}"))
 
     progress()
 
