@@ -168,8 +168,11 @@ def _json_text(value: Any, **kw: Any) -> str:
     """JSON for the terminal: C0 controls are escaped by JSON itself; C1 controls (a terminal
     reads U+009B as CSI) and lone surrogates (unprintable) are escaped as `\\uXXXX` too, so
     the output parses to the same data."""
-    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}",
-                            json.dumps(value, ensure_ascii=False, **kw))
+    return _escape_json(json.dumps(value, ensure_ascii=False, **kw))
+
+
+def _escape_json(text: str) -> str:
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -261,8 +264,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         with open(args.output, "w", encoding="utf-8") as handle:
             handle.write(text)
         print(f"wrote {len(ids)} run(s) to {args.output}", file=sys.stderr)
-    else:
-        sys.stdout.write(text)
+    else:  # on a terminal: the same data, with C1 controls and lone surrogates \u-escaped
+        sys.stdout.write(text if fmt == "csv" else _escape_json(text))
     return 0
 
 

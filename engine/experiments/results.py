@@ -86,7 +86,8 @@ def runs_frame(store: Any, experiment_id: str) -> pd.DataFrame:
             **_signals(run["metrics"], run["expected"]), "calls": run["calls"],
             "degraded": run["degraded"], "tokens": run["tokens_in"] + run["tokens_out"],
             "seconds": run["duration"], "simulated": bool(run["simulated"]),
-            "created_at": run["created_at"], "link": f"{RUNS_PAGE}?run={quote(str(run['id']), safe='')}"})
+            "created_at": run["created_at"],
+            "link": f"{RUNS_PAGE}?run={quote(str(run['id']), safe='')}"})
     return pd.DataFrame(records, columns=RUN_COLUMNS)
 
 
