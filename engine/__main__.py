@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -14,7 +15,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from .models import ConfigError
+from .text import csv_cell, terminal_safe
 from .yamlfile import load_mapping
+
+_JSON_UNSAFE = re.compile("[\x7f-\x9f\ud800-\udfff\u2028\u2029]")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -183,6 +187,22 @@ def _option_value(raw: str) -> Any:
     return raw
 
 
+def _say(text: Any, file: Any = None) -> None:
+    """Print stored or model text: escape and control sequences removed (`terminal_safe`)."""
+    print(terminal_safe(text), file=file or sys.stdout)
+
+
+def _json_text(value: Any, **kw: Any) -> str:
+    """JSON for the terminal: C0 controls are escaped by JSON itself; C1 controls (a terminal
+    reads U+009B as CSI) and lone surrogates (unprintable) are escaped as `\\uXXXX` too, so
+    the output parses to the same data."""
+    return _escape_json(json.dumps(value, ensure_ascii=False, **kw))
+
+
+def _escape_json(text: str) -> str:
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from .protocols import arun_config, get_protocol, run_sync
     from .store import StoreWriteError
@@ -194,8 +214,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     def progress(turn) -> None:
         if not args.json:
             mark = "ok" if turn.ok else f"degraded: {turn.error}"
-            print(f"  [{turn.index:>2}] {turn.phase:<16} {turn.seat:<14} {mark}",
-                  file=sys.stderr)
+            _say(f"  [{turn.index:>2}] {turn.phase:<16} {turn.seat:<14} {mark}",
+                 file=sys.stderr)
 
     try:
         result = run_sync(arun_config(config, args.question, store=store, tags=args.tag,
@@ -208,15 +228,15 @@ def cmd_run(args: argparse.Namespace) -> int:
                   "as interrupted", file=sys.stderr)
         raise
     if args.json:
-        print(json.dumps(result.model_dump(mode="json"), ensure_ascii=False, indent=2))
+        print(_json_text(result.model_dump(mode="json"), indent=2))
     else:
         simulated = " (simulated)" if result.turns and all(t.simulated for t in result.turns) \
             else ""
-        print(f"run {result.run_id}: {spec.title}{simulated}, {len(result.turns)} calls, "
-              f"{result.duration:.2f}s")
-        print(spec.summary(result))
+        _say(f"run {result.run_id}: {spec.title}{simulated}, {len(result.turns)} calls, "
+             f"{result.duration:.2f}s")
+        _say(spec.summary(result))
         for warning in result.warnings:
-            print(f"warning: {warning}")
+            _say(f"warning: {warning}")
     return 0
 
 
@@ -232,11 +252,11 @@ def cmd_runs(args: argparse.Namespace) -> int:
     view = frame[["id", "protocol", "status", "label", "calls", "created_at", "question"]].copy()
     view["question"] = view["question"].str.slice(0, 50)
     view["created_at"] = view["created_at"].astype(str).str.slice(0, 19)
-    print(view.to_string(index=False))
+    _say(view.to_string(index=False))
     for run_id, why in zip(frame["id"], frame["unreadable"]):
         if why:
-            print(f"unreadable: run {run_id} ({why}); delete it with "
-                  f"python -m engine delete {run_id}")
+            _say(f"unreadable: run {run_id} ({why}); delete it with "
+                 f"python -m engine delete {run_id}")
     return 0
 
 
@@ -248,22 +268,22 @@ def cmd_show(args: argparse.Namespace) -> int:
         raise ConfigError(f"no run {args.run_id!r}; list them with python -m engine runs",
                           "input") from None
     if args.json:
-        print(json.dumps(run, ensure_ascii=False, indent=2, default=str))
+        print(_json_text(run, indent=2, default=str))
         return 0
     simulated = " (simulated)" if run["simulated"] else ""
-    print(f"run {run['id']} - {run['protocol']}{simulated} - {run['status']}")
+    _say(f"run {run['id']} - {run['protocol']}{simulated} - {run['status']}")
     if run.get("unreadable"):
-        print(f"unreadable: {run['unreadable']}")
-    print(f"question: {run['question']}")
+        _say(f"unreadable: {run['unreadable']}")
+    _say(f"question: {run['question']}")
     if run["label"]:
-        print(f"label: {run['label']}")
+        _say(f"label: {run['label']}")
     for turn in run["turns"]:
         state = "" if turn["status"] == "ok" else f"  [degraded: {turn['error']}]"
-        print(f"\n--- {turn['idx']} {turn['phase']} r{turn['round']} {turn['seat']}{state}")
-        print(turn["reply"])
+        _say(f"\n--- {turn['idx']} {turn['phase']} r{turn['round']} {turn['seat']}{state}")
+        _say(turn["reply"])
     if run["error"]:
-        print(f"\nerror: {run['error']}")
-    print(f"\nmetrics: {json.dumps(run['metrics'], ensure_ascii=False)}")
+        _say(f"\nerror: {run['error']}")
+    _say(f"\nmetrics: {_json_text(run['metrics'])}")
     return 0
 
 
@@ -282,15 +302,14 @@ def cmd_export(args: argparse.Namespace) -> int:
         text = store.export_run(ids[0]) + "\n"
     elif fmt == "jsonl":
         text = store.export_jsonl(ids)
-    else:
-        frame = store.runs(ids=ids)
-        text = frame.to_csv(index=False)
+    else:  # cells taken from model text never run as spreadsheet formulas
+        text = store.runs(ids=ids).map(csv_cell).to_csv(index=False)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as handle:
             handle.write(text)
         print(f"wrote {len(ids)} run(s) to {args.output}", file=sys.stderr)
-    else:
-        sys.stdout.write(text)
+    else:  # on a terminal: the same data, with C1 controls and lone surrogates \u-escaped
+        sys.stdout.write(text if fmt == "csv" else _escape_json(text))
     return 0
 
 

@@ -12,11 +12,19 @@ _LABEL_PREFIX = r"^[ \t>#]*(?:\d+\s*[.)]\s*)?[*_]{0,3}"
 
 
 def parse_sections(text: str, labels: Iterable[str]) -> dict[str, str]:
-    """Split `text` into labelled sections.
+    """Split `text` into labelled sections, reading the reply's own (last) block.
 
     Labels match case-insensitively at the start of a line, with optional numbering (`1.`,
     `1)`) and optional markdown emphasis (`**VERDICT:**`, `**VERDICT**:`); a section's text runs
     to the next label. Missing labels are absent from the result (not empty strings).
+
+    A model may quote another's labelled block before giving its own (a judge quoting a
+    debater's `VERDICT: ... CONFIDENCE: 1.0`), so the block that counts starts at the LAST
+    occurrence of the first label (`labels[0]`), and each label is read at its first
+    occurrence from there on. When the first label occurs once, a label found only before it
+    is still read (its last occurrence: a model may order its sections differently); when the
+    first label occurs more than once, what precedes the last one is taken as quoted and
+    ignored. Without the first label, each label is read at its last occurrence.
     """
     labels = list(labels)
     if not text or not labels:
@@ -27,12 +35,21 @@ def parse_sections(text: str, labels: Iterable[str]) -> dict[str, str]:
                          re.I | re.M)
     canonical = {re.sub(r"\s+", " ", lab).lower(): lab for lab in labels}
     matches = list(pattern.finditer(text))
+    named = [canonical[re.sub(r"\s+", " ", m.group(1)).lower()] for m in matches]
+    anchors = [i for i, label in enumerate(named) if label == labels[0]]
+    start = anchors[-1] if anchors else len(matches)
+    chosen: dict[str, int] = {}
+    for i in range(start, len(matches)):  # the own block: first occurrence of each label
+        chosen.setdefault(named[i], i)
+    if len(anchors) <= 1:  # nothing quoted before it: labels given only earlier still count
+        for i in range(start - 1, -1, -1):
+            chosen.setdefault(named[i], i)
     found: dict[str, str] = {}
-    for i, match in enumerate(matches):
-        end = matches[i + 1].start() if i + 1 < len(matches) else len(text)
-        label = canonical[re.sub(r"\s+", " ", match.group(1)).lower()]
-        if label not in found:
-            found[label] = text[match.end():end].strip().strip("*_ ").strip()
+    for label in labels:
+        if label in chosen:
+            i = chosen[label]
+            end = matches[i + 1].start() if i + 1 < len(matches) else len(text)
+            found[label] = text[matches[i].end():end].strip().strip("*_ ").strip()
     return found
 
 

@@ -7,6 +7,7 @@ raised through a run. Each completed turn goes to the store (if any) and to `on_
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import random
 import threading
 import time
@@ -17,6 +18,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from .models import Seat, Turn, model_spec, now
 from .providers import resolve_model
+from .text import clean_text
 
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_RETRIES = 2
@@ -28,6 +30,56 @@ _TRANSIENT_NAMES = ("ratelimit", "timeout", "connection", "apiconnection", "serv
 
 class RunStopped(Exception):
     """The run was asked to stop (the Stop button, or an experiment being halted)."""
+
+
+class CallAbandoned(TimeoutError):
+    """A synchronous model did not answer in time; its thread was left behind to finish."""
+
+
+def sync_only(model: Any) -> bool:
+    """True for a chat model with no async implementation of its own: langchain-core would
+    run its `_generate` on the event loop's default executor, whose threads `asyncio.run`
+    waits for at exit, so one hung call would keep the run from ever returning."""
+    from langchain_core.language_models.chat_models import BaseChatModel
+    return isinstance(model, BaseChatModel) and \
+        getattr(type(model), "_agenerate", None) is BaseChatModel._agenerate
+
+
+async def invoke_on_thread(model: Any, messages: list[BaseMessage],
+                           timeout: float | None) -> Any:
+    """`model.invoke(messages)` on a fresh daemon thread, awaited for at most `timeout`
+    seconds; past it the thread is abandoned (it dies with the process) and `CallAbandoned`
+    is raised, so the run goes on and returns."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if not future.done():
+            if error is None:
+                future.set_result(result)
+            else:
+                future.set_exception(error)
+
+    def work() -> None:
+        result, error = None, None
+        try:
+            result = context.run(model.invoke, messages)
+        except Exception as exc:  # handed to the awaiting coroutine, as ainvoke would raise
+            error = exc
+        except BaseException as exc:  # noqa: BLE001 - never let a thread's exit go unseen
+            error = RuntimeError(f"the model's thread ended with {type(exc).__name__}")
+        try:
+            loop.call_soon_threadsafe(settle, result, error)
+        except RuntimeError:  # the loop is closed: the run finished without this call
+            pass
+
+    threading.Thread(target=work, name="parley-sync-call", daemon=True).start()
+    try:
+        return await asyncio.wait_for(future, timeout)
+    except asyncio.TimeoutError:
+        raise CallAbandoned(f"timed out after {timeout:g}s; the call's thread was "
+                            "abandoned") from None
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -48,6 +100,11 @@ def describe_error(exc: BaseException) -> str:
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError)) and not text:
         text = "the model did not answer in time"
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def parse_error(exc: BaseException) -> str:
+    """The error a turn carries when its reply could not be read."""
+    return f"the reply could not be read: {describe_error(exc)}"[:500]
 
 
 def to_messages(messages: Sequence[dict[str, str]]) -> list[BaseMessage]:
@@ -127,9 +184,14 @@ class RunContext:
             for attempt in range(self.retries + 1):
                 attempts = attempt + 1
                 try:
-                    message = await asyncio.wait_for(model.ainvoke(to_messages(full)),
-                                                     self.timeout or None)
-                    text = reply_text(message)
+                    if sync_only(model):
+                        message = await invoke_on_thread(model, to_messages(full),
+                                                         self.timeout or None)
+                    else:
+                        message = await asyncio.wait_for(model.ainvoke(to_messages(full)),
+                                                         self.timeout or None)
+                    # storable everywhere: a lone surrogate or NUL becomes U+FFFD
+                    text = clean_text(reply_text(message))
                     usage = getattr(message, "usage_metadata", None) or {}
                     tokens_in = int(usage.get("input_tokens", 0) or 0)
                     tokens_out = int(usage.get("output_tokens", 0) or 0)
@@ -151,9 +213,12 @@ class RunContext:
                     tokens_out=tokens_out, attempts=attempts, simulated=simulated,
                     started_at=started, finished_at=now())
         if parse is not None and not error:
-            fields, warnings = parse(text)
-            turn.parsed = fields
-            turn.warnings = list(warnings)
+            try:
+                fields, warnings = parse(text)
+                turn.parsed = dict(fields)
+                turn.warnings = list(warnings)
+            except Exception as exc:  # a parser bug on a hostile reply degrades this turn only
+                turn.status, turn.error = "degraded", parse_error(exc)
         self.record(turn)
         return turn
 
@@ -173,7 +238,10 @@ class RunContext:
         def check(text: str) -> tuple[dict | None, str]:
             obj, why = extract_json(text)
             if obj is not None and validate is not None:
-                why = validate(obj)
+                try:
+                    why = validate(obj)
+                except Exception as exc:  # a validator that trips on a hostile value
+                    why = parse_error(exc)
                 obj = obj if not why else None
             return obj, why
 
@@ -198,6 +266,15 @@ class RunContext:
             return obj, retry
         self.update(retry, status="degraded", error=f"unreadable JSON after one re-ask: {why}")
         return None, retry
+
+    def guard(self, turn: Turn, read: Callable[..., Any], *args: Any) -> Any:
+        """`read(*args)` for a protocol's reading of a reply; if it raises, the turn is marked
+        degraded with the error and None comes back (the run goes on)."""
+        try:
+            return read(*args)
+        except Exception as exc:  # any reply, however broken, degrades only its own turn
+            self.update(turn, status="degraded", error=parse_error(exc))
+            return None
 
     def record(self, turn: Turn) -> None:
         """Append a turn to the log, write it to the store, then tell the listener."""

@@ -8,13 +8,14 @@ times faster than growing a figure with `update_layout` (it matters with 20 char
 """
 from __future__ import annotations
 
-import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
+
+from .text import html_text
 
 PALETTE = px.colors.qualitative.Safe
 WINNER, OTHER, ACCENT = "#3558c9", "#9aa7c7", "#f9a825"
@@ -28,7 +29,7 @@ LEVEL_COLORS = {"high": "#2e7d32", "medium": "#f9a825", "low": "#c62828",
 
 def _text(value: Any) -> str:
     """User or model text made literal for plotly, which reads a few HTML tags in labels."""
-    return html.escape(str(value), quote=False)
+    return html_text(value)
 
 
 def _texts(values: Any) -> list[str]:
@@ -46,8 +47,8 @@ def _layout(title: str = "", height: int = 320, **kw: Any) -> dict[str, Any]:
     layout: dict[str, Any] = {"height": height,
                               "margin": {"l": 10, "r": 10, "t": 40 if title else 10, "b": 10},
                               "legend": {"orientation": "h", "y": -0.2}}
-    if title:
-        layout["title"] = {"text": title, "font": {"size": 15}}
+    if title:  # titles name labels and stances too
+        layout["title"] = {"text": _text(title), "font": {"size": 15}}
     layout.update(kw)
     return layout
 
@@ -64,7 +65,7 @@ def timeline(frame: pd.DataFrame, title: str = "Calls over time") -> go.Figure:
     if frame.empty:
         return _figure([], title)
     data = frame.assign(latency_s=frame["latency"].round(3), seat=_texts(frame["seat"]),
-                        phase=_texts(frame["phase"]))
+                        phase=_texts(frame["phase"]), status=_texts(frame["status"]))
     fig = px.timeline(data, x_start="start", x_end="finish", y="seat", color="phase",
                       pattern_shape="status", pattern_shape_map={"ok": "", "degraded": "/"},
                       hover_data={"call": True, "round": True, "status": True,

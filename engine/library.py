@@ -252,7 +252,8 @@ def export_yaml(store: Any) -> str:
 def parse_yaml(text: str, endpoints: Any = None) -> dict[str, list[dict[str, Any]]]:
     """Read and check a library YAML document; a `ConfigError` says what and where."""
     try:
-        doc = yaml.safe_load(text)
+        from .yamlfile import safe_load  # size, aliases and depth capped
+        doc = safe_load(text, note="; nothing was imported")
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from .models import ConfigError
+from .text import clean_text, has_visible
 
 MAX_QUESTIONS = 5000
 MAX_CHARS = 20_000  # as for any question a protocol takes
+MAX_FILE_BYTES = 20_000_000  # as the app's upload limit (.streamlit/config.toml maxUploadSize)
 SHOWN_PROBLEMS = 8
 FORMATS = ("csv", "jsonl", "ndjson")
 
@@ -53,6 +55,7 @@ def load_file(path: str | Path) -> list[Item]:
     """Read a CSV or JSONL question file from disk."""
     path = Path(path)
     try:
+        _check_size(path.stat().st_size, path.name)
         data = path.read_bytes()
     except OSError as exc:
         raise ConfigError(f"cannot read question file {str(path)!r}: {exc.strerror}",
@@ -65,6 +68,8 @@ def parse_questions(data: bytes | str, filename: str) -> list[Item]:
     kind = Path(filename).suffix.lower().lstrip(".")
     if kind not in FORMATS:
         raise ConfigError(f"{filename}: a question file must be .csv or .jsonl", "input")
+    _check_size(len(data) if isinstance(data, bytes) else len(data.encode("utf-8", "replace")),
+                filename)
     if isinstance(data, bytes):
         try:
             text = data.decode("utf-8-sig")
@@ -75,6 +80,12 @@ def parse_questions(data: bytes | str, filename: str) -> list[Item]:
         text = data.removeprefix("\ufeff")
     rows = _csv_rows(text, filename) if kind == "csv" else _jsonl_rows(text)
     return _checked(rows, filename)
+
+
+def _check_size(size: int, filename: str) -> None:
+    if size > MAX_FILE_BYTES:
+        raise ConfigError(f"{filename} has {size:,} bytes; a question file may have at most "
+                          f"{MAX_FILE_BYTES:,} ({MAX_FILE_BYTES // 1_000_000} MB)", "limit")
 
 
 def from_records(records: Any, source: str = "questions") -> list[Item]:
@@ -158,7 +169,9 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _jsonl_rows(text: str) -> list[_Row]:
     rows: list[_Row] = []
-    for number, raw in enumerate(text.splitlines(), 1):
+    # Lines end at "\n" only: str.splitlines would also split inside a JSON string holding
+    # U+2028, U+0085 or a form feed, which JSON allows unescaped.
+    for number, raw in enumerate(text.split("\n"), 1):
         if not raw.strip():
             continue
         try:
@@ -166,8 +179,11 @@ def _jsonl_rows(text: str) -> list[_Row]:
         except json.JSONDecodeError as exc:
             rows.append((number, f"!invalid JSON ({exc.msg} at column {exc.colno})", None))
             continue
-        except ValueError as exc:
-            rows.append((number, f"!{exc}", None))
+        except ValueError as exc:  # a duplicate key, or an integer past Python's digit limit
+            rows.append((number, f"!{str(exc).splitlines()[0]}", None))
+            continue
+        except RecursionError:
+            rows.append((number, "!JSON nested too deeply", None))
             continue
         if not isinstance(obj, dict):
             rows.append((number, f"!is a JSON {type(obj).__name__}, not an object with a "
@@ -186,6 +202,8 @@ def _problem(question: Any, expected: Any) -> str:
         return f"question is a {_kind(question)}, not text"
     if not question.strip():
         return "empty question"
+    if not has_visible(question):
+        return "the question has no visible characters"
     if "\x00" in question:
         return "NUL byte in the question"
     if len(question) > MAX_CHARS:
@@ -211,8 +229,8 @@ def _checked(rows: Iterable[_Row], filename: str, unit: str = "row") -> list[Ite
         if problem:
             bad.append((line, problem))
             continue
-        answer = None if expected is None else str(expected).strip() or None
-        items.append(Item(question.strip(), answer))
+        answer = None if expected is None else clean_text(str(expected)).strip() or None
+        items.append(Item(clean_text(question.strip()), answer))
     if bad:
         numbers = ", ".join(str(line) for line, _ in bad[:30]) + (", ..." if len(bad) > 30
                                                                    else "")

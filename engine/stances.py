@@ -8,7 +8,9 @@ The model argues; everything here is arithmetic on plain values you can read and
 """
 from __future__ import annotations
 
+import math
 import re
+import sys
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -39,6 +41,8 @@ _QUOTES = "\"'`“”‘’«»*_"
 _PAIRS = {"(": ")", "[": "]", "{": "}", "<": ">"}
 _TRAILING = ".,;:!?"
 SIGNIFICANT_DIGITS = 12
+# int(text) refuses more digits than this (Python's integer string conversion limit)
+_INT_DIGITS = getattr(sys, "get_int_max_str_digits", lambda: 4300)() or 10 ** 9
 
 
 def _words_to_int(run: str) -> int | None:
@@ -78,16 +82,26 @@ def _words_to_int(run: str) -> int | None:
 
 
 def _format_number(sign: str, digits: str) -> str:
-    """A numeric token rewritten canonically: whole numbers exactly, others as %.12g."""
+    """A numeric token rewritten canonically: whole numbers exactly, others as %.12g.
+
+    A whole number past Python's int-from-text digit limit has its leading zeros dropped
+    instead; a decimal too large or too small for a float is kept as written (so that two
+    different huge numbers never read alike as "inf" or "0").
+    """
     plain = digits.replace(",", "")
     negative = sign == "-"
     if "." not in plain:
-        value = int(plain)
-        return ("-" if negative and value else "") + str(value)
+        if len(plain) > _INT_DIGITS:
+            whole = plain.lstrip("0") or "0"
+        else:
+            whole = str(int(plain))
+        return ("-" if negative and whole != "0" else "") + whole
     try:
         number = float(Decimal(plain))
     except (InvalidOperation, ValueError):  # pragma: no cover - the regex only passes numbers
         return sign.replace("+", "") + digits
+    if not math.isfinite(number) or (number == 0 and plain.strip("0.")):
+        return sign.replace("+", "") + plain
     text = format(number, f".{SIGNIFICANT_DIGITS}g")
     if text in ("0", "-0"):
         return "0"
@@ -95,15 +109,32 @@ def _format_number(sign: str, digits: str) -> str:
 
 
 def _strip_wrappers(text: str) -> str:
-    """Remove surrounding quotes, emphasis, matching brackets and trailing punctuation."""
+    """Remove surrounding quotes, emphasis, matching brackets and trailing punctuation.
+
+    Works on two indices and slices once, so a million nested brackets cost a million steps
+    (slicing at every layer was quadratic).
+    """
+    lo, hi = 0, len(text)
     while True:
-        before = text
-        text = text.strip().strip(_QUOTES).strip()
-        if len(text) >= 2 and _PAIRS.get(text[0]) == text[-1]:
-            text = text[1:-1]
-        text = text.rstrip(_TRAILING + " ")
-        if text == before:
-            return text
+        before = (lo, hi)
+        while lo < hi and text[lo].isspace():
+            lo += 1
+        while hi > lo and text[hi - 1].isspace():
+            hi -= 1
+        while lo < hi and text[lo] in _QUOTES:
+            lo += 1
+        while hi > lo and text[hi - 1] in _QUOTES:
+            hi -= 1
+        while lo < hi and text[lo].isspace():
+            lo += 1
+        while hi > lo and text[hi - 1].isspace():
+            hi -= 1
+        if hi - lo >= 2 and _PAIRS.get(text[lo]) == text[hi - 1]:
+            lo, hi = lo + 1, hi - 1
+        while hi > lo and text[hi - 1] in _TRAILING + " ":
+            hi -= 1
+        if (lo, hi) == before:
+            return text[lo:hi]
 
 
 def normalize_stance(text: Any) -> str:

@@ -111,7 +111,7 @@ st.session_state[SELECTED] = experiment_id
 # ------------------------------------------------------------------ progress
 def show_progress(state: ex.Progress) -> None:
     text = f"{state.done}/{state.total} runs · {state.status}"
-    st.progress(min(1.0, state.fraction), text=text)
+    st.progress(min(1.0, state.fraction), text=md(text))
     cols = st.columns(4)
     cols[0].metric("Runs done", f"{state.done}/{state.total}")
     cols[1].metric("Failed or interrupted", state.failed + state.interrupted,
@@ -197,8 +197,8 @@ if len(result.labels) >= 2:
     else:
         pair = ex.compare(result.runs, a, b)
         cols = st.columns(4)
-        cols[0].metric(f"{a} better", pair["wins"])
-        cols[1].metric(f"{b} better", pair["losses"])
+        cols[0].metric(md(f"{a} better"), pair["wins"])
+        cols[1].metric(md(f"{b} better"), pair["losses"])
         cols[2].metric("Ties", pair["ties"])
         cols[3].metric("Sign test p", f"{pair['p_value']:.3g}")
         st.markdown(md(pair["sentence"]))
@@ -222,6 +222,6 @@ st.dataframe(ex.drill(result.runs, label, question), hide_index=True, key="exp-d
 st.download_button("Download runs (CSV)", ex.to_csv(result.runs),
                    file_name=f"experiment-{experiment_id}-runs.csv", mime="text/csv",
                    key="exp-csv")
-st.download_button("Download summary (CSV)", result.summary.to_csv(index=False),
+st.download_button("Download summary (CSV)", ex.to_csv(result.summary),
                    file_name=f"experiment-{experiment_id}-summary.csv", mime="text/csv",
                    key="exp-summary-csv")

@@ -191,7 +191,7 @@ def configure() -> None:
     if live_ids:
         st.info(f"{len(live_ids)} run(s) going on now in this app.")
         for run_id in live_ids:
-            if st.button(f"Watch run {run_id}", icon=":material/visibility:",
+            if st.button(md(f"Watch run {run_id}"), icon=":material/visibility:",
                          key=f"watch-{run_id}"):
                 open_run(run_id)
 

@@ -166,7 +166,7 @@ def show_detail(run_id: str) -> None:
     flash = st.session_state.pop("runs_flash", None)
     if flash:
         st.success(md(flash))
-    st.title(f"{detail.title} · run {run['id']}")
+    st.title(md(f"{detail.title} · run {run['id']}"))
     _shared.read_only_banner(store)
     _shared.simulated_note(detail.simulated)
     st.text(run["question"])
@@ -180,7 +180,7 @@ def show_detail(run_id: str) -> None:
     if run["status"] == "running":
         watch_running(run["id"])
     for column, (label, value) in zip(st.columns(len(detail.facts)), detail.facts):
-        column.metric(label, str(value))
+        column.metric(md(label), md(value))
     if detail.problems:
         with st.expander(f"⚠️ Errors and parse warnings ({len(detail.problems)})",
                          expanded=True):
@@ -220,8 +220,8 @@ def watch_running(run_id: str) -> None:
         if state["status"] != "running":
             st.rerun()
         done, total = state["calls_done"], state["estimated_calls"]
-        st.progress(state["fraction"], text=f"Running: {done} of {total or '?'} calls · "
-                                            f"{state['phase']}")
+        st.progress(state["fraction"], text=md(f"Running: {done} of {total or '?'} calls · "
+                                               f"{state['phase']}"))
 
     progress()
     if not store.read_only and st.button("⏹️ Stop this run", key="runs_stop",

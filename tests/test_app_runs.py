@@ -110,14 +110,14 @@ def test_open_by_id_sets_the_url(db, stored):
     next(b for b in at.button if b.label == "Open").click().run()
     assert not at.exception, at.exception
     assert param(at, "run") == stored["review"].run_id
-    assert at.title[0].value == f"Peer review · run {stored['review'].run_id}"
+    assert plain(at.title[0].value) == f"Peer review · run {stored['review'].run_id}"
 
 
 def test_detail_shows_transcript_blocks_timeline_and_problems(db, stored):
     debate = stored["debate"]
     at = open_page(debate.run_id)
     assert not at.exception, at.exception
-    assert at.title[0].value == f"Debate · run {debate.run_id}"
+    assert plain(at.title[0].value) == f"Debate · run {debate.run_id}"
     text = shown(at)
     # Every turn, its reply as plain text (st.text), the failed call's error plainly.
     replies = [e.value for e in at.text]

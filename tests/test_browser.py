@@ -28,6 +28,8 @@ CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
 PAYLOAD = "<img src=x onerror=alert(1)>"
+# A markdown image as a run's label: Chromium loaded it from the run's title before issue 10.
+MD_IMAGE = "![x](http://127.0.0.1:9/x.png)"
 GENEROUS_MS = 120_000  # only a broken app ever waits this long
 # The issue asks for a panel; the debate is the stand-in while the panel is not registered.
 PROTOCOL = "panel" if "panel" in REGISTRY else "debate"
@@ -186,6 +188,8 @@ def test_click_through_the_app(app, page, shots):
     nav.get_by_role("link", name="Run", exact=True).click()
     page.get_by_text("Preflight:").wait_for()
     assert field(page, "run-0-question", "textarea").input_value().startswith("Should an")
+    commit(field(page, "run-0-label"), MD_IMAGE)
+    settle(page)
     shot("03-run-configured")
     page.locator(".st-key-run-start button").click()
     page.get_by_text("Completed in").wait_for()
@@ -193,6 +197,9 @@ def test_click_through_the_app(app, page, shots):
     run_id = page.evaluate("() => new URLSearchParams(location.search).get('run')")
     assert run_id and store.get(run_id)["status"] == "completed"
     assert store.get(run_id)["protocol"] == PROTOCOL
+    assert store.get(run_id)["label"] == MD_IMAGE
+    page.get_by_text(f"label: {MD_IMAGE}").first.wait_for()  # shown as text
+    assert page.locator("img[src*='127.0.0.1:9']").count() == 0
     shot("04-run-result")
 
     # Refresh: the run is still there, read back from the store.
@@ -205,6 +212,8 @@ def test_click_through_the_app(app, page, shots):
         page.wait_for_url(f"**/runs?run={run_id}*")
         settle(page)
         page.get_by_text(run_id).first.wait_for()
+        page.get_by_text(MD_IMAGE).first.wait_for()
+        assert page.locator("img[src*='127.0.0.1:9']").count() == 0
         shot("05-runs-detail")
 
     # Insights, with the demo runs and this one.

@@ -291,7 +291,7 @@ def test_a_question_of_only_zero_width_characters_is_refused(question, spy, stor
 def test_an_experiment_with_a_zero_width_question_is_refused_before_it_starts(store):
     refused(lambda: experiments.plan({"questions": ["Fine?", ZERO_WIDTH],
                                       "configs": [{"protocol": "vote"}]}, store),
-            "question 2", "visible")
+            "item 2", "visible")
     assert experiments.list_experiments(store).empty
 
 

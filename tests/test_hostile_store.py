@@ -248,7 +248,7 @@ def test_backends_accept_exactly_the_same_values(backend, recording_model):  # n
     with pytest.raises(ConfigError, match="label"):
         run_debate("Q?", proponent=judge, opponent=judge, judge=judge, max_rounds=1,
                    store=backend, label="L" * (NAME_MAX + 1))
-    with pytest.raises(ConfigError, match="tags"):
+    with pytest.raises(ConfigError, match="tag"):
         run_debate("Q?", proponent=judge, opponent=judge, judge=judge, max_rounds=1,
                    store=backend, tags=["T" * (NAME_MAX + 1)])
     assert judge.received == [] and backend.runs().empty

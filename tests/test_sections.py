@@ -86,8 +86,9 @@ def test_no_labels_or_empty_text():
     assert parse_sections("VERDICT: x", []) == {}
 
 
-def test_first_occurrence_of_a_repeated_label_wins():
-    assert parse_sections("VERDICT: first\nVERDICT: second", LABELS) == {"VERDICT": "first"}
+def test_the_last_block_wins_a_repeated_first_label():
+    # issue 10: what precedes the last VERDICT is taken as quoted (it was "first" before)
+    assert parse_sections("VERDICT: first\nVERDICT: second", LABELS) == {"VERDICT": "second"}
 
 
 # --------------------------------------------------------------------------- parse_confidence

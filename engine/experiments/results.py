@@ -4,11 +4,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import pandas as pd
 
 from .. import stats
 from ..models import ConfigError
+from ..text import csv_cell, html_text
 from .planning import SUPERSEDED, Cell
 from .table import Progress, _row, get, progress
 
@@ -84,7 +86,8 @@ def runs_frame(store: Any, experiment_id: str) -> pd.DataFrame:
             **_signals(run["metrics"], run["expected"]), "calls": run["calls"],
             "degraded": run["degraded"], "tokens": run["tokens_in"] + run["tokens_out"],
             "seconds": run["duration"], "simulated": bool(run["simulated"]),
-            "created_at": run["created_at"], "link": f"{RUNS_PAGE}?run={run['id']}"})
+            "created_at": run["created_at"],
+            "link": f"{RUNS_PAGE}?run={quote(str(run['id']), safe='')}"})
     return pd.DataFrame(records, columns=RUN_COLUMNS)
 
 
@@ -261,8 +264,9 @@ def drill(frame: pd.DataFrame, label: str | None = None, q: int | None = None) -
 
 
 def to_csv(frame: pd.DataFrame) -> str:
-    """The runs frame as CSV (one line per run, every signal a column)."""
-    return frame.to_csv(index=False)
+    """A results frame (the runs, or the summary) as CSV; a text cell that a spreadsheet
+    would run as a formula (`=`, `+`, `-`, `@` first) is written as text (`csv_cell`)."""
+    return frame.map(csv_cell).to_csv(index=False)
 
 
 @dataclass
@@ -307,12 +311,13 @@ def reliability_figure(calibrations: Sequence[Mapping[str, Any]], title: str = "
             x=[b["confidence"] for b in bins], y=[b["accuracy"] for b in bins],
             mode="lines+markers",
             marker={"size": [8 + 16 * (b["count"] / max(1, cal["n"])) ** 0.5 for b in bins]},
-            name=f"{cal['label']} · {cal['signal']} (ECE {cal['ece']:.3f}, Brier "
-                 f"{cal['brier']:.3f}, n={cal['n']})",
+            name=html_text(f"{cal['label']} · {cal['signal']} (ECE {cal['ece']:.3f}, Brier "
+                           f"{cal['brier']:.3f}, n={cal['n']})"),
             customdata=[[b["count"], b["low"], b["high"]] for b in bins],
             hovertemplate="confidence %{x:.2f}<br>accuracy %{y:.2f}<br>%{customdata[0]} runs "
                           "in [%{customdata[1]:.1f}, %{customdata[2]:.1f})<extra></extra>"))
-    fig.update_layout(title={"text": title} if title else None, template="plotly_white",
+    fig.update_layout(title={"text": html_text(title)} if title else None,
+                      template="plotly_white",
                       height=420, margin={"l": 10, "r": 10, "t": 40 if title else 10, "b": 10},
                       legend={"orientation": "h", "y": -0.25},
                       xaxis={"title": "confidence", "range": [0, 1.02]},
@@ -325,7 +330,8 @@ def accuracy_figure(table: pd.DataFrame) -> Any:
     import plotly.graph_objects as go
     scored = table[table["scored"] > 0]
     fig = go.Figure(go.Bar(
-        x=list(scored["configuration"]), y=list(scored["accuracy"]),
+        x=[html_text(label) for label in scored["configuration"]],  # labels are text
+        y=list(scored["accuracy"]),
         error_y={"type": "data", "symmetric": False,
                  "array": list(scored["accuracy_high"] - scored["accuracy"]),
                  "arrayminus": list(scored["accuracy"] - scored["accuracy_low"])},

@@ -154,17 +154,18 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
         verdict_turn = await ctx.call(judge, [{"role": "user", "content": judge_prompt}],
                                       phase="judge", round=len(rounds) + 1)
         duration = time.monotonic() - start
-        if not verdict_turn.ok:
+        read = ctx.guard(verdict_turn, _read_judge, verdict_turn.reply) if verdict_turn.ok \
+            else None  # a reply the parser trips on degrades the judge's turn, not the run
+        if not verdict_turn.ok or read is None:
             return DebateResult(topic=topic, rounds=rounds, confidence=0.0, duration=duration,
                                 verdict=JUDGE_ERROR_PREFIX + verdict_turn.error,
                                 warnings=[f"judge failed: {verdict_turn.error}"])
-        sections = parse_sections(verdict_turn.reply, SECTIONS)
+        sections, (confidence, readable) = read
         warnings = []
         verdict = sections.get("VERDICT")
         if not verdict:
             verdict = verdict_turn.reply.strip()
             warnings.append("judge reply has no VERDICT section; the whole reply is the verdict")
-        confidence, readable = read_confidence(sections.get("CONFIDENCE", ""))
         if not readable:
             warnings.append("judge CONFIDENCE could not be read "
                             f"({sections.get('CONFIDENCE', 'missing')!r}); confidence is 0.0")
@@ -182,6 +183,11 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
     options = {"max_rounds": max_rounds, "timeout": _seconds(timeout)}
     return await execute("debate", topic, TEMPLATES, body, {"proponent": proponent, "opponent": opponent, "judge": judge},
                          options, run)
+
+
+def _read_judge(reply: str) -> tuple[dict[str, str], tuple[float, bool]]:
+    sections = parse_sections(reply, SECTIONS)
+    return sections, read_confidence(sections.get("CONFIDENCE", ""))
 
 
 def run_debate(topic: str, **kw: Any) -> DebateResult:

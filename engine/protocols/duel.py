@@ -162,7 +162,8 @@ async def arun_duel(topic: str, *, a: Seat | Any, b: Seat | Any, rounds: int = 3
             text = turn.reply.strip()
             history[key].append({"role": "assistant", "content": text})
             transcript.append((seat.name, text))
-            if position >= 1 and stop_rule is not None and stop_rule(text) is True:
+            if position >= 1 and stop_rule is not None and \
+                    ctx.guard(turn, stop_rule, text) is True:  # a rule that raises: go on
                 status = "converged"
                 break
         return DuelResult(topic=topic, transcript=transcript, reply=make_reply(transcript),

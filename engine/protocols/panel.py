@@ -243,13 +243,22 @@ async def _critique(ctx: RunContext, critic: Seat, question: str, proposals: lis
     obj, turn = await ctx.call_json(critic, [{"role": "user", "content": prompt}],
                                     phase="critique", round=1, keys=CRITIQUE_KEYS,
                                     validate=_need_assessments)
-    if obj is None:
+    read = ctx.guard(turn, _read_critique, obj, proposals) if obj is not None else None
+    if read is None:  # no JSON, or one the reading trips on: no critique, the run goes on
         error = turn.error or "no usable reply"
         warnings.append(f"critic {critic.name} failed ({error}); the rebuttals went ahead "
                         "without a critique")
         return Critique(usable=False, error=error)
+    critique, notes = read
+    warnings.extend(notes)
+    return critique
+
+
+def _read_critique(obj: dict[str, Any], proposals: list[Proposal]
+                   ) -> tuple[Critique, list[str]]:
     names = [p.persona for p in proposals if p.usable]
     found: dict[str, Assessment] = {}
+    warnings: list[str] = []
     for item in obj["assessments"]:
         who = _match(text_value(item.get("persona")), names)
         if who is None:
@@ -262,7 +271,7 @@ async def _critique(ctx: RunContext, critic: Seat, question: str, proposals: lis
         if name not in found:
             warnings.append(f"critic gave no verdict on {name}'s proposal")
     return Critique(assessments=[found[n] for n in names if n in found],
-                    overall=text_value(obj.get("overall")))
+                    overall=text_value(obj.get("overall"))), warnings
 
 
 async def _rebut(ctx: RunContext, seat: Seat, question: str, own: Proposal,
@@ -284,9 +293,14 @@ async def _rebut(ctx: RunContext, seat: Seat, question: str, own: Proposal,
     obj, turn = await ctx.call_json(seat, [{"role": "user", "content": prompt}],
                                     phase="rebuttal", round=2, keys=REBUTTAL_KEYS,
                                     validate=need_stance)
-    if obj is None:
+    made = ctx.guard(turn, _rebuttal, seat, obj) if obj is not None else None
+    if made is None:  # no JSON, or one the reading trips on: this seat abstains
         return Rebuttal(persona=seat.name, icon=seat.icon, usable=False,
                         error=turn.error or "no usable reply")
+    return made
+
+
+def _rebuttal(seat: Seat, obj: dict[str, Any]) -> Rebuttal:
     stance = text_value(obj.get("stance"))
     return Rebuttal(persona=seat.name, icon=seat.icon, stance=stance,
                     normalized=normalize_stance(stance), answer=text_value(obj.get("answer")),
@@ -317,18 +331,26 @@ async def _synthesise(ctx: RunContext, judge: Seat, question: str, rebuttals: li
     obj, turn = await ctx.call_json(judge, [{"role": "user", "content": prompt}],
                                     phase="synthesis", round=2, keys=SYNTHESIS_KEYS,
                                     validate=_need_answer)
-    if obj is None:
+    read = ctx.guard(turn, _read_synthesis, obj) if obj is not None else None
+    if read is None:  # no JSON, or one the reading trips on: no synthesis, the run goes on
         warnings.append(f"judge {judge.name} failed ({turn.error or 'no usable reply'}); "
                         "there is no synthesis and the answer is empty")
         return "", "", []
+    *synthesis, notes = read
+    warnings.extend(notes)
+    return synthesis[0], synthesis[1], synthesis[2]
+
+
+def _read_synthesis(obj: dict[str, Any]) -> tuple[str, str, list[str], list[str]]:
+    notes = []
     asserted = [k for k in obj if "confidence" in k.lower()]
     if asserted:
-        warnings.append(f"the judge stated {asserted[0]!r}; ignored: the confidence is the "
-                        "vote's")
+        notes.append(f"the judge stated {asserted[0]!r}; ignored: the confidence is the "
+                     "vote's")
     points = obj.get("key_points")
     points = [points] if isinstance(points, str) else points if isinstance(points, list) else []
-    return (text_value(obj.get("answer")), text_value(obj.get("rationale")),
-            [text_value(p) for p in points if text_value(p)])
+    texts = [text for text in map(text_value, points) if text]
+    return text_value(obj.get("answer")), text_value(obj.get("rationale")), texts, notes
 
 
 # --------------------------------------------------------------------------- the run

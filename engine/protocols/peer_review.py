@@ -92,9 +92,9 @@ async def arun_peer_review(task: str, *, producer: Seat | Any, reviewer: Seat | 
                                    iteration=number)
             review = await ctx.call(reviewer, [{"role": "user", "content": review_prompt}],
                                     phase="review", round=number)
-            if review.ok:
-                sections = parse_sections(review.reply, REVIEW_SECTIONS)
-                approved = is_approved(review.reply)
+            read = ctx.guard(review, _read_review, review.reply) if review.ok else None
+            if read is not None:  # a reply the parser trips on is an unavailable review
+                sections, approved = read
                 feedback = sections.get("FEEDBACK") or review.reply.strip()
                 strengths = sections.get("STRENGTHS", "")
                 ctx.update(review, parsed={"approved": approved})
@@ -113,6 +113,10 @@ async def arun_peer_review(task: str, *, producer: Seat | Any, reviewer: Seat | 
 
     return await execute("peer-review", task, TEMPLATES, body, {"producer": producer, "reviewer": reviewer},
                          {"max_iterations": max_iterations}, run)
+
+
+def _read_review(reply: str) -> tuple[dict[str, str], bool]:
+    return parse_sections(reply, REVIEW_SECTIONS), is_approved(reply)
 
 
 def run_peer_review(task: str, **kw: Any) -> PeerReviewResult:

@@ -75,7 +75,9 @@ TEMPLATES = {
         required=("question", "final_turns")),
 }
 
-_STANCE = re.compile(r"^[ \t>#*_-]*STANCE[*_]*[ \t]*:[*_ \t]*(.*?)[*_ \t]*$", re.I | re.M)
+# Greedy to the end of the line and stripped in Python: a lazy group followed by an optional
+# trailing run was quadratic on a line of spaces (100,000 took 24 s).
+_STANCE = re.compile(r"^[ \t>#*_-]*STANCE[*_]*[ \t]*:(.*)$", re.I | re.M)
 
 
 def role_name(role: str) -> str:
@@ -93,7 +95,7 @@ def role_description(role: str) -> str:
 
 def parse_stance(text: str) -> tuple[dict[str, Any], list[str]]:
     """The last `STANCE:` line of a turn; a missing one is a warning, never invented."""
-    found = [m.group(1).strip() for m in _STANCE.finditer(text or "")]
+    found = [m.group(1).strip().strip("*_ \t").strip() for m in _STANCE.finditer(text or "")]
     found = [s for s in found if s]
     if not found:
         return {"stance": None}, ["no STANCE line; this turn gives no stance"]
@@ -288,12 +290,13 @@ async def arun_roundtable(question: str, *, agents: list[Seat | Any], rounds: in
             obj, turn = await ctx.call_json(judge_seat, [{"role": "user", "content": prompt}],
                                             phase="judge", round=rounds + 1, keys=JUDGE_KEYS,
                                             validate=_check_judge)
-            if obj is None:
+            read = ctx.guard(turn, _reading, obj) if obj is not None else None
+            if read is None:
                 status = "degraded"
                 warnings.append(("judge-failed", f"the judge gave no usable reading "
                                  f"({turn.error}); the lexical floor stands."))
             else:
-                reading, notes = _reading(obj)
+                reading, notes = read
                 if notes:
                     ctx.update(turn, warnings=list(turn.warnings) + notes)
                 status = "applied"

@@ -85,8 +85,8 @@ def text_value(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, (int, float)):
         return format(value, ".12g")
-    if isinstance(value, list):
-        return "; ".join(text_value(v) for v in value if text_value(v))
+    if isinstance(value, list):  # each item read once: twice per level was exponential
+        return "; ".join(part for part in map(text_value, value) if part)
     return json.dumps(value, ensure_ascii=False)
 
 
@@ -104,9 +104,14 @@ async def propose(ctx: RunContext, seat: Seat, question: str, templates: dict[st
     prompt = render(templates, ctx.prompts, "propose", question=question)
     obj, turn = await ctx.call_json(seat, [{"role": "user", "content": prompt}], phase=phase,
                                     round=1, keys=PROPOSE_KEYS, validate=need_stance)
-    if obj is None:
+    made = ctx.guard(turn, _proposal, seat, obj) if obj is not None else None
+    if made is None:  # no JSON, or one the reading trips on: this seat abstains
         return Proposal(persona=seat.name, icon=seat.icon, usable=False,
                         error=turn.error or "no usable reply")
+    return made
+
+
+def _proposal(seat: Seat, obj: dict[str, Any]) -> Proposal:
     stance = text_value(obj.get("stance"))
     return Proposal(persona=seat.name, icon=seat.icon, stance=stance,
                     normalized=normalize_stance(stance), answer=text_value(obj.get("answer")),

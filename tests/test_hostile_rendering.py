@@ -1,0 +1,252 @@
+"""Issue 10, "Rendering": every stored string is shown as text. Run ids, labels, persona and
+seat names, questions and stances that carry markdown, HTML or Streamlit directives reach the
+pages escaped, plotly figures hold them HTML-escaped, CSV cells never start a formula, and
+the CLI prints no terminal escape sequence."""
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from engine import Seat, Store, charts, library, run_debate, run_vote
+from engine import experiments as ex
+from engine.__main__ import main as cli_main
+from engine.text import csv_cell
+from apptest_helpers import plain
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+GENEROUS = 120.0
+IMAGE = "![x](http://127.0.0.1:9/x.png)"  # Chromium loaded this external image
+LINK = "[link](http://x)"
+TAG = "<img src=x onerror=alert(1)>"
+PAYLOADS = (IMAGE, LINK, TAG, ":red[x]", "$$x$$")
+RUN_ID = IMAGE  # 30 characters: fits the id column
+LABEL = f"{LINK} {TAG} :red[x] $$x$$"
+PERSONA = TAG
+SEATS = (LINK, "$$x$$", ":red[x]")
+QUESTION = f"{IMAGE} {TAG} $$x$$ :red[x] — what is 2+2?"
+# Only these elements parse markdown; st.text, data frames and select options show text.
+_MARKDOWN = ("markdown", "caption", "title", "header", "subheader", "info", "warning", "error",
+             "success", "toast")
+_LABELLED = ("button", "expander", "tabs", "checkbox", "toggle", "text_input", "text_area",
+             "number_input", "selectbox", "multiselect", "radio", "download_button",
+             "page_link", "date_input", "segmented_control", "form_submit_button")
+
+
+def markdown_texts(at: AppTest) -> list[tuple[str, str]]:
+    """Every string on the page that Streamlit renders as markdown, with its element kind."""
+    found = [(kind, str(e.value)) for kind in _MARKDOWN for e in getattr(at, kind)]
+    for metric in at.metric:
+        found += [("metric label", str(metric.label)), ("metric value", str(metric.value))]
+    for kind in _LABELLED:
+        found += [(f"{kind} label", str(getattr(e, "label", "") or "")) for e in getattr(at, kind)]
+    found += [("radio option", str(o)) for r in at.radio for o in r.options]
+    found += [("progress text", p.proto.text) for p in at.get("progress")]
+    return found
+
+
+def assert_inert(at: AppTest) -> str:
+    """No hostile payload appears unescaped in any markdown; returns all of it read back as
+    typed (`plain`), so a test can check the payloads were shown, not dropped."""
+    assert not at.exception, at.exception
+    for kind, text in markdown_texts(at):
+        for payload in PAYLOADS:
+            assert not re.search(r"(?<!\\)" + re.escape(payload), text), (kind, text)
+    return "\n".join(plain(text) for _, text in markdown_texts(at))
+
+
+def _strings(value):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+def figure_texts(figure) -> list[str]:
+    return list(_strings(json.loads(figure.to_json() if hasattr(figure, "to_json")
+                                    else figure)))
+
+
+def assert_chart_text(specs) -> None:
+    """Plotly reads a few HTML tags in labels: no raw `<` may reach a figure, and the hostile
+    label is there, escaped."""
+    texts = [t for spec in specs for t in figure_texts(spec)]
+    assert not any("<img" in t for t in texts), [t for t in texts if "<img" in t][:3]
+    assert any("&lt;img src=x onerror=alert(1)&gt;" in t for t in texts)
+
+
+def open_page(page: str, **query: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=GENEROUS)
+    at.query_params.update(query)
+    at.run()
+    at.switch_page(f"pages/{page}.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def rename_run(db_url: str, old: str, new: str) -> None:
+    """Give a stored run another id, as an import by an older Parley could have stored it."""
+    with sqlite3.connect(db_url.removeprefix("sqlite:///")) as connection:
+        connection.execute("UPDATE turns SET run_id = ? WHERE run_id = ?", (new, old))
+        connection.execute("UPDATE runs SET id = ? WHERE id = ?", (new, old))
+
+
+@pytest.fixture
+def hostile(db_url, recording_model):
+    """A store whose run id, label, tags, seat, persona and configuration names, question and
+    a stance are all hostile."""
+    store = Store(db_url)
+    library.save_entry(store, "persona", {"name": PERSONA, "prompt": "Be brief."})
+    library.save_config(store, {"protocol": "vote", "model": "simulated"}, LABEL)
+    liar = recording_model(fn=lambda convo: json.dumps(
+        {"stance": f"x {TAG}", "answer": TAG, "reasoning": LINK}))
+    vote = run_vote(QUESTION, voters=[Seat(SEATS[0]), Seat(SEATS[1]), Seat(SEATS[2], liar)],
+                    store=store, label=LABEL, tags=[":red[x]", TAG], expected="4")
+    rename_run(db_url, vote.run_id, RUN_ID)
+    debate = run_debate(QUESTION, proponent="simulated", opponent="simulated",
+                        judge="simulated", max_rounds=1, store=store, label=IMAGE)
+    return {"store": store, "vote": RUN_ID, "debate": debate.run_id}
+
+
+# ------------------------------------------------------------------ each page
+def test_runs_page_shows_a_hostile_run_id_label_and_seats_as_text(hostile):
+    at = open_page("runs")
+    assert_inert(at)
+    at = open_page("runs", run=RUN_ID)
+    shown = assert_inert(at)
+    assert RUN_ID in plain(at.title[0].value)  # the finding: it was an <img> in the title
+    assert LABEL in shown and all(seat in shown for seat in SEATS)
+    assert_chart_text(c.proto.spec for c in at.get("plotly_chart"))  # the tally's stances
+    next(b for b in at.button if b.key == "runs_delete_ask").click().run()
+    assert RUN_ID in assert_inert(at)  # the confirmation names the run
+
+
+def test_run_page_shows_a_hostile_run_and_configuration_as_text(hostile):
+    at = open_page("run", run=RUN_ID)
+    shown = assert_inert(at)
+    assert RUN_ID in shown and LABEL in shown and all(seat in shown for seat in SEATS)
+    at = open_page("run", config=IMAGE)  # a saved configuration that does not exist
+    assert IMAGE in assert_inert(at)
+    at = open_page("run", config=LABEL)  # one that does, loaded into the form
+    assert_inert(at)
+    assert at.text_input(key="run-1-label").value == LABEL
+
+
+def test_personas_page_shows_hostile_names_as_text(hostile):
+    at = open_page("personas")
+    shown = assert_inert(at)
+    assert PERSONA in shown and LABEL in shown
+    persona = library.find(hostile["store"], "persona", PERSONA)
+    at.button(key=f"delete-persona-{persona['id']}").click().run()
+    assert f"Delete the persona **{PERSONA}**?" in assert_inert(at)  # names it, as text
+
+
+def test_insights_page_charts_hold_escaped_labels(hostile):
+    at = open_page("insights")
+    assert_inert(at)
+    assert_chart_text(c.proto.spec for c in at.get("plotly_chart"))
+
+
+def test_experiments_page_shows_hostile_configuration_labels_as_text(hostile):
+    store = hostile["store"]
+    plan = ex.plan({"questions": [{"question": "2+2?", "expected": "4"},
+                                  {"question": "3+3?", "expected": "6"}],
+                    "configs": [{"protocol": "vote", "label": LABEL},
+                                {"protocol": "vote", "label": IMAGE}], "name": LINK}, store)
+    experiment_id = ex.create(store, plan)
+    ex.run_experiment(store, experiment_id)
+    at = open_page("experiments", experiment=experiment_id)
+    shown = assert_inert(at)
+    assert f"{LABEL} better" in shown and f"{IMAGE} better" in shown  # paired metrics
+    assert_chart_text(c.proto.spec for c in at.get("plotly_chart"))
+
+
+def test_home_page_shows_a_hostile_database_path_as_text(tmp_path, monkeypatch):
+    folder = tmp_path / "[link](http:x) $$x$$"
+    folder.mkdir()
+    monkeypatch.setenv("PARLEY_DB_URL", f"sqlite:///{folder / 'p.db'}")
+    at = AppTest.from_file(APP, default_timeout=GENEROUS).run()
+    shown = assert_inert(at)
+    assert "%5Blink%5D%28http%3Ax%29 %24%24x%24%24/p.db" in shown  # SQLAlchemy's own quoting
+
+
+# ------------------------------------------------------------------ charts, CSV, CLI
+def test_plotly_labels_from_data_are_html_escaped():
+    import pandas as pd
+    label = f"{TAG} <b>bold</b>"
+    groups = pd.DataFrame({"group": [label, "b"], "rate": [0.5, 1.0], "n": [2, 1],
+                           "value": [label, "x"], "count": [1, 2]})
+    figures = [
+        charts.tally_bar({label: 2, "4": 1}, label, title=label),
+        charts.rate_bar(groups, title=label, names=[label]),
+        charts.stacked_counts(groups, title=label),
+        charts.histogram(groups.assign(v=[0.1, 0.2]), "v", title=label),
+        charts.sankey(pd.DataFrame({"source": [label], "target": [label], "value": [1],
+                                    "label": [label]})),
+        charts.seat_usage(pd.DataFrame({"seat": [label], "tokens_in": [1], "tokens_out": [1],
+                                        "latency": [0.1], "calls": [1]})),
+        ex.accuracy_figure(pd.DataFrame({"configuration": [label], "accuracy": [0.5],
+                                         "accuracy_low": [0.2], "accuracy_high": [0.8],
+                                         "correct": [1], "scored": [2]})),
+        ex.reliability_figure([{"label": label, "signal": "consensus", "ece": 0.1,
+                                "brier": 0.2, "n": 2,
+                                "bins": [{"confidence": 0.5, "accuracy": 0.5, "count": 2,
+                                          "low": 0.4, "high": 0.6}]}], title=label)]
+    for figure in figures:
+        texts = figure_texts(figure)
+        assert not any("<img" in t or "<b>bold" in t for t in texts), texts
+    assert_chart_text(figures)
+
+
+def test_csv_exports_neutralise_formula_cells(hostile, db_url, tmp_path):
+    assert csv_cell("=HYPERLINK(\"http://x\")") == "'=HYPERLINK(\"http://x\")"
+    store = hostile["store"]
+    formula = "=HYPERLINK(\"http://127.0.0.1:9/\",\"x\")"
+    run_vote(formula, voters=[Seat("a"), Seat("b")], store=store, label="@SUM(A1)",
+             tags=["+1"])
+    out = tmp_path / "runs.csv"
+    assert cli_main(["export", "--format", "csv", "--db", db_url, "--output", str(out)]) == 0
+    import pandas as pd
+    frame = pd.read_csv(out, keep_default_na=False)
+    for column in frame.columns:
+        for cell in frame[column].astype(str):
+            assert not cell.startswith(("=", "+", "@")) or cell.startswith("'"), (column, cell)
+    assert f"'{formula}" in set(frame["question"]) and "'@SUM(A1)" in set(frame["label"])
+    # the Experiments page's and `experiment show --csv`'s runs and summary files
+    plan = ex.plan({"questions": [formula], "configs": [{"protocol": "vote",
+                                                         "label": "-2+3"}]}, store)
+    experiment_id = ex.create(store, plan)
+    ex.run_experiment(store, experiment_id)
+    result = ex.report(store, experiment_id)
+    for text in (ex.to_csv(result.runs), ex.to_csv(result.summary)):
+        cells = [cell for line in text.splitlines()[1:] for cell in line.split(",")]
+        assert "'-2+3" in cells and "-2+3" not in cells
+
+
+def test_cli_prints_no_terminal_escape_sequences(store, db_url, recording_model, capsys,
+                                                 monkeypatch):
+    hostile = "\x1b[31mred\x1b[0m \x1b]0;owned\x07title \x9b2J"
+    model = recording_model(fn=lambda convo: f"VERDICT: {hostile}\nCONFIDENCE: 0.5")
+    result = run_debate("q", proponent=model, opponent=model, judge=model, max_rounds=1,
+                        store=Store(db_url), label=hostile)
+    for argv in (["show", result.run_id], ["runs"], ["show", result.run_id, "--json"]):
+        assert cli_main([*argv, "--db", db_url]) == 0
+        out = capsys.readouterr().out
+        assert "\x1b" not in out and "\x07" not in out and "\x9b" not in out, argv
+        assert "red" in out
+    # `run`: the progress lines and the summary (the judge's verdict) too
+    from engine import calls
+    monkeypatch.setattr(calls, "resolve_model", lambda spec, *rest: model)
+    assert cli_main(["run", "debate", "q", "--rounds", "1", "--db", db_url]) == 0
+    captured = capsys.readouterr()
+    for stream in (captured.out, captured.err):
+        assert "\x1b" not in stream and "\x07" not in stream and "\x9b" not in stream
+    assert "verdict: red" in captured.out
