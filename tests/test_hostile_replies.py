@@ -3,6 +3,7 @@ structure, and a hung synchronous model is abandoned at the per-call timeout."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 
@@ -11,7 +12,7 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
-from engine import (Seat, run_debate, run_duel, run_panel, run_peer_review, run_roundtable,
+from engine import (Seat, Store, run_debate, run_duel, run_panel, run_peer_review, run_roundtable,
                     run_vote)
 from engine.analysis import parse_sections
 from engine.jsonreply import MAX_DEPTH, MAX_REPLY_CHARS, extract_json
@@ -94,6 +95,41 @@ def test_surrogates_and_nul_in_a_reply_are_stored_as_replacement_characters(reco
     assert result.status == "finished"
     assert result.transcript[-1][1] == "4\ufffd and\ufffd more"
     assert store.get(result.run_id)["status"] == "completed"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def backend(request, tmp_path):
+    """A fresh store on SQLite, and on PostgreSQL when PARLEY_TEST_PG_URL names a server."""
+    if request.param == "sqlite":
+        return Store(f"sqlite:///{tmp_path / 'parley.db'}")
+    url = os.environ.get("PARLEY_TEST_PG_URL")
+    if not url:
+        if os.environ.get("PARLEY_REQUIRE_PG") == "1":
+            pytest.fail("PARLEY_REQUIRE_PG=1 but PARLEY_TEST_PG_URL is not set")
+        pytest.skip("no PostgreSQL server (set PARLEY_TEST_PG_URL; .ci/run starts one)")
+    from sqlalchemy import create_engine, text
+    from engine.store import Base, MigrationRow
+    engine = create_engine(url)
+    with engine.begin() as connection:
+        for table in ("experiment_cells", "experiments"):
+            connection.execute(text(f"DROP TABLE IF EXISTS {table} CASCADE"))
+        Base.metadata.drop_all(connection)
+        MigrationRow.__table__.drop(connection, checkfirst=True)
+    engine.dispose()
+    return Store(url)
+
+
+def test_a_nul_or_lone_surrogate_reply_is_stored_alike_on_every_backend(backend,
+                                                                        recording_model):
+    poison = _poisoned(recording_model, "4\x00 \ud800")
+    duel = run_duel("2+2?", a=Seat("a"), b=Seat("bad", poison), rounds=1, store=backend)
+    stored = backend.get(duel.run_id)
+    assert stored["status"] == "completed"
+    assert stored["turns"][-1]["reply"] == "4\ufffd \ufffd"
+    voter = _poisoned(recording_model, '{"stance": "4\\u0000\\ud800", "answer": "4"}')
+    vote = run_vote("2+2?", voters=[Seat("a"), Seat("b"), Seat("bad", voter)], store=backend)
+    assert backend.get(vote.run_id)["status"] == "completed"
+    assert vote.tally.ballots["bad"] == "4\ufffd\ufffd"
 
 
 def test_a_parser_that_raises_degrades_only_its_turn(recording_model, store, monkeypatch):
