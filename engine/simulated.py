@@ -214,6 +214,9 @@ class SimulatedChatModel(BaseChatModel):
             if key in FAULTS and not 0 <= values[key] <= 1:
                 raise ConfigError(f"simulated option {key} is a rate in 0..1, got {raw}",
                                   "no_model")
+            if key in ("latency", "hang") and not 0 <= values[key] <= 600:
+                raise ConfigError(f"simulated option {key} is seconds in 0..600, got {raw}",
+                                  "no_model")
         label = spec or "simulated" + ("?" + "&".join(f"{k}={v}" for k, v in
                                                       sorted(values.items())) if values else "")
         return cls(parley_spec=label, **values)

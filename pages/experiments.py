@@ -21,6 +21,7 @@ SELECTED = "experiments_page_selected"
 RESULTS_EVERY = 10.0  # seconds between refreshes of the results while an experiment runs
 
 st.title("Experiments")
+_shared.read_only_banner(_shared.store())
 st.caption("A question set × saved configurations × repeats. Runs are stored as they finish; "
            "a stopped or crashed experiment resumes where it left off.")
 

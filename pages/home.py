@@ -11,6 +11,7 @@ store = _shared.store()
 settings = _shared.settings()
 
 st.title("Parley")
+_shared.read_only_banner(_shared.store())
 st.markdown(
     "Parley puts several LLM agents around one question — as a debate, a persona panel with a "
     "critic and a vote, a peer review, a roundtable or a duel — and records every prompt, "

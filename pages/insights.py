@@ -11,6 +11,7 @@ md = _shared.md
 
 
 st.title("📊 Insights")
+_shared.read_only_banner(_shared.store())
 if history.newest(store) is None:
     st.info("No runs stored yet, so there is nothing to compare. Make demo runs on Home or "
             "start a run on the Run page, then come back.")

@@ -12,6 +12,7 @@ md = _shared.md
 TITLES = {"persona": "persona", "role": "role"}
 
 st.title("Personas & roles")
+_shared.read_only_banner(_shared.store())
 st.markdown("Personas are system prompts a seat speaks with; roles are the parts seats play "
             "(a roundtable's critic, a duel's skeptic). The seeds' personas and roles are "
             "built in and editable. Saved configurations keep a protocol with its seats, "

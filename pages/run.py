@@ -69,9 +69,7 @@ def live(run_id: str, icons: dict[str, str]) -> None:
     calls = (f"{progress['calls_done']} of ~{progress['estimated_calls']} calls"
              if progress["estimated_calls"] else f"{progress['calls_done']} calls")
     st.progress(progress["fraction"], text=md(f"Running — {phase} · {calls}"))
-    if jobs.job(run_id) is None:
-        st.caption("This run was started by another process; it can be watched, not stopped.")
-    elif progress["stopping"]:
+    if progress["stopping"]:
         st.info("Stopping after the call in flight…")
     elif st.button("Stop", icon=":material/stop_circle:", key="run-stop"):
         jobs.stop(run_id)
@@ -349,6 +347,7 @@ def configure() -> None:
 
 
 st.title("Run")
+_shared.read_only_banner(_shared.store())
 current = st.query_params.get("run") or st.session_state.get("run_page_run")
 if current and not store.exists(current):
     st.warning(md(f"There is no run {current} in this database."))

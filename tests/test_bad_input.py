@@ -79,6 +79,8 @@ API_CASES = [
      "no_model", ["speed"]),
     ("fault rate out of range", lambda m, s: get_model("simulated?fail=2"),
      "no_model", ["0..1"]),
+    ("simulated latency of 1e308 seconds", lambda m, s: get_model("simulated?latency=1e308"),
+     "no_model", ["latency", "0..600"]),
     ("unknown prompt template",
      lambda m, s: run_debate("q", proponent=m, opponent=m, judge=m, store=s,
                              prompts={"closing": "x"}), "input", ["judge"]),

@@ -602,6 +602,16 @@ def test_runs_page_on_a_read_only_database_shows_a_banner(tmp_path, monkeypatch)
     assert detail.button(key="runs_rerun").disabled
 
 
+@pytest.mark.parametrize("path", ["app.py", "pages/run.py", "pages/insights.py",
+                                  "pages/personas.py", "pages/experiments.py"])
+def test_every_page_on_a_read_only_database_shows_the_banner(path, tmp_path, monkeypatch):
+    _read_only_copy(tmp_path)
+    monkeypatch.setenv("PARLEY_DB_URL", f"sqlite:///file:{tmp_path / 'ro.db'}?mode=ro&uri=true")
+    at = page(str(ROOT / path))
+    assert not at.exception, at.exception
+    assert "This database is read-only: runs can be read, not started." in said(at)
+
+
 def test_the_app_shows_why_a_newer_database_cannot_be_opened(db_url):
     Store(db_url)
     engine = create_engine(db_url)

@@ -16,6 +16,12 @@ from .runner import arun_experiment, pending_cells
 from .table import Progress, create, duration_text, list_experiments
 
 
+def _say(*parts: object, **kw: object) -> None:
+    """Print stored text (labels, names, answers) with no terminal control sequences."""
+    from ..text import terminal_safe
+    print(*(terminal_safe(str(p)) for p in parts), **kw)  # type: ignore[call-overload]
+
+
 def _pct(value: float) -> str:
     return "-" if value != value else f"{value:.0%}"
 
@@ -110,12 +116,12 @@ def _run_cli(store: Any, experiment_id: str, quiet: bool) -> int:
         state = asyncio.run(go())
     finally:
         bar.close()
-    print(summary_text(report(store, experiment_id)))
+    _say(summary_text(report(store, experiment_id)))
     if state.status == "completed":
-        print(f"experiment {experiment_id} completed: {state.done} runs in "
+        _say(f"experiment {experiment_id} completed: {state.done} runs in "
               f"{duration_text(state.elapsed)}")
         return 0
-    print(f"experiment {experiment_id} {state.status}: {state.done}/{state.total} runs done"
+    _say(f"experiment {experiment_id} {state.status}: {state.done}/{state.total} runs done"
           + (f"; {state.error}" if state.error else "")
           + f"\nresume with: python -m engine experiment resume {experiment_id}",
           file=sys.stderr)
@@ -131,16 +137,16 @@ def cmd_run(args: Any) -> int:
             spec[key] = getattr(args, key)
     store = Store(args.db)
     checked = plan(spec, store, base_dir=Path(args.spec).parent, confirmed=args.yes or args.dry_run)
-    print(f"{checked.name}: {len(checked.questions)} questions x {len(checked.configs)} "
+    _say(f"{checked.name}: {len(checked.questions)} questions x {len(checked.configs)} "
           f"configurations x {checked.repeats} repeats = {checked.runs} runs, "
           f"{checked.calls} calls, ~{checked.tokens:,} tokens (estimate); "
           f"{checked.concurrency} at a time")
     for item in checked.per_config:
-        print(f"  {item['label']} ({item['protocol']}): {item['calls_per_run']} calls per run")
+        _say(f"  {item['label']} ({item['protocol']}): {item['calls_per_run']} calls per run")
     if args.dry_run:
         return 0
     experiment_id = create(store, checked)
-    print(f"experiment {experiment_id}")
+    _say(f"experiment {experiment_id}")
     return _run_cli(store, experiment_id, args.quiet)
 
 
@@ -148,7 +154,7 @@ def cmd_resume(args: Any) -> int:
     from ..store import Store
     store = Store(args.db)
     left = pending_cells(store, args.experiment_id)
-    print(f"experiment {args.experiment_id}: {len(left)} run(s) left")
+    _say(f"experiment {args.experiment_id}: {len(left)} run(s) left")
     return _run_cli(store, args.experiment_id, args.quiet)
 
 
@@ -157,25 +163,25 @@ def cmd_show(args: Any) -> int:
     store = Store(args.db)
     result = report(store, args.experiment_id)
     state, experiment = result.progress, result.experiment
-    print(f"experiment {experiment['id']}: {experiment['name']} - {state.status}, "
+    _say(f"experiment {experiment['id']}: {experiment['name']} - {state.status}, "
           f"{state.done}/{state.total} runs" + (f", {state.failed} failed" if state.failed
                                                  else "")
           + (" (simulated)" if not result.runs.empty and result.runs["simulated"].all()
              else ""))
     if state.error:
-        print(f"note: {state.error}")
+        _say(f"note: {state.error}")
     if args.compare:
         a, b = args.compare
         for label in (a, b):
             if label not in result.labels:
                 raise ConfigError(f"no configuration {label!r} in this experiment; it has "
                                   f"{', '.join(result.labels)}", "input")
-        print(compare(result.runs, a, b)["sentence"])
+        _say(compare(result.runs, a, b)["sentence"])
     else:
-        print(summary_text(result))
+        _say(summary_text(result))
     if args.csv:
         Path(args.csv).write_text(to_csv(result.runs), encoding="utf-8")
-        print(f"wrote {len(result.runs)} runs to {args.csv}")
+        _say(f"wrote {len(result.runs)} runs to {args.csv}")
     return 0
 
 
@@ -183,10 +189,10 @@ def cmd_list(args: Any) -> int:
     from ..store import Store
     frame = list_experiments(Store(args.db))
     if frame.empty:
-        print("no experiments yet; start one with python -m engine experiment run SPEC.yaml")
+        _say("no experiments yet; start one with python -m engine experiment run SPEC.yaml")
         return 0
     frame["created"] = frame["created"].astype(str).str.slice(0, 19)
-    print(frame.to_string(index=False))
+    _say(frame.to_string(index=False))
     return 0
 
 
