@@ -23,7 +23,7 @@ import yaml
 from yaml.constructor import ConstructorError
 from yaml.nodes import MappingNode, Node, SequenceNode
 
-from .models import ConfigError
+from engine.models import ConfigError
 
 MAX_CHARS = 1_000_000
 MAX_DEPTH = 50

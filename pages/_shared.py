@@ -20,9 +20,9 @@ import streamlit as st
 from streamlit.string_util import is_emoji
 
 from engine import ConfigError, Store
-from engine.endpoints import EndpointRegistry, free_urls_allowed
-from engine.jobs import JobManager
-from engine.providers import providers_status
+from engine.llm.endpoints import EndpointRegistry, free_urls_allowed
+from engine.services.tasks import JobManager
+from engine.llm.providers import providers_status
 from engine.store import DEFAULT_URL
 
 
@@ -238,7 +238,7 @@ def render_turn(turn: Mapping[str, Any], icon: str = "") -> None:
 
 def filter_widgets(choices: dict[str, list[str]], key: str) -> Any:
     """The Runs and Insights filters; every value goes to `Store.runs` as a bound parameter."""
-    from engine import history
+    from engine.reports import runs as history
     any_of = ["", *choices["protocol"]]
     top = st.columns(4)
     protocol = top[0].selectbox("Protocol", any_of, key=f"{key}_protocol",

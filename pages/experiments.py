@@ -12,7 +12,7 @@ import streamlit as st
 
 from engine import ConfigError
 from engine import experiments as ex
-from engine import qsets
+from engine.questions import files as qsets
 from pages import _shared
 
 store = _shared.store()

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from engine.demo import demo_plan, demo_run_ids, remove_demo, run_demo
+from engine.services.demo import demo_plan, demo_run_ids, remove_demo, run_demo
 from pages import _shared
 
 store = _shared.store()

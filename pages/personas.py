@@ -4,7 +4,7 @@ from __future__ import annotations
 import streamlit as st
 
 from engine import ConfigError
-from engine import library
+from engine.services import library
 from pages import _shared
 
 store = _shared.store()

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine import REGISTRY, ConfigError, get_protocol, library, prompt_templates
-from engine.providers import SPEC_HELP
+from engine import REGISTRY, ConfigError, get_protocol, prompt_templates
+
+from engine.services import library
+from engine.llm.providers import SPEC_HELP
 from engine.questions import QUESTION_SETS
-from engine.views import Block
+from engine.reports.views import Block
 from pages import _shared
 
 store, jobs = _shared.store(), _shared.jobs()

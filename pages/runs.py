@@ -5,8 +5,14 @@ from typing import Any
 
 import streamlit as st
 
-from engine import ConfigError, charts, history, insights
-from engine.rerun import start_rerun
+from engine import ConfigError
+
+from engine.reports import charts
+
+from engine.reports import runs as history
+
+from engine.reports import insights
+from engine.services.rerun import start_rerun
 from pages import _shared
 
 store = _shared.store()

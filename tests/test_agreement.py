@@ -1,7 +1,7 @@
 """The lexical agreement floor (seed 003): its arithmetic, its levels, and what it gets wrong."""
 import pytest
 
-from engine.agreement import LEVELS, THRESHOLD, Agreement, jaccard, overlap_agreement, tokens
+from engine.analysis.agreement import LEVELS, THRESHOLD, Agreement, jaccard, overlap_agreement, tokens
 
 
 def words(prefix: str, count: int) -> list[str]:

@@ -7,7 +7,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from engine import REGISTRY, Store
-from engine.demo import demo_plan
+from engine.services.demo import demo_plan
 from engine.questions import DEMO
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")

@@ -5,7 +5,9 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from engine import Store, library
+from engine import Store
+
+from engine.services import library
 from apptest_helpers import plain
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")

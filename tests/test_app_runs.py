@@ -8,7 +8,7 @@ from streamlit.testing.v1 import AppTest
 
 from engine import Store, run_debate, run_peer_review
 from apptest_helpers import plain
-from engine.jobs import JobManager
+from engine.services.tasks import JobManager
 from engine.protocols.panel import run_panel
 
 PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "runs.py")

@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from engine import (ConfigError, Seat, Store, get_model, run_debate, run_duel, run_panel,
-                    run_peer_review, run_roundtable, run_vote)
-from engine.__main__ import main as cli_main
-from engine import experiments, library, qsets
-from engine.endpoints import EndpointRegistry
+from engine import ConfigError, Seat, Store, get_model, run_debate, run_duel, run_panel, run_peer_review, run_roundtable, run_vote
+from engine.cli.main import main as cli_main
+from engine import experiments
+from engine.services import library
+from engine.questions import files as qsets
+from engine.llm.endpoints import EndpointRegistry
 from engine.protocols import arun_config, get_protocol, run_sync
 
 ROOT = Path(__file__).resolve().parents[1]

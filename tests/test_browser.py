@@ -245,7 +245,7 @@ def pick(page, key: str, option: str) -> None:
 
 def test_experiment_two_configurations_to_calibration(app, page, shots):
     from engine import experiments as ex
-    from engine import qsets
+    from engine.questions import files as qsets
     base, db_url = app
     store = Store(db_url)
 

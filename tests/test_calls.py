@@ -12,7 +12,7 @@ from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 from engine import ConfigError, Seat, get_model, run_debate
-from engine.calls import RunContext, describe_error, is_transient
+from engine.llm.calls import RunContext, describe_error, is_transient
 
 HELLO = [{"role": "user", "content": "Say hello."}]
 

@@ -1,10 +1,14 @@
-"""engine.charts: every builder returns a plotly figure with the traces the pages expect."""
+"""engine.reports.charts: every builder returns a plotly figure with the traces the pages expect."""
 from __future__ import annotations
 
 import pandas as pd
 import plotly.graph_objects as go
 
-from engine import charts, history, insights
+from engine.reports import charts
+
+from engine.reports import runs as history
+
+from engine.reports import insights
 
 TURNS = [  # two seats; both proposals run at once; b's call is degraded
     {"idx": 0, "seat": "a", "phase": "propose", "round": 1, "status": "ok", "latency": 1.0,

@@ -39,7 +39,7 @@ def one_line(stderr: str) -> str:
 
 def run_main(args, capsys):
     """The CLI's `main` in this process (much faster than a subprocess): (status, out, err)."""
-    from engine.__main__ import main
+    from engine.cli.main import main
     try:
         status = main(args)
     except SystemExit as exc:  # argparse errors exit from inside the parser
@@ -98,7 +98,7 @@ def test_plain_run_prints_run_id_and_summary(db):
 def stored_db(tmp_path_factory):
     """A database holding two runs made with `run` (in this process, to save start-up time;
     the tests above run it as a real process): (url, [debate id, review id])."""
-    from engine.__main__ import main
+    from engine.cli.main import main
     db = f"sqlite:///{tmp_path_factory.mktemp('cli') / 'stored.db'}"
     ids = []
     for protocol, question in (("debate", "Should we ship?"), ("peer-review", "Write notes")):
@@ -250,7 +250,7 @@ def test_malformed_import_file_exits_2(db, tmp_path, capsys):
 
 
 def test_option_flag_reaches_the_protocol(tmp_path, capsys):
-    from engine.__main__ import main
+    from engine.cli.main import main
     db = f"sqlite:///{tmp_path / 'opt.db'}"
     assert main(["run", "duel", "Is Rust better than C++?", "--option", "first=b",
                  "--option", "reply=last", "--rounds", "1", "--db", db, "--json"]) == 0

@@ -28,7 +28,8 @@ CONCURRENCY = 3
 CHILD = textwrap.dedent("""
     import json, sys
     sys.path.insert(0, {root!r})
-    from engine import Store, calls
+    from engine import Store
+    from engine.llm import calls
     from engine import experiments as ex
 
     url, experiment_id, journal_path = sys.argv[1:4]

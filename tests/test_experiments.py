@@ -14,7 +14,7 @@ import pytest
 
 from engine import Store
 from engine import experiments as ex
-from engine.__main__ import main
+from engine.cli.main import main
 from engine.models import ConfigError
 from engine.questions import DEFINITE
 
@@ -84,7 +84,7 @@ def test_plan_rejects_bad_specs_before_anything_runs(store, monkeypatch):
 
 
 def test_saved_configurations_by_label_and_question_files(store, tmp_path):
-    from engine.library import save_config
+    from engine.services.library import save_config
     save_config(store, {"protocol": "vote", "label": "saved vote"})
     (tmp_path / "qs.csv").write_text("question,expected\nWhat is 2 + 3?,5\nOpen?,\n",
                                      encoding="utf-8")

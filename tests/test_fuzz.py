@@ -39,10 +39,14 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import ConfigError, Seat, Store, library, qsets
+from engine import ConfigError, Seat, Store
+
+from engine.services import library
+
+from engine.questions import files as qsets
 from engine.analysis import (is_approved, normalize_stance, parse_confidence, parse_sections,
                              tally)
-from engine.jsonreply import extract_json
+from engine.llm.replies import extract_json
 from engine.protocols.roundtable import parse_stance
 from engine.text import clean_value
 from engine.yamlfile import load_mapping, safe_load

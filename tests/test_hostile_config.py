@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from engine import (REGISTRY, ConfigError, Seat, Store, experiments, library, run_debate,
-                    run_duel, run_panel, run_peer_review, run_roundtable, run_vote)
-from engine.__main__ import main as cli_main
+from engine import REGISTRY, ConfigError, Seat, Store, experiments, run_debate, run_duel, run_panel, run_peer_review, run_roundtable, run_vote
+
+from engine.services import library
+from engine.cli.main import main as cli_main
 from engine.protocols import arun_config, run_sync, seats_from_config
-from engine.templates import Template
+from engine.protocols.templates import Template
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 ZERO_WIDTH = "\u200b\u200c\u200d\u2060\ufeff"

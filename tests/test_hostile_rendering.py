@@ -12,9 +12,13 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from engine import Seat, Store, charts, library, run_debate, run_vote
+from engine import Seat, Store, run_debate, run_vote
+
+from engine.reports import charts
+
+from engine.services import library
 from engine import experiments as ex
-from engine.__main__ import main as cli_main
+from engine.cli.main import main as cli_main
 from engine.text import csv_cell
 from apptest_helpers import plain
 
@@ -243,7 +247,7 @@ def test_cli_prints_no_terminal_escape_sequences(store, db_url, recording_model,
         assert "\x1b" not in out and "\x07" not in out and "\x9b" not in out, argv
         assert "red" in out
     # `run`: the progress lines and the summary (the judge's verdict) too
-    from engine import calls
+    from engine.llm import calls
     monkeypatch.setattr(calls, "resolve_model", lambda spec, *rest: model)
     assert cli_main(["run", "debate", "q", "--rounds", "1", "--db", db_url]) == 0
     captured = capsys.readouterr()

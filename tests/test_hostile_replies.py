@@ -12,13 +12,12 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
-from engine import (Seat, Store, run_debate, run_duel, run_panel, run_peer_review, run_roundtable,
-                    run_vote)
+from engine import Seat, Store, run_debate, run_duel, run_panel, run_peer_review, run_roundtable, run_vote
 from engine.analysis import parse_sections
-from engine.jsonreply import MAX_DEPTH, MAX_REPLY_CHARS, extract_json
+from engine.llm.replies import MAX_DEPTH, MAX_REPLY_CHARS, extract_json
 from engine.protocols.roundtable import parse_stance
 from engine.protocols.vote import text_value
-from engine.stances import normalize_stance
+from engine.analysis.stances import normalize_stance
 
 BUDGET = 5.0  # seconds: generous on a loaded 2-core machine; each case here was 18 s to hours
 

@@ -15,8 +15,14 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from engine import ConfigError, Store, history, insights, records, run_debate, run_panel
-from engine.jobs import JobManager
+from engine import ConfigError, Store, run_debate, run_panel
+
+from engine.reports import runs as history
+
+from engine.reports import insights
+
+from engine.store import records
+from engine.services.tasks import JobManager
 from engine.text import NAME_MAX
 from test_store_backends import backend  # noqa: F401  (the SQLite + PostgreSQL fixture)
 

@@ -7,8 +7,12 @@ import time
 import pytest
 import yaml
 
-from engine import ConfigError, Store, library, qsets
-from engine.__main__ import main as cli_main
+from engine import ConfigError, Store
+
+from engine.services import library
+
+from engine.questions import files as qsets
+from engine.cli.main import main as cli_main
 from engine.yamlfile import (MAX_ALIAS_NODES, MAX_CHARS, MAX_DEPTH, load_mapping, safe_load)
 
 # Under 400 bytes that expand to 9**9 (387 million) strings: the finding's "billion laughs".

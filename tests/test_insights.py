@@ -1,4 +1,4 @@
-"""engine.insights and engine.rerun on hand-made frames: every expected number worked by hand."""
+"""engine.reports.insights and engine.services.rerun on hand-made frames: every expected number worked by hand."""
 from __future__ import annotations
 
 import json
@@ -7,9 +7,13 @@ from datetime import date, datetime, timezone
 import pandas as pd
 import pytest
 
-from engine import history, insights, run_debate, run_peer_review
-from engine.history import Filters
-from engine.rerun import rerun, rerun_config
+from engine import run_debate, run_peer_review
+
+from engine.reports import runs as history
+
+from engine.reports import insights
+from engine.reports.runs import Filters
+from engine.services.rerun import rerun, rerun_config
 
 NOW = datetime(2026, 1, 10, 12, 0, tzinfo=timezone.utc)
 

@@ -6,7 +6,7 @@ import time
 import pytest
 
 from engine import ConfigError, Store
-from engine.jobs import JobManager
+from engine.services.tasks import JobManager
 
 DEBATE = {"protocol": "debate", "model": "simulated", "options": {"max_rounds": 2}}
 SLOW = {"protocol": "debate", "model": "simulated?latency=0.25", "options": {"max_rounds": 10}}

@@ -16,11 +16,13 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from engine import ConfigError, Store, experiments, get_model, library
-from engine.__main__ import main as cli_main
-from engine.endpoints import Endpoint, EndpointRegistry, check_url, risky_host
+from engine import ConfigError, Store, experiments, get_model
+
+from engine.services import library
+from engine.cli.main import main as cli_main
+from engine.llm.endpoints import Endpoint, EndpointRegistry, check_url, risky_host
 from engine.protocols import arun_config, run_sync
-from engine.rerun import rerun, start_rerun
+from engine.services.rerun import rerun, start_rerun
 
 from apptest_helpers import poll
 from openai_stub import SimulatedOpenAI

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from engine import ConfigError, library, prompt_templates
-from engine.personas import PERSONAS, ROLES
+from engine import ConfigError, prompt_templates
+
+from engine.services import library
+from engine.protocols.personas import PERSONAS, ROLES
 from engine.protocols import REGISTRY, arun_config, run_sync
 
 

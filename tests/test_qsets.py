@@ -4,7 +4,7 @@ import json
 import pytest
 
 from engine.models import ConfigError
-from engine.qsets import Item, bundled_sets, from_records, load_bundled, load_file, parse_questions
+from engine.questions.files import Item, bundled_sets, from_records, load_bundled, load_file, parse_questions
 from engine.questions import QUESTION_SETS
 
 

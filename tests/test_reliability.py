@@ -8,7 +8,7 @@ from pathlib import Path
 
 from engine import Store
 from engine.protocols import REGISTRY
-from engine.reliability import check_run, fault_soak
+from engine.bench.reliability import check_run, fault_soak
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,7 +42,7 @@ def test_concurrent_writer_processes_share_one_sqlite_file(tmp_path):
     # The drill runs in a fresh interpreter, as `python -m engine bench` does: the writers are
     # spawned from a clean parent, not from a test process holding browsers and event loops.
     url = f"sqlite:///{tmp_path / 'shared.db'}"
-    code = ("import json, sys; from engine.reliability import concurrent_writers; "
+    code = ("import json, sys; from engine.bench.reliability import concurrent_writers; "
             f"print(json.dumps(concurrent_writers({url!r}, processes=4, runs_each=15, "
             "deadline=300)))")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,

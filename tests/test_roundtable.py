@@ -415,9 +415,9 @@ def test_simulated_devil_dissents_and_synthesiser_converges(seed):
 
 def test_simulated_judge_helper_reads_the_final_stances():
     """`sim_turns.roundtable_judge` answers the judge's keys (sim_panel's JSON path may use it)."""
-    from engine.calls import to_messages
+    from engine.llm.calls import to_messages
     from engine.simulated import read_prompt
-    from engine.sim_turns import roundtable_judge
+    from engine.simulated.turns import roundtable_judge
     model = "simulated?seed=0"
     agents = [Seat(n, model, role=r) for n, r in (("Ada", "proposer"), ("Bo", "critic"),
                                                   ("Cy", "devil_advocate"),

@@ -6,12 +6,12 @@ import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from engine import run_panel, run_vote
-from engine.personas import CAUTIOUS, CREATIVE, panel_seats
+from engine.protocols.personas import CAUTIOUS, CREATIVE, panel_seats
 from engine.protocols.panel import TEMPLATES
 from engine.questions import DEFINITE, DEMO, OPEN, QUESTION_SETS, lookup
-from engine.sim_panel import json_reply
+from engine.simulated.panel import json_reply
 from engine.simulated import SimulatedChatModel, read_prompt
-from engine.stances import normalize_stance
+from engine.analysis.stances import normalize_stance
 
 BAT = DEFINITE[0]
 VC = OPEN[0]

@@ -1,9 +1,9 @@
-"""engine.stats on cases worked by hand (the arithmetic is in each function's docstring)."""
+"""engine.analysis.stats on cases worked by hand (the arithmetic is in each function's docstring)."""
 import math
 
 import pytest
 
-from engine.stats import brier, ece, mcnemar_exact, reliability_bins, sign_test, wilson_interval
+from engine.analysis.stats import brier, ece, mcnemar_exact, reliability_bins, sign_test, wilson_interval
 
 
 def test_wilson_interval_8_of_10():

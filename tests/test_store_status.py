@@ -19,8 +19,8 @@ from sqlalchemy import event, text
 
 from engine import Store, arun_debate, run_debate
 from engine.experiments.runner import BatchedStore
-from engine.jobs import JobManager
-from engine.calls import RunStopped
+from engine.services.tasks import JobManager
+from engine.llm.calls import RunStopped
 from engine.models import Turn
 from engine.store import StoreWriteError
 from test_store_backends import backend  # noqa: F401  (the SQLite + PostgreSQL fixture)

@@ -4,7 +4,7 @@ import json
 import pytest
 
 from engine import ConfigError, Seat, VoteResult, run_panel, run_vote
-from engine.personas import panel_seats
+from engine.protocols.personas import panel_seats
 from engine.protocols import REGISTRY, estimate, seats_from_config
 from engine.protocols import panel as panel_module
 from engine.protocols.vote import SPEC, TEMPLATES

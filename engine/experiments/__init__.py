@@ -11,19 +11,19 @@ bounds how many runs are in flight, and each run still makes its independent cal
 Results are per configuration label: accuracy with a Wilson interval, confidence levels,
 calibration of each confidence signal, mind changes, the final answer against the round-one
 vote, tokens, latency and calls; and a paired comparison of two configurations by sign test.
-The arithmetic lives in `engine.stats`.
+The arithmetic lives in `engine.analysis.stats`.
 """
 from __future__ import annotations
 
-from .cli import add_cli, cmd_list, cmd_resume, cmd_run, cmd_show, summary_text
-from .planning import (DEFAULT_CONCURRENCY, MAX_CALLS, MAX_CONCURRENCY, MAX_REPEATS, MAX_RUNS,
+from engine.cli.experiments import add_cli, cmd_list, cmd_resume, cmd_run, cmd_show, summary_text
+from engine.experiments.planning import (DEFAULT_CONCURRENCY, MAX_CALLS, MAX_CONCURRENCY, MAX_REPEATS, MAX_RUNS,
                        SUPERSEDED, Cell, Plan, config_choices, plan, resolve_configs)
-from .results import (RUN_COLUMNS, RUNS_PAGE, SIGNALS, SUMMARY_COLUMNS, SUMMARY_GROUPS, Report,
+from engine.reports.experiments import (RUN_COLUMNS, RUNS_PAGE, SIGNALS, SUMMARY_COLUMNS, SUMMARY_GROUPS, Report,
                       accuracy_figure, calibration, compare, drill, question_scores,
                       question_table, reliability_figure, report, runs_frame, summary, to_csv)
-from .runner import (HEARTBEAT_EVERY, BatchedStore, ExperimentJob, arun_experiment, job,
+from engine.experiments.runner import (HEARTBEAT_EVERY, BatchedStore, ExperimentJob, arun_experiment, job,
                      pending_cells, run_experiment, start, stop)
-from .table import Progress, create, duration_text, get, list_experiments, progress
+from engine.store.experiments import Progress, create, duration_text, get, list_experiments, progress
 
 __all__ = [
     "DEFAULT_CONCURRENCY", "MAX_CALLS", "MAX_CONCURRENCY", "MAX_REPEATS", "MAX_RUNS", "SUPERSEDED", "Cell",

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import qsets
-from ..models import ConfigError
-from ..protocols.base import require_name, require_text
-from ..store import strip_secrets
+from engine.questions import files as qsets
+from engine.models import ConfigError
+from engine.protocols.base import require_name, require_text
+from engine.store import strip_secrets
 
 DEFAULT_CONCURRENCY = 4
 MAX_CONCURRENCY = 64
@@ -104,7 +104,7 @@ def _whole(value: Any, name: str, low: int, high: int) -> int:
 def resolve_configs(items: Any, store: Any = None) -> list[dict[str, Any]]:
     """Configurations from a spec: inline dicts (each with a `label`, or one is made from the
     protocol) or labels of configurations saved in the library."""
-    from .. import library
+    from engine.services import library
     if not isinstance(items, list) or not items:
         raise ConfigError("an experiment needs a list of configurations (inline mappings or "
                           "labels of saved configurations)", "input")
@@ -137,8 +137,8 @@ def resolve_configs(items: Any, store: Any = None) -> list[dict[str, Any]]:
 def config_choices(store: Any, model: str = "simulated") -> dict[str, dict[str, Any]]:
     """What an experiment can compare: the saved configurations by label, then every
     protocol's defaults (labelled `PROTOCOL · defaults`, on `model`)."""
-    from ..library import configs
-    from ..protocols import REGISTRY
+    from engine.services.library import configs
+    from engine.protocols import REGISTRY
     out = {c["label"]: dict(c["config"]) for c in configs(store)}
     for name in REGISTRY:
         label = f"{name} · defaults"
@@ -209,8 +209,8 @@ def _costs(configs: Sequence[Mapping[str, Any]], runs: int, check: bool = False,
     """Per configuration: its `runs`, calls per run (`protocols.estimate`, what it makes when
     nothing fails), calls and tokens in all. `check` also validates prompt overrides and
     resolves every seat's model (under `endpoints`), for a spec that was never run."""
-    from ..library import validate_config
-    from ..protocols import estimate
+    from engine.services.library import validate_config
+    from engine.protocols import estimate
     out = []
     for config in configs:
         try:

@@ -12,12 +12,12 @@ from typing import Any
 
 from sqlalchemy import select, update
 
-from ..calls import RunStopped
-from ..models import ConfigError, now
-from ..readback import decode_tags
-from ..store import ExperimentRow, RunRow, StoreWriteError
-from .planning import SUPERSEDED, Cell, _plan_of
-from .table import Progress, _cell_runs, _live_status, _row, _set, get
+from engine.llm.calls import RunStopped
+from engine.models import ConfigError, now
+from engine.store.readback import decode_tags
+from engine.store import ExperimentRow, RunRow, StoreWriteError
+from engine.experiments.planning import SUPERSEDED, Cell, _plan_of
+from engine.store.experiments import Progress, _cell_runs, _live_status, _row, _set, get
 
 
 # Built once: statements with bound parameters compile once and are then cached.
@@ -41,7 +41,7 @@ class BatchedStore:
         return getattr(self.store, name)
 
     def recorder(self, run_id: str) -> Any:
-        from ..store import Recorder
+        from engine.store import Recorder
         return Recorder(self, run_id)  # type: ignore[arg-type]
 
     def add_turn(self, run_id: str, turn: Any) -> None:
@@ -174,7 +174,7 @@ async def arun_experiment(store: Any, experiment_id: str, *,
     cells: Iterator[Cell] = iter(())
     sink = run_store or BatchedStore(store)
     beat = [time.monotonic()]
-    from ..protocols import arun_config
+    from engine.protocols import arun_config
 
     def report() -> None:
         state.elapsed = time.monotonic() - clock
@@ -255,7 +255,7 @@ async def arun_experiment(store: Any, experiment_id: str, *,
 
 def run_experiment(store: Any, experiment_id: str, **kw: Any) -> Progress:
     """Synchronous `arun_experiment`."""
-    from ..protocols import run_sync
+    from engine.protocols import run_sync
     return run_sync(arun_experiment(store, experiment_id, **kw))
 
 

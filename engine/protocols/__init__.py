@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..models import ConfigError
-from ..templates import Template
-from . import debate, peer_review
-from . import duel, roundtable
-from . import panel, vote
-from .base import Option, ProtocolSpec, Slot, run_sync
+from engine.models import ConfigError
+from engine.protocols.templates import Template
+from engine.protocols import debate, peer_review
+from engine.protocols import duel, roundtable
+from engine.protocols import panel, vote
+from engine.protocols.base import Option, ProtocolSpec, Slot, run_sync
 
 REGISTRY: dict[str, ProtocolSpec] = {
     spec.name: spec for spec in (
@@ -51,7 +51,7 @@ def _unknown(given: Any, allowed: tuple[str, ...], what: str) -> None:
 
 def check_options(spec: ProtocolSpec, options: Any) -> dict[str, Any]:
     """A configuration's options: each one the protocol has, whole numbers in range."""
-    from .base import require_int
+    from engine.protocols.base import require_int
     if not isinstance(options, dict):
         raise ConfigError(f"{spec.name} options must be a mapping of option names to values",
                           "input")
@@ -79,9 +79,9 @@ def seats_from_config(spec: ProtocolSpec, config: dict[str, Any]) -> dict[str, A
     they resolve under the run's endpoint registry; unknown keys, options and values that
     cannot be right are refused here, before any call.
     """
-    from ..endpoints import with_base_url
-    from ..models import Seat
-    from .base import require_temperature
+    from engine.llm.endpoints import with_base_url
+    from engine.models import Seat
+    from engine.protocols.base import require_temperature
     if not isinstance(config, dict):
         raise ConfigError("a configuration must be a mapping", "input")
     _unknown(config, CONFIG_KEYS, "a configuration")

@@ -13,12 +13,12 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..calls import RunContext, RunStopped
-from ..models import ConfigError, RunResult, Seat
-from ..providers import resolve_model
-from ..store import StoreWriteError
-from ..templates import Template, check_prompts
-from ..text import NAME_MAX, fold_name, has_visible
+from engine.llm.calls import RunContext, RunStopped
+from engine.models import ConfigError, RunResult, Seat
+from engine.llm.providers import resolve_model
+from engine.store import StoreWriteError
+from engine.protocols.templates import Template, check_prompts
+from engine.text import NAME_MAX, fold_name, has_visible
 
 INTERRUPTED = "interrupted: the process was stopped (Ctrl-C or SIGTERM)"
 RUN_OPTIONS = ("on_event", "prompts", "store", "label", "tags", "expected", "timeout_per_call",
@@ -223,7 +223,7 @@ async def execute(protocol: str, question: str, templates: Mapping[str, Template
     result.turns = ctx.turns
     result.run_id = run_id
     if expected is not None and str(expected).strip():
-        from ..analysis import normalize_stance
+        from engine.analysis import normalize_stance
         result.expected = str(expected)
         answer = result.final_answer() if hasattr(result, "final_answer") else None
         result.correct = (None if answer is None else

@@ -7,12 +7,12 @@ from typing import Any
 
 from pydantic import BaseModel, computed_field
 
-from ..analysis import parse_sections, read_confidence
-from ..calls import RunContext
-from ..models import ConfigError, RunResult, Seat
-from ..templates import Template, render
-from ..views import Block, warnings_block
-from .base import (ROUNDS_MAX, Option, ProtocolSpec, Slot, execute, require_int, require_seat,
+from engine.analysis import parse_sections, read_confidence
+from engine.llm.calls import RunContext
+from engine.models import ConfigError, RunResult, Seat
+from engine.protocols.templates import Template, render
+from engine.reports.views import Block, warnings_block
+from engine.protocols.base import (ROUNDS_MAX, Option, ProtocolSpec, Slot, execute, require_int, require_seat,
                    require_text, run_sync, split_run_options, unique_names)
 
 ARGUMENT_ERROR = "Error: Unable to generate argument."

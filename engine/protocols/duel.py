@@ -11,12 +11,12 @@ import time
 from collections.abc import Callable
 from typing import Any, Literal
 
-from ..calls import RunContext
-from ..models import ConfigError, RunResult, Seat
-from ..templates import Template, render
-from ..views import Block, warnings_block
-from ..text import fold_name
-from .base import (ROUNDS_MAX, Option, ProtocolSpec, Slot, execute, require_int, require_seat,
+from engine.llm.calls import RunContext
+from engine.models import ConfigError, RunResult, Seat
+from engine.protocols.templates import Template, render
+from engine.reports.views import Block, warnings_block
+from engine.text import fold_name
+from engine.protocols.base import (ROUNDS_MAX, Option, ProtocolSpec, Slot, execute, require_int, require_seat,
                    require_text, run_sync, split_run_options)
 
 MAX_ROUNDS = ROUNDS_MAX

@@ -20,17 +20,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from ..calls import RunContext
-from ..models import ConfigError, RunResult, Seat
-from ..personas import CRITIC, JUDGE, PANEL_DEBATERS
-from ..stances import (Confidence, Tally, classify_changes, derive_confidence,
+from engine.llm.calls import RunContext
+from engine.models import ConfigError, RunResult, Seat
+from engine.protocols.personas import CRITIC, JUDGE, PANEL_DEBATERS
+from engine.analysis.stances import (Confidence, Tally, classify_changes, derive_confidence,
                        detect_mind_changes, normalize_stance, tally)
-from ..templates import Template, render
-from ..views import Block, warnings_block
-from ..text import fold_name
-from .base import (ProtocolSpec, Slot, execute, require_seat, require_text, run_sync,
+from engine.protocols.templates import Template, render
+from engine.reports.views import Block, warnings_block
+from engine.text import fold_name
+from engine.protocols.base import (ProtocolSpec, Slot, execute, require_seat, require_text, run_sync,
                    split_run_options)
-from .vote import (MAX_DEBATERS, PROPOSE, Proposal, confidence_text, need_stance, propose,
+from engine.protocols.vote import (MAX_DEBATERS, PROPOSE, Proposal, confidence_text, need_stance, propose,
                    require_seats, tally_rows, text_value)
 
 MIN_DEBATERS = 2

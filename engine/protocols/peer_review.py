@@ -6,12 +6,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..analysis import is_approved, parse_sections
-from ..calls import RunContext
-from ..models import RunResult, Seat
-from ..templates import Template, render
-from ..views import Block, warnings_block
-from .base import (ROUNDS_MAX, Option, ProtocolSpec, Slot, execute, require_int, require_seat,
+from engine.analysis import is_approved, parse_sections
+from engine.llm.calls import RunContext
+from engine.models import RunResult, Seat
+from engine.protocols.templates import Template, render
+from engine.reports.views import Block, warnings_block
+from engine.protocols.base import (ROUNDS_MAX, Option, ProtocolSpec, Slot, execute, require_int, require_seat,
                    require_text, run_sync, split_run_options, unique_names)
 
 REVIEW_UNAVAILABLE = "Review unavailable: "

@@ -13,13 +13,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from ..agreement import LEVELS, Agreement, overlap_agreement
-from ..calls import RunContext
-from ..models import ConfigError, RunResult, Seat, model_spec
-from ..stances import Confidence, Tally, derive_confidence, tally
-from ..templates import Template, render
-from ..views import Block, warnings_block
-from .base import (Option, ProtocolSpec, Slot, execute, require_int, require_seat, require_text,
+from engine.analysis.agreement import LEVELS, Agreement, overlap_agreement
+from engine.llm.calls import RunContext
+from engine.models import ConfigError, RunResult, Seat, model_spec
+from engine.analysis.stances import Confidence, Tally, derive_confidence, tally
+from engine.protocols.templates import Template, render
+from engine.reports.views import Block, warnings_block
+from engine.protocols.base import (Option, ProtocolSpec, Slot, execute, require_int, require_seat, require_text,
                    run_sync, split_run_options, unique_names)
 
 MAX_ROUNDS = 3

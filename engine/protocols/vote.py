@@ -15,13 +15,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ..calls import RunContext
-from ..models import ConfigError, RunResult, Seat
-from ..personas import PANEL_DEBATERS
-from ..stances import Confidence, Tally, derive_confidence, normalize_stance, tally
-from ..templates import Template, render
-from ..views import Block, warnings_block
-from .base import (ProtocolSpec, Slot, execute, require_seat, require_text, run_sync,
+from engine.llm.calls import RunContext
+from engine.models import ConfigError, RunResult, Seat
+from engine.protocols.personas import PANEL_DEBATERS
+from engine.analysis.stances import Confidence, Tally, derive_confidence, normalize_stance, tally
+from engine.protocols.templates import Template, render
+from engine.reports.views import Block, warnings_block
+from engine.protocols.base import (ProtocolSpec, Slot, execute, require_seat, require_text, run_sync,
                    split_run_options, unique_names)
 
 PROPOSE_KEYS = ("stance", "answer", "reasoning")

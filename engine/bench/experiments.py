@@ -1,0 +1,104 @@
+"""The experiment rows of `python -m engine bench`: many panel runs at once in one event loop.
+
+`runs` panel runs on `simulated?latency=L` at `concurrency` runs in flight, written to a
+temporary SQLite store. Wall time is set against the lower bound max(calls x L / concurrency,
+4 x L): the calls cannot all overlap more than `concurrency`-fold, and one run can never beat
+its critical path of four dependent phases (propose, critique, rebuttal, synthesis). Engine
+CPU time per call is the process CPU time over the calls. The same runs are then made with a
+transaction per turn (the store as a single run uses it) and with no store, so the store's
+share of the cost is measured, not guessed. Figures are measured here, never asserted in tests.
+"""
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+PHASES = 4  # a panel's dependent phases: propose -> critique -> rebuttal -> synthesis
+
+
+def _row(name: str, value: float, unit: str, target: str = "", note: str = "") -> dict:
+    return {"name": name, "value": value, "unit": unit, "target": target, "note": note}
+
+
+def _questions(count: int) -> list[str]:
+    from engine.questions import QUESTION_SETS
+    bank = [q.text for name in ("definite", "open") for q in QUESTION_SETS.get(name, [])]
+    return [bank[i % len(bank)] for i in range(count)]
+
+
+def _config(latency: float) -> dict[str, Any]:
+    return {"protocol": "panel", "label": "bench panel", "model": f"simulated?latency={latency}"}
+
+
+def _measure(store: Any, runs: int, latency: float, concurrency: int,
+             mode: str) -> tuple[float, float, int]:
+    """(wall seconds, CPU seconds, calls) for `runs` panel runs in one event loop."""
+    from engine import experiments as ex
+    from engine.protocols import arun_config
+    questions = _questions(runs)
+    if mode == "none":  # the same scheduling, no store at all
+        async def bare() -> int:
+            gate = asyncio.Semaphore(concurrency)
+
+            async def one(question: str) -> int:
+                async with gate:
+                    return len((await arun_config(_config(latency), question)).turns)
+            return sum(await asyncio.gather(*(one(q) for q in questions)))
+        wall, cpu = time.perf_counter(), time.process_time()
+        calls = asyncio.run(bare())
+        return time.perf_counter() - wall, time.process_time() - cpu, calls
+    experiment_id = ex.create(store, {"questions": questions, "configs": [_config(latency)],
+                                      "concurrency": concurrency, "source": "bench"})
+    sink = store if mode == "per-turn" else None  # None: the runner's BatchedStore
+    wall, cpu = time.perf_counter(), time.process_time()
+    state = asyncio.run(ex.arun_experiment(store, experiment_id, run_store=sink))
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    if state.status != "completed":
+        raise RuntimeError(f"bench experiment ended {state.status}: {state.error}")
+    calls = int(store.runs(experiment_id=experiment_id)["calls"].sum())
+    return wall, cpu, calls
+
+
+def bench_experiments(runs: int = 200, latency: float = 0.05,
+                      concurrency: int = 32) -> list[dict]:
+    """Rows for the bench table: wall time against the lower bound, the ratio (target
+    <= 1.5x), engine CPU per call, and the store's share (batched vs per-turn vs none)."""
+    from engine.store import Store
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory() as folder:
+        store = Store(f"sqlite:///{Path(folder) / 'bench.db'}")
+        _measure(store, 2, 0.0, 2, "batched")  # warm up: imports, caches, the schema
+        results = {mode: _measure(store, runs, latency, concurrency, mode)
+                   for mode in ("batched", "per-turn", "none")}
+    wall, cpu, calls = results["batched"]
+    bound = max(calls * latency / concurrency, PHASES * latency)
+    run_bound = max(runs * PHASES * latency / concurrency, PHASES * latency)
+    label = f"{runs} panel runs, {calls} calls at {latency * 1000:.0f} ms, {concurrency} at a time"
+    rows += [
+        _row(f"experiment: {label}: wall time", round(wall, 3), "s"),
+        _row("experiment lower bound: max(calls x latency / concurrency, 4 phases x latency)",
+             round(bound, 3), "s"),
+        _row("experiment wall time / lower bound", round(wall / bound, 3), "x", "<= 1.5"),
+        _row("experiment wall time / runs x critical path / concurrency "
+             f"({run_bound:.2f} s; concurrency bounds runs, not calls)",
+             round(wall / run_bound, 3), "x"),
+        _row("experiment engine CPU time per call (process CPU / calls)",
+             round(cpu / calls * 1000, 3), "ms"),
+    ]
+    for mode, title in (("per-turn", "a transaction per turn"), ("none", "no store")):
+        other_wall, other_cpu, other_calls = results[mode]
+        rows += [
+            _row(f"experiment, {title}: wall time / lower bound",
+                 round(other_wall / bound, 3), "x"),
+            _row(f"experiment, {title}: CPU time per call",
+                 round(other_cpu / other_calls * 1000, 3), "ms"),
+        ]
+    return rows
+
+
+if __name__ == "__main__":
+    from engine.bench.table import format_table
+    print(format_table(bench_experiments()))

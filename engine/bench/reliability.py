@@ -1,0 +1,150 @@
+"""Reliability drills, shared by the tests (small counts) and the bench (full counts).
+
+- `fault_soak`: many runs across every registered protocol on a simulated model that fails,
+  hangs, returns nothing or returns garbage; checks that every run ends with a final status,
+  that every failed call is recorded on its turn, and that nothing is invented.
+- `concurrent_writers`: several processes writing runs into one database at once.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import multiprocessing
+import os
+import tempfile
+import time
+from collections import Counter
+from typing import Any
+
+FAULTY = "simulated?fail=0.2&timeout=0.1&empty=0.1&malformed=0.1&hang=2"
+
+
+def soak_config(protocol: str, model: str = FAULTY) -> dict[str, Any]:
+    """A registry protocol on the faulty model, with small rounds to keep the soak quick."""
+    from engine.protocols import get_protocol
+    spec = get_protocol(protocol)
+    options = {}
+    if spec.options and isinstance(spec.options[0].default, int):
+        options[spec.options[0].name] = min(2, spec.options[0].default)
+    seats: dict[str, Any] = {}
+    for slot in spec.slots:
+        if slot.many:
+            seats[slot.name] = [{**dict(d), "model": model} for d in slot.defaults]
+        elif slot.optional:
+            seats[slot.name] = {"name": slot.name, "model": model}
+        else:
+            base = dict(slot.defaults[0]) if slot.defaults else {}
+            seats[slot.name] = {**base, "model": model}
+    return {"protocol": spec.name, "seats": seats, "options": options}
+
+
+def check_run(run: dict[str, Any]) -> list[str]:
+    """Invariants every stored run must keep, whatever its models did; returns violations."""
+    problems = []
+    if run["status"] not in ("completed", "failed", "interrupted"):
+        problems.append(f"run {run['id']} left {run['status']}")
+    for turn in run["turns"]:
+        where = f"run {run['id']} turn {turn['idx']}"
+        if turn["status"] == "degraded" and not turn["error"]:
+            problems.append(f"{where}: degraded with no error recorded")
+        if turn["status"] == "ok" and not (turn["reply"] or "").strip():
+            problems.append(f"{where}: ok with an empty reply")
+        if turn["status"] == "degraded" and turn["error"] != "" and turn["parsed"] and \
+                not turn["error"].startswith("unreadable JSON"):
+            problems.append(f"{where}: fields parsed from a failed call")
+    return problems
+
+
+async def _soak(store: Any, runs: int, model: str, concurrency: int,
+                timeout_per_call: float) -> dict[str, Any]:
+    from engine.protocols import REGISTRY, arun_config
+    names = list(REGISTRY)
+    gate = asyncio.Semaphore(concurrency)
+    crashes: list[str] = []
+
+    async def one(i: int) -> None:
+        protocol = names[i % len(names)]
+        async with gate:
+            try:
+                await arun_config(soak_config(protocol, model), f"Soak question {i}: should we "
+                                  "adopt the plan?", store=store, tags=["soak"],
+                                  timeout_per_call=timeout_per_call, retries=1)
+            except Exception as exc:  # a crash is what the soak looks for
+                crashes.append(f"{protocol}: {type(exc).__name__}: {exc}")
+
+    await asyncio.gather(*(one(i) for i in range(runs)))
+    return {"crashes": crashes}
+
+
+def fault_soak(store: Any, runs: int = 500, model: str = FAULTY, concurrency: int = 16,
+               timeout_per_call: float = 0.3) -> dict[str, Any]:
+    """Run `runs` runs round-robin over the registry on a faulty model; report what held."""
+    start = time.perf_counter()
+    outcome = asyncio.run(_soak(store, runs, model, concurrency, timeout_per_call))
+    frame = store.runs(tag="soak")
+    problems: list[str] = []
+    degraded = errors_recorded = turns = 0
+    for run_id in frame["id"]:
+        run = store.get(run_id)
+        problems += check_run(run)
+        turns += len(run["turns"])
+        for turn in run["turns"]:
+            if turn["status"] == "degraded":
+                degraded += 1
+                errors_recorded += bool(turn["error"])
+    return {"runs": len(frame), "crashes": outcome["crashes"], "problems": problems,
+            "statuses": dict(Counter(frame["status"])),
+            "protocols": dict(Counter(frame["protocol"])), "turns": turns,
+            "degraded_turns": degraded, "errors_recorded": errors_recorded,
+            "seconds": time.perf_counter() - start}
+
+
+def _writer(url: str, runs: int, worker: int, report: str) -> None:
+    from engine.protocols.peer_review import run_peer_review
+    from engine.store import Store
+    store = Store(url)
+    failures = []
+    for i in range(runs):
+        try:
+            run_peer_review(f"Task {worker}-{i}", producer="simulated", reviewer="simulated",
+                            max_iterations=1, store=store, tags=[f"writer-{worker}"])
+        except Exception as exc:
+            failures.append(f"{type(exc).__name__}: {exc}")
+    with open(report, "w", encoding="utf-8") as handle:
+        json.dump(failures, handle)
+
+
+def concurrent_writers(url: str, processes: int = 4, runs_each: int = 250,
+                       deadline: float = 900.0) -> dict[str, Any]:
+    """`processes` OS processes each storing `runs_each` runs in one database at once.
+
+    Each writer leaves its failures in a file; a writer that dies or outlives `deadline`
+    seconds is reported as a failure (and stopped), never waited on forever.
+    """
+    from engine.store import Store
+    Store(url)  # migrate once before the writers race
+    context = multiprocessing.get_context("spawn")
+    start = time.perf_counter()
+    failures: list[str] = []
+    with tempfile.TemporaryDirectory() as folder:
+        reports = [os.path.join(folder, f"writer-{n}.json") for n in range(processes)]
+        workers = [context.Process(target=_writer, args=(url, runs_each, n, reports[n]))
+                   for n in range(processes)]
+        for worker in workers:
+            worker.start()
+        for n, worker in enumerate(workers):
+            worker.join(max(1.0, deadline - (time.perf_counter() - start)))
+            if worker.is_alive():
+                worker.terminate()
+                worker.join(10)
+                failures.append(f"writer {n} did not finish within {deadline:.0f} s")
+            elif worker.exitcode != 0 or not os.path.exists(reports[n]):
+                failures.append(f"writer {n} exited with code {worker.exitcode}")
+            else:
+                with open(reports[n], encoding="utf-8") as handle:
+                    failures += json.load(handle)
+    frame = Store(url).runs()
+    return {"stored": len(frame), "completed": int((frame["status"] == "completed").sum()),
+            "failures": failures,
+            "locked": sum("locked" in f for f in failures),
+            "seconds": time.perf_counter() - start}

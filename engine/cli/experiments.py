@@ -1,0 +1,226 @@
+"""The `experiment run | resume | show | list` commands and their terminal output."""
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from engine.models import ConfigError
+from engine.yamlfile import load_mapping
+from engine.experiments.planning import plan
+from engine.reports.experiments import Report, compare, report, to_csv
+from engine.experiments.runner import arun_experiment, pending_cells
+from engine.store.experiments import Progress, create, duration_text, list_experiments
+
+
+def _say(*parts: object, **kw: object) -> None:
+    """Print stored text (labels, names, answers) with no terminal control sequences."""
+    from engine.text import terminal_safe
+    print(*(terminal_safe(str(p)) for p in parts), **kw)  # type: ignore[call-overload]
+
+
+def _pct(value: float) -> str:
+    return "-" if value != value else f"{value:.0%}"
+
+
+def _num(value: float, digits: int = 2) -> str:
+    return "-" if value != value else f"{value:.{digits}f}"
+
+
+def summary_text(result: Report) -> str:
+    """The results table for a terminal, then one sentence per pair of configurations."""
+    table = result.summary
+    view = pd.DataFrame({
+        "configuration": table["configuration"],
+        "runs": [f"{r}/{p}" + (f" ({f} failed)" if f else "") + (f" ({i} stopped)" if i else "")
+                 for r, p, f, i in zip(table["runs"], table["planned"], table["failed"],
+                                       table["interrupted"])],
+        "accuracy [95% CI]": [f"{_pct(a)} [{_pct(lo)}-{_pct(hi)}]" if n else "-"
+                              for a, lo, hi, n in zip(table["accuracy"], table["accuracy_low"],
+                                                      table["accuracy_high"], table["scored"])],
+        "high/med/low": [f"{h}/{m}/{lo}" for h, m, lo in
+                         zip(table["high"], table["medium"], table["low"])],
+        "ECE cons|judge": [f"{_num(c)}|{_num(j)}" for c, j in
+                           zip(table["consensus_ece"], table["judge_ece"])],
+        "mind changes (pers/misled)": [
+            "-" if r != r else f"{r:.0%} ({_num(p, 0)}/{_num(m, 0)})"
+            for r, p, m in zip(table["mind_change_rate"], table["persuaded"], table["misled"])],
+        "vs round one (+/-)": [f"{c} ({b}/{w})" for c, b, w in
+                               zip(table["answer_changed"], table["changed_better"],
+                                   table["changed_worse"])],
+        "tokens/run": [_num(v, 0) for v in table["tokens_per_run"]],
+        "s/run": [_num(v) for v in table["seconds_per_run"]],
+        "calls/run": [_num(v, 1) for v in table["calls_per_run"]]})
+    lines = [view.to_string(index=False)]
+    labels = result.labels
+    for i, a in enumerate(labels):
+        for b in labels[i + 1:]:
+            lines.append(compare(result.runs, a, b)["sentence"])
+    return "\n".join(lines)
+
+
+def _load_spec(path: str) -> dict[str, Any]:
+    return load_mapping(path, expected="questions, configs, repeats, concurrency")
+
+
+class _Bar:
+    """Progress on standard error: one line rewritten in place on a terminal, else a line
+    per tenth of the way (so logs stay short)."""
+
+    def __init__(self, stream: Any, quiet: bool = False):
+        self.stream, self.quiet = stream, quiet
+        self.tty = bool(getattr(stream, "isatty", lambda: False)())
+        self.last_tenth = -1
+        self.width = 0
+
+    def __call__(self, state: Progress) -> None:
+        if self.quiet:
+            return
+        text = state.line()
+        if self.tty:
+            self.stream.write("\r" + text.ljust(self.width))
+            self.width = len(text)
+        else:
+            tenth = int(state.fraction * 10)
+            if tenth == self.last_tenth:
+                return
+            self.last_tenth = tenth
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty and self.width and not self.quiet:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _run_cli(store: Any, experiment_id: str, quiet: bool) -> int:
+    import signal
+    import sys
+    stop_event = threading.Event()
+    bar = _Bar(sys.stderr, quiet)
+
+    async def go() -> Progress:
+        loop = asyncio.get_running_loop()
+        try:  # Ctrl-C stops cleanly: runs in flight end `interrupted`, a resume redoes them
+            loop.add_signal_handler(signal.SIGINT, stop_event.set)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
+        return await arun_experiment(store, experiment_id, stop_event=stop_event,
+                                     on_progress=bar)
+
+    try:
+        state = asyncio.run(go())
+    finally:
+        bar.close()
+    _say(summary_text(report(store, experiment_id)))
+    if state.status == "completed":
+        _say(f"experiment {experiment_id} completed: {state.done} runs in "
+              f"{duration_text(state.elapsed)}")
+        return 0
+    _say(f"experiment {experiment_id} {state.status}: {state.done}/{state.total} runs done"
+          + (f"; {state.error}" if state.error else "")
+          + f"\nresume with: python -m engine experiment resume {experiment_id}",
+          file=sys.stderr)
+    return 130 if state.status == "stopped" else 1
+
+
+def cmd_run(args: Any) -> int:
+    """`experiment run SPEC.yaml`: plan, print the preflight, store and run."""
+    from engine.store import Store
+    spec = _load_spec(args.spec)
+    for key in ("repeats", "concurrency"):
+        if getattr(args, key) is not None:
+            spec[key] = getattr(args, key)
+    store = Store(args.db)
+    checked = plan(spec, store, base_dir=Path(args.spec).parent, confirmed=args.yes or args.dry_run)
+    _say(f"{checked.name}: {len(checked.questions)} questions x {len(checked.configs)} "
+          f"configurations x {checked.repeats} repeats = {checked.runs} runs, "
+          f"{checked.calls} calls, ~{checked.tokens:,} tokens (estimate); "
+          f"{checked.concurrency} at a time")
+    for item in checked.per_config:
+        _say(f"  {item['label']} ({item['protocol']}): {item['calls_per_run']} calls per run")
+    if args.dry_run:
+        return 0
+    experiment_id = create(store, checked)
+    _say(f"experiment {experiment_id}")
+    return _run_cli(store, experiment_id, args.quiet)
+
+
+def cmd_resume(args: Any) -> int:
+    from engine.store import Store
+    store = Store(args.db)
+    left = pending_cells(store, args.experiment_id)
+    _say(f"experiment {args.experiment_id}: {len(left)} run(s) left")
+    return _run_cli(store, args.experiment_id, args.quiet)
+
+
+def cmd_show(args: Any) -> int:
+    from engine.store import Store
+    store = Store(args.db)
+    result = report(store, args.experiment_id)
+    state, experiment = result.progress, result.experiment
+    _say(f"experiment {experiment['id']}: {experiment['name']} - {state.status}, "
+          f"{state.done}/{state.total} runs" + (f", {state.failed} failed" if state.failed
+                                                 else "")
+          + (" (simulated)" if not result.runs.empty and result.runs["simulated"].all()
+             else ""))
+    if state.error:
+        _say(f"note: {state.error}")
+    if args.compare:
+        a, b = args.compare
+        for label in (a, b):
+            if label not in result.labels:
+                raise ConfigError(f"no configuration {label!r} in this experiment; it has "
+                                  f"{', '.join(result.labels)}", "input")
+        _say(compare(result.runs, a, b)["sentence"])
+    else:
+        _say(summary_text(result))
+    if args.csv:
+        Path(args.csv).write_text(to_csv(result.runs), encoding="utf-8")
+        _say(f"wrote {len(result.runs)} runs to {args.csv}")
+    return 0
+
+
+def cmd_list(args: Any) -> int:
+    from engine.store import Store
+    frame = list_experiments(Store(args.db))
+    if frame.empty:
+        _say("no experiments yet; start one with python -m engine experiment run SPEC.yaml")
+        return 0
+    frame["created"] = frame["created"].astype(str).str.slice(0, 19)
+    _say(frame.to_string(index=False))
+    return 0
+
+
+def add_cli(sub: Any) -> None:
+    """Add `experiment run | resume | show | list` to the CLI's sub-commands."""
+    parser = sub.add_parser("experiment", help="question set x configurations x repeats")
+    inner = parser.add_subparsers(dest="experiment_command", required=True,
+                                  parser_class=type(parser))
+    run = inner.add_parser("run", help="plan, store and run an experiment from a YAML spec")
+    run.add_argument("spec", help="YAML: questions (set name or list) or questions_file, "
+                                  "configs (mappings or saved labels), repeats, concurrency")
+    run.add_argument("--repeats", type=int, help="override the spec's repeats")
+    run.add_argument("--concurrency", type=int, help="override the spec's concurrency")
+    run.add_argument("--dry-run", action="store_true", help="print the preflight only")
+    run.add_argument("--yes", action="store_true",
+                     help="confirm an experiment that plans more than 20,000 model calls")
+    resume = inner.add_parser("resume", help="run the cells of an experiment not yet done")
+    resume.add_argument("experiment_id")
+    for command in (run, resume):
+        command.add_argument("--quiet", action="store_true", help="no progress line")
+    show = inner.add_parser("show", help="an experiment's results table")
+    show.add_argument("experiment_id")
+    show.add_argument("--compare", nargs=2, metavar=("A", "B"),
+                      help="paired comparison of two configuration labels")
+    show.add_argument("--csv", help="also write one line per run to this CSV file")
+    listing = inner.add_parser("list", help="list experiments")
+    for command, handler in ((run, cmd_run), (resume, cmd_resume), (show, cmd_show),
+                             (listing, cmd_list)):
+        command.add_argument("--db", help="database URL (default PARLEY_DB_URL or "
+                                          "data/parley.db)")
+        command.set_defaults(handler=handler)

@@ -1,0 +1,398 @@
+"""Parley's command line: `python -m engine run PROTOCOL "QUESTION" ...`, runs, show, export, bench.
+
+Bad input exits with status 2 and one line that says what to change.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from engine.models import ConfigError
+from engine.text import csv_cell, terminal_safe
+from engine.yamlfile import load_mapping
+
+_JSON_UNSAFE = re.compile("[\x7f-\x9f\ud800-\udfff\u2028\u2029]")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        sys.stderr.write(f"error: {message} (see python -m engine --help)\n")
+        raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from engine.protocols import REGISTRY
+    parser = _Parser(prog="python -m engine", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    run = sub.add_parser("run", help="run a protocol on a question and store it")
+    run.add_argument("protocol", help=f"one of {', '.join(REGISTRY)}")
+    run.add_argument("question", help="the question, topic or task")
+    run.add_argument("--model", default="simulated", help="model spec for every seat")
+    run.add_argument("--base-url", help="base URL of an OpenAI-compatible server (typed here, "
+                     "it counts as registered: OPENAI_API_KEY goes to it)")
+    run.add_argument("--seat", action="append", default=[], metavar="NAME=SPEC",
+                     help="model for one seat (slot or seat name); repeatable")
+    run.add_argument("--rounds", type=int, help="rounds (or iterations) for the protocol")
+    run.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
+                     help="any protocol option, e.g. converge=agreed or first=b; repeatable")
+    run.add_argument("--label", help="configuration label to compare runs by")
+    run.add_argument("--tag", action="append", default=[], help="tag the run; repeatable")
+    run.add_argument("--expected", help="the expected answer, to score correctness")
+    run.add_argument("--config", help="a saved configuration as a JSON or YAML file")
+    run.add_argument("--db", help="database URL (default PARLEY_DB_URL or data/parley.db)")
+    run.add_argument("--json", action="store_true", help="print the whole result as JSON")
+
+    runs = sub.add_parser("runs", help="list stored runs")
+    runs.add_argument("--protocol")
+    runs.add_argument("--label")
+    runs.add_argument("--status")
+    runs.add_argument("--tag")
+    runs.add_argument("--limit", type=int, default=20)
+    runs.add_argument("--db")
+    runs.add_argument("--json", action="store_true")
+
+    show = sub.add_parser("show", help="show one run with its turns")
+    show.add_argument("run_id")
+    show.add_argument("--db")
+    show.add_argument("--json", action="store_true")
+
+    export = sub.add_parser("export", help="export runs: one as JSON, several as JSONL, or CSV")
+    export.add_argument("run_ids", nargs="*", help="run ids (default: all)")
+    export.add_argument("--format", choices=("json", "jsonl", "csv"), default=None)
+    export.add_argument("--output", "-o", help="file to write (default: standard output)")
+    export.add_argument("--db")
+
+    imp = sub.add_parser("import", help="import runs from a JSON or JSONL export")
+    imp.add_argument("path")
+    imp.add_argument("--db")
+
+    remove = sub.add_parser("delete", help="delete runs (an unreadable or stuck one too)")
+    remove.add_argument("run_ids", nargs="+", metavar="ID")
+    remove.add_argument("--yes", "-y", action="store_true", help="do not ask")
+    remove.add_argument("--db")
+
+    bench = sub.add_parser("bench", help="print the benchmark table")
+    bench.add_argument("--quick", action="store_true", help="smaller counts, for a smoke test")
+    bench.add_argument("--only", action="append", default=[], help="run only rows matching")
+
+    try:
+        from engine.experiments import add_cli  # experiments add their own sub-commands
+    except ImportError:
+        pass
+    else:
+        add_cli(sub)
+    return parser
+
+
+def _store(args: argparse.Namespace):
+    from engine.store import Store
+    return Store(getattr(args, "db", None))
+
+
+def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """A run configuration from `run`'s flags (a --config file first, flags on top)."""
+    from engine.protocols import get_protocol
+    spec = get_protocol(args.protocol)
+    config: dict[str, Any] = (load_mapping(args.config, what="--config: ")
+                              if args.config else {})
+    config["protocol"] = spec.name
+    config.setdefault("model", args.model)
+    if args.model != "simulated":
+        config["model"] = args.model
+    if args.base_url:
+        config["base_url"] = args.base_url
+    if not isinstance(config.get("seats") or {}, dict) or not isinstance(
+            config.get("options") or {}, dict):
+        raise ConfigError("--config: seats must map slot names to seats and options must map "
+                          "option names to values", "input")
+    seats = dict(config.get("seats") or {})
+    slots = {slot.name: slot for slot in spec.slots}
+    for item in args.seat:
+        name, sep, model = item.partition("=")
+        if not sep or not name or not model:
+            raise ConfigError(f"--seat takes NAME=SPEC, got {item!r}", "input")
+        if name in slots and not slots[name].many:
+            seats[name] = {**(seats.get(name) or {}), "model": model}
+            continue
+        matched = False
+        for slot in spec.slots:  # a seat inside a list slot, by its name
+            if not slot.many:
+                continue
+            entries = [dict(e) for e in (seats.get(slot.name) or slot.defaults)]
+            for entry in entries:
+                if entry.get("name") == name:
+                    entry["model"], matched = model, True
+            if matched or name == slot.name:
+                if name == slot.name:
+                    entries = [{**e, "model": model} for e in entries]
+                    matched = True
+                seats[slot.name] = entries
+                break
+        if not matched:
+            names = list(slots) + [e.get("name", "") for s in spec.slots if s.many
+                                   for e in (seats.get(s.name) or s.defaults)]
+            raise ConfigError(f"--seat {name}: {spec.name} has no seat {name!r}; seats are "
+                              f"{', '.join(n for n in names if n)}", "input")
+    config["seats"] = seats
+    options = dict(config.get("options") or {})
+    if args.rounds is not None:
+        if spec.rounds_option is None:
+            raise ConfigError(f"--rounds: {spec.name} has no rounds; its options are "
+                              f"{', '.join(o.name for o in spec.options) or 'none'}", "input")
+        options[spec.rounds_option] = args.rounds
+    known = {option.name for option in spec.options}
+    for item in args.option:
+        name, sep, raw = item.partition("=")
+        if not sep or not name:
+            raise ConfigError(f"--option takes NAME=VALUE, got {item!r}", "input")
+        if name not in known:
+            raise ConfigError(f"--option {name}: {spec.name} has no option {name!r}; options "
+                              f"are {', '.join(sorted(known))}", "input")
+        options[name] = _option_value(raw)
+    config["options"] = options
+    if args.label:
+        config["label"] = args.label
+    return config
+
+
+def endpoints_from_args(args: argparse.Namespace) -> Any:
+    """The CLI's endpoint registry: the environment's, plus `--base-url` (typed by the
+    operator, so it counts as registered and receives the provider's key)."""
+    import os
+
+    from engine.llm.endpoints import EndpointRegistry
+    registry = EndpointRegistry.from_settings(os.environ, None, allow_free_urls=True)
+    if getattr(args, "base_url", None):
+        registry.register(args.base_url, "cli")
+    return registry
+
+
+def _option_value(raw: str) -> Any:
+    """A command-line option value: a whole number, a number, `none`, or text."""
+    if raw.strip().lower() == "none":
+        return None
+    for kind in (int, float):
+        try:
+            return kind(raw)
+        except ValueError:
+            pass
+    return raw
+
+
+def _say(text: Any, file: Any = None) -> None:
+    """Print stored or model text: escape and control sequences removed (`terminal_safe`)."""
+    print(terminal_safe(text), file=file or sys.stdout)
+
+
+def _json_text(value: Any, **kw: Any) -> str:
+    """JSON for the terminal: C0 controls are escaped by JSON itself; C1 controls (a terminal
+    reads U+009B as CSI) and lone surrogates (unprintable) are escaped as `\\uXXXX` too, so
+    the output parses to the same data."""
+    return _escape_json(json.dumps(value, ensure_ascii=False, **kw))
+
+
+def _escape_json(text: str) -> str:
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from engine.protocols import arun_config, get_protocol, run_sync
+    from engine.store import StoreWriteError
+    spec = get_protocol(args.protocol)
+    config = config_from_args(args)
+    endpoints = endpoints_from_args(args)
+    store = _store(args)
+
+    def progress(turn) -> None:
+        if not args.json:
+            mark = "ok" if turn.ok else f"degraded: {turn.error}"
+            _say(f"  [{turn.index:>2}] {turn.phase:<16} {turn.seat:<14} {mark}",
+                 file=sys.stderr)
+
+    try:
+        result = run_sync(arun_config(config, args.question, store=store, tags=args.tag,
+                                      expected=args.expected, on_event=progress,
+                                      endpoints=endpoints))
+    except StoreWriteError:
+        store.flush_pending()  # one more try to store the run `failed` before exiting
+        if store.pending:
+            print("the run's end could not be stored either; other processes will show it "
+                  "as interrupted", file=sys.stderr)
+        raise
+    if args.json:
+        print(_json_text(result.model_dump(mode="json"), indent=2))
+    else:
+        simulated = " (simulated)" if result.turns and all(t.simulated for t in result.turns) \
+            else ""
+        _say(f"run {result.run_id}: {spec.title}{simulated}, {len(result.turns)} calls, "
+             f"{result.duration:.2f}s")
+        _say(spec.summary(result))
+        for warning in result.warnings:
+            _say(f"warning: {warning}")
+    return 0
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    frame = _store(args).runs(protocol=args.protocol, label=args.label, status=args.status,
+                              tag=args.tag, limit=args.limit)
+    if args.json:
+        print(frame.drop(columns=["config"]).to_json(orient="records", date_format="iso"))
+        return 0
+    if frame.empty:
+        print("no runs stored yet")
+        return 0
+    view = frame[["id", "protocol", "status", "label", "calls", "created_at", "question"]].copy()
+    view["question"] = view["question"].str.slice(0, 50)
+    view["created_at"] = view["created_at"].astype(str).str.slice(0, 19)
+    _say(view.to_string(index=False))
+    for run_id, why in zip(frame["id"], frame["unreadable"]):
+        if why:
+            _say(f"unreadable: run {run_id} ({why}); delete it with "
+                 f"python -m engine delete {run_id}")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    store = _store(args)
+    try:
+        run = store.get(args.run_id)
+    except KeyError:
+        raise ConfigError(f"no run {args.run_id!r}; list them with python -m engine runs",
+                          "input") from None
+    if args.json:
+        print(_json_text(run, indent=2, default=str))
+        return 0
+    simulated = " (simulated)" if run["simulated"] else ""
+    _say(f"run {run['id']} - {run['protocol']}{simulated} - {run['status']}")
+    if run.get("unreadable"):
+        _say(f"unreadable: {run['unreadable']}")
+    _say(f"question: {run['question']}")
+    if run["label"]:
+        _say(f"label: {run['label']}")
+    for turn in run["turns"]:
+        state = "" if turn["status"] == "ok" else f"  [degraded: {turn['error']}]"
+        _say(f"\n--- {turn['idx']} {turn['phase']} r{turn['round']} {turn['seat']}{state}")
+        _say(turn["reply"])
+    if run["error"]:
+        _say(f"\nerror: {run['error']}")
+    _say(f"\nmetrics: {_json_text(run['metrics'])}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    store = _store(args)
+    ids = args.run_ids or list(store.runs()["id"])
+    for run_id in ids:
+        if not store.exists(run_id):
+            raise ConfigError(f"no run {run_id!r}; list them with python -m engine runs",
+                              "input")
+    fmt = args.format or ("json" if len(ids) == 1 else "jsonl")
+    if fmt == "json":
+        if len(ids) != 1:
+            raise ConfigError("--format json exports exactly one run; use jsonl for several",
+                              "input")
+        text = store.export_run(ids[0]) + "\n"
+    elif fmt == "jsonl":
+        text = store.export_jsonl(ids)
+    else:  # cells taken from model text never run as spreadsheet formulas
+        text = store.runs(ids=ids).map(csv_cell).to_csv(index=False)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        print(f"wrote {len(ids)} run(s) to {args.output}", file=sys.stderr)
+    else:  # on a terminal: the same data, with C1 controls and lone surrogates \u-escaped
+        sys.stdout.write(text if fmt == "csv" else _escape_json(text))
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from engine.store.records import MAX_IMPORT_BYTES
+    try:
+        size = os.path.getsize(args.path)
+        if size > MAX_IMPORT_BYTES:
+            raise ConfigError(f"import: {args.path} is {size / 1e6:.0f} MB; the limit is "
+                              f"{MAX_IMPORT_BYTES / 1e6:.0f} MB (split it)", "limit")
+        with open(args.path, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise ConfigError(f"import: cannot read {args.path}: {exc.strerror}", "input") from None
+    ids = _store(args).import_runs(data)
+    print(f"imported {len(ids)} run(s)")
+    return 0
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    store = _store(args)
+    ids = list(dict.fromkeys(args.run_ids))
+    unknown = [run_id for run_id in ids if not store.exists(run_id)]
+    if unknown:
+        raise ConfigError(f"no run {unknown[0]!r}; nothing was deleted (list them with "
+                          "python -m engine runs)", "input")
+    if not args.yes:
+        try:
+            answer = input(f"Delete {len(ids)} run(s) and their turns? [y/N] ")
+        except EOFError:
+            answer = ""
+        if answer.strip().lower() not in ("y", "yes"):
+            print("nothing deleted")
+            return 1
+    print(f"deleted {store.delete(ids)} run(s)")
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from engine.bench import main as bench_main
+    return bench_main(quick=args.quick, only=args.only)
+
+
+COMMANDS = {"run": cmd_run, "runs": cmd_runs, "show": cmd_show, "export": cmd_export,
+            "import": cmd_import, "delete": cmd_delete, "bench": cmd_bench}
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so that a run in flight is stored `interrupted`."""
+
+
+def _on_sigterm(_signum: int, _frame: Any) -> None:
+    raise Terminated()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler = COMMANDS.get(args.command) or getattr(args, "handler", None)
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
+    try:
+        return handler(args)
+    except ConfigError as exc:
+        sys.stderr.write(f"error: {str(exc).splitlines()[0]}\n")
+        return 2
+    except KeyboardInterrupt as exc:
+        sys.stderr.write("terminated\n" if isinstance(exc, Terminated) else "interrupted\n")
+        return 143 if isinstance(exc, Terminated) else 130
+    except Exception as exc:
+        from engine.llm.calls import RunStopped
+        from engine.store import StoreWriteError
+        if isinstance(exc, RunStopped):
+            sys.stderr.write(f"stopped: {exc}\n")
+            return 1
+        if isinstance(exc, StoreWriteError):
+            sys.stderr.write(f"error: {exc}\n")
+            return 1
+        raise
+    finally:
+        if previous is not None:  # main() called from code (tests) leaves SIGTERM as it was
+            signal.signal(signal.SIGTERM, previous)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,292 @@
+"""Guarded, concurrent model calls, and the run context every protocol records turns through.
+
+A call gets a per-call timeout and retries with exponential backoff on transient errors (rate
+limits, connection problems, 5xx, time-outs). What still fails is recorded on the turn, never
+raised through a run. Each completed turn goes to the store (if any) and to `on_event`.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+
+from engine.models import Seat, Turn, model_spec, now
+from engine.llm.providers import resolve_model
+from engine.text import clean_text
+
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_RETRIES = 2
+DEFAULT_CONCURRENCY = 8
+
+_TRANSIENT_NAMES = ("ratelimit", "timeout", "connection", "apiconnection", "serviceunavailable",
+                    "internalserver", "overloaded", "transient", "temporar")
+
+
+class RunStopped(Exception):
+    """The run was asked to stop (the Stop button, or an experiment being halted)."""
+
+
+class CallAbandoned(TimeoutError):
+    """A synchronous model did not answer in time; its thread was left behind to finish."""
+
+
+def sync_only(model: Any) -> bool:
+    """True for a chat model with no async implementation of its own: langchain-core would
+    run its `_generate` on the event loop's default executor, whose threads `asyncio.run`
+    waits for at exit, so one hung call would keep the run from ever returning."""
+    from langchain_core.language_models.chat_models import BaseChatModel
+    return isinstance(model, BaseChatModel) and \
+        getattr(type(model), "_agenerate", None) is BaseChatModel._agenerate
+
+
+async def invoke_on_thread(model: Any, messages: list[BaseMessage],
+                           timeout: float | None) -> Any:
+    """`model.invoke(messages)` on a fresh daemon thread, awaited for at most `timeout`
+    seconds; past it the thread is abandoned (it dies with the process) and `CallAbandoned`
+    is raised, so the run goes on and returns."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if not future.done():
+            if error is None:
+                future.set_result(result)
+            else:
+                future.set_exception(error)
+
+    def work() -> None:
+        result, error = None, None
+        try:
+            result = context.run(model.invoke, messages)
+        except Exception as exc:  # handed to the awaiting coroutine, as ainvoke would raise
+            error = exc
+        except BaseException as exc:  # noqa: BLE001 - never let a thread's exit go unseen
+            error = RuntimeError(f"the model's thread ended with {type(exc).__name__}")
+        try:
+            loop.call_soon_threadsafe(settle, result, error)
+        except RuntimeError:  # the loop is closed: the run finished without this call
+            pass
+
+    threading.Thread(target=work, name="parley-sync-call", daemon=True).start()
+    try:
+        return await asyncio.wait_for(future, timeout)
+    except asyncio.TimeoutError:
+        raise CallAbandoned(f"timed out after {timeout:g}s; the call's thread was "
+                            "abandoned") from None
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for errors worth retrying: rate limits, connection trouble, 5xx, time-outs."""
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError, ConnectionError)):
+        return True
+    status = getattr(exc, "status_code", None) or getattr(getattr(exc, "response", None),
+                                                          "status_code", None)
+    if isinstance(status, int) and (status == 429 or status >= 500):
+        return True
+    name = type(exc).__name__.lower()
+    return any(part in name for part in _TRANSIENT_NAMES)
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line naming the error type and its message."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)) and not text:
+        text = "the model did not answer in time"
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def parse_error(exc: BaseException) -> str:
+    """The error a turn carries when its reply could not be read."""
+    return f"the reply could not be read: {describe_error(exc)}"[:500]
+
+
+def to_messages(messages: Sequence[dict[str, str]]) -> list[BaseMessage]:
+    kinds = {"system": SystemMessage, "user": HumanMessage, "human": HumanMessage,
+             "assistant": AIMessage, "ai": AIMessage}
+    return [kinds[m["role"]](content=m["content"]) for m in messages]
+
+
+def reply_text(message: Any) -> str:
+    content = getattr(message, "content", message)
+    if isinstance(content, list):  # content blocks (Anthropic and others)
+        parts = [b.get("text", "") if isinstance(b, dict) else str(b) for b in content]
+        return "".join(parts)
+    return content if isinstance(content, str) else str(content)
+
+
+class RunContext:
+    """Per-run state: seats' resolved models, the turn log, the sink, limits and stop flag."""
+
+    def __init__(self, protocol: str, *, on_event: Callable[[Turn], Any] | None = None,
+                 recorder: Any = None, prompts: dict[str, str] | None = None,
+                 timeout: float | None = None, retries: int | None = None,
+                 concurrency: int | None = None, backoff: float = 0.5,
+                 stop_event: threading.Event | None = None, endpoints: Any = None):
+        self.protocol = protocol
+        self.on_event = on_event
+        self.recorder = recorder
+        self.prompts = prompts or {}
+        self.timeout = DEFAULT_TIMEOUT if timeout is None else timeout
+        self.retries = DEFAULT_RETRIES if retries is None else retries
+        self.backoff = backoff
+        self.concurrency = concurrency or DEFAULT_CONCURRENCY
+        self.stop_event = stop_event
+        self.endpoints = endpoints  # the EndpointRegistry spec strings resolve under
+        self.turns: list[Turn] = []
+        self._semaphore: asyncio.Semaphore | None = None
+        self._models: dict[int, Any] = {}
+        self._next_index = 0
+
+    @property
+    def semaphore(self) -> asyncio.Semaphore:
+        if self._semaphore is None:
+            self._semaphore = asyncio.Semaphore(self.concurrency)
+        return self._semaphore
+
+    def model_for(self, seat: Seat) -> Any:
+        key = id(seat.model)
+        if key not in self._models:
+            self._models[key] = resolve_model(seat.model, seat.temperature, self.endpoints)
+        return self._models[key]
+
+    def check_stop(self) -> None:
+        if self.stop_event is not None and self.stop_event.is_set():
+            raise RunStopped("stopped by the user")
+
+    async def call(self, seat: Seat, messages: list[dict[str, str]], *, phase: str,
+                   round: int = 0, parse: Callable[[str], tuple[dict, list[str]]] | None = None,
+                   ) -> Turn:
+        """Make one guarded call for `seat` and record it as a turn (never raises a model error).
+
+        `parse(reply) -> (fields, warnings)` fills `turn.parsed`; a reply that is empty is a
+        degraded turn with the error `empty reply`.
+        """
+        self.check_stop()
+        index = self._next_index
+        self._next_index += 1
+        full = list(messages)
+        if seat.persona and not any(m["role"] == "system" for m in full):
+            full.insert(0, {"role": "system", "content": seat.persona})
+        model = self.model_for(seat)
+        started = now()
+        clock = time.perf_counter()
+        text, error, attempts, tokens_in, tokens_out = "", "", 0, 0, 0
+        # A simulated seat is labelled simulated even when its call fails.
+        simulated = getattr(model, "_llm_type", "") == "parley-simulated"
+        async with self.semaphore:
+            for attempt in range(self.retries + 1):
+                attempts = attempt + 1
+                try:
+                    if sync_only(model):
+                        message = await invoke_on_thread(model, to_messages(full),
+                                                         self.timeout or None)
+                    else:
+                        message = await asyncio.wait_for(model.ainvoke(to_messages(full)),
+                                                         self.timeout or None)
+                    # storable everywhere: a lone surrogate or NUL becomes U+FFFD
+                    text = clean_text(reply_text(message))
+                    usage = getattr(message, "usage_metadata", None) or {}
+                    tokens_in = int(usage.get("input_tokens", 0) or 0)
+                    tokens_out = int(usage.get("output_tokens", 0) or 0)
+                    simulated = simulated or bool(
+                        (getattr(message, "response_metadata", None) or {}).get("simulated"))
+                    error = "" if text.strip() else "empty reply"
+                    break
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # a model failure is recorded, never raised
+                    error = describe_error(exc)
+                    if not is_transient(exc) or attempt == self.retries:
+                        break
+                    await asyncio.sleep(self.backoff * (2 ** attempt) * (0.5 + random.random()))
+        turn = Turn(index=index, phase=phase, round=round, seat=seat.name, role=seat.role,
+                    model=model_spec(seat.model), messages=full, reply=text,
+                    status="degraded" if error else "ok", error=error,
+                    latency=time.perf_counter() - clock, tokens_in=tokens_in,
+                    tokens_out=tokens_out, attempts=attempts, simulated=simulated,
+                    started_at=started, finished_at=now())
+        if parse is not None and not error:
+            try:
+                fields, warnings = parse(text)
+                turn.parsed = dict(fields)
+                turn.warnings = list(warnings)
+            except Exception as exc:  # a parser bug on a hostile reply degrades this turn only
+                turn.status, turn.error = "degraded", parse_error(exc)
+        self.record(turn)
+        return turn
+
+    async def call_json(self, seat: Seat, messages: list[dict[str, str]], *, phase: str,
+                        round: int = 0, keys: Sequence[str] = (),
+                        validate: Callable[[dict], str] | None = None,
+                        ) -> tuple[dict | None, Turn]:
+        """A call whose reply must be a JSON object, with one bounded re-ask.
+
+        `validate(obj)` returns "" when the object is usable, else why not. If the first reply
+        does not parse (or validate), the seat is asked once more with its reply and the reason;
+        if that fails too, the last turn is marked degraded and `(None, turn)` comes back.
+        Model failures are not re-asked (the guarded call already retried them).
+        """
+        from engine.llm.replies import REASK, extract_json
+
+        def check(text: str) -> tuple[dict | None, str]:
+            obj, why = extract_json(text)
+            if obj is not None and validate is not None:
+                try:
+                    why = validate(obj)
+                except Exception as exc:  # a validator that trips on a hostile value
+                    why = parse_error(exc)
+                obj = obj if not why else None
+            return obj, why
+
+        turn = await self.call(seat, messages, phase=phase, round=round)
+        if not turn.ok:
+            return None, turn
+        obj, why = check(turn.reply)
+        if obj is not None:
+            self.update(turn, parsed=obj)
+            return obj, turn
+        self.update(turn, warnings=[f"unreadable JSON, asked again: {why}"])
+        again = list(turn.messages) + [
+            {"role": "assistant", "content": turn.reply},
+            {"role": "user", "content": REASK.format(
+                why=why, keys=", ".join(f'"{k}"' for k in keys) or "asked for")}]
+        retry = await self.call(seat, again, phase=phase, round=round)
+        if not retry.ok:
+            return None, retry
+        obj, why = check(retry.reply)
+        if obj is not None:
+            self.update(retry, parsed=obj)
+            return obj, retry
+        self.update(retry, status="degraded", error=f"unreadable JSON after one re-ask: {why}")
+        return None, retry
+
+    def guard(self, turn: Turn, read: Callable[..., Any], *args: Any) -> Any:
+        """`read(*args)` for a protocol's reading of a reply; if it raises, the turn is marked
+        degraded with the error and None comes back (the run goes on)."""
+        try:
+            return read(*args)
+        except Exception as exc:  # any reply, however broken, degrades only its own turn
+            self.update(turn, status="degraded", error=parse_error(exc))
+            return None
+
+    def record(self, turn: Turn) -> None:
+        """Append a turn to the log, write it to the store, then tell the listener."""
+        self.turns.append(turn)
+        if self.recorder is not None:
+            self.recorder.turn(turn)
+        if self.on_event is not None:
+            self.on_event(turn)
+
+    def update(self, turn: Turn, **fields: Any) -> None:
+        """Change a recorded turn's parsed fields or status after the fact (e.g. a failed parse)."""
+        for key, value in fields.items():
+            setattr(turn, key, value)
+        if self.recorder is not None:
+            self.recorder.update_turn(turn)

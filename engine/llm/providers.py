@@ -1,0 +1,203 @@
+"""`get_model(spec)`: the only code that knows a vendor. Integration packages load lazily."""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import parse_qsl
+
+from engine.llm.endpoints import is_secret_name, refuse_secret
+from engine.models import ConfigError
+from engine.text import NAME_MAX
+
+PROVIDERS = {
+    # prefix: (package to pip install, module, class, environment variable holding the key)
+    "openai": ("langchain-openai", "langchain_openai", "ChatOpenAI", "OPENAI_API_KEY"),
+    "anthropic": ("langchain-anthropic", "langchain_anthropic", "ChatAnthropic",
+                  "ANTHROPIC_API_KEY"),
+    "ollama": ("langchain-ollama", "langchain_ollama", "ChatOllama", None),
+}
+SPEC_HELP = ('use "simulated", "openai:MODEL" (openai:MODEL?endpoint=NAME for a registered '
+             'OpenAI-compatible server), "anthropic:MODEL" or "ollama:MODEL"')
+
+
+def parse_spec(spec: str) -> tuple[str, str, dict[str, str]]:
+    """Split `"kind:model?k=v&..."` into (kind, model, params)."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise ConfigError(f"model spec must be a non-empty string; {SPEC_HELP}", "no_model")
+    head, _, query = spec.strip().partition("?")
+    kind, _, name = head.partition(":")
+    return kind.strip().lower(), name.strip(), dict(parse_qsl(query))
+
+
+# What a spec string may set, per provider, and how each value is read. A spec is data (it
+# may come from a file or a form), so anything else -- a key, a proxy, a client -- is refused.
+_FLOAT = ("temperature", "top_p", "timeout", "frequency_penalty", "presence_penalty")
+_RANGES: dict[str, tuple[float, float]] = {
+    "temperature": (0.0, 2.0), "top_p": (0.0, 1.0), "timeout": (0.001, 3600.0),
+    "frequency_penalty": (-2.0, 2.0), "presence_penalty": (-2.0, 2.0),
+    "max_tokens": (1, 1_000_000), "seed": (0, 2**63 - 1), "top_k": (1, 1_000_000),
+    "num_ctx": (1, 10_000_000), "num_predict": (-2, 1_000_000)}
+SPEC_PARAMS = {
+    "openai": ("temperature", "top_p", "max_tokens", "timeout", "seed", "frequency_penalty",
+               "presence_penalty"),
+    "anthropic": ("temperature", "top_p", "top_k", "max_tokens", "timeout"),
+    "ollama": ("temperature", "top_p", "top_k", "num_ctx", "num_predict", "seed"),
+}
+_ROUTING = ("base_url", "endpoint")
+
+
+def number_param(name: str, raw: Any, where: str = "") -> float | int:
+    """A numeric model parameter (`temperature`, `max_tokens` ...) checked before any call."""
+    low, high = _RANGES.get(name, (float("-inf"), float("inf")))
+    whole = name not in _FLOAT
+    value: Any = raw
+    if isinstance(raw, str):
+        try:
+            value = int(raw.strip()) if whole else float(raw.strip())
+        except ValueError:
+            value = None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+            whole and not isinstance(value, int)) or value != value or not low <= value <= high:
+        kind = "a whole number" if whole else "a number"
+        raise ConfigError(f"{where}{name} must be {kind} in {low:g}..{high:g}, got {raw!r}",
+                          "input")
+    return float(value) if not whole else value
+
+
+def check_spec_params(kind: str, query: Mapping[str, str], spec: str) -> dict[str, Any]:
+    """The parameters of a spec string, each known for its provider and read as a number."""
+    where = f"model spec {spec[:80]!r}: "
+    for name in query:
+        if is_secret_name(name):
+            refuse_secret(f"model spec {kind}:...", name)
+    allowed = SPEC_PARAMS.get(kind, ())
+    out: dict[str, Any] = {}
+    for name, raw in query.items():
+        if name in _ROUTING:
+            continue
+        if name not in allowed:
+            raise ConfigError(f"{where}{kind} models take no parameter {name!r}; parameters "
+                              f"are {', '.join((*allowed, *_ROUTING))}", "input")
+        out[name] = number_param(name, raw, where)
+    return out
+
+
+def get_model(spec: str = "simulated", *, endpoints: Any = None,
+              secrets: Mapping[str, str] | None = None, **params: Any) -> Any:
+    """Resolve a model spec to a langchain-core chat model.
+
+    `endpoints` (an `engine.llm.endpoints.EndpointRegistry`) says where a key may go; None means
+    the environment's (with `secrets` after it, e.g. Streamlit's), free base URLs allowed.
+    A `base_url` keyword from Python code counts as the operator's; one inside the spec
+    (`?base_url=URL`) is data and gets a server-side key only when it is a registered
+    endpoint's URL; `?endpoint=NAME` names a registered endpoint. Keys go to the client only.
+    """
+    from engine.llm.endpoints import EndpointRegistry
+    kind, name, query = parse_spec(spec)
+    for key in query:  # a key in the spec is refused whatever the provider
+        if is_secret_name(key):
+            refuse_secret(f"model spec {kind}:{name}", key)
+    if kind == "simulated":
+        from engine.simulated import SimulatedChatModel
+        options = {**query, **params}
+        return SimulatedChatModel.from_options(options, spec=spec if not params else None)
+    if kind not in PROVIDERS:
+        raise ConfigError(f"unknown model spec {spec!r}; {SPEC_HELP}", "no_model")
+    if not name:
+        raise ConfigError(f"model spec {spec!r} names no model; write {kind}:MODEL", "no_model")
+    options: dict[str, Any] = check_spec_params(kind, query, spec)
+    for numeric in _RANGES:
+        if numeric in params and params[numeric] is not None:
+            params[numeric] = number_param(numeric, params[numeric])
+    registry = endpoints if endpoints is not None else EndpointRegistry.from_settings(
+        os.environ, secrets, allow_free_urls=True)
+    endpoint = params.pop("endpoint", None) or query.get("endpoint")
+    route = registry.route(kind, endpoint=endpoint, base_url=query.get("base_url"),
+                           trusted_url=params.pop("base_url", None))
+    package, module_name, class_name, key_var = PROVIDERS[kind]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:
+        raise ConfigError(f"{kind}: models need the {package} package: pip install {package}",
+                          "no_model") from None
+    options.update(params)
+    if route.base_url:
+        options["base_url"] = route.base_url
+    if kind == "ollama":
+        options.pop("max_retries", None)
+    else:
+        options.setdefault("max_retries", 0)  # Parley's guarded calls own retries
+        key = options.pop("api_key", None) or route.key
+        if not key and route.base_url:
+            key = "not-needed"  # local OpenAI-compatible servers accept any key
+        if not key:
+            raise ConfigError(f"{kind}:{name} needs an API key: set {key_var} in the environment "
+                              "or .streamlit/secrets.toml, or use a registered endpoint "
+                              f"({kind}:MODEL?endpoint=NAME)", "no_model")
+        options["api_key"] = key
+        if kind == "openai" and "http_async_client" not in options \
+                and "openai_proxy" not in options:
+            options["http_async_client"] = _loop_safe_async_client()
+    model = getattr(module, class_name)(model=name, **options)
+    recorded = f"{kind}:{name}" + (f"?{route.suffix}" if route.suffix else "")
+    try:
+        object.__setattr__(model, "parley_spec", recorded)
+    except Exception:  # some models forbid extra attributes; the spec then comes from the class
+        pass
+    return model
+
+
+def _loop_safe_async_client() -> Any:
+    """An async HTTP client for ChatOpenAI that keeps no idle connections.
+
+    langchain-openai shares one cached async client per base URL, and every synchronous run is
+    its own event loop (`asyncio.run`): a kept-alive connection from a finished run's loop
+    fails the next run's first call with `RuntimeError: Event loop is closed`.
+    """
+    try:
+        from langchain_openai._compat import httpx  # the flavour (httpx or httpx2) the SDK uses
+    except ImportError:  # older langchain-openai: the SDK uses httpx
+        import httpx
+    openai = importlib.import_module("openai")
+    return openai.DefaultAsyncHttpxClient(limits=httpx.Limits(max_keepalive_connections=0))
+
+
+def resolve_model(model: Any, temperature: float | None = None, endpoints: Any = None) -> Any:
+    """A seat's model as a chat model: spec strings go through `get_model` (with the
+    registry `endpoints`, see `get_model`)."""
+    if model is None or (isinstance(model, str) and not model.strip()):
+        raise ConfigError("every seat needs a model; " + SPEC_HELP, "no_model")
+    if isinstance(model, str):
+        if len(model) > NAME_MAX or "\x00" in model:
+            raise ConfigError(f"a model spec may have at most {NAME_MAX} characters and no "
+                              f"NUL, got {len(model)} characters", "limit")
+        params = {"temperature": temperature} if temperature is not None else {}
+        if model.strip().lower().startswith("simulated"):
+            params = {}
+        return get_model(model, endpoints=endpoints, **params)
+    if not hasattr(model, "ainvoke"):
+        raise ConfigError(f"a seat's model must be a chat model or a spec string, got "
+                          f"{type(model).__name__}", "no_model")
+    return model
+
+
+def providers_status(endpoints: Any = None, secrets: Mapping[str, str] | None = None
+                     ) -> list[dict[str, Any]]:
+    """Which providers are usable here: package installed, key present, the provider's own
+    base URL (never a key's value). `endpoints` defaults to the environment's registry."""
+    from engine.llm.endpoints import EndpointRegistry
+    registry = endpoints if endpoints is not None else EndpointRegistry.from_settings(
+        os.environ, secrets)
+    rows = [{"provider": "simulated", "package": "built in", "installed": True,
+             "key": "not needed", "base_url": ""}]
+    for kind, (package, module_name, _cls, key_var) in PROVIDERS.items():
+        installed = importlib.util.find_spec(module_name) is not None
+        key = "not needed" if key_var is None else (
+            "present" if registry.secret(key_var) else f"missing ({key_var})")
+        own = registry.provider_url(kind)
+        rows.append({"provider": kind, "package": package, "installed": installed,
+                     "key": key, "base_url": own.base_url if own is not None else ""})
+    return rows

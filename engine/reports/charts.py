@@ -1,0 +1,246 @@
+"""Plotly figures for the Runs and Insights pages, from the frames `engine.reports.insights` builds.
+
+Only plotly here: no store, no streamlit. Every builder takes plain data and returns a
+`plotly.graph_objects.Figure`. Text from users or models (stances, labels, seat names) is
+HTML-escaped before it reaches a figure, because plotly reads a few HTML tags in labels.
+Figures are built in one go from trace and layout dicts: that validates once, about five
+times faster than growing a figure with `update_layout` (it matters with 20 charts a page).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+import plotly.express as px
+import plotly.graph_objects as go
+
+from engine.text import html_text
+
+PALETTE = px.colors.qualitative.Safe
+WINNER, OTHER, ACCENT = "#3558c9", "#9aa7c7", "#f9a825"
+LEVEL_COLORS = {"high": "#2e7d32", "medium": "#f9a825", "low": "#c62828",
+                "strong": "#2e7d32", "moderate": "#7cb342", "weak": "#f9a825", "none": "#c62828",
+                "qualified-draft": "#2e7d32", "blocked-escalated": "#c62828",
+                "converged": "#2e7d32", "finished": "#90a4ae", "failed": "#c62828",
+                "completed": "#2e7d32", "running": "#3558c9", "interrupted": "#f9a825",
+                "not approved": "#c62828"}
+
+
+def _text(value: Any) -> str:
+    """User or model text made literal for plotly, which reads a few HTML tags in labels."""
+    return html_text(value)
+
+
+def _texts(values: Any) -> list[str]:
+    return [_text(v) for v in values]
+
+
+def _short(text: Any, limit: int = 40) -> str:
+    value = " ".join(str(text).split())
+    return _text(value if len(value) <= limit else value[:limit - 1] + "…")
+
+
+def _layout(title: str = "", height: int = 320, **kw: Any) -> dict[str, Any]:
+    # No `template`: Streamlit's theme styles the figure, and copying a template into each
+    # figure costs more than building the rest of the Insights page.
+    layout: dict[str, Any] = {"height": height,
+                              "margin": {"l": 10, "r": 10, "t": 40 if title else 10, "b": 10},
+                              "legend": {"orientation": "h", "y": -0.2}}
+    if title:  # titles name labels and stances too
+        layout["title"] = {"text": _text(title), "font": {"size": 15}}
+    layout.update(kw)
+    return layout
+
+
+def _figure(traces: list[dict[str, Any]], title: str = "", height: int = 320,
+            **layout: Any) -> go.Figure:
+    return go.Figure(data=traces, layout=_layout(title, height, **layout))
+
+
+# --------------------------------------------------------------------------- one run
+def timeline(frame: pd.DataFrame, title: str = "Calls over time") -> go.Figure:
+    """A Gantt chart of the calls: one bar per call from start to finish, a row per seat,
+    coloured by phase (degraded calls hatched), so calls that ran at once overlap in time."""
+    if frame.empty:
+        return _figure([], title)
+    data = frame.assign(latency_s=frame["latency"].round(3), seat=_texts(frame["seat"]),
+                        phase=_texts(frame["phase"]), status=_texts(frame["status"]))
+    fig = px.timeline(data, x_start="start", x_end="finish", y="seat", color="phase",
+                      pattern_shape="status", pattern_shape_map={"ok": "", "degraded": "/"},
+                      hover_data={"call": True, "round": True, "status": True,
+                                  "latency_s": True, "seat": False},
+                      color_discrete_sequence=PALETTE,
+                      category_orders={"seat": list(dict.fromkeys(data["seat"]))})
+    fig.update_yaxes(autorange="reversed", title=None)
+    fig.update_xaxes(title=None)
+    fig.update_layout(**_layout(title, max(220, 70 + 38 * data["seat"].nunique())))
+    return fig
+
+
+def tally_bar(counts: Mapping[str, int], winner: str | None = None,
+              title: str = "Vote tally") -> go.Figure:
+    """Votes per stance, the winner in a stronger colour."""
+    stances = sorted(counts, key=lambda s: (-counts[s], s))
+    votes = [int(counts[s]) for s in stances]
+    return _figure([{"type": "bar", "x": [_short(s) for s in stances], "y": votes,
+                     "hovertext": _texts(stances), "text": votes, "textposition": "auto",
+                     "hovertemplate": "%{hovertext}: %{y} vote(s)<extra></extra>",
+                     "marker": {"color": [WINNER if s == winner else OTHER for s in stances]}}],
+                   title, 280, yaxis={"title": {"text": "votes"}, "dtick": 1,
+                                      "rangemode": "tozero"})
+
+
+def sankey(links: pd.DataFrame, title: str = "Stance before → after") -> go.Figure:
+    """Flows from `source` to `target` nodes sized by `value` (hover shows `label` if given).
+
+    Source and target nodes are kept apart ("before" on the left, "after" on the right) even
+    when they carry the same name, so a held position reads as a straight band."""
+    if links.empty:
+        return _figure([], title)
+    sources = list(dict.fromkeys(links["source"].astype(str)))
+    targets = list(dict.fromkeys(links["target"].astype(str)))
+    index_s = {s: i for i, s in enumerate(sources)}
+    index_t = {t: len(sources) + i for i, t in enumerate(targets)}
+    hover = _texts(links["label"]) if "label" in links else _texts(links["value"])
+    colors = [PALETTE[i % len(PALETTE)] for i in range(len(sources))]
+    trace = {"type": "sankey", "arrangement": "snap",
+             "node": {"label": [_short(n, 44) for n in sources + targets], "pad": 14,
+                      "thickness": 14, "color": colors + ["#b0bec5"] * len(targets),
+                      "customdata": _texts(sources + targets),
+                      "hovertemplate": "%{customdata}<extra></extra>"},
+             "link": {"source": [index_s[str(s)] for s in links["source"]],
+                      "target": [index_t[str(t)] for t in links["target"]],
+                      "value": [float(v) for v in links["value"]], "customdata": hover,
+                      "color": [_fade(colors[index_s[str(s)]]) for s in links["source"]],
+                      "hovertemplate": "%{source.customdata} → %{target.customdata}: "
+                                       "%{value}<br>%{customdata}<extra></extra>"}}
+    return _figure([trace], title, max(260, 60 + 34 * max(len(sources), len(targets))))
+
+
+def _fade(color: str) -> str:
+    if color.startswith("rgb("):
+        return color.replace("rgb(", "rgba(").replace(")", ",0.45)")
+    if color.startswith("#") and len(color) == 7:
+        r, g, b = (int(color[i:i + 2], 16) for i in (1, 3, 5))
+        return f"rgba({r},{g},{b},0.45)"
+    return color
+
+
+def seat_usage(frame: pd.DataFrame, title: str = "Tokens and latency per seat") -> go.Figure:
+    """Tokens in and out (stacked, left) and total latency (right), one bar per seat."""
+    traces: list[dict[str, Any]] = []
+    if not frame.empty:
+        seats = _texts(frame["seat"])
+        traces = [
+            {"type": "bar", "x": seats, "y": frame["tokens_in"].tolist(), "name": "tokens in",
+             "marker": {"color": WINNER}},
+            {"type": "bar", "x": seats, "y": frame["tokens_out"].tolist(),
+             "name": "tokens out", "marker": {"color": OTHER}},
+            {"type": "bar", "x": seats, "y": frame["latency"].tolist(), "name": "latency (s)",
+             "marker": {"color": ACCENT}, "xaxis": "x2", "yaxis": "y2",
+             "customdata": frame["calls"].tolist(),
+             "hovertemplate": "%{x}: %{y:.2f} s over %{customdata} call(s)<extra></extra>"}]
+    return _figure(traces, title, 300, barmode="stack",
+                   xaxis={"domain": [0, 0.46]}, xaxis2={"domain": [0.54, 1], "anchor": "y2"},
+                   yaxis={"title": {"text": "tokens"}},
+                   yaxis2={"title": {"text": "seconds"}, "anchor": "x2"})
+
+
+# --------------------------------------------------------------------------- across runs
+def rate_bar(data: pd.DataFrame, x: str = "group", y: str | Sequence[str] = "rate",
+             n: str | Sequence[str] = "n", title: str = "", y_title: str = "share",
+             names: Sequence[str] | None = None) -> go.Figure:
+    """Shares per group (0..1, shown as %), one bar per group and y column (grouped), with
+    each bar's count (`n`, one column or one per y column) in its hover."""
+    columns = [y] if isinstance(y, str) else list(y)
+    counts_of = [n] * len(columns) if isinstance(n, str) else list(n)
+    labels = list(names) if names is not None else columns
+    traces = []
+    if not data.empty:
+        groups = _texts(data[x])
+        colors = [WINNER, ACCENT, OTHER, *PALETTE]
+        for i, (column, count, label) in enumerate(zip(columns, counts_of, labels)):
+            values = [float(v) for v in data[column]]
+            traces.append({
+                "type": "bar", "x": groups, "y": values, "name": _text(label),
+                "marker": {"color": colors[i % len(colors)]},
+                "text": [f"{v:.0%}" if v == v else "" for v in values],
+                # A short bar cannot hold its label: put it above, so 0% still reads.
+                "textposition": ["inside" if v == v and v >= 0.15 else "outside"
+                                 for v in values], "cliponaxis": False,
+                "customdata": data[count].tolist() if count in data else [""] * len(data),
+                "hovertemplate": "%{x}: %{y:.1%} of %{customdata}"
+                                 "<extra>%{fullData.name}</extra>"})
+    return _figure(traces, title, barmode="group", showlegend=len(columns) > 1,
+                   yaxis={"title": {"text": y_title}, "tickformat": ".0%",
+                          "range": [0, 1.05]})
+
+
+def stacked_counts(data: pd.DataFrame, x: str = "group", color: str = "value",
+                   y: str = "count", order: Sequence[str] | None = None, title: str = "",
+                   y_title: str = "runs") -> go.Figure:
+    """Counts per group split by a category (stacked), e.g. confidence levels per label."""
+    traces = []
+    if not data.empty:
+        present = list(dict.fromkeys(data[color].astype(str)))
+        categories = [c for c in (order or []) if c in present] + \
+            [c for c in present if c not in (order or [])]
+        groups = list(dict.fromkeys(data[x].astype(str)))
+        table = (data.assign(**{x: data[x].astype(str), color: data[color].astype(str)})
+                 .groupby([x, color], sort=False)[y].sum())
+        for i, category in enumerate(categories):
+            traces.append({
+                "type": "bar", "x": _texts(groups), "name": _short(category),
+                "y": [int(table.get((g, category), 0)) for g in groups],
+                "marker": {"color": LEVEL_COLORS.get(category, PALETTE[i % len(PALETTE)])},
+                "hovertemplate": f"%{{x}}: %{{y}} {y_title} · %{{fullData.name}}"
+                                 "<extra></extra>"})
+    return _figure(traces, title, barmode="stack",
+                   yaxis={"title": {"text": y_title}, "rangemode": "tozero"})
+
+
+def histogram(data: pd.DataFrame, x: str, color: str | None = "group", title: str = "",
+              x_title: str = "", bins: int = 10, x_range: Sequence[float] | None = None
+              ) -> go.Figure:
+    """The distribution of a number, one overlaid histogram per group."""
+    traces = []
+    if not data.empty:
+        groups = [(x, data)] if color is None else list(data.groupby(color, sort=True))
+        start, end = (x_range if x_range is not None else
+                      (float(data[x].min()), float(data[x].max()) or 1.0))
+        size = (end - start) / bins or 1.0
+        for i, (name, part) in enumerate(groups):
+            traces.append({"type": "histogram", "x": part[x].tolist(), "name": _text(name),
+                           "xbins": {"start": start, "end": end + 1e-9, "size": size},
+                           "marker": {"color": PALETTE[i % len(PALETTE)]}, "opacity": 0.75})
+    return _figure(traces, title, barmode="overlay" if len(traces) > 1 else "relative",
+                   xaxis={"title": {"text": x_title or x}}, yaxis={"title": {"text": "runs"}})
+
+
+def box(stats: pd.DataFrame, x: str = "group", color: str | None = None, title: str = "",
+        y_title: str = "") -> go.Figure:
+    """Box plots from precomputed statistics (`min, q1, median, q3, max, mean` per group), so
+    the figure carries six numbers per box, not every run; one colour per `color` value."""
+    traces = []
+    if not stats.empty:
+        parts = [(y_title, stats)] if color is None else list(stats.groupby(color, sort=True))
+        for i, (name, part) in enumerate(parts):
+            traces.append({"type": "box", "x": _texts(part[x]), "q1": part["q1"].tolist(),
+                           "median": part["median"].tolist(), "q3": part["q3"].tolist(),
+                           "lowerfence": part["min"].tolist(),
+                           "upperfence": part["max"].tolist(), "mean": part["mean"].tolist(),
+                           "marker": {"color": PALETTE[i % len(PALETTE)] if color else WINNER},
+                           "name": _text(name)})
+    return _figure(traces, title, showlegend=color is not None, boxmode="group",
+                   yaxis={"title": {"text": y_title}, "rangemode": "tozero"})
+
+
+BUILDERS = {"timeline": timeline, "tally_bar": tally_bar, "sankey": sankey,
+            "seat_usage": seat_usage, "rate_bar": rate_bar, "stacked_counts": stacked_counts,
+            "histogram": histogram, "box": box}
+
+
+def figure(chart: Any) -> go.Figure:
+    """The figure for an `insights.Chart` (its `kind` names a builder here)."""
+    return BUILDERS[chart.kind](chart.data, title=chart.title, **chart.spec)

@@ -1,0 +1,344 @@
+"""Experiment results: the runs frame, summary, calibration, paired comparison and figures."""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import pandas as pd
+
+from engine.analysis import stats
+from engine.models import ConfigError
+from engine.text import csv_cell, html_text
+from engine.experiments.planning import SUPERSEDED, Cell
+from engine.store.experiments import Progress, _row, get, progress
+
+SIGNALS = {"consensus": "consensus ratio (share of the final vote for the winner)",
+           "judge": "judge confidence (the judge's own CONFIDENCE)"}
+RUNS_PAGE = "runs"  # the Runs page's URL path; `?run=ID` opens one run
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return float("nan")
+    return float(value)
+
+
+def _signals(metrics: Mapping[str, Any], expected: str | None) -> dict[str, Any]:
+    """What a run's stored metrics say, in protocol-independent names (missing: NaN/None).
+
+    consensus = the final vote's winner share (panel, vote); judge = the judge's own
+    confidence (debate); level = the confidence level (panel, vote; roundtable's stance tally);
+    first / final = round one's winner and the final winner (panel), and `shift` how the
+    answer moved against the expected one: better (wrong to right), worse (right to wrong),
+    sideways (wrong to another wrong), same.
+    """
+    from engine.analysis import normalize_stance
+    m = metrics or {}
+    out: dict[str, Any] = {
+        "consensus": _number(m.get("ratio")), "judge": _number(m.get("judge_confidence")),
+        "level": m.get("confidence_level") or m.get("stance_confidence") or None,
+        "mind_changes": _number(m.get("mind_changes")), "seats": _number(m.get("debaters")),
+        "persuaded": _number(m.get("persuaded")), "misled": _number(m.get("misled")),
+        "answer": m.get("winner", m.get("stance_winner")) or None,
+        "first_answer": None, "changed": None, "shift": None}
+    if "first_round_winner" in m:
+        first, final = m.get("first_round_winner") or "", m.get("winner") or ""
+        out["first_answer"] = first or None
+        out["changed"] = normalize_stance(first) != normalize_stance(final)
+        if expected:
+            target = normalize_stance(expected)
+            was, now_ = normalize_stance(first) == target, normalize_stance(final) == target
+            out["shift"] = ("same" if not out["changed"] else "better" if now_ and not was
+                            else "worse" if was and not now_ else "sideways")
+    return out
+
+
+RUN_COLUMNS = ["id", "label", "protocol", "q", "repeat", "question", "expected", "status",
+               "counted", "superseded", "correct", "answer", "level", "consensus", "judge",
+               "mind_changes", "seats", "persuaded", "misled", "first_answer", "changed",
+               "shift", "calls", "degraded", "tokens", "seconds", "simulated", "created_at",
+               "link"]
+
+
+def runs_frame(store: Any, experiment_id: str) -> pd.DataFrame:
+    """One row per run of the experiment: its cell (q, repeat, label), whether it `counted`
+    (the first completed run of its cell), correctness and the signals of `_signals`."""
+    spec = _row(store, experiment_id)["spec"]
+    labels = [c["label"] for c in spec["configs"]]
+    frame = store.runs(experiment_id=experiment_id)
+    records = []
+    counted: set[Cell] = set()
+    for run in frame.sort_values(["created_at", "id"]).to_dict("records"):
+        cell = Cell.from_tags(run["tags"])
+        if cell is None or cell.c >= len(labels):
+            continue
+        first = run["status"] == "completed" and cell not in counted
+        if first:
+            counted.add(cell)
+        correct = run["correct"]
+        records.append({
+            "id": run["id"], "label": labels[cell.c], "protocol": run["protocol"], "q": cell.q,
+            "repeat": cell.r, "question": run["question"], "expected": run["expected"],
+            "status": run["status"], "counted": first, "superseded": SUPERSEDED in run["tags"],
+            "correct": None if correct is None or correct != correct else bool(correct),
+            **_signals(run["metrics"], run["expected"]), "calls": run["calls"],
+            "degraded": run["degraded"], "tokens": run["tokens_in"] + run["tokens_out"],
+            "seconds": run["duration"], "simulated": bool(run["simulated"]),
+            "created_at": run["created_at"],
+            "link": f"{RUNS_PAGE}?run={quote(str(run['id']), safe='')}"})
+    return pd.DataFrame(records, columns=RUN_COLUMNS)
+
+
+def _counted(frame: pd.DataFrame, label: str | None = None) -> pd.DataFrame:
+    rows = frame[frame["counted"]] if not frame.empty else frame
+    return rows[rows["label"] == label] if label is not None else rows
+
+
+def calibration(frame: pd.DataFrame, label: str, signal: str, bins: int = 10) -> dict[str, Any]:
+    """A confidence signal of one configuration against correctness: the reliability
+    diagram's bins, ECE and Brier score over the counted runs that have both."""
+    if signal not in SIGNALS:
+        raise ConfigError(f"signal must be one of {', '.join(SIGNALS)}, got {signal!r}", "input")
+    rows = _counted(frame, label)
+    rows = rows[rows["correct"].notna() & rows[signal].notna()] if not rows.empty else rows
+    confidences = [float(v) for v in rows[signal]] if not rows.empty else []
+    outcomes = [bool(v) for v in rows["correct"]] if not rows.empty else []
+    return {"label": label, "signal": signal, "n": len(confidences),
+            "bins": stats.reliability_bins(confidences, outcomes, bins),
+            "ece": stats.ece(confidences, outcomes, bins),
+            "brier": stats.brier(confidences, outcomes)}
+
+
+def _sum(values: pd.Series) -> float:
+    present = pd.to_numeric(values, errors="coerce").dropna()
+    return float(present.sum()) if len(present) else float("nan")
+
+
+def _mean(values: pd.Series) -> float:
+    present = pd.to_numeric(values, errors="coerce").dropna()
+    return float(present.mean()) if len(present) else float("nan")
+
+
+SUMMARY_COLUMNS = ["configuration", "protocol", "runs", "planned", "failed", "interrupted",
+                   "scored",
+                   "correct", "accuracy", "accuracy_low", "accuracy_high", "high", "medium",
+                   "low", "consensus_ece", "consensus_brier", "judge_ece", "judge_brier",
+                   "mind_change_rate", "persuaded", "misled", "answer_changed",
+                   "changed_better", "changed_worse", "tokens_per_run", "seconds_per_run",
+                   "calls_per_run"]
+
+
+# The summary's columns in the groups a page shows them in (configuration first in each).
+SUMMARY_GROUPS = {
+    "Accuracy and confidence levels": ["runs", "planned", "failed", "interrupted", "scored",
+                                       "correct", "accuracy", "accuracy_low",
+                                       "accuracy_high", "high", "medium", "low"],
+    "Calibration (ECE, Brier)": ["consensus_ece", "consensus_brier", "judge_ece",
+                                 "judge_brier"],
+    "Mind changes, and the final answer against round one's vote": [
+        "mind_change_rate", "persuaded", "misled", "answer_changed", "changed_better",
+        "changed_worse"],
+    "Cost per run": ["tokens_per_run", "seconds_per_run", "calls_per_run"],
+}
+
+
+def summary(frame: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
+    """Per configuration (in the spec's order), over its counted runs:
+
+    accuracy = correct / scored with its 95% Wilson interval; confidence levels counted;
+    ECE and Brier of each signal; mind_change_rate = measured mind changes / debater ballots;
+    persuaded / misled seats; answer_changed = runs whose final winner differs from round
+    one's, split into changed_better / changed_worse against the expected answer; and the
+    mean tokens, seconds and calls per run. `failed` / `interrupted` count the cells with no
+    completed run whose latest run ended so (a resume redoes them).
+    """
+    planned = len(spec["questions"]) * spec["repeats"]
+    rows = []
+    for config in spec["configs"]:
+        label = config["label"]
+        mine = frame[frame["label"] == label] if not frame.empty else frame
+        done = _counted(frame, label)
+        scored = done[done["correct"].notna()] if not done.empty else done
+        right = int(scored["correct"].astype(bool).sum()) if not scored.empty else 0
+        low, high = stats.wilson_interval(right, len(scored)) if len(scored) else (
+            float("nan"), float("nan"))
+        levels = done["level"].value_counts() if not done.empty else pd.Series(dtype=int)
+        cells_done = set(zip(done["q"], done["repeat"])) if not done.empty else set()
+        unfinished = {status: len({(q, r) for q, r, s, old in zip(
+            mine["q"], mine["repeat"], mine["status"], mine["superseded"])
+            if s == status and not old} - cells_done) if not mine.empty else 0
+            for status in ("failed", "interrupted")}
+        consensus = calibration(frame, label, "consensus")
+        judge = calibration(frame, label, "judge")
+        changed = done[done["changed"].notna()] if not done.empty else done
+        seats = _sum(done["seats"]) if not done.empty else float("nan")
+        rows.append({
+            "configuration": label, "protocol": config.get("protocol", ""),
+            "runs": len(done), "planned": planned, **unfinished, "scored": len(scored),
+            "correct": right, "accuracy": right / len(scored) if len(scored) else float("nan"),
+            "accuracy_low": low, "accuracy_high": high,
+            **{level: int(levels.get(level, 0)) for level in ("high", "medium", "low")},
+            "consensus_ece": consensus["ece"], "consensus_brier": consensus["brier"],
+            "judge_ece": judge["ece"], "judge_brier": judge["brier"],
+            "mind_change_rate": _sum(done["mind_changes"]) / seats if seats else float("nan"),
+            "persuaded": _sum(done["persuaded"]) if not done.empty else float("nan"),
+            "misled": _sum(done["misled"]) if not done.empty else float("nan"),
+            "answer_changed": int(changed["changed"].astype(bool).sum())
+            if not changed.empty else 0,
+            "changed_better": int((done["shift"] == "better").sum()) if not done.empty else 0,
+            "changed_worse": int((done["shift"] == "worse").sum()) if not done.empty else 0,
+            "tokens_per_run": _mean(done["tokens"]) if not done.empty else float("nan"),
+            "seconds_per_run": _mean(done["seconds"]) if not done.empty else float("nan"),
+            "calls_per_run": _mean(done["calls"]) if not done.empty else float("nan")})
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+
+def question_scores(frame: pd.DataFrame, label: str) -> dict[int, float]:
+    """Per question index: the share of this configuration's counted, scored runs that
+    were right (the mean over repeats)."""
+    done = _counted(frame, label)
+    scored = done[done["correct"].notna()] if not done.empty else done
+    if scored.empty:
+        return {}
+    return {int(q): float(v) for q, v in
+            scored.assign(c=scored["correct"].astype(float)).groupby("q")["c"].mean().items()}
+
+
+def compare(frame: pd.DataFrame, a: str, b: str) -> dict[str, Any]:
+    """Configuration `a` against `b` on the questions both answered with a score.
+
+    Per question, the one right more often over its repeats wins (equal: a tie). The exact
+    two-sided sign test (`stats.sign_test`) asks whether wins and losses split this unevenly
+    by chance; with one repeat it is McNemar's exact test on the discordant questions.
+    """
+    left, right = question_scores(frame, a), question_scores(frame, b)
+    shared = sorted(set(left) & set(right))
+    wins = sum(left[q] > right[q] for q in shared)
+    losses = sum(left[q] < right[q] for q in shared)
+    ties = len(shared) - wins - losses
+    p = stats.sign_test(wins, losses)
+    if not shared:
+        sentence = (f"{a} and {b} share no question with a scored answer, so they cannot be "
+                    "compared (scoring needs expected answers).")
+    else:
+        verdict = ("a split this uneven would be unlikely (p < 0.05) if the two were equally "
+                   "good" if p < 0.05 else "that is consistent with chance (p >= 0.05)")
+        sentence = (f"On {len(shared)} question{'s' * (len(shared) != 1)}, {a} was right more "
+                    f"often than {b} on {wins}, less often on {losses} and equally often on "
+                    f"{ties}; an exact two-sided sign test on the {wins + losses} that differ "
+                    f"gives p = {p:.3g}, so {verdict}.")
+    return {"a": a, "b": b, "questions": len(shared), "wins": wins, "losses": losses,
+            "ties": ties, "p_value": p, "sentence": sentence}
+
+
+def question_table(frame: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
+    """Questions x configurations: per cell "right/scored" (or runs done when unscored)."""
+    out = pd.DataFrame({"q": range(len(spec["questions"])),
+                        "question": [i["question"] for i in spec["questions"]],
+                        "expected": [i.get("expected") or "" for i in spec["questions"]]})
+    for config in spec["configs"]:
+        done = _counted(frame, config["label"])
+        cells = []
+        for q in out["q"]:
+            mine = done[done["q"] == q] if not done.empty else done
+            scored = mine[mine["correct"].notna()] if not mine.empty else mine
+            cells.append(f"{int(scored['correct'].astype(bool).sum())}/{len(scored)} right"
+                         if len(scored) else f"{len(mine)} run{'s' * (len(mine) != 1)}")
+        out[config["label"]] = cells
+    return out
+
+
+def drill(frame: pd.DataFrame, label: str | None = None, q: int | None = None) -> pd.DataFrame:
+    """The runs behind a cell of the results (a configuration, a question, or both), with a
+    link to each on the Runs page."""
+    rows = frame
+    if label is not None and not rows.empty:
+        rows = rows[rows["label"] == label]
+    if q is not None and not rows.empty:
+        rows = rows[rows["q"] == q]
+    return rows[["link", "id", "label", "q", "repeat", "status", "counted", "superseded",
+                 "correct", "answer", "level", "consensus", "judge", "calls", "tokens",
+                 "seconds"]].reset_index(drop=True)
+
+
+def to_csv(frame: pd.DataFrame) -> str:
+    """A results frame (the runs, or the summary) as CSV; a text cell that a spreadsheet
+    would run as a formula (`=`, `+`, `-`, `@` first) is written as text (`csv_cell`)."""
+    return frame.map(csv_cell).to_csv(index=False)
+
+
+@dataclass
+class Report:
+    """Everything the Experiments page and `experiment show` print for one experiment."""
+
+    experiment: dict[str, Any]
+    progress: Progress
+    runs: pd.DataFrame
+    summary: pd.DataFrame
+    questions: pd.DataFrame
+    calibrations: list[dict[str, Any]]
+
+    @property
+    def labels(self) -> list[str]:
+        return [c["label"] for c in self.experiment["spec"]["configs"]]
+
+
+def report(store: Any, experiment_id: str) -> Report:
+    """An experiment's results so far (any time: while it runs too)."""
+    experiment = get(store, experiment_id)
+    spec = experiment["spec"]
+    frame = runs_frame(store, experiment_id)
+    calibrations = [calibration(frame, c["label"], signal) for signal in SIGNALS
+                    for c in spec["configs"]]
+    return Report(experiment, progress(store, experiment_id), frame, summary(frame, spec),
+                  question_table(frame, spec), [c for c in calibrations if c["n"]])
+
+
+# --------------------------------------------------------------------------- figures
+def reliability_figure(calibrations: Sequence[Mapping[str, Any]], title: str = "") -> Any:
+    """The reliability diagram: per configuration and signal, accuracy against mean
+    confidence per bin (marker size = runs in the bin), with the diagonal of perfect
+    calibration; ECE and Brier in the legend."""
+    import plotly.graph_objects as go
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="perfect calibration",
+                             line={"dash": "dot", "color": "#999"}))
+    for cal in calibrations:
+        bins = cal["bins"]
+        fig.add_trace(go.Scatter(
+            x=[b["confidence"] for b in bins], y=[b["accuracy"] for b in bins],
+            mode="lines+markers",
+            marker={"size": [8 + 16 * (b["count"] / max(1, cal["n"])) ** 0.5 for b in bins]},
+            name=html_text(f"{cal['label']} · {cal['signal']} (ECE {cal['ece']:.3f}, Brier "
+                           f"{cal['brier']:.3f}, n={cal['n']})"),
+            customdata=[[b["count"], b["low"], b["high"]] for b in bins],
+            hovertemplate="confidence %{x:.2f}<br>accuracy %{y:.2f}<br>%{customdata[0]} runs "
+                          "in [%{customdata[1]:.1f}, %{customdata[2]:.1f})<extra></extra>"))
+    fig.update_layout(title={"text": html_text(title)} if title else None,
+                      template="plotly_white",
+                      height=420, margin={"l": 10, "r": 10, "t": 40 if title else 10, "b": 10},
+                      legend={"orientation": "h", "y": -0.25},
+                      xaxis={"title": "confidence", "range": [0, 1.02]},
+                      yaxis={"title": "share correct", "range": [0, 1.02]})
+    return fig
+
+
+def accuracy_figure(table: pd.DataFrame) -> Any:
+    """Accuracy per configuration with its 95% Wilson interval as error bars."""
+    import plotly.graph_objects as go
+    scored = table[table["scored"] > 0]
+    fig = go.Figure(go.Bar(
+        x=[html_text(label) for label in scored["configuration"]],  # labels are text
+        y=list(scored["accuracy"]),
+        error_y={"type": "data", "symmetric": False,
+                 "array": list(scored["accuracy_high"] - scored["accuracy"]),
+                 "arrayminus": list(scored["accuracy"] - scored["accuracy_low"])},
+        customdata=list(zip(scored["correct"], scored["scored"])),
+        hovertemplate="%{x}: %{y:.0%} (%{customdata[0]}/%{customdata[1]})<extra></extra>"))
+    fig.update_layout(template="plotly_white", height=320,
+                      margin={"l": 10, "r": 10, "t": 10, "b": 10},
+                      yaxis={"title": "accuracy (95% Wilson interval)", "range": [0, 1.05],
+                             "tickformat": ".0%"})
+    return fig

@@ -1,0 +1,394 @@
+"""The Runs page's data: filters, the history table and one run taken apart for its detail.
+
+Plain pandas on the store's DataFrames and `Store.get` dicts; every filter goes to
+`Store.runs` as a bound parameter. Nothing here draws (that is `charts`) or imports streamlit.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timezone
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import select
+
+from engine.protocols import REGISTRY
+from engine.store.readback import decode_tags
+from engine.store import STATUSES, RunRow
+
+NO_LABEL = "(no label)"
+ABSTAINED = "(abstained)"
+HISTORY_LIMITS = (50, 200, 1000)
+
+
+# --------------------------------------------------------------------------- filters
+@dataclass(frozen=True)
+class Filters:
+    """What the Runs and Insights pages filter by; empty values mean "any"."""
+
+    protocol: str | None = None
+    label: str | None = None
+    tag: str | None = None
+    model: str | None = None
+    status: str | None = None
+    search: str | None = None
+    since: date | None = None
+    until: date | None = None
+
+    def store_args(self) -> dict[str, Any]:
+        """Keyword arguments for `Store.runs` (dates become whole UTC days)."""
+        args: dict[str, Any] = {}
+        for name in ("protocol", "label", "tag", "model", "status", "search"):
+            value = getattr(self, name)
+            if isinstance(value, str) and value.strip():
+                args[name] = value.strip()
+        if self.since:
+            args["since"] = datetime.combine(self.since, time.min, tzinfo=timezone.utc)
+        if self.until:
+            args["until"] = datetime.combine(self.until, time.max, tzinfo=timezone.utc)
+        return args
+
+    @property
+    def active(self) -> bool:
+        return bool(self.store_args())
+
+
+def date_range(value: Any) -> tuple[date | None, date | None]:
+    """(since, until) from a date input's value: a date, a 0-2 tuple of dates, or None."""
+    if isinstance(value, date):
+        return value, value
+    picked = [v for v in (value or ()) if isinstance(v, date)]
+    if not picked:
+        return None, None
+    return picked[0], picked[-1]
+
+
+def choices_from(protocols: Iterable[Any], labels: Iterable[Any], tags: Iterable[Any],
+                 models: Iterable[Any]) -> dict[str, list[str]]:
+    """The values each filter can take: every registered protocol (then any other stored
+    one), and the labels, tags and models seen (`tags` are lists, `models` comma-joined)."""
+    stored = {str(p) for p in protocols if isinstance(p, str)}
+    return {"protocol": list(REGISTRY) + sorted(stored - set(REGISTRY)),
+            "label": sorted({v for v in labels if isinstance(v, str) and v}),
+            "tag": sorted({str(t) for group in tags if isinstance(group, list)
+                           for t in group}),
+            "model": sorted({m for joined in models if isinstance(joined, str)
+                             for m in joined.split(",") if m}),
+            "status": list(STATUSES)}
+
+
+def choices(store: Any) -> dict[str, list[str]]:
+    """`choices_from` every stored run, read as the distinct protocols, labels, tag lists
+    and model lists (milliseconds for 10,000 runs, where `Store.runs()` would parse every
+    run's configuration and metrics: half a second). Read-only."""
+    with store.engine.connect() as connection:
+        seen = {name: list(connection.execute(select(getattr(RunRow, name)).distinct())
+                           .scalars()) for name in ("protocol", "label", "tags", "models")}
+    return choices_from(seen["protocol"], seen["label"],
+                        [decode_tags(t) for t in seen["tags"] if t], seen["models"])
+
+
+def newest(store: Any) -> str | None:
+    """The id of the newest stored run, or None when nothing is stored (one-row read)."""
+    frame = store.runs(limit=1)
+    return None if frame.empty else str(frame["id"].iloc[0])
+
+
+def is_simulated(simulated: Any, models: Any) -> bool:
+    """A run made by the offline simulated model: flagged so by the store, or every model
+    spec it used is `simulated...` (a failed call carries no simulated flag of its own)."""
+    names = [m for m in str(models or "").split(",") if m]
+    return bool(simulated) or (bool(names) and all(m.startswith("simulated") for m in names))
+
+
+def protocol_title(name: str) -> str:
+    spec = REGISTRY.get(name)
+    return spec.title if spec is not None else name
+
+
+def protocol_titles(names: pd.Series) -> pd.Series:
+    """`protocol_title` over a column (a dict lookup, not a Python call per row)."""
+    return names.map({name: spec.title for name, spec in REGISTRY.items()}).fillna(names)
+
+
+# --------------------------------------------------------------------------- history
+def _percent(value: Any) -> str:
+    return f"{float(value):.0%}" if isinstance(value, (int, float)) else "?"
+
+
+def _outcome_debate(m: Mapping[str, Any]) -> str:
+    confidence = m.get("judge_confidence")
+    if confidence is None:
+        return ""
+    return f"judge {float(confidence):.2f}" + (" (high)" if m.get("high_confidence") else "")
+
+
+def _outcome_review(m: Mapping[str, Any]) -> str:
+    if "approved" not in m:
+        return ""
+    state = "approved" if m["approved"] else "not approved"
+    return f"{state} after {m.get('iterations_used', '?')}"
+
+
+def _outcome_tally(m: Mapping[str, Any]) -> str:
+    if "winner" not in m:
+        return ""
+    text = f"{m.get('winner') or ABSTAINED} ({m.get('confidence_level', '?')}, " \
+           f"{_percent(m.get('ratio'))})"
+    if m.get("tied"):
+        text += ", tied"
+    if m.get("changed_outcome"):
+        text += ", debate changed it"
+    return text
+
+
+def _outcome_roundtable(m: Mapping[str, Any]) -> str:
+    level = m.get("agreement_level")
+    if level is None:
+        return ""
+    return f"agreement {level}, {m.get('completion_state', '?')}"
+
+
+def _outcome_duel(m: Mapping[str, Any]) -> str:
+    state = m.get("status") or ""
+    turns = m.get("turns")
+    return f"{state}, {turns} turns" if state and turns is not None else str(state)
+
+
+OUTCOMES = {"debate": _outcome_debate, "peer-review": _outcome_review, "panel": _outcome_tally,
+            "vote": _outcome_tally, "roundtable": _outcome_roundtable, "duel": _outcome_duel}
+
+
+def outcome_text(protocol: str, metrics: Mapping[str, Any] | None) -> str:
+    """A run's outcome in a few words, from its stored metrics."""
+    if not metrics:
+        return ""
+    describe = OUTCOMES.get(protocol)
+    if describe is None or not isinstance(metrics, Mapping):
+        return ""
+    try:
+        return describe(metrics)
+    except (TypeError, ValueError):  # a stored metric of the wrong type: no outcome shown
+        return "?"
+
+
+HISTORY_COLUMNS = ("id", "created", "protocol", "label", "question", "outcome", "status",
+                   "simulated", "models", "calls", "degraded", "tokens", "seconds",
+                   "unreadable")
+
+
+def history_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """The Runs page's table: one line per run, newest first, every value plain text/number."""
+    if frame.empty:
+        return pd.DataFrame(columns=list(HISTORY_COLUMNS))
+    created = pd.to_datetime(frame["created_at"], utc=True)
+    question = frame["question"].fillna("").str.replace(r"\s+", " ", regex=True)
+    return pd.DataFrame({
+        "id": frame["id"],
+        "created": created.dt.strftime("%Y-%m-%d %H:%M"),
+        "protocol": protocol_titles(frame["protocol"]),
+        "label": frame["label"].fillna(""),
+        "question": question.where(question.str.len() <= 120, question.str.slice(0, 119) + "…"),
+        "outcome": [outcome_text(p, m) for p, m in zip(frame["protocol"], frame["metrics"])],
+        "status": frame["status"],
+        "simulated": ["simulated" if is_simulated(s, m) else ""
+                      for s, m in zip(frame["simulated"].tolist(), frame["models"].tolist())],
+        "models": frame["models"].fillna(""),
+        "calls": frame["calls"].astype(int),
+        "degraded": frame["degraded"].astype(int),
+        "tokens": (frame["tokens_in"] + frame["tokens_out"]).astype(int),
+        "seconds": frame["duration"].astype(float).round(2),
+        "unreadable": frame["unreadable"] if "unreadable" in frame else "",
+    }, columns=list(HISTORY_COLUMNS))
+
+
+def unreadable_runs(table: pd.DataFrame) -> list[tuple[str, str]]:
+    """(id, why) of the rows of a history table that could not be read in full."""
+    if table.empty or "unreadable" not in table:
+        return []
+    return [(str(i), str(w)) for i, w in zip(table["id"], table["unreadable"]) if w]
+
+
+@dataclass
+class History:
+    """A page of the history: the newest `limit` matching runs, and whether more match."""
+
+    table: pd.DataFrame
+    more: bool
+    limit: int
+
+
+def history(store: Any, filters: Filters, limit: int = 200) -> History:
+    """The newest `limit` runs matching `filters` as the history table (one bounded query)."""
+    frame = store.runs(**filters.store_args(), limit=limit + 1)
+    return History(history_table(frame.head(limit)), len(frame) > limit, limit)
+
+
+# --------------------------------------------------------------------------- one run
+@dataclass
+class RunDetail:
+    """Everything the run detail view shows beside the protocol's own view blocks (which
+    already carry its confidence, agreement and dissent): facts, transcript, timeline,
+    per-seat usage, problems, the tallies and the panel's stance flows, as plain values."""
+
+    run: dict[str, Any]
+    title: str
+    simulated: bool
+    facts: list[tuple[str, Any]]
+    blocks: list[Any]
+    transcript: list[dict[str, Any]]
+    timeline: pd.DataFrame
+    usage: pd.DataFrame
+    problems: list[str]
+    tallies: list[tuple[str, dict[str, int], str | None]] = field(default_factory=list)
+    flows: pd.DataFrame | None = None
+    outcome: str = ""
+
+    @property
+    def rerunnable(self) -> bool:
+        config = self.run.get("config") or {}
+        return bool(config.get("seats")) and self.run.get("protocol") in REGISTRY
+
+
+def run_detail(store: Any, run_id: str) -> RunDetail:
+    """One stored run, taken apart for the detail view; `KeyError` when there is no such run."""
+    run = store.get(run_id)
+    spec = REGISTRY.get(run["protocol"])
+    result = run.get("result") or {}
+    problems: list[str] = []
+    if run.get("unreadable"):
+        problems.append(f"part of this run could not be read ({run['unreadable']}); what "
+                        "could be read is shown, and the run can be deleted")
+    blocks: list[Any] = []
+    tallies: list[tuple[str, dict[str, int], str | None]] = []
+    flows = None
+    try:  # a stored result is data: one that does not fit its protocol costs only its view
+        if spec is not None and spec.view is not None and result:
+            blocks = list(spec.view(run))
+        tallies, flows = tallies_of(result), flows_of(result)
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError) as exc:
+        problems.append(f"the stored result could not be shown ({type(exc).__name__}: {exc})")
+    turns = run.get("turns") or []
+    detail = RunDetail(
+        run=run, title=protocol_title(run["protocol"]),
+        simulated=is_simulated(run.get("simulated"), run.get("models")),
+        facts=_facts(run), blocks=blocks, transcript=[_turn_entry(t) for t in turns],
+        timeline=timeline_frame(turns), usage=seat_usage(turns),
+        problems=problems + _problems(run, turns, blocks))
+    detail.tallies = tallies
+    detail.flows = flows
+    detail.outcome = outcome_text(run["protocol"], run.get("metrics"))
+    return detail
+
+
+def _facts(run: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    return [("Status", run.get("status", "")), ("Calls", int(run.get("calls") or 0)),
+            ("Degraded", int(run.get("degraded") or 0)),
+            ("Tokens in / out", f"{int(run.get('tokens_in') or 0):,} / "
+                                f"{int(run.get('tokens_out') or 0):,}"),
+            ("Seconds", f"{float(run.get('duration') or 0):.2f}")]
+
+
+def _turn_entry(turn: Mapping[str, Any]) -> dict[str, Any]:
+    heading = (f"#{turn.get('idx', 0)} {turn.get('seat', '')} · {turn.get('phase', '')} · "
+               f"round {turn.get('round', 0)} · {turn.get('status', '')}")
+    return {"heading": heading, "seat": turn.get("seat", ""), "phase": turn.get("phase", ""),
+            "round": turn.get("round", 0), "status": turn.get("status", ""),
+            "reply": turn.get("reply") or "", "error": turn.get("error") or "",
+            "warnings": list(turn.get("warnings") or []), "model": turn.get("model", ""),
+            "messages": list(turn.get("messages") or []), "degraded": turn.get("status") != "ok",
+            "latency": float(turn.get("latency") or 0.0),
+            "tokens": f"{turn.get('tokens_in', 0)} in / {turn.get('tokens_out', 0)} out"}
+
+
+def timeline_frame(turns: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per call: seat, phase, round, status and its start and finish times (UTC)."""
+    rows = [{"call": f"#{t.get('idx', 0)}", "seat": t.get("seat", ""),
+             "phase": t.get("phase", ""), "round": t.get("round", 0),
+             "status": t.get("status", ""), "start": t.get("started_at"),
+             "finish": t.get("finished_at"), "latency": float(t.get("latency") or 0.0)}
+            for t in turns]
+    frame = pd.DataFrame(rows, columns=["call", "seat", "phase", "round", "status", "start",
+                                        "finish", "latency"])
+    if not frame.empty:
+        frame["start"] = pd.to_datetime(frame["start"], utc=True, format="ISO8601")
+        frame["finish"] = pd.to_datetime(frame["finish"], utc=True, format="ISO8601")
+        # A call shorter than a pixel still deserves a visible bar.
+        short = frame["finish"] - frame["start"] < pd.Timedelta(milliseconds=1)
+        frame.loc[short, "finish"] = frame.loc[short, "start"] + pd.Timedelta(milliseconds=1)
+    return frame
+
+
+def seat_usage(turns: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """Per seat: calls, degraded calls, tokens in and out, total and mean latency (s)."""
+    frame = pd.DataFrame([{"seat": t.get("seat", ""), "degraded": t.get("status") != "ok",
+                           "tokens_in": int(t.get("tokens_in") or 0),
+                           "tokens_out": int(t.get("tokens_out") or 0),
+                           "latency": float(t.get("latency") or 0.0)} for t in turns],
+                         columns=["seat", "degraded", "tokens_in", "tokens_out", "latency"])
+    if frame.empty:
+        return pd.DataFrame(columns=["seat", "calls", "degraded", "tokens_in", "tokens_out",
+                                     "latency", "mean_latency"])
+    grouped = frame.groupby("seat", sort=False)
+    out = grouped.agg(calls=("seat", "size"), degraded=("degraded", "sum"),
+                      tokens_in=("tokens_in", "sum"), tokens_out=("tokens_out", "sum"),
+                      latency=("latency", "sum")).reset_index()
+    out["mean_latency"] = out["latency"] / out["calls"]
+    out["latency"] = out["latency"].round(3)
+    out["mean_latency"] = out["mean_latency"].round(3)
+    return out
+
+
+def _problems(run: Mapping[str, Any], turns: list[Mapping[str, Any]],
+              blocks: list[Any]) -> list[str]:
+    problems = []
+    if run.get("error"):
+        problems.append(f"run {run.get('status', '')}: {run['error']}")
+    for t in turns:
+        where = f"#{t.get('idx', 0)} {t.get('seat', '')} ({t.get('phase', '')}, " \
+                f"round {t.get('round', 0)})"
+        if t.get("status") != "ok":
+            problems.append(f"{where} degraded: {t.get('error') or 'no reason recorded'}")
+        for warning in t.get("warnings") or []:
+            problems.append(f"{where} parse warning: {warning}")
+    shown = {getattr(b, "body", "") for b in blocks if getattr(b, "kind", "") == "warning"}
+    stored = (run.get("result") or {}).get("warnings")
+    for warning in stored if isinstance(stored, list) else []:
+        if str(warning) not in shown:
+            problems.append(str(warning))
+    return problems
+
+
+def is_tally(value: Any) -> bool:
+    return isinstance(value, Mapping) and isinstance(value.get("counts"), Mapping)
+
+
+_TALLY_TITLES = {"tally": "Final vote", "first_round": "Round-one vote",
+                 "stance_tally": "Stance tally"}
+
+
+def tallies_of(result: Mapping[str, Any]) -> list[tuple[str, dict[str, int], str | None]]:
+    """(title, counts, winner) for every tally in a result (final vote first)."""
+    found = [(key, value) for key, value in result.items() if is_tally(value)]
+    found.sort(key=lambda kv: (kv[0] != "tally", kv[0]))
+    return [(_TALLY_TITLES.get(key, key.replace("_", " ").capitalize()),
+             {str(k): int(v) for k, v in value["counts"].items()},
+             value.get("winner") if isinstance(value.get("winner"), str) else None)
+            for key, value in found]
+
+
+def flows_of(result: Mapping[str, Any]) -> pd.DataFrame | None:
+    """Per persona, the stance before the critique and after it (a panel), else None."""
+    before, after = result.get("first_round"), result.get("tally")
+    if not (is_tally(before) and is_tally(after)):
+        return None
+    first, final = before.get("ballots") or {}, after.get("ballots") or {}
+    if not (isinstance(first, Mapping) and isinstance(final, Mapping)):
+        return None
+    seats = list(dict.fromkeys([*first, *final]))
+    if not seats:
+        return None
+    return pd.DataFrame({"seat": seats,
+                         "before": [first.get(s) or ABSTAINED for s in seats],
+                         "after": [final.get(s) or ABSTAINED for s in seats]})

@@ -1,0 +1,341 @@
+"""The library: personas, roles and saved run configurations, stored in the database.
+
+Personas carry a system prompt and an icon; roles are names a seat plays (with a description);
+configurations are exactly what `protocols.arun_config` takes, saved under a label so a run or
+an experiment can reuse them. The seeds' personas and roles are put in on first open, then they
+are ordinary entries the analyst may edit or delete. YAML import checks the whole document
+before writing anything.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+# The Run page's form helpers live in `configform` and are part of the library's API.
+from engine.services.runform import (AS_SAVED, build_config, is_simulated, option_kind,  # noqa: F401
+                         option_problem, option_value, prompt_overrides, seat, slot_choices,
+                         slot_included)
+from engine.models import ConfigError
+from engine.protocols import estimate, get_protocol, seats_from_config
+from engine.protocols.base import require_name, require_seat, unique_names
+from engine.protocols.templates import check_prompts
+from engine.text import NAME_MAX, fold_name
+
+KINDS = ("persona", "role")
+CONFIG = "config"
+_SEEDED = ("meta", "seeded-library-v1")  # a marker row: seed once, even if all are deleted
+
+# The fields each kind has besides its name, with the label a page shows for them.
+FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
+    "persona": (("icon", "Icon (an emoji)"), ("prompt", "System prompt"),
+                ("description", "Description")),
+    "role": (("icon", "Icon (an emoji)"), ("description", "What the role does")),
+}
+LONG_FIELDS = {"prompt", "description"}
+_YAML_KEYS = {"personas": "persona", "roles": "role", "configurations": CONFIG}
+
+
+# ---------------------------------------------------------------------- built-ins
+def builtin_entries() -> dict[str, list[dict[str, str]]]:
+    """The seeds' personas and roles as library entries: `engine.protocols.personas`, plus the default
+    roles of every registered protocol's seats (a duel's optimist and skeptic)."""
+    from engine.protocols import personas
+    from engine.protocols import REGISTRY
+    out: dict[str, list[dict[str, str]]] = {
+        "persona": [{"name": p.id, "icon": p.icon, "prompt": p.prompt, "description": p.name}
+                    for p in personas.PERSONAS.values()],
+        "role": [{"name": r.name, "icon": "", "description": f"{r.title}: {r.description}"}
+                 for r in personas.ROLES.values()]}
+    known = {entry["name"] for entry in out["role"]}
+    for spec in REGISTRY.values():
+        for slot in spec.slots:
+            for default in slot.defaults:
+                role = str(default.get("role") or "").strip()
+                if role and role not in known:
+                    known.add(role)
+                    out["role"].append({"name": role, "icon": "", "description":
+                                        f"{spec.title}: the default role of seat {slot.name}"})
+    return out
+
+
+def ensure_seeded(store: Any) -> bool:
+    """Put the built-in personas and roles in the library once per database."""
+    kind, name = _SEEDED
+    if any(row["name"] == name for row in store.library(kind)):
+        return False
+    existing = {k: {row["name"] for row in store.library(k)} for k in KINDS}
+    for k, items in builtin_entries().items():
+        for entry in items:
+            if entry["name"] not in existing[k]:
+                _put_once(store, k, entry["name"], entry, builtin=True)
+    _put_once(store, kind, name, {})
+    return True
+
+
+def _put_once(store: Any, kind: str, name: str, body: Mapping[str, Any], **kw: Any) -> None:
+    try:
+        store.put_library(kind, name, body, **kw)
+    except ConfigError:  # another session seeded the same entry a moment ago
+        pass
+
+
+# ---------------------------------------------------------------------- personas and roles
+def entries(store: Any, kind: str) -> list[dict[str, Any]]:
+    """All personas (or roles), seeding the built-ins on first use."""
+    _check_kind(kind)
+    ensure_seeded(store)
+    return store.library(kind)
+
+
+def clean_entry(kind: str, entry: Mapping[str, Any]) -> dict[str, str]:
+    """A persona or role checked field by field; a `ConfigError` names what is wrong."""
+    _check_kind(kind)
+    name = entry.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(f"a {kind} needs a name", "input")
+    if len(name.strip()) > NAME_MAX:
+        raise ConfigError(f"a {kind} name may have at most {NAME_MAX} characters", "input")
+    require_name(name.strip(), f"a {kind} name")
+    allowed = {"name", "id", "builtin"} | {key for key, _ in FIELDS[kind]}
+    unknown = sorted(set(entry) - allowed)
+    if unknown:
+        raise ConfigError(f"{kind} {name.strip()!r} has an unknown field {unknown[0]!r}; "
+                          f"fields are name, {', '.join(k for k, _ in FIELDS[kind])}", "input")
+    out = {"name": name.strip()}
+    for key, _label in FIELDS[kind]:
+        value = entry.get(key, "")
+        if value is None:
+            value = ""
+        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+            raise ConfigError(f"{kind} {name.strip()!r}: {key} must be text", "input")
+        out[key] = str(value).strip() if key == "icon" else str(value)
+        if "\x00" in out[key]:
+            raise ConfigError(f"{kind} {name.strip()!r}: {key} must not contain NUL bytes",
+                              "input")
+    if len(out.get("icon", "")) > 16:
+        raise ConfigError(f"{kind} {name.strip()!r}: the icon must be one emoji", "input")
+    return out
+
+
+def save_entry(store: Any, kind: str, entry: Mapping[str, Any],
+               item_id: int | None = None) -> int:
+    """Create a persona or role (or replace entry `item_id`); returns its id."""
+    clean = clean_entry(kind, entry)
+    return put(store, kind, clean["name"], clean, item_id=item_id)
+
+
+def clash(store: Any, kind: str, name: str, item_id: int | None = None) -> dict[str, Any] | None:
+    """The other entry of `kind` whose name folds to the same key as `name` (case, spacing
+    and look-alike letters ignored), if any."""
+    key = fold_name(name)
+    return next((row for row in store.library(kind)
+                 if fold_name(row["name"]) == key and row["id"] != item_id), None)
+
+
+def put(store: Any, kind: str, name: str, body: Mapping[str, Any],
+        item_id: int | None = None) -> int:
+    """Write a library entry, refusing a name that collides with another one after folding
+    (`Ana`, ` ana ` and `ＡＮＡ` are one name)."""
+    other = clash(store, kind, name, item_id)
+    if other is not None:
+        what = "configuration" if kind == CONFIG else kind
+        same = "already exists" if other["name"] == name.strip() else (
+            f"would be the same name as {other['name']!r} (case, spacing and look-alike "
+            "letters are ignored)")
+        raise ConfigError(f"a {what} named {name.strip()!r} {same}", "input")
+    return store.put_library(kind, name, body, item_id=item_id)
+
+
+def duplicate_entry(store: Any, kind: str, item_id: int) -> int:
+    """Copy an entry under a free name (`NAME (copy)`, `NAME (copy 2)` ...); returns its id."""
+    rows = store.library(kind)
+    source = next((row for row in rows if row["id"] == item_id), None)
+    if source is None:
+        raise ConfigError(f"no {kind} with id {item_id}", "input")
+    names = {fold_name(row["name"]) for row in rows}
+    name, number = f"{source['name']} (copy)", 2
+    while fold_name(name) in names:
+        name, number = f"{source['name']} (copy {number})", number + 1
+    return save_entry(store, kind, {**source, "name": name})
+
+
+def delete_entry(store: Any, item_id: int) -> None:
+    """Delete a persona, role or configuration by id."""
+    store.delete_library(item_id)
+
+
+def find(store: Any, kind: str, name: str) -> dict[str, Any] | None:
+    """The entry called `name`, or None."""
+    return next((row for row in store.library(kind) if row["name"] == name), None)
+
+
+# ---------------------------------------------------------------------- configurations
+def validate_config(config: Mapping[str, Any], endpoints: Any = None) -> dict[str, int]:
+    """Check a configuration as a run would, before any call; returns the cost preflight.
+
+    Seat models resolve under `endpoints` (an `EndpointRegistry`; None: the environment's),
+    so a base URL the app may not call, or a key written into a spec, is refused here.
+    Raises `ConfigError` naming the protocol, seat, option or prompt placeholder to fix.
+    """
+    if not isinstance(config, Mapping):
+        raise ConfigError("a configuration must be a mapping", "input")
+    spec = get_protocol(str(config.get("protocol", "")))
+    check_prompts(spec.name, spec.templates, config.get("prompts"))
+    if config.get("label") not in (None, ""):
+        require_name(config["label"], "a configuration label")
+    kwargs = seats_from_config(spec, dict(config))
+    for slot in spec.slots:
+        seats = kwargs.get(slot.name)
+        listed = [one for one in (seats if isinstance(seats, list) else [seats])
+                  if one is not None]
+        for one in listed:  # an unknown spec or a missing key fails here, before a run
+            require_seat(one, slot.name, endpoints)
+        if slot.many:
+            unique_names(listed, slot.name)
+    return estimate(dict(config))
+
+
+def configs(store: Any) -> list[dict[str, Any]]:
+    """Saved configurations, each as `{"id", "label", "config"}`."""
+    return [{"id": row["id"], "label": row["name"], "config": load_config(store, row["name"])}
+            for row in store.library(CONFIG)]
+
+
+def save_config(store: Any, config: Mapping[str, Any], label: str | None = None,
+                item_id: int | None = None, endpoints: Any = None) -> int:
+    """Validate and save a configuration under `label` (or its own `label`); returns its id.
+    Saving under an existing label replaces that configuration."""
+    label = (label or config.get("label") or "").strip()
+    if not label:
+        raise ConfigError("a saved configuration needs a label", "input")
+    require_name(label, "a configuration label")
+    validate_config(config, endpoints)
+    body = {k: v for k, v in config.items() if k != "label"}
+    body["protocol"] = get_protocol(str(config["protocol"])).name
+    if item_id is None:
+        existing = find(store, CONFIG, label)
+        item_id = existing["id"] if existing is not None else None
+    return put(store, CONFIG, label, body, item_id=item_id)
+
+
+def load_config(store: Any, label: str) -> dict[str, Any]:
+    """The configuration saved as `label`, ready for `arun_config`."""
+    row = find(store, CONFIG, label)
+    if row is None:
+        raise ConfigError(f"no saved configuration named {label!r}", "input")
+    body = {k: v for k, v in row.items() if k not in ("id", "name", "builtin")}
+    return {**body, "label": row["name"]}
+
+
+# ---------------------------------------------------------------------- YAML
+def to_yaml(value: Any) -> str:
+    """Any library value as readable YAML (unicode kept, keys in their order)."""
+    return yaml.safe_dump(value, allow_unicode=True, sort_keys=False, width=100)
+
+
+def export_yaml(store: Any) -> str:
+    """Personas, roles and configurations as one YAML document."""
+    ensure_seeded(store)
+    doc: dict[str, Any] = {}
+    for key, kind in _YAML_KEYS.items():
+        if kind == CONFIG:
+            doc[key] = [{"name": c["label"], **{k: v for k, v in c["config"].items()
+                                                if k != "label"}} for c in configs(store)]
+        else:
+            doc[key] = [{k: v for k, v in row.items() if k not in ("id", "builtin")}
+                        for row in store.library(kind)]
+    return to_yaml(doc)
+
+
+def parse_yaml(text: str, endpoints: Any = None) -> dict[str, list[dict[str, Any]]]:
+    """Read and check a library YAML document; a `ConfigError` says what and where."""
+    try:
+        from engine.yamlfile import safe_load  # size, aliases and depth capped
+        doc = safe_load(text, note="; nothing was imported")
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"the YAML is malformed{where}: {problem}; nothing was imported",
+                          "input") from None
+    if doc is None:
+        raise ConfigError("the YAML document is empty; nothing was imported", "input")
+    if not isinstance(doc, dict):
+        raise ConfigError("the YAML must be a mapping with personas, roles and/or "
+                          f"configurations, got a {type(doc).__name__}; nothing was imported",
+                          "input")
+    unknown = sorted(str(k) for k in doc if k not in _YAML_KEYS)
+    if unknown:
+        raise ConfigError(f"unknown section {unknown[0]!r}; sections are "
+                          f"{', '.join(_YAML_KEYS)}; nothing was imported", "input")
+    out: dict[str, list[dict[str, Any]]] = {}
+    for key, kind in _YAML_KEYS.items():
+        items = doc.get(key) or []
+        if not isinstance(items, list):
+            raise ConfigError(f"{key} must be a list; nothing was imported", "input")
+        seen: set[str] = set()
+        checked = []
+        for number, item in enumerate(items, 1):
+            if not isinstance(item, dict):
+                raise ConfigError(f"{key} item {number} must be a mapping with a name; "
+                                  "nothing was imported", "input")
+            try:
+                if kind == CONFIG:
+                    name = str(item.get("name") or item.get("label") or "").strip()
+                    if not name:
+                        raise ConfigError("a configuration needs a name", "input")
+                    require_name(name, "a configuration name")
+                    body = {k: v for k, v in item.items() if k not in ("name", "label")}
+                    validate_config(body, endpoints)
+                    entry = {"name": name, "config": body}
+                else:
+                    entry = clean_entry(kind, item)
+                    name = entry["name"]
+            except ConfigError as exc:
+                raise ConfigError(f"{key} item {number}: {exc}; nothing was imported",
+                                  "input") from None
+            if fold_name(name) in seen:
+                raise ConfigError(f"{key}: {name!r} appears twice (case, spacing and "
+                                  "look-alike letters are ignored); nothing was imported",
+                                  "input")
+            seen.add(fold_name(name))
+            checked.append(entry)
+        out[kind] = checked
+    return out
+
+
+def import_yaml(store: Any, text: str, endpoints: Any = None) -> dict[str, int]:
+    """Import a library YAML document (entries with an existing name are replaced).
+
+    The whole document is checked first -- including names that would collide, after
+    folding, with a different entry already stored -- so a bad one stores nothing. Returns
+    counts by kind. Configurations' models resolve under `endpoints`.
+    """
+    parsed = parse_yaml(text, endpoints)
+    ensure_seeded(store)
+    plan: list[tuple[str, dict[str, Any], int | None]] = []
+    for kind, items in parsed.items():
+        for item in items:
+            existing = find(store, kind, item["name"])
+            item_id = existing["id"] if existing else None
+            other = clash(store, kind, item["name"], item_id)
+            if other is not None:
+                raise ConfigError(f"{item['name']!r} would be the same name as the stored "
+                                  f"{other['name']!r} (case, spacing and look-alike letters "
+                                  "are ignored); nothing was imported", "input")
+            plan.append((kind, item, item_id))
+    for kind, item, item_id in plan:
+        if kind == CONFIG:
+            save_config(store, item["config"], item["name"], item_id=item_id,
+                        endpoints=endpoints)
+        else:
+            put(store, kind, item["name"], item, item_id=item_id)
+    return {kind: len(items) for kind, items in parsed.items()}
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in KINDS:
+        raise ConfigError(f"library kind must be one of {', '.join(KINDS)}, got {kind!r}",
+                          "input")

@@ -1,0 +1,170 @@
+"""The Run page's configuration form, as plain functions: seat pickers from library names,
+a configuration built from them, and how each protocol option is shown and checked.
+
+Re-exported by `engine.services.library` (pages call them as `library.build_config` ...).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from engine.models import ConfigError
+from engine.protocols import check_options, get_protocol, prompt_templates
+
+AS_SAVED = "(as saved)"  # a seat's persona text that matches no library persona
+
+
+def slot_choices(store: Any, protocol: str, config: Mapping[str, Any] | None = None
+                 ) -> dict[str, list[dict[str, str]]]:
+    """What a page's seat pickers start from: per slot, a list of choices
+    `{name, persona, role, model, persona_text}` with library names where they match.
+
+    Seats come from `config` when it has the slot, else from the slot's defaults (also for an
+    optional slot, so that a page can offer it pre-filled; `slot_included` says whether it is
+    in use).
+    """
+    from engine.services.library import entries
+    spec = get_protocol(protocol)
+    seats = (config or {}).get("seats") or {}
+    seats = seats if isinstance(seats, Mapping) else {}  # a malformed save: start afresh
+    personas = entries(store, "persona")
+    out: dict[str, list[dict[str, str]]] = {}
+    for slot in spec.slots:
+        given = seats.get(slot.name)
+        if given is None:
+            given = list(slot.defaults) or [{}]
+        items = given if isinstance(given, list) else [given]
+        out[slot.name] = [_choice(item, slot.name, personas) for item in items]
+    return out
+
+
+def slot_included(slot: Any, config: Mapping[str, Any] | None) -> bool:
+    """Whether an optional slot is in use in `config` (a run leaves it out by default)."""
+    seats = (config or {}).get("seats") or {}
+    return not slot.optional or (isinstance(seats, Mapping) and slot.name in seats)
+
+
+def _choice(item: Any, slot: str, personas: list[dict[str, Any]]) -> dict[str, str]:
+    item = {"model": item} if isinstance(item, str) else dict(item) if isinstance(
+        item, Mapping) else {}
+    text = str(item.get("persona") or "")
+    wanted = str(item.get("persona_name") or "")
+    match = next((p["name"] for p in personas if wanted and p["name"] == wanted), "") or \
+        next((p["name"] for p in personas if text and p.get("prompt", "").strip() == text.strip()),
+             "")
+    persona = match or (AS_SAVED if text else "")
+    return {"name": str(item.get("name") or slot), "persona": persona,
+            "persona_text": text if persona == AS_SAVED else "",
+            "role": str(item.get("role") or ""), "model": str(item.get("model") or ""),
+            # not a widget: kept as saved, so loading a configuration never drops it
+            "temperature": item.get("temperature")}
+
+
+def seat(store: Any, slot: str, *, name: str = "", persona: str = "", role: str = "",
+         model: str = "", persona_text: str = "", temperature: Any = None) -> dict[str, Any]:
+    """A seat dict for a configuration from library names. The persona's prompt and icon are
+    copied in, so a saved configuration does not change when the persona is edited later;
+    `persona=AS_SAVED` keeps `persona_text` as it is; a `temperature` is kept as given (the
+    configuration's check refuses one that is not a number)."""
+    from engine.services.library import find
+    out: dict[str, Any] = {"name": (name or "").strip() or
+                           (persona if persona and persona != AS_SAVED else slot)}
+    if model and model.strip():
+        out["model"] = model.strip()
+    if persona == AS_SAVED:
+        out["persona"] = persona_text
+    elif persona:
+        found = find(store, "persona", persona)
+        if found is None:
+            raise ConfigError(f"{slot}: there is no persona named {persona!r} in the library",
+                              "input")
+        out.update(persona=found.get("prompt", ""), persona_name=persona,
+                   icon=found.get("icon", ""))
+    if role and role.strip():
+        out["role"] = role.strip()
+        if not out.get("icon"):
+            out["icon"] = (find(store, "role", role.strip()) or {}).get("icon", "")
+    if temperature is not None:
+        out["temperature"] = temperature
+    return out
+
+
+def build_config(store: Any, protocol: str, choices: Mapping[str, list[Mapping[str, str]]], *,
+                 model: str = "simulated", options: Mapping[str, Any] | None = None,
+                 prompts: Mapping[str, str] | None = None, label: str = "") -> dict[str, Any]:
+    """A configuration (the `arun_config` format) from a page's seat choices.
+
+    A list slot takes every choice; a single slot its first, or none when the list is empty.
+    """
+    spec = get_protocol(protocol)
+    seats: dict[str, Any] = {}
+    for slot in spec.slots:
+        made = [seat(store, slot.name, temperature=c.get("temperature"),
+                     **{k: str(v or "") for k, v in c.items()
+                        if k in ("name", "persona", "role", "model", "persona_text")})
+                for c in choices.get(slot.name, [])]
+        if slot.many:
+            seats[slot.name] = made
+        elif made:
+            seats[slot.name] = made[0]
+    config: dict[str, Any] = {"protocol": spec.name, "model": (model or "").strip() or
+                              "simulated", "seats": seats,
+                              "options": dict(options or {}), "prompts": dict(prompts or {})}
+    if label and label.strip():
+        config["label"] = label.strip()
+    return config
+
+
+def is_simulated(config: Mapping[str, Any]) -> bool:
+    """True when every seat of a configuration uses the simulated model."""
+    default = str(config.get("model") or "simulated")
+    models = [str((one.get("model") if isinstance(one, Mapping) else one) or default)
+              for seats in (config.get("seats") or {}).values()
+              for one in (seats if isinstance(seats, list) else [seats])]
+    return all(model.startswith("simulated") for model in models or [default])
+
+
+def option_kind(option: Any) -> str:
+    """How a page asks for an option: `bool`, `int`, `float` or `text` (from its default)."""
+    default = option.default
+    if isinstance(default, bool):
+        return "bool"
+    if isinstance(default, int):
+        return "int"
+    if isinstance(default, float):
+        return "float"
+    return "text"
+
+
+def option_value(option: Any, value: Any) -> Any:
+    """A page's widget value as the option's value: empty text means `None` for an option
+    whose default is `None`."""
+    if option_kind(option) == "text" and isinstance(value, str):
+        return None if option.default is None and not value.strip() else value
+    return value
+
+
+def option_problem(protocol: str, option: Any, value: Any) -> str:
+    """Why a saved option value cannot be shown by the form's widget for it ("" when it can):
+    out of the option's range, or not of its kind. The form shows such a value and refuses
+    it, never silently replacing it."""
+    kind = option_kind(option)
+    if kind == "bool" and not isinstance(value, bool):
+        return f"{option.name} must be true or false, got {value!r}"
+    if kind == "float" and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        return f"{option.name} must be a number, got {value!r}"
+    if kind == "int" and option.minimum is None and option.maximum is None and (
+            isinstance(value, bool) or not isinstance(value, int)):
+        return f"{option.name} must be a whole number, got {value!r}"
+    try:
+        check_options(get_protocol(protocol), {option.name: value})
+    except ConfigError as exc:
+        return str(exc)
+    return ""
+
+
+def prompt_overrides(protocol: str, edited: Mapping[str, str]) -> dict[str, str]:
+    """The edited templates that differ from the protocol's defaults."""
+    defaults = prompt_templates(protocol)
+    return {name: text for name, text in edited.items()
+            if name in defaults and text.strip() != defaults[name]["template"].strip()}

@@ -1,0 +1,184 @@
+"""Reading the store tolerantly: a stored value that cannot be read never fails the page,
+the CLI command or the export that meets it.
+
+Each JSON column must decode to the shape its readers expect (`config` an object, `tags` a
+list of text ...); SQLite keeps whatever was written, so numbers, text and times are checked
+too. A value that cannot be read takes its empty default and the row's `unreadable` says
+which and why, so the Runs page can show the row by its id and offer to delete it.
+"""
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import pandas as pd
+
+from engine.store.records import RUN_STATUSES as STATUSES, as_moment, json_reason
+from engine.text import clean_text, clean_value
+
+
+def aware(moment: datetime | None) -> datetime | None:
+    """A stored time as timezone-aware (SQLite hands back naive UTC times)."""
+    return as_moment(moment) if isinstance(moment, datetime) else moment
+
+
+# What each stored JSON column must decode to, and its value when it cannot be read.
+RUN_JSON = {"config": (dict, {}), "tags": ("tags", []), "result": (dict, {}),
+            "metrics": (dict, {})}
+TURN_JSON = {"messages": ("messages", []), "parsed": (dict, None), "warnings": ("texts", [])}
+_SHAPES = {dict: "a JSON object", "tags": "a list of text", "texts": "a list of text",
+           "messages": "a list of messages"}
+
+
+def decode(raw: Any, shape: Any, default: Any) -> tuple[Any, str]:
+    """A stored JSON column read tolerantly: `(value, "")`, or `(default, why)` when the
+    text is not JSON or not the shape the column must hold. Never raises."""
+    if raw is None or raw == "":
+        return _copy(default), ""
+    if not isinstance(raw, str):
+        return _copy(default), f"holds a {type(raw).__name__}, not JSON text"
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        return _copy(default), f"is not JSON ({json_reason(exc)})"
+    if _fits(value, shape):
+        return value, ""
+    return _copy(default), f"is {_kind(value)}, not {_SHAPES[shape]}"
+
+
+def decode_tags(raw: Any) -> list[str]:
+    """A run's tags as a list of text ([] when the stored value cannot be read)."""
+    return decode(raw, "tags", [])[0]
+
+
+def _copy(default: Any) -> Any:
+    return type(default)() if default is not None else None
+
+
+def _fits(value: Any, shape: Any) -> bool:
+    if shape is dict:
+        return isinstance(value, dict)
+    if shape in ("tags", "texts"):
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    return isinstance(value, list) and all(
+        isinstance(m, dict) and all(isinstance(v, str) for v in m.values()) for m in value)
+
+
+def _kind(value: Any) -> str:
+    return {str: "text", dict: "an object", list: "a list", bool: "true/false",
+            type(None): "null"}.get(type(value), "a number")
+
+
+NUMBERS = {"calls": int, "degraded": int, "tokens_in": int, "tokens_out": int, "pid": int,
+           "latency": float, "duration": float, "idx": int, "round": int, "attempts": int}
+
+
+def number(value: Any, kind: type) -> tuple[Any, str]:
+    """A stored number read tolerantly: `(value, "")`, or `(0, why)`."""
+    if isinstance(value, bool):
+        return kind(value), ""
+    if isinstance(value, (int, float)) and math.isfinite(value):
+        return kind(value), ""
+    if value is None:
+        return kind(0), ""
+    return kind(0), f"is {str(value)[:40]!r}, not a number"
+
+
+def clean_stored(value: Any) -> Any:
+    """A stored text column as text (SQLite keeps whatever type was written)."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return clean_text(value.decode("utf-8", "replace"))
+    return clean_value(str(value))
+
+
+_RUN_TEXT = ("id", "protocol", "question", "expected", "label", "status", "error", "models",
+             "experiment_id", "host")
+_TURN_TEXT = ("run_id", "phase", "seat", "role", "model", "reply", "status", "error")
+
+
+def row_problems(values: dict[str, Any], shapes: Mapping[str, Any],
+                  required_times: Sequence[str]) -> list[str]:
+    """Read one row's values in place (JSON parsed, numbers and text made sound) and list
+    what could not be read."""
+    problems = []
+    for name, (shape, default) in shapes.items():
+        if name in values:
+            values[name], why = decode(values[name], shape, default)
+            if why:
+                problems.append(f"{name} {why}")
+    for name, kind in NUMBERS.items():
+        if name in values:
+            values[name], why = number(values[name], kind)
+            if why:
+                problems.append(f"{name} {why}")
+    for name in (*_RUN_TEXT, *_TURN_TEXT):
+        if name in values:
+            values[name] = clean_stored(values[name])
+    for name in required_times:
+        if name in values and values[name] is None:
+            problems.append(f"{name} is not a time")
+    return problems
+
+
+def run_dict(row: dict[str, Any]) -> dict[str, Any]:
+    """A `runs` row as `Store.get` returns it, with `unreadable`."""
+    problems = row_problems(row, RUN_JSON, ("created_at",))
+    if row.get("status") not in STATUSES:
+        problems.append(f"status {row.get('status')!r} is not one of {', '.join(STATUSES)}")
+    for name in ("created_at", "heartbeat_at", "finished_at"):
+        row[name] = aware(row[name]).isoformat() if row[name] else None
+    row["unreadable"] = "; ".join(problems)
+    return row
+
+
+def turn_dict(row: dict[str, Any]) -> dict[str, Any]:
+    """A `turns` row as `Store.get` returns it, with `unreadable`."""
+    row.pop("id", None)
+    problems = row_problems(row, TURN_JSON, ("started_at", "finished_at"))
+    for name in ("started_at", "finished_at"):
+        row[name] = aware(row[name]).isoformat() if row[name] else None
+    row["unreadable"] = "; ".join(problems)
+    return row
+
+
+def tolerant_frame(frame: pd.DataFrame, shapes: Mapping[str, Any],
+                    required_times: Sequence[str]) -> pd.DataFrame:
+    """`row_problems` over a frame, column by column (fast for 10,000 sound rows)."""
+    problems: list[list[str]] = [[] for _ in range(len(frame))]
+    for name, (shape, default) in shapes.items():
+        if name not in frame:
+            continue
+        parsed = [decode(v, shape, default) for v in frame[name].tolist()]
+        frame[name] = [value for value, _ in parsed]
+        for i, (_, why) in enumerate(parsed):
+            if why:
+                problems[i].append(f"{name} {why}")
+    for name, kind in NUMBERS.items():
+        if name not in frame or frame.empty:
+            continue
+        numbers = pd.to_numeric(frame[name], errors="coerce")
+        bad = numbers.isna() & frame[name].notna()
+        bad |= numbers.isin([float("inf"), float("-inf")])
+        for i in bad.to_numpy().nonzero()[0]:
+            problems[i].append(f"{name} is {str(frame[name].iloc[i])[:40]!r}, not a number")
+        frame[name] = numbers.where(~bad, 0).fillna(0).astype(kind)
+    for name in (*_RUN_TEXT, *_TURN_TEXT):
+        if name in frame and frame[name].dtype == object:
+            odd = [not (v is None or isinstance(v, str)) for v in frame[name].tolist()]
+            if any(odd):
+                frame[name] = [clean_stored(v) for v in frame[name].tolist()]
+    for name in required_times:
+        if name in frame:
+            for i in frame[name].isna().to_numpy().nonzero()[0]:
+                problems[i].append(f"{name} is not a time")
+    if "status" in frame and shapes is RUN_JSON:
+        for i, status in enumerate(frame["status"].tolist()):
+            if status not in STATUSES:
+                problems[i].append(f"status {status!r} is not one of {', '.join(STATUSES)}")
+    frame["unreadable"] = ["; ".join(p) for p in problems]
+    return frame

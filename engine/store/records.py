@@ -1,0 +1,484 @@
+"""What a record entering the store may hold: one schema for runs, turns, library items and
+experiments, whichever way they arrive (an import, the engine, the app, a YAML file).
+
+Two rules, so that SQLite and PostgreSQL accept exactly the same values:
+
+- identifiers (run and experiment ids, protocol names, statuses) are REFUSED when malformed;
+- text that people or models wrote (questions, replies, messages, errors) is KEPT, cleaned by
+  `engine.text.clean_text` (a lone surrogate or NUL becomes U+FFFD).
+
+Names (labels, seats, models, library names) must fit their `String(N)` column: an import or
+a form that gives a longer one is refused; a turn the engine already paid for is kept with its
+name shortened. JSON values are bounded in depth and hold finite numbers only. Reading is the
+other way round: `decode` never raises, it says why a stored value cannot be read.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import math
+import re
+import typing
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timezone
+from typing import Annotated, Any, Literal
+
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field,
+                      ValidationError)
+
+from engine.models import ConfigError, now
+from engine.text import NAME_MAX, clean_text, has_visible
+
+RUN_STATUSES = ("running", "completed", "failed", "interrupted")
+TURN_STATUSES = ("ok", "degraded")
+LIBRARY_KINDS = ("persona", "role", "config", "meta")  # meta: the seeded-once marker
+INT_MAX = 2 ** 31 - 1  # PostgreSQL INTEGER
+PHASE_MAX = 40  # turns.phase is String(40)
+MAX_DEPTH = 64  # nesting of any stored JSON value
+MAX_TAGS = 100
+MAX_TURNS = 20_000  # turns per imported run
+MAX_IMPORT_BYTES = 200_000_000  # 200 MB
+ID_RE = re.compile(r"[A-Za-z0-9_-]{1,32}")
+PROTOCOL_RE = re.compile(r"[a-z][a-z0-9_-]{0,31}")
+_SECRET_WORDS = ("key", "secret", "token", "password", "authorization")
+
+
+def strip_secrets(value: Any) -> Any:
+    """Drop any mapping entry whose key names a secret (api_key, token, password ...)."""
+    if isinstance(value, Mapping):
+        return {k: strip_secrets(v) for k, v in value.items()
+                if not any(word in str(k).lower() for word in _SECRET_WORDS)}
+    if isinstance(value, (list, tuple)):
+        return [strip_secrets(v) for v in value]
+    return value
+
+
+# --------------------------------------------------------------------------- JSON values
+def storable(value: Any, depth: int = 0) -> Any:
+    """A JSON-safe copy of what the engine hands the store, never refused: strings cleaned,
+    non-finite numbers as null, integers beyond 64 bits as floats, other objects as their
+    text, and anything nested deeper than `MAX_DEPTH` replaced by a note saying so."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        if value.bit_length() <= 63:
+            return value
+        try:
+            return float(value)
+        except OverflowError:
+            return None
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, str):
+        return clean_text(value)
+    if depth >= MAX_DEPTH:
+        return f"(nested deeper than {MAX_DEPTH} levels; not stored)"
+    if isinstance(value, Mapping):
+        return {clean_text(str(k)): storable(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [storable(v, depth + 1) for v in value]
+    return clean_text(str(value))
+
+
+def dumps(value: Any) -> str:
+    """`value` as the JSON text a store column holds (see `storable`)."""
+    return json.dumps(storable(value), ensure_ascii=False, allow_nan=False)
+
+
+def _checked_json(value: Any, depth: int = 0) -> Any:
+    """An imported JSON value, cleaned; raises ValueError when it is too deep or holds a
+    number no column or reader could take."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        if value.bit_length() > 63:
+            raise ValueError("holds a whole number beyond 64 bits")
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError("holds NaN or infinity")
+        return value
+    if isinstance(value, str):
+        return clean_text(value)
+    if depth >= MAX_DEPTH:
+        raise ValueError(f"is nested deeper than {MAX_DEPTH} levels")
+    if isinstance(value, dict):
+        return {clean_text(k): _checked_json(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_checked_json(v, depth + 1) for v in value]
+    raise ValueError(f"holds a {type(value).__name__}, which is not JSON")
+
+
+def _metrics(value: dict[str, Any]) -> dict[str, Any]:
+    value = _checked_json(value)
+    for key, item in value.items():
+        if isinstance(item, (dict, list)):
+            raise ValueError(f"{key!r} must be a number, text, true/false or null")
+    return value
+
+
+def as_moment(value: Any) -> datetime | None:
+    """An ISO-8601 time (or a datetime) as timezone-aware; naive times are UTC."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, str) and len(value) <= 40:
+        try:
+            moment = datetime.fromisoformat(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not an ISO-8601 time") from None
+    else:
+        raise ValueError("must be an ISO-8601 time")
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
+def _identifier(pattern: re.Pattern[str], what: str):
+    def check(value: str) -> str:
+        if not pattern.fullmatch(value):
+            raise ValueError(f"{value[:40]!r} is not a valid {what}")
+        return value
+    return AfterValidator(check)
+
+
+def _visible(value: str) -> str:
+    if not has_visible(value):
+        raise ValueError("must contain visible characters")
+    return value
+
+
+Text = Annotated[str, AfterValidator(clean_text)]
+Name = Annotated[str, Field(max_length=NAME_MAX), AfterValidator(clean_text)]
+Phase = Annotated[str, Field(max_length=PHASE_MAX), AfterValidator(clean_text)]
+RunId = Annotated[str, _identifier(ID_RE, "id (1-32 letters, digits, - or _)")]
+Protocol = Annotated[str, _identifier(PROTOCOL_RE, "protocol name")]
+Count = Annotated[int, Field(ge=0, le=INT_MAX)]
+Seconds = Annotated[float, Field(ge=0, le=1e9, allow_inf_nan=False)]
+Moment = Annotated[datetime | None, BeforeValidator(as_moment)]
+JsonObject = Annotated[dict[str, Any], AfterValidator(_checked_json)]
+
+
+class _Record(BaseModel):
+    # Strict: a string is never a list of tags, "5" never a count. Unknown keys (an export
+    # from another version, or read-only facts such as `unreadable`) are ignored.
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+
+class TurnRecord(_Record):
+    """One stored turn, as exported (`idx`, not `index`)."""
+
+    idx: Count
+    phase: Phase
+    round: Count = 0
+    seat: Name
+    role: Text = ""
+    model: Name = ""
+    messages: list[dict[str, Text]] = Field(default_factory=list)
+    reply: Text = ""
+    parsed: JsonObject | None = None
+    status: Literal["ok", "degraded"]
+    error: Text = ""
+    warnings: list[Text] = Field(default_factory=list)
+    latency: Seconds = 0.0
+    tokens_in: Count = 0
+    tokens_out: Count = 0
+    attempts: Count = 1
+    simulated: bool = False
+    started_at: Moment = None
+    finished_at: Moment = None
+
+
+class RunRecord(_Record):
+    """One stored run with its turns, as `Store.export_run` writes it."""
+
+    id: RunId
+    protocol: Protocol
+    question: Text
+    expected: Text | None = None
+    config: JsonObject = Field(default_factory=dict)
+    label: Name | None = None
+    tags: list[Name] = Field(default_factory=list, max_length=MAX_TAGS)
+    status: Literal["running", "completed", "failed", "interrupted"]
+    error: Text = ""
+    result: JsonObject = Field(default_factory=dict)
+    metrics: Annotated[dict[str, Any], AfterValidator(_metrics)] = Field(default_factory=dict)
+    models: Text = ""
+    simulated: bool = False
+    correct: bool | None = None
+    calls: Count = 0
+    degraded: Count = 0
+    tokens_in: Count = 0
+    tokens_out: Count = 0
+    latency: Seconds = 0.0
+    duration: Seconds = 0.0
+    experiment_id: RunId | None = None
+    host: Name = ""
+    pid: Count = 0
+    created_at: Moment = None
+    heartbeat_at: Moment = None
+    finished_at: Moment = None
+    turns: list[TurnRecord] = Field(default_factory=list, max_length=MAX_TURNS)
+    unreadable: Literal["", None] = None  # a run exported unreadable is not imported
+
+
+class LibraryRecord(_Record):
+    """A persona, a role or a saved configuration."""
+
+    kind: Literal["persona", "role", "config", "meta"]
+    name: Annotated[str, Field(min_length=1, max_length=NAME_MAX), AfterValidator(clean_text),
+                    AfterValidator(_visible)]
+    body: JsonObject = Field(default_factory=dict)
+
+
+class ExperimentRecord(_Record):
+    """An experiment's name and spec as stored."""
+
+    name: Name = ""
+    spec: JsonObject = Field(default_factory=dict)
+
+
+def why_invalid(error: ValidationError) -> str:
+    """The first problem of a validation error as `field: reason` (one line)."""
+    first = error.errors()[0]
+    where = " ".join(".".join(str(part) for part in first["loc"]).split())
+    message = " ".join(str(first["msg"]).split())  # one line, whatever the data held
+    if message.startswith("Value error, "):
+        message = message[len("Value error, "):]
+    return f"{where}: {message}" if where else message
+
+
+def validate(model: type[_Record], data: Mapping[str, Any], what: str) -> Any:
+    """`model` validated from `data`, or a `ConfigError` naming `what` and the field."""
+    try:
+        return model.model_validate(dict(data))
+    except ValidationError as exc:
+        raise ConfigError(f"{what}: {why_invalid(exc)}", "input") from None
+
+
+# --------------------------------------------------------------------------- engine writes
+def fit(value: Any, size: int) -> str:
+    """A name the engine already paid for, cleaned and shortened to its column's `size`."""
+    text = clean_text("" if value is None else str(value))
+    return text if len(text) <= size else text[:size - 1] + "…"
+
+
+def new_run(protocol: str, question: str, *, config: Mapping[str, Any], label: str | None,
+            tags: Iterable[str], expected: str | None,
+            experiment_id: str | None) -> dict[str, Any]:
+    """The checked values of a run about to start (before any call): `ConfigError` when an
+    identifier is malformed or a label or tag does not fit."""
+    tag_list = list(tags)
+    if any(not isinstance(tag, str) for tag in tag_list):
+        raise ConfigError("tags must be text", "input")
+    checked = validate(RunRecord, {
+        "id": "new", "protocol": protocol, "question": question,
+        "expected": None if expected is None else str(expected), "label": label or None,
+        "tags": sorted(set(tag_list)), "status": "running", "experiment_id": experiment_id},
+        "run")
+    return {"protocol": checked.protocol, "question": checked.question,
+            "expected": checked.expected, "label": checked.label,
+            "tags": json.dumps(checked.tags, ensure_ascii=False),
+            "config": dumps(strip_secrets(dict(config)))}
+
+
+def count(value: Any) -> int:
+    """A count the engine produced, kept within a PostgreSQL INTEGER (0..2**31-1)."""
+    try:
+        return min(max(int(value or 0), 0), INT_MAX)
+    except (TypeError, ValueError, OverflowError):
+        return 0
+
+
+def seconds(value: Any) -> float:
+    """A duration the engine measured, finite and non-negative."""
+    try:
+        value = float(value or 0.0)
+    except (TypeError, ValueError, OverflowError):
+        return 0.0
+    return min(max(value, 0.0), 1e9) if math.isfinite(value) else 0.0
+
+
+def turn_values(run_id: str, turn: Any) -> dict[str, Any]:
+    """A completed turn's column values: never refused (the call was made), always storable."""
+    return dict(run_id=run_id, idx=count(turn.index), phase=fit(turn.phase, PHASE_MAX),
+                round=count(turn.round), seat=fit(turn.seat, NAME_MAX),
+                role=clean_text(turn.role or ""), model=fit(turn.model, NAME_MAX),
+                messages=dumps(turn.messages), reply=clean_text(turn.reply or ""),
+                parsed=dumps(turn.parsed), status=turn.status if turn.status in TURN_STATUSES
+                else "degraded", error=clean_text(turn.error or ""),
+                warnings=dumps(turn.warnings), latency=seconds(turn.latency),
+                tokens_in=count(turn.tokens_in), tokens_out=count(turn.tokens_out),
+                attempts=count(turn.attempts), simulated=bool(turn.simulated),
+                started_at=turn.started_at, finished_at=turn.finished_at)
+
+
+class _Labels(_Record):
+    label: Name | None = None
+    tags: list[Name] = Field(default_factory=list, max_length=MAX_TAGS)
+
+
+def labels(label: Any, tags: Iterable[Any]) -> tuple[str | None, list[str]]:
+    """A run's label and sorted tags, checked (`ConfigError` when one does not fit)."""
+    checked = validate(_Labels, {"label": label or None, "tags": sorted(set(tags))}, "run")
+    return checked.label, checked.tags
+
+
+def library_item(kind: str, name: Any, body: Mapping[str, Any]) -> LibraryRecord:
+    """A checked library entry (`ConfigError` naming the field when it is not storable)."""
+    if not isinstance(name, str):
+        raise ConfigError(f"a {kind} name must be text", "input")
+    clean = strip_secrets({k: v for k, v in body.items() if k not in ("id", "name", "builtin")})
+    return validate(LibraryRecord, {"kind": kind, "name": name.strip(),
+                                    "body": storable(clean)}, f"{kind} {name.strip()[:40]!r}")
+
+
+def experiment_item(name: Any, spec: Mapping[str, Any]) -> ExperimentRecord:
+    """A checked experiment row (`ConfigError` when its name does not fit)."""
+    return validate(ExperimentRecord, {"name": clean_text(str(name or "")),
+                                       "spec": storable(dict(spec))}, "experiment")
+
+
+# --------------------------------------------------------------------------- import
+def parse_import(data: str | bytes) -> list[tuple[str, RunRecord]]:
+    """Every run of an export (one JSON document, or JSON lines split on `\\n` only), each
+    validated with its place (`line N` or `record N`); `ConfigError` on the first bad one,
+    so that nothing of a bad file is written."""
+    if isinstance(data, bytes):
+        if len(data) > MAX_IMPORT_BYTES:
+            raise ConfigError(_too_big(len(data)), "limit")
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"import: not UTF-8 text (byte {exc.start})", "input") from None
+    if len(data) > MAX_IMPORT_BYTES:
+        raise ConfigError(_too_big(len(data)), "limit")
+    stripped = data.strip()
+    if not stripped:
+        return []
+    docs: list[tuple[str, Any]] = []
+    single = _whole_document(stripped)
+    if single is not None:
+        docs.append(("record 1", single))
+    else:
+        for number, line in enumerate(data.split("\n"), 1):
+            if not line.strip():
+                continue
+            try:
+                docs.append((f"line {number}", json.loads(line)))
+            except (ValueError, RecursionError) as exc:
+                raise ConfigError(f"import: line {number} is not JSON ({json_reason(exc)}); "
+                                  "nothing was imported", "input") from None
+    out: list[tuple[str, RunRecord]] = []
+    for where, doc in docs:
+        if not isinstance(doc, dict) or "id" not in doc or "protocol" not in doc:
+            raise ConfigError(f"import: {where} is not a Parley run export (it needs an "
+                              "id, a protocol and a question); nothing was imported", "input")
+        if doc.get("unreadable"):
+            raise ConfigError(f"import: {where} (run {str(doc['id'])[:40]!r}) was exported "
+                              f"unreadable ({str(doc['unreadable'])[:200]!r}); nothing was "
+                              "imported", "input")
+        try:
+            record = RunRecord.model_validate(doc)
+        except ValidationError as exc:
+            raise ConfigError(f"import: {where} (run {str(doc['id'])[:40]!r}): "
+                              f"{why_invalid(exc)}; nothing was imported", "input") from None
+        problem = result_problem(record.protocol, record.result)
+        if problem:
+            raise ConfigError(f"import: {where} (run {record.id!r}): result {problem}; "
+                              "nothing was imported", "input")
+        seen: set[int] = set()
+        for turn in record.turns:
+            if turn.idx in seen:
+                raise ConfigError(f"import: {where} (run {record.id!r}): turn {turn.idx} "
+                                  "appears twice; nothing was imported", "input")
+            seen.add(turn.idx)
+        out.append((where, record))
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _result_model(protocol: str) -> Any:
+    from engine.protocols import REGISTRY
+    spec = REGISTRY.get(protocol)
+    if spec is None:
+        return None
+    try:
+        return typing.get_type_hints(spec.runner).get("return")
+    except (NameError, TypeError):  # hints this module cannot resolve: left unchecked
+        return None
+
+
+def result_problem(protocol: str, result: Mapping[str, Any]) -> str:
+    """Why a stored `result` is not what the protocol's own result holds ("" when it is, or
+    when it is empty: a run that did not complete has none). The pages, charts and Insights
+    read these fields, so an import must not bring in a shape they cannot read."""
+    model = _result_model(protocol) if result else None
+    if model is None:
+        return ""
+    try:
+        model.model_validate(dict(result))
+    except ValidationError as exc:
+        return f"is not a {protocol} result ({why_invalid(exc)})"
+    return ""
+
+
+def _too_big(size: int) -> str:
+    return (f"import: the file is {size:,} bytes; the limit is {MAX_IMPORT_BYTES:,} bytes "
+            f"({MAX_IMPORT_BYTES / 1e6:.0f} MB; split it)")
+
+
+def json_reason(exc: BaseException) -> str:
+    """Why a JSON text could not be parsed, in a few words."""
+    if isinstance(exc, RecursionError):
+        return "nested too deep"
+    return getattr(exc, "msg", None) or str(exc).splitlines()[0][:120]
+
+
+def _whole_document(text: str) -> Any:
+    """The one JSON document `text` holds, or None when it is JSON lines (or when its first
+    line is broken, which the line-by-line reading reports with its number)."""
+    if not text.startswith("{"):
+        return None
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        if isinstance(exc, json.JSONDecodeError) and exc.msg == "Extra data":
+            return None  # JSON lines: the first line was a whole document
+        first = text.split("\n", 1)[0]
+        if "\n" not in text or _parses(first):
+            return None  # JSON lines with a later line broken
+        where = f" at line {exc.lineno}" if isinstance(exc, json.JSONDecodeError) else ""
+        raise ConfigError(f"import: not JSON ({json_reason(exc)}{where}); nothing was imported",
+                          "input") from None
+
+
+def _parses(line: str) -> bool:
+    try:
+        json.loads(line)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def run_columns(record: RunRecord) -> dict[str, Any]:
+    """The `runs` row of an imported record (a run left `running` imports `interrupted`)."""
+    values = record.model_dump(exclude={"turns", "unreadable"})
+    for name in ("config", "result", "metrics", "tags"):
+        values[name] = json.dumps(strip_secrets(values[name]) if name == "config"
+                                  else values[name], ensure_ascii=False)
+    values["created_at"] = values["created_at"] or now()
+    if values["status"] == "running":
+        values["status"] = "interrupted"
+    return values
+
+
+def turn_columns(run_id: str, turn: TurnRecord) -> dict[str, Any]:
+    """The `turns` row of an imported turn."""
+    values = turn.model_dump()
+    for name in ("messages", "warnings"):
+        values[name] = json.dumps(values[name], ensure_ascii=False)
+    values["parsed"] = json.dumps(values["parsed"] if values["parsed"] is not None else {},
+                                  ensure_ascii=False)
+    values["started_at"] = values["started_at"] or now()
+    values["finished_at"] = values["finished_at"] or values["started_at"]
+    return {"run_id": run_id, **values}

@@ -1,0 +1,225 @@
+"""The store's tables, their ordered, named migrations, and how a database is opened.
+
+`Store` (engine.store.runs) owns every query; this module only says what the tables are. Column
+sizes here are the limits `engine.store.records` checks before anything is written, so that SQLite
+(which would accept anything) and PostgreSQL (which refuses) hold exactly the same values.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (Boolean, DateTime, Float, ForeignKey, Integer, String, Text,
+                        TypeDecorator, create_engine, event, text)
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from engine.models import ConfigError
+
+
+class Moment(TypeDecorator):
+    """A timezone-aware time. Reading is tolerant: SQLite keeps whatever text was written,
+    and a value that is not a time reads as None (the row shows as unreadable) instead of
+    failing the whole query."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def result_processor(self, dialect: Any, coltype: Any) -> Any:
+        inner = self.impl_instance.dialect_impl(dialect).result_processor(dialect, coltype)
+        if inner is None:
+            return None
+
+        def process(value: Any) -> Any:
+            try:
+                return inner(value)
+            except (ValueError, TypeError):
+                return None
+        return process
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class RunRow(Base):
+    __tablename__ = "runs"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    protocol: Mapped[str] = mapped_column(String(32), index=True)
+    question: Mapped[str] = mapped_column(Text)
+    expected: Mapped[str | None] = mapped_column(Text, nullable=True)
+    config: Mapped[str] = mapped_column(Text, default="{}")
+    label: Mapped[str | None] = mapped_column(String(200), index=True, nullable=True)
+    tags: Mapped[str] = mapped_column(Text, default="[]")
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    error: Mapped[str] = mapped_column(Text, default="")
+    result: Mapped[str] = mapped_column(Text, default="{}")
+    metrics: Mapped[str] = mapped_column(Text, default="{}")
+    models: Mapped[str] = mapped_column(Text, default="")
+    simulated: Mapped[bool] = mapped_column(Boolean, default=False)
+    correct: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    calls: Mapped[int] = mapped_column(Integer, default=0)
+    degraded: Mapped[int] = mapped_column(Integer, default=0)
+    tokens_in: Mapped[int] = mapped_column(Integer, default=0)
+    tokens_out: Mapped[int] = mapped_column(Integer, default=0)
+    latency: Mapped[float] = mapped_column(Float, default=0.0)
+    duration: Mapped[float] = mapped_column(Float, default=0.0)
+    experiment_id: Mapped[str | None] = mapped_column(String(32), index=True, nullable=True)
+    host: Mapped[str] = mapped_column(String(200), default="")
+    pid: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(Moment, index=True)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(Moment, nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(Moment, nullable=True)
+
+
+class TurnRow(Base):
+    __tablename__ = "turns"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    idx: Mapped[int] = mapped_column(Integer)
+    phase: Mapped[str] = mapped_column(String(40))
+    round: Mapped[int] = mapped_column(Integer, default=0)
+    seat: Mapped[str] = mapped_column(String(200))
+    role: Mapped[str] = mapped_column(Text, default="")
+    model: Mapped[str] = mapped_column(String(200), default="")
+    messages: Mapped[str] = mapped_column(Text, default="[]")
+    reply: Mapped[str] = mapped_column(Text, default="")
+    parsed: Mapped[str] = mapped_column(Text, default="{}")
+    status: Mapped[str] = mapped_column(String(16))
+    error: Mapped[str] = mapped_column(Text, default="")
+    warnings: Mapped[str] = mapped_column(Text, default="[]")
+    latency: Mapped[float] = mapped_column(Float, default=0.0)
+    tokens_in: Mapped[int] = mapped_column(Integer, default=0)
+    tokens_out: Mapped[int] = mapped_column(Integer, default=0)
+    attempts: Mapped[int] = mapped_column(Integer, default=1)
+    simulated: Mapped[bool] = mapped_column(Boolean, default=False)
+    started_at: Mapped[datetime] = mapped_column(Moment)
+    finished_at: Mapped[datetime] = mapped_column(Moment)
+
+
+class LibraryRow(Base):
+    """Personas and roles (kind = persona | role), and saved configurations (kind = config)."""
+
+    __tablename__ = "library"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    kind: Mapped[str] = mapped_column(String(16), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    body: Mapped[str] = mapped_column(Text, default="{}")
+    builtin: Mapped[bool] = mapped_column(Boolean, default=False)
+    updated_at: Mapped[datetime] = mapped_column(Moment)
+
+
+class ExperimentRow(Base):
+    """An experiment's spec (questions x configurations x repeats); its runs point back by
+    `runs.experiment_id` and name their cell in a `cell:Q:C:R` tag (see engine.experiments)."""
+
+    __tablename__ = "experiments"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), default="")
+    spec: Mapped[str] = mapped_column(Text, default="{}")
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    error: Mapped[str] = mapped_column(Text, default="")
+    total: Mapped[int] = mapped_column(Integer, default=0)
+    host: Mapped[str] = mapped_column(String(200), default="")
+    pid: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(Moment, index=True)
+    started_at: Mapped[datetime | None] = mapped_column(Moment, nullable=True)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(Moment, nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(Moment, nullable=True)
+
+
+class MigrationRow(Base):
+    __tablename__ = "schema_migrations"
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    applied_at: Mapped[datetime] = mapped_column(Moment)
+
+
+def _create(tables: Sequence[str]):
+    def apply(connection) -> None:
+        Base.metadata.create_all(connection, tables=[Base.metadata.tables[t] for t in tables])
+    return apply
+
+
+# Ordered, named migrations; append only. Each runs once per database.
+MIGRATIONS: list[tuple[str, Any]] = [
+    ("0001_runs_and_turns", _create(["runs", "turns"])),
+    ("0002_library", _create(["library"])),
+    ("0003_experiments", _create(["experiments"])),
+]
+
+
+# --------------------------------------------------------------------------- opening
+def refuse_newer(done: set[str]) -> None:
+    """Refuse a database that holds a migration this Parley does not know."""
+    unknown = sorted(done - {name for name, _ in MIGRATIONS})
+    if unknown:
+        raise ConfigError(f"this database was written by a newer Parley (migration "
+                          f"{unknown[-1]}); upgrade Parley or use another database", "input")
+
+
+def sqlite_path(url: str) -> str | None:
+    """The file a SQLite URL names (None for an in-memory database)."""
+    database = make_url(url).database or ""
+    if database.startswith("file:"):
+        database = database[5:].split("?", 1)[0]
+    return None if database in ("", ":memory:") or "mode=memory" in url else database
+
+
+def sqlite_read_only(url: str, path: str | None) -> bool:
+    """Asked for read-only (`?mode=ro`, `immutable=1`), or a file this user may not write
+    (root may write anything; `Store` also falls back when a write is refused on open)."""
+    query = make_url(url).query
+    if query.get("mode") == "ro" or query.get("immutable") == "1":
+        return True
+    if path is None or not os.path.exists(path):
+        return False
+    folder = os.path.dirname(os.path.abspath(path))
+    return not os.access(path, os.W_OK) or (
+        not os.access(folder, os.W_OK) and not os.path.exists(path + "-wal"))
+
+
+def read_only_url(url: str, path: str | None, immutable: bool = False) -> str:
+    """The SQLite URI that opens `path` for reading only."""
+    if path is None:
+        return url
+    flag = "immutable=1" if immutable else "mode=ro"
+    return f"sqlite:///file:{os.path.abspath(path)}?{flag}&uri=true"
+
+
+def engine(url: str, sqlite: bool, read_only: bool) -> Any:
+    """A SQLAlchemy engine; SQLite connections get WAL and a busy timeout (read-only ones only
+    the timeout: setting WAL is a write)."""
+    if not sqlite:
+        return create_engine(url)
+    made = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+    event.listen(made, "connect", _sqlite_read_pragmas if read_only else _sqlite_pragmas)
+    return made
+
+
+def pg_read_only(bound: Any) -> bool:
+    """A PostgreSQL session that may not write (read-only transactions, or no INSERT right on
+    an existing runs table)."""
+    with bound.connect() as connection:
+        if connection.execute(text("SHOW transaction_read_only")).scalar() == "on":
+            return True
+        if connection.execute(text("SELECT to_regclass('runs') IS NULL")).scalar():
+            return False
+        return not connection.execute(text(
+            "SELECT has_table_privilege(current_user, 'runs', 'INSERT')")).scalar()
+
+
+def _sqlite_pragmas(dbapi_connection, _record) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+def _sqlite_read_pragmas(dbapi_connection, _record) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
