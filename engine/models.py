@@ -101,9 +101,10 @@ class RunResult(BaseModel):
     correct: bool | None = None
     duration: float = 0.0
 
-    def outcome(self) -> dict[str, Any]:
-        """Headline metrics stored on the run row (protocols extend this)."""
-        return {}
+    def final_answer(self) -> str | None:
+        """The run's final short answer, scored against `expected`; None when the protocol
+        gives none (or produced none)."""
+        return None
 
     @property
     def question_text(self) -> str:
@@ -112,3 +113,24 @@ class RunResult(BaseModel):
             if isinstance(value, str):
                 return value
         return ""
+
+
+class Signals(BaseModel):
+    """What a run's result says in protocol-independent terms, for experiments and Insights
+    (None: the protocol has no such signal, or the run produced none), plus the protocol's own
+    numbers in `extra` for its Insights section. Stored flat on the run row (`metrics`)."""
+
+    answer: str | None = None  # the final answer (a tally winner, a judge's ANSWER ...)
+    first_answer: str | None = None  # round one's plurality, where there is a round one
+    consensus: float | None = None  # the final winner's share of the ballots
+    level: str | None = None  # a confidence level (high/medium/low) or an agreement level
+    judge_confidence: float | None = None  # a judge's own stated confidence
+    seats: int | None = None  # agents whose minds could change
+    mind_changes: int | None = None  # of them, how many changed (measured, not claimed)
+    persuaded: int | None = None  # wrong -> right, where an expected answer is known
+    misled: int | None = None  # right -> wrong
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+    def common(self) -> dict[str, Any]:
+        """The protocol-independent signals as a flat mapping."""
+        return self.model_dump(exclude={"extra"})

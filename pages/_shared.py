@@ -180,7 +180,7 @@ def simulated_note(simulated: bool) -> None:
 
 def render_blocks(blocks: Iterable[Any]) -> None:
     """Render a protocol's view blocks generically; every value is shown as text."""
-    for block in blocks:
+    for number, block in enumerate(blocks):
         if block.title and block.kind not in ("metrics",):
             st.markdown(f"**{md(block.title)}**")
         if block.kind == "metrics":
@@ -200,6 +200,14 @@ def render_blocks(blocks: Iterable[Any]) -> None:
                 st.dataframe(pd.DataFrame(block.rows), hide_index=True)
             else:
                 st.caption("(none)")
+        elif block.kind == "tally":
+            from engine.reports import charts
+            st.plotly_chart(charts.tally_bar(block.counts, block.winner or None,
+                                             title=block.title), key=f"block-{number}")
+        elif block.kind == "flow":
+            from engine.reports import charts, insights
+            st.plotly_chart(charts.sankey(insights.flow_links(pd.DataFrame(block.rows))),
+                            key=f"block-{number}")
         elif block.kind == "warning":
             st.warning(md(block.body))
         else:

@@ -12,6 +12,7 @@ from engine import REGISTRY, ConfigError, get_protocol, prompt_templates
 from engine.services import library
 from engine.llm.providers import SPEC_HELP
 from engine.questions import QUESTION_SETS
+from engine.reports import runs as runs_report
 from engine.reports.views import Block
 from pages import _shared
 
@@ -95,9 +96,10 @@ def finished(run: dict, icons: dict[str, str]) -> None:
     if run.get("expected"):
         verdict = {True: "correct", False: "wrong", None: "not judged"}[run.get("correct")]
         st.caption(md(f"Expected answer: {run['expected']} — {verdict}"))
-    if spec.view is not None and run.get("result"):
+    blocks = runs_report.result_blocks(run)
+    if blocks:
         st.subheader("Result")
-        _shared.render_blocks(spec.view(run))
+        _shared.render_blocks(blocks)
     turns = len(run["turns"])
     with st.expander(f"Transcript — {turns} turns", expanded=status != "completed"):
         transcript(run["id"], icons)

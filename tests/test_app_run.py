@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from engine.reports.runs import result_blocks
 from engine import REGISTRY, Store
 from apptest_helpers import plain, poll
 
@@ -57,7 +58,7 @@ def test_a_simulated_run_completes_and_shows_its_result(db_url, protocol):
     # Labelled simulated, one chat bubble per turn, the protocol's own result blocks.
     assert any("simulated" in c.value for c in at.caption)
     assert len(at.chat_message) == len(run["turns"])
-    view = REGISTRY[protocol].view(run)
+    view = result_blocks(run)
     # Short values are metrics; long ones a caption (the label) and bold text.
     metric_labels = {plain(m.label) for m in at.metric} | {plain(c.value) for c in at.caption}
     for block in view:

@@ -1,6 +1,8 @@
 """Duel (seed 004): alternation, own histories and prompts, convergence, replies, failure."""
 import pytest
 
+from engine.reports.runs import result_blocks
+from engine.protocols import metrics_of
 from engine import ConfigError, DuelResult, Seat, run_duel
 from engine.protocols import REGISTRY, estimate
 from engine.protocols.duel import TEMPLATES, agreed
@@ -42,8 +44,9 @@ def test_one_round_gives_one_turn_each(sides):
     assert isinstance(result, DuelResult)
     assert result.transcript == [("for", "A1"), ("against", "B1")]
     assert result.status == "finished" and len(a.received) == len(b.received) == 1
-    assert result.outcome() == {"status": "finished", "turns": 2, "converged": False,
-                                "failed_agent": None}
+    assert metrics_of(result).items() >= {"status": "finished", "turns": 2, "converged": False,
+                                          "failed_agent": None,
+                                          "outcome": "finished, 2 turns"}.items()
 
 
 def test_three_rounds_alternate_a_b(sides):
@@ -127,7 +130,7 @@ def test_converge_is_checked_from_the_second_turn_only(sides):
     assert seen == ["B1"]  # never asked about the opening statement
     assert result.status == "converged" and result.transcript == [("for", "A1"),
                                                                    ("against", "B1")]
-    assert result.outcome()["converged"] is True
+    assert metrics_of(result)["converged"] is True
 
 
 @pytest.mark.parametrize("value", [1, "yes", [1], "True", object()])
@@ -197,7 +200,7 @@ def test_a_failed_turn_halts_both_sides(recording_model, failing, at):
     position = 2 * (at - 1) + (0 if failing == "a" else 1)
     assert len(result.transcript) == position  # everything before the failure is kept
     assert len(a.received) + len(b.received) == position + 1  # nothing after it
-    assert result.outcome()["failed_agent"] == name and result.warnings
+    assert metrics_of(result)["failed_agent"] == name and result.warnings
 
 
 def test_an_empty_reply_is_a_failed_turn(recording_model):
@@ -259,7 +262,7 @@ def test_a_duel_is_stored_with_its_turns(store, sides):
                                            ["against", "B2"]]
     assert run["metrics"]["status"] == "finished" and run["metrics"]["turns"] == 4
     assert len(run["turns"]) == 4
-    blocks = REGISTRY["duel"].view(run)
+    blocks = result_blocks(run)
     assert [b.kind for b in blocks][:2] == ["metrics", "table"]
     assert blocks[1].rows[0] == {"turn": 1, "speaker": "for", "text": "A1"}
 
@@ -270,7 +273,7 @@ def test_a_failed_duel_is_stored_and_its_view_names_the_failure(store, recording
     run = store.get(result.run_id)
     assert run["result"]["status"] == "failed" and run["result"]["failed_agent"] == "b"
     assert len(run["turns"]) == 2 and run["turns"][1]["status"] == "degraded"
-    blocks = REGISTRY["duel"].view(run)
+    blocks = result_blocks(run)
     assert ("Failed agent", "b") in blocks[0].items
     assert any(b.kind == "text" and "down" in b.body for b in blocks)
 

@@ -178,7 +178,9 @@ def test_an_option_a_protocol_does_not_have_is_refused_by_name_on_every_path(pat
      ["'temprature'"]),
     ({"protocol": "debate", "seats": {"judge": {"temperature": "hot"}}},
      ["temperature", "0..2"]),
-    ({"protocol": "debate", "seats": {"judge": ["simulated"]}}, ["seat judge"]),
+    ({"protocol": "debate", "seats": {"judge": ["simulated", "simulated"]}},
+     ["judge is one seat"]),
+    ({"protocol": "debate", "seats": {"judge": [3]}}, ["seat judge"]),
     ({"protocol": "debate", "options": {"max_rounds": 50}}, ["max_rounds must be 1..20"]),
     ({"protocol": "debate", "options": {"max_rounds": 2.5}}, ["max_rounds", "whole"]),
     ({"protocol": "debate", "options": ["max_rounds"]}, ["options must be a mapping"]),
@@ -267,7 +269,7 @@ def test_a_saved_seat_temperature_survives_the_run_page(db_url):
     at.text_area(key="run-1-question").input("Should we?").run()
     assert not at.error, [e.value for e in at.error]
     at.button(key="run-save").click().run()
-    judge = library.load_config(store, "warm")["seats"]["judge"]
+    judge = library.load_config(store, "warm")["seats"]["judge"][0]
     assert judge["temperature"] == 0.3
 
 

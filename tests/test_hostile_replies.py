@@ -16,7 +16,7 @@ from engine import Seat, Store, run_debate, run_duel, run_panel, run_peer_review
 from engine.analysis import parse_sections
 from engine.llm.replies import MAX_DEPTH, MAX_REPLY_CHARS, extract_json
 from engine.protocols.roundtable import parse_stance
-from engine.protocols.vote import text_value
+from engine.protocols.ballots import text_value
 from engine.analysis.stances import normalize_stance
 
 BUDGET = 5.0  # seconds: generous on a loaded 2-core machine; each case here was 18 s to hours
@@ -132,7 +132,7 @@ def test_a_nul_or_lone_surrogate_reply_is_stored_alike_on_every_backend(backend,
 
 
 def test_a_parser_that_raises_degrades_only_its_turn(recording_model, store, monkeypatch):
-    from engine.protocols import debate, peer_review, roundtable, vote
+    from engine.protocols import ballots, debate, peer_review, roundtable
 
     def broken(*args, **kwargs):
         raise RecursionError("maximum recursion depth exceeded")
@@ -150,7 +150,7 @@ def test_a_parser_that_raises_degrades_only_its_turn(recording_model, store, mon
                              max_iterations=1, store=store)
     assert result.iterations[0].feedback.startswith("Review unavailable: the reply could")
 
-    monkeypatch.setattr(vote, "normalize_stance", lambda text: broken() if "bad" in str(
+    monkeypatch.setattr(ballots, "normalize_stance", lambda text: broken() if "bad" in str(
         text) else str(text))
     liar = recording_model(fn=lambda convo: '{"stance": "bad", "answer": "x"}')
     result = run_vote("q", voters=[Seat("a"), Seat("b"), Seat("liar", liar)], store=store)

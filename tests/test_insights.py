@@ -7,7 +7,8 @@ from datetime import date, datetime, timezone
 import pandas as pd
 import pytest
 
-from engine import run_debate, run_peer_review
+from engine import ConfigError, REGISTRY, run_debate, run_peer_review
+from engine.protocols import arun_config, metrics_of, run_sync
 
 from engine.reports import runs as history
 
@@ -56,10 +57,12 @@ def test_history_table_is_plain_and_says_simulated():
         {"protocol": "panel", "label": "L", "question": "How\nmuch?", "tokens_in": 10,
          "tokens_out": 5, "duration": 1.234,
          "metrics": {"winner": "0.05", "confidence_level": "medium", "ratio": 2 / 3,
-                     "tied": False, "changed_outcome": True}},
+                     "tied": False, "changed_outcome": True,
+                     "outcome": "0.05 (medium, 67%), debate changed it"}},
         {"protocol": "debate", "simulated": False, "models": "openai:gpt-4o",
          "question": "x" * 200,
-         "metrics": {"judge_confidence": 0.8, "high_confidence": True}})
+         "metrics": {"judge_confidence": 0.8, "high_confidence": True,
+                     "outcome": "judge 0.80 (high)"}})
     table = history.history_table(frame)
     assert list(table.columns) == list(history.HISTORY_COLUMNS)
     first, second = table.iloc[0], table.iloc[1]
@@ -78,19 +81,16 @@ def test_a_run_on_simulated_models_is_simulated_even_with_a_failed_call():
     assert not history.is_simulated(False, "")
 
 
-@pytest.mark.parametrize("protocol, metrics, text", [
-    ("peer-review", {"approved": True, "iterations_used": 2}, "approved after 2"),
-    ("peer-review", {"approved": False, "iterations_used": 3}, "not approved after 3"),
-    ("vote", {"winner": "", "confidence_level": "low", "ratio": 0.0, "tied": True},
-     "(abstained) (low, 0%), tied"),
-    ("roundtable", {"agreement_level": "weak", "completion_state": "qualified-draft"},
-     "agreement weak, qualified-draft"),
-    ("duel", {"status": "converged", "turns": 3}, "converged, 3 turns"),
-    ("debate", {}, ""),
-    ("unknown", {"a": 1}, ""),
-])
-def test_outcome_text(protocol, metrics, text):
-    assert history.outcome_text(protocol, metrics) == text
+@pytest.mark.parametrize("protocol", sorted(REGISTRY))
+def test_the_outcome_line_is_the_protocols_own(protocol, store):
+    """The runs table's outcome is what the protocol's `outcome` hook wrote at the end."""
+    config = {"protocol": protocol}
+    result = run_sync(arun_config(config, "Should we ship it or wait?", store=store))
+    line = REGISTRY[protocol].outcome(result)
+    assert line and metrics_of(result)["outcome"] == line
+    table = history.history(store, Filters()).table
+    assert table.set_index("id").loc[result.run_id, "outcome"] == line
+    assert history.outcome_text({"outcome": 3}) == "" and history.outcome_text(None) == ""
 
 
 def test_history_is_one_bounded_page_and_choices_follow_the_newest_run(store):
@@ -164,17 +164,17 @@ PANEL_RESULT = {
 }
 
 
-def test_tallies_and_flows_of_a_panel():
-    tallies = history.tallies_of(PANEL_RESULT)
-    assert [t[0] for t in tallies] == ["Final vote", "Round-one vote"]
-    assert tallies[0][1:] == ({"2": 3}, "2")
-    flows = history.flows_of(PANEL_RESULT)
-    assert flows.to_dict("records") == [
-        {"seat": "a", "before": "1", "after": "2"}, {"seat": "b", "before": "2", "after": "2"},
-        {"seat": "c", "before": "(abstained)", "after": "2"}]
-    links = insights.flow_links(flows).set_index(["source", "target"])
-    assert links.loc[("1", "2"), "label"] == "a" and links.loc[("2", "2"), "value"] == 1
-    assert history.flows_of({"tally": PANEL_RESULT["tally"]}) is None
+def test_a_panels_detail_has_both_tallies_and_the_stance_flow(store):
+    result = run_sync(arun_config({"protocol": "panel"}, "What is 17 + 25?", store=store))
+    detail = history.run_detail(store, result.run_id)
+    assert [t[0] for t in detail.tallies] == ["Final vote", "Round-one vote"]
+    assert detail.tallies[0][1:] == (dict(result.tally.counts), result.tally.winner)
+    flows = detail.flows.to_dict("records")
+    assert [f["seat"] for f in flows] == [p.persona for p in result.proposals]
+    assert all(f["after"] == (result.tally.ballots[f["seat"]] or "(abstained)")
+               for f in flows)
+    links = insights.flow_links(detail.flows)
+    assert links["value"].sum() == len(flows)
 
 
 # --------------------------------------------------------------------------- across runs
@@ -302,32 +302,24 @@ def test_report_skips_protocols_without_runs_with_a_note():
 
 
 # --------------------------------------------------------------------------- re-run
-def test_rerun_config_puts_flat_seats_back_in_their_slots():
-    stored = {"protocol": "panel", "options": {}, "prompts": {"critique": "x {question}"},
-              "seats": [{"name": n, "model": "simulated", "persona": f"I am {n}"}
-                        for n in ("a", "b", "c", "critic", "judge")]}
-    config, extra = rerun_config(stored)
-    assert [s["name"] for s in config["seats"]["debaters"]] == ["a", "b", "c"]
-    assert config["seats"]["critic"]["name"] == "critic"
-    assert config["seats"]["judge"]["persona"] == "I am judge"
-    assert config["prompts"] == {"critique": "x {question}"} and extra == {}
-
-    debate = {"protocol": "debate", "options": {"max_rounds": 2, "timeout": 30.0},
-              "seats": [{"name": "p", "model": "simulated"}, {"name": "o", "model": "m"},
-                        {"name": "j", "model": "simulated", "temperature": None}]}
-    config, extra = rerun_config(debate)
-    # the debate's timeout is a registry option, so it goes back into the configuration
-    assert config["options"] == {"max_rounds": 2, "timeout": 30.0} and extra == {}
-    assert config["seats"]["opponent"] == {"name": "o", "model": "m"}
+def test_rerun_config_reads_the_stored_configuration_as_it_was_stored(store):
+    first = run_sync(arun_config({"protocol": "panel", "prompts": {
+        "critique": "Judge these: {proposals} for {question}"}}, "Q?", store=store))
+    stored = store.get(first.run_id)["config"]
+    config = rerun_config(stored)
+    assert config.stored() == stored
+    assert [s.name for s in config.seats["debaters"]] == [p.persona for p in first.proposals]
+    assert config.prompts == {"critique": "Judge these: {proposals} for {question}"}
 
 
-def test_rerun_config_finds_an_optional_judge():
-    agents = [{"name": n, "model": "simulated", "role": "critic"} for n in ("A", "B")]
-    with_judge = {"protocol": "roundtable", "seats": [*agents, {"name": "ref"}]}
-    config, _ = rerun_config(with_judge, {"ref": ["judge"]})  # it spoke in the judge phase
-    assert len(config["seats"]["agents"]) == 2 and config["seats"]["judge"] == {"name": "ref"}
-    config, _ = rerun_config({"protocol": "roundtable", "seats": [*agents, {"name": "C"}]})
-    assert len(config["seats"]["agents"]) == 3 and "judge" not in config["seats"]
+def test_a_run_saved_without_its_configuration_cannot_be_rerun_and_says_why():
+    with pytest.raises(ConfigError, match="cannot be re-run"):
+        rerun_config({"protocol": "debate", "seats": {}})
+    with pytest.raises(ConfigError, match="no option 'speed'"):
+        rerun_config({"protocol": "debate", "seats": {"judge": [{"name": "j"}]},
+                      "options": {"speed": 3}})
+    with pytest.raises(ConfigError, match="no seat 'referee'"):
+        rerun_config({"protocol": "debate", "seats": {"referee": [{"name": "r"}]}})
 
 
 def test_rerun_stores_a_new_run_with_the_same_configuration(store):

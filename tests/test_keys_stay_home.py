@@ -171,7 +171,8 @@ def test_key_never_goes_to_a_base_url_in_an_imported_run_or_its_rerun(servers, s
                                  store=store))
     home_got_its_key(home)
     stored = store.get(first.run_id)
-    assert all(home.base_url in s["model"] for s in stored["config"]["seats"])
+    assert all(home.base_url in s["model"] for seats in stored["config"]["seats"].values()
+               for s in seats)
     calls = len(home.requests)
     again = rerun(store, stored)  # a re-run calls the same registered endpoint, with its key
     assert len(home.requests) > calls and again.run_id != first.run_id
@@ -195,7 +196,8 @@ def test_a_rerun_of_an_endpoint_no_longer_registered_gets_no_key(servers, store,
     _attacker, home = servers
     first = run_sync(arun_config(vote("openai:m?endpoint=home"), QUESTION, store=store))
     home_got_its_key(home)
-    assert store.get(first.run_id)["config"]["seats"][0]["model"] == "openai:m?endpoint=home"
+    assert store.get(first.run_id)["config"]["seats"]["voters"][0]["model"] == \
+        "openai:m?endpoint=home"
     with_url = run_sync(arun_config(vote("openai:m", base_url=home.base_url), QUESTION,
                                     store=store))
     monkeypatch.delenv("PARLEY_ENDPOINTS")  # the operator removed the endpoint

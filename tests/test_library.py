@@ -91,8 +91,8 @@ def test_saved_configuration_runs_as_saved(store):
     assert list(prompts) == ["judge"]  # unchanged templates are not overrides
     config = library.build_config(store, protocol, choices, options={"max_rounds": 1},
                                   prompts=prompts, label="brief judge")
-    assert config["seats"]["proponent"]["persona"] == PERSONAS["creative"].prompt
-    assert config["seats"]["proponent"]["icon"] == "💡"
+    assert config["seats"]["proponent"][0]["persona"] == PERSONAS["creative"].prompt
+    assert config["seats"]["proponent"][0]["icon"] == "💡"
     assert library.validate_config(config) == {"calls": 3, "tokens": 1800}
     library.save_config(store, config)
     loaded = library.load_config(store, "brief judge")

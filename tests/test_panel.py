@@ -4,6 +4,8 @@ import re
 
 import pytest
 
+from engine.reports.runs import result_blocks
+from engine.protocols import metrics_of
 from engine import ConfigError, PanelResult, Seat, run_panel
 from engine.protocols.personas import CAUTIOUS, CREATIVE, CRITIC, JUDGE, LITERAL, panel_seats
 from engine.protocols import REGISTRY, estimate, prompt_templates, seats_from_config
@@ -105,7 +107,7 @@ def test_result_fields_first_round_and_final_tally(recording_model):
         ("cautious", "sound"), ("creative", "flawed"), ("literal", "sound")]
     assert result.critique.overall.startswith("OVERALL")
     assert (result.answer, result.key_points) == ("$0.05", ["k1", "k2"])
-    outcome = result.outcome()
+    outcome = metrics_of(result)
     assert outcome["winner"] == "0.05" and outcome["confidence_level"] == "high"
     assert outcome["first_round_winner"] == "0.05" and outcome["changed_outcome"] is False
     assert outcome["mind_changes"] == 1 and outcome["critic_flawed"] == 1
@@ -199,7 +201,7 @@ def test_a_failing_debater_abstains_and_is_counted(recording_model):
     rebut = [t for t in result.turns if t.seat == "b" and t.phase == "rebuttal"][0]
     assert "[a] no usable proposal" in rebut.messages[-1]["content"]
     assert any("a: proposal failed" in w for w in result.warnings)
-    assert result.outcome()["abstentions"] == 1
+    assert metrics_of(result)["abstentions"] == 1
 
 
 def test_a_failing_critic_leaves_the_run_complete(recording_model):
@@ -263,7 +265,7 @@ def test_expected_answer_sets_correct_and_change_kinds(recording_model):
                                    "d": "switched"}
     assert result.tally.counts == {"0.05": 2, "0.1": 1, "0.2": 1}
     assert result.correct is True and result.expected == "$0.05"
-    assert result.outcome()["persuaded"] == 1 and result.outcome()["misled"] == 1
+    assert metrics_of(result)["persuaded"] == 1 and metrics_of(result)["misled"] == 1
     wrong = run_panel(Q, **make(recording_model, {n: debater_fn("0.1") for n in "ab"})[0],
                       expected="$0.05")
     assert wrong.correct is False and wrong.change_kinds == {"a": "held", "b": "held"}
@@ -279,7 +281,7 @@ def test_claimed_changes_are_kept_apart_from_measured_ones(recording_model):
     result = run_panel("Pick?", **seats)
     assert result.mind_changes == ["b"] and result.claimed_changes == ["a"]
     assert result.claim_mismatches() == ["a", "b"]
-    assert result.outcome()["changed_outcome"] is False
+    assert metrics_of(result)["changed_outcome"] is False
     assert result.first_round.tied is False and result.first_round.winner == "x"
 
 
@@ -287,7 +289,7 @@ def test_changed_outcome_when_the_rebuttal_flips_the_vote(recording_model):
     specs = {"a": debater_fn("y"), "b": debater_fn("y", final="x"), "c": debater_fn("x")}
     result = run_panel("Pick?", **make(recording_model, specs)[0])
     assert result.first_round.winner == "y" and result.tally.winner == "x"
-    assert result.outcome()["changed_outcome"] is True
+    assert metrics_of(result)["changed_outcome"] is True
 
 
 # --------------------------------------------------------------------------- validation
@@ -380,7 +382,7 @@ def test_a_panel_is_stored_with_its_metrics_and_turns(recording_model, store):
     assert proposed["creative"]["stance"] == "$0.10"
     stored = store.get(result.run_id)
     assert stored["result"]["tally"]["counts"] == {"0.05": 3}
-    blocks = SPEC.view(stored)
+    blocks = result_blocks(stored)
     assert all(isinstance(b, Block) for b in blocks)
     kinds = [b.kind for b in blocks]
     assert kinds[0] == "metrics" and kinds.count("table") == 3

@@ -4,6 +4,8 @@ from collections import Counter
 
 import pytest
 
+from engine.reports.runs import result_blocks
+from engine.protocols import metrics_of
 from engine import ConfigError, Exchange, RoundtableResult, Seat, prompt_templates, run_roundtable
 from engine.protocols import REGISTRY, arun_config, estimate, run_sync
 from engine.protocols.roundtable import parse_stance, role_description, role_name
@@ -58,8 +60,8 @@ def test_seed_worked_example(recording_model):
     assert result.stance_tally.winner is None and result.stance_tally.abstentions == ["Ada", "Bo"]
     assert "missing-stance" in result.warning_codes
     assert all(e.stance is None for e in result.exchanges)
-    assert result.outcome()["agreement_level"] == "strong"
-    assert result.outcome()["judge_status"] == "applied"
+    assert metrics_of(result)["agreement_level"] == "strong"
+    assert metrics_of(result)["judge_status"] == "applied"
 
 
 def test_a_model_that_returns_nothing_blocks_and_the_judge_is_not_asked(recording_model):
@@ -74,7 +76,7 @@ def test_a_model_that_returns_nothing_blocks_and_the_judge_is_not_asked(recordin
     assert result.agreement.voters == 0 and result.agreement.ignored_turns == 2
     assert result.agreement.level == "none"
     assert "no-content" in result.warning_codes and "degraded-turn" in result.warning_codes
-    assert result.outcome()["completion_state"] == "blocked-escalated"
+    assert metrics_of(result)["completion_state"] == "blocked-escalated"
 
 
 def test_one_usable_agent_is_still_blocked(recording_model):
@@ -248,8 +250,8 @@ def test_stance_tally_and_confidence_beside_the_floor(recording_model):
     assert result.stance_tally.counts == {"yes": 2, "no": 1}
     assert result.stance_tally.winner == "yes" and result.final_answer() == "yes"
     assert result.stance_confidence.level == "medium"
-    assert result.outcome()["stance_winner"] == "yes"
-    assert result.outcome()["stance_confidence"] == "medium"
+    assert metrics_of(result)["stance_winner"] == "yes"
+    assert metrics_of(result)["stance_confidence"] == "medium"
     assert "lexical-only" in result.warning_codes and result.judge_status == "not_run"
 
 
@@ -315,7 +317,7 @@ def test_judge_call_failure_is_degraded(recording_model):
 def test_judge_disagreeing_with_the_floor_is_flagged(recording_model):
     result, _ = _judged(recording_model, [json.dumps({**JUDGE_OK, "agreement_level": "none",
                                                        "dissenting_views": ["Bo: wait"]})])
-    assert result.diverged_from_floor and result.outcome()["diverged"] is True
+    assert result.diverged_from_floor and metrics_of(result)["diverged"] is True
     assert result.judge.dissenting_views == ["Bo: wait"]
     assert "judge-diverged" in result.warning_codes
     assert result.completion_state == "qualified-draft"
@@ -365,7 +367,7 @@ def test_a_roundtable_is_stored_with_its_turns_and_view(store, recording_model):
     assert run["result"]["stance_tally"]["winner"] == "adopt"
     assert run["metrics"]["completion_state"] == "qualified-draft"
     assert run["metrics"]["judge_status"] == "applied"
-    blocks = REGISTRY["roundtable"].view(run)
+    blocks = result_blocks(run)
     metrics = dict(blocks[0].items)
     assert metrics["Agreement (lexical floor)"] == "strong"
     assert metrics["Stance winner"] == "adopt" and metrics["State"] == "qualified-draft"

@@ -5,6 +5,7 @@ from collections import Counter
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 
+from engine.protocols import metrics_of
 from engine import run_panel, run_vote
 from engine.protocols.personas import CAUTIOUS, CREATIVE, panel_seats
 from engine.protocols.panel import TEMPLATES
@@ -131,7 +132,7 @@ def test_open_questions_split_and_some_minds_change():
     assert levels["low"] >= 1 and levels["medium"] >= 1
     first_splits = sum(len(r.first_round.counts) > 1 for r in results)
     assert first_splits >= len(OPEN) // 2
-    assert any(r.outcome()["changed_outcome"] for r in results)
+    assert any(metrics_of(r)["changed_outcome"] for r in results)
 
 
 def test_definite_questions_panel_beats_its_first_round_and_claims_sometimes_mislead():

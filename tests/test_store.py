@@ -301,16 +301,28 @@ def test_empty_import_imports_nothing(store):
 
 # --------------------------------------------------------------------------- secrets
 def test_secrets_in_config_are_never_stored(store, recording_model, tmp_path):
-    config = {"protocol": "debate", "api_key": "sk-TOP-SECRET-1",
-              "seats": [{"name": "pro", "model": "openai:gpt-4o",
-                         "openai_api_key": "sk-TOP-SECRET-2"}],
+    # A key where a configuration has no such key is refused before anything is stored ...
+    for bad in ({"protocol": "debate", "api_key": "sk-TOP-SECRET-1"},
+                {"protocol": "debate", "seats": {"proponent": [
+                    {"name": "pro", "model": "openai:gpt-4o",
+                     "openai_api_key": "sk-TOP-SECRET-2"}]}}):
+        with pytest.raises(ConfigError) as refused:
+            run_debate("Q?", **fakes(recording_model), max_rounds=1, retries=0, store=store,
+                       config=bad)
+        assert "SECRET" not in str(refused.value)
+    assert store.runs().empty
+    # ... and secrets nested in option values are stripped when the configuration is stored.
+    config = {"protocol": "debate",
+              "seats": {"proponent": [{"name": "pro", "model": "openai:gpt-4o"}]},
               "options": {"max_rounds": 1, "auth": {"password": "hunter2-SECRET",
                                                     "bearer_token": "tok-SECRET"}}}
     result = run_debate("Q?", **fakes(recording_model), max_rounds=1, retries=0, store=store,
                         config=config)
     stored = store.get(result.run_id)["config"]
-    assert stored == {"protocol": "debate", "seats": [{"name": "pro", "model": "openai:gpt-4o"}],
-                      "options": {"max_rounds": 1, "auth": {}}}
+    assert stored["seats"] == {"proponent": [{"name": "pro", "model": "openai:gpt-4o",
+                                              "persona": "", "persona_name": "", "role": "",
+                                              "temperature": None, "icon": ""}]}
+    assert stored["options"] == {"max_rounds": 1, "auth": {}}
     store.engine.dispose()
     raw = b"".join(p.read_bytes() for p in Path(tmp_path).glob("parley.db*"))
     for secret in (b"sk-TOP-SECRET-1", b"sk-TOP-SECRET-2", b"hunter2-SECRET", b"tok-SECRET"):
@@ -325,8 +337,9 @@ def test_default_config_records_seats_by_spec_without_keys(store, recording_mode
     result = run_debate("Q?", **seats, max_rounds=1, retries=0, store=store)
     config = store.get(result.run_id)["config"]
     assert config["protocol"] == "debate"
-    assert [s["name"] for s in config["seats"]] == ["proponent", "opponent", "judge"]
-    assert config["seats"][2]["model"] == "simulated"
+    assert {slot: [s["name"] for s in seats] for slot, seats in config["seats"].items()} == {
+        "proponent": ["proponent"], "opponent": ["opponent"], "judge": ["judge"]}
+    assert config["seats"]["judge"][0]["model"] == "simulated"
     assert config["options"]["max_rounds"] == 1
 
 
@@ -362,6 +375,46 @@ def test_database_with_only_the_first_migration_is_migrated_on_open(tmp_path,
     assert reopened.library("persona")[0]["persona"] == "Check twice."
     assert reopened.get(run.run_id)["status"] == "completed"  # existing data survives
     assert reopened.migrate() == []  # nothing left to apply
+
+
+def test_configurations_of_the_old_flat_shape_are_migrated_by_slot_once(tmp_path):
+    """Migration 0004: stored seats as a flat list with `slot` keys become a RunConfig; a list
+    without slots keeps no seats (the run says it cannot be re-run); metrics gain the outcome
+    line; saved library configurations are normalised; the run can be re-run."""
+    from engine.protocols import arun_config, run_sync
+    from engine.services.rerun import rerun, rerun_config
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    old = Store(url)
+    slotted = run_sync(arun_config({"protocol": "vote"}, "Q?", store=old))
+    saved = run_sync(arun_config({"protocol": "debate", "options": {"max_rounds": 1}}, "D?",
+                                 store=old))
+    voters = old.get(slotted.run_id)["config"]["seats"]["voters"]
+    flat = {"protocol": "vote", "options": {}, "prompts": {},
+            "seats": [{"slot": "voters", **v} for v in voters]}
+    with old.engine.begin() as connection:
+        connection.execute(text("DELETE FROM schema_migrations WHERE name = '0004_configs_by_slot'"))
+        connection.execute(update(RunRow).where(RunRow.id == slotted.run_id).values(
+            config=json.dumps(flat), metrics=json.dumps({"winner": "x"})))
+        connection.execute(update(RunRow).where(RunRow.id == saved.run_id).values(
+            config=json.dumps({"protocol": "debate", "seats": [{"name": "a", "model": "m"}]})))
+        connection.execute(text(
+            "INSERT INTO library (kind, name, body, builtin, updated_at) VALUES "
+            "('config', 'old one', :body, 0, '2026-01-01 00:00:00')"),
+            {"body": json.dumps({"protocol": "debate", "seats": {"judge": {"model": "simulated"}}})})
+    old.engine.dispose()
+
+    reopened = Store(url)
+    assert "0004_configs_by_slot" in reopened.migrations()
+    run = reopened.get(slotted.run_id)
+    assert [v["name"] for v in run["config"]["seats"]["voters"]] == [v["name"] for v in voters]
+    assert run["metrics"]["winner"] == "x" and run["metrics"]["outcome"]
+    assert rerun_config(run["config"]).protocol == "vote"
+    assert rerun(reopened, run).run_id != slotted.run_id
+    with pytest.raises(ConfigError, match="cannot be re-run"):
+        rerun_config(reopened.get(saved.run_id)["config"])
+    [body] = [r for r in reopened.library("config") if r["name"] == "old one"]
+    assert body["seats"] == {"judge": [{"model": "simulated"}]}
+    assert reopened.migrate() == []
 
 
 def test_sqlite_runs_in_wal_mode(store):

@@ -3,6 +3,8 @@ import json
 
 import pytest
 
+from engine.reports.runs import result_blocks
+from engine.protocols import metrics_of
 from engine import ConfigError, Seat, VoteResult, run_panel, run_vote
 from engine.protocols.personas import panel_seats
 from engine.protocols import REGISTRY, estimate, seats_from_config
@@ -31,7 +33,7 @@ def test_each_voter_answers_once_with_the_panels_proposal_prompt(recording_model
     assert TEMPLATES["propose"] is panel_module.TEMPLATES["propose"]
     assert result.tally.counts == {"5": 3, "100": 1}
     assert result.confidence.level == "medium" and result.answer == "5"
-    assert result.outcome()["winner"] == "5" and result.outcome()["voters"] == 4
+    assert metrics_of(result)["winner"] == "5" and metrics_of(result)["voters"] == 4
     assert SPEC.estimate_calls({}, {"voters": 4}) == 4
 
 
@@ -83,6 +85,6 @@ def test_a_vote_is_stored(store):
     assert row["metrics"]["winner"] == result.tally.winner
     assert row["metrics"]["confidence_level"] == result.confidence.level
     assert bool(row["correct"]) == (result.tally.winner == "5")
-    blocks = SPEC.view(store.get(result.run_id))
+    blocks = result_blocks(store.get(result.run_id))
     assert blocks[0].kind == "metrics" and any(b.title == "Ballots" for b in blocks)
     assert "winner:" in SPEC.summary(result)

@@ -9,7 +9,7 @@ from typing import Any
 
 from engine.questions import files as qsets
 from engine.models import ConfigError
-from engine.protocols.base import require_name, require_text
+from engine.protocols.checks import require_name, require_text
 from engine.store import strip_secrets
 
 DEFAULT_CONCURRENCY = 4

@@ -84,12 +84,12 @@ class BatchedStore:
         for key in [k for k in self._pending if k[0] == run_id]:
             del self._pending[key]
 
-    def finish_run(self, run_id: str, result: Any) -> None:
+    def finish_run(self, run_id: str, result: Any, metrics: Any = None) -> None:
         self.flush()
         if any(r == run_id for r, _ in self._pending):
             self._drop(run_id)
             raise StoreWriteError(self._unwritten or "the store could not be written")
-        self.store.finish_run(run_id, result)
+        self.store.finish_run(run_id, result, metrics)
 
     def end_run(self, run_id: str, status: str, error: str = "") -> bool:
         self.flush()

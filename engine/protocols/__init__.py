@@ -1,16 +1,19 @@
 """The protocol registry: one table that the CLI, the app and experiments loop over."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from engine.models import ConfigError
+from engine.config import RunConfig, SeatSpec
+from engine.models import ConfigError, RunResult, Seat
 from engine.protocols.templates import Template
 from engine.protocols import debate, peer_review
 from engine.protocols import duel, roundtable
 from engine.protocols import panel, vote
 from engine.protocols.base import Option, ProtocolSpec, Slot, run_sync
+from engine.protocols.checks import require_int
 
-REGISTRY: dict[str, ProtocolSpec] = {
+REGISTRY: dict[str, ProtocolSpec[Any]] = {
     spec.name: spec for spec in (
         debate.SPEC,
         peer_review.SPEC,
@@ -22,13 +25,18 @@ REGISTRY: dict[str, ProtocolSpec] = {
 }
 
 
-def get_protocol(name: str) -> ProtocolSpec:
+def get_protocol(name: str) -> ProtocolSpec[Any]:
     """The registry entry for `name`, or a `ConfigError` listing the protocols."""
     key = (name if isinstance(name, str) else "").strip().lower().replace("_", "-")
     if key not in REGISTRY:
         raise ConfigError(f"unknown protocol {name!r}; choose one of {', '.join(REGISTRY)}",
                           "input")
     return REGISTRY[key]
+
+
+def metrics_of(result: RunResult) -> dict[str, Any]:
+    """A result's stored metrics: its protocol's outcome line and signals, flat."""
+    return get_protocol(result.protocol).metrics(result)
 
 
 def prompt_templates(protocol: str) -> dict[str, dict[str, Any]]:
@@ -38,20 +46,8 @@ def prompt_templates(protocol: str) -> dict[str, dict[str, Any]]:
             for name, t in spec.templates.items()}
 
 
-CONFIG_KEYS = ("protocol", "label", "model", "base_url", "seats", "options", "prompts")
-SEAT_KEYS = ("name", "model", "persona", "persona_name", "role", "temperature", "icon")
-
-
-def _unknown(given: Any, allowed: tuple[str, ...], what: str) -> None:
-    unknown = sorted(str(k) for k in given if k not in allowed)
-    if unknown:
-        raise ConfigError(f"{what} has no key {unknown[0]!r}; keys are {', '.join(allowed)}",
-                          "input")
-
-
-def check_options(spec: ProtocolSpec, options: Any) -> dict[str, Any]:
+def check_options(spec: ProtocolSpec[Any], options: Any) -> dict[str, Any]:
     """A configuration's options: each one the protocol has, whole numbers in range."""
-    from engine.protocols.base import require_int
     if not isinstance(options, dict):
         raise ConfigError(f"{spec.name} options must be a mapping of option names to values",
                           "input")
@@ -68,87 +64,69 @@ def check_options(spec: ProtocolSpec, options: Any) -> dict[str, Any]:
     return dict(options)
 
 
-def seats_from_config(spec: ProtocolSpec, config: dict[str, Any]) -> dict[str, Any]:
-    """Keyword arguments for `spec.runner` built from a stored configuration.
+def seats_from_config(spec: ProtocolSpec[Any], config: RunConfig | Mapping[str, Any]
+                      ) -> dict[str, Any]:
+    """Keyword arguments for `spec.runner` from a configuration: its seats by slot and its
+    options.
 
-    `config["seats"]` maps a slot name to a seat dict (`name, model, persona, role,
-    temperature, icon`) or, for a list slot, a list of them; missing slots take the slot's
-    defaults, and a seat without a model takes `config["model"]` (default `simulated`).
-    A configuration-wide `base_url` is added to every `openai:` seat that names neither its
+    A slot the configuration leaves out takes the slot's defaults (an optional slot stays
+    empty); a seat without a model takes the configuration's `model` (default `simulated`);
+    a configuration-wide `base_url` is added to every `openai:` seat that names neither its
     own `?base_url=` nor an `?endpoint=` (the seat's own wins). Models stay spec strings, so
-    they resolve under the run's endpoint registry; unknown keys, options and values that
-    cannot be right are refused here, before any call.
+    they resolve under the run's endpoint registry; unknown keys, slots, options and values
+    that cannot be right are refused here, before any call.
     """
     from engine.llm.endpoints import with_base_url
-    from engine.models import Seat
-    from engine.protocols.base import require_temperature
-    if not isinstance(config, dict):
-        raise ConfigError("a configuration must be a mapping", "input")
-    _unknown(config, CONFIG_KEYS, "a configuration")
-    default_model = config.get("model") or "simulated"
-    base_url = config.get("base_url")
-    if not isinstance(default_model, str) or (base_url is not None and
-                                              not isinstance(base_url, str)):
-        raise ConfigError("a configuration's model and base_url must be text", "input")
-    seats = config.get("seats") or {}
-    if not isinstance(seats, dict):
-        raise ConfigError("configuration seats must map slot names to seats", "input")
-    unknown = sorted(set(seats) - {slot.name for slot in spec.slots})
+    config = RunConfig.parse(config)
+    unknown = sorted(set(config.seats) - {slot.name for slot in spec.slots})
     if unknown:
         raise ConfigError(f"{spec.name} has no seat {unknown[0]!r}; seats are "
                           f"{', '.join(s.name for s in spec.slots)}", "input")
 
-    def make(entry: Any, slot: Slot) -> Seat:
-        if entry is not None and not isinstance(entry, (str, dict)):
-            raise ConfigError(f"seat {slot.name}: a seat is a mapping or a model spec, got "
-                              f"{type(entry).__name__}", "input")
-        entry = {"model": entry} if isinstance(entry, str) else dict(entry or {})
-        _unknown(entry, SEAT_KEYS, f"seat {slot.name}")
-        for key in ("name", "model", "persona", "role", "icon"):
-            if entry.get(key) is not None and not isinstance(entry[key], str):
-                raise ConfigError(f"seat {slot.name}: {key} must be text, got "
-                                  f"{type(entry[key]).__name__}", "input")
-        model = entry.get("model") or default_model
-        if base_url and model.strip().lower().startswith("openai:"):
-            model = with_base_url(model, base_url)
-        temperature = entry.get("temperature")
-        if temperature is not None:
-            temperature = require_temperature(temperature, f"seat {slot.name}: temperature")
-        return Seat(entry.get("name") or slot.name, model, entry.get("persona") or "",
-                    entry.get("role") or "", temperature, icon=entry.get("icon") or "")
+    def make(entry: SeatSpec, slot: Slot) -> Seat:
+        model = entry.model or config.model
+        if config.base_url and model.strip().lower().startswith("openai:"):
+            model = with_base_url(model, config.base_url)
+        return Seat(entry.name or slot.name, model, entry.persona, entry.role,
+                    entry.temperature, icon=entry.icon)
 
     kwargs: dict[str, Any] = {}
     for slot in spec.slots:
-        given = seats.get(slot.name)
+        given = config.seats.get(slot.name)
+        if given is None:
+            given = [] if slot.optional else [SeatSpec.parse(d, slot.name)
+                                              for d in slot.defaults]
+        seats = [make(entry, slot) for entry in given]
         if slot.many:
-            entries = given if given is not None else list(slot.defaults)
-            if not isinstance(entries, list):
-                raise ConfigError(f"{slot.name} must be a list of seats", "input")
-            kwargs[slot.name] = [make(e, slot) for e in entries]
-        elif given is None and slot.optional:
-            kwargs[slot.name] = None
+            kwargs[slot.name] = seats
+        elif len(seats) > 1:
+            raise ConfigError(f"{spec.name}'s {slot.name} is one seat, got {len(seats)}",
+                              "input")
         else:
-            kwargs[slot.name] = make(given if given is not None else
-                                     (slot.defaults[0] if slot.defaults else {}), slot)
-    kwargs.update(check_options(spec, config.get("options") or {}))
+            kwargs[slot.name] = seats[0] if seats else (
+                None if slot.optional else make(SeatSpec(), slot))
+    kwargs.update(check_options(spec, config.options))
     return kwargs
 
 
-async def arun_config(config: dict[str, Any], question: str, **run: Any) -> Any:
-    """Run a stored configuration on a question; `run` takes store, label, tags, expected ..."""
-    if not isinstance(config, dict):
-        raise ConfigError("a configuration must be a mapping", "input")
-    spec = get_protocol(config.get("protocol", ""))
+async def arun_config(config: RunConfig | Mapping[str, Any], question: str,
+                      **run: Any) -> RunResult:
+    """Run a configuration on a question; `run` takes the run options (store, label, tags,
+    expected ...). The configuration's label and prompt overrides apply unless `run` gives
+    its own."""
+    config = RunConfig.parse(config)
+    spec = get_protocol(config.protocol)
     kwargs = seats_from_config(spec, config)
-    if config.get("prompts"):
-        run.setdefault("prompts", config["prompts"])
-    run.setdefault("label", config.get("label"))
+    if config.prompts:
+        run.setdefault("prompts", config.prompts)
+    run.setdefault("label", config.label)
     return await spec.runner(question, **kwargs, **run)
 
 
-def estimate(config: dict[str, Any]) -> dict[str, int]:
+def estimate(config: RunConfig | Mapping[str, Any]) -> dict[str, int]:
     """Preflight: the calls a configuration makes when nothing fails, and a token estimate."""
-    spec = get_protocol(config.get("protocol", ""))
+    config = RunConfig.parse(config)
+    spec = get_protocol(config.protocol)
     kwargs = seats_from_config(spec, config)
     sizes = {slot.name: len(kwargs[slot.name]) if slot.many else int(kwargs[slot.name]
                                                                       is not None)
@@ -158,6 +136,6 @@ def estimate(config: dict[str, Any]) -> dict[str, int]:
     return {"calls": calls, "tokens": calls * 600}
 
 
-__all__ = ["arun_config", "estimate", "seats_from_config", "check_options", "CONFIG_KEYS",
-           "SEAT_KEYS", "REGISTRY", "ProtocolSpec", "Slot", "Option", "Template", "get_protocol",
-           "prompt_templates", "run_sync"]
+__all__ = ["metrics_of", "arun_config", "estimate", "seats_from_config", "check_options", "REGISTRY",
+           "ProtocolSpec", "Slot", "Option", "Template", "get_protocol", "prompt_templates",
+           "run_sync"]

@@ -1,33 +1,32 @@
-"""What every protocol shares: its description for the registry, and the run lifecycle.
+"""What every protocol shares: its registry entry and the run lifecycle.
 
 A protocol module defines its templates, validates (raising `ConfigError` before any call),
-runs its phases through a `RunContext`, and returns a result whose `.turns` is the common log.
-`execute` wraps that in the store lifecycle: a run row is opened as `running`, turns are
-written as they complete, and the run ends `completed`, `failed` or `interrupted`.
+runs its phases through a `RunContext`, and returns a typed result whose `.turns` is the common
+log. Its `ProtocolSpec` says everything the rest of Parley needs to know about it: seats,
+options, prompts, the cost preflight, and how its result reads as an outcome line, as signals
+(what experiments and Insights compare), as view blocks and as an Insights section. Code
+outside `engine/protocols/` loops over the registry and never names a protocol.
+
+`execute` wraps a protocol's body in the store lifecycle: a run row is opened as `running`
+(unless the caller opened it), turns are written as they complete, and the run ends
+`completed`, `failed` or `interrupted`.
 """
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
+from engine.config import RunConfig, RunOptions, SeatSpec
 from engine.llm.calls import RunContext, RunStopped
-from engine.models import ConfigError, RunResult, Seat
-from engine.llm.providers import resolve_model
-from engine.store import StoreWriteError
+from engine.models import ConfigError, RunResult, Seat, Signals
 from engine.protocols.templates import Template, check_prompts
-from engine.text import NAME_MAX, fold_name, has_visible
+from engine.store import StoreWriteError
 
 INTERRUPTED = "interrupted: the process was stopped (Ctrl-C or SIGTERM)"
-RUN_OPTIONS = ("on_event", "prompts", "store", "label", "tags", "expected", "timeout_per_call",
-               "retries", "concurrency", "stop_event", "config", "experiment_id", "endpoints")
-ROUNDS_MAX = 20  # debate rounds, peer-review iterations and duel rounds: 1..20
-QUESTION_MAX = 20_000
-MAX_RETRIES = 10
-MAX_CONCURRENCY = 64
-MAX_CALL_TIMEOUT = 3600.0
+R = TypeVar("R", bound=RunResult)
 
 
 @dataclass(frozen=True)
@@ -53,152 +52,70 @@ class Option:
 
 
 @dataclass(frozen=True)
-class ProtocolSpec:
-    """One row of the registry that the CLI, the app and experiments loop over."""
+class ProtocolSpec(Generic[R]):
+    """One row of the registry that the CLI, the app, experiments and reports loop over.
+
+    The hooks read the protocol's own typed result: `summary` (the CLI's lines), `outcome`
+    (a few words for the runs table), `signals` (the protocol-independent numbers experiments
+    and Insights compare, plus the protocol's own), `view` (the run detail's blocks) and
+    `insights` (its section of the Insights page, from the runs' stored signals).
+    """
 
     name: str
     title: str
     seed: str
     question_name: str
-    runner: Callable[..., Awaitable[RunResult]]
+    runner: Callable[..., Awaitable[R]]
+    result_type: type[R]
     slots: tuple[Slot, ...]
     options: tuple[Option, ...]
     templates: Mapping[str, Template]
     estimate_calls: Callable[[Mapping[str, Any], Mapping[str, int]], int]
-    summary: Callable[[RunResult], str]
+    summary: Callable[[R], str]
+    outcome: Callable[[R], str]
+    signals: Callable[[R], Signals]
+    view: Callable[[R], list[Any]]
+    insights: Callable[[Any], Any] | None = None
     phases: tuple[str, ...] = field(default_factory=tuple)
-    view: Callable[[dict[str, Any]], list[Any]] | None = None  # stored run -> views.Block list
     rounds_option: str | None = None  # the option the CLI's --rounds sets (None: no rounds)
+    color: str = "#607d8b"  # the protocol's colour in charts that put protocols side by side
 
+    def read_result(self, dump: Mapping[str, Any] | None) -> R | None:
+        """A stored result dump as this protocol's typed result; None when it is missing or
+        cannot be read (an old or damaged row)."""
+        if not dump:
+            return None
+        try:
+            return self.result_type.model_validate(dict(dump))
+        except Exception:  # a damaged or foreign dump is shown as unreadable, never a crash
+            return None
 
-def require_text(value: Any, field_name: str) -> str:
-    """A question/topic/task with something visible in it, or a `ConfigError` naming the
-    field."""
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"{field_name} must be non-empty text", "input")
-    if "\x00" in value:
-        raise ConfigError(f"{field_name} must not contain NUL bytes", "input")
-    if len(value) > QUESTION_MAX:
-        raise ConfigError(f"{field_name} is {len(value)} characters; the limit is 20,000",
-                          "limit")
-    if not has_visible(value):
-        raise ConfigError(f"{field_name} must contain visible characters (it holds only "
-                          "spaces, zero-width or control characters)", "input")
-    return value
-
-
-def require_name(value: Any, what: str) -> str:
-    """A name that every backend stores alike: text with something visible, at most
-    `NAME_MAX` characters, no NUL."""
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"{what} must be non-empty text", "input")
-    if "\x00" in value:
-        raise ConfigError(f"{what} must not contain NUL bytes", "input")
-    if len(value) > NAME_MAX:
-        raise ConfigError(f"{what} is {len(value)} characters; the limit is {NAME_MAX}",
-                          "limit")
-    if not has_visible(value):
-        raise ConfigError(f"{what} must contain visible characters", "input")
-    return value
-
-
-def require_seat(seat: Any, slot: str, endpoints: Any = None) -> Seat:
-    """A `Seat` (or a bare model / spec, which becomes one named after the slot) whose model
-    resolves under `endpoints` (an `EndpointRegistry`; None: the environment's)."""
-    if seat is None:
-        raise ConfigError(f"{slot} needs a seat with a model", "no_model")
-    if not isinstance(seat, Seat):
-        seat = Seat(slot, seat)
-    if not seat.name or not seat.name.strip():
-        raise ConfigError(f"{slot}: every seat needs a name", "input")
-    require_name(seat.name, f"{slot}: the seat name")
-    for label, value in (("role", seat.role), ("icon", seat.icon)):
-        if not isinstance(value, str) or len(value) > NAME_MAX or "\x00" in value:
-            raise ConfigError(f"{slot}: the seat's {label} must be text of at most "
-                              f"{NAME_MAX} characters without NUL", "limit")
-    if seat.temperature is not None:
-        require_temperature(seat.temperature, f"{slot}: temperature")
-    resolve_model(seat.model, seat.temperature, endpoints)  # an unknown spec fails here
-    if len(seat.spec) > NAME_MAX:  # recorded on every turn: every backend must accept it
-        raise ConfigError(f"{slot}: the model spec {seat.spec[:60]!r}... is {len(seat.spec)} "
-                          f"characters; the limit is {NAME_MAX}", "limit")
-    return seat
-
-
-def require_temperature(value: Any, what: str = "temperature") -> float:
-    """A sampling temperature: a number in 0..2."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value \
-            or not 0 <= value <= 2:
-        raise ConfigError(f"{what} must be a number in 0..2, got {value!r}", "input")
-    return float(value)
-
-
-def require_int(value: Any, name: str, low: int, high: int | None, protocol: str) -> int:
-    """A whole number in `low..high` (no upper bound when `high` is None)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{name} must be a whole number, got {value!r}", "input")
-    if value < low or (high is not None and value > high):
-        span = f"{low}..{high}" if high is not None else f"at least {low}"
-        raise ConfigError(f"{name} must be {span} for a {protocol}, got {value}", "limit")
-    return value
-
-
-def unique_names(seats: Sequence[Seat], what: str) -> None:
-    """Seat names must differ after folding case, spacing and look-alike letters (NFKC)."""
-    seen: dict[str, str] = {}
-    for seat in seats:
-        key = fold_name(seat.name)
-        if key in seen:
-            same = "appears twice" if seen[key] == seat.name else (
-                f"and {seen[key]!r} are the same name (case, spacing and look-alike letters "
-                "are ignored)")
-            raise ConfigError(f"{what} names must be unique; {seat.name!r} {same}", "input")
-        seen[key] = seat.name
-
-
-def check_run_options(run: Mapping[str, Any]) -> None:
-    """The common run options checked before any call: retries, per-call timeout,
-    concurrency, label and tags."""
-    retries = run.get("retries")
-    if retries is not None:
-        require_int(retries, "retries", 0, MAX_RETRIES, "run")
-    timeout = run.get("timeout_per_call")
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(
-            timeout, (int, float)) or not 0 < timeout <= MAX_CALL_TIMEOUT):
-        raise ConfigError(f"timeout_per_call must be seconds in (0, {MAX_CALL_TIMEOUT:g}], "
-                          f"got {timeout!r}", "input")
-    concurrency = run.get("concurrency")
-    if concurrency is not None:
-        require_int(concurrency, "concurrency", 1, MAX_CONCURRENCY, "run")
-    if run.get("label") not in (None, ""):
-        require_name(run["label"], "label")
-    tags = run.get("tags")
-    if tags is not None:
-        if isinstance(tags, str) or not isinstance(tags, (list, tuple, set, frozenset)):
-            raise ConfigError(f"tags must be a list of text, got {type(tags).__name__}",
-                              "input")
-        for tag in tags:
-            require_name(tag, "a tag")
+    def metrics(self, result: R) -> dict[str, Any]:
+        """What the store keeps on the run row for reports: the signals, flat."""
+        signals = self.signals(result)
+        return {**signals.common(), "outcome": self.outcome(result), **signals.extra}
 
 
 async def execute(protocol: str, question: str, templates: Mapping[str, Template],
-                  body: Callable[[RunContext], Awaitable[RunResult]],
-                  seats: Mapping[str, Any], options: Mapping[str, Any],
-                  run: Mapping[str, Any]) -> RunResult:
-    """Run `body` under the store lifecycle; `run` holds the common keyword arguments."""
-    prompts = check_prompts(protocol, templates, run.get("prompts"))
-    store = run.get("store")
-    ctx = RunContext(protocol, on_event=run.get("on_event"), prompts=prompts,
-                     timeout=run.get("timeout_per_call"), retries=run.get("retries"),
-                     concurrency=run.get("concurrency"), stop_event=run.get("stop_event"),
-                     endpoints=run.get("endpoints"))
-    expected = run.get("expected")
-    run_id = None
+                  body: Callable[[RunContext], Awaitable[R]],
+                  seats: Mapping[str, Seat | list[Seat] | None], options: Mapping[str, Any],
+                  run: RunOptions) -> R:
+    """Run `body` under the store lifecycle: open the run row (unless `run.run_id` names one
+    the caller opened), record turns as they complete, and end the run with its status."""
+    prompts = check_prompts(protocol, templates, run.prompts)
+    store = run.store
+    ctx = RunContext(protocol, on_event=run.on_event, prompts=prompts,
+                     timeout=run.timeout_per_call, retries=run.retries,
+                     concurrency=run.concurrency, stop_event=run.stop_event,
+                     endpoints=run.endpoints)
+    expected = run.expected
+    run_id = run.run_id
     if store is not None:
-        config = run.get("config") or describe_config(protocol, seats, options, prompts)
-        run_id = store.start_run(protocol, question, config=config, label=run.get("label"),
-                                 tags=run.get("tags") or (), expected=expected,
-                                 experiment_id=run.get("experiment_id"))
+        if run_id is None:
+            config = run.config or describe_config(protocol, seats, options, prompts)
+            run_id = store.start_run(protocol, question, config=config.stored(),
+                                     label=run.label, tags=run.tags, expected=expected,
+                                     experiment_id=run.experiment_id)
         ctx.recorder = store.recorder(run_id)
     try:
         result = await body(ctx)
@@ -225,49 +142,47 @@ async def execute(protocol: str, question: str, templates: Mapping[str, Template
     if expected is not None and str(expected).strip():
         from engine.analysis import normalize_stance
         result.expected = str(expected)
-        answer = result.final_answer() if hasattr(result, "final_answer") else None
+        answer = result.final_answer()
         result.correct = (None if answer is None else
                           normalize_stance(answer) == normalize_stance(str(expected)))
     if store is not None:
+        from engine.protocols import get_protocol
         try:
-            store.finish_run(run_id, result)
+            store.finish_run(run_id, result, get_protocol(protocol).metrics(result))
         except StoreWriteError as exc:
             store.end_run(run_id, "failed", str(exc))
             raise
     return result
 
 
-def describe_config(protocol: str, seats: Mapping[str, Any] | Sequence[Seat],
-                    options: Mapping[str, Any], prompts: Mapping[str, str]) -> dict[str, Any]:
-    """The run's configuration as stored: seats by spec (never keys) with their slot, options
-    and prompt overrides. `seats` maps slot names to a seat, a list of seats or None."""
-    slotted = (seats.items() if isinstance(seats, Mapping) else [("", s) for s in seats])
-    flat = [(slot, seat) for slot, value in slotted if value is not None
-            for seat in (value if isinstance(value, (list, tuple)) else [value])]
-    return {"protocol": protocol,
-            "seats": [{"slot": slot, "name": s.name, "model": s.spec, "persona": s.persona,
-                       "role": s.role, "temperature": s.temperature, "icon": s.icon}
-                      for slot, s in flat],
-            "options": {k: v for k, v in options.items() if not callable(v)},
-            "prompts": dict(prompts)}
+def describe_config(protocol: str, seats: Mapping[str, Seat | list[Seat] | None],
+                    options: Mapping[str, Any], prompts: Mapping[str, str]) -> RunConfig:
+    """The configuration of a run made from seats given directly (Python callers): seats by
+    slot with their model specs (never keys), the options that are values, and the prompt
+    overrides."""
+    grouped = {slot: [SeatSpec(name=s.name, model=s.spec, persona=s.persona, role=s.role,
+                               temperature=s.temperature, icon=s.icon)
+                      for s in (value if isinstance(value, (list, tuple)) else [value])]
+               for slot, value in seats.items() if value is not None}
+    return RunConfig(protocol=protocol, seats=grouped,
+                     options={k: v for k, v in options.items() if not callable(v)},
+                     prompts=dict(prompts))
 
 
-def run_sync(coro: Awaitable[Any]) -> Any:
+T = TypeVar("T")
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine to completion, also from code that already has an event loop."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coro)  # type: ignore[arg-type]
+        return asyncio.run(coro)
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         return pool.submit(asyncio.run, coro).result()
 
 
-def split_run_options(kwargs: dict[str, Any], protocol: str) -> dict[str, Any]:
-    """Take the common run options out of `kwargs`; anything left over is a `ConfigError`."""
-    run = {k: kwargs.pop(k) for k in list(kwargs) if k in RUN_OPTIONS}
-    if kwargs:
-        name = sorted(kwargs)[0]
-        raise ConfigError(f"run_{protocol.replace('-', '_')} has no option {name!r}", "input")
-    check_run_options(run)
-    return run
-
+def split_run_options(kwargs: dict[str, Any], protocol: str) -> RunOptions:
+    """The common run options among a runner's keyword arguments, checked before any call;
+    anything that is not one is a `ConfigError` naming it."""
+    return RunOptions.from_kwargs(kwargs, protocol)

@@ -9,11 +9,15 @@ from pydantic import BaseModel, computed_field
 
 from engine.analysis import parse_sections, read_confidence
 from engine.llm.calls import RunContext
-from engine.models import ConfigError, RunResult, Seat
+from typing import Unpack
+
+from engine.config import RunKwargs
+from engine.models import ConfigError, RunResult, Seat, Signals
+from engine.protocols.base import Option, ProtocolSpec, Slot, execute, run_sync, split_run_options
+from engine.protocols.checks import (ROUNDS_MAX, require_int, require_seat, require_text,
+                                     unique_names)
 from engine.protocols.templates import Template, render
 from engine.reports.views import Block, warnings_block
-from engine.protocols.base import (ROUNDS_MAX, Option, ProtocolSpec, Slot, execute, require_int, require_seat,
-                   require_text, run_sync, split_run_options, unique_names)
 
 ARGUMENT_ERROR = "Error: Unable to generate argument."
 COUNTER_ERROR = "Error: Unable to generate counter-argument."
@@ -83,9 +87,6 @@ class DebateResult(RunResult):
     def is_high_confidence(self) -> bool:
         return self.confidence >= HIGH_CONFIDENCE
 
-    def outcome(self) -> dict[str, Any]:
-        return {"verdict": self.verdict[:500], "judge_confidence": self.confidence,
-                "high_confidence": self.is_high_confidence, "rounds": len(self.rounds)}
 
 
 def _transcript(rounds: list[DebateRound]) -> str:
@@ -111,11 +112,11 @@ def _seconds(timeout: Any) -> float | None:
 
 async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any,
                       judge: Seat | Any, max_rounds: int = 3, timeout: Any = None,
-                      **kw: Any) -> DebateResult:
+                      **kw: Unpack[RunKwargs]) -> DebateResult:
     """Seed 000's debate: rounds of argument and counter-argument, then a judge's verdict."""
-    run = split_run_options(kw, "debate")
+    run = split_run_options(dict(kw), "debate")
     topic = require_text(topic, "topic")
-    endpoints = run.get("endpoints")
+    endpoints = run.endpoints
     proponent = require_seat(proponent, "proponent", endpoints)
     opponent = require_seat(opponent, "opponent", endpoints)
     judge = require_seat(judge, "judge", endpoints)
@@ -195,28 +196,34 @@ def run_debate(topic: str, **kw: Any) -> DebateResult:
     return run_sync(arun_debate(topic, **kw))
 
 
-def _summary(result: RunResult) -> str:
-    assert isinstance(result, DebateResult)
+def _summary(result: DebateResult) -> str:
     return (f"verdict: {result.verdict[:200]}\nconfidence: {result.confidence:.2f}"
             f"{' (high)' if result.is_high_confidence else ''}; rounds: {len(result.rounds)}")
 
 
-def _view(run: dict[str, Any]) -> list[Block]:
-    r = run.get("result") or {}
-    if not r:
-        return []
-    high = " (high)" if r.get("is_high_confidence") else ""
-    blocks = [Block("metrics", items=[("Judge confidence", f"{r.get('confidence', 0):.2f}{high}"),
-                                      ("Rounds", len(r.get("rounds", [])))]),
-              Block("text", "Verdict", r.get("verdict", "")),
-              Block("text", "Reasoning", r.get("reasoning", "")),
-              Block("text", "Case in favor", r.get("pro_summary", "")),
-              Block("text", "Case against", r.get("con_summary", "")),
-              Block("table", "Rounds", rows=[{"round": x["round_number"],
-                                             "proponent": x["proponent_argument"],
-                                             "opponent": x["opponent_argument"]}
-                                            for x in r.get("rounds", [])])]
-    return blocks + warnings_block(r)
+def _outcome(result: DebateResult) -> str:
+    return f"judge {result.confidence:.2f}" + (" (high)" if result.is_high_confidence else "")
+
+
+def _signals(result: DebateResult) -> Signals:
+    return Signals(judge_confidence=result.confidence, extra={
+        "verdict": result.verdict[:500], "judge_confidence": result.confidence,
+        "high_confidence": result.is_high_confidence, "rounds": len(result.rounds)})
+
+
+def _view(r: DebateResult) -> list[Block]:
+    high = " (high)" if r.is_high_confidence else ""
+    blocks = [Block("metrics", items=[("Judge confidence", f"{r.confidence:.2f}{high}"),
+                                      ("Rounds", len(r.rounds))]),
+              Block("text", "Verdict", r.verdict),
+              Block("text", "Reasoning", r.reasoning),
+              Block("text", "Case in favor", r.pro_summary),
+              Block("text", "Case against", r.con_summary),
+              Block("table", "Rounds", rows=[{"round": x.round_number,
+                                             "proponent": x.proponent_argument,
+                                             "opponent": x.opponent_argument}
+                                            for x in r.rounds])]
+    return blocks + warnings_block(r.warnings)
 
 
 SPEC = ProtocolSpec(
@@ -228,5 +235,6 @@ SPEC = ProtocolSpec(
                     "round finishes and the judge always runs (empty: no limit)")),
     templates=TEMPLATES,
     estimate_calls=lambda options, seats: 2 * int(options.get("max_rounds", 3)) + 1,
-    summary=_summary, phases=("argument", "counter-argument", "judge"), view=_view,
-    rounds_option="max_rounds")
+    result_type=DebateResult, summary=_summary, outcome=_outcome, signals=_signals, view=_view,
+    phases=("argument", "counter-argument", "judge"), rounds_option="max_rounds",
+    color="#1565c0")

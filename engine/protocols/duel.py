@@ -12,12 +12,15 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from engine.llm.calls import RunContext
-from engine.models import ConfigError, RunResult, Seat
+from typing import Unpack
+
+from engine.config import RunKwargs
+from engine.models import ConfigError, RunResult, Seat, Signals
 from engine.protocols.templates import Template, render
 from engine.reports.views import Block, warnings_block
 from engine.text import fold_name
-from engine.protocols.base import (ROUNDS_MAX, Option, ProtocolSpec, Slot, execute, require_int, require_seat,
-                   require_text, run_sync, split_run_options)
+from engine.protocols.base import Option, ProtocolSpec, Slot, execute, run_sync, split_run_options
+from engine.protocols.checks import ROUNDS_MAX, require_int, require_seat, require_text
 
 MAX_ROUNDS = ROUNDS_MAX
 DEFAULT_ROLES = {"a": "optimist arguing in favor", "b": "skeptic arguing against"}
@@ -58,10 +61,6 @@ class DuelResult(RunResult):
     failed_agent: str | None = None
     error: str = ""
     rounds: int = 0
-
-    def outcome(self) -> dict[str, Any]:
-        return {"status": self.status, "turns": len(self.transcript),
-                "converged": self.status == "converged", "failed_agent": self.failed_agent}
 
 
 def _first(first: Any, a: Seat, b: Seat) -> str:
@@ -108,12 +107,12 @@ def _reply(reply: Any) -> Callable[[list[tuple[str, str]]], str]:
 
 async def arun_duel(topic: str, *, a: Seat | Any, b: Seat | Any, rounds: int = 3,
                     first: str | None = None, converge: Any = None, reply: Any = "transcript",
-                    **kw: Any) -> DuelResult:
+                    **kw: Unpack[RunKwargs]) -> DuelResult:
     """Seed 004's two-agent duel: each side speaks `rounds` times unless `converge` ends it."""
-    run = split_run_options(kw, "duel")
+    run = split_run_options(dict(kw), "duel")
     topic = require_text(topic, "topic")
-    a = require_seat(a, "a", run.get("endpoints"))
-    b = require_seat(b, "b", run.get("endpoints"))
+    a = require_seat(a, "a", run.endpoints)
+    b = require_seat(b, "b", run.endpoints)
     if fold_name(a.name) == fold_name(b.name):
         both = f"both are {a.name!r}" if a.name == b.name else (
             f"{a.name!r} and {b.name!r} are the same name (case, spacing and look-alike "
@@ -180,8 +179,7 @@ def run_duel(topic: str, **kw: Any) -> DuelResult:
     return run_sync(arun_duel(topic, **kw))
 
 
-def _summary(result: RunResult) -> str:
-    assert isinstance(result, DuelResult)
+def _summary(result: DuelResult) -> str:
     head = f"{result.status} after {len(result.transcript)} turn(s)"
     if result.status == "failed":
         head += f": {result.failed_agent} failed ({result.error})"
@@ -189,21 +187,27 @@ def _summary(result: RunResult) -> str:
     return head + (f"\nlast word, {last[0]}: {last[1][:300]}" if last else "")
 
 
-def _view(run: dict[str, Any]) -> list[Block]:
-    r = run.get("result") or {}
-    if not r:
-        return []
-    transcript = r.get("transcript", [])
-    items = [("Status", r.get("status", "")), ("Turns", len(transcript)),
-             ("Rounds", r.get("rounds", 0))]
+def _outcome(result: DuelResult) -> str:
+    return f"{result.status}, {len(result.transcript)} turns"
+
+
+def _signals(result: DuelResult) -> Signals:
+    return Signals(extra={"status": result.status, "turns": len(result.transcript),
+                          "converged": result.status == "converged",
+                          "failed_agent": result.failed_agent})
+
+
+def _view(r: DuelResult) -> list[Block]:
+    items: list[tuple[str, Any]] = [("Status", r.status), ("Turns", len(r.transcript)),
+                                    ("Rounds", r.rounds)]
     blocks = [Block("metrics", items=items)]
-    if r.get("status") == "failed":
-        items.append(("Failed agent", r.get("failed_agent") or ""))
-        blocks.append(Block("text", "Error (both sides halted)", r.get("error", "")))
+    if r.status == "failed":
+        items.append(("Failed agent", r.failed_agent or ""))
+        blocks.append(Block("text", "Error (both sides halted)", r.error))
     blocks.append(Block("table", "Transcript", rows=[
         {"turn": i, "speaker": name, "text": text} for i, (name, text) in
-        enumerate(transcript, 1)]))
-    return blocks + warnings_block(r)
+        enumerate(r.transcript, 1)]))
+    return blocks + warnings_block(r.warnings)
 
 
 SPEC = ProtocolSpec(
@@ -218,4 +222,5 @@ SPEC = ProtocolSpec(
              Option("reply", "transcript", help='"transcript" or "last"')),
     templates=TEMPLATES,
     estimate_calls=lambda options, seats: 2 * int(options.get("rounds", 3)),
-    summary=_summary, phases=("opening", "rebuttal"), view=_view, rounds_option="rounds")
+    result_type=DuelResult, summary=_summary, outcome=_outcome, signals=_signals, view=_view,
+    phases=("opening", "rebuttal"), rounds_option="rounds", color="#ef6c00")

@@ -21,17 +21,19 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from engine.llm.calls import RunContext
-from engine.models import ConfigError, RunResult, Seat
+from typing import Unpack
+
+from engine.config import RunKwargs
+from engine.models import ConfigError, RunResult, Seat, Signals
 from engine.protocols.personas import CRITIC, JUDGE, PANEL_DEBATERS
 from engine.analysis.stances import (Confidence, Tally, classify_changes, derive_confidence,
                        detect_mind_changes, normalize_stance, tally)
 from engine.protocols.templates import Template, render
 from engine.reports.views import Block, warnings_block
 from engine.text import fold_name
-from engine.protocols.base import (ProtocolSpec, Slot, execute, require_seat, require_text, run_sync,
-                   split_run_options)
-from engine.protocols.vote import (MAX_DEBATERS, PROPOSE, Proposal, confidence_text, need_stance, propose,
-                   require_seats, tally_rows, text_value)
+from engine.protocols.base import ProtocolSpec, Slot, execute, run_sync, split_run_options
+from engine.protocols.checks import require_seat, require_text
+from engine.protocols.ballots import (flow_block, tally_block, MAX_DEBATERS, PROPOSE, Proposal, confidence_text, need_stance, propose, require_seats, tally_metrics, tally_outcome, tally_rows, text_value)
 
 MIN_DEBATERS = 2
 VERDICTS = ("sound", "flawed", "unsupported")
@@ -152,24 +154,6 @@ class PanelResult(RunResult):
                 if r.usable and r.changed_mind is not None and before.get(r.persona)
                 and r.changed_mind != (r.persona in measured)]
 
-    def outcome(self) -> dict[str, Any]:
-        kinds = list(self.change_kinds.values())
-        out = {"winner": self.tally.winner or "", "votes": self.tally.winner_votes,
-               "total": self.tally.total, "ratio": round(self.tally.ratio, 4),
-               "tied": self.tally.tied, "confidence_level": self.confidence.level,
-               "abstentions": len(self.tally.abstentions), "debaters": len(self.proposals),
-               "mind_changes": len(self.mind_changes),
-               "claimed_changes": len(self.claimed_changes),
-               "claim_mismatches": len(self.claim_mismatches()),
-               "critic_flawed": sum(a.verdict == "flawed" for a in self.critique.assessments),
-               "first_round_winner": self.first_round.winner or "",
-               "first_round_ratio": round(self.first_round.ratio, 4),
-               "first_round_confidence_level": self.first_round_confidence.level,
-               "changed_outcome": self.first_round.winner != self.tally.winner,
-               "answer": self.answer[:500], "judged": bool(self.answer)}
-        if self.change_kinds:
-            out.update({kind: kinds.count(kind) for kind in ("persuaded", "misled", "switched")})
-        return out
 
 
 # --------------------------------------------------------------------------- validation
@@ -355,11 +339,11 @@ def _read_synthesis(obj: dict[str, Any]) -> tuple[str, str, list[str], list[str]
 
 # --------------------------------------------------------------------------- the run
 async def arun_panel(question: str, *, debaters: list[Seat | Any], critic: Seat | Any,
-                     judge: Seat | Any, **kw: Any) -> PanelResult:
+                     judge: Seat | Any, **kw: Unpack[RunKwargs]) -> PanelResult:
     """Seed 002's persona panel: propose, critique, rebut, vote (Python), synthesise."""
-    run = split_run_options(kw, "panel")
+    run = split_run_options(dict(kw), "panel")
     question = require_text(question, "question")
-    endpoints = run.get("endpoints")
+    endpoints = run.endpoints
     debaters = require_seats(debaters, "debaters", MIN_DEBATERS, MAX_DEBATERS, "panel",
                              "debater", endpoints)
     critic = _with_role(require_seat(critic, "critic", endpoints), "critic")
@@ -368,7 +352,7 @@ async def arun_panel(question: str, *, debaters: list[Seat | Any], critic: Seat 
         if fold_name(seat.name) in {fold_name(d.name) for d in debaters}:
             raise ConfigError(f"the {slot}'s name {seat.name!r} is also a debater's; give "
                               "every seat its own name", "input")
-    expected = str(run.get("expected") or "").strip()
+    expected = str(run.expected or "").strip()
 
     async def body(ctx: RunContext) -> PanelResult:
         start = time.monotonic()
@@ -412,8 +396,7 @@ def run_panel(question: str, **kw: Any) -> PanelResult:
 
 
 # --------------------------------------------------------------------------- presentation
-def _summary(result: RunResult) -> str:
-    assert isinstance(result, PanelResult)
+def _summary(result: PanelResult) -> str:
     t, c, first = result.tally, result.confidence, result.first_round
     lines = [f"winner: {t.winner or '(none)'} ({t.winner_votes}/{t.total}); confidence "
              f"{c.level.upper()} {c.ratio:.0%} ({c.reason})",
@@ -424,51 +407,70 @@ def _summary(result: RunResult) -> str:
     return "\n".join(lines)
 
 
-def _view(run: dict[str, Any]) -> list[Block]:
-    r = run.get("result") or {}
-    if not r:
-        return []
-    t, first = r.get("tally", {}), r.get("first_round", {})
-    c, fc = r.get("confidence", {}), r.get("first_round_confidence", {})
-    verdicts = {a["persona"]: a for a in r.get("critique", {}).get("assessments", [])}
-    before = {p["persona"]: p for p in r.get("proposals", [])}
-    changed = set(r.get("mind_changes", []))
-    kinds = r.get("change_kinds", {})
+def _outcome(result: PanelResult) -> str:
+    text = tally_outcome(result.tally, result.confidence)
+    return text + (", debate changed it" if result.first_round.winner != result.tally.winner
+                   else "")
+
+
+def _signals(result: PanelResult) -> Signals:
+    t, first = result.tally, result.first_round
+    kinds = list(result.change_kinds.values())
+    extra = {**tally_metrics(t, result.confidence), "debaters": len(result.proposals),
+             "mind_changes": len(result.mind_changes),
+             "claimed_changes": len(result.claimed_changes),
+             "claim_mismatches": len(result.claim_mismatches()),
+             "critic_flawed": sum(a.verdict == "flawed" for a in result.critique.assessments),
+             "first_round_winner": first.winner or "",
+             "first_round_ratio": round(first.ratio, 4),
+             "first_round_confidence_level": result.first_round_confidence.level,
+             "changed_outcome": first.winner != t.winner,
+             "answer": result.answer[:500], "judged": bool(result.answer)}
+    if result.change_kinds:
+        extra.update({kind: kinds.count(kind) for kind in ("persuaded", "misled", "switched")})
+    return Signals(answer=t.winner, first_answer=first.winner, consensus=t.ratio,
+                   level=result.confidence.level, seats=len(result.proposals),
+                   mind_changes=len(result.mind_changes),
+                   persuaded=kinds.count("persuaded") if result.change_kinds else None,
+                   misled=kinds.count("misled") if result.change_kinds else None, extra=extra)
+
+
+def _view(r: PanelResult) -> list[Block]:
+    t, first, c, fc = r.tally, r.first_round, r.confidence, r.first_round_confidence
+    verdicts = {a.persona: a for a in r.critique.assessments}
+    before = {p.persona: p for p in r.proposals}
+    changed = set(r.mind_changes)
     blocks = [
         Block("metrics", items=[
-            ("Winner", t.get("winner") or "(none)"),
-            ("Confidence", confidence_text(c)),
-            ("Consensus", f"{t.get('winner_votes', 0)}/{t.get('total', 0)} "
-                          f"({t.get('ratio', 0):.2f})"),
-            ("Round-one winner", f"{first.get('winner') or '(none)'} "
-                                 f"({fc.get('level', '?')})"),
+            ("Winner", t.winner or "(none)"), ("Confidence", confidence_text(c)),
+            ("Consensus", f"{t.winner_votes}/{t.total} ({t.ratio:.2f})"),
+            ("Round-one winner", f"{first.winner or '(none)'} ({fc.level})"),
             ("Mind changes", len(changed))]),
         Block("caption", body="The confidence is the vote's agreement, computed in code; the "
                               "judge never states one."),
-        Block("text", "Answer (judge)", r.get("answer") or "(no synthesis)"),
-        Block("text", "Rationale", r.get("rationale", "")),
-        Block("text", "Key points", "\n".join(f"- {p}" for p in r.get("key_points", []))),
+        Block("text", "Answer (judge)", r.answer or "(no synthesis)"),
+        Block("text", "Rationale", r.rationale),
+        Block("text", "Key points", "\n".join(f"- {p}" for p in r.key_points)),
         Block("table", "Round one: proposals and the critic's verdicts", rows=[
-            {"debater": f"{p.get('icon', '')} {p['persona']}".strip(),
-             "stance": p["stance"] if p["usable"] else "(failed)",
-             "verdict": verdicts.get(p["persona"], {}).get("verdict", ""),
-             "flaw": verdicts.get(p["persona"], {}).get("flaw", ""),
-             "reasoning": p.get("reasoning", "") or p.get("error", "")}
-            for p in r.get("proposals", [])]),
-        Block("text", "Critic's overall read", r.get("critique", {}).get("overall", "")
-              or r.get("critique", {}).get("error", "")),
+            {"debater": f"{p.icon} {p.persona}".strip(),
+             "stance": p.stance if p.usable else "(failed)",
+             "verdict": verdicts[p.persona].verdict if p.persona in verdicts else "",
+             "flaw": verdicts[p.persona].flaw if p.persona in verdicts else "",
+             "reasoning": p.reasoning or p.error} for p in r.proposals]),
+        Block("text", "Critic's overall read", r.critique.overall or r.critique.error),
         Block("table", "Rebuttals and mind changes (measured vs claimed)", rows=[
-            {"debater": f"{x.get('icon', '')} {x['persona']}".strip(),
-             "before": (before.get(x["persona"], {}).get("stance") or "(none)"),
-             "after": x["stance"] if x["usable"] else "(abstained)",
-             "changed (measured)": x["persona"] in changed,
-             "changed (claimed)": x.get("changed_mind"),
-             "kind": kinds.get(x["persona"], ""),
-             "reasoning": x.get("reasoning", "") or x.get("error", "")}
-            for x in r.get("rebuttals", [])]),
+            {"debater": f"{x.icon} {x.persona}".strip(),
+             "before": (before[x.persona].stance if x.persona in before else "") or "(none)",
+             "after": x.stance if x.usable else "(abstained)",
+             "changed (measured)": x.persona in changed, "changed (claimed)": x.changed_mind,
+             "kind": r.change_kinds.get(x.persona, ""), "reasoning": x.reasoning or x.error}
+            for x in r.rebuttals]),
         Block("table", "Tally (final vs round one)", rows=tally_rows(t, first)),
+        tally_block("Final vote", t), tally_block("Round-one vote", first),
     ]
-    return [b for b in blocks if b.kind != "text" or b.body] + warnings_block(r)
+    flow = flow_block("Stance before → after the critique", first, t)
+    blocks += [flow] if flow is not None else []
+    return [b for b in blocks if b.kind != "text" or b.body] + warnings_block(r.warnings)
 
 
 def _defaults(*personas: Any) -> tuple[dict[str, str], ...]:
@@ -487,4 +489,5 @@ SPEC = ProtocolSpec(
                 help="writes the final answer; never states a confidence")),
     options=(), templates=TEMPLATES,
     estimate_calls=lambda options, seats: 2 * int(seats.get("debaters", 3)) + 2,
-    summary=_summary, phases=("propose", "critique", "rebuttal", "synthesis"), view=_view)
+    result_type=PanelResult, summary=_summary, outcome=_outcome, signals=_signals,
+    view=_view, phases=("propose", "critique", "rebuttal", "synthesis"), color="#2e7d32")

@@ -8,11 +8,14 @@ from pydantic import BaseModel
 
 from engine.analysis import is_approved, parse_sections
 from engine.llm.calls import RunContext
-from engine.models import RunResult, Seat
+from typing import Unpack
+
+from engine.config import RunKwargs
+from engine.models import RunResult, Seat, Signals
 from engine.protocols.templates import Template, render
 from engine.reports.views import Block, warnings_block
-from engine.protocols.base import (ROUNDS_MAX, Option, ProtocolSpec, Slot, execute, require_int, require_seat,
-                   require_text, run_sync, split_run_options, unique_names)
+from engine.protocols.base import Option, ProtocolSpec, Slot, execute, run_sync, split_run_options
+from engine.protocols.checks import ROUNDS_MAX, require_int, require_seat, require_text, unique_names
 
 REVIEW_UNAVAILABLE = "Review unavailable: "
 REVIEW_SECTIONS = ("APPROVED", "FEEDBACK", "STRENGTHS")
@@ -56,17 +59,14 @@ class PeerReviewResult(RunResult):
     iterations: list[PeerReviewIteration]
     iterations_used: int
 
-    def outcome(self) -> dict[str, Any]:
-        return {"approved": self.approved, "iterations_used": self.iterations_used}
-
 
 async def arun_peer_review(task: str, *, producer: Seat | Any, reviewer: Seat | Any,
-                           max_iterations: int = 3, **kw: Any) -> PeerReviewResult:
+                           max_iterations: int = 3, **kw: Unpack[RunKwargs]) -> PeerReviewResult:
     """Seed 000's peer review loop; check `approved` before using `final_output`."""
-    run = split_run_options(kw, "peer-review")
+    run = split_run_options(dict(kw), "peer-review")
     task = require_text(task, "task")
-    producer = require_seat(producer, "producer", run.get("endpoints"))
-    reviewer = require_seat(reviewer, "reviewer", run.get("endpoints"))
+    producer = require_seat(producer, "producer", run.endpoints)
+    reviewer = require_seat(reviewer, "reviewer", run.endpoints)
     unique_names([producer, reviewer], "seat")
     require_int(max_iterations, "max_iterations", 1, ROUNDS_MAX, "peer review")
 
@@ -124,26 +124,31 @@ def run_peer_review(task: str, **kw: Any) -> PeerReviewResult:
     return run_sync(arun_peer_review(task, **kw))
 
 
-def _summary(result: RunResult) -> str:
-    assert isinstance(result, PeerReviewResult)
+def _summary(result: PeerReviewResult) -> str:
     state = "approved" if result.approved else "not approved"
     return f"{state} after {result.iterations_used} iteration(s)\n{result.final_output[:300]}"
 
 
-def _view(run: dict[str, Any]) -> list[Block]:
-    r = run.get("result") or {}
-    if not r:
-        return []
-    state = "approved" if r.get("approved") else "not approved"
-    blocks = [Block("metrics", items=[("Outcome", state),
-                                      ("Iterations", r.get("iterations_used", 0))]),
-              Block("text", "Final output" if r.get("approved") else
-                    "Last draft (not approved)", r.get("final_output", "")),
+def _outcome(result: PeerReviewResult) -> str:
+    state = "approved" if result.approved else "not approved"
+    return f"{state} after {result.iterations_used}"
+
+
+def _signals(result: PeerReviewResult) -> Signals:
+    return Signals(extra={"approved": result.approved,
+                          "iterations_used": result.iterations_used})
+
+
+def _view(r: PeerReviewResult) -> list[Block]:
+    state = "approved" if r.approved else "not approved"
+    blocks = [Block("metrics", items=[("Outcome", state), ("Iterations", r.iterations_used)]),
+              Block("text", "Final output" if r.approved else "Last draft (not approved)",
+                    r.final_output),
               Block("table", "Approval history", rows=[
-                  {"iteration": i["iteration_number"], "approved": i["approved"],
-                   "feedback": i["feedback"], "strengths": i.get("strengths", ""),
-                   "seconds": round(i["duration"], 2)} for i in r.get("iterations", [])])]
-    return blocks + warnings_block(r)
+                  {"iteration": i.iteration_number, "approved": i.approved,
+                   "feedback": i.feedback, "strengths": i.strengths,
+                   "seconds": round(i.duration, 2)} for i in r.iterations])]
+    return blocks + warnings_block(r.warnings)
 
 
 SPEC = ProtocolSpec(
@@ -154,5 +159,5 @@ SPEC = ProtocolSpec(
     options=(Option("max_iterations", 3, 1, ROUNDS_MAX, "drafts before giving up"),),
     templates=TEMPLATES,
     estimate_calls=lambda options, seats: 2 * int(options.get("max_iterations", 3)),
-    summary=_summary, phases=("draft", "review"), view=_view,
-    rounds_option="max_iterations")
+    result_type=PeerReviewResult, summary=_summary, outcome=_outcome, signals=_signals,
+    view=_view, phases=("draft", "review"), rounds_option="max_iterations", color="#6a1b9a")

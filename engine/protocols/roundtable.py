@@ -15,12 +15,16 @@ from pydantic import BaseModel, Field
 
 from engine.analysis.agreement import LEVELS, Agreement, overlap_agreement
 from engine.llm.calls import RunContext
-from engine.models import ConfigError, RunResult, Seat, model_spec
+from typing import Unpack
+
+from engine.config import RunKwargs
+from engine.models import ConfigError, RunResult, Seat, Signals, model_spec
 from engine.analysis.stances import Confidence, Tally, derive_confidence, tally
 from engine.protocols.templates import Template, render
 from engine.reports.views import Block, warnings_block
-from engine.protocols.base import (Option, ProtocolSpec, Slot, execute, require_int, require_seat, require_text,
-                   run_sync, split_run_options, unique_names)
+from engine.protocols.ballots import tally_block
+from engine.protocols.base import Option, ProtocolSpec, Slot, execute, run_sync, split_run_options
+from engine.protocols.checks import require_int, require_seat, require_text, unique_names
 
 MAX_ROUNDS = 3
 MAX_AGENTS = 5
@@ -144,17 +148,6 @@ class RoundtableResult(RunResult):
         """The stance tally's winner (None when nobody gave a stance)."""
         return self.stance_tally.winner
 
-    def outcome(self) -> dict[str, Any]:
-        return {"agreement_level": self.agreement.level,
-                "overlap_fraction": self.agreement.overlap_fraction,
-                "voters": self.agreement.voters,
-                "completion_state": self.completion_state,
-                "judge_status": self.judge_status,
-                "judge_level": self.judge.agreement_level if self.judge else None,
-                "diverged": self.diverged_from_floor,
-                "stance_winner": self.final_answer(),
-                "stance_confidence": self.stance_confidence.level,
-                "degraded_turns": sum(1 for e in self.exchanges if e.degraded)}
 
 
 def _transcript(exchanges: list[Exchange]) -> str:
@@ -211,11 +204,11 @@ def _agents(agents: Any, endpoints: Any = None) -> list[Seat]:
 
 async def arun_roundtable(question: str, *, agents: list[Seat | Any], rounds: int = 1,
                           context: str = "", judge: Seat | Any | None = None,
-                          **kw: Any) -> RoundtableResult:
+                          **kw: Unpack[RunKwargs]) -> RoundtableResult:
     """Seed 003's roundtable: role-named agents in turn, the lexical floor, an optional judge."""
-    run = split_run_options(kw, "roundtable")
+    run = split_run_options(dict(kw), "roundtable")
     question = require_text(question, "question")
-    seats = _agents(agents, run.get("endpoints"))
+    seats = _agents(agents, run.endpoints)
     require_int(rounds, "rounds", 1, MAX_ROUNDS, "roundtable")
     if context is None:
         context = ""
@@ -223,7 +216,7 @@ async def arun_roundtable(question: str, *, agents: list[Seat | Any], rounds: in
         raise ConfigError(f"context must be text, got {type(context).__name__}", "input")
     if len(context) > 20_000:
         raise ConfigError(f"context is {len(context)} characters; the limit is 20,000", "limit")
-    judge_seat = (require_seat(judge, "judge", run.get("endpoints")) if judge is not None
+    judge_seat = (require_seat(judge, "judge", run.endpoints) if judge is not None
                   else None)
     if judge_seat is not None:
         unique_names([*seats, judge_seat], "seat")
@@ -332,8 +325,7 @@ def run_roundtable(question: str, **kw: Any) -> RoundtableResult:
     return run_sync(arun_roundtable(question, **kw))
 
 
-def _summary(result: RunResult) -> str:
-    assert isinstance(result, RoundtableResult)
+def _summary(result: RoundtableResult) -> str:
     a = result.agreement
     judge = (f"; judge: {result.judge.agreement_level}" if result.judge else
              f"; judge: {result.judge_status}")
@@ -345,44 +337,55 @@ def _summary(result: RunResult) -> str:
             f"{', '.join(a.dissent) or 'none'}")
 
 
-def _view(run: dict[str, Any]) -> list[Block]:
-    r = run.get("result") or {}
-    if not r:
-        return []
-    a = r.get("agreement") or {}
-    judge = r.get("judge") or {}
-    votes = r.get("stance_tally") or {}
-    confidence = r.get("stance_confidence") or {}
-    judge_text = r.get("judge_status", "not_run")
-    if judge:
-        judge_text += f" ({judge.get('agreement_level')}"
-        judge_text += ", diverged)" if r.get("diverged_from_floor") else ")"
+def _outcome(result: RoundtableResult) -> str:
+    return f"agreement {result.agreement.level}, {result.completion_state}"
+
+
+def _signals(result: RoundtableResult) -> Signals:
+    t = result.stance_tally
+    return Signals(answer=t.winner, consensus=t.ratio if t.total else None,
+                   level=result.stance_confidence.level if t.total else None, extra={
+                       "agreement_level": result.agreement.level,
+                       "overlap_fraction": result.agreement.overlap_fraction,
+                       "voters": result.agreement.voters,
+                       "completion_state": result.completion_state,
+                       "judge_status": result.judge_status,
+                       "judge_level": result.judge.agreement_level if result.judge else None,
+                       "diverged": result.diverged_from_floor,
+                       "stance_winner": t.winner,
+                       "stance_confidence": result.stance_confidence.level,
+                       "degraded_turns": sum(1 for e in result.exchanges if e.degraded)})
+
+
+def _view(r: RoundtableResult) -> list[Block]:
+    a, judge, votes = r.agreement, r.judge, r.stance_tally
+    judge_text = str(r.judge_status)
+    if judge is not None:
+        judge_text += f" ({judge.agreement_level}"
+        judge_text += ", diverged)" if r.diverged_from_floor else ")"
     blocks = [Block("metrics", items=[
-        ("Agreement (lexical floor)", a.get("level", "none")),
-        ("Overlap fraction", f"{a.get('overlap_fraction', 0.0):.2f}"),
-        ("Voters", a.get("voters", 0)),
-        ("State", r.get("completion_state", "")),
-        ("Judge", judge_text),
-        ("Stance winner", votes.get("winner") or "none"),
-        ("Stance confidence", confidence.get("level") or "none")]),
-        Block("text", "Dominant group (lexical floor)", ", ".join(a.get("dominant", []))
+        ("Agreement (lexical floor)", a.level),
+        ("Overlap fraction", f"{a.overlap_fraction:.2f}"),
+        ("Voters", a.voters), ("State", r.completion_state), ("Judge", judge_text),
+        ("Stance winner", votes.winner or "none"),
+        ("Stance confidence", r.stance_confidence.level if votes.total else "none")]),
+        Block("text", "Dominant group (lexical floor)", ", ".join(a.dominant)
               or "no two agents share enough words")]
-    if judge:
-        blocks.append(Block("text", "Judge's dominant position", judge.get("dominant_position",
-                                                                           "")))
-        blocks.append(Block("text", "Judge's rationale", judge.get("rationale", "")))
-    dissent = [{"agent": name, "final turn": text}
-               for name, text in (a.get("dissent_texts") or {}).items()]
+    if judge is not None:
+        blocks.append(Block("text", "Judge's dominant position", judge.dominant_position))
+        blocks.append(Block("text", "Judge's rationale", judge.rationale))
+    dissent = [{"agent": name, "final turn": text} for name, text in a.dissent_texts.items()]
     dissent += [{"agent": "(judge)", "final turn": view}
-                for view in judge.get("dissenting_views", [])]
+                for view in (judge.dissenting_views if judge is not None else [])]
     if dissent:
         blocks.append(Block("table", "Dissent", rows=dissent))
     blocks.append(Block("table", "Exchanges", rows=[
-        {"round": e["round"], "agent": e["agent"], "role": e["role"],
-         "stance": e.get("stance") or "", "usable": e["usable"],
-         "response": e["response"] if e["usable"] else f"(degraded: {e['error']})"}
-        for e in r.get("exchanges", [])]))
-    return blocks + warnings_block(r)
+        {"round": e.round, "agent": e.agent, "role": e.role, "stance": e.stance or "",
+         "usable": e.usable, "response": e.response if e.usable else f"(degraded: {e.error})"}
+        for e in r.exchanges]))
+    if votes.total:
+        blocks.append(tally_block("Stance tally", votes))
+    return blocks + warnings_block(r.warnings)
 
 
 SPEC = ProtocolSpec(
@@ -403,4 +406,5 @@ SPEC = ProtocolSpec(
     estimate_calls=lambda options, seats: (int(options.get("rounds", 1))
                                            * int(seats.get("agents", 0))
                                            + int(seats.get("judge", 0))),
-    summary=_summary, phases=("turn", "judge"), view=_view, rounds_option="rounds")
+    result_type=RoundtableResult, summary=_summary, outcome=_outcome, signals=_signals,
+    view=_view, phases=("turn", "judge"), rounds_option="rounds", color="#c62828")

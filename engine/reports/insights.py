@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from engine.reports.runs import (ABSTAINED, NO_LABEL, Filters, is_simulated, is_tally, protocol_title,
+from engine.reports.runs import (ABSTAINED, NO_LABEL, Filters, is_simulated, protocol_title,
                       protocol_titles)
 
 
@@ -194,6 +194,11 @@ def ballots_frame(frame: pd.DataFrame) -> pd.DataFrame:
 def _ballot(value: Any) -> str | None:
     """A stored ballot: a stance, or None (an abstention, or a value of another type)."""
     return value if isinstance(value, str) else None
+
+
+def is_tally(value: Any) -> bool:
+    """A stored tally: a mapping with `counts`."""
+    return isinstance(value, Mapping) and isinstance(value.get("counts"), Mapping)
 
 
 def mind_change_rates(ballots: pd.DataFrame, by: str) -> pd.DataFrame:

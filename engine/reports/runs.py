@@ -16,6 +16,7 @@ from sqlalchemy import select
 from engine.protocols import REGISTRY
 from engine.store.readback import decode_tags
 from engine.store import STATUSES, RunRow
+from engine.reports.views import Block
 
 NO_LABEL = "(no label)"
 ABSTAINED = "(abstained)"
@@ -113,64 +114,10 @@ def protocol_titles(names: pd.Series) -> pd.Series:
 
 
 # --------------------------------------------------------------------------- history
-def _percent(value: Any) -> str:
-    return f"{float(value):.0%}" if isinstance(value, (int, float)) else "?"
-
-
-def _outcome_debate(m: Mapping[str, Any]) -> str:
-    confidence = m.get("judge_confidence")
-    if confidence is None:
-        return ""
-    return f"judge {float(confidence):.2f}" + (" (high)" if m.get("high_confidence") else "")
-
-
-def _outcome_review(m: Mapping[str, Any]) -> str:
-    if "approved" not in m:
-        return ""
-    state = "approved" if m["approved"] else "not approved"
-    return f"{state} after {m.get('iterations_used', '?')}"
-
-
-def _outcome_tally(m: Mapping[str, Any]) -> str:
-    if "winner" not in m:
-        return ""
-    text = f"{m.get('winner') or ABSTAINED} ({m.get('confidence_level', '?')}, " \
-           f"{_percent(m.get('ratio'))})"
-    if m.get("tied"):
-        text += ", tied"
-    if m.get("changed_outcome"):
-        text += ", debate changed it"
-    return text
-
-
-def _outcome_roundtable(m: Mapping[str, Any]) -> str:
-    level = m.get("agreement_level")
-    if level is None:
-        return ""
-    return f"agreement {level}, {m.get('completion_state', '?')}"
-
-
-def _outcome_duel(m: Mapping[str, Any]) -> str:
-    state = m.get("status") or ""
-    turns = m.get("turns")
-    return f"{state}, {turns} turns" if state and turns is not None else str(state)
-
-
-OUTCOMES = {"debate": _outcome_debate, "peer-review": _outcome_review, "panel": _outcome_tally,
-            "vote": _outcome_tally, "roundtable": _outcome_roundtable, "duel": _outcome_duel}
-
-
-def outcome_text(protocol: str, metrics: Mapping[str, Any] | None) -> str:
-    """A run's outcome in a few words, from its stored metrics."""
-    if not metrics:
-        return ""
-    describe = OUTCOMES.get(protocol)
-    if describe is None or not isinstance(metrics, Mapping):
-        return ""
-    try:
-        return describe(metrics)
-    except (TypeError, ValueError):  # a stored metric of the wrong type: no outcome shown
-        return "?"
+def outcome_text(metrics: Mapping[str, Any] | None) -> str:
+    """A run's outcome in a few words: the line its protocol wrote when it finished."""
+    value = metrics.get("outcome") if isinstance(metrics, Mapping) else None
+    return value if isinstance(value, str) else ""
 
 
 HISTORY_COLUMNS = ("id", "created", "protocol", "label", "question", "outcome", "status",
@@ -190,7 +137,7 @@ def history_table(frame: pd.DataFrame) -> pd.DataFrame:
         "protocol": protocol_titles(frame["protocol"]),
         "label": frame["label"].fillna(""),
         "question": question.where(question.str.len() <= 120, question.str.slice(0, 119) + "…"),
-        "outcome": [outcome_text(p, m) for p, m in zip(frame["protocol"], frame["metrics"])],
+        "outcome": [outcome_text(m) for m in frame["metrics"]],
         "status": frame["status"],
         "simulated": ["simulated" if is_simulated(s, m) else ""
                       for s, m in zip(frame["simulated"].tolist(), frame["models"].tolist())],
@@ -251,34 +198,50 @@ class RunDetail:
         return bool(config.get("seats")) and self.run.get("protocol") in REGISTRY
 
 
+def result_blocks(run: Mapping[str, Any]) -> list[Block]:
+    """A stored run's result as its protocol's view blocks ([] when there is none, or it
+    cannot be read as that protocol's result)."""
+    spec = REGISTRY.get(str(run.get("protocol", "")))
+    result = spec.read_result(run.get("result")) if spec is not None else None
+    if spec is None or result is None:
+        return []
+    try:
+        return list(spec.view(result))
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError):
+        return []
+
+
 def run_detail(store: Any, run_id: str) -> RunDetail:
     """One stored run, taken apart for the detail view; `KeyError` when there is no such run."""
     run = store.get(run_id)
     spec = REGISTRY.get(run["protocol"])
-    result = run.get("result") or {}
     problems: list[str] = []
     if run.get("unreadable"):
         problems.append(f"part of this run could not be read ({run['unreadable']}); what "
                         "could be read is shown, and the run can be deleted")
-    blocks: list[Any] = []
-    tallies: list[tuple[str, dict[str, int], str | None]] = []
-    flows = None
-    try:  # a stored result is data: one that does not fit its protocol costs only its view
-        if spec is not None and spec.view is not None and result:
-            blocks = list(spec.view(run))
-        tallies, flows = tallies_of(result), flows_of(result)
-    except (AttributeError, KeyError, TypeError, ValueError, IndexError) as exc:
-        problems.append(f"the stored result could not be shown ({type(exc).__name__}: {exc})")
+    blocks: list[Block] = []
+    result = spec.read_result(run.get("result")) if spec is not None else None
+    if result is not None and spec is not None:
+        try:  # a stored result is data: one its view trips on costs only the view
+            blocks = list(spec.view(result))
+        except (AttributeError, KeyError, TypeError, ValueError, IndexError) as exc:
+            problems.append(f"the stored result could not be shown ({type(exc).__name__}: "
+                            f"{exc})")
+    elif run.get("result") and spec is not None:
+        problems.append("the stored result does not fit this protocol's result; only the "
+                        "transcript is shown")
     turns = run.get("turns") or []
     detail = RunDetail(
         run=run, title=protocol_title(run["protocol"]),
         simulated=is_simulated(run.get("simulated"), run.get("models")),
-        facts=_facts(run), blocks=blocks, transcript=[_turn_entry(t) for t in turns],
-        timeline=timeline_frame(turns), usage=seat_usage(turns),
-        problems=problems + _problems(run, turns, blocks))
-    detail.tallies = tallies
-    detail.flows = flows
-    detail.outcome = outcome_text(run["protocol"], run.get("metrics"))
+        facts=_facts(run), blocks=[b for b in blocks if b.kind not in ("tally", "flow")],
+        transcript=[_turn_entry(t) for t in turns], timeline=timeline_frame(turns),
+        usage=seat_usage(turns), problems=problems + _problems(run, turns, blocks))
+    detail.tallies = [(b.title, b.counts, b.winner or None) for b in blocks
+                      if b.kind == "tally"]
+    flows = [b for b in blocks if b.kind == "flow"]
+    detail.flows = pd.DataFrame(flows[0].rows) if flows else None
+    detail.outcome = outcome_text(run.get("metrics"))
     return detail
 
 
@@ -358,37 +321,3 @@ def _problems(run: Mapping[str, Any], turns: list[Mapping[str, Any]],
         if str(warning) not in shown:
             problems.append(str(warning))
     return problems
-
-
-def is_tally(value: Any) -> bool:
-    return isinstance(value, Mapping) and isinstance(value.get("counts"), Mapping)
-
-
-_TALLY_TITLES = {"tally": "Final vote", "first_round": "Round-one vote",
-                 "stance_tally": "Stance tally"}
-
-
-def tallies_of(result: Mapping[str, Any]) -> list[tuple[str, dict[str, int], str | None]]:
-    """(title, counts, winner) for every tally in a result (final vote first)."""
-    found = [(key, value) for key, value in result.items() if is_tally(value)]
-    found.sort(key=lambda kv: (kv[0] != "tally", kv[0]))
-    return [(_TALLY_TITLES.get(key, key.replace("_", " ").capitalize()),
-             {str(k): int(v) for k, v in value["counts"].items()},
-             value.get("winner") if isinstance(value.get("winner"), str) else None)
-            for key, value in found]
-
-
-def flows_of(result: Mapping[str, Any]) -> pd.DataFrame | None:
-    """Per persona, the stance before the critique and after it (a panel), else None."""
-    before, after = result.get("first_round"), result.get("tally")
-    if not (is_tally(before) and is_tally(after)):
-        return None
-    first, final = before.get("ballots") or {}, after.get("ballots") or {}
-    if not (isinstance(first, Mapping) and isinstance(final, Mapping)):
-        return None
-    seats = list(dict.fromkeys([*first, *final]))
-    if not seats:
-        return None
-    return pd.DataFrame({"seat": seats,
-                         "before": [first.get(s) or ABSTAINED for s in seats],
-                         "after": [final.get(s) or ABSTAINED for s in seats]})

@@ -17,9 +17,10 @@ import yaml
 from engine.services.runform import (AS_SAVED, build_config, is_simulated, option_kind,  # noqa: F401
                          option_problem, option_value, prompt_overrides, seat, slot_choices,
                          slot_included)
+from engine.config import RunConfig
 from engine.models import ConfigError
 from engine.protocols import estimate, get_protocol, seats_from_config
-from engine.protocols.base import require_name, require_seat, unique_names
+from engine.protocols.checks import require_name, require_seat, unique_names
 from engine.protocols.templates import check_prompts
 from engine.text import NAME_MAX, fold_name
 
@@ -212,8 +213,9 @@ def save_config(store: Any, config: Mapping[str, Any], label: str | None = None,
         raise ConfigError("a saved configuration needs a label", "input")
     require_name(label, "a configuration label")
     validate_config(config, endpoints)
-    body = {k: v for k, v in config.items() if k != "label"}
-    body["protocol"] = get_protocol(str(config["protocol"])).name
+    typed = RunConfig.parse(config)
+    body = {k: v for k, v in typed.stored().items() if k != "label"}
+    body["protocol"] = get_protocol(typed.protocol).name
     if item_id is None:
         existing = find(store, CONFIG, label)
         item_id = existing["id"] if existing is not None else None

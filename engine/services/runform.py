@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from engine.config import RunConfig
 from engine.models import ConfigError
 from engine.protocols import check_options, get_protocol, prompt_templates
 
@@ -92,7 +93,8 @@ def seat(store: Any, slot: str, *, name: str = "", persona: str = "", role: str 
 def build_config(store: Any, protocol: str, choices: Mapping[str, list[Mapping[str, str]]], *,
                  model: str = "simulated", options: Mapping[str, Any] | None = None,
                  prompts: Mapping[str, str] | None = None, label: str = "") -> dict[str, Any]:
-    """A configuration (the `arun_config` format) from a page's seat choices.
+    """A configuration from a page's seat choices, in the one stored shape
+    (`RunConfig.stored()`: every slot a list of seats).
 
     A list slot takes every choice; a single slot its first, or none when the list is empty.
     """
@@ -103,16 +105,14 @@ def build_config(store: Any, protocol: str, choices: Mapping[str, list[Mapping[s
                      **{k: str(v or "") for k, v in c.items()
                         if k in ("name", "persona", "role", "model", "persona_text")})
                 for c in choices.get(slot.name, [])]
-        if slot.many:
-            seats[slot.name] = made
-        elif made:
-            seats[slot.name] = made[0]
+        if made:
+            seats[slot.name] = made if slot.many else made[:1]
     config: dict[str, Any] = {"protocol": spec.name, "model": (model or "").strip() or
                               "simulated", "seats": seats,
                               "options": dict(options or {}), "prompts": dict(prompts or {})}
     if label and label.strip():
         config["label"] = label.strip()
-    return config
+    return RunConfig.parse(config).stored()
 
 
 def is_simulated(config: Mapping[str, Any]) -> bool:

@@ -274,12 +274,17 @@ class Store:
                 "warnings": values["warnings"], "status": values["status"],
                 "error": values["error"]})
 
-    def finish_run(self, run_id: str, result: RunResult) -> None:
-        """Mark a `running` run `completed` with its result, headline metrics and totals (a
-        run stopped or deleted meanwhile stays as it is)."""
+    def finish_run(self, run_id: str, result: RunResult,
+                   metrics: Mapping[str, Any] | None = None) -> None:
+        """Mark a `running` run `completed` with its result, its metrics (the protocol's
+        signals; computed through the registry when not given) and totals (a run stopped or
+        deleted meanwhile stays as it is)."""
         turns = result.turns
         dump = result.model_dump(mode="json", exclude={"turns"})
-        metrics = {**result.outcome(), "warnings": len(result.warnings)}
+        if metrics is None:
+            from engine.protocols import get_protocol
+            metrics = get_protocol(result.protocol).metrics(result)
+        metrics = {**metrics, "warnings": len(result.warnings)}
         with self.writing() as connection:
             connection.execute(update(RunRow).where(
                 RunRow.id == run_id, RunRow.status == "running").values(
@@ -334,11 +339,11 @@ class Store:
                     connection.execute(update(RunRow).where(RunRow.id == result.run_id)
                                        .values(**values))
             return result.run_id
-        run_id = self.start_run(result.protocol, result.question_text, config=config or {
-            "protocol": result.protocol,
-            "seats": [{"name": s, "model": m} for s, m in
-                      dict((t.seat, t.model) for t in result.turns).items()]},
-            label=label, tags=tags, expected=result.expected)
+        # A result saved without its configuration keeps no seats by slot: it cannot be
+        # re-run (its turns still name every seat and model).
+        run_id = self.start_run(result.protocol, result.question_text,
+                                config=config or {"protocol": result.protocol, "seats": {}},
+                                label=label, tags=tags, expected=result.expected)
         self.add_turns([(run_id, turn) for turn in result.turns])
         result.run_id = run_id
         self.finish_run(run_id, result)

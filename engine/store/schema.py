@@ -142,11 +142,19 @@ def _create(tables: Sequence[str]):
     return apply
 
 
+def _data(name: str):
+    def apply(connection) -> None:
+        from engine.store import migrations
+        getattr(migrations, name)(connection)
+    return apply
+
+
 # Ordered, named migrations; append only. Each runs once per database.
 MIGRATIONS: list[tuple[str, Any]] = [
     ("0001_runs_and_turns", _create(["runs", "turns"])),
     ("0002_library", _create(["library"])),
     ("0003_experiments", _create(["experiments"])),
+    ("0004_configs_by_slot", _data("configs_by_slot")),
 ]
 
 

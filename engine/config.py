@@ -1,0 +1,197 @@
+"""One shape for a run's configuration, from the form, the CLI, a spec or the library to the
+store and back to Re-run, and one frozen type for the options every run takes.
+
+`RunConfig` is what is stored on a run (`runs.config`) and in the library, exactly as
+`model_dump(mode="json")` writes it; `RunConfig.parse` reads any user-supplied mapping (YAML,
+a form, an experiment spec, a stored run) and refuses what it cannot be, naming the key and
+the keys allowed. Seats are grouped by slot, always as a list: a single slot holds one seat,
+an optional slot that is absent is not seated, and a slot that is absent otherwise takes the
+protocol's defaults.
+
+`RunOptions` carries what every `run_*` accepts besides its seats and its own options (the
+store, the listener, the run's label, tags and expected answer, call policy, the stop flag,
+the endpoint registry ...). `run_*` functions take them as keyword arguments (`RunKwargs`)
+and check them once, before any call.
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypedDict
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from engine.models import ConfigError, Turn
+
+CONFIG_KEYS = ("protocol", "label", "model", "base_url", "seats", "options", "prompts")
+SEAT_KEYS = ("name", "model", "persona", "persona_name", "role", "temperature", "icon")
+_TEXT_SEAT_KEYS = ("name", "model", "persona", "persona_name", "role", "icon")
+
+
+class SeatSpec(BaseModel):
+    """A seat as configured and stored: its name, model spec (never a key), persona prompt
+    (and the library persona it came from), role, temperature and icon."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = ""
+    model: str = ""  # a model spec; "" takes the configuration's default model
+    persona: str = ""
+    persona_name: str = ""
+    role: str = ""
+    temperature: float | None = None
+    icon: str = ""
+
+    @classmethod
+    def parse(cls, entry: Any, slot: str) -> SeatSpec:
+        """A seat from a mapping or a bare model spec; a `ConfigError` names what is wrong."""
+        if isinstance(entry, SeatSpec):
+            return entry
+        if entry is not None and not isinstance(entry, (str, Mapping)):
+            raise ConfigError(f"seat {slot}: a seat is a mapping or a model spec, got "
+                              f"{type(entry).__name__}", "input")
+        values = {"model": entry} if isinstance(entry, str) else dict(entry or {})
+        unknown = sorted(str(k) for k in values if k not in SEAT_KEYS)
+        if unknown:
+            raise ConfigError(f"seat {slot} has no key {unknown[0]!r}; keys are "
+                              f"{', '.join(SEAT_KEYS)}", "input")
+        for key in _TEXT_SEAT_KEYS:
+            if values.get(key) is not None and not isinstance(values[key], str):
+                raise ConfigError(f"seat {slot}: {key} must be text, got "
+                                  f"{type(values[key]).__name__}", "input")
+            if values.get(key) is None:
+                values.pop(key, None)
+        temperature = values.get("temperature")
+        if temperature is not None and (isinstance(temperature, bool) or not isinstance(
+                temperature, (int, float)) or temperature != temperature
+                                         or not 0 <= temperature <= 2):
+            raise ConfigError(f"seat {slot}: temperature must be a number in 0..2, got "
+                              f"{temperature!r}", "input")
+        return cls(**values)
+
+
+class RunConfig(BaseModel):
+    """A run's configuration: protocol, seats by slot, options, prompt overrides, label, and
+    the default model (and base URL) for seats that name none."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    protocol: str
+    seats: dict[str, list[SeatSpec]] = Field(default_factory=dict)
+    options: dict[str, Any] = Field(default_factory=dict)
+    prompts: dict[str, str] = Field(default_factory=dict)
+    label: str | None = None
+    model: str = "simulated"
+    base_url: str | None = None
+
+    @classmethod
+    def parse(cls, data: Any) -> RunConfig:
+        """A configuration from any mapping (YAML, a form, a spec, a stored run); unknown
+        keys and values that cannot be right are a `ConfigError` naming them."""
+        if isinstance(data, RunConfig):
+            return data
+        if not isinstance(data, Mapping):
+            raise ConfigError("a configuration must be a mapping", "input")
+        unknown = sorted(str(k) for k in data if k not in CONFIG_KEYS)
+        if unknown:
+            raise ConfigError(f"a configuration has no key {unknown[0]!r}; keys are "
+                              f"{', '.join(CONFIG_KEYS)}", "input")
+        protocol = data.get("protocol")
+        if not isinstance(protocol, str) or not protocol.strip():
+            raise ConfigError("a configuration needs a protocol", "input")
+        model, base_url = data.get("model") or "simulated", data.get("base_url")
+        if not isinstance(model, str) or (base_url is not None and
+                                          not isinstance(base_url, str)):
+            raise ConfigError("a configuration's model and base_url must be text", "input")
+        seats = data.get("seats") or {}
+        if not isinstance(seats, Mapping):
+            raise ConfigError("configuration seats must map slot names to seats", "input")
+        grouped: dict[str, list[SeatSpec]] = {}
+        for slot, given in seats.items():
+            if given is None:
+                continue
+            entries = given if isinstance(given, list) else [given]
+            grouped[str(slot)] = [SeatSpec.parse(e, str(slot)) for e in entries]
+        options = data.get("options") or {}
+        prompts = data.get("prompts") or {}
+        if not isinstance(options, Mapping):
+            raise ConfigError("configuration options must be a mapping of option names to "
+                              "values", "input")
+        if not isinstance(prompts, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in prompts.items()):
+            raise ConfigError("configuration prompts must map template names to text",
+                              "input")
+        label = data.get("label")
+        if label is not None and not isinstance(label, str):
+            raise ConfigError("a configuration's label must be text", "input")
+        return cls(protocol=protocol.strip(), seats=grouped, options=dict(options),
+                   prompts=dict(prompts), label=(label or "").strip() or None, model=model,
+                   base_url=base_url or None)
+
+    def stored(self) -> dict[str, Any]:
+        """The configuration as the store and the library keep it (plain JSON)."""
+        return self.model_dump(mode="json")
+
+
+class RunKwargs(TypedDict, total=False):
+    """The keyword arguments every `run_*` / `arun_*` takes besides its seats and options."""
+
+    store: Any
+    on_event: Callable[[Turn], Any] | None
+    prompts: Mapping[str, str] | None
+    label: str | None
+    tags: Any
+    expected: str | None
+    timeout_per_call: float | None
+    retries: int | None
+    concurrency: int | None
+    stop_event: threading.Event | None
+    config: RunConfig | Mapping[str, Any] | None
+    experiment_id: str | None
+    endpoints: Any
+    run_id: str | None
+    batched: bool
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """The common options of one run, checked once before any call.
+
+    `run_id` names a run row the caller has already opened (the background task runner does,
+    so it knows the id before the run starts); `batched` asks the store to group-commit the
+    run's turns (experiments, with dozens of runs in flight).
+    """
+
+    store: Any = None
+    on_event: Callable[[Turn], Any] | None = None
+    prompts: Mapping[str, str] = field(default_factory=dict)
+    label: str | None = None
+    tags: tuple[str, ...] = ()
+    expected: str | None = None
+    timeout_per_call: float | None = None
+    retries: int | None = None
+    concurrency: int | None = None
+    stop_event: threading.Event | None = None
+    config: RunConfig | None = None
+    experiment_id: str | None = None
+    endpoints: Any = None
+    run_id: str | None = None
+    batched: bool = False
+
+    @classmethod
+    def from_kwargs(cls, kwargs: Mapping[str, Any], protocol: str) -> RunOptions:
+        """Options from a runner's keyword arguments; anything else is a `ConfigError`."""
+        from engine.protocols.checks import check_run_options
+        names = set(RunKwargs.__annotations__)
+        unknown = sorted(k for k in kwargs if k not in names)
+        if unknown:
+            raise ConfigError(f"run_{protocol.replace('-', '_')} has no option "
+                              f"{unknown[0]!r}", "input")
+        check_run_options(kwargs)
+        values = dict(kwargs)
+        values["tags"] = tuple(values.get("tags") or ())
+        values["prompts"] = dict(values.get("prompts") or {})
+        if values.get("config") is not None:
+            values["config"] = RunConfig.parse(values["config"])
+        return cls(**values)

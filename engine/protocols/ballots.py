@@ -1,0 +1,164 @@
+"""Ballots: what the tallying protocols share (the vote, the panel and any protocol whose
+agents answer with a stance): round one's prompt and call, proposals, seat lists, and how a
+tally reads as an outcome, as signals and as table rows.
+
+A vote *is* a panel's round one, so both use the same `propose` template object: an override
+written for one applies to the other, and the two are compared on the same prompt.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel
+
+from engine.analysis.stances import Confidence, Tally, normalize_stance
+from engine.llm.calls import RunContext
+from engine.models import ConfigError, Seat
+from engine.protocols.checks import require_seat, unique_names
+from engine.protocols.templates import Template, render
+from engine.reports.views import Block
+
+ABSTAINED = "(abstained)"
+
+MAX_DEBATERS = 8  # the panel's limit; a vote may match the calls of the largest panel
+PROPOSE_KEYS = ("stance", "answer", "reasoning")
+PROPOSE = Template(
+    "You are one debater on a panel. Answer the question on your own, before seeing anyone "
+    "else's answer.\n\nQuestion: {question}\n\n"
+    "Give a short canonical stance: the position itself (a number, a name or a short "
+    "phrase), not a description of your method, so that debaters who agree give the "
+    "identical label.\n\nReply with only a JSON object:\n"
+    '{"stance": "your short canonical stance", "answer": "your full answer in one or two '
+    'sentences", "reasoning": "why, in two or three sentences"}',
+    ("question",),
+    "Round one: each debater answers alone (also the vote baseline's only prompt).",
+    required=("question",))
+
+# --------------------------------------------------------------------------- round one
+class Proposal(BaseModel):
+    """One debater's answer in one round; `usable=False` when it failed (it then abstains)."""
+
+    persona: str
+    icon: str = ""
+    stance: str = ""
+    normalized: str = ""
+    answer: str = ""
+    reasoning: str = ""
+    usable: bool = True
+    error: str = ""
+
+
+def require_seats(seats: Any, slot: str, low: int, high: int, protocol: str,
+                  role: str, endpoints: Any = None) -> list[Seat]:
+    """A list of `low..high` seats with unique names; bare models are named `role 1`, ..."""
+    if isinstance(seats, (str, Seat)) or not isinstance(seats, (list, tuple)):
+        raise ConfigError(f"{slot} must be a list of seats ({low}..{high}), got "
+                          f"{type(seats).__name__}", "input")
+    if not low <= len(seats) <= high:
+        raise ConfigError(f"{slot} must be {low}..{high} seats for a {protocol}, got "
+                          f"{len(seats)}", "limit")
+    out = []
+    for number, seat in enumerate(seats, 1):
+        if seat is not None and not isinstance(seat, Seat):
+            seat = Seat(f"{role} {number}", seat)
+        seat = require_seat(seat, f"{slot}[{number}]", endpoints)
+        out.append(seat if seat.role else seat.model_copy(update={"role": role}))
+    unique_names(out, slot[:-1] if slot.endswith("s") else slot)
+    return out
+
+
+def text_value(value: Any) -> str:
+    """A JSON value as text: strings as they are, numbers without float noise, lists joined."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return format(value, ".12g")
+    if isinstance(value, list):  # each item read once: twice per level was exponential
+        return "; ".join(part for part in map(text_value, value) if part)
+    return json.dumps(value, ensure_ascii=False)
+
+
+def need_stance(obj: dict) -> str:
+    """Validation for `call_json`: "" when `stance` is a usable label, else why not."""
+    stance = obj.get("stance")
+    if isinstance(stance, bool) or not isinstance(stance, (str, int, float)):
+        return 'the "stance" key must be a non-empty string'
+    return "" if normalize_stance(text_value(stance)) else 'the "stance" key must not be empty'
+
+
+async def propose(ctx: RunContext, seat: Seat, question: str, templates: dict[str, Template],
+                  *, phase: str = "propose") -> Proposal:
+    """One seat's cold answer (the panel's round one; the vote's only call)."""
+    prompt = render(templates, ctx.prompts, "propose", question=question)
+    obj, turn = await ctx.call_json(seat, [{"role": "user", "content": prompt}], phase=phase,
+                                    round=1, keys=PROPOSE_KEYS, validate=need_stance)
+    made = ctx.guard(turn, _proposal, seat, obj) if obj is not None else None
+    if made is None:  # no JSON, or one the reading trips on: this seat abstains
+        return Proposal(persona=seat.name, icon=seat.icon, usable=False,
+                        error=turn.error or "no usable reply")
+    return made
+
+
+def _proposal(seat: Seat, obj: dict[str, Any]) -> Proposal:
+    stance = text_value(obj.get("stance"))
+    return Proposal(persona=seat.name, icon=seat.icon, stance=stance,
+                    normalized=normalize_stance(stance), answer=text_value(obj.get("answer")),
+                    reasoning=text_value(obj.get("reasoning")))
+
+
+# --------------------------------------------------------------------------- presentation
+def tally_rows(final: Tally, first: Tally | None = None) -> list[dict[str, Any]]:
+    """Rows of a tally (and round one's, when given) for a table block."""
+    stances = list(final.counts)
+    if first is not None:
+        stances += [s for s in first.counts if s not in stances]
+    rows = []
+    for stance in stances:
+        row: dict[str, Any] = {"stance": stance, "votes": final.counts.get(stance, 0)}
+        if first is not None:
+            row["round one"] = first.counts.get(stance, 0)
+        rows.append(row)
+    abstained: dict[str, Any] = {"stance": "(abstained)", "votes": len(final.abstentions)}
+    if first is not None:
+        abstained["round one"] = len(first.abstentions)
+    if any(v for k, v in abstained.items() if k != "stance"):
+        rows.append(abstained)
+    return rows
+
+
+def confidence_text(c: Confidence) -> str:
+    """A confidence as `LEVEL: reason`."""
+    return f"{c.level.upper()}: {c.reason}"
+
+
+def tally_outcome(t: Tally, c: Confidence) -> str:
+    """A tally in a few words: the winner, the confidence level and the winner's share."""
+    text = f"{t.winner or '(abstained)'} ({c.level}, {t.ratio:.0%})"
+    return text + (", tied" if t.tied else "")
+
+
+def tally_metrics(t: Tally, c: Confidence) -> dict[str, Any]:
+    """A tally's numbers as stored on the run row (the tallying protocols' own signals)."""
+    return {"winner": t.winner or "", "votes": t.winner_votes, "total": t.total,
+            "ratio": round(t.ratio, 4), "tied": t.tied, "confidence_level": c.level,
+            "abstentions": len(t.abstentions)}
+
+
+def tally_block(title: str, t: Tally) -> Block:
+    """A tally as a chart block (bars per stance, the winner marked)."""
+    return Block("tally", title, counts=dict(t.counts), winner=t.winner or "")
+
+
+def flow_block(title: str, before: Tally, after: Tally) -> Block | None:
+    """Each seat's stance before and after, as a chart block; None when there are no seats."""
+    seats = list(dict.fromkeys([*before.ballots, *after.ballots]))
+    if not seats:
+        return None
+    return Block("flow", title, rows=[{"seat": s, "before": before.ballots.get(s) or ABSTAINED,
+                                       "after": after.ballots.get(s) or ABSTAINED}
+                                      for s in seats])

@@ -1,0 +1,80 @@
+"""Data migrations: stored values rewritten once into the shape the current code reads.
+
+`0004_configs_by_slot`: a run's configuration used to be stored with its seats as one flat
+list, each seat naming its `slot`; it is now a `RunConfig` (seats grouped by slot). A flat list
+whose seats all name their slot is regrouped; one without slots (a result saved without its
+configuration) keeps no seats, and such a run says it cannot be re-run. Saved library
+configurations are normalised the same way. A run's metrics gain the `outcome` line its
+protocol writes now, read from its stored result.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from sqlalchemy import Connection, select, update
+
+_SEAT_KEYS = ("name", "model", "persona", "persona_name", "role", "temperature", "icon")
+
+
+def regroup(config: Any) -> Any:
+    """An old-shape configuration with its flat seat list grouped by slot; other values are
+    returned as they are."""
+    if not isinstance(config, Mapping):
+        return config
+    if isinstance(config.get("seats"), Mapping):  # by slot already: every slot a list
+        seats_by_slot = config["seats"]
+        if all(isinstance(v, list) for v in seats_by_slot.values()):
+            return config
+        return {**config, "seats": {k: v if isinstance(v, list) else [v]
+                                    for k, v in seats_by_slot.items() if v is not None}}
+    if not isinstance(config.get("seats"), list):
+        return config
+    seats = [s for s in config["seats"] if isinstance(s, Mapping)]
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    if seats and all(isinstance(s.get("slot"), str) and s.get("slot") for s in seats):
+        for seat in seats:
+            grouped.setdefault(str(seat["slot"]), []).append(
+                {k: seat[k] for k in _SEAT_KEYS if k in seat and seat[k] is not None})
+    out = {k: v for k, v in config.items() if k != "seats"}
+    out["seats"] = grouped
+    return out
+
+
+def _rewrite(connection: Connection, table: Any, column: Any, change: Callable[[Any], Any]
+             ) -> None:
+    rows = connection.execute(select(table.c.id, column)).all()
+    for row_id, raw in rows:
+        try:
+            value = json.loads(raw) if raw else None
+        except (TypeError, ValueError):
+            continue  # an unreadable value stays as it is (reads show it as unreadable)
+        new = change(value)
+        if new is not value:
+            connection.execute(update(table).where(table.c.id == row_id).values(
+                {column.name: json.dumps(new, ensure_ascii=False)}))
+
+
+def configs_by_slot(connection: Connection) -> None:
+    """Migration 0004: configurations by slot, and each run's outcome line in its metrics."""
+    from engine.store.schema import LibraryRow, RunRow
+    runs, library = RunRow.__table__, LibraryRow.__table__
+    _rewrite(connection, runs, runs.c.config, regroup)
+    _rewrite(connection, library, library.c.body, regroup)
+    rows = connection.execute(select(runs.c.id, runs.c.protocol, runs.c.result,
+                                     runs.c.metrics).where(runs.c.status == "completed")).all()
+    from engine.protocols import REGISTRY
+    for run_id, protocol, result, metrics in rows:
+        spec = REGISTRY.get(protocol)
+        try:
+            stored = json.loads(metrics) if metrics else {}
+            typed = spec.read_result(json.loads(result)) if spec is not None and result else None
+        except (TypeError, ValueError):
+            continue
+        if typed is None or not isinstance(stored, dict) or "outcome" in stored:
+            continue
+        typed.protocol = protocol
+        new = {**spec.metrics(typed), **stored}
+        connection.execute(update(runs).where(runs.c.id == run_id).values(
+            metrics=json.dumps(new, ensure_ascii=False, default=str)))
