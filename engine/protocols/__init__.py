@@ -109,6 +109,20 @@ def seats_from_config(spec: ProtocolSpec[Any], config: RunConfig | Mapping[str, 
     return kwargs
 
 
+def resolve_config(config: RunConfig | Mapping[str, Any]) -> RunConfig:
+    """The configuration as a run of it is stored: every slot seated (defaults filled in),
+    every seat with its effective model spec (the default model and base URL applied), the
+    options and prompt overrides. Checked as a run would be, before any call."""
+    from engine.protocols.base import describe_config
+    typed = RunConfig.parse(config)
+    spec = get_protocol(typed.protocol)
+    kwargs = seats_from_config(spec, typed)
+    seats = {slot.name: kwargs[slot.name] for slot in spec.slots}
+    options = {o.name: kwargs[o.name] for o in spec.options if o.name in kwargs}
+    described = describe_config(spec.name, seats, options, typed.prompts)
+    return described.model_copy(update={"label": typed.label})
+
+
 async def arun_config(config: RunConfig | Mapping[str, Any], question: str,
                       **run: Any) -> RunResult:
     """Run a configuration on a question; `run` takes the run options (store, label, tags,
@@ -136,6 +150,6 @@ def estimate(config: RunConfig | Mapping[str, Any]) -> dict[str, int]:
     return {"calls": calls, "tokens": calls * 600}
 
 
-__all__ = ["metrics_of", "arun_config", "estimate", "seats_from_config", "check_options", "REGISTRY",
+__all__ = ["resolve_config", "metrics_of", "arun_config", "estimate", "seats_from_config", "check_options", "REGISTRY",
            "ProtocolSpec", "Slot", "Option", "Template", "get_protocol", "prompt_templates",
            "run_sync"]
