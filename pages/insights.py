@@ -27,7 +27,7 @@ runs = insights.load_runs(store, filters)
 if runs.empty:
     st.info("No runs match these filters.")
     st.stop()
-sections = insights.report(runs, insights.load_ballots(store, filters))
+sections = insights.report(runs, insights.results_loader(store, filters))
 st.caption("Grouped by configuration label; runs made by the offline model count as "
            "`simulated` in the overview. Rates count completed runs only.")
 

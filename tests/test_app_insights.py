@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from engine import Store
+from engine import REGISTRY, Store
 from engine.protocols import arun_config, run_sync
 from engine.questions import DEFINITE
 
@@ -48,7 +48,9 @@ def test_charts_and_captions_across_protocols(db):
     assert len(charts) >= 18
     assert len(captions) >= len(charts)  # one caption under each chart
     headers = [h.value for h in at.subheader]
-    assert headers[:2] == ["Overview", "Persona panel"]
+    assert headers[0] == "Overview"  # then each protocol in registry order
+    assert headers[1:7] == [REGISTRY[name].title if name != "vote" else "Vote baseline"
+                            for name in REGISTRY]
     assert {"Vote baseline", "Debate", "Peer review", "Roundtable", "Duel", "Accuracy",
             "Tokens and latency"} <= set(headers)
     metrics = {m.label: m.value for m in at.metric}

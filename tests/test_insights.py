@@ -12,7 +12,7 @@ from engine.protocols import arun_config, metrics_of, run_sync
 
 from engine.reports import runs as history
 
-from engine.reports import insights
+from engine.reports import ballots as ballot_report, insights
 from engine.reports.runs import Filters
 from engine.services.rerun import rerun, rerun_config
 
@@ -231,7 +231,7 @@ def test_mind_change_rate_per_label_is_changes_over_debaters():
          "metrics": {"debaters": 3, "mind_changes": 2, "claimed_changes": 3}},
         {"protocol": "panel", "label": "B",
          "metrics": {"debaters": 4, "mind_changes": 0, "claimed_changes": 1}}))
-    rates = insights.mind_change_by_label(panels).set_index("group")
+    rates = ballot_report.mind_change_by_label(panels).set_index("group")
     assert rates.loc["A", "n"] == 6 and rates.loc["A", "changes"] == 3
     assert rates.loc["A", "rate"] == 0.5 and rates.loc["A", "claimed"] == 0.5
     assert rates.loc["B", "rate"] == 0.0 and rates.loc["B", "claimed"] == 0.25
@@ -249,22 +249,22 @@ def panel_runs() -> pd.DataFrame:
 
 
 def test_ballots_per_persona_and_flows_across_panels():
-    ballots = insights.ballots_frame(panel_runs())
+    ballots = ballot_report.ballots_frame(panel_runs())
     assert len(ballots) == 6
     assert list(ballots["changed"]) == [True, False, False, False, False, True]
-    per_seat = insights.mind_change_rates(ballots, "seat").set_index("seat")
+    per_seat = ballot_report.mind_change_rates(ballots, "seat").set_index("seat")
     assert per_seat["rate"].to_dict() == {"a": 0.5, "b": 0.0, "c": 0.5}
-    per_label = insights.mind_change_rates(ballots, "group").set_index("group")
+    per_label = ballot_report.mind_change_rates(ballots, "group").set_index("group")
     assert per_label.loc["A", "changes"] == 1 and per_label.loc["(no label)", "n"] == 3
 
-    links = insights.vote_flow_links(ballots).set_index(["source", "target"])["value"]
+    links = ballot_report.vote_flow_links(ballots).set_index(["source", "target"])["value"]
     # run 1: a with the plurality ("1") ends with the answer ("2"); b against -> with;
     # c abstained -> with. run 2: a, b with -> with; c against -> with.
     assert links.to_dict() == {
         ("with the round-one plurality", "with the final answer"): 3,
         ("against the round-one plurality", "with the final answer"): 2,
         ("(abstained)", "with the final answer"): 1}
-    right = insights.correctness_flow_links(ballots).set_index(["source", "target"])["value"]
+    right = ballot_report.correctness_flow_links(ballots).set_index(["source", "target"])["value"]
     # Only run 1 has an expected answer ("$2" reads "2"): a wrong -> right, b right -> right.
     assert right.to_dict() == {("wrong first", "right finally"): 1,
                                ("right first", "right finally"): 1,

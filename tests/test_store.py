@@ -407,7 +407,7 @@ def test_configurations_of_the_old_flat_shape_are_migrated_by_slot_once(tmp_path
     assert "0004_configs_by_slot" in reopened.migrations()
     run = reopened.get(slotted.run_id)
     assert [v["name"] for v in run["config"]["seats"]["voters"]] == [v["name"] for v in voters]
-    assert run["metrics"]["winner"] == "x" and run["metrics"]["outcome"]
+    assert run["metrics"]["winner"] == slotted.tally.winner and run["metrics"]["outcome"]
     assert rerun_config(run["config"]).protocol == "vote"
     assert rerun(reopened, run).run_id != slotted.run_id
     with pytest.raises(ConfigError, match="cannot be re-run"):

@@ -128,7 +128,7 @@ def insights_page(store: Store, filters: history.Filters) -> int:
     history.newest(store)
     history.choices(store)
     runs = insights.load_runs(store, filters)
-    sections = insights.report(runs, insights.load_ballots(store, filters))
+    sections = insights.report(runs, insights.results_loader(store, filters))
     return sum(len(charts.figure(c).to_json()) for s in sections for c in s.charts)
 
 

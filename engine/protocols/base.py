@@ -21,7 +21,7 @@ from typing import Any, Generic, TypeVar
 
 from engine.config import RunConfig, RunOptions, SeatSpec
 from engine.llm.calls import RunContext, RunStopped
-from engine.models import ConfigError, RunResult, Seat, Signals
+from engine.models import RunResult, Seat, Signals
 from engine.protocols.templates import Template, check_prompts
 from engine.store import StoreWriteError
 
@@ -93,7 +93,7 @@ class ProtocolSpec(Generic[R]):
     def metrics(self, result: R) -> dict[str, Any]:
         """What the store keeps on the run row for reports: the signals, flat."""
         signals = self.signals(result)
-        return {**signals.common(), "outcome": self.outcome(result), **signals.extra}
+        return {**signals.extra, **signals.common(), "outcome": self.outcome(result)}
 
 
 async def execute(protocol: str, question: str, templates: Mapping[str, Template],

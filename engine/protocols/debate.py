@@ -18,6 +18,10 @@ from engine.protocols.checks import (ROUNDS_MAX, require_int, require_seat, requ
                                      unique_names)
 from engine.protocols.templates import Template, render
 from engine.reports.views import Block, warnings_block
+import pandas as pd
+
+from engine.reports.aggregate import completed, rate_by
+from engine.reports.views import Chart, InsightsData, Section
 
 ARGUMENT_ERROR = "Error: Unable to generate argument."
 COUNTER_ERROR = "Error: Unable to generate counter-argument."
@@ -226,6 +230,23 @@ def _view(r: DebateResult) -> list[Block]:
     return blocks + warnings_block(r.warnings)
 
 
+def _insights(data: InsightsData) -> Section:
+    debates = completed(data.runs)
+    confidence = debates[["group"]].assign(
+        confidence=pd.to_numeric(debates.get("m_judge_confidence"), errors="coerce")).dropna()
+    return Section("debate", "Debate", metrics=[
+        ("Debates", f"{len(debates):,}"),
+        ("Mean judge confidence", f"{confidence['confidence'].mean():.2f}"
+         if not confidence.empty else "—")], charts=[
+        Chart("histogram", confidence, "Judge confidence",
+              "How confident the judge said it was (0 to 1), per label; its own reading, not "
+              "a measure of agreement.",
+              {"x": "confidence", "x_title": "judge confidence", "x_range": [0, 1]}),
+        Chart("rate_bar", rate_by(debates, "m_high_confidence"), "High-confidence verdicts",
+              "Share of debates whose judge stated a confidence of 0.7 or more, per label.",
+              {"y_title": "debates"})])
+
+
 SPEC = ProtocolSpec(
     name="debate", title="Debate", seed="000", question_name="topic", runner=arun_debate,
     slots=(Slot("proponent", help="argues in favor"), Slot("opponent", help="argues against"),
@@ -235,6 +256,6 @@ SPEC = ProtocolSpec(
                     "round finishes and the judge always runs (empty: no limit)")),
     templates=TEMPLATES,
     estimate_calls=lambda options, seats: 2 * int(options.get("max_rounds", 3)) + 1,
-    result_type=DebateResult, summary=_summary, outcome=_outcome, signals=_signals, view=_view,
+    insights=_insights, result_type=DebateResult, summary=_summary, outcome=_outcome, signals=_signals, view=_view,
     phases=("argument", "counter-argument", "judge"), rounds_option="max_rounds",
     color="#1565c0")

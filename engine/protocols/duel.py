@@ -21,6 +21,8 @@ from engine.reports.views import Block, warnings_block
 from engine.text import fold_name
 from engine.protocols.base import Option, ProtocolSpec, Slot, execute, run_sync, split_run_options
 from engine.protocols.checks import ROUNDS_MAX, require_int, require_seat, require_text
+from engine.reports.aggregate import completed, counts_by, rate_by
+from engine.reports.views import Chart, InsightsData, Section
 
 MAX_ROUNDS = ROUNDS_MAX
 DEFAULT_ROLES = {"a": "optimist arguing in favor", "b": "skeptic arguing against"}
@@ -210,6 +212,17 @@ def _view(r: DuelResult) -> list[Block]:
     return blocks + warnings_block(r.warnings)
 
 
+def _insights(data: InsightsData) -> Section:
+    duels = completed(data.runs)
+    return Section("duel", "Duel", metrics=[("Duels", f"{len(duels):,}")], charts=[
+        Chart("rate_bar", rate_by(duels, "m_converged"), "Convergence rate",
+              "Share of duels that ended early because a side agreed (converged), per label.",
+              {"y_title": "duels"}),
+        Chart("stacked_counts", counts_by(duels, "m_status"), "How duels ended",
+              "finished: every turn was spoken; converged: a side agreed; failed: a call "
+              "failed and both sides halted.", {"order": ["converged", "finished", "failed"]})])
+
+
 SPEC = ProtocolSpec(
     name="duel", title="Duel", seed="004", question_name="topic", runner=arun_duel,
     slots=(Slot("a", defaults=({"name": "optimist", "role": DEFAULT_ROLES["a"]},),
@@ -222,5 +235,5 @@ SPEC = ProtocolSpec(
              Option("reply", "transcript", help='"transcript" or "last"')),
     templates=TEMPLATES,
     estimate_calls=lambda options, seats: 2 * int(options.get("rounds", 3)),
-    result_type=DuelResult, summary=_summary, outcome=_outcome, signals=_signals, view=_view,
+    insights=_insights, result_type=DuelResult, summary=_summary, outcome=_outcome, signals=_signals, view=_view,
     phases=("opening", "rebuttal"), rounds_option="rounds", color="#ef6c00")

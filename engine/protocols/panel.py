@@ -16,24 +16,24 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, Field
 
 from engine.llm.calls import RunContext
 from typing import Unpack
 
 from engine.config import RunKwargs
-from engine.models import ConfigError, RunResult, Seat, Signals
+from engine.models import ConfigError, Seat
 from engine.protocols.personas import CRITIC, JUDGE, PANEL_DEBATERS
-from engine.analysis.stances import (Confidence, Tally, classify_changes, derive_confidence,
+from engine.analysis.stances import (Tally, classify_changes, derive_confidence,
                        detect_mind_changes, normalize_stance, tally)
 from engine.protocols.templates import Template, render
-from engine.reports.views import Block, warnings_block
 from engine.text import fold_name
+from engine.protocols import panel_result as report
+from engine.protocols.panel_result import (Assessment, Critique, PanelResult, Rebuttal)
 from engine.protocols.base import ProtocolSpec, Slot, execute, run_sync, split_run_options
 from engine.protocols.checks import require_seat, require_text
-from engine.protocols.ballots import (flow_block, tally_block, MAX_DEBATERS, PROPOSE, Proposal, confidence_text, need_stance, propose, require_seats, tally_metrics, tally_outcome, tally_rows, text_value)
+from engine.protocols.ballots import (MAX_DEBATERS, PROPOSE, Proposal, need_stance, propose, require_seats, text_value)
 
 MIN_DEBATERS = 2
 VERDICTS = ("sound", "flawed", "unsupported")
@@ -88,72 +88,6 @@ TEMPLATES = {
         "After the vote: the judge writes the answer (the confidence is the vote's).",
         required=("question", "positions")),
 }
-
-
-# --------------------------------------------------------------------------- result values
-class Rebuttal(Proposal):
-    """A round-two answer; `changed_mind` is the debater's own claim (None when not stated)."""
-
-    changed_mind: bool | None = None
-
-
-class Assessment(BaseModel):
-    """The critic's verdict on one proposal and its single most important flaw."""
-
-    persona: str
-    verdict: Literal["sound", "flawed", "unsupported"]
-    flaw: str = ""
-
-
-class Critique(BaseModel):
-    """The critic's one call: a verdict per proposal and an overall read."""
-
-    assessments: list[Assessment] = Field(default_factory=list)
-    overall: str = ""
-    usable: bool = True
-    error: str = ""
-
-    def for_persona(self, name: str) -> Assessment | None:
-        return next((a for a in self.assessments if a.persona == name), None)
-
-
-class PanelResult(RunResult):
-    """Seed 002's debate result, plus round one's tally (what a plain vote would have said).
-
-    `mind_changes` are measured from the normalised stances (round one -> rebuttal);
-    `claimed_changes` are the debaters' own `changed_mind` claims, kept apart so that the two
-    can disagree visibly. `change_kinds` (persuaded, misled, switched, held) is filled only
-    when the run was given an `expected` answer.
-    """
-
-    question: str
-    proposals: list[Proposal]
-    critique: Critique
-    rebuttals: list[Rebuttal]
-    mind_changes: list[str] = Field(default_factory=list)
-    claimed_changes: list[str] = Field(default_factory=list)
-    change_kinds: dict[str, str] = Field(default_factory=dict)
-    tally: Tally
-    confidence: Confidence
-    first_round: Tally
-    first_round_confidence: Confidence
-    answer: str = ""
-    rationale: str = ""
-    key_points: list[str] = Field(default_factory=list)
-
-    def final_answer(self) -> str | None:
-        """The tally winner (normalised), not the judge's wording: the vote is the verdict,
-        and the judge may restate it in words `normalize_stance` cannot match."""
-        return self.tally.winner
-
-    def claim_mismatches(self) -> list[str]:
-        """Debaters whose `changed_mind` claim disagrees with the measured change."""
-        before = {p.persona: p.stance if p.usable else None for p in self.proposals}
-        measured = set(self.mind_changes)
-        return [r.persona for r in self.rebuttals
-                if r.usable and r.changed_mind is not None and before.get(r.persona)
-                and r.changed_mind != (r.persona in measured)]
-
 
 
 # --------------------------------------------------------------------------- validation
@@ -395,84 +329,6 @@ def run_panel(question: str, **kw: Any) -> PanelResult:
     return run_sync(arun_panel(question, **kw))
 
 
-# --------------------------------------------------------------------------- presentation
-def _summary(result: PanelResult) -> str:
-    t, c, first = result.tally, result.confidence, result.first_round
-    lines = [f"winner: {t.winner or '(none)'} ({t.winner_votes}/{t.total}); confidence "
-             f"{c.level.upper()} {c.ratio:.0%} ({c.reason})",
-             f"round one: {first.winner or '(none)'} ({first.winner_votes}/{first.total}); "
-             f"mind changes: {', '.join(result.mind_changes) or 'none'}"]
-    if result.answer:
-        lines.append(f"answer: {result.answer[:200]}")
-    return "\n".join(lines)
-
-
-def _outcome(result: PanelResult) -> str:
-    text = tally_outcome(result.tally, result.confidence)
-    return text + (", debate changed it" if result.first_round.winner != result.tally.winner
-                   else "")
-
-
-def _signals(result: PanelResult) -> Signals:
-    t, first = result.tally, result.first_round
-    kinds = list(result.change_kinds.values())
-    extra = {**tally_metrics(t, result.confidence), "debaters": len(result.proposals),
-             "mind_changes": len(result.mind_changes),
-             "claimed_changes": len(result.claimed_changes),
-             "claim_mismatches": len(result.claim_mismatches()),
-             "critic_flawed": sum(a.verdict == "flawed" for a in result.critique.assessments),
-             "first_round_winner": first.winner or "",
-             "first_round_ratio": round(first.ratio, 4),
-             "first_round_confidence_level": result.first_round_confidence.level,
-             "changed_outcome": first.winner != t.winner,
-             "answer": result.answer[:500], "judged": bool(result.answer)}
-    if result.change_kinds:
-        extra.update({kind: kinds.count(kind) for kind in ("persuaded", "misled", "switched")})
-    return Signals(answer=t.winner, first_answer=first.winner, consensus=t.ratio,
-                   level=result.confidence.level, seats=len(result.proposals),
-                   mind_changes=len(result.mind_changes),
-                   persuaded=kinds.count("persuaded") if result.change_kinds else None,
-                   misled=kinds.count("misled") if result.change_kinds else None, extra=extra)
-
-
-def _view(r: PanelResult) -> list[Block]:
-    t, first, c, fc = r.tally, r.first_round, r.confidence, r.first_round_confidence
-    verdicts = {a.persona: a for a in r.critique.assessments}
-    before = {p.persona: p for p in r.proposals}
-    changed = set(r.mind_changes)
-    blocks = [
-        Block("metrics", items=[
-            ("Winner", t.winner or "(none)"), ("Confidence", confidence_text(c)),
-            ("Consensus", f"{t.winner_votes}/{t.total} ({t.ratio:.2f})"),
-            ("Round-one winner", f"{first.winner or '(none)'} ({fc.level})"),
-            ("Mind changes", len(changed))]),
-        Block("caption", body="The confidence is the vote's agreement, computed in code; the "
-                              "judge never states one."),
-        Block("text", "Answer (judge)", r.answer or "(no synthesis)"),
-        Block("text", "Rationale", r.rationale),
-        Block("text", "Key points", "\n".join(f"- {p}" for p in r.key_points)),
-        Block("table", "Round one: proposals and the critic's verdicts", rows=[
-            {"debater": f"{p.icon} {p.persona}".strip(),
-             "stance": p.stance if p.usable else "(failed)",
-             "verdict": verdicts[p.persona].verdict if p.persona in verdicts else "",
-             "flaw": verdicts[p.persona].flaw if p.persona in verdicts else "",
-             "reasoning": p.reasoning or p.error} for p in r.proposals]),
-        Block("text", "Critic's overall read", r.critique.overall or r.critique.error),
-        Block("table", "Rebuttals and mind changes (measured vs claimed)", rows=[
-            {"debater": f"{x.icon} {x.persona}".strip(),
-             "before": (before[x.persona].stance if x.persona in before else "") or "(none)",
-             "after": x.stance if x.usable else "(abstained)",
-             "changed (measured)": x.persona in changed, "changed (claimed)": x.changed_mind,
-             "kind": r.change_kinds.get(x.persona, ""), "reasoning": x.reasoning or x.error}
-            for x in r.rebuttals]),
-        Block("table", "Tally (final vs round one)", rows=tally_rows(t, first)),
-        tally_block("Final vote", t), tally_block("Round-one vote", first),
-    ]
-    flow = flow_block("Stance before → after the critique", first, t)
-    blocks += [flow] if flow is not None else []
-    return [b for b in blocks if b.kind != "text" or b.body] + warnings_block(r.warnings)
-
-
 def _defaults(*personas: Any) -> tuple[dict[str, str], ...]:
     return tuple(p.seat_dict() for p in personas)
 
@@ -489,5 +345,5 @@ SPEC = ProtocolSpec(
                 help="writes the final answer; never states a confidence")),
     options=(), templates=TEMPLATES,
     estimate_calls=lambda options, seats: 2 * int(seats.get("debaters", 3)) + 2,
-    result_type=PanelResult, summary=_summary, outcome=_outcome, signals=_signals,
-    view=_view, phases=("propose", "critique", "rebuttal", "synthesis"), color="#2e7d32")
+    result_type=PanelResult, summary=report.summary, outcome=report.outcome,
+    signals=report.signals, view=report.view, insights=report.insights, phases=("propose", "critique", "rebuttal", "synthesis"), color="#2e7d32")

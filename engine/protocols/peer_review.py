@@ -16,6 +16,10 @@ from engine.protocols.templates import Template, render
 from engine.reports.views import Block, warnings_block
 from engine.protocols.base import Option, ProtocolSpec, Slot, execute, run_sync, split_run_options
 from engine.protocols.checks import ROUNDS_MAX, require_int, require_seat, require_text, unique_names
+import pandas as pd
+
+from engine.reports.aggregate import as_flag, completed, counts_by, rate_by
+from engine.reports.views import Chart, InsightsData, Section
 
 REVIEW_UNAVAILABLE = "Review unavailable: "
 REVIEW_SECTIONS = ("APPROVED", "FEEDBACK", "STRENGTHS")
@@ -151,6 +155,26 @@ def _view(r: PeerReviewResult) -> list[Block]:
     return blocks + warnings_block(r.warnings)
 
 
+def _insights(data: InsightsData) -> Section:
+    reviews = completed(data.runs)
+    approved = as_flag(reviews.get("m_approved", pd.Series(index=reviews.index, dtype=float)))
+    iterations = pd.to_numeric(reviews.get("m_iterations_used"), errors="coerce")
+    outcome = [f"approved after {int(i)}" if a == 1 and i == i else "not approved"
+               for a, i in zip(approved, iterations)]
+    order = sorted({o for o in outcome if o != "not approved"},
+                   key=lambda o: int(o.rsplit(" ", 1)[1])) + ["not approved"]
+    return Section("peer-review", "Peer review", metrics=[
+        ("Reviews", f"{len(reviews):,}"),
+        ("Approved", f"{approved.mean():.0%}" if approved.notna().any() else "—")], charts=[
+        Chart("rate_bar", rate_by(reviews, "m_approved"), "Approval rate",
+              "Share of peer reviews the reviewer approved within the iteration limit, per "
+              "label.", {"y_title": "reviews"}),
+        Chart("stacked_counts", counts_by(reviews.assign(outcome=outcome), "outcome"),
+              "Iterations to approval",
+              "How many drafts each review took to be approved, or that it never was.",
+              {"order": order})])
+
+
 SPEC = ProtocolSpec(
     name="peer-review", title="Peer review", seed="000", question_name="task",
     runner=arun_peer_review,
@@ -159,5 +183,5 @@ SPEC = ProtocolSpec(
     options=(Option("max_iterations", 3, 1, ROUNDS_MAX, "drafts before giving up"),),
     templates=TEMPLATES,
     estimate_calls=lambda options, seats: 2 * int(options.get("max_iterations", 3)),
-    result_type=PeerReviewResult, summary=_summary, outcome=_outcome, signals=_signals,
+    insights=_insights, result_type=PeerReviewResult, summary=_summary, outcome=_outcome, signals=_signals,
     view=_view, phases=("draft", "review"), rounds_option="max_iterations", color="#6a1b9a")

@@ -9,20 +9,19 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, Field
 
-from engine.analysis.agreement import LEVELS, Agreement, overlap_agreement
+from engine.analysis.agreement import LEVELS, overlap_agreement
 from engine.llm.calls import RunContext
 from typing import Unpack
 
 from engine.config import RunKwargs
-from engine.models import ConfigError, RunResult, Seat, Signals, model_spec
-from engine.analysis.stances import Confidence, Tally, derive_confidence, tally
+from engine.models import ConfigError, Seat, model_spec
+from engine.analysis.stances import derive_confidence, tally
 from engine.protocols.templates import Template, render
-from engine.reports.views import Block, warnings_block
-from engine.protocols.ballots import tally_block
+from engine.protocols import roundtable_result as report
+from engine.protocols.roundtable_result import Exchange, JudgeReading, RoundtableResult
 from engine.protocols.base import Option, ProtocolSpec, Slot, execute, run_sync, split_run_options
 from engine.protocols.checks import require_int, require_seat, require_text, unique_names
 
@@ -104,50 +103,6 @@ def parse_stance(text: str) -> tuple[dict[str, Any], list[str]]:
     if not found:
         return {"stance": None}, ["no STANCE line; this turn gives no stance"]
     return {"stance": found[-1]}, []
-
-
-class Exchange(BaseModel):
-    """One turn: `usable` only for a non-empty reply; a failed one is `degraded`, kept empty."""
-
-    agent: str
-    role: str
-    round: int
-    response: str
-    usable: bool
-    degraded: bool
-    error: str = ""
-    stance: str | None = None
-
-
-class JudgeReading(BaseModel):
-    """The judge's JSON reading of agreement (a model's reading, not verification)."""
-
-    agreement_level: Literal["none", "weak", "moderate", "strong"]
-    dominant_position: str = ""
-    dissenting_views: list[str] = Field(default_factory=list)
-    rationale: str = ""
-
-
-class RoundtableResult(RunResult):
-    """Exchanges, the lexical floor, the stance tally beside it, and the optional judge."""
-
-    question: str
-    context: str = ""
-    rounds: int
-    exchanges: list[Exchange]
-    agreement: Agreement
-    stance_tally: Tally             # each agent's stance in its last usable turn (None abstains)
-    stance_confidence: Confidence
-    judge: JudgeReading | None = None
-    judge_status: Literal["applied", "degraded", "not_run"] = "not_run"
-    diverged_from_floor: bool = False
-    completion_state: Literal["qualified-draft", "blocked-escalated"]
-    warning_codes: list[str] = Field(default_factory=list)
-
-    def final_answer(self) -> str | None:
-        """The stance tally's winner (None when nobody gave a stance)."""
-        return self.stance_tally.winner
-
 
 
 def _transcript(exchanges: list[Exchange]) -> str:
@@ -325,69 +280,6 @@ def run_roundtable(question: str, **kw: Any) -> RoundtableResult:
     return run_sync(arun_roundtable(question, **kw))
 
 
-def _summary(result: RoundtableResult) -> str:
-    a = result.agreement
-    judge = (f"; judge: {result.judge.agreement_level}" if result.judge else
-             f"; judge: {result.judge_status}")
-    winner = result.final_answer()
-    return (f"{result.completion_state}: lexical floor {a.level} "
-            f"({a.overlap_fraction:.0%} of {a.voters} voter(s) agree){judge}"
-            f"{' (diverged)' if result.diverged_from_floor else ''}\n"
-            f"stance winner: {winner if winner is not None else 'none'}; dissent: "
-            f"{', '.join(a.dissent) or 'none'}")
-
-
-def _outcome(result: RoundtableResult) -> str:
-    return f"agreement {result.agreement.level}, {result.completion_state}"
-
-
-def _signals(result: RoundtableResult) -> Signals:
-    t = result.stance_tally
-    return Signals(answer=t.winner, consensus=t.ratio if t.total else None,
-                   level=result.stance_confidence.level if t.total else None, extra={
-                       "agreement_level": result.agreement.level,
-                       "overlap_fraction": result.agreement.overlap_fraction,
-                       "voters": result.agreement.voters,
-                       "completion_state": result.completion_state,
-                       "judge_status": result.judge_status,
-                       "judge_level": result.judge.agreement_level if result.judge else None,
-                       "diverged": result.diverged_from_floor,
-                       "stance_winner": t.winner,
-                       "stance_confidence": result.stance_confidence.level,
-                       "degraded_turns": sum(1 for e in result.exchanges if e.degraded)})
-
-
-def _view(r: RoundtableResult) -> list[Block]:
-    a, judge, votes = r.agreement, r.judge, r.stance_tally
-    judge_text = str(r.judge_status)
-    if judge is not None:
-        judge_text += f" ({judge.agreement_level}"
-        judge_text += ", diverged)" if r.diverged_from_floor else ")"
-    blocks = [Block("metrics", items=[
-        ("Agreement (lexical floor)", a.level),
-        ("Overlap fraction", f"{a.overlap_fraction:.2f}"),
-        ("Voters", a.voters), ("State", r.completion_state), ("Judge", judge_text),
-        ("Stance winner", votes.winner or "none"),
-        ("Stance confidence", r.stance_confidence.level if votes.total else "none")]),
-        Block("text", "Dominant group (lexical floor)", ", ".join(a.dominant)
-              or "no two agents share enough words")]
-    if judge is not None:
-        blocks.append(Block("text", "Judge's dominant position", judge.dominant_position))
-        blocks.append(Block("text", "Judge's rationale", judge.rationale))
-    dissent = [{"agent": name, "final turn": text} for name, text in a.dissent_texts.items()]
-    dissent += [{"agent": "(judge)", "final turn": view}
-                for view in (judge.dissenting_views if judge is not None else [])]
-    if dissent:
-        blocks.append(Block("table", "Dissent", rows=dissent))
-    blocks.append(Block("table", "Exchanges", rows=[
-        {"round": e.round, "agent": e.agent, "role": e.role, "stance": e.stance or "",
-         "usable": e.usable, "response": e.response if e.usable else f"(degraded: {e.error})"}
-        for e in r.exchanges]))
-    if votes.total:
-        blocks.append(tally_block("Stance tally", votes))
-    return blocks + warnings_block(r.warnings)
-
-
 SPEC = ProtocolSpec(
     name="roundtable", title="Roundtable", seed="003", question_name="question",
     runner=arun_roundtable,
@@ -406,5 +298,5 @@ SPEC = ProtocolSpec(
     estimate_calls=lambda options, seats: (int(options.get("rounds", 1))
                                            * int(seats.get("agents", 0))
                                            + int(seats.get("judge", 0))),
-    result_type=RoundtableResult, summary=_summary, outcome=_outcome, signals=_signals,
-    view=_view, phases=("turn", "judge"), rounds_option="rounds", color="#c62828")
+    result_type=RoundtableResult, summary=report.summary, outcome=report.outcome,
+    signals=report.signals, view=report.view, insights=report.insights, phases=("turn", "judge"), rounds_option="rounds", color="#c62828")

@@ -22,6 +22,9 @@ from engine.protocols.base import ProtocolSpec, Slot, execute, run_sync, split_r
 from engine.protocols.checks import require_text
 from engine.protocols.personas import PANEL_DEBATERS
 from engine.reports.views import Block, warnings_block
+from engine.reports.aggregate import completed
+from engine.reports.ballots import tally_charts
+from engine.reports.views import InsightsData, Section
 
 TEMPLATES = {"propose": PROPOSE}
 
@@ -107,6 +110,12 @@ def _view(r: VoteResult) -> list[Block]:
             ] + warnings_block(r.warnings)
 
 
+def _insights(data: InsightsData) -> Section:
+    votes = completed(data.runs)
+    return Section("vote", "Vote baseline", metrics=[("Votes", f"{len(votes):,}")],
+                   charts=tally_charts(votes, "Vote"))
+
+
 SPEC = ProtocolSpec(
     name="vote", title="Vote (baseline)", seed="002", question_name="question",
     runner=arun_vote,
@@ -115,5 +124,5 @@ SPEC = ProtocolSpec(
                 help="each answers once, independently"),),
     options=(), templates=TEMPLATES,
     estimate_calls=lambda options, seats: int(seats.get("voters", 3)),
-    result_type=VoteResult, summary=_summary, outcome=_outcome, signals=_signals, view=_view,
+    insights=_insights, result_type=VoteResult, summary=_summary, outcome=_outcome, signals=_signals, view=_view,
     phases=("propose",), color="#00897b")

@@ -26,26 +26,21 @@ def _number(value: Any) -> float:
 
 
 def _signals(metrics: Mapping[str, Any], expected: str | None) -> dict[str, Any]:
-    """What a run's stored metrics say, in protocol-independent names (missing: NaN/None).
-
-    consensus = the final vote's winner share (panel, vote); judge = the judge's own
-    confidence (debate); level = the confidence level (panel, vote; roundtable's stance tally);
-    first / final = round one's winner and the final winner (panel), and `shift` how the
-    answer moved against the expected one: better (wrong to right), worse (right to wrong),
-    sideways (wrong to another wrong), same.
-    """
+    """What a run's stored signals say (its protocol's `signals` hook wrote them; missing:
+    NaN/None), and how the answer moved from round one's against the expected one: `shift`
+    is better (wrong to right), worse (right to wrong), sideways (wrong to another wrong) or
+    same."""
     from engine.analysis import normalize_stance
     m = metrics or {}
+    text = lambda key: m.get(key) if isinstance(m.get(key), str) and m.get(key) else None  # noqa: E731
     out: dict[str, Any] = {
-        "consensus": _number(m.get("ratio")), "judge": _number(m.get("judge_confidence")),
-        "level": m.get("confidence_level") or m.get("stance_confidence") or None,
-        "mind_changes": _number(m.get("mind_changes")), "seats": _number(m.get("debaters")),
-        "persuaded": _number(m.get("persuaded")), "misled": _number(m.get("misled")),
-        "answer": m.get("winner", m.get("stance_winner")) or None,
-        "first_answer": None, "changed": None, "shift": None}
-    if "first_round_winner" in m:
-        first, final = m.get("first_round_winner") or "", m.get("winner") or ""
-        out["first_answer"] = first or None
+        "consensus": _number(m.get("consensus")), "judge": _number(m.get("judge_confidence")),
+        "level": text("level"), "mind_changes": _number(m.get("mind_changes")),
+        "seats": _number(m.get("seats")), "persuaded": _number(m.get("persuaded")),
+        "misled": _number(m.get("misled")), "answer": text("answer"),
+        "first_answer": text("first_answer"), "changed": None, "shift": None}
+    if out["first_answer"] is not None:
+        first, final = out["first_answer"], out["answer"] or ""
         out["changed"] = normalize_stance(first) != normalize_stance(final)
         if expected:
             target = normalize_stance(expected)

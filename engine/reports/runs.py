@@ -16,10 +16,8 @@ from sqlalchemy import select
 from engine.protocols import REGISTRY
 from engine.store.readback import decode_tags
 from engine.store import STATUSES, RunRow
-from engine.reports.views import Block
+from engine.reports.views import ABSTAINED, NO_LABEL, Block, is_simulated
 
-NO_LABEL = "(no label)"
-ABSTAINED = "(abstained)"
 HISTORY_LIMITS = (50, 200, 1000)
 
 
@@ -94,13 +92,6 @@ def newest(store: Any) -> str | None:
     """The id of the newest stored run, or None when nothing is stored (one-row read)."""
     frame = store.runs(limit=1)
     return None if frame.empty else str(frame["id"].iloc[0])
-
-
-def is_simulated(simulated: Any, models: Any) -> bool:
-    """A run made by the offline simulated model: flagged so by the store, or every model
-    spec it used is `simulated...` (a failed call carries no simulated flag of its own)."""
-    names = [m for m in str(models or "").split(",") if m]
-    return bool(simulated) or (bool(names) and all(m.startswith("simulated") for m in names))
 
 
 def protocol_title(name: str) -> str:

@@ -7,8 +7,22 @@ what before and after, drawn as a Sankey).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+import pandas as pd
+
+NO_LABEL = "(no label)"  # how a run without a configuration label is grouped
+ABSTAINED = "(abstained)"  # how an abstention is shown where a stance would be
+
+
+def is_simulated(simulated: Any, models: Any) -> bool:
+    """A run made by the offline simulated model: flagged so by the store, or every model
+    spec it used is `simulated...` (a failed call carries no simulated flag of its own)."""
+    names = [m for m in str(models or "").split(",") if m]
+    return bool(simulated) or (bool(names) and all(m.startswith("simulated") for m in names))
+
 
 Kind = Literal["metrics", "text", "table", "warning", "caption", "tally", "flow"]
 
@@ -37,3 +51,36 @@ class Block:
 def warnings_block(warnings: list[str]) -> list[Block]:
     """A warning block per run warning."""
     return [Block("warning", body=str(w)) for w in warnings]
+
+
+@dataclass
+class Chart:
+    """One figure to draw: `kind` names a builder in `engine.reports.charts`, `spec` its
+    options, `data` its frame."""
+
+    kind: str
+    data: pd.DataFrame
+    title: str
+    caption: str
+    spec: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Section:
+    """A part of the Insights page; `note` stands in for the charts when there are none."""
+
+    key: str
+    title: str
+    charts: list[Chart] = field(default_factory=list)
+    metrics: list[tuple[str, str]] = field(default_factory=list)
+    note: str = ""
+
+
+@dataclass
+class InsightsData:
+    """What a protocol's Insights section reads: its runs, flattened (one row per run, its
+    stored signals as `m_*` columns), and, on demand, its completed runs with their stored
+    results (the only read of results Insights makes)."""
+
+    runs: pd.DataFrame
+    results: Callable[[], pd.DataFrame]

@@ -75,6 +75,6 @@ def configs_by_slot(connection: Connection) -> None:
         if typed is None or not isinstance(stored, dict) or "outcome" in stored:
             continue
         typed.protocol = protocol
-        new = {**spec.metrics(typed), **stored}
+        new = {**stored, **spec.metrics(typed)}  # the current signals win over old keys
         connection.execute(update(runs).where(runs.c.id == run_id).values(
             metrics=json.dumps(new, ensure_ascii=False, default=str)))

@@ -1,0 +1,173 @@
+"""Ballots across runs: each seat's stance before and after, for the tallying protocols'
+Insights sections (mind-change rates, stance flows against the vote, right and wrong before
+and after). Plain pandas on stored runs; the protocol says which of its tallies are "before"
+and "after".
+"""
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from engine.analysis.stances import normalize_stance
+from engine.reports.aggregate import counts_by, mean_by, rate_by
+from engine.reports.views import ABSTAINED, NO_LABEL, Chart
+
+BALLOT_COLUMNS = ["id", "group", "seat", "before", "after", "changed", "kind", "first_winner",
+                  "final_winner", "expected"]
+
+
+def ballots_frame(frame: pd.DataFrame, before_key: str = "first_round",
+                  after_key: str = "tally") -> pd.DataFrame:
+    """One row per seat per run, from runs with their stored `result`: the ballots of the
+    tally stored under `before_key` and of the one under `after_key` (the protocol names
+    them), whether the stance changed (the result's measured `mind_changes`), the change kind
+    where an expected answer gave one (`change_kinds`), and both winners."""
+    rows = []
+    if frame.empty or "result" not in frame:
+        return pd.DataFrame(columns=BALLOT_COLUMNS)
+    labels = frame["label"].fillna(NO_LABEL).replace("", NO_LABEL)
+    for run_id, label, expected, result in zip(frame["id"].tolist(), labels.tolist(),
+                                               frame["expected"].tolist(),
+                                               frame["result"].tolist()):
+        first, final = (result or {}).get(before_key), (result or {}).get(after_key)
+        if not (is_tally(first) and is_tally(final)):
+            continue
+        before, after = first.get("ballots") or {}, final.get("ballots") or {}
+        if not (isinstance(before, Mapping) and isinstance(after, Mapping)):
+            continue  # a stored result of another shape (hand-edited): left out
+        measured = result.get("mind_changes")
+        kinds = result.get("change_kinds") if isinstance(result.get("change_kinds"),
+                                                         Mapping) else {}
+        for seat in dict.fromkeys([*before, *after]):
+            changed = (seat in measured if isinstance(measured, (list, tuple))
+                       else before.get(seat) != after.get(seat))
+            rows.append((run_id, label, seat, _ballot(before.get(seat)),
+                         _ballot(after.get(seat)), bool(changed),
+                         _ballot(kinds.get(seat)), _ballot(first.get("winner")),
+                         _ballot(final.get("winner")),
+                         expected if isinstance(expected, str) and expected.strip() else None))
+    return pd.DataFrame(rows, columns=BALLOT_COLUMNS)
+
+
+def _ballot(value: Any) -> str | None:
+    """A stored ballot: a stance, or None (an abstention, or a value of another type)."""
+    return value if isinstance(value, str) else None
+
+
+def is_tally(value: Any) -> bool:
+    """A stored tally: a mapping with `counts`."""
+    return isinstance(value, Mapping) and isinstance(value.get("counts"), Mapping)
+
+
+def mind_change_rates(ballots: pd.DataFrame, by: str) -> pd.DataFrame:
+    """Per `by` (`seat` or `group`): `n` debater-runs, `changes` and `rate` = changes / n."""
+    if ballots.empty:
+        return pd.DataFrame(columns=[by, "n", "changes", "rate"])
+    out = ballots.groupby(by, sort=True)["changed"].agg(["size", "sum"]).reset_index()
+    out = out.rename(columns={"size": "n", "sum": "changes"})
+    out["changes"] = out["changes"].astype(int)
+    out["rate"] = out["changes"] / out["n"]
+    return out
+
+
+def _absent(value: Any) -> bool:
+    """An abstention as a frame holds it: None, or the NaN pandas may turn it into."""
+    return value is None or (isinstance(value, float) and value != value)
+
+
+def _links(source: pd.Series, target: pd.Series, label: pd.Series | None = None
+           ) -> pd.DataFrame:
+    data = pd.DataFrame({"source": source.values, "target": target.values})
+    if label is None:
+        out = data.groupby(["source", "target"], sort=False).size().reset_index(name="value")
+        out["label"] = out["value"].map(lambda v: f"{v} debater-run(s)")
+        return out
+    data["who"] = label.values
+    out = data.groupby(["source", "target"], sort=False).agg(
+        value=("who", "size"), label=("who", lambda w: ", ".join(map(str, w)))).reset_index()
+    return out
+
+
+def flow_links(flows: pd.DataFrame) -> pd.DataFrame:
+    """Sankey links for one panel: stance before -> stance after, the seats on each band."""
+    if flows is None or flows.empty:
+        return pd.DataFrame(columns=["source", "target", "value", "label"])
+    return _links(flows["before"], flows["after"], flows["seat"])
+
+
+def vote_flow_links(ballots: pd.DataFrame) -> pd.DataFrame:
+    """Across panels: each debater's first ballot against the round-one plurality, and its
+    final ballot against the final answer (abstentions apart)."""
+    if ballots.empty:
+        return pd.DataFrame(columns=["source", "target", "value", "label"])
+    before = [ABSTAINED if _absent(b) else "with the round-one plurality" if b == w
+              else "against the round-one plurality"
+              for b, w in zip(ballots["before"], ballots["first_winner"])]
+    after = [ABSTAINED if _absent(a) else "with the final answer" if a == w
+             else "against the final answer"
+             for a, w in zip(ballots["after"], ballots["final_winner"])]
+    return _links(pd.Series(before), pd.Series(after))
+
+
+def correctness_flow_links(ballots: pd.DataFrame) -> pd.DataFrame:
+    """Across panels with an expected answer: right / wrong / abstained before -> after."""
+    known = ballots[ballots["expected"].notna()] if not ballots.empty else ballots
+    if known.empty:
+        return pd.DataFrame(columns=["source", "target", "value", "label"])
+    normalize = functools.lru_cache(maxsize=4096)(normalize_stance)  # few distinct stances
+    expected = [normalize(e) for e in known["expected"]]
+
+    def state(values: pd.Series, suffix: str) -> pd.Series:
+        return pd.Series([f"{ABSTAINED}{suffix}" if _absent(v) else
+                          f"right{suffix}" if normalize(v) == e else f"wrong{suffix}"
+                          for v, e in zip(values, expected)])
+    return _links(state(known["before"], " first"), state(known["after"], " finally"))
+
+
+
+
+def mind_change_by_label(panels: pd.DataFrame) -> pd.DataFrame:
+    """Per label, from the panels' metrics: `n` debater-runs, the measured mind-change `rate`
+    (sum of `mind_changes` / sum of `debaters`) and the `claimed` rate (the debaters' own
+    `changed_mind` claims over the same debaters)."""
+    names = ["group", "n", "changes", "rate", "claimed"]
+    needed = {"m_mind_changes", "m_debaters"}
+    if panels.empty or not needed <= set(panels.columns):
+        return pd.DataFrame(columns=names)
+    data = panels[["group"]].assign(
+        debaters=pd.to_numeric(panels["m_debaters"], errors="coerce"),
+        changes=pd.to_numeric(panels["m_mind_changes"], errors="coerce"),
+        claimed=pd.to_numeric(panels.get("m_claimed_changes"), errors="coerce")
+        if "m_claimed_changes" in panels else float("nan"))
+    data = data.dropna(subset=["debaters", "changes"])
+    data = data[data["debaters"] > 0]
+    if data.empty:
+        return pd.DataFrame(columns=names)
+    out = data.groupby("group", sort=True).agg(n=("debaters", "sum"),
+                                               changes=("changes", "sum"),
+                                               claimed=("claimed", "sum")).reset_index()
+    out["rate"] = out["changes"] / out["n"]
+    out["claimed"] = out["claimed"] / out["n"]
+    out[["n", "changes"]] = out[["n", "changes"]].astype(int)
+    return out[names]
+
+
+
+
+def tally_charts(runs: pd.DataFrame, what: str) -> list[Chart]:
+    """Winner share, tie rate and confidence levels per label, for any tallying protocol's
+    completed runs (stored signals `ratio`, `tied`, `confidence_level`)."""
+    shares = mean_by(runs, "m_ratio", name="winner_share").merge(
+        rate_by(runs, "m_tied", name="tie_rate")[["group", "tie_rate"]], on="group", how="left")
+    return [
+        Chart("rate_bar", shares, f"{what}: winner share and tie rate",
+              "Winner share: the winner's votes over all ballots, averaged per label; tie rate: "
+              "the share of runs whose top stances tied.",
+              {"y": ["winner_share", "tie_rate"], "names": ["winner share", "tie rate"]}),
+        Chart("stacked_counts", counts_by(runs, "m_confidence_level"),
+              f"{what}: confidence levels",
+              "Consensus confidence per label: high = unanimous, medium = a strict majority, "
+              "low = split or tied.", {"order": ["high", "medium", "low"]})]
