@@ -215,7 +215,8 @@ def test_side_by_side_puts_protocols_next_to_each_other_per_label():
     frame, spec = insights.side_by_side(runs, "correct")
     assert spec == {"y": ["Persona panel rate", "Vote (baseline) rate"],
                     "n": ["Persona panel n", "Vote (baseline) n"],
-                    "names": ["Persona panel", "Vote (baseline)"]}
+                    "names": ["Persona panel", "Vote (baseline)"],
+                    "colors": [REGISTRY["panel"].color, REGISTRY["vote"].color]}
     rows = frame.set_index("group")
     assert rows.loc["A", "Persona panel rate"] == 0.5 and rows.loc["A", "Persona panel n"] == 2
     assert rows.loc["A", "Vote (baseline) rate"] == 1.0

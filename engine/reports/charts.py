@@ -150,16 +150,18 @@ def seat_usage(frame: pd.DataFrame, title: str = "Tokens and latency per seat") 
 # --------------------------------------------------------------------------- across runs
 def rate_bar(data: pd.DataFrame, x: str = "group", y: str | Sequence[str] = "rate",
              n: str | Sequence[str] = "n", title: str = "", y_title: str = "share",
-             names: Sequence[str] | None = None) -> go.Figure:
+             names: Sequence[str] | None = None,
+             colors: Sequence[str] | None = None) -> go.Figure:
     """Shares per group (0..1, shown as %), one bar per group and y column (grouped), with
-    each bar's count (`n`, one column or one per y column) in its hover."""
+    each bar's count (`n`, one column or one per y column) in its hover; `colors`, one per
+    y column, where the series have colours of their own (a protocol's)."""
     columns = [y] if isinstance(y, str) else list(y)
     counts_of = [n] * len(columns) if isinstance(n, str) else list(n)
     labels = list(names) if names is not None else columns
     traces = []
     if not data.empty:
         groups = _texts(data[x])
-        colors = [WINNER, ACCENT, OTHER, *PALETTE]
+        colors = list(colors) if colors else [WINNER, ACCENT, OTHER, *PALETTE]
         for i, (column, count, label) in enumerate(zip(columns, counts_of, labels)):
             values = [float(v) for v in data[column]]
             traces.append({
