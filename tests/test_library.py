@@ -93,7 +93,7 @@ def test_saved_configuration_runs_as_saved(store):
                                   prompts=prompts, label="brief judge")
     assert config["seats"]["proponent"][0]["persona"] == PERSONAS["creative"].prompt
     assert config["seats"]["proponent"][0]["icon"] == "💡"
-    assert library.validate_config(config) == {"calls": 3, "tokens": 1800}
+    assert library.validate_config(config) == {"calls": 3, "waves": 3, "tokens": 1800}
     library.save_config(store, config)
     loaded = library.load_config(store, "brief judge")
     assert loaded == config

@@ -358,6 +358,7 @@ def test_registry_defaults_are_the_seed_personas():
     assert [s.model for s in kwargs["debaters"]] == ["simulated?seed=3"] * 3
     assert kwargs["critic"].name == "critic" and kwargs["judge"].persona == JUDGE.prompt
     assert estimate({"protocol": "panel"})["calls"] == 8
+    assert estimate({"protocol": "panel"})["waves"] == 4  # two of the four phases run at once
     assert estimate({"protocol": "panel", "seats": {"debaters": [{"name": n} for n in
                                                                  "abcd"]}})["calls"] == 10
 

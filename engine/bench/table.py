@@ -1,17 +1,18 @@
 """`python -m engine bench`: the benchmark table. Figures are measured here, never asserted in tests.
 
 Rows: engine throughput and per-call overhead on a zero-latency simulated model (with the
-store), the panel's wall time against its critical path, then the dashboard and experiment
-rows from their own modules.
+store), the wall time of every protocol that runs calls at once against the critical path its
+registry entry declares, then the reliability, dashboard and experiment rows from their own
+modules. Protocols are read from the registry, never named here.
 """
 from __future__ import annotations
 
 import asyncio
-import importlib
 import statistics
 import tempfile
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from langchain_core.messages import HumanMessage
@@ -23,42 +24,39 @@ def _row(name: str, value: float, unit: str, target: str = "", note: str = "") -
     return {"name": name, "value": value, "unit": unit, "target": target, "note": note}
 
 
-def bench_throughput(debates: int = 40) -> list[Row]:
-    """Turns per second through the whole engine (debate, simulated, SQLite store)."""
-    from engine.protocols.debate import arun_debate
+def _default_config(spec: Any, latency: float = 0.0) -> dict[str, Any]:
+    """A protocol's default configuration on the simulated model at `latency` per call."""
+    return {"protocol": spec.name, "model": f"simulated?latency={latency:g}"}
+
+
+def bench_throughput(runs_each: int = 8) -> list[Row]:
+    """Turns per second through the whole engine: every registry protocol's default
+    configuration on a zero-latency simulated model, with and without the SQLite store."""
+    from engine.protocols import REGISTRY, arun_config
     from engine.simulated import SimulatedChatModel
     from engine.store import Store
 
-    with tempfile.TemporaryDirectory() as folder:
-        store = Store(f"sqlite:///{Path(folder) / 'bench.db'}")
-        model = SimulatedChatModel()
-
-        async def many() -> int:
-            turns = 0
-            for i in range(debates):
-                result = await arun_debate(f"Should team {i} adopt the plan?", proponent=model,
-                                           opponent=model, judge=model, max_rounds=3,
+    async def many(store: Any) -> int:
+        turns = 0
+        for i in range(runs_each):
+            for spec in REGISTRY.values():
+                result = await arun_config(_default_config(spec),
+                                           f"Question {i}: should the team adopt the plan?",
                                            store=store)
                 turns += len(result.turns)
-            return turns
+        return turns
 
+    with tempfile.TemporaryDirectory() as folder:
+        store = Store(f"sqlite:///{Path(folder) / 'bench.db'}")
         start = time.perf_counter()
-        turns = asyncio.run(many())
+        turns = asyncio.run(many(store))
         with_store = turns / (time.perf_counter() - start)
-
-        async def many_without_store() -> int:
-            turns = 0
-            for i in range(debates):
-                result = await arun_debate(f"Should team {i} adopt the plan?", proponent=model,
-                                           opponent=model, judge=model, max_rounds=3)
-                turns += len(result.turns)
-            return turns
-
         start = time.perf_counter()
-        turns = asyncio.run(many_without_store())
+        turns = asyncio.run(many(None))
         without_store = turns / (time.perf_counter() - start)
 
         # Overhead: a call through the engine minus the same model's bare ainvoke.
+        model = SimulatedChatModel()
         messages = [HumanMessage(content="Topic: x\n\nPresent your strongest opening argument.")]
 
         async def bare(n: int) -> float:
@@ -71,8 +69,9 @@ def bench_throughput(debates: int = 40) -> list[Row]:
     engine_per_call = 1 / with_store
     overhead_ms = max(0.0, (engine_per_call - bare_per_call) * 1000)
     overhead_no_store_ms = max(0.0, (1 / without_store - bare_per_call) * 1000)
+    every = f"{len(REGISTRY)} protocols' defaults x {runs_each}"
     return [
-        _row("engine throughput, debate on zero-latency simulated model, SQLite store",
+        _row(f"engine throughput, {every}, zero-latency simulated model, SQLite store",
              round(with_store, 1), "turns/s"),
         _row("engine throughput, same, no store", round(without_store, 1), "turns/s"),
         _row("engine overhead per call, with store (engine call - bare model call)",
@@ -81,37 +80,35 @@ def bench_throughput(debates: int = 40) -> list[Row]:
     ]
 
 
-def bench_panel(latency: float = 0.05, repeats: int = 5) -> list[Row]:
-    """A three-debater panel at `latency` per call: wall time vs critical path vs serial."""
-    try:
-        from engine.protocols.panel import arun_panel
-    except ImportError:
-        return [_row("panel wall time", float("nan"), "ms", note="panel not available")]
-    from engine.models import Seat
-    from engine.simulated import SimulatedChatModel
+def bench_critical_path(latency: float = 0.05, repeats: int = 5) -> list[Row]:
+    """Protocols whose calls run at once (their critical path is shorter than their calls):
+    wall time at `latency` per call against the critical path the registry declares."""
+    from engine.protocols import REGISTRY, arun_config, estimate
 
-    model = SimulatedChatModel(latency=latency)
-    seats = [Seat(n, model, persona=f"You are the {n.upper()} debater.")
-             for n in ("cautious", "creative", "literal")]
-    walls = []
-    for i in range(repeats):
-        start = time.perf_counter()
-        result = asyncio.run(arun_panel(f"Question {i}: should we adopt the plan?",
-                                        debaters=seats, critic=Seat("critic", model),
-                                        judge=Seat("judge", model)))
-        walls.append(time.perf_counter() - start)
-        calls = len(result.turns)
-    wall = statistics.median(walls) * 1000
-    critical = 4 * latency * 1000
-    serial = calls * latency * 1000
-    return [
-        _row(f"panel, 3 debaters, {calls} calls at {latency * 1000:.0f} ms: wall time",
-             round(wall, 1), "ms", f"within 10% of {critical:.0f} ms"),
-        _row("panel wall time / critical path (4 dependent phases)",
-             round(wall / critical, 3), "x", "<= 1.10"),
-        _row(f"panel wall time / calls one after another ({serial:.0f} ms)",
-             round(wall / serial, 3), "x"),
-    ]
+    rows: list[Row] = []
+    for spec in REGISTRY.values():
+        config = _default_config(spec, latency)
+        cost = estimate(config)
+        if cost["waves"] >= cost["calls"]:
+            continue  # one call after another: nothing to overlap
+        walls = []
+        for i in range(repeats):
+            start = time.perf_counter()
+            asyncio.run(arun_config(config, f"Question {i}: should we adopt the plan?"))
+            walls.append(time.perf_counter() - start)
+        wall = statistics.median(walls) * 1000
+        critical = cost["waves"] * latency * 1000
+        serial = cost["calls"] * latency * 1000
+        rows += [
+            _row(f"{spec.name}, default seats, {cost['calls']} calls at {latency * 1000:.0f} ms:"
+                 " wall time", round(wall, 1), "ms", f"within 10% of {critical:.0f} ms"),
+            _row(f"{spec.name} wall time / critical path ({cost['waves']} call"
+                 f"{'s' if cost['waves'] != 1 else ''} deep)",
+                 round(wall / critical, 3), "x", "<= 1.10"),
+            _row(f"{spec.name} wall time / calls one after another ({serial:.0f} ms)",
+                 round(wall / serial, 3), "x"),
+        ]
+    return rows
 
 
 def bench_reliability(soak_runs: int = 500, writers: int = 4, runs_each: int = 250
@@ -143,25 +140,17 @@ def bench_reliability(soak_runs: int = 500, writers: int = 4, runs_each: int = 2
     ]
 
 
-OPTIONAL = (("engine.bench.dashboard", "bench_dashboard"), ("engine.bench.experiments",
-                                                     "bench_experiments"))
-
-
 def collect(quick: bool = False, only: list[str] | None = None) -> list[Row]:
-    sections: list[tuple[str, Any]] = [
-        ("throughput", lambda: bench_throughput(10 if quick else 40)),
-        ("panel", lambda: bench_panel(repeats=2 if quick else 5)),
+    from engine.bench.dashboard import bench_dashboard
+    from engine.bench.experiments import bench_experiments
+
+    sections: list[tuple[str, Callable[[], list[Row]]]] = [
+        ("throughput", lambda: bench_throughput(2 if quick else 8)),
+        ("critical-path", lambda: bench_critical_path(repeats=2 if quick else 5)),
         ("reliability", lambda: bench_reliability(60, 4, 25) if quick else bench_reliability()),
+        ("dashboard", lambda: bench_dashboard(n=1000 if quick else 10000)),
+        ("experiments", lambda: bench_experiments(runs=20 if quick else 200)),
     ]
-    for module_name, function_name in OPTIONAL:
-        try:
-            function = getattr(importlib.import_module(module_name), function_name)
-        except (ImportError, AttributeError):
-            continue
-        size = {"bench_dashboard": {"n": 1000 if quick else 10000},
-                "bench_experiments": {"runs": 20 if quick else 200}}[function_name]
-        sections.append((function_name.removeprefix("bench_"),
-                         lambda f=function, s=size: f(**s)))
     rows: list[Row] = []
     for name, run in sections:
         if only and not any(o in name for o in only):

@@ -138,7 +138,8 @@ async def arun_config(config: RunConfig | Mapping[str, Any], question: str,
 
 
 def estimate(config: RunConfig | Mapping[str, Any]) -> dict[str, int]:
-    """Preflight: the calls a configuration makes when nothing fails, and a token estimate."""
+    """Preflight: the calls a configuration makes when nothing fails, the calls on its critical
+    path (`waves`: how many call latencies it takes), and a token estimate."""
     config = RunConfig.parse(config)
     spec = get_protocol(config.protocol)
     kwargs = seats_from_config(spec, config)
@@ -147,7 +148,7 @@ def estimate(config: RunConfig | Mapping[str, Any]) -> dict[str, int]:
              for slot in spec.slots}
     options = {o.name: kwargs.get(o.name, o.default) for o in spec.options}
     calls = spec.estimate_calls(options, sizes)
-    return {"calls": calls, "tokens": calls * 600}
+    return {"calls": calls, "waves": spec.waves(options, sizes), "tokens": calls * 600}
 
 
 __all__ = ["resolve_config", "metrics_of", "arun_config", "estimate", "seats_from_config", "check_options", "REGISTRY",

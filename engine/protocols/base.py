@@ -79,6 +79,15 @@ class ProtocolSpec(Generic[R]):
     phases: tuple[str, ...] = field(default_factory=tuple)
     rounds_option: str | None = None  # the option the CLI's --rounds sets (None: no rounds)
     color: str = "#607d8b"  # the protocol's colour in charts that put protocols side by side
+    # Calls that must wait for one another when nothing fails (the critical path, in calls):
+    # a run takes about this many call latencies. None: every call waits for the one before.
+    estimate_waves: Callable[[Mapping[str, Any], Mapping[str, int]], int] | None = None
+
+    def waves(self, options: Mapping[str, Any], sizes: Mapping[str, int]) -> int:
+        """The critical path in calls (see `estimate_waves`)."""
+        if self.estimate_waves is None:
+            return self.estimate_calls(options, sizes)
+        return self.estimate_waves(options, sizes)
 
     def read_result(self, dump: Mapping[str, Any] | None) -> R | None:
         """A stored result dump as this protocol's typed result; None when it is missing or

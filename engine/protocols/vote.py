@@ -124,5 +124,6 @@ SPEC = ProtocolSpec(
                 help="each answers once, independently"),),
     options=(), templates=TEMPLATES,
     estimate_calls=lambda options, seats: int(seats.get("voters", 3)),
+    estimate_waves=lambda options, seats: 1,  # every voter at once
     insights=_insights, result_type=VoteResult, summary=_summary, outcome=_outcome, signals=_signals, view=_view,
     phases=("propose",), color="#00897b")
