@@ -3,17 +3,21 @@
 Pure Python (never imports streamlit). Every `run_*` is a synchronous wrapper over an
 `arun_*` coroutine with the same arguments.
 """
-from engine.models import ConfigError, RunResult, Seat, Turn
 from engine.llm.providers import get_model
-from engine.store import Store
+from engine.models import ConfigError, RunResult, Seat, Turn
 from engine.protocols import REGISTRY, get_protocol, prompt_templates
 from engine.protocols.debate import DebateResult, DebateRound, arun_debate, run_debate
-from engine.protocols.peer_review import (PeerReviewIteration, PeerReviewResult, arun_peer_review,
-                                    run_peer_review)
-from engine.protocols.roundtable import Exchange, RoundtableResult, arun_roundtable, run_roundtable
 from engine.protocols.duel import DuelResult, arun_duel, run_duel
 from engine.protocols.panel import PanelResult, arun_panel, run_panel
+from engine.protocols.peer_review import (
+                                    PeerReviewIteration,
+                                    PeerReviewResult,
+                                    arun_peer_review,
+                                    run_peer_review,
+)
+from engine.protocols.roundtable import Exchange, RoundtableResult, arun_roundtable, run_roundtable
 from engine.protocols.vote import VoteResult, arun_vote, run_vote
+from engine.store import Store
 
 __all__ = [
     "ConfigError", "RunResult", "Seat", "Turn", "get_model", "Store", "REGISTRY",

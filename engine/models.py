@@ -1,7 +1,7 @@
 """Values shared by every protocol: seats, turns, the error users fix, and the result base."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -57,7 +57,7 @@ def model_spec(model: Any) -> str:
 
 
 def now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class Turn(BaseModel):

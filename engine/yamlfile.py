@@ -53,7 +53,9 @@ class _BoundedLoader(yaml.SafeLoader):
             if self._depth > MAX_DEPTH + 1:  # +1: a scalar leaf is not a level of nesting
                 raise _Limit(f"the YAML nests deeper than {MAX_DEPTH} levels",
                              self.peek_event().start_mark)
-            return super().compose_node(parent, index)
+            node = super().compose_node(parent, index)
+            assert node is not None  # only None at the end of the stream, never inside a node
+            return node
         finally:
             self._depth -= 1
 

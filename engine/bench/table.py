@@ -1,4 +1,5 @@
-"""`python -m engine bench`: the benchmark table. Figures are measured here, never asserted in tests.
+"""`python -m engine bench`: the benchmark table. Figures are measured here, never asserted in
+tests.
 
 Rows: engine throughput and per-call overhead on a zero-latency simulated model (with the
 store), the wall time of every protocol that runs calls at once against the critical path its
@@ -11,8 +12,8 @@ import asyncio
 import statistics
 import tempfile
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import HumanMessage

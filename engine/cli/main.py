@@ -11,8 +11,8 @@ import re
 import signal
 import sys
 import threading
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
 
 from engine.models import ConfigError
 from engine.text import csv_cell, terminal_safe
@@ -22,7 +22,7 @@ _JSON_UNSAFE = re.compile("[\x7f-\x9f\ud800-\udfff\u2028\u2029]")
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
+    def error(self, message: str) -> NoReturn:  # one line, exit 2
         sys.stderr.write(f"error: {message} (see python -m engine --help)\n")
         raise SystemExit(2)
 
@@ -368,7 +368,7 @@ def _on_sigterm(_signum: int, _frame: Any) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    handler = COMMANDS.get(args.command) or getattr(args, "handler", None)
+    handler: Callable[[argparse.Namespace], int] = COMMANDS.get(args.command) or args.handler
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
     try:

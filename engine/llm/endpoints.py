@@ -207,7 +207,7 @@ class EndpointRegistry:
 
     @classmethod
     def from_settings(cls, environ: Mapping[str, Any], secrets: Mapping[str, Any] | None = None,
-                      allow_free_urls: bool = True) -> "EndpointRegistry":
+                      allow_free_urls: bool = True) -> EndpointRegistry:
         """Endpoints from `PARLEY_ENDPOINTS` (JSON), `[endpoints.NAME]` in secrets, and the
         providers' own URLs (`OPENAI_BASE_URL`, `OLLAMA_HOST`)."""
         registry = cls(allow_free_urls=allow_free_urls, environ=environ, secrets=secrets)
@@ -335,11 +335,11 @@ class EndpointRegistry:
             if base_url or trusted_url:
                 raise ConfigError("give a model either ?endpoint=NAME or a base_url, not both",
                                   "input")
-            found = self.get(str(endpoint).strip())
-            if found.provider != provider:
-                raise ConfigError(f"endpoint {found.name!r} serves {found.provider} models, "
+            named = self.get(str(endpoint).strip())
+            if named.provider != provider:
+                raise ConfigError(f"endpoint {named.name!r} serves {named.provider} models, "
                                   f"not {provider}", "input")
-            return Route(found.base_url, self.key_for(found), f"endpoint={found.name}")
+            return Route(named.base_url, self.key_for(named), f"endpoint={named.name}")
         if trusted_url:
             url = check_url(trusted_url)
             found = self.by_url(url, provider)

@@ -102,8 +102,8 @@ def get_model(spec: str = "simulated", *, endpoints: Any = None,
             refuse_secret(f"model spec {kind}:{name}", key)
     if kind == "simulated":
         from engine.simulated import SimulatedChatModel
-        options = {**query, **params}
-        return SimulatedChatModel.from_options(options, spec=spec if not params else None)
+        return SimulatedChatModel.from_options({**query, **params},
+                                               spec=spec if not params else None)
     if kind not in PROVIDERS:
         raise ConfigError(f"unknown model spec {spec!r}; {SPEC_HELP}", "no_model")
     if not name:
@@ -130,14 +130,14 @@ def get_model(spec: str = "simulated", *, endpoints: Any = None,
         options.pop("max_retries", None)
     else:
         options.setdefault("max_retries", 0)  # Parley's guarded calls own retries
-        key = options.pop("api_key", None) or route.key
-        if not key and route.base_url:
-            key = "not-needed"  # local OpenAI-compatible servers accept any key
-        if not key:
+        api_key = options.pop("api_key", None) or route.key
+        if not api_key and route.base_url:
+            api_key = "not-needed"  # local OpenAI-compatible servers accept any key
+        if not api_key:
             raise ConfigError(f"{kind}:{name} needs an API key: set {key_var} in the environment "
                               "or .streamlit/secrets.toml, or use a registered endpoint "
                               f"({kind}:MODEL?endpoint=NAME)", "no_model")
-        options["api_key"] = key
+        options["api_key"] = api_key
         if kind == "openai" and "http_async_client" not in options \
                 and "openai_proxy" not in options:
             options["http_async_client"] = _loop_safe_async_client()
@@ -174,7 +174,7 @@ def resolve_model(model: Any, temperature: float | None = None, endpoints: Any =
         if len(model) > NAME_MAX or "\x00" in model:
             raise ConfigError(f"a model spec may have at most {NAME_MAX} characters and no "
                               f"NUL, got {len(model)} characters", "limit")
-        params = {"temperature": temperature} if temperature is not None else {}
+        params: dict[str, Any] = {"temperature": temperature} if temperature is not None else {}
         if model.strip().lower().startswith("simulated"):
             params = {}
         return get_model(model, endpoints=endpoints, **params)

@@ -6,12 +6,10 @@ from typing import Any
 
 from engine.config import RunConfig, SeatSpec
 from engine.models import ConfigError, RunResult, Seat
-from engine.protocols.templates import Template
-from engine.protocols import debate, peer_review
-from engine.protocols import duel, roundtable
-from engine.protocols import panel, vote
+from engine.protocols import debate, duel, panel, peer_review, roundtable, vote
 from engine.protocols.base import Option, ProtocolSpec, Slot, run_sync
 from engine.protocols.checks import require_int
+from engine.protocols.templates import Template
 
 REGISTRY: dict[str, ProtocolSpec[Any]] = {
     spec.name: spec for spec in (
@@ -151,6 +149,6 @@ def estimate(config: RunConfig | Mapping[str, Any]) -> dict[str, int]:
     return {"calls": calls, "waves": spec.waves(options, sizes), "tokens": calls * 600}
 
 
-__all__ = ["resolve_config", "metrics_of", "arun_config", "estimate", "seats_from_config", "check_options", "REGISTRY",
-           "ProtocolSpec", "Slot", "Option", "Template", "get_protocol", "prompt_templates",
-           "run_sync"]
+__all__ = ["resolve_config", "metrics_of", "arun_config", "estimate", "seats_from_config",
+           "check_options", "REGISTRY", "ProtocolSpec", "Slot", "Option", "Template",
+           "get_protocol", "prompt_templates", "run_sync"]

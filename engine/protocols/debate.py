@@ -3,25 +3,25 @@ from __future__ import annotations
 
 import time
 from datetime import timedelta
-from typing import Any
+from typing import Any, Unpack
 
 from pydantic import BaseModel, computed_field
 
 from engine.analysis import parse_sections, read_confidence
-from engine.llm.calls import RunContext
-from typing import Unpack
-
 from engine.config import RunKwargs
+from engine.llm.calls import RunContext
 from engine.models import ConfigError, RunResult, Seat, Signals
 from engine.protocols.base import Option, ProtocolSpec, Slot, execute, run_sync, split_run_options
-from engine.protocols.checks import (ROUNDS_MAX, require_int, require_seat, require_text,
-                                     unique_names)
+from engine.protocols.checks import (
+    ROUNDS_MAX,
+    require_int,
+    require_seat,
+    require_text,
+    unique_names,
+)
 from engine.protocols.templates import Template, render
-from engine.reports.views import Block, warnings_block
-import pandas as pd
-
-from engine.reports.aggregate import completed, rate_by
-from engine.reports.views import Chart, InsightsData, Section
+from engine.reports.aggregate import completed, numbers, rate_by
+from engine.reports.views import Block, Chart, InsightsData, Section, warnings_block
 
 ARGUMENT_ERROR = "Error: Unable to generate argument."
 COUNTER_ERROR = "Error: Unable to generate counter-argument."
@@ -95,7 +95,8 @@ class DebateResult(RunResult):
 
 def _transcript(rounds: list[DebateRound]) -> str:
     return "\n\n".join(f"Round {r.round_number}\nProponent: {r.proponent_argument}\n"
-                       f"Opponent: {r.opponent_argument}" for r in rounds) or "(no rounds were held)"
+                       f"Opponent: {r.opponent_argument}" for r in rounds
+                       ) or "(no rounds were held)"
 
 
 def _seconds(timeout: Any) -> float | None:
@@ -186,7 +187,8 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
                             confidence=confidence, duration=duration, warnings=warnings)
 
     options = {"max_rounds": max_rounds, "timeout": _seconds(timeout)}
-    return await execute("debate", topic, TEMPLATES, body, {"proponent": proponent, "opponent": opponent, "judge": judge},
+    return await execute("debate", topic, TEMPLATES, body,
+                         {"proponent": proponent, "opponent": opponent, "judge": judge},
                          options, run)
 
 
@@ -233,7 +235,7 @@ def _view(r: DebateResult) -> list[Block]:
 def _insights(data: InsightsData) -> Section:
     debates = completed(data.runs)
     confidence = debates[["group"]].assign(
-        confidence=pd.to_numeric(debates.get("m_judge_confidence"), errors="coerce")).dropna()
+        confidence=numbers(debates, "m_judge_confidence")).dropna()
     return Section("debate", "Debate", metrics=[
         ("Debates", f"{len(debates):,}"),
         ("Mean judge confidence", f"{confidence['confidence'].mean():.2f}"
@@ -256,6 +258,7 @@ SPEC = ProtocolSpec(
                     "round finishes and the judge always runs (empty: no limit)")),
     templates=TEMPLATES,
     estimate_calls=lambda options, seats: 2 * int(options.get("max_rounds", 3)) + 1,
-    insights=_insights, result_type=DebateResult, summary=_summary, outcome=_outcome, signals=_signals, view=_view,
+    insights=_insights,
+    result_type=DebateResult, summary=_summary, outcome=_outcome, signals=_signals, view=_view,
     phases=("argument", "counter-argument", "judge"), rounds_option="max_rounds",
     color="#1565c0")

@@ -9,20 +9,17 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from typing import Any, Literal
-
-from engine.llm.calls import RunContext
-from typing import Unpack
+from typing import Any, Literal, Unpack
 
 from engine.config import RunKwargs
+from engine.llm.calls import RunContext
 from engine.models import ConfigError, RunResult, Seat, Signals
-from engine.protocols.templates import Template, render
-from engine.reports.views import Block, warnings_block
-from engine.text import fold_name
 from engine.protocols.base import Option, ProtocolSpec, Slot, execute, run_sync, split_run_options
 from engine.protocols.checks import ROUNDS_MAX, require_int, require_seat, require_text
+from engine.protocols.templates import Template, render
 from engine.reports.aggregate import completed, counts_by, rate_by
-from engine.reports.views import Chart, InsightsData, Section
+from engine.reports.views import Block, Chart, InsightsData, Section, warnings_block
+from engine.text import fold_name
 
 MAX_ROUNDS = ROUNDS_MAX
 DEFAULT_ROLES = {"a": "optimist arguing in favor", "b": "skeptic arguing against"}
@@ -172,7 +169,8 @@ async def arun_duel(topic: str, *, a: Seat | Any, b: Seat | Any, rounds: int = 3
                           warnings=warnings, duration=time.monotonic() - start)
 
     options = {"rounds": rounds, "first": first, "converge": converge, "reply": reply}
-    return await execute("duel", topic, TEMPLATES, body, {"a": sides["a"], "b": sides["b"]}, options,
+    return await execute("duel", topic, TEMPLATES, body, {"a": sides["a"], "b": sides["b"]},
+                         options,
                          run)
 
 
@@ -235,5 +233,6 @@ SPEC = ProtocolSpec(
              Option("reply", "transcript", help='"transcript" or "last"')),
     templates=TEMPLATES,
     estimate_calls=lambda options, seats: 2 * int(options.get("rounds", 3)),
-    insights=_insights, result_type=DuelResult, summary=_summary, outcome=_outcome, signals=_signals, view=_view,
+    insights=_insights,
+    result_type=DuelResult, summary=_summary, outcome=_outcome, signals=_signals, view=_view,
     phases=("opening", "rebuttal"), rounds_option="rounds", color="#ef6c00")

@@ -16,24 +16,35 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from typing import Any
+from typing import Any, Unpack
 
-
-from engine.llm.calls import RunContext
-from typing import Unpack
-
+from engine.analysis.stances import (
+    Tally,
+    classify_changes,
+    derive_confidence,
+    detect_mind_changes,
+    normalize_stance,
+    tally,
+)
 from engine.config import RunKwargs
+from engine.llm.calls import RunContext
 from engine.models import ConfigError, Seat
-from engine.protocols.personas import CRITIC, JUDGE, PANEL_DEBATERS
-from engine.analysis.stances import (Tally, classify_changes, derive_confidence,
-                       detect_mind_changes, normalize_stance, tally)
-from engine.protocols.templates import Template, render
-from engine.text import fold_name
 from engine.protocols import panel_result as report
-from engine.protocols.panel_result import (Assessment, Critique, PanelResult, Rebuttal)
+from engine.protocols.ballots import (
+    MAX_DEBATERS,
+    PROPOSE,
+    Proposal,
+    need_stance,
+    propose,
+    require_seats,
+    text_value,
+)
 from engine.protocols.base import ProtocolSpec, Slot, execute, run_sync, split_run_options
 from engine.protocols.checks import require_seat, require_text
-from engine.protocols.ballots import (MAX_DEBATERS, PROPOSE, Proposal, need_stance, propose, require_seats, text_value)
+from engine.protocols.panel_result import Assessment, Critique, PanelResult, Rebuttal
+from engine.protocols.personas import CRITIC, JUDGE, PANEL_DEBATERS
+from engine.protocols.templates import Template, render
+from engine.text import fold_name
 
 MIN_DEBATERS = 2
 VERDICTS = ("sound", "flawed", "unsupported")
@@ -320,7 +331,8 @@ async def arun_panel(question: str, *, debaters: list[Seat | Any], critic: Seat 
             rationale=rationale, key_points=points, warnings=warnings,
             duration=time.monotonic() - start)
 
-    return await execute("panel", question, TEMPLATES, body, {"debaters": debaters, "critic": critic, "judge": judge}, {},
+    return await execute("panel", question, TEMPLATES, body,
+                         {"debaters": debaters, "critic": critic, "judge": judge}, {},
                          run)
 
 
@@ -347,4 +359,5 @@ SPEC = ProtocolSpec(
     estimate_calls=lambda options, seats: 2 * int(seats.get("debaters", 3)) + 2,
     estimate_waves=lambda options, seats: 4,  # propose (all at once), critique, rebuttal, synthesis
     result_type=PanelResult, summary=report.summary, outcome=report.outcome,
-    signals=report.signals, view=report.view, insights=report.insights, phases=("propose", "critique", "rebuttal", "synthesis"), color="#2e7d32")
+    signals=report.signals, view=report.view, insights=report.insights,
+    phases=("propose", "critique", "rebuttal", "synthesis"), color="#2e7d32")

@@ -9,11 +9,24 @@ from pydantic import BaseModel, Field
 
 from engine.analysis.stances import Confidence, Tally
 from engine.models import RunResult, Signals
-from engine.protocols.ballots import (Proposal, confidence_text, flow_block, tally_block,
-                                      tally_metrics, tally_outcome, tally_rows)
+from engine.protocols.ballots import (
+    Proposal,
+    confidence_text,
+    flow_block,
+    tally_block,
+    tally_metrics,
+    tally_outcome,
+    tally_rows,
+)
 from engine.reports.aggregate import completed, rate_by
-from engine.reports.ballots import (ballots_frame, correctness_flow_links, mind_change_by_label,
-                                    mind_change_rates, tally_charts, vote_flow_links)
+from engine.reports.ballots import (
+    ballots_frame,
+    correctness_flow_links,
+    mind_change_by_label,
+    mind_change_rates,
+    tally_charts,
+    vote_flow_links,
+)
 from engine.reports.views import Block, Chart, InsightsData, Section, warnings_block
 
 

@@ -2,24 +2,26 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Unpack
 
+import pandas as pd
 from pydantic import BaseModel
 
 from engine.analysis import is_approved, parse_sections
-from engine.llm.calls import RunContext
-from typing import Unpack
-
 from engine.config import RunKwargs
+from engine.llm.calls import RunContext
 from engine.models import RunResult, Seat, Signals
-from engine.protocols.templates import Template, render
-from engine.reports.views import Block, warnings_block
 from engine.protocols.base import Option, ProtocolSpec, Slot, execute, run_sync, split_run_options
-from engine.protocols.checks import ROUNDS_MAX, require_int, require_seat, require_text, unique_names
-import pandas as pd
-
-from engine.reports.aggregate import as_flag, completed, counts_by, rate_by
-from engine.reports.views import Chart, InsightsData, Section
+from engine.protocols.checks import (
+    ROUNDS_MAX,
+    require_int,
+    require_seat,
+    require_text,
+    unique_names,
+)
+from engine.protocols.templates import Template, render
+from engine.reports.aggregate import as_flag, completed, counts_by, numbers, rate_by
+from engine.reports.views import Block, Chart, InsightsData, Section, warnings_block
 
 REVIEW_UNAVAILABLE = "Review unavailable: "
 REVIEW_SECTIONS = ("APPROVED", "FEEDBACK", "STRENGTHS")
@@ -115,7 +117,8 @@ async def arun_peer_review(task: str, *, producer: Seat | Any, reviewer: Seat | 
                                 iterations=iterations, iterations_used=len(iterations),
                                 duration=time.monotonic() - start, warnings=warnings)
 
-    return await execute("peer-review", task, TEMPLATES, body, {"producer": producer, "reviewer": reviewer},
+    return await execute("peer-review", task, TEMPLATES, body,
+                         {"producer": producer, "reviewer": reviewer},
                          {"max_iterations": max_iterations}, run)
 
 
@@ -158,7 +161,7 @@ def _view(r: PeerReviewResult) -> list[Block]:
 def _insights(data: InsightsData) -> Section:
     reviews = completed(data.runs)
     approved = as_flag(reviews.get("m_approved", pd.Series(index=reviews.index, dtype=float)))
-    iterations = pd.to_numeric(reviews.get("m_iterations_used"), errors="coerce")
+    iterations = numbers(reviews, "m_iterations_used")
     outcome = [f"approved after {int(i)}" if a == 1 and i == i else "not approved"
                for a, i in zip(approved, iterations)]
     order = sorted({o for o in outcome if o != "not approved"},
@@ -183,5 +186,6 @@ SPEC = ProtocolSpec(
     options=(Option("max_iterations", 3, 1, ROUNDS_MAX, "drafts before giving up"),),
     templates=TEMPLATES,
     estimate_calls=lambda options, seats: 2 * int(options.get("max_iterations", 3)),
-    insights=_insights, result_type=PeerReviewResult, summary=_summary, outcome=_outcome, signals=_signals,
+    insights=_insights,
+    result_type=PeerReviewResult, summary=_summary, outcome=_outcome, signals=_signals,
     view=_view, phases=("draft", "review"), rounds_option="max_iterations", color="#6a1b9a")

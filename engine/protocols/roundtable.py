@@ -9,21 +9,18 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any
-
+from typing import Any, Unpack
 
 from engine.analysis.agreement import LEVELS, overlap_agreement
-from engine.llm.calls import RunContext
-from typing import Unpack
-
-from engine.config import RunKwargs
-from engine.models import ConfigError, Seat, model_spec
 from engine.analysis.stances import derive_confidence, tally
-from engine.protocols.templates import Template, render
+from engine.config import RunKwargs
+from engine.llm.calls import RunContext
+from engine.models import ConfigError, Seat, model_spec
 from engine.protocols import roundtable_result as report
-from engine.protocols.roundtable_result import Exchange, JudgeReading, RoundtableResult
 from engine.protocols.base import Option, ProtocolSpec, Slot, execute, run_sync, split_run_options
 from engine.protocols.checks import require_int, require_seat, require_text, unique_names
+from engine.protocols.roundtable_result import Exchange, JudgeReading, RoundtableResult
+from engine.protocols.templates import Template, render
 
 MAX_ROUNDS = 3
 MAX_AGENTS = 5
@@ -209,11 +206,11 @@ async def arun_roundtable(question: str, *, agents: list[Seat | Any], rounds: in
         stance_confidence = derive_confidence(stance_tally)
 
         warnings: list[tuple[str, str]] = []
-        for e in exchanges:
-            if e.degraded:
-                warnings.append(("degraded-turn", f"{e.agent}'s turn in round {e.round} gave "
-                                 f"nothing usable ({e.error}); it is kept empty and left out "
-                                 "of later prompts and the floor."))
+        for exchange in exchanges:
+            if exchange.degraded:
+                warnings.append(("degraded-turn", f"{exchange.agent}'s turn in round "
+                                 f"{exchange.round} gave nothing usable ({exchange.error}); it "
+                                 "is kept empty and left out of later prompts and the floor."))
         for name, e in last.items():
             if e is not None and e.stance is None:
                 warnings.append(("missing-stance", f"{name}'s last usable turn has no STANCE "
@@ -299,4 +296,5 @@ SPEC = ProtocolSpec(
                                            * int(seats.get("agents", 0))
                                            + int(seats.get("judge", 0))),
     result_type=RoundtableResult, summary=report.summary, outcome=report.outcome,
-    signals=report.signals, view=report.view, insights=report.insights, phases=("turn", "judge"), rounds_option="rounds", color="#c62828")
+    signals=report.signals, view=report.view, insights=report.insights, phases=("turn", "judge"),
+    rounds_option="rounds", color="#c62828")

@@ -15,16 +15,24 @@ from engine.analysis.stances import Confidence, Tally, derive_confidence, tally
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
 from engine.models import RunResult, Seat, Signals
-from engine.protocols.ballots import (MAX_DEBATERS, PROPOSE, Proposal, confidence_text, propose,
-                                      require_seats, tally_block, tally_metrics, tally_outcome,
-                                      tally_rows)
+from engine.protocols.ballots import (
+    MAX_DEBATERS,
+    PROPOSE,
+    Proposal,
+    confidence_text,
+    propose,
+    require_seats,
+    tally_block,
+    tally_metrics,
+    tally_outcome,
+    tally_rows,
+)
 from engine.protocols.base import ProtocolSpec, Slot, execute, run_sync, split_run_options
 from engine.protocols.checks import require_text
 from engine.protocols.personas import PANEL_DEBATERS
-from engine.reports.views import Block, warnings_block
 from engine.reports.aggregate import completed
 from engine.reports.ballots import tally_charts
-from engine.reports.views import InsightsData, Section
+from engine.reports.views import Block, InsightsData, Section, warnings_block
 
 TEMPLATES = {"propose": PROPOSE}
 
@@ -47,7 +55,8 @@ class VoteResult(RunResult):
         return self.tally.winner
 
 
-async def arun_vote(question: str, *, voters: list[Seat | Any], **kw: Unpack[RunKwargs]) -> VoteResult:
+async def arun_vote(question: str, *, voters: list[Seat | Any], **kw: Unpack[RunKwargs]
+                    ) -> VoteResult:
     """Each voter answers once with the panel's proposal prompt; the stances are tallied.
 
     A voter whose call fails or whose stance cannot be read abstains (counted in `total`).
@@ -125,5 +134,6 @@ SPEC = ProtocolSpec(
     options=(), templates=TEMPLATES,
     estimate_calls=lambda options, seats: int(seats.get("voters", 3)),
     estimate_waves=lambda options, seats: 1,  # every voter at once
-    insights=_insights, result_type=VoteResult, summary=_summary, outcome=_outcome, signals=_signals, view=_view,
+    insights=_insights,
+    result_type=VoteResult, summary=_summary, outcome=_outcome, signals=_signals, view=_view,
     phases=("propose",), color="#00897b")

@@ -1,7 +1,13 @@
 """Question sets: the bundled ones (with provenance) and question files users upload."""
-from engine.questions.bundled import (DEFINITE, DEMO, OPEN, QUESTION_SETS, Question, lookup)
-from engine.questions.files import (Item, bundled_sets, from_records, load_bundled, load_file,
-                                    parse_questions)
+from engine.questions.bundled import DEFINITE, DEMO, OPEN, QUESTION_SETS, Question, lookup
+from engine.questions.files import (
+                                    Item,
+                                    bundled_sets,
+                                    from_records,
+                                    load_bundled,
+                                    load_file,
+                                    parse_questions,
+)
 
 __all__ = ["DEFINITE", "DEMO", "OPEN", "QUESTION_SETS", "Question", "lookup", "Item",
            "bundled_sets", "from_records", "load_bundled", "load_file", "parse_questions"]

@@ -37,6 +37,13 @@ def completed(runs: pd.DataFrame) -> pd.DataFrame:
     return runs[runs["status"] == "completed"]
 
 
+def numbers(runs: pd.DataFrame, column: str) -> pd.Series:
+    """A column as numbers (anything else, or a column the frame lacks, as NaN)."""
+    if column not in runs:
+        return pd.Series(float("nan"), index=runs.index, dtype=float)
+    return pd.to_numeric(runs[column], errors="coerce")
+
+
 def as_flag(values: pd.Series) -> pd.Series:
     """Booleans (or 0/1) as floats, anything else (missing) as NaN."""
     return values.map(lambda v: float(v) if isinstance(v, (bool, int, float)) and v == v

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 import pandas as pd
 
 from engine.analysis.stances import normalize_stance
-from engine.reports.aggregate import counts_by, mean_by, rate_by
+from engine.reports.aggregate import counts_by, mean_by, numbers, rate_by
 from engine.reports.views import ABSTAINED, NO_LABEL, Chart
 
 BALLOT_COLUMNS = ["id", "group", "seat", "before", "after", "changed", "kind", "first_winner",
@@ -32,15 +32,17 @@ def ballots_frame(frame: pd.DataFrame, before_key: str = "first_round",
     for run_id, label, expected, result in zip(frame["id"].tolist(), labels.tolist(),
                                                frame["expected"].tolist(),
                                                frame["result"].tolist()):
-        first, final = (result or {}).get(before_key), (result or {}).get(after_key)
+        if not isinstance(result, Mapping):
+            continue  # no stored result (a run that did not complete)
+        first, final = result.get(before_key), result.get(after_key)
         if not (is_tally(first) and is_tally(final)):
             continue
         before, after = first.get("ballots") or {}, final.get("ballots") or {}
         if not (isinstance(before, Mapping) and isinstance(after, Mapping)):
             continue  # a stored result of another shape (hand-edited): left out
         measured = result.get("mind_changes")
-        kinds = result.get("change_kinds") if isinstance(result.get("change_kinds"),
-                                                         Mapping) else {}
+        stored_kinds = result.get("change_kinds")
+        kinds: Mapping[str, Any] = stored_kinds if isinstance(stored_kinds, Mapping) else {}
         for seat in dict.fromkeys([*before, *after]):
             changed = (seat in measured if isinstance(measured, (list, tuple))
                        else before.get(seat) != after.get(seat))
@@ -57,7 +59,7 @@ def _ballot(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def is_tally(value: Any) -> bool:
+def is_tally(value: Any) -> TypeGuard[Mapping[str, Any]]:
     """A stored tally: a mapping with `counts`."""
     return isinstance(value, Mapping) and isinstance(value.get("counts"), Mapping)
 
@@ -140,8 +142,7 @@ def mind_change_by_label(panels: pd.DataFrame) -> pd.DataFrame:
     data = panels[["group"]].assign(
         debaters=pd.to_numeric(panels["m_debaters"], errors="coerce"),
         changes=pd.to_numeric(panels["m_mind_changes"], errors="coerce"),
-        claimed=pd.to_numeric(panels.get("m_claimed_changes"), errors="coerce")
-        if "m_claimed_changes" in panels else float("nan"))
+        claimed=numbers(panels, "m_claimed_changes"))
     data = data.dropna(subset=["debaters", "changes"])
     data = data[data["debaters"] > 0]
     if data.empty:

@@ -8,7 +8,7 @@ times faster than growing a figure with `update_layout` (it matters with 20 char
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -238,9 +238,9 @@ def box(stats: pd.DataFrame, x: str = "group", color: str | None = None, title: 
                    yaxis={"title": {"text": y_title}, "rangemode": "tozero"})
 
 
-BUILDERS = {"timeline": timeline, "tally_bar": tally_bar, "sankey": sankey,
-            "seat_usage": seat_usage, "rate_bar": rate_bar, "stacked_counts": stacked_counts,
-            "histogram": histogram, "box": box}
+BUILDERS: dict[str, Callable[..., go.Figure]] = {
+    "timeline": timeline, "tally_bar": tally_bar, "sankey": sankey, "seat_usage": seat_usage,
+    "rate_bar": rate_bar, "stacked_counts": stacked_counts, "histogram": histogram, "box": box}
 
 
 def figure(chart: Any) -> go.Figure:

@@ -8,13 +8,23 @@ a bound parameter. Nothing here draws (that is `charts`) or imports streamlit.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import pandas as pd
 
 from engine.protocols import REGISTRY
-from engine.reports.aggregate import (RUN_COLUMNS, as_flag, completed, counts_by, flatten,
-                                      mean_by, rate_by, side_by_side, spread_by)
+from engine.reports.aggregate import (
+    RUN_COLUMNS,
+    as_flag,
+    completed,
+    counts_by,
+    flatten,
+    mean_by,
+    rate_by,
+    side_by_side,
+    spread_by,
+)
 from engine.reports.ballots import flow_links
 from engine.reports.runs import Filters, protocol_titles
 from engine.reports.views import Chart, InsightsData, Section
@@ -97,8 +107,8 @@ def report(runs: pd.DataFrame, results: Results | None = None) -> list[Section]:
     own section (a protocol without runs gets only a note), accuracy, tokens and latency."""
     if runs.empty:
         return []
-    load = results or (lambda protocol: pd.DataFrame(columns=["id", "label", "expected",
-                                                              "result"]))
+    load: Results = results or (lambda protocol: pd.DataFrame(
+        columns=["id", "label", "expected", "result"]))
     sections = [overview_section(runs)]
     for name, spec in REGISTRY.items():
         if spec.insights is None:
@@ -108,5 +118,5 @@ def report(runs: pd.DataFrame, results: Results | None = None) -> list[Section]:
             sections.append(Section(name, spec.title, note=f"No completed "
                                     f"{spec.title.lower()} runs match these filters."))
             continue
-        sections.append(spec.insights(InsightsData(mine, lambda n=name: load(n))))
+        sections.append(spec.insights(InsightsData(mine, partial(load, name))))
     return sections + [accuracy_section(runs), cost_section(runs)]

@@ -24,6 +24,7 @@ from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackMana
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import PrivateAttr
 
 from engine import questions as bank
 
@@ -110,7 +111,7 @@ def read_prompt(messages: list[BaseMessage]) -> Prompt:
 def _options_for(question: str) -> tuple[bank.Question | None, list[str]]:
     known = bank.lookup(question)
     if known is not None:
-        if known.definite:
+        if known.expected is not None:
             return known, [known.expected, *known.lures]
         return known, list(known.options)
     arithmetic = re.search(r"(-?\d+(?:\.\d+)?)\s*([-+*/x×])\s*(-?\d+(?:\.\d+)?)", question)
@@ -194,10 +195,13 @@ class SimulatedChatModel(BaseChatModel):
     malformed: float = 0.0
     hang: float = 30.0
     parley_spec: str = "simulated"
+    # Fault draws count attempts per prompt (a retry may succeed), shared by concurrent calls.
+    _attempts: dict[int, int] = PrivateAttr(default_factory=dict)
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     @classmethod
     def from_options(cls, options: dict[str, Any], spec: str | None = None
-                     ) -> "SimulatedChatModel":
+                     ) -> SimulatedChatModel:
         from engine.models import ConfigError
         known = {"seed", "latency", "hang", *FAULTS}
         unknown = sorted(set(options) - known)
@@ -225,13 +229,9 @@ class SimulatedChatModel(BaseChatModel):
     def _llm_type(self) -> str:
         return "parley-simulated"
 
-    def __init__(self, **kw: Any):
-        super().__init__(**kw)
-        object.__setattr__(self, "_attempts", {})
-        object.__setattr__(self, "_lock", threading.Lock())
-
     def _fault(self, messages: list[BaseMessage]) -> str | None:
         rates = [(name, getattr(self, name)) for name in FAULTS if getattr(self, name) > 0]
+
         if not rates:
             return None
         key = stable_int(*(m.content for m in messages))

@@ -24,8 +24,15 @@ import re
 from collections import Counter
 from typing import Any
 
-from engine.simulated.model import Prompt, _options_for, correct_answer, position, reason, stable_int
 from engine.analysis.stances import normalize_stance
+from engine.simulated.model import (
+    Prompt,
+    _options_for,
+    correct_answer,
+    position,
+    reason,
+    stable_int,
+)
 
 _PROPOSAL = re.compile(r"^\[(?P<name>[^\]\n]+)\] stance: (?P<stance>.*)$", re.M)
 _OWN = re.compile(r"^Your proposal's stance:[ \t]*(.*)$", re.M)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import random
 import re
+
 from engine.simulated.model import Prompt, stable_int
+
 
 def _rng(seed: int, prompt: Prompt, *extra: object) -> random.Random:
     return random.Random(stable_int(seed, prompt.system, prompt.user, *extra))
