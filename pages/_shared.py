@@ -74,6 +74,10 @@ def _leave_pages_directory_mode(first_run: bool) -> None:
     off, a rerun goes through app.py, which picks the same page from the address. Only a
     session's first run is rerun, so no click is ever dropped (AppTest sets the flag again
     before every run and runs pages on their own, which works too).
+
+    The flag is private: Streamlit has no supported switch, and its own advice (rename the
+    folder) would break DESIGN's `pages/`. tests/test_pages_directory.py pins that the flag
+    exists and that a fresh server's first visit to a deep link gets the whole app.
     """
     from streamlit.runtime.pages_manager import PagesManager
     if PagesManager.uses_pages_directory:
