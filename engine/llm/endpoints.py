@@ -373,16 +373,14 @@ def _url_suffix(url: str) -> str:
 
 def _table(value: Any, where: str) -> dict[str, Any]:
     if not isinstance(value, Mapping):
-        raise ConfigError(f"{where} must map endpoint names to tables with base_url",
-                          "input")
+        raise ConfigError(f"{where} must map endpoint names to tables with base_url", "input")
     return {str(k): v for k, v in value.items()}
 
 
 def _endpoint(name: str, entry: Any, origin: str) -> Endpoint:
     where = f"endpoint {name!r} ({'secrets.toml' if origin == 'secrets' else ENDPOINTS_VAR})"
     if not _NAME.fullmatch(name):
-        raise ConfigError(f"{where}: a name is 1..64 letters, digits, '.', '_' or '-'",
-                          "input")
+        raise ConfigError(f"{where}: a name is 1..64 letters, digits, '.', '_' or '-'", "input")
     if not isinstance(entry, Mapping):
         raise ConfigError(f"{where} must be a table with base_url", "input")
     unknown = sorted(str(k) for k in entry if k not in _ENDPOINT_FIELDS)
