@@ -416,10 +416,10 @@ def test_simulated_devil_dissents_and_synthesiser_converges(seed):
 
 
 def test_simulated_judge_helper_reads_the_final_stances():
-    """`sim_turns.roundtable_judge` answers the judge's keys (sim_panel's JSON path may use it)."""
+    """`statements.stance_judge` answers the judge's keys (sim_panel's JSON path may use it)."""
     from engine.llm.calls import to_messages
     from engine.simulated import read_prompt
-    from engine.simulated.turns import roundtable_judge
+    from engine.simulated.statements import stance_judge
     model = "simulated?seed=0"
     agents = [Seat(n, model, role=r) for n, r in (("Ada", "proposer"), ("Bo", "critic"),
                                                   ("Cy", "devil_advocate"),
@@ -429,7 +429,7 @@ def test_simulated_judge_helper_reads_the_final_stances():
     prompt = read_prompt(to_messages(judge_turn.messages[:1]))
     assert prompt.json_keys == ["agreement_level", "dominant_position", "dissenting_views",
                                 "rationale"]
-    reading = roundtable_judge(prompt, 0)
+    reading = stance_judge(prompt, 0)
     assert reading["agreement_level"] in ("none", "weak", "moderate", "strong")
     assert reading["dominant_position"] == result.stance_tally.winner
     assert set(reading["dissenting_views"]) == set(result.stance_tally.counts) - {

@@ -10,7 +10,7 @@ from engine import run_panel, run_vote
 from engine.protocols.personas import CAUTIOUS, CREATIVE, panel_seats
 from engine.protocols.panel import TEMPLATES
 from engine.questions import DEFINITE, DEMO, OPEN, QUESTION_SETS, lookup
-from engine.simulated.panel import json_reply
+from engine.simulated.ballots import json_reply
 from engine.simulated import SimulatedChatModel, read_prompt
 from engine.analysis.stances import normalize_stance
 

@@ -1,11 +1,13 @@
-"""The simulated model's prose replies: debate sides and judge, peer review, labelled sections,
-roundtable turns with a `STANCE:` line, and duel statements (which sometimes concede)."""
+"""The simulated model's prose replies: argument sides and judge, drafts and reviews,
+labelled sections, turns with a `STANCE:` line, and a side's statements (which may
+concede)."""
 from __future__ import annotations
 
 import random
 import re
 
-from engine.simulated.model import Prompt, stable_int
+from engine.simulated.statements import side_statement, stance_turn
+from engine.simulated.world import Prompt, stable_int
 
 
 def _rng(seed: int, prompt: Prompt, *extra: object) -> random.Random:
@@ -48,15 +50,15 @@ def sections_reply(prompt: Prompt, seed: int) -> str:
 
 
 def text_reply(prompt: Prompt, seed: int) -> str:
-    """Prose for a prompt that asks for no JSON (sections, stance line, duel or free text)."""
-    from engine.simulated.turns import duel_reply, roundtable_reply
+    """Prose for a prompt that asks for no JSON (sections, a stance line, a side's statement or
+    free text)."""
     if prompt.wants_stance:
-        return roundtable_reply(prompt, seed)
+        return stance_turn(prompt, seed)
     if prompt.sections:
         return sections_reply(prompt, seed)
     lowered = prompt.user.lower()
     if "your opponent just said" in lowered or "opening statement" in lowered:
-        return duel_reply(prompt, seed)
+        return side_statement(prompt, seed)
     rng = _rng(seed, prompt)
     q = prompt.question or "the question"
     if "revise" in lowered or "previous draft" in lowered:

@@ -1,9 +1,9 @@
-"""The simulated model's JSON replies: it plays the persona panel (seed 002) convincingly.
+"""The simulated model's JSON replies: proposals, critiques, rebuttals and syntheses.
 
 A prompt's phase is read from the keys it asks for: `assessments` is the critique,
 `changed_mind` a rebuttal, `stance` a proposal, `answer` with `key_points` or `rationale` the
 judge's synthesis; any other JSON prompt gets a reply filled by key name. What it reads from
-the panel's prompts (see `protocols/panel.py`):
+the prompts that ask for them:
 
 - proposals as `[name] stance: X` lines (critique, rebuttal and synthesis prompts);
 - `Your proposal's stance: X` and `Critic's verdict on your proposal: V` (rebuttal);
@@ -25,7 +25,8 @@ from collections import Counter
 from typing import Any
 
 from engine.analysis.stances import normalize_stance
-from engine.simulated.model import (
+from engine.simulated.statements import stance_judge
+from engine.simulated.world import (
     Prompt,
     _options_for,
     correct_answer,
@@ -57,7 +58,7 @@ _OPEN_REASONS = {
 
 
 def _rng(seed: int, *parts: Any) -> random.Random:
-    return random.Random(stable_int(seed, "panel", *parts))
+    return random.Random(stable_int(seed, "ballot", *parts))
 
 
 def _same(a: str | None, b: str | None) -> bool:
@@ -208,7 +209,7 @@ def synthesis_reply(prompt: Prompt, seed: int) -> dict[str, Any]:
                   "critique")
     if "tied" in prompt.user:
         points.append("the vote is tied; the leading stance wins only by the tie-break")
-    rationale = (f"The panel's final positions favour {answer}; the critique was answered "
+    rationale = (f"The final positions favour {answer}; the critique was answered "
                  "and the remaining arguments do not overturn it.")
     return {"answer": answer, "rationale": rationale, "key_points": points}
 
@@ -237,8 +238,7 @@ def json_reply(prompt: Prompt, seed: int) -> dict[str, Any]:
     """The JSON object the simulated model answers with, chosen by the keys asked for."""
     keys = {k.lower() for k in prompt.json_keys}
     if "agreement_level" in keys:
-        from engine.simulated.turns import roundtable_judge
-        return roundtable_judge(prompt, seed)
+        return stance_judge(prompt, seed)
     if "assessments" in keys:
         return critique_reply(prompt, seed)
     if "changed_mind" in keys and "stance" in keys:

@@ -1,13 +1,13 @@
-"""The simulated model's roundtable turns (ending in a `STANCE:` line) and duel statements.
+"""The simulated model's turns that end in a `STANCE:` line, and a side's statements.
 
-Roundtable: the role comes from the system prompt's first line (`You are NAME, ROLE.`) and the
+Stance turns: the role comes from the system prompt's first line (`You are NAME, ROLE.`) and the
 earlier turns from the prompt's transcript. A proposer or critic states its own (seeded)
 position; a devil's advocate takes a stance different from the earlier majority and words it in
 its own, contrarian vocabulary; a synthesiser adopts the most common earlier stance in the
 wording every holder of that stance uses, so the lexical floor sees the agreement; a verifier
 checks the claims and backs the known answer (or the majority). In later rounds an agent in the
-minority sometimes comes round to the majority. Duel: each side argues its role and sometimes
-concedes with `AGREED`. Everything is seeded and reproducible.
+minority sometimes comes round to the majority. Side statements: each side argues its role
+and sometimes concedes with `AGREED`. Everything is seeded and reproducible.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import re
 from collections import Counter
 from typing import Any
 
-from engine.simulated.model import Prompt, _options_for, correct_answer, position, stable_int
+from engine.simulated.world import Prompt, _options_for, correct_answer, position, stable_int
 
 _STANCE_LINE = re.compile(r"^[ \t>#*_-]*STANCE[*_]*[ \t]*:[*_ \t]*(.*?)[*_ \t]*$", re.I | re.M)
 _HEADER = re.compile(r"^\[round (\d+)\] (.+?) \((.*)\):[ \t]*$", re.M)
@@ -59,7 +59,7 @@ def _stance_of(text: str) -> str | None:
 
 
 def _earlier(user: str) -> list[tuple[str, str]]:
-    """(agent, stance) for each earlier turn in a roundtable prompt's transcript, in order."""
+    """(agent, stance) for each earlier turn in a prompt's transcript, in order."""
     headers = list(_HEADER.finditer(user))
     turns = []
     for i, header in enumerate(headers):
@@ -92,7 +92,7 @@ def _grounds(seed: int, question: str, stance: str) -> str:
     return f"{first}, and {second}"
 
 
-def roundtable_role(system: str) -> tuple[str, str]:
+def seat_role(system: str) -> tuple[str, str]:
     """(name, role key) read from `You are NAME, ROLE.`; role key is one of devil, synthes,
     verif, critic, propos or participant."""
     found = _SELF.search(system)
@@ -103,16 +103,16 @@ def roundtable_role(system: str) -> tuple[str, str]:
     return found.group(1).strip(), role
 
 
-def roundtable_reply(prompt: Prompt, seed: int) -> str:
-    """A roundtable turn in the agent's role, ending with a `STANCE:` line."""
-    name, role = roundtable_role(prompt.system)
+def stance_turn(prompt: Prompt, seed: int) -> str:
+    """A turn in the agent's role, ending with a `STANCE:` line."""
+    name, role = seat_role(prompt.system)
     earlier = _earlier(prompt.user)
     latest: dict[str, str] = {}
     for agent, stance in earlier:
         latest[agent] = stance
     mine = latest.pop(name, None)
     common = _majority(list(latest.values()))
-    rng = random.Random(stable_int(seed, "roundtable", name, prompt.question, len(earlier)))
+    rng = random.Random(stable_int(seed, "stance-turn", name, prompt.question, len(earlier)))
     own = position(stable_int(seed, name), prompt.question, role)
     q = prompt.question or "the question"
 
@@ -158,10 +158,10 @@ def roundtable_reply(prompt: Prompt, seed: int) -> str:
     return f"{body}\nSTANCE: {stance}"
 
 
-def roundtable_judge(prompt: Prompt, seed: int) -> dict[str, Any]:
-    """A roundtable judge's JSON fields, read from the final turns' STANCE lines.
+def stance_judge(prompt: Prompt, seed: int) -> dict[str, Any]:
+    """A judge's JSON fields, read from the final turns' STANCE lines.
 
-    For `sim_panel.json_reply` to use when a prompt asks for `agreement_level`: the level is
+    For `ballots.json_reply` to use when a prompt asks for `agreement_level`: the level is
     strong when every final stance is the same, moderate when at least 2/3 are, weak when two
     are, none otherwise (by stance, not by words, so it can differ from the lexical floor).
     """
@@ -194,21 +194,21 @@ def roundtable_judge(prompt: Prompt, seed: int) -> dict[str, Any]:
                           f"{common!r}." if common else "No final turn states a position.")}
 
 
-# --------------------------------------------------------------------------- duel
+# --------------------------------------------------------------------------- side statements
 _TOPIC = re.compile(r'debating the topic:\s*"(.+?)"\.?\s*$', re.I | re.M)
 _ROLE = re.compile(r"your role:\s*(.+?)\.?\s*$", re.I | re.M)
 _AGAINST_WORDS = ("against", "skeptic", "sceptic", "oppos", "critic", "con ")
 
 
-def duel_reply(prompt: Prompt, seed: int) -> str:
-    """A duel statement in the side's role; from its second statement on it may concede."""
+def side_statement(prompt: Prompt, seed: int) -> str:
+    """A side's statement in its role; from its second statement on it may concede."""
     topic_match = _TOPIC.search(prompt.system)
     topic = topic_match.group(1) if topic_match else (prompt.question or "this")
     role_match = _ROLE.search(prompt.system)
     role = role_match.group(1).strip() if role_match else "a debater"
     against = any(word in f"{role.lower()} " for word in _AGAINST_WORDS)
     turns = prompt.own_turns
-    rng = random.Random(stable_int(seed, "duel", prompt.system, turns))
+    rng = random.Random(stable_int(seed, "side-statement", prompt.system, turns))
     replying = "opponent just said" in prompt.user.lower()
     subject = f'"{topic.strip().rstrip(".?!")}"'
     if replying and turns >= 1 and rng.random() < 0.06 * turns:
