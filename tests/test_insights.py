@@ -258,7 +258,7 @@ def test_ballots_per_persona_and_flows_across_panels():
     per_label = ballot_report.mind_change_rates(ballots, "group").set_index("group")
     assert per_label.loc["A", "changes"] == 1 and per_label.loc["(no label)", "n"] == 3
 
-    links = ballot_report.vote_flow_links(ballots).set_index(["source", "target"])["value"]
+    links = ballot_report.plurality_flow_links(ballots).set_index(["source", "target"])["value"]
     # run 1: a with the plurality ("1") ends with the answer ("2"); b against -> with;
     # c abstained -> with. run 2: a, b with -> with; c against -> with.
     assert links.to_dict() == {

@@ -25,7 +25,7 @@ from engine.reports.ballots import (
     mind_change_by_label,
     mind_change_rates,
     tally_charts,
-    vote_flow_links,
+    plurality_flow_links,
 )
 from engine.reports.views import Block, Chart, InsightsData, Section, warnings_block
 
@@ -200,7 +200,7 @@ def insights(data: InsightsData) -> Section:
                 columns={"seat": "group"}), "Mind-change rate per persona",
                 "Share of each persona's panels in which its measured stance changed after "
                 "the critique.", {"y_title": "panels it changed in"}),
-            Chart("sankey", vote_flow_links(ballots), "Stance flows against the vote",
+            Chart("sankey", plurality_flow_links(ballots), "Stance flows against the vote",
                   "Each band is debaters: left, their first answer against the round-one "
                   "plurality; right, their final answer against the panel's answer.", {})]
         right_wrong = correctness_flow_links(ballots)

@@ -100,7 +100,7 @@ def flow_links(flows: pd.DataFrame) -> pd.DataFrame:
     return _links(flows["before"], flows["after"], flows["seat"])
 
 
-def vote_flow_links(ballots: pd.DataFrame) -> pd.DataFrame:
+def plurality_flow_links(ballots: pd.DataFrame) -> pd.DataFrame:
     """Across panels: each debater's first ballot against the round-one plurality, and its
     final ballot against the final answer (abstentions apart)."""
     if ballots.empty:

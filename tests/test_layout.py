@@ -1,0 +1,130 @@
+"""The layout shows the design (issue 11): checks on the source tree itself.
+
+- no module over 400 lines (engine/, pages/, app.py);
+- no protocol named outside engine/protocols/ (string literals, imports of a protocol's module,
+  names of functions, classes and arguments), except the public façade `engine/__init__.py`;
+- all SQL lives in engine/store/ (nothing else imports SQLAlchemy);
+- no module imports another package's private names;
+- the engine never imports Streamlit; pages import from a handful of engine packages;
+- the simulated model's modules import one another at the top (no cycle dodged in functions).
+"""
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engine.protocols import REGISTRY
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCES = sorted([*ROOT.glob("engine/**/*.py"), *ROOT.glob("pages/*.py"), ROOT / "app.py"])
+MAX_LINES = 400
+# The protocols' own package, and the public names DESIGN section 2 requires from `engine`.
+PROTOCOL_HOMES = ("engine/protocols/", "engine/__init__.py")
+PAGE_SOURCES = {"engine", "engine.llm", "engine.questions", "engine.reports", "engine.services",
+                "engine.store"}
+
+
+def _rel(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
+def _protocol_words() -> set[str]:
+    names = set()
+    for name in REGISTRY:
+        names |= {name, name.replace("-", "_"), name.replace("-", " ")}
+    return names
+
+
+def _imports(tree: ast.Module) -> Iterator[tuple[str, list[str], ast.AST]]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            yield node.module, [a.name for a in node.names], node
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, [], node
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=_rel)
+def test_no_module_is_over_400_lines(path):
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    assert lines <= MAX_LINES, f"{_rel(path)} has {lines} lines"
+
+
+def test_no_protocol_is_named_outside_its_package():
+    words = _protocol_words()
+    found = []
+    for path in SOURCES:
+        where = _rel(path)
+        if where.startswith(PROTOCOL_HOMES):
+            continue
+        tree = _tree(path)
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef,
+                                           ast.ClassDef))
+                      and node.body and isinstance(node.body[0], ast.Expr)}
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                    and id(node) not in docstrings and node.value.strip().lower() in words):
+                found.append(f"{where}:{node.lineno} string {node.value!r}")
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                if words & set(node.name.lower().split("_")):
+                    found.append(f"{where}:{node.lineno} def {node.name}")
+            elif isinstance(node, ast.arg) and words & set(node.arg.lower().split("_")):
+                found.append(f"{where}:{node.lineno} argument {node.arg}")
+        for module, names, node in _imports(tree):
+            parts = module.split(".")
+            if parts[:2] == ["engine", "protocols"] and (
+                    words & set(parts[2:]) or words & set(names)):
+                found.append(f"{where}:{node.lineno} imports {module} {names}")
+    assert not found, "protocols named outside engine/protocols/:\n" + "\n".join(found)
+
+
+def test_all_sql_lives_in_the_store():
+    outside = [f"{_rel(p)}:{node.lineno}" for p in SOURCES
+               if not _rel(p).startswith("engine/store/")
+               for module, _, node in _imports(_tree(p)) if module.split(".")[0] == "sqlalchemy"]
+    assert not outside, f"SQLAlchemy imported outside engine/store/: {outside}"
+
+
+def test_no_module_imports_another_packages_private_names():
+    found = []
+    for path in SOURCES:
+        package = ".".join(_rel(path).removesuffix(".py").split("/")[:2])
+        for module, names, node in _imports(_tree(path)):
+            if not module.startswith("engine") or module.startswith(package):
+                continue
+            private = [n for n in names if n.startswith("_")]
+            if private:
+                found.append(f"{_rel(path)}:{node.lineno} {module} {private}")
+    assert not found, "private names imported across packages:\n" + "\n".join(found)
+
+
+def test_the_engine_never_imports_streamlit_and_pages_use_a_handful_of_packages():
+    engine_sources = [p for p in SOURCES if _rel(p).startswith("engine/")]
+    assert not [_rel(p) for p in engine_sources
+                for module, _, _ in _imports(_tree(p)) if module.split(".")[0] == "streamlit"]
+    used = set()
+    for path in [p for p in SOURCES if not _rel(p).startswith("engine/")]:
+        for module, names, _ in _imports(_tree(path)):
+            if module.split(".")[0] == "engine":
+                used.add(".".join(module.split(".")[:2]))
+    assert used <= PAGE_SOURCES, f"pages import {sorted(used - PAGE_SOURCES)}"
+
+
+def test_the_simulated_model_imports_its_modules_at_the_top():
+    late = []
+    for path in ROOT.glob("engine/simulated/*.py"):
+        for node in ast.walk(_tree(path)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for inner in ast.walk(node):
+                    if isinstance(inner, ast.ImportFrom) and (inner.module or "").startswith(
+                            "engine"):
+                        late.append(f"{_rel(path)}:{inner.lineno} {inner.module}")
+    assert not late, f"imports inside functions (an import cycle dodged): {late}"
