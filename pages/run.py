@@ -103,7 +103,7 @@ def finished(run: dict, icons: dict[str, str]) -> None:
         _shared.render_blocks(blocks)
     turns = len(run["turns"])
     with st.expander(f"Transcript — {turns} turns", expanded=status != "completed"):
-        transcript(store.turns(run["id"]).to_dict("records"), icons)
+        transcript(run["turns"], icons)
     left, right = st.columns(2)
     if _shared.page_exists("pages/runs.py"):
         left.page_link("pages/runs.py", label="Open this run on the Runs page",
