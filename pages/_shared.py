@@ -1,9 +1,11 @@
-"""What every page shares: settings, the store and job manager, and text-safe rendering.
+"""What every page shares: settings, the store and task runner, and text-safe rendering.
 
 Settings are read once per session (environment, then `st.secrets` when a secrets file
 exists) and passed down: the endpoint registry built from them goes with every run, experiment
-and re-run this session starts. Nothing is written into `os.environ`. The store and the job manager are created once per process and database URL with
-`st.cache_resource`, so sessions share them and tests with different databases never do.
+and re-run this session starts. Nothing is written into `os.environ`. The store and the task
+runner are created once per process and database URL with `st.cache_resource`, so sessions
+share them (a run started in one session can be watched and stopped from any other) and tests
+with different databases never do.
 Everything that comes from a user or a model is rendered as text: `st.text`, data frames, or
 (for labels and captions, which parse markdown) text whose every punctuation character is
 escaped.
@@ -21,7 +23,7 @@ from streamlit.string_util import is_emoji
 
 from engine import ConfigError, Store
 from engine.llm.endpoints import EndpointRegistry, free_urls_allowed
-from engine.services.tasks import JobManager
+from engine.services.tasks import TaskRunner
 from engine.llm.providers import providers_status
 from engine.store import DEFAULT_URL
 
@@ -112,8 +114,8 @@ def _store(url: str) -> Store:
 
 
 @st.cache_resource(show_spinner=False)
-def _jobs(url: str) -> JobManager:
-    return JobManager(_store(url))
+def _tasks(url: str) -> TaskRunner:
+    return TaskRunner(_store(url))
 
 
 def store() -> Store:
@@ -134,9 +136,10 @@ def read_only_banner(opened: Store) -> None:
                 icon=":material/lock:")
 
 
-def jobs() -> JobManager:
-    """The process-wide job manager for this session's database URL."""
-    return _jobs(settings()["db_url"])
+def tasks() -> TaskRunner:
+    """The process-wide task runner for this session's database URL: every run, re-run,
+    experiment and demo the app starts runs on it."""
+    return _tasks(settings()["db_url"])
 
 
 def endpoints() -> EndpointRegistry:

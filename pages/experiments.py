@@ -84,7 +84,7 @@ def new_experiment() -> None:
         confirmed = st.checkbox(f"I confirm {plan.calls:,} model calls", key="exp-confirm")
     if st.button("Start experiment", type="primary", key="exp-start", disabled=not confirmed):
         experiment_id = ex.create(store, plan)
-        ex.start(store, experiment_id, endpoints=_shared.endpoints())
+        _shared.tasks().start_experiment(experiment_id, endpoints=_shared.endpoints())
         st.session_state[SELECTED] = experiment_id
         st.query_params["experiment"] = experiment_id
         st.rerun()
@@ -137,8 +137,8 @@ if state.status == "running":
             st.rerun()  # the whole page: results and buttons follow the runs
 
     watch()
-    if ex.job(experiment_id) is not None and st.button("Stop", key="exp-stop"):
-        ex.stop(experiment_id)
+    if _shared.tasks().task(experiment_id) is not None and st.button("Stop", key="exp-stop"):
+        _shared.tasks().stop(experiment_id)
         st.toast("Stopping: runs in flight end after their current call.")
 else:
     show_progress(state)
@@ -146,7 +146,7 @@ else:
     if state.status != "completed" and st.button(verb, type="primary", key="exp-resume",
                                                  help="runs the cells without a completed run"):
         try:
-            ex.start(store, experiment_id, endpoints=_shared.endpoints())
+            _shared.tasks().start_experiment(experiment_id, endpoints=_shared.endpoints())
         except ConfigError as exc:
             st.error(md(exc))
         else:

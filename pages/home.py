@@ -4,7 +4,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from engine.services.demo import demo_plan, demo_run_ids, remove_demo, run_demo
+from engine.services.demo import demo_plan, demo_run_ids, remove_demo
+from engine.services.tasks import DEMO
 from pages import _shared
 
 store = _shared.store()
@@ -43,23 +44,41 @@ st.caption(_shared.md(_shared.endpoint_hints()) + "  \n" + _shared.md(
 st.caption(f"Database: {_shared.md(store.url_safe)}")
 
 st.subheader("Demo runs")
+tasks = _shared.tasks()
 demo_ids = demo_run_ids(store)
 plan = demo_plan()
 st.markdown(f"Make {len(plan)} runs on the simulated model — each bundled demo question "
             "through every protocol — tagged `demo`, so Runs and Insights have something to "
             f"show. **{len(demo_ids)}** demo runs are stored now.")
+demo = tasks.task(DEMO)
+going = demo is not None and demo.alive
 left, right, _rest = st.columns([1, 1, 2])
 if left.button(f"Run {len(plan)} demo runs", icon=":material/play_arrow:", type="primary",
-               key="demo_run"):
-    bar = st.progress(0.0, text="Starting the demo runs…")
-    report = run_demo(store, on_progress=lambda done, total, protocol: bar.progress(
-        done / total, text=f"{done} of {total} demo runs ({protocol})"))
-    st.success(f"Stored {len(report.run_ids)} demo runs (simulated).")
-    for error in report.errors:
+               key="demo_run", disabled=going):
+    tasks.start_demo()
+    st.session_state["demo_started"] = True
+    going = True
+
+
+@st.fragment(run_every=1.0)
+def demo_progress() -> None:
+    """Polls the demo every second while it goes (in the background: leaving the page does
+    not stop it); a full rerun once it is over."""
+    state = tasks.progress(DEMO)
+    if state["status"] != "running":
+        st.rerun()
+    st.progress(state["fraction"], text=f"{state['done']} of {state['total']} demo runs")
+
+
+if going:
+    demo_progress()
+elif demo is not None and st.session_state.pop("demo_started", False):
+    state = tasks.progress(DEMO)  # what this session's demo made, said once
+    st.success(f"Stored {len(state['run_ids'])} demo runs (simulated).")
+    for error in state["errors"]:
         st.warning(_shared.md(error))
-    demo_ids = demo_run_ids(store)
 if right.button("Remove all demo runs", icon=":material/delete:", key="demo_remove",
-                disabled=not demo_ids):
+                disabled=not demo_ids or going):
     removed = remove_demo(store)
     st.success(f"Removed {removed} demo runs.")
     demo_ids = []

@@ -16,7 +16,7 @@ from engine.reports import runs as runs_report
 from engine.reports.views import Block
 from pages import _shared
 
-store, jobs = _shared.store(), _shared.jobs()
+store, tasks = _shared.store(), _shared.tasks()
 endpoints = _shared.endpoints()  # every check and start below resolves models under it
 md = _shared.md
 NONE = ""
@@ -55,15 +55,16 @@ def field(name: str, default) -> str:
 
 
 # ------------------------------------------------------------------ watching a run
-def transcript(run_id: str, icons: dict[str, str]) -> None:
-    for turn in store.turns(run_id).to_dict("records"):
+def transcript(turns: list[dict], icons: dict[str, str]) -> None:
+    for turn in turns:
         _shared.render_turn(turn, icons.get(str(turn["seat"]), ""))
 
 
 @st.fragment(run_every=1.0)
-def live(run_id: str, icons: dict[str, str]) -> None:
-    """Polls the store every second while the run goes; a full rerun once it is over."""
-    progress = jobs.progress(run_id)
+def live(run_id: str, protocol: str, icons: dict[str, str]) -> None:
+    """Polls the run every second while it goes, reading only its state and the turns
+    written since the last poll; a full rerun once it is over."""
+    progress = tasks.progress(run_id, protocol)
     if progress["status"] != "running":
         st.rerun()
     phases = progress["phases"]
@@ -75,9 +76,9 @@ def live(run_id: str, icons: dict[str, str]) -> None:
     if progress["stopping"]:
         st.info("Stopping after the call in flight…")
     elif st.button("Stop", icon=":material/stop_circle:", key="run-stop"):
-        jobs.stop(run_id)
+        tasks.stop(run_id)
         st.info("Stopping after the call in flight…")
-    transcript(run_id, icons)
+    transcript(progress["turns"], icons)
 
 
 def finished(run: dict, icons: dict[str, str]) -> None:
@@ -102,7 +103,7 @@ def finished(run: dict, icons: dict[str, str]) -> None:
         _shared.render_blocks(blocks)
     turns = len(run["turns"])
     with st.expander(f"Transcript — {turns} turns", expanded=status != "completed"):
-        transcript(run["id"], icons)
+        transcript(run["turns"], icons)
     left, right = st.columns(2)
     if _shared.page_exists("pages/runs.py"):
         left.page_link("pages/runs.py", label="Open this run on the Runs page",
@@ -125,7 +126,7 @@ def watch(run_id: str) -> None:
     _shared.simulated_note(bool(run.get("simulated")))
     icons = _shared.seat_icons(run)
     if run["status"] == "running":
-        live(run_id, icons)
+        live(run_id, run["protocol"], icons)
     else:
         finished(run, icons)
 
@@ -189,7 +190,7 @@ def seat_rows(slot, choices: list[dict], protocol: str, personas: list[str],
 
 
 def configure() -> None:
-    live_ids = jobs.live()
+    live_ids = tasks.live()
     if live_ids:
         st.info(f"{len(live_ids)} run(s) going on now in this app.")
         for run_id in live_ids:
@@ -333,8 +334,9 @@ def configure() -> None:
     if start_col.button("Start", icon=":material/play_arrow:", type="primary",
                         key="run-start", disabled=bool(error) or not question.strip()):
         try:
-            run_id = jobs.start(built, question, expected=expected.strip() or None,
-                                label=built.get("label"), tags=("app",), endpoints=endpoints)
+            run_id = tasks.start_run(built, question, expected=expected.strip() or None,
+                                     label=built.get("label"), tags=("app",),
+                                     endpoints=endpoints)
         except ConfigError as exc:
             st.error(md(exc))
         else:

@@ -12,7 +12,6 @@ from engine.reports import charts
 from engine.reports import runs as history
 
 from engine.reports import insights
-from engine.services.rerun import start_rerun
 from pages import _shared
 
 store = _shared.store()
@@ -95,7 +94,7 @@ def confirm_delete(run_id: str, key: str, turns: int | None = None, place: Any =
     st.warning(f"Delete run {md(run_id)}{what}? This cannot be undone.")
     yes, no = st.columns(2)
     if yes.button("Yes, delete it", type="primary", key=f"{key}_yes"):
-        _shared.jobs().stop(run_id)
+        _shared.tasks().stop(run_id)
         store.delete([run_id])
         st.session_state.pop("runs_delete", None)
         st.session_state["runs_flash"] = f"Deleted run {run_id}."
@@ -132,7 +131,7 @@ def show_actions(detail: history.RunDetail) -> None:
                      help="Same seats, models, options and prompts, on the same question"):
         try:
             with st.spinner("Starting the re-run…"):
-                new_id = start_rerun(store, run, _shared.jobs(), _shared.endpoints())
+                new_id = _shared.tasks().start_rerun(run, _shared.endpoints())
         except ConfigError as exc:
             st.error(md(f"Cannot re-run: {exc}"))
         else:
@@ -184,7 +183,7 @@ def show_detail(run_id: str) -> None:
     if detail.outcome:
         st.markdown(f"**Outcome:** {md(detail.outcome)}")
     if run["status"] == "running":
-        watch_running(run["id"])
+        watch_running(run["id"], run["protocol"])
     for column, (label, value) in zip(st.columns(len(detail.facts)), detail.facts):
         column.metric(md(label), md(value))
     if detail.problems:
@@ -217,12 +216,12 @@ def show_detail(run_id: str) -> None:
         st.json(run.get("config") or {})
 
 
-def watch_running(run_id: str) -> None:
+def watch_running(run_id: str, protocol: str) -> None:
     """While a run is going, poll the store every two seconds and show its progress."""
 
     @st.fragment(run_every=2)
     def progress() -> None:
-        state = _shared.jobs().progress(run_id)
+        state = _shared.tasks().progress(run_id, protocol)
         if state["status"] != "running":
             st.rerun()
         done, total = state["calls_done"], state["estimated_calls"]
@@ -233,7 +232,7 @@ def watch_running(run_id: str) -> None:
     if not store.read_only and st.button("⏹️ Stop this run", key="runs_stop",
                                          help="Marks it interrupted, whichever process runs "
                                               "it; it stops after its call in flight"):
-        _shared.jobs().stop(run_id)
+        _shared.tasks().stop(run_id)
         st.session_state["runs_flash"] = f"Stopped run {run_id}."
         st.rerun()
 

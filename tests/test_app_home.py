@@ -9,6 +9,7 @@ from streamlit.testing.v1 import AppTest
 from engine import REGISTRY, Store
 from engine.services.demo import demo_plan
 from engine.questions import DEMO
+from apptest_helpers import poll
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 SECRET = "sk-test-never-shown-0123456789"
@@ -44,6 +45,7 @@ def test_home_shows_providers_and_makes_demo_runs(db_url):
     assert store.runs().empty
     at.button(key="demo_run").click().run()
     assert not at.exception, at.exception
+    poll(at, lambda a: bool(a.success))  # the demo runs in the background; the page polls
     demo = store.runs(tag="demo")
     assert len(demo) == len(demo_plan()) == len(DEMO) * len(REGISTRY)
     assert set(demo["protocol"]) == set(REGISTRY)

@@ -8,7 +8,7 @@ from streamlit.testing.v1 import AppTest
 
 from engine import Store, run_debate, run_peer_review
 from apptest_helpers import plain
-from engine.services.tasks import JobManager
+from engine.services.tasks import TaskRunner
 from engine.protocols.panel import run_panel
 
 PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "runs.py")
@@ -182,7 +182,7 @@ def test_rerun_starts_the_same_configuration(db, stored):
     assert not at.exception, at.exception
     new_id = param(at, "run")
     assert new_id != review.run_id
-    assert JobManager(db).wait(new_id, timeout=60) == "completed"
+    assert TaskRunner(db).wait(new_id, timeout=60) == "completed"
     old, new = db.get(review.run_id), db.get(new_id)
     assert new["config"] == old["config"] and new["question"] == old["question"]
     assert new["label"] == "beta"

@@ -165,23 +165,6 @@ def test_resume_after_a_crash(tmp_path):
     assert "running" not in set(runs["status"])  # the dead process's runs were reaped
 
 
-def test_one_runner_at_a_time_and_background_stop(store):
-    experiment_id = ex.create(store, {"questions": QUESTIONS, "repeats": 3, "concurrency": 1,
-                                      "configs": [{"protocol": "vote", "label": "v",
-                                                   "model": "simulated?latency=0.5"}]})
-    job = ex.start(store, experiment_id)  # >= 6 s of work; stopped below after a moment
-    try:
-        assert ex.get(store, experiment_id)["status"] == "running"
-        with pytest.raises(ConfigError, match="already running"):
-            ex.run_experiment(store, experiment_id)
-        assert ex.start(store, experiment_id) is job  # the same job, not a second one
-    finally:
-        assert ex.stop(experiment_id)
-        job.done.wait(GENEROUS)
-    assert ex.get(store, experiment_id)["status"] in ("stopped", "completed")
-    assert "running" not in set(store.runs(experiment_id=experiment_id)["status"])
-
-
 def test_runs_overlap_in_one_event_loop(store):
     experiment_id = ex.create(store, {"questions": QUESTIONS, "repeats": 2, "concurrency": 4,
                                       "configs": [{"protocol": "vote", "label": "v",

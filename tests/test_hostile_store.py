@@ -22,7 +22,7 @@ from engine.reports import runs as history
 from engine.reports import insights
 
 from engine.store import records
-from engine.services.tasks import JobManager
+from engine.services.tasks import TaskRunner
 from engine.text import NAME_MAX
 from test_store_backends import backend  # noqa: F401  (the SQLite + PostgreSQL fixture)
 
@@ -451,7 +451,7 @@ def test_a_read_only_database_can_be_listed_and_read(tmp_path, exported):
         with pytest.raises(ConfigError, match="read-only"):
             write()
     with pytest.raises(ConfigError, match="read-only"):
-        JobManager(store).start({"protocol": "debate"}, "Q?")
+        TaskRunner(store).start_run({"protocol": "debate"}, "Q?")
     assert store.reap() == 0
     assert (tmp_path / "ro.db").read_bytes() == before
 

@@ -22,7 +22,8 @@ from engine.services import library
 from engine.cli.main import main as cli_main
 from engine.llm.endpoints import Endpoint, EndpointRegistry, check_url, risky_host
 from engine.protocols import arun_config, run_sync
-from engine.services.rerun import rerun, start_rerun
+from engine.services.rerun import rerun
+from engine.services.tasks import TaskRunner
 
 from apptest_helpers import poll
 from openai_stub import SimulatedOpenAI
@@ -185,7 +186,7 @@ def test_key_never_goes_to_a_base_url_in_an_imported_run_or_its_rerun(servers, s
     other = Store(f"sqlite:///{tmp_path / 'colleague.db'}")
     [imported] = other.import_runs(json.dumps(hostile))
     with pytest.raises(ConfigError, match="not a registered endpoint"):
-        start_rerun(other, other.get(imported), endpoints=app_registry())  # the app
+        TaskRunner(other).start_rerun(other.get(imported), endpoints=app_registry())  # app
     assert attacker.requests == []
     rerun(other, other.get(imported))  # the CLI / Python API: called, never with a key
     no_key_reached(attacker)

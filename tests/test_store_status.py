@@ -19,7 +19,7 @@ from sqlalchemy import event, text
 
 from engine import Store, arun_debate, run_debate
 from engine.experiments.runner import BatchedStore
-from engine.services.tasks import JobManager
+from engine.services.tasks import TaskRunner
 from engine.llm.calls import RunStopped
 from engine.models import Turn
 from engine.store import StoreWriteError
@@ -253,7 +253,7 @@ def test_a_run_can_be_stopped_from_another_process(tmp_path):
     child = cli_run(url)
     try:
         run_id = first_turns_of_the_only_run(store)
-        assert JobManager(store).stop(run_id) is True  # not a job of this process
+        assert TaskRunner(store).stop(run_id) is True  # not a task of this process
         assert raw_status(store, run_id) == "interrupted"
         _, err = child.communicate(timeout=GENEROUS)
     finally:
@@ -263,16 +263,16 @@ def test_a_run_can_be_stopped_from_another_process(tmp_path):
     run = store.get(run_id)
     assert run["status"] == "interrupted" and run["error"] == "stopped by the user"
     assert run["finished_at"] is not None
-    assert JobManager(store).stop(run_id) is False  # nothing left to stop
+    assert TaskRunner(store).stop(run_id) is False  # nothing left to stop
 
 
 def test_a_running_run_can_be_deleted_and_its_owner_never_resurrects_it(store):
-    jobs = JobManager(store)
-    run_id = jobs.start({"protocol": "panel", "model": "simulated?latency=1"}, "Deleted?")
+    tasks = TaskRunner(store)
+    run_id = tasks.start_run({"protocol": "panel", "model": "simulated?latency=1"}, "Deleted?")
     wait_for(lambda: not store.turns(run_id).empty, "the first turns")
     assert raw_status(store, run_id) == "running"
     assert store.delete([run_id]) == 1
-    job = jobs.job(run_id)
+    job = tasks.task(run_id)
     assert job.done.wait(GENEROUS)
     assert job.error == ""  # it stopped as asked, not with a crash
     assert not store.exists(run_id) and store.turns(run_id).empty

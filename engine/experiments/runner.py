@@ -1,4 +1,5 @@
-"""Running experiments: the batched run store, the runner, resume, and background jobs."""
+"""Running experiments: the batched run store, the runner and resume (in the background:
+`engine.services.tasks.TaskRunner.start_experiment`)."""
 from __future__ import annotations
 
 import asyncio
@@ -7,7 +8,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import select, update
@@ -17,7 +17,7 @@ from engine.models import ConfigError, now
 from engine.store.readback import decode_tags
 from engine.store import ExperimentRow, RunRow, StoreWriteError
 from engine.experiments.planning import SUPERSEDED, Cell, _plan_of
-from engine.store.experiments import Progress, _cell_runs, _live_status, _row, _set, get
+from engine.store.experiments import Progress, _cell_runs, _live_status, _row, _set
 
 
 # Built once: statements with bound parameters compile once and are then cached.
@@ -100,7 +100,6 @@ class BatchedStore:
 
 HEARTBEAT_EVERY = 5.0  # seconds between heartbeats of a running experiment's row
 
-_LIVE: dict[str, "ExperimentJob"] = {}  # background jobs started by `start`
 _RUNNING: set[str] = set()  # experiments a runner of this process holds (any thread)
 _LOCK = threading.Lock()
 
@@ -258,73 +257,3 @@ def run_experiment(store: Any, experiment_id: str, **kw: Any) -> Progress:
     from engine.protocols import run_sync
     return run_sync(arun_experiment(store, experiment_id, **kw))
 
-
-@dataclass
-class ExperimentJob:
-    """An experiment running in a background thread of this process."""
-
-    experiment_id: str
-    thread: threading.Thread
-    stop_event: threading.Event
-    done: threading.Event = field(default_factory=threading.Event)
-    error: str = ""
-
-    @property
-    def alive(self) -> bool:
-        return not self.done.is_set()
-
-
-def start(store: Any, experiment_id: str, endpoints: Any = None) -> ExperimentJob:
-    """Run (or resume) an experiment in a daemon thread with its own event loop; returns at
-    once. It keeps going when the page that started it goes away; progress is in the store."""
-    with _LOCK:
-        job = _LIVE.get(experiment_id)
-        if job is not None and job.alive:
-            return job
-    row = get(store, experiment_id)
-    if row["status"] == "running":
-        raise ConfigError(f"experiment {experiment_id} is already running (process "
-                          f"{row['pid']} on {row['host']}); stop it there first", "input")
-    stop_event = threading.Event()
-    claimed = threading.Event()
-
-    failure: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            asyncio.run(arun_experiment(store, experiment_id, stop_event=stop_event,
-                                        on_progress=lambda _p: claimed.set(),
-                                        endpoints=endpoints))
-        except BaseException as exc:  # recorded on the experiment row; kept for the page
-            job.error = f"{type(exc).__name__}: {exc}"
-            failure.append(exc)
-        finally:
-            job.done.set()
-            claimed.set()
-
-    thread = threading.Thread(target=target, name=f"parley-experiment-{experiment_id}",
-                              daemon=True)
-    job = ExperimentJob(experiment_id, thread, stop_event)
-    with _LOCK:
-        _LIVE[experiment_id] = job
-    thread.start()
-    claimed.wait(30)  # until the row says `running` (or the start failed)
-    if failure and not job.alive:
-        raise failure[0]  # e.g. the ConfigError of an experiment running elsewhere
-    return job
-
-
-def stop(experiment_id: str) -> bool:
-    """Ask a background experiment of this process to stop; its runs in flight end
-    `interrupted` after their current call, and a resume redoes them."""
-    with _LOCK:
-        job = _LIVE.get(experiment_id)
-    if job is None or not job.alive:
-        return False
-    job.stop_event.set()
-    return True
-
-
-def job(experiment_id: str) -> ExperimentJob | None:
-    with _LOCK:
-        return _LIVE.get(experiment_id)

@@ -3,7 +3,8 @@ with the same label, tags and expected answer.
 
 A stored seat keeps its endpoint (`openai:M?base_url=URL` or `?endpoint=NAME`); a URL read
 back from the store is data, so it gets a server-side key only if it is a registered
-endpoint's URL under the caller's registry (default: the environment's).
+endpoint's URL under the caller's registry (default: the environment's). The app re-runs in
+the background through `TaskRunner.start_rerun`; `rerun` is the synchronous form.
 """
 from __future__ import annotations
 
@@ -26,7 +27,9 @@ def rerun_config(stored: Any) -> RunConfig:
     return config
 
 
-def _run_options(run: Mapping[str, Any]) -> dict[str, Any]:
+def rerun_options(run: Mapping[str, Any]) -> dict[str, Any]:
+    """What a re-run keeps of the stored run besides its configuration: label, tags and
+    expected answer."""
     return {"label": run.get("label") or None, "tags": list(run.get("tags") or []),
             "expected": run.get("expected") or None}
 
@@ -35,18 +38,5 @@ def rerun(store: Any, run: Mapping[str, Any], **run_options: Any) -> RunResult:
     """Run a stored run (`Store.get`) again, synchronously; returns the new result (its
     `run_id` is the new run)."""
     config = rerun_config(run.get("config") or {})
-    options = {"store": store, **_run_options(run), **run_options}
+    options = {"store": store, **rerun_options(run), **run_options}
     return run_sync(arun_config(config, str(run.get("question", "")), **options))
-
-
-def start_rerun(store: Any, run: Mapping[str, Any], jobs: Any = None,
-                endpoints: Any = None) -> str:
-    """Start a re-run and return its run id: in the background through `jobs` (the app's
-    task runner) when given, else synchronously. `endpoints` is the caller's registry."""
-    config = rerun_config(run.get("config") or {})
-    routed = {"endpoints": endpoints} if endpoints is not None else {}
-    if jobs is not None:
-        return str(jobs.start(config, str(run.get("question", "")), **_run_options(run),
-                              **routed))
-    result = rerun(store, run, **routed)
-    return str(result.run_id)

@@ -1,192 +1,307 @@
-"""Background runs: a run started from a page keeps going when the page goes away.
+"""One background-task runner: runs, re-runs, experiments and the demo keep going when the page
+that started them goes away.
 
-`JobManager.start` runs `protocols.arun_config` in a daemon thread with its own event loop and
-a stop `Event`, and returns the run id as soon as the run row exists. Live jobs sit in one
-process-wide table, so any page (or a second manager on the same store) can watch or stop
-them; everything a page shows is read back from the store.
+A `TaskRunner` owns one asyncio event loop on one daemon thread; every task is a coroutine on
+that loop with its own stop `Event`. The app makes one runner per store (`pages/_shared.py`,
+`st.cache_resource`), so all sessions of the process share it; nothing lives at module level,
+and two runners on two stores know nothing of each other. A run's row is opened before the
+run starts and the protocol runs under that id, so a page can open the run at once. What a
+page shows is read back from the store; the runner adds only what the store cannot know (a
+run's call estimate, whether a stop was asked, what the demo made).
 """
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 import time
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Coroutine, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
 
+from engine.config import RunConfig
+from engine.experiments.runner import arun_experiment
 from engine.llm.calls import RunStopped
+from engine.llm.endpoints import EndpointRegistry
 from engine.models import ConfigError
-from engine.protocols import arun_config, estimate, get_protocol
+from engine.protocols import arun_config, estimate, get_protocol, resolve_config
+from engine.services.demo import DEMO_TAG, demo_config, demo_plan
+from engine.services.live import TurnFeed
+from engine.services.rerun import rerun_config, rerun_options
+from engine.store.experiments import get as get_experiment
+from engine.store.experiments import progress as experiment_progress
 
-START_TIMEOUT = 60.0  # seconds to wait for the run row before giving up on a start
+START_TIMEOUT = 60.0  # seconds a start waits for its task's checks before giving up
+KEEP_FINISHED = 200  # finished tasks remembered (for their call estimates); the store has the rest
+DEMO = "demo"  # the demo's task id: there is one demo per runner at a time
+
+Kind = Literal["run", "experiment", "demo"]
 
 
 @dataclass
-class Job:
-    """One background run: its thread, its stop flag, and how it ended."""
+class Task:
+    """One background task: its stop flag, and how it ended. `protocol` and
+    `estimated_calls` describe a run; `run_ids`, `errors` and `total` the demo's runs."""
 
-    run_id: str
-    protocol: str
-    estimated_calls: int
-    thread: threading.Thread
-    stop_event: threading.Event
+    id: str
+    kind: Kind
+    protocol: str = ""
+    estimated_calls: int = 0
+    total: int = 1
+    stop_event: threading.Event = field(default_factory=threading.Event)
     done: threading.Event = field(default_factory=threading.Event)
     error: str = ""
+    run_ids: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    finished: int = 0
+    job: asyncio.Future[Any] | None = None  # held so the loop never drops a running task
 
     @property
     def alive(self) -> bool:
         return not self.done.is_set()
 
 
-# Process-wide: every session and every manager in this process sees the same live jobs.
-_LIVE: dict[str, Job] = {}
-_LOCK = threading.Lock()
-KEEP_FINISHED = 200  # finished jobs remembered (for their call estimates); the store has the rest
+def stored_config(config: RunConfig) -> RunConfig:
+    """The configuration a run's row keeps, as a run that opens its own row stores it: every
+    slot seated with its effective model, every option with its value or default; the label
+    lives on the row."""
+    resolved = resolve_config(config)
+    spec = get_protocol(resolved.protocol)
+    options = {o.name: resolved.options.get(o.name, o.default) for o in spec.options}
+    return resolved.model_copy(update={"label": None, "options": options})
 
 
-def _forget_finished() -> None:
-    """Drop the oldest finished jobs beyond `KEEP_FINISHED` (call with `_LOCK` held)."""
-    finished = [run_id for run_id, job in _LIVE.items() if not job.alive]
-    for run_id in finished[:max(0, len(finished) - KEEP_FINISHED)]:
-        del _LIVE[run_id]
-
-
-class _Capture:
-    """A store stand-in that reports the run id the moment the run row is written."""
-
-    def __init__(self, store: Any, on_start):
-        self._store, self._on_start = store, on_start
-
-    def start_run(self, *args: Any, **kw: Any) -> str:
-        run_id = self._store.start_run(*args, **kw)
-        self._on_start(run_id)
-        return run_id
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
-
-
-class JobManager:
-    """Starts, watches and stops background runs on one store."""
+class TaskRunner:
+    """Starts, watches and stops the background tasks of one store."""
 
     def __init__(self, store: Any):
         self.store = store
+        self.feed = TurnFeed(store)
+        self._tasks: dict[str, Task] = {}
+        self._lock = threading.Lock()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="parley-tasks",
+                                        daemon=True)
+        self._thread.start()
 
-    def start(self, config: Mapping[str, Any], question: str, *, expected: str | None = None,
-              label: str | None = None, tags: Iterable[str] = (), **run_options: Any) -> str:
-        """Start `config` on `question` in the background; returns the run id.
+    # ------------------------------------------------------------------ starting
+    def start_run(self, config: RunConfig | Mapping[str, Any], question: str, *,
+                  expected: str | None = None, endpoints: EndpointRegistry | None = None,
+                  label: str | None = None, tags: Iterable[str] = (), **options: Any) -> str:
+        """Open the run's row, start `config` on `question` under that id, and return the id.
 
-        `run_options` go to the protocol as they would from `arun_config` (`timeout_per_call`,
-        `retries`, `concurrency`, `prompts` ...). Bad configurations raise `ConfigError` here,
-        before any call, as a direct run would.
+        `options` go to the protocol as they would from `arun_config` (`timeout_per_call`,
+        `retries`, `prompts` ...). A configuration the protocol refuses raises its
+        `ConfigError` here, before any call, and leaves no row.
         """
-        config = dict(config)
-        calls = estimate(config)["calls"]  # also validates seats and options
-        started = threading.Event()
-        box: dict[str, Any] = {}
-        stop_event = threading.Event()
+        typed = RunConfig.parse(config)
+        calls = estimate(typed)["calls"]  # checks seats and options before anything is written
+        run = {"label": label if label is not None else typed.label, "tags": list(tags),
+               "expected": expected or None}
+        protocol = get_protocol(typed.protocol).name
+        run_id = self.store.start_run(protocol, question, config=stored_config(typed).stored(),
+                                      **run)
+        task = Task(run_id, "run", protocol=protocol, estimated_calls=calls)
+        self._add(task)
+        work = arun_config(typed, question, store=self.store, run_id=run_id,
+                           stop_event=task.stop_event, endpoints=endpoints, **run, **options)
+        self._submit(task, work)
+        return run_id
 
-        def on_start(run_id: str) -> None:
-            box["run_id"] = run_id
-            job = Job(run_id, get_protocol(config["protocol"]).name, calls,
-                      threading.current_thread(), stop_event)
-            box["job"] = job
-            with _LOCK:
-                _LIVE[run_id] = job
-                _forget_finished()
-            started.set()
+    def start_rerun(self, run: Mapping[str, Any],
+                    endpoints: EndpointRegistry | None = None) -> str:
+        """Start a stored run (`Store.get`) again: its stored configuration on its question,
+        with its label, tags and expected answer; returns the new run's id."""
+        config = rerun_config(run.get("config") or {})
+        return self.start_run(config, str(run.get("question", "")), endpoints=endpoints,
+                              **rerun_options(run))
 
-        def target() -> None:
+    def start_experiment(self, experiment_id: str,
+                         endpoints: EndpointRegistry | None = None) -> str:
+        """Run (or resume) an experiment; returns its id once its row says `running`. Starting
+        one this runner is running already changes nothing; one running elsewhere is a
+        `ConfigError`."""
+        with self._lock:
+            current = self._tasks.get(experiment_id)
+            if current is not None and current.alive:
+                return experiment_id
+        row = get_experiment(self.store, experiment_id)
+        if row["status"] == "running":
+            raise ConfigError(f"experiment {experiment_id} is already running (process "
+                              f"{row['pid']} on {row['host']}); stop it there first", "input")
+        task = Task(experiment_id, "experiment")
+        self._add(task)
+        self._submit(task, arun_experiment(self.store, experiment_id,
+                                           stop_event=task.stop_event, endpoints=endpoints))
+        return experiment_id
+
+    def start_demo(self) -> str:
+        """Make the demo runs (every demo question through every protocol, simulated) one
+        after another in the background; returns the demo's task id. While the demo is
+        going, starting it again changes nothing."""
+        with self._lock:
+            current = self._tasks.get(DEMO)
+            if current is not None and current.alive:
+                return DEMO
+            task = Task(DEMO, "demo", total=len(demo_plan()))
+            self._tasks[DEMO] = task
+        self._submit(task, self._demo(task))
+        return DEMO
+
+    async def _demo(self, task: Task) -> None:
+        """The demo's runs in turn; a run that raises is reported in `errors` and the demo
+        moves on, so one broken protocol does not hide the others."""
+        for protocol, question in demo_plan():
+            if task.stop_event.is_set():
+                return
+            config = demo_config(protocol)
+            run = {"label": DEMO_TAG, "tags": [DEMO_TAG], "expected": question.expected}
+            run_id = ""
             try:
-                asyncio.run(arun_config(
-                    config, question, store=_Capture(self.store, on_start),
-                    label=label if label is not None else config.get("label"),
-                    tags=list(tags), expected=expected or None, stop_event=stop_event,
-                    **run_options))
+                run_id = self.store.start_run(protocol, question.text,
+                                              config=stored_config(config).stored(), **run)
+                await arun_config(config, question.text, store=self.store, run_id=run_id,
+                                  stop_event=task.stop_event, **run)
+                task.run_ids.append(run_id)
             except RunStopped:
-                pass  # the run is stored as interrupted
-            except BaseException as exc:  # stored as failed by the protocol; kept for the page
-                box["error"] = exc
-                if "job" in box:
-                    box["job"].error = f"{type(exc).__name__}: {exc}"
+                return
+            except Exception as exc:  # noqa: BLE001 - reported, not hidden
+                task.errors.append(f"{protocol}: {type(exc).__name__}: {exc}")
+                if run_id:
+                    self.store.end_run(run_id, "failed", f"{type(exc).__name__}: {exc}")
             finally:
-                if "job" in box:
-                    box["job"].done.set()
-                started.set()
+                task.finished += 1
 
-        thread = threading.Thread(target=target, name="parley-run", daemon=True)
-        thread.start()
-        started.wait(START_TIMEOUT)
-        if "run_id" not in box:
-            error = box.get("error")
-            if isinstance(error, ConfigError):
-                raise error
-            if error is not None:
-                raise RuntimeError(f"the run could not start: {type(error).__name__}: {error}")
-            raise RuntimeError(f"the run did not start within {START_TIMEOUT:.0f} seconds")
-        return box["run_id"]
+    # ------------------------------------------------------------------ the loop
+    def _add(self, task: Task) -> None:
+        with self._lock:
+            self._tasks[task.id] = task
+            finished = [key for key, t in self._tasks.items() if not t.alive]
+            for key in finished[:max(0, len(finished) - KEEP_FINISHED)]:
+                del self._tasks[key]
+
+    def _submit(self, task: Task, work: Coroutine[Any, Any, Any]) -> None:
+        """Run `work` as `task` on the loop; return once its checks have run, raising the
+        `ConfigError` they raised."""
+        future = asyncio.run_coroutine_threadsafe(self._launch(task, work), self._loop)
+        try:
+            future.result(START_TIMEOUT)
+        except concurrent.futures.TimeoutError:
+            raise RuntimeError(f"the task did not start within {START_TIMEOUT:.0f} "
+                               "seconds") from None
+
+    async def _launch(self, task: Task, work: Coroutine[Any, Any, Any]) -> None:
+        job = asyncio.ensure_future(work)
+        task.job = job
+        # The loop runs ready callbacks in order, so the job's first step (everything up to
+        # its first real wait) has run when this coroutine resumes: a protocol's checks, an
+        # experiment's claim on its row. A refusal there is the caller's to see.
+        await asyncio.sleep(0)
+        if job.done() and not job.cancelled():
+            refused = job.exception()
+            if isinstance(refused, ConfigError) and self._never_started(task):
+                task.error = str(refused)
+                task.done.set()
+                with self._lock:
+                    self._tasks.pop(task.id, None)
+                raise refused
+        job.add_done_callback(lambda finished: self._finish(task, finished))
+
+    def _never_started(self, task: Task) -> bool:
+        """True when a refused task left nothing behind: a run row its protocol never began
+        is deleted (it was opened for the run, which was refused before any call)."""
+        if task.kind != "run":
+            return task.kind == "experiment"
+        if self.store.run_state(task.id)["status"] != "running":
+            return False  # the protocol began and recorded its failure
+        self.store.delete([task.id])
+        return True
+
+    def _finish(self, task: Task, job: asyncio.Future[Any]) -> None:
+        error = None if job.cancelled() else job.exception()
+        if error is not None and not isinstance(error, RunStopped):
+            task.error = f"{type(error).__name__}: {error}"
+            if task.kind == "run":  # never left `running`: a run that cannot end is failed
+                self.store.end_run(task.id, "failed", task.error)
+        task.done.set()
 
     # ------------------------------------------------------------------ watching
-    def job(self, run_id: str) -> Job | None:
-        """The live job for `run_id` in this process, if any (finished ones too)."""
-        with _LOCK:
-            return _LIVE.get(run_id)
+    def task(self, task_id: str) -> Task | None:
+        """This runner's task `task_id` (a run id, an experiment id or `DEMO`), finished ones
+        too; None when this runner never started it."""
+        with self._lock:
+            return self._tasks.get(task_id)
 
     def live(self) -> list[str]:
-        """Ids of runs still going in this process whose rows are in this store."""
-        with _LOCK:
-            ids = [run_id for run_id, job in _LIVE.items() if job.alive]
+        """Ids of the runs this runner is running (re-runs included, demo runs not)."""
+        with self._lock:
+            ids = [key for key, t in self._tasks.items() if t.kind == "run" and t.alive]
         return [run_id for run_id in ids if self.store.exists(run_id)]
 
-    def stop(self, run_id: str) -> bool:
-        """Ask a running run to stop; it ends `interrupted`. A run of this process stops after
-        the call in flight; a run of another process (or one stuck) is marked `interrupted` in
-        the store at once, and its owner stops at its next turn. False when nothing ran."""
-        job = self.job(run_id)
-        if job is not None and job.alive:
-            job.stop_event.set()
+    def stop(self, task_id: str) -> bool:
+        """Ask a task to stop: a run ends `interrupted` after its call in flight, an experiment
+        `stopped` (a resume redoes its runs in flight), the demo after its current run. A run
+        this runner does not hold (another process's, or one stuck) is marked `interrupted`
+        in the store at once, and its owner stops at its next turn. False when nothing ran."""
+        task = self.task(task_id)
+        if task is not None and task.alive:
+            task.stop_event.set()
             return True
-        return self.store.stop_run(run_id)
+        return self.store.stop_run(task_id) if task is None or task.kind == "run" else False
 
-    def wait(self, run_id: str, timeout: float = 120.0) -> str:
-        """Block until the run is no longer `running` (or `timeout`); returns its status."""
-        job = self.job(run_id)
-        if job is not None:
-            job.done.wait(timeout)
-            return self.store.get(run_id)["status"]
+    def wait(self, task_id: str, timeout: float = 120.0) -> str:
+        """Block until the task is over (or `timeout`); returns its status. A run this runner
+        does not hold is waited for in the store."""
+        task = self.task(task_id)
+        if task is not None:
+            task.done.wait(timeout)
+            return str(self.progress(task_id)["status"])
         deadline = time.monotonic() + timeout
-        status = self.store.get(run_id)["status"]
+        status = self.store.run_state(task_id)["status"]
         while status == "running" and time.monotonic() < deadline:
             time.sleep(0.2)
-            status = self.store.get(run_id)["status"]
-        return status
+            status = self.store.run_state(task_id)["status"]
+        return str(status)
 
-    def progress(self, run_id: str) -> dict[str, Any]:
-        """A run's live state from the store: status, calls done / estimated, current phase.
+    def progress(self, task_id: str, protocol: str = "") -> dict[str, Any]:
+        """A task's live state. For a run (any stored run): status, calls done / estimated,
+        the current phase and the turns so far, read through the runner's `TurnFeed` (only
+        the turns written since the last poll). `protocol` names a run's protocol when this
+        runner did not start it (for its phases). For an experiment: its `Progress` as a
+        dict; for the demo: runs done of planned, the runs made and the errors."""
+        task = self.task(task_id)
+        if task is not None and task.kind == "experiment":
+            return asdict(experiment_progress(self.store, task_id))
+        if task is not None and task.kind == "demo":
+            status = "running" if task.alive else (
+                "interrupted" if task.stop_event.is_set() else "completed")
+            return {"id": task.id, "status": status, "done": task.finished,
+                    "total": task.total, "fraction": min(1.0, task.finished / task.total),
+                    "run_ids": list(task.run_ids), "errors": list(task.errors)}
+        return self._run_progress(task_id, task, protocol)
 
-        Works for any stored run; the estimate comes from the live job when this process
-        started it, otherwise it is unknown (`estimated_calls` 0) unless the run is over.
-        """
-        run = self.store.get(run_id)
-        turns = run["turns"]
-        job = self.job(run_id)
+    def _run_progress(self, run_id: str, task: Task | None, protocol: str) -> dict[str, Any]:
+        live = self.feed.poll(run_id)
+        status, turns = live.state["status"], live.turns
         done = len(turns)
-        estimated = job.estimated_calls if job is not None else 0
-        if run["status"] != "running":
-            estimated = max(estimated, done) if run["status"] == "completed" else estimated
-        phases = _phases(run["protocol"])
+        estimated = task.estimated_calls if task is not None else 0
+        if status == "completed":
+            estimated = max(estimated, done)
+        phases = _phases(task.protocol if task is not None else protocol)
         phase = turns[-1]["phase"] if turns else (phases[0] if phases else "")
-        return {"run_id": run_id, "status": run["status"], "calls_done": done,
+        return {"run_id": run_id, "status": status, "calls_done": done,
                 "estimated_calls": estimated,
                 "fraction": min(1.0, done / estimated) if estimated else 0.0,
                 "phase": phase, "phases": phases,
                 "phase_number": phases.index(phase) + 1 if phase in phases else 0,
-                "error": run.get("error") or (job.error if job is not None else ""),
-                "stopping": bool(job is not None and job.alive and job.stop_event.is_set())}
+                "error": live.state["error"] or (task.error if task is not None else ""),
+                "stopping": bool(task is not None and task.alive and task.stop_event.is_set()),
+                "turns": turns}
 
 
 def _phases(protocol: str) -> list[str]:
     try:
-        return list(get_protocol(protocol).phases)
+        return list(get_protocol(protocol).phases) if protocol else []
     except ConfigError:
         return []
+

@@ -401,6 +401,34 @@ class Store:
             out["status"] = "interrupted"
         return out
 
+    def run_state(self, run_id: str) -> dict[str, Any]:
+        """A run's live state without its turns: status, error, turn count and when it last
+        changed (one row and one count; what a live view polls). Writes nothing: a run whose
+        owner is gone reads as `interrupted`."""
+        with self.engine.connect() as connection:
+            row = connection.execute(select(
+                RunRow.status, RunRow.error, RunRow.heartbeat_at, RunRow.finished_at).where(
+                RunRow.id == run_id)).first()
+            if row is None:
+                raise KeyError(f"no run {run_id!r} in {self.url_safe}")
+            turns = connection.execute(select(func.count()).where(
+                TurnRow.run_id == run_id)).scalar() or 0
+        status, error, beat, finished = row
+        if status == "running" and run_id in self._stale():
+            status = "interrupted"
+        updated = finished or beat
+        return {"status": status, "error": error or "", "turns": int(turns),
+                "updated": readback.aware(updated).isoformat() if updated else None}
+
+    def turns_after(self, run_id: str, after: int) -> list[dict[str, Any]]:
+        """The turns of `run_id` with an index above `after`, in speaking order, as
+        `get(run_id)["turns"]` gives them: what a live view has not read yet."""
+        with self.engine.connect() as connection:
+            rows = connection.execute(select(TurnRow.__table__).where(
+                TurnRow.run_id == run_id, TurnRow.idx > after).order_by(
+                TurnRow.idx, TurnRow.id)).mappings().all()
+        return [readback.turn_dict(dict(t)) for t in rows]
+
     @property
     def url_safe(self) -> str:
         """The database URL with any password hidden."""

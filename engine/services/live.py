@@ -1,0 +1,66 @@
+"""The live view's reads: each poll of a running run reads its state row and only the turns
+written since the previous poll, never the whole run again.
+
+`Store.get` reads every turn with its prompt messages; a page that polls it every second
+reads a long run over and over. A `TurnFeed` remembers the turns it has read per run and asks
+the store for the rest (`Store.run_state` and `Store.turns_after`). One feed serves every
+session of the process (the task runner holds it), so two watchers of one run share its reads.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+KEEP_RUNS = 50  # runs whose turns a feed keeps while nobody has seen them end
+
+
+@dataclass(frozen=True)
+class LiveRun:
+    """What one poll saw: the run's state (`Store.run_state`), every turn read so far in
+    speaking order, and how many of them this poll added."""
+
+    run_id: str
+    state: dict[str, Any]
+    turns: list[dict[str, Any]]
+    new: int
+
+    @property
+    def running(self) -> bool:
+        return self.state["status"] == "running"
+
+
+class TurnFeed:
+    """Per run, the turns read so far; each poll reads the state and the turns after the
+    last index it holds. A run that is seen to end is forgotten (the page then reads the
+    finished run once), and at most `KEEP_RUNS` runs are held."""
+
+    def __init__(self, store: Any, keep_runs: int = KEEP_RUNS):
+        self.store = store
+        self.keep_runs = keep_runs
+        self._turns: dict[str, list[dict[str, Any]]] = {}
+        self._lock = threading.Lock()
+
+    def poll(self, run_id: str) -> LiveRun:
+        """Read `run_id`'s state and its turns not read yet. The state is read first, so a
+        run seen ended has all its turns in this poll."""
+        with self._lock:
+            held = self._turns.get(run_id, [])
+            last = held[-1]["idx"] if held else -1
+        state = self.store.run_state(run_id)
+        new = self.store.turns_after(run_id, last)
+        with self._lock:
+            held = self._turns.pop(run_id, held)
+            top = held[-1]["idx"] if held else -1
+            added = [turn for turn in new if turn["idx"] > top]  # another poll may have them
+            turns = held + added
+            if state["status"] == "running":
+                self._turns[run_id] = turns  # re-inserted: the most recently polled is last
+                while len(self._turns) > self.keep_runs:
+                    del self._turns[next(iter(self._turns))]
+        return LiveRun(run_id, state, turns, len(added))
+
+    def forget(self, run_id: str) -> None:
+        """Drop what the feed holds for `run_id` (a deleted run, say)."""
+        with self._lock:
+            self._turns.pop(run_id, None)
