@@ -22,7 +22,7 @@ PAGES = (
 )
 
 page = st.navigation([st.Page(path, title=title, icon=icon, default=path == "pages/home.py")
-                      for path, title, icon in PAGES if _shared.page_exists(path)])
+                      for path, title, icon in PAGES])
 _shared.settings()  # environment, then st.secrets; once per session
 _shared.store()     # open (and migrate) the database before any page needs it
 _shared.keep_form_state()  # a half-configured run survives a visit to another page

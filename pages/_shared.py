@@ -19,21 +19,18 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
+from streamlit.errors import StreamlitSecretNotFoundError
 from streamlit.string_util import is_emoji
 
 from engine import ConfigError, Store
 from engine.llm.endpoints import EndpointRegistry, free_urls_allowed
-from engine.services.tasks import TaskRunner
 from engine.llm.providers import providers_status
+from engine.services.tasks import TaskRunner
 from engine.store import DEFAULT_URL
 
 
 def _secrets() -> dict[str, Any]:
     """`st.secrets` as a plain mapping; empty when there is no secrets file."""
-    try:
-        from streamlit.errors import StreamlitSecretNotFoundError
-    except ImportError:  # older Streamlit raises FileNotFoundError only
-        StreamlitSecretNotFoundError = FileNotFoundError  # noqa: N806
     try:
         return dict(st.secrets.to_dict())
     except (FileNotFoundError, StreamlitSecretNotFoundError):
@@ -158,11 +155,6 @@ def endpoint_hints(provider: str = "openai") -> str:
             "PARLEY_ALLOW_BASE_URLS=1)")
     return (f"Registered endpoints: {listed}; {free}." if names else
             f"No endpoints are registered; {free}.")
-
-
-def page_exists(path: str) -> bool:
-    """True when a page file (relative to the app's folder) is present."""
-    return os.path.exists(os.path.join(os.path.dirname(os.path.dirname(__file__)), path))
 
 
 # ------------------------------------------------------------------ text-safe rendering

@@ -83,9 +83,7 @@ if right.button("Remove all demo runs", icon=":material/delete:", key="demo_remo
     st.success(f"Removed {removed} demo runs.")
     demo_ids = []
 
-links = [(path, title) for path, title in (("pages/runs.py", "Open Runs"),
-                                           ("pages/insights.py", "Open Insights"),
-                                           ("pages/run.py", "Start a run"))
-         if _shared.page_exists(path)]
-for column, (path, title) in zip(st.columns(max(1, len(links))), links):
+links = (("pages/runs.py", "Open Runs"), ("pages/insights.py", "Open Insights"),
+         ("pages/run.py", "Start a run"))
+for column, (path, title) in zip(st.columns(len(links)), links):
     column.page_link(path, label=title)

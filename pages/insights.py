@@ -3,11 +3,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine.reports import charts
-
+from engine.reports import charts, insights
 from engine.reports import runs as history
-
-from engine.reports import insights
 from pages import _shared
 
 store = _shared.store()

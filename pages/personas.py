@@ -111,10 +111,8 @@ def configurations() -> None:
             st.code(library.to_yaml(config),
                     language="yaml", wrap_lines=True)
             left, right = st.columns(2)
-            if _shared.page_exists("pages/run.py"):
-                left.page_link("pages/run.py", label="Use on the Run page",
-                               icon=":material/play_circle:",
-                               query_params={"config": entry["label"]})
+            left.page_link("pages/run.py", label="Use on the Run page",
+                           icon=":material/play_circle:", query_params={"config": entry["label"]})
             with right:
                 confirm_delete("config", {"id": entry["id"], "name": entry["label"]})
 

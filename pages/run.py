@@ -8,12 +8,11 @@ from __future__ import annotations
 import streamlit as st
 
 from engine import REGISTRY, ConfigError, get_protocol, prompt_templates
-
-from engine.services import library
 from engine.llm.providers import SPEC_HELP
 from engine.questions import QUESTION_SETS
 from engine.reports import runs as runs_report
 from engine.reports.views import Block
+from engine.services import library
 from pages import _shared
 
 store, tasks = _shared.store(), _shared.tasks()
@@ -82,7 +81,6 @@ def live(run_id: str, protocol: str, icons: dict[str, str]) -> None:
 
 
 def finished(run: dict, icons: dict[str, str]) -> None:
-    spec = get_protocol(run["protocol"])
     status = run["status"]
     if status == "completed":
         st.success(f"Completed in {run['duration']:.1f} s.")
@@ -105,9 +103,8 @@ def finished(run: dict, icons: dict[str, str]) -> None:
     with st.expander(f"Transcript — {turns} turns", expanded=status != "completed"):
         transcript(run["turns"], icons)
     left, right = st.columns(2)
-    if _shared.page_exists("pages/runs.py"):
-        left.page_link("pages/runs.py", label="Open this run on the Runs page",
-                       icon=":material/history:", query_params={"run": run["id"]})
+    left.page_link("pages/runs.py", label="Open this run on the Runs page",
+                   icon=":material/history:", query_params={"run": run["id"]})
     right.download_button("Export as JSON", store.export_run(run["id"]),
                           file_name=f"parley-{run['id']}.json", mime="application/json",
                           icon=":material/download:", key="run-export")

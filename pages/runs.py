@@ -6,12 +6,8 @@ from typing import Any
 import streamlit as st
 
 from engine import ConfigError
-
-from engine.reports import charts
-
+from engine.reports import charts, insights
 from engine.reports import runs as history
-
-from engine.reports import insights
 from pages import _shared
 
 store = _shared.store()

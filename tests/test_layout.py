@@ -121,7 +121,7 @@ def test_the_engine_never_imports_streamlit_and_pages_use_a_handful_of_packages(
                 for module, _, _ in _imports(_tree(p)) if module.split(".")[0] == "streamlit"]
     used = set()
     for path in [p for p in SOURCES if not _rel(p).startswith("engine/")]:
-        for module, names, _ in _imports(_tree(path)):
+        for module, _names, _ in _imports(_tree(path)):
             if module.split(".")[0] == "engine":
                 used.add(".".join(module.split(".")[:2]))
     assert used <= PAGE_SOURCES, f"pages import {sorted(used - PAGE_SOURCES)}"
