@@ -43,12 +43,14 @@ def test_a_run_completes_and_is_stored(store):
     assert run_id not in tasks.live()
 
 
-def test_a_run_stores_its_configuration_as_a_direct_run_does(store):
+@pytest.mark.parametrize("protocol", list(REGISTRY))
+def test_a_run_stores_its_configuration_as_a_direct_run_does(store, protocol):
     from engine.protocols import arun_config, run_sync
+    config = {"protocol": protocol, "model": "simulated"}
     tasks = TaskRunner(store)
-    background = tasks.start_run(DEBATE, "Same config?")
+    background = tasks.start_run(config, "Same config?")
     tasks.wait(background, GENEROUS)
-    direct = run_sync(arun_config(DEBATE, "Same config?", store=store)).run_id
+    direct = run_sync(arun_config(config, "Same config?", store=store)).run_id
     assert store.get(background)["config"] == store.get(direct)["config"]
 
 

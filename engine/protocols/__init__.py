@@ -85,7 +85,7 @@ def seats_from_config(spec: ProtocolSpec[Any], config: RunConfig | Mapping[str, 
         model = entry.model or config.model
         if config.base_url and model.strip().lower().startswith("openai:"):
             model = with_base_url(model, config.base_url)
-        return Seat(entry.name or slot.name, model, entry.persona, entry.role,
+        return Seat(entry.name or slot.name, model, entry.persona, entry.role or slot.role,
                     entry.temperature, icon=entry.icon)
 
     kwargs: dict[str, Any] = {}

@@ -40,6 +40,7 @@ class Slot:
     optional: bool = False
     defaults: tuple[dict[str, str], ...] = ()
     help: str = ""
+    role: str = ""  # the role a seat here plays when its configuration names none
 
 
 @dataclass(frozen=True)

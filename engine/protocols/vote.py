@@ -129,7 +129,7 @@ SPEC = ProtocolSpec(
     name="vote", title="Vote (baseline)", seed="002", question_name="question",
     runner=arun_vote,
     slots=(Slot("voters", many=True, minimum=MIN_VOTERS, maximum=MAX_VOTERS,
-                defaults=tuple(p.seat_dict() for p in PANEL_DEBATERS),
+                defaults=tuple(p.seat_dict() for p in PANEL_DEBATERS), role="voter",
                 help="each answers once, independently"),),
     options=(), templates=TEMPLATES,
     estimate_calls=lambda options, seats: int(seats.get("voters", 3)),
