@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 
 from engine import ConfigError, Seat, arun_debate, prompt_templates, run_debate
+from protocol_contract import ProtocolContract
 
 ARGUMENT_ERROR = "Error: Unable to generate argument."
 COUNTER_ERROR = "Error: Unable to generate counter-argument."
@@ -448,3 +449,12 @@ def test_result_fields_and_duration(seats):
     assert result.topic == TOPIC and result.protocol == "debate"
     assert result.duration >= 0
     assert result.run_id is None  # nothing stored without a store
+
+
+class TestDebateContract(ProtocolContract):
+    """The protocol contract (tests/protocol_contract.py), kept by the debate."""
+
+    protocol = "debate"
+    run = staticmethod(run_debate)
+    arun = staticmethod(arun_debate)
+    options = {"max_rounds": 2}

@@ -3,9 +3,10 @@ import pytest
 
 from engine.reports.runs import result_blocks
 from engine.protocols import metrics_of
-from engine import ConfigError, DuelResult, Seat, run_duel
+from engine import ConfigError, DuelResult, Seat, arun_duel, run_duel
 from engine.protocols import REGISTRY, estimate
 from engine.protocols.duel import TEMPLATES, agreed
+from protocol_contract import ProtocolContract
 
 TOPIC = "Should this API be synchronous?"
 OPENING = f"Make your opening statement about: {TOPIC}. 2-3 sentences."
@@ -308,3 +309,12 @@ def test_simulated_duel_converges_on_agreed_for_some_seed():
     again = run_duel(TOPIC, a=Seat("pro", "simulated?seed=0"), b=Seat("con", "simulated?seed=0"),
                      converge="agreed")
     assert again.status == outcomes[0]  # seeded: the same seed plays the same duel
+
+
+class TestDuelContract(ProtocolContract):
+    """The protocol contract (tests/protocol_contract.py), kept by the duel."""
+
+    protocol = "duel"
+    run = staticmethod(run_duel)
+    arun = staticmethod(arun_duel)
+    options = {"rounds": 2}

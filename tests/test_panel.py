@@ -6,11 +6,12 @@ import pytest
 
 from engine.reports.runs import result_blocks
 from engine.protocols import metrics_of
-from engine import ConfigError, PanelResult, Seat, run_panel
+from engine import ConfigError, PanelResult, Seat, arun_panel, run_panel
 from engine.protocols.personas import CAUTIOUS, CREATIVE, CRITIC, JUDGE, LITERAL, panel_seats
 from engine.protocols import REGISTRY, estimate, prompt_templates, seats_from_config
 from engine.protocols.panel import SPEC, TEMPLATES
 from engine.reports.views import Block
+from protocol_contract import ProtocolContract
 
 Q = "A bat and a ball cost $1.10 in total. The bat costs $1.00 more than the ball. " \
     "How much does the ball cost?"
@@ -398,3 +399,11 @@ def test_default_panel_runs_on_the_simulated_model():
     assert len(result.turns) == 8 and all(t.simulated for t in result.turns)
     assert [p.persona for p in result.proposals] == ["cautious", "creative", "literal"]
     assert [p.icon for p in result.proposals] == ["🛡️", "💡", "📏"]
+
+
+class TestPanelContract(ProtocolContract):
+    """The protocol contract (tests/protocol_contract.py), kept by the panel."""
+
+    protocol = "panel"
+    run = staticmethod(run_panel)
+    arun = staticmethod(arun_panel)

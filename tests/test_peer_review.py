@@ -7,6 +7,7 @@ import pytest
 
 from engine import ConfigError, arun_peer_review, prompt_templates, run_peer_review
 from engine.analysis import is_approved
+from protocol_contract import ProtocolContract
 
 TASK = "Write release notes for version 2.0 of TASK-MARKER-42"
 REJECT = "APPROVED: no\nFEEDBACK: Add the migration steps.\nSTRENGTHS: Clear headings."
@@ -282,3 +283,12 @@ def test_result_fields(recording_model):
         assert field in data
     assert set(data["iterations"][0]) >= {"iteration_number", "output", "feedback",
                                           "strengths", "approved", "duration"}
+
+
+class TestPeerReviewContract(ProtocolContract):
+    """The protocol contract (tests/protocol_contract.py), kept by the peer review."""
+
+    protocol = "peer-review"
+    run = staticmethod(run_peer_review)
+    arun = staticmethod(arun_peer_review)
+    options = {"max_iterations": 2}

@@ -6,9 +6,11 @@ import pytest
 
 from engine.reports.runs import result_blocks
 from engine.protocols import metrics_of
-from engine import ConfigError, Exchange, RoundtableResult, Seat, prompt_templates, run_roundtable
+from engine import (ConfigError, Exchange, RoundtableResult, Seat, arun_roundtable,
+                    prompt_templates, run_roundtable)
 from engine.protocols import REGISTRY, arun_config, estimate, run_sync
 from engine.protocols.roundtable import parse_stance, role_description, role_name
+from protocol_contract import ProtocolContract
 
 QUESTION = "Should we adopt the migration plan?"
 SEED_REPLIES = {"Ada": "Adopt the migration plan: the migration plan reduces downtime.",
@@ -434,3 +436,12 @@ def test_simulated_judge_helper_reads_the_final_stances():
     assert reading["dominant_position"] == result.stance_tally.winner
     assert set(reading["dissenting_views"]) == set(result.stance_tally.counts) - {
         result.stance_tally.winner}
+
+
+class TestRoundtableContract(ProtocolContract):
+    """The protocol contract (tests/protocol_contract.py), kept by the roundtable."""
+
+    protocol = "roundtable"
+    run = staticmethod(run_roundtable)
+    arun = staticmethod(arun_roundtable)
+    options = {"rounds": 2}

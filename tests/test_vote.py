@@ -5,11 +5,12 @@ import pytest
 
 from engine.reports.runs import result_blocks
 from engine.protocols import metrics_of
-from engine import ConfigError, Seat, VoteResult, run_panel, run_vote
+from engine import ConfigError, Seat, VoteResult, arun_vote, run_panel, run_vote
 from engine.protocols.personas import panel_seats
 from engine.protocols import REGISTRY, estimate, seats_from_config
 from engine.protocols import panel as panel_module
 from engine.protocols.vote import SPEC, TEMPLATES
+from protocol_contract import ProtocolContract
 
 Q = "If it takes 5 machines 5 minutes to make 5 widgets, how many minutes would it take " \
     "100 machines to make 100 widgets?"
@@ -88,3 +89,11 @@ def test_a_vote_is_stored(store):
     blocks = result_blocks(store.get(result.run_id))
     assert blocks[0].kind == "metrics" and any(b.title == "Ballots" for b in blocks)
     assert "winner:" in SPEC.summary(result)
+
+
+class TestVoteContract(ProtocolContract):
+    """The protocol contract (tests/protocol_contract.py), kept by the vote."""
+
+    protocol = "vote"
+    run = staticmethod(run_vote)
+    arun = staticmethod(arun_vote)
