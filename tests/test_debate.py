@@ -458,3 +458,13 @@ class TestDebateContract(ProtocolContract):
     run = staticmethod(run_debate)
     arun = staticmethod(arun_debate)
     options = {"max_rounds": 2}
+
+    def assert_failure_shown(self, result, seat, slot, failure):
+        """A failed side's argument is the seed's error text; a failed judge gives no verdict."""
+        if slot == "proponent":
+            assert {r.proponent_argument for r in result.rounds} == {ARGUMENT_ERROR}
+        elif slot == "opponent":
+            assert {r.opponent_argument for r in result.rounds} == {COUNTER_ERROR}
+        else:
+            assert result.verdict.startswith("Unable to reach verdict due to error: ")
+            assert result.confidence == 0.0 and result.pro_summary == ""

@@ -318,3 +318,8 @@ class TestDuelContract(ProtocolContract):
     run = staticmethod(run_duel)
     arun = staticmethod(arun_duel)
     options = {"rounds": 2}
+
+    def assert_failure_shown(self, result, seat, slot, failure):
+        """A failed turn halts both sides and names the agent; its text is never invented."""
+        assert result.status == "failed" and result.failed_agent == seat.name
+        assert result.error and seat.name not in {name for name, _ in result.transcript}

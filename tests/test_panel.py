@@ -407,3 +407,14 @@ class TestPanelContract(ProtocolContract):
     protocol = "panel"
     run = staticmethod(run_panel)
     arun = staticmethod(arun_panel)
+
+    def assert_failure_shown(self, result, seat, slot, failure):
+        """A failed debater abstains; a failed critic or judge leaves its part empty."""
+        if slot == "debaters":
+            assert result.tally.ballots[seat.name] is None
+            assert not any(p.usable for p in result.proposals if p.persona == seat.name)
+        elif slot == "critic":
+            assert not result.critique.usable
+        else:
+            assert result.answer == "" and result.key_points == []
+        assert any(seat.name in w for w in result.warnings)

@@ -292,3 +292,14 @@ class TestPeerReviewContract(ProtocolContract):
     run = staticmethod(run_peer_review)
     arun = staticmethod(arun_peer_review)
     options = {"max_iterations": 2}
+
+    question = "Draft a two-sentence apology for a delayed order."  # rejected once: both templates
+
+    def assert_failure_shown(self, result, seat, slot, failure):
+        """A failed producer stops the loop with no draft; a failed reviewer approves nothing."""
+        assert not result.approved
+        if slot == "producer":
+            assert result.iterations == [] and result.final_output == ""
+            assert any("producer failed" in w for w in result.warnings)
+        else:
+            assert all(i.feedback.startswith("Review unavailable: ") for i in result.iterations)

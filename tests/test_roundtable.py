@@ -445,3 +445,12 @@ class TestRoundtableContract(ProtocolContract):
     run = staticmethod(run_roundtable)
     arun = staticmethod(arun_roundtable)
     options = {"rounds": 2}
+
+    def assert_failure_shown(self, result, seat, slot, failure):
+        """A failed agent's turns are kept empty and degraded; a failed judge leaves the floor."""
+        if slot == "agents":
+            own = [e for e in result.exchanges if e.agent == seat.name]
+            assert own and all(e.degraded and not e.usable and e.response == "" for e in own)
+            assert seat.name not in {e.agent for e in result.exchanges if e.usable}
+        else:
+            assert result.judge is None and result.judge_status == "degraded"

@@ -97,3 +97,9 @@ class TestVoteContract(ProtocolContract):
     protocol = "vote"
     run = staticmethod(run_vote)
     arun = staticmethod(arun_vote)
+
+    def assert_failure_shown(self, result, seat, slot, failure):
+        """A failed voter abstains: counted in the total, never a position."""
+        assert result.tally.ballots[seat.name] is None
+        assert seat.name in result.tally.abstentions
+        assert result.tally.total == len(result.proposals)
