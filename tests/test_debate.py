@@ -6,9 +6,9 @@ import time
 from datetime import timedelta
 
 import pytest
+from protocol_contract import ProtocolContract
 
 from engine import ConfigError, Seat, arun_debate, prompt_templates, run_debate
-from protocol_contract import ProtocolContract
 
 ARGUMENT_ERROR = "Error: Unable to generate argument."
 COUNTER_ERROR = "Error: Unable to generate counter-argument."

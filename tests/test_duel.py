@@ -1,12 +1,12 @@
 """Duel (seed 004): alternation, own histories and prompts, convergence, replies, failure."""
 import pytest
+from protocol_contract import ProtocolContract
 
 from engine.reports.runs import result_blocks
 from engine.protocols import metrics_of
 from engine import ConfigError, DuelResult, Seat, arun_duel, run_duel
 from engine.protocols import REGISTRY, estimate
 from engine.protocols.duel import TEMPLATES, agreed
-from protocol_contract import ProtocolContract
 
 TOPIC = "Should this API be synchronous?"
 OPENING = f"Make your opening statement about: {TOPIC}. 2-3 sentences."

@@ -3,6 +3,7 @@ import json
 import re
 
 import pytest
+from protocol_contract import ProtocolContract
 
 from engine.reports.runs import result_blocks
 from engine.protocols import metrics_of
@@ -11,7 +12,6 @@ from engine.protocols.personas import CAUTIOUS, CREATIVE, CRITIC, JUDGE, LITERAL
 from engine.protocols import REGISTRY, estimate, prompt_templates, seats_from_config
 from engine.protocols.panel import SPEC, TEMPLATES
 from engine.reports.views import Block
-from protocol_contract import ProtocolContract
 
 Q = "A bat and a ball cost $1.10 in total. The bat costs $1.00 more than the ball. " \
     "How much does the ball cost?"

@@ -4,10 +4,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from protocol_contract import ProtocolContract
 
 from engine import ConfigError, arun_peer_review, prompt_templates, run_peer_review
 from engine.analysis import is_approved
-from protocol_contract import ProtocolContract
 
 TASK = "Write release notes for version 2.0 of TASK-MARKER-42"
 REJECT = "APPROVED: no\nFEEDBACK: Add the migration steps.\nSTRENGTHS: Clear headings."

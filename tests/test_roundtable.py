@@ -3,6 +3,7 @@ import json
 from collections import Counter
 
 import pytest
+from protocol_contract import ProtocolContract
 
 from engine.reports.runs import result_blocks
 from engine.protocols import metrics_of
@@ -10,7 +11,6 @@ from engine import (ConfigError, Exchange, RoundtableResult, Seat, arun_roundtab
                     prompt_templates, run_roundtable)
 from engine.protocols import REGISTRY, arun_config, estimate, run_sync
 from engine.protocols.roundtable import parse_stance, role_description, role_name
-from protocol_contract import ProtocolContract
 
 QUESTION = "Should we adopt the migration plan?"
 SEED_REPLIES = {"Ada": "Adopt the migration plan: the migration plan reduces downtime.",

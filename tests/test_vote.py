@@ -2,6 +2,7 @@
 import json
 
 import pytest
+from protocol_contract import ProtocolContract
 
 from engine.reports.runs import result_blocks
 from engine.protocols import metrics_of
@@ -10,7 +11,6 @@ from engine.protocols.personas import panel_seats
 from engine.protocols import REGISTRY, estimate, seats_from_config
 from engine.protocols import panel as panel_module
 from engine.protocols.vote import SPEC, TEMPLATES
-from protocol_contract import ProtocolContract
 
 Q = "If it takes 5 machines 5 minutes to make 5 widgets, how many minutes would it take " \
     "100 machines to make 100 widgets?"
