@@ -24,6 +24,7 @@ seat.
 """
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -196,6 +197,20 @@ class ProtocolContract:
                 self.go(store, seats=seats, prompts=prompts, on_event=events.append)
             self.assert_nothing_happened(store, spies, events)
 
+    def test_a_seat_without_a_model_is_refused_before_any_call(self, store: Store,
+                                                                seat: str) -> None:
+        seats, spies = self.seats()
+        value = seats[seat]
+        if isinstance(value, list):
+            seats[seat] = [value[0].model_copy(update={"model": ""}), *value[1:]]
+        else:
+            seats[seat] = value.model_copy(update={"model": ""})
+        events: list[Turn] = []
+        with pytest.raises(ConfigError) as err:
+            self.go(store, seats=seats, on_event=events.append)
+        assert err.value.code == "no_model"
+        self.assert_nothing_happened(store, spies, events)
+
     # ----------------------------------------------------------------- failing seats
     def test_a_failing_seat_is_recorded_on_its_turns(self, store: Store, seat: str,
                                                      failure: str) -> None:
@@ -298,6 +313,7 @@ class ProtocolContract:
         assert "outcome" in stored["metrics"]
         assert stored["metrics"]["outcome"] == self.spec.outcome(result)
         assert self.spec.read_result(stored["result"]) is not None
+        assert stored["simulated"] and stored["label"] == "contract"
         config = RunConfig.model_validate(stored["config"])
         assert config.protocol == self.protocol
         again = run_sync(arun_config(config, self.question, store=store, retries=0))
@@ -334,6 +350,28 @@ class ProtocolContract:
         with pytest.raises(RunStopped):
             self.go(store, on_event=listen)
         self.assert_stopped(store, events, stopped_at[0])
+
+    def test_cancelling_the_task_ends_the_run_interrupted(self, store: Store) -> None:
+        events: list[Turn] = []
+        seats, _ = self.seats(latency=0.01)
+
+        async def main() -> None:
+            tasks: list[asyncio.Future[Any]] = []
+
+            def listen(turn: Turn) -> None:
+                events.append(turn)
+                asyncio.get_running_loop().call_soon(tasks[0].cancel)
+
+            tasks.append(asyncio.ensure_future(type(self).arun(
+                self.question, **seats, store=store, retries=0, on_event=listen)))
+            await tasks[0]
+
+        with pytest.raises(asyncio.CancelledError):
+            asyncio.run(main())
+        runs = store.runs()
+        assert list(runs["status"]) == ["interrupted"]
+        stored = store.get(runs["id"].iloc[0])
+        assert events and {t.index for t in events} <= {t["idx"] for t in stored["turns"]}
 
     def assert_stopped(self, store: Store, events: list[Turn], stopped_at: datetime) -> None:
         """The run is `interrupted`, every turn heard of is kept, and no call started after
