@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from datetime import datetime
 from typing import Any, ClassVar
 
 import pytest
 from langchain_core.messages import BaseMessage
+from pydantic import Field
 
 from engine import ConfigError, Seat, Store
 from engine.config import RunConfig, SeatSpec
@@ -53,9 +54,7 @@ FAILURE_TEXT = {"raises": "SimulatedFault", "times out": "time", "answers empty"
 class SpyModel(SimulatedChatModel):
     """The simulated model, keeping the text of every conversation it was sent."""
 
-    def __init__(self, **kw: Any):
-        super().__init__(**kw)
-        object.__setattr__(self, "received", [])
+    received: list[str] = Field(default_factory=list)
 
     def _note(self, messages: list[BaseMessage]) -> None:
         self.received.append("\n".join(str(m.content) for m in messages))
@@ -83,7 +82,7 @@ class ProtocolContract:
 
     protocol: ClassVar[str]  # the registry name
     run: ClassVar[Callable[..., RunResult]]  # `run_*`, wrapped in staticmethod
-    arun: ClassVar[Callable[..., Awaitable[RunResult]]]  # `arun_*`, wrapped in staticmethod
+    arun: ClassVar[Callable[..., Coroutine[Any, Any, RunResult]]]  # `arun_*`, likewise
     question: ClassVar[str] = "Should a small team adopt a four-day week or keep five days?"
     options: ClassVar[dict[str, Any]] = {}  # a short run that still uses every template
     unused_templates: ClassVar[frozenset[str]] = frozenset()  # not reached by that run
@@ -224,7 +223,7 @@ class ProtocolContract:
         for turn in own:
             assert turn.status == "degraded" and turn.reply == ""
             assert FAILURE_TEXT[failure].lower() in turn.error.lower(), turn.error
-        stored = store.get(result.run_id)
+        stored = stored_run(store, result)
         if any(t.ok for t in result.turns):
             assert stored["status"] == "completed"
         else:  # the protocol's rule ended it at once; which status is issue 12's question
@@ -241,7 +240,7 @@ class ProtocolContract:
         seats, _ = self.seats(fail=1.0)
         result = self.go(store, seats=seats)
         assert result.turns and not any(t.ok for t in result.turns)
-        assert store.get(result.run_id)["status"] == "failed"
+        assert stored_run(store, result)["status"] == "failed"
 
     # ----------------------------------------------------------------- events
     def test_events_arrive_in_order_while_the_run_is_open(self, store: Store) -> None:
@@ -262,7 +261,7 @@ class ProtocolContract:
         assert {status for _, status, _ in events} == {"running"}
         for index, _, stored in events:
             assert index in stored  # written to the store before the listener hears of it
-        assert store.get(result.run_id)["status"] == "completed"
+        assert stored_run(store, result)["status"] == "completed"
 
     # ----------------------------------------------------------------- prompts
     def test_overridden_templates_reach_the_model(self, store: Store) -> None:
@@ -276,7 +275,7 @@ class ProtocolContract:
             mark = f"({MARKER}-{name})"
             assert any(mark in text for text in sent), f"template {name} was not sent"
             assert any(mark in text for text in received), f"template {name} never arrived"
-        assert store.get(result.run_id)["config"]["prompts"] == prompts
+        assert stored_run(store, result)["config"]["prompts"] == prompts
 
     def test_the_default_templates_are_all_used(self) -> None:
         """Guards the override test: each template it checks is one the run renders."""
@@ -306,7 +305,7 @@ class ProtocolContract:
     # ----------------------------------------------------------------- the store
     def test_the_stored_run_is_complete_and_can_run_again(self, store: Store) -> None:
         result = self.go(store, label="contract", tags=["contract"])
-        stored = store.get(result.run_id)
+        stored = stored_run(store, result)
         assert stored["status"] == "completed" and stored["protocol"] == self.protocol
         assert len(stored["turns"]) == len(result.turns) == stored["calls"]
         assert [t["idx"] for t in stored["turns"]] == [t.index for t in result.turns]
@@ -318,7 +317,7 @@ class ProtocolContract:
         assert config.protocol == self.protocol
         again = run_sync(arun_config(config, self.question, store=store, retries=0))
         assert type(again) is type(result) and len(again.turns) == len(result.turns)
-        assert store.get(again.run_id)["status"] == "completed"
+        assert stored_run(store, again)["status"] == "completed"
 
     # ----------------------------------------------------------------- stopping
     def test_a_stop_flag_ends_the_run_interrupted(self, store: Store) -> None:
@@ -394,3 +393,9 @@ def _without_durations(value: Any) -> Any:
     if isinstance(value, list):
         return [_without_durations(v) for v in value]
     return value
+
+
+def stored_run(store: Store, result: RunResult) -> dict[str, Any]:
+    """The stored row of a run made with a store."""
+    assert result.run_id is not None
+    return store.get(result.run_id)
