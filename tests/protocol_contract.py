@@ -7,9 +7,9 @@ seated too), every seat sits on the simulated model (spied on, so a test can pro
 reached a model and that nothing did), and each run writes to a temporary SQLite store.
 
 What the contract holds a protocol to:
-- validation happens before any call: a bad option, a bad template or an empty question is a
-  `ConfigError`, no model is called and nothing is stored;
-- any one seat failing (raising, timing out, answering empty) leaves a completed run whose
+- validation happens before any call: a bad option, a bad template, an empty question or a
+  seat without a model is a `ConfigError`, no model is called and nothing is stored;
+- any one seat failing (raising, timing out, answering empty) leaves a finished run whose
   turns for that seat say so, with an error and no reply; nothing crashes, nothing is made up;
 - `on_event` receives the turns in index order, after the run row is open and each turn is
   stored, and before the run ends;
@@ -17,10 +17,15 @@ What the contract holds a protocol to:
 - `arun_*` gives what `run_*` gives on the same seeded models;
 - the stored run is `completed`, keeps every turn, has an outcome, and its configuration
   validates as a `RunConfig` that runs again to the same shape;
-- a stop (the stop flag or the store's `stop_run`) mid-run ends it `interrupted`, turns kept.
+- a stop mid-run (the stop flag, the store's `stop_run`, or cancelling the task) ends it
+  `interrupted` with its turns kept, and no call starts once the run has seen the stop.
 
-A subclass may refine `assert_failure_shown` with what its own result says about a failed
-seat.
+Two tests are strict xfails until issue 12 lands: a run in which no call succeeded is stored
+`completed` (DESIGN section 4 says `failed`), and a stopped run's row shows none of the tokens
+and time its turns spent.
+
+A subclass may set `question` and `options` (a short run that reaches every template) and
+refine `assert_failure_shown` with what its own result says about a failed seat.
 """
 from __future__ import annotations
 
