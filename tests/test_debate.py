@@ -6,6 +6,7 @@ import time
 from datetime import timedelta
 
 import pytest
+from protocol_contract import ProtocolContract
 
 from engine import ConfigError, Seat, arun_debate, prompt_templates, run_debate
 
@@ -448,3 +449,22 @@ def test_result_fields_and_duration(seats):
     assert result.topic == TOPIC and result.protocol == "debate"
     assert result.duration >= 0
     assert result.run_id is None  # nothing stored without a store
+
+
+class TestDebateContract(ProtocolContract):
+    """The protocol contract (tests/protocol_contract.py), kept by the debate."""
+
+    protocol = "debate"
+    run = staticmethod(run_debate)
+    arun = staticmethod(arun_debate)
+    options = {"max_rounds": 2}
+
+    def assert_failure_shown(self, result, seat, slot, failure):
+        """A failed side's argument is the seed's error text; a failed judge gives no verdict."""
+        if slot == "proponent":
+            assert {r.proponent_argument for r in result.rounds} == {ARGUMENT_ERROR}
+        elif slot == "opponent":
+            assert {r.opponent_argument for r in result.rounds} == {COUNTER_ERROR}
+        else:
+            assert result.verdict.startswith("Unable to reach verdict due to error: ")
+            assert result.confidence == 0.0 and result.pro_summary == ""

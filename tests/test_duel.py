@@ -1,9 +1,10 @@
 """Duel (seed 004): alternation, own histories and prompts, convergence, replies, failure."""
 import pytest
+from protocol_contract import ProtocolContract
 
 from engine.reports.runs import result_blocks
 from engine.protocols import metrics_of
-from engine import ConfigError, DuelResult, Seat, run_duel
+from engine import ConfigError, DuelResult, Seat, arun_duel, run_duel
 from engine.protocols import REGISTRY, estimate
 from engine.protocols.duel import TEMPLATES, agreed
 
@@ -308,3 +309,17 @@ def test_simulated_duel_converges_on_agreed_for_some_seed():
     again = run_duel(TOPIC, a=Seat("pro", "simulated?seed=0"), b=Seat("con", "simulated?seed=0"),
                      converge="agreed")
     assert again.status == outcomes[0]  # seeded: the same seed plays the same duel
+
+
+class TestDuelContract(ProtocolContract):
+    """The protocol contract (tests/protocol_contract.py), kept by the duel."""
+
+    protocol = "duel"
+    run = staticmethod(run_duel)
+    arun = staticmethod(arun_duel)
+    options = {"rounds": 2}
+
+    def assert_failure_shown(self, result, seat, slot, failure):
+        """A failed turn halts both sides and names the agent; its text is never invented."""
+        assert result.status == "failed" and result.failed_agent == seat.name
+        assert result.error and seat.name not in {name for name, _ in result.transcript}

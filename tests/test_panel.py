@@ -3,10 +3,11 @@ import json
 import re
 
 import pytest
+from protocol_contract import ProtocolContract
 
 from engine.reports.runs import result_blocks
 from engine.protocols import metrics_of
-from engine import ConfigError, PanelResult, Seat, run_panel
+from engine import ConfigError, PanelResult, Seat, arun_panel, run_panel
 from engine.protocols.personas import CAUTIOUS, CREATIVE, CRITIC, JUDGE, LITERAL, panel_seats
 from engine.protocols import REGISTRY, estimate, prompt_templates, seats_from_config
 from engine.protocols.panel import SPEC, TEMPLATES
@@ -399,3 +400,22 @@ def test_default_panel_runs_on_the_simulated_model():
     assert len(result.turns) == 8 and all(t.simulated for t in result.turns)
     assert [p.persona for p in result.proposals] == ["cautious", "creative", "literal"]
     assert [p.icon for p in result.proposals] == ["🛡️", "💡", "📏"]
+
+
+class TestPanelContract(ProtocolContract):
+    """The protocol contract (tests/protocol_contract.py), kept by the panel."""
+
+    protocol = "panel"
+    run = staticmethod(run_panel)
+    arun = staticmethod(arun_panel)
+
+    def assert_failure_shown(self, result, seat, slot, failure):
+        """A failed debater abstains; a failed critic or judge leaves its part empty."""
+        if slot == "debaters":
+            assert result.tally.ballots[seat.name] is None
+            assert not any(p.usable for p in result.proposals if p.persona == seat.name)
+        elif slot == "critic":
+            assert not result.critique.usable
+        else:
+            assert result.answer == "" and result.key_points == []
+        assert any(seat.name in w for w in result.warnings)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from protocol_contract import ProtocolContract
 
 from engine import ConfigError, arun_peer_review, prompt_templates, run_peer_review
 from engine.analysis import is_approved
@@ -282,3 +283,23 @@ def test_result_fields(recording_model):
         assert field in data
     assert set(data["iterations"][0]) >= {"iteration_number", "output", "feedback",
                                           "strengths", "approved", "duration"}
+
+
+class TestPeerReviewContract(ProtocolContract):
+    """The protocol contract (tests/protocol_contract.py), kept by the peer review."""
+
+    protocol = "peer-review"
+    run = staticmethod(run_peer_review)
+    arun = staticmethod(arun_peer_review)
+    options = {"max_iterations": 2}
+
+    question = "Draft a two-sentence apology for a delayed order."  # rejected once: both templates
+
+    def assert_failure_shown(self, result, seat, slot, failure):
+        """A failed producer stops the loop with no draft; a failed reviewer approves nothing."""
+        assert not result.approved
+        if slot == "producer":
+            assert result.iterations == [] and result.final_output == ""
+            assert any("producer failed" in w for w in result.warnings)
+        else:
+            assert all(i.feedback.startswith("Review unavailable: ") for i in result.iterations)

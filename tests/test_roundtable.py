@@ -3,10 +3,12 @@ import json
 from collections import Counter
 
 import pytest
+from protocol_contract import ProtocolContract
 
 from engine.reports.runs import result_blocks
 from engine.protocols import metrics_of
-from engine import ConfigError, Exchange, RoundtableResult, Seat, prompt_templates, run_roundtable
+from engine import (ConfigError, Exchange, RoundtableResult, Seat, arun_roundtable,
+                    prompt_templates, run_roundtable)
 from engine.protocols import REGISTRY, arun_config, estimate, run_sync
 from engine.protocols.roundtable import parse_stance, role_description, role_name
 
@@ -434,3 +436,21 @@ def test_simulated_judge_helper_reads_the_final_stances():
     assert reading["dominant_position"] == result.stance_tally.winner
     assert set(reading["dissenting_views"]) == set(result.stance_tally.counts) - {
         result.stance_tally.winner}
+
+
+class TestRoundtableContract(ProtocolContract):
+    """The protocol contract (tests/protocol_contract.py), kept by the roundtable."""
+
+    protocol = "roundtable"
+    run = staticmethod(run_roundtable)
+    arun = staticmethod(arun_roundtable)
+    options = {"rounds": 2}
+
+    def assert_failure_shown(self, result, seat, slot, failure):
+        """A failed agent's turns are kept empty and degraded; a failed judge leaves the floor."""
+        if slot == "agents":
+            own = [e for e in result.exchanges if e.agent == seat.name]
+            assert own and all(e.degraded and not e.usable and e.response == "" for e in own)
+            assert seat.name not in {e.agent for e in result.exchanges if e.usable}
+        else:
+            assert result.judge is None and result.judge_status == "degraded"

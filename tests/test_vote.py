@@ -2,10 +2,11 @@
 import json
 
 import pytest
+from protocol_contract import ProtocolContract
 
 from engine.reports.runs import result_blocks
 from engine.protocols import metrics_of
-from engine import ConfigError, Seat, VoteResult, run_panel, run_vote
+from engine import ConfigError, Seat, VoteResult, arun_vote, run_panel, run_vote
 from engine.protocols.personas import panel_seats
 from engine.protocols import REGISTRY, estimate, seats_from_config
 from engine.protocols import panel as panel_module
@@ -88,3 +89,17 @@ def test_a_vote_is_stored(store):
     blocks = result_blocks(store.get(result.run_id))
     assert blocks[0].kind == "metrics" and any(b.title == "Ballots" for b in blocks)
     assert "winner:" in SPEC.summary(result)
+
+
+class TestVoteContract(ProtocolContract):
+    """The protocol contract (tests/protocol_contract.py), kept by the vote."""
+
+    protocol = "vote"
+    run = staticmethod(run_vote)
+    arun = staticmethod(arun_vote)
+
+    def assert_failure_shown(self, result, seat, slot, failure):
+        """A failed voter abstains: counted in the total, never a position."""
+        assert result.tally.ballots[seat.name] is None
+        assert seat.name in result.tally.abstentions
+        assert result.tally.total == len(result.proposals)

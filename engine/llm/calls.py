@@ -169,8 +169,6 @@ class RunContext:
         degraded turn with the error `empty reply`.
         """
         self.check_stop()
-        index = self._next_index
-        self._next_index += 1
         full = list(messages)
         if seat.persona and not any(m["role"] == "system" for m in full):
             full.insert(0, {"role": "system", "content": seat.persona})
@@ -206,6 +204,10 @@ class RunContext:
                     if not is_transient(exc) or attempt == self.retries:
                         break
                     await asyncio.sleep(self.backoff * (2 ** attempt) * (0.5 + random.random()))
+        # Numbered as it completes (no await between here and `record`), so the log, the store
+        # and `on_event` see one increasing order even when a phase's calls run concurrently.
+        index = self._next_index
+        self._next_index += 1
         turn = Turn(index=index, phase=phase, round=round, seat=seat.name, role=seat.role,
                     model=model_spec(seat.model), messages=full, reply=text,
                     status="degraded" if error else "ok", error=error,
@@ -277,12 +279,17 @@ class RunContext:
             return None
 
     def record(self, turn: Turn) -> None:
-        """Append a turn to the log, write it to the store, then tell the listener."""
+        """Append a turn to the log, write it to the store, then tell the listener.
+
+        A stop asked for while this call was in flight ends the run here, the turn kept, as a
+        stop through the store does: calls already started when Stop was pressed are the
+        last ones, even in a phase with no call left to start."""
         self.turns.append(turn)
         if self.recorder is not None:
             self.recorder.turn(turn)
         if self.on_event is not None:
             self.on_event(turn)
+        self.check_stop()
 
     def update(self, turn: Turn, **fields: Any) -> None:
         """Change a recorded turn's parsed fields or status after the fact (e.g. a failed parse)."""
