@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
+from engine.cli.experiments import add_cli
 from engine.models import ConfigError
 from engine.text import csv_cell, terminal_safe
 from engine.yamlfile import load_mapping
@@ -83,12 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--quick", action="store_true", help="smaller counts, for a smoke test")
     bench.add_argument("--only", action="append", default=[], help="run only rows matching")
 
-    try:
-        from engine.experiments import add_cli  # experiments add their own sub-commands
-    except ImportError:
-        pass
-    else:
-        add_cli(sub)
+    add_cli(sub)  # experiments add their own sub-commands
     return parser
 
 

@@ -15,7 +15,6 @@ The arithmetic lives in `engine.analysis.stats`.
 """
 from __future__ import annotations
 
-from engine.cli.experiments import add_cli, cmd_list, cmd_resume, cmd_run, cmd_show, summary_text
 from engine.experiments.planning import (DEFAULT_CONCURRENCY, MAX_CALLS, MAX_CONCURRENCY, MAX_REPEATS, MAX_RUNS,
                        SUPERSEDED, Cell, Plan, config_choices, plan, resolve_configs)
 from engine.reports.experiments import (RUN_COLUMNS, RUNS_PAGE, SIGNALS, SUMMARY_COLUMNS, SUMMARY_GROUPS, Report,
@@ -33,5 +32,4 @@ __all__ = [
     "RUN_COLUMNS", "RUNS_PAGE", "SIGNALS", "SUMMARY_COLUMNS", "SUMMARY_GROUPS", "Report",
     "accuracy_figure", "calibration", "compare", "drill", "question_scores", "question_table",
     "reliability_figure", "report", "runs_frame", "summary", "to_csv",
-    "add_cli", "cmd_list", "cmd_resume", "cmd_run", "cmd_show", "summary_text",
 ]
