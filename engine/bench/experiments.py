@@ -52,9 +52,9 @@ def _measure(store: Any, runs: int, latency: float, concurrency: int,
         return time.perf_counter() - wall, time.process_time() - cpu, calls
     experiment_id = ex.create(store, {"questions": questions, "configs": [_config(latency)],
                                       "concurrency": concurrency, "source": "bench"})
-    sink = store if mode == "per-turn" else None  # None: the runner's BatchedStore
     wall, cpu = time.perf_counter(), time.process_time()
-    state = asyncio.run(ex.arun_experiment(store, experiment_id, run_store=sink))
+    state = asyncio.run(ex.arun_experiment(store, experiment_id,
+                                           batched=mode != "per-turn"))
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     if state.status != "completed":
         raise RuntimeError(f"bench experiment ended {state.status}: {state.error}")

@@ -21,7 +21,7 @@ from engine.experiments.planning import (DEFAULT_CONCURRENCY, MAX_CALLS, MAX_CON
 from engine.reports.experiments import (RUN_COLUMNS, RUNS_PAGE, SIGNALS, SUMMARY_COLUMNS, SUMMARY_GROUPS, Report,
                       accuracy_figure, calibration, compare, drill, question_scores,
                       question_table, reliability_figure, report, runs_frame, summary, to_csv)
-from engine.experiments.runner import (HEARTBEAT_EVERY, BatchedStore, ExperimentJob, arun_experiment, job,
+from engine.experiments.runner import (HEARTBEAT_EVERY, ExperimentJob, arun_experiment, job,
                      pending_cells, run_experiment, start, stop)
 from engine.store.experiments import Progress, create, duration_text, get, list_experiments, progress
 
@@ -29,7 +29,7 @@ __all__ = [
     "DEFAULT_CONCURRENCY", "MAX_CALLS", "MAX_CONCURRENCY", "MAX_REPEATS", "MAX_RUNS", "SUPERSEDED", "Cell",
     "Plan", "config_choices", "plan", "resolve_configs",
     "Progress", "create", "duration_text", "get", "list_experiments", "progress",
-    "HEARTBEAT_EVERY", "BatchedStore", "ExperimentJob", "arun_experiment", "job",
+    "HEARTBEAT_EVERY", "ExperimentJob", "arun_experiment", "job",
     "pending_cells", "run_experiment", "start", "stop",
     "RUN_COLUMNS", "RUNS_PAGE", "SIGNALS", "SUMMARY_COLUMNS", "SUMMARY_GROUPS", "Report",
     "accuracy_figure", "calibration", "compare", "drill", "question_scores", "question_table",

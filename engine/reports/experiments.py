@@ -12,7 +12,7 @@ from engine.analysis import stats
 from engine.models import ConfigError
 from engine.text import csv_cell, html_text
 from engine.experiments.planning import SUPERSEDED, Cell
-from engine.store.experiments import Progress, _row, get, progress
+from engine.store.experiments import Progress, get, progress, row
 
 SIGNALS = {"consensus": "consensus ratio (share of the final vote for the winner)",
            "judge": "judge confidence (the judge's own CONFIDENCE)"}
@@ -60,7 +60,7 @@ RUN_COLUMNS = ["id", "label", "protocol", "q", "repeat", "question", "expected",
 def runs_frame(store: Any, experiment_id: str) -> pd.DataFrame:
     """One row per run of the experiment: its cell (q, repeat, label), whether it `counted`
     (the first completed run of its cell), correctness and the signals of `_signals`."""
-    spec = _row(store, experiment_id)["spec"]
+    spec = row(store, experiment_id)["spec"]
     labels = [c["label"] for c in spec["configs"]]
     frame = store.runs(experiment_id=experiment_id)
     records = []

@@ -11,11 +11,9 @@ from datetime import date, datetime, time, timezone
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import select
 
 from engine.protocols import REGISTRY
-from engine.store.readback import decode_tags
-from engine.store import STATUSES, RunRow
+from engine.store import STATUSES
 from engine.reports.views import ABSTAINED, NO_LABEL, Block, is_simulated
 
 HISTORY_LIMITS = (50, 200, 1000)
@@ -81,11 +79,8 @@ def choices(store: Any) -> dict[str, list[str]]:
     """`choices_from` every stored run, read as the distinct protocols, labels, tag lists
     and model lists (milliseconds for 10,000 runs, where `Store.runs()` would parse every
     run's configuration and metrics: half a second). Read-only."""
-    with store.engine.connect() as connection:
-        seen = {name: list(connection.execute(select(getattr(RunRow, name)).distinct())
-                           .scalars()) for name in ("protocol", "label", "tags", "models")}
-    return choices_from(seen["protocol"], seen["label"],
-                        [decode_tags(t) for t in seen["tags"] if t], seen["models"])
+    seen = store.run_choices()
+    return choices_from(seen["protocol"], seen["label"], seen["tags"], seen["models"])
 
 
 def newest(store: Any) -> str | None:
