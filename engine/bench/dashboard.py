@@ -19,14 +19,11 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from engine.reports import charts
-
-from engine.reports import runs as history
-
-from engine.reports import insights
 from engine.models import now
 from engine.protocols import REGISTRY, arun_config, run_sync
 from engine.questions import DEFINITE, OPEN
+from engine.reports import charts, insights
+from engine.reports import runs as history
 from engine.store import Store
 
 LABELS = ("baseline", "strict-critic", "gpt-mix", "long-rounds", "cheap-models", None)

@@ -13,13 +13,11 @@ from engine.experiments.planning import Cell, _plan_of
 from engine.llm.calls import RunStopped
 from engine.models import ConfigError, now
 from engine.store import Store
-from engine.store.experiments import (Progress, cell_runs, claim, get, row, set_values,
-                                      supersede)
-
+from engine.store.experiments import Progress, cell_runs, claim, get, row, set_values, supersede
 
 HEARTBEAT_EVERY = 5.0  # seconds between heartbeats of a running experiment's row
 
-_LIVE: dict[str, "ExperimentJob"] = {}  # background jobs started by `start`
+_LIVE: dict[str, ExperimentJob] = {}  # background jobs started by `start`
 _RUNNING: set[str] = set()  # experiments a runner of this process holds (any thread)
 _LOCK = threading.Lock()
 

@@ -9,10 +9,10 @@ from urllib.parse import quote
 import pandas as pd
 
 from engine.analysis import stats
-from engine.models import ConfigError
-from engine.text import csv_cell, html_text
 from engine.experiments.planning import SUPERSEDED, Cell
+from engine.models import ConfigError
 from engine.store.experiments import Progress, get, progress, row
+from engine.text import csv_cell, html_text
 
 SIGNALS = {"consensus": "consensus ratio (share of the final vote for the winner)",
            "judge": "judge confidence (the judge's own CONFIDENCE)"}
@@ -160,9 +160,9 @@ def summary(frame: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
         low, high = stats.wilson_interval(right, len(scored)) if len(scored) else (
             float("nan"), float("nan"))
         levels = done["level"].value_counts() if not done.empty else pd.Series(dtype=int)
-        cells_done = set(zip(done["q"], done["repeat"])) if not done.empty else set()
+        cells_done = set(zip(done["q"], done["repeat"], strict=True)) if not done.empty else set()
         unfinished = {status: len({(q, r) for q, r, s, old in zip(
-            mine["q"], mine["repeat"], mine["status"], mine["superseded"])
+            mine["q"], mine["repeat"], mine["status"], mine["superseded"], strict=True)
             if s == status and not old} - cells_done) if not mine.empty else 0
             for status in ("failed", "interrupted")}
         consensus = calibration(frame, label, "consensus")
@@ -330,7 +330,7 @@ def accuracy_figure(table: pd.DataFrame) -> Any:
         error_y={"type": "data", "symmetric": False,
                  "array": list(scored["accuracy_high"] - scored["accuracy"]),
                  "arrayminus": list(scored["accuracy"] - scored["accuracy_low"])},
-        customdata=list(zip(scored["correct"], scored["scored"])),
+        customdata=list(zip(scored["correct"], scored["scored"], strict=True)),
         hovertemplate="%{x}: %{y:.0%} (%{customdata[0]}/%{customdata[1]})<extra></extra>"))
     fig.update_layout(template="plotly_white", height=320,
                       margin={"l": 10, "r": 10, "t": 10, "b": 10},

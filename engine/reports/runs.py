@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import date, datetime, time, timezone
+from datetime import UTC, date, datetime, time
 from typing import Any
 
 import pandas as pd
 
 from engine.protocols import REGISTRY
+from engine.reports.views import Block, is_simulated
 from engine.store import STATUSES
-from engine.reports.views import ABSTAINED, NO_LABEL, Block, is_simulated
 
 HISTORY_LIMITS = (50, 200, 1000)
 
@@ -41,9 +41,9 @@ class Filters:
             if isinstance(value, str) and value.strip():
                 args[name] = value.strip()
         if self.since:
-            args["since"] = datetime.combine(self.since, time.min, tzinfo=timezone.utc)
+            args["since"] = datetime.combine(self.since, time.min, tzinfo=UTC)
         if self.until:
-            args["until"] = datetime.combine(self.until, time.max, tzinfo=timezone.utc)
+            args["until"] = datetime.combine(self.until, time.max, tzinfo=UTC)
         return args
 
     @property
@@ -126,7 +126,8 @@ def history_table(frame: pd.DataFrame) -> pd.DataFrame:
         "outcome": [outcome_text(m) for m in frame["metrics"]],
         "status": frame["status"],
         "simulated": ["simulated" if is_simulated(s, m) else ""
-                      for s, m in zip(frame["simulated"].tolist(), frame["models"].tolist())],
+                      for s, m in zip(frame["simulated"].tolist(), frame["models"].tolist(),
+                                      strict=True)],
         "models": frame["models"].fillna(""),
         "calls": frame["calls"].astype(int),
         "degraded": frame["degraded"].astype(int),
@@ -140,7 +141,7 @@ def unreadable_runs(table: pd.DataFrame) -> list[tuple[str, str]]:
     """(id, why) of the rows of a history table that could not be read in full."""
     if table.empty or "unreadable" not in table:
         return []
-    return [(str(i), str(w)) for i, w in zip(table["id"], table["unreadable"]) if w]
+    return [(str(i), str(w)) for i, w in zip(table["id"], table["unreadable"], strict=True) if w]
 
 
 @dataclass

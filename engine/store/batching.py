@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 class BatchedRecorder:
     """Queues one run's turns in its store's batch."""
 
-    def __init__(self, batch: "TurnBatch", run_id: str):
+    def __init__(self, batch: TurnBatch, run_id: str):
         self.batch, self.run_id = batch, run_id
 
     def turn(self, turn: Turn) -> None:
@@ -39,7 +39,7 @@ class BatchedRecorder:
 class TurnBatch:
     """The turns a batched store has not written yet, and the runs found ended elsewhere."""
 
-    def __init__(self, store: "RunWriting", window: float = 0.0):
+    def __init__(self, store: RunWriting, window: float = 0.0):
         self.store, self.window = store, window
         self._pending: dict[tuple[str, int], tuple[str, Turn]] = {}
         self._handle: asyncio.TimerHandle | None = None

@@ -126,7 +126,7 @@ class RunReading(Database):
             frame.loc[dead, "status"] = "interrupted"
             frame.loc[dead & (frame["error"].fillna("") == ""), "error"] = GONE
             frame.loc[dead, "finished_at"] = [row["heartbeat_at"] or row["created_at"]
-                                              for row, d in zip(rows, gone) if d]
+                                              for row, d in zip(rows, gone, strict=True) if d]
         return frame
 
     def turns(self, run_id: str | Sequence[str] | None = None, *, phase: str | None = None,

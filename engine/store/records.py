@@ -14,19 +14,16 @@ other way round: `decode` never raises, it says why a stored value cannot be rea
 """
 from __future__ import annotations
 
-import functools
 import json
 import math
 import re
-import typing
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field,
-                      ValidationError)
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from engine.models import ConfigError, now
+from engine.models import ConfigError
 from engine.text import NAME_MAX, clean_text, has_visible
 
 RUN_STATUSES = ("running", "completed", "failed", "interrupted")
@@ -130,7 +127,7 @@ def as_moment(value: Any) -> datetime | None:
             raise ValueError(f"{value!r} is not an ISO-8601 time") from None
     else:
         raise ValueError("must be an ISO-8601 time")
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def _identifier(pattern: re.Pattern[str], what: str):

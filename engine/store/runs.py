@@ -20,8 +20,7 @@ from engine.models import RunResult, Turn, now
 from engine.store import readback, records
 from engine.store.database import Database
 from engine.store.schema import RunRow, TurnRow
-from engine.store.statements import (HEARTBEAT, INSERT_TURN, UPDATE_TURN, count_turns,
-                                     end_run_row)
+from engine.store.statements import HEARTBEAT, INSERT_TURN, UPDATE_TURN, count_turns, end_run_row
 from engine.text import clean_text
 
 if TYPE_CHECKING:
@@ -33,7 +32,7 @@ STATUSES = records.RUN_STATUSES
 class Recorder:
     """Writes one run's turns as they complete."""
 
-    def __init__(self, store: "RunWriting", run_id: str):
+    def __init__(self, store: RunWriting, run_id: str):
         self.store, self.run_id = store, run_id
 
     def turn(self, turn: Turn) -> None:
@@ -48,7 +47,7 @@ class Recorder:
 class RunWriting(Database):
     """The store's run lifecycle (a part of `Store`)."""
 
-    _batch: "TurnBatch | None" = None  # set on the store `batched()` returns
+    _batch: TurnBatch | None = None  # set on the store `batched()` returns
 
     def start_run(self, protocol: str, question: str, *, config: Mapping[str, Any] | None = None,
                   label: str | None = None, tags: Iterable[str] = (),

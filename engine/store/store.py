@@ -18,7 +18,7 @@ class Store(RunWriting, Transfer, Library):
     """Runs, turns, experiments and the library in one database (SQLite WAL or PostgreSQL);
     every method opens and closes its own session, so one store serves many threads."""
 
-    def batched(self, window: float = 0.0) -> "Store":
+    def batched(self, window: float = 0.0) -> Store:
         """This store with group commit for the runs it records: turns are written at the
         event loop's next iteration (`engine.store.batching`), an experiment's many runs in
         one transaction. It shares this store's database, pending ends and reaper."""

@@ -14,8 +14,14 @@ from sqlalchemy import select
 from engine.models import ConfigError, now
 from engine.store.database import READ_ONLY
 from engine.store.reading import RunReading
-from engine.store.records import (MAX_IMPORT_BYTES, RunRecord, TurnRecord, json_reason,
-                                  strip_secrets, why_invalid)
+from engine.store.records import (
+    MAX_IMPORT_BYTES,
+    RunRecord,
+    TurnRecord,
+    json_reason,
+    strip_secrets,
+    why_invalid,
+)
 from engine.store.schema import RunRow, TurnRow
 from engine.store.statements import INSERT_TURN
 
@@ -77,7 +83,7 @@ def parse_import(data: str | bytes) -> list[tuple[str, RunRecord]]:
     return out
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _result_model(protocol: str) -> Any:
     from engine.protocols import REGISTRY
     spec = REGISTRY.get(protocol)
