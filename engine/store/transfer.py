@@ -13,9 +13,9 @@ from sqlalchemy import select
 
 from engine.models import ConfigError, now
 from engine.store.database import READ_ONLY
+from engine.store import records
 from engine.store.reading import RunReading
 from engine.store.records import (
-    MAX_IMPORT_BYTES,
     RunRecord,
     TurnRecord,
     json_reason,
@@ -31,13 +31,13 @@ def parse_import(data: str | bytes) -> list[tuple[str, RunRecord]]:
     validated with its place (`line N` or `record N`); `ConfigError` on the first bad one,
     so that nothing of a bad file is written."""
     if isinstance(data, bytes):
-        if len(data) > MAX_IMPORT_BYTES:
+        if len(data) > records.MAX_IMPORT_BYTES:
             raise ConfigError(_too_big(len(data)), "limit")
         try:
             data = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise ConfigError(f"import: not UTF-8 text (byte {exc.start})", "input") from None
-    if len(data) > MAX_IMPORT_BYTES:
+    if len(data) > records.MAX_IMPORT_BYTES:
         raise ConfigError(_too_big(len(data)), "limit")
     stripped = data.strip()
     if not stripped:
@@ -110,8 +110,9 @@ def result_problem(protocol: str, result: Mapping[str, Any]) -> str:
 
 
 def _too_big(size: int) -> str:
-    return (f"import: the file is {size:,} bytes; the limit is {MAX_IMPORT_BYTES:,} bytes "
-            f"({MAX_IMPORT_BYTES / 1e6:.0f} MB; split it)")
+    limit = records.MAX_IMPORT_BYTES
+    return (f"import: the file is {size:,} bytes; the limit is {limit:,} bytes "
+            f"({limit / 1e6:.0f} MB; split it)")
 
 
 def _whole_document(text: str) -> Any:
