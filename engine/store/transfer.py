@@ -12,8 +12,8 @@ from pydantic import ValidationError
 from sqlalchemy import select
 
 from engine.models import ConfigError, now
-from engine.store.database import READ_ONLY
 from engine.store import records
+from engine.store.database import READ_ONLY
 from engine.store.reading import RunReading
 from engine.store.records import (
     RunRecord,
