@@ -61,7 +61,8 @@ def test_reads_present_a_dead_run_as_interrupted_and_leave_the_database_unchange
     assert run["status"] == "interrupted" and run["finished_at"] is not None
     assert run["error"] == "the process running it stopped" and run["calls"] == 2
     frame = store.runs()
-    assert dict(zip(frame["id"], frame["status"])) == {run_id: "interrupted", alive: "running"}
+    assert dict(zip(frame["id"], frame["status"], strict=True)) == {
+        run_id: "interrupted", alive: "running"}
     assert store.run_state(run_id)["status"] == "interrupted"
     assert store.turns_after(run_id, -1) and store.turns(run_id).shape[0] == 2
     assert writes.count == 0
