@@ -144,7 +144,8 @@ def bench_reliability(soak_runs: int = 500, writers: int = 4, runs_each: int = 2
 
 
 OPTIONAL = (("engine.bench.dashboard", "bench_dashboard"), ("engine.bench.experiments",
-                                                     "bench_experiments"))
+                                                     "bench_experiments"),
+            ("engine.bench.live", "bench_live"))
 
 
 def collect(quick: bool = False, only: list[str] | None = None) -> list[Row]:
@@ -159,7 +160,8 @@ def collect(quick: bool = False, only: list[str] | None = None) -> list[Row]:
         except (ImportError, AttributeError):
             continue
         size = {"bench_dashboard": {"n": 1000 if quick else 10000},
-                "bench_experiments": {"runs": 20 if quick else 200}}[function_name]
+                "bench_experiments": {"runs": 20 if quick else 200},
+                "bench_live": {"repeats": 20 if quick else 200}}[function_name]
         sections.append((function_name.removeprefix("bench_"),
                          lambda f=function, s=size: f(**s)))
     rows: list[Row] = []
