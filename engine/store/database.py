@@ -29,7 +29,7 @@ from engine.models import ConfigError, now
 from engine.store import schema
 from engine.store.liveness import GONE, owner_gone
 from engine.store.schema import MIGRATIONS, MigrationRow, RunRow
-from engine.store.statements import end_run_row
+from engine.store.statements import MIGRATION_LOG, end_run_row
 
 DEFAULT_URL = "sqlite:///data/parley.db"
 READ_ONLY = "this database is read-only ({url}): runs can be read, not started or changed"
@@ -103,14 +103,14 @@ class Database:
         """Apply the migrations this database has not seen; returns their names."""
         applied: list[str] = []
         with self.writing(retry=False) as connection:
-            MigrationRow.__table__.create(connection, checkfirst=True)
+            MIGRATION_LOG.create(connection, checkfirst=True)
             done = set(connection.execute(select(MigrationRow.name)).scalars())
             schema.refuse_newer(done)
             for name, apply in MIGRATIONS:
                 if name in done:
                     continue
                 apply(connection)
-                connection.execute(MigrationRow.__table__.insert().values(
+                connection.execute(MIGRATION_LOG.insert().values(
                     name=name, applied_at=now()))
                 applied.append(name)
         return applied

@@ -19,6 +19,7 @@ from engine.store.liveness import owner_gone
 from engine.store.readback import aware, decode, decode_tags
 from engine.store.records import experiment_item
 from engine.store.schema import ExperimentRow, RunRow
+from engine.store.statements import EXPERIMENTS
 from engine.store.store import Store
 
 
@@ -28,7 +29,7 @@ def create(store: Store, experiment: Plan | Mapping[str, Any]) -> str:
     item = experiment_item(checked.name, checked.spec())  # the store's one schema
     experiment_id = uuid4().hex[:12]
     with store.writing() as connection:
-        connection.execute(ExperimentRow.__table__.insert().values(
+        connection.execute(EXPERIMENTS.insert().values(
             id=experiment_id, name=item.name, status="planned",
             spec=json.dumps(item.spec, ensure_ascii=False), total=checked.runs,
             created_at=now()))
@@ -209,12 +210,12 @@ def progress(store: Store, experiment_id: str) -> Progress:
         if found["status"] == "running":
             end = now()
         else:  # a crashed runner never wrote finished_at: its last sign of life counts
-            end = max([aware(t) for t in (found["finished_at"], found["heartbeat_at"],
-                                            *(r["finished_at"] for r in runs)) if t] or
-                      [started])
+            signs = [aware(t) for t in (found["finished_at"], found["heartbeat_at"],
+                                        *(r["finished_at"] for r in runs))]
+            end = max([t for t in signs if t is not None] or [started])
         out.elapsed = max(0.0, (end - started).total_seconds())
-        recent = sum(1 for r in runs if r["status"] == "completed" and r["finished_at"]
-                     and aware(r["finished_at"]) >= started)
+        finished = [aware(r["finished_at"]) for r in runs if r["status"] == "completed"]
+        recent = sum(1 for t in finished if t is not None and t >= started)
         if recent and found["status"] == "running":
             out.remaining = (out.total - out.done) * out.elapsed / recent
         elif out.done >= out.total:

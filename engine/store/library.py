@@ -11,6 +11,7 @@ from engine.models import ConfigError, now
 from engine.store import readback, records
 from engine.store.database import Database
 from engine.store.schema import LibraryRow
+from engine.store.statements import LIBRARY
 
 
 class Library(Database):
@@ -49,7 +50,7 @@ class Library(Database):
                     update(LibraryRow).where(LibraryRow.id == item_id)
                     .values(**values)).rowcount:
                 return item_id
-            return connection.execute(LibraryRow.__table__.insert().values(
+            return connection.execute(LIBRARY.insert().values(
                 kind=kind, builtin=builtin, **values)).inserted_primary_key[0]
 
     def delete_library(self, item_id: int) -> None:

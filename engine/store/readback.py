@@ -16,7 +16,8 @@ from typing import Any
 
 import pandas as pd
 
-from engine.store.records import RUN_STATUSES as STATUSES, as_moment, json_reason
+from engine.store.records import RUN_STATUSES as STATUSES
+from engine.store.records import as_moment, json_reason
 from engine.text import clean_text, clean_value
 
 

@@ -20,7 +20,14 @@ from engine.models import RunResult, Turn, now
 from engine.store import readback, records
 from engine.store.database import Database
 from engine.store.schema import RunRow, TurnRow
-from engine.store.statements import HEARTBEAT, INSERT_TURN, UPDATE_TURN, count_turns, end_run_row
+from engine.store.statements import (
+    HEARTBEAT,
+    INSERT_TURN,
+    RUNS,
+    UPDATE_TURN,
+    count_turns,
+    end_run_row,
+)
 from engine.text import clean_text
 
 if TYPE_CHECKING:
@@ -63,7 +70,7 @@ class RunWriting(Database):
                  for s in (v if isinstance(v, list) else [v])]
         models = sorted({str(s.get("model", "")) for s in seats if isinstance(s, Mapping)})
         with self.writing() as connection:
-            connection.execute(RunRow.__table__.insert().values(
+            connection.execute(RUNS.insert().values(
                 id=run_id, **values, status="running", models=clean_text(",".join(models)),
                 simulated=bool(models) and all(m.startswith("simulated") for m in models),
                 experiment_id=experiment_id, host=self.host[:200], pid=os.getpid(),

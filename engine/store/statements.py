@@ -2,16 +2,20 @@
 and ending a run. Built once: statements with bound parameters compile once and are cached."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import bindparam, func, select, update
+from sqlalchemy import Table, bindparam, func, select, update
 
 from engine.models import now
-from engine.store.schema import RunRow, TurnRow
+from engine.store.schema import ExperimentRow, LibraryRow, MigrationRow, RunRow, TurnRow
 from engine.text import clean_text
 
-RUNS = RunRow.__table__
-TURNS = TurnRow.__table__
+# The mapped classes' tables, typed as tables (SQLAlchemy types `__table__` as any FROM).
+RUNS = cast(Table, RunRow.__table__)
+TURNS = cast(Table, TurnRow.__table__)
+LIBRARY = cast(Table, LibraryRow.__table__)
+EXPERIMENTS = cast(Table, ExperimentRow.__table__)
+MIGRATION_LOG = cast(Table, MigrationRow.__table__)
 INSERT_TURN = TURNS.insert()
 HEARTBEAT = update(RUNS).where(RUNS.c.id == bindparam("rid"),
                                RUNS.c.status == "running").values(heartbeat_at=bindparam("at"))

@@ -23,7 +23,7 @@ from engine.store.records import (
     why_invalid,
 )
 from engine.store.schema import RunRow, TurnRow
-from engine.store.statements import INSERT_TURN
+from engine.store.statements import INSERT_TURN, RUNS
 
 
 def parse_import(data: str | bytes) -> list[tuple[str, RunRecord]]:
@@ -201,7 +201,7 @@ class Transfer(RunReading):
                 if record.id in present:
                     continue
                 present.add(record.id)
-                connection.execute(RunRow.__table__.insert().values(**run_columns(record)))
+                connection.execute(RUNS.insert().values(**run_columns(record)))
                 if record.turns:
                     connection.execute(INSERT_TURN, [turn_columns(record.id, t)
                                                      for t in record.turns])
@@ -225,6 +225,6 @@ class Transfer(RunReading):
         for benchmark fixtures of thousands of runs, never for user input (`import_runs`)."""
         with self.writing() as connection:
             for start in range(0, len(runs), 2000):
-                connection.execute(RunRow.__table__.insert(), list(runs[start:start + 2000]))
+                connection.execute(RUNS.insert(), list(runs[start:start + 2000]))
             for start in range(0, len(turns), 5000):
                 connection.execute(INSERT_TURN, list(turns[start:start + 5000]))
