@@ -138,3 +138,16 @@ def test_a_batched_recorder_needs_a_batched_store(store):
     assert not isinstance(batched.recorder(run_id, batched=False), BatchedRecorder)
     batched.recorder(run_id).turn(turn(0))  # no event loop: written at once
     assert store.run_state(run_id)["turns"] == 1
+
+
+def test_experiment_reads_never_write(store):
+    from engine import experiments as ex
+    experiment_id = ex.create(store, {
+        "questions": [{"question": "Which is larger, 3 or 5?", "expected": "5"}],
+        "configs": [{"protocol": "vote", "label": "vote", "model": "simulated"}]})
+    orphan(store)
+    writes = Writes(store)
+    assert ex.progress(store, experiment_id).status == "planned"
+    assert ex.get(store, experiment_id)["status"] == "planned"
+    assert len(ex.list_experiments(store)) == 1 and ex.pending_cells(store, experiment_id)
+    assert writes.count == 0

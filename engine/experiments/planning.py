@@ -223,7 +223,7 @@ def _costs(configs: Sequence[Mapping[str, Any]], runs: int, check: bool = False,
     return out
 
 
-def _plan_of(spec: Mapping[str, Any]) -> Plan:
+def plan_of(spec: Mapping[str, Any]) -> Plan:
     """A stored spec back as a `Plan` (its configs were checked when it was created)."""
     return Plan(spec["name"], spec["source"], spec["questions"], spec["configs"],
                 spec["repeats"], spec["concurrency"],

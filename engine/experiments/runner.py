@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.experiments.planning import Cell, _plan_of
+from engine.experiments.planning import Cell, plan_of
 from engine.llm.calls import RunStopped
 from engine.models import ConfigError, now
 from engine.store import Store
@@ -17,7 +17,7 @@ from engine.store.experiments import Progress, cell_runs, claim, get, row, set_v
 
 HEARTBEAT_EVERY = 5.0  # seconds between heartbeats of a running experiment's row
 
-_LIVE: dict[str, ExperimentJob] = {}  # background jobs started by `start`
+_LIVE: dict[str, "ExperimentJob"] = {}  # background jobs started by `start`
 _RUNNING: set[str] = set()  # experiments a runner of this process holds (any thread)
 _LOCK = threading.Lock()
 
@@ -38,7 +38,7 @@ def _claim(store: Store, experiment_id: str) -> dict[str, Any]:
 
 def pending_cells(store: Store, experiment_id: str) -> list[Cell]:
     """The cells with no completed run, in plan order: what a resume will run."""
-    experiment = _plan_of(row(store, experiment_id)["spec"])
+    experiment = plan_of(row(store, experiment_id)["spec"])
     done = {r["cell"] for r in cell_runs(store, experiment_id) if r["status"] == "completed"}
     return [cell for cell in experiment.cells() if cell not in done]
 
@@ -58,8 +58,8 @@ async def arun_experiment(store: Store, experiment_id: str, *,
     stop_event = stop_event or threading.Event()
     store.reap()  # runs left `running` by a dead process become `interrupted`, so are redone
     store.start_reaper()
-    row = _claim(store, experiment_id)
-    experiment = _plan_of(row["spec"])
+    claimed = _claim(store, experiment_id)
+    experiment = plan_of(claimed["spec"])
     state = Progress(experiment_id, "running", experiment.runs)
     clock = time.monotonic()
     finished_here = 0
@@ -115,7 +115,7 @@ async def arun_experiment(store: Store, experiment_id: str, *,
         done = {r["cell"] for r in runs if r["status"] == "completed"}
         todo = [cell for cell in experiment.cells() if cell not in done]
         supersede(store, [r["id"] for r in runs if r["cell"] not in done
-                           and not r["superseded"] and r["status"] != "running"])
+                          and not r["superseded"] and r["status"] != "running"])
         state.done, cells = len(done), iter(todo)
         report()
         await asyncio.gather(*(worker() for _ in range(min(experiment.concurrency,
@@ -139,8 +139,8 @@ async def arun_experiment(store: Store, experiment_id: str, *,
     finally:
         with _LOCK:
             _RUNNING.discard(experiment_id)
-        set_values(store, experiment_id, status=status, error=error[:2000], finished_at=now(),
-             heartbeat_at=now())
+        set_values(store, experiment_id, status=status, error=error[:2000],
+                   finished_at=now(), heartbeat_at=now())
     state.status, state.error = status, error
     report()
     return state
