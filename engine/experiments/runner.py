@@ -82,7 +82,7 @@ async def arun_experiment(store: Store, experiment_id: str, *,
         item, config = experiment.questions[cell.q], experiment.configs[cell.c]
         state.running += 1
         try:
-            await arun_config(config, item["question"], store=sink, label=config["label"],
+            await arun_config(config, str(item["question"]), store=sink, label=config["label"],
                               tags=[cell.tag], expected=item.get("expected"),
                               stop_event=stop_event, experiment_id=experiment_id,
                               endpoints=endpoints)

@@ -197,8 +197,9 @@ def question_scores(frame: pd.DataFrame, label: str) -> dict[int, float]:
     scored = done[done["correct"].notna()] if not done.empty else done
     if scored.empty:
         return {}
-    return {int(q): float(v) for q, v in
-            scored.assign(c=scored["correct"].astype(float)).groupby("q")["c"].mean().items()}
+    means = scored.assign(c=scored["correct"].astype(float)).groupby("q")["c"].mean()
+    return dict(zip(means.index.astype(int).tolist(), means.astype(float).tolist(),
+                    strict=True))
 
 
 def compare(frame: pd.DataFrame, a: str, b: str) -> dict[str, Any]:
