@@ -5,8 +5,8 @@ its first 17 turns when the 18th arrives. Before, each poll called `Store.get(ru
 run row with its result and every turn with its prompts. Now it calls `Store.run_state`
 (one row, no turns) and `Store.turns_after(run_id, last)` (only the new turn). The rows and
 bytes counted are what the database hands back for the statements each poll sends (every
-value's UTF-8 length; 8 bytes a number), measured by re-running those statements on the raw
-connection; the time is the median of `repeats` polls. Figures are measured, never asserted.
+value's UTF-8 length; 8 bytes a number), measured by `engine.store.probe`; the time is the
+median of `repeats` polls. Figures are measured, never asserted.
 """
 from __future__ import annotations
 
@@ -17,11 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import event
-
 from engine.models import Seat
 from engine.protocols.panel import run_panel
 from engine.store import Store
+from engine.store.probe import reads
 
 Row = dict[str, Any]
 DEBATERS = 8  # 2 x 8 + 2 = 18 turns
@@ -29,43 +28,6 @@ DEBATERS = 8  # 2 x 8 + 2 = 18 turns
 
 def _row(name: str, value: float, unit: str, target: str = "", note: str = "") -> Row:
     return {"name": name, "value": value, "unit": unit, "target": target, "note": note}
-
-
-def _size(value: Any) -> int:
-    if value is None:
-        return 0
-    if isinstance(value, bytes):
-        return len(value)
-    if isinstance(value, str):
-        return len(value.encode("utf-8"))
-    return 8
-
-
-def _reads(store: Store, poll: Callable[[], Any]) -> tuple[int, int, int]:
-    """(statements, rows, bytes) the database returns for the SELECTs `poll` sends."""
-    sent: list[tuple[str, Any]] = []
-
-    def keep(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_rest: Any) -> None:
-        if statement.lstrip().upper().startswith("SELECT"):
-            sent.append((statement, parameters))
-
-    event.listen(store.engine, "before_cursor_execute", keep)
-    try:
-        poll()
-    finally:
-        event.remove(store.engine, "before_cursor_execute", keep)
-    rows = size = 0
-    raw = store.engine.raw_connection()
-    try:
-        cursor = raw.cursor()
-        for statement, parameters in sent:
-            cursor.execute(statement, parameters)
-            for fetched in cursor.fetchall():
-                rows += 1
-                size += sum(_size(v) for v in fetched)
-    finally:
-        raw.close()
-    return len(sent), rows, size
 
 
 def _median_ms(poll: Callable[[], Any], repeats: int) -> float:
@@ -95,21 +57,21 @@ def bench_live(repeats: int = 200) -> list[Row]:
         def after() -> Any:
             return store.run_state(run_id), store.turns_after(run_id, shown)
 
-        old, new = _reads(store, before), _reads(store, after)
+        old, new = reads(store, before), reads(store, after)
         old_ms, new_ms = _median_ms(before, repeats), _median_ms(after, repeats)
         store.close()
     what = f"live poll after one new turn of a {turns}-turn panel run"
     return [
-        _row(f"{what}, get(): rows read", old[1], "rows",
-             note=f"{old[0]} statements"),
-        _row(f"{what}, get(): bytes read", old[2], "B"),
+        _row(f"{what}, get(): rows read", old.rows, "rows",
+             note=f"{old.statements} statements"),
+        _row(f"{what}, get(): bytes read", old.bytes, "B"),
         _row(f"{what}, get(): time", round(old_ms, 3), "ms"),
-        _row(f"{what}, run_state + turns_after: rows read", new[1], "rows",
-             note=f"{new[0]} statements"),
-        _row(f"{what}, run_state + turns_after: bytes read", new[2], "B"),
+        _row(f"{what}, run_state + turns_after: rows read", new.rows, "rows",
+             note=f"{new.statements} statements"),
+        _row(f"{what}, run_state + turns_after: bytes read", new.bytes, "B"),
         _row(f"{what}, run_state + turns_after: time", round(new_ms, 3), "ms"),
         _row("live poll bytes read, run_state + turns_after / get()",
-             round(new[2] / old[2], 4), "x"),
+             round(new.bytes / old.bytes, 4), "x"),
     ]
 
 
