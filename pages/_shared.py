@@ -107,7 +107,9 @@ def keep_form_state(pattern: str = r"run-\d+-") -> None:
 
 @st.cache_resource(show_spinner=False)
 def _store(url: str) -> Store:
-    return Store(url)
+    opened = Store(url)
+    opened.start_reaper()  # reads never write: runs whose process died are ended on a timer
+    return opened
 
 
 @st.cache_resource(show_spinner=False)

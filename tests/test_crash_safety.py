@@ -43,9 +43,10 @@ CHILD = textwrap.dedent("""
         journal.write(json.dumps(["completed", run_id, turn.index]) + "\\n")
 
     def add_turns(self, pairs):
-        original_add_turns(self, pairs)  # committed
+        ended = original_add_turns(self, pairs)  # committed
         for run_id, turn in pairs:
             journal.write(json.dumps(["committed", run_id, turn.index]) + "\\n")
+        return ended
 
     calls.RunContext.record = record
     Store.add_turns = add_turns

@@ -27,10 +27,6 @@ PAGE_SOURCES = {"engine", "engine.llm", "engine.questions", "engine.reports", "e
                 "engine.store"}
 
 
-# Until the store split lands (issue 11): removed with it.
-PENDING = pytest.mark.xfail(reason="the store split lands next", strict=True)
-
-
 def _rel(path: Path) -> str:
     return path.relative_to(ROOT).as_posix()
 
@@ -55,15 +51,12 @@ def _imports(tree: ast.Module) -> Iterator[tuple[str, list[str], ast.AST]]:
                 yield alias.name, [], node
 
 
-@pytest.mark.parametrize("path", [
-    pytest.param(p, marks=PENDING) if p.name in ("records.py", "runs.py") and p.parent.name
-    == "store" else p for p in SOURCES], ids=_rel)
+@pytest.mark.parametrize("path", SOURCES, ids=_rel)
 def test_no_module_is_over_400_lines(path):
     lines = len(path.read_text(encoding="utf-8").splitlines())
     assert lines <= MAX_LINES, f"{_rel(path)} has {lines} lines"
 
 
-@PENDING
 def test_no_protocol_is_named_outside_its_package():
     words = _protocol_words()
     found = []
@@ -93,7 +86,6 @@ def test_no_protocol_is_named_outside_its_package():
     assert not found, "protocols named outside engine/protocols/:\n" + "\n".join(found)
 
 
-@PENDING
 def test_all_sql_lives_in_the_store():
     outside = [f"{_rel(p)}:{node.lineno}" for p in SOURCES
                if not _rel(p).startswith("engine/store/")
@@ -101,7 +93,6 @@ def test_all_sql_lives_in_the_store():
     assert not outside, f"SQLAlchemy imported outside engine/store/: {outside}"
 
 
-@PENDING
 def test_no_module_imports_another_packages_private_names():
     found = []
     for path in SOURCES:

@@ -18,7 +18,6 @@ import pytest
 from sqlalchemy import event, text
 
 from engine import Store, arun_debate, run_debate
-from engine.experiments.runner import BatchedStore
 from engine.services.tasks import TaskRunner
 from engine.llm.calls import RunStopped
 from engine.models import Turn
@@ -169,7 +168,7 @@ def test_a_batch_that_cannot_be_written_waits_for_the_next_flush(store):
     """Experiments write turns in batches: a batch the store refuses stays in memory and goes
     with the next one; when the store recovers before the run ends, nothing was lost."""
     disk = DiskFull(store)
-    sink = BatchedStore(store)
+    sink = store.batched()
 
     def fail_twice(turn) -> None:
         if turn.index == 0:
@@ -185,7 +184,7 @@ def test_a_batch_that_cannot_be_written_waits_for_the_next_flush(store):
 
 def test_a_batch_still_unwritten_when_its_run_ends_fails_the_run(store):
     disk = DiskFull(store)
-    sink = BatchedStore(store)
+    sink = store.batched()
 
     def fill(turn) -> None:
         if turn.index == 1:

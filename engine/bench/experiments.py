@@ -1,9 +1,10 @@
-"""The experiment rows of `python -m engine bench`: many panel runs at once in one event loop.
+"""The experiment rows of `python -m engine bench`: many runs at once in one event loop.
 
-`runs` panel runs on `simulated?latency=L` at `concurrency` runs in flight, written to a
-temporary SQLite store. Wall time is set against the lower bound max(calls x L / concurrency,
-4 x L): the calls cannot all overlap more than `concurrency`-fold, and one run can never beat
-its critical path of four dependent phases (propose, critique, rebuttal, synthesis). Engine
+`runs` runs of the busiest protocol (`engine.bench.choice`) on `simulated?latency=L` at
+`concurrency` runs in flight, written to a temporary SQLite store. Wall time is set against the
+lower bound max(calls x L / concurrency, W x L): the calls cannot all overlap more than
+`concurrency`-fold, and one run can never beat its critical path of W dependent calls (the
+protocol's `estimate_waves`: 4 for the panel's propose, critique, rebuttal, synthesis). Engine
 CPU time per call is the process CPU time over the calls. The same runs are then made with a
 transaction per turn (the store as a single run uses it) and with no store, so the store's
 share of the cost is measured, not guessed. Figures are measured here, never asserted in tests.
@@ -16,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-PHASES = 4  # a panel's dependent phases: propose -> critique -> rebuttal -> synthesis
+from engine.bench.choice import busiest, default_config, waves
 
 
 def _row(name: str, value: float, unit: str, target: str = "", note: str = "") -> dict:
@@ -30,12 +31,13 @@ def _questions(count: int) -> list[str]:
 
 
 def _config(latency: float) -> dict[str, Any]:
-    return {"protocol": "panel", "label": "bench panel", "model": f"simulated?latency={latency}"}
+    spec = busiest()
+    return {**default_config(spec, f"simulated?latency={latency}"), "label": f"bench {spec.name}"}
 
 
 def _measure(store: Any, runs: int, latency: float, concurrency: int,
              mode: str) -> tuple[float, float, int]:
-    """(wall seconds, CPU seconds, calls) for `runs` panel runs in one event loop."""
+    """(wall seconds, CPU seconds, calls) for `runs` runs in one event loop."""
     from engine import experiments as ex
     from engine.protocols import arun_config
     questions = _questions(runs)
@@ -52,9 +54,9 @@ def _measure(store: Any, runs: int, latency: float, concurrency: int,
         return time.perf_counter() - wall, time.process_time() - cpu, calls
     experiment_id = ex.create(store, {"questions": questions, "configs": [_config(latency)],
                                       "concurrency": concurrency, "source": "bench"})
-    sink = store if mode == "per-turn" else None  # None: the runner's BatchedStore
     wall, cpu = time.perf_counter(), time.process_time()
-    state = asyncio.run(ex.arun_experiment(store, experiment_id, run_store=sink))
+    state = asyncio.run(ex.arun_experiment(store, experiment_id,
+                                           batched=mode != "per-turn"))
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     if state.status != "completed":
         raise RuntimeError(f"bench experiment ended {state.status}: {state.error}")
@@ -74,12 +76,16 @@ def bench_experiments(runs: int = 200, latency: float = 0.05,
         results = {mode: _measure(store, runs, latency, concurrency, mode)
                    for mode in ("batched", "per-turn", "none")}
     wall, cpu, calls = results["batched"]
-    bound = max(calls * latency / concurrency, PHASES * latency)
-    run_bound = max(runs * PHASES * latency / concurrency, PHASES * latency)
-    label = f"{runs} panel runs, {calls} calls at {latency * 1000:.0f} ms, {concurrency} at a time"
+    spec = busiest()
+    phases = waves(spec)
+    bound = max(calls * latency / concurrency, phases * latency)
+    run_bound = max(runs * phases * latency / concurrency, phases * latency)
+    label = (f"{runs} {spec.name} runs, {calls} calls at {latency * 1000:.0f} ms, "
+             f"{concurrency} at a time")
     rows += [
         _row(f"experiment: {label}: wall time", round(wall, 3), "s"),
-        _row("experiment lower bound: max(calls x latency / concurrency, 4 phases x latency)",
+        _row(f"experiment lower bound: max(calls x latency / concurrency, {phases} dependent "
+             "calls x latency)",
              round(bound, 3), "s"),
         _row("experiment wall time / lower bound", round(wall / bound, 3), "x", "<= 1.5"),
         _row("experiment wall time / runs x critical path / concurrency "

@@ -100,14 +100,16 @@ def fault_soak(store: Any, runs: int = 500, model: str = FAULTY, concurrency: in
 
 
 def _writer(url: str, runs: int, worker: int, report: str) -> None:
-    from engine.protocols.peer_review import run_peer_review
+    from engine.bench.choice import cheapest, default_config
+    from engine.protocols import arun_config, run_sync
     from engine.store import Store
     store = Store(url)
+    config = default_config(cheapest())
     failures = []
     for i in range(runs):
         try:
-            run_peer_review(f"Task {worker}-{i}", producer="simulated", reviewer="simulated",
-                            max_iterations=1, store=store, tags=[f"writer-{worker}"])
+            run_sync(arun_config(config, f"Task {worker}-{i}", store=store,
+                                 tags=[f"writer-{worker}"]))
         except Exception as exc:
             failures.append(f"{type(exc).__name__}: {exc}")
     with open(report, "w", encoding="utf-8") as handle:

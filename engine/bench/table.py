@@ -18,6 +18,8 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 
+from engine.bench.choice import default_config
+
 Row = dict[str, Any]
 
 
@@ -27,7 +29,7 @@ def _row(name: str, value: float, unit: str, target: str = "", note: str = "") -
 
 def _default_config(spec: Any, latency: float = 0.0) -> dict[str, Any]:
     """A protocol's default configuration on the simulated model at `latency` per call."""
-    return {"protocol": spec.name, "model": f"simulated?latency={latency:g}"}
+    return default_config(spec, f"simulated?latency={latency:g}")
 
 
 def bench_throughput(runs_each: int = 8) -> list[Row]:
@@ -144,6 +146,7 @@ def bench_reliability(soak_runs: int = 500, writers: int = 4, runs_each: int = 2
 def collect(quick: bool = False, only: list[str] | None = None) -> list[Row]:
     from engine.bench.dashboard import bench_dashboard
     from engine.bench.experiments import bench_experiments
+    from engine.bench.live import bench_live
 
     sections: list[tuple[str, Callable[[], list[Row]]]] = [
         ("throughput", lambda: bench_throughput(2 if quick else 8)),
@@ -151,6 +154,7 @@ def collect(quick: bool = False, only: list[str] | None = None) -> list[Row]:
         ("reliability", lambda: bench_reliability(60, 4, 25) if quick else bench_reliability()),
         ("dashboard", lambda: bench_dashboard(n=1000 if quick else 10000)),
         ("experiments", lambda: bench_experiments(runs=20 if quick else 200)),
+        ("live", lambda: bench_live(repeats=20 if quick else 200)),
     ]
     rows: list[Row] = []
     for name, run in sections:

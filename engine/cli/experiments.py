@@ -8,12 +8,12 @@ from typing import Any
 
 import pandas as pd
 
-from engine.models import ConfigError
-from engine.yamlfile import load_mapping
 from engine.experiments.planning import plan
-from engine.reports.experiments import Report, compare, report, to_csv
 from engine.experiments.runner import arun_experiment, pending_cells
+from engine.models import ConfigError
+from engine.reports.experiments import Report, compare, report, to_csv
 from engine.store.experiments import Progress, create, duration_text, list_experiments
+from engine.yamlfile import load_mapping
 
 
 def _say(*parts: object, **kw: object) -> None:

@@ -15,20 +15,58 @@ The arithmetic lives in `engine.analysis.stats`.
 """
 from __future__ import annotations
 
-from engine.experiments.planning import (DEFAULT_CONCURRENCY, MAX_CALLS, MAX_CONCURRENCY, MAX_REPEATS, MAX_RUNS,
-                       SUPERSEDED, Cell, Plan, config_choices, plan, resolve_configs)
-from engine.reports.experiments import (RUN_COLUMNS, RUNS_PAGE, SIGNALS, SUMMARY_COLUMNS, SUMMARY_GROUPS, Report,
-                      accuracy_figure, calibration, compare, drill, question_scores,
-                      question_table, reliability_figure, report, runs_frame, summary, to_csv)
-from engine.experiments.runner import (HEARTBEAT_EVERY, BatchedStore, arun_experiment, pending_cells,
-                                       run_experiment)
-from engine.store.experiments import Progress, create, duration_text, get, list_experiments, progress
+from engine.experiments.planning import (
+    DEFAULT_CONCURRENCY,
+    MAX_CALLS,
+    MAX_CONCURRENCY,
+    MAX_REPEATS,
+    MAX_RUNS,
+    SUPERSEDED,
+    Cell,
+    Plan,
+    config_choices,
+    plan,
+    resolve_configs,
+)
+from engine.experiments.runner import (
+    HEARTBEAT_EVERY,
+    arun_experiment,
+    pending_cells,
+    run_experiment,
+)
+from engine.reports.experiments import (
+    RUN_COLUMNS,
+    RUNS_PAGE,
+    SIGNALS,
+    SUMMARY_COLUMNS,
+    SUMMARY_GROUPS,
+    Report,
+    accuracy_figure,
+    calibration,
+    compare,
+    drill,
+    question_scores,
+    question_table,
+    reliability_figure,
+    report,
+    runs_frame,
+    summary,
+    to_csv,
+)
+from engine.store.experiments import (
+    Progress,
+    create,
+    duration_text,
+    get,
+    list_experiments,
+    progress,
+)
 
 __all__ = [
-    "DEFAULT_CONCURRENCY", "MAX_CALLS", "MAX_CONCURRENCY", "MAX_REPEATS", "MAX_RUNS", "SUPERSEDED", "Cell",
-    "Plan", "config_choices", "plan", "resolve_configs",
+    "DEFAULT_CONCURRENCY", "MAX_CALLS", "MAX_CONCURRENCY", "MAX_REPEATS", "MAX_RUNS", "SUPERSEDED",
+    "Cell", "Plan", "config_choices", "plan", "resolve_configs",
     "Progress", "create", "duration_text", "get", "list_experiments", "progress",
-    "HEARTBEAT_EVERY", "BatchedStore", "arun_experiment", "pending_cells", "run_experiment",
+    "HEARTBEAT_EVERY", "arun_experiment", "pending_cells", "run_experiment",
     "RUN_COLUMNS", "RUNS_PAGE", "SIGNALS", "SUMMARY_COLUMNS", "SUMMARY_GROUPS", "Report",
     "accuracy_figure", "calibration", "compare", "drill", "question_scores", "question_table",
     "reliability_figure", "report", "runs_frame", "summary", "to_csv",

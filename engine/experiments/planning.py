@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.questions import files as qsets
 from engine.models import ConfigError
 from engine.protocols.checks import require_name, require_text
+from engine.questions import files as qsets
 from engine.store import strip_secrets
 
 DEFAULT_CONCURRENCY = 4
@@ -33,7 +33,7 @@ class Cell:
         return f"cell:{self.q}:{self.c}:{self.r}"
 
     @classmethod
-    def from_tags(cls, tags: Sequence[str]) -> "Cell | None":
+    def from_tags(cls, tags: Sequence[str]) -> Cell | None:
         for tag in tags or ():
             parts = str(tag).split(":")
             if len(parts) == 4 and parts[0] == "cell" and all(p.isdigit() for p in parts[1:]):
@@ -137,8 +137,8 @@ def resolve_configs(items: Any, store: Any = None) -> list[dict[str, Any]]:
 def config_choices(store: Any, model: str = "simulated") -> dict[str, dict[str, Any]]:
     """What an experiment can compare: the saved configurations by label, then every
     protocol's defaults (labelled `PROTOCOL · defaults`, on `model`)."""
-    from engine.services.library import configs
     from engine.protocols import REGISTRY
+    from engine.services.library import configs
     out = {c["label"]: dict(c["config"]) for c in configs(store)}
     for name in REGISTRY:
         label = f"{name} · defaults"
@@ -209,8 +209,8 @@ def _costs(configs: Sequence[Mapping[str, Any]], runs: int, check: bool = False,
     """Per configuration: its `runs`, calls per run (`protocols.estimate`, what it makes when
     nothing fails), calls and tokens in all. `check` also validates prompt overrides and
     resolves every seat's model (under `endpoints`), for a spec that was never run."""
-    from engine.services.library import validate_config
     from engine.protocols import estimate
+    from engine.services.library import validate_config
     out = []
     for config in configs:
         try:
@@ -223,7 +223,7 @@ def _costs(configs: Sequence[Mapping[str, Any]], runs: int, check: bool = False,
     return out
 
 
-def _plan_of(spec: Mapping[str, Any]) -> Plan:
+def plan_of(spec: Mapping[str, Any]) -> Plan:
     """A stored spec back as a `Plan` (its configs were checked when it was created)."""
     return Plan(spec["name"], spec["source"], spec["questions"], spec["configs"],
                 spec["repeats"], spec["concurrency"],

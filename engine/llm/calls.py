@@ -16,8 +16,8 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
-from engine.models import Seat, Turn, model_spec, now
 from engine.llm.providers import resolve_model
+from engine.models import Seat, Turn, model_spec, now
 from engine.text import clean_text
 
 DEFAULT_TIMEOUT = 60.0
@@ -77,7 +77,7 @@ async def invoke_on_thread(model: Any, messages: list[BaseMessage],
     threading.Thread(target=work, name="parley-sync-call", daemon=True).start()
     try:
         return await asyncio.wait_for(future, timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise CallAbandoned(f"timed out after {timeout:g}s; the call's thread was "
                             "abandoned") from None
 

@@ -24,8 +24,8 @@ from engine.reports.ballots import (
     correctness_flow_links,
     mind_change_by_label,
     mind_change_rates,
-    tally_charts,
     plurality_flow_links,
+    tally_charts,
 )
 from engine.reports.views import Block, Chart, InsightsData, Section, warnings_block
 

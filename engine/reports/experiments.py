@@ -9,10 +9,10 @@ from urllib.parse import quote
 import pandas as pd
 
 from engine.analysis import stats
-from engine.models import ConfigError
-from engine.text import csv_cell, html_text
 from engine.experiments.planning import SUPERSEDED, Cell
-from engine.store.experiments import Progress, _row, get, progress
+from engine.models import ConfigError
+from engine.store.experiments import Progress, get, progress, row
+from engine.text import csv_cell, html_text
 
 SIGNALS = {"consensus": "consensus ratio (share of the final vote for the winner)",
            "judge": "judge confidence (the judge's own CONFIDENCE)"}
@@ -60,7 +60,7 @@ RUN_COLUMNS = ["id", "label", "protocol", "q", "repeat", "question", "expected",
 def runs_frame(store: Any, experiment_id: str) -> pd.DataFrame:
     """One row per run of the experiment: its cell (q, repeat, label), whether it `counted`
     (the first completed run of its cell), correctness and the signals of `_signals`."""
-    spec = _row(store, experiment_id)["spec"]
+    spec = row(store, experiment_id)["spec"]
     labels = [c["label"] for c in spec["configs"]]
     frame = store.runs(experiment_id=experiment_id)
     records = []
@@ -160,9 +160,9 @@ def summary(frame: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
         low, high = stats.wilson_interval(right, len(scored)) if len(scored) else (
             float("nan"), float("nan"))
         levels = done["level"].value_counts() if not done.empty else pd.Series(dtype=int)
-        cells_done = set(zip(done["q"], done["repeat"])) if not done.empty else set()
+        cells_done = set(zip(done["q"], done["repeat"], strict=True)) if not done.empty else set()
         unfinished = {status: len({(q, r) for q, r, s, old in zip(
-            mine["q"], mine["repeat"], mine["status"], mine["superseded"])
+            mine["q"], mine["repeat"], mine["status"], mine["superseded"], strict=True)
             if s == status and not old} - cells_done) if not mine.empty else 0
             for status in ("failed", "interrupted")}
         consensus = calibration(frame, label, "consensus")
@@ -197,8 +197,9 @@ def question_scores(frame: pd.DataFrame, label: str) -> dict[int, float]:
     scored = done[done["correct"].notna()] if not done.empty else done
     if scored.empty:
         return {}
-    return {int(q): float(v) for q, v in
-            scored.assign(c=scored["correct"].astype(float)).groupby("q")["c"].mean().items()}
+    means = scored.assign(c=scored["correct"].astype(float)).groupby("q")["c"].mean()
+    return dict(zip(means.index.astype(int).tolist(), means.astype(float).tolist(),
+                    strict=True))
 
 
 def compare(frame: pd.DataFrame, a: str, b: str) -> dict[str, Any]:
@@ -330,7 +331,7 @@ def accuracy_figure(table: pd.DataFrame) -> Any:
         error_y={"type": "data", "symmetric": False,
                  "array": list(scored["accuracy_high"] - scored["accuracy"]),
                  "arrayminus": list(scored["accuracy"] - scored["accuracy_low"])},
-        customdata=list(zip(scored["correct"], scored["scored"])),
+        customdata=list(zip(scored["correct"], scored["scored"], strict=True)),
         hovertemplate="%{x}: %{y:.0%} (%{customdata[0]}/%{customdata[1]})<extra></extra>"))
     fig.update_layout(template="plotly_white", height=320,
                       margin={"l": 10, "r": 10, "t": 10, "b": 10},

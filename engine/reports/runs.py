@@ -7,16 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import date, datetime, time, timezone
+from datetime import UTC, date, datetime, time
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import select
 
 from engine.protocols import REGISTRY
-from engine.store.readback import decode_tags
-from engine.store import STATUSES, RunRow
-from engine.reports.views import ABSTAINED, NO_LABEL, Block, is_simulated
+from engine.reports.views import Block, is_simulated
+from engine.store import STATUSES
 
 HISTORY_LIMITS = (50, 200, 1000)
 
@@ -43,9 +41,9 @@ class Filters:
             if isinstance(value, str) and value.strip():
                 args[name] = value.strip()
         if self.since:
-            args["since"] = datetime.combine(self.since, time.min, tzinfo=timezone.utc)
+            args["since"] = datetime.combine(self.since, time.min, tzinfo=UTC)
         if self.until:
-            args["until"] = datetime.combine(self.until, time.max, tzinfo=timezone.utc)
+            args["until"] = datetime.combine(self.until, time.max, tzinfo=UTC)
         return args
 
     @property
@@ -81,11 +79,8 @@ def choices(store: Any) -> dict[str, list[str]]:
     """`choices_from` every stored run, read as the distinct protocols, labels, tag lists
     and model lists (milliseconds for 10,000 runs, where `Store.runs()` would parse every
     run's configuration and metrics: half a second). Read-only."""
-    with store.engine.connect() as connection:
-        seen = {name: list(connection.execute(select(getattr(RunRow, name)).distinct())
-                           .scalars()) for name in ("protocol", "label", "tags", "models")}
-    return choices_from(seen["protocol"], seen["label"],
-                        [decode_tags(t) for t in seen["tags"] if t], seen["models"])
+    seen = store.run_choices()
+    return choices_from(seen["protocol"], seen["label"], seen["tags"], seen["models"])
 
 
 def newest(store: Any) -> str | None:
@@ -131,7 +126,8 @@ def history_table(frame: pd.DataFrame) -> pd.DataFrame:
         "outcome": [outcome_text(m) for m in frame["metrics"]],
         "status": frame["status"],
         "simulated": ["simulated" if is_simulated(s, m) else ""
-                      for s, m in zip(frame["simulated"].tolist(), frame["models"].tolist())],
+                      for s, m in zip(frame["simulated"].tolist(), frame["models"].tolist(),
+                                      strict=True)],
         "models": frame["models"].fillna(""),
         "calls": frame["calls"].astype(int),
         "degraded": frame["degraded"].astype(int),
@@ -145,7 +141,7 @@ def unreadable_runs(table: pd.DataFrame) -> list[tuple[str, str]]:
     """(id, why) of the rows of a history table that could not be read in full."""
     if table.empty or "unreadable" not in table:
         return []
-    return [(str(i), str(w)) for i, w in zip(table["id"], table["unreadable"]) if w]
+    return [(str(i), str(w)) for i, w in zip(table["id"], table["unreadable"], strict=True) if w]
 
 
 @dataclass

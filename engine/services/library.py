@@ -13,15 +13,25 @@ from typing import Any
 
 import yaml
 
-# The Run page's form helpers live in `configform` and are part of the library's API.
-from engine.services.runform import (AS_SAVED, build_config, is_simulated, option_kind,  # noqa: F401
-                         option_problem, option_value, prompt_overrides, seat, slot_choices,
-                         slot_included)
 from engine.config import RunConfig
 from engine.models import ConfigError
 from engine.protocols import estimate, get_protocol, seats_from_config
 from engine.protocols.checks import require_name, require_seat, unique_names
 from engine.protocols.templates import check_prompts
+
+# The Run page's form helpers live in `configform` and are part of the library's API.
+from engine.services.runform import (  # noqa: F401
+    AS_SAVED,
+    build_config,
+    is_simulated,
+    option_kind,
+    option_problem,
+    option_value,
+    prompt_overrides,
+    seat,
+    slot_choices,
+    slot_included,
+)
 from engine.text import NAME_MAX, fold_name
 
 KINDS = ("persona", "role")
@@ -40,10 +50,9 @@ _YAML_KEYS = {"personas": "persona", "roles": "role", "configurations": CONFIG}
 
 # ---------------------------------------------------------------------- built-ins
 def builtin_entries() -> dict[str, list[dict[str, str]]]:
-    """The seeds' personas and roles as library entries: `engine.protocols.personas`, plus the default
-    roles of every registered protocol's seats (a duel's optimist and skeptic)."""
-    from engine.protocols import personas
-    from engine.protocols import REGISTRY
+    """The seeds' personas and roles as library entries: `engine.protocols.personas`, plus the
+    default roles of every registered protocol's seats (a duel's optimist and skeptic)."""
+    from engine.protocols import REGISTRY, personas
     out: dict[str, list[dict[str, str]]] = {
         "persona": [{"name": p.id, "icon": p.icon, "prompt": p.prompt, "description": p.name}
                     for p in personas.PERSONAS.values()],
@@ -291,10 +300,10 @@ def parse_yaml(text: str, endpoints: Any = None) -> dict[str, list[dict[str, Any
                     require_name(name, "a configuration name")
                     body = {k: v for k, v in item.items() if k not in ("name", "label")}
                     validate_config(body, endpoints)
-                    entry = {"name": name, "config": body}
+                    entry: dict[str, Any] = {"name": name, "config": body}
                 else:
-                    entry = clean_entry(kind, item)
-                    name = entry["name"]
+                    entry = dict(clean_entry(kind, item))
+                    name = str(entry["name"])
             except ConfigError as exc:
                 raise ConfigError(f"{key} item {number}: {exc}; nothing was imported",
                                   "input") from None

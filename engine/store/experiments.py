@@ -1,8 +1,11 @@
-"""The experiments table: storing, reading and listing experiments, and their progress."""
+"""The experiments table: storing, claiming, reading and listing experiments, their runs by
+cell, and their progress. Reads never write: a `running` experiment (or run) whose process is
+gone reads as `interrupted` by the store's one liveness rule (`engine.store.liveness`)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from uuid import uuid4
@@ -10,57 +13,100 @@ from uuid import uuid4
 import pandas as pd
 from sqlalchemy import select, update
 
-from engine.models import ConfigError, now
-from engine.store.readback import decode, decode_tags
-from engine.store.records import experiment_item
-from engine.store.runs import STALE_AFTER, ExperimentRow, RunRow, _aware, _pid_alive
 from engine.experiments.planning import SUPERSEDED, Cell, Plan, plan
+from engine.models import ConfigError, now
+from engine.store.liveness import owner_gone
+from engine.store.readback import aware, decode, decode_tags
+from engine.store.records import experiment_item
+from engine.store.schema import ExperimentRow, RunRow
+from engine.store.statements import EXPERIMENTS
+from engine.store.store import Store
 
 
-def create(store: Any, experiment: Plan | Mapping[str, Any]) -> str:
+def create(store: Store, experiment: Plan | Mapping[str, Any]) -> str:
     """Store an experiment (a `Plan`, or a spec to plan first) as `planned`; returns its id."""
     checked = experiment if isinstance(experiment, Plan) else plan(experiment, store)
     item = experiment_item(checked.name, checked.spec())  # the store's one schema
     experiment_id = uuid4().hex[:12]
     with store.writing() as connection:
-        connection.execute(ExperimentRow.__table__.insert().values(
+        connection.execute(EXPERIMENTS.insert().values(
             id=experiment_id, name=item.name, status="planned",
             spec=json.dumps(item.spec, ensure_ascii=False), total=checked.runs,
             created_at=now()))
     return experiment_id
 
 
-def _row(store: Any, experiment_id: str) -> dict[str, Any]:
+def row(store: Store, experiment_id: str) -> dict[str, Any]:
+    """One experiment's row as stored, with the spec parsed (`unreadable` says why not);
+    `ConfigError` when there is no such experiment."""
     with store.engine.connect() as connection:
-        row = connection.execute(select(ExperimentRow.__table__).where(
+        found = connection.execute(select(ExperimentRow.__table__).where(
             ExperimentRow.id == experiment_id)).mappings().first()
-    if row is None:
+    if found is None:
         raise ConfigError(f"no experiment {experiment_id!r}; list them with "
                           "python -m engine experiment list", "input")
-    out = dict(row)
+    out = dict(found)
     out["spec"], out["unreadable"] = decode(out["spec"], dict, {})
     return out
 
 
-def _live_status(row: Mapping[str, Any], host: str) -> str:
+def live_status(stored: Mapping[str, Any], host: str) -> str:
     """The stored status, except that a `running` experiment whose process is gone (or whose
     heartbeat stopped, on another host) reads as `interrupted`."""
-    if row["status"] != "running":
-        return row["status"]
-    if row["host"] == host:
-        return "running" if _pid_alive(row["pid"]) else "interrupted"
-    beat = _aware(row["heartbeat_at"])
-    return "running" if beat is not None and beat > now() - STALE_AFTER else "interrupted"
+    if stored["status"] == "running" and owner_gone(stored["host"], stored["pid"],
+                                                    stored["heartbeat_at"], here=host):
+        return "interrupted"
+    return str(stored["status"])
 
 
-def get(store: Any, experiment_id: str) -> dict[str, Any]:
+def get(store: Store, experiment_id: str) -> dict[str, Any]:
     """One experiment: its row with the spec parsed and the live status."""
-    row = _row(store, experiment_id)
-    row["status"] = _live_status(row, store.host)
-    return row
+    out = row(store, experiment_id)
+    out["status"] = live_status(out, store.host)
+    return out
 
 
-def list_experiments(store: Any) -> pd.DataFrame:
+def claim(store: Store, experiment_id: str) -> dict[str, Any]:
+    """Mark the experiment `running` in this process, unless another live process holds it
+    (`ConfigError`); returns its row as it was. The update is conditional on the row being
+    unchanged, so two processes claiming at once cannot both win."""
+    found = row(store, experiment_id)
+    mine = found["host"] == store.host and found["pid"] == os.getpid()
+    if live_status(found, store.host) == "running" and not mine:
+        raise ConfigError(f"experiment {experiment_id} is running in process {found['pid']} "
+                          f"on {found['host']}; stop it there first", "input")
+    with store.writing() as connection:
+        changed = connection.execute(
+            update(ExperimentRow).where(ExperimentRow.id == experiment_id,
+                                        ExperimentRow.status == found["status"],
+                                        ExperimentRow.pid == found["pid"])
+            .values(status="running", host=store.host, pid=os.getpid(), error="",
+                    started_at=now(), heartbeat_at=now(), finished_at=None)).rowcount
+    if changed != 1:
+        raise ConfigError(f"experiment {experiment_id} was started elsewhere just now", "input")
+    return found
+
+
+def set_values(store: Store, experiment_id: str, **values: Any) -> None:
+    """Write columns of an experiment's row (status, error, heartbeat_at, finished_at)."""
+    with store.writing() as connection:
+        connection.execute(update(ExperimentRow).where(ExperimentRow.id == experiment_id)
+                           .values(**values))
+
+
+def supersede(store: Store, run_ids: Sequence[str]) -> None:
+    """Tag stale runs `superseded` (kept, but no longer counted as the cell's failure)."""
+    if not run_ids:
+        return
+    with store.writing() as connection:
+        for run_id, tags in connection.execute(select(RunRow.id, RunRow.tags).where(
+                RunRow.id.in_(list(run_ids)))).all():
+            marked = sorted(set(decode_tags(tags)) | {SUPERSEDED})
+            connection.execute(update(RunRow).where(RunRow.id == run_id)
+                               .values(tags=json.dumps(marked)))
+
+
+def list_experiments(store: Store) -> pd.DataFrame:
     """All experiments, newest first: id, name, status, runs done / planned, created."""
     with store.engine.connect() as connection:
         rows = connection.execute(select(
@@ -76,16 +122,10 @@ def list_experiments(store: Any) -> pd.DataFrame:
             if cell is not None:
                 counts.setdefault(experiment_id, set()).add(cell.tag)
     return pd.DataFrame([{"id": r["id"], "name": r["name"],
-                          "status": _live_status(r, store.host),
+                          "status": live_status(r, store.host),
                           "done": len(counts.get(r["id"], ())), "runs": r["total"],
-                          "created": _aware(r["created_at"])} for r in rows],
+                          "created": aware(r["created_at"])} for r in rows],
                         columns=["id", "name", "status", "done", "runs", "created"])
-
-
-def _set(store: Any, experiment_id: str, **values: Any) -> None:
-    with store.engine.begin() as connection:
-        connection.execute(update(ExperimentRow).where(ExperimentRow.id == experiment_id)
-                           .values(**values))
 
 
 # --------------------------------------------------------------------------- progress
@@ -129,51 +169,54 @@ def duration_text(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m"
 
 
-def _cell_runs(store: Any, experiment_id: str) -> list[dict[str, Any]]:
-    """Every run of the experiment with its cell, oldest first (a light query: no results)."""
+def cell_runs(store: Store, experiment_id: str) -> list[dict[str, Any]]:
+    """Every run of the experiment with its cell, oldest first (a light query: no results);
+    a run whose process is gone reads as `interrupted`."""
     with store.engine.connect() as connection:
         rows = connection.execute(select(
-            RunRow.id, RunRow.status, RunRow.tags, RunRow.created_at, RunRow.finished_at)
+            RunRow.id, RunRow.status, RunRow.tags, RunRow.created_at, RunRow.finished_at,
+            RunRow.host, RunRow.pid, RunRow.heartbeat_at)
             .where(RunRow.experiment_id == experiment_id)
             .order_by(RunRow.created_at, RunRow.id)).mappings().all()
     out = []
-    for row in rows:
-        tags = decode_tags(row["tags"])
+    for run in rows:
+        tags = decode_tags(run["tags"])
         cell = Cell.from_tags(tags)
         if cell is not None:
-            out.append({**row, "tags": tags, "cell": cell,
-                        "superseded": SUPERSEDED in tags})
+            status = "interrupted" if store.owner_gone(run) else run["status"]
+            out.append({"id": run["id"], "status": status, "tags": tags,
+                        "created_at": run["created_at"], "finished_at": run["finished_at"],
+                        "cell": cell, "superseded": SUPERSEDED in tags})
     return out
 
 
-def progress(store: Any, experiment_id: str) -> Progress:
+def progress(store: Store, experiment_id: str) -> Progress:
     """An experiment's progress read from the store (any process may be running it).
 
     done = cells with a completed run; failed / interrupted = runs that ended so and have not
     been superseded by a redo; elapsed = since the current (or last) start; remaining =
     cells left x elapsed / cells finished since that start.
     """
-    store.reap()
-    row = get(store, experiment_id)
-    runs = _cell_runs(store, experiment_id)
+    found = get(store, experiment_id)
+    runs = cell_runs(store, experiment_id)
     done = {r["cell"] for r in runs if r["status"] == "completed"}
     live = [r for r in runs if not r["superseded"] and r["cell"] not in done]
-    out = Progress(experiment_id, row["status"], row["total"], len(done),
+    out = Progress(experiment_id, found["status"], found["total"], len(done),
                    failed=sum(r["status"] == "failed" for r in live),
                    interrupted=sum(r["status"] == "interrupted" for r in live),
-                   running=sum(r["status"] == "running" for r in runs), error=row["error"])
-    started = _aware(row["started_at"])
+                   running=sum(r["status"] == "running" for r in runs), error=found["error"])
+    started = aware(found["started_at"])
     if started is not None:
-        if row["status"] == "running":
+        if found["status"] == "running":
             end = now()
         else:  # a crashed runner never wrote finished_at: its last sign of life counts
-            end = max([_aware(t) for t in (row["finished_at"], row["heartbeat_at"],
-                                            *(r["finished_at"] for r in runs)) if t] or
-                      [started])
+            signs = [aware(t) for t in (found["finished_at"], found["heartbeat_at"],
+                                        *(r["finished_at"] for r in runs))]
+            end = max([t for t in signs if t is not None] or [started])
         out.elapsed = max(0.0, (end - started).total_seconds())
-        recent = sum(1 for r in runs if r["status"] == "completed" and r["finished_at"]
-                     and _aware(r["finished_at"]) >= started)
-        if recent and row["status"] == "running":
+        finished = [aware(r["finished_at"]) for r in runs if r["status"] == "completed"]
+        recent = sum(1 for t in finished if t is not None and t >= started)
+        if recent and found["status"] == "running":
             out.remaining = (out.total - out.done) * out.elapsed / recent
         elif out.done >= out.total:
             out.remaining = 0.0

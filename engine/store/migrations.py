@@ -58,8 +58,8 @@ def _rewrite(connection: Connection, table: Any, column: Any, change: Callable[[
 
 def configs_by_slot(connection: Connection) -> None:
     """Migration 0004: configurations by slot, and each run's outcome line in its metrics."""
-    from engine.store.schema import LibraryRow, RunRow
-    runs, library = RunRow.__table__, LibraryRow.__table__
+    from engine.store import statements
+    runs, library = statements.RUNS, statements.LIBRARY
     _rewrite(connection, runs, runs.c.config, regroup)
     _rewrite(connection, library, library.c.body, regroup)
     rows = connection.execute(select(runs.c.id, runs.c.protocol, runs.c.result,
@@ -72,7 +72,7 @@ def configs_by_slot(connection: Connection) -> None:
             typed = spec.read_result(json.loads(result)) if spec is not None and result else None
         except (TypeError, ValueError):
             continue
-        if typed is None or not isinstance(stored, dict) or "outcome" in stored:
+        if spec is None or typed is None or not isinstance(stored, dict) or "outcome" in stored:
             continue
         typed.protocol = protocol
         new = {**stored, **spec.metrics(typed)}  # the current signals win over old keys

@@ -16,7 +16,8 @@ from typing import Any
 
 import pandas as pd
 
-from engine.store.records import RUN_STATUSES as STATUSES, as_moment, json_reason
+from engine.store.records import RUN_STATUSES as STATUSES
+from engine.store.records import as_moment, json_reason
 from engine.text import clean_text, clean_value
 
 
@@ -25,10 +26,17 @@ def aware(moment: datetime | None) -> datetime | None:
     return as_moment(moment) if isinstance(moment, datetime) else moment
 
 
+def iso(moment: Any) -> str | None:
+    """A stored time as ISO-8601 text, timezone-aware (None when there is none)."""
+    value = aware(moment) if moment else None
+    return value.isoformat() if isinstance(value, datetime) else None
+
+
 # What each stored JSON column must decode to, and its value when it cannot be read.
-RUN_JSON = {"config": (dict, {}), "tags": ("tags", []), "result": (dict, {}),
-            "metrics": (dict, {})}
-TURN_JSON = {"messages": ("messages", []), "parsed": (dict, None), "warnings": ("texts", [])}
+RUN_JSON: dict[str, tuple[Any, Any]] = {"config": (dict, {}), "tags": ("tags", []),
+                                        "result": (dict, {}), "metrics": (dict, {})}
+TURN_JSON: dict[str, tuple[Any, Any]] = {"messages": ("messages", []), "parsed": (dict, None),
+                                         "warnings": ("texts", [])}
 _SHAPES = {dict: "a JSON object", "tags": "a list of text", "texts": "a list of text",
            "messages": "a list of messages"}
 
@@ -131,7 +139,7 @@ def run_dict(row: dict[str, Any]) -> dict[str, Any]:
     if row.get("status") not in STATUSES:
         problems.append(f"status {row.get('status')!r} is not one of {', '.join(STATUSES)}")
     for name in ("created_at", "heartbeat_at", "finished_at"):
-        row[name] = aware(row[name]).isoformat() if row[name] else None
+        row[name] = iso(row[name])
     row["unreadable"] = "; ".join(problems)
     return row
 
@@ -141,7 +149,7 @@ def turn_dict(row: dict[str, Any]) -> dict[str, Any]:
     row.pop("id", None)
     problems = row_problems(row, TURN_JSON, ("started_at", "finished_at"))
     for name in ("started_at", "finished_at"):
-        row[name] = aware(row[name]).isoformat() if row[name] else None
+        row[name] = iso(row[name])
     row["unreadable"] = "; ".join(problems)
     return row
 
@@ -164,7 +172,7 @@ def tolerant_frame(frame: pd.DataFrame, shapes: Mapping[str, Any],
         numbers = pd.to_numeric(frame[name], errors="coerce")
         bad = numbers.isna() & frame[name].notna()
         bad |= numbers.isin([float("inf"), float("-inf")])
-        for i in bad.to_numpy().nonzero()[0]:
+        for i in bad.to_numpy().nonzero()[0].tolist():
             problems[i].append(f"{name} is {str(frame[name].iloc[i])[:40]!r}, not a number")
         frame[name] = numbers.where(~bad, 0).fillna(0).astype(kind)
     for name in (*_RUN_TEXT, *_TURN_TEXT):
@@ -174,7 +182,7 @@ def tolerant_frame(frame: pd.DataFrame, shapes: Mapping[str, Any],
                 frame[name] = [clean_stored(v) for v in frame[name].tolist()]
     for name in required_times:
         if name in frame:
-            for i in frame[name].isna().to_numpy().nonzero()[0]:
+            for i in frame[name].isna().to_numpy().nonzero()[0].tolist():
                 problems[i].append(f"{name} is not a time")
     if "status" in frame and shapes is RUN_JSON:
         for i, status in enumerate(frame["status"].tolist()):

@@ -14,19 +14,16 @@ other way round: `decode` never raises, it says why a stored value cannot be rea
 """
 from __future__ import annotations
 
-import functools
 import json
 import math
 import re
-import typing
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field,
-                      ValidationError)
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from engine.models import ConfigError, now
+from engine.models import ConfigError
 from engine.text import NAME_MAX, clean_text, has_visible
 
 RUN_STATUSES = ("running", "completed", "failed", "interrupted")
@@ -130,7 +127,7 @@ def as_moment(value: Any) -> datetime | None:
             raise ValueError(f"{value!r} is not an ISO-8601 time") from None
     else:
         raise ValueError("must be an ISO-8601 time")
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def _identifier(pattern: re.Pattern[str], what: str):
@@ -338,147 +335,8 @@ def experiment_item(name: Any, spec: Mapping[str, Any]) -> ExperimentRecord:
                                        "spec": storable(dict(spec))}, "experiment")
 
 
-# --------------------------------------------------------------------------- import
-def parse_import(data: str | bytes) -> list[tuple[str, RunRecord]]:
-    """Every run of an export (one JSON document, or JSON lines split on `\\n` only), each
-    validated with its place (`line N` or `record N`); `ConfigError` on the first bad one,
-    so that nothing of a bad file is written."""
-    if isinstance(data, bytes):
-        if len(data) > MAX_IMPORT_BYTES:
-            raise ConfigError(_too_big(len(data)), "limit")
-        try:
-            data = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ConfigError(f"import: not UTF-8 text (byte {exc.start})", "input") from None
-    if len(data) > MAX_IMPORT_BYTES:
-        raise ConfigError(_too_big(len(data)), "limit")
-    stripped = data.strip()
-    if not stripped:
-        return []
-    docs: list[tuple[str, Any]] = []
-    single = _whole_document(stripped)
-    if single is not None:
-        docs.append(("record 1", single))
-    else:
-        for number, line in enumerate(data.split("\n"), 1):
-            if not line.strip():
-                continue
-            try:
-                docs.append((f"line {number}", json.loads(line)))
-            except (ValueError, RecursionError) as exc:
-                raise ConfigError(f"import: line {number} is not JSON ({json_reason(exc)}); "
-                                  "nothing was imported", "input") from None
-    out: list[tuple[str, RunRecord]] = []
-    for where, doc in docs:
-        if not isinstance(doc, dict) or "id" not in doc or "protocol" not in doc:
-            raise ConfigError(f"import: {where} is not a Parley run export (it needs an "
-                              "id, a protocol and a question); nothing was imported", "input")
-        if doc.get("unreadable"):
-            raise ConfigError(f"import: {where} (run {str(doc['id'])[:40]!r}) was exported "
-                              f"unreadable ({str(doc['unreadable'])[:200]!r}); nothing was "
-                              "imported", "input")
-        try:
-            record = RunRecord.model_validate(doc)
-        except ValidationError as exc:
-            raise ConfigError(f"import: {where} (run {str(doc['id'])[:40]!r}): "
-                              f"{why_invalid(exc)}; nothing was imported", "input") from None
-        problem = result_problem(record.protocol, record.result)
-        if problem:
-            raise ConfigError(f"import: {where} (run {record.id!r}): result {problem}; "
-                              "nothing was imported", "input")
-        seen: set[int] = set()
-        for turn in record.turns:
-            if turn.idx in seen:
-                raise ConfigError(f"import: {where} (run {record.id!r}): turn {turn.idx} "
-                                  "appears twice; nothing was imported", "input")
-            seen.add(turn.idx)
-        out.append((where, record))
-    return out
-
-
-@functools.lru_cache(maxsize=None)
-def _result_model(protocol: str) -> Any:
-    from engine.protocols import REGISTRY
-    spec = REGISTRY.get(protocol)
-    if spec is None:
-        return None
-    try:
-        return typing.get_type_hints(spec.runner).get("return")
-    except (NameError, TypeError):  # hints this module cannot resolve: left unchecked
-        return None
-
-
-def result_problem(protocol: str, result: Mapping[str, Any]) -> str:
-    """Why a stored `result` is not what the protocol's own result holds ("" when it is, or
-    when it is empty: a run that did not complete has none). The pages, charts and Insights
-    read these fields, so an import must not bring in a shape they cannot read."""
-    model = _result_model(protocol) if result else None
-    if model is None:
-        return ""
-    try:
-        model.model_validate(dict(result))
-    except ValidationError as exc:
-        return f"is not a {protocol} result ({why_invalid(exc)})"
-    return ""
-
-
-def _too_big(size: int) -> str:
-    return (f"import: the file is {size:,} bytes; the limit is {MAX_IMPORT_BYTES:,} bytes "
-            f"({MAX_IMPORT_BYTES / 1e6:.0f} MB; split it)")
-
-
 def json_reason(exc: BaseException) -> str:
     """Why a JSON text could not be parsed, in a few words."""
     if isinstance(exc, RecursionError):
         return "nested too deep"
     return getattr(exc, "msg", None) or str(exc).splitlines()[0][:120]
-
-
-def _whole_document(text: str) -> Any:
-    """The one JSON document `text` holds, or None when it is JSON lines (or when its first
-    line is broken, which the line-by-line reading reports with its number)."""
-    if not text.startswith("{"):
-        return None
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        if isinstance(exc, json.JSONDecodeError) and exc.msg == "Extra data":
-            return None  # JSON lines: the first line was a whole document
-        first = text.split("\n", 1)[0]
-        if "\n" not in text or _parses(first):
-            return None  # JSON lines with a later line broken
-        where = f" at line {exc.lineno}" if isinstance(exc, json.JSONDecodeError) else ""
-        raise ConfigError(f"import: not JSON ({json_reason(exc)}{where}); nothing was imported",
-                          "input") from None
-
-
-def _parses(line: str) -> bool:
-    try:
-        json.loads(line)
-    except (ValueError, RecursionError):
-        return False
-    return True
-
-
-def run_columns(record: RunRecord) -> dict[str, Any]:
-    """The `runs` row of an imported record (a run left `running` imports `interrupted`)."""
-    values = record.model_dump(exclude={"turns", "unreadable"})
-    for name in ("config", "result", "metrics", "tags"):
-        values[name] = json.dumps(strip_secrets(values[name]) if name == "config"
-                                  else values[name], ensure_ascii=False)
-    values["created_at"] = values["created_at"] or now()
-    if values["status"] == "running":
-        values["status"] = "interrupted"
-    return values
-
-
-def turn_columns(run_id: str, turn: TurnRecord) -> dict[str, Any]:
-    """The `turns` row of an imported turn."""
-    values = turn.model_dump()
-    for name in ("messages", "warnings"):
-        values[name] = json.dumps(values[name], ensure_ascii=False)
-    values["parsed"] = json.dumps(values["parsed"] if values["parsed"] is not None else {},
-                                  ensure_ascii=False)
-    values["started_at"] = values["started_at"] or now()
-    values["finished_at"] = values["finished_at"] or values["started_at"]
-    return {"run_id": run_id, **values}

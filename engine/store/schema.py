@@ -11,8 +11,19 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import (Boolean, DateTime, Float, ForeignKey, Integer, String, Text,
-                        TypeDecorator, create_engine, event, text)
+from sqlalchemy import (
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    TypeDecorator,
+    create_engine,
+    event,
+    text,
+)
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 

@@ -1,0 +1,46 @@
+"""Which protocol a benchmark runs, chosen from the registry by what it does, never by name.
+
+`busiest()` is the protocol whose default configuration makes the most calls while running some
+of them at once (the run that stresses the engine, the store and the pages most); `cheapest()`
+makes the fewest calls (for drills that count runs, not calls).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from engine.protocols import REGISTRY, ProtocolSpec, estimate
+
+
+def default_config(spec: ProtocolSpec[Any], model: str = "simulated") -> dict[str, Any]:
+    """A protocol's default configuration on `model`."""
+    return {"protocol": spec.name, "model": model}
+
+
+def busiest() -> ProtocolSpec[Any]:
+    def weight(spec: ProtocolSpec[Any]) -> tuple[bool, int]:
+        cost = estimate(default_config(spec))
+        return cost["waves"] < cost["calls"], cost["calls"]
+    return max(REGISTRY.values(), key=weight)
+
+
+def cheapest() -> ProtocolSpec[Any]:
+    return min(REGISTRY.values(), key=lambda spec: estimate(default_config(spec))["calls"])
+
+
+def crowded_config(spec: ProtocolSpec[Any], seats: int, model: str = "simulated"
+                   ) -> dict[str, Any]:
+    """`spec`'s default configuration with its many-seat slot (if any) holding `seats` seats
+    (within the slot's limits)."""
+    config = default_config(spec, model)
+    for slot in spec.slots:
+        if slot.many:
+            count = max(slot.minimum, min(slot.maximum, seats))
+            config["seats"] = {slot.name: [{"name": f"{slot.name} {i + 1}"}
+                                           for i in range(count)]}
+            break
+    return config
+
+
+def waves(spec: ProtocolSpec[Any]) -> int:
+    """The critical path, in calls, of `spec`'s default configuration."""
+    return estimate(default_config(spec))["waves"]

@@ -1,0 +1,80 @@
+"""Live-view benchmark: what one poll of the Run page reads, before and after issue 11.
+
+A run of the busiest protocol (`engine.bench.choice`; with 8 seats, an 18-turn panel) on the
+simulated model is stored; the live view has shown
+its first 17 turns when the 18th arrives. Before, each poll called `Store.get(run_id)`: the
+run row with its result and every turn with its prompts. Now it calls `Store.run_state`
+(one row, no turns) and `Store.turns_after(run_id, last)` (only the new turn). The rows and
+bytes counted are what the database hands back for the statements each poll sends (every
+value's UTF-8 length; 8 bytes a number), measured by `engine.store.probe`; the time is the
+median of `repeats` polls. Figures are measured, never asserted.
+"""
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from engine.bench.choice import busiest, crowded_config
+from engine.protocols import arun_config, run_sync
+from engine.store import Store
+from engine.store.probe import reads
+
+Row = dict[str, Any]
+SEATS = 8  # the busiest protocol's many-seat slot (18 turns for a panel of 8)
+
+
+def _row(name: str, value: float, unit: str, target: str = "", note: str = "") -> Row:
+    return {"name": name, "value": value, "unit": unit, "target": target, "note": note}
+
+
+def _median_ms(poll: Callable[[], Any], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        poll()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1000
+
+
+def bench_live(repeats: int = 200) -> list[Row]:
+    """Rows for the bench table: one live poll after one new turn, `get` against
+    `run_state` + `turns_after`."""
+    with tempfile.TemporaryDirectory() as folder:
+        store = Store(f"sqlite:///{Path(folder) / 'live.db'}")
+        spec = busiest()
+        result = run_sync(arun_config(crowded_config(spec, SEATS), "Which is larger, 3 or 5?",
+                                      store=store))
+        run_id, turns = str(result.run_id), len(result.turns)
+        shown = turns - 2  # the index of the last turn the view shows: one turn is new
+
+        def before() -> Any:
+            return store.get(run_id)
+
+        def after() -> Any:
+            return store.run_state(run_id), store.turns_after(run_id, shown)
+
+        old, new = reads(store, before), reads(store, after)
+        old_ms, new_ms = _median_ms(before, repeats), _median_ms(after, repeats)
+        store.close()
+    what = f"live poll after one new turn of a {turns}-turn {spec.name} run"
+    return [
+        _row(f"{what}, get(): rows read", old.rows, "rows",
+             note=f"{old.statements} statements"),
+        _row(f"{what}, get(): bytes read", old.bytes, "B"),
+        _row(f"{what}, get(): time", round(old_ms, 3), "ms"),
+        _row(f"{what}, run_state + turns_after: rows read", new.rows, "rows",
+             note=f"{new.statements} statements"),
+        _row(f"{what}, run_state + turns_after: bytes read", new.bytes, "B"),
+        _row(f"{what}, run_state + turns_after: time", round(new_ms, 3), "ms"),
+        _row("live poll bytes read, run_state + turns_after / get()",
+             round(new.bytes / old.bytes, 4), "x"),
+    ]
+
+
+if __name__ == "__main__":
+    from engine.bench.table import format_table
+    print(format_table(bench_live()))

@@ -1,0 +1,266 @@
+"""The database under the store: opening it (WAL SQLite or PostgreSQL, read-only when it
+must be), migrations, write transactions, run ends waiting for a write, and the reaper.
+
+Schema changes are ordered, named migrations recorded in `schema_migrations`, so an existing
+file is brought up to date on open; a database written by a newer Parley is refused, and a
+read-only one opens for reading. A write that fails (disk full) raises `StoreWriteError`; a
+run's end that could not be written is kept and retried on the next write and by the reaper,
+so a run never stays `running` once the store can be written again.
+
+Reads never write: runs left `running` by a process that is gone are marked `interrupted` by
+`reap`, which runs when the store opens and then on a timer (`start_reaper`); until then,
+reads present such rows as `interrupted` by the same rule (`engine.store.liveness`).
+"""
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import inspect, select, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
+
+from engine.models import ConfigError, now
+from engine.store import schema
+from engine.store.liveness import GONE, owner_gone
+from engine.store.schema import MIGRATIONS, MigrationRow, RunRow
+from engine.store.statements import MIGRATION_LOG, end_run_row
+
+DEFAULT_URL = "sqlite:///data/parley.db"
+READ_ONLY = "this database is read-only ({url}): runs can be read, not started or changed"
+
+
+class StoreWriteError(RuntimeError):
+    """The database refused a write (disk full, locked too long, connection lost)."""
+
+
+def _why(exc: OperationalError) -> str:
+    detail = str(exc.orig or exc).strip().splitlines()
+    return f"the store could not be written: {detail[0] if detail else type(exc).__name__}"
+
+
+class Database:
+    """One database opened for the store; every method opens and closes its own session."""
+
+    def __init__(self, url: str | None = None):
+        self.url = url or os.environ.get("PARLEY_DB_URL") or DEFAULT_URL
+        self.host = socket.gethostname()
+        self.read_only = False
+        self._pending: dict[str, tuple[str, str]] = {}  # run id -> the end not yet written
+        self._lock = threading.Lock()
+        self._reaper: threading.Thread | None = None
+        self._reaper_stop = threading.Event()
+        sqlite = make_url(self.url).get_backend_name() == "sqlite"
+        path = schema.sqlite_path(self.url) if sqlite else None
+        if sqlite and schema.sqlite_read_only(self.url, path):
+            self._open_read_only(path)
+            return
+        if path is not None:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self.engine = schema.engine(self.url, sqlite, read_only=False)
+        if not sqlite and schema.pg_read_only(self.engine):
+            self.read_only = True
+            self.check_schema()
+            return
+        try:
+            self.migrate()
+        except OperationalError as exc:  # a read-only file system, or a file root cannot write
+            if not sqlite or "readonly" not in str(exc).replace("-", "").lower():
+                raise
+            self.engine.dispose()
+            self._open_read_only(path)
+            return
+        self.reap()
+
+    def _open_read_only(self, path: str | None) -> None:
+        self.read_only = True
+        self.engine = schema.engine(schema.read_only_url(self.url, path), True, read_only=True)
+        try:
+            self.check_schema()
+        except OperationalError:  # WAL without -shm in a directory it may not write
+            self.engine.dispose()
+            self.engine = schema.engine(schema.read_only_url(self.url, path, immutable=True),
+                                        True, read_only=True)
+            self.check_schema()
+
+    @property
+    def url_safe(self) -> str:
+        """The database URL with any password hidden."""
+        return make_url(self.url).render_as_string(hide_password=True)
+
+    def close(self) -> None:
+        """Stop the reaper and close the database's connections."""
+        self.stop_reaper()
+        self.engine.dispose()
+
+    # ----------------------------------------------------------------- schema
+    def migrate(self) -> list[str]:
+        """Apply the migrations this database has not seen; returns their names."""
+        applied: list[str] = []
+        with self.writing(retry=False) as connection:
+            MIGRATION_LOG.create(connection, checkfirst=True)
+            done = set(connection.execute(select(MigrationRow.name)).scalars())
+            schema.refuse_newer(done)
+            for name, apply in MIGRATIONS:
+                if name in done:
+                    continue
+                apply(connection)
+                connection.execute(MIGRATION_LOG.insert().values(
+                    name=name, applied_at=now()))
+                applied.append(name)
+        return applied
+
+    def check_schema(self) -> None:
+        """Without writing: refuse a database from a newer Parley, or one (read-only) that
+        lacks a migration this Parley needs."""
+        with self.engine.connect() as connection:
+            if not inspect(connection).has_table("schema_migrations"):
+                raise ConfigError(f"{self.url_safe} holds no Parley tables and is read-only",
+                                  "input")
+            done = set(connection.execute(select(MigrationRow.name)).scalars())
+        schema.refuse_newer(done)
+        missing = [name for name, _ in MIGRATIONS if name not in done]
+        if missing:
+            raise ConfigError(f"this read-only database needs migration {missing[0]}; open it "
+                              "once with write access to upgrade it", "input")
+
+    def migrations(self) -> list[str]:
+        """The names of the migrations this database has had."""
+        with self.engine.connect() as connection:
+            return list(connection.execute(select(MigrationRow.name)
+                                           .order_by(MigrationRow.name)).scalars())
+
+    def integrity_check(self) -> str:
+        """SQLite's `PRAGMA integrity_check` ("ok" when sound; always "ok" elsewhere)."""
+        if not self.url.startswith("sqlite"):
+            return "ok"
+        with self.engine.connect() as connection:
+            return str(connection.execute(text("PRAGMA integrity_check")).scalar())
+
+    def columns(self, table: str) -> list[str]:
+        """The column names of a table as the database has them."""
+        return [c["name"] for c in inspect(self.engine).get_columns(table)]
+
+    # ----------------------------------------------------------------- writing
+    @contextmanager
+    def writing(self, retry: bool = True) -> Iterator[Any]:
+        """A write transaction: refused (`ConfigError`) on a read-only database; a write the
+        database refuses raises `StoreWriteError`. Run ends waiting to be written go first."""
+        if self.read_only:
+            raise ConfigError(READ_ONLY.format(url=self.url_safe), "input")
+        if retry and self._pending:
+            self.flush_pending()
+        try:
+            with self.engine.begin() as connection:
+                yield connection
+        except OperationalError as exc:
+            raise StoreWriteError(_why(exc)) from exc
+
+    def flush_pending(self) -> int:
+        """Write the run ends that a failed write left waiting; returns how many were written
+        (the rest stay for the next try). Never raises for a failed write."""
+        with self._lock:
+            waiting = list(self._pending.items())
+        written = 0
+        for run_id, (status, error) in waiting:
+            try:
+                with self.writing(retry=False) as connection:
+                    end_run_row(connection, run_id, status, error)
+            except StoreWriteError:
+                break
+            with self._lock:
+                if self._pending.get(run_id) == (status, error):
+                    del self._pending[run_id]
+            written += 1
+        return written
+
+    @property
+    def pending(self) -> dict[str, tuple[str, str]]:
+        """Run ends waiting for the store to accept writes again (run id -> status, error)."""
+        with self._lock:
+            return dict(self._pending)
+
+    def _end_or_wait(self, run_id: str, status: str, error: str) -> bool:
+        """End a `running` run; when the store cannot be written the end waits (see
+        `flush_pending`) and this returns False. Never raises for a failed write."""
+        try:
+            with self.writing() as connection:
+                end_run_row(connection, run_id, status, error)
+        except StoreWriteError:
+            with self._lock:
+                self._pending[run_id] = (status, error)
+            return False
+        with self._lock:
+            self._pending.pop(run_id, None)
+        return True
+
+    # ----------------------------------------------------------------- liveness
+    def owner_gone(self, row: Any) -> bool:
+        """True when `row` (with status, host, pid, heartbeat_at; an id when it has one) is
+        `running` but its process is gone (`engine.store.liveness`). A run whose end waits
+        in this process is not gone: its end is written as soon as the store can be."""
+        if row["status"] != "running":
+            return False
+        if "id" in row.keys():
+            with self._lock:
+                if row["id"] in self._pending:
+                    return False
+        return owner_gone(row["host"], row["pid"], row["heartbeat_at"], here=self.host)
+
+    def _stale(self) -> list[str]:
+        """The ids of runs left `running` by processes that are gone."""
+        with self.engine.connect() as connection:
+            rows = connection.execute(select(RunRow.id, RunRow.status, RunRow.host, RunRow.pid,
+                                             RunRow.heartbeat_at)
+                                      .where(RunRow.status == "running")).mappings().all()
+        return [row["id"] for row in rows if self.owner_gone(row)]
+
+    def reap(self) -> int:
+        """Write the run ends waiting for the store, then mark as `interrupted` the runs left
+        `running` by processes that are gone; returns how many. A read-only store writes
+        nothing. Runs on open and on the reaper's timer, never inside a read."""
+        if self.read_only:
+            return 0
+        self.flush_pending()
+        stale = self._stale()
+        for run_id in stale:
+            self._end_or_wait(run_id, "interrupted", GONE)
+        return len(stale)
+
+    def start_reaper(self, interval: float = 30.0) -> None:
+        """Reap every `interval` seconds in a daemon thread until `stop_reaper` (a second
+        call while it runs does nothing). A read-only store has nothing to reap."""
+        with self._lock:
+            if self.read_only or (self._reaper is not None and self._reaper.is_alive()):
+                return
+            self._reaper_stop = threading.Event()
+            self._reaper = threading.Thread(target=self._reap_every, args=(interval,),
+                                            name="parley-store-reaper", daemon=True)
+            self._reaper.start()
+
+    def stop_reaper(self) -> None:
+        """Stop the reaper thread (if any) and wait for it."""
+        with self._lock:
+            reaper, self._reaper = self._reaper, None
+        self._reaper_stop.set()
+        if reaper is not None and reaper is not threading.current_thread():
+            reaper.join()
+
+    @property
+    def reaping(self) -> bool:
+        """True while the reaper thread runs."""
+        reaper = self._reaper
+        return reaper is not None and reaper.is_alive()
+
+    def _reap_every(self, interval: float) -> None:
+        stop = self._reaper_stop
+        while not stop.wait(interval):
+            try:
+                self.reap()
+            except (SQLAlchemyError, StoreWriteError):  # locked or unreachable: next tick
+                continue

@@ -1,0 +1,163 @@
+"""Reading runs and turns: one run, lists as DataFrames, and the live view's small reads.
+
+Reads never write. A `running` row whose process is gone (`engine.store.liveness`) is
+presented as `interrupted`, as the reaper will store it, without writing; a value that cannot
+be read takes its empty default and `unreadable` says which and why (`engine.store.readback`).
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import func, or_, select
+
+from engine.store import readback
+from engine.store.database import Database
+from engine.store.liveness import GONE
+from engine.store.schema import RunRow, TurnRow
+
+_TURN_ORDER = (TurnRow.idx, TurnRow.id)
+
+
+class RunReading(Database):
+    """The store's reads of runs and turns (a part of `Store`)."""
+
+    def get(self, run_id: str) -> dict[str, Any]:
+        """One run as a dict: its row, `result` (the protocol's fields) and `turns`. A value
+        that cannot be read takes its empty default, and `unreadable` says which and why."""
+        with self.engine.connect() as connection:
+            row = connection.execute(select(RunRow.__table__).where(
+                RunRow.id == run_id)).mappings().first()
+            if row is None:
+                raise KeyError(f"no run {run_id!r} in {self.url_safe}")
+            turns = connection.execute(select(TurnRow.__table__).where(
+                TurnRow.run_id == run_id).order_by(*_TURN_ORDER)).mappings().all()
+        gone = self.owner_gone(row)
+        out = readback.run_dict(dict(row))
+        out["turns"] = [readback.turn_dict(dict(t)) for t in turns]
+        broken = [f"turn {t['idx']}: {t['unreadable']}" for t in out["turns"]
+                  if t["unreadable"]]
+        out["unreadable"] = "; ".join(filter(None, [out["unreadable"], *broken]))
+        if gone:  # as the reaper will store it
+            out.update(status="interrupted", error=out["error"] or GONE,
+                       finished_at=out["heartbeat_at"] or out["created_at"],
+                       calls=len(out["turns"]),
+                       degraded=sum(t["status"] != "ok" for t in out["turns"]))
+        return out
+
+    def run_state(self, run_id: str) -> dict[str, Any]:
+        """What a live view polls: `status`, `error`, `turns` (how many are stored) and
+        `updated_at` (the last heartbeat or the end, ISO text) of one run; one row, no turns.
+        `KeyError` when there is no such run."""
+        count = select(func.count()).where(TurnRow.run_id == run_id).scalar_subquery()
+        with self.engine.connect() as connection:
+            row = connection.execute(select(
+                RunRow.id, RunRow.status, RunRow.error, RunRow.host, RunRow.pid,
+                RunRow.heartbeat_at, RunRow.finished_at, count.label("turns"))
+                .where(RunRow.id == run_id)).mappings().first()
+        if row is None:
+            raise KeyError(f"no run {run_id!r} in {self.url_safe}")
+        status, error = readback.clean_stored(row["status"]), readback.clean_stored(row["error"])
+        updated = readback.aware(row["finished_at"] or row["heartbeat_at"])
+        if self.owner_gone(row):
+            status, error = "interrupted", error or GONE
+        return {"id": run_id, "status": status, "error": error or "",
+                "turns": int(row["turns"] or 0),
+                "updated_at": updated.isoformat() if isinstance(updated, datetime) else None}
+
+    def turns_after(self, run_id: str, after: int) -> list[dict[str, Any]]:
+        """The run's turns with an index above `after`, in speaking order, each as in
+        `get(run_id)["turns"]`: a live view asks for the turns since its last poll."""
+        with self.engine.connect() as connection:
+            rows = connection.execute(select(TurnRow.__table__).where(
+                TurnRow.run_id == run_id, TurnRow.idx > after)
+                .order_by(*_TURN_ORDER)).mappings().all()
+        return [readback.turn_dict(dict(row)) for row in rows]
+
+    def runs(self, *, protocol: str | None = None, label: str | None = None,
+             tag: str | None = None, status: str | None = None, model: str | None = None,
+             search: str | None = None, since: datetime | None = None,
+             until: datetime | None = None, experiment_id: str | None = None,
+             ids: Sequence[str] | None = None, limit: int | None = None,
+             with_result: bool = False, with_config: bool = True) -> pd.DataFrame:
+        """Runs as a DataFrame, newest first; filters combine with AND (all are bound, never
+        spliced into SQL). `metrics` and `config` come back parsed; `result` on request, and
+        `config` can be left out when a caller (Insights over 10,000 runs) never reads it.
+        `unreadable` is "" for a sound row, else which values could not be read and why."""
+        skip = {"result"} - ({"result"} if with_result else set())
+        if not with_config:
+            skip.add("config")
+        columns = [c for c in RunRow.__table__.columns if c.name not in skip]
+        query = select(*columns).order_by(RunRow.created_at.desc())
+        if protocol:
+            query = query.where(RunRow.protocol == protocol)
+        if label:
+            query = query.where(RunRow.label == label)
+        if status:
+            query = query.where(RunRow.status == status)
+        if experiment_id:
+            query = query.where(RunRow.experiment_id == experiment_id)
+        if ids is not None:
+            query = query.where(RunRow.id.in_(list(ids)))
+        if tag:
+            query = query.where(RunRow.tags.contains(json.dumps(tag), autoescape=True))
+        if model:
+            query = query.where(RunRow.models.contains(model, autoescape=True))
+        if search:
+            query = query.where(or_(RunRow.question.contains(search, autoescape=True),
+                                    RunRow.label.contains(search, autoescape=True),
+                                    RunRow.id == search))
+        if since:
+            query = query.where(RunRow.created_at >= since)
+        if until:
+            query = query.where(RunRow.created_at <= until)
+        if limit:
+            query = query.limit(limit)
+        with self.engine.connect() as connection:
+            rows = connection.execute(query).mappings().all()
+        gone = [self.owner_gone(row) for row in rows]
+        frame = pd.DataFrame(rows, columns=[c.name for c in columns])
+        frame = readback.tolerant_frame(frame, readback.RUN_JSON, required_times=("created_at",))
+        if any(gone):  # as the reaper will store them
+            dead = pd.Series(gone, index=frame.index)
+            frame.loc[dead, "status"] = "interrupted"
+            frame.loc[dead & (frame["error"].fillna("") == ""), "error"] = GONE
+            frame.loc[dead, "finished_at"] = [row["heartbeat_at"] or row["created_at"]
+                                              for row, d in zip(rows, gone, strict=True) if d]
+        return frame
+
+    def turns(self, run_id: str | Sequence[str] | None = None, *, phase: str | None = None,
+              seat: str | None = None, status: str | None = None,
+              with_messages: bool = False) -> pd.DataFrame:
+        """Turns as a DataFrame, in run then speaking order (`unreadable` as for `runs`)."""
+        columns = [c for c in TurnRow.__table__.columns
+                   if with_messages or c.name != "messages"]
+        query = select(*columns).order_by(TurnRow.run_id, *_TURN_ORDER)
+        if isinstance(run_id, str):
+            query = query.where(TurnRow.run_id == run_id)
+        elif run_id is not None:
+            query = query.where(TurnRow.run_id.in_(list(run_id)))
+        if phase:
+            query = query.where(TurnRow.phase == phase)
+        if seat:
+            query = query.where(TurnRow.seat == seat)
+        if status:
+            query = query.where(TurnRow.status == status)
+        with self.engine.connect() as connection:
+            frame = pd.DataFrame(connection.execute(query).mappings().all(),
+                                 columns=[c.name for c in columns])
+        return readback.tolerant_frame(frame, readback.TURN_JSON,
+                                       required_times=("started_at", "finished_at"))
+
+    def run_choices(self) -> dict[str, list[Any]]:
+        """The distinct stored protocols, labels, tag lists (decoded) and model lists of all
+        runs: what the filters can offer, without parsing every run (milliseconds for 10,000
+        runs, where `runs()` takes half a second)."""
+        with self.engine.connect() as connection:
+            seen = {name: list(connection.execute(select(getattr(RunRow, name)).distinct())
+                               .scalars()) for name in ("protocol", "label", "tags", "models")}
+        seen["tags"] = [readback.decode_tags(t) for t in seen["tags"] if t]
+        return seen

@@ -1,0 +1,27 @@
+"""`Store`: the one public class over the store's parts, one database per instance.
+
+Each part is its own module: `database` (open, migrate, write transactions, the reaper),
+`runs` (a run's lifecycle), `reading` (runs and turns out, the live view's reads),
+`transfer` (export and import), `library`, and `experiments` (functions over a store).
+"""
+from __future__ import annotations
+
+import copy
+
+from engine.store.batching import TurnBatch
+from engine.store.library import Library
+from engine.store.runs import RunWriting
+from engine.store.transfer import Transfer
+
+
+class Store(RunWriting, Transfer, Library):
+    """Runs, turns, experiments and the library in one database (SQLite WAL or PostgreSQL);
+    every method opens and closes its own session, so one store serves many threads."""
+
+    def batched(self, window: float = 0.0) -> Store:
+        """This store with group commit for the runs it records: turns are written at the
+        event loop's next iteration (`engine.store.batching`), an experiment's many runs in
+        one transaction. It shares this store's database, pending ends and reaper."""
+        view = copy.copy(self)
+        view._batch = TurnBatch(view, window)
+        return view

@@ -1,0 +1,230 @@
+"""Moving runs in and out of the store: export as JSON, import (every record checked first,
+the same on both backends), and the raw row copy benchmark fixtures use."""
+from __future__ import annotations
+
+import functools
+import json
+import typing
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy import select
+
+from engine.models import ConfigError, now
+from engine.store import records
+from engine.store.database import READ_ONLY
+from engine.store.reading import RunReading
+from engine.store.records import (
+    RunRecord,
+    TurnRecord,
+    json_reason,
+    strip_secrets,
+    why_invalid,
+)
+from engine.store.schema import RunRow, TurnRow
+from engine.store.statements import INSERT_TURN, RUNS
+
+
+def parse_import(data: str | bytes) -> list[tuple[str, RunRecord]]:
+    """Every run of an export (one JSON document, or JSON lines split on `\\n` only), each
+    validated with its place (`line N` or `record N`); `ConfigError` on the first bad one,
+    so that nothing of a bad file is written."""
+    if isinstance(data, bytes):
+        if len(data) > records.MAX_IMPORT_BYTES:
+            raise ConfigError(_too_big(len(data)), "limit")
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"import: not UTF-8 text (byte {exc.start})", "input") from None
+    if len(data) > records.MAX_IMPORT_BYTES:
+        raise ConfigError(_too_big(len(data)), "limit")
+    stripped = data.strip()
+    if not stripped:
+        return []
+    docs: list[tuple[str, Any]] = []
+    single = _whole_document(stripped)
+    if single is not None:
+        docs.append(("record 1", single))
+    else:
+        for number, line in enumerate(data.split("\n"), 1):
+            if not line.strip():
+                continue
+            try:
+                docs.append((f"line {number}", json.loads(line)))
+            except (ValueError, RecursionError) as exc:
+                raise ConfigError(f"import: line {number} is not JSON ({json_reason(exc)}); "
+                                  "nothing was imported", "input") from None
+    out: list[tuple[str, RunRecord]] = []
+    for where, doc in docs:
+        if not isinstance(doc, dict) or "id" not in doc or "protocol" not in doc:
+            raise ConfigError(f"import: {where} is not a Parley run export (it needs an "
+                              "id, a protocol and a question); nothing was imported", "input")
+        if doc.get("unreadable"):
+            raise ConfigError(f"import: {where} (run {str(doc['id'])[:40]!r}) was exported "
+                              f"unreadable ({str(doc['unreadable'])[:200]!r}); nothing was "
+                              "imported", "input")
+        try:
+            record = RunRecord.model_validate(doc)
+        except ValidationError as exc:
+            raise ConfigError(f"import: {where} (run {str(doc['id'])[:40]!r}): "
+                              f"{why_invalid(exc)}; nothing was imported", "input") from None
+        problem = result_problem(record.protocol, record.result)
+        if problem:
+            raise ConfigError(f"import: {where} (run {record.id!r}): result {problem}; "
+                              "nothing was imported", "input")
+        seen: set[int] = set()
+        for turn in record.turns:
+            if turn.idx in seen:
+                raise ConfigError(f"import: {where} (run {record.id!r}): turn {turn.idx} "
+                                  "appears twice; nothing was imported", "input")
+            seen.add(turn.idx)
+        out.append((where, record))
+    return out
+
+
+@functools.cache
+def _result_model(protocol: str) -> Any:
+    from engine.protocols import REGISTRY
+    spec = REGISTRY.get(protocol)
+    if spec is None:
+        return None
+    try:
+        return typing.get_type_hints(spec.runner).get("return")
+    except (NameError, TypeError):  # hints this module cannot resolve: left unchecked
+        return None
+
+
+def result_problem(protocol: str, result: Mapping[str, Any]) -> str:
+    """Why a stored `result` is not what the protocol's own result holds ("" when it is, or
+    when it is empty: a run that did not complete has none). The pages, charts and Insights
+    read these fields, so an import must not bring in a shape they cannot read."""
+    model = _result_model(protocol) if result else None
+    if model is None:
+        return ""
+    try:
+        model.model_validate(dict(result))
+    except ValidationError as exc:
+        return f"is not a {protocol} result ({why_invalid(exc)})"
+    return ""
+
+
+def _too_big(size: int) -> str:
+    limit = records.MAX_IMPORT_BYTES
+    return (f"import: the file is {size:,} bytes; the limit is {limit:,} bytes "
+            f"({limit / 1e6:.0f} MB; split it)")
+
+
+def _whole_document(text: str) -> Any:
+    """The one JSON document `text` holds, or None when it is JSON lines (or when its first
+    line is broken, which the line-by-line reading reports with its number)."""
+    if not text.startswith("{"):
+        return None
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        if isinstance(exc, json.JSONDecodeError) and exc.msg == "Extra data":
+            return None  # JSON lines: the first line was a whole document
+        first = text.split("\n", 1)[0]
+        if "\n" not in text or _parses(first):
+            return None  # JSON lines with a later line broken
+        where = f" at line {exc.lineno}" if isinstance(exc, json.JSONDecodeError) else ""
+        raise ConfigError(f"import: not JSON ({json_reason(exc)}{where}); nothing was imported",
+                          "input") from None
+
+
+def _parses(line: str) -> bool:
+    try:
+        json.loads(line)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def run_columns(record: RunRecord) -> dict[str, Any]:
+    """The `runs` row of an imported record (a run left `running` imports `interrupted`)."""
+    values = record.model_dump(exclude={"turns", "unreadable"})
+    for name in ("config", "result", "metrics", "tags"):
+        values[name] = json.dumps(strip_secrets(values[name]) if name == "config"
+                                  else values[name], ensure_ascii=False)
+    values["created_at"] = values["created_at"] or now()
+    if values["status"] == "running":
+        values["status"] = "interrupted"
+    return values
+
+
+def turn_columns(run_id: str, turn: TurnRecord) -> dict[str, Any]:
+    """The `turns` row of an imported turn."""
+    values = turn.model_dump()
+    for name in ("messages", "warnings"):
+        values[name] = json.dumps(values[name], ensure_ascii=False)
+    values["parsed"] = json.dumps(values["parsed"] if values["parsed"] is not None else {},
+                                  ensure_ascii=False)
+    values["started_at"] = values["started_at"] or now()
+    values["finished_at"] = values["finished_at"] or values["started_at"]
+    return {"run_id": run_id, **values}
+
+
+class Transfer(RunReading):
+    """The store's export and import of runs (a part of `Store`)."""
+
+    def export_run(self, run_id: str) -> str:
+        """One run as a JSON document (row, result and turns with prompts and replies)."""
+        return json.dumps(self.get(run_id), ensure_ascii=False, default=str, indent=2)
+
+    def export_jsonl(self, run_ids: Iterable[str] | None = None) -> str:
+        """Many runs as JSON lines (all runs when `run_ids` is None)."""
+        if run_ids is None:
+            with self.engine.connect() as connection:
+                run_ids = list(connection.execute(select(RunRow.id).order_by(
+                    RunRow.created_at.desc())).scalars())
+        return "".join(json.dumps(self.get(i), ensure_ascii=False, default=str) + "\n"
+                       for i in run_ids)
+
+    def import_runs(self, data: str | bytes) -> list[str]:
+        """Import runs exported by `export_run` / `export_jsonl`; existing ids are skipped.
+        Every record is checked first (`parse_import`): a bad one is refused with its line
+        number (`ConfigError`) and nothing of the file is written."""
+        docs = parse_import(data)
+        if not docs:
+            return []
+        if self.read_only:
+            raise ConfigError(READ_ONLY.format(url=self.url_safe), "input")
+        imported: list[str] = []
+        with self.writing() as connection:
+            wanted = [record.id for _, record in docs]
+            present = set()
+            for start in range(0, len(wanted), 500):
+                present |= set(connection.execute(select(RunRow.id).where(
+                    RunRow.id.in_(wanted[start:start + 500]))).scalars())
+            for _, record in docs:
+                if record.id in present:
+                    continue
+                present.add(record.id)
+                connection.execute(RUNS.insert().values(**run_columns(record)))
+                if record.turns:
+                    connection.execute(INSERT_TURN, [turn_columns(record.id, t)
+                                                     for t in record.turns])
+                imported.append(record.id)
+        return imported
+
+    def raw_rows(self) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
+        """Every run row and every run's turn rows exactly as stored (unparsed), for a
+        benchmark fixture that copies them (`insert_raw`)."""
+        with self.engine.connect() as connection:
+            runs = [dict(r) for r in connection.execute(select(RunRow.__table__)).mappings()]
+            turns: dict[str, list[dict[str, Any]]] = {}
+            for row in connection.execute(select(TurnRow.__table__)
+                                          .order_by(TurnRow.run_id, TurnRow.idx)).mappings():
+                turns.setdefault(row["run_id"], []).append(dict(row))
+        return runs, turns
+
+    def insert_raw(self, runs: Sequence[Mapping[str, Any]],
+                   turns: Sequence[Mapping[str, Any]]) -> None:
+        """Bulk-insert rows shaped as `raw_rows` gives them, unchecked, in one transaction:
+        for benchmark fixtures of thousands of runs, never for user input (`import_runs`)."""
+        with self.writing() as connection:
+            for start in range(0, len(runs), 2000):
+                connection.execute(RUNS.insert(), list(runs[start:start + 2000]))
+            for start in range(0, len(turns), 5000):
+                connection.execute(INSERT_TURN, list(turns[start:start + 5000]))
