@@ -164,7 +164,10 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
         verdict_turn = await ctx.call(judge, [{"role": "user", "content": judge_prompt}],
                                       phase="judge", round=len(rounds) + 1,
                                       task=Task(kind="judge", sides=sides, sections=tuple(
-                                          dict.fromkeys((*SECTIONS, "ANSWER")))))
+                                          dict.fromkeys((*SECTIONS, "ANSWER"))), others={
+                                          proponent.name: rounds[-1].proponent_argument,
+                                          opponent.name: rounds[-1].opponent_argument}
+                                          if rounds else {}))
         duration = time.monotonic() - start
         read = ctx.guard(verdict_turn, _read_judge, verdict_turn.reply) if verdict_turn.ok \
             else None  # a reply the parser trips on degrades the judge's turn, not the run

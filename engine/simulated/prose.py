@@ -1,15 +1,17 @@
 """The simulated model's prose replies: sides' arguments and the judge of sides, drafts and
 reviews, a side's statements, and turns that end in a `STANCE:` line.
 
-- argue: each side argues an answer. With a truth, the side `for` holds its belief and the side
-  `against` its own belief, or, when the two would agree, another answer; without one they
-  argue `in favour` and `against`. Sides are assigned, so they do not move.
-- judge with `sides`: the judge backs the side whose answer matches its own belief (at random
-  when neither does); its ANSWER is the winning side's answer, its confidence higher when it
-  believed that answer.
+- argue: each side argues an answer and ends with an `ANSWER:` line. With a truth, the side
+  `for` holds its belief and the side `against` its own belief, or, when the two would agree,
+  another answer; without one they argue `in favour` and `against`. Sides are assigned, so
+  they do not move.
+- judge with `sides`: the judge reads each side's answer from the `ANSWER:` line of its last
+  argument (shown in `others`; a side without one is taken to argue what this model's own
+  sides would) and backs the side whose answer matches its own belief (at random when neither
+  does); its ANSWER is the winning side's answer, its confidence higher when it believed it.
 - draft: with a truth, a draft ends with an `ANSWER:` line. A first draft holds the producer's
   belief; a revision after a rejection moves, with probability `persuasion`, to the answer the
-  reviewer holds, else keeps the previous draft's.
+  feedback offers ("the answer should be X"), else keeps the previous draft's.
 - review: with a truth, the reviewer approves exactly the drafts whose answer matches its own
   belief (a draft with no answer line, with probability `skill`); without one, it approves a
   first draft half the time and a revision three times in four.
@@ -41,6 +43,7 @@ from engine.simulated.world import (
 )
 
 _ANSWER_LINE = re.compile(r"^ANSWER:[ \t]*(.+?)[ \t]*$", re.M)
+_OFFERED = re.compile(r"answer should be (.+?), not ")
 _GROUNDS = (
     ("it keeps the decision reversible and limits the downside",
      "the measured costs are lower and the benefits arrive sooner"),
@@ -93,13 +96,15 @@ def _argue(world: World, task: Task) -> str:
     if not task.expected:
         stand = "in favour of the motion" if side == "for" else "against the motion"
         return (f"Round {task.round}: I argue {stand}, because {grounds(mine)}. The other "
-                "side has not shown otherwise.")
+                f"side has not shown otherwise.\nANSWER: {mine}")
     return (f"Round {task.round}: the answer is {mine}, because {grounds(mine)}. "
-            f"{other} does not survive a check against the question.")
+            f"{other} does not survive a check against the question.\nANSWER: {mine}")
 
 
 def _judge_sides(world: World, task: Task) -> str:
     answers = side_answers(world, task)
+    for side, seat in task.sides.items():
+        answers[side] = answer_in(task.others.get(seat)) or answers.get(side, side)
     view = belief(world, task)
     draw = rng(world, task, "judge", task.seat, task.round, answers["for"], answers["against"])
     backed = [side for side, answer in answers.items() if same(answer, view)]
@@ -115,11 +120,6 @@ def _judge_sides(world: World, task: Task) -> str:
 
 
 # --------------------------------------------------------------------------- drafts and reviews
-def reviewer_view(world: World, task: Task, reviewer: str) -> str:
-    """The answer a reviewer holds (its belief)."""
-    return belief(world, task, reviewer)
-
-
 def _draft(world: World, task: Task) -> str:
     number = max(task.round, 1)
     head = (f"(draft {number}) A revised response that addresses the feedback: the main change "
@@ -128,9 +128,9 @@ def _draft(world: World, task: Task) -> str:
     if not task.expected:
         return head
     answer = answer_in(task.own) or belief(world, task)
-    reviewer = next(iter(task.others), "")
-    if task.own is not None and reviewer and task.verdict == "rejected":
-        offered = reviewer_view(world, task, reviewer)
+    found = _OFFERED.search(next(iter(task.others.values()), ""))
+    if task.own is not None and found and task.verdict == "rejected":
+        offered = found.group(1).strip()
         draw = rng(world, task, "draft", task.seat, number, normalize_stance(answer))
         if not same(offered, answer) and draw.random() < world.persuasion:
             answer = offered
@@ -142,7 +142,7 @@ def _review(world: World, task: Task) -> str:
     stated = answer_in(draft)
     draw = rng(world, task, "review", task.seat, task.round, normalize_stance(stated or ""))
     if task.expected:
-        view = reviewer_view(world, task, task.seat)
+        view = belief(world, task)
         approved = same(stated, view) if stated else draw.random() < world.skill
         feedback = ("Looks complete; minor wording only." if approved else
                     f"The answer should be {view}, not {stated}." if stated else
@@ -158,7 +158,8 @@ def _review(world: World, task: Task) -> str:
 # --------------------------------------------------------------------------- statements, turns
 def _statement(world: World, task: Task) -> str:
     role = task.role.strip().rstrip(".") or "a debater"
-    mine = belief(world, task)
+    # With a truth a side argues its answer; without one, its side (each side its own grounds).
+    mine = belief(world, task) if task.expected else f"side {task.side or task.seat}"
     case = (f"the answer is {mine}" if task.expected else
             "the balance of evidence is on my side")
     if not task.others:
