@@ -205,9 +205,11 @@ class RunContext:
                         message = await invoke_on_thread(model, to_messages(full),
                                                          self.timeout or None)
                     else:
-                        message = await asyncio.wait_for(
-                            model.ainvoke(to_messages(full), config=config),
-                            self.timeout or None)
+                        # Only a simulated model gets a config: a duck-typed model may take
+                        # the messages alone.
+                        pending = (model.ainvoke(to_messages(full), config=config)
+                                   if config is not None else model.ainvoke(to_messages(full)))
+                        message = await asyncio.wait_for(pending, self.timeout or None)
                     # storable everywhere: a lone surrogate or NUL becomes U+FFFD
                     text = clean_text(reply_text(message))
                     usage = getattr(message, "usage_metadata", None) or {}
