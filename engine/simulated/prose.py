@@ -71,7 +71,7 @@ def grounds(answer: str) -> str:
 
 
 def answer_in(text: str | None) -> str | None:
-    """The answer a simulated draft states on its `ANSWER:` line."""
+    """The answer a simulated draft or argument states on its last `ANSWER:` line."""
     found = _ANSWER_LINE.findall(text or "")
     return found[-1] if found else None
 
@@ -180,8 +180,7 @@ def _turn(world: World, task: Task) -> str:
     if "devil" in role:
         avoid = common or own
         choices = [p for p in positions(task.expected) if not same(p, avoid)]
-        stance = choices[stable_int(world.seed, task.seat, normalize_stance(avoid))
-                         % len(choices)]
+        stance = rng(world, task, "devil", task.seat, normalize_stance(avoid)).choice(choices)
         return f"Let me argue the other side: {stance}. {_CONTRARY}\nSTANCE: {stance}"
     if "synthes" in role and common is not None:
         stance, body = common, "Pulling the strongest points together"
