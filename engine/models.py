@@ -134,3 +134,33 @@ class Signals(BaseModel):
     def common(self) -> dict[str, Any]:
         """The protocol-independent signals as a flat mapping."""
         return self.model_dump(exclude={"extra"})
+
+
+class Task(BaseModel):
+    """What a protocol asks a seat, as structure rather than wording.
+
+    Protocols pass one with each call; `RunContext` hands it only to the simulated model
+    (which reads nothing else of the prompt), after filling in the seat, its role, the round,
+    the run's `expected` answer and the run's variant (an experiment's question and repeat).
+    `kind` is what is asked: answer (a cold answer), revise (answer again after a critique),
+    critique (a verdict on each answer in `others`), judge (rule on `others` or on `sides`),
+    argue (one side's argument), draft (a producer's text; `own` is its previous draft),
+    review (approve or not the draft in `others`), statement (a duel's turn) or turn (a
+    roundtable turn). The reply format is `keys` (a JSON object), `sections` (labelled
+    lines) and/or `stance_line` (a closing `STANCE:` line).
+    """
+
+    kind: str
+    keys: tuple[str, ...] = ()
+    sections: tuple[str, ...] = ()
+    stance_line: bool = False
+    own: str | None = None  # the seat's own earlier answer (or draft), None when it has none
+    others: dict[str, str] = Field(default_factory=dict)  # what others said, by seat name
+    verdict: str = ""  # the critique's verdict on the seat's own answer
+    side: str = ""  # the side the seat argues (for / against, a / b)
+    sides: dict[str, str] = Field(default_factory=dict)  # side -> seat name, for a judge
+    seat: str = ""
+    role: str = ""
+    round: int = 0
+    expected: str | None = None
+    variant: str = ""

@@ -1,20 +1,43 @@
 """An OpenAI-compatible chat-completions server on loopback that answers like the simulated model.
 
 Every protocol can then run over real HTTP through `openai:MODEL` with `base_url`. Requests
-(body and Authorization header) are kept for assertions.
+(body and Authorization header) are kept for assertions. A request carries no task, so the
+server reads the reply format from the prompt itself, as a real model would (the JSON keys,
+the labelled lines, a `STANCE:` line, the proposals a critique assesses), and hands the
+simulated model that much as a task with no expected answer.
 """
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
+from engine.models import Task
 from engine.simulated import SimulatedChatModel
 
 _KINDS = {"system": SystemMessage, "user": HumanMessage, "assistant": AIMessage}
+_KEY = re.compile(r'"([A-Za-z_]+)"\s*:')
+_PROPOSAL = re.compile(r"^\[([^\]\n]+)\] stance: (.*)$", re.M)
+_LABEL = re.compile(r"^\s*(?:\d+[.)]\s*)?\**([A-Z][A-Z ]{1,30}[A-Z])\**\s*:", re.M)
+
+
+def read_format(messages: list[dict]) -> Task:
+    """The reply format a prompt asks for, read from its text (first request of a re-ask)."""
+    asked = [m["content"] for m in messages if m["role"] == "user"]
+    keys = next((tuple(dict.fromkeys(_KEY.findall(text))) for text in reversed(asked)
+                 if _KEY.search(text)), ())
+    last = asked[-1] if asked else ""
+    labels = [label for label in dict.fromkeys(_LABEL.findall(last))
+              if label not in {"QUESTION", "TOPIC", "TASK", "CONTEXT", "STANCE"}]
+    # A critique needs the answers it assesses: the panel lists them as `[name] stance: X`.
+    critique = "assessments" in keys
+    return Task(kind="critique" if critique else "answer", keys=keys,
+                sections=() if keys else tuple(labels), stance_line="STANCE:" in last,
+                seat="server", others=dict(_PROPOSAL.findall(last)) if critique else {})
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -31,7 +54,9 @@ class _Handler(BaseHTTPRequestHandler):
                                     "auth": self.headers.get("Authorization", "")})
             number = len(server.requests)
         messages = [_KINDS[m["role"]](content=m["content"]) for m in body["messages"]]
-        reply = server.model.invoke(messages)
+        task = read_format(body["messages"])
+        reply = server.model.invoke(messages,
+                                    config={"metadata": {"parley_task": task.model_dump()}})
         usage = reply.usage_metadata or {}
         payload = json.dumps({
             "id": f"chatcmpl-{number}", "object": "chat.completion", "created": int(time.time()),

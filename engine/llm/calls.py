@@ -17,7 +17,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from engine.llm.providers import resolve_model
-from engine.models import Seat, Turn, model_spec, now
+from engine.models import Seat, Task, Turn, model_spec, now
 from engine.text import clean_text
 
 DEFAULT_TIMEOUT = 60.0
@@ -128,7 +128,8 @@ class RunContext:
                  recorder: Any = None, prompts: dict[str, str] | None = None,
                  timeout: float | None = None, retries: int | None = None,
                  concurrency: int | None = None, backoff: float = 0.5,
-                 stop_event: threading.Event | None = None, endpoints: Any = None):
+                 stop_event: threading.Event | None = None, endpoints: Any = None,
+                 expected: str | None = None, variant: str = ""):
         self.protocol = protocol
         self.on_event = on_event
         self.recorder = recorder
@@ -139,6 +140,11 @@ class RunContext:
         self.concurrency = concurrency or DEFAULT_CONCURRENCY
         self.stop_event = stop_event
         self.endpoints = endpoints  # the EndpointRegistry spec strings resolve under
+        # What a simulated seat's world is made of: the run's expected answer (its truth) and
+        # the variant (an experiment's question and repeat, so that repeats differ).
+        self.expected = str(expected).strip() if expected is not None and \
+            str(expected).strip() else None
+        self.variant = variant
         self.turns: list[Turn] = []
         self._semaphore: asyncio.Semaphore | None = None
         self._models: dict[int, Any] = {}
@@ -160,13 +166,25 @@ class RunContext:
         if self.stop_event is not None and self.stop_event.is_set():
             raise RunStopped("stopped by the user")
 
+    def task_config(self, seat: Seat, task: Task | None, round: int) -> dict[str, Any] | None:
+        """The invoke config that hands `task` to a simulated seat's model (None for any other
+        model, or without a task): the seat, role, round, expected answer and variant filled in
+        here, never by the protocol's text."""
+        if task is None:
+            return None
+        filled = task.model_copy(update={
+            "seat": seat.name, "role": task.role or seat.role, "round": round,
+            "expected": self.expected, "variant": self.variant})
+        return {"metadata": {"parley_task": filled.model_dump()}}
+
     async def call(self, seat: Seat, messages: list[dict[str, str]], *, phase: str,
                    round: int = 0, parse: Callable[[str], tuple[dict, list[str]]] | None = None,
-                   ) -> Turn:
+                   task: Task | None = None) -> Turn:
         """Make one guarded call for `seat` and record it as a turn (never raises a model error).
 
         `parse(reply) -> (fields, warnings)` fills `turn.parsed`; a reply that is empty is a
-        degraded turn with the error `empty reply`.
+        degraded turn with the error `empty reply`. `task` says what is asked, as structure;
+        only a simulated model receives it.
         """
         self.check_stop()
         full = list(messages)
@@ -178,6 +196,7 @@ class RunContext:
         text, error, attempts, tokens_in, tokens_out = "", "", 0, 0, 0
         # A simulated seat is labelled simulated even when its call fails.
         simulated = getattr(model, "_llm_type", "") == "parley-simulated"
+        config = self.task_config(seat, task, round) if simulated else None
         async with self.semaphore:
             for attempt in range(self.retries + 1):
                 attempts = attempt + 1
@@ -186,8 +205,11 @@ class RunContext:
                         message = await invoke_on_thread(model, to_messages(full),
                                                          self.timeout or None)
                     else:
-                        message = await asyncio.wait_for(model.ainvoke(to_messages(full)),
-                                                         self.timeout or None)
+                        # Only a simulated model gets a config: a duck-typed model may take
+                        # the messages alone.
+                        pending = (model.ainvoke(to_messages(full), config=config)
+                                   if config is not None else model.ainvoke(to_messages(full)))
+                        message = await asyncio.wait_for(pending, self.timeout or None)
                     # storable everywhere: a lone surrogate or NUL becomes U+FFFD
                     text = clean_text(reply_text(message))
                     usage = getattr(message, "usage_metadata", None) or {}
@@ -227,7 +249,7 @@ class RunContext:
     async def call_json(self, seat: Seat, messages: list[dict[str, str]], *, phase: str,
                         round: int = 0, keys: Sequence[str] = (),
                         validate: Callable[[dict], str] | None = None,
-                        ) -> tuple[dict | None, Turn]:
+                        task: Task | None = None) -> tuple[dict | None, Turn]:
         """A call whose reply must be a JSON object, with one bounded re-ask.
 
         `validate(obj)` returns "" when the object is usable, else why not. If the first reply
@@ -247,7 +269,7 @@ class RunContext:
                 obj = obj if not why else None
             return obj, why
 
-        turn = await self.call(seat, messages, phase=phase, round=round)
+        turn = await self.call(seat, messages, phase=phase, round=round, task=task)
         if not turn.ok:
             return None, turn
         obj, why = check(turn.reply)
@@ -259,7 +281,7 @@ class RunContext:
             {"role": "assistant", "content": turn.reply},
             {"role": "user", "content": REASK.format(
                 why=why, keys=", ".join(f'"{k}"' for k in keys) or "asked for")}]
-        retry = await self.call(seat, again, phase=phase, round=round)
+        retry = await self.call(seat, again, phase=phase, round=round, task=task)
         if not retry.ok:
             return None, retry
         obj, why = check(retry.reply)

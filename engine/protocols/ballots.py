@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from engine.analysis.stances import Confidence, Tally, normalize_stance
 from engine.llm.calls import RunContext
-from engine.models import ConfigError, Seat
+from engine.models import ConfigError, Seat, Task
 from engine.protocols.checks import require_seat, unique_names
 from engine.protocols.templates import Template, render
 from engine.reports.views import Block
@@ -96,7 +96,8 @@ async def propose(ctx: RunContext, seat: Seat, question: str, templates: dict[st
     """One seat's cold answer (the panel's round one; the vote's only call)."""
     prompt = render(templates, ctx.prompts, "propose", question=question)
     obj, turn = await ctx.call_json(seat, [{"role": "user", "content": prompt}], phase=phase,
-                                    round=1, keys=PROPOSE_KEYS, validate=need_stance)
+                                    round=1, keys=PROPOSE_KEYS, validate=need_stance,
+                                    task=Task(kind="answer", keys=PROPOSE_KEYS))
     made = ctx.guard(turn, _proposal, seat, obj) if obj is not None else None
     if made is None:  # no JSON, or one the reading trips on: this seat abstains
         return Proposal(persona=seat.name, icon=seat.icon, usable=False,

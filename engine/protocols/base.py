@@ -117,7 +117,8 @@ async def execute(protocol: str, question: str, templates: Mapping[str, Template
     ctx = RunContext(protocol, on_event=run.on_event, prompts=prompts,
                      timeout=run.timeout_per_call, retries=run.retries,
                      concurrency=run.concurrency, stop_event=run.stop_event,
-                     endpoints=run.endpoints)
+                     endpoints=run.endpoints, expected=run.expected,
+                     variant=world_variant(run.tags))
     expected = run.expected
     run_id = run.run_id
     if store is not None:
@@ -163,6 +164,14 @@ async def execute(protocol: str, question: str, templates: Mapping[str, Template
             store.end_run(run_id, "failed", str(exc))
             raise
     return result
+
+
+def world_variant(tags: tuple[str, ...]) -> str:
+    """An experiment cell's question and repeat (`cell:Q:C:R` -> `Q:R`), which a simulated
+    world is keyed on so that repeats differ while configurations compared on one question
+    and repeat meet the same world; "" for a run outside an experiment."""
+    cell = next((tag for tag in tags if tag.startswith("cell:")), "")
+    return ":".join(cell.split(":")[1::2])
 
 
 def describe_config(protocol: str, seats: Mapping[str, Seat | list[Seat] | None],

@@ -10,7 +10,7 @@ from pydantic import BaseModel, computed_field
 from engine.analysis import parse_sections, read_confidence
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
-from engine.models import ConfigError, RunResult, Seat, Signals
+from engine.models import ConfigError, RunResult, Seat, Signals, Task
 from engine.protocols.base import Option, ProtocolSpec, Slot, execute, run_sync, split_run_options
 from engine.protocols.checks import (
     ROUNDS_MAX,
@@ -129,6 +129,8 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
     require_int(max_rounds, "max_rounds", 1, ROUNDS_MAX, "debate")
     limit = _seconds(timeout)
 
+    sides = {"for": proponent.name, "against": opponent.name}
+
     async def body(ctx: RunContext) -> DebateResult:
         start = time.monotonic()
         rounds: list[DebateRound] = []
@@ -142,7 +144,8 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
                 pro_prompt = render(TEMPLATES, ctx.prompts, "proponent_rebuttal", topic=topic,
                                     opponent_argument=previous.opponent_argument, round=number)
             pro = await ctx.call(proponent, [{"role": "user", "content": pro_prompt}],
-                                 phase="argument", round=number)
+                                 phase="argument", round=number,
+                                 task=Task(kind="argue", side="for", sides=sides))
             pro_text = pro.reply if pro.ok else ARGUMENT_ERROR
             if previous is None:
                 con_prompt = render(TEMPLATES, ctx.prompts, "opponent_opening", topic=topic,
@@ -152,13 +155,19 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
                                     proponent_argument=pro_text,
                                     previous_argument=previous.opponent_argument, round=number)
             con = await ctx.call(opponent, [{"role": "user", "content": con_prompt}],
-                                 phase="counter-argument", round=number)
+                                 phase="counter-argument", round=number,
+                                 task=Task(kind="argue", side="against", sides=sides))
             rounds.append(DebateRound(round_number=number, proponent_argument=pro_text,
                                       opponent_argument=con.reply if con.ok else COUNTER_ERROR))
         judge_prompt = render(TEMPLATES, ctx.prompts, "judge", topic=topic,
                               transcript=_transcript(rounds))
         verdict_turn = await ctx.call(judge, [{"role": "user", "content": judge_prompt}],
-                                      phase="judge", round=len(rounds) + 1)
+                                      phase="judge", round=len(rounds) + 1,
+                                      task=Task(kind="judge", sides=sides, sections=tuple(
+                                          dict.fromkeys((*SECTIONS, "ANSWER"))), others={
+                                          proponent.name: rounds[-1].proponent_argument,
+                                          opponent.name: rounds[-1].opponent_argument}
+                                          if rounds else {}))
         duration = time.monotonic() - start
         read = ctx.guard(verdict_turn, _read_judge, verdict_turn.reply) if verdict_turn.ok \
             else None  # a reply the parser trips on degrades the judge's turn, not the run

@@ -13,7 +13,7 @@ from typing import Any, Literal, Unpack
 
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
-from engine.models import ConfigError, RunResult, Seat, Signals
+from engine.models import ConfigError, RunResult, Seat, Signals, Task
 from engine.protocols.base import Option, ProtocolSpec, Slot, execute, run_sync, split_run_options
 from engine.protocols.checks import ROUNDS_MAX, require_int, require_seat, require_text
 from engine.protocols.templates import Template, render
@@ -150,7 +150,10 @@ async def arun_duel(topic: str, *, a: Seat | Any, b: Seat | Any, rounds: int = 3
             spoken[key] += 1
             turn = await ctx.call(seat, list(history[key]),
                                   phase="opening" if position == 0 else "rebuttal",
-                                  round=spoken[key])
+                                  round=spoken[key],
+                                  task=Task(kind="statement", side=key, others={
+                                      transcript[-1][0]: transcript[-1][1]} if transcript
+                                      else {}))
             if not turn.ok:
                 history[key].pop()
                 status, failed_agent, error = "failed", seat.name, turn.error

@@ -28,7 +28,7 @@ from engine.analysis.stances import (
 )
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
-from engine.models import ConfigError, Seat
+from engine.models import ConfigError, Seat, Task
 from engine.protocols import panel_result as report
 from engine.protocols.ballots import (
     MAX_DEBATERS,
@@ -148,6 +148,11 @@ def format_proposals(proposals: list[Proposal]) -> str:
     return "\n".join(blocks) or "(none)"
 
 
+def _stances(proposals: list[Proposal]) -> dict[str, str]:
+    """The usable proposals' stances by debater, as a task shows them to a seat."""
+    return {p.persona: p.stance for p in proposals if p.usable}
+
+
 def _match(name: str, names: list[str]) -> str | None:
     """The debater an assessment's `persona` means: exact, then loose, then a unique part."""
     if name in names:
@@ -171,7 +176,9 @@ async def _critique(ctx: RunContext, critic: Seat, question: str, proposals: lis
                     proposals=format_proposals(proposals))
     obj, turn = await ctx.call_json(critic, [{"role": "user", "content": prompt}],
                                     phase="critique", round=1, keys=CRITIQUE_KEYS,
-                                    validate=_need_assessments)
+                                    validate=_need_assessments,
+                                    task=Task(kind="critique", keys=CRITIQUE_KEYS,
+                                              others=_stances(proposals)))
     read = ctx.guard(turn, _read_critique, obj, proposals) if obj is not None else None
     if read is None:  # no JSON, or one the reading trips on: no critique, the run goes on
         error = turn.error or "no usable reply"
@@ -221,7 +228,11 @@ async def _rebut(ctx: RunContext, seat: Seat, question: str, own: Proposal,
                     others=format_proposals(others))
     obj, turn = await ctx.call_json(seat, [{"role": "user", "content": prompt}],
                                     phase="rebuttal", round=2, keys=REBUTTAL_KEYS,
-                                    validate=need_stance)
+                                    validate=need_stance,
+                                    task=Task(kind="revise", keys=REBUTTAL_KEYS,
+                                              own=own.stance if own.usable else None,
+                                              verdict=note.verdict if note else "",
+                                              others=_stances(others)))
     made = ctx.guard(turn, _rebuttal, seat, obj) if obj is not None else None
     if made is None:  # no JSON, or one the reading trips on: this seat abstains
         return Rebuttal(persona=seat.name, icon=seat.icon, usable=False,
@@ -259,7 +270,10 @@ async def _synthesise(ctx: RunContext, judge: Seat, question: str, rebuttals: li
                     overall=overall or "(none)")
     obj, turn = await ctx.call_json(judge, [{"role": "user", "content": prompt}],
                                     phase="synthesis", round=2, keys=SYNTHESIS_KEYS,
-                                    validate=_need_answer)
+                                    validate=_need_answer,
+                                    task=Task(kind="judge", keys=SYNTHESIS_KEYS,
+                                              others={r.persona: r.stance for r
+                                                      in rebuttals if r.usable}))
     read = ctx.guard(turn, _read_synthesis, obj) if obj is not None else None
     if read is None:  # no JSON, or one the reading trips on: no synthesis, the run goes on
         warnings.append(f"judge {judge.name} failed ({turn.error or 'no usable reply'}); "

@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from engine.analysis import is_approved, parse_sections
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
-from engine.models import RunResult, Seat, Signals
+from engine.models import RunResult, Seat, Signals, Task
 from engine.protocols.base import Option, ProtocolSpec, Slot, execute, run_sync, split_run_options
 from engine.protocols.checks import (
     ROUNDS_MAX,
@@ -80,6 +80,7 @@ async def arun_peer_review(task: str, *, producer: Seat | Any, reviewer: Seat | 
         start = time.monotonic()
         iterations: list[PeerReviewIteration] = []
         draft, feedback, approved, warnings = "", "", False, []
+        verdict = ""  # the last review's verdict, as the producer's task shows it
         for number in range(1, max_iterations + 1):
             began = time.monotonic()
             if number == 1:
@@ -88,7 +89,11 @@ async def arun_peer_review(task: str, *, producer: Seat | Any, reviewer: Seat | 
                 prompt = render(TEMPLATES, ctx.prompts, "producer_revision", draft=draft,
                                 feedback=feedback, iteration=number)
             made = await ctx.call(producer, [{"role": "user", "content": prompt}],
-                                  phase="draft", round=number)
+                                  phase="draft", round=number,
+                                  task=Task(kind="draft", own=draft if number > 1 else None,
+                                            verdict=verdict,
+                                            others={reviewer.name: feedback} if number > 1
+                                            else {}))
             if not made.ok:
                 warnings.append(f"producer failed in iteration {number}: {made.error}; "
                                 "the loop stopped")
@@ -97,16 +102,20 @@ async def arun_peer_review(task: str, *, producer: Seat | Any, reviewer: Seat | 
             review_prompt = render(TEMPLATES, ctx.prompts, "reviewer", task=task, draft=draft,
                                    iteration=number)
             review = await ctx.call(reviewer, [{"role": "user", "content": review_prompt}],
-                                    phase="review", round=number)
+                                    phase="review", round=number,
+                                    task=Task(kind="review", sections=REVIEW_SECTIONS,
+                                              others={producer.name: draft}))
             read = ctx.guard(review, _read_review, review.reply) if review.ok else None
             if read is not None:  # a reply the parser trips on is an unavailable review
                 sections, approved = read
                 feedback = sections.get("FEEDBACK") or review.reply.strip()
                 strengths = sections.get("STRENGTHS", "")
                 ctx.update(review, parsed={"approved": approved})
+                verdict = "approved" if approved else "rejected"
             else:
                 approved, strengths = False, ""
                 feedback = REVIEW_UNAVAILABLE + review.error
+                verdict = "unavailable"
                 warnings.append(f"reviewer failed in iteration {number}: {review.error}")
             iterations.append(PeerReviewIteration(
                 iteration_number=number, output=draft, feedback=feedback, strengths=strengths,

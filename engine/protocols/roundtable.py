@@ -15,7 +15,7 @@ from engine.analysis.agreement import LEVELS, overlap_agreement
 from engine.analysis.stances import derive_confidence, tally
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
-from engine.models import ConfigError, Seat, model_spec
+from engine.models import ConfigError, Seat, Task, model_spec
 from engine.protocols import roundtable_result as report
 from engine.protocols.base import Option, ProtocolSpec, Slot, execute, run_sync, split_run_options
 from engine.protocols.checks import require_int, require_seat, require_text, unique_names
@@ -108,6 +108,13 @@ def _transcript(exchanges: list[Exchange]) -> str:
                        for e in usable) or NO_TURNS
 
 
+def _turn_task(seat: Seat, exchanges: list[Exchange]) -> Task:
+    """What a turn asks, as structure: each agent's latest stance so far, the seat's own apart."""
+    latest = {e.agent: e.stance for e in exchanges if e.usable and e.stance}
+    return Task(kind="turn", stance_line=True, role=role_name(seat.role),
+                own=latest.pop(seat.name, None), others=latest)
+
+
 def _check_judge(obj: dict[str, Any]) -> str:
     level = obj.get("agreement_level")
     if not isinstance(level, str) or level.strip().lower() not in LEVELS:
@@ -189,7 +196,8 @@ async def arun_roundtable(question: str, *, agents: list[Seat | Any], rounds: in
                                 role=role_description(seat.role), round=number, rounds=rounds)
                 turn = await ctx.call(seat, [{"role": "system", "content": system},
                                              {"role": "user", "content": prompt}],
-                                      phase="turn", round=number, parse=parse_stance)
+                                      phase="turn", round=number, parse=parse_stance,
+                                      task=_turn_task(seat, exchanges))
                 exchanges.append(Exchange(
                     agent=seat.name, role=role_name(seat.role), round=number,
                     response=turn.reply if turn.ok else "", usable=turn.ok,
@@ -234,7 +242,10 @@ async def arun_roundtable(question: str, *, agents: list[Seat | Any], rounds: in
                             transcript=_transcript(exchanges), agents=roster)
             obj, turn = await ctx.call_json(judge_seat, [{"role": "user", "content": prompt}],
                                             phase="judge", round=rounds + 1, keys=JUDGE_KEYS,
-                                            validate=_check_judge)
+                                            validate=_check_judge,
+                                            task=Task(kind="judge", keys=JUDGE_KEYS, others={
+                                                name: e.stance or "" for name, e in last.items()
+                                                if e is not None}))
             read = ctx.guard(turn, _reading, obj) if obj is not None else None
             if read is None:
                 status = "degraded"

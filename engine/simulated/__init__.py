@@ -1,5 +1,7 @@
-"""The simulated model: an offline, seeded chat model for demos, tests and benchmarks; every
-reply it makes is labelled simulated."""
-from engine.simulated.model import SimulatedChatModel, read_prompt
+"""The simulated model: an offline, seeded model of agent dynamics whose parameters are part of
+its spec; it reads only a run's `expected` answer and the structure of each task, and every
+reply it makes is labelled simulated, with its world."""
+from engine.simulated.model import SimulatedChatModel
+from engine.simulated.world import World
 
-__all__ = ["SimulatedChatModel", "read_prompt"]
+__all__ = ["SimulatedChatModel", "World"]

@@ -1,12 +1,29 @@
-"""The simulated model: offline, deterministic, and it answers in the format a prompt asks for.
+"""The simulated model: an offline, seeded model of agent dynamics that declares its world.
 
-It reads the prompt's reply format (JSON keys, labelled sections, a `STANCE:` line, `APPROVED:`)
-and the question, picks a position that depends on the persona (seeded, reproducible), and
-answers in that format. Replies carry `response_metadata["simulated"] = True`, so every run made
-with it is labelled simulated. Options (in the spec `simulated?latency=0.05&fail=0.1` or as
-keyword arguments): `seed`, `latency` (seconds per call), and fault rates `fail` (an exception),
-`ratelimit` (a transient error that a retry may clear), `timeout` (the call hangs for `hang`
-seconds), `empty` (an empty reply), `malformed` (a reply that ignores the format).
+It is not a language model and understands nothing of a question. It reads two things only:
+the run's `expected` answer, which is the truth of its world (nothing else: no answer key, no
+lookup of bundled questions), and its parameters, given in the spec, e.g.
+`simulated?skill=0.6&conformity=0.3&persuasion=0.5&seed=3`:
+
+- `skill` (default 0.7): the chance an agent's own answer is the truth;
+- `conformity` (default 0.3): the chance an agent that sees others' answers moves to their
+  majority;
+- `persuasion` (default 0.4): the chance an agent told its answer is wrong (by a critic, an
+  opponent or a reviewer) moves to the alternative offered;
+- `seed` (default 0): which of the world's reproducible draws a run gets.
+
+Wrong answers are distractors derived from `expected`; without `expected` the world has no
+truth and agents draw among a few neutral positions (see `engine.simulated.world`). What it is
+asked comes from the structure the protocol passes with each call (a `Task`: its kind, the
+reply format and what the seat has seen), never from the prompt's wording, so rewording a
+template or the question changes no answer. Called without a task (directly, not by a
+protocol), it says in plain text that it is simulated.
+
+Every reply carries `response_metadata["simulated"] = True` and `["world"]`, the parameters.
+Operational options, unchanged: `latency` (seconds per call), `hang` (seconds a timed-out call
+hangs) and fault rates `fail` (an exception), `ratelimit` (a transient error that a retry may
+clear), `timeout` (the call hangs for `hang` seconds), `empty` (an empty reply) and `malformed`
+(a reply that ignores the format).
 """
 from __future__ import annotations
 
@@ -23,12 +40,14 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import PrivateAttr
 
-from engine.models import ConfigError
-from engine.simulated.ballots import json_reply
+from engine.models import ConfigError, Task
+from engine.simulated.answers import json_reply
 from engine.simulated.prose import text_reply
-from engine.simulated.world import Prompt, read_prompt, stable_int
+from engine.simulated.world import PARAMETERS, World, stable_int
 
 FAULTS = ("fail", "ratelimit", "timeout", "empty", "malformed")
+UNTASKED = ("This is Parley's simulated model. It answers only the structured tasks Parley's "
+            "protocols give it, so called directly it has nothing to simulate.")
 
 
 class SimulatedFault(RuntimeError):
@@ -41,17 +60,20 @@ class SimulatedRateLimitError(RuntimeError):
     status_code = 429
 
 
-# --------------------------------------------------------------------------- composing replies
-def fill_json(prompt: Prompt, seed: int) -> dict[str, Any]:
-    """Answer a JSON-format prompt by key name (proposals, critiques, judges ...)."""
-    return json_reply(prompt, seed)
+def compose(world: World, task: Task | None) -> str:
+    """The reply text for a task (no faults); plain text saying so without one."""
+    if task is None:
+        return UNTASKED
+    if task.keys:
+        return json.dumps(json_reply(world, task), ensure_ascii=False)
+    return text_reply(world, task)
 
 
-def compose(prompt: Prompt, seed: int) -> str:
-    """The reply text for a prompt (no faults)."""
-    if prompt.json_keys:
-        return json.dumps(fill_json(prompt, seed), ensure_ascii=False)
-    return text_reply(prompt, seed)
+def task_of(run_manager: Any) -> Task | None:
+    """The task a protocol passed in the call's metadata (`parley_task`), if any."""
+    metadata = run_manager.metadata if run_manager is not None else {}
+    found = (metadata or {}).get("parley_task")
+    return Task.model_validate(found) if found else None
 
 
 # --------------------------------------------------------------------------- the chat model
@@ -59,6 +81,9 @@ class SimulatedChatModel(BaseChatModel):
     """Offline, seeded chat model that answers in the requested format; labelled simulated."""
 
     seed: int = 0
+    skill: float = World.skill
+    conformity: float = World.conformity
+    persuasion: float = World.persuasion
     latency: float = 0.0
     fail: float = 0.0
     ratelimit: float = 0.0
@@ -74,7 +99,7 @@ class SimulatedChatModel(BaseChatModel):
     @classmethod
     def from_options(cls, options: dict[str, Any], spec: str | None = None
                      ) -> SimulatedChatModel:
-        known = {"seed", "latency", "hang", *FAULTS}
+        known = {"seed", "latency", "hang", *PARAMETERS, *FAULTS}
         unknown = sorted(set(options) - known)
         if unknown:
             raise ConfigError(f"simulated model has no option {unknown[0]!r}; use "
@@ -86,7 +111,7 @@ class SimulatedChatModel(BaseChatModel):
             except (TypeError, ValueError):
                 raise ConfigError(f"simulated option {key} must be a number, got {raw!r}",
                                   "no_model") from None
-            if key in FAULTS and not 0 <= values[key] <= 1:
+            if key in (*PARAMETERS, *FAULTS) and not 0 <= values[key] <= 1:
                 raise ConfigError(f"simulated option {key} is a rate in 0..1, got {raw}",
                                   "no_model")
             if key in ("latency", "hang") and not 0 <= values[key] <= 600:
@@ -100,12 +125,19 @@ class SimulatedChatModel(BaseChatModel):
     def _llm_type(self) -> str:
         return "parley-simulated"
 
-    def _fault(self, messages: list[BaseMessage]) -> str | None:
-        rates = [(name, getattr(self, name)) for name in FAULTS if getattr(self, name) > 0]
+    @property
+    def world(self) -> World:
+        """The world this model simulates (its parameters)."""
+        return World(skill=self.skill, conformity=self.conformity,
+                     persuasion=self.persuasion, seed=self.seed)
 
+    def _fault(self, messages: list[BaseMessage], task: Task | None) -> str | None:
+        rates = [(name, getattr(self, name)) for name in FAULTS if getattr(self, name) > 0]
         if not rates:
             return None
-        key = stable_int(*(m.content for m in messages))
+        # Keyed on the task when there is one, so rewording never changes which calls fail.
+        key = stable_int(task.model_dump_json()) if task is not None else stable_int(
+            *(m.content for m in messages))
         with self._lock:
             attempt = self._attempts.get(key, 0)
             self._attempts[key] = attempt + 1
@@ -116,38 +148,43 @@ class SimulatedChatModel(BaseChatModel):
             draw -= rate
         return None
 
-    def _reply(self, messages: list[BaseMessage], fault: str | None) -> AIMessage:
+    def _reply(self, messages: list[BaseMessage], task: Task | None,
+               fault: str | None) -> AIMessage:
         if fault == "fail":
             raise SimulatedFault("simulated model failure (injected fault)")
         if fault == "ratelimit":
             raise SimulatedRateLimitError("simulated rate limit (injected fault)")
-        prompt = read_prompt(messages)
         if fault == "empty":
             text = ""
         elif fault == "malformed":
             text = "Sorry, I lost the thread there. (simulated malformed reply)"
         else:
-            text = compose(prompt, self.seed)
+            text = compose(self.world, task)
         tokens_in = sum(len(str(m.content).split()) for m in messages) * 4 // 3 + 3
         tokens_out = len(text.split()) * 4 // 3
         return AIMessage(content=text, response_metadata={"simulated": True,
+                                                          "world": self.world.params(),
                                                           "model_name": self.parley_spec},
                          usage_metadata={"input_tokens": tokens_in, "output_tokens": tokens_out,
                                          "total_tokens": tokens_in + tokens_out})
 
     def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
                   run_manager: CallbackManagerForLLMRun | None = None, **kw: Any) -> ChatResult:
-        fault = self._fault(messages)
+        task = task_of(run_manager)
+        fault = self._fault(messages, task)
         wait = self.hang if fault == "timeout" else self.latency
         if wait:
             time.sleep(wait)
-        return ChatResult(generations=[ChatGeneration(message=self._reply(messages, fault))])
+        return ChatResult(generations=[ChatGeneration(
+            message=self._reply(messages, task, fault))])
 
     async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None,
                          run_manager: AsyncCallbackManagerForLLMRun | None = None,
                          **kw: Any) -> ChatResult:
-        fault = self._fault(messages)
+        task = task_of(run_manager)
+        fault = self._fault(messages, task)
         wait = self.hang if fault == "timeout" else self.latency
         if wait:
             await asyncio.sleep(wait)
-        return ChatResult(generations=[ChatGeneration(message=self._reply(messages, fault))])
+        return ChatResult(generations=[ChatGeneration(
+            message=self._reply(messages, task, fault))])

@@ -1,143 +1,153 @@
-"""The simulated model's world: how it reads a prompt, and the positions its personas hold.
+"""The simulated model's world: its parameters, its truth, and the answers its agents hold.
 
-Everything is seeded and reproducible (`stable_int` hashes its parts). `read_prompt` reads the
-reply format a prompt asks for (JSON keys, labelled sections, a `STANCE:` line) and the question;
-`position` is a persona's answer to a question.
+A world is the spec's parameters (`World`) plus what one run gives it: the run's `expected`
+answer, which is the only truth the world has, and the run's variant (an experiment's question
+and repeat). Nothing else is read: not the question, not the prompt's wording, not any answer
+key. Wrong answers are distractors derived from `expected` alone: for a number, nearby values
+of the kind a slip produces (double, ten times, plus one, a tenth); for text, the negation and
+neutral alternatives. Without `expected` the world has no truth, and agents draw among a few
+neutral positions (`option A`, `option B`, `option C`), whatever the question says.
+
+Every draw comes from `rng(...)`, keyed on the spec's seed, `expected`, the variant, the seat's
+name, the task's kind and round and the structure the protocol gives (the answers a seat was
+shown), so a run is reproducible and rewording a template or the question changes nothing.
 """
 from __future__ import annotations
 
 import hashlib
 import random
 import re
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
+from engine.analysis.stances import normalize_stance
+from engine.models import Task
 
-from engine import questions as bank
+NEUTRAL = ("option A", "option B", "option C")
+_NUMBER = re.compile(r"^(?P<pre>[^\d\-.]*)(?P<num>-?(?:\d[\d,]*)?(?:\.\d+)?)(?P<post>\D*)$")
+_YES_NO = {"yes": "no", "no": "yes", "true": "false", "false": "true"}
 
 
 def stable_int(*parts: Any) -> int:
+    """A reproducible 64-bit hash of the parts (Python's `hash` changes between processes)."""
     digest = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).digest()
     return int.from_bytes(digest[:8], "big")
 
 
-# --------------------------------------------------------------------------- reading a prompt
-@dataclass
-class Prompt:
-    """What the simulated model understands of a conversation."""
+@dataclass(frozen=True)
+class World:
+    """The dynamics of the simulated agents; each rate is a probability in 0..1.
 
-    system: str
-    user: str
-    history: list[BaseMessage]
-    question: str
-    persona: str
-    json_keys: list[str] = field(default_factory=list)
-    sections: list[str] = field(default_factory=list)
-    wants_stance: bool = False
+    skill: the chance an agent's own answer is the truth (the run's `expected`);
+    conformity: the chance an agent that sees others' answers moves to their majority;
+    persuasion: the chance an agent told its answer is wrong (by a critic, an opponent or a
+    reviewer) moves to the alternative offered.
+    """
 
-    @property
-    def own_turns(self) -> int:
-        return sum(1 for m in self.history if isinstance(m, AIMessage))
+    skill: float = 0.7
+    conformity: float = 0.3
+    persuasion: float = 0.4
+    seed: int = 0
 
-    def has(self, *words: str) -> bool:
-        text = self.user.lower()
-        return any(w.lower() in text for w in words)
+    def params(self) -> dict[str, Any]:
+        """The parameters, as every reply's metadata shows them."""
+        return asdict(self)
 
 
-_QUESTION_RE = re.compile(r"^\s*(?:question|topic|task)\s*:\s*(.+)$", re.I | re.M)
-_SECTION_RE = re.compile(r"^\s*(?:\d+[.)]\s*)?\**([A-Z][A-Z ]{1,30}[A-Z])\**\s*:", re.M)
-_KEY_RE = re.compile(r'"([A-Za-z_]+)"\s*:')
-PERSONA_WORDS = ("cautious", "creative", "literal", "devil", "skeptic", "optimist", "synthes",
-                 "verif", "critic", "propos", "judge", "reviewer", "editor", "writer",
-                 "opponent", "proponent", "against", "favor")
+PARAMETERS = ("skill", "conformity", "persuasion")
 
 
-def read_prompt(messages: list[BaseMessage]) -> Prompt:
-    system = "\n".join(str(m.content) for m in messages if isinstance(m, SystemMessage))
-    user = str(messages[-1].content) if messages else ""
-    everything = "\n".join(str(m.content) for m in messages)
-    found = _QUESTION_RE.search(user) or _QUESTION_RE.search(everything)
-    if found:
-        question = found.group(1).strip().strip('"')
+def same(a: str | None, b: str | None) -> bool:
+    """Two answers are the same when they normalise alike ($0.05, 0.05 and .05 do)."""
+    return bool(a) and bool(b) and normalize_stance(a or "") == normalize_stance(b or "")
+
+
+def _number(text: str) -> tuple[str, float, str, int] | None:
+    found = _NUMBER.match(text.strip())
+    if not found or not re.search(r"\d", found.group("num")):
+        return None
+    digits = found.group("num").replace(",", "")
+    decimals = len(digits.split(".", 1)[1]) if "." in digits else 0
+    return found.group("pre"), float(digits), found.group("post"), decimals
+
+
+def _spell(pre: str, value: float, post: str, decimals: int) -> str:
+    text = f"{value:.{decimals}f}"
+    if abs(float(text) - value) > 1e-12:
+        text = f"{value:.12g}"
+    return f"{pre}{text}{post}"
+
+
+def distractors(expected: str) -> list[str]:
+    """Three wrong answers derived from `expected` alone, in a fixed order."""
+    number = _number(expected)
+    if number is not None:
+        pre, value, post, decimals = number
+        if decimals == 0:
+            values = [value + 1, value * 2, value - 1, value * 10, value + 10]
+        else:
+            values = [value * 2, value * 10, value + 1, value / 10, value - 10 ** -decimals]
+        candidates = [_spell(pre, v, post, decimals) for v in values]
     else:
-        topic = re.search(r"about:\s*(.+?)(?:\.\s*2-3 sentences|$)", everything, re.M)
-        question = topic.group(1).strip() if topic else user.strip().splitlines()[0][:300] \
-            if user.strip() else ""
-    lowered = system.lower()
-    persona = next((w for w in PERSONA_WORDS if w in lowered), "") or (
-        "persona-" + str(stable_int(system) % 97) if system else "")
-    prompt = Prompt(system=system, user=user, history=list(messages[:-1]), question=question,
-                    persona=persona)
-    if "json" in user.lower():
-        prompt.json_keys = list(dict.fromkeys(_KEY_RE.findall(user)))
-        if not prompt.json_keys:  # a re-ask: the keys were given in the first request
-            asked = "\n".join(str(m.content) for m in messages[:-1]
-                              if not isinstance(m, (SystemMessage, AIMessage)))
-            prompt.json_keys = list(dict.fromkeys(_KEY_RE.findall(asked)))
-    else:
-        labels = [s.strip() for s in _SECTION_RE.findall(user)]
-        prompt.sections = [s for s in dict.fromkeys(labels)
-                           if s not in {"QUESTION", "TOPIC", "TASK", "CONTEXT", "STANCE"}]
-        prompt.wants_stance = bool(re.search(r"STANCE\s*:", user))
-    return prompt
+        base = expected.strip()
+        opposite = _YES_NO.get(base.lower())
+        candidates = ([opposite] if opposite else []) + [
+            f"not {base}", "it depends", "none of these"]
+    out: list[str] = []
+    for candidate in candidates:
+        if not same(candidate, expected) and not any(same(candidate, o) for o in out):
+            out.append(candidate)
+    return out[:3]
 
 
-# --------------------------------------------------------------------------- choosing positions
-def _options_for(question: str) -> tuple[bank.Question | None, list[str]]:
-    known = bank.lookup(question)
-    if known is not None:
-        if known.expected is not None:
-            return known, [known.expected, *known.lures]
-        return known, list(known.options)
-    arithmetic = re.search(r"(-?\d+(?:\.\d+)?)\s*([-+*/x×])\s*(-?\d+(?:\.\d+)?)", question)
-    if arithmetic:
-        a, op, b = float(arithmetic.group(1)), arithmetic.group(2), float(arithmetic.group(3))
-        value = {"+": a + b, "-": a - b, "*": a * b, "x": a * b, "×": a * b,
-                 "/": a / b if b else float("nan")}[op]
-        answer = f"{value:g}"
-        lure = f"{value + (1 if value == int(value) else 0.1):g}"
-        return bank.Question(question, answer, (lure,)), [answer, lure]
-    parts = re.split(r"\bor\b", re.sub(r"^(should|is|are|do|does|can|will)\b", "",
-                                        question.strip().rstrip("?"), flags=re.I), maxsplit=1)
-    if len(parts) == 2 and all(p.strip() for p in parts):
-        first = re.sub(r"^.*\b(to|we|i|it|they)\b\s+", "", parts[0].strip(), flags=re.I)
-        return None, [first.strip().lower()[:60], parts[1].strip().lower()[:60], "it depends"]
-    return None, ["yes", "no", "it depends"]
+def positions(expected: str | None) -> list[str]:
+    """Every answer an agent of this world may hold: the truth first, then its distractors;
+    without a truth, the neutral positions."""
+    return [expected, *distractors(expected)] if expected else list(NEUTRAL)
 
 
-_ACCURACY = {"literal": 0.85, "cautious": 0.7, "verif": 0.8, "creative": 0.45, "devil": 0.35}
+def rng(world: World, task: Task, *parts: Any) -> random.Random:
+    """A generator keyed on the world, the run's expected answer and variant, and `parts`."""
+    return random.Random(stable_int(world.seed, task.expected or "", task.variant, *parts))
 
 
-def position(seed: int, question: str, persona: str) -> str:
-    """The position a persona opens with on a question (reproducible for a seed)."""
-    known, options = _options_for(question)
-    rng = random.Random(stable_int(seed, "position", question, persona))
-    if known is not None and known.definite:
-        return options[0] if rng.random() < _ACCURACY.get(persona, 0.6) else rng.choice(
-            options[1:] or options)
-    preference = {"cautious": 0, "literal": 0, "skeptic": 1, "against": 1, "opponent": 1,
-                  "creative": 1, "optimist": 0, "favor": 0, "proponent": 0}.get(persona)
-    if preference is not None and rng.random() < 0.7:
-        return options[min(preference, len(options) - 1)]
-    return rng.choice(options)
+def belief(world: World, task: Task, seat: str | None = None) -> str:
+    """A seat's own answer: the truth with probability `skill`, else a distractor (the nearer
+    ones likelier); without a truth, one of the neutral positions."""
+    who = task.seat if seat is None else seat
+    draw = rng(world, task, "belief", who)
+    if task.expected:
+        if draw.random() < world.skill:
+            return task.expected
+        wrong = distractors(task.expected)
+        return draw.choices(wrong, weights=[3, 2, 1][:len(wrong)])[0]
+    return draw.choice(NEUTRAL)
 
 
-def correct_answer(question: str) -> str | None:
-    known, options = _options_for(question)
-    return options[0] if known is not None and known.definite else None
+def alternative(world: World, task: Task, own: str, *parts: Any) -> str:
+    """An answer other than `own`, as an agent re-thinking would reach it: the truth with
+    probability `skill` when `own` is not the truth, else a distractor."""
+    draw = rng(world, task, "alternative", task.seat, task.kind, task.round, own, *parts)
+    others = [p for p in positions(task.expected) if not same(p, own)]
+    if task.expected and not same(own, task.expected) and draw.random() < world.skill:
+        return task.expected
+    wrong = [p for p in others if not same(p, task.expected)] or others
+    return draw.choice(wrong)
 
 
-_REASONS = {
-    "cautious": "I checked the arithmetic and the edge cases before committing",
-    "creative": "looking at it from an unusual angle shows where the upside is",
-    "literal": "reading exactly what was asked and working it step by step",
-    "devil": "someone has to argue the other side before we commit",
-    "synthes": "pulling together the strongest points made so far",
-    "verif": "checking each claim made so far against the question",
-}
+def majority(answers: list[str]) -> str | None:
+    """The most common answer (normalised); on a tie the smallest normalised form wins, as the
+    tally breaks ties. It is returned in its first spelling."""
+    usable = [a for a in answers if normalize_stance(a)]
+    if not usable:
+        return None
+    counts = Counter(normalize_stance(a) for a in usable)
+    best = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+    return next(a for a in usable if normalize_stance(a) == best)
 
 
-def reason(persona: str, stance: str, question: str) -> str:
-    why = _REASONS.get(persona, "weighing the evidence in the question")
-    return f"My answer is {stance}, {why}."
+def others_key(task: Task) -> str:
+    """What a seat was shown, normalised, for keying its draws on structure."""
+    return "|".join(f"{name}={normalize_stance(answer)}"
+                    for name, answer in sorted(task.others.items()))
