@@ -233,7 +233,7 @@ def _outcome(result: DebateResult) -> str:
 
 
 def _signals(result: DebateResult) -> Signals:
-    return Signals(answer=result.answer or None, judge_confidence=result.confidence, extra={
+    return Signals(answer=result.answer[:500] or None, judge_confidence=result.confidence, extra={
         "verdict": result.verdict[:500], "judge_confidence": result.confidence,
         "high_confidence": result.is_high_confidence, "rounds": len(result.rounds)})
 

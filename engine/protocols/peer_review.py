@@ -161,7 +161,7 @@ def _outcome(result: PeerReviewResult) -> str:
 
 
 def _signals(result: PeerReviewResult) -> Signals:
-    return Signals(answer=result.answer or None, extra={"approved": result.approved,
+    return Signals(answer=result.answer[:500] or None, extra={"approved": result.approved,
                           "iterations_used": result.iterations_used})
 
 
