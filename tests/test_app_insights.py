@@ -55,7 +55,8 @@ def test_charts_and_captions_across_protocols(db):
             "Tokens and latency"} <= set(headers)
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Runs"] == "12" and metrics["Simulated"] == "12"
-    assert metrics["Scored runs"] == "6"  # panel, vote, roundtable: those with a final answer
+    # panel, vote, roundtable and debate (the judge's ANSWER line): those with a final answer
+    assert metrics["Scored runs"] == "8"
     assert "Mind-change rate" in metrics and "Mean judge confidence" in metrics
 
 
@@ -64,7 +65,7 @@ def test_protocols_without_runs_get_a_one_line_note_and_filters_apply(db):
     at = open_page()
     assert not at.exception, at.exception
     notes = [c.value for c in at.caption if "match these filters" in c.value]
-    assert len(notes) == 5  # panel, vote, roundtable, duel; accuracy (nothing to score)
+    assert len(notes) == 4  # panel, vote, roundtable, duel (the debates are scored)
     everything = len(at.get("plotly_chart"))
     at.selectbox(key="insights_protocol").set_value("debate").run()
     assert not at.exception, at.exception

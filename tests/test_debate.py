@@ -14,7 +14,7 @@ ARGUMENT_ERROR = "Error: Unable to generate argument."
 COUNTER_ERROR = "Error: Unable to generate counter-argument."
 JUDGE_REPLY = ("1. VERDICT: The proponent wins\n2. REASONING: Stronger evidence\n"
                "3. PRO SUMMARY: It is cheaper\n4. CON SUMMARY: It is riskier\n"
-               "5. CONFIDENCE: 0.8")
+               "5. CONFIDENCE: 0.8\nANSWER: yes")
 TOPIC = "Should this service move to microservices?"
 
 
@@ -226,8 +226,10 @@ def test_judge_sections_fill_the_result(seats):
     assert result.con_summary == "It is riskier"
     assert result.confidence == pytest.approx(0.8)
     assert result.is_high_confidence is True
+    assert result.answer == "yes"
     assert result.warnings == []
-    assert result.turns[-1].parsed == {"verdict": "The proponent wins", "confidence": 0.8}
+    assert result.turns[-1].parsed == {"verdict": "The proponent wins", "confidence": 0.8,
+                                       "answer": "yes"}
 
 
 def test_judge_failure(recording_model):
@@ -244,21 +246,24 @@ def test_judge_failure(recording_model):
     assert result.turns[-1].status == "degraded"
 
 
-@pytest.mark.parametrize("reply, verdict, confidence", [
+@pytest.mark.parametrize("reply, verdict, confidence, answer", [
     ("**VERDICT:** Con\n**REASONING:** r\n**PRO SUMMARY:** p\n**CON SUMMARY:** c\n"
-     "**CONFIDENCE:** 85%", "Con", 0.85),
+     "**CONFIDENCE:** 85%\n**ANSWER:** no", "Con", 0.85, "no"),
     ("1) Verdict: Pro\n2) reasoning: r\n3) Pro Summary: p\n4) con summary: c\n"
-     "5) Confidence: high", "Pro", 0.8),
+     "5) Confidence: high\n6) Answer: `$0.05`", "Pro", 0.8, "$0.05"),
     ("VERDICT: Pro, narrowly.\nIt was close.\nREASONING: r\nPRO SUMMARY: p\n"
-     "CON SUMMARY: c\nCONFIDENCE: 7/10", "Pro, narrowly.\nIt was close.", 0.7),
+     "CON SUMMARY: c\nCONFIDENCE: 7/10\nANSWER:\nmove to microservices",
+     "Pro, narrowly.\nIt was close.", 0.7, "move to microservices"),
 ])
-def test_judge_sections_parse_in_several_styles(recording_model, reply, verdict, confidence):
+def test_judge_sections_parse_in_several_styles(recording_model, reply, verdict, confidence,
+                                                answer):
     result = run_debate(TOPIC, proponent=recording_model(["p"]),
                         opponent=recording_model(["c"]), judge=recording_model([reply]),
                         max_rounds=1, retries=0)
     assert result.verdict == verdict
     assert (result.reasoning, result.pro_summary, result.con_summary) == ("r", "p", "c")
     assert result.confidence == pytest.approx(confidence)
+    assert result.answer == answer
     assert result.warnings == []
 
 
@@ -449,6 +454,148 @@ def test_result_fields_and_duration(seats):
     assert result.topic == TOPIC and result.protocol == "debate"
     assert result.duration >= 0
     assert result.run_id is None  # nothing stored without a store
+
+
+# --------------------------------------------------------------------------- scoring (ANSWER)
+def judge_saying(answer_lines="ANSWER: $0.05", confidence="0.8"):
+    """A judge reply with the seed's five sections, then `answer_lines`."""
+    return ("1. VERDICT: The proponent wins\n2. REASONING: r\n3. PRO SUMMARY: p\n"
+            f"4. CON SUMMARY: c\n5. CONFIDENCE: {confidence}\n{answer_lines}").strip()
+
+
+def test_judge_prompt_asks_for_the_answer_line_after_the_five_sections(seats):
+    debate(seats, max_rounds=1)
+    judged = prompt(seats["judge"], 0)
+    sections = [judged.index(f"{i}. {label}:") for i, label in enumerate(
+        ("VERDICT", "REASONING", "PRO SUMMARY", "CON SUMMARY", "CONFIDENCE"), 1)]
+    assert sections == sorted(sections)
+    assert "\nANSWER: <the short answer the winning case supports" in judged
+    assert judged.index("\nANSWER:") > sections[-1]
+
+
+@pytest.mark.parametrize("line, expected, correct", [
+    ("ANSWER: $0.05", "0.05", True),        # the panel's and vote's matching rule
+    ("**ANSWER:** .05", "0.05", True),
+    ("ANSWER: 0.10", "0.05", False),
+    ("ANSWER: Yes.", "yes", True),
+])
+def test_a_debate_given_expected_is_scored_from_the_answer_line(recording_model, store, line,
+                                                                expected, correct):
+    result = run_debate(TOPIC, proponent=recording_model(["p"]), opponent=recording_model(["c"]),
+                        judge=recording_model([judge_saying(line)]), max_rounds=1, retries=0,
+                        expected=expected, store=store)
+    assert result.answer == line.split(":", 1)[1].strip(" *")
+    assert result.correct is correct and result.warnings == []
+    assert result.turns[-1].parsed["answer"] == result.answer
+    row = store.runs().iloc[0]
+    assert bool(row["correct"]) is correct  # on the run row, like the panel's and the vote's
+    assert row["metrics"]["answer"] == result.answer
+    assert row["metrics"]["judge_confidence"] == pytest.approx(0.8)
+
+
+def test_a_debate_without_expected_keeps_its_answer_unscored(recording_model):
+    result = run_debate(TOPIC, proponent=recording_model(["p"]), opponent=recording_model(["c"]),
+                        judge=recording_model([judge_saying()]), max_rounds=1, retries=0)
+    assert result.answer == "$0.05" and result.correct is None and result.expected is None
+
+
+@pytest.mark.parametrize("reply", [
+    # the judge quotes a debater's ANSWER line before its own block
+    "The proponent closed with:\nANSWER: 0.10\n\n" + judge_saying("ANSWER: 0.05"),
+    # ... or inside its own verdict
+    judge_saying("ANSWER: 0.05").replace(
+        "The proponent wins", "The proponent wins; its last words were\nANSWER: 0.10"),
+    # ... or the debater's whole labelled block, CONFIDENCE 1.0 included
+    "Proponent wrote:\nVERDICT: mine\nCONFIDENCE: 1.0\nANSWER: 0.10\n\n"
+    + judge_saying("ANSWER: 0.05"),
+])
+def test_the_judges_last_answer_line_wins(recording_model, reply):
+    result = run_debate(TOPIC, proponent=recording_model(["p"]), opponent=recording_model(["c"]),
+                        judge=recording_model([reply]), max_rounds=1, retries=0,
+                        expected="0.05")
+    assert result.answer == "0.05" and result.correct is True
+    assert result.confidence == pytest.approx(0.8)
+    assert result.con_summary == "c"  # CON SUMMARY ends where CONFIDENCE starts
+
+
+def test_no_answer_line_leaves_correct_unknown_with_a_warning(recording_model, store):
+    result = run_debate(TOPIC, proponent=recording_model(["p"]), opponent=recording_model(["c"]),
+                        judge=recording_model([judge_saying("")]), max_rounds=1, retries=0,
+                        expected="0.05", store=store)
+    assert result.answer == "" and result.correct is None  # never guessed from the verdict
+    assert any("no ANSWER line" in w and "not scored" in w for w in result.warnings)
+    assert "answer" not in result.turns[-1].parsed
+    row = store.runs().iloc[0]
+    assert row["correct"] is None or row["correct"] != row["correct"]
+    assert row["metrics"]["answer"] is None
+
+
+def test_a_failed_judge_gives_no_answer_and_no_score(recording_model):
+    result = run_debate(TOPIC, proponent=recording_model(["p"]), opponent=recording_model(["c"]),
+                        judge=recording_model([RuntimeError("judge down")]), max_rounds=1,
+                        retries=0, expected="0.05")
+    assert result.answer == "" and result.correct is None
+
+
+def test_scored_debates_count_in_insights_accuracy(recording_model, store):
+    from engine.reports.insights import accuracy_section, load_runs, report
+    from engine.reports.runs import Filters
+    for answer in ("0.05", "0.10", ""):
+        run_debate(TOPIC, proponent=recording_model(["p"]), opponent=recording_model(["c"]),
+                   judge=recording_model([judge_saying(f"ANSWER: {answer}" if answer else "")]),
+                   max_rounds=1, retries=0, expected="0.05", store=store)
+    runs = load_runs(store, Filters())
+    accuracy = dict(accuracy_section(runs).metrics)
+    assert accuracy == {"Scored runs": "2", "Correct": "50%"}
+    debate_section = next(s for s in report(runs) if s.key == "debate")
+    assert dict(debate_section.metrics)["Judge's answer right"] == "50% of 2"
+
+
+def scripted_experiment(store, recording_model, judges):
+    """An experiment of one debate configuration whose runs are made with scripted judges
+    (one per question), written as the experiment runner writes them: tagged with their
+    cell, under the experiment's id, with the question's expected answer."""
+    from engine import experiments as ex
+    questions = [{"question": f"Question {i}?", "expected": "0.05"} for i in range(len(judges))]
+    experiment_id = ex.create(store, {"questions": questions, "repeats": 1, "configs": [
+        {"protocol": "debate", "label": "debate", "options": {"max_rounds": 1}}]})
+    for q, reply in enumerate(judges):
+        run_debate(questions[q]["question"], proponent=recording_model(["p"]),
+                   opponent=recording_model(["c"]), judge=recording_model([reply]),
+                   max_rounds=1, retries=0, store=store, label="debate",
+                   tags=[ex.Cell(q, 0, 0).tag], expected="0.05", experiment_id=experiment_id)
+    return ex.report(store, experiment_id)
+
+
+def test_judge_confidence_enters_an_experiments_calibration(recording_model, store):
+    report = scripted_experiment(store, recording_model, [
+        judge_saying("ANSWER: 0.05", "0.9"), judge_saying("ANSWER: 0.10", "0.8"),
+        judge_saying("ANSWER: $0.05", "0.6"), judge_saying("", "0.3")])  # the last: unscored
+    row = report.summary.set_index("configuration").loc["debate"]
+    assert (row["runs"], row["scored"], row["correct"]) == (4, 3, 2)
+    assert row["accuracy"] == pytest.approx(2 / 3)
+    brier = ((0.9 - 1) ** 2 + (0.8 - 0) ** 2 + (0.6 - 1) ** 2) / 3
+    assert row["judge_brier"] == pytest.approx(brier)
+    judge = next(c for c in report.calibrations if c["signal"] == "judge")
+    assert judge["label"] == "debate" and judge["n"] == 3
+    assert [(b["count"], b["accuracy"]) for b in judge["bins"]] == [(1, 1.0), (1, 0.0), (1, 1.0)]
+    assert not any(c["signal"] == "consensus" for c in report.calibrations)
+
+
+def test_simulated_debates_in_an_experiment_are_scored_and_calibrated(store):
+    """The simulated judge writes an ANSWER line too, so an experiment's debates are scored
+    (whatever the simulated answers are) and the judge's confidence is calibrated."""
+    from engine import experiments as ex
+    questions = [{"question": "What is 2+3?", "expected": "5"},
+                 {"question": "What is 4*6?", "expected": "24"}]
+    experiment_id = ex.create(store, {"questions": questions, "repeats": 1, "configs": [
+        {"protocol": "debate", "label": "debate", "options": {"max_rounds": 1}}]})
+    assert ex.run_experiment(store, experiment_id).status == "completed"
+    report = ex.report(store, experiment_id)
+    assert report.summary.set_index("configuration").loc["debate", "scored"] == 2
+    assert report.runs["answer"].notna().all()
+    assert [(c["label"], c["signal"], c["n"]) for c in report.calibrations] == [
+        ("debate", "judge", 2)]
 
 
 class TestDebateContract(ProtocolContract):

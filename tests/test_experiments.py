@@ -207,9 +207,9 @@ def test_report_per_configuration(finished):
     assert panel["changed_better"] + panel["changed_worse"] <= panel["answer_changed"]
     assert 0 <= panel["mind_change_rate"] <= 1
     assert table.loc["panel", "calls_per_run"] == 8 and table.loc["vote", "calls_per_run"] == 3
-    assert table.loc["debate", "scored"] == 0  # a debate's verdict is not an answer to score
+    assert table.loc["debate", "scored"] == len(QUESTIONS)  # from the judge's ANSWER line
     signals = {(c["label"], c["signal"]) for c in result.calibrations}
-    assert {("panel", "consensus"), ("vote", "consensus")} <= signals
+    assert {("panel", "consensus"), ("vote", "consensus"), ("debate", "judge")} <= signals
     assert list(result.questions.columns) == ["q", "question", "expected", "panel", "vote",
                                               "debate"]
     cell = ex.drill(result.runs, "vote", 0)

@@ -285,6 +285,58 @@ def test_result_fields(recording_model):
                                           "strengths", "approved", "duration"}
 
 
+# --------------------------------------------------------------------------- scoring (ANSWER)
+QUESTION = "A bat and a ball cost $1.10; the bat costs $1.00 more. What does the ball cost?"
+
+
+def test_producer_templates_ask_for_an_answer_line_only_when_the_task_has_one(recording_model):
+    producer = recording_model(["draft one\nANSWER: 0.10", "draft two\nANSWER: 0.05"])
+    reviewer = recording_model([REJECT, ACCEPT])
+    review(producer, reviewer, task=QUESTION, max_iterations=2)
+    first, revision = prompt(producer, 0), prompt(producer, 1)
+    assert "If the task asks for a specific answer" in first and "`ANSWER:" in first
+    assert "ends with an `ANSWER:` line, end yours with one too" in revision
+    assert QUESTION not in revision  # the seed's rule holds: revisions never see the task
+
+
+@pytest.mark.parametrize("replies, expected, answer, correct", [
+    # approved on the second draft: its ANSWER line is the answer
+    ([REJECT, ACCEPT], "0.05", "$0.05", True),
+    ([REJECT, ACCEPT], "0.10", "$0.05", False),
+    # never approved: the last draft's
+    ([REJECT, REJECT, REJECT], "0.05", "0.05", True),
+])
+def test_a_review_given_expected_is_scored_from_the_final_drafts_answer_line(
+        recording_model, store, replies, expected, answer, correct):
+    producer = recording_model(["draft one\nANSWER: 0.10", "draft two\n**ANSWER:** $0.05",
+                                "draft three quotes ANSWER: 0.10 inline\nANSWER: 0.05"])
+    result = review(producer, recording_model(replies), task=QUESTION, max_iterations=3,
+                    expected=expected, store=store)
+    assert result.answer == answer and result.correct is correct
+    assert result.final_output.endswith(answer)  # the draft is kept whole
+    assert result.warnings == []
+    row = store.runs().iloc[0]
+    assert bool(row["correct"]) is correct and row["metrics"]["answer"] == answer
+
+
+def test_a_review_with_no_answer_line_is_unscored_with_a_warning_when_expected(recording_model):
+    result = review(recording_model(drafts()), recording_model([ACCEPT]), task=QUESTION,
+                    expected="0.05")
+    assert result.answer == "" and result.correct is None  # never guessed from the prose
+    assert any("no ANSWER line" in w and "not scored" in w for w in result.warnings)
+
+
+def test_a_review_without_expected_is_not_warned_about_its_answer(recording_model):
+    result = review(recording_model(drafts()), recording_model([ACCEPT]))
+    assert result.answer == "" and result.correct is None and result.warnings == []
+
+
+def test_a_review_whose_producer_never_answered_is_unscored(recording_model):
+    result = review(recording_model([RuntimeError("down")]), recording_model([ACCEPT]),
+                    task=QUESTION, expected="0.05")
+    assert result.final_output == "" and result.answer == "" and result.correct is None
+
+
 class TestPeerReviewContract(ProtocolContract):
     """The protocol contract (tests/protocol_contract.py), kept by the peer review."""
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from engine.analysis import parse_confidence, parse_sections, read_confidence
+from engine.analysis.sections import parse_answer
 
 LABELS = ("VERDICT", "REASONING", "PRO SUMMARY", "CON SUMMARY", "CONFIDENCE")
 
@@ -89,6 +90,37 @@ def test_no_labels_or_empty_text():
 def test_the_last_block_wins_a_repeated_first_label():
     # issue 10: what precedes the last VERDICT is taken as quoted (it was "first" before)
     assert parse_sections("VERDICT: first\nVERDICT: second", LABELS) == {"VERDICT": "second"}
+
+
+# --------------------------------------------------------------------------- parse_answer
+@pytest.mark.parametrize("text, answer", [
+    ("ANSWER: 0.05", "0.05"),
+    ("5. CONFIDENCE: 0.8\nANSWER: $0.05", "$0.05"),
+    ("answer: yes", "yes"),                       # case-insensitive, like every label
+    ("**ANSWER:** **0.05**", "0.05"),             # markdown emphasis
+    ("6) Answer: `42`", "42"),                    # numbering, backticks
+    ("ANSWER:\n\n  move to microservices \n", "move to microservices"),  # on the next line
+    ("ANSWER: 0.10\nVERDICT: x\nANSWER: 0.05", "0.05"),  # the last line wins
+    ("> ANSWER: 0.10\nANSWER: 0.05 \nThanks.", "0.05"),
+])
+def test_parse_answer_reads_the_last_answer_line(text, answer):
+    assert parse_answer(text) == answer
+
+
+@pytest.mark.parametrize("text", [
+    "", "no answer here", "The answer: 0.05 (inline, not a line of its own)",
+    "FINAL ANSWER: 3", "ANSWER:", "ANSWERS: 3",
+])
+def test_parse_answer_without_an_answer_line_is_empty(text):
+    assert parse_answer(text) == ""
+
+
+def test_parse_answer_is_linear_on_a_huge_reply():
+    import time
+    text = "ANSWER: x\n" * 100_000 + "1" * 100_000 + "\nANSWER: last"
+    began = time.monotonic()
+    assert parse_answer(text) == "last"
+    assert time.monotonic() - began < 2.0
 
 
 # --------------------------------------------------------------------------- parse_confidence

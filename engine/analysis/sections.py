@@ -53,6 +53,31 @@ def parse_sections(text: str, labels: Iterable[str]) -> dict[str, str]:
     return found
 
 
+_ANSWER_LINE = re.compile(_LABEL_PREFIX + r"ANSWER[*_]{0,3}[ \t]*:[*_]{0,3}[ \t]*(.*)$",
+                          re.I | re.M)
+
+
+def parse_answer(text: str) -> str:
+    """The canonical short answer a reply ends with: its last `ANSWER:` line ("" if none).
+
+    The label follows `parse_sections`' rules (start of a line, case-insensitive, optional
+    numbering and markdown emphasis); the answer is the rest of that line, or the next
+    non-blank line when the label stands alone. The LAST such line counts, so a reply that
+    quotes another's `ANSWER:` before giving its own is read as its own (issue 10's rule).
+    Surrounding emphasis and backticks are dropped; the answer is otherwise left as written
+    (scoring compares it with `normalize_stance`).
+    """
+    matches = list(_ANSWER_LINE.finditer(text or ""))
+    if not matches:
+        return ""
+    last = matches[-1]
+    value = last.group(1).strip()
+    if not value:
+        rest = text[last.end():].lstrip("\r\n")
+        value = next((line.strip() for line in rest.splitlines() if line.strip()), "")
+    return value.strip("*_` ").strip()
+
+
 _WORD_LEVELS = {"high": 0.8, "medium": 0.5, "moderate": 0.5, "low": 0.2}
 
 

@@ -8,6 +8,7 @@ from typing import Any, Unpack
 from pydantic import BaseModel, computed_field
 
 from engine.analysis import parse_sections, read_confidence
+from engine.analysis.sections import parse_answer
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
 from engine.models import ConfigError, RunResult, Seat, Signals, Task
@@ -20,7 +21,7 @@ from engine.protocols.checks import (
     unique_names,
 )
 from engine.protocols.templates import Template, render
-from engine.reports.aggregate import completed, numbers, rate_by
+from engine.reports.aggregate import as_flag, completed, numbers, rate_by
 from engine.reports.views import Block, Chart, InsightsData, Section, warnings_block
 
 ARGUMENT_ERROR = "Error: Unable to generate argument."
@@ -28,6 +29,8 @@ COUNTER_ERROR = "Error: Unable to generate counter-argument."
 JUDGE_ERROR_PREFIX = "Unable to reach verdict due to error: "
 HIGH_CONFIDENCE = 0.7
 SECTIONS = ("VERDICT", "REASONING", "PRO SUMMARY", "CON SUMMARY", "CONFIDENCE")
+# Beyond the seed: the judge ends with a canonical short answer, so a debate can be scored.
+ANSWER = "ANSWER"
 
 TEMPLATES = {
     "proponent_opening": Template(
@@ -61,7 +64,10 @@ TEMPLATES = {
         "2. REASONING: why\n"
         "3. PRO SUMMARY: the case in favor, in brief\n"
         "4. CON SUMMARY: the case against, in brief\n"
-        "5. CONFIDENCE: a number from 0.0 to 1.0", ("topic", "transcript"),
+        "5. CONFIDENCE: a number from 0.0 to 1.0\n"
+        "Then end with this line:\n"
+        "ANSWER: <the short answer the winning case supports: a number, a word or a short "
+        "phrase>", ("topic", "transcript"),
         "After the last round, the judge reads the whole transcript.",
         required=("topic", "transcript")),
 }
@@ -76,7 +82,9 @@ class DebateRound(BaseModel):
 
 
 class DebateResult(RunResult):
-    """Seed 000's DebateResult, plus the turn log."""
+    """Seed 000's DebateResult, plus the turn log and the judge's short `answer` (its
+    `ANSWER:` line; "" when it gave none), which is what a debate given `expected` is scored
+    on."""
 
     topic: str
     rounds: list[DebateRound]
@@ -85,6 +93,11 @@ class DebateResult(RunResult):
     pro_summary: str = ""
     con_summary: str = ""
     confidence: float = 0.0
+    answer: str = ""
+
+    def final_answer(self) -> str | None:
+        """The judge's ANSWER line; None without one, so the debate is left unscored."""
+        return self.answer or None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -175,7 +188,7 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
             return DebateResult(topic=topic, rounds=rounds, confidence=0.0, duration=duration,
                                 verdict=JUDGE_ERROR_PREFIX + verdict_turn.error,
                                 warnings=[f"judge failed: {verdict_turn.error}"])
-        sections, (confidence, readable) = read
+        sections, (confidence, readable), answer = read
         warnings = []
         verdict = sections.get("VERDICT")
         if not verdict:
@@ -187,13 +200,18 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
         for label in ("REASONING", "PRO SUMMARY", "CON SUMMARY"):
             if label not in sections:
                 warnings.append(f"judge reply has no {label} section")
-        parsed = {"verdict": verdict, "confidence": confidence}
+        if not answer:
+            warnings.append("judge reply has no ANSWER line; the debate has no short answer "
+                            "and is not scored")
+        parsed = {"verdict": verdict, "confidence": confidence} | (
+            {"answer": answer} if answer else {})
         ctx.update(verdict_turn, parsed=parsed, warnings=warnings)
         return DebateResult(topic=topic, rounds=rounds, verdict=verdict,
                             reasoning=sections.get("REASONING", ""),
                             pro_summary=sections.get("PRO SUMMARY", ""),
                             con_summary=sections.get("CON SUMMARY", ""),
-                            confidence=confidence, duration=duration, warnings=warnings)
+                            confidence=confidence, answer=answer, duration=duration,
+                            warnings=warnings)
 
     options = {"max_rounds": max_rounds, "timeout": _seconds(timeout)}
     return await execute("debate", topic, TEMPLATES, body,
@@ -201,9 +219,11 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
                          options, run)
 
 
-def _read_judge(reply: str) -> tuple[dict[str, str], tuple[float, bool]]:
-    sections = parse_sections(reply, SECTIONS)
-    return sections, read_confidence(sections.get("CONFIDENCE", ""))
+def _read_judge(reply: str) -> tuple[dict[str, str], tuple[float, bool], str]:
+    """The judge's sections (ANSWER among the labels, so no section runs into it), its
+    confidence, and its short answer: the last ANSWER line (`parse_answer`)."""
+    sections = parse_sections(reply, (*SECTIONS, ANSWER))
+    return sections, read_confidence(sections.get("CONFIDENCE", "")), parse_answer(reply)
 
 
 def run_debate(topic: str, **kw: Any) -> DebateResult:
@@ -212,7 +232,8 @@ def run_debate(topic: str, **kw: Any) -> DebateResult:
 
 
 def _summary(result: DebateResult) -> str:
-    return (f"verdict: {result.verdict[:200]}\nconfidence: {result.confidence:.2f}"
+    answer = f"\nanswer: {result.answer[:200]}" if result.answer else ""
+    return (f"verdict: {result.verdict[:200]}{answer}\nconfidence: {result.confidence:.2f}"
             f"{' (high)' if result.is_high_confidence else ''}; rounds: {len(result.rounds)}")
 
 
@@ -221,7 +242,7 @@ def _outcome(result: DebateResult) -> str:
 
 
 def _signals(result: DebateResult) -> Signals:
-    return Signals(judge_confidence=result.confidence, extra={
+    return Signals(answer=result.answer[:500] or None, judge_confidence=result.confidence, extra={
         "verdict": result.verdict[:500], "judge_confidence": result.confidence,
         "high_confidence": result.is_high_confidence, "rounds": len(result.rounds)})
 
@@ -229,7 +250,7 @@ def _signals(result: DebateResult) -> Signals:
 def _view(r: DebateResult) -> list[Block]:
     high = " (high)" if r.is_high_confidence else ""
     blocks = [Block("metrics", items=[("Judge confidence", f"{r.confidence:.2f}{high}"),
-                                      ("Rounds", len(r.rounds))]),
+                                      ("Answer", r.answer or "—"), ("Rounds", len(r.rounds))]),
               Block("text", "Verdict", r.verdict),
               Block("text", "Reasoning", r.reasoning),
               Block("text", "Case in favor", r.pro_summary),
@@ -245,10 +266,13 @@ def _insights(data: InsightsData) -> Section:
     debates = completed(data.runs)
     confidence = debates[["group"]].assign(
         confidence=numbers(debates, "m_judge_confidence")).dropna()
+    right = as_flag(debates["correct"]).dropna()  # scored debates: the judge's ANSWER line
     return Section("debate", "Debate", metrics=[
         ("Debates", f"{len(debates):,}"),
         ("Mean judge confidence", f"{confidence['confidence'].mean():.2f}"
-         if not confidence.empty else "—")], charts=[
+         if not confidence.empty else "—"),
+        ("Judge's answer right", f"{right.mean():.0%} of {len(right):,}"
+         if not right.empty else "—")], charts=[
         Chart("histogram", confidence, "Judge confidence",
               "How confident the judge said it was (0 to 1), per label; its own reading, not "
               "a measure of agreement.",

@@ -8,6 +8,7 @@ import pandas as pd
 from pydantic import BaseModel
 
 from engine.analysis import is_approved, parse_sections
+from engine.analysis.sections import parse_answer
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
 from engine.models import RunResult, Seat, Signals, Task
@@ -28,11 +29,15 @@ REVIEW_SECTIONS = ("APPROVED", "FEEDBACK", "STRENGTHS")
 
 TEMPLATES = {
     "producer_first": Template(
-        "Task: {task}\n\nWrite your best response to the task.", ("task",),
+        "Task: {task}\n\nWrite your best response to the task. If the task asks for a specific "
+        "answer (a number, a word or a short phrase), end with a last line `ANSWER: <that "
+        "answer>`.", ("task",),
         "Iteration 1: the producer gets the task.", required=("task",)),
     "producer_revision": Template(
         "Revise your previous draft using the reviewer's feedback.\n\n"
-        "Previous draft:\n{draft}\n\nFeedback:\n{feedback}\n\nWrite the improved draft.",
+        "Previous draft:\n{draft}\n\nFeedback:\n{feedback}\n\nWrite the improved draft. If the "
+        "previous draft ends with an `ANSWER:` line, end yours with one too, giving the answer "
+        "you now stand by.",
         ("draft", "feedback", "iteration"),
         "Later iterations: the previous draft and the feedback, not the task.",
         required=("draft", "feedback")),
@@ -57,13 +62,21 @@ class PeerReviewIteration(BaseModel):
 
 
 class PeerReviewResult(RunResult):
-    """Seed 000's PeerReviewResult, plus the turn log."""
+    """Seed 000's PeerReviewResult, plus the turn log and `answer`: the final output's
+    `ANSWER:` line ("" when it has none), which is what a review given `expected` is scored
+    on."""
 
     task: str
     final_output: str
     approved: bool
     iterations: list[PeerReviewIteration]
     iterations_used: int
+    answer: str = ""
+
+    def final_answer(self) -> str | None:
+        """The final (approved, or last) draft's ANSWER line; None without one, so the review
+        is left unscored."""
+        return self.answer or None
 
 
 async def arun_peer_review(task: str, *, producer: Seat | Any, reviewer: Seat | Any,
@@ -122,9 +135,13 @@ async def arun_peer_review(task: str, *, producer: Seat | Any, reviewer: Seat | 
                 approved=approved, duration=time.monotonic() - began))
             if approved:
                 break
+        answer = parse_answer(draft)
+        if run.expected is not None and str(run.expected).strip() and not answer:
+            warnings.append("the final draft has no ANSWER line; the review is not scored")
         return PeerReviewResult(task=task, final_output=draft, approved=approved,
                                 iterations=iterations, iterations_used=len(iterations),
-                                duration=time.monotonic() - start, warnings=warnings)
+                                answer=answer, duration=time.monotonic() - start,
+                                warnings=warnings)
 
     return await execute("peer-review", task, TEMPLATES, body,
                          {"producer": producer, "reviewer": reviewer},
@@ -142,7 +159,9 @@ def run_peer_review(task: str, **kw: Any) -> PeerReviewResult:
 
 def _summary(result: PeerReviewResult) -> str:
     state = "approved" if result.approved else "not approved"
-    return f"{state} after {result.iterations_used} iteration(s)\n{result.final_output[:300]}"
+    answer = f"; answer: {result.answer[:200]}" if result.answer else ""
+    return (f"{state} after {result.iterations_used} iteration(s){answer}\n"
+            f"{result.final_output[:300]}")
 
 
 def _outcome(result: PeerReviewResult) -> str:
@@ -151,13 +170,14 @@ def _outcome(result: PeerReviewResult) -> str:
 
 
 def _signals(result: PeerReviewResult) -> Signals:
-    return Signals(extra={"approved": result.approved,
+    return Signals(answer=result.answer[:500] or None, extra={"approved": result.approved,
                           "iterations_used": result.iterations_used})
 
 
 def _view(r: PeerReviewResult) -> list[Block]:
     state = "approved" if r.approved else "not approved"
-    blocks = [Block("metrics", items=[("Outcome", state), ("Iterations", r.iterations_used)]),
+    blocks = [Block("metrics", items=[("Outcome", state), ("Iterations", r.iterations_used)]
+                    + ([("Answer", r.answer)] if r.answer else [])),
               Block("text", "Final output" if r.approved else "Last draft (not approved)",
                     r.final_output),
               Block("table", "Approval history", rows=[
