@@ -55,8 +55,9 @@ def test_charts_and_captions_across_protocols(db):
             "Tokens and latency"} <= set(headers)
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Runs"] == "12" and metrics["Simulated"] == "12"
-    # panel, vote, roundtable and debate (the judge's ANSWER line): those with a final answer
-    assert metrics["Scored runs"] == "8"
+    # every protocol with a final answer: panel, vote, roundtable, and debate and peer review
+    # (their ANSWER lines); a duel has no answer to score
+    assert metrics["Scored runs"] == "10"
     assert "Mind-change rate" in metrics and "Mean judge confidence" in metrics
 
 
