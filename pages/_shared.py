@@ -162,13 +162,19 @@ def endpoint_hints(provider: str = "openai") -> str:
 # ------------------------------------------------------------------ text-safe rendering
 SHORT_METRIC = 10  # characters a metric value may have before it is shown as bold text
 _MD_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")  # every ASCII punctuation character
+WORD_JOINER = "\u2060"
+_AUTOLINK = re.compile(r"(?i)(?<![a-z0-9])(https?|ftp|mailto|xmpp|www)(?=[:.])"
+                       r"|(?<=[a-z0-9._+-])(?=@[a-z0-9])")
 
 
 def md(text: Any) -> str:
     """Text made inert for any markdown-rendering element: every ASCII punctuation character
     is backslash-escaped (no HTML, links, images, emphasis, directives or LaTeX), and line
-    breaks are kept."""
-    escaped = _MD_PUNCTUATION.sub(r"\\\1", str(text))
+    breaks are kept. Streamlit also turns bare URLs, `www.` names and e-mail addresses into
+    live links, escaped or not: an invisible word joiner (U+2060) after the scheme or `www`
+    and before `@` keeps them text (measured in Chromium: 0 links)."""
+    unlinked = _AUTOLINK.sub(lambda m: (m.group(1) or "") + WORD_JOINER, str(text))
+    escaped = _MD_PUNCTUATION.sub(r"\\\1", unlinked)
     return escaped.replace("\r\n", "\n").replace("\n", "  \n")
 
 

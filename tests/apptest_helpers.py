@@ -8,8 +8,9 @@ GENEROUS = 120.0  # seconds; polling stops as soon as the page shows what it wai
 
 
 def plain(text: str) -> str:
-    """Markdown-escaped text (pages escape every punctuation mark) read back as typed."""
-    return re.sub(r"\\(.)", r"\1", text)
+    """Markdown-escaped text (pages escape every punctuation mark and put a word joiner into
+    what Streamlit would auto-link) read back as typed."""
+    return re.sub(r"\\(.)", r"\1", text).replace("\u2060", "")
 
 
 def poll(at, done, timeout: float = GENEROUS):
