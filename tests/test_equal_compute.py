@@ -88,6 +88,17 @@ def test_when_the_vote_limit_binds_the_plan_says_it_is_not_equal_compute(store):
         "voters, so this baseline makes 18")
 
 
+def test_below_the_vote_minimum_the_baseline_is_raised_and_says_so(store):
+    solo = {"protocol": "roundtable", "label": "solo", "options": {"rounds": 1},
+            "seats": {"agents": [{"name": "alone"}]}}
+    (pair,) = ex.plan({"questions": QUESTIONS[:1], "configs": [solo],
+                       "baseline": "equal-compute"}, store).baselines
+    assert (pair["calls"], pair["samples"], pair["equal"]) == (1, 2, False)
+    assert pair["label"] == "solo · equal-compute vote (2 samples, raised above 1 call)"
+    assert pair["note"] == ("NOT equal compute: solo makes 1 call per run, but the vote's "
+                            "minimum is 2 voters, so this baseline makes 2")
+
+
 def test_a_long_label_is_shortened_so_the_baseline_label_fits(store):
     plan = ex.plan({"questions": QUESTIONS[:1], "configs": [{**DEBATE, "label": "x" * 200}],
                     "baseline": "equal-compute"}, store)

@@ -45,8 +45,8 @@ class Baseline:
                     f"{self.calls} calls per run like {self.of}")
         bound = (f"the vote's maximum is {MAX_VOTERS} voters" if self.samples < self.calls
                  else f"the vote's minimum is {MIN_VOTERS} voters")
-        return (f"NOT equal compute: {self.of} makes {self.calls} calls per run, but {bound}, "
-                f"so this baseline makes {self.samples}")
+        return (f"NOT equal compute: {self.of} makes {_calls(self.calls)} per run, but "
+                f"{bound}, so this baseline makes {self.samples}")
 
     def as_dict(self) -> dict[str, Any]:
         """The pairing as the plan, the CLI and the results show it."""
@@ -54,12 +54,16 @@ class Baseline:
                 "samples": self.samples, "equal": self.equal, "note": self.note}
 
 
+def _calls(n: int) -> str:
+    return f"{n} call{'s' * (n != 1)}"
+
+
 def _label(of: str, samples: int, calls: int) -> str:
     """`<of> · equal-compute vote (N samples)`; a capped one says so. The configuration's
     label is shortened (with `…`) when the whole would pass the label limit."""
     detail = f"{samples} samples" if samples == calls else \
-        f"{samples} samples, capped below {calls} calls" if samples < calls else \
-        f"{samples} samples, raised above {calls} calls"
+        f"{samples} samples, capped below {_calls(calls)}" if samples < calls else \
+        f"{samples} samples, raised above {_calls(calls)}"
     suffix = f" · {KIND} {SPEC.name} ({detail})"
     room = NAME_MAX - len(suffix)
     return (of if len(of) <= room else of[:room - 1] + "…") + suffix
