@@ -59,6 +59,10 @@ def new_experiment() -> None:
     concurrency = middle.number_input("Runs at a time", 1, ex.MAX_CONCURRENCY,
                                       ex.DEFAULT_CONCURRENCY, key="exp-concurrency")
     name = right.text_input("Name (optional)", key="exp-name")
+    equal = st.checkbox("Add an equal-compute vote beside each configuration",
+                        key="exp-equal-compute",
+                        help="a vote of as many samples as the configuration makes calls, on "
+                             "the same models, so the comparison is at equal compute")
     if problem:
         st.error(md(problem))
         return
@@ -68,7 +72,8 @@ def new_experiment() -> None:
     try:  # confirmed=True for the preview: the numbers are shown, the box below confirms
         plan = ex.plan({**(questions or {}), "configs": [choices[c] for c in chosen],
                         "repeats": int(repeats), "concurrency": int(concurrency),
-                        "name": name}, store, endpoints=_shared.endpoints(), confirmed=True)
+                        "name": name, "baseline": ex.EQUAL_COMPUTE if equal else None},
+                       store, endpoints=_shared.endpoints(), confirmed=True)
     except ConfigError as exc:
         st.error(md(exc))
         return

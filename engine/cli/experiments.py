@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from engine.experiments.planning import plan
+from engine.experiments.planning import EQUAL_COMPUTE, baselines_of, plan
 from engine.experiments.runner import arun_experiment, pending_cells
 from engine.models import ConfigError
 from engine.reports.experiments import Report, compare, report, to_csv
@@ -55,11 +55,23 @@ def summary_text(result: Report) -> str:
         "s/run": [_num(v) for v in table["seconds_per_run"]],
         "calls/run": [_num(v, 1) for v in table["calls_per_run"]]})
     lines = [view.to_string(index=False)]
-    labels = result.labels
-    for i, a in enumerate(labels):
-        for b in labels[i + 1:]:
-            lines.append(compare(result.runs, a, b)["sentence"])
+    for a, b in comparisons(result):
+        lines.append(compare(result.runs, a, b)["sentence"])
+    for pair in baselines_of(result.experiment["spec"]):
+        if not pair["equal"]:
+            lines.append(f"{pair['label']}: {pair['note']}.")
     return "\n".join(lines)
+
+
+def comparisons(result: Report) -> list[tuple[str, str]]:
+    """The pairs of configuration labels the summary compares: each configuration with its
+    own equal-compute baseline first (when the experiment has them), then every pair of the
+    other configurations."""
+    pairs = baselines_of(result.experiment["spec"])
+    own = [(p["of"], p["label"]) for p in pairs]
+    added = {p["label"] for p in pairs}
+    labels = [label for label in result.labels if label not in added]
+    return own + [(a, b) for i, a in enumerate(labels) for b in labels[i + 1:]]
 
 
 def _load_spec(path: str) -> dict[str, Any]:
@@ -135,6 +147,8 @@ def cmd_run(args: Any) -> int:
     for key in ("repeats", "concurrency"):
         if getattr(args, key) is not None:
             spec[key] = getattr(args, key)
+    if args.equal_compute:
+        spec["baseline"] = EQUAL_COMPUTE
     store = Store(args.db)
     checked = plan(spec, store, base_dir=Path(args.spec).parent, confirmed=args.yes or args.dry_run)
     _say(f"{checked.name}: {len(checked.questions)} questions x {len(checked.configs)} "
@@ -142,7 +156,9 @@ def cmd_run(args: Any) -> int:
           f"{checked.calls} calls, ~{checked.tokens:,} tokens (estimate); "
           f"{checked.concurrency} at a time")
     for item in checked.per_config:
-        _say(f"  {item['label']} ({item['protocol']}): {item['calls_per_run']} calls per run")
+        note = f" - {item['note']}" if item.get("note") else ""
+        _say(f"  {item['label']} ({item['protocol']}): {item['calls_per_run']} calls per "
+             f"run{note}")
     if args.dry_run:
         return 0
     experiment_id = create(store, checked)
@@ -206,6 +222,9 @@ def add_cli(sub: Any) -> None:
                                   "configs (mappings or saved labels), repeats, concurrency")
     run.add_argument("--repeats", type=int, help="override the spec's repeats")
     run.add_argument("--concurrency", type=int, help="override the spec's concurrency")
+    run.add_argument("--equal-compute", action="store_true",
+                     help="beside each configuration, add a vote with as many samples as it "
+                          "makes calls (the spec's baseline: equal-compute)")
     run.add_argument("--dry-run", action="store_true", help="print the preflight only")
     run.add_argument("--yes", action="store_true",
                      help="confirm an experiment that plans more than 20,000 model calls")

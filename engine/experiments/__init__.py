@@ -8,6 +8,10 @@ the stale (interrupted or failed) runs of a cell that is redone are kept, tagged
 All runs of an experiment share one event loop; a semaphore-like pool of `concurrency` workers
 bounds how many runs are in flight, and each run still makes its independent calls at once.
 
+With `baseline: equal-compute`, each configuration gets its self-consistency baseline beside
+it: a vote of as many samples as the configuration makes calls (`with_baselines`), so a
+comparison is never 7 calls against 3; where the vote's limit binds, the label says so.
+
 Results are per configuration label: accuracy with a Wilson interval, confidence levels,
 calibration of each confidence signal, mind changes, the final answer against the round-one
 vote, tokens, latency and calls; and a paired comparison of two configurations by sign test.
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 from engine.experiments.planning import (
     DEFAULT_CONCURRENCY,
+    EQUAL_COMPUTE,
     MAX_CALLS,
     MAX_CONCURRENCY,
     MAX_REPEATS,
@@ -24,9 +29,11 @@ from engine.experiments.planning import (
     SUPERSEDED,
     Cell,
     Plan,
+    baselines_of,
     config_choices,
     plan,
     resolve_configs,
+    with_baselines,
 )
 from engine.experiments.runner import (
     HEARTBEAT_EVERY,
@@ -64,7 +71,8 @@ from engine.store.experiments import (
 
 __all__ = [
     "DEFAULT_CONCURRENCY", "MAX_CALLS", "MAX_CONCURRENCY", "MAX_REPEATS", "MAX_RUNS", "SUPERSEDED",
-    "Cell", "Plan", "config_choices", "plan", "resolve_configs",
+    "EQUAL_COMPUTE", "Cell", "Plan", "baselines_of", "config_choices", "plan", "resolve_configs",
+    "with_baselines",
     "Progress", "create", "duration_text", "get", "list_experiments", "progress",
     "HEARTBEAT_EVERY", "arun_experiment", "pending_cells", "run_experiment",
     "RUN_COLUMNS", "RUNS_PAGE", "SIGNALS", "SUMMARY_COLUMNS", "SUMMARY_GROUPS", "Report",

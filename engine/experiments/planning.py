@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from engine.models import ConfigError
+from engine.protocols.baselines import KIND as EQUAL_COMPUTE
 from engine.protocols.checks import require_name, require_text
 from engine.questions import files as qsets
 from engine.store import strip_secrets
@@ -52,6 +53,8 @@ class Plan:
     repeats: int
     concurrency: int
     per_config: list[dict[str, Any]]
+    baseline: str | None = None
+    baselines: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def runs(self) -> int:
@@ -70,10 +73,12 @@ class Plan:
         return [c["label"] for c in self.configs]
 
     def spec(self) -> dict[str, Any]:
-        """What the experiments table stores (and `plan` reads back unchanged)."""
+        """What the experiments table stores (and `plan` reads back unchanged: the added
+        baselines are among `configs`, and are not added twice)."""
         return {"name": self.name, "source": self.source, "questions": self.questions,
                 "configs": self.configs, "repeats": self.repeats,
-                "concurrency": self.concurrency}
+                "concurrency": self.concurrency,
+                **({"baseline": self.baseline} if self.baseline else {})}
 
     def cells(self) -> Iterator[Cell]:
         """Every cell, repeat-major: the first repeat of every question comes first, so a
@@ -90,7 +95,7 @@ class Plan:
 
     def preflight(self) -> dict[str, Any]:
         return {"runs": self.runs, "calls": self.calls, "tokens": self.tokens,
-                "per_config": self.per_config}
+                "per_config": self.per_config, "baselines": self.baselines}
 
 
 def _whole(value: Any, name: str, low: int, high: int) -> int:
@@ -154,14 +159,16 @@ def plan(spec: Mapping[str, Any], store: Any = None, base_dir: str | Path | None
     `spec` keys: `questions` (a bundled set's name, or a list of strings / `{question,
     expected}` mappings) or `questions_file` (a CSV / JSONL path, relative to `base_dir`);
     `configs` (inline configurations or saved labels); `repeats` (default 1); `concurrency`
-    (runs in flight, default 4); `name`. Every seat's model resolves under `endpoints` (an
-    `EndpointRegistry`; None: the environment's). More than `MAX_CALLS` planned calls are
-    refused unless `confirmed`. Raises `ConfigError` naming what to change.
+    (runs in flight, default 4); `baseline` (`equal-compute`: beside each configuration, the
+    vote with as many calls, see `with_baselines`); `name`. Every seat's model resolves
+    under `endpoints` (an `EndpointRegistry`; None: the environment's). More than
+    `MAX_CALLS` planned calls are refused unless `confirmed`. Raises `ConfigError` naming
+    what to change.
     """
     if not isinstance(spec, Mapping):
         raise ConfigError("an experiment spec must be a mapping", "input")
     known = {"name", "questions", "questions_file", "configs", "repeats", "concurrency",
-             "source"}
+             "baseline", "source"}
     unknown = sorted(str(k) for k in spec if k not in known)
     if unknown:
         raise ConfigError(f"an experiment spec has no key {unknown[0]!r}; keys are "
@@ -188,12 +195,17 @@ def plan(spec: Mapping[str, Any], store: Any = None, base_dir: str | Path | None
     repeats = _whole(spec.get("repeats", 1), "repeats", 1, MAX_REPEATS)
     concurrency = _whole(spec.get("concurrency", DEFAULT_CONCURRENCY), "concurrency", 1,
                          MAX_CONCURRENCY)
+    baseline = baseline_kind(spec.get("baseline"))
     configs = resolve_configs(spec.get("configs"), store)
-    per_config = _costs(configs, len(items) * repeats, check=True, endpoints=endpoints)
+    baselines: list[dict[str, Any]] = []
+    if baseline:
+        configs, baselines = with_baselines(configs)
+    per_config = _costs(configs, len(items) * repeats, check=True, endpoints=endpoints,
+                        baselines=baselines if baseline else None)
     name = str(spec.get("name") or "").strip() or \
         f"{source.split(':')[-1]} x {len(configs)} configuration{'s' * (len(configs) > 1)}"
     result = Plan(name[:200], source, [i.as_dict() for i in items], configs, repeats,
-                  concurrency, per_config)
+                  concurrency, per_config, baseline, baselines)
     if result.runs > MAX_RUNS:
         raise ConfigError(f"this experiment plans {result.runs} runs; the limit is {MAX_RUNS} "
                           "(use fewer questions, configurations or repeats)", "limit")
@@ -204,11 +216,54 @@ def plan(spec: Mapping[str, Any], store: Any = None, base_dir: str | Path | None
     return result
 
 
+def baseline_kind(value: Any) -> str | None:
+    """The spec's `baseline` value: `equal-compute`, or None when absent (or `none`)."""
+    text = value.strip().lower() if isinstance(value, str) else value
+    if text in (None, "", "none"):
+        return None
+    if text != EQUAL_COMPUTE:
+        raise ConfigError(f"baseline must be {EQUAL_COMPUTE!r} or none, got {value!r}",
+                          "input")
+    return EQUAL_COMPUTE
+
+
+def with_baselines(configs: Sequence[Mapping[str, Any]]
+                   ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The configurations with each one's equal-compute baseline right after it
+    (`engine.protocols.baselines.equal_compute`: a vote of as many samples as the
+    configuration makes calls, on the same models), and the pairings (`Baseline.as_dict`).
+
+    A baseline already among the configurations (a stored spec planned again) is paired, not
+    added twice; a configuration that is itself a vote has no baseline beside it.
+    """
+    from engine.protocols.baselines import equal_compute
+    labels = {str(c["label"]) for c in configs}
+    out: list[dict[str, Any]] = []
+    pairs: list[dict[str, Any]] = []
+    for config in configs:
+        out.append(dict(config))
+        try:
+            baseline = equal_compute(dict(config))
+        except ConfigError as exc:
+            raise ConfigError(f"configuration {config['label']!r}: {exc}", exc.code) from None
+        if baseline is None:
+            continue
+        pairs.append(baseline.as_dict())
+        if baseline.label not in labels:
+            labels.add(baseline.label)
+            out.append(baseline.config)
+    return out, pairs
+
+
 def _costs(configs: Sequence[Mapping[str, Any]], runs: int, check: bool = False,
-           endpoints: Any = None) -> list[dict[str, Any]]:
+           endpoints: Any = None, baselines: Sequence[Mapping[str, Any]] | None = None
+           ) -> list[dict[str, Any]]:
     """Per configuration: its `runs`, calls per run (`protocols.estimate`, what it makes when
     nothing fails), calls and tokens in all. `check` also validates prompt overrides and
-    resolves every seat's model (under `endpoints`), for a spec that was never run."""
+    resolves every seat's model (under `endpoints`), for a spec that was never run. Given
+    `baselines` (the plan has them), each row also has a `note`: on a baseline, what it
+    matches and, when the vote's limits bind, that it is not equal compute."""
+    notes = {b["label"]: b["note"] for b in baselines or ()}
     from engine.protocols import estimate
     from engine.services.library import validate_config
     out = []
@@ -219,12 +274,26 @@ def _costs(configs: Sequence[Mapping[str, Any]], runs: int, check: bool = False,
             raise ConfigError(f"configuration {config['label']!r}: {exc}", exc.code) from None
         out.append({"label": config["label"], "protocol": config["protocol"], "runs": runs,
                     "calls_per_run": cost["calls"], "calls": runs * cost["calls"],
-                    "tokens": runs * cost["tokens"]})
+                    "tokens": runs * cost["tokens"],
+                    **({"note": notes.get(config["label"], "")} if baselines is not None
+                       else {})})
     return out
 
 
 def plan_of(spec: Mapping[str, Any]) -> Plan:
-    """A stored spec back as a `Plan` (its configs were checked when it was created)."""
+    """A stored spec back as a `Plan` (its configs were checked when it was created; its
+    baselines are among them, and are paired again here)."""
+    baseline = baseline_kind(spec.get("baseline"))
+    baselines = baselines_of(spec)
     return Plan(spec["name"], spec["source"], spec["questions"], spec["configs"],
                 spec["repeats"], spec["concurrency"],
-                _costs(spec["configs"], len(spec["questions"]) * spec["repeats"]))
+                _costs(spec["configs"], len(spec["questions"]) * spec["repeats"],
+                       baselines=baselines if baseline else None), baseline, baselines)
+
+
+def baselines_of(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A stored spec's pairings of configuration and equal-compute baseline (`with_baselines`);
+    empty when the experiment has none."""
+    if not baseline_kind(spec.get("baseline")):
+        return []
+    return with_baselines(spec["configs"])[1]

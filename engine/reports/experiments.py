@@ -129,7 +129,8 @@ SUMMARY_COLUMNS = ["configuration", "protocol", "runs", "planned", "failed", "in
 SUMMARY_GROUPS = {
     "Accuracy and confidence levels": ["runs", "planned", "failed", "interrupted", "scored",
                                        "correct", "accuracy", "accuracy_low",
-                                       "accuracy_high", "high", "medium", "low"],
+                                       "accuracy_high", "high", "medium", "low",
+                                       "calls_per_run"],
     "Calibration (ECE, Brier)": ["consensus_ece", "consensus_brier", "judge_ece",
                                  "judge_brier"],
     "Mind changes, and the final answer against round one's vote": [
