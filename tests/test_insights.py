@@ -77,7 +77,17 @@ def test_history_table_is_plain_and_says_simulated():
 def test_a_run_on_simulated_models_is_simulated_even_with_a_failed_call():
     assert history.is_simulated(True, "")
     assert history.is_simulated(False, "simulated,simulated?fail=0.1")
-    assert not history.is_simulated(False, "simulated,openai:gpt-4o")
+    # a run is simulated when any seat is; a mixed one names its simulated seats
+    assert history.is_simulated(False, "simulated,openai:gpt-4o")
+    assert history.simulated_text(False, "simulated,openai:gpt-4o") == "mixed: simulated"
+    config = {"model": "simulated", "seats": {
+        "proponent": [{"name": "pro", "model": "simulated"}],
+        "judge": [{"name": "judge", "model": "openai:gpt-4o"}],
+        "critic": [{"name": "critic"}]}}
+    assert history.simulated_text(False, "", config) == "mixed: pro, critic"
+    assert history.simulated_text(True, "simulated", {"seats": {
+        "judge": [{"name": "judge", "model": "simulated?skill=0.6"}]}}) == "all"
+    assert history.simulated_text(False, "openai:gpt-4o") == ""
     assert not history.is_simulated(False, "")
 
 
