@@ -68,7 +68,7 @@ def test_history_table_is_plain_and_says_simulated():
     first, second = table.iloc[0], table.iloc[1]
     assert first["outcome"] == "0.05 (medium, 67%), debate changed it"
     assert first["question"] == "How much?" and first["tokens"] == 15
-    assert first["simulated"] == "simulated" and second["simulated"] == ""
+    assert first["simulated"] == "all" and second["simulated"] == ""
     assert first["protocol"] == "Persona panel" and first["seconds"] == 1.23
     assert second["outcome"] == "judge 0.80 (high)"
     assert len(second["question"]) == 120 and second["question"].endswith("…")

@@ -173,3 +173,11 @@ def side_by_side(runs: pd.DataFrame, column: str) -> tuple[pd.DataFrame, dict[st
                    "names": titles, "colors": [color.get(t, "#607d8b") for t in titles]}
 
 
+
+
+def grey_few(table: pd.DataFrame) -> Any:
+    """A table styled for a page: every row whose `few` is true (a rate over fewer than
+    `FEW` runs) in grey, so a small sample never reads like a large one."""
+    def grey(row: pd.Series) -> list[str]:
+        return ["color: #9e9e9e" if bool(row.get("few")) else ""] * len(row)
+    return table.style.apply(grey, axis=1)

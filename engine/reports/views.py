@@ -108,13 +108,15 @@ class Chart:
 
 @dataclass
 class Section:
-    """A part of the Insights page; `note` stands in for the charts when there are none."""
+    """A part of the Insights page; `note` stands in for the charts when there are none;
+    `table` is an aggregate table shown under the charts (its `few` rows greyed)."""
 
     key: str
     title: str
     charts: list[Chart] = field(default_factory=list)
     metrics: list[tuple[str, str]] = field(default_factory=list)
     note: str = ""
+    table: pd.DataFrame | None = None
 
 
 @dataclass
