@@ -125,7 +125,8 @@ def test_histogram_and_box():
 def test_rate_bar_labels_short_bars_outside():
     data = pd.DataFrame({"group": ["A", "B"], "rate": [0.0, 0.9], "n": [3, 1]})
     (bar,) = charts.rate_bar(data).data
-    assert list(bar.textposition) == ["outside", "inside"] and list(bar.text) == ["0% n=3", "90% n=1"]
+    assert list(bar.textposition) == ["outside", "inside"]
+    assert list(bar.text) == ["0% n=3", "90% n=1"]
 
 
 def test_figure_draws_every_chart_of_a_report():

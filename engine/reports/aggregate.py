@@ -78,6 +78,29 @@ def keep_apart(runs: pd.DataFrame, kind: str) -> pd.DataFrame:
     return out
 
 
+def split_configs(frame: pd.DataFrame, configs: list[dict[str, Any]], kind: str
+                  ) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """An experiment's runs (`label`, `simulated`) and configurations kept apart as
+    `keep_apart` keeps runs: only the real or only the simulated runs, or both with every
+    simulated run's label suffixed " (simulated)" and each configuration that has simulated
+    runs listed again under that label (after its real self when it has real runs too)."""
+    if frame.empty:
+        return frame, list(configs)
+    simulated = frame["simulated"].astype(bool)
+    if kind != "both":
+        return frame[simulated == (kind == "simulated")], list(configs)
+    out = frame.assign(label=frame["label"].where(~simulated,
+                                                  frame["label"] + SIMULATED_SUFFIX))
+    listed = []
+    for config in configs:
+        mine = simulated[frame["label"] == config["label"]]
+        if mine.empty or not mine.all():
+            listed.append(config)
+        if mine.any():
+            listed.append({**config, "label": config["label"] + SIMULATED_SUFFIX})
+    return out, listed
+
+
 def interval(right: int, n: int) -> tuple[float, float]:
     """The 95% Wilson interval of `right` of `n` (NaN, NaN when n is 0)."""
     return wilson_interval(right, n) if n else (float("nan"), float("nan"))
