@@ -65,6 +65,28 @@ def is_simulated(simulated: Any, models: Any, config: Any = None) -> bool:
     return bool(simulation(simulated, models, config)[0])
 
 
+def simulated_suffix(run: Mapping[str, Any]) -> str:
+    """What a one-line summary of a run (a stored run's dict) appends: " (simulated)" when
+    the simulated model played every seat, " (simulated seats: judge, critic)" when it
+    played some, "" for a real run."""
+    text = simulated_text(run.get("simulated"), run.get("models"), run.get("config"))
+    return "" if not text else " (simulated)" if text == "all" else \
+        f" (simulated seats: {text.removeprefix('mixed: ')})"
+
+
+def simulation_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """Stored runs as exports list them: `simulated` true when any seat is (see
+    `simulation`), and `simulated_seats` naming the seats the simulated model played
+    (comma-separated)."""
+    configs = frame["config"].tolist() if "config" in frame else [None] * len(frame)
+    found = [simulation(s, m, c) for s, m, c in zip(frame["simulated"].tolist(),
+                                                     frame["models"].tolist(), configs)]
+    at = list(frame.columns).index("simulated") + 1
+    out = frame.assign(simulated=[bool(text) for text, _ in found])
+    out.insert(at, "simulated_seats", [",".join(seats) for _, seats in found])
+    return out
+
+
 Kind = Literal["metrics", "text", "table", "warning", "caption", "tally", "flow"]
 
 
