@@ -172,9 +172,9 @@ def show_detail(run_id: str) -> None:
     _shared.read_only_banner(store)
     _shared.simulated_note(detail.simulation == "all")
     if detail.simulation.startswith("mixed"):
-        st.caption(md(f":material/science: **simulated seats** ({detail.simulation[7:]}) — "
-                      "played by the offline simulated model; the other seats are real "
-                      "models"))
+        seats = detail.simulation.removeprefix("mixed: ")
+        st.caption(f":material/science: **simulated seats** ({md(seats)}) — played by the "
+                   "offline simulated model; the other seats are real models")
     st.text(run["question"])
     meta = [f"label: {run['label']}" if run.get("label") else "no label",
             f"tags: {', '.join(run['tags'])}" if run.get("tags") else "",
