@@ -254,3 +254,15 @@ def test_an_aggregate_rate_carries_n_and_its_wilson_interval():
     greyed = {row for (row, _), css in styles.items() if ("color", "#9e9e9e") in css}
     assert greyed == {1}  # B's row only
     assert aggregate.rate_text(0, 0) == "– n=0"
+
+
+def test_the_accuracy_figure_says_n_and_fades_small_samples():
+    table = pd.DataFrame({"configuration": ["big", "small"], "scored": [10, 2],
+                          "correct": [8, 1], "accuracy": [0.8, 0.5],
+                          "accuracy_low": [0.4902, 0.0945], "accuracy_high": [0.9433, 0.9055]})
+    fig = ex.accuracy_figure(table, "Accuracy (simulated)")
+    bar = fig.data[0]
+    assert fig.layout.title.text == "Accuracy (simulated)"
+    assert list(bar.text) == ["", "n=2"] and "n=" in bar.hovertemplate
+    assert bar.marker.color[0] == "#3558c9" and bar.marker.color[1].startswith("rgba(")
+    assert bar.error_y.array[0] == pytest.approx(0.9433 - 0.8)
