@@ -135,6 +135,9 @@ def test_insights_report_keeps_kinds_apart(db, server):
     assert dict(real_only["overview"].metrics)["Runs"] == "1"
     both = {s.key: s for s in insights.report(runs, kind="both")}
     assert set(both["accuracy"].table["label"]) == {"cheap", "cheap (simulated)"}
+    counted = both["overview"].charts[0].data
+    assert set(counted["group"]) == {"Vote (baseline)", "Vote (baseline) (simulated)",
+                                     "Debate (simulated)"}
     assert all(c.title.endswith("(simulated and real, kept apart)")
                for s in both.values() for c in s.charts)
     simulated = insights.report(runs, kind="simulated")

@@ -66,7 +66,10 @@ def results_loader(store: Any, filters: Filters) -> Results:
 def overview_section(runs: pd.DataFrame) -> Section:
     simulated = int(runs["simulated"].fillna(False).astype(bool).sum())
     done = int((runs["status"] == "completed").sum())
-    by_status = runs.assign(group=protocol_titles(runs["protocol"]))
+    titles = protocol_titles(runs["protocol"])
+    if runs["simulated"].astype(bool).nunique() > 1:  # both kinds shown: never one bar
+        titles = titles.where(~runs["simulated"].astype(bool), titles + SIMULATED_SUFFIX)
+    by_status = runs.assign(group=titles)
     return Section("overview", "Overview", metrics=[
         ("Runs", f"{len(runs):,}"), ("Completed", f"{done:,}"),
         ("Failed or interrupted", f"{int(runs['status'].isin(['failed', 'interrupted']).sum()):,}"),
