@@ -190,8 +190,8 @@ formats = {"accuracy": percent, "accuracy_low": percent, "accuracy_high": percen
            "calls_per_run": st.column_config.NumberColumn(format="%.1f")}
 for number, (title, columns) in enumerate(ex.SUMMARY_GROUPS.items()):
     st.markdown(f"**{md(title)}**")
-    shown = ["configuration", *columns] + ([] if "few" in columns else ["few"])
-    st.dataframe(aggregate.grey_few(result.summary[shown]), hide_index=True,
+    shown = result.summary[["configuration", *columns]]  # `few` greys the accuracy rows
+    st.dataframe(aggregate.grey_few(shown) if "few" in columns else shown, hide_index=True,
                  key=f"exp-summary-{number}", column_config=formats)
 if result.summary["few"].any():
     st.caption("Greyed: fewer than 5 scored runs; read the rate with its interval and n.")
