@@ -88,6 +88,9 @@ def test_a_run_on_simulated_models_is_simulated_even_with_a_failed_call():
     assert history.simulated_text(True, "simulated", {"seats": {
         "judge": [{"name": "judge", "model": "simulated?skill=0.6"}]}}) == "all"
     assert history.simulated_text(False, "openai:gpt-4o") == ""
+    assert history.simulated_text(False, "", {"model": "simulated", "seats": {
+        "judge": "openai:gpt-4o", "proponent": "simulated", "opponent": ""}}) == \
+        "mixed: proponent, opponent"
     assert not history.is_simulated(False, "")
 
 

@@ -30,6 +30,8 @@ def _seat_models(config: Any) -> list[tuple[str, str]]:
         for seat in value if isinstance(value, list) else [value]:
             if isinstance(seat, Mapping):
                 out.append((str(seat.get("name") or slot), str(seat.get("model") or default)))
+            elif isinstance(seat, str):  # a seat given as its bare model spec
+                out.append((str(slot), seat or default))
     return out
 
 
