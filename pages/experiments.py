@@ -13,6 +13,7 @@ import streamlit as st
 from engine import ConfigError
 from engine import experiments as ex
 from engine.questions import files as qsets
+from engine.reports import aggregate
 from pages import _shared
 
 store = _shared.store()
@@ -159,12 +160,29 @@ else:
 
 
 # ------------------------------------------------------------------ results
-result = ex.report(store, experiment_id)
+KIND_NAMES = {"real": "Real", "simulated": "Simulated", "both": "Both, side by side"}
+every = ex.runs_frame(store, experiment_id)
+kind = st.segmented_control(
+    "Runs", list(aggregate.KINDS), default=aggregate.default_kind(every),
+    format_func=KIND_NAMES.get, key="exp-kind",
+    help="Simulated runs (any seat played by the offline simulated model) and real runs are "
+         "never pooled: both side by side lists every configuration's simulated runs as "
+         "\"LABEL (simulated)\".") or aggregate.default_kind(every)
+result = ex.report(store, experiment_id, kind)
+if result.hidden:
+    other = "simulated" if kind == "real" else "real"
+    st.caption(f"{result.hidden:,} {other} run(s) are not shown; choose "
+               f"*{KIND_NAMES[other]}* or *{KIND_NAMES['both']}* to see them.")
 if result.runs.empty:
-    st.info("No runs yet.")
+    st.info("No runs yet." if every.empty else f"No {kind} runs in this experiment.")
     st.stop()
-if result.runs["simulated"].all():
-    _shared.simulated_note(True)
+simulated = result.runs["simulated"]
+_shared.simulated_note(bool(simulated.all()))
+if simulated.any() and not simulated.all():
+    st.caption(":material/science: Simulated and real runs side by side: every simulated "
+               "configuration is labelled **(simulated)**; the `simulated` column says which "
+               "seats the offline model played.")
+TITLE = {"real": "", "simulated": " (simulated)", "both": " (simulated and real, kept apart)"}
 
 st.subheader("Results by configuration")
 percent = st.column_config.NumberColumn(format="percent")
@@ -177,10 +195,14 @@ formats = {"accuracy": percent, "accuracy_low": percent, "accuracy_high": percen
            "calls_per_run": st.column_config.NumberColumn(format="%.1f")}
 for number, (title, columns) in enumerate(ex.SUMMARY_GROUPS.items()):
     st.markdown(f"**{md(title)}**")
-    st.dataframe(result.summary[["configuration", *columns]], hide_index=True,
+    shown = result.summary[["configuration", *columns]]  # `few` greys the accuracy rows
+    st.dataframe(aggregate.grey_few(shown) if "few" in columns else shown, hide_index=True,
                  key=f"exp-summary-{number}", column_config=formats)
+if result.summary["few"].any():
+    st.caption("Greyed: fewer than 5 scored runs; read the rate with its interval and n.")
 if (result.summary["scored"] > 0).any():
-    st.plotly_chart(ex.accuracy_figure(result.summary), key="exp-accuracy")
+    st.plotly_chart(ex.accuracy_figure(result.summary, "Accuracy" + TITLE[kind]),
+                    key="exp-accuracy")
 else:
     st.caption("No run has an expected answer to score, so there is no accuracy.")
 
@@ -188,7 +210,8 @@ st.subheader("Calibration")
 if result.calibrations:
     st.caption("Each confidence signal against correctness: a calibrated signal follows the "
                "diagonal. " + " ".join(f"{k}: {v}." for k, v in ex.SIGNALS.items()))
-    st.plotly_chart(ex.reliability_figure(result.calibrations), key="exp-calibration")
+    st.plotly_chart(ex.reliability_figure(result.calibrations, "Calibration" + TITLE[kind]),
+                    key="exp-calibration")
 else:
     st.caption("Calibration needs runs with expected answers and a confidence signal "
                "(a panel's or vote's consensus, a scored judge).")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine.reports import charts, insights
+from engine.reports import aggregate, charts, insights
 from engine.reports import runs as history
 from pages import _shared
 
@@ -24,9 +24,25 @@ runs = insights.load_runs(store, filters)
 if runs.empty:
     st.info("No runs match these filters.")
     st.stop()
-sections = insights.report(runs, insights.results_loader(store, filters))
-st.caption("Grouped by configuration label; runs made by the offline model count as "
-           "`simulated` in the overview. Rates count completed runs only.")
+KIND_NAMES = {"real": "Real", "simulated": "Simulated", "both": "Both, side by side"}
+kind = st.segmented_control(
+    "Runs", list(insights.KINDS), default=insights.default_kind(runs),
+    format_func=KIND_NAMES.get, key="insights-kind",
+    help="Simulated runs (any seat played by the offline simulated model) and real runs are "
+         "never pooled: both side by side labels every simulated group \"(simulated)\".",
+) or insights.default_kind(runs)
+simulated = int(runs["simulated"].astype(bool).sum())
+hidden = {"real": simulated, "simulated": len(runs) - simulated, "both": 0}[kind]
+if hidden:
+    other = "simulated" if kind == "real" else "real"
+    st.caption(f"{hidden:,} {other} run(s) are not shown; choose *{KIND_NAMES[other]}* or "
+               f"*{KIND_NAMES['both']}* to see them.")
+sections = insights.report(runs, insights.results_loader(store, filters), kind)
+if not sections:
+    st.info(f"No {kind} runs match these filters.")
+    st.stop()
+st.caption("Grouped by configuration label. Rates count completed runs only; each carries "
+           "its n and 95% Wilson interval, and one over fewer than 5 runs is greyed.")
 
 for section in sections:
     st.subheader(section.title)
@@ -43,3 +59,8 @@ for section in sections:
                 with column:
                     st.plotly_chart(charts.figure(chart), key=f"{section.key}_{number}")
                     st.caption(md(chart.caption))
+    if section.table is not None and not section.table.empty:
+        st.dataframe(aggregate.grey_few(section.table), hide_index=True, key=f"{section.key}_table",
+                     column_config={"rate": st.column_config.NumberColumn(format="percent"),
+                                    "low": st.column_config.NumberColumn(format="percent"),
+                                    "high": st.column_config.NumberColumn(format="percent")})

@@ -42,7 +42,8 @@ def show_history() -> None:
         return
     more = "; narrow the filters to see older ones" if page.more else ""
     st.caption(f"{len(page.table)} run(s), newest first{more}. Select a row to open it; "
-               "runs made by the offline model say `simulated`.")
+               "`simulated` says `all` when the offline simulated model played every seat, "
+               "`mixed: …` naming the seats it played when it played some.")
     table = page.table.assign(open="?run=" + page.table["id"])
     picked = st.dataframe(
         table, hide_index=True, key="runs_table", on_select="rerun",
@@ -169,7 +170,11 @@ def show_detail(run_id: str) -> None:
         st.success(md(flash))
     st.title(md(f"{detail.title} · run {run['id']}"))
     _shared.read_only_banner(store)
-    _shared.simulated_note(detail.simulated)
+    _shared.simulated_note(detail.simulation == "all")
+    if detail.simulation.startswith("mixed"):
+        seats = detail.simulation.removeprefix("mixed: ")
+        st.caption(f":material/science: **simulated seats** ({md(seats)}) — played by the "
+                   "offline simulated model; the other seats are real models")
     st.text(run["question"])
     meta = [f"label: {run['label']}" if run.get("label") else "no label",
             f"tags: {', '.join(run['tags'])}" if run.get("tags") else "",

@@ -70,7 +70,7 @@ def test_filters_narrow_the_history(db, stored):
     assert not at.exception, at.exception
     everything = {r.run_id for r in stored.values()}
     assert set(history_ids(at)) == everything
-    assert "simulated" in set(at.dataframe[0].value["simulated"])
+    assert "all" in set(at.dataframe[0].value["simulated"])
 
     at.selectbox(key="runs_protocol").set_value("debate").run()
     assert history_ids(at) == [stored["debate"].run_id]

@@ -68,7 +68,7 @@ def test_history_table_is_plain_and_says_simulated():
     first, second = table.iloc[0], table.iloc[1]
     assert first["outcome"] == "0.05 (medium, 67%), debate changed it"
     assert first["question"] == "How much?" and first["tokens"] == 15
-    assert first["simulated"] == "simulated" and second["simulated"] == ""
+    assert first["simulated"] == "all" and second["simulated"] == ""
     assert first["protocol"] == "Persona panel" and first["seconds"] == 1.23
     assert second["outcome"] == "judge 0.80 (high)"
     assert len(second["question"]) == 120 and second["question"].endswith("…")
@@ -77,7 +77,20 @@ def test_history_table_is_plain_and_says_simulated():
 def test_a_run_on_simulated_models_is_simulated_even_with_a_failed_call():
     assert history.is_simulated(True, "")
     assert history.is_simulated(False, "simulated,simulated?fail=0.1")
-    assert not history.is_simulated(False, "simulated,openai:gpt-4o")
+    # a run is simulated when any seat is; a mixed one names its simulated seats
+    assert history.is_simulated(False, "simulated,openai:gpt-4o")
+    assert history.simulated_text(False, "simulated,openai:gpt-4o") == "mixed: simulated"
+    config = {"model": "simulated", "seats": {
+        "proponent": [{"name": "pro", "model": "simulated"}],
+        "judge": [{"name": "judge", "model": "openai:gpt-4o"}],
+        "critic": [{"name": "critic"}]}}
+    assert history.simulated_text(False, "", config) == "mixed: pro, critic"
+    assert history.simulated_text(True, "simulated", {"seats": {
+        "judge": [{"name": "judge", "model": "simulated?skill=0.6"}]}}) == "all"
+    assert history.simulated_text(False, "openai:gpt-4o") == ""
+    assert history.simulated_text(False, "", {"model": "simulated", "seats": {
+        "judge": "openai:gpt-4o", "proponent": "simulated", "opponent": ""}}) == \
+        "mixed: proponent, opponent"
     assert not history.is_simulated(False, "")
 
 

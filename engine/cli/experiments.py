@@ -11,6 +11,7 @@ import pandas as pd
 from engine.experiments.planning import EQUAL_COMPUTE, baselines_of, plan
 from engine.experiments.runner import arun_experiment, pending_cells
 from engine.models import ConfigError
+from engine.reports.aggregate import SIMULATED_SUFFIX
 from engine.reports.experiments import Report, compare, report, to_csv
 from engine.store.experiments import Progress, create, duration_text, list_experiments
 from engine.yamlfile import load_mapping
@@ -31,16 +32,17 @@ def _num(value: float, digits: int = 2) -> str:
 
 
 def summary_text(result: Report) -> str:
-    """The results table for a terminal, then one sentence per pair of configurations."""
+    """The results table for a terminal (a `simulated` column: all, mixed: <seats>, or empty
+    for real runs; accuracy with its n), then one sentence per pair of configurations."""
     table = result.summary
     view = pd.DataFrame({
         "configuration": table["configuration"],
+        "simulated": table["simulated"],
         "runs": [f"{r}/{p}" + (f" ({f} failed)" if f else "") + (f" ({i} stopped)" if i else "")
                  for r, p, f, i in zip(table["runs"], table["planned"], table["failed"],
                                        table["interrupted"])],
-        "accuracy [95% CI]": [f"{_pct(a)} [{_pct(lo)}-{_pct(hi)}]" if n else "-"
-                              for a, lo, hi, n in zip(table["accuracy"], table["accuracy_low"],
-                                                      table["accuracy_high"], table["scored"])],
+        "accuracy [95% CI] n": [text + (" *" if few else "") for text, few in
+                                zip(table["accuracy [95% CI] n"], table["few"])],
         "high/med/low": [f"{h}/{m}/{lo}" for h, m, lo in
                          zip(table["high"], table["medium"], table["low"])],
         "ECE cons|judge": [f"{_num(c)}|{_num(j)}" for c, j in
@@ -55,6 +57,8 @@ def summary_text(result: Report) -> str:
         "s/run": [_num(v) for v in table["seconds_per_run"]],
         "calls/run": [_num(v, 1) for v in table["calls_per_run"]]})
     lines = [view.to_string(index=False)]
+    if table["few"].any():
+        lines.append("* fewer than 5 scored runs: read that rate with its interval")
     for a, b in comparisons(result):
         lines.append(compare(result.runs, a, b)["sentence"])
     for pair in baselines_of(result.experiment["spec"]):
@@ -67,9 +71,15 @@ def comparisons(result: Report) -> list[tuple[str, str]]:
     """The pairs of configuration labels the summary compares: each configuration with its
     own equal-compute baseline first (when the experiment has them), then every pair of the
     other configurations."""
+    shown = set(result.labels)
+
+    def as_shown(label: str) -> str:  # simulated groups carry a suffix when shown
+        return label if label in shown or label + SIMULATED_SUFFIX not in shown else \
+            label + SIMULATED_SUFFIX
+
     pairs = baselines_of(result.experiment["spec"])
-    own = [(p["of"], p["label"]) for p in pairs]
-    added = {p["label"] for p in pairs}
+    own = [(as_shown(p["of"]), as_shown(p["label"])) for p in pairs]
+    added = {b for _, b in own}
     labels = [label for label in result.labels if label not in added]
     return own + [(a, b) for i, a in enumerate(labels) for b in labels[i + 1:]]
 
@@ -128,7 +138,7 @@ def _run_cli(store: Any, experiment_id: str, quiet: bool) -> int:
         state = asyncio.run(go())
     finally:
         bar.close()
-    _say(summary_text(report(store, experiment_id)))
+    _say(summary_text(report(store, experiment_id, "both")))
     if state.status == "completed":
         _say(f"experiment {experiment_id} completed: {state.done} runs in "
               f"{duration_text(state.elapsed)}")
@@ -177,17 +187,19 @@ def cmd_resume(args: Any) -> int:
 def cmd_show(args: Any) -> int:
     from engine.store import Store
     store = Store(args.db)
-    result = report(store, args.experiment_id)
+    result = report(store, args.experiment_id, "both")  # simulated and real kept apart
     state, experiment = result.progress, result.experiment
+    simulated = result.runs["simulated"] if not result.runs.empty else pd.Series(dtype=bool)
     _say(f"experiment {experiment['id']}: {experiment['name']} - {state.status}, "
           f"{state.done}/{state.total} runs" + (f", {state.failed} failed" if state.failed
                                                  else "")
-          + (" (simulated)" if not result.runs.empty and result.runs["simulated"].all()
-             else ""))
+          + (" (simulated)" if len(simulated) and simulated.all() else
+             " (simulated and real runs, kept apart)" if simulated.any() else ""))
     if state.error:
         _say(f"note: {state.error}")
     if args.compare:
-        a, b = args.compare
+        a, b = (label if label in result.labels or label + SIMULATED_SUFFIX not in
+                result.labels else label + SIMULATED_SUFFIX for label in args.compare)
         for label in (a, b):
             if label not in result.labels:
                 raise ConfigError(f"no configuration {label!r} in this experiment; it has "

@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 
 from engine.cli.experiments import add_cli
 from engine.models import ConfigError
+from engine.reports.views import simulated_suffix, simulated_text, simulation_columns
 from engine.text import csv_cell, terminal_safe
 from engine.yamlfile import load_mapping
 
@@ -226,8 +227,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.json:
         print(_json_text(result.model_dump(mode="json"), indent=2))
     else:
-        simulated = " (simulated)" if result.turns and all(t.simulated for t in result.turns) \
-            else ""
+        simulated = simulated_suffix(store.runs(ids=[result.run_id]).iloc[0])
         _say(f"run {result.run_id}: {spec.title}{simulated}, {len(result.turns)} calls, "
              f"{result.duration:.2f}s")
         _say(spec.summary(result))
@@ -240,12 +240,15 @@ def cmd_runs(args: argparse.Namespace) -> int:
     frame = _store(args).runs(protocol=args.protocol, label=args.label, status=args.status,
                               tag=args.tag, limit=args.limit)
     if args.json:
-        print(frame.drop(columns=["config"]).to_json(orient="records", date_format="iso"))
+        print(simulation_columns(frame).drop(columns=["config"]).to_json(
+            orient="records", date_format="iso"))
         return 0
     if frame.empty:
         print("no runs stored yet")
         return 0
     view = frame[["id", "protocol", "status", "label", "calls", "created_at", "question"]].copy()
+    view.insert(2, "simulated", [simulated_text(s, m, c) for s, m, c in zip(
+        frame["simulated"], frame["models"], frame["config"])])
     view["question"] = view["question"].str.slice(0, 50)
     view["created_at"] = view["created_at"].astype(str).str.slice(0, 19)
     _say(view.to_string(index=False))
@@ -259,15 +262,14 @@ def cmd_runs(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     store = _store(args)
     try:
-        run = store.get(args.run_id)
+        run = store.exported(args.run_id)  # with `simulated_seats`
     except KeyError:
         raise ConfigError(f"no run {args.run_id!r}; list them with python -m engine runs",
                           "input") from None
     if args.json:
         print(_json_text(run, indent=2, default=str))
         return 0
-    simulated = " (simulated)" if run["simulated"] else ""
-    _say(f"run {run['id']} - {run['protocol']}{simulated} - {run['status']}")
+    _say(f"run {run['id']} - {run['protocol']}{simulated_suffix(run)} - {run['status']}")
     if run.get("unreadable"):
         _say(f"unreadable: {run['unreadable']}")
     _say(f"question: {run['question']}")
@@ -299,7 +301,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     elif fmt == "jsonl":
         text = store.export_jsonl(ids)
     else:  # cells taken from model text never run as spreadsheet formulas
-        text = store.runs(ids=ids).map(csv_cell).to_csv(index=False)
+        text = simulation_columns(store.runs(ids=ids)).map(csv_cell).to_csv(index=False)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as handle:
             handle.write(text)

@@ -8,7 +8,12 @@ from typing import Any
 
 import pandas as pd
 
+from engine.analysis.stats import wilson_interval
 from engine.reports.views import NO_LABEL, is_simulated
+
+FEW = 5  # a rate over fewer runs than this is shown greyed, with its n
+KINDS = ("real", "simulated", "both")  # which runs a page shows: never pooled silently
+SIMULATED_SUFFIX = " (simulated)"  # a group of simulated runs shown beside real ones
 
 RUN_COLUMNS = ["id", "protocol", "label", "status", "created_at", "simulated", "correct",
                "calls", "degraded", "tokens_in", "tokens_out", "latency", "duration"]
@@ -23,8 +28,9 @@ def flatten(frame: pd.DataFrame) -> pd.DataFrame:
     out["label"] = out["label"].fillna(NO_LABEL).replace("", NO_LABEL)
     out["group"] = out["label"]
     out["tokens"] = out["tokens_in"] + out["tokens_out"]
-    out["simulated"] = [is_simulated(s, m) for s, m in zip(frame["simulated"].tolist(),
-                                                          frame["models"].tolist())]
+    configs = frame["config"].tolist() if "config" in frame else [None] * len(frame)
+    out["simulated"] = [is_simulated(s, m, c) for s, m, c in zip(
+        frame["simulated"].tolist(), frame["models"].tolist(), configs)]
     metrics = pd.DataFrame.from_records(list(frame["metrics"]), index=frame.index)
     metrics.columns = [f"m_{c}" for c in metrics.columns]
     return pd.concat([out, metrics], axis=1)
@@ -50,16 +56,88 @@ def as_flag(values: pd.Series) -> pd.Series:
                       else float("nan")).astype(float)
 
 
+def default_kind(runs: pd.DataFrame) -> str:
+    """What a page shows first: the real runs when there are any, else the simulated ones."""
+    return "real" if runs.empty or not runs["simulated"].astype(bool).all() else "simulated"
+
+
+def keep_apart(runs: pd.DataFrame, kind: str) -> pd.DataFrame:
+    """Only the real or only the simulated runs of a flattened frame, or (`both`) all of
+    them with every simulated run's `group` and `label` suffixed " (simulated)", so no
+    group ever pools simulated runs with real ones."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    if runs.empty:
+        return runs
+    simulated = runs["simulated"].astype(bool)
+    if kind != "both":
+        return runs[simulated == (kind == "simulated")]
+    out = runs.copy()
+    for column in ("group", "label"):
+        out[column] = out[column].where(~simulated, out[column].astype(str) + SIMULATED_SUFFIX)
+    return out
+
+
+def split_configs(frame: pd.DataFrame, configs: list[dict[str, Any]], kind: str
+                  ) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """An experiment's runs (`label`, `simulated`) and configurations kept apart as
+    `keep_apart` keeps runs: only the real or only the simulated runs, or both with every
+    simulated run's label suffixed " (simulated)" and each configuration that has simulated
+    runs listed again under that label (after its real self when it has real runs too)."""
+    if frame.empty:
+        return frame, list(configs)
+    simulated = frame["simulated"].astype(bool)
+    if kind != "both":
+        return frame[simulated == (kind == "simulated")], list(configs)
+    out = frame.assign(label=frame["label"].where(~simulated,
+                                                  frame["label"] + SIMULATED_SUFFIX))
+    listed = []
+    for config in configs:
+        mine = simulated[frame["label"] == config["label"]]
+        if mine.empty or not mine.all():
+            listed.append(config)
+        if mine.any():
+            listed.append({**config, "label": config["label"] + SIMULATED_SUFFIX})
+    return out, listed
+
+
+def interval(right: int, n: int) -> tuple[float, float]:
+    """The 95% Wilson interval of `right` of `n` (NaN, NaN when n is 0)."""
+    return wilson_interval(right, n) if n else (float("nan"), float("nan"))
+
+
+def rate_text(right: int, n: int) -> str:
+    """A rate as a table shows it: "74% [60–85%] n=34" (95% Wilson interval); "–" for none."""
+    if not n:
+        return "– n=0"
+    low, high = wilson_interval(right, n)
+    return f"{right / n:.0%} [{low:.0%}–{high:.0%}] n={n}"
+
+
 def rate_by(runs: pd.DataFrame, column: str, by: str | list[str] = "group",
             name: str = "rate") -> pd.DataFrame:
-    """Per group (one column or several): `n` runs with a value in `column` and the share of
-    them that are true."""
+    """Per group (one column or several): `n` runs with a value in `column`, the share of
+    them that are true, and its 95% Wilson interval (`low`, `high`)."""
     keys = [by] if isinstance(by, str) else list(by)
     if runs.empty or column not in runs:
-        return pd.DataFrame(columns=[*keys, "n", name])
+        return pd.DataFrame(columns=[*keys, "n", name, "low", "high"])
     values = runs[keys].assign(_v=as_flag(runs[column])).dropna(subset=["_v"])
-    out = values.groupby(keys, sort=True)["_v"].agg(["size", "mean"]).reset_index()
-    return out.rename(columns={"size": "n", "mean": name})
+    out = values.groupby(keys, sort=True)["_v"].agg(["size", "mean", "sum"]).reset_index()
+    bounds = [interval(int(round(k)), int(n)) for k, n in zip(out["sum"], out["size"])]
+    out["low"] = [b[0] for b in bounds]
+    out["high"] = [b[1] for b in bounds]
+    return out.drop(columns=["sum"]).rename(columns={"size": "n", "mean": name})
+
+
+def rate_table(runs: pd.DataFrame, column: str, by: list[str]) -> pd.DataFrame:
+    """Per group: `n`, how many were true (`right`), the `rate`, its 95% Wilson interval,
+    the rate as text with both ("74% [60–85%] n=34") and `few` (n under `FEW`)."""
+    rates = rate_by(runs, column, by=by)
+    right = [int(round(r * n)) for r, n in zip(rates["rate"], rates["n"])]
+    return rates.assign(right=right, shown=[rate_text(k, int(n)) for k, n in
+                                            zip(right, rates["n"])],
+                        few=rates["n"] < FEW)[[*by, "n", "right", "rate", "low", "high",
+                                               "shown", "few"]]
 
 
 def counts_by(runs: pd.DataFrame, column: str, by: str = "group") -> pd.DataFrame:
@@ -118,3 +196,11 @@ def side_by_side(runs: pd.DataFrame, column: str) -> tuple[pd.DataFrame, dict[st
                    "names": titles, "colors": [color.get(t, "#607d8b") for t in titles]}
 
 
+
+
+def grey_few(table: pd.DataFrame) -> Any:
+    """A table styled for a page: every row whose `few` is true (a rate over fewer than
+    `FEW` runs) in grey, so a small sample never reads like a large one."""
+    def grey(row: pd.Series) -> list[str]:
+        return ["color: #9e9e9e" if bool(row.get("few")) else ""] * len(row)
+    return table.style.apply(grey, axis=1)

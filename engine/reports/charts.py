@@ -15,6 +15,7 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
+from engine.analysis.stats import wilson_interval
 from engine.text import html_text
 
 PALETTE = px.colors.qualitative.Safe
@@ -148,13 +149,28 @@ def seat_usage(frame: pd.DataFrame, title: str = "Tokens and latency per seat") 
 
 
 # --------------------------------------------------------------------------- across runs
+FEW = 5  # a bar over fewer runs than this is drawn faded (as `aggregate.FEW` greys a row)
+
+
+def _wilson(rate: float, n: Any) -> tuple[float, float]:
+    """The 95% Wilson interval of a share over `n` runs (NaN, NaN without a count)."""
+    try:
+        count = int(n)
+    except (TypeError, ValueError):
+        return float("nan"), float("nan")
+    if rate != rate or count <= 0:
+        return float("nan"), float("nan")
+    return wilson_interval(min(count, max(0, round(rate * count))), count)
+
+
 def rate_bar(data: pd.DataFrame, x: str = "group", y: str | Sequence[str] = "rate",
              n: str | Sequence[str] = "n", title: str = "", y_title: str = "share",
              names: Sequence[str] | None = None,
              colors: Sequence[str] | None = None) -> go.Figure:
     """Shares per group (0..1, shown as %), one bar per group and y column (grouped), with
-    each bar's count (`n`, one column or one per y column) in its hover; `colors`, one per
-    y column, where the series have colours of their own (a protocol's)."""
+    each bar's count (`n`, one column or one per y column) and 95% Wilson interval as error
+    bars and in its hover; a bar over fewer than `FEW` runs is faded and says its n.
+    `colors`, one per y column, where the series have colours of their own (a protocol's)."""
     columns = [y] if isinstance(y, str) else list(y)
     counts_of = [n] * len(columns) if isinstance(n, str) else list(n)
     labels = list(names) if names is not None else columns
@@ -164,19 +180,31 @@ def rate_bar(data: pd.DataFrame, x: str = "group", y: str | Sequence[str] = "rat
         colors = list(colors) if colors else [WINNER, ACCENT, OTHER, *PALETTE]
         for i, (column, count, label) in enumerate(zip(columns, counts_of, labels)):
             values = [float(v) for v in data[column]]
+            counts = data[count].tolist() if count in data else [None] * len(data)
+            bounds = [_wilson(v, c) for v, c in zip(values, counts)]
+            few = [c is not None and c == c and int(c) < FEW for c in counts]
+            color = colors[i % len(colors)]
             traces.append({
                 "type": "bar", "x": groups, "y": values, "name": _text(label),
-                "marker": {"color": colors[i % len(colors)]},
-                "text": [f"{v:.0%}" if v == v else "" for v in values],
+                "marker": {"color": [_fade(color) if f else color for f in few]},
+                "error_y": {"type": "data", "symmetric": False, "color": "#555",
+                            "array": [h - v if h == h else 0 for v, (_, h) in
+                                      zip(values, bounds)],
+                            "arrayminus": [v - lo if lo == lo else 0 for v, (lo, _) in
+                                           zip(values, bounds)]},
+                "text": [(f"{v:.0%}" if v == v else "") + (f" n={int(c)}" if f else "")
+                         for v, c, f in zip(values, counts, few)],
                 # A short bar cannot hold its label: put it above, so 0% still reads.
                 "textposition": ["inside" if v == v and v >= 0.15 else "outside"
                                  for v in values], "cliponaxis": False,
-                "customdata": data[count].tolist() if count in data else [""] * len(data),
-                "hovertemplate": "%{x}: %{y:.1%} of %{customdata}"
+                "customdata": [["" if c is None else c, lo, hi]
+                               for c, (lo, hi) in zip(counts, bounds)],
+                "hovertemplate": "%{x}: %{y:.1%} of n=%{customdata[0]} "
+                                 "[95% CI %{customdata[1]:.0%}–%{customdata[2]:.0%}]"
                                  "<extra>%{fullData.name}</extra>"})
     return _figure(traces, title, barmode="group", showlegend=len(columns) > 1,
-                   yaxis={"title": {"text": y_title}, "tickformat": ".0%",
-                          "range": [0, 1.05]})
+                   yaxis={"title": {"text": f"{y_title} (95% Wilson interval)"},
+                          "tickformat": ".0%", "range": [0, 1.05]})
 
 
 def stacked_counts(data: pd.DataFrame, x: str = "group", color: str = "value",
@@ -205,7 +233,8 @@ def stacked_counts(data: pd.DataFrame, x: str = "group", color: str = "value",
 def histogram(data: pd.DataFrame, x: str, color: str | None = "group", title: str = "",
               x_title: str = "", bins: int = 10, x_range: Sequence[float] | None = None
               ) -> go.Figure:
-    """The distribution of a number, one overlaid histogram per group."""
+    """The distribution of a number, one histogram per group, stacked: runs at the same
+    value add up (two runs at 0.70 make a bar of height 2, whatever their groups)."""
     traces = []
     if not data.empty:
         groups = [(x, data)] if color is None else list(data.groupby(color, sort=True))
@@ -215,8 +244,8 @@ def histogram(data: pd.DataFrame, x: str, color: str | None = "group", title: st
         for i, (name, part) in enumerate(groups):
             traces.append({"type": "histogram", "x": part[x].tolist(), "name": _text(name),
                            "xbins": {"start": start, "end": end + 1e-9, "size": size},
-                           "marker": {"color": PALETTE[i % len(PALETTE)]}, "opacity": 0.75})
-    return _figure(traces, title, barmode="overlay" if len(traces) > 1 else "relative",
+                           "marker": {"color": PALETTE[i % len(PALETTE)]}})
+    return _figure(traces, title, barmode="stack",
                    xaxis={"title": {"text": x_title or x}}, yaxis={"title": {"text": "runs"}})
 
 

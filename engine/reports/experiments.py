@@ -11,6 +11,8 @@ import pandas as pd
 from engine.analysis import stats
 from engine.experiments.planning import SUPERSEDED, Cell
 from engine.models import ConfigError
+from engine.reports.aggregate import FEW, KINDS, default_kind, rate_text, split_configs
+from engine.reports.views import simulated_text
 from engine.store.experiments import Progress, get, progress, row
 from engine.text import csv_cell, html_text
 
@@ -53,13 +55,14 @@ def _signals(metrics: Mapping[str, Any], expected: str | None) -> dict[str, Any]
 RUN_COLUMNS = ["id", "label", "protocol", "q", "repeat", "question", "expected", "status",
                "counted", "superseded", "correct", "answer", "level", "consensus", "judge",
                "mind_changes", "seats", "persuaded", "misled", "first_answer", "changed",
-               "shift", "calls", "degraded", "tokens", "seconds", "simulated", "created_at",
-               "link"]
+               "shift", "calls", "degraded", "tokens", "seconds", "simulated", "simulation",
+               "created_at", "link"]
 
 
 def runs_frame(store: Any, experiment_id: str) -> pd.DataFrame:
     """One row per run of the experiment: its cell (q, repeat, label), whether it `counted`
-    (the first completed run of its cell), correctness and the signals of `_signals`."""
+    (the first completed run of its cell), correctness, the signals of `_signals`, and
+    whether it is simulated (`simulated`, and `simulation`: "all" or "mixed: <seats>")."""
     spec = row(store, experiment_id)["spec"]
     labels = [c["label"] for c in spec["configs"]]
     frame = store.runs(experiment_id=experiment_id)
@@ -73,6 +76,7 @@ def runs_frame(store: Any, experiment_id: str) -> pd.DataFrame:
         if first:
             counted.add(cell)
         correct = run["correct"]
+        simulation = simulated_text(run["simulated"], run["models"], run.get("config"))
         records.append({
             "id": run["id"], "label": labels[cell.c], "protocol": run["protocol"], "q": cell.q,
             "repeat": cell.r, "question": run["question"], "expected": run["expected"],
@@ -80,7 +84,7 @@ def runs_frame(store: Any, experiment_id: str) -> pd.DataFrame:
             "correct": None if correct is None or correct != correct else bool(correct),
             **_signals(run["metrics"], run["expected"]), "calls": run["calls"],
             "degraded": run["degraded"], "tokens": run["tokens_in"] + run["tokens_out"],
-            "seconds": run["duration"], "simulated": bool(run["simulated"]),
+            "seconds": run["duration"], "simulated": bool(simulation), "simulation": simulation,
             "created_at": run["created_at"],
             "link": f"{RUNS_PAGE}?run={quote(str(run['id']), safe='')}"})
     return pd.DataFrame(records, columns=RUN_COLUMNS)
@@ -116,9 +120,9 @@ def _mean(values: pd.Series) -> float:
     return float(present.mean()) if len(present) else float("nan")
 
 
-SUMMARY_COLUMNS = ["configuration", "protocol", "runs", "planned", "failed", "interrupted",
-                   "scored",
-                   "correct", "accuracy", "accuracy_low", "accuracy_high", "high", "medium",
+SUMMARY_COLUMNS = ["configuration", "protocol", "simulated", "runs", "planned", "failed",
+                   "interrupted", "scored", "correct", "accuracy", "accuracy_low",
+                   "accuracy_high", "accuracy [95% CI] n", "few", "high", "medium",
                    "low", "consensus_ece", "consensus_brier", "judge_ece", "judge_brier",
                    "mind_change_rate", "persuaded", "misled", "answer_changed",
                    "changed_better", "changed_worse", "tokens_per_run", "seconds_per_run",
@@ -127,9 +131,10 @@ SUMMARY_COLUMNS = ["configuration", "protocol", "runs", "planned", "failed", "in
 
 # The summary's columns in the groups a page shows them in (configuration first in each).
 SUMMARY_GROUPS = {
-    "Accuracy and confidence levels": ["runs", "planned", "failed", "interrupted", "scored",
-                                       "correct", "accuracy", "accuracy_low",
-                                       "accuracy_high", "high", "medium", "low",
+    "Accuracy and confidence levels": ["simulated", "runs", "planned", "failed",
+                                       "interrupted", "scored", "correct",
+                                       "accuracy [95% CI] n", "accuracy", "accuracy_low",
+                                       "accuracy_high", "few", "high", "medium", "low",
                                        "calls_per_run"],
     "Calibration (ECE, Brier)": ["consensus_ece", "consensus_brier", "judge_ece",
                                  "judge_brier"],
@@ -143,7 +148,10 @@ SUMMARY_GROUPS = {
 def summary(frame: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
     """Per configuration (in the spec's order), over its counted runs:
 
-    accuracy = correct / scored with its 95% Wilson interval; confidence levels counted;
+    simulated = "all", "mixed: <seats>" or "" as its runs are (several kinds: each, with
+    "; "); accuracy = correct / scored with its 95% Wilson interval, also as text
+    ("74% [57–85%] n=34"), and `few` when fewer than `FEW` runs were scored; confidence
+    levels counted;
     ECE and Brier of each signal; mind_change_rate = measured mind changes / debater ballots;
     persuaded / misled seats; answer_changed = runs whose final winner differs from round
     one's, split into changed_better / changed_worse against the expected answer; and the
@@ -170,11 +178,15 @@ def summary(frame: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
         judge = calibration(frame, label, "judge")
         changed = done[done["changed"].notna()] if not done.empty else done
         seats = _sum(done["seats"]) if not done.empty else float("nan")
+        kinds = sorted(set(mine["simulation"])) if not mine.empty else []
         rows.append({
             "configuration": label, "protocol": config.get("protocol", ""),
+            "simulated": "; ".join(k or "real" for k in kinds) if len(kinds) > 1
+            else "".join(kinds),
             "runs": len(done), "planned": planned, **unfinished, "scored": len(scored),
             "correct": right, "accuracy": right / len(scored) if len(scored) else float("nan"),
             "accuracy_low": low, "accuracy_high": high,
+            "accuracy [95% CI] n": rate_text(right, len(scored)), "few": len(scored) < FEW,
             **{level: int(levels.get(level, 0)) for level in ("high", "medium", "low")},
             "consensus_ece": consensus["ece"], "consensus_brier": consensus["brier"],
             "judge_ece": judge["ece"], "judge_brier": judge["brier"],
@@ -209,9 +221,13 @@ def compare(frame: pd.DataFrame, a: str, b: str) -> dict[str, Any]:
     Per question, the one right more often over its repeats wins (equal: a tie). The exact
     two-sided sign test (`stats.sign_test`) asks whether wins and losses split this unevenly
     by chance; with one repeat it is McNemar's exact test on the discordant questions.
+    A sentence built on any simulated run begins with "Simulated:".
     """
     left, right = question_scores(frame, a), question_scores(frame, b)
     shared = sorted(set(left) & set(right))
+    behind = _counted(frame)
+    behind = behind[behind["label"].isin([a, b])] if not behind.empty else behind
+    simulated = bool("simulated" in behind and behind["simulated"].astype(bool).any())
     wins = sum(left[q] > right[q] for q in shared)
     losses = sum(left[q] < right[q] for q in shared)
     ties = len(shared) - wins - losses
@@ -226,8 +242,10 @@ def compare(frame: pd.DataFrame, a: str, b: str) -> dict[str, Any]:
                     f"often than {b} on {wins}, less often on {losses} and equally often on "
                     f"{ties}; an exact two-sided sign test on the {wins + losses} that differ "
                     f"gives p = {p:.3g}, so {verdict}.")
+    if simulated:  # numbers of the simulator's world, not of a model
+        sentence = "Simulated: " + sentence
     return {"a": a, "b": b, "questions": len(shared), "wins": wins, "losses": losses,
-            "ties": ties, "p_value": p, "sentence": sentence}
+            "ties": ties, "p_value": p, "sentence": sentence, "simulated": simulated}
 
 
 def question_table(frame: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
@@ -276,21 +294,30 @@ class Report:
     summary: pd.DataFrame
     questions: pd.DataFrame
     calibrations: list[dict[str, Any]]
+    kind: str = "real"  # which runs these numbers are over (`aggregate.KINDS`)
+    hidden: int = 0  # runs of the experiment of the other kind, not shown
 
     @property
     def labels(self) -> list[str]:
         return [c["label"] for c in self.experiment["spec"]["configs"]]
 
 
-def report(store: Any, experiment_id: str) -> Report:
-    """An experiment's results so far (any time: while it runs too)."""
+def report(store: Any, experiment_id: str, kind: str | None = None) -> Report:
+    """An experiment's results so far (any time: while it runs too), over its real runs, its
+    simulated runs, or both kept apart (`aggregate.split_configs`); by default the real ones
+    when there are any (`aggregate.default_kind`)."""
     experiment = get(store, experiment_id)
-    spec = experiment["spec"]
-    frame = runs_frame(store, experiment_id)
+    every = runs_frame(store, experiment_id)
+    kind = kind or default_kind(every)
+    if kind not in KINDS:
+        raise ConfigError(f"runs must be one of {', '.join(KINDS)}, got {kind!r}", "input")
+    frame, configs = split_configs(every, experiment["spec"]["configs"], kind)
+    spec = {**experiment["spec"], "configs": configs}
     calibrations = [calibration(frame, c["label"], signal) for signal in SIGNALS
                     for c in spec["configs"]]
-    return Report(experiment, progress(store, experiment_id), frame, summary(frame, spec),
-                  question_table(frame, spec), [c for c in calibrations if c["n"]])
+    return Report({**experiment, "spec": spec}, progress(store, experiment_id), frame,
+                  summary(frame, spec), question_table(frame, spec),
+                  [c for c in calibrations if c["n"]], kind, len(every) - len(frame))
 
 
 # --------------------------------------------------------------------------- figures
@@ -322,20 +349,27 @@ def reliability_figure(calibrations: Sequence[Mapping[str, Any]], title: str = "
     return fig
 
 
-def accuracy_figure(table: pd.DataFrame) -> Any:
-    """Accuracy per configuration with its 95% Wilson interval as error bars."""
+def accuracy_figure(table: pd.DataFrame, title: str = "") -> Any:
+    """Accuracy per configuration with its 95% Wilson interval as error bars and its n in
+    the hover; a bar over fewer than `FEW` scored runs is faded and says its n."""
     import plotly.graph_objects as go
     scored = table[table["scored"] > 0]
+    few = [int(n) < FEW for n in scored["scored"]]
     fig = go.Figure(go.Bar(
         x=[html_text(label) for label in scored["configuration"]],  # labels are text
         y=list(scored["accuracy"]),
+        marker={"color": ["rgba(53,88,201,0.4)" if f else "#3558c9" for f in few]},
+        text=[f"n={n}" if f else "" for n, f in zip(scored["scored"], few, strict=True)],
         error_y={"type": "data", "symmetric": False,
                  "array": list(scored["accuracy_high"] - scored["accuracy"]),
                  "arrayminus": list(scored["accuracy"] - scored["accuracy_low"])},
-        customdata=list(zip(scored["correct"], scored["scored"], strict=True)),
-        hovertemplate="%{x}: %{y:.0%} (%{customdata[0]}/%{customdata[1]})<extra></extra>"))
+        customdata=list(zip(scored["correct"], scored["scored"], scored["accuracy_low"],
+                            scored["accuracy_high"], strict=True)),
+        hovertemplate="%{x}: %{y:.0%} (%{customdata[0]}/%{customdata[1]}, n=%{customdata[1]}; "
+                      "95% CI %{customdata[2]:.0%}–%{customdata[3]:.0%})<extra></extra>"))
     fig.update_layout(template="plotly_white", height=320,
-                      margin={"l": 10, "r": 10, "t": 10, "b": 10},
+                      title={"text": html_text(title)} if title else None,
+                      margin={"l": 10, "r": 10, "t": 40 if title else 10, "b": 10},
                       yaxis={"title": "accuracy (95% Wilson interval)", "range": [0, 1.05],
                              "tickformat": ".0%"})
     return fig

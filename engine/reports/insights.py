@@ -15,24 +15,33 @@ import pandas as pd
 
 from engine.protocols import REGISTRY
 from engine.reports.aggregate import (
+    KINDS,
     RUN_COLUMNS,
+    SIMULATED_SUFFIX,
     as_flag,
     completed,
     counts_by,
+    default_kind,
     flatten,
+    keep_apart,
     mean_by,
     rate_by,
+    rate_table,
     side_by_side,
     spread_by,
 )
 from engine.reports.ballots import flow_links
 from engine.reports.runs import Filters, protocol_titles
-from engine.reports.views import Chart, InsightsData, Section
+from engine.reports.views import NO_LABEL, Chart, InsightsData, Section
 
 __all__ = ["Chart", "Section", "InsightsData", "RUN_COLUMNS", "flatten", "load_runs",
            "results_loader", "report", "rate_by", "counts_by", "mean_by", "spread_by",
            "side_by_side", "completed", "flow_links", "overview_section", "accuracy_section",
-           "cost_section"]
+           "cost_section", "KINDS", "default_kind", "keep_apart", "KIND_TITLES"]
+
+# How a chart's title says which runs it shows (real runs need no word).
+KIND_TITLES = {"real": "", "simulated": " (simulated)",
+               "both": " (simulated and real, kept apart)"}
 
 Results = Callable[[str], pd.DataFrame]
 
@@ -57,7 +66,10 @@ def results_loader(store: Any, filters: Filters) -> Results:
 def overview_section(runs: pd.DataFrame) -> Section:
     simulated = int(runs["simulated"].fillna(False).astype(bool).sum())
     done = int((runs["status"] == "completed").sum())
-    by_status = runs.assign(group=protocol_titles(runs["protocol"]))
+    titles = protocol_titles(runs["protocol"])
+    if runs["simulated"].astype(bool).nunique() > 1:  # both kinds shown: never one bar
+        titles = titles.where(~runs["simulated"].astype(bool), titles + SIMULATED_SUFFIX)
+    by_status = runs.assign(group=titles)
     return Section("overview", "Overview", metrics=[
         ("Runs", f"{len(runs):,}"), ("Completed", f"{done:,}"),
         ("Failed or interrupted", f"{int(runs['status'].isin(['failed', 'interrupted']).sum()):,}"),
@@ -73,13 +85,17 @@ def accuracy_section(runs: pd.DataFrame) -> Section:
         return Section("accuracy", "Accuracy", note="No runs with an expected answer match "
                        "these filters.")
     frame, spec = side_by_side(scored, "correct")
+    table = rate_table(scored.assign(protocol=protocol_titles(scored["protocol"])), "correct",
+                       ["group", "protocol"])
     return Section("accuracy", "Accuracy", metrics=[
         ("Scored runs", f"{len(scored):,}"),
         ("Correct", f"{as_flag(scored['correct']).mean():.0%}")], charts=[
         Chart("rate_bar", frame, "Accuracy by label and protocol",
               "Share of runs whose final answer matched the expected answer, protocols side by "
-              "side (persona panel against vote is the debate-or-vote comparison).",
-              {**spec, "y_title": "correct"})])
+              "side (persona panel against vote is the debate-or-vote comparison), with its "
+              "95% Wilson interval; a bar over fewer than 5 runs is faded and says its n.",
+              {**spec, "y_title": "correct"})],
+        table=table.rename(columns={"group": "label", "shown": "accuracy [95% CI] n"}))
 
 
 def cost_section(runs: pd.DataFrame) -> Section:
@@ -102,13 +118,45 @@ def cost_section(runs: pd.DataFrame) -> Section:
               {"x": "protocol_title", "color": "group", "y_title": "seconds"})])
 
 
-def report(runs: pd.DataFrame, results: Results | None = None) -> list[Section]:
+def _relabelled(load: Results, simulated: set[str]) -> Results:
+    """`load` with the label of every simulated run suffixed, as `keep_apart` does."""
+    def results(protocol: str) -> pd.DataFrame:
+        frame = load(protocol)
+        if frame.empty:
+            return frame
+        mine = frame["id"].isin(simulated)
+        labels = frame["label"].fillna("").replace("", NO_LABEL)
+        return frame.assign(label=labels.where(~mine, labels + SIMULATED_SUFFIX))
+    return results
+
+
+def report(runs: pd.DataFrame, results: Results | None = None,
+           kind: str | None = None) -> list[Section]:
     """The Insights page, section by section: the overview, then each registered protocol's
-    own section (a protocol without runs gets only a note), accuracy, tokens and latency."""
+    own section (a protocol without runs gets only a note), accuracy, tokens and latency.
+
+    Simulated and real runs are never pooled: `kind` "real" or "simulated" shows only those,
+    "both" shows all with every simulated group labelled " (simulated)"; by default
+    `default_kind` (the real runs when there are any). Each chart's title says which
+    (`KIND_TITLES`)."""
     if runs.empty:
         return []
+    kind = kind or default_kind(runs)
     load: Results = results or (lambda protocol: pd.DataFrame(
         columns=["id", "label", "expected", "result"]))
+    if kind == "both":
+        load = _relabelled(load, set(runs.loc[runs["simulated"].astype(bool), "id"]))
+    runs = keep_apart(runs, kind)
+    if runs.empty:
+        return []
+    sections = _sections(runs, load)
+    for section in sections:
+        for chart in section.charts:
+            chart.title += KIND_TITLES[kind]
+    return sections
+
+
+def _sections(runs: pd.DataFrame, load: Results) -> list[Section]:
     sections = [overview_section(runs)]
     for name, spec in REGISTRY.items():
         if spec.insights is None:

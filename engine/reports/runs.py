@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from engine.protocols import REGISTRY
-from engine.reports.views import Block, is_simulated
+from engine.reports.views import Block, is_simulated, simulated_text
 from engine.store import STATUSES
 
 HISTORY_LIMITS = (50, 200, 1000)
@@ -125,9 +125,10 @@ def history_table(frame: pd.DataFrame) -> pd.DataFrame:
         "question": question.where(question.str.len() <= 120, question.str.slice(0, 119) + "…"),
         "outcome": [outcome_text(m) for m in frame["metrics"]],
         "status": frame["status"],
-        "simulated": ["simulated" if is_simulated(s, m) else ""
-                      for s, m in zip(frame["simulated"].tolist(), frame["models"].tolist(),
-                                      strict=True)],
+        "simulated": [simulated_text(s, m, c) for s, m, c in zip(
+            frame["simulated"].tolist(), frame["models"].tolist(),
+            frame["config"].tolist() if "config" in frame else [None] * len(frame),
+            strict=True)],
         "models": frame["models"].fillna(""),
         "calls": frame["calls"].astype(int),
         "degraded": frame["degraded"].astype(int),
@@ -169,6 +170,7 @@ class RunDetail:
     run: dict[str, Any]
     title: str
     simulated: bool
+    simulation: str  # "all", "mixed: <the simulated seats>" or "" (`views.simulation`)
     facts: list[tuple[str, Any]]
     blocks: list[Any]
     transcript: list[dict[str, Any]]
@@ -220,7 +222,8 @@ def run_detail(store: Any, run_id: str) -> RunDetail:
     turns = run.get("turns") or []
     detail = RunDetail(
         run=run, title=protocol_title(run["protocol"]),
-        simulated=is_simulated(run.get("simulated"), run.get("models")),
+        simulated=is_simulated(run.get("simulated"), run.get("models"), run.get("config")),
+        simulation=simulated_text(run.get("simulated"), run.get("models"), run.get("config")),
         facts=_facts(run), blocks=[b for b in blocks if b.kind not in ("tally", "flow")],
         transcript=[_turn_entry(t) for t in turns], timeline=timeline_frame(turns),
         usage=seat_usage(turns), problems=problems + _problems(run, turns, blocks))

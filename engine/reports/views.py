@@ -7,7 +7,7 @@ what before and after, drawn as a Sankey).
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -17,11 +17,76 @@ NO_LABEL = "(no label)"  # how a run without a configuration label is grouped
 ABSTAINED = "(abstained)"  # how an abstention is shown where a stance would be
 
 
-def is_simulated(simulated: Any, models: Any) -> bool:
-    """A run made by the offline simulated model: flagged so by the store, or every model
-    spec it used is `simulated...` (a failed call carries no simulated flag of its own)."""
-    names = [m for m in str(models or "").split(",") if m]
-    return bool(simulated) or (bool(names) and all(m.startswith("simulated") for m in names))
+SIMULATED_PREFIX = "simulated"  # every model spec of the offline simulated model starts so
+
+
+def _seat_models(config: Any) -> list[tuple[str, str]]:
+    """(seat name, model spec) of every seat a stored configuration names (slot order)."""
+    if not isinstance(config, Mapping) or not isinstance(config.get("seats"), Mapping):
+        return []
+    default = str(config.get("model") or "")
+    out = []
+    for slot, value in config["seats"].items():
+        for seat in value if isinstance(value, list) else [value]:
+            if isinstance(seat, Mapping):
+                out.append((str(seat.get("name") or slot), str(seat.get("model") or default)))
+            elif isinstance(seat, str):  # a seat given as its bare model spec
+                out.append((str(slot), seat or default))
+    return out
+
+
+def simulation(simulated: Any, models: Any, config: Any = None) -> tuple[str, list[str]]:
+    """Whether a run is simulated, as text and as the seats the simulated model played.
+
+    A run is simulated when any seat is: the text is "all" when every seat is, "mixed: judge,
+    critic" when some are (naming them), and "" for a real run. The seats come from the stored
+    configuration; without one (a list read without configurations, an old import) from the
+    run's model specs, and from the store's own flag (a failed call carries no flag)."""
+    seats = _seat_models(config)
+    if seats:
+        names = [name for name, model in seats if model.startswith(SIMULATED_PREFIX)]
+        everyone = len(names) == len(seats)
+    else:
+        specs = [m for m in str(models or "").split(",") if m]
+        names = [m for m in specs if m.startswith(SIMULATED_PREFIX)]
+        everyone = len(names) == len(specs)
+        if not names and bool(simulated):
+            return "all", []
+    if not names:
+        return "", []
+    return ("all" if everyone else "mixed: " + ", ".join(names)), names
+
+
+def simulated_text(simulated: Any, models: Any, config: Any = None) -> str:
+    """"all", "mixed: <seats>" or "" (see `simulation`)."""
+    return simulation(simulated, models, config)[0]
+
+
+def is_simulated(simulated: Any, models: Any, config: Any = None) -> bool:
+    """A run any seat of which the offline simulated model played (see `simulation`)."""
+    return bool(simulation(simulated, models, config)[0])
+
+
+def simulated_suffix(run: Mapping[str, Any]) -> str:
+    """What a one-line summary of a run (a stored run's dict) appends: " (simulated)" when
+    the simulated model played every seat, " (simulated seats: judge, critic)" when it
+    played some, "" for a real run."""
+    text = simulated_text(run.get("simulated"), run.get("models"), run.get("config"))
+    return "" if not text else " (simulated)" if text == "all" else \
+        f" (simulated seats: {text.removeprefix('mixed: ')})"
+
+
+def simulation_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """Stored runs as exports list them: `simulated` true when any seat is (see
+    `simulation`), and `simulated_seats` naming the seats the simulated model played
+    (comma-separated)."""
+    configs = frame["config"].tolist() if "config" in frame else [None] * len(frame)
+    found = [simulation(s, m, c) for s, m, c in zip(frame["simulated"].tolist(),
+                                                     frame["models"].tolist(), configs)]
+    at = list(frame.columns).index("simulated") + 1
+    out = frame.assign(simulated=[bool(text) for text, _ in found])
+    out.insert(at, "simulated_seats", [",".join(seats) for _, seats in found])
+    return out
 
 
 Kind = Literal["metrics", "text", "table", "warning", "caption", "tally", "flow"]
@@ -67,13 +132,15 @@ class Chart:
 
 @dataclass
 class Section:
-    """A part of the Insights page; `note` stands in for the charts when there are none."""
+    """A part of the Insights page; `note` stands in for the charts when there are none;
+    `table` is an aggregate table shown under the charts (its `few` rows greyed)."""
 
     key: str
     title: str
     charts: list[Chart] = field(default_factory=list)
     metrics: list[tuple[str, str]] = field(default_factory=list)
     note: str = ""
+    table: pd.DataFrame | None = None
 
 
 @dataclass

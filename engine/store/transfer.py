@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from sqlalchemy import select
 
 from engine.models import ConfigError, now
+from engine.reports.views import simulation
 from engine.store import records
 from engine.store.database import READ_ONLY
 from engine.store.reading import RunReading
@@ -168,9 +169,17 @@ def turn_columns(run_id: str, turn: TurnRecord) -> dict[str, Any]:
 class Transfer(RunReading):
     """The store's export and import of runs (a part of `Store`)."""
 
+    def exported(self, run_id: str) -> dict[str, Any]:
+        """One run as an export holds it: `get(run_id)` with `simulated` true when any seat
+        is and `simulated_seats` naming the seats the simulated model played (an import
+        ignores the list and keeps the flag)."""
+        run = self.get(run_id)
+        text, seats = simulation(run["simulated"], run["models"], run["config"])
+        return {**run, "simulated": bool(text), "simulated_seats": seats}
+
     def export_run(self, run_id: str) -> str:
         """One run as a JSON document (row, result and turns with prompts and replies)."""
-        return json.dumps(self.get(run_id), ensure_ascii=False, default=str, indent=2)
+        return json.dumps(self.exported(run_id), ensure_ascii=False, default=str, indent=2)
 
     def export_jsonl(self, run_ids: Iterable[str] | None = None) -> str:
         """Many runs as JSON lines (all runs when `run_ids` is None)."""
@@ -178,7 +187,7 @@ class Transfer(RunReading):
             with self.engine.connect() as connection:
                 run_ids = list(connection.execute(select(RunRow.id).order_by(
                     RunRow.created_at.desc())).scalars())
-        return "".join(json.dumps(self.get(i), ensure_ascii=False, default=str) + "\n"
+        return "".join(json.dumps(self.exported(i), ensure_ascii=False, default=str) + "\n"
                        for i in run_ids)
 
     def import_runs(self, data: str | bytes) -> list[str]:
