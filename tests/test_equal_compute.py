@@ -153,10 +153,12 @@ def test_cli_flag_and_spec_key_add_the_baselines(tmp_path, capsys):
                     encoding="utf-8")
     assert main(["experiment", "run", str(spec), "--db", url, "--quiet"]) == 0
     out = capsys.readouterr().out
-    sentences = [line for line in out.splitlines() if line.startswith("On ")]
-    assert sentences[0].startswith("On 2 questions, d was right more often than "
-                                   "d · equal-compute vote (7 samples)")
-    assert "than p · equal-compute vote (8 samples)" in sentences[1]
+    # Simulated runs: each sentence says so, and each group carries " (simulated)".
+    sentences = [line.removeprefix("Simulated: ") for line in out.splitlines()
+                 if line.startswith("Simulated: On ")]
+    assert sentences[0].startswith("On 2 questions, d (simulated) was right more often than "
+                                   "d · equal-compute vote (7 samples) (simulated)")
+    assert "than p · equal-compute vote (8 samples) (simulated)" in sentences[1]
     assert len(sentences) == 3  # each with its own baseline, then d against p
 
 

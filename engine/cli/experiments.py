@@ -72,13 +72,16 @@ def comparisons(result: Report) -> list[tuple[str, str]]:
     own equal-compute baseline first (when the experiment has them), then every pair of the
     other configurations."""
     shown = set(result.labels)
-
-    def as_shown(label: str) -> str:  # simulated groups carry a suffix when shown
-        return label if label in shown or label + SIMULATED_SUFFIX not in shown else \
-            label + SIMULATED_SUFFIX
-
-    pairs = baselines_of(result.experiment["spec"])
-    own = [(as_shown(p["of"]), as_shown(p["label"])) for p in pairs]
+    # The report lists simulated groups under a suffixed label: pair on the stored labels,
+    # then show each pair as real and as simulated, wherever both sides have runs.
+    spec = result.experiment["spec"]
+    stored = list({c["label"].removesuffix(SIMULATED_SUFFIX): {
+        **c, "label": c["label"].removesuffix(SIMULATED_SUFFIX)} for c in spec["configs"]}
+        .values())
+    pairs = baselines_of({**spec, "configs": stored})
+    own = [(p["of"] + suffix, p["label"] + suffix) for p in pairs
+           for suffix in ("", SIMULATED_SUFFIX)
+           if p["of"] + suffix in shown and p["label"] + suffix in shown]
     added = {b for _, b in own}
     labels = [label for label in result.labels if label not in added]
     return own + [(a, b) for i, a in enumerate(labels) for b in labels[i + 1:]]
