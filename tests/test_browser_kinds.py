@@ -1,0 +1,70 @@
+"""In a real browser: runs on a real server (the loopback OpenAI-compatible test server, over
+HTTP) and simulated runs, side by side on Insights and in an experiment's results, kept apart
+and labelled. Saves the screenshots 08-insights-real-and-simulated and
+09-experiment-real-and-simulated to $PARLEY_SCREENSHOTS (or a temporary folder).
+"""
+from __future__ import annotations
+
+from openai_stub import SimulatedOpenAI
+from test_browser import GENEROUS_MS, app, goto, page, settle, shots  # noqa: F401
+
+from engine import Store
+from engine import experiments as ex
+from engine.protocols import arun_config, run_sync
+from engine.questions import DEFINITE
+
+QUESTIONS = DEFINITE[:3]
+
+
+def fill(db_url: str, base_url: str) -> str:
+    """Real and simulated runs of the same configurations, and an experiment with both."""
+    store = Store(db_url)
+    real = f"openai:stub-model?base_url={base_url}"  # given by this code: no key needed
+    for question in QUESTIONS:
+        for protocol in ("vote", "debate"):
+            for model in ("simulated", real):
+                run_sync(arun_config({"protocol": protocol, "model": model}, question.text,
+                                     store=store, label=protocol, expected=question.expected))
+    plan = ex.plan({"name": "real and simulated",
+                    "questions": [{"question": q.text, "expected": q.expected}
+                                  for q in QUESTIONS],
+                    "configs": [{"label": "vote", "protocol": "vote", "model": "simulated"},
+                                {"label": "vote on a server", "protocol": "vote",
+                                 "model": real}],
+                    "repeats": 1, "concurrency": 4}, store)
+    experiment_id = ex.create(store, plan)
+    ex.run_experiment(store, experiment_id)  # run_sync: Playwright's loop is running here
+    return experiment_id
+
+
+def show_both(page) -> None:  # noqa: F811
+    page.get_by_text("Both, side by side").first.click()
+    settle(page)
+    page.get_by_text("(simulated)").first.wait_for(timeout=GENEROUS_MS)
+
+
+def test_real_and_simulated_runs_are_kept_apart_and_labelled(app, page, shots):  # noqa: F811
+    base, db_url = app
+    with SimulatedOpenAI() as server:
+        experiment_id = fill(db_url, server.base_url)
+    store = Store(db_url)
+    runs = store.runs()
+    assert sorted(runs["simulated"].astype(bool).value_counts().to_dict().items()) == [
+        (False, 9), (True, 9)]  # 6 real and 6 simulated runs, 3 + 3 in the experiment
+
+    goto(page, base, "/insights")
+    main = page.locator("[data-testid='stMain']")
+    page.get_by_text("Both, side by side").first.wait_for()
+    assert "(simulated)" not in main.inner_text()  # real runs only, by default
+    show_both(page)
+    text = main.inner_text()
+    assert "(simulated)" in text and "simulated and real, kept apart" in text
+    page.screenshot(path=str(shots / "08-insights-real-and-simulated.png"), full_page=True)
+
+    goto(page, base, f"/experiments?experiment={experiment_id}")
+    page.get_by_text("Both, side by side").first.wait_for()
+    show_both(page)
+    text = main.inner_text()
+    assert "vote (simulated)" in text and "vote on a server" in text
+    page.screenshot(path=str(shots / "09-experiment-real-and-simulated.png"), full_page=True)
+    assert page.dialogs == [], page.dialogs
