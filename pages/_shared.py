@@ -178,11 +178,15 @@ def md(text: Any) -> str:
     return escaped.replace("\r\n", "\n").replace("\n", "  \n")
 
 
-def simulated_note(simulated: bool) -> None:
-    """The visible label every simulated run carries."""
+def simulated_note(simulated: bool, worlds: Iterable[str] = ()) -> None:
+    """The visible label every simulated run carries, with the world it was made in: the
+    simulator's parameters, and that its only truth is the run's expected answer."""
     if simulated:
         st.caption(":material/science: **simulated** — made by the offline simulated model, "
-                   "not a real LLM")
+                   "not a real LLM: seeded agent dynamics whose only truth is the run's "
+                   "expected answer")
+        for world in worlds:
+            st.caption(md(f"simulated world: {world}"))
 
 
 def render_blocks(blocks: Iterable[Any]) -> None:

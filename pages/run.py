@@ -11,7 +11,7 @@ from engine import REGISTRY, ConfigError, get_protocol, prompt_templates
 from engine.llm.providers import SPEC_HELP
 from engine.questions import QUESTION_SETS
 from engine.reports import runs as runs_report
-from engine.reports.views import Block
+from engine.reports.views import Block, is_simulated, worlds
 from engine.services import library
 from pages import _shared
 
@@ -120,7 +120,9 @@ def watch(run_id: str) -> None:
     st.text(run["question"])
     if run.get("label"):
         st.caption(md(f"label: {run['label']}"))
-    _shared.simulated_note(bool(run.get("simulated")))
+    _shared.simulated_note(bool(run.get("simulated")) or is_simulated(
+        run.get("simulated"), run.get("models"), run.get("config")),
+        worlds(run.get("models"), run.get("config")))
     icons = _shared.seat_icons(run)
     if run["status"] == "running":
         live(run_id, run["protocol"], icons)

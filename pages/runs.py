@@ -8,6 +8,7 @@ import streamlit as st
 from engine import ConfigError
 from engine.reports import charts, insights
 from engine.reports import runs as history
+from engine.reports.views import worlds
 from pages import _shared
 
 store = _shared.store()
@@ -170,7 +171,8 @@ def show_detail(run_id: str) -> None:
         st.success(md(flash))
     st.title(md(f"{detail.title} · run {run['id']}"))
     _shared.read_only_banner(store)
-    _shared.simulated_note(detail.simulation == "all")
+    _shared.simulated_note(detail.simulation == "all",
+                           worlds(run.get("models"), run.get("config")))
     if detail.simulation.startswith("mixed"):
         seats = detail.simulation.removeprefix("mixed: ")
         st.caption(f":material/science: **simulated seats** ({md(seats)}) — played by the "

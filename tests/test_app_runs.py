@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from engine import Store, run_debate, run_peer_review
+from engine import Store, run_debate, run_peer_review, run_vote
 from apptest_helpers import plain
 from engine.services.tasks import TaskRunner
 from engine.protocols.panel import run_panel
@@ -186,3 +186,13 @@ def test_rerun_starts_the_same_configuration(db, stored):
     old, new = db.get(review.run_id), db.get(new_id)
     assert new["config"] == old["config"] and new["question"] == old["question"]
     assert new["label"] == "beta"
+
+
+def test_a_simulated_run_shows_the_world_it_was_made_in(db):
+    vote = run_vote("How much does the ball cost?", voters=[
+        "simulated?skill=0.5&seed=2", "simulated?skill=0.5&seed=2", "simulated"],
+        store=db, expected="0.05")
+    text = shown(open_page(vote.run_id))
+    assert "only truth is the run's expected answer" in text
+    assert "simulated world: skill 0.5 · conformity 0.3 · persuasion 0.4 · seed 2" in text
+    assert "simulated world: skill 0.7 · conformity 0.3 · persuasion 0.4 · seed 0" in text

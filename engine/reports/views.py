@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 import pandas as pd
 
+from engine.models import ConfigError
+
 NO_LABEL = "(no label)"  # how a run without a configuration label is grouped
 ABSTAINED = "(abstained)"  # how an abstention is shown where a stance would be
 
@@ -55,6 +57,24 @@ def simulation(simulated: Any, models: Any, config: Any = None) -> tuple[str, li
     if not names:
         return "", []
     return ("all" if everyone else "mixed: " + ", ".join(names)), names
+
+
+def worlds(models: Any, config: Any = None) -> list[str]:
+    """The simulated worlds a run's seats lived in, one line per distinct parameter set, e.g.
+    "skill 0.7 · conformity 0.3 · persuasion 0.4 · seed 0" (defaults filled in)."""
+    from engine.simulated import world_of
+    specs = [model for _, model in _seat_models(config)] or [
+        m for m in str(models or "").split(",") if m]
+    out: list[str] = []
+    for spec in dict.fromkeys(s for s in specs if s.startswith(SIMULATED_PREFIX)):
+        try:
+            world = world_of(spec)
+        except ConfigError:  # a stored spec this version cannot read: say nothing invented
+            continue
+        line = " · ".join(f"{name} {value:g}" for name, value in world.items())
+        if line not in out:
+            out.append(line)
+    return out
 
 
 def simulated_text(simulated: Any, models: Any, config: Any = None) -> str:

@@ -33,6 +33,7 @@ import random
 import threading
 import time
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
@@ -188,3 +189,11 @@ class SimulatedChatModel(BaseChatModel):
             await asyncio.sleep(wait)
         return ChatResult(generations=[ChatGeneration(
             message=self._reply(messages, task, fault))])
+
+
+def world_of(spec: str) -> dict[str, Any]:
+    """The world (parameters, defaults filled in) a `simulated?...` spec string sets; a
+    `ConfigError` when the spec is not one this model takes."""
+    query = urlsplit(spec.strip()).query
+    model = SimulatedChatModel.from_options(dict(parse_qsl(query, keep_blank_values=True)))
+    return dict(model.world.params())
