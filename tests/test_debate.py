@@ -546,9 +546,9 @@ def test_scored_debates_count_in_insights_accuracy(recording_model, store):
                    max_rounds=1, retries=0, expected="0.05", store=store)
     runs = load_runs(store, Filters())
     accuracy = dict(accuracy_section(runs).metrics)
-    assert accuracy == {"Scored runs": "2", "Correct": "50%"}
+    assert accuracy == {"Scored runs": "2", "Correct": "50% [9%–91%] n=2"}  # rate, Wilson, n
     debate_section = next(s for s in report(runs) if s.key == "debate")
-    assert dict(debate_section.metrics)["Judge's answer right"] == "50% of 2"
+    assert dict(debate_section.metrics)["Judge's answer right"] == "50% [9%–91%] n=2"
 
 
 def scripted_experiment(store, recording_model, judges):

@@ -21,7 +21,7 @@ from engine.protocols.checks import (
     unique_names,
 )
 from engine.protocols.templates import Template, render
-from engine.reports.aggregate import as_flag, completed, numbers, rate_by
+from engine.reports.aggregate import as_flag, completed, numbers, rate_by, rate_text
 from engine.reports.views import Block, Chart, InsightsData, Section, warnings_block
 
 ARGUMENT_ERROR = "Error: Unable to generate argument."
@@ -271,7 +271,7 @@ def _insights(data: InsightsData) -> Section:
         ("Debates", f"{len(debates):,}"),
         ("Mean judge confidence", f"{confidence['confidence'].mean():.2f}"
          if not confidence.empty else "—"),
-        ("Judge's answer right", f"{right.mean():.0%} of {len(right):,}"
+        ("Judge's answer right", rate_text(int(right.sum()), len(right))
          if not right.empty else "—")], charts=[
         Chart("histogram", confidence, "Judge confidence",
               "How confident the judge said it was (0 to 1), per label; its own reading, not "

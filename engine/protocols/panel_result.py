@@ -18,7 +18,7 @@ from engine.protocols.ballots import (
     tally_outcome,
     tally_rows,
 )
-from engine.reports.aggregate import completed, rate_by
+from engine.reports.aggregate import completed, rate_by, rate_text
 from engine.reports.ballots import (
     ballots_frame,
     correctness_flow_links,
@@ -184,8 +184,8 @@ def insights(data: InsightsData) -> Section:
     section = Section("panel", "Persona panel", metrics=[("Panels", f"{len(panels):,}")])
     by_label = mind_change_by_label(panels)
     if not by_label.empty:
-        section.metrics.append(("Mind-change rate",
-                                f"{by_label['changes'].sum() / by_label['n'].sum():.0%}"))
+        section.metrics.append(("Mind-change rate", rate_text(
+            int(by_label["changes"].sum()), int(by_label["n"].sum()))))
         section.charts.append(Chart(
             "rate_bar", by_label, "Mind-change rate per label",
             "Share of debaters whose stance changed between proposal and rebuttal: measured "

@@ -21,7 +21,7 @@ from engine.protocols.checks import (
     unique_names,
 )
 from engine.protocols.templates import Template, render
-from engine.reports.aggregate import as_flag, completed, counts_by, numbers, rate_by
+from engine.reports.aggregate import as_flag, completed, counts_by, numbers, rate_by, rate_text
 from engine.reports.views import Block, Chart, InsightsData, Section, warnings_block
 
 REVIEW_UNAVAILABLE = "Review unavailable: "
@@ -197,7 +197,8 @@ def _insights(data: InsightsData) -> Section:
                    key=lambda o: int(o.rsplit(" ", 1)[1])) + ["not approved"]
     return Section("peer-review", "Peer review", metrics=[
         ("Reviews", f"{len(reviews):,}"),
-        ("Approved", f"{approved.mean():.0%}" if approved.notna().any() else "—")], charts=[
+        ("Approved", rate_text(int(approved.dropna().sum()), int(approved.notna().sum()))
+         if approved.notna().any() else "—")], charts=[
         Chart("rate_bar", rate_by(reviews, "m_approved"), "Approval rate",
               "Share of peer reviews the reviewer approved within the iteration limit, per "
               "label.", {"y_title": "reviews"}),

@@ -27,6 +27,7 @@ from engine.reports.aggregate import (
     mean_by,
     rate_by,
     rate_table,
+    rate_text,
     side_by_side,
     spread_by,
 )
@@ -89,7 +90,8 @@ def accuracy_section(runs: pd.DataFrame) -> Section:
                        ["group", "protocol"])
     return Section("accuracy", "Accuracy", metrics=[
         ("Scored runs", f"{len(scored):,}"),
-        ("Correct", f"{as_flag(scored['correct']).mean():.0%}")], charts=[
+        ("Correct", rate_text(int(as_flag(scored["correct"]).sum()),
+                              int(as_flag(scored["correct"]).notna().sum())))], charts=[
         Chart("rate_bar", frame, "Accuracy by label and protocol",
               "Share of runs whose final answer matched the expected answer, protocols side by "
               "side (persona panel against vote is the debate-or-vote comparison), with its "
