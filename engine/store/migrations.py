@@ -6,6 +6,8 @@ whose seats all name their slot is regrouped; one without slots (a result saved 
 configuration) keeps no seats, and such a run says it cannot be re-run. Saved library
 configurations are normalised the same way. A run's metrics gain the `outcome` line its
 protocol writes now, read from its stored result.
+
+`0005_degraded_runs`: runs gain `degraded_run` and `lost` (see `degraded_runs`).
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, inspect, select, text, update
 
 _SEAT_KEYS = ("name", "model", "persona", "persona_name", "role", "temperature", "icon")
 
@@ -78,3 +80,17 @@ def configs_by_slot(connection: Connection) -> None:
         new = {**stored, **spec.metrics(typed)}  # the current signals win over old keys
         connection.execute(update(runs).where(runs.c.id == run_id).values(
             metrics=json.dumps(new, ensure_ascii=False, default=str)))
+
+
+def degraded_runs(connection: Connection) -> None:
+    """Migration 0005: the run-level `degraded_run` flag and `lost` text (what a completed
+    run lost: a decisive call, or most of its turns). A database made before it gains the two
+    columns, unset for its old runs (their losses were never assessed); a new database has
+    them from `0001`."""
+    present = {c["name"] for c in inspect(connection).get_columns("runs")}
+    false = "false" if connection.dialect.name == "postgresql" else "0"
+    if "degraded_run" not in present:
+        connection.execute(text(f"ALTER TABLE runs ADD COLUMN degraded_run BOOLEAN NOT NULL "
+                                f"DEFAULT {false}"))
+    if "lost" not in present:
+        connection.execute(text("ALTER TABLE runs ADD COLUMN lost TEXT NOT NULL DEFAULT ''"))
