@@ -23,7 +23,8 @@ def runs_frame(*rows: dict) -> pd.DataFrame:
     """A frame shaped like `Store.runs()` (metrics, config and tags parsed)."""
     base = {"question": "Q", "expected": None, "config": {}, "label": None, "tags": [],
             "status": "completed", "error": "", "metrics": {}, "models": "simulated",
-            "simulated": True, "correct": None, "calls": 1, "degraded": 0, "tokens_in": 0,
+            "simulated": True, "correct": None, "calls": 1, "degraded": 0,
+            "degraded_run": False, "lost": "", "tokens_in": 0,
             "tokens_out": 0, "latency": 0.0, "duration": 0.0, "created_at": NOW}
     return pd.DataFrame([{**base, "id": f"r{i}", **row} for i, row in enumerate(rows)])
 
