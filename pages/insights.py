@@ -26,7 +26,11 @@ if runs.empty:
     st.stop()
 sections = insights.report(runs, insights.results_loader(store, filters))
 st.caption("Grouped by configuration label; runs made by the offline model count as "
-           "`simulated` in the overview. Rates count completed runs only.")
+           "`simulated` in the overview. Rates, means and calibration count completed runs "
+           "only: failed and interrupted runs are counted in the overview and nowhere else. "
+           "Degraded runs (completed, but a decisive call or most turns failed) are among the "
+           "completed; a value a failure took from them, such as a failed judge's confidence, "
+           "is left out, never counted as 0.")
 
 for section in sections:
     st.subheader(section.title)

@@ -286,8 +286,8 @@ def test_report_skips_protocols_without_runs_with_a_note():
     assert sections["panel"].note and not sections["panel"].charts
     assert sections["duel"].note == "No completed duel runs match these filters."
     assert dict(sections["overview"].metrics) == {"Runs": "4", "Completed": "3",
-                                                  "Failed or interrupted": "1",
-                                                  "Simulated": "4"}
+                                                  "Degraded": "0", "Failed": "1",
+                                                  "Interrupted": "0", "Simulated": "4"}
     debate = sections["debate"]
     assert dict(debate.metrics)["Mean judge confidence"] == "0.70"
     high = debate.charts[1].data.set_index("group")

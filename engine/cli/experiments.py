@@ -36,8 +36,9 @@ def summary_text(result: Report) -> str:
     view = pd.DataFrame({
         "configuration": table["configuration"],
         "runs": [f"{r}/{p}" + (f" ({f} failed)" if f else "") + (f" ({i} stopped)" if i else "")
-                 for r, p, f, i in zip(table["runs"], table["planned"], table["failed"],
-                                       table["interrupted"])],
+                 + (f" ({d} degraded)" if d else "")
+                 for r, p, f, i, d in zip(table["runs"], table["planned"], table["failed"],
+                                          table["interrupted"], table["degraded"])],
         "accuracy [95% CI]": [f"{_pct(a)} [{_pct(lo)}-{_pct(hi)}]" if n else "-"
                               for a, lo, hi, n in zip(table["accuracy"], table["accuracy_low"],
                                                       table["accuracy_high"], table["scored"])],

@@ -11,7 +11,8 @@ import pandas as pd
 from engine.reports.views import NO_LABEL, is_simulated
 
 RUN_COLUMNS = ["id", "protocol", "label", "status", "created_at", "simulated", "correct",
-               "calls", "degraded", "tokens_in", "tokens_out", "latency", "duration"]
+               "calls", "degraded", "degraded_run", "tokens_in", "tokens_out", "latency",
+               "duration"]
 
 
 def flatten(frame: pd.DataFrame) -> pd.DataFrame:

@@ -53,8 +53,8 @@ def _signals(metrics: Mapping[str, Any], expected: str | None) -> dict[str, Any]
 RUN_COLUMNS = ["id", "label", "protocol", "q", "repeat", "question", "expected", "status",
                "counted", "superseded", "correct", "answer", "level", "consensus", "judge",
                "mind_changes", "seats", "persuaded", "misled", "first_answer", "changed",
-               "shift", "calls", "degraded", "tokens", "seconds", "simulated", "created_at",
-               "link"]
+               "shift", "calls", "degraded", "degraded_run", "lost", "tokens", "seconds",
+               "simulated", "created_at", "link"]
 
 
 def runs_frame(store: Any, experiment_id: str) -> pd.DataFrame:
@@ -79,7 +79,8 @@ def runs_frame(store: Any, experiment_id: str) -> pd.DataFrame:
             "status": run["status"], "counted": first, "superseded": SUPERSEDED in run["tags"],
             "correct": None if correct is None or correct != correct else bool(correct),
             **_signals(run["metrics"], run["expected"]), "calls": run["calls"],
-            "degraded": run["degraded"], "tokens": run["tokens_in"] + run["tokens_out"],
+            "degraded": run["degraded"], "degraded_run": bool(run["degraded_run"]),
+            "lost": run["lost"], "tokens": run["tokens_in"] + run["tokens_out"],
             "seconds": run["duration"], "simulated": bool(run["simulated"]),
             "created_at": run["created_at"],
             "link": f"{RUNS_PAGE}?run={quote(str(run['id']), safe='')}"})
@@ -117,7 +118,7 @@ def _mean(values: pd.Series) -> float:
 
 
 SUMMARY_COLUMNS = ["configuration", "protocol", "runs", "planned", "failed", "interrupted",
-                   "scored",
+                   "degraded", "scored",
                    "correct", "accuracy", "accuracy_low", "accuracy_high", "high", "medium",
                    "low", "consensus_ece", "consensus_brier", "judge_ece", "judge_brier",
                    "mind_change_rate", "persuaded", "misled", "answer_changed",
@@ -127,7 +128,8 @@ SUMMARY_COLUMNS = ["configuration", "protocol", "runs", "planned", "failed", "in
 
 # The summary's columns in the groups a page shows them in (configuration first in each).
 SUMMARY_GROUPS = {
-    "Accuracy and confidence levels": ["runs", "planned", "failed", "interrupted", "scored",
+    "Accuracy and confidence levels": ["runs", "planned", "failed", "interrupted", "degraded",
+                                       "scored",
                                        "correct", "accuracy", "accuracy_low",
                                        "accuracy_high", "high", "medium", "low"],
     "Calibration (ECE, Brier)": ["consensus_ece", "consensus_brier", "judge_ece",
@@ -147,7 +149,10 @@ def summary(frame: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
     persuaded / misled seats; answer_changed = runs whose final winner differs from round
     one's, split into changed_better / changed_worse against the expected answer; and the
     mean tokens, seconds and calls per run. `failed` / `interrupted` count the cells with no
-    completed run whose latest run ended so (a resume redoes them).
+    completed run whose latest run ended so (a resume redoes them): their placeholder
+    values never enter a mean, a rate or calibration. `degraded` counts the counted runs that
+    completed but lost a decisive call or most of their turns (they are in `runs` and in the
+    rates; their signals lost to a failure are None and left out).
     """
     planned = len(spec["questions"]) * spec["repeats"]
     rows = []
@@ -171,7 +176,9 @@ def summary(frame: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
         seats = _sum(done["seats"]) if not done.empty else float("nan")
         rows.append({
             "configuration": label, "protocol": config.get("protocol", ""),
-            "runs": len(done), "planned": planned, **unfinished, "scored": len(scored),
+            "runs": len(done), "planned": planned, **unfinished,
+            "degraded": int(done["degraded_run"].astype(bool).sum()) if not done.empty else 0,
+            "scored": len(scored),
             "correct": right, "accuracy": right / len(scored) if len(scored) else float("nan"),
             "accuracy_low": low, "accuracy_high": high,
             **{level: int(levels.get(level, 0)) for level in ("high", "medium", "low")},

@@ -55,20 +55,31 @@ def results_loader(store: Any, filters: Filters) -> Results:
 
 
 def overview_section(runs: pd.DataFrame) -> Section:
+    """How many runs and how they ended: completed, degraded (completed but lost a decisive
+    call or most of their turns), failed (no model call succeeded, or a crash) and
+    interrupted, each counted apart."""
     simulated = int(runs["simulated"].fillna(False).astype(bool).sum())
-    done = int((runs["status"] == "completed").sum())
-    by_status = runs.assign(group=protocol_titles(runs["protocol"]))
+    status = runs["status"]
+    degraded = (status == "completed") & runs["degraded_run"].fillna(False).astype(bool)
+    by_status = runs.assign(group=protocol_titles(runs["protocol"]),
+                            status=status.where(~degraded, "completed (degraded)"))
     return Section("overview", "Overview", metrics=[
-        ("Runs", f"{len(runs):,}"), ("Completed", f"{done:,}"),
-        ("Failed or interrupted", f"{int(runs['status'].isin(['failed', 'interrupted']).sum()):,}"),
+        ("Runs", f"{len(runs):,}"), ("Completed", f"{int((status == 'completed').sum()):,}"),
+        ("Degraded", f"{int(degraded.sum()):,}"),
+        ("Failed", f"{int((status == 'failed').sum()):,}"),
+        ("Interrupted", f"{int((status == 'interrupted').sum()):,}"),
         ("Simulated", f"{simulated:,}")], charts=[Chart(
             "stacked_counts", counts_by(by_status, "status"), "Runs per protocol",
             "How many runs each protocol has, split by how they ended.",
-            {"order": ["completed", "running", "interrupted", "failed"]})])
+            {"order": ["completed", "completed (degraded)", "running", "interrupted",
+                       "failed"]})])
 
 
 def accuracy_section(runs: pd.DataFrame) -> Section:
-    scored = runs[runs["correct"].notna()] if not runs.empty else runs
+    """Accuracy over the completed runs with an expected answer (failed and interrupted runs
+    never count as wrong)."""
+    done = completed(runs)
+    scored = done[done["correct"].notna()] if not done.empty else done
     if scored.empty:
         return Section("accuracy", "Accuracy", note="No runs with an expected answer match "
                        "these filters.")
@@ -77,8 +88,9 @@ def accuracy_section(runs: pd.DataFrame) -> Section:
         ("Scored runs", f"{len(scored):,}"),
         ("Correct", f"{as_flag(scored['correct']).mean():.0%}")], charts=[
         Chart("rate_bar", frame, "Accuracy by label and protocol",
-              "Share of runs whose final answer matched the expected answer, protocols side by "
-              "side (persona panel against vote is the debate-or-vote comparison).",
+              "Share of completed runs whose final answer matched the expected answer, "
+              "protocols side by side (persona panel against vote is the debate-or-vote "
+              "comparison); failed and interrupted runs are left out.",
               {**spec, "y_title": "correct"})])
 
 
