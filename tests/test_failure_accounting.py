@@ -97,22 +97,35 @@ def test_degraded_and_lost_travel_with_an_export(store, tmp_path):
     assert json.loads(store.export_jsonl([run_id]))["lost"] == copied["lost"]
 
 
-def test_an_older_database_gains_the_columns_on_open(tmp_path):
+def test_an_older_database_gains_the_columns_and_its_runs_are_assessed(tmp_path):
+    """Migration 0005 on a database made before it: the columns are added, and runs stored
+    `completed` by the old rule are assessed as a run is now (failed, degraded, signals)."""
     url = f"sqlite:///{tmp_path / 'old.db'}"
     old = Store(url)
-    run_id = debate(old)
+    sound, judgeless, dead = debate(old), debate(old, judge=FAILING), debate(
+        old, everyone=FAILING, judge=FAILING)
+    placeholder = {**old.get(judgeless)["metrics"], "judge_confidence": 0.0}
     with old.engine.begin() as connection:
         connection.execute(text("ALTER TABLE runs DROP COLUMN degraded_run"))
         connection.execute(text("ALTER TABLE runs DROP COLUMN lost"))
+        connection.execute(text("UPDATE runs SET status = 'completed', error = ''"))
+        connection.execute(text("UPDATE runs SET metrics = :m WHERE id = :i"),
+                           {"m": json.dumps(placeholder), "i": judgeless})
         connection.execute(text("DELETE FROM schema_migrations "
                                 "WHERE name = '0005_degraded_runs'"))
     old.engine.dispose()
     reopened = Store(url)
     assert "0005_degraded_runs" in reopened.migrations()
     assert {"degraded_run", "lost"} <= set(reopened.columns("runs"))
-    run = reopened.get(run_id)
-    assert run["status"] == "completed" and not run["degraded_run"] and run["lost"] == ""
-    assert reopened.get(debate(reopened, judge=FAILING))["degraded_run"]
+    kept = reopened.get(sound)
+    assert kept["status"] == "completed" and not kept["degraded_run"] and kept["lost"] == ""
+    flagged = reopened.get(judgeless)
+    assert flagged["status"] == "completed" and flagged["degraded_run"]
+    assert flagged["lost"] == "judge" and flagged["metrics"]["judge_confidence"] is None
+    failed = reopened.get(dead)
+    assert failed["status"] == "failed"
+    assert failed["error"].startswith("no model call succeeded (3 calls")
+    assert reopened.migrate() == []
 
 
 # --------------------------------------------------------------------------- totals
@@ -196,3 +209,15 @@ def test_the_experiment_summary_counts_failed_and_degraded_runs_apart(store):
     assert report.runs.loc[report.runs["label"] == "judge fails", "judge"].isna().all()
     printed = summary_text(report)
     assert "(2 degraded)" in printed and "(2 failed)" in printed
+
+
+@pytest.mark.parametrize("protocol", ["vote", "panel"])
+def test_a_tally_with_no_ballot_stores_no_consensus(store, protocol):
+    """With every seat failed the tally's 0.0 share and its level are placeholders: None."""
+    result = run_sync(arun_config({"protocol": protocol, "model": FAILING}, QUESTION.text,
+                                  store=store, retries=0))
+    run = store.get(result.run_id)
+    assert run["status"] == "failed"
+    metrics = run["metrics"]
+    assert metrics["consensus"] is None and metrics["ratio"] is None
+    assert metrics["level"] is None and metrics["confidence_level"] is None

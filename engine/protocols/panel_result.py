@@ -124,16 +124,19 @@ def signals(result: PanelResult) -> Signals:
              "mind_changes": len(result.mind_changes),
              "claimed_changes": len(result.claimed_changes),
              "claim_mismatches": len(result.claim_mismatches()),
-             "critic_flawed": sum(a.verdict == "flawed" for a in result.critique.assessments),
+             "critic_flawed": sum(a.verdict == "flawed" for a in result.critique.assessments)
+             if result.critique.assessments else None,  # None: the critic failed or was not asked
              "first_round_winner": first.winner or "",
              "first_round_ratio": share(first),
-             "first_round_confidence_level": result.first_round_confidence.level,
+             "first_round_confidence_level": result.first_round_confidence.level
+             if first.positions else None,
              "changed_outcome": first.winner != t.winner,
              "judge_answer": result.answer[:500], "judged": bool(result.answer)}
     if result.change_kinds:
         extra.update({kind: kinds.count(kind) for kind in ("persuaded", "misled", "switched")})
     return Signals(answer=t.winner, first_answer=first.winner, consensus=share(t),
-                   level=result.confidence.level, seats=len(result.proposals),
+                   level=result.confidence.level if t.positions else None,
+                   seats=len(result.proposals),
                    mind_changes=len(result.mind_changes),
                    persuaded=kinds.count("persuaded") if result.change_kinds else None,
                    misled=kinds.count("misled") if result.change_kinds else None, extra=extra)
