@@ -221,3 +221,13 @@ def test_a_tally_with_no_ballot_stores_no_consensus(store, protocol):
     metrics = run["metrics"]
     assert metrics["consensus"] is None and metrics["ratio"] is None
     assert metrics["level"] is None and metrics["confidence_level"] is None
+
+
+def test_the_cli_lists_and_shows_a_degraded_run(tmp_path, capsys):
+    from engine.cli.main import main
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    run_id = debate(Store(url), judge=FAILING)
+    assert main(["runs", "--db", url]) == 0
+    assert "completed (degraded)" in capsys.readouterr().out
+    assert main(["show", run_id, "--db", url]) == 0
+    assert "completed (degraded) (lost: judge)" in capsys.readouterr().out.splitlines()[0]

@@ -237,6 +237,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
+    from engine.reports.runs import status_text
     frame = _store(args).runs(protocol=args.protocol, label=args.label, status=args.status,
                               tag=args.tag, limit=args.limit)
     if args.json:
@@ -247,6 +248,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         return 0
     view = frame[["id", "protocol", "status", "label", "calls", "created_at", "question"]].copy()
     view["question"] = view["question"].str.slice(0, 50)
+    view["status"] = [status_text(s, d) for s, d in zip(frame["status"], frame["degraded_run"])]
     view["created_at"] = view["created_at"].astype(str).str.slice(0, 19)
     _say(view.to_string(index=False))
     for run_id, why in zip(frame["id"], frame["unreadable"]):
@@ -257,6 +259,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from engine.reports.runs import status_text
     store = _store(args)
     try:
         run = store.get(args.run_id)
@@ -267,7 +270,9 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(_json_text(run, indent=2, default=str))
         return 0
     simulated = " (simulated)" if run["simulated"] else ""
-    _say(f"run {run['id']} - {run['protocol']}{simulated} - {run['status']}")
+    _say(f"run {run['id']} - {run['protocol']}{simulated} - "
+         f"{status_text(run['status'], run['degraded_run'])}" +
+         (f" (lost: {run['lost']})" if run["lost"] else ""))
     if run.get("unreadable"):
         _say(f"unreadable: {run['unreadable']}")
     _say(f"question: {run['question']}")
