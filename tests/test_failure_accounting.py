@@ -33,6 +33,11 @@ FAILING = "simulated?fail=1"
 QUESTION = DEFINITE[0]
 
 
+def plain(shown: str) -> str:
+    """A page's text without the escapes that keep it from being read as markdown."""
+    return shown.replace("\\", "")
+
+
 def debate(store: Store, judge: str = "simulated", everyone: str = "simulated",
            label: str = "debates") -> str:
     """A one-round simulated debate; returns its run id."""
@@ -231,3 +236,34 @@ def test_the_cli_lists_and_shows_a_degraded_run(tmp_path, capsys):
     assert "completed (degraded)" in capsys.readouterr().out
     assert main(["show", run_id, "--db", url]) == 0
     assert "completed (degraded) (lost: judge)" in capsys.readouterr().out.splitlines()[0]
+
+
+def test_the_runs_page_shows_a_degraded_run_amber(db_url):
+    store = Store(db_url)
+    run_id = debate(store, judge=FAILING)
+    at = AppTest.from_file(str(Path(PAGE).with_name("runs.py")), default_timeout=60)
+    at.query_params["run"] = run_id
+    at.run()
+    assert not at.exception, at.exception
+    assert any(plain(w.value).startswith("Completed, but degraded: it lost judge")
+               for w in at.warning)
+    assert not any(s.value.startswith("Completed") for s in at.success)
+    assert plain({m.label: m.value for m in at.metric}["Status"]) == "completed (degraded)"
+
+
+def test_the_run_page_shows_a_degraded_run_amber_and_a_failed_one_red(db_url):
+    store = Store(db_url)
+    app = str(Path(PAGE).parent.parent / "app.py")
+    for run_id, kind in ((debate(store, judge=FAILING), "warning"),
+                         (debate(store, everyone=FAILING, judge=FAILING), "error")):
+        at = AppTest.from_file(app, default_timeout=60)
+        at.query_params["run"] = run_id
+        at.run()
+        at.switch_page("pages/run.py")
+        at.query_params["run"] = run_id
+        at.run()
+        assert not at.exception, at.exception
+        assert not at.success
+        shown = [plain(e.value) for e in getattr(at, kind)]
+        assert any("degraded: it lost judge" in v if kind == "warning"
+                   else v.startswith("Failed: no model call succeeded") for v in shown), shown
