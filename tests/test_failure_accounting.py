@@ -27,6 +27,7 @@ from engine.reports import experiments as reports
 from engine.reports import insights
 from engine.reports.runs import Filters, history_table
 from tests.test_openai_http import closed_port, loopback_env, model  # noqa: F401
+from tests.test_store_backends import backend  # noqa: F401
 
 PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "insights.py")
 FAILING = "simulated?fail=1"
@@ -102,11 +103,11 @@ def test_degraded_and_lost_travel_with_an_export(store, tmp_path):
     assert json.loads(store.export_jsonl([run_id]))["lost"] == copied["lost"]
 
 
-def test_an_older_database_gains_the_columns_and_its_runs_are_assessed(tmp_path):
-    """Migration 0005 on a database made before it: the columns are added, and runs stored
-    `completed` by the old rule are assessed as a run is now (failed, degraded, signals)."""
-    url = f"sqlite:///{tmp_path / 'old.db'}"
-    old = Store(url)
+def test_an_older_database_gains_the_columns_and_its_runs_are_assessed(backend):  # noqa: F811
+    """Migration 0005 on a database made before it (SQLite, and PostgreSQL when a server is
+    given): the columns are added, and runs stored `completed` by the old rule are assessed
+    as a run is now (failed, degraded, signals)."""
+    url, old = backend.url, backend
     sound, judgeless, dead = debate(old), debate(old, judge=FAILING), debate(
         old, everyone=FAILING, judge=FAILING)
     placeholder = {**old.get(judgeless)["metrics"], "judge_confidence": 0.0}
