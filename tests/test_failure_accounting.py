@@ -268,3 +268,13 @@ def test_the_run_page_shows_a_degraded_run_amber_and_a_failed_one_red(db_url):
         shown = [plain(e.value) for e in getattr(at, kind)]
         assert any("degraded: it lost judge" in v if kind == "warning"
                    else v.startswith("Failed: no model call succeeded") for v in shown), shown
+
+
+def test_a_saved_result_is_assessed_as_a_run_is(store):
+    judgeless = run_debate("Q?", proponent="simulated", opponent="simulated", judge=FAILING,
+                           max_rounds=1, retries=0)
+    dead = run_debate("Q?", proponent=FAILING, opponent=FAILING, judge=FAILING, max_rounds=1,
+                      retries=0)
+    flagged, failed = store.get(store.save(judgeless)), store.get(store.save(dead))
+    assert flagged["status"] == "completed" and flagged["lost"] == "judge"
+    assert failed["status"] == "failed" and failed["error"].startswith("no model call")

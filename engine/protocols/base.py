@@ -89,6 +89,12 @@ class ProtocolSpec(Generic[R]):
     estimate_waves: Callable[[Mapping[str, Any], Mapping[str, int]], int] | None = None
     lost: Callable[[R], list[str]] = lambda result: []
 
+    def assess(self, result: R) -> tuple[str, list[str]]:
+        """How a run that ended ended: (the error of a run in which no model call succeeded,
+        or ""; what a completed run lost, see `losses`)."""
+        error = no_call_succeeded(result.turns)
+        return error, [] if error else self.losses(result)
+
     def losses(self, result: R) -> list[str]:
         """What a completed run lost: the protocol's decisive calls (`lost`), and most of its
         turns when more than half of them are degraded (the rule every protocol shares)."""
@@ -173,10 +179,9 @@ async def execute(protocol: str, question: str, templates: Mapping[str, Template
     if store is not None:
         from engine.protocols import get_protocol
         spec = get_protocol(protocol)
-        error = no_call_succeeded(result.turns)
+        error, lost = spec.assess(result)
         try:
-            store.finish_run(run_id, result, spec.metrics(result), error=error,
-                             lost=() if error else spec.losses(result))
+            store.finish_run(run_id, result, spec.metrics(result), error=error, lost=lost)
         except StoreWriteError as exc:
             store.end_run(run_id, "failed", str(exc))
             raise

@@ -99,7 +99,6 @@ def degraded_runs(connection: Connection) -> None:
         connection.execute(text("ALTER TABLE runs ADD COLUMN lost TEXT NOT NULL DEFAULT ''"))
     from engine.models import Turn
     from engine.protocols import REGISTRY
-    from engine.protocols.base import no_call_succeeded
     from engine.store import statements
     runs, turns = statements.RUNS, statements.TURNS
     rows = connection.execute(select(runs.c.id, runs.c.protocol, runs.c.result,
@@ -121,8 +120,7 @@ def degraded_runs(connection: Connection) -> None:
                            turns.c.idx, turns.c.phase, turns.c.round, turns.c.seat,
                            turns.c.status, turns.c.error).where(turns.c.run_id == run_id)
                            .order_by(turns.c.idx))]
-        error = no_call_succeeded(typed.turns)
-        lost = [] if error else spec.losses(typed)
+        error, lost = spec.assess(typed)
         connection.execute(update(runs).where(runs.c.id == run_id).values(
             status="failed" if error else "completed", error=error, degraded_run=bool(lost),
             lost="; ".join(lost), metrics=json.dumps({**stored, **spec.metrics(typed)},

@@ -194,7 +194,9 @@ class RunWriting(Database):
 
     def save(self, result: RunResult, label: str | None = None, tags: Iterable[str] = (),
              config: Mapping[str, Any] | None = None) -> str:
-        """Store a finished result (or relabel one already stored); returns the run id."""
+        """Store a finished result (or relabel one already stored); returns the run id. It
+        ends as `execute` ends a run: `failed` when no model call succeeded, else
+        `completed`, flagged degraded when it lost a decisive call or most of its turns."""
         if result.run_id and self.exists(result.run_id):
             new_label, new_tags = records.labels(label, tags)
             with self.writing() as connection:
@@ -217,7 +219,10 @@ class RunWriting(Database):
                                 label=label, tags=tags, expected=result.expected)
         self.add_turns([(run_id, turn) for turn in result.turns])
         result.run_id = run_id
-        self.finish_run(run_id, result)
+        from engine.protocols import get_protocol
+        spec = get_protocol(result.protocol)
+        error, lost = spec.assess(result)
+        self.finish_run(run_id, result, spec.metrics(result), error=error, lost=lost)
         return run_id
 
     def exists(self, run_id: str) -> bool:
