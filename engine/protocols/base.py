@@ -60,7 +60,7 @@ class ProtocolSpec(Generic[R]):
 
     The hooks read the protocol's own typed result: `summary` (the CLI's lines), `outcome`
     (a few words for the runs table), `signals` (the protocol-independent numbers experiments
-    and Insights compare, plus the protocol's own), `view` (the run detail's blocks) and
+    and Insights compare, plus the protocol's own), `view` (the run detail's blocks),
     `insights` (its section of the Insights page, from the runs' stored signals) and `lost`
     (the decisive calls the run lost, as short phrases: a judge, a synthesis, the last
     reviewer; read from the result and its turns).
@@ -188,6 +188,10 @@ async def execute(protocol: str, question: str, templates: Mapping[str, Template
     return result
 
 
+SINGULAR = {"connection errors": "connection error", "empty replies": "empty reply",
+            "unreadable replies": "unreadable reply"}
+
+
 def no_call_succeeded(turns: list[Turn]) -> str:
     """The error of a run in which no model call succeeded, counting the failures by kind
     (`no model call succeeded (7 calls: 5 timed out, 2 connection errors)`); "" when one
@@ -198,8 +202,8 @@ def no_call_succeeded(turns: list[Turn]) -> str:
     for turn in turns:
         kind = failure_kind(turn.error)
         kinds[kind] = kinds.get(kind, 0) + 1
-    counted = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items(),
-                                                           key=lambda item: -item[1]))
+    counted = ", ".join(f"{n} {SINGULAR.get(kind, kind) if n == 1 else kind}"
+                        for kind, n in sorted(kinds.items(), key=lambda item: -item[1]))
     calls = "1 call" if len(turns) == 1 else f"{len(turns)} calls"
     return f"no model call succeeded ({calls}: {counted})"
 
