@@ -205,7 +205,9 @@ def test_the_experiment_summary_counts_failed_and_degraded_runs_apart(store):
     plan = ex.plan({"questions": questions, "configs": [judge_fails, all_fail, sound],
                     "repeats": 1}, store)
     experiment_id = ex.create(store, plan)
-    ex.run_experiment(store, experiment_id)
+    state = ex.run_experiment(store, experiment_id)
+    assert (state.status, state.done, state.failed) == ("incomplete", 4, 2)
+    assert "no model call succeeded" in state.error
     report = reports.report(store, experiment_id)
     table = report.summary.set_index("configuration")
     assert table.loc["judge fails", ["runs", "failed", "degraded"]].tolist() == [2, 0, 2]
