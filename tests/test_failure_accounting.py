@@ -20,7 +20,7 @@ from engine import experiments as ex
 from engine.cli.experiments import summary_text
 from engine.llm.calls import RunStopped
 from engine.models import Seat
-from engine.protocols import arun_config, run_sync
+from engine.protocols import arun_config, get_protocol, run_sync
 from engine.protocols.debate import run_debate
 from engine.questions import DEFINITE
 from engine.reports import experiments as reports
@@ -79,6 +79,10 @@ def test_a_debate_whose_judge_failed_is_completed_and_degraded(store):
     assert "judge" in run["lost"] and run["error"] == ""
     assert run["metrics"]["judge_confidence"] is None  # never the placeholder 0.00
     assert run["metrics"]["outcome"] == "judge failed"
+    spec = get_protocol("debate")
+    typed = spec.read_result(run["result"])
+    assert "confidence: none (the judge failed)" in spec.summary(typed)
+    assert ("Judge confidence", "none (the judge failed)") in spec.view(typed)[0].items
     assert history_table(store.runs())["status"].tolist() == ["completed (degraded)"]
     sound = store.get(debate(store))
     assert sound["status"] == "completed" and not sound["degraded_run"] and sound["lost"] == ""

@@ -238,10 +238,19 @@ def run_debate(topic: str, **kw: Any) -> DebateResult:
     return run_sync(arun_debate(topic, **kw))
 
 
+def _confidence_text(result: DebateResult) -> str:
+    """The judge's confidence as shown: its number, or why there is none (never 0.00)."""
+    if not result.judged:
+        return "none (the judge failed)"
+    if not result.confidence_stated:
+        return "none stated"
+    return f"{result.confidence:.2f}" + (" (high)" if result.is_high_confidence else "")
+
+
 def _summary(result: DebateResult) -> str:
     answer = f"\nanswer: {result.answer[:200]}" if result.answer else ""
-    return (f"verdict: {result.verdict[:200]}{answer}\nconfidence: {result.confidence:.2f}"
-            f"{' (high)' if result.is_high_confidence else ''}; rounds: {len(result.rounds)}")
+    return (f"verdict: {result.verdict[:200]}{answer}\nconfidence: "
+            f"{_confidence_text(result)}; rounds: {len(result.rounds)}")
 
 
 def _outcome(result: DebateResult) -> str:
@@ -269,8 +278,7 @@ def _lost(result: DebateResult) -> list[str]:
 
 
 def _view(r: DebateResult) -> list[Block]:
-    high = " (high)" if r.is_high_confidence else ""
-    blocks = [Block("metrics", items=[("Judge confidence", f"{r.confidence:.2f}{high}"),
+    blocks = [Block("metrics", items=[("Judge confidence", _confidence_text(r)),
                                       ("Answer", r.answer or "—"), ("Rounds", len(r.rounds))]),
               Block("text", "Verdict", r.verdict),
               Block("text", "Reasoning", r.reasoning),
