@@ -185,6 +185,10 @@ if simulated.any() and not simulated.all():
 TITLE = {"real": "", "simulated": " (simulated)", "both": " (simulated and real, kept apart)"}
 
 st.subheader("Results by configuration")
+st.caption("Rates, means and calibration are over each cell's completed run only: failed and "
+           "interrupted cells are counted apart and never enter them. `degraded` counts the "
+           "completed runs that lost a decisive call (a judge, a synthesis, the last reviewer) "
+           "or most of their turns; what they lost is left out of the means.")
 percent = st.column_config.NumberColumn(format="percent")
 three, whole = st.column_config.NumberColumn(format="%.3f"), \
     st.column_config.NumberColumn(format="%.0f")

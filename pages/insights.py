@@ -41,8 +41,12 @@ sections = insights.report(runs, insights.results_loader(store, filters), kind)
 if not sections:
     st.info(f"No {kind} runs match these filters.")
     st.stop()
-st.caption("Grouped by configuration label. Rates count completed runs only; each carries "
-           "its n and 95% Wilson interval, and one over fewer than 5 runs is greyed.")
+st.caption("Grouped by configuration label. Rates, means and calibration count completed "
+           "runs only: failed and interrupted runs are counted in the overview and nowhere "
+           "else. Degraded runs (completed, but a decisive call or most turns failed) are "
+           "among the completed; a value a failure took from them, such as a failed judge's "
+           "confidence, is left out, never counted as 0. Each rate carries its n and 95% "
+           "Wilson interval, and one over fewer than 5 runs is greyed.")
 
 for section in sections:
     st.subheader(section.title)

@@ -82,7 +82,11 @@ def live(run_id: str, protocol: str, icons: dict[str, str]) -> None:
 
 def finished(run: dict, icons: dict[str, str]) -> None:
     status = run["status"]
-    if status == "completed":
+    if status == "completed" and run.get("degraded_run"):
+        st.warning(md(f"Completed in {run['duration']:.1f} s, but degraded: it lost "
+                      f"{run.get('lost') or 'a decisive call'}. Its outcome rests on what "
+                      "is left."))
+    elif status == "completed":
         st.success(f"Completed in {run['duration']:.1f} s.")
     elif status == "interrupted":
         st.warning(md(f"Interrupted ({run.get('error') or 'stopped'}); the turns made before "

@@ -185,6 +185,10 @@ def show_detail(run_id: str) -> None:
     st.caption(md(" · ".join(m for m in meta if m)))
     if detail.outcome:
         st.markdown(f"**Outcome:** {md(detail.outcome)}")
+    if run["status"] == "completed" and run.get("degraded_run"):
+        st.warning(md(f"Completed, but degraded: it lost {run.get('lost') or 'a decisive call'}."))
+    elif run["status"] == "failed":
+        st.error(md(f"Failed: {run.get('error') or 'unknown error'}"))
     if run["status"] == "running":
         watch_running(run["id"], run["protocol"])
     for column, (label, value) in zip(st.columns(len(detail.facts)), detail.facts):

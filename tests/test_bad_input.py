@@ -260,7 +260,7 @@ def test_missing_api_key_names_the_variable(monkeypatch, store):
     assert store.runs().empty
 
 
-def test_unreachable_base_url_degrades_turns_not_the_run(store, monkeypatch):
+def test_unreachable_base_url_degrades_turns_and_fails_the_run(store, monkeypatch):
     import socket
     with socket.socket() as probe:  # a loopback port with nothing listening
         probe.bind(("127.0.0.1", 0))
@@ -272,7 +272,9 @@ def test_unreachable_base_url_degrades_turns_not_the_run(store, monkeypatch):
     assert all(t.status == "degraded" and t.error for t in result.turns)
     assert result.rounds[0].proponent_argument == "Error: Unable to generate argument."
     assert result.verdict.startswith("Unable to reach verdict due to error:")
-    assert store.get(result.run_id)["status"] == "completed"
+    row = store.get(result.run_id)  # no call succeeded: the run is failed, and says why
+    assert row["status"] == "failed"
+    assert row["error"].startswith("no model call succeeded (3 calls: 3 ")
 
 
 def test_sql_metacharacters_and_html_are_kept_as_plain_data(store):

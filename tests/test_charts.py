@@ -133,7 +133,7 @@ def test_figure_draws_every_chart_of_a_report():
     runs = insights.flatten(pd.DataFrame([{
         "id": "r", "protocol": "debate", "label": "L", "status": "completed", "models": "m",
         "created_at": None, "simulated": True, "correct": True, "calls": 1, "degraded": 0,
-        "tokens_in": 1, "tokens_out": 2, "latency": 0.1, "duration": 0.2,
+        "degraded_run": False, "tokens_in": 1, "tokens_out": 2, "latency": 0.1, "duration": 0.2,
         "metrics": {"judge_confidence": 0.8, "high_confidence": True}}]))
     drawn = [charts.figure(c) for s in insights.report(runs) for c in s.charts]
     assert drawn and all(isinstance(f, go.Figure) and f.data for f in drawn)

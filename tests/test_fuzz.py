@@ -334,7 +334,9 @@ def test_any_reply_degrades_only_its_own_turn(protocol, reply, tmp_path_factory)
     store = _import_store()
     result = PROTOCOLS[protocol](_model(reply), store)
     row = store.get(result.run_id)
-    assert row["status"] == "completed", row.get("error")
+    # A run is failed only when no model call succeeded (an empty reply in every seat).
+    assert row["status"] == ("completed" if any(t.ok for t in result.turns) else "failed"), \
+        row.get("error")
     assert len(row["turns"]) == len(result.turns)
     for turn in result.turns:
         assert storable(turn.reply) and storable(turn.parsed)

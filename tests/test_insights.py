@@ -23,7 +23,8 @@ def runs_frame(*rows: dict) -> pd.DataFrame:
     """A frame shaped like `Store.runs()` (metrics, config and tags parsed)."""
     base = {"question": "Q", "expected": None, "config": {}, "label": None, "tags": [],
             "status": "completed", "error": "", "metrics": {}, "models": "simulated",
-            "simulated": True, "correct": None, "calls": 1, "degraded": 0, "tokens_in": 0,
+            "simulated": True, "correct": None, "calls": 1, "degraded": 0,
+            "degraded_run": False, "lost": "", "tokens_in": 0,
             "tokens_out": 0, "latency": 0.0, "duration": 0.0, "created_at": NOW}
     return pd.DataFrame([{**base, "id": f"r{i}", **row} for i, row in enumerate(rows)])
 
@@ -298,8 +299,8 @@ def test_report_skips_protocols_without_runs_with_a_note():
     assert sections["panel"].note and not sections["panel"].charts
     assert sections["duel"].note == "No completed duel runs match these filters."
     assert dict(sections["overview"].metrics) == {"Runs": "4", "Completed": "3",
-                                                  "Failed or interrupted": "1",
-                                                  "Simulated": "4"}
+                                                  "Degraded": "0", "Failed": "1",
+                                                  "Interrupted": "0", "Simulated": "4"}
     debate = sections["debate"]
     assert dict(debate.metrics)["Mean judge confidence"] == "0.70"
     high = debate.charts[1].data.set_index("group")

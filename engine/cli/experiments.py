@@ -39,8 +39,9 @@ def summary_text(result: Report) -> str:
         "configuration": table["configuration"],
         "simulated": table["simulated"],
         "runs": [f"{r}/{p}" + (f" ({f} failed)" if f else "") + (f" ({i} stopped)" if i else "")
-                 for r, p, f, i in zip(table["runs"], table["planned"], table["failed"],
-                                       table["interrupted"])],
+                 + (f" ({d} degraded)" if d else "")
+                 for r, p, f, i, d in zip(table["runs"], table["planned"], table["failed"],
+                                          table["interrupted"], table["degraded"])],
         "accuracy [95% CI] n": [text + (" *" if few else "") for text, few in
                                 zip(table["accuracy [95% CI] n"], table["few"])],
         "high/med/low": [f"{h}/{m}/{lo}" for h, m, lo in

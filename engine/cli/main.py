@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 
 from engine.cli.experiments import add_cli
 from engine.models import ConfigError
+from engine.reports.runs import status_text
 from engine.reports.views import simulated_suffix, simulated_text, simulation_columns
 from engine.text import csv_cell, terminal_safe
 from engine.yamlfile import load_mapping
@@ -250,6 +251,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     view.insert(2, "simulated", [simulated_text(s, m, c) for s, m, c in zip(
         frame["simulated"], frame["models"], frame["config"])])
     view["question"] = view["question"].str.slice(0, 50)
+    view["status"] = [status_text(s, d) for s, d in zip(frame["status"], frame["degraded_run"])]
     view["created_at"] = view["created_at"].astype(str).str.slice(0, 19)
     _say(view.to_string(index=False))
     for run_id, why in zip(frame["id"], frame["unreadable"]):
@@ -269,7 +271,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.json:
         print(_json_text(run, indent=2, default=str))
         return 0
-    _say(f"run {run['id']} - {run['protocol']}{simulated_suffix(run)} - {run['status']}")
+    _say(f"run {run['id']} - {run['protocol']}{simulated_suffix(run)} - "
+         f"{status_text(run['status'], run['degraded_run'])}" +
+         (f" (lost: {run['lost']})" if run["lost"] else ""))
     if run.get("unreadable"):
         _say(f"unreadable: {run['unreadable']}")
     _say(f"question: {run['question']}")

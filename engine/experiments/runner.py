@@ -68,6 +68,7 @@ async def arun_experiment(store: Store, experiment_id: str, *,
     sink = store.batched() if batched else store
     beat = [time.monotonic()]
     from engine.protocols import arun_config
+    from engine.protocols.base import no_call_succeeded
 
     def report() -> None:
         state.elapsed = time.monotonic() - clock
@@ -81,11 +82,16 @@ async def arun_experiment(store: Store, experiment_id: str, *,
         item, config = experiment.questions[cell.q], experiment.configs[cell.c]
         state.running += 1
         try:
-            await arun_config(config, str(item["question"]), store=sink, label=config["label"],
-                              tags=[cell.tag], expected=item.get("expected"),
-                              stop_event=stop_event, experiment_id=experiment_id,
-                              endpoints=endpoints)
-            state.done += 1
+            result = await arun_config(
+                config, str(item["question"]), store=sink, label=config["label"],
+                tags=[cell.tag], expected=item.get("expected"), stop_event=stop_event,
+                experiment_id=experiment_id, endpoints=endpoints)
+            failed = no_call_succeeded(result.turns)  # stored `failed`: resume redoes it
+            if failed:
+                state.failed += 1
+                failures.append(failed)
+            else:
+                state.done += 1
             finished_here += 1
         except RunStopped:
             state.interrupted += 1

@@ -143,10 +143,17 @@ def tally_outcome(t: Tally, c: Confidence) -> str:
     return text + (", tied" if t.tied else "")
 
 
+def share(t: Tally) -> float | None:
+    """The winner's share of the ballots; None when every seat abstained (the tally's 0.0
+    then is a placeholder, not a measured consensus)."""
+    return round(t.ratio, 4) if t.positions else None
+
+
 def tally_metrics(t: Tally, c: Confidence) -> dict[str, Any]:
-    """A tally's numbers as stored on the run row (the tallying protocols' own signals)."""
+    """A tally's numbers as stored on the run row (the tallying protocols' own signals); with
+    no ballot the share and the confidence level are None, not the tally's placeholders."""
     return {"winner": t.winner or "", "votes": t.winner_votes, "total": t.total,
-            "ratio": round(t.ratio, 4), "tied": t.tied, "confidence_level": c.level,
+            "ratio": share(t), "tied": t.tied, "confidence_level": c.level if t.positions else None,
             "abstentions": len(t.abstentions)}
 
 

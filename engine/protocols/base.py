@@ -9,7 +9,9 @@ outside `engine/protocols/` loops over the registry and never names a protocol.
 
 `execute` wraps a protocol's body in the store lifecycle: a run row is opened as `running`
 (unless the caller opened it), turns are written as they complete, and the run ends
-`completed`, `failed` or `interrupted`.
+`completed`, `failed` or `interrupted`. A run in which no model call succeeded is `failed`
+(its error counts the failures by kind); a completed run that lost a decisive call or most of
+its turns is flagged degraded with what it lost (`ProtocolSpec.losses`).
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from typing import Any, Generic, TypeVar
 
 from engine.config import RunConfig, RunOptions, SeatSpec
 from engine.llm.calls import RunContext, RunStopped
-from engine.models import RunResult, Seat, Signals
+from engine.models import RunResult, Seat, Signals, Turn
 from engine.protocols.templates import Template, check_prompts
 from engine.store import StoreWriteError
 
@@ -58,8 +60,10 @@ class ProtocolSpec(Generic[R]):
 
     The hooks read the protocol's own typed result: `summary` (the CLI's lines), `outcome`
     (a few words for the runs table), `signals` (the protocol-independent numbers experiments
-    and Insights compare, plus the protocol's own), `view` (the run detail's blocks) and
-    `insights` (its section of the Insights page, from the runs' stored signals).
+    and Insights compare, plus the protocol's own), `view` (the run detail's blocks),
+    `insights` (its section of the Insights page, from the runs' stored signals) and `lost`
+    (the decisive calls the run lost, as short phrases: a judge, a synthesis, the last
+    reviewer; read from the result and its turns).
     """
 
     name: str
@@ -83,6 +87,22 @@ class ProtocolSpec(Generic[R]):
     # Calls that must wait for one another when nothing fails (the critical path, in calls):
     # a run takes about this many call latencies. None: every call waits for the one before.
     estimate_waves: Callable[[Mapping[str, Any], Mapping[str, int]], int] | None = None
+    lost: Callable[[R], list[str]] = lambda result: []
+
+    def assess(self, result: R) -> tuple[str, list[str]]:
+        """How a run that ended ended: (the error of a run in which no model call succeeded,
+        or ""; what a completed run lost, see `losses`)."""
+        error = no_call_succeeded(result.turns)
+        return error, [] if error else self.losses(result)
+
+    def losses(self, result: R) -> list[str]:
+        """What a completed run lost: the protocol's decisive calls (`lost`), and most of its
+        turns when more than half of them are degraded (the rule every protocol shares)."""
+        out = list(self.lost(result))
+        bad = sum(1 for t in result.turns if not t.ok)
+        if result.turns and bad * 2 > len(result.turns):
+            out.append(f"{bad} of {len(result.turns)} calls")
+        return out
 
     def waves(self, options: Mapping[str, Any], sizes: Mapping[str, int]) -> int:
         """The critical path in calls (see `estimate_waves`)."""
@@ -158,12 +178,49 @@ async def execute(protocol: str, question: str, templates: Mapping[str, Template
                           normalize_stance(answer) == normalize_stance(str(expected)))
     if store is not None:
         from engine.protocols import get_protocol
+        spec = get_protocol(protocol)
+        error, lost = spec.assess(result)
         try:
-            store.finish_run(run_id, result, get_protocol(protocol).metrics(result))
+            store.finish_run(run_id, result, spec.metrics(result), error=error, lost=lost)
         except StoreWriteError as exc:
             store.end_run(run_id, "failed", str(exc))
             raise
     return result
+
+
+SINGULAR = {"connection errors": "connection error", "empty replies": "empty reply",
+            "unreadable replies": "unreadable reply"}
+
+
+def no_call_succeeded(turns: list[Turn]) -> str:
+    """The error of a run in which no model call succeeded, counting the failures by kind
+    (`no model call succeeded (7 calls: 5 timed out, 2 connection errors)`); "" when one
+    did (or none was made)."""
+    if not turns or any(t.ok for t in turns):
+        return ""
+    kinds: dict[str, int] = {}
+    for turn in turns:
+        kind = failure_kind(turn.error)
+        kinds[kind] = kinds.get(kind, 0) + 1
+    counted = ", ".join(f"{n} {SINGULAR.get(kind, kind) if n == 1 else kind}"
+                        for kind, n in sorted(kinds.items(), key=lambda item: -item[1]))
+    calls = "1 call" if len(turns) == 1 else f"{len(turns)} calls"
+    return f"no model call succeeded ({calls}: {counted})"
+
+
+def failure_kind(error: str) -> str:
+    """A failed call's error as a kind to count: timed out, connection error, empty reply,
+    unreadable reply, or the error's type name."""
+    text = error.lower()
+    if "timeout" in text or "timed out" in text or "did not answer in time" in text:
+        return "timed out"
+    if "connect" in text or "unreachable" in text or "refused" in text:
+        return "connection errors"
+    if "empty reply" in text:
+        return "empty replies"
+    if "could not be read" in text or "unreadable" in text:
+        return "unreadable replies"
+    return error.split(":", 1)[0].strip() or "unexplained"
 
 
 def world_variant(tags: tuple[str, ...]) -> str:

@@ -94,6 +94,12 @@ class DebateResult(RunResult):
     con_summary: str = ""
     confidence: float = 0.0
     answer: str = ""
+    confidence_stated: bool = True  # False: the judge failed or gave no readable CONFIDENCE
+
+    @property
+    def judged(self) -> bool:
+        """True when the judge's call succeeded (a failed judge leaves an error verdict)."""
+        return not self.verdict.startswith(JUDGE_ERROR_PREFIX)
 
     def final_answer(self) -> str | None:
         """The judge's ANSWER line; None without one, so the debate is left unscored."""
@@ -186,6 +192,7 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
             else None  # a reply the parser trips on degrades the judge's turn, not the run
         if not verdict_turn.ok or read is None:
             return DebateResult(topic=topic, rounds=rounds, confidence=0.0, duration=duration,
+                                confidence_stated=False,
                                 verdict=JUDGE_ERROR_PREFIX + verdict_turn.error,
                                 warnings=[f"judge failed: {verdict_turn.error}"])
         sections, (confidence, readable), answer = read
@@ -211,7 +218,7 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
                             pro_summary=sections.get("PRO SUMMARY", ""),
                             con_summary=sections.get("CON SUMMARY", ""),
                             confidence=confidence, answer=answer, duration=duration,
-                            warnings=warnings)
+                            confidence_stated=readable, warnings=warnings)
 
     options = {"max_rounds": max_rounds, "timeout": _seconds(timeout)}
     return await execute("debate", topic, TEMPLATES, body,
@@ -231,25 +238,47 @@ def run_debate(topic: str, **kw: Any) -> DebateResult:
     return run_sync(arun_debate(topic, **kw))
 
 
+def _confidence_text(result: DebateResult) -> str:
+    """The judge's confidence as shown: its number, or why there is none (never 0.00)."""
+    if not result.judged:
+        return "none (the judge failed)"
+    if not result.confidence_stated:
+        return "none stated"
+    return f"{result.confidence:.2f}" + (" (high)" if result.is_high_confidence else "")
+
+
 def _summary(result: DebateResult) -> str:
     answer = f"\nanswer: {result.answer[:200]}" if result.answer else ""
-    return (f"verdict: {result.verdict[:200]}{answer}\nconfidence: {result.confidence:.2f}"
-            f"{' (high)' if result.is_high_confidence else ''}; rounds: {len(result.rounds)}")
+    return (f"verdict: {result.verdict[:200]}{answer}\nconfidence: "
+            f"{_confidence_text(result)}; rounds: {len(result.rounds)}")
 
 
 def _outcome(result: DebateResult) -> str:
+    if not result.judged:
+        return "judge failed"
+    if not result.confidence_stated:
+        return "judge stated no confidence"
     return f"judge {result.confidence:.2f}" + (" (high)" if result.is_high_confidence else "")
 
 
 def _signals(result: DebateResult) -> Signals:
-    return Signals(answer=result.answer[:500] or None, judge_confidence=result.confidence, extra={
-        "verdict": result.verdict[:500], "judge_confidence": result.confidence,
-        "high_confidence": result.is_high_confidence, "rounds": len(result.rounds)})
+    """The judge's answer and confidence; the confidence (and whether it was high) is None
+    when the judge failed or stated none, so its 0.00 placeholder never enters a mean."""
+    stated = result.judged and result.confidence_stated
+    confidence = result.confidence if stated else None
+    return Signals(answer=result.answer[:500] or None, judge_confidence=confidence, extra={
+        "verdict": result.verdict[:500], "judge_confidence": confidence,
+        "high_confidence": result.is_high_confidence if stated else None,
+        "rounds": len(result.rounds)})
+
+
+def _lost(result: DebateResult) -> list[str]:
+    """The judge is decisive: without its ruling the debate has no verdict."""
+    return [] if result.judged else ["judge"]
 
 
 def _view(r: DebateResult) -> list[Block]:
-    high = " (high)" if r.is_high_confidence else ""
-    blocks = [Block("metrics", items=[("Judge confidence", f"{r.confidence:.2f}{high}"),
+    blocks = [Block("metrics", items=[("Judge confidence", _confidence_text(r)),
                                       ("Answer", r.answer or "—"), ("Rounds", len(r.rounds))]),
               Block("text", "Verdict", r.verdict),
               Block("text", "Reasoning", r.reasoning),
@@ -293,5 +322,5 @@ SPEC = ProtocolSpec(
     estimate_calls=lambda options, seats: 2 * int(options.get("max_rounds", 3)) + 1,
     insights=_insights,
     result_type=DebateResult, summary=_summary, outcome=_outcome, signals=_signals, view=_view,
-    phases=("argument", "counter-argument", "judge"), rounds_option="max_rounds",
+    lost=_lost, phases=("argument", "counter-argument", "judge"), rounds_option="max_rounds",
     color="#1565c0")

@@ -195,9 +195,17 @@ def _outcome(result: DuelResult) -> str:
 
 
 def _signals(result: DuelResult) -> Signals:
+    """How the duel ended; `converged` is None for a halted duel (it never got to say)."""
     return Signals(extra={"status": result.status, "turns": len(result.transcript),
-                          "converged": result.status == "converged",
+                          "converged": None if result.status == "failed"
+                          else result.status == "converged",
                           "failed_agent": result.failed_agent})
+
+
+def _lost(result: DuelResult) -> list[str]:
+    """A failed turn halts both sides: the rest of the duel is lost."""
+    return ([f"{result.failed_agent or 'a side'}'s turn (both sides halted)"]
+            if result.status == "failed" else [])
 
 
 def _view(r: DuelResult) -> list[Block]:
@@ -238,4 +246,5 @@ SPEC = ProtocolSpec(
     estimate_calls=lambda options, seats: 2 * int(options.get("rounds", 3)),
     insights=_insights,
     result_type=DuelResult, summary=_summary, outcome=_outcome, signals=_signals, view=_view,
+    lost=_lost,
     phases=("opening", "rebuttal"), rounds_option="rounds", color="#ef6c00")

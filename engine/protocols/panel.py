@@ -373,5 +373,5 @@ SPEC = ProtocolSpec(
     estimate_calls=lambda options, seats: 2 * int(seats.get("debaters", 3)) + 2,
     estimate_waves=lambda options, seats: 4,  # propose (all at once), critique, rebuttal, synthesis
     result_type=PanelResult, summary=report.summary, outcome=report.outcome,
-    signals=report.signals, view=report.view, insights=report.insights,
+    signals=report.signals, view=report.view, insights=report.insights, lost=report.lost,
     phases=("propose", "critique", "rebuttal", "synthesis"), color="#2e7d32")

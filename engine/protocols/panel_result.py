@@ -13,6 +13,7 @@ from engine.protocols.ballots import (
     Proposal,
     confidence_text,
     flow_block,
+    share,
     tally_block,
     tally_metrics,
     tally_outcome,
@@ -123,19 +124,28 @@ def signals(result: PanelResult) -> Signals:
              "mind_changes": len(result.mind_changes),
              "claimed_changes": len(result.claimed_changes),
              "claim_mismatches": len(result.claim_mismatches()),
-             "critic_flawed": sum(a.verdict == "flawed" for a in result.critique.assessments),
+             "critic_flawed": sum(a.verdict == "flawed" for a in result.critique.assessments)
+             if result.critique.assessments else None,  # None: the critic failed or was not asked
              "first_round_winner": first.winner or "",
-             "first_round_ratio": round(first.ratio, 4),
-             "first_round_confidence_level": result.first_round_confidence.level,
+             "first_round_ratio": share(first),
+             "first_round_confidence_level": result.first_round_confidence.level
+             if first.positions else None,
              "changed_outcome": first.winner != t.winner,
              "judge_answer": result.answer[:500], "judged": bool(result.answer)}
     if result.change_kinds:
         extra.update({kind: kinds.count(kind) for kind in ("persuaded", "misled", "switched")})
-    return Signals(answer=t.winner, first_answer=first.winner, consensus=t.ratio,
-                   level=result.confidence.level, seats=len(result.proposals),
+    return Signals(answer=t.winner, first_answer=first.winner, consensus=share(t),
+                   level=result.confidence.level if t.positions else None,
+                   seats=len(result.proposals),
                    mind_changes=len(result.mind_changes),
                    persuaded=kinds.count("persuaded") if result.change_kinds else None,
                    misled=kinds.count("misled") if result.change_kinds else None, extra=extra)
+
+
+def lost(result: PanelResult) -> list[str]:
+    """The judge's synthesis is decisive: without it the panel has no written answer."""
+    made = [t for t in result.turns if t.phase == "synthesis"]
+    return ["synthesis (judge)"] if made and not result.answer else []
 
 
 def view(r: PanelResult) -> list[Block]:

@@ -169,9 +169,29 @@ def _outcome(result: PeerReviewResult) -> str:
     return f"{state} after {result.iterations_used}"
 
 
+def _last_review_failed(result: PeerReviewResult) -> bool:
+    """True when no review was made or the last reviewer's call failed."""
+    return not result.iterations or result.iterations[-1].feedback.startswith(
+        REVIEW_UNAVAILABLE)
+
+
 def _signals(result: PeerReviewResult) -> Signals:
-    return Signals(answer=result.answer[:500] or None, extra={"approved": result.approved,
+    """The answer and approval; `approved` is None when the last review failed (its "not
+    approved" is a placeholder, not a reviewer's decision)."""
+    approved = None if _last_review_failed(result) else result.approved
+    return Signals(answer=result.answer[:500] or None, extra={"approved": approved,
                           "iterations_used": result.iterations_used})
+
+
+def _lost(result: PeerReviewResult) -> list[str]:
+    """The last reviewer's decision and the producer's drafts are decisive."""
+    out = []
+    drafts = [t for t in result.turns if t.phase == "draft"]
+    if drafts and not drafts[-1].ok:
+        out.append(f"the producer's draft {drafts[-1].round}")
+    if result.iterations and _last_review_failed(result):
+        out.append("the last reviewer")
+    return out
 
 
 def _view(r: PeerReviewResult) -> list[Block]:
@@ -218,4 +238,5 @@ SPEC = ProtocolSpec(
     estimate_calls=lambda options, seats: 2 * int(options.get("max_iterations", 3)),
     insights=_insights,
     result_type=PeerReviewResult, summary=_summary, outcome=_outcome, signals=_signals,
-    view=_view, phases=("draft", "review"), rounds_option="max_iterations", color="#6a1b9a")
+    lost=_lost, view=_view, phases=("draft", "review"), rounds_option="max_iterations",
+    color="#6a1b9a")

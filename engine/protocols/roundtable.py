@@ -307,5 +307,6 @@ SPEC = ProtocolSpec(
                                            * int(seats.get("agents", 0))
                                            + int(seats.get("judge", 0))),
     result_type=RoundtableResult, summary=report.summary, outcome=report.outcome,
-    signals=report.signals, view=report.view, insights=report.insights, phases=("turn", "judge"),
+    signals=report.signals, view=report.view, insights=report.insights, lost=report.lost,
+    phases=("turn", "judge"),
     rounds_option="rounds", color="#c62828")

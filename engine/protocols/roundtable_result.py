@@ -95,6 +95,11 @@ def signals(result: RoundtableResult) -> Signals:
                        "degraded_turns": sum(1 for e in result.exchanges if e.degraded)})
 
 
+def lost(result: RoundtableResult) -> list[str]:
+    """The judge, when one sat, is decisive for its reading of the agreement."""
+    return ["judge"] if result.judge_status == "degraded" else []
+
+
 def view(r: RoundtableResult) -> list[Block]:
     """The run detail: agreement, the judge's reading, dissent, exchanges, the stances."""
     a, judge, votes = r.agreement, r.judge, r.stance_tally

@@ -22,6 +22,7 @@ from engine.protocols.ballots import (
     confidence_text,
     propose,
     require_seats,
+    share,
     tally_block,
     tally_metrics,
     tally_outcome,
@@ -98,7 +99,8 @@ def _outcome(result: VoteResult) -> str:
 
 def _signals(result: VoteResult) -> Signals:
     t = result.tally
-    return Signals(answer=t.winner, consensus=t.ratio, level=result.confidence.level,
+    return Signals(answer=t.winner, consensus=share(t),
+                   level=result.confidence.level if t.positions else None,
                    extra={**tally_metrics(t, result.confidence),
                           "voters": len(result.proposals)})
 

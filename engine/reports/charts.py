@@ -25,6 +25,7 @@ LEVEL_COLORS = {"high": "#2e7d32", "medium": "#f9a825", "low": "#c62828",
                 "qualified-draft": "#2e7d32", "blocked-escalated": "#c62828",
                 "converged": "#2e7d32", "finished": "#90a4ae", "failed": "#c62828",
                 "completed": "#2e7d32", "running": "#3558c9", "interrupted": "#f9a825",
+                "completed (degraded)": "#ff8f00",
                 "not approved": "#c62828"}
 
 

@@ -55,8 +55,8 @@ def _signals(metrics: Mapping[str, Any], expected: str | None) -> dict[str, Any]
 RUN_COLUMNS = ["id", "label", "protocol", "q", "repeat", "question", "expected", "status",
                "counted", "superseded", "correct", "answer", "level", "consensus", "judge",
                "mind_changes", "seats", "persuaded", "misled", "first_answer", "changed",
-               "shift", "calls", "degraded", "tokens", "seconds", "simulated", "simulation",
-               "created_at", "link"]
+               "shift", "calls", "degraded", "degraded_run", "lost", "tokens", "seconds",
+               "simulated", "simulation", "created_at", "link"]
 
 
 def runs_frame(store: Any, experiment_id: str) -> pd.DataFrame:
@@ -83,7 +83,8 @@ def runs_frame(store: Any, experiment_id: str) -> pd.DataFrame:
             "status": run["status"], "counted": first, "superseded": SUPERSEDED in run["tags"],
             "correct": None if correct is None or correct != correct else bool(correct),
             **_signals(run["metrics"], run["expected"]), "calls": run["calls"],
-            "degraded": run["degraded"], "tokens": run["tokens_in"] + run["tokens_out"],
+            "degraded": run["degraded"], "degraded_run": bool(run["degraded_run"]),
+            "lost": run["lost"], "tokens": run["tokens_in"] + run["tokens_out"],
             "seconds": run["duration"], "simulated": bool(simulation), "simulation": simulation,
             "created_at": run["created_at"],
             "link": f"{RUNS_PAGE}?run={quote(str(run['id']), safe='')}"})
@@ -121,7 +122,7 @@ def _mean(values: pd.Series) -> float:
 
 
 SUMMARY_COLUMNS = ["configuration", "protocol", "simulated", "runs", "planned", "failed",
-                   "interrupted", "scored", "correct", "accuracy", "accuracy_low",
+                   "interrupted", "degraded", "scored", "correct", "accuracy", "accuracy_low",
                    "accuracy_high", "accuracy [95% CI] n", "few", "high", "medium",
                    "low", "consensus_ece", "consensus_brier", "judge_ece", "judge_brier",
                    "mind_change_rate", "persuaded", "misled", "answer_changed",
@@ -132,7 +133,7 @@ SUMMARY_COLUMNS = ["configuration", "protocol", "simulated", "runs", "planned", 
 # The summary's columns in the groups a page shows them in (configuration first in each).
 SUMMARY_GROUPS = {
     "Accuracy and confidence levels": ["simulated", "runs", "planned", "failed",
-                                       "interrupted", "scored", "correct",
+                                       "interrupted", "degraded", "scored", "correct",
                                        "accuracy [95% CI] n", "accuracy", "accuracy_low",
                                        "accuracy_high", "few", "high", "medium", "low",
                                        "calls_per_run"],
@@ -156,7 +157,10 @@ def summary(frame: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
     persuaded / misled seats; answer_changed = runs whose final winner differs from round
     one's, split into changed_better / changed_worse against the expected answer; and the
     mean tokens, seconds and calls per run. `failed` / `interrupted` count the cells with no
-    completed run whose latest run ended so (a resume redoes them).
+    completed run whose latest run ended so (a resume redoes them): their placeholder
+    values never enter a mean, a rate or calibration. `degraded` counts the counted runs that
+    completed but lost a decisive call or most of their turns (they are in `runs` and in the
+    rates; their signals lost to a failure are None and left out).
     """
     planned = len(spec["questions"]) * spec["repeats"]
     rows = []
@@ -183,7 +187,9 @@ def summary(frame: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
             "configuration": label, "protocol": config.get("protocol", ""),
             "simulated": "; ".join(k or "real" for k in kinds) if len(kinds) > 1
             else "".join(kinds),
-            "runs": len(done), "planned": planned, **unfinished, "scored": len(scored),
+            "runs": len(done), "planned": planned, **unfinished,
+            "degraded": int(done["degraded_run"].astype(bool).sum()) if not done.empty else 0,
+            "scored": len(scored),
             "correct": right, "accuracy": right / len(scored) if len(scored) else float("nan"),
             "accuracy_low": low, "accuracy_high": high,
             "accuracy [95% CI] n": rate_text(right, len(scored)), "few": len(scored) < FEW,

@@ -65,23 +65,34 @@ def results_loader(store: Any, filters: Filters) -> Results:
 
 
 def overview_section(runs: pd.DataFrame) -> Section:
+    """How many runs and how they ended: completed, degraded (completed but lost a decisive
+    call or most of their turns), failed (no model call succeeded, or a crash) and
+    interrupted, each counted apart."""
     simulated = int(runs["simulated"].fillna(False).astype(bool).sum())
-    done = int((runs["status"] == "completed").sum())
+    status = runs["status"]
+    degraded = (status == "completed") & runs["degraded_run"].fillna(False).astype(bool)
     titles = protocol_titles(runs["protocol"])
     if runs["simulated"].astype(bool).nunique() > 1:  # both kinds shown: never one bar
         titles = titles.where(~runs["simulated"].astype(bool), titles + SIMULATED_SUFFIX)
-    by_status = runs.assign(group=titles)
+    by_status = runs.assign(group=titles,
+                            status=status.where(~degraded, "completed (degraded)"))
     return Section("overview", "Overview", metrics=[
-        ("Runs", f"{len(runs):,}"), ("Completed", f"{done:,}"),
-        ("Failed or interrupted", f"{int(runs['status'].isin(['failed', 'interrupted']).sum()):,}"),
+        ("Runs", f"{len(runs):,}"), ("Completed", f"{int((status == 'completed').sum()):,}"),
+        ("Degraded", f"{int(degraded.sum()):,}"),
+        ("Failed", f"{int((status == 'failed').sum()):,}"),
+        ("Interrupted", f"{int((status == 'interrupted').sum()):,}"),
         ("Simulated", f"{simulated:,}")], charts=[Chart(
             "stacked_counts", counts_by(by_status, "status"), "Runs per protocol",
             "How many runs each protocol has, split by how they ended.",
-            {"order": ["completed", "running", "interrupted", "failed"]})])
+            {"order": ["completed", "completed (degraded)", "running", "interrupted",
+                       "failed"]})])
 
 
 def accuracy_section(runs: pd.DataFrame) -> Section:
-    scored = runs[runs["correct"].notna()] if not runs.empty else runs
+    """Accuracy over the completed runs with an expected answer (failed and interrupted runs
+    never count as wrong)."""
+    done = completed(runs)
+    scored = done[done["correct"].notna()] if not done.empty else done
     if scored.empty:
         return Section("accuracy", "Accuracy", note="No runs with an expected answer match "
                        "these filters.")
@@ -93,9 +104,10 @@ def accuracy_section(runs: pd.DataFrame) -> Section:
         ("Correct", rate_text(int(as_flag(scored["correct"]).sum()),
                               int(as_flag(scored["correct"]).notna().sum())))], charts=[
         Chart("rate_bar", frame, "Accuracy by label and protocol",
-              "Share of runs whose final answer matched the expected answer, protocols side by "
-              "side (persona panel against vote is the debate-or-vote comparison), with its "
-              "95% Wilson interval; a bar over fewer than 5 runs is faded and says its n.",
+              "Share of completed runs whose final answer matched the expected answer, "
+              "protocols side by side (persona panel against vote is the debate-or-vote "
+              "comparison), with its 95% Wilson interval; a bar over fewer than 5 runs is "
+              "faded and says its n; failed and interrupted runs are left out.",
               {**spec, "y_title": "correct"})],
         table=table.rename(columns={"group": "label", "shown": "accuracy [95% CI] n"}))
 

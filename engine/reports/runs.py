@@ -106,6 +106,12 @@ def outcome_text(metrics: Mapping[str, Any] | None) -> str:
     return value if isinstance(value, str) else ""
 
 
+def status_text(status: Any, degraded_run: Any) -> str:
+    """A run's status as shown: a completed run that lost a decisive call or most of its
+    turns reads `completed (degraded)`, never plain `completed`."""
+    return f"{status} (degraded)" if status == "completed" and bool(degraded_run) else str(status)
+
+
 HISTORY_COLUMNS = ("id", "created", "protocol", "label", "question", "outcome", "status",
                    "simulated", "models", "calls", "degraded", "tokens", "seconds",
                    "unreadable")
@@ -124,7 +130,8 @@ def history_table(frame: pd.DataFrame) -> pd.DataFrame:
         "label": frame["label"].fillna(""),
         "question": question.where(question.str.len() <= 120, question.str.slice(0, 119) + "…"),
         "outcome": [outcome_text(m) for m in frame["metrics"]],
-        "status": frame["status"],
+        "status": [status_text(s, d) for s, d in zip(
+            frame["status"].tolist(), frame["degraded_run"].tolist(), strict=True)],
         "simulated": [simulated_text(s, m, c) for s, m, c in zip(
             frame["simulated"].tolist(), frame["models"].tolist(),
             frame["config"].tolist() if "config" in frame else [None] * len(frame),
@@ -236,7 +243,8 @@ def run_detail(store: Any, run_id: str) -> RunDetail:
 
 
 def _facts(run: Mapping[str, Any]) -> list[tuple[str, Any]]:
-    return [("Status", run.get("status", "")), ("Calls", int(run.get("calls") or 0)),
+    return [("Status", status_text(run.get("status", ""), run.get("degraded_run"))),
+            ("Calls", int(run.get("calls") or 0)),
             ("Degraded", int(run.get("degraded") or 0)),
             ("Tokens in / out", f"{int(run.get('tokens_in') or 0):,} / "
                                 f"{int(run.get('tokens_out') or 0):,}"),
@@ -296,6 +304,8 @@ def seat_usage(turns: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
 def _problems(run: Mapping[str, Any], turns: list[Mapping[str, Any]],
               blocks: list[Any]) -> list[str]:
     problems = []
+    if run.get("degraded_run"):
+        problems.append(f"degraded run: it lost {run.get('lost') or 'a decisive call'}")
     if run.get("error"):
         problems.append(f"run {run.get('status', '')}: {run['error']}")
     for t in turns:

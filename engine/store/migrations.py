@@ -6,6 +6,9 @@ whose seats all name their slot is regrouped; one without slots (a result saved 
 configuration) keeps no seats, and such a run says it cannot be re-run. Saved library
 configurations are normalised the same way. A run's metrics gain the `outcome` line its
 protocol writes now, read from its stored result.
+
+`0005_degraded_runs`: runs gain `degraded_run` and `lost`, and completed runs are assessed
+again (see `degraded_runs`).
 """
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, inspect, select, text, update
 
 _SEAT_KEYS = ("name", "model", "persona", "persona_name", "role", "temperature", "icon")
 
@@ -78,3 +81,47 @@ def configs_by_slot(connection: Connection) -> None:
         new = {**stored, **spec.metrics(typed)}  # the current signals win over old keys
         connection.execute(update(runs).where(runs.c.id == run_id).values(
             metrics=json.dumps(new, ensure_ascii=False, default=str)))
+
+
+def degraded_runs(connection: Connection) -> None:
+    """Migration 0005: the run-level `degraded_run` flag and `lost` text. A database made
+    before it gains the two columns (a new one has them from `0001`), and its completed runs
+    are assessed as a run is now at its end: one in which no model call succeeded becomes
+    `failed` with the error saying so, one that lost a decisive call or most of its turns is
+    flagged with what it lost, and the metrics are written again by the current signals (a
+    failed judge's 0.00 confidence becomes None)."""
+    present = {c["name"] for c in inspect(connection).get_columns("runs")}
+    false = "false" if connection.dialect.name == "postgresql" else "0"
+    if "degraded_run" not in present:
+        connection.execute(text(f"ALTER TABLE runs ADD COLUMN degraded_run BOOLEAN NOT NULL "
+                                f"DEFAULT {false}"))
+    if "lost" not in present:
+        connection.execute(text("ALTER TABLE runs ADD COLUMN lost TEXT NOT NULL DEFAULT ''"))
+    from engine.models import Turn
+    from engine.protocols import REGISTRY
+    from engine.store import statements
+    runs, turns = statements.RUNS, statements.TURNS
+    rows = connection.execute(select(runs.c.id, runs.c.protocol, runs.c.result,
+                                     runs.c.metrics).where(runs.c.status == "completed")).all()
+    for run_id, protocol, result, metrics in rows:
+        spec = REGISTRY.get(protocol)
+        try:
+            stored = json.loads(metrics) if metrics else {}
+            typed = spec.read_result(json.loads(result)) if spec is not None and result else None
+        except (TypeError, ValueError):
+            continue  # an unreadable run stays as it is (reads show it as unreadable)
+        if spec is None or typed is None or not isinstance(stored, dict):
+            continue
+        typed.protocol = protocol
+        typed.turns = [Turn(index=t.idx, phase=t.phase, round=t.round, seat=t.seat,
+                            status="ok" if t.status == "ok" else "degraded",
+                            error=t.error or "")
+                       for t in connection.execute(select(
+                           turns.c.idx, turns.c.phase, turns.c.round, turns.c.seat,
+                           turns.c.status, turns.c.error).where(turns.c.run_id == run_id)
+                           .order_by(turns.c.idx))]
+        error, lost = spec.assess(typed)
+        connection.execute(update(runs).where(runs.c.id == run_id).values(
+            status="failed" if error else "completed", error=error, degraded_run=bool(lost),
+            lost="; ".join(lost), metrics=json.dumps({**stored, **spec.metrics(typed)},
+                                                     ensure_ascii=False, default=str)))

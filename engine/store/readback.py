@@ -105,7 +105,7 @@ def clean_stored(value: Any) -> Any:
 
 
 _RUN_TEXT = ("id", "protocol", "question", "expected", "label", "status", "error", "models",
-             "experiment_id", "host")
+             "experiment_id", "host", "lost")
 _TURN_TEXT = ("run_id", "phase", "seat", "role", "model", "reply", "status", "error")
 
 

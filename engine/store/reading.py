@@ -45,7 +45,10 @@ class RunReading(Database):
             out.update(status="interrupted", error=out["error"] or GONE,
                        finished_at=out["heartbeat_at"] or out["created_at"],
                        calls=len(out["turns"]),
-                       degraded=sum(t["status"] != "ok" for t in out["turns"]))
+                       degraded=sum(t["status"] != "ok" for t in out["turns"]),
+                       tokens_in=sum(t["tokens_in"] for t in out["turns"]),
+                       tokens_out=sum(t["tokens_out"] for t in out["turns"]),
+                       latency=sum(t["latency"] for t in out["turns"]))
         return out
 
     def run_state(self, run_id: str) -> dict[str, Any]:

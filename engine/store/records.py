@@ -204,6 +204,8 @@ class RunRecord(_Record):
     correct: bool | None = None
     calls: Count = 0
     degraded: Count = 0
+    degraded_run: bool = False
+    lost: Text = ""
     tokens_in: Count = 0
     tokens_out: Count = 0
     latency: Seconds = 0.0

@@ -144,11 +144,14 @@ class RunWriting(Database):
             self._batch.flush()
 
     def finish_run(self, run_id: str, result: RunResult,
-                   metrics: Mapping[str, Any] | None = None) -> None:
-        """Mark a `running` run `completed` with its result, its metrics (the protocol's
-        signals; computed through the registry when not given) and totals (a run stopped or
-        deleted meanwhile stays as it is). A batched store writes the run's turns first
-        (`StoreWriteError` when they still cannot be written)."""
+                   metrics: Mapping[str, Any] | None = None, *, error: str = "",
+                   lost: Sequence[str] = ()) -> None:
+        """End a `running` run with its result, its metrics (the protocol's signals; computed
+        through the registry when not given) and totals (a run stopped or deleted meanwhile
+        stays as it is): `completed`, or `failed` with `error` when one is given (no model
+        call succeeded). A completed run that `lost` something decisive (see
+        `ProtocolSpec.losses`) is flagged `degraded_run`, with what it lost. A batched store
+        writes the run's turns first (`StoreWriteError` when they still cannot be written)."""
         if self._batch is not None:
             self._batch.before_finish(run_id)
         turns = result.turns
@@ -160,7 +163,9 @@ class RunWriting(Database):
         with self.writing() as connection:
             connection.execute(update(RunRow).where(
                 RunRow.id == run_id, RunRow.status == "running").values(
-                status="completed", result=records.dumps(dump),
+                status="failed" if error else "completed", error=clean_text(error)[:2000],
+                degraded_run=bool(lost) and not error, lost=clean_text("; ".join(lost)),
+                result=records.dumps(dump),
                 metrics=records.dumps(metrics), correct=result.correct, calls=len(turns),
                 degraded=sum(1 for t in turns if t.status != "ok"),
                 tokens_in=min(sum(t.tokens_in for t in turns), records.INT_MAX),
@@ -189,7 +194,9 @@ class RunWriting(Database):
 
     def save(self, result: RunResult, label: str | None = None, tags: Iterable[str] = (),
              config: Mapping[str, Any] | None = None) -> str:
-        """Store a finished result (or relabel one already stored); returns the run id."""
+        """Store a finished result (or relabel one already stored); returns the run id. It
+        ends as `execute` ends a run: `failed` when no model call succeeded, else
+        `completed`, flagged degraded when it lost a decisive call or most of its turns."""
         if result.run_id and self.exists(result.run_id):
             new_label, new_tags = records.labels(label, tags)
             with self.writing() as connection:
@@ -212,7 +219,10 @@ class RunWriting(Database):
                                 label=label, tags=tags, expected=result.expected)
         self.add_turns([(run_id, turn) for turn in result.turns])
         result.run_id = run_id
-        self.finish_run(run_id, result)
+        from engine.protocols import get_protocol
+        spec = get_protocol(result.protocol)
+        error, lost = spec.assess(result)
+        self.finish_run(run_id, result, spec.metrics(result), error=error, lost=lost)
         return run_id
 
     def exists(self, run_id: str) -> bool:

@@ -72,7 +72,10 @@ class RunRow(Base):
     simulated: Mapped[bool] = mapped_column(Boolean, default=False)
     correct: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
     calls: Mapped[int] = mapped_column(Integer, default=0)
-    degraded: Mapped[int] = mapped_column(Integer, default=0)
+    degraded: Mapped[int] = mapped_column(Integer, default=0)  # degraded turns
+    # A completed run that lost a decisive call or most of its turns, and what it lost.
+    degraded_run: Mapped[bool] = mapped_column(Boolean, default=False)
+    lost: Mapped[str] = mapped_column(Text, default="")
     tokens_in: Mapped[int] = mapped_column(Integer, default=0)
     tokens_out: Mapped[int] = mapped_column(Integer, default=0)
     latency: Mapped[float] = mapped_column(Float, default=0.0)
@@ -166,6 +169,7 @@ MIGRATIONS: list[tuple[str, Any]] = [
     ("0002_library", _create(["library"])),
     ("0003_experiments", _create(["experiments"])),
     ("0004_configs_by_slot", _data("configs_by_slot")),
+    ("0005_degraded_runs", _data("degraded_runs")),
 ]
 
 
