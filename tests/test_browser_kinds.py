@@ -37,8 +37,11 @@ def fill(db_url: str, base_url: str) -> str:
     return experiment_id
 
 
-def show_both(page) -> None:  # noqa: F811
-    page.get_by_text("Both, side by side").first.click()
+def show_both(page, key: str) -> None:  # noqa: F811
+    """Choose "Both, side by side" in the page's Runs control (not the caption naming it)."""
+    button = page.locator(f".st-key-{key} button", has_text="Both, side by side")
+    button.wait_for()
+    button.click()
     settle(page)
     page.get_by_text("(simulated)").first.wait_for(timeout=GENEROUS_MS)
 
@@ -54,16 +57,16 @@ def test_real_and_simulated_runs_are_kept_apart_and_labelled(app, page, shots): 
 
     goto(page, base, "/insights")
     main = page.locator("[data-testid='stMain']")
-    page.get_by_text("Both, side by side").first.wait_for()
+    page.locator(".st-key-insights-kind").wait_for()
+    settle(page)
     assert "(simulated)" not in main.inner_text()  # real runs only, by default
-    show_both(page)
+    show_both(page, "insights-kind")
     text = main.inner_text()
     assert "(simulated)" in text and "simulated and real, kept apart" in text
     page.screenshot(path=str(shots / "08-insights-real-and-simulated.png"), full_page=True)
 
     goto(page, base, f"/experiments?experiment={experiment_id}")
-    page.get_by_text("Both, side by side").first.wait_for()
-    show_both(page)
+    show_both(page, "exp-kind")
     text = main.inner_text()
     assert "vote (simulated)" in text and "vote on a server" in text
     page.screenshot(path=str(shots / "09-experiment-real-and-simulated.png"), full_page=True)

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from uuid import uuid4
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, literal, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from engine.models import RunResult, Turn, now
@@ -72,7 +72,8 @@ class RunWriting(Database):
         with self.writing() as connection:
             connection.execute(RUNS.insert().values(
                 id=run_id, **values, status="running", models=clean_text(",".join(models)),
-                simulated=bool(models) and all(m.startswith("simulated") for m in models),
+                # A run is simulated if any seat is (the reports name the seats).
+                simulated=any(m.startswith("simulated") for m in models),
                 experiment_id=experiment_id, host=self.host[:200], pid=os.getpid(),
                 created_at=now(), heartbeat_at=now()))
         return run_id
@@ -172,7 +173,7 @@ class RunWriting(Database):
                 tokens_out=min(sum(t.tokens_out for t in turns), records.INT_MAX),
                 latency=records.seconds(sum(records.seconds(t.latency) for t in turns)),
                 duration=records.seconds(result.duration),
-                simulated=bool(turns) and all(t.simulated for t in turns),
+                simulated=or_(RunRow.simulated, literal(any(t.simulated for t in turns))),
                 finished_at=now(), heartbeat_at=now()))
 
     def end_run(self, run_id: str, status: str, error: str = "") -> bool:
