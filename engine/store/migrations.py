@@ -13,7 +13,7 @@ again (see `degraded_runs`).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from sqlalchemy import Connection, inspect, select, text, update
@@ -59,15 +59,15 @@ def _rewrite(connection: Connection, table: Any, column: Any, change: Callable[[
                 {column.name: json.dumps(new, ensure_ascii=False)}))
 
 
-def configs_by_slot(connection: Connection) -> None:
-    """Migration 0004: configurations by slot, and each run's outcome line in its metrics."""
+def _completed_results(connection: Connection) -> Iterator[tuple[str, Any, Any, dict]]:
+    """Each completed run whose stored result this version reads: its id, its protocol's
+    registry entry, the typed result (its `protocol` set) and the stored metrics. An
+    unreadable run is skipped and stays as it is (reads show it as unreadable)."""
+    from engine.protocols import REGISTRY
     from engine.store import statements
-    runs, library = statements.RUNS, statements.LIBRARY
-    _rewrite(connection, runs, runs.c.config, regroup)
-    _rewrite(connection, library, library.c.body, regroup)
+    runs = statements.RUNS
     rows = connection.execute(select(runs.c.id, runs.c.protocol, runs.c.result,
                                      runs.c.metrics).where(runs.c.status == "completed")).all()
-    from engine.protocols import REGISTRY
     for run_id, protocol, result, metrics in rows:
         spec = REGISTRY.get(protocol)
         try:
@@ -75,9 +75,21 @@ def configs_by_slot(connection: Connection) -> None:
             typed = spec.read_result(json.loads(result)) if spec is not None and result else None
         except (TypeError, ValueError):
             continue
-        if spec is None or typed is None or not isinstance(stored, dict) or "outcome" in stored:
+        if spec is None or typed is None or not isinstance(stored, dict):
             continue
         typed.protocol = protocol
+        yield run_id, spec, typed, stored
+
+
+def configs_by_slot(connection: Connection) -> None:
+    """Migration 0004: configurations by slot, and each run's outcome line in its metrics."""
+    from engine.store import statements
+    runs, library = statements.RUNS, statements.LIBRARY
+    _rewrite(connection, runs, runs.c.config, regroup)
+    _rewrite(connection, library, library.c.body, regroup)
+    for run_id, spec, typed, stored in _completed_results(connection):
+        if "outcome" in stored:
+            continue
         new = {**stored, **spec.metrics(typed)}  # the current signals win over old keys
         connection.execute(update(runs).where(runs.c.id == run_id).values(
             metrics=json.dumps(new, ensure_ascii=False, default=str)))
@@ -98,21 +110,9 @@ def degraded_runs(connection: Connection) -> None:
     if "lost" not in present:
         connection.execute(text("ALTER TABLE runs ADD COLUMN lost TEXT NOT NULL DEFAULT ''"))
     from engine.models import Turn
-    from engine.protocols import REGISTRY
     from engine.store import statements
     runs, turns = statements.RUNS, statements.TURNS
-    rows = connection.execute(select(runs.c.id, runs.c.protocol, runs.c.result,
-                                     runs.c.metrics).where(runs.c.status == "completed")).all()
-    for run_id, protocol, result, metrics in rows:
-        spec = REGISTRY.get(protocol)
-        try:
-            stored = json.loads(metrics) if metrics else {}
-            typed = spec.read_result(json.loads(result)) if spec is not None and result else None
-        except (TypeError, ValueError):
-            continue  # an unreadable run stays as it is (reads show it as unreadable)
-        if spec is None or typed is None or not isinstance(stored, dict):
-            continue
-        typed.protocol = protocol
+    for run_id, spec, typed, stored in _completed_results(connection):
         typed.turns = [Turn(index=t.idx, phase=t.phase, round=t.round, seat=t.seat,
                             status="ok" if t.status == "ok" else "degraded",
                             error=t.error or "")
