@@ -163,6 +163,7 @@ def endpoint_hints(provider: str = "openai") -> str:
 SHORT_METRIC = 10  # characters a metric value may have before it is shown as bold text
 _MD_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")  # every ASCII punctuation character
 WORD_JOINER = "\u2060"
+_RATE = re.compile(r"(\S+) (\[[^\]]*\] n=[\d,]+)")  # engine.reports.aggregate.rate_text
 _AUTOLINK = re.compile(r"(?i)(?<![a-z0-9])(https?|ftp|mailto|xmpp|www)(?=[:.])"
                        r"|(?<=[a-z0-9._+-])(?=@[a-z0-9])")
 
@@ -189,21 +190,33 @@ def simulated_note(simulated: bool, worlds: Iterable[str] = ()) -> None:
             st.caption(md(f"simulated world: {world}"))
 
 
+def metrics_row(items: Iterable[tuple[str, Any]]) -> None:
+    """Labelled values side by side as metrics. A rate with its interval and n ("33% [10%–70%]
+    n=6") shows the rate big and the interval and n under it; the big metric font would cut
+    any other long value off, so then the whole row is text."""
+    items = list(items)
+    rates = [_RATE.fullmatch(str(value)) for _, value in items]
+    long = any(len(str(value)) > SHORT_METRIC and not rate
+               for (_, value), rate in zip(items, rates, strict=True))
+    for column, (label, value), rate in zip(st.columns(max(1, len(items))), items, rates,
+                                            strict=True):
+        if rate and not long:
+            column.metric(md(label), md(rate.group(1)), md(rate.group(2)), delta_color="off",
+                          delta_arrow="off")
+        elif long:
+            column.caption(md(label))
+            column.markdown(f"**{md(value)}**")
+        else:
+            column.metric(md(label), md(value))
+
+
 def render_blocks(blocks: Iterable[Any]) -> None:
     """Render a protocol's view blocks generically; every value is shown as text."""
     for number, block in enumerate(blocks):
         if block.title and block.kind not in ("metrics",):
             st.markdown(f"**{md(block.title)}**")
         if block.kind == "metrics":
-            items = list(block.items)
-            # The big metric font would cut long values off: then the whole row is text.
-            long = any(len(str(value)) > SHORT_METRIC for _, value in items)
-            for column, (label, value) in zip(st.columns(max(1, len(items))), items):
-                if long:
-                    column.caption(md(label))
-                    column.markdown(f"**{md(value)}**")
-                else:
-                    column.metric(md(label), md(value))
+            metrics_row(block.items)
         elif block.kind == "text":
             st.text(block.body or "—")
         elif block.kind == "table":

@@ -54,8 +54,7 @@ for section in sections:
         st.caption(md(section.note))
         continue
     if section.metrics:
-        for column, (label, value) in zip(st.columns(len(section.metrics)), section.metrics):
-            column.metric(label, value)
+        _shared.metrics_row(section.metrics)
     for first in range(0, len(section.charts), 2):
         for column, number in zip(st.columns(2), range(first, first + 2)):
             if number < len(section.charts):

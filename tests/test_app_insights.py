@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from apptest_helpers import plain
 from streamlit.testing.v1 import AppTest
 
 from engine import REGISTRY, Store
@@ -53,7 +54,7 @@ def test_charts_and_captions_across_protocols(db):
                             for name in REGISTRY]
     assert {"Vote baseline", "Debate", "Peer review", "Roundtable", "Duel", "Accuracy",
             "Tokens and latency"} <= set(headers)
-    metrics = {m.label: m.value for m in at.metric}
+    metrics = {plain(m.label): plain(m.value) for m in at.metric}
     assert metrics["Runs"] == "12" and metrics["Simulated"] == "12"
     # every protocol with a final answer: panel, vote, roundtable, and debate and peer review
     # (their ANSWER lines); a duel has no answer to score
@@ -71,8 +72,8 @@ def test_protocols_without_runs_get_a_one_line_note_and_filters_apply(db):
     at.selectbox(key="insights_protocol").set_value("debate").run()
     assert not at.exception, at.exception
     assert 0 < len(at.get("plotly_chart")) < everything
-    assert {m.label: m.value for m in at.metric}["Runs"] == "2"
+    assert {plain(m.label): plain(m.value) for m in at.metric}["Runs"] == "2"
     at.selectbox(key="insights_label").set_value("careful").run()
-    assert {m.label: m.value for m in at.metric}["Runs"] == "1"
+    assert {plain(m.label): plain(m.value) for m in at.metric}["Runs"] == "1"
     at.text_input(key="insights_search").input("no question says this").run()
     assert "No runs match these filters." in at.info[0].value

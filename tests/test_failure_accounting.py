@@ -194,7 +194,7 @@ def test_insights_page_counts_failed_and_degraded_runs_apart(tmp_path, monkeypat
     debate(store, everyone=FAILING, judge=FAILING)
     at = AppTest.from_file(PAGE, default_timeout=60).run()
     assert not at.exception, at.exception
-    metrics = {m.label: m.value for m in at.metric}
+    metrics = {plain(m.label): plain(m.value) for m in at.metric}
     assert (metrics["Runs"], metrics["Completed"], metrics["Degraded"],
             metrics["Failed"], metrics["Interrupted"]) == ("3", "2", "1", "1", "0")
     assert any("never counted as 0" in c.value for c in at.caption)
@@ -255,7 +255,8 @@ def test_the_runs_page_shows_a_degraded_run_amber(db_url):
     assert any(plain(w.value).startswith("Completed, but degraded: it lost judge")
                for w in at.warning)
     assert not any(s.value.startswith("Completed") for s in at.success)
-    assert plain({m.label: m.value for m in at.metric}["Status"]) == "completed (degraded)"
+    metrics = {plain(m.label): plain(m.value) for m in at.metric}
+    assert metrics["Status"] == "completed (degraded)"
 
 
 def test_the_run_page_shows_a_degraded_run_amber_and_a_failed_one_red(db_url):

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from apptest_helpers import plain
 from openai_stub import SimulatedOpenAI
 from streamlit.testing.v1 import AppTest
 
@@ -149,14 +150,14 @@ def test_insights_page_shows_one_kind_by_default_and_both_labelled(db, server):
     store_both(db, server)
     at = AppTest.from_file(str(PAGES / "insights.py"), default_timeout=60).run()
     assert not at.exception, at.exception
-    metrics = {m.label: m.value for m in at.metric}
+    metrics = {plain(m.label): plain(m.value) for m in at.metric}
     assert metrics["Runs"] == "1" and metrics["Simulated"] == "0"  # the real run only
     assert any("2 simulated run(s) are not shown" in c.value for c in at.caption)
     table = at.dataframe[-1].value if at.dataframe else None
     assert table is not None and list(table["label"]) == ["cheap"]
     at.segmented_control(key="insights-kind").set_value("both").run()
     assert not at.exception, at.exception
-    metrics = {m.label: m.value for m in at.metric}
+    metrics = {plain(m.label): plain(m.value) for m in at.metric}
     assert metrics["Runs"] == "3" and metrics["Simulated"] == "2"
     labels = set(at.dataframe[-1].value["label"])
     assert labels == {"cheap", "cheap (simulated)"}
@@ -164,7 +165,7 @@ def test_insights_page_shows_one_kind_by_default_and_both_labelled(db, server):
     assert shown.loc[("cheap", "Vote (baseline)"), "accuracy [95% CI] n"].endswith("n=1")
     assert bool(shown["few"].all())  # one run each: greyed
     at.segmented_control(key="insights-kind").set_value("simulated").run()
-    metrics = {m.label: m.value for m in at.metric}
+    metrics = {plain(m.label): plain(m.value) for m in at.metric}
     assert metrics["Runs"] == "2" and metrics["Simulated"] == "2"
 
 
