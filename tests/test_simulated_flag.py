@@ -141,6 +141,13 @@ def test_insights_report_keeps_kinds_apart(db, server):
                                      "Debate (simulated)"}
     assert all(c.title.endswith("(simulated and real, kept apart)")
                for s in both.values() for c in s.charts)
+    # The headline numbers are never pooled either: one per kind, labelled.
+    accuracy = dict(both["accuracy"].metrics)
+    assert {"Scored runs (real)", "Scored runs (simulated)", "Correct (real)",
+            "Correct (simulated)"} <= set(accuracy)
+    assert not {"Scored runs", "Correct"} & set(accuracy)
+    vote = dict(both["vote"].metrics)
+    assert all(label.endswith((" (real)", " (simulated)")) for label in vote)
     simulated = insights.report(runs, kind="simulated")
     assert all(c.title.endswith(" (simulated)") for s in simulated for c in s.charts)
     assert ids  # three runs made

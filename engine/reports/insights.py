@@ -180,5 +180,24 @@ def _sections(runs: pd.DataFrame, load: Results) -> list[Section]:
             sections.append(Section(name, spec.title, note=f"No completed "
                                     f"{spec.title.lower()} runs match these filters."))
             continue
-        sections.append(spec.insights(InsightsData(mine, partial(load, name))))
-    return sections + [accuracy_section(runs), cost_section(runs)]
+        sections.append(_apart(mine, partial(_protocol_section, spec.insights,
+                                             partial(load, name))))
+    return sections + [_apart(runs, accuracy_section), _apart(runs, cost_section)]
+
+
+def _protocol_section(make: Callable[[InsightsData], Section], load: Callable[[], pd.DataFrame],
+                      runs: pd.DataFrame) -> Section:
+    return make(InsightsData(runs, load))
+
+
+def _apart(runs: pd.DataFrame, make: Callable[[pd.DataFrame], Section]) -> Section:
+    """`make(runs)`; when both kinds are shown, its headline numbers are made again for the
+    real and the simulated runs apart (labelled so), as its charts already keep them apart."""
+    section = make(runs)
+    kinds = runs["simulated"].astype(bool)
+    if kinds.nunique() > 1:
+        section.metrics = [(f"{label} ({kind})", value)
+                           for kind, part in (("real", runs[~kinds]), ("simulated", runs[kinds]))
+                           if not completed(part).empty
+                           for label, value in make(part).metrics]
+    return section
