@@ -101,3 +101,29 @@ def test_spec_naming_gsm8k_100_plans_100_cells():
     assert plan.source == "bundled:gsm8k-100"
     assert plan.questions[0] == {"question": question_set("gsm8k-100")[0].question,
                                  "expected": "16"}
+
+
+def test_cli_lists_sets_with_source_licence_and_size(capsys):
+    from engine.cli.main import main
+    assert main(["sets"]) == 0
+    out = capsys.readouterr().out
+    assert "gsm8k       1,319 questions  MIT (OpenAI 2021)" in out
+    assert "Cobbe et al. 2021" in out and "arXiv 2305.14325" in out
+    assert main(["sets", "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert {r["name"]: r["size"] for r in rows}["gsm8k-100"] == 100
+    assert all(r["source"] and r["licence"] for r in rows)
+
+
+def test_experiments_page_picker_names_size_source_and_licence(db_url):
+    from streamlit.testing.v1 import AppTest
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120.0)
+    at.run()
+    at.switch_page("pages/experiments.py").run()
+    picker = at.selectbox(key="exp-set")
+    assert "gsm8k-100 (100 questions)" in picker.options
+    assert "gsm8k (1,319 questions)" in picker.options
+    picker.select("gsm8k").run()
+    assert not at.exception, at.exception
+    captions = " ".join(c.value for c in at.caption)
+    assert "Cobbe et al" in captions and "MIT \\(OpenAI 2021\\)" in captions
