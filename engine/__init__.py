@@ -17,11 +17,12 @@ from engine.protocols.peer_review import (
 )
 from engine.protocols.roundtable import Exchange, RoundtableResult, arun_roundtable, run_roundtable
 from engine.protocols.vote import VoteResult, arun_vote, run_vote
+from engine.questions import question_set
 from engine.store import Store
 
 __all__ = [
     "ConfigError", "RunResult", "Seat", "Turn", "get_model", "Store", "REGISTRY",
-    "get_protocol", "prompt_templates",
+    "get_protocol", "prompt_templates", "question_set",
     "DebateResult", "DebateRound", "arun_debate", "run_debate",
     "PeerReviewIteration", "PeerReviewResult", "arun_peer_review", "run_peer_review",
     "Exchange", "RoundtableResult", "arun_roundtable", "run_roundtable",

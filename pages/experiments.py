@@ -12,6 +12,7 @@ import streamlit as st
 
 from engine import ConfigError
 from engine import experiments as ex
+from engine.questions import catalogue
 from engine.questions import files as qsets
 from engine.reports import aggregate
 from pages import _shared
@@ -33,9 +34,10 @@ def question_source() -> tuple[dict | None, str]:
     kind = st.radio("Questions", ["Bundled set", "Upload a file"], horizontal=True,
                     key="exp-source")
     if kind == "Bundled set":
-        sizes = qsets.bundled_sets()
-        name = st.selectbox("Question set", list(sizes), key="exp-set",
-                            format_func=lambda n: f"{n} ({sizes[n]} questions)")
+        sets = {info.name: info for info in catalogue()}
+        name = st.selectbox("Question set", list(sets), key="exp-set",
+                            format_func=lambda n: f"{n} ({sets[n].size:,} questions)")
+        st.caption(md(f"Source: {sets[name].source}. Licence: {sets[name].licence}."))
         return {"questions": name}, ""
     upload = st.file_uploader("CSV or JSONL with a `question` column and an optional "
                               "`expected` one", type=["csv", "jsonl"], key="exp-upload")

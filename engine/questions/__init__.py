@@ -8,6 +8,8 @@ from engine.questions.files import (
                                     load_file,
                                     parse_questions,
 )
+from engine.questions.sets import SETS, SetInfo, catalogue, question_set
 
 __all__ = ["DEFINITE", "DEMO", "OPEN", "QUESTION_SETS", "Question", "lookup", "Item",
-           "bundled_sets", "from_records", "load_bundled", "load_file", "parse_questions"]
+           "bundled_sets", "from_records", "load_bundled", "load_file", "parse_questions",
+           "SETS", "SetInfo", "catalogue", "question_set"]

@@ -10,7 +10,7 @@ import csv
 import io
 import json
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,29 +26,30 @@ FORMATS = ("csv", "jsonl", "ndjson")
 
 @dataclass(frozen=True)
 class Item:
-    """One question of a set, with its expected answer when it has a definite one."""
+    """One question of a set, with its expected answer when it has a definite one, and the
+    set's provenance (`source`, `licence`) when it comes from a named set."""
 
     question: str
     expected: str | None = None
+    source: str | None = None
+    licence: str | None = None
 
     def as_dict(self) -> dict[str, str | None]:
-        return asdict(self)
+        """The question and expected answer, as a plan stores them (the set's provenance
+        travels once, as the plan's source)."""
+        return {"question": self.question, "expected": self.expected}
 
 
 def bundled_sets() -> dict[str, int]:
-    """The bundled question sets (from `engine.questions.bundled`) by name, with their sizes."""
-    from engine.questions.bundled import QUESTION_SETS
-    return {name: len(items) for name, items in QUESTION_SETS.items()}
+    """The named question sets (from `engine.questions.sets`) by name, with their sizes."""
+    from engine.questions.sets import catalogue
+    return {info.name: info.size for info in catalogue()}
 
 
 def load_bundled(name: str) -> list[Item]:
-    """A bundled question set by name (`definite`, `open`, `demo` ...)."""
-    from engine.questions.bundled import QUESTION_SETS
-    key = (name or "").strip().lower()
-    if key not in QUESTION_SETS:
-        raise ConfigError(f"no bundled question set {name!r}; choose one of "
-                          f"{', '.join(QUESTION_SETS)}", "input")
-    return [Item(q.text, q.expected) for q in QUESTION_SETS[key]]
+    """A named question set (`definite`, `open`, `demo`, `arithmetic`, `gsm8k` ...)."""
+    from engine.questions.sets import question_set
+    return question_set(name)
 
 
 def load_file(path: str | Path) -> list[Item]:
