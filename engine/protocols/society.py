@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 from engine.analysis.stances import Confidence, Tally, derive_confidence, normalize_stance, tally
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
-from engine.models import RunResult, Seat, Signals, Task
+from engine.models import ConfigError, RunResult, Seat, Signals, Task
 from engine.protocols.ballots import (
     ABSTAINED,
     confidence_text,
@@ -181,7 +181,8 @@ async def arun_society(question: str, *, agents: list[Seat | Any], rounds: int =
     agents = require_seats(agents, "agents", MIN_AGENTS, MAX_AGENTS, "society", "agent",
                            run.endpoints)
     rounds = require_int(rounds, "rounds", MIN_ROUNDS, MAX_ROUNDS, "society")
-    summarise = bool(summarise)
+    if not isinstance(summarise, bool):
+        raise ConfigError(f"summarise must be true or false, got {summarise!r}", "input")
 
     async def body(ctx: RunContext) -> SocietyResult:
         start = time.monotonic()
