@@ -302,7 +302,7 @@ def _view(r: SocietyResult) -> list[Block]:
 
 def _insights(data: InsightsData) -> Section:
     runs = completed(data.runs)
-    return Section("society", "Society of minds", metrics=[("Runs", f"{len(runs):,}")],
+    return Section("society", "Society of minds (Du et al.)", metrics=[("Runs", f"{len(runs):,}")],
                    charts=tally_charts(runs, "Society"))
 
 
