@@ -49,8 +49,8 @@ def test_charts_and_captions_across_protocols(db):
     assert len(captions) >= len(charts)  # one caption under each chart
     headers = [h.value for h in at.subheader]
     assert headers[0] == "Overview"  # then each protocol in registry order
-    assert headers[1:1 + len(REGISTRY)] == [REGISTRY[name].title if name != "vote" else "Vote baseline"
-                            for name in REGISTRY]
+    assert headers[1:1 + len(REGISTRY)] == [
+        REGISTRY[name].title if name != "vote" else "Vote baseline" for name in REGISTRY]
     assert {"Vote baseline", "Debate", "Peer review", "Roundtable", "Duel", "Accuracy",
             "Tokens and latency"} <= set(headers)
     metrics = {m.label: m.value for m in at.metric}
