@@ -50,8 +50,8 @@ def test_charts_and_captions_across_protocols(db):
     assert len(captions) >= len(charts)  # one caption under each chart
     headers = [h.value for h in at.subheader]
     assert headers[0] == "Overview"  # then each protocol in registry order
-    assert headers[1:7] == [REGISTRY[name].title if name != "vote" else "Vote baseline"
-                            for name in REGISTRY]
+    assert headers[1:1 + len(REGISTRY)] == [
+        REGISTRY[name].title if name != "vote" else "Vote baseline" for name in REGISTRY]
     assert {"Vote baseline", "Debate", "Peer review", "Roundtable", "Duel", "Accuracy",
             "Tokens and latency"} <= set(headers)
     metrics = {plain(m.label): plain(m.value) for m in at.metric}
@@ -67,7 +67,7 @@ def test_protocols_without_runs_get_a_one_line_note_and_filters_apply(db):
     at = open_page()
     assert not at.exception, at.exception
     notes = [c.value for c in at.caption if "match these filters" in c.value]
-    assert len(notes) == 4  # panel, vote, roundtable, duel (the debates are scored)
+    assert len(notes) == 5  # panel, vote, roundtable, duel, society (the debates are scored)
     everything = len(at.get("plotly_chart"))
     at.selectbox(key="insights_protocol").set_value("debate").run()
     assert not at.exception, at.exception

@@ -1,0 +1,325 @@
+"""Society of minds (DESIGN 2.7; Du et al. 2023, arXiv 2305.14325): every agent answers on its
+own in round one; in each later round it sees the other agents' answers from the round before,
+with its own conversation so far, and answers again. Python extracts and tallies the answers
+of every round; the final answer is the last round's plurality.
+
+`rounds` counts every round, the first included: Du's "3 agents, 2 rounds" is `rounds=2`,
+six calls. The agents of one round run concurrently; a round starts when the one before ends.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from typing import Any, Unpack
+
+from pydantic import BaseModel, Field
+
+from engine.analysis.stances import Confidence, Tally, derive_confidence, normalize_stance, tally
+from engine.config import RunKwargs
+from engine.llm.calls import RunContext
+from engine.models import ConfigError, RunResult, Seat, Signals, Task
+from engine.protocols.ballots import (
+    ABSTAINED,
+    confidence_text,
+    flow_block,
+    require_seats,
+    share,
+    tally_block,
+    tally_metrics,
+    tally_outcome,
+    tally_rows,
+)
+from engine.protocols.base import Option, ProtocolSpec, Slot, execute, run_sync, split_run_options
+from engine.protocols.checks import require_int, require_text
+from engine.protocols.templates import Template, render
+from engine.reports.aggregate import completed
+from engine.reports.ballots import tally_charts
+from engine.reports.views import Block, InsightsData, Section, warnings_block
+
+FINAL = ("If the answer is a number, give your final answer in the form \\boxed{...} at "
+         "the end of your response; otherwise end with a short final answer on its own line.")
+ANSWER = Template(
+    "Can you answer the following question as accurately as possible?\n\n{question}\n\n"
+    "Explain your reasoning. " + FINAL,
+    ("question",), "Round one: each agent answers alone.", required=("question",))
+REVISE = Template(
+    "These are the answers to the question from the other agents:\n\n{others}\n\n"
+    "Using the reasoning from the other agents as additional advice, can you give an updated "
+    "answer to the question?\n\n{question}\n\nExamine your solution and that of the other "
+    "agents step by step. " + FINAL,
+    ("question", "others"),
+    "Rounds two on: each agent, after its own conversation so far, sees the others' answers "
+    "from the round before.", required=("others",))
+TEMPLATES = {"answer": ANSWER, "revise": REVISE}
+TASK_KEYS = ("reasoning", "answer")  # the simulated model's reply shape (it reads no prose)
+
+MIN_AGENTS, MAX_AGENTS = 2, 8
+MIN_ROUNDS, MAX_ROUNDS = 1, 10
+
+_BOXED = re.compile(r"\\boxed\s*\{((?:[^{}]|\{[^{}]*\})*)\}")
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
+_SAID = re.compile(r"(?:final answer|answer)\s*(?:is|:)\s*(.+)", re.IGNORECASE)
+
+
+def _answer(text: str) -> str:
+    """The answer a reply gives, normalised; "" when it gives none (an abstention).
+
+    To be replaced by `engine.analysis.answers.extract_answer` (issue 13, bullet 2): a JSON
+    reply's `answer`, else the last `\\boxed{...}`, else the last number, else the last line
+    that says "answer: ..." or "answer is ...", else the last line as a stance.
+    """
+    text = text.strip()
+    if text.startswith("{"):
+        try:
+            obj = json.loads(text)
+        except ValueError:
+            obj = None
+        if isinstance(obj, dict) and obj.get("answer") is not None:
+            text = str(obj["answer"]).strip()
+    boxed = _BOXED.findall(text)
+    if boxed:
+        return normalize_stance(boxed[-1])
+    numbers = _NUMBER.findall(text)
+    if numbers:
+        return normalize_stance(numbers[-1].replace(",", ""))
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for line in reversed(lines):
+        said = _SAID.search(line)
+        if said:
+            return normalize_stance(said.group(1))
+    return normalize_stance(lines[-1]) if lines else ""
+
+
+# --------------------------------------------------------------------------- the result
+class Reply(BaseModel):
+    """One agent's reply in one round: its text and the answer read from it ("" abstains)."""
+
+    agent: str
+    icon: str = ""
+    round: int
+    text: str = ""
+    answer: str = ""
+    error: str = ""
+
+
+class MindChange(BaseModel):
+    """An agent whose answer in `round` differs from its answer in the round before."""
+
+    agent: str
+    round: int
+    before: str
+    after: str
+
+
+class SocietyResult(RunResult):
+    """Every round's replies and tally; `answer` is the last round's plurality."""
+
+    question: str
+    rounds: list[list[Reply]] = Field(default_factory=list)
+    tallies: list[Tally] = Field(default_factory=list)
+    first_round: Tally | None = None
+    answer: str = ""
+    mind_changes: list[MindChange] = Field(default_factory=list)
+    confidence: Confidence | None = None
+
+    def final_answer(self) -> str | None:
+        """The last round's plurality; None when every agent abstained."""
+        return self.answer or None
+
+
+# --------------------------------------------------------------------------- the run
+def _others_text(mine: str, previous: list[Reply], summarise: bool) -> str:
+    """The other agents' answers from the round before: quoted in full, or summarised as
+    their extracted answers with counts."""
+    others = [r for r in previous if r.agent != mine]
+    if summarise:
+        counts: dict[str, int] = {}
+        for reply in others:
+            key = reply.answer or ABSTAINED
+            counts[key] = counts.get(key, 0) + 1
+        return "\n".join(f"- {answer}: {n} agent{'s' if n != 1 else ''}"
+                         for answer, n in counts.items())
+    return "\n\n".join(f"One agent's solution: ```{r.text or ABSTAINED}```" for r in others)
+
+
+async def _speak(ctx: RunContext, seat: Seat, history: list[dict[str, str]], number: int,
+                 task: Task) -> tuple[Reply, list[dict[str, str]]]:
+    """One agent's call in round `number`: its reply and its conversation with the reply."""
+    turn = await ctx.call(seat, history, phase="answer" if number == 1 else "revise",
+                          round=number, task=task)
+    text = turn.reply if turn.ok else ""
+    answer = (ctx.guard(turn, _answer, text) or "") if text else ""
+    reply = Reply(agent=seat.name, icon=seat.icon, round=number, text=text, answer=answer,
+                  error=turn.error)
+    return reply, [*history, {"role": "assistant", "content": text or ABSTAINED}]
+
+
+def _changes(rounds: list[list[Reply]]) -> list[MindChange]:
+    """Each agent's answer changes between consecutive rounds (abstentions are no answer)."""
+    out = []
+    for number in range(1, len(rounds)):
+        before = {r.agent: r.answer for r in rounds[number - 1]}
+        for reply in rounds[number]:
+            old = before.get(reply.agent, "")
+            if old and reply.answer and old != reply.answer:
+                out.append(MindChange(agent=reply.agent, round=number + 1, before=old,
+                                      after=reply.answer))
+    return out
+
+
+async def arun_society(question: str, *, agents: list[Seat | Any], rounds: int = 2,
+                       summarise: bool = False, **kw: Unpack[RunKwargs]) -> SocietyResult:
+    """Du et al.'s multiagent debate: `rounds` rounds (the first included) of every agent
+    answering, from round two on after seeing the others' answers of the round before.
+
+    An agent whose call fails, or whose reply gives no answer, abstains in that round.
+    """
+    run = split_run_options(dict(kw), "society")
+    question = require_text(question, "question")
+    agents = require_seats(agents, "agents", MIN_AGENTS, MAX_AGENTS, "society", "agent",
+                           run.endpoints)
+    rounds = require_int(rounds, "rounds", MIN_ROUNDS, MAX_ROUNDS, "society")
+    if not isinstance(summarise, bool):
+        raise ConfigError(f"summarise must be true or false, got {summarise!r}", "input")
+
+    async def body(ctx: RunContext) -> SocietyResult:
+        start = time.monotonic()
+        first = render(TEMPLATES, ctx.prompts, "answer", question=question)
+        histories = {s.name: [{"role": "user", "content": first}] for s in agents}
+        done: list[list[Reply]] = []
+        for number in range(1, rounds + 1):
+            calls = []
+            for seat in agents:
+                if number == 1:
+                    task = Task(kind="answer", keys=TASK_KEYS)
+                else:
+                    previous = done[-1]
+                    own = next(r.answer for r in previous if r.agent == seat.name)
+                    task = Task(kind="revise", keys=TASK_KEYS, own=own or None,
+                                others={r.agent: r.answer for r in previous
+                                        if r.agent != seat.name})
+                    histories[seat.name] = [*histories[seat.name], {
+                        "role": "user", "content": render(
+                            TEMPLATES, ctx.prompts, "revise", question=question,
+                            others=_others_text(seat.name, previous, summarise))}]
+                calls.append(_speak(ctx, seat, histories[seat.name], number, task))
+            spoken = await asyncio.gather(*calls)
+            done.append([reply for reply, _ in spoken])
+            histories = {reply.agent: history for reply, history in spoken}
+        tallies = [tally({r.agent: r.answer or None for r in replies}) for replies in done]
+        last = tallies[-1]
+        warnings = [f"agent {r.agent}, round {r.round}: "
+                    f"{'failed (' + r.error + ')' if r.error else 'no answer found'}; "
+                    "it abstains" for replies in done for r in replies if not r.answer]
+        return SocietyResult(question=question, rounds=done, tallies=tallies,
+                             first_round=tallies[0], answer=last.winner or "",
+                             mind_changes=_changes(done), confidence=derive_confidence(last),
+                             warnings=warnings, duration=time.monotonic() - start)
+
+    return await execute("society", question, TEMPLATES, body, {"agents": agents},
+                         {"rounds": rounds, "summarise": summarise}, run)
+
+
+def run_society(question: str, **kw: Any) -> SocietyResult:
+    """Synchronous `arun_society`."""
+    return run_sync(arun_society(question, **kw))
+
+
+# --------------------------------------------------------------------------- presentation
+def _last(result: SocietyResult) -> tuple[Tally, Confidence]:
+    t = result.tallies[-1] if result.tallies else tally({})
+    return t, result.confidence or derive_confidence(t)
+
+
+def _summary(result: SocietyResult) -> str:
+    t, c = _last(result)
+    return (f"answer: {t.winner or '(none)'} ({t.winner_votes}/{t.total}) after "
+            f"{len(result.tallies)} round(s); {len(result.mind_changes)} mind change(s); "
+            f"confidence {c.level.upper()} {c.ratio:.0%} ({c.reason})")
+
+
+def _outcome(result: SocietyResult) -> str:
+    return tally_outcome(*_last(result))
+
+
+def _judged(result: SocietyResult) -> tuple[int | None, int | None]:
+    """(persuaded: wrong in round one and right in the last, misled: the reverse), counted
+    over agents; None without an expected answer."""
+    if not result.expected or len(result.rounds) < 2:
+        return None, None
+    truth = normalize_stance(result.expected)
+    first = {r.agent: r.answer == truth for r in result.rounds[0]}
+    last = {r.agent: r.answer == truth for r in result.rounds[-1]}
+    persuaded = sum(1 for a, right in last.items() if right and not first.get(a, False))
+    misled = sum(1 for a, right in last.items() if not right and first.get(a, False))
+    return persuaded, misled
+
+
+def _signals(result: SocietyResult) -> Signals:
+    t, c = _last(result)
+    first = result.first_round
+    persuaded, misled = _judged(result)
+    agents = len(result.rounds[0]) if result.rounds else 0
+    return Signals(answer=t.winner, first_answer=first.winner if first else None,
+                   consensus=share(t), level=c.level if t.positions else None,
+                   seats=agents if len(result.rounds) > 1 else None,
+                   mind_changes=(len({m.agent for m in result.mind_changes})
+                                 if len(result.rounds) > 1 else None),
+                   persuaded=persuaded, misled=misled,
+                   extra={**tally_metrics(t, c), "agents": agents,
+                          "rounds": len(result.rounds),
+                          "changes": len(result.mind_changes),
+                          "first_winner": first.winner or "" if first else ""})
+
+
+def _view(r: SocietyResult) -> list[Block]:
+    t, c = _last(r)
+    blocks = [Block("metrics", items=[
+                  ("Answer", t.winner or "(none)"), ("Confidence", confidence_text(c)),
+                  ("Consensus", f"{t.winner_votes}/{t.total} ({t.ratio:.2f})"),
+                  ("Mind changes", str(len(r.mind_changes)))]),
+              Block("caption", body="Round one: every agent alone; each later round: every "
+                                    "agent after the others' answers of the round before. "
+                                    "Answers are read and tallied in code.")]
+    blocks += [tally_block(f"Round {n}", tally_) for n, tally_ in enumerate(r.tallies, 1)]
+    for n in range(1, len(r.tallies)):
+        flow = flow_block(f"Round {n} to round {n + 1}", r.tallies[n - 1], r.tallies[n])
+        if flow is not None:
+            blocks.append(flow)
+    blocks.append(Block("table", "Answers by round", rows=[
+        {"agent": f"{replies[i].icon} {replies[i].agent}".strip(),
+         **{f"round {n}": (rs[i].answer or ABSTAINED) for n, rs in enumerate(r.rounds, 1)}}
+        for replies in r.rounds[:1] for i in range(len(replies))]))
+    if r.mind_changes:
+        blocks.append(Block("table", "Mind changes", rows=[
+            {"agent": m.agent, "round": m.round, "before": m.before, "after": m.after}
+            for m in r.mind_changes]))
+    blocks.append(Block("table", "Final tally", rows=tally_rows(t, r.first_round)))
+    return blocks + warnings_block(r.warnings)
+
+
+def _insights(data: InsightsData) -> Section:
+    runs = completed(data.runs)
+    return Section("society", "Society of minds (Du et al.)", metrics=[("Runs", f"{len(runs):,}")],
+                   charts=tally_charts(runs, "Society"))
+
+
+SPEC = ProtocolSpec(
+    name="society", title="Society of minds (Du et al.)", seed="013", question_name="question",
+    runner=arun_society,
+    slots=(Slot("agents", many=True, minimum=MIN_AGENTS, maximum=MAX_AGENTS,
+                defaults=tuple({"name": f"agent {n}"} for n in range(1, 4)), role="agent",
+                help="each answers every round, from round two on after the others"),),
+    options=(Option("rounds", 2, MIN_ROUNDS, MAX_ROUNDS,
+                    "rounds, the first (independent answers) included"),
+             Option("summarise", False, help="show the others' answers as a summary of "
+                                              "their extracted answers, not in full")),
+    templates=TEMPLATES,
+    estimate_calls=lambda options, seats: int(seats.get("agents", 3)) * int(
+        options.get("rounds", 2)),
+    estimate_waves=lambda options, seats: int(options.get("rounds", 2)),
+    insights=_insights,
+    result_type=SocietyResult, summary=_summary, outcome=_outcome, signals=_signals,
+    view=_view, phases=("answer", "revise"), rounds_option="rounds", color="#6d4c41")
