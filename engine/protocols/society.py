@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import time
 from typing import Any, Unpack
 
 from pydantic import BaseModel, Field
 
+from engine.analysis.answers import extract_answer
 from engine.analysis.stances import Confidence, Tally, derive_confidence, normalize_stance, tally
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
@@ -58,18 +58,12 @@ TASK_KEYS = ("reasoning", "answer")  # the simulated model's reply shape (it rea
 MIN_AGENTS, MAX_AGENTS = 2, 8
 MIN_ROUNDS, MAX_ROUNDS = 1, 10
 
-_BOXED = re.compile(r"\\boxed\s*\{((?:[^{}]|\{[^{}]*\})*)\}")
-_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
-_SAID = re.compile(r"(?:final answer|answer)\s*(?:is|:)\s*(.+)", re.IGNORECASE)
 
 
 def _answer(text: str) -> str:
-    """The answer a reply gives, normalised; "" when it gives none (an abstention).
-
-    To be replaced by `engine.analysis.answers.extract_answer` (issue 13, bullet 2): a JSON
-    reply's `answer`, else the last `\\boxed{...}`, else the last number, else the last line
-    that says "answer: ..." or "answer is ...", else the last line as a stance.
-    """
+    """The answer a reply gives, normalised; "" when it gives none (an abstention, never a
+    guess): a JSON reply's `answer`, else `engine.analysis.extract_answer` (`\\boxed{...}`,
+    the last number, a letter, yes/no, else the normalised stance)."""
     text = text.strip()
     if text.startswith("{"):
         try:
@@ -78,18 +72,8 @@ def _answer(text: str) -> str:
             obj = None
         if isinstance(obj, dict) and obj.get("answer") is not None:
             text = str(obj["answer"]).strip()
-    boxed = _BOXED.findall(text)
-    if boxed:
-        return normalize_stance(boxed[-1])
-    numbers = _NUMBER.findall(text)
-    if numbers:
-        return normalize_stance(numbers[-1].replace(",", ""))
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    for line in reversed(lines):
-        said = _SAID.search(line)
-        if said:
-            return normalize_stance(said.group(1))
-    return normalize_stance(lines[-1]) if lines else ""
+    found = extract_answer(text)
+    return normalize_stance(found) if found else ""
 
 
 # --------------------------------------------------------------------------- the result
