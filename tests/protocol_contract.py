@@ -47,7 +47,9 @@ from engine.protocols import REGISTRY, ProtocolSpec, arun_config, run_sync, seat
 from engine.simulated.model import SimulatedChatModel
 
 MARKER = "CONTRACT-MARKER"
-CALL_TIMEOUT = 0.2  # seconds: a hanging seat is cut off here
+# seconds: a hanging seat is cut off here; generous, so a healthy seat on a loaded 2-core
+# machine is never cut off with it
+CALL_TIMEOUT = 1.0
 FAILURES = {  # how a seat fails -> the simulated fault that makes it fail every call
     "raises": {"fail": 1.0},
     "times out": {"timeout": 1.0, "hang": 5.0},
