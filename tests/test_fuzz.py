@@ -46,6 +46,7 @@ from engine.services import library
 from engine.questions import files as qsets
 from engine.analysis import (is_approved, normalize_stance, parse_confidence, parse_sections,
                              tally)
+from engine.analysis.answers import extract_answer
 from engine.llm.replies import extract_json
 from engine.protocols.roundtable import parse_stance
 from engine.text import clean_value
@@ -132,6 +133,16 @@ def storable(value) -> bool:
 
 
 # ------------------------------------------------------------------ reply parsers
+@FUZZ
+@given(st.one_of(hostile_text(), st.lists(st.sampled_from(
+    ["\\boxed{", "}", "{", "\\frac", "\\text{", "answer is ", "Final answer:", "$", "-", "0.50",
+     "1,000", "(B)", "yes", "no", "I don't know", " ", "\n", "%", "/", "."]),
+    max_size=400).map("".join)))
+def test_answer_extraction_never_raises_and_answers_with_text_or_abstains(text):
+    answer = extract_answer(text)
+    assert answer is None or (isinstance(answer, str) and answer.strip() == answer and answer)
+
+
 @FUZZ
 @given(hostile_text())
 def test_extract_json_never_raises_and_returns_storable_objects(text):
