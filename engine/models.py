@@ -129,6 +129,18 @@ class Signals(BaseModel):
     mind_changes: int | None = None  # of them, how many changed (measured, not claimed)
     persuaded: int | None = None  # wrong -> right, where an expected answer is known
     misled: int | None = None  # right -> wrong
+    # each round's plurality answer ("" when every agent abstained), where there are rounds
+    round_answers: list[str] | None = None
+    # conformity over consecutive rounds (`engine.analysis.conformity.Conformity`): each count
+    # with its chances, right/wrong ones only where an expected answer is known
+    right_before: int | None = None
+    right_to_wrong: int | None = None
+    wrong_before: int | None = None
+    wrong_to_right: int | None = None
+    off_majority: int | None = None
+    adopted_majority: int | None = None
+    had_correct: bool | None = None
+    discarded_correct: bool | None = None
     extra: dict[str, Any] = Field(default_factory=dict)
 
     def common(self) -> dict[str, Any]:

@@ -113,3 +113,17 @@ def _unlatex(text: str) -> str:
     """Boxed LaTeX as plain text: `\\frac{a}{b}` -> a/b, `\\text{ dollars}` -> its words."""
     text = _FRAC.sub(r"\1/\2", text)
     return _LATEX.sub(lambda m: m.group(1) or " ", text).replace("{", "").replace("}", "")
+
+
+def answers_match(answer: str | None, expected: str | None) -> bool | None:
+    """Whether `answer` gives the `expected` answer, read the same way on both sides: equal
+    once normalised (`normalize_stance`), or equal once extracted (`extract_answer`, so
+    "25%" meets "25" and "The answer is $18." meets "18"). None when either side is missing
+    or blank: nothing to score."""
+    if answer is None or expected is None or not str(answer).strip() \
+            or not str(expected).strip():
+        return None
+    if normalize_stance(answer) == normalize_stance(expected):
+        return True
+    found, truth = extract_answer(str(answer)), extract_answer(str(expected))
+    return found is not None and found == truth

@@ -171,11 +171,10 @@ async def execute(protocol: str, question: str, templates: Mapping[str, Template
     result.turns = ctx.turns
     result.run_id = run_id
     if expected is not None and str(expected).strip():
-        from engine.analysis import normalize_stance
+        from engine.analysis import answers_match
         result.expected = str(expected)
         answer = result.final_answer()
-        result.correct = (None if answer is None else
-                          normalize_stance(answer) == normalize_stance(str(expected)))
+        result.correct = None if answer is None else bool(answers_match(answer, result.expected))
     if store is not None:
         from engine.protocols import get_protocol
         spec = get_protocol(protocol)

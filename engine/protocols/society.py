@@ -15,7 +15,8 @@ from typing import Any, Unpack
 
 from pydantic import BaseModel, Field
 
-from engine.analysis.answers import extract_answer
+from engine.analysis.answers import answers_match, extract_answer
+from engine.analysis.conformity import conformity
 from engine.analysis.stances import Confidence, Tally, derive_confidence, normalize_stance, tally
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
@@ -233,9 +234,8 @@ def _judged(result: SocietyResult) -> tuple[int | None, int | None]:
     over agents; None without an expected answer."""
     if not result.expected or len(result.rounds) < 2:
         return None, None
-    truth = normalize_stance(result.expected)
-    first = {r.agent: r.answer == truth for r in result.rounds[0]}
-    last = {r.agent: r.answer == truth for r in result.rounds[-1]}
+    first = {r.agent: bool(answers_match(r.answer, result.expected)) for r in result.rounds[0]}
+    last = {r.agent: bool(answers_match(r.answer, result.expected)) for r in result.rounds[-1]}
     persuaded = sum(1 for a, right in last.items() if right and not first.get(a, False))
     misled = sum(1 for a, right in last.items() if not right and first.get(a, False))
     return persuaded, misled
@@ -246,12 +246,16 @@ def _signals(result: SocietyResult) -> Signals:
     first = result.first_round
     persuaded, misled = _judged(result)
     agents = len(result.rounds[0]) if result.rounds else 0
+    measures = conformity([{r.agent: r.answer for r in replies} for replies in result.rounds],
+                          result.expected, t.winner)
     return Signals(answer=t.winner, first_answer=first.winner if first else None,
                    consensus=share(t), level=c.level if t.positions else None,
                    seats=agents if len(result.rounds) > 1 else None,
                    mind_changes=(len({m.agent for m in result.mind_changes})
                                  if len(result.rounds) > 1 else None),
                    persuaded=persuaded, misled=misled,
+                   round_answers=[tally_.winner or "" for tally_ in result.tallies],
+                   **measures.model_dump(),
                    extra={**tally_metrics(t, c), "agents": agents,
                           "rounds": len(result.rounds),
                           "changes": len(result.mind_changes),

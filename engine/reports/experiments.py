@@ -32,7 +32,7 @@ def _signals(metrics: Mapping[str, Any], expected: str | None) -> dict[str, Any]
     NaN/None), and how the answer moved from round one's against the expected one: `shift`
     is better (wrong to right), worse (right to wrong), sideways (wrong to another wrong) or
     same."""
-    from engine.analysis import normalize_stance
+    from engine.analysis import answers_match, normalize_stance
     m = metrics or {}
     text = lambda key: m.get(key) if isinstance(m.get(key), str) and m.get(key) else None  # noqa: E731
     out: dict[str, Any] = {
@@ -45,8 +45,8 @@ def _signals(metrics: Mapping[str, Any], expected: str | None) -> dict[str, Any]
         first, final = out["first_answer"], out["answer"] or ""
         out["changed"] = normalize_stance(first) != normalize_stance(final)
         if expected:
-            target = normalize_stance(expected)
-            was, now_ = normalize_stance(first) == target, normalize_stance(final) == target
+            was = bool(answers_match(first, expected))
+            now_ = bool(answers_match(final, expected))
             out["shift"] = ("same" if not out["changed"] else "better" if now_ and not was
                             else "worse" if was and not now_ else "sideways")
     return out

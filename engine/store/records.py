@@ -109,8 +109,10 @@ def _checked_json(value: Any, depth: int = 0) -> Any:
 def _metrics(value: dict[str, Any]) -> dict[str, Any]:
     value = _checked_json(value)
     for key, item in value.items():
-        if isinstance(item, (dict, list)):
-            raise ValueError(f"{key!r} must be a number, text, true/false or null")
+        flat = item if isinstance(item, list) else [item]
+        if any(isinstance(part, (dict, list)) for part in flat):
+            raise ValueError(f"{key!r} must be a number, text, true/false, null or a list of "
+                             "them")
     return value
 
 
