@@ -82,15 +82,16 @@ def timeline(frame: pd.DataFrame, title: str = "Calls over time") -> go.Figure:
 
 def tally_bar(counts: Mapping[str, int], winner: str | None = None,
               title: str = "Vote tally") -> go.Figure:
-    """Votes per stance, the winner in a stronger colour."""
+    """Votes per stance, the winner in a stronger colour. Stances are categories: a category
+    axis keeps "0.05" a labelled bar (plotly would read numeric strings as numbers)."""
     stances = sorted(counts, key=lambda s: (-counts[s], s))
     votes = [int(counts[s]) for s in stances]
     return _figure([{"type": "bar", "x": [_short(s) for s in stances], "y": votes,
                      "hovertext": _texts(stances), "text": votes, "textposition": "auto",
                      "hovertemplate": "%{hovertext}: %{y} vote(s)<extra></extra>",
                      "marker": {"color": [WINNER if s == winner else OTHER for s in stances]}}],
-                   title, 280, yaxis={"title": {"text": "votes"}, "dtick": 1,
-                                      "rangemode": "tozero"})
+                   title, 280, xaxis={"type": "category"},
+                   yaxis={"title": {"text": "votes"}, "dtick": 1, "rangemode": "tozero"})
 
 
 def sankey(links: pd.DataFrame, title: str = "Stance before → after") -> go.Figure:

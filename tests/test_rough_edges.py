@@ -1,0 +1,28 @@
+"""The rough edges a new user hit (issue 14, bullet 6), each reproduced by a test named after it.
+
+Engine-level and AppTest checks here; what only a browser shows is in tests/test_browser_edges.py.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from engine.reports import charts
+from engine.reports.ballots import flow_links
+
+
+def test_tally_bar_plots_numeric_stances_as_categories():
+    fig = charts.tally_bar({"0.05": 2, "0.1": 1}, winner="0.05")
+    assert fig.layout.xaxis.type == "category"
+    assert list(fig.data[0].x) == ["0.05", "0.1"]
+
+
+def test_mind_change_sankey_names_the_debaters_in_large_labels():
+    flows = pd.DataFrame([{"seat": "cautious", "before": "0.1", "after": "0.05"},
+                          {"seat": "creative", "before": "0.5", "after": "0.5"},
+                          {"seat": "literal", "before": "0.05", "after": "0.05"}])
+    (trace,) = charts.sankey(flow_links(flows)).data
+    labels = list(trace.node.label)
+    assert any("cautious" in label and "0.1" in label for label in labels)
+    assert any("cautious" in label and "literal" in label and "0.05" in label
+               for label in labels)
+    assert trace.textfont.size >= 14
