@@ -221,7 +221,8 @@ def render_blocks(blocks: Iterable[Any]) -> None:
             st.text(block.body or "—")
         elif block.kind == "table":
             if block.rows:
-                st.dataframe(pd.DataFrame(block.rows), hide_index=True)
+                from engine.reports.ballots import canonical_rows
+                st.dataframe(pd.DataFrame(canonical_rows(block.rows)), hide_index=True)
             else:
                 st.caption("(none)")
         elif block.kind == "tally":

@@ -26,3 +26,18 @@ def test_mind_change_sankey_names_the_debaters_in_large_labels():
     assert any("cautious" in label and "literal" in label and "0.05" in label
                for label in labels)
     assert trace.textfont.size >= 14
+
+
+def test_neighbouring_tables_spell_an_answer_one_way_with_the_raw_one_beside():
+    from engine.reports.ballots import canonical_rows
+    rows = [{"debater": "cautious", "stance": "0.10", "verdict": "flawed"},
+            {"debater": "literal", "stance": "$0.05", "verdict": "sound"},
+            {"debater": "quiet", "stance": "(abstained)", "verdict": ""}]
+    shown = canonical_rows(rows)
+    assert [r["stance"] for r in shown] == ["0.1", "0.05", "(abstained)"]
+    assert [r["stance as written"] for r in shown] == ["0.10", "$0.05", ""]
+    assert list(shown[0]) == ["debater", "stance", "stance as written", "verdict"]
+    counted = [{"voter": "a", "stance": "0.10", "counted as": "0.1"}]
+    assert canonical_rows(counted) == counted  # already shows both
+    same = [{"seat": "a", "before": "0.05", "after": "0.05"}]
+    assert canonical_rows(same) == same
