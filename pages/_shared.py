@@ -257,13 +257,21 @@ def avatar(icon: str | None, default: str = "🗣️") -> str:
 
 
 def render_turn(turn: Mapping[str, Any], icon: str = "") -> None:
-    """One turn as a chat bubble: who, which phase, and the reply as plain text."""
+    """One turn as a chat bubble: who, which phase, and the reply as plain text; a JSON reply
+    as its fields (stance, answer, reasoning ...), the raw JSON behind a toggle."""
+    from engine.services.live import reply_fields
     with st.chat_message("assistant", avatar=avatar(icon)):
         status = "" if turn.get("status") == "ok" else " · degraded"
         round_text = f" · round {turn['round']}" if turn.get("round") else ""
         st.caption(md(f"{turn['seat']} · {turn['phase']}{round_text} · {turn.get('model', '')}"
                       f"{status}"))
-        if turn.get("reply"):
+        fields = reply_fields(turn)
+        for name, text in fields:
+            st.markdown(f"**{md(name)}**: {md(text)}")
+        if fields:
+            with st.expander("Raw reply (JSON)"):
+                st.text(turn["reply"])
+        elif turn.get("reply"):
             st.text(turn["reply"])
         if turn.get("error"):
             st.caption(md(f"error: {turn['error']}"))

@@ -103,15 +103,14 @@ def finished(run: dict, icons: dict[str, str]) -> None:
     if blocks:
         st.subheader("Result")
         _shared.render_blocks(blocks)
-    turns = len(run["turns"])
-    with st.expander(f"Transcript — {turns} turns", expanded=status != "completed"):
-        transcript(run["turns"], icons)
     left, right = st.columns(2)
     left.page_link("pages/runs.py", label="Open this run on the Runs page",
                    icon=":material/history:", query_params={"run": run["id"]})
     right.download_button("Export as JSON", store.export_run(run["id"]),
                           file_name=f"parley-{run['id']}.json", mime="application/json",
                           icon=":material/download:", key="run-export")
+    st.subheader(f"Transcript — {len(run['turns'])} turns")  # open, as while the run went
+    transcript(run["turns"], icons)
 
 
 def watch(run_id: str) -> None:

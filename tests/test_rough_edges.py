@@ -4,10 +4,15 @@ Engine-level and AppTest checks here; what only a browser shows is in tests/test
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
+from engine import Store
 from engine.reports import charts
 from engine.reports.ballots import flow_links
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
 
 def test_tally_bar_plots_numeric_stances_as_categories():
@@ -41,3 +46,27 @@ def test_neighbouring_tables_spell_an_answer_one_way_with_the_raw_one_beside():
     assert canonical_rows(counted) == counted  # already shows both
     same = [{"seat": "a", "before": "0.05", "after": "0.05"}]
     assert canonical_rows(same) == same
+
+
+def test_live_chat_bubbles_show_the_parsed_answer_and_keep_the_transcript_open(db_url):
+    from streamlit.testing.v1 import AppTest
+
+    from apptest_helpers import plain, poll
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    at.switch_page("pages/run.py").run()
+    at.selectbox(key="run-0-protocol").select("panel").run()
+    at.text_area(key="run-0-question").input("What is 2 + 2?").run()
+    at.text_input(key="run-0-model").input("simulated").run()
+    at.button(key="run-start").click().run()
+    poll(at, lambda a: bool(a.success))
+    run = Store(db_url).get(at.session_state["run_page_run"])
+    # No transcript folded away at the end: every bubble sits on the page, none in an
+    # expander but the raw replies'.
+    assert not [e for e in at.expander if e.label.startswith("Transcript")]
+    assert len(at.chat_message) == len(run["turns"])
+    first = at.chat_message[0]
+    shown = " ".join(plain(m.value) for m in first.markdown)
+    assert "stance" in shown and "reasoning" in shown
+    assert first.expander[0].label == "Raw reply (JSON)"
+    assert first.expander[0].text[0].value == run["turns"][0]["reply"]
