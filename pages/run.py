@@ -13,6 +13,7 @@ from engine.questions import QUESTION_SETS
 from engine.reports import runs as runs_report
 from engine.reports.views import Block, is_simulated, worlds
 from engine.services import library
+from engine.services.runform import PACED_MODEL
 from pages import _shared
 
 store, tasks = _shared.store(), _shared.tasks()
@@ -236,9 +237,11 @@ def configure() -> None:
     expected = expect.text_input("Expected answer (optional)",
                                  key=field("expected", base.get("expected", "")))
     model = st.text_input("Default model for every seat", help=SPEC_HELP,
-                          key=field("model", config.get("model", "simulated") if same
-                                    else "simulated"))
-    st.caption(md(_shared.endpoint_hints()))
+                          key=field("model", config.get("model", PACED_MODEL) if same
+                                    else PACED_MODEL))
+    st.caption(md(f"Pace: {PACED_MODEL} is the offline simulated model at about a second a "
+                  "call, so a run can be watched; write simulated for instant runs. "
+                  + _shared.endpoint_hints()))
 
     st.subheader("Seats")
     personas = [p["name"] for p in library.entries(store, "persona")]

@@ -70,3 +70,21 @@ def test_live_chat_bubbles_show_the_parsed_answer_and_keep_the_transcript_open(d
     assert "stance" in shown and "reasoning" in shown
     assert first.expander[0].label == "Raw reply (JSON)"
     assert first.expander[0].text[0].value == run["turns"][0]["reply"]
+
+
+def test_default_simulated_model_has_a_watchable_pace_and_says_so(db_url):
+    from streamlit.testing.v1 import AppTest
+
+    from apptest_helpers import poll
+    from engine.services.runform import PACED_MODEL
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    at.switch_page("pages/run.py").run()
+    assert at.text_input(key="run-0-model").value == PACED_MODEL
+    assert any("second a call" in c.value for c in at.caption)
+    at.selectbox(key="run-0-protocol").select("vote").run()
+    at.text_area(key="run-0-question").input("What is 2 + 2?").run()
+    at.button(key="run-start").click().run()
+    poll(at, lambda a: bool(a.success))
+    run = Store(db_url).get(at.session_state["run_page_run"])
+    assert run["duration"] >= 0.9  # three voters at once, about a second each
