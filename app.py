@@ -21,6 +21,10 @@ PAGES = (
     ("pages/experiments.py", "Experiments", ":material/science:"),
 )
 
+# .streamlit/config.toml turns sidebar navigation off, so a fresh server's first load never
+# draws Streamlit's file list of pages/ (before this script names the pages); this app's own
+# navigation is then switched on (Streamlit lets a script set this option).
+st.set_option("client.showSidebarNavigation", True)
 page = st.navigation([st.Page(path, title=title, icon=icon, default=path == "pages/home.py")
                       for path, title, icon in PAGES])
 _shared.settings()  # environment, then st.secrets; once per session
