@@ -88,3 +88,51 @@ def test_default_simulated_model_has_a_watchable_pace_and_says_so(db_url):
     poll(at, lambda a: bool(a.success))
     run = Store(db_url).get(at.session_state["run_page_run"])
     assert run["duration"] >= 0.9  # three voters at once, about a second each
+
+
+def demo_count(at) -> str:
+    from apptest_helpers import plain
+    return next(plain(m.value) for m in at.markdown if "demo runs are stored now" in m.value)
+
+
+def test_home_demo_count_is_fresh_after_storing_and_the_demo_is_idempotent(db_url):
+    from streamlit.testing.v1 import AppTest
+
+    from apptest_helpers import poll
+    from engine.services.demo import demo_plan
+    store = Store(db_url)
+    at = AppTest.from_file(APP, default_timeout=300).run()
+    assert "**0** demo runs" in demo_count(at)
+    at.button(key="demo_run").click().run()
+    poll(at, lambda a: bool(a.success))
+    planned = len(demo_plan())
+    assert f"**{planned}** demo runs" in demo_count(at)
+    # Pressed again: nothing more is stored, and the page says the demo runs are there.
+    at.button(key="demo_run").click().run()
+    assert any("already stored" in i.value for i in at.info)
+    assert len(store.runs(tag="demo")) == planned
+    # One deleted by hand: the button makes only that one again.
+    store.delete([store.runs(tag="demo")["id"].iloc[0]])
+    at.run()
+    assert at.button(key="demo_run").label == "Run 1 demo runs"
+    at.button(key="demo_run").click().run()
+    poll(at, lambda a: bool(a.success))
+    assert len(store.runs(tag="demo")) == planned
+    assert f"**{planned}** demo runs" in demo_count(at)
+
+
+def test_remove_all_demo_runs_asks_before_deleting(db_url):
+    from streamlit.testing.v1 import AppTest
+    store = Store(db_url)
+    store.start_run("vote", "a demo question", tags=["demo"], label="demo")
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at.button(key="demo_remove").click().run()
+    assert len(store.runs(tag="demo")) == 1  # not yet: the page asks
+    assert any("cannot be undone" in w.value for w in at.warning)
+    at.button(key="demo_remove_no").click().run()
+    assert len(store.runs(tag="demo")) == 1 and not at.warning
+    at.button(key="demo_remove").click().run()
+    at.button(key="demo_remove_yes").click().run()
+    assert store.runs(tag="demo").empty
+    assert at.success[0].value == "Removed 1 demo runs."
+    assert "**0** demo runs" in demo_count(at)
