@@ -7,10 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+from streamlit.testing.v1 import AppTest
 
+from apptest_helpers import plain, poll
 from engine import Store
 from engine.reports import charts
-from engine.reports.ballots import flow_links
+from engine.reports.ballots import canonical_rows, flow_links
+from engine.services.demo import demo_plan
+from engine.services.runform import PACED_MODEL
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
@@ -34,7 +38,6 @@ def test_mind_change_sankey_names_the_debaters_in_large_labels():
 
 
 def test_neighbouring_tables_spell_an_answer_one_way_with_the_raw_one_beside():
-    from engine.reports.ballots import canonical_rows
     rows = [{"debater": "cautious", "stance": "0.10", "verdict": "flawed"},
             {"debater": "literal", "stance": "$0.05", "verdict": "sound"},
             {"debater": "quiet", "stance": "(abstained)", "verdict": ""}]
@@ -49,9 +52,6 @@ def test_neighbouring_tables_spell_an_answer_one_way_with_the_raw_one_beside():
 
 
 def test_live_chat_bubbles_show_the_parsed_answer_and_keep_the_transcript_open(db_url):
-    from streamlit.testing.v1 import AppTest
-
-    from apptest_helpers import plain, poll
     at = AppTest.from_file(APP, default_timeout=120)
     at.run()
     at.switch_page("pages/run.py").run()
@@ -73,10 +73,6 @@ def test_live_chat_bubbles_show_the_parsed_answer_and_keep_the_transcript_open(d
 
 
 def test_default_simulated_model_has_a_watchable_pace_and_says_so(db_url):
-    from streamlit.testing.v1 import AppTest
-
-    from apptest_helpers import poll
-    from engine.services.runform import PACED_MODEL
     at = AppTest.from_file(APP, default_timeout=120)
     at.run()
     at.switch_page("pages/run.py").run()
@@ -91,15 +87,10 @@ def test_default_simulated_model_has_a_watchable_pace_and_says_so(db_url):
 
 
 def demo_count(at) -> str:
-    from apptest_helpers import plain
     return next(plain(m.value) for m in at.markdown if "demo runs are stored now" in m.value)
 
 
 def test_home_demo_count_is_fresh_after_storing_and_the_demo_is_idempotent(db_url):
-    from streamlit.testing.v1 import AppTest
-
-    from apptest_helpers import poll
-    from engine.services.demo import demo_plan
     store = Store(db_url)
     at = AppTest.from_file(APP, default_timeout=300).run()
     assert "**0** demo runs" in demo_count(at)
@@ -122,7 +113,6 @@ def test_home_demo_count_is_fresh_after_storing_and_the_demo_is_idempotent(db_ur
 
 
 def test_remove_all_demo_runs_asks_before_deleting(db_url):
-    from streamlit.testing.v1 import AppTest
     store = Store(db_url)
     store.start_run("vote", "a demo question", tags=["demo"], label="demo")
     at = AppTest.from_file(APP, default_timeout=60).run()
