@@ -126,3 +126,21 @@ def test_remove_all_demo_runs_asks_before_deleting(db_url):
     assert store.runs(tag="demo").empty
     assert at.success[0].value == "Removed 1 demo runs."
     assert "**0** demo runs" in demo_count(at)
+
+
+def test_deleted_builtin_personas_can_be_restored(db_url):
+    from engine.services import library
+    store = Store(db_url)
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at.switch_page("pages/personas.py").run()
+    cautious = library.find(store, "persona", "cautious")
+    at.button(key=f"delete-persona-{cautious['id']}").click().run()
+    assert any("built in" in w.value for w in at.warning)
+    at.button(key=f"confirm-persona-{cautious['id']}").click().run()
+    assert library.find(store, "persona", "cautious") is None
+    assert any("cautious" in plain(i.value) for i in at.info)
+    at.button(key="restore-persona").click().run()
+    restored = library.find(store, "persona", "cautious")
+    assert restored and restored["builtin"] and restored["icon"] == "🛡️"
+    assert "Restored 1 built-in persona" in plain(at.success[0].value)
+    assert not [b for b in at.button if b.key == "restore-persona"]  # nothing left to restore
