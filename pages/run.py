@@ -267,9 +267,17 @@ def configure() -> None:
                 unshowable.append((option, problem))
                 continue
             k = field(f"{protocol}-option-{option.name}", given.get(option.name, option.default)
-                      if kind != "text" else str(given.get(option.name, option.default) or ""))
+                      if kind != "text" or option.choices
+                      else str(given.get(option.name, option.default) or ""))
             with column:
-                if kind == "bool":
+                if option.choices:  # only its listed values (and, where it takes one, a seat)
+                    seats = [s["name"] for chosen in choices.values() for s in chosen
+                             if option.or_seat and s["name"]]
+                    value = st.selectbox(option.name, list(dict.fromkeys(
+                        [*option.choices, *seats, st.session_state[k]])), key=k,
+                        format_func=lambda c: "(default)" if c is None else str(c),
+                        help=option.help or None)
+                elif kind == "bool":
                     value = st.checkbox(option.name, help=option.help or None, key=k)
                 elif kind in ("int", "float"):
                     value = st.number_input(option.name, option.minimum, option.maximum,

@@ -7,10 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from apptest_helpers import plain, poll
-from engine import Store
+from engine import ConfigError, Store
 from engine.reports import charts
 from engine.reports.ballots import canonical_rows, flow_links
 from engine.services.demo import demo_plan
@@ -144,3 +145,28 @@ def test_deleted_builtin_personas_can_be_restored(db_url):
     assert restored and restored["builtin"] and restored["icon"] == "🛡️"
     assert "Restored 1 built-in persona" in plain(at.success[0].value)
     assert not [b for b in at.button if b.key == "restore-persona"]  # nothing left to restore
+
+
+def test_duel_first_converge_and_reply_are_selects_checked_before_start(db_url):
+    from engine import get_protocol
+    from engine.services import library
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at.switch_page("pages/run.py").run()
+    at.selectbox(key="run-0-protocol").select("duel").run()
+    first = at.selectbox(key="run-0-duel-option-first")
+    assert first.options == ["(default)", "a", "b", "optimist", "skeptic"]
+    assert at.selectbox(key="run-0-duel-option-converge").options == ["(default)", "agreed"]
+    assert at.selectbox(key="run-0-duel-option-reply").options == ["transcript", "last"]
+    first.select("skeptic").run()
+    at.selectbox(key="run-0-duel-option-converge").select("agreed").run()
+    at.text_area(key="run-0-question").input("Tabs or spaces?").run()
+    assert not at.error and not at.button(key="run-start").disabled
+    # A value no select offers (a hand-written configuration) is refused before any call.
+    store = Store(db_url)
+    for bad in ({"reply": "full"}, {"first": "nobody"}, {"converge": "maybe"}):
+        config = {"protocol": "duel", "model": "simulated", "options": bad}
+        with pytest.raises(ConfigError, match=list(bad)[0]):
+            library.validate_config(config, None)
+    assert {o.name: o.choices for o in get_protocol("duel").options}["converge"] == (
+        None, "agreed")
+    assert store.runs().empty
