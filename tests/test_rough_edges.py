@@ -170,3 +170,14 @@ def test_duel_first_converge_and_reply_are_selects_checked_before_start(db_url):
     assert {o.name: o.choices for o in get_protocol("duel").options}["converge"] == (
         None, "agreed")
     assert store.runs().empty
+
+
+def test_a_running_rerun_does_not_say_it_did_not_complete(db_url):
+    store = Store(db_url)
+    run_id = store.start_run("vote", "Still going?")  # a run whose process is still at work
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at.switch_page("pages/runs.py")
+    at.query_params["run"] = run_id
+    at.run()
+    said = " ".join(i.value for i in at.info)
+    assert "still going" in said and "did not complete" not in said
