@@ -71,8 +71,10 @@ def baseline_matrix(frame: pd.DataFrame, spec: Mapping[str, Any], baseline: str,
         raise ConfigError(f"sort must be question or regressions, got {sort!r}", "input")
     counted = frame[frame["counted"].astype(bool)] if not frame.empty else frame
     cells: dict[tuple[int, str], dict[str, Any]] = {}
-    for (q, label), rows in (counted.groupby(["q", "label"]) if not counted.empty else []):
-        cells[(int(q), str(label))] = _cell(rows)
+    for q, label in (set(zip(counted["q"], counted["label"], strict=True))
+                     if not counted.empty else ()):
+        cells[(int(q), str(label))] = _cell(counted[(counted["q"] == q) &
+                                                    (counted["label"] == label)])
     empty = _cell(pd.DataFrame(columns=["answer", "correct", "changed", "shift", "id"]))
     out = []
     for q, item in enumerate(spec["questions"]):
