@@ -41,3 +41,23 @@ def test_first_load_of_a_fresh_server_never_flashes_the_raw_page_list(app, page)
     assert seen, "the app's page list never showed"
     for text in seen:  # only ever the app's own titles, never Streamlit's file list
         assert "Personas & roles" in text, seen
+
+
+def test_home_demo_count_is_fresh_after_storing(app, page):  # noqa: F811
+    from engine import Store
+    from engine.services.demo import demo_plan
+    base, db_url = app
+    page.goto(base + "/")
+    page.get_by_text("Model providers").wait_for()
+    settle(page)
+    page.locator(".st-key-demo_run button").click()
+    page.get_by_text("demo runs (simulated)").wait_for()
+    settle(page)
+    planned = len(demo_plan())
+    assert len(Store(db_url).runs(tag="demo")) == planned
+    main = page.locator("[data-testid='stMain']").inner_text()
+    assert f"{planned} demo runs are stored now" in main, main
+    # Pressed again: the page says they are stored, and stores nothing more.
+    page.locator(".st-key-demo_run button").click()
+    page.get_by_text("already stored").wait_for()
+    assert len(Store(db_url).runs(tag="demo")) == planned
