@@ -266,9 +266,8 @@ def render_turn(turn: Mapping[str, Any], icon: str = "") -> None:
         st.caption(md(f"{turn['seat']} · {turn['phase']}{round_text} · {turn.get('model', '')}"
                       f"{status}"))
         fields = reply_fields(turn)
-        for name, text in fields:
-            st.markdown(f"**{md(name)}**: {md(text)}")
         if fields:
+            st.markdown("  \n".join(f"**{md(name)}**: {md(text)}" for name, text in fields))
             with st.expander("Raw reply (JSON)"):
                 st.text(turn["reply"])
         elif turn.get("reply"):
