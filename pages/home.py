@@ -83,7 +83,8 @@ def confirm_remove(stored: int) -> None:
     yes, no, _space = st.columns([1, 1, 2])
     if yes.button("Yes, remove them", key="demo_remove_yes", type="primary"):
         st.session_state.pop("demo_remove_asked", None)
-        st.success(f"Removed {remove_demo(store)} demo runs.")
+        st.session_state["demo_removed"] = f"Removed {remove_demo(store)} demo runs."
+        st.rerun()  # the question and its buttons go; the message stays
     elif no.button("Cancel", key="demo_remove_no"):
         st.session_state.pop("demo_remove_asked", None)
         st.rerun()
@@ -96,6 +97,8 @@ elif demo is not None and st.session_state.pop("demo_started", False):
     st.success(f"Stored {len(state['run_ids'])} demo runs (simulated).")
     for error in state["errors"]:
         st.warning(_shared.md(error))
+if "demo_removed" in st.session_state:
+    st.success(st.session_state.pop("demo_removed"))
 confirm_remove(len(demo_run_ids(store)))
 count.markdown(f"Make {len(plan)} runs on the simulated model — each bundled demo question "
                "through every protocol — tagged `demo`, so Runs and Insights have something "
