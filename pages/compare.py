@@ -45,7 +45,7 @@ def show_heading(runs: list[dict]) -> None:
     else:
         st.warning("The runs were asked different questions: each is in the table below.")
     st.dataframe(table, hide_index=True,
-                 column_config={"question": st.column_config.TextColumn(width="large")})
+                 column_config={"question": st.column_config.TextColumn(width="medium")})
     for column, name, run in zip(st.columns(len(runs)), names, runs, strict=True):
         column.page_link("pages/runs.py", label=f"Open run {name.split(' · ')[0]}",
                          icon=":material/history:", query_params={"run": str(run["id"])})

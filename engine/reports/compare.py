@@ -74,16 +74,16 @@ def headline(runs: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """One row per run: what it is (protocol, label, status, simulated, models, created) and
     the question it was asked, so differing questions are seen at once."""
     return pd.DataFrame([{
-        "run": name, "protocol": protocol_title(str(r.get("protocol", ""))),
+        "run": name, "question": str(r.get("question") or ""),
+        "protocol": protocol_title(str(r.get("protocol", ""))),
         "label": str(r.get("label") or ""),
         "status": status_text(r.get("status", ""), r.get("degraded_run")),
         "simulated": simulated_text(r.get("simulated"), r.get("models"), r.get("config")),
         "models": str(r.get("models") or ""),
-        "created": str(r.get("created_at") or "")[:19].replace("T", " "),
-        "question": str(r.get("question") or "")} for name, r in zip(
-            column_names(runs), runs, strict=True)],
-        columns=["run", "protocol", "label", "status", "simulated", "models", "created",
-                 "question"])
+        "created": str(r.get("created_at") or "")[:19].replace("T", " ")}
+        for name, r in zip(column_names(runs), runs, strict=True)],
+        columns=["run", "question", "protocol", "label", "status", "simulated", "models",
+                 "created"])
 
 
 def same_question(runs: Sequence[Mapping[str, Any]]) -> bool:
