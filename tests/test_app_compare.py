@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from apptest_helpers import plain
 from streamlit.testing.v1 import AppTest
+from test_hostile_rendering import RUN_ID, TAG, assert_inert, hostile  # noqa: F401
 
 from engine import Store
 from engine.protocols import arun_config, run_sync
@@ -105,3 +106,16 @@ def test_hostile_text_in_a_comparison_stays_text(db):
     assert at.dataframe[0].value["question"].iloc[0] == HOSTILE
     labels = at.dataframe[2].value.set_index("key").loc["run.label"]
     assert HOSTILE[:60] in labels.tolist()
+
+
+def test_a_comparison_of_hostile_runs_is_inert(hostile):
+    """Issue 10's hostile run (its id, label, seats, question and a stance are markdown, HTML
+    and directives) compared with a plain one: nothing reaches markdown unescaped."""
+    at = open_app("pages/compare.py", compare=f"{hostile['vote']},{hostile['debate']}")
+    on_compare_page(at, hostile["vote"], hostile["debate"])
+    shown = assert_inert(at)
+    assert hostile["vote"] in shown  # the simulated caption names it, escaped
+    for tab in ("Configuration", "Transcripts"):
+        assert tab in [t.label for t in at.tabs]
+    assert any(TAG in t.value for t in at.text)  # the liar's stance, as text
+    assert any(RUN_ID in c.value for c in at.code)  # the diff's header, as code
