@@ -56,6 +56,12 @@ def show_answers(runs: list[dict]) -> None:
     st.dataframe(marked(frame), hide_index=True, key="compare_answers")
     st.caption("Final answer, confidence and outcome of each run; shaded rows (differs ✔) "
                "are where the runs disagree.")
+    stances = compare.seat_stances(runs)
+    if not stances.empty:
+        st.markdown("**Each seat's stances**")
+        st.dataframe(stances, hide_index=True, key="compare_stances")
+        st.caption("The stances each seat took, in order (a seat that kept its stance shows "
+                   "it once); mind changes are counted in brackets.")
     for title, diff in compare.closing_diffs(runs):
         st.markdown(f"**How the runs ended: {md(title)}**")
         if diff:

@@ -46,6 +46,12 @@ def shown(at: AppTest) -> str:
     return "\n".join(plain(str(e.value)) for kind in kinds for e in getattr(at, kind))
 
 
+def table(at: AppTest, first_column: str):
+    """The page's data frame whose first column is `first_column` ("key": the configuration
+    diff, "measure": the answers, "seat": the stances)."""
+    return next(frame.value for frame in at.dataframe if frame.value.columns[0] == first_column)
+
+
 def on_compare_page(at: AppTest, *run_ids: str) -> None:
     assert not at.exception, at.exception
     assert at.title[0].value.endswith("Compare runs")
@@ -62,9 +68,10 @@ def test_a_compare_url_reopens_the_comparison_and_names_a_missing_run(db):
     text = shown(at)
     assert "simulated" in text and "made by the offline simulated model" in text
     assert "What is 6 * 7?" in text and "the same in every run" in text
-    config = at.dataframe[2].value  # answers, then the configuration diff
+    config = table(at, "key")
     assert set(config["key"]) == {"options.rounds", "run.label"}  # only what differs
     assert "revise · round 2" in text and "—" in [t.value for t in at.text]
+    assert table(at, "seat")["seat"].tolist() == ["agent 1", "agent 2", "agent 3"]
     assert any(c.value.startswith("--- 1 · ") for c in at.code)
 
 
@@ -104,7 +111,7 @@ def test_hostile_text_in_a_comparison_stays_text(db):
     markdown = "\n".join(str(e.value) for e in at.markdown)
     assert "<script>" not in markdown and "**bold**" not in markdown
     assert at.dataframe[0].value["question"].iloc[0] == HOSTILE
-    labels = at.dataframe[2].value.set_index("key").loc["run.label"]
+    labels = table(at, "key").set_index("key").loc["run.label"]
     assert HOSTILE[:60] in labels.tolist()
 
 

@@ -89,6 +89,11 @@ def test_mind_changes_are_marked_on_the_seat_that_changed():
         ("ann", "0.05", "0.1"), ("bob", "0.05", None)]
     frame = compare.aligned_transcript([run])
     assert frame["changes"].tolist() == [0, 0, 1]
+    other = made("m2", [turn("bob", "propose", 1, "v", stance="7")])
+    stances = compare.seat_stances([run, other]).set_index("seat")
+    names = compare.column_names([run, other])
+    assert stances[names[0]].to_dict() == {"ann": "0.1 → 0.05 (1 change)", "bob": "0.05"}
+    assert stances[names[1]].to_dict() == {"ann": compare.ABSENT, "bob": "7"}  # no critic
     assert "CHANGED MIND (0.1 → 0.05)" in frame.iloc[2][compare.column_names([run])[0]]
 
 

@@ -214,6 +214,33 @@ def aligned_transcript(runs: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["phase", "round", "changes", *names])
 
 
+def seat_stances(runs: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """Each seat's stances through each run, one row per seat (first-seen order), one column
+    per run: "0.1 → 0.05 (1 change)", the one stance it held, or "—" (no such seat, or it
+    stated none)."""
+    names = column_names(runs)
+    paths: dict[str, dict[str, list[str]]] = {}
+    changed: dict[tuple[str, str], int] = {}
+    for name, run in zip(names, runs, strict=True):
+        for entry in marked_turns(run):
+            path = paths.setdefault(entry["seat"], {}).setdefault(name, [])
+            if entry["stance"] is not None and (not path or path[-1] != entry["stance"]):
+                path.append(entry["stance"])
+            changed[(entry["seat"], name)] = changed.get((entry["seat"], name), 0) + (
+                entry["changed_from"] is not None)
+    rows = []
+    for seat, by_run in paths.items():
+        if not any(by_run.values()):
+            continue
+        row = {"seat": seat}
+        for name in names:
+            path, count = by_run.get(name, []), changed.get((seat, name), 0)
+            row[name] = " → ".join(path) + (f" ({count} change{'s' * (count != 1)})"
+                                            if count else "") if path else ABSENT
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["seat", *names])
+
+
 # --------------------------------------------------------------------------- answers
 def metrics_of(run: Mapping[str, Any]) -> Mapping[str, Any]:
     """A stored run's metrics ({} when it stored none)."""
