@@ -111,6 +111,13 @@ def test_hostile_text_stays_text():
     assert f"-answer: {HOSTILE}" in text.splitlines() and f"-{HOSTILE}" in text.splitlines()
 
 
+def test_a_json_reply_reads_as_its_fields_and_anything_else_as_it_came():
+    assert compare.readable('{"stance": "$0.05", "why": ["a", 1]}') == \
+        'stance: $0.05\nwhy: ["a", 1]'
+    for reply in ("{broken", "plain prose", "[1, 2]", "{}", HOSTILE):
+        assert compare.readable(reply) == reply
+
+
 def test_text_diff_is_empty_for_equal_texts_and_marks_lines():
     assert compare.text_diff("a\nb", "a\nb") == ""
     lines = compare.text_diff("a\nb", "a\nc", "one", "two").splitlines()

@@ -158,6 +158,19 @@ def stance_of(turn: Mapping[str, Any]) -> str | None:
     return found if found and len(found) <= STANCE_CHARS else None
 
 
+def readable(reply: str) -> str:
+    """A reply as lines a reader (and a line diff) can follow: a JSON object's fields as
+    "name: value" lines, anything else (prose, broken JSON) exactly as it came."""
+    try:
+        fields = json.loads(reply) if reply.lstrip().startswith("{") else None
+    except ValueError:
+        fields = None
+    if not isinstance(fields, dict) or not fields:
+        return reply
+    return "\n".join(f"{name}: {value if isinstance(value, str) else cell(value)}"
+                     for name, value in fields.items())
+
+
 def marked_turns(run: Mapping[str, Any]) -> list[dict[str, Any]]:
     """A run's turns in speaking order, each with its stance and, when its seat held another
     stance before, `changed_from`."""
@@ -173,7 +186,8 @@ def marked_turns(run: Mapping[str, Any]) -> list[dict[str, Any]]:
                     "seat": seat, "stance": stance, "status": str(turn.get("status", "")),
                     "changed_from": before if stance is not None and before not in (
                         None, stance) else None,
-                    "reply": str(turn.get("reply") or ""), "error": str(turn.get("error") or "")})
+                    "reply": readable(str(turn.get("reply") or "")),
+                    "error": str(turn.get("error") or "")})
     return out
 
 
@@ -300,7 +314,8 @@ def closing_text(run: Mapping[str, Any]) -> str:
         for turn in turns:
             if (turn.get("phase"), turn.get("round")) == last:
                 lines.append(f"[{turn.get('seat', '')} · {turn.get('phase', '')}]")
-                lines.extend(str(turn.get("reply") or "(no reply)").splitlines() or [""])
+                lines.extend(readable(str(turn.get("reply") or "(no reply)")).splitlines()
+                             or [""])
     return "\n".join(lines)
 
 
