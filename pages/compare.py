@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from engine.reports import compare
+from engine.reports import compare, share
 from pages import _shared
 
 store = _shared.store()
@@ -119,6 +119,11 @@ def main() -> None:
     if len(found.runs) == 1:
         st.info("Only one of the named runs could be shown; a comparison needs two.")
     show_heading(found.runs)
+    st.download_button(
+        "Download this comparison as HTML", key="compare_html", icon=":material/download:",
+        data=lambda: share.comparison_html(found.runs), mime="text/html",
+        file_name=f"parley-compare-{'-'.join(str(r['id']) for r in found.runs)[:120]}.html",
+        help="One file, charts and text included, that opens from disk without Parley.")
     answers, config, transcript = st.tabs(["Answers", "Configuration", "Transcripts"])
     with answers:
         show_answers(found.runs)

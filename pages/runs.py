@@ -6,7 +6,7 @@ from typing import Any
 import streamlit as st
 
 from engine import ConfigError
-from engine.reports import charts, insights
+from engine.reports import charts, insights, share
 from engine.reports import runs as history
 from engine.reports.views import worlds
 from engine.services.rerun import original_of
@@ -141,6 +141,10 @@ def show_actions(detail: history.RunDetail) -> None:
     left.download_button("⬇️ Export JSON", store.export_run(run["id"]),
                          file_name=f"parley-run-{run['id']}.json", mime="application/json",
                          key="runs_export")
+    left.download_button("⬇️ Share as HTML", lambda: share.run_html(detail),
+                         file_name=f"parley-run-{run['id']}.html", mime="text/html",
+                         key="runs_share", help="One file with the charts, transcript and "
+                         "configuration that opens from disk without Parley")
     if middle.button("🔁 Re-run this configuration", key="runs_rerun",
                      disabled=not detail.rerunnable or run["status"] == "running"
                      or store.read_only,

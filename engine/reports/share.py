@@ -201,3 +201,31 @@ def experiment_html(report: Any, figures: Sequence[tuple[str, Any]] = ()) -> str
         parts += [f"<h2>{text(heading)}</h2>", figure(fig)]
     parts += ["<h2>Questions</h2>", table(report.questions)]
     return page(f"Experiment: {experiment.get('name', '')}", parts)
+
+
+def comparison_html(runs: Sequence[Mapping[str, Any]]) -> str:
+    """Runs side by side (`engine.reports.compare`): the question, the answers with their
+    differences, each seat's stances, the text diff of how each run ended, the configuration
+    keys that differ and the transcripts aligned by phase and round."""
+    from engine.reports import compare
+    heading = compare.headline(runs)
+    simulated = [f"{run} ({how})" for run, how in zip(heading["run"], heading["simulated"],
+                                                     strict=True) if how]
+    parts = [_simulated("; ".join(simulated)) if simulated else ""]
+    if compare.same_question(runs):
+        parts.append(f"<pre>{text(runs[0].get('question'))}</pre>")
+    parts += [table(heading), "<h2>Answers</h2>", table(compare.answers(runs))]
+    stances = compare.seat_stances(runs)
+    if not stances.empty:
+        parts += ["<h3>Each seat's stances</h3>", table(stances)]
+    for title, diff in compare.closing_diffs(runs):
+        parts += [f"<h3>How the runs ended: {text(title)}</h3>",
+                  f"<pre>{text(diff or 'Identical.')}</pre>"]
+    config = compare.config_diff(runs)
+    parts += ["<h2>Configuration keys that differ</h2>", table(config[config["differs"]])]
+    transcript = compare.aligned_transcript(runs)
+    parts.append("<h2>Transcripts, aligned by phase and round</h2>")
+    if not transcript.empty:
+        names = compare.column_names(runs)
+        parts.append(table(transcript, ["phase", "round", *names, "changes"]))
+    return page("Compare runs: " + ", ".join(str(r["id"]) for r in runs), parts)
