@@ -22,7 +22,7 @@ import pandas as pd
 
 from engine.analysis.answers import answers_match
 from engine.reports.aggregate import FEW, interval, rate_text
-from engine.reports.references import Reference
+from engine.reports.references import Reference, references
 from engine.text import html_text
 
 ROUND_COLUMNS = ["configuration", "round", "right", "n", "accuracy", "low", "high",
@@ -209,3 +209,95 @@ def accuracy_by_round_figure(points: pd.DataFrame, refs: Sequence[Reference] = (
     if title:
         layout["title"] = {"text": html_text(title)}
     return go.Figure(data=traces, layout=layout)
+
+
+def rounds_text(frame: pd.DataFrame, spec: Mapping[str, Any]) -> str:
+    """Accuracy by round and the conformity rates as a terminal prints them, with the
+    published points for the experiment's question set; "" when there is nothing to show."""
+    configs = spec["configs"]
+    points = accuracy_by_round(frame, configs)
+    conforming = conformity_by_config(frame, configs)
+    lines = []
+    if not points.empty:
+        lines += ["accuracy by round (each round's plurality; round 1 = the majority vote of "
+                  "independent answers):", round_table(points).to_string(index=False)]
+        published = references(spec.get("source"))
+        if published:
+            lines.append(f"published ({published[0].citation}, {published[0].model}): "
+                         + "; ".join(f"{r.setting} {r.accuracy * 100:.1f}% (round {r.round})"
+                                     for r in published))
+    if not conforming.empty:
+        wide = conforming.pivot(index="configuration", columns="measure",
+                                values="rate [95% CI] n")
+        wide = wide.reindex(list(dict.fromkeys(conforming["configuration"])))
+        wide = wide[[m for m, _, _ in CONFORMITY if m in wide.columns]].fillna("")
+        lines += ["conformity between rounds (count over chances):",
+                  wide.reset_index().to_string(index=False)]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- Insights
+def mind_change_counts(results: pd.DataFrame, by: str = "group"
+                       ) -> dict[str, dict[int, list[int]]]:
+    """Per group and round k >= 2: [agents whose answer in k differs from their answer in
+    k-1, agents answering in both] over the stored results (each a dict with `rounds`: lists
+    of replies with `agent` and `answer`; an abstention is no answer)."""
+    out: dict[str, dict[int, list[int]]] = {}
+    for group, result in zip(results[by], results["result"], strict=True):
+        replies = result.get("rounds") if isinstance(result, Mapping) else None
+        rounds = out.setdefault(str(group), {})
+        for number, (before, after) in enumerate(zip(replies or [], (replies or [])[1:]), 2):
+            old = {r.get("agent"): r.get("answer") for r in before}
+            pairs = [(old.get(r.get("agent")), r.get("answer")) for r in after]
+            pairs = [(a, b) for a, b in pairs if a and b]
+            cell = rounds.setdefault(number, [0, 0])
+            cell[0] += sum(a != b for a, b in pairs)
+            cell[1] += len(pairs)
+    return out
+
+
+def wide_rates(counts: Mapping[str, Mapping[int, Sequence[int]]], what: str = "round"
+               ) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Per-group, per-round [count, n] as `charts.rate_bar` takes them: one row per group,
+    a rate and an n column per round; and the chart options naming them."""
+    numbers = sorted({k for rounds in counts.values() for k in rounds})
+    frame = pd.DataFrame({"group": list(counts)})
+    for k in numbers:
+        cells = [counts[g].get(k, (0, 0)) for g in counts]
+        frame[f"{what} {k}"] = [c[0] / c[1] if c[1] else float("nan") for c in cells]
+        frame[f"{what} {k} n"] = [int(c[1]) for c in cells]
+    return frame, {"y": [f"{what} {k}" for k in numbers], "n": [f"{what} {k} n" for k in numbers],
+                   "names": [f"{what} {k}" for k in numbers]}
+
+
+def insights_frames(runs: pd.DataFrame, results: pd.DataFrame) -> dict[str, Any]:
+    """What a rounds protocol's Insights section draws, from its completed runs (flattened:
+    `group`, `correct`, `m_round_answers`, the `m_` conformity counts) and their stored
+    results (`id`, `expected`, `result`): accuracy by round and mind-change rate by round
+    (each `wide_rates`), the conformity rates per group (`conformity`, and wide for a chart
+    with its options, `conformity_wide`) and over all runs (`all`, group "all runs")."""
+    expected = results[["id", "expected"]] if not results.empty else pd.DataFrame(
+        columns=["id", "expected"])
+    scored = runs.merge(expected, on="id", how="left")
+    scored["round_answers"] = scored["m_round_answers"] if "m_round_answers" in scored \
+        else None
+    plain = runs.rename(columns={f"m_{f}": f for f in CONFORMITY_FIELDS})
+    ids = set(runs["id"])
+    mine = results[results["id"].isin(ids)] if not results.empty else results
+    groups = runs.set_index("id")["group"]
+    changes = mind_change_counts(mine.assign(group=mine["id"].map(groups))) \
+        if not mine.empty else {}
+    table = conformity_rates(plain, "group", name="group")
+    counts: dict[str, dict[int, list[int]]] = {str(g): {} for g in dict.fromkeys(table["group"])}
+    measures = [m for m, _, _ in CONFORMITY if m in set(table["measure"])]
+    for group, measure, count, n in zip(table["group"], table["measure"], table["count"],
+                                        table["n"], strict=True):
+        counts[str(group)][measures.index(measure)] = [int(count), int(n)]
+    wide, spec = wide_rates(counts, "measure")
+    wide = wide.rename(columns={f"measure {i}{end}": f"{m}{end}" for i, m in
+                                enumerate(measures) for end in ("", " n")})
+    return {"accuracy": wide_rates(round_counts(scored, "group")),
+            "changes": wide_rates(changes), "conformity": table,
+            "conformity_wide": (wide, {"y": measures, "n": [f"{m} n" for m in measures],
+                                       "names": measures}),
+            "all": conformity_rates(plain.assign(group="all runs"), "group", name="group")}
