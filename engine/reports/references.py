@@ -32,10 +32,11 @@ class Reference:
         return f"Du et al. 2023: {self.setting} {self.accuracy * 100:.1f}%"
 
 
-def _du(single: float, vote: float, debate: float) -> tuple[Reference, ...]:
+def _du(single: float, majority: float, together: float) -> tuple[Reference, ...]:
+    """Table 1's single agent, majority of 3 and 3 agents x 2 rounds, in percent."""
     return (Reference("single agent", 1, single / 100),
-            Reference("majority vote (3 agents)", 1, vote / 100),
-            Reference("multiagent debate (3 agents, 2 rounds)", 2, debate / 100))
+            Reference("majority vote (3 agents)", 1, majority / 100),
+            Reference("multiagent debate (3 agents, 2 rounds)", 2, together / 100))
 
 
 ARITHMETIC = _du(67.0, 69.0, 81.8)
