@@ -219,6 +219,9 @@ points = rounds.accuracy_by_round(result.runs, configs)
 published = references(result.experiment["spec"].get("source"))
 if points.empty:
     st.caption("No run has an expected answer to score, so there is no accuracy by round.")
+elif (points["round"] == 1).all() and not published:
+    st.caption("Every configuration answers in one round: its accuracy by round is its "
+               "accuracy above.")
 else:
     st.caption("Each round's plurality scored against the expected answer, over the counted "
                "runs that have that round, with its 95% Wilson interval; a configuration "

@@ -27,6 +27,13 @@ class Reference:
     model: str = DU_MODEL
 
     @property
+    def short(self) -> str:
+        """The marker's own text on a chart: "vote 69.0%"."""
+        word = self.setting.split()[0]
+        return f"{'vote' if word == 'majority' else 'debate' if word == 'multiagent' else word}" \
+            f" {self.accuracy * 100:.1f}%"
+
+    @property
     def label(self) -> str:
         """A short name for a legend: "Du et al. 2023: majority vote 69.0%"."""
         return f"Du et al. 2023: {self.setting} {self.accuracy * 100:.1f}%"

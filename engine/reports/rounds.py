@@ -169,17 +169,19 @@ def accuracy_by_round_figure(points: pd.DataFrame, refs: Sequence[Reference] = (
         mine = points[points["configuration"] == label].sort_values("round")
         color = LINE_COLORS[i % len(LINE_COLORS)]
         name = html_text(label)
+        shift = (i - (len(order) - 1) / 2) * 0.03  # side by side, so error bars never hide
         traces.append({
             "type": "scatter", "mode": "lines+markers", "name": name,
-            "x": mine["round"].tolist(), "y": mine["accuracy"].tolist(),
+            "x": [r + shift for r in mine["round"]], "y": mine["accuracy"].tolist(),
             "line": {"color": color}, "marker": {"color": color, "size": 8},
             "error_y": {"type": "data", "symmetric": False, "color": color,
                         "array": (mine["high"] - mine["accuracy"]).tolist(),
                         "arrayminus": (mine["accuracy"] - mine["low"]).tolist()},
-            "customdata": [[r, n, lo, hi] for r, n, lo, hi in zip(
-                mine["right"], mine["n"], mine["low"], mine["high"], strict=True)],
-            "hovertemplate": f"{name}<br>round %{{x}}: %{{y:.0%}} (%{{customdata[0]}}/"
-                             "%{customdata[1]}, n=%{customdata[1]}; 95% CI "
+            "customdata": [[r, n, lo, hi, k] for r, n, lo, hi, k in zip(
+                mine["right"], mine["n"], mine["low"], mine["high"], mine["round"],
+                strict=True)],
+            "hovertemplate": f"{name}<br>round %{{customdata[4]}}: %{{y:.0%}} "
+                             "(%{customdata[0]}/%{customdata[1]}, n=%{customdata[1]}; 95% CI "
                              "%{customdata[2]:.0%}–%{customdata[3]:.0%})<extra></extra>"})
         first = mine[mine["round"] == 1]
         if not first.empty:
@@ -191,11 +193,12 @@ def accuracy_by_round_figure(points: pd.DataFrame, refs: Sequence[Reference] = (
                 "hovertemplate": f"{name}: round-1 majority vote %{{y:.0%}} "
                                  f"(n={int(first['n'].iloc[0])})<extra></extra>"})
     symbols = {"single agent": "diamond-open", "majority vote (3 agents)": "square-open"}
+    places = {"single agent": "bottom left", "majority vote (3 agents)": "top left"}
     for ref in refs:
         traces.append({
             "type": "scatter", "mode": "markers+text", "name": html_text(ref.label),
-            "x": [ref.round], "y": [ref.accuracy], "text": [html_text(ref.label)],
-            "textposition": "middle right", "cliponaxis": False,
+            "x": [ref.round], "y": [ref.accuracy], "text": [html_text(ref.short)],
+            "textposition": places.get(ref.setting, "middle left"), "cliponaxis": False,
             "marker": {"color": "#212121", "size": 12,
                        "symbol": symbols.get(ref.setting, "star")},
             "hovertemplate": html_text(f"{ref.label}, {ref.model}; {ref.citation}")
@@ -203,7 +206,7 @@ def accuracy_by_round_figure(points: pd.DataFrame, refs: Sequence[Reference] = (
     layout = {"template": "plotly_white", "height": 420,
               "margin": {"l": 10, "r": 10, "t": 40 if title else 10, "b": 10},
               "legend": {"orientation": "h", "y": -0.25},
-              "xaxis": {"title": "round", "dtick": 1, "range": [0.7, last + 0.6]},
+              "xaxis": {"title": "round", "dtick": 1, "range": [0.5, last + 0.4]},
               "yaxis": {"title": "accuracy (95% Wilson interval)", "range": [0, 1.05],
                         "tickformat": ".0%"}}
     if title:
