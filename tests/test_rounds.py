@@ -102,6 +102,8 @@ def test_reference_points_only_for_their_sets():
     assert all("2305.14325" in r.citation and r.citation == DU_2023 for r in arithmetic)
     assert all(r.model == DU_MODEL == "gpt-3.5-turbo-0301" for r in arithmetic)
     assert arithmetic[2].label == "Du et al. 2023: multiagent debate (3 agents, 2 rounds) 81.8%"
+    assert [r.short for r in arithmetic] == ["single agent: 67.0%", "majority of 3: 69.0%",
+                                             "3 agents x 2 rounds: 81.8%"]
 
 
 # --------------------------------------------------------------------------- conformity
@@ -142,6 +144,7 @@ def test_figure_traces_one_line_per_config_dashed_round_one_and_reference_marker
     society = dashed[0]
     assert list(society.y) == [0.75, 0.75] and list(society.x) == [1, 3]
     assert [(t.x[0], t.y[0]) for t in markers] == [(1, 0.67), (1, 0.69), (2, 0.818)]
+    assert markers[1].text[0] == "majority of 3: 69.0%"
     assert all("2305.14325" in t.hovertemplate and DU_MODEL in t.hovertemplate
                for t in markers)
     assert "n=%{customdata[1]}" in lines[0].hovertemplate

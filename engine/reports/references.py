@@ -12,38 +12,39 @@ from dataclasses import dataclass
 
 DU_2023 = ('Du et al. 2023, "Improving Factuality and Reasoning in Language Models through '
            'Multiagent Debate" (arXiv 2305.14325), Table 1')
-DU_MODEL = "gpt-3.5-turbo-0301"  # the ChatGPT snapshot every agent of Du et al.'s Table 1 was
+DU_MODEL = "gpt-3.5-turbo-0301"  # the ChatGPT snapshot behind every agent of that table
 
 
 @dataclass(frozen=True)
 class Reference:
     """One published accuracy: what was run (`setting`), at which round it sits on the
-    chart, the accuracy as a share (0..1), where it was published and with which model."""
+    chart, the accuracy as a share (0..1), a short `tag` for the chart, where it was
+    published and with which model."""
 
     setting: str
     round: int
     accuracy: float
+    tag: str  # a few words for the marker's text
     citation: str = DU_2023
     model: str = DU_MODEL
 
     @property
     def short(self) -> str:
-        """The marker's own text on a chart: "vote 69.0%"."""
-        word = self.setting.split()[0]
-        return f"{'vote' if word == 'majority' else 'debate' if word == 'multiagent' else word}" \
-            f" {self.accuracy * 100:.1f}%"
+        """The marker's own text on a chart: "majority of 3: 69.0%"."""
+        return f"{self.tag}: {self.accuracy * 100:.1f}%"
 
     @property
     def label(self) -> str:
-        """A short name for a legend: "Du et al. 2023: majority vote 69.0%"."""
+        """A short name for a legend: "Du et al. 2023: majority vote (3 agents) 69.0%"."""
         return f"Du et al. 2023: {self.setting} {self.accuracy * 100:.1f}%"
 
 
 def _du(single: float, majority: float, together: float) -> tuple[Reference, ...]:
     """Table 1's single agent, majority of 3 and 3 agents x 2 rounds, in percent."""
-    return (Reference("single agent", 1, single / 100),
-            Reference("majority vote (3 agents)", 1, majority / 100),
-            Reference("multiagent debate (3 agents, 2 rounds)", 2, together / 100))
+    return (Reference("single agent", 1, single / 100, "single agent"),
+            Reference("majority vote (3 agents)", 1, majority / 100, "majority of 3"),
+            Reference("multiagent debate (3 agents, 2 rounds)", 2, together / 100,
+                      "3 agents x 2 rounds"))
 
 
 ARITHMETIC = _du(67.0, 69.0, 81.8)
