@@ -74,6 +74,11 @@ def test_accuracy_by_round_with_nothing_scored():
     assert list(rounds.accuracy_by_round(frame, CONFIGS).columns) == rounds.ROUND_COLUMNS
 
 
+def test_rounds_without_the_expected_answer_at_hand_count_the_final_one_only():
+    frame = pd.DataFrame([run("s", None, True, ["1", "2", "2"]), run("s", "2", True, ["1", "2"])])
+    assert rounds.round_counts(frame, "label") == {"s": {1: [0, 1], 2: [1, 1], 3: [1, 1]}}
+
+
 def test_final_round_of_a_configuration():
     assert rounds.final_round({"protocol": "society"}) == 2  # the option's default
     assert rounds.final_round({"protocol": "society", "options": {"rounds": 5}}) == 5
@@ -279,3 +284,13 @@ def test_society_insights_section_by_round_and_conformity(simulated):
         "society-3x2", "society-3x1"}
     labels = [label for label, _ in section.metrics]
     assert labels[0] == "Runs" and "Right to wrong" in labels
+
+
+def test_society_insights_without_stored_results_falls_back_to_the_final_round(simulated):
+    url, _ = simulated
+    runs = insights.load_runs(Store(url), Filters())
+    section = next(s for s in insights.report(runs, None, "simulated") if s.key == "society")
+    by_round = next(c for c in section.charts if "accuracy by round" in c.title).data
+    row = by_round.set_index("group").loc["society-3x2"]
+    assert row["round 2 n"] == 4 and row["round 1 n"] == 0  # no expected answers at hand
+    assert not [c for c in section.charts if "mind changes" in c.title]

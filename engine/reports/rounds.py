@@ -62,8 +62,9 @@ def _flag(value: Any) -> bool | None:
 def round_counts(runs: pd.DataFrame, by: str, last: Mapping[str, int] | None = None
                  ) -> dict[str, dict[int, list[int]]]:
     """Per group and round: [right, n] over the scored runs (`correct` known) of `runs`
-    (columns `by`, `correct`, `expected`, `round_answers`). A run with `round_answers`
-    counts at each of its rounds; one without counts at `last[group]` (default 1)."""
+    (columns `by`, `correct`, `expected`, `round_answers`). A run with `round_answers` and
+    its expected answer counts at each of its rounds; one without rounds counts its `correct`
+    at `last[group]` (default 1), one without the expected answer at its last round."""
     out: dict[str, dict[int, list[int]]] = {}
     for group, correct, expected, answers in zip(runs[by], runs["correct"], runs["expected"],
                                                   runs["round_answers"], strict=True):
@@ -71,10 +72,11 @@ def round_counts(runs: pd.DataFrame, by: str, last: Mapping[str, int] | None = N
         if right is None:
             continue
         rounds = out.setdefault(str(group), {})
-        if isinstance(answers, (list, tuple)) and answers:
-            scored = [(k, bool(answers_match(a, expected))) for k, a in enumerate(answers, 1)]
-        else:
-            scored = [((last or {}).get(str(group), 1), right)]
+        listed = list(answers) if isinstance(answers, (list, tuple)) else []
+        if listed and isinstance(expected, str):
+            scored = [(k, bool(answers_match(a, expected))) for k, a in enumerate(listed, 1)]
+        else:  # no rounds, or no expected answer at hand to score them: the final one only
+            scored = [(len(listed) or (last or {}).get(str(group), 1), right)]
         for number, ok in scored:
             cell = rounds.setdefault(number, [0, 0])
             cell[0] += ok
