@@ -14,7 +14,8 @@ from engine import ConfigError
 from engine import experiments as ex
 from engine.questions import catalogue
 from engine.questions import files as qsets
-from engine.reports import aggregate
+from engine.reports import aggregate, rounds
+from engine.reports.references import references
 from pages import _shared
 
 store = _shared.store()
@@ -211,6 +212,39 @@ if (result.summary["scored"] > 0).any():
                     key="exp-accuracy")
 else:
     st.caption("No run has an expected answer to score, so there is no accuracy.")
+
+st.subheader("Accuracy by round")
+configs = result.experiment["spec"]["configs"]
+points = rounds.accuracy_by_round(result.runs, configs)
+published = references(result.experiment["spec"].get("source"))
+if points.empty:
+    st.caption("No run has an expected answer to score, so there is no accuracy by round.")
+elif (points["round"] == 1).all() and not published:
+    st.caption("Every configuration answers in one round: its accuracy by round is its "
+               "accuracy above.")
+else:
+    st.caption("Each round's plurality scored against the expected answer, over the counted "
+               "runs that have that round, with its 95% Wilson interval; a configuration "
+               "without rounds is one point at its final round. Dashed: each configuration's "
+               "round-1 accuracy, the majority vote of its agents' independent answers."
+               + (f" Markers: {md(published[0].citation)}, measured with "
+                  f"{published[0].model}; does your model reproduce them?" if published
+                  else ""))
+    st.plotly_chart(rounds.accuracy_by_round_figure(points, published,
+                                                    "Accuracy by round" + TITLE[kind]),
+                    key="exp-rounds")
+    st.dataframe(rounds.round_table(points), hide_index=True, key="exp-rounds-table")
+conforming = rounds.conformity_by_config(result.runs, configs)
+if not conforming.empty:
+    st.markdown("**Conformity between rounds**")
+    st.caption("Counts over their chances, summed over the counted runs: right to wrong over "
+               "answers right the round before (DebateLLM's \"bullied\"), wrong to right over "
+               "answers wrong before (\"relied on other\"), adoption of the previous round's "
+               "majority over agents off it, and runs whose final plurality discarded a "
+               "correct answer some agent gave over runs where one did (\"Cost of Consensus\", "
+               "2026). Greyed: n under 5.")
+    st.dataframe(aggregate.grey_few(conforming), hide_index=True, key="exp-conformity",
+                 column_config={"rate": percent, "low": percent, "high": percent})
 
 st.subheader("Calibration")
 if result.calibrations:
