@@ -14,7 +14,7 @@ from engine import ConfigError
 from engine import experiments as ex
 from engine.questions import catalogue
 from engine.questions import files as qsets
-from engine.reports import aggregate, rounds
+from engine.reports import aggregate, baseline, rounds, share
 from engine.reports.references import references
 from pages import _shared
 
@@ -163,6 +163,48 @@ else:
 
 
 # ------------------------------------------------------------------ results
+STATE_COLORS = {"fixed": "background-color: #d7f5dd", "broke": "background-color: #fbd5d5"}
+SORTS = {"question": "question order", "regressions": "regressions first"}
+
+
+def show_baseline(result: ex.Report) -> None:
+    """The question matrix against a chosen baseline configuration: each cell's answer,
+    fixed (green), broke (red) or the same, repeats collapsed with their stability; a click
+    on a cell opens its runs beside the baseline's in the compare view."""
+    cols = st.columns(3)
+    base = cols[0].selectbox("Baseline", result.labels, key="exp-base")
+    show = cols[1].selectbox("Show", list(baseline.FILTERS), format_func=baseline.FILTERS.get,
+                             key="exp-base-show")
+    sort = cols[2].selectbox("Order", list(SORTS), format_func=SORTS.get, key="exp-base-sort")
+    cells = baseline.baseline_matrix(result.runs, result.experiment["spec"], base, show, sort)
+    counts = baseline.matrix_counts(cells)
+    _shared.metrics_row([("Fixed", counts["fixed"]), ("Broke", counts["broke"]),
+                         ("Same", counts["same"]), ("Unscored", counts["unscored"])])
+    if cells.empty:
+        st.caption("No cell matches.")
+        return
+    grid = baseline.wide(cells)
+    styled = grid.style.map(lambda v: next((c for state, c in STATE_COLORS.items()
+                                            if f" · {state}" in str(v)), ""))
+    picked = st.dataframe(styled, hide_index=True, key="exp-baseline", on_select="rerun",
+                          selection_mode="single-cell")
+    st.caption(f"Each cell: the configuration's final answer (the most frequent over its "
+               f"repeats, spelled canonically), fixed (green) or broke (red) against "
+               f"{md(base)}'s answer to the same question, and with repeats the share of them "
+               "that agree. Click a cell to compare its runs with the baseline's.")
+    chosen = picked.selection.cells if picked is not None else []
+    if chosen:
+        row, column = chosen[0][0], str(chosen[0][1])
+        q = int(grid.iloc[int(row)]["q"])
+        mine = cells[(cells["q"] == q) & (cells["configuration"] == column)]
+        base_ids = result.runs[(result.runs["q"] == q) & (result.runs["label"] == base)
+                               & result.runs["counted"]]["id"].tolist()
+        ids = [*base_ids, *(mine["run_ids"].iloc[0] if not mine.empty else [])]
+        if len(ids) >= 2:
+            st.switch_page("pages/compare.py", query_params={"compare": ",".join(ids[:8])})
+        st.caption("That cell has no runs to compare yet.")
+
+
 KIND_NAMES = {"real": "Real", "simulated": "Simulated", "both": "Both, side by side"}
 every = ex.runs_frame(store, experiment_id)
 kind = st.segmented_control(
@@ -275,7 +317,10 @@ else:
     st.caption("One configuration: nothing to compare.")
 
 st.subheader("Questions")
-st.dataframe(result.questions, hide_index=True, key="exp-questions")
+if len(result.labels) >= 2:
+    show_baseline(result)
+else:
+    st.dataframe(result.questions, hide_index=True, key="exp-questions")
 
 st.subheader("Runs behind a cell")
 left, right = st.columns(2)
@@ -294,3 +339,7 @@ st.download_button("Download runs (CSV)", ex.to_csv(result.runs),
 st.download_button("Download summary (CSV)", ex.to_csv(result.summary),
                    file_name=f"experiment-{experiment_id}-summary.csv", mime="text/csv",
                    key="exp-summary-csv")
+st.download_button("Download results as HTML", lambda: share.experiment_html(result),
+                   file_name=f"experiment-{experiment_id}.html", mime="text/html",
+                   key="exp-html", help="One file with these results and charts that opens "
+                   "from disk without Parley")

@@ -197,10 +197,34 @@ def experiment_html(report: Any, figures: Sequence[tuple[str, Any]] = ()) -> str
         parts.append(figure(accuracy_figure(report.summary, "Accuracy per configuration")))
     if report.calibrations:
         parts += ["<h2>Calibration</h2>", figure(reliability_figure(report.calibrations))]
+    parts += _rounds(report)
     for heading, fig in figures:
         parts += [f"<h2>{text(heading)}</h2>", figure(fig)]
     parts += ["<h2>Questions</h2>", table(report.questions)]
     return page(f"Experiment: {experiment.get('name', '')}", parts)
+
+
+def _rounds(report: Any) -> list[str]:
+    """Accuracy by round with the published points, and conformity between rounds, as the
+    Experiments page shows them (nothing when every configuration answers in one round and
+    the set has no published figures)."""
+    from engine.reports import rounds
+    from engine.reports.references import references
+    configs = report.experiment["spec"]["configs"]
+    points = rounds.accuracy_by_round(report.runs, configs)
+    published = references(report.experiment["spec"].get("source"))
+    parts: list[str] = []
+    if not points.empty and ((points["round"] > 1).any() or published):
+        parts += ["<h2>Accuracy by round</h2>",
+                  figure(rounds.accuracy_by_round_figure(points, published, "Accuracy by round")),
+                  table(rounds.round_table(points))]
+        if published:
+            parts.append(f'<p class="caption">Markers: {text(published[0].citation)}, measured '
+                         f"with {text(published[0].model)}.</p>")
+    conforming = rounds.conformity_by_config(report.runs, configs)
+    if not conforming.empty:
+        parts += ["<h3>Conformity between rounds</h3>", table(conforming)]
+    return parts
 
 
 def comparison_html(runs: Sequence[Mapping[str, Any]]) -> str:
