@@ -357,12 +357,31 @@ def configure() -> None:
             open_run(run_id)
     if save_col.button("Save configuration", icon=":material/save:", key="run-save",
                        disabled=bool(error)):
-        try:
-            library.save_config(store, built, label, endpoints=endpoints)
-        except ConfigError as exc:
-            st.error(md(exc))
-        else:
-            st.success(md(f"Saved the configuration {label.strip()}."))
+        save(built, label, endpoints)
+    taken = st.session_state.get("run-save-taken")
+    if taken and taken == label.strip():
+        st.warning(md(f"A configuration is already saved as {taken}. Replacing it makes the "
+                      "runs stored under that label mix two configurations."))
+        replace_col, keep_col, _rest = st.columns([1, 1, 3])
+        if replace_col.button(f"Replace {taken}", key="run-save-replace"):
+            save(built, label, endpoints, replace=True)
+        if keep_col.button("Keep both (choose another label)", key="run-save-keep"):
+            st.session_state.pop("run-save-taken", None)
+            st.rerun()
+
+
+def save(built: dict, label: str, endpoints: object, replace: bool = False) -> None:
+    """Save the configuration; a label already saved is kept until the user says replace."""
+    try:
+        library.save_config(store, built, label, endpoints=endpoints, replace=replace)
+    except library.LabelTaken as exc:
+        st.session_state["run-save-taken"] = exc.label
+        st.rerun()
+    except ConfigError as exc:
+        st.error(md(exc))
+    else:
+        st.session_state.pop("run-save-taken", None)
+        st.success(md(f"{'Replaced' if replace else 'Saved'} the configuration {label}."))
 
 
 st.title("Run")

@@ -129,3 +129,25 @@ def test_save_a_configuration_and_load_it_back(db_url):
     assert fresh.number_input(key="run-1-debate-option-max_rounds").value == 1
     assert fresh.selectbox(key="run-1-debate-proponent-0-persona").value == "creative"
     assert "3 model calls" in fresh.info[-1].value
+
+
+def test_saving_under_an_existing_label_asks_before_replacing(db_url):
+    """Issue 14: saving under a saved label silently overwrote it (a vote became a duel and
+    the runs under that label mixed protocols). Now the page asks; keeping both leaves it."""
+    from engine.services import library
+    at = open_run_page()
+    at.selectbox(key="run-0-protocol").select("vote").run()
+    at.text_input(key="run-0-label").input("baseline").run()
+    at.button(key="run-save").click().run()
+    assert "Saved the configuration baseline" in at.success[0].value
+    at.selectbox(key="run-0-protocol").select("duel").run()
+    at.button(key="run-save").click().run()
+    assert not at.exception, at.exception
+    assert "already saved as baseline" in at.warning[0].value
+    assert library.load_config(Store(db_url), "baseline")["protocol"] == "vote"  # untouched
+    at.button(key="run-save-keep").click().run()
+    assert not [b for b in at.button if b.key == "run-save-replace"]
+    at.button(key="run-save").click().run()
+    at.button(key="run-save-replace").click().run()
+    assert "Replaced the configuration baseline" in at.success[0].value
+    assert library.load_config(Store(db_url), "baseline")["protocol"] == "duel"

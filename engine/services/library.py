@@ -228,10 +228,21 @@ def configs(store: Any) -> list[dict[str, Any]]:
             for row in store.library(CONFIG)]
 
 
+class LabelTaken(ConfigError):
+    """A configuration is already saved under the label: replacing it must be asked for, since
+    runs stored under that label would then mix two configurations."""
+
+    def __init__(self, label: str, protocol: str):
+        super().__init__(f"a configuration is already saved as {label!r} ({protocol}); choose "
+                         "another label, or replace it", "input")
+        self.label = label
+
+
 def save_config(store: Any, config: Mapping[str, Any], label: str | None = None,
-                item_id: int | None = None, endpoints: Any = None) -> int:
+                item_id: int | None = None, endpoints: Any = None,
+                replace: bool = False) -> int:
     """Validate and save a configuration under `label` (or its own `label`); returns its id.
-    Saving under an existing label replaces that configuration."""
+    A label already saved raises `LabelTaken` unless `replace` (or `item_id` names it)."""
     label = (label or config.get("label") or "").strip()
     if not label:
         raise ConfigError("a saved configuration needs a label", "input")
@@ -242,6 +253,8 @@ def save_config(store: Any, config: Mapping[str, Any], label: str | None = None,
     body["protocol"] = get_protocol(typed.protocol).name
     if item_id is None:
         existing = find(store, CONFIG, label)
+        if existing is not None and not replace:
+            raise LabelTaken(label, str(existing.get("protocol") or "?"))
         item_id = existing["id"] if existing is not None else None
     return put(store, CONFIG, label, body, item_id=item_id)
 
