@@ -142,3 +142,17 @@ def test_every_preset_runs_end_to_end_on_an_openai_compatible_server(name, stub,
     stored = Store(db).runs()
     assert len(stored) == LIMIT * len(EXPECTED[name][2]) and not stored["simulated"].any()
     assert json.dumps(result.experiment["spec"]).count("sk-test") == 0
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--limit", "0"], "--limit must be a whole number of at least 1"),
+    (["--model", " "], "the model"),
+])
+def test_bad_overrides_are_refused_in_one_line_before_anything_is_stored(argv, words, tmp_path,
+                                                                         capsys):
+    db = f"sqlite:///{tmp_path / 'p.db'}"
+    spec = str(PRESETS / "du2023-arithmetic.yaml")
+    assert cli_main(["experiment", "run", spec, *argv, "--db", db]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and words in err, err
+    assert ex.list_experiments(Store(db)).empty
