@@ -144,6 +144,7 @@ def bench_reliability(soak_runs: int = 500, writers: int = 4, runs_each: int = 2
 
 
 def collect(quick: bool = False, only: list[str] | None = None) -> list[Row]:
+    from engine.bench.browser import bench_browser
     from engine.bench.dashboard import bench_dashboard
     from engine.bench.experiments import bench_experiments
     from engine.bench.live import bench_live
@@ -155,6 +156,7 @@ def collect(quick: bool = False, only: list[str] | None = None) -> list[Row]:
         ("dashboard", lambda: bench_dashboard(n=1000 if quick else 10000)),
         ("experiments", lambda: bench_experiments(runs=20 if quick else 200)),
         ("live", lambda: bench_live(repeats=20 if quick else 200)),
+        ("browser", lambda: bench_browser(n=1000 if quick else 10000)),
     ]
     rows: list[Row] = []
     for name, run in sections:
