@@ -156,3 +156,21 @@ def test_bad_overrides_are_refused_in_one_line_before_anything_is_stored(argv, w
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and words in err, err
     assert ex.list_experiments(Store(db)).empty
+
+
+@pytest.mark.parametrize("questions", ["inline", "file"])
+def test_limit_takes_the_first_questions_of_a_list_or_a_file(questions, tmp_path, capsys):
+    rows = [{"question": f"What is {n}+1?", "expected": str(n + 1)} for n in range(5)]
+    spec = {"configs": [{"label": "one", "protocol": "single"}]}
+    if questions == "inline":
+        spec["questions"] = rows
+    else:
+        (tmp_path / "qs.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+        spec["questions_file"] = "qs.jsonl"
+    path = tmp_path / "spec.yaml"
+    path.write_text(json.dumps(spec))  # JSON is YAML
+    db = f"sqlite:///{tmp_path / 'p.db'}"
+    assert cli_main(["experiment", "run", str(path), "--limit", "2", "--quiet", "--db", db]) == 0
+    _, result = experiment_of(db)
+    assert [q["question"] for q in result.experiment["spec"]["questions"]] == [
+        "What is 0+1?", "What is 1+1?"]

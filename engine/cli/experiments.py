@@ -100,12 +100,14 @@ def first_questions(spec: dict[str, Any], limit: int, base_dir: Path) -> dict[st
         raise ConfigError(f"--limit must be a whole number of at least 1, got {limit!r}",
                           "input")
     given, path = spec.get("questions"), spec.get("questions_file")
-    if path is not None and given is None:
-        items, source = qsets.load_file(base_dir / str(path)), f"file:{Path(str(path)).name}"
-    elif isinstance(given, str):
+    if isinstance(given, list) and path is None:
+        return {**spec, "questions": given[:limit]}
+    if isinstance(given, str) and path is None:
         items, source = qsets.load_bundled(given), f"bundled:{given.strip().lower()}"
-    else:
-        return {**spec, "questions": given[:limit] if isinstance(given, list) else given}
+    elif given is None and path is not None:
+        items, source = qsets.load_file(base_dir / str(path)), f"file:{Path(str(path)).name}"
+    else:  # neither or both, or not a set's name nor a list: `plan` says what to change
+        return spec
     rest = {key: value for key, value in spec.items() if key != "questions_file"}
     return {**rest, "questions": [item.as_dict() for item in items[:limit]],
             "source": f"{source}, first {min(limit, len(items))}"}
