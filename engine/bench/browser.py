@@ -91,7 +91,7 @@ def usable_after(tab: Any, url: str, marker: str, timeout_ms: int = 120_000) -> 
 def _fill(url: str, n: int) -> dict[str, str]:
     """The stored runs and one experiment; the ids the pages open."""
     from engine import experiments as ex
-    from engine.bench.choice import busiest
+    from engine.bench.choice import busiest, cheapest, default_config
     from engine.bench.dashboard import make_fixture
     from engine.store import Store
     ids = make_fixture(url, n)
@@ -102,8 +102,8 @@ def _fill(url: str, n: int) -> dict[str, str]:
     detail = str(chosen["id"].iloc[0]) if not chosen.empty else ids[0]
     other = str(chosen["id"].iloc[1]) if len(chosen) > 1 else ids[1]
     plan = ex.plan({"name": "browser bench", "questions": "definite", "repeats": 1,
-                    "configs": [{"label": "vote", "protocol": "vote", "model": "simulated"},
-                                {"label": name, "protocol": name, "model": "simulated"}]},
+                    "configs": [{**default_config(cheapest()), "label": "cheapest"},
+                                {**default_config(busiest()), "label": "busiest"}]},
                    store)
     experiment = ex.create(store, plan)
     ex.run_experiment(store, experiment)
