@@ -95,7 +95,8 @@ def _load_spec(path: str) -> dict[str, Any]:
 
 def first_questions(spec: dict[str, Any], limit: int, base_dir: Path) -> dict[str, Any]:
     """The spec with only its first `limit` questions (`--limit`: try a preset on a few
-    questions before paying for all of them), written inline; its source says so."""
+    questions before paying for all of them), written inline. Its source stays the set's,
+    so the published numbers for that set are still shown beside it; its name says "first N"."""
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise ConfigError(f"--limit must be a whole number of at least 1, got {limit!r}",
                           "input")
@@ -109,8 +110,9 @@ def first_questions(spec: dict[str, Any], limit: int, base_dir: Path) -> dict[st
     else:  # neither or both, or not a set's name nor a list: `plan` says what to change
         return spec
     rest = {key: value for key, value in spec.items() if key != "questions_file"}
-    return {**rest, "questions": [item.as_dict() for item in items[:limit]],
-            "source": f"{source}, first {min(limit, len(items))}"}
+    name = str(spec.get("name") or "").strip() or source.split(":")[-1]
+    return {**rest, "questions": [item.as_dict() for item in items[:limit]], "source": source,
+            "name": f"{name} (first {min(limit, len(items))} questions)"}
 
 
 class _Bar:
