@@ -16,6 +16,7 @@ from engine.protocols.peer_review import (
                                     run_peer_review,
 )
 from engine.protocols.roundtable import Exchange, RoundtableResult, arun_roundtable, run_roundtable
+from engine.protocols.single import SingleResult, arun_single, run_single
 from engine.protocols.society import SocietyResult, arun_society, run_society
 from engine.protocols.vote import VoteResult, arun_vote, run_vote
 from engine.questions import question_set
@@ -29,5 +30,5 @@ __all__ = [
     "Exchange", "RoundtableResult", "arun_roundtable", "run_roundtable",
     "DuelResult", "arun_duel", "run_duel",
     "PanelResult", "arun_panel", "run_panel", "VoteResult", "arun_vote", "run_vote",
-    "SocietyResult", "arun_society", "run_society",
+    "SocietyResult", "arun_society", "run_society", "SingleResult", "arun_single", "run_single",
 ]

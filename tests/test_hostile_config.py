@@ -80,7 +80,8 @@ def test_debate_rounds_and_review_iterations_have_a_maximum(call, words, spy, st
 def test_rounds_option_is_named_by_the_registry():
     assert {name: spec.rounds_option for name, spec in REGISTRY.items()} == {
         "debate": "max_rounds", "peer-review": "max_iterations", "roundtable": "rounds",
-        "duel": "rounds", "panel": None, "vote": None, "society": "rounds"}
+        "duel": "rounds", "panel": None, "vote": None, "society": "rounds",
+        "single": "rounds"}
 
 
 @pytest.mark.parametrize("argv, words", [

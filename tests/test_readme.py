@@ -26,3 +26,10 @@ def test_the_simulated_python_example_runs(tmp_path, monkeypatch):
     result = scope["simulated"]
     assert all(turn.simulated for turn in result.turns)
     assert result.correct in (True, False)
+
+
+def test_every_preset_the_readme_names_exists_and_every_preset_is_named():
+    root = Path(__file__).resolve().parent.parent
+    named = set(re.findall(r"presets/([\w.-]+\.yaml)", README))
+    shipped = {p.name for p in (root / "presets").glob("*.yaml")}
+    assert named and named == shipped

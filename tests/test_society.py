@@ -9,7 +9,7 @@ from protocol_contract import ProtocolContract
 
 from engine import ConfigError, Seat, SocietyResult, arun_society, run_society
 from engine.protocols import REGISTRY, estimate, metrics_of
-from engine.protocols.society import TEMPLATES, _answer
+from engine.protocols.society import TEMPLATES, read_answer
 from engine.reports.runs import result_blocks
 
 Q = "What is the result of 3+4*5+6-7*2?"
@@ -141,7 +141,7 @@ def test_the_stored_view_has_a_tally_per_round_and_a_flow_between_rounds(store):
     ("-3 is it", "-3"), ('{"answer": "My answer is Paris."}', "paris"),
     ("Reasoning...\nFinal answer: Paris", "paris"), ("", "")])
 def test_answers_are_read_boxed_first_then_the_last_number_then_the_stance(reply, answer):
-    assert _answer(reply) == answer
+    assert read_answer(reply) == answer
 
 
 class TestSocietyContract(ProtocolContract):

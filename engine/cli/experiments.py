@@ -8,9 +8,10 @@ from typing import Any
 
 import pandas as pd
 
-from engine.experiments.planning import EQUAL_COMPUTE, baselines_of, plan
+from engine.experiments.planning import EQUAL_COMPUTE, baselines_of, override_model, plan
 from engine.experiments.runner import arun_experiment, pending_cells
 from engine.models import ConfigError
+from engine.questions import files as qsets
 from engine.reports.aggregate import SIMULATED_SUFFIX
 from engine.reports.experiments import Report, compare, report, to_csv
 from engine.store.experiments import Progress, create, duration_text, list_experiments
@@ -92,6 +93,28 @@ def _load_spec(path: str) -> dict[str, Any]:
     return load_mapping(path, expected="questions, configs, repeats, concurrency")
 
 
+def first_questions(spec: dict[str, Any], limit: int, base_dir: Path) -> dict[str, Any]:
+    """The spec with only its first `limit` questions (`--limit`: try a preset on a few
+    questions before paying for all of them), written inline. Its source stays the set's,
+    so the published numbers for that set are still shown beside it; its name says "first N"."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ConfigError(f"--limit must be a whole number of at least 1, got {limit!r}",
+                          "input")
+    given, path = spec.get("questions"), spec.get("questions_file")
+    if isinstance(given, list) and path is None:
+        return {**spec, "questions": given[:limit]}
+    if isinstance(given, str) and path is None:
+        items, source = qsets.load_bundled(given), f"bundled:{given.strip().lower()}"
+    elif given is None and path is not None:
+        items, source = qsets.load_file(base_dir / str(path)), f"file:{Path(str(path)).name}"
+    else:  # neither or both, or not a set's name nor a list: `plan` says what to change
+        return spec
+    rest = {key: value for key, value in spec.items() if key != "questions_file"}
+    name = str(spec.get("name") or "").strip() or source.split(":")[-1]
+    return {**rest, "questions": [item.as_dict() for item in items[:limit]], "source": source,
+            "name": f"{name} (first {min(limit, len(items))} questions)"}
+
+
 class _Bar:
     """Progress on standard error: one line rewritten in place on a terminal, else a line
     per tenth of the way (so logs stay short)."""
@@ -123,7 +146,7 @@ class _Bar:
             self.stream.flush()
 
 
-def _run_cli(store: Any, experiment_id: str, quiet: bool) -> int:
+def _run_cli(store: Any, experiment_id: str, quiet: bool, endpoints: Any) -> int:
     import signal
     import sys
     stop_event = threading.Event()
@@ -136,7 +159,7 @@ def _run_cli(store: Any, experiment_id: str, quiet: bool) -> int:
         except (NotImplementedError, RuntimeError, ValueError):
             pass
         return await arun_experiment(store, experiment_id, stop_event=stop_event,
-                                     on_progress=bar)
+                                     on_progress=bar, endpoints=endpoints)
 
     try:
         state = asyncio.run(go())
@@ -155,7 +178,10 @@ def _run_cli(store: Any, experiment_id: str, quiet: bool) -> int:
 
 
 def cmd_run(args: Any) -> int:
-    """`experiment run SPEC.yaml`: plan, print the preflight, store and run."""
+    """`experiment run SPEC.yaml`: plan, print the preflight, store and run. `--model` and
+    `--base-url` put every seat on one model (`override_model`); the base URL is registered
+    for this process as `run --base-url` registers it, so only it receives the key."""
+    from engine.cli.main import endpoints_from_args
     from engine.store import Store
     spec = _load_spec(args.spec)
     for key in ("repeats", "concurrency"):
@@ -164,7 +190,13 @@ def cmd_run(args: Any) -> int:
     if args.equal_compute:
         spec["baseline"] = EQUAL_COMPUTE
     store = Store(args.db)
-    checked = plan(spec, store, base_dir=Path(args.spec).parent, confirmed=args.yes or args.dry_run)
+    if args.limit is not None:
+        spec = first_questions(spec, args.limit, Path(args.spec).parent)
+    if args.model or args.base_url:
+        spec = override_model(spec, args.model, args.base_url, store)
+    endpoints = endpoints_from_args(args)
+    checked = plan(spec, store, base_dir=Path(args.spec).parent, endpoints=endpoints,
+                   confirmed=args.yes or args.dry_run)
     _say(f"{checked.name}: {len(checked.questions)} questions x {len(checked.configs)} "
           f"configurations x {checked.repeats} repeats = {checked.runs} runs, "
           f"{checked.calls} calls, ~{checked.tokens:,} tokens (estimate); "
@@ -173,19 +205,23 @@ def cmd_run(args: Any) -> int:
         note = f" - {item['note']}" if item.get("note") else ""
         _say(f"  {item['label']} ({item['protocol']}): {item['calls_per_run']} calls per "
              f"run{note}")
+    if args.model or args.base_url:
+        _say(f"  every seat of every configuration: {args.model or 'its own model'}"
+             + (f" at {args.base_url}" if args.base_url else "") + " (--model/--base-url)")
     if args.dry_run:
         return 0
     experiment_id = create(store, checked)
     _say(f"experiment {experiment_id}")
-    return _run_cli(store, experiment_id, args.quiet)
+    return _run_cli(store, experiment_id, args.quiet, endpoints)
 
 
 def cmd_resume(args: Any) -> int:
+    from engine.cli.main import endpoints_from_args
     from engine.store import Store
     store = Store(args.db)
     left = pending_cells(store, args.experiment_id)
     _say(f"experiment {args.experiment_id}: {len(left)} run(s) left")
-    return _run_cli(store, args.experiment_id, args.quiet)
+    return _run_cli(store, args.experiment_id, args.quiet, endpoints_from_args(args))
 
 
 def cmd_show(args: Any) -> int:
@@ -245,6 +281,10 @@ def add_cli(sub: Any) -> None:
     run.add_argument("--equal-compute", action="store_true",
                      help="beside each configuration, add a vote with as many samples as it "
                           "makes calls (the spec's baseline: equal-compute)")
+    run.add_argument("--model", help="model spec for every seat of every configuration, "
+                                     "judges too (e.g. openai:MODEL): a preset on your model")
+    run.add_argument("--limit", type=int, metavar="N",
+                     help="only the first N questions (try a spec cheaply first)")
     run.add_argument("--dry-run", action="store_true", help="print the preflight only")
     run.add_argument("--yes", action="store_true",
                      help="confirm an experiment that plans more than 20,000 model calls")
@@ -252,6 +292,9 @@ def add_cli(sub: Any) -> None:
     resume.add_argument("experiment_id")
     for command in (run, resume):
         command.add_argument("--quiet", action="store_true", help="no progress line")
+        command.add_argument("--base-url", help="base URL of an OpenAI-compatible server for "
+                             "openai: seats (typed here, it counts as registered: "
+                             "OPENAI_API_KEY goes to it)")
     show = inner.add_parser("show", help="an experiment's results table")
     show.add_argument("experiment_id")
     show.add_argument("--compare", nargs=2, metavar=("A", "B"),

@@ -297,3 +297,33 @@ def baselines_of(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
     if not baseline_kind(spec.get("baseline")):
         return []
     return with_baselines(spec["configs"])[1]
+
+
+def override_model(spec: Mapping[str, Any], model: str | None, base_url: str | None = None,
+                   store: Any = None) -> dict[str, Any]:
+    """A copy of an experiment spec with every seat of every configuration on `model`: each
+    slot's seats (agents, judges, reviewers, synthesisers alike) and the configuration's
+    default model, so the slots a configuration leaves to their defaults take it too. Seats
+    keep their names, personas, roles and temperatures; `model` None keeps every model.
+
+    `base_url`, when given, becomes every configuration's base URL (used by `openai:` seats,
+    as `run --base-url` is); with a new `model`, a base URL the spec carried is dropped, since
+    it belonged to the models replaced. Configurations the spec names by label are read from
+    `store` and written inline. This is how a paper preset runs on a model of one's own.
+    """
+    from engine.config import RunConfig
+    if model is not None:
+        model = require_text(model, "the model")
+    configs = []
+    for config in resolve_configs(spec.get("configs"), store):
+        changed = dict(config)
+        if model is not None:
+            typed = RunConfig.parse(config)
+            changed.pop("base_url", None)
+            changed.update(model=model, seats={
+                slot: [{**seat.model_dump(exclude_defaults=True), "model": model}
+                       for seat in given] for slot, given in typed.seats.items()})
+        if base_url:
+            changed["base_url"] = base_url
+        configs.append(changed)
+    return {**spec, "configs": configs}

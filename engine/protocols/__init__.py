@@ -6,7 +6,7 @@ from typing import Any
 
 from engine.config import RunConfig, SeatSpec
 from engine.models import ConfigError, RunResult, Seat
-from engine.protocols import debate, duel, panel, peer_review, roundtable, society, vote
+from engine.protocols import debate, duel, panel, peer_review, roundtable, single, society, vote
 from engine.protocols.base import Option, ProtocolSpec, Slot, run_sync
 from engine.protocols.checks import require_int
 from engine.protocols.templates import Template
@@ -20,6 +20,7 @@ REGISTRY: dict[str, ProtocolSpec[Any]] = {
         panel.SPEC,
         vote.SPEC,
         society.SPEC,
+        single.SPEC,
     )
 }
 

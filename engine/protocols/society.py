@@ -62,10 +62,11 @@ MIN_ROUNDS, MAX_ROUNDS = 1, 10
 
 
 
-def _answer(text: str) -> str:
+def read_answer(text: str) -> str:
     """The answer a reply gives, normalised; "" when it gives none (an abstention, never a
     guess): a JSON reply's `answer`, else `engine.analysis.extract_answer` (`\\boxed{...}`,
-    the last number, a letter, yes/no, else the normalised stance)."""
+    the last number, a letter, yes/no, else the normalised stance). The single agent reads
+    its replies the same way."""
     text = text.strip()
     if text.startswith("{"):
         try:
@@ -136,7 +137,7 @@ async def _speak(ctx: RunContext, seat: Seat, history: list[dict[str, str]], num
     turn = await ctx.call(seat, history, phase="answer" if number == 1 else "revise",
                           round=number, task=task)
     text = turn.reply if turn.ok else ""
-    answer = (ctx.guard(turn, _answer, text) or "") if text else ""
+    answer = (ctx.guard(turn, read_answer, text) or "") if text else ""
     reply = Reply(agent=seat.name, icon=seat.icon, round=number, text=text, answer=answer,
                   error=turn.error)
     return reply, [*history, {"role": "assistant", "content": text or ABSTAINED}]

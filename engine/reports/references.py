@@ -39,9 +39,9 @@ class Reference:
         return f"Du et al. 2023: {self.setting} {self.accuracy * 100:.1f}%"
 
 
-def _du(single: float, majority: float, together: float) -> tuple[Reference, ...]:
+def _du(alone: float, majority: float, together: float) -> tuple[Reference, ...]:
     """Table 1's single agent, majority of 3 and 3 agents x 2 rounds, in percent."""
-    return (Reference("single agent", 1, single / 100, "single agent"),
+    return (Reference("single agent", 1, alone / 100, "single agent"),
             Reference("majority vote (3 agents)", 1, majority / 100, "majority of 3"),
             Reference("multiagent debate (3 agents, 2 rounds)", 2, together / 100,
                       "3 agents x 2 rounds"))

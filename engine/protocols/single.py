@@ -1,0 +1,169 @@
+"""Single agent, Du et al. 2023's baseline (arXiv 2305.14325): one agent answers the question
+with the society's round-one prompt; in each later round it is asked, in its own
+conversation, to double check its answer and give it again. Du's "single agent" is
+`rounds=1`; their "single agent with reflection" is `rounds=2`.
+
+Replies are read exactly as the society reads them (`engine.protocols.society.read_answer`),
+so a single agent and a society are scored alike. The rounds follow one another: each call
+waits for the one before.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Unpack
+
+import pandas as pd
+from pydantic import Field
+
+from engine.analysis.answers import answers_match
+from engine.analysis.conformity import conformity
+from engine.config import RunKwargs
+from engine.llm.calls import RunContext
+from engine.models import RunResult, Seat, Signals, Task
+from engine.protocols.ballots import ABSTAINED
+from engine.protocols.base import Option, ProtocolSpec, Slot, execute, run_sync, split_run_options
+from engine.protocols.checks import require_int, require_seat, require_text
+from engine.protocols.society import ANSWER, FINAL, TASK_KEYS, MindChange, Reply, read_answer
+from engine.protocols.templates import Template, render
+from engine.reports.aggregate import completed, numbers
+from engine.reports.views import Block, InsightsData, Section, warnings_block
+
+REFLECT = Template(
+    "Can you double check that your answer is correct. Please reiterate your answer. " + FINAL,
+    ("question",), "Rounds two on: the agent, after its own conversation so far, checks its "
+                   "answer and gives it again (Du et al.'s self-reflection).")
+TEMPLATES = {"answer": ANSWER, "reflect": REFLECT}
+MIN_ROUNDS, MAX_ROUNDS = 1, 10
+
+
+class SingleResult(RunResult):
+    """One reply per round; `answer` is the last round's answer ("" when it gave none)."""
+
+    question: str
+    replies: list[Reply] = Field(default_factory=list)
+    answer: str = ""
+    mind_changes: list[MindChange] = Field(default_factory=list)
+
+    def final_answer(self) -> str | None:
+        """The last round's answer; None when the agent gave none."""
+        return self.answer or None
+
+
+def _changes(replies: list[Reply]) -> list[MindChange]:
+    """The rounds whose answer differs from the round before (an abstention is no answer)."""
+    return [MindChange(agent=after.agent, round=after.round, before=before.answer,
+                       after=after.answer)
+            for before, after in zip(replies, replies[1:], strict=False)
+            if before.answer and after.answer and before.answer != after.answer]
+
+
+async def arun_single(question: str, *, agent: Seat | Any, rounds: int = 1,
+                      **kw: Unpack[RunKwargs]) -> SingleResult:
+    """One agent answers, then reflects on its answer in each of the `rounds - 1` rounds after.
+
+    A failed call, or a reply with no answer, abstains in that round; the agent is still asked
+    to reflect in the next one.
+    """
+    run = split_run_options(dict(kw), "single")
+    question = require_text(question, "question")
+    agent = require_seat(agent, "agent", run.endpoints)
+    rounds = require_int(rounds, "rounds", MIN_ROUNDS, MAX_ROUNDS, "single")
+
+    async def body(ctx: RunContext) -> SingleResult:
+        start = time.monotonic()
+        history = [{"role": "user",
+                    "content": render(TEMPLATES, ctx.prompts, "answer", question=question)}]
+        replies: list[Reply] = []
+        for number in range(1, rounds + 1):
+            if number == 1:
+                task = Task(kind="answer", keys=TASK_KEYS)
+            else:
+                task = Task(kind="revise", keys=TASK_KEYS, own=replies[-1].answer or None)
+                history.append({"role": "user", "content": render(
+                    TEMPLATES, ctx.prompts, "reflect", question=question)})
+            turn = await ctx.call(agent, history, phase="answer" if number == 1 else "reflect",
+                                  round=number, task=task)
+            text = turn.reply if turn.ok else ""
+            answer = (ctx.guard(turn, read_answer, text) or "") if text else ""
+            replies.append(Reply(agent=agent.name, icon=agent.icon, round=number, text=text,
+                                 answer=answer, error=turn.error))
+            history.append({"role": "assistant", "content": text or ABSTAINED})
+        warnings = [f"round {r.round}: "
+                    f"{'failed (' + r.error + ')' if r.error else 'no answer found'}; "
+                    "the agent abstains" for r in replies if not r.answer]
+        return SingleResult(question=question, replies=replies, answer=replies[-1].answer,
+                            mind_changes=_changes(replies), warnings=warnings,
+                            duration=time.monotonic() - start)
+
+    return await execute("single", question, TEMPLATES, body, {"agent": agent},
+                         {"rounds": rounds}, run)
+
+
+def run_single(question: str, **kw: Any) -> SingleResult:
+    """Synchronous `arun_single`."""
+    return run_sync(arun_single(question, **kw))
+
+
+# --------------------------------------------------------------------------- presentation
+def _summary(result: SingleResult) -> str:
+    return (f"answer: {result.answer or '(none)'} after {len(result.replies)} round(s); "
+            f"{len(result.mind_changes)} change(s) of answer")
+
+
+def _outcome(result: SingleResult) -> str:
+    return result.answer or "(abstained)"
+
+
+def _signals(result: SingleResult) -> Signals:
+    replies = result.replies
+    reflected = len(replies) > 1
+    persuaded = misled = None
+    if result.expected and reflected:
+        first = bool(answers_match(replies[0].answer, result.expected))
+        last = bool(answers_match(replies[-1].answer, result.expected))
+        persuaded, misled = int(last and not first), int(first and not last)
+    measures = conformity([{r.agent: r.answer} for r in replies], result.expected,
+                          result.answer or None)
+    return Signals(answer=result.answer or None,
+                   first_answer=(replies[0].answer or None) if replies else None,
+                   seats=1 if reflected else None,
+                   mind_changes=int(bool(result.mind_changes)) if reflected else None,
+                   persuaded=persuaded, misled=misled,
+                   round_answers=[r.answer for r in replies], **measures.model_dump(),
+                   extra={"rounds": len(replies), "changes": len(result.mind_changes)})
+
+
+def _view(r: SingleResult) -> list[Block]:
+    blocks = [Block("metrics", items=[("Answer", r.answer or "(none)"),
+                                      ("Rounds", str(len(r.replies))),
+                                      ("Changes of answer", str(len(r.mind_changes)))]),
+              Block("caption", body="Round one: the agent answers alone; each later round: it "
+                                    "checks its own answer and gives it again. Answers are "
+                                    "read in code."),
+              Block("table", "Answers by round", rows=[
+                  {"round": reply.round, "answer": reply.answer or ABSTAINED}
+                  for reply in r.replies])]
+    return blocks + warnings_block(r.warnings)
+
+
+def _insights(data: InsightsData) -> Section:
+    runs = completed(data.runs)
+    changed = numbers(runs, "m_changes") if len(runs) else pd.Series(dtype=float)
+    return Section("single", "Single agent (Du et al. baseline)", metrics=[
+        ("Runs", f"{len(runs):,}"),
+        ("Runs that changed their answer", f"{int((changed > 0).sum()):,}")])
+
+
+SPEC = ProtocolSpec(
+    name="single", title="Single agent (Du et al. baseline)", seed="013",
+    question_name="question", runner=arun_single,
+    slots=(Slot("agent", defaults=({"name": "agent"},), role="agent",
+                help="answers, then checks its own answer in each later round"),),
+    options=(Option("rounds", 1, MIN_ROUNDS, MAX_ROUNDS,
+                    "rounds, the first answer included (2: Du's single agent with "
+                    "reflection)"),),
+    templates=TEMPLATES,
+    estimate_calls=lambda options, seats: int(options.get("rounds", 1)),
+    insights=_insights,
+    result_type=SingleResult, summary=_summary, outcome=_outcome, signals=_signals,
+    view=_view, phases=("answer", "reflect"), rounds_option="rounds", color="#8d6e63")
