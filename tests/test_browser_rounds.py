@@ -35,10 +35,11 @@ def test_accuracy_by_round_with_reference_points(app, page, shots):  # noqa: F81
     chart.wait_for(timeout=GENEROUS_MS)
     legend = chart.locator(".legend").text_content()  # SVG: no inner text
     for label in ("society-3x2", "society-3x1", "Du et al. 2023: single agent 67.0%",
+                  "Du et al. 2023: single agent with reflection 72.1%",
                   "Du et al. 2023: majority vote (3 agents) 69.0%",
                   "Du et al. 2023: multiagent debate (3 agents, 2 rounds) 81.8%"):
         assert label in legend, legend
-    assert chart.locator(".scatterlayer .trace").count() == 2 + 2 + 3  # lines, dashed, refs
+    assert chart.locator(".scatterlayer .trace").count() == 2 + 2 + 4  # lines, dashed, refs
     dashed = chart.locator(".scatterlayer .js-line[style*='stroke-dasharray']")
     assert dashed.count() >= 2
     assert "gpt-3.5-turbo-0301" in main.inner_text()

@@ -98,16 +98,18 @@ def test_round_table_has_a_column_per_round_and_blanks():
 def test_reference_points_only_for_their_sets():
     arithmetic = references("bundled:arithmetic")
     assert [(r.setting, r.round, r.accuracy) for r in arithmetic] == [
-        ("single agent", 1, 0.67), ("majority vote (3 agents)", 1, 0.69),
+        ("single agent", 1, 0.67), ("single agent with reflection", 2, 0.721),
+        ("majority vote (3 agents)", 1, 0.69),
         ("multiagent debate (3 agents, 2 rounds)", 2, 0.818)]
     for source in ("bundled:gsm8k", "bundled:gsm8k-100", " Bundled:GSM8K "):
-        assert [r.accuracy for r in references(source)] == [0.77, 0.81, 0.85]
+        assert [r.accuracy for r in references(source)] == [0.77, 0.75, 0.81, 0.85]
     for source in ("bundled:demo", "inline", "file:arithmetic.csv", "", None):
         assert references(source) == []
     assert all("2305.14325" in r.citation and r.citation == DU_2023 for r in arithmetic)
     assert all(r.model == DU_MODEL == "gpt-3.5-turbo-0301" for r in arithmetic)
-    assert arithmetic[2].label == "Du et al. 2023: multiagent debate (3 agents, 2 rounds) 81.8%"
-    assert [r.short for r in arithmetic] == ["single agent: 67.0%", "majority of 3: 69.0%",
+    assert arithmetic[3].label == "Du et al. 2023: multiagent debate (3 agents, 2 rounds) 81.8%"
+    assert [r.short for r in arithmetic] == ["single agent: 67.0%", "reflection: 72.1%",
+                                             "majority of 3: 69.0%",
                                              "3 agents x 2 rounds: 81.8%"]
 
 
@@ -148,8 +150,9 @@ def test_figure_traces_one_line_per_config_dashed_round_one_and_reference_marker
     assert len(dashed) == 2  # society and vote have a round 1; the debate has only round 3
     society = dashed[0]
     assert list(society.y) == [0.75, 0.75] and list(society.x) == [1, 3]
-    assert [(t.x[0], t.y[0]) for t in markers] == [(1, 0.67), (1, 0.69), (2, 0.818)]
-    assert markers[1].text[0] == "majority of 3: 69.0%"
+    assert [(t.x[0], t.y[0]) for t in markers] == [(1, 0.67), (2, 0.721), (1, 0.69),
+                                                   (2, 0.818)]
+    assert markers[2].text[0] == "majority of 3: 69.0%"
     assert all("2305.14325" in t.hovertemplate and DU_MODEL in t.hovertemplate
                for t in markers)
     assert "n=%{customdata[1]}" in lines[0].hovertemplate
