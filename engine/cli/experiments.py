@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from engine.cli.runflags import add_policy_flags, policy_from_args
 from engine.experiments.planning import EQUAL_COMPUTE, baselines_of, plan
 from engine.experiments.runner import arun_experiment, pending_cells
 from engine.models import ConfigError
@@ -161,6 +162,11 @@ def cmd_run(args: Any) -> int:
     for key in ("repeats", "concurrency"):
         if getattr(args, key) is not None:
             spec[key] = getattr(args, key)
+    for key, value in policy_from_args(args).items():  # the flags win over the spec's
+        spec[key] = value
+        for config in spec.get("configs") or []:
+            if isinstance(config, dict):
+                config[key] = value
     if args.equal_compute:
         spec["baseline"] = EQUAL_COMPUTE
     store = Store(args.db)
@@ -238,6 +244,7 @@ def add_cli(sub: Any) -> None:
                                   "configs (mappings or saved labels), repeats, concurrency")
     run.add_argument("--repeats", type=int, help="override the spec's repeats")
     run.add_argument("--concurrency", type=int, help="override the spec's concurrency")
+    add_policy_flags(run)
     run.add_argument("--equal-compute", action="store_true",
                      help="beside each configuration, add a vote with as many samples as it "
                           "makes calls (the spec's baseline: equal-compute)")
