@@ -91,3 +91,114 @@ def test_hung_reply_is_abandoned_and_its_connection_closed():
         while len(server.disconnected) < 3 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert server.disconnected == [True, True, True]
+
+
+# ------------------------------------------------------------------ 2. call policy
+def cli(args, capsys):
+    code = main(args)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_policy_flags_are_checked_before_any_call(stub, capsys, tmp_path):
+    db = ["--db", f"sqlite:///{tmp_path / 'p.db'}", "--base-url", stub.base_url,
+          "--model", "openai:smol"]
+    for flags, said in ((["--timeout-per-call", "0"], "--timeout-per-call must be"),
+                        (["--retries", "-1"], "--retries must be")):
+        code, _out, err = cli(["run", "vote", QUESTION, *db, *flags], capsys)
+        assert code == 2 and said in err
+    code, _out, err = cli(["run", "vote", QUESTION, *db, "--option", "timeout_per_call=180"],
+                          capsys)
+    assert code == 2 and "use --timeout-per-call 180" in err and "options are \n" not in err
+    code, _out, err = cli(["run", "vote", QUESTION, *db, "--option", "nope=1"], capsys)
+    assert code == 2 and "vote takes no options" in err
+    assert stub.requests == []
+
+
+def test_endpoint_policy_sets_timeout_and_retries(monkeypatch):
+    with SimulatedOpenAI(hang=10) as server:
+        monkeypatch.setenv("PARLEY_ENDPOINTS", json.dumps(
+            {"slow": {"base_url": server.base_url, "timeout": 0.3, "retries": 0,
+                      "concurrency": 1}}))
+        clock = time.monotonic()
+        result = vote("openai:smol?endpoint=slow")
+        assert time.monotonic() - clock < 6  # one at a time, 0.3 s each, no retry
+        assert [t.attempts for t in result.turns] == [1, 1, 1]
+
+
+def test_endpoint_policy_is_checked_when_read():
+    for field, value in (("timeout", 0), ("retries", -1), ("concurrency", 0),
+                         ("max_tokens", "many")):
+        with pytest.raises(ConfigError, match=field):
+            EndpointRegistry.from_settings({"PARLEY_ENDPOINTS": json.dumps(
+                {"local": {"base_url": "http://127.0.0.1:9/v1", field: value}})})
+
+
+def test_spec_configs_take_call_policy_and_refuse_unknown_keys(store):
+    from engine.experiments import plan
+    base = {"questions": [{"question": QUESTION, "expected": "42"}],
+            "configs": [{"protocol": "vote", "label": "v"}]}
+    checked = plan({**base, "timeout_per_call": 180, "retries": 1}, store)
+    assert checked.configs[0]["timeout_per_call"] == 180 and checked.configs[0]["retries"] == 1
+    own = plan({**base, "retries": 1, "configs": [{"protocol": "vote", "retries": 3}]}, store)
+    assert own.configs[0]["retries"] == 3
+    for bad, said in (({"timeout_per_call": 0}, "timeout_per_call"),
+                      ({"retries": -1}, "retries"),
+                      ({"configs": [{"protocol": "vote", "modle": "openai:x"}]}, "'modle'"),
+                      ({"configs": [{"protocol": "vote", "baseurl": "http://x"}]},
+                       "'baseurl'")):
+        with pytest.raises(ConfigError, match=said):
+            plan({**base, **bad}, store)
+
+
+# ------------------------------------------------------------------ 4. the endpoint travels
+def test_rerun_of_a_base_url_run_calls_the_same_url(stub, capsys, tmp_path):
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    code, _out, _err = cli(["run", "vote", QUESTION, "--model", "openai:smol", "--base-url",
+                            stub.base_url, "--db", url], capsys)
+    assert code == 0 and len(stub.requests) == 3
+    store = Store(url)
+    run = store.get(store.runs().iloc[0]["id"])
+    models = {seat["model"] for seats in run["config"]["seats"].values() for seat in seats}
+    assert models == {f"openai:smol?base_url={stub.base_url}"}
+    result = rerun(store, run)
+    assert len(stub.requests) == 6 and all(t.ok for t in result.turns)
+    assert all(r["auth"] in ("", "Bearer not-needed") for r in stub.requests[3:])
+
+
+def test_rerun_refuses_an_endpoint_it_may_not_call(stub, capsys, tmp_path):
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    cli(["run", "vote", QUESTION, "--model", "openai:smol", "--base-url", stub.base_url,
+         "--db", url], capsys)
+    store = Store(url)
+    run = store.get(store.runs().iloc[0]["id"])
+    with pytest.raises(ConfigError, match="not a registered endpoint"):
+        rerun(store, run, endpoints=EndpointRegistry(allow_free_urls=False))
+    assert len(stub.requests) == 3
+
+
+def test_a_seats_own_base_url_wins_over_the_global_one(stub, capsys, tmp_path):
+    with SimulatedOpenAI() as other:
+        url = f"sqlite:///{tmp_path / 'p.db'}"
+        code, _out, _err = cli(["run", "vote", QUESTION, "--model", "openai:smol",
+                                "--base-url", stub.base_url, "--seat",
+                                f"cautious=openai:smol?base_url={other.base_url}",
+                                "--db", url], capsys)
+        assert code == 0 and len(other.requests) == 1 and len(stub.requests) == 2
+
+
+# ------------------------------------------------------------------ 5. say what happened
+def test_progress_shows_final_status_retries_and_the_host(capsys, tmp_path):
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    code, _out, err = cli(["run", "vote", QUESTION, "--model", "openai:smol", "--base-url",
+                           f"http://127.0.0.1:{port}/v1?x=1", "--retries", "1",
+                           "--timeout-per-call", "5", "--db",
+                           f"sqlite:///{tmp_path / 'p.db'}"], capsys)
+    lines = [line for line in err.splitlines() if line.startswith("  [")]
+    assert len(lines) == 3
+    for line in lines:
+        assert "degraded (connection error)" in line and "after 1 retry" in line
+        assert f"calling http://127.0.0.1:{port}" in line and "x=1" not in line
