@@ -202,3 +202,21 @@ def test_progress_shows_final_status_retries_and_the_host(capsys, tmp_path):
     for line in lines:
         assert "degraded (connection error)" in line and "after 1 retry" in line
         assert f"calling http://127.0.0.1:{port}" in line and "x=1" not in line
+
+
+def test_experiment_progress_counts_turns_by_status_and_retries(capsys, tmp_path):
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(json.dumps({
+        "questions": [{"question": QUESTION, "expected": "42"}],
+        "configs": [{"protocol": "vote", "label": "dead", "model": "openai:smol",
+                     "base_url": f"http://127.0.0.1:{port}/v1"}]}), encoding="utf-8")
+    code, _out, err = cli(["experiment", "run", str(spec), "--retries", "1",
+                           "--db", f"sqlite:///{tmp_path / 'p.db'}"], capsys)
+    assert code == 1
+    assert "turns 0 ok, 3 degraded (3 connection errors), 3 retries" in err
+    assert err.count("degraded (connection error)") == 3
+    assert f"calling http://127.0.0.1:{port}" in err

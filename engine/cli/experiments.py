@@ -8,19 +8,19 @@ from typing import Any
 
 import pandas as pd
 
-from engine.cli.runflags import add_policy_flags, policy_from_args
+from engine.cli.runflags import add_policy_flags, policy_from_args, progress_line
 from engine.experiments.planning import EQUAL_COMPUTE, baselines_of, plan
 from engine.experiments.runner import arun_experiment, pending_cells
 from engine.models import ConfigError
 from engine.reports.aggregate import SIMULATED_SUFFIX
 from engine.reports.experiments import Report, compare, report, to_csv
 from engine.store.experiments import Progress, create, duration_text, list_experiments
+from engine.text import terminal_safe
 from engine.yamlfile import load_mapping
 
 
 def _say(*parts: object, **kw: object) -> None:
     """Print stored text (labels, names, answers) with no terminal control sequences."""
-    from engine.text import terminal_safe
     print(*(terminal_safe(str(p)) for p in parts), **kw)  # type: ignore[call-overload]
 
 
@@ -95,18 +95,42 @@ def _load_spec(path: str) -> dict[str, Any]:
 
 class _Bar:
     """Progress on standard error: one line rewritten in place on a terminal, else a line
-    per tenth of the way (so logs stay short)."""
+    per tenth of the way (so logs stay short). The line counts the turns by final status
+    (ok, degraded by kind) and their retries; each degraded turn also gets a line of its
+    own (`runflags.progress_line`)."""
 
     def __init__(self, stream: Any, quiet: bool = False):
         self.stream, self.quiet = stream, quiet
         self.tty = bool(getattr(stream, "isatty", lambda: False)())
         self.last_tenth = -1
         self.width = 0
+        self.ok, self.retries = 0, 0
+        self.degraded: dict[str, int] = {}
+
+    def turn(self, turn: Any) -> None:
+        """Count one finished turn; a degraded one is shown as it ends."""
+        from engine.protocols.base import failure_kind
+        self.retries += max(0, turn.attempts - 1)
+        if turn.ok:
+            self.ok += 1
+            return
+        kind = failure_kind(turn.error)
+        self.degraded[kind] = self.degraded.get(kind, 0) + 1
+        if not self.quiet:
+            self.stream.write(("\n" if self.tty and self.width else "") +
+                              terminal_safe(progress_line(turn)) +
+                              "\n")
+            self.width = 0
+
+    def turns_text(self) -> str:
+        kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(self.degraded.items()))
+        return (f"turns {self.ok} ok, {sum(self.degraded.values())} degraded"
+                + (f" ({kinds})" if kinds else "") + f", {self.retries} retries")
 
     def __call__(self, state: Progress) -> None:
         if self.quiet:
             return
-        text = state.line()
+        text = f"{state.line()}; {self.turns_text()}"
         if self.tty:
             self.stream.write("\r" + text.ljust(self.width))
             self.width = len(text)
@@ -119,9 +143,11 @@ class _Bar:
         self.stream.flush()
 
     def close(self) -> None:
-        if self.tty and self.width and not self.quiet:
-            self.stream.write("\n")
-            self.stream.flush()
+        """End the progress with the turns' final tally on a line of its own."""
+        if self.quiet:
+            return
+        self.stream.write(("\n" if self.tty and self.width else "") + self.turns_text() + "\n")
+        self.stream.flush()
 
 
 def _run_cli(store: Any, experiment_id: str, quiet: bool) -> int:
@@ -137,7 +163,7 @@ def _run_cli(store: Any, experiment_id: str, quiet: bool) -> int:
         except (NotImplementedError, RuntimeError, ValueError):
             pass
         return await arun_experiment(store, experiment_id, stop_event=stop_event,
-                                     on_progress=bar)
+                                     on_progress=bar, on_turn=bar.turn)
 
     try:
         state = asyncio.run(go())
