@@ -220,3 +220,59 @@ def test_experiment_progress_counts_turns_by_status_and_retries(capsys, tmp_path
     assert "turns 0 ok, 3 degraded (3 connection errors), 3 retries" in err
     assert err.count("degraded (connection error)") == 3
     assert f"calling http://127.0.0.1:{port}" in err
+
+
+# ------------------------------------------------------------------ 3. garbage is no position
+def test_template_echo_stances_abstain(recording_model):
+    """The prompt's own placeholder, and an essay, are no position: they abstain and the turn
+    says why; a short real stance still counts."""
+    replies = ['{"stance": "your short canonical stance", "answer": "x", "reasoning": "y"}',
+               '{"stance": "' + " ".join(["word"] * 13) + '", "answer": "x", "reasoning": "y"}',
+               '{"stance": "42", "answer": "42", "reasoning": "six sevens"}']
+    seats = [Seat(f"s{i}", recording_model([reply])) for i, reply in enumerate(replies)]
+    result = run_vote(QUESTION, voters=seats)
+    assert result.tally.winner == "42" and result.tally.abstentions == ["s0", "s1"]
+    echo, essay, fine = sorted(result.turns, key=lambda t: t.seat)
+    assert any("echoes the prompt's own text" in w for w in echo.warnings)
+    assert any("13 words" in w for w in essay.warnings)
+    assert fine.warnings == [] and all(t.ok for t in result.turns)
+
+
+def test_roundtable_template_stance_abstains_and_the_floor_carries_its_caveat(recording_model):
+    from engine import run_roundtable
+    llm = recording_model(fn=lambda convo: "We agree on the plan.\n"
+                                           "STANCE: your role in a short paragraph")
+    judge = recording_model(fn=lambda convo: "not json")
+    result = run_roundtable(QUESTION, agents=[Seat("a", llm, role="critic"),
+                                              Seat("b", llm, role="optimist")],
+                            judge=Seat("j", judge), rounds=1)
+    assert result.stance_tally.winner is None
+    assert all(any("echoes" in w for w in t.warnings) for t in result.turns
+               if t.phase == "turn")
+    assert result.agreement.caveat == "lexical floor only"
+    from engine.protocols.roundtable_result import outcome, summary
+    assert "(lexical floor only)" in summary(result) and "(lexical floor only)" in outcome(result)
+    assert any(w.startswith("lexical-only") for w in result.warnings)
+
+
+def test_an_echoed_format_line_is_no_approval():
+    from engine.analysis import is_approved
+    assert not is_approved("APPROVED: yes or no\nFEEDBACK: what to change")
+    assert not is_approved("approved: yes/no")
+    assert is_approved("APPROVED: yes or no\n\nAPPROVED: yes\nFEEDBACK: none")
+    assert is_approved("approved: yes")
+
+
+# ------------------------------------------------------------------ 5. outcome sentences
+def test_compare_says_why_nothing_could_be_compared():
+    import pandas as pd
+
+    from engine.reports.experiments import compare
+    rows = [{"label": label, "q": q, "counted": True, "correct": None, "expected": expected}
+            for label in ("a", "b") for q, expected in ((0, ""), (1, None))]
+    assert "scoring needs expected answers" in compare(pd.DataFrame(rows), "a", "b")["sentence"]
+    rows = [{"label": "a", "q": 0, "counted": True, "correct": True, "expected": "42"},
+            {"label": "b", "q": 0, "counted": True, "correct": None, "expected": "42"}]
+    sentence = compare(pd.DataFrame(rows), "a", "b")["sentence"]
+    assert "expected answers, but b produced no answer to score" in sentence
+    assert "scoring needs" not in sentence
