@@ -245,10 +245,9 @@ def compare(frame: pd.DataFrame, a: str, b: str) -> dict[str, Any]:
     ties = len(shared) - wins - losses
     p = stats.sign_test(wins, losses)
     if not shared:
-        why = _unscored_reason(behind, *(label for label, scores in ((a, left), (b, right))
-                                         if not scores))
-        sentence = (f"{a} and {b} share no question with a scored answer, so they cannot be "
-                    f"compared ({why}).")
+        why = _unscored_reason(behind, *(x for x, got in ((a, left), (b, right)) if not got))
+        sentence = f"{a} and {b} share no question with a scored answer, so they cannot be " \
+            f"compared ({why})."
     else:
         verdict = ("a split this uneven would be unlikely (p < 0.05) if the two were equally "
                    "good" if p < 0.05 else "that is consistent with chance (p >= 0.05)")
@@ -263,9 +262,8 @@ def compare(frame: pd.DataFrame, a: str, b: str) -> dict[str, Any]:
 
 
 def _unscored_reason(behind: pd.DataFrame, *silent: str) -> str:
-    """Why two configurations share no scored question: the questions have no expected
-    answers, or they do and a side (`silent`, the labels with no scored answer) produced no
-    answer to score, or each answered different questions."""
+    """Why two configurations share no scored question: no expected answers, or a side
+    (`silent`: the labels with no scored answer) produced none, or they scored others."""
     given = behind["expected"] if "expected" in behind else pd.Series(dtype=object)
     if not (given.fillna("").astype(str).str.strip() != "").any():
         return "scoring needs expected answers"
