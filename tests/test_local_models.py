@@ -276,3 +276,20 @@ def test_compare_says_why_nothing_could_be_compared():
     sentence = compare(pd.DataFrame(rows), "a", "b")["sentence"]
     assert "expected answers, but b produced no answer to score" in sentence
     assert "scoring needs" not in sentence
+
+
+def test_preflight_notes_an_endpoint_that_serves_fewer_calls_at_once(capsys, tmp_path,
+                                                                      monkeypatch):
+    monkeypatch.setenv("PARLEY_ENDPOINTS", json.dumps(
+        {"smol": {"base_url": "http://127.0.0.1:9/v1", "concurrency": 1}}))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(json.dumps({
+        "questions": [{"question": QUESTION, "expected": "42"}], "concurrency": 4,
+        "configs": [{"protocol": "vote", "label": "local", "model": "openai:smol?endpoint=smol"},
+                    {"protocol": "vote", "label": "by-url", "model": "openai:smol",
+                     "base_url": "http://127.0.0.1:9/v1/"}]}), encoding="utf-8")
+    code, out, _err = cli(["experiment", "run", str(spec), "--dry-run",
+                           "--db", f"sqlite:///{tmp_path / 'p.db'}"], capsys)
+    assert code == 0
+    assert out.count("note: endpoint smol serves 1 call(s) at a time") == 1
+    assert "runs 4 runs at once" in out

@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from engine.cli.runflags import add_policy_flags, policy_from_args, progress_line
-from engine.experiments.planning import EQUAL_COMPUTE, baselines_of, plan
+from engine.experiments.planning import EQUAL_COMPUTE, baselines_of, endpoint_notes, plan
 from engine.experiments.runner import arun_experiment, pending_cells
 from engine.models import ConfigError
 from engine.reports.aggregate import SIMULATED_SUFFIX
@@ -205,6 +205,8 @@ def cmd_run(args: Any) -> int:
         note = f" - {item['note']}" if item.get("note") else ""
         _say(f"  {item['label']} ({item['protocol']}): {item['calls_per_run']} calls per "
              f"run{note}")
+    for line in endpoint_notes(checked):
+        _say(f"note: {line}")
     if args.dry_run:
         return 0
     experiment_id = create(store, checked)

@@ -307,3 +307,30 @@ def baselines_of(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
     if not baseline_kind(spec.get("baseline")):
         return []
     return with_baselines(spec["configs"])[1]
+
+
+def endpoint_notes(checked: Plan, endpoints: Any = None) -> list[str]:
+    """Preflight notes: each registered endpoint whose `concurrency` is below the runs the
+    plan keeps in flight (its calls then queue behind one another, and a per-call timeout
+    counts the queue too)."""
+    import os
+
+    from engine.llm.endpoints import EndpointRegistry
+    from engine.llm.providers import parse_spec
+    from engine.llm.urls import check_url
+    from engine.protocols import resolve_config
+    registry = endpoints if endpoints is not None else EndpointRegistry.from_settings(os.environ)
+    seen: dict[str, int] = {}
+    for config in checked.configs:
+        for seats in resolve_config(config).seats.values():
+            for seat in seats:
+                kind, _name, query = parse_spec(seat.model)
+                found = registry.get(query["endpoint"]) if "endpoint" in query else (
+                    registry.by_url(check_url(query["base_url"]), kind)
+                    if "base_url" in query else None)
+                if found is not None and found.concurrency is not None:
+                    seen[found.name] = found.concurrency
+    return [f"endpoint {name} serves {limit} call(s) at a time and this experiment runs "
+            f"{checked.concurrency} runs at once: calls queue for it (set concurrency to "
+            f"{limit} or raise the endpoint's)" for name, limit in seen.items()
+            if limit < checked.concurrency]
