@@ -270,8 +270,9 @@ async def arun_roundtable(question: str, *, agents: list[Seat | Any], rounds: in
                     warnings.append(("judge-diverged", f"the judge reads "
                                      f"{reading.agreement_level} agreement, the lexical floor "
                                      f"{agreement.level}: read both."))
-        agreement = unbacked(agreement, reading is not None, len(stance_tally.counts))
-        if agreement.caveat and state != BLOCKED and judge_seat is not None:
+        if state != BLOCKED:  # a blocked run reads no agreement at all
+            agreement = unbacked(agreement, reading is not None, len(stance_tally.counts))
+        if agreement.caveat and judge_seat is not None:
             warnings.append(("lexical-only", "no judge reading and no stance: the agreement "
                              "level rests on shared words only."))
         return RoundtableResult(
