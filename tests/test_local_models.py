@@ -293,3 +293,11 @@ def test_preflight_notes_an_endpoint_that_serves_fewer_calls_at_once(capsys, tmp
     assert code == 0
     assert out.count("note: endpoint smol serves 1 call(s) at a time") == 1
     assert "runs 4 runs at once" in out
+
+
+def test_the_registry_describes_each_endpoints_call_policy():
+    registry = EndpointRegistry.from_settings({"PARLEY_ENDPOINTS": json.dumps(
+        {"smol": {"base_url": "http://127.0.0.1:9/v1", "max_tokens": 300, "timeout": 180,
+                  "concurrency": 1}, "plain": {"base_url": "http://127.0.0.1:8/v1"}})})
+    rows = {row["name"]: row["call policy"] for row in registry.describe()}
+    assert rows == {"smol": "max_tokens 300, timeout 180, concurrency 1", "plain": "defaults"}

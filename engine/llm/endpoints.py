@@ -239,9 +239,12 @@ class EndpointRegistry:
         return f"{var} ({'present' if self.secret(var) else 'missing'})"
 
     def describe(self) -> list[dict[str, str]]:
-        """One row per endpoint: name, provider, URL, who registered it, where its key lives."""
+        """One row per endpoint: name, provider, URL, who registered it, where its key lives,
+        and the call policy it sets (output cap, timeout, retries, concurrency)."""
         return [{"name": e.name, "provider": e.provider, "base_url": e.base_url,
-                 "registered by": e.origin, "key": self.key_home(e)}
+                 "registered by": e.origin, "key": self.key_home(e),
+                 "call policy": ", ".join(f"{k} {v:g}" for k, v in e.policy().items())
+                 or "defaults"}
                 for e in self._endpoints.values()]
 
     # -------------------------------------------------------------- the rule
