@@ -301,3 +301,21 @@ def test_the_registry_describes_each_endpoints_call_policy():
                   "concurrency": 1}, "plain": {"base_url": "http://127.0.0.1:8/v1"}})})
     rows = {row["name"]: row["call policy"] for row in registry.describe()}
     assert rows == {"smol": "max_tokens 300, timeout 180, concurrency 1", "plain": "defaults"}
+
+
+def test_experiment_run_policy_flags_are_checked_and_applied(capsys, tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(json.dumps({"questions": [{"question": QUESTION, "expected": "42"}],
+                                "configs": [{"protocol": "vote", "retries": 3}]}),
+                    encoding="utf-8")
+    db = ["--db", f"sqlite:///{tmp_path / 'p.db'}"]
+    code, _out, err = cli(["experiment", "run", str(spec), "--timeout-per-call", "0", *db],
+                          capsys)
+    assert code == 2 and "--timeout-per-call must be" in err
+    code, _out, _err = cli(["experiment", "run", str(spec), "--timeout-per-call", "7",
+                            "--retries", "0", "--quiet", *db], capsys)
+    assert code == 0
+    from engine.store.experiments import list_experiments, row
+    store = Store(db[1])
+    stored = row(store, list_experiments(store)["id"].iloc[0])["spec"]["configs"][0]
+    assert (stored["timeout_per_call"], stored["retries"]) == (7, 0)
