@@ -190,18 +190,19 @@ class RunContext:
             self._models[key] = resolve_model(seat.model, seat.temperature, self.endpoints)
         return self._models[key]
 
-    def policy(self, model: Any) -> tuple[float, int, Any]:
-        """(timeout, retries, endpoint gate) for one call: the run's own settings (CLI flags,
-        a spec, the form) first, then what the model's registered endpoint sets, then the
-        defaults; the gate holds the endpoint to its `concurrency` when it sets one."""
-        call = getattr(model, "parley_call", None) or {}
+    def policy(self, model: Any) -> tuple[float, int, Any, str]:
+        """(timeout, retries, endpoint gate, host) for one call: the run's own settings (CLI
+        flags, a spec, the form) first, then what the model's registered endpoint sets, then
+        the defaults; the gate holds the endpoint to its `concurrency` when it sets one; the
+        host (`get_model` records it, "" for other models) names the server in errors."""
+        call = getattr(model, "parley_call", None) or {}  # set by get_model only
         timeout = self.timeout if self.timeout is not None else call.get(
             "timeout", DEFAULT_TIMEOUT)
         retries = self.retries if self.retries is not None else call.get(
             "retries", DEFAULT_RETRIES)
         gate: Any = endpoint_gate(str(call.get("gate")), int(call["concurrency"])) \
             if call.get("concurrency") else _NoGate()
-        return timeout, retries, gate
+        return timeout, retries, gate, str(call.get("host") or "")
 
     def check_stop(self) -> None:
         if self.stop_event is not None and self.stop_event.is_set():
@@ -238,8 +239,7 @@ class RunContext:
         # A simulated seat is labelled simulated even when its call fails.
         simulated = getattr(model, "_llm_type", "") == "parley-simulated"
         config = self.task_config(seat, task, round) if simulated else None
-        timeout, retries, gate = self.policy(model)
-        host = (getattr(model, "parley_call", None) or {}).get("host")
+        timeout, retries, gate, host = self.policy(model)
         async with self.semaphore, gate:
             for attempt in range(retries + 1):
                 attempts = attempt + 1
