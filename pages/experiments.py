@@ -51,7 +51,13 @@ def question_source() -> tuple[dict | None, str]:
     return {"questions": [i.as_dict() for i in items], "source": f"file:{upload.name}"}, ""
 
 
+FORM_KEYS = ("exp-configs", "exp-name", "exp-equal-compute", "exp-confirm")
+
+
 def new_experiment() -> None:
+    if st.session_state.pop("exp-clear-form", False):  # a started experiment empties the form
+        for key in FORM_KEYS:
+            st.session_state.pop(key, None)
     questions, problem = question_source()
     model = st.text_input("Model for the default configurations", "simulated", key="exp-model",
                           help="saved configurations keep their own models")
@@ -95,10 +101,17 @@ def new_experiment() -> None:
         experiment_id = ex.create(store, plan)
         _shared.tasks().start_experiment(experiment_id, endpoints=_shared.endpoints())
         st.session_state[SELECTED] = experiment_id
+        st.session_state["exp-pick"] = experiment_id  # the picker shows the new one
+        st.session_state["exp-clear-form"] = True  # no second, paid Start one click away
+        st.session_state["exp-flash"] = f"Started {plan.name!r} ({experiment_id})."
         st.query_params["experiment"] = experiment_id
         st.rerun()
 
 
+flash = st.session_state.pop("exp-flash", None)
+if flash:
+    st.toast(md(flash), icon=":material/science:")
+    st.success(md(flash) + " Its progress and results are below.")
 experiments = ex.list_experiments(store)
 with st.expander("New experiment", expanded=experiments.empty):
     new_experiment()
@@ -111,10 +124,20 @@ if experiments.empty:
 # ------------------------------------------------------------------ choose one
 ids = list(experiments["id"])
 wanted = st.query_params.get("experiment") or st.session_state.get(SELECTED)
-labels = {row.id: f"{row.name} · {row.status} · {row.done}/{row.runs} runs · {row.id}"
+if wanted in ids and st.session_state.get("exp-pick") != wanted:
+    st.session_state["exp-pick"] = wanted  # the address (a link, a new experiment) wins
+# The label holds nothing that changes while the page is open (status and progress are in
+# the progress bar below): a picker label does not refresh, so it would go stale.
+labels = {row.id: f"{row.name} · {row.runs} runs · {row.created:%Y-%m-%d %H:%M} · {row.id}"
           for row in experiments.itertuples()}
-experiment_id = st.selectbox("Experiment", ids, index=ids.index(wanted) if wanted in ids else 0,
-                             format_func=labels.get, key="exp-pick")
+
+
+def picked() -> None:
+    st.query_params["experiment"] = st.session_state["exp-pick"]
+
+
+experiment_id = st.selectbox("Experiment", ids, format_func=labels.get, key="exp-pick",
+                             on_change=picked)
 st.session_state[SELECTED] = experiment_id
 
 
