@@ -22,6 +22,10 @@ PAGES = (
     ("pages/compare.py", "Compare runs", ":material/compare_arrows:"),
 )
 
+# .streamlit/config.toml turns sidebar navigation off, so a fresh server's first load never
+# draws Streamlit's file list of pages/ (before this script names the pages); this app's own
+# navigation is then switched on (Streamlit lets a script set this option).
+st.set_option("client.showSidebarNavigation", True)
 page = st.navigation([st.Page(path, title=title, icon=icon, default=path == "pages/home.py")
                       for path, title, icon in PAGES])
 _shared.settings()  # environment, then st.secrets; once per session

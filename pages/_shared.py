@@ -221,7 +221,8 @@ def render_blocks(blocks: Iterable[Any]) -> None:
             st.text(block.body or "—")
         elif block.kind == "table":
             if block.rows:
-                st.dataframe(pd.DataFrame(block.rows), hide_index=True)
+                from engine.reports.ballots import canonical_rows
+                st.dataframe(pd.DataFrame(canonical_rows(block.rows)), hide_index=True)
             else:
                 st.caption("(none)")
         elif block.kind == "tally":
@@ -256,13 +257,20 @@ def avatar(icon: str | None, default: str = "🗣️") -> str:
 
 
 def render_turn(turn: Mapping[str, Any], icon: str = "") -> None:
-    """One turn as a chat bubble: who, which phase, and the reply as plain text."""
+    """One turn as a chat bubble: who, which phase, and the reply as plain text; a JSON reply
+    as its fields (stance, answer, reasoning ...), the raw JSON behind a toggle."""
+    from engine.services.live import reply_fields
     with st.chat_message("assistant", avatar=avatar(icon)):
         status = "" if turn.get("status") == "ok" else " · degraded"
         round_text = f" · round {turn['round']}" if turn.get("round") else ""
         st.caption(md(f"{turn['seat']} · {turn['phase']}{round_text} · {turn.get('model', '')}"
                       f"{status}"))
-        if turn.get("reply"):
+        fields = reply_fields(turn)
+        if fields:
+            st.markdown("  \n".join(f"**{md(name)}**: {md(text)}" for name, text in fields))
+            with st.expander("Raw reply (JSON)"):
+                st.text(turn["reply"])
+        elif turn.get("reply"):
             st.text(turn["reply"])
         if turn.get("error"):
             st.caption(md(f"error: {turn['error']}"))

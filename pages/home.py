@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from engine.services.demo import demo_plan, demo_run_ids, remove_demo
+from engine.services.demo import demo_missing, demo_plan, demo_run_ids, remove_demo
 from engine.services.tasks import DEMO
 from pages import _shared
 
@@ -45,19 +45,20 @@ st.caption(f"Database: {_shared.md(store.url_safe)}")
 
 st.subheader("Demo runs")
 tasks = _shared.tasks()
-demo_ids = demo_run_ids(store)
 plan = demo_plan()
-st.markdown(f"Make {len(plan)} runs on the simulated model — each bundled demo question "
-            "through every protocol — tagged `demo`, so Runs and Insights have something to "
-            f"show. **{len(demo_ids)}** demo runs are stored now.")
+count = st.empty()  # filled last, so it counts what this run stored or removed
 demo = tasks.task(DEMO)
 going = demo is not None and demo.alive
+missing = demo_missing(store)
 left, right, _rest = st.columns([1, 1, 2])
-if left.button(f"Run {len(plan)} demo runs", icon=":material/play_arrow:", type="primary",
-               key="demo_run", disabled=going):
-    tasks.start_demo()
-    st.session_state["demo_started"] = True
-    going = True
+if left.button(f"Run {len(missing) or len(plan)} demo runs", icon=":material/play_arrow:",
+               type="primary", key="demo_run", disabled=going):
+    if missing:
+        tasks.start_demo()
+        st.session_state["demo_started"] = True
+        going = True
+    else:
+        st.info(f"All {len(plan)} demo runs are already stored; nothing was added.")
 
 
 @st.fragment(run_every=1.0)
@@ -70,6 +71,25 @@ def demo_progress() -> None:
     st.progress(state["fraction"], text=f"{state['done']} of {state['total']} demo runs")
 
 
+def confirm_remove(stored: int) -> None:
+    """Two-step removal: the first click asks, the second removes."""
+    if not st.session_state.get("demo_remove_asked"):
+        if right.button("Remove all demo runs", icon=":material/delete:", key="demo_remove",
+                        disabled=not stored or going):
+            st.session_state["demo_remove_asked"] = True
+            st.rerun()
+        return
+    st.warning(f"Remove all {stored} demo runs (with their turns)? This cannot be undone.")
+    yes, no, _space = st.columns([1, 1, 2])
+    if yes.button("Yes, remove them", key="demo_remove_yes", type="primary"):
+        st.session_state.pop("demo_remove_asked", None)
+        st.session_state["demo_removed"] = f"Removed {remove_demo(store)} demo runs."
+        st.rerun()  # the question and its buttons go; the message stays
+    elif no.button("Cancel", key="demo_remove_no"):
+        st.session_state.pop("demo_remove_asked", None)
+        st.rerun()
+
+
 if going:
     demo_progress()
 elif demo is not None and st.session_state.pop("demo_started", False):
@@ -77,11 +97,13 @@ elif demo is not None and st.session_state.pop("demo_started", False):
     st.success(f"Stored {len(state['run_ids'])} demo runs (simulated).")
     for error in state["errors"]:
         st.warning(_shared.md(error))
-if right.button("Remove all demo runs", icon=":material/delete:", key="demo_remove",
-                disabled=not demo_ids or going):
-    removed = remove_demo(store)
-    st.success(f"Removed {removed} demo runs.")
-    demo_ids = []
+if "demo_removed" in st.session_state:
+    st.success(st.session_state.pop("demo_removed"))
+confirm_remove(len(demo_run_ids(store)))
+count.markdown(f"Make {len(plan)} runs on the simulated model — each bundled demo question "
+               "through every protocol — tagged `demo`, so Runs and Insights have something "
+               f"to show. **{len(demo_run_ids(store))}** demo runs are stored now; the button "
+               "makes only those missing.")
 
 links = (("pages/runs.py", "Open Runs"), ("pages/insights.py", "Open Insights"),
          ("pages/run.py", "Start a run"))

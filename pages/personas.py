@@ -39,7 +39,8 @@ def confirm_delete(kind: str, item: dict) -> None:
             st.rerun()
         return
     st.warning(f"Delete the {md(TITLES.get(kind, 'configuration'))} **{md(item['name'])}**? "
-               "This cannot be undone.")
+               + ("It is built in: “Restore the built-in …s” brings it back as shipped."
+                  if item.get("builtin") else "This cannot be undone."))
     yes, no = st.columns(2)
     if yes.button("Yes, delete", key=f"confirm-{key}", type="primary"):
         library.delete_entry(store, item["id"])
@@ -76,6 +77,13 @@ def kind_editor(kind: str) -> None:
                     st.error(md(exc))
     items = library.entries(store, kind)
     st.caption(f"{len(items)} {noun}s")
+    missing = library.missing_builtins(store, kind)
+    if missing:
+        names = ", ".join(entry["name"] for entry in missing)
+        st.info(md(f"{len(missing)} built-in {noun}(s) deleted: {names}."))
+        if st.button(f"Restore the built-in {noun}s", icon=":material/restore:",
+                     key=f"restore-{kind}"):
+            done(f"Restored {library.restore_builtins(store, kind)} built-in {noun}(s).")
     for item in items:
         icon = _shared.avatar(item.get("icon"), "")
         badge = " · built in" if item.get("builtin") else ""

@@ -13,6 +13,7 @@ from engine.questions import QUESTION_SETS
 from engine.reports import runs as runs_report
 from engine.reports.views import Block, is_simulated, worlds
 from engine.services import library
+from engine.services.runform import PACED_MODEL
 from pages import _shared
 
 store, tasks = _shared.store(), _shared.tasks()
@@ -103,15 +104,14 @@ def finished(run: dict, icons: dict[str, str]) -> None:
     if blocks:
         st.subheader("Result")
         _shared.render_blocks(blocks)
-    turns = len(run["turns"])
-    with st.expander(f"Transcript — {turns} turns", expanded=status != "completed"):
-        transcript(run["turns"], icons)
     left, right = st.columns(2)
     left.page_link("pages/runs.py", label="Open this run on the Runs page",
                    icon=":material/history:", query_params={"run": run["id"]})
     right.download_button("Export as JSON", store.export_run(run["id"]),
                           file_name=f"parley-{run['id']}.json", mime="application/json",
                           icon=":material/download:", key="run-export")
+    st.subheader(f"Transcript — {len(run['turns'])} turns")  # open, as while the run went
+    transcript(run["turns"], icons)
 
 
 def watch(run_id: str) -> None:
@@ -237,9 +237,11 @@ def configure() -> None:
     expected = expect.text_input("Expected answer (optional)",
                                  key=field("expected", base.get("expected", "")))
     model = st.text_input("Default model for every seat", help=SPEC_HELP,
-                          key=field("model", config.get("model", "simulated") if same
-                                    else "simulated"))
-    st.caption(md(_shared.endpoint_hints()))
+                          key=field("model", config.get("model", PACED_MODEL) if same
+                                    else PACED_MODEL))
+    st.caption(md(f"Pace: {PACED_MODEL} is the offline simulated model at about a second a "
+                  "call, so a run can be watched; write simulated for instant runs. "
+                  + _shared.endpoint_hints()))
 
     st.subheader("Seats")
     personas = [p["name"] for p in library.entries(store, "persona")]
@@ -265,9 +267,17 @@ def configure() -> None:
                 unshowable.append((option, problem))
                 continue
             k = field(f"{protocol}-option-{option.name}", given.get(option.name, option.default)
-                      if kind != "text" else str(given.get(option.name, option.default) or ""))
+                      if kind != "text" or option.choices
+                      else str(given.get(option.name, option.default) or ""))
             with column:
-                if kind == "bool":
+                if option.choices:  # only its listed values (and, where it takes one, a seat)
+                    seats = [s["name"] for chosen in choices.values() for s in chosen
+                             if option.or_seat and s["name"]]
+                    value = st.selectbox(option.name, list(dict.fromkeys(
+                        [*option.choices, *seats, st.session_state[k]])), key=k,
+                        format_func=lambda c: "(default)" if c is None else str(c),
+                        help=option.help or None)
+                elif kind == "bool":
                     value = st.checkbox(option.name, help=option.help or None, key=k)
                 elif kind in ("int", "float"):
                     value = st.number_input(option.name, option.minimum, option.maximum,

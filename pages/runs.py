@@ -166,7 +166,10 @@ def show_actions(detail: history.RunDetail) -> None:
 
 
 def show_result(detail: history.RunDetail) -> None:
-    if not detail.blocks:
+    if not detail.blocks and detail.run["status"] == "running":
+        st.info("This run is still going: its result shows here when it ends; its turns so "
+                "far are in the transcript.")
+    elif not detail.blocks:
         st.info("This run has no result (it did not complete); its turns are in the "
                 "transcript.")
     _shared.render_blocks(detail.blocks)

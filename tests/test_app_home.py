@@ -57,6 +57,7 @@ def test_home_shows_providers_and_makes_demo_runs(db_url):
 
     other = store.start_run("debate", "not a demo")  # removing demo runs keeps the others
     at.button(key="demo_remove").click().run()
+    at.button(key="demo_remove_yes").click().run()  # removal asks first
     assert store.runs(tag="demo").empty
     assert list(store.runs()["id"]) == [other]
     assert at.success[0].value == f"Removed {len(demo)} demo runs."

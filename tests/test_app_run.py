@@ -29,6 +29,7 @@ def open_run_page(query: dict | None = None) -> AppTest:
 def start(at: AppTest, protocol: str, question: str, **widgets) -> str:
     at.selectbox(key="run-0-protocol").select(protocol).run()
     at.text_area(key="run-0-question").input(question).run()
+    widgets.setdefault("run-0-model", "simulated")  # no pace: the page's default waits 1 s a call
     for key, value in widgets.items():
         at.text_input(key=key).input(value).run()
     assert not at.error, [e.value for e in at.error]

@@ -1,7 +1,7 @@
 """The protocol registry: one table that the CLI, the app and experiments loop over."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine.config import RunConfig, SeatSpec
@@ -45,8 +45,10 @@ def prompt_templates(protocol: str) -> dict[str, dict[str, Any]]:
             for name, t in spec.templates.items()}
 
 
-def check_options(spec: ProtocolSpec[Any], options: Any) -> dict[str, Any]:
-    """A configuration's options: each one the protocol has, whole numbers in range."""
+def check_options(spec: ProtocolSpec[Any], options: Any,
+                  seat_names: Sequence[str] | None = None) -> dict[str, Any]:
+    """A configuration's options: each one the protocol has, whole numbers in range, one of
+    its choices where it has them (`seat_names`, when known, for an option naming a seat)."""
     if not isinstance(options, dict):
         raise ConfigError(f"{spec.name} options must be a mapping of option names to values",
                           "input")
@@ -60,7 +62,24 @@ def check_options(spec: ProtocolSpec[Any], options: Any) -> dict[str, Any]:
                 option.minimum is not None or option.maximum is not None):
             require_int(value, name, option.minimum if option.minimum is not None else 0,
                         option.maximum, spec.name)
+        if option.choices and not _chosen(option, value, seat_names):
+            listed = ", ".join("none" if c is None else repr(c) for c in option.choices)
+            seat = (" or a seat name" + (f" ({', '.join(seat_names)})" if seat_names else "")
+                    if option.or_seat else "")
+            raise ConfigError(f"{spec.name} option {name} must be one of {listed}{seat}, got "
+                              f"{value!r}", "input")
     return dict(options)
+
+
+def _chosen(option: Option, value: Any, seat_names: Sequence[str] | None) -> bool:
+    """Whether `value` is one of the option's choices (text in any case and spacing), or a
+    seat's name where the option takes one (any text when the seats are not known yet)."""
+    text = value.strip().lower() if isinstance(value, str) else None
+    if value in option.choices or (text is not None and text in option.choices):
+        return True
+    if option.or_seat and text:
+        return seat_names is None or value.strip() in seat_names
+    return False
 
 
 def seats_from_config(spec: ProtocolSpec[Any], config: RunConfig | Mapping[str, Any]
@@ -104,7 +123,9 @@ def seats_from_config(spec: ProtocolSpec[Any], config: RunConfig | Mapping[str, 
         else:
             kwargs[slot.name] = seats[0] if seats else (
                 None if slot.optional else make(SeatSpec(), slot))
-    kwargs.update(check_options(spec, config.options))
+    names = [seat.name for slot in spec.slots
+             for seat in (kwargs[slot.name] if slot.many else [kwargs[slot.name]]) if seat]
+    kwargs.update(check_options(spec, config.options, names))
     return kwargs
 
 

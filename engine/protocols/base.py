@@ -47,11 +47,17 @@ class Slot:
 
 @dataclass(frozen=True)
 class Option:
+    """A protocol option. `choices`, when given, are its only values (a page offers them as a
+    select, and a configuration with another value is refused before any call); with
+    `or_seat` a seat's name is a value too."""
+
     name: str
     default: Any
     minimum: int | None = None
     maximum: int | None = None
     help: str = ""
+    choices: tuple[Any, ...] = ()
+    or_seat: bool = False
 
 
 @dataclass(frozen=True)

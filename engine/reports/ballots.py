@@ -59,6 +59,35 @@ def _ballot(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+STANCE_COLUMNS = ("stance", "before", "after")
+AS_WRITTEN = " as written"
+
+
+def canonical_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A result table with one spelling per answer: its stance columns (`stance`, `before`,
+    `after`) as the tally counts them (`normalize_stance`: "0.10" and "$0.1" read "0.1"), so
+    they match the tally beside them. Where a spelling changed, the agent's own follows in a
+    "... as written" column. A table that already shows both ("counted as") is left alone."""
+    if not rows or "counted as" in rows[0]:
+        return rows
+    columns = [c for c in STANCE_COLUMNS if c in rows[0]]
+    changed = {c for c in columns for row in rows
+               if isinstance(row.get(c), str) and row[c] != ABSTAINED
+               and normalize_stance(row[c]) not in ("", row[c])}
+    out = []
+    for row in rows:
+        new: dict[str, Any] = {}
+        for name, value in row.items():
+            if name in changed:
+                spelled = isinstance(value, str) and value != ABSTAINED
+                new[name] = (normalize_stance(value) or value) if spelled else value
+                new[name + AS_WRITTEN] = value if spelled else ""
+            else:
+                new[name] = value
+        out.append(new)
+    return out
+
+
 def is_tally(value: Any) -> TypeGuard[Mapping[str, Any]]:
     """A stored tally: a mapping with `counts`."""
     return isinstance(value, Mapping) and isinstance(value.get("counts"), Mapping)
@@ -94,10 +123,23 @@ def _links(source: pd.Series, target: pd.Series, label: pd.Series | None = None
 
 
 def flow_links(flows: pd.DataFrame) -> pd.DataFrame:
-    """Sankey links for one panel: stance before -> stance after, the seats on each band."""
+    """Sankey links for one panel: stance before -> stance after, the seats on each band.
+
+    Each node names the debaters who held its stance ("0.05 · cautious, literal"), so who
+    moved where reads without hovering."""
     if flows is None or flows.empty:
         return pd.DataFrame(columns=["source", "target", "value", "label"])
-    return _links(flows["before"], flows["after"], flows["seat"])
+    return _links(_named(flows["before"], flows["seat"]), _named(flows["after"], flows["seat"]),
+                  flows["seat"])
+
+
+def _named(stances: pd.Series, seats: pd.Series) -> pd.Series:
+    """Each stance as `stance · the seats holding it` (seats in their order)."""
+    holders: dict[str, list[str]] = {}
+    for stance, seat in zip(stances.astype(str), seats.astype(str)):
+        holders.setdefault(stance, []).append(seat)
+    return pd.Series([f"{stance} · {', '.join(holders[stance])}"
+                      for stance in stances.astype(str)])
 
 
 def plurality_flow_links(ballots: pd.DataFrame) -> pd.DataFrame:

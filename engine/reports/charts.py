@@ -82,22 +82,24 @@ def timeline(frame: pd.DataFrame, title: str = "Calls over time") -> go.Figure:
 
 def tally_bar(counts: Mapping[str, int], winner: str | None = None,
               title: str = "Vote tally") -> go.Figure:
-    """Votes per stance, the winner in a stronger colour."""
+    """Votes per stance, the winner in a stronger colour. Stances are categories: a category
+    axis keeps "0.05" a labelled bar (plotly would read numeric strings as numbers)."""
     stances = sorted(counts, key=lambda s: (-counts[s], s))
     votes = [int(counts[s]) for s in stances]
     return _figure([{"type": "bar", "x": [_short(s) for s in stances], "y": votes,
                      "hovertext": _texts(stances), "text": votes, "textposition": "auto",
                      "hovertemplate": "%{hovertext}: %{y} vote(s)<extra></extra>",
                      "marker": {"color": [WINNER if s == winner else OTHER for s in stances]}}],
-                   title, 280, yaxis={"title": {"text": "votes"}, "dtick": 1,
-                                      "rangemode": "tozero"})
+                   title, 280, xaxis={"type": "category"},
+                   yaxis={"title": {"text": "votes"}, "dtick": 1, "rangemode": "tozero"})
 
 
 def sankey(links: pd.DataFrame, title: str = "Stance before → after") -> go.Figure:
     """Flows from `source` to `target` nodes sized by `value` (hover shows `label` if given).
 
     Source and target nodes are kept apart ("before" on the left, "after" on the right) even
-    when they carry the same name, so a held position reads as a straight band."""
+    when they carry the same name, so a held position reads as a straight band. Labels are
+    14 px (plotly's default reads as fine print) and may name who holds each stance."""
     if links.empty:
         return _figure([], title)
     sources = list(dict.fromkeys(links["source"].astype(str)))
@@ -106,8 +108,8 @@ def sankey(links: pd.DataFrame, title: str = "Stance before → after") -> go.Fi
     index_t = {t: len(sources) + i for i, t in enumerate(targets)}
     hover = _texts(links["label"]) if "label" in links else _texts(links["value"])
     colors = [PALETTE[i % len(PALETTE)] for i in range(len(sources))]
-    trace = {"type": "sankey", "arrangement": "snap",
-             "node": {"label": [_short(n, 44) for n in sources + targets], "pad": 14,
+    trace = {"type": "sankey", "arrangement": "snap", "textfont": {"size": 14},
+             "node": {"label": [_short(n, 60) for n in sources + targets], "pad": 18,
                       "thickness": 14, "color": colors + ["#b0bec5"] * len(targets),
                       "customdata": _texts(sources + targets),
                       "hovertemplate": "%{customdata}<extra></extra>"},
@@ -117,7 +119,7 @@ def sankey(links: pd.DataFrame, title: str = "Stance before → after") -> go.Fi
                       "color": [_fade(colors[index_s[str(s)]]) for s in links["source"]],
                       "hovertemplate": "%{source.customdata} → %{target.customdata}: "
                                        "%{value}<br>%{customdata}<extra></extra>"}}
-    return _figure([trace], title, max(260, 60 + 34 * max(len(sources), len(targets))))
+    return _figure([trace], title, max(280, 70 + 44 * max(len(sources), len(targets))))
 
 
 def _fade(color: str) -> str:

@@ -21,6 +21,15 @@ def demo_plan() -> list[tuple[str, Any]]:
     return [(name, question) for name in REGISTRY for question in DEMO]
 
 
+def demo_missing(store: Any) -> list[tuple[str, Any]]:
+    """The demo's (protocol, question) pairs with no completed demo run stored: what pressing
+    the demo button again makes, so a second press stores no duplicates."""
+    stored = store.runs(tag=DEMO_TAG, status="completed", with_config=False)
+    done = set(zip(stored["protocol"], stored["question"]))
+    return [(name, question) for name, question in demo_plan()
+            if (name, question.text) not in done]
+
+
 def demo_config(protocol: str) -> RunConfig:
     """The configuration of a demo run of `protocol`: its defaults on the simulated model."""
     return RunConfig.parse({"protocol": protocol, "label": DEMO_TAG, "model": DEMO_MODEL})

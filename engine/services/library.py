@@ -84,6 +84,21 @@ def ensure_seeded(store: Any) -> bool:
     return True
 
 
+def missing_builtins(store: Any, kind: str) -> list[dict[str, str]]:
+    """The built-in personas (or roles) deleted from the library: no entry has their name."""
+    present = {fold_name(row["name"]) for row in store.library(kind)}
+    return [entry for entry in builtin_entries()[kind] if fold_name(entry["name"]) not in present]
+
+
+def restore_builtins(store: Any, kind: str) -> int:
+    """Put the deleted built-in personas (or roles) back as they shipped; returns how many.
+    Entries that exist, edited or not, are left as they are."""
+    missing = missing_builtins(store, kind)
+    for entry in missing:
+        _put_once(store, kind, entry["name"], entry, builtin=True)
+    return len(missing)
+
+
 def _put_once(store: Any, kind: str, name: str, body: Mapping[str, Any], **kw: Any) -> None:
     try:
         store.put_library(kind, name, body, **kw)

@@ -8,11 +8,14 @@ session of the process (the task runner holds it), so two watchers of one run sh
 """
 from __future__ import annotations
 
+import json
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 KEEP_RUNS = 50  # runs whose turns a feed keeps while nobody has seen them end
+FIRST_FIELDS = ("stance", "answer", "reasoning")  # a bubble shows these first, in this order
 
 
 @dataclass(frozen=True)
@@ -64,3 +67,32 @@ class TurnFeed:
         """Drop what the feed holds for `run_id` (a deleted run, say)."""
         with self._lock:
             self._turns.pop(run_id, None)
+
+
+def reply_fields(turn: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """A JSON reply as (field, text) pairs for a chat bubble: the turn's parsed fields, else
+    the object the reply holds (a protocol may read only part of it). Stance, answer and
+    reasoning come first; a list of objects (a critic's assessments) is one line per item.
+    Empty for a plain-text reply, which a bubble shows as it came."""
+    try:
+        loaded = json.loads(str(turn.get("reply") or ""))
+    except ValueError:
+        return []
+    parsed = turn.get("parsed")
+    if not (isinstance(parsed, Mapping) and parsed):
+        parsed = loaded
+    if not (isinstance(loaded, Mapping) and isinstance(parsed, Mapping)):
+        return []
+    order = [k for k in FIRST_FIELDS if k in parsed] + [k for k in parsed
+                                                        if k not in FIRST_FIELDS]
+    return [(str(k), _field_text(parsed[k])) for k in order if parsed[k] not in (None, "")]
+
+
+def _field_text(value: Any) -> str:
+    if isinstance(value, list):
+        return "\n".join(_field_text(item) for item in value)
+    if isinstance(value, Mapping):
+        return " · ".join(f"{k}: {_field_text(v)}" for k, v in value.items())
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)

@@ -13,6 +13,10 @@ from engine.models import ConfigError
 from engine.protocols import check_options, get_protocol, prompt_templates
 
 AS_SAVED = "(as saved)"  # a seat's persona text that matches no library persona
+# The Run page's default model: the simulated model at about a second a call, so a first run
+# can be watched turn by turn (at no latency a panel is over in 0.4 s). Tests, benchmarks
+# and saved configurations that name their model keep their own pace.
+PACED_MODEL = "simulated?latency=1"
 
 
 def slot_choices(store: Any, protocol: str, config: Mapping[str, Any] | None = None

@@ -25,7 +25,7 @@ from engine.llm.calls import RunStopped
 from engine.llm.endpoints import EndpointRegistry
 from engine.models import ConfigError
 from engine.protocols import arun_config, estimate, get_protocol, resolve_config
-from engine.services.demo import DEMO_TAG, demo_config, demo_plan
+from engine.services.demo import DEMO_TAG, demo_config, demo_missing
 from engine.services.live import TurnFeed
 from engine.services.rerun import rerun_config, rerun_options
 from engine.store.experiments import get as get_experiment
@@ -137,21 +137,23 @@ class TaskRunner:
 
     def start_demo(self) -> str:
         """Make the demo runs (every demo question through every protocol, simulated) one
-        after another in the background; returns the demo's task id. While the demo is
-        going, starting it again changes nothing."""
+        after another in the background; returns the demo's task id. Only the runs not
+        stored yet are made (`demo_missing`), so pressing the button twice stores no
+        duplicates; while the demo is going, starting it again changes nothing."""
         with self._lock:
             current = self._tasks.get(DEMO)
             if current is not None and current.alive:
                 return DEMO
-            task = Task(DEMO, "demo", total=len(demo_plan()))
+            plan = demo_missing(self.store)
+            task = Task(DEMO, "demo", total=max(1, len(plan)))
             self._tasks[DEMO] = task
-        self._submit(task, self._demo(task))
+        self._submit(task, self._demo(task, plan))
         return DEMO
 
-    async def _demo(self, task: Task) -> None:
+    async def _demo(self, task: Task, plan: list[tuple[str, Any]]) -> None:
         """The demo's runs in turn; a run that raises is reported in `errors` and the demo
         moves on, so one broken protocol does not hide the others."""
-        for protocol, question in demo_plan():
+        for protocol, question in plan:
             if task.stop_event.is_set():
                 return
             config = demo_config(protocol)
