@@ -24,7 +24,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from engine.models import ConfigError, Turn
 
-CONFIG_KEYS = ("protocol", "label", "model", "base_url", "seats", "options", "prompts")
+CONFIG_KEYS = ("protocol", "label", "model", "base_url", "seats", "options", "prompts",
+               "timeout_per_call", "retries")
+_POLICY_KEYS = ("timeout_per_call", "retries")
 SEAT_KEYS = ("name", "model", "persona", "persona_name", "role", "temperature", "icon")
 _TEXT_SEAT_KEYS = ("name", "model", "persona", "persona_name", "role", "icon")
 
@@ -84,6 +86,8 @@ class RunConfig(BaseModel):
     label: str | None = None
     model: str = "simulated"
     base_url: str | None = None
+    timeout_per_call: float | None = None  # call policy: None takes the endpoint's or default
+    retries: int | None = None
 
     @classmethod
     def parse(cls, data: Any) -> RunConfig:
@@ -125,13 +129,19 @@ class RunConfig(BaseModel):
         label = data.get("label")
         if label is not None and not isinstance(label, str):
             raise ConfigError("a configuration's label must be text", "input")
+        policy = {key: data[key] for key in _POLICY_KEYS if data.get(key) is not None}
+        if policy:
+            from engine.protocols.checks import check_run_options
+            check_run_options(policy)
         return cls(protocol=protocol.strip(), seats=grouped, options=dict(options),
                    prompts=dict(prompts), label=(label or "").strip() or None, model=model,
-                   base_url=base_url or None)
+                   base_url=base_url or None, **policy)
 
     def stored(self) -> dict[str, Any]:
-        """The configuration as the store and the library keep it (plain JSON)."""
-        return self.model_dump(mode="json")
+        """The configuration as the store and the library keep it (plain JSON; the call
+        policy only when it is set)."""
+        return self.model_dump(mode="json", exclude={key for key in _POLICY_KEYS
+                                                     if getattr(self, key) is None})
 
 
 class RunKwargs(TypedDict, total=False):

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import re
+import select
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -53,6 +55,9 @@ class _Handler(BaseHTTPRequestHandler):
             server.requests.append({"body": body,
                                     "auth": self.headers.get("Authorization", "")})
             number = len(server.requests)
+        if server.hang:  # never answer: wait until the client gives up and closes
+            server.disconnected.append(self._wait_for_close(server.hang))
+            return
         messages = [_KINDS[m["role"]](content=m["content"]) for m in body["messages"]]
         task = read_format(body["messages"])
         reply = server.model.invoke(messages,
@@ -73,15 +78,33 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(payload)
 
 
+    def _wait_for_close(self, limit: float) -> bool:
+        """True when the client closed the connection within `limit` seconds."""
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            readable, _, _ = select.select([self.connection], [], [], 0.05)
+            if readable:
+                try:
+                    if not self.connection.recv(1, socket.MSG_PEEK):
+                        return True
+                except OSError:
+                    return True
+        return False
+
+
 class SimulatedOpenAI(ThreadingHTTPServer):
     """Start with `with SimulatedOpenAI() as server:`; `server.base_url` ends in /v1."""
 
     daemon_threads = True
 
-    def __init__(self, seed: int = 0):
+    def __init__(self, seed: int = 0, hang: float = 0.0):
+        """`hang`: seconds each request is held without an answer, watching for the client
+        to close the connection (`disconnected` records, per request, whether it did)."""
         super().__init__(("127.0.0.1", 0), _Handler)
         self.lock = threading.Lock()
         self.requests: list[dict] = []
+        self.hang = hang
+        self.disconnected: list[bool] = []
         self.model = SimulatedChatModel(seed=seed)
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
 

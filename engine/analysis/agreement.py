@@ -74,6 +74,23 @@ class Agreement(BaseModel):
     groups: list[list[str]] = Field(default_factory=list)
     pairs: list[PairSimilarity] = Field(default_factory=list)
     threshold: float = THRESHOLD
+    caveat: str = ""  # LEXICAL_ONLY when nothing but shared words backs the level
+
+    def level_text(self) -> str:
+        """The level as a sentence may show it: with its caveat when it has one."""
+        return f"{self.level} ({self.caveat})" if self.caveat else self.level
+
+
+LEXICAL_ONLY = "lexical floor only"
+
+
+def unbacked(agreement: Agreement, judged: bool, stances: int) -> Agreement:
+    """The floor's reading marked `LEXICAL_ONLY` when neither a judge's reading nor any stance
+    stands beside it: the level then rests on shared words alone (which read opposing turns on
+    one topic as agreement)."""
+    if judged or stances:
+        return agreement
+    return agreement.model_copy(update={"caveat": LEXICAL_ONLY})
 
 
 def overlap_agreement(texts: Mapping[str, str | None]) -> Agreement:

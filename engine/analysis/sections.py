@@ -114,10 +114,16 @@ def parse_confidence(text: str) -> float:
     return read_confidence(text)[0]
 
 
+# The prompt's own format line echoed back (`APPROVED: yes or no`, `approved: yes/no`).
+_ECHOED_FORMAT = re.compile(r"approved: ?yes\s*(?:or|/|\|)\s*no\b")
+
+
 def is_approved(text: str) -> bool:
     """Seed 000's rule: the reply contains `approved: yes` or `approved:yes`, ignoring case.
 
-    Any other wording (`Approved: **yes**`, `APPROVED - yes`, `approved: y`) is a rejection.
+    Any other wording (`Approved: **yes**`, `APPROVED - yes`, `approved: y`) is a rejection,
+    and so is the prompt's format line echoed back (`APPROVED: yes or no`): it is removed
+    before the rule is read.
     """
-    lowered = (text or "").lower()
+    lowered = _ECHOED_FORMAT.sub("", (text or "").lower())
     return "approved: yes" in lowered or "approved:yes" in lowered

@@ -8,19 +8,26 @@ from typing import Any
 
 import pandas as pd
 
-from engine.experiments.planning import EQUAL_COMPUTE, baselines_of, override_model, plan
+from engine.cli.runflags import add_policy_flags, policy_from_args, progress_line
+from engine.experiments.planning import (
+    EQUAL_COMPUTE,
+    baselines_of,
+    endpoint_notes,
+    override_model,
+    plan,
+)
 from engine.experiments.runner import arun_experiment, pending_cells
 from engine.models import ConfigError
 from engine.questions import files as qsets
 from engine.reports.aggregate import SIMULATED_SUFFIX
 from engine.reports.experiments import Report, compare, report, to_csv
 from engine.store.experiments import Progress, create, duration_text, list_experiments
+from engine.text import terminal_safe
 from engine.yamlfile import load_mapping
 
 
 def _say(*parts: object, **kw: object) -> None:
     """Print stored text (labels, names, answers) with no terminal control sequences."""
-    from engine.text import terminal_safe
     print(*(terminal_safe(str(p)) for p in parts), **kw)  # type: ignore[call-overload]
 
 
@@ -117,18 +124,42 @@ def first_questions(spec: dict[str, Any], limit: int, base_dir: Path) -> dict[st
 
 class _Bar:
     """Progress on standard error: one line rewritten in place on a terminal, else a line
-    per tenth of the way (so logs stay short)."""
+    per tenth of the way (so logs stay short). The line counts the turns by final status
+    (ok, degraded by kind) and their retries; each degraded turn also gets a line of its
+    own (`runflags.progress_line`)."""
 
     def __init__(self, stream: Any, quiet: bool = False):
         self.stream, self.quiet = stream, quiet
         self.tty = bool(getattr(stream, "isatty", lambda: False)())
         self.last_tenth = -1
         self.width = 0
+        self.ok, self.retries = 0, 0
+        self.degraded: dict[str, int] = {}
+
+    def turn(self, turn: Any) -> None:
+        """Count one finished turn; a degraded one is shown as it ends."""
+        from engine.protocols.base import failure_kind
+        self.retries += max(0, turn.attempts - 1)
+        if turn.ok:
+            self.ok += 1
+            return
+        kind = failure_kind(turn.error)
+        self.degraded[kind] = self.degraded.get(kind, 0) + 1
+        if not self.quiet:
+            self.stream.write(("\n" if self.tty and self.width else "") +
+                              terminal_safe(progress_line(turn)) +
+                              "\n")
+            self.width = 0
+
+    def turns_text(self) -> str:
+        kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(self.degraded.items()))
+        return (f"turns {self.ok} ok, {sum(self.degraded.values())} degraded"
+                + (f" ({kinds})" if kinds else "") + f", {self.retries} retries")
 
     def __call__(self, state: Progress) -> None:
         if self.quiet:
             return
-        text = state.line()
+        text = f"{state.line()}; {self.turns_text()}"
         if self.tty:
             self.stream.write("\r" + text.ljust(self.width))
             self.width = len(text)
@@ -141,9 +172,11 @@ class _Bar:
         self.stream.flush()
 
     def close(self) -> None:
-        if self.tty and self.width and not self.quiet:
-            self.stream.write("\n")
-            self.stream.flush()
+        """End the progress with the turns' final tally on a line of its own."""
+        if self.quiet:
+            return
+        self.stream.write(("\n" if self.tty and self.width else "") + self.turns_text() + "\n")
+        self.stream.flush()
 
 
 def _run_cli(store: Any, experiment_id: str, quiet: bool, endpoints: Any) -> int:
@@ -159,7 +192,8 @@ def _run_cli(store: Any, experiment_id: str, quiet: bool, endpoints: Any) -> int
         except (NotImplementedError, RuntimeError, ValueError):
             pass
         return await arun_experiment(store, experiment_id, stop_event=stop_event,
-                                     on_progress=bar, endpoints=endpoints)
+                                     on_progress=bar, on_turn=bar.turn,
+                                     endpoints=endpoints)
 
     try:
         state = asyncio.run(go())
@@ -181,12 +215,17 @@ def cmd_run(args: Any) -> int:
     """`experiment run SPEC.yaml`: plan, print the preflight, store and run. `--model` and
     `--base-url` put every seat on one model (`override_model`); the base URL is registered
     for this process as `run --base-url` registers it, so only it receives the key."""
-    from engine.cli.main import endpoints_from_args
+    from engine.cli.runflags import endpoints_from_args
     from engine.store import Store
     spec = _load_spec(args.spec)
     for key in ("repeats", "concurrency"):
         if getattr(args, key) is not None:
             spec[key] = getattr(args, key)
+    for key, value in policy_from_args(args).items():  # the flags win over the spec's
+        spec[key] = value
+        for config in spec.get("configs") or []:
+            if isinstance(config, dict):
+                config[key] = value
     if args.equal_compute:
         spec["baseline"] = EQUAL_COMPUTE
     store = Store(args.db)
@@ -208,6 +247,8 @@ def cmd_run(args: Any) -> int:
     if args.model or args.base_url:
         _say(f"  every seat of every configuration: {args.model or 'its own model'}"
              + (f" at {args.base_url}" if args.base_url else "") + " (--model/--base-url)")
+    for line in endpoint_notes(checked, endpoints):
+        _say(f"note: {line}")
     if args.dry_run:
         return 0
     experiment_id = create(store, checked)
@@ -216,7 +257,7 @@ def cmd_run(args: Any) -> int:
 
 
 def cmd_resume(args: Any) -> int:
-    from engine.cli.main import endpoints_from_args
+    from engine.cli.runflags import endpoints_from_args
     from engine.store import Store
     store = Store(args.db)
     left = pending_cells(store, args.experiment_id)
@@ -278,6 +319,7 @@ def add_cli(sub: Any) -> None:
                                   "configs (mappings or saved labels), repeats, concurrency")
     run.add_argument("--repeats", type=int, help="override the spec's repeats")
     run.add_argument("--concurrency", type=int, help="override the spec's concurrency")
+    add_policy_flags(run)
     run.add_argument("--equal-compute", action="store_true",
                      help="beside each configuration, add a vote with as many samples as it "
                           "makes calls (the spec's baseline: equal-compute)")

@@ -14,12 +14,11 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from engine.cli import experiments, sets, share
+from engine.cli import experiments, runflags, sets, share
 from engine.models import ConfigError
 from engine.reports.runs import status_text
 from engine.reports.views import simulated_suffix, simulated_text, simulation_columns
 from engine.text import csv_cell, terminal_safe
-from engine.yamlfile import load_mapping
 
 _JSON_UNSAFE = re.compile("[\x7f-\x9f\ud800-\udfff\u2028\u2029]")
 
@@ -52,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", help="a saved configuration as a JSON or YAML file")
     run.add_argument("--db", help="database URL (default PARLEY_DB_URL or data/parley.db)")
     run.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    runflags.add_policy_flags(run)
 
     runs = sub.add_parser("runs", help="list stored runs")
     runs.add_argument("--protocol")
@@ -95,96 +95,6 @@ def _store(args: argparse.Namespace):
     return Store(getattr(args, "db", None))
 
 
-def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    """A run configuration from `run`'s flags (a --config file first, flags on top)."""
-    from engine.protocols import get_protocol
-    spec = get_protocol(args.protocol)
-    config: dict[str, Any] = (load_mapping(args.config, what="--config: ")
-                              if args.config else {})
-    config["protocol"] = spec.name
-    config.setdefault("model", args.model)
-    if args.model != "simulated":
-        config["model"] = args.model
-    if args.base_url:
-        config["base_url"] = args.base_url
-    if not isinstance(config.get("seats") or {}, dict) or not isinstance(
-            config.get("options") or {}, dict):
-        raise ConfigError("--config: seats must map slot names to seats and options must map "
-                          "option names to values", "input")
-    seats = dict(config.get("seats") or {})
-    slots = {slot.name: slot for slot in spec.slots}
-    for item in args.seat:
-        name, sep, model = item.partition("=")
-        if not sep or not name or not model:
-            raise ConfigError(f"--seat takes NAME=SPEC, got {item!r}", "input")
-        if name in slots and not slots[name].many:
-            seats[name] = {**(seats.get(name) or {}), "model": model}
-            continue
-        matched = False
-        for slot in spec.slots:  # a seat inside a list slot, by its name
-            if not slot.many:
-                continue
-            entries = [dict(e) for e in (seats.get(slot.name) or slot.defaults)]
-            for entry in entries:
-                if entry.get("name") == name:
-                    entry["model"], matched = model, True
-            if matched or name == slot.name:
-                if name == slot.name:
-                    entries = [{**e, "model": model} for e in entries]
-                    matched = True
-                seats[slot.name] = entries
-                break
-        if not matched:
-            names = list(slots) + [e.get("name", "") for s in spec.slots if s.many
-                                   for e in (seats.get(s.name) or s.defaults)]
-            raise ConfigError(f"--seat {name}: {spec.name} has no seat {name!r}; seats are "
-                              f"{', '.join(n for n in names if n)}", "input")
-    config["seats"] = seats
-    options = dict(config.get("options") or {})
-    if args.rounds is not None:
-        if spec.rounds_option is None:
-            raise ConfigError(f"--rounds: {spec.name} has no rounds; its options are "
-                              f"{', '.join(o.name for o in spec.options) or 'none'}", "input")
-        options[spec.rounds_option] = args.rounds
-    known = {option.name for option in spec.options}
-    for item in args.option:
-        name, sep, raw = item.partition("=")
-        if not sep or not name:
-            raise ConfigError(f"--option takes NAME=VALUE, got {item!r}", "input")
-        if name not in known:
-            raise ConfigError(f"--option {name}: {spec.name} has no option {name!r}; options "
-                              f"are {', '.join(sorted(known))}", "input")
-        options[name] = _option_value(raw)
-    config["options"] = options
-    if args.label:
-        config["label"] = args.label
-    return config
-
-
-def endpoints_from_args(args: argparse.Namespace) -> Any:
-    """The CLI's endpoint registry: the environment's, plus `--base-url` (typed by the
-    operator, so it counts as registered and receives the provider's key)."""
-    import os
-
-    from engine.llm.endpoints import EndpointRegistry
-    registry = EndpointRegistry.from_settings(os.environ, None, allow_free_urls=True)
-    if getattr(args, "base_url", None):
-        registry.register(args.base_url, "cli")
-    return registry
-
-
-def _option_value(raw: str) -> Any:
-    """A command-line option value: a whole number, a number, `none`, or text."""
-    if raw.strip().lower() == "none":
-        return None
-    for kind in (int, float):
-        try:
-            return kind(raw)
-        except ValueError:
-            pass
-    return raw
-
-
 def _say(text: Any, file: Any = None) -> None:
     """Print stored or model text: escape and control sequences removed (`terminal_safe`)."""
     print(terminal_safe(text), file=file or sys.stdout)
@@ -205,20 +115,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     from engine.protocols import arun_config, get_protocol, run_sync
     from engine.store import StoreWriteError
     spec = get_protocol(args.protocol)
-    config = config_from_args(args)
-    endpoints = endpoints_from_args(args)
+    config = runflags.config_from_args(args)
+    endpoints = runflags.endpoints_from_args(args)
+    policy = runflags.policy_from_args(args)
     store = _store(args)
 
     def progress(turn) -> None:
         if not args.json:
-            mark = "ok" if turn.ok else f"degraded: {turn.error}"
-            _say(f"  [{turn.index:>2}] {turn.phase:<16} {turn.seat:<14} {mark}",
-                 file=sys.stderr)
+            _say(runflags.progress_line(turn), file=sys.stderr)
 
     try:
         result = run_sync(arun_config(config, args.question, store=store, tags=args.tag,
                                       expected=args.expected, on_event=progress,
-                                      endpoints=endpoints))
+                                      endpoints=endpoints, **policy))
     except StoreWriteError:
         store.flush_pending()  # one more try to store the run `failed` before exiting
         if store.pending:

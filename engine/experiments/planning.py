@@ -19,6 +19,7 @@ MAX_REPEATS = 100
 MAX_RUNS = 20_000
 MAX_CALLS = 20_000  # planned model calls an experiment may make without being confirmed
 SUPERSEDED = "superseded"
+POLICY_KEYS = ("timeout_per_call", "retries")  # a spec's call policy for its configurations
 
 
 @dataclass(frozen=True, order=True)
@@ -159,7 +160,8 @@ def plan(spec: Mapping[str, Any], store: Any = None, base_dir: str | Path | None
     `spec` keys: `questions` (a bundled set's name, or a list of strings / `{question,
     expected}` mappings) or `questions_file` (a CSV / JSONL path, relative to `base_dir`);
     `configs` (inline configurations or saved labels); `repeats` (default 1); `concurrency`
-    (runs in flight, default 4); `baseline` (`equal-compute`: beside each configuration, the
+    (runs in flight, default 4); `timeout_per_call` and `retries` (the call policy of every
+    configuration that sets none); `baseline` (`equal-compute`: beside each configuration, the
     vote with as many calls, see `with_baselines`); `name`. Every seat's model resolves
     under `endpoints` (an `EndpointRegistry`; None: the environment's). More than
     `MAX_CALLS` planned calls are refused unless `confirmed`. Raises `ConfigError` naming
@@ -168,7 +170,7 @@ def plan(spec: Mapping[str, Any], store: Any = None, base_dir: str | Path | None
     if not isinstance(spec, Mapping):
         raise ConfigError("an experiment spec must be a mapping", "input")
     known = {"name", "questions", "questions_file", "configs", "repeats", "concurrency",
-             "baseline", "source"}
+             "baseline", "source", *POLICY_KEYS}
     unknown = sorted(str(k) for k in spec if k not in known)
     if unknown:
         raise ConfigError(f"an experiment spec has no key {unknown[0]!r}; keys are "
@@ -196,7 +198,7 @@ def plan(spec: Mapping[str, Any], store: Any = None, base_dir: str | Path | None
     concurrency = _whole(spec.get("concurrency", DEFAULT_CONCURRENCY), "concurrency", 1,
                          MAX_CONCURRENCY)
     baseline = baseline_kind(spec.get("baseline"))
-    configs = resolve_configs(spec.get("configs"), store)
+    configs = with_policy(resolve_configs(spec.get("configs"), store), spec)
     baselines: list[dict[str, Any]] = []
     if baseline:
         configs, baselines = with_baselines(configs)
@@ -214,6 +216,14 @@ def plan(spec: Mapping[str, Any], store: Any = None, base_dir: str | Path | None
                           f"{MAX_CALLS:,} must be confirmed (experiment run --yes, or the "
                           "confirm box on the Experiments page)", "limit")
     return result
+
+
+def with_policy(configs: list[dict[str, Any]], spec: Mapping[str, Any]
+                ) -> list[dict[str, Any]]:
+    """The spec's call policy (`timeout_per_call`, `retries`) on every configuration that
+    sets none of its own; each is checked (> 0, >= 0) with its configuration."""
+    given = {key: spec[key] for key in POLICY_KEYS if spec.get(key) is not None}
+    return [{**given, **config} for config in configs]
 
 
 def baseline_kind(value: Any) -> str | None:
@@ -327,3 +337,30 @@ def override_model(spec: Mapping[str, Any], model: str | None, base_url: str | N
             changed["base_url"] = base_url
         configs.append(changed)
     return {**spec, "configs": configs}
+
+
+def endpoint_notes(checked: Plan, endpoints: Any = None) -> list[str]:
+    """Preflight notes: each registered endpoint whose `concurrency` is below the runs the
+    plan keeps in flight (its calls then queue behind one another, and a per-call timeout
+    counts the queue too)."""
+    import os
+
+    from engine.llm.endpoints import EndpointRegistry
+    from engine.llm.providers import parse_spec
+    from engine.llm.urls import check_url
+    from engine.protocols import resolve_config
+    registry = endpoints if endpoints is not None else EndpointRegistry.from_settings(os.environ)
+    seen: dict[str, int] = {}
+    for config in checked.configs:
+        for seats in resolve_config(config).seats.values():
+            for seat in seats:
+                kind, _name, query = parse_spec(seat.model)
+                found = registry.get(query["endpoint"]) if "endpoint" in query else (
+                    registry.by_url(check_url(query["base_url"]), kind)
+                    if "base_url" in query else None)
+                if found is not None and found.concurrency is not None:
+                    seen[found.name] = found.concurrency
+    return [f"endpoint {name} serves {limit} call(s) at a time and this experiment runs "
+            f"{checked.concurrency} runs at once: calls queue for it (set concurrency to "
+            f"{limit} or raise the endpoint's)" for name, limit in seen.items()
+            if limit < checked.concurrency]

@@ -45,14 +45,16 @@ def pending_cells(store: Store, experiment_id: str) -> list[Cell]:
 async def arun_experiment(store: Store, experiment_id: str, *,
                           stop_event: threading.Event | None = None,
                           on_progress: Callable[[Progress], Any] | None = None,
-                          batched: bool = True, endpoints: Any = None) -> Progress:
+                          batched: bool = True, endpoints: Any = None,
+                          on_turn: Callable[[Any], Any] | None = None) -> Progress:
     """Run (or resume) an experiment: every cell without a completed run, `concurrency` runs
     at a time in this event loop. Ends `completed`, `stopped` (stop_event), `incomplete`
     (some runs failed; resume retries them) or `failed` (a configuration error).
 
     Runs are written with group commit (`Store.batched()`), or one transaction per turn
     when `batched` is False. `endpoints` is the `EndpointRegistry` models resolve under
-    (None: the environment's). The store's reaper runs while the experiment does.
+    (None: the environment's); `on_turn` hears every finished turn of every run. The
+    store's reaper runs while the experiment does.
     """
     stop_event = stop_event or threading.Event()
     store.reap()  # runs left `running` by a dead process become `interrupted`, so are redone
@@ -85,7 +87,7 @@ async def arun_experiment(store: Store, experiment_id: str, *,
             result = await arun_config(
                 config, str(item["question"]), store=sink, label=config["label"],
                 tags=[cell.tag], expected=item.get("expected"), stop_event=stop_event,
-                experiment_id=experiment_id, endpoints=endpoints)
+                experiment_id=experiment_id, endpoints=endpoints, on_event=on_turn)
             failed = no_call_succeeded(result.turns)  # stored `failed`: resume redoes it
             if failed:
                 state.failed += 1

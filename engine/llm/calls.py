@@ -11,6 +11,7 @@ import contextvars
 import random
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -26,6 +27,27 @@ DEFAULT_CONCURRENCY = 8
 
 _TRANSIENT_NAMES = ("ratelimit", "timeout", "connection", "apiconnection", "serviceunavailable",
                     "internalserver", "overloaded", "transient", "temporar")
+
+
+# Per event loop, one semaphore per endpoint that sets its concurrency: every run of an
+# experiment shares the loop, so the endpoint's limit holds across runs.
+_GATES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, int],
+                                                                   asyncio.Semaphore]] = \
+    weakref.WeakKeyDictionary()
+
+
+def endpoint_gate(name: str, limit: int) -> asyncio.Semaphore:
+    """The semaphore that holds an endpoint to `limit` calls at once in this event loop."""
+    gates = _GATES.setdefault(asyncio.get_running_loop(), {})
+    return gates.setdefault((name, limit), asyncio.Semaphore(limit))
+
+
+class _NoGate:
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
 
 
 class RunStopped(Exception):
@@ -102,6 +124,11 @@ def describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+def is_connection_error(exc: BaseException) -> bool:
+    """True for a failure to reach the server (refused, reset, DNS), not a reply it gave."""
+    return isinstance(exc, ConnectionError) or "connection" in type(exc).__name__.lower()
+
+
 def parse_error(exc: BaseException) -> str:
     """The error a turn carries when its reply could not be read."""
     return f"the reply could not be read: {describe_error(exc)}"[:500]
@@ -134,8 +161,9 @@ class RunContext:
         self.on_event = on_event
         self.recorder = recorder
         self.prompts = prompts or {}
-        self.timeout = DEFAULT_TIMEOUT if timeout is None else timeout
-        self.retries = DEFAULT_RETRIES if retries is None else retries
+        # None: the seat's endpoint decides (its registered timeout / retries), else the default
+        self.timeout = timeout
+        self.retries = retries
         self.backoff = backoff
         self.concurrency = concurrency or DEFAULT_CONCURRENCY
         self.stop_event = stop_event
@@ -161,6 +189,20 @@ class RunContext:
         if key not in self._models:
             self._models[key] = resolve_model(seat.model, seat.temperature, self.endpoints)
         return self._models[key]
+
+    def policy(self, model: Any) -> tuple[float, int, Any, str]:
+        """(timeout, retries, endpoint gate, host) for one call: the run's own settings (CLI
+        flags, a spec, the form) first, then what the model's registered endpoint sets, then
+        the defaults; the gate holds the endpoint to its `concurrency` when it sets one; the
+        host (`get_model` records it, "" for other models) names the server in errors."""
+        call = getattr(model, "parley_call", None) or {}  # set by get_model only
+        timeout = self.timeout if self.timeout is not None else call.get(
+            "timeout", DEFAULT_TIMEOUT)
+        retries = self.retries if self.retries is not None else call.get(
+            "retries", DEFAULT_RETRIES)
+        gate: Any = endpoint_gate(str(call.get("gate")), int(call["concurrency"])) \
+            if call.get("concurrency") else _NoGate()
+        return timeout, retries, gate, str(call.get("host") or "")
 
     def check_stop(self) -> None:
         if self.stop_event is not None and self.stop_event.is_set():
@@ -197,19 +239,22 @@ class RunContext:
         # A simulated seat is labelled simulated even when its call fails.
         simulated = getattr(model, "_llm_type", "") == "parley-simulated"
         config = self.task_config(seat, task, round) if simulated else None
-        async with self.semaphore:
-            for attempt in range(self.retries + 1):
+        timeout, retries, gate, host = self.policy(model)
+        async with self.semaphore, gate:
+            for attempt in range(retries + 1):
                 attempts = attempt + 1
                 try:
                     if sync_only(model):
                         message = await invoke_on_thread(model, to_messages(full),
-                                                         self.timeout or None)
+                                                         timeout or None)
                     else:
                         # Only a simulated model gets a config: a duck-typed model may take
                         # the messages alone.
                         pending = (model.ainvoke(to_messages(full), config=config)
                                    if config is not None else model.ainvoke(to_messages(full)))
-                        message = await asyncio.wait_for(pending, self.timeout or None)
+                        # past the timeout the call's task is cancelled: its HTTP request
+                        # is closed, so a server that stops on disconnect stops generating
+                        message = await asyncio.wait_for(pending, timeout or None)
                     # storable everywhere: a lone surrogate or NUL becomes U+FFFD
                     text = clean_text(reply_text(message))
                     usage = getattr(message, "usage_metadata", None) or {}
@@ -223,7 +268,9 @@ class RunContext:
                     raise
                 except Exception as exc:  # a model failure is recorded, never raised
                     error = describe_error(exc)
-                    if not is_transient(exc) or attempt == self.retries:
+                    if host and is_connection_error(exc):
+                        error = f"{error} (calling {host})"
+                    if not is_transient(exc) or attempt == retries:
                         break
                     await asyncio.sleep(self.backoff * (2 ** attempt) * (0.5 + random.random()))
         # Numbered as it completes (no await between here and `record`), so the log, the store

@@ -16,49 +16,31 @@ No key value is ever part of a repr, a description or a stored spec.
 """
 from __future__ import annotations
 
-import ipaddress
 import json
 import re
-import socket
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlsplit
+from urllib.parse import parse_qsl, quote
 
+from engine.llm.urls import check_url, risky_host
 from engine.models import ConfigError
 
 DEFAULT_KEYS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "ollama": None}
 PROVIDER_URLS = {"openai": "OPENAI_BASE_URL", "ollama": "OLLAMA_HOST"}
 ENDPOINTS_VAR = "PARLEY_ENDPOINTS"
 ALLOW_VAR = "PARLEY_ALLOW_BASE_URLS"
-KEY_HOME = ("keys go in the environment or .streamlit/secrets.toml (or the environment "
-            "variable an endpoint's key_env names), never in a model spec")
 REGISTER_HELP = (f"register it as an endpoint ({ENDPOINTS_VAR} in the environment or "
                  "[endpoints.NAME] in .streamlit/secrets.toml) and use ?endpoint=NAME")
-URL_MAX = 1000
 _IMPLICIT = ("provider", "cli", "code")  # registered by a setting or typed by the operator
-_ENDPOINT_FIELDS = ("base_url", "key_env", "key", "provider")
+_ENDPOINT_FIELDS = ("base_url", "key_env", "key", "provider", "max_tokens", "timeout",
+                    "retries", "concurrency")
+# An endpoint's call policy: the output cap per turn, the per-call timeout in seconds, the
+# retries after a transient failure, the calls in flight at once (name: (low, high)).
+POLICY_FIELDS: dict[str, tuple[float, float]] = {
+    "max_tokens": (1, 1_000_000), "timeout": (0.001, 3600.0), "retries": (0, 10),
+    "concurrency": (1, 1000)}
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-_SECRET_NAME = re.compile(r"(^|_)(api_?key|key|keys|token|secret|password|passwd|pwd|auth|"
-                          r"authorization|bearer|credentials?|cookie)$")
-_DEFAULT_PORTS = {"http": 80, "https": 443}
-METADATA_HOSTS = ("metadata.google.internal", "metadata", "metadata.goog",
-                  "instance-data", "instance-data.ec2.internal")
-METADATA_ADDRESSES = (ipaddress.ip_address("169.254.169.254"),
-                      ipaddress.ip_address("fd00:ec2::254"),
-                      ipaddress.ip_address("100.100.100.200"))
-
-
-def is_secret_name(name: Any) -> bool:
-    """True for a parameter name that would carry a credential (`api_key`, `token` ...)."""
-    key = re.sub(r"[^a-z0-9]+", "_", str(name).strip().lower()).strip("_")
-    return bool(_SECRET_NAME.search(key))
-
-
-def refuse_secret(where: str, name: str) -> None:
-    """The one message for a credential found where data goes."""
-    raise ConfigError(f"{where} carries a credential ({name}); {KEY_HOME}", "input")
-
 
 @dataclass(frozen=True)
 class Endpoint:
@@ -76,6 +58,15 @@ class Endpoint:
     key_env: str | None = None
     key: str | None = field(default=None, repr=False, compare=False)
     origin: str = "environment"
+    max_tokens: int | None = None
+    timeout: float | None = None
+    retries: int | None = None
+    concurrency: int | None = None
+
+    def policy(self) -> dict[str, Any]:
+        """The call policy the operator set on this endpoint (only the fields given)."""
+        return {name: getattr(self, name) for name in POLICY_FIELDS
+                if getattr(self, name) is not None}
 
     def __str__(self) -> str:
         return f"{self.name} ({self.provider}, {self.base_url})"
@@ -89,76 +80,7 @@ class Route:
     key: str | None = field(repr=False, default=None)
     suffix: str = ""
     registered: bool = True
-
-
-# ------------------------------------------------------------------ URLs
-def check_url(url: Any, what: str = "base_url") -> str:
-    """`url` normalised (scheme and host lower case, default port and trailing slash dropped),
-    or a `ConfigError`: only http/https, a host, no credentials, no control characters."""
-    if not isinstance(url, str) or not url.strip():
-        raise ConfigError(f"{what} must be an http or https URL, got {url!r}", "input")
-    text = url.strip()
-    if len(text) > URL_MAX:
-        raise ConfigError(f"{what} is {len(text)} characters; the limit is {URL_MAX}", "limit")
-    if any(ord(ch) < 33 or ord(ch) == 127 for ch in text):
-        raise ConfigError(f"{what} {text[:80]!r} contains spaces or control characters",
-                          "input")
-    try:
-        parts = urlsplit(text)
-        host, port = parts.hostname, parts.port
-    except ValueError as exc:
-        raise ConfigError(f"{what} {text[:80]!r} is not a valid URL ({exc})", "input") from None
-    scheme = parts.scheme.lower()
-    if scheme not in _DEFAULT_PORTS:
-        raise ConfigError(f"{what} {text[:80]!r}: only http and https URLs are allowed, got "
-                          f"{scheme + ':' if scheme else 'no scheme'}", "input")
-    if parts.username is not None or parts.password is not None:
-        refuse_secret(f"{what} {scheme}://...@{host}", "user:password in the URL")
-    if not host:
-        raise ConfigError(f"{what} {text[:80]!r} has no host", "input")
-    for name, _value in parse_qsl(parts.query, keep_blank_values=True):
-        if is_secret_name(name):
-            refuse_secret(f"{what} {scheme}://{host}", name)
-    if parts.fragment:
-        raise ConfigError(f"{what} {text[:80]!r} must not have a #fragment", "input")
-    shown = f"[{host}]" if ":" in host else host
-    if port is not None and port != _DEFAULT_PORTS[scheme]:
-        shown += f":{port}"
-    query = f"?{parts.query}" if parts.query else ""
-    return f"{scheme}://{shown}{parts.path.rstrip('/')}{query}"
-
-
-def _address(host: str) -> Any:
-    try:
-        return ipaddress.ip_address(host)
-    except ValueError:
-        pass
-    if re.fullmatch(r"[0-9a-fA-Fx.]+", host):  # 2852039166, 0xa9fea9fe, 0251.0376.0251.0376
-        try:
-            return ipaddress.ip_address(socket.inet_aton(host))
-        except OSError:
-            return None
-    return None
-
-
-def risky_host(url: str) -> str:
-    """Why a normalised URL's host may not be called unregistered ("" when it may): a
-    link-local address or a cloud metadata service."""
-    host = (urlsplit(url).hostname or "").rstrip(".").lower()
-    if host in METADATA_HOSTS:
-        return f"{host} is a cloud metadata service"
-    address = _address(host.split("%")[0])
-    if address is None:
-        return ""
-    mapped = getattr(address, "ipv4_mapped", None)
-    for candidate in (address, mapped):
-        if candidate is None:
-            continue
-        if candidate in METADATA_ADDRESSES:
-            return f"{candidate} is a cloud metadata address"
-        if candidate.is_link_local:
-            return f"{candidate} is a link-local address"
-    return ""
+    endpoint: Endpoint | None = None  # the registered endpoint called, with its call policy
 
 
 def with_base_url(spec: str, url: str) -> str:
@@ -317,9 +239,12 @@ class EndpointRegistry:
         return f"{var} ({'present' if self.secret(var) else 'missing'})"
 
     def describe(self) -> list[dict[str, str]]:
-        """One row per endpoint: name, provider, URL, who registered it, where its key lives."""
+        """One row per endpoint: name, provider, URL, who registered it, where its key lives,
+        and the call policy it sets (output cap, timeout, retries, concurrency)."""
         return [{"name": e.name, "provider": e.provider, "base_url": e.base_url,
-                 "registered by": e.origin, "key": self.key_home(e)}
+                 "registered by": e.origin, "key": self.key_home(e),
+                 "call policy": ", ".join(f"{k} {v:g}" for k, v in e.policy().items())
+                 or "defaults"}
                 for e in self._endpoints.values()]
 
     # -------------------------------------------------------------- the rule
@@ -339,18 +264,19 @@ class EndpointRegistry:
             if named.provider != provider:
                 raise ConfigError(f"endpoint {named.name!r} serves {named.provider} models, "
                                   f"not {provider}", "input")
-            return Route(named.base_url, self.key_for(named), f"endpoint={named.name}")
+            return Route(named.base_url, self.key_for(named), f"endpoint={named.name}",
+                         endpoint=named)
         if trusted_url:
             url = check_url(trusted_url)
             found = self.by_url(url, provider)
             key = self.key_for(found) if found is not None else self.secret(
                 DEFAULT_KEYS.get(provider))
-            return Route(url, key, _url_suffix(url))
+            return Route(url, key, _url_suffix(url), endpoint=found)
         if base_url:
             url = check_url(base_url)
             found = self.by_url(url, provider)
             if found is not None:
-                return Route(url, self.key_for(found), _url_suffix(url))
+                return Route(url, self.key_for(found), _url_suffix(url), endpoint=found)
             if not self.allow_free_urls:
                 names = ", ".join(self.names(provider)) or "none are registered"
                 raise ConfigError(f"base_url {url} is not a registered endpoint, and this app "
@@ -363,7 +289,7 @@ class EndpointRegistry:
             return Route(url, None, _url_suffix(url), registered=False)
         own = self.provider_url(provider)
         if own is not None:
-            return Route(own.base_url, self.key_for(own), "")
+            return Route(own.base_url, self.key_for(own), "", endpoint=own)
         return Route(None, self.secret(DEFAULT_KEYS.get(provider)), "")
 
 
@@ -396,5 +322,20 @@ def _endpoint(name: str, entry: Any, origin: str) -> Endpoint:
         raise ConfigError(f"{where}: give key_env or key, not both", "input")
     if key_env is not None and (not isinstance(key_env, str) or not key_env.strip()):
         raise ConfigError(f"{where}: key_env names an environment variable", "input")
+    policy = {name: _policy_value(entry[name], name, where) for name in POLICY_FIELDS
+              if entry.get(name) is not None}
     return Endpoint(name, check_url(entry.get("base_url"), f"{where} base_url"), provider,
-                    key_env.strip() if key_env else None, str(key) if key else None, origin)
+                    key_env.strip() if key_env else None, str(key) if key else None, origin,
+                    **policy)
+
+
+def _policy_value(raw: Any, name: str, where: str) -> Any:
+    """One call-policy field of a registered endpoint, checked when the registry is read."""
+    low, high = POLICY_FIELDS[name]
+    whole = name != "timeout"
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or (
+            whole and not isinstance(raw, int)) or raw != raw or not low <= raw <= high:
+        kind = "a whole number" if whole else "a number of seconds"
+        raise ConfigError(f"{where}: {name} must be {kind} in {low:g}..{high:g}, got {raw!r}",
+                          "input")
+    return int(raw) if whole else float(raw)

@@ -6,9 +6,9 @@ import importlib.util
 import os
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlsplit
 
-from engine.llm.endpoints import is_secret_name, refuse_secret
+from engine.llm.urls import is_secret_name, refuse_secret
 from engine.models import ConfigError
 from engine.text import NAME_MAX
 
@@ -19,6 +19,9 @@ PROVIDERS = {
                   "ANTHROPIC_API_KEY"),
     "ollama": ("langchain-ollama", "langchain_ollama", "ChatOllama", None),
 }
+DEFAULT_MAX_TOKENS = 1024  # a turn's output cap unless the seat or its endpoint sets one
+_OWN_HOSTS = {"openai": "api.openai.com", "anthropic": "api.anthropic.com",
+              "ollama": "localhost:11434"}
 SPEC_HELP = ('use "simulated", "openai:MODEL" (openai:MODEL?endpoint=NAME for a registered '
              'OpenAI-compatible server), "anthropic:MODEL" or "ollama:MODEL"')
 
@@ -126,6 +129,8 @@ def get_model(spec: str = "simulated", *, endpoints: Any = None,
     options.update(params)
     if route.base_url:
         options["base_url"] = route.base_url
+    policy = route.endpoint.policy() if route.endpoint is not None else {}
+    cap_output(kind, options, route.base_url, policy.pop("max_tokens", DEFAULT_MAX_TOKENS))
     if kind == "ollama":
         options.pop("max_retries", None)
     else:
@@ -143,11 +148,45 @@ def get_model(spec: str = "simulated", *, endpoints: Any = None,
             options["http_async_client"] = _loop_safe_async_client()
     model = getattr(module, class_name)(model=name, **options)
     recorded = f"{kind}:{name}" + (f"?{route.suffix}" if route.suffix else "")
-    try:
-        object.__setattr__(model, "parley_spec", recorded)
-    except Exception:  # some models forbid extra attributes; the spec then comes from the class
-        pass
+    host = server_name(route.base_url) or _OWN_HOSTS[kind]
+    # What the guarded call reads: the endpoint's timeout, retries and concurrency (only
+    # those the operator set), the gate its concurrency counts on, and the host to name.
+    call = {**policy, "gate": route.endpoint.name if route.endpoint is not None else host,
+            "host": host}
+    for attribute, value in (("parley_spec", recorded), ("parley_call", call)):
+        try:
+            object.__setattr__(model, attribute, value)
+        except Exception:  # some models forbid extra attributes: the defaults then apply
+            pass
     return model
+
+
+def server_name(url: str | None) -> str:
+    """`scheme://host:port` of a base URL, for a message: never a path's query or a key."""
+    if not url:
+        return ""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+
+
+def cap_output(kind: str, options: dict[str, Any], base_url: str | None, default: int) -> None:
+    """Bound a turn's output, in the field the server reads.
+
+    The seat's own `max_tokens` (or Ollama's `num_predict`) wins; else `default` (the
+    endpoint's cap, or `DEFAULT_MAX_TOKENS`). langchain-openai sends `max_tokens` as
+    `max_completion_tokens`, which OpenAI's API reads and OpenAI-compatible servers such as
+    llama.cpp's ignore, so a server that is not api.openai.com gets `max_tokens` in the
+    request body itself.
+    """
+    if kind == "ollama":
+        options.setdefault("num_predict", default)
+        return
+    cap = options.pop("max_tokens", None) or default
+    own = not base_url or urlsplit(base_url).hostname == _OWN_HOSTS["openai"]
+    if kind == "openai" and not own:
+        options["extra_body"] = {**(options.get("extra_body") or {}), "max_tokens": cap}
+    else:
+        options["max_tokens"] = cap
 
 
 def _loop_safe_async_client() -> Any:

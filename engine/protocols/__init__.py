@@ -141,7 +141,8 @@ def resolve_config(config: RunConfig | Mapping[str, Any]) -> RunConfig:
     seats = {slot.name: kwargs[slot.name] for slot in spec.slots}
     options = {o.name: kwargs[o.name] for o in spec.options if o.name in kwargs}
     described = describe_config(spec.name, seats, options, typed.prompts)
-    return described.model_copy(update={"label": typed.label})
+    return described.model_copy(update={"label": typed.label, "retries": typed.retries,
+                                        "timeout_per_call": typed.timeout_per_call})
 
 
 async def arun_config(config: RunConfig | Mapping[str, Any], question: str,
@@ -155,6 +156,9 @@ async def arun_config(config: RunConfig | Mapping[str, Any], question: str,
     if config.prompts:
         run.setdefault("prompts", config.prompts)
     run.setdefault("label", config.label)
+    for key in ("timeout_per_call", "retries"):  # the configuration's call policy
+        if getattr(config, key) is not None:
+            run.setdefault(key, getattr(config, key))
     return await spec.runner(question, **kwargs, **run)
 
 

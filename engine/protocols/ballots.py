@@ -8,15 +8,15 @@ written for one applies to the other, and the two are compared on the same promp
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
 from engine.analysis.stances import Confidence, Tally, normalize_stance
 from engine.llm.calls import RunContext
-from engine.models import ConfigError, Seat, Task
+from engine.models import ConfigError, Seat, Task, Turn
 from engine.protocols.checks import require_seat, unique_names
-from engine.protocols.templates import Template, render
+from engine.protocols.templates import Template, render, stance_problem
 from engine.reports.views import Block
 
 ABSTAINED = "(abstained)"
@@ -102,7 +102,21 @@ async def propose(ctx: RunContext, seat: Seat, question: str, templates: dict[st
     if made is None:  # no JSON, or one the reading trips on: this seat abstains
         return Proposal(persona=seat.name, icon=seat.icon, usable=False,
                         error=turn.error or "no usable reply")
-    return made
+    return screened(ctx, turn, made, made.stance)
+
+
+Ballot = TypeVar("Ballot", bound=BaseModel)
+
+
+def screened(ctx: RunContext, turn: Turn, made: Ballot, stance: str) -> Ballot:
+    """A proposal or rebuttal whose stance is no position (the prompt's own placeholder
+    echoed, or an essay: `stance_problem`) abstains: its stance is blanked and the turn
+    carries the warning."""
+    why = stance_problem(stance)
+    if not why:
+        return made
+    ctx.update(turn, warnings=[*turn.warnings, why])
+    return made.model_copy(update={"stance": "", "normalized": ""})
 
 
 def _proposal(seat: Seat, obj: dict[str, Any]) -> Proposal:

@@ -37,6 +37,7 @@ from engine.protocols.ballots import (
     need_stance,
     propose,
     require_seats,
+    screened,
     text_value,
 )
 from engine.protocols.base import ProtocolSpec, Slot, execute, run_sync, split_run_options
@@ -237,7 +238,7 @@ async def _rebut(ctx: RunContext, seat: Seat, question: str, own: Proposal,
     if made is None:  # no JSON, or one the reading trips on: this seat abstains
         return Rebuttal(persona=seat.name, icon=seat.icon, usable=False,
                         error=turn.error or "no usable reply")
-    return made
+    return screened(ctx, turn, made, made.stance)
 
 
 def _rebuttal(seat: Seat, obj: dict[str, Any]) -> Rebuttal:

@@ -11,7 +11,7 @@ import re
 import time
 from typing import Any, Unpack
 
-from engine.analysis.agreement import LEVELS, overlap_agreement
+from engine.analysis.agreement import LEVELS, overlap_agreement, unbacked
 from engine.analysis.stances import derive_confidence, tally
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
@@ -20,7 +20,7 @@ from engine.protocols import roundtable_result as report
 from engine.protocols.base import Option, ProtocolSpec, Slot, execute, run_sync, split_run_options
 from engine.protocols.checks import require_int, require_seat, require_text, unique_names
 from engine.protocols.roundtable_result import Exchange, JudgeReading, RoundtableResult
-from engine.protocols.templates import Template, render
+from engine.protocols.templates import Template, render, stance_problem
 
 MAX_ROUNDS = 3
 MAX_AGENTS = 5
@@ -99,7 +99,8 @@ def parse_stance(text: str) -> tuple[dict[str, Any], list[str]]:
     found = [s for s in found if s]
     if not found:
         return {"stance": None}, ["no STANCE line; this turn gives no stance"]
-    return {"stance": found[-1]}, []
+    why = stance_problem(found[-1])
+    return ({"stance": None}, [why]) if why else ({"stance": found[-1]}, [])
 
 
 def _transcript(exchanges: list[Exchange]) -> str:
@@ -269,6 +270,11 @@ async def arun_roundtable(question: str, *, agents: list[Seat | Any], rounds: in
                     warnings.append(("judge-diverged", f"the judge reads "
                                      f"{reading.agreement_level} agreement, the lexical floor "
                                      f"{agreement.level}: read both."))
+        if state != BLOCKED:  # a blocked run reads no agreement at all
+            agreement = unbacked(agreement, reading is not None, len(stance_tally.counts))
+        if agreement.caveat and judge_seat is not None:
+            warnings.append(("lexical-only", "no judge reading and no stance: the agreement "
+                             "level rests on shared words only."))
         return RoundtableResult(
             question=question, context=context, rounds=rounds, exchanges=exchanges,
             agreement=agreement, stance_tally=stance_tally,

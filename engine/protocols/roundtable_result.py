@@ -66,7 +66,7 @@ def summary(result: RoundtableResult) -> str:
     judge = (f"; judge: {result.judge.agreement_level}" if result.judge else
              f"; judge: {result.judge_status}")
     winner = result.final_answer()
-    return (f"{result.completion_state}: lexical floor {a.level} "
+    return (f"{result.completion_state}: lexical floor {a.level_text()} "
             f"({a.overlap_fraction:.0%} of {a.voters} voter(s) agree){judge}"
             f"{' (diverged)' if result.diverged_from_floor else ''}\n"
             f"stance winner: {winner if winner is not None else 'none'}; dissent: "
@@ -75,7 +75,7 @@ def summary(result: RoundtableResult) -> str:
 
 def outcome(result: RoundtableResult) -> str:
     """The runs table's outcome: the agreement level and the completion state."""
-    return f"agreement {result.agreement.level}, {result.completion_state}"
+    return f"agreement {result.agreement.level_text()}, {result.completion_state}"
 
 
 def signals(result: RoundtableResult) -> Signals:

@@ -3,11 +3,14 @@
 Only `{name}` with a word inside is a placeholder, so JSON examples in a template (`{"stance":
 ...}`) need no escaping. An override is checked before any call: an unknown template name or a
 placeholder the template may not use is a `ConfigError` that lists what is allowed.
+`stance_problem` reads the templates the other way round: a stance that echoes one of their
+placeholders ("your short canonical stance") is no position.
 """
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from engine.models import ConfigError
@@ -80,3 +83,61 @@ def render(defaults: Mapping[str, Template], prompts: Mapping[str, str], name: s
     text = prompts.get(name) or defaults[name].text
     return _SLOT.sub(lambda m: str(values[m.group(1)]) if m.group(1) in values else m.group(0),
                      text)
+
+
+# --------------------------------------------------------------------------- template echoes
+# Where a template describes what to write instead of asking it: a JSON example's value, an
+# angle-bracket placeholder, a format line's description, a clause addressed to the model.
+_ECHO_SOURCES = (
+    re.compile(r'"\w+"\s*:\s*"([^"{}]+)"'),
+    re.compile(r"<([^<>{}\n]+)>"),
+    re.compile(r"^[ \t]*(?:\d+[.)][ \t]*)?[A-Z][A-Z ]*[A-Z]:[ \t]*([^{}\n]+)$", re.M),
+    re.compile(r"\byour\b[^.,;:!?\n\"{}<>()]*", re.I),
+)
+STANCE_WORDS_MAX = 12  # a stance is a short answer; longer is an essay, not a position
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", text.lower())
+
+
+def echo_phrases(texts: Iterable[str]) -> frozenset[str]:
+    """The placeholder phrases of template texts, as lowercase words joined by spaces (at
+    least two words: one word is an answer as often as a placeholder)."""
+    found = set()
+    for text in texts:
+        for pattern in _ECHO_SOURCES:
+            for match in pattern.finditer(text):
+                words = _words(match.group(1) if pattern.groups else match.group(0))
+                if len(words) >= 2:
+                    found.add(" ".join(words))
+    return frozenset(found)
+
+
+@functools.cache
+def template_phrases() -> frozenset[str]:
+    """The placeholder phrases of every registered protocol's default templates."""
+    from engine.protocols import REGISTRY
+    return echo_phrases(t.text for spec in REGISTRY.values() for t in spec.templates.values())
+
+
+def stance_problem(stance: str | None, phrases: Iterable[str] | None = None) -> str:
+    """Why a stance is no position ("" when it is one): it echoes the prompt's own
+    placeholder text (`phrases`, default: every protocol's templates), or it is longer than
+    a short answer (`STANCE_WORDS_MAX` words). Such a stance abstains; the turn says why."""
+    words = _words(stance or "")
+    if not words:
+        return ""
+    text = " ".join(words)
+    for phrase in (template_phrases() if phrases is None else phrases):
+        addressed = phrase.startswith("your ") and phrase.count(" ") >= 2
+        shared = set(words) & set(phrase.split())
+        if text == phrase or (len(words) >= 3 and f" {text} " in f" {phrase} ") or (
+                addressed and f" {phrase} " in f" {text} ") or (
+                words[0] == "your" and len(shared) >= 0.75 * len(set(words))):
+            return (f"the stance {(stance or '').strip()[:80]!r} echoes the prompt's own text "
+                    f"({phrase!r}), so it abstains")
+    if len(words) > STANCE_WORDS_MAX:
+        return (f"the stance has {len(words)} words, more than a short answer "
+                f"({STANCE_WORDS_MAX}), so it abstains")
+    return ""

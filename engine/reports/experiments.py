@@ -245,8 +245,9 @@ def compare(frame: pd.DataFrame, a: str, b: str) -> dict[str, Any]:
     ties = len(shared) - wins - losses
     p = stats.sign_test(wins, losses)
     if not shared:
-        sentence = (f"{a} and {b} share no question with a scored answer, so they cannot be "
-                    "compared (scoring needs expected answers).")
+        why = _unscored_reason(behind, *(x for x, got in ((a, left), (b, right)) if not got))
+        sentence = f"{a} and {b} share no question with a scored answer, so they cannot be " \
+            f"compared ({why})."
     else:
         verdict = ("a split this uneven would be unlikely (p < 0.05) if the two were equally "
                    "good" if p < 0.05 else "that is consistent with chance (p >= 0.05)")
@@ -258,6 +259,18 @@ def compare(frame: pd.DataFrame, a: str, b: str) -> dict[str, Any]:
         sentence = "Simulated: " + sentence
     return {"a": a, "b": b, "questions": len(shared), "wins": wins, "losses": losses,
             "ties": ties, "p_value": p, "sentence": sentence, "simulated": simulated}
+
+
+def _unscored_reason(behind: pd.DataFrame, *silent: str) -> str:
+    """Why two configurations share no scored question: no expected answers, or a side
+    (`silent`: the labels with no scored answer) produced none, or they scored others."""
+    given = behind["expected"] if "expected" in behind else pd.Series(dtype=object)
+    if not (given.fillna("").astype(str).str.strip() != "").any():
+        return "scoring needs expected answers"
+    if not silent:
+        return "each scored answer is on a question the other did not answer"
+    return (f"the questions have expected answers, but {' and '.join(silent)} produced no "
+            "answer to score")
 
 
 def question_table(frame: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:

@@ -1,0 +1,145 @@
+"""The `run` command's flags read into a run: its configuration (a --config file, --model,
+--base-url, --seat, --rounds, --option), its endpoint registry and its call policy
+(--timeout-per-call, --retries), and the progress line each finished turn prints."""
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from engine.models import ConfigError, Turn
+from engine.yamlfile import load_mapping
+
+# Run options that are flags, not protocol options: `--option NAME=V` names the flag instead.
+POLICY_FLAGS = {"timeout_per_call": "--timeout-per-call", "retries": "--retries",
+                "concurrency": "--concurrency (experiment run)"}
+
+
+def add_policy_flags(parser: argparse.ArgumentParser) -> None:
+    """`--timeout-per-call S` and `--retries N` (run and experiment run)."""
+    parser.add_argument("--timeout-per-call", type=float, metavar="S",
+                        help="seconds one model call may take before it is abandoned "
+                             "(default: the endpoint's, else 60)")
+    parser.add_argument("--retries", type=int, metavar="N",
+                        help="retries after a transient failure (default: the endpoint's, "
+                             "else 2)")
+
+
+def policy_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The call policy the flags give (only those given), checked before any call."""
+    out: dict[str, Any] = {}
+    timeout, retries = args.timeout_per_call, args.retries
+    if timeout is not None:
+        if not timeout > 0 or timeout != timeout:
+            raise ConfigError(f"--timeout-per-call must be a number of seconds > 0, got "
+                              f"{timeout:g}", "input")
+        out["timeout_per_call"] = timeout
+    if retries is not None:
+        if retries < 0:
+            raise ConfigError(f"--retries must be a whole number >= 0, got {retries}", "input")
+        out["retries"] = retries
+    return out
+
+
+def progress_line(turn: Turn) -> str:
+    """One finished turn for the terminal: its final status (ok, or degraded with the kind of
+    error) and the retries it took."""
+    from engine.protocols.base import SINGULAR, failure_kind
+    kind = failure_kind(turn.error)
+    mark = "ok" if turn.ok else f"degraded ({SINGULAR.get(kind, kind)}): {turn.error}"
+    retried = turn.attempts - 1
+    tries = f" after {retried} retr{'y' if retried == 1 else 'ies'}" if retried > 0 else ""
+    return f"  [{turn.index:>2}] {turn.phase:<16} {turn.seat:<14} {mark}{tries}"
+
+
+def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """A run configuration from `run`'s flags (a --config file first, flags on top)."""
+    from engine.protocols import get_protocol
+    spec = get_protocol(args.protocol)
+    config: dict[str, Any] = (load_mapping(args.config, what="--config: ")
+                              if args.config else {})
+    config["protocol"] = spec.name
+    config.setdefault("model", args.model)
+    if args.model != "simulated":
+        config["model"] = args.model
+    if args.base_url:
+        config["base_url"] = args.base_url
+    if not isinstance(config.get("seats") or {}, dict) or not isinstance(
+            config.get("options") or {}, dict):
+        raise ConfigError("--config: seats must map slot names to seats and options must map "
+                          "option names to values", "input")
+    seats = dict(config.get("seats") or {})
+    slots = {slot.name: slot for slot in spec.slots}
+    for item in args.seat:
+        name, sep, model = item.partition("=")
+        if not sep or not name or not model:
+            raise ConfigError(f"--seat takes NAME=SPEC, got {item!r}", "input")
+        if name in slots and not slots[name].many:
+            seats[name] = {**(seats.get(name) or {}), "model": model}
+            continue
+        matched = False
+        for slot in spec.slots:  # a seat inside a list slot, by its name
+            if not slot.many:
+                continue
+            entries = [dict(e) for e in (seats.get(slot.name) or slot.defaults)]
+            for entry in entries:
+                if entry.get("name") == name:
+                    entry["model"], matched = model, True
+            if matched or name == slot.name:
+                if name == slot.name:
+                    entries = [{**e, "model": model} for e in entries]
+                    matched = True
+                seats[slot.name] = entries
+                break
+        if not matched:
+            names = list(slots) + [e.get("name", "") for s in spec.slots if s.many
+                                   for e in (seats.get(s.name) or s.defaults)]
+            raise ConfigError(f"--seat {name}: {spec.name} has no seat {name!r}; seats are "
+                              f"{', '.join(n for n in names if n)}", "input")
+    config["seats"] = seats
+    options = dict(config.get("options") or {})
+    if args.rounds is not None:
+        if spec.rounds_option is None:
+            raise ConfigError(f"--rounds: {spec.name} has no rounds; its options are "
+                              f"{', '.join(o.name for o in spec.options) or 'none'}", "input")
+        options[spec.rounds_option] = args.rounds
+    known = {option.name for option in spec.options}
+    for item in args.option:
+        name, sep, raw = item.partition("=")
+        if not sep or not name:
+            raise ConfigError(f"--option takes NAME=VALUE, got {item!r}", "input")
+        if name in POLICY_FLAGS:
+            raise ConfigError(f"--option {name}: {name} is not a protocol option; use "
+                              f"{POLICY_FLAGS[name]} {raw}", "input")
+        if name not in known:
+            raise ConfigError(f"--option {name}: {spec.name} has no option {name!r}; "
+                              + (f"options are {', '.join(sorted(known))}" if known else
+                                 f"{spec.name} takes no options"), "input")
+        options[name] = _option_value(raw)
+    config["options"] = options
+    if args.label:
+        config["label"] = args.label
+    return config
+
+
+def endpoints_from_args(args: argparse.Namespace) -> Any:
+    """The CLI's endpoint registry: the environment's, plus `--base-url` (typed by the
+    operator, so it counts as registered and receives the provider's key)."""
+    import os
+
+    from engine.llm.endpoints import EndpointRegistry
+    registry = EndpointRegistry.from_settings(os.environ, None, allow_free_urls=True)
+    if getattr(args, "base_url", None):
+        registry.register(args.base_url, "cli")
+    return registry
+
+
+def _option_value(raw: str) -> Any:
+    """A command-line option value: a whole number, a number, `none`, or text."""
+    if raw.strip().lower() == "none":
+        return None
+    for kind in (int, float):
+        try:
+            return kind(raw)
+        except ValueError:
+            pass
+    return raw
