@@ -7,10 +7,12 @@ user types is hostile: quotes, FTS5 operators, 10 kB, NUL and fuzzed text never 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
+from streamlit.testing.v1 import AppTest
 
 from engine import Store
 from engine.models import RunResult, Turn
@@ -18,6 +20,7 @@ from engine.protocols.debate import run_debate
 from engine.store.search import MAX_TERMS, terms
 from tests.test_store_backends import backend  # noqa: F401
 
+RUNS_PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "runs.py")
 EXAMPLES = int(os.environ.get("PARLEY_FUZZ_EXAMPLES", "100"))
 
 
@@ -229,3 +232,28 @@ def test_a_read_only_database_still_searches(tmp_path):
     assert store.search("durability")["id"].tolist() == [runs["reply"]]
     assert store.runs(transcript="quokka")["id"].tolist() == [runs["question"], runs["reply"]]
 
+
+
+# --------------------------------------------------------------------------- the Runs page
+def test_the_runs_page_search_box_narrows_the_table_and_shows_the_snippet(tmp_path,
+                                                                           monkeypatch):
+    url = f"sqlite:///{tmp_path / 'parley.db'}"
+    monkeypatch.setenv("PARLEY_DB_URL", url)  # the page's store is cached per URL
+    runs = fixture_runs(Store(url))
+    at = AppTest.from_file(RUNS_PAGE, default_timeout=60).run()
+    assert not at.exception, at.exception
+    assert len(at.dataframe[0].value) == 4
+    at.text_input(key="runs_transcript").input("durability").run()
+    table = at.dataframe[0].value
+    assert table["id"].tolist() == [runs["reply"]]
+    assert table["match"].tolist() == ["Ada, opening, round 1"]
+    assert "«durability»" in table["snippet"].iloc[0]
+    at.text_input(key="runs_transcript").input('"quokka benchmark" NEAR( *').run()
+    assert not at.exception, at.exception
+    assert "No runs match" in at.info[0].value
+    at.text_input(key="runs_transcript").input('"quokka benchmark"').run()
+    assert at.dataframe[0].value["id"].tolist() == [runs["reply"]]
+    at.text_input(key="runs_transcript").input('<b>x</b> " * -').run()
+    assert not at.exception, at.exception
+    at.text_input(key="runs_transcript").input("").run()
+    assert len(at.dataframe[0].value) == 4 and "snippet" not in at.dataframe[0].value
