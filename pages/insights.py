@@ -1,6 +1,7 @@
 """Insights: what stored runs add up to, grouped by configuration label, as plotly charts."""
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from engine.reports import aggregate, charts, insights
@@ -18,9 +19,27 @@ if history.newest(store) is None:
             "start a run on the Run page, then come back.")
     st.stop()
 
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def load_runs(url: str, stamp: tuple, args: tuple) -> pd.DataFrame:
+    """The matching runs, read again only when the stored runs changed (`stamp`)."""
+    return insights.load_runs(store, history.Filters(**dict(args)))
+
+
+@st.cache_data(max_entries=32, show_spinner="Adding up the runs…")
+def build(url: str, stamp: tuple, args: tuple, kind: str, only: tuple) -> list:
+    """The chosen sections over the matching runs, made again only when the runs changed."""
+    filters = history.Filters(**dict(args))
+    return insights.report(load_runs(url, stamp, args),
+                           insights.results_loader(store, filters), kind, only)
+
+
 with st.expander("Filters", expanded=False):
     filters = _shared.filter_widgets(history.choices(store), "insights")
-runs = insights.load_runs(store, filters)
+args = tuple(sorted((k, v) for k, v in vars(filters).items() if v not in (None, "")))
+stamp = store.fingerprint()
+runs = load_runs(store.url_safe, stamp, args)
 if runs.empty:
     st.info("No runs match these filters.")
     st.stop()
@@ -37,7 +56,17 @@ if hidden:
     other = "simulated" if kind == "real" else "real"
     st.caption(f"{hidden:,} {other} run(s) are not shown; choose *{KIND_NAMES[other]}* or "
                f"*{KIND_NAMES['both']}* to see them.")
-sections = insights.report(runs, insights.results_loader(store, filters), kind)
+titles = insights.section_titles()
+chosen = st.pills(
+    "Sections", list(titles), default=insights.default_sections(runs),
+    selection_mode="multi", format_func=titles.get, key="insights-sections",
+    help="Each section draws its own figures; open the ones you need (every protocol with "
+         "runs has one).") or []
+sections = build(store.url_safe, stamp, args, kind,
+                 tuple(key for key in titles if key in chosen))
+if not chosen:
+    st.info("Choose a section above.")
+    st.stop()
 if not sections:
     st.info(f"No {kind} runs match these filters.")
     st.stop()

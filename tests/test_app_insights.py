@@ -10,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 from engine import REGISTRY, Store
 from engine.protocols import arun_config, run_sync
 from engine.questions import DEFINITE
+from engine.reports.insights import section_titles
 
 PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "insights.py")
 
@@ -29,8 +30,11 @@ def store_runs(db: Store, protocols: tuple[str, ...]) -> None:
                                  store=db, label=label, expected=question.expected))
 
 
-def open_page() -> AppTest:
-    return AppTest.from_file(PAGE, default_timeout=60).run()
+def open_page(every_section: bool = False) -> AppTest:
+    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    if every_section:  # the page opens with a few sections; the others are a click away
+        at.pills(key="insights-sections").set_value(list(section_titles())).run()
+    return at
 
 
 def test_empty_store_shows_a_friendly_note(db):
@@ -42,7 +46,7 @@ def test_empty_store_shows_a_friendly_note(db):
 
 def test_charts_and_captions_across_protocols(db):
     store_runs(db, ("debate", "peer-review", "panel", "vote", "roundtable", "duel"))
-    at = open_page()
+    at = open_page(every_section=True)
     assert not at.exception, at.exception
     charts = at.get("plotly_chart")
     captions = [c.value for c in at.caption]
@@ -64,7 +68,7 @@ def test_charts_and_captions_across_protocols(db):
 
 def test_protocols_without_runs_get_a_one_line_note_and_filters_apply(db):
     store_runs(db, ("debate", "peer-review"))
-    at = open_page()
+    at = open_page(every_section=True)
     assert not at.exception, at.exception
     notes = [c.value for c in at.caption if "match these filters" in c.value]
     assert len(notes) == 5  # panel, vote, roundtable, duel, society (the debates are scored)
@@ -77,3 +81,36 @@ def test_protocols_without_runs_get_a_one_line_note_and_filters_apply(db):
     assert {plain(m.label): plain(m.value) for m in at.metric}["Runs"] == "1"
     at.text_input(key="insights_search").input("no question says this").run()
     assert "No runs match these filters." in at.info[0].value
+
+
+def test_insights_opens_with_a_few_sections_so_thousands_of_runs_draw_quickly(db):
+    """Issue 14: Insights took 5.7-8.4 s to become usable; it now opens with the overview,
+    accuracy and cost (and a protocol's own section when at most two protocols have runs),
+    the other sections a click away, and each section is built once per change of the runs."""
+    store_runs(db, ("debate", "peer-review", "panel", "vote"))
+    at = open_page()
+    assert not at.exception, at.exception
+    assert [h.value for h in at.subheader] == ["Overview", "Accuracy", "Tokens and latency"]
+    assert len(at.get("plotly_chart")) == 4
+    at.pills(key="insights-sections").set_value(["overview", "panel"]).run()
+    assert [h.value for h in at.subheader] == ["Overview", REGISTRY["panel"].title]
+    at.pills(key="insights-sections").set_value([]).run()
+    assert "Choose a section above." in at.info[0].value
+
+
+def test_two_protocols_open_with_their_own_sections(db):
+    store_runs(db, ("vote", "debate"))
+    at = open_page()
+    assert [h.value for h in at.subheader] == [
+        "Overview", *[REGISTRY[n].title if n != "vote" else "Vote baseline"
+                      for n in REGISTRY if n in ("vote", "debate")],
+        "Accuracy", "Tokens and latency"]
+
+
+def test_a_new_run_is_counted_at_once_although_sections_are_cached(db):
+    store_runs(db, ("vote",))
+    at = open_page()
+    assert {plain(m.label): plain(m.value) for m in at.metric}["Runs"] == "2"
+    store_runs(db, ("vote",))
+    at.run()
+    assert {plain(m.label): plain(m.value) for m in at.metric}["Runs"] == "4"

@@ -7,7 +7,7 @@ a bound parameter. Nothing here draws (that is `charts`) or imports streamlit.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -38,7 +38,8 @@ from engine.reports.views import NO_LABEL, Chart, InsightsData, Section
 __all__ = ["Chart", "Section", "InsightsData", "RUN_COLUMNS", "flatten", "load_runs",
            "results_loader", "report", "rate_by", "counts_by", "mean_by", "spread_by",
            "side_by_side", "completed", "flow_links", "overview_section", "accuracy_section",
-           "cost_section", "KINDS", "default_kind", "keep_apart", "KIND_TITLES"]
+           "cost_section", "KINDS", "default_kind", "keep_apart", "KIND_TITLES",
+           "section_titles", "default_sections"]
 
 # How a chart's title says which runs it shows (real runs need no word).
 KIND_TITLES = {"real": "", "simulated": " (simulated)",
@@ -144,15 +145,33 @@ def _relabelled(load: Results, simulated: set[str]) -> Results:
     return results
 
 
+def section_titles() -> dict[str, str]:
+    """Every section `report` can make, key -> title, in page order (no aggregation)."""
+    return {"overview": "Overview",
+            **{name: spec.title for name, spec in REGISTRY.items() if spec.insights},
+            "accuracy": "Accuracy", "cost": "Tokens and latency"}
+
+
+def default_sections(runs: pd.DataFrame) -> list[str]:
+    """The sections a page opens with: the overview, accuracy and cost, and each protocol's
+    own section when at most two protocols have completed runs (more are a click away, so a
+    page over thousands of runs of every protocol draws a handful of figures, not dozens)."""
+    done = completed(runs)
+    present = [n for n in section_titles() if n in set(done["protocol"])] \
+        if not done.empty else []
+    return ["overview", *(present if len(present) <= 2 else []), "accuracy", "cost"]
+
+
 def report(runs: pd.DataFrame, results: Results | None = None,
-           kind: str | None = None) -> list[Section]:
+           kind: str | None = None, only: Sequence[str] | None = None) -> list[Section]:
     """The Insights page, section by section: the overview, then each registered protocol's
     own section (a protocol without runs gets only a note), accuracy, tokens and latency.
 
     Simulated and real runs are never pooled: `kind` "real" or "simulated" shows only those,
     "both" shows all with every simulated group labelled " (simulated)"; by default
     `default_kind` (the real runs when there are any). Each chart's title says which
-    (`KIND_TITLES`)."""
+    (`KIND_TITLES`). `only` names the sections to make (`section_titles`' keys), in page
+    order; None makes every one."""
     if runs.empty:
         return []
     kind = kind or default_kind(runs)
@@ -163,17 +182,17 @@ def report(runs: pd.DataFrame, results: Results | None = None,
     runs = keep_apart(runs, kind)
     if runs.empty:
         return []
-    sections = _sections(runs, load)
+    sections = _sections(runs, load, set(section_titles() if only is None else only))
     for section in sections:
         for chart in section.charts:
             chart.title += KIND_TITLES[kind]
     return sections
 
 
-def _sections(runs: pd.DataFrame, load: Results) -> list[Section]:
-    sections = [overview_section(runs)]
+def _sections(runs: pd.DataFrame, load: Results, only: set[str]) -> list[Section]:
+    sections = [overview_section(runs)] if "overview" in only else []
     for name, spec in REGISTRY.items():
-        if spec.insights is None:
+        if spec.insights is None or name not in only:
             continue
         mine = runs[runs["protocol"] == name]
         if completed(mine).empty:
@@ -182,7 +201,9 @@ def _sections(runs: pd.DataFrame, load: Results) -> list[Section]:
             continue
         sections.append(_apart(mine, partial(_protocol_section, spec.insights,
                                              partial(load, name))))
-    return sections + [_apart(runs, accuracy_section), _apart(runs, cost_section)]
+    return sections + [_apart(runs, make) for key, make in (("accuracy", accuracy_section),
+                                                            ("cost", cost_section))
+                       if key in only]
 
 
 def _protocol_section(make: Callable[[InsightsData], Section], load: Callable[[], pd.DataFrame],

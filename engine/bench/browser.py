@@ -1,0 +1,152 @@
+"""Browser benchmark: how long each page takes to become usable in Chromium, on a fresh server
+over 10,000 stored runs.
+
+The engine-side dashboard rows time the Python a page calls; a user waits for more (the
+script run, the websocket, the figures drawn). Here `streamlit run app.py` starts on a free
+loopback port over a store filled by `dashboard.make_fixture` plus one small experiment, and
+Playwright drives Debian's Chromium to each page: the time from navigation until the page's
+main content is drawn and Streamlit has finished the script run. The first visit to each page
+(a fresh server: imports, caches) and the median of the next visits are both reported.
+Needs Playwright for Python and /usr/bin/chromium; without them the row says so.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+IDLE = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
+Row = dict[str, Any]
+
+
+def missing() -> str:
+    """Why the benchmark cannot run here ("" when it can)."""
+    if not os.path.exists(CHROMIUM):
+        return f"{CHROMIUM} is not installed (apt-get install chromium)"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "Playwright for Python is not installed (pip install playwright)"
+    return ""
+
+
+@contextmanager
+def server(db_url: str, timeout: float = 120.0) -> Iterator[str]:
+    """`streamlit run app.py` on a free loopback port over `db_url`; yields its base URL."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with tempfile.TemporaryFile("w+") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+             "--server.address", "127.0.0.1", "--server.headless", "true",
+             "--browser.gatherUsageStats", "false"],
+            cwd=ROOT, env={**os.environ, "PARLEY_DB_URL": db_url}, stdout=log,
+            stderr=subprocess.STDOUT)
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                try:
+                    with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as answer:
+                        if answer.status == 200:
+                            break
+                except OSError:
+                    pass
+                if process.poll() is not None or time.monotonic() > deadline:
+                    log.seek(0)
+                    raise RuntimeError(f"streamlit did not start: {log.read()[-2000:]}")
+                time.sleep(0.2)
+            yield base
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def usable_after(tab: Any, url: str, marker: str, timeout_ms: int = 120_000) -> float:
+    """Seconds from navigating to `url` until `marker` is visible and the script run ended."""
+    start = time.perf_counter()
+    tab.goto(url)
+    tab.locator(marker).first.wait_for(state="visible", timeout=timeout_ms)
+    tab.wait_for_function(IDLE, timeout=timeout_ms)
+    return time.perf_counter() - start
+
+
+def _fill(url: str, n: int) -> dict[str, str]:
+    """The stored runs and one experiment; the ids the pages open."""
+    from engine import experiments as ex
+    from engine.bench.choice import busiest, cheapest, default_config
+    from engine.bench.dashboard import make_fixture
+    from engine.store import Store
+    ids = make_fixture(url, n)
+    store = Store(url)
+    everything = store.runs(limit=2000)
+    name = busiest().name
+    chosen = everything[(everything["protocol"] == name) & (everything["status"] == "completed")]
+    detail = str(chosen["id"].iloc[0]) if not chosen.empty else ids[0]
+    other = str(chosen["id"].iloc[1]) if len(chosen) > 1 else ids[1]
+    plan = ex.plan({"name": "browser bench", "questions": "definite", "repeats": 1,
+                    "configs": [{**default_config(cheapest()), "label": "cheapest"},
+                                {**default_config(busiest()), "label": "busiest"}]},
+                   store)
+    experiment = ex.create(store, plan)
+    ex.run_experiment(store, experiment)
+    store.close()
+    return {"run": detail, "other": other, "experiment": experiment}
+
+
+def pages(ids: dict[str, str]) -> list[tuple[str, str, str]]:
+    """(name, path, marker of its main content) of every page the benchmark opens."""
+    listed = [("Runs", "/runs", "[data-testid='stDataFrame']"),
+              ("Run detail", f"/runs?run={ids['run']}", "[data-testid='stTabs']"),
+              ("Insights", "/insights", ".js-plotly-plot"),
+              ("Experiment results", f"/experiments?experiment={ids['experiment']}",
+               ".js-plotly-plot")]
+    if (ROOT / "pages" / "compare.py").exists():
+        listed.append(("Compare two runs", f"/compare?compare={ids['run']},{ids['other']}",
+                       "[data-testid='stMain'] [data-testid='stHeading']"))
+    return listed
+
+
+def bench_browser(n: int = 10_000, repeats: int = 3) -> list[Row]:
+    """Rows: per page, the first visit on a fresh server and the median of `repeats` more."""
+    why = missing()
+    if why:
+        return [{"name": "browser: page ready times", "value": float("nan"), "unit": "s",
+                 "target": "", "note": f"not run: {why}"}]
+    from playwright.sync_api import sync_playwright
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory() as folder:
+        url = f"sqlite:///{Path(folder) / 'browser.db'}"
+        ids = _fill(url, n)
+        with server(url) as base, sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            tab = browser.new_page(viewport={"width": 1400, "height": 1000})
+            for name, path, marker in pages(ids):
+                first = usable_after(tab, base + path, marker)
+                again = statistics.median(usable_after(tab, base + path, marker)
+                                          for _ in range(repeats))
+                size = f"{n:,} runs"
+                rows += [{"name": f"browser: {name} usable, first visit ({size})",
+                          "value": round(first, 2), "unit": "s", "target": "< 2 s"},
+                         {"name": f"browser: {name} usable, again (median of {repeats})",
+                          "value": round(again, 2), "unit": "s",
+                          "target": "< 2 s (1 s goal)"}]
+            browser.close()
+    return rows

@@ -1,0 +1,48 @@
+"""`python -m engine share`: one static HTML file (charts included, no server needed) of a run
+or of an experiment's results, for a colleague without Parley."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def cmd_share(args: argparse.Namespace) -> int:
+    """Write the HTML of `args.id` (a run, or with --experiment an experiment) to --out."""
+    from engine.reports import share
+    from engine.store import Store
+    store = Store(args.db)
+    if args.experiment:
+        from engine.reports.experiments import report
+        try:
+            document = share.experiment_html(report(store, args.id, args.runs))
+        except KeyError:
+            sys.stderr.write(f"error: there is no experiment {args.id!r}\n")
+            return 1
+    else:
+        from engine.reports.runs import run_detail
+        try:
+            document = share.run_html(run_detail(store, args.id))
+        except KeyError:
+            sys.stderr.write(f"error: there is no run {args.id!r}\n")
+            return 1
+    out = Path(args.out or f"parley-{'experiment' if args.experiment else 'run'}-{args.id}.html")
+    out.write_text(document, encoding="utf-8")
+    print(f"wrote {out} ({len(document.encode()) / 1e6:.1f} MB; opens from disk, charts "
+          "included)")
+    return 0
+
+
+def add_cli(sub: Any) -> None:
+    """Add `share` to the CLI's sub-commands."""
+    share = sub.add_parser("share", help="write a run or an experiment's results as one static "
+                                         "HTML file")
+    share.add_argument("id", help="a run id (or, with --experiment, an experiment id)")
+    share.add_argument("--experiment", action="store_true", help="ID is an experiment")
+    share.add_argument("--runs", choices=("real", "simulated", "both"),
+                       help="an experiment's runs to show (default: real when there are any)")
+    share.add_argument("--out", "-o", help="the file to write (default parley-run-ID.html)")
+    share.add_argument("--db", help="database URL (default PARLEY_DB_URL or "
+                                    "sqlite:///data/parley.db)")
+    share.set_defaults(handler=cmd_share)

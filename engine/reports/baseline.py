@@ -1,0 +1,127 @@
+"""The baseline view of an experiment: every question x configuration cell held against the
+same question under a chosen baseline configuration.
+
+A cell collapses its repeats: its answer is the most frequent canonical final answer (ties to
+the smallest, as tallies break them), its `stability` the share of its repeats that gave that
+answer, and its score the share of repeats that were right. Against the baseline a cell is
+`fixed` (right more often than the baseline's cell), `broke` (less often), `same`, or
+`unscored` when either side has no scored run. Filters pick the cells an analyst asks about
+first: only the ones that differ, the ones where the debate overturned its own round-one
+majority, and the ones that were right at first and wrong at the end.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from engine.analysis import normalize_stance
+from engine.models import ConfigError
+
+STATES = ("fixed", "broke", "same", "unscored")
+FILTERS = {"all": "every cell", "different": "different from the baseline only",
+           "overturned": "the final answer overturned the round-one majority",
+           "right-then-wrong": "right at first, wrong at the end"}
+COLUMNS = ["q", "question", "expected", "configuration", "answer", "raw_answers", "runs",
+           "scored", "right", "score", "stability", "overturned", "right_then_wrong",
+           "baseline_answer", "baseline_score", "state", "run_ids"]
+
+
+def _cell(rows: pd.DataFrame) -> dict[str, Any]:
+    """One cell's repeats, collapsed."""
+    answers = [a for a in rows["answer"].tolist() if isinstance(a, str) and a]
+    canonical = [normalize_stance(a) for a in answers]
+    counts = Counter(canonical)
+    top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0][0] if counts else ""
+    scored = rows[rows["correct"].notna()]
+    right = int(scored["correct"].astype(bool).sum())
+    return {"answer": top, "raw_answers": sorted(set(answers)), "runs": len(rows),
+            "scored": len(scored), "right": right,
+            "score": right / len(scored) if len(scored) else float("nan"),
+            "stability": counts[top] / len(canonical) if canonical else float("nan"),
+            "overturned": bool(rows["changed"].fillna(False).astype(bool).any()),
+            "right_then_wrong": bool((rows["shift"] == "worse").any()),
+            "run_ids": rows["id"].tolist()}
+
+
+def _state(score: float, baseline: float) -> str:
+    if score != score or baseline != baseline:
+        return "unscored"
+    return "fixed" if score > baseline else "broke" if score < baseline else "same"
+
+
+def baseline_matrix(frame: pd.DataFrame, spec: Mapping[str, Any], baseline: str,
+                    show: str = "all", sort: str = "question") -> pd.DataFrame:
+    """One row per (question, configuration other than `baseline`) over the counted runs of
+    an experiment's runs frame (`engine.reports.experiments.runs_frame`): the cell collapsed
+    (`_cell`), the baseline cell's answer and score beside it, and its `state`.
+
+    `show` is one of `FILTERS`; `sort` is "question" (spec order) or "regressions" (broken
+    cells first, then the questions with the most broken configurations).
+    """
+    labels = [c["label"] for c in spec["configs"]]
+    if baseline not in labels:
+        raise ConfigError(f"the baseline must be one of the experiment's configurations, got "
+                          f"{baseline!r}", "input")
+    if show not in FILTERS:
+        raise ConfigError(f"show must be one of {', '.join(FILTERS)}, got {show!r}", "input")
+    if sort not in ("question", "regressions"):
+        raise ConfigError(f"sort must be question or regressions, got {sort!r}", "input")
+    counted = frame[frame["counted"].astype(bool)] if not frame.empty else frame
+    cells: dict[tuple[int, str], dict[str, Any]] = {}
+    for q, label in (set(zip(counted["q"], counted["label"], strict=True))
+                     if not counted.empty else ()):
+        cells[(int(q), str(label))] = _cell(counted[(counted["q"] == q) &
+                                                    (counted["label"] == label)])
+    empty = _cell(pd.DataFrame(columns=["answer", "correct", "changed", "shift", "id"]))
+    out = []
+    for q, item in enumerate(spec["questions"]):
+        base = cells.get((q, baseline), empty)
+        for label in labels:
+            if label == baseline:
+                continue
+            mine = cells.get((q, label), empty)
+            out.append({"q": q, "question": item["question"],
+                        "expected": item.get("expected") or "", "configuration": label,
+                        **mine, "baseline_answer": base["answer"],
+                        "baseline_score": base["score"],
+                        "state": _state(mine["score"], base["score"])})
+    table = pd.DataFrame(out, columns=COLUMNS)
+    if show == "different":
+        table = table[table["state"].isin(["fixed", "broke"])]
+    elif show == "overturned":
+        table = table[table["overturned"]]
+    elif show == "right-then-wrong":
+        table = table[table["right_then_wrong"]]
+    if sort == "regressions" and not table.empty:
+        broken = table[table["state"] == "broke"].groupby("q").size()
+        table = table.assign(_b=(table["state"] == "broke").astype(int),
+                             _q=table["q"].map(broken).fillna(0))
+        table = table.sort_values(["_b", "_q", "q"], ascending=[False, False, True],
+                                  kind="stable").drop(columns=["_b", "_q"])
+    return table.reset_index(drop=True)
+
+
+def matrix_counts(table: pd.DataFrame) -> dict[str, int]:
+    """How many cells are fixed, broke, same and unscored."""
+    counts = table["state"].value_counts() if not table.empty else pd.Series(dtype=int)
+    return {state: int(counts.get(state, 0)) for state in STATES}
+
+
+def wide(table: pd.DataFrame) -> pd.DataFrame:
+    """The matrix as the page shows it: one row per question, one column per configuration,
+    each cell "answer · state · stability" (text), plus the baseline's answer."""
+    if table.empty:
+        return pd.DataFrame(columns=["q", "question", "expected", "baseline"])
+    def text(row: pd.Series) -> str:
+        stable = "" if row["stability"] != row["stability"] or row["runs"] < 2 else \
+            f" · {row['stability']:.0%} stable"
+        return f"{row['answer'] or '(none)'} · {row['state']}{stable}"
+    cells = table.assign(cell=table.apply(text, axis=1))
+    grid = cells.pivot_table(index=["q", "question", "expected", "baseline_answer"],
+                             columns="configuration", values="cell", aggfunc="first",
+                             sort=False).reset_index()
+    grid.columns.name = None
+    return grid.rename(columns={"baseline_answer": "baseline"})

@@ -1,0 +1,203 @@
+"""One static HTML file for a colleague without Parley: a run, a comparison or an experiment's
+results, charts included.
+
+The file carries plotly.js inline (no server, no network: it opens from disk), and every value
+that came from a user or a model is HTML-escaped text: a run label such as `<script>` shows as
+those characters. The figures are the ones the pages draw, so the file says what the page said.
+"""
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import pandas as pd
+
+STYLE = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto;
+       max-width: 70rem; padding: 0 1rem; color: #1f2430; }
+h1 { font-size: 1.6rem; } h2 { font-size: 1.25rem; margin-top: 2rem; } h3 { font-size: 1.05rem; }
+table { border-collapse: collapse; margin: 0.5rem 0 1rem; font-size: 0.9rem; }
+th, td { border: 1px solid #d6d9e0; padding: 0.25rem 0.5rem; text-align: left;
+         vertical-align: top; }
+th { background: #f3f4f7; }
+pre { white-space: pre-wrap; background: #f7f7f9; padding: 0.6rem; border-radius: 4px; }
+.caption { color: #5b6170; font-size: 0.9rem; }
+.warning { background: #fff4e0; border-left: 4px solid #e8a33d; padding: 0.4rem 0.6rem; }
+.simulated { background: #eef3ff; border-left: 4px solid #3558c9; padding: 0.4rem 0.6rem; }
+.metrics { display: flex; flex-wrap: wrap; gap: 1.5rem; margin: 0.5rem 0 1rem; }
+.metric .label { color: #5b6170; font-size: 0.85rem; } .metric .value { font-size: 1.2rem; }
+.turn { border: 1px solid #e3e5ea; border-radius: 6px; padding: 0.5rem 0.7rem; margin: 0.5rem 0; }
+.turn .who { color: #5b6170; font-size: 0.85rem; }
+"""
+
+
+def text(value: Any) -> str:
+    """A value as HTML text: `<`, `>`, `&` and quotes escaped."""
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return "" if math.isnan(value) else f"{value:.3g}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value)
+    return "" if value is None else str(value)
+
+
+def table(rows: pd.DataFrame | Sequence[Mapping[str, Any]], columns: Sequence[str] = ()) -> str:
+    """A table of plain-text cells (NaN shows empty, floats to three figures)."""
+    frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+    if frame.empty:
+        return '<p class="caption">(none)</p>'
+    keep = [c for c in columns if c in frame.columns] or list(frame.columns)
+    head = "".join(f"<th>{text(c)}</th>" for c in keep)
+    body = "".join("<tr>" + "".join(f"<td>{text(_cell(row[c]))}</td>" for c in keep) + "</tr>"
+                   for row in frame[keep].to_dict("records"))
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def figure(fig: Any) -> str:
+    """A plotly figure as a div (plotly.js comes once, in the page's head)."""
+    import plotly.io as pio
+    return str(pio.to_html(fig, full_html=False, include_plotlyjs=False,
+                           config={"displaylogo": False, "responsive": True}))
+
+
+def metrics(items: Iterable[tuple[str, Any]]) -> str:
+    cells = "".join(f'<div class="metric"><div class="label">{text(label)}</div>'
+                    f'<div class="value">{text(value)}</div></div>' for label, value in items)
+    return f'<div class="metrics">{cells}</div>'
+
+
+def blocks(items: Iterable[Any]) -> str:
+    """A protocol's view blocks (`engine.reports.views.Block`) as the Run page shows them."""
+    from engine.reports import charts, insights
+    out = []
+    for block in items:
+        if block.title and block.kind != "metrics":
+            out.append(f"<h3>{text(block.title)}</h3>")
+        if block.kind == "metrics":
+            out.append(metrics(block.items))
+        elif block.kind == "text":
+            out.append(f"<pre>{text(block.body or '—')}</pre>")
+        elif block.kind == "table":
+            out.append(table(block.rows))
+        elif block.kind == "tally":
+            out.append(figure(charts.tally_bar(block.counts, block.winner or None,
+                                               title=block.title)))
+        elif block.kind == "flow":
+            out.append(figure(charts.sankey(insights.flow_links(pd.DataFrame(block.rows)))))
+        elif block.kind == "warning":
+            out.append(f'<p class="warning">{text(block.body)}</p>')
+        else:
+            out.append(f'<p class="caption">{text(block.body)}</p>')
+    return "\n".join(out)
+
+
+def page(title: str, parts: Iterable[str]) -> str:
+    """A whole HTML document: `title` (escaped here), the parts (already HTML), plotly.js
+    inline, and when and by what it was made."""
+    from plotly.offline import get_plotlyjs
+    made = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{text(title)}</title><style>{STYLE}</style>"
+            f"<script>{get_plotlyjs()}</script></head><body>\n"
+            f"<h1>{text(title)}</h1>\n" + "\n".join(parts) +
+            f'\n<p class="caption">Exported from Parley on {made}: a static copy (charts '
+            "included, no server needed).</p>\n</body></html>\n")
+
+
+def _simulated(simulation: str) -> str:
+    if not simulation:
+        return ""
+    who = "every seat" if simulation == "all" else simulation.removeprefix("mixed: ")
+    return (f'<p class="simulated">Simulated: {text(who)} played by Parley\'s offline '
+            "simulated model, not a real language model.</p>")
+
+
+def run_html(detail: Any) -> str:
+    """One run (`engine.reports.runs.RunDetail`): question, facts, outcome, result blocks,
+    tallies and flows, the whole transcript, per-seat usage and the stored configuration."""
+    import json
+
+    from engine.reports import charts, insights
+    run = detail.run
+    parts = [_simulated(detail.simulation), f"<pre>{text(run.get('question'))}</pre>"]
+    meta = [f"label: {run['label']}" if run.get("label") else "no label",
+            f"status: {run.get('status')}", f"models: {run.get('models') or ''}",
+            f"created {str(run.get('created_at', ''))[:19].replace('T', ' ')} UTC"]
+    parts.append(f'<p class="caption">{text(" · ".join(meta))}</p>')
+    if detail.outcome:
+        parts.append(f"<p><strong>Outcome:</strong> {text(detail.outcome)}</p>")
+    if run.get("status") == "failed":
+        parts.append(f'<p class="warning">Failed: {text(run.get("error") or "unknown")}</p>')
+    elif run.get("degraded_run"):
+        parts.append(f'<p class="warning">Completed, but degraded: it lost '
+                     f'{text(run.get("lost") or "a decisive call")}.</p>')
+    parts.append(metrics(detail.facts))
+    parts += [f'<p class="warning">{text(p)}</p>' for p in detail.problems]
+    parts += ["<h2>Result</h2>", blocks(detail.blocks)]
+    for title, counts, winner in detail.tallies:
+        parts.append(figure(charts.tally_bar(counts, winner, title)))
+    if detail.flows is not None:
+        parts += ["<h3>Mind changes</h3>", figure(charts.sankey(insights.flow_links(
+            detail.flows)))]
+    parts.append("<h2>Transcript</h2>")
+    for entry in detail.transcript:
+        parts.append(turn(entry))
+    if not detail.usage.empty:
+        parts += ["<h2>Usage per seat</h2>", table(detail.usage)]
+    parts += ["<h2>Configuration</h2>", '<p class="caption">As stored (never any keys).</p>',
+              f"<pre>{text(json.dumps(run.get('config') or {}, indent=2))}</pre>"]
+    return page(f"{detail.title} · run {run['id']}", parts)
+
+
+def turn(entry: Mapping[str, Any]) -> str:
+    """One transcript entry (`RunDetail.transcript`) as a bordered box of text."""
+    where = [str(entry.get(k)) for k in ("seat", "phase") if entry.get(k)]
+    if entry.get("round"):
+        where.append(f"round {entry['round']}")
+    if entry.get("model"):
+        where.append(str(entry["model"]))
+    if entry.get("status") not in (None, "ok"):
+        where.append(str(entry.get("status")))
+    body = f"<pre>{text(entry['reply'])}</pre>" if entry.get("reply") else ""
+    error = (f'<p class="warning">error: {text(entry["error"])}</p>' if entry.get("error")
+             else "")
+    return f'<div class="turn"><div class="who">{text(" · ".join(where))}</div>{body}{error}</div>'
+
+
+EXPERIMENT_COLUMNS = ["configuration", "protocol", "simulated", "runs", "planned", "failed",
+                      "degraded", "accuracy [95% CI] n", "high", "medium", "low",
+                      "consensus_ece", "judge_ece", "mind_change_rate", "calls_per_run",
+                      "tokens_per_run", "seconds_per_run"]
+
+
+def experiment_html(report: Any, figures: Sequence[tuple[str, Any]] = ()) -> str:
+    """An experiment's results (`engine.reports.experiments.Report`): what it compared, its
+    progress, the summary with intervals, accuracy and calibration figures, any further
+    `figures` as (heading, plotly figure), and the question matrix."""
+    from engine.reports.experiments import accuracy_figure, reliability_figure
+    experiment, spec = report.experiment, report.experiment["spec"]
+    done = report.progress
+    parts = [f'<p class="caption">{text(spec.get("source", ""))} · '
+             f'{len(spec["questions"])} questions × {len(spec["configs"])} configurations × '
+             f'{spec["repeats"]} repeats · status {text(experiment.get("status", ""))} · '
+             f'{done.done}/{done.total} cells done</p>',
+             f'<p class="caption">Runs shown: {text(report.kind)}'
+             + (f" ({report.hidden} runs of the other kind left out)" if report.hidden else "")
+             + "</p>"]
+    if report.kind != "real":
+        parts.append(_simulated("all" if report.kind == "simulated" else "some runs"))
+    parts += ["<h2>Summary</h2>", table(report.summary, EXPERIMENT_COLUMNS)]
+    if not report.summary.empty and (report.summary["scored"] > 0).any():
+        parts.append(figure(accuracy_figure(report.summary, "Accuracy per configuration")))
+    if report.calibrations:
+        parts += ["<h2>Calibration</h2>", figure(reliability_figure(report.calibrations))]
+    for heading, fig in figures:
+        parts += [f"<h2>{text(heading)}</h2>", figure(fig)]
+    parts += ["<h2>Questions</h2>", table(report.questions)]
+    return page(f"Experiment: {experiment.get('name', '')}", parts)
