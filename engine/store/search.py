@@ -64,18 +64,19 @@ class Match:
 
     @property
     def tsquery(self) -> str:
+        """PostgreSQL: every term as a phrase, all required."""
         return " && ".join(f"phraseto_tsquery('simple', :{name})" for name in self.params)
 
-    def docs(self, columns: str, where: str = "", order: str = "") -> str:
+    def docs(self, columns: str, where: str = "", order: str = "", runs: bool = False) -> str:
         """SELECT `columns` from the matching documents (`d`; on SQLite also `search_fts`,
-        on PostgreSQL `q.q` is the query)."""
+        on PostgreSQL `q.q` is the query), joined to their runs (`r`) when `runs`."""
         if self.sqlite:
             sql = ("SELECT {c} FROM search_fts JOIN search_docs AS d ON d.id = search_fts.rowid"
                    " {j} WHERE search_fts MATCH :q")
         else:
             sql = ("SELECT {c} FROM search_docs AS d CROSS JOIN (SELECT " + self.tsquery +
                    " AS q) AS q {j} WHERE d.tsv @@ q.q")
-        joins = "JOIN runs AS r ON r.id = d.run_id" if "r." in columns + order else ""
+        joins = "JOIN runs AS r ON r.id = d.run_id" if runs else ""
         sql = sql.format(c=columns, j=joins)
         return sql + (f" AND {where}" if where else "") + (f" {order}" if order else "")
 
@@ -89,12 +90,13 @@ class Match:
         if self.sqlite:
             sql = self.docs("d.run_id AS id, min(search_fts.rank) AS score, "
                             "max(r.created_at) AS created",
-                            order="GROUP BY d.run_id ORDER BY score, created DESC LIMIT :n")
+                            order="GROUP BY d.run_id ORDER BY score, created DESC LIMIT :n",
+                            runs=True)
         else:
             sql = self.docs("d.run_id AS id, max(ts_rank(d.tsv, q.q)) AS score, "
                             "max(r.created_at) AS created",
                             order="GROUP BY d.run_id ORDER BY score DESC, created DESC "
-                                  "LIMIT :n")
+                                  "LIMIT :n", runs=True)
         return text(sql).bindparams(n=limit, **self.params)
 
     def snippets(self, ids: Sequence[str]) -> TextClause:
