@@ -268,9 +268,33 @@ def render_turn(turn: Mapping[str, Any], icon: str = "") -> None:
             st.caption(md(f"error: {turn['error']}"))
 
 
+LINK_FILTERS = ("protocol", "label", "tag", "model", "status")
+
+
+def _follow_link(choices: dict[str, list[str]], key: str) -> list[str]:
+    """Set the filters once from the address (`?protocol=…&label=…&status=…&q=…`: a chart
+    clicked on Insights opens the runs behind it); returns the linked values no stored run
+    has (their filters stay off)."""
+    wanted = {name: str(st.query_params.get(name) or "")[:200]
+              for name in (*LINK_FILTERS, "q")}
+    wanted = {name: value for name, value in wanted.items() if value}
+    unknown = [f"{name} {value!r}" for name, value in wanted.items()
+               if name != "q" and value not in choices.get(name, [])]
+    if wanted and st.session_state.get(f"{key}_linked") != wanted:
+        st.session_state[f"{key}_linked"] = wanted
+        for name in LINK_FILTERS:
+            value = wanted.get(name, "")
+            st.session_state[f"{key}_{name}"] = value if value in choices.get(name, []) else ""
+        st.session_state[f"{key}_search"] = wanted.get("q", "")
+    return unknown
+
+
 def filter_widgets(choices: dict[str, list[str]], key: str) -> Any:
-    """The Runs and Insights filters; every value goes to `Store.runs` as a bound parameter."""
+    """The Runs and Insights filters; every value goes to `Store.runs` as a bound parameter.
+    The address can set them (`_follow_link`)."""
     from engine.reports import runs as history
+    for missing in _follow_link(choices, key):
+        st.caption(md(f"No stored run has {missing}; that filter is off."))
     any_of = ["", *choices["protocol"]]
     top = st.columns(4)
     protocol = top[0].selectbox("Protocol", any_of, key=f"{key}_protocol",

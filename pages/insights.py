@@ -1,10 +1,12 @@
 """Insights: what stored runs add up to, grouped by configuration label, as plotly charts."""
 from __future__ import annotations
 
+import html
+
 import pandas as pd
 import streamlit as st
 
-from engine.reports import aggregate, charts, insights
+from engine.reports import aggregate, charts, drill, insights
 from engine.reports import runs as history
 from pages import _shared
 
@@ -33,6 +35,21 @@ def build(url: str, stamp: tuple, args: tuple, kind: str, only: tuple) -> list:
     filters = history.Filters(**dict(args))
     return insights.report(load_runs(url, stamp, args),
                            insights.results_loader(store, filters), kind, only)
+
+
+def drill_down(section: str, chart: insights.Chart, key: str) -> None:
+    """Draw `chart`; a click on one of its bars or points opens the runs behind it on the
+    Runs page (`engine.reports.drill`)."""
+    figure = charts.figure(chart)
+    clickable = chart.kind in ("rate_bar", "stacked_counts", "box")
+    event = st.plotly_chart(figure, key=key, on_select="rerun" if clickable else "ignore",
+                            selection_mode="points")
+    points = event.selection.points if clickable and event else []
+    if points:
+        point = points[0]
+        trace = figure.data[int(point.get("curve_number", 0))]
+        st.switch_page("pages/runs.py", query_params=drill.params(
+            section, chart, html.unescape(str(trace.name or "")), point))
 
 
 with st.expander("Filters", expanded=False):
@@ -75,7 +92,8 @@ st.caption("Grouped by configuration label. Rates, means and calibration count c
            "else. Degraded runs (completed, but a decisive call or most turns failed) are "
            "among the completed; a value a failure took from them, such as a failed judge's "
            "confidence, is left out, never counted as 0. Each rate carries its n and 95% "
-           "Wilson interval, and one over fewer than 5 runs is greyed.")
+           "Wilson interval, and one over fewer than 5 runs is greyed. Click a bar or a box to "
+           "open the runs behind it on the Runs page.")
 
 for section in sections:
     st.subheader(section.title)
@@ -89,7 +107,7 @@ for section in sections:
             if number < len(section.charts):
                 chart = section.charts[number]
                 with column:
-                    st.plotly_chart(charts.figure(chart), key=f"{section.key}_{number}")
+                    drill_down(section.key, chart, f"{section.key}_{number}")
                     st.caption(md(chart.caption))
     if section.table is not None and not section.table.empty:
         st.dataframe(aggregate.grey_few(section.table), hide_index=True, key=f"{section.key}_table",

@@ -1,0 +1,35 @@
+"""In a real browser: a bar clicked on Insights opens the Runs page filtered to the runs
+behind it (issue 14, bullet 3). Saves 14-drill-down-runs.png to $PARLEY_SCREENSHOTS."""
+from __future__ import annotations
+
+from test_browser import GENEROUS_MS, app, goto, page, settle, shots  # noqa: F401
+
+from engine import Store
+from engine.protocols import arun_config, run_sync
+from engine.questions import DEFINITE
+
+
+def test_clicking_an_accuracy_bar_opens_its_runs(app, page, shots):  # noqa: F811
+    base, db_url = app
+    store = Store(db_url)
+    for label in ("cheap", "careful"):
+        for question in DEFINITE[:2]:
+            run_sync(arun_config({"protocol": "vote", "model": "simulated"}, question.text,
+                                 store=store, label=label, expected=question.expected))
+    goto(page, base, "/insights")
+    main = page.locator("[data-testid='stMain']")
+    main.get_by_text("Accuracy by label and protocol").first.wait_for()
+    settle(page)
+    plot = page.locator(".js-plotly-plot", has_text="Accuracy by label and protocol").first
+    plot.scroll_into_view_if_needed()
+    box = plot.locator(".barlayer .point path").first.bounding_box()
+    # as a user does: plotly's drag layer lies over the bars and turns the click into a pick
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.wait_for_url("**/runs?**", timeout=GENEROUS_MS)
+    settle(page)
+    assert "label=" in page.url and "status=completed" in page.url
+    label = page.locator(".st-key-runs_label input").first.input_value()
+    assert label in ("cheap", "careful") and f"label={label}" in page.url
+    main.get_by_text("2 run(s), newest first").wait_for()  # that label's two vote runs
+    page.screenshot(path=str(shots / "14-drill-down-runs.png"), full_page=True)
+    assert page.dialogs == []

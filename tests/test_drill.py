@@ -1,0 +1,93 @@
+"""Every number drills down (issue 14, bullet 3): a point of an Insights chart becomes the Runs
+page's filters for the runs behind it; the Runs page follows such a link once."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from engine import REGISTRY, Store
+from engine.protocols import arun_config, run_sync
+from engine.questions import DEFINITE
+from engine.reports import charts, drill, insights
+from engine.reports.views import Chart
+
+RUNS_PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "runs.py")
+VOTE = REGISTRY["vote"]
+
+
+def stored(tmp_path) -> tuple[Store, list]:
+    store = Store(f"sqlite:///{tmp_path / 'p.db'}")
+    for protocol in ("vote", "debate"):
+        for label in ("cheap", "careful"):
+            run_sync(arun_config({"protocol": protocol, "model": "simulated"},
+                                 DEFINITE[0].text, store=store, label=label,
+                                 expected=DEFINITE[0].expected))
+    runs = insights.load_runs(store, insights.Filters())
+    return store, insights.report(runs, insights.results_loader(store, insights.Filters()))
+
+
+def traces(chart: Chart) -> list[str]:
+    return [str(t.name or "") for t in charts.figure(chart).data]
+
+
+def test_a_bar_of_the_accuracy_chart_opens_that_label_and_protocol_completed(tmp_path):
+    _, sections = stored(tmp_path)
+    chart = next(s for s in sections if s.key == "accuracy").charts[0]
+    names = traces(chart)
+    assert VOTE.title in names
+    assert drill.params("accuracy", chart, VOTE.title, {"x": "cheap"}) == {
+        "label": "cheap", "protocol": "vote", "status": "completed"}
+
+
+def test_the_overview_bar_opens_a_protocol_and_a_status(tmp_path):
+    _, sections = stored(tmp_path)
+    chart = sections[0].charts[0]
+    assert drill.params("overview", chart, "completed (degraded)", {"x": VOTE.title}) == {
+        "protocol": "vote", "status": "completed"}
+    assert drill.params("overview", chart, "failed", {"x": VOTE.title}) == {
+        "protocol": "vote", "status": "failed"}
+
+
+def test_a_protocol_sections_chart_keeps_its_protocol_and_the_label_clicked(tmp_path):
+    _, sections = stored(tmp_path)
+    section = next(s for s in sections if s.key == "vote")
+    chart = next(c for c in section.charts if c.kind in ("rate_bar", "stacked_counts"))
+    got = drill.params("vote", chart, traces(chart)[0], {"x": "careful (simulated)"})
+    assert got["protocol"] == "vote" and got["label"] == "careful"
+
+
+def test_runs_without_a_label_get_no_label_filter_and_the_cost_box_its_protocol(tmp_path):
+    _, sections = stored(tmp_path)
+    chart = next(s for s in sections if s.key == "cost").charts[0]
+    assert drill.params("cost", chart, "(no label)", {"x": VOTE.title}) == {
+        "protocol": "vote", "status": "completed"}
+
+
+@pytest.fixture
+def db(tmp_path, monkeypatch):
+    url = f"sqlite:///{tmp_path / 'parley.db'}"
+    monkeypatch.setenv("PARLEY_DB_URL", url)
+    return Store(url)
+
+
+def test_the_runs_page_follows_a_link_once_and_names_an_unknown_value(db):
+    for label in ("cheap", "careful"):
+        run_sync(arun_config({"protocol": "vote", "model": "simulated"}, DEFINITE[0].text,
+                             store=db, label=label))
+    at = AppTest.from_file(RUNS_PAGE, default_timeout=60)
+    at.query_params.update({"protocol": "vote", "label": "careful", "status": "completed"})
+    at.run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="runs_label").value == "careful"
+    assert at.selectbox(key="runs_protocol").value == "vote"
+    assert at.selectbox(key="runs_status").value == "completed"
+    at.selectbox(key="runs_label").set_value("cheap").run()  # the user's choice stands
+    assert at.selectbox(key="runs_label").value == "cheap"
+    at = AppTest.from_file(RUNS_PAGE, default_timeout=60)
+    at.query_params.update({"label": "<b>nobody</b>"})
+    at.run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="runs_label").value == ""
+    assert any("No stored run has label" in c.value for c in at.caption)
