@@ -19,6 +19,7 @@ PAGES = (
     ("pages/insights.py", "Insights", ":material/insights:"),
     ("pages/personas.py", "Personas & roles", ":material/groups:"),
     ("pages/experiments.py", "Experiments", ":material/science:"),
+    ("pages/compare.py", "Compare runs", ":material/compare_arrows:"),
 )
 
 page = st.navigation([st.Page(path, title=title, icon=icon, default=path == "pages/home.py")

@@ -14,7 +14,8 @@ from engine import ConfigError
 from engine import experiments as ex
 from engine.questions import catalogue
 from engine.questions import files as qsets
-from engine.reports import aggregate
+from engine.reports import aggregate, baseline, rounds, share
+from engine.reports.references import references
 from pages import _shared
 
 store = _shared.store()
@@ -50,7 +51,13 @@ def question_source() -> tuple[dict | None, str]:
     return {"questions": [i.as_dict() for i in items], "source": f"file:{upload.name}"}, ""
 
 
+FORM_KEYS = ("exp-configs", "exp-name", "exp-equal-compute", "exp-confirm")
+
+
 def new_experiment() -> None:
+    if st.session_state.pop("exp-clear-form", False):  # a started experiment empties the form
+        for key in FORM_KEYS:
+            st.session_state.pop(key, None)
     questions, problem = question_source()
     model = st.text_input("Model for the default configurations", "simulated", key="exp-model",
                           help="saved configurations keep their own models")
@@ -94,10 +101,17 @@ def new_experiment() -> None:
         experiment_id = ex.create(store, plan)
         _shared.tasks().start_experiment(experiment_id, endpoints=_shared.endpoints())
         st.session_state[SELECTED] = experiment_id
+        st.session_state["exp-pick"] = experiment_id  # the picker shows the new one
+        st.session_state["exp-clear-form"] = True  # no second, paid Start one click away
+        st.session_state["exp-flash"] = f"Started {plan.name!r} ({experiment_id})."
         st.query_params["experiment"] = experiment_id
         st.rerun()
 
 
+flash = st.session_state.pop("exp-flash", None)
+if flash:
+    st.toast(md(flash), icon=":material/science:")
+    st.success(md(flash) + " Its progress and results are below.")
 experiments = ex.list_experiments(store)
 with st.expander("New experiment", expanded=experiments.empty):
     new_experiment()
@@ -110,10 +124,20 @@ if experiments.empty:
 # ------------------------------------------------------------------ choose one
 ids = list(experiments["id"])
 wanted = st.query_params.get("experiment") or st.session_state.get(SELECTED)
-labels = {row.id: f"{row.name} · {row.status} · {row.done}/{row.runs} runs · {row.id}"
+if wanted in ids and st.session_state.get("exp-pick") != wanted:
+    st.session_state["exp-pick"] = wanted  # the address (a link, a new experiment) wins
+# The label holds nothing that changes while the page is open (status and progress are in
+# the progress bar below): a picker label does not refresh, so it would go stale.
+labels = {row.id: f"{row.name} · {row.runs} runs · {row.created:%Y-%m-%d %H:%M} · {row.id}"
           for row in experiments.itertuples()}
-experiment_id = st.selectbox("Experiment", ids, index=ids.index(wanted) if wanted in ids else 0,
-                             format_func=labels.get, key="exp-pick")
+
+
+def picked() -> None:
+    st.query_params["experiment"] = st.session_state["exp-pick"]
+
+
+experiment_id = st.selectbox("Experiment", ids, format_func=labels.get, key="exp-pick",
+                             on_change=picked)
 st.session_state[SELECTED] = experiment_id
 
 
@@ -162,6 +186,48 @@ else:
 
 
 # ------------------------------------------------------------------ results
+STATE_COLORS = {"fixed": "background-color: #d7f5dd", "broke": "background-color: #fbd5d5"}
+SORTS = {"question": "question order", "regressions": "regressions first"}
+
+
+def show_baseline(result: ex.Report) -> None:
+    """The question matrix against a chosen baseline configuration: each cell's answer,
+    fixed (green), broke (red) or the same, repeats collapsed with their stability; a click
+    on a cell opens its runs beside the baseline's in the compare view."""
+    cols = st.columns(3)
+    base = cols[0].selectbox("Baseline", result.labels, key="exp-base")
+    show = cols[1].selectbox("Show", list(baseline.FILTERS), format_func=baseline.FILTERS.get,
+                             key="exp-base-show")
+    sort = cols[2].selectbox("Order", list(SORTS), format_func=SORTS.get, key="exp-base-sort")
+    cells = baseline.baseline_matrix(result.runs, result.experiment["spec"], base, show, sort)
+    counts = baseline.matrix_counts(cells)
+    _shared.metrics_row([("Fixed", counts["fixed"]), ("Broke", counts["broke"]),
+                         ("Same", counts["same"]), ("Unscored", counts["unscored"])])
+    if cells.empty:
+        st.caption("No cell matches.")
+        return
+    grid = baseline.wide(cells)
+    styled = grid.style.map(lambda v: next((c for state, c in STATE_COLORS.items()
+                                            if f" · {state}" in str(v)), ""))
+    picked = st.dataframe(styled, hide_index=True, key="exp-baseline", on_select="rerun",
+                          selection_mode="single-cell")
+    st.caption(f"Each cell: the configuration's final answer (the most frequent over its "
+               f"repeats, spelled canonically), fixed (green) or broke (red) against "
+               f"{md(base)}'s answer to the same question, and with repeats the share of them "
+               "that agree. Click a cell to compare its runs with the baseline's.")
+    chosen = picked.selection.cells if picked is not None else []
+    if chosen:
+        row, column = chosen[0][0], str(chosen[0][1])
+        q = int(grid.iloc[int(row)]["q"])
+        mine = cells[(cells["q"] == q) & (cells["configuration"] == column)]
+        base_ids = result.runs[(result.runs["q"] == q) & (result.runs["label"] == base)
+                               & result.runs["counted"]]["id"].tolist()
+        ids = [*base_ids, *(mine["run_ids"].iloc[0] if not mine.empty else [])]
+        if len(ids) >= 2:
+            st.switch_page("pages/compare.py", query_params={"compare": ",".join(ids[:8])})
+        st.caption("That cell has no runs to compare yet.")
+
+
 KIND_NAMES = {"real": "Real", "simulated": "Simulated", "both": "Both, side by side"}
 every = ex.runs_frame(store, experiment_id)
 kind = st.segmented_control(
@@ -212,6 +278,39 @@ if (result.summary["scored"] > 0).any():
 else:
     st.caption("No run has an expected answer to score, so there is no accuracy.")
 
+st.subheader("Accuracy by round")
+configs = result.experiment["spec"]["configs"]
+points = rounds.accuracy_by_round(result.runs, configs)
+published = references(result.experiment["spec"].get("source"))
+if points.empty:
+    st.caption("No run has an expected answer to score, so there is no accuracy by round.")
+elif (points["round"] == 1).all() and not published:
+    st.caption("Every configuration answers in one round: its accuracy by round is its "
+               "accuracy above.")
+else:
+    st.caption("Each round's plurality scored against the expected answer, over the counted "
+               "runs that have that round, with its 95% Wilson interval; a configuration "
+               "without rounds is one point at its final round. Dashed: each configuration's "
+               "round-1 accuracy, the majority vote of its agents' independent answers."
+               + (f" Markers: {md(published[0].citation)}, measured with "
+                  f"{published[0].model}; does your model reproduce them?" if published
+                  else ""))
+    st.plotly_chart(rounds.accuracy_by_round_figure(points, published,
+                                                    "Accuracy by round" + TITLE[kind]),
+                    key="exp-rounds")
+    st.dataframe(rounds.round_table(points), hide_index=True, key="exp-rounds-table")
+conforming = rounds.conformity_by_config(result.runs, configs)
+if not conforming.empty:
+    st.markdown("**Conformity between rounds**")
+    st.caption("Counts over their chances, summed over the counted runs: right to wrong over "
+               "answers right the round before (DebateLLM's \"bullied\"), wrong to right over "
+               "answers wrong before (\"relied on other\"), adoption of the previous round's "
+               "majority over agents off it, and runs whose final plurality discarded a "
+               "correct answer some agent gave over runs where one did (\"Cost of Consensus\", "
+               "2026). Greyed: n under 5.")
+    st.dataframe(aggregate.grey_few(conforming), hide_index=True, key="exp-conformity",
+                 column_config={"rate": percent, "low": percent, "high": percent})
+
 st.subheader("Calibration")
 if result.calibrations:
     st.caption("Each confidence signal against correctness: a calibrated signal follows the "
@@ -241,7 +340,10 @@ else:
     st.caption("One configuration: nothing to compare.")
 
 st.subheader("Questions")
-st.dataframe(result.questions, hide_index=True, key="exp-questions")
+if len(result.labels) >= 2:
+    show_baseline(result)
+else:
+    st.dataframe(result.questions, hide_index=True, key="exp-questions")
 
 st.subheader("Runs behind a cell")
 left, right = st.columns(2)
@@ -260,3 +362,7 @@ st.download_button("Download runs (CSV)", ex.to_csv(result.runs),
 st.download_button("Download summary (CSV)", ex.to_csv(result.summary),
                    file_name=f"experiment-{experiment_id}-summary.csv", mime="text/csv",
                    key="exp-summary-csv")
+st.download_button("Download results as HTML", lambda: share.experiment_html(result),
+                   file_name=f"experiment-{experiment_id}.html", mime="text/html",
+                   key="exp-html", help="One file with these results and charts that opens "
+                   "from disk without Parley")

@@ -7,9 +7,10 @@ from typing import Any
 import streamlit as st
 
 from engine import ConfigError
-from engine.reports import charts, insights
+from engine.reports import charts, insights, share
 from engine.reports import runs as history
 from engine.reports.views import worlds
+from engine.services.rerun import original_of
 from pages import _shared
 
 store = _shared.store()
@@ -70,12 +71,29 @@ def show_history() -> None:
     rows = picked.selection.rows if picked is not None else []
     if rows:
         open_run(str(table.iloc[rows[0]]["id"]))
+    compare_picker(page.table)
     show_unreadable(history.unreadable_runs(page.table))
     with st.form("open_by_id", border=False):
         left, right = st.columns([3, 1], vertical_alignment="bottom")
         wanted = left.text_input("Open a run by id", key="runs_open_id")
         if right.form_submit_button("Open") and wanted.strip():
             open_run(wanted.strip())
+
+
+def compare_picker(table: Any) -> None:
+    """Pick two or more runs of the table and open them side by side on the Compare page."""
+    names = {str(i): f"{i} · {p} · {label or 'no label'} · {q[:60]}" for i, p, label, q in zip(
+        table["id"], table["protocol"], table["label"], table["question"], strict=True)}
+    left, right = st.columns([3, 1], vertical_alignment="bottom")
+    picked = left.multiselect("Compare runs side by side", list(names), key="runs_compare",
+                              format_func=names.__getitem__, placeholder="Pick two or more runs")
+    if right.button(f"⚖️ Compare {len(picked)} runs", key="runs_compare_go",
+                    disabled=len(picked) < 2):
+        open_compare(picked)
+
+
+def open_compare(run_ids: list[str]) -> None:
+    st.switch_page("pages/compare.py", query_params={"compare": ",".join(run_ids)})
 
 
 def show_unreadable(broken: list[tuple[str, str]]) -> None:
@@ -133,6 +151,10 @@ def show_actions(detail: history.RunDetail) -> None:
     left.download_button("⬇️ Export JSON", store.export_run(run["id"]),
                          file_name=f"parley-run-{run['id']}.json", mime="application/json",
                          key="runs_export")
+    left.download_button("⬇️ Share as HTML", lambda: share.run_html(detail),
+                         file_name=f"parley-run-{run['id']}.html", mime="text/html",
+                         key="runs_share", help="One file with the charts, transcript and "
+                         "configuration that opens from disk without Parley")
     if middle.button("🔁 Re-run this configuration", key="runs_rerun",
                      disabled=not detail.rerunnable or run["status"] == "running"
                      or store.read_only,
@@ -146,6 +168,11 @@ def show_actions(detail: history.RunDetail) -> None:
             st.session_state["runs_flash"] = f"Re-run of {run['id']} started as {new_id}."
             open_run(new_id)
     confirm_delete(run["id"], "runs_delete", len(detail.transcript), place=right)
+    original = original_of(run)
+    if original:
+        if left.button(f"⚖️ Compare with original ({md(original)})", key="runs_compare_original",
+                       help="This run is a re-run: see it beside the run it re-ran"):
+            open_compare([original, run["id"]])
 
 
 def show_result(detail: history.RunDetail) -> None:

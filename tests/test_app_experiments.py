@@ -57,7 +57,7 @@ def test_bundled_set_two_configurations_run_to_results(db_url):
     assert any("sign test" in m.value for m in at.markdown)
     drill = frame_with(at, "link", "repeat")
     assert len(drill) == 8 and drill["link"].str.startswith("runs?run=").all()
-    assert len(at.get("download_button")) == 2  # runs and summary as CSV
+    assert len(at.get("download_button")) == 3  # runs and summary as CSV, results as HTML
 
 
 def test_stopped_experiment_offers_resume(db_url):

@@ -344,6 +344,6 @@ def test_rerun_stores_a_new_run_with_the_same_configuration(store):
     assert again.run_id != first.run_id
     new, old = store.get(again.run_id), store.get(first.run_id)
     assert new["question"] == old["question"] and new["label"] == "poems"
-    assert new["tags"] == ["t"]
+    assert new["tags"] == [f"rerun-of:{first.run_id}", "t"]
     assert json.dumps(new["config"], sort_keys=True) == json.dumps(old["config"],
                                                                    sort_keys=True)

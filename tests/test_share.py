@@ -125,3 +125,40 @@ def test_the_file_opens_from_disk_in_chromium_and_draws_offline(tmp_path, shots)
     assert dialogs == []
     assert [u for u in requests if not u.startswith(("file:", "data:", "blob:"))] == []
     assert "<script>alert('q')</script>" in body
+
+
+def test_a_comparison_exports_its_answers_diff_and_aligned_transcripts(tmp_path):
+    from engine.reports import compare
+    from engine.reports.share import comparison_html
+    store = Store(f"sqlite:///{tmp_path / 'p.db'}")
+    first, second = hostile_run(store), hostile_run(store)
+    found = compare.load(store, [first, second])
+    document = comparison_html(found.runs)
+    tags = parsed(document)
+    assert [t for t, _ in tags.tags].count("img") == 0
+    text = html.unescape("".join(tags.text))
+    assert f"Compare runs: {first}, {second}" in text
+    assert "How the runs ended" in text and "aligned by phase and round" in text
+    assert HOSTILE in text
+
+
+def test_the_pages_offer_the_html_download(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+    url = f"sqlite:///{tmp_path / 'parley.db'}"
+    monkeypatch.setenv("PARLEY_DB_URL", url)
+    store = Store(url)
+    first, second = hostile_run(store), hostile_run(store)
+    pages = Path(__file__).resolve().parent.parent / "pages"
+    at = AppTest.from_file(str(pages / "runs.py"), default_timeout=60)
+    at.query_params["run"] = first
+    at.run()
+    assert not at.exception, at.exception
+    assert at.get("download_button")  # JSON export and the HTML share
+    at = AppTest.from_file(str(pages.parent / "app.py"), default_timeout=120)
+    at.query_params["compare"] = f"{first},{second}"
+    at.switch_page("pages/compare.py")
+    at.run()
+    assert not at.exception, at.exception
+    assert at.get("download_button")

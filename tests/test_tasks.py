@@ -128,7 +128,8 @@ def test_a_rerun_starts_the_stored_configuration(store):
     assert again != first and tasks.wait(again, GENEROUS) == "completed"
     new = store.get(again)
     assert new["config"] == old["config"] and new["question"] == old["question"]
-    assert (new["label"], new["tags"], new["expected"]) == ("L", ["x"], "yes")
+    assert (new["label"], new["tags"], new["expected"]) == ("L", [f"rerun-of:{first}", "x"],
+                                                           "yes")
 
 
 def test_a_rerun_without_seats_is_refused(store):

@@ -210,7 +210,11 @@ def cmd_show(args: Any) -> int:
                                   f"{', '.join(result.labels)}", "input")
         _say(compare(result.runs, a, b)["sentence"])
     else:
+        from engine.reports.rounds import rounds_text
         _say(summary_text(result))
+        by_round = rounds_text(result.runs, result.experiment["spec"])
+        if by_round:
+            _say(by_round)
     if args.csv:
         Path(args.csv).write_text(to_csv(result.runs), encoding="utf-8")
         _say(f"wrote {len(result.runs)} runs to {args.csv}")

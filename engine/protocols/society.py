@@ -16,7 +16,7 @@ from typing import Any, Unpack
 from pydantic import BaseModel, Field
 
 from engine.analysis.answers import answers_match, extract_answer
-from engine.analysis.conformity import conformity
+from engine.analysis.conformity import Conformity, conformity
 from engine.analysis.stances import Confidence, Tally, derive_confidence, normalize_stance, tally
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
@@ -37,7 +37,8 @@ from engine.protocols.checks import require_int, require_text
 from engine.protocols.templates import Template, render
 from engine.reports.aggregate import completed
 from engine.reports.ballots import tally_charts
-from engine.reports.views import Block, InsightsData, Section, warnings_block
+from engine.reports.rounds import CONFORMITY, insights_frames
+from engine.reports.views import Block, Chart, InsightsData, Section, warnings_block
 
 FINAL = ("If the answer is a number, give your final answer in the form \\boxed{...} at "
          "the end of your response; otherwise end with a short final answer on its own line.")
@@ -218,11 +219,29 @@ def _last(result: SocietyResult) -> tuple[Tally, Confidence]:
     return t, result.confidence or derive_confidence(t)
 
 
+def _measures(result: SocietyResult) -> Conformity:
+    """The run's conformity counts (`engine.analysis.conformity`) over its rounds."""
+    return conformity([{r.agent: r.answer for r in replies} for replies in result.rounds],
+                      result.expected, _last(result)[0].winner)
+
+
+def _conformity_rows(result: SocietyResult) -> list[dict[str, Any]]:
+    """The run's conformity counts as table rows: each count with its chances; the
+    right/wrong ones and the discarded answer only where an expected answer is known."""
+    counts = _measures(result).model_dump()
+    rows = [(measure, counts[count], counts[chances])
+            for measure, count, chances in CONFORMITY]
+    return [{"measure": measure, "count": int(count), "chances": int(chances)}
+            for measure, count, chances in rows if count is not None and chances is not None]
+
+
 def _summary(result: SocietyResult) -> str:
     t, c = _last(result)
+    rows = _conformity_rows(result) if len(result.rounds) > 1 else []
     return (f"answer: {t.winner or '(none)'} ({t.winner_votes}/{t.total}) after "
             f"{len(result.tallies)} round(s); {len(result.mind_changes)} mind change(s); "
-            f"confidence {c.level.upper()} {c.ratio:.0%} ({c.reason})")
+            f"confidence {c.level.upper()} {c.ratio:.0%} ({c.reason})"
+            + "".join(f"; {r['measure']}: {r['count']}/{r['chances']}" for r in rows[:3]))
 
 
 def _outcome(result: SocietyResult) -> str:
@@ -246,8 +265,7 @@ def _signals(result: SocietyResult) -> Signals:
     first = result.first_round
     persuaded, misled = _judged(result)
     agents = len(result.rounds[0]) if result.rounds else 0
-    measures = conformity([{r.agent: r.answer for r in replies} for replies in result.rounds],
-                          result.expected, t.winner)
+    measures = _measures(result)
     return Signals(answer=t.winner, first_answer=first.winner if first else None,
                    consensus=share(t), level=c.level if t.positions else None,
                    seats=agents if len(result.rounds) > 1 else None,
@@ -285,13 +303,53 @@ def _view(r: SocietyResult) -> list[Block]:
             {"agent": m.agent, "round": m.round, "before": m.before, "after": m.after}
             for m in r.mind_changes]))
     blocks.append(Block("table", "Final tally", rows=tally_rows(t, r.first_round)))
+    if len(r.rounds) > 1:
+        blocks += [Block("table", "Conformity between rounds", rows=_conformity_rows(r)),
+                   Block("caption", body="Each count over its chances, agents answering in "
+                         "consecutive rounds: right to wrong over answers right the round "
+                         "before (DebateLLM's \"bullied\"), wrong to right over answers "
+                         "wrong before (\"relied on other\"), adoption of the previous "
+                         "round's majority over agents off it; the final plurality discarded "
+                         "a correct answer (\"Cost of Consensus\", 2026): 1 of 1 when some "
+                         "agent gave the expected answer and the final plurality is not it.")]
     return blocks + warnings_block(r.warnings)
 
 
 def _insights(data: InsightsData) -> Section:
+    """Tallies, accuracy and mind changes by round, and the conformity rates, per label."""
     runs = completed(data.runs)
-    return Section("society", "Society of minds (Du et al.)", metrics=[("Runs", f"{len(runs):,}")],
-                   charts=tally_charts(runs, "Society"))
+    frames = insights_frames(runs, data.results())
+    (accuracy, accuracy_spec), (changes, changes_spec) = frames["accuracy"], frames["changes"]
+    overall = frames["all"]
+    charts = tally_charts(runs, "Society")
+    if accuracy_spec["y"]:
+        charts.append(Chart(
+            "rate_bar", accuracy, "Society: accuracy by round",
+            "Each round's plurality against the expected answer, over the scored runs with "
+            "that round; round 1 is the majority vote of the agents' independent answers.",
+            {**accuracy_spec, "y_title": "correct"}))
+    if changes_spec["y"]:
+        charts.append(Chart(
+            "rate_bar", changes, "Society: mind changes by round",
+            "Share of agents whose answer in round k differs from their own in round k-1, "
+            "over the agents answering in both (abstentions are no answer).",
+            {**changes_spec, "y_title": "changed"}))
+    table = frames["conformity"]
+    if not table.empty:
+        charts.append(Chart(
+            "rate_bar", frames["conformity_wide"][0],
+            "Society: conformity between rounds",
+            "Counts over their chances: right to wrong over answers right the round before "
+            "(DebateLLM's \"bullied\"), wrong to right over those wrong before (\"relied on "
+            "other\"), adopting the previous round's majority over agents off it, and a "
+            "final plurality that discarded a correct answer some agent gave over runs where "
+            "one did (\"Cost of Consensus\", 2026).",
+            {**frames["conformity_wide"][1], "y_title": "rate"}))
+    return Section("society", "Society of minds (Du et al.)", charts=charts, metrics=[
+        ("Runs", f"{len(runs):,}"),
+        *((measure.split(" (")[0].capitalize(), shown) for measure, shown in zip(
+            overall["measure"], overall["rate [95% CI] n"], strict=True))],
+        table=table.rename(columns={"group": "label"}))
 
 
 SPEC = ProtocolSpec(

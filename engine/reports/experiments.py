@@ -12,6 +12,7 @@ from engine.analysis import stats
 from engine.experiments.planning import SUPERSEDED, Cell
 from engine.models import ConfigError
 from engine.reports.aggregate import FEW, KINDS, default_kind, rate_text, split_configs
+from engine.reports.rounds import CONFORMITY_FIELDS
 from engine.reports.views import simulated_text
 from engine.store.experiments import Progress, get, progress, row
 from engine.text import csv_cell, html_text
@@ -29,9 +30,10 @@ def _number(value: Any) -> float:
 
 def _signals(metrics: Mapping[str, Any], expected: str | None) -> dict[str, Any]:
     """What a run's stored signals say (its protocol's `signals` hook wrote them; missing:
-    NaN/None), and how the answer moved from round one's against the expected one: `shift`
-    is better (wrong to right), worse (right to wrong), sideways (wrong to another wrong) or
-    same."""
+    NaN/None), with each round's plurality (`round_answers`) and the conformity counts
+    (`engine.analysis.conformity`), and how the answer moved from round one's against the
+    expected one: `shift` is better (wrong to right), worse (right to wrong), sideways (wrong
+    to another wrong) or same."""
     from engine.analysis import answers_match, normalize_stance
     m = metrics or {}
     text = lambda key: m.get(key) if isinstance(m.get(key), str) and m.get(key) else None  # noqa: E731
@@ -40,7 +42,10 @@ def _signals(metrics: Mapping[str, Any], expected: str | None) -> dict[str, Any]
         "level": text("level"), "mind_changes": _number(m.get("mind_changes")),
         "seats": _number(m.get("seats")), "persuaded": _number(m.get("persuaded")),
         "misled": _number(m.get("misled")), "answer": text("answer"),
-        "first_answer": text("first_answer"), "changed": None, "shift": None}
+        "first_answer": text("first_answer"), "changed": None, "shift": None,
+        "round_answers": [str(a) for a in m["round_answers"]]
+        if isinstance(m.get("round_answers"), list) else None,
+        **{key: m.get(key) for key in CONFORMITY_FIELDS}}
     if out["first_answer"] is not None:
         first, final = out["first_answer"], out["answer"] or ""
         out["changed"] = normalize_stance(first) != normalize_stance(final)
@@ -55,8 +60,9 @@ def _signals(metrics: Mapping[str, Any], expected: str | None) -> dict[str, Any]
 RUN_COLUMNS = ["id", "label", "protocol", "q", "repeat", "question", "expected", "status",
                "counted", "superseded", "correct", "answer", "level", "consensus", "judge",
                "mind_changes", "seats", "persuaded", "misled", "first_answer", "changed",
-               "shift", "calls", "degraded", "degraded_run", "lost", "tokens", "seconds",
-               "simulated", "simulation", "created_at", "link"]
+               "shift", "round_answers", *CONFORMITY_FIELDS, "calls", "degraded",
+               "degraded_run", "lost", "tokens", "seconds", "simulated", "simulation",
+               "created_at", "link"]
 
 
 def runs_frame(store: Any, experiment_id: str) -> pd.DataFrame:

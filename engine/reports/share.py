@@ -197,7 +197,59 @@ def experiment_html(report: Any, figures: Sequence[tuple[str, Any]] = ()) -> str
         parts.append(figure(accuracy_figure(report.summary, "Accuracy per configuration")))
     if report.calibrations:
         parts += ["<h2>Calibration</h2>", figure(reliability_figure(report.calibrations))]
+    parts += _rounds(report)
     for heading, fig in figures:
         parts += [f"<h2>{text(heading)}</h2>", figure(fig)]
     parts += ["<h2>Questions</h2>", table(report.questions)]
     return page(f"Experiment: {experiment.get('name', '')}", parts)
+
+
+def _rounds(report: Any) -> list[str]:
+    """Accuracy by round with the published points, and conformity between rounds, as the
+    Experiments page shows them (nothing when every configuration answers in one round and
+    the set has no published figures)."""
+    from engine.reports import rounds
+    from engine.reports.references import references
+    configs = report.experiment["spec"]["configs"]
+    points = rounds.accuracy_by_round(report.runs, configs)
+    published = references(report.experiment["spec"].get("source"))
+    parts: list[str] = []
+    if not points.empty and ((points["round"] > 1).any() or published):
+        parts += ["<h2>Accuracy by round</h2>",
+                  figure(rounds.accuracy_by_round_figure(points, published, "Accuracy by round")),
+                  table(rounds.round_table(points))]
+        if published:
+            parts.append(f'<p class="caption">Markers: {text(published[0].citation)}, measured '
+                         f"with {text(published[0].model)}.</p>")
+    conforming = rounds.conformity_by_config(report.runs, configs)
+    if not conforming.empty:
+        parts += ["<h3>Conformity between rounds</h3>", table(conforming)]
+    return parts
+
+
+def comparison_html(runs: Sequence[Mapping[str, Any]]) -> str:
+    """Runs side by side (`engine.reports.compare`): the question, the answers with their
+    differences, each seat's stances, the text diff of how each run ended, the configuration
+    keys that differ and the transcripts aligned by phase and round."""
+    from engine.reports import compare
+    heading = compare.headline(runs)
+    simulated = [f"{run} ({how})" for run, how in zip(heading["run"], heading["simulated"],
+                                                     strict=True) if how]
+    parts = [_simulated("; ".join(simulated)) if simulated else ""]
+    if compare.same_question(runs):
+        parts.append(f"<pre>{text(runs[0].get('question'))}</pre>")
+    parts += [table(heading), "<h2>Answers</h2>", table(compare.answers(runs))]
+    stances = compare.seat_stances(runs)
+    if not stances.empty:
+        parts += ["<h3>Each seat's stances</h3>", table(stances)]
+    for title, diff in compare.closing_diffs(runs):
+        parts += [f"<h3>How the runs ended: {text(title)}</h3>",
+                  f"<pre>{text(diff or 'Identical.')}</pre>"]
+    config = compare.config_diff(runs)
+    parts += ["<h2>Configuration keys that differ</h2>", table(config[config["differs"]])]
+    transcript = compare.aligned_transcript(runs)
+    parts.append("<h2>Transcripts, aligned by phase and round</h2>")
+    if not transcript.empty:
+        names = compare.column_names(runs)
+        parts.append(table(transcript, ["phase", "round", *names, "changes"]))
+    return page("Compare runs: " + ", ".join(str(r["id"]) for r in runs), parts)

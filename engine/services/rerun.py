@@ -1,5 +1,6 @@
 """Re-run a stored run: the configuration it stored (a `RunConfig`) on the same question,
-with the same label, tags and expected answer.
+with the same label, tags and expected answer, and a `rerun-of:ID` tag naming the run it
+re-ran (the Runs page offers to compare the two).
 
 A stored seat keeps its endpoint (`openai:M?base_url=URL` or `?endpoint=NAME`); a URL read
 back from the store is data, so it gets a server-side key only if it is a registered
@@ -27,11 +28,24 @@ def rerun_config(stored: Any) -> RunConfig:
     return config
 
 
+RERUN_TAG = "rerun-of:"  # the tag a re-run carries: this prefix and its original's id
+
+
 def rerun_options(run: Mapping[str, Any]) -> dict[str, Any]:
     """What a re-run keeps of the stored run besides its configuration: label, tags and
-    expected answer."""
-    return {"label": run.get("label") or None, "tags": list(run.get("tags") or []),
+    expected answer; its `rerun-of:` tag names this run (not the one this run re-ran)."""
+    tags = [t for t in run.get("tags") or [] if not str(t).startswith(RERUN_TAG)]
+    if run.get("id"):
+        tags.append(f"{RERUN_TAG}{run['id']}")
+    return {"label": run.get("label") or None, "tags": tags,
             "expected": run.get("expected") or None}
+
+
+def original_of(run: Mapping[str, Any]) -> str | None:
+    """The id of the run a stored run re-ran (its `rerun-of:` tag), or None."""
+    found = [str(t)[len(RERUN_TAG):] for t in run.get("tags") or []
+             if str(t).startswith(RERUN_TAG)]
+    return found[0] if found else None
 
 
 def rerun(store: Any, run: Mapping[str, Any], **run_options: Any) -> RunResult:

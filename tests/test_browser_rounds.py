@@ -1,0 +1,50 @@
+"""In a real browser: a small society experiment on Du et al.'s arithmetic problems (a society
+of 3 agents x 2 rounds and one of 3 x 1, simulated), its accuracy-by-round chart with the
+dashed round-1 majority lines and the paper's reference points. Saves the screenshot
+10-accuracy-by-round to $PARLEY_SCREENSHOTS (or a temporary folder).
+"""
+from __future__ import annotations
+
+from test_browser import GENEROUS_MS, app, goto, page, settle, shots  # noqa: F401
+
+from engine import Store
+from engine import experiments as ex
+from engine.questions import load_bundled
+
+CONFIGS = [{"protocol": "society", "label": "society-3x2", "model": "simulated",
+            "options": {"rounds": 2}},
+           {"protocol": "society", "label": "society-3x1", "model": "simulated",
+            "options": {"rounds": 1}}]
+
+
+def test_accuracy_by_round_with_reference_points(app, page, shots):  # noqa: F811
+    base, db_url = app
+    store = Store(db_url)
+    plan = ex.plan({"name": "society on arithmetic",
+                    "questions": [q.as_dict() for q in load_bundled("arithmetic")[:5]],
+                    "source": "bundled:arithmetic", "configs": CONFIGS}, store)
+    experiment_id = ex.create(store, plan)
+    ex.run_experiment(store, experiment_id)
+    assert ex.progress(store, experiment_id).status == "completed"
+
+    goto(page, base, f"/experiments?experiment={experiment_id}")
+    main = page.locator("[data-testid='stMain']")
+    main.get_by_role("heading", name="Accuracy by round").wait_for()
+    chart = main.locator("[data-testid='stPlotlyChart'] .js-plotly-plot").filter(
+        has_text="round-1 majority vote")
+    chart.wait_for(timeout=GENEROUS_MS)
+    legend = chart.locator(".legend").text_content()  # SVG: no inner text
+    for label in ("society-3x2", "society-3x1", "Du et al. 2023: single agent 67.0%",
+                  "Du et al. 2023: majority vote (3 agents) 69.0%",
+                  "Du et al. 2023: multiagent debate (3 agents, 2 rounds) 81.8%"):
+        assert label in legend, legend
+    assert chart.locator(".scatterlayer .trace").count() == 2 + 2 + 3  # lines, dashed, refs
+    dashed = chart.locator(".scatterlayer .js-line[style*='stroke-dasharray']")
+    assert dashed.count() >= 2
+    assert "gpt-3.5-turbo-0301" in main.inner_text()
+    chart.scroll_into_view_if_needed()
+    settle(page)
+    chart.screenshot(path=str(shots / "10-accuracy-by-round.png"))
+    assert page.dialogs == [], page.dialogs
+    assert page.locator("[data-testid='stException']").count() == 0
+    print(f"accuracy-by-round screenshot in {shots}: 10-accuracy-by-round")
