@@ -1,6 +1,7 @@
 """Runs: the history of stored runs with filters, and one run in detail at `?run=ID`."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import streamlit as st
@@ -33,6 +34,11 @@ def show_history() -> None:
     if flash:
         st.success(md(flash))
     filters = _shared.filter_widgets(history.choices(store), "runs")
+    found = st.text_input("Search transcripts", key="runs_transcript", max_chars=200,
+                          placeholder='words or "a phrase" from questions, replies, answers',
+                          help="Full-text search; every word must appear somewhere in the "
+                               "run. Each matching run shows where it matched.")
+    filters = dataclasses.replace(filters, transcript=found or None)
     limit = st.segmented_control("Show the newest", history.HISTORY_LIMITS, default=200,
                                  key="runs_limit") or 200
     page = history.history(store, filters, limit=limit)
@@ -47,14 +53,18 @@ def show_history() -> None:
                "`simulated` says `all` when the offline simulated model played every seat, "
                "`mixed: …` naming the seats it played when it played some.")
     table = page.table.assign(open="?run=" + page.table["id"])
+    searched = ["match", "snippet"] if "snippet" in table else []
     picked = st.dataframe(
         table, hide_index=True, key="runs_table", on_select="rerun",
         selection_mode="single-row",
-        column_order=["open", "created", "protocol", "label", "outcome", "status", "simulated",
-                      "question", "models", "calls", "degraded", "tokens", "seconds"],
+        column_order=["open", "created", *searched, "protocol", "label", "outcome", "status",
+                      "simulated", "question", "models", "calls", "degraded", "tokens",
+                      "seconds"],
         height=min(38 + 35 * len(page.table), 560),
         column_config={"open": st.column_config.LinkColumn("run", display_text=r"\?run=(.*)"),
                        "question": st.column_config.TextColumn(width="medium"),
+                       "snippet": st.column_config.TextColumn(
+                           width="large", help="The matched words are between « and »"),
                        "outcome": st.column_config.TextColumn(width="medium"),
                        "tokens": st.column_config.NumberColumn(format="%d"),
                        "seconds": st.column_config.NumberColumn(format="%.2f")})

@@ -3,8 +3,9 @@ tests.
 
 Rows: engine throughput and per-call overhead on a zero-latency simulated model (with the
 store), the wall time of every protocol that runs calls at once against the critical path its
-registry entry declares, then the reliability, dashboard and experiment rows from their own
-modules. Protocols are read from the registry, never named here.
+registry entry declares, then the reliability, dashboard, experiment, live, full-text search
+and browser rows from their own modules. Protocols are read from the registry, never named
+here.
 """
 from __future__ import annotations
 
@@ -148,6 +149,7 @@ def collect(quick: bool = False, only: list[str] | None = None) -> list[Row]:
     from engine.bench.dashboard import bench_dashboard
     from engine.bench.experiments import bench_experiments
     from engine.bench.live import bench_live
+    from engine.bench.search import bench_search
 
     sections: list[tuple[str, Callable[[], list[Row]]]] = [
         ("throughput", lambda: bench_throughput(2 if quick else 8)),
@@ -156,6 +158,7 @@ def collect(quick: bool = False, only: list[str] | None = None) -> list[Row]:
         ("dashboard", lambda: bench_dashboard(n=1000 if quick else 10000)),
         ("experiments", lambda: bench_experiments(runs=20 if quick else 200)),
         ("live", lambda: bench_live(repeats=20 if quick else 200)),
+        ("search", lambda: bench_search(n=1000 if quick else 10000)),
         ("browser", lambda: bench_browser(n=1000 if quick else 10000)),
     ]
     rows: list[Row] = []

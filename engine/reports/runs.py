@@ -32,11 +32,12 @@ class Filters:
     search: str | None = None
     since: date | None = None
     until: date | None = None
+    transcript: str | None = None  # full text of questions, replies and answers
 
     def store_args(self) -> dict[str, Any]:
         """Keyword arguments for `Store.runs` (dates become whole UTC days)."""
         args: dict[str, Any] = {}
-        for name in ("protocol", "label", "tag", "model", "status", "search"):
+        for name in ("protocol", "label", "tag", "model", "status", "search", "transcript"):
             value = getattr(self, name)
             if isinstance(value, str) and value.strip():
                 args[name] = value.strip()
@@ -118,9 +119,11 @@ HISTORY_COLUMNS = ("id", "created", "protocol", "label", "question", "outcome", 
 
 
 def history_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """The Runs page's table: one line per run, newest first, every value plain text/number."""
+    """The Runs page's table: one line per run, newest first, every value plain text/number;
+    after a transcript search, also where each run matched and a snippet of it."""
+    searched = ["match", "snippet"] if "snippet" in frame else []
     if frame.empty:
-        return pd.DataFrame(columns=list(HISTORY_COLUMNS))
+        return pd.DataFrame(columns=[*HISTORY_COLUMNS, *searched])
     created = pd.to_datetime(frame["created_at"], utc=True)
     question = frame["question"].fillna("").str.replace(r"\s+", " ", regex=True)
     return pd.DataFrame({
@@ -142,7 +145,8 @@ def history_table(frame: pd.DataFrame) -> pd.DataFrame:
         "tokens": (frame["tokens_in"] + frame["tokens_out"]).astype(int),
         "seconds": frame["duration"].astype(float).round(2),
         "unreadable": frame["unreadable"] if "unreadable" in frame else "",
-    }, columns=list(HISTORY_COLUMNS))
+        **{name: frame[name].fillna("") for name in searched},
+    }, columns=[*HISTORY_COLUMNS, *searched])
 
 
 def unreadable_runs(table: pd.DataFrame) -> list[tuple[str, str]]:

@@ -9,6 +9,9 @@ protocol writes now, read from its stored result.
 
 `0005_degraded_runs`: runs gain `degraded_run` and `lost`, and completed runs are assessed
 again (see `degraded_runs`).
+
+`0006_search`: the full-text index over questions, replies and answers, filled from the rows
+already stored (see `engine.store.search_index`).
 """
 from __future__ import annotations
 
@@ -125,3 +128,9 @@ def degraded_runs(connection: Connection) -> None:
             status="failed" if error else "completed", error=error, degraded_run=bool(lost),
             lost="; ".join(lost), metrics=json.dumps({**stored, **spec.metrics(typed)},
                                                      ensure_ascii=False, default=str)))
+
+
+def search_index(connection: Connection) -> None:
+    """Migration 0006: the full-text index over runs (`engine.store.search_index`)."""
+    from engine.store.search_index import create_index
+    create_index(connection)

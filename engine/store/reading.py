@@ -15,6 +15,7 @@ import pandas as pd
 from sqlalchemy import func, or_, select
 
 from engine.store import readback
+from engine.store import search as full_text
 from engine.store.database import Database
 from engine.store.liveness import GONE
 from engine.store.schema import RunRow, TurnRow
@@ -96,11 +97,16 @@ class RunReading(Database):
              search: str | None = None, since: datetime | None = None,
              until: datetime | None = None, experiment_id: str | None = None,
              ids: Sequence[str] | None = None, limit: int | None = None,
-             with_result: bool = False, with_config: bool = True) -> pd.DataFrame:
+             with_result: bool = False, with_config: bool = True,
+             transcript: str | None = None) -> pd.DataFrame:
         """Runs as a DataFrame, newest first; filters combine with AND (all are bound, never
         spliced into SQL). `metrics` and `config` come back parsed; `result` on request, and
         `config` can be left out when a caller (Insights over 10,000 runs) never reads it.
-        `unreadable` is "" for a sound row, else which values could not be read and why."""
+        `unreadable` is "" for a sound row, else which values could not be read and why.
+        `search` looks for its text in the question or label, or an exact run id;
+        `transcript` searches the full text of questions, replies and answers (see
+        `search`), and the frame then also says where each run matched (`match`) and
+        shows it (`snippet`). Text with no searchable term filters nothing."""
         skip = {"result"} - ({"result"} if with_result else set())
         if not with_config:
             skip.add("config")
@@ -124,6 +130,10 @@ class RunReading(Database):
             query = query.where(or_(RunRow.question.contains(search, autoescape=True),
                                     RunRow.label.contains(search, autoescape=True),
                                     RunRow.id == search))
+        found = full_text.terms(transcript)
+        match = full_text.Match.of(self.engine.dialect.name, found) if found else None
+        if match is not None:
+            query = query.where(RunRow.id.in_(match.run_ids()))
         if since:
             query = query.where(RunRow.created_at >= since)
         if until:
@@ -132,8 +142,13 @@ class RunReading(Database):
             query = query.limit(limit)
         with self.engine.connect() as connection:
             rows = connection.execute(query).mappings().all()
+            where = (full_text.snippets(connection, match, [row["id"] for row in rows])
+                     if match is not None else None)
         gone = [self.owner_gone(row) for row in rows]
         frame = pd.DataFrame(rows, columns=[c.name for c in columns])
+        if where is not None:
+            frame["match"] = [where.get(i, {}).get("match", "") for i in frame["id"]]
+            frame["snippet"] = [where.get(i, {}).get("snippet", "") for i in frame["id"]]
         frame = readback.tolerant_frame(frame, readback.RUN_JSON, required_times=("created_at",))
         if any(gone):  # as the reaper will store them
             dead = pd.Series(gone, index=frame.index)
@@ -142,6 +157,25 @@ class RunReading(Database):
             frame.loc[dead, "finished_at"] = [row["heartbeat_at"] or row["created_at"]
                                               for row, d in zip(rows, gone, strict=True) if d]
         return frame
+
+    def search(self, query: str, limit: int = 50) -> pd.DataFrame:
+        """The runs whose question, replies or answer hold every term of `query` (words and
+        "quoted phrases", matched whole and case-blind; see `engine.store.search`), best
+        match first, at most `limit`: one row per run with `id`, where its best match is
+        (`kind`: question, turn or answer; a turn's `seat`, `phase` and `round`; `match`
+        in words) and a one-line `snippet` of plain text with the matched words between «
+        and ». Text with no searchable term finds nothing; it never raises for what a user
+        typed."""
+        columns = ["id", "kind", "seat", "phase", "round", "match", "snippet"]
+        found = full_text.terms(query)
+        if not found or limit < 1:
+            return pd.DataFrame(columns=columns)
+        match = full_text.Match.of(self.engine.dialect.name, found)
+        with self.engine.connect() as connection:
+            ids = list(connection.execute(match.best_runs(int(limit))).scalars())
+            where = full_text.snippets(connection, match, ids)
+        return pd.DataFrame([{"id": i, **where[i]} for i in ids if i in where],
+                            columns=columns)
 
     def turns(self, run_id: str | Sequence[str] | None = None, *, phase: str | None = None,
               seat: str | None = None, status: str | None = None,

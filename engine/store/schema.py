@@ -144,6 +144,19 @@ class ExperimentRow(Base):
     finished_at: Mapped[datetime | None] = mapped_column(Moment, nullable=True)
 
 
+class SearchDocRow(Base):
+    """One searchable text of a run: its question, a turn's reply or its final answer. Written
+    and deleted by triggers on `runs` and `turns` (`engine.store.search_index`), read through
+    the full-text index made beside it (FTS5 on SQLite, a tsvector on PostgreSQL)."""
+
+    __tablename__ = "search_docs"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(String(32), index=True)
+    turn_id: Mapped[int | None] = mapped_column(Integer, index=True, nullable=True)
+    kind: Mapped[str] = mapped_column(String(16))  # question | turn | answer
+    body: Mapped[str] = mapped_column(Text, default="")
+
+
 class MigrationRow(Base):
     __tablename__ = "schema_migrations"
     name: Mapped[str] = mapped_column(String(100), primary_key=True)
@@ -170,6 +183,7 @@ MIGRATIONS: list[tuple[str, Any]] = [
     ("0003_experiments", _create(["experiments"])),
     ("0004_configs_by_slot", _data("configs_by_slot")),
     ("0005_degraded_runs", _data("degraded_runs")),
+    ("0006_search", _data("search_index")),
 ]
 
 

@@ -1,0 +1,67 @@
+"""Search benchmark: full-text search over 10,000 stored runs (the dashboard's fixture, with
+its turns), through `Store.search` and through the Runs page's transcript filter.
+
+A word found in most runs (every ballot says it) costs the most: each match is ranked. A rare
+word and a two-word phrase show the usual case. Figures are measured here, never asserted.
+"""
+from __future__ import annotations
+
+import re
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from engine.bench.dashboard import _time, make_fixture, runs_page
+from engine.reports import runs as history
+from engine.store import Store
+
+Row = dict[str, Any]
+
+
+def _words(store: Store) -> tuple[str, str]:
+    """The most frequent longer word in a sample of replies (a word most runs share), and a
+    two-word phrase taken from a reply that holds it."""
+    replies = store.turns(list(store.runs(limit=300, with_config=False)["id"]))["reply"]
+    counts: Counter[str] = Counter()
+    for reply in replies:
+        counts.update({w.lower() for w in re.findall(r"[A-Za-z]{6,}", reply)})
+    word = counts.most_common(1)[0][0] if counts else "question"
+    for reply in replies:
+        pairs = re.findall(rf"\b({word}\s+[A-Za-z]+)\b", reply, flags=re.IGNORECASE)
+        if pairs:
+            return word, " ".join(pairs[0].split())
+    return word, word
+
+
+def bench_search(n: int = 10_000) -> list[Row]:
+    """Rows for the benchmark table: index size, then search and filter times."""
+    with tempfile.TemporaryDirectory() as folder:
+        url = f"sqlite:///{Path(folder) / 'search.db'}"
+        start = time.perf_counter()
+        make_fixture(url, n)
+        built = time.perf_counter() - start
+        store = Store(url)
+        word, phrase = _words(store)
+        found = len(store.runs(transcript=word, with_config=False))
+        size = f"{n:,} runs"
+        rows = [
+            _row(f"search fixture: {size} with turns, indexed by triggers on insert", built,
+                 "s"),
+            _row(f"search: Store.search, 50 best of {found:,} runs matching '{word}' ({size})",
+                 _time(lambda: store.search(word, limit=50)), "s", "< 0.5 s"),
+            _row(f"search: Store.search, a word in no run ({size})",
+                 _time(lambda: store.search("zyzzyva", limit=50)), "s", "< 0.5 s"),
+            _row(f"search: Store.search, a phrase (\"{phrase}\") ({size})",
+                 _time(lambda: store.search(f'"{phrase}"', limit=50)), "s", "< 0.5 s"),
+            _row(f"runs page, transcript search '{word}' (newest 200 + snippets) ({size})",
+                 _time(lambda: runs_page(store, history.Filters(transcript=word))), "s",
+                 "< 2 s"),
+        ]
+        store.close()
+    return rows
+
+
+def _row(name: str, value: float, unit: str, target: str = "") -> Row:
+    return {"name": name, "value": round(value, 3), "unit": unit, "target": target}

@@ -1,0 +1,259 @@
+"""Search inside transcripts (issue 14, bullet 4): full text over questions, replies and
+answers, on SQLite (FTS5) and PostgreSQL (tsvector) alike.
+
+Every test runs on both backends (PostgreSQL when PARLEY_TEST_PG_URL names a server). What a
+user types is hostile: quotes, FTS5 operators, 10 kB, NUL and fuzzed text never raise.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import text
+from streamlit.testing.v1 import AppTest
+
+from engine import Store
+from engine.models import RunResult, Turn
+from engine.protocols.debate import run_debate
+from engine.store.search import MAX_TERMS, terms
+from tests.test_store_backends import backend  # noqa: F401
+
+RUNS_PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "runs.py")
+EXAMPLES = int(os.environ.get("PARLEY_FUZZ_EXAMPLES", "100"))
+
+
+def stored(store: Store, question: str, replies: list[tuple[str, str, int, str]],
+           answer: str | None = None) -> str:
+    """A completed run of `question` whose turns are (seat, phase, round, reply), with
+    `answer` as its final answer; returns its id."""
+    run_id = store.start_run("vote", question)
+    turns = [Turn(index=i, seat=seat, phase=phase, round=rnd, reply=reply)
+             for i, (seat, phase, rnd, reply) in enumerate(replies)]
+    store.add_turns([(run_id, turn) for turn in turns])
+    metrics = {"outcome": "done"} if answer is None else {"outcome": "done", "answer": answer}
+    store.finish_run(run_id, RunResult(protocol="vote", turns=turns), metrics)
+    return run_id
+
+
+def fixture_runs(store: Store) -> dict[str, str]:
+    return {
+        "reply": stored(store, "Which database should we pick?",
+                        [("Ada", "opening", 1, "I favour PostgreSQL for its durability."),
+                         ("Bo", "rebuttal", 2, "The quokka benchmark says otherwise.")],
+                        answer="PostgreSQL"),
+        "question": stored(store, "Is the quokka the happiest animal?",
+                           [("Ada", "vote", 0, "Probably yes.")]),
+        "answer": stored(store, "Name a prime number.", [("Cy", "vote", 0, "Seven.")],
+                         answer="kumquat"),
+        "unicode": stored(store, "Wie ist das Wetter in Zürich?",
+                          [("Dora", "vote", 0, "Es regnet, λόγος und naïve café 東京.")]),
+    }
+
+
+# --------------------------------------------------------------------------- finding
+def test_a_word_only_in_a_reply_is_found_with_its_turn(backend):  # noqa: F811
+    runs = fixture_runs(backend)
+    hits = backend.search("durability")
+    assert hits["id"].tolist() == [runs["reply"]]
+    hit = hits.iloc[0]
+    assert (hit["kind"], hit["seat"], hit["phase"], hit["round"]) == ("turn", "Ada", "opening", 1)
+    assert hit["match"] == "Ada, opening, round 1"
+    assert "«durability»" in hit["snippet"]
+
+
+def test_questions_and_answers_are_searched(backend):  # noqa: F811
+    runs = fixture_runs(backend)
+    assert set(backend.search("quokka")["id"]) == {runs["reply"], runs["question"]}
+    answer = backend.search("kumquat")
+    assert answer["id"].tolist() == [runs["answer"]] and answer.iloc[0]["match"] == "answer"
+    question = backend.search("happiest")
+    assert question.iloc[0]["kind"] == "question"
+    assert "«happiest»" in question.iloc[0]["snippet"]
+
+
+def test_terms_combine_and_a_phrase_is_matched_in_order(backend):  # noqa: F811
+    runs = fixture_runs(backend)
+    assert backend.search("quokka benchmark")["id"].tolist() == [runs["reply"]]
+    assert backend.search('"quokka benchmark"')["id"].tolist() == [runs["reply"]]
+    assert backend.search('"benchmark quokka"').empty
+    assert backend.search("quokka nowhere").empty
+    assert backend.search("QUOKKA BENCHMARK")["id"].tolist() == [runs["reply"]]
+
+
+def test_unicode_words_are_found(backend):  # noqa: F811
+    runs = fixture_runs(backend)
+    for word in ("Zürich", "λόγος", "naïve", "café", "東京"):
+        assert backend.search(word)["id"].tolist() == [runs["unicode"]], word
+
+
+def test_limit_bounds_the_runs(backend):  # noqa: F811
+    for i in range(5):
+        stored(backend, f"Question {i} about otters?", [("Ada", "vote", 0, "otters")])
+    assert len(backend.search("otters", limit=3)) == 3
+    assert len(backend.search("otters")) == 5
+    assert backend.search("otters", limit=0).empty
+
+
+def test_the_runs_filter_narrows_and_says_where(backend):  # noqa: F811
+    runs = fixture_runs(backend)
+    found = backend.runs(transcript="durability")
+    assert found["id"].tolist() == [runs["reply"]]
+    assert found.iloc[0]["match"] == "Ada, opening, round 1"
+    assert "«durability»" in found.iloc[0]["snippet"]
+    both = backend.runs(transcript="quokka", search="happiest")
+    assert both["id"].tolist() == [runs["question"]]
+    everything = backend.runs(transcript="  ")
+    assert len(everything) == 4 and "snippet" not in everything
+
+
+# --------------------------------------------------------------------------- hostile text
+HOSTILE = ['"', '""', "*", "NEAR(", "NEAR(a b", "-", "- -", "a -b", "AND", "OR NOT", "^",
+           "body:x", "(", ")", "{", "'", "';--", "\\", "%", "_", "!", "&", "|", ":*",
+           "x" * 10_000, "a\x00b", "\x00", "\ud800", "ab\x1bc", "café*", "a" * 5000 + " b"]
+
+
+def test_hostile_queries_never_raise(backend):  # noqa: F811
+    fixture_runs(backend)
+    for query in HOSTILE:
+        backend.search(query)
+        backend.runs(transcript=query)
+
+
+def test_punctuation_only_text_is_no_filter(backend):  # noqa: F811
+    fixture_runs(backend)
+    for query in ('"', "*", "-", "()", "  ", "", "\x00"):
+        assert terms(query) == []
+        assert backend.search(query).empty
+        assert len(backend.runs(transcript=query)) == 4
+
+
+def test_terms_are_bounded_and_quote_free():
+    assert terms('say "hello world" NEAR( -x') == ["say", "hello world", "NEAR(", "-x"]
+    assert terms('un"closed') == ["un closed"]
+    assert len(terms("w " * 1000)) == MAX_TERMS
+    assert terms("x" * 10_000) == ["x" * 200]
+    assert terms(None) == [] and terms(42) == []
+    assert all('"' not in t and "\x00" not in t for t in terms('a\x00b "c" d"e'))
+
+
+def test_fuzzed_queries_never_raise(backend):  # noqa: F811
+    fixture_runs(backend)
+
+    @settings(max_examples=EXAMPLES, deadline=5000, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(st.lists(st.sampled_from([*'"*-^():{}\'\\%_ ab', "NEAR", "AND", "OR", "NOT",
+                                     "\x00", "\ud800", "é", "東", "quokka"]) | st.text(),
+                    max_size=20).map("".join))
+    def check(query: str) -> None:
+        hits = backend.search(query)
+        assert set(hits["id"]) <= set(backend.runs(transcript=query)["id"])
+
+    check()
+
+
+# --------------------------------------------------------------------------- in step
+def test_deleting_a_run_removes_it_from_the_index(backend):  # noqa: F811
+    runs = fixture_runs(backend)
+    backend.delete([runs["reply"]])
+    assert backend.search("durability").empty
+    assert backend.search("quokka")["id"].tolist() == [runs["question"]]
+    with backend.engine.connect() as connection:
+        left = connection.execute(text("SELECT count(*) FROM search_docs WHERE run_id = :r"),
+                                  {"r": runs["reply"]}).scalar()
+    assert left == 0
+
+
+def test_imported_runs_are_indexed(backend, tmp_path):  # noqa: F811
+    result = run_debate("Should the walrus lead the herd?", proponent="simulated",
+                        opponent="simulated", judge="simulated", max_rounds=1, store=backend)
+    run_id = str(result.run_id)
+    reply = max(result.turns[-1].reply.split(), key=len).strip(".,:;!?*()[]\"'")
+    assert run_id in set(backend.search(reply)["id"])
+    exported = backend.export_jsonl([run_id])
+    other = Store(f"sqlite:///{tmp_path / 'other.db'}")
+    other.import_runs(exported)
+    assert other.search("walrus")["id"].tolist() == [run_id]
+    assert other.search(reply)["id"].tolist() == [run_id]
+    assert other.search(reply).iloc[0]["kind"] in ("turn", "answer")
+    backend.delete([run_id])
+    assert backend.search("walrus").empty
+    backend.import_runs(exported)
+    assert backend.search("walrus")["id"].tolist() == [run_id]
+
+
+def test_a_saved_result_is_indexed_by_its_answer(backend):  # noqa: F811
+    run_id = stored(backend, "Pick one.", [("Ada", "vote", 0, "blue")], answer="turquoise")
+    assert backend.get(run_id)["metrics"]["answer"] == "turquoise"
+    assert backend.search("turquoise")["id"].tolist() == [run_id]
+
+
+def _back_to_0005(store: Store) -> None:
+    """Make `store`'s database as migration 0005 left it: no search table, no triggers."""
+    with store.engine.begin() as connection:
+        if connection.dialect.name == "sqlite":
+            connection.execute(text("DROP TABLE search_fts"))
+            for name in ("runs_ai", "runs_au", "runs_ad", "turns_ai", "turns_au", "turns_ad"):
+                connection.execute(text(f"DROP TRIGGER search_{name}"))
+        else:
+            for name, table in (("runs_iu", "runs"), ("runs_d", "runs"),
+                                ("turns_iud", "turns")):
+                connection.execute(text(f"DROP TRIGGER search_{name} ON {table}"))
+        connection.execute(text("DROP TABLE search_docs"))
+        connection.execute(text("DELETE FROM schema_migrations WHERE name = '0006_search'"))
+    store.engine.dispose()
+
+
+def test_migration_0006_fills_the_index_of_an_older_database(backend):  # noqa: F811
+    runs = fixture_runs(backend)
+    with backend.engine.begin() as connection:  # unreadable metrics stay unindexed
+        connection.execute(text("UPDATE runs SET metrics = :m WHERE id = :i"),
+                           {"m": "{not json", "i": runs["answer"]})
+    _back_to_0005(backend)
+    reopened = Store(backend.url)
+    assert "0006_search" in reopened.migrations()
+    assert reopened.search("durability")["id"].tolist() == [runs["reply"]]
+    assert reopened.search("happiest")["id"].tolist() == [runs["question"]]
+    assert reopened.search("Zürich")["id"].tolist() == [runs["unicode"]]
+    assert reopened.search("kumquat").empty
+    assert reopened.search("PostgreSQL").iloc[0]["kind"] in ("answer", "turn")
+    later = stored(reopened, "A later question about walruses?", [])
+    assert reopened.search("walruses")["id"].tolist() == [later]
+    assert reopened.migrate() == []
+
+
+def test_a_read_only_database_still_searches(tmp_path):
+    writable = Store(f"sqlite:///{tmp_path / 'ro.db'}")
+    runs = fixture_runs(writable)
+    writable.close()
+    store = Store(f"sqlite:///file:{tmp_path / 'ro.db'}?mode=ro&uri=true")
+    assert store.read_only
+    assert store.search("durability")["id"].tolist() == [runs["reply"]]
+    assert store.runs(transcript="quokka")["id"].tolist() == [runs["question"], runs["reply"]]
+
+
+
+# --------------------------------------------------------------------------- the Runs page
+def test_the_runs_page_search_box_narrows_the_table_and_shows_the_snippet(tmp_path,
+                                                                           monkeypatch):
+    url = f"sqlite:///{tmp_path / 'parley.db'}"
+    monkeypatch.setenv("PARLEY_DB_URL", url)  # the page's store is cached per URL
+    runs = fixture_runs(Store(url))
+    at = AppTest.from_file(RUNS_PAGE, default_timeout=60).run()
+    assert not at.exception, at.exception
+    assert len(at.dataframe[0].value) == 4
+    at.text_input(key="runs_transcript").input("durability").run()
+    table = at.dataframe[0].value
+    assert table["id"].tolist() == [runs["reply"]]
+    assert table["match"].tolist() == ["Ada, opening, round 1"]
+    assert "«durability»" in table["snippet"].iloc[0]
+    at.text_input(key="runs_transcript").input('"quokka benchmark" NEAR( *').run()
+    assert not at.exception, at.exception
+    assert "No runs match" in at.info[0].value
+    at.text_input(key="runs_transcript").input('"quokka benchmark"').run()
+    assert at.dataframe[0].value["id"].tolist() == [runs["reply"]]
+    at.text_input(key="runs_transcript").input('<b>x</b> " * -').run()
+    assert not at.exception, at.exception
+    at.text_input(key="runs_transcript").input("").run()
+    assert len(at.dataframe[0].value) == 4 and "snippet" not in at.dataframe[0].value
