@@ -57,12 +57,16 @@ def show_history() -> None:
     picked = st.dataframe(
         table, hide_index=True, key="runs_table", on_select="rerun",
         selection_mode="single-row",
-        column_order=["open", "created", *searched, "protocol", "label", "outcome", "status",
-                      "simulated", "question", "models", "calls", "degraded", "tokens",
-                      "seconds"],
+        column_order=["open", "created", *searched, "protocol", "label", "question",
+                      "expected", "correct", "outcome", "status", "simulated", "models",
+                      "calls", "degraded", "tokens", "seconds"],
         height=min(38 + 35 * len(page.table), 560),
         column_config={"open": st.column_config.LinkColumn("run", display_text=r"\?run=(.*)"),
-                       "question": st.column_config.TextColumn(width="medium"),
+                       "question": st.column_config.TextColumn(
+                           width="large", help="the whole question: widen the column or "
+                           "hover a cell to read it all"),
+                       "correct": st.column_config.CheckboxColumn(
+                           help="the final answer against the expected one (empty: unscored)"),
                        "snippet": st.column_config.TextColumn(
                            width="large", help="The matched words are between « and »"),
                        "outcome": st.column_config.TextColumn(width="medium"),

@@ -72,7 +72,7 @@ def test_history_table_is_plain_and_says_simulated():
     assert first["simulated"] == "all" and second["simulated"] == ""
     assert first["protocol"] == "Persona panel" and first["seconds"] == 1.23
     assert second["outcome"] == "judge 0.80 (high)"
-    assert len(second["question"]) == 120 and second["question"].endswith("…")
+    assert second["question"] == "x" * 200  # whole: issue 14 found the cut one unreadable
 
 
 def test_a_run_on_simulated_models_is_simulated_even_with_a_failed_call():

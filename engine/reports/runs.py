@@ -70,7 +70,7 @@ def choices_from(protocols: Iterable[Any], labels: Iterable[Any], tags: Iterable
     return {"protocol": list(REGISTRY) + sorted(stored - set(REGISTRY)),
             "label": sorted({v for v in labels if isinstance(v, str) and v}),
             "tag": sorted({str(t) for group in tags if isinstance(group, list)
-                           for t in group}),
+                           for t in group if not str(t).startswith(INTERNAL_TAGS)}),
             "model": sorted({m for joined in models if isinstance(joined, str)
                              for m in joined.split(",") if m}),
             "status": list(STATUSES)}
@@ -113,9 +113,12 @@ def status_text(status: Any, degraded_run: Any) -> str:
     return f"{status} (degraded)" if status == "completed" and bool(degraded_run) else str(status)
 
 
-HISTORY_COLUMNS = ("id", "created", "protocol", "label", "question", "outcome", "status",
-                   "simulated", "models", "calls", "degraded", "tokens", "seconds",
-                   "unreadable")
+HISTORY_COLUMNS = ("id", "created", "protocol", "label", "question", "expected", "correct",
+                   "outcome", "status", "simulated", "models", "calls", "degraded", "tokens",
+                   "seconds", "unreadable")
+# Tags Parley writes for itself (an experiment's cell, a re-run's original): kept on the run,
+# left out of the Tag filter, whose choices are the user's own tags.
+INTERNAL_TAGS = ("cell:", "rerun-of:")
 
 
 def history_table(frame: pd.DataFrame) -> pd.DataFrame:
@@ -131,7 +134,10 @@ def history_table(frame: pd.DataFrame) -> pd.DataFrame:
         "created": created.dt.strftime("%Y-%m-%d %H:%M"),
         "protocol": protocol_titles(frame["protocol"]),
         "label": frame["label"].fillna(""),
-        "question": question.where(question.str.len() <= 120, question.str.slice(0, 119) + "…"),
+        "question": question,
+        "expected": frame["expected"].fillna("") if "expected" in frame else "",
+        "correct": [None if c is None or c != c else bool(c) for c in frame["correct"]]
+        if "correct" in frame else None,
         "outcome": [outcome_text(m) for m in frame["metrics"]],
         "status": [status_text(s, d) for s, d in zip(
             frame["status"].tolist(), frame["degraded_run"].tolist(), strict=True)],
