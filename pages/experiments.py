@@ -6,7 +6,9 @@ going when the page is left or refreshed. Every number comes from `engine.experi
 """
 from __future__ import annotations
 
+import html
 import time
+from typing import Any
 
 import streamlit as st
 
@@ -190,6 +192,20 @@ STATE_COLORS = {"fixed": "background-color: #d7f5dd", "broke": "background-color
 SORTS = {"question": "question order", "regressions": "regressions first"}
 
 
+def drill_to_runs(event: Any) -> None:
+    """A bar clicked on the accuracy chart lists that configuration's runs below (once per
+    click: the selection stays while the user picks something else)."""
+    points = event.selection.points if event else []
+    picked = html.unescape(str(points[0].get("x"))) if points else None
+    if picked and st.session_state.get("exp-drilled") != picked:
+        st.session_state["exp-drilled"] = picked
+        st.session_state["exp-drill-label"] = picked
+        st.session_state["exp-drill-q"] = None
+        st.toast(md(f"The runs of {picked} are listed under Runs behind a cell."))
+    elif not points:
+        st.session_state.pop("exp-drilled", None)
+
+
 def show_baseline(result: ex.Report) -> None:
     """The question matrix against a chosen baseline configuration: each cell's answer,
     fixed (green), broke (red) or the same, repeats collapsed with their stability; a click
@@ -273,8 +289,10 @@ for number, (title, columns) in enumerate(ex.SUMMARY_GROUPS.items()):
 if result.summary["few"].any():
     st.caption("Greyed: fewer than 5 scored runs; read the rate with its interval and n.")
 if (result.summary["scored"] > 0).any():
-    st.plotly_chart(ex.accuracy_figure(result.summary, "Accuracy" + TITLE[kind]),
-                    key="exp-accuracy")
+    drill_to_runs(st.plotly_chart(ex.accuracy_figure(result.summary, "Accuracy" + TITLE[kind]),
+                                  key="exp-accuracy", on_select="rerun",
+                                  selection_mode="points"))
+    st.caption("Click a bar to list its runs under *Runs behind a cell*.")
 else:
     st.caption("No run has an expected answer to score, so there is no accuracy.")
 

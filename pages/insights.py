@@ -110,7 +110,13 @@ for section in sections:
                     drill_down(section.key, chart, f"{section.key}_{number}")
                     st.caption(md(chart.caption))
     if section.table is not None and not section.table.empty:
-        st.dataframe(aggregate.grey_few(section.table), hide_index=True, key=f"{section.key}_table",
-                     column_config={"rate": st.column_config.NumberColumn(format="percent"),
-                                    "low": st.column_config.NumberColumn(format="percent"),
-                                    "high": st.column_config.NumberColumn(format="percent")})
+        picked = st.dataframe(
+            aggregate.grey_few(section.table), hide_index=True, key=f"{section.key}_table",
+            on_select="rerun", selection_mode="single-row",
+            column_config={"rate": st.column_config.NumberColumn(format="percent"),
+                           "low": st.column_config.NumberColumn(format="percent"),
+                           "high": st.column_config.NumberColumn(format="percent")})
+        rows = picked.selection.rows if picked is not None else []
+        if rows:  # a row opens the runs behind it
+            st.switch_page("pages/runs.py", query_params=drill.row_params(
+                section.key, section.table.iloc[rows[0]].to_dict()))

@@ -33,3 +33,26 @@ def test_clicking_an_accuracy_bar_opens_its_runs(app, page, shots):  # noqa: F81
     main.get_by_text("2 run(s), newest first").wait_for()  # that label's two vote runs
     page.screenshot(path=str(shots / "14-drill-down-runs.png"), full_page=True)
     assert page.dialogs == []
+
+
+def test_clicking_an_experiment_accuracy_bar_lists_its_runs(app, page, shots):  # noqa: F811
+    from engine import experiments as ex
+    base, db_url = app
+    store = Store(db_url)
+    plan = ex.plan({"name": "drill", "questions": "definite", "repeats": 1, "configs": [
+        {"label": "cheap", "protocol": "vote", "model": "simulated"},
+        {"label": "careful", "protocol": "panel", "model": "simulated"}]}, store)
+    experiment_id = ex.create(store, plan)
+    ex.run_experiment(store, experiment_id)
+    goto(page, base, f"/experiments?experiment={experiment_id}")
+    plot = page.locator(".st-key-exp-accuracy .js-plotly-plot")
+    plot.wait_for()
+    plot.scroll_into_view_if_needed()
+    settle(page)
+    box = plot.locator(".barlayer .point path").nth(1).bounding_box()
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    settle(page)
+    chosen = page.locator(".st-key-exp-drill-label input").first
+    page.wait_for_function("e => e.value === 'careful'", arg=chosen.element_handle(),
+                           timeout=GENEROUS_MS)
+    page.screenshot(path=str(shots / "17-experiment-bar-to-runs.png"), full_page=True)

@@ -91,3 +91,13 @@ def test_the_runs_page_follows_a_link_once_and_names_an_unknown_value(db):
     assert not at.exception, at.exception
     assert at.selectbox(key="runs_label").value == ""
     assert any("No stored run has label" in c.value for c in at.caption)
+
+
+def test_a_row_of_an_insights_table_opens_its_label_and_protocol(tmp_path):
+    _, sections = stored(tmp_path)
+    table = next(s for s in sections if s.key == "accuracy").table
+    row = table[(table["label"] == "careful") & (table["protocol"] == VOTE.title)].iloc[0]
+    assert drill.row_params("accuracy", row.to_dict()) == {
+        "protocol": "vote", "label": "careful", "status": "completed"}
+    assert drill.row_params("vote", {"label": "(no label)"}) == {
+        "protocol": "vote", "status": "completed"}

@@ -63,3 +63,19 @@ def params(section: str, chart: Chart, trace_name: str, point: Mapping[str, Any]
     if chart.kind in ("rate_bar", "box", "histogram") and "status" not in out:
         out["status"] = "completed"
     return out
+
+
+def row_params(section: str, row: Mapping[str, Any]) -> dict[str, str]:
+    """The Runs page's query parameters for a row of an Insights section's table (its
+    `label` and `protocol` columns; the section's protocol otherwise). Its rates count
+    completed runs, so the completed ones open."""
+    from engine.protocols import REGISTRY
+    out: dict[str, str] = {"protocol": section} if section in REGISTRY else {}
+    protocol = _protocol_of(str(row.get("protocol") or ""))
+    if protocol is not None:
+        out["protocol"] = protocol
+    label = _label_of(str(row.get("label") or row.get("group") or ""))
+    if label is not None:
+        out["label"] = label
+    out["status"] = "completed"
+    return out
