@@ -49,3 +49,31 @@ def test_accuracy_by_round_with_reference_points(app, page, shots):  # noqa: F81
     assert page.dialogs == [], page.dialogs
     assert page.locator("[data-testid='stException']").count() == 0
     print(f"accuracy-by-round screenshot in {shots}: 10-accuracy-by-round")
+
+
+def test_a_paper_preset_run_from_the_cli_shows_its_curve_beside_the_paper(app, page, shots):  # noqa: F811
+    """Du et al.'s arithmetic preset, as the README says to run it (here on its first 5
+    problems, simulated), then its results page: every configuration's line, the round-1
+    dashed lines and Table 1's points. Saves 18-preset-du2023-arithmetic.png."""
+    from pathlib import Path
+
+    from engine.cli.main import main as cli
+    base, db_url = app
+    preset = Path(__file__).resolve().parent.parent / "presets" / "du2023-arithmetic.yaml"
+    assert cli(["experiment", "run", str(preset), "--limit", "5", "--db", db_url,
+                "--quiet"]) == 0
+    listed = ex.list_experiments(Store(db_url))
+    experiment_id = str(listed[listed["name"].str.contains("first 5")]["id"].iloc[0])
+    goto(page, base, f"/experiments?experiment={experiment_id}")
+    main = page.locator("[data-testid='stMain']")
+    chart = main.locator("[data-testid='stPlotlyChart'] .js-plotly-plot").filter(
+        has_text="round-1 majority vote")
+    chart.wait_for(timeout=GENEROUS_MS)
+    legend = chart.locator(".legend").text_content()
+    for label in ("single", "reflection", "vote-3", "society-3x2",
+                  "Du et al. 2023: multiagent debate (3 agents, 2 rounds) 81.8%"):
+        assert label in legend, legend
+    chart.scroll_into_view_if_needed()
+    settle(page)
+    chart.screenshot(path=str(shots / "18-preset-du2023-arithmetic.png"))
+    assert page.locator("[data-testid='stException']").count() == 0

@@ -12,7 +12,7 @@ from engine import experiments as ex
 from engine.analysis.stats import wilson_interval
 from engine.cli.main import main
 from engine.questions import load_bundled
-from engine.reports import insights, rounds
+from engine.reports import charts, insights, rounds
 from engine.reports.references import DU_2023, DU_MODEL, references
 from engine.reports.runs import Filters
 from engine.reports.views import Block
@@ -278,9 +278,12 @@ def test_society_insights_section_by_round_and_conformity(simulated):
     assert "Society: accuracy by round (simulated)" in titles
     assert "Society: mind changes by round (simulated)" in titles
     assert "Society: conformity between rounds (simulated)" in titles
-    by_round = next(c for c in section.charts if "accuracy by round" in c.title).data
-    row = by_round.set_index("group").loc["society-3x2"]
-    assert row["round 1 n"] == row["round 2 n"] == 4
+    chart = next(c for c in section.charts if "accuracy by round" in c.title)
+    assert chart.kind == "round_lines"  # a line per label, dashed round 1, as in experiments
+    mine = chart.data[chart.data["configuration"] == "society-3x2"].set_index("round")
+    assert mine.loc[1, "n"] == mine.loc[2, "n"] == 4
+    fig = charts.figure(chart)
+    assert any(t.mode == "lines" and t.line.dash == "dash" for t in fig.data)
     changes = next(c for c in section.charts if "mind changes" in c.title).data
     assert changes.set_index("group").loc["society-3x2", "round 2 n"] == 12
     assert section.table is not None and set(section.table["label"]) == {
@@ -294,6 +297,6 @@ def test_society_insights_without_stored_results_falls_back_to_the_final_round(s
     runs = insights.load_runs(Store(url), Filters())
     section = next(s for s in insights.report(runs, None, "simulated") if s.key == "society")
     by_round = next(c for c in section.charts if "accuracy by round" in c.title).data
-    row = by_round.set_index("group").loc["society-3x2"]
-    assert row["round 2 n"] == 4 and row["round 1 n"] == 0  # no expected answers at hand
+    mine = by_round[by_round["configuration"] == "society-3x2"]
+    assert list(zip(mine["round"], mine["n"])) == [(2, 4)]  # no expected answers at hand
     assert not [c for c in section.charts if "mind changes" in c.title]

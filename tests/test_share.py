@@ -11,7 +11,7 @@ import html
 import re
 from html.parser import HTMLParser
 
-from test_browser import ARGS, CHROMIUM, _browser_missing, shots  # noqa: F401
+from test_browser import ARGS, CHROMIUM, _browser_missing, app, goto, page, settle, shots  # noqa: F401
 
 from engine import Store
 from engine import experiments as ex
@@ -162,3 +162,23 @@ def test_the_pages_offer_the_html_download(tmp_path, monkeypatch):
     at.run()
     assert not at.exception, at.exception
     assert at.get("download_button")
+
+
+def test_the_run_page_downloads_the_html_that_opens_from_disk(app, page, shots, tmp_path):  # noqa: F811
+    """As a user does it: the run detail's Share as HTML button, the file saved, then opened
+    from disk in the same browser. Saves 19-downloaded-html.png."""
+    base, db_url = app
+    run_id = hostile_run(Store(db_url))
+    goto(page, base, f"/runs?run={run_id}")
+    button = page.locator(".st-key-runs_share button")
+    button.wait_for()
+    with page.expect_download() as download:
+        button.click()
+    saved = tmp_path / download.value.suggested_filename
+    download.value.save_as(saved)
+    assert saved.name == f"parley-run-{run_id}.html"
+    page.goto(saved.as_uri())
+    page.locator(".js-plotly-plot .main-svg").first.wait_for()
+    assert "<script>alert('q')</script>" in page.locator("body").inner_text()
+    page.screenshot(path=str(shots / "19-downloaded-html.png"))
+    assert page.dialogs == []

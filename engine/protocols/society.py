@@ -320,15 +320,15 @@ def _insights(data: InsightsData) -> Section:
     """Tallies, accuracy and mind changes by round, and the conformity rates, per label."""
     runs = completed(data.runs)
     frames = insights_frames(runs, data.results())
-    (accuracy, accuracy_spec), (changes, changes_spec) = frames["accuracy"], frames["changes"]
+    accuracy_spec, (changes, changes_spec) = frames["accuracy"][1], frames["changes"]
     overall = frames["all"]
     charts = tally_charts(runs, "Society")
     if accuracy_spec["y"]:
         charts.append(Chart(
-            "rate_bar", accuracy, "Society: accuracy by round",
-            "Each round's plurality against the expected answer, over the scored runs with "
-            "that round; round 1 is the majority vote of the agents' independent answers.",
-            {**accuracy_spec, "y_title": "correct"}))
+            "round_lines", frames["points"], "Society: accuracy by round",
+            "Each round's plurality against the expected answer, one line per label, over the "
+            "scored runs with that round, with its 95% Wilson interval; dashed: the label's "
+            "round-1 accuracy, the majority vote of the agents' independent answers."))
     if changes_spec["y"]:
         charts.append(Chart(
             "rate_bar", changes, "Society: mind changes by round",

@@ -270,9 +270,18 @@ def box(stats: pd.DataFrame, x: str = "group", color: str | None = None, title: 
                    yaxis={"title": {"text": y_title}, "rangemode": "tozero"})
 
 
+def round_lines(points: pd.DataFrame, title: str = "") -> go.Figure:
+    """Accuracy by round, one line per group with its dashed round-1 line
+    (`engine.reports.rounds.accuracy_by_round_figure`, without published points: Insights
+    pools questions from any set)."""
+    from engine.reports.rounds import accuracy_by_round_figure
+    return accuracy_by_round_figure(points, (), title)
+
+
 BUILDERS: dict[str, Callable[..., go.Figure]] = {
     "timeline": timeline, "tally_bar": tally_bar, "sankey": sankey, "seat_usage": seat_usage,
-    "rate_bar": rate_bar, "stacked_counts": stacked_counts, "histogram": histogram, "box": box}
+    "rate_bar": rate_bar, "stacked_counts": stacked_counts, "histogram": histogram, "box": box,
+    "round_lines": round_lines}
 
 
 def figure(chart: Any) -> go.Figure:

@@ -279,7 +279,8 @@ def insights_frames(runs: pd.DataFrame, results: pd.DataFrame) -> dict[str, Any]
     """What a rounds protocol's Insights section draws, from its completed runs (flattened:
     `group`, `correct`, `m_round_answers`, the `m_` conformity counts) and their stored
     results (`id`, `expected`, `result`): accuracy by round and mind-change rate by round
-    (each `wide_rates`), the conformity rates per group (`conformity`, and wide for a chart
+    (each `wide_rates`; accuracy also as `points`, one row per group and round, for the
+    line chart), the conformity rates per group (`conformity`, and wide for a chart
     with its options, `conformity_wide`) and over all runs (`all`, group "all runs")."""
     expected = results[["id", "expected"]] if not results.empty else pd.DataFrame(
         columns=["id", "expected"])
@@ -301,7 +302,12 @@ def insights_frames(runs: pd.DataFrame, results: pd.DataFrame) -> dict[str, Any]
     wide, spec = wide_rates(counts, "measure")
     wide = wide.rename(columns={f"measure {i}{end}": f"{m}{end}" for i, m in
                                 enumerate(measures) for end in ("", " n")})
-    return {"accuracy": wide_rates(round_counts(scored, "group")),
+    by_round = round_counts(scored, "group")
+    points = pd.DataFrame([_point(group, number, right, n, "configuration")
+                           for group, rounds in by_round.items()
+                           for number, (right, n) in sorted(rounds.items())],
+                          columns=ROUND_COLUMNS)
+    return {"accuracy": wide_rates(by_round), "points": points,
             "changes": wide_rates(changes), "conformity": table,
             "conformity_wide": (wide, {"y": measures, "n": [f"{m} n" for m in measures],
                                        "names": measures}),
