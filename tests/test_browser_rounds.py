@@ -55,13 +55,15 @@ def test_a_paper_preset_run_from_the_cli_shows_its_curve_beside_the_paper(app, p
     """Du et al.'s arithmetic preset, as the README says to run it (here on its first 5
     problems, simulated), then its results page: every configuration's line, the round-1
     dashed lines and Table 1's points. Saves 18-preset-du2023-arithmetic.png."""
+    import subprocess
+    import sys
     from pathlib import Path
-
-    from engine.cli.main import main as cli
     base, db_url = app
-    preset = Path(__file__).resolve().parent.parent / "presets" / "du2023-arithmetic.yaml"
-    assert cli(["experiment", "run", str(preset), "--limit", "5", "--db", db_url,
-                "--quiet"]) == 0
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-m", "engine", "experiment", "run",
+                           "presets/du2023-arithmetic.yaml", "--limit", "5", "--db", db_url,
+                           "--quiet"], cwd=root, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
     listed = ex.list_experiments(Store(db_url))
     experiment_id = str(listed[listed["name"].str.contains("first 5")]["id"].iloc[0])
     goto(page, base, f"/experiments?experiment={experiment_id}")

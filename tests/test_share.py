@@ -6,7 +6,6 @@ screenshot 13-static-html-run.png to $PARLEY_SCREENSHOTS (or a temporary folder)
 """
 from __future__ import annotations
 
-import asyncio
 import html
 import re
 from html.parser import HTMLParser
@@ -16,7 +15,7 @@ from test_browser import ARGS, CHROMIUM, _browser_missing, app, goto, page, sett
 from engine import Store
 from engine import experiments as ex
 from engine.cli.main import main
-from engine.protocols import arun_config
+from engine.protocols import arun_config, run_sync
 from engine.reports.experiments import report
 from engine.reports.runs import run_detail
 from engine.reports.share import experiment_html, run_html
@@ -46,7 +45,7 @@ def parsed(document: str) -> Tags:
 
 
 def hostile_run(store: Store) -> str:
-    result = asyncio.run(arun_config(
+    result = run_sync(arun_config(
         {"protocol": "panel", "model": "simulated", "label": HOSTILE}, f"Is 2+2 four? {HOSTILE}",
         store=store, expected="yes"))
     return result.run_id
@@ -170,7 +169,7 @@ def test_the_run_page_downloads_the_html_that_opens_from_disk(app, page, shots, 
     base, db_url = app
     run_id = hostile_run(Store(db_url))
     goto(page, base, f"/runs?run={run_id}")
-    button = page.locator(".st-key-runs_share button")
+    button = page.get_by_role("button", name="⬇️ Share as HTML")
     button.wait_for()
     with page.expect_download() as download:
         button.click()
