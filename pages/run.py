@@ -357,7 +357,7 @@ def configure() -> None:
             open_run(run_id)
     if save_col.button("Save configuration", icon=":material/save:", key="run-save",
                        disabled=bool(error)):
-        save(built, label, endpoints)
+        save(built, label, endpoints, replace=False)
     taken = st.session_state.get("run-save-taken")
     if taken and taken == label.strip():
         st.warning(md(f"A configuration is already saved as {taken}. Replacing it makes the "
@@ -370,7 +370,7 @@ def configure() -> None:
             st.rerun()
 
 
-def save(built: dict, label: str, endpoints: object, replace: bool = False) -> None:
+def save(built: dict, label: str, endpoints: object, replace: bool) -> None:
     """Save the configuration; a label already saved is kept until the user says replace."""
     try:
         library.save_config(store, built, label, endpoints=endpoints, replace=replace)

@@ -240,9 +240,10 @@ class LabelTaken(ConfigError):
 
 def save_config(store: Any, config: Mapping[str, Any], label: str | None = None,
                 item_id: int | None = None, endpoints: Any = None,
-                replace: bool = False) -> int:
+                replace: bool = True) -> int:
     """Validate and save a configuration under `label` (or its own `label`); returns its id.
-    A label already saved raises `LabelTaken` unless `replace` (or `item_id` names it)."""
+    Saving under a saved label replaces it; with `replace=False` (the Run page's first
+    Save) it raises `LabelTaken` instead, so the user is asked."""
     label = (label or config.get("label") or "").strip()
     if not label:
         raise ConfigError("a saved configuration needs a label", "input")
