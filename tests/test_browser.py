@@ -12,37 +12,21 @@ Skipped when /usr/bin/chromium or Playwright is missing, unless PARLEY_REQUIRE_B
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from engine import REGISTRY, Store
+from engine.bench.browser import ARGS, CHROMIUM, server
+from engine.bench.browser import missing as _browser_missing
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
 PAYLOAD = "<img src=x onerror=alert(1)>"
 # A markdown image as a run's label: Chromium loaded it from the run's title before issue 10.
 MD_IMAGE = "![x](http://127.0.0.1:9/x.png)"
 GENEROUS_MS = 120_000  # only a broken app ever waits this long
 # The issue asks for a panel; the debate is the stand-in while the panel is not registered.
 PROTOCOL = "panel" if "panel" in REGISTRY else "debate"
-
-
-def _browser_missing() -> str:
-    if not os.path.exists(CHROMIUM):
-        return f"{CHROMIUM} is not installed (apt-get install chromium)"
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return "Playwright for Python is not installed (pip install playwright)"
-    return ""
 
 
 @pytest.fixture(scope="module")
@@ -54,44 +38,19 @@ def shots(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
-    """The app served on a free loopback port; yields (base URL, database URL)."""
+    """The app served on a free loopback port (`engine.bench.browser.server`, as the browser
+    benchmark serves it); yields (base URL, database URL)."""
     missing = _browser_missing()
     if missing:
         if os.environ.get("PARLEY_REQUIRE_BROWSER") == "1":
             pytest.fail(f"PARLEY_REQUIRE_BROWSER=1 but {missing}")
         pytest.skip(missing)
     db_url = f"sqlite:///{tmp_path_factory.mktemp('db') / 'parley.db'}"
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    log = open(tmp_path_factory.mktemp("log") / "streamlit.log", "w+")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.headless", "true",
-         "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, env={**os.environ, "PARLEY_DB_URL": db_url}, stdout=log,
-        stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + GENEROUS_MS / 1000
-    while True:
-        try:
-            with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as answer:
-                if answer.status == 200:
-                    break
-        except OSError:
-            pass
-        if server.poll() is not None or time.monotonic() > deadline:
-            log.seek(0)
-            server.kill()
-            pytest.fail(f"streamlit did not start:\n{log.read()[-3000:]}")
-        time.sleep(0.3)
-    yield base, db_url
-    server.terminate()
     try:
-        server.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        server.kill()
-    log.close()
+        with server(db_url, timeout=GENEROUS_MS / 1000) as base:
+            yield base, db_url
+    except RuntimeError as exc:  # it did not start: its log says why
+        pytest.fail(str(exc))
 
 
 @pytest.fixture(scope="module")
