@@ -7,8 +7,8 @@ the labelled lines, a `STANCE:` line, the proposals a critique assesses), and ha
 simulated model that much as a task with no expected answer.
 
 Structured output: a request's `response_format` is honoured as a constraining server would
-(`json_schema`: a bare JSON object with exactly the schema's keys; `json_object`: a bare JSON
-object), unless the server is told to refuse it (`refuse="schema"`: json_schema only,
+(`json_schema`: a bare JSON object with exactly the schema's keys, an enum's values only;
+`json_object`: a bare JSON object), unless the server is told to refuse it (`refuse="schema"`: json_schema only,
 `refuse="all"`: any format; HTTP 400 as OpenAI's "not supported") or to ignore it
 (`ignore_format=True`: it answers as without one). Refused requests are counted in `refused`.
 """
@@ -49,6 +49,13 @@ def read_format(messages: list[dict]) -> Task:
                 seat="server", others=dict(_PROPOSAL.findall(last)) if critique else {})
 
 
+def _allowed(value: object, rule: dict) -> object:
+    """`value` as a schema-constrained decoder would give it: an enum's first value when it
+    is not one of them."""
+    enum = rule.get("enum")
+    return enum[0] if enum and value not in enum else value
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
@@ -83,8 +90,9 @@ class _Handler(BaseHTTPRequestHandler):
         content = reply.content
         if kind and not server.ignore_format:  # a constraining server: the bare object
             obj = extract_json(content)[0] or {}
-            if schema:
-                obj = {key: obj.get(key) for key in schema["properties"]}
+            if schema:  # its keys, and a value of an enum's (as a grammar would force)
+                obj = {key: _allowed(obj.get(key), rule)
+                       for key, rule in schema["properties"].items()}
             content = json.dumps(obj)
         usage = reply.usage_metadata or {}
         self._send(200, {
