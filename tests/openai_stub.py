@@ -8,9 +8,10 @@ simulated model that much as a task with no expected answer.
 
 Structured output: a request's `response_format` is honoured as a constraining server would
 (`json_schema`: a bare JSON object with exactly the schema's keys, an enum's values only;
-`json_object`: a bare JSON object), unless the server is told to refuse it (`refuse="schema"`: json_schema only,
-`refuse="all"`: any format; HTTP 400 as OpenAI's "not supported") or to ignore it
-(`ignore_format=True`: it answers as without one). Refused requests are counted in `refused`.
+`json_object`: a bare JSON object), unless the server is told to refuse it
+(`refuse="schema"`: json_schema only, `refuse="all"`: any format; HTTP 400 as OpenAI's "not
+supported") or to ignore it (`ignore_format=True`: it answers as without one). Refused
+requests are counted in `refused`.
 """
 from __future__ import annotations
 
