@@ -279,3 +279,20 @@ def test_turn_field_defaults_to_free_text():
     from engine.models import Turn
     assert Turn(index=0, phase="p", seat="s").output_mode == ""
     assert set(MODES) == {CONSTRAINED, JSON_MODE, PROMPTED}
+
+
+def test_run_view_and_metrics_show_the_path(tmp_path):
+    """The run view's turn caption names a JSON call's path; the run's metrics count them."""
+    from engine.reports.runs import _turn_entry
+    store = Store(f"sqlite:///{tmp_path / 'a.db'}")
+    with SimulatedOpenAI(refuse="schema") as stub:
+        result = vote(f"openai:smol?base_url={stub.base_url}", store=store)
+    stored = store.get(result.run_id)
+    assert [_turn_entry(t)["output"] for t in stored["turns"]] == ["JSON json mode"] * 3
+    assert _turn_entry({"output_mode": ""})["output"] == ""
+    metrics = stored["metrics"]
+    assert (metrics["json_constrained"], metrics["json_mode"], metrics["json_prompted"]) == \
+        (0, 3, 0)
+    roundtable = run_sync(arun_config({"protocol": "roundtable", "model": "simulated"},
+                                      QUESTION, store=store))
+    assert "json_mode" not in store.get(roundtable.run_id)["metrics"]
