@@ -19,7 +19,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from engine.llm.providers import resolve_model
 from engine.llm.replies import REASK, extract_json
-from engine.llm.structured import OutputSchema, StructuredOutput
+from engine.llm.structured import LineFormat, LineOutput, OutputSchema, StructuredOutput
 from engine.models import Seat, Task, Turn, model_spec, now
 from engine.text import clean_text
 
@@ -223,13 +223,14 @@ class RunContext:
 
     async def call(self, seat: Seat, messages: list[dict[str, str]], *, phase: str,
                    round: int = 0, parse: Callable[[str], tuple[dict, list[str]]] | None = None,
-                   task: Task | None = None, output: StructuredOutput | None = None) -> Turn:
+                   task: Task | None = None,
+                   output: StructuredOutput | LineOutput | None = None) -> Turn:
         """Make one guarded call for `seat` and record it as a turn (never raises a model error).
 
         `parse(reply) -> (fields, warnings)` fills `turn.parsed`; a reply that is empty is a
         degraded turn with the error `empty reply`. `task` says what is asked, as structure;
-        only a simulated model receives it. `output` (a JSON call's) asks for structured
-        output and says which path the call took.
+        only a simulated model receives it. `output` (`call_json`'s, `call_lines`'s) asks
+        for structured output and says which path the call took.
         """
         self.check_stop()
         full = list(messages)
@@ -336,6 +337,13 @@ class RunContext:
             return obj, retry
         self.update(retry, status="degraded", error=f"unreadable JSON after one re-ask: {why}")
         return None, retry
+
+    async def call_lines(self, seat: Seat, messages: list[dict[str, str]], *, line: LineFormat,
+                         **call: Any) -> Turn:
+        """`call` for a free-text reply that ends in a labelled line (`line`): constrained by
+        a grammar where the seat's endpoint takes one (`engine.llm.structured`)."""
+        return await self.call(seat, messages, output=LineOutput(self.model_for(seat), line),
+                               **call)
 
     @staticmethod
     def _read_json(text: str, validate: Callable[[dict], str] | None,

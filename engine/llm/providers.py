@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from engine.llm.structured import check_switch
+from engine.llm.structured import GRAMMARS, SWITCHES, check_switch
 from engine.llm.urls import is_secret_name, refuse_secret
 from engine.models import ConfigError
 from engine.text import NAME_MAX
@@ -78,13 +78,13 @@ def check_spec_params(kind: str, query: Mapping[str, str], spec: str) -> dict[st
         if is_secret_name(name):
             refuse_secret(f"model spec {kind}:...", name)
     allowed = SPEC_PARAMS.get(kind, ())
-    switches = ("structured",) if kind == "openai" else ()
+    switches = ("structured", "grammar") if kind == "openai" else ()
     out: dict[str, Any] = {}
     for name, raw in query.items():
         if name in _ROUTING:
             continue
         if name in switches:
-            check_switch(raw, where)
+            check_switch(raw, where, name, SWITCHES if name == "structured" else GRAMMARS)
             continue
         if name not in allowed:
             raise ConfigError(f"{where}{kind} models take no parameter {name!r}; parameters "
@@ -160,10 +160,12 @@ def get_model(spec: str = "simulated", *, endpoints: Any = None,
             "host": host}
     attributes: list[tuple[str, Any]] = [("parley_spec", recorded), ("parley_call", call)]
     if kind == "openai":  # structured output (engine.llm.structured): the seat's switch wins
-        switch = query.get("structured") or (
-            route.endpoint.structured if route.endpoint is not None else "auto")
+        endpoint = route.endpoint
         attributes.append(("parley_output", {
-            "structured": check_switch(switch, ""),
+            "structured": query.get("structured") or (
+                endpoint.structured if endpoint is not None else "auto"),
+            "grammar": query.get("grammar") or (
+                endpoint.grammar if endpoint is not None else "off"),
             "endpoint": (route.base_url or _OWN_HOSTS[kind], name)}))
     for attribute, value in attributes:
         try:

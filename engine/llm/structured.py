@@ -13,6 +13,12 @@ The `structured` switch, per endpoint (registry field) and per seat (`?structure
 `auto` (detect, the default), `schema` or `json` (that mode only, no detection), `off`
 (prompted only). Simulated models and other providers always take the prompted path.
 
+A line format (free text ending in a labelled line such as `STANCE: ...`) is constrained by a
+GBNF grammar (the `grammar` field of llama.cpp's server and llama-cpp-python's), sent only to an
+endpoint or seat that says it takes one (`grammar` = `gbnf`; default `off`): other servers
+refuse or silently drop unknown fields, so this is never detected. Such a turn records the
+path "grammar"; without one a free-text turn records "".
+
 The format travels in `extra_body`, not as langchain's `response_format` argument: with that
 argument langchain-openai reads the reply through the SDK's `parse`, which raises on a reply cut
 at its token cap instead of returning the text, and the raw reply must reach the turn.
@@ -29,7 +35,8 @@ from typing import Any
 from engine.models import ConfigError
 
 SWITCHES = ("auto", "schema", "json", "off")
-CONSTRAINED, JSON_MODE, PROMPTED = "constrained", "json mode", "prompted"
+GRAMMARS = ("off", "gbnf")
+CONSTRAINED, JSON_MODE, PROMPTED, GRAMMAR = "constrained", "json mode", "prompted", "grammar"
 _LADDER = (CONSTRAINED, JSON_MODE, PROMPTED)  # what detection tries, in order
 _FORCED = {"schema": CONSTRAINED, "json": JSON_MODE, "off": PROMPTED}
 _REFUSAL_WORDS = ("response_format", "json_schema", "json_object", "schema", "format")
@@ -85,11 +92,27 @@ def json_schema(name: str, properties: Mapping[str, Any]) -> OutputSchema:
     return OutputSchema(name, _object(properties))
 
 
-def check_switch(value: Any, where: str) -> str:
-    """A `structured` value checked: one of `SWITCHES` (`ConfigError` naming `where`)."""
+@dataclass(frozen=True)
+class LineFormat:
+    """A free-text reply that must end with a line `LABEL: <text>` (a stance, an answer)."""
+
+    label: str
+
+    @property
+    def grammar(self) -> str:
+        """The GBNF grammar: any lines, then the labelled line last (the model may stop only
+        after it)."""
+        return (f'root ::= (line "\\n")* "{self.label}:" [ \\t]* [^\\n]+ "\\n"?\n'
+                'line ::= [^\\n]*\n')
+
+
+def check_switch(value: Any, where: str, name: str = "structured",
+                 allowed: Sequence[str] = SWITCHES) -> str:
+    """A `structured` (or `grammar`) value checked: one of `allowed` (`ConfigError` naming
+    `where`)."""
     text = str(value).strip().lower() if isinstance(value, str) else ""
-    if text not in SWITCHES:
-        raise ConfigError(f"{where}structured must be one of {', '.join(SWITCHES)}, got "
+    if text not in allowed:
+        raise ConfigError(f"{where}{name} must be one of {', '.join(allowed)}, got "
                           f"{value!r}", "input")
     return text
 
@@ -207,11 +230,31 @@ class StructuredOutput:
         return await model.bind(extra_body=body).ainvoke(messages)
 
 
+class LineOutput:
+    """The output path of one free-text call whose reply ends in a labelled line: a grammar
+    for a model whose endpoint or seat takes one (`mode` "grammar"), else the seat's model as
+    it is (`mode` "")."""
+
+    def __init__(self, model: Any, line: LineFormat):
+        marked: Mapping[str, Any] = getattr(model, "parley_output", None) or {}
+        self.line = line
+        self.mode = GRAMMAR if marked.get("grammar") == "gbnf" else ""
+
+    def wrap(self, model: Any) -> Any:
+        """The model the guarded call invokes."""
+        return _FormattedModel(self, model) if self.mode else model
+
+    async def invoke(self, model: Any, messages: Sequence[Any]) -> Any:
+        """One request carrying the grammar in its body."""
+        body = {**(model.extra_body or {}), "grammar": self.line.grammar}
+        return await model.bind(extra_body=body).ainvoke(messages)
+
+
 class _FormattedModel:
     """A seat's chat model whose requests ask for structured output. Everything the guarded
     call reads besides `ainvoke` (its call policy, its type) is the seat's model's."""
 
-    def __init__(self, output: StructuredOutput, model: Any):
+    def __init__(self, output: StructuredOutput | LineOutput, model: Any):
         self._output, self._model = output, model
 
     def __getattr__(self, name: str) -> Any:

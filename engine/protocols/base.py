@@ -137,7 +137,8 @@ class ProtocolSpec(Generic[R]):
 def output_counts(turns: Sequence[Turn]) -> dict[str, int]:
     """How many JSON calls took each output path (`engine.llm.structured`), for the run's
     metrics; nothing for a run without JSON calls."""
-    counts = Counter(t.output_mode for t in turns if t.output_mode)
+    counts = Counter(t.output_mode for t in turns
+                     if t.output_mode in ("constrained", "json mode", "prompted"))
     if not counts:
         return {}
     return {"json_constrained": counts["constrained"], "json_mode": counts["json mode"],
