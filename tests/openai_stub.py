@@ -8,9 +8,10 @@ simulated model that much as a task with no expected answer.
 
 Structured output: a request's `response_format` is honoured as a constraining server would
 (`json_schema`: a bare JSON object with exactly the schema's keys, an enum's values only;
-`json_object`: a bare JSON object), unless the server is told to refuse it
-(`refuse="schema"`: json_schema only, `refuse="all"`: any format; HTTP 400 as OpenAI's "not
-supported") or to ignore it (`ignore_format=True`: it answers as without one). Refused
+`json_object`: a bare JSON object, with a schema's keys when one comes beside it, as
+llama-cpp-python's server does), unless the server is told to refuse it (`refuse="schema"`:
+json_schema only, `refuse="all"`: any format; HTTP 400 as OpenAI's "not supported", or
+`refuse_status=500` as llama-cpp-python's server fails on json_schema) or to ignore it (`ignore_format=True`: it answers as without one). Refused
 requests are counted in `refused`.
 """
 from __future__ import annotations
@@ -77,12 +78,13 @@ class _Handler(BaseHTTPRequestHandler):
         if kind and server.refuse in ("all", "schema" if kind == "json_schema" else "all"):
             with server.lock:
                 server.refused.append(number)
-            return self._send(400, {"error": {
+            return self._send(server.refuse_status, {"error": {
                 "message": f"response_format of type '{kind}' is not supported by this server",
                 "type": "invalid_request_error", "param": "response_format", "code": None}})
         messages = [_KINDS[m["role"]](content=m["content"]) for m in body["messages"]]
         task = read_format(body["messages"])
-        schema = (body.get("response_format") or {}).get("json_schema", {}).get("schema")
+        asked = body.get("response_format") or {}
+        schema = asked.get("json_schema", {}).get("schema") or asked.get("schema")
         if schema and not server.ignore_format:
             task = task.model_copy(update={"keys": tuple(schema["properties"]),
                                            "sections": ()})
@@ -133,7 +135,7 @@ class SimulatedOpenAI(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, seed: int = 0, hang: float = 0.0, refuse: str = "",
-                 ignore_format: bool = False):
+                 ignore_format: bool = False, refuse_status: int = 400):
         """`hang`: seconds each request is held without an answer, watching for the client
         to close the connection (`disconnected` records, per request, whether it did).
         `refuse` ("schema" or "all") and `ignore_format`: see the module's docstring."""
@@ -143,6 +145,7 @@ class SimulatedOpenAI(ThreadingHTTPServer):
         self.hang = hang
         self.disconnected: list[bool] = []
         self.refuse, self.ignore_format = refuse, ignore_format
+        self.refuse_status = refuse_status
         self.refused: list[int] = []
         self.model = SimulatedChatModel(seed=seed)
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)

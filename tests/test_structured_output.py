@@ -117,6 +117,17 @@ def test_schema_refused_takes_json_mode():
     assert all(t.ok for t in result.turns)
 
 
+def test_a_server_error_naming_the_format_is_a_refusal():
+    """llama-cpp-python's server answers json_schema with HTTP 500 (its request validation
+    names `response_format`); json mode, with the schema beside it, is what it constrains."""
+    with SimulatedOpenAI(refuse="schema", refuse_status=500) as stub:
+        result = vote(f"openai:smol?base_url={stub.base_url}")
+        assert formats(stub) == ["json_schema", "json_object", "json_object", "json_object"]
+        assert stub.requests[1]["body"]["response_format"]["schema"] == PROPOSE_SCHEMA.schema
+    assert [t.output_mode for t in result.turns] == [JSON_MODE] * 3
+    assert all(t.ok and t.attempts == 1 for t in result.turns)
+
+
 def test_detection_happens_once_per_endpoint():
     """Concurrent first calls wait for one detection; later runs and phases go straight to
     the path found: one refused request per endpoint and refused format, not one per call."""

@@ -5,7 +5,8 @@ OpenAI-compatible endpoint (`get_model` marks it with `parley_output`) the call 
 `response_format` of type `json_schema` (constrained decoding: llama.cpp, vLLM, LM Studio and
 OpenAI's own API honour it); an endpoint that refuses it (HTTP 400/422 naming the format) or
 ignores it (a reply that is not the object asked for) falls back to json mode
-(`{"type": "json_object"}`), then to the prompted path (the prompt, the tolerant parse and one
+(`{"type": "json_object"}`, with the schema beside it, which llama-cpp-python's server
+constrains to), then to the prompted path (the prompt, the tolerant parse and one
 re-ask, as for every other model). What works is detected once per endpoint (base URL and
 model) and remembered for the process, so later calls go straight to it.
 
@@ -79,7 +80,9 @@ class OutputSchema:
         if mode == CONSTRAINED:
             return {"type": "json_schema",
                     "json_schema": {"name": self.name, "schema": self.schema, "strict": True}}
-        return {"type": "json_object"}
+        # json mode carries the schema too: llama-cpp-python's server, which refuses
+        # json_schema, constrains json_object output to it; others ignore the extra field
+        return {"type": "json_object", "schema": self.schema}
 
     def followed(self, obj: Mapping[str, Any] | None) -> bool:
         """True when a reply read as `obj` has every key asked for (a server that honours
@@ -150,9 +153,13 @@ def forget_support() -> None:
 
 
 def refused(exc: BaseException) -> bool:
-    """True for a server's refusal of the requested format: HTTP 400 or 422 naming it."""
+    """True for a server's refusal of the requested format: HTTP 400 or 422 naming it, or a
+    500 naming `response_format` (llama-cpp-python's server fails its request validation
+    that way on `json_schema`)."""
     status = getattr(exc, "status_code", None)
     text = str(exc).lower()
+    if status == 500:
+        return "response_format" in text
     return status in (400, 422) and any(word in text for word in _REFUSAL_WORDS)
 
 
