@@ -154,12 +154,13 @@ def test_a_reply_that_ignores_the_format_steps_the_endpoint_down():
 
     output = StructuredOutput(Model(), schema)
     assert output.mode == CONSTRAINED
-    assert not output.ignored({"a": "1", "b": "2"})
+    assert not output.ignored('{"a": "1", "b": "2"}', {"a": "1", "b": "2"})
+    assert not output.ignored('{"a": "1", "b": "a long string cut at the ca', None)
     assert supported(("http://x/v1", "m")) is None
-    assert output.ignored({"a": "1"})  # a key missing: no schema constrained this
+    assert output.ignored('{"a": "1"}', {"a": "1"})  # a key missing: no schema held it
     assert supported(("http://x/v1", "m")) == JSON_MODE
     output.mode = JSON_MODE
-    assert output.ignored(None)
+    assert output.ignored("Sure! Here is my answer.", None)
     assert supported(("http://x/v1", "m")) == PROMPTED
     remember(("http://x/v1", "m"), CONSTRAINED)  # never an upgrade once refused
     assert supported(("http://x/v1", "m")) == PROMPTED

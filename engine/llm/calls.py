@@ -352,7 +352,7 @@ class RunContext:
         reply that ignores the structured output asked for steps the endpoint down (an
         object it holds is still read)."""
         obj, why = extract_json(text)
-        output.ignored(obj)
+        output.ignored(text, obj)
         if obj is not None and validate is not None:
             try:
                 why = validate(obj)

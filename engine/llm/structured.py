@@ -198,12 +198,16 @@ class StructuredOutput:
             return model
         return _FormattedModel(self, model)
 
-    def ignored(self, obj: Mapping[str, Any] | None) -> bool:
-        """After a reply read as `obj`: True (and the endpoint's mode stepped down, when
-        detecting) when the server ignored the format it was asked for."""
+    def ignored(self, reply: str, obj: Mapping[str, Any] | None) -> bool:
+        """After `reply`, read as `obj`: True (and the endpoint's mode stepped down, when
+        detecting) when the server ignored the format it was asked for. An object cut short
+        (at the output cap) was not ignored: it starts as one."""
         if self.mode == PROMPTED or self.schema is None:
             return False
-        ignored = obj is None or (self.mode == CONSTRAINED and not self.schema.followed(obj))
+        if obj is None:
+            ignored = not reply.lstrip().startswith("{")
+        else:
+            ignored = self.mode == CONSTRAINED and not self.schema.followed(obj)
         if ignored and self.switch == "auto":
             remember(self.endpoint, _next(self.mode))
         return ignored
