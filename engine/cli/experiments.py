@@ -12,9 +12,9 @@ from engine.cli.runflags import add_policy_flags, policy_from_args, progress_lin
 from engine.experiments.planning import (
     EQUAL_COMPUTE,
     baselines_of,
-    endpoint_notes,
     override_model,
     plan,
+    time_preflight,
 )
 from engine.experiments.runner import arun_experiment, pending_cells
 from engine.models import ConfigError
@@ -247,7 +247,9 @@ def cmd_run(args: Any) -> int:
     if args.model or args.base_url:
         _say(f"  every seat of every configuration: {args.model or 'its own model'}"
              + (f" at {args.base_url}" if args.base_url else "") + " (--model/--base-url)")
-    for line in endpoint_notes(checked, endpoints):
+    timed = time_preflight(checked, store, endpoints)
+    _say(f"  time: {timed['text']}")
+    for line in timed["notes"]:
         _say(f"note: {line}")
     if args.dry_run:
         return 0
