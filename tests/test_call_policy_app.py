@@ -203,3 +203,20 @@ def test_experiment_run_prints_the_time_at_the_measured_pace(stub, tmp_path, cap
     checked = plan(yaml.safe_load(spec.read_text()), store)
     median = measured_latency(store, [model])[model].median
     assert time_preflight(checked, store)["seconds"] == pytest.approx(2 * median)
+
+
+def test_experiment_show_prints_each_configurations_call_policy(tmp_path, capsys):
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump({"questions": [QUESTION], "timeout_per_call": 45,
+                                    "retries": 0, "configs": [
+                                        {"protocol": "vote", "label": "v"},
+                                        {"protocol": "vote", "label": "w", "retries": 3}]}))
+    assert main(["experiment", "run", str(spec), "--db", url, "--quiet"]) == 0
+    experiment_id = Store(url).engine.connect().exec_driver_sql(
+        "SELECT id FROM experiments").scalar()
+    capsys.readouterr()
+    assert main(["experiment", "show", experiment_id, "--db", url]) == 0
+    out = capsys.readouterr().out
+    assert "call policy of v (simulated): timeout_per_call 45, retries 0" in out
+    assert "call policy of w (simulated): timeout_per_call 45, retries 3" in out

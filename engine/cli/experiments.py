@@ -280,6 +280,12 @@ def cmd_show(args: Any) -> int:
              " (simulated and real runs, kept apart)" if simulated.any() else ""))
     if state.error:
         _say(f"note: {state.error}")
+    for config in experiment["spec"]["configs"]:  # the call policy its runs and resume use
+        policy = {k: config[k] for k in ("timeout_per_call", "retries", "concurrency")
+                  if config.get(k) is not None}
+        if policy:
+            _say(f"call policy of {config['label']}: "
+                 + ", ".join(f"{k} {v:g}" for k, v in policy.items()))
     if args.compare:
         a, b = (label if label in result.labels or label + SIMULATED_SUFFIX not in
                 result.labels else label + SIMULATED_SUFFIX for label in args.compare)
