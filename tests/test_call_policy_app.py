@@ -161,6 +161,24 @@ def test_run_page_policy_defaults_follow_the_seats_endpoint(db_url, monkeypatch)
     assert policy_inputs(at)["timeout_per_call"].value >= 0.1
 
 
+def test_run_page_starts_the_fields_at_a_loaded_configurations_policy(db_url):
+    from engine.services import library
+    library.save_config(Store(db_url), {"protocol": "vote", "model": "simulated",
+                                        "timeout_per_call": 30, "retries": 5}, "patient")
+    at = open_page("pages/run.py")
+    at.selectbox(key="run-saved-pick").select("patient").run()
+    at.button(key="run-load").click().run()
+    fields = policy_inputs(at)
+    assert {name: w.value for name, w in fields.items()} == {
+        "timeout_per_call": 30.0, "retries": 5, "concurrency": 8}
+    next(t for t in at.text_area if str(t.key).endswith("-question")).input(QUESTION).run()
+    at.button(key="run-start").click().run()
+    assert not at.exception, at.exception
+    run = Store(db_url).get(at.session_state["run_page_run"])
+    assert (run["config"]["timeout_per_call"], run["config"]["retries"]) == (30, 5)
+    assert "concurrency" not in run["config"]  # left at its default: the endpoint decides
+
+
 # ------------------------------------------------------------------ the Experiments page
 def test_experiment_form_writes_the_call_policy_into_the_spec(db_url):
     at = open_page("pages/experiments.py")
