@@ -110,7 +110,7 @@ def time_estimate(configs: Sequence[Mapping[str, Any]], *, runs: int = 1, runs_a
     seat_paces = paces(configs, store, endpoints)
     notes = concurrency_notes(configs, seat_paces)
     unknown = [p.model for p in seat_paces if p.seconds is None]
-    if unknown or not seat_paces:
+    if unknown:
         return {"seconds": None, "notes": notes,
                 "text": f"no time estimate: no measurement yet for {', '.join(unknown)} "
                         "(its first calls measure it)"}
