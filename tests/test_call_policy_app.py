@@ -66,7 +66,7 @@ def policy_inputs(at: AppTest) -> dict[str, object]:
 
 
 # ------------------------------------------------------------------ the store's measurement
-def test_measured_latency_is_the_median_of_recent_ok_turns(stub, store):
+def test_measured_latency_is_the_median_of_recent_ok_turns(stub, store, tmp_path):
     model = f"openai:smol?base_url={stub.base_url}"
     result = run_vote(QUESTION, voters=[model] * 3, store=store)
     got = measured_latency(store, [model, "openai:never-called"])
@@ -74,8 +74,7 @@ def test_measured_latency_is_the_median_of_recent_ok_turns(stub, store):
     latencies = sorted(t.latency for t in result.turns)
     assert got[model].median == pytest.approx(latencies[1])
     assert measured_latency(store, [model], recent=2)[model].calls == 2
-    assert measured_latency(Store(f"sqlite:///{Path(store.url).parent}/empty.db"),
-                            [model]) == {}
+    assert measured_latency(Store(f"sqlite:///{tmp_path / 'empty.db'}"), [model]) == {}
 
 
 def test_time_estimate_uses_the_measured_median_or_says_there_is_none(stub, store):
