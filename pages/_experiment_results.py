@@ -8,6 +8,7 @@ click on a widget, draws them without reading and adding up the runs again.
 from __future__ import annotations
 
 import html
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -20,6 +21,7 @@ from engine.reports.references import references
 from pages import _shared
 
 md = _shared.md
+PERCENT = st.column_config.NumberColumn(format="percent")
 KIND_NAMES = {"real": "Real", "simulated": "Simulated", "both": "Both, side by side"}
 TITLE = {"real": "", "simulated": " (simulated)", "both": " (simulated and real, kept apart)"}
 
@@ -100,6 +102,156 @@ def show_baseline(result: ex.Report, stamp: tuple) -> None:
 
 
 
+@dataclass
+class Figures:
+    """What the page draws from a report beyond its tables: the round tables and the
+    figures (None when the report has nothing to draw)."""
+
+    points: pd.DataFrame
+    published: list[Any]
+    conforming: pd.DataFrame
+    accuracy: Any = None
+    rounds: Any = None
+    calibration: Any = None
+
+
+def show_summary(result: ex.Report, drawn: Figures) -> None:
+    st.subheader("Results by configuration")
+    st.caption("Rates, means and calibration are over each cell's completed run only: failed and "
+               "interrupted cells are counted apart and never enter them. `degraded` counts the "
+               "completed runs that lost a decisive call (a judge, a synthesis, the last reviewer) "
+               "or most of their turns; what they lost is left out of the means.")
+    three, whole = st.column_config.NumberColumn(format="%.3f"), \
+        st.column_config.NumberColumn(format="%.0f")
+    formats = {"accuracy": PERCENT, "accuracy_low": PERCENT, "accuracy_high": PERCENT,
+               "mind_change_rate": PERCENT, "consensus_ece": three, "consensus_brier": three,
+               "judge_ece": three, "judge_brier": three, "tokens_per_run": whole,
+               "seconds_per_run": st.column_config.NumberColumn(format="%.2f"),
+               "calls_per_run": st.column_config.NumberColumn(format="%.1f")}
+    for number, (title, columns) in enumerate(ex.SUMMARY_GROUPS.items()):
+        st.markdown(f"**{md(title)}**")
+        shown = result.summary[["configuration", *columns]]  # `few` greys the accuracy rows
+        st.dataframe(aggregate.grey_few(shown) if "few" in columns else shown, hide_index=True,
+                     key=f"exp-summary-{number}", column_config=formats)
+    if result.summary["few"].any():
+        st.caption("Greyed: fewer than 5 scored runs; read the rate with its interval and n.")
+    if drawn.accuracy is not None:
+        drill_to_runs(st.plotly_chart(drawn.accuracy, key="exp-accuracy", on_select="rerun",
+                                      selection_mode="points"))
+        st.caption("Click a bar to list its runs under *Runs behind a cell*.")
+    else:
+        st.caption("No run has an expected answer to score, so there is no accuracy.")
+
+
+def show_rounds(drawn: Figures) -> None:
+    st.subheader("Accuracy by round")
+    points, published = drawn.points, drawn.published
+    if points.empty:
+        st.caption("No run has an expected answer to score, so there is no accuracy by round.")
+    elif drawn.rounds is None:
+        st.caption("Every configuration answers in one round: its accuracy by round is its "
+                   "accuracy above.")
+    else:
+        st.caption("Each round's plurality scored against the expected answer, over the counted "
+                   "runs that have that round, with its 95% Wilson interval; a configuration "
+                   "without rounds is one point at its final round. Dashed: each configuration's "
+                   "round-1 accuracy, the majority vote of its agents' independent answers."
+                   + (f" Markers: {md(published[0].citation)}, measured with "
+                      f"{published[0].model}; does your model reproduce them?" if published
+                      else ""))
+        st.plotly_chart(drawn.rounds, key="exp-rounds")
+        st.dataframe(rounds.round_table(points), hide_index=True, key="exp-rounds-table")
+    if not drawn.conforming.empty:
+        st.markdown("**Conformity between rounds**")
+        st.caption("Counts over their chances, summed over the counted runs: right to wrong over "
+                   "answers right the round before (DebateLLM's \"bullied\"), wrong to right over "
+                   "answers wrong before (\"relied on other\"), adoption of the previous round's "
+                   "majority over agents off it, and runs whose final plurality discarded a "
+                   "correct answer some agent gave over runs where one did (\"Cost of Consensus\", "
+                   "2026). Greyed: n under 5.")
+        st.dataframe(aggregate.grey_few(drawn.conforming), hide_index=True, key="exp-conformity",
+                     column_config={"rate": PERCENT, "low": PERCENT, "high": PERCENT})
+
+
+def show_calibration(result: ex.Report, drawn: Figures) -> None:
+    st.subheader("Calibration")
+    if drawn.calibration is not None:
+        st.caption("Each confidence signal against correctness: a calibrated signal follows the "
+                   "diagonal. " + " ".join(f"{k}: {v}." for k, v in ex.SIGNALS.items()))
+        st.plotly_chart(drawn.calibration, key="exp-calibration")
+    else:
+        st.caption("Calibration needs runs with expected answers and a confidence signal "
+                   "(a panel's or vote's consensus, a scored judge).")
+
+
+def show_pair(result: ex.Report) -> None:
+    st.subheader("Paired comparison")
+    if len(result.labels) < 2:
+        st.caption("One configuration: nothing to compare.")
+        return
+    left, right = st.columns(2)
+    a = left.selectbox("Configuration A", result.labels, index=0, key="exp-cmp-a")
+    b = right.selectbox("Configuration B", result.labels, index=1, key="exp-cmp-b")
+    if a == b:
+        st.caption("Choose two different configurations.")
+        return
+    pair = ex.compare(result.runs, a, b)
+    cols = st.columns(4)
+    cols[0].metric(md(f"{a} better"), pair["wins"])
+    cols[1].metric(md(f"{b} better"), pair["losses"])
+    cols[2].metric("Ties", pair["ties"])
+    cols[3].metric("Sign test p", f"{pair['p_value']:.3g}")
+    st.markdown(md(pair["sentence"]))
+
+
+def show_cell_runs(result: ex.Report) -> None:
+    st.subheader("Runs behind a cell")
+    left, right = st.columns(2)
+    label = left.selectbox("Configuration", [None, *result.labels], key="exp-drill-label",
+                           format_func=lambda v: "all" if v is None else v)
+    spec_questions = result.experiment["spec"]["questions"]
+    question = right.selectbox("Question", [None, *range(len(spec_questions))], key="exp-drill-q",
+                               format_func=lambda q: "all" if q is None else
+                               f"{q}: {spec_questions[q]['question'][:80]}")
+    st.dataframe(ex.drill(result.runs, label, question), hide_index=True, key="exp-drill",
+                 column_config={"link": st.column_config.LinkColumn("Run", display_text="open")})
+
+
+def show_downloads(result: ex.Report, experiment_id: str) -> None:
+    """The downloads; each file is made only when its button is pressed."""
+    st.download_button("Download runs (CSV)", lambda: ex.to_csv(result.runs),
+                       file_name=f"experiment-{experiment_id}-runs.csv", mime="text/csv",
+                       key="exp-csv")
+    st.download_button("Download summary (CSV)", lambda: ex.to_csv(result.summary),
+                       file_name=f"experiment-{experiment_id}-summary.csv", mime="text/csv",
+                       key="exp-summary-csv")
+    st.download_button("Download results as HTML", lambda: share.experiment_html(result),
+                       file_name=f"experiment-{experiment_id}.html", mime="text/html",
+                       key="exp-html", help="One file with these results and charts that opens "
+                       "from disk without Parley")
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def figures(_result: ex.Report, stamp: tuple, experiment_id: str, kind: str) -> Figures:
+    """The page's figures and round tables, made once per change of `stamp`: plotly checks
+    every property as a figure is built (a tenth of a second a figure). Kept as objects, not
+    copies (`st.plotly_chart` only reads them), and shared by the sessions."""
+    result = _result
+    configs = result.experiment["spec"]["configs"]
+    points = rounds.accuracy_by_round(result.runs, configs)
+    published = references(result.experiment["spec"].get("source"))
+    drawn = Figures(points, published, rounds.conformity_by_config(result.runs, configs))
+    if (result.summary["scored"] > 0).any():
+        drawn.accuracy = ex.accuracy_figure(result.summary, "Accuracy" + TITLE[kind])
+    if not points.empty and not ((points["round"] == 1).all() and not published):
+        drawn.rounds = rounds.accuracy_by_round_figure(points, published,
+                                                       "Accuracy by round" + TITLE[kind])
+    if result.calibrations:
+        drawn.calibration = ex.reliability_figure(result.calibrations,
+                                                  "Calibration" + TITLE[kind])
+    return drawn
+
+
 def show(store: Store, experiment_id: str, state: ex.Progress) -> None:
     """The results of `experiment_id` so far, built once per database and change of its runs
     or progress (`stamp`) and kept for every later visit."""
@@ -125,121 +277,15 @@ def show(store: Store, experiment_id: str, state: ex.Progress) -> None:
         st.caption(":material/science: Simulated and real runs side by side: every simulated "
                    "configuration is labelled **(simulated)**; the `simulated` column says which "
                    "seats the offline model played.")
-
-    st.subheader("Results by configuration")
-    st.caption("Rates, means and calibration are over each cell's completed run only: failed and "
-               "interrupted cells are counted apart and never enter them. `degraded` counts the "
-               "completed runs that lost a decisive call (a judge, a synthesis, the last reviewer) "
-               "or most of their turns; what they lost is left out of the means.")
-    percent = st.column_config.NumberColumn(format="percent")
-    three, whole = st.column_config.NumberColumn(format="%.3f"), \
-        st.column_config.NumberColumn(format="%.0f")
-    formats = {"accuracy": percent, "accuracy_low": percent, "accuracy_high": percent,
-               "mind_change_rate": percent, "consensus_ece": three, "consensus_brier": three,
-               "judge_ece": three, "judge_brier": three, "tokens_per_run": whole,
-               "seconds_per_run": st.column_config.NumberColumn(format="%.2f"),
-               "calls_per_run": st.column_config.NumberColumn(format="%.1f")}
-    for number, (title, columns) in enumerate(ex.SUMMARY_GROUPS.items()):
-        st.markdown(f"**{md(title)}**")
-        shown = result.summary[["configuration", *columns]]  # `few` greys the accuracy rows
-        st.dataframe(aggregate.grey_few(shown) if "few" in columns else shown, hide_index=True,
-                     key=f"exp-summary-{number}", column_config=formats)
-    if result.summary["few"].any():
-        st.caption("Greyed: fewer than 5 scored runs; read the rate with its interval and n.")
-    if (result.summary["scored"] > 0).any():
-        drill_to_runs(st.plotly_chart(ex.accuracy_figure(result.summary, "Accuracy" + TITLE[kind]),
-                                      key="exp-accuracy", on_select="rerun",
-                                      selection_mode="points"))
-        st.caption("Click a bar to list its runs under *Runs behind a cell*.")
-    else:
-        st.caption("No run has an expected answer to score, so there is no accuracy.")
-
-    st.subheader("Accuracy by round")
-    configs = result.experiment["spec"]["configs"]
-    points = rounds.accuracy_by_round(result.runs, configs)
-    published = references(result.experiment["spec"].get("source"))
-    if points.empty:
-        st.caption("No run has an expected answer to score, so there is no accuracy by round.")
-    elif (points["round"] == 1).all() and not published:
-        st.caption("Every configuration answers in one round: its accuracy by round is its "
-                   "accuracy above.")
-    else:
-        st.caption("Each round's plurality scored against the expected answer, over the counted "
-                   "runs that have that round, with its 95% Wilson interval; a configuration "
-                   "without rounds is one point at its final round. Dashed: each configuration's "
-                   "round-1 accuracy, the majority vote of its agents' independent answers."
-                   + (f" Markers: {md(published[0].citation)}, measured with "
-                      f"{published[0].model}; does your model reproduce them?" if published
-                      else ""))
-        st.plotly_chart(rounds.accuracy_by_round_figure(points, published,
-                                                        "Accuracy by round" + TITLE[kind]),
-                        key="exp-rounds")
-        st.dataframe(rounds.round_table(points), hide_index=True, key="exp-rounds-table")
-    conforming = rounds.conformity_by_config(result.runs, configs)
-    if not conforming.empty:
-        st.markdown("**Conformity between rounds**")
-        st.caption("Counts over their chances, summed over the counted runs: right to wrong over "
-                   "answers right the round before (DebateLLM's \"bullied\"), wrong to right over "
-                   "answers wrong before (\"relied on other\"), adoption of the previous round's "
-                   "majority over agents off it, and runs whose final plurality discarded a "
-                   "correct answer some agent gave over runs where one did (\"Cost of Consensus\", "
-                   "2026). Greyed: n under 5.")
-        st.dataframe(aggregate.grey_few(conforming), hide_index=True, key="exp-conformity",
-                     column_config={"rate": percent, "low": percent, "high": percent})
-
-    st.subheader("Calibration")
-    if result.calibrations:
-        st.caption("Each confidence signal against correctness: a calibrated signal follows the "
-                   "diagonal. " + " ".join(f"{k}: {v}." for k, v in ex.SIGNALS.items()))
-        st.plotly_chart(ex.reliability_figure(result.calibrations, "Calibration" + TITLE[kind]),
-                        key="exp-calibration")
-    else:
-        st.caption("Calibration needs runs with expected answers and a confidence signal "
-                   "(a panel's or vote's consensus, a scored judge).")
-
-    st.subheader("Paired comparison")
-    if len(result.labels) >= 2:
-        left, right = st.columns(2)
-        a = left.selectbox("Configuration A", result.labels, index=0, key="exp-cmp-a")
-        b = right.selectbox("Configuration B", result.labels, index=1, key="exp-cmp-b")
-        if a == b:
-            st.caption("Choose two different configurations.")
-        else:
-            pair = ex.compare(result.runs, a, b)
-            cols = st.columns(4)
-            cols[0].metric(md(f"{a} better"), pair["wins"])
-            cols[1].metric(md(f"{b} better"), pair["losses"])
-            cols[2].metric("Ties", pair["ties"])
-            cols[3].metric("Sign test p", f"{pair['p_value']:.3g}")
-            st.markdown(md(pair["sentence"]))
-    else:
-        st.caption("One configuration: nothing to compare.")
-
+    drawn = figures(result, stamp, experiment_id, kind)
+    show_summary(result, drawn)
+    show_rounds(drawn)
+    show_calibration(result, drawn)
+    show_pair(result)
     st.subheader("Questions")
     if len(result.labels) >= 2:
         show_baseline(result, stamp)
     else:
         st.dataframe(result.questions, hide_index=True, key="exp-questions")
-
-    st.subheader("Runs behind a cell")
-    left, right = st.columns(2)
-    label = left.selectbox("Configuration", [None, *result.labels], key="exp-drill-label",
-                           format_func=lambda v: "all" if v is None else v)
-    spec_questions = result.experiment["spec"]["questions"]
-    question = right.selectbox("Question", [None, *range(len(spec_questions))], key="exp-drill-q",
-                               format_func=lambda q: "all" if q is None else
-                               f"{q}: {spec_questions[q]['question'][:80]}")
-    st.dataframe(ex.drill(result.runs, label, question), hide_index=True, key="exp-drill",
-                 column_config={"link": st.column_config.LinkColumn("Run", display_text="open")})
-
-    st.download_button("Download runs (CSV)", ex.to_csv(result.runs),
-                       file_name=f"experiment-{experiment_id}-runs.csv", mime="text/csv",
-                       key="exp-csv")
-    st.download_button("Download summary (CSV)", ex.to_csv(result.summary),
-                       file_name=f"experiment-{experiment_id}-summary.csv", mime="text/csv",
-                       key="exp-summary-csv")
-    st.download_button("Download results as HTML", lambda: share.experiment_html(result),
-                       file_name=f"experiment-{experiment_id}.html", mime="text/html",
-                       key="exp-html", help="One file with these results and charts that opens "
-                       "from disk without Parley")
-
+    show_cell_runs(result)
+    show_downloads(result, experiment_id)
