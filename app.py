@@ -5,11 +5,24 @@ works while pages are still being written.
 """
 from __future__ import annotations
 
+import threading
+
 import streamlit as st
 
 from pages import _shared
 
 st.set_page_config(page_title="Parley", page_icon=":material/forum:", layout="wide")
+
+
+@st.cache_resource(show_spinner=False)
+def _warming() -> threading.Thread:
+    """Warm the process once (`_shared.warm_up`) in a background thread, started after the
+    first page has been drawn so that page is not slowed by it: the next pages a user opens
+    then skip their imports and plotly's first-figure cost."""
+    thread = threading.Thread(target=_shared.warm_up, name="parley-warm-up", daemon=True)
+    thread.start()
+    return thread
+
 
 # (file, title, icon): the navigation, in order; Home is the default page.
 PAGES = (
@@ -32,3 +45,4 @@ _shared.settings()  # environment, then st.secrets; once per session
 _shared.store()     # open (and migrate) the database before any page needs it
 _shared.keep_form_state()  # a half-configured run survives a visit to another page
 page.run()
+_warming()  # after a page that ran to its end (st.stop and st.rerun skip this line)

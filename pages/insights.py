@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import html
+from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -22,7 +23,6 @@ if history.newest(store) is None:
     st.stop()
 
 
-
 @st.cache_data(max_entries=16, show_spinner=False)
 def load_runs(url: str, stamp: tuple, args: tuple) -> pd.DataFrame:
     """The matching runs, read again only when the stored runs changed (`stamp`)."""
@@ -37,10 +37,19 @@ def build(url: str, stamp: tuple, args: tuple, kind: str, only: tuple) -> list:
                            insights.results_loader(store, filters), kind, only)
 
 
-def drill_down(section: str, chart: insights.Chart, key: str) -> None:
-    """Draw `chart`; a click on one of its bars or points opens the runs behind it on the
-    Runs page (`engine.reports.drill`)."""
-    figure = charts.figure(chart)
+@st.cache_resource(max_entries=32, show_spinner=False)
+def figures(url: str, stamp: tuple, args: tuple, kind: str, only: tuple) -> dict[str, Any]:
+    """The sections' plotly figures by chart key, made once per change of the runs: plotly
+    checks every property as a figure is built (a tenth of a second a figure). Kept as
+    objects, not copies (`st.plotly_chart` only reads them), and shared by the sessions."""
+    return {f"{section.key}_{number}": charts.figure(chart)
+            for section in build(url, stamp, args, kind, only)
+            for number, chart in enumerate(section.charts)}
+
+
+def drill_down(section: str, chart: insights.Chart, key: str, figure: Any) -> None:
+    """Draw `chart` (as `figure`); a click on one of its bars or points opens the runs behind
+    it on the Runs page (`engine.reports.drill`)."""
     clickable = chart.kind in ("rate_bar", "stacked_counts", "box")
     event = st.plotly_chart(figure, key=key, on_select="rerun" if clickable else "ignore",
                             selection_mode="points")
@@ -79,8 +88,9 @@ chosen = st.pills(
     selection_mode="multi", format_func=titles.get, key="insights-sections",
     help="Each section draws its own figures; open the ones you need (every protocol with "
          "runs has one).") or []
-sections = build(store.url_safe, stamp, args, kind,
-                 tuple(key for key in titles if key in chosen))
+only = tuple(key for key in titles if key in chosen)
+sections = build(store.url_safe, stamp, args, kind, only)
+drawn = figures(store.url_safe, stamp, args, kind, only)
 if not chosen:
     st.info("Choose a section above.")
     st.stop()
@@ -107,7 +117,8 @@ for section in sections:
             if number < len(section.charts):
                 chart = section.charts[number]
                 with column:
-                    drill_down(section.key, chart, f"{section.key}_{number}")
+                    key = f"{section.key}_{number}"
+                    drill_down(section.key, chart, key, drawn[key])
                     st.caption(md(chart.caption))
     if section.table is not None and not section.table.empty:
         picked = st.dataframe(

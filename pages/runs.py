@@ -7,7 +7,6 @@ from typing import Any
 import streamlit as st
 
 from engine import ConfigError
-from engine.reports import charts, insights, share
 from engine.reports import runs as history
 from engine.reports.views import worlds
 from engine.services.rerun import original_of
@@ -151,6 +150,7 @@ def show_turn(entry: dict) -> None:
 
 
 def show_actions(detail: history.RunDetail) -> None:
+    from engine.reports import share  # plotly: imported when a run is opened, not for the list
     run = detail.run
     left, middle, right = st.columns(3)
     left.download_button("⬇️ Export JSON", store.export_run(run["id"]),
@@ -181,6 +181,7 @@ def show_actions(detail: history.RunDetail) -> None:
 
 
 def show_result(detail: history.RunDetail) -> None:
+    from engine.reports import charts, insights  # plotly: only a run's detail draws figures
     if not detail.blocks and detail.run["status"] == "running":
         st.info("This run is still going: its result shows here when it ends; its turns so "
                 "far are in the transcript.")
@@ -254,6 +255,7 @@ def show_detail(run_id: str) -> None:
         for entry in detail.transcript:
             show_turn(entry)
     with timing:
+        from engine.reports import charts
         if detail.timeline.empty:
             st.info("No calls were recorded.")
         else:

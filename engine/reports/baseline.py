@@ -70,11 +70,11 @@ def baseline_matrix(frame: pd.DataFrame, spec: Mapping[str, Any], baseline: str,
     if sort not in ("question", "regressions"):
         raise ConfigError(f"sort must be question or regressions, got {sort!r}", "input")
     counted = frame[frame["counted"].astype(bool)] if not frame.empty else frame
+    # One pass over the groups (a boolean mask per cell is quadratic in the runs).
     cells: dict[tuple[int, str], dict[str, Any]] = {}
-    for q, label in (set(zip(counted["q"], counted["label"], strict=True))
-                     if not counted.empty else ()):
-        cells[(int(q), str(label))] = _cell(counted[(counted["q"] == q) &
-                                                    (counted["label"] == label)])
+    if not counted.empty:
+        for (q, label), rows in counted.groupby(["q", "label"], sort=False):
+            cells[(int(str(q)), str(label))] = _cell(rows)
     empty = _cell(pd.DataFrame(columns=["answer", "correct", "changed", "shift", "id"]))
     out = []
     for q, item in enumerate(spec["questions"]):

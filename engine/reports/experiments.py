@@ -278,15 +278,15 @@ def question_table(frame: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame
     out = pd.DataFrame({"q": range(len(spec["questions"])),
                         "question": [i["question"] for i in spec["questions"]],
                         "expected": [i.get("expected") or "" for i in spec["questions"]]})
+    tally: dict[tuple[str, int], list[int]] = {}  # (label, q) -> [runs, scored, right]
+    for label, q, correct in _counted(frame)[["label", "q", "correct"]].itertuples(index=False):
+        known = correct is not None and correct == correct
+        cell = tally.setdefault((str(label), int(q)), [0, 0, 0])
+        cell[0], cell[1], cell[2] = cell[0] + 1, cell[1] + known, cell[2] + (known and correct)
     for config in spec["configs"]:
-        done = _counted(frame, config["label"])
-        cells = []
-        for q in out["q"]:
-            mine = done[done["q"] == q] if not done.empty else done
-            scored = mine[mine["correct"].notna()] if not mine.empty else mine
-            cells.append(f"{int(scored['correct'].astype(bool).sum())}/{len(scored)} right"
-                         if len(scored) else f"{len(mine)} run{'s' * (len(mine) != 1)}")
-        out[config["label"]] = cells
+        out[config["label"]] = [f"{right}/{scored} right" if scored else
+                                f"{runs} run{'s' * (runs != 1)}" for runs, scored, right in
+                                (tally.get((config["label"], q), [0, 0, 0]) for q in out["q"])]
     return out
 
 

@@ -157,8 +157,8 @@ def default_sections(runs: pd.DataFrame) -> list[str]:
     own section when at most two protocols have completed runs (more are a click away, so a
     page over thousands of runs of every protocol draws a handful of figures, not dozens)."""
     done = completed(runs)
-    present = [n for n in section_titles() if n in set(done["protocol"])] \
-        if not done.empty else []
+    stored = set(done["protocol"].unique()) if not done.empty else set()  # once, not per name
+    present = [n for n in section_titles() if n in stored]
     return ["overview", *(present if len(present) <= 2 else []), "accuracy", "cost"]
 
 

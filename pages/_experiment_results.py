@@ -1,0 +1,291 @@
+"""The Experiments page's results: summary, accuracy by round, calibration, paired comparison,
+the baseline view and the runs behind a cell, for one experiment.
+
+Its runs frame, report and baseline matrix are built once per change of the stored runs or the
+experiment's progress (`st.cache_data` keyed on `Store.fingerprint`), so a second visit, or a
+click on a widget, draws them without reading and adding up the runs again.
+"""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from engine import Store
+from engine import experiments as ex
+from engine.reports import aggregate, baseline, rounds, share
+from engine.reports.references import references
+from pages import _shared
+
+md = _shared.md
+PERCENT = st.column_config.NumberColumn(format="percent")
+KIND_NAMES = {"real": "Real", "simulated": "Simulated", "both": "Both, side by side"}
+TITLE = {"real": "", "simulated": " (simulated)", "both": " (simulated and real, kept apart)"}
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def runs_frame(_store: Store, stamp: tuple, experiment_id: str) -> pd.DataFrame:
+    """`ex.runs_frame`, read again only when the runs or the progress changed (`stamp`)."""
+    return ex.runs_frame(_store, experiment_id)
+
+
+@st.cache_data(max_entries=16, show_spinner="Adding up the runs…")
+def report(_store: Store, stamp: tuple, experiment_id: str, kind: str) -> ex.Report:
+    """`ex.report` over `kind` runs, built again only when `stamp` changed."""
+    return ex.report(_store, experiment_id, kind)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def matrix(_result: ex.Report, stamp: tuple, experiment_id: str, kind: str, base: str,
+           show: str, sort: str) -> pd.DataFrame:
+    """`baseline.baseline_matrix` of the report, built again only when `stamp` changed."""
+    return baseline.baseline_matrix(_result.runs, _result.experiment["spec"], base, show, sort)
+
+
+STATE_COLORS = {"fixed": "background-color: #d7f5dd", "broke": "background-color: #fbd5d5"}
+SORTS = {"question": "question order", "regressions": "regressions first"}
+
+
+def drill_to_runs(event: Any) -> None:
+    """A bar clicked on the accuracy chart lists that configuration's runs below (once per
+    click: the selection stays while the user picks something else)."""
+    points = event.selection.points if event else []
+    picked = html.unescape(str(points[0].get("x"))) if points else None
+    if picked and st.session_state.get("exp-drilled") != picked:
+        st.session_state["exp-drilled"] = picked
+        st.session_state["exp-drill-label"] = picked
+        st.session_state["exp-drill-q"] = None
+        st.toast(md(f"The runs of {picked} are listed under Runs behind a cell."))
+    elif not points:
+        st.session_state.pop("exp-drilled", None)
+
+
+def show_baseline(result: ex.Report, stamp: tuple) -> None:
+    """The question matrix against a chosen baseline configuration: each cell's answer,
+    fixed (green), broke (red) or the same, repeats collapsed with their stability; a click
+    on a cell opens its runs beside the baseline's in the compare view."""
+    cols = st.columns(3)
+    base = cols[0].selectbox("Baseline", result.labels, key="exp-base")
+    show = cols[1].selectbox("Show", list(baseline.FILTERS), format_func=baseline.FILTERS.get,
+                             key="exp-base-show")
+    sort = cols[2].selectbox("Order", list(SORTS), format_func=SORTS.get, key="exp-base-sort")
+    cells = matrix(result, stamp, result.experiment["id"], result.kind, base, show, sort)
+    counts = baseline.matrix_counts(cells)
+    _shared.metrics_row([("Fixed", counts["fixed"]), ("Broke", counts["broke"]),
+                         ("Same", counts["same"]), ("Unscored", counts["unscored"])])
+    if cells.empty:
+        st.caption("No cell matches.")
+        return
+    grid = baseline.wide(cells)
+    styled = grid.style.map(lambda v: next((c for state, c in STATE_COLORS.items()
+                                            if f" · {state}" in str(v)), ""))
+    picked = st.dataframe(styled, hide_index=True, key="exp-baseline", on_select="rerun",
+                          selection_mode="single-cell")
+    st.caption(f"Each cell: the configuration's final answer (the most frequent over its "
+               f"repeats, spelled canonically), fixed (green) or broke (red) against "
+               f"{md(base)}'s answer to the same question, and with repeats the share of them "
+               "that agree. Click a cell to compare its runs with the baseline's.")
+    chosen = picked.selection.cells if picked is not None else []
+    if chosen:
+        row, column = chosen[0][0], str(chosen[0][1])
+        q = int(grid.iloc[int(row)]["q"])
+        mine = cells[(cells["q"] == q) & (cells["configuration"] == column)]
+        base_ids = result.runs[(result.runs["q"] == q) & (result.runs["label"] == base)
+                               & result.runs["counted"]]["id"].tolist()
+        ids = [*base_ids, *(mine["run_ids"].iloc[0] if not mine.empty else [])]
+        if len(ids) >= 2:
+            st.switch_page("pages/compare.py", query_params={"compare": ",".join(ids[:8])})
+        st.caption("That cell has no runs to compare yet.")
+
+
+
+@dataclass
+class Figures:
+    """What the page draws from a report beyond its tables: the round tables and the
+    figures (None when the report has nothing to draw)."""
+
+    points: pd.DataFrame
+    published: list[Any]
+    conforming: pd.DataFrame
+    accuracy: Any = None
+    rounds: Any = None
+    calibration: Any = None
+
+
+def show_summary(result: ex.Report, drawn: Figures) -> None:
+    st.subheader("Results by configuration")
+    st.caption("Rates, means and calibration are over each cell's completed run only: failed and "
+               "interrupted cells are counted apart and never enter them. `degraded` counts the "
+               "completed runs that lost a decisive call (a judge, a synthesis, the last reviewer) "
+               "or most of their turns; what they lost is left out of the means.")
+    three, whole = st.column_config.NumberColumn(format="%.3f"), \
+        st.column_config.NumberColumn(format="%.0f")
+    formats = {"accuracy": PERCENT, "accuracy_low": PERCENT, "accuracy_high": PERCENT,
+               "mind_change_rate": PERCENT, "consensus_ece": three, "consensus_brier": three,
+               "judge_ece": three, "judge_brier": three, "tokens_per_run": whole,
+               "seconds_per_run": st.column_config.NumberColumn(format="%.2f"),
+               "calls_per_run": st.column_config.NumberColumn(format="%.1f")}
+    for number, (title, columns) in enumerate(ex.SUMMARY_GROUPS.items()):
+        st.markdown(f"**{md(title)}**")
+        shown = result.summary[["configuration", *columns]]  # `few` greys the accuracy rows
+        st.dataframe(aggregate.grey_few(shown) if "few" in columns else shown, hide_index=True,
+                     key=f"exp-summary-{number}", column_config=formats)
+    if result.summary["few"].any():
+        st.caption("Greyed: fewer than 5 scored runs; read the rate with its interval and n.")
+    if drawn.accuracy is not None:
+        drill_to_runs(st.plotly_chart(drawn.accuracy, key="exp-accuracy", on_select="rerun",
+                                      selection_mode="points"))
+        st.caption("Click a bar to list its runs under *Runs behind a cell*.")
+    else:
+        st.caption("No run has an expected answer to score, so there is no accuracy.")
+
+
+def show_rounds(drawn: Figures) -> None:
+    st.subheader("Accuracy by round")
+    points, published = drawn.points, drawn.published
+    if points.empty:
+        st.caption("No run has an expected answer to score, so there is no accuracy by round.")
+    elif drawn.rounds is None:
+        st.caption("Every configuration answers in one round: its accuracy by round is its "
+                   "accuracy above.")
+    else:
+        st.caption("Each round's plurality scored against the expected answer, over the counted "
+                   "runs that have that round, with its 95% Wilson interval; a configuration "
+                   "without rounds is one point at its final round. Dashed: each configuration's "
+                   "round-1 accuracy, the majority vote of its agents' independent answers."
+                   + (f" Markers: {md(published[0].citation)}, measured with "
+                      f"{published[0].model}; does your model reproduce them?" if published
+                      else ""))
+        st.plotly_chart(drawn.rounds, key="exp-rounds")
+        st.dataframe(rounds.round_table(points), hide_index=True, key="exp-rounds-table")
+    if not drawn.conforming.empty:
+        st.markdown("**Conformity between rounds**")
+        st.caption("Counts over their chances, summed over the counted runs: right to wrong over "
+                   "answers right the round before (DebateLLM's \"bullied\"), wrong to right over "
+                   "answers wrong before (\"relied on other\"), adoption of the previous round's "
+                   "majority over agents off it, and runs whose final plurality discarded a "
+                   "correct answer some agent gave over runs where one did (\"Cost of Consensus\", "
+                   "2026). Greyed: n under 5.")
+        st.dataframe(aggregate.grey_few(drawn.conforming), hide_index=True, key="exp-conformity",
+                     column_config={"rate": PERCENT, "low": PERCENT, "high": PERCENT})
+
+
+def show_calibration(result: ex.Report, drawn: Figures) -> None:
+    st.subheader("Calibration")
+    if drawn.calibration is not None:
+        st.caption("Each confidence signal against correctness: a calibrated signal follows the "
+                   "diagonal. " + " ".join(f"{k}: {v}." for k, v in ex.SIGNALS.items()))
+        st.plotly_chart(drawn.calibration, key="exp-calibration")
+    else:
+        st.caption("Calibration needs runs with expected answers and a confidence signal "
+                   "(a panel's or vote's consensus, a scored judge).")
+
+
+def show_pair(result: ex.Report) -> None:
+    st.subheader("Paired comparison")
+    if len(result.labels) < 2:
+        st.caption("One configuration: nothing to compare.")
+        return
+    left, right = st.columns(2)
+    a = left.selectbox("Configuration A", result.labels, index=0, key="exp-cmp-a")
+    b = right.selectbox("Configuration B", result.labels, index=1, key="exp-cmp-b")
+    if a == b:
+        st.caption("Choose two different configurations.")
+        return
+    pair = ex.compare(result.runs, a, b)
+    cols = st.columns(4)
+    cols[0].metric(md(f"{a} better"), pair["wins"])
+    cols[1].metric(md(f"{b} better"), pair["losses"])
+    cols[2].metric("Ties", pair["ties"])
+    cols[3].metric("Sign test p", f"{pair['p_value']:.3g}")
+    st.markdown(md(pair["sentence"]))
+
+
+def show_cell_runs(result: ex.Report) -> None:
+    st.subheader("Runs behind a cell")
+    left, right = st.columns(2)
+    label = left.selectbox("Configuration", [None, *result.labels], key="exp-drill-label",
+                           format_func=lambda v: "all" if v is None else v)
+    spec_questions = result.experiment["spec"]["questions"]
+    question = right.selectbox("Question", [None, *range(len(spec_questions))], key="exp-drill-q",
+                               format_func=lambda q: "all" if q is None else
+                               f"{q}: {spec_questions[q]['question'][:80]}")
+    st.dataframe(ex.drill(result.runs, label, question), hide_index=True, key="exp-drill",
+                 column_config={"link": st.column_config.LinkColumn("Run", display_text="open")})
+
+
+def show_downloads(result: ex.Report, experiment_id: str) -> None:
+    """The downloads; each file is made only when its button is pressed."""
+    st.download_button("Download runs (CSV)", lambda: ex.to_csv(result.runs),
+                       file_name=f"experiment-{experiment_id}-runs.csv", mime="text/csv",
+                       key="exp-csv")
+    st.download_button("Download summary (CSV)", lambda: ex.to_csv(result.summary),
+                       file_name=f"experiment-{experiment_id}-summary.csv", mime="text/csv",
+                       key="exp-summary-csv")
+    st.download_button("Download results as HTML", lambda: share.experiment_html(result),
+                       file_name=f"experiment-{experiment_id}.html", mime="text/html",
+                       key="exp-html", help="One file with these results and charts that opens "
+                       "from disk without Parley")
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def figures(_result: ex.Report, stamp: tuple, experiment_id: str, kind: str) -> Figures:
+    """The page's figures and round tables, made once per change of `stamp`: plotly checks
+    every property as a figure is built (a tenth of a second a figure). Kept as objects, not
+    copies (`st.plotly_chart` only reads them), and shared by the sessions."""
+    result = _result
+    configs = result.experiment["spec"]["configs"]
+    points = rounds.accuracy_by_round(result.runs, configs)
+    published = references(result.experiment["spec"].get("source"))
+    drawn = Figures(points, published, rounds.conformity_by_config(result.runs, configs))
+    if (result.summary["scored"] > 0).any():
+        drawn.accuracy = ex.accuracy_figure(result.summary, "Accuracy" + TITLE[kind])
+    if not points.empty and not ((points["round"] == 1).all() and not published):
+        drawn.rounds = rounds.accuracy_by_round_figure(points, published,
+                                                       "Accuracy by round" + TITLE[kind])
+    if result.calibrations:
+        drawn.calibration = ex.reliability_figure(result.calibrations,
+                                                  "Calibration" + TITLE[kind])
+    return drawn
+
+
+def show(store: Store, experiment_id: str, state: ex.Progress) -> None:
+    """The results of `experiment_id` so far, built once per database and change of its runs
+    or progress (`stamp`) and kept for every later visit."""
+    stamp = (store.url_safe, *store.fingerprint(), state.status, state.done, state.total)
+    every = runs_frame(store, stamp, experiment_id)
+    kind = st.segmented_control(
+        "Runs", list(aggregate.KINDS), default=aggregate.default_kind(every),
+        format_func=KIND_NAMES.get, key="exp-kind",
+        help="Simulated runs (any seat played by the offline simulated model) and real runs are "
+             "never pooled: both side by side lists every configuration's simulated runs as "
+             "\"LABEL (simulated)\".") or aggregate.default_kind(every)
+    result = report(store, stamp, experiment_id, kind)
+    if result.hidden:
+        other = "simulated" if kind == "real" else "real"
+        st.caption(f"{result.hidden:,} {other} run(s) are not shown; choose "
+                   f"*{KIND_NAMES[other]}* or *{KIND_NAMES['both']}* to see them.")
+    if result.runs.empty:
+        st.info("No runs yet." if every.empty else f"No {kind} runs in this experiment.")
+        return
+    simulated = result.runs["simulated"]
+    _shared.simulated_note(bool(simulated.all()))
+    if simulated.any() and not simulated.all():
+        st.caption(":material/science: Simulated and real runs side by side: every simulated "
+                   "configuration is labelled **(simulated)**; the `simulated` column says which "
+                   "seats the offline model played.")
+    drawn = figures(result, stamp, experiment_id, kind)
+    show_summary(result, drawn)
+    show_rounds(drawn)
+    show_calibration(result, drawn)
+    show_pair(result)
+    st.subheader("Questions")
+    if len(result.labels) >= 2:
+        show_baseline(result, stamp)
+    else:
+        st.dataframe(result.questions, hide_index=True, key="exp-questions")
+    show_cell_runs(result)
+    show_downloads(result, experiment_id)
