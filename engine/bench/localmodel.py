@@ -84,7 +84,8 @@ def serve(timeout: float = 180.0) -> Iterator[str]:
         process = subprocess.Popen(
             [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path),
              "--model_alias", MODEL, "--host", "127.0.0.1", "--port", str(port),
-             "--n_ctx", str(N_CTX), "--n_threads", str(THREADS), "--verbose", "false"],
+             "--n_ctx", str(N_CTX), "--n_threads", str(THREADS), "--n_threads_batch", str(THREADS),
+             "--verbose", "false"],
             stdout=log, stderr=subprocess.STDOUT)
         base = f"http://127.0.0.1:{port}/v1"
         deadline = time.monotonic() + timeout
