@@ -43,7 +43,10 @@ MODEL = "smollm2"  # the name requests carry (the server's model alias)
 CAP = 160  # tokens per turn: room for a short answer and its reasons, little for a runaway
 TIMEOUT = 300.0  # seconds per call: a 160-token reply on 2 busy cores takes well under this
 N_CTX = 2048  # prompts here (a panel's rebuttal with three proposals) stay under 1,500 tokens
-THREADS = 2
+# One thread: llama.cpp's threads spin while they wait for one another, so on a 2-core machine
+# that is busy (pytest, other jobs) two threads collapse; measured under load: 160 tokens in
+# 15-25 s with one thread, three such replies not done in 300 s with two.
+THREADS = 1
 QUESTIONS = (("What is 6 x 7?", "42"), ("What is the capital of France?", "Paris"),
              ("Is 17 a prime number? Answer yes or no.", "yes"))
 JUDGE_PHASES = ("judge", "synthesis")  # the phases whose reply is a ruling read by sections
