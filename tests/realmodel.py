@@ -4,7 +4,7 @@
 `.ci/run` installs both and sets PARLEY_REQUIRE_REAL_MODEL=1, so there the tests that use it
 run or fail; elsewhere they skip, naming what is missing. The server is started by
 `engine.bench.localmodel.serve` (as the local-model benchmark starts it) and stopped when the
-session ends; loopback calls bypass any proxy the environment sets.
+session ends. Seats name the URL (`?base_url=`), so no key is sent to it.
 """
 from __future__ import annotations
 
@@ -16,8 +16,6 @@ import pytest
 from engine.bench.localmodel import missing, serve
 
 REQUIRE = "PARLEY_REQUIRE_REAL_MODEL"
-PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
-              "all_proxy")
 
 
 @pytest.fixture(scope="session")
@@ -28,15 +26,8 @@ def real_model_url() -> Iterator[str]:
         if os.environ.get(REQUIRE) == "1":
             pytest.fail(f"{REQUIRE}=1 but {why}")
         pytest.skip(why)
-    with pytest.MonkeyPatch.context() as patch:
-        for name in PROXY_VARS:
-            patch.delenv(name, raising=False)
-        for name in ("NO_PROXY", "no_proxy"):
-            patch.setenv(name, "127.0.0.1,localhost")
-        for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "PARLEY_ENDPOINTS"):
-            patch.delenv(name, raising=False)
-        try:
-            with serve() as url:
-                yield url
-        except RuntimeError as exc:  # it did not start: its log says why
-            pytest.fail(str(exc))
+    try:
+        with serve() as url:
+            yield url
+    except RuntimeError as exc:  # it did not start: its log says why
+        pytest.fail(str(exc))

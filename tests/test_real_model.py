@@ -58,10 +58,9 @@ def output_mode(turn: Turn) -> str:
     return str(turn.model_dump().get("output_mode") or "prompted")
 
 
-def test_the_measurement_counts_what_the_table_says(monkeypatch):
+def test_the_measurement_counts_what_the_table_says():
     """On the loopback test server: the cap reaches it as `max_tokens`, every registered
     protocol runs and is stored, and the table's counts agree with the turns."""
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     with SimulatedOpenAI() as server:
         runs = measure(server.base_url, runs_each=1)
         assert {r["body"]["max_tokens"] for r in server.requests} == {CAP}

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.util
-import os
 import socket
 import subprocess
 import sys
@@ -91,11 +90,12 @@ def serve(timeout: float = 180.0) -> Iterator[str]:
              "--verbose", "false"],
             stdout=log, stderr=subprocess.STDOUT)
         base = f"http://127.0.0.1:{port}/v1"
+        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback
         deadline = time.monotonic() + timeout
         try:
             while True:
                 try:
-                    with urllib.request.urlopen(f"{base}/models", timeout=2) as answer:
+                    with direct.open(f"{base}/models", timeout=2) as answer:
                         if answer.status == 200:
                             break
                 except OSError:
@@ -275,7 +275,6 @@ def bench_local_model(base_url: str | None = None, runs_each: int = 2) -> list[R
             return [_row(f"local model: not measured ({why})", 0, "")]
         with serve() as url:
             return bench_local_model(url, runs_each)
-    os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")  # the server is on loopback
     counts = summarise(measure(base_url, runs_each))["all"]
     what = f"local model {MODEL}, every protocol x {runs_each}, cap {CAP}"
     return [
@@ -311,7 +310,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         with serve() as url:
             return main([*(argv if argv is not None else sys.argv[1:]), "--base-url", url])
-    os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")  # the server is on loopback
     runs = measure(args.base_url, args.runs, structured=args.structured)
     label = f"structured={args.structured}" if args.structured else "default"
     print(done_when_table([(label, summarise(runs))]), flush=True)
