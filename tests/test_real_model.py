@@ -36,10 +36,9 @@ from engine.models import Turn
 from engine.protocols import estimate
 
 FINAL = ("completed", "failed")  # a run's stored end; never `running` or `interrupted`
-# Measured on the 2-core machine (README, "Local models: SmolLM2-135M measured"): the prompted
-# path gave 0.62 of all turns usable; the floor leaves room for the machine, not for a
-# regression of the protocols' reading.
-USABLE_FLOOR = 0.45
+# Measured on the 2-core machine (README, "Local models: SmolLM2-135M measured"): before
+# structured output, 20 of 68 turns (0.29) were usable, and no JSON reply parsed first time.
+USABLE_FLOOR = 0.2
 CONSTRAINED_FLOOR = 0.9  # issue 15's goal for JSON turns with constrained decoding
 
 
