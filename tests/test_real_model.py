@@ -13,6 +13,7 @@ the first test checks the measurement itself on the loopback test server and alw
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 import pytest
 from openai_stub import SimulatedOpenAI
@@ -36,9 +37,10 @@ from engine.models import Turn
 from engine.protocols import estimate
 
 FINAL = ("completed", "failed")  # a run's stored end; never `running` or `interrupted`
-# Measured on the 2-core machine (README, "Local models: SmolLM2-135M measured"): before
-# structured output, 20 of 68 turns (0.29) were usable, and no JSON reply parsed first time.
-USABLE_FLOOR = 0.2
+# Measured on the 2-core machine (README, "Local models: SmolLM2-135M measured"): 20 of 68
+# turns (0.29) usable before structured output, 24 of 50 (0.48) after; the floor keeps room
+# for the machine, not for a return to the prompted path.
+USABLE_FLOOR = 0.35
 CONSTRAINED_FLOOR = 0.9  # issue 15's goal for JSON turns with constrained decoding
 
 
@@ -49,12 +51,6 @@ def runs(real_model_url):  # noqa: F811
 
 def all_turns(runs) -> list[Turn]:
     return [t for run in runs for t in run.result.turns]
-
-
-def output_mode(turn: Turn) -> str:
-    """The path a turn took ("constrained", "json mode", "prompted"); `Turn.output_mode`
-    comes with structured output (issue 15, helper 15S): until then every turn is prompted."""
-    return str(turn.model_dump().get("output_mode") or "prompted")
 
 
 def test_the_measurement_counts_what_the_table_says():
@@ -80,8 +76,9 @@ def test_every_protocol_runs_and_ends_with_a_status(runs, capsys):
         assert run.result.turns, f"{run.protocol}: no turn recorded"
         assert run.row["status"] in FINAL, f"{run.protocol}: {run.row['status']}"
     with capsys.disabled():  # the Done-when table in CI's log
-        print(f"\nSmolLM2-135M, every protocol once, cap {CAP} tokens:\n"
-              + done_when_table([("", summarise(runs))]))
+        paths = Counter(t.output_mode for t in all_turns(runs) if t.output_mode)
+        print(f"\nSmolLM2-135M, every protocol once, cap {CAP} tokens; JSON paths "
+              f"{dict(paths)}:\n" + done_when_table([("", summarise(runs))]))
 
 
 def test_every_failed_turn_has_its_error(runs):
@@ -111,10 +108,13 @@ def test_usable_turns_reach_the_floor(runs):
 
 
 def test_constrained_json_turns_reach_their_floor(runs):
-    """JSON replies that took the constrained path parse on the first ask (issue 15: at least
-    90%); every turn says which path it took."""
+    """llama-cpp-python's server constrains JSON (json mode with the schema), every JSON turn
+    says which path it took, and those that were constrained parse on the first ask (issue
+    15: at least 90%)."""
     first = [t for t in all_turns(runs) if asks_json(t) and not reasked(t)]
-    constrained = [t for t in first if output_mode(t) == "constrained"]
+    assert {t.output_mode for t in first} <= {"constrained", "json mode", "prompted"}
+    constrained = [t for t in first if t.output_mode in ("constrained", "json mode")]
+    assert constrained, "no JSON turn was constrained"
     parsed = [t for t in constrained
               if t.ok and not any("unreadable JSON" in w for w in t.warnings)]
     assert len(parsed) >= CONSTRAINED_FLOOR * len(constrained), \
