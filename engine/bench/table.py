@@ -4,8 +4,9 @@ tests.
 Rows: engine throughput and per-call overhead on a zero-latency simulated model (with the
 store), the wall time of every protocol that runs calls at once against the critical path its
 registry entry declares, then the reliability, dashboard, experiment, live, full-text search
-and browser rows from their own modules. Protocols are read from the registry, never named
-here.
+and browser rows from their own modules. The local-model rows (a real model behind an
+OpenAI-compatible server, minutes of generation) run only when `--only` names them.
+Protocols are read from the registry, never named here.
 """
 from __future__ import annotations
 
@@ -144,11 +145,16 @@ def bench_reliability(soak_runs: int = 500, writers: int = 4, runs_each: int = 2
     ]
 
 
-def collect(quick: bool = False, only: list[str] | None = None) -> list[Row]:
+OPT_IN = ("local-model",)  # sections that run only when `only` names them
+
+
+def collect(quick: bool = False, only: list[str] | None = None,
+            base_url: str | None = None) -> list[Row]:
     from engine.bench.browser import bench_browser
     from engine.bench.dashboard import bench_dashboard
     from engine.bench.experiments import bench_experiments
     from engine.bench.live import bench_live
+    from engine.bench.localmodel import bench_local_model
     from engine.bench.search import bench_search
 
     sections: list[tuple[str, Callable[[], list[Row]]]] = [
@@ -160,10 +166,13 @@ def collect(quick: bool = False, only: list[str] | None = None) -> list[Row]:
         ("live", lambda: bench_live(repeats=20 if quick else 200)),
         ("search", lambda: bench_search(n=1000 if quick else 10000)),
         ("browser", lambda: bench_browser(n=1000 if quick else 10000)),
+        ("local-model", lambda: bench_local_model(base_url, runs_each=1 if quick else 2)),
     ]
     rows: list[Row] = []
     for name, run in sections:
         if only and not any(o in name for o in only):
+            continue
+        if not only and name in OPT_IN:
             continue
         rows.extend(run())
     return rows
@@ -180,6 +189,7 @@ def format_table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def main(quick: bool = False, only: list[str] | None = None) -> int:
-    print(format_table(collect(quick=quick, only=only)), flush=True)
+def main(quick: bool = False, only: list[str] | None = None, base_url: str | None = None
+         ) -> int:
+    print(format_table(collect(quick=quick, only=only, base_url=base_url)), flush=True)
     return 0
