@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from engine.cli import experiments, runflags, sets, share
+from engine.cli import experiments, runflags, sets, share, workers
 from engine.models import ConfigError
 from engine.reports.runs import status_text
 from engine.reports.views import simulated_suffix, simulated_text, simulation_columns
@@ -85,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="print the benchmark table")
     bench.add_argument("--quick", action="store_true", help="smaller counts, for a smoke test")
     bench.add_argument("--only", action="append", default=[], help="run only rows matching")
-    for module in (experiments, sets, share):  # each adds its own sub-commands
+    for module in (experiments, sets, share, workers):  # each adds its own sub-commands
         module.add_cli(sub)
     return parser
 
