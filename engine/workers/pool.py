@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -73,13 +73,11 @@ def queue_of(config: Mapping[str, Any]) -> str:
 
 @dataclass
 class WorkerState:
-    """What one worker process's jobs share: its store, endpoints, id and tally."""
+    """What one worker process's jobs share: its store, its endpoints, its row's id."""
 
     store: Store
     endpoints: Any = None
     worker_id: str = ""
-    finished: int = 0  # cells finished since the last heartbeat
-    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 async def run_cell(context: Any, experiment_id: str, cell: str) -> str:
@@ -101,8 +99,7 @@ async def run_cell(context: Any, experiment_id: str, cell: str) -> str:
             return "skipped: the cell already completed"
         outcome = await arun_cell(experiment, experiment_id, target, store=store,
                                   stop_event=threading.Event(), endpoints=state.endpoints)
-    with state.lock:
-        state.finished += 1
+    pool_store.beat(store, state.worker_id, cells=1)
     if outcome.status == "fatal":
         await astop(context.app, store, experiment_id, status="failed", error=outcome.error)
     else:

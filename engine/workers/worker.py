@@ -2,9 +2,10 @@
 endpoints' queues, beside a housekeeping loop that every worker runs.
 
 Housekeeping, every `heartbeat` seconds: the worker's row in the `workers` table gets its
-heartbeat and cells done; jobs of workers that stopped heartbeating (killed, or cut off) go
-back to the queue for another worker (procrastinate's stalled jobs); and each experiment the
-pool runs gets its heartbeat while it has jobs, or its final status when it has none left.
+heartbeat (each finished cell is counted as it ends); jobs of workers that stopped
+heartbeating (killed, or cut off) go back to the queue for another worker (procrastinate's
+stalled jobs); and each experiment the pool runs gets its heartbeat while it has jobs, or its
+final status when it has none left.
 
 A worker that loses the database does not die: procrastinate stops its worker when a query
 or the heartbeat fails, and this loop starts a new one after a pause (doubling up to a
@@ -34,9 +35,7 @@ HEARTBEAT = 10.0  # seconds between heartbeats; a worker silent for 3 of them is
 async def housekeeping(app: Any, state: WorkerState, heartbeat: float) -> None:
     """One round of the worker's periodic duties (see the module's docstring)."""
     store = state.store
-    with state.lock:
-        finished, state.finished = state.finished, 0
-    pool_store.beat(store, state.worker_id, finished)
+    pool_store.beat(store, state.worker_id)
     for job in await app.job_manager.get_stalled_jobs(
             task_name=pool_store.TASK, seconds_since_heartbeat=3 * heartbeat):
         log.warning("job %s (%s) was left by a worker that stopped; retrying it",
@@ -103,9 +102,7 @@ async def arun_worker(store: Store, *, concurrency: int = 4, endpoints: Sequence
         finally:
             side.cancel()
             await asyncio.gather(side, return_exceptions=True)
-            with state.lock:
-                finished = state.finished
             try:
-                pool_store.beat(store, state.worker_id, finished, stopped=True)
+                pool_store.beat(store, state.worker_id, stopped=True)
             finally:
                 store.stop_reaper()
