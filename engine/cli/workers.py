@@ -86,6 +86,7 @@ def run_on_pool(store: Any, experiment_id: str, wait: bool, quiet: bool) -> int:
         _say(f"follow it with: python -m engine experiment show {experiment_id} (or "
              "python -m engine workers)")
         return 0
+    from engine.store.workers import DATABASE_ERRORS
     state = progress(store, experiment_id)
     shown = -1
     while state.status == "running":
@@ -94,7 +95,10 @@ def run_on_pool(store: Any, experiment_id: str, wait: bool, quiet: bool) -> int:
             sys.stderr.write(state.line() + "\n")
             sys.stderr.flush()
         time.sleep(WAIT_EVERY)
-        state = progress(store, experiment_id)
+        try:
+            state = progress(store, experiment_id)
+        except DATABASE_ERRORS as exc:  # the pool goes on without us: read again
+            sys.stderr.write(f"cannot read the store ({type(exc).__name__}); trying again\n")
     return _ending(experiment_id, state)
 
 

@@ -47,11 +47,13 @@ def pending_cells(store: Store, experiment_id: str) -> list[Cell]:
 class CellOutcome:
     """How one cell's run ended: `completed`, `failed` (stored so: a resume redoes it),
     `interrupted` (stopped) or `fatal` (a configuration error, the same for every run of that
-    configuration); `error` says why, `finished` is 1 when the run got to its end."""
+    configuration); `error` says why, `finished` is 1 when the run got to its end, and
+    `exception` is what a run that raised raised (the pool retries a lost database)."""
 
     status: str
     error: str = ""
     finished: int = 1
+    exception: Exception | None = None
 
 
 async def arun_cell(experiment: Plan, experiment_id: str, cell: Cell, *, store: Any,
@@ -73,7 +75,7 @@ async def arun_cell(experiment: Plan, experiment_id: str, cell: Cell, *, store: 
     except ConfigError as exc:
         return CellOutcome("fatal", f"configuration {config['label']!r}: {exc}", finished=0)
     except Exception as exc:  # a bug in a run; the run is stored `failed` with its error
-        return CellOutcome("failed", f"{type(exc).__name__}: {exc}", finished=0)
+        return CellOutcome("failed", f"{type(exc).__name__}: {exc}", finished=0, exception=exc)
     failed = no_call_succeeded(result.turns)  # stored `failed`: resume redoes it
     return CellOutcome("failed", failed) if failed else CellOutcome("completed")
 

@@ -18,9 +18,11 @@ from uuid import uuid4
 
 import pandas as pd
 from sqlalchemy import Table, func, select, text, update
+from sqlalchemy.exc import OperationalError
 
 from engine.experiments.planning import SUPERSEDED, Cell
 from engine.models import ConfigError, now
+from engine.store.database import StoreWriteError
 from engine.store.experiments import live_status, row, supersede
 from engine.store.liveness import owner_gone
 from engine.store.readback import aware, decode_tags
@@ -33,6 +35,9 @@ TASK = "parley.run_cell"  # the queue's task name for one cell
 WORKER_GONE_AFTER = timedelta(seconds=60)  # a worker on another host with no heartbeat
 ORPHANED = "the worker running it stopped"  # a dead worker's run, ended by the next taker
 WORKERS = cast(Table, WorkerRow.__table__)
+# What a lost database raises through the store: a job that meets one is retried, a
+# follower (`experiment run --workers --wait`) reads again.
+DATABASE_ERRORS: tuple[type[Exception], ...] = (OperationalError, StoreWriteError)
 _SCHEMA_LOCK = 7_716_001  # advisory lock key: one process applies the queue's schema
 
 
@@ -124,8 +129,11 @@ def cell_lock(store: Store, experiment_id: str, cell: Cell) -> Iterator[bool]:
             yield got
         finally:
             if got:
-                connection.execute(text("SELECT pg_advisory_unlock(:a, :b)"), keys)
-                connection.commit()
+                try:
+                    connection.execute(text("SELECT pg_advisory_unlock(:a, :b)"), keys)
+                    connection.commit()
+                except OperationalError:  # the session is gone, and its lock with it
+                    connection.invalidate()
 
 
 def take_cell(store: Store, experiment_id: str, cell: Cell) -> bool:

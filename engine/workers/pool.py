@@ -78,6 +78,7 @@ class WorkerState:
     store: Store
     endpoints: Any = None
     worker_id: str = ""
+    sink: Any = None  # the store runs are written through (group commit); `store` if None
 
 
 async def run_cell(context: Any, experiment_id: str, cell: str) -> str:
@@ -97,8 +98,11 @@ async def run_cell(context: Any, experiment_id: str, cell: str) -> str:
             return "skipped: another worker runs this cell"
         if not pool_store.take_cell(store, experiment_id, target):
             return "skipped: the cell already completed"
-        outcome = await arun_cell(experiment, experiment_id, target, store=store,
+        outcome = await arun_cell(experiment, experiment_id, target,
+                                  store=state.sink or store,
                                   stop_event=threading.Event(), endpoints=state.endpoints)
+    if isinstance(outcome.exception, pool_store.DATABASE_ERRORS):
+        raise outcome.exception  # the database went away mid-cell: the job is tried again
     pool_store.beat(store, state.worker_id, cells=1)
     if outcome.status == "fatal":
         await astop(context.app, store, experiment_id, status="failed", error=outcome.error)
@@ -113,7 +117,10 @@ def app_for(store: Store) -> procrastinate.App:
     pool_store.require_postgres(store)
     app = procrastinate.App(connector=procrastinate.PsycopgConnector(
         conninfo=conninfo(store.url)))
-    app.task(name=pool_store.TASK, pass_context=True)(run_cell)
+    # A job that loses the database is tried again (the cell guard makes that safe).
+    retry = procrastinate.RetryStrategy(max_attempts=6, exponential_wait=2,
+                                        retry_exceptions=pool_store.DATABASE_ERRORS)
+    app.task(name=pool_store.TASK, pass_context=True, retry=retry)(run_cell)
     return app
 
 

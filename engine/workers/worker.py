@@ -67,7 +67,7 @@ async def arun_worker(store: Store, *, concurrency: int = 4, endpoints: Sequence
     ensure_schema(store)
     store.start_reaper()
     app = app_for(store)
-    state = WorkerState(store, registry)
+    state = WorkerState(store, registry, sink=store.batched())
     state.worker_id = pool_store.register(store, endpoints, concurrency)
     # Without endpoints, no `queues`: procrastinate then listens on every queue.
     queues: dict[str, Any] = {"queues": [QUEUE_PREFIX + n for n in endpoints]} if endpoints \
