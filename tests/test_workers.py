@@ -139,10 +139,12 @@ def test_submit_stop_and_resubmit(pg_url):
 
 
 # --------------------------------------------------------------------------- the pool
-def _worker(url: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "engine", "worker", "--db", url,
-                             "--concurrency", "4", "--heartbeat", "1"], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+def _worker(url: str, log: Path) -> subprocess.Popen:
+    """A worker process; its log goes to a file (a pipe nobody reads would block it)."""
+    with log.open("a", encoding="utf-8") as out:
+        return subprocess.Popen([sys.executable, "-m", "engine", "worker", "--db", url,
+                                 "--concurrency", "4", "--heartbeat", "1"], cwd=ROOT,
+                                stdout=out, stderr=subprocess.STDOUT)
 
 
 def test_three_workers_one_killed_every_cell_exactly_once(pg_url, tmp_path):
@@ -150,7 +152,7 @@ def test_three_workers_one_killed_every_cell_exactly_once(pg_url, tmp_path):
     spec = tmp_path / "spec.yaml"
     spec.write_text(json.dumps(_spec(QUESTIONS, 2)), encoding="utf-8")  # 200 cells
     total = len(QUESTIONS) * 2 * 2
-    workers = [_worker(pg_url) for _ in range(3)]
+    workers = [_worker(pg_url, tmp_path / f"worker{i}.log") for i in range(3)]
     runner = subprocess.Popen([sys.executable, "-m", "engine", "experiment", "run",
                                str(spec), "--db", pg_url, "--workers", "--wait", "--quiet"],
                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -200,3 +202,39 @@ def test_three_workers_one_killed_every_cell_exactly_once(pg_url, tmp_path):
     assert ex.progress(store, experiment_id).done == total
     table = pool_store.workers(store, include_stopped=True)
     assert int(table["cells_done"].sum()) == total  # each worker counted what it finished
+
+
+def test_workers_reconnect_after_losing_the_database(pg_url, tmp_path):
+    """Every connection of the workers is cut (as a server restart would) twice mid-run;
+    the workers reconnect and the experiment still completes, each cell once."""
+    store = Store(pg_url)
+    experiment_id = ex.create(store, _spec(QUESTIONS[:12], 2))  # 48 cells
+    workers = [_worker(pg_url, tmp_path / f"worker{i}.log") for i in range(2)]
+    try:
+        submit(store, experiment_id)
+        name = make_url(pg_url).database
+        for cuts in (10, 25):
+            deadline = time.monotonic() + 60
+            while ex.progress(store, experiment_id).done < cuts:
+                assert time.monotonic() < deadline, "the workers made no progress"
+                time.sleep(0.05)
+            with store.engine.connect() as connection:  # this session's pool is cut too
+                connection.execute(text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = :name AND pid <> pg_backend_pid()"), {"name": name})
+                connection.commit()
+            store.engine.dispose()
+        deadline = time.monotonic() + 90
+        while ex.get(store, experiment_id)["status"] == "running":
+            assert time.monotonic() < deadline, "the experiment never ended: " + "".join(
+                (tmp_path / f"worker{i}.log").read_text()[-3000:] for i in range(2))
+            time.sleep(0.2)
+    finally:
+        for process in workers:
+            process.send_signal(signal.SIGTERM)
+        for process in workers:
+            process.wait(timeout=30)
+    assert ex.get(store, experiment_id)["status"] == "completed"
+    per_cell = _completed_per_cell(store, experiment_id)
+    assert len(per_cell) == 48 and set(per_cell.values()) == {1}
+    assert "running" not in {r["status"] for r in _runs(store, experiment_id)}
