@@ -238,3 +238,29 @@ def test_workers_reconnect_after_losing_the_database(pg_url, tmp_path):
     per_cell = _completed_per_cell(store, experiment_id)
     assert len(per_cell) == 48 and set(per_cell.values()) == {1}
     assert "running" not in {r["status"] for r in _runs(store, experiment_id)}
+
+
+def test_stop_cancels_queued_cells_and_stops_running_ones(pg_url, tmp_path):
+    store = Store(pg_url)
+    experiment_id = ex.create(store, _spec(QUESTIONS[:8], 2, latency=0.5))  # 32 slow cells
+    worker = _worker(pg_url, tmp_path / "worker.log")
+    try:
+        submit(store, experiment_id)
+        deadline = time.monotonic() + 60
+        while sum(r["status"] == "running" for r in _runs(store, experiment_id)) < 2:
+            assert time.monotonic() < deadline, "no cell ever ran"
+            time.sleep(0.05)
+        assert stop(store, experiment_id) >= 2
+        deadline = time.monotonic() + 30
+        while any(r["status"] == "running" for r in _runs(store, experiment_id)):
+            assert time.monotonic() < deadline, "a running cell did not stop"
+            time.sleep(0.1)
+        time.sleep(1.5)  # a housekeeping round: the stop stays
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(timeout=30)
+    assert ex.get(store, experiment_id)["status"] == "stopped"
+    assert pool_store.open_jobs(store, experiment_id) == []
+    runs = _runs(store, experiment_id)
+    assert len(runs) < 32 and {r["status"] for r in runs} <= {"completed", "interrupted"}
+    assert any(r["status"] == "interrupted" for r in runs)

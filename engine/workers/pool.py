@@ -186,10 +186,11 @@ async def astop(app: procrastinate.App, store: Store, experiment_id: str, *,
     for run in pool_store.running_runs(store, experiment_id):
         if run["cell"] in running:
             store.stop_run(run["id"], error)
-    for job in jobs:
-        await app.job_manager.cancel_job_by_id_async(job["id"],
-                                                     abort=job["status"] == "doing")
-    return len(jobs)
+    count = 0
+    for job in jobs:  # a job a worker took meanwhile skips the stopped experiment itself
+        count += await app.job_manager.cancel_job_by_id_async(
+            job["id"], abort=job["status"] == "doing")
+    return count
 
 
 def stop(store: Store, experiment_id: str) -> int:
