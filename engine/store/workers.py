@@ -171,6 +171,15 @@ def claim_for_pool(store: Store, experiment_id: str) -> dict[str, Any]:
     return found
 
 
+def pool_state(store: Store, experiment_id: str) -> tuple[str, str] | None:
+    """An experiment's stored status and host (None when there is no such experiment): what a
+    job checks before each cell, without reading the spec."""
+    with store.engine.connect() as connection:
+        found = connection.execute(select(ExperimentRow.status, ExperimentRow.host).where(
+            ExperimentRow.id == experiment_id)).first()
+    return None if found is None else (str(found[0]), str(found[1]))
+
+
 def pool_running(store: Store) -> list[str]:
     """The experiments the pool runs now (stored `running` on `POOL_HOST`)."""
     with store.engine.connect() as connection:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -73,12 +73,14 @@ def queue_of(config: Mapping[str, Any]) -> str:
 
 @dataclass
 class WorkerState:
-    """What one worker process's jobs share: its store, its endpoints, its row's id."""
+    """What one worker process's jobs share: its store, its endpoints, its row's id, and
+    the plans of the experiments it ran cells of."""
 
     store: Store
     endpoints: Any = None
     worker_id: str = ""
     sink: Any = None  # the store runs are written through (group commit); `store` if None
+    plans: dict[str, Plan] = field(default_factory=dict)  # experiments' plans, by id
 
 
 async def run_cell(context: Any, experiment_id: str, cell: str) -> str:
@@ -86,13 +88,15 @@ async def run_cell(context: Any, experiment_id: str, cell: str) -> str:
     worker holds the cell, or the cell already has a completed run. Says what it did."""
     state: WorkerState = context.additional_context["parley"]
     store = state.store
-    found = row(store, experiment_id)
+    found = pool_store.pool_state(store, experiment_id)
     target = Cell.from_tags([cell])
-    if target is None:
-        return f"skipped: {cell!r} is not a cell"
-    if found["status"] != "running" or found["host"] != pool_store.POOL_HOST:
-        return f"skipped: the experiment is {found['status']}"
-    experiment = plan_of(found["spec"])
+    if target is None or found is None:
+        return f"skipped: no cell {cell!r} of experiment {experiment_id!r}"
+    if found != ("running", pool_store.POOL_HOST):
+        return f"skipped: the experiment is {found[0]}"
+    if experiment_id not in state.plans:  # a spec never changes once stored
+        state.plans[experiment_id] = plan_of(row(store, experiment_id)["spec"])
+    experiment = state.plans[experiment_id]
     with pool_store.cell_lock(store, experiment_id, target) as got:
         if not got:
             return "skipped: another worker runs this cell"
