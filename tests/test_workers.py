@@ -143,7 +143,7 @@ def _worker(url: str, log: Path) -> subprocess.Popen:
     """A worker process; its log goes to a file (a pipe nobody reads would block it)."""
     with log.open("a", encoding="utf-8") as out:
         return subprocess.Popen([sys.executable, "-m", "engine", "worker", "--db", url,
-                                 "--concurrency", "4", "--heartbeat", "1"], cwd=ROOT,
+                                 "--concurrency", "4", "--heartbeat", "2"], cwd=ROOT,
                                 stdout=out, stderr=subprocess.STDOUT)
 
 
@@ -176,7 +176,7 @@ def test_three_workers_one_killed_every_cell_exactly_once(pg_url, tmp_path):
         assert experiment_id and done < total, "the victim never held a cell mid-run"
         victim.send_signal(signal.SIGKILL)
         victim.wait()
-        out, _ = runner.communicate(timeout=100)
+        out, _ = runner.communicate(timeout=150)
         assert runner.returncode == 0, out
     finally:
         for process in [runner, *workers]:
@@ -255,7 +255,7 @@ def test_stop_cancels_queued_cells_and_stops_running_ones(pg_url, tmp_path):
         while any(r["status"] == "running" for r in _runs(store, experiment_id)):
             assert time.monotonic() < deadline, "a running cell did not stop"
             time.sleep(0.1)
-        time.sleep(1.5)  # a housekeeping round: the stop stays
+        time.sleep(2.5)  # a housekeeping round: the stop stays
     finally:
         worker.send_signal(signal.SIGTERM)
         worker.wait(timeout=30)

@@ -92,6 +92,19 @@ def open_jobs(store: Store, experiment_id: str) -> list[dict[str, Any]]:
     return [dict(r) for r in rows]
 
 
+def has_open_jobs(store: Store, experiment_id: str, besides: int | None = None) -> bool:
+    """True when a cell job of the experiment other than `besides` is queued or running."""
+    if not has_queue(store):
+        return False
+    with store.engine.connect() as connection:
+        return bool(connection.execute(text(
+            "SELECT EXISTS (SELECT 1 FROM procrastinate_jobs WHERE task_name = :task "
+            "AND status IN ('todo', 'doing') AND args->>'experiment_id' = :eid "
+            "AND id <> :besides)"),
+            {"task": TASK, "eid": experiment_id, "besides": -1 if besides is None else besides}
+        ).scalar())
+
+
 def queue_depth(store: Store) -> pd.DataFrame:
     """Cell jobs per endpoint queue: queued and running."""
     columns = ["queue", "queued", "running"]

@@ -140,11 +140,15 @@ def settle(store: Store, experiment_id: str, mine: int | None = None) -> str | N
     Whoever ends last sets it; two at once are kept apart by the experiment's lock, and a
     worker's periodic check settles what two jobs ending together both left open. Returns
     the status set, or None."""
+    def others() -> bool:
+        return pool_store.has_open_jobs(store, experiment_id, besides=mine)
+    if others():  # the usual case, read without the lock: not the end yet
+        return None
     with pool_store.settle_lock(store, experiment_id):
         found = row(store, experiment_id)
         if found["status"] != "running" or found["host"] != pool_store.POOL_HOST:
             return None
-        if [j for j in pool_store.open_jobs(store, experiment_id) if j["id"] != mine]:
+        if others():
             return None
         left = len(pending_cells(store, experiment_id))
         status, error = ("completed", "") if not left else (
@@ -162,16 +166,19 @@ def submit(store: Store, experiment_id: str, app: procrastinate.App | None = Non
     ensure_schema(store)
     app = app or app_for(store)
     experiment: Plan = plan_of(get(store, experiment_id)["spec"])
-    pool_store.claim_for_pool(store, experiment_id)
-    queued = {j["cell"] for j in pool_store.open_jobs(store, experiment_id)}
-    by_queue: dict[str, list[dict[str, Any]]] = {}
-    for cell in pending_cells(store, experiment_id):
-        if cell.tag not in queued:
-            by_queue.setdefault(queue_of(experiment.configs[cell.c]), []).append(
-                {"experiment_id": experiment_id, "cell": cell.tag})
-    with app.open():
-        for queue, jobs in by_queue.items():
-            app.configure_task(pool_store.TASK, queue=queue).batch_defer(*jobs)
+    # Under the experiment's lock, so that no worker settles it between the claim and the
+    # jobs' arrival (it would find it running with nothing queued).
+    with pool_store.settle_lock(store, experiment_id):
+        pool_store.claim_for_pool(store, experiment_id)
+        queued = {j["cell"] for j in pool_store.open_jobs(store, experiment_id)}
+        by_queue: dict[str, list[dict[str, Any]]] = {}
+        for cell in pending_cells(store, experiment_id):
+            if cell.tag not in queued:
+                by_queue.setdefault(queue_of(experiment.configs[cell.c]), []).append(
+                    {"experiment_id": experiment_id, "cell": cell.tag})
+        with app.open():
+            for queue, jobs in by_queue.items():
+                app.configure_task(pool_store.TASK, queue=queue).batch_defer(*jobs)
     count = sum(len(jobs) for jobs in by_queue.values())
     if not count and not queued:
         settle(store, experiment_id)

@@ -42,7 +42,7 @@ async def housekeeping(app: Any, state: WorkerState, heartbeat: float) -> None:
                     job.id, job.task_kwargs.get("cell"))
         await app.job_manager.retry_job(job)
     for experiment_id in pool_store.pool_running(store):
-        if pool_store.open_jobs(store, experiment_id):
+        if pool_store.has_open_jobs(store, experiment_id):
             set_values(store, experiment_id, heartbeat_at=now())
         else:
             settle(store, experiment_id)
