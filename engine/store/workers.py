@@ -105,6 +105,31 @@ def has_open_jobs(store: Store, experiment_id: str, besides: int | None = None) 
         ).scalar())
 
 
+def unheld_jobs(store: Store) -> set[int]:
+    """The cell jobs marked running (`doing`) whose cell lock no session holds: jobs between
+    their start and their lock, or jobs their worker lost (it could not write their end).
+    Read from `pg_locks`, never by taking a lock."""
+    if not has_queue(store):
+        return set()
+    with store.engine.connect() as connection:
+        jobs = connection.execute(text(
+            "SELECT id, args->>'experiment_id' AS eid, args->>'cell' AS cell "
+            "FROM procrastinate_jobs WHERE task_name = :task AND status = 'doing'"),
+            {"task": TASK}).mappings().all()
+        held = set(connection.execute(text(
+            "SELECT classid::bigint, objid::bigint FROM pg_locks "
+            "WHERE locktype = 'advisory' AND objsubid = 2 AND granted")).all())
+    out = set()
+    for job in jobs:
+        cell = Cell.from_tags([job["cell"] or ""])
+        if cell is None:
+            continue
+        keys = _lock_keys(str(job["eid"]), cell)
+        if (keys["a"] & 0xFFFFFFFF, keys["b"] & 0xFFFFFFFF) not in held:
+            out.add(int(job["id"]))
+    return out
+
+
 def queue_depth(store: Store) -> pd.DataFrame:
     """Cell jobs per endpoint queue: queued and running."""
     columns = ["queue", "queued", "running"]

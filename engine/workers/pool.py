@@ -81,6 +81,7 @@ class WorkerState:
     worker_id: str = ""
     sink: Any = None  # the store runs are written through (group commit); `store` if None
     plans: dict[str, Plan] = field(default_factory=dict)  # experiments' plans, by id
+    unheld: set[int] = field(default_factory=set)  # running jobs seen without their lock
 
 
 async def run_cell(context: Any, experiment_id: str, cell: str) -> str:

@@ -41,6 +41,15 @@ async def housekeeping(app: Any, state: WorkerState, heartbeat: float) -> None:
         log.warning("job %s (%s) was left by a worker that stopped; retrying it",
                     job.id, job.task_kwargs.get("cell"))
         await app.job_manager.retry_job(job)
+    # A job marked running whose cell lock stayed free for a whole round was lost by its
+    # live worker (the database went away as it ended): queue it again (it skips a cell
+    # that completed).
+    unheld = pool_store.unheld_jobs(store)
+    for job_id in sorted(unheld & state.unheld):
+        log.warning("job %s is marked running but no worker holds its cell; retrying it",
+                    job_id)
+        await app.job_manager.retry_job_by_id_async(job_id, retry_at=now())
+    state.unheld = unheld
     for experiment_id in pool_store.pool_running(store):
         if pool_store.has_open_jobs(store, experiment_id):
             set_values(store, experiment_id, heartbeat_at=now())
