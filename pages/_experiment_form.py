@@ -12,7 +12,7 @@ from engine import experiments as ex
 from engine.questions import catalogue
 from engine.questions import files as qsets
 from engine.services import runform, timing
-from pages import _shared
+from pages import _shared, _workers
 
 md = _shared.md
 SELECTED = "experiments_page_selected"  # the experiment the page shows
@@ -92,9 +92,13 @@ def new_experiment(store: Any) -> None:
         st.warning(f"This experiment plans {plan.calls:,} model calls, more than "
                    f"{ex.MAX_CALLS:,}.")
         confirmed = st.checkbox(f"I confirm {plan.calls:,} model calls", key="exp-confirm")
+    on_workers = _workers.choose(store)
     if st.button("Start experiment", type="primary", key="exp-start", disabled=not confirmed):
         experiment_id = ex.create(store, plan)
-        _shared.tasks().start_experiment(experiment_id, endpoints=_shared.endpoints())
+        if on_workers:
+            _workers.start(store, experiment_id)
+        else:
+            _shared.tasks().start_experiment(experiment_id, endpoints=_shared.endpoints())
         st.session_state[SELECTED] = experiment_id
         st.session_state["exp-pick"] = experiment_id  # the picker shows the new one
         st.session_state["exp-clear-form"] = True  # no second, paid Start one click away

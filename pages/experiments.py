@@ -12,7 +12,7 @@ import streamlit as st
 
 from engine import ConfigError
 from engine import experiments as ex
-from pages import _experiment_form, _experiment_results, _shared
+from pages import _experiment_form, _experiment_results, _shared, _workers
 
 store = _shared.store()
 md = _shared.md
@@ -100,6 +100,7 @@ else:
             st.error(md(exc))
         else:
             st.rerun()
+_workers.section(store, experiment_id)
 
 
 # ------------------------------------------------------------------ results

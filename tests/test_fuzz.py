@@ -3,7 +3,7 @@ question files, the run import and whole protocol runs, driven by Hypothesis wit
 input: deep nesting, huge numbers, lone surrogates, NUL and control characters, floods of
 `{` and `VERDICT:`, alias bombs, random bytes decoded leniently. Every test asserts that no
 exception escapes but `ConfigError` (or PyYAML's own error where the caller words it), that
-nothing is half-written, and, through `deadline`, that each example stays within 2 seconds.
+nothing is half-written, and, through `deadline`, that each example stays within 10 seconds (a catastrophic blow-up, not a timing: the machine may be loaded).
 
 `PARLEY_FUZZ_EXAMPLES=N` runs N examples per test (default 100: about 20 s; whole runs get
 N/4). With N=2000 (16,000 parser, loader and file examples and 3,000 whole protocol runs, 9
@@ -53,7 +53,7 @@ from engine.text import clean_value
 from engine.yamlfile import load_mapping, safe_load
 
 EXAMPLES = int(os.environ.get("PARLEY_FUZZ_EXAMPLES", "100"))
-FUZZ = settings(max_examples=EXAMPLES, deadline=2000, database=None,
+FUZZ = settings(max_examples=EXAMPLES, deadline=10000, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                        HealthCheck.function_scoped_fixture])
 LABELS = ("VERDICT", "REASONING", "PRO SUMMARY", "CON SUMMARY", "CONFIDENCE")

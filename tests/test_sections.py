@@ -120,7 +120,8 @@ def test_parse_answer_is_linear_on_a_huge_reply():
     text = "ANSWER: x\n" * 100_000 + "1" * 100_000 + "\nANSWER: last"
     began = time.monotonic()
     assert parse_answer(text) == "last"
-    assert time.monotonic() - began < 2.0
+    # quadratic reading of 1.1 MB takes minutes; 10 s leaves room for a loaded machine
+    assert time.monotonic() - began < 10.0
 
 
 # --------------------------------------------------------------------------- parse_confidence

@@ -1,4 +1,4 @@
-"""The `experiment run | resume | show | list` commands and their terminal output."""
+"""The `experiment run | resume | show | list | stop` commands and their terminal output."""
 from __future__ import annotations
 
 import asyncio
@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from engine.cli.runflags import add_policy_flags, policy_from_args, progress_line
+from engine.cli.workers import add_pool_flags, cmd_stop, run_on_pool
 from engine.experiments.planning import (
     EQUAL_COMPUTE,
     baselines_of,
@@ -22,6 +23,7 @@ from engine.questions import files as qsets
 from engine.reports.aggregate import SIMULATED_SUFFIX
 from engine.reports.experiments import Report, compare, report, to_csv
 from engine.store.experiments import Progress, create, duration_text, list_experiments
+from engine.store.workers import require_postgres
 from engine.text import terminal_safe
 from engine.yamlfile import load_mapping
 
@@ -229,6 +231,8 @@ def cmd_run(args: Any) -> int:
     if args.equal_compute:
         spec["baseline"] = EQUAL_COMPUTE
     store = Store(args.db)
+    if args.workers:
+        require_postgres(store)  # before anything is stored
     if args.limit is not None:
         spec = first_questions(spec, args.limit, Path(args.spec).parent)
     if args.model or args.base_url:
@@ -255,6 +259,8 @@ def cmd_run(args: Any) -> int:
         return 0
     experiment_id = create(store, checked)
     _say(f"experiment {experiment_id}")
+    if args.workers:
+        return run_on_pool(store, experiment_id, args.wait, args.quiet)
     return _run_cli(store, experiment_id, args.quiet, endpoints)
 
 
@@ -264,6 +270,9 @@ def cmd_resume(args: Any) -> int:
     store = Store(args.db)
     left = pending_cells(store, args.experiment_id)
     _say(f"experiment {args.experiment_id}: {len(left)} run(s) left")
+    if args.workers:
+        require_postgres(store)
+        return run_on_pool(store, args.experiment_id, args.wait, args.quiet)
     return _run_cli(store, args.experiment_id, args.quiet, endpoints_from_args(args))
 
 
@@ -341,6 +350,7 @@ def add_cli(sub: Any) -> None:
     resume = inner.add_parser("resume", help="run the cells of an experiment not yet done")
     resume.add_argument("experiment_id")
     for command in (run, resume):
+        add_pool_flags(command)
         command.add_argument("--quiet", action="store_true", help="no progress line")
         command.add_argument("--base-url", help="base URL of an OpenAI-compatible server for "
                              "openai: seats (typed here, it counts as registered: "
@@ -351,8 +361,10 @@ def add_cli(sub: Any) -> None:
                       help="paired comparison of two configuration labels")
     show.add_argument("--csv", help="also write one line per run to this CSV file")
     listing = inner.add_parser("list", help="list experiments")
+    stop = inner.add_parser("stop", help="stop an experiment the pool of workers runs")
+    stop.add_argument("experiment_id")
     for command, handler in ((run, cmd_run), (resume, cmd_resume), (show, cmd_show),
-                             (listing, cmd_list)):
+                             (listing, cmd_list), (stop, cmd_stop)):
         command.add_argument("--db", help="database URL (default PARLEY_DB_URL or "
                                           "data/parley.db)")
         command.set_defaults(handler=handler)

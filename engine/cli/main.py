@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from engine.cli import experiments, runflags, sets, share
+from engine.cli import experiments, runflags, sets, share, workers
 from engine.models import ConfigError
 from engine.reports.runs import status_text
 from engine.reports.views import simulated_suffix, simulated_text, simulation_columns
@@ -87,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--only", action="append", default=[], help="run only rows matching")
     bench.add_argument("--base-url", help="the OpenAI-compatible server local-model rows use "
                        "(default: SmolLM2 served here)")
-    for module in (experiments, sets, share):  # each adds its own sub-commands
+    for module in (experiments, sets, share, workers):  # each adds its own sub-commands
         module.add_cli(sub)
     return parser
 

@@ -7,9 +7,10 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
-from engine.experiments.planning import Cell, plan_of
+from engine.experiments.planning import Cell, Plan, plan_of
 from engine.llm.calls import RunStopped
 from engine.models import ConfigError, now
 from engine.store import Store
@@ -42,6 +43,43 @@ def pending_cells(store: Store, experiment_id: str) -> list[Cell]:
     return [cell for cell in experiment.cells() if cell not in done]
 
 
+@dataclass
+class CellOutcome:
+    """How one cell's run ended: `completed`, `failed` (stored so: a resume redoes it),
+    `interrupted` (stopped) or `fatal` (a configuration error, the same for every run of that
+    configuration); `error` says why, `finished` is 1 when the run got to its end, and
+    `exception` is what a run that raised raised (the pool retries a lost database)."""
+
+    status: str
+    error: str = ""
+    finished: int = 1
+    exception: Exception | None = None
+
+
+async def arun_cell(experiment: Plan, experiment_id: str, cell: Cell, *, store: Any,
+                    stop_event: threading.Event, endpoints: Any = None,
+                    on_turn: Callable[[Any], Any] | None = None) -> CellOutcome:
+    """Run one cell of an experiment (its configuration on its question, tagged with the
+    cell) and say how it ended. The in-process runner and the pool's workers
+    (`engine.workers`) both run cells through this."""
+    from engine.protocols import arun_config
+    from engine.protocols.base import no_call_succeeded
+    item, config = experiment.questions[cell.q], experiment.configs[cell.c]
+    try:
+        result = await arun_config(
+            config, str(item["question"]), store=store, label=config["label"],
+            tags=[cell.tag], expected=item.get("expected"), stop_event=stop_event,
+            experiment_id=experiment_id, endpoints=endpoints, on_event=on_turn)
+    except RunStopped:
+        return CellOutcome("interrupted", finished=0)
+    except ConfigError as exc:
+        return CellOutcome("fatal", f"configuration {config['label']!r}: {exc}", finished=0)
+    except Exception as exc:  # a bug in a run; the run is stored `failed` with its error
+        return CellOutcome("failed", f"{type(exc).__name__}: {exc}", finished=0, exception=exc)
+    failed = no_call_succeeded(result.turns)  # stored `failed`: resume redoes it
+    return CellOutcome("failed", failed) if failed else CellOutcome("completed")
+
+
 async def arun_experiment(store: Store, experiment_id: str, *,
                           stop_event: threading.Event | None = None,
                           on_progress: Callable[[Progress], Any] | None = None,
@@ -69,8 +107,6 @@ async def arun_experiment(store: Store, experiment_id: str, *,
     cells: Iterator[Cell] = iter(())
     sink = store.batched() if batched else store
     beat = [time.monotonic()]
-    from engine.protocols import arun_config
-    from engine.protocols.base import no_call_succeeded
 
     def report() -> None:
         state.elapsed = time.monotonic() - clock
@@ -81,30 +117,25 @@ async def arun_experiment(store: Store, experiment_id: str, *,
 
     async def one(cell: Cell) -> None:
         nonlocal finished_here
-        item, config = experiment.questions[cell.q], experiment.configs[cell.c]
         state.running += 1
         try:
-            result = await arun_config(
-                config, str(item["question"]), store=sink, label=config["label"],
-                tags=[cell.tag], expected=item.get("expected"), stop_event=stop_event,
-                experiment_id=experiment_id, endpoints=endpoints, on_event=on_turn)
-            failed = no_call_succeeded(result.turns)  # stored `failed`: resume redoes it
-            if failed:
-                state.failed += 1
-                failures.append(failed)
-            else:
-                state.done += 1
-            finished_here += 1
-        except RunStopped:
-            state.interrupted += 1
-        except ConfigError as exc:  # the same for every run of this configuration: stop all
-            fatal.append(f"configuration {config['label']!r}: {exc}")
-            stop_event.set()
-        except Exception as exc:  # a bug in a run; the run is stored `failed` with its error
-            state.failed += 1
-            failures.append(f"{type(exc).__name__}: {exc}")
+            outcome = await arun_cell(experiment, experiment_id, cell, store=sink,
+                                      stop_event=stop_event, endpoints=endpoints,
+                                      on_turn=on_turn)
         finally:
             state.running -= 1
+        if outcome.status == "completed":
+            state.done += 1
+            finished_here += 1
+        elif outcome.status == "failed":
+            state.failed += 1
+            failures.append(outcome.error)
+            finished_here += outcome.finished
+        elif outcome.status == "interrupted":
+            state.interrupted += 1
+        else:  # the same configuration error for every run of it: stop all
+            fatal.append(outcome.error)
+            stop_event.set()
         if time.monotonic() - beat[0] > HEARTBEAT_EVERY:
             beat[0] = time.monotonic()
             set_values(store, experiment_id, heartbeat_at=now())

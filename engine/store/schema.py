@@ -159,6 +159,22 @@ class SearchDocRow(Base):
     body: Mapped[str] = mapped_column(Text, default="")
 
 
+class WorkerRow(Base):
+    """A worker process of the pool (`python -m engine worker`): where it runs, the
+    endpoints it serves (empty: all), its heartbeat and the cells it finished."""
+
+    __tablename__ = "workers"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    host: Mapped[str] = mapped_column(String(200), default="")
+    pid: Mapped[int] = mapped_column(Integer, default=0)
+    endpoints: Mapped[str] = mapped_column(Text, default="")
+    concurrency: Mapped[int] = mapped_column(Integer, default=1)
+    cells_done: Mapped[int] = mapped_column(Integer, default=0)
+    started_at: Mapped[datetime] = mapped_column(Moment, index=True)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(Moment, nullable=True)
+    stopped_at: Mapped[datetime | None] = mapped_column(Moment, nullable=True)
+
+
 class MigrationRow(Base):
     __tablename__ = "schema_migrations"
     name: Mapped[str] = mapped_column(String(100), primary_key=True)
@@ -187,6 +203,7 @@ MIGRATIONS: list[tuple[str, Any]] = [
     ("0005_degraded_runs", _data("degraded_runs")),
     ("0006_search", _data("search_index")),
     ("0007_turn_output", _data("turn_output")),
+    ("0008_workers", _create(["workers"])),
 ]
 
 

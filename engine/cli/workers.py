@@ -1,0 +1,141 @@
+"""The pool's commands: `worker` (serve the pool), `workers` (what the pool is doing), and
+`experiment run | resume --workers [--wait]` (submit to the pool, and follow it)."""
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+from engine.experiments import Progress, duration_text, progress
+from engine.text import terminal_safe
+
+WAIT_EVERY = 1.0  # seconds between progress reads while following a pool experiment
+
+
+def _say(*parts: object, **kw: Any) -> None:
+    print(*(terminal_safe(str(p)) for p in parts), **kw)
+
+
+def pool_text(store: Any) -> str:
+    """The pool for a terminal: its live workers, queue depth per endpoint, throughput and
+    the ETA of what is queued."""
+    from engine.store import workers as pool_store
+    lines = []
+    live = pool_store.workers(store)
+    if live.empty:
+        lines.append("no workers running; start one with python -m engine worker")
+    else:
+        view = live.assign(started=live["started"].astype(str).str.slice(0, 19),
+                           heartbeat=live["heartbeat"].astype(str).str.slice(0, 19))
+        lines.append(view.to_string(index=False))
+    depth = pool_store.queue_depth(store)
+    rate = pool_store.throughput(store)
+    left = int(depth["queued"].sum() + depth["running"].sum()) if not depth.empty else 0
+    lines.append("queues: " + (", ".join(f"{q} {n} queued, {r} running" for q, n, r in
+                                         depth.itertuples(index=False)) or "empty"))
+    eta = duration_text(60 * left / rate) if rate and left else ("0s" if not left else "?")
+    lines.append(f"throughput: {rate:.1f} cells/min (last 5 minutes); ETA {eta} for "
+                 f"{left} cell(s)")
+    return "\n".join(lines)
+
+
+def cmd_worker(args: Any) -> int:
+    """`worker`: serve the pool until Ctrl-C or SIGTERM."""
+    import asyncio
+    import logging
+
+    from engine.cli.runflags import endpoints_from_args
+    from engine.store import Store
+    from engine.workers import arun_worker
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    store = Store(args.db)
+    _say(f"worker on {store.url_safe}: {args.concurrency} at a time, queues "
+         + (", ".join(args.endpoint) if args.endpoint else "all"), file=sys.stderr)
+    asyncio.run(arun_worker(store, concurrency=args.concurrency, endpoints=args.endpoint,
+                            heartbeat=args.heartbeat, registry=endpoints_from_args(args)))
+    return 0
+
+
+def cmd_workers(args: Any) -> int:
+    """`workers`: print the pool."""
+    from engine.store import Store
+    from engine.store.workers import require_postgres
+    store = Store(args.db)
+    require_postgres(store)
+    _say(pool_text(store))
+    return 0
+
+
+def cmd_stop(args: Any) -> int:
+    """`experiment stop ID`: stop an experiment the pool runs."""
+    from engine.store import Store
+    from engine.workers import stop
+    count = stop(Store(args.db), args.experiment_id)
+    _say(f"experiment {args.experiment_id} stopped; {count} job(s) cancelled or aborted")
+    return 0
+
+
+def run_on_pool(store: Any, experiment_id: str, wait: bool, quiet: bool) -> int:
+    """Submit an experiment's pending cells to the pool; with `wait`, follow its progress
+    until its status is final. Exit status as the in-process run's: 0 completed, 130
+    stopped, 1 otherwise."""
+    from engine.workers import submit
+    count = submit(store, experiment_id)
+    _say(f"experiment {experiment_id}: {count} cell(s) queued for the workers")
+    if not wait:
+        _say(f"follow it with: python -m engine experiment show {experiment_id} (or "
+             "python -m engine workers)")
+        return 0
+    from engine.store.workers import DATABASE_ERRORS
+    state = progress(store, experiment_id)
+    shown = -1
+    while state.status == "running":
+        if not quiet and state.done != shown:
+            shown = state.done
+            sys.stderr.write(state.line() + "\n")
+            sys.stderr.flush()
+        time.sleep(WAIT_EVERY)
+        try:
+            state = progress(store, experiment_id)
+        except DATABASE_ERRORS as exc:  # the pool goes on without us: read again
+            sys.stderr.write(f"cannot read the store ({type(exc).__name__}); trying again\n")
+    return _ending(experiment_id, state)
+
+
+def _ending(experiment_id: str, state: Progress) -> int:
+    if state.status == "completed":
+        _say(f"experiment {experiment_id} completed: {state.done} runs in "
+             f"{duration_text(state.elapsed)}")
+        return 0
+    _say(f"experiment {experiment_id} {state.status}: {state.done}/{state.total} runs done"
+         + (f"; {state.error}" if state.error else "")
+         + f"\nresume with: python -m engine experiment resume {experiment_id} --workers",
+         file=sys.stderr)
+    return 130 if state.status == "stopped" else 1
+
+
+def add_pool_flags(command: Any) -> None:
+    """`--workers` and `--wait` for `experiment run` and `resume`."""
+    command.add_argument("--workers", action="store_true",
+                         help="queue the cells for the pool of workers (PostgreSQL store; "
+                              "start workers with python -m engine worker) and return")
+    command.add_argument("--wait", action="store_true",
+                         help="with --workers: follow the progress until the experiment ends")
+
+
+def add_cli(sub: Any) -> None:
+    """Add `worker`, `workers` and `experiment-stop` to the CLI's sub-commands."""
+    worker = sub.add_parser("worker", help="serve the pool of workers (PostgreSQL store)")
+    worker.add_argument("--concurrency", type=int, default=4,
+                        help="cells run at once by this worker (default 4)")
+    worker.add_argument("--endpoint", action="append", default=[], metavar="NAME",
+                        help="serve only this endpoint's queue (repeatable; default all)")
+    worker.add_argument("--heartbeat", type=float, default=10.0, metavar="SECONDS",
+                        help="seconds between heartbeats; a worker silent for three is "
+                             "stalled and its cells go to another (default 10)")
+    worker.add_argument("--base-url", help="base URL of an OpenAI-compatible server for "
+                        "openai: seats (counts as registered, as for experiment run)")
+    listing = sub.add_parser("workers", help="the pool: workers, queues, throughput, ETA")
+    for command, handler in ((worker, cmd_worker), (listing, cmd_workers)):
+        command.add_argument("--db", help="database URL (default PARLEY_DB_URL)")
+        command.set_defaults(handler=handler)

@@ -1,0 +1,308 @@
+"""The pool's side of the store: the `workers` table, the job queue's tables (procrastinate's,
+in the same PostgreSQL database), the per-cell guard that makes a cell run exactly once, and
+the pool's numbers (queue depth per endpoint, throughput, ETA).
+
+A pool-run experiment's row names no process: its host is `POOL_HOST` and its heartbeat is
+kept fresh by the workers while it has jobs, so it reads `interrupted` only when every worker
+has been gone for `STALE_AFTER`.
+"""
+from __future__ import annotations
+
+import os
+import zlib
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any, cast
+from uuid import uuid4
+
+import pandas as pd
+from sqlalchemy import Table, func, select, text, update
+from sqlalchemy.exc import OperationalError
+
+from engine.experiments.planning import SUPERSEDED, Cell
+from engine.models import ConfigError, now
+from engine.store.database import StoreWriteError
+from engine.store.experiments import live_status, row, supersede
+from engine.store.liveness import owner_gone
+from engine.store.readback import aware, decode_tags
+from engine.store.schema import ExperimentRow, RunRow, WorkerRow
+from engine.store.statements import end_run_row
+from engine.store.store import Store
+
+POOL_HOST = "parley-workers"  # the host of an experiment the pool runs (no one process)
+TASK = "parley.run_cell"  # the queue's task name for one cell
+WORKER_GONE_AFTER = timedelta(seconds=60)  # a worker on another host with no heartbeat
+ORPHANED = "the worker running it stopped"  # a dead worker's run, ended by the next taker
+WORKERS = cast(Table, WorkerRow.__table__)
+# What a lost database raises through the store: a job that meets one is retried, a
+# follower (`experiment run --workers --wait`) reads again.
+DATABASE_ERRORS: tuple[type[Exception], ...] = (OperationalError, StoreWriteError)
+_SCHEMA_LOCK = 7_716_001  # advisory lock key: one process applies the queue's schema
+
+
+def is_postgres(store: Store) -> bool:
+    """True when the store is PostgreSQL (the pool needs it)."""
+    return bool(store.engine.dialect.name == "postgresql")
+
+
+def require_postgres(store: Store) -> None:
+    """Refuse the pool on any store but PostgreSQL, saying what to do instead."""
+    if not is_postgres(store):
+        raise ConfigError("workers need a PostgreSQL store (PARLEY_DB_URL=postgresql+psycopg:"
+                          "//...); with SQLite run the experiment in this process (without "
+                          "--workers)", "input")
+
+
+# --------------------------------------------------------------------------- queue schema
+def has_queue(store: Store) -> bool:
+    """True when the job queue's tables exist in this database."""
+    if not is_postgres(store):
+        return False
+    with store.engine.connect() as connection:
+        return bool(connection.execute(text(
+            "SELECT to_regclass('procrastinate_jobs') IS NOT NULL")).scalar())
+
+
+def apply_queue_schema(store: Store, schema_sql: str) -> bool:
+    """Create the job queue's tables once (`schema_sql`: procrastinate's schema); several
+    workers starting together wait on one advisory lock, and the others find it done.
+    Returns True when this call created them."""
+    require_postgres(store)
+    with store.writing() as connection:
+        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK})
+        if connection.execute(text(
+                "SELECT to_regclass('procrastinate_jobs') IS NOT NULL")).scalar():
+            return False
+        connection.connection.driver_connection.execute(schema_sql)  # one script
+    return True
+
+
+def open_jobs(store: Store, experiment_id: str) -> list[dict[str, Any]]:
+    """The experiment's cell jobs still queued (`todo`) or running (`doing`): id, status,
+    cell tag."""
+    if not has_queue(store):
+        return []
+    with store.engine.connect() as connection:
+        rows = connection.execute(text(
+            "SELECT id, status::text AS status, args->>'cell' AS cell FROM procrastinate_jobs "
+            "WHERE task_name = :task AND status IN ('todo', 'doing') "
+            "AND args->>'experiment_id' = :eid ORDER BY id"),
+            {"task": TASK, "eid": experiment_id}).mappings().all()
+    return [dict(r) for r in rows]
+
+
+def has_open_jobs(store: Store, experiment_id: str, besides: int | None = None) -> bool:
+    """True when a cell job of the experiment other than `besides` is queued or running."""
+    if not has_queue(store):
+        return False
+    with store.engine.connect() as connection:
+        return bool(connection.execute(text(
+            "SELECT EXISTS (SELECT 1 FROM procrastinate_jobs WHERE task_name = :task "
+            "AND status IN ('todo', 'doing') AND args->>'experiment_id' = :eid "
+            "AND id <> :besides)"),
+            {"task": TASK, "eid": experiment_id, "besides": -1 if besides is None else besides}
+        ).scalar())
+
+
+def unheld_jobs(store: Store) -> set[int]:
+    """The cell jobs marked running (`doing`) whose cell lock no session holds: jobs between
+    their start and their lock, or jobs their worker lost (it could not write their end).
+    Read from `pg_locks`, never by taking a lock."""
+    if not has_queue(store):
+        return set()
+    with store.engine.connect() as connection:
+        jobs = connection.execute(text(
+            "SELECT id, args->>'experiment_id' AS eid, args->>'cell' AS cell "
+            "FROM procrastinate_jobs WHERE task_name = :task AND status = 'doing'"),
+            {"task": TASK}).mappings().all()
+        held = set(connection.execute(text(
+            "SELECT classid::bigint, objid::bigint FROM pg_locks "
+            "WHERE locktype = 'advisory' AND objsubid = 2 AND granted")).all())
+    out = set()
+    for job in jobs:
+        cell = Cell.from_tags([job["cell"] or ""])
+        if cell is None:
+            continue
+        keys = _lock_keys(str(job["eid"]), cell)
+        if (keys["a"] & 0xFFFFFFFF, keys["b"] & 0xFFFFFFFF) not in held:
+            out.add(int(job["id"]))
+    return out
+
+
+def queue_depth(store: Store) -> pd.DataFrame:
+    """Cell jobs per endpoint queue: queued and running."""
+    columns = ["queue", "queued", "running"]
+    if not has_queue(store):
+        return pd.DataFrame(columns=columns)
+    with store.engine.connect() as connection:
+        rows = connection.execute(text(
+            "SELECT queue_name AS queue, "
+            "count(*) FILTER (WHERE status = 'todo') AS queued, "
+            "count(*) FILTER (WHERE status = 'doing') AS running "
+            "FROM procrastinate_jobs WHERE task_name = :task AND status IN ('todo', 'doing') "
+            "GROUP BY queue_name ORDER BY queue_name"), {"task": TASK}).mappings().all()
+    return pd.DataFrame([dict(r) for r in rows], columns=columns)
+
+
+# --------------------------------------------------------------------------- exactly once
+def _lock_keys(experiment_id: str, cell: Cell) -> dict[str, int]:
+    def key(value: str) -> int:
+        return zlib.crc32(value.encode()) - 2**31  # a signed 32-bit advisory key
+    return {"a": key(experiment_id), "b": key(cell.tag)}
+
+
+@contextmanager
+def cell_lock(store: Store, experiment_id: str, cell: Cell) -> Iterator[bool]:
+    """Hold the cell's advisory lock on a connection of its own while the block runs; yields
+    False when another session holds it (that worker is running the cell). The lock goes
+    with its connection, so a worker that dies releases it."""
+    require_postgres(store)
+    keys = _lock_keys(experiment_id, cell)
+    with store.engine.connect() as connection:
+        got = bool(connection.execute(text("SELECT pg_try_advisory_lock(:a, :b)"),
+                                      keys).scalar())
+        connection.commit()
+        try:
+            yield got
+        finally:
+            if got:
+                try:
+                    connection.execute(text("SELECT pg_advisory_unlock(:a, :b)"), keys)
+                    connection.commit()
+                except OperationalError:  # the session is gone, and its lock with it
+                    connection.invalidate()
+
+
+def take_cell(store: Store, experiment_id: str, cell: Cell) -> bool:
+    """With the cell's lock held (`cell_lock`): False when the cell already has a completed
+    run (it never runs again); else end the runs a dead worker left `running` for it as
+    `interrupted`, mark every earlier try `superseded`, and return True."""
+    with store.writing() as connection:
+        rows = connection.execute(select(RunRow.id, RunRow.status, RunRow.tags).where(
+            RunRow.experiment_id == experiment_id,
+            RunRow.tags.contains(f'"{cell.tag}"'))).mappings().all()
+        runs = [r for r in rows if cell.tag in decode_tags(r["tags"])]
+        if any(r["status"] == "completed" for r in runs):
+            return False
+        for run in runs:
+            if run["status"] == "running":  # its worker is gone: the lock was free
+                end_run_row(connection, run["id"], "interrupted", ORPHANED)
+    supersede(store, [r["id"] for r in runs if SUPERSEDED not in decode_tags(r["tags"])])
+    return True
+
+
+# --------------------------------------------------------------------------- experiments
+def claim_for_pool(store: Store, experiment_id: str) -> dict[str, Any]:
+    """Mark the experiment `running` on the pool (host `POOL_HOST`), unless a live process
+    runs it in process (`ConfigError`); returns its row as it was."""
+    found = row(store, experiment_id)
+    if live_status(found, store.host) == "running" and found["host"] != POOL_HOST:
+        raise ConfigError(f"experiment {experiment_id} is running in process {found['pid']} "
+                          f"on {found['host']}; stop it there first", "input")
+    with store.writing() as connection:
+        connection.execute(update(ExperimentRow).where(ExperimentRow.id == experiment_id)
+                           .values(status="running", host=POOL_HOST, pid=0, error="",
+                                   started_at=found["started_at"] if found["host"] == POOL_HOST
+                                   and found["status"] == "running" else now(),
+                                   heartbeat_at=now(), finished_at=None))
+    return found
+
+
+def pool_state(store: Store, experiment_id: str) -> tuple[str, str] | None:
+    """An experiment's stored status and host (None when there is no such experiment): what a
+    job checks before each cell, without reading the spec."""
+    with store.engine.connect() as connection:
+        found = connection.execute(select(ExperimentRow.status, ExperimentRow.host).where(
+            ExperimentRow.id == experiment_id)).first()
+    return None if found is None else (str(found[0]), str(found[1]))
+
+
+def pool_running(store: Store) -> list[str]:
+    """The experiments the pool runs now (stored `running` on `POOL_HOST`)."""
+    with store.engine.connect() as connection:
+        return list(connection.execute(select(ExperimentRow.id).where(
+            ExperimentRow.status == "running", ExperimentRow.host == POOL_HOST)).scalars())
+
+
+@contextmanager
+def settle_lock(store: Store, experiment_id: str) -> Iterator[None]:
+    """Hold the experiment's advisory lock (in a transaction) while the block runs, so that
+    the job that ends last and a worker's periodic check never settle it at once."""
+    with store.writing() as connection:
+        connection.execute(text("SELECT pg_advisory_xact_lock(:a)"),
+                           {"a": zlib.crc32(experiment_id.encode()) - 2**31})
+        yield
+
+
+# --------------------------------------------------------------------------- workers
+def register(store: Store, endpoints: Sequence[str], concurrency: int) -> str:
+    """Add this worker process to the `workers` table; returns its id."""
+    worker_id = uuid4().hex[:12]
+    with store.writing() as connection:
+        connection.execute(WORKERS.insert().values(
+            id=worker_id, host=store.host[:200], pid=os.getpid(),
+            endpoints=",".join(endpoints), concurrency=concurrency, cells_done=0,
+            started_at=now(), heartbeat_at=now()))
+    return worker_id
+
+
+def beat(store: Store, worker_id: str, cells: int = 0, stopped: bool = False) -> None:
+    """A worker's heartbeat, adding the cells it finished since the last one (and its end)."""
+    values: dict[str, Any] = {"heartbeat_at": now(),
+                              "cells_done": WorkerRow.cells_done + cells}
+    if stopped:
+        values["stopped_at"] = now()
+    with store.writing() as connection:
+        connection.execute(update(WorkerRow).where(WorkerRow.id == worker_id).values(**values))
+
+
+def workers(store: Store, include_stopped: bool = False) -> pd.DataFrame:
+    """The pool's workers, newest first: host, pid, endpoints, started, last heartbeat, cells
+    done and state (`running`, `stopped`, or `gone`: dead pid here, or no heartbeat for
+    `WORKER_GONE_AFTER` on another host)."""
+    columns = ["host", "pid", "endpoints", "concurrency", "started", "heartbeat",
+               "cells_done", "state"]
+    with store.engine.connect() as connection:
+        rows = connection.execute(select(WORKERS).order_by(
+            WorkerRow.started_at.desc())).mappings().all()
+    out = []
+    moment = now()
+    for r in rows:
+        beat_at = aware(r["heartbeat_at"])
+        if r["stopped_at"] is not None:
+            state = "stopped"
+        elif (r["host"] == store.host and owner_gone(r["host"], r["pid"], beat_at,
+                                                      here=store.host)) or \
+                beat_at is None or beat_at < moment - WORKER_GONE_AFTER:
+            state = "gone"
+        else:
+            state = "running"
+        if state == "running" or include_stopped:
+            out.append({"host": r["host"], "pid": r["pid"], "endpoints": r["endpoints"] or "all",
+                        "concurrency": r["concurrency"], "started": aware(r["started_at"]),
+                        "heartbeat": beat_at, "cells_done": r["cells_done"], "state": state})
+    return pd.DataFrame(out, columns=columns)
+
+
+def throughput(store: Store, minutes: float = 5.0) -> float:
+    """Experiment cells completed per minute over the last `minutes` (any process)."""
+    since = now() - timedelta(minutes=minutes)
+    with store.engine.connect() as connection:
+        count = connection.execute(select(func.count()).select_from(RunRow).where(
+            RunRow.experiment_id.is_not(None), RunRow.status == "completed",
+            RunRow.finished_at >= since)).scalar()
+    return float(count or 0) / minutes
+
+
+def running_runs(store: Store, experiment_id: str) -> list[dict[str, Any]]:
+    """The experiment's runs stored `running`: id and cell tag."""
+    with store.engine.connect() as connection:
+        rows = connection.execute(select(RunRow.id, RunRow.tags).where(
+            RunRow.experiment_id == experiment_id, RunRow.status == "running")).all()
+    out = []
+    for run_id, tags in rows:
+        cell = Cell.from_tags(decode_tags(tags))
+        if cell is not None:
+            out.append({"id": run_id, "cell": cell.tag})
+    return out

@@ -1,0 +1,215 @@
+"""The pool's job queue: procrastinate over the store's PostgreSQL database, its one task
+(`run_cell`), and what the CLI and the Experiments page do with it (submit, stop, settle).
+
+procrastinate (a well-kept, async-native, PostgreSQL-only job queue) keeps its tables in the
+store's database, so the pool needs no other service. Each cell of an experiment is one job,
+queued on its endpoint's queue (`parley-<endpoint>`, or `parley-default`), so a worker can
+serve only some endpoints. procrastinate hands a job to one worker; the store's per-cell
+guard (`engine.store.workers.cell_lock` and `take_cell`) makes sure that a cell that
+finished never runs again, even when a job is retried or submitted twice.
+"""
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+import procrastinate
+from procrastinate.schema import SchemaManager
+
+from engine.experiments.planning import Cell, Plan, plan_of
+from engine.experiments.runner import arun_cell, pending_cells
+from engine.models import ConfigError, now
+from engine.store import Store
+from engine.store import workers as pool_store
+from engine.store.experiments import get, row, set_values
+
+QUEUE_PREFIX = "parley-"
+DEFAULT_ENDPOINT = "default"
+STOPPED = "stopped by the user"
+
+
+def conninfo(url: str) -> str:
+    """The psycopg connection string for a store URL (`postgresql+psycopg://` becomes
+    `postgresql://`; everything else is kept)."""
+    scheme, rest = url.split("://", 1) if "://" in url else ("", url)
+    if not scheme.startswith("postgresql"):
+        raise ConfigError("workers need a PostgreSQL store (PARLEY_DB_URL=postgresql+psycopg:"
+                          "//...)", "input")
+    return f"postgresql://{rest}"
+
+
+def _models(value: Any) -> Iterable[str]:
+    """Every model spec in a configuration (its `model` and each seat's)."""
+    if isinstance(value, Mapping):
+        for key, inner in value.items():
+            if key == "model" and isinstance(inner, str):
+                yield inner
+            else:
+                yield from _models(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            yield from _models(inner)
+
+
+def endpoint_of(config: Mapping[str, Any]) -> str:
+    """The endpoint a configuration's calls go to: the first `?endpoint=NAME` among its
+    model specs, else `default`."""
+    for spec in _models(config):
+        query = urlsplit(spec).query if "?" in spec else ""
+        name = dict(parse_qsl(query)).get("endpoint")
+        if name:
+            return name
+    return DEFAULT_ENDPOINT
+
+
+def queue_of(config: Mapping[str, Any]) -> str:
+    """The queue a configuration's cells go to."""
+    return QUEUE_PREFIX + endpoint_of(config)
+
+
+@dataclass
+class WorkerState:
+    """What one worker process's jobs share: its store, its endpoints, its row's id, and
+    the plans of the experiments it ran cells of."""
+
+    store: Store
+    endpoints: Any = None
+    worker_id: str = ""
+    sink: Any = None  # the store runs are written through (group commit); `store` if None
+    plans: dict[str, Plan] = field(default_factory=dict)  # experiments' plans, by id
+    unheld: set[int] = field(default_factory=set)  # running jobs seen without their lock
+
+
+async def run_cell(context: Any, experiment_id: str, cell: str) -> str:
+    """The queue's task: run one cell unless its experiment is no longer running, another
+    worker holds the cell, or the cell already has a completed run. Says what it did."""
+    state: WorkerState = context.additional_context["parley"]
+    store = state.store
+    found = pool_store.pool_state(store, experiment_id)
+    target = Cell.from_tags([cell])
+    if target is None or found is None:
+        return f"skipped: no cell {cell!r} of experiment {experiment_id!r}"
+    if found != ("running", pool_store.POOL_HOST):
+        return f"skipped: the experiment is {found[0]}"
+    if experiment_id not in state.plans:  # a spec never changes once stored
+        state.plans[experiment_id] = plan_of(row(store, experiment_id)["spec"])
+    experiment = state.plans[experiment_id]
+    with pool_store.cell_lock(store, experiment_id, target) as got:
+        if not got:
+            return "skipped: another worker runs this cell"
+        if not pool_store.take_cell(store, experiment_id, target):
+            return "skipped: the cell already completed"
+        outcome = await arun_cell(experiment, experiment_id, target,
+                                  store=state.sink or store,
+                                  stop_event=threading.Event(), endpoints=state.endpoints)
+    if isinstance(outcome.exception, pool_store.DATABASE_ERRORS):
+        raise outcome.exception  # the database went away mid-cell: the job is tried again
+    pool_store.beat(store, state.worker_id, cells=1)
+    if outcome.status == "fatal":
+        await astop(context.app, store, experiment_id, status="failed", error=outcome.error)
+    else:
+        set_values(store, experiment_id, heartbeat_at=now())
+        settle(store, experiment_id, mine=context.job.id)
+    return outcome.status + (f": {outcome.error}" if outcome.error else "")
+
+
+def app_for(store: Store) -> procrastinate.App:
+    """The procrastinate app over the store's database, with the `run_cell` task."""
+    pool_store.require_postgres(store)
+    app = procrastinate.App(connector=procrastinate.PsycopgConnector(
+        conninfo=conninfo(store.url)))
+    # A job that loses the database is tried again (the cell guard makes that safe).
+    retry = procrastinate.RetryStrategy(max_attempts=6, exponential_wait=2,
+                                        retry_exceptions=pool_store.DATABASE_ERRORS)
+    app.task(name=pool_store.TASK, pass_context=True, retry=retry)(run_cell)
+    return app
+
+
+def ensure_schema(store: Store) -> bool:
+    """Create procrastinate's tables in the store's database unless they exist (idempotent,
+    safe when several workers start at once). Returns True when this call made them."""
+    return pool_store.apply_queue_schema(store, SchemaManager.get_schema())
+
+
+def settle(store: Store, experiment_id: str, mine: int | None = None) -> str | None:
+    """Set a pool experiment's final status when no job of it is left (besides `mine`, the
+    job calling): `completed` when every cell has a completed run, else `incomplete`.
+    Whoever ends last sets it; two at once are kept apart by the experiment's lock, and a
+    worker's periodic check settles what two jobs ending together both left open. Returns
+    the status set, or None."""
+    def others() -> bool:
+        return pool_store.has_open_jobs(store, experiment_id, besides=mine)
+    if others():  # the usual case, read without the lock: not the end yet
+        return None
+    with pool_store.settle_lock(store, experiment_id):
+        found = row(store, experiment_id)
+        if found["status"] != "running" or found["host"] != pool_store.POOL_HOST:
+            return None
+        if others():
+            return None
+        left = len(pending_cells(store, experiment_id))
+        status, error = ("completed", "") if not left else (
+            "incomplete", f"{left} run(s) did not complete; resume to retry them")
+        set_values(store, experiment_id, status=status, error=error, finished_at=now(),
+                   heartbeat_at=now())
+    return status
+
+
+def submit(store: Store, experiment_id: str, app: procrastinate.App | None = None) -> int:
+    """Queue the experiment's pending cells (those with no completed run and no job queued
+    or running) as jobs for the pool and mark the experiment running there; returns how many
+    were queued. `ConfigError` on SQLite, or when a process runs the experiment in process."""
+    pool_store.require_postgres(store)
+    ensure_schema(store)
+    app = app or app_for(store)
+    experiment: Plan = plan_of(get(store, experiment_id)["spec"])
+    # Under the experiment's lock, so that no worker settles it between the claim and the
+    # jobs' arrival (it would find it running with nothing queued).
+    with pool_store.settle_lock(store, experiment_id):
+        pool_store.claim_for_pool(store, experiment_id)
+        queued = {j["cell"] for j in pool_store.open_jobs(store, experiment_id)}
+        by_queue: dict[str, list[dict[str, Any]]] = {}
+        for cell in pending_cells(store, experiment_id):
+            if cell.tag not in queued:
+                by_queue.setdefault(queue_of(experiment.configs[cell.c]), []).append(
+                    {"experiment_id": experiment_id, "cell": cell.tag})
+        with app.open():
+            for queue, jobs in by_queue.items():
+                app.configure_task(pool_store.TASK, queue=queue).batch_defer(*jobs)
+    count = sum(len(jobs) for jobs in by_queue.values())
+    if not count and not queued:
+        settle(store, experiment_id)
+    return count
+
+
+async def astop(app: procrastinate.App, store: Store, experiment_id: str, *,
+                status: str = "stopped", error: str = STOPPED) -> int:
+    """Stop a pool experiment (`app` open): mark it `status` (so no job runs a cell of it
+    again), stop its running cells (their runs end `interrupted`, their jobs are aborted)
+    and cancel its queued jobs. Returns how many jobs were cancelled or aborted."""
+    set_values(store, experiment_id, status=status, error=error[:2000], finished_at=now(),
+               heartbeat_at=now())
+    jobs = pool_store.open_jobs(store, experiment_id)
+    running = {j["cell"] for j in jobs if j["status"] == "doing"}
+    for run in pool_store.running_runs(store, experiment_id):
+        if run["cell"] in running:
+            store.stop_run(run["id"], error)
+    count = 0
+    for job in jobs:  # a job a worker took meanwhile skips the stopped experiment itself
+        count += await app.job_manager.cancel_job_by_id_async(
+            job["id"], abort=job["status"] == "doing")
+    return count
+
+
+def stop(store: Store, experiment_id: str) -> int:
+    """Stop a pool experiment from outside the pool (the CLI, the Experiments page)."""
+    app = app_for(store)
+
+    async def go() -> int:
+        async with app.open_async():
+            return await astop(app, store, experiment_id)
+    return asyncio.run(go())

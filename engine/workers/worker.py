@@ -1,0 +1,117 @@
+"""One worker process of the pool (`python -m engine worker`): a procrastinate worker on the
+endpoints' queues, beside a housekeeping loop that every worker runs.
+
+Housekeeping, every `heartbeat` seconds: the worker's row in the `workers` table gets its
+heartbeat (each finished cell is counted as it ends); jobs of workers that stopped
+heartbeating (killed, or cut off) go back to the queue for another worker (procrastinate's
+stalled jobs); and each experiment the pool runs gets its heartbeat while it has jobs, or its
+final status when it has none left.
+
+A worker that loses the database does not die: procrastinate stops its worker when a query
+or the heartbeat fails, and this loop starts a new one after a pause (doubling up to a
+minute); psycopg's pool opens fresh connections once the server answers again, and
+housekeeping skips a tick that fails. Jobs it was running when the link went are retried by
+the pool as stalled; the per-cell guard keeps a cell from running twice.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from collections.abc import Sequence
+from typing import Any
+
+from engine.models import now
+from engine.store import Store
+from engine.store import workers as pool_store
+from engine.store.experiments import set_values
+from engine.workers.pool import QUEUE_PREFIX, WorkerState, app_for, ensure_schema, settle
+
+log = logging.getLogger("parley.worker")
+HEARTBEAT = 10.0  # seconds between heartbeats; a worker silent for 3 of them is stalled
+
+
+async def housekeeping(app: Any, state: WorkerState, heartbeat: float) -> None:
+    """One round of the worker's periodic duties (see the module's docstring)."""
+    store = state.store
+    pool_store.beat(store, state.worker_id)
+    for job in await app.job_manager.get_stalled_jobs(
+            task_name=pool_store.TASK, seconds_since_heartbeat=3 * heartbeat):
+        log.warning("job %s (%s) was left by a worker that stopped; retrying it",
+                    job.id, job.task_kwargs.get("cell"))
+        await app.job_manager.retry_job(job)
+    # A job marked running whose cell lock stayed free for a whole round was lost by its
+    # live worker (the database went away as it ended): queue it again (it skips a cell
+    # that completed).
+    unheld = pool_store.unheld_jobs(store)
+    for job_id in sorted(unheld & state.unheld):
+        log.warning("job %s is marked running but no worker holds its cell; retrying it",
+                    job_id)
+        await app.job_manager.retry_job_by_id_async(job_id, retry_at=now())
+    state.unheld = unheld
+    for experiment_id in pool_store.pool_running(store):
+        if pool_store.has_open_jobs(store, experiment_id):
+            set_values(store, experiment_id, heartbeat_at=now())
+        else:
+            settle(store, experiment_id)
+
+
+async def _keep_house(app: Any, state: WorkerState, heartbeat: float) -> None:
+    while True:
+        await asyncio.sleep(heartbeat)
+        try:
+            await housekeeping(app, state, heartbeat)
+        except Exception as exc:  # the database is away: the next tick tries again
+            log.warning("housekeeping failed (%s: %s); trying again in %ss",
+                        type(exc).__name__, exc, heartbeat)
+
+
+async def arun_worker(store: Store, *, concurrency: int = 4, endpoints: Sequence[str] = (),
+                      heartbeat: float = HEARTBEAT, registry: Any = None) -> None:
+    """Serve the pool until SIGINT or SIGTERM: `concurrency` cells at a time from the
+    queues of `endpoints` (all queues when empty). `registry` is the `EndpointRegistry`
+    models resolve under (None: the environment's)."""
+    pool_store.require_postgres(store)
+    ensure_schema(store)
+    store.start_reaper()
+    app = app_for(store)
+    state = WorkerState(store, registry, sink=store.batched())
+    state.worker_id = pool_store.register(store, endpoints, concurrency)
+    # Without endpoints, no `queues`: procrastinate then listens on every queue.
+    queues: dict[str, Any] = {"queues": [QUEUE_PREFIX + n for n in endpoints]} if endpoints \
+        else {}
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stopping.set)
+    pause = 1.0
+    async with app.open_async():
+        side = asyncio.create_task(_keep_house(app, state, heartbeat))
+        try:
+            while not stopping.is_set():
+                work = asyncio.create_task(app.run_worker_async(
+                    **queues, concurrency=concurrency, name=f"{store.host}:{os.getpid()}",
+                    additional_context={"parley": state}, install_signal_handlers=False,
+                    update_heartbeat_interval=heartbeat,
+                    stalled_worker_timeout=3 * heartbeat))
+                waiter = asyncio.create_task(stopping.wait())
+                done, _ = await asyncio.wait({work, waiter},
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if waiter in done:
+                    work.cancel()
+                    await asyncio.gather(work, return_exceptions=True)
+                    break
+                waiter.cancel()
+                problem = work.exception()
+                log.warning("the worker stopped (%s); starting again in %.0fs",
+                            problem or "lost the database", pause)
+                await asyncio.sleep(pause)
+                pause = min(60.0, pause * 2)
+        finally:
+            side.cancel()
+            await asyncio.gather(side, return_exceptions=True)
+            try:
+                pool_store.beat(store, state.worker_id, stopped=True)
+            finally:
+                store.stop_reaper()
