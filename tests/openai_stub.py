@@ -5,6 +5,10 @@ Every protocol can then run over real HTTP through `openai:MODEL` with `base_url
 server reads the reply format from the prompt itself, as a real model would (the JSON keys,
 the labelled lines, a `STANCE:` line, the proposals a critique assesses), and hands the
 simulated model that much as a task with no expected answer.
+
+`throttle(count, retry_after)` makes the next `count` requests a 429 (rate limit), with a
+Retry-After header when `retry_after` is given; each request records when it arrived (`at`,
+`time.time()`) and the status it got.
 """
 from __future__ import annotations
 
@@ -52,9 +56,15 @@ class _Handler(BaseHTTPRequestHandler):
         server: SimulatedOpenAI = self.server  # type: ignore[assignment]
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
         with server.lock:
-            server.requests.append({"body": body,
+            refused = server.refusals > 0
+            server.refusals -= refused
+            server.requests.append({"body": body, "at": time.time(),
+                                    "status": 429 if refused else 200,
                                     "auth": self.headers.get("Authorization", "")})
             number = len(server.requests)
+        if refused:
+            self._refuse(server.retry_after)
+            return
         if server.hang:  # never answer: wait until the client gives up and closes
             server.disconnected.append(self._wait_for_close(server.hang))
             return
@@ -77,6 +87,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload)
 
+    def _refuse(self, retry_after: float | None) -> None:
+        payload = json.dumps({"error": {"message": "rate limit reached", "type": "requests",
+                                        "code": "rate_limit_exceeded"}}).encode()
+        self.send_response(429)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        if retry_after is not None:
+            self.send_header("Retry-After", f"{retry_after:g}")
+        self.end_headers()
+        self.wfile.write(payload)
 
     def _wait_for_close(self, limit: float) -> bool:
         """True when the client closed the connection within `limit` seconds."""
@@ -105,8 +125,15 @@ class SimulatedOpenAI(ThreadingHTTPServer):
         self.requests: list[dict] = []
         self.hang = hang
         self.disconnected: list[bool] = []
+        self.refusals = 0
+        self.retry_after: float | None = None
         self.model = SimulatedChatModel(seed=seed)
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
+
+    def throttle(self, count: int = 1, retry_after: float | None = None) -> None:
+        """Answer the next `count` requests with a 429 (and `Retry-After: retry_after`)."""
+        with self.lock:
+            self.refusals, self.retry_after = count, retry_after
 
     @property
     def base_url(self) -> str:

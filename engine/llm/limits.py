@@ -31,6 +31,7 @@ from uuid import uuid4
 DEFAULT_COOL_DOWN = 2.0  # seconds without a call after a 429 that gives no Retry-After
 LONGEST_COOL_DOWN = 300.0
 LEASE_MARGIN = 30.0  # a lease outlives its call's timeout by this much
+EPSILON = 1e-9  # a bucket this close to enough is enough (refilling rounds)
 POLL = 0.05  # seconds between looks while the endpoint's calls in flight are all taken
 LONGEST_SLEEP = 1.0  # a waiting call looks again at least this often
 
@@ -104,11 +105,11 @@ def admit(limits: Limits, state: LimitState, tokens: float, count_flight: bool) 
         return POLL
     bring_up_to_date(limits, state, tokens)
     waits = [0.0]
-    if limits.rpm and state.requests is not None and state.requests < 1.0:
+    if limits.rpm and state.requests is not None and state.requests < 1.0 - EPSILON:
         waits.append((1.0 - state.requests) * 60.0 / limits.rpm)
     if limits.tpm and state.tokens is not None:
         need = min(tokens, burst(limits.tpm, tokens))
-        if state.tokens < need:
+        if state.tokens < need - EPSILON:
             waits.append((need - state.tokens) * 60.0 / limits.tpm)
     if max(waits) > 0:
         return max(waits)
