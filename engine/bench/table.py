@@ -3,8 +3,9 @@ tests.
 
 Rows: engine throughput and per-call overhead on a zero-latency simulated model (with the
 store), the wall time of every protocol that runs calls at once against the critical path its
-registry entry declares, then the reliability, dashboard, experiment, live, full-text search
-and browser rows from their own modules. Protocols are read from the registry, never named
+registry entry declares, then the reliability, dashboard, experiment, live, full-text search,
+browser and workers rows from their own modules (the workers rows need PostgreSQL:
+`--db-url` or PARLEY_TEST_PG_URL). Protocols are read from the registry, never named
 here.
 """
 from __future__ import annotations
@@ -144,12 +145,14 @@ def bench_reliability(soak_runs: int = 500, writers: int = 4, runs_each: int = 2
     ]
 
 
-def collect(quick: bool = False, only: list[str] | None = None) -> list[Row]:
+def collect(quick: bool = False, only: list[str] | None = None,
+            db_url: str | None = None) -> list[Row]:
     from engine.bench.browser import bench_browser
     from engine.bench.dashboard import bench_dashboard
     from engine.bench.experiments import bench_experiments
     from engine.bench.live import bench_live
     from engine.bench.search import bench_search
+    from engine.bench.workers import bench_workers
 
     sections: list[tuple[str, Callable[[], list[Row]]]] = [
         ("throughput", lambda: bench_throughput(2 if quick else 8)),
@@ -160,6 +163,7 @@ def collect(quick: bool = False, only: list[str] | None = None) -> list[Row]:
         ("live", lambda: bench_live(repeats=20 if quick else 200)),
         ("search", lambda: bench_search(n=1000 if quick else 10000)),
         ("browser", lambda: bench_browser(n=1000 if quick else 10000)),
+        ("workers", lambda: bench_workers(db_url, runs=200 if quick else 2000)),
     ]
     rows: list[Row] = []
     for name, run in sections:
@@ -180,6 +184,6 @@ def format_table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def main(quick: bool = False, only: list[str] | None = None) -> int:
-    print(format_table(collect(quick=quick, only=only)), flush=True)
+def main(quick: bool = False, only: list[str] | None = None, db_url: str | None = None) -> int:
+    print(format_table(collect(quick=quick, only=only, db_url=db_url)), flush=True)
     return 0

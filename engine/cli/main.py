@@ -85,6 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="print the benchmark table")
     bench.add_argument("--quick", action="store_true", help="smaller counts, for a smoke test")
     bench.add_argument("--only", action="append", default=[], help="run only rows matching")
+    bench.add_argument("--db-url", help="PostgreSQL URL for the workers rows "
+                       "(default PARLEY_TEST_PG_URL; without one they are not measured)")
     for module in (experiments, sets, share):  # each adds its own sub-commands
         module.add_cli(sub)
     return parser
@@ -261,7 +263,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from engine.bench import main as bench_main
-    return bench_main(quick=args.quick, only=args.only)
+    return bench_main(quick=args.quick, only=args.only, db_url=args.db_url)
 
 
 COMMANDS = {"run": cmd_run, "runs": cmd_runs, "show": cmd_show, "export": cmd_export,
