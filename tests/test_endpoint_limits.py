@@ -165,14 +165,15 @@ def test_in_process_a_429_holds_the_next_calls_for_its_retry_after():
     with SimulatedOpenAI() as server:
         registry = EndpointRegistry.from_settings({"PARLEY_ENDPOINTS": json.dumps(
             {"stub-429": {"base_url": server.base_url, "concurrency": 3}})})
-        server.throttle(1, retry_after=1.0)
+        server.throttle(1, retry_after=1.5)
         result = _panel("openai:m?endpoint=stub-429", registry)
         requests = list(server.requests)
     assert all(t.ok for t in result.turns)
     refused = [r["at"] for r in requests if r["status"] == 429]
     assert len(refused) == 1
-    later = [r["at"] for r in requests if r["at"] > refused[0] + 0.05]
-    assert later and min(later) >= refused[0] + 0.9
+    # the calls sent with the refused one may arrive just after it; then none until 1.5 s
+    assert not [r for r in requests if refused[0] + 0.5 < r["at"] < refused[0] + 1.4]
+    assert max(r["at"] for r in requests) >= refused[0] + 1.4
 
 
 # ------------------------------------------------------------------ across processes
@@ -241,7 +242,9 @@ def test_two_processes_share_an_endpoints_rpm(pg_url, tmp_path):
     # both processes called at once: their spans overlap
     spans = [(min(t), max(t)) for t in by_model.values()]
     assert max(s for s, _ in spans) < min(e for _, e in spans)
-    rate, extra = rpm / 60, burst(rpm) + 1  # one burst, and one request of timing slack
+    # one burst, and arrivals that may lag their admission by up to half a second (a
+    # process on a busy machine) on top of the rate
+    rate, extra = rpm / 60, burst(rpm) + rpm / 60 * 0.5
     opening = {t for one in by_model.values() for t in _opening(one)}
     steady = [t for t in times if t not in opening]
     for width in (1.0, 2.0, 5.0):
@@ -257,7 +260,7 @@ def _warm(requests: list[dict]) -> bool:
 
 
 def test_a_429_slows_every_process_on_the_endpoint(pg_url, tmp_path):
-    retry_after = 1.5
+    retry_after = 3.0
     with SimulatedOpenAI() as server:
         endpoints = {"stub": {"base_url": server.base_url, "rpm": 600, "concurrency": 4}}
         processes = [_start(name, pg_url, endpoints, tmp_path, 4) for name in ("one", "two")]
@@ -269,13 +272,13 @@ def test_a_429_slows_every_process_on_the_endpoint(pg_url, tmp_path):
         requests = list(server.requests)
     refused = [r["at"] for r in requests if r["status"] == 429]
     assert len(refused) == 1
-    # calls admitted before the 429 was seen may still arrive just after it; then nothing
-    # from either process until the cool-down ends
-    quiet = [r for r in requests if refused[0] + 0.3 < r["at"] < refused[0] + retry_after - 0.1]
+    # calls let go before the 429 was seen may still arrive after it (a process on a busy
+    # machine may lag a second); then nothing from either process until the cool-down ends
+    quiet = [r for r in requests if refused[0] + 1.0 < r["at"] < refused[0] + retry_after - 0.1]
     assert quiet == [], [(round(r["at"] - refused[0], 3), r["body"]["model"]) for r in quiet]
     after = _by_model([r for r in requests if r["at"] >= refused[0] + retry_after - 0.1])
     assert set(after) == {"one", "two"}  # both went on afterwards
-    assert all(r["status"] == 200 for r in requests if r["at"] > refused[0] + 0.3)
+    assert all(r["status"] == 200 for r in requests if r["at"] > refused[0])
 
 
 def test_a_lapsed_lease_stops_counting(pg_url):

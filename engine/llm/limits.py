@@ -248,9 +248,14 @@ def limiter_for(store: Any) -> LocalLimiter | SharedLimiter:
 async def acquire(limiter: LocalLimiter | SharedLimiter, limits: Limits,
                   tokens_estimate: float) -> Ticket:
     """Wait (polling, with jittered sleeps so waiting processes do not move in step) until
-    `limits` let one request of `tokens_estimate` tokens go; the ticket goes to `release`."""
+    `limits` let one request of `tokens_estimate` tokens go; the ticket goes to `release`.
+    (A call cancelled while its shared request is being taken leaves its lease to lapse.)"""
     while True:
-        wait, ticket = limiter.try_acquire(limits, tokens_estimate)
+        if isinstance(limiter, SharedLimiter):  # the row lock may be held elsewhere: wait for
+            # it off the event loop, so this process's calls already let go are sent on time
+            wait, ticket = await asyncio.to_thread(limiter.try_acquire, limits, tokens_estimate)
+        else:
+            wait, ticket = limiter.try_acquire(limits, tokens_estimate)
         if ticket is not None:
             return ticket
         await asyncio.sleep(min(wait, LONGEST_SLEEP) * (0.75 + 0.5 * random.random()))
