@@ -25,8 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from engine.models import ConfigError, Turn
 
 CONFIG_KEYS = ("protocol", "label", "model", "base_url", "seats", "options", "prompts",
-               "timeout_per_call", "retries")
-_POLICY_KEYS = ("timeout_per_call", "retries")
+               "timeout_per_call", "retries", "concurrency")
+_POLICY_KEYS = ("timeout_per_call", "retries", "concurrency")
 SEAT_KEYS = ("name", "model", "persona", "persona_name", "role", "temperature", "icon")
 _TEXT_SEAT_KEYS = ("name", "model", "persona", "persona_name", "role", "icon")
 
@@ -88,6 +88,7 @@ class RunConfig(BaseModel):
     base_url: str | None = None
     timeout_per_call: float | None = None  # call policy: None takes the endpoint's or default
     retries: int | None = None
+    concurrency: int | None = None  # calls one run keeps in flight
 
     @classmethod
     def parse(cls, data: Any) -> RunConfig:

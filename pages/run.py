@@ -14,7 +14,7 @@ from engine.reports import runs as runs_report
 from engine.reports.views import Block, is_simulated, worlds
 from engine.services import library
 from engine.services.runform import PACED_MODEL
-from pages import _shared
+from pages import _run_policy, _shared
 
 store, tasks = _shared.store(), _shared.tasks()
 endpoints = _shared.endpoints()  # every check and start below resolves models under it
@@ -124,6 +124,7 @@ def watch(run_id: str) -> None:
     st.text(run["question"])
     if run.get("label"):
         st.caption(md(f"label: {run['label']}"))
+    _run_policy.policy_caption(run.get("config") or {}, endpoints)
     _shared.simulated_note(bool(run.get("simulated")) or is_simulated(
         run.get("simulated"), run.get("models"), run.get("config")),
         worlds(run.get("models"), run.get("config")))
@@ -312,14 +313,10 @@ def configure() -> None:
     label = st.text_input("Label (names a saved configuration; groups runs on Insights)",
                           key=field("label", config.get("label", "") if same else ""))
 
-    error, cost, built = "", None, None
-    try:
-        built = library.build_config(store, protocol, choices, model=model, options=options,
-                                     prompts=library.prompt_overrides(protocol, edited),
-                                     label=label)
-        cost = library.validate_config(built, endpoints)
-    except ConfigError as exc:
-        error = str(exc)
+    built, cost, error = _run_policy.checked(lambda: library.build_config(
+        store, protocol, choices, model=model, options=options,
+        prompts=library.prompt_overrides(protocol, edited), label=label),
+        config if same else {}, endpoints, key)
     base_problem = ""
     if config and same and not error:  # the form rebuilt it: did it drop what it cannot show?
         try:
@@ -336,10 +333,7 @@ def configure() -> None:
     elif error:
         st.error(md(error))
     else:
-        simulated = (" · simulated model: offline, no cost"
-                     if library.is_simulated(built) else "")
-        st.info(f"Preflight: {cost['calls']} model calls when nothing fails, about "
-                f"{cost['tokens']:,} tokens{simulated}.")
+        _run_policy.preflight(built, cost, store, endpoints, library.is_simulated(built))
 
     if not question.strip():
         st.caption(md(f"Enter a {spec.question_name} to start."))

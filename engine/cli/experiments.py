@@ -12,9 +12,9 @@ from engine.cli.runflags import add_policy_flags, policy_from_args, progress_lin
 from engine.experiments.planning import (
     EQUAL_COMPUTE,
     baselines_of,
-    endpoint_notes,
     override_model,
     plan,
+    time_preflight,
 )
 from engine.experiments.runner import arun_experiment, pending_cells
 from engine.models import ConfigError
@@ -247,7 +247,9 @@ def cmd_run(args: Any) -> int:
     if args.model or args.base_url:
         _say(f"  every seat of every configuration: {args.model or 'its own model'}"
              + (f" at {args.base_url}" if args.base_url else "") + " (--model/--base-url)")
-    for line in endpoint_notes(checked, endpoints):
+    timed = time_preflight(checked, store, endpoints)
+    _say(f"  time: {timed['text']}")
+    for line in timed["notes"]:
         _say(f"note: {line}")
     if args.dry_run:
         return 0
@@ -278,6 +280,12 @@ def cmd_show(args: Any) -> int:
              " (simulated and real runs, kept apart)" if simulated.any() else ""))
     if state.error:
         _say(f"note: {state.error}")
+    for config in experiment["spec"]["configs"]:  # the call policy its runs and resume use
+        policy = {k: config[k] for k in ("timeout_per_call", "retries", "concurrency")
+                  if config.get(k) is not None}
+        if policy:
+            _say(f"call policy of {config['label']}: "
+                 + ", ".join(f"{k} {v:g}" for k, v in policy.items()))
     if args.compare:
         a, b = (label if label in result.labels or label + SIMULATED_SUFFIX not in
                 result.labels else label + SIMULATED_SUFFIX for label in args.compare)

@@ -33,6 +33,7 @@ from engine.experiments.planning import (
     config_choices,
     plan,
     resolve_configs,
+    time_preflight,
     with_baselines,
 )
 from engine.experiments.runner import (
@@ -72,7 +73,7 @@ from engine.store.experiments import (
 __all__ = [
     "DEFAULT_CONCURRENCY", "MAX_CALLS", "MAX_CONCURRENCY", "MAX_REPEATS", "MAX_RUNS", "SUPERSEDED",
     "EQUAL_COMPUTE", "Cell", "Plan", "baselines_of", "config_choices", "plan", "resolve_configs",
-    "with_baselines",
+    "time_preflight", "with_baselines",
     "Progress", "create", "duration_text", "get", "list_experiments", "progress",
     "HEARTBEAT_EVERY", "arun_experiment", "pending_cells", "run_experiment",
     "RUN_COLUMNS", "RUNS_PAGE", "SIGNALS", "SUMMARY_COLUMNS", "SUMMARY_GROUPS", "Report",

@@ -364,3 +364,15 @@ def endpoint_notes(checked: Plan, endpoints: Any = None) -> list[str]:
             f"{checked.concurrency} runs at once: calls queue for it (set concurrency to "
             f"{limit} or raise the endpoint's)" for name, limit in seen.items()
             if limit < checked.concurrency]
+
+
+def time_preflight(checked: Plan, store: Any = None, endpoints: Any = None
+                   ) -> dict[str, Any]:
+    """How long the plan takes, from each seat model's measured latency in `store` (a
+    simulated seat's declared one), or that a model has no measurement yet
+    (`engine.services.timing.time_estimate`): `{"seconds", "text", "notes"}`, the notes
+    being every endpoint that serves fewer calls at once than the plan asks of it."""
+    from engine.services.timing import time_estimate
+    timed = time_estimate(checked.configs, runs=len(checked.questions) * checked.repeats,
+                          runs_at_once=checked.concurrency, store=store, endpoints=endpoints)
+    return {**timed, "notes": [*endpoint_notes(checked, endpoints), *timed["notes"]]}

@@ -142,7 +142,8 @@ def resolve_config(config: RunConfig | Mapping[str, Any]) -> RunConfig:
     options = {o.name: kwargs[o.name] for o in spec.options if o.name in kwargs}
     described = describe_config(spec.name, seats, options, typed.prompts)
     return described.model_copy(update={"label": typed.label, "retries": typed.retries,
-                                        "timeout_per_call": typed.timeout_per_call})
+                                        "timeout_per_call": typed.timeout_per_call,
+                                        "concurrency": typed.concurrency})
 
 
 async def arun_config(config: RunConfig | Mapping[str, Any], question: str,
@@ -156,7 +157,7 @@ async def arun_config(config: RunConfig | Mapping[str, Any], question: str,
     if config.prompts:
         run.setdefault("prompts", config.prompts)
     run.setdefault("label", config.label)
-    for key in ("timeout_per_call", "retries"):  # the configuration's call policy
+    for key in ("timeout_per_call", "retries", "concurrency"):  # the configuration's policy
         if getattr(config, key) is not None:
             run.setdefault(key, getattr(config, key))
     return await spec.runner(question, **kwargs, **run)

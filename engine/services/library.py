@@ -31,6 +31,7 @@ from engine.services.runform import (  # noqa: F401
     seat,
     slot_choices,
     slot_included,
+    with_call_policy,
 )
 from engine.text import NAME_MAX, fold_name
 

@@ -11,6 +11,7 @@ from typing import Any
 from engine.config import RunConfig
 from engine.models import ConfigError
 from engine.protocols import check_options, get_protocol, prompt_templates
+from engine.protocols.checks import MAX_CALL_TIMEOUT, MAX_CONCURRENCY, MAX_RETRIES
 
 AS_SAVED = "(as saved)"  # a seat's persona text that matches no library persona
 # The Run page's default model: the simulated model at about a second a call, so a first run
@@ -172,3 +173,46 @@ def prompt_overrides(protocol: str, edited: Mapping[str, str]) -> dict[str, str]
     defaults = prompt_templates(protocol)
     return {name: text for name, text in edited.items()
             if name in defaults and text.strip() != defaults[name]["template"].strip()}
+
+
+# ---------------------------------------------------------------------- call policy
+POLICY = ("timeout_per_call", "retries", "concurrency")
+# What the Run page's "Advanced: calls" fields accept (as a run checks them).
+POLICY_LIMITS: dict[str, tuple[float, float]] = {
+    "timeout_per_call": (0.1, MAX_CALL_TIMEOUT), "retries": (0, MAX_RETRIES),
+    "concurrency": (1, MAX_CONCURRENCY)}
+
+
+def with_call_policy(config: Mapping[str, Any], values: Mapping[str, Any],
+                     defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """`config` with the call policy a form gives: each field that differs from what the
+    seats' endpoints (or the defaults) would use is stored on the configuration, so the run
+    and a Re-run of it keep it; a field left at that value is not stored (the endpoint then
+    decides, as before). Checked as a run checks it (`ConfigError` names the field)."""
+    changed = {name: values[name] for name in POLICY
+               if values.get(name) is not None and values[name] != defaults.get(name)}
+    kept = {k: v for k, v in config.items() if k not in POLICY}
+    return RunConfig.parse({**kept, **changed}).stored()
+
+
+def policy_line(config: Mapping[str, Any], endpoints: Any = None) -> str:
+    """A run's call policy in one line: per-call timeout, retries and calls at once, each
+    with where it comes from (this run's configuration, an endpoint, or the default)."""
+    from engine.services.timing import DEFAULTS, policy_defaults
+    try:
+        defaults = policy_defaults(config, endpoints)
+    except ConfigError:  # a stored run this session may not call: its values, no endpoint
+        defaults = {**DEFAULTS, "from": {name: [] for name in POLICY}}
+    words = {"timeout_per_call": "per-call timeout {:g} s", "retries": "retries {:d}",
+             "concurrency": "calls at once {:d}"}
+    parts = []
+    for name in POLICY:
+        value = config.get(name)
+        if value is not None:
+            where = "this run"
+        else:
+            value = defaults[name]
+            named = defaults["from"][name]
+            where = f"endpoint {', '.join(named)}" if named else "default"
+        parts.append(f"{words[name].format(value)} ({where})")
+    return "Call policy: " + ", ".join(parts)
