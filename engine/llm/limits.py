@@ -22,10 +22,10 @@ import random
 import threading
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, TypeVar
 from uuid import uuid4
 
 DEFAULT_COOL_DOWN = 2.0  # seconds without a call after a 429 that gives no Retry-After
@@ -34,6 +34,7 @@ LEASE_MARGIN = 30.0  # a lease outlives its call's timeout by this much
 EPSILON = 1e-9  # a bucket this close to enough is enough (refilling rounds)
 POLL = 0.05  # seconds between looks while the endpoint's calls in flight are all taken
 LONGEST_SLEEP = 1.0  # a waiting call looks again at least this often
+T = TypeVar("T")
 
 
 @dataclass
@@ -182,7 +183,7 @@ class LocalLimiter:
         self._states: dict[str, LimitState] = {}
         self._lock = threading.Lock()
 
-    def _change(self, limits: Limits, step: Any) -> Any:
+    def _change(self, limits: Limits, step: Callable[[LimitState], T]) -> T:
         with self._lock:
             state = self._states.setdefault(limits.endpoint, LimitState(time.monotonic()))
             state.now = time.monotonic()
