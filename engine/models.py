@@ -82,6 +82,8 @@ class Turn(BaseModel):
     simulated: bool = False
     started_at: datetime = Field(default_factory=now)
     finished_at: datetime = Field(default_factory=now)
+    # A JSON call's path: "constrained", "json mode" or "prompted" ("" for free text).
+    output_mode: str = ""
 
     @property
     def ok(self) -> bool:

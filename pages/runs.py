@@ -137,7 +137,8 @@ def confirm_delete(run_id: str, key: str, turns: int | None = None, place: Any =
 def show_turn(entry: dict) -> None:
     with st.container(border=True):
         st.markdown(f"**{md(entry['heading'])}**")
-        st.caption(md(f"{entry['model']} · {entry['tokens']} · {entry['latency']:.2f} s"))
+        st.caption(md(" · ".join(part for part in (
+            entry["model"], entry["tokens"], f"{entry['latency']:.2f} s", entry["output"]) if part)))
         if entry["degraded"]:
             st.error(md(f"degraded: {entry['error'] or 'no reason recorded'}"))
         st.text(entry["reply"] or "(no reply)")

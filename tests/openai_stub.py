@@ -6,6 +6,14 @@ server reads the reply format from the prompt itself, as a real model would (the
 the labelled lines, a `STANCE:` line, the proposals a critique assesses), and hands the
 simulated model that much as a task with no expected answer.
 
+Structured output: a request's `response_format` is honoured as a constraining server would
+(`json_schema`: a bare JSON object with exactly the schema's keys, an enum's values only;
+`json_object`: a bare JSON object, with a schema's keys when one comes beside it, as
+llama-cpp-python's server does), unless the server is told to refuse it (`refuse="schema"`:
+json_schema only, `refuse="all"`: any format; HTTP 400 as OpenAI's "not supported", or
+`refuse_status=500` as llama-cpp-python's server fails on json_schema) or to ignore it (`ignore_format=True`: it answers as without one). Refused
+requests are counted in `refused`.
+
 `throttle(count, retry_after)` makes the next `count` requests a 429 (rate limit), with a
 Retry-After header when `retry_after` is given; each request records when it arrived (`at`,
 `time.time()`) and the status it got.
@@ -22,6 +30,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
+from engine.llm.replies import extract_json
 from engine.models import Task
 from engine.simulated import SimulatedChatModel
 
@@ -46,6 +55,13 @@ def read_format(messages: list[dict]) -> Task:
                 seat="server", others=dict(_PROPOSAL.findall(last)) if critique else {})
 
 
+def _allowed(value: object, rule: dict) -> object:
+    """`value` as a schema-constrained decoder would give it: an enum's first value when it
+    is not one of them."""
+    enum = rule.get("enum")
+    return enum[0] if enum and value not in enum else value
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
@@ -56,32 +72,54 @@ class _Handler(BaseHTTPRequestHandler):
         server: SimulatedOpenAI = self.server  # type: ignore[assignment]
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
         with server.lock:
-            refused = server.refusals > 0
-            server.refusals -= refused
+            limited = server.refusals > 0
+            server.refusals -= limited
             server.requests.append({"body": body, "at": time.time(),
-                                    "status": 429 if refused else 200,
+                                    "status": 429 if limited else 200,
                                     "auth": self.headers.get("Authorization", "")})
             number = len(server.requests)
-        if refused:
+        if limited:
             self._refuse(server.retry_after)
             return
         if server.hang:  # never answer: wait until the client gives up and closes
             server.disconnected.append(self._wait_for_close(server.hang))
             return
+        kind = (body.get("response_format") or {}).get("type")
+        if kind and server.refuse in ("all", "schema" if kind == "json_schema" else "all"):
+            with server.lock:
+                server.refused.append(number)
+            return self._send(server.refuse_status, {"error": {
+                "message": f"response_format of type '{kind}' is not supported by this server",
+                "type": "invalid_request_error", "param": "response_format", "code": None}})
         messages = [_KINDS[m["role"]](content=m["content"]) for m in body["messages"]]
         task = read_format(body["messages"])
+        asked = body.get("response_format") or {}
+        schema = asked.get("json_schema", {}).get("schema") or asked.get("schema")
+        if schema and not server.ignore_format:
+            task = task.model_copy(update={"keys": tuple(schema["properties"]),
+                                           "sections": ()})
         reply = server.model.invoke(messages,
                                     config={"metadata": {"parley_task": task.model_dump()}})
+        content = reply.content
+        if kind and not server.ignore_format:  # a constraining server: the bare object
+            obj = extract_json(content)[0] or {}
+            if schema:  # its keys, and a value of an enum's (as a grammar would force)
+                obj = {key: _allowed(obj.get(key), rule)
+                       for key, rule in schema["properties"].items()}
+            content = json.dumps(obj)
         usage = reply.usage_metadata or {}
-        payload = json.dumps({
+        self._send(200, {
             "id": f"chatcmpl-{number}", "object": "chat.completion", "created": int(time.time()),
             "model": body.get("model", ""),
             "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": reply.content}}],
+                         "message": {"role": "assistant", "content": content}}],
             "usage": {"prompt_tokens": usage.get("input_tokens", 0),
                       "completion_tokens": usage.get("output_tokens", 0),
-                      "total_tokens": usage.get("total_tokens", 0)}}).encode()
-        self.send_response(200)
+                      "total_tokens": usage.get("total_tokens", 0)}})
+
+    def _send(self, status: int, document: dict) -> None:
+        payload = json.dumps(document).encode()
+        self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
@@ -117,9 +155,11 @@ class SimulatedOpenAI(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, seed: int = 0, hang: float = 0.0):
+    def __init__(self, seed: int = 0, hang: float = 0.0, refuse: str = "",
+                 ignore_format: bool = False, refuse_status: int = 400):
         """`hang`: seconds each request is held without an answer, watching for the client
-        to close the connection (`disconnected` records, per request, whether it did)."""
+        to close the connection (`disconnected` records, per request, whether it did).
+        `refuse` ("schema" or "all") and `ignore_format`: see the module's docstring."""
         super().__init__(("127.0.0.1", 0), _Handler)
         self.lock = threading.Lock()
         self.requests: list[dict] = []
@@ -127,6 +167,9 @@ class SimulatedOpenAI(ThreadingHTTPServer):
         self.disconnected: list[bool] = []
         self.refusals = 0
         self.retry_after: float | None = None
+        self.refuse, self.ignore_format = refuse, ignore_format
+        self.refuse_status = refuse_status
+        self.refused: list[int] = []
         self.model = SimulatedChatModel(seed=seed)
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
 

@@ -87,10 +87,12 @@ def test_hung_reply_is_abandoned_and_its_connection_closed():
         assert time.monotonic() - clock < 8
         assert [t.status for t in result.turns] == ["degraded"] * 3
         assert all("TimeoutError" in t.error for t in result.turns)
+        # every request sent was closed (the calls waiting on structured-output detection,
+        # engine.llm.structured, gave up before sending theirs)
         deadline = time.monotonic() + 8
-        while len(server.disconnected) < 3 and time.monotonic() < deadline:
+        while len(server.disconnected) < len(server.requests) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert server.disconnected == [True, True, True]
+        assert server.requests and server.disconnected == [True] * len(server.requests)
 
 
 # ------------------------------------------------------------------ 2. call policy

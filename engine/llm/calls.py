@@ -18,6 +18,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from engine.llm.limits import Gate
 from engine.llm.providers import resolve_model
+from engine.llm.replies import REASK, extract_json
+from engine.llm.structured import LineFormat, LineOutput, OutputSchema, StructuredOutput
 from engine.models import Seat, Task, Turn, model_spec, now
 from engine.text import clean_text
 
@@ -200,18 +202,20 @@ class RunContext:
 
     async def call(self, seat: Seat, messages: list[dict[str, str]], *, phase: str,
                    round: int = 0, parse: Callable[[str], tuple[dict, list[str]]] | None = None,
-                   task: Task | None = None) -> Turn:
+                   task: Task | None = None,
+                   output: StructuredOutput | LineOutput | None = None) -> Turn:
         """Make one guarded call for `seat` and record it as a turn (never raises a model error).
 
         `parse(reply) -> (fields, warnings)` fills `turn.parsed`; a reply that is empty is a
         degraded turn with the error `empty reply`. `task` says what is asked, as structure;
-        only a simulated model receives it.
+        only a simulated model receives it. `output` (`call_json`'s, `call_lines`'s) asks
+        for structured output and says which path the call took.
         """
         self.check_stop()
         full = list(messages)
         if seat.persona and not any(m["role"] == "system" for m in full):
             full.insert(0, {"role": "system", "content": seat.persona})
-        model = self.model_for(seat)
+        model = self.model_for(seat) if output is None else output.wrap(self.model_for(seat))
         started = now()
         clock = time.perf_counter()
         text, error, attempts, tokens_in, tokens_out = "", "", 0, 0, 0
@@ -266,7 +270,8 @@ class RunContext:
                     status="degraded" if error else "ok", error=error,
                     latency=time.perf_counter() - clock, tokens_in=tokens_in,
                     tokens_out=tokens_out, attempts=attempts, simulated=simulated,
-                    started_at=started, finished_at=now())
+                    started_at=started, finished_at=now(),
+                    output_mode=output.mode if output is not None else "")
         if parse is not None and not error:
             try:
                 fields, warnings = parse(text)
@@ -280,30 +285,24 @@ class RunContext:
     async def call_json(self, seat: Seat, messages: list[dict[str, str]], *, phase: str,
                         round: int = 0, keys: Sequence[str] = (),
                         validate: Callable[[dict], str] | None = None,
-                        task: Task | None = None) -> tuple[dict | None, Turn]:
+                        task: Task | None = None, schema: OutputSchema | None = None
+                        ) -> tuple[dict | None, Turn]:
         """A call whose reply must be a JSON object, with one bounded re-ask.
 
-        `validate(obj)` returns "" when the object is usable, else why not. If the first reply
-        does not parse (or validate), the seat is asked once more with its reply and the reason;
-        if that fails too, the last turn is marked degraded and `(None, turn)` comes back.
+        `schema` (the phase's declared shape) is asked of an endpoint that constrains output
+        to it (`engine.llm.structured`); every turn records the path it took. `validate(obj)`
+        returns "" when the object is usable, else why not. If the first reply does not parse
+        (or validate), the seat is asked once more with its reply and the reason; if that
+        fails too, the last turn is marked degraded and `(None, turn)` comes back.
         Model failures are not re-asked (the guarded call already retried them).
         """
-        from engine.llm.replies import REASK, extract_json
-
-        def check(text: str) -> tuple[dict | None, str]:
-            obj, why = extract_json(text)
-            if obj is not None and validate is not None:
-                try:
-                    why = validate(obj)
-                except Exception as exc:  # a validator that trips on a hostile value
-                    why = parse_error(exc)
-                obj = obj if not why else None
-            return obj, why
-
-        turn = await self.call(seat, messages, phase=phase, round=round, task=task)
+        output = StructuredOutput(self.model_for(seat), schema)
+        keys = keys or (schema.keys if schema is not None else ())
+        turn = await self.call(seat, messages, phase=phase, round=round, task=task,
+                               output=output)
         if not turn.ok:
             return None, turn
-        obj, why = check(turn.reply)
+        obj, why = self._read_json(turn.reply, validate, output)
         if obj is not None:
             self.update(turn, parsed=obj)
             return obj, turn
@@ -312,15 +311,39 @@ class RunContext:
             {"role": "assistant", "content": turn.reply},
             {"role": "user", "content": REASK.format(
                 why=why, keys=", ".join(f'"{k}"' for k in keys) or "asked for")}]
-        retry = await self.call(seat, again, phase=phase, round=round, task=task)
+        retry = await self.call(seat, again, phase=phase, round=round, task=task,
+                                output=output)
         if not retry.ok:
             return None, retry
-        obj, why = check(retry.reply)
+        obj, why = self._read_json(retry.reply, validate, output)
         if obj is not None:
             self.update(retry, parsed=obj)
             return obj, retry
         self.update(retry, status="degraded", error=f"unreadable JSON after one re-ask: {why}")
         return None, retry
+
+    async def call_lines(self, seat: Seat, messages: list[dict[str, str]], *, line: LineFormat,
+                         **call: Any) -> Turn:
+        """`call` for a free-text reply that ends in a labelled line (`line`): constrained by
+        a grammar where the seat's endpoint takes one (`engine.llm.structured`)."""
+        return await self.call(seat, messages, output=LineOutput(self.model_for(seat), line),
+                               **call)
+
+    @staticmethod
+    def _read_json(text: str, validate: Callable[[dict], str] | None,
+                   output: StructuredOutput) -> tuple[dict | None, str]:
+        """A JSON reply read tolerantly and validated: (object, "") or (None, why not). A
+        reply that ignores the structured output asked for steps the endpoint down (an
+        object it holds is still read)."""
+        obj, why = extract_json(text)
+        output.ignored(text, obj)
+        if obj is not None and validate is not None:
+            try:
+                why = validate(obj)
+            except Exception as exc:  # a validator that trips on a hostile value
+                why = parse_error(exc)
+            obj = obj if not why else None
+        return obj, why
 
     def guard(self, turn: Turn, read: Callable[..., Any], *args: Any) -> Any:
         """`read(*args)` for a protocol's reading of a reply; if it raises, the turn is marked

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, quote
 
+from engine.llm.structured import GRAMMARS, check_switch
 from engine.llm.urls import check_url, risky_host
 from engine.models import ConfigError
 
@@ -34,7 +35,7 @@ REGISTER_HELP = (f"register it as an endpoint ({ENDPOINTS_VAR} in the environmen
                  "[endpoints.NAME] in .streamlit/secrets.toml) and use ?endpoint=NAME")
 _IMPLICIT = ("provider", "cli", "code")  # registered by a setting or typed by the operator
 _ENDPOINT_FIELDS = ("base_url", "key_env", "key", "provider", "max_tokens", "timeout",
-                    "retries", "concurrency", "rpm", "tpm")
+                    "retries", "concurrency", "rpm", "tpm", "structured", "grammar")
 # An endpoint's call policy: the output cap per turn, the per-call timeout in seconds, the
 # retries after a transient failure, the calls in flight at once, the requests and the tokens
 # per minute (name: (low, high)). The last three are limits every process calling the
@@ -66,6 +67,8 @@ class Endpoint:
     concurrency: int | None = None
     rpm: int | None = None
     tpm: int | None = None
+    structured: str = "auto"  # structured output: auto, schema, json or off (structured.py)
+    grammar: str = "off"  # gbnf: it takes a GBNF grammar for line formats (llama.cpp)
 
     def policy(self) -> dict[str, Any]:
         """The call policy the operator set on this endpoint (only the fields given)."""
@@ -329,9 +332,11 @@ def _endpoint(name: str, entry: Any, origin: str) -> Endpoint:
         raise ConfigError(f"{where}: key_env names an environment variable", "input")
     policy = {name: _policy_value(entry[name], name, where) for name in POLICY_FIELDS
               if entry.get(name) is not None}
+    structured = check_switch(entry.get("structured", "auto"), f"{where}: ")
+    grammar = check_switch(entry.get("grammar", "off"), f"{where}: ", "grammar", GRAMMARS)
     return Endpoint(name, check_url(entry.get("base_url"), f"{where} base_url"), provider,
                     key_env.strip() if key_env else None, str(key) if key else None, origin,
-                    **policy)
+                    **policy, structured=structured, grammar=grammar)
 
 
 def _policy_value(raw: Any, name: str, where: str) -> Any:

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from engine.llm.structured import GRAMMARS, SWITCHES, check_switch
 from engine.llm.urls import is_secret_name, refuse_secret
 from engine.models import ConfigError
 from engine.text import NAME_MAX
@@ -77,13 +78,17 @@ def check_spec_params(kind: str, query: Mapping[str, str], spec: str) -> dict[st
         if is_secret_name(name):
             refuse_secret(f"model spec {kind}:...", name)
     allowed = SPEC_PARAMS.get(kind, ())
+    switches = ("structured", "grammar") if kind == "openai" else ()
     out: dict[str, Any] = {}
     for name, raw in query.items():
         if name in _ROUTING:
             continue
+        if name in switches:
+            check_switch(raw, where, name, SWITCHES if name == "structured" else GRAMMARS)
+            continue
         if name not in allowed:
             raise ConfigError(f"{where}{kind} models take no parameter {name!r}; parameters "
-                              f"are {', '.join((*allowed, *_ROUTING))}", "input")
+                              f"are {', '.join((*allowed, *switches, *_ROUTING))}", "input")
         out[name] = number_param(name, raw, where)
     return out
 
@@ -153,7 +158,16 @@ def get_model(spec: str = "simulated", *, endpoints: Any = None,
     # those the operator set), the gate its concurrency counts on, and the host to name.
     call = {**policy, "gate": route.endpoint.name if route.endpoint is not None else host,
             "host": host}
-    for attribute, value in (("parley_spec", recorded), ("parley_call", call)):
+    attributes: list[tuple[str, Any]] = [("parley_spec", recorded), ("parley_call", call)]
+    if kind == "openai":  # structured output (engine.llm.structured): the seat's switch wins
+        endpoint = route.endpoint
+        attributes.append(("parley_output", {
+            "structured": query.get("structured") or (
+                endpoint.structured if endpoint is not None else "auto"),
+            "grammar": query.get("grammar") or (
+                endpoint.grammar if endpoint is not None else "off"),
+            "endpoint": (route.base_url or _OWN_HOSTS[kind], name)}))
+    for attribute, value in attributes:
         try:
             object.__setattr__(model, attribute, value)
         except Exception:  # some models forbid extra attributes: the defaults then apply

@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from engine.analysis.stances import Confidence, Tally, normalize_stance
 from engine.llm.calls import RunContext
+from engine.llm.structured import STRING, json_schema
 from engine.models import ConfigError, Seat, Task, Turn
 from engine.protocols.checks import require_seat, unique_names
 from engine.protocols.templates import Template, render, stance_problem
@@ -22,7 +23,9 @@ from engine.reports.views import Block
 ABSTAINED = "(abstained)"
 
 MAX_DEBATERS = 8  # the panel's limit; a vote may match the calls of the largest panel
-PROPOSE_KEYS = ("stance", "answer", "reasoning")
+PROPOSE_SCHEMA = json_schema("proposal", {"stance": STRING, "answer": STRING,
+                                          "reasoning": STRING})
+PROPOSE_KEYS = PROPOSE_SCHEMA.keys
 PROPOSE = Template(
     "You are one debater on a panel. Answer the question on your own, before seeing anyone "
     "else's answer.\n\nQuestion: {question}\n\n"
@@ -96,7 +99,7 @@ async def propose(ctx: RunContext, seat: Seat, question: str, templates: dict[st
     """One seat's cold answer (the panel's round one; the vote's only call)."""
     prompt = render(templates, ctx.prompts, "propose", question=question)
     obj, turn = await ctx.call_json(seat, [{"role": "user", "content": prompt}], phase=phase,
-                                    round=1, keys=PROPOSE_KEYS, validate=need_stance,
+                                    round=1, schema=PROPOSE_SCHEMA, validate=need_stance,
                                     task=Task(kind="answer", keys=PROPOSE_KEYS))
     made = ctx.guard(turn, _proposal, seat, obj) if obj is not None else None
     if made is None:  # no JSON, or one the reading trips on: this seat abstains

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections import Counter
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -129,7 +130,19 @@ class ProtocolSpec(Generic[R]):
     def metrics(self, result: R) -> dict[str, Any]:
         """What the store keeps on the run row for reports: the signals, flat."""
         signals = self.signals(result)
-        return {**signals.extra, **signals.common(), "outcome": self.outcome(result)}
+        return {**signals.extra, **signals.common(), "outcome": self.outcome(result),
+                **output_counts(result.turns)}
+
+
+def output_counts(turns: Sequence[Turn]) -> dict[str, int]:
+    """How many JSON calls took each output path (`engine.llm.structured`), for the run's
+    metrics; nothing for a run without JSON calls."""
+    counts = Counter(t.output_mode for t in turns
+                     if t.output_mode in ("constrained", "json mode", "prompted"))
+    if not counts:
+        return {}
+    return {"json_constrained": counts["constrained"], "json_mode": counts["json mode"],
+            "json_prompted": counts["prompted"]}
 
 
 async def execute(protocol: str, question: str, templates: Mapping[str, Template],

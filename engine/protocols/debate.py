@@ -11,6 +11,7 @@ from engine.analysis import parse_sections, read_confidence
 from engine.analysis.sections import parse_answer
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
+from engine.llm.structured import LineFormat
 from engine.models import ConfigError, RunResult, Seat, Signals, Task
 from engine.protocols.base import Option, ProtocolSpec, Slot, execute, run_sync, split_run_options
 from engine.protocols.checks import (
@@ -29,6 +30,7 @@ COUNTER_ERROR = "Error: Unable to generate counter-argument."
 JUDGE_ERROR_PREFIX = "Unable to reach verdict due to error: "
 HIGH_CONFIDENCE = 0.7
 SECTIONS = ("VERDICT", "REASONING", "PRO SUMMARY", "CON SUMMARY", "CONFIDENCE")
+ANSWER_LINE = LineFormat("ANSWER")  # the judge's last line (a grammar where the server takes one)
 # Beyond the seed: the judge ends with a canonical short answer, so a debate can be scored.
 ANSWER = "ANSWER"
 
@@ -180,13 +182,14 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
                                       opponent_argument=con.reply if con.ok else COUNTER_ERROR))
         judge_prompt = render(TEMPLATES, ctx.prompts, "judge", topic=topic,
                               transcript=_transcript(rounds))
-        verdict_turn = await ctx.call(judge, [{"role": "user", "content": judge_prompt}],
-                                      phase="judge", round=len(rounds) + 1,
-                                      task=Task(kind="judge", sides=sides, sections=tuple(
-                                          dict.fromkeys((*SECTIONS, "ANSWER"))), others={
-                                          proponent.name: rounds[-1].proponent_argument,
-                                          opponent.name: rounds[-1].opponent_argument}
-                                          if rounds else {}))
+        verdict_turn = await ctx.call_lines(judge, [{"role": "user", "content": judge_prompt}],
+                                            line=ANSWER_LINE, phase="judge",
+                                            round=len(rounds) + 1,
+                                            task=Task(kind="judge", sides=sides, sections=tuple(
+                                                dict.fromkeys((*SECTIONS, "ANSWER"))), others={
+                                                proponent.name: rounds[-1].proponent_argument,
+                                                opponent.name: rounds[-1].opponent_argument}
+                                                if rounds else {}))
         duration = time.monotonic() - start
         read = ctx.guard(verdict_turn, _read_judge, verdict_turn.reply) if verdict_turn.ok \
             else None  # a reply the parser trips on degrades the judge's turn, not the run

@@ -28,6 +28,7 @@ from engine.analysis.stances import (
 )
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
+from engine.llm.structured import BOOLEAN, STRING, STRINGS, array_of, json_schema, one_of
 from engine.models import ConfigError, Seat, Task
 from engine.protocols import panel_result as report
 from engine.protocols.ballots import (
@@ -49,9 +50,15 @@ from engine.text import fold_name
 
 MIN_DEBATERS = 2
 VERDICTS = ("sound", "flawed", "unsupported")
-CRITIQUE_KEYS = ("assessments", "overall")
-REBUTTAL_KEYS = ("stance", "answer", "reasoning", "changed_mind")
-SYNTHESIS_KEYS = ("answer", "rationale", "key_points")
+# Each JSON phase's reply, declared once: asked of a server that constrains output to it.
+CRITIQUE_SCHEMA = json_schema("critique", {"assessments": array_of(
+    {"persona": STRING, "verdict": one_of(*VERDICTS), "flaw": STRING}), "overall": STRING})
+REBUTTAL_SCHEMA = json_schema("rebuttal", {"stance": STRING, "answer": STRING,
+                                           "reasoning": STRING, "changed_mind": BOOLEAN})
+SYNTHESIS_SCHEMA = json_schema("synthesis", {"answer": STRING, "rationale": STRING,
+                                             "key_points": STRINGS})
+CRITIQUE_KEYS, REBUTTAL_KEYS = CRITIQUE_SCHEMA.keys, REBUTTAL_SCHEMA.keys
+SYNTHESIS_KEYS = SYNTHESIS_SCHEMA.keys
 NO_PROPOSAL = "(none: your proposal could not be read)"
 NO_CRITIQUE = "unavailable (the critic failed)"
 
@@ -176,7 +183,7 @@ async def _critique(ctx: RunContext, critic: Seat, question: str, proposals: lis
     prompt = render(TEMPLATES, ctx.prompts, "critique", question=question,
                     proposals=format_proposals(proposals))
     obj, turn = await ctx.call_json(critic, [{"role": "user", "content": prompt}],
-                                    phase="critique", round=1, keys=CRITIQUE_KEYS,
+                                    phase="critique", round=1, schema=CRITIQUE_SCHEMA,
                                     validate=_need_assessments,
                                     task=Task(kind="critique", keys=CRITIQUE_KEYS,
                                               others=_stances(proposals)))
@@ -228,7 +235,7 @@ async def _rebut(ctx: RunContext, seat: Seat, question: str, own: Proposal,
                     verdict=verdict, flaw=flaw, overall=overall,
                     others=format_proposals(others))
     obj, turn = await ctx.call_json(seat, [{"role": "user", "content": prompt}],
-                                    phase="rebuttal", round=2, keys=REBUTTAL_KEYS,
+                                    phase="rebuttal", round=2, schema=REBUTTAL_SCHEMA,
                                     validate=need_stance,
                                     task=Task(kind="revise", keys=REBUTTAL_KEYS,
                                               own=own.stance if own.usable else None,
@@ -270,7 +277,7 @@ async def _synthesise(ctx: RunContext, judge: Seat, question: str, rebuttals: li
                     positions=format_proposals(list(rebuttals)), vote=format_vote(vote),
                     overall=overall or "(none)")
     obj, turn = await ctx.call_json(judge, [{"role": "user", "content": prompt}],
-                                    phase="synthesis", round=2, keys=SYNTHESIS_KEYS,
+                                    phase="synthesis", round=2, schema=SYNTHESIS_SCHEMA,
                                     validate=_need_answer,
                                     task=Task(kind="judge", keys=SYNTHESIS_KEYS,
                                               others={r.persona: r.stance for r

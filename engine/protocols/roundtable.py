@@ -15,6 +15,7 @@ from engine.analysis.agreement import LEVELS, overlap_agreement, unbacked
 from engine.analysis.stances import derive_confidence, tally
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
+from engine.llm.structured import STRING, STRINGS, LineFormat, json_schema, one_of
 from engine.models import ConfigError, Seat, Task, model_spec
 from engine.protocols import roundtable_result as report
 from engine.protocols.base import Option, ProtocolSpec, Slot, execute, run_sync, split_run_options
@@ -42,7 +43,11 @@ _ALIASES = {"devils_advocate": "devil_advocate", "devil_s_advocate": "devil_advo
 NO_CONTEXT = "(none given)"
 NO_TURNS = "(none yet: you speak first)"
 QUALIFIED, BLOCKED = "qualified-draft", "blocked-escalated"
-JUDGE_KEYS = ("agreement_level", "dominant_position", "dissenting_views", "rationale")
+JUDGE_SCHEMA = json_schema("agreement", {  # the judge's reply, declared once
+    "agreement_level": one_of(*LEVELS), "dominant_position": STRING,
+    "dissenting_views": STRINGS, "rationale": STRING})
+JUDGE_KEYS = JUDGE_SCHEMA.keys
+STANCE_LINE = LineFormat("STANCE")  # a turn ends with it (a grammar where the server takes one)
 
 TEMPLATES = {
     "system": Template(
@@ -195,10 +200,11 @@ async def arun_roundtable(question: str, *, agents: list[Seat | Any], rounds: in
                                 context=context.strip() or NO_CONTEXT,
                                 transcript=_transcript(exchanges), agent=seat.name,
                                 role=role_description(seat.role), round=number, rounds=rounds)
-                turn = await ctx.call(seat, [{"role": "system", "content": system},
-                                             {"role": "user", "content": prompt}],
-                                      phase="turn", round=number, parse=parse_stance,
-                                      task=_turn_task(seat, exchanges))
+                turn = await ctx.call_lines(seat, [{"role": "system", "content": system},
+                                                   {"role": "user", "content": prompt}],
+                                            line=STANCE_LINE, phase="turn", round=number,
+                                            parse=parse_stance,
+                                            task=_turn_task(seat, exchanges))
                 exchanges.append(Exchange(
                     agent=seat.name, role=role_name(seat.role), round=number,
                     response=turn.reply if turn.ok else "", usable=turn.ok,
@@ -242,7 +248,8 @@ async def arun_roundtable(question: str, *, agents: list[Seat | Any], rounds: in
                             context=context.strip() or NO_CONTEXT, final_turns=final,
                             transcript=_transcript(exchanges), agents=roster)
             obj, turn = await ctx.call_json(judge_seat, [{"role": "user", "content": prompt}],
-                                            phase="judge", round=rounds + 1, keys=JUDGE_KEYS,
+                                            phase="judge", round=rounds + 1,
+                                            schema=JUDGE_SCHEMA,
                                             validate=_check_judge,
                                             task=Task(kind="judge", keys=JUDGE_KEYS, others={
                                                 name: e.stance or "" for name, e in last.items()

@@ -270,7 +270,9 @@ def _turn_entry(turn: Mapping[str, Any]) -> dict[str, Any]:
             "warnings": list(turn.get("warnings") or []), "model": turn.get("model", ""),
             "messages": list(turn.get("messages") or []), "degraded": turn.get("status") != "ok",
             "latency": float(turn.get("latency") or 0.0),
-            "tokens": f"{turn.get('tokens_in', 0)} in / {turn.get('tokens_out', 0)} out"}
+            "tokens": f"{turn.get('tokens_in', 0)} in / {turn.get('tokens_out', 0)} out",
+            # a JSON call's path (engine.llm.structured); "" for free text and older turns
+            "output": f"JSON {turn['output_mode']}" if turn.get("output_mode") else ""}
 
 
 def timeline_frame(turns: Iterable[Mapping[str, Any]]) -> pd.DataFrame:

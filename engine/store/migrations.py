@@ -12,6 +12,9 @@ again (see `degraded_runs`).
 
 `0006_search`: the full-text index over questions, replies and answers, filled from the rows
 already stored (see `engine.store.search_index`).
+
+`0007_turn_output`: turns gain `output_mode`, the path a JSON call took (structured output);
+turns stored before it keep NULL (read as "").
 """
 from __future__ import annotations
 
@@ -134,3 +137,10 @@ def search_index(connection: Connection) -> None:
     """Migration 0006: the full-text index over runs (`engine.store.search_index`)."""
     from engine.store.search_index import create_index
     create_index(connection)
+
+
+def turn_output(connection: Connection) -> None:
+    """Migration 0007: the nullable `turns.output_mode` column (a new database has it from
+    `0001`)."""
+    if "output_mode" not in {c["name"] for c in inspect(connection).get_columns("turns")}:
+        connection.execute(text("ALTER TABLE turns ADD COLUMN output_mode VARCHAR(16)"))

@@ -106,7 +106,8 @@ def clean_stored(value: Any) -> Any:
 
 _RUN_TEXT = ("id", "protocol", "question", "expected", "label", "status", "error", "models",
              "experiment_id", "host", "lost")
-_TURN_TEXT = ("run_id", "phase", "seat", "role", "model", "reply", "status", "error")
+_TURN_TEXT = ("run_id", "phase", "seat", "role", "model", "reply", "status", "error",
+              "output_mode")
 
 
 def row_problems(values: dict[str, Any], shapes: Mapping[str, Any],
@@ -150,6 +151,8 @@ def turn_dict(row: dict[str, Any]) -> dict[str, Any]:
     problems = row_problems(row, TURN_JSON, ("started_at", "finished_at"))
     for name in ("started_at", "finished_at"):
         row[name] = iso(row[name])
+    if "output_mode" in row:  # NULL in turns stored before structured output
+        row["output_mode"] = row["output_mode"] or ""
     row["unreadable"] = "; ".join(problems)
     return row
 

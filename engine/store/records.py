@@ -185,6 +185,8 @@ class TurnRecord(_Record):
     simulated: bool = False
     started_at: Moment = None
     finished_at: Moment = None
+    # absent from files exported before structured output
+    output_mode: Annotated[str, Field(max_length=16), AfterValidator(clean_text)] | None = None
 
 
 class RunRecord(_Record):
@@ -310,7 +312,8 @@ def turn_values(run_id: str, turn: Any) -> dict[str, Any]:
                 warnings=dumps(turn.warnings), latency=seconds(turn.latency),
                 tokens_in=count(turn.tokens_in), tokens_out=count(turn.tokens_out),
                 attempts=count(turn.attempts), simulated=bool(turn.simulated),
-                started_at=turn.started_at, finished_at=turn.finished_at)
+                started_at=turn.started_at, finished_at=turn.finished_at,
+                output_mode=fit(turn.output_mode, 16) or None)
 
 
 class _Labels(_Record):

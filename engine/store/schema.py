@@ -111,6 +111,8 @@ class TurnRow(Base):
     simulated: Mapped[bool] = mapped_column(Boolean, default=False)
     started_at: Mapped[datetime] = mapped_column(Moment)
     finished_at: Mapped[datetime] = mapped_column(Moment)
+    # A JSON call's path (constrained, json mode, prompted); NULL in rows stored before it.
+    output_mode: Mapped[str | None] = mapped_column(String(16), nullable=True)
 
 
 class LibraryRow(Base):
@@ -207,6 +209,7 @@ MIGRATIONS: list[tuple[str, Any]] = [
     ("0004_configs_by_slot", _data("configs_by_slot")),
     ("0005_degraded_runs", _data("degraded_runs")),
     ("0006_search", _data("search_index")),
+    ("0007_turn_output", _data("turn_output")),
     ("0009_endpoint_limits", _create(["endpoint_limits", "endpoint_leases"])),
 ]
 

@@ -163,6 +163,7 @@ def turn_columns(run_id: str, turn: TurnRecord) -> dict[str, Any]:
                                   ensure_ascii=False)
     values["started_at"] = values["started_at"] or now()
     values["finished_at"] = values["finished_at"] or values["started_at"]
+    values["output_mode"] = values["output_mode"] or None
     return {"run_id": run_id, **values}
 
 

@@ -1,0 +1,275 @@
+"""Structured output: a JSON phase asks the server to constrain decoding to its schema.
+
+A phase that expects a JSON object declares its schema once (`json_schema`). For a model of an
+OpenAI-compatible endpoint (`get_model` marks it with `parley_output`) the call asks for
+`response_format` of type `json_schema` (constrained decoding: llama.cpp, vLLM, LM Studio and
+OpenAI's own API honour it); an endpoint that refuses it (HTTP 400/422 naming the format) or
+ignores it (a reply that is not the object asked for) falls back to json mode
+(`{"type": "json_object"}`, with the schema beside it, which llama-cpp-python's server
+constrains to), then to the prompted path (the prompt, the tolerant parse and one
+re-ask, as for every other model). What works is detected once per endpoint (base URL and
+model) and remembered for the process, so later calls go straight to it.
+
+The `structured` switch, per endpoint (registry field) and per seat (`?structured=`):
+`auto` (detect, the default), `schema` or `json` (that mode only, no detection), `off`
+(prompted only). Simulated models and other providers always take the prompted path.
+
+A line format (free text ending in a labelled line such as `STANCE: ...`) is constrained by a
+GBNF grammar (the `grammar` field of llama.cpp's server and llama-cpp-python's), sent only to an
+endpoint or seat that says it takes one (`grammar` = `gbnf`; default `off`): other servers
+refuse or silently drop unknown fields, so this is never detected. Such a turn records the
+path "grammar"; without one a free-text turn records "".
+
+The format travels in `extra_body`, not as langchain's `response_format` argument: with that
+argument langchain-openai reads the reply through the SDK's `parse`, which raises on a reply cut
+at its token cap instead of returning the text, and the raw reply must reach the turn.
+"""
+from __future__ import annotations
+
+import asyncio
+import threading
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.models import ConfigError
+
+SWITCHES = ("auto", "schema", "json", "off")
+GRAMMARS = ("off", "gbnf")
+CONSTRAINED, JSON_MODE, PROMPTED, GRAMMAR = "constrained", "json mode", "prompted", "grammar"
+_LADDER = (CONSTRAINED, JSON_MODE, PROMPTED)  # what detection tries, in order
+_FORCED = {"schema": CONSTRAINED, "json": JSON_MODE, "off": PROMPTED}
+_REFUSAL_WORDS = ("response_format", "json_schema", "json_object", "schema", "format")
+
+STRING: dict[str, Any] = {"type": "string"}
+BOOLEAN: dict[str, Any] = {"type": "boolean"}
+STRINGS: dict[str, Any] = {"type": "array", "items": STRING}
+
+
+def one_of(*values: str) -> dict[str, Any]:
+    """A string that must be one of `values`."""
+    return {"type": "string", "enum": list(values)}
+
+
+def array_of(properties: Mapping[str, Any]) -> dict[str, Any]:
+    """A list of objects, each with exactly `properties`."""
+    return {"type": "array", "items": _object(properties)}
+
+
+def _object(properties: Mapping[str, Any]) -> dict[str, Any]:
+    # Every key required and no other allowed: what OpenAI's strict mode accepts.
+    return {"type": "object", "properties": dict(properties), "required": list(properties),
+            "additionalProperties": False}
+
+
+@dataclass(frozen=True)
+class OutputSchema:
+    """A JSON phase's reply shape: a name for the server and the object's JSON schema."""
+
+    name: str
+    schema: dict[str, Any] = field(hash=False)
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The object's keys, in the order the prompt lists them."""
+        return tuple(self.schema["properties"])
+
+    def response_format(self, mode: str) -> dict[str, Any]:
+        """The `response_format` a request carries in `mode` (constrained or json mode)."""
+        if mode == CONSTRAINED:
+            return {"type": "json_schema",
+                    "json_schema": {"name": self.name, "schema": self.schema, "strict": True}}
+        # json mode carries the schema too: llama-cpp-python's server, which refuses
+        # json_schema, constrains json_object output to it; others ignore the extra field
+        return {"type": "json_object", "schema": self.schema}
+
+    def followed(self, obj: Mapping[str, Any] | None) -> bool:
+        """True when a reply read as `obj` has every key asked for (a server that honours
+        the format cannot answer otherwise)."""
+        return obj is not None and all(key in obj for key in self.keys)
+
+
+def json_schema(name: str, properties: Mapping[str, Any]) -> OutputSchema:
+    """A phase's schema: an object with exactly `properties` (name -> JSON schema)."""
+    return OutputSchema(name, _object(properties))
+
+
+@dataclass(frozen=True)
+class LineFormat:
+    """A free-text reply that must end with a line `LABEL: <text>` (a stance, an answer)."""
+
+    label: str
+
+    @property
+    def grammar(self) -> str:
+        """The GBNF grammar: any lines, then the labelled line last (the model may stop only
+        after it)."""
+        return (f'root ::= (line "\\n")* "{self.label}:" [ \\t]* [^\\n]+ "\\n"?\n'
+                'line ::= [^\\n]*\n')
+
+
+def check_switch(value: Any, where: str, name: str = "structured",
+                 allowed: Sequence[str] = SWITCHES) -> str:
+    """A `structured` (or `grammar`) value checked: one of `allowed` (`ConfigError` naming
+    `where`)."""
+    text = str(value).strip().lower() if isinstance(value, str) else ""
+    if text not in allowed:
+        raise ConfigError(f"{where}{name} must be one of {', '.join(allowed)}, got "
+                          f"{value!r}", "input")
+    return text
+
+
+# ------------------------------------------------------------------ what each endpoint supports
+# (base URL, model) -> the first mode that works there; shared by every run of the process.
+_SUPPORT: dict[tuple[str, str], str] = {}
+_SUPPORT_LOCK = threading.Lock()
+# Per event loop and endpoint, the lock one detecting call holds: the calls that start while
+# it is out wait for its answer instead of each sending a request the server refuses.
+_DETECTING: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop,
+                                      dict[tuple[str, str], asyncio.Lock]] = \
+    weakref.WeakKeyDictionary()
+
+
+def supported(endpoint: tuple[str, str]) -> str | None:
+    """The mode detected for `endpoint`, or None while unknown."""
+    with _SUPPORT_LOCK:
+        return _SUPPORT.get(endpoint)
+
+
+def remember(endpoint: tuple[str, str], mode: str) -> None:
+    """Record that `mode` is the best path `endpoint` takes (never an upgrade: a mode once
+    found refused stays refused)."""
+    with _SUPPORT_LOCK:
+        known = _SUPPORT.get(endpoint)
+        if known is None or _LADDER.index(mode) > _LADDER.index(known):
+            _SUPPORT[endpoint] = mode
+
+
+def forget_support() -> None:
+    """Forget every detected endpoint (a test's fresh start)."""
+    with _SUPPORT_LOCK:
+        _SUPPORT.clear()
+
+
+def refused(exc: BaseException) -> bool:
+    """True for a server's refusal of the requested format: HTTP 400 or 422 naming it, or a
+    500 naming `response_format` (llama-cpp-python's server fails its request validation
+    that way on `json_schema`)."""
+    status = getattr(exc, "status_code", None)
+    text = str(exc).lower()
+    if status == 500:
+        return "response_format" in text
+    return status in (400, 422) and any(word in text for word in _REFUSAL_WORDS)
+
+
+def _next(mode: str) -> str:
+    return _LADDER[_LADDER.index(mode) + 1]
+
+
+# ------------------------------------------------------------------ one JSON call
+class StructuredOutput:
+    """The output path of one JSON call (`RunContext.call_json`) for one seat's model.
+
+    `wrap(model)` is what the guarded call invokes; `mode` is the path the last request took
+    ("constrained", "json mode" or "prompted"), recorded on the turn.
+    """
+
+    def __init__(self, model: Any, schema: OutputSchema | None):
+        # get_model marks OpenAI-compatible models: {"structured": switch, "endpoint": key}
+        marked: Mapping[str, Any] = getattr(model, "parley_output", None) or {}
+        self.schema = schema
+        self.switch = str(marked.get("structured") or "off") if schema is not None else "off"
+        host, name = marked.get("endpoint") or ("", "")
+        self.endpoint = (str(host), str(name))
+        self.mode = self.start()
+
+    def start(self) -> str:
+        """The mode the next request takes: the forced one, else the detected one, else the
+        top of the ladder (detection)."""
+        if self.switch != "auto":
+            return _FORCED[self.switch]
+        return supported(self.endpoint) or CONSTRAINED
+
+    def wrap(self, model: Any) -> Any:
+        """The model the guarded call invokes: the seat's own for the prompted path."""
+        if self.start() == PROMPTED:
+            self.mode = PROMPTED
+            return model
+        return _FormattedModel(self, model)
+
+    def ignored(self, reply: str, obj: Mapping[str, Any] | None) -> bool:
+        """After `reply`, read as `obj`: True (and the endpoint's mode stepped down, when
+        detecting) when the server ignored the format it was asked for. An object cut short
+        (at the output cap) was not ignored: it starts as one."""
+        if self.mode == PROMPTED or self.schema is None:
+            return False
+        if obj is None:
+            ignored = not reply.lstrip().startswith("{")
+        else:
+            ignored = self.mode == CONSTRAINED and not self.schema.followed(obj)
+        if ignored and self.switch == "auto":
+            remember(self.endpoint, _next(self.mode))
+        return ignored
+
+    async def invoke(self, model: Any, messages: Sequence[Any]) -> Any:
+        """One request down the ladder: a refusal of the format steps down (remembered when
+        detecting); any other error is the call's, for the guarded call to retry or record."""
+        if self.switch != "auto" or supported(self.endpoint) is not None:
+            return await self._send(model, messages, self.start())
+        gates = _DETECTING.setdefault(asyncio.get_running_loop(), {})
+        async with gates.setdefault(self.endpoint, asyncio.Lock()):
+            mode = supported(self.endpoint) or CONSTRAINED  # known once the lock is ours
+            while mode != PROMPTED:
+                try:
+                    reply = await self._send(model, messages, mode)
+                except Exception as exc:
+                    if not refused(exc):
+                        raise
+                    mode = _next(mode)
+                    continue
+                remember(self.endpoint, mode)
+                return reply
+            remember(self.endpoint, PROMPTED)
+        return await self._send(model, messages, PROMPTED)
+
+    async def _send(self, model: Any, messages: Sequence[Any], mode: str) -> Any:
+        self.mode = mode
+        if mode == PROMPTED or self.schema is None:
+            return await model.ainvoke(messages)
+        body = {**(model.extra_body or {}), "response_format": self.schema.response_format(mode)}
+        return await model.bind(extra_body=body).ainvoke(messages)
+
+
+class LineOutput:
+    """The output path of one free-text call whose reply ends in a labelled line: a grammar
+    for a model whose endpoint or seat takes one (`mode` "grammar"), else the seat's model as
+    it is (`mode` "")."""
+
+    def __init__(self, model: Any, line: LineFormat):
+        marked: Mapping[str, Any] = getattr(model, "parley_output", None) or {}
+        self.line = line
+        self.mode = GRAMMAR if marked.get("grammar") == "gbnf" else ""
+
+    def wrap(self, model: Any) -> Any:
+        """The model the guarded call invokes."""
+        return _FormattedModel(self, model) if self.mode else model
+
+    async def invoke(self, model: Any, messages: Sequence[Any]) -> Any:
+        """One request carrying the grammar in its body."""
+        body = {**(model.extra_body or {}), "grammar": self.line.grammar}
+        return await model.bind(extra_body=body).ainvoke(messages)
+
+
+class _FormattedModel:
+    """A seat's chat model whose requests ask for structured output. Everything the guarded
+    call reads besides `ainvoke` (its call policy, its type) is the seat's model's."""
+
+    def __init__(self, output: StructuredOutput | LineOutput, model: Any):
+        self._output, self._model = output, model
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._model, name)
+
+    async def ainvoke(self, messages: Sequence[Any], config: Any = None) -> Any:
+        return await self._output.invoke(self._model, messages)
