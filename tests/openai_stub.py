@@ -13,6 +13,10 @@ llama-cpp-python's server does), unless the server is told to refuse it (`refuse
 json_schema only, `refuse="all"`: any format; HTTP 400 as OpenAI's "not supported", or
 `refuse_status=500` as llama-cpp-python's server fails on json_schema) or to ignore it (`ignore_format=True`: it answers as without one). Refused
 requests are counted in `refused`.
+
+`throttle(count, retry_after)` makes the next `count` requests a 429 (rate limit), with a
+Retry-After header when `retry_after` is given; each request records when it arrived (`at`,
+`time.time()`) and the status it got.
 """
 from __future__ import annotations
 
@@ -68,9 +72,15 @@ class _Handler(BaseHTTPRequestHandler):
         server: SimulatedOpenAI = self.server  # type: ignore[assignment]
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
         with server.lock:
-            server.requests.append({"body": body,
+            limited = server.refusals > 0
+            server.refusals -= limited
+            server.requests.append({"body": body, "at": time.time(),
+                                    "status": 429 if limited else 200,
                                     "auth": self.headers.get("Authorization", "")})
             number = len(server.requests)
+        if limited:
+            self._refuse(server.retry_after)
+            return
         if server.hang:  # never answer: wait until the client gives up and closes
             server.disconnected.append(self._wait_for_close(server.hang))
             return
@@ -115,6 +125,17 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload)
 
+    def _refuse(self, retry_after: float | None) -> None:
+        payload = json.dumps({"error": {"message": "rate limit reached", "type": "requests",
+                                        "code": "rate_limit_exceeded"}}).encode()
+        self.send_response(429)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        if retry_after is not None:
+            self.send_header("Retry-After", f"{retry_after:g}")
+        self.end_headers()
+        self.wfile.write(payload)
+
     def _wait_for_close(self, limit: float) -> bool:
         """True when the client closed the connection within `limit` seconds."""
         deadline = time.monotonic() + limit
@@ -144,11 +165,18 @@ class SimulatedOpenAI(ThreadingHTTPServer):
         self.requests: list[dict] = []
         self.hang = hang
         self.disconnected: list[bool] = []
+        self.refusals = 0
+        self.retry_after: float | None = None
         self.refuse, self.ignore_format = refuse, ignore_format
         self.refuse_status = refuse_status
         self.refused: list[int] = []
         self.model = SimulatedChatModel(seed=seed)
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
+
+    def throttle(self, count: int = 1, retry_after: float | None = None) -> None:
+        """Answer the next `count` requests with a 429 (and `Retry-After: retry_after`)."""
+        with self.lock:
+            self.refusals, self.retry_after = count, retry_after
 
     @property
     def base_url(self) -> str:

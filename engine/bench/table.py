@@ -3,8 +3,9 @@ tests.
 
 Rows: engine throughput and per-call overhead on a zero-latency simulated model (with the
 store), the wall time of every protocol that runs calls at once against the critical path its
-registry entry declares, then the reliability, dashboard, experiment, live, full-text search
-and browser rows from their own modules. The local-model rows (a real model behind an
+registry entry declares, then the reliability, dashboard, experiment, live, full-text search,
+browser and workers rows from their own modules (the workers rows need PostgreSQL:
+`--db-url` or PARLEY_TEST_PG_URL). The local-model rows (a real model behind an
 OpenAI-compatible server, minutes of generation) run only when `--only` names them.
 Protocols are read from the registry, never named here.
 """
@@ -149,13 +150,14 @@ OPT_IN = ("local-model",)  # sections that run only when `only` names them
 
 
 def collect(quick: bool = False, only: list[str] | None = None,
-            base_url: str | None = None) -> list[Row]:
+            base_url: str | None = None, db_url: str | None = None) -> list[Row]:
     from engine.bench.browser import bench_browser
     from engine.bench.dashboard import bench_dashboard
     from engine.bench.experiments import bench_experiments
     from engine.bench.live import bench_live
     from engine.bench.localmodel import bench_local_model
     from engine.bench.search import bench_search
+    from engine.bench.workers import bench_workers
 
     sections: list[tuple[str, Callable[[], list[Row]]]] = [
         ("throughput", lambda: bench_throughput(2 if quick else 8)),
@@ -167,6 +169,7 @@ def collect(quick: bool = False, only: list[str] | None = None,
         ("search", lambda: bench_search(n=1000 if quick else 10000)),
         ("browser", lambda: bench_browser(n=1000 if quick else 10000)),
         ("local-model", lambda: bench_local_model(base_url, runs_each=1 if quick else 2)),
+        ("workers", lambda: bench_workers(db_url, runs=200 if quick else 2000)),
     ]
     rows: list[Row] = []
     for name, run in sections:
@@ -189,7 +192,8 @@ def format_table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def main(quick: bool = False, only: list[str] | None = None, base_url: str | None = None
-         ) -> int:
-    print(format_table(collect(quick=quick, only=only, base_url=base_url)), flush=True)
+def main(quick: bool = False, only: list[str] | None = None, base_url: str | None = None,
+         db_url: str | None = None) -> int:
+    print(format_table(collect(quick=quick, only=only, base_url=base_url, db_url=db_url)),
+          flush=True)
     return 0

@@ -87,6 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--only", action="append", default=[], help="run only rows matching")
     bench.add_argument("--base-url", help="the OpenAI-compatible server local-model rows use "
                        "(default: SmolLM2 served here)")
+    bench.add_argument("--db-url", help="PostgreSQL URL for the workers rows "
+                       "(default PARLEY_TEST_PG_URL; without one they are not measured)")
     for module in (experiments, sets, share, workers):  # each adds its own sub-commands
         module.add_cli(sub)
     return parser
@@ -263,7 +265,8 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from engine.bench import main as bench_main
-    return bench_main(quick=args.quick, only=args.only, base_url=args.base_url)
+    return bench_main(quick=args.quick, only=args.only, base_url=args.base_url,
+                      db_url=args.db_url)
 
 
 COMMANDS = {"run": cmd_run, "runs": cmd_runs, "show": cmd_show, "export": cmd_export,

@@ -11,12 +11,12 @@ import contextvars
 import random
 import threading
 import time
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
+from engine.llm.limits import Gate
 from engine.llm.providers import resolve_model
 from engine.llm.replies import REASK, extract_json
 from engine.llm.structured import LineFormat, LineOutput, OutputSchema, StructuredOutput
@@ -29,27 +29,6 @@ DEFAULT_CONCURRENCY = 8
 
 _TRANSIENT_NAMES = ("ratelimit", "timeout", "connection", "apiconnection", "serviceunavailable",
                     "internalserver", "overloaded", "transient", "temporar")
-
-
-# Per event loop, one semaphore per endpoint that sets its concurrency: every run of an
-# experiment shares the loop, so the endpoint's limit holds across runs.
-_GATES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, int],
-                                                                   asyncio.Semaphore]] = \
-    weakref.WeakKeyDictionary()
-
-
-def endpoint_gate(name: str, limit: int) -> asyncio.Semaphore:
-    """The semaphore that holds an endpoint to `limit` calls at once in this event loop."""
-    gates = _GATES.setdefault(asyncio.get_running_loop(), {})
-    return gates.setdefault((name, limit), asyncio.Semaphore(limit))
-
-
-class _NoGate:
-    async def __aenter__(self) -> None:
-        return None
-
-    async def __aexit__(self, *exc: object) -> None:
-        return None
 
 
 class RunStopped(Exception):
@@ -158,7 +137,7 @@ class RunContext:
                  timeout: float | None = None, retries: int | None = None,
                  concurrency: int | None = None, backoff: float = 0.5,
                  stop_event: threading.Event | None = None, endpoints: Any = None,
-                 expected: str | None = None, variant: str = ""):
+                 expected: str | None = None, variant: str = "", store: Any = None):
         self.protocol = protocol
         self.on_event = on_event
         self.recorder = recorder
@@ -170,6 +149,7 @@ class RunContext:
         self.concurrency = concurrency or DEFAULT_CONCURRENCY
         self.stop_event = stop_event
         self.endpoints = endpoints  # the EndpointRegistry spec strings resolve under
+        self.store = store  # on PostgreSQL, endpoint limits are shared through it
         # What a simulated seat's world is made of: the run's expected answer (its truth) and
         # the variant (an experiment's question and repeat, so that repeats differ).
         self.expected = str(expected).strip() if expected is not None and \
@@ -195,16 +175,15 @@ class RunContext:
     def policy(self, model: Any) -> tuple[float, int, Any, str]:
         """(timeout, retries, endpoint gate, host) for one call: the run's own settings (CLI
         flags, a spec, the form) first, then what the model's registered endpoint sets, then
-        the defaults; the gate holds the endpoint to its `concurrency` when it sets one; the
-        host (`get_model` records it, "" for other models) names the server in errors."""
+        the defaults; the gate holds the endpoint to its limits (`engine.llm.limits`: rpm,
+        tpm, concurrency; shared by every process when the store is PostgreSQL); the host
+        (`get_model` records it, "" for other models) names the server in errors."""
         call = getattr(model, "parley_call", None) or {}  # set by get_model only
         timeout = self.timeout if self.timeout is not None else call.get(
             "timeout", DEFAULT_TIMEOUT)
         retries = self.retries if self.retries is not None else call.get(
             "retries", DEFAULT_RETRIES)
-        gate: Any = endpoint_gate(str(call.get("gate")), int(call["concurrency"])) \
-            if call.get("concurrency") else _NoGate()
-        return timeout, retries, gate, str(call.get("host") or "")
+        return timeout, retries, Gate(call, self.store, timeout), str(call.get("host") or "")
 
     def check_stop(self) -> None:
         if self.stop_event is not None and self.stop_event.is_set():
@@ -248,6 +227,7 @@ class RunContext:
             for attempt in range(retries + 1):
                 attempts = attempt + 1
                 try:
+                    await gate.acquire(full)
                     if sync_only(model):
                         message = await invoke_on_thread(model, to_messages(full),
                                                          timeout or None)
@@ -271,12 +251,16 @@ class RunContext:
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:  # a model failure is recorded, never raised
+                    gate.refused(exc)
                     error = describe_error(exc)
                     if host and is_connection_error(exc):
                         error = f"{error} (calling {host})"
                     if not is_transient(exc) or attempt == retries:
                         break
-                    await asyncio.sleep(self.backoff * (2 ** attempt) * (0.5 + random.random()))
+                finally:
+                    gate.release(tokens_in + tokens_out)
+                # a transient failure (the endpoint's call in flight freed): back off, retry
+                await asyncio.sleep(self.backoff * (2 ** attempt) * (0.5 + random.random()))
         # Numbered as it completes (no await between here and `record`), so the log, the store
         # and `on_event` see one increasing order even when a phase's calls run concurrently.
         index = self._next_index

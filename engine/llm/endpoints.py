@@ -35,12 +35,14 @@ REGISTER_HELP = (f"register it as an endpoint ({ENDPOINTS_VAR} in the environmen
                  "[endpoints.NAME] in .streamlit/secrets.toml) and use ?endpoint=NAME")
 _IMPLICIT = ("provider", "cli", "code")  # registered by a setting or typed by the operator
 _ENDPOINT_FIELDS = ("base_url", "key_env", "key", "provider", "max_tokens", "timeout",
-                    "retries", "concurrency", "structured", "grammar")
+                    "retries", "concurrency", "rpm", "tpm", "structured", "grammar")
 # An endpoint's call policy: the output cap per turn, the per-call timeout in seconds, the
-# retries after a transient failure, the calls in flight at once (name: (low, high)).
+# retries after a transient failure, the calls in flight at once, the requests and the tokens
+# per minute (name: (low, high)). The last three are limits every process calling the
+# endpoint shares when the store is PostgreSQL (engine.llm.limits).
 POLICY_FIELDS: dict[str, tuple[float, float]] = {
     "max_tokens": (1, 1_000_000), "timeout": (0.001, 3600.0), "retries": (0, 10),
-    "concurrency": (1, 1000)}
+    "concurrency": (1, 1000), "rpm": (1, 1_000_000), "tpm": (1, 1_000_000_000)}
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 @dataclass(frozen=True)
@@ -63,6 +65,8 @@ class Endpoint:
     timeout: float | None = None
     retries: int | None = None
     concurrency: int | None = None
+    rpm: int | None = None
+    tpm: int | None = None
     structured: str = "auto"  # structured output: auto, schema, json or off (structured.py)
     grammar: str = "off"  # gbnf: it takes a GBNF grammar for line formats (llama.cpp)
 
@@ -243,7 +247,8 @@ class EndpointRegistry:
 
     def describe(self) -> list[dict[str, str]]:
         """One row per endpoint: name, provider, URL, who registered it, where its key lives,
-        and the call policy it sets (output cap, timeout, retries, concurrency)."""
+        and the call policy it sets (output cap, timeout, retries, concurrency, requests and
+        tokens per minute)."""
         return [{"name": e.name, "provider": e.provider, "base_url": e.base_url,
                  "registered by": e.origin, "key": self.key_home(e),
                  "call policy": ", ".join(f"{k} {v:g}" for k, v in e.policy().items())

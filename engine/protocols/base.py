@@ -157,7 +157,7 @@ async def execute(protocol: str, question: str, templates: Mapping[str, Template
                      timeout=run.timeout_per_call, retries=run.retries,
                      concurrency=run.concurrency, stop_event=run.stop_event,
                      endpoints=run.endpoints, expected=run.expected,
-                     variant=world_variant(run.tags))
+                     variant=world_variant(run.tags), store=store)
     expected = run.expected
     run_id = run.run_id
     if store is not None:

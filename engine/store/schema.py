@@ -175,6 +175,29 @@ class WorkerRow(Base):
     stopped_at: Mapped[datetime | None] = mapped_column(Moment, nullable=True)
 
 
+class EndpointLimitRow(Base):
+    """One registered endpoint's shared rate state (`engine.store.limits`): the levels of its
+    requests and tokens buckets (None: full), when they were last refilled and when its
+    cool-down after a 429 ends, in seconds on the database's clock."""
+
+    __tablename__ = "endpoint_limits"
+    endpoint: Mapped[str] = mapped_column(String(64), primary_key=True)
+    requests: Mapped[float | None] = mapped_column(Float, nullable=True)
+    tokens: Mapped[float | None] = mapped_column(Float, nullable=True)
+    stamp: Mapped[float] = mapped_column(Float, default=0.0)
+    cool_until: Mapped[float] = mapped_column(Float, default=0.0)
+
+
+class EndpointLeaseRow(Base):
+    """A call in flight to an endpoint; it stops counting at `expires` (database clock, in
+    seconds), so the calls of a killed process lapse."""
+
+    __tablename__ = "endpoint_leases"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    endpoint: Mapped[str] = mapped_column(String(64), index=True)
+    expires: Mapped[float] = mapped_column(Float)
+
+
 class MigrationRow(Base):
     __tablename__ = "schema_migrations"
     name: Mapped[str] = mapped_column(String(100), primary_key=True)
@@ -204,6 +227,7 @@ MIGRATIONS: list[tuple[str, Any]] = [
     ("0006_search", _data("search_index")),
     ("0007_turn_output", _data("turn_output")),
     ("0008_workers", _create(["workers"])),
+    ("0009_endpoint_limits", _create(["endpoint_limits", "endpoint_leases"])),
 ]
 
 

@@ -1,0 +1,315 @@
+"""Endpoint limits: requests per minute (`rpm`), tokens per minute (`tpm`) and calls in flight
+(`concurrency`), as a registered endpoint sets them (engine.llm.endpoints).
+
+Requests and tokens are token buckets: a bucket holds one second's allowance (never less than
+one request, or one call's tokens when a call needs more) and refills at the per-minute rate,
+so in any window of T seconds at most `rpm x T / 60` requests go, plus one bucket (the burst).
+A call takes one request and its estimated tokens when both buckets hold enough; its actual
+tokens are settled afterwards (a bucket may go into debt, which later calls wait out). A 429
+from the endpoint empties the requests bucket and sets a cool-down (its Retry-After when
+given), during which no call to that endpoint starts.
+
+Where the state lives decides who shares it. With a PostgreSQL store it is in the database
+(`engine.store.limits`: a row per endpoint under `SELECT ... FOR UPDATE`, a lease per call in
+flight that lapses at its expiry), so every process and machine on that database shares the
+limits and a 429 slows the whole pool. Otherwise (SQLite, or no store) it is this process's:
+the buckets in memory and, as before, a semaphore per event loop for `concurrency`.
+"""
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import time
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+from typing import Any, TypeVar
+from uuid import uuid4
+
+DEFAULT_COOL_DOWN = 2.0  # seconds without a call after a 429 that gives no Retry-After
+LONGEST_COOL_DOWN = 300.0
+LEASE_MARGIN = 30.0  # a lease outlives its call's timeout by this much
+EPSILON = 1e-9  # a bucket this close to enough is enough (refilling rounds)
+POLL = 0.05  # seconds between looks while the endpoint's calls in flight are all taken
+LONGEST_SLEEP = 1.0  # a waiting call looks again at least this often
+T = TypeVar("T")
+
+
+@dataclass
+class LimitState:
+    """One endpoint's buckets as of `stamp` (None: full), its cool-down's end, and (shared
+    state only) its calls in flight; times in seconds on one clock, `now` the present.
+    `lease` (id, seconds) asks the shared store for a lease in the same transaction."""
+
+    now: float
+    requests: float | None = None
+    tokens: float | None = None
+    stamp: float = 0.0
+    cool_until: float = 0.0
+    in_flight: int = 0
+    lease: tuple[str, float] | None = None
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What an endpoint allows, and how long a shared lease on it lasts (seconds)."""
+
+    endpoint: str
+    rpm: int | None = None
+    tpm: int | None = None
+    concurrency: int | None = None
+    lease: float = 3600.0 + LEASE_MARGIN
+    max_tokens: int = field(default=0, compare=False)
+
+    @classmethod
+    def of(cls, call: Mapping[str, Any], timeout: float) -> Limits | None:
+        """The limits in a model's call policy (`parley_call`), None when it sets none."""
+        if not any(call.get(name) for name in ("rpm", "tpm", "concurrency")):
+            return None
+        return cls(str(call.get("gate"))[:64], call.get("rpm"), call.get("tpm"),
+                   call.get("concurrency"), (timeout or 3600.0) + LEASE_MARGIN,
+                   int(call.get("max_tokens") or 0))
+
+
+# ------------------------------------------------------------------ the arithmetic
+def burst(per_minute: float, need: float = 1.0) -> float:
+    """A bucket's size: one second's allowance, and at least `need` (one call's share)."""
+    return max(need, 1.0, per_minute / 60.0)
+
+
+def refill(level: float | None, elapsed: float, per_minute: float, size: float) -> float:
+    """A bucket's level after `elapsed` seconds of refilling, never above its size."""
+    if level is None:
+        return size
+    return min(size, level + max(0.0, elapsed) * per_minute / 60.0)
+
+
+def bring_up_to_date(limits: Limits, state: LimitState, tokens: float = 0.0) -> None:
+    """Refill both buckets to `state.now` (a bucket the endpoint does not limit stays None)."""
+    elapsed = state.now - state.stamp
+    if limits.rpm:
+        state.requests = refill(state.requests, elapsed, limits.rpm, burst(limits.rpm))
+    if limits.tpm:
+        state.tokens = refill(state.tokens, elapsed, limits.tpm, burst(limits.tpm, tokens))
+    state.stamp = max(state.stamp, state.now)
+
+
+def admit(limits: Limits, state: LimitState, tokens: float, count_flight: bool) -> float:
+    """Take one request of `tokens` from `state` when every limit allows it and return 0;
+    otherwise leave the buckets be and return the seconds to wait before asking again.
+    `count_flight`: `state.in_flight` holds the calls in flight (the shared state)."""
+    if state.now < state.cool_until:
+        return state.cool_until - state.now
+    if count_flight and limits.concurrency and state.in_flight >= limits.concurrency:
+        return POLL
+    bring_up_to_date(limits, state, tokens)
+    waits = [0.0]
+    if limits.rpm and state.requests is not None and state.requests < 1.0 - EPSILON:
+        waits.append((1.0 - state.requests) * 60.0 / limits.rpm)
+    if limits.tpm and state.tokens is not None:
+        need = min(tokens, burst(limits.tpm, tokens))
+        if state.tokens < need - EPSILON:
+            waits.append((need - state.tokens) * 60.0 / limits.tpm)
+    if max(waits) > 0:
+        return max(waits)
+    if limits.rpm and state.requests is not None:
+        state.requests -= 1.0
+    if limits.tpm and state.tokens is not None:
+        state.tokens -= tokens
+    return 0.0
+
+
+def settle(limits: Limits, state: LimitState, extra_tokens: float) -> None:
+    """Charge a finished call's tokens beyond its estimate (a refund when negative)."""
+    if limits.tpm:
+        bring_up_to_date(limits, state)
+        if state.tokens is not None:
+            state.tokens = min(burst(limits.tpm), state.tokens - extra_tokens)
+
+
+def cool(limits: Limits, state: LimitState, seconds: float) -> None:
+    """After a 429: no call starts for `seconds`, and the requests bucket starts empty."""
+    bring_up_to_date(limits, state)
+    state.cool_until = max(state.cool_until, state.now + seconds)
+    if limits.rpm:
+        state.requests = 0.0
+
+
+def rate_limited(exc: BaseException) -> float | None:
+    """For a 429 (rate limit) error, the seconds to cool down: its Retry-After (or
+    retry-after-ms) header when it gives one, else `DEFAULT_COOL_DOWN`; None otherwise."""
+    response = getattr(exc, "response", None)  # an HTTP client's error carries its response
+    status = getattr(exc, "status_code", None) or getattr(response, "status_code", None)
+    if status != 429:
+        return None
+    headers = getattr(response, "headers", None) or {}
+    seconds: float | None = None
+    try:
+        if headers.get("retry-after-ms"):
+            seconds = float(headers["retry-after-ms"]) / 1000.0
+        elif headers.get("retry-after"):
+            value = str(headers["retry-after"]).strip()
+            seconds = float(value) if value.replace(".", "", 1).isdigit() else (
+                parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        seconds = None
+    if seconds is None or seconds != seconds:
+        return DEFAULT_COOL_DOWN
+    return min(LONGEST_COOL_DOWN, max(0.0, seconds))
+
+
+def estimate_tokens(messages: Sequence[Mapping[str, str]], max_tokens: int = 0) -> int:
+    """A call's tokens before it is made: about four characters a token for the prompt, and
+    the endpoint's output cap when it sets one."""
+    return sum(len(m.get("content", "")) for m in messages) // 4 + 1 + max_tokens
+
+
+# ------------------------------------------------------------------ where the state lives
+@dataclass
+class Ticket:
+    """One admitted request: its estimate, and its lease when the state is shared."""
+
+    limits: Limits
+    tokens: float
+    lease_id: str | None = None
+
+
+class LocalLimiter:
+    """This process's buckets (SQLite or no store): one state per endpoint, behind a lock."""
+
+    def __init__(self) -> None:
+        self._states: dict[str, LimitState] = {}
+        self._lock = threading.Lock()
+
+    def _change(self, limits: Limits, step: Callable[[LimitState], T]) -> T:
+        with self._lock:
+            state = self._states.setdefault(limits.endpoint, LimitState(time.monotonic()))
+            state.now = time.monotonic()
+            return step(state)
+
+    def try_acquire(self, limits: Limits, tokens: float) -> tuple[float, Ticket | None]:
+        wait = self._change(limits, lambda s: admit(limits, s, tokens, count_flight=False))
+        return (wait, None) if wait > 0 else (0.0, Ticket(limits, tokens))
+
+    def release(self, ticket: Ticket, tokens: float) -> None:
+        self._change(ticket.limits, lambda s: settle(ticket.limits, s, tokens - ticket.tokens))
+
+    def cool_down(self, limits: Limits, seconds: float) -> None:
+        self._change(limits, lambda s: cool(limits, s, seconds))
+
+
+class SharedLimiter:
+    """The state in a PostgreSQL store, shared by every process on that database."""
+
+    def __init__(self, store: Any):
+        self.store = store
+
+    def try_acquire(self, limits: Limits, tokens: float) -> tuple[float, Ticket | None]:
+        from engine.store.limits import change
+        lease_id = uuid4().hex
+
+        def step(state: LimitState) -> float:
+            wait = admit(limits, state, tokens, count_flight=True)
+            if wait == 0 and limits.concurrency:
+                state.lease = (lease_id, limits.lease)
+            return wait
+        wait = change(self.store, limits.endpoint, step)
+        if wait > 0:
+            return wait, None
+        return 0.0, Ticket(limits, tokens, lease_id if limits.concurrency else None)
+
+    def release(self, ticket: Ticket, tokens: float) -> None:
+        from engine.store import StoreWriteError
+        from engine.store.limits import change, end_lease
+        try:
+            if ticket.lease_id is not None:
+                end_lease(self.store, ticket.lease_id)
+            if ticket.limits.tpm:
+                change(self.store, ticket.limits.endpoint,
+                       lambda s: settle(ticket.limits, s, tokens - ticket.tokens))
+        except StoreWriteError:  # the lease lapses at its expiry; the estimate stays charged
+            pass
+
+    def cool_down(self, limits: Limits, seconds: float) -> None:
+        from engine.store.limits import change
+        change(self.store, limits.endpoint, lambda s: cool(limits, s, seconds))
+
+
+LOCAL = LocalLimiter()
+
+
+def limiter_for(store: Any) -> LocalLimiter | SharedLimiter:
+    """The shared limiter on a PostgreSQL store, else this process's."""
+    from engine.store.limits import shared
+    return SharedLimiter(store) if shared(store) else LOCAL
+
+
+async def acquire(limiter: LocalLimiter | SharedLimiter, limits: Limits,
+                  tokens_estimate: float) -> Ticket:
+    """Wait (polling, with jittered sleeps so waiting processes do not move in step) until
+    `limits` let one request of `tokens_estimate` tokens go; the ticket goes to `release`.
+    (A call cancelled while its shared request is being taken leaves its lease to lapse.)"""
+    while True:
+        if isinstance(limiter, SharedLimiter):  # the row lock may be held elsewhere: wait for
+            # it off the event loop, so this process's calls already let go are sent on time
+            wait, ticket = await asyncio.to_thread(limiter.try_acquire, limits, tokens_estimate)
+        else:
+            wait, ticket = limiter.try_acquire(limits, tokens_estimate)
+        if ticket is not None:
+            return ticket
+        await asyncio.sleep(min(wait, LONGEST_SLEEP) * (0.75 + 0.5 * random.random()))
+
+
+# ------------------------------------------------------------------ the call's gate
+# Per event loop, one semaphore per endpoint that sets its concurrency: every run of an
+# experiment shares the loop, so the endpoint's limit holds across runs (this process's limit).
+_GATES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, int],
+                                                                   asyncio.Semaphore]] = \
+    weakref.WeakKeyDictionary()
+
+
+def endpoint_gate(name: str, limit: int) -> asyncio.Semaphore:
+    """The semaphore that holds an endpoint to `limit` calls at once in this event loop."""
+    gates = _GATES.setdefault(asyncio.get_running_loop(), {})
+    return gates.setdefault((name, limit), asyncio.Semaphore(limit))
+
+
+class Gate:
+    """What one guarded call passes through: held around all its attempts (this process's
+    `concurrency` semaphore), and each attempt `acquire`s, `release`s and reports a refusal."""
+
+    def __init__(self, call: Mapping[str, Any], store: Any, timeout: float):
+        self.limits = Limits.of(call, timeout)
+        self.limiter = limiter_for(store) if self.limits is not None else LOCAL
+        local = isinstance(self.limiter, LocalLimiter)
+        self._semaphore = endpoint_gate(self.limits.endpoint, self.limits.concurrency) \
+            if self.limits is not None and self.limits.concurrency and local else None
+        self._ticket: Ticket | None = None
+
+    async def __aenter__(self) -> None:
+        if self._semaphore is not None:
+            await self._semaphore.acquire()
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._semaphore is not None:
+            self._semaphore.release()
+
+    async def acquire(self, messages: Sequence[Mapping[str, str]]) -> None:
+        """Wait until the endpoint's limits let this attempt go."""
+        if self.limits is not None:
+            self._ticket = await acquire(self.limiter, self.limits,
+                                         estimate_tokens(messages, self.limits.max_tokens))
+
+    def release(self, tokens: int) -> None:
+        """The attempt is over: record its actual tokens, free its call in flight."""
+        ticket, self._ticket = self._ticket, None
+        if ticket is not None:
+            self.limiter.release(ticket, tokens)
+
+    def refused(self, exc: BaseException) -> None:
+        """A 429 from the endpoint: cool the endpoint down for everyone sharing the state."""
+        seconds = rate_limited(exc) if self.limits is not None else None
+        if seconds is not None and self.limits is not None:
+            self.limiter.cool_down(self.limits, seconds)
