@@ -32,6 +32,7 @@ from engine.store.schema import MIGRATIONS, MigrationRow, RunRow
 from engine.store.statements import MIGRATION_LOG, end_run_row
 
 DEFAULT_URL = "sqlite:///data/parley.db"
+MIGRATION_LOCK = 0x5061726C6579  # "Parley": the advisory lock a PostgreSQL migration holds
 READ_ONLY = "this database is read-only ({url}): runs can be read, not started or changed"
 
 
@@ -103,6 +104,11 @@ class Database:
         """Apply the migrations this database has not seen; returns their names."""
         applied: list[str] = []
         with self.writing(retry=False) as connection:
+            if connection.dialect.name == "postgresql":
+                # processes opening a fresh database at once (workers starting together)
+                # migrate one after another, not racing to create the same tables
+                connection.execute(text("SELECT pg_advisory_xact_lock(:key)"),
+                                   {"key": MIGRATION_LOCK})
             MIGRATION_LOG.create(connection, checkfirst=True)
             done = set(connection.execute(select(MigrationRow.name)).scalars())
             schema.refuse_newer(done)
