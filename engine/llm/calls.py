@@ -17,9 +17,10 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from engine.llm.limits import Gate
+from engine.llm.lines import LineFormat, LineOutput
 from engine.llm.providers import resolve_model
 from engine.llm.replies import REASK, extract_json
-from engine.llm.structured import LineFormat, LineOutput, OutputSchema, StructuredOutput
+from engine.llm.structured import OutputSchema, StructuredOutput
 from engine.models import Seat, Task, Turn, model_spec, now
 from engine.text import clean_text
 
@@ -224,6 +225,8 @@ class RunContext:
         config = self.task_config(seat, task, round) if simulated else None
         timeout, retries, gate, host = self.policy(model)
         async with self.semaphore, gate:
+            if isinstance(output, LineOutput):  # does the endpoint apply a grammar? (probed)
+                await output.prepare(gate, timeout)
             for attempt in range(retries + 1):
                 attempts = attempt + 1
                 try:
@@ -322,12 +325,13 @@ class RunContext:
         self.update(retry, status="degraded", error=f"unreadable JSON after one re-ask: {why}")
         return None, retry
 
-    async def call_lines(self, seat: Seat, messages: list[dict[str, str]], *, line: LineFormat,
-                         **call: Any) -> Turn:
-        """`call` for a free-text reply that ends in a labelled line (`line`): constrained by
-        a grammar where the seat's endpoint takes one (`engine.llm.structured`)."""
-        return await self.call(seat, messages, output=LineOutput(self.model_for(seat), line),
-                               **call)
+    async def call_lines(self, seat: Seat, messages: list[dict[str, str]], *,
+                         line: LineFormat | None, **call: Any) -> Turn:
+        """`call` for a free-text reply read by its labelled lines (`line`): constrained by
+        the format's grammar where the seat's endpoint applies one (`engine.llm.lines`);
+        `line` None is a plain `call`."""
+        output = LineOutput(self.model_for(seat), line) if line is not None else None
+        return await self.call(seat, messages, output=output, **call)
 
     @staticmethod
     def _read_json(text: str, validate: Callable[[dict], str] | None,

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, quote
 
-from engine.llm.structured import GRAMMARS, check_switch
+from engine.llm.lines import GRAMMARS
+from engine.llm.structured import check_switch
 from engine.llm.urls import check_url, risky_host
 from engine.models import ConfigError
 
@@ -68,7 +69,7 @@ class Endpoint:
     rpm: int | None = None
     tpm: int | None = None
     structured: str = "auto"  # structured output: auto, schema, json or off (structured.py)
-    grammar: str = "off"  # gbnf: it takes a GBNF grammar for line formats (llama.cpp)
+    grammar: str = "auto"  # line-format grammars: auto (probed), off or gbnf (lines.py)
 
     def policy(self) -> dict[str, Any]:
         """The call policy the operator set on this endpoint (only the fields given)."""
@@ -333,7 +334,7 @@ def _endpoint(name: str, entry: Any, origin: str) -> Endpoint:
     policy = {name: _policy_value(entry[name], name, where) for name in POLICY_FIELDS
               if entry.get(name) is not None}
     structured = check_switch(entry.get("structured", "auto"), f"{where}: ")
-    grammar = check_switch(entry.get("grammar", "off"), f"{where}: ", "grammar", GRAMMARS)
+    grammar = check_switch(entry.get("grammar", "auto"), f"{where}: ", "grammar", GRAMMARS)
     return Endpoint(name, check_url(entry.get("base_url"), f"{where} base_url"), provider,
                     key_env.strip() if key_env else None, str(key) if key else None, origin,
                     **policy, structured=structured, grammar=grammar)

@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from engine.llm.structured import GRAMMARS, SWITCHES, check_switch
+from engine.llm.lines import GRAMMARS
+from engine.llm.structured import SWITCHES, check_switch
 from engine.llm.urls import is_secret_name, refuse_secret
 from engine.models import ConfigError
 from engine.text import NAME_MAX
@@ -135,7 +136,7 @@ def get_model(spec: str = "simulated", *, endpoints: Any = None,
     if route.base_url:
         options["base_url"] = route.base_url
     policy = route.endpoint.policy() if route.endpoint is not None else {}
-    cap_output(kind, options, route.base_url, policy.pop("max_tokens", DEFAULT_MAX_TOKENS))
+    cap = cap_output(kind, options, route.base_url, policy.pop("max_tokens", DEFAULT_MAX_TOKENS))
     if kind == "ollama":
         options.pop("max_retries", None)
     else:
@@ -159,14 +160,15 @@ def get_model(spec: str = "simulated", *, endpoints: Any = None,
     call = {**policy, "gate": route.endpoint.name if route.endpoint is not None else host,
             "host": host}
     attributes: list[tuple[str, Any]] = [("parley_spec", recorded), ("parley_call", call)]
-    if kind == "openai":  # structured output (engine.llm.structured): the seat's switch wins
-        endpoint = route.endpoint
+    if kind == "openai":  # structured output (engine.llm.structured, engine.llm.lines): the
+        endpoint = route.endpoint  # seat's switch wins; OpenAI's own API takes no grammar
+        grammar = query.get("grammar") or (endpoint.grammar if endpoint is not None else "auto")
+        own = not route.base_url or urlsplit(route.base_url).hostname == _OWN_HOSTS[kind]
         attributes.append(("parley_output", {
             "structured": query.get("structured") or (
                 endpoint.structured if endpoint is not None else "auto"),
-            "grammar": query.get("grammar") or (
-                endpoint.grammar if endpoint is not None else "off"),
-            "endpoint": (route.base_url or _OWN_HOSTS[kind], name)}))
+            "grammar": "off" if own and grammar == "auto" else grammar,
+            "endpoint": (route.base_url or _OWN_HOSTS[kind], name), "cap": cap}))
     for attribute, value in attributes:
         try:
             object.__setattr__(model, attribute, value)
@@ -183,8 +185,8 @@ def server_name(url: str | None) -> str:
     return f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
 
 
-def cap_output(kind: str, options: dict[str, Any], base_url: str | None, default: int) -> None:
-    """Bound a turn's output, in the field the server reads.
+def cap_output(kind: str, options: dict[str, Any], base_url: str | None, default: int) -> int:
+    """Bound a turn's output, in the field the server reads; the cap comes back.
 
     The seat's own `max_tokens` (or Ollama's `num_predict`) wins; else `default` (the
     endpoint's cap, or `DEFAULT_MAX_TOKENS`). langchain-openai sends `max_tokens` as
@@ -193,14 +195,14 @@ def cap_output(kind: str, options: dict[str, Any], base_url: str | None, default
     request body itself.
     """
     if kind == "ollama":
-        options.setdefault("num_predict", default)
-        return
-    cap = options.pop("max_tokens", None) or default
+        return int(options.setdefault("num_predict", default))
+    cap = int(options.pop("max_tokens", None) or default)
     own = not base_url or urlsplit(base_url).hostname == _OWN_HOSTS["openai"]
     if kind == "openai" and not own:
         options["extra_body"] = {**(options.get("extra_body") or {}), "max_tokens": cap}
     else:
         options["max_tokens"] = cap
+    return cap
 
 
 def _loop_safe_async_client() -> Any:

@@ -14,11 +14,7 @@ The `structured` switch, per endpoint (registry field) and per seat (`?structure
 `auto` (detect, the default), `schema` or `json` (that mode only, no detection), `off`
 (prompted only). Simulated models and other providers always take the prompted path.
 
-A line format (free text ending in a labelled line such as `STANCE: ...`) is constrained by a
-GBNF grammar (the `grammar` field of llama.cpp's server and llama-cpp-python's), sent only to an
-endpoint or seat that says it takes one (`grammar` = `gbnf`; default `off`): other servers
-refuse or silently drop unknown fields, so this is never detected. Such a turn records the
-path "grammar"; without one a free-text turn records "".
+Line formats (free text read by labelled lines) take a grammar instead: `engine.llm.lines`.
 
 The format travels in `extra_body`, not as langchain's `response_format` argument: with that
 argument langchain-openai reads the reply through the SDK's `parse`, which raises on a reply cut
@@ -36,8 +32,7 @@ from typing import Any
 from engine.models import ConfigError
 
 SWITCHES = ("auto", "schema", "json", "off")
-GRAMMARS = ("off", "gbnf")
-CONSTRAINED, JSON_MODE, PROMPTED, GRAMMAR = "constrained", "json mode", "prompted", "grammar"
+CONSTRAINED, JSON_MODE, PROMPTED = "constrained", "json mode", "prompted"
 _LADDER = (CONSTRAINED, JSON_MODE, PROMPTED)  # what detection tries, in order
 _FORCED = {"schema": CONSTRAINED, "json": JSON_MODE, "off": PROMPTED}
 _REFUSAL_WORDS = ("response_format", "json_schema", "json_object", "schema", "format")
@@ -93,20 +88,6 @@ class OutputSchema:
 def json_schema(name: str, properties: Mapping[str, Any]) -> OutputSchema:
     """A phase's schema: an object with exactly `properties` (name -> JSON schema)."""
     return OutputSchema(name, _object(properties))
-
-
-@dataclass(frozen=True)
-class LineFormat:
-    """A free-text reply that must end with a line `LABEL: <text>` (a stance, an answer)."""
-
-    label: str
-
-    @property
-    def grammar(self) -> str:
-        """The GBNF grammar: any lines, then the labelled line last (the model may stop only
-        after it)."""
-        return (f'root ::= (line "\\n")* "{self.label}:" [ \\t]* [^\\n]+ "\\n"?\n'
-                'line ::= [^\\n]*\n')
 
 
 def check_switch(value: Any, where: str, name: str = "structured",
@@ -196,7 +177,7 @@ class StructuredOutput:
         if self.start() == PROMPTED:
             self.mode = PROMPTED
             return model
-        return _FormattedModel(self, model)
+        return FormattedModel(self, model)
 
     def ignored(self, reply: str, obj: Mapping[str, Any] | None) -> bool:
         """After `reply`, read as `obj`: True (and the endpoint's mode stepped down, when
@@ -241,31 +222,12 @@ class StructuredOutput:
         return await model.bind(extra_body=body).ainvoke(messages)
 
 
-class LineOutput:
-    """The output path of one free-text call whose reply ends in a labelled line: a grammar
-    for a model whose endpoint or seat takes one (`mode` "grammar"), else the seat's model as
-    it is (`mode` "")."""
+class FormattedModel:
+    """A seat's chat model whose requests ask for structured output (`output.invoke`: a
+    `StructuredOutput`, or a line format's `LineOutput`). Everything the guarded call reads
+    besides `ainvoke` (its call policy, its type) is the seat's model's."""
 
-    def __init__(self, model: Any, line: LineFormat):
-        marked: Mapping[str, Any] = getattr(model, "parley_output", None) or {}
-        self.line = line
-        self.mode = GRAMMAR if marked.get("grammar") == "gbnf" else ""
-
-    def wrap(self, model: Any) -> Any:
-        """The model the guarded call invokes."""
-        return _FormattedModel(self, model) if self.mode else model
-
-    async def invoke(self, model: Any, messages: Sequence[Any]) -> Any:
-        """One request carrying the grammar in its body."""
-        body = {**(model.extra_body or {}), "grammar": self.line.grammar}
-        return await model.bind(extra_body=body).ainvoke(messages)
-
-
-class _FormattedModel:
-    """A seat's chat model whose requests ask for structured output. Everything the guarded
-    call reads besides `ainvoke` (its call policy, its type) is the seat's model's."""
-
-    def __init__(self, output: StructuredOutput | LineOutput, model: Any):
+    def __init__(self, output: Any, model: Any):
         self._output, self._model = output, model
 
     def __getattr__(self, name: str) -> Any:

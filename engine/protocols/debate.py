@@ -11,7 +11,7 @@ from engine.analysis import parse_sections, read_confidence
 from engine.analysis.sections import parse_answer
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
-from engine.llm.structured import LineFormat
+from engine.llm.lines import Line, line_format
 from engine.models import ConfigError, RunResult, Seat, Signals, Task
 from engine.protocols.base import Option, ProtocolSpec, Slot, execute, run_sync, split_run_options
 from engine.protocols.checks import (
@@ -30,9 +30,13 @@ COUNTER_ERROR = "Error: Unable to generate counter-argument."
 JUDGE_ERROR_PREFIX = "Unable to reach verdict due to error: "
 HIGH_CONFIDENCE = 0.7
 SECTIONS = ("VERDICT", "REASONING", "PRO SUMMARY", "CON SUMMARY", "CONFIDENCE")
-ANSWER_LINE = LineFormat("ANSWER")  # the judge's last line (a grammar where the server takes one)
 # Beyond the seed: the judge ends with a canonical short answer, so a debate can be scored.
 ANSWER = "ANSWER"
+# The judge's reply as the prompt lays it out: the five numbered sections, CONFIDENCE a number
+# in 0..1, then the short ANSWER line (a grammar where the server applies one).
+JUDGE_FORMAT = line_format("judge", *(Line(label, "unit" if label == "CONFIDENCE" else "text",
+                                              number) for number, label in enumerate(SECTIONS, 1)),
+                           Line(ANSWER, "short"))
 
 TEMPLATES = {
     "proponent_opening": Template(
@@ -183,7 +187,7 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
         judge_prompt = render(TEMPLATES, ctx.prompts, "judge", topic=topic,
                               transcript=_transcript(rounds))
         verdict_turn = await ctx.call_lines(judge, [{"role": "user", "content": judge_prompt}],
-                                            line=ANSWER_LINE, phase="judge",
+                                            line=JUDGE_FORMAT, phase="judge",
                                             round=len(rounds) + 1,
                                             task=Task(kind="judge", sides=sides, sections=tuple(
                                                 dict.fromkeys((*SECTIONS, "ANSWER"))), others={

@@ -11,6 +11,7 @@ from engine.analysis import is_approved, parse_sections
 from engine.analysis.sections import parse_answer
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
+from engine.llm.lines import Line, line_format
 from engine.models import RunResult, Seat, Signals, Task
 from engine.protocols.base import Option, ProtocolSpec, Slot, execute, run_sync, split_run_options
 from engine.protocols.checks import (
@@ -26,6 +27,9 @@ from engine.reports.views import Block, Chart, InsightsData, Section, warnings_b
 
 REVIEW_UNAVAILABLE = "Review unavailable: "
 REVIEW_SECTIONS = ("APPROVED", "FEEDBACK", "STRENGTHS")
+# The reviewer's reply and a scored draft's last line (grammars where the server applies one).
+REVIEW_FORMAT = line_format("review", Line("APPROVED", "yes-no"), "FEEDBACK", "STRENGTHS")
+DRAFT_FORMAT = line_format("draft", Line("ANSWER", "short"), lead=True)
 
 TEMPLATES = {
     "producer_first": Template(
@@ -101,12 +105,15 @@ async def arun_peer_review(task: str, *, producer: Seat | Any, reviewer: Seat | 
             else:
                 prompt = render(TEMPLATES, ctx.prompts, "producer_revision", draft=draft,
                                 feedback=feedback, iteration=number)
-            made = await ctx.call(producer, [{"role": "user", "content": prompt}],
-                                  phase="draft", round=number,
-                                  task=Task(kind="draft", own=draft if number > 1 else None,
-                                            verdict=verdict,
-                                            others={reviewer.name: feedback} if number > 1
-                                            else {}))
+            # a run scored on an expected answer asks for one: its draft ends in ANSWER
+            made = await ctx.call_lines(producer, [{"role": "user", "content": prompt}],
+                                        line=DRAFT_FORMAT if ctx.expected else None,
+                                        phase="draft", round=number,
+                                        task=Task(kind="draft",
+                                                  own=draft if number > 1 else None,
+                                                  verdict=verdict,
+                                                  others={reviewer.name: feedback}
+                                                  if number > 1 else {}))
             if not made.ok:
                 warnings.append(f"producer failed in iteration {number}: {made.error}; "
                                 "the loop stopped")
@@ -114,10 +121,10 @@ async def arun_peer_review(task: str, *, producer: Seat | Any, reviewer: Seat | 
             draft = made.reply
             review_prompt = render(TEMPLATES, ctx.prompts, "reviewer", task=task, draft=draft,
                                    iteration=number)
-            review = await ctx.call(reviewer, [{"role": "user", "content": review_prompt}],
-                                    phase="review", round=number,
-                                    task=Task(kind="review", sections=REVIEW_SECTIONS,
-                                              others={producer.name: draft}))
+            review = await ctx.call_lines(reviewer, [{"role": "user", "content": review_prompt}],
+                                          line=REVIEW_FORMAT, phase="review", round=number,
+                                          task=Task(kind="review", sections=REVIEW_SECTIONS,
+                                                    others={producer.name: draft}))
             read = ctx.guard(review, _read_review, review.reply) if review.ok else None
             if read is not None:  # a reply the parser trips on is an unavailable review
                 sections, approved = read

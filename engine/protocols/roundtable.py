@@ -15,7 +15,8 @@ from engine.analysis.agreement import LEVELS, overlap_agreement, unbacked
 from engine.analysis.stances import derive_confidence, tally
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
-from engine.llm.structured import STRING, STRINGS, LineFormat, json_schema, one_of
+from engine.llm.lines import Line, line_format
+from engine.llm.structured import STRING, STRINGS, json_schema, one_of
 from engine.models import ConfigError, Seat, Task, model_spec
 from engine.protocols import roundtable_result as report
 from engine.protocols.base import Option, ProtocolSpec, Slot, execute, run_sync, split_run_options
@@ -47,7 +48,8 @@ JUDGE_SCHEMA = json_schema("agreement", {  # the judge's reply, declared once
     "agreement_level": one_of(*LEVELS), "dominant_position": STRING,
     "dissenting_views": STRINGS, "rationale": STRING})
 JUDGE_KEYS = JUDGE_SCHEMA.keys
-STANCE_LINE = LineFormat("STANCE")  # a turn ends with it (a grammar where the server takes one)
+# a turn: a paragraph, then its stance, a short answer (a grammar where the server applies one)
+STANCE_LINE = line_format("stance", Line("STANCE", "short"), lead=True)
 
 TEMPLATES = {
     "system": Template(

@@ -23,7 +23,15 @@ from engine.models import RunResult, Seat, Signals, Task
 from engine.protocols.ballots import ABSTAINED
 from engine.protocols.base import Option, ProtocolSpec, Slot, execute, run_sync, split_run_options
 from engine.protocols.checks import require_int, require_seat, require_text
-from engine.protocols.society import ANSWER, FINAL, TASK_KEYS, MindChange, Reply, read_answer
+from engine.protocols.society import (
+    ANSWER,
+    FINAL,
+    FINAL_LINE,
+    TASK_KEYS,
+    MindChange,
+    Reply,
+    read_answer,
+)
 from engine.protocols.templates import Template, render
 from engine.reports.aggregate import completed, numbers
 from engine.reports.views import Block, InsightsData, Section, warnings_block
@@ -81,8 +89,9 @@ async def arun_single(question: str, *, agent: Seat | Any, rounds: int = 1,
                 task = Task(kind="revise", keys=TASK_KEYS, own=replies[-1].answer or None)
                 history.append({"role": "user", "content": render(
                     TEMPLATES, ctx.prompts, "reflect", question=question)})
-            turn = await ctx.call(agent, history, phase="answer" if number == 1 else "reflect",
-                                  round=number, task=task)
+            turn = await ctx.call_lines(agent, history, line=FINAL_LINE,
+                                        phase="answer" if number == 1 else "reflect",
+                                        round=number, task=task)
             text = turn.reply if turn.ok else ""
             answer = (ctx.guard(turn, read_answer, text) or "") if text else ""
             replies.append(Reply(agent=agent.name, icon=agent.icon, round=number, text=text,

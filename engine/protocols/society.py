@@ -20,6 +20,7 @@ from engine.analysis.conformity import Conformity, conformity
 from engine.analysis.stances import Confidence, Tally, derive_confidence, normalize_stance, tally
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
+from engine.llm.lines import Line, line_format
 from engine.models import ConfigError, RunResult, Seat, Signals, Task
 from engine.protocols.ballots import (
     ABSTAINED,
@@ -55,6 +56,8 @@ REVISE = Template(
     "Rounds two on: each agent, after its own conversation so far, sees the others' answers "
     "from the round before.", required=("others",))
 TEMPLATES = {"answer": ANSWER, "revise": REVISE}
+# FINAL's ask: a reply ending in a short line, the answer (a grammar where the server applies one)
+FINAL_LINE = line_format("final answer", Line("", "short"), lead=True)
 TASK_KEYS = ("reasoning", "answer")  # the simulated model's reply shape (it reads no prose)
 
 MIN_AGENTS, MAX_AGENTS = 2, 8
@@ -134,8 +137,9 @@ def _others_text(mine: str, previous: list[Reply], summarise: bool) -> str:
 async def _speak(ctx: RunContext, seat: Seat, history: list[dict[str, str]], number: int,
                  task: Task) -> tuple[Reply, list[dict[str, str]]]:
     """One agent's call in round `number`: its reply and its conversation with the reply."""
-    turn = await ctx.call(seat, history, phase="answer" if number == 1 else "revise",
-                          round=number, task=task)
+    turn = await ctx.call_lines(seat, history, line=FINAL_LINE,
+                                phase="answer" if number == 1 else "revise", round=number,
+                                task=task)
     text = turn.reply if turn.ok else ""
     answer = (ctx.guard(turn, read_answer, text) or "") if text else ""
     reply = Reply(agent=seat.name, icon=seat.icon, round=number, text=text, answer=answer,
