@@ -14,6 +14,12 @@ json_schema only, `refuse="all"`: any format; HTTP 400 as OpenAI's "not supporte
 `refuse_status=500` as llama-cpp-python's server fails on json_schema) or to ignore it (`ignore_format=True`: it answers as without one). Refused
 requests are counted in `refused`.
 
+A `grammar` field (llama.cpp's GBNF) is ignored by default, as most servers drop an unknown
+field (`grammar="ignore"`); `grammar="honour"` answers a grammar that forces one literal (the
+grammar probe's sentinel) with that literal, as a server applying it would; `grammar="refuse"`
+answers any request carrying the field with HTTP 400 naming it. `grammar_delay` holds each
+request carrying a grammar that many seconds first (a probe that times out).
+
 `throttle(count, retry_after)` makes the next `count` requests a 429 (rate limit), with a
 Retry-After header when `retry_after` is given; each request records when it arrived (`at`,
 `time.time()`) and the status it got.
@@ -30,6 +36,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
+from engine.llm.lines import forget_grammars
 from engine.llm.replies import extract_json
 from engine.models import Task
 from engine.simulated import SimulatedChatModel
@@ -37,6 +44,7 @@ from engine.simulated import SimulatedChatModel
 _KINDS = {"system": SystemMessage, "user": HumanMessage, "assistant": AIMessage}
 _KEY = re.compile(r'"([A-Za-z_]+)"\s*:')
 _PROPOSAL = re.compile(r"^\[([^\]\n]+)\] stance: (.*)$", re.M)
+_LITERAL = re.compile(r'^root ::= "([^"\\]*)"\s*$')
 _LABEL = re.compile(r"^\s*(?:\d+[.)]\s*)?\**([A-Z][A-Z ]{1,30}[A-Z])\**\s*:", re.M)
 
 
@@ -84,6 +92,16 @@ class _Handler(BaseHTTPRequestHandler):
         if server.hang:  # never answer: wait until the client gives up and closes
             server.disconnected.append(self._wait_for_close(server.hang))
             return
+        grammar = body.get("grammar")
+        if grammar is not None and server.grammar_delay:
+            time.sleep(server.grammar_delay)
+        if grammar is not None and server.grammar == "refuse":
+            return self._send(400, {"error": {
+                "message": "Unrecognized request argument supplied: grammar",
+                "type": "invalid_request_error", "param": "grammar", "code": None}})
+        literal = _LITERAL.match(grammar or "")
+        if literal and server.grammar == "honour":
+            return self._answer(number, body, literal.group(1), {})
         kind = (body.get("response_format") or {}).get("type")
         if kind and server.refuse in ("all", "schema" if kind == "json_schema" else "all"):
             with server.lock:
@@ -107,7 +125,9 @@ class _Handler(BaseHTTPRequestHandler):
                 obj = {key: _allowed(obj.get(key), rule)
                        for key, rule in schema["properties"].items()}
             content = json.dumps(obj)
-        usage = reply.usage_metadata or {}
+        self._answer(number, body, content, reply.usage_metadata or {})
+
+    def _answer(self, number: int, body: dict, content: str, usage: dict) -> None:
         self._send(200, {
             "id": f"chatcmpl-{number}", "object": "chat.completion", "created": int(time.time()),
             "model": body.get("model", ""),
@@ -156,10 +176,12 @@ class SimulatedOpenAI(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, seed: int = 0, hang: float = 0.0, refuse: str = "",
-                 ignore_format: bool = False, refuse_status: int = 400):
+                 ignore_format: bool = False, refuse_status: int = 400,
+                 grammar: str = "ignore", grammar_delay: float = 0.0):
         """`hang`: seconds each request is held without an answer, watching for the client
         to close the connection (`disconnected` records, per request, whether it did).
-        `refuse` ("schema" or "all") and `ignore_format`: see the module's docstring."""
+        `refuse` ("schema" or "all"), `ignore_format`, `grammar` ("ignore", "honour" or
+        "refuse") and `grammar_delay`: see the module's docstring."""
         super().__init__(("127.0.0.1", 0), _Handler)
         self.lock = threading.Lock()
         self.requests: list[dict] = []
@@ -169,6 +191,7 @@ class SimulatedOpenAI(ThreadingHTTPServer):
         self.retry_after: float | None = None
         self.refuse, self.ignore_format = refuse, ignore_format
         self.refuse_status = refuse_status
+        self.grammar, self.grammar_delay = grammar, grammar_delay
         self.refused: list[int] = []
         self.model = SimulatedChatModel(seed=seed)
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
@@ -183,6 +206,7 @@ class SimulatedOpenAI(ThreadingHTTPServer):
         return f"http://127.0.0.1:{self.server_address[1]}/v1"
 
     def __enter__(self) -> "SimulatedOpenAI":
+        forget_grammars()  # a fresh server: its port may be an earlier one's, probed before
         self._thread.start()
         return self
 

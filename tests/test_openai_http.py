@@ -109,7 +109,9 @@ def closed_port() -> int:
 
 
 def model(url):
-    return get_model("openai:test-model", base_url=url)
+    # these tests count requests and script their statuses: no grammar probe (issue 15's
+    # line-format grammars are tests/test_line_grammar.py's)
+    return get_model("openai:test-model?grammar=off", base_url=url)
 
 
 def debate(url, **kw):
@@ -171,7 +173,8 @@ def test_debate_through_the_cli(server, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in PROXY_VARS}
     done = subprocess.run(
         [sys.executable, "-m", "engine", "run", "debate", "Should we adopt HTTP-TOPIC-7?",
-         "--model", "openai:test-model", "--base-url", server.base_url, "--rounds", "1",
+         "--model", "openai:test-model?grammar=off", "--base-url", server.base_url,
+         "--rounds", "1",
          "--db", db, "--json"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr

@@ -315,9 +315,11 @@ def grammars(server) -> list[str | None]:
     return [r["body"].get("grammar") for r in server.requests]
 
 
-def test_line_formats_send_no_grammar_unless_the_endpoint_takes_one():
-    with SimulatedOpenAI() as stub:
-        result = run_sync(arun_config({"protocol": "roundtable", "model": "openai:smol",
+def test_line_formats_send_no_grammar_when_the_switch_is_off():
+    """`grammar=off`: no grammar and no probe (tests/test_line_grammar.py: `auto`)."""
+    with SimulatedOpenAI(grammar="honour") as stub:
+        result = run_sync(arun_config({"protocol": "roundtable",
+                                       "model": "openai:smol?grammar=off",
                                        "base_url": stub.base_url}, QUESTION))
         assert grammars(stub) == [None] * len(stub.requests)
     assert {t.output_mode for t in result.turns} == {""}
@@ -331,13 +333,13 @@ def test_a_grammar_endpoint_constrains_line_formats(monkeypatch):
                                            f"openai:smol?base_url={stub.base_url}&grammar=gbnf"},
                                           QUESTION))
         sent = grammars(stub)
-        assert sent and all(g and '"STANCE:"' in g and g.startswith("root ::=") for g in sent)
+        assert sent and all(g and '"STANCE: "' in g and g.startswith("root ::=") for g in sent)
         monkeypatch.setenv("PARLEY_ENDPOINTS", json.dumps(
             {"llama": {"base_url": stub.base_url, "grammar": "gbnf"}}))
         debate = run_sync(arun_config({"protocol": "debate", "model":
                                        "openai:smol?endpoint=llama"}, QUESTION))
         judge = stub.requests[-1]["body"]
-        assert '"ANSWER:"' in judge["grammar"]
+        assert '"ANSWER: "' in judge["grammar"]
         assert "grammar" not in stub.requests[-2]["body"]  # an argument is free prose
     assert {t.output_mode for t in roundtable.turns} == {"grammar"}
     assert [t.output_mode for t in debate.turns if t.phase == "judge"] == ["grammar"]
@@ -346,9 +348,9 @@ def test_a_grammar_endpoint_constrains_line_formats(monkeypatch):
 
 
 def test_bad_grammar_values_are_refused(monkeypatch):
-    with pytest.raises(ConfigError, match="grammar must be one of off, gbnf"):
+    with pytest.raises(ConfigError, match="grammar must be one of auto, off, gbnf"):
         get_model("openai:smol?base_url=http://127.0.0.1:9/v1&grammar=regex")
     monkeypatch.setenv("PARLEY_ENDPOINTS", json.dumps(
         {"llama": {"base_url": "http://127.0.0.1:9/v1", "grammar": True}}))
-    with pytest.raises(ConfigError, match="grammar must be one of off, gbnf"):
+    with pytest.raises(ConfigError, match="grammar must be one of auto, off, gbnf"):
         get_model("openai:smol?endpoint=llama")
