@@ -228,7 +228,7 @@ def test_experiment_progress_counts_turns_by_status_and_retries(capsys, tmp_path
 def test_template_echo_stances_abstain(recording_model):
     """The prompt's own placeholder, and an essay, are no position: they abstain and the turn
     says why; a short real stance still counts."""
-    replies = ['{"stance": "your short canonical stance", "answer": "x", "reasoning": "y"}',
+    replies = ['{"stance": "your answer to", "answer": "x", "reasoning": "y"}',
                '{"stance": "' + " ".join(["word"] * 13) + '", "answer": "x", "reasoning": "y"}',
                '{"stance": "42", "answer": "42", "reasoning": "six sevens"}']
     seats = [Seat(f"s{i}", recording_model([reply])) for i, reply in enumerate(replies)]

@@ -28,6 +28,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from engine.models import ConfigError
 
@@ -35,9 +36,14 @@ SWITCHES = ("auto", "schema", "json", "off")
 CONSTRAINED, JSON_MODE, PROMPTED = "constrained", "json mode", "prompted"
 _LADDER = (CONSTRAINED, JSON_MODE, PROMPTED)  # what detection tries, in order
 _FORCED = {"schema": CONSTRAINED, "json": JSON_MODE, "off": PROMPTED}
+OPENAI_HOST = "api.openai.com"
 _REFUSAL_WORDS = ("response_format", "json_schema", "json_object", "schema", "format")
 
 STRING: dict[str, Any] = {"type": "string"}
+STANCE_CHARS = 60  # a stance's characters: a short answer (at most 12 words) fits
+# A stance: a short string (`maxLength`, which llama.cpp's and llama-cpp-python's schema
+# grammars and vLLM enforce), so a constrained model cannot write an essay into it.
+STANCE_STRING: dict[str, Any] = {"type": "string", "maxLength": STANCE_CHARS}
 BOOLEAN: dict[str, Any] = {"type": "boolean"}
 STRINGS: dict[str, Any] = {"type": "array", "items": STRING}
 
@@ -70,19 +76,31 @@ class OutputSchema:
         """The object's keys, in the order the prompt lists them."""
         return tuple(self.schema["properties"])
 
-    def response_format(self, mode: str) -> dict[str, Any]:
-        """The `response_format` a request carries in `mode` (constrained or json mode)."""
+    def response_format(self, mode: str, host: str = "") -> dict[str, Any]:
+        """The `response_format` a request to `host` carries in `mode` (constrained or json
+        mode). OpenAI's own API gets the schema without `maxLength`, which its strict mode
+        does not list among the keywords it takes."""
+        schema = _without_lengths(self.schema) if host == OPENAI_HOST else self.schema
         if mode == CONSTRAINED:
             return {"type": "json_schema",
-                    "json_schema": {"name": self.name, "schema": self.schema, "strict": True}}
+                    "json_schema": {"name": self.name, "schema": schema, "strict": True}}
         # json mode carries the schema too: llama-cpp-python's server, which refuses
         # json_schema, constrains json_object output to it; others ignore the extra field
-        return {"type": "json_object", "schema": self.schema}
+        return {"type": "json_object", "schema": schema}
 
     def followed(self, obj: Mapping[str, Any] | None) -> bool:
         """True when a reply read as `obj` has every key asked for (a server that honours
         the format cannot answer otherwise)."""
         return obj is not None and all(key in obj for key in self.keys)
+
+
+def _without_lengths(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        return {key: _without_lengths(value) for key, value in schema.items()
+                if key != "maxLength"}
+    if isinstance(schema, list):
+        return [_without_lengths(value) for value in schema]
+    return schema
 
 
 def json_schema(name: str, properties: Mapping[str, Any]) -> OutputSchema:
@@ -163,6 +181,7 @@ class StructuredOutput:
         self.switch = str(marked.get("structured") or "off") if schema is not None else "off"
         host, name = marked.get("endpoint") or ("", "")
         self.endpoint = (str(host), str(name))
+        self.host = urlsplit(self.endpoint[0]).hostname or self.endpoint[0]  # or a bare host
         self.mode = self.start()
 
     def start(self) -> str:
@@ -218,7 +237,8 @@ class StructuredOutput:
         self.mode = mode
         if mode == PROMPTED or self.schema is None:
             return await model.ainvoke(messages)
-        body = {**(model.extra_body or {}), "response_format": self.schema.response_format(mode)}
+        body = {**(model.extra_body or {}), "response_format": self.schema.response_format(
+            mode, self.host)}
         return await model.bind(extra_body=body).ainvoke(messages)
 
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from engine.analysis.stances import Confidence, Tally, normalize_stance
 from engine.llm.calls import RunContext
-from engine.llm.structured import STRING, json_schema
+from engine.llm.structured import STANCE_STRING, STRING, json_schema
 from engine.models import ConfigError, Seat, Task, Turn
 from engine.protocols.checks import require_seat, unique_names
 from engine.protocols.templates import Template, render, stance_problem
@@ -23,7 +23,7 @@ from engine.reports.views import Block
 ABSTAINED = "(abstained)"
 
 MAX_DEBATERS = 8  # the panel's limit; a vote may match the calls of the largest panel
-PROPOSE_SCHEMA = json_schema("proposal", {"stance": STRING, "answer": STRING,
+PROPOSE_SCHEMA = json_schema("proposal", {"stance": STANCE_STRING, "answer": STRING,
                                           "reasoning": STRING})
 PROPOSE_KEYS = PROPOSE_SCHEMA.keys
 PROPOSE = Template(
@@ -31,9 +31,10 @@ PROPOSE = Template(
     "else's answer.\n\nQuestion: {question}\n\n"
     "Give a short canonical stance: the position itself (a number, a name or a short "
     "phrase), not a description of your method, so that debaters who agree give the "
-    "identical label.\n\nReply with only a JSON object:\n"
-    '{"stance": "your short canonical stance", "answer": "your full answer in one or two '
-    'sentences", "reasoning": "why, in two or three sentences"}',
+    "identical label.\n\nReply with only a JSON object with three keys: \"stance\" holds "
+    'that short canonical stance, your answer to "{question}" in at most 12 words; '
+    '"answer" your full answer in one or two sentences; "reasoning" why, in two or three '
+    'sentences:\n{"stance": <...>, "answer": <...>, "reasoning": <...>}',
     ("question",),
     "Round one: each debater answers alone (also the vote baseline's only prompt).",
     required=("question",))

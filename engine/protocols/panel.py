@@ -28,7 +28,15 @@ from engine.analysis.stances import (
 )
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
-from engine.llm.structured import BOOLEAN, STRING, STRINGS, array_of, json_schema, one_of
+from engine.llm.structured import (
+    BOOLEAN,
+    STANCE_STRING,
+    STRING,
+    STRINGS,
+    array_of,
+    json_schema,
+    one_of,
+)
 from engine.models import ConfigError, Seat, Task
 from engine.protocols import panel_result as report
 from engine.protocols.ballots import (
@@ -53,7 +61,7 @@ VERDICTS = ("sound", "flawed", "unsupported")
 # Each JSON phase's reply, declared once: asked of a server that constrains output to it.
 CRITIQUE_SCHEMA = json_schema("critique", {"assessments": array_of(
     {"persona": STRING, "verdict": one_of(*VERDICTS), "flaw": STRING}), "overall": STRING})
-REBUTTAL_SCHEMA = json_schema("rebuttal", {"stance": STRING, "answer": STRING,
+REBUTTAL_SCHEMA = json_schema("rebuttal", {"stance": STANCE_STRING, "answer": STRING,
                                            "reasoning": STRING, "changed_mind": BOOLEAN})
 SYNTHESIS_SCHEMA = json_schema("synthesis", {"answer": STRING, "rationale": STRING,
                                              "key_points": STRINGS})
@@ -86,9 +94,10 @@ TEMPLATES = {
         "The other debaters' proposals:\n{others}\n\n"
         "Revise or defend your answer. Change your stance only if you are genuinely "
         "convinced; if you hold it, keep the same short canonical stance.\n\n"
-        "Reply with only a JSON object:\n"
-        '{"stance": "your short canonical stance", "answer": "your full answer", '
-        '"reasoning": "why, answering the critique", "changed_mind": true or false}',
+        "Reply with only a JSON object with four keys: \"stance\" holds the short canonical "
+        'stance you now stand by, your answer to "{question}" in at most 12 words; "answer" '
+        'your full answer; "reasoning" why, answering the critique; "changed_mind" true or '
+        'false:\n{"stance": <...>, "answer": <...>, "reasoning": <...>, "changed_mind": <...>}',
         ("question", "debater", "own_stance", "own_answer", "own_reasoning", "verdict", "flaw",
          "overall", "others"),
         "Round two: a debater sees its own proposal, the critic's note on it, the critic's "
