@@ -40,10 +40,23 @@ OPENAI_HOST = "api.openai.com"
 _REFUSAL_WORDS = ("response_format", "json_schema", "json_object", "schema", "format")
 
 STRING: dict[str, Any] = {"type": "string"}
-STANCE_CHARS = 60  # a stance's characters: a short answer (at most 12 words) fits
-# A stance: a short string (`maxLength`, which llama.cpp's and llama-cpp-python's schema
-# grammars and vLLM enforce), so a constrained model cannot write an essay into it.
-STANCE_STRING: dict[str, Any] = {"type": "string", "maxLength": STANCE_CHARS}
+STANCE_CHARS = 40  # a stance: a short answer (at most 12 words) fits
+
+
+def text(chars: int) -> dict[str, Any]:
+    """A string of 1..`chars` characters with no quote, backslash or control character, as
+    a `pattern` (which llama.cpp's and llama-cpp-python's schema grammars and vLLM enforce):
+    a constrained small model can neither write an essay into it nor break the object with
+    a raw line break (their plain strings allow one, and the reply then does not parse)."""
+    return {"type": "string", "pattern": f'^[^"\\\\\\x00-\\x1f]{{1,{chars}}}$'}
+
+
+STANCE_STRING = text(STANCE_CHARS)
+# A sentence or two (an answer, a flaw, a position) and two or three (a reason): what the
+# prompts ask for, bounded so that a proposal's object (about 450 characters) closes within
+# a small cap (160 tokens) instead of being cut open.
+SENTENCE, REASONS = text(160), text(240)
+SENTENCES: dict[str, Any] = {"type": "array", "items": SENTENCE}
 BOOLEAN: dict[str, Any] = {"type": "boolean"}
 STRINGS: dict[str, Any] = {"type": "array", "items": STRING}
 
@@ -78,9 +91,9 @@ class OutputSchema:
 
     def response_format(self, mode: str, host: str = "") -> dict[str, Any]:
         """The `response_format` a request to `host` carries in `mode` (constrained or json
-        mode). OpenAI's own API gets the schema without `maxLength`, which its strict mode
-        does not list among the keywords it takes."""
-        schema = _without_lengths(self.schema) if host == OPENAI_HOST else self.schema
+        mode). OpenAI's own API gets plain strings (no `pattern`), which its strict mode
+        takes for sure."""
+        schema = _plain(self.schema) if host == OPENAI_HOST else self.schema
         if mode == CONSTRAINED:
             return {"type": "json_schema",
                     "json_schema": {"name": self.name, "schema": schema, "strict": True}}
@@ -94,12 +107,11 @@ class OutputSchema:
         return obj is not None and all(key in obj for key in self.keys)
 
 
-def _without_lengths(schema: Any) -> Any:
+def _plain(schema: Any) -> Any:
     if isinstance(schema, dict):
-        return {key: _without_lengths(value) for key, value in schema.items()
-                if key != "maxLength"}
+        return {key: _plain(value) for key, value in schema.items() if key != "pattern"}
     if isinstance(schema, list):
-        return [_without_lengths(value) for value in schema]
+        return [_plain(value) for value in schema]
     return schema
 
 

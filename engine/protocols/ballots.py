@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from engine.analysis.stances import Confidence, Tally, normalize_stance
 from engine.llm.calls import RunContext
-from engine.llm.structured import STANCE_STRING, STRING, json_schema
+from engine.llm.structured import REASONS, SENTENCE, STANCE_STRING, json_schema
 from engine.models import ConfigError, Seat, Task, Turn
 from engine.protocols.checks import require_seat, unique_names
 from engine.protocols.templates import Template, render, stance_problem
@@ -23,8 +23,8 @@ from engine.reports.views import Block
 ABSTAINED = "(abstained)"
 
 MAX_DEBATERS = 8  # the panel's limit; a vote may match the calls of the largest panel
-PROPOSE_SCHEMA = json_schema("proposal", {"stance": STANCE_STRING, "answer": STRING,
-                                          "reasoning": STRING})
+PROPOSE_SCHEMA = json_schema("proposal", {"stance": STANCE_STRING, "answer": SENTENCE,
+                                          "reasoning": REASONS})
 PROPOSE_KEYS = PROPOSE_SCHEMA.keys
 PROPOSE = Template(
     "You are one debater on a panel. Answer the question on your own, before seeing anyone "

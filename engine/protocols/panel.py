@@ -30,9 +30,11 @@ from engine.config import RunKwargs
 from engine.llm.calls import RunContext
 from engine.llm.structured import (
     BOOLEAN,
+    REASONS,
+    SENTENCE,
+    SENTENCES,
     STANCE_STRING,
     STRING,
-    STRINGS,
     array_of,
     json_schema,
     one_of,
@@ -60,11 +62,11 @@ MIN_DEBATERS = 2
 VERDICTS = ("sound", "flawed", "unsupported")
 # Each JSON phase's reply, declared once: asked of a server that constrains output to it.
 CRITIQUE_SCHEMA = json_schema("critique", {"assessments": array_of(
-    {"persona": STRING, "verdict": one_of(*VERDICTS), "flaw": STRING}), "overall": STRING})
-REBUTTAL_SCHEMA = json_schema("rebuttal", {"stance": STANCE_STRING, "answer": STRING,
-                                           "reasoning": STRING, "changed_mind": BOOLEAN})
-SYNTHESIS_SCHEMA = json_schema("synthesis", {"answer": STRING, "rationale": STRING,
-                                             "key_points": STRINGS})
+    {"persona": STRING, "verdict": one_of(*VERDICTS), "flaw": SENTENCE}), "overall": REASONS})
+REBUTTAL_SCHEMA = json_schema("rebuttal", {"stance": STANCE_STRING, "answer": SENTENCE,
+                                           "reasoning": REASONS, "changed_mind": BOOLEAN})
+SYNTHESIS_SCHEMA = json_schema("synthesis", {"answer": SENTENCE, "rationale": REASONS,
+                                             "key_points": SENTENCES})
 CRITIQUE_KEYS, REBUTTAL_KEYS = CRITIQUE_SCHEMA.keys, REBUTTAL_SCHEMA.keys
 SYNTHESIS_KEYS = SYNTHESIS_SCHEMA.keys
 NO_PROPOSAL = "(none: your proposal could not be read)"

@@ -16,7 +16,7 @@ from engine.analysis.stances import derive_confidence, tally
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
 from engine.llm.lines import Line, line_format
-from engine.llm.structured import STRING, STRINGS, json_schema, one_of
+from engine.llm.structured import REASONS, SENTENCE, SENTENCES, json_schema, one_of
 from engine.models import ConfigError, Seat, Task, model_spec
 from engine.protocols import roundtable_result as report
 from engine.protocols.base import Option, ProtocolSpec, Slot, execute, run_sync, split_run_options
@@ -45,8 +45,8 @@ NO_CONTEXT = "(none given)"
 NO_TURNS = "(none yet: you speak first)"
 QUALIFIED, BLOCKED = "qualified-draft", "blocked-escalated"
 JUDGE_SCHEMA = json_schema("agreement", {  # the judge's reply, declared once
-    "agreement_level": one_of(*LEVELS), "dominant_position": STRING,
-    "dissenting_views": STRINGS, "rationale": STRING})
+    "agreement_level": one_of(*LEVELS), "dominant_position": SENTENCE,
+    "dissenting_views": SENTENCES, "rationale": REASONS})
 JUDGE_KEYS = JUDGE_SCHEMA.keys
 # a turn: a paragraph, then its stance, a short answer (a grammar where the server applies one)
 STANCE_LINE = line_format("stance", Line("STANCE", "short"), lead=True)
