@@ -354,3 +354,17 @@ def test_bad_grammar_values_are_refused(monkeypatch):
         {"llama": {"base_url": "http://127.0.0.1:9/v1", "grammar": True}}))
     with pytest.raises(ConfigError, match="grammar must be one of auto, off, gbnf"):
         get_model("openai:smol?endpoint=llama")
+
+
+def test_json_strings_are_bounded_except_for_openai_itself():
+    """A stance is a short one-line string (a `pattern` the local servers' schema grammars
+    enforce: at most 40 characters, no raw line break); OpenAI's own API gets plain strings."""
+    import re
+    stance = PROPOSE_SCHEMA.schema["properties"]["stance"]
+    assert re.fullmatch(stance["pattern"][1:-1], "Paris")
+    assert not re.fullmatch(stance["pattern"][1:-1], "a\nb")
+    assert not re.fullmatch(stance["pattern"][1:-1], "x" * 41)
+    local = PROPOSE_SCHEMA.response_format(CONSTRAINED, "127.0.0.1")
+    assert local["json_schema"]["schema"] == PROPOSE_SCHEMA.schema
+    hosted = json.dumps(PROPOSE_SCHEMA.response_format(CONSTRAINED, "api.openai.com"))
+    assert "pattern" not in hosted and '"stance": {"type": "string"}' in hosted
