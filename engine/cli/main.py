@@ -147,6 +147,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         _say(spec.summary(result))
         for warning in result.warnings:
             _say(f"warning: {warning}")
+    error, _lost = spec.assess(result)
+    if error:  # stored `failed` (e.g. no model call succeeded): a script must see it
+        sys.stderr.write(f"error: run {result.run_id} failed: {error.splitlines()[0]}\n")
+        return 1
     return 0
 
 
