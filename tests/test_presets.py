@@ -13,8 +13,8 @@ from openai_stub import SimulatedOpenAI
 from engine import Store
 from engine import experiments as ex
 from engine.cli.main import main as cli_main
-from engine.llm.lines import PROBE_GRAMMAR
 from engine.experiments.planning import override_model, plan
+from engine.llm.lines import PROBE_GRAMMAR
 from engine.protocols import resolve_config
 from engine.yamlfile import load_mapping
 

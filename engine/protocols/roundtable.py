@@ -61,8 +61,8 @@ TEMPLATES = {
     "turn": Template(
         "Question: {question}\n\nContext: {context}\n\nEarlier turns:\n{transcript}\n\n"
         "This is round {round} of {rounds}. Answer in your role in one short paragraph, taking "
-        "up the earlier turns where they bear on your answer. End with one line of the form:\n"
-        "STANCE: <your position in a few words>",
+        "up the earlier turns where they bear on your answer. End with one line of the form "
+        '"STANCE: ...", where ... is your answer to "{question}" in at most 12 words.',
         ("question", "context", "transcript", "agent", "role", "round", "rounds"),
         "Every turn: the question, the context and the earlier usable turns.",
         required=("question", "transcript")),

@@ -127,6 +127,9 @@ def stance_problem(stance: str | None, phrases: Iterable[str] | None = None) -> 
     a short answer (`STANCE_WORDS_MAX` words). Such a stance abstains; the turn says why."""
     words = _words(stance or "")
     if not words:
+        text = (stance or "").strip()
+        if text and not any(c.isalnum() for c in text):  # "...", "<>": the format's marks
+            return f"the stance {text[:80]!r} has no word, so it abstains"
         return ""
     text = " ".join(words)
     for phrase in (template_phrases() if phrases is None else phrases):
