@@ -39,10 +39,12 @@ from engine.protocols import estimate
 
 FINAL = ("completed", "failed")  # a run's stored end; never `running` or `interrupted`
 # Measured on the 2-core machine (README, "Local models: SmolLM2-135M measured"): 20 of 68
-# turns (0.29) usable before structured output, 24 of 50 (0.48) after; the floor keeps room
-# for the machine, not for a return to the prompted path.
-USABLE_FLOOR = 0.35
+# turns (0.29) usable before structured output, 24 of 50 (0.48) with it, and 46 of 52 (0.88)
+# or more with line-format grammars and bounded JSON strings; the floors keep room for
+# another llama.cpp build, not for a return to the prompted path.
+USABLE_FLOOR = 0.7
 CONSTRAINED_FLOOR = 0.9  # issue 15's goal for JSON turns with constrained decoding
+JSON_USABLE_FLOOR = 0.75  # JSON turns with no warning (24 of 24 measured; the goal is 0.9)
 
 
 @pytest.fixture(scope="module")
@@ -123,6 +125,22 @@ def test_constrained_json_turns_reach_their_floor(runs):
               if t.ok and not any("unreadable JSON" in w for w in t.warnings)]
     assert len(parsed) >= CONSTRAINED_FLOOR * len(constrained), \
         f"{len(parsed)} of {len(constrained)} constrained JSON replies parsed"
+
+
+def test_json_turns_are_usable_and_line_formats_take_the_grammar(runs):
+    """Bounded JSON strings leave a JSON turn usable (a stance, no re-ask); llama-cpp-python's
+    server answers the grammar probe, so every phase read by a line format is constrained
+    and the judges' sections are all there."""
+    turns = all_turns(runs)
+    json_turns = [t for t in turns if asks_json(t)]
+    usable = [t for t in json_turns if t.ok and not t.warnings]
+    assert len(usable) >= JSON_USABLE_FLOOR * len(json_turns), \
+        f"{len(usable)} of {len(json_turns)} JSON turns usable"
+    lined = [t for t in turns if not asks_json(t) and t.phase in (
+        "turn", "review", "draft", "answer", "revise", "reflect", "judge")]
+    assert lined and {t.output_mode for t in lined} == {"grammar"}
+    judge = [t for t in turns if t.phase == "judge" and not asks_json(t)]
+    assert judge and all(t.ok and not t.warnings for t in judge), [t.warnings for t in judge]
 
 
 def test_an_experiment_runs_through_the_registered_endpoint(real_model_url, tmp_path,  # noqa: F811
