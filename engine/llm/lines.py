@@ -80,20 +80,16 @@ class LineFormat:
     sections: tuple[Line, ...]
     lead: bool = False
 
-    @property
-    def labels(self) -> tuple[str, ...]:
-        """The labels, in order."""
-        return tuple(s.label for s in self.sections if s.label)
-
     def budget(self, cap: int | None) -> int:
         """Characters for each text section (the lead counts as `LEAD_SHARE` of them): what
-        `cap` tokens leave after the fixed parts, shared out, within TEXT_MIN..TEXT_MAX."""
+        `cap` tokens leave after the fixed parts, shared out, within TEXT_MIN..TEXT_MAX
+        (TEXT_MAX without a cap)."""
         texts = sum(s.kind == "text" for s in self.sections) + (LEAD_SHARE if self.lead else 0)
         if not texts:
             return 0
         fixed = sum(len(s.head) + 1 + (SHORT_CHARS if s.kind == "short" else 0)
                     for s in self.sections)
-        room = (cap or 0) * CHARS_PER_TOKEN - fixed
+        room = cap * CHARS_PER_TOKEN - fixed if cap else TEXT_MAX * texts
         return max(TEXT_MIN, min(TEXT_MAX, room // texts))
 
     def grammar(self, cap: int | None = None) -> str:
