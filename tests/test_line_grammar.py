@@ -113,6 +113,14 @@ def test_a_server_that_refuses_the_field_still_completes_every_protocol():
         assert {t.output_mode for t in result.turns} <= {"", "constrained"}, protocol
 
 
+def test_concurrent_callers_wait_for_the_one_probe():
+    """A society's agents speak at once: one probe, whose answer all of them take."""
+    with SimulatedOpenAI(grammar="honour", grammar_delay=0.3) as stub:
+        result = run("society", stub)
+        assert len(probes(stub)) == 1
+    assert {t.output_mode for t in result.turns} == {"grammar"}
+
+
 def test_a_probe_that_times_out_is_asked_again_by_a_later_call():
     with SimulatedOpenAI(grammar="honour", grammar_delay=1.5) as stub:
         slow = run("single", stub, rounds=2, timeout_per_call=0.5)
