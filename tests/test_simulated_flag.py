@@ -233,6 +233,8 @@ def test_experiments_page_shows_one_kind_by_default_and_both_labelled(db, server
     assert list(summary["simulated"]) == ["all", ""]
     assert list(summary["runs"]) == [2, 2]
     assert summary["accuracy [95% CI] n"].str.endswith("n=2").all()
+    at.session_state["exp-tab"] = "Paired comparison"  # as a click on the tab
+    at.run()
     assert any(m.value.startswith("Simulated\\: ") for m in at.markdown)  # md() escapes ":"
 
 
