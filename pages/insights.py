@@ -89,6 +89,9 @@ chosen = st.pills(
     help="Each section draws its own figures; open the ones you need (every protocol with "
          "runs has one).") or []
 only = tuple(key for key in titles if key in chosen)
+if 0 < len(only) < len(titles):
+    st.caption("More sections, such as accuracy and tokens and latency, are a click away "
+               "above: each one picked is drawn below.")
 sections = build(store.url_safe, stamp, args, kind, only)
 drawn = figures(store.url_safe, stamp, args, kind, only)
 if not chosen:

@@ -18,6 +18,9 @@ def test_clicking_an_accuracy_bar_opens_its_runs(app, page, shots):  # noqa: F81
                                  store=store, label=label, expected=question.expected))
     goto(page, base, "/insights")
     main = page.locator("[data-testid='stMain']")
+    # Insights opens with the overview; the accuracy section is a click away
+    page.locator(".st-key-insights-sections button", has_text="Accuracy").click()
+    settle(page)
     main.get_by_text("Accuracy by label and protocol").first.wait_for()
     settle(page)
     plot = page.locator(".js-plotly-plot", has_text="Accuracy by label and protocol").first

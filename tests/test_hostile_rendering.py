@@ -15,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 from engine import Seat, Store, run_debate, run_vote
 
 from engine.reports import charts
+from engine.reports.insights import section_titles
 
 from engine.services import library
 from engine import experiments as ex
@@ -159,6 +160,7 @@ def test_personas_page_shows_hostile_names_as_text(hostile):
 
 def test_insights_page_charts_hold_escaped_labels(hostile):
     at = open_page("insights")
+    at.pills(key="insights-sections").set_value(list(section_titles())).run()  # every one
     assert_inert(at)
     assert_chart_text(c.proto.spec for c in at.get("plotly_chart"))
 
