@@ -12,17 +12,16 @@ Needs Playwright for Python and /usr/bin/chromium; without them the row says so.
 from __future__ import annotations
 
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from engine.bench.serving import free_port, served
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -46,37 +45,13 @@ def missing() -> str:
 @contextmanager
 def server(db_url: str, timeout: float = 120.0) -> Iterator[str]:
     """`streamlit run app.py` on a free loopback port over `db_url`; yields its base URL."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    with tempfile.TemporaryFile("w+") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-             "--server.address", "127.0.0.1", "--server.headless", "true",
-             "--browser.gatherUsageStats", "false"],
-            cwd=ROOT, env={**os.environ, "PARLEY_DB_URL": db_url}, stdout=log,
-            stderr=subprocess.STDOUT)
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + timeout
-        try:
-            while True:
-                try:
-                    with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as answer:
-                        if answer.status == 200:
-                            break
-                except OSError:
-                    pass
-                if process.poll() is not None or time.monotonic() > deadline:
-                    log.seek(0)
-                    raise RuntimeError(f"streamlit did not start: {log.read()[-2000:]}")
-                time.sleep(0.2)
-            yield base
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    with served([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+                 "--server.address", "127.0.0.1", "--server.headless", "true",
+                 "--browser.gatherUsageStats", "false"], f"{base}/_stcore/health",
+                "streamlit", timeout, cwd=ROOT, env={**os.environ, "PARLEY_DB_URL": db_url}):
+        yield base
 
 
 def usable_after(tab: Any, url: str, marker: str, timeout_ms: int = 120_000) -> float:

@@ -20,12 +20,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.util
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -33,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.bench.choice import default_config
+from engine.bench.serving import free_port, served
 from engine.llm.replies import REASK
 from engine.models import RunResult, Turn
 from engine.protocols import REGISTRY, ProtocolSpec, arun_config, run_sync
@@ -79,38 +77,14 @@ def serve(timeout: float = 180.0) -> Iterator[str]:
     why, model_path = missing(), gguf()
     if why or model_path is None:
         raise RuntimeError(why)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    with tempfile.TemporaryFile("w+") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path),
-             "--model_alias", MODEL, "--host", "127.0.0.1", "--port", str(port),
-             "--n_ctx", str(N_CTX), "--n_threads", str(THREADS), "--n_threads_batch", str(THREADS),
-             "--verbose", "false"],
-            stdout=log, stderr=subprocess.STDOUT)
-        base = f"http://127.0.0.1:{port}/v1"
-        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback
-        deadline = time.monotonic() + timeout
-        try:
-            while True:
-                try:
-                    with direct.open(f"{base}/models", timeout=2) as answer:
-                        if answer.status == 200:
-                            break
-                except OSError:
-                    pass
-                if process.poll() is not None or time.monotonic() > deadline:
-                    log.seek(0)
-                    raise RuntimeError(f"llama_cpp.server did not start: {log.read()[-2000:]}")
-                time.sleep(0.3)
-            yield base
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
+    port = free_port()
+    base = f"http://127.0.0.1:{port}/v1"
+    with served([sys.executable, "-m", "llama_cpp.server", "--model", str(model_path),
+                 "--model_alias", MODEL, "--host", "127.0.0.1", "--port", str(port),
+                 "--n_ctx", str(N_CTX), "--n_threads", str(THREADS), "--n_threads_batch",
+                 str(THREADS), "--verbose", "false"], f"{base}/models", "llama_cpp.server",
+                timeout):
+        yield base
 
 
 def seat_model(base_url: str, cap: int = CAP, structured: str | None = None) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from engine.cli.runflags import add_policy_flags, policy_from_args, progress_line
-from engine.cli.workers import add_pool_flags, cmd_stop, run_on_pool
+from engine.cli.workers import add_pool_flags, cmd_stop, ending, run_on_pool
 from engine.experiments.planning import (
     EQUAL_COMPUTE,
     baselines_of,
@@ -22,7 +22,7 @@ from engine.models import ConfigError
 from engine.questions import files as qsets
 from engine.reports.aggregate import SIMULATED_SUFFIX
 from engine.reports.experiments import Report, compare, report, to_csv
-from engine.store.experiments import Progress, create, duration_text, list_experiments
+from engine.store.experiments import Progress, create, list_experiments
 from engine.store.workers import require_postgres
 from engine.text import terminal_safe
 from engine.yamlfile import load_mapping
@@ -202,15 +202,7 @@ def _run_cli(store: Any, experiment_id: str, quiet: bool, endpoints: Any) -> int
     finally:
         bar.close()
     _say(summary_text(report(store, experiment_id, "both")))
-    if state.status == "completed":
-        _say(f"experiment {experiment_id} completed: {state.done} runs in "
-              f"{duration_text(state.elapsed)}")
-        return 0
-    _say(f"experiment {experiment_id} {state.status}: {state.done}/{state.total} runs done"
-          + (f"; {state.error}" if state.error else "")
-          + f"\nresume with: python -m engine experiment resume {experiment_id}",
-          file=sys.stderr)
-    return 130 if state.status == "stopped" else 1
+    return ending(experiment_id, state)
 
 
 def cmd_run(args: Any) -> int:

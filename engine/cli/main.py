@@ -147,6 +147,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         _say(spec.summary(result))
         for warning in result.warnings:
             _say(f"warning: {warning}")
+    error, _lost = spec.assess(result)
+    if error:  # stored `failed` (e.g. no model call succeeded): a script must see it
+        sys.stderr.write(f"error: run {result.run_id} failed: {error.splitlines()[0]}\n")
+        return 1
     return 0
 
 
@@ -273,6 +277,18 @@ COMMANDS = {"run": cmd_run, "runs": cmd_runs, "show": cmd_show, "export": cmd_ex
             "import": cmd_import, "delete": cmd_delete, "bench": cmd_bench}
 
 
+def _default_store(args: argparse.Namespace) -> None:
+    """A command's `--db` when none is given: `PARLEY_DB_URL` from the environment (read by the
+    store itself), else from `.streamlit/secrets.toml`, as the app reads it."""
+    import os
+
+    from engine.llm.secretsfile import load_secrets
+    if "db" in vars(args) and not args.db and not os.environ.get("PARLEY_DB_URL"):
+        url = load_secrets().get("PARLEY_DB_URL")
+        if isinstance(url, str) and url.strip():
+            args.db = url.strip()
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised like Ctrl-C so that a run in flight is stored `interrupted`."""
 
@@ -288,6 +304,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
     try:
+        _default_store(args)
         return handler(args)
     except ConfigError as exc:
         sys.stderr.write(f"error: {str(exc).splitlines()[0]}\n")

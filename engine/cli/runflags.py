@@ -122,12 +122,14 @@ def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def endpoints_from_args(args: argparse.Namespace) -> Any:
-    """The CLI's endpoint registry: the environment's, plus `--base-url` (typed by the
-    operator, so it counts as registered and receives the provider's key)."""
+    """The CLI's endpoint registry: the environment's and `.streamlit/secrets.toml`'s (as the
+    app's), plus `--base-url` (typed by the operator, so it counts as registered and receives
+    the provider's key)."""
     import os
 
     from engine.llm.endpoints import EndpointRegistry
-    registry = EndpointRegistry.from_settings(os.environ, None, allow_free_urls=True)
+    from engine.llm.secretsfile import load_secrets
+    registry = EndpointRegistry.from_settings(os.environ, load_secrets(), allow_free_urls=True)
     if getattr(args, "base_url", None):
         registry.register(args.base_url, "cli")
     return registry

@@ -99,17 +99,19 @@ def run_on_pool(store: Any, experiment_id: str, wait: bool, quiet: bool) -> int:
             state = progress(store, experiment_id)
         except DATABASE_ERRORS as exc:  # the pool goes on without us: read again
             sys.stderr.write(f"cannot read the store ({type(exc).__name__}); trying again\n")
-    return _ending(experiment_id, state)
+    return ending(experiment_id, state, " --workers")
 
 
-def _ending(experiment_id: str, state: Progress) -> int:
+def ending(experiment_id: str, state: Progress, resume_flags: str = "") -> int:
+    """Say how an experiment ended (a resume command when it did not complete) and return
+    the exit status: 0 completed, 130 stopped, 1 otherwise."""
     if state.status == "completed":
         _say(f"experiment {experiment_id} completed: {state.done} runs in "
              f"{duration_text(state.elapsed)}")
         return 0
     _say(f"experiment {experiment_id} {state.status}: {state.done}/{state.total} runs done"
          + (f"; {state.error}" if state.error else "")
-         + f"\nresume with: python -m engine experiment resume {experiment_id} --workers",
+         + f"\nresume with: python -m engine experiment resume {experiment_id}{resume_flags}",
          file=sys.stderr)
     return 130 if state.status == "stopped" else 1
 

@@ -1,0 +1,51 @@
+"""A server process for a benchmark or a test: started on a free loopback port, waited for
+until its health URL answers, and stopped afterwards (the Streamlit app of the browser bench,
+llama-cpp-python's server of the local-model bench)."""
+from __future__ import annotations
+
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+
+def free_port() -> int:
+    """A loopback port nobody holds right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def served(command: list[str], health_url: str, name: str, timeout: float,
+           **popen: Any) -> Iterator[None]:
+    """Run `command` (its output kept in a temporary file) until the block ends; enter the
+    block once `health_url` answers 200. RuntimeError, with the end of its output, when
+    the process exits or `timeout` seconds pass first."""
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback only
+    with tempfile.TemporaryFile("w+") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, **popen)
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                try:
+                    with direct.open(health_url, timeout=2) as answer:
+                        if answer.status == 200:
+                            break
+                except OSError:
+                    pass
+                if process.poll() is not None or time.monotonic() > deadline:
+                    log.seek(0)
+                    raise RuntimeError(f"{name} did not start: {log.read()[-2000:]}")
+                time.sleep(0.2)
+            yield
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()

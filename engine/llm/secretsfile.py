@@ -1,0 +1,47 @@
+"""The operator's `.streamlit/secrets.toml`, read by the CLI as the app reads it.
+
+The app gets its secrets from Streamlit (`st.secrets`); the CLI, the worker and the benches run
+without Streamlit, so they read the same files here: `~/.streamlit/secrets.toml` first, then
+`.streamlit/secrets.toml` in the current directory, whose top-level entries win (Streamlit's
+order). What they hold (keys, `[endpoints.NAME]` tables, `PARLEY_DB_URL`) goes to the endpoint
+registry and the store URL and is never printed: a file that cannot be read is named in a
+one-line `ConfigError`, without its contents.
+"""
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from engine.models import ConfigError
+
+MAX_BYTES = 1_000_000  # a secrets file is a few lines; a larger one is a mistake
+
+
+def secrets_paths(cwd: Path | None = None, home: Path | None = None) -> list[Path]:
+    """The files read, lowest precedence first: the user's, then the project's."""
+    return [(home or Path.home()) / ".streamlit" / "secrets.toml",
+            (cwd or Path.cwd()) / ".streamlit" / "secrets.toml"]
+
+
+def load_secrets(cwd: Path | None = None, home: Path | None = None) -> dict[str, Any]:
+    """The merged secrets of the files that exist ({} when none does)."""
+    merged: dict[str, Any] = {}
+    for path in secrets_paths(cwd, home):
+        if path.is_file():
+            merged.update(_read(path))
+    return merged
+
+
+def _read(path: Path) -> Mapping[str, Any]:
+    try:
+        if path.stat().st_size > MAX_BYTES:
+            raise ConfigError(f"{path} is over {MAX_BYTES:,} bytes; a secrets file holds a "
+                              "few settings", "input")
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        # The decoder's message names the line and column, never the value there.
+        raise ConfigError(f"{path} is not valid TOML: {exc}", "input") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path} cannot be read: {type(exc).__name__}", "input") from None
