@@ -59,8 +59,8 @@ def test_clicking_an_experiment_accuracy_bar_lists_its_runs(app, page, shots):  
     page.wait_for_function("e => e.value === 'careful'", arg=chosen.element_handle(),
                            timeout=GENEROUS_MS)
     # the click opened the *Runs behind a cell* tab (only the open tab is drawn) on its runs
-    page.locator(".st-key-exp-drill").wait_for(timeout=GENEROUS_MS)
     assert page.get_by_role("tab", name="Runs behind a cell").get_attribute(
         "aria-selected") == "true"
+    assert page.locator("[data-testid='stMain'] [data-testid='stDataFrame']").count() == 1
     assert page.locator("[data-testid='stException']").count() == 0
     page.screenshot(path=str(shots / "17-experiment-bar-to-runs.png"), full_page=True)
