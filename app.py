@@ -6,20 +6,39 @@ works while pages are still being written.
 from __future__ import annotations
 
 import threading
+import time
 
 import streamlit as st
 
+from engine import Store
 from pages import _shared
 
 st.set_page_config(page_title="Parley", page_icon=":material/forum:", layout="wide")
 
 
+# Seconds the warm-up waits after the first page's script run: the browser then still
+# fetches that page's widget code from this server and draws it (1-2 s on a fresh
+# server), and a warm-up holding the GIL meanwhile slowed those requests by seconds.
+WARM_UP_AFTER = 3.0
+
+
+def _warm_up(store: Store) -> None:
+    """Import what the pages need and build plotly's first figure (`_shared.warm_up`), then
+    fill the Insights caches for its first view (`_insights_data.warm`). Imported here, in
+    the background, because it imports plotly, which the first page need not wait for."""
+    time.sleep(WARM_UP_AFTER)
+    from pages import _insights_data
+    _shared.warm_up()
+    _insights_data.warm(store)
+
+
 @st.cache_resource(show_spinner=False)
 def _warming() -> threading.Thread:
-    """Warm the process once (`_shared.warm_up`) in a background thread, started after the
-    first page has been drawn so that page is not slowed by it: the next pages a user opens
-    then skip their imports and plotly's first-figure cost."""
-    thread = threading.Thread(target=_shared.warm_up, name="parley-warm-up", daemon=True)
+    """Warm the process once in a background thread, started after the first page has been
+    drawn so that page is not slowed by it: the next pages a user opens then skip their
+    imports, plotly's first-figure cost and (Insights) reading every stored run."""
+    thread = threading.Thread(target=_warm_up, args=(_shared.store(),), name="parley-warm-up",
+                              daemon=True)
     thread.start()
     return thread
 

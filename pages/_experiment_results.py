@@ -49,18 +49,17 @@ STATE_COLORS = {"fixed": "background-color: #d7f5dd", "broke": "background-color
 SORTS = {"question": "question order", "regressions": "regressions first"}
 
 
-def drill_to_runs(event: Any) -> None:
-    """A bar clicked on the accuracy chart lists that configuration's runs below (once per
-    click: the selection stays while the user picks something else)."""
+def drill_to_runs() -> None:
+    """A bar clicked on the accuracy chart opens the *Runs behind a cell* tab on that
+    configuration's runs (a callback: it runs before the tabs are drawn, so it can pick one)."""
+    event = st.session_state.get("exp-accuracy")
     points = event.selection.points if event else []
-    picked = html.unescape(str(points[0].get("x"))) if points else None
-    if picked and st.session_state.get("exp-drilled") != picked:
-        st.session_state["exp-drilled"] = picked
+    if points:
+        picked = html.unescape(str(points[0].get("x")))
         st.session_state["exp-drill-label"] = picked
         st.session_state["exp-drill-q"] = None
+        st.session_state["exp-tab"] = CELL_RUNS
         st.toast(md(f"The runs of {picked} are listed under Runs behind a cell."))
-    elif not points:
-        st.session_state.pop("exp-drilled", None)
 
 
 def show_baseline(result: ex.Report, stamp: tuple) -> None:
@@ -136,8 +135,8 @@ def show_summary(result: ex.Report, drawn: Figures) -> None:
     if result.summary["few"].any():
         st.caption("Greyed: fewer than 5 scored runs; read the rate with its interval and n.")
     if drawn.accuracy is not None:
-        drill_to_runs(st.plotly_chart(drawn.accuracy, key="exp-accuracy", on_select="rerun",
-                                      selection_mode="points"))
+        st.plotly_chart(drawn.accuracy, key="exp-accuracy", on_select=drill_to_runs,
+                        selection_mode="points")
         st.caption("Click a bar to list its runs under *Runs behind a cell*.")
     else:
         st.caption("No run has an expected answer to score, so there is no accuracy.")
@@ -278,14 +277,43 @@ def show(store: Store, experiment_id: str, state: ex.Progress) -> None:
                    "configuration is labelled **(simulated)**; the `simulated` column says which "
                    "seats the offline model played.")
     drawn = figures(result, stamp, experiment_id, kind)
-    show_summary(result, drawn)
-    show_rounds(drawn)
-    show_calibration(result, drawn)
-    show_pair(result)
+    show_tabs(result, drawn, stamp)
+    show_downloads(result, experiment_id)
+
+
+CELL_RUNS = "Runs behind a cell"
+TABS = ("Summary", "Accuracy by round", "Calibration", "Paired comparison", "Questions",
+        CELL_RUNS)
+
+
+def show_tabs(result: ex.Report, drawn: Figures, stamp: tuple) -> None:
+    """The results as tabs, only the open one drawn (switching tabs reruns the page): every
+    section at once was a dozen tables and three figures, seconds of the browser's time."""
+    summary, by_round, calibration, pair, questions, cell_runs = st.tabs(
+        list(TABS), key="exp-tab", on_change="rerun")
+    if summary.open:
+        with summary:
+            show_summary(result, drawn)
+    if by_round.open:
+        with by_round:
+            show_rounds(drawn)
+    if calibration.open:
+        with calibration:
+            show_calibration(result, drawn)
+    if pair.open:
+        with pair:
+            show_pair(result)
+    if questions.open:
+        with questions:
+            show_questions(result, stamp)
+    if cell_runs.open:
+        with cell_runs:
+            show_cell_runs(result)
+
+
+def show_questions(result: ex.Report, stamp: tuple) -> None:
     st.subheader("Questions")
     if len(result.labels) >= 2:
         show_baseline(result, stamp)
     else:
         st.dataframe(result.questions, hide_index=True, key="exp-questions")
-    show_cell_runs(result)
-    show_downloads(result, experiment_id)

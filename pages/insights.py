@@ -4,11 +4,11 @@ from __future__ import annotations
 import html
 from typing import Any
 
-import pandas as pd
 import streamlit as st
 
-from engine.reports import aggregate, charts, drill, insights
+from engine.reports import aggregate, drill, insights
 from engine.reports import runs as history
+from pages import _insights_data as data
 from pages import _shared
 
 store = _shared.store()
@@ -21,30 +21,6 @@ if history.newest(store) is None:
     st.info("No runs stored yet, so there is nothing to compare. Make demo runs on Home or "
             "start a run on the Run page, then come back.")
     st.stop()
-
-
-@st.cache_data(max_entries=16, show_spinner=False)
-def load_runs(url: str, stamp: tuple, args: tuple) -> pd.DataFrame:
-    """The matching runs, read again only when the stored runs changed (`stamp`)."""
-    return insights.load_runs(store, history.Filters(**dict(args)))
-
-
-@st.cache_data(max_entries=32, show_spinner="Adding up the runs…")
-def build(url: str, stamp: tuple, args: tuple, kind: str, only: tuple) -> list:
-    """The chosen sections over the matching runs, made again only when the runs changed."""
-    filters = history.Filters(**dict(args))
-    return insights.report(load_runs(url, stamp, args),
-                           insights.results_loader(store, filters), kind, only)
-
-
-@st.cache_resource(max_entries=32, show_spinner=False)
-def figures(url: str, stamp: tuple, args: tuple, kind: str, only: tuple) -> dict[str, Any]:
-    """The sections' plotly figures by chart key, made once per change of the runs: plotly
-    checks every property as a figure is built (a tenth of a second a figure). Kept as
-    objects, not copies (`st.plotly_chart` only reads them), and shared by the sessions."""
-    return {f"{section.key}_{number}": charts.figure(chart)
-            for section in build(url, stamp, args, kind, only)
-            for number, chart in enumerate(section.charts)}
 
 
 def drill_down(section: str, chart: insights.Chart, key: str, figure: Any) -> None:
@@ -65,7 +41,7 @@ with st.expander("Filters", expanded=False):
     filters = _shared.filter_widgets(history.choices(store), "insights")
 args = tuple(sorted((k, v) for k, v in vars(filters).items() if v not in (None, "")))
 stamp = store.fingerprint()
-runs = load_runs(store.url_safe, stamp, args)
+runs = data.load_runs(store, store.url_safe, stamp, args)
 if runs.empty:
     st.info("No runs match these filters.")
     st.stop()
@@ -89,8 +65,11 @@ chosen = st.pills(
     help="Each section draws its own figures; open the ones you need (every protocol with "
          "runs has one).") or []
 only = tuple(key for key in titles if key in chosen)
-sections = build(store.url_safe, stamp, args, kind, only)
-drawn = figures(store.url_safe, stamp, args, kind, only)
+if 0 < len(only) < len(titles):
+    st.caption("More sections, such as accuracy and tokens and latency, are a click away "
+               "above: each one picked is drawn below.")
+sections = data.build(store, store.url_safe, stamp, args, kind, only)
+drawn = data.figures(store, store.url_safe, stamp, args, kind, only)
 if not chosen:
     st.info("Choose a section above.")
     st.stop()

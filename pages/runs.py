@@ -136,8 +136,8 @@ def confirm_delete(run_id: str, key: str, turns: int | None = None, place: Any =
 def show_turn(entry: dict) -> None:
     with st.container(border=True):
         st.markdown(f"**{md(entry['heading'])}**")
-        st.caption(md(" · ".join(part for part in (
-            entry["model"], entry["tokens"], f"{entry['latency']:.2f} s", entry["output"]) if part)))
+        parts = (entry["model"], entry["tokens"], f"{entry['latency']:.2f} s", entry["output"])
+        st.caption(md(" · ".join(part for part in parts if part)))
         if entry["degraded"]:
             st.error(md(f"degraded: {entry['error'] or 'no reason recorded'}"))
         st.text(entry["reply"] or "(no reply)")
@@ -245,29 +245,47 @@ def show_detail(run_id: str) -> None:
             for problem in detail.problems:
                 st.warning(md(problem))
     show_actions(detail)
-    result, transcript, timing, config = st.tabs(["Result", "Transcript",
-                                                  "Timeline & usage", "Configuration"])
-    with result:
-        show_result(detail)
-    with transcript:
-        if not detail.transcript:
-            st.info("No turns were recorded.")
-        for entry in detail.transcript:
-            show_turn(entry)
-    with timing:
-        from engine.reports import charts
-        if detail.timeline.empty:
-            st.info("No calls were recorded.")
-        else:
-            st.plotly_chart(charts.timeline(detail.timeline), key="timeline")
-            st.caption("Each bar is one model call from start to finish; bars that overlap in "
-                       "time ran concurrently. Hatched bars are degraded calls.")
-            st.plotly_chart(charts.seat_usage(detail.usage), key="usage")
-            st.caption("Tokens in and out, and total latency, per seat.")
-            st.dataframe(detail.usage, hide_index=True)
-    with config:
-        st.caption("The configuration as stored (never any keys).")
-        st.json(run.get("config") or {})
+    show_tabs(detail)
+
+
+DETAIL_TABS = ("Result", "Transcript", "Timeline & usage", "Configuration")
+
+
+def show_tabs(detail: history.RunDetail) -> None:
+    """The run's result, transcript, timeline and configuration as tabs. Only the open tab is
+    drawn (switching tabs reruns the page): a long transcript or the timeline figures cost the
+    browser seconds that a reader of the result never needs."""
+    result, transcript, timing, config = st.tabs(list(DETAIL_TABS), key="runs_tab",
+                                                 on_change="rerun")
+    if result.open:
+        with result:
+            show_result(detail)
+    if transcript.open:
+        with transcript:
+            if not detail.transcript:
+                st.info("No turns were recorded.")
+            for entry in detail.transcript:
+                show_turn(entry)
+    if timing.open:
+        with timing:
+            show_timing(detail)
+    if config.open:
+        with config:
+            st.caption("The configuration as stored (never any keys).")
+            st.json(detail.run.get("config") or {})
+
+
+def show_timing(detail: history.RunDetail) -> None:
+    from engine.reports import charts
+    if detail.timeline.empty:
+        st.info("No calls were recorded.")
+        return
+    st.plotly_chart(charts.timeline(detail.timeline), key="timeline")
+    st.caption("Each bar is one model call from start to finish; bars that overlap in "
+               "time ran concurrently. Hatched bars are degraded calls.")
+    st.plotly_chart(charts.seat_usage(detail.usage), key="usage")
+    st.caption("Tokens in and out, and total latency, per seat.")
+    st.dataframe(detail.usage, hide_index=True)
 
 
 def watch_running(run_id: str, protocol: str) -> None:

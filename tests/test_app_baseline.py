@@ -32,6 +32,8 @@ def test_the_baseline_view_counts_fixes_and_regressions_and_shows_answers(db_url
     at.query_params["experiment"] = experiment_id
     at.run()
     assert not at.exception, at.exception
+    at.session_state["exp-tab"] = "Questions"  # as a click on the tab (only it is drawn)
+    at.run()
     assert at.selectbox(key="exp-base").value == "vote"
     metrics = {plain(m.label): int(plain(m.value)) for m in at.metric
                if plain(m.label) in ("Fixed", "Broke", "Same", "Unscored")}

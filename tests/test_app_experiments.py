@@ -51,13 +51,22 @@ def test_bundled_set_two_configurations_run_to_results(db_url):
     assert (summary["scored"] == 2).all()  # the demo set has two questions with answers
     assert frame_with(at, "configuration", "consensus_ece")["consensus_ece"].notna().all()
     assert frame_with(at, "configuration", "persuaded", "changed_better").shape[0] == 2
-    charts = at.get("plotly_chart")
-    assert len(charts) == 2  # accuracy with intervals, and the reliability diagram
-    assert any("perfect calibration" in str(c.proto.spec) for c in charts)
+    assert len(at.get("plotly_chart")) == 1  # accuracy with intervals (only its tab drawn)
+    open_tab(at, "Calibration")  # the reliability diagram
+    assert any("perfect calibration" in str(c.proto.spec) for c in at.get("plotly_chart"))
+    open_tab(at, "Paired comparison")
     assert any("sign test" in m.value for m in at.markdown)
+    open_tab(at, "Runs behind a cell")
     drill = frame_with(at, "link", "repeat")
     assert len(drill) == 8 and drill["link"].str.startswith("runs?run=").all()
     assert len(at.get("download_button")) == 3  # runs and summary as CSV, results as HTML
+
+
+def open_tab(at: AppTest, name: str) -> None:
+    """Open the results' tab `name`, as a click on it does (only the open tab is drawn)."""
+    at.session_state["exp-tab"] = name
+    at.run()
+    assert not at.exception, at.exception
 
 
 def test_stopped_experiment_offers_resume(db_url):

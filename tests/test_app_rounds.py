@@ -40,6 +40,8 @@ def test_experiments_page_shows_accuracy_by_round_and_conformity(db_url):
     at.switch_page("pages/experiments.py").run()
     assert not at.exception, at.exception
     assert at.session_state["experiments_page_selected"] == experiment_id
+    at.session_state["exp-tab"] = "Accuracy by round"  # as a click on the tab
+    at.run()
     assert "Accuracy by round" in [h.value for h in at.subheader]
     charts = [str(c.proto.spec) for c in at.get("plotly_chart")]
     by_round = next(c for c in charts if "round-1 majority vote" in c)

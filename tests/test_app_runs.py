@@ -49,6 +49,15 @@ def open_page(run_id: str | None = None) -> AppTest:
     return at.run()
 
 
+def open_tab(at: AppTest, name: str) -> AppTest:
+    """Switch the run's detail to tab `name`, as a click on it does (only the open tab is
+    drawn)."""
+    at.session_state["runs_tab"] = name
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
 def history_ids(at: AppTest) -> list[str]:
     return list(at.dataframe[0].value["id"])
 
@@ -119,17 +128,23 @@ def test_detail_shows_transcript_blocks_timeline_and_problems(db, stored):
     assert not at.exception, at.exception
     assert plain(at.title[0].value) == f"Debate · run {debate.run_id}"
     text = shown(at)
+    assert any("provider down" in plain(w.value) for w in at.warning)  # the problems list
+    # The protocol's own blocks (verdict text, judge confidence metric), on the open tab.
+    assert "pro" in [e.value for e in at.text]
+    assert "Judge confidence" in text and "0.80 (high)" in text
+    # Only the open tab is drawn: the transcript is a click away.
+    assert not any(e.label.startswith("Prompt messages sent") for e in at.expander)
+    open_tab(at, "Transcript")
+    text = shown(at)
     # Every turn, its reply as plain text (st.text), the failed call's error plainly.
     replies = [e.value for e in at.text]
     assert "For: " + HOSTILE in replies and "Against, round two" in replies
     assert "Error: Unable to generate argument." in text  # the debate's own text for it
     assert any("degraded: RuntimeError: provider down" in plain(e.value) for e in at.error)
-    assert any("provider down" in plain(w.value) for w in at.warning)  # the problems list
     # Prompt messages sent, in expanders.
     assert any(e.label.startswith("Prompt messages sent") for e in at.expander)
-    # The protocol's own blocks (verdict text, judge confidence metric).
-    assert "pro" in replies and "Judge confidence" in text and "0.80 (high)" in text
     # Phase timeline and usage charts.
+    open_tab(at, "Timeline & usage")
     charts = at.get("plotly_chart")
     assert len(charts) >= 2
     # Text from models never becomes HTML or markdown.
@@ -148,9 +163,11 @@ def test_detail_of_a_panel_has_tally_flows_and_confidence(db, stored):
     assert f"**Outcome:** {panel.tally.winner} ({level}," in text
     # The confidence with its reason comes from the panel's own view blocks.
     assert f"{level.upper()}: {panel.confidence.reason}" in text
-    assert len(at.get("plotly_chart")) >= 5  # two tallies, the flows, timeline, usage
+    assert len(at.get("plotly_chart")) >= 3  # two tallies and the flows
     assert [h.value for h in at.subheader if h.value in ("Tally", "Mind changes")] == \
         ["Tally", "Mind changes"]
+    open_tab(at, "Timeline & usage")
+    assert len(at.get("plotly_chart")) >= 2  # timeline and usage
 
 
 def test_unknown_run_says_so(db, stored):

@@ -84,6 +84,13 @@ def settle(page) -> None:
         "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')")
 
 
+def open_tab(page, name: str) -> None:
+    """Click the tab `name` (pages draw only their open tab; a click reruns the script) and
+    wait until that run has finished."""
+    page.get_by_role("tab", name=name).click()
+    settle(page)
+
+
 def shown_as_text(page, text: str) -> None:
     """Wait until the page shows `text` as text (word joiners, which keep URLs from becoming
     links, are invisible and ignored)."""
@@ -268,29 +275,6 @@ def test_experiment_two_configurations_to_calibration(app, page, shots):
     accuracy.locator(".xtick").nth(len(EXPERIMENT_CONFIGS) - 1).wait_for()
     assert accuracy.locator(".xtick").all_text_contents() == list(EXPERIMENT_CONFIGS)
 
-    # Two plotly charts: accuracy with intervals, then the reliability diagram under
-    # "Calibration" with the diagonal and each signal's ECE and Brier in its legend.
-    main.get_by_role("heading", name="Calibration").wait_for()
-    main.get_by_text("a calibrated signal follows the diagonal").wait_for()
-    charts = main.locator("[data-testid='stPlotlyChart'] .js-plotly-plot")
-    charts.nth(1).wait_for()
-    assert charts.count() == 2
-    reliability = charts.filter(has_text="perfect calibration")
-    reliability.wait_for()
-    legend = reliability.locator(".legend").text_content()  # SVG: no inner text
-    for label in EXPERIMENT_CONFIGS:
-        assert label in legend, legend
-    assert "ECE" in legend and "Brier" in legend, legend
-    assert "share correct" in reliability.text_content()  # the y axis: accuracy per bin
-
-    # The paired comparison sentence, with its sign test.
-    main.get_by_role("heading", name="Paired comparison").wait_for()
-    a, b = EXPERIMENT_CONFIGS
-    sentence = main.get_by_text(f"{a} was right more often than {b}")
-    sentence.wait_for()
-    assert "sign test" in sentence.inner_text()
-    main.locator(".st-key-exp-csv button").wait_for()
-
     # Streamlit scrolls inside its main section, so a full-page screenshot is one viewport:
     # grow the viewport to the page's height for this one, from the progress bar to the end.
     tall = page.evaluate("() => Math.max(...[...document.querySelectorAll("
@@ -301,10 +285,34 @@ def test_experiment_two_configurations_to_calibration(app, page, shots):
                             "height": max(viewport["height"], min(int(tall) + 100, 8000))})
     try:
         settle(page)
-        reliability.wait_for()
+        accuracy.wait_for()
         page.screenshot(path=str(shots / "07-experiment-results.png"), full_page=True)
     finally:
         page.set_viewport_size(viewport)
+
+    # The results draw one tab at a time: the reliability diagram under "Calibration", with
+    # the diagonal and each signal's ECE and Brier in its legend.
+    open_tab(page, "Calibration")
+    main.get_by_role("heading", name="Calibration").wait_for()
+    main.get_by_text("a calibrated signal follows the diagonal").wait_for()
+    charts = main.locator("[data-testid='stPlotlyChart'] .js-plotly-plot")
+    reliability = charts.filter(has_text="perfect calibration")
+    reliability.wait_for()
+    assert charts.count() == 1
+    legend = reliability.locator(".legend").text_content()  # SVG: no inner text
+    for label in EXPERIMENT_CONFIGS:
+        assert label in legend, legend
+    assert "ECE" in legend and "Brier" in legend, legend
+    assert "share correct" in reliability.text_content()  # the y axis: accuracy per bin
+
+    # The paired comparison sentence, with its sign test.
+    open_tab(page, "Paired comparison")
+    main.get_by_role("heading", name="Paired comparison").wait_for()
+    a, b = EXPERIMENT_CONFIGS
+    sentence = main.get_by_text(f"{a} was right more often than {b}")
+    sentence.wait_for()
+    assert "sign test" in sentence.inner_text()
+    main.locator(".st-key-exp-csv button").wait_for()
     assert page.dialogs == [], page.dialogs
     assert page.locator("[data-testid='stException']").count() == 0
     print(f"experiment screenshots in {shots}: 07-experiment-configured, "

@@ -6,7 +6,7 @@ from __future__ import annotations
 from urllib.parse import unquote
 
 from test_app_baseline import experiment
-from test_browser import GENEROUS_MS, app, goto, page, settle, shots  # noqa: F401
+from test_browser import GENEROUS_MS, app, goto, open_tab, page, settle, shots  # noqa: F401
 
 from engine import Store
 from engine import experiments as ex
@@ -23,12 +23,15 @@ def test_a_baseline_view_with_a_regression_and_a_fix_opens_a_cell(app, page, sho
 
     goto(page, base, f"/experiments?experiment={experiment_id}")
     main = page.locator("[data-testid='stMain']")
+    open_tab(page, "Questions")
+    from playwright.sync_api import expect  # here: the module is collected without Playwright
     grid = page.locator(".st-key-exp-baseline")
-    grid.wait_for()
+    grid.wait_for(timeout=GENEROUS_MS)
     grid.scroll_into_view_if_needed()
     settle(page)
-    text = main.inner_text()
-    assert "Fixed" in text and "Broke" in text
+    # Playwright's auto-waiting assertions: the metrics may be drawn a moment after the grid
+    expect(main).to_contain_text("Fixed", timeout=GENEROUS_MS)
+    expect(main).to_contain_text("Broke", timeout=GENEROUS_MS)
     page.screenshot(path=str(shots / "15-baseline-view.png"), full_page=True)
 
     box = grid.locator("[data-testid='stDataFrameResizable']").first.bounding_box()

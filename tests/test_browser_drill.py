@@ -18,6 +18,9 @@ def test_clicking_an_accuracy_bar_opens_its_runs(app, page, shots):  # noqa: F81
                                  store=store, label=label, expected=question.expected))
     goto(page, base, "/insights")
     main = page.locator("[data-testid='stMain']")
+    # Insights opens with the overview; the accuracy section is a click away
+    page.locator(".st-key-insights-sections button", has_text="Accuracy").click()
+    settle(page)
     main.get_by_text("Accuracy by label and protocol").first.wait_for()
     settle(page)
     plot = page.locator(".js-plotly-plot", has_text="Accuracy by label and protocol").first
@@ -55,4 +58,9 @@ def test_clicking_an_experiment_accuracy_bar_lists_its_runs(app, page, shots):  
     chosen = page.locator(".st-key-exp-drill-label input").first
     page.wait_for_function("e => e.value === 'careful'", arg=chosen.element_handle(),
                            timeout=GENEROUS_MS)
+    # the click opened the *Runs behind a cell* tab (only the open tab is drawn) on its runs
+    assert page.get_by_role("tab", name="Runs behind a cell").get_attribute(
+        "aria-selected") == "true"
+    assert page.locator("[data-testid='stMain'] [data-testid='stDataFrame']").count() == 1
+    assert page.locator("[data-testid='stException']").count() == 0
     page.screenshot(path=str(shots / "17-experiment-bar-to-runs.png"), full_page=True)

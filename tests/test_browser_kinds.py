@@ -6,7 +6,7 @@ and labelled. Saves the screenshots 08-insights-real-and-simulated and
 from __future__ import annotations
 
 from openai_stub import SimulatedOpenAI
-from test_browser import GENEROUS_MS, app, goto, page, settle, shots  # noqa: F401
+from test_browser import GENEROUS_MS, app, goto, open_tab, page, settle, shots  # noqa: F401
 
 from engine import Store
 from engine import experiments as ex
@@ -67,6 +67,7 @@ def test_real_and_simulated_runs_are_kept_apart_and_labelled(app, page, shots): 
 
     goto(page, base, f"/experiments?experiment={experiment_id}")
     show_both(page, "exp-kind")
+    open_tab(page, "Paired comparison")  # the two configurations named side by side
     text = main.inner_text()
     assert "vote (simulated)" in text and "vote on a server" in text
     page.screenshot(path=str(shots / "09-experiment-real-and-simulated.png"), full_page=True)

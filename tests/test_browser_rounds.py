@@ -5,7 +5,7 @@ dashed round-1 majority lines and the paper's reference points. Saves the screen
 """
 from __future__ import annotations
 
-from test_browser import GENEROUS_MS, app, goto, page, settle, shots  # noqa: F401
+from test_browser import GENEROUS_MS, app, goto, open_tab, page, settle, shots  # noqa: F401
 
 from engine import Store
 from engine import experiments as ex
@@ -28,6 +28,7 @@ def test_accuracy_by_round_with_reference_points(app, page, shots):  # noqa: F81
     assert ex.progress(store, experiment_id).status == "completed"
 
     goto(page, base, f"/experiments?experiment={experiment_id}")
+    open_tab(page, "Accuracy by round")
     main = page.locator("[data-testid='stMain']")
     main.get_by_role("heading", name="Accuracy by round").wait_for()
     chart = main.locator("[data-testid='stPlotlyChart'] .js-plotly-plot").filter(
@@ -67,6 +68,7 @@ def test_a_paper_preset_run_from_the_cli_shows_its_curve_beside_the_paper(app, p
     listed = ex.list_experiments(Store(db_url))
     experiment_id = str(listed[listed["name"].str.contains("first 5")]["id"].iloc[0])
     goto(page, base, f"/experiments?experiment={experiment_id}")
+    open_tab(page, "Accuracy by round")
     main = page.locator("[data-testid='stMain']")
     chart = main.locator("[data-testid='stPlotlyChart'] .js-plotly-plot").filter(
         has_text="round-1 majority vote")

@@ -15,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 from engine import Seat, Store, run_debate, run_vote
 
 from engine.reports import charts
+from engine.reports.insights import section_titles
 
 from engine.services import library
 from engine import experiments as ex
@@ -129,6 +130,10 @@ def test_runs_page_shows_a_hostile_run_id_label_and_seats_as_text(hostile):
     assert RUN_ID in plain(at.title[0].value)  # the finding: it was an <img> in the title
     assert LABEL in shown and all(seat in shown for seat in SEATS)
     assert_chart_text(c.proto.spec for c in at.get("plotly_chart"))  # the tally's stances
+    for name in ("Transcript", "Timeline & usage", "Configuration"):  # one tab drawn at a time
+        at.session_state["runs_tab"] = name
+        at.run()
+        assert all(seat in assert_inert(at) for seat in SEATS), name
     next(b for b in at.button if b.key == "runs_delete_ask").click().run()
     assert RUN_ID in assert_inert(at)  # the confirmation names the run
 
@@ -155,6 +160,7 @@ def test_personas_page_shows_hostile_names_as_text(hostile):
 
 def test_insights_page_charts_hold_escaped_labels(hostile):
     at = open_page("insights")
+    at.pills(key="insights-sections").set_value(list(section_titles())).run()  # every one
     assert_inert(at)
     assert_chart_text(c.proto.spec for c in at.get("plotly_chart"))
 
@@ -168,9 +174,15 @@ def test_experiments_page_shows_hostile_configuration_labels_as_text(hostile):
     experiment_id = ex.create(store, plan)
     ex.run_experiment(store, experiment_id)
     at = open_page("experiments", experiment=experiment_id)
-    shown = assert_inert(at)
+    shown, specs = assert_inert(at), [c.proto.spec for c in at.get("plotly_chart")]
+    for name in ("Accuracy by round", "Calibration", "Paired comparison", "Questions",
+                 "Runs behind a cell"):  # the results draw one tab at a time
+        at.session_state["exp-tab"] = name
+        at.run()
+        shown += assert_inert(at)
+        specs += [c.proto.spec for c in at.get("plotly_chart")]
     assert f"{LABEL} better" in shown and f"{IMAGE} better" in shown  # paired metrics
-    assert_chart_text(c.proto.spec for c in at.get("plotly_chart"))
+    assert_chart_text(specs)
 
 
 def test_home_page_shows_a_hostile_database_path_as_text(tmp_path, monkeypatch):

@@ -157,6 +157,7 @@ def test_insights_page_shows_one_kind_by_default_and_both_labelled(db, server):
     store_both(db, server)
     at = AppTest.from_file(str(PAGES / "insights.py"), default_timeout=60).run()
     assert not at.exception, at.exception
+    at.pills(key="insights-sections").set_value(["overview", "accuracy"]).run()  # a click
     metrics = {plain(m.label): plain(m.value) for m in at.metric}
     assert metrics["Runs"] == "1" and metrics["Simulated"] == "0"  # the real run only
     assert any("2 simulated run(s) are not shown" in c.value for c in at.caption)
@@ -233,6 +234,8 @@ def test_experiments_page_shows_one_kind_by_default_and_both_labelled(db, server
     assert list(summary["simulated"]) == ["all", ""]
     assert list(summary["runs"]) == [2, 2]
     assert summary["accuracy [95% CI] n"].str.endswith("n=2").all()
+    at.session_state["exp-tab"] = "Paired comparison"  # as a click on the tab
+    at.run()
     assert any(m.value.startswith("Simulated\\: ") for m in at.markdown)  # md() escapes ":"
 
 

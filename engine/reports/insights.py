@@ -153,13 +153,14 @@ def section_titles() -> dict[str, str]:
 
 
 def default_sections(runs: pd.DataFrame) -> list[str]:
-    """The sections a page opens with: the overview, accuracy and cost, and each protocol's
-    own section when at most two protocols have completed runs (more are a click away, so a
-    page over thousands of runs of every protocol draws a handful of figures, not dozens)."""
+    """The sections a page opens with: the overview, and each protocol's own section when at
+    most two protocols have completed runs. Accuracy, tokens and latency and the rest are a
+    click away, so a page over thousands of runs of every protocol draws one figure: in the
+    browser each figure costs more than the page's whole Python run."""
     done = completed(runs)
     stored = set(done["protocol"].unique()) if not done.empty else set()  # once, not per name
     present = [n for n in section_titles() if n in stored]
-    return ["overview", *(present if len(present) <= 2 else []), "accuracy", "cost"]
+    return ["overview", *(present if len(present) <= 2 else [])]
 
 
 def report(runs: pd.DataFrame, results: Results | None = None,
