@@ -8,6 +8,7 @@ click on a widget, draws them without reading and adding up the runs again.
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -289,26 +290,15 @@ TABS = ("Summary", "Accuracy by round", "Calibration", "Paired comparison", "Que
 def show_tabs(result: ex.Report, drawn: Figures, stamp: tuple) -> None:
     """The results as tabs, only the open one drawn (switching tabs reruns the page): every
     section at once was a dozen tables and three figures, seconds of the browser's time."""
-    summary, by_round, calibration, pair, questions, cell_runs = st.tabs(
-        list(TABS), key="exp-tab", on_change="rerun")
-    if summary.open:
-        with summary:
-            show_summary(result, drawn)
-    if by_round.open:
-        with by_round:
-            show_rounds(drawn)
-    if calibration.open:
-        with calibration:
-            show_calibration(result, drawn)
-    if pair.open:
-        with pair:
-            show_pair(result)
-    if questions.open:
-        with questions:
-            show_questions(result, stamp)
-    if cell_runs.open:
-        with cell_runs:
-            show_cell_runs(result)
+    draws: tuple[Callable[[], None], ...] = (
+        lambda: show_summary(result, drawn), lambda: show_rounds(drawn),
+        lambda: show_calibration(result, drawn), lambda: show_pair(result),
+        lambda: show_questions(result, stamp), lambda: show_cell_runs(result))
+    for tab, draw in zip(st.tabs(list(TABS), key="exp-tab", on_change="rerun"), draws,
+                         strict=True):
+        if tab.open:
+            with tab:
+                draw()
 
 
 def show_questions(result: ex.Report, stamp: tuple) -> None:

@@ -41,6 +41,20 @@ from engine.llm.replies import extract_json
 from engine.models import Task
 from engine.simulated import SimulatedChatModel
 
+PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
+              "all_proxy")
+ENDPOINT_SETTINGS = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "PARLEY_ENDPOINTS")
+
+
+def loopback_only(monkeypatch, *clear: str) -> None:
+    """Call loopback servers directly (no proxy variables; NO_PROXY for 127.0.0.1) with the
+    environment names in `clear` unset, for a test's `monkeypatch`."""
+    for name in (*PROXY_VARS, *clear):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+
+
 _KINDS = {"system": SystemMessage, "user": HumanMessage, "assistant": AIMessage}
 _KEY = re.compile(r'"([A-Za-z_]+)"\s*:')
 _PROPOSAL = re.compile(r"^\[([^\]\n]+)\] stance: (.*)$", re.M)

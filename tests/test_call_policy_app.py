@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 from apptest_helpers import plain, poll
-from openai_stub import SimulatedOpenAI
+from openai_stub import ENDPOINT_SETTINGS, SimulatedOpenAI, loopback_only
 from streamlit.testing.v1 import AppTest
 
 from engine import Store, run_vote
@@ -23,18 +23,11 @@ from engine.store.latency import measured_latency
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 QUESTION = "What is 6 x 7?"
-PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
-              "all_proxy")
 
 
 @pytest.fixture(autouse=True)
 def loopback_env(monkeypatch):
-    for name in PROXY_VARS:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "PARLEY_ENDPOINTS"):
-        monkeypatch.delenv(name, raising=False)
+    loopback_only(monkeypatch, *ENDPOINT_SETTINGS)
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import re
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from openai_stub import SimulatedOpenAI
+from openai_stub import ENDPOINT_SETTINGS, SimulatedOpenAI, loopback_only
 
 from engine.analysis.sections import parse_answer
 from engine.llm.lines import PROBE_GRAMMAR, PROBE_TOKENS, SHORT_WORDS, LineFormat
@@ -25,8 +25,6 @@ from engine.protocols.peer_review import DRAFT_FORMAT, REVIEW_FORMAT, _read_revi
 from engine.protocols.roundtable import STANCE_LINE, parse_stance
 from engine.protocols.society import FINAL_LINE, read_answer
 
-PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
-              "all_proxy")
 QUESTION = "What is 6 x 7?"
 # The phases each protocol reads by a line format, and the format (peer review's draft: a run
 # with an expected answer asks for an ANSWER line).
@@ -41,12 +39,7 @@ PHASES = {
 
 @pytest.fixture(autouse=True)
 def loopback_env(monkeypatch):
-    for name in PROXY_VARS:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "PARLEY_ENDPOINTS"):
-        monkeypatch.delenv(name, raising=False)
+    loopback_only(monkeypatch, *ENDPOINT_SETTINGS)
 
 
 def run(protocol: str, stub: SimulatedOpenAI, model: str = "openai:smol",

@@ -10,7 +10,7 @@ import json
 import time
 
 import pytest
-from openai_stub import SimulatedOpenAI
+from openai_stub import ENDPOINT_SETTINGS, SimulatedOpenAI, loopback_only
 
 from engine import Seat, Store, get_model, run_vote
 from engine.cli.main import main
@@ -19,19 +19,12 @@ from engine.llm.providers import DEFAULT_MAX_TOKENS
 from engine.models import ConfigError
 from engine.services.rerun import rerun
 
-PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
-              "all_proxy")
 QUESTION = "What is 6 x 7?"
 
 
 @pytest.fixture(autouse=True)
 def loopback_env(monkeypatch):
-    for name in PROXY_VARS:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "PARLEY_ENDPOINTS"):
-        monkeypatch.delenv(name, raising=False)
+    loopback_only(monkeypatch, *ENDPOINT_SETTINGS)
 
 
 @pytest.fixture

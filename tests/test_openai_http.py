@@ -18,12 +18,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from openai_stub import PROXY_VARS, loopback_only
 
 from engine import Seat, Store, get_model, run_debate, run_peer_review
 
 ROOT = Path(__file__).resolve().parents[1]
-PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
-              "all_proxy")
 JUDGE_REPLY = ("1. VERDICT: The proponent wins\n2. REASONING: Better evidence\n"
                "3. PRO SUMMARY: Cheaper\n4. CON SUMMARY: Riskier\n5. CONFIDENCE: 0.75")
 
@@ -82,12 +81,7 @@ class FakeOpenAI(ThreadingHTTPServer):
 
 @pytest.fixture(autouse=True)
 def loopback_env(monkeypatch):
-    for name in PROXY_VARS:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    loopback_only(monkeypatch, "OPENAI_API_KEY", "OPENAI_BASE_URL")
 
 
 @pytest.fixture

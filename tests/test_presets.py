@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from openai_stub import SimulatedOpenAI
+from openai_stub import SimulatedOpenAI, loopback_only
 
 from engine import Store
 from engine import experiments as ex
@@ -28,8 +28,6 @@ EXPECTED = {  # preset -> (arXiv id, question set, {label: (protocol, calls per 
     "debate-or-vote": ("2508.17536", "gsm8k-100", {"society-5x5": ("society", 25)}, 2_500),
 }
 LIMIT = 3
-PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
-              "all_proxy")
 
 
 def load(name: str) -> dict:
@@ -114,12 +112,8 @@ def test_every_preset_runs_end_to_end_on_the_simulated_model(name, tmp_path, cap
 
 @pytest.fixture
 def stub(monkeypatch):
-    for var in PROXY_VARS:
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    loopback_only(monkeypatch, "PARLEY_ENDPOINTS", "OPENAI_BASE_URL")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-key")
-    monkeypatch.delenv("PARLEY_ENDPOINTS", raising=False)
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     with SimulatedOpenAI() as server:
         yield server
 

@@ -10,7 +10,7 @@ import json
 import os
 
 import pytest
-from openai_stub import SimulatedOpenAI
+from openai_stub import ENDPOINT_SETTINGS, SimulatedOpenAI, loopback_only
 from sqlalchemy import create_engine, text
 
 from engine import Seat, Store, get_model, run_vote
@@ -30,20 +30,13 @@ from engine.protocols.ballots import PROPOSE_SCHEMA
 from engine.protocols.panel import CRITIQUE_SCHEMA, REBUTTAL_SCHEMA, SYNTHESIS_SCHEMA
 from engine.protocols.roundtable import JUDGE_SCHEMA
 
-PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
-              "all_proxy")
 QUESTION = "What is 6 x 7?"
 MODES = ("constrained", "json mode", "prompted")
 
 
 @pytest.fixture(autouse=True)
 def loopback_env(monkeypatch):
-    for name in PROXY_VARS:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "PARLEY_ENDPOINTS"):
-        monkeypatch.delenv(name, raising=False)
+    loopback_only(monkeypatch, *ENDPOINT_SETTINGS)
     forget_support()
     yield
     forget_support()
