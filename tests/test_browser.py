@@ -298,7 +298,8 @@ def test_experiment_two_configurations_to_calibration(app, page, shots):
     charts = main.locator("[data-testid='stPlotlyChart'] .js-plotly-plot")
     reliability = charts.filter(has_text="perfect calibration")
     reliability.wait_for()
-    assert charts.count() == 1
+    # the Summary tab's chart leaves the page when the rerun ends: wait for it, then count
+    expect(charts).to_have_count(1, timeout=EXPERIMENT_MS)
     legend = reliability.locator(".legend").text_content()  # SVG: no inner text
     for label in EXPERIMENT_CONFIGS:
         assert label in legend, legend

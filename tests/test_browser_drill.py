@@ -61,6 +61,8 @@ def test_clicking_an_experiment_accuracy_bar_lists_its_runs(app, page, shots):  
     # the click opened the *Runs behind a cell* tab (only the open tab is drawn) on its runs
     assert page.get_by_role("tab", name="Runs behind a cell").get_attribute(
         "aria-selected") == "true"
-    assert page.locator("[data-testid='stMain'] [data-testid='stDataFrame']").count() == 1
+    from playwright.sync_api import expect  # retries until the rerun has drawn the tab
+    expect(page.locator("[data-testid='stMain'] [data-testid='stDataFrame']")).to_have_count(
+        1, timeout=GENEROUS_MS)
     assert page.locator("[data-testid='stException']").count() == 0
     page.screenshot(path=str(shots / "17-experiment-bar-to-runs.png"), full_page=True)
