@@ -1,46 +1,54 @@
 """Parley: the Streamlit entry. Settings are read once here and handed to the pages.
 
-Run it with `streamlit run app.py`. A page is listed only when its file exists, so the app
-works while pages are still being written.
+Run it with `streamlit run app.py`. Streamlit finds the `st.App` at the end of this file, so
+the server imports this module once as it starts (and warms itself, see `warm`) and then runs
+this file as every session's script (`main`). A page is listed only when its file exists, so
+the app works while pages are still being written.
 """
 from __future__ import annotations
 
-import threading
+import logging
+import sys
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
 
+import anyio
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from engine import Store
 from pages import _shared
 
-st.set_page_config(page_title="Parley", page_icon=":material/forum:", layout="wide")
+
+def warm() -> str:
+    """Fill the caches of the pages' first views from the store this process serves: the
+    Insights overview (`_insights_data.warm`: reading and flattening every run, about a
+    second at 10,000) and the newest experiment's results (`_experiment_results.warm`).
+    Returns what it did, for the server's log; a store it cannot read is left to the pages,
+    which say why."""
+    from pages import _experiment_results, _insights_data
+    start = time.perf_counter()
+    # A cache's spinner looks for a session; this thread has none, and needs none.
+    quiet = logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        store = _shared.open_store(_shared.load_settings()["db_url"])
+        _insights_data.warm(store)
+        _experiment_results.warm(store)
+    except Exception as exc:  # noqa: BLE001 - a warm-up never stops the server
+        return f"Parley: caches not warmed ({type(exc).__name__}: {exc})"
+    finally:
+        quiet.setLevel(level)
+    return f"Parley: caches warmed in {time.perf_counter() - start:.1f} s"
 
 
-# Seconds the warm-up waits after the first page's script run: the browser then still
-# fetches that page's widget code from this server and draws it (1-2 s on a fresh
-# server), and a warm-up holding the GIL meanwhile slowed those requests by seconds.
-WARM_UP_AFTER = 3.0
-
-
-def _warm_up(store: Store) -> None:
-    """Import what the pages need and build plotly's first figure (`_shared.warm_up`), then
-    fill the Insights caches for its first view (`_insights_data.warm`). Imported here, in
-    the background, because it imports plotly, which the first page need not wait for."""
-    time.sleep(WARM_UP_AFTER)
-    from pages import _insights_data
-    _shared.warm_up()
-    _insights_data.warm(store)
-
-
-@st.cache_resource(show_spinner=False)
-def _warming() -> threading.Thread:
-    """Warm the process once in a background thread, started after the first page has been
-    drawn so that page is not slowed by it: the next pages a user opens then skip their
-    imports, plotly's first-figure cost and (Insights) reading every stored run."""
-    thread = threading.Thread(target=_warm_up, args=(_shared.store(),), name="parley-warm-up",
-                              daemon=True)
-    thread.start()
-    return thread
+@asynccontextmanager
+async def warm_before_serving(_app: Any) -> AsyncIterator[None]:
+    """st.App's lifespan: the server answers once the caches are warm (`warm`)."""
+    print(await anyio.to_thread.run_sync(warm), file=sys.stderr, flush=True)
+    yield
 
 
 # (file, title, icon): the navigation, in order; Home is the default page.
@@ -54,14 +62,29 @@ PAGES = (
     ("pages/compare.py", "Compare runs", ":material/compare_arrows:"),
 )
 
-# .streamlit/config.toml turns sidebar navigation off, so a fresh server's first load never
-# draws Streamlit's file list of pages/ (before this script names the pages); this app's own
-# navigation is then switched on (Streamlit lets a script set this option).
-st.set_option("client.showSidebarNavigation", True)
-page = st.navigation([st.Page(path, title=title, icon=icon, default=path == "pages/home.py")
-                      for path, title, icon in PAGES])
-_shared.settings()  # environment, then st.secrets; once per session
-_shared.store()     # open (and migrate) the database before any page needs it
-_shared.keep_form_state()  # a half-configured run survives a visit to another page
-page.run()
-_warming()  # after a page that ran to its end (st.stop and st.rerun skip this line)
+def main() -> None:
+    """One script run: the page config, the navigation, the settings and store, the page."""
+    st.set_page_config(page_title="Parley", page_icon=":material/forum:", layout="wide")
+    # .streamlit/config.toml turns sidebar navigation off, so a fresh server's first load never
+    # draws Streamlit's file list of pages/ (before this script names the pages); this app's own
+    # navigation is then switched on (Streamlit lets a script set this option).
+    st.set_option("client.showSidebarNavigation", True)
+    page = st.navigation([st.Page(path, title=title, icon=icon, default=path == "pages/home.py")
+                          for path, title, icon in PAGES])
+    _shared.settings()  # environment, then st.secrets; once per session
+    _shared.store()     # open (and migrate) the database before any page needs it
+    _shared.keep_form_state()  # a half-configured run survives a visit to another page
+    page.run()
+
+
+if get_script_run_ctx(suppress_warning=True) is None:
+    # `streamlit run app.py` finds this st.App (it reads this file's source for one), imports
+    # this module once as the server starts, and then runs this same file as the script of
+    # every session (`main`, below). So Python's imports (pandas, SQLAlchemy, the engine,
+    # plotly and its first figure: about 1.8 s) happen before the first browser connects,
+    # not during the first page a user opens on a fresh server; its lifespan then fills the
+    # pages' caches before the server answers (`warm`).
+    _shared.warm_up()
+    app = st.App(__file__, lifespan=warm_before_serving)
+else:
+    main()

@@ -252,10 +252,31 @@ def figures(_result: ex.Report, stamp: tuple, experiment_id: str, kind: str) -> 
     return drawn
 
 
+def stamp_of(store: Store, state: ex.Progress) -> tuple:
+    """What the cached results of an experiment are keyed on: the stored runs and its
+    progress."""
+    return (store.url_safe, *store.fingerprint(), state.status, state.done, state.total)
+
+
+def warm(store: Store) -> None:
+    """Fill the caches of the newest experiment's results (the one the page opens on) as a
+    first visit would: its runs, report for the default kind and figures."""
+    experiments = ex.list_experiments(store)
+    if experiments.empty:
+        return
+    experiment_id = str(experiments["id"].iloc[0])
+    stamp = stamp_of(store, ex.progress(store, experiment_id))
+    every = runs_frame(store, stamp, experiment_id)
+    kind = aggregate.default_kind(every)
+    result = report(store, stamp, experiment_id, kind)
+    if not result.runs.empty:
+        figures(result, stamp, experiment_id, kind)
+
+
 def show(store: Store, experiment_id: str, state: ex.Progress) -> None:
     """The results of `experiment_id` so far, built once per database and change of its runs
     or progress (`stamp`) and kept for every later visit."""
-    stamp = (store.url_safe, *store.fingerprint(), state.status, state.done, state.total)
+    stamp = stamp_of(store, state)
     every = runs_frame(store, stamp, experiment_id)
     kind = st.segmented_control(
         "Runs", list(aggregate.KINDS), default=aggregate.default_kind(every),

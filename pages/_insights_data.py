@@ -1,9 +1,9 @@
 """The Insights page's data: the matching runs, the chosen sections and their figures, each
 made once per change of the stored runs (`Store.fingerprint`) and kept in Streamlit's caches.
 
-A module of its own (not the page script) so that the process's background warm-up (app.py)
-can fill the caches for the page's first view (`warm`) while the user is still on another page:
-on 10,000 runs reading and flattening them took about a second of a first visit.
+A module of its own (not the page script) so that the server's warm-up (app.py's `warm`, before
+it answers) can fill the caches for the page's first view (`warm`): on 10,000 runs reading and
+flattening them took about a second of a first visit.
 """
 from __future__ import annotations
 

@@ -155,6 +155,11 @@ def warm_up() -> None:
     px.timeline(frame, x_start="start", x_end="finish", y="seat", color="phase").to_dict()
 
 
+def open_store(url: str) -> Store:
+    """The process-wide store for `url`, opened (and migrated) on first use."""
+    return _store(url)
+
+
 def store() -> Store:
     """The process-wide store for this session's database URL. A database this Parley cannot
     open (written by a newer Parley, say) stops the page with its one-line reason."""

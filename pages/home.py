@@ -99,10 +99,11 @@ elif demo is not None and st.session_state.pop("demo_started", False):
         st.warning(_shared.md(error))
 if "demo_removed" in st.session_state:
     st.success(st.session_state.pop("demo_removed"))
-confirm_remove(len(demo_run_ids(store)))
+stored = len(demo_run_ids(store))  # read once, after anything this run stored or removed
+confirm_remove(stored)
 count.markdown(f"Make {len(plan)} runs on the simulated model — each bundled demo question "
                "through every protocol — tagged `demo`, so Runs and Insights have something "
-               f"to show. **{len(demo_run_ids(store))}** demo runs are stored now; the button "
+               f"to show. **{stored}** demo runs are stored now; the button "
                "makes only those missing.")
 
 links = (("pages/runs.py", "Open Runs"), ("pages/insights.py", "Open Insights"),

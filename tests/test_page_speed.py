@@ -1,8 +1,10 @@
 """What keeps pages fast over many stored runs (issue 14, the browser page-ready times): the
 experiment results and the Insights figures are built once per change of the stored runs
-and read from the cache after that, and the process warms itself after its first page."""
+and read from the cache after that, and the server warms itself before it answers."""
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -11,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 from engine import Store
 from engine import experiments as ex
 from engine.reports import baseline, charts
-from pages import _insights_data, _shared
+from pages import _experiment_results, _insights_data, _shared
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
@@ -87,7 +89,7 @@ def test_the_warm_up_loads_what_the_other_pages_need():
 
 
 def test_the_warm_up_fills_the_insights_caches_for_its_first_view(db_url, monkeypatch):
-    """The background warm-up reads and adds up the runs and makes the figures of Insights'
+    """The server's warm-up reads and adds up the runs and makes the figures of Insights'
     first view, so a first visit finds them ready (on 10,000 runs, about a second)."""
     experiment(db_url)
     made = counting(monkeypatch, charts, "figure")
@@ -99,3 +101,67 @@ def test_the_warm_up_fills_the_insights_caches_for_its_first_view(db_url, monkey
     at.switch_page("pages/insights.py").run()
     assert not at.exception, at.exception
     assert len(made) == warmed == len(at.get("plotly_chart"))  # nothing made again
+
+
+def test_the_warm_up_fills_the_newest_experiments_results(db_url, monkeypatch):
+    """The server's warm-up builds the report and figures of the experiment the Experiments
+    page opens on (the newest), so its first visit finds them ready."""
+    experiment(db_url)
+    reports = counting(monkeypatch, ex, "report")
+    made = counting(monkeypatch, ex, "accuracy_figure")
+    _experiment_results.warm(Store(db_url))
+    assert len(reports) == 1 and len(made) == 1
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    at.switch_page("pages/experiments.py").run()
+    assert not at.exception, at.exception
+    assert len(at.get("plotly_chart")) == 1
+    assert len(reports) == 1 and len(made) == 1  # nothing built again
+
+
+def test_the_warm_up_of_an_empty_store_does_nothing(db_url):
+    _experiment_results.warm(Store(db_url))
+    _insights_data.warm(Store(db_url))
+    assert Store(db_url).runs().empty
+
+
+STARTS = """
+import asyncio, sys
+import streamlit as st
+import app
+assert isinstance(app.app, st.App), type(app.app)
+assert set(app.PAGES) and "plotly.graph_objects" in sys.modules  # imported as it starts
+
+async def serve():
+    async with app.warm_before_serving(None):
+        print("serving")
+
+asyncio.run(serve())
+"""
+
+
+def test_streamlit_run_finds_the_app_and_warms_it_before_serving(db_url):
+    """`streamlit run app.py` imports app.py as an st.App (Streamlit reads its source for
+    one): the import makes no page, and the App's lifespan warms the caches of the store
+    it serves before the server answers, saying so in the server's log."""
+    experiment(db_url)
+    root = Path(APP).parent
+    done = subprocess.run([sys.executable, "-c", STARTS], cwd=root, capture_output=True,
+                          text=True, timeout=300,
+                          env={**os.environ, "PARLEY_DB_URL": db_url})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().endswith("serving")
+    assert "Parley: caches warmed in" in done.stderr, done.stderr[-3000:]
+
+
+def test_a_store_the_warm_up_cannot_open_is_left_to_the_pages(tmp_path):
+    """A database the warm-up cannot open never stops the server: the log says why and the
+    pages show the reason to the user, as without a warm-up."""
+    bad = tmp_path / "not-a-database.db"
+    bad.write_bytes(b"this is not SQLite" * 100)
+    code = "import app; print(app.warm())"
+    done = subprocess.run([sys.executable, "-c", code], cwd=Path(APP).parent,
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PARLEY_DB_URL": f"sqlite:///{bad}"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Parley: caches not warmed" in done.stdout, done.stdout

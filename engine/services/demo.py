@@ -37,7 +37,7 @@ def demo_config(protocol: str) -> RunConfig:
 
 def demo_run_ids(store: Any) -> list[str]:
     """Ids of the stored demo runs."""
-    return list(store.runs(tag=DEMO_TAG)["id"])
+    return list(store.runs(tag=DEMO_TAG, with_config=False)["id"])
 
 
 def remove_demo(store: Any) -> int:
