@@ -59,7 +59,10 @@ def pool_view(store: Store) -> None:
                 "that reaches this database (PARLEY_DB_URL).")
     else:
         st.dataframe(live, hide_index=True,
-                     column_config={"cells_done": "cells done", "heartbeat": "last heartbeat"})
+                     column_config={"cells_done": st.column_config.NumberColumn(
+                         "cells done", help="experiment runs this worker finished (completed "
+                         "or failed), counted from the runs it stored"),
+                         "heartbeat": "last heartbeat"})
     if not depth.empty:
         st.dataframe(depth, hide_index=True)
 

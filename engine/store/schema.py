@@ -161,7 +161,7 @@ class SearchDocRow(Base):
 
 class WorkerRow(Base):
     """A worker process of the pool (`python -m engine worker`): where it runs, the
-    endpoints it serves (empty: all), its heartbeat and the cells it finished."""
+    endpoints it serves (empty: all) and its heartbeat."""
 
     __tablename__ = "workers"
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
@@ -169,6 +169,8 @@ class WorkerRow(Base):
     pid: Mapped[int] = mapped_column(Integer, default=0)
     endpoints: Mapped[str] = mapped_column(Text, default="")
     concurrency: Mapped[int] = mapped_column(Integer, default=1)
+    # No longer written: the cells a worker finished are counted from its runs
+    # (`engine.store.workers.finished_by`); kept so older databases need no migration.
     cells_done: Mapped[int] = mapped_column(Integer, default=0)
     started_at: Mapped[datetime] = mapped_column(Moment, index=True)
     heartbeat_at: Mapped[datetime | None] = mapped_column(Moment, nullable=True)

@@ -247,41 +247,55 @@ def register(store: Store, endpoints: Sequence[str], concurrency: int) -> str:
     return worker_id
 
 
-def beat(store: Store, worker_id: str, cells: int = 0, stopped: bool = False) -> None:
-    """A worker's heartbeat, adding the cells it finished since the last one (and its end)."""
-    values: dict[str, Any] = {"heartbeat_at": now(),
-                              "cells_done": WorkerRow.cells_done + cells}
+def beat(store: Store, worker_id: str, stopped: bool = False) -> None:
+    """A worker's heartbeat (and its end)."""
+    values: dict[str, Any] = {"heartbeat_at": now()}
     if stopped:
         values["stopped_at"] = now()
     with store.writing() as connection:
         connection.execute(update(WorkerRow).where(WorkerRow.id == worker_id).values(**values))
 
 
+def finished_by(connection: Any, worker: Any) -> int:
+    """The experiment runs a worker finished (completed or failed), read from the runs it
+    stored (its host and pid, from its start to its stop): the runs are the record, so a
+    worker killed between storing a run and anything after it is still counted exactly."""
+    query = select(func.count()).select_from(RunRow).where(
+        RunRow.experiment_id.is_not(None), RunRow.host == worker["host"],
+        RunRow.pid == worker["pid"], RunRow.created_at >= worker["started_at"],
+        RunRow.status.in_(("completed", "failed")))
+    if worker["stopped_at"] is not None:
+        query = query.where(RunRow.created_at <= worker["stopped_at"])
+    return int(connection.execute(query).scalar_one())
+
+
 def workers(store: Store, include_stopped: bool = False) -> pd.DataFrame:
     """The pool's workers, newest first: host, pid, endpoints, started, last heartbeat, cells
-    done and state (`running`, `stopped`, or `gone`: dead pid here, or no heartbeat for
-    `WORKER_GONE_AFTER` on another host)."""
+    done (`finished_by`) and state (`running`, `stopped`, or `gone`: dead pid here, or no
+    heartbeat for `WORKER_GONE_AFTER` on another host)."""
     columns = ["host", "pid", "endpoints", "concurrency", "started", "heartbeat",
                "cells_done", "state"]
+    out = []
+    moment = now()
     with store.engine.connect() as connection:
         rows = connection.execute(select(WORKERS).order_by(
             WorkerRow.started_at.desc())).mappings().all()
-    out = []
-    moment = now()
-    for r in rows:
-        beat_at = aware(r["heartbeat_at"])
-        if r["stopped_at"] is not None:
-            state = "stopped"
-        elif (r["host"] == store.host and owner_gone(r["host"], r["pid"], beat_at,
-                                                      here=store.host)) or \
-                beat_at is None or beat_at < moment - WORKER_GONE_AFTER:
-            state = "gone"
-        else:
-            state = "running"
-        if state == "running" or include_stopped:
-            out.append({"host": r["host"], "pid": r["pid"], "endpoints": r["endpoints"] or "all",
-                        "concurrency": r["concurrency"], "started": aware(r["started_at"]),
-                        "heartbeat": beat_at, "cells_done": r["cells_done"], "state": state})
+        for r in rows:
+            beat_at = aware(r["heartbeat_at"])
+            if r["stopped_at"] is not None:
+                state = "stopped"
+            elif (r["host"] == store.host and owner_gone(r["host"], r["pid"], beat_at,
+                                                          here=store.host)) or \
+                    beat_at is None or beat_at < moment - WORKER_GONE_AFTER:
+                state = "gone"
+            else:
+                state = "running"
+            if state == "running" or include_stopped:
+                out.append({"host": r["host"], "pid": r["pid"],
+                            "endpoints": r["endpoints"] or "all",
+                            "concurrency": r["concurrency"], "started": aware(r["started_at"]),
+                            "heartbeat": beat_at, "cells_done": finished_by(connection, r),
+                            "state": state})
     return pd.DataFrame(out, columns=columns)
 
 

@@ -108,7 +108,7 @@ async def run_cell(context: Any, experiment_id: str, cell: str) -> str:
                                   stop_event=threading.Event(), endpoints=state.endpoints)
     if isinstance(outcome.exception, pool_store.DATABASE_ERRORS):
         raise outcome.exception  # the database went away mid-cell: the job is tried again
-    pool_store.beat(store, state.worker_id, cells=1)
+    pool_store.beat(store, state.worker_id)
     if outcome.status == "fatal":
         await astop(context.app, store, experiment_id, status="failed", error=outcome.error)
     else:
