@@ -77,7 +77,7 @@ def main() -> None:
     page.run()
 
 
-if get_script_run_ctx(suppress_warning=True) is None:
+if get_script_run_ctx(suppress_warning=True) is None and hasattr(st, "App"):
     # `streamlit run app.py` finds this st.App (it reads this file's source for one), imports
     # this module once as the server starts, and then runs this same file as the script of
     # every session (`main`, below). So Python's imports (pandas, SQLAlchemy, the engine,
@@ -86,5 +86,5 @@ if get_script_run_ctx(suppress_warning=True) is None:
     # pages' caches before the server answers (`warm`).
     _shared.warm_up()
     app = st.App(__file__, lifespan=warm_before_serving)
-else:
+elif get_script_run_ctx(suppress_warning=True) is not None:
     main()
