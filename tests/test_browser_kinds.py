@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from openai_stub import SimulatedOpenAI
 from test_browser import GENEROUS_MS, app, goto, open_tab, page, settle, shots  # noqa: F401
+from test_browser import shown_as_text
 
 from engine import Store
 from engine import experiments as ex
@@ -68,6 +69,10 @@ def test_real_and_simulated_runs_are_kept_apart_and_labelled(app, page, shots): 
     goto(page, base, f"/experiments?experiment={experiment_id}")
     show_both(page, "exp-kind")
     open_tab(page, "Paired comparison")  # the two configurations named side by side
+    # The tab's rerun may still be drawing (its pickers shown, its counts not yet): wait for
+    # the counts, which name both configurations.
+    shown_as_text(page, "vote on a server better")
+    shown_as_text(page, "vote (simulated) better")
     text = main.inner_text()
     assert "vote (simulated)" in text and "vote on a server" in text
     page.screenshot(path=str(shots / "09-experiment-real-and-simulated.png"), full_page=True)
