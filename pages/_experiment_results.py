@@ -7,7 +7,6 @@ click on a widget, draws them without reading and adding up the runs again.
 """
 from __future__ import annotations
 
-import html
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +16,7 @@ import streamlit as st
 
 from engine import Store
 from engine import experiments as ex
-from engine.reports import aggregate, baseline, rounds, share
+from engine.reports import aggregate, baseline, rounds, share, vega
 from engine.reports.references import references
 from pages import _shared
 
@@ -53,10 +52,9 @@ SORTS = {"question": "question order", "regressions": "regressions first"}
 def drill_to_runs() -> None:
     """A bar clicked on the accuracy chart opens the *Runs behind a cell* tab on that
     configuration's runs (a callback: it runs before the tabs are drawn, so it can pick one)."""
-    event = st.session_state.get("exp-accuracy")
-    points = event.selection.points if event else []
-    if points:
-        picked = html.unescape(str(points[0].get("x")))
+    bar = vega.picked(st.session_state.get("exp-accuracy"))
+    if bar is not None:
+        picked = bar[0]
         st.session_state["exp-drill-label"] = picked
         st.session_state["exp-drill-q"] = None
         st.session_state["exp-tab"] = CELL_RUNS
@@ -105,7 +103,8 @@ def show_baseline(result: ex.Report, stamp: tuple) -> None:
 @dataclass
 class Figures:
     """What the page draws from a report beyond its tables: the round tables and the
-    figures (None when the report has nothing to draw)."""
+    figures (None when the report has nothing to draw): the accuracy as a Vega-Lite spec
+    (`vega.accuracy`; the Summary tab opens without plotly's 4.7 MB chunk), the others plotly."""
 
     points: pd.DataFrame
     published: list[Any]
@@ -136,8 +135,8 @@ def show_summary(result: ex.Report, drawn: Figures) -> None:
     if result.summary["few"].any():
         st.caption("Greyed: fewer than 5 scored runs; read the rate with its interval and n.")
     if drawn.accuracy is not None:
-        st.plotly_chart(drawn.accuracy, key="exp-accuracy", on_select=drill_to_runs,
-                        selection_mode="points")
+        st.vega_lite_chart(spec=drawn.accuracy, key="exp-accuracy", on_select=drill_to_runs,
+                           selection_mode=vega.PICK)
         st.caption("Click a bar to list its runs under *Runs behind a cell*.")
     else:
         st.caption("No run has an expected answer to score, so there is no accuracy.")
@@ -242,7 +241,7 @@ def figures(_result: ex.Report, stamp: tuple, experiment_id: str, kind: str) -> 
     published = references(result.experiment["spec"].get("source"))
     drawn = Figures(points, published, rounds.conformity_by_config(result.runs, configs))
     if (result.summary["scored"] > 0).any():
-        drawn.accuracy = ex.accuracy_figure(result.summary, "Accuracy" + TITLE[kind])
+        drawn.accuracy = vega.accuracy(result.summary, "Accuracy" + TITLE[kind])
     if not points.empty and not ((points["round"] == 1).all() and not published):
         drawn.rounds = rounds.accuracy_by_round_figure(points, published,
                                                        "Accuracy by round" + TITLE[kind])

@@ -121,7 +121,13 @@ def _tasks(url: str) -> TaskRunner:
 WARM_MODULES = ("plotly.express", "plotly.graph_objects", "pandas.io.formats.style",
                 "engine.experiments", "engine.reports.baseline", "engine.reports.charts",
                 "engine.reports.compare", "engine.reports.drill", "engine.reports.insights",
-                "engine.reports.rounds", "engine.reports.share", "engine.services.rerun")
+                "engine.reports.rounds", "engine.reports.share", "engine.reports.vega",
+                "engine.services.rerun",
+                # a run's detail names the simulated model's world (langchain-core: 0.8 s),
+                # the Experiments page its workers (procrastinate: 0.25 s)
+                "engine.simulated", "engine.services.pool", "pages._experiment_form",
+                "pages._experiment_results", "pages._insights_data", "pages._run_policy",
+                "pages._workers")
 
 
 def warm_up() -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import streamlit as st
 
-from engine.reports import aggregate, drill, insights
+from engine.reports import aggregate, drill, insights, vega
 from engine.reports import runs as history
 from pages import _insights_data as data
 from pages import _shared
@@ -24,9 +24,18 @@ if history.newest(store) is None:
 
 
 def drill_down(section: str, chart: insights.Chart, key: str, figure: Any) -> None:
-    """Draw `chart` (as `figure`); a click on one of its bars or points opens the runs behind
-    it on the Runs page (`engine.reports.drill`)."""
-    clickable = chart.kind in ("rate_bar", "stacked_counts", "box")
+    """Draw `chart` (as `figure`: a Vega-Lite spec or a plotly figure); a click on one of its
+    bars or boxes opens the runs behind it on the Runs page (`engine.reports.drill`)."""
+    if isinstance(figure, dict):  # a Vega-Lite spec (`vega.spec`): every bar is clickable
+        event = st.vega_lite_chart(spec=figure, key=key, on_select="rerun",
+                                   selection_mode=vega.PICK)
+        bar = vega.picked(event)
+        if bar is not None:
+            group, series = bar
+            st.switch_page("pages/runs.py", query_params=drill.params(
+                section, chart, series, {"x": group}))
+        return
+    clickable = chart.kind == "box"
     event = st.plotly_chart(figure, key=key, on_select="rerun" if clickable else "ignore",
                             selection_mode="points")
     points = event.selection.points if clickable and event else []

@@ -23,3 +23,14 @@ def poll(at, done, timeout: float = GENEROUS):
         time.sleep(0.2)
         at.run()
     return at
+
+
+def charts(at) -> list:
+    """Every chart a page drew: its plotly figures and its Vega-Lite charts (the bar charts
+    of Insights and an experiment's accuracy, `engine.reports.vega`)."""
+    return [*at.get("plotly_chart"), *at.get("vega_lite_chart")]
+
+
+def chart_specs(at) -> list[str]:
+    """The JSON of every chart a page drew (plotly's figure, Vega-Lite's spec)."""
+    return [str(c.proto.spec) for c in charts(at)]

@@ -51,7 +51,8 @@ def test_bundled_set_two_configurations_run_to_results(db_url):
     assert (summary["scored"] == 2).all()  # the demo set has two questions with answers
     assert frame_with(at, "configuration", "consensus_ece")["consensus_ece"].notna().all()
     assert frame_with(at, "configuration", "persuaded", "changed_better").shape[0] == 2
-    assert len(at.get("plotly_chart")) == 1  # accuracy with intervals (only its tab drawn)
+    assert len(at.get("vega_lite_chart")) == 1  # accuracy with intervals (only its tab drawn)
+    assert not at.get("plotly_chart")  # the Summary tab opens without plotly's chunk
     open_tab(at, "Calibration")  # the reliability diagram
     assert any("perfect calibration" in str(c.proto.spec) for c in at.get("plotly_chart"))
     open_tab(at, "Paired comparison")

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from apptest_helpers import plain
+from apptest_helpers import charts as drawn, plain
 from streamlit.testing.v1 import AppTest
 
 from engine import REGISTRY, Store
@@ -41,14 +41,14 @@ def test_empty_store_shows_a_friendly_note(db):
     at = open_page()
     assert not at.exception, at.exception
     assert "No runs stored yet" in at.info[0].value
-    assert not at.get("plotly_chart")
+    assert not drawn(at)
 
 
 def test_charts_and_captions_across_protocols(db):
     store_runs(db, ("debate", "peer-review", "panel", "vote", "roundtable", "duel"))
     at = open_page(every_section=True)
     assert not at.exception, at.exception
-    charts = at.get("plotly_chart")
+    charts = drawn(at)
     captions = [c.value for c in at.caption]
     assert len(charts) >= 18
     assert len(captions) >= len(charts)  # one caption under each chart
@@ -73,10 +73,10 @@ def test_protocols_without_runs_get_a_one_line_note_and_filters_apply(db):
     notes = [c.value for c in at.caption if "match these filters" in c.value]
     # every protocol but the two with runs (debate and peer review) has no runs to show
     assert len(notes) == len(REGISTRY) - 2
-    everything = len(at.get("plotly_chart"))
+    everything = len(drawn(at))
     at.selectbox(key="insights_protocol").set_value("debate").run()
     assert not at.exception, at.exception
-    assert 0 < len(at.get("plotly_chart")) < everything
+    assert 0 < len(drawn(at)) < everything
     assert {plain(m.label): plain(m.value) for m in at.metric}["Runs"] == "2"
     at.selectbox(key="insights_label").set_value("careful").run()
     assert {plain(m.label): plain(m.value) for m in at.metric}["Runs"] == "1"
@@ -92,10 +92,10 @@ def test_insights_opens_with_a_few_sections_so_thousands_of_runs_draw_quickly(db
     at = open_page()
     assert not at.exception, at.exception
     assert [h.value for h in at.subheader] == ["Overview"]
-    assert len(at.get("plotly_chart")) == 1
+    assert len(drawn(at)) == 1
     at.pills(key="insights-sections").set_value(["overview", "accuracy", "cost"]).run()
     assert [h.value for h in at.subheader] == ["Overview", "Accuracy", "Tokens and latency"]
-    assert len(at.get("plotly_chart")) == 4
+    assert len(drawn(at)) == 4
     at.pills(key="insights-sections").set_value(["overview", "panel"]).run()
     assert [h.value for h in at.subheader] == ["Overview", REGISTRY["panel"].title]
     at.pills(key="insights-sections").set_value([]).run()

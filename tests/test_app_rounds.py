@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from apptest_helpers import plain
+from apptest_helpers import chart_specs, plain
 from streamlit.testing.v1 import AppTest
 
 from engine import Store
@@ -63,7 +63,7 @@ def test_insights_shows_the_society_by_round_and_conformity(db_url):
     at = AppTest.from_file(str(ROOT / "pages" / "insights.py"), default_timeout=60).run()
     assert not at.exception, at.exception
     assert "Society of minds (Du et al.)" in [h.value for h in at.subheader]
-    charts = [str(c.proto.spec) for c in at.get("plotly_chart")]
+    charts = chart_specs(at)
     for title in ("Society: accuracy by round", "Society: mind changes by round",
                   "Society: conformity between rounds"):
         assert any(title in c for c in charts), title

@@ -84,6 +84,25 @@ def settle(page) -> None:
         "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')")
 
 
+VEGA_BAR = "path[aria-roledescription='bar']"  # a bar of a Vega-Lite chart (SVG)
+
+
+def vega_groups(bars) -> list[str]:
+    """The group (x value) of each Vega-Lite bar, from the description Vega gives it
+    ("group: careful; ...")."""
+    return [label.split(";", 1)[0].removeprefix("group: ")
+            for label in bars.evaluate_all("es => es.map(e => e.getAttribute('aria-label'))")]
+
+
+def click_bar(page, bars, index: int) -> None:
+    """Click the middle of a Vega-Lite bar, as a user does (the mouse, not a synthetic
+    event)."""
+    bar = bars.nth(index)
+    bar.scroll_into_view_if_needed()
+    box = bar.bounding_box()
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+
+
 def open_tab(page, name: str) -> None:
     """Click the tab `name` (pages draw only their open tab; a click reruns the script) and
     wait until that run has finished."""
@@ -270,10 +289,11 @@ def test_experiment_two_configurations_to_calibration(app, page, shots):
     main = page.locator("[data-testid='stMain']")
     main.get_by_role("heading", name="Results by configuration").wait_for()
     # The per-configuration results name both configurations: the summary grid is drawn on
-    # a canvas, so they are read from the accuracy chart's axis (SVG text) under it.
-    accuracy = main.locator("[data-testid='stPlotlyChart'] .js-plotly-plot").first
-    accuracy.locator(".xtick").nth(len(EXPERIMENT_CONFIGS) - 1).wait_for()
-    assert accuracy.locator(".xtick").all_text_contents() == list(EXPERIMENT_CONFIGS)
+    # a canvas, so they are read from the accuracy chart's bars (Vega-Lite's SVG) under it.
+    accuracy = main.locator(".st-key-exp-accuracy [data-testid='stVegaLiteChart']")
+    bars = accuracy.locator(VEGA_BAR)
+    bars.nth(len(EXPERIMENT_CONFIGS) - 1).wait_for()
+    assert vega_groups(bars) == list(EXPERIMENT_CONFIGS)
 
     # Streamlit scrolls inside its main section, so a full-page screenshot is one viewport:
     # grow the viewport to the page's height for this one, from the progress bar to the end.

@@ -2,7 +2,17 @@
 behind it (issue 14, bullet 3). Saves 14-drill-down-runs.png to $PARLEY_SCREENSHOTS."""
 from __future__ import annotations
 
-from test_browser import GENEROUS_MS, app, goto, page, settle, shots  # noqa: F401
+from test_browser import (  # noqa: F401
+    GENEROUS_MS,
+    VEGA_BAR,
+    app,
+    click_bar,
+    goto,
+    page,
+    settle,
+    shots,
+    vega_groups,
+)
 
 from engine import Store
 from engine.protocols import arun_config, run_sync
@@ -23,11 +33,11 @@ def test_clicking_an_accuracy_bar_opens_its_runs(app, page, shots):  # noqa: F81
     settle(page)
     main.get_by_text("Accuracy by label and protocol").first.wait_for()
     settle(page)
-    plot = page.locator(".js-plotly-plot", has_text="Accuracy by label and protocol").first
-    plot.scroll_into_view_if_needed()
-    box = plot.locator(".barlayer .point path").first.bounding_box()
-    # as a user does: plotly's drag layer lies over the bars and turns the click into a pick
-    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    plot = page.locator("[data-testid='stVegaLiteChart']",
+                        has_text="Accuracy by label and protocol")
+    bars = plot.first.locator(VEGA_BAR)
+    bars.first.wait_for()
+    click_bar(page, bars, 0)
     page.wait_for_url("**/runs?**", timeout=GENEROUS_MS)
     settle(page)
     assert "label=" in page.url and "status=completed" in page.url
@@ -48,12 +58,11 @@ def test_clicking_an_experiment_accuracy_bar_lists_its_runs(app, page, shots):  
     experiment_id = ex.create(store, plan)
     ex.run_experiment(store, experiment_id)
     goto(page, base, f"/experiments?experiment={experiment_id}")
-    plot = page.locator(".st-key-exp-accuracy .js-plotly-plot")
-    plot.wait_for()
-    plot.scroll_into_view_if_needed()
+    bars = page.locator(".st-key-exp-accuracy [data-testid='stVegaLiteChart']").locator(VEGA_BAR)
+    bars.nth(1).wait_for()
     settle(page)
-    box = plot.locator(".barlayer .point path").nth(1).bounding_box()
-    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    assert vega_groups(bars)[1] == "careful"
+    click_bar(page, bars, 1)
     settle(page)
     chosen = page.locator(".st-key-exp-drill-label input").first
     page.wait_for_function("e => e.value === 'careful'", arg=chosen.element_handle(),

@@ -88,6 +88,17 @@ def assert_chart_text(specs) -> None:
     assert any("&lt;img src=x onerror=alert(1)&gt;" in t for t in texts)
 
 
+def assert_vega_text(specs) -> None:
+    """Vega draws text as text (SVG text nodes; its tooltips escape HTML): the hostile label
+    is in the chart as typed, never escaped (the reader would see "&lt;"), and no mark links
+    anywhere (`href`)."""
+    specs = list(specs)
+    texts = [t for spec in specs for t in figure_texts(spec)]
+    assert any(TAG in t for t in texts), texts[:20]
+    assert not any("&lt;" in t for t in texts), [t for t in texts if "&lt;" in t][:3]
+    assert not any('"href"' in spec for spec in specs)
+
+
 def open_page(page: str, **query: str) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=GENEROUS)
     at.query_params.update(query)
@@ -163,6 +174,7 @@ def test_insights_page_charts_hold_escaped_labels(hostile):
     at.pills(key="insights-sections").set_value(list(section_titles())).run()  # every one
     assert_inert(at)
     assert_chart_text(c.proto.spec for c in at.get("plotly_chart"))
+    assert_vega_text(c.proto.spec for c in at.get("vega_lite_chart"))  # the bar charts
 
 
 def test_experiments_page_shows_hostile_configuration_labels_as_text(hostile):
@@ -175,6 +187,7 @@ def test_experiments_page_shows_hostile_configuration_labels_as_text(hostile):
     ex.run_experiment(store, experiment_id)
     at = open_page("experiments", experiment=experiment_id)
     shown, specs = assert_inert(at), [c.proto.spec for c in at.get("plotly_chart")]
+    assert_vega_text(c.proto.spec for c in at.get("vega_lite_chart"))  # the accuracy
     for name in ("Accuracy by round", "Calibration", "Paired comparison", "Questions",
                  "Runs behind a cell"):  # the results draw one tab at a time
         at.session_state["exp-tab"] = name

@@ -8,11 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from apptest_helpers import charts as drawn
 from streamlit.testing.v1 import AppTest
 
 from engine import Store
 from engine import experiments as ex
-from engine.reports import baseline, charts
+from engine.reports import baseline, vega
 from pages import _experiment_results, _insights_data, _shared
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
@@ -52,7 +53,7 @@ def test_experiment_results_are_built_once_per_change_of_the_runs(db_url, monkey
     at.query_params["experiment"] = experiment_id
     at.run()
     assert not at.exception, at.exception
-    assert len(reports) == 1 and len(at.get("plotly_chart")) == 1  # the summary tab
+    assert len(reports) == 1 and len(at.get("vega_lite_chart")) == 1  # the summary tab
     at.session_state["exp-tab"] = "Questions"  # as a click on the tab: the baseline view
     at.run()
     assert len(reports) == 1 and len(matrices) == 1
@@ -62,7 +63,7 @@ def test_experiment_results_are_built_once_per_change_of_the_runs(db_url, monkey
     assert next(d.value for d in at.dataframe if "baseline" in d.value.columns).equals(grid)
     at.session_state["exp-tab"] = "Summary"
     at.run()
-    assert len(reports) == 1 and len(at.get("plotly_chart")) == 1  # figures from the cache
+    assert len(reports) == 1 and len(at.get("vega_lite_chart")) == 1  # from the cache
     at.session_state["exp-tab"] = "Questions"
     Store(db_url).delete([str(ex.runs_frame(Store(db_url), experiment_id)["id"].iloc[0])])
     at.run()  # a run deleted: the stored runs changed, so the results are built again
@@ -72,15 +73,15 @@ def test_experiment_results_are_built_once_per_change_of_the_runs(db_url, monkey
 
 def test_insights_figures_are_made_once_per_change_of_the_runs(db_url, monkeypatch):
     experiment(db_url)
-    made = counting(monkeypatch, charts, "figure")
+    made = counting(monkeypatch, vega, "spec")  # asked of every chart, plotly or not
     at = AppTest.from_file(APP, default_timeout=120)
     at.run()
     at.switch_page("pages/insights.py").run()
     assert not at.exception, at.exception
     first = len(made)
-    assert first == len(at.get("plotly_chart")) > 0
+    assert first == len(drawn(at)) > 0
     at.run()
-    assert len(made) == first and len(at.get("plotly_chart")) == first
+    assert len(made) == first and len(drawn(at)) == first
 
 
 def test_the_warm_up_loads_what_the_other_pages_need():
@@ -92,7 +93,7 @@ def test_the_warm_up_fills_the_insights_caches_for_its_first_view(db_url, monkey
     """The server's warm-up reads and adds up the runs and makes the figures of Insights'
     first view, so a first visit finds them ready (on 10,000 runs, about a second)."""
     experiment(db_url)
-    made = counting(monkeypatch, charts, "figure")
+    made = counting(monkeypatch, vega, "spec")
     _insights_data.warm(Store(db_url))
     warmed = len(made)
     assert warmed > 0
@@ -100,7 +101,7 @@ def test_the_warm_up_fills_the_insights_caches_for_its_first_view(db_url, monkey
     at.run()
     at.switch_page("pages/insights.py").run()
     assert not at.exception, at.exception
-    assert len(made) == warmed == len(at.get("plotly_chart"))  # nothing made again
+    assert len(made) == warmed == len(drawn(at))  # nothing made again
 
 
 def test_the_warm_up_fills_the_newest_experiments_results(db_url, monkeypatch):
@@ -108,14 +109,14 @@ def test_the_warm_up_fills_the_newest_experiments_results(db_url, monkeypatch):
     page opens on (the newest), so its first visit finds them ready."""
     experiment(db_url)
     reports = counting(monkeypatch, ex, "report")
-    made = counting(monkeypatch, ex, "accuracy_figure")
+    made = counting(monkeypatch, vega, "accuracy")
     _experiment_results.warm(Store(db_url))
     assert len(reports) == 1 and len(made) == 1
     at = AppTest.from_file(APP, default_timeout=120)
     at.run()
     at.switch_page("pages/experiments.py").run()
     assert not at.exception, at.exception
-    assert len(at.get("plotly_chart")) == 1
+    assert len(at.get("vega_lite_chart")) == 1
     assert len(reports) == 1 and len(made) == 1  # nothing built again
 
 

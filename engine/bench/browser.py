@@ -132,10 +132,12 @@ def bare_landing(playwright: Any) -> float:
             return landing(playwright, base + "/", HEADING)
 
 
+# A chart drawn: a bar of a Vega-Lite chart (the Insights and accuracy bars) or a plotly plot.
+CHART = "[data-testid='stVegaLiteChart'] path[aria-roledescription='bar'], .js-plotly-plot"
 # (sidebar link, the page's title, marker of its main content): the pages a click opens.
 CLICKED = (("Runs", "Runs", "[data-testid='stDataFrame']"),
-           ("Insights", "Insights", ".js-plotly-plot"),
-           ("Experiments", "Experiments", ".js-plotly-plot"))
+           ("Insights", "Insights", CHART),
+           ("Experiments", "Experiments", CHART))
 
 
 def clicked_after(tab: Any, link: str, title: str, marker: str,
@@ -174,9 +176,8 @@ def pages(ids: dict[str, str]) -> list[tuple[str, str, str]]:
     """(name, path, marker of its main content) of every page the benchmark opens."""
     listed = [("Runs", "/runs", "[data-testid='stDataFrame']"),
               ("Run detail", f"/runs?run={ids['run']}", "[data-testid='stTabs']"),
-              ("Insights", "/insights", ".js-plotly-plot"),
-              ("Experiment results", f"/experiments?experiment={ids['experiment']}",
-               ".js-plotly-plot")]
+              ("Insights", "/insights", CHART),
+              ("Experiment results", f"/experiments?experiment={ids['experiment']}", CHART)]
     if (ROOT / "pages" / "compare.py").exists():
         listed.append(("Compare two runs", f"/compare?compare={ids['run']},{ids['other']}",
                        HEADING))

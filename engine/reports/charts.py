@@ -16,17 +16,12 @@ import plotly.express as px
 import plotly.graph_objects as go
 
 from engine.analysis.stats import wilson_interval
+from engine.reports import vega
 from engine.text import html_text
 
 PALETTE = px.colors.qualitative.Safe
-WINNER, OTHER, ACCENT = "#3558c9", "#9aa7c7", "#f9a825"
-LEVEL_COLORS = {"high": "#2e7d32", "medium": "#f9a825", "low": "#c62828",
-                "strong": "#2e7d32", "moderate": "#7cb342", "weak": "#f9a825", "none": "#c62828",
-                "qualified-draft": "#2e7d32", "blocked-escalated": "#c62828",
-                "converged": "#2e7d32", "finished": "#90a4ae", "failed": "#c62828",
-                "completed": "#2e7d32", "running": "#3558c9", "interrupted": "#f9a825",
-                "completed (degraded)": "#ff8f00",
-                "not approved": "#c62828"}
+WINNER, OTHER, ACCENT = vega.WINNER, vega.OTHER, vega.ACCENT
+LEVEL_COLORS = vega.LEVEL_COLORS
 
 
 def _text(value: Any) -> str:

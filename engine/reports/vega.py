@@ -1,0 +1,237 @@
+"""Vega-Lite specs for the charts a page opens with (`st.vega_lite_chart`), beside the plotly
+figures of `engine.reports.charts`.
+
+Why two libraries: in the browser, plotly's frontend is one 4.7 MB chunk that Chromium fetches
+and compiles on the first plotly chart a tab shows, 1.2-2 s of a first visit (measured by
+`python -m engine bench --only browser`). Streamlit's Vega-Lite chunk is a fifth of that. So the
+bar charts of the Insights overview and sections (`rate_bar`, `stacked_counts`) and an
+experiment's accuracy are Vega-Lite here; the rest (Sankey, timelines, lines by round) and the
+static HTML export stay plotly.
+
+Only plain dicts here: no store, no streamlit. Vega draws text as text (SVG text nodes, and its
+tooltips escape HTML), so labels from users or models go in as they are, never HTML-escaped:
+escaping would show "&amp;" to the reader. Numbers that are not numbers (NaN) become null,
+which JSON can carry.
+
+Every spec's bars carry the fields `group` (the x value: a label or a protocol) and `series`
+(the colour: a status, a protocol, a measure) and a point selection `pick` over both, so a click
+on a bar tells the page which runs it stands for (`picked`).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from engine.analysis.stats import wilson_interval
+
+PICK = "pick"  # the selection parameter of every clickable spec
+KINDS = ("rate_bar", "stacked_counts")  # the `insights.Chart` kinds drawn here
+WINNER, OTHER, ACCENT = "#3558c9", "#9aa7c7", "#f9a825"
+PALETTE = ["#88CCEE", "#CC6677", "#DDCC77", "#117733", "#332288", "#AA4499", "#44AA99",
+           "#999933", "#882255", "#661100", "#888888"]  # plotly's "Safe"
+LEVEL_COLORS = {"high": "#2e7d32", "medium": "#f9a825", "low": "#c62828",
+                "strong": "#2e7d32", "moderate": "#7cb342", "weak": "#f9a825", "none": "#c62828",
+                "qualified-draft": "#2e7d32", "blocked-escalated": "#c62828",
+                "converged": "#2e7d32", "finished": "#90a4ae", "failed": "#c62828",
+                "completed": "#2e7d32", "running": "#3558c9", "interrupted": "#f9a825",
+                "completed (degraded)": "#ff8f00",
+                "not approved": "#c62828"}  # a level or an ending, in the same colour anywhere
+FEW = 5  # a bar over fewer runs than this is drawn faded (as `aggregate.FEW` greys a row)
+
+
+def _number(value: Any) -> float | None:
+    """A float JSON can carry: None for NaN, None or what is not a number."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if number != number or number in (float("inf"), float("-inf")) else number
+
+
+def _count(value: Any) -> int | None:
+    """A whole count JSON and the interval can carry (None past 2**53: not a count of runs)."""
+    number = _number(value)
+    return None if number is None or abs(number) > 2 ** 53 else int(number)
+
+
+def _base(title: str, height: int) -> dict[str, Any]:
+    spec: dict[str, Any] = {"height": height}
+    if title:
+        spec["title"] = {"text": str(title), "fontSize": 15, "anchor": "start"}
+    return spec
+
+
+def _pick() -> dict[str, Any]:
+    """The click selection: one bar, by its group and series."""
+    return {"name": PICK, "select": {"type": "point", "fields": ["group", "series"]}}
+
+
+def _x(groups: Sequence[str]) -> dict[str, Any]:
+    return {"field": "group", "type": "nominal", "sort": list(groups), "title": None,
+            "axis": {"labelLimit": 160, "labelAngle": -30 if len(groups) > 4 else 0}}
+
+
+def _colors(series: Sequence[str], colors: Mapping[str, str] | Sequence[str] | None
+            ) -> dict[str, Any]:
+    """A colour scale naming its domain, so a series keeps its colour whichever others are
+    present."""
+    if isinstance(colors, Mapping):
+        used = [colors.get(s, PALETTE[i % len(PALETTE)]) for i, s in enumerate(series)]
+    else:
+        palette = list(colors or PALETTE)
+        used = [palette[i % len(palette)] for i in range(len(series))]
+    return {"domain": list(series), "range": used}
+
+
+def stacked_counts(data: pd.DataFrame, x: str = "group", color: str = "value",
+                   y: str = "count", order: Sequence[str] | None = None, title: str = "",
+                   y_title: str = "runs", colors: Mapping[str, str] | None = None
+                   ) -> dict[str, Any]:
+    """Counts per group split by a category (stacked), e.g. runs per protocol by how they
+    ended; categories in `order` first, each in its colour from `colors`."""
+    spec = _base(title, 320)
+    if data.empty:
+        return {**spec, "data": {"values": []}, "mark": "bar"}
+    present = list(dict.fromkeys(data[color].astype(str)))
+    categories = [c for c in (order or []) if c in present] + \
+        [c for c in present if c not in (order or [])]
+    groups = list(dict.fromkeys(data[x].astype(str)))
+    table = (data.assign(**{x: data[x].astype(str), color: data[color].astype(str)})
+             .groupby([x, color], sort=False)[y].sum())
+    rows = [{"group": g, "series": c, "count": int(table.get((g, c), 0)),
+             "rank": categories.index(c)}
+            for g in groups for c in categories if int(table.get((g, c), 0))]
+    return {**spec, "data": {"values": rows}, "params": [_pick()],
+            "mark": {"type": "bar", "cursor": "pointer"},
+            "encoding": {
+                "x": _x(groups),
+                "y": {"field": "count", "type": "quantitative", "stack": "zero",
+                      "title": y_title},
+                "color": {"field": "series", "type": "nominal", "title": None,
+                          "scale": _colors(categories, colors),
+                          "legend": {"orient": "bottom", "labelLimit": 200}},
+                "order": {"field": "rank", "type": "quantitative"},
+                "tooltip": [{"field": "group", "type": "nominal", "title": x},
+                            {"field": "series", "type": "nominal", "title": color},
+                            {"field": "count", "type": "quantitative", "title": y_title}]}}
+
+
+def rate_bar(data: pd.DataFrame, x: str = "group", y: str | Sequence[str] = "rate",
+             n: str | Sequence[str] = "n", title: str = "", y_title: str = "share",
+             names: Sequence[str] | None = None,
+             colors: Sequence[str] | None = None) -> dict[str, Any]:
+    """Shares per group (0..1, shown as %), one bar per group and y column (side by side),
+    each with its count (`n`, one column or one per y column) and 95% Wilson interval as an
+    error bar and in its tooltip; a bar over fewer than `FEW` runs is faded and says its n.
+    A share without runs (NaN) has no bar."""
+    columns = [y] if isinstance(y, str) else list(y)
+    counts_of = [n] * len(columns) if isinstance(n, str) else list(n)
+    labels = [str(v) for v in (names if names is not None else columns)]
+    groups = list(dict.fromkeys(data[x].astype(str))) if not data.empty else []
+    rows: list[dict[str, Any]] = []
+    for column, count, label in zip(columns, counts_of, labels):
+        if data.empty:
+            break
+        for group, value, c in zip(data[x].astype(str), data[column],
+                                   data[count] if count in data else [None] * len(data)):
+            rate, runs = _number(value), _count(c)
+            runs = runs if runs is not None and runs >= 0 else None  # no count, no interval
+            if rate is None:
+                continue
+            share = min(max(rate, 0.0), 1.0)  # a share: never more successes than runs
+            low, high = (wilson_interval(min(runs, round(share * runs)), runs)
+                         if runs else (None, None))
+            few = runs is not None and runs < FEW
+            rows.append({"group": group, "series": label, "rate": rate, "n": runs,
+                         "low": low, "high": high, "few": few,
+                         "text": f"{rate:.0%}" + (f" n={runs}" if few else "")})
+    return rate_spec(rows, groups, labels, title, f"{y_title} (95% Wilson interval)",
+                     colors or [WINNER, ACCENT, OTHER, *PALETTE])
+
+
+def rate_spec(rows: list[dict[str, Any]], groups: Sequence[str], series: Sequence[str],
+              title: str, y_title: str, colors: Sequence[str]) -> dict[str, Any]:
+    """Bars of shares from rows of `group, series, rate, n, low, high, few, text`, with error
+    bars, labels and a tooltip giving n and the interval."""
+    spec = _base(title, 320)
+    many = len(series) > 1
+    offset = {"xOffset": {"field": "series", "type": "nominal", "sort": list(series)}} \
+        if many else {}
+    x = _x(groups)
+    y = {"field": "rate", "type": "quantitative", "title": y_title,
+         "scale": {"domain": [0, 1], "nice": False}, "axis": {"format": ".0%"}}
+    tooltip = [{"field": "group", "type": "nominal", "title": "group"},
+               {"field": "series", "type": "nominal", "title": "series"},
+               {"field": "rate", "type": "quantitative", "format": ".1%", "title": "share"},
+               {"field": "n", "type": "quantitative", "title": "n"},
+               {"field": "low", "type": "quantitative", "format": ".0%", "title": "95% CI low"},
+               {"field": "high", "type": "quantitative", "format": ".0%",
+                "title": "95% CI high"}]
+    bars = {"params": [_pick()], "mark": {"type": "bar", "cursor": "pointer", "clip": True},
+            "encoding": {"x": x, "y": y, **offset,
+                         "color": {"field": "series", "type": "nominal", "title": None,
+                                   "scale": _colors(series, colors),
+                                   "legend": {"orient": "bottom"} if many else None},
+                         "opacity": {"condition": {"test": "datum.few", "value": 0.45},
+                                     "value": 1},
+                         "tooltip": tooltip}}
+    errors = {"mark": {"type": "rule", "color": "#555"},
+              "encoding": {"x": x, **offset, "y": {"field": "low", "type": "quantitative"},
+                           "y2": {"field": "high"}}}
+    # each label above its error bar, where no whisker runs through it
+    labels = {"transform": [{"calculate": "datum.high != null ? datum.high : datum.rate",
+                             "as": "top"}],
+              "mark": {"type": "text", "dy": -4, "baseline": "bottom", "fontSize": 11},
+              "encoding": {"x": x, **offset,
+                           "y": {"field": "top", "type": "quantitative"},
+                           "text": {"field": "text", "type": "nominal"}}}
+    return {**spec, "data": {"values": rows}, "layer": [bars, errors, labels]}
+
+
+def accuracy(table: pd.DataFrame, title: str = "") -> dict[str, Any]:
+    """An experiment's accuracy per configuration (`experiments.Report.summary`: its
+    `configuration, accuracy, accuracy_low, accuracy_high, correct, scored` columns), with
+    its 95% Wilson interval and n; a bar over fewer than `FEW` scored runs is faded."""
+    scored = table[table["scored"] > 0]
+    rows = []
+    for row in scored.itertuples(index=False):
+        runs, rate = _count(row.scored) or 0, _number(row.accuracy)
+        if rate is None:
+            continue
+        rows.append({"group": str(row.configuration), "series": "accuracy", "rate": rate,
+                     "n": runs, "correct": _count(row.correct),
+                     "low": _number(row.accuracy_low), "high": _number(row.accuracy_high),
+                     "few": runs < FEW, "text": f"{rate:.0%}" + (f" n={runs}" if runs < FEW
+                                                               else "")})
+    groups = [str(c) for c in scored["configuration"]]
+    return rate_spec(rows, groups, ["accuracy"], title, "accuracy (95% Wilson interval)",
+                     [WINNER])
+
+
+BUILDERS: dict[str, Callable[..., dict[str, Any]]] = {"rate_bar": rate_bar,
+                                                      "stacked_counts": stacked_counts}
+
+
+def spec(chart: Any) -> dict[str, Any] | None:
+    """The Vega-Lite spec of an `insights.Chart`, or None when its kind is drawn with plotly
+    (`charts.figure`)."""
+    if chart.kind not in BUILDERS:
+        return None
+    options = dict(chart.spec)
+    if chart.kind == "stacked_counts":
+        options.setdefault("colors", LEVEL_COLORS)
+    return BUILDERS[chart.kind](chart.data, title=chart.title, **options)
+
+
+def picked(event: Any) -> tuple[str, str] | None:
+    """The (group, series) of the bar a click selected, from `st.vega_lite_chart`'s event
+    (None when nothing is selected)."""
+    try:
+        point = event["selection"][PICK][0]
+    except (KeyError, IndexError, TypeError):
+        return None
+    if not isinstance(point, Mapping):
+        return None
+    return str(point.get("group", "")), str(point.get("series", ""))

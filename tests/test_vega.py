@@ -1,0 +1,124 @@
+"""The Vega-Lite bar charts (`engine.reports.vega`): the numbers they carry, their text as
+typed, JSON a browser can read whatever the data, and the click that names a bar."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.analysis.stats import wilson_interval
+from engine.reports import vega
+from engine.reports.views import Chart
+
+TAG = "<img src=x onerror=alert(1)> & \"q\""
+
+
+def rows(spec: dict) -> list[dict]:
+    return spec["data"]["values"]
+
+
+def test_stacked_counts_keep_every_count_in_its_order_and_colour():
+    data = pd.DataFrame({"group": ["Vote", "Vote", "Panel", "Panel", "Panel"],
+                         "value": ["failed", "completed", "completed", "completed",
+                                   "interrupted"],
+                         "count": [1, 3, 2, 5, 0]})
+    spec = vega.stacked_counts(data, order=["completed", "interrupted", "failed"],
+                               title="Runs per protocol", colors=vega.LEVEL_COLORS)
+    got = {(r["group"], r["series"]): r["count"] for r in rows(spec)}
+    assert got == {("Vote", "completed"): 3, ("Vote", "failed"): 1, ("Panel", "completed"): 7}
+    assert sum(got.values()) == int(data["count"].sum())  # a zero count draws nothing
+    color = spec["encoding"]["color"]["scale"]
+    assert color["domain"] == ["completed", "interrupted", "failed"]  # `order` first
+    assert color["range"] == [vega.LEVEL_COLORS[c] for c in color["domain"]]
+    assert spec["encoding"]["x"]["sort"] == ["Vote", "Panel"]  # as the data lists them
+    assert spec["params"] == [{"name": vega.PICK, "select": {
+        "type": "point", "fields": ["group", "series"]}}]
+    assert spec["title"]["text"] == "Runs per protocol"
+
+
+def test_rate_bars_carry_n_and_the_wilson_interval_and_fade_small_samples():
+    data = pd.DataFrame({"group": ["a", "b", "c"], "rate": [0.75, 0.5, float("nan")],
+                         "n": [4, 20, 0], "other": [1.0, 0.0, 0.5], "m": [10, 10, 10]})
+    spec = vega.rate_bar(data, y=["rate", "other"], n=["n", "m"], names=["one", "two"])
+    by = {(r["group"], r["series"]): r for r in rows(spec)}
+    assert ("c", "one") not in by  # no runs, no bar (never a bar at 0%)
+    a = by[("a", "one")]
+    assert (a["rate"], a["n"], a["few"]) == (0.75, 4, True) and a["text"] == "75% n=4"
+    assert (a["low"], a["high"]) == wilson_interval(3, 4)
+    b = by[("b", "one")]
+    assert b["few"] is False and b["text"] == "50%"
+    assert (b["low"], b["high"]) == wilson_interval(10, 20)
+    assert by[("c", "two")]["rate"] == 0.5
+    bars = spec["layer"][0]
+    assert bars["encoding"]["opacity"]["condition"] == {"test": "datum.few", "value": 0.45}
+    assert bars["encoding"]["xOffset"]["sort"] == ["one", "two"]  # side by side
+    assert spec["layer"][1]["mark"]["type"] == "rule"  # the interval
+    assert "95% Wilson interval" in bars["encoding"]["y"]["title"]
+
+
+def test_an_experiments_accuracy_says_n_and_its_interval():
+    table = pd.DataFrame({"configuration": ["cheap", "careful", "unscored"],
+                          "accuracy": [0.5, 0.9, float("nan")],
+                          "accuracy_low": [0.1, 0.6, float("nan")],
+                          "accuracy_high": [0.9, 0.98, float("nan")],
+                          "correct": [1, 9, 0], "scored": [2, 10, 0]})
+    spec = vega.accuracy(table, "Accuracy (simulated)")
+    got = {r["group"]: r for r in rows(spec)}
+    assert set(got) == {"cheap", "careful"}
+    assert got["cheap"]["text"] == "50% n=2" and got["cheap"]["few"]
+    assert (got["careful"]["low"], got["careful"]["high"]) == (0.6, 0.98)
+    assert spec["title"]["text"] == "Accuracy (simulated)"
+    assert spec["layer"][0]["encoding"]["x"]["sort"] == ["cheap", "careful"]
+
+
+def test_text_from_users_and_models_goes_in_as_typed():
+    """Vega draws text as SVG text and its tooltips escape HTML: escaping here would show
+    "&lt;" to the reader. The browser test of the drill-down reads it back."""
+    data = pd.DataFrame({"group": [TAG], "value": [TAG], "count": [2]})
+    spec = vega.stacked_counts(data, title=TAG)
+    text = json.dumps(spec)
+    assert rows(spec)[0]["group"] == TAG and rows(spec)[0]["series"] == TAG
+    assert spec["title"]["text"] == TAG
+    assert "&lt;" not in text and "&amp;" not in text
+    assert '"href"' not in text  # no mark links anywhere
+
+
+def test_which_kinds_are_vega_and_which_stay_plotly():
+    counts = pd.DataFrame({"group": ["x"], "value": ["completed"], "count": [1]})
+    assert vega.spec(Chart("stacked_counts", counts, "t", "c", {}))["mark"]["type"] == "bar"
+    for kind in ("sankey", "box", "histogram", "round_lines"):
+        assert vega.spec(Chart(kind, counts, "t", "c", {})) is None
+
+
+def test_a_click_names_its_bar_and_anything_else_names_none():
+    event = {"selection": {vega.PICK: [{"group": "careful", "series": "completed"}]}}
+    assert vega.picked(event) == ("careful", "completed")
+    for nothing in (None, {}, {"selection": {}}, {"selection": {vega.PICK: []}},
+                    {"selection": {vega.PICK: ["x"]}}, {"selection": None}):
+        assert vega.picked(nothing) is None
+
+
+labels = st.text(max_size=30)
+numbers = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.none(),
+                    st.integers(-5, 10**9))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(labels, labels, st.integers(0, 10**6)), max_size=12))
+def test_any_counts_make_json_a_browser_reads(items):
+    data = pd.DataFrame(items, columns=["group", "value", "count"])
+    spec = vega.stacked_counts(data)
+    json.dumps(spec, allow_nan=False)  # NaN or infinity would be invalid JSON
+    assert sum(r["count"] for r in rows(spec)) == sum(c for _, _, c in items)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(labels, numbers, numbers), max_size=12))
+def test_any_rates_make_json_a_browser_reads(items):
+    data = pd.DataFrame(items, columns=["group", "rate", "n"])
+    spec = vega.rate_bar(data)
+    json.dumps(spec, allow_nan=False)
+    for row in rows(spec):
+        assert row["rate"] == row["rate"] and row["n"] is None or isinstance(row["n"], int)
