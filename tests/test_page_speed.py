@@ -134,7 +134,11 @@ assert isinstance(app.app, st.App), type(app.app)
 assert set(app.PAGES) and "plotly.graph_objects" in sys.modules  # imported as it starts
 
 async def serve():
+    import gc
     async with app.warm_before_serving(None):
+        # what the start loaded is frozen: a collection after a script run walks none of it
+        frozen, walked = gc.get_freeze_count(), len(gc.get_objects())
+        assert frozen > 100_000 and walked < frozen / 10, (frozen, walked)
         print("serving")
 
 asyncio.run(serve())
