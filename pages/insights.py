@@ -1,4 +1,5 @@
-"""Insights: what stored runs add up to, grouped by configuration label, as plotly charts."""
+"""Insights: what stored runs add up to, grouped by configuration label, as charts (Vega-Lite
+bars, `engine.reports.vega`; plotly for the rest)."""
 from __future__ import annotations
 
 import html
