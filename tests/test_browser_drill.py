@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from test_browser import (  # noqa: F401
     GENEROUS_MS,
+    MD_IMAGE,
+    PAYLOAD,
     VEGA_BAR,
     app,
     click_bar,
@@ -75,3 +77,41 @@ def test_clicking_an_experiment_accuracy_bar_lists_its_runs(app, page, shots):  
         1, timeout=GENEROUS_MS)
     assert page.locator("[data-testid='stException']").count() == 0
     page.screenshot(path=str(shots / "17-experiment-bar-to-runs.png"), full_page=True)
+
+
+def test_a_hostile_label_in_a_vega_chart_is_text_and_its_bar_opens_its_runs(
+        app, page, shots):  # noqa: F811
+    """A configuration label with an HTML tag and a markdown image: the Vega-Lite bar, its
+    description and its tooltip show it as typed (no image element, no request to the
+    image's address, no dialog), and a click on its bar opens exactly its runs."""
+    base, db_url = app
+    store = Store(db_url)
+    hostile = f"{PAYLOAD} {MD_IMAGE}"
+    for question in DEFINITE[:2]:
+        run_sync(arun_config({"protocol": "vote", "model": "simulated"}, question.text,
+                             store=store, label=hostile, expected=question.expected))
+    requests: list[str] = []
+    page.on("request", lambda request: requests.append(request.url))
+    goto(page, base, "/insights")
+    page.locator(".st-key-insights-sections button", has_text="Accuracy").click()
+    settle(page)
+    plot = page.locator("[data-testid='stVegaLiteChart']",
+                        has_text="Accuracy by label and protocol").first
+    bars = plot.locator(VEGA_BAR)
+    bars.first.wait_for()
+    groups = vega_groups(bars)
+    assert hostile in groups, groups  # the bar's description, as typed
+    index = groups.index(hostile)
+    bars.nth(index).hover()
+    tooltip = page.locator("#vg-tooltip-element")
+    tooltip.wait_for(state="visible")
+    assert hostile in tooltip.inner_text()  # escaped by Vega's tooltip: shown, not parsed
+    assert plot.locator("img").count() == 0 and tooltip.locator("img").count() == 0
+    page.screenshot(path=str(shots / "18-hostile-label-in-a-vega-chart.png"), full_page=True)
+    click_bar(page, bars, index)
+    page.wait_for_url("**/runs?**", timeout=GENEROUS_MS)
+    settle(page)
+    assert page.locator(".st-key-runs_label input").first.input_value() == hostile
+    page.locator("[data-testid='stMain']").get_by_text("2 run(s), newest first").wait_for()
+    assert page.dialogs == [], page.dialogs
+    assert not any(url.startswith("http://127.0.0.1:9/") for url in requests), requests
