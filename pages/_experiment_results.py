@@ -56,7 +56,9 @@ def drill_to_runs() -> None:
     if bar is not None:
         picked = bar[0]
         st.session_state["exp-drill-label"] = picked
-        st.session_state["exp-drill-q"] = None
+        # every question: its select box back to its first option, "all" (a value of None
+        # would show an empty box saying "Choose an option")
+        st.session_state.pop("exp-drill-q", None)
         st.session_state["exp-tab"] = CELL_RUNS
         st.toast(md(f"The runs of {picked} are listed under Runs behind a cell."))
 

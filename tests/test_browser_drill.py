@@ -69,6 +69,8 @@ def test_clicking_an_experiment_accuracy_bar_lists_its_runs(app, page, shots):  
     chosen = page.locator(".st-key-exp-drill-label input").first
     page.wait_for_function("e => e.value === 'careful'", arg=chosen.element_handle(),
                            timeout=GENEROUS_MS)
+    # and every question of it: the other select box says "all", never an empty box
+    assert page.locator(".st-key-exp-drill-q input").first.input_value() == "all"
     # the click opened the *Runs behind a cell* tab (only the open tab is drawn) on its runs
     assert page.get_by_role("tab", name="Runs behind a cell").get_attribute(
         "aria-selected") == "true"
