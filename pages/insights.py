@@ -27,7 +27,10 @@ if history.newest(store) is None:
 def drill_down(section: str, chart: insights.Chart, key: str, figure: Any) -> None:
     """Draw `chart` (as `figure`: a Vega-Lite spec or a plotly figure); a click on one of its
     bars or boxes opens the runs behind it on the Runs page (`engine.reports.drill`)."""
-    if isinstance(figure, dict):  # a Vega-Lite spec (`vega.spec`): every bar is clickable
+    if isinstance(figure, dict):  # a Vega-Lite spec (`vega.spec`)
+        if not vega.clickable(figure):
+            st.vega_lite_chart(spec=figure, key=key)
+            return
         event = st.vega_lite_chart(spec=figure, key=key, on_select="rerun",
                                    selection_mode=vega.PICK)
         bar = vega.picked(event)

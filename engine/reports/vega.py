@@ -4,21 +4,22 @@ figures of `engine.reports.charts`.
 Why two libraries: in the browser, plotly's frontend is one 4.7 MB chunk that Chromium fetches
 and compiles on the first plotly chart a tab shows, 1.2-2 s of a first visit (measured by
 `python -m engine bench --only browser`). Streamlit's Vega-Lite chunk is a fifth of that. So the
-bar charts of the Insights overview and sections (`rate_bar`, `stacked_counts`) and an
-experiment's accuracy are Vega-Lite here; the rest (Sankey, timelines, lines by round) and the
-static HTML export stay plotly.
+bar charts of the Insights overview and sections (`rate_bar`, `stacked_counts`, `histogram`)
+and an experiment's accuracy are Vega-Lite here; the rest (Sankey, box plots, timelines, lines
+by round) and the static HTML export stay plotly.
 
 Only plain dicts here: no store, no streamlit. Vega draws text as text (SVG text nodes, and its
 tooltips escape HTML), so labels from users or models go in as they are, never HTML-escaped:
 escaping would show "&amp;" to the reader. Numbers that are not numbers (NaN) become null,
 which JSON can carry.
 
-Every spec's bars carry the fields `group` (the x value: a label or a protocol) and `series`
-(the colour: a status, a protocol, a measure) and a point selection `pick` over both, so a click
-on a bar tells the page which runs it stands for (`picked`).
+The bars of a clickable spec carry the fields `group` (the x value: a label or a protocol) and
+`series` (the colour: a status, a protocol, a measure) and a point selection `pick` over both,
+so a click on a bar tells the page which runs it stands for (`picked`).
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -27,7 +28,7 @@ import pandas as pd
 from engine.analysis.stats import wilson_interval
 
 PICK = "pick"  # the selection parameter of every clickable spec
-KINDS = ("rate_bar", "stacked_counts")  # the `insights.Chart` kinds drawn here
+KINDS = ("rate_bar", "stacked_counts", "histogram")  # the `insights.Chart` kinds drawn here
 WINNER, OTHER, ACCENT = "#3558c9", "#9aa7c7", "#f9a825"
 PALETTE = ["#88CCEE", "#CC6677", "#DDCC77", "#117733", "#332288", "#AA4499", "#44AA99",
            "#999933", "#882255", "#661100", "#888888"]  # plotly's "Safe"
@@ -210,8 +211,63 @@ def accuracy(table: pd.DataFrame, title: str = "") -> dict[str, Any]:
                      [WINNER])
 
 
+def histogram(data: pd.DataFrame, x: str, color: str | None = "group", title: str = "",
+              x_title: str = "", bins: int = 10, x_range: Sequence[float] | None = None
+              ) -> dict[str, Any]:
+    """The distribution of a number in `bins` equal bins over `x_range` (else the data's
+    range), one colour per `color` value, stacked: runs in the same bin add up (two runs at
+    0.70 make a bar of height 2, whatever their groups). A value on the upper edge counts in
+    the last bin; a value outside the range or not a number counts nowhere. Not clickable:
+    the Runs page cannot filter on a bin's range, so no click would open only its runs."""
+    spec = _base(title, 320)
+    values = pd.to_numeric(data[x], errors="coerce") if not data.empty else pd.Series([])
+    finite = values[values.abs() < float("inf")]
+    if finite.empty:
+        return {**spec, "data": {"values": []}, "mark": "bar"}
+    start, end = ((float(x_range[0]), float(x_range[1])) if x_range is not None else
+                  (float(finite.min()), float(finite.max()) or 1.0))
+    end = end if end > start else start + 1.0  # one value: a bin of width 0.1 from it
+    size = (end - start) / bins
+    names = (data[color].astype(str) if color is not None and color in data
+             else pd.Series([x_title or x] * len(data), index=data.index))
+    counts: dict[tuple[str, int], int] = {}
+    for name, value in zip(names, values):
+        if not start <= value <= end:  # NaN compares false: left out
+            continue
+        # rounded first: 0.7 / 0.1 is 6.999..., and 0.7 belongs in the bin from 0.7
+        index = min(math.floor(round((value - start) / size, 9)), bins - 1)
+        counts[(name, index)] = counts.get((name, index), 0) + 1
+    series = sorted({name for name, _ in counts})
+    rows = [{"series": name, "start": start + i * size, "end": start + (i + 1) * size,
+             "count": n} for (name, i), n in sorted(counts.items())]
+    return {**spec, "data": {"values": rows}, "mark": {"type": "bar", "binSpacing": 1},
+            "encoding": {
+                "x": {"field": "start", "type": "quantitative", "title": x_title or x,
+                      "scale": {"domain": [start, end]}, "bin": {"binned": True,
+                                                                "step": size}},
+                "x2": {"field": "end"},
+                "y": {"field": "count", "type": "quantitative", "stack": "zero",
+                      "title": "runs"},
+                "color": {"field": "series", "type": "nominal", "title": None,
+                          "scale": _colors(series, None),
+                          "legend": {"orient": "bottom", "labelLimit": 200}},
+                "tooltip": [{"field": "series", "type": "nominal", "title": color or x},
+                            {"field": "start", "type": "quantitative", "title": "from",
+                             "format": ".2f"},
+                            {"field": "end", "type": "quantitative", "title": "to",
+                             "format": ".2f"},
+                            {"field": "count", "type": "quantitative", "title": "runs"}]}}
+
+
 BUILDERS: dict[str, Callable[..., dict[str, Any]]] = {"rate_bar": rate_bar,
-                                                      "stacked_counts": stacked_counts}
+                                                      "stacked_counts": stacked_counts,
+                                                      "histogram": histogram}
+
+
+def clickable(spec: dict[str, Any]) -> bool:
+    """Whether a click on one of the spec's bars selects it (`picked`)."""
+    layers = [spec, *spec.get("layer", [])]
+    return any(p.get("name") == PICK for layer in layers for p in layer.get("params", []))
 
 
 def spec(chart: Any) -> dict[str, Any] | None:
