@@ -101,3 +101,20 @@ def test_a_row_of_an_insights_table_opens_its_label_and_protocol(tmp_path):
         "protocol": "vote", "label": "careful", "status": "completed"}
     assert drill.row_params("vote", {"label": "(no label)"}) == {
         "protocol": "vote", "status": "completed"}
+
+
+def test_a_simulated_group_beside_real_ones_opens_its_protocol_and_the_simulated_runs(tmp_path):
+    """In "both, side by side", the overview's x is "Debate (simulated)": it opens the
+    debate's simulated runs, never a label called "Debate"."""
+    _, sections = stored(tmp_path)
+    chart = sections[0].charts[0]
+    title = REGISTRY["debate"].title
+    assert drill.params("overview", chart, "completed", {"x": f"{title} (simulated)"}) == {
+        "protocol": "debate", "status": "completed", "model": "simulated"}
+    assert drill.params("overview", chart, "completed", {"x": title}) == {
+        "protocol": "debate", "status": "completed"}  # the real ones: no model filter
+    section = next(s for s in sections if s.key == "vote")
+    rate = next(c for c in section.charts if c.kind == "rate_bar")
+    got = drill.params("vote", rate, traces(rate)[0], {"x": "careful (simulated)"})
+    assert got == {"protocol": "vote", "label": "careful", "status": "completed",
+                   "model": "simulated"}

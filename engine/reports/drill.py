@@ -5,7 +5,8 @@ A chart's point says which group (configuration label) or protocol it stands for
 axis, and which series (a protocol, a status) it belongs to; the section says which protocol
 its charts are about. `params` turns that into the Runs page's query parameters (`protocol`,
 `label`, `status`), which the page's filters read on arrival. Rates and means count completed
-runs only, so a point of a rate opens the completed runs.
+runs only, so a point of a rate opens the completed runs. A group shown as simulated beside
+real ones ("Debate (simulated)") opens the simulated runs only (`model`: simulated).
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.reports.aggregate import SIMULATED_SUFFIX
-from engine.reports.views import NO_LABEL, Chart
+from engine.reports.views import NO_LABEL, SIMULATED_PREFIX, Chart
 
 FILTERS = ("protocol", "label", "tag", "model", "status", "q")  # the Runs page's parameters
 STATUSES = {"completed", "completed (degraded)", "failed", "interrupted", "running"}
@@ -21,6 +22,7 @@ STATUSES = {"completed", "completed (degraded)", "failed", "interrupted", "runni
 
 def _protocol_of(title: str) -> str | None:
     from engine.protocols import REGISTRY
+    title = title.removesuffix(SIMULATED_SUFFIX)
     for name, spec in REGISTRY.items():
         if title in (spec.title, name):
             return name
@@ -62,6 +64,10 @@ def params(section: str, chart: Chart, trace_name: str, point: Mapping[str, Any]
             out["label"] = label
     if chart.kind in ("rate_bar", "box", "histogram") and "status" not in out:
         out["status"] = "completed"
+    if x.endswith(SIMULATED_SUFFIX) or trace_name.endswith(SIMULATED_SUFFIX):
+        # a simulated group beside real ones: the runs any seat of which the simulated model
+        # played (the Runs page's model filter matches a part of the run's model specs)
+        out["model"] = SIMULATED_PREFIX
     return out
 
 
