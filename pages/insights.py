@@ -2,7 +2,6 @@
 bars, `engine.reports.vega`; plotly for the rest)."""
 from __future__ import annotations
 
-import html
 from typing import Any
 
 import streamlit as st
@@ -39,15 +38,7 @@ def drill_down(section: str, chart: insights.Chart, key: str, figure: Any) -> No
             st.switch_page("pages/runs.py", query_params=drill.params(
                 section, chart, series, {"x": group}))
         return
-    clickable = chart.kind == "box"
-    event = st.plotly_chart(figure, key=key, on_select="rerun" if clickable else "ignore",
-                            selection_mode="points")
-    points = event.selection.points if clickable and event else []
-    if points:
-        point = points[0]
-        trace = figure.data[int(point.get("curve_number", 0))]
-        st.switch_page("pages/runs.py", query_params=drill.params(
-            section, chart, html.unescape(str(trace.name or "")), point))
+    st.plotly_chart(figure, key=key)  # Sankeys and lines by round: nothing to click
 
 
 with st.expander("Filters", expanded=False):

@@ -90,7 +90,9 @@ def test_which_kinds_are_vega_and_which_stay_plotly():
     assert vega.spec(Chart("stacked_counts", counts, "t", "c", {}))["mark"]["type"] == "bar"
     assert vega.spec(Chart("histogram", counts.assign(v=[0.5]), "t", "c",
                            {"x": "v"}))["mark"]["type"] == "bar"
-    for kind in ("sankey", "box", "round_lines"):
+    assert vega.spec(Chart("box", pd.DataFrame({"group": ["x"], "q1": [1], "q3": [2]}), "t",
+                           "c", {}))["layer"][1]["mark"]["type"] == "bar"
+    for kind in ("sankey", "round_lines", "timeline"):
         assert vega.spec(Chart(kind, counts, "t", "c", {})) is None
 
 
@@ -159,3 +161,26 @@ def test_any_numbers_make_a_histogram_a_browser_reads(items):
     json.dumps(spec, allow_nan=False)
     inside = sum(1 for _, v in items if v is not None and v == v and 0 <= float(v) <= 1)
     assert sum(r["count"] for r in rows(spec)) == inside
+
+
+def test_box_plots_carry_their_six_numbers_side_by_side_and_a_click():
+    stats = pd.DataFrame({"protocol_title": ["Vote", "Vote", "Debate"],
+                          "group": ["cheap", TAG, "cheap"],
+                          "min": [1, 2, 3], "q1": [2, 3, 4], "median": [3, 4, 5],
+                          "q3": [4, 5, 6], "max": [9, 8, 7], "mean": [3.5, float("nan"), 5]})
+    spec = vega.box(stats, x="protocol_title", color="group", title="Tokens per run",
+                    y_title="tokens")
+    by = {(r["group"], r["series"]): r for r in rows(spec)}
+    assert set(by) == {("Vote", "cheap"), ("Vote", TAG), ("Debate", "cheap")}  # as typed
+    assert {k: by[("Vote", "cheap")][k] for k in ("min", "q1", "median", "q3", "max")} == {
+        "min": 1.0, "q1": 2.0, "median": 3.0, "q3": 4.0, "max": 9.0}
+    assert by[("Vote", TAG)]["mean"] is None  # no mean: no dashed tick, never a 0
+    assert vega.clickable(spec)
+    whisker, boxes, median, mean = spec["layer"]
+    assert (whisker["encoding"]["y"]["field"], whisker["encoding"]["y2"]["field"]) == (
+        "min", "max")
+    assert (boxes["encoding"]["y"]["field"], boxes["encoding"]["y2"]["field"]) == ("q1", "q3")
+    assert boxes["encoding"]["xOffset"]["sort"] == ["cheap", TAG]
+    assert mean["mark"]["strokeDash"] and mean["transform"] == [
+        {"filter": "datum.mean != null"}]
+    json.dumps(spec, allow_nan=False)

@@ -4,9 +4,9 @@ figures of `engine.reports.charts`.
 Why two libraries: in the browser, plotly's frontend is one 4.7 MB chunk that Chromium fetches
 and compiles on the first plotly chart a tab shows, 1.2-2 s of a first visit (measured by
 `python -m engine bench --only browser`). Streamlit's Vega-Lite chunk is a fifth of that. So the
-bar charts of the Insights overview and sections (`rate_bar`, `stacked_counts`, `histogram`)
-and an experiment's accuracy are Vega-Lite here; the rest (Sankey, box plots, timelines, lines
-by round) and the static HTML export stay plotly.
+bar charts, histograms and box plots of the Insights overview and sections (`rate_bar`,
+`stacked_counts`, `histogram`, `box`) and an experiment's accuracy are Vega-Lite here; the rest
+(Sankeys, a run's timeline, lines by round) and the static HTML export stay plotly.
 
 Only plain dicts here: no store, no streamlit. Vega draws text as text (SVG text nodes, and its
 tooltips escape HTML), so labels from users or models go in as they are, never HTML-escaped:
@@ -28,7 +28,7 @@ import pandas as pd
 from engine.analysis.stats import wilson_interval
 
 PICK = "pick"  # the selection parameter of every clickable spec
-KINDS = ("rate_bar", "stacked_counts", "histogram")  # the `insights.Chart` kinds drawn here
+KINDS = ("rate_bar", "stacked_counts", "histogram", "box")  # `insights.Chart` kinds drawn here
 WINNER, OTHER, ACCENT = "#3558c9", "#9aa7c7", "#f9a825"
 PALETTE = ["#88CCEE", "#CC6677", "#DDCC77", "#117733", "#332288", "#AA4499", "#44AA99",
            "#999933", "#882255", "#661100", "#888888"]  # plotly's "Safe"
@@ -259,9 +259,57 @@ def histogram(data: pd.DataFrame, x: str, color: str | None = "group", title: st
                             {"field": "count", "type": "quantitative", "title": "runs"}]}}
 
 
+def box(stats: pd.DataFrame, x: str = "group", color: str | None = None, title: str = "",
+        y_title: str = "") -> dict[str, Any]:
+    """Box plots from precomputed statistics (`min, q1, median, q3, max, mean` per group), so
+    the spec carries six numbers per box, not every run: the box spans q1 to q3, the whisker
+    min to max, a solid tick the median and a dashed one the mean; one colour (side by side)
+    per `color` value. A click on a box selects its group and series."""
+    spec = _base(title, 320)
+    fields = ("min", "q1", "median", "q3", "max", "mean")
+    rows: list[dict[str, Any]] = []
+    for record in stats.to_dict("records") if not stats.empty else []:
+        row = {f: _number(record.get(f)) for f in fields}
+        if row["q1"] is None or row["q3"] is None:
+            continue
+        rows.append({"group": str(record.get(x)), "series": str(
+            record.get(color) if color is not None else (y_title or "value")), **row})
+    if not rows:
+        return {**spec, "data": {"values": []}, "mark": "bar"}
+    groups = list(dict.fromkeys(str(r["group"]) for r in rows))
+    series = list(dict.fromkeys(str(r["series"]) for r in rows))
+    many = color is not None
+    offset = {"xOffset": {"field": "series", "type": "nominal", "sort": series}} if many else {}
+    xs = {"x": _x(groups), **offset}
+    colour = {"field": "series", "type": "nominal", "title": None,
+              "scale": _colors(series, None if many else [WINNER]),
+              "legend": {"orient": "bottom", "labelLimit": 200} if many else None}
+    tooltip = [{"field": "group", "type": "nominal", "title": x},
+               *([{"field": "series", "type": "nominal", "title": color}] if many else []),
+               *({"field": f, "type": "quantitative", "format": ",.2f"} for f in fields)]
+    quantity = {"type": "quantitative", "title": y_title or None}
+    def line(field: str, **mark: Any) -> dict[str, Any]:
+        """A line across the box at `field`: a bar of no height, drawn by its outline (a
+        tick mark would not line up with a box beside others)."""
+        return {"transform": [{"filter": f"datum.{field} != null"}],
+                "mark": {"type": "bar", "fill": None, "stroke": "#222", **mark},
+                "encoding": {**xs, "y": {"field": field, "type": "quantitative"},
+                             "y2": {"field": field}}}
+
+    return {**spec, "data": {"values": rows}, "layer": [
+        {"transform": [{"filter": "datum.min != null && datum.max != null"}],
+         "mark": {"type": "bar", "width": 1, "color": "#555"},  # centred, as a rule is not
+         "encoding": {**xs, "y": {"field": "min", **quantity}, "y2": {"field": "max"}}},
+        {"params": [_pick()], "mark": {"type": "bar", "cursor": "pointer"},
+         "encoding": {**xs, "y": {"field": "q1", **quantity}, "y2": {"field": "q3"},
+                      "color": colour, "tooltip": tooltip}},
+        line("median", strokeWidth=2),
+        line("mean", strokeWidth=1, strokeDash=[4, 3])]}
+
+
 BUILDERS: dict[str, Callable[..., dict[str, Any]]] = {"rate_bar": rate_bar,
                                                       "stacked_counts": stacked_counts,
-                                                      "histogram": histogram}
+                                                      "histogram": histogram, "box": box}
 
 
 def clickable(spec: dict[str, Any]) -> bool:
