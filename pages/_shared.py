@@ -280,9 +280,9 @@ def render_blocks(blocks: Iterable[Any]) -> None:
             else:
                 st.caption("(none)")
         elif block.kind == "tally":
-            from engine.reports import charts
-            st.plotly_chart(charts.tally_bar(block.counts, block.winner or None,
-                                             title=block.title), key=f"block-{number}")
+            from engine.reports import vega
+            st.vega_lite_chart(spec=vega.tally(block.counts, block.winner or None,
+                                               title=block.title), key=f"block-{number}")
         elif block.kind == "flow":
             from engine.reports import charts, insights
             st.plotly_chart(charts.sankey(insights.flow_links(pd.DataFrame(block.rows))),

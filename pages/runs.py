@@ -181,7 +181,7 @@ def show_actions(detail: history.RunDetail) -> None:
 
 
 def show_result(detail: history.RunDetail) -> None:
-    from engine.reports import charts, insights  # plotly: only a run's detail draws figures
+    from engine.reports import charts, insights, vega  # figures: only a run's detail draws them
     if not detail.blocks and detail.run["status"] == "running":
         st.info("This run is still going: its result shows here when it ends; its turns so "
                 "far are in the transcript.")
@@ -194,7 +194,8 @@ def show_result(detail: history.RunDetail) -> None:
         for column, (title, counts, winner) in zip(st.columns(len(detail.tallies)),
                                                    detail.tallies):
             with column:
-                st.plotly_chart(charts.tally_bar(counts, winner, title), key=f"tally_{title}")
+                st.vega_lite_chart(spec=vega.tally(counts, winner, title),
+                                   key=f"tally_{title}")
         st.caption("Votes per normalised stance; the winner is the darker bar.")
     if detail.flows is not None:
         st.subheader("Mind changes")

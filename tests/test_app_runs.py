@@ -163,7 +163,8 @@ def test_detail_of_a_panel_has_tally_flows_and_confidence(db, stored):
     assert f"**Outcome:** {panel.tally.winner} ({level}," in text
     # The confidence with its reason comes from the panel's own view blocks.
     assert f"{level.upper()}: {panel.confidence.reason}" in text
-    assert len(at.get("plotly_chart")) >= 3  # two tallies and the flows
+    assert len(at.get("vega_lite_chart")) >= 2  # two tallies (Vega-Lite bars)
+    assert len(at.get("plotly_chart")) >= 1  # and the flows (a plotly Sankey)
     assert [h.value for h in at.subheader if h.value in ("Tally", "Mind changes")] == \
         ["Tally", "Mind changes"]
     open_tab(at, "Timeline & usage")

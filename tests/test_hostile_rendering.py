@@ -140,7 +140,7 @@ def test_runs_page_shows_a_hostile_run_id_label_and_seats_as_text(hostile):
     shown = assert_inert(at)
     assert RUN_ID in plain(at.title[0].value)  # the finding: it was an <img> in the title
     assert LABEL in shown and all(seat in shown for seat in SEATS)
-    assert_chart_text(c.proto.spec for c in at.get("plotly_chart"))  # the tally's stances
+    assert_vega_text(c.proto.spec for c in at.get("vega_lite_chart"))  # the tally's stances
     for name in ("Transcript", "Timeline & usage", "Configuration"):  # one tab drawn at a time
         at.session_state["runs_tab"] = name
         at.run()

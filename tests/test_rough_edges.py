@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 from apptest_helpers import plain, poll
 from engine import ConfigError, Store
-from engine.reports import charts
+from engine.reports import charts, vega
 from engine.reports.ballots import canonical_rows, flow_links
 from engine.services.demo import demo_plan
 from engine.services.runform import PACED_MODEL
@@ -21,9 +21,15 @@ APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
 
 def test_tally_bar_plots_numeric_stances_as_categories():
-    fig = charts.tally_bar({"0.05": 2, "0.1": 1}, winner="0.05")
+    fig = charts.tally_bar({"0.05": 2, "0.1": 1}, winner="0.05")  # the static HTML export's
     assert fig.layout.xaxis.type == "category"
     assert list(fig.data[0].x) == ["0.05", "0.1"]
+    spec = vega.tally({"0.05": 2, "0.1": 1}, winner="0.05")  # the run page's
+    bars = spec["layer"][0]["encoding"]
+    assert bars["x"]["type"] == "nominal" and bars["x"]["sort"] == ["0.05", "0.1"]
+    assert [(r["group"], r["votes"], r["winner"]) for r in spec["data"]["values"]] == [
+        ("0.05", 2, True), ("0.1", 1, False)]
+    assert bars["y"]["axis"]["tickMinStep"] == 1  # whole votes
 
 
 def test_mind_change_sankey_names_the_debaters_in_large_labels():

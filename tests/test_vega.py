@@ -184,3 +184,11 @@ def test_box_plots_carry_their_six_numbers_side_by_side_and_a_click():
     assert mean["mark"]["strokeDash"] and mean["transform"] == [
         {"filter": "datum.mean != null"}]
     json.dumps(spec, allow_nan=False)
+
+
+def test_a_tally_names_each_stance_as_typed_most_votes_first():
+    spec = vega.tally({TAG: 1, "4": 3, "$0.05": 1}, winner="4", title=TAG)
+    got = [(r["group"], r["votes"], r["winner"]) for r in rows(spec)]
+    assert got == [("4", 3, True), ("$0.05", 1, False), (TAG, 1, False)]  # ties by name
+    assert spec["title"]["text"] == TAG and "&lt;" not in json.dumps(spec)
+    assert not vega.clickable(spec)

@@ -307,6 +307,29 @@ def box(stats: pd.DataFrame, x: str = "group", color: str | None = None, title: 
         line("mean", strokeWidth=1, strokeDash=[4, 3])]}
 
 
+def tally(counts: Mapping[str, int], winner: str | None = None,
+          title: str = "Vote tally") -> dict[str, Any]:
+    """Votes per stance, most first, the winner in a stronger colour. Stances are categories
+    (a nominal axis): "0.05" stays a labelled bar, never a point on a number line."""
+    stances = sorted(counts, key=lambda s: (-int(counts[s]), str(s)))
+    rows = [{"group": str(s), "votes": int(counts[s]), "winner": s == winner}
+            for s in stances]
+    spec = _base(title, 280)
+    x = _x([str(s) for s in stances])
+    return {**spec, "data": {"values": rows}, "layer": [
+        {"mark": {"type": "bar"},
+         "encoding": {"x": x, "y": {"field": "votes", "type": "quantitative", "title": "votes",
+                                    "axis": {"tickMinStep": 1, "format": "d"}},
+                      "color": {"condition": {"test": "datum.winner", "value": WINNER},
+                                "value": OTHER},
+                      "tooltip": [{"field": "group", "type": "nominal", "title": "stance"},
+                                  {"field": "votes", "type": "quantitative",
+                                   "title": "votes"}]}},
+        {"mark": {"type": "text", "dy": -4, "baseline": "bottom", "fontSize": 11},
+         "encoding": {"x": x, "y": {"field": "votes", "type": "quantitative"},
+                      "text": {"field": "votes", "type": "quantitative"}}}]}
+
+
 BUILDERS: dict[str, Callable[..., dict[str, Any]]] = {"rate_bar": rate_bar,
                                                       "stacked_counts": stacked_counts,
                                                       "histogram": histogram, "box": box}
