@@ -36,6 +36,11 @@ def test_stacked_counts_keep_every_count_in_its_order_and_colour():
     assert spec["params"] == [{"name": vega.PICK, "select": {
         "type": "point", "fields": ["group", "series"]}}]
     assert spec["title"]["text"] == "Runs per protocol"
+    # every protocol named under its bar (Vega hid 6 of 8 overlapping labels in a half-width
+    # column), the plot as tall as asked whatever its labels take, whole runs on the axis
+    assert spec["encoding"]["x"]["axis"]["labelOverlap"] is False
+    assert spec["autosize"] == {"type": "fit-x"} and spec["height"] == 320
+    assert spec["encoding"]["y"]["axis"] == {"tickMinStep": 1, "format": "d"}
 
 
 def test_rate_bars_carry_n_and_the_wilson_interval_and_fade_small_samples():

@@ -39,6 +39,7 @@ LEVEL_COLORS = {"high": "#2e7d32", "medium": "#f9a825", "low": "#c62828",
                 "completed": "#2e7d32", "running": "#3558c9", "interrupted": "#f9a825",
                 "completed (degraded)": "#ff8f00",
                 "not approved": "#c62828"}  # a level or an ending, in the same colour anywhere
+WHOLE = {"tickMinStep": 1, "format": "d"}  # an axis of counts: no tick at 2.5 runs
 FEW = 5  # a bar over fewer runs than this is drawn faded (as `aggregate.FEW` greys a row)
 
 
@@ -58,7 +59,9 @@ def _count(value: Any) -> int | None:
 
 
 def _base(title: str, height: int) -> dict[str, Any]:
-    spec: dict[str, Any] = {"height": height}
+    # the plot is `height` tall whatever its labels and legend take (Streamlit fits the
+    # width to the column: "fit-x")
+    spec: dict[str, Any] = {"height": height, "autosize": {"type": "fit-x"}}
     if title:
         spec["title"] = {"text": str(title), "fontSize": 15, "anchor": "start"}
     return spec
@@ -70,8 +73,11 @@ def _pick() -> dict[str, Any]:
 
 
 def _x(groups: Sequence[str]) -> dict[str, Any]:
+    """The groups' axis: every label shown (Vega would hide the ones that overlap: in a half
+    width column it showed 2 of 8 protocols), slanted when there are more than four."""
     return {"field": "group", "type": "nominal", "sort": list(groups), "title": None,
-            "axis": {"labelLimit": 160, "labelAngle": -30 if len(groups) > 4 else 0}}
+            "axis": {"labelLimit": 140, "labelOverlap": False,
+                     "labelAngle": -40 if len(groups) > 4 else 0}}
 
 
 def _colors(series: Sequence[str], colors: Mapping[str, str] | Sequence[str] | None
@@ -109,7 +115,7 @@ def stacked_counts(data: pd.DataFrame, x: str = "group", color: str = "value",
             "encoding": {
                 "x": _x(groups),
                 "y": {"field": "count", "type": "quantitative", "stack": "zero",
-                      "title": y_title},
+                      "title": y_title, "axis": WHOLE},
                 "color": {"field": "series", "type": "nominal", "title": None,
                           "scale": _colors(categories, colors),
                           "legend": {"orient": "bottom", "labelLimit": 200}},
@@ -247,7 +253,7 @@ def histogram(data: pd.DataFrame, x: str, color: str | None = "group", title: st
                                                                 "step": size}},
                 "x2": {"field": "end"},
                 "y": {"field": "count", "type": "quantitative", "stack": "zero",
-                      "title": "runs"},
+                      "title": "runs", "axis": WHOLE},
                 "color": {"field": "series", "type": "nominal", "title": None,
                           "scale": _colors(series, None),
                           "legend": {"orient": "bottom", "labelLimit": 200}},
@@ -319,7 +325,7 @@ def tally(counts: Mapping[str, int], winner: str | None = None,
     return {**spec, "data": {"values": rows}, "layer": [
         {"mark": {"type": "bar"},
          "encoding": {"x": x, "y": {"field": "votes", "type": "quantitative", "title": "votes",
-                                    "axis": {"tickMinStep": 1, "format": "d"}},
+                                    "axis": WHOLE},
                       "color": {"condition": {"test": "datum.winner", "value": WINNER},
                                 "value": OTHER},
                       "tooltip": [{"field": "group", "type": "nominal", "title": "stance"},
