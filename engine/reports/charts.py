@@ -211,12 +211,7 @@ def stacked_counts(data: pd.DataFrame, x: str = "group", color: str = "value",
     """Counts per group split by a category (stacked), e.g. confidence levels per label."""
     traces = []
     if not data.empty:
-        present = list(dict.fromkeys(data[color].astype(str)))
-        categories = [c for c in (order or []) if c in present] + \
-            [c for c in present if c not in (order or [])]
-        groups = list(dict.fromkeys(data[x].astype(str)))
-        table = (data.assign(**{x: data[x].astype(str), color: data[color].astype(str)})
-                 .groupby([x, color], sort=False)[y].sum())
+        groups, categories, table = vega.count_table(data, x, color, y, order)
         for i, category in enumerate(categories):
             traces.append({
                 "type": "bar", "x": _texts(groups), "name": _short(category),

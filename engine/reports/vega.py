@@ -92,6 +92,20 @@ def _colors(series: Sequence[str], colors: Mapping[str, str] | Sequence[str] | N
     return {"domain": list(series), "range": used}
 
 
+def count_table(data: pd.DataFrame, x: str, color: str, y: str,
+                order: Sequence[str] | None) -> tuple[list[str], list[str], pd.Series]:
+    """The groups (as the data lists them), the categories (those in `order` first) and the
+    summed counts by (group, category), all as text: what a stacked count chart draws, in
+    either library."""
+    present = list(dict.fromkeys(data[color].astype(str)))
+    categories = [c for c in (order or []) if c in present] + \
+        [c for c in present if c not in (order or [])]
+    groups = list(dict.fromkeys(data[x].astype(str)))
+    table = (data.assign(**{x: data[x].astype(str), color: data[color].astype(str)})
+             .groupby([x, color], sort=False)[y].sum())
+    return groups, categories, table
+
+
 def stacked_counts(data: pd.DataFrame, x: str = "group", color: str = "value",
                    y: str = "count", order: Sequence[str] | None = None, title: str = "",
                    y_title: str = "runs", colors: Mapping[str, str] | None = None
@@ -101,12 +115,7 @@ def stacked_counts(data: pd.DataFrame, x: str = "group", color: str = "value",
     spec = _base(title, 320)
     if data.empty:
         return {**spec, "data": {"values": []}, "mark": "bar"}
-    present = list(dict.fromkeys(data[color].astype(str)))
-    categories = [c for c in (order or []) if c in present] + \
-        [c for c in present if c not in (order or [])]
-    groups = list(dict.fromkeys(data[x].astype(str)))
-    table = (data.assign(**{x: data[x].astype(str), color: data[color].astype(str)})
-             .groupby([x, color], sort=False)[y].sum())
+    groups, categories, table = count_table(data, x, color, y, order)
     rows = [{"group": g, "series": c, "count": int(table.get((g, c), 0)),
              "rank": categories.index(c)}
             for g in groups for c in categories if int(table.get((g, c), 0))]
