@@ -28,7 +28,6 @@ import pandas as pd
 from engine.analysis.stats import wilson_interval
 
 PICK = "pick"  # the selection parameter of every clickable spec
-KINDS = ("rate_bar", "stacked_counts", "histogram", "box")  # `insights.Chart` kinds drawn here
 WINNER, OTHER, ACCENT = "#3558c9", "#9aa7c7", "#f9a825"
 PALETTE = ["#88CCEE", "#CC6677", "#DDCC77", "#117733", "#332288", "#AA4499", "#44AA99",
            "#999933", "#882255", "#661100", "#888888"]  # plotly's "Safe"
@@ -159,12 +158,17 @@ def rate_bar(data: pd.DataFrame, x: str = "group", y: str | Sequence[str] = "rat
             share = min(max(rate, 0.0), 1.0)  # a share: never more successes than runs
             low, high = (wilson_interval(min(runs, round(share * runs)), runs)
                          if runs else (None, None))
-            few = runs is not None and runs < FEW
-            rows.append({"group": group, "series": label, "rate": rate, "n": runs,
-                         "low": low, "high": high, "few": few,
-                         "text": f"{rate:.0%}" + (f" n={runs}" if few else "")})
+            rows.append(_rate_row(group, label, rate, runs, low, high))
     return rate_spec(rows, groups, labels, title, f"{y_title} (95% Wilson interval)",
                      colors or [WINNER, ACCENT, OTHER, *PALETTE])
+
+
+def _rate_row(group: str, series: str, rate: float, runs: int | None, low: float | None,
+              high: float | None) -> dict[str, Any]:
+    """One bar of `rate_spec`: faded, and saying its n, over fewer than `FEW` runs."""
+    few = runs is not None and runs < FEW
+    return {"group": group, "series": series, "rate": rate, "n": runs, "low": low,
+            "high": high, "few": few, "text": f"{rate:.0%}" + (f" n={runs}" if few else "")}
 
 
 def rate_spec(rows: list[dict[str, Any]], groups: Sequence[str], series: Sequence[str],
@@ -208,7 +212,7 @@ def rate_spec(rows: list[dict[str, Any]], groups: Sequence[str], series: Sequenc
 
 def accuracy(table: pd.DataFrame, title: str = "") -> dict[str, Any]:
     """An experiment's accuracy per configuration (`experiments.Report.summary`: its
-    `configuration, accuracy, accuracy_low, accuracy_high, correct, scored` columns), with
+    `configuration, accuracy, accuracy_low, accuracy_high, scored` columns), with
     its 95% Wilson interval and n; a bar over fewer than `FEW` scored runs is faded."""
     scored = table[table["scored"] > 0]
     rows = []
@@ -216,11 +220,8 @@ def accuracy(table: pd.DataFrame, title: str = "") -> dict[str, Any]:
         runs, rate = _count(row.scored) or 0, _number(row.accuracy)
         if rate is None:
             continue
-        rows.append({"group": str(row.configuration), "series": "accuracy", "rate": rate,
-                     "n": runs, "correct": _count(row.correct),
-                     "low": _number(row.accuracy_low), "high": _number(row.accuracy_high),
-                     "few": runs < FEW, "text": f"{rate:.0%}" + (f" n={runs}" if runs < FEW
-                                                               else "")})
+        rows.append(_rate_row(str(row.configuration), "accuracy", rate, runs,
+                              _number(row.accuracy_low), _number(row.accuracy_high)))
     groups = [str(c) for c in scored["configuration"]]
     return rate_spec(rows, groups, ["accuracy"], title, "accuracy (95% Wilson interval)",
                      [WINNER])
