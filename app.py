@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -75,6 +76,10 @@ PAGES = (
     ("pages/compare.py", "Compare runs", ":material/compare_arrows:"),
 )
 
+# The pages' addresses (Streamlit names a page by its file; Home, the default, is "/").
+URL_PATHS = tuple(Path(path).stem for path, _title, _icon in PAGES if path != "pages/home.py")
+
+
 def main() -> None:
     """One script run: the page config, the navigation, the settings and store, the page."""
     st.set_page_config(page_title="Parley", page_icon=":material/forum:", layout="wide")
@@ -97,7 +102,13 @@ if get_script_run_ctx(suppress_warning=True) is None and hasattr(st, "App"):
     # plotly and its first figure: about 1.8 s) happen before the first browser connects,
     # not during the first page a user opens on a fresh server; its lifespan then fills the
     # pages' caches before the server answers (`warm`).
+    from starlette.middleware import Middleware
+
+    from pages._page_head import PageHead
     _shared.warm_up()
-    app = st.App(__file__, lifespan=warm_before_serving)
+    # Every page's HTML says where the server is and names the other pages' widget and chart
+    # code for the browser to fetch while it shows the first (`pages/_page_head.py`).
+    app = st.App(__file__, lifespan=warm_before_serving,
+                 middleware=[Middleware(PageHead, pages=URL_PATHS)])
 elif get_script_run_ctx(suppress_warning=True) is not None:
     main()

@@ -16,6 +16,7 @@ from pages import _shared, _workers
 
 md = _shared.md
 SELECTED = "experiments_page_selected"  # the experiment the page shows
+NEW_FORM = "exp-new"  # the new-experiment expander: True while it is open
 
 
 def question_source() -> tuple[dict | None, str]:
@@ -40,14 +41,23 @@ def question_source() -> tuple[dict | None, str]:
 
 
 FORM_KEYS = ("exp-configs", "exp-name", "exp-equal-compute", "exp-confirm")
+# The inputs whose values are kept while the form is closed (not the upload, which Streamlit
+# cannot set, nor the confirmation of a large plan, which is asked again).
+KEPT = (r"exp-(source|set|model|configs|repeats|concurrency|name|equal-compute|timeout-|"
+        r"retries-|on-workers)")
+
+
+def clear() -> None:
+    """After a Start: the form closed and emptied, so no second, paid Start is one click
+    away. Called before the form's expander is drawn."""
+    st.session_state[NEW_FORM] = False
+    for key in FORM_KEYS:
+        st.session_state.pop(key, None)
 
 
 def new_experiment(store: Any) -> None:
     """The new-experiment form: questions, configurations, repeats, runs at a time, call
     policy; the preflight (runs, calls, tokens, time); Start."""
-    if st.session_state.pop("exp-clear-form", False):  # a started experiment empties the form
-        for key in FORM_KEYS:
-            st.session_state.pop(key, None)
     questions, problem = question_source()
     model = st.text_input("Model for the default configurations", "simulated", key="exp-model",
                           help="saved configurations keep their own models")

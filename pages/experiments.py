@@ -17,6 +17,7 @@ from pages import _experiment_form, _experiment_results, _shared, _workers
 store = _shared.store()
 md = _shared.md
 SELECTED = _experiment_form.SELECTED
+NEW_FORM = _experiment_form.NEW_FORM  # the new-experiment expander's key: True while open
 RESULTS_EVERY = 10.0  # seconds between refreshes of the results while an experiment runs
 
 st.title("Experiments")
@@ -30,8 +31,17 @@ if flash:
     st.toast(md(flash), icon=":material/science:")
     st.success(md(flash) + " Its progress and results are below.")
 experiments = ex.list_experiments(store)
-with st.expander("New experiment", expanded=experiments.empty):
-    _experiment_form.new_experiment(store)
+# Drawn only while open (a click on the expander reruns the page): closed, its twenty-odd
+# inputs were a tenth of a second of the browser's time on every visit to an experiment.
+# What was typed in it survives closing it; a started experiment closes it.
+if st.session_state.pop("exp-clear-form", False):
+    _experiment_form.clear()
+_shared.keep_form_state(_experiment_form.KEPT)
+new_form = st.expander("New experiment", expanded=experiments.empty, key=NEW_FORM,
+                       on_change="rerun")
+if new_form.open:
+    with new_form:
+        _experiment_form.new_experiment(store)
 
 if experiments.empty:
     st.info("No experiments yet.")

@@ -34,3 +34,11 @@ def charts(at) -> list:
 def chart_specs(at) -> list[str]:
     """The JSON of every chart a page drew (plotly's figure, Vega-Lite's spec)."""
     return [str(c.proto.spec) for c in charts(at)]
+
+
+def open_new_experiment(at) -> None:
+    """Open the Experiments page's "New experiment" expander (drawn only while open; it
+    opens by itself only while no experiment is stored), as a click on it does."""
+    if "exp-new" not in at.session_state or not at.session_state["exp-new"]:
+        at.session_state["exp-new"] = True
+        at.run()

@@ -6,7 +6,7 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 from engine import Store
-from apptest_helpers import poll
+from apptest_helpers import open_new_experiment, poll
 from engine import experiments as ex
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
@@ -23,13 +23,15 @@ def open_page() -> AppTest:
 
 
 def frame_with(at: AppTest, *columns: str):
-    """The first data frame on the page that has all these columns."""
-    return next(d.value for d in at.dataframe if set(columns) <= set(d.value.columns))
+    """The first data frame or table on the page that has all these columns."""
+    return next(d.value for d in [*at.dataframe, *at.table]
+                if set(columns) <= set(d.value.columns))
 
 
 
 def test_bundled_set_two_configurations_run_to_results(db_url):
     at = open_page()
+    open_new_experiment(at)
     at.selectbox(key="exp-set").select("demo").run()
     at.multiselect(key="exp-configs").select("panel · defaults").select("vote · defaults").run()
     assert not at.error, [e.value for e in at.error]

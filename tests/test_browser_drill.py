@@ -117,3 +117,37 @@ def test_a_hostile_label_in_a_vega_chart_is_text_and_its_bar_opens_its_runs(
     page.locator("[data-testid='stMain']").get_by_text("2 run(s), newest first").wait_for()
     assert page.dialogs == [], page.dialogs
     assert not any(url.startswith("http://127.0.0.1:9/") for url in requests), requests
+
+
+def test_a_hostile_label_in_an_experiments_summary_tables_is_text(app, page, shots):  # noqa: F811
+    """The summary's tables are st.table, which renders markdown: a configuration label with
+    an HTML tag and a markdown image shows as typed in every one of them, with no image
+    element, no request to the image's address and no dialog."""
+    from engine import experiments as ex
+    base, db_url = app
+    store = Store(db_url)
+    hostile = f"{PAYLOAD} {MD_IMAGE}"
+    plan = ex.plan({"name": "hostile summary", "questions": "definite", "repeats": 1,
+                    "configs": [{"label": hostile, "protocol": "vote", "model": "simulated"},
+                                {"label": "plain", "protocol": "vote", "model": "simulated"}]},
+                   store)
+    experiment_id = ex.create(store, plan)
+    ex.run_experiment(store, experiment_id)
+    requests: list[str] = []
+    page.on("request", lambda request: requests.append(request.url))
+    goto(page, base, f"/experiments?experiment={experiment_id}")
+    tables = page.locator("[data-testid='stMain'] [data-testid='stTable']")
+    tables.nth(3).wait_for()
+    assert tables.count() == 4  # accuracy, calibration, mind changes, cost
+    for number in range(4):
+        table = tables.nth(number)
+        first = table.locator("tbody tr").first.locator("th, td").first.inner_text()
+        # as typed (with an invisible word joiner that keeps the address from becoming a
+        # link: `pages._shared.md`): not parsed, not escaped twice
+        assert first.replace("\u2060", "") == hostile, (number, first)
+        assert table.locator("img").count() == 0
+    page.locator(".st-key-exp-accuracy path[aria-roledescription='bar']").first.wait_for()
+    page.screenshot(path=str(shots / "20-hostile-label-in-the-summary-tables.png"),
+                    full_page=True)
+    assert page.dialogs == [], page.dialogs
+    assert not any(url.startswith("http://127.0.0.1:9/") for url in requests), requests

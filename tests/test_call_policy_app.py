@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from apptest_helpers import plain, poll
+from apptest_helpers import open_new_experiment, plain, poll
 from openai_stub import ENDPOINT_SETTINGS, SimulatedOpenAI, loopback_only
 from streamlit.testing.v1 import AppTest
 
@@ -174,6 +174,7 @@ def test_run_page_starts_the_fields_at_a_loaded_configurations_policy(db_url):
 # ------------------------------------------------------------------ the Experiments page
 def test_experiment_form_writes_the_call_policy_into_the_spec(db_url):
     at = open_page("pages/experiments.py")
+    open_new_experiment(at)
     at.selectbox(key="exp-set").select("demo").run()
     at.multiselect(key="exp-configs").select("vote · defaults").run()
     timeout = next(w for w in at.number_input if str(w.key).startswith("exp-timeout-"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from apptest_helpers import open_new_experiment
 from streamlit.testing.v1 import AppTest
 
 from engine import experiments as ex
@@ -166,6 +167,7 @@ def test_the_checkbox_adds_the_baselines_to_the_preflight(db_url):
     at = AppTest.from_file(APP, default_timeout=120.0)
     at.run()
     at.switch_page("pages/experiments.py").run()
+    open_new_experiment(at)
     at.selectbox(key="exp-set").select("demo").run()
     at.multiselect(key="exp-configs").select("debate · defaults").run()
     assert next(m for m in at.metric if m.label == "Calls").value == str(4 * 7)

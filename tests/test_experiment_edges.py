@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from apptest_helpers import poll
+from apptest_helpers import open_new_experiment, poll
 from streamlit.testing.v1 import AppTest
 
 from engine import Store
@@ -21,6 +21,7 @@ def open_page() -> AppTest:
 
 
 def start(at: AppTest, *configs: str) -> str:
+    open_new_experiment(at)
     at.selectbox(key="exp-set").select("demo").run()
     select = at.multiselect(key="exp-configs")
     for config in configs:
@@ -42,7 +43,11 @@ def test_starting_a_second_experiment_shows_it_says_so_and_clears_the_form(db_ur
     assert second in str(at.query_params["experiment"])  # and so is the address
     assert any("Started" in s.value for s in at.success)
     assert [t.value for t in at.toast] and "Started" in at.toast[0].value
-    assert at.multiselect(key="exp-configs").value == []  # no paid Start one click away
+    # No paid Start one click away: the form closed, and opened again it is empty.
+    assert at.session_state["exp-new"] is False
+    assert not [m for m in at.multiselect if m.key == "exp-configs"]
+    open_new_experiment(at)
+    assert at.multiselect(key="exp-configs").value == []
     assert not [b for b in at.button if b.key == "exp-start"]
     poll(at, lambda a: ex.progress(Store(db_url), second).status != "running")
 
@@ -56,3 +61,22 @@ def test_the_experiment_picker_label_says_nothing_that_goes_stale(db_url):
     at.run()
     assert "completed" in " ".join(str(p.proto.text) for p in at.get("progress"))
     assert next(o for o in at.selectbox(key="exp-pick").options if experiment_id in o) == label
+
+
+def test_the_new_experiment_form_is_drawn_only_open_and_keeps_what_was_typed(db_url):
+    store = Store(db_url)
+    ex.create(store, ex.plan({"name": "stored", "questions": "demo", "repeats": 1,
+                              "configs": [{"protocol": "vote", "label": "v"}]}, store))
+    at = open_page()
+    # An experiment is stored: the form starts closed, and closed it draws no input.
+    assert at.session_state["exp-new"] is False
+    assert not [m for m in at.multiselect if m.key == "exp-configs"]
+    open_new_experiment(at)
+    at.multiselect(key="exp-configs").select("vote · defaults").run()
+    at.text_input(key="exp-model").input("simulated").run()
+    at.session_state["exp-new"] = False  # closed (a click on its header)
+    at.run()
+    at.switch_page("pages/experiments.py").run()
+    open_new_experiment(at)
+    assert at.multiselect(key="exp-configs").value == ["vote · defaults"]
+    assert not at.exception, at.exception

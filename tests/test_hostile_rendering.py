@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
+from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
 
 from engine import Seat, Store, run_debate, run_vote
 
@@ -51,6 +52,11 @@ def markdown_texts(at: AppTest) -> list[tuple[str, str]]:
         found += [(f"{kind} label", str(getattr(e, "label", "") or "")) for e in getattr(at, kind)]
     found += [("radio option", str(o)) for r in at.radio for o in r.options]
     found += [("progress text", p.proto.text) for p in at.get("progress")]
+    for table in at.table:  # st.table renders every cell and header as markdown
+        styled = table.proto.arrow_data.styler.display_values
+        frame = convert_arrow_bytes_to_pandas_df(styled) if styled else table.value
+        found += [("table cell", str(v)) for v in frame.to_numpy().ravel()]
+        found += [("table header", str(c)) for c in frame.columns]
     return found
 
 

@@ -223,13 +223,13 @@ def test_experiments_page_shows_one_kind_by_default_and_both_labelled(db, server
     at.query_params["experiment"] = experiment_id
     at.run()
     assert not at.exception, at.exception
-    summary = at.dataframe[0].value
+    summary = at.table[0].value  # the summary tables are st.table
     assert list(summary["configuration"]) == ["sim", "real"]
     assert list(summary["runs"]) == [0, 2]  # the simulated runs are not pooled in
     assert any("2 simulated run(s) are not shown" in c.value for c in at.caption)
     at.segmented_control(key="exp-kind").set_value("both").run()
     assert not at.exception, at.exception
-    summary = at.dataframe[0].value
+    summary = at.table[0].value
     assert list(summary["configuration"]) == ["sim (simulated)", "real"]
     assert list(summary["simulated"]) == ["all", ""]
     assert list(summary["runs"]) == [2, 2]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from apptest_helpers import open_new_experiment
 from streamlit.testing.v1 import AppTest
 from test_workers import QUESTIONS, _spec, pg_url  # noqa: F401 (pg_url: the fixture)
 
@@ -27,6 +28,7 @@ def test_sqlite_shows_no_workers(db_url):
     store = Store(db_url)
     ex.create(store, _spec(QUESTIONS[:2], 1, latency=0.0))
     at = open_page()
+    open_new_experiment(at)
     at.selectbox(key="exp-set").select("demo")
     at.multiselect(key="exp-configs").select("vote · defaults").run()
     assert at.button(key="exp-start") is not None
@@ -40,6 +42,7 @@ def test_run_on_workers_then_stop(pg_url, monkeypatch):  # noqa: F811
     store = Store(pg_url)
     experiment_id = ex.create(store, _spec(QUESTIONS[:2], 2, latency=0.0))  # 8 cells
     at = open_page()
+    open_new_experiment(at)
     at.selectbox(key="exp-set").select("demo")
     at.multiselect(key="exp-configs").select("vote · defaults").run()
     assert at.checkbox(key="exp-on-workers") is not None  # the start form offers it
@@ -61,6 +64,7 @@ def test_start_form_runs_a_new_experiment_on_workers(pg_url, monkeypatch):  # no
     monkeypatch.setenv("PARLEY_DB_URL", pg_url)
     store = Store(pg_url)
     at = open_page()
+    open_new_experiment(at)
     at.selectbox(key="exp-set").select("demo")
     at.multiselect(key="exp-configs").select("vote · defaults").run()
     at.checkbox(key="exp-on-workers").check().run()
