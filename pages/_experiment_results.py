@@ -54,13 +54,40 @@ def drill_to_runs() -> None:
     configuration's runs (a callback: it runs before the tabs are drawn, so it can pick one)."""
     bar = vega.picked(st.session_state.get("exp-accuracy"))
     if bar is not None:
-        picked = bar[0]
-        st.session_state["exp-drill-label"] = picked
-        # every question: its select box back to its first option, "all" (a value of None
-        # would show an empty box saying "Choose an option")
-        st.session_state.pop("exp-drill-q", None)
-        st.session_state["exp-tab"] = CELL_RUNS
-        st.toast(md(f"The runs of {picked} are listed under Runs behind a cell."))
+        open_cell_runs(bar[0])
+
+
+def drill_from_rounds(drawn: Figures) -> None:
+    """A point clicked on the accuracy-by-round chart opens the *Runs behind a cell* tab on
+    its configuration's runs (those its rounds were counted over)."""
+    picked = rounds.picked_line(drawn.rounds, drawn.points, st.session_state.get("exp-rounds"))
+    if picked is not None:
+        open_cell_runs(picked)
+
+
+def drill_from_calibration(result: ex.Report, drawn: Figures) -> None:
+    """A point clicked on the reliability diagram opens the *Runs behind a cell* tab on the
+    runs in its bin: its configuration's counted runs whose signal falls there."""
+    chosen = ex.picked_bin(drawn.calibration, result.calibrations,
+                           st.session_state.get("exp-calibration"))
+    if chosen is not None:
+        open_cell_runs(chosen.label, chosen)
+
+
+def open_cell_runs(label: str, chosen: ex.Bin | None = None) -> None:
+    """The *Runs behind a cell* tab on `label`'s runs (of every question), or only those in
+    the reliability bin `chosen`."""
+    st.session_state["exp-drill-label"] = label
+    st.session_state[DRILL_BIN] = chosen
+    # every question: its select box back to its first option, "all" (a value of None would
+    # show an empty box saying "Choose an option")
+    st.session_state.pop("exp-drill-q", None)
+    st.session_state["exp-tab"] = CELL_RUNS
+    listed = chosen.text() if chosen is not None else label
+    st.toast(md(f"The runs of {listed} are listed under Runs behind a cell."))
+
+
+DRILL_BIN = "exp-drill-bin"  # a reliability bin clicked: Runs behind a cell lists its runs
 
 
 def show_baseline(result: ex.Report, stamp: tuple) -> None:
@@ -188,7 +215,10 @@ def show_rounds(drawn: Figures) -> None:
                    + (f" Markers: {md(published[0].citation)}, measured with "
                       f"{published[0].model}; does your model reproduce them?" if published
                       else ""))
-        st.plotly_chart(drawn.rounds, key="exp-rounds")
+        st.plotly_chart(drawn.rounds, key="exp-rounds", selection_mode="points",
+                        on_select=lambda: drill_from_rounds(drawn))
+        st.caption("Click a point to list its configuration's runs under *Runs behind a "
+                   "cell*.")
         st.dataframe(rounds.round_table(points), hide_index=True, key="exp-rounds-table")
     if not drawn.conforming.empty:
         st.markdown("**Conformity between rounds**")
@@ -207,7 +237,9 @@ def show_calibration(result: ex.Report, drawn: Figures) -> None:
     if drawn.calibration is not None:
         st.caption("Each confidence signal against correctness: a calibrated signal follows the "
                    "diagonal. " + " ".join(f"{k}: {v}." for k, v in ex.SIGNALS.items()))
-        st.plotly_chart(drawn.calibration, key="exp-calibration")
+        st.plotly_chart(drawn.calibration, key="exp-calibration", selection_mode="points",
+                        on_select=lambda: drill_from_calibration(result, drawn))
+        st.caption("Click a point to list the runs in its bin under *Runs behind a cell*.")
     else:
         st.caption("Calibration needs runs with expected answers and a confidence signal "
                    "(a panel's or vote's consensus, a scored judge).")
@@ -242,7 +274,19 @@ def show_cell_runs(result: ex.Report) -> None:
     question = right.selectbox("Question", [None, *range(len(spec_questions))], key="exp-drill-q",
                                format_func=lambda q: "all" if q is None else
                                f"{q}: {spec_questions[q]['question'][:80]}")
-    st.dataframe(ex.drill(result.runs, label, question), hide_index=True, key="exp-drill",
+    chosen = st.session_state.get(DRILL_BIN)
+    frame = result.runs
+    if isinstance(chosen, ex.Bin) and chosen.label == label and question is None:
+        frame = ex.in_bin(result.runs, chosen)
+        note, clear = st.columns([4, 1], vertical_alignment="center")
+        note.caption(md(f"Only the runs behind the point clicked on the reliability diagram: "
+                        f"{chosen.text()} ({len(frame)} run(s))."))
+        if clear.button("Show all its runs", key="exp-drill-bin-clear"):
+            st.session_state[DRILL_BIN] = None
+            st.rerun()
+    elif chosen is not None:
+        st.session_state[DRILL_BIN] = None  # another configuration or a question: all runs
+    st.dataframe(ex.drill(frame, label, question), hide_index=True, key="exp-drill",
                  column_config={"link": st.column_config.LinkColumn("Run", display_text="open")})
 
 

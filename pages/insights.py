@@ -6,7 +6,7 @@ from typing import Any
 
 import streamlit as st
 
-from engine.reports import aggregate, drill, insights, vega
+from engine.reports import aggregate, drill, insights, rounds, vega
 from engine.reports import runs as history
 from pages import _insights_data as data
 from pages import _shared
@@ -25,7 +25,8 @@ if history.newest(store) is None:
 
 def drill_down(section: str, chart: insights.Chart, key: str, figure: Any) -> None:
     """Draw `chart` (as `figure`: a Vega-Lite spec or a plotly figure); a click on one of its
-    bars or boxes opens the runs behind it on the Runs page (`engine.reports.drill`)."""
+    bars, boxes or points of a line by round opens the runs behind it on the Runs page
+    (`engine.reports.drill`)."""
     if isinstance(figure, dict):  # a Vega-Lite spec (`vega.spec`)
         if not vega.clickable(figure):
             st.vega_lite_chart(spec=figure, key=key)
@@ -38,7 +39,14 @@ def drill_down(section: str, chart: insights.Chart, key: str, figure: Any) -> No
             st.switch_page("pages/runs.py", query_params=drill.params(
                 section, chart, series, {"x": group}))
         return
-    st.plotly_chart(figure, key=key)  # Sankeys and lines by round: nothing to click
+    if chart.kind != "round_lines":
+        st.plotly_chart(figure, key=key)  # a Sankey: its bands are agents, not runs
+        return
+    event = st.plotly_chart(figure, key=key, on_select="rerun", selection_mode="points")
+    group = rounds.picked_line(figure, chart.data, event)
+    if group is not None:  # a point of a line by round: that group's runs
+        st.switch_page("pages/runs.py", query_params=drill.params(
+            section, chart, "", {"x": group}))
 
 
 with st.expander("Filters", expanded=False):
@@ -85,8 +93,8 @@ st.caption("Grouped by configuration label. Rates, means and calibration count c
            "else. Degraded runs (completed, but a decisive call or most turns failed) are "
            "among the completed; a value a failure took from them, such as a failed judge's "
            "confidence, is left out, never counted as 0. Each rate carries its n and 95% "
-           "Wilson interval, and one over fewer than 5 runs is greyed. Click a bar or a box to "
-           "open the runs behind it on the Runs page.")
+           "Wilson interval, and one over fewer than 5 runs is greyed. Click a bar, a box or a "
+           "point of a line by round to open the runs behind it on the Runs page.")
 
 for section in sections:
     st.subheader(section.title)

@@ -103,6 +103,18 @@ def click_bar(page, bars, index: int) -> None:
     page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
 
 
+def click_point(page, chart, point) -> None:
+    """Click a marker of a plotly chart as a user does: the mouse onto it, and the click once
+    plotly shows its hover label (plotly's drag layer lies over the markers, and a click that
+    arrives before its hover names no point)."""
+    point.scroll_into_view_if_needed()
+    box = point.bounding_box()
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    page.mouse.move(x, y)
+    chart.locator(".hoverlayer .hovertext").first.wait_for(timeout=GENEROUS_MS)
+    page.mouse.click(x, y)
+
+
 def open_tab(page, name: str) -> None:
     """Click the tab `name` (pages draw only their open tab; a click reruns the script) and
     wait until that run has finished."""

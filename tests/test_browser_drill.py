@@ -9,7 +9,9 @@ from test_browser import (  # noqa: F401
     VEGA_BAR,
     app,
     click_bar,
+    click_point,
     goto,
+    open_tab,
     page,
     settle,
     shots,
@@ -151,3 +153,78 @@ def test_a_hostile_label_in_an_experiments_summary_tables_is_text(app, page, sho
                     full_page=True)
     assert page.dialogs == [], page.dialogs
     assert not any(url.startswith("http://127.0.0.1:9/") for url in requests), requests
+
+
+def test_a_point_of_the_societys_lines_by_round_opens_its_runs(app, page, shots):  # noqa: F811
+    """Points drill down too: a click on a point of the society's accuracy by round (one line
+    per label, plotly) opens the Runs page on that label's completed society runs."""
+    base, db_url = app
+    store = Store(db_url)
+    for question in DEFINITE[:2]:
+        run_sync(arun_config({"protocol": "society", "model": "simulated",
+                              "options": {"rounds": 2}}, question.text, store=store,
+                             label="society-points", expected=question.expected))
+    goto(page, base, "/insights")
+    pill = page.locator(".st-key-insights-sections button", has_text="Society of minds")
+    if pill.get_attribute("aria-pressed") != "true":  # open by default when it has runs
+        pill.click()
+        settle(page)
+    chart = page.locator("[data-testid='stPlotlyChart'] .js-plotly-plot").filter(
+        has_text="society-points: round-1 majority vote").first
+    chart.wait_for(timeout=GENEROUS_MS)
+    chart.scroll_into_view_if_needed()
+    settle(page)
+    legend = chart.locator(".legend").text_content() or ""
+    assert "society-points" in legend, legend
+    traces = chart.locator(".scatterlayer .trace")
+    names = [traces.nth(i).locator(".points path").count() for i in range(traces.count())]
+    line = next(i for i, n in enumerate(names) if n)  # the first line with markers
+    click_point(page, chart, traces.nth(line).locator(".points path").first)
+    page.wait_for_url("**/runs?**", timeout=GENEROUS_MS)
+    settle(page)
+    assert "protocol=society" in page.url and "status=completed" in page.url, page.url
+    label = page.locator(".st-key-runs_label input").first.input_value()
+    assert label and f"label={label}" in page.url
+    assert page.locator("[data-testid='stException']").count() == 0
+    page.screenshot(path=str(shots / "22-society-point-to-runs.png"), full_page=True)
+
+
+def test_a_point_of_the_reliability_diagram_lists_the_runs_in_its_bin(app, page, shots):  # noqa: F811
+    """A click on a point of an experiment's reliability diagram opens *Runs behind a cell*
+    on exactly the runs counted in that bin (its configuration, its signal, its confidence)."""
+    from engine import experiments as ex
+    base, db_url = app
+    store = Store(db_url)
+    plan = ex.plan({"name": "calibration points", "questions": "definite", "repeats": 1,
+                    "configs": [{"label": "cal-vote", "protocol": "vote",
+                                 "model": "simulated"}]}, store)
+    experiment_id = ex.create(store, plan)
+    ex.run_experiment(store, experiment_id)
+    result = ex.report(store, experiment_id)
+    cal = next(c for c in result.calibrations if c["bins"])
+    goto(page, base, f"/experiments?experiment={experiment_id}")
+    open_tab(page, "Calibration")
+    chart = page.locator("[data-testid='stPlotlyChart'] .js-plotly-plot").filter(
+        has_text="perfect calibration").first
+    chart.wait_for(timeout=GENEROUS_MS)
+    settle(page)
+    # the traces: the diagonal, then each configuration and signal in `calibrations` order
+    number = result.calibrations.index(cal)
+    click_point(page, chart, chart.locator(".scatterlayer .trace").nth(1 + number).locator(
+        ".points path").first)
+    settle(page)
+    assert page.get_by_role("tab", name="Runs behind a cell").get_attribute(
+        "aria-selected") == "true"
+    main = page.locator("[data-testid='stMain']")
+    note = main.get_by_text("reliability diagram").first
+    note.wait_for(timeout=GENEROUS_MS)
+    first = cal["bins"][0]
+    assert f"({first['count']} run(s))" in note.inner_text().replace("\u2060", "")
+    assert page.locator(".st-key-exp-drill-label input").first.input_value() == "cal-vote"
+    assert page.locator("[data-testid='stException']").count() == 0
+    main.locator("[data-testid='stDataFrame'] canvas").first.wait_for(timeout=GENEROUS_MS)
+    page.wait_for_timeout(500)  # the grid draws on its canvas after it appears
+    page.screenshot(path=str(shots / "23-calibration-point-to-runs.png"), full_page=True)
+    page.locator(".st-key-exp-drill-bin-clear button").click()  # all its runs again
+    settle(page)
+    assert main.get_by_text("reliability diagram").count() == 0

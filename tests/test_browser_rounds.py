@@ -5,7 +5,16 @@ dashed round-1 majority lines and the paper's reference points. Saves the screen
 """
 from __future__ import annotations
 
-from test_browser import GENEROUS_MS, app, goto, open_tab, page, settle, shots  # noqa: F401
+from test_browser import (  # noqa: F401
+    GENEROUS_MS,
+    app,
+    click_point,
+    goto,
+    open_tab,
+    page,
+    settle,
+    shots,
+)
 
 from engine import Store
 from engine import experiments as ex
@@ -81,3 +90,37 @@ def test_a_paper_preset_run_from_the_cli_shows_its_curve_beside_the_paper(app, p
     settle(page)
     chart.screenshot(path=str(shots / "18-preset-du2023-arithmetic.png"))
     assert page.locator("[data-testid='stException']").count() == 0
+
+
+def test_a_clicked_point_of_accuracy_by_round_lists_its_configurations_runs(app, page, shots):  # noqa: F811
+    """Every number drills down (issue 14, bullet 3), points too: a click on a point of a
+    configuration's line opens *Runs behind a cell* on that configuration's runs."""
+    base, db_url = app
+    store = Store(db_url)
+    plan = ex.plan({"name": "society points", "configs": CONFIGS,
+                    "questions": [q.as_dict() for q in load_bundled("arithmetic")[:3]],
+                    "source": "bundled:arithmetic"}, store)
+    experiment_id = ex.create(store, plan)
+    ex.run_experiment(store, experiment_id)
+    goto(page, base, f"/experiments?experiment={experiment_id}")
+    open_tab(page, "Accuracy by round")
+    main = page.locator("[data-testid='stMain']")
+    chart = main.locator("[data-testid='stPlotlyChart'] .js-plotly-plot").filter(
+        has_text="round-1 majority vote")
+    chart.wait_for(timeout=GENEROUS_MS)
+    chart.scroll_into_view_if_needed()
+    settle(page)
+    # the second configuration's line (society-3x1: one point, at round 1; the traces are
+    # each configuration's line, then its dashed round-1 line)
+    click_point(page, chart, chart.locator(".scatterlayer .trace").nth(2).locator(
+        ".points path").first)
+    settle(page)
+    chosen = page.locator(".st-key-exp-drill-label input").first
+    chosen.wait_for(timeout=GENEROUS_MS)
+    page.wait_for_function("e => e.value === 'society-3x1'", arg=chosen.element_handle(),
+                           timeout=GENEROUS_MS)
+    assert page.get_by_role("tab", name="Runs behind a cell").get_attribute(
+        "aria-selected") == "true"
+    assert page.locator(".st-key-exp-drill-q input").first.input_value() == "all"
+    assert page.locator("[data-testid='stException']").count() == 0
+    page.screenshot(path=str(shots / "21-round-point-to-runs.png"), full_page=True)

@@ -118,3 +118,52 @@ def test_a_simulated_group_beside_real_ones_opens_its_protocol_and_the_simulated
     got = drill.params("vote", rate, traces(rate)[0], {"x": "careful (simulated)"})
     assert got == {"protocol": "vote", "label": "careful", "status": "completed",
                    "model": "simulated"}
+
+
+# ------------------------------------------------------------------ points of a line by round
+def round_points():
+    import pandas as pd
+    rows = []
+    for label, right in (("cheap", (1, 2)), ("careful", (2, 3))):
+        for number, k in enumerate(right, 1):
+            rows.append({"configuration": label, "round": number, "right": k, "n": 4,
+                         "accuracy": k / 4, "low": 0.1, "high": 0.9})
+    return pd.DataFrame(rows)
+
+
+def click(curve: int) -> dict:
+    """A plotly selection event as `st.plotly_chart` returns it for one clicked point."""
+    return {"selection": {"points": [{"curve_number": curve, "point_index": 0, "x": 1.0,
+                                      "y": 0.25}], "point_indices": [0]}}
+
+
+def test_a_clicked_point_of_a_line_by_round_names_its_configuration():
+    from engine.reports import rounds
+    points = round_points()
+    figure = rounds.accuracy_by_round_figure(points)
+    lines = [i for i, t in enumerate(figure.data) if t.mode == "lines+markers"]
+    dashed = [i for i, t in enumerate(figure.data) if t.mode == "lines"]
+    assert len(lines) == 2 and dashed  # each configuration: its line and its round-1 line
+    assert [rounds.picked_line(figure, points, click(i)) for i in lines] == ["cheap",
+                                                                            "careful"]
+    # a dashed round-1 line stands for the same runs as its configuration's line
+    assert [rounds.picked_line(figure, points, click(i)) for i in dashed] == ["cheap",
+                                                                             "careful"]
+    # a published point (no runs of this experiment), a curve that is not there, no click
+    from engine.reports.references import references
+    published = references("bundled:arithmetic")
+    assert published
+    with_refs = rounds.accuracy_by_round_figure(points, published)
+    markers = [i for i, t in enumerate(with_refs.data) if t.mode == "markers+text"]
+    assert markers and all(rounds.picked_line(with_refs, points, click(i)) is None
+                           for i in markers)
+    assert rounds.picked_line(figure, points, click(len(figure.data))) is None
+    assert rounds.picked_line(figure, points, {"selection": {"points": []}}) is None
+    assert rounds.picked_line(figure, points, None) is None
+    assert rounds.picked_line(figure, points, {"selection": {"points": [{}]}}) is None
+
+
+def test_a_point_of_the_societys_lines_by_round_opens_that_labels_completed_runs():
+    chart = Chart("round_lines", round_points(), "Society: accuracy by round", "")
+    assert drill.params("society", chart, "", {"x": "careful"}) == {
+        "protocol": "society", "label": "careful", "status": "completed"}

@@ -174,7 +174,7 @@ def test_hostile_labels_stay_text():
     configs = [CONFIGS[0], {"protocol": "vote", "label": label}]
     fig = rounds.accuracy_by_round_figure(rounds.accuracy_by_round(frame, configs),
                                           title=f"Accuracy {label}")
-    texts = [t.name for t in fig.data] + [t.hovertemplate for t in fig.data] + \
+    texts = [t.name for t in fig.data] + [t.hovertemplate or "" for t in fig.data] + \
         [fig.layout.title.text]
     assert not any("<b>" in t or "<script>" in t for t in texts)
     assert any("&lt;b&gt;bold&lt;/b&gt; &amp; &lt;script&gt;" in t for t in texts)

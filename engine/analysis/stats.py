@@ -47,6 +47,13 @@ def _pairs(confidences: Sequence[float], outcomes: Sequence[Any]) -> list[tuple[
     return pairs
 
 
+def bin_index(confidence: float, bins: int = 10) -> int:
+    """The reliability bin of `confidence` in [0, 1]: [i/bins, (i+1)/bins), the last bin
+    also holding 1.0; the small epsilon keeps 0.3 (= 2.9999... in binary) out of the bin
+    below."""
+    return min(int(math.floor(confidence * bins + 1e-9)), bins - 1)
+
+
 def reliability_bins(confidences: Sequence[float], outcomes: Sequence[Any],
                      bins: int = 10) -> list[dict[str, float]]:
     """The reliability diagram's points: equal-width confidence bins and their accuracy.
@@ -60,9 +67,7 @@ def reliability_bins(confidences: Sequence[float], outcomes: Sequence[Any],
         raise ValueError(f"bins must be at least 1, got {bins}")
     groups: dict[int, list[tuple[float, float]]] = {}
     for c, o in _pairs(confidences, outcomes):
-        # the small epsilon keeps 0.3 (= 2.9999... in binary) out of the bin below
-        index = min(int(math.floor(c * bins + 1e-9)), bins - 1)
-        groups.setdefault(index, []).append((c, o))
+        groups.setdefault(bin_index(c, bins), []).append((c, o))
     out = []
     for index in sorted(groups):
         members = groups[index]

@@ -43,16 +43,20 @@ from engine.experiments.runner import (
     run_experiment,
 )
 from engine.reports.experiments import (
+    CALIBRATION,
     RUN_COLUMNS,
     RUNS_PAGE,
     SIGNALS,
     SUMMARY_COLUMNS,
     SUMMARY_GROUPS,
+    Bin,
     Report,
     accuracy_figure,
     calibration,
     compare,
     drill,
+    in_bin,
+    picked_bin,
     question_scores,
     question_table,
     reliability_figure,
@@ -78,5 +82,6 @@ __all__ = [
     "HEARTBEAT_EVERY", "arun_experiment", "pending_cells", "run_experiment",
     "RUN_COLUMNS", "RUNS_PAGE", "SIGNALS", "SUMMARY_COLUMNS", "SUMMARY_GROUPS", "Report",
     "accuracy_figure", "calibration", "compare", "drill", "question_scores", "question_table",
-    "reliability_figure", "report", "runs_frame", "summary", "to_csv",
+    "reliability_figure", "report", "runs_frame", "summary", "to_csv", "Bin", "in_bin",
+    "picked_bin", "CALIBRATION",
 ]

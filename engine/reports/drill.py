@@ -62,7 +62,7 @@ def params(section: str, chart: Chart, trace_name: str, point: Mapping[str, Any]
         label = _label_of(series)
         if label is not None:
             out["label"] = label
-    if chart.kind in ("rate_bar", "box", "histogram") and "status" not in out:
+    if chart.kind in ("rate_bar", "box", "histogram", "round_lines") and "status" not in out:
         out["status"] = "completed"
     if x.endswith(SIMULATED_SUFFIX) or trace_name.endswith(SIMULATED_SUFFIX):
         # a simulated group beside real ones: the runs any seat of which the simulated model

@@ -160,7 +160,8 @@ def accuracy_by_round_figure(points: pd.DataFrame, refs: Sequence[Reference] = (
                              title: str = "") -> Any:
     """Accuracy by round: one line per configuration with its 95% Wilson interval as error
     bars and n in the hover, each configuration's round-1 accuracy (the majority vote of its
-    agents' independent answers) as a dashed line of its colour, and the published points
+    agents' independent answers) as a dashed line of its colour (no hover of its own: round
+    1's point says the same, and a click there reaches that point), and the published points
     as labelled markers with their citation in the hover. Labels are text (HTML-escaped)."""
     import plotly.graph_objects as go
     traces: list[dict[str, Any]] = []
@@ -176,6 +177,7 @@ def accuracy_by_round_figure(points: pd.DataFrame, refs: Sequence[Reference] = (
             "type": "scatter", "mode": "lines+markers", "name": name,
             "x": [r + shift for r in mine["round"]], "y": mine["accuracy"].tolist(),
             "line": {"color": color}, "marker": {"color": color, "size": 8},
+            "meta": {LINE: i},  # which configuration a clicked point is (`picked_line`)
             "error_y": {"type": "data", "symmetric": False, "color": color,
                         "array": (mine["high"] - mine["accuracy"]).tolist(),
                         "arrayminus": (mine["accuracy"] - mine["low"]).tolist()},
@@ -192,8 +194,11 @@ def accuracy_by_round_figure(points: pd.DataFrame, refs: Sequence[Reference] = (
                 "type": "scatter", "mode": "lines", "name": f"{name}: round-1 majority vote",
                 "x": [1, last], "y": [value, value],
                 "line": {"color": color, "dash": "dash", "width": 1.5},
-                "hovertemplate": f"{name}: round-1 majority vote %{{y:.0%}} "
-                                 f"(n={int(first['n'].iloc[0])})<extra></extra>"})
+                "meta": {LINE: i},  # the same configuration's runs
+                # round 1's point says the same; left out of hover and clicks, a click where
+                # the two meet reaches the point (and its runs) instead of the dashed line
+                # (plotly.js ignores "skip" beside a hovertemplate)
+                "hoverinfo": "skip"})
     symbols = {"single agent": "diamond-open", "majority vote (3 agents)": "square-open"}
     places = {"single agent": "bottom left", "majority vote (3 agents)": "top left"}
     for ref in refs:
@@ -214,6 +219,31 @@ def accuracy_by_round_figure(points: pd.DataFrame, refs: Sequence[Reference] = (
     if title:
         layout["title"] = {"text": html_text(title)}
     return go.Figure(data=traces, layout=layout)
+
+
+LINE = "line"  # a line trace's meta key: the index of its configuration in the points
+
+
+def picked_line(figure: Any, points: pd.DataFrame, event: Any) -> str | None:
+    """The configuration (or group) whose point was clicked on `figure`, an
+    `accuracy_by_round_figure` of `points`, from a plotly selection `event`
+    (`st.plotly_chart`'s): a point of its line (or of its dashed round-1 line, which stands
+    for the same runs; the page never sees one, as it takes no hover); None for no click, or
+    a click on a published marker (no runs of this experiment behind it)."""
+    try:
+        chosen = event["selection"]["points"]
+    except (KeyError, TypeError):
+        return None
+    order = list(dict.fromkeys(points["configuration"])) if not points.empty else []
+    for point in chosen or []:
+        curve = point.get("curve_number")
+        if not isinstance(curve, int) or not 0 <= curve < len(figure.data):
+            continue
+        meta = figure.data[curve].meta
+        index = meta.get(LINE) if isinstance(meta, dict) else None
+        if isinstance(index, int) and 0 <= index < len(order):
+            return str(order[index])
+    return None
 
 
 def rounds_text(frame: pd.DataFrame, spec: Mapping[str, Any]) -> str:
