@@ -18,7 +18,7 @@ from engine import Store
 from engine import experiments as ex
 from engine.reports import aggregate, baseline, rounds, share, vega
 from engine.reports.references import references
-from pages import _shared
+from pages import _shared, _summary_table
 
 md = _shared.md
 PERCENT = st.column_config.NumberColumn(format="percent")
@@ -143,43 +143,6 @@ class Figures:
     calibration: Any = None
 
 
-# The summary's number formats. Its tables are static (st.table: one row per configuration,
-# nothing to scroll or sort): as four data grids they were 0.4 s of the browser's time on the
-# first visit to an experiment (Playwright, 8 visits each way: median 1.86 s against 1.45 s).
-FORMATS = {**dict.fromkeys(("accuracy", "accuracy_low", "accuracy_high", "mind_change_rate"),
-                           "{:.1%}"),
-           **dict.fromkeys(("consensus_ece", "consensus_brier", "judge_ece", "judge_brier"),
-                           "{:.3f}"),
-           "tokens_per_run": "{:,.0f}", "seconds_per_run": "{:.2f}", "calls_per_run": "{:.1f}"}
-
-
-def summary_table(shown: pd.DataFrame) -> Any:
-    """`shown` (a slice of the summary) styled for the page: numbers in `FORMATS`, other
-    counts as whole numbers (a count with a missing value is stored as a float), a missing
-    value as "n/a", the interval's text on one line (`one_line`), every text made inert
-    (`md`: a label is anyone's, and st.table renders markdown), and the rows over fewer than
-    5 scored runs in grey (`aggregate.grey_few`)."""
-    styled = aggregate.grey_few(shown) if "few" in shown.columns else shown.style
-    formats: dict[str, Any] = {}
-    for column in shown.columns:
-        values = shown[column]
-        if column in FORMATS:
-            formats[column] = FORMATS[column]
-        elif pd.api.types.is_float_dtype(values):
-            whole = values.dropna().map(float.is_integer).all()
-            formats[column] = "{:,.0f}" if whole else "{:.3f}"
-        elif "[" in str(column):  # "accuracy [95% CI] n": one line (no breaking spaces)
-            formats[column] = lambda text: one_line(md(text))
-        elif not pd.api.types.is_numeric_dtype(values):  # st.table renders markdown: inert
-            formats[column] = md
-    return styled.format(formats, na_rep="n/a")
-
-
-def one_line(text: Any) -> str:
-    """`text` with no place to break a line: no-break spaces, and word joiners around dashes."""
-    return str(text).replace(" ", "\u00a0").replace("\u2013", "\u2060\u2013\u2060")
-
-
 def show_summary(result: ex.Report, drawn: Figures) -> None:
     st.subheader("Results by configuration")
     st.caption("Rates, means and calibration are over each cell's completed run only: failed and "
@@ -188,7 +151,8 @@ def show_summary(result: ex.Report, drawn: Figures) -> None:
                "or most of their turns; what they lost is left out of the means.")
     for title, columns in ex.SUMMARY_GROUPS.items():
         st.markdown(f"**{md(title)}**")
-        st.table(summary_table(result.summary[["configuration", *columns]]), hide_index=True)
+        shown = result.summary[["configuration", *columns]]
+        st.table(_summary_table.styled(shown), hide_index=True)
     if result.summary["few"].any():
         st.caption("Greyed: fewer than 5 scored runs; read the rate with its interval and n.")
     if drawn.accuracy is not None:

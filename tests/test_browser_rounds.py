@@ -26,6 +26,16 @@ CONFIGS = [{"protocol": "society", "label": "society-3x2", "model": "simulated",
             "options": {"rounds": 1}}]
 
 
+def rounds_chart(page, base: str, experiment_id: str):  # noqa: F811
+    """The experiment's page on its *Accuracy by round* tab; its chart, drawn."""
+    goto(page, base, f"/experiments?experiment={experiment_id}")
+    open_tab(page, "Accuracy by round")
+    chart = page.locator("[data-testid='stMain'] [data-testid='stPlotlyChart'] "
+                         ".js-plotly-plot").filter(has_text="round-1 majority vote")
+    chart.wait_for(timeout=GENEROUS_MS)
+    return chart
+
+
 def test_accuracy_by_round_with_reference_points(app, page, shots):  # noqa: F811
     base, db_url = app
     store = Store(db_url)
@@ -76,12 +86,7 @@ def test_a_paper_preset_run_from_the_cli_shows_its_curve_beside_the_paper(app, p
     assert done.returncode == 0, done.stderr[-2000:]
     listed = ex.list_experiments(Store(db_url))
     experiment_id = str(listed[listed["name"].str.contains("first 5")]["id"].iloc[0])
-    goto(page, base, f"/experiments?experiment={experiment_id}")
-    open_tab(page, "Accuracy by round")
-    main = page.locator("[data-testid='stMain']")
-    chart = main.locator("[data-testid='stPlotlyChart'] .js-plotly-plot").filter(
-        has_text="round-1 majority vote")
-    chart.wait_for(timeout=GENEROUS_MS)
+    chart = rounds_chart(page, base, experiment_id)
     legend = chart.locator(".legend").text_content()
     for label in ("single", "reflection", "vote-3", "society-3x2",
                   "Du et al. 2023: multiagent debate (3 agents, 2 rounds) 81.8%"):
@@ -102,12 +107,7 @@ def test_a_clicked_point_of_accuracy_by_round_lists_its_configurations_runs(app,
                     "source": "bundled:arithmetic"}, store)
     experiment_id = ex.create(store, plan)
     ex.run_experiment(store, experiment_id)
-    goto(page, base, f"/experiments?experiment={experiment_id}")
-    open_tab(page, "Accuracy by round")
-    main = page.locator("[data-testid='stMain']")
-    chart = main.locator("[data-testid='stPlotlyChart'] .js-plotly-plot").filter(
-        has_text="round-1 majority vote")
-    chart.wait_for(timeout=GENEROUS_MS)
+    chart = rounds_chart(page, base, experiment_id)
     chart.scroll_into_view_if_needed()
     settle(page)
     # the second configuration's line (society-3x1: one point, at round 1; the traces are

@@ -43,27 +43,29 @@ from engine.experiments.runner import (
     run_experiment,
 )
 from engine.reports.experiments import (
-    CALIBRATION,
     RUN_COLUMNS,
     RUNS_PAGE,
     SIGNALS,
     SUMMARY_COLUMNS,
     SUMMARY_GROUPS,
-    Bin,
     Report,
     accuracy_figure,
     calibration,
     compare,
     drill,
-    in_bin,
-    picked_bin,
     question_scores,
     question_table,
-    reliability_figure,
     report,
     runs_frame,
     summary,
     to_csv,
+)
+from engine.reports.reliability import (
+    CALIBRATION,
+    Bin,
+    in_bin,
+    picked_bin,
+    reliability_figure,
 )
 from engine.store.experiments import (
     Progress,

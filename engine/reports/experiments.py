@@ -1,7 +1,7 @@
 """Experiment results: the runs frame, summary, calibration, paired comparison and figures."""
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -346,87 +346,6 @@ def report(store: Any, experiment_id: str, kind: str | None = None) -> Report:
 
 
 # --------------------------------------------------------------------------- figures
-def reliability_figure(calibrations: Sequence[Mapping[str, Any]], title: str = "") -> Any:
-    """The reliability diagram: per configuration and signal, accuracy against mean
-    confidence per bin (marker size = runs in the bin), with the diagonal of perfect
-    calibration; ECE and Brier in the legend."""
-    import plotly.graph_objects as go
-    fig = go.Figure()
-    fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="perfect calibration",
-                             line={"dash": "dot", "color": "#999"}))
-    for number, cal in enumerate(calibrations):
-        bins = cal["bins"]
-        fig.add_trace(go.Scatter(
-            x=[b["confidence"] for b in bins], y=[b["accuracy"] for b in bins],
-            mode="lines+markers",
-            marker={"size": [8 + 16 * (b["count"] / max(1, cal["n"])) ** 0.5 for b in bins]},
-            name=html_text(f"{cal['label']} · {cal['signal']} (ECE {cal['ece']:.3f}, Brier "
-                           f"{cal['brier']:.3f}, n={cal['n']})"),
-            customdata=[[b["count"], b["low"], b["high"],
-                         b.get("bin", stats.bin_index(b["low"]))] for b in bins],
-            meta={CALIBRATION: number},  # which calibration a clicked point is (`picked_bin`)
-            hovertemplate="confidence %{x:.2f}<br>accuracy %{y:.2f}<br>%{customdata[0]} runs "
-                          "in [%{customdata[1]:.1f}, %{customdata[2]:.1f})<extra></extra>"))
-    fig.update_layout(title={"text": html_text(title)} if title else None,
-                      template="plotly_white",
-                      height=420, margin={"l": 10, "r": 10, "t": 40 if title else 10, "b": 10},
-                      legend={"orientation": "h", "y": -0.25},
-                      xaxis={"title": "confidence", "range": [0, 1.02]},
-                      yaxis={"title": "share correct", "range": [0, 1.02]})
-    return fig
-
-
-CALIBRATION = "calibration"  # a reliability trace's meta key: its index in the calibrations
-
-
-@dataclass(frozen=True)
-class Bin:
-    """A point of the reliability diagram: a configuration's runs whose `signal` falls in the
-    confidence bin `index` (of `bins`)."""
-
-    label: str
-    signal: str
-    index: int
-    bins: int = 10
-
-    def text(self) -> str:
-        return (f"{self.label}, {self.signal} confidence in [{self.index / self.bins:.1f}, "
-                f"{(self.index + 1) / self.bins:.1f}{']' if self.index == self.bins - 1 else ')'}")
-
-
-def picked_bin(figure: Any, calibrations: Sequence[Mapping[str, Any]], event: Any
-               ) -> Bin | None:
-    """The bin whose point was clicked on `figure`, a `reliability_figure` of
-    `calibrations`, from a plotly selection `event` (`st.plotly_chart`'s); None for no click
-    or a click on the diagonal."""
-    try:
-        chosen = event["selection"]["points"]
-    except (KeyError, TypeError):
-        return None
-    for point in chosen or []:
-        curve, data = point.get("curve_number"), point.get("customdata")
-        if not isinstance(curve, int) or not 0 <= curve < len(figure.data):
-            continue
-        meta = figure.data[curve].meta
-        number = meta.get(CALIBRATION) if isinstance(meta, dict) else None
-        if (isinstance(number, int) and 0 <= number < len(calibrations)
-                and isinstance(data, list | tuple) and len(data) >= 4):
-            cal = calibrations[number]
-            return Bin(str(cal["label"]), str(cal["signal"]), int(data[3]))
-    return None
-
-
-def in_bin(frame: pd.DataFrame, chosen: Bin) -> pd.DataFrame:
-    """The runs behind a point of the reliability diagram: the configuration's counted runs
-    with a correctness and a `signal` in the bin (the runs `calibration` put there)."""
-    rows = _counted(frame, chosen.label)
-    if rows.empty:
-        return rows
-    rows = rows[rows["correct"].notna() & rows[chosen.signal].notna()]
-    inside = [stats.bin_index(float(v), chosen.bins) == chosen.index for v in rows[chosen.signal]]
-    return rows[inside]
-
-
 def accuracy_figure(table: pd.DataFrame, title: str = "") -> Any:
     """Accuracy per configuration with its 95% Wilson interval as error bars and its n in
     the hover; a bar over fewer than `FEW` scored runs is faded and says its n."""

@@ -180,7 +180,8 @@ def experiment_html(report: Any, figures: Sequence[tuple[str, Any]] = ()) -> str
     """An experiment's results (`engine.reports.experiments.Report`): what it compared, its
     progress, the summary with intervals, accuracy and calibration figures, any further
     `figures` as (heading, plotly figure), and the question matrix."""
-    from engine.reports.experiments import accuracy_figure, reliability_figure
+    from engine.reports.experiments import accuracy_figure
+    from engine.reports.reliability import reliability_figure
     experiment, spec = report.experiment, report.experiment["spec"]
     done = report.progress
     parts = [f'<p class="caption">{text(spec.get("source", ""))} · '
