@@ -292,16 +292,22 @@ def test_experiment_two_configurations_to_calibration(app, page, shots):
         "() => new URLSearchParams(location.search).get('experiment')")
     assert experiment_id
     # The progress fragment reruns the whole page once the experiment is no longer running;
-    # that rerun drops the Stop button, so its results are the final ones.
-    page.get_by_text(f"{planned}/{planned} runs · completed").wait_for(timeout=EXPERIMENT_MS)
+    # that rerun drops the Stop button, so its results are the final ones. (For a moment both
+    # the fragment's progress bar and the rerun's say so: either will do.)
+    page.get_by_text(f"{planned}/{planned} runs · completed").first.wait_for(
+        timeout=EXPERIMENT_MS)
     page.locator(".st-key-exp-stop").wait_for(state="detached")
     settle(page)
     assert ex.progress(store, experiment_id).status == "completed"
 
     main = page.locator("[data-testid='stMain']")
     main.get_by_role("heading", name="Results by configuration").wait_for()
-    # The per-configuration results name both configurations: the summary grid is drawn on
-    # a canvas, so they are read from the accuracy chart's bars (Vega-Lite's SVG) under it.
+    # The per-configuration results name both configurations: in the summary tables, and
+    # in the accuracy chart's bars (Vega-Lite's SVG) under them.
+    tables = main.locator("[data-testid='stTable']")
+    tables.first.wait_for()
+    for label in EXPERIMENT_CONFIGS:
+        assert label in tables.first.inner_text()
     accuracy = main.locator(".st-key-exp-accuracy [data-testid='stVegaLiteChart']")
     bars = accuracy.locator(VEGA_BAR)
     bars.nth(len(EXPERIMENT_CONFIGS) - 1).wait_for()
