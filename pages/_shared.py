@@ -25,6 +25,7 @@ from streamlit.string_util import is_emoji
 from engine import ConfigError, Store
 from engine.llm.endpoints import EndpointRegistry, free_urls_allowed
 from engine.llm.providers import providers_status
+from engine.redaction import redact_log_records, secret_values
 from engine.services.tasks import TaskRunner
 from engine.store import DEFAULT_URL
 
@@ -46,6 +47,7 @@ def load_settings() -> dict[str, Any]:
     the secrets mapping to find keys; no page shows a key's value.
     """
     secrets = _secrets()
+    redact_log_records(secret_values(secrets))  # no key of the secrets reaches a log line
     allow = free_urls_allowed(os.environ, secrets)
     error = ""
     try:

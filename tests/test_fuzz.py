@@ -303,6 +303,51 @@ def test_import_runs_imports_or_refuses_whole(text):
         store.get(run_id)
 
 
+def forged_cells() -> st.SearchStrategy[list[dict]]:
+    """Runs a stranger's file might carry to forge or shadow an experiment's cells: the
+    experiment's own id or another, cell tags in and out of its plan (and hostile
+    spellings of them: unicode digits, signs, spaces, extra parts), any status."""
+    numbers = st.one_of(st.integers(0, 3), st.integers(-5, 10**12).map(str),
+                        st.sampled_from(["\u00b2", "\u0663", "01", " 1", "1 ", "+1", "", "x"]))
+    cell = st.builds(lambda q, c, r, extra: f"cell:{q}:{c}:{r}{extra}", numbers, numbers,
+                     numbers, st.sampled_from(["", ":0", ":", "\x00"]))
+    run = st.fixed_dictionaries({
+        "experiment": st.sampled_from(["mine", "other", None]),
+        "tags": st.lists(st.one_of(cell, st.sampled_from(["superseded", "demo", "cell"])),
+                         max_size=4),
+        "status": st.sampled_from(["completed", "failed", "running", "interrupted"])})
+    return st.lists(run, min_size=1, max_size=4)
+
+
+@FUZZ
+@given(runs=forged_cells())
+def test_imported_runs_never_enter_an_experiments_accounting(runs):
+    from engine.experiments import create, plan
+    from engine.experiments.runner import pending_cells
+    from engine.store.experiments import list_experiments, progress
+    store = _import_store()
+    experiment_id = create(store, plan({"questions": ["a?", "b?"], "configs": [
+        {"protocol": "vote", "label": "v"}], "repeats": 2}, store))
+    lines = [json.dumps({
+        "id": f"f{os.urandom(6).hex()}", "protocol": "vote", "question": "a?",
+        "status": r["status"], "tags": r["tags"], "label": "v",
+        "experiment_id": {"mine": experiment_id, "other": "elsewhere"}.get(r["experiment"]),
+        "created_at": "2026-01-01T00:00:00+00:00", "turns": []}) for r in runs]
+    try:
+        imported = store.import_runs("\n".join(lines))
+    except ConfigError:
+        return  # a refused file writes nothing (test_import_runs_imports_or_refuses_whole)
+    assert imported
+    state = progress(store, experiment_id)
+    assert (state.done, state.failed, state.interrupted, state.running) == (0, 0, 0, 0)
+    assert len(pending_cells(store, experiment_id)) == 4
+    listed = list_experiments(store)
+    assert int(listed.loc[listed["id"] == experiment_id, "done"].iloc[0]) == 0
+    assert store.runs(experiment_id=experiment_id).empty
+    for run_id in imported:
+        assert store.get(run_id)["experiment_id"] is None
+
+
 _STORES: dict[int, Store] = {}
 
 

@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 
 from engine.cli import experiments, runflags, sets, share, workers
 from engine.models import ConfigError
+from engine.redaction import redact_log_records
 from engine.reports.runs import status_text
 from engine.reports.views import simulated_suffix, simulated_text, simulation_columns
 from engine.text import csv_cell, terminal_safe
@@ -298,6 +299,7 @@ def _on_sigterm(_signum: int, _frame: Any) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    redact_log_records()  # no key reaches a log line, whoever logs it
     parser = build_parser()
     args = parser.parse_args(argv)
     handler: Callable[[argparse.Namespace], int] = COMMANDS.get(args.command) or args.handler

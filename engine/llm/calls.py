@@ -22,6 +22,7 @@ from engine.llm.providers import resolve_model
 from engine.llm.replies import REASK, extract_json
 from engine.llm.structured import OutputSchema, StructuredOutput
 from engine.models import Seat, Task, Turn, model_spec, now
+from engine.redaction import model_secrets, redact
 from engine.text import clean_text
 
 DEFAULT_TIMEOUT = 60.0
@@ -264,6 +265,11 @@ class RunContext:
                     gate.release(tokens_in + tokens_out)
                 # a transient failure (the endpoint's call in flight freed): back off, retry
                 await asyncio.sleep(self.backoff * (2 ** attempt) * (0.5 + random.random()))
+        # A server may echo the key it was sent ("Incorrect API key provided: sk-..."): the
+        # error keeps no key, and a reply none of this seat's configured keys.
+        secrets = model_secrets(self.model_for(seat))
+        error = redact(error, secrets)
+        exposed, text = text, redact(text, secrets, shapes=False)
         # Numbered as it completes (no await between here and `record`), so the log, the store
         # and `on_event` see one increasing order even when a phase's calls run concurrently.
         index = self._next_index
@@ -282,6 +288,8 @@ class RunContext:
                 turn.warnings = list(warnings)
             except Exception as exc:  # a parser bug on a hostile reply degrades this turn only
                 turn.status, turn.error = "degraded", parse_error(exc)
+        if exposed != text:
+            turn.warnings.append("the reply held a configured key: it was stored redacted")
         self.record(turn)
         return turn
 

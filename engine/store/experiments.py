@@ -17,7 +17,7 @@ from engine.experiments.planning import SUPERSEDED, Cell, Plan, plan
 from engine.models import ConfigError, now
 from engine.store.liveness import owner_gone
 from engine.store.readback import aware, decode, decode_tags
-from engine.store.records import experiment_item
+from engine.store.records import error_text, experiment_item
 from engine.store.schema import ExperimentRow, RunRow
 from engine.store.statements import EXPERIMENTS
 from engine.store.store import Store
@@ -89,6 +89,8 @@ def claim(store: Store, experiment_id: str) -> dict[str, Any]:
 
 def set_values(store: Store, experiment_id: str, **values: Any) -> None:
     """Write columns of an experiment's row (status, error, heartbeat_at, finished_at)."""
+    if "error" in values:
+        values["error"] = error_text(values["error"])
     with store.writing() as connection:
         connection.execute(update(ExperimentRow).where(ExperimentRow.id == experiment_id)
                            .values(**values))

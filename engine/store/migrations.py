@@ -15,6 +15,12 @@ already stored (see `engine.store.search_index`).
 
 `0007_turn_output`: turns gain `output_mode`, the path a JSON call took (structured output);
 turns stored before it keep NULL (read as "").
+
+`0010_search_bounded`: the search index holds at most `MAX_INDEXED` characters of a text.
+
+`0011_redacted_errors`: errors and warnings stored before they were redacted lose any key
+they hold (`engine.store.records.error_text`: the environment's keys, and anything shaped
+like one), in turns, runs and experiments.
 """
 from __future__ import annotations
 
@@ -137,6 +143,38 @@ def search_index(connection: Connection) -> None:
     """Migration 0006: the full-text index over runs (`engine.store.search_index`)."""
     from engine.store.search_index import create_index
     create_index(connection)
+
+
+def search_bounded(connection: Connection) -> None:
+    """Migration 0010: the search index holds at most its bound of each text
+    (`engine.store.search_index.MAX_INDEXED`)."""
+    from engine.store.search_index import bound_index
+    bound_index(connection)
+
+
+def redacted_errors(connection: Connection) -> None:
+    """Migration 0011: the keys in errors and warnings stored before they were redacted."""
+    from engine.store.records import error_text
+    from engine.store.schema import ExperimentRow, RunRow, TurnRow
+    for row_type in (TurnRow, RunRow, ExperimentRow):
+        table: Any = row_type.__table__
+        for row_id, error in connection.execute(select(table.c.id, table.c.error).where(
+                table.c.error != "")).all():
+            if error_text(error) != error:
+                connection.execute(update(table).where(table.c.id == row_id)
+                                   .values(error=error_text(error)))
+    turns: Any = TurnRow.__table__
+    for row_id, raw in connection.execute(select(turns.c.id, turns.c.warnings).where(
+            turns.c.warnings.is_not(None), turns.c.warnings != "[]")).all():
+        try:
+            warnings = json.loads(raw)
+        except (TypeError, ValueError):
+            continue  # an unreadable value stays as it is (reads show it as unreadable)
+        if isinstance(warnings, list):
+            kept = [error_text(w) if isinstance(w, str) else w for w in warnings]
+            if kept != warnings:
+                connection.execute(update(turns).where(turns.c.id == row_id).values(
+                    warnings=json.dumps(kept, ensure_ascii=False)))
 
 
 def turn_output(connection: Connection) -> None:

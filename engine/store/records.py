@@ -24,6 +24,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from engine.models import ConfigError
+from engine.redaction import redact
 from engine.text import NAME_MAX, clean_text, has_visible
 
 RUN_STATUSES = ("running", "completed", "failed", "interrupted")
@@ -38,6 +39,13 @@ MAX_IMPORT_BYTES = 200_000_000  # 200 MB
 ID_RE = re.compile(r"[A-Za-z0-9_-]{1,32}")
 PROTOCOL_RE = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 _SECRET_WORDS = ("key", "secret", "token", "password", "authorization")
+
+
+def error_text(value: Any) -> str:
+    """What the store keeps of a text that records a failure (an error, a warning): cleaned
+    (`clean_text`) and with every configured key, and anything shaped like one, redacted
+    (`engine.redaction`), whichever way it arrived."""
+    return redact(clean_text(value or ""))
 
 
 def strip_secrets(value: Any) -> Any:
@@ -147,6 +155,7 @@ def _visible(value: str) -> str:
 
 
 Text = Annotated[str, AfterValidator(clean_text)]
+ErrorText = Annotated[str, AfterValidator(error_text)]
 Name = Annotated[str, Field(max_length=NAME_MAX), AfterValidator(clean_text)]
 Phase = Annotated[str, Field(max_length=PHASE_MAX), AfterValidator(clean_text)]
 RunId = Annotated[str, _identifier(ID_RE, "id (1-32 letters, digits, - or _)")]
@@ -176,8 +185,8 @@ class TurnRecord(_Record):
     reply: Text = ""
     parsed: JsonObject | None = None
     status: Literal["ok", "degraded"]
-    error: Text = ""
-    warnings: list[Text] = Field(default_factory=list)
+    error: ErrorText = ""
+    warnings: list[ErrorText] = Field(default_factory=list)
     latency: Seconds = 0.0
     tokens_in: Count = 0
     tokens_out: Count = 0
@@ -200,7 +209,7 @@ class RunRecord(_Record):
     label: Name | None = None
     tags: list[Name] = Field(default_factory=list, max_length=MAX_TAGS)
     status: Literal["running", "completed", "failed", "interrupted"]
-    error: Text = ""
+    error: ErrorText = ""
     result: JsonObject = Field(default_factory=dict)
     metrics: Annotated[dict[str, Any], AfterValidator(_metrics)] = Field(default_factory=dict)
     models: Text = ""
@@ -308,8 +317,9 @@ def turn_values(run_id: str, turn: Any) -> dict[str, Any]:
                 role=clean_text(turn.role or ""), model=fit(turn.model, NAME_MAX),
                 messages=dumps(turn.messages), reply=clean_text(turn.reply or ""),
                 parsed=dumps(turn.parsed), status=turn.status if turn.status in TURN_STATUSES
-                else "degraded", error=clean_text(turn.error or ""),
-                warnings=dumps(turn.warnings), latency=seconds(turn.latency),
+                else "degraded", error=error_text(turn.error),
+                warnings=dumps([error_text(w) for w in turn.warnings or ()]),
+                latency=seconds(turn.latency),
                 tokens_in=count(turn.tokens_in), tokens_out=count(turn.tokens_out),
                 attempts=count(turn.attempts), simulated=bool(turn.simulated),
                 started_at=turn.started_at, finished_at=turn.finished_at,

@@ -164,7 +164,7 @@ class RunWriting(Database):
         with self.writing() as connection:
             connection.execute(update(RunRow).where(
                 RunRow.id == run_id, RunRow.status == "running").values(
-                status="failed" if error else "completed", error=clean_text(error)[:2000],
+                status="failed" if error else "completed", error=records.error_text(error)[:2000],
                 degraded_run=bool(lost) and not error, lost=clean_text("; ".join(lost)),
                 result=records.dumps(dump),
                 metrics=records.dumps(metrics), correct=result.correct, calls=len(turns),

@@ -230,6 +230,8 @@ MIGRATIONS: list[tuple[str, Any]] = [
     ("0007_turn_output", _data("turn_output")),
     ("0008_workers", _create(["workers"])),
     ("0009_endpoint_limits", _create(["endpoint_limits", "endpoint_leases"])),
+    ("0010_search_bounded", _data("search_bounded")),
+    ("0011_redacted_errors", _data("redacted_errors")),
 ]
 
 

@@ -7,9 +7,8 @@ from typing import Any, cast
 from sqlalchemy import Table, bindparam, select, update
 
 from engine.models import now
-from engine.store.records import INT_MAX, seconds
+from engine.store.records import INT_MAX, error_text, seconds
 from engine.store.schema import ExperimentRow, LibraryRow, MigrationRow, RunRow, TurnRow
-from engine.text import clean_text
 
 # The mapped classes' tables, typed as tables (SQLAlchemy types `__table__` as any FROM).
 RUNS = cast(Table, RunRow.__table__)
@@ -30,7 +29,7 @@ def end_run_row(connection: Any, run_id: str, status: str, error: str) -> int:
     """End a `running` run (never one already ended or deleted); returns rows changed."""
     changed = connection.execute(update(RUNS).where(
         RUNS.c.id == run_id, RUNS.c.status == "running").values(
-        status=status, error=clean_text(error)[:2000], finished_at=now())).rowcount
+        status=status, error=error_text(error)[:2000], finished_at=now())).rowcount
     if changed:
         count_turns(connection, run_id)
     return changed

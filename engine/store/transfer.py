@@ -19,12 +19,14 @@ from engine.store.reading import RunReading
 from engine.store.records import (
     RunRecord,
     TurnRecord,
+    error_text,
     json_reason,
     strip_secrets,
     why_invalid,
 )
 from engine.store.schema import RunRow, TurnRow
 from engine.store.statements import INSERT_TURN, RUNS
+from engine.text import NAME_MAX
 
 
 def parse_import(data: str | bytes) -> list[tuple[str, RunRecord]]:
@@ -70,6 +72,10 @@ def parse_import(data: str | bytes) -> list[tuple[str, RunRecord]]:
         except ValidationError as exc:
             raise ConfigError(f"import: {where} (run {str(doc['id'])[:40]!r}): "
                               f"{why_invalid(exc)}; nothing was imported", "input") from None
+        if not known_protocol(record.protocol):
+            raise ConfigError(f"import: {where} (run {record.id!r}): protocol "
+                              f"{record.protocol!r} is not one of Parley's "
+                              f"({', '.join(_protocols())}); nothing was imported", "input")
         problem = result_problem(record.protocol, record.result)
         if problem:
             raise ConfigError(f"import: {where} (run {record.id!r}): result {problem}; "
@@ -82,6 +88,18 @@ def parse_import(data: str | bytes) -> list[tuple[str, RunRecord]]:
             seen.add(turn.idx)
         out.append((where, record))
     return out
+
+
+@functools.cache
+def _protocols() -> tuple[str, ...]:
+    from engine.protocols import REGISTRY
+    return tuple(REGISTRY)
+
+
+def known_protocol(name: str) -> bool:
+    """True when `name` is a protocol this Parley runs (an import of any other is refused:
+    no page, chart or re-run could read it)."""
+    return name in _protocols()
 
 
 @functools.cache
@@ -145,13 +163,29 @@ def _parses(line: str) -> bool:
 def run_columns(record: RunRecord) -> dict[str, Any]:
     """The `runs` row of an imported record (a run left `running` imports `interrupted`)."""
     values = record.model_dump(exclude={"turns", "unreadable"})
-    for name in ("config", "result", "metrics", "tags"):
+    for name in ("config", "result", "metrics"):
         values[name] = json.dumps(strip_secrets(values[name]) if name == "config"
                                   else values[name], ensure_ascii=False)
     values["created_at"] = values["created_at"] or now()
     if values["status"] == "running":
         values["status"] = "interrupted"
+    values["experiment_id"], values["tags"] = None, json.dumps(
+        imported_tags(record.tags, record.experiment_id), ensure_ascii=False)
     return values
+
+
+def imported_tags(tags: Sequence[str], experiment_id: str | None) -> list[str]:
+    """An imported run's tags: it never enters an experiment's accounting (Parley imports
+    runs, not experiments, so an experiment id in a file could only forge or shadow a cell
+    of an experiment stored here), so its `cell:Q:C:R` tag becomes
+    `imported-cell:EXPERIMENT:Q:C:R`: where it came from stays readable, and no experiment
+    counts it, reruns around it or skips the cell it names."""
+    out = []
+    for tag in tags:
+        if tag.startswith("cell:"):
+            tag = f"imported-cell:{experiment_id or '?'}:{tag[len('cell:'):]}"[:NAME_MAX]
+        out.append(tag)
+    return out
 
 
 def turn_columns(run_id: str, turn: TurnRecord) -> dict[str, Any]:
@@ -176,7 +210,12 @@ class Transfer(RunReading):
         ignores the list and keeps the flag)."""
         run = self.get(run_id)
         text, seats = simulation(run["simulated"], run["models"], run["config"])
-        return {**run, "simulated": bool(text), "simulated_seats": seats}
+        # A key a run stored before errors were redacted never leaves in an export.
+        turns = [{**t, "error": error_text(t.get("error")),
+                  "warnings": [error_text(w) for w in t.get("warnings") or ()]}
+                 for t in run.get("turns") or ()]
+        return {**run, "error": error_text(run.get("error")), "turns": turns,
+                "simulated": bool(text), "simulated_seats": seats}
 
     def export_run(self, run_id: str) -> str:
         """One run as a JSON document (row, result and turns with prompts and replies)."""
