@@ -94,7 +94,7 @@ def check_spec_params(kind: str, query: Mapping[str, str], spec: str) -> dict[st
     return out
 
 
-def get_model(spec: str = "simulated", *, endpoints: Any = None,
+def get_model(spec: str = "simulated", *, endpoints: Any = None,  # noqa: C901, PLR0912
               secrets: Mapping[str, str] | None = None, **params: Any) -> Any:
     """Resolve a model spec to a langchain-core chat model.
 
@@ -149,9 +149,13 @@ def get_model(spec: str = "simulated", *, endpoints: Any = None,
                               "or .streamlit/secrets.toml, or use a registered endpoint "
                               f"({kind}:MODEL?endpoint=NAME)", "no_model")
         options["api_key"] = api_key
-        if kind == "openai" and "http_async_client" not in options \
-                and "openai_proxy" not in options:
-            options["http_async_client"] = _loop_safe_async_client()
+        if kind == "openai" and not {"http_client", "http_async_client"} & options.keys():
+            # Parley's own clients (engine.llm.transport): no redirect to another origin, and
+            # a base URL that came with data reaches no link-local or metadata address,
+            # whatever its name resolves to. A proxy from code goes into them.
+            from engine.llm.transport import model_clients
+            options["http_client"], options["http_async_client"] = model_clients(
+                guard=not route.registered, proxy=options.pop("openai_proxy", None))
     model = getattr(module, class_name)(model=name, **options)
     recorded = f"{kind}:{name}" + (f"?{route.suffix}" if route.suffix else "")
     host = server_name(route.base_url) or _OWN_HOSTS[kind]
@@ -203,21 +207,6 @@ def cap_output(kind: str, options: dict[str, Any], base_url: str | None, default
     else:
         options["max_tokens"] = cap
     return cap
-
-
-def _loop_safe_async_client() -> Any:
-    """An async HTTP client for ChatOpenAI that keeps no idle connections.
-
-    langchain-openai shares one cached async client per base URL, and every synchronous run is
-    its own event loop (`asyncio.run`): a kept-alive connection from a finished run's loop
-    fails the next run's first call with `RuntimeError: Event loop is closed`.
-    """
-    try:
-        from langchain_openai._compat import httpx  # the flavour (httpx or httpx2) the SDK uses
-    except ImportError:  # older langchain-openai: the SDK uses httpx
-        import httpx
-    openai = importlib.import_module("openai")
-    return openai.DefaultAsyncHttpxClient(limits=httpx.Limits(max_keepalive_connections=0))
 
 
 def resolve_model(model: Any, temperature: float | None = None, endpoints: Any = None) -> Any:

@@ -2,7 +2,9 @@
 
 `check_url` normalises an operator's or a spec's base URL and refuses what must never be
 called (other schemes, credentials in the URL, a key in its query); `risky_host` names the
-hosts that are called only when registered (link-local and cloud metadata addresses).
+hosts that are called only when registered (link-local and cloud metadata addresses), as the
+URL spells them, and `risky_address` the addresses, which `engine.llm.transport` checks again
+on what a name resolves to when it connects.
 Split from `engine.llm.endpoints`, which applies these rules to the registry.
 """
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
+import unicodedata
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -26,6 +29,7 @@ METADATA_HOSTS = ("metadata.google.internal", "metadata", "metadata.goog",
 METADATA_ADDRESSES = (ipaddress.ip_address("169.254.169.254"),
                       ipaddress.ip_address("fd00:ec2::254"),
                       ipaddress.ip_address("100.100.100.200"))
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")  # IPv6 that a NAT64 gateway sends to IPv4
 
 
 def is_secret_name(name: Any) -> bool:
@@ -55,7 +59,7 @@ def check_url(url: Any, what: str = "base_url") -> str:
         host, port = parts.hostname, parts.port
     except ValueError as exc:
         raise ConfigError(f"{what} {text[:80]!r} is not a valid URL ({exc})", "input") from None
-    scheme = parts.scheme.lower()
+    scheme, host = parts.scheme.lower(), spelled_host(host)
     if scheme not in _DEFAULT_PORTS:
         raise ConfigError(f"{what} {text[:80]!r}: only http and https URLs are allowed, got "
                           f"{scheme + ':' if scheme else 'no scheme'}", "input")
@@ -75,6 +79,12 @@ def check_url(url: Any, what: str = "base_url") -> str:
     return f"{scheme}://{shown}{parts.path.rstrip('/')}{query}"
 
 
+def spelled_host(host: str | None) -> str:
+    """A host as a resolver reads it: IDNA maps full-width characters and the ideographic
+    full stops (U+3002, U+FF0E, U+FF61) to ASCII, so `169。254。169。254` is 169.254.169.254."""
+    return unicodedata.normalize("NFKC", host or "").replace("\u3002", ".")
+
+
 def _address(host: str) -> Any:
     try:
         return ipaddress.ip_address(host)
@@ -91,14 +101,27 @@ def _address(host: str) -> Any:
 def risky_host(url: str) -> str:
     """Why a normalised URL's host may not be called unregistered ("" when it may): a
     link-local address or a cloud metadata service."""
-    host = (urlsplit(url).hostname or "").rstrip(".").lower()
+    host = spelled_host(urlsplit(url).hostname).rstrip(".").lower()
     if host in METADATA_HOSTS:
         return f"{host} is a cloud metadata service"
     address = _address(host.split("%")[0])
-    if address is None:
-        return ""
-    mapped = getattr(address, "ipv4_mapped", None)
-    for candidate in (address, mapped):
+    return risky_address(address) if address is not None else ""
+
+
+def risky_address(address: Any) -> str:
+    """Why an IP address may not be reached unregistered ("" when it may): link-local or a
+    cloud metadata address, also when IPv4 comes wrapped in IPv6 (mapped, 6to4, NAT64)."""
+    if isinstance(address, str):
+        try:
+            address = ipaddress.ip_address(address.split("%")[0])
+        except ValueError:
+            return ""
+    candidates = [address]
+    if address.version == 6:
+        candidates += [address.ipv4_mapped, address.sixtofour]
+        if address in _NAT64:
+            candidates.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
+    for candidate in candidates:
         if candidate is None:
             continue
         if candidate in METADATA_ADDRESSES:

@@ -1,0 +1,213 @@
+"""The HTTP clients model calls go through, and the two rules they keep on the wire.
+
+A redirect to another origin (scheme, host, port) is never followed: the server registered
+for a key, or allowed for a prompt, is the only one that gets them; 301-303 would turn the call
+into a GET elsewhere and 307/308 would re-send the whole prompt there. The call fails with
+`RedirectRefused`, which is not retried. A redirect within the origin is followed: the key and
+the address rule are bound to the origin, and a server moving a path within it (a trailing
+slash, /v1 to /api/v1) reaches no one new.
+
+A client built with `guard=True` (for a base URL that is not a registered endpoint) resolves
+each host itself when it connects, refuses the connection (`AddressRefused`) when any address
+the name resolves to is link-local or a cloud metadata address (`engine.llm.urls`), and
+connects to the very addresses it checked, so no name, spelling or DNS rebinding between the
+check and the connection reaches them. TLS still verifies the URL's host name (httpcore sends
+the origin's name as SNI and httpx the Host header; only the socket gets the address).
+"""
+from __future__ import annotations
+
+import importlib
+import socket
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from engine.llm.urls import risky_address
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+class RedirectRefused(Exception):
+    """A model call's server redirected it to another origin, and the call was not followed."""
+
+    def __init__(self, message: str, status_code: int):
+        super().__init__(message)
+        self.status_code = status_code  # a 3xx: `is_transient` does not retry it
+
+
+class AddressRefused(Exception):
+    """A connection was not made: the host resolves to a link-local or metadata address."""
+
+
+def http_module() -> Any:
+    """The httpx flavour the openai SDK sends through (httpx2 for openai>=3, else httpx)."""
+    try:
+        from langchain_openai._compat import httpx
+    except ImportError:  # older langchain-openai: the SDK uses httpx
+        import httpx
+    return httpx
+
+
+def model_clients(*, guard: bool, proxy: str | None = None) -> tuple[Any, Any]:
+    """(sync, async) httpx clients for the openai SDK, with its defaults, that keep both rules;
+    `guard` adds the address check. They share one TLS context (building one is most of a
+    client's cost). The async one keeps no idle connections: every synchronous run is its
+    own event loop, and a kept-alive connection from a finished run's loop would fail the
+    next run's first call with `RuntimeError: Event loop is closed`."""
+    httpx, openai = http_module(), importlib.import_module("openai")
+    verify = httpx.create_ssl_context()
+
+    async def check(response: Any) -> None:
+        _refuse_cross_origin(response)
+    sync = openai.DefaultHttpxClient(proxy=proxy, verify=verify,
+                                     event_hooks={"response": [_refuse_cross_origin]})
+    asynchronous = openai.DefaultAsyncHttpxClient(
+        limits=httpx.Limits(max_keepalive_connections=0), proxy=proxy, verify=verify,
+        event_hooks={"response": [check]})
+    if guard:
+        guard_connections(sync, asynchronous=False)
+        guard_connections(asynchronous, asynchronous=True)
+    return sync, asynchronous
+
+
+def guard_connections(client: Any, asynchronous: bool) -> None:
+    """Make `client`'s direct connections check the addresses they go to (see the module).
+
+    httpx takes no network backend, so the guard wraps the one its connection pool holds;
+    a library that moved it fails here, loudly, rather than connecting unchecked. Proxied
+    requests (a `proxy`, or the environment's for a host NO_PROXY does not name) connect to
+    the proxy, which resolves the name itself: only the URL's spelling is checked for them."""
+    pool: Any = getattr(getattr(client, "_transport", None), "_pool", None)
+    backend = getattr(pool, "_network_backend", None)
+    if backend is None:
+        raise RuntimeError(f"cannot check the addresses {type(client).__name__} connects to: "
+                           "its transport has no connection pool with a network backend")
+    core = importlib.import_module(type(pool).__module__.partition(".")[0])  # httpcore(2)
+    pool._network_backend = (_AsyncGuard if asynchronous else _SyncGuard)(backend, core)
+
+
+def origin(url: Any) -> str:
+    """`scheme://host[:port]` of an httpx URL (the port only when not the default)."""
+    host = str(url.host)
+    shown = f"[{host}]" if ":" in host else host
+    return f"{url.scheme}://{shown}" + (f":{url.port}" if url.port else "")
+
+
+def _same_origin(a: Any, b: Any) -> bool:
+    def key(url: Any) -> tuple[str, str, int | None]:
+        scheme = str(url.scheme).lower()
+        return scheme, str(url.host).lower(), url.port or _DEFAULT_PORTS.get(scheme)
+    return key(a) == key(b)
+
+
+def _refuse_cross_origin(response: Any) -> None:
+    """A response hook: a redirect to another origin ends the call here, unfollowed."""
+    if not response.has_redirect_location:
+        return
+    here = response.request.url
+    try:
+        there: Any = here.join(response.headers["location"])
+        shown = origin(there) if there.host else "a location with no host"
+    except Exception:  # a Location httpx cannot read is not followed either
+        there, shown = None, "an unreadable location"
+    if there is not None and there.host and _same_origin(here, there):
+        return
+    raise RedirectRefused(f"the server at {origin(here)} answered {response.status_code}, "
+                          f"redirecting to {shown[:200]}; Parley does not follow a model call "
+                          "to another origin (if the server moved, point its base_url there)",
+                          response.status_code)
+
+
+def checked_addresses(host: str, port: int, found: Iterable[tuple[Any, ...]]) -> list[str]:
+    """The addresses `getaddrinfo` gave for `host`, each allowed, or `AddressRefused`."""
+    from engine.llm.endpoints import REGISTER_HELP
+    addresses: list[str] = []
+    for *_kind, sockaddr in found:
+        address = str(sockaddr[0])
+        reason = risky_address(address)
+        if reason:
+            named = "" if address.split("%")[0] == host.strip("[]") else \
+                f" (it resolves to {address})"
+            raise AddressRefused(f"refused to connect to {host}:{port}{named}: {reason}, "
+                                 "reached only through a registered endpoint; "
+                                 f"{REGISTER_HELP} if it is really meant")
+        if address not in addresses:
+            addresses.append(address)
+    if not addresses:
+        raise OSError(f"{host} resolves to no address")
+    return addresses
+
+
+def _first(connect: Callable[..., Any], addresses: list[str], **options: Any) -> Any:
+    """`connect(host=address)` for each address in turn until one connects."""
+    error: BaseException | None = None
+    for address in addresses:
+        try:
+            return connect(host=address, **options)
+        except Exception as exc:  # the next address may answer (IPv6 down, IPv4 up)
+            error = exc
+    assert error is not None
+    raise error
+
+
+class _Guard:
+    """A network backend (httpcore's interface) that checks, then connects to, addresses;
+    `inner` is the backend it wraps, `core` the httpcore module whose errors it raises."""
+
+    def __init__(self, inner: Any, core: Any):
+        self._inner, self._core = inner, core
+
+
+class _SyncGuard(_Guard):
+    """The guard for the sync client."""
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                    local_address: str | None = None, socket_options: Any = None) -> Any:
+        try:
+            found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except OSError as exc:  # as the default backend reports it: a connection error
+            raise self._core.ConnectError(str(exc)) from exc
+        return _first(self._inner.connect_tcp, checked_addresses(host, port, found), port=port,
+                      timeout=timeout, local_address=local_address,
+                      socket_options=socket_options)
+
+    def connect_unix_socket(self, path: str, timeout: float | None = None,
+                            socket_options: Any = None) -> Any:
+        return self._inner.connect_unix_socket(path, timeout=timeout,
+                                               socket_options=socket_options)
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+class _AsyncGuard(_Guard):
+    """The guard for the async client: the lookup counts against the connect timeout."""
+
+    async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                          local_address: str | None = None, socket_options: Any = None) -> Any:
+        import anyio
+        try:
+            with anyio.fail_after(timeout):
+                found = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+                addresses = checked_addresses(host, port, found)
+                error: BaseException | None = None
+                for address in addresses:
+                    try:
+                        return await self._inner.connect_tcp(
+                            host=address, port=port, timeout=timeout,
+                            local_address=local_address, socket_options=socket_options)
+                    except Exception as exc:  # the next address may answer
+                        error = exc
+                assert error is not None
+                raise error
+        except TimeoutError as exc:
+            raise self._core.ConnectTimeout(f"connecting to {host}:{port} timed out") from exc
+        except OSError as exc:  # as the default backend reports it: a connection error
+            raise self._core.ConnectError(str(exc)) from exc
+
+    async def connect_unix_socket(self, path: str, timeout: float | None = None,
+                                  socket_options: Any = None) -> Any:
+        return await self._inner.connect_unix_socket(path, timeout=timeout,
+                                                     socket_options=socket_options)
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
