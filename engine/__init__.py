@@ -2,33 +2,83 @@
 
 Pure Python (never imports streamlit). Every `run_*` is a synchronous wrapper over an
 `arun_*` coroutine with the same arguments.
+
+The public names are imported on first use (a module `__getattr__`, as langchain-core does),
+so `import engine.text` or a CLI call that needs no protocol does not pay for langchain,
+SQLAlchemy and pandas.
 """
-from engine.llm.providers import get_model
-from engine.models import ConfigError, RunResult, Seat, Turn
-from engine.protocols import REGISTRY, get_protocol, prompt_templates
-from engine.protocols.debate import DebateResult, DebateRound, arun_debate, run_debate
-from engine.protocols.duel import DuelResult, arun_duel, run_duel
-from engine.protocols.panel import PanelResult, arun_panel, run_panel
-from engine.protocols.peer_review import (
-                                    PeerReviewIteration,
-                                    PeerReviewResult,
-                                    arun_peer_review,
-                                    run_peer_review,
-)
-from engine.protocols.roundtable import Exchange, RoundtableResult, arun_roundtable, run_roundtable
-from engine.protocols.single import SingleResult, arun_single, run_single
-from engine.protocols.society import SocietyResult, arun_society, run_society
-from engine.protocols.vote import VoteResult, arun_vote, run_vote
-from engine.questions import question_set
-from engine.store import Store
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Each public name and the module it lives in.
+_WHERE = {
+    "get_model": "engine.llm.providers",
+    **dict.fromkeys(("ConfigError", "RunResult", "Seat", "Turn"), "engine.models"),
+    **dict.fromkeys(("REGISTRY", "get_protocol", "prompt_templates"), "engine.protocols"),
+    **dict.fromkeys(("DebateResult", "DebateRound", "arun_debate", "run_debate"),
+                    "engine.protocols.debate"),
+    **dict.fromkeys(("DuelResult", "arun_duel", "run_duel"), "engine.protocols.duel"),
+    **dict.fromkeys(("PanelResult", "arun_panel", "run_panel"), "engine.protocols.panel"),
+    **dict.fromkeys(("PeerReviewIteration", "PeerReviewResult", "arun_peer_review",
+                     "run_peer_review"), "engine.protocols.peer_review"),
+    **dict.fromkeys(("Exchange", "RoundtableResult", "arun_roundtable", "run_roundtable"),
+                    "engine.protocols.roundtable"),
+    **dict.fromkeys(("SingleResult", "arun_single", "run_single"), "engine.protocols.single"),
+    **dict.fromkeys(("SocietyResult", "arun_society", "run_society"),
+                    "engine.protocols.society"),
+    **dict.fromkeys(("VoteResult", "arun_vote", "run_vote"), "engine.protocols.vote"),
+    "question_set": "engine.questions",
+    "Store": "engine.store",
+}
 
 __all__ = [
-    "ConfigError", "RunResult", "Seat", "Turn", "get_model", "Store", "REGISTRY",
-    "get_protocol", "prompt_templates", "question_set",
-    "DebateResult", "DebateRound", "arun_debate", "run_debate",
-    "PeerReviewIteration", "PeerReviewResult", "arun_peer_review", "run_peer_review",
-    "Exchange", "RoundtableResult", "arun_roundtable", "run_roundtable",
-    "DuelResult", "arun_duel", "run_duel",
-    "PanelResult", "arun_panel", "run_panel", "VoteResult", "arun_vote", "run_vote",
-    "SocietyResult", "arun_society", "run_society", "SingleResult", "arun_single", "run_single",
+    "REGISTRY", "ConfigError", "DebateResult", "DebateRound", "DuelResult", "Exchange",
+    "PanelResult", "PeerReviewIteration", "PeerReviewResult", "RoundtableResult", "RunResult",
+    "Seat", "SingleResult", "SocietyResult", "Store", "Turn", "VoteResult", "arun_debate",
+    "arun_duel", "arun_panel", "arun_peer_review", "arun_roundtable", "arun_single",
+    "arun_society", "arun_vote", "get_model", "get_protocol", "prompt_templates",
+    "question_set", "run_debate", "run_duel", "run_panel", "run_peer_review",
+    "run_roundtable", "run_single", "run_society", "run_vote",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's module the first time the name is asked for."""
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'engine' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+if TYPE_CHECKING:  # what type checkers and editors see: the same names, imported eagerly
+    from engine.llm.providers import get_model
+    from engine.models import ConfigError, RunResult, Seat, Turn
+    from engine.protocols import REGISTRY, get_protocol, prompt_templates
+    from engine.protocols.debate import DebateResult, DebateRound, arun_debate, run_debate
+    from engine.protocols.duel import DuelResult, arun_duel, run_duel
+    from engine.protocols.panel import PanelResult, arun_panel, run_panel
+    from engine.protocols.peer_review import (
+        PeerReviewIteration,
+        PeerReviewResult,
+        arun_peer_review,
+        run_peer_review,
+    )
+    from engine.protocols.roundtable import (
+        Exchange,
+        RoundtableResult,
+        arun_roundtable,
+        run_roundtable,
+    )
+    from engine.protocols.single import SingleResult, arun_single, run_single
+    from engine.protocols.society import SocietyResult, arun_society, run_society
+    from engine.protocols.vote import VoteResult, arun_vote, run_vote
+    from engine.questions import question_set
+    from engine.store import Store

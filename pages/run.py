@@ -193,7 +193,7 @@ def seat_rows(slot, choices: list[dict], protocol: str, personas: list[str],
     return chosen
 
 
-def configure() -> None:
+def configure() -> None:  # noqa: C901, PLR0912, PLR0915
     live_ids = tasks.live()
     if live_ids:
         st.info(f"{len(live_ids)} run(s) going on now in this app.")

@@ -1,6 +1,8 @@
 """The layout shows the design (issue 11): checks on the source tree itself.
 
-- no module over 400 lines (engine/, pages/, app.py);
+- no module over 1,000 lines (engine/, pages/, app.py), and one over 400 named as a warning:
+  how complex a function may be is ruff's check (C901, PLR0912, PLR0915 in pyproject.toml),
+  because a hard 400-line cap bred splits that re-exported their other half, and circles;
 - no protocol named outside engine/protocols/ (string literals, imports of a protocol's module,
   names of functions, classes and arguments), except the public façade `engine/__init__.py`;
 - all SQL lives in engine/store/ (nothing else imports SQLAlchemy);
@@ -11,6 +13,7 @@
 from __future__ import annotations
 
 import ast
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +23,8 @@ from engine.protocols import REGISTRY
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = sorted([*ROOT.glob("engine/**/*.py"), *ROOT.glob("pages/*.py"), ROOT / "app.py"])
-MAX_LINES = 400
+MAX_LINES = 1000  # past this a module surely holds two ideas
+WARN_LINES = 400  # past this, a look: does it hold two ideas?
 # The protocols' own package, and the public names DESIGN section 2 requires from `engine`.
 PROTOCOL_HOMES = ("engine/protocols/", "engine/__init__.py")
 PAGE_SOURCES = {"engine", "engine.llm", "engine.questions", "engine.redaction", "engine.reports",
@@ -52,9 +56,11 @@ def _imports(tree: ast.Module) -> Iterator[tuple[str, list[str], ast.AST]]:
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=_rel)
-def test_no_module_is_over_400_lines(path):
+def test_no_module_is_over_1000_lines_and_one_over_400_is_named(path):
     lines = len(path.read_text(encoding="utf-8").splitlines())
     assert lines <= MAX_LINES, f"{_rel(path)} has {lines} lines"
+    if lines > WARN_LINES:
+        warnings.warn(f"{_rel(path)} has {lines} lines: does it hold two ideas?", stacklevel=1)
 
 
 def test_no_protocol_is_named_outside_its_package():

@@ -51,7 +51,7 @@ def progress_line(turn: Turn) -> str:
     return f"  [{turn.index:>2}] {turn.phase:<16} {turn.seat:<14} {mark}{tries}"
 
 
-def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
+def config_from_args(args: argparse.Namespace) -> dict[str, Any]:  # noqa: C901, PLR0912
     """A run configuration from `run`'s flags (a --config file first, flags on top)."""
     from engine.protocols import get_protocol
     spec = get_protocol(args.protocol)

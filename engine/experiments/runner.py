@@ -80,7 +80,7 @@ async def arun_cell(experiment: Plan, experiment_id: str, cell: Cell, *, store: 
     return CellOutcome("failed", failed) if failed else CellOutcome("completed")
 
 
-async def arun_experiment(store: Store, experiment_id: str, *,
+async def arun_experiment(store: Store, experiment_id: str, *,  # noqa: PLR0915
                           stop_event: threading.Event | None = None,
                           on_progress: Callable[[Progress], Any] | None = None,
                           batched: bool = True, endpoints: Any = None,

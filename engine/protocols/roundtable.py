@@ -169,7 +169,7 @@ def _agents(agents: Any, endpoints: Any = None) -> list[Seat]:
     return seats
 
 
-async def arun_roundtable(question: str, *, agents: list[Seat | Any], rounds: int = 1,
+async def arun_roundtable(question: str, *, agents: list[Seat | Any], rounds: int = 1,  # noqa: C901, PLR0915
                           context: str = "", judge: Seat | Any | None = None,
                           **kw: Unpack[RunKwargs]) -> RoundtableResult:
     """Seed 003's roundtable: role-named agents in turn, the lexical floor, an optional judge."""
@@ -188,7 +188,7 @@ async def arun_roundtable(question: str, *, agents: list[Seat | Any], rounds: in
     if judge_seat is not None:
         unique_names([*seats, judge_seat], "seat")
 
-    async def body(ctx: RunContext) -> RoundtableResult:
+    async def body(ctx: RunContext) -> RoundtableResult:  # noqa: C901, PLR0912
         start = time.monotonic()
         roster = ", ".join(f"{s.name} ({role_name(s.role) or 'participant'})" for s in seats)
         exchanges: list[Exchange] = []

@@ -157,7 +157,7 @@ def turn_dict(row: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def tolerant_frame(frame: pd.DataFrame, shapes: Mapping[str, Any],
+def tolerant_frame(frame: pd.DataFrame, shapes: Mapping[str, Any],  # noqa: C901, PLR0912
                     required_times: Sequence[str]) -> pd.DataFrame:
     """`row_problems` over a frame, column by column (fast for 10,000 sound rows)."""
     problems: list[list[str]] = [[] for _ in range(len(frame))]

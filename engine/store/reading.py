@@ -92,7 +92,7 @@ class RunReading(Database):
                 .order_by(*_TURN_ORDER)).mappings().all()
         return [readback.turn_dict(dict(row)) for row in rows]
 
-    def runs(self, *, protocol: str | None = None, label: str | None = None,
+    def runs(self, *, protocol: str | None = None, label: str | None = None,  # noqa: C901
              tag: str | None = None, status: str | None = None, model: str | None = None,
              search: str | None = None, since: datetime | None = None,
              until: datetime | None = None, experiment_id: str | None = None,

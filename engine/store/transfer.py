@@ -33,6 +33,12 @@ def parse_import(data: str | bytes) -> list[tuple[str, RunRecord]]:
     """Every run of an export (one JSON document, or JSON lines split on `\\n` only), each
     validated with its place (`line N` or `record N`); `ConfigError` on the first bad one,
     so that nothing of a bad file is written."""
+    return [(where, checked_record(where, doc)) for where, doc in _documents(data)]
+
+
+def _documents(data: str | bytes) -> list[tuple[str, Any]]:
+    """The JSON documents of an export, each with its place; `ConfigError` when the file is
+    too big, not UTF-8 or not JSON."""
     if isinstance(data, bytes):
         if len(data) > records.MAX_IMPORT_BYTES:
             raise ConfigError(_too_big(len(data)), "limit")
@@ -45,49 +51,51 @@ def parse_import(data: str | bytes) -> list[tuple[str, RunRecord]]:
     stripped = data.strip()
     if not stripped:
         return []
-    docs: list[tuple[str, Any]] = []
     single = _whole_document(stripped)
     if single is not None:
-        docs.append(("record 1", single))
-    else:
-        for number, line in enumerate(data.split("\n"), 1):
-            if not line.strip():
-                continue
-            try:
-                docs.append((f"line {number}", json.loads(line)))
-            except (ValueError, RecursionError) as exc:
-                raise ConfigError(f"import: line {number} is not JSON ({json_reason(exc)}); "
-                                  "nothing was imported", "input") from None
-    out: list[tuple[str, RunRecord]] = []
-    for where, doc in docs:
-        if not isinstance(doc, dict) or "id" not in doc or "protocol" not in doc:
-            raise ConfigError(f"import: {where} is not a Parley run export (it needs an "
-                              "id, a protocol and a question); nothing was imported", "input")
-        if doc.get("unreadable"):
-            raise ConfigError(f"import: {where} (run {str(doc['id'])[:40]!r}) was exported "
-                              f"unreadable ({str(doc['unreadable'])[:200]!r}); nothing was "
-                              "imported", "input")
+        return [("record 1", single)]
+    docs: list[tuple[str, Any]] = []
+    for number, line in enumerate(data.split("\n"), 1):
+        if not line.strip():
+            continue
         try:
-            record = RunRecord.model_validate(doc)
-        except ValidationError as exc:
-            raise ConfigError(f"import: {where} (run {str(doc['id'])[:40]!r}): "
-                              f"{why_invalid(exc)}; nothing was imported", "input") from None
-        if not known_protocol(record.protocol):
-            raise ConfigError(f"import: {where} (run {record.id!r}): protocol "
-                              f"{record.protocol!r} is not one of Parley's "
-                              f"({', '.join(_protocols())}); nothing was imported", "input")
-        problem = result_problem(record.protocol, record.result)
-        if problem:
-            raise ConfigError(f"import: {where} (run {record.id!r}): result {problem}; "
-                              "nothing was imported", "input")
-        seen: set[int] = set()
-        for turn in record.turns:
-            if turn.idx in seen:
-                raise ConfigError(f"import: {where} (run {record.id!r}): turn {turn.idx} "
-                                  "appears twice; nothing was imported", "input")
-            seen.add(turn.idx)
-        out.append((where, record))
-    return out
+            docs.append((f"line {number}", json.loads(line)))
+        except (ValueError, RecursionError) as exc:
+            raise ConfigError(f"import: line {number} is not JSON ({json_reason(exc)}); "
+                              "nothing was imported", "input") from None
+    return docs
+
+
+def checked_record(where: str, doc: Any) -> RunRecord:
+    """One exported run validated (`ConfigError` naming `where` and the field when it is not
+    one Parley can store and read back)."""
+    if not isinstance(doc, dict) or "id" not in doc or "protocol" not in doc:
+        raise ConfigError(f"import: {where} is not a Parley run export (it needs an "
+                          "id, a protocol and a question); nothing was imported", "input")
+    if doc.get("unreadable"):
+        raise ConfigError(f"import: {where} (run {str(doc['id'])[:40]!r}) was exported "
+                          f"unreadable ({str(doc['unreadable'])[:200]!r}); nothing was "
+                          "imported", "input")
+    try:
+        record = RunRecord.model_validate(doc)
+    except ValidationError as exc:
+        raise ConfigError(f"import: {where} (run {str(doc['id'])[:40]!r}): "
+                          f"{why_invalid(exc)}; nothing was imported", "input") from None
+    if not known_protocol(record.protocol):
+        raise ConfigError(f"import: {where} (run {record.id!r}): protocol "
+                          f"{record.protocol!r} is not one of Parley's "
+                          f"({', '.join(_protocols())}); nothing was imported", "input")
+    problem = result_problem(record.protocol, record.result)
+    if problem:
+        raise ConfigError(f"import: {where} (run {record.id!r}): result {problem}; "
+                          "nothing was imported", "input")
+    seen: set[int] = set()
+    for turn in record.turns:
+        if turn.idx in seen:
+            raise ConfigError(f"import: {where} (run {record.id!r}): turn {turn.idx} "
+                              "appears twice; nothing was imported", "input")
+        seen.add(turn.idx)
+    return record
 
 
 @functools.cache
