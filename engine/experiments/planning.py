@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,11 @@ MAX_RUNS = 20_000
 MAX_CALLS = 20_000  # planned model calls an experiment may make without being confirmed
 SUPERSEDED = "superseded"
 POLICY_KEYS = ("timeout_per_call", "retries")  # a spec's call policy for its configurations
+_INDEX = "(0|[1-9][0-9]{0,8})"  # a cell index as `Cell.tag` writes it: fits any int32
+# A cell tag, unanchored: `Cell.from_tags` matches it in full, and the store matches it in SQL
+# (PostgreSQL's regular expressions read it the same way).
+CELL_PATTERN = f"cell:{_INDEX}:{_INDEX}:{_INDEX}"
+_CELL = re.compile(CELL_PATTERN)
 
 
 @dataclass(frozen=True, order=True)
@@ -36,10 +42,15 @@ class Cell:
 
     @classmethod
     def from_tags(cls, tags: Sequence[str]) -> Cell | None:
-        for tag in tags or ():
-            parts = str(tag).split(":")
-            if len(parts) == 4 and parts[0] == "cell" and all(p.isdigit() for p in parts[1:]):
-                return cls(int(parts[1]), int(parts[2]), int(parts[3]))
+        """The cell named by the first tag written as `Cell.tag` writes it (ASCII digits, no
+        leading zeros, at most 9 of them), or None; never raises, whatever `tags` holds."""
+        if isinstance(tags, (str, bytes)) or not isinstance(tags, Iterable):
+            return None  # one text is not a list of tags
+        for tag in tags:
+            # `str.isdigit` is True for "²" and "٣", which `int` refuses: match the exact form
+            found = _CELL.fullmatch(tag) if isinstance(tag, str) and len(tag) <= 40 else None
+            if found:
+                return cls(int(found[1]), int(found[2]), int(found[3]))
         return None
 
 
@@ -80,6 +91,16 @@ class Plan:
                 "configs": self.configs, "repeats": self.repeats,
                 "concurrency": self.concurrency,
                 **({"baseline": self.baseline} if self.baseline else {})}
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """How many questions, configurations and repeats: a cell's indexes are below them."""
+        return len(self.questions), len(self.configs), self.repeats
+
+    def holds(self, cell: Cell) -> bool:
+        """True when `cell` is one of the plan's cells."""
+        return all(0 <= index < bound for index, bound in zip((cell.q, cell.c, cell.r),
+                                                              self.shape))
 
     def cells(self) -> Iterator[Cell]:
         """Every cell, repeat-major: the first repeat of every question comes first, so a

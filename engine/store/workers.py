@@ -1,6 +1,8 @@
 """The pool's side of the store: the `workers` table, the job queue's tables (procrastinate's,
 in the same PostgreSQL database), the per-cell guard that makes a cell run exactly once, and
-the pool's numbers (queue depth per endpoint, throughput, ETA).
+the pool's numbers (queue depth per endpoint, throughput, ETA). A job's payload is any JSON a
+client wrote: it is read without trusting it (`read_job`, and the same test in SQL), and a job
+that names no cell is refused (`PoisonJob`), never waited on.
 
 A pool-run experiment's row names no process: its host is `POOL_HOST` and its heartbeat is
 kept fresh by the workers while it has jobs, so it reads `interrupted` only when every worker
@@ -8,10 +10,13 @@ has been gone for `STALE_AFTER`.
 """
 from __future__ import annotations
 
+import json
 import os
+import reprlib
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, cast
 from uuid import uuid4
@@ -20,7 +25,7 @@ import pandas as pd
 from sqlalchemy import Table, func, select, text, update
 from sqlalchemy.exc import OperationalError
 
-from engine.experiments.planning import SUPERSEDED, Cell
+from engine.experiments.planning import CELL_PATTERN, SUPERSEDED, Cell
 from engine.models import ConfigError, now
 from engine.store.database import StoreWriteError
 from engine.store.experiments import live_status, row, supersede
@@ -78,6 +83,102 @@ def apply_queue_schema(store: Store, schema_sql: str) -> bool:
     return True
 
 
+# --------------------------------------------------------------------------- job payloads
+MAX_ID = 64  # characters of an experiment id a job may name (ids are 12; the column holds 32)
+_BRIEF = reprlib.Repr()
+_BRIEF.maxstring, _BRIEF.maxother, _BRIEF.maxlong, _BRIEF.maxlevel = 60, 60, 40, 2
+_BRIEF.maxlist = _BRIEF.maxtuple = _BRIEF.maxdict = _BRIEF.maxset = 4
+
+
+class PoisonJob(Exception):
+    """A cell job that can never run (its payload names no cell of an experiment's plan): it
+    fails once, is never retried, and its worker logs why."""
+
+
+@dataclass(frozen=True)
+class CellJob:
+    """A cell job's payload, read: the experiment it names and the cell."""
+
+    experiment_id: str
+    cell: Cell
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """What a job's payload decodes to when Python cannot read it (`load_payload`)."""
+
+    reason: str
+
+    def __repr__(self) -> str:
+        return f"<unreadable: {self.reason}>"
+
+
+def load_payload(raw: str | bytes) -> Any:
+    """The job queue's JSON decoder: `json.loads`, but a payload PostgreSQL stores and Python
+    cannot read (nested thousands deep, a number of 5,000 digits) becomes `Unreadable`
+    instead of an error in the middle of fetching jobs."""
+    try:
+        return json.loads(raw)
+    except (RecursionError, ValueError) as exc:
+        return Unreadable(f"{type(exc).__name__}: {str(exc)[:80]}")
+
+
+def brief(value: Any, limit: int = 80) -> str:
+    """A payload value for a log line: its repr cut short (strings, nesting, lists, digits),
+    on one line, at most `limit` characters."""
+    try:
+        text = _BRIEF.repr(value)
+    except Exception:  # noqa: BLE001 - an int too long for repr, say: name the type instead
+        text = f"<{type(value).__name__}>"
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+_KINDS = {list: "a JSON array", str: "a JSON string", bool: "a JSON boolean",
+          int: "a JSON number", float: "a JSON number", type(None): "JSON null"}
+
+
+def read_job(args: Any) -> CellJob:
+    """A cell job's payload (`{"experiment_id": ID, "cell": "cell:Q:C:R"}`; other keys are
+    ignored) read without trusting it: any JSON, or `Unreadable`. Raises `PoisonJob` saying
+    what is wrong in one bounded line, and nothing else."""
+    if isinstance(args, Unreadable):
+        raise PoisonJob(f"its payload cannot be read ({args.reason})")
+    if not isinstance(args, Mapping):
+        kind = _KINDS.get(type(args), f"a {type(args).__name__}")
+        raise PoisonJob(f"its payload is {kind}, not a JSON object")
+    for key in ("experiment_id", "cell"):
+        if key not in args:
+            raise PoisonJob(f"its payload has no {key!r} (its keys: "
+                            f"{brief(list(args)[:5])})")
+    experiment_id, tag = args["experiment_id"], args["cell"]
+    if not isinstance(experiment_id, str) or not 1 <= len(experiment_id) <= MAX_ID \
+            or not experiment_id.isprintable():
+        raise PoisonJob(f"its experiment_id is not an experiment's id: {brief(experiment_id)}")
+    cell = Cell.from_tags([tag])
+    if cell is None:
+        raise PoisonJob(f"its cell is not a cell:Q:C:R tag: {brief(tag)}")
+    return CellJob(experiment_id, cell)
+
+
+# A job whose payload could name a cell to run: an experiment id (a string of 1..MAX_ID
+# characters) and a cell tag (CELL_PATTERN) whose indexes are below :nq, :nc, :nr (a plan's
+# shape). Read in SQL, so that a hostile payload is never decoded; CASE keeps the casts from
+# text that is not digits.
+_RUNNABLE = (
+    "(jsonb_typeof(args -> 'experiment_id') = 'string' "
+    "AND length(args ->> 'experiment_id') BETWEEN 1 AND :max_id "
+    "AND CASE WHEN args ->> 'cell' ~ :pattern THEN "
+    "split_part(args ->> 'cell', ':', 2)::int < :nq "
+    "AND split_part(args ->> 'cell', ':', 3)::int < :nc "
+    "AND split_part(args ->> 'cell', ':', 4)::int < :nr ELSE false END) IS TRUE")
+
+
+def _runnable(shape: tuple[int, int, int] | None) -> dict[str, Any]:
+    nq, nc, nr = shape or (2**31 - 1,) * 3
+    return {"pattern": f"^{CELL_PATTERN}$", "max_id": MAX_ID, "nq": nq, "nc": nc, "nr": nr}
+
+
 def open_jobs(store: Store, experiment_id: str) -> list[dict[str, Any]]:
     """The experiment's cell jobs still queued (`todo`) or running (`doing`): id, status,
     cell tag."""
@@ -92,39 +193,61 @@ def open_jobs(store: Store, experiment_id: str) -> list[dict[str, Any]]:
     return [dict(r) for r in rows]
 
 
-def has_open_jobs(store: Store, experiment_id: str, besides: int | None = None) -> bool:
-    """True when a cell job of the experiment other than `besides` is queued or running."""
+def has_open_jobs(store: Store, experiment_id: str, besides: int | None = None,
+                  shape: tuple[int, int, int] | None = None) -> bool:
+    """True when a cell job of the experiment other than `besides` is queued or running and
+    can run: its payload names a well-formed cell, inside `shape` (the plan's questions,
+    configurations, repeats) when given. A job that never can is not waited on: a worker
+    that takes it refuses it (`PoisonJob`), and `refused_jobs` counts it."""
     if not has_queue(store):
         return False
     with store.engine.connect() as connection:
         return bool(connection.execute(text(
             "SELECT EXISTS (SELECT 1 FROM procrastinate_jobs WHERE task_name = :task "
             "AND status IN ('todo', 'doing') AND args->>'experiment_id' = :eid "
-            "AND id <> :besides)"),
-            {"task": TASK, "eid": experiment_id, "besides": -1 if besides is None else besides}
-        ).scalar())
+            f"AND id <> :besides AND {_RUNNABLE})"),
+            {"task": TASK, "eid": experiment_id, "besides": -1 if besides is None else besides,
+             **_runnable(shape)}).scalar())
+
+
+def refused_jobs(store: Store, experiment_id: str, shape: tuple[int, int, int]) -> int:
+    """How many jobs naming the experiment can never run (a malformed cell, or one outside
+    `shape`), whether a worker has refused them yet (`failed`) or not (queued)."""
+    if not has_queue(store):
+        return 0
+    with store.engine.connect() as connection:
+        return int(connection.execute(text(
+            "SELECT count(*) FROM procrastinate_jobs WHERE task_name = :task "
+            "AND status IN ('todo', 'doing', 'failed') AND args->>'experiment_id' = :eid "
+            f"AND NOT ({_RUNNABLE})"),
+            {"task": TASK, "eid": experiment_id, **_runnable(shape)}).scalar_one())
 
 
 def unheld_jobs(store: Store) -> set[int]:
     """The cell jobs marked running (`doing`) whose cell lock no session holds: jobs between
-    their start and their lock, or jobs their worker lost (it could not write their end).
+    their start and their lock, jobs their worker lost (it could not write their end), and
+    jobs that name no cell (they never hold one; a worker refuses them when they run again).
     Read from `pg_locks`, never by taking a lock."""
     if not has_queue(store):
         return set()
     with store.engine.connect() as connection:
         jobs = connection.execute(text(
-            "SELECT id, args->>'experiment_id' AS eid, args->>'cell' AS cell "
-            "FROM procrastinate_jobs WHERE task_name = :task AND status = 'doing'"),
-            {"task": TASK}).mappings().all()
+            "SELECT id, CASE WHEN ok THEN args->>'experiment_id' END AS eid, "
+            "CASE WHEN ok THEN args->>'cell' END AS cell "
+            f"FROM (SELECT id, args, {_RUNNABLE} AS ok FROM procrastinate_jobs "
+            "WHERE task_name = :task AND status = 'doing') AS doing"),
+            {"task": TASK, **_runnable(None)}).mappings().all()
         held = set(connection.execute(text(
             "SELECT classid::bigint, objid::bigint FROM pg_locks "
             "WHERE locktype = 'advisory' AND objsubid = 2 AND granted")).all())
     out = set()
     for job in jobs:
-        cell = Cell.from_tags([job["cell"] or ""])
-        if cell is None:
+        try:
+            found = read_job({"experiment_id": job["eid"], "cell": job["cell"]})
+        except PoisonJob:
+            out.add(int(job["id"]))
             continue
-        keys = _lock_keys(str(job["eid"]), cell)
+        keys = _lock_keys(found.experiment_id, found.cell)
         if (keys["a"] & 0xFFFFFFFF, keys["b"] & 0xFFFFFFFF) not in held:
             out.add(int(job["id"]))
     return out

@@ -7,10 +7,14 @@ queued on its endpoint's queue (`parley-<endpoint>`, or `parley-default`), so a 
 serve only some endpoints. procrastinate hands a job to one worker; the store's per-cell
 guard (`engine.store.workers.cell_lock` and `take_cell`) makes sure that a cell that
 finished never runs again, even when a job is retried or submitted twice.
+
+A job whose payload names no cell of an existing experiment's plan (it did not come from
+`submit`) is refused: it fails once, is logged once, and is not waited on (`PoisonJob`).
 """
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -18,15 +22,19 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import procrastinate
+from procrastinate.jobs import Job, Status
+from procrastinate.manager import JobManager
 from procrastinate.schema import SchemaManager
 
-from engine.experiments.planning import Cell, Plan, plan_of
+from engine.experiments.planning import Plan, plan_of
 from engine.experiments.runner import arun_cell, pending_cells
 from engine.models import ConfigError, now
 from engine.store import Store
 from engine.store import workers as pool_store
 from engine.store.experiments import get, row, set_values
+from engine.store.workers import PoisonJob
 
+log = logging.getLogger("parley.worker")
 QUEUE_PREFIX = "parley-"
 DEFAULT_ENDPOINT = "default"
 STOPPED = "stopped by the user"
@@ -84,20 +92,47 @@ class WorkerState:
     unheld: set[int] = field(default_factory=set)  # running jobs seen without their lock
 
 
-async def run_cell(context: Any, experiment_id: str, cell: str) -> str:
+def refuse(job_id: Any, problem: PoisonJob) -> None:
+    """Log, once and on one line, that a job was refused and why (`problem` is bounded)."""
+    log.error("job %s refused: %s", job_id, problem)
+
+
+def plan_for(state: WorkerState, experiment_id: str) -> Plan:
+    """An experiment's plan, read once per worker (a spec never changes once stored);
+    `PoisonJob` when its stored spec cannot be read."""
+    if experiment_id not in state.plans:
+        found = row(state.store, experiment_id)
+        if found["unreadable"]:
+            raise PoisonJob(f"experiment {experiment_id!r} has a spec that cannot be read "
+                            f"({str(found['unreadable'])[:80]})")
+        state.plans[experiment_id] = plan_of(found["spec"])
+    return state.plans[experiment_id]
+
+
+async def run_cell(context: Any, /, **payload: Any) -> str:
     """The queue's task: run one cell unless its experiment is no longer running, another
-    worker holds the cell, or the cell already has a completed run. Says what it did."""
+    worker holds the cell, or the cell already has a completed run. Says what it did. A job
+    naming no cell of an existing experiment's plan raises `PoisonJob`, logged here: it fails
+    once (the retry strategy retries only a lost database)."""
     state: WorkerState = context.additional_context["parley"]
     store = state.store
-    found = pool_store.pool_state(store, experiment_id)
-    target = Cell.from_tags([cell])
-    if target is None or found is None:
-        return f"skipped: no cell {cell!r} of experiment {experiment_id!r}"
+    # `context` is positional-only, so that a payload's own "context" key is just a bad key.
+    try:
+        job = pool_store.read_job(payload)
+        experiment_id, target = job.experiment_id, job.cell
+        found = pool_store.pool_state(store, experiment_id)
+        if found is None:
+            raise PoisonJob(f"there is no experiment {experiment_id!r}")
+        experiment = plan_for(state, experiment_id)
+        if not experiment.holds(target):
+            q, c, r = experiment.shape
+            raise PoisonJob(f"{target.tag} is outside the plan of experiment {experiment_id!r}"
+                            f" ({q} question(s) x {c} configuration(s) x {r} repeat(s))")
+    except PoisonJob as problem:
+        refuse(context.job.id, problem)
+        raise
     if found != ("running", pool_store.POOL_HOST):
         return f"skipped: the experiment is {found[0]}"
-    if experiment_id not in state.plans:  # a spec never changes once stored
-        state.plans[experiment_id] = plan_of(row(store, experiment_id)["spec"])
-    experiment = state.plans[experiment_id]
     with pool_store.cell_lock(store, experiment_id, target) as got:
         if not got:
             return "skipped: another worker runs this cell"
@@ -113,15 +148,37 @@ async def run_cell(context: Any, experiment_id: str, cell: str) -> str:
         await astop(context.app, store, experiment_id, status="failed", error=outcome.error)
     else:
         set_values(store, experiment_id, heartbeat_at=now())
-        settle(store, experiment_id, mine=context.job.id)
+        settle(store, experiment_id, mine=context.job.id, plan=experiment)
     return outcome.status + (f": {outcome.error}" if outcome.error else "")
+
+
+class Gatekeeper(JobManager):
+    """procrastinate's job manager, refusing a fetched job whose payload is no JSON object
+    (or cannot be read): procrastinate passes a payload as keyword arguments and names the
+    job by them, so on such a job its worker fails in its own logging and leaves the job
+    `doing` for ever."""
+
+    async def fetch_job(self, queues: Iterable[str] | None, worker_id: int) -> Job | None:
+        """The next job to run, as procrastinate's, having failed each unrunnable one."""
+        while True:
+            job = await super().fetch_job(queues, worker_id)
+            if job is None or isinstance(job.task_kwargs, dict):
+                return job
+            try:
+                pool_store.read_job(job.task_kwargs)  # not a mapping: always refused
+            except PoisonJob as problem:
+                refuse(job.id, problem)
+            assert job.id is not None
+            await self.finish_job_by_id_async(job.id, Status.FAILED, delete_job=False)
 
 
 def app_for(store: Store) -> procrastinate.App:
     """The procrastinate app over the store's database, with the `run_cell` task."""
     pool_store.require_postgres(store)
+    # Payloads are decoded without raising: a job Python cannot read must not stop fetching.
     app = procrastinate.App(connector=procrastinate.PsycopgConnector(
-        conninfo=conninfo(store.url)))
+        conninfo=conninfo(store.url), json_loads=pool_store.load_payload))
+    app.job_manager = Gatekeeper(connector=app.connector)  # before the task is bound to it
     # A job that loses the database is tried again (the cell guard makes that safe).
     retry = procrastinate.RetryStrategy(max_attempts=6, exponential_wait=2,
                                         retry_exceptions=pool_store.DATABASE_ERRORS)
@@ -135,14 +192,18 @@ def ensure_schema(store: Store) -> bool:
     return pool_store.apply_queue_schema(store, SchemaManager.get_schema())
 
 
-def settle(store: Store, experiment_id: str, mine: int | None = None) -> str | None:
-    """Set a pool experiment's final status when no job of it is left (besides `mine`, the
-    job calling): `completed` when every cell has a completed run, else `incomplete`.
+def settle(store: Store, experiment_id: str, mine: int | None = None,
+           plan: Plan | None = None) -> str | None:
+    """Set a pool experiment's final status when no job of it is left that can run (besides
+    `mine`, the job calling): `completed` when every cell has a completed run, else
+    `incomplete`; its error also counts the jobs naming it that were refused (`PoisonJob`).
     Whoever ends last sets it; two at once are kept apart by the experiment's lock, and a
-    worker's periodic check settles what two jobs ending together both left open. Returns
-    the status set, or None."""
+    worker's periodic check settles what two jobs ending together both left open. `plan` is
+    the experiment's (read when None). Returns the status set, or None."""
+    shape = (plan or plan_of(row(store, experiment_id)["spec"])).shape
+
     def others() -> bool:
-        return pool_store.has_open_jobs(store, experiment_id, besides=mine)
+        return pool_store.has_open_jobs(store, experiment_id, besides=mine, shape=shape)
     if others():  # the usual case, read without the lock: not the end yet
         return None
     with pool_store.settle_lock(store, experiment_id):
@@ -152,10 +213,14 @@ def settle(store: Store, experiment_id: str, mine: int | None = None) -> str | N
         if others():
             return None
         left = len(pending_cells(store, experiment_id))
-        status, error = ("completed", "") if not left else (
-            "incomplete", f"{left} run(s) did not complete; resume to retry them")
-        set_values(store, experiment_id, status=status, error=error, finished_at=now(),
-                   heartbeat_at=now())
+        refused = pool_store.refused_jobs(store, experiment_id, shape)
+        notes = [f"{left} run(s) did not complete; resume to retry them"] if left else []
+        if refused:  # every cell may have run; still, something asked for more, and was told no
+            notes.append(f"{refused} job(s) naming it were refused (a malformed cell, or one "
+                         "outside its plan; the workers' log names each)")
+        status = "incomplete" if left else "completed"
+        set_values(store, experiment_id, status=status, error="; ".join(notes),
+                   finished_at=now(), heartbeat_at=now())
     return status
 
 
@@ -181,8 +246,8 @@ def submit(store: Store, experiment_id: str, app: procrastinate.App | None = Non
             for queue, jobs in by_queue.items():
                 app.configure_task(pool_store.TASK, queue=queue).batch_defer(*jobs)
     count = sum(len(jobs) for jobs in by_queue.values())
-    if not count and not queued:
-        settle(store, experiment_id)
+    if not count:  # nothing pending, or only jobs that can never run: the end already
+        settle(store, experiment_id, plan=experiment)
     return count
 
 

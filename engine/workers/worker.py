@@ -5,7 +5,8 @@ Housekeeping, every `heartbeat` seconds: the worker's row in the `workers` table
 heartbeat (each finished cell is counted as it ends); jobs of workers that stopped
 heartbeating (killed, or cut off) go back to the queue for another worker (procrastinate's
 stalled jobs); and each experiment the pool runs gets its heartbeat while it has jobs, or its
-final status when it has none left.
+final status when it has none left. A step that fails for one job or experiment is logged
+and the round goes on with the rest: one bad row never stops the others' housekeeping.
 
 A worker that loses the database does not die: procrastinate stops its worker when a query
 or the heartbeat fails, and this loop starts a new one after a pause (doubling up to a
@@ -19,17 +20,39 @@ import asyncio
 import logging
 import os
 import signal
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from engine.models import now
 from engine.store import Store
 from engine.store import workers as pool_store
 from engine.store.experiments import set_values
-from engine.workers.pool import QUEUE_PREFIX, WorkerState, app_for, ensure_schema, settle
+from engine.store.workers import PoisonJob, brief
+from engine.workers.pool import (
+    QUEUE_PREFIX,
+    WorkerState,
+    app_for,
+    ensure_schema,
+    plan_for,
+    settle,
+)
 
 log = logging.getLogger("parley.worker")
 HEARTBEAT = 10.0  # seconds between heartbeats; a worker silent for 3 of them is stalled
+
+
+@contextmanager
+def _each(what: str) -> Iterator[None]:
+    """One item's step of a round: a failure is logged (on one line) and the round goes on;
+    a lost database ends the round (the next tick tries again)."""
+    try:
+        yield
+    except pool_store.DATABASE_ERRORS:
+        raise
+    except Exception as exc:  # noqa: BLE001 - one bad row must not stop the rest
+        log.warning("housekeeping: %s failed (%s: %s); going on with the rest", what,
+                    type(exc).__name__, brief(str(exc), 200))
 
 
 async def housekeeping(app: Any, state: WorkerState, heartbeat: float) -> None:
@@ -38,23 +61,39 @@ async def housekeeping(app: Any, state: WorkerState, heartbeat: float) -> None:
     pool_store.beat(store, state.worker_id)
     for job in await app.job_manager.get_stalled_jobs(
             task_name=pool_store.TASK, seconds_since_heartbeat=3 * heartbeat):
-        log.warning("job %s (%s) was left by a worker that stopped; retrying it",
-                    job.id, job.task_kwargs.get("cell"))
-        await app.job_manager.retry_job(job)
+        with _each(f"retrying job {job.id}"):
+            payload = job.task_kwargs
+            log.warning("job %s (%s) was left by a worker that stopped; retrying it", job.id,
+                        brief(payload.get("cell") if isinstance(payload, dict) else payload))
+            await app.job_manager.retry_job(job)
     # A job marked running whose cell lock stayed free for a whole round was lost by its
     # live worker (the database went away as it ended): queue it again (it skips a cell
     # that completed).
     unheld = pool_store.unheld_jobs(store)
     for job_id in sorted(unheld & state.unheld):
-        log.warning("job %s is marked running but no worker holds its cell; retrying it",
-                    job_id)
-        await app.job_manager.retry_job_by_id_async(job_id, retry_at=now())
+        with _each(f"retrying job {job_id}"):
+            log.warning("job %s is marked running but no worker holds its cell; retrying it",
+                        job_id)
+            await app.job_manager.retry_job_by_id_async(job_id, retry_at=now())
     state.unheld = unheld
     for experiment_id in pool_store.pool_running(store):
-        if pool_store.has_open_jobs(store, experiment_id):
-            set_values(store, experiment_id, heartbeat_at=now())
-        else:
-            settle(store, experiment_id)
+        with _each(f"settling experiment {experiment_id}"):
+            plan = plan_for(state, experiment_id)
+            if pool_store.has_open_jobs(store, experiment_id, shape=plan.shape):
+                set_values(store, experiment_id, heartbeat_at=now())
+            else:
+                settle(store, experiment_id, plan=plan)
+
+
+class _RefusedOnce(logging.Filter):
+    """Drops procrastinate's own report of a refused job (its whole payload and a traceback):
+    `run_cell` has logged it on one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], PoisonJob))
+
+
+_REFUSED_ONCE = _RefusedOnce()
 
 
 async def _keep_house(app: Any, state: WorkerState, heartbeat: float) -> None:
@@ -64,7 +103,7 @@ async def _keep_house(app: Any, state: WorkerState, heartbeat: float) -> None:
             await housekeeping(app, state, heartbeat)
         except Exception as exc:  # the database is away: the next tick tries again
             log.warning("housekeeping failed (%s: %s); trying again in %ss",
-                        type(exc).__name__, exc, heartbeat)
+                        type(exc).__name__, brief(str(exc), 200), heartbeat)
 
 
 async def arun_worker(store: Store, *, concurrency: int = 4, endpoints: Sequence[str] = (),
@@ -74,6 +113,9 @@ async def arun_worker(store: Store, *, concurrency: int = 4, endpoints: Sequence
     models resolve under (None: the environment's)."""
     pool_store.require_postgres(store)
     ensure_schema(store)
+    outcomes = logging.getLogger("procrastinate.worker")  # where it reports each job's end
+    if _REFUSED_ONCE not in outcomes.filters:
+        outcomes.addFilter(_REFUSED_ONCE)
     store.start_reaper()
     app = app_for(store)
     state = WorkerState(store, registry, sink=store.batched())
