@@ -253,6 +253,7 @@ def pick(page, key: str, option: str) -> None:
 def test_experiment_two_configurations_to_calibration(app, page, shots):
     from engine import experiments as ex
     from engine.questions import files as qsets
+    from engine.questions.sets import bundled_sets
     base, db_url = app
     store = Store(db_url)
 
@@ -268,7 +269,7 @@ def test_experiment_two_configurations_to_calibration(app, page, shots):
         expander.first.locator("summary").first.click()
         settle(page)
     page.locator(".st-key-exp-set button[aria-label='Open']").wait_for(state="visible")
-    sizes = qsets.bundled_sets()
+    sizes = bundled_sets()
     pick(page, "exp-set", f"{EXPERIMENT_SET} ({sizes[EXPERIMENT_SET]} questions)")
     for label in EXPERIMENT_CONFIGS:
         pick(page, "exp-configs", label)
