@@ -132,7 +132,7 @@ class RunConfig(BaseModel):
             raise ConfigError("a configuration's label must be text", "input")
         policy = {key: data[key] for key in _POLICY_KEYS if data.get(key) is not None}
         if policy:
-            from engine.protocols.checks import check_run_options
+            from engine.checks import check_run_options
             check_run_options(policy)
         return cls(protocol=protocol.strip(), seats=grouped, options=dict(options),
                    prompts=dict(prompts), label=(label or "").strip() or None, model=model,
@@ -193,7 +193,7 @@ class RunOptions:
     @classmethod
     def from_kwargs(cls, kwargs: Mapping[str, Any], protocol: str) -> RunOptions:
         """Options from a runner's keyword arguments; anything else is a `ConfigError`."""
-        from engine.protocols.checks import check_run_options
+        from engine.checks import check_run_options
         names = set(RunKwargs.__annotations__)
         unknown = sorted(k for k in kwargs if k not in names)
         if unknown:

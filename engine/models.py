@@ -1,6 +1,7 @@
 """Values shared by every protocol: seats, turns, the error users fix, and the result base."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -17,6 +18,26 @@ class ConfigError(ValueError):
             raise ValueError(f"ConfigError code must be one of {ERROR_CODES}, got {code!r}")
         super().__init__(message)
         self.code = code
+
+
+class RunStopped(Exception):
+    """The run was asked to stop (the Stop button, or an experiment being halted)."""
+
+
+@dataclass
+class LimitState:
+    """One endpoint's buckets as of `stamp` (None: full), its cool-down's end, and (shared
+    state only) its calls in flight; times in seconds on one clock, `now` the present.
+    `lease` (id, seconds) asks the shared store for a lease in the same transaction (the
+    arithmetic on it is `engine.llm.limits`'; the store keeps it on PostgreSQL)."""
+
+    now: float
+    requests: float | None = None
+    tokens: float | None = None
+    stamp: float = 0.0
+    cool_until: float = 0.0
+    in_flight: int = 0
+    lease: tuple[str, float] | None = None
 
 
 class Seat(BaseModel):

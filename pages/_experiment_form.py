@@ -11,7 +11,8 @@ from engine import ConfigError
 from engine import experiments as ex
 from engine.questions import catalogue
 from engine.questions import files as qsets
-from engine.services import runform, timing
+from engine.reports import timing
+from engine.services import runform
 from pages import _shared, _workers
 
 md = _shared.md

@@ -16,8 +16,9 @@ import streamlit as st
 
 from engine import Store
 from engine import experiments as ex
-from engine.reports import aggregate, baseline, rounds, share, vega
+from engine.reports import baseline, rounds, share, vega
 from engine.reports.references import references
+from engine.views import aggregate
 from pages import _shared, _summary_table
 
 md = _shared.md

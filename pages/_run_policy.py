@@ -10,7 +10,8 @@ from typing import Any
 import streamlit as st
 
 from engine import ConfigError
-from engine.services import library, runform, timing
+from engine.reports import timing
+from engine.services import library, runform
 from pages import _shared
 
 md = _shared.md
@@ -62,7 +63,7 @@ def checked(build: Callable[[], dict[str, Any]], given: Mapping[str, Any], endpo
         return None, None, str(exc)
     policy, defaults = area(built, given, endpoints, key)
     try:
-        built = library.with_call_policy(built, policy, defaults)
+        built = runform.with_call_policy(built, policy, defaults)
         return built, library.validate_config(built, endpoints), ""
     except ConfigError as exc:
         return built, None, str(exc)

@@ -219,7 +219,7 @@ def endpoint_hints(provider: str = "openai") -> str:
 SHORT_METRIC = 10  # characters a metric value may have before it is shown as bold text
 _MD_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")  # every ASCII punctuation character
 WORD_JOINER = "\u2060"
-_RATE = re.compile(r"(\S+) (\[[^\]]*\] n=[\d,]+)")  # engine.reports.aggregate.rate_text
+_RATE = re.compile(r"(\S+) (\[[^\]]*\] n=[\d,]+)")  # engine.views.aggregate.rate_text
 _AUTOLINK = re.compile(r"(?i)(?<![a-z0-9])(https?|ftp|mailto|xmpp|www)(?=[:.])"
                        r"|(?<=[a-z0-9._+-])(?=@[a-z0-9])")
 
@@ -277,7 +277,7 @@ def render_blocks(blocks: Iterable[Any]) -> None:
             st.text(block.body or "—")
         elif block.kind == "table":
             if block.rows:
-                from engine.reports.ballots import canonical_rows
+                from engine.views.ballots import canonical_rows
                 st.dataframe(pd.DataFrame(canonical_rows(block.rows)), hide_index=True)
             else:
                 st.caption("(none)")

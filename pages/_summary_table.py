@@ -6,7 +6,7 @@ from typing import Any
 
 import pandas as pd
 
-from engine.reports import aggregate
+from engine.views import aggregate
 from pages._shared import md
 
 # The summary's number formats. Its tables are static (st.table: one row per configuration,

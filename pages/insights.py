@@ -6,8 +6,9 @@ from typing import Any
 
 import streamlit as st
 
-from engine.reports import aggregate, drill, insights, rounds, vega
+from engine.reports import drill, insights, rounds, vega
 from engine.reports import runs as history
+from engine.views import aggregate
 from pages import _insights_data as data
 from pages import _shared
 

@@ -11,9 +11,9 @@ from engine import REGISTRY, ConfigError, get_protocol, prompt_templates
 from engine.llm.providers import SPEC_HELP
 from engine.questions import QUESTION_SETS
 from engine.reports import runs as runs_report
-from engine.reports.views import Block, is_simulated, worlds
-from engine.services import library
+from engine.services import library, runform
 from engine.services.runform import PACED_MODEL
+from engine.views.blocks import Block, is_simulated, worlds
 from pages import _run_policy, _shared
 
 store, tasks = _shared.store(), _shared.tasks()
@@ -247,9 +247,9 @@ def configure() -> None:  # noqa: C901, PLR0912, PLR0915
     st.subheader("Seats")
     personas = [p["name"] for p in library.entries(store, "persona")]
     roles = [r["name"] for r in library.entries(store, "role")]
-    starts = library.slot_choices(store, protocol, config if same else None)
+    starts = runform.slot_choices(store, protocol, config if same else None)
     choices = {slot.name: seat_rows(slot, starts[slot.name], protocol, personas, roles,
-                                    library.slot_included(slot, config if same else None))
+                                    runform.slot_included(slot, config if same else None))
                for slot in spec.slots}
 
     options, unshowable = {}, []
@@ -258,8 +258,8 @@ def configure() -> None:  # noqa: C901, PLR0912, PLR0915
         given = config.get("options") if same else {}
         given = given if isinstance(given, dict) else {}
         for column, option in zip(st.columns(max(3, len(spec.options))), spec.options):
-            kind = library.option_kind(option)
-            problem = (library.option_problem(protocol, option, given[option.name])
+            kind = runform.option_kind(option)
+            problem = (runform.option_problem(protocol, option, given[option.name])
                        if option.name in given else "")
             if problem:  # shown as saved and refused: never silently replaced
                 column.text_input(option.name, str(given[option.name]), disabled=True,
@@ -285,7 +285,7 @@ def configure() -> None:  # noqa: C901, PLR0912, PLR0915
                                             help=option.help or None, key=k)
                 else:
                     value = st.text_input(option.name, help=option.help or None, key=k)
-            options[option.name] = library.option_value(option, value)
+            options[option.name] = runform.option_value(option, value)
 
     for option, problem in unshowable:
         st.error(md(f"The saved value of {option.name} cannot be used: {problem}."))
@@ -313,9 +313,9 @@ def configure() -> None:  # noqa: C901, PLR0912, PLR0915
     label = st.text_input("Label (names a saved configuration; groups runs on Insights)",
                           key=field("label", config.get("label", "") if same else ""))
 
-    built, cost, error = _run_policy.checked(lambda: library.build_config(
+    built, cost, error = _run_policy.checked(lambda: runform.build_config(
         store, protocol, choices, model=model, options=options,
-        prompts=library.prompt_overrides(protocol, edited), label=label),
+        prompts=runform.prompt_overrides(protocol, edited), label=label),
         config if same else {}, endpoints, key)
     base_problem = ""
     if config and same and not error:  # the form rebuilt it: did it drop what it cannot show?
@@ -333,7 +333,7 @@ def configure() -> None:  # noqa: C901, PLR0912, PLR0915
     elif error:
         st.error(md(error))
     else:
-        _run_policy.preflight(built, cost, store, endpoints, library.is_simulated(built))
+        _run_policy.preflight(built, cost, store, endpoints, runform.is_simulated(built))
 
     if not question.strip():
         st.caption(md(f"Enter a {spec.question_name} to start."))

@@ -8,8 +8,8 @@ import streamlit as st
 
 from engine import ConfigError
 from engine.reports import runs as history
-from engine.reports.views import worlds
 from engine.services.rerun import original_of
+from engine.views.blocks import worlds
 from pages import _shared
 
 store = _shared.store()

@@ -18,7 +18,7 @@ from engine.experiments.planning import plan, time_preflight
 from engine.llm.endpoints import EndpointRegistry
 from engine.services.rerun import rerun_config
 from engine.services.runform import policy_line, with_call_policy
-from engine.services.timing import policy_defaults, time_estimate
+from engine.reports.timing import policy_defaults, time_estimate
 from engine.store.latency import measured_latency
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")

@@ -11,7 +11,7 @@ from engine import REGISTRY, Store
 from engine.protocols import arun_config, run_sync
 from engine.questions import DEFINITE
 from engine.reports import charts, drill, insights
-from engine.reports.views import Chart
+from engine.views.blocks import Chart
 
 RUNS_PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "runs.py")
 VOTE = REGISTRY["vote"]

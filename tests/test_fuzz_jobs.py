@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from sqlalchemy import text
 from test_workers import pg_url  # noqa: F401  (the fixture: a fresh database per test)
 
-from engine.experiments.planning import Cell
+from engine.cells import Cell
 from engine.store import Store
 from engine.store import workers as pool_store
 from engine.store.workers import MAX_ID, PoisonJob, Unreadable, brief, load_payload, read_job

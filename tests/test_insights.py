@@ -12,7 +12,8 @@ from engine.protocols import arun_config, metrics_of, run_sync
 
 from engine.reports import runs as history
 
-from engine.reports import ballots as ballot_report, insights
+from engine.reports import insights
+from engine.views import ballots as ballot_report
 from engine.reports.runs import Filters
 from engine.services.rerun import rerun, rerun_config
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 import pytest
 
 from engine import ConfigError, prompt_templates
-
-from engine.services import library
-from engine.protocols.personas import PERSONAS, ROLES
 from engine.protocols import REGISTRY, arun_config, run_sync
+from engine.protocols.personas import PERSONAS, ROLES
+from engine.services import library, runform
 
 
 def names(store, kind):
@@ -83,13 +82,13 @@ def test_yaml_round_trip_and_malformed_yaml_stores_nothing(store, tmp_path):
 
 def test_saved_configuration_runs_as_saved(store):
     protocol = "debate"
-    choices = library.slot_choices(store, protocol)
+    choices = runform.slot_choices(store, protocol)
     choices["proponent"][0].update(persona="creative", role="proposer")
     defaults = {name: t["template"] for name, t in prompt_templates(protocol).items()}
-    prompts = library.prompt_overrides(protocol, {**defaults,
+    prompts = runform.prompt_overrides(protocol, {**defaults,
                                                   "judge": defaults["judge"] + "\nBe brief."})
     assert list(prompts) == ["judge"]  # unchanged templates are not overrides
-    config = library.build_config(store, protocol, choices, options={"max_rounds": 1},
+    config = runform.build_config(store, protocol, choices, options={"max_rounds": 1},
                                   prompts=prompts, label="brief judge")
     assert config["seats"]["proponent"][0]["persona"] == PERSONAS["creative"].prompt
     assert config["seats"]["proponent"][0]["icon"] == "💡"
@@ -99,7 +98,7 @@ def test_saved_configuration_runs_as_saved(store):
     assert loaded == config
     assert [c["label"] for c in library.configs(store)] == ["brief judge"]
     # Picking it up again gives the same choices back (persona by name, not by text).
-    again = library.slot_choices(store, protocol, loaded)
+    again = runform.slot_choices(store, protocol, loaded)
     assert again["proponent"][0]["persona"] == "creative"
     result = run_sync(arun_config(loaded, "Is a short judge better?", store=store))
     run = store.get(result.run_id)
@@ -122,6 +121,6 @@ def test_prompt_placeholders_are_checked_before_a_run(store):
 
 def test_every_registered_protocol_builds_a_valid_default_configuration(store):
     for name in REGISTRY:
-        config = library.build_config(store, name, library.slot_choices(store, name))
+        config = runform.build_config(store, name, runform.slot_choices(store, name))
         assert library.validate_config(config)["calls"] > 0
-        assert library.is_simulated(config)
+        assert runform.is_simulated(config)

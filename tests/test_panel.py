@@ -11,7 +11,7 @@ from engine import ConfigError, PanelResult, Seat, arun_panel, run_panel
 from engine.protocols.personas import CAUTIOUS, CREATIVE, CRITIC, JUDGE, LITERAL, panel_seats
 from engine.protocols import REGISTRY, estimate, prompt_templates, seats_from_config
 from engine.protocols.panel import SPEC, TEMPLATES
-from engine.reports.views import Block
+from engine.views.blocks import Block
 
 Q = "A bat and a ball cost $1.10 in total. The bat costs $1.00 more than the ball. " \
     "How much does the ball cost?"

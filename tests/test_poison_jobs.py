@@ -27,7 +27,8 @@ from sqlalchemy import text
 from test_workers import pg_url  # noqa: F401  (the fixture: a fresh database per test)
 
 import engine.experiments as ex
-from engine.experiments.planning import Cell, plan_of
+from engine.cells import Cell
+from engine.experiments.planning import plan_of
 from engine.protocols import run_sync
 from engine.store import Store
 from engine.store import workers as pool_store

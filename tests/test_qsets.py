@@ -4,7 +4,8 @@ import json
 import pytest
 
 from engine.models import ConfigError
-from engine.questions.files import Item, bundled_sets, from_records, load_bundled, load_file, parse_questions
+from engine.questions.files import Item, from_records, load_file, parse_questions
+from engine.questions.sets import bundled_sets, load_bundled
 from engine.questions import QUESTION_SETS
 
 

@@ -1,20 +1,24 @@
-"""The README's examples stay true: every import it shows works, and its simulated Python
-example runs as written (the real-model line beside it needs a key, so it is only imported)."""
+"""The README's and the docs' examples stay true: every import they show works, the simulated
+Python example runs as written (the real-model line beside it needs a key, so it is only
+imported), and the paper presets the docs name are exactly those shipped."""
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-BLOCKS = re.findall(r"```python\n(.*?)```", README, re.S)
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+BLOCKS = [block for page in PAGES
+          for block in re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.S)]
+REPRODUCE = (ROOT / "docs" / "reproduce.md").read_text(encoding="utf-8")
 
 
-def test_every_import_the_readme_shows_works():
+def test_every_import_the_docs_show_works():
     imports = [line for block in BLOCKS for line in block.splitlines()
                if re.match(r"(from engine\S* import|import engine)", line)]
     assert imports
     for line in imports:
-        exec(line, {})  # noqa: S102 - the README's own import lines
+        exec(line, {})  # noqa: S102 - the docs' own import lines
 
 
 def test_the_simulated_python_example_runs(tmp_path, monkeypatch):
@@ -28,8 +32,7 @@ def test_the_simulated_python_example_runs(tmp_path, monkeypatch):
     assert result.correct in (True, False)
 
 
-def test_every_preset_the_readme_names_exists_and_every_preset_is_named():
-    root = Path(__file__).resolve().parent.parent
-    named = set(re.findall(r"presets/([\w.-]+\.yaml)", README))
-    shipped = {p.name for p in (root / "presets").glob("*.yaml")}
+def test_every_preset_the_docs_name_exists_and_every_preset_is_named():
+    named = set(re.findall(r"presets/([\w.-]+\.yaml)", REPRODUCE))
+    shipped = {p.name for p in (ROOT / "presets").glob("*.yaml")}
     assert named and named == shipped

@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 from apptest_helpers import plain, poll
 from engine import ConfigError, Store
 from engine.reports import charts, vega
-from engine.reports.ballots import canonical_rows, flow_links
+from engine.views.ballots import canonical_rows, flow_links
 from engine.services.demo import demo_plan
 from engine.services.runform import PACED_MODEL
 

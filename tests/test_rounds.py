@@ -15,7 +15,8 @@ from engine.questions import load_bundled
 from engine.reports import charts, insights, rounds
 from engine.reports.references import DU_2023, DU_MODEL, references
 from engine.reports.runs import Filters
-from engine.reports.views import Block
+from engine.views import rounds as frames
+from engine.views.blocks import Block
 
 NAN = float("nan")
 CONFIGS = [{"protocol": "society", "label": "society-3x2", "options": {"rounds": 2}},
@@ -24,7 +25,7 @@ CONFIGS = [{"protocol": "society", "label": "society-3x2", "options": {"rounds":
 
 
 def run(label, expected, correct, answers=None, counted=True, **conformity):
-    fields = {f: conformity.get(f) for f in rounds.CONFORMITY_FIELDS}
+    fields = {f: conformity.get(f) for f in frames.CONFORMITY_FIELDS}
     return {"label": label, "counted": counted, "expected": expected, "correct": correct,
             "round_answers": answers, **fields}
 
@@ -71,12 +72,12 @@ def test_accuracy_by_round_with_nothing_scored():
     frame["correct"] = None
     assert rounds.accuracy_by_round(frame, CONFIGS).empty
     assert rounds.accuracy_by_round(frame.iloc[0:0], CONFIGS).empty
-    assert list(rounds.accuracy_by_round(frame, CONFIGS).columns) == rounds.ROUND_COLUMNS
+    assert list(rounds.accuracy_by_round(frame, CONFIGS).columns) == frames.ROUND_COLUMNS
 
 
 def test_rounds_without_the_expected_answer_at_hand_count_the_final_one_only():
     frame = pd.DataFrame([run("s", None, True, ["1", "2", "2"]), run("s", "2", True, ["1", "2"])])
-    assert rounds.round_counts(frame, "label") == {"s": {1: [0, 1], 2: [1, 1], 3: [1, 1]}}
+    assert frames.round_counts(frame, "label") == {"s": {1: [0, 1], 2: [1, 1], 3: [1, 1]}}
 
 
 def test_final_round_of_a_configuration():
@@ -190,8 +191,8 @@ def test_mind_change_counts_by_round_from_results():
                     [reply("a", "2"), reply("b", "1"), reply("c", "1")]]},
         {"rounds": [[reply("a", "1"), reply("b", "1")]]}]})
     # round 2: a changed, b kept, c abstained before (no chance); round 3: b and c changed
-    assert rounds.mind_change_counts(results) == {"g": {2: [1, 2], 3: [2, 3]}}
-    wide, spec = rounds.wide_rates(rounds.mind_change_counts(results))
+    assert frames.mind_change_counts(results) == {"g": {2: [1, 2], 3: [2, 3]}}
+    wide, spec = frames.wide_rates(frames.mind_change_counts(results))
     assert spec["y"] == ["round 2", "round 3"] and spec["n"] == ["round 2 n", "round 3 n"]
     assert wide["round 2"].iloc[0] == 0.5 and wide["round 3 n"].iloc[0] == 3
 

@@ -23,7 +23,8 @@ from engine import experiments as ex
 from engine.cli.main import main
 from engine.experiments.runner import arun_experiment
 from engine.protocols import arun_config, run_sync
-from engine.reports import aggregate, insights
+from engine.reports import insights
+from engine.views import aggregate
 from engine.reports import runs as history
 
 PAGES = Path(__file__).resolve().parent.parent / "pages"

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from engine.analysis.stats import wilson_interval
 from engine.reports import vega
-from engine.reports.views import Chart
+from engine.views.blocks import Chart
 
 TAG = "<img src=x onerror=alert(1)> & \"q\""
 

@@ -7,15 +7,23 @@ registry entry declares, then the reliability, dashboard, experiment, live, full
 browser and workers rows from their own modules (the workers rows need PostgreSQL:
 `--db-url` or PARLEY_TEST_PG_URL). The local-model rows (a real model behind an
 OpenAI-compatible server, minutes of generation) run only when `--only` names them.
-Protocols are read from the registry, never named here.
+Protocols are read from the registry, never named here. `--json` prints the rows with where
+and when each section was measured; the docs' benchmark tables are rendered from that
+(`engine.bench.docs`), never typed.
 """
 from __future__ import annotations
 
 import asyncio
+import importlib
+import json
+import math
+import os
 import statistics
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -149,36 +157,102 @@ def bench_reliability(soak_runs: int = 500, writers: int = 4, runs_each: int = 2
 OPT_IN = ("local-model",)  # sections that run only when `only` names them
 
 
-def collect(quick: bool = False, only: list[str] | None = None,
-            base_url: str | None = None, db_url: str | None = None) -> list[Row]:
-    from engine.bench.browser import bench_browser
-    from engine.bench.dashboard import bench_dashboard
-    from engine.bench.experiments import bench_experiments
-    from engine.bench.live import bench_live
-    from engine.bench.localmodel import bench_local_model
-    from engine.bench.search import bench_search
-    from engine.bench.workers import bench_workers
+def _call(module: str, function: str, *args: Any, **kwargs: Any) -> list[Row]:
+    """`module.function(*args, **kwargs)`, imported only when its section runs."""
+    return list(getattr(importlib.import_module(module), function)(*args, **kwargs))
 
-    sections: list[tuple[str, Callable[[], list[Row]]]] = [
+
+def _sections(quick: bool = False, base_url: str | None = None, db_url: str | None = None
+              ) -> list[tuple[str, Callable[[], list[Row]]]]:
+    """Every section of the table, in its order: (name `--only` matches, what measures it)."""
+    bench = "engine.bench."
+    return [
         ("throughput", lambda: bench_throughput(2 if quick else 8)),
         ("critical-path", lambda: bench_critical_path(repeats=2 if quick else 5)),
         ("reliability", lambda: bench_reliability(60, 4, 25) if quick else bench_reliability()),
-        ("dashboard", lambda: bench_dashboard(n=1000 if quick else 10000)),
-        ("experiments", lambda: bench_experiments(runs=20 if quick else 200)),
-        ("live", lambda: bench_live(repeats=20 if quick else 200)),
-        ("search", lambda: bench_search(n=1000 if quick else 10000)),
-        ("browser", lambda: bench_browser(n=1000 if quick else 10000)),
-        ("local-model", lambda: bench_local_model(base_url, runs_each=1 if quick else 2)),
-        ("workers", lambda: bench_workers(db_url, runs=200 if quick else 2000)),
+        ("dashboard", lambda: _call(bench + "dashboard", "bench_dashboard",
+                                    n=1000 if quick else 10000)),
+        ("experiments", lambda: _call(bench + "experiments", "bench_experiments",
+                                      runs=20 if quick else 200)),
+        ("live", lambda: _call(bench + "live", "bench_live", repeats=20 if quick else 200)),
+        ("search", lambda: _call(bench + "search", "bench_search", n=1000 if quick else 10000)),
+        ("browser", lambda: _call(bench + "browser", "bench_browser",
+                                  n=1000 if quick else 10000)),
+        ("local-model", lambda: _call(bench + "localmodel", "bench_local_model", base_url,
+                                      runs_each=1 if quick else 2)),
+        ("workers", lambda: _call(bench + "workers", "bench_workers", db_url,
+                                  runs=200 if quick else 2000)),
     ]
+
+
+SECTIONS = tuple(name for name, _ in _sections())
+
+
+def _chosen(name: str, only: list[str] | None) -> bool:
+    if only:
+        return any(o in name for o in only)
+    return name not in OPT_IN
+
+
+def _load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def _commit() -> str:
+    """The checkout's commit (read-only `git rev-parse`), "" outside a git checkout."""
+    try:
+        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=10, cwd=Path(__file__).resolve().parent)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def command(section: str, quick: bool = False) -> str:
+    """The command that measures `section` again."""
+    return f"python -m engine bench --only {section}" + (" --quick" if quick else "")
+
+
+def measure(quick: bool = False, only: list[str] | None = None, base_url: str | None = None,
+            db_url: str | None = None, remark: str = "") -> list[Row]:
+    """Every chosen section's rows, each with where and when it was measured: its section, the
+    command that measures it again, the UTC time the section ended, its wall time, the load
+    average (1, 5, 15 min: `os.getloadavg()`, what `uptime` prints) before and after it, the
+    machine's CPUs, the commit and `remark` (what else the machine was doing)."""
     rows: list[Row] = []
-    for name, run in sections:
-        if only and not any(o in name for o in only):
+    commit, cpus = _commit(), os.cpu_count()
+    for name, run in _sections(quick, base_url, db_url):
+        if not _chosen(name, only):
             continue
-        if not only and name in OPT_IN:
-            continue
-        rows.extend(run())
+        load_before, start = _load(), time.perf_counter()
+        found = run()
+        seconds = round(time.perf_counter() - start, 1)
+        when = datetime.now(UTC).isoformat(timespec="seconds")
+        context = {"command": command(name, quick), "measured_at": when, "seconds": seconds,
+                   "load_before": load_before, "load_after": _load(), "cpus": cpus,
+                   "commit": commit, "remark": remark}
+        rows += [{"section": name, **row, **context} for row in found]
     return rows
+
+
+def collect(quick: bool = False, only: list[str] | None = None,
+            base_url: str | None = None, db_url: str | None = None) -> list[Row]:
+    """The chosen sections' rows (each names its `section`)."""
+    rows: list[Row] = []
+    for name, run in _sections(quick, base_url, db_url):
+        if _chosen(name, only):
+            rows += [{"section": name, **row} for row in run()]
+    return rows
+
+
+def to_json(rows: list[Row]) -> str:
+    """`rows` as one JSON document (`{"format": 1, "rows": [...]}`, a row a line, so a diff
+    shows which figures moved); a figure that could not be measured (NaN) is null."""
+    def clean(value: Any) -> Any:
+        return None if isinstance(value, float) and not math.isfinite(value) else value
+    lines = [json.dumps({key: clean(value) for key, value in row.items()},
+                        ensure_ascii=False, allow_nan=False) for row in rows]
+    return '{"format": 1, "rows": [\n' + ",\n".join(lines) + "\n]}"
 
 
 def format_table(rows: list[Row]) -> str:
@@ -193,7 +267,12 @@ def format_table(rows: list[Row]) -> str:
 
 
 def main(quick: bool = False, only: list[str] | None = None, base_url: str | None = None,
-         db_url: str | None = None) -> int:
-    print(format_table(collect(quick=quick, only=only, base_url=base_url, db_url=db_url)),
-          flush=True)
+         db_url: str | None = None, as_json: bool = False, remark: str = "") -> int:
+    """Print the table, or with `as_json` the rows as JSON (`measure`): what the docs' tables
+    are rendered from (`python -m engine.bench.docs`)."""
+    if as_json:
+        print(to_json(measure(quick, only, base_url, db_url, remark)), flush=True)
+    else:
+        print(format_table(collect(quick=quick, only=only, base_url=base_url, db_url=db_url)),
+              flush=True)
     return 0

@@ -8,11 +8,12 @@ from typing import Any
 
 import pandas as pd
 
-from engine.cli.runflags import add_policy_flags, policy_from_args, progress_line
-from engine.cli.workers import add_pool_flags, cmd_stop, ending, run_on_pool
+from engine.cli.runflags import policy_from_args, progress_line
+from engine.cli.workers import ending, run_on_pool
 from engine.experiments.planning import (
     EQUAL_COMPUTE,
     baselines_of,
+    create,
     override_model,
     plan,
     time_preflight,
@@ -20,11 +21,12 @@ from engine.experiments.planning import (
 from engine.experiments.runner import arun_experiment, pending_cells
 from engine.models import ConfigError
 from engine.questions import files as qsets
-from engine.reports.aggregate import SIMULATED_SUFFIX
+from engine.questions.sets import load_bundled
 from engine.reports.experiments import Report, compare, report, to_csv
-from engine.store.experiments import Progress, create, list_experiments
+from engine.store.experiments import Progress, list_experiments
 from engine.store.workers import require_postgres
 from engine.text import terminal_safe
+from engine.views.aggregate import SIMULATED_SUFFIX
 from engine.yamlfile import load_mapping
 
 
@@ -113,7 +115,7 @@ def first_questions(spec: dict[str, Any], limit: int, base_dir: Path) -> dict[st
     if isinstance(given, list) and path is None:
         return {**spec, "questions": given[:limit]}
     if isinstance(given, str) and path is None:
-        items, source = qsets.load_bundled(given), f"bundled:{given.strip().lower()}"
+        items, source = load_bundled(given), f"bundled:{given.strip().lower()}"
     elif given is None and path is not None:
         items, source = qsets.load_file(base_dir / str(path)), f"file:{Path(str(path)).name}"
     else:  # neither or both, or not a set's name nor a list: `plan` says what to change
@@ -316,47 +318,3 @@ def cmd_list(args: Any) -> int:
     frame["created"] = frame["created"].astype(str).str.slice(0, 19)
     _say(frame.to_string(index=False))
     return 0
-
-
-def add_cli(sub: Any) -> None:
-    """Add `experiment run | resume | show | list` to the CLI's sub-commands."""
-    parser = sub.add_parser("experiment", help="question set x configurations x repeats")
-    inner = parser.add_subparsers(dest="experiment_command", required=True,
-                                  parser_class=type(parser))
-    run = inner.add_parser("run", help="plan, store and run an experiment from a YAML spec")
-    run.add_argument("spec", help="YAML: questions (set name or list) or questions_file, "
-                                  "configs (mappings or saved labels), repeats, concurrency")
-    run.add_argument("--repeats", type=int, help="override the spec's repeats")
-    run.add_argument("--concurrency", type=int, help="override the spec's concurrency")
-    add_policy_flags(run)
-    run.add_argument("--equal-compute", action="store_true",
-                     help="beside each configuration, add a vote with as many samples as it "
-                          "makes calls (the spec's baseline: equal-compute)")
-    run.add_argument("--model", help="model spec for every seat of every configuration, "
-                                     "judges too (e.g. openai:MODEL): a preset on your model")
-    run.add_argument("--limit", type=int, metavar="N",
-                     help="only the first N questions (try a spec cheaply first)")
-    run.add_argument("--dry-run", action="store_true", help="print the preflight only")
-    run.add_argument("--yes", action="store_true",
-                     help="confirm an experiment that plans more than 20,000 model calls")
-    resume = inner.add_parser("resume", help="run the cells of an experiment not yet done")
-    resume.add_argument("experiment_id")
-    for command in (run, resume):
-        add_pool_flags(command)
-        command.add_argument("--quiet", action="store_true", help="no progress line")
-        command.add_argument("--base-url", help="base URL of an OpenAI-compatible server for "
-                             "openai: seats (typed here, it counts as registered: "
-                             "OPENAI_API_KEY goes to it)")
-    show = inner.add_parser("show", help="an experiment's results table")
-    show.add_argument("experiment_id")
-    show.add_argument("--compare", nargs=2, metavar=("A", "B"),
-                      help="paired comparison of two configuration labels")
-    show.add_argument("--csv", help="also write one line per run to this CSV file")
-    listing = inner.add_parser("list", help="list experiments")
-    stop = inner.add_parser("stop", help="stop an experiment the pool of workers runs")
-    stop.add_argument("experiment_id")
-    for command, handler in ((run, cmd_run), (resume, cmd_resume), (show, cmd_show),
-                             (listing, cmd_list), (stop, cmd_stop)):
-        command.add_argument("--db", help="database URL (default PARLEY_DB_URL or "
-                                          "data/parley.db)")
-        command.set_defaults(handler=handler)

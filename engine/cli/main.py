@@ -14,11 +14,9 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from engine.cli import experiments, runflags, sets, share, workers
+from engine.cli import commands, runflags, sets, share
 from engine.models import ConfigError
 from engine.redaction import redact_log_records
-from engine.reports.runs import status_text
-from engine.reports.views import simulated_suffix, simulated_text, simulation_columns
 from engine.text import csv_cell, terminal_safe
 
 _JSON_UNSAFE = re.compile("[\x7f-\x9f\ud800-\udfff\u2028\u2029]")
@@ -30,13 +28,21 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+class _Protocols(str):
+    """`run`'s help for its protocol argument, made when that help is shown: the registry
+    loads every protocol, which `python -m engine --help` and every other command need not."""
+
+    def __mod__(self, _params: Any) -> str:
+        from engine.protocols import REGISTRY
+        return f"one of {', '.join(REGISTRY)}"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    from engine.protocols import REGISTRY
     parser = _Parser(prog="python -m engine", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     run = sub.add_parser("run", help="run a protocol on a question and store it")
-    run.add_argument("protocol", help=f"one of {', '.join(REGISTRY)}")
+    run.add_argument("protocol", help=_Protocols("one of the protocols"))
     run.add_argument("question", help="the question, topic or task")
     run.add_argument("--model", default="simulated", help="model spec for every seat")
     run.add_argument("--base-url", help="base URL of an OpenAI-compatible server (typed here, "
@@ -90,8 +96,14 @@ def build_parser() -> argparse.ArgumentParser:
                        "(default: SmolLM2 served here)")
     bench.add_argument("--db-url", help="PostgreSQL URL for the workers rows "
                        "(default PARLEY_TEST_PG_URL; without one they are not measured)")
-    for module in (experiments, sets, share, workers):  # each adds its own sub-commands
-        module.add_cli(sub)
+    bench.add_argument("--json", action="store_true", help="the rows as JSON, each with its "
+                       "section, command, time and load average (what the docs render)")
+    bench.add_argument("--remark", default="", help="with --json: what else the machine was "
+                       "doing, kept with every row")
+    commands.add_experiments(sub)  # each module adds its own sub-commands
+    sets.add_cli(sub)
+    share.add_cli(sub)
+    commands.add_workers(sub)
     return parser
 
 
@@ -119,6 +131,7 @@ def _escape_json(text: str) -> str:
 def cmd_run(args: argparse.Namespace) -> int:
     from engine.protocols import arun_config, get_protocol, run_sync
     from engine.store import StoreWriteError
+    from engine.views.blocks import simulated_suffix
     spec = get_protocol(args.protocol)
     config = runflags.config_from_args(args)
     endpoints = runflags.endpoints_from_args(args)
@@ -156,6 +169,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
+    from engine.reports.runs import status_text
+    from engine.views.blocks import simulated_text, simulation_columns
     frame = _store(args).runs(protocol=args.protocol, label=args.label, status=args.status,
                               tag=args.tag, limit=args.limit)
     if args.json:
@@ -180,6 +195,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from engine.reports.runs import status_text
+    from engine.views.blocks import simulated_suffix
     store = _store(args)
     try:
         run = store.exported(args.run_id)  # with `simulated_seats`
@@ -208,6 +225,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from engine.views.blocks import simulation_columns
     store = _store(args)
     ids = args.run_ids or list(store.runs()["id"])
     for run_id in ids:
@@ -271,7 +289,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from engine.bench import main as bench_main
     return bench_main(quick=args.quick, only=args.only, base_url=args.base_url,
-                      db_url=args.db_url)
+                      db_url=args.db_url, as_json=args.json, remark=args.remark)
 
 
 COMMANDS = {"run": cmd_run, "runs": cmd_runs, "show": cmd_show, "export": cmd_export,
@@ -315,7 +333,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write("terminated\n" if isinstance(exc, Terminated) else "interrupted\n")
         return 143 if isinstance(exc, Terminated) else 130
     except Exception as exc:
-        from engine.llm.calls import RunStopped
+        from engine.models import RunStopped
         from engine.store import StoreWriteError
         if isinstance(exc, RunStopped):
             sys.stderr.write(f"stopped: {exc}\n")

@@ -114,30 +114,3 @@ def ending(experiment_id: str, state: Progress, resume_flags: str = "") -> int:
          + f"\nresume with: python -m engine experiment resume {experiment_id}{resume_flags}",
          file=sys.stderr)
     return 130 if state.status == "stopped" else 1
-
-
-def add_pool_flags(command: Any) -> None:
-    """`--workers` and `--wait` for `experiment run` and `resume`."""
-    command.add_argument("--workers", action="store_true",
-                         help="queue the cells for the pool of workers (PostgreSQL store; "
-                              "start workers with python -m engine worker) and return")
-    command.add_argument("--wait", action="store_true",
-                         help="with --workers: follow the progress until the experiment ends")
-
-
-def add_cli(sub: Any) -> None:
-    """Add `worker`, `workers` and `experiment-stop` to the CLI's sub-commands."""
-    worker = sub.add_parser("worker", help="serve the pool of workers (PostgreSQL store)")
-    worker.add_argument("--concurrency", type=int, default=4,
-                        help="cells run at once by this worker (default 4)")
-    worker.add_argument("--endpoint", action="append", default=[], metavar="NAME",
-                        help="serve only this endpoint's queue (repeatable; default all)")
-    worker.add_argument("--heartbeat", type=float, default=10.0, metavar="SECONDS",
-                        help="seconds between heartbeats; a worker silent for three is "
-                             "stalled and its cells go to another (default 10)")
-    worker.add_argument("--base-url", help="base URL of an OpenAI-compatible server for "
-                        "openai: seats (counts as registered, as for experiment run)")
-    listing = sub.add_parser("workers", help="the pool: workers, queues, throughput, ETA")
-    for command, handler in ((worker, cmd_worker), (listing, cmd_workers)):
-        command.add_argument("--db", help="database URL (default PARLEY_DB_URL)")
-        command.set_defaults(handler=handler)

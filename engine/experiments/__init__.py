@@ -19,6 +19,7 @@ The arithmetic lives in `engine.analysis.stats`.
 """
 from __future__ import annotations
 
+from engine.cells import SUPERSEDED, Cell
 from engine.experiments.planning import (
     DEFAULT_CONCURRENCY,
     EQUAL_COMPUTE,
@@ -26,11 +27,10 @@ from engine.experiments.planning import (
     MAX_CONCURRENCY,
     MAX_REPEATS,
     MAX_RUNS,
-    SUPERSEDED,
-    Cell,
     Plan,
     baselines_of,
     config_choices,
+    create,
     plan,
     resolve_configs,
     time_preflight,
@@ -69,7 +69,6 @@ from engine.reports.reliability import (
 )
 from engine.store.experiments import (
     Progress,
-    create,
     duration_text,
     get,
     list_experiments,

@@ -2,58 +2,26 @@
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.cells import Cell
+from engine.checks import require_name, require_text
 from engine.models import ConfigError
 from engine.protocols.baselines import KIND as EQUAL_COMPUTE
-from engine.protocols.checks import require_name, require_text
 from engine.questions import files as qsets
+from engine.questions.sets import load_bundled
 from engine.store import strip_secrets
+from engine.store.experiments import add_experiment
 
 DEFAULT_CONCURRENCY = 4
 MAX_CONCURRENCY = 64
 MAX_REPEATS = 100
 MAX_RUNS = 20_000
 MAX_CALLS = 20_000  # planned model calls an experiment may make without being confirmed
-SUPERSEDED = "superseded"
 POLICY_KEYS = ("timeout_per_call", "retries")  # a spec's call policy for its configurations
-_INDEX = "(0|[1-9][0-9]{0,8})"  # a cell index as `Cell.tag` writes it: fits any int32
-# A cell tag, unanchored: `Cell.from_tags` matches it in full, and the store matches it in SQL
-# (PostgreSQL's regular expressions read it the same way).
-CELL_PATTERN = f"cell:{_INDEX}:{_INDEX}:{_INDEX}"
-_CELL = re.compile(CELL_PATTERN)
-
-
-@dataclass(frozen=True, order=True)
-class Cell:
-    """One planned run: question index `q`, configuration index `c`, repeat `r` (from 0)."""
-
-    q: int
-    c: int
-    r: int
-
-    @property
-    def tag(self) -> str:
-        return f"cell:{self.q}:{self.c}:{self.r}"
-
-    @classmethod
-    def from_tags(cls, tags: Sequence[str]) -> Cell | None:
-        """The cell named by the first tag written as `Cell.tag` writes it (ASCII digits, no
-        leading zeros, at most 9 of them), or None; never raises, whatever `tags` holds."""
-        if isinstance(tags, (str, bytes)) or not isinstance(tags, Iterable):
-            return None  # one text is not a list of tags
-        for tag in tags:
-            # `str.isdigit` is True for "²" and "٣", which `int` refuses: match the exact form
-            found = _CELL.fullmatch(tag) if isinstance(tag, str) and len(tag) <= 40 else None
-            if found:
-                return cls(int(found[1]), int(found[2]), int(found[3]))
-        return None
-
-
 @dataclass(frozen=True)
 class Plan:
     """A checked experiment spec and its preflight: runs, calls and tokens before it starts."""
@@ -120,6 +88,12 @@ class Plan:
                 "per_config": self.per_config, "baselines": self.baselines}
 
 
+def create(store: Any, experiment: Plan | Mapping[str, Any]) -> str:
+    """Store an experiment (a `Plan`, or a spec to plan first) as `planned`; returns its id."""
+    checked = experiment if isinstance(experiment, Plan) else plan(experiment, store)
+    return add_experiment(store, checked.name, checked.spec(), checked.runs)
+
+
 def _whole(value: Any, name: str, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(f"{name} must be a whole number, got {value!r}", "input")
@@ -131,7 +105,6 @@ def _whole(value: Any, name: str, low: int, high: int) -> int:
 def resolve_configs(items: Any, store: Any = None) -> list[dict[str, Any]]:
     """Configurations from a spec: inline dicts (each with a `label`, or one is made from the
     protocol) or labels of configurations saved in the library."""
-    from engine.services import library
     if not isinstance(items, list) or not items:
         raise ConfigError("an experiment needs a list of configurations (inline mappings or "
                           "labels of saved configurations)", "input")
@@ -141,7 +114,7 @@ def resolve_configs(items: Any, store: Any = None) -> list[dict[str, Any]]:
             if store is None:
                 raise ConfigError(f"configuration {number} names the saved configuration "
                                   f"{item!r}, but no store was given", "input")
-            config = library.load_config(store, item)
+            config = store.saved_config(item)
         elif isinstance(item, Mapping):
             # a plain, private copy without keys: they come from the environment, never
             # from the experiments table (as for runs)
@@ -165,8 +138,7 @@ def config_choices(store: Any, model: str = "simulated") -> dict[str, dict[str, 
     """What an experiment can compare: the saved configurations by label, then every
     protocol's defaults (labelled `PROTOCOL · defaults`, on `model`)."""
     from engine.protocols import REGISTRY
-    from engine.services.library import configs
-    out = {c["label"]: dict(c["config"]) for c in configs(store)}
+    out = {c["label"]: dict(c["config"]) for c in store.saved_configs()}
     for name in REGISTRY:
         label = f"{name} · defaults"
         out.setdefault(label, {"protocol": name, "label": label,
@@ -205,7 +177,7 @@ def plan(spec: Mapping[str, Any], store: Any = None, base_dir: str | Path | None
         items = qsets.load_file(full)
         source = f"file:{Path(str(path)).name}"
     elif isinstance(given, str):
-        items = qsets.load_bundled(given)
+        items = load_bundled(given)
         source = f"bundled:{given.strip().lower()}"
     else:
         items = qsets.from_records(given, "questions")
@@ -296,7 +268,7 @@ def _costs(configs: Sequence[Mapping[str, Any]], runs: int, check: bool = False,
     matches and, when the vote's limits bind, that it is not equal compute."""
     notes = {b["label"]: b["note"] for b in baselines or ()}
     from engine.protocols import estimate
-    from engine.services.library import validate_config
+    from engine.protocols.validation import validate_config
     out = []
     for config in configs:
         try:
@@ -391,9 +363,9 @@ def time_preflight(checked: Plan, store: Any = None, endpoints: Any = None
                    ) -> dict[str, Any]:
     """How long the plan takes, from each seat model's measured latency in `store` (a
     simulated seat's declared one), or that a model has no measurement yet
-    (`engine.services.timing.time_estimate`): `{"seconds", "text", "notes"}`, the notes
+    (`engine.reports.timing.time_estimate`): `{"seconds", "text", "notes"}`, the notes
     being every endpoint that serves fewer calls at once than the plan asks of it."""
-    from engine.services.timing import time_estimate
+    from engine.reports.timing import time_estimate
     timed = time_estimate(checked.configs, runs=len(checked.questions) * checked.repeats,
                           runs_at_once=checked.concurrency, store=store, endpoints=endpoints)
     return {**timed, "notes": [*endpoint_notes(checked, endpoints), *timed["notes"]]}

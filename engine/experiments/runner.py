@@ -10,9 +10,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from engine.experiments.planning import Cell, Plan, plan_of
-from engine.llm.calls import RunStopped
-from engine.models import ConfigError, now
+from engine.cells import Cell
+from engine.experiments.planning import Plan, plan_of
+from engine.models import ConfigError, RunStopped, now
 from engine.store import Store
 from engine.store.experiments import Progress, cell_runs, claim, row, set_values, supersede
 

@@ -21,7 +21,7 @@ from engine.llm.lines import LineFormat, LineOutput
 from engine.llm.providers import resolve_model
 from engine.llm.replies import REASK, extract_json
 from engine.llm.structured import OutputSchema, StructuredOutput
-from engine.models import Seat, Task, Turn, model_spec, now
+from engine.models import RunStopped, Seat, Task, Turn, model_spec, now
 from engine.redaction import model_secrets, redact
 from engine.text import clean_text
 
@@ -31,10 +31,6 @@ DEFAULT_CONCURRENCY = 8
 
 _TRANSIENT_NAMES = ("ratelimit", "timeout", "connection", "apiconnection", "serviceunavailable",
                     "internalserver", "overloaded", "transient", "temporar")
-
-
-class RunStopped(Exception):
-    """The run was asked to stop (the Stop button, or an experiment being halted)."""
 
 
 class CallAbandoned(TimeoutError):

@@ -28,6 +28,10 @@ from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 from uuid import uuid4
 
+from engine.models import LimitState
+from engine.store import StoreWriteError
+from engine.store.limits import change, end_lease, shared
+
 DEFAULT_COOL_DOWN = 2.0  # seconds without a call after a 429 that gives no Retry-After
 LONGEST_COOL_DOWN = 300.0
 LEASE_MARGIN = 30.0  # a lease outlives its call's timeout by this much
@@ -35,21 +39,6 @@ EPSILON = 1e-9  # a bucket this close to enough is enough (refilling rounds)
 POLL = 0.05  # seconds between looks while the endpoint's calls in flight are all taken
 LONGEST_SLEEP = 1.0  # a waiting call looks again at least this often
 T = TypeVar("T")
-
-
-@dataclass
-class LimitState:
-    """One endpoint's buckets as of `stamp` (None: full), its cool-down's end, and (shared
-    state only) its calls in flight; times in seconds on one clock, `now` the present.
-    `lease` (id, seconds) asks the shared store for a lease in the same transaction."""
-
-    now: float
-    requests: float | None = None
-    tokens: float | None = None
-    stamp: float = 0.0
-    cool_until: float = 0.0
-    in_flight: int = 0
-    lease: tuple[str, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -207,7 +196,6 @@ class SharedLimiter:
         self.store = store
 
     def try_acquire(self, limits: Limits, tokens: float) -> tuple[float, Ticket | None]:
-        from engine.store.limits import change
         lease_id = uuid4().hex
 
         def step(state: LimitState) -> float:
@@ -221,8 +209,6 @@ class SharedLimiter:
         return 0.0, Ticket(limits, tokens, lease_id if limits.concurrency else None)
 
     def release(self, ticket: Ticket, tokens: float) -> None:
-        from engine.store import StoreWriteError
-        from engine.store.limits import change, end_lease
         try:
             if ticket.lease_id is not None:
                 end_lease(self.store, ticket.lease_id)
@@ -233,7 +219,6 @@ class SharedLimiter:
             pass
 
     def cool_down(self, limits: Limits, seconds: float) -> None:
-        from engine.store.limits import change
         change(self.store, limits.endpoint, lambda s: cool(limits, s, seconds))
 
 
@@ -242,7 +227,6 @@ LOCAL = LocalLimiter()
 
 def limiter_for(store: Any) -> LocalLimiter | SharedLimiter:
     """The shared limiter on a PostgreSQL store, else this process's."""
-    from engine.store.limits import shared
     return SharedLimiter(store) if shared(store) else LOCAL
 
 

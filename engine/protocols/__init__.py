@@ -4,11 +4,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from engine.checks import require_int
 from engine.config import RunConfig, SeatSpec
 from engine.models import ConfigError, RunResult, Seat
 from engine.protocols import debate, duel, panel, peer_review, roundtable, single, society, vote
 from engine.protocols.base import Option, ProtocolSpec, Slot, run_sync
-from engine.protocols.checks import require_int
 from engine.protocols.templates import Template
 
 REGISTRY: dict[str, ProtocolSpec[Any]] = {

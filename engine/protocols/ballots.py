@@ -13,12 +13,13 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from engine.analysis.stances import Confidence, Tally, normalize_stance
+from engine.checks import unique_names
 from engine.llm.calls import RunContext
 from engine.llm.structured import REASONS, SENTENCE, STANCE_STRING, json_schema
 from engine.models import ConfigError, Seat, Task, Turn
-from engine.protocols.checks import require_seat, unique_names
+from engine.protocols.checks import require_seat
 from engine.protocols.templates import Template, render, stance_problem
-from engine.reports.views import Block
+from engine.views.blocks import Block
 
 ABSTAINED = "(abstained)"
 

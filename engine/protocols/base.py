@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from engine.config import RunConfig, RunOptions, SeatSpec
-from engine.llm.calls import RunContext, RunStopped
-from engine.models import RunResult, Seat, Signals, Turn
+from engine.llm.calls import RunContext
+from engine.models import RunResult, RunStopped, Seat, Signals, Turn
 from engine.protocols.templates import Template, check_prompts
 from engine.store import StoreWriteError
 

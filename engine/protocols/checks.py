@@ -1,52 +1,13 @@
-"""Checks every protocol runs before any call: text, names, seats, numbers and run options.
-
-Each raises `ConfigError` with a message that names the field and what it may be.
-"""
+"""A seat checked before any call: its name, role, temperature and a model that resolves
+(the other checks, of text, names, numbers and run options, are `engine.checks`)."""
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from typing import Any
 
+from engine.checks import require_name, require_temperature
 from engine.llm.providers import resolve_model
 from engine.models import ConfigError, Seat
-from engine.text import NAME_MAX, fold_name, has_visible
-
-ROUNDS_MAX = 20  # debate rounds, peer-review iterations and duel rounds: 1..20
-QUESTION_MAX = 20_000
-MAX_RETRIES = 10
-MAX_CONCURRENCY = 64
-MAX_CALL_TIMEOUT = 3600.0
-
-
-def require_text(value: Any, field_name: str) -> str:
-    """A question/topic/task with something visible in it, or a `ConfigError` naming the
-    field."""
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"{field_name} must be non-empty text", "input")
-    if "\x00" in value:
-        raise ConfigError(f"{field_name} must not contain NUL bytes", "input")
-    if len(value) > QUESTION_MAX:
-        raise ConfigError(f"{field_name} is {len(value)} characters; the limit is 20,000",
-                          "limit")
-    if not has_visible(value):
-        raise ConfigError(f"{field_name} must contain visible characters (it holds only "
-                          "spaces, zero-width or control characters)", "input")
-    return value
-
-
-def require_name(value: Any, what: str) -> str:
-    """A name that every backend stores alike: text with something visible, at most
-    `NAME_MAX` characters, no NUL."""
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"{what} must be non-empty text", "input")
-    if "\x00" in value:
-        raise ConfigError(f"{what} must not contain NUL bytes", "input")
-    if len(value) > NAME_MAX:
-        raise ConfigError(f"{what} is {len(value)} characters; the limit is {NAME_MAX}",
-                          "limit")
-    if not has_visible(value):
-        raise ConfigError(f"{what} must contain visible characters", "input")
-    return value
+from engine.text import NAME_MAX
 
 
 def require_seat(seat: Any, slot: str, endpoints: Any = None) -> Seat:
@@ -70,61 +31,3 @@ def require_seat(seat: Any, slot: str, endpoints: Any = None) -> Seat:
         raise ConfigError(f"{slot}: the model spec {seat.spec[:60]!r}... is {len(seat.spec)} "
                           f"characters; the limit is {NAME_MAX}", "limit")
     return seat
-
-
-def require_temperature(value: Any, what: str = "temperature") -> float:
-    """A sampling temperature: a number in 0..2."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value \
-            or not 0 <= value <= 2:
-        raise ConfigError(f"{what} must be a number in 0..2, got {value!r}", "input")
-    return float(value)
-
-
-def require_int(value: Any, name: str, low: int, high: int | None, protocol: str) -> int:
-    """A whole number in `low..high` (no upper bound when `high` is None)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{name} must be a whole number, got {value!r}", "input")
-    if value < low or (high is not None and value > high):
-        span = f"{low}..{high}" if high is not None else f"at least {low}"
-        raise ConfigError(f"{name} must be {span} for a {protocol}, got {value}", "limit")
-    return value
-
-
-def unique_names(seats: Sequence[Seat], what: str) -> None:
-    """Seat names must differ after folding case, spacing and look-alike letters (NFKC)."""
-    seen: dict[str, str] = {}
-    for seat in seats:
-        key = fold_name(seat.name)
-        if key in seen:
-            same = "appears twice" if seen[key] == seat.name else (
-                f"and {seen[key]!r} are the same name (case, spacing and look-alike letters "
-                "are ignored)")
-            raise ConfigError(f"{what} names must be unique; {seat.name!r} {same}", "input")
-        seen[key] = seat.name
-
-
-def check_run_options(run: Mapping[str, Any]) -> None:
-    """The common run options checked before any call: retries, per-call timeout,
-    concurrency, label and tags."""
-    retries = run.get("retries")
-    if retries is not None:
-        require_int(retries, "retries", 0, MAX_RETRIES, "run")
-    timeout = run.get("timeout_per_call")
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(
-            timeout, (int, float)) or not 0 < timeout <= MAX_CALL_TIMEOUT):
-        raise ConfigError(f"timeout_per_call must be seconds in (0, {MAX_CALL_TIMEOUT:g}], "
-                          f"got {timeout!r}", "input")
-    concurrency = run.get("concurrency")
-    if concurrency is not None:
-        require_int(concurrency, "concurrency", 1, MAX_CONCURRENCY, "run")
-    if run.get("label") not in (None, ""):
-        require_name(run["label"], "label")
-    tags = run.get("tags")
-    if tags is not None:
-        if isinstance(tags, str) or not isinstance(tags, (list, tuple, set, frozenset)):
-            raise ConfigError(f"tags must be a list of text, got {type(tags).__name__}",
-                              "input")
-        for tag in tags:
-            require_name(tag, "a tag")
-
-

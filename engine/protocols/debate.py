@@ -9,21 +9,16 @@ from pydantic import BaseModel, computed_field
 
 from engine.analysis import parse_sections, read_confidence
 from engine.analysis.sections import parse_answer
+from engine.checks import ROUNDS_MAX, require_int, require_text, unique_names
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
 from engine.llm.lines import Line, line_format
 from engine.models import ConfigError, RunResult, Seat, Signals, Task
 from engine.protocols.base import Option, ProtocolSpec, Slot, execute, run_sync, split_run_options
-from engine.protocols.checks import (
-    ROUNDS_MAX,
-    require_int,
-    require_seat,
-    require_text,
-    unique_names,
-)
+from engine.protocols.checks import require_seat
 from engine.protocols.templates import Template, render
-from engine.reports.aggregate import as_flag, completed, numbers, rate_by, rate_text
-from engine.reports.views import Block, Chart, InsightsData, Section, warnings_block
+from engine.views.aggregate import as_flag, completed, numbers, rate_by, rate_text
+from engine.views.blocks import Block, Chart, InsightsData, Section, warnings_block
 
 ARGUMENT_ERROR = "Error: Unable to generate argument."
 COUNTER_ERROR = "Error: Unable to generate counter-argument."

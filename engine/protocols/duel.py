@@ -11,15 +11,16 @@ import time
 from collections.abc import Callable
 from typing import Any, Literal, Unpack
 
+from engine.checks import ROUNDS_MAX, require_int, require_text
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
 from engine.models import ConfigError, RunResult, Seat, Signals, Task
 from engine.protocols.base import Option, ProtocolSpec, Slot, execute, run_sync, split_run_options
-from engine.protocols.checks import ROUNDS_MAX, require_int, require_seat, require_text
+from engine.protocols.checks import require_seat
 from engine.protocols.templates import Template, render
-from engine.reports.aggregate import completed, counts_by, rate_by
-from engine.reports.views import Block, Chart, InsightsData, Section, warnings_block
 from engine.text import fold_name
+from engine.views.aggregate import completed, counts_by, rate_by
+from engine.views.blocks import Block, Chart, InsightsData, Section, warnings_block
 
 MAX_ROUNDS = ROUNDS_MAX
 DEFAULT_ROLES = {"a": "optimist arguing in favor", "b": "skeptic arguing against"}

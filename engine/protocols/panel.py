@@ -26,6 +26,7 @@ from engine.analysis.stances import (
     normalize_stance,
     tally,
 )
+from engine.checks import require_text
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
 from engine.llm.structured import (
@@ -52,7 +53,7 @@ from engine.protocols.ballots import (
     text_value,
 )
 from engine.protocols.base import ProtocolSpec, Slot, execute, run_sync, split_run_options
-from engine.protocols.checks import require_seat, require_text
+from engine.protocols.checks import require_seat
 from engine.protocols.panel_result import Assessment, Critique, PanelResult, Rebuttal
 from engine.protocols.personas import CRITIC, JUDGE, PANEL_DEBATERS
 from engine.protocols.templates import Template, render

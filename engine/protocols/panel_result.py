@@ -19,8 +19,8 @@ from engine.protocols.ballots import (
     tally_outcome,
     tally_rows,
 )
-from engine.reports.aggregate import completed, rate_by, rate_text
-from engine.reports.ballots import (
+from engine.views.aggregate import completed, rate_by, rate_text
+from engine.views.ballots import (
     ballots_frame,
     correctness_flow_links,
     mind_change_by_label,
@@ -28,7 +28,7 @@ from engine.reports.ballots import (
     plurality_flow_links,
     tally_charts,
 )
-from engine.reports.views import Block, Chart, InsightsData, Section, warnings_block
+from engine.views.blocks import Block, Chart, InsightsData, Section, warnings_block
 
 
 # --------------------------------------------------------------------------- result values

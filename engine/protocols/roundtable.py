@@ -13,6 +13,7 @@ from typing import Any, Unpack
 
 from engine.analysis.agreement import LEVELS, overlap_agreement, unbacked
 from engine.analysis.stances import derive_confidence, tally
+from engine.checks import require_int, require_text, unique_names
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
 from engine.llm.lines import Line, line_format
@@ -20,7 +21,7 @@ from engine.llm.structured import REASONS, SENTENCE, SENTENCES, json_schema, one
 from engine.models import ConfigError, Seat, Task, model_spec
 from engine.protocols import roundtable_result as report
 from engine.protocols.base import Option, ProtocolSpec, Slot, execute, run_sync, split_run_options
-from engine.protocols.checks import require_int, require_seat, require_text, unique_names
+from engine.protocols.checks import require_seat
 from engine.protocols.roundtable_result import Exchange, JudgeReading, RoundtableResult
 from engine.protocols.templates import Template, render, stance_problem
 

@@ -12,8 +12,8 @@ from engine.analysis.agreement import Agreement
 from engine.analysis.stances import Confidence, Tally
 from engine.models import RunResult, Signals
 from engine.protocols.ballots import tally_block
-from engine.reports.aggregate import completed, counts_by, rate_by
-from engine.reports.views import Block, Chart, InsightsData, Section, warnings_block
+from engine.views.aggregate import completed, counts_by, rate_by
+from engine.views.blocks import Block, Chart, InsightsData, Section, warnings_block
 
 
 class Exchange(BaseModel):

@@ -17,12 +17,13 @@ from pydantic import Field
 
 from engine.analysis.answers import answers_match
 from engine.analysis.conformity import conformity
+from engine.checks import require_int, require_text
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
 from engine.models import RunResult, Seat, Signals, Task
 from engine.protocols.ballots import ABSTAINED
 from engine.protocols.base import Option, ProtocolSpec, Slot, execute, run_sync, split_run_options
-from engine.protocols.checks import require_int, require_seat, require_text
+from engine.protocols.checks import require_seat
 from engine.protocols.society import (
     ANSWER,
     FINAL,
@@ -33,8 +34,8 @@ from engine.protocols.society import (
     read_answer,
 )
 from engine.protocols.templates import Template, render
-from engine.reports.aggregate import completed, numbers
-from engine.reports.views import Block, InsightsData, Section, warnings_block
+from engine.views.aggregate import completed, numbers
+from engine.views.blocks import Block, InsightsData, Section, warnings_block
 
 REFLECT = Template(
     "Can you double check that your answer is correct. Please reiterate your answer. " + FINAL,

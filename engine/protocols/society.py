@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from engine.analysis.answers import answers_match, extract_answer
 from engine.analysis.conformity import Conformity, conformity
 from engine.analysis.stances import Confidence, Tally, derive_confidence, normalize_stance, tally
+from engine.checks import require_int, require_text
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
 from engine.llm.lines import Line, line_format
@@ -34,12 +35,11 @@ from engine.protocols.ballots import (
     tally_rows,
 )
 from engine.protocols.base import Option, ProtocolSpec, Slot, execute, run_sync, split_run_options
-from engine.protocols.checks import require_int, require_text
 from engine.protocols.templates import Template, render
-from engine.reports.aggregate import completed
-from engine.reports.ballots import tally_charts
-from engine.reports.rounds import CONFORMITY, insights_frames
-from engine.reports.views import Block, Chart, InsightsData, Section, warnings_block
+from engine.views.aggregate import completed
+from engine.views.ballots import tally_charts
+from engine.views.blocks import Block, Chart, InsightsData, Section, warnings_block
+from engine.views.rounds import CONFORMITY, insights_frames
 
 FINAL = ("If the answer is a number, give your final answer in the form \\boxed{...} at "
          "the end of your response; otherwise end with a short final answer on its own line.")

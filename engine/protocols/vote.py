@@ -12,6 +12,7 @@ from typing import Any, Unpack
 from pydantic import Field
 
 from engine.analysis.stances import Confidence, Tally, derive_confidence, tally
+from engine.checks import require_text
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
 from engine.models import RunResult, Seat, Signals
@@ -29,11 +30,10 @@ from engine.protocols.ballots import (
     tally_rows,
 )
 from engine.protocols.base import ProtocolSpec, Slot, execute, run_sync, split_run_options
-from engine.protocols.checks import require_text
 from engine.protocols.personas import PANEL_DEBATERS
-from engine.reports.aggregate import completed
-from engine.reports.ballots import tally_charts
-from engine.reports.views import Block, InsightsData, Section, warnings_block
+from engine.views.aggregate import completed
+from engine.views.ballots import tally_charts
+from engine.views.blocks import Block, InsightsData, Section, warnings_block
 
 TEMPLATES = {"propose": PROPOSE}
 

@@ -2,13 +2,18 @@
 from engine.questions.bundled import DEFINITE, DEMO, OPEN, QUESTION_SETS, Question, lookup
 from engine.questions.files import (
                                     Item,
-                                    bundled_sets,
                                     from_records,
-                                    load_bundled,
                                     load_file,
                                     parse_questions,
 )
-from engine.questions.sets import SETS, SetInfo, catalogue, question_set
+from engine.questions.sets import (
+    SETS,
+    SetInfo,
+    bundled_sets,
+    catalogue,
+    load_bundled,
+    question_set,
+)
 
 __all__ = ["DEFINITE", "DEMO", "OPEN", "QUESTION_SETS", "Question", "lookup", "Item",
            "bundled_sets", "from_records", "load_bundled", "load_file", "parse_questions",

@@ -40,18 +40,6 @@ class Item:
         return {"question": self.question, "expected": self.expected}
 
 
-def bundled_sets() -> dict[str, int]:
-    """The named question sets (from `engine.questions.sets`) by name, with their sizes."""
-    from engine.questions.sets import catalogue
-    return {info.name: info.size for info in catalogue()}
-
-
-def load_bundled(name: str) -> list[Item]:
-    """A named question set (`definite`, `open`, `demo`, `arithmetic`, `gsm8k` ...)."""
-    from engine.questions.sets import question_set
-    return question_set(name)
-
-
 def load_file(path: str | Path) -> list[Item]:
     """Read a CSV or JSONL question file from disk."""
     path = Path(path)

@@ -113,3 +113,13 @@ def catalogue() -> list[SetInfo]:
     """Every named set with its source, licence and size, in the registry's order."""
     return [SetInfo(name, entry.source, entry.licence, len(entry.load()))
             for name, entry in SETS.items()]
+
+
+def bundled_sets() -> dict[str, int]:
+    """The named question sets by name, with their sizes."""
+    return {info.name: info.size for info in catalogue()}
+
+
+def load_bundled(name: str) -> list[Item]:
+    """A named question set (`definite`, `open`, `demo`, `arithmetic`, `gsm8k` ...)."""
+    return question_set(name)

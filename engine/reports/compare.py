@@ -19,7 +19,7 @@ import pandas as pd
 
 from engine.analysis import extract_answer, normalize_stance
 from engine.reports.runs import outcome_text, protocol_title, status_text
-from engine.reports.views import simulated_text
+from engine.views.blocks import simulated_text
 
 MAX_RUNS = 8  # runs one comparison shows; more would make columns too narrow to read
 REPLY_CHARS = 600  # characters of a reply an aligned transcript cell keeps

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.reports.aggregate import SIMULATED_SUFFIX
-from engine.reports.views import NO_LABEL, SIMULATED_PREFIX, Chart
+from engine.views.aggregate import SIMULATED_SUFFIX
+from engine.views.blocks import NO_LABEL, SIMULATED_PREFIX, Chart
 
 FILTERS = ("protocol", "label", "tag", "model", "status", "q")  # the Runs page's parameters
 STATUSES = {"completed", "completed (degraded)", "failed", "interrupted", "running"}

@@ -9,13 +9,13 @@ from urllib.parse import quote
 import pandas as pd
 
 from engine.analysis import stats
-from engine.experiments.planning import SUPERSEDED, Cell
+from engine.cells import SUPERSEDED, Cell
 from engine.models import ConfigError
-from engine.reports.aggregate import FEW, KINDS, default_kind, rate_text, split_configs
-from engine.reports.rounds import CONFORMITY_FIELDS
-from engine.reports.views import simulated_text
 from engine.store.experiments import Progress, get, progress, row
 from engine.text import csv_cell, html_text
+from engine.views.aggregate import FEW, KINDS, default_kind, rate_text, split_configs
+from engine.views.blocks import simulated_text
+from engine.views.rounds import CONFORMITY_FIELDS
 
 SIGNALS = {"consensus": "consensus ratio (share of the final vote for the winner)",
            "judge": "judge confidence (the judge's own CONFIDENCE)"}

@@ -14,7 +14,8 @@ from typing import Any
 import pandas as pd
 
 from engine.protocols import REGISTRY
-from engine.reports.aggregate import (
+from engine.reports.runs import Filters, protocol_titles
+from engine.views.aggregate import (
     KINDS,
     RUN_COLUMNS,
     SIMULATED_SUFFIX,
@@ -28,18 +29,35 @@ from engine.reports.aggregate import (
     rate_by,
     rate_table,
     rate_text,
-    side_by_side,
     spread_by,
 )
-from engine.reports.ballots import flow_links
-from engine.reports.runs import Filters, protocol_titles
-from engine.reports.views import NO_LABEL, Chart, InsightsData, Section
+from engine.views.ballots import flow_links
+from engine.views.blocks import NO_LABEL, Chart, InsightsData, Section
 
 __all__ = ["Chart", "Section", "InsightsData", "RUN_COLUMNS", "flatten", "load_runs",
            "results_loader", "report", "rate_by", "counts_by", "mean_by", "spread_by",
            "side_by_side", "completed", "flow_links", "overview_section", "accuracy_section",
            "cost_section", "KINDS", "default_kind", "keep_apart", "KIND_TITLES",
            "section_titles", "default_sections"]
+
+def side_by_side(runs: pd.DataFrame, column: str) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """`rate_by` per label with one (rate, n) column pair per protocol, for a grouped bar
+    chart that puts protocols side by side within each label (debate against vote); returns
+    the frame and the chart options naming its columns."""
+    rates = rate_by(runs.assign(title=protocol_titles(runs["protocol"])), column,
+                    by=["group", "title"]) if not runs.empty else pd.DataFrame()
+    if rates.empty:
+        return pd.DataFrame(columns=["group"]), {"y": [], "n": [], "names": [], "colors": []}
+    titles = sorted(rates["title"].unique())
+    wide = rates.pivot(index="group", columns="title", values=["rate", "n"])
+    frame = pd.DataFrame({"group": wide.index})
+    for title in titles:
+        frame[f"{title} rate"] = wide[("rate", title)].to_numpy()
+        frame[f"{title} n"] = wide[("n", title)].fillna(0).astype(int).to_numpy()
+    color = {spec.title: spec.color for spec in REGISTRY.values()}
+    return frame, {"y": [f"{t} rate" for t in titles], "n": [f"{t} n" for t in titles],
+                   "names": titles, "colors": [color.get(t, "#607d8b") for t in titles]}
+
 
 # How a chart's title says which runs it shows (real runs need no word).
 KIND_TITLES = {"real": "", "simulated": " (simulated)",

@@ -13,8 +13,8 @@ from typing import Any
 import pandas as pd
 
 from engine.protocols import REGISTRY
-from engine.reports.views import Block, is_simulated, simulated_text
 from engine.store import STATUSES
+from engine.views.blocks import Block, is_simulated, simulated_text
 
 HISTORY_LIMITS = (50, 200, 1000)
 

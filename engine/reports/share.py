@@ -73,7 +73,7 @@ def metrics(items: Iterable[tuple[str, Any]]) -> str:
 
 
 def blocks(items: Iterable[Any]) -> str:
-    """A protocol's view blocks (`engine.reports.views.Block`) as the Run page shows them."""
+    """A protocol's view blocks (`engine.views.blocks.Block`) as the Run page shows them."""
     from engine.reports import charts, insights
     out = []
     for block in items:

@@ -13,26 +13,11 @@ from typing import Any
 
 import yaml
 
+from engine.checks import require_name
 from engine.config import RunConfig
 from engine.models import ConfigError
-from engine.protocols import estimate, get_protocol, seats_from_config
-from engine.protocols.checks import require_name, require_seat, unique_names
-from engine.protocols.templates import check_prompts
-
-# The Run page's form helpers live in `configform` and are part of the library's API.
-from engine.services.runform import (  # noqa: F401
-    AS_SAVED,
-    build_config,
-    is_simulated,
-    option_kind,
-    option_problem,
-    option_value,
-    prompt_overrides,
-    seat,
-    slot_choices,
-    slot_included,
-    with_call_policy,
-)
+from engine.protocols import get_protocol
+from engine.protocols.validation import validate_config
 from engine.text import NAME_MAX, fold_name
 
 KINDS = ("persona", "role")
@@ -198,35 +183,9 @@ def find(store: Any, kind: str, name: str) -> dict[str, Any] | None:
 
 
 # ---------------------------------------------------------------------- configurations
-def validate_config(config: Mapping[str, Any], endpoints: Any = None) -> dict[str, int]:
-    """Check a configuration as a run would, before any call; returns the cost preflight.
-
-    Seat models resolve under `endpoints` (an `EndpointRegistry`; None: the environment's),
-    so a base URL the app may not call, or a key written into a spec, is refused here.
-    Raises `ConfigError` naming the protocol, seat, option or prompt placeholder to fix.
-    """
-    if not isinstance(config, Mapping):
-        raise ConfigError("a configuration must be a mapping", "input")
-    spec = get_protocol(str(config.get("protocol", "")))
-    check_prompts(spec.name, spec.templates, config.get("prompts"))
-    if config.get("label") not in (None, ""):
-        require_name(config["label"], "a configuration label")
-    kwargs = seats_from_config(spec, dict(config))
-    for slot in spec.slots:
-        seats = kwargs.get(slot.name)
-        listed = [one for one in (seats if isinstance(seats, list) else [seats])
-                  if one is not None]
-        for one in listed:  # an unknown spec or a missing key fails here, before a run
-            require_seat(one, slot.name, endpoints)
-        if slot.many:
-            unique_names(listed, slot.name)
-    return estimate(dict(config))
-
-
 def configs(store: Any) -> list[dict[str, Any]]:
     """Saved configurations, each as `{"id", "label", "config"}`."""
-    return [{"id": row["id"], "label": row["name"], "config": load_config(store, row["name"])}
-            for row in store.library(CONFIG)]
+    return list(store.saved_configs())
 
 
 class LabelTaken(ConfigError):
@@ -263,11 +222,7 @@ def save_config(store: Any, config: Mapping[str, Any], label: str | None = None,
 
 def load_config(store: Any, label: str) -> dict[str, Any]:
     """The configuration saved as `label`, ready for `arun_config`."""
-    row = find(store, CONFIG, label)
-    if row is None:
-        raise ConfigError(f"no saved configuration named {label!r}", "input")
-    body = {k: v for k, v in row.items() if k not in ("id", "name", "builtin")}
-    return {**body, "label": row["name"]}
+    return dict(store.saved_config(label))
 
 
 # ---------------------------------------------------------------------- YAML

@@ -1,17 +1,19 @@
 """The Run page's configuration form, as plain functions: seat pickers from library names,
 a configuration built from them, and how each protocol option is shown and checked.
 
-Re-exported by `engine.services.library` (pages call them as `library.build_config` ...).
+Pages call them as `runform.build_config` ...; the library entries they read are
+`engine.services.library`'s.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
+from engine.checks import MAX_CALL_TIMEOUT, MAX_CONCURRENCY, MAX_RETRIES
 from engine.config import RunConfig
 from engine.models import ConfigError
 from engine.protocols import check_options, get_protocol, prompt_templates
-from engine.protocols.checks import MAX_CALL_TIMEOUT, MAX_CONCURRENCY, MAX_RETRIES
+from engine.services.library import entries, find
 
 AS_SAVED = "(as saved)"  # a seat's persona text that matches no library persona
 # The Run page's default model: the simulated model at about a second a call, so a first run
@@ -29,7 +31,6 @@ def slot_choices(store: Any, protocol: str, config: Mapping[str, Any] | None = N
     optional slot, so that a page can offer it pre-filled; `slot_included` says whether it is
     in use).
     """
-    from engine.services.library import entries
     spec = get_protocol(protocol)
     seats = (config or {}).get("seats") or {}
     seats = seats if isinstance(seats, Mapping) else {}  # a malformed save: start afresh
@@ -72,7 +73,6 @@ def seat(store: Any, slot: str, *, name: str = "", persona: str = "", role: str 
     copied in, so a saved configuration does not change when the persona is edited later;
     `persona=AS_SAVED` keeps `persona_text` as it is; a `temperature` is kept as given (the
     configuration's check refuses one that is not a number)."""
-    from engine.services.library import find
     out: dict[str, Any] = {"name": (name or "").strip() or
                            (persona if persona and persona != AS_SAVED else slot)}
     if model and model.strip():
@@ -198,7 +198,7 @@ def with_call_policy(config: Mapping[str, Any], values: Mapping[str, Any],
 def policy_line(config: Mapping[str, Any], endpoints: Any = None) -> str:
     """A run's call policy in one line: per-call timeout, retries and calls at once, each
     with where it comes from (this run's configuration, an endpoint, or the default)."""
-    from engine.services.timing import DEFAULTS, policy_defaults
+    from engine.reports.timing import DEFAULTS, policy_defaults
     try:
         defaults = policy_defaults(config, endpoints)
     except ConfigError:  # a stored run this session may not call: its values, no endpoint

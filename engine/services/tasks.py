@@ -21,9 +21,8 @@ from typing import Any, Literal
 
 from engine.config import RunConfig
 from engine.experiments.runner import arun_experiment
-from engine.llm.calls import RunStopped
 from engine.llm.endpoints import EndpointRegistry
-from engine.models import ConfigError
+from engine.models import ConfigError, RunStopped
 from engine.protocols import arun_config, estimate, get_protocol, resolve_config
 from engine.services.demo import DEMO_TAG, demo_config, demo_missing
 from engine.services.live import TurnFeed

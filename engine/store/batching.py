@@ -13,8 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from engine.llm.calls import RunStopped
-from engine.models import Turn
+from engine.models import RunStopped, Turn
 from engine.store.database import StoreWriteError
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from uuid import uuid4
 import pandas as pd
 from sqlalchemy import select, update
 
-from engine.experiments.planning import SUPERSEDED, Cell, Plan, plan
+from engine.cells import SUPERSEDED, Cell
 from engine.models import ConfigError, now
 from engine.store.liveness import owner_gone
 from engine.store.readback import aware, decode, decode_tags
@@ -23,15 +23,15 @@ from engine.store.statements import EXPERIMENTS
 from engine.store.store import Store
 
 
-def create(store: Store, experiment: Plan | Mapping[str, Any]) -> str:
-    """Store an experiment (a `Plan`, or a spec to plan first) as `planned`; returns its id."""
-    checked = experiment if isinstance(experiment, Plan) else plan(experiment, store)
-    item = experiment_item(checked.name, checked.spec())  # the store's one schema
+def add_experiment(store: Store, name: str, spec: Mapping[str, Any], total: int) -> str:
+    """Store a checked experiment (its name, its spec and its planned runs) as `planned`;
+    returns its id. `engine.experiments.create` plans a spec first."""
+    item = experiment_item(name, spec)  # the store's one schema
     experiment_id = uuid4().hex[:12]
     with store.writing() as connection:
         connection.execute(EXPERIMENTS.insert().values(
             id=experiment_id, name=item.name, status="planned",
-            spec=json.dumps(item.spec, ensure_ascii=False), total=checked.runs,
+            spec=json.dumps(item.spec, ensure_ascii=False), total=total,
             created_at=now()))
     return experiment_id
 

@@ -1,6 +1,6 @@
 """Measured call latency: the median seconds per call of a model's recent ok turns.
 
-The preflight's time estimate rests on it (`engine.services.timing`), never on a made-up
+The preflight's time estimate rests on it (`engine.reports.timing`), never on a made-up
 figure: a model with no ok turn stored has no measurement. "Recent" is bounded twice, so the
 query stays cheap on a large store without an index on `turns.model`: the last `RECENT`
 ok turns of the model among the last `WINDOW` turns stored (a range on the primary key).

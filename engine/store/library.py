@@ -13,6 +13,8 @@ from engine.store.database import Database
 from engine.store.schema import LibraryRow
 from engine.store.statements import LIBRARY
 
+CONFIG = "config"  # the library kind of a saved run configuration
+
 
 class Library(Database):
     """The store's library entries (a part of `Store`)."""
@@ -57,3 +59,19 @@ class Library(Database):
         """Delete one library entry."""
         with self.writing() as connection:
             connection.execute(delete(LibraryRow).where(LibraryRow.id == item_id))
+
+    def saved_config(self, label: str) -> dict[str, Any]:
+        """The run configuration saved as `label` (its body, labelled), ready for a run;
+        `ConfigError` when there is none."""
+        row = next((r for r in self.library(CONFIG) if r["name"] == label), None)
+        if row is None:
+            raise ConfigError(f"no saved configuration named {label!r}", "input")
+        body = {k: v for k, v in row.items() if k not in ("id", "name", "builtin")}
+        return {**body, "label": row["name"]}
+
+    def saved_configs(self) -> list[dict[str, Any]]:
+        """Every saved run configuration, each as `{"id", "label", "config"}`."""
+        rows = self.library(CONFIG)
+        return [{"id": r["id"], "label": r["name"],
+                 "config": {**{k: v for k, v in r.items() if k not in ("id", "name", "builtin")},
+                            "label": r["name"]}} for r in rows]

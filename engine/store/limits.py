@@ -15,7 +15,7 @@ from typing import Any, TypeVar, cast
 from sqlalchemy import Table, delete, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 
-from engine.llm.limits import LimitState
+from engine.models import LimitState
 from engine.store.schema import EndpointLeaseRow, EndpointLimitRow
 
 LIMITS = cast(Table, EndpointLimitRow.__table__)

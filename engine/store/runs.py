@@ -16,7 +16,7 @@ from uuid import uuid4
 from sqlalchemy import delete, literal, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
-from engine.models import RunResult, Turn, now
+from engine.models import RunResult, RunStopped, Turn, now
 from engine.store import readback, records
 from engine.store.database import Database
 from engine.store.schema import RunRow, TurnRow
@@ -96,7 +96,6 @@ class RunWriting(Database):
         (after keeping the turn of a stopped run: its call was made)."""
         ended = self.add_turns([(run_id, turn)])
         if ended:
-            from engine.llm.calls import RunStopped
             raise RunStopped(ended[run_id])
 
     def add_turns(self, pairs: Sequence[tuple[str, Turn]]) -> dict[str, str]:

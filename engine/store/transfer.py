@@ -12,7 +12,6 @@ from pydantic import ValidationError
 from sqlalchemy import select
 
 from engine.models import ConfigError, now
-from engine.reports.views import simulation
 from engine.store import records
 from engine.store.database import READ_ONLY
 from engine.store.reading import RunReading
@@ -25,6 +24,7 @@ from engine.store.records import (
     why_invalid,
 )
 from engine.store.schema import RunRow, TurnRow
+from engine.store.simulated import simulation
 from engine.store.statements import INSERT_TURN, RUNS
 from engine.text import NAME_MAX
 

@@ -25,7 +25,7 @@ import pandas as pd
 from sqlalchemy import Table, func, select, text, update
 from sqlalchemy.exc import OperationalError
 
-from engine.experiments.planning import CELL_PATTERN, SUPERSEDED, Cell
+from engine.cells import CELL_PATTERN, SUPERSEDED, Cell
 from engine.models import ConfigError, now
 from engine.store.database import StoreWriteError
 from engine.store.experiments import live_status, row, supersede

@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from engine.analysis.stats import wilson_interval
-from engine.reports.views import NO_LABEL, is_simulated
+from engine.views.blocks import NO_LABEL, is_simulated
 
 FEW = 5  # a rate over fewer runs than this is shown greyed, with its n
 KINDS = ("real", "simulated", "both")  # which runs a page shows: never pooled silently
@@ -174,29 +174,6 @@ def spread_by(runs: pd.DataFrame, column: str, by: str | list[str] = "group"
     out["q1"] = grouped.quantile(0.25)
     out["q3"] = grouped.quantile(0.75)
     return out.reset_index()[names]
-
-
-def side_by_side(runs: pd.DataFrame, column: str) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """`rate_by` per label with one (rate, n) column pair per protocol, for a grouped bar
-    chart that puts protocols side by side within each label (debate against vote); returns
-    the frame and the chart options naming its columns."""
-    from engine.protocols import REGISTRY  # read when called: the registry imports reports
-    from engine.reports.runs import protocol_titles
-    rates = rate_by(runs.assign(title=protocol_titles(runs["protocol"])), column,
-                    by=["group", "title"]) if not runs.empty else pd.DataFrame()
-    if rates.empty:
-        return pd.DataFrame(columns=["group"]), {"y": [], "n": [], "names": [], "colors": []}
-    titles = sorted(rates["title"].unique())
-    wide = rates.pivot(index="group", columns="title", values=["rate", "n"])
-    frame = pd.DataFrame({"group": wide.index})
-    for title in titles:
-        frame[f"{title} rate"] = wide[("rate", title)].to_numpy()
-        frame[f"{title} n"] = wide[("n", title)].fillna(0).astype(int).to_numpy()
-    color = {spec.title: spec.color for spec in REGISTRY.values()}
-    return frame, {"y": [f"{t} rate" for t in titles], "n": [f"{t} n" for t in titles],
-                   "names": titles, "colors": [color.get(t, "#607d8b") for t in titles]}
-
-
 
 
 def grey_few(table: pd.DataFrame) -> Any:

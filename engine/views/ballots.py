@@ -12,8 +12,8 @@ from typing import Any, TypeGuard
 import pandas as pd
 
 from engine.analysis.stances import normalize_stance
-from engine.reports.aggregate import counts_by, mean_by, numbers, rate_by
-from engine.reports.views import ABSTAINED, NO_LABEL, Chart
+from engine.views.aggregate import counts_by, mean_by, numbers, rate_by
+from engine.views.blocks import ABSTAINED, NO_LABEL, Chart
 
 BALLOT_COLUMNS = ["id", "group", "seat", "before", "after", "changed", "kind", "first_winner",
                   "final_winner", "expected"]

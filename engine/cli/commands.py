@@ -1,0 +1,99 @@
+"""The sub-commands of experiments and the pool, as argparse parsers: light to import, so
+that `python -m engine --help` never loads what a command runs. Each command's handler is
+imported when it is called (`Handlers`)."""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from engine.cli.runflags import add_policy_flags
+
+
+class Handlers:
+    """The `cmd_*` functions of one CLI module, each imported on its first call."""
+
+    def __init__(self, module: str):
+        self._module = module
+
+    def __getattr__(self, name: str) -> Any:
+        def handler(args: Any) -> int:
+            return int(getattr(importlib.import_module(self._module), name)(args))
+        handler.__name__ = name
+        return handler
+
+
+_EXPERIMENTS = Handlers("engine.cli.experiments")
+_WORKERS = Handlers("engine.cli.workers")
+
+
+def add_pool_flags(command: Any) -> None:
+    """`--workers` and `--wait` for `experiment run` and `resume`."""
+    command.add_argument("--workers", action="store_true",
+                         help="queue the cells for the pool of workers (PostgreSQL store; "
+                              "start workers with python -m engine worker) and return")
+    command.add_argument("--wait", action="store_true",
+                         help="with --workers: follow the progress until the experiment ends")
+
+
+
+def add_experiments(sub: Any) -> None:
+    """Add `experiment run | resume | show | list` to the CLI's sub-commands."""
+    parser = sub.add_parser("experiment", help="question set x configurations x repeats")
+    inner = parser.add_subparsers(dest="experiment_command", required=True,
+                                  parser_class=type(parser))
+    run = inner.add_parser("run", help="plan, store and run an experiment from a YAML spec")
+    run.add_argument("spec", help="YAML: questions (set name or list) or questions_file, "
+                                  "configs (mappings or saved labels), repeats, concurrency")
+    run.add_argument("--repeats", type=int, help="override the spec's repeats")
+    run.add_argument("--concurrency", type=int, help="override the spec's concurrency")
+    add_policy_flags(run)
+    run.add_argument("--equal-compute", action="store_true",
+                     help="beside each configuration, add a vote with as many samples as it "
+                          "makes calls (the spec's baseline: equal-compute)")
+    run.add_argument("--model", help="model spec for every seat of every configuration, "
+                                     "judges too (e.g. openai:MODEL): a preset on your model")
+    run.add_argument("--limit", type=int, metavar="N",
+                     help="only the first N questions (try a spec cheaply first)")
+    run.add_argument("--dry-run", action="store_true", help="print the preflight only")
+    run.add_argument("--yes", action="store_true",
+                     help="confirm an experiment that plans more than 20,000 model calls")
+    resume = inner.add_parser("resume", help="run the cells of an experiment not yet done")
+    resume.add_argument("experiment_id")
+    for command in (run, resume):
+        add_pool_flags(command)
+        command.add_argument("--quiet", action="store_true", help="no progress line")
+        command.add_argument("--base-url", help="base URL of an OpenAI-compatible server for "
+                             "openai: seats (typed here, it counts as registered: "
+                             "OPENAI_API_KEY goes to it)")
+    show = inner.add_parser("show", help="an experiment's results table")
+    show.add_argument("experiment_id")
+    show.add_argument("--compare", nargs=2, metavar=("A", "B"),
+                      help="paired comparison of two configuration labels")
+    show.add_argument("--csv", help="also write one line per run to this CSV file")
+    listing = inner.add_parser("list", help="list experiments")
+    stop = inner.add_parser("stop", help="stop an experiment the pool of workers runs")
+    stop.add_argument("experiment_id")
+    for command, handler in ((run, _EXPERIMENTS.cmd_run), (resume, _EXPERIMENTS.cmd_resume),
+                             (show, _EXPERIMENTS.cmd_show), (listing, _EXPERIMENTS.cmd_list),
+                             (stop, _WORKERS.cmd_stop)):
+        command.add_argument("--db", help="database URL (default PARLEY_DB_URL or "
+                                          "data/parley.db)")
+        command.set_defaults(handler=handler)
+
+
+def add_workers(sub: Any) -> None:
+    """Add `worker`, `workers` and `experiment-stop` to the CLI's sub-commands."""
+    worker = sub.add_parser("worker", help="serve the pool of workers (PostgreSQL store)")
+    worker.add_argument("--concurrency", type=int, default=4,
+                        help="cells run at once by this worker (default 4)")
+    worker.add_argument("--endpoint", action="append", default=[], metavar="NAME",
+                        help="serve only this endpoint's queue (repeatable; default all)")
+    worker.add_argument("--heartbeat", type=float, default=10.0, metavar="SECONDS",
+                        help="seconds between heartbeats; a worker silent for three is "
+                             "stalled and its cells go to another (default 10)")
+    worker.add_argument("--base-url", help="base URL of an OpenAI-compatible server for "
+                        "openai: seats (counts as registered, as for experiment run)")
+    listing = sub.add_parser("workers", help="the pool: workers, queues, throughput, ETA")
+    for command, handler in ((worker, _WORKERS.cmd_worker), (listing, _WORKERS.cmd_workers)):
+        command.add_argument("--db", help="database URL (default PARLEY_DB_URL)")
+        command.set_defaults(handler=handler)
