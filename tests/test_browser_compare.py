@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import re
 
-from test_browser import GENEROUS_MS, app, goto, page, settle, shots  # noqa: F401
+from test_browser import expect, goto, page, rerun, settle, shots  # noqa: F401
+from test_browser import shared_app as app  # noqa: F401  (the session's shared server)
 
 from engine import Store
 from engine.protocols import arun_config, run_sync
@@ -22,15 +23,23 @@ def fill(db_url: str) -> tuple[str, str]:
         for rounds in (2, 1))
 
 
-def compared(page, first: str, second: str) -> str:  # noqa: F811
-    """Wait for the Compare page to show both runs; returns the main area's text."""
+def compared(page, first: str, second: str):  # noqa: F811
+    """Wait for the Compare page to show both runs; returns its main area."""
     main = page.locator("[data-testid='stMain']")
-    page.get_by_role("heading", name="Compare runs").wait_for(timeout=GENEROUS_MS)
+    page.get_by_role("heading", name="Compare runs").wait_for()
     page.get_by_text("made by the offline simulated model").first.wait_for()
     settle(page)
-    text = main.inner_text()
-    assert first in text and second in text and "the same in every run" in text
-    return text
+    for text in (first, second, "the same in every run"):
+        expect(main).to_contain_text(text, use_inner_text=True)
+    return main
+
+
+def open_tab(page, name: str) -> None:  # noqa: F811
+    """The Compare page's tabs switch in the browser (no script run): click one and wait
+    until it is the open one."""
+    tab = page.get_by_role("tab", name=name)
+    tab.click()
+    expect(tab).to_have_attribute("aria-selected", "true")
 
 
 def test_two_runs_side_by_side(app, page, shots):  # noqa: F811
@@ -38,26 +47,23 @@ def test_two_runs_side_by_side(app, page, shots):  # noqa: F811
     first, second = fill(db_url)
 
     goto(page, base, f"/compare?compare={first},{second},gone0000")
-    text = compared(page, first, second)
-    assert "Run gone0000 could not be shown" in text
-    page.get_by_role("tab", name="Configuration").click()
-    settle(page)
+    main = compared(page, first, second)
+    expect(main).to_contain_text("Run gone0000 could not be shown", use_inner_text=True)
+    open_tab(page, "Configuration")
     page.get_by_text("Only the 2 differing key(s)").wait_for()  # options.rounds, run.label
-    page.get_by_role("tab", name="Transcripts").click()
-    settle(page)
+    open_tab(page, "Transcripts")
     page.get_by_text("revise · round 2").wait_for()
-    page.get_by_role("tab", name="Answers").click()
-    settle(page)
+    open_tab(page, "Answers")
     page.screenshot(path=str(shots / "11-compare-runs.png"), full_page=True)
 
     goto(page, base, "/runs")
     for run_id in (first, second):
         page.locator(".st-key-runs_compare input").click()
-        page.get_by_role("option", name=re.compile(re.escape(run_id))).click()
+        rerun(page, page.get_by_role("option", name=re.compile(re.escape(run_id))).click)
         page.keyboard.press("Escape")
-        settle(page)
-    page.locator(".st-key-runs_compare_go button").click()
+    expect(page.locator(".st-key-runs_compare [data-tag]")).to_have_count(2)
+    rerun(page, page.locator(".st-key-runs_compare_go button").click)
     page.wait_for_url(f"**/compare?compare={first}%2C{second}*")
     compared(page, first, second)
     assert page.dialogs == [], page.dialogs
-    assert page.locator("[data-testid='stException']").count() == 0
+    expect(page.locator("[data-testid='stException']")).to_have_count(0)

@@ -2,21 +2,27 @@
 behind it (issue 14, bullet 3). Saves 14-drill-down-runs.png to $PARLEY_SCREENSHOTS."""
 from __future__ import annotations
 
+import re
+
 from test_browser import (  # noqa: F401
-    GENEROUS_MS,
     MD_IMAGE,
     PAYLOAD,
     VEGA_BAR,
-    app,
     click_bar,
     click_point,
+    exactly_typed,
+    expect,
     goto,
+    group_bar,
+    group_css,
     open_tab,
     page,
+    rerun,
     settle,
     shots,
-    vega_groups,
+    typed,
 )
+from test_browser import shared_app as app  # noqa: F401  (the session's shared server)
 
 from engine import Store
 from engine.protocols import arun_config, run_sync
@@ -26,27 +32,29 @@ from engine.questions import DEFINITE
 def test_clicking_an_accuracy_bar_opens_its_runs(app, page, shots):  # noqa: F811
     base, db_url = app
     store = Store(db_url)
-    for label in ("cheap", "careful"):
+    labels = ("insights-cheap", "insights-careful")  # no other test stores these labels
+    for label in labels:
         for question in DEFINITE[:2]:
             run_sync(arun_config({"protocol": "vote", "model": "simulated"}, question.text,
                                  store=store, label=label, expected=question.expected))
     goto(page, base, "/insights")
     main = page.locator("[data-testid='stMain']")
     # Insights opens with the overview; the accuracy section is a click away
-    page.locator(".st-key-insights-sections button", has_text="Accuracy").click()
-    settle(page)
+    rerun(page, page.locator(".st-key-insights-sections button", has_text="Accuracy").click)
     main.get_by_text("Accuracy by label and protocol").first.wait_for()
-    settle(page)
     plot = page.locator("[data-testid='stVegaLiteChart']",
-                        has_text="Accuracy by label and protocol")
-    bars = plot.first.locator(VEGA_BAR)
-    bars.first.wait_for()
-    click_bar(page, bars, 0)
-    page.wait_for_url("**/runs?**", timeout=GENEROUS_MS)
+                        has_text="Accuracy by label and protocol").first
+    # the first of this test's bars (the shared server's store holds other tests' labels too)
+    bar = plot.locator(", ".join(group_css(label) for label in labels)).first
+    bar.wait_for()
+    label = bar.get_attribute("aria-label").split(";", 1)[0].removeprefix("group: ")
+    assert label in labels, label
+    click_bar(page, bar)
+    page.wait_for_url("**/runs?**")
     settle(page)
-    assert "label=" in page.url and "status=completed" in page.url
-    label = page.locator(".st-key-runs_label input").first.input_value()
-    assert label in ("cheap", "careful") and f"label={label}" in page.url
+    expect(page).to_have_url(re.compile(r"[?&]status=completed(&|$)"))
+    expect(page).to_have_url(re.compile(rf"[?&]label={re.escape(label)}(&|$)"))
+    expect(page.locator(".st-key-runs_label input").first).to_have_value(label)
     main.get_by_text("2 run(s), newest first").wait_for()  # that label's two vote runs
     page.screenshot(path=str(shots / "14-drill-down-runs.png"), full_page=True)
     assert page.dialogs == []
@@ -65,21 +73,17 @@ def test_clicking_an_experiment_accuracy_bar_lists_its_runs(app, page, shots):  
     bars = page.locator(".st-key-exp-accuracy [data-testid='stVegaLiteChart']").locator(VEGA_BAR)
     bars.nth(1).wait_for()
     settle(page)
-    assert vega_groups(bars)[1] == "careful"
-    click_bar(page, bars, 1)
-    settle(page)
-    chosen = page.locator(".st-key-exp-drill-label input").first
-    page.wait_for_function("e => e.value === 'careful'", arg=chosen.element_handle(),
-                           timeout=GENEROUS_MS)
+    expect(bars.nth(1)).to_have_attribute("aria-label", re.compile("^group: careful;"))
+    click_bar(page, bars.nth(1))
+    expect(page.locator(".st-key-exp-drill-label input").first).to_have_value("careful")
     # and every question of it: the other select box says "all", never an empty box
-    assert page.locator(".st-key-exp-drill-q input").first.input_value() == "all"
+    expect(page.locator(".st-key-exp-drill-q input").first).to_have_value("all")
     # the click opened the *Runs behind a cell* tab (only the open tab is drawn) on its runs
-    assert page.get_by_role("tab", name="Runs behind a cell").get_attribute(
-        "aria-selected") == "true"
-    from playwright.sync_api import expect  # retries until the rerun has drawn the tab
-    expect(page.locator("[data-testid='stMain'] [data-testid='stDataFrame']")).to_have_count(
-        1, timeout=GENEROUS_MS)
-    assert page.locator("[data-testid='stException']").count() == 0
+    expect(page.get_by_role("tab", name="Runs behind a cell")).to_have_attribute(
+        "aria-selected", "true")
+    # retries until the rerun has drawn the tab
+    expect(page.locator("[data-testid='stMain'] [data-testid='stDataFrame']")).to_have_count(1)
+    expect(page.locator("[data-testid='stException']")).to_have_count(0)
     page.screenshot(path=str(shots / "17-experiment-bar-to-runs.png"), full_page=True)
 
 
@@ -97,25 +101,24 @@ def test_a_hostile_label_in_a_vega_chart_is_text_and_its_bar_opens_its_runs(
     requests: list[str] = []
     page.on("request", lambda request: requests.append(request.url))
     goto(page, base, "/insights")
-    page.locator(".st-key-insights-sections button", has_text="Accuracy").click()
-    settle(page)
+    rerun(page, page.locator(".st-key-insights-sections button", has_text="Accuracy").click)
     plot = page.locator("[data-testid='stVegaLiteChart']",
                         has_text="Accuracy by label and protocol").first
-    bars = plot.locator(VEGA_BAR)
-    bars.first.wait_for()
-    groups = vega_groups(bars)
-    assert hostile in groups, groups  # the bar's description, as typed
-    index = groups.index(hostile)
-    bars.nth(index).hover()
+    plot.locator(VEGA_BAR).first.wait_for()
+    bar = group_bar(plot, hostile).first  # the bar's description, as typed
+    bar.wait_for()
+    bar.hover()
     tooltip = page.locator("#vg-tooltip-element")
     tooltip.wait_for(state="visible")
-    assert hostile in tooltip.inner_text()  # escaped by Vega's tooltip: shown, not parsed
-    assert plot.locator("img").count() == 0 and tooltip.locator("img").count() == 0
+    # escaped by Vega's tooltip: shown, not parsed
+    expect(tooltip).to_contain_text(hostile, use_inner_text=True)
+    expect(plot.locator("img")).to_have_count(0)
+    expect(tooltip.locator("img")).to_have_count(0)
     page.screenshot(path=str(shots / "18-hostile-label-in-a-vega-chart.png"), full_page=True)
-    click_bar(page, bars, index)
-    page.wait_for_url("**/runs?**", timeout=GENEROUS_MS)
+    click_bar(page, bar)
+    page.wait_for_url("**/runs?**")
     settle(page)
-    assert page.locator(".st-key-runs_label input").first.input_value() == hostile
+    expect(page.locator(".st-key-runs_label input").first).to_have_value(hostile)
     page.locator("[data-testid='stMain']").get_by_text("2 run(s), newest first").wait_for()
     assert page.dialogs == [], page.dialogs
     assert not any(url.startswith("http://127.0.0.1:9/") for url in requests), requests
@@ -139,15 +142,15 @@ def test_a_hostile_label_in_an_experiments_summary_tables_is_text(app, page, sho
     page.on("request", lambda request: requests.append(request.url))
     goto(page, base, f"/experiments?experiment={experiment_id}")
     tables = page.locator("[data-testid='stMain'] [data-testid='stTable']")
-    tables.nth(3).wait_for()
-    assert tables.count() == 4  # accuracy, calibration, mind changes, cost
+    expect(tables).to_have_count(4)  # accuracy, calibration, mind changes, cost
     for number in range(4):
         table = tables.nth(number)
-        first = table.locator("tbody tr").first.locator("th, td").first.inner_text()
+        first = table.locator("tbody tr").first.locator("th, td").first
         # as typed (with an invisible word joiner that keeps the address from becoming a
         # link: `pages._shared.md`): not parsed, not escaped twice
-        assert first.replace("\u2060", "") == hostile, (number, first)
-        assert table.locator("img").count() == 0
+        expect(first, f"table {number}").to_have_text(exactly_typed(hostile),
+                                                      use_inner_text=True)
+        expect(table.locator("img")).to_have_count(0)
     page.locator(".st-key-exp-accuracy path[aria-roledescription='bar']").first.wait_for()
     page.screenshot(path=str(shots / "20-hostile-label-in-the-summary-tables.png"),
                     full_page=True)
@@ -167,25 +170,27 @@ def test_a_point_of_the_societys_lines_by_round_opens_its_runs(app, page, shots)
     goto(page, base, "/insights")
     pill = page.locator(".st-key-insights-sections button", has_text="Society of minds")
     if pill.get_attribute("aria-pressed") != "true":  # open by default when it has runs
-        pill.click()
-        settle(page)
+        rerun(page, pill.click)
     chart = page.locator("[data-testid='stPlotlyChart'] .js-plotly-plot").filter(
         has_text="society-points: round-1 majority vote").first
-    chart.wait_for(timeout=GENEROUS_MS)
+    chart.wait_for()
     chart.scroll_into_view_if_needed()
     settle(page)
-    legend = chart.locator(".legend").text_content() or ""
-    assert "society-points" in legend, legend
-    traces = chart.locator(".scatterlayer .trace")
-    names = [traces.nth(i).locator(".points path").count() for i in range(traces.count())]
-    line = next(i for i, n in enumerate(names) if n)  # the first line with markers
-    click_point(page, chart, traces.nth(line).locator(".points path").first)
-    page.wait_for_url("**/runs?**", timeout=GENEROUS_MS)
+    expect(chart.locator(".legend")).to_contain_text("society-points")
+    # this test's line (the shared server's store holds other tests' society runs too): the
+    # traces are drawn in the order of the figure's data, each line with its markers
+    names = chart.evaluate("plot => plot.data.map(trace => trace.name)")
+    line = names.index("society-points")
+    point = chart.locator(".scatterlayer .trace").nth(line).locator(".points path").first
+    point.wait_for()
+    click_point(page, chart, point)
+    page.wait_for_url("**/runs?**")
     settle(page)
-    assert "protocol=society" in page.url and "status=completed" in page.url, page.url
-    label = page.locator(".st-key-runs_label input").first.input_value()
-    assert label and f"label={label}" in page.url
-    assert page.locator("[data-testid='stException']").count() == 0
+    for key, value in (("protocol", "society"), ("status", "completed"),
+                       ("label", "society-points")):
+        expect(page).to_have_url(re.compile(rf"[?&]{key}={value}(&|$)"))
+    expect(page.locator(".st-key-runs_label input").first).to_have_value("society-points")
+    expect(page.locator("[data-testid='stException']")).to_have_count(0)
     page.screenshot(path=str(shots / "22-society-point-to-runs.png"), full_page=True)
 
 
@@ -206,25 +211,28 @@ def test_a_point_of_the_reliability_diagram_lists_the_runs_in_its_bin(app, page,
     open_tab(page, "Calibration")
     chart = page.locator("[data-testid='stPlotlyChart'] .js-plotly-plot").filter(
         has_text="perfect calibration").first
-    chart.wait_for(timeout=GENEROUS_MS)
+    chart.wait_for()
     settle(page)
     # the traces: the diagonal, then each configuration and signal in `calibrations` order
     number = result.calibrations.index(cal)
     click_point(page, chart, chart.locator(".scatterlayer .trace").nth(1 + number).locator(
         ".points path").first)
-    settle(page)
-    assert page.get_by_role("tab", name="Runs behind a cell").get_attribute(
-        "aria-selected") == "true"
+    expect(page.get_by_role("tab", name="Runs behind a cell")).to_have_attribute(
+        "aria-selected", "true")
     main = page.locator("[data-testid='stMain']")
     note = main.get_by_text("reliability diagram").first
-    note.wait_for(timeout=GENEROUS_MS)
+    note.wait_for()
     first = cal["bins"][0]
-    assert f"({first['count']} run(s))" in note.inner_text().replace("\u2060", "")
-    assert page.locator(".st-key-exp-drill-label input").first.input_value() == "cal-vote"
-    assert page.locator("[data-testid='stException']").count() == 0
-    main.locator("[data-testid='stDataFrame'] canvas").first.wait_for(timeout=GENEROUS_MS)
-    page.wait_for_timeout(500)  # the grid draws on its canvas after it appears
-    page.screenshot(path=str(shots / "23-calibration-point-to-runs.png"), full_page=True)
-    page.locator(".st-key-exp-drill-bin-clear button").click()  # all its runs again
+    expect(note).to_contain_text(typed(f"({first['count']} run(s))"), use_inner_text=True)
+    expect(page.locator(".st-key-exp-drill-label input").first).to_have_value("cal-vote")
+    expect(page.locator("[data-testid='stException']")).to_have_count(0)
+    # the grid is drawn once its cells are (the canvas, and the accessible table beside it)
+    grid = main.locator("[data-testid='stDataFrame']").first
+    grid.locator("canvas").first.wait_for()
+    grid.locator("[role='gridcell']").first.wait_for(state="attached")
     settle(page)
-    assert main.get_by_text("reliability diagram").count() == 0
+    page.screenshot(path=str(shots / "23-calibration-point-to-runs.png"), full_page=True)
+    # all its runs again: the bin's note leaves once the run the click asks for is drawn (an
+    # immediate count raced that run on a loaded machine)
+    rerun(page, page.locator(".st-key-exp-drill-bin-clear button").click)
+    expect(main.get_by_text("reliability diagram")).to_have_count(0)

@@ -1,11 +1,12 @@
 """In a real browser: the rough edges a new user hit that only a browser shows (issue 14).
 
-Each test is named after its edge. A fresh server per module (the `app` fixture of
-tests/test_browser.py), so the first test sees the server's very first page load.
+Each test is named after its edge. A server of this module's own (the `app` fixture of
+tests/test_browser.py), not the session's shared one: the first test sees the server's very
+first page load, and the second needs a store where no demo runs were stored yet.
 """
 from __future__ import annotations
 
-from test_browser import app, page, settle  # noqa: F401  (fixtures: a fresh server per module)
+from test_browser import app, expect, new_page, page, rerun, settle  # noqa: F401  (fixtures)
 
 # Every text the sidebar's page list ever shows, recorded from the first byte of the page.
 WATCH_NAV = """
@@ -28,16 +29,23 @@ def test_first_load_of_a_fresh_server_never_flashes_the_raw_page_list(app, page)
     page.goto(base + "/")
     page.get_by_text("Model providers").wait_for()
     settle(page)
-    page.wait_for_timeout(500)
+    nav = page.locator("[data-testid='stSidebarNav']")
+    for title in TITLES:  # the whole page list is drawn, and the script run has ended
+        expect(nav).to_contain_text(title)
     seen = page.evaluate("() => window.__navSeen")
     # A later visitor's first load (a new session, a deep link) shows no file list either.
-    later = page.context.browser.new_page()
-    later.add_init_script(WATCH_NAV)
-    later.goto(base + "/runs")
-    later.locator("[data-testid='stSidebarNav']").get_by_text("Personas & roles").wait_for()
-    settle(later)
-    seen += later.evaluate("() => window.__navSeen")
-    later.close()
+    later = new_page(page.context.browser)
+    try:
+        later.add_init_script(WATCH_NAV)
+        later.goto(base + "/runs")
+        nav = later.locator("[data-testid='stSidebarNav']")
+        nav.get_by_text("Personas & roles").wait_for()
+        settle(later)
+        for title in TITLES:
+            expect(nav).to_contain_text(title)
+        seen += later.evaluate("() => window.__navSeen")
+    finally:
+        later.context.close()
     assert seen, "the app's page list never showed"
     for text in seen:  # only ever the app's own titles, never Streamlit's file list
         assert "Personas & roles" in text, seen
@@ -50,14 +58,13 @@ def test_home_demo_count_is_fresh_after_storing(app, page):  # noqa: F811
     page.goto(base + "/")
     page.get_by_text("Model providers").wait_for()
     settle(page)
-    page.locator(".st-key-demo_run button").click()
+    rerun(page, page.locator(".st-key-demo_run button").click)
     page.get_by_text("demo runs (simulated)").wait_for()
-    settle(page)
     planned = len(demo_plan())
     assert len(Store(db_url).runs(tag="demo")) == planned
-    main = page.locator("[data-testid='stMain']").inner_text()
-    assert f"{planned} demo runs are stored now" in main, main
+    expect(page.locator("[data-testid='stMain']")).to_contain_text(
+        f"{planned} demo runs are stored now", use_inner_text=True)
     # Pressed again: the page says they are stored, and stores nothing more.
-    page.locator(".st-key-demo_run button").click()
+    rerun(page, page.locator(".st-key-demo_run button").click)
     page.get_by_text("already stored").wait_for()
     assert len(Store(db_url).runs(tag="demo")) == planned

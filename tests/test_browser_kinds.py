@@ -2,12 +2,14 @@
 HTTP) and simulated runs, side by side on Insights and in an experiment's results, kept apart
 and labelled. Saves the screenshots 08-insights-real-and-simulated and
 09-experiment-real-and-simulated to $PARLEY_SCREENSHOTS (or a temporary folder).
+
+A server of this module's own (`app`), not the session's shared one: its check counts every
+stored run, and its real runs would turn Insights to real runs by default for other tests.
 """
 from __future__ import annotations
 
 from openai_stub import SimulatedOpenAI
-from test_browser import GENEROUS_MS, app, goto, open_tab, page, settle, shots  # noqa: F401
-from test_browser import shown_as_text
+from test_browser import app, expect, goto, open_tab, page, rerun, settle, shots, shown_as_text  # noqa: F401
 
 from engine import Store
 from engine import experiments as ex
@@ -42,9 +44,8 @@ def show_both(page, key: str) -> None:  # noqa: F811
     """Choose "Both, side by side" in the page's Runs control (not the caption naming it)."""
     button = page.locator(f".st-key-{key} button", has_text="Both, side by side")
     button.wait_for()
-    button.click()
-    settle(page)
-    page.get_by_text("(simulated)").first.wait_for(timeout=GENEROUS_MS)
+    rerun(page, button.click)
+    page.get_by_text("(simulated)").first.wait_for()
 
 
 def test_real_and_simulated_runs_are_kept_apart_and_labelled(app, page, shots):  # noqa: F811
@@ -60,10 +61,11 @@ def test_real_and_simulated_runs_are_kept_apart_and_labelled(app, page, shots): 
     main = page.locator("[data-testid='stMain']")
     page.locator(".st-key-insights-kind").wait_for()
     settle(page)
-    assert "(simulated)" not in main.inner_text()  # real runs only, by default
+    # real runs only, by default
+    expect(main).not_to_contain_text("(simulated)", use_inner_text=True)
     show_both(page, "insights-kind")
-    text = main.inner_text()
-    assert "(simulated)" in text and "simulated and real, kept apart" in text
+    for text in ("(simulated)", "simulated and real, kept apart"):
+        expect(main).to_contain_text(text, use_inner_text=True)
     page.screenshot(path=str(shots / "08-insights-real-and-simulated.png"), full_page=True)
 
     goto(page, base, f"/experiments?experiment={experiment_id}")
@@ -73,7 +75,7 @@ def test_real_and_simulated_runs_are_kept_apart_and_labelled(app, page, shots): 
     # the counts, which name both configurations.
     shown_as_text(page, "vote on a server better")
     shown_as_text(page, "vote (simulated) better")
-    text = main.inner_text()
-    assert "vote (simulated)" in text and "vote on a server" in text
+    for text in ("vote (simulated)", "vote on a server"):
+        expect(main).to_contain_text(text, use_inner_text=True)
     page.screenshot(path=str(shots / "09-experiment-real-and-simulated.png"), full_page=True)
     assert page.dialogs == [], page.dialogs

@@ -6,15 +6,15 @@ dashed round-1 majority lines and the paper's reference points. Saves the screen
 from __future__ import annotations
 
 from test_browser import (  # noqa: F401
-    GENEROUS_MS,
-    app,
     click_point,
+    expect,
     goto,
     open_tab,
     page,
     settle,
     shots,
 )
+from test_browser import shared_app as app  # noqa: F401  (the session's shared server)
 
 from engine import Store
 from engine import experiments as ex
@@ -32,7 +32,7 @@ def rounds_chart(page, base: str, experiment_id: str):  # noqa: F811
     open_tab(page, "Accuracy by round")
     chart = page.locator("[data-testid='stMain'] [data-testid='stPlotlyChart'] "
                          ".js-plotly-plot").filter(has_text="round-1 majority vote")
-    chart.wait_for(timeout=GENEROUS_MS)
+    chart.wait_for()
     return chart
 
 
@@ -52,22 +52,23 @@ def test_accuracy_by_round_with_reference_points(app, page, shots):  # noqa: F81
     main.get_by_role("heading", name="Accuracy by round").wait_for()
     chart = main.locator("[data-testid='stPlotlyChart'] .js-plotly-plot").filter(
         has_text="round-1 majority vote")
-    chart.wait_for(timeout=GENEROUS_MS)
-    legend = chart.locator(".legend").text_content()  # SVG: no inner text
+    chart.wait_for()
+    legend = chart.locator(".legend")  # SVG: its text content, no inner text
     for label in ("society-3x2", "society-3x1", "Du et al. 2023: single agent 67.0%",
                   "Du et al. 2023: single agent with reflection 72.1%",
                   "Du et al. 2023: majority vote (3 agents) 69.0%",
                   "Du et al. 2023: multiagent debate (3 agents, 2 rounds) 81.8%"):
-        assert label in legend, legend
-    assert chart.locator(".scatterlayer .trace").count() == 2 + 2 + 4  # lines, dashed, refs
+        expect(legend).to_contain_text(label)
+    # lines, dashed, refs
+    expect(chart.locator(".scatterlayer .trace")).to_have_count(2 + 2 + 4)
     dashed = chart.locator(".scatterlayer .js-line[style*='stroke-dasharray']")
-    assert dashed.count() >= 2
-    assert "gpt-3.5-turbo-0301" in main.inner_text()
+    expect(dashed.nth(1)).to_be_attached()  # at least two
+    expect(main).to_contain_text("gpt-3.5-turbo-0301", use_inner_text=True)
     chart.scroll_into_view_if_needed()
     settle(page)
     chart.screenshot(path=str(shots / "10-accuracy-by-round.png"))
     assert page.dialogs == [], page.dialogs
-    assert page.locator("[data-testid='stException']").count() == 0
+    expect(page.locator("[data-testid='stException']")).to_have_count(0)
     print(f"accuracy-by-round screenshot in {shots}: 10-accuracy-by-round")
 
 
@@ -87,14 +88,14 @@ def test_a_paper_preset_run_from_the_cli_shows_its_curve_beside_the_paper(app, p
     listed = ex.list_experiments(Store(db_url))
     experiment_id = str(listed[listed["name"].str.contains("first 5")]["id"].iloc[0])
     chart = rounds_chart(page, base, experiment_id)
-    legend = chart.locator(".legend").text_content()
+    legend = chart.locator(".legend")
     for label in ("single", "reflection", "vote-3", "society-3x2",
                   "Du et al. 2023: multiagent debate (3 agents, 2 rounds) 81.8%"):
-        assert label in legend, legend
+        expect(legend).to_contain_text(label)
     chart.scroll_into_view_if_needed()
     settle(page)
     chart.screenshot(path=str(shots / "18-preset-du2023-arithmetic.png"))
-    assert page.locator("[data-testid='stException']").count() == 0
+    expect(page.locator("[data-testid='stException']")).to_have_count(0)
 
 
 def test_a_clicked_point_of_accuracy_by_round_lists_its_configurations_runs(app, page, shots):  # noqa: F811
@@ -114,13 +115,9 @@ def test_a_clicked_point_of_accuracy_by_round_lists_its_configurations_runs(app,
     # each configuration's line, then its dashed round-1 line)
     click_point(page, chart, chart.locator(".scatterlayer .trace").nth(2).locator(
         ".points path").first)
-    settle(page)
-    chosen = page.locator(".st-key-exp-drill-label input").first
-    chosen.wait_for(timeout=GENEROUS_MS)
-    page.wait_for_function("e => e.value === 'society-3x1'", arg=chosen.element_handle(),
-                           timeout=GENEROUS_MS)
-    assert page.get_by_role("tab", name="Runs behind a cell").get_attribute(
-        "aria-selected") == "true"
-    assert page.locator(".st-key-exp-drill-q input").first.input_value() == "all"
-    assert page.locator("[data-testid='stException']").count() == 0
+    expect(page.locator(".st-key-exp-drill-label input").first).to_have_value("society-3x1")
+    expect(page.get_by_role("tab", name="Runs behind a cell")).to_have_attribute(
+        "aria-selected", "true")
+    expect(page.locator(".st-key-exp-drill-q input").first).to_have_value("all")
+    expect(page.locator("[data-testid='stException']")).to_have_count(0)
     page.screenshot(path=str(shots / "21-round-point-to-runs.png"), full_page=True)

@@ -2,17 +2,23 @@
 whose question, replies or answer hold the words, and shows where each matched with a
 snippet, as text. Saves the screenshot 12-search-transcripts to $PARLEY_SCREENSHOTS (or a
 temporary folder).
+
+A server of this module's own (`app`), not the session's shared one: its last check counts
+every stored run.
 """
 from __future__ import annotations
 
-from test_browser import PAYLOAD, app, commit, field, goto, page, settle, shots  # noqa: F401
+import re
+
+from test_browser import PAYLOAD, app, commit, expect, field, goto, page, shots  # noqa: F401
 from test_search import fixture_runs, stored
 
 from engine import Store
 
-# True once a cell of the grid holds the text (the grid redraws after the script run ends).
-CELLS_SHOW = ("t => [...document.querySelectorAll(\"[data-testid='stDataFrame'] "
-              "[role='gridcell']\")].some(c => c.textContent.includes(t))")
+
+def holding(cells, text: str):
+    """The cells whose text holds `text` (case and all)."""
+    return cells.filter(has_text=re.compile(re.escape(text)))
 
 
 def test_search_a_transcript_from_the_runs_page(app, page, shots):  # noqa: F811
@@ -26,28 +32,21 @@ def test_search_a_transcript_from_the_runs_page(app, page, shots):  # noqa: F811
     goto(page, base, "/runs")
     field(page, "runs_transcript").wait_for()
     commit(field(page, "runs_transcript"), "durability")
-    settle(page)
     page.get_by_text("2 run(s), newest first").wait_for()
     # The grid is drawn on a canvas: its cells are read from the accessible (hidden) table
-    # the grid keeps beside it.
+    # the grid keeps beside it (redrawn after the script run ends: each check retries).
     cells = main.locator("[data-testid='stDataFrame'] [role='gridcell']")
-    page.wait_for_function(CELLS_SHOW, arg="«durability»")
-    shown = " ".join(cells.all_text_contents())
-    for run_id in (runs["reply"], hostile):
-        assert run_id in shown, shown
-    assert runs["question"] not in shown, shown
-    assert "Ada, opening, round 1" in shown and "«durability»" in shown
-    assert page.locator("img[src='x']").count() == 0
+    for text in ("«durability»", runs["reply"], hostile, "Ada, opening, round 1"):
+        expect(holding(cells, text).first, text).to_be_attached()
+    expect(holding(cells, runs["question"])).to_have_count(0)
+    expect(page.locator("img[src='x']")).to_have_count(0)
     page.screenshot(path=str(shots / "12-search-transcripts.png"), full_page=True)
 
     commit(field(page, "runs_transcript"), '"quokka benchmark"')
-    settle(page)
     page.get_by_text("1 run(s), newest first").wait_for()
     commit(field(page, "runs_transcript"), 'NEAR( "quokka')
-    settle(page)
     page.get_by_text("No runs match these filters.").wait_for()
     commit(field(page, "runs_transcript"), '" * - ()')  # no term: no filter
-    settle(page)
     page.get_by_text("5 run(s), newest first").wait_for()
     assert page.dialogs == [], page.dialogs
-    assert page.locator("[data-testid='stException']").count() == 0
+    expect(page.locator("[data-testid='stException']")).to_have_count(0)
