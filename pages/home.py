@@ -40,7 +40,7 @@ if settings["endpoint_rows"]:
 st.caption(_shared.md(_shared.endpoint_hints()) + "  \n" + _shared.md(
     "A server-side key goes only to its provider's own API or to a registered endpoint. "
     "Register one with PARLEY_ENDPOINTS in the environment or [endpoints.NAME] in "
-    ".streamlit/secrets.toml (see the README)."))
+    ".streamlit/secrets.toml (see docs/models.md)."))
 st.caption(f"Database: {_shared.md(store.url_safe)}")
 
 st.subheader("Demo runs")

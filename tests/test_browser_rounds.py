@@ -73,7 +73,7 @@ def test_accuracy_by_round_with_reference_points(app, page, shots):  # noqa: F81
 
 
 def test_a_paper_preset_run_from_the_cli_shows_its_curve_beside_the_paper(app, page, shots):  # noqa: F811
-    """Du et al.'s arithmetic preset, as the README says to run it (here on its first 5
+    """Du et al.'s arithmetic preset, as docs/reproduce.md says to run it (here on its first 5
     problems, simulated), then its results page: every configuration's line, the round-1
     dashed lines and Table 1's points. Saves 18-preset-du2023-arithmetic.png."""
     import subprocess

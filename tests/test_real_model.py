@@ -38,7 +38,7 @@ from engine.models import Turn
 from engine.protocols import estimate
 
 FINAL = ("completed", "failed")  # a run's stored end; never `running` or `interrupted`
-# Measured on the 2-core machine (README, "Local models: SmolLM2-135M measured"): 20 of 68
+# Measured on the 2-core machine (docs/local-models.md, an older measurement): 20 of 68
 # turns (0.29) usable before structured output, 24 of 50 (0.48) with it, and 46 of 52 (0.88)
 # or more with line-format grammars and bounded JSON strings; the floors keep room for
 # another llama.cpp build, not for a return to the prompted path.
