@@ -66,12 +66,15 @@ class Library(Database):
         row = next((r for r in self.library(CONFIG) if r["name"] == label), None)
         if row is None:
             raise ConfigError(f"no saved configuration named {label!r}", "input")
-        body = {k: v for k, v in row.items() if k not in ("id", "name", "builtin")}
-        return {**body, "label": row["name"]}
+        return _as_config(row)
 
     def saved_configs(self) -> list[dict[str, Any]]:
         """Every saved run configuration, each as `{"id", "label", "config"}`."""
-        rows = self.library(CONFIG)
-        return [{"id": r["id"], "label": r["name"],
-                 "config": {**{k: v for k, v in r.items() if k not in ("id", "name", "builtin")},
-                            "label": r["name"]}} for r in rows]
+        return [{"id": r["id"], "label": r["name"], "config": _as_config(r)}
+                for r in self.library(CONFIG)]
+
+
+def _as_config(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A library row of a saved configuration as a run takes it: its body, labelled."""
+    return {**{k: v for k, v in row.items() if k not in ("id", "name", "builtin")},
+            "label": row["name"]}
