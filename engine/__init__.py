@@ -10,7 +10,10 @@ SQLAlchemy and pandas.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+
+from engine import catalog as _catalog
 
 # Each public name and the module it lives in.
 _WHERE = {
@@ -42,6 +45,15 @@ __all__ = [
     "question_set", "run_debate", "run_duel", "run_panel", "run_peer_review",
     "run_roundtable", "run_single", "run_society", "run_vote",
 ]
+
+
+def _registry() -> Mapping[str, _catalog.ProtocolEntry]:
+    """The protocol registry, for the store below it (`engine.catalog`)."""
+    from engine.protocols import REGISTRY
+    return REGISTRY
+
+
+_catalog.provide(_registry)
 
 
 def __getattr__(name: str) -> Any:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import warnings
 from collections.abc import Iterator
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,93 @@ def test_the_simulated_model_imports_its_modules_at_the_top():
                             "engine"):
                         late.append(f"{_rel(path)}:{inner.lineno} {inner.module}")
     assert not late, f"imports inside functions (an import cycle dodged): {late}"
+
+
+def _circles(graph: Any) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm), every
+    import counted: at the top, inside a function or under TYPE_CHECKING."""
+    edges = {m: sorted(graph.find_modules_directly_imported_by(m)) for m in graph.modules}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(start: str) -> None:  # iterative: a deep chain must not hit the recursion limit
+        work = [(start, iter(edges[start]))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(edges[child])))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.append(member)
+                    if member == node:
+                        break
+                if len(group) > 1:
+                    found.append(sorted(group))
+
+    for module in sorted(edges):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_no_module_of_the_engine_is_in_an_import_circle():
+    grimp = pytest.importorskip("grimp")  # import-linter's graph builder (requirements-dev)
+    graph = grimp.build_graph("engine", include_external_packages=False)
+    assert _circles(graph) == [], "modules that import each other, directly or round a circle"
+
+
+def test_the_circle_finder_finds_a_circle():
+    class Graph:
+        modules = {"a", "b", "c", "d"}
+        links = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+
+        def find_modules_directly_imported_by(self, module: str) -> set[str]:
+            return self.links[module]
+
+    assert _circles(Graph()) == [["a", "b", "c"]]
+
+
+def test_the_store_meets_the_protocols_without_importing_them(tmp_path):
+    """`engine.store` imports no protocol, yet a fresh process that opened only the store
+    refuses an import of an unknown protocol and saves a result's metrics through the
+    registry the package root hands down (`engine.catalog`)."""
+    import subprocess
+    import sys
+    script = f"""
+import json, sys
+from engine.store import Store
+assert "engine.protocols" not in sys.modules, "opening the store loaded the protocols"
+store = Store("sqlite:///{tmp_path / 'fresh.db'}")
+try:
+    store.import_runs(json.dumps({{"id": "x1", "protocol": "brawl", "question": "q",
+                                    "status": "failed"}}))
+except ValueError as exc:
+    print("refused:", exc)
+record = {{"id": "v1", "protocol": "vote", "question": "q", "status": "failed"}}
+print("imported:", store.import_runs(json.dumps(record)))
+"""
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "refused:" in out.stdout and "'brawl'" in out.stdout and "debate" in out.stdout
+    assert "imported: ['v1']" in out.stdout

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from engine import catalog
 from engine.config import RunConfig, RunOptions, SeatSpec
 from engine.llm.calls import RunContext
 from engine.models import RunResult, RunStopped, Seat, Signals, Turn
@@ -195,8 +196,7 @@ async def execute(protocol: str, question: str, templates: Mapping[str, Template
         answer = result.final_answer()
         result.correct = None if answer is None else bool(answers_match(answer, result.expected))
     if store is not None:
-        from engine.protocols import get_protocol
-        spec = get_protocol(protocol)
+        spec = catalog.entry(protocol)
         error, lost = spec.assess(result)
         try:
             store.finish_run(run_id, result, spec.metrics(result), error=error, lost=lost)

@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from engine import catalog
 from engine.models import ConfigError
 
 TEMPLATE_MAX = 20_000
@@ -117,8 +118,8 @@ def echo_phrases(texts: Iterable[str]) -> frozenset[str]:
 @functools.cache
 def template_phrases() -> frozenset[str]:
     """The placeholder phrases of every registered protocol's default templates."""
-    from engine.protocols import REGISTRY
-    return echo_phrases(t.text for spec in REGISTRY.values() for t in spec.templates.values())
+    return echo_phrases(t.text for spec in catalog.protocols().values()
+                        for t in spec.templates.values())
 
 
 def stance_problem(stance: str | None, phrases: Iterable[str] | None = None) -> str:

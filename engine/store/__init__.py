@@ -1,10 +1,10 @@
 """The store: every query Parley makes, on SQLite (WAL) or PostgreSQL through SQLAlchemy 2."""
 from engine.store.database import DEFAULT_URL, StoreWriteError
 from engine.store.liveness import STALE_AFTER
+from engine.store.migrations import MIGRATIONS
 from engine.store.records import strip_secrets
 from engine.store.runs import STATUSES, Recorder
 from engine.store.schema import (
-    MIGRATIONS,
     Base,
     ExperimentRow,
     LibraryRow,

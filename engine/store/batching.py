@@ -11,13 +11,19 @@ elsewhere is noticed at the flush and its owner stops at its next turn (`RunStop
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Protocol
 
 from engine.models import RunStopped, Turn
 from engine.store.database import StoreWriteError
 
-if TYPE_CHECKING:
-    from engine.store.runs import RunWriting
+
+class RunWriting(Protocol):
+    """What a batch writes through (`engine.store.runs.RunWriting`, which holds the batch)."""
+
+    def add_turns(self, pairs: Sequence[tuple[str, Turn]]) -> dict[str, str]: ...
+
+    def update_turn(self, run_id: str, turn: Turn) -> None: ...
 
 
 class BatchedRecorder:

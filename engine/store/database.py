@@ -28,7 +28,8 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from engine.models import ConfigError, now
 from engine.store import schema
 from engine.store.liveness import GONE, owner_gone
-from engine.store.schema import MIGRATIONS, MigrationRow, RunRow
+from engine.store.migrations import MIGRATIONS, refuse_newer
+from engine.store.schema import MigrationRow, RunRow
 from engine.store.statements import MIGRATION_LOG, end_run_row
 
 DEFAULT_URL = "sqlite:///data/parley.db"
@@ -111,7 +112,7 @@ class Database:
                                    {"key": MIGRATION_LOCK})
             MIGRATION_LOG.create(connection, checkfirst=True)
             done = set(connection.execute(select(MigrationRow.name)).scalars())
-            schema.refuse_newer(done)
+            refuse_newer(done)
             for name, apply in MIGRATIONS:
                 if name in done:
                     continue
@@ -129,7 +130,7 @@ class Database:
                 raise ConfigError(f"{self.url_safe} holds no Parley tables and is read-only",
                                   "input")
             done = set(connection.execute(select(MigrationRow.name)).scalars())
-        schema.refuse_newer(done)
+        refuse_newer(done)
         missing = [name for name, _ in MIGRATIONS if name not in done]
         if missing:
             raise ConfigError(f"this read-only database needs migration {missing[0]}; open it "

@@ -25,10 +25,17 @@ like one), in turns, runs and experiments.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, inspect, select, text, update
+
+from engine import catalog
+from engine.models import ConfigError, Turn
+from engine.store import statements
+from engine.store.records import error_text
+from engine.store.schema import Base, ExperimentRow, RunRow, TurnRow
+from engine.store.search_index import bound_index, create_index
 
 _SEAT_KEYS = ("name", "model", "persona", "persona_name", "role", "temperature", "icon")
 
@@ -75,13 +82,11 @@ def _completed_results(connection: Connection) -> Iterator[tuple[str, Any, Any, 
     """Each completed run whose stored result this version reads: its id, its protocol's
     registry entry, the typed result (its `protocol` set) and the stored metrics. An
     unreadable run is skipped and stays as it is (reads show it as unreadable)."""
-    from engine.protocols import REGISTRY
-    from engine.store import statements
     runs = statements.RUNS
     rows = connection.execute(select(runs.c.id, runs.c.protocol, runs.c.result,
                                      runs.c.metrics).where(runs.c.status == "completed")).all()
     for run_id, protocol, result, metrics in rows:
-        spec = REGISTRY.get(protocol)
+        spec = catalog.protocols().get(protocol)
         try:
             stored = json.loads(metrics) if metrics else {}
             typed = spec.read_result(json.loads(result)) if spec is not None and result else None
@@ -95,7 +100,6 @@ def _completed_results(connection: Connection) -> Iterator[tuple[str, Any, Any, 
 
 def configs_by_slot(connection: Connection) -> None:
     """Migration 0004: configurations by slot, and each run's outcome line in its metrics."""
-    from engine.store import statements
     runs, library = statements.RUNS, statements.LIBRARY
     _rewrite(connection, runs, runs.c.config, regroup)
     _rewrite(connection, library, library.c.body, regroup)
@@ -121,8 +125,6 @@ def degraded_runs(connection: Connection) -> None:
                                 f"DEFAULT {false}"))
     if "lost" not in present:
         connection.execute(text("ALTER TABLE runs ADD COLUMN lost TEXT NOT NULL DEFAULT ''"))
-    from engine.models import Turn
-    from engine.store import statements
     runs, turns = statements.RUNS, statements.TURNS
     for run_id, spec, typed, stored in _completed_results(connection):
         typed.turns = [Turn(index=t.idx, phase=t.phase, round=t.round, seat=t.seat,
@@ -141,21 +143,17 @@ def degraded_runs(connection: Connection) -> None:
 
 def search_index(connection: Connection) -> None:
     """Migration 0006: the full-text index over runs (`engine.store.search_index`)."""
-    from engine.store.search_index import create_index
     create_index(connection)
 
 
 def search_bounded(connection: Connection) -> None:
     """Migration 0010: the search index holds at most its bound of each text
     (`engine.store.search_index.MAX_INDEXED`)."""
-    from engine.store.search_index import bound_index
     bound_index(connection)
 
 
 def redacted_errors(connection: Connection) -> None:
     """Migration 0011: the keys in errors and warnings stored before they were redacted."""
-    from engine.store.records import error_text
-    from engine.store.schema import ExperimentRow, RunRow, TurnRow
     for row_type in (TurnRow, RunRow, ExperimentRow):
         table: Any = row_type.__table__
         for row_id, error in connection.execute(select(table.c.id, table.c.error).where(
@@ -182,3 +180,40 @@ def turn_output(connection: Connection) -> None:
     `0001`)."""
     if "output_mode" not in {c["name"] for c in inspect(connection).get_columns("turns")}:
         connection.execute(text("ALTER TABLE turns ADD COLUMN output_mode VARCHAR(16)"))
+
+
+# --------------------------------------------------------------------------- the list
+def _create(tables: Sequence[str]):
+    def apply(connection) -> None:
+        Base.metadata.create_all(connection, tables=[Base.metadata.tables[t] for t in tables])
+    return apply
+
+
+def _data(name: str):
+    def apply(connection) -> None:
+        globals()[name](connection)
+    return apply
+
+
+# Ordered, named migrations; append only. Each runs once per database.
+MIGRATIONS: list[tuple[str, Any]] = [
+    ("0001_runs_and_turns", _create(["runs", "turns"])),
+    ("0002_library", _create(["library"])),
+    ("0003_experiments", _create(["experiments"])),
+    ("0004_configs_by_slot", _data("configs_by_slot")),
+    ("0005_degraded_runs", _data("degraded_runs")),
+    ("0006_search", _data("search_index")),
+    ("0007_turn_output", _data("turn_output")),
+    ("0008_workers", _create(["workers"])),
+    ("0009_endpoint_limits", _create(["endpoint_limits", "endpoint_leases"])),
+    ("0010_search_bounded", _data("search_bounded")),
+    ("0011_redacted_errors", _data("redacted_errors")),
+]
+
+
+def refuse_newer(done: set[str]) -> None:
+    """Refuse a database that holds a migration this Parley does not know."""
+    unknown = sorted(done - {name for name, _ in MIGRATIONS})
+    if unknown:
+        raise ConfigError(f"this database was written by a newer Parley (migration "
+                          f"{unknown[-1]}); upgrade Parley or use another database", "input")

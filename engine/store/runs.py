@@ -16,6 +16,7 @@ from uuid import uuid4
 from sqlalchemy import delete, literal, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
+from engine import catalog
 from engine.models import RunResult, RunStopped, Turn, now
 from engine.store import readback, records
 from engine.store.database import Database
@@ -157,8 +158,7 @@ class RunWriting(Database):
         turns = result.turns
         dump = result.model_dump(mode="json", exclude={"turns"})
         if metrics is None:
-            from engine.protocols import get_protocol
-            metrics = get_protocol(result.protocol).metrics(result)
+            metrics = catalog.entry(result.protocol).metrics(result)
         metrics = {**metrics, "warnings": len(result.warnings)}
         with self.writing() as connection:
             connection.execute(update(RunRow).where(
@@ -219,8 +219,7 @@ class RunWriting(Database):
                                 label=label, tags=tags, expected=result.expected)
         self.add_turns([(run_id, turn) for turn in result.turns])
         result.run_id = run_id
-        from engine.protocols import get_protocol
-        spec = get_protocol(result.protocol)
+        spec = catalog.entry(result.protocol)
         error, lost = spec.assess(result)
         self.finish_run(run_id, result, spec.metrics(result), error=error, lost=lost)
         return run_id

@@ -1,4 +1,5 @@
-"""The store's tables, their ordered, named migrations, and how a database is opened.
+"""The store's tables and how a database is opened (their ordered, named migrations are in
+`engine.store.migrations`).
 
 `Store` (engine.store.runs) owns every query; this module only says what the tables are. Column
 sizes here are the limits `engine.store.records` checks before anything is written, so that SQLite
@@ -7,7 +8,6 @@ sizes here are the limits `engine.store.records` checks before anything is writt
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -26,8 +26,6 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
-
-from engine.models import ConfigError
 
 
 class Moment(TypeDecorator):
@@ -206,44 +204,7 @@ class MigrationRow(Base):
     applied_at: Mapped[datetime] = mapped_column(Moment)
 
 
-def _create(tables: Sequence[str]):
-    def apply(connection) -> None:
-        Base.metadata.create_all(connection, tables=[Base.metadata.tables[t] for t in tables])
-    return apply
-
-
-def _data(name: str):
-    def apply(connection) -> None:
-        from engine.store import migrations
-        getattr(migrations, name)(connection)
-    return apply
-
-
-# Ordered, named migrations; append only. Each runs once per database.
-MIGRATIONS: list[tuple[str, Any]] = [
-    ("0001_runs_and_turns", _create(["runs", "turns"])),
-    ("0002_library", _create(["library"])),
-    ("0003_experiments", _create(["experiments"])),
-    ("0004_configs_by_slot", _data("configs_by_slot")),
-    ("0005_degraded_runs", _data("degraded_runs")),
-    ("0006_search", _data("search_index")),
-    ("0007_turn_output", _data("turn_output")),
-    ("0008_workers", _create(["workers"])),
-    ("0009_endpoint_limits", _create(["endpoint_limits", "endpoint_leases"])),
-    ("0010_search_bounded", _data("search_bounded")),
-    ("0011_redacted_errors", _data("redacted_errors")),
-]
-
-
 # --------------------------------------------------------------------------- opening
-def refuse_newer(done: set[str]) -> None:
-    """Refuse a database that holds a migration this Parley does not know."""
-    unknown = sorted(done - {name for name, _ in MIGRATIONS})
-    if unknown:
-        raise ConfigError(f"this database was written by a newer Parley (migration "
-                          f"{unknown[-1]}); upgrade Parley or use another database", "input")
-
-
 def sqlite_path(url: str) -> str | None:
     """The file a SQLite URL names (None for an in-memory database)."""
     database = make_url(url).database or ""

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import functools
 import json
-import typing
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
 from sqlalchemy import select
 
+from engine import catalog
 from engine.models import ConfigError, now
 from engine.store import records
 from engine.store.database import READ_ONLY
@@ -100,8 +100,7 @@ def checked_record(where: str, doc: Any) -> RunRecord:
 
 @functools.cache
 def _protocols() -> tuple[str, ...]:
-    from engine.protocols import REGISTRY
-    return tuple(REGISTRY)
+    return tuple(catalog.protocols())
 
 
 def known_protocol(name: str) -> bool:
@@ -112,14 +111,8 @@ def known_protocol(name: str) -> bool:
 
 @functools.cache
 def _result_model(protocol: str) -> Any:
-    from engine.protocols import REGISTRY
-    spec = REGISTRY.get(protocol)
-    if spec is None:
-        return None
-    try:
-        return typing.get_type_hints(spec.runner).get("return")
-    except (NameError, TypeError):  # hints this module cannot resolve: left unchecked
-        return None
+    spec = catalog.protocols().get(protocol)
+    return None if spec is None else spec.result_type
 
 
 def result_problem(protocol: str, result: Mapping[str, Any]) -> str:
