@@ -25,8 +25,8 @@ from pages import _shared
 
 def warm() -> str:
     """Fill the caches of the pages' first views from the store this process serves: the
-    Insights overview (`_insights_data.warm`: reading and flattening every run, about a
-    second at 10,000) and the newest experiment's results (`_experiment_results.warm`).
+    Insights overview (`_insights_data.warm`: the runs added up in the store, and the
+    figures) and the newest experiment's results (`_experiment_results.warm`).
     Returns what it did, for the server's log; a store it cannot read is left to the pages,
     which say why."""
     from pages import _experiment_results, _insights_data

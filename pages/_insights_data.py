@@ -2,8 +2,8 @@
 made once per change of the stored runs (`Store.fingerprint`) and kept in Streamlit's caches.
 
 A module of its own (not the page script) so that the server's warm-up (app.py's `warm`, before
-it answers) can fill the caches for the page's first view (`warm`): on 10,000 runs reading and
-flattening them took about a second of a first visit.
+it answers) can fill the caches for the page's first view (`warm`). The runs are added up in
+the store (`insights.report_from_store`): the page never holds one row per run.
 """
 from __future__ import annotations
 
@@ -18,17 +18,18 @@ from engine.reports import runs as history
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
-def load_runs(_store: Store, url: str, stamp: tuple, args: tuple) -> pd.DataFrame:
-    """The matching runs, read again only when the stored runs changed (`stamp`)."""
-    return insights.load_runs(_store, history.Filters(**dict(args)))
+def load_summary(_store: Store, url: str, stamp: tuple, args: tuple) -> pd.DataFrame:
+    """The matching runs added up in the store (a few hundred rows however many runs
+    match), read again only when the stored runs changed (`stamp`)."""
+    return insights.load_summary(_store, history.Filters(**dict(args)))
 
 
 @st.cache_data(max_entries=32, show_spinner="Adding up the runs…")
 def build(_store: Store, url: str, stamp: tuple, args: tuple, kind: str, only: tuple) -> list:
     """The chosen sections over the matching runs, made again only when the runs changed."""
     filters = history.Filters(**dict(args))
-    return insights.report(load_runs(_store, url, stamp, args),
-                           insights.results_loader(_store, filters), kind, only)
+    return insights.report_from_store(_store, filters, kind, only,
+                                      load_summary(_store, url, stamp, args))
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
@@ -48,11 +49,11 @@ def warm(store: Store) -> None:
     """Fill the caches for the page's first view (no filters, the default kind and
     sections), as a first visit would."""
     stamp, args = store.fingerprint(), ()
-    runs = load_runs(store, store.url_safe, stamp, args)
-    if runs.empty:
+    summary = load_summary(store, store.url_safe, stamp, args)
+    if summary.empty:
         return
-    kind = insights.default_kind(runs)
+    kind = insights.default_kind(summary)
     titles = insights.section_titles()
-    chosen = insights.default_sections(runs)
+    chosen = insights.default_sections(summary)
     figures(store, store.url_safe, stamp, args, kind,
             tuple(key for key in titles if key in chosen))

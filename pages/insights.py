@@ -54,26 +54,26 @@ with st.expander("Filters", expanded=False):
     filters = _shared.filter_widgets(history.choices(store), "insights")
 args = tuple(sorted((k, v) for k, v in vars(filters).items() if v not in (None, "")))
 stamp = store.fingerprint()
-runs = data.load_runs(store, store.url_safe, stamp, args)
-if runs.empty:
+summary = data.load_summary(store, store.url_safe, stamp, args)
+if summary.empty:
     st.info("No runs match these filters.")
     st.stop()
 KIND_NAMES = {"real": "Real", "simulated": "Simulated", "both": "Both, side by side"}
 kind = st.segmented_control(
-    "Runs", list(insights.KINDS), default=insights.default_kind(runs),
+    "Runs", list(insights.KINDS), default=insights.default_kind(summary),
     format_func=KIND_NAMES.get, key="insights-kind",
     help="Simulated runs (any seat played by the offline simulated model) and real runs are "
          "never pooled: both side by side labels every simulated group \"(simulated)\".",
-) or insights.default_kind(runs)
-simulated = int(runs["simulated"].astype(bool).sum())
-hidden = {"real": simulated, "simulated": len(runs) - simulated, "both": 0}[kind]
+) or insights.default_kind(summary)
+simulated = int(summary.loc[summary["simulated"].astype(bool), "n"].sum())
+hidden = {"real": simulated, "simulated": int(summary["n"].sum()) - simulated, "both": 0}[kind]
 if hidden:
     other = "simulated" if kind == "real" else "real"
     st.caption(f"{hidden:,} {other} run(s) are not shown; choose *{KIND_NAMES[other]}* or "
                f"*{KIND_NAMES['both']}* to see them.")
 titles = insights.section_titles()
 chosen = st.pills(
-    "Sections", list(titles), default=insights.default_sections(runs),
+    "Sections", list(titles), default=insights.default_sections(summary),
     selection_mode="multi", format_func=titles.get, key="insights-sections",
     help="Each section draws its own figures; open the ones you need (every protocol with "
          "runs has one).") or []
@@ -99,6 +99,8 @@ st.caption("Grouped by configuration label. Rates, means and calibration count c
 
 for section in sections:
     st.subheader(section.title)
+    if section.caption:
+        st.caption(md(section.caption))
     if section.note:
         st.caption(md(section.note))
         continue

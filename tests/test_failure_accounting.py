@@ -116,6 +116,8 @@ def test_an_older_database_gains_the_columns_and_its_runs_are_assessed(backend):
         old, everyone=FAILING, judge=FAILING)
     placeholder = {**old.get(judgeless)["metrics"], "judge_confidence": 0.0}
     with old.engine.begin() as connection:
+        # A database this old had no summary index either (migration 0012 adds it).
+        connection.execute(text("DROP INDEX IF EXISTS ix_runs_summary"))
         connection.execute(text("ALTER TABLE runs DROP COLUMN degraded_run"))
         connection.execute(text("ALTER TABLE runs DROP COLUMN lost"))
         connection.execute(text("UPDATE runs SET status = 'completed', error = ''"))

@@ -15,6 +15,7 @@ import pandas as pd
 
 from engine.protocols import REGISTRY
 from engine.reports.runs import Filters, protocol_titles
+from engine.store.aggregates import SUMMARY_KEYS, SUMMARY_SUMS
 from engine.views.aggregate import (
     KINDS,
     RUN_COLUMNS,
@@ -27,9 +28,10 @@ from engine.views.aggregate import (
     keep_apart,
     mean_by,
     rate_by,
-    rate_table,
     rate_text,
+    rates_from_counts,
     spread_by,
+    table_of_rates,
 )
 from engine.views.ballots import flow_links
 from engine.views.blocks import NO_LABEL, Chart, InsightsData, Section
@@ -38,7 +40,8 @@ __all__ = ["Chart", "Section", "InsightsData", "RUN_COLUMNS", "flatten", "load_r
            "results_loader", "report", "rate_by", "counts_by", "mean_by", "spread_by",
            "side_by_side", "completed", "flow_links", "overview_section", "accuracy_section",
            "cost_section", "KINDS", "default_kind", "keep_apart", "KIND_TITLES",
-           "section_titles", "default_sections"]
+           "section_titles", "default_sections", "summarise", "load_summary",
+           "overview_of", "accuracy_of", "cost_of", "report_from_store", "SAMPLE"]
 
 def side_by_side(runs: pd.DataFrame, column: str) -> tuple[pd.DataFrame, dict[str, Any]]:
     """`rate_by` per label with one (rate, n) column pair per protocol, for a grouped bar
@@ -46,6 +49,10 @@ def side_by_side(runs: pd.DataFrame, column: str) -> tuple[pd.DataFrame, dict[st
     the frame and the chart options naming its columns."""
     rates = rate_by(runs.assign(title=protocol_titles(runs["protocol"])), column,
                     by=["group", "title"]) if not runs.empty else pd.DataFrame()
+    return _side_by_side(rates)
+
+
+def _side_by_side(rates: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:
     if rates.empty:
         return pd.DataFrame(columns=["group"]), {"y": [], "n": [], "names": [], "colors": []}
     titles = sorted(rates["title"].unique())
@@ -83,25 +90,66 @@ def results_loader(store: Any, filters: Filters) -> Results:
     return results
 
 
+def summarise(runs: pd.DataFrame) -> pd.DataFrame:
+    """A flattened frame of runs added up as `Store.run_summary` adds them up in SQL: one
+    row per protocol, label, group, status, degraded flag and kind, with `n`, `scored`,
+    `correct`, `tokens` and `duration`."""
+    if runs.empty:
+        return pd.DataFrame(columns=[*SUMMARY_KEYS, "group", *SUMMARY_SUMS])
+    right = as_flag(runs["correct"])
+    frame = pd.DataFrame({
+        "protocol": runs["protocol"], "label": runs["label"], "group": runs["group"],
+        "status": runs["status"],
+        "degraded_run": runs["degraded_run"].fillna(False).astype(bool),
+        "simulated": runs["simulated"].fillna(False).astype(bool), "n": 1,
+        "scored": right.notna().astype(int), "correct": (right == 1).astype(int),
+        "tokens": pd.to_numeric(runs["tokens"], errors="coerce").fillna(0),
+        "duration": pd.to_numeric(runs["duration"], errors="coerce").fillna(0.0)})
+    keys = [*SUMMARY_KEYS, "group"]
+    return frame.groupby(keys, sort=True, dropna=False)[list(SUMMARY_SUMS)].sum().reset_index()
+
+
+def load_summary(store: Any, filters: Filters) -> pd.DataFrame:
+    """The matching runs added up in the store (`Store.run_summary`: a few hundred rows
+    however many runs match), with each run's `group` (its label, or "(no label)")."""
+    frame = store.run_summary(**filters.store_args())
+    labels = frame["label"].fillna(NO_LABEL).replace("", NO_LABEL)
+    frame = frame.assign(label=labels, group=labels)
+    keys = [*SUMMARY_KEYS, "group"]
+    return frame.groupby(keys, sort=True)[list(SUMMARY_SUMS)].sum().reset_index()
+
+
+def _sum(summary: pd.DataFrame, mask: Any = None) -> int:
+    return int(summary["n"].sum() if mask is None else summary.loc[mask, "n"].sum())
+
+
 def overview_section(runs: pd.DataFrame) -> Section:
     """How many runs and how they ended: completed, degraded (completed but lost a decisive
     call or most of their turns), failed (no model call succeeded, or a crash) and
     interrupted, each counted apart."""
-    simulated = int(runs["simulated"].fillna(False).astype(bool).sum())
-    status = runs["status"]
-    degraded = (status == "completed") & runs["degraded_run"].fillna(False).astype(bool)
-    titles = protocol_titles(runs["protocol"])
-    if runs["simulated"].astype(bool).nunique() > 1:  # both kinds shown: never one bar
-        titles = titles.where(~runs["simulated"].astype(bool), titles + SIMULATED_SUFFIX)
-    by_status = runs.assign(group=titles,
-                            status=status.where(~degraded, "completed (degraded)"))
+    return overview_of(summarise(runs))
+
+
+def overview_of(summary: pd.DataFrame) -> Section:
+    """`overview_section` from the runs added up (`summarise`, `load_summary`)."""
+    status = summary["status"]
+    degraded = (status == "completed") & summary["degraded_run"].astype(bool)
+    titles = protocol_titles(summary["protocol"])
+    kinds = summary["simulated"].astype(bool)
+    if kinds.nunique() > 1:  # both kinds shown: never one bar
+        titles = titles.where(~kinds, titles + SIMULATED_SUFFIX)
+    by_status = summary.assign(group=titles,
+                               status=status.where(~degraded, "completed (degraded)"))
+    counts = (by_status.groupby(["group", "status"], sort=True)["n"].sum().reset_index()
+              .rename(columns={"status": "value", "n": "count"}))
+    counts = counts[counts["count"] > 0].astype({"value": str}).reset_index(drop=True)
     return Section("overview", "Overview", metrics=[
-        ("Runs", f"{len(runs):,}"), ("Completed", f"{int((status == 'completed').sum()):,}"),
-        ("Degraded", f"{int(degraded.sum()):,}"),
-        ("Failed", f"{int((status == 'failed').sum()):,}"),
-        ("Interrupted", f"{int((status == 'interrupted').sum()):,}"),
-        ("Simulated", f"{simulated:,}")], charts=[Chart(
-            "stacked_counts", counts_by(by_status, "status"), "Runs per protocol",
+        ("Runs", f"{_sum(summary):,}"), ("Completed", f"{_sum(summary, status == 'completed'):,}"),
+        ("Degraded", f"{_sum(summary, degraded):,}"),
+        ("Failed", f"{_sum(summary, status == 'failed'):,}"),
+        ("Interrupted", f"{_sum(summary, status == 'interrupted'):,}"),
+        ("Simulated", f"{_sum(summary, kinds):,}")], charts=[Chart(
+            "stacked_counts", counts, "Runs per protocol",
             "How many runs each protocol has, split by how they ended.",
             {"order": ["completed", "completed (degraded)", "running", "interrupted",
                        "failed"]})])
@@ -110,18 +158,26 @@ def overview_section(runs: pd.DataFrame) -> Section:
 def accuracy_section(runs: pd.DataFrame) -> Section:
     """Accuracy over the completed runs with an expected answer (failed and interrupted runs
     never count as wrong)."""
-    done = completed(runs)
-    scored = done[done["correct"].notna()] if not done.empty else done
+    return accuracy_of(summarise(runs))
+
+
+def accuracy_of(summary: pd.DataFrame) -> Section:
+    """`accuracy_section` from the runs added up (`summarise`, `load_summary`)."""
+    scored = completed(summary)
+    scored = scored[scored["scored"] > 0] if not scored.empty else scored
     if scored.empty:
         return Section("accuracy", "Accuracy", note="No runs with an expected answer match "
                        "these filters.")
-    frame, spec = side_by_side(scored, "correct")
-    table = rate_table(scored.assign(protocol=protocol_titles(scored["protocol"])), "correct",
-                       ["group", "protocol"])
+    titled = scored.assign(title=protocol_titles(scored["protocol"]))
+    frame, spec = _side_by_side(rates_from_counts(titled, ["group", "title"], "correct",
+                                                  "scored"))
+    table = table_of_rates(rates_from_counts(titled.assign(protocol=titled["title"]),
+                                             ["group", "protocol"], "correct", "scored"),
+                           ["group", "protocol"])
     return Section("accuracy", "Accuracy", metrics=[
-        ("Scored runs", f"{len(scored):,}"),
-        ("Correct", rate_text(int(as_flag(scored["correct"]).sum()),
-                              int(as_flag(scored["correct"]).notna().sum())))], charts=[
+        ("Scored runs", f"{int(scored['scored'].sum()):,}"),
+        ("Correct", rate_text(int(scored["correct"].sum()), int(scored["scored"].sum())))],
+        charts=[
         Chart("rate_bar", frame, "Accuracy by label and protocol",
               "Share of completed runs whose final answer matched the expected answer, "
               "protocols side by side (persona panel against vote is the debate-or-vote "
@@ -133,22 +189,35 @@ def accuracy_section(runs: pd.DataFrame) -> Section:
 
 def cost_section(runs: pd.DataFrame) -> Section:
     done = runs[runs["status"] == "completed"] if not runs.empty else runs
-    if done.empty:
+    return cost_of(summarise(done), done)
+
+
+def cost_of(summary: pd.DataFrame, values: pd.DataFrame, sample: str = "") -> Section:
+    """Tokens and seconds per run: the means over every completed run (`summary`), the
+    boxes over `values` (one row per completed run with `protocol`, `group`, `tokens` and
+    `duration`: every run, or a sample of them that `sample` describes)."""
+    done = completed(summary)
+    if done.empty or values.empty:
         return Section("cost", "Tokens and latency", note="No completed runs match these "
                        "filters.")
-    grouped = done.assign(protocol_title=protocol_titles(done["protocol"]))
+    n = int(done["n"].sum())
+    grouped = values.assign(protocol_title=protocol_titles(values["protocol"]))
     keys = ["protocol_title", "group"]
     return Section("cost", "Tokens and latency", metrics=[
-        ("Tokens per run", f"{done['tokens'].mean():,.0f}"),
-        ("Seconds per run", f"{done['duration'].mean():.2f}")], charts=[
+        ("Tokens per run", f"{done['tokens'].sum() / n:,.0f}"),
+        ("Seconds per run", f"{done['duration'].sum() / n:.2f}")], caption=sample, charts=[
         Chart("box", spread_by(grouped, "tokens", keys), "Tokens per run",
               "Tokens in plus out per run, by protocol, one box per label: the box spans the "
-              "middle half, the line is the median, the dashes the mean.",
+              "middle half, the line is the median, the dashes the mean." + _also(sample),
               {"x": "protocol_title", "color": "group", "y_title": "tokens"}),
         Chart("box", spread_by(grouped, "duration", keys), "Seconds per run",
               "Wall-clock seconds per run, by protocol, one box per label (box: middle half; "
-              "line: median; dashes: mean).",
+              "line: median; dashes: mean)." + _also(sample),
               {"x": "protocol_title", "color": "group", "y_title": "seconds"})])
+
+
+def _also(sample: str) -> str:
+    return " Drawn from a sample (see above)." if sample else ""
 
 
 def _relabelled(load: Results, simulated: set[str]) -> Results:
@@ -240,4 +309,148 @@ def _apart(runs: pd.DataFrame, make: Callable[[pd.DataFrame], Section]) -> Secti
                            for kind, part in (("real", runs[~kinds]), ("simulated", runs[kinds]))
                            if not completed(part).empty
                            for label, value in make(part).metrics]
+    return section
+
+
+# --------------------------------------------------------------------------- at scale
+SAMPLE = 20_000  # the most runs a protocol's section or a box plot reads, per kind of run
+
+
+def every_for(count: int, limit: int | None = None) -> int:
+    """The step of a systematic sample of at most `limit` (default `SAMPLE`) of `count` runs
+    (1: all of them)."""
+    return max(1, -(-count // (limit or SAMPLE)))
+
+
+def sample_text(read: int, of: int, every: int) -> str:
+    """What a sampled section says it was drawn from ("" when it read every run)."""
+    if every <= 1:
+        return ""
+    return (f"Drawn from a sample of {read:,} of {of:,} runs: every {every}th in time order "
+            "(every label and the whole period alike). Counts, rates and intervals here are "
+            "the sample's; the overview and accuracy count every run.")
+
+
+def _kinds(kind: str) -> list[bool]:
+    return {"real": [False], "simulated": [True], "both": [False, True]}[kind]
+
+
+def _sampled(store: Any, filters: Filters, summary: pd.DataFrame, kind: str,
+             read: Callable[[int, dict[str, Any]], pd.DataFrame], **narrow: Any
+             ) -> tuple[pd.DataFrame, str]:
+    """`read(every, args)` for each kind of run shown (real and simulated read apart, each
+    sampled on its own so a few real runs are never thinned by many simulated ones), kept
+    apart as `keep_apart` keeps them; and the sample's description ("" for every run)."""
+    parts, read_n, of_n, steps = [], 0, 0, set()
+    for simulated in _kinds(kind):
+        mine = summary[summary["simulated"] == simulated]
+        for key, value in narrow.items():
+            mine = mine[mine[key] == value]
+        count = int(mine["n"].sum())
+        if not count:
+            continue
+        every = every_for(count)
+        frame = read(every, {**filters.store_args(), **narrow, "simulated": simulated})
+        parts.append(frame)
+        read_n, of_n = read_n + len(frame), of_n + count
+        steps.add(every)
+    if not parts:
+        return pd.DataFrame(), ""
+    frame = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    if len(parts) > 1 and "created_at" in frame:  # newest first, as `Store.runs` reads them
+        frame = frame.sort_values("created_at", ascending=False, kind="stable",
+                                  ignore_index=True)
+    every = max(steps)
+    return frame, sample_text(read_n, of_n, every) if every > 1 else ""
+
+
+def _flat_runs(store: Any) -> Callable[[int, dict[str, Any]], pd.DataFrame]:
+    def read(every: int, args: dict[str, Any]) -> pd.DataFrame:
+        return flatten(store.runs(**args, every=every, with_config=False))
+    return read
+
+
+def _values(store: Any) -> Callable[[int, dict[str, Any]], pd.DataFrame]:
+    columns = ["protocol", "label", "simulated", "tokens_in", "tokens_out", "duration"]
+
+    def read(every: int, args: dict[str, Any]) -> pd.DataFrame:
+        frame = store.run_values(columns, every=every, **args)
+        labels = frame["label"].fillna(NO_LABEL).replace("", NO_LABEL)
+        return frame.assign(label=labels, group=labels,
+                            tokens=frame["tokens_in"] + frame["tokens_out"])
+    return read
+
+
+def _results_of(store: Any, runs: pd.DataFrame) -> Results:
+    """`results(protocol)` for exactly the completed runs of `runs` (a sample, or every
+    run), labelled as `runs` labels them (a simulated run's label suffixed when both kinds
+    are shown)."""
+    def results(protocol: str) -> pd.DataFrame:
+        done = completed(runs)
+        ids = list(done.loc[done["protocol"] == protocol, "id"]) if not done.empty else []
+        parts = [store.runs(ids=ids[start:start + 5_000], with_result=True, with_config=False)
+                 for start in range(0, len(ids), 5_000)]
+        if not parts:
+            return pd.DataFrame(columns=["id", "label", "expected", "result"])
+        frame = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+        labels = dict(zip(done["id"], done["label"]))
+        return frame.assign(label=frame["id"].map(labels))
+    return results
+
+
+def report_from_store(store: Any, filters: Filters, kind: str | None = None,
+                      only: Sequence[str] | None = None,
+                      summary: pd.DataFrame | None = None) -> list[Section]:
+    """`report` over the runs matching `filters`, added up where they are stored: the
+    overview and accuracy from `Store.run_summary` (every run, a few hundred rows back),
+    tokens and latency from typed columns, and a protocol's own section from its runs read
+    only when the section is asked for. Past `SAMPLE` runs of a kind, the boxes and a
+    protocol's section read a systematic sample and say so (`Section.caption`)."""
+    summary = load_summary(store, filters) if summary is None else summary
+    if summary.empty:
+        return []
+    kind = kind or default_kind(summary)
+    shown = keep_apart(summary, kind)
+    if shown.empty:
+        return []
+    wanted = set(section_titles() if only is None else only)
+    sections = [overview_of(shown)] if "overview" in wanted else []
+    for name, spec in REGISTRY.items():
+        if spec.insights is None or name not in wanted:
+            continue
+        if completed(shown[shown["protocol"] == name]).empty:
+            sections.append(Section(name, spec.title, note=f"No completed "
+                                    f"{spec.title.lower()} runs match these filters."))
+            continue
+        runs, sample = _sampled(store, filters, summary, kind, _flat_runs(store),
+                                protocol=name)
+        runs = keep_apart(runs, kind)
+        section = _apart(runs, partial(_protocol_section, spec.insights,
+                                       partial(_results_of(store, runs), name)))
+        section.caption = sample
+        sections.append(section)
+    if "accuracy" in wanted:
+        sections.append(_apart(shown, accuracy_of))
+    if "cost" in wanted:
+        values, sample = _sampled(store, filters, summary, kind, _values(store),
+                                  status="completed")
+        values = keep_apart(values, kind) if not values.empty else values
+        sections.append(_apart_with(shown, values, sample))
+    for section in sections:
+        for chart in section.charts:
+            chart.title += KIND_TITLES[kind]
+    return sections
+
+
+def _apart_with(summary: pd.DataFrame, values: pd.DataFrame, sample: str) -> Section:
+    """`cost_of`, its headline numbers made again for real and simulated runs apart when
+    both are shown (as `_apart` does for the other sections)."""
+    section = cost_of(summary, values, sample)
+    kinds = summary["simulated"].astype(bool)
+    if kinds.nunique() > 1:
+        section.metrics = [(f"{label} ({name})", value)
+                           for name, part in (("real", summary[~kinds]),
+                                              ("simulated", summary[kinds]))
+                           if not completed(part).empty
+                           for label, value in cost_of(part, values, sample).metrics]
     return section

@@ -28,7 +28,7 @@ import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, inspect, select, text, update
+from sqlalchemy import Connection, false, inspect, select, text, update
 
 from engine import catalog
 from engine.models import ConfigError, Turn
@@ -36,6 +36,7 @@ from engine.store import statements
 from engine.store.records import error_text
 from engine.store.schema import Base, ExperimentRow, RunRow, TurnRow
 from engine.store.search_index import bound_index, create_index
+from engine.store.simulated import simulation
 
 _SEAT_KEYS = ("name", "model", "persona", "persona_name", "role", "temperature", "icon")
 
@@ -182,6 +183,35 @@ def turn_output(connection: Connection) -> None:
         connection.execute(text("ALTER TABLE turns ADD COLUMN output_mode VARCHAR(16)"))
 
 
+# Indexes that let Insights add runs up without reading their rows (`engine.store.aggregates`):
+# every column the grouped summary reads, and the two times the pages' cache key takes a
+# maximum of. A new database has them from the table's own definition (`schema.RunRow`).
+SUMMARY_INDEXES = {
+    "ix_runs_summary": "runs (status, protocol, label, simulated, degraded_run, correct, "
+                       "tokens_in, tokens_out, duration)",
+    "ix_runs_finished_at": "runs (finished_at)",
+    "ix_runs_heartbeat_at": "runs (heartbeat_at)",
+}
+
+
+def run_summary(connection: Connection) -> None:
+    """Migration 0012: the `simulated` flag says alone whether the simulated model played a
+    seat (older versions left it false on a run whose simulated calls all failed, and an
+    import kept what its file said), and the indexes of the grouped summary."""
+    runs = statements.RUNS
+    rows = connection.execute(select(runs.c.id, runs.c.models, runs.c.config).where(
+        runs.c.simulated == false())).all()
+    for run_id, models, config in rows:
+        try:
+            seats = json.loads(config) if config else None
+        except (TypeError, ValueError):
+            seats = None
+        if simulation(False, models, seats)[0]:
+            connection.execute(update(runs).where(runs.c.id == run_id).values(simulated=True))
+    for name, columns in SUMMARY_INDEXES.items():
+        connection.execute(text(f"CREATE INDEX IF NOT EXISTS {name} ON {columns}"))
+
+
 # --------------------------------------------------------------------------- the list
 def _create(tables: Sequence[str]):
     def apply(connection) -> None:
@@ -208,6 +238,7 @@ MIGRATIONS: list[tuple[str, Any]] = [
     ("0009_endpoint_limits", _create(["endpoint_limits", "endpoint_leases"])),
     ("0010_search_bounded", _data("search_bounded")),
     ("0011_redacted_errors", _data("redacted_errors")),
+    ("0012_run_summary", _data("run_summary")),
 ]
 
 

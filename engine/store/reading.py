@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import func, or_, select
+from sqlalchemy import Select, false, func, or_, select, true
 
 from engine.store import readback
 from engine.store import search as full_text
@@ -21,6 +22,59 @@ from engine.store.liveness import GONE
 from engine.store.schema import RunRow, TurnRow
 
 _TURN_ORDER = (TurnRow.idx, TurnRow.id)
+
+
+@dataclass(frozen=True)
+class RunFilters:
+    """What a read of runs filters by; empty values mean "any" (see `RunReading.runs`)."""
+
+    protocol: str | None = None
+    label: str | None = None
+    tag: str | None = None
+    status: str | None = None
+    model: str | None = None
+    search: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    experiment_id: str | None = None
+    ids: Sequence[str] | None = None
+    transcript: str | None = None
+    simulated: bool | None = None  # only the simulated runs (True) or only the real ones
+
+
+def matching(query: Select, dialect: str, given: RunFilters
+             ) -> tuple[Select, full_text.Match | None]:
+    """`query` over the runs table narrowed by `given` (every value bound, never spliced
+    into SQL), and the full-text match when `transcript` holds a searchable term."""
+    if given.protocol:
+        query = query.where(RunRow.protocol == given.protocol)
+    if given.label:
+        query = query.where(RunRow.label == given.label)
+    if given.status:
+        query = query.where(RunRow.status == given.status)
+    if given.experiment_id:
+        query = query.where(RunRow.experiment_id == given.experiment_id)
+    if given.ids is not None:
+        query = query.where(RunRow.id.in_(list(given.ids)))
+    if given.tag:
+        query = query.where(RunRow.tags.contains(json.dumps(given.tag), autoescape=True))
+    if given.model:
+        query = query.where(RunRow.models.contains(given.model, autoescape=True))
+    if given.search:
+        query = query.where(or_(RunRow.question.contains(given.search, autoescape=True),
+                                RunRow.label.contains(given.search, autoescape=True),
+                                RunRow.id == given.search))
+    found = full_text.terms(given.transcript)
+    match = full_text.Match.of(dialect, found) if found else None
+    if match is not None:
+        query = query.where(RunRow.id.in_(match.run_ids()))
+    if given.simulated is not None:
+        query = query.where(RunRow.simulated == (true() if given.simulated else false()))
+    if given.since:
+        query = query.where(RunRow.created_at >= given.since)
+    if given.until:
+        query = query.where(RunRow.created_at <= given.until)
+    return query, match
 
 
 class RunReading(Database):
@@ -98,7 +152,8 @@ class RunReading(Database):
              until: datetime | None = None, experiment_id: str | None = None,
              ids: Sequence[str] | None = None, limit: int | None = None,
              with_result: bool = False, with_config: bool = True,
-             transcript: str | None = None) -> pd.DataFrame:
+             transcript: str | None = None, simulated: bool | None = None,
+             every: int = 1) -> pd.DataFrame:
         """Runs as a DataFrame, newest first; filters combine with AND (all are bound, never
         spliced into SQL). `metrics` and `config` come back parsed; `result` on request, and
         `config` can be left out when a caller (Insights over 10,000 runs) never reads it.
@@ -106,38 +161,21 @@ class RunReading(Database):
         `search` looks for its text in the question or label, or an exact run id;
         `transcript` searches the full text of questions, replies and answers (see
         `search`), and the frame then also says where each run matched (`match`) and
-        shows it (`snippet`). Text with no searchable term filters nothing."""
+        shows it (`snippet`). Text with no searchable term filters nothing. `simulated`
+        keeps only the simulated (True) or only the real runs; `every` > 1 keeps only every
+        `every`-th matching run in time order (a systematic sample)."""
         skip = {"result"} - ({"result"} if with_result else set())
         if not with_config:
             skip.add("config")
         columns = [c for c in RunRow.__table__.columns if c.name not in skip]
         query = select(*columns).order_by(RunRow.created_at.desc())
-        if protocol:
-            query = query.where(RunRow.protocol == protocol)
-        if label:
-            query = query.where(RunRow.label == label)
-        if status:
-            query = query.where(RunRow.status == status)
-        if experiment_id:
-            query = query.where(RunRow.experiment_id == experiment_id)
-        if ids is not None:
-            query = query.where(RunRow.id.in_(list(ids)))
-        if tag:
-            query = query.where(RunRow.tags.contains(json.dumps(tag), autoescape=True))
-        if model:
-            query = query.where(RunRow.models.contains(model, autoescape=True))
-        if search:
-            query = query.where(or_(RunRow.question.contains(search, autoescape=True),
-                                    RunRow.label.contains(search, autoescape=True),
-                                    RunRow.id == search))
-        found = full_text.terms(transcript)
-        match = full_text.Match.of(self.engine.dialect.name, found) if found else None
-        if match is not None:
-            query = query.where(RunRow.id.in_(match.run_ids()))
-        if since:
-            query = query.where(RunRow.created_at >= since)
-        if until:
-            query = query.where(RunRow.created_at <= until)
+        given = RunFilters(protocol=protocol, label=label, tag=tag, status=status, model=model,
+                           search=search, since=since, until=until,
+                           experiment_id=experiment_id, ids=ids, transcript=transcript,
+                           simulated=simulated)
+        query, match = matching(query, self.engine.dialect.name, given)
+        if every > 1:
+            query = query.where(RunRow.id.in_(self.every_nth(given, every)))
         if limit:
             query = query.limit(limit)
         with self.engine.connect() as connection:
@@ -154,9 +192,19 @@ class RunReading(Database):
             dead = pd.Series(gone, index=frame.index)
             frame.loc[dead, "status"] = "interrupted"
             frame.loc[dead & (frame["error"].fillna("") == ""), "error"] = GONE
-            frame.loc[dead, "finished_at"] = [row["heartbeat_at"] or row["created_at"]
-                                              for row, d in zip(rows, gone, strict=True) if d]
+            ended = pd.Series([row["heartbeat_at"] or row["created_at"]
+                               for row, d in zip(rows, gone, strict=True) if d],
+                              index=frame.index[dead.to_numpy()], dtype=object)
+            frame["finished_at"] = frame["finished_at"].astype(object).where(~dead, ended)
         return frame
+
+    def every_nth(self, given: RunFilters, every: int) -> Select:
+        """The ids of every `every`-th run matching `given` in time order (oldest first)."""
+        ranked, _ = matching(select(RunRow.id, func.row_number().over(
+            order_by=(RunRow.created_at, RunRow.id)).label("rank")),
+            self.engine.dialect.name, given)
+        picked = ranked.subquery()
+        return select(picked.c.id).where(picked.c.rank % every == 0)
 
     def search(self, query: str, limit: int = 50) -> pd.DataFrame:
         """The runs whose question, replies or answer hold every term of `query` (words and

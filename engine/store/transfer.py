@@ -168,6 +168,8 @@ def run_columns(record: RunRecord) -> dict[str, Any]:
         values[name] = json.dumps(strip_secrets(values[name]) if name == "config"
                                   else values[name], ensure_ascii=False)
     values["created_at"] = values["created_at"] or now()
+    # Simulated when any seat is, whatever the file says: never pooled with real runs.
+    values["simulated"] = bool(simulation(record.simulated, record.models, record.config)[0])
     if values["status"] == "running":
         values["status"] = "interrupted"
     values["experiment_id"], values["tags"] = None, json.dumps(

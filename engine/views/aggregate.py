@@ -115,6 +115,22 @@ def rate_text(right: int, n: int) -> str:
     return f"{right / n:.0%} [{low:.0%}–{high:.0%}] n={n}"
 
 
+def rates_from_counts(counts: pd.DataFrame, by: list[str], right: str, n: str,
+                      name: str = "rate") -> pd.DataFrame:
+    """`rate_by`'s frame from counts already added up (`right` of `n` per row, several rows
+    per group summed): per group `n`, the rate and its 95% Wilson interval; groups with no
+    counted run are left out, as `rate_by` leaves out runs with no value."""
+    if counts.empty:
+        return pd.DataFrame(columns=[*by, "n", name, "low", "high"])
+    out = counts.groupby(by, sort=True)[[right, n]].sum().reset_index()
+    out = out[out[n] > 0]
+    bounds = [interval(int(k), int(m)) for k, m in zip(out[right], out[n])]
+    return pd.DataFrame({**{key: out[key].to_numpy() for key in by},
+                         "n": out[n].astype(int).to_numpy(),
+                         name: (out[right] / out[n]).to_numpy(dtype=float),
+                         "low": [b[0] for b in bounds], "high": [b[1] for b in bounds]})
+
+
 def rate_by(runs: pd.DataFrame, column: str, by: str | list[str] = "group",
             name: str = "rate") -> pd.DataFrame:
     """Per group (one column or several): `n` runs with a value in `column`, the share of
@@ -133,7 +149,11 @@ def rate_by(runs: pd.DataFrame, column: str, by: str | list[str] = "group",
 def rate_table(runs: pd.DataFrame, column: str, by: list[str]) -> pd.DataFrame:
     """Per group: `n`, how many were true (`right`), the `rate`, its 95% Wilson interval,
     the rate as text with both ("74% [60–85%] n=34") and `few` (n under `FEW`)."""
-    rates = rate_by(runs, column, by=by)
+    return table_of_rates(rate_by(runs, column, by=by), by)
+
+
+def table_of_rates(rates: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """`rate_table` from `rate_by`'s (or `rates_from_counts`') frame."""
     right = [int(round(r * n)) for r, n in zip(rates["rate"], rates["n"])]
     return rates.assign(right=right, shown=[rate_text(k, int(n)) for k, n in
                                             zip(right, rates["n"])],

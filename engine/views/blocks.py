@@ -114,7 +114,9 @@ class Chart:
 @dataclass
 class Section:
     """A part of the Insights page; `note` stands in for the charts when there are none;
-    `table` is an aggregate table shown under the charts (its `few` rows greyed)."""
+    `table` is an aggregate table shown under the charts (its `few` rows greyed); `caption`,
+    shown under the title, says what the section was drawn from when it is not every
+    matching run (a sample, at scale)."""
 
     key: str
     title: str
@@ -122,6 +124,7 @@ class Section:
     metrics: list[tuple[str, str]] = field(default_factory=list)
     note: str = ""
     table: pd.DataFrame | None = None
+    caption: str = ""
 
 
 @dataclass

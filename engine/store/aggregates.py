@@ -1,0 +1,100 @@
+"""Runs added up where they are stored: grouped counts and sums in SQL, and typed values
+read without their JSON, so that Insights over a million runs brings back only what its
+figures draw (issue 27).
+
+`run_summary` groups the matching runs by protocol, label, status, the degraded flag and
+the `simulated` flag (the simulated model played a seat: set from the seats' model specs
+when a run starts or is imported, and back-filled by migration 0012), and returns one row
+per group with its counts and sums: a few hundred rows, whatever the store holds (an index
+holds every column it reads, `ix_runs_summary`). `run_values` reads typed columns of the
+matching runs, every run or a systematic sample of them (every k-th run in time order).
+Both read the runs as `RunReading.runs` presents them: a `running` row whose process is gone
+counts as `interrupted`, as the reaper will store it.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import case, false, func, select, true
+
+from engine.store.reading import RunFilters, RunReading, matching
+from engine.store.schema import RunRow
+
+# What `run_summary` groups by, and what it adds up within each group.
+SUMMARY_KEYS = ("protocol", "label", "status", "degraded_run", "simulated")
+SUMMARY_SUMS = ("n", "scored", "correct", "tokens", "duration")
+# The typed run columns `run_values` may read (no JSON, no free text beyond the label).
+VALUE_COLUMNS = ("id", "protocol", "label", "status", "created_at", "simulated", "correct",
+                 "calls", "degraded", "degraded_run", "tokens_in", "tokens_out", "latency",
+                 "duration")
+
+
+class RunAggregates(RunReading):
+    """The store's grouped reads of runs (a part of `Store`)."""
+
+    def _gone_ids(self, given: RunFilters) -> list[str]:
+        """The matching `running` runs whose process is gone (few: the reaper ends them)."""
+        query, _ = matching(select(RunRow.id, RunRow.status, RunRow.host, RunRow.pid,
+                                   RunRow.heartbeat_at).where(RunRow.status == "running"),
+                            self.engine.dialect.name, given)
+        with self.engine.connect() as connection:
+            rows = connection.execute(query).mappings().all()
+        return [row["id"] for row in rows if self.owner_gone(row)]
+
+    def _status_clause(self, given: RunFilters) -> Any:
+        gone = self._gone_ids(given)
+        if not gone:
+            return RunRow.status
+        return case((RunRow.id.in_(gone), "interrupted"), else_=RunRow.status)
+
+    def run_summary(self, **filters: Any) -> pd.DataFrame:
+        """The matching runs (filters as `runs` takes them) grouped by `SUMMARY_KEYS`: per
+        group `n` runs, `scored` (with an expected answer: `correct` is true or false),
+        `correct` (how many of those were right), `tokens` (in plus out, summed) and
+        `duration` (seconds, summed). `label` is as stored (None or text); `degraded_run` and
+        `simulated` are booleans."""
+        given = RunFilters(**filters)
+        status = self._status_clause(given).label("status")
+        simulated = case((RunRow.simulated == true(), true()), else_=false()).label("simulated")
+        degraded = case((RunRow.degraded_run == true(), true()), else_=false()
+                        ).label("degraded_run")
+        right = case((RunRow.correct == true(), 1), else_=0)
+        query = select(
+            RunRow.protocol, RunRow.label, status, degraded, simulated,
+            func.count().label("n"), func.count(RunRow.correct).label("scored"),
+            func.coalesce(func.sum(right), 0).label("correct"),
+            func.coalesce(func.sum(RunRow.tokens_in + RunRow.tokens_out), 0).label("tokens"),
+            func.coalesce(func.sum(RunRow.duration), 0.0).label("duration"))
+        query, _ = matching(query, self.engine.dialect.name, given)
+        query = query.group_by(RunRow.protocol, RunRow.label, status, degraded, simulated)
+        with self.engine.connect() as connection:
+            rows = connection.execute(query).all()
+        frame = pd.DataFrame(rows, columns=[*SUMMARY_KEYS, *SUMMARY_SUMS])
+        return frame.astype({"degraded_run": bool, "simulated": bool, "n": "int64",
+                             "scored": "int64", "correct": "int64", "tokens": "int64",
+                             "duration": float})
+
+    def run_values(self, columns: Sequence[str], *, every: int = 1,
+                   **filters: Any) -> pd.DataFrame:
+        """Typed `columns` (of `VALUE_COLUMNS`) of the matching runs; with `every` > 1 only
+        every `every`-th of them in time order (a systematic sample that spans the whole
+        period and every label alike)."""
+        unknown = sorted(set(columns) - set(VALUE_COLUMNS))
+        if unknown:
+            raise ValueError(f"run_values reads {', '.join(VALUE_COLUMNS)}, not "
+                             f"{', '.join(unknown)}")
+        given = RunFilters(**filters)
+        chosen: list[Any] = []
+        for name in columns:
+            if name == "status":
+                chosen.append(self._status_clause(given).label("status"))
+            else:
+                chosen.append(getattr(RunRow, name))
+        query, _ = matching(select(*chosen), self.engine.dialect.name, given)
+        if every > 1:
+            query = query.where(RunRow.id.in_(self.every_nth(given, every)))
+        with self.engine.connect() as connection:
+            rows = connection.execute(query).all()
+        return pd.DataFrame(rows, columns=list(columns))
