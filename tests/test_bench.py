@@ -1,10 +1,18 @@
-"""The benchmark table reads protocols from the registry; figures are reported, never asserted."""
+"""The benchmark table reads protocols from the registry; figures are reported, never asserted.
+The dashboard fixture's shape is checked here at a small size, never its speed."""
 from __future__ import annotations
 
 import math
+from datetime import timedelta
 
-from engine.bench.table import collect, format_table
+import pytest
+
+from engine.bench.dashboard import DAYS, REAL_MODEL, make_fixture, sizes
+from engine.bench.table import collect, command, format_table
+from engine.cli import build_parser
 from engine.protocols import REGISTRY, estimate
+from engine.store import Store
+from engine.store.simulated import seat_models, simulation
 
 
 def test_critical_path_rows_cover_every_protocol_whose_calls_overlap():
@@ -30,3 +38,50 @@ def test_waves_default_to_the_calls_when_a_protocol_declares_none():
         assert 1 <= cost["waves"] <= cost["calls"]
         if spec.estimate_waves is None:
             assert cost["waves"] == cost["calls"]
+
+
+def test_a_small_fixture_has_its_runs_turns_on_the_first_only_and_real_and_simulated(tmp_path):
+    n, turned = 300, 40
+    reports: list[tuple[int, int]] = []
+    ids = make_fixture(f"sqlite:///{tmp_path / 'f.db'}", n, turn_runs=turned, chunk=100,
+                       progress=lambda done, total: reports.append((done, total)))
+    assert reports == [(100, 300), (200, 300), (300, 300)]  # a line per chunk, once stored
+    assert len(ids) == n and ids.turn_runs == turned and ids[-1] == ids[n - 1]
+    assert ids[:3] == [ids[0], ids[1], ids[2]] and len(set(ids[:n])) == n
+    store = Store(f"sqlite:///{tmp_path / 'f.db'}")
+    runs = store.runs()
+    assert len(runs) == n and set(runs["id"]) == set(ids[:n])
+    with_turns = set(store.turns(list(ids[:n]))["run_id"])
+    assert with_turns <= set(ids[:turned]) and len(with_turns) >= turned * 0.9
+    counts = runs["status"].value_counts()
+    assert counts.get("failed", 0) > 0 and counts.get("interrupted", 0) > 0
+    assert counts.get("completed", 0) > n * 0.8 and "running" not in counts
+    # Real and simulated runs both, each consistent: the flag, the models and every seat.
+    kinds = {simulation(row.simulated, row.models, row.config)[0] for row in runs.itertuples()}
+    assert kinds == {"all", ""}
+    real = runs[~runs["simulated"].astype(bool)]
+    assert 0 < len(real) < n and set(real["models"]) == {REAL_MODEL}
+    assert all(model == REAL_MODEL for config in real["config"]
+               for _, model in seat_models(config))
+    turns = store.turns(list(real["id"]))
+    assert set(turns["model"]) <= {REAL_MODEL} and not turns["simulated"].astype(bool).any()
+    assert runs["label"].nunique() > 1 and runs["tags"].astype(str).nunique() > 1
+    spread = runs["created_at"].max() - runs["created_at"].min()
+    assert timedelta(days=30) < spread <= timedelta(days=DAYS)
+    store.close()
+
+
+def test_the_dashboard_sizes_parse_and_reach_the_command_that_measures_again():
+    parse = build_parser().parse_args
+    assert parse(["bench", "--sizes", "10000,100000,1000000"]).sizes == (10_000, 100_000,
+                                                                         1_000_000)
+    assert parse(["bench", "--sizes", "300"]).sizes == (300,)
+    assert parse(["bench"]).sizes is None  # the section's default: 10,000 (1,000 quick)
+    for bad in ("", "ten", "10000,,5", "0", "-5", "100000000"):
+        with pytest.raises(SystemExit) as exit_:
+            parse(["bench", "--sizes", bad])
+        assert exit_.value.code == 2
+    assert command("dashboard", sizes=(10_000, 100_000)) == (
+        "python -m engine bench --only dashboard --sizes 10000,100000")
+    assert command("search", sizes=(10_000,)) == "python -m engine bench --only search"
+    assert sizes(["10000", "1000000"]) == [10_000, 1_000_000] and sizes([]) == [10_000]

@@ -1,23 +1,33 @@
-"""Dashboard benchmark: how long the Runs and Insights pages take on 10,000 stored runs.
+"""Dashboard benchmark: how long the Runs and Insights pages take on 10,000 stored runs, or
+on each of several sizes (`python -m engine.bench.dashboard 10000 100000 1000000`).
 
 `make_fixture` fills a SQLite file quickly: it runs every registered protocol on the
 simulated model over a few questions and seeds (some with injected faults) to get realistic
-rows, then bulk-inserts `n` copies with fresh ids, spread-out dates, labels, tags and a few
-failed or interrupted runs, each with a few of its turns. `bench_dashboard` then times the
-engine functions the pages call, including building the plotly figures and serialising them
-as Streamlit would. Figures are measured here, never asserted in tests.
+rows, then bulk-inserts `n` copies in chunks (one transaction of `CHUNK` runs each, so memory
+stays bounded at a million runs) with fresh ids, dates over 90 days, labels, tags, about 3%
+failed and 2% interrupted runs, and a `REAL_SHARE` of runs whose seats name a real model
+(`REAL_MODEL`, `simulated` false) beside the simulated ones. Only the first `TURN_RUNS` runs
+get their turns (at most `TURNS_PER_RUN` each): a million runs with six turns each would be
+tens of GB, and the run detail and search benches need only some runs with turns.
+`bench_dashboard` then times the engine functions the pages call, including building the
+plotly figures and serialising them as Streamlit would. Figures are measured here, never
+asserted in tests.
 """
 from __future__ import annotations
 
 import json
 import random
 import statistics
+import sys
 import tempfile
 import time
-from collections.abc import Callable
-from datetime import timedelta
+import tracemalloc
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from itertools import combinations
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from engine.bench.choice import busiest
 from engine.models import now
@@ -26,12 +36,21 @@ from engine.questions import DEFINITE, OPEN
 from engine.reports import charts, insights
 from engine.reports import runs as history
 from engine.store import Store
+from engine.store.simulated import SIMULATED_PREFIX
 
 LABELS = ("baseline", "strict-critic", "gpt-mix", "long-rounds", "cheap-models", None)
 TAGS = ("demo", "nightly", "ab-test", "regression", "exploration")
+# A run has 0, 1 or 2 tags (equally often), sorted, as the store keeps them (JSON text).
+TAG_SETS = tuple(tuple(json.dumps(sorted(c)) for c in combinations(TAGS, k)) for k in range(3))
 MODELS = ("simulated?seed={k}", "simulated?seed={k}&fail=0.15")
+REAL_MODEL = "openai:gpt-4o-mini"  # what a real run's seats name (no call is made)
+REAL_SHARE = 0.3  # of the fixture's runs, copies of a simulated run with REAL_MODEL seats
 TURNS_PER_RUN = 6
+TURN_RUNS = 10_000  # runs (the first ones) that get turns: enough for run detail and search
+CHUNK = 20_000  # runs per transaction
+DAYS = 90  # the fixture's runs are spread over the last DAYS days
 Row = dict[str, Any]
+Progress = Callable[[int, int], None]  # (runs stored so far, runs in all)
 
 
 def _templates(folder: Path) -> tuple[list[Row], dict[str, list[Row]]]:
@@ -52,25 +71,86 @@ def _templates(folder: Path) -> tuple[list[Row], dict[str, list[Row]]]:
     return runs, turns
 
 
-def make_fixture(url: str, n: int = 10_000, seed: int = 0) -> list[str]:
-    """Fill the store at `url` with `n` realistic runs (bulk insert); returns their ids."""
+@dataclass(frozen=True)
+class _Template:
+    """A stored run to copy: its row and (the first `TURNS_PER_RUN` of) its turns."""
+
+    run: Row
+    turns: tuple[Row, ...]
+
+
+def _unsimulated(value: Any) -> Any:
+    """A stored configuration with every simulated model spec replaced by `REAL_MODEL`."""
+    if isinstance(value, Mapping):
+        return {key: REAL_MODEL if key == "model" and isinstance(item, str)
+                and item.startswith(SIMULATED_PREFIX) else _unsimulated(item)
+                for key, item in value.items()}
+    if isinstance(value, list):
+        return [_unsimulated(item) for item in value]
+    return value
+
+
+def _real(template: _Template) -> _Template:
+    """`template` as a real model's run: its configuration, models and turns name
+    `REAL_MODEL`, and `simulated` is false, as the store derives it for such seats
+    (`engine.store.simulated`: any seat whose spec starts "simulated" makes a run simulated)."""
+    config = _unsimulated(json.loads(template.run["config"]))
+    run = {**template.run, "config": json.dumps(config), "models": REAL_MODEL,
+           "simulated": False}
+    turns = tuple({**turn, "model": REAL_MODEL, "simulated": False} for turn in template.turns)
+    return _Template(run, turns)
+
+
+def _pairs(folder: Path) -> list[tuple[_Template, _Template]]:
+    """Every template run twice: as the simulated model ran it, and as a real model's run."""
+    runs, turns = _templates(folder)
+    out = []
+    for run in runs:
+        simulated = _Template(run, tuple(turns.get(run["id"], [])[:TURNS_PER_RUN]))
+        out.append((simulated, _real(simulated)))
+    return out
+
+
+def run_id(number: int) -> str:
+    """The id of the fixture's run `number` (0-based, in insertion order)."""
+    return f"b{number:011x}"
+
+
+class RunIds(Sequence[str]):
+    """The ids of a fixture's `n` runs in insertion order, computed when asked for instead of
+    held (a million strings are about 70 MB); the first `turn_runs` have turns."""
+
+    def __init__(self, n: int, turn_runs: int):
+        self.n, self.turn_runs = n, turn_runs
+
+    def __len__(self) -> int:
+        return self.n
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            return [run_id(number) for number in range(self.n)[index]]
+        return run_id(range(self.n)[index])
+
+
+def _rows(pairs: Sequence[tuple[_Template, _Template]], n: int, seed: int, turn_runs: int,
+          base: datetime) -> Iterator[tuple[Row, list[Row]]]:
+    """The fixture's `n` runs one at a time, each with its turns (none past `turn_runs`)."""
     rng = random.Random(seed)
-    store = Store(url)
-    with tempfile.TemporaryDirectory() as folder:
-        templates, turns = _templates(Path(folder))
-    base = now()
-    ids, run_rows, turn_rows = [], [], []
+    span = DAYS * 24 * 3600
     for number in range(n):
-        template = templates[rng.randrange(len(templates))]
-        run_id = f"b{number:011x}"
-        created = base - timedelta(seconds=rng.uniform(0, 90 * 24 * 3600))
-        shift = created - template["created_at"].replace(tzinfo=created.tzinfo)
-        row = {k: v for k, v in template.items()}
-        row.update(id=run_id, created_at=created, heartbeat_at=created,
-                   finished_at=created + timedelta(seconds=float(row["duration"] or 0)),
-                   label=rng.choice(LABELS),
-                   tags=json.dumps(sorted(rng.sample(TAGS, rng.randrange(3)))),
-                   host="bench", pid=0)
+        simulated, real = pairs[rng.randrange(len(pairs))]
+        template = real if rng.random() < REAL_SHARE else simulated
+        created = base - timedelta(seconds=rng.uniform(0, span))
+        source = template.run
+        row = {**source, "id": run_id(number), "created_at": created, "heartbeat_at": created,
+               "finished_at": created + timedelta(seconds=float(source["duration"] or 0)),
+               "label": rng.choice(LABELS), "tags": rng.choice(TAG_SETS[rng.randrange(3)]),
+               "host": "bench", "pid": 0}
         fate = rng.random()
         if fate < 0.03:
             row.update(status="failed", result="{}", metrics="{}", correct=None,
@@ -78,17 +158,67 @@ def make_fixture(url: str, n: int = 10_000, seed: int = 0) -> list[str]:
         elif fate < 0.05:
             row.update(status="interrupted", result="{}", metrics="{}", correct=None,
                        error="the process running it stopped")
-        run_rows.append(row)
-        ids.append(run_id)
-        for turn in turns.get(template["id"], [])[:TURNS_PER_RUN]:
-            copy = {k: v for k, v in turn.items() if k != "id"}
-            copy.update(run_id=run_id,
-                        started_at=turn["started_at"].replace(tzinfo=created.tzinfo) + shift,
-                        finished_at=turn["finished_at"].replace(tzinfo=created.tzinfo) + shift)
-            turn_rows.append(copy)
-    store.insert_raw(run_rows, turn_rows)
-    store.close()
-    return ids
+        turns: list[Row] = []
+        if number < turn_runs:
+            shift = created - source["created_at"].replace(tzinfo=created.tzinfo)
+            for turn in template.turns:
+                copy = {k: v for k, v in turn.items() if k != "id"}
+                copy.update(run_id=row["id"],
+                            started_at=turn["started_at"].replace(tzinfo=created.tzinfo) + shift,
+                            finished_at=turn["finished_at"].replace(tzinfo=created.tzinfo)
+                            + shift)
+                turns.append(copy)
+        yield row, turns
+
+
+def _chunks(rows: Iterable[tuple[Row, list[Row]]], size: int, n: int,
+            progress: Progress | None) -> Iterator[tuple[list[Row], list[Row]]]:
+    """`rows` in chunks of `size` runs; `progress` hears of each chunk once it is stored (the
+    store asks for the next chunk only after committing this one)."""
+    runs: list[Row] = []
+    turns: list[Row] = []
+    done = 0
+    for run, its_turns in rows:
+        runs.append(run)
+        turns += its_turns
+        if len(runs) == size:
+            yield runs, turns
+            done += len(runs)
+            runs, turns = [], []
+            if progress is not None:
+                progress(done, n)
+    if runs:
+        yield runs, turns
+        if progress is not None:
+            progress(done + len(runs), n)
+
+
+def to_stderr() -> Progress:
+    """A progress callback that prints a line per chunk to stderr, with the time so far."""
+    start = time.perf_counter()
+
+    def report(done: int, total: int) -> None:
+        seconds = time.perf_counter() - start
+        print(f"dashboard fixture: {done:,} of {total:,} runs stored ({seconds:.1f} s, "
+              f"{done / max(seconds, 1e-9):,.0f} runs/s)", file=sys.stderr, flush=True)
+    return report
+
+
+def make_fixture(url: str, n: int = 10_000, seed: int = 0, *, turn_runs: int = TURN_RUNS,
+                 chunk: int = CHUNK, progress: Progress | None = None,
+                 throwaway: bool = True) -> RunIds:
+    """Fill the store at `url` with `n` realistic runs, the first `turn_runs` with turns
+    (bulk insert, `chunk` runs per transaction); returns their ids. `throwaway`: the file is
+    the benchmark's own, written without waiting for the disk (`Store.insert_raw_chunks`)."""
+    with tempfile.TemporaryDirectory() as folder:
+        pairs = _pairs(Path(folder))
+    store = Store(url)
+    try:
+        rows = _rows(pairs, n, seed, turn_runs, now())
+        store.insert_raw_chunks(_chunks(rows, chunk, n, progress), durable=not throwaway)
+    finally:
+        store.close()
+    return RunIds(n, min(n, turn_runs))
 
 
 # --------------------------------------------------------------------------- what pages do
@@ -128,46 +258,85 @@ def _time(work: Callable[[], Any], repeats: int = 3) -> float:
     return statistics.median(samples)
 
 
-def bench_dashboard(n: int = 10_000) -> list[Row]:
-    """Rows for the benchmark table: fixture build, Runs and Insights load + build times."""
+def _peak_mb(work: Callable[[], Any]) -> float:
+    """The peak of Python's traced allocations (tracemalloc: objects and numpy/pandas
+    buffers, not SQLite's own cache) while `work` runs once, in MB."""
+    tracemalloc.start()
+    try:
+        work()
+        return tracemalloc.get_traced_memory()[1] / 2**20
+    finally:
+        tracemalloc.stop()
+
+
+def _detail_run(store: Store, ids: RunIds, protocol: str) -> str:
+    """A completed run of `protocol` among the fixture's runs with turns (the first one)."""
+    for candidate in ids[:min(ids.turn_runs, 500)]:
+        run = store.get(candidate)
+        if run["protocol"] == protocol and run["status"] == "completed":
+            return candidate
+    return ids[0]
+
+
+def bench_dashboard(n: int | Sequence[int] = 10_000) -> list[Row]:
+    """Rows for the benchmark table, for each size in `n`: fixture build, Runs and Insights
+    load + build times, and the Insights build's peak memory. A build of more than one chunk
+    reports each chunk on stderr."""
+    rows: list[Row] = []
+    for size in ([n] if isinstance(n, int) else n):
+        rows += _bench_size(size)
+    return rows
+
+
+def _bench_size(n: int) -> list[Row]:
     with tempfile.TemporaryDirectory() as folder:
         url = f"sqlite:///{Path(folder) / 'dashboard.db'}"
         start = time.perf_counter()
-        ids = make_fixture(url, n)
+        ids = make_fixture(url, n, progress=to_stderr() if n > CHUNK else None)
         built = time.perf_counter() - start
+        megabytes = sum(f.stat().st_size for f in Path(folder).iterdir()) / 2**20
         store = Store(url)
-        everything = store.runs()
         name = busiest().name  # the richest run detail and Insights section
-        chosen = everything[(everything["protocol"] == name)
-                            & (everything["status"] == "completed")]
-        detail_id = str(chosen["id"].iloc[0]) if not chosen.empty else ids[0]
+        detail_id = _detail_run(store, ids, name)
         narrow = history.Filters(protocol=name, search="bat")
         size = f"{n:,} runs"
+        everything = history.Filters()
         rows = [
-            _row(f"dashboard fixture: {size} with turns (simulated runs, then bulk insert)",
-                 built, ""),
+            _row(f"dashboard fixture: {size}, the first {ids.turn_runs:,} with turns "
+                 "(simulated runs, then bulk insert)", built, ""),
+            _row(f"dashboard fixture: SQLite file size ({size})", megabytes, "", "MB"),
             _row(f"runs page: load + build ({size})",
-                 _time(lambda: runs_page(store, history.Filters())), "< 2 s"),
+                 _time(lambda: runs_page(store, everything)), "< 2 s"),
             _row(f"runs page, filtered ({name} + text search) ({size})",
                  _time(lambda: runs_page(store, narrow)), "< 2 s"),
             _row(f"runs page: run detail + charts ({size})",
                  _time(lambda: run_detail_page(store, detail_id)), "< 2 s"),
             _row(f"insights page: load + build ({size})",
-                 _time(lambda: insights_page(store, history.Filters())), "< 2 s"),
+                 _time(lambda: insights_page(store, everything)), "< 2 s"),
             _row(f"insights page, filtered ({name}) ({size})",
                  _time(lambda: insights_page(store, history.Filters(protocol=name))),
                  "< 2 s"),
+            _row(f"insights page: peak traced memory of load + build, tracemalloc ({size})",
+                 _peak_mb(lambda: insights_page(store, everything)), "< 500 MB", "MB"),
         ]
         store.close()
     return rows
 
 
-def _row(name: str, seconds: float, target: str) -> Row:
-    return {"name": name, "value": round(seconds, 3), "unit": "s", "target": target}
+def _row(name: str, value: float, target: str, unit: str = "s") -> Row:
+    return {"name": name, "value": round(value, 3), "unit": unit, "target": target}
+
+
+def sizes(argv: Sequence[str]) -> list[int]:
+    """The run counts `python -m engine.bench.dashboard N [N ...]` was given (10,000 without);
+    `SystemExit` naming the argument that is not a count of runs."""
+    for arg in argv:
+        if not arg.isdigit() or int(arg) < 1:
+            raise SystemExit(f"python -m engine.bench.dashboard N [N ...]: each N is a number of "
+                             f"runs such as 100000, got {arg!r}")
+    return [int(arg) for arg in argv] or [10_000]
 
 
 if __name__ == "__main__":
-    import sys
-
     from engine.bench.table import format_table
-    print(format_table(bench_dashboard(int(sys.argv[1]) if len(sys.argv) > 1 else 10_000)))
+    print(format_table(bench_dashboard(sizes(sys.argv[1:]))))

@@ -22,7 +22,7 @@ import statistics
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -162,16 +162,18 @@ def _call(module: str, function: str, *args: Any, **kwargs: Any) -> list[Row]:
     return list(getattr(importlib.import_module(module), function)(*args, **kwargs))
 
 
-def _sections(quick: bool = False, base_url: str | None = None, db_url: str | None = None
-              ) -> list[tuple[str, Callable[[], list[Row]]]]:
-    """Every section of the table, in its order: (name `--only` matches, what measures it)."""
+def _sections(quick: bool = False, base_url: str | None = None, db_url: str | None = None,
+              sizes: Sequence[int] | None = None) -> list[tuple[str, Callable[[], list[Row]]]]:
+    """Every section of the table, in its order: (name `--only` matches, what measures it).
+    `sizes`: the dashboard's stored-run counts, a set of rows each (default 10,000; 1,000
+    with `quick`)."""
     bench = "engine.bench."
+    dashboard = list(sizes or [1000 if quick else 10000])
     return [
         ("throughput", lambda: bench_throughput(2 if quick else 8)),
         ("critical-path", lambda: bench_critical_path(repeats=2 if quick else 5)),
         ("reliability", lambda: bench_reliability(60, 4, 25) if quick else bench_reliability()),
-        ("dashboard", lambda: _call(bench + "dashboard", "bench_dashboard",
-                                    n=1000 if quick else 10000)),
+        ("dashboard", lambda: _call(bench + "dashboard", "bench_dashboard", dashboard)),
         ("experiments", lambda: _call(bench + "experiments", "bench_experiments",
                                       runs=20 if quick else 200)),
         ("live", lambda: _call(bench + "live", "bench_live", repeats=20 if quick else 200)),
@@ -208,27 +210,30 @@ def _commit() -> str:
     return done.stdout.strip() if done.returncode == 0 else ""
 
 
-def command(section: str, quick: bool = False) -> str:
+def command(section: str, quick: bool = False, sizes: Sequence[int] | None = None) -> str:
     """The command that measures `section` again."""
-    return f"python -m engine bench --only {section}" + (" --quick" if quick else "")
+    chosen = (f" --sizes {','.join(str(n) for n in sizes)}"
+              if sizes and section == "dashboard" else "")
+    return f"python -m engine bench --only {section}" + (" --quick" if quick else "") + chosen
 
 
 def measure(quick: bool = False, only: list[str] | None = None, base_url: str | None = None,
-            db_url: str | None = None, remark: str = "") -> list[Row]:
+            db_url: str | None = None, remark: str = "", sizes: Sequence[int] | None = None
+            ) -> list[Row]:
     """Every chosen section's rows, each with where and when it was measured: its section, the
     command that measures it again, the UTC time the section ended, its wall time, the load
     average (1, 5, 15 min: `os.getloadavg()`, what `uptime` prints) before and after it, the
     machine's CPUs, the commit and `remark` (what else the machine was doing)."""
     rows: list[Row] = []
     commit, cpus = _commit(), os.cpu_count()
-    for name, run in _sections(quick, base_url, db_url):
+    for name, run in _sections(quick, base_url, db_url, sizes):
         if not _chosen(name, only):
             continue
         load_before, start = _load(), time.perf_counter()
         found = run()
         seconds = round(time.perf_counter() - start, 1)
         when = datetime.now(UTC).isoformat(timespec="seconds")
-        context = {"command": command(name, quick), "measured_at": when, "seconds": seconds,
+        context = {"command": command(name, quick, sizes), "measured_at": when, "seconds": seconds,
                    "load_before": load_before, "load_after": _load(), "cpus": cpus,
                    "commit": commit, "remark": remark}
         rows += [{"section": name, **row, **context} for row in found]
@@ -236,10 +241,11 @@ def measure(quick: bool = False, only: list[str] | None = None, base_url: str | 
 
 
 def collect(quick: bool = False, only: list[str] | None = None,
-            base_url: str | None = None, db_url: str | None = None) -> list[Row]:
+            base_url: str | None = None, db_url: str | None = None,
+            sizes: Sequence[int] | None = None) -> list[Row]:
     """The chosen sections' rows (each names its `section`)."""
     rows: list[Row] = []
-    for name, run in _sections(quick, base_url, db_url):
+    for name, run in _sections(quick, base_url, db_url, sizes):
         if _chosen(name, only):
             rows += [{"section": name, **row} for row in run()]
     return rows
@@ -267,12 +273,13 @@ def format_table(rows: list[Row]) -> str:
 
 
 def main(quick: bool = False, only: list[str] | None = None, base_url: str | None = None,
-         db_url: str | None = None, as_json: bool = False, remark: str = "") -> int:
+         db_url: str | None = None, as_json: bool = False, remark: str = "",
+         sizes: Sequence[int] | None = None) -> int:
     """Print the table, or with `as_json` the rows as JSON (`measure`): what the docs' tables
-    are rendered from (`python -m engine.bench.docs`)."""
+    are rendered from (`python -m engine.bench.docs`). `sizes`: the dashboard's run counts."""
     if as_json:
-        print(to_json(measure(quick, only, base_url, db_url, remark)), flush=True)
+        print(to_json(measure(quick, only, base_url, db_url, remark, sizes)), flush=True)
     else:
-        print(format_table(collect(quick=quick, only=only, base_url=base_url, db_url=db_url)),
-              flush=True)
+        print(format_table(collect(quick=quick, only=only, base_url=base_url, db_url=db_url,
+                                   sizes=sizes)), flush=True)
     return 0

@@ -37,6 +37,23 @@ class _Protocols(str):
         return f"one of {', '.join(REGISTRY)}"
 
 
+MAX_BENCH_RUNS = 10_000_000  # a dashboard fixture of more would not fit a usual disk
+
+
+def run_counts(text: str) -> tuple[int, ...]:
+    """`bench --sizes`: whole numbers of runs separated by commas (`10000,100000,1000000`),
+    each 1..MAX_BENCH_RUNS."""
+    try:
+        counts = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        counts = ()
+    if not counts or not all(1 <= n <= MAX_BENCH_RUNS for n in counts):
+        raise argparse.ArgumentTypeError(
+            f"run counts 1..{MAX_BENCH_RUNS} separated by commas, such as "
+            f"10000,100000,1000000; got {text!r}")
+    return counts
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m engine", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -100,6 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "section, command, time and load average (what the docs render)")
     bench.add_argument("--remark", default="", help="with --json: what else the machine was "
                        "doing, kept with every row")
+    bench.add_argument("--sizes", type=run_counts, metavar="N,N,...",
+                       help="the dashboard rows' stored-run counts, a set of rows each "
+                       "(default 10000, 1000 with --quick), e.g. 10000,100000,1000000")
     commands.add_experiments(sub)  # each module adds its own sub-commands
     sets.add_cli(sub)
     share.add_cli(sub)
@@ -289,7 +309,8 @@ def cmd_delete(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from engine.bench import main as bench_main
     return bench_main(quick=args.quick, only=args.only, base_url=args.base_url,
-                      db_url=args.db_url, as_json=args.json, remark=args.remark)
+                      db_url=args.db_url, as_json=args.json, remark=args.remark,
+                      sizes=args.sizes)
 
 
 COMMANDS = {"run": cmd_run, "runs": cmd_runs, "show": cmd_show, "export": cmd_export,

@@ -272,11 +272,27 @@ class Transfer(RunReading):
         return runs, turns
 
     def insert_raw(self, runs: Sequence[Mapping[str, Any]],
-                   turns: Sequence[Mapping[str, Any]]) -> None:
+                   turns: Sequence[Mapping[str, Any]], *, durable: bool = True) -> None:
         """Bulk-insert rows shaped as `raw_rows` gives them, unchecked, in one transaction:
         for benchmark fixtures of thousands of runs, never for user input (`import_runs`)."""
-        with self.writing() as connection:
-            for start in range(0, len(runs), 2000):
-                connection.execute(RUNS.insert(), list(runs[start:start + 2000]))
-            for start in range(0, len(turns), 5000):
-                connection.execute(INSERT_TURN, list(turns[start:start + 5000]))
+        self.insert_raw_chunks([(runs, turns)], durable=durable)
+
+    def insert_raw_chunks(self, chunks: Iterable[tuple[Sequence[Mapping[str, Any]],
+                                                       Sequence[Mapping[str, Any]]]],
+                          *, durable: bool = True) -> int:
+        """`insert_raw` for a stream of (runs, turns) chunks, one transaction per chunk on one
+        connection, so that a million rows never sit in memory at once; returns the runs
+        written. A chunk is one executemany per table (on PostgreSQL psycopg's, which
+        pipelines the statements; no bench fills PostgreSQL so far). `durable=False`: a
+        benchmark's throwaway SQLite file, written without waiting for the disk
+        (`Database.loading`)."""
+        written = 0
+        with self.loading(durable) as connection:
+            for runs, turns in chunks:
+                with connection.begin():
+                    if runs:
+                        connection.execute(RUNS.insert(), list(runs))
+                    if turns:
+                        connection.execute(INSERT_TURN, list(turns))
+                written += len(runs)
+        return written
