@@ -20,6 +20,7 @@ from engine import Store
 from engine.models import now
 from engine.protocols import REGISTRY, arun_config, run_sync
 from engine.reports import insights
+from engine.reports import runs as history
 from engine.reports.runs import Filters
 from test_store_backends import _fresh_pg
 
@@ -182,3 +183,34 @@ def test_migration_0012_sets_the_flag_from_the_seats_and_adds_the_indexes(tmp_pa
             "EXPLAIN QUERY PLAN SELECT protocol, label, status, count(*), sum(tokens_in) "
             "FROM runs GROUP BY protocol, label, status, degraded_run, simulated")).all()
     assert "COVERING INDEX ix_runs_summary" in " ".join(str(row) for row in plan)
+
+
+def test_the_filters_offer_what_the_runs_hold_without_reading_them(backend):
+    store = mixed(backend)
+    run_sync(arun_config({"protocol": "vote", "model": "simulated"}, QUESTION, store=store,
+                         tags=("nightly", "cell:0:0:0")))
+    runs = store.runs(with_config=False)
+    tags = {t for group in runs["tags"] for t in group if not t.startswith("cell:")}
+    models = {m for joined in runs["models"] for m in joined.split(",") if m}
+    choices = history.choices(store)
+    assert set(choices["tag"]) == tags and "nightly" in tags
+    assert set(choices["model"]) == models and "openai:gpt-4o-mini" in models
+    with store.engine.connect() as connection:
+        kept = {v for (v,) in connection.execute(text("SELECT value FROM run_facets"))}
+    assert not any(v.startswith("cell:") for v in kept)  # one per run: never kept
+
+
+def test_migration_0013_fills_the_facets_from_the_runs(tmp_path):
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    store = Store(url)
+    run_sync(arun_config({"protocol": "vote", "model": "simulated"}, QUESTION, store=store,
+                         tags=("weekly",)))
+    with store.engine.begin() as connection:  # as an older Parley left it: no such table
+        connection.execute(text("DROP TABLE run_facets"))
+        connection.execute(text("DELETE FROM schema_migrations "
+                                "WHERE name = '0013_run_facets'"))
+    store.engine.dispose()
+    reopened = Store(url)
+    assert "0013_run_facets" in reopened.migrations()
+    assert history.choices(reopened)["tag"] == ["weekly"]
+    assert history.choices(reopened)["model"] == ["simulated"]

@@ -313,7 +313,7 @@ def _apart(runs: pd.DataFrame, make: Callable[[pd.DataFrame], Section]) -> Secti
 
 
 # --------------------------------------------------------------------------- at scale
-SAMPLE = 20_000  # the most runs a protocol's section or a box plot reads, per kind of run
+SAMPLE = 10_000  # the most runs a protocol's section or a box plot reads, per kind of run
 
 
 def every_for(count: int, limit: int | None = None) -> int:

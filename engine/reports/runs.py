@@ -14,6 +14,7 @@ import pandas as pd
 
 from engine.protocols import REGISTRY
 from engine.store import STATUSES
+from engine.store.facets import INTERNAL_TAGS
 from engine.views.blocks import Block, is_simulated, simulated_text
 
 HISTORY_LIMITS = (50, 200, 1000)
@@ -118,7 +119,6 @@ HISTORY_COLUMNS = ("id", "created", "protocol", "label", "question", "expected",
                    "seconds", "unreadable")
 # Tags Parley writes for itself (an experiment's cell, a re-run's original): kept on the run,
 # left out of the Tag filter, whose choices are the user's own tags.
-INTERNAL_TAGS = ("cell:", "rerun-of:")
 
 
 def history_table(frame: pd.DataFrame) -> pd.DataFrame:

@@ -15,6 +15,7 @@ from sqlalchemy import select, update
 
 from engine.cells import SUPERSEDED, Cell
 from engine.models import ConfigError, now
+from engine.store import facets
 from engine.store.liveness import owner_gone
 from engine.store.readback import aware, decode, decode_tags
 from engine.store.records import error_text, experiment_item
@@ -106,6 +107,7 @@ def supersede(store: Store, run_ids: Sequence[str]) -> None:
             marked = sorted(set(decode_tags(tags)) | {SUPERSEDED})
             connection.execute(update(RunRow).where(RunRow.id == run_id)
                                .values(tags=json.dumps(marked)))
+        facets.record(connection, [{"tags": [SUPERSEDED]}])
 
 
 def list_experiments(store: Store) -> pd.DataFrame:

@@ -32,7 +32,7 @@ from sqlalchemy import Connection, false, inspect, select, text, update
 
 from engine import catalog
 from engine.models import ConfigError, Turn
-from engine.store import statements
+from engine.store import facets, statements
 from engine.store.records import error_text
 from engine.store.schema import Base, ExperimentRow, RunRow, TurnRow
 from engine.store.search_index import bound_index, create_index
@@ -212,6 +212,15 @@ def run_summary(connection: Connection) -> None:
         connection.execute(text(f"CREATE INDEX IF NOT EXISTS {name} ON {columns}"))
 
 
+def run_facets(connection: Connection) -> None:
+    """Migration 0013: the tags and model specs the filters offer, kept apart
+    (`engine.store.facets`), filled from every stored run once."""
+    Base.metadata.create_all(connection, tables=[Base.metadata.tables["run_facets"]])
+    runs = statements.RUNS
+    seen = connection.execute(select(runs.c.tags, runs.c.models).distinct()).all()
+    facets.record(connection, [{"tags": tags, "models": models} for tags, models in seen])
+
+
 # --------------------------------------------------------------------------- the list
 def _create(tables: Sequence[str]):
     def apply(connection) -> None:
@@ -239,6 +248,7 @@ MIGRATIONS: list[tuple[str, Any]] = [
     ("0010_search_bounded", _data("search_bounded")),
     ("0011_redacted_errors", _data("redacted_errors")),
     ("0012_run_summary", _data("run_summary")),
+    ("0013_run_facets", _data("run_facets")),
 ]
 
 

@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 
 from engine import catalog
 from engine.models import RunResult, RunStopped, Turn, now
-from engine.store import readback, records
+from engine.store import facets, readback, records
 from engine.store.database import Database
 from engine.store.schema import RunRow, TurnRow
 from engine.store.statements import (
@@ -77,6 +77,7 @@ class RunWriting(Database):
                 simulated=any(m.startswith("simulated") for m in models),
                 experiment_id=experiment_id, host=self.host[:200], pid=os.getpid(),
                 created_at=now(), heartbeat_at=now()))
+            facets.record(connection, [{"tags": values.get("tags"), "models": ",".join(models)}])
         return run_id
 
     def recorder(self, run_id: str, batched: bool | None = None) -> Any:
@@ -211,6 +212,7 @@ class RunWriting(Database):
                 if values:
                     connection.execute(update(RunRow).where(RunRow.id == result.run_id)
                                        .values(**values))
+                    facets.record(connection, [{"tags": values.get("tags")}])
             return result.run_id
         # A result saved without its configuration keeps no seats by slot: it cannot be
         # re-run (its turns still name every seat and model).

@@ -149,6 +149,14 @@ class ExperimentRow(Base):
     finished_at: Mapped[datetime | None] = mapped_column(Moment, nullable=True)
 
 
+class FacetRow(Base):
+    """A tag or model spec some stored run has, for the runs filters (`engine.store.facets`)."""
+
+    __tablename__ = "run_facets"
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)  # tag | model
+    value: Mapped[str] = mapped_column(String(500), primary_key=True)
+
+
 class SearchDocRow(Base):
     """One searchable text of a run: its question, a turn's reply or its final answer. Written
     and deleted by triggers on `runs` and `turns` (`engine.store.search_index`), read through

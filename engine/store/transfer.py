@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from engine import catalog
 from engine.models import ConfigError, now
-from engine.store import records
+from engine.store import facets, records
 from engine.store.database import READ_ONLY
 from engine.store.reading import RunReading
 from engine.store.records import (
@@ -253,7 +253,9 @@ class Transfer(RunReading):
                 if record.id in present:
                     continue
                 present.add(record.id)
-                connection.execute(RUNS.insert().values(**run_columns(record)))
+                columns = run_columns(record)
+                connection.execute(RUNS.insert().values(**columns))
+                facets.record(connection, [columns])
                 if record.turns:
                     connection.execute(INSERT_TURN, [turn_columns(record.id, t)
                                                      for t in record.turns])
@@ -292,6 +294,7 @@ class Transfer(RunReading):
                 with connection.begin():
                     if runs:
                         connection.execute(RUNS.insert(), list(runs))
+                        facets.record(connection, runs)
                     if turns:
                         connection.execute(INSERT_TURN, list(turns))
                 written += len(runs)
