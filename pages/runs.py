@@ -47,8 +47,9 @@ def show_history() -> None:
         else:
             st.info("No runs stored yet. Start one on the Run page, or make demo runs on Home.")
         return
-    more = "; narrow the filters to see older ones" if page.more else ""
-    st.caption(f"{len(page.table)} run(s), newest first{more}. Select a row to open it; "
+    more = (f" of {page.matching:,} matching; narrow the filters to see older ones"
+            if page.more else "")
+    st.caption(f"{len(page.table)} run(s){more}, newest first. Select a row to open it; "
                "`simulated` says `all` when the offline simulated model played every seat, "
                "`mixed: …` naming the seats it played when it played some.")
     table = page.table.assign(open="?run=" + page.table["id"])

@@ -214,3 +214,12 @@ def test_migration_0013_fills_the_facets_from_the_runs(tmp_path):
     assert "0013_run_facets" in reopened.migrations()
     assert history.choices(reopened)["tag"] == ["weekly"]
     assert history.choices(reopened)["model"] == ["simulated"]
+
+
+def test_the_runs_page_says_how_many_match_beyond_its_page(backend):
+    store = mixed(backend)
+    total = len(store.runs(with_config=False))
+    page = history.history(store, Filters(), limit=5)
+    assert page.more and len(page.table) == 5 and page.matching == total
+    assert store.count_runs(protocol="panel") == len(store.runs(protocol="panel"))
+    assert history.history(store, Filters(label="nothing-has-it")).matching == 0

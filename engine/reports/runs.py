@@ -164,17 +164,22 @@ def unreadable_runs(table: pd.DataFrame) -> list[tuple[str, str]]:
 
 @dataclass
 class History:
-    """A page of the history: the newest `limit` matching runs, and whether more match."""
+    """A page of the history: the newest `limit` matching runs, whether more match, and how
+    many match in all."""
 
     table: pd.DataFrame
     more: bool
     limit: int
+    matching: int = 0
 
 
 def history(store: Any, filters: Filters, limit: int = 200) -> History:
-    """The newest `limit` runs matching `filters` as the history table (one bounded query)."""
+    """The newest `limit` runs matching `filters` as the history table (one bounded query),
+    and how many match in all when there are more (one count in SQL)."""
     frame = store.runs(**filters.store_args(), limit=limit + 1)
-    return History(history_table(frame.head(limit)), len(frame) > limit, limit)
+    more = len(frame) > limit
+    matching = store.count_runs(**filters.store_args()) if more else min(len(frame), limit)
+    return History(history_table(frame.head(limit)), more, limit, matching)
 
 
 # --------------------------------------------------------------------------- one run

@@ -76,6 +76,13 @@ class RunAggregates(RunReading):
                              "scored": "int64", "correct": "int64", "tokens": "int64",
                              "duration": float})
 
+    def count_runs(self, **filters: Any) -> int:
+        """How many runs match (filters as `runs` takes them): one count in SQL."""
+        query, _ = matching(select(func.count()).select_from(RunRow),
+                            self.engine.dialect.name, RunFilters(**filters))
+        with self.engine.connect() as connection:
+            return int(connection.execute(query).scalar() or 0)
+
     def run_values(self, columns: Sequence[str], *, every: int = 1,
                    **filters: Any) -> pd.DataFrame:
         """Typed `columns` (of `VALUE_COLUMNS`) of the matching runs; with `every` > 1 only
