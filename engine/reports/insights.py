@@ -388,13 +388,12 @@ def _results_of(store: Any, runs: pd.DataFrame) -> Results:
     def results(protocol: str) -> pd.DataFrame:
         done = completed(runs)
         ids = list(done.loc[done["protocol"] == protocol, "id"]) if not done.empty else []
-        parts = [store.runs(ids=ids[start:start + 5_000], with_result=True, with_config=False)
-                 for start in range(0, len(ids), 5_000)]
-        if not parts:
-            return pd.DataFrame(columns=["id", "label", "expected", "result"])
-        frame = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+        frame = store.run_results(ids)
         labels = dict(zip(done["id"], done["label"]))
-        return frame.assign(label=frame["id"].map(labels))
+        order = {run_id: number for number, run_id in enumerate(ids)}  # as `runs` has them
+        frame = frame.assign(label=frame["id"].map(labels), _at=frame["id"].map(order))
+        return frame.sort_values("_at", kind="stable").drop(columns="_at").reset_index(
+            drop=True)
     return results
 
 

@@ -184,11 +184,13 @@ def turn_output(connection: Connection) -> None:
 
 
 # Indexes that let Insights add runs up without reading their rows (`engine.store.aggregates`):
-# every column the grouped summary reads, and the two times the pages' cache key takes a
-# maximum of. A new database has them from the table's own definition (`schema.RunRow`).
+# every column the grouped summary reads, a protocol's runs of one kind in time order (its
+# sample), and the two times the pages' cache key takes a maximum of. A new database has them
+# from the table's own definition (`schema.RunRow`).
 SUMMARY_INDEXES = {
     "ix_runs_summary": "runs (status, protocol, label, simulated, degraded_run, correct, "
                        "tokens_in, tokens_out, duration)",
+    "ix_runs_sample": "runs (protocol, simulated, created_at, id)",
     "ix_runs_finished_at": "runs (finished_at)",
     "ix_runs_heartbeat_at": "runs (heartbeat_at)",
 }
