@@ -2,19 +2,21 @@
 
 Each part is its own module: `database` (open, migrate, write transactions, the reaper),
 `runs` (a run's lifecycle), `reading` (runs and turns out, the live view's reads),
-`transfer` (export and import), `library`, and `experiments` (functions over a store).
+`transfer` (export and import), `library`, `experiment_reading` (an experiment's runs for
+its results, narrow and typed) and `experiments` (functions over a store).
 """
 from __future__ import annotations
 
 import copy
 
 from engine.store.batching import TurnBatch
+from engine.store.experiment_reading import ExperimentReading
 from engine.store.library import Library
 from engine.store.runs import RunWriting
 from engine.store.transfer import Transfer
 
 
-class Store(RunWriting, Transfer, Library):
+class Store(RunWriting, Transfer, Library, ExperimentReading):
     """Runs, turns, experiments and the library in one database (SQLite WAL or PostgreSQL);
     every method opens and closes its own session, so one store serves many threads."""
 
