@@ -113,19 +113,16 @@ def _with_cells(stored: pd.DataFrame) -> pd.DataFrame:
 
 
 def _cell_runs(stored: pd.DataFrame) -> list[dict[str, Any]]:
-    """The experiment's runs as `engine.store.experiments.cell_runs` lists them, from what
-    `Store.experiment_runs` read: its progress needs no second read of 20,000 runs."""
-    out = []
+    """The experiment's runs with a cell, each with what `progress` reads of
+    `engine.store.experiments.cell_runs` (id, status, cell, superseded, finished_at), from
+    what `Store.experiment_runs` read: its progress needs no second read of 20,000 runs."""
     stored = _with_cells(stored)
-    for run_id, status, tags, created, finished, cell in zip(
-            stored["id"].tolist(), stored["status"].tolist(), stored["tags"].tolist(),
-            stored["created_at"].tolist(), stored["finished_at"].tolist(),
-            stored["cell"].tolist(), strict=True):
-        if cell is not None:
-            out.append({"id": run_id, "status": status, "tags": tags, "created_at": created,
-                        "finished_at": _moment(finished), "cell": cell,
-                        "superseded": SUPERSEDED in tags})
-    return out
+    return [{"id": run_id, "status": status, "cell": cell, "superseded": SUPERSEDED in tags,
+             "finished_at": _moment(finished)}
+            for run_id, status, tags, finished, cell in zip(
+                stored["id"].tolist(), stored["status"].tolist(), stored["tags"].tolist(),
+                stored["finished_at"].tolist(), stored["cell"].tolist(), strict=True)
+            if cell is not None]
 
 
 _JSON_NUMBERS = (int, float)

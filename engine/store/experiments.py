@@ -195,7 +195,8 @@ def cell_runs(store: Store, experiment_id: str) -> list[dict[str, Any]]:
 def progress(store: Store, experiment_id: str,
              runs: Sequence[Mapping[str, Any]] | None = None) -> Progress:
     """An experiment's progress read from the store (any process may be running it), over
-    `runs` when the caller has read its `cell_runs` already.
+    `runs` when the caller has read its `cell_runs` already (their id, status, cell,
+    superseded and finished_at are read).
 
     done = cells with a completed run; failed / interrupted = runs that ended so and have not
     been superseded by a redo; elapsed = since the current (or last) start; remaining =
