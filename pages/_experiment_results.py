@@ -1,9 +1,10 @@
 """The Experiments page's results: summary, accuracy by round, calibration, paired comparison,
 the baseline view and the runs behind a cell, for one experiment.
 
-Its runs frame, report and baseline matrix are built once per change of the stored runs or the
-experiment's progress (`st.cache_data` keyed on `Store.fingerprint`), so a second visit, or a
-click on a widget, draws them without reading and adding up the runs again.
+Its report (the runs read once, for the kind of runs it shows first) and baseline matrix are
+built once per change of the stored runs or the experiment's progress (`st.cache_data` keyed on
+`Store.fingerprint`), so a second visit, or a click on a widget, draws them without reading and
+adding up the runs again.
 """
 from __future__ import annotations
 
@@ -27,15 +28,10 @@ KIND_NAMES = {"real": "Real", "simulated": "Simulated", "both": "Both, side by s
 TITLE = {"real": "", "simulated": " (simulated)", "both": " (simulated and real, kept apart)"}
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
-def runs_frame(_store: Store, stamp: tuple, experiment_id: str) -> pd.DataFrame:
-    """`ex.runs_frame`, read again only when the runs or the progress changed (`stamp`)."""
-    return ex.runs_frame(_store, experiment_id)
-
-
 @st.cache_data(max_entries=16, show_spinner="Adding up the runs…")
-def report(_store: Store, stamp: tuple, experiment_id: str, kind: str) -> ex.Report:
-    """`ex.report` over `kind` runs, built again only when `stamp` changed."""
+def report(_store: Store, stamp: tuple, experiment_id: str, kind: str | None) -> ex.Report:
+    """`ex.report` over `kind` runs (None: the kind it shows first, its `kind`), built again
+    only when `stamp` changed."""
     return ex.report(_store, experiment_id, kind)
 
 
@@ -304,31 +300,30 @@ def warm(store: Store) -> None:
         return
     experiment_id = str(experiments["id"].iloc[0])
     stamp = stamp_of(store, ex.progress(store, experiment_id))
-    every = runs_frame(store, stamp, experiment_id)
-    kind = aggregate.default_kind(every)
-    result = report(store, stamp, experiment_id, kind)
+    result = report(store, stamp, experiment_id, None)
     if not result.runs.empty:
-        figures(result, stamp, experiment_id, kind)
+        figures(result, stamp, experiment_id, result.kind)
 
 
 def show(store: Store, experiment_id: str, state: ex.Progress) -> None:
     """The results of `experiment_id` so far, built once per database and change of its runs
     or progress (`stamp`) and kept for every later visit."""
     stamp = stamp_of(store, state)
-    every = runs_frame(store, stamp, experiment_id)
+    first = report(store, stamp, experiment_id, None)  # the kind shown first, read once
     kind = st.segmented_control(
-        "Runs", list(aggregate.KINDS), default=aggregate.default_kind(every),
+        "Runs", list(aggregate.KINDS), default=first.kind,
         format_func=KIND_NAMES.get, key="exp-kind",
         help="Simulated runs (any seat played by the offline simulated model) and real runs are "
              "never pooled: both side by side lists every configuration's simulated runs as "
-             "\"LABEL (simulated)\".") or aggregate.default_kind(every)
-    result = report(store, stamp, experiment_id, kind)
+             "\"LABEL (simulated)\".") or first.kind
+    result = first if kind == first.kind else report(store, stamp, experiment_id, kind)
     if result.hidden:
         other = "simulated" if kind == "real" else "real"
         st.caption(f"{result.hidden:,} {other} run(s) are not shown; choose "
                    f"*{KIND_NAMES[other]}* or *{KIND_NAMES['both']}* to see them.")
     if result.runs.empty:
-        st.info("No runs yet." if every.empty else f"No {kind} runs in this experiment.")
+        st.info("No runs yet." if first.runs.empty and not first.hidden
+                else f"No {kind} runs in this experiment.")
         return
     simulated = result.runs["simulated"]
     _shared.simulated_note(bool(simulated.all()))

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
+from typing import Any
 
 from engine.analysis.stances import normalize_stance
 
@@ -120,10 +122,43 @@ def answers_match(answer: str | None, expected: str | None) -> bool | None:
     once normalised (`normalize_stance`), or equal once extracted (`extract_answer`, so
     "25%" meets "25" and "The answer is $18." meets "18"). None when either side is missing
     or blank: nothing to score."""
+    return _match(answer, expected, normalize_stance, extract_answer)
+
+
+def _match(answer: str | None, expected: str | None, normalize: Callable[[Any], str],
+           extract: Callable[[str], str | None]) -> bool | None:
     if answer is None or expected is None or not str(answer).strip() \
             or not str(expected).strip():
         return None
-    if normalize_stance(answer) == normalize_stance(expected):
+    if normalize(answer) == normalize(expected):
         return True
-    found, truth = extract_answer(str(answer)), extract_answer(str(expected))
+    found, truth = extract(str(answer)), extract(str(expected))
     return found is not None and found == truth
+
+
+class Answers:
+    """`normalize_stance`, `extract_answer` and `answers_match` for a report over many runs,
+    each distinct text worked out once (20,000 runs meet the same answers and expected answers
+    again and again); the same results as the functions, kept only as long as this object."""
+
+    def __init__(self) -> None:
+        self._normal: dict[str, str] = {}
+        self._found: dict[str, str | None] = {}
+
+    def normalize(self, text: Any) -> str:
+        """`normalize_stance(text)`, once per distinct text."""
+        if not isinstance(text, str):
+            return normalize_stance(text)
+        if text not in self._normal:
+            self._normal[text] = normalize_stance(text)
+        return self._normal[text]
+
+    def extract(self, text: str) -> str | None:
+        """`extract_answer(text)`, once per distinct text."""
+        if text not in self._found:
+            self._found[text] = extract_answer(text)
+        return self._found[text]
+
+    def match(self, answer: str | None, expected: str | None) -> bool | None:
+        """`answers_match(answer, expected)`."""
+        return _match(answer, expected, self.normalize, self.extract)

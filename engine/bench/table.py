@@ -3,7 +3,8 @@ tests.
 
 Rows: engine throughput and per-call overhead on a zero-latency simulated model (with the
 store), the wall time of every protocol that runs calls at once against the critical path its
-registry entry declares, then the reliability, dashboard, experiment, live, full-text search,
+registry entry declares, then the reliability, dashboard, experiment, experiment results
+(an experiment's report and baseline matrix over 20,000 stored runs), live, full-text search,
 browser and workers rows from their own modules (the workers rows need PostgreSQL:
 `--db-url` or PARLEY_TEST_PG_URL). The local-model rows (a real model behind an
 OpenAI-compatible server, minutes of generation) run only when `--only` names them.
@@ -176,6 +177,8 @@ def _sections(quick: bool = False, base_url: str | None = None, db_url: str | No
         ("dashboard", lambda: _call(bench + "dashboard", "bench_dashboard", dashboard)),
         ("experiments", lambda: _call(bench + "experiments", "bench_experiments",
                                       runs=20 if quick else 200)),
+        ("experiment-results", lambda: _call(bench + "results", "bench_results",
+                                             n=2000 if quick else 20_000)),
         ("live", lambda: _call(bench + "live", "bench_live", repeats=20 if quick else 200)),
         ("search", lambda: _call(bench + "search", "bench_search", n=1000 if quick else 10000)),
         ("browser", lambda: _call(bench + "browser", "bench_browser",

@@ -9,12 +9,12 @@ from urllib.parse import quote
 import pandas as pd
 
 from engine.analysis import stats
+from engine.analysis.answers import Answers
 from engine.cells import SUPERSEDED, Cell
 from engine.models import ConfigError
 from engine.store.experiments import Progress, get, progress, row
 from engine.text import csv_cell, html_text
 from engine.views.aggregate import FEW, KINDS, default_kind, rate_text, split_configs
-from engine.views.blocks import simulated_text
 from engine.views.rounds import CONFORMITY_FIELDS
 
 SIGNALS = {"consensus": "consensus ratio (share of the final vote for the winner)",
@@ -22,39 +22,22 @@ SIGNALS = {"consensus": "consensus ratio (share of the final vote for the winner
 RUNS_PAGE = "runs"  # the Runs page's URL path; `?run=ID` opens one run
 
 
-def _number(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return float("nan")
-    return float(value)
-
-
 def _signals(metrics: Mapping[str, Any], expected: str | None) -> dict[str, Any]:
-    """What a run's stored signals say (its protocol's `signals` hook wrote them; missing:
-    NaN/None), with each round's plurality (`round_answers`) and the conformity counts
-    (`engine.analysis.conformity`), and how the answer moved from round one's against the
-    expected one: `shift` is better (wrong to right), worse (right to wrong), sideways (wrong
-    to another wrong) or same."""
-    from engine.analysis import answers_match, normalize_stance
-    m = metrics or {}
-    text = lambda key: m.get(key) if isinstance(m.get(key), str) and m.get(key) else None  # noqa: E731
-    out: dict[str, Any] = {
-        "consensus": _number(m.get("consensus")), "judge": _number(m.get("judge_confidence")),
-        "level": text("level"), "mind_changes": _number(m.get("mind_changes")),
-        "seats": _number(m.get("seats")), "persuaded": _number(m.get("persuaded")),
-        "misled": _number(m.get("misled")), "answer": text("answer"),
-        "first_answer": text("first_answer"), "changed": None, "shift": None,
-        "round_answers": [str(a) for a in m["round_answers"]]
-        if isinstance(m.get("round_answers"), list) else None,
-        **{key: m.get(key) for key in CONFORMITY_FIELDS}}
-    if out["first_answer"] is not None:
-        first, final = out["first_answer"], out["answer"] or ""
-        out["changed"] = normalize_stance(first) != normalize_stance(final)
-        if expected:
-            was = bool(answers_match(first, expected))
-            now_ = bool(answers_match(final, expected))
-            out["shift"] = ("same" if not out["changed"] else "better" if now_ and not was
-                            else "worse" if was and not now_ else "sideways")
-    return out
+    """What a run's stored signals say (see `_signal_columns`), for one run."""
+    return {name: values[0] for name, values in
+            _signal_columns([dict(metrics or {})], [expected]).items()}
+
+
+def _moved(first: str, final: str | None, expected: str | None, answers: Answers
+           ) -> tuple[bool, str | None]:
+    """Whether the final answer differs from round one's (`changed`), and its `shift`."""
+    changed = answers.normalize(first) != answers.normalize(final or "")
+    if not expected:
+        return changed, None
+    was = bool(answers.match(first, expected))
+    now_ = bool(answers.match(final or "", expected))
+    return changed, ("same" if not changed else "better" if now_ and not was
+                     else "worse" if was and not now_ else "sideways")
 
 
 RUN_COLUMNS = ["id", "label", "protocol", "q", "repeat", "question", "expected", "status",
@@ -68,33 +51,122 @@ RUN_COLUMNS = ["id", "label", "protocol", "q", "repeat", "question", "expected",
 def runs_frame(store: Any, experiment_id: str) -> pd.DataFrame:
     """One row per run of the experiment: its cell (q, repeat, label), whether it `counted`
     (the first completed run of its cell), correctness, the signals of `_signals`, and
-    whether it is simulated (`simulated`, and `simulation`: "all" or "mixed: <seats>")."""
+    whether it is simulated (`simulated`, and `simulation`: "all" or "mixed: <seats>").
+
+    The store sends only the typed columns this reads (`Store.experiment_runs`); a signal
+    worked out from an answer (`changed`, `shift`) is worked out once per distinct answer
+    and expected answer, not once per run."""
     spec = row(store, experiment_id)["spec"]
+    return _runs_frame(store.experiment_runs(experiment_id), spec)
+
+
+def _runs_frame(stored: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
+    """`runs_frame` from the experiment's runs as `Store.experiment_runs` reads them."""
     labels = [c["label"] for c in spec["configs"]]
-    frame = store.runs(experiment_id=experiment_id)
-    records = []
+    frame = _with_cells(stored).sort_values(["created_at", "id"])
+    cells = frame["cell"].tolist()
+    keep = [cell is not None and cell.c < len(labels) for cell in cells]
+    if not any(keep):
+        return pd.DataFrame(columns=RUN_COLUMNS)
+    frame = frame[keep] if not all(keep) else frame
+    cells = [cell for cell, kept in zip(cells, keep, strict=True) if kept]
     counted: set[Cell] = set()
-    for run in frame.sort_values(["created_at", "id"]).to_dict("records"):
-        cell = Cell.from_tags(run["tags"])
-        if cell is None or cell.c >= len(labels):
-            continue
-        first = run["status"] == "completed" and cell not in counted
-        if first:
+    first = []
+    for cell, status in zip(cells, frame["status"].tolist(), strict=True):
+        first.append(status == "completed" and cell not in counted)
+        if first[-1]:
             counted.add(cell)
-        correct = run["correct"]
-        simulation = simulated_text(run["simulated"], run["models"], run.get("config"))
-        records.append({
-            "id": run["id"], "label": labels[cell.c], "protocol": run["protocol"], "q": cell.q,
-            "repeat": cell.r, "question": run["question"], "expected": run["expected"],
-            "status": run["status"], "counted": first, "superseded": SUPERSEDED in run["tags"],
-            "correct": None if correct is None or correct != correct else bool(correct),
-            **_signals(run["metrics"], run["expected"]), "calls": run["calls"],
-            "degraded": run["degraded"], "degraded_run": bool(run["degraded_run"]),
-            "lost": run["lost"], "tokens": run["tokens_in"] + run["tokens_out"],
-            "seconds": run["duration"], "simulated": bool(simulation), "simulation": simulation,
-            "created_at": run["created_at"],
-            "link": f"{RUNS_PAGE}?run={quote(str(run['id']), safe='')}"})
-    return pd.DataFrame(records, columns=RUN_COLUMNS)
+    signals = _signal_columns(frame["metrics"].tolist(), frame["expected"].tolist())
+    ids = frame["id"].tolist()
+    simulation = frame["simulation"].tolist()
+    columns: dict[str, list[Any]] = {
+        "id": ids, "label": [labels[cell.c] for cell in cells],
+        "protocol": frame["protocol"].tolist(), "q": [cell.q for cell in cells],
+        "repeat": [cell.r for cell in cells], "question": frame["question"].tolist(),
+        "expected": frame["expected"].tolist(), "status": frame["status"].tolist(),
+        "counted": first, "superseded": [SUPERSEDED in tags for tags in frame["tags"]],
+        "correct": [None if v is None or v != v else bool(v) for v in frame["correct"]],
+        **signals, "calls": frame["calls"].tolist(), "degraded": frame["degraded"].tolist(),
+        "degraded_run": [bool(v) for v in frame["degraded_run"].tolist()],
+        "lost": frame["lost"].tolist(),
+        "tokens": (frame["tokens_in"] + frame["tokens_out"]).tolist(),
+        "seconds": frame["duration"].tolist(), "simulated": [bool(v) for v in simulation],
+        "simulation": simulation, "created_at": frame["created_at"].tolist(),
+        "link": [f"{RUNS_PAGE}?run={quote(str(i), safe='')}" for i in ids]}
+    return pd.DataFrame({name: columns[name] for name in RUN_COLUMNS}, columns=RUN_COLUMNS)
+
+
+def _moment(value: Any) -> Any:
+    """A time a data frame holds (a Timestamp, or NaT) as the store reads it: a datetime, or
+    None."""
+    if value is None or value is pd.NaT or (isinstance(value, float) and value != value):
+        return None
+    return value.to_pydatetime() if isinstance(value, pd.Timestamp) else value
+
+
+def _with_cells(stored: pd.DataFrame) -> pd.DataFrame:
+    """The runs with their `cell` (`Cell.from_tags`, None for a run that names none)."""
+    if "cell" in stored:
+        return stored
+    return stored.assign(cell=pd.Series([Cell.from_tags(tags) for tags in stored["tags"]],
+                                        index=stored.index, dtype=object))
+
+
+def _cell_runs(stored: pd.DataFrame) -> list[dict[str, Any]]:
+    """The experiment's runs with a cell, each with what `progress` reads of
+    `engine.store.experiments.cell_runs` (id, status, cell, superseded, finished_at), from
+    what `Store.experiment_runs` read: its progress needs no second read of 20,000 runs."""
+    stored = _with_cells(stored)
+    return [{"id": run_id, "status": status, "cell": cell, "superseded": SUPERSEDED in tags,
+             "finished_at": _moment(finished)}
+            for run_id, status, tags, finished, cell in zip(
+                stored["id"].tolist(), stored["status"].tolist(), stored["tags"].tolist(),
+                stored["finished_at"].tolist(), stored["cell"].tolist(), strict=True)
+            if cell is not None]
+
+
+_JSON_NUMBERS = (int, float)
+_NUMBER_SIGNALS = {"consensus": "consensus", "judge": "judge_confidence",
+                   "mind_changes": "mind_changes", "seats": "seats", "persuaded": "persuaded",
+                   "misled": "misled"}
+
+
+def _signal_columns(metrics: list[dict[str, Any]], expected: list[Any]
+                    ) -> dict[str, list[Any]]:
+    """What each run's stored signals say (its protocol's `signals` hook wrote them; missing:
+    NaN/None), with each round's plurality (`round_answers`) and the conformity counts
+    (`engine.analysis.conformity`), and how the answer moved from round one's against the
+    expected one: `shift` is better (wrong to right), worse (right to wrong), sideways (wrong
+    to another wrong) or same. Column by column over every run (its metrics decoded, a JSON
+    object), each distinct (round one's answer, final answer, expected answer) worked out
+    once."""
+    cache: dict[tuple[Any, ...], tuple[Any, Any]] = {}
+    nan = float("nan")
+    # metrics are decoded JSON objects: a number is exactly an int or a float (never a bool)
+    out: dict[str, list[Any]] = {
+        name: [float(m[field]) if type(m.get(field)) in _JSON_NUMBERS else nan
+               for m in metrics] for name, field in _NUMBER_SIGNALS.items()}
+    for field in ("level", "answer", "first_answer"):
+        out[field] = [v if type(v := m.get(field)) is str and v else None for m in metrics]
+    out["round_answers"] = [[str(a) for a in v] if type(v := m.get("round_answers")) is list
+                            else None for m in metrics]
+    for field in CONFORMITY_FIELDS:
+        out[field] = [m.get(field) for m in metrics]
+    changed: list[bool | None] = []
+    shift: list[str | None] = []
+    answers = Answers()
+    for first, final, given in zip(out["first_answer"], out["answer"], expected, strict=True):
+        if first is None:
+            changed.append(None)
+            shift.append(None)
+            continue
+        key = (first, final, given)
+        if key not in cache:
+            cache[key] = _moved(first, final, given, answers)
+        changed.append(cache[key][0])
+        shift.append(cache[key][1])
+    out["changed"], out["shift"] = list(changed), list(shift)
+    return {name: out[name] for name in RUN_COLUMNS if name in out}
 
 
 def _counted(frame: pd.DataFrame, label: str | None = None) -> pd.DataFrame:
@@ -107,8 +179,13 @@ def calibration(frame: pd.DataFrame, label: str, signal: str, bins: int = 10) ->
     diagram's bins, ECE and Brier score over the counted runs that have both."""
     if signal not in SIGNALS:
         raise ConfigError(f"signal must be one of {', '.join(SIGNALS)}, got {signal!r}", "input")
-    rows = _counted(frame, label)
-    rows = rows[rows["correct"].notna() & rows[signal].notna()] if not rows.empty else rows
+    return _calibration(_counted(frame, label), label, signal)
+
+
+def _calibration(done: pd.DataFrame, label: str, signal: str, bins: int = 10
+                 ) -> dict[str, Any]:
+    """`calibration` over `done`, the configuration's counted runs."""
+    rows = done[done["correct"].notna() & done[signal].notna()] if not done.empty else done
     confidences = [float(v) for v in rows[signal]] if not rows.empty else []
     outcomes = [bool(v) for v in rows["correct"]] if not rows.empty else []
     return {"label": label, "signal": signal, "n": len(confidences),
@@ -152,6 +229,14 @@ SUMMARY_GROUPS = {
 }
 
 
+def _by_label(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """A runs frame split by configuration label in one pass (a mask per label is a pass
+    over 20,000 runs each)."""
+    if frame.empty:
+        return {}
+    return {str(label): rows for label, rows in frame.groupby("label", sort=False)}
+
+
 def summary(frame: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
     """Per configuration (in the spec's order), over its counted runs:
 
@@ -170,10 +255,11 @@ def summary(frame: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
     """
     planned = len(spec["questions"]) * spec["repeats"]
     rows = []
+    labelled = _by_label(frame)
     for config in spec["configs"]:
         label = config["label"]
-        mine = frame[frame["label"] == label] if not frame.empty else frame
-        done = _counted(frame, label)
+        mine = labelled.get(label, frame.iloc[0:0])
+        done = mine[mine["counted"].astype(bool)] if not mine.empty else mine
         scored = done[done["correct"].notna()] if not done.empty else done
         right = int(scored["correct"].astype(bool).sum()) if not scored.empty else 0
         low, high = stats.wilson_interval(right, len(scored)) if len(scored) else (
@@ -184,8 +270,8 @@ def summary(frame: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
             mine["q"], mine["repeat"], mine["status"], mine["superseded"], strict=True)
             if s == status and not old} - cells_done) if not mine.empty else 0
             for status in ("failed", "interrupted")}
-        consensus = calibration(frame, label, "consensus")
-        judge = calibration(frame, label, "judge")
+        consensus = _calibration(done, label, "consensus")
+        judge = _calibration(done, label, "judge")
         changed = done[done["changed"].notna()] if not done.empty else done
         seats = _sum(done["seats"]) if not done.empty else float("nan")
         kinds = sorted(set(mine["simulation"])) if not mine.empty else []
@@ -332,15 +418,22 @@ def report(store: Any, experiment_id: str, kind: str | None = None) -> Report:
     simulated runs, or both kept apart (`aggregate.split_configs`); by default the real ones
     when there are any (`aggregate.default_kind`)."""
     experiment = get(store, experiment_id)
-    every = runs_frame(store, experiment_id)
+    stored = _with_cells(store.experiment_runs(experiment_id))
+    every = _runs_frame(stored, experiment["spec"])
     kind = kind or default_kind(every)
     if kind not in KINDS:
         raise ConfigError(f"runs must be one of {', '.join(KINDS)}, got {kind!r}", "input")
     frame, configs = split_configs(every, experiment["spec"]["configs"], kind)
     spec = {**experiment["spec"], "configs": configs}
-    calibrations = [calibration(frame, c["label"], signal) for signal in SIGNALS
-                    for c in spec["configs"]]
-    return Report({**experiment, "spec": spec}, progress(store, experiment_id), frame,
+    labelled = _by_label(frame)
+    calibrations = []
+    for signal in SIGNALS:
+        for config in spec["configs"]:
+            mine = labelled.get(config["label"], frame.iloc[0:0])
+            done = mine[mine["counted"].astype(bool)] if not mine.empty else mine
+            calibrations.append(_calibration(done, config["label"], signal))
+    return Report({**experiment, "spec": spec},
+                  progress(store, experiment_id, _cell_runs(stored)), frame,
                   summary(frame, spec), question_table(frame, spec),
                   [c for c in calibrations if c["n"]], kind, len(every) - len(frame))
 

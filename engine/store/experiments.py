@@ -194,15 +194,18 @@ def cell_runs(store: Store, experiment_id: str) -> list[dict[str, Any]]:
     return out
 
 
-def progress(store: Store, experiment_id: str) -> Progress:
-    """An experiment's progress read from the store (any process may be running it).
+def progress(store: Store, experiment_id: str,
+             runs: Sequence[Mapping[str, Any]] | None = None) -> Progress:
+    """An experiment's progress read from the store (any process may be running it), over
+    `runs` when the caller has read its `cell_runs` already (their id, status, cell,
+    superseded and finished_at are read).
 
     done = cells with a completed run; failed / interrupted = runs that ended so and have not
     been superseded by a redo; elapsed = since the current (or last) start; remaining =
     cells left x elapsed / cells finished since that start.
     """
     found = get(store, experiment_id)
-    runs = cell_runs(store, experiment_id)
+    runs = cell_runs(store, experiment_id) if runs is None else runs
     done = {r["cell"] for r in runs if r["status"] == "completed"}
     live = [r for r in runs if not r["superseded"] and r["cell"] not in done]
     out = Progress(experiment_id, found["status"], found["total"], len(done),
