@@ -188,7 +188,7 @@ def turn_output(connection: Connection) -> None:
 # sample), and the two times the pages' cache key takes a maximum of. A new database has them
 # from the table's own definition (`schema.RunRow`).
 SUMMARY_INDEXES = {
-    "ix_runs_summary": "runs (status, protocol, label, simulated, degraded_run, correct, "
+    "ix_runs_summary": "runs (protocol, status, label, simulated, degraded_run, correct, "
                        "tokens_in, tokens_out, duration)",
     "ix_runs_sample": "runs (protocol, simulated, created_at, id)",
     "ix_runs_finished_at": "runs (finished_at)",

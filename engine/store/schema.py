@@ -59,7 +59,7 @@ class RunRow(Base):
     # Every column Insights' grouped summary reads (`engine.store.aggregates`), so that adding
     # up a million runs reads this index, not the rows (migration 0012 adds it to older files).
     # And a protocol's runs of one kind in time order, for a sample of them (`every_nth`).
-    __table_args__ = (Index("ix_runs_summary", "status", "protocol", "label", "simulated",
+    __table_args__ = (Index("ix_runs_summary", "protocol", "status", "label", "simulated",
                             "degraded_run", "correct", "tokens_in", "tokens_out", "duration"),
                       Index("ix_runs_sample", "protocol", "simulated", "created_at", "id"))
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
