@@ -182,7 +182,7 @@ def _sections(quick: bool = False, base_url: str | None = None, db_url: str | No
         ("live", lambda: _call(bench + "live", "bench_live", repeats=20 if quick else 200)),
         ("search", lambda: _call(bench + "search", "bench_search", n=1000 if quick else 10000)),
         ("browser", lambda: _call(bench + "browser", "bench_browser",
-                                  n=1000 if quick else 10000)),
+                                  n=1000 if quick else 100_000)),
         ("local-model", lambda: _call(bench + "localmodel", "bench_local_model", base_url,
                                       runs_each=1 if quick else 2)),
         ("workers", lambda: _call(bench + "workers", "bench_workers", db_url,
