@@ -49,10 +49,13 @@ def cmd_worker(args: Any) -> int:
     from engine.workers import arun_worker
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     store = Store(args.db)
-    _say(f"worker on {store.url_safe}: {args.concurrency} at a time, queues "
-         + (", ".join(args.endpoint) if args.endpoint else "all"), file=sys.stderr)
+
+    def ready() -> None:
+        _say(f"worker on {store.url_safe}: {args.concurrency} at a time, queues "
+             + (", ".join(args.endpoint) if args.endpoint else "all"), file=sys.stderr)
     asyncio.run(arun_worker(store, concurrency=args.concurrency, endpoints=args.endpoint,
-                            heartbeat=args.heartbeat, registry=endpoints_from_args(args)))
+                            heartbeat=args.heartbeat, registry=endpoints_from_args(args),
+                            on_ready=ready))
     return 0
 
 

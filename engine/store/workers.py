@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import reprlib
+import threading
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -275,26 +276,96 @@ def _lock_keys(experiment_id: str, cell: Cell) -> dict[str, int]:
     return {"a": key(experiment_id), "b": key(cell.tag)}
 
 
-@contextmanager
-def cell_lock(store: Store, experiment_id: str, cell: Cell) -> Iterator[bool]:
-    """Hold the cell's advisory lock on a connection of its own while the block runs; yields
-    False when another session holds it (that worker is running the cell). The lock goes
-    with its connection, so a worker that dies releases it."""
-    require_postgres(store)
-    keys = _lock_keys(experiment_id, cell)
-    with store.engine.connect() as connection:
-        got = bool(connection.execute(text("SELECT pg_try_advisory_lock(:a, :b)"),
-                                      keys).scalar())
-        connection.commit()
-        try:
-            yield got
-        finally:
+class CellLocks:
+    """The advisory locks of the cells one worker runs, all held on one session of its own
+    (a connection in autocommit, opened on first use): taking or leaving a lock is one round
+    trip, and a worker running K cells at once holds one connection for them, not K. The
+    locks go with the session, so a worker that dies (or loses the database) releases them.
+
+    A session's advisory locks stack (asking again for one it holds says yes), so the locks
+    this object holds are also kept here, and asking for one of them says no: two jobs of one
+    worker naming the same cell never both run it. Thread-safe."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._guard = threading.Lock()
+        self._connection: Any = None
+        self._session = 0  # which session took each lock held: a lost one holds none
+        self._held: dict[tuple[int, int], int] = {}
+
+    def _open(self) -> Any:
+        if self._connection is None:
+            require_postgres(self.store)
+            self._connection = self.store.engine.connect().execution_options(
+                isolation_level="AUTOCOMMIT")
+            self._session += 1
+        return self._connection
+
+    def _lost(self) -> None:
+        """The session is gone, and its locks with it; the next call opens another."""
+        if self._connection is not None:
+            self._connection.invalidate()
+            self._connection.close()
+            self._connection = None
+
+    def acquire(self, experiment_id: str, cell: Cell) -> bool:
+        """Take the cell's lock; False when another session, or another of this worker's
+        jobs, holds it (that one runs the cell)."""
+        keys = _lock_keys(experiment_id, cell)
+        key = (keys["a"], keys["b"])
+        with self._guard:
+            if key in self._held:
+                return False
+            try:
+                got = bool(self._open().execute(
+                    text("SELECT pg_try_advisory_lock(:a, :b)"), keys).scalar())
+            except OperationalError:
+                self._lost()
+                raise
             if got:
-                try:
-                    connection.execute(text("SELECT pg_advisory_unlock(:a, :b)"), keys)
-                    connection.commit()
-                except OperationalError:  # the session is gone, and its lock with it
-                    connection.invalidate()
+                self._held[key] = self._session
+            return got
+
+    def release(self, experiment_id: str, cell: Cell) -> None:
+        """Leave the cell's lock (nothing when it is not held here, or its session is
+        gone)."""
+        keys = _lock_keys(experiment_id, cell)
+        with self._guard:
+            session = self._held.pop((keys["a"], keys["b"]), None)
+            if session is None or session != self._session or self._connection is None:
+                return
+            try:
+                self._connection.execute(text("SELECT pg_advisory_unlock(:a, :b)"), keys)
+            except OperationalError:  # the session is gone, and its locks with it
+                self._lost()
+
+    def close(self) -> None:
+        """Close the session: every lock it holds is released."""
+        with self._guard:
+            self._held.clear()
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
+
+
+@contextmanager
+def cell_lock(store: Store, experiment_id: str, cell: Cell,
+              locks: CellLocks | None = None) -> Iterator[bool]:
+    """Hold the cell's advisory lock while the block runs, on `locks`' session (a worker's),
+    else on a session of its own; yields False when another session (or another job of the
+    same `locks`) holds it: that one is running the cell."""
+    own = locks is None
+    held = CellLocks(store) if locks is None else locks
+    got = held.acquire(experiment_id, cell)
+    try:
+        yield got
+    finally:
+        try:
+            if got:
+                held.release(experiment_id, cell)
+        finally:
+            if own:
+                held.close()
 
 
 def take_cell(store: Store, experiment_id: str, cell: Cell) -> bool:

@@ -16,9 +16,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
 import procrastinate
@@ -79,10 +81,13 @@ def queue_of(config: Mapping[str, Any]) -> str:
     return QUEUE_PREFIX + endpoint_of(config)
 
 
+TOUCH_EVERY = 1.0  # seconds: a worker's and an experiment's heartbeat, written as cells end
+
+
 @dataclass
 class WorkerState:
-    """What one worker process's jobs share: its store, its endpoints, its row's id, and
-    the plans of the experiments it ran cells of."""
+    """What one worker process's jobs share: its store, its endpoints, its row's id, the
+    session holding its cells' locks, and the plans of the experiments it ran cells of."""
 
     store: Store
     endpoints: Any = None
@@ -90,6 +95,21 @@ class WorkerState:
     sink: Any = None  # the store runs are written through (group commit); `store` if None
     plans: dict[str, Plan] = field(default_factory=dict)  # experiments' plans, by id
     unheld: set[int] = field(default_factory=set)  # running jobs seen without their lock
+    locks: pool_store.CellLocks | None = None  # its cells' locks (one session; made if None)
+    touched: dict[str, float] = field(default_factory=dict)  # heartbeats written, by row
+
+    def __post_init__(self) -> None:
+        if self.locks is None:
+            self.locks = pool_store.CellLocks(self.store)
+
+    def due(self, what: str) -> bool:
+        """True (and noted) when `what`'s heartbeat was last written TOUCH_EVERY ago or
+        more: 32 cells ending in a second write it once, not 32 times."""
+        moment = time.monotonic()
+        if moment - self.touched.get(what, -TOUCH_EVERY) < TOUCH_EVERY:
+            return False
+        self.touched[what] = moment
+        return True
 
 
 def refuse(job_id: Any, problem: PoisonJob) -> None:
@@ -109,60 +129,157 @@ def plan_for(state: WorkerState, experiment_id: str) -> Plan:
     return state.plans[experiment_id]
 
 
+T = TypeVar("T")
+
+
+async def off_loop(call: Callable[..., T], *args: Any) -> T:
+    """`call(*args)` (the store's synchronous queries) in a thread, so that the event loop
+    goes on with the worker's other cells and its job fetching while it waits on the
+    database. Cancelled meanwhile, it lets the call end before it gives way: the lock a
+    cell's bookkeeping needs is never left while that bookkeeping still runs."""
+    task = asyncio.ensure_future(asyncio.to_thread(call, *args))
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait({task})
+        raise
+
+
+def _look_up(state: WorkerState, job: pool_store.CellJob) -> tuple[tuple[str, str], Plan]:
+    """A job's experiment (its status and host) and plan; `PoisonJob` when the job names no
+    cell of an existing experiment's plan."""
+    experiment_id, target = job.experiment_id, job.cell
+    found = pool_store.pool_state(state.store, experiment_id)
+    if found is None:
+        raise PoisonJob(f"there is no experiment {experiment_id!r}")
+    experiment = plan_for(state, experiment_id)
+    if not experiment.holds(target):
+        q, c, r = experiment.shape
+        raise PoisonJob(f"{target.tag} is outside the plan of experiment {experiment_id!r}"
+                        f" ({q} question(s) x {c} configuration(s) x {r} repeat(s))")
+    return found, experiment
+
+
+def _touch(state: WorkerState, experiment_id: str) -> None:
+    """The worker's and the experiment's heartbeats as a cell ends, each once a second at
+    most (housekeeping writes them every heartbeat besides)."""
+    if state.due(state.worker_id):
+        pool_store.beat(state.store, state.worker_id)
+    if state.due(experiment_id):
+        set_values(state.store, experiment_id, heartbeat_at=now())
+
+
+def settle_after(state: WorkerState, job: Job) -> str | None:
+    """Settle the experiment of a cell job whose end is stored (`Gatekeeper.finish_job`).
+    Checked only once the job's own end is committed, of two jobs ending together at least
+    one sees the other ended too, so the last job always settles its experiment (checked
+    from inside the job, both could see the other still running, and the experiment waited
+    for a worker's housekeeping). A job naming no cell settles nothing (housekeeping does)."""
+    try:
+        cell_job = pool_store.read_job(job.task_kwargs)
+        plan = plan_for(state, cell_job.experiment_id)
+    except PoisonJob:
+        return None
+    return settle(state.store, cell_job.experiment_id, mine=job.id, plan=plan)
+
+
 async def run_cell(context: Any, /, **payload: Any) -> str:
     """The queue's task: run one cell unless its experiment is no longer running, another
     worker holds the cell, or the cell already has a completed run. Says what it did. A job
     naming no cell of an existing experiment's plan raises `PoisonJob`, logged here: it fails
-    once (the retry strategy retries only a lost database)."""
+    once (the retry strategy retries only a lost database). The store's queries before and
+    after the cell run in threads (`off_loop`); the cell's lock is one round trip on the
+    worker's lock session (`WorkerState.locks`); the experiment is settled once the job's
+    end is stored (`settle_after`)."""
     state: WorkerState = context.additional_context["parley"]
-    store = state.store
+    store, locks = state.store, state.locks
+    assert locks is not None  # made by WorkerState
     # `context` is positional-only, so that a payload's own "context" key is just a bad key.
     try:
         job = pool_store.read_job(payload)
-        experiment_id, target = job.experiment_id, job.cell
-        found = pool_store.pool_state(store, experiment_id)
-        if found is None:
-            raise PoisonJob(f"there is no experiment {experiment_id!r}")
-        experiment = plan_for(state, experiment_id)
-        if not experiment.holds(target):
-            q, c, r = experiment.shape
-            raise PoisonJob(f"{target.tag} is outside the plan of experiment {experiment_id!r}"
-                            f" ({q} question(s) x {c} configuration(s) x {r} repeat(s))")
+        found, experiment = await off_loop(_look_up, state, job)
     except PoisonJob as problem:
         refuse(context.job.id, problem)
         raise
+    experiment_id, target = job.experiment_id, job.cell
     if found != ("running", pool_store.POOL_HOST):
         return f"skipped: the experiment is {found[0]}"
-    with pool_store.cell_lock(store, experiment_id, target) as got:
+    with pool_store.cell_lock(store, experiment_id, target, locks) as got:
         if not got:
             return "skipped: another worker runs this cell"
-        if not pool_store.take_cell(store, experiment_id, target):
+        if not await off_loop(pool_store.take_cell, store, experiment_id, target):
             return "skipped: the cell already completed"
         outcome = await arun_cell(experiment, experiment_id, target,
                                   store=state.sink or store,
                                   stop_event=threading.Event(), endpoints=state.endpoints)
     if isinstance(outcome.exception, pool_store.DATABASE_ERRORS):
         raise outcome.exception  # the database went away mid-cell: the job is tried again
-    pool_store.beat(store, state.worker_id)
     if outcome.status == "fatal":
         await astop(context.app, store, experiment_id, status="failed", error=outcome.error)
-    else:
-        set_values(store, experiment_id, heartbeat_at=now())
-        settle(store, experiment_id, mine=context.job.id, plan=experiment)
+    elif state.due(state.worker_id) or state.due(experiment_id):
+        await off_loop(_touch, state, experiment_id)
     return outcome.status + (f": {outcome.error}" if outcome.error else "")
+
+
+# procrastinate's fetch (`procrastinate_fetch_job_v2`, a volatile function: each call sees the
+# jobs the calls before it took) called up to :count times in one statement; OFFSET 0 keeps
+# the planner from expanding `(job).*` into one call per column.
+FETCH_MANY = """
+SELECT (job).id, (job).status, (job).task_name, (job).priority, (job).lock,
+       (job).queueing_lock, (job).args, (job).scheduled_at, (job).queue_name,
+       (job).attempts, (job).worker_id
+  FROM (SELECT procrastinate_fetch_job_v2(%(queues)s::varchar[], %(worker_id)s) AS job
+          FROM generate_series(1, %(count)s) OFFSET 0) AS fetched
+ WHERE (job).id IS NOT NULL"""
 
 
 class Gatekeeper(JobManager):
     """procrastinate's job manager, refusing a fetched job whose payload is no JSON object
     (or cannot be read): procrastinate passes a payload as keyword arguments and names the
     job by them, so on such a job its worker fails in its own logging and leaves the job
-    `doing` for ever."""
+    `doing` for ever. In a worker (`state` given), a cell job's end, once stored, settles its
+    experiment when it was the last (`settle_after`).
+
+    procrastinate fetches one job per round trip, one at a time: a worker running 32 cells
+    in one busy event loop started about 30 a second at most, so it ran 12 at once, not 32.
+    With `slots` (the worker's concurrency) above 1, one fetch takes as many jobs as the
+    worker has free slots (its slots less the jobs handed out and not yet ended) and hands
+    them out one by one as procrastinate asks, at once: never more than it can start, so no
+    job waits `doing` behind a busy slot."""
+
+    def __init__(self, connector: Any, state: WorkerState | None = None,
+                 slots: int = 1) -> None:
+        super().__init__(connector)
+        self.state = state
+        self.slots = slots
+        self._taken: deque[Job] = deque()  # fetched, not yet handed out
+        self._out = 0  # handed out, not yet ended
+        self._worker_id: int | None = None
+
+    async def _take(self, queues: Iterable[str] | None, worker_id: int) -> None:
+        count = max(1, self.slots - self._out)
+        if count == 1:
+            job = await super().fetch_job(queues, worker_id)
+            self._taken.extend([job] if job is not None else [])
+            return
+        rows = await self.connector.execute_query_all_async(
+            query=FETCH_MANY, queues=None if queues is None else list(queues),
+            worker_id=worker_id, count=count)
+        self._taken.extend(Job.from_row(row) for row in rows)
 
     async def fetch_job(self, queues: Iterable[str] | None, worker_id: int) -> Job | None:
         """The next job to run, as procrastinate's, having failed each unrunnable one."""
+        if worker_id != self._worker_id:  # a new procrastinate worker: nothing is out
+            self._worker_id, self._out = worker_id, 0
+            self._taken.clear()  # the one before stopped: they are its stalled jobs
         while True:
-            job = await super().fetch_job(queues, worker_id)
-            if job is None or isinstance(job.task_kwargs, dict):
+            if not self._taken:
+                await self._take(queues, worker_id)
+            if not self._taken:
+                return None
+            job = self._taken.popleft()
+            if isinstance(job.task_kwargs, dict):
+                self._out += 1
                 return job
             try:
                 pool_store.read_job(job.task_kwargs)  # not a mapping: always refused
@@ -171,14 +288,50 @@ class Gatekeeper(JobManager):
             assert job.id is not None
             await self.finish_job_by_id_async(job.id, Status.FAILED, delete_job=False)
 
+    async def give_back(self) -> int:
+        """Queue again the jobs fetched and not handed out (the worker stopped); returns
+        how many."""
+        count = 0
+        while self._taken:
+            job = self._taken.popleft()
+            assert job.id is not None
+            await self.retry_job_by_id_async(job.id, retry_at=now())
+            count += 1
+        return count
 
-def app_for(store: Store) -> procrastinate.App:
-    """The procrastinate app over the store's database, with the `run_cell` task."""
+    async def retry_job(self, job: Job, retry_at: Any = None, priority: int | None = None,
+                        queue: str | None = None, lock: str | None = None) -> None:
+        """Queue a job handed out again, as procrastinate's."""
+        self._out = max(0, self._out - 1)
+        await super().retry_job(job, retry_at=retry_at, priority=priority, queue=queue,
+                                lock=lock)
+
+    async def finish_job(self, job: Job, status: Status, delete_job: bool) -> None:
+        """Store the job's end, as procrastinate's; then, for a cell job that ran to its end,
+        settle its experiment if it was the last job (a failure there is logged:
+        housekeeping settles it within a heartbeat)."""
+        self._out = max(0, self._out - 1)
+        await super().finish_job(job, status, delete_job)
+        if self.state is None or job.task_name != pool_store.TASK \
+                or status != Status.SUCCEEDED:  # a refused job: housekeeping settles
+            return
+        try:
+            await off_loop(settle_after, self.state, job)
+        except Exception as exc:  # noqa: BLE001 - the job's end is stored; housekeeping settles
+            log.warning("settling after job %s failed (%s: %s); housekeeping will", job.id,
+                        type(exc).__name__, pool_store.brief(str(exc), 200))
+
+
+def app_for(store: Store, state: WorkerState | None = None, slots: int = 1
+            ) -> procrastinate.App:
+    """The procrastinate app over the store's database, with the `run_cell` task; a worker
+    passes its `state` (its jobs settle their experiments) and its concurrency as `slots`
+    (the jobs one fetch may take)."""
     pool_store.require_postgres(store)
     # Payloads are decoded without raising: a job Python cannot read must not stop fetching.
     app = procrastinate.App(connector=procrastinate.PsycopgConnector(
         conninfo=conninfo(store.url), json_loads=pool_store.load_payload))
-    app.job_manager = Gatekeeper(connector=app.connector)  # before the task is bound to it
+    app.job_manager = Gatekeeper(app.connector, state, slots)  # before the task is bound to it
     # A job that loses the database is tried again (the cell guard makes that safe).
     retry = procrastinate.RetryStrategy(max_attempts=6, exponential_wait=2,
                                         retry_exceptions=pool_store.DATABASE_ERRORS)
@@ -197,8 +350,9 @@ def settle(store: Store, experiment_id: str, mine: int | None = None,
     """Set a pool experiment's final status when no job of it is left that can run (besides
     `mine`, the job calling): `completed` when every cell has a completed run, else
     `incomplete`; its error also counts the jobs naming it that were refused (`PoisonJob`).
-    Whoever ends last sets it; two at once are kept apart by the experiment's lock, and a
-    worker's periodic check settles what two jobs ending together both left open. `plan` is
+    Whoever ends last sets it (a job once its end is stored: `settle_after`); two at once
+    are kept apart by the experiment's lock, and a worker's periodic check settles what is
+    left open (a refused job, a settle that failed). `plan` is
     the experiment's (read when None). Returns the status set, or None."""
     shape = (plan or plan_of(row(store, experiment_id)["spec"])).shape
 

@@ -17,13 +17,16 @@ the pool as stalled; the per-cell guard keeps a cell from running twice.
 from __future__ import annotations
 
 import asyncio
+import importlib
+import importlib.util
 import logging
 import os
 import signal
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from engine.llm.providers import PROVIDERS, get_model
 from engine.models import now
 from engine.store import Store
 from engine.store import workers as pool_store
@@ -106,19 +109,44 @@ async def _keep_house(app: Any, state: WorkerState, heartbeat: float) -> None:
                         type(exc).__name__, brief(str(exc), 200), heartbeat)
 
 
+def warm_up() -> None:
+    """Import what a cell needs before the first one runs: the protocols, the chat-model base
+    every provider builds on and each installed provider's integration (langchain-core,
+    langchain-openai...: seconds on a loaded machine). Imported by the first cells instead,
+    they held the event loop, so every cell begun waited, and for long enough the worker's
+    heartbeat stopped and its jobs were taken as stalled."""
+    get_model("simulated")
+    for _package, module, _cls, _key in PROVIDERS.values():
+        if importlib.util.find_spec(module) is not None:
+            importlib.import_module(module)
+
+
+async def _give_back(app: Any) -> None:
+    """Queue again what the stopped procrastinate worker fetched and never started (with
+    the database away, they are left to the stalled jobs' check)."""
+    try:
+        await app.job_manager.give_back()
+    except Exception as exc:  # noqa: BLE001 - stalled jobs then: retried all the same
+        log.warning("could not queue fetched jobs again (%s: %s)", type(exc).__name__,
+                    brief(str(exc), 200))
+
+
 async def arun_worker(store: Store, *, concurrency: int = 4, endpoints: Sequence[str] = (),
-                      heartbeat: float = HEARTBEAT, registry: Any = None) -> None:
+                      heartbeat: float = HEARTBEAT, registry: Any = None,
+                      on_ready: Callable[[], Any] | None = None) -> None:
     """Serve the pool until SIGINT or SIGTERM: `concurrency` cells at a time from the
     queues of `endpoints` (all queues when empty). `registry` is the `EndpointRegistry`
-    models resolve under (None: the environment's)."""
+    models resolve under (None: the environment's); `on_ready` is called once the worker
+    is registered and warmed up, before it takes its first job."""
     pool_store.require_postgres(store)
     ensure_schema(store)
+    warm_up()
     outcomes = logging.getLogger("procrastinate.worker")  # where it reports each job's end
     if _REFUSED_ONCE not in outcomes.filters:
         outcomes.addFilter(_REFUSED_ONCE)
     store.start_reaper()
-    app = app_for(store)
     state = WorkerState(store, registry, sink=store.batched())
+    app = app_for(store, state, slots=concurrency)
     state.worker_id = pool_store.register(store, endpoints, concurrency)
     # Without endpoints, no `queues`: procrastinate then listens on every queue.
     queues: dict[str, Any] = {"queues": [QUEUE_PREFIX + n for n in endpoints]} if endpoints \
@@ -128,6 +156,8 @@ async def arun_worker(store: Store, *, concurrency: int = 4, endpoints: Sequence
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stopping.set)
     pause = 1.0
+    if on_ready is not None:
+        on_ready()
     async with app.open_async():
         side = asyncio.create_task(_keep_house(app, state, heartbeat))
         try:
@@ -143,8 +173,10 @@ async def arun_worker(store: Store, *, concurrency: int = 4, endpoints: Sequence
                 if waiter in done:
                     work.cancel()
                     await asyncio.gather(work, return_exceptions=True)
+                    await _give_back(app)
                     break
                 waiter.cancel()
+                await _give_back(app)
                 problem = work.exception()
                 log.warning("the worker stopped (%s); starting again in %.0fs",
                             problem or "lost the database", pause)
@@ -156,4 +188,6 @@ async def arun_worker(store: Store, *, concurrency: int = 4, endpoints: Sequence
             try:
                 pool_store.beat(store, state.worker_id, stopped=True)
             finally:
+                if state.locks is not None:
+                    state.locks.close()
                 store.stop_reaper()
