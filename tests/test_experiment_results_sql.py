@@ -9,13 +9,12 @@ here only to hold the new path to it.
 from __future__ import annotations
 
 import json
-import os
 from datetime import timedelta
 from urllib.parse import quote
 
 import pandas as pd
 import pytest
-from sqlalchemy import create_engine, text
+from test_store_backends import backend_url  # noqa: F401  (a fixture)
 
 from engine import Store
 from engine import experiments as ex
@@ -24,32 +23,13 @@ from engine.cells import SUPERSEDED, Cell
 from engine.models import now
 from engine.reports import baseline
 from engine.reports import experiments as results
-from engine.store import Base, MigrationRow
 from engine.store.experiments import progress, row
 from engine.views.blocks import simulated_text
 
 
-def _fresh_pg(url: str) -> None:
-    engine = create_engine(url)
-    with engine.begin() as connection:
-        Base.metadata.drop_all(connection)
-        MigrationRow.__table__.drop(connection, checkfirst=True)
-        for table in ("experiment_cells", "experiments"):
-            connection.execute(text(f"DROP TABLE IF EXISTS {table} CASCADE"))
-    engine.dispose()
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def url(request, tmp_path):
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'parley.db'}"
-    found = os.environ.get("PARLEY_TEST_PG_URL")
-    if not found:
-        if os.environ.get("PARLEY_REQUIRE_PG") == "1":
-            pytest.fail("PARLEY_REQUIRE_PG=1 but PARLEY_TEST_PG_URL is not set")
-        pytest.skip("no PostgreSQL server (set PARLEY_TEST_PG_URL; .ci/run starts one)")
-    _fresh_pg(found)
-    return found
+@pytest.fixture
+def url(backend_url):
+    return backend_url
 
 
 def _mixed(url: str) -> tuple[Store, str]:

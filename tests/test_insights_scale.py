@@ -9,12 +9,12 @@ that mixes protocols, labels, failed, interrupted, degraded, real and simulated 
 from __future__ import annotations
 
 import json
-import os
 from datetime import timedelta
 
 import pandas as pd
 import pytest
 from sqlalchemy import text
+from test_store_backends import backend, backend_url  # noqa: F401  (fixtures)
 
 from engine import Store
 from engine.models import now
@@ -22,22 +22,8 @@ from engine.protocols import REGISTRY, arun_config, run_sync
 from engine.reports import insights
 from engine.reports import runs as history
 from engine.reports.runs import Filters
-from test_store_backends import _fresh_pg
 
 QUESTION, EXPECTED = "What is 2+2?", "4"
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def backend(request, tmp_path):
-    if request.param == "sqlite":
-        return Store(f"sqlite:///{tmp_path / 'parley.db'}")
-    url = os.environ.get("PARLEY_TEST_PG_URL")
-    if not url:
-        if os.environ.get("PARLEY_REQUIRE_PG") == "1":
-            pytest.fail("PARLEY_REQUIRE_PG=1 but PARLEY_TEST_PG_URL is not set")
-        pytest.skip("no PostgreSQL server (set PARLEY_TEST_PG_URL; .ci/run starts one)")
-    _fresh_pg(url)
-    return Store(url)
 
 
 def _as_real(store: Store, run_id: str, new_id: str, label: str | None, number: int) -> None:

@@ -26,16 +26,22 @@ def _fresh_pg(url: str) -> None:
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-def backend(request, tmp_path):
+def backend_url(request, tmp_path):
+    """A new SQLite file, or the emptied PostgreSQL test database (skipped without one)."""
     if request.param == "sqlite":
-        return Store(f"sqlite:///{tmp_path / 'parley.db'}")
+        return f"sqlite:///{tmp_path / 'parley.db'}"
     url = os.environ.get("PARLEY_TEST_PG_URL")
     if not url:
         if os.environ.get("PARLEY_REQUIRE_PG") == "1":
             pytest.fail("PARLEY_REQUIRE_PG=1 but PARLEY_TEST_PG_URL is not set")
         pytest.skip("no PostgreSQL server (set PARLEY_TEST_PG_URL; .ci/run starts one)")
     _fresh_pg(url)
-    return Store(url)
+    return url
+
+
+@pytest.fixture
+def backend(backend_url):
+    return Store(backend_url)
 
 
 def _debate(store, **kw):

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import random
-import statistics
 import sys
 import tempfile
 import time
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any, overload
 
 from engine.bench.choice import busiest
+from engine.bench.table import median_time
 from engine.models import now
 from engine.protocols import REGISTRY, arun_config, run_sync
 from engine.questions import DEFINITE, OPEN
@@ -256,15 +256,6 @@ def insights_page(store: Store, filters: history.Filters, every: bool = False) -
                else len(charts.figure(c).to_json()) for s in sections for c in s.charts)
 
 
-def _time(work: Callable[[], Any], repeats: int = 3) -> float:
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        work()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
-
-
 def _peak_mb(work: Callable[[], Any]) -> float:
     """The peak of Python's traced allocations (tracemalloc: objects and numpy/pandas
     buffers, not SQLite's own cache) while `work` runs once, in MB."""
@@ -314,18 +305,18 @@ def _bench_size(n: int) -> list[Row]:
                  "(simulated runs, then bulk insert)", built, ""),
             _row(f"dashboard fixture: SQLite file size ({size})", megabytes, "", "MB"),
             _row(f"runs page: load + build ({size})",
-                 _time(lambda: runs_page(store, everything)), "< 2 s"),
+                 median_time(lambda: runs_page(store, everything)), "< 2 s"),
             _row(f"runs page, filtered ({name} + text search) ({size})",
-                 _time(lambda: runs_page(store, narrow)), "< 2 s"),
+                 median_time(lambda: runs_page(store, narrow)), "< 2 s"),
             _row(f"runs page: run detail + charts ({size})",
-                 _time(lambda: run_detail_page(store, detail_id)), "< 2 s"),
+                 median_time(lambda: run_detail_page(store, detail_id)), "< 2 s"),
             _row(f"insights page: load + build ({size})",
-                 _time(lambda: insights_page(store, everything)), first),
+                 median_time(lambda: insights_page(store, everything)), first),
             _row(f"insights page, filtered ({name}) ({size})",
-                 _time(lambda: insights_page(store, history.Filters(protocol=name))), first),
+                 median_time(lambda: insights_page(store, history.Filters(protocol=name))), first),
             _row(f"insights page: every section, protocols' sampled past "
                  f"{insights.SAMPLE:,} runs ({size})",
-                 _time(lambda: insights_page(store, everything, every=True), 1), ""),
+                 median_time(lambda: insights_page(store, everything, every=True), 1), ""),
             _row(f"insights page: peak traced memory of load + build, tracemalloc ({size})",
                  _peak_mb(lambda: insights_page(store, everything)), "< 500 MB", "MB"),
         ]

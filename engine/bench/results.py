@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import json
 import random
-import statistics
 import tempfile
 import time
-from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from engine.bench.table import median_time
 from engine.models import now
 
 CONFIGS = 4
@@ -118,15 +117,6 @@ def make_experiment(url: str, n: int = 20_000, seed: int = 0, real: float = 0.75
     return experiment_id
 
 
-def _time(work: Callable[[], Any], repeats: int = 3) -> float:
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        work()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
-
-
 def page_data(store: Any, experiment_id: str) -> Any:
     """What the Experiments page computes on a first visit to an experiment's results (its
     caches empty): the progress, the report of the kind it shows first, the round tables, the
@@ -163,13 +153,13 @@ def bench_results(n: int = 20_000) -> list[Row]:
             _row(f"experiment results fixture: {size} ({CONFIGS} configurations x "
                  f"{REPEATS} repeats, simulated runs copied, bulk insert)", built, ""),
             _row(f"experiment results: report ({size})",
-                 _time(lambda: ex.report(store, experiment_id)), "< 1 s"),
+                 median_time(lambda: ex.report(store, experiment_id)), "< 1 s"),
             _row(f"experiment results: runs frame ({size})",
-                 _time(lambda: ex.runs_frame(store, experiment_id)), ""),
+                 median_time(lambda: ex.runs_frame(store, experiment_id)), ""),
             _row(f"experiment results: baseline matrix from the report ({size})",
-                 _time(lambda: baseline.baseline_matrix(result.runs, spec, first)), ""),
+                 median_time(lambda: baseline.baseline_matrix(result.runs, spec, first)), ""),
             _row(f"experiment results: page data, first visit ({size})",
-                 _time(lambda: page_data(store, experiment_id)), ""),
+                 median_time(lambda: page_data(store, experiment_id)), ""),
         ]
         store.close()
     return rows

@@ -286,3 +286,13 @@ def main(quick: bool = False, only: list[str] | None = None, base_url: str | Non
         print(format_table(collect(quick=quick, only=only, base_url=base_url, db_url=db_url,
                                    sizes=sizes)), flush=True)
     return 0
+
+
+def median_time(work: Callable[[], Any], repeats: int = 3) -> float:
+    """The median wall time of `repeats` calls of `work`, in seconds."""
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        work()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
