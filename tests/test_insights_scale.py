@@ -78,8 +78,10 @@ def _same(old: list, new: list) -> None:
 
 
 @pytest.mark.parametrize("filters", [Filters(), Filters(protocol="panel"),
-                                     Filters(label="cheap"), Filters(status="completed")],
-                         ids=["all", "panel", "label", "completed"])
+                                     Filters(label="cheap"), Filters(status="completed"),
+                                     Filters(model="openai:gpt-4o-mini"),
+                                     Filters(transcript="2+2")],
+                         ids=["all", "panel", "label", "completed", "model", "transcript"])
 def test_the_store_adds_up_what_the_frames_added_up(backend, filters):
     store = mixed(backend)
     for kind in ("real", "simulated", "both"):
