@@ -1,11 +1,16 @@
-"""Shared fixtures: a temporary SQLite store per test, and scripted fake chat models."""
+"""Shared fixtures: a temporary SQLite store per test, the store on every backend (`backend`:
+SQLite always, PostgreSQL when PARLEY_TEST_PG_URL is set), and scripted fake chat models."""
 from __future__ import annotations
+
+import os
 
 import pytest
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage
+from sqlalchemy import create_engine, text
 
 from engine import Store
+from engine.store import Base, MigrationRow
 
 
 @pytest.fixture
@@ -65,3 +70,32 @@ def db_url(tmp_path, monkeypatch):
     url = f"sqlite:///{tmp_path / 'parley.db'}"
     monkeypatch.setenv("PARLEY_DB_URL", url)
     return url
+
+
+def _fresh_pg(url: str) -> None:
+    engine = create_engine(url)
+    with engine.begin() as connection:
+        Base.metadata.drop_all(connection)
+        MigrationRow.__table__.drop(connection, checkfirst=True)
+        for table in ("experiment_cells", "experiments"):
+            connection.execute(text(f"DROP TABLE IF EXISTS {table} CASCADE"))
+    engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def backend_url(request, tmp_path):
+    """A new SQLite file, or the emptied PostgreSQL test database (skipped without one)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'parley.db'}"
+    url = os.environ.get("PARLEY_TEST_PG_URL")
+    if not url:
+        if os.environ.get("PARLEY_REQUIRE_PG") == "1":
+            pytest.fail("PARLEY_REQUIRE_PG=1 but PARLEY_TEST_PG_URL is not set")
+        pytest.skip("no PostgreSQL server (set PARLEY_TEST_PG_URL; .ci/run starts one)")
+    _fresh_pg(url)
+    return url
+
+
+@pytest.fixture
+def backend(backend_url):
+    return Store(backend_url)

@@ -14,7 +14,6 @@ from urllib.parse import quote
 
 import pandas as pd
 import pytest
-from test_store_backends import backend_url  # noqa: F401  (a fixture)
 
 from engine import Store
 from engine import experiments as ex

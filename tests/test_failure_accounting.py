@@ -27,7 +27,6 @@ from engine.reports import experiments as reports
 from engine.reports import insights
 from engine.reports.runs import Filters, history_table
 from tests.test_openai_http import closed_port, loopback_env, model  # noqa: F401
-from tests.test_store_backends import backend  # noqa: F401
 
 PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "insights.py")
 FAILING = "simulated?fail=1"

@@ -24,7 +24,6 @@ from engine.reports import insights
 from engine.store import records
 from engine.services.tasks import TaskRunner
 from engine.text import NAME_MAX
-from test_store_backends import backend  # noqa: F401  (the SQLite + PostgreSQL fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 

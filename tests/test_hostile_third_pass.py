@@ -31,7 +31,6 @@ from engine.redaction import REDACTED, redact, redact_log_records, secret_values
 from engine.store.experiments import progress
 from engine.store.search_index import MAX_INDEXED
 from openai_stub import loopback_only
-from tests.test_store_backends import backend  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]
 # Shaped like no provider's key, so only "every configured key" can catch it.

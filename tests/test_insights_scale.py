@@ -14,7 +14,6 @@ from datetime import timedelta
 import pandas as pd
 import pytest
 from sqlalchemy import text
-from test_store_backends import backend, backend_url  # noqa: F401  (fixtures)
 
 from engine import Store
 from engine.models import now

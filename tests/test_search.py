@@ -18,7 +18,6 @@ from engine import Store
 from engine.models import RunResult, Turn
 from engine.protocols.debate import run_debate
 from engine.store.search import MAX_TERMS, terms
-from tests.test_store_backends import backend  # noqa: F401
 
 RUNS_PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "runs.py")
 EXAMPLES = int(os.environ.get("PARLEY_FUZZ_EXAMPLES", "100"))

@@ -5,43 +5,11 @@ so CI fails rather than skips when the server is missing).
 """
 from __future__ import annotations
 
-import os
 import threading
 
-import pytest
-from sqlalchemy import create_engine, text
+from conftest import _fresh_pg  # noqa: F401  (other tests import it from here)
 
 from engine import Store, run_debate, run_peer_review
-from engine.store import Base, MigrationRow
-
-
-def _fresh_pg(url: str) -> None:
-    engine = create_engine(url)
-    with engine.begin() as connection:
-        Base.metadata.drop_all(connection)
-        MigrationRow.__table__.drop(connection, checkfirst=True)
-        for table in ("experiment_cells", "experiments"):
-            connection.execute(text(f"DROP TABLE IF EXISTS {table} CASCADE"))
-    engine.dispose()
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def backend_url(request, tmp_path):
-    """A new SQLite file, or the emptied PostgreSQL test database (skipped without one)."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'parley.db'}"
-    url = os.environ.get("PARLEY_TEST_PG_URL")
-    if not url:
-        if os.environ.get("PARLEY_REQUIRE_PG") == "1":
-            pytest.fail("PARLEY_REQUIRE_PG=1 but PARLEY_TEST_PG_URL is not set")
-        pytest.skip("no PostgreSQL server (set PARLEY_TEST_PG_URL; .ci/run starts one)")
-    _fresh_pg(url)
-    return url
-
-
-@pytest.fixture
-def backend(backend_url):
-    return Store(backend_url)
 
 
 def _debate(store, **kw):

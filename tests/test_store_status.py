@@ -22,7 +22,6 @@ from engine.services.tasks import TaskRunner
 from engine.llm.calls import RunStopped
 from engine.models import Turn
 from engine.store import StoreWriteError
-from test_store_backends import backend  # noqa: F401  (the SQLite + PostgreSQL fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 GENEROUS = 120.0  # seconds; every wait ends as soon as what it waits for is there
