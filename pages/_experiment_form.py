@@ -41,11 +41,12 @@ def question_source() -> tuple[dict | None, str]:
     return {"questions": [i.as_dict() for i in items], "source": f"file:{upload.name}"}, ""
 
 
-FORM_KEYS = ("exp-configs", "exp-name", "exp-equal-compute", "exp-confirm")
+FORM_KEYS = ("exp-configs", "exp-name", "exp-equal-compute", "exp-equal-tokens",
+             "exp-confirm")
 # The inputs whose values are kept while the form is closed (not the upload, which Streamlit
 # cannot set, nor the confirmation of a large plan, which is asked again).
-KEPT = (r"exp-(source|set|model|configs|repeats|concurrency|name|equal-compute|timeout-|"
-        r"retries-|on-workers)")
+KEPT = (r"exp-(source|set|model|configs|repeats|concurrency|name|equal-compute|equal-tokens|"
+        r"timeout-|retries-|on-workers)")
 
 
 def clear() -> None:
@@ -75,6 +76,11 @@ def new_experiment(store: Any) -> None:
                         key="exp-equal-compute",
                         help="a vote of as many samples as the configuration makes calls, on "
                              "the same models, so the comparison is at equal compute")
+    tokens = st.checkbox("Add an equal-tokens vote beside each configuration",
+                         key="exp-equal-tokens",
+                         help="a vote whose tokens per run come closest to the "
+                              "configuration's mean over its stored runs (the estimate "
+                              "until it has some); its label states the ratio achieved")
     if problem:
         st.error(md(problem))
         return
@@ -84,7 +90,8 @@ def new_experiment(store: Any) -> None:
     try:  # confirmed=True for the preview: the numbers are shown, the box below confirms
         plan = ex.plan({**(questions or {}), "configs": [choices[c] for c in chosen],
                         "repeats": int(repeats), "concurrency": int(concurrency),
-                        "name": name, "baseline": ex.EQUAL_COMPUTE if equal else None,
+                        "name": name, "baseline": [ex.EQUAL_COMPUTE] * bool(equal)
+                        + [ex.EQUAL_TOKENS] * bool(tokens),
                         **policy}, store, endpoints=_shared.endpoints(), confirmed=True)
     except ConfigError as exc:
         st.error(md(exc))

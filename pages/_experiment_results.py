@@ -17,6 +17,7 @@ import streamlit as st
 
 from engine import Store
 from engine import experiments as ex
+from engine.protocols.baselines import achieved_tokens
 from engine.reports import baseline, rounds, share, vega
 from engine.reports.references import references
 from engine.views import aggregate
@@ -152,12 +153,27 @@ def show_summary(result: ex.Report, drawn: Figures) -> None:
         st.table(_summary_table.styled(shown), hide_index=True)
     if result.summary["few"].any():
         st.caption("Greyed: fewer than 5 scored runs; read the rate with its interval and n.")
+    show_baselines(result)
     if drawn.accuracy is not None:
         st.vega_lite_chart(spec=drawn.accuracy, key="exp-accuracy", on_select=drill_to_runs,
                            selection_mode=vega.PICK)
         st.caption("Click a bar to list its runs under *Runs behind a cell*.")
     else:
         st.caption("No run has an expected answer to score, so there is no accuracy.")
+
+
+def show_baselines(result: ex.Report) -> None:
+    """What each baseline matches (a capped one says it is not equal), and for an equal-tokens
+    one the ratio of tokens per run it achieved in this experiment."""
+    per_run = dict(zip(result.summary["configuration"], result.summary["tokens_per_run"],
+                       strict=True))
+    for pair in ex.baselines_of(result.experiment["spec"]):
+        line = pair["note"]
+        if pair.get("kind") == ex.EQUAL_TOKENS:
+            line += ". " + achieved_tokens(pair, *(per_run.get(
+                label, per_run.get(label + aggregate.SIMULATED_SUFFIX, float("nan")))
+                for label in (pair["label"], pair["of"])))
+        st.caption(md(line))
 
 
 def show_rounds(drawn: Figures) -> None:

@@ -12,6 +12,8 @@ from engine.cli.runflags import policy_from_args, progress_line
 from engine.cli.workers import ending, run_on_pool
 from engine.experiments.planning import (
     EQUAL_COMPUTE,
+    EQUAL_TOKENS,
+    baseline_kind,
     baselines_of,
     create,
     override_model,
@@ -20,6 +22,7 @@ from engine.experiments.planning import (
 )
 from engine.experiments.runner import arun_experiment, pending_cells
 from engine.models import ConfigError
+from engine.protocols.baselines import achieved_tokens
 from engine.questions import files as qsets
 from engine.questions.sets import load_bundled
 from engine.reports.experiments import Report, compare, report, to_csv
@@ -74,10 +77,20 @@ def summary_text(result: Report) -> str:
         lines.append("* fewer than 5 scored runs: read that rate with its interval")
     for a, b in comparisons(result):
         lines.append(compare(result.runs, a, b)["sentence"])
+    per_run = dict(zip(table["configuration"], table["tokens_per_run"], strict=True))
     for pair in baselines_of(result.experiment["spec"]):
         if not pair["equal"]:
             lines.append(f"{pair['label']}: {pair['note']}.")
+        if pair.get("kind") == EQUAL_TOKENS:
+            lines.append(achieved_tokens(pair, *(label_tokens(per_run, pair[k])
+                                                 for k in ("label", "of"))))
     return "\n".join(lines)
+
+
+def label_tokens(per_run: dict[str, float], label: str) -> float:
+    """A configuration's tokens per run in the summary: its real runs', else its simulated
+    group's (NaN when it has neither)."""
+    return per_run.get(label, per_run.get(label + SIMULATED_SUFFIX, float("nan")))
 
 
 def comparisons(result: Report) -> list[tuple[str, str]]:
@@ -222,8 +235,11 @@ def cmd_run(args: Any) -> int:
         for config in spec.get("configs") or []:
             if isinstance(config, dict):
                 config[key] = value
-    if args.equal_compute:
-        spec["baseline"] = EQUAL_COMPUTE
+    if args.equal_compute or args.equal_tokens:
+        given = baseline_kind(spec.get("baseline")) or ""
+        spec["baseline"] = baseline_kind([*given.split(","),
+                                          *[EQUAL_COMPUTE] * args.equal_compute,
+                                          *[EQUAL_TOKENS] * args.equal_tokens])
     store = Store(args.db)
     if args.workers:
         require_postgres(store)  # before anything is stored

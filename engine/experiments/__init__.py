@@ -23,6 +23,7 @@ from engine.cells import SUPERSEDED, Cell
 from engine.experiments.planning import (
     DEFAULT_CONCURRENCY,
     EQUAL_COMPUTE,
+    EQUAL_TOKENS,
     MAX_CALLS,
     MAX_CONCURRENCY,
     MAX_REPEATS,
@@ -34,6 +35,7 @@ from engine.experiments.planning import (
     plan,
     resolve_configs,
     time_preflight,
+    token_baselines,
     with_baselines,
 )
 from engine.experiments.runner import (
@@ -77,8 +79,9 @@ from engine.store.experiments import (
 
 __all__ = [
     "DEFAULT_CONCURRENCY", "MAX_CALLS", "MAX_CONCURRENCY", "MAX_REPEATS", "MAX_RUNS", "SUPERSEDED",
-    "EQUAL_COMPUTE", "Cell", "Plan", "baselines_of", "config_choices", "plan", "resolve_configs",
-    "time_preflight", "with_baselines",
+    "EQUAL_COMPUTE", "EQUAL_TOKENS", "Cell", "Plan", "baselines_of", "config_choices", "plan",
+    "resolve_configs",
+    "time_preflight", "token_baselines", "with_baselines",
     "Progress", "create", "duration_text", "get", "list_experiments", "progress",
     "HEARTBEAT_EVERY", "arun_experiment", "pending_cells", "run_experiment",
     "RUN_COLUMNS", "RUNS_PAGE", "SIGNALS", "SUMMARY_COLUMNS", "SUMMARY_GROUPS", "Report",

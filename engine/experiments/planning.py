@@ -11,6 +11,7 @@ from engine.cells import Cell
 from engine.checks import require_name, require_text
 from engine.models import ConfigError
 from engine.protocols.baselines import KIND as EQUAL_COMPUTE
+from engine.protocols.baselines import TOKENS_KIND as EQUAL_TOKENS
 from engine.questions import files as qsets
 from engine.questions.sets import load_bundled
 from engine.store import strip_secrets
@@ -21,6 +22,7 @@ MAX_CONCURRENCY = 64
 MAX_REPEATS = 100
 MAX_RUNS = 20_000
 MAX_CALLS = 20_000  # planned model calls an experiment may make without being confirmed
+MEASURED = 200  # the newest runs an equal-tokens baseline is measured over
 POLICY_KEYS = ("timeout_per_call", "retries")  # a spec's call policy for its configurations
 @dataclass(frozen=True)
 class Plan:
@@ -58,7 +60,9 @@ class Plan:
         return {"name": self.name, "source": self.source, "questions": self.questions,
                 "configs": self.configs, "repeats": self.repeats,
                 "concurrency": self.concurrency,
-                **({"baseline": self.baseline} if self.baseline else {})}
+                **({"baseline": self.baseline} if self.baseline else {}),
+                **({"token_baselines": tokens} if (tokens := [
+                    b for b in self.baselines if b.get("kind") == EQUAL_TOKENS]) else {})}
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -155,7 +159,9 @@ def plan(spec: Mapping[str, Any], store: Any = None, base_dir: str | Path | None
     `configs` (inline configurations or saved labels); `repeats` (default 1); `concurrency`
     (runs in flight, default 4); `timeout_per_call` and `retries` (the call policy of every
     configuration that sets none); `baseline` (`equal-compute`: beside each configuration, the
-    vote with as many calls, see `with_baselines`); `name`. Every seat's model resolves
+    vote with as many calls, see `with_baselines`; `equal-tokens`: the vote whose tokens per
+    run come closest to the configuration's measured mean in `store`, see `token_baselines`;
+    or both, as a list); `name`. Every seat's model resolves
     under `endpoints` (an `EndpointRegistry`; None: the environment's). More than
     `MAX_CALLS` planned calls are refused unless `confirmed`. Raises `ConfigError` naming
     what to change.
@@ -163,7 +169,7 @@ def plan(spec: Mapping[str, Any], store: Any = None, base_dir: str | Path | None
     if not isinstance(spec, Mapping):
         raise ConfigError("an experiment spec must be a mapping", "input")
     known = {"name", "questions", "questions_file", "configs", "repeats", "concurrency",
-             "baseline", "source", *POLICY_KEYS}
+             "baseline", "source", "token_baselines", *POLICY_KEYS}
     unknown = sorted(str(k) for k in spec if k not in known)
     if unknown:
         raise ConfigError(f"an experiment spec has no key {unknown[0]!r}; keys are "
@@ -193,8 +199,11 @@ def plan(spec: Mapping[str, Any], store: Any = None, base_dir: str | Path | None
     baseline = baseline_kind(spec.get("baseline"))
     configs = with_policy(resolve_configs(spec.get("configs"), store), spec)
     baselines: list[dict[str, Any]] = []
-    if baseline:
+    if baseline and EQUAL_COMPUTE in baseline:
         configs, baselines = with_baselines(configs)
+    if baseline and EQUAL_TOKENS in baseline:
+        configs, tokens = token_baselines(configs, store, spec.get("token_baselines"))
+        baselines += tokens
     per_config = _costs(configs, len(items) * repeats, check=True, endpoints=endpoints,
                         baselines=baselines if baseline else None)
     name = str(spec.get("name") or "").strip() or \
@@ -220,14 +229,20 @@ def with_policy(configs: list[dict[str, Any]], spec: Mapping[str, Any]
 
 
 def baseline_kind(value: Any) -> str | None:
-    """The spec's `baseline` value: `equal-compute`, or None when absent (or `none`)."""
-    text = value.strip().lower() if isinstance(value, str) else value
-    if text in (None, "", "none"):
-        return None
-    if text != EQUAL_COMPUTE:
-        raise ConfigError(f"baseline must be {EQUAL_COMPUTE!r} or none, got {value!r}",
-                          "input")
-    return EQUAL_COMPUTE
+    """The spec's `baseline` value: `equal-compute`, `equal-tokens`, both (a list, or the two
+    joined by a comma; kept as "equal-compute, equal-tokens"), or None when absent (`none`)."""
+    given = value if isinstance(value, list | tuple) else \
+        value.split(",") if isinstance(value, str) else [value]
+    kinds = set()
+    for item in given:
+        text = item.strip().lower() if isinstance(item, str) else item
+        if text in (None, "", "none"):
+            continue
+        if text not in (EQUAL_COMPUTE, EQUAL_TOKENS):
+            raise ConfigError(f"baseline must be {EQUAL_COMPUTE!r}, {EQUAL_TOKENS!r}, both or "
+                              f"none, got {value!r}", "input")
+        kinds.add(text)
+    return ", ".join(k for k in (EQUAL_COMPUTE, EQUAL_TOKENS) if k in kinds) or None
 
 
 def with_baselines(configs: Sequence[Mapping[str, Any]]
@@ -295,11 +310,86 @@ def plan_of(spec: Mapping[str, Any]) -> Plan:
 
 
 def baselines_of(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """A stored spec's pairings of configuration and equal-compute baseline (`with_baselines`);
-    empty when the experiment has none."""
-    if not baseline_kind(spec.get("baseline")):
+    """A stored spec's pairings of configuration and baseline: the equal-compute ones paired
+    again (`with_baselines`), the equal-tokens ones as they were planned (their sample counts
+    came from what the store held then); empty when the experiment has none."""
+    kind = baseline_kind(spec.get("baseline"))
+    if not kind:
         return []
-    return with_baselines(spec["configs"])[1]
+    pairs = with_baselines(spec["configs"])[1] if EQUAL_COMPUTE in kind else []
+    return pairs + [dict(b) for b in spec.get("token_baselines") or ()
+                    if isinstance(b, Mapping)]
+
+
+def measured_tokens(store: Any, label: str, protocol: str) -> tuple[float | None, int]:
+    """A configuration's mean tokens per completed run in `store` (by its label and protocol,
+    the newest `MEASURED` runs) and how many runs that is; (None, 0) when it has none."""
+    if store is None:
+        return None, 0
+    runs = store.runs(label=label, protocol=protocol, status="completed", limit=MEASURED,
+                      with_config=False)
+    runs = runs[runs["calls"] > 0]
+    if runs.empty:
+        return None, 0
+    return float((runs["tokens_in"] + runs["tokens_out"]).mean()), len(runs)
+
+
+def measured_sample(store: Any, model: str) -> tuple[float | None, int]:
+    """One vote sample's mean tokens on `model` (total tokens over calls of the newest
+    `MEASURED` completed votes on it) and how many votes that is; (None, 0) when none."""
+    if store is None:
+        return None, 0
+    runs = store.runs(protocol="vote", model=model, status="completed", limit=MEASURED,
+                      with_config=False)
+    runs = runs[runs["calls"] > 0]
+    if runs.empty:
+        return None, 0
+    return float((runs["tokens_in"] + runs["tokens_out"]).sum() / runs["calls"].sum()), \
+        len(runs)
+
+
+def token_baselines(configs: Sequence[Mapping[str, Any]], store: Any,
+                    planned: Any = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The configurations with each one's equal-tokens baseline after it
+    (`engine.protocols.baselines.equal_tokens`, measured in `store`), and the pairings.
+
+    `planned`: the pairings a stored spec already holds (`token_baselines`): those are kept as
+    they are, so planning a stored experiment again never changes its cells.
+    """
+    from engine.config import RunConfig
+    from engine.protocols import resolve_config
+    from engine.protocols.baselines import equal_tokens
+    kept = {str(b.get("of")): dict(b) for b in planned or () if isinstance(b, Mapping)}
+    labels = {str(c["label"]) for c in configs}
+    out: list[dict[str, Any]] = []
+    pairs: list[dict[str, Any]] = []
+    for config in configs:
+        out.append(dict(config))
+        label = str(config["label"])
+        if config.get("protocol") == "vote" or label in {p["label"] for p in pairs} or \
+                any(label == b.get("label") for b in kept.values()):
+            continue
+        if label in kept:
+            pair = kept[label]
+        else:
+            try:
+                typed = RunConfig.parse(dict(config))
+                model = next(s.model for slot in resolve_config(typed).seats.values()
+                             for s in slot)
+                tokens, runs = measured_tokens(store, label, typed.protocol)
+                per_sample, sample_runs = measured_sample(store, model)
+                baseline = equal_tokens(typed, tokens=tokens, runs=runs,
+                                        per_sample=per_sample, sample_runs=sample_runs)
+            except ConfigError as exc:
+                raise ConfigError(f"configuration {label!r}: {exc}", exc.code) from None
+            if baseline is None:
+                continue
+            pair = baseline.as_dict()
+        pairs.append(pair)
+        if pair["label"] not in labels:
+            labels.add(pair["label"])
+            out.append(dict(pair["config"]))
+    return out, pairs
 
 
 def override_model(spec: Mapping[str, Any], model: str | None, base_url: str | None = None,

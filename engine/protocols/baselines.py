@@ -1,9 +1,14 @@
-"""Equal-compute baselines: beside a configuration, the self-consistency vote that makes the
-same number of model calls, so "the debate beat the vote" is never 7 calls against 3.
+"""Baselines at equal compute or equal tokens: beside a configuration, the self-consistency
+vote that makes the same number of model calls (`equal_compute`), or spends about the same
+tokens per run (`equal_tokens`), so "the debate beat the vote" is never 7 calls against 3, nor
+20,000 tokens against 2,000.
 
-The baseline is a vote of N independent samples, N = the configuration's calls per run when
-nothing fails (`estimate`), within the vote's `MIN_VOTERS..MAX_VOTERS`. When that range binds,
-the baseline is not equal compute and says so in its label and its note, never silently.
+Either baseline is a vote of N independent samples on the configuration's models, within the
+vote's `MIN_VOTERS..MAX_VOTERS`. Equal compute: N = the configuration's calls per run when
+nothing fails (`estimate`). Equal tokens: N = the sample count whose tokens per run come
+closest to the configuration's measured mean (Tran & Kiela, arXiv 2604.02460), and the label
+states the ratio that achieves. When the range binds, the baseline is not equal and says so in
+its label and its note, never silently.
 """
 from __future__ import annotations
 
@@ -15,7 +20,8 @@ from engine.protocols import estimate, resolve_config
 from engine.protocols.vote import MAX_VOTERS, MIN_VOTERS, SPEC
 from engine.text import NAME_MAX
 
-KIND = "equal-compute"  # the experiment spec's `baseline:` value
+KIND = "equal-compute"  # the experiment spec's `baseline:` values
+TOKENS_KIND = "equal-tokens"
 
 
 @dataclass(frozen=True)
@@ -50,7 +56,7 @@ class Baseline:
 
     def as_dict(self) -> dict[str, Any]:
         """The pairing as the plan, the CLI and the results show it."""
-        return {"of": self.of, "label": self.label, "calls": self.calls,
+        return {"of": self.of, "label": self.label, "kind": KIND, "calls": self.calls,
                 "samples": self.samples, "equal": self.equal, "note": self.note}
 
 
@@ -95,3 +101,111 @@ def equal_compute(config: RunConfig | dict[str, Any]) -> Baseline | None:
     vote = RunConfig.parse({"protocol": SPEC.name, "label": _label(of, samples, calls),
                             "model": seats[0].model, "seats": {"voters": voters}})
     return Baseline(of, calls, samples, vote.stored())
+
+
+@dataclass(frozen=True)
+class TokenBaseline:
+    """The equal-tokens vote beside configuration `of`: `tokens` is what `of` spends per run
+    (measured over `runs` stored runs; 0 runs: the preflight's estimate), `per_sample` what one
+    vote sample spends (measured over `sample_runs` stored votes on the same model, else the
+    estimate), `samples` the vote's voters and `config` the vote's configuration."""
+
+    of: str
+    tokens: float
+    runs: int
+    per_sample: float
+    sample_runs: int
+    samples: int
+    config: dict[str, Any]
+
+    @property
+    def label(self) -> str:
+        return str(self.config["label"])
+
+    @property
+    def ratio(self) -> float:
+        """The baseline's tokens per run over the configuration's, as planned."""
+        return self.samples * self.per_sample / self.tokens
+
+    @property
+    def equal(self) -> bool:
+        """True when the vote's range does not bind: no sample count at all, inside it or
+        outside, would come closer to the configuration's tokens."""
+        whole = int(self.tokens // self.per_sample)
+        unbounded = min({max(whole, 1), whole + 1},
+                        key=lambda n: (abs(n * self.per_sample - self.tokens), n))
+        return unbounded == self.samples
+
+    @property
+    def note(self) -> str:
+        """One plain sentence: what was matched, from what measurements, and how closely."""
+        source = (f"{self.of}'s mean over {self.runs} stored run{'s' * (self.runs != 1)}"
+                  if self.runs else f"{self.of}'s estimate (no run of it measured yet)")
+        sample = (f"{self.per_sample:,.0f} tokens per sample measured over "
+                  f"{self.sample_runs} stored vote{'s' * (self.sample_runs != 1)}"
+                  if self.sample_runs else
+                  f"{self.per_sample:,.0f} tokens per sample estimated (no vote measured)")
+        head = "equal-tokens" if self.equal else "NOT equal tokens (the vote's limits bind)"
+        return (f"{head} baseline of {self.of}: {self.samples} samples x {sample} = "
+                f"{self.ratio:.2f}x {source} of {self.tokens:,.0f} tokens per run")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"of": self.of, "label": self.label, "kind": TOKENS_KIND,
+                "tokens": round(self.tokens, 1), "runs": self.runs,
+                "per_sample": round(self.per_sample, 1), "sample_runs": self.sample_runs,
+                "samples": self.samples, "ratio": round(self.ratio, 3), "equal": self.equal,
+                "note": self.note, "config": self.config}
+
+
+def _closest(tokens: float, per_sample: float) -> int:
+    """The sample count in the vote's range whose tokens come closest to `tokens` (ties: the
+    smaller count)."""
+    return min(range(MIN_VOTERS, MAX_VOTERS + 1),
+               key=lambda n: (abs(n * per_sample - tokens), n))
+
+
+def equal_tokens(config: RunConfig | dict[str, Any], *, tokens: float | None = None,
+                 runs: int = 0, per_sample: float | None = None, sample_runs: int = 0
+                 ) -> TokenBaseline | None:
+    """The equal-tokens vote beside `config` (None when `config` is itself a vote).
+
+    `tokens`: the configuration's measured mean tokens per run over `runs` runs (None: the
+    preflight's estimate); `per_sample`: one vote sample's measured mean tokens over
+    `sample_runs` votes (None: the estimate of one call). The voters are the configuration's
+    models in turn, as `equal_compute` explains.
+    """
+    typed = RunConfig.parse(config)
+    if typed.protocol == SPEC.name:
+        return None
+    resolved = resolve_config(typed)
+    seats = [seat for slot in resolved.seats.values() for seat in slot]
+    planned = estimate(typed)
+    if tokens is None or tokens <= 0:
+        tokens, runs = float(planned["tokens"]), 0
+    if per_sample is None or per_sample <= 0:
+        per_sample, sample_runs = float(planned["tokens"]) / max(planned["calls"], 1), 0
+    samples = _closest(tokens, per_sample)
+    of = typed.label or typed.protocol
+    ratio = samples * per_sample / tokens
+    suffix = f" · {TOKENS_KIND} {SPEC.name} ({samples} samples, {ratio:.2f}x tokens" + \
+        ("" if runs else ", estimated") + ")"
+    room = NAME_MAX - len(suffix)
+    label = (of if len(of) <= room else of[:room - 1] + "…") + suffix
+    voters = [{"name": f"sample-{n + 1}", "model": seats[n % len(seats)].model,
+               "temperature": seats[n % len(seats)].temperature} for n in range(samples)]
+    vote = RunConfig.parse({"protocol": SPEC.name, "label": label, "model": seats[0].model,
+                            "seats": {"voters": voters}})
+    return TokenBaseline(of, float(tokens), runs, float(per_sample), sample_runs, samples,
+                         vote.stored())
+
+
+def achieved_tokens(pair: dict[str, Any], mine: float, theirs: float) -> str:
+    """One sentence on an equal-tokens baseline (`TokenBaseline.as_dict`) in an experiment:
+    the tokens per run it spent (`mine`) against its configuration's (`theirs`), the ratio
+    achieved beside the one planned; NaN: not measured yet."""
+    if mine != mine or theirs != theirs or not theirs:
+        return (f"{pair['label']}: planned at {pair['ratio']:.2f}x {pair['of']}'s tokens per "
+                "run; no completed runs of both yet to measure what it achieved.")
+    return (f"{pair['label']}: achieved {mine / theirs:.2f}x {pair['of']}'s tokens per run "
+            f"in this experiment ({mine:,.0f} against {theirs:,.0f}; planned "
+            f"{pair['ratio']:.2f}x).")
