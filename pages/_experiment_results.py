@@ -18,7 +18,7 @@ import streamlit as st
 from engine import Store
 from engine import experiments as ex
 from engine.protocols.baselines import achieved_tokens
-from engine.reports import baseline, rounds, share, vega
+from engine.reports import baseline, pareto, rounds, share, vega
 from engine.reports.references import references
 from engine.views import aggregate
 from pages import _shared, _summary_table
@@ -354,7 +354,7 @@ def show(store: Store, experiment_id: str, state: ex.Progress) -> None:
 
 CELL_RUNS = "Runs behind a cell"
 TABS = ("Summary", "Accuracy by round", "Calibration", "Paired comparison", "Questions",
-        CELL_RUNS)
+        "Cost and accuracy", CELL_RUNS)
 
 
 def show_tabs(result: ex.Report, drawn: Figures, stamp: tuple) -> None:
@@ -363,12 +363,28 @@ def show_tabs(result: ex.Report, drawn: Figures, stamp: tuple) -> None:
     draws: tuple[Callable[[], None], ...] = (
         lambda: show_summary(result, drawn), lambda: show_rounds(drawn),
         lambda: show_calibration(result, drawn), lambda: show_pair(result),
-        lambda: show_questions(result, stamp), lambda: show_cell_runs(result))
+        lambda: show_questions(result, stamp), lambda: show_pareto(result.summary),
+        lambda: show_cell_runs(result))
     for tab, draw in zip(st.tabs(list(TABS), key="exp-tab", on_change="rerun"), draws,
                          strict=True):
         if tab.open:
             with tab:
                 draw()
+
+
+def show_pareto(summary: pd.DataFrame, key: str = "exp") -> None:
+    """Accuracy against the mean cost, and against the mean tokens, of a run per
+    configuration: intervals, n, the Pareto front in colour and the dominated grey."""
+    st.subheader("Accuracy against cost")
+    for x, what in (("cost_per_run", "cost"), ("tokens_per_run", "tokens")):
+        rows, unplaced = pareto.pareto_rows(summary, x)
+        if rows.empty:
+            st.caption(md(f"No configuration has both scored runs and a known {what} per run"
+                          + (f" (not placed: {', '.join(unplaced)})." if unplaced else ".")))
+            continue
+        st.vega_lite_chart(spec=pareto.pareto_chart(rows, x, f"Accuracy against {what} "
+                                                             "per run"), key=f"{key}-{x}")
+        st.caption(md(pareto.caption(rows, unplaced, x)))
 
 
 def show_questions(result: ex.Report, stamp: tuple) -> None:

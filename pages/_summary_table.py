@@ -16,7 +16,9 @@ FORMATS = {**dict.fromkeys(("accuracy", "accuracy_low", "accuracy_high", "mind_c
                            "{:.1%}"),
            **dict.fromkeys(("consensus_ece", "consensus_brier", "judge_ece", "judge_brier"),
                            "{:.3f}"),
-           "tokens_per_run": "{:,.0f}", "seconds_per_run": "{:.2f}", "calls_per_run": "{:.1f}"}
+           "tokens_per_run": "{:,.0f}", "cost_per_run": "${:,.4f}", "seconds_per_run": "{:.2f}",
+           "calls_per_run": "{:.1f}"}
+MONEY = "${:,.4f}"
 
 
 def styled(shown: pd.DataFrame) -> Any:
@@ -38,7 +40,10 @@ def styled(shown: pd.DataFrame) -> Any:
             formats[column] = lambda text: one_line(md(text))
         elif not pd.api.types.is_numeric_dtype(values):  # st.table renders markdown: inert
             formats[column] = md
-    return table.format(formats, na_rep="n/a")
+    table = table.format(formats, na_rep="n/a")
+    if "cost_per_run" in shown.columns:  # an unpriced model's cost is unknown, never 0
+        table = table.format(MONEY, subset=["cost_per_run"], na_rep="unknown")
+    return table
 
 
 def one_line(text: Any) -> str:

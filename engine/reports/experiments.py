@@ -209,8 +209,8 @@ SUMMARY_COLUMNS = ["configuration", "protocol", "simulated", "runs", "planned", 
                    "accuracy_high", "accuracy [95% CI] n", "few", "high", "medium",
                    "low", "consensus_ece", "consensus_brier", "judge_ece", "judge_brier",
                    "mind_change_rate", "persuaded", "misled", "answer_changed",
-                   "changed_better", "changed_worse", "tokens_per_run", "seconds_per_run",
-                   "calls_per_run"]
+                   "changed_better", "changed_worse", "tokens_per_run", "cost_per_run",
+                   "seconds_per_run", "calls_per_run"]
 
 
 # The summary's columns in the groups a page shows them in (configuration first in each).
@@ -225,7 +225,7 @@ SUMMARY_GROUPS = {
     "Mind changes, and the final answer against round one's vote": [
         "mind_change_rate", "persuaded", "misled", "answer_changed", "changed_better",
         "changed_worse"],
-    "Cost per run": ["tokens_per_run", "seconds_per_run", "calls_per_run"],
+    "Cost per run": ["tokens_per_run", "cost_per_run", "seconds_per_run", "calls_per_run"],
 }
 
 
@@ -296,9 +296,20 @@ def summary(frame: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
             "changed_better": int((done["shift"] == "better").sum()) if not done.empty else 0,
             "changed_worse": int((done["shift"] == "worse").sum()) if not done.empty else 0,
             "tokens_per_run": _mean(done["tokens"]) if not done.empty else float("nan"),
+            "cost_per_run": cost_per_run(done),
             "seconds_per_run": _mean(done["seconds"]) if not done.empty else float("nan"),
             "calls_per_run": _mean(done["calls"]) if not done.empty else float("nan")})
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+
+def cost_per_run(done: pd.DataFrame) -> float:
+    """The mean cost in US dollars of the counted runs; NaN (unknown) when there are none, or
+    when any of them has an unknown cost (a model with no price): a mean over only the priced
+    runs would pass for the whole."""
+    if done.empty or "cost_usd" not in done:
+        return float("nan")
+    costs = pd.to_numeric(done["cost_usd"], errors="coerce")
+    return float("nan") if costs.isna().any() else float(costs.mean())
 
 
 def question_scores(frame: pd.DataFrame, label: str) -> dict[int, float]:

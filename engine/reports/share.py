@@ -47,6 +47,11 @@ def _cell(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def money(value: Any) -> str:
+    """US dollars as text; "unknown" for a cost that is not known (a model with no price)."""
+    return "unknown" if value is None or value != value else f"${float(value):,.4f}"
+
+
 def table(rows: pd.DataFrame | Sequence[Mapping[str, Any]], columns: Sequence[str] = ()) -> str:
     """A table of plain-text cells (NaN shows empty, floats to three figures)."""
     frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
@@ -173,7 +178,7 @@ def turn(entry: Mapping[str, Any]) -> str:
 EXPERIMENT_COLUMNS = ["configuration", "protocol", "simulated", "runs", "planned", "failed",
                       "degraded", "accuracy [95% CI] n", "high", "medium", "low",
                       "consensus_ece", "judge_ece", "mind_change_rate", "calls_per_run",
-                      "tokens_per_run", "seconds_per_run"]
+                      "tokens_per_run", "cost_per_run", "seconds_per_run"]
 
 
 def experiment_html(report: Any, figures: Sequence[tuple[str, Any]] = ()) -> str:
@@ -193,7 +198,9 @@ def experiment_html(report: Any, figures: Sequence[tuple[str, Any]] = ()) -> str
              + "</p>"]
     if report.kind != "real":
         parts.append(_simulated("all" if report.kind == "simulated" else "some runs"))
-    parts += ["<h2>Summary</h2>", table(report.summary, EXPERIMENT_COLUMNS)]
+    summary = report.summary.assign(cost_per_run=[money(v) for v in
+                                                  report.summary["cost_per_run"]])
+    parts += ["<h2>Summary</h2>", table(summary, EXPERIMENT_COLUMNS)]
     if not report.summary.empty and (report.summary["scored"] > 0).any():
         parts.append(figure(accuracy_figure(report.summary, "Accuracy per configuration")))
     if report.calibrations:

@@ -1,0 +1,129 @@
+"""Accuracy against what it cost: per configuration, accuracy (with its 95% Wilson interval
+and n) against the mean cost, or the mean tokens, of a run, and which configurations are on the
+Pareto front (no other is at least as accurate for no more spend, and better on one of them).
+
+The front is drawn on point estimates; the intervals are drawn beside them, so a reader sees
+when a "dominated" configuration is within noise of the one dominating it (the caption says
+so). A configuration whose spend is unknown (a model with no price) is not placed, and is named
+as such, never drawn at 0. Only plain values here: no store, no streamlit.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from engine.reports.vega import FEW, _base, _number
+
+AXES = {"cost_per_run": ("mean cost per run (US$)", "$,.4f"),
+        "tokens_per_run": ("mean tokens per run", ",.0f")}
+FRONT, DOMINATED = "#3558c9", "#b0b0b0"
+COLUMNS = ["configuration", "spend", "accuracy", "low", "high", "n", "dominated",
+           "dominated_by"]
+
+
+def dominated_by(points: Sequence[tuple[str, float, float]]) -> dict[str, str]:
+    """For each (label, spend, accuracy), the label of one configuration dominating it: at
+    most its spend and at least its accuracy, strictly better on one ("" when none does,
+    i.e. it is on the front). Ties on both are not domination."""
+    out = {}
+    for label, spend, acc in points:
+        better = [(s, -a, other) for other, s, a in points if other != label and
+                  s <= spend and a >= acc and (s < spend or a > acc)]
+        out[label] = min(better)[2] if better else ""
+    return out
+
+
+def pareto_rows(summary: pd.DataFrame, x: str) -> tuple[pd.DataFrame, list[str]]:
+    """From a per-configuration table with `configuration, accuracy, accuracy_low,
+    accuracy_high, scored` and `x` (`cost_per_run` or `tokens_per_run`): the placed
+    configurations with `dominated` and `dominated_by`, and the labels left out because their
+    spend or accuracy is unknown (unpriced, or nothing scored)."""
+    if x not in AXES:
+        raise ValueError(f"x must be one of {', '.join(AXES)}, got {x!r}")
+    rows: list[dict[str, Any]] = []
+    unplaced: list[str] = []
+    for row in summary.to_dict("records"):
+        spend, acc = _number(row.get(x)), _number(row.get("accuracy"))
+        if spend is None or acc is None or not row.get("scored"):
+            unplaced.append(str(row["configuration"]))
+            continue
+        rows.append({"configuration": str(row["configuration"]), "spend": spend,
+                     "accuracy": acc, "low": _number(row.get("accuracy_low")),
+                     "high": _number(row.get("accuracy_high")), "n": int(row["scored"])})
+    beaten = dominated_by([(r["configuration"], r["spend"], r["accuracy"]) for r in rows])
+    for r in rows:
+        r["dominated_by"] = beaten[r["configuration"]]
+        r["dominated"] = bool(r["dominated_by"])
+    return pd.DataFrame(rows, columns=COLUMNS), unplaced
+
+
+def pareto_chart(rows: pd.DataFrame, x: str, title: str = "") -> dict[str, Any]:
+    """A Vega-Lite scatter of `pareto_rows`: accuracy against spend, a vertical 95% interval
+    on each point, the front in colour and joined by a line, dominated points grey, each
+    labelled; a point over fewer than `FEW` scored runs is faded."""
+    axis_title, fmt = AXES[x]
+    values = [{**{k: (None if isinstance(v, float) and v != v else v)
+                  for k, v in r.items()},
+               "state": "dominated" if r["dominated"] else "on the front",
+               "few": r["n"] < FEW} for r in rows.to_dict("records")]
+    xs = {"field": "spend", "type": "quantitative", "title": axis_title,
+          "axis": {"format": fmt}, "scale": {"zero": True}}
+    y = {"field": "accuracy", "type": "quantitative", "title": "accuracy (95% Wilson interval)",
+         "scale": {"domain": [0, 1], "nice": False}, "axis": {"format": ".0%"}}
+    color = {"field": "state", "type": "nominal", "title": None,
+             "scale": {"domain": ["on the front", "dominated"], "range": [FRONT, DOMINATED]},
+             "legend": {"orient": "bottom"}}
+    tooltip = [{"field": "configuration", "type": "nominal"},
+               {"field": "spend", "type": "quantitative", "format": fmt, "title": axis_title},
+               {"field": "accuracy", "type": "quantitative", "format": ".1%"},
+               {"field": "low", "type": "quantitative", "format": ".0%", "title": "95% CI low"},
+               {"field": "high", "type": "quantitative", "format": ".0%",
+                "title": "95% CI high"},
+               {"field": "n", "type": "quantitative", "title": "n (scored runs)"},
+               {"field": "dominated_by", "type": "nominal", "title": "dominated by"}]
+    front = {"transform": [{"filter": "!datum.dominated"}],
+             "mark": {"type": "line", "color": FRONT, "strokeDash": [4, 3]},
+             "encoding": {"x": xs, "y": y, "order": {"field": "spend"}}}
+    errors = {"mark": {"type": "rule"},
+              "encoding": {"x": xs, "y": {"field": "low", "type": "quantitative"},
+                           "y2": {"field": "high"}, "color": color}}
+    points = {"mark": {"type": "point", "filled": True, "size": 90},
+              "encoding": {"x": xs, "y": y, "color": color, "tooltip": tooltip,
+                           "opacity": {"condition": {"test": "datum.few", "value": 0.45},
+                                       "value": 1}}}
+    labels = {"mark": {"type": "text", "align": "left", "dx": 7, "dy": -7, "fontSize": 11,
+                       "limit": 180},
+              "encoding": {"x": xs, "y": y, "text": {"field": "configuration"},
+                           "color": color}}
+    return {**_base(title, 340), "data": {"values": values},
+            "layer": [front, errors, points, labels]}
+
+
+def caption(rows: pd.DataFrame, unplaced: Sequence[str], x: str,
+            unknown: Mapping[str, str] | None = None) -> str:
+    """What the chart shows and does not: the front on point estimates, a dominated point
+    within its dominator's interval, and the configurations not placed (and why)."""
+    what = "cost" if x == "cost_per_run" else "tokens"
+    parts = [f"Grey: dominated (another configuration is at least as accurate for no more "
+             f"{what} per run). The front is drawn on point estimates: where the intervals "
+             "overlap, the difference may be noise."]
+    close = [str(r["configuration"]) for r in rows.to_dict("records") if r["dominated"] and
+             _within(rows, {str(k): v for k, v in r.items()})]
+    if close:
+        parts.append(f"Within the interval of what dominates them: {', '.join(close)}.")
+    if unplaced:
+        why = unknown or {}
+        parts.append("Not placed: " + ", ".join(
+            f"{label} ({why.get(label, 'unknown ' + what + ' or no scored run')})"
+            for label in unplaced) + ".")
+    return " ".join(parts)
+
+
+def _within(rows: pd.DataFrame, row: Mapping[str, Any]) -> bool:
+    other = rows[rows["configuration"] == row["dominated_by"]]
+    if other.empty or row["high"] is None:
+        return False
+    high = _number(row["high"])
+    return high is not None and high >= float(other.iloc[0]["accuracy"])
