@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from engine import Store
 from engine import experiments as ex
-from engine.reports import pareto
+from engine.reports import pareto, vega
 from engine.reports.experiments import cost_per_run
 
 HOSTILE = "<b>debate</b> [x](http://e)"
@@ -36,12 +36,12 @@ def test_the_front_and_who_dominates_whom():
     assert unplaced == []
     assert state == {"cheap": "", "tie": "", "dear": "same price better",
                      "worse": "same price better", "same price better": ""}
-    spec = pareto.pareto_chart(rows, "cost_per_run", "t")
+    spec = pareto.pareto_chart(rows, "t", "cost_per_run")
     points = {v["configuration"]: v for v in spec["data"]["values"]}
     assert points["worse"]["state"] == "dominated" and points["cheap"]["state"] == "on the front"
     assert points["same price better"]["few"] is True and points["dear"]["n"] == 20
-    assert spec["layer"][2]["encoding"]["color"]["scale"]["range"] == [pareto.FRONT,
-                                                                        pareto.DOMINATED]
+    assert spec["layer"][2]["encoding"]["color"]["scale"]["range"] == [vega.FRONT,
+                                                                        vega.DOMINATED]
     json.dumps(spec)  # plain JSON for the page
 
 
@@ -82,7 +82,7 @@ def test_the_front_is_never_empty_and_nothing_on_it_is_beaten(points):
     beaten = pareto.dominated_by(named)
     front = [p for p in named if not beaten[p[0]]]
     assert front
-    for label, spend, acc in front:
+    for _label, spend, acc in front:
         assert not any(s <= spend and a >= acc and (s < spend or a > acc)
                        for _, s, a in named)
     for label, by in beaten.items():
@@ -112,3 +112,32 @@ def test_the_experiment_results_draw_both_charts(db_url):
     data = chart.proto.data.data  # Streamlit sends the points as an Arrow table
     assert HOSTILE.encode() in data and b"on the front" in data  # as typed: Vega's text
     assert b"&lt;" not in data
+
+
+def test_insights_puts_each_configuration_on_accuracy_against_tokens(store):
+    from engine.protocols import arun_config, run_sync
+    from engine.questions import DEFINITE
+    from engine.reports.insights import configurations, cost_section, load_summary
+    from engine.reports.runs import Filters
+    for protocol in ("vote", "debate"):
+        for label in ("cheap", "careful"):
+            for question in DEFINITE[:2]:
+                run_sync(arun_config({"protocol": protocol, "model": "simulated"},
+                                     question.text, store=store, label=label,
+                                     expected=question.expected))
+    table = configurations(load_summary(store, Filters()))
+    assert sorted(table["configuration"]) == ["careful · Debate", "careful · Vote (baseline)",
+                                              "cheap · Debate", "cheap · Vote (baseline)"]
+    assert (table["scored"] == 2).all()
+    runs = store.runs()
+    for row in table.to_dict("records"):
+        label, title = row["configuration"].split(" · ")
+        mine = runs[(runs["label"] == label) & (runs["protocol"] == (
+            "debate" if title == "Debate" else "vote"))]
+        assert row["tokens_per_run"] == (mine["tokens_in"] + mine["tokens_out"]).mean()
+        assert row["accuracy"] == mine["correct"].astype(bool).mean()
+    section = cost_section(runs.assign(tokens=runs["tokens_in"] + runs["tokens_out"],
+                                       group=runs["label"], duration=runs["duration"]))
+    chart = next(c for c in section.charts if c.kind == "pareto")
+    assert chart.title == "Accuracy against tokens per run" and len(chart.data) == 4
+    assert "Grey: dominated" in chart.caption

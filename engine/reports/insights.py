@@ -13,7 +13,9 @@ from typing import Any
 
 import pandas as pd
 
+from engine.analysis.stats import wilson_interval
 from engine.protocols import REGISTRY
+from engine.reports import pareto
 from engine.reports.runs import Filters, protocol_titles
 from engine.store.aggregates import SUMMARY_KEYS, SUMMARY_SUMS
 from engine.views.aggregate import (
@@ -213,7 +215,51 @@ def cost_of(summary: pd.DataFrame, values: pd.DataFrame, sample: str = "") -> Se
         Chart("box", spread_by(grouped, "duration", keys), "Seconds per run",
               "Wall-clock seconds per run, by protocol, one box per label (box: middle half; "
               "line: median; dashes: mean)." + _also(sample),
-              {"x": "protocol_title", "color": "group", "y_title": "seconds"})])
+              {"x": "protocol_title", "color": "group", "y_title": "seconds"}),
+        *pareto_charts(done)])
+
+
+def configurations(summary: pd.DataFrame) -> pd.DataFrame:
+    """Per configuration (a label, with its protocol when the label has runs of several),
+    over the completed runs added up in `summary`: accuracy with its 95% Wilson interval and
+    n scored, mean tokens per run, and mean cost per run (NaN, unknown, when any of the runs
+    is unpriced or the store holds no cost)."""
+    done = completed(summary)
+    columns = ["configuration", "scored", "accuracy", "accuracy_low", "accuracy_high",
+               "tokens_per_run", "cost_per_run"]
+    if done.empty:
+        return pd.DataFrame(columns=columns)
+    sums = [c for c in ("n", "scored", "correct", "tokens", "cost", "unpriced") if c in done]
+    by = done.groupby(["group", "protocol"], sort=True)[sums].sum().reset_index()
+    several = by["group"].duplicated(keep=False)
+    titles = protocol_titles(by["protocol"])
+    rows = []
+    for row, many, title in zip(by.to_dict("records"), several, titles, strict=True):
+        scored, right = int(row["scored"]), int(row["correct"])
+        low, high = wilson_interval(right, scored) if scored else (float("nan"),) * 2
+        known = "cost" in row and not row.get("unpriced")
+        rows.append({"configuration": f"{row['group']} · {title}" if many
+                     else str(row["group"]), "scored": scored,
+                     "accuracy": right / scored if scored else float("nan"),
+                     "accuracy_low": low, "accuracy_high": high,
+                     "tokens_per_run": row["tokens"] / row["n"],
+                     "cost_per_run": row["cost"] / row["n"] if known else float("nan")})
+    return pd.DataFrame(rows, columns=columns)
+
+
+def pareto_charts(summary: pd.DataFrame) -> list[Chart]:
+    """Accuracy against cost, and against tokens, per configuration (`configurations`), the
+    Pareto front in colour and the dominated grey; none when nothing is scored."""
+    table = configurations(summary)
+    charts = []
+    for x, what in (("cost_per_run", "cost"), ("tokens_per_run", "tokens")):
+        rows, unplaced = pareto.pareto_rows(table, x)
+        if not rows.empty:
+            charts.append(Chart("pareto", rows, f"Accuracy against {what} per run",
+                                "Each configuration's accuracy over its completed, scored "
+                                f"runs (95% Wilson interval) against its mean {what} per run. "
+                                + pareto.caption(rows, unplaced, x), {"x": x}))
+    return charts
 
 
 def _also(sample: str) -> str:

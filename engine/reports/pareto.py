@@ -14,11 +14,11 @@ from typing import Any
 
 import pandas as pd
 
-from engine.reports.vega import FEW, _base, _number
+from engine.reports.vega import PARETO_AXES as AXES
+from engine.reports.vega import _number
+from engine.reports.vega import pareto as pareto_chart
 
-AXES = {"cost_per_run": ("mean cost per run (US$)", "$,.4f"),
-        "tokens_per_run": ("mean tokens per run", ",.0f")}
-FRONT, DOMINATED = "#3558c9", "#b0b0b0"
+__all__ = ["AXES", "COLUMNS", "dominated_by", "pareto_rows", "pareto_chart", "caption"]
 COLUMNS = ["configuration", "spend", "accuracy", "low", "high", "n", "dominated",
            "dominated_by"]
 
@@ -57,48 +57,6 @@ def pareto_rows(summary: pd.DataFrame, x: str) -> tuple[pd.DataFrame, list[str]]
         r["dominated_by"] = beaten[r["configuration"]]
         r["dominated"] = bool(r["dominated_by"])
     return pd.DataFrame(rows, columns=COLUMNS), unplaced
-
-
-def pareto_chart(rows: pd.DataFrame, x: str, title: str = "") -> dict[str, Any]:
-    """A Vega-Lite scatter of `pareto_rows`: accuracy against spend, a vertical 95% interval
-    on each point, the front in colour and joined by a line, dominated points grey, each
-    labelled; a point over fewer than `FEW` scored runs is faded."""
-    axis_title, fmt = AXES[x]
-    values = [{**{k: (None if isinstance(v, float) and v != v else v)
-                  for k, v in r.items()},
-               "state": "dominated" if r["dominated"] else "on the front",
-               "few": r["n"] < FEW} for r in rows.to_dict("records")]
-    xs = {"field": "spend", "type": "quantitative", "title": axis_title,
-          "axis": {"format": fmt}, "scale": {"zero": True}}
-    y = {"field": "accuracy", "type": "quantitative", "title": "accuracy (95% Wilson interval)",
-         "scale": {"domain": [0, 1], "nice": False}, "axis": {"format": ".0%"}}
-    color = {"field": "state", "type": "nominal", "title": None,
-             "scale": {"domain": ["on the front", "dominated"], "range": [FRONT, DOMINATED]},
-             "legend": {"orient": "bottom"}}
-    tooltip = [{"field": "configuration", "type": "nominal"},
-               {"field": "spend", "type": "quantitative", "format": fmt, "title": axis_title},
-               {"field": "accuracy", "type": "quantitative", "format": ".1%"},
-               {"field": "low", "type": "quantitative", "format": ".0%", "title": "95% CI low"},
-               {"field": "high", "type": "quantitative", "format": ".0%",
-                "title": "95% CI high"},
-               {"field": "n", "type": "quantitative", "title": "n (scored runs)"},
-               {"field": "dominated_by", "type": "nominal", "title": "dominated by"}]
-    front = {"transform": [{"filter": "!datum.dominated"}],
-             "mark": {"type": "line", "color": FRONT, "strokeDash": [4, 3]},
-             "encoding": {"x": xs, "y": y, "order": {"field": "spend"}}}
-    errors = {"mark": {"type": "rule"},
-              "encoding": {"x": xs, "y": {"field": "low", "type": "quantitative"},
-                           "y2": {"field": "high"}, "color": color}}
-    points = {"mark": {"type": "point", "filled": True, "size": 90},
-              "encoding": {"x": xs, "y": y, "color": color, "tooltip": tooltip,
-                           "opacity": {"condition": {"test": "datum.few", "value": 0.45},
-                                       "value": 1}}}
-    labels = {"mark": {"type": "text", "align": "left", "dx": 7, "dy": -7, "fontSize": 11,
-                       "limit": 180},
-              "encoding": {"x": xs, "y": y, "text": {"field": "configuration"},
-                           "color": color}}
-    return {**_base(title, 340), "data": {"values": values},
-            "layer": [front, errors, points, labels]}
 
 
 def caption(rows: pd.DataFrame, unplaced: Sequence[str], x: str,

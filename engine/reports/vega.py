@@ -346,9 +346,60 @@ def tally(counts: Mapping[str, int], winner: str | None = None,
                       "text": {"field": "votes", "type": "quantitative"}}}]}
 
 
+PARETO_AXES = {"cost_per_run": ("mean cost per run (US$)", "$,.4f"),
+               "tokens_per_run": ("mean tokens per run", ",.0f")}
+FRONT, DOMINATED = "#3558c9", "#b0b0b0"  # the Pareto front, and what it dominates
+
+
+def pareto(rows: pd.DataFrame, title: str = "", x: str = "tokens_per_run"
+           ) -> dict[str, Any]:
+    """A Vega-Lite scatter of `engine.reports.pareto.pareto_rows`: accuracy against spend
+    (`x`: `PARETO_AXES`), a vertical 95% interval on each point, the front in colour and
+    joined by a line, dominated points grey, each labelled; a point over fewer than `FEW`
+    scored runs is faded."""
+    axis_title, fmt = PARETO_AXES[x]
+    values = [{**{k: (None if isinstance(v, float) and v != v else v)
+                  for k, v in r.items()},
+               "state": "dominated" if r["dominated"] else "on the front",
+               "few": r["n"] < FEW} for r in rows.to_dict("records")]
+    xs = {"field": "spend", "type": "quantitative", "title": axis_title,
+          "axis": {"format": fmt}, "scale": {"zero": True}}
+    y = {"field": "accuracy", "type": "quantitative", "title": "accuracy (95% Wilson interval)",
+         "scale": {"domain": [0, 1], "nice": False}, "axis": {"format": ".0%"}}
+    color = {"field": "state", "type": "nominal", "title": None,
+             "scale": {"domain": ["on the front", "dominated"], "range": [FRONT, DOMINATED]},
+             "legend": {"orient": "bottom"}}
+    tooltip = [{"field": "configuration", "type": "nominal"},
+               {"field": "spend", "type": "quantitative", "format": fmt, "title": axis_title},
+               {"field": "accuracy", "type": "quantitative", "format": ".1%"},
+               {"field": "low", "type": "quantitative", "format": ".0%", "title": "95% CI low"},
+               {"field": "high", "type": "quantitative", "format": ".0%",
+                "title": "95% CI high"},
+               {"field": "n", "type": "quantitative", "title": "n (scored runs)"},
+               {"field": "dominated_by", "type": "nominal", "title": "dominated by"}]
+    front = {"transform": [{"filter": "!datum.dominated"}],
+             "mark": {"type": "line", "color": FRONT, "strokeDash": [4, 3]},
+             "encoding": {"x": xs, "y": y, "order": {"field": "spend"}}}
+    errors = {"mark": {"type": "rule"},
+              "encoding": {"x": xs, "y": {"field": "low", "type": "quantitative"},
+                           "y2": {"field": "high"}, "color": color}}
+    points = {"mark": {"type": "point", "filled": True, "size": 90},
+              "encoding": {"x": xs, "y": y, "color": color, "tooltip": tooltip,
+                           "opacity": {"condition": {"test": "datum.few", "value": 0.45},
+                                       "value": 1}}}
+    labels = {"mark": {"type": "text", "align": "left", "dx": 7, "dy": -7, "fontSize": 11,
+                       "limit": 180},
+              "encoding": {"x": xs, "y": y, "text": {"field": "configuration"},
+                           "color": color}}
+    return {**_base(title, 340), "data": {"values": values},
+            "layer": [front, errors, points, labels]}
+
+
+
 BUILDERS: dict[str, Callable[..., dict[str, Any]]] = {"rate_bar": rate_bar,
                                                       "stacked_counts": stacked_counts,
-                                                      "histogram": histogram, "box": box}
+                                                      "histogram": histogram, "box": box,
+                                                      "pareto": pareto}
 
 
 def clickable(spec: dict[str, Any]) -> bool:
