@@ -1,11 +1,12 @@
 """Values shared by every protocol: seats, turns, the error users fix, and the result base."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 ERROR_CODES = ("input", "limit", "no_model")
 
@@ -105,10 +106,34 @@ class Turn(BaseModel):
     finished_at: datetime = Field(default_factory=now)
     # A JSON call's path: "constrained", "json mode" or "prompted" ("" for free text).
     output_mode: str = ""
+    # US dollars (engine.llm.prices): 0 for the simulated model, None when unpriced;
+    # `usage_estimated` when the provider reported no usage and the tokens are an estimate
+    cost_usd: float | None = None
+    usage_estimated: bool = False
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+
+def total_cost(turns: Iterable[Any]) -> float | None:
+    """A run's cost in US dollars: the sum of its turns' `cost_usd`, None (unknown) when a
+    turn that succeeded, or that consumed tokens, is unpriced. A failed call that consumed
+    nothing adds 0 whether priced or not. Turns are `Turn`s, rows or mappings with the same
+    fields."""
+    total = 0.0
+    for turn in turns:
+        def field(name: str, default: Any, turn: Any = turn) -> Any:
+            if isinstance(turn, dict):
+                return turn.get(name, default)
+            return getattr(turn, name, default)
+        cost = field("cost_usd", None)
+        if cost is None or cost != cost:  # None, or NaN from a data frame: unknown
+            if field("status", "ok") == "ok" or field("tokens_in", 0) or field("tokens_out", 0):
+                return None
+            continue
+        total += float(cost)
+    return total
 
 
 class RunResult(BaseModel):
@@ -123,6 +148,12 @@ class RunResult(BaseModel):
     expected: str | None = None
     correct: bool | None = None
     duration: float = 0.0
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def cost_usd(self) -> float | None:
+        """The run's cost in US dollars (`total_cost` of its turns; None: unknown)."""
+        return total_cost(self.turns)
 
     def final_answer(self) -> str | None:
         """The run's final short answer, scored against `expected`; None when the protocol

@@ -18,6 +18,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from engine.llm.limits import Gate
 from engine.llm.lines import LineFormat, LineOutput
+from engine.llm.prices import call_cost, model_price, read_usage
 from engine.llm.providers import resolve_model
 from engine.llm.replies import REASK, extract_json
 from engine.llm.structured import OutputSchema, StructuredOutput
@@ -216,7 +217,7 @@ class RunContext:
         model = self.model_for(seat) if output is None else output.wrap(self.model_for(seat))
         started = now()
         clock = time.perf_counter()
-        text, error, attempts, tokens_in, tokens_out = "", "", 0, 0, 0
+        text, error, attempts, tokens_in, tokens_out, estimated = "", "", 0, 0, 0, False
         # A simulated seat is labelled simulated even when its call fails.
         simulated = getattr(model, "_llm_type", "") == "parley-simulated"
         config = self.task_config(seat, task, round) if simulated else None
@@ -241,9 +242,7 @@ class RunContext:
                         message = await asyncio.wait_for(pending, timeout or None)
                     # storable everywhere: a lone surrogate or NUL becomes U+FFFD
                     text = clean_text(reply_text(message))
-                    usage = getattr(message, "usage_metadata", None) or {}
-                    tokens_in = int(usage.get("input_tokens", 0) or 0)
-                    tokens_out = int(usage.get("output_tokens", 0) or 0)
+                    tokens_in, tokens_out, estimated = read_usage(message, full, text)
                     simulated = simulated or bool(
                         (getattr(message, "response_metadata", None) or {}).get("simulated"))
                     error = "" if text.strip() else "empty reply"
@@ -275,7 +274,9 @@ class RunContext:
                     status="degraded" if error else "ok", error=error,
                     latency=time.perf_counter() - clock, tokens_in=tokens_in,
                     tokens_out=tokens_out, attempts=attempts, simulated=simulated,
-                    started_at=started, finished_at=now(),
+                    cost_usd=call_cost(model_price(self.model_for(seat)), tokens_in,
+                                       tokens_out, simulated=simulated),
+                    usage_estimated=estimated, started_at=started, finished_at=now(),
                     output_mode=output.mode if output is not None else "")
         if parse is not None and not error:
             try:

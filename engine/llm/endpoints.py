@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import parse_qsl, quote
 
 from engine.llm.lines import GRAMMARS
+from engine.llm.prices import Price, PriceTable, price_value
 from engine.llm.structured import check_switch
 from engine.llm.urls import check_url, risky_host
 from engine.models import ConfigError
@@ -36,7 +37,8 @@ REGISTER_HELP = (f"register it as an endpoint ({ENDPOINTS_VAR} in the environmen
                  "[endpoints.NAME] in .streamlit/secrets.toml) and use ?endpoint=NAME")
 _IMPLICIT = ("provider", "cli", "code")  # registered by a setting or typed by the operator
 _ENDPOINT_FIELDS = ("base_url", "key_env", "key", "provider", "max_tokens", "timeout",
-                    "retries", "concurrency", "rpm", "tpm", "structured", "grammar")
+                    "retries", "concurrency", "rpm", "tpm", "structured", "grammar",
+                    "price_input", "price_output")
 # An endpoint's call policy: the output cap per turn, the per-call timeout in seconds, the
 # retries after a transient failure, the calls in flight at once, the requests and the tokens
 # per minute (name: (low, high)). The last three are limits every process calling the
@@ -70,6 +72,7 @@ class Endpoint:
     tpm: int | None = None
     structured: str = "auto"  # structured output: auto, schema, json or off (structured.py)
     grammar: str = "auto"  # line-format grammars: auto (probed), off or gbnf (lines.py)
+    price: Price | None = None  # dollars per million tokens (price_input, price_output)
 
     def policy(self) -> dict[str, Any]:
         """The call policy the operator set on this endpoint (only the fields given)."""
@@ -128,6 +131,8 @@ class EndpointRegistry:
         self.allow_free_urls = bool(allow_free_urls)
         self._environ = environ if environ is not None else {}
         self._secrets = secrets
+        # the operator's prices over the defaults (engine.llm.prices), checked when read
+        self.prices = PriceTable.from_settings(self._environ, secrets)
         for endpoint in endpoints:
             self.add(endpoint)
 
@@ -337,7 +342,21 @@ def _endpoint(name: str, entry: Any, origin: str) -> Endpoint:
     grammar = check_switch(entry.get("grammar", "auto"), f"{where}: ", "grammar", GRAMMARS)
     return Endpoint(name, check_url(entry.get("base_url"), f"{where} base_url"), provider,
                     key_env.strip() if key_env else None, str(key) if key else None, origin,
-                    **policy, structured=structured, grammar=grammar)
+                    **policy, structured=structured, grammar=grammar,
+                    price=_endpoint_price(entry, where, name))
+
+
+def _endpoint_price(entry: Mapping[str, Any], where: str, name: str) -> Price | None:
+    """An endpoint's `price_input` and `price_output` (both or neither), checked."""
+    given = [name for name in ("price_input", "price_output") if entry.get(name) is not None]
+    if not given:
+        return None
+    if len(given) == 1:
+        raise ConfigError(f"{where}: give both price_input and price_output (US dollars per "
+                          "million tokens), not one", "input")
+    return Price(price_value(entry["price_input"], f"{where}: price_input"),
+                 price_value(entry["price_output"], f"{where}: price_output"),
+                 f"endpoint {name}")
 
 
 def _policy_value(raw: Any, name: str, where: str) -> Any:

@@ -9,6 +9,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from engine.llm.lines import GRAMMARS
+from engine.llm.prices import Price, PriceTable
 from engine.llm.structured import SWITCHES, check_switch
 from engine.llm.urls import is_secret_name, refuse_secret
 from engine.models import ConfigError
@@ -163,7 +164,8 @@ def get_model(spec: str = "simulated", *, endpoints: Any = None,  # noqa: C901, 
     # those the operator set), the gate its concurrency counts on, and the host to name.
     call = {**policy, "gate": route.endpoint.name if route.endpoint is not None else host,
             "host": host}
-    attributes: list[tuple[str, Any]] = [("parley_spec", recorded), ("parley_call", call)]
+    attributes: list[tuple[str, Any]] = [("parley_spec", recorded), ("parley_call", call),
+                                         ("parley_price", price_of(registry, route, recorded))]
     if kind == "openai":  # structured output (engine.llm.structured, engine.llm.lines): the
         endpoint = route.endpoint  # seat's switch wins; OpenAI's own API takes no grammar
         grammar = query.get("grammar") or (endpoint.grammar if endpoint is not None else "auto")
@@ -179,6 +181,17 @@ def get_model(spec: str = "simulated", *, endpoints: Any = None,  # noqa: C901, 
         except Exception:  # some models forbid extra attributes: the defaults then apply
             pass
     return model
+
+
+def price_of(registry: Any, route: Any, recorded: str) -> Price | None:
+    """What a model costs (`engine.llm.prices`): its endpoint's price, else the operator's
+    table, else the shipped default when it is called at its provider's own API."""
+    if route.endpoint is not None and route.endpoint.price is not None:
+        return route.endpoint.price
+    kind = recorded.partition(":")[0]
+    own = not route.base_url or urlsplit(route.base_url).hostname == _OWN_HOSTS.get(kind)
+    table = getattr(registry, "prices", None) or PriceTable()
+    return table.lookup(recorded, own_api=own)
 
 
 def server_name(url: str | None) -> str:

@@ -21,6 +21,9 @@ turns stored before it keep NULL (read as "").
 `0011_redacted_errors`: errors and warnings stored before they were redacted lose any key
 they hold (`engine.store.records.error_text`: the environment's keys, and anything shaped
 like one), in turns, runs and experiments.
+
+`0014_costs`: runs and turns gain `cost_usd` (US dollars, NULL when unknown) and turns
+`usage_estimated`; old turns have an unknown cost unless the simulated model made them (0).
 """
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, false, inspect, select, text, update
+from sqlalchemy import Connection, false, func, inspect, or_, select, text, true, update
 
 from engine import catalog
 from engine.models import ConfigError, Turn
@@ -223,6 +226,28 @@ def run_facets(connection: Connection) -> None:
     facets.record(connection, [{"tags": tags, "models": models} for tags, models in seen])
 
 
+def costs(connection: Connection) -> None:
+    """Migration 0014: `cost_usd` on runs and turns and `usage_estimated` on turns (a new
+    database has them from `0001`). Turns stored before prices were known have an unknown
+    cost (NULL), except the simulated model's, which cost 0; a run costs 0 when none of its
+    turns that succeeded or consumed tokens is of unknown cost (`engine.models.total_cost`),
+    else its cost stays unknown."""
+    no = "false" if connection.dialect.name == "postgresql" else "0"
+    for table, column, kind in (("runs", "cost_usd", "FLOAT"), ("turns", "cost_usd", "FLOAT"),
+                                ("turns", "usage_estimated", f"BOOLEAN NOT NULL DEFAULT {no}")):
+        if column not in {c["name"] for c in inspect(connection).get_columns(table)}:
+            connection.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {kind}"))
+    runs, turns = statements.RUNS, statements.TURNS
+    connection.execute(update(turns).where(turns.c.simulated == true(),
+                                           turns.c.cost_usd.is_(None)).values(cost_usd=0.0))
+    unknown = select(turns.c.id).where(
+        turns.c.run_id == runs.c.id, turns.c.cost_usd.is_(None),
+        or_(turns.c.status == "ok", turns.c.tokens_in + turns.c.tokens_out > 0))
+    connection.execute(update(runs).where(runs.c.cost_usd.is_(None), ~unknown.exists())
+                       .values(cost_usd=select(func.coalesce(func.sum(turns.c.cost_usd), 0.0))
+                               .where(turns.c.run_id == runs.c.id).scalar_subquery()))
+
+
 # --------------------------------------------------------------------------- the list
 def _create(tables: Sequence[str]):
     def apply(connection) -> None:
@@ -251,6 +276,7 @@ MIGRATIONS: list[tuple[str, Any]] = [
     ("0011_redacted_errors", _data("redacted_errors")),
     ("0012_run_summary", _data("run_summary")),
     ("0013_run_facets", _data("run_facets")),
+    ("0014_costs", _data("costs")),
 ]
 
 

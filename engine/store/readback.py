@@ -95,6 +95,21 @@ def number(value: Any, kind: type) -> tuple[Any, str]:
     return kind(0), f"is {str(value)[:40]!r}, not a number"
 
 
+# Nullable numbers: NULL (None) is a value of its own (a cost that is unknown), never 0.
+OPTIONAL_NUMBERS = ("cost_usd",)
+
+
+def optional_number(value: Any) -> tuple[float | None, str]:
+    """A stored nullable number read tolerantly: `(value, "")`, `(None, "")` for NULL, or
+    `(None, why)` when it is not a finite number of 0 or more."""
+    if value is None:
+        return None, ""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and \
+            math.isfinite(value) and value >= 0:
+        return float(value), ""
+    return None, f"is {str(value)[:40]!r}, not a number of 0 or more"
+
+
 def clean_stored(value: Any) -> Any:
     """A stored text column as text (SQLite keeps whatever type was written)."""
     if value is None or isinstance(value, str):
@@ -125,6 +140,11 @@ def row_problems(values: dict[str, Any], shapes: Mapping[str, Any],
             values[name], why = number(values[name], kind)
             if why:
                 problems.append(f"{name} {why}")
+    for name in OPTIONAL_NUMBERS:
+        if name in values:
+            values[name], why = optional_number(values[name])
+            if why:
+                problems.append(f"{name} {why}")
     for name in (*_RUN_TEXT, *_TURN_TEXT):
         if name in values:
             values[name] = clean_stored(values[name])
@@ -151,6 +171,8 @@ def turn_dict(row: dict[str, Any]) -> dict[str, Any]:
     problems = row_problems(row, TURN_JSON, ("started_at", "finished_at"))
     for name in ("started_at", "finished_at"):
         row[name] = iso(row[name])
+    if "usage_estimated" in row:
+        row["usage_estimated"] = bool(row["usage_estimated"])
     if "output_mode" in row:  # NULL in turns stored before structured output
         row["output_mode"] = row["output_mode"] or ""
     row["unreadable"] = "; ".join(problems)
@@ -178,6 +200,14 @@ def tolerant_frame(frame: pd.DataFrame, shapes: Mapping[str, Any],  # noqa: C901
         for i in bad.to_numpy().nonzero()[0].tolist():
             problems[i].append(f"{name} is {str(frame[name].iloc[i])[:40]!r}, not a number")
         frame[name] = numbers.where(~bad, 0).fillna(0).astype(kind)
+    for name in OPTIONAL_NUMBERS:
+        if name in frame and not frame.empty:
+            read = [optional_number(None if isinstance(v, float) and v != v else v)
+                    for v in frame[name].tolist()]
+            for i, (_, why) in enumerate(read):
+                if why:
+                    problems[i].append(f"{name} {why}")
+            frame[name] = pd.Series([v for v, _ in read], index=frame.index, dtype=object)
     for name in (*_RUN_TEXT, *_TURN_TEXT):
         if name in frame and frame[name].dtype == object:
             odd = [not (v is None or isinstance(v, str)) for v in frame[name].tolist()]

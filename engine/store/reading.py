@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 from sqlalchemy import Select, false, func, or_, select, true
 
+from engine.models import total_cost
 from engine.store import facets, readback
 from engine.store import search as full_text
 from engine.store.database import Database
@@ -103,7 +104,8 @@ class RunReading(Database):
                        degraded=sum(t["status"] != "ok" for t in out["turns"]),
                        tokens_in=sum(t["tokens_in"] for t in out["turns"]),
                        tokens_out=sum(t["tokens_out"] for t in out["turns"]),
-                       latency=sum(t["latency"] for t in out["turns"]))
+                       latency=sum(t["latency"] for t in out["turns"]),
+                       cost_usd=total_cost(out["turns"]))
         return out
 
     def fingerprint(self) -> tuple[Any, ...]:

@@ -162,6 +162,9 @@ RunId = Annotated[str, _identifier(ID_RE, "id (1-32 letters, digits, - or _)")]
 Protocol = Annotated[str, _identifier(PROTOCOL_RE, "protocol name")]
 Count = Annotated[int, Field(ge=0, le=INT_MAX)]
 Seconds = Annotated[float, Field(ge=0, le=1e9, allow_inf_nan=False)]
+MONEY_MAX = 1e12  # US dollars; a stored cost beyond it is a forgery or a bug
+# A cost in US dollars: finite and non-negative; None (unknown) is its own value, never 0.
+Money = Annotated[float, Field(ge=0, le=MONEY_MAX, allow_inf_nan=False)]
 Moment = Annotated[datetime | None, BeforeValidator(as_moment)]
 JsonObject = Annotated[dict[str, Any], AfterValidator(_checked_json)]
 
@@ -196,6 +199,9 @@ class TurnRecord(_Record):
     finished_at: Moment = None
     # absent from files exported before structured output
     output_mode: Annotated[str, Field(max_length=16), AfterValidator(clean_text)] | None = None
+    # absent from files exported before costs: unknown (an import makes a simulated turn's 0)
+    cost_usd: Money | None = None
+    usage_estimated: bool = False
 
 
 class RunRecord(_Record):
@@ -223,6 +229,7 @@ class RunRecord(_Record):
     tokens_out: Count = 0
     latency: Seconds = 0.0
     duration: Seconds = 0.0
+    cost_usd: Money | None = None  # checked, then recomputed from the turns on import
     experiment_id: RunId | None = None
     host: Name = ""
     pid: Count = 0
@@ -310,6 +317,18 @@ def seconds(value: Any) -> float:
     return min(max(value, 0.0), 1e9) if math.isfinite(value) else 0.0
 
 
+def money(value: Any) -> float | None:
+    """A cost the engine computed, in US dollars: finite and non-negative, else None
+    (unknown: never stored as 0)."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        value = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return value if math.isfinite(value) and 0 <= value <= MONEY_MAX else None
+
+
 def turn_values(run_id: str, turn: Any) -> dict[str, Any]:
     """A completed turn's column values: never refused (the call was made), always storable."""
     return dict(run_id=run_id, idx=count(turn.index), phase=fit(turn.phase, PHASE_MAX),
@@ -323,7 +342,9 @@ def turn_values(run_id: str, turn: Any) -> dict[str, Any]:
                 tokens_in=count(turn.tokens_in), tokens_out=count(turn.tokens_out),
                 attempts=count(turn.attempts), simulated=bool(turn.simulated),
                 started_at=turn.started_at, finished_at=turn.finished_at,
-                output_mode=fit(turn.output_mode, 16) or None)
+                output_mode=fit(turn.output_mode, 16) or None,
+                cost_usd=money(getattr(turn, "cost_usd", None)),
+                usage_estimated=bool(getattr(turn, "usage_estimated", False)))
 
 
 class _Labels(_Record):

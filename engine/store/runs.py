@@ -17,7 +17,7 @@ from sqlalchemy import delete, literal, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from engine import catalog
-from engine.models import RunResult, RunStopped, Turn, now
+from engine.models import RunResult, RunStopped, Turn, now, total_cost
 from engine.store import facets, readback, records
 from engine.store.database import Database
 from engine.store.schema import RunRow, TurnRow
@@ -173,6 +173,7 @@ class RunWriting(Database):
                 tokens_out=min(sum(t.tokens_out for t in turns), records.INT_MAX),
                 latency=records.seconds(sum(records.seconds(t.latency) for t in turns)),
                 duration=records.seconds(result.duration),
+                cost_usd=records.money(total_cost(turns)),
                 simulated=or_(RunRow.simulated, literal(any(t.simulated for t in turns))),
                 finished_at=now(), heartbeat_at=now()))
 

@@ -23,6 +23,7 @@ from sqlalchemy import (
     TypeDecorator,
     create_engine,
     event,
+    false,
     text,
 )
 from sqlalchemy.engine import make_url
@@ -85,6 +86,8 @@ class RunRow(Base):
     tokens_out: Mapped[int] = mapped_column(Integer, default=0)
     latency: Mapped[float] = mapped_column(Float, default=0.0)
     duration: Mapped[float] = mapped_column(Float, default=0.0)
+    # US dollars, the sum of the turns' (engine.models.total_cost); NULL: unknown (unpriced)
+    cost_usd: Mapped[float | None] = mapped_column(Float, nullable=True)
     experiment_id: Mapped[str | None] = mapped_column(String(32), index=True, nullable=True)
     host: Mapped[str] = mapped_column(String(200), default="")
     pid: Mapped[int] = mapped_column(Integer, default=0)
@@ -118,6 +121,11 @@ class TurnRow(Base):
     finished_at: Mapped[datetime] = mapped_column(Moment)
     # A JSON call's path (constrained, json mode, prompted); NULL in rows stored before it.
     output_mode: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    # US dollars (NULL: unpriced, so unknown); the tokens are an estimate when the provider
+    # reported no usage (`usage_estimated`). Migration 0014 adds both to older databases.
+    cost_usd: Mapped[float | None] = mapped_column(Float, nullable=True)
+    usage_estimated: Mapped[bool] = mapped_column(Boolean, default=False,
+                                                  server_default=false())
 
 
 class LibraryRow(Base):

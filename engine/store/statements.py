@@ -6,8 +6,8 @@ from typing import Any, cast
 
 from sqlalchemy import Table, bindparam, select, update
 
-from engine.models import now
-from engine.store.records import INT_MAX, error_text, seconds
+from engine.models import now, total_cost
+from engine.store.records import INT_MAX, error_text, money, seconds
 from engine.store.schema import ExperimentRow, LibraryRow, MigrationRow, RunRow, TurnRow
 
 # The mapped classes' tables, typed as tables (SQLAlchemy types `__table__` as any FROM).
@@ -37,11 +37,13 @@ def end_run_row(connection: Any, run_id: str, status: str, error: str) -> int:
 
 def count_turns(connection: Any, run_id: str) -> None:
     """Set a run's totals from its stored turns: `calls`, `degraded`, tokens in and out,
+    `cost_usd` (`engine.models.total_cost`),
     `latency` (the calls' summed latency) and `duration` (first call's start to last call's
     end), so that a stopped or failed run shows what it did spend."""
     rows = connection.execute(select(
         TURNS.c.status, TURNS.c.tokens_in, TURNS.c.tokens_out, TURNS.c.latency,
-        TURNS.c.started_at, TURNS.c.finished_at).where(TURNS.c.run_id == run_id)).all()
+        TURNS.c.started_at, TURNS.c.finished_at, TURNS.c.cost_usd).where(
+        TURNS.c.run_id == run_id)).all()
     starts = [r.started_at for r in rows if r.started_at is not None]
     ends = [r.finished_at for r in rows if r.finished_at is not None]
     span = (max(ends) - min(starts)).total_seconds() if starts and ends else 0.0
@@ -49,4 +51,5 @@ def count_turns(connection: Any, run_id: str) -> None:
         calls=len(rows), degraded=sum(1 for r in rows if r.status != "ok"),
         tokens_in=min(sum(r.tokens_in or 0 for r in rows), INT_MAX),
         tokens_out=min(sum(r.tokens_out or 0 for r in rows), INT_MAX),
-        latency=seconds(sum(seconds(r.latency) for r in rows)), duration=seconds(span)))
+        latency=seconds(sum(seconds(r.latency) for r in rows)), duration=seconds(span),
+        cost_usd=money(total_cost(rows))))

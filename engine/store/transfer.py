@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from sqlalchemy import select
 
 from engine import catalog
-from engine.models import ConfigError, now
+from engine.models import ConfigError, now, total_cost
 from engine.store import facets, records
 from engine.store.database import READ_ONLY
 from engine.store.reading import RunReading
@@ -168,6 +168,10 @@ def run_columns(record: RunRecord) -> dict[str, Any]:
         values[name] = json.dumps(strip_secrets(values[name]) if name == "config"
                                   else values[name], ensure_ascii=False)
     values["created_at"] = values["created_at"] or now()
+    # The file's total is never trusted: it is the sum of the (checked) turns' costs.
+    values["cost_usd"] = records.money(total_cost(
+        {"status": t.status, "tokens_in": t.tokens_in, "tokens_out": t.tokens_out,
+         "cost_usd": imported_cost(t)} for t in record.turns))
     # Simulated when any seat is, whatever the file says: never pooled with real runs.
     values["simulated"] = bool(simulation(record.simulated, record.models, record.config)[0])
     if values["status"] == "running":
@@ -201,7 +205,14 @@ def turn_columns(run_id: str, turn: TurnRecord) -> dict[str, Any]:
     values["started_at"] = values["started_at"] or now()
     values["finished_at"] = values["finished_at"] or values["started_at"]
     values["output_mode"] = values["output_mode"] or None
+    values["cost_usd"] = imported_cost(turn)
     return {"run_id": run_id, **values}
+
+
+def imported_cost(turn: TurnRecord) -> float | None:
+    """An imported turn's cost: 0 when the simulated model made it, else what the file
+    says (checked finite and non-negative; absent: unknown)."""
+    return 0.0 if turn.simulated else turn.cost_usd
 
 
 class Transfer(RunReading):
