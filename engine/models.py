@@ -123,6 +123,8 @@ class RunResult(BaseModel):
     expected: str | None = None
     correct: bool | None = None
     duration: float = 0.0
+    # the seat names in the order they were presented to one another (DESIGN 2.10)
+    order: list[str] = Field(default_factory=list)
 
     def final_answer(self) -> str | None:
         """The run's final short answer, scored against `expected`; None when the protocol
