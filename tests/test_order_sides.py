@@ -198,3 +198,87 @@ def test_cli_takes_order_seed_and_swap_sides(tmp_path, capsys):
     assert "proponent argued against, opponent argued for" in out
     assert main(["run", "vote", "q", "--swap-sides", "--db", db]) == 2
     assert "has no sides" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- experiments
+QUESTIONS = [{"question": "What is 6 times 7?", "expected": "42"},
+             {"question": "What is 2 plus 2?", "expected": "4"}]
+DEBATE = {"protocol": "debate", "label": "debate", "options": {"max_rounds": 1}}
+
+
+def spec(**kw):
+    return {"questions": QUESTIONS, "configs": [DEBATE, {"protocol": "vote", "label": "vote"}],
+            "repeats": 2, **kw}
+
+
+def test_spec_values_are_checked():
+    from engine import experiments as ex
+    for key, bad, says in (("order", "random", "order must be configured or shuffled"),
+                           ("sides", "two", "sides must be one or both"),
+                           ("seed", -3, "seed must be a whole number")):
+        with pytest.raises(ConfigError, match=says):
+            ex.plan(spec(**{key: bad}))
+    with pytest.raises(ConfigError, match="needs a configuration whose protocol has sides"):
+        ex.plan({"questions": QUESTIONS, "configs": [{"protocol": "vote"}], "sides": "both"})
+
+
+def test_sides_both_plans_a_swapped_twin_of_each_debate():
+    from engine import experiments as ex
+    plan = ex.plan(spec(sides="both"))
+    assert plan.labels == ["debate", "vote", "debate · sides swapped"]
+    assert plan.configs[2]["options"] == {"max_rounds": 1, "swap_sides": True}
+    assert plan.side_pairs == [{"label": "debate", "swapped": "debate · sides swapped"}]
+    assert plan.runs == 2 * 3 * 2
+    again = ex.plan(plan.spec())  # a stored spec planned again: the twin is not added twice
+    assert again.labels == plan.labels and again.side_pairs == plan.side_pairs
+    with_baseline = ex.plan(spec(sides="both", baseline="equal-compute"))
+    assert ex.plan(with_baseline.spec()).labels == with_baseline.labels
+    assert sum(label.endswith("sides swapped") for label in with_baseline.labels) == 1
+
+
+def test_order_shuffled_seeds_each_question_and_repeat_reproducibly():
+    from engine import experiments as ex
+    from engine.experiments.arrangement import cell_order_seed
+    plan = ex.plan(spec(order="shuffled", seed=5))
+    seeds = {cell: plan.order_seed_of(cell) for cell in plan.cells()}
+    assert all(isinstance(s, int) for s in seeds.values())
+    assert seeds[ex.Cell(0, 0, 0)] == seeds[ex.Cell(0, 1, 0)]  # configurations meet one draw
+    assert len({seeds[ex.Cell(q, 0, r)] for q in range(2) for r in range(2)}) == 4
+    assert seeds[ex.Cell(1, 0, 1)] == cell_order_seed(5, QUESTIONS[1]["question"], 1)
+    assert ex.plan(spec(order="shuffled", seed=6)).order_seed_of(ex.Cell(0, 0, 0)) != \
+        seeds[ex.Cell(0, 0, 0)]
+    assert ex.plan(spec()).order_seed_of(ex.Cell(0, 0, 0)) is None
+    assert plan.spec()["order"] == "shuffled" and plan.spec()["seed"] == 5
+
+
+def test_a_shuffled_two_sided_experiment_runs_and_resumes_without_duplicates(tmp_path):
+    from engine import experiments as ex
+    from engine.experiments.arrangement import cell_order_seed
+    store = Store(f"sqlite:///{tmp_path / 'e.db'}")
+    plan = ex.plan(spec(order="shuffled", sides="both", seed=1))
+    experiment_id = ex.create(store, plan)
+    stop = __import__("threading").Event()
+    done_once = []
+
+    def stop_after_three(state):
+        done_once.append(state.done)
+        if state.done >= 3:
+            stop.set()
+    ex.run_experiment(store, experiment_id, stop_event=stop, on_progress=stop_after_three)
+    assert 0 < len(ex.pending_cells(store, experiment_id)) < plan.runs
+    state = ex.run_experiment(store, experiment_id)
+    assert state.status == "completed" and ex.pending_cells(store, experiment_id) == []
+    runs = store.runs(experiment_id=experiment_id)
+    done = runs[runs["status"] == "completed"]
+    cells = [ex.Cell.from_tags(tags) for tags in done["tags"]]
+    assert len(cells) == len(set(cells)) == plan.runs  # every cell once, none twice
+    for _, row in done.iterrows():
+        cell = ex.Cell.from_tags(row["tags"])
+        seed = cell_order_seed(1, QUESTIONS[cell.q]["question"], cell.r)
+        assert row["config"]["order_seed"] == seed
+        swapped = plan.labels[cell.c].endswith("sides swapped")
+        if row["protocol"] == "debate":
+            assert row["config"]["options"]["swap_sides"] is swapped
+            assert row["metrics"]["seat_for"] == ("opponent" if swapped else "proponent")
+    assert ex.run_experiment(store, experiment_id).status == "completed"
+    assert len(store.runs(experiment_id=experiment_id)) == len(runs)  # nothing redone
