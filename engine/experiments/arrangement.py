@@ -18,11 +18,10 @@ from typing import Any
 
 from engine.checks import ORDER_SEED_MAX
 from engine.models import ConfigError
-from engine.text import NAME_MAX
+from engine.reports.positions import SWAPPED, swapped_label
 
 ORDERS = ("configured", "shuffled")
 SIDES = ("one", "both")
-SWAPPED = " · sides swapped"
 SEED_MAX = 2**63 - 1
 
 
@@ -73,11 +72,6 @@ def has_sides(config: Mapping[str, Any]) -> bool:
     return any(option.name == "swap_sides" for option in spec.options)
 
 
-def swapped_label(label: str) -> str:
-    """The label of a configuration's twin with its sides swapped (within the label limit)."""
-    return label[:NAME_MAX - len(SWAPPED)] + SWAPPED
-
-
 def with_swapped(configs: Sequence[Mapping[str, Any]]
                  ) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
     """The configurations, then each one that has sides again with its sides swapped (the
@@ -109,3 +103,7 @@ def twins(configs: Sequence[Mapping[str, Any]]) -> set[str]:
     labels = {str(c["label"]) for c in configs}
     return {label for label in labels if label.endswith(SWAPPED)
             and any(swapped_label(other) == label for other in labels if other != label)}
+
+
+__all__ = ["ORDERS", "SIDES", "SWAPPED", "cell_order_seed", "has_sides", "order_kind",
+           "sides_kind", "spec_seed", "swapped_label", "twins", "with_swapped"]
