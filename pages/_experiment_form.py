@@ -41,11 +41,12 @@ def question_source() -> tuple[dict | None, str]:
     return {"questions": [i.as_dict() for i in items], "source": f"file:{upload.name}"}, ""
 
 
-FORM_KEYS = ("exp-configs", "exp-name", "exp-equal-compute", "exp-confirm")
+FORM_KEYS = ("exp-configs", "exp-name", "exp-equal-compute", "exp-confirm", "exp-shuffled",
+             "exp-both-sides")
 # The inputs whose values are kept while the form is closed (not the upload, which Streamlit
 # cannot set, nor the confirmation of a large plan, which is asked again).
 KEPT = (r"exp-(source|set|model|configs|repeats|concurrency|name|equal-compute|timeout-|"
-        r"retries-|on-workers)")
+        r"retries-|on-workers|shuffled|both-sides)")
 
 
 def clear() -> None:
@@ -75,6 +76,15 @@ def new_experiment(store: Any) -> None:
                         key="exp-equal-compute",
                         help="a vote of as many samples as the configuration makes calls, on "
                              "the same models, so the comparison is at equal compute")
+    shuffled = st.checkbox("Shuffle the seats' order for each question and repeat",
+                           key="exp-shuffled",
+                           help="order: shuffled. Each question and repeat presents the seats "
+                                "in its own order, drawn reproducibly; the Positions tab "
+                                "shows the outcome by position")
+    both_sides = st.checkbox("Run each debate both ways, sides swapped", key="exp-both-sides",
+                             help="sides: both. Beside each debate configuration, its twin with "
+                                  "the proponent seat against and the opponent seat for; the "
+                                  "Positions tab shows the judge's consistency over the pairs")
     if problem:
         st.error(md(problem))
         return
@@ -85,7 +95,9 @@ def new_experiment(store: Any) -> None:
         plan = ex.plan({**(questions or {}), "configs": [choices[c] for c in chosen],
                         "repeats": int(repeats), "concurrency": int(concurrency),
                         "name": name, "baseline": ex.EQUAL_COMPUTE if equal else None,
-                        **policy}, store, endpoints=_shared.endpoints(), confirmed=True)
+                        **({"order": "shuffled"} if shuffled else {}),
+                        **({"sides": "both"} if both_sides else {}), **policy},
+                       store, endpoints=_shared.endpoints(), confirmed=True)
     except ConfigError as exc:
         st.error(md(exc))
         return

@@ -3,11 +3,16 @@ order seed (the configured order without one), and a debate's sides can be swapp
 verdict still crediting the seat that argued the winning side."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from apptest_helpers import open_new_experiment, poll
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage
+from streamlit.testing.v1 import AppTest
 
 from engine import ConfigError, Seat, Store, run_debate, run_duel
+from engine import experiments as ex
 from engine.config import RunConfig
 from engine.protocols import REGISTRY, arun_config, resolve_config, run_sync, seats_from_config
 from engine.protocols.base import in_order, presentation_order
@@ -212,7 +217,6 @@ def spec(**kw):
 
 
 def test_spec_values_are_checked():
-    from engine import experiments as ex
     for key, bad, says in (("order", "random", "order must be configured or shuffled"),
                            ("sides", "two", "sides must be one or both"),
                            ("seed", -3, "seed must be a whole number")):
@@ -223,7 +227,6 @@ def test_spec_values_are_checked():
 
 
 def test_sides_both_plans_a_swapped_twin_of_each_debate():
-    from engine import experiments as ex
     plan = ex.plan(spec(sides="both"))
     assert plan.labels == ["debate", "vote", "debate · sides swapped"]
     assert plan.configs[2]["options"] == {"max_rounds": 1, "swap_sides": True}
@@ -237,7 +240,6 @@ def test_sides_both_plans_a_swapped_twin_of_each_debate():
 
 
 def test_order_shuffled_seeds_each_question_and_repeat_reproducibly():
-    from engine import experiments as ex
     from engine.experiments.arrangement import cell_order_seed
     plan = ex.plan(spec(order="shuffled", seed=5))
     seeds = {cell: plan.order_seed_of(cell) for cell in plan.cells()}
@@ -252,7 +254,6 @@ def test_order_shuffled_seeds_each_question_and_repeat_reproducibly():
 
 
 def test_a_shuffled_two_sided_experiment_runs_and_resumes_without_duplicates(tmp_path):
-    from engine import experiments as ex
     from engine.experiments.arrangement import cell_order_seed
     store = Store(f"sqlite:///{tmp_path / 'e.db'}")
     plan = ex.plan(spec(order="shuffled", sides="both", seed=1))
@@ -282,3 +283,48 @@ def test_a_shuffled_two_sided_experiment_runs_and_resumes_without_duplicates(tmp
             assert row["metrics"]["seat_for"] == ("opponent" if swapped else "proponent")
     assert ex.run_experiment(store, experiment_id).status == "completed"
     assert len(store.runs(experiment_id=experiment_id)) == len(runs)  # nothing redone
+
+
+# --------------------------------------------------------------------------- the Run page
+def test_the_run_page_takes_an_order_seed_and_swaps_a_debate_s_sides(db_url):
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"),
+                           default_timeout=120)
+    at.run()
+    at.switch_page("pages/run.py").run()
+    at.selectbox(key="run-0-protocol").select("debate").run()
+    at.text_area(key="run-0-question").input("Is it so?").run()
+    at.text_input(key="run-0-model").input("simulated").run()
+    assert at.number_input(key="run-0-order-seed").value is None  # blank: configured order
+    at.number_input(key="run-0-order-seed").set_value(5).run()
+    at.checkbox(key="run-0-debate-option-swap_sides").check().run()
+    assert not at.error, [e.value for e in at.error]
+    at.button(key="run-start").click().run()
+    assert not at.exception, at.exception
+    run_id = at.session_state["run_page_run"]
+    store = Store(db_url)
+    poll(at, lambda a: store.get(run_id)["status"] != "running")
+    run = store.get(run_id)
+    assert run["config"]["order_seed"] == 5
+    assert run["config"]["options"]["swap_sides"] is True
+    assert run["result"]["sides"] == {"proponent": "against", "opponent": "for"}
+    assert run["result"]["order"] == presentation_order(["opponent", "proponent"], 5)
+
+
+def test_the_experiments_form_plans_shuffled_orders_and_both_sides(db_url):
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"),
+                           default_timeout=120)
+    at.run()
+    at.switch_page("pages/experiments.py").run()
+    open_new_experiment(at)
+    at.selectbox(key="exp-set").select("demo").run()
+    at.multiselect(key="exp-configs").select("debate · defaults").select("vote · defaults").run()
+    at.checkbox(key="exp-shuffled").check().run()
+    at.checkbox(key="exp-both-sides").check().run()
+    assert not at.error, [e.value for e in at.error]
+    runs = next(m for m in at.metric if m.label == "Runs")
+    assert runs.value == "12"  # 4 demo questions x (debate, vote, debate swapped)
+    at.button(key="exp-start").click().run()
+    assert not at.exception, at.exception
+    spec = ex.get(Store(db_url), at.session_state["experiments_page_selected"])["spec"]
+    assert spec["order"] == "shuffled" and spec["sides"] == "both"
+    assert [c["label"] for c in spec["configs"]][-1] == "debate · defaults · sides swapped"
