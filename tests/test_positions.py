@@ -149,3 +149,18 @@ def test_the_results_page_shows_positions_and_says_when_there_are_no_pairs(db_ur
     assert int(table["n"].iloc[0]) == 3
     assert any("no swapped pairs yet" in i.value for i in at.info)
     assert len(at.get("plotly_chart")) == 1
+
+
+def test_experiment_show_prints_the_position_effects(tmp_path, capsys):
+    from engine.cli.main import main
+    db = f"sqlite:///{tmp_path / 'show.db'}"
+    store = Store(db)
+    experiment_id = ex.create(store, {"questions": QUESTIONS[:3], "sides": "both",
+                                      "configs": [{"protocol": "debate", "label": "d",
+                                                   "options": {"max_rounds": 1}}]})
+    ex.run_experiment(store, experiment_id)
+    capsys.readouterr()
+    assert main(["experiment", "show", experiment_id, "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert "d (simulated) · presented 1st:" in out and "n=3" in out  # kept apart from real
+    assert "d (simulated) / d · sides swapped (simulated):" in out

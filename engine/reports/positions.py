@@ -46,13 +46,15 @@ def swapped_label(label: str) -> str:
 
 
 def side_pairs(spec: Mapping[str, Any]) -> list[dict[str, str]]:
-    """A stored spec's pairs of a configuration and its sides-swapped twin (`sides: both`);
-    empty without them."""
+    """A spec's pairs of a configuration and its sides-swapped twin (`sides: both`), in the
+    order of the twins; empty without them."""
     if str(spec.get("sides") or "").strip().lower() != "both":
         return []
     labels = [str(c.get("label", "")) for c in spec.get("configs") or []]
-    return [{"label": label, "swapped": swapped_label(label)} for label in labels
-            if not label.endswith(SWAPPED) and swapped_label(label) in labels]
+    # a twin's label is its original's plus SWAPPED, before any suffix a report adds to
+    # both (" (simulated)" where simulated and real runs are kept apart)
+    return [{"label": twin.replace(SWAPPED, "", 1), "swapped": twin} for twin in labels
+            if SWAPPED in twin and twin.replace(SWAPPED, "", 1) in labels]
 
 
 def ordinal(n: int) -> str:
@@ -168,6 +170,21 @@ def positions(store: Any, experiment_id: str, frame: pd.DataFrame,
                if isinstance(m, Mapping)}
     records = run_records(frame, metrics)
     return Positions(by_position(records), consistency(records, pairs), len(pairs))
+
+
+def positions_text(found: Positions) -> str:
+    """The position effects as the terminal shows them (`experiment show`)."""
+    lines = ["Outcome by position (carried the outcome, 95% Wilson interval, n):"]
+    if found.positions_note:
+        lines.append(f"  {found.positions_note}")
+    for row in found.by_position.itertuples(index=False):
+        lines.append(f"  {row.configuration} · {row.position}: {row[-1]}")
+    lines.append("Judge position consistency (same seat both ways, over swapped pairs):")
+    if found.consistency_note:
+        lines.append(f"  {found.consistency_note}")
+    for row in found.consistency.itertuples(index=False):
+        lines.append(f"  {row.configuration} / {row.swapped}: {row[-1]}")
+    return "\n".join(lines)
 
 
 def position_figure(table: pd.DataFrame) -> Any:
