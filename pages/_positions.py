@@ -45,5 +45,6 @@ def show(result: ex.Report, stamp: tuple) -> None:
     if found.consistency_note:
         st.info(found.consistency_note)
     else:
+        st.plotly_chart(pos.consistency_figure(found.consistency), key="exp-consistency-chart")
         st.dataframe(found.consistency, hide_index=True, key="exp-consistency",
                      column_config={"share": PERCENT, "low": PERCENT, "high": PERCENT})

@@ -164,3 +164,12 @@ def test_experiment_show_prints_the_position_effects(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "d (simulated) · presented 1st:" in out and "n=3" in out  # kept apart from real
     assert "d (simulated) / d · sides swapped (simulated):" in out
+
+
+def test_the_figures_carry_n_and_show_labels_as_text():
+    table = pos.by_position([{**run, "label": "<i>x</i>"} for run in RUNS[:2]])
+    fig = pos.position_figure(table)
+    assert fig.data[0].name == "&lt;i&gt;x&lt;/i&gt;"
+    assert list(fig.data[0].text) == ["n=2", "n=2", "n=2", "n=2"]
+    pairs = pos.consistency(RUNS, [{"label": "d", "swapped": "d · sides swapped"}])
+    assert list(pos.consistency_figure(pairs).data[0].text) == ["n=2"]
