@@ -16,6 +16,7 @@ QUESTION_MAX = 20_000
 MAX_RETRIES = 10
 MAX_CONCURRENCY = 64
 MAX_CALL_TIMEOUT = 3600.0
+ORDER_SEED_MAX = 2**63 - 1  # an order seed is stored as JSON and read back by every backend
 
 
 def require_text(value: Any, field_name: str) -> str:
@@ -96,6 +97,8 @@ def check_run_options(run: Mapping[str, Any]) -> None:
         require_int(concurrency, "concurrency", 1, MAX_CONCURRENCY, "run")
     if run.get("label") not in (None, ""):
         require_name(run["label"], "label")
+    if run.get("order_seed") is not None:
+        require_order_seed(run["order_seed"])
     tags = run.get("tags")
     if tags is not None:
         if isinstance(tags, str) or not isinstance(tags, (list, tuple, set, frozenset)):
@@ -105,3 +108,13 @@ def check_run_options(run: Mapping[str, Any]) -> None:
             require_name(tag, "a tag")
 
 
+
+
+def require_order_seed(value: Any) -> int | None:
+    """An order seed: None (the configured order) or a whole number in 0..2**63-1."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= ORDER_SEED_MAX:
+        raise ConfigError(f"order_seed must be empty (the configured order) or a whole number "
+                          f"in 0..{ORDER_SEED_MAX}, got {value!r}", "input")
+    return value

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from engine.models import ConfigError, Turn
 
 CONFIG_KEYS = ("protocol", "label", "model", "base_url", "seats", "options", "prompts",
-               "timeout_per_call", "retries", "concurrency")
+               "timeout_per_call", "retries", "concurrency", "order_seed")
 _POLICY_KEYS = ("timeout_per_call", "retries", "concurrency")
 SEAT_KEYS = ("name", "model", "persona", "persona_name", "role", "temperature", "icon")
 _TEXT_SEAT_KEYS = ("name", "model", "persona", "persona_name", "role", "icon")
@@ -89,6 +89,8 @@ class RunConfig(BaseModel):
     timeout_per_call: float | None = None  # call policy: None takes the endpoint's or default
     retries: int | None = None
     concurrency: int | None = None  # calls one run keeps in flight
+    # the seed of the order seats are presented in (DESIGN 2.10); None: the configured order
+    order_seed: int | None = None
 
     @classmethod
     def parse(cls, data: Any) -> RunConfig:
@@ -134,15 +136,18 @@ class RunConfig(BaseModel):
         if policy:
             from engine.checks import check_run_options
             check_run_options(policy)
+        if data.get("order_seed") is not None:
+            from engine.checks import require_order_seed
+            policy["order_seed"] = require_order_seed(data["order_seed"])
         return cls(protocol=protocol.strip(), seats=grouped, options=dict(options),
                    prompts=dict(prompts), label=(label or "").strip() or None, model=model,
                    base_url=base_url or None, **policy)
 
     def stored(self) -> dict[str, Any]:
         """The configuration as the store and the library keep it (plain JSON; the call
-        policy only when it is set)."""
-        return self.model_dump(mode="json", exclude={key for key in _POLICY_KEYS
-                                                     if getattr(self, key) is None})
+        policy and the order seed only when they are set)."""
+        return self.model_dump(mode="json", exclude={
+            key for key in (*_POLICY_KEYS, "order_seed") if getattr(self, key) is None})
 
 
 class RunKwargs(TypedDict, total=False):
@@ -163,6 +168,7 @@ class RunKwargs(TypedDict, total=False):
     endpoints: Any
     run_id: str | None
     batched: bool
+    order_seed: int | None
 
 
 @dataclass(frozen=True)
@@ -189,6 +195,7 @@ class RunOptions:
     endpoints: Any = None
     run_id: str | None = None
     batched: bool = False
+    order_seed: int | None = None  # DESIGN 2.10: None keeps the configured order
 
     @classmethod
     def from_kwargs(cls, kwargs: Mapping[str, Any], protocol: str) -> RunOptions:

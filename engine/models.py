@@ -148,6 +148,8 @@ class RunResult(BaseModel):
     expected: str | None = None
     correct: bool | None = None
     duration: float = 0.0
+    # the seat names in the order they were presented to one another (DESIGN 2.10)
+    order: list[str] = Field(default_factory=list)
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -42,11 +42,11 @@ def question_source() -> tuple[dict | None, str]:
 
 
 FORM_KEYS = ("exp-configs", "exp-name", "exp-equal-compute", "exp-equal-tokens",
-             "exp-confirm")
+             "exp-confirm", "exp-shuffled", "exp-both-sides")
 # The inputs whose values are kept while the form is closed (not the upload, which Streamlit
 # cannot set, nor the confirmation of a large plan, which is asked again).
 KEPT = (r"exp-(source|set|model|configs|repeats|concurrency|name|equal-compute|equal-tokens|"
-        r"timeout-|retries-|on-workers)")
+        r"timeout-|retries-|on-workers|shuffled|both-sides)")
 
 
 def clear() -> None:
@@ -81,6 +81,15 @@ def new_experiment(store: Any) -> None:
                          help="a vote whose tokens per run come closest to the "
                               "configuration's mean over its stored runs (the estimate "
                               "until it has some); its label states the ratio achieved")
+    shuffled = st.checkbox("Shuffle the seats' order for each question and repeat",
+                           key="exp-shuffled",
+                           help="order: shuffled. Each question and repeat presents the seats "
+                                "in its own order, drawn reproducibly; the Positions tab "
+                                "shows the outcome by position")
+    both_sides = st.checkbox("Run each debate both ways, sides swapped", key="exp-both-sides",
+                             help="sides: both. Beside each debate configuration, its twin with "
+                                  "the proponent seat against and the opponent seat for; the "
+                                  "Positions tab shows the judge's consistency over the pairs")
     if problem:
         st.error(md(problem))
         return
@@ -92,7 +101,9 @@ def new_experiment(store: Any) -> None:
                         "repeats": int(repeats), "concurrency": int(concurrency),
                         "name": name, "baseline": [ex.EQUAL_COMPUTE] * bool(equal)
                         + [ex.EQUAL_TOKENS] * bool(tokens),
-                        **policy}, store, endpoints=_shared.endpoints(), confirmed=True)
+                        **({"order": "shuffled"} if shuffled else {}),
+                        **({"sides": "both"} if both_sides else {}), **policy},
+                       store, endpoints=_shared.endpoints(), confirmed=True)
     except ConfigError as exc:
         st.error(md(exc))
         return

@@ -21,7 +21,7 @@ from engine.protocols.baselines import achieved_tokens
 from engine.reports import baseline, pareto, rounds, share, vega
 from engine.reports.references import references
 from engine.views import aggregate
-from pages import _shared, _summary_table
+from pages import _positions, _shared, _summary_table
 
 md = _shared.md
 PERCENT = st.column_config.NumberColumn(format="percent")
@@ -353,8 +353,8 @@ def show(store: Store, experiment_id: str, state: ex.Progress) -> None:
 
 
 CELL_RUNS = "Runs behind a cell"
-TABS = ("Summary", "Accuracy by round", "Calibration", "Paired comparison", "Questions",
-        "Cost and accuracy", CELL_RUNS)
+TABS = ("Summary", "Accuracy by round", "Calibration", "Paired comparison", "Positions",
+        "Questions", "Cost and accuracy", CELL_RUNS)
 
 
 def show_tabs(result: ex.Report, drawn: Figures, stamp: tuple) -> None:
@@ -363,7 +363,8 @@ def show_tabs(result: ex.Report, drawn: Figures, stamp: tuple) -> None:
     draws: tuple[Callable[[], None], ...] = (
         lambda: show_summary(result, drawn), lambda: show_rounds(drawn),
         lambda: show_calibration(result, drawn), lambda: show_pair(result),
-        lambda: show_questions(result, stamp), lambda: show_pareto(result.summary),
+        lambda: _positions.show(result, stamp), lambda: show_questions(result, stamp),
+        lambda: show_pareto(result.summary),
         lambda: show_cell_runs(result))
     for tab, draw in zip(st.tabs(list(TABS), key="exp-tab", on_change="rerun"), draws,
                          strict=True):

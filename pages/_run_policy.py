@@ -50,6 +50,25 @@ def area(built: Mapping[str, Any] | None, given: Mapping[str, Any], endpoints: A
     return values, defaults
 
 
+SEED_MAX = 2**53 - 1  # the largest whole number a browser's number field holds exactly
+
+
+def order_seed(given: Mapping[str, Any], key: Callable[[str], str]) -> int | None:
+    """The "Order seed" field (DESIGN 2.10): blank keeps the configured order; a number
+    draws the order the seats are presented to one another in, the same for the same seed."""
+    k = key("order-seed")
+    start = given.get("order_seed")
+    st.session_state.setdefault(k, start if isinstance(start, int) and 0 <= start <= SEED_MAX
+                                else None)
+    value = st.number_input("Order seed", min_value=0, max_value=SEED_MAX, step=1, key=k,
+                            placeholder="blank: the configured order",
+                            help="present the seats to one another (the others' answers in a "
+                                 "prompt, the critic's list, a roundtable's speaking order, a "
+                                 "duel's opener, a debate's sides to the judge) in an order "
+                                 "drawn from this number; blank keeps the configured order")
+    return None if value is None else int(value)
+
+
 def checked(build: Callable[[], dict[str, Any]], given: Mapping[str, Any], endpoints: Any,
             key: Callable[[str], str]) -> tuple[dict[str, Any] | None, Any, str]:
     """Build the form's configuration, show its call policy fields, and check both as a run

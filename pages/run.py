@@ -312,10 +312,11 @@ def configure() -> None:  # noqa: C901, PLR0912, PLR0915
 
     label = st.text_input("Label (names a saved configuration; groups runs on Insights)",
                           key=field("label", config.get("label", "") if same else ""))
+    seed = _run_policy.order_seed(config if same else {}, key)
 
     built, cost, error = _run_policy.checked(lambda: runform.build_config(
         store, protocol, choices, model=model, options=options,
-        prompts=runform.prompt_overrides(protocol, edited), label=label),
+        prompts=runform.prompt_overrides(protocol, edited), label=label, order_seed=seed),
         config if same else {}, endpoints, key)
     base_problem = ""
     if config and same and not error:  # the form rebuilt it: did it drop what it cannot show?

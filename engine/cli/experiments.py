@@ -320,6 +320,10 @@ def cmd_show(args: Any) -> int:
         by_round = rounds_text(result.runs, result.experiment["spec"])
         if by_round:
             _say(by_round)
+        spec = result.experiment["spec"]
+        if spec.get("order") == "shuffled" or spec.get("sides") == "both":
+            from engine.reports.positions import positions, positions_text
+            _say(positions_text(positions(store, args.experiment_id, result.runs, spec)))
     if args.csv:
         Path(args.csv).write_text(to_csv(result.runs), encoding="utf-8")
         _say(f"wrote {len(result.runs)} runs to {args.csv}")

@@ -70,6 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
                      help="any protocol option, e.g. converge=agreed or first=b; repeatable")
     run.add_argument("--label", help="configuration label to compare runs by")
+    run.add_argument("--order-seed", type=int, metavar="N",
+                     help="present the seats to one another in an order drawn from N "
+                          "(default: the configured order)")
+    run.add_argument("--swap-sides", action="store_true",
+                     help="a debate's proponent seat argues against, its opponent for")
     run.add_argument("--tag", action="append", default=[], help="tag the run; repeatable")
     run.add_argument("--expected", help="the expected answer, to score correctness")
     run.add_argument("--config", help="a saved configuration as a JSON or YAML file")
@@ -179,6 +184,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         _say(f"run {result.run_id}: {spec.title}{simulated}, {len(result.turns)} calls, "
              f"{result.duration:.2f}s")
         _say(spec.summary(result))
+        if result.order:
+            _say(runflags.order_line(result))
         for warning in result.warnings:
             _say(f"warning: {warning}")
     error, _lost = spec.assess(result)

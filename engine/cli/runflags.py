@@ -115,10 +115,25 @@ def config_from_args(args: argparse.Namespace) -> dict[str, Any]:  # noqa: C901,
                               + (f"options are {', '.join(sorted(known))}" if known else
                                  f"{spec.name} takes no options"), "input")
         options[name] = _option_value(raw)
+    if getattr(args, "swap_sides", False):
+        if "swap_sides" not in known:
+            raise ConfigError(f"--swap-sides: a {spec.name} has no sides to swap", "input")
+        options["swap_sides"] = True
     config["options"] = options
     if args.label:
         config["label"] = args.label
+    if getattr(args, "order_seed", None) is not None:
+        config["order_seed"] = args.order_seed
     return config
+
+
+def order_line(result: Any) -> str:
+    """The order the run presented its seats in, and who argued what where sides were
+    argued: `order: opponent, proponent; proponent argued against, opponent argued for`."""
+    sides = getattr(result, "sides", None) or {}
+    argued = "; " + ", ".join(f"{seat} argued {side}" for seat, side in sides.items()) \
+        if sides else ""
+    return f"order: {', '.join(result.order)}{argued}"
 
 
 def endpoints_from_args(args: argparse.Namespace) -> Any:
@@ -136,9 +151,11 @@ def endpoints_from_args(args: argparse.Namespace) -> Any:
 
 
 def _option_value(raw: str) -> Any:
-    """A command-line option value: a whole number, a number, `none`, or text."""
+    """A command-line option value: a whole number, a number, `none`, true / false, or text."""
     if raw.strip().lower() == "none":
         return None
+    if raw.strip().lower() in ("true", "false"):
+        return raw.strip().lower() == "true"
     for kind in (int, float):
         try:
             return kind(raw)

@@ -9,6 +9,7 @@ from typing import Any
 
 from engine.cells import Cell
 from engine.checks import require_name, require_text
+from engine.experiments import arrangement
 from engine.models import ConfigError
 from engine.protocols.baselines import KIND as EQUAL_COMPUTE
 from engine.protocols.baselines import TOKENS_KIND as EQUAL_TOKENS
@@ -37,6 +38,10 @@ class Plan:
     per_config: list[dict[str, Any]]
     baseline: str | None = None
     baselines: list[dict[str, Any]] = field(default_factory=list)
+    order: str = "configured"  # or shuffled: each cell's own order seed (`order_seed_of`)
+    sides: str = "one"  # or both: debates twice, sides swapped (`arrangement.with_swapped`)
+    seed: int = 0
+    side_pairs: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def runs(self) -> int:
@@ -62,7 +67,18 @@ class Plan:
                 "concurrency": self.concurrency,
                 **({"baseline": self.baseline} if self.baseline else {}),
                 **({"token_baselines": tokens} if (tokens := [
-                    b for b in self.baselines if b.get("kind") == EQUAL_TOKENS]) else {})}
+                    b for b in self.baselines if b.get("kind") == EQUAL_TOKENS]) else {}),
+                **({"order": self.order} if self.order != "configured" else {}),
+                **({"sides": self.sides} if self.sides != "one" else {}),
+                **({"seed": self.seed} if self.seed else {})}
+
+    def order_seed_of(self, cell: Cell) -> int | None:
+        """The order seed a cell's run presents its seats by: None unless `order: shuffled`,
+        then one derived from the experiment's seed, the question and the repeat."""
+        if self.order != "shuffled":
+            return None
+        return arrangement.cell_order_seed(self.seed, str(self.questions[cell.q]["question"]),
+                                           cell.r)
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -169,7 +185,8 @@ def plan(spec: Mapping[str, Any], store: Any = None, base_dir: str | Path | None
     if not isinstance(spec, Mapping):
         raise ConfigError("an experiment spec must be a mapping", "input")
     known = {"name", "questions", "questions_file", "configs", "repeats", "concurrency",
-             "baseline", "source", "token_baselines", *POLICY_KEYS}
+             "baseline", "source", "token_baselines", "order", "sides", "seed",
+             *POLICY_KEYS}
     unknown = sorted(str(k) for k in spec if k not in known)
     if unknown:
         raise ConfigError(f"an experiment spec has no key {unknown[0]!r}; keys are "
@@ -197,6 +214,9 @@ def plan(spec: Mapping[str, Any], store: Any = None, base_dir: str | Path | None
     concurrency = _whole(spec.get("concurrency", DEFAULT_CONCURRENCY), "concurrency", 1,
                          MAX_CONCURRENCY)
     baseline = baseline_kind(spec.get("baseline"))
+    order, sides = arrangement.order_kind(spec.get("order")), arrangement.sides_kind(
+        spec.get("sides"))
+    seed = arrangement.spec_seed(spec.get("seed"))
     configs = with_policy(resolve_configs(spec.get("configs"), store), spec)
     baselines: list[dict[str, Any]] = []
     if baseline and EQUAL_COMPUTE in baseline:
@@ -204,12 +224,15 @@ def plan(spec: Mapping[str, Any], store: Any = None, base_dir: str | Path | None
     if baseline and EQUAL_TOKENS in baseline:
         configs, tokens = token_baselines(configs, store, spec.get("token_baselines"))
         baselines += tokens
+    side_pairs: list[dict[str, str]] = []
+    if sides == "both":
+        configs, side_pairs = arrangement.with_swapped(configs)
     per_config = _costs(configs, len(items) * repeats, check=True, endpoints=endpoints,
                         baselines=baselines if baseline else None)
     name = str(spec.get("name") or "").strip() or \
         f"{source.split(':')[-1]} x {len(configs)} configuration{'s' * (len(configs) > 1)}"
     result = Plan(name[:200], source, [i.as_dict() for i in items], configs, repeats,
-                  concurrency, per_config, baseline, baselines)
+                  concurrency, per_config, baseline, baselines, order, sides, seed, side_pairs)
     if result.runs > MAX_RUNS:
         raise ConfigError(f"this experiment plans {result.runs} runs; the limit is {MAX_RUNS} "
                           "(use fewer questions, configurations or repeats)", "limit")
@@ -256,10 +279,13 @@ def with_baselines(configs: Sequence[Mapping[str, Any]]
     """
     from engine.protocols.baselines import equal_compute
     labels = {str(c["label"]) for c in configs}
+    swapped = arrangement.twins(configs)  # a sides-swapped twin shares its original's
     out: list[dict[str, Any]] = []
     pairs: list[dict[str, Any]] = []
     for config in configs:
         out.append(dict(config))
+        if config["label"] in swapped:
+            continue
         try:
             baseline = equal_compute(dict(config))
         except ConfigError as exc:
@@ -303,10 +329,14 @@ def plan_of(spec: Mapping[str, Any]) -> Plan:
     baselines are among them, and are paired again here)."""
     baseline = baseline_kind(spec.get("baseline"))
     baselines = baselines_of(spec)
+    sides = arrangement.sides_kind(spec.get("sides"))
+    pairs = arrangement.with_swapped(spec["configs"])[1] if sides == "both" else []
     return Plan(spec["name"], spec["source"], spec["questions"], spec["configs"],
                 spec["repeats"], spec["concurrency"],
                 _costs(spec["configs"], len(spec["questions"]) * spec["repeats"],
-                       baselines=baselines if baseline else None), baseline, baselines)
+                       baselines=baselines if baseline else None), baseline, baselines,
+                arrangement.order_kind(spec.get("order")), sides,
+                arrangement.spec_seed(spec.get("seed")), pairs)
 
 
 def baselines_of(spec: Mapping[str, Any]) -> list[dict[str, Any]]:

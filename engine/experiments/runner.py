@@ -65,11 +65,13 @@ async def arun_cell(experiment: Plan, experiment_id: str, cell: Cell, *, store: 
     from engine.protocols import arun_config
     from engine.protocols.base import no_call_succeeded
     item, config = experiment.questions[cell.q], experiment.configs[cell.c]
+    seed = experiment.order_seed_of(cell)  # None: the configuration's own order
     try:
         result = await arun_config(
             config, str(item["question"]), store=store, label=config["label"],
             tags=[cell.tag], expected=item.get("expected"), stop_event=stop_event,
-            experiment_id=experiment_id, endpoints=endpoints, on_event=on_turn)
+            experiment_id=experiment_id, endpoints=endpoints, on_event=on_turn,
+            **({"order_seed": seed} if seed is not None else {}))
     except RunStopped:
         return CellOutcome("interrupted", finished=0)
     except ConfigError as exc:

@@ -143,21 +143,22 @@ def resolve_config(config: RunConfig | Mapping[str, Any]) -> RunConfig:
     described = describe_config(spec.name, seats, options, typed.prompts)
     return described.model_copy(update={"label": typed.label, "retries": typed.retries,
                                         "timeout_per_call": typed.timeout_per_call,
-                                        "concurrency": typed.concurrency})
+                                        "concurrency": typed.concurrency,
+                                        "order_seed": typed.order_seed})
 
 
 async def arun_config(config: RunConfig | Mapping[str, Any], question: str,
                       **run: Any) -> RunResult:
     """Run a configuration on a question; `run` takes the run options (store, label, tags,
-    expected ...). The configuration's label and prompt overrides apply unless `run` gives
-    its own."""
+    expected ...). The configuration's label, prompt overrides, call policy and order seed
+    apply unless `run` gives its own."""
     config = RunConfig.parse(config)
     spec = get_protocol(config.protocol)
     kwargs = seats_from_config(spec, config)
     if config.prompts:
         run.setdefault("prompts", config.prompts)
     run.setdefault("label", config.label)
-    for key in ("timeout_per_call", "retries", "concurrency"):  # the configuration's policy
+    for key in ("timeout_per_call", "retries", "concurrency", "order_seed"):  # its policy
         if getattr(config, key) is not None:
             run.setdefault(key, getattr(config, key))
     return await spec.runner(question, **kwargs, **run)

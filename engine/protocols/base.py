@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import random
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -96,6 +97,9 @@ class ProtocolSpec(Generic[R]):
     # a run takes about this many call latencies. None: every call waits for the one before.
     estimate_waves: Callable[[Mapping[str, Any], Mapping[str, int]], int] | None = None
     lost: Callable[[R], list[str]] = lambda result: []
+    # DESIGN 2.10: the seats whose position carried the run's outcome (a debate's winner, the
+    # seats that voted for the winning answer); None when the run has no such outcome
+    carried: Callable[[R], list[str] | None] = lambda result: None
 
     def assess(self, result: R) -> tuple[str, list[str]]:
         """How a run that ended ended: (the error of a run in which no model call succeeded,
@@ -132,7 +136,23 @@ class ProtocolSpec(Generic[R]):
         """What the store keeps on the run row for reports: the signals, flat."""
         signals = self.signals(result)
         return {**signals.extra, **signals.common(), "outcome": self.outcome(result),
-                **output_counts(result.turns)}
+                **output_counts(result.turns), **self.positions(result)}
+
+    def positions(self, result: R) -> dict[str, Any]:
+        """The order seats were presented in and the seats that carried the outcome, for the
+        position report (`engine.reports.positions`); nothing for a run that has no order."""
+        if not result.order:
+            return {}
+        carried = self.carried(result)
+        return {"order": list(result.order),
+                "carried": None if carried is None else list(carried)}
+
+
+def tally_carried(counted: Any) -> list[str] | None:
+    """The seats whose ballot is a tally's winner (None when every seat abstained)."""
+    if counted is None or counted.winner is None:
+        return None
+    return [seat for seat, ballot in counted.ballots.items() if ballot == counted.winner]
 
 
 def output_counts(turns: Sequence[Turn]) -> dict[str, int]:
@@ -146,12 +166,41 @@ def output_counts(turns: Sequence[Turn]) -> dict[str, int]:
             "json_prompted": counts["prompted"]}
 
 
+def presentation_order(names: Sequence[str], seed: int | None) -> list[str]:
+    """The order seats are presented to one another (DESIGN 2.10): `names` as configured
+    when `seed` is None, else a permutation of them drawn from `random.Random(seed)` (the same
+    seed gives the same order, in every process)."""
+    order = list(names)
+    if seed is not None:
+        random.Random(seed).shuffle(order)
+    return order
+
+
+S = TypeVar("S", bound=Seat)
+
+
+def in_order(seats: Sequence[S], order: Sequence[str]) -> list[S]:
+    """`seats` rearranged into `order` (seat names; a seat it does not name keeps its place
+    after the ones it does)."""
+    rank = {name: index for index, name in enumerate(order)}
+    return sorted(seats, key=lambda seat: rank.get(seat.name, len(rank)))
+
+
+def presented(seats: Sequence[S], seed: int | None) -> tuple[list[str], list[S]]:
+    """(the presentation order of `seats` drawn from `seed`, the seats in that order); the
+    stored configuration keeps the configured order, so a re-run draws the same one."""
+    order = presentation_order([seat.name for seat in seats], seed)
+    return order, in_order(seats, order)
+
+
 async def execute(protocol: str, question: str, templates: Mapping[str, Template],
                   body: Callable[[RunContext], Awaitable[R]],
                   seats: Mapping[str, Seat | list[Seat] | None], options: Mapping[str, Any],
-                  run: RunOptions) -> R:
+                  run: RunOptions, order: Sequence[str] = ()) -> R:
     """Run `body` under the store lifecycle: open the run row (unless `run.run_id` names one
-    the caller opened), record turns as they complete, and end the run with its status."""
+    the caller opened), record turns as they complete, and end the run with its status.
+    `order` is the presentation order the run used (`presentation_order`), kept on the
+    result; the stored configuration says the run's order seed."""
     prompts = check_prompts(protocol, templates, run.prompts)
     store = run.store
     ctx = RunContext(protocol, on_event=run.on_event, prompts=prompts,
@@ -164,6 +213,8 @@ async def execute(protocol: str, question: str, templates: Mapping[str, Template
     if store is not None:
         if run_id is None:
             config = run.config or describe_config(protocol, seats, options, prompts)
+            if config.order_seed != run.order_seed:
+                config = config.model_copy(update={"order_seed": run.order_seed})
             run_id = store.start_run(protocol, question, config=config.stored(),
                                      label=run.label, tags=run.tags, expected=expected,
                                      experiment_id=run.experiment_id)
@@ -189,6 +240,7 @@ async def execute(protocol: str, question: str, templates: Mapping[str, Template
         raise
     result.protocol = protocol
     result.turns = ctx.turns
+    result.order = list(order)
     result.run_id = run_id
     if expected is not None and str(expected).strip():
         from engine.analysis import answers_match

@@ -5,7 +5,7 @@ import time
 from datetime import timedelta
 from typing import Any, Unpack
 
-from pydantic import BaseModel, computed_field
+from pydantic import BaseModel, Field, computed_field
 
 from engine.analysis import parse_sections, read_confidence
 from engine.analysis.sections import parse_answer
@@ -14,8 +14,17 @@ from engine.config import RunKwargs
 from engine.llm.calls import RunContext
 from engine.llm.lines import Line, line_format
 from engine.models import ConfigError, RunResult, Seat, Signals, Task
-from engine.protocols.base import Option, ProtocolSpec, Slot, execute, run_sync, split_run_options
+from engine.protocols.base import (
+    Option,
+    ProtocolSpec,
+    Slot,
+    execute,
+    presentation_order,
+    run_sync,
+    split_run_options,
+)
 from engine.protocols.checks import require_seat
+from engine.protocols.sides import AGAINST, FOR, seat_sides, side_seats, verdict_winner
 from engine.protocols.templates import Template, render
 from engine.views.aggregate import as_flag, completed, numbers, rate_by, rate_text
 from engine.views.blocks import Block, Chart, InsightsData, Section, warnings_block
@@ -75,7 +84,8 @@ TEMPLATES = {
 
 
 class DebateRound(BaseModel):
-    """One round: the proponent's argument and the opponent's answer."""
+    """One round: the argument in favour (`proponent_argument`) and the answer against it
+    (`opponent_argument`), by side: with sides swapped the opponent seat argues in favour."""
 
     round_number: int
     proponent_argument: str
@@ -96,6 +106,11 @@ class DebateResult(RunResult):
     confidence: float = 0.0
     answer: str = ""
     confidence_stated: bool = True  # False: the judge failed or gave no readable CONFIDENCE
+    # DESIGN 2.10: seat name -> the side it argued (for / against); the side the verdict
+    # rules for and the seat that argued it (None: the judge failed or named neither)
+    sides: dict[str, str] = Field(default_factory=dict)
+    winning_side: str | None = None
+    winner: str | None = None
 
     @property
     def judged(self) -> bool:
@@ -113,9 +128,13 @@ class DebateResult(RunResult):
 
 
 
-def _transcript(rounds: list[DebateRound]) -> str:
-    return "\n\n".join(f"Round {r.round_number}\nProponent: {r.proponent_argument}\n"
-                       f"Opponent: {r.opponent_argument}" for r in rounds
+def _transcript(rounds: list[DebateRound], first: str = FOR) -> str:
+    """The rounds as the judge reads them, labelled by side (never by seat); `first` is the
+    side each round shows first (DESIGN 2.10: the order the judge is presented the sides)."""
+    def lines(r: DebateRound) -> list[str]:
+        pro, con = f"Proponent: {r.proponent_argument}", f"Opponent: {r.opponent_argument}"
+        return [pro, con] if first == FOR else [con, pro]
+    return "\n\n".join("\n".join([f"Round {r.round_number}", *lines(r)]) for r in rounds
                        ) or "(no rounds were held)"
 
 
@@ -137,8 +156,13 @@ def _seconds(timeout: Any) -> float | None:
 
 async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any,
                       judge: Seat | Any, max_rounds: int = 3, timeout: Any = None,
-                      **kw: Unpack[RunKwargs]) -> DebateResult:
-    """Seed 000's debate: rounds of argument and counter-argument, then a judge's verdict."""
+                      swap_sides: bool = False, **kw: Unpack[RunKwargs]) -> DebateResult:
+    """Seed 000's debate: rounds of argument and counter-argument, then a judge's verdict.
+
+    `swap_sides`: the proponent seat argues against and the opponent seat in favour (the
+    seats keep their names and models; `sides` says who argued what). The side in favour
+    always opens. An order seed draws which side the judge's transcript shows first in each
+    round (`order`: the arguing seats in that order)."""
     run = split_run_options(dict(kw), "debate")
     topic = require_text(topic, "topic")
     endpoints = run.endpoints
@@ -148,8 +172,13 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
     unique_names([proponent, opponent, judge], "seat")
     require_int(max_rounds, "max_rounds", 1, ROUNDS_MAX, "debate")
     limit = _seconds(timeout)
-
-    sides = {"for": proponent.name, "against": opponent.name}
+    if not isinstance(swap_sides, bool):
+        raise ConfigError(f"swap_sides must be true or false, got {swap_sides!r}", "input")
+    by_seat = seat_sides(proponent.name, opponent.name, swap_sides)
+    sides = side_seats(by_seat)  # side -> seat, as the simulated judge reads it
+    pro_seat, con_seat = (opponent, proponent) if swap_sides else (proponent, opponent)
+    order = presentation_order([pro_seat.name, con_seat.name], run.order_seed)
+    first = FOR if order[0] == pro_seat.name else AGAINST
 
     async def body(ctx: RunContext) -> DebateResult:
         start = time.monotonic()
@@ -163,7 +192,7 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
             else:
                 pro_prompt = render(TEMPLATES, ctx.prompts, "proponent_rebuttal", topic=topic,
                                     opponent_argument=previous.opponent_argument, round=number)
-            pro = await ctx.call(proponent, [{"role": "user", "content": pro_prompt}],
+            pro = await ctx.call(pro_seat, [{"role": "user", "content": pro_prompt}],
                                  phase="argument", round=number,
                                  task=Task(kind="argue", side="for", sides=sides))
             pro_text = pro.reply if pro.ok else ARGUMENT_ERROR
@@ -174,27 +203,28 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
                 con_prompt = render(TEMPLATES, ctx.prompts, "opponent_rebuttal", topic=topic,
                                     proponent_argument=pro_text,
                                     previous_argument=previous.opponent_argument, round=number)
-            con = await ctx.call(opponent, [{"role": "user", "content": con_prompt}],
+            con = await ctx.call(con_seat, [{"role": "user", "content": con_prompt}],
                                  phase="counter-argument", round=number,
                                  task=Task(kind="argue", side="against", sides=sides))
             rounds.append(DebateRound(round_number=number, proponent_argument=pro_text,
                                       opponent_argument=con.reply if con.ok else COUNTER_ERROR))
         judge_prompt = render(TEMPLATES, ctx.prompts, "judge", topic=topic,
-                              transcript=_transcript(rounds))
+                              transcript=_transcript(rounds, first))
+        last = ({pro_seat.name: rounds[-1].proponent_argument,
+                 con_seat.name: rounds[-1].opponent_argument} if rounds else {})
         verdict_turn = await ctx.call_lines(judge, [{"role": "user", "content": judge_prompt}],
                                             line=JUDGE_FORMAT, phase="judge",
                                             round=len(rounds) + 1,
                                             task=Task(kind="judge", sides=sides, sections=tuple(
-                                                dict.fromkeys((*SECTIONS, "ANSWER"))), others={
-                                                proponent.name: rounds[-1].proponent_argument,
-                                                opponent.name: rounds[-1].opponent_argument}
-                                                if rounds else {}))
+                                                dict.fromkeys((*SECTIONS, "ANSWER"))),
+                                                others={name: last[name] for name in order
+                                                        if name in last}))
         duration = time.monotonic() - start
         read = ctx.guard(verdict_turn, _read_judge, verdict_turn.reply) if verdict_turn.ok \
             else None  # a reply the parser trips on degrades the judge's turn, not the run
         if not verdict_turn.ok or read is None:
             return DebateResult(topic=topic, rounds=rounds, confidence=0.0, duration=duration,
-                                confidence_stated=False,
+                                confidence_stated=False, sides=by_seat,
                                 verdict=JUDGE_ERROR_PREFIX + verdict_turn.error,
                                 warnings=[f"judge failed: {verdict_turn.error}"])
         sections, (confidence, readable), answer = read
@@ -212,6 +242,10 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
         if not answer:
             warnings.append("judge reply has no ANSWER line; the debate has no short answer "
                             "and is not scored")
+        winning_side, winner = verdict_winner(verdict, by_seat)
+        if winner is None:
+            warnings.append("the verdict names neither side nor one seat; no seat is "
+                            "recorded as the winner")
         parsed = {"verdict": verdict, "confidence": confidence} | (
             {"answer": answer} if answer else {})
         ctx.update(verdict_turn, parsed=parsed, warnings=warnings)
@@ -220,12 +254,13 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
                             pro_summary=sections.get("PRO SUMMARY", ""),
                             con_summary=sections.get("CON SUMMARY", ""),
                             confidence=confidence, answer=answer, duration=duration,
-                            confidence_stated=readable, warnings=warnings)
+                            confidence_stated=readable, warnings=warnings, sides=by_seat,
+                            winning_side=winning_side, winner=winner)
 
-    options = {"max_rounds": max_rounds, "timeout": _seconds(timeout)}
+    options = {"max_rounds": max_rounds, "timeout": _seconds(timeout), "swap_sides": swap_sides}
     return await execute("debate", topic, TEMPLATES, body,
                          {"proponent": proponent, "opponent": opponent, "judge": judge},
-                         options, run)
+                         options, run, order)
 
 
 def _read_judge(reply: str) -> tuple[dict[str, str], tuple[float, bool], str]:
@@ -251,6 +286,8 @@ def _confidence_text(result: DebateResult) -> str:
 
 def _summary(result: DebateResult) -> str:
     answer = f"\nanswer: {result.answer[:200]}" if result.answer else ""
+    if result.winner:
+        answer += f"\nwinner: {result.winner} (argued {result.winning_side})"
     return (f"verdict: {result.verdict[:200]}{answer}\nconfidence: "
             f"{_confidence_text(result)}; rounds: {len(result.rounds)}")
 
@@ -271,7 +308,9 @@ def _signals(result: DebateResult) -> Signals:
     return Signals(answer=result.answer[:500] or None, judge_confidence=confidence, extra={
         "verdict": result.verdict[:500], "judge_confidence": confidence,
         "high_confidence": result.is_high_confidence if stated else None,
-        "rounds": len(result.rounds)})
+        "rounds": len(result.rounds),
+        **{f"seat_{side}": seat for seat, side in result.sides.items()},
+        "judge_side": result.winning_side, "winner": result.winner})
 
 
 def _lost(result: DebateResult) -> list[str]:
@@ -280,8 +319,13 @@ def _lost(result: DebateResult) -> list[str]:
 
 
 def _view(r: DebateResult) -> list[Block]:
+    argued = ", ".join(f"{seat} {side}" for seat, side in r.sides.items())
     blocks = [Block("metrics", items=[("Judge confidence", _confidence_text(r)),
                                       ("Answer", r.answer or "—"), ("Rounds", len(r.rounds))]),
+              *([Block("text", "Sides", f"{argued}; the verdict is for "
+                                        f"{r.winner or 'no seat it names'}" +
+                                        (f" ({r.winning_side})" if r.winning_side else ""))]
+                if r.sides else []),
               Block("text", "Verdict", r.verdict),
               Block("text", "Reasoning", r.reasoning),
               Block("text", "Case in favor", r.pro_summary),
@@ -319,10 +363,13 @@ SPEC = ProtocolSpec(
            Slot("judge", help="reads the transcript and rules")),
     options=(Option("max_rounds", 3, 1, ROUNDS_MAX, "rounds of argument before the judge"),
              Option("timeout", None, help="seconds; checked before each round, a started "
-                    "round finishes and the judge always runs (empty: no limit)")),
+                    "round finishes and the judge always runs (empty: no limit)"),
+             Option("swap_sides", False, help="the proponent seat argues against and the "
+                    "opponent seat in favour (the seats keep their names and models)")),
     templates=TEMPLATES,
     estimate_calls=lambda options, seats: 2 * int(options.get("max_rounds", 3)) + 1,
     insights=_insights,
     result_type=DebateResult, summary=_summary, outcome=_outcome, signals=_signals, view=_view,
     lost=_lost, phases=("argument", "counter-argument", "judge"), rounds_option="max_rounds",
+    carried=lambda r: [r.winner] if r.winner else None,
     color="#1565c0")

@@ -15,7 +15,15 @@ from engine.checks import ROUNDS_MAX, require_int, require_text
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
 from engine.models import ConfigError, RunResult, Seat, Signals, Task
-from engine.protocols.base import Option, ProtocolSpec, Slot, execute, run_sync, split_run_options
+from engine.protocols.base import (
+    Option,
+    ProtocolSpec,
+    Slot,
+    execute,
+    presentation_order,
+    run_sync,
+    split_run_options,
+)
 from engine.protocols.checks import require_seat
 from engine.protocols.templates import Template, render
 from engine.text import fold_name
@@ -79,6 +87,17 @@ def _first(first: Any, a: Seat, b: Seat) -> str:
                       "input")
 
 
+def _opener(first: Any, a: Seat, b: Seat, order_seed: int | None) -> str:
+    """Who opens: `first`, or with an order seed the first of a permutation of the two seats
+    drawn from it (DESIGN 2.10); giving both is refused, since they would disagree."""
+    if order_seed is None:
+        return _first(first, a, b)
+    if first is not None:
+        raise ConfigError("a duel takes first or an order seed, not both: the order seed "
+                          f"draws who opens (first is {first!r})", "input")
+    return "a" if presentation_order([a.name, b.name], order_seed)[0] == a.name else "b"
+
+
 def _converge(converge: Any) -> Callable[[str], Any] | None:
     if converge is None or callable(converge):
         return converge
@@ -119,7 +138,7 @@ async def arun_duel(topic: str, *, a: Seat | Any, b: Seat | Any, rounds: int = 3
             "letters are ignored)")
         raise ConfigError(f"a and b need different names; {both}", "input")
     require_int(rounds, "rounds", 1, MAX_ROUNDS, "duel")
-    opener = _first(first, a, b)
+    opener = _opener(first, a, b, run.order_seed)
     stop_rule = _converge(converge)
     make_reply = _reply(reply)
     sides = {key: seat if seat.role.strip() else seat.model_copy(
@@ -173,9 +192,9 @@ async def arun_duel(topic: str, *, a: Seat | Any, b: Seat | Any, rounds: int = 3
                           warnings=warnings, duration=time.monotonic() - start)
 
     options = {"rounds": rounds, "first": first, "converge": converge, "reply": reply}
+    speaking = [sides[opener].name, sides["b" if opener == "a" else "a"].name]
     return await execute("duel", topic, TEMPLATES, body, {"a": sides["a"], "b": sides["b"]},
-                         options,
-                         run)
+                         options, run, speaking)
 
 
 def run_duel(topic: str, **kw: Any) -> DuelResult:

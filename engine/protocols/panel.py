@@ -41,6 +41,7 @@ from engine.llm.structured import (
     one_of,
 )
 from engine.models import ConfigError, Seat, Task
+from engine.protocols import base
 from engine.protocols import panel_result as report
 from engine.protocols.ballots import (
     MAX_DEBATERS,
@@ -332,12 +333,14 @@ async def arun_panel(question: str, *, debaters: list[Seat | Any], critic: Seat 
             raise ConfigError(f"the {slot}'s name {seat.name!r} is also a debater's; give "
                               "every seat its own name", "input")
     expected = str(run.expected or "").strip()
+    # the order debaters are shown to the critic, to one another and to the judge
+    order, shown = base.presented(debaters, run.order_seed)
 
     async def body(ctx: RunContext) -> PanelResult:
         start = time.monotonic()
         warnings: list[str] = []
         proposals = list(await asyncio.gather(
-            *(propose(ctx, seat, question, TEMPLATES) for seat in debaters)))
+            *(propose(ctx, seat, question, TEMPLATES) for seat in shown)))
         for p in proposals:
             if not p.usable:
                 warnings.append(f"debater {p.persona}: proposal failed ({p.error}); it "
@@ -345,7 +348,7 @@ async def arun_panel(question: str, *, debaters: list[Seat | Any], critic: Seat 
         critique = await _critique(ctx, critic, question, proposals, warnings)
         rebuttals = list(await asyncio.gather(
             *(_rebut(ctx, seat, question, own, proposals, critique)
-              for seat, own in zip(debaters, proposals))))
+              for seat, own in zip(shown, proposals))))
         for r in rebuttals:
             if not r.usable:
                 warnings.append(f"debater {r.persona}: rebuttal failed ({r.error}); it "
@@ -367,7 +370,7 @@ async def arun_panel(question: str, *, debaters: list[Seat | Any], critic: Seat 
 
     return await execute("panel", question, TEMPLATES, body,
                          {"debaters": debaters, "critic": critic, "judge": judge}, {},
-                         run)
+                         run, order)
 
 
 def run_panel(question: str, **kw: Any) -> PanelResult:
@@ -394,4 +397,5 @@ SPEC = ProtocolSpec(
     estimate_waves=lambda options, seats: 4,  # propose (all at once), critique, rebuttal, synthesis
     result_type=PanelResult, summary=report.summary, outcome=report.outcome,
     signals=report.signals, view=report.view, insights=report.insights, lost=report.lost,
+    carried=lambda r: base.tally_carried(r.tally),
     phases=("propose", "critique", "rebuttal", "synthesis"), color="#2e7d32")

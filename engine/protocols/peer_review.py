@@ -147,7 +147,10 @@ async def arun_peer_review(task: str, *, producer: Seat | Any, reviewer: Seat | 
 
     return await execute("peer-review", task, TEMPLATES, body,
                          {"producer": producer, "reviewer": reviewer},
-                         {"max_iterations": max_iterations}, run)
+                         {"max_iterations": max_iterations}, run,
+                         # the loop fixes who goes first (a review needs a draft): no seat is
+                         # ever shown a list of others, so an order seed changes nothing here
+                         [producer.name, reviewer.name])
 
 
 def _read_review(reply: str) -> tuple[dict[str, str], bool]:

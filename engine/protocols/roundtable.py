@@ -20,7 +20,16 @@ from engine.llm.lines import Line, line_format
 from engine.llm.structured import REASONS, SENTENCE, SENTENCES, json_schema, one_of
 from engine.models import ConfigError, Seat, Task, model_spec
 from engine.protocols import roundtable_result as report
-from engine.protocols.base import Option, ProtocolSpec, Slot, execute, run_sync, split_run_options
+from engine.protocols.base import (
+    Option,
+    ProtocolSpec,
+    Slot,
+    execute,
+    presented,
+    run_sync,
+    split_run_options,
+    tally_carried,
+)
 from engine.protocols.checks import require_seat
 from engine.protocols.roundtable_result import Exchange, JudgeReading, RoundtableResult
 from engine.protocols.templates import Template, render, stance_problem
@@ -188,13 +197,15 @@ async def arun_roundtable(question: str, *, agents: list[Seat | Any], rounds: in
                   else None)
     if judge_seat is not None:
         unique_names([*seats, judge_seat], "seat")
+    # the speaking order (DESIGN 2.10); the stored configuration keeps the configured one
+    order, speakers = presented(seats, run.order_seed)
 
     async def body(ctx: RunContext) -> RoundtableResult:  # noqa: C901, PLR0912
         start = time.monotonic()
-        roster = ", ".join(f"{s.name} ({role_name(s.role) or 'participant'})" for s in seats)
+        roster = ", ".join(f"{s.name} ({role_name(s.role) or 'participant'})" for s in speakers)
         exchanges: list[Exchange] = []
         for number in range(1, rounds + 1):
-            for seat in seats:
+            for seat in speakers:
                 system = render(TEMPLATES, ctx.prompts, "system", agent=seat.name,
                                 role=role_description(seat.role), agents=roster)
                 if seat.persona.strip():
@@ -214,7 +225,7 @@ async def arun_roundtable(question: str, *, agents: list[Seat | Any], rounds: in
                     degraded=not turn.ok, error=turn.error,
                     stance=turn.parsed.get("stance") if turn.ok else None))
 
-        last: dict[str, Exchange | None] = {seat.name: None for seat in seats}
+        last: dict[str, Exchange | None] = {seat.name: None for seat in speakers}
         for exchange in exchanges:
             if exchange.usable:
                 last[exchange.agent] = exchange
@@ -235,9 +246,9 @@ async def arun_roundtable(question: str, *, agents: list[Seat | Any], rounds: in
                                  "line, so it abstains in the stance tally."))
         state = QUALIFIED if agreement.voters >= 2 else BLOCKED
         reading, status, diverged = None, "not_run", False
-        one_model = len(seats) >= 2 and len({_model_key(s.model) for s in seats}) == 1
+        one_model = len(speakers) >= 2 and len({_model_key(s.model) for s in speakers}) == 1
         if state == BLOCKED:
-            warnings.append(("no-content", f"only {agreement.voters} of {len(seats)} agent(s) "
+            warnings.append(("no-content", f"only {agreement.voters} of {len(speakers)} agent(s) "
                              "gave a usable turn; there is no agreement to read, the judge was "
                              "not asked, and the question needs a person (blocked)."))
         elif judge_seat is None:
@@ -270,7 +281,7 @@ async def arun_roundtable(question: str, *, agents: list[Seat | Any], rounds: in
                 diverged = reading.agreement_level != agreement.level
                 shared = ""
                 if one_model:
-                    same = _model_key(judge_seat.model) == _model_key(seats[0].model)
+                    same = _model_key(judge_seat.model) == _model_key(speakers[0].model)
                     shared = (" All agents ran on one model" + (", the judge too" if same else "")
                               + ", so this reads samples of one model: agreement may be "
                               "conformity rather than confirmation.")
@@ -296,7 +307,7 @@ async def arun_roundtable(question: str, *, agents: list[Seat | Any], rounds: in
 
     options = {"rounds": rounds, "context": context}
     return await execute("roundtable", question, TEMPLATES, body,
-                         {"agents": seats, "judge": judge_seat}, options, run)
+                         {"agents": seats, "judge": judge_seat}, options, run, order)
 
 
 def run_roundtable(question: str, **kw: Any) -> RoundtableResult:
@@ -324,5 +335,5 @@ SPEC = ProtocolSpec(
                                            + int(seats.get("judge", 0))),
     result_type=RoundtableResult, summary=report.summary, outcome=report.outcome,
     signals=report.signals, view=report.view, insights=report.insights, lost=report.lost,
-    phases=("turn", "judge"),
+    phases=("turn", "judge"), carried=lambda r: tally_carried(r.stance_tally),
     rounds_option="rounds", color="#c62828")

@@ -106,7 +106,7 @@ async def arun_single(question: str, *, agent: Seat | Any, rounds: int = 1,
                             duration=time.monotonic() - start)
 
     return await execute("single", question, TEMPLATES, body, {"agent": agent},
-                         {"rounds": rounds}, run)
+                         {"rounds": rounds}, run, [agent.name])
 
 
 def run_single(question: str, **kw: Any) -> SingleResult:

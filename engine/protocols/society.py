@@ -34,7 +34,16 @@ from engine.protocols.ballots import (
     tally_outcome,
     tally_rows,
 )
-from engine.protocols.base import Option, ProtocolSpec, Slot, execute, run_sync, split_run_options
+from engine.protocols.base import (
+    Option,
+    ProtocolSpec,
+    Slot,
+    execute,
+    presented,
+    run_sync,
+    split_run_options,
+    tally_carried,
+)
 from engine.protocols.templates import Template, render
 from engine.views.aggregate import completed
 from engine.views.ballots import tally_charts
@@ -174,15 +183,17 @@ async def arun_society(question: str, *, agents: list[Seat | Any], rounds: int =
     rounds = require_int(rounds, "rounds", MIN_ROUNDS, MAX_ROUNDS, "society")
     if not isinstance(summarise, bool):
         raise ConfigError(f"summarise must be true or false, got {summarise!r}", "input")
+    # each agent sees the others' answers in this order (DESIGN 2.10)
+    order, shown = presented(agents, run.order_seed)
 
     async def body(ctx: RunContext) -> SocietyResult:
         start = time.monotonic()
         first = render(TEMPLATES, ctx.prompts, "answer", question=question)
-        histories = {s.name: [{"role": "user", "content": first}] for s in agents}
+        histories = {s.name: [{"role": "user", "content": first}] for s in shown}
         done: list[list[Reply]] = []
         for number in range(1, rounds + 1):
             calls = []
-            for seat in agents:
+            for seat in shown:
                 if number == 1:
                     task = Task(kind="answer", keys=TASK_KEYS)
                 else:
@@ -210,7 +221,7 @@ async def arun_society(question: str, *, agents: list[Seat | Any], rounds: int =
                              warnings=warnings, duration=time.monotonic() - start)
 
     return await execute("society", question, TEMPLATES, body, {"agents": agents},
-                         {"rounds": rounds, "summarise": summarise}, run)
+                         {"rounds": rounds, "summarise": summarise}, run, order)
 
 
 def run_society(question: str, **kw: Any) -> SocietyResult:
@@ -373,4 +384,5 @@ SPEC = ProtocolSpec(
     estimate_waves=lambda options, seats: int(options.get("rounds", 2)),
     insights=_insights,
     result_type=SocietyResult, summary=_summary, outcome=_outcome, signals=_signals,
-    view=_view, phases=("answer", "revise"), rounds_option="rounds", color="#6d4c41")
+    view=_view, phases=("answer", "revise"), rounds_option="rounds", color="#6d4c41",
+    carried=lambda r: tally_carried(r.tallies[-1] if r.tallies else None))

@@ -29,7 +29,15 @@ from engine.protocols.ballots import (
     tally_outcome,
     tally_rows,
 )
-from engine.protocols.base import ProtocolSpec, Slot, execute, run_sync, split_run_options
+from engine.protocols.base import (
+    ProtocolSpec,
+    Slot,
+    execute,
+    presented,
+    run_sync,
+    split_run_options,
+    tally_carried,
+)
 from engine.protocols.personas import PANEL_DEBATERS
 from engine.views.aggregate import completed
 from engine.views.ballots import tally_charts
@@ -66,11 +74,13 @@ async def arun_vote(question: str, *, voters: list[Seat | Any], **kw: Unpack[Run
     question = require_text(question, "question")
     voters = require_seats(voters, "voters", MIN_VOTERS, MAX_VOTERS, "vote", "voter",
                            run.endpoints)
+    # voters see no one's answer: the order is the one their ballots are listed in
+    order, shown = presented(voters, run.order_seed)
 
     async def body(ctx: RunContext) -> VoteResult:
         start = time.monotonic()
         proposals = list(await asyncio.gather(
-            *(propose(ctx, seat, question, TEMPLATES) for seat in voters)))
+            *(propose(ctx, seat, question, TEMPLATES) for seat in shown)))
         warnings = [f"voter {p.persona}: failed ({p.error}); it abstains"
                     for p in proposals if not p.usable]
         counted = tally({p.persona: p.stance if p.usable else None for p in proposals})
@@ -78,7 +88,8 @@ async def arun_vote(question: str, *, voters: list[Seat | Any], **kw: Unpack[Run
                           confidence=derive_confidence(counted), answer=counted.winner or "",
                           warnings=warnings, duration=time.monotonic() - start)
 
-    return await execute("vote", question, TEMPLATES, body, {"voters": voters}, {}, run)
+    return await execute("vote", question, TEMPLATES, body, {"voters": voters}, {}, run,
+                         order)
 
 
 def run_vote(question: str, **kw: Any) -> VoteResult:
@@ -138,4 +149,4 @@ SPEC = ProtocolSpec(
     estimate_waves=lambda options, seats: 1,  # every voter at once
     insights=_insights,
     result_type=VoteResult, summary=_summary, outcome=_outcome, signals=_signals, view=_view,
-    phases=("propose",), color="#00897b")
+    phases=("propose",), color="#00897b", carried=lambda r: tally_carried(r.tally))

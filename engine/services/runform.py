@@ -97,9 +97,11 @@ def seat(store: Any, slot: str, *, name: str = "", persona: str = "", role: str 
 
 def build_config(store: Any, protocol: str, choices: Mapping[str, list[Mapping[str, str]]], *,
                  model: str = "simulated", options: Mapping[str, Any] | None = None,
-                 prompts: Mapping[str, str] | None = None, label: str = "") -> dict[str, Any]:
+                 prompts: Mapping[str, str] | None = None, label: str = "",
+                 order_seed: int | None = None) -> dict[str, Any]:
     """A configuration from a page's seat choices, in the one stored shape
-    (`RunConfig.stored()`: every slot a list of seats).
+    (`RunConfig.stored()`: every slot a list of seats); `order_seed` None keeps the
+    configured order (DESIGN 2.10).
 
     A list slot takes every choice; a single slot its first, or none when the list is empty.
     """
@@ -117,6 +119,8 @@ def build_config(store: Any, protocol: str, choices: Mapping[str, list[Mapping[s
                               "options": dict(options or {}), "prompts": dict(prompts or {})}
     if label and label.strip():
         config["label"] = label.strip()
+    if order_seed is not None:
+        config["order_seed"] = order_seed
     return RunConfig.parse(config).stored()
 
 

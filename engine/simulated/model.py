@@ -10,6 +10,9 @@ lookup of bundled questions), and its parameters, given in the spec, e.g.
   majority;
 - `persuasion` (default 0.4): the chance an agent told its answer is wrong (by a critic, an
   opponent or a reviewer) moves to the alternative offered;
+- `position_bias` (default 0): the chance a debate's judge rules for the side presented to it
+  first, whatever was argued: a known position effect, for measuring (DESIGN 2.10); shown
+  with the other parameters when it is set;
 - `seed` (default 0): which of the world's reproducible draws a run gets.
 
 Wrong answers are distractors derived from `expected`; without `expected` the world has no
@@ -85,6 +88,7 @@ class SimulatedChatModel(BaseChatModel):
     skill: float = World.skill
     conformity: float = World.conformity
     persuasion: float = World.persuasion
+    position_bias: float = World.position_bias
     latency: float = 0.0
     fail: float = 0.0
     ratelimit: float = 0.0
@@ -130,7 +134,8 @@ class SimulatedChatModel(BaseChatModel):
     def world(self) -> World:
         """The world this model simulates (its parameters)."""
         return World(skill=self.skill, conformity=self.conformity,
-                     persuasion=self.persuasion, seed=self.seed)
+                     persuasion=self.persuasion, position_bias=self.position_bias,
+                     seed=self.seed)
 
     def _fault(self, messages: list[BaseMessage], task: Task | None) -> str | None:
         rates = [(name, getattr(self, name)) for name in FAULTS if getattr(self, name) > 0]

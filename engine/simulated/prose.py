@@ -9,6 +9,8 @@ reviews, a side's statements, and turns that end in a `STANCE:` line.
   argument (shown in `others`; a side without one is taken to argue what this model's own
   sides would) and backs the side whose answer matches its own belief (at random when neither
   does); its ANSWER is the winning side's answer, its confidence higher when it believed it.
+  With `position_bias`, it first rules, with that probability, for the side presented to it
+  first (the first seat in `others`), whatever either side argued.
 - draft: with a truth, a draft ends with an `ANSWER:` line. A first draft holds the producer's
   belief; a revision after a rejection moves, with probability `persuasion`, to the answer the
   feedback offers ("the answer should be X"), else keeps the previous draft's.
@@ -109,6 +111,9 @@ def _judge_sides(world: World, task: Task) -> str:
     draw = rng(world, task, "judge", task.seat, task.round, answers["for"], answers["against"])
     backed = [side for side, answer in answers.items() if same(answer, view)]
     winner = backed[0] if backed else draw.choice(["for", "against"])
+    first = _first_presented(world, task)
+    if first is not None:
+        winner, backed = first, [first] if first in backed else []
     confidence = draw.choice([0.7, 0.75, 0.8, 0.85, 0.9] if backed else [0.5, 0.55, 0.6, 0.65])
     name = {"for": "proponent", "against": "opponent"}[winner]
     return _labelled(task, {
@@ -117,6 +122,18 @@ def _judge_sides(world: World, task: Task) -> str:
         "PRO SUMMARY": f"The side in favour argued {answers['for']}.",
         "CON SUMMARY": f"The side against argued {answers['against']}.",
         "CONFIDENCE": f"{confidence:.2f}", "ANSWER": answers[winner]})
+
+
+def _first_presented(world: World, task: Task) -> str | None:
+    """The side a judge with a position bias rules for because it was presented first (with
+    probability `position_bias`, from a draw of its own so a world without one is unchanged);
+    None when it rules on the arguments."""
+    if not world.position_bias or not task.others:
+        return None
+    shown_first = next(iter(task.others))
+    side = next((s for s, seat in task.sides.items() if seat == shown_first), None)
+    draw = rng(world, task, "position", task.seat, task.round, *task.others)
+    return side if side is not None and draw.random() < world.position_bias else None
 
 
 # --------------------------------------------------------------------------- drafts and reviews

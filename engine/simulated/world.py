@@ -42,20 +42,27 @@ class World:
     skill: the chance an agent's own answer is the truth (the run's `expected`);
     conformity: the chance an agent that sees others' answers moves to their majority;
     persuasion: the chance an agent told its answer is wrong (by a critic, an opponent or a
-    reviewer) moves to the alternative offered.
+    reviewer) moves to the alternative offered;
+    position_bias: the chance a judge of sides rules for the side presented to it first,
+    whatever was argued (a known position effect to measure; 0, the default, has none).
     """
 
     skill: float = 0.7
     conformity: float = 0.3
     persuasion: float = 0.4
+    position_bias: float = 0.0
     seed: int = 0
 
     def params(self) -> dict[str, Any]:
-        """The parameters, as every reply's metadata shows them."""
-        return asdict(self)
+        """The parameters, as every reply's metadata shows them (`position_bias` only when it
+        is set: a world without one is the world it always was)."""
+        values = asdict(self)
+        if not self.position_bias:
+            del values["position_bias"]
+        return values
 
 
-PARAMETERS = ("skill", "conformity", "persuasion")
+PARAMETERS = ("skill", "conformity", "persuasion", "position_bias")
 
 
 def same(a: str | None, b: str | None) -> bool:

@@ -1,0 +1,231 @@
+"""Position effects (DESIGN 2.10): outcome by the position a seat held, and a debate judge's
+position consistency over swapped pairs.
+
+Each run stores the order its seats were presented in (`order`), the seats whose position
+carried its outcome (`carried`: a debate's winner, the seats that voted for the winning
+answer) and, for a debate, the seat that argued each side (`seat_for`, `seat_against`).
+
+- `by_position`: per configuration and position (the 1st, 2nd ... seat presented; for a
+  debate also the side argued, `for` / `against`), how often the seat in that position
+  carried the outcome: n (runs with an outcome), the count, the rate and its 95% Wilson
+  interval. A judge without a position effect rules for the seat presented first, and for
+  the side in favour, about half the time.
+- `consistency`: over swapped pairs (the same question and repeat run by a debate
+  configuration and by its sides-swapped twin, `sides: both`), the share of pairs whose
+  verdict follows the same seat (so the same model) both ways, with its Wilson interval. A
+  judge that rules by the side, not by the case, credits a different seat each way.
+
+Only counted runs (a cell's first completed run) are read; runs without an order (made
+before orders were recorded) or without an outcome (a failed judge) are left out of n.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from engine.analysis.stats import wilson_interval
+from engine.text import NAME_MAX, html_text
+from engine.views.aggregate import FEW, rate_text
+
+POSITION_COLUMNS = ["configuration", "position", "n", "carried", "rate", "low", "high",
+                    "rate [95% CI] n"]
+CONSISTENCY_COLUMNS = ["configuration", "swapped", "pairs", "consistent", "share", "low",
+                       "high", "share [95% CI] n"]
+NO_PAIRS = ("no swapped pairs yet: run a debate configuration with sides: both, and wait "
+            "until a question and repeat has a judged run both ways")
+NO_POSITIONS = "no run with a recorded order and outcome yet"
+SWAPPED = " · sides swapped"  # the label suffix of a configuration's sides-swapped twin
+
+
+def swapped_label(label: str) -> str:
+    """The label of a configuration's twin with its sides swapped (within the label limit)."""
+    return label[:NAME_MAX - len(SWAPPED)] + SWAPPED
+
+
+def side_pairs(spec: Mapping[str, Any]) -> list[dict[str, str]]:
+    """A spec's pairs of a configuration and its sides-swapped twin (`sides: both`), in the
+    order of the twins; empty without them."""
+    if str(spec.get("sides") or "").strip().lower() != "both":
+        return []
+    labels = [str(c.get("label", "")) for c in spec.get("configs") or []]
+    # a twin's label is its original's plus SWAPPED, before any suffix a report adds to
+    # both (" (simulated)" where simulated and real runs are kept apart)
+    return [{"label": twin.replace(SWAPPED, "", 1), "swapped": twin} for twin in labels
+            if SWAPPED in twin and twin.replace(SWAPPED, "", 1) in labels]
+
+
+def ordinal(n: int) -> str:
+    """1st, 2nd, 3rd, 4th ... 11th, 12th, 13th, 21st."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def _rate_row(label: str, position: str, wins: int, n: int) -> dict[str, Any]:
+    low, high = wilson_interval(wins, n)
+    return {"configuration": label, "position": position, "n": n, "carried": wins,
+            "rate": wins / n if n else float("nan"), "low": low, "high": high,
+            "rate [95% CI] n": rate_text(wins, n)}
+
+
+def by_position(runs: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """Outcome by position (see the module docstring) from run records, each with `label`,
+    `order`, `carried` and, for a debate, `seat_for` / `seat_against`."""
+    counts: dict[tuple[str, str], list[int]] = {}
+    keys: list[tuple[str, str]] = []
+
+    def add(label: str, position: str, won: bool) -> None:
+        key = (label, position)
+        if key not in counts:
+            counts[key] = [0, 0]
+            keys.append(key)
+        counts[key][0] += int(won)
+        counts[key][1] += 1
+
+    for run in runs:
+        order, carried = run.get("order"), run.get("carried")
+        if not isinstance(order, list) or not order or not isinstance(carried, list):
+            continue
+        label = str(run.get("label", ""))
+        for index, seat in enumerate(order, 1):
+            add(label, f"presented {ordinal(index)}", seat in carried)
+        for side in ("for", "against"):
+            seat = run.get(f"seat_{side}")
+            if isinstance(seat, str) and seat:
+                add(label, f"argued {side}", seat in carried)
+    rows = [_rate_row(label, position, *counts[(label, position)])
+            for label, position in keys]
+    return pd.DataFrame(rows, columns=POSITION_COLUMNS)
+
+
+def consistency(runs: Sequence[Mapping[str, Any]], pairs: Sequence[Mapping[str, str]]
+                ) -> pd.DataFrame:
+    """A debate judge's position consistency per pair of configurations (`{"label",
+    "swapped"}`, the plan's `side_pairs`): over questions and repeats judged both ways, the
+    share whose winner is the same seat both ways."""
+    winners: dict[tuple[str, Any, Any], str] = {}
+    for run in runs:
+        winner = run.get("winner")
+        if isinstance(winner, str) and winner:
+            winners[(str(run.get("label", "")), run.get("q"), run.get("repeat"))] = winner
+    rows = []
+    for pair in pairs:
+        label, swapped = str(pair["label"]), str(pair["swapped"])
+        both = [(winner, winners[(swapped, q, r)]) for (lab, q, r), winner in winners.items()
+                if lab == label and (swapped, q, r) in winners]
+        if not both:
+            continue
+        same = sum(1 for one, other in both if one == other)
+        low, high = wilson_interval(same, len(both))
+        rows.append({"configuration": label, "swapped": swapped, "pairs": len(both),
+                     "consistent": same, "share": same / len(both), "low": low, "high": high,
+                     "share [95% CI] n": rate_text(same, len(both))})
+    return pd.DataFrame(rows, columns=CONSISTENCY_COLUMNS)
+
+
+@dataclass
+class Positions:
+    """An experiment's position effects: the two tables (empty when there is no data) and
+    what to say instead."""
+
+    by_position: pd.DataFrame
+    consistency: pd.DataFrame
+    pairs: int  # how many configuration pairs the spec swaps (0: no `sides: both`)
+
+    @property
+    def positions_note(self) -> str:
+        return NO_POSITIONS if self.by_position.empty else ""
+
+    @property
+    def consistency_note(self) -> str:
+        return NO_PAIRS if self.consistency.empty else ""
+
+
+def run_records(frame: pd.DataFrame, metrics: Mapping[str, Mapping[str, Any]]
+                ) -> list[dict[str, Any]]:
+    """The counted runs of an experiment's runs frame (`reports.experiments.runs_frame`) as
+    records with the position fields of their stored metrics (`metrics`: run id -> metrics)."""
+    if frame.empty:
+        return []
+    counted = frame[frame["counted"].astype(bool)]
+    out = []
+    for run_id, label, q, repeat in zip(counted["id"], counted["label"], counted["q"],
+                                        counted["repeat"], strict=True):
+        found = metrics.get(run_id) or {}
+        out.append({"label": label, "q": q, "repeat": repeat,
+                    **{key: found.get(key) for key in ("order", "carried", "winner",
+                                                       "seat_for", "seat_against")}})
+    return out
+
+
+def positions(store: Any, experiment_id: str, frame: pd.DataFrame,
+              spec: Mapping[str, Any]) -> Positions:
+    """An experiment's position effects over the runs of `frame` (its runs frame, already
+    split by kind: real or simulated runs), pairing the spec's swapped configurations."""
+    pairs = side_pairs(spec)
+    stored = store.experiment_runs(experiment_id)
+    metrics = {run_id: m for run_id, m in zip(stored["id"], stored["metrics"], strict=True)
+               if isinstance(m, Mapping)}
+    records = run_records(frame, metrics)
+    return Positions(by_position(records), consistency(records, pairs), len(pairs))
+
+
+def positions_text(found: Positions) -> str:
+    """The position effects as the terminal shows them (`experiment show`)."""
+    lines = ["Outcome by position (carried the outcome, 95% Wilson interval, n):"]
+    if found.positions_note:
+        lines.append(f"  {found.positions_note}")
+    for row in found.by_position.itertuples(index=False):
+        lines.append(f"  {row.configuration} · {row.position}: {row[-1]}")
+    lines.append("Judge position consistency (same seat both ways, over swapped pairs):")
+    if found.consistency_note:
+        lines.append(f"  {found.consistency_note}")
+    for row in found.consistency.itertuples(index=False):
+        lines.append(f"  {row.configuration} / {row.swapped}: {row[-1]}")
+    return "\n".join(lines)
+
+
+def _bars(fig: Any, name: str, x: list[str], rows: pd.DataFrame, rate: str, wins: str,
+          n: str) -> None:
+    """One bar trace: `rate` with its Wilson interval as error bars, its n on each bar
+    (faded below `FEW`); every label as text (`html_text`)."""
+    import plotly.graph_objects as go
+    fig.add_trace(go.Bar(
+        name=html_text(name), x=[html_text(v) for v in x], y=list(rows[rate]),
+        text=[f"n={v}" for v in rows[n]],
+        marker={"opacity": [0.4 if int(v) < FEW else 1.0 for v in rows[n]]},
+        error_y={"type": "data", "symmetric": False, "array": list(rows["high"] - rows[rate]),
+                 "arrayminus": list(rows[rate] - rows["low"])},
+        customdata=list(zip(rows[wins], rows[n], rows["low"], rows["high"], strict=True)),
+        hovertemplate="%{x}: %{y:.0%} (%{customdata[0]}/%{customdata[1]}, "
+                      "n=%{customdata[1]}; 95% CI %{customdata[2]:.0%}–"
+                      "%{customdata[3]:.0%})<extra>%{fullData.name}</extra>"))
+
+
+def _layout(fig: Any, title: str) -> Any:
+    fig.update_layout(template="plotly_white", height=340, barmode="group",
+                      margin={"l": 10, "r": 10, "t": 10, "b": 10},
+                      yaxis={"title": title, "range": [0, 1.05], "tickformat": ".0%"})
+    return fig
+
+
+def position_figure(table: pd.DataFrame) -> Any:
+    """The rate at which the seat in each position carried the outcome, per configuration,
+    with its 95% Wilson interval as error bars and its n on the bar."""
+    import plotly.graph_objects as go
+    fig = go.Figure()
+    for label, rows in table.groupby("configuration", sort=False):
+        _bars(fig, str(label), list(rows["position"]), rows, "rate", "carried", "n")
+    return _layout(fig, "carried the outcome (95% Wilson interval)")
+
+
+def consistency_figure(table: pd.DataFrame) -> Any:
+    """Each swapped pair's share of verdicts that follow the same seat both ways, with its
+    95% Wilson interval and n."""
+    import plotly.graph_objects as go
+    fig = go.Figure()
+    _bars(fig, "judge position consistency", list(table["configuration"]), table, "share",
+          "consistent", "pairs")
+    return _layout(fig, "same seat both ways (95% Wilson interval)")
