@@ -42,11 +42,11 @@ def question_source() -> tuple[dict | None, str]:
 
 
 FORM_KEYS = ("exp-configs", "exp-name", "exp-equal-compute", "exp-equal-tokens",
-             "exp-confirm", "exp-shuffled", "exp-both-sides")
+             "exp-budget", "exp-confirm", "exp-shuffled", "exp-both-sides")
 # The inputs whose values are kept while the form is closed (not the upload, which Streamlit
 # cannot set, nor the confirmation of a large plan, which is asked again).
 KEPT = (r"exp-(source|set|model|configs|repeats|concurrency|name|equal-compute|equal-tokens|"
-        r"timeout-|retries-|on-workers|shuffled|both-sides)")
+        r"budget|timeout-|retries-|on-workers|shuffled|both-sides)")
 
 
 def clear() -> None:
@@ -90,6 +90,10 @@ def new_experiment(store: Any) -> None:
                              help="sides: both. Beside each debate configuration, its twin with "
                                   "the proponent seat against and the opponent seat for; the "
                                   "Positions tab shows the judge's consistency over the pairs")
+    budget = st.number_input("Budget (US$, optional)", min_value=0.0, value=None,
+                             step=1.0, format="%.2f", key="exp-budget",
+                             help="no new run starts once the experiment has spent this much; "
+                                  "the runs in flight finish and it ends stopped (budget)")
     if problem:
         st.error(md(problem))
         return
@@ -102,15 +106,20 @@ def new_experiment(store: Any) -> None:
                         "name": name, "baseline": [ex.EQUAL_COMPUTE] * bool(equal)
                         + [ex.EQUAL_TOKENS] * bool(tokens),
                         **({"order": "shuffled"} if shuffled else {}),
-                        **({"sides": "both"} if both_sides else {}), **policy},
+                        **({"sides": "both"} if both_sides else {}),
+                        **({"budget_usd": budget} if budget else {}), **policy},
                        store, endpoints=_shared.endpoints(), confirmed=True)
     except ConfigError as exc:
         st.error(md(exc))
         return
-    cols = st.columns(3)
+    cols = st.columns(4)
     cols[0].metric("Runs", f"{plan.runs:,}")
     cols[1].metric("Calls", f"{plan.calls:,}")
     cols[2].metric("Tokens (estimate)", f"~{plan.tokens:,}")
+    cols[3].metric("Cost (estimate)", "unknown" if plan.cost_usd is None
+                   else f"~${plan.cost_usd:,.4f}",
+                   help="unknown: a model has no price (PARLEY_PRICES, or [prices] in "
+                        "secrets.toml); the simulated model costs $0")
     st.dataframe(plan.per_config, hide_index=True)
     timed = ex.time_preflight(plan, store, _shared.endpoints())
     st.info(md(f"Time: {timed['text']}."))

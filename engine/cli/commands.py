@@ -65,6 +65,10 @@ def add_experiments(sub: Any) -> None:
     for command in (run, resume):
         add_pool_flags(command)
         command.add_argument("--quiet", action="store_true", help="no progress line")
+        command.add_argument("--budget-usd", type=float, metavar="DOLLARS",
+                             help="stop starting cells once the experiment has spent this "
+                                  "many US dollars (the spec's budget_usd; on resume, a new "
+                                  "budget for the rest)")
         command.add_argument("--base-url", help="base URL of an OpenAI-compatible server for "
                              "openai: seats (typed here, it counts as registered: "
                              "OPENAI_API_KEY goes to it)")

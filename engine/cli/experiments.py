@@ -221,12 +221,9 @@ def _run_cli(store: Any, experiment_id: str, quiet: bool, endpoints: Any) -> int
     return ending(experiment_id, state)
 
 
-def cmd_run(args: Any) -> int:
-    """`experiment run SPEC.yaml`: plan, print the preflight, store and run. `--model` and
-    `--base-url` put every seat on one model (`override_model`); the base URL is registered
-    for this process as `run --base-url` registers it, so only it receives the key."""
-    from engine.cli.runflags import endpoints_from_args
-    from engine.store import Store
+def spec_from_args(args: Any) -> dict[str, Any]:
+    """The spec file with the flags that override it: repeats, concurrency, the call
+    policy (on every configuration too), the baselines and the budget."""
     spec = _load_spec(args.spec)
     for key in ("repeats", "concurrency"):
         if getattr(args, key) is not None:
@@ -241,6 +238,18 @@ def cmd_run(args: Any) -> int:
         spec["baseline"] = baseline_kind([*given.split(","),
                                           *[EQUAL_COMPUTE] * args.equal_compute,
                                           *[EQUAL_TOKENS] * args.equal_tokens])
+    if args.budget_usd is not None:
+        spec["budget_usd"] = args.budget_usd
+    return spec
+
+
+def cmd_run(args: Any) -> int:
+    """`experiment run SPEC.yaml`: plan, print the preflight, store and run. `--model` and
+    `--base-url` put every seat on one model (`override_model`); the base URL is registered
+    for this process as `run --base-url` registers it, so only it receives the key."""
+    from engine.cli.runflags import endpoints_from_args
+    from engine.store import Store
+    spec = spec_from_args(args)
     store = Store(args.db)
     if args.workers:
         require_postgres(store)  # before anything is stored
@@ -255,10 +264,12 @@ def cmd_run(args: Any) -> int:
           f"configurations x {checked.repeats} repeats = {checked.runs} runs, "
           f"{checked.calls} calls, ~{checked.tokens:,} tokens (estimate); "
           f"{checked.concurrency} at a time")
+    _say(f"  cost: {cost_text(checked.cost_usd)} (estimate)"
+         + (f"; budget ${checked.budget_usd:,.4f}" if checked.budget_usd is not None else ""))
     for item in checked.per_config:
         note = f" - {item['note']}" if item.get("note") else ""
         _say(f"  {item['label']} ({item['protocol']}): {item['calls_per_run']} calls per "
-             f"run{note}")
+             f"run, {cost_text(item.get('cost_usd'))}{note}")
     if args.model or args.base_url:
         _say(f"  every seat of every configuration: {args.model or 'its own model'}"
              + (f" at {args.base_url}" if args.base_url else "") + " (--model/--base-url)")
@@ -275,10 +286,19 @@ def cmd_run(args: Any) -> int:
     return _run_cli(store, experiment_id, args.quiet, endpoints)
 
 
+def cost_text(value: float | None) -> str:
+    """Dollars for a terminal; "unknown (unpriced model)" when not known."""
+    return "unknown (a model has no price)" if value is None else f"${value:,.4f}"
+
+
 def cmd_resume(args: Any) -> int:
     from engine.cli.runflags import endpoints_from_args
+    from engine.experiments.budget import set_budget
     from engine.store import Store
     store = Store(args.db)
+    if args.budget_usd is not None:
+        set_budget(store, args.experiment_id, args.budget_usd)
+        _say(f"experiment {args.experiment_id}: budget ${args.budget_usd:,.4f}")
     left = pending_cells(store, args.experiment_id)
     _say(f"experiment {args.experiment_id}: {len(left)} run(s) left")
     if args.workers:

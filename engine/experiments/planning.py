@@ -10,6 +10,7 @@ from typing import Any
 from engine.cells import Cell
 from engine.checks import require_name, require_text
 from engine.experiments import arrangement
+from engine.experiments.budget import budget_of, estimated_cost
 from engine.models import ConfigError
 from engine.protocols.baselines import KIND as EQUAL_COMPUTE
 from engine.protocols.baselines import TOKENS_KIND as EQUAL_TOKENS
@@ -42,6 +43,19 @@ class Plan:
     sides: str = "one"  # or both: debates twice, sides swapped (`arrangement.with_swapped`)
     seed: int = 0
     side_pairs: list[dict[str, str]] = field(default_factory=list)
+    budget_usd: float | None = None
+
+    @property
+    def cost_usd(self) -> float | None:
+        """The preflight's estimated cost in US dollars (None: some model is unpriced)."""
+        costs = [p.get("cost_usd") for p in self.per_config]
+        return None if any(c is None for c in costs) else float(sum(c for c in costs if c))
+
+    @property
+    def cost_per_run(self) -> float | None:
+        """The estimated mean cost of one run (a cell), for the budget's check."""
+        total = self.cost_usd
+        return None if total is None or not self.runs else total / self.runs
 
     @property
     def runs(self) -> int:
@@ -66,6 +80,7 @@ class Plan:
                 "configs": self.configs, "repeats": self.repeats,
                 "concurrency": self.concurrency,
                 **({"baseline": self.baseline} if self.baseline else {}),
+                **({"budget_usd": self.budget_usd} if self.budget_usd is not None else {}),
                 **({"token_baselines": tokens} if (tokens := [
                     b for b in self.baselines if b.get("kind") == EQUAL_TOKENS]) else {}),
                 **({"order": self.order} if self.order != "configured" else {}),
@@ -105,6 +120,7 @@ class Plan:
 
     def preflight(self) -> dict[str, Any]:
         return {"runs": self.runs, "calls": self.calls, "tokens": self.tokens,
+                "cost_usd": self.cost_usd, "budget_usd": self.budget_usd,
                 "per_config": self.per_config, "baselines": self.baselines}
 
 
@@ -186,7 +202,7 @@ def plan(spec: Mapping[str, Any], store: Any = None, base_dir: str | Path | None
         raise ConfigError("an experiment spec must be a mapping", "input")
     known = {"name", "questions", "questions_file", "configs", "repeats", "concurrency",
              "baseline", "source", "token_baselines", "order", "sides", "seed",
-             *POLICY_KEYS}
+             "budget_usd", *POLICY_KEYS}
     unknown = sorted(str(k) for k in spec if k not in known)
     if unknown:
         raise ConfigError(f"an experiment spec has no key {unknown[0]!r}; keys are "
@@ -228,11 +244,12 @@ def plan(spec: Mapping[str, Any], store: Any = None, base_dir: str | Path | None
     if sides == "both":
         configs, side_pairs = arrangement.with_swapped(configs)
     per_config = _costs(configs, len(items) * repeats, check=True, endpoints=endpoints,
-                        baselines=baselines if baseline else None)
+                        baselines=baselines if baseline else None, store=store)
     name = str(spec.get("name") or "").strip() or \
         f"{source.split(':')[-1]} x {len(configs)} configuration{'s' * (len(configs) > 1)}"
     result = Plan(name[:200], source, [i.as_dict() for i in items], configs, repeats,
-                  concurrency, per_config, baseline, baselines, order, sides, seed, side_pairs)
+                  concurrency, per_config, baseline, baselines, order, sides, seed, side_pairs,
+                  budget_of(spec.get("budget_usd")))
     if result.runs > MAX_RUNS:
         raise ConfigError(f"this experiment plans {result.runs} runs; the limit is {MAX_RUNS} "
                           "(use fewer questions, configurations or repeats)", "limit")
@@ -300,13 +317,15 @@ def with_baselines(configs: Sequence[Mapping[str, Any]]
 
 
 def _costs(configs: Sequence[Mapping[str, Any]], runs: int, check: bool = False,
-           endpoints: Any = None, baselines: Sequence[Mapping[str, Any]] | None = None
-           ) -> list[dict[str, Any]]:
+           endpoints: Any = None, baselines: Sequence[Mapping[str, Any]] | None = None,
+           store: Any = None) -> list[dict[str, Any]]:
     """Per configuration: its `runs`, calls per run (`protocols.estimate`, what it makes when
-    nothing fails), calls and tokens in all. `check` also validates prompt overrides and
-    resolves every seat's model (under `endpoints`), for a spec that was never run. Given
-    `baselines` (the plan has them), each row also has a `note`: on a baseline, what it
-    matches and, when the vote's limits bind, that it is not equal compute."""
+    nothing fails), calls and tokens in all, and the estimated cost in US dollars
+    (`budget.estimated_cost`: measured in `store` where it can be; None when unpriced).
+    `check` also validates prompt overrides and resolves every seat's model (under
+    `endpoints`), for a spec that was never run. Given `baselines` (the plan has them), each
+    row also has a `note`: on a baseline, what it matches and, when the vote's limits bind,
+    that it is not equal compute."""
     notes = {b["label"]: b["note"] for b in baselines or ()}
     from engine.protocols import estimate
     from engine.protocols.validation import validate_config
@@ -316,9 +335,13 @@ def _costs(configs: Sequence[Mapping[str, Any]], runs: int, check: bool = False,
             cost = validate_config(config, endpoints) if check else estimate(dict(config))
         except ConfigError as exc:
             raise ConfigError(f"configuration {config['label']!r}: {exc}", exc.code) from None
+        try:
+            dollars = estimated_cost(config, runs, cost["calls"], store, endpoints)
+        except ConfigError:  # a stored spec whose model no longer resolves: unknown
+            dollars = None
         out.append({"label": config["label"], "protocol": config["protocol"], "runs": runs,
                     "calls_per_run": cost["calls"], "calls": runs * cost["calls"],
-                    "tokens": runs * cost["tokens"],
+                    "tokens": runs * cost["tokens"], "cost_usd": dollars,
                     **({"note": notes.get(config["label"], "")} if baselines is not None
                        else {})})
     return out
@@ -336,7 +359,7 @@ def plan_of(spec: Mapping[str, Any]) -> Plan:
                 _costs(spec["configs"], len(spec["questions"]) * spec["repeats"],
                        baselines=baselines if baseline else None), baseline, baselines,
                 arrangement.order_kind(spec.get("order")), sides,
-                arrangement.spec_seed(spec.get("seed")), pairs)
+                arrangement.spec_seed(spec.get("seed")), pairs, budget_of(spec.get("budget_usd")))
 
 
 def baselines_of(spec: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.cells import Cell
+from engine.experiments.budget import Gate
 from engine.experiments.planning import Plan, plan_of
 from engine.models import ConfigError, RunStopped, now
 from engine.store import Store
@@ -82,14 +83,30 @@ async def arun_cell(experiment: Plan, experiment_id: str, cell: Cell, *, store: 
     return CellOutcome("failed", failed) if failed else CellOutcome("completed")
 
 
+def _ending(fatal: list[str], left: int, over_budget: str, stopped: bool,
+            failures: list[str]) -> tuple[str, str]:
+    """An in-process run's final status and error, from how it went."""
+    if fatal:
+        return "failed", fatal[0]
+    if left == 0:
+        return "completed", ""
+    if over_budget:  # the budget is spent: no new cell started, the ones in flight finished
+        return "stopped", over_budget
+    if stopped:
+        return "stopped", ""
+    last = f" (last error: {failures[-1]})" if failures else ""
+    return "incomplete", f"{left} run(s) did not complete{last}; resume to retry them"
+
+
 async def arun_experiment(store: Store, experiment_id: str, *,  # noqa: PLR0915
                           stop_event: threading.Event | None = None,
                           on_progress: Callable[[Progress], Any] | None = None,
                           batched: bool = True, endpoints: Any = None,
                           on_turn: Callable[[Any], Any] | None = None) -> Progress:
     """Run (or resume) an experiment: every cell without a completed run, `concurrency` runs
-    at a time in this event loop. Ends `completed`, `stopped` (stop_event), `incomplete`
-    (some runs failed; resume retries them) or `failed` (a configuration error).
+    at a time in this event loop. Ends `completed`, `stopped` (stop_event, or its
+    `budget_usd` spent: the error then starts "budget:"), `incomplete` (some runs failed;
+    resume retries them) or `failed` (a configuration error).
 
     Runs are written with group commit (`Store.batched()`), or one transaction per turn
     when `batched` is False. `endpoints` is the `EndpointRegistry` models resolve under
@@ -143,9 +160,12 @@ async def arun_experiment(store: Store, experiment_id: str, *,  # noqa: PLR0915
             set_values(store, experiment_id, heartbeat_at=now())
         report()
 
+    gate = Gate(store, experiment_id, experiment.budget_usd, experiment.cost_per_run,
+                sink.flush_turns)
+
     async def worker() -> None:
         for cell in cells:  # one shared iterator: each cell is taken exactly once
-            if stop_event.is_set():
+            if stop_event.is_set() or not await gate.wait_to_start():
                 return
             await one(cell)
 
@@ -162,16 +182,7 @@ async def arun_experiment(store: Store, experiment_id: str, *,  # noqa: PLR0915
                                                            len(todo)) or 1)))
         sink.flush_turns()
         left = len(pending_cells(store, experiment_id))
-        if fatal:
-            status, error = "failed", fatal[0]
-        elif left == 0:
-            status = "completed"
-        elif stop_event.is_set():
-            status = "stopped"
-        else:
-            last = f" (last error: {failures[-1]})" if failures else ""
-            status, error = "incomplete", f"{left} run(s) did not complete{last}; resume " \
-                "to retry them"
+        status, error = _ending(fatal, left, gate.reason, stop_event.is_set(), failures)
     except BaseException as exc:
         stopped = isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError))
         status, error = ("stopped" if stopped else "failed"), f"{type(exc).__name__}: {exc}"

@@ -11,7 +11,7 @@ from typing import Any
 from uuid import uuid4
 
 import pandas as pd
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 
 from engine.cells import SUPERSEDED, Cell
 from engine.models import ConfigError, now
@@ -19,7 +19,7 @@ from engine.store import facets
 from engine.store.liveness import owner_gone
 from engine.store.readback import aware, decode, decode_tags
 from engine.store.records import error_text, experiment_item
-from engine.store.schema import ExperimentRow, RunRow
+from engine.store.schema import ExperimentRow, RunRow, TurnRow
 from engine.store.statements import EXPERIMENTS
 from engine.store.store import Store
 
@@ -228,3 +228,21 @@ def progress(store: Store, experiment_id: str,
         elif out.done >= out.total:
             out.remaining = 0.0
     return out
+
+
+def experiment_spend(store: Store, experiment_id: str) -> tuple[float, int, float | None]:
+    """What an experiment has spent so far, in US dollars (the sum of its runs' turns'
+    `cost_usd`, in flight or ended, superseded too: that money is gone; an unpriced turn adds
+    nothing, so a budget needs every model priced), how many of its runs are running now, and
+    the mean cost of its completed runs (None when none has a known cost yet)."""
+    mine = RunRow.experiment_id == experiment_id
+    with store.engine.connect() as connection:
+        spent = connection.execute(
+            select(func.coalesce(func.sum(TurnRow.cost_usd), 0.0))
+            .select_from(TurnRow).join(RunRow, RunRow.id == TurnRow.run_id).where(mine)
+        ).scalar_one()
+        running, mean = connection.execute(
+            select(func.count().filter(RunRow.status == "running"),
+                   func.avg(RunRow.cost_usd).filter(RunRow.status == "completed"))
+            .where(mine)).one()
+    return float(spent or 0.0), int(running or 0), None if mean is None else float(mean)

@@ -28,6 +28,7 @@ from procrastinate.jobs import Job, Status
 from procrastinate.manager import JobManager
 from procrastinate.schema import SchemaManager
 
+from engine.experiments.budget import spend
 from engine.experiments.planning import Plan, plan_of
 from engine.experiments.runner import arun_cell, pending_cells
 from engine.models import ConfigError, now
@@ -204,6 +205,9 @@ async def run_cell(context: Any, /, **payload: Any) -> str:
     experiment_id, target = job.experiment_id, job.cell
     if found != ("running", pool_store.POOL_HOST):
         return f"skipped: the experiment is {found[0]}"
+    if experiment.budget_usd is not None and not await within_budget(context, state,
+                                                                      experiment_id, experiment):
+        return "skipped: the experiment's budget is spent"
     with pool_store.cell_lock(store, experiment_id, target, locks) as got:
         if not got:
             return "skipped: another worker runs this cell"
@@ -219,6 +223,28 @@ async def run_cell(context: Any, /, **payload: Any) -> str:
     elif state.due(state.worker_id) or state.due(experiment_id):
         await off_loop(_touch, state, experiment_id)
     return outcome.status + (f": {outcome.error}" if outcome.error else "")
+
+
+async def within_budget(context: Any, state: WorkerState, experiment_id: str,
+                        experiment: Plan) -> bool:
+    """The budget's check before a cell (`engine.experiments.budget`): True to start it,
+    after waiting while cells in flight on any worker decide it; False once the spend has
+    reached the budget, the experiment then stopped (reason `budget`) with its running cells
+    left to finish and its queued jobs cancelled."""
+    budget = experiment.budget_usd
+    assert budget is not None
+    while True:
+        if state.sink is not None:
+            await off_loop(state.sink.flush_turns)
+        spent = await off_loop(spend, state.store, experiment_id, experiment.cost_per_run)
+        decision = spent.decide(budget)
+        if decision == "go":
+            return True
+        if decision == "stop":
+            await astop(context.app, state.store, experiment_id, error=spent.reason(budget),
+                        finish_running=True)
+            return False
+        await asyncio.sleep(0.2)
 
 
 # procrastinate's fetch (`procrastinate_fetch_job_v2`, a volatile function: each call sees the
@@ -406,14 +432,18 @@ def submit(store: Store, experiment_id: str, app: procrastinate.App | None = Non
 
 
 async def astop(app: procrastinate.App, store: Store, experiment_id: str, *,
-                status: str = "stopped", error: str = STOPPED) -> int:
+                status: str = "stopped", error: str = STOPPED,
+                finish_running: bool = False) -> int:
     """Stop a pool experiment (`app` open): mark it `status` (so no job runs a cell of it
     again), stop its running cells (their runs end `interrupted`, their jobs are aborted)
-    and cancel its queued jobs. Returns how many jobs were cancelled or aborted."""
+    and cancel its queued jobs. Returns how many jobs were cancelled or aborted.
+    `finish_running` (a spent budget) lets the running cells finish: only queued jobs go."""
     set_values(store, experiment_id, status=status, error=error[:2000], finished_at=now(),
                heartbeat_at=now())
     jobs = pool_store.open_jobs(store, experiment_id)
-    running = {j["cell"] for j in jobs if j["status"] == "doing"}
+    if finish_running:
+        jobs = [j for j in jobs if j["status"] != "doing"]
+    running = {j["cell"] for j in jobs if j["status"] == "doing"}  # none when finishing
     for run in pool_store.running_runs(store, experiment_id):
         if run["cell"] in running:
             store.stop_run(run["id"], error)

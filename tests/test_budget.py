@@ -1,0 +1,167 @@
+"""Budgets (issue 28, bullet 3; DESIGN 2.11): an experiment's `budget_usd` stops it `stopped`
+with the reason `budget` once its spend reaches it, in process and across a pool of workers,
+within one cell's cost of the budget. The spend is real: an OpenAI-compatible server on
+loopback reports usage, and `PARLEY_PRICES` prices its model."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from openai_stub import SimulatedOpenAI, loopback_only
+
+import engine.experiments as ex
+from engine.cli.main import main
+from engine.experiments.budget import Spend, budget_of, set_budget
+from engine.models import ConfigError
+from engine.store import Store
+
+ROOT = Path(__file__).resolve().parent.parent
+MODEL = "openai:budget-model"
+# dollars per million tokens: a vote's run costs cents, so a few dollars buy a few cells
+PRICES = {MODEL: {"input": 200.0, "output": 600.0}}
+QUESTIONS = [{"question": f"What is {i} plus {i}?", "expected": str(2 * i)} for i in range(12)]
+
+
+@pytest.fixture(autouse=True)
+def priced(monkeypatch):
+    loopback_only(monkeypatch, "OPENAI_API_KEY", "OPENAI_BASE_URL")
+    monkeypatch.setenv("PARLEY_PRICES", json.dumps(PRICES))
+
+
+def _spec(base_url: str, budget: float | None, concurrency: int = 1) -> dict:
+    config = {"protocol": "vote", "label": "vote", "model": MODEL, "base_url": base_url}
+    return {"name": "budget", "questions": QUESTIONS, "repeats": 1, "concurrency": concurrency,
+            "configs": [config], **({"budget_usd": budget} if budget is not None else {})}
+
+
+def _cells(store: Store, experiment_id: str):
+    runs = store.runs(experiment_id=experiment_id)
+    runs["cost_usd"] = pd.to_numeric(runs["cost_usd"])
+    return runs, float(runs["cost_usd"].sum())
+
+
+# ------------------------------------------------------------------------ the spec's value
+@pytest.mark.parametrize("bad", [0, -1, float("nan"), float("inf"), True, "ten", [1],
+                                 2_000_000])
+def test_a_bad_budget_is_refused_before_anything_runs(bad, store):
+    with pytest.raises(ConfigError, match="budget_usd must be"):
+        ex.plan({"questions": QUESTIONS, "configs": [{"protocol": "vote", "label": "v"}],
+                 "budget_usd": bad}, store)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(st.floats(allow_nan=True), st.integers(), st.text(max_size=8),
+                 st.booleans(), st.none()))
+def test_budget_of_either_returns_a_positive_amount_or_says_why(value):
+    try:
+        number = budget_of(value)
+    except ConfigError as exc:
+        assert "budget_usd" in str(exc)
+        return
+    assert number is None or (math.isfinite(number) and 0 < number <= 1_000_000)
+
+
+def test_one_more_cell_starts_only_while_it_and_those_in_flight_fit():
+    assert Spend(0.0, 0, 0.4).allows(1.0)
+    assert Spend(0.5, 0, 0.4).allows(1.0) and not Spend(0.7, 0, 0.4).allows(1.0)
+    assert not Spend(0.2, 2, 0.4).allows(1.0)  # two in flight: a third would pass it
+    assert not Spend(1.0, 0, 0.0).allows(1.0)  # reached: nothing starts, whatever a cell costs
+    assert Spend(1.2, 0, 0.4).reason(1.0).startswith("budget: spent $1.2000 of the $1.0000")
+
+
+def test_the_preflight_states_the_cost_and_the_budget(store, tmp_path, capsys):
+    with SimulatedOpenAI() as server:
+        plan = ex.plan(_spec(server.base_url, 1.5), store)
+        assert plan.budget_usd == 1.5 and plan.spec()["budget_usd"] == 1.5
+        assert plan.cost_usd is not None and plan.cost_usd > 0
+        path = tmp_path / "spec.json"
+        path.write_text(json.dumps(_spec(server.base_url, None)), encoding="utf-8")
+        url = f"sqlite:///{tmp_path / 'cli.db'}"
+        assert main(["experiment", "run", str(path), "--db", url, "--dry-run",
+                     "--budget-usd", "2.5"]) == 0
+    out = capsys.readouterr().out
+    assert "(estimate); budget $2.5000" in out and "cost: $" in out
+
+
+def test_an_unpriced_models_cost_is_unknown_in_the_preflight(store, monkeypatch):
+    monkeypatch.delenv("PARLEY_PRICES")
+    with SimulatedOpenAI() as server:
+        plan = ex.plan(_spec(server.base_url, None), store)
+    assert plan.cost_usd is None and plan.per_config[0]["cost_usd"] is None
+
+
+# ---------------------------------------------------------------------------- in process
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_a_budget_stops_an_in_process_experiment_within_one_cell(store, concurrency):
+    with SimulatedOpenAI() as server:
+        plan = ex.plan(_spec(server.base_url, 1.0, concurrency), store)
+        experiment_id = ex.create(store, plan)
+        state = ex.run_experiment(store, experiment_id)
+        runs, spent = _cells(store, experiment_id)
+        cell = float(runs["cost_usd"].max())
+        assert state.status == "stopped" and state.error.startswith("budget: spent $")
+        assert ex.get(store, experiment_id)["status"] == "stopped"
+        assert 0 < len(runs) < len(QUESTIONS)  # it stopped early, after some cells
+        assert set(runs["status"]) == {"completed"}  # the cells in flight finished
+        assert abs(spent - 1.0) <= cell, (spent, cell)
+        # a larger budget lets a resume go on, and it ends once every cell is done
+        set_budget(store, experiment_id, 100.0)
+        assert ex.run_experiment(store, experiment_id).status == "completed"
+
+
+def test_changing_the_budget_of_a_running_experiment_is_refused(store):
+    experiment_id = ex.create(store, {"questions": QUESTIONS[:1],
+                                      "configs": [{"protocol": "vote", "label": "v"}]})
+    ex.get(store, experiment_id)
+    from engine.store.experiments import set_values
+    set_values(store, experiment_id, status="running")
+    with pytest.raises(ConfigError, match="stop it before changing its budget"):
+        set_budget(store, experiment_id, 5)
+
+
+# --------------------------------------------------------------------------- two workers
+def test_a_budget_holds_across_two_workers(tmp_path):
+    url = os.environ.get("PARLEY_TEST_PG_URL")
+    if not url:
+        if os.environ.get("PARLEY_REQUIRE_PG") == "1":
+            pytest.fail("PARLEY_REQUIRE_PG=1 but PARLEY_TEST_PG_URL is not set")
+        pytest.skip("no PostgreSQL server (set PARLEY_TEST_PG_URL; .ci/run starts one)")
+    from conftest import _fresh_pg
+    _fresh_pg(url)
+    store = Store(url)
+    env = {**os.environ, "PARLEY_PRICES": json.dumps(PRICES)}
+    with SimulatedOpenAI() as server:
+        spec = tmp_path / "spec.json"
+        spec.write_text(json.dumps(_spec(server.base_url, 1.0, 2)), encoding="utf-8")
+        workers = [subprocess.Popen(
+            [sys.executable, "-m", "engine", "worker", "--db", url, "--concurrency", "2",
+             "--heartbeat", "2"], cwd=ROOT, env=env,
+            stdout=(tmp_path / f"w{i}.log").open("w"), stderr=subprocess.STDOUT)
+            for i in range(2)]
+        try:
+            done = subprocess.run([sys.executable, "-m", "engine", "experiment", "run",
+                                   str(spec), "--db", url, "--workers", "--wait", "--quiet"],
+                                  cwd=ROOT, env=env, capture_output=True, text=True,
+                                  timeout=240)
+        finally:
+            for process in workers:
+                process.terminate()
+            for process in workers:
+                process.wait(timeout=30)
+    experiment_id = str(ex.list_experiments(store)["id"].iloc[0])
+    found = ex.get(store, experiment_id)
+    assert found["status"] == "stopped", (done.stdout, done.stderr, found)
+    assert found["error"].startswith("budget: spent $")
+    runs, spent = _cells(store, experiment_id)
+    cell = float(runs["cost_usd"].max())
+    assert 0 < len(runs) < len(QUESTIONS)
+    assert "running" not in set(runs["status"])
+    assert abs(spent - 1.0) <= cell, (spent, cell)
