@@ -95,7 +95,7 @@ def test_insights_opens_with_a_few_sections_so_thousands_of_runs_draw_quickly(db
     assert len(drawn(at)) == 1
     at.pills(key="insights-sections").set_value(["overview", "accuracy", "cost"]).run()
     assert [h.value for h in at.subheader] == ["Overview", "Accuracy", "Tokens and latency"]
-    assert len(drawn(at)) == 5  # the cost section adds accuracy against tokens (Pareto)
+    assert len(drawn(at)) == 6  # the cost section adds accuracy against cost and tokens
     at.pills(key="insights-sections").set_value(["overview", "panel"]).run()
     assert [h.value for h in at.subheader] == ["Overview", REGISTRY["panel"].title]
     at.pills(key="insights-sections").set_value([]).run()

@@ -74,6 +74,8 @@ def _reference_runs_frame(store: Store, experiment_id: str) -> pd.DataFrame:
             **results._signals(run["metrics"], run["expected"]), "calls": run["calls"],
             "degraded": run["degraded"], "degraded_run": bool(run["degraded_run"]),
             "lost": run["lost"], "tokens": run["tokens_in"] + run["tokens_out"],
+            "cost_usd": None if run["cost_usd"] is None or run["cost_usd"] != run["cost_usd"]
+            else float(run["cost_usd"]),
             "seconds": run["duration"], "simulated": bool(simulation), "simulation": simulation,
             "created_at": run["created_at"],
             "link": f"{results.RUNS_PAGE}?run={quote(str(run['id']), safe='')}"})

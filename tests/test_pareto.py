@@ -108,6 +108,7 @@ def test_the_experiment_results_draw_both_charts(db_url):
     specs = [c.proto.spec for c in at.get("vega_lite_chart")]
     titles = [json.loads(s).get("title", {}).get("text") for s in specs]
     assert "Accuracy against tokens per run" in titles
+    assert "Accuracy against cost per run" in titles  # simulated runs cost $0, known
     chart = next(c for c in at.get("vega_lite_chart") if "tokens per run" in c.proto.spec)
     data = chart.proto.data.data  # Streamlit sends the points as an Arrow table
     assert HOSTILE.encode() in data and b"on the front" in data  # as typed: Vega's text
@@ -138,6 +139,10 @@ def test_insights_puts_each_configuration_on_accuracy_against_tokens(store):
         assert row["accuracy"] == mine["correct"].astype(bool).mean()
     section = cost_section(runs.assign(tokens=runs["tokens_in"] + runs["tokens_out"],
                                        group=runs["label"], duration=runs["duration"]))
-    chart = next(c for c in section.charts if c.kind == "pareto")
-    assert chart.title == "Accuracy against tokens per run" and len(chart.data) == 4
+    titles = [c.title for c in section.charts if c.kind == "pareto"]
+    assert titles == ["Accuracy against cost per run", "Accuracy against tokens per run"]
+    chart = next(c for c in section.charts if c.title == titles[1])
+    assert len(chart.data) == 4
+    costs = configurations(load_summary(store, Filters()))["cost_per_run"]
+    assert (costs == 0).all()  # simulated seats cost $0, a known cost
     assert "Grey: dominated" in chart.caption

@@ -44,7 +44,7 @@ RUN_COLUMNS = ["id", "label", "protocol", "q", "repeat", "question", "expected",
                "counted", "superseded", "correct", "answer", "level", "consensus", "judge",
                "mind_changes", "seats", "persuaded", "misled", "first_answer", "changed",
                "shift", "round_answers", *CONFORMITY_FIELDS, "calls", "degraded",
-               "degraded_run", "lost", "tokens", "seconds", "simulated", "simulation",
+               "degraded_run", "lost", "tokens", "cost_usd", "seconds", "simulated", "simulation",
                "created_at", "link"]
 
 
@@ -90,6 +90,8 @@ def _runs_frame(stored: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
         "degraded_run": [bool(v) for v in frame["degraded_run"].tolist()],
         "lost": frame["lost"].tolist(),
         "tokens": (frame["tokens_in"] + frame["tokens_out"]).tolist(),
+        "cost_usd": [None if v is None or v != v else float(v) for v in frame["cost_usd"]]
+        if "cost_usd" in frame else [None] * len(ids),
         "seconds": frame["duration"].tolist(), "simulated": [bool(v) for v in simulation],
         "simulation": simulation, "created_at": frame["created_at"].tolist(),
         "link": [f"{RUNS_PAGE}?run={quote(str(i), safe='')}" for i in ids]}

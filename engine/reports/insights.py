@@ -99,6 +99,8 @@ def summarise(runs: pd.DataFrame) -> pd.DataFrame:
     if runs.empty:
         return pd.DataFrame(columns=[*SUMMARY_KEYS, "group", *SUMMARY_SUMS])
     right = as_flag(runs["correct"])
+    cost = pd.to_numeric(runs["cost_usd"], errors="coerce") if "cost_usd" in runs else \
+        pd.Series(float("nan"), index=runs.index)
     frame = pd.DataFrame({
         "protocol": runs["protocol"], "label": runs["label"], "group": runs["group"],
         "status": runs["status"],
@@ -106,7 +108,8 @@ def summarise(runs: pd.DataFrame) -> pd.DataFrame:
         "simulated": runs["simulated"].fillna(False).astype(bool), "n": 1,
         "scored": right.notna().astype(int), "correct": (right == 1).astype(int),
         "tokens": pd.to_numeric(runs["tokens"], errors="coerce").fillna(0),
-        "duration": pd.to_numeric(runs["duration"], errors="coerce").fillna(0.0)})
+        "duration": pd.to_numeric(runs["duration"], errors="coerce").fillna(0.0),
+        "cost": cost.fillna(0.0), "unpriced": cost.isna().astype(int)})
     keys = [*SUMMARY_KEYS, "group"]
     return frame.groupby(keys, sort=True, dropna=False)[list(SUMMARY_SUMS)].sum().reset_index()
 

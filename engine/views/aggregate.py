@@ -16,8 +16,8 @@ KINDS = ("real", "simulated", "both")  # which runs a page shows: never pooled s
 SIMULATED_SUFFIX = " (simulated)"  # a group of simulated runs shown beside real ones
 
 RUN_COLUMNS = ["id", "protocol", "label", "status", "created_at", "simulated", "correct",
-               "calls", "degraded", "degraded_run", "tokens_in", "tokens_out", "latency",
-               "duration"]
+               "calls", "degraded", "degraded_run", "tokens_in", "tokens_out", "cost_usd",
+               "latency", "duration"]
 
 
 def flatten(frame: pd.DataFrame) -> pd.DataFrame:
@@ -25,7 +25,7 @@ def flatten(frame: pd.DataFrame) -> pd.DataFrame:
     of its `metrics` as a column prefixed `m_` (missing ones are NaN)."""
     if frame.empty:
         return pd.DataFrame(columns=RUN_COLUMNS + ["group", "tokens"])
-    out = frame[RUN_COLUMNS].copy()
+    out = frame.reindex(columns=RUN_COLUMNS).copy()  # an older frame may lack cost_usd
     out["label"] = out["label"].fillna(NO_LABEL).replace("", NO_LABEL)
     out["group"] = out["label"]
     out["tokens"] = out["tokens_in"] + out["tokens_out"]
