@@ -125,6 +125,10 @@ class _Handler(BaseHTTPRequestHandler):
                 "type": "invalid_request_error", "param": "response_format", "code": None}})
         messages = [_KINDS[m["role"]](content=m["content"]) for m in body["messages"]]
         task = read_format(body["messages"])
+        known = next((answer for question, answer in server.answers.items()
+                      if any(question in m["content"] for m in body["messages"])), None)
+        if known is not None:  # a model that knows this one (see `answers`)
+            task = task.model_copy(update={"expected": known})
         asked = body.get("response_format") or {}
         schema = asked.get("json_schema", {}).get("schema") or asked.get("schema")
         if schema and not server.ignore_format:
@@ -191,11 +195,15 @@ class SimulatedOpenAI(ThreadingHTTPServer):
 
     def __init__(self, seed: int = 0, hang: float = 0.0, refuse: str = "",
                  ignore_format: bool = False, refuse_status: int = 400,
-                 grammar: str = "ignore", grammar_delay: float = 0.0):
+                 grammar: str = "ignore", grammar_delay: float = 0.0,
+                 answers: dict[str, str] | None = None):
         """`hang`: seconds each request is held without an answer, watching for the client
         to close the connection (`disconnected` records, per request, whether it did).
         `refuse` ("schema" or "all"), `ignore_format`, `grammar` ("ignore", "honour" or
-        "refuse") and `grammar_delay`: see the module's docstring."""
+        "refuse") and `grammar_delay`: see the module's docstring. `answers` (question text ->
+        answer): questions the server's model knows, as a capable model would; its simulated
+        world then takes that answer as the truth (the tests' stand-in for a real model's
+        knowledge: Parley itself never sees it)."""
         super().__init__(("127.0.0.1", 0), _Handler)
         self.lock = threading.Lock()
         self.requests: list[dict] = []
@@ -208,6 +216,7 @@ class SimulatedOpenAI(ThreadingHTTPServer):
         self.grammar, self.grammar_delay = grammar, grammar_delay
         self.refused: list[int] = []
         self.model = SimulatedChatModel(seed=seed)
+        self.answers = dict(answers or {})
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
 
     def throttle(self, count: int = 1, retry_after: float | None = None) -> None:
@@ -219,7 +228,7 @@ class SimulatedOpenAI(ThreadingHTTPServer):
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}/v1"
 
-    def __enter__(self) -> "SimulatedOpenAI":
+    def __enter__(self) -> SimulatedOpenAI:
         forget_grammars()  # a fresh server: its port may be an earlier one's, probed before
         self._thread.start()
         return self
