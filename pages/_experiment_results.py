@@ -17,7 +17,6 @@ import streamlit as st
 
 from engine import Store
 from engine import experiments as ex
-from engine.protocols.baselines import achieved_tokens
 from engine.reports import baseline, pareto, rounds, share, vega
 from engine.reports.references import references
 from engine.views import aggregate
@@ -170,7 +169,7 @@ def show_baselines(result: ex.Report) -> None:
     for pair in ex.baselines_of(result.experiment["spec"]):
         line = pair["note"]
         if pair.get("kind") == ex.EQUAL_TOKENS:
-            line += ". " + achieved_tokens(pair, *(per_run.get(
+            line += ". " + ex.achieved_tokens(pair, *(per_run.get(
                 label, per_run.get(label + aggregate.SIMULATED_SUFFIX, float("nan")))
                 for label in (pair["label"], pair["of"])))
         st.caption(md(line))

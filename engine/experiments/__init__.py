@@ -44,6 +44,7 @@ from engine.experiments.runner import (
     pending_cells,
     run_experiment,
 )
+from engine.protocols.baselines import achieved_tokens
 from engine.reports.experiments import (
     RUN_COLUMNS,
     RUNS_PAGE,
@@ -81,7 +82,7 @@ __all__ = [
     "DEFAULT_CONCURRENCY", "MAX_CALLS", "MAX_CONCURRENCY", "MAX_REPEATS", "MAX_RUNS", "SUPERSEDED",
     "EQUAL_COMPUTE", "EQUAL_TOKENS", "Cell", "Plan", "baselines_of", "config_choices", "plan",
     "resolve_configs",
-    "time_preflight", "token_baselines", "with_baselines",
+    "time_preflight", "token_baselines", "with_baselines", "achieved_tokens",
     "Progress", "create", "duration_text", "get", "list_experiments", "progress",
     "HEARTBEAT_EVERY", "arun_experiment", "pending_cells", "run_experiment",
     "RUN_COLUMNS", "RUNS_PAGE", "SIGNALS", "SUMMARY_COLUMNS", "SUMMARY_GROUPS", "Report",

@@ -392,7 +392,8 @@ def measured_sample(store: Any, model: str) -> tuple[float | None, int]:
     `MEASURED` completed votes on it) and how many votes that is; (None, 0) when none."""
     if store is None:
         return None, 0
-    runs = store.runs(protocol="vote", model=model, status="completed", limit=MEASURED,
+    from engine.protocols.baselines import SAMPLER
+    runs = store.runs(protocol=SAMPLER, model=model, status="completed", limit=MEASURED,
                       with_config=False)
     runs = runs[runs["calls"] > 0]
     if runs.empty:
@@ -411,7 +412,7 @@ def token_baselines(configs: Sequence[Mapping[str, Any]], store: Any,
     """
     from engine.config import RunConfig
     from engine.protocols import resolve_config
-    from engine.protocols.baselines import equal_tokens
+    from engine.protocols.baselines import SAMPLER, equal_tokens
     kept = {str(b.get("of")): dict(b) for b in planned or () if isinstance(b, Mapping)}
     labels = {str(c["label"]) for c in configs}
     out: list[dict[str, Any]] = []
@@ -419,7 +420,7 @@ def token_baselines(configs: Sequence[Mapping[str, Any]], store: Any,
     for config in configs:
         out.append(dict(config))
         label = str(config["label"])
-        if config.get("protocol") == "vote" or label in {p["label"] for p in pairs} or \
+        if config.get("protocol") == SAMPLER or label in {p["label"] for p in pairs} or \
                 any(label == b.get("label") for b in kept.values()):
             continue
         if label in kept:

@@ -22,6 +22,7 @@ from engine.text import NAME_MAX
 
 KIND = "equal-compute"  # the experiment spec's `baseline:` values
 TOKENS_KIND = "equal-tokens"
+SAMPLER = SPEC.name  # the protocol a baseline is: a vote of independent samples
 
 
 @dataclass(frozen=True)
