@@ -268,10 +268,38 @@ def round_lines(points: pd.DataFrame, title: str = "") -> go.Figure:
     return accuracy_by_round_figure(points, (), title)
 
 
+def pareto(rows: pd.DataFrame, title: str = "", x: str = "tokens_per_run") -> go.Figure:
+    """Accuracy against spend per configuration (`engine.reports.pareto.pareto_rows`), as
+    `vega.pareto` draws it, for the static export: the front in colour and joined, the
+    dominated grey, a 95% interval on each point."""
+    axis, _ = vega.PARETO_AXES[x]
+    traces = []
+    for state, color in (("on the front", vega.FRONT), ("dominated", vega.DOMINATED)):
+        part = rows[rows["dominated"] == (state == "dominated")] if not rows.empty else rows
+        if part.empty:
+            continue
+        part = part.sort_values("spend")
+        high = (part["high"].astype(float) - part["accuracy"]).tolist()
+        low = (part["accuracy"] - part["low"].astype(float)).tolist()
+        traces.append({"type": "scatter", "mode": "lines+markers+text" if state ==
+                       "on the front" else "markers+text", "name": state,
+                       "x": part["spend"].tolist(), "y": part["accuracy"].tolist(),
+                       "text": _texts(part["configuration"]), "textposition": "top right",
+                       "marker": {"color": color, "size": 10},
+                       "line": {"color": color, "dash": "dot"},
+                       "error_y": {"type": "data", "array": high, "arrayminus": low,
+                                   "color": color},
+                       "customdata": part["n"].tolist(),
+                       "hovertemplate": "%{text}<br>%{y:.1%} (n=%{customdata})<extra></extra>"})
+    return _figure(traces, title, xaxis={"title": {"text": axis}, "rangemode": "tozero"},
+                   yaxis={"title": {"text": "accuracy (95% Wilson interval)"},
+                          "range": [0, 1], "tickformat": ".0%"})
+
+
 BUILDERS: dict[str, Callable[..., go.Figure]] = {
     "timeline": timeline, "tally_bar": tally_bar, "sankey": sankey, "seat_usage": seat_usage,
     "rate_bar": rate_bar, "stacked_counts": stacked_counts, "histogram": histogram, "box": box,
-    "round_lines": round_lines}
+    "round_lines": round_lines, "pareto": pareto}
 
 
 def figure(chart: Any) -> go.Figure:
