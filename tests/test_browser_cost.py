@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 
 from openai_stub import SimulatedOpenAI, loopback_only
-from test_browser import expect, goto, open_tab, page, settle, shots  # noqa: F401
-from test_browser import shared_app as app  # noqa: F401  (the session's shared server)
+
+# A server of this module's own: its real, priced runs would change what the shared server's
+# other tests see (Insights opens on real runs when there are some).
+from test_browser import app, expect, goto, open_tab, page, settle, shots  # noqa: F401
 
 from engine import Store
 from engine import experiments as ex
