@@ -328,3 +328,11 @@ def test_the_experiments_form_plans_shuffled_orders_and_both_sides(db_url):
     spec = ex.get(Store(db_url), at.session_state["experiments_page_selected"])["spec"]
     assert spec["order"] == "shuffled" and spec["sides"] == "both"
     assert [c["label"] for c in spec["configs"]][-1] == "debate · defaults · sides swapped"
+
+
+def test_run_detail_names_the_order_seed(tmp_path):
+    from engine.reports.runs import run_detail
+    store = Store(f"sqlite:///{tmp_path / 'd.db'}")
+    seeded, plain = run("vote", order_seed=8, store=store), run("vote", store=store)
+    assert ("Order seed", "8") in run_detail(store, seeded.run_id).facts
+    assert all(label != "Order seed" for label, _ in run_detail(store, plain.run_id).facts)

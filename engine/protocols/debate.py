@@ -242,13 +242,15 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
         if not answer:
             warnings.append("judge reply has no ANSWER line; the debate has no short answer "
                             "and is not scored")
+        parsed = {"verdict": verdict, "confidence": confidence} | (
+            {"answer": answer} if answer else {})
+        ctx.update(verdict_turn, parsed=parsed, warnings=list(warnings))
+        # Parley's reading of the verdict, not a fault of the reply (the seed asks for free
+        # text): noted on the result only, so the judge's turn stays clean
         winning_side, winner = verdict_winner(verdict, by_seat)
         if winner is None:
             warnings.append("the verdict names neither side nor one seat; no seat is "
                             "recorded as the winner")
-        parsed = {"verdict": verdict, "confidence": confidence} | (
-            {"answer": answer} if answer else {})
-        ctx.update(verdict_turn, parsed=parsed, warnings=warnings)
         return DebateResult(topic=topic, rounds=rounds, verdict=verdict,
                             reasoning=sections.get("REASONING", ""),
                             pro_summary=sections.get("PRO SUMMARY", ""),

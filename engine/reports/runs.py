@@ -263,7 +263,15 @@ def _facts(run: Mapping[str, Any]) -> list[tuple[str, Any]]:
             ("Degraded", int(run.get("degraded") or 0)),
             ("Tokens in / out", f"{int(run.get('tokens_in') or 0):,} / "
                                 f"{int(run.get('tokens_out') or 0):,}"),
-            ("Seconds", f"{float(run.get('duration') or 0):.2f}")]
+            ("Seconds", f"{float(run.get('duration') or 0):.2f}"),
+            *_order_fact(run)]
+
+
+def _order_fact(run: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """The order seed a run presented its seats by (DESIGN 2.10), when it had one."""
+    config = run.get("config")
+    seed = config.get("order_seed") if isinstance(config, Mapping) else None
+    return [("Order seed", str(seed))] if isinstance(seed, int) else []
 
 
 def _turn_entry(turn: Mapping[str, Any]) -> dict[str, Any]:
