@@ -374,32 +374,31 @@ def baselines_of(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
                     if isinstance(b, Mapping)]
 
 
-def measured_tokens(store: Any, label: str, protocol: str) -> tuple[float | None, int]:
-    """A configuration's mean tokens per completed run in `store` (by its label and protocol,
-    the newest `MEASURED` runs) and how many runs that is; (None, 0) when it has none."""
+def _measured(store: Any, per_call: bool, **filters: Any) -> tuple[float | None, int]:
+    """Mean tokens of the newest `MEASURED` completed runs matching `filters` that made a
+    call: per run, or per call (`per_call`); and how many runs that is ((None, 0): none)."""
     if store is None:
         return None, 0
-    runs = store.runs(label=label, protocol=protocol, status="completed", limit=MEASURED,
-                      with_config=False)
+    runs = store.runs(status="completed", limit=MEASURED, with_config=False, **filters)
     runs = runs[runs["calls"] > 0]
     if runs.empty:
         return None, 0
-    return float((runs["tokens_in"] + runs["tokens_out"]).mean()), len(runs)
+    tokens = runs["tokens_in"] + runs["tokens_out"]
+    mean = tokens.sum() / runs["calls"].sum() if per_call else tokens.mean()
+    return float(mean), len(runs)
+
+
+def measured_tokens(store: Any, label: str, protocol: str) -> tuple[float | None, int]:
+    """A configuration's mean tokens per completed run in `store` (by its label and protocol,
+    the newest `MEASURED` runs) and how many runs that is; (None, 0) when it has none."""
+    return _measured(store, False, label=label, protocol=protocol)
 
 
 def measured_sample(store: Any, model: str) -> tuple[float | None, int]:
     """One vote sample's mean tokens on `model` (total tokens over calls of the newest
     `MEASURED` completed votes on it) and how many votes that is; (None, 0) when none."""
-    if store is None:
-        return None, 0
     from engine.protocols.baselines import SAMPLER
-    runs = store.runs(protocol=SAMPLER, model=model, status="completed", limit=MEASURED,
-                      with_config=False)
-    runs = runs[runs["calls"] > 0]
-    if runs.empty:
-        return None, 0
-    return float((runs["tokens_in"] + runs["tokens_out"]).sum() / runs["calls"].sum()), \
-        len(runs)
+    return _measured(store, True, protocol=SAMPLER, model=model)
 
 
 def token_baselines(configs: Sequence[Mapping[str, Any]], store: Any,

@@ -65,15 +65,25 @@ def _calls(n: int) -> str:
     return f"{n} call{'s' * (n != 1)}"
 
 
-def _label(of: str, samples: int, calls: int) -> str:
-    """`<of> · equal-compute vote (N samples)`; a capped one says so. The configuration's
-    label is shortened (with `…`) when the whole would pass the label limit."""
-    detail = f"{samples} samples" if samples == calls else \
+def _detail(samples: int, calls: int) -> str:
+    """`N samples`; a capped or raised one says so."""
+    return f"{samples} samples" if samples == calls else \
         f"{samples} samples, capped below {_calls(calls)}" if samples < calls else \
         f"{samples} samples, raised above {_calls(calls)}"
-    suffix = f" · {KIND} {SPEC.name} ({detail})"
+
+
+def _vote(typed: RunConfig, samples: int, suffix: str) -> dict[str, Any]:
+    """The baseline vote beside `typed`: `samples` plain voters on its seats' models in turn
+    (`equal_compute` says why), labelled `<label><suffix>` (the configuration's label
+    shortened with `…` when the whole would pass the label limit)."""
+    seats = [seat for slot in resolve_config(typed).seats.values() for seat in slot]
+    of = typed.label or typed.protocol
     room = NAME_MAX - len(suffix)
-    return (of if len(of) <= room else of[:room - 1] + "…") + suffix
+    label = (of if len(of) <= room else of[:room - 1] + "…") + suffix
+    voters = [{"name": f"sample-{n + 1}", "model": seats[n % len(seats)].model,
+               "temperature": seats[n % len(seats)].temperature} for n in range(samples)]
+    return RunConfig.parse({"protocol": SPEC.name, "label": label, "model": seats[0].model,
+                            "seats": {"voters": voters}}).stored()
 
 
 def equal_compute(config: RunConfig | dict[str, Any]) -> Baseline | None:
@@ -92,16 +102,10 @@ def equal_compute(config: RunConfig | dict[str, Any]) -> Baseline | None:
     typed = RunConfig.parse(config)
     if typed.protocol == SPEC.name:
         return None
-    resolved = resolve_config(typed)
-    seats = [seat for slot in resolved.seats.values() for seat in slot]
     calls = estimate(typed)["calls"]
     samples = min(max(calls, MIN_VOTERS), MAX_VOTERS)
-    of = typed.label or typed.protocol
-    voters = [{"name": f"sample-{n + 1}", "model": seats[n % len(seats)].model,
-               "temperature": seats[n % len(seats)].temperature} for n in range(samples)]
-    vote = RunConfig.parse({"protocol": SPEC.name, "label": _label(of, samples, calls),
-                            "model": seats[0].model, "seats": {"voters": voters}})
-    return Baseline(of, calls, samples, vote.stored())
+    config = _vote(typed, samples, f" · {KIND} {SPEC.name} ({_detail(samples, calls)})")
+    return Baseline(typed.label or typed.protocol, calls, samples, config)
 
 
 @dataclass(frozen=True)
@@ -178,26 +182,17 @@ def equal_tokens(config: RunConfig | dict[str, Any], *, tokens: float | None = N
     typed = RunConfig.parse(config)
     if typed.protocol == SPEC.name:
         return None
-    resolved = resolve_config(typed)
-    seats = [seat for slot in resolved.seats.values() for seat in slot]
     planned = estimate(typed)
     if tokens is None or tokens <= 0:
         tokens, runs = float(planned["tokens"]), 0
     if per_sample is None or per_sample <= 0:
         per_sample, sample_runs = float(planned["tokens"]) / max(planned["calls"], 1), 0
     samples = _closest(tokens, per_sample)
-    of = typed.label or typed.protocol
     ratio = samples * per_sample / tokens
     suffix = f" · {TOKENS_KIND} {SPEC.name} ({samples} samples, {ratio:.2f}x tokens" + \
         ("" if runs else ", estimated") + ")"
-    room = NAME_MAX - len(suffix)
-    label = (of if len(of) <= room else of[:room - 1] + "…") + suffix
-    voters = [{"name": f"sample-{n + 1}", "model": seats[n % len(seats)].model,
-               "temperature": seats[n % len(seats)].temperature} for n in range(samples)]
-    vote = RunConfig.parse({"protocol": SPEC.name, "label": label, "model": seats[0].model,
-                            "seats": {"voters": voters}})
-    return TokenBaseline(of, float(tokens), runs, float(per_sample), sample_runs, samples,
-                         vote.stored())
+    return TokenBaseline(typed.label or typed.protocol, float(tokens), runs,
+                         float(per_sample), sample_runs, samples, _vote(typed, samples, suffix))
 
 
 def achieved_tokens(pair: dict[str, Any], mine: float, theirs: float) -> str:
