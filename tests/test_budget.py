@@ -151,17 +151,37 @@ def test_a_budget_holds_across_two_workers(tmp_path):
                                    str(spec), "--db", url, "--workers", "--wait", "--quiet"],
                                   cwd=ROOT, env=env, capture_output=True, text=True,
                                   timeout=240)
+            experiment_id = str(ex.list_experiments(store)["id"].iloc[0])
+            stopped = ex.get(store, experiment_id)
+            stopped_runs, stopped_spent = _cells(store, experiment_id)
+            # the workers read the plan before; a resume with a new budget reaches them
+            resumed = subprocess.run([sys.executable, "-m", "engine", "experiment", "resume",
+                                      experiment_id, "--db", url, "--workers", "--wait",
+                                      "--quiet", "--budget-usd", "100"], cwd=ROOT, env=env,
+                                     capture_output=True, text=True, timeout=240)
         finally:
             for process in workers:
                 process.terminate()
             for process in workers:
                 process.wait(timeout=30)
-    experiment_id = str(ex.list_experiments(store)["id"].iloc[0])
-    found = ex.get(store, experiment_id)
+    found = stopped
     assert found["status"] == "stopped", (done.stdout, done.stderr, found)
     assert found["error"].startswith("budget: spent $")
-    runs, spent = _cells(store, experiment_id)
+    runs, spent = stopped_runs, stopped_spent
     cell = float(runs["cost_usd"].max())
     assert 0 < len(runs) < len(QUESTIONS)
     assert "running" not in set(runs["status"])
     assert abs(spent - 1.0) <= cell, (spent, cell)
+    assert ex.get(store, experiment_id)["status"] == "completed", (resumed.stdout,
+                                                                   resumed.stderr)
+
+
+def test_the_stored_budget_is_read_in_the_database(backend):
+    from engine.store.experiments import stored_budget
+    with_one = ex.create(backend, {"questions": QUESTIONS[:1], "budget_usd": 2.5,
+                                   "configs": [{"protocol": "vote", "label": "v"}]})
+    without = ex.create(backend, {"questions": QUESTIONS[:1],
+                                  "configs": [{"protocol": "vote", "label": "v"}]})
+    assert stored_budget(backend, with_one) == 2.5 and stored_budget(backend, without) is None
+    set_budget(backend, without, 7)
+    assert stored_budget(backend, without) == 7.0

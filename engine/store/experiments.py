@@ -246,3 +246,22 @@ def experiment_spend(store: Store, experiment_id: str) -> tuple[float, int, floa
                    func.avg(RunRow.cost_usd).filter(RunRow.status == "completed"))
             .where(mine)).one()
     return float(spent or 0.0), int(running or 0), None if mean is None else float(mean)
+
+
+def stored_budget(store: Store, experiment_id: str) -> float | None:
+    """The experiment's `budget_usd` as stored now, read in the database without the rest of
+    its spec (`set_budget` may have changed it since a worker read the plan); None when it
+    has none or the value is unreadable."""
+    spec = ExperimentRow.spec
+    if store.engine.dialect.name == "postgresql":
+        from sqlalchemy import JSON, cast
+        value = cast(spec, JSON)["budget_usd"].as_string()
+    else:
+        value = func.json_extract(spec, "$.budget_usd")
+    with store.engine.connect() as connection:
+        found = connection.execute(select(value).where(ExperimentRow.id == experiment_id)
+                                   ).scalar()
+    try:
+        return None if found is None else float(found)
+    except (TypeError, ValueError):
+        return None

@@ -34,7 +34,7 @@ from engine.experiments.runner import arun_cell, pending_cells
 from engine.models import ConfigError, now
 from engine.store import Store
 from engine.store import workers as pool_store
-from engine.store.experiments import get, row, set_values
+from engine.store.experiments import get, row, set_values, stored_budget
 from engine.store.workers import PoisonJob
 
 log = logging.getLogger("parley.worker")
@@ -205,8 +205,11 @@ async def run_cell(context: Any, /, **payload: Any) -> str:
     experiment_id, target = job.experiment_id, job.cell
     if found != ("running", pool_store.POOL_HOST):
         return f"skipped: the experiment is {found[0]}"
-    if experiment.budget_usd is not None and not await within_budget(context, state,
-                                                                      experiment_id, experiment):
+    # The budget as stored now: a resume may have given the experiment a new one since this
+    # worker read its plan (`set_budget`); the rest of a spec never changes.
+    budget = await off_loop(stored_budget, store, experiment_id)
+    if budget is not None and not await within_budget(context, state, experiment_id,
+                                                      experiment, budget):
         return "skipped: the experiment's budget is spent"
     with pool_store.cell_lock(store, experiment_id, target, locks) as got:
         if not got:
@@ -226,13 +229,11 @@ async def run_cell(context: Any, /, **payload: Any) -> str:
 
 
 async def within_budget(context: Any, state: WorkerState, experiment_id: str,
-                        experiment: Plan) -> bool:
+                        experiment: Plan, budget: float) -> bool:
     """The budget's check before a cell (`engine.experiments.budget`): True to start it,
     after waiting while cells in flight on any worker decide it; False once the spend has
     reached the budget, the experiment then stopped (reason `budget`) with its running cells
     left to finish and its queued jobs cancelled."""
-    budget = experiment.budget_usd
-    assert budget is not None
     while True:
         if state.sink is not None:
             await off_loop(state.sink.flush_turns)
