@@ -96,6 +96,9 @@ def test_an_unpriced_models_cost_is_unknown_in_the_preflight(store, monkeypatch)
     with SimulatedOpenAI() as server:
         plan = ex.plan(_spec(server.base_url, None), store)
     assert plan.cost_usd is None and plan.per_config[0]["cost_usd"] is None
+    with SimulatedOpenAI() as server, pytest.raises(ConfigError, match="budget_usd needs a "
+                                                    "price for every model, and 'vote'"):
+        ex.plan(_spec(server.base_url, 1.0), store)  # a budget it could not count is refused
 
 
 # ---------------------------------------------------------------------------- in process

@@ -250,6 +250,12 @@ def plan(spec: Mapping[str, Any], store: Any = None, base_dir: str | Path | None
     result = Plan(name[:200], source, [i.as_dict() for i in items], configs, repeats,
                   concurrency, per_config, baseline, baselines, order, sides, seed, side_pairs,
                   budget_of(spec.get("budget_usd")))
+    if result.budget_usd is not None and result.cost_usd is None:
+        unpriced = [row["label"] for row in per_config if row.get("cost_usd") is None]
+        raise ConfigError(f"budget_usd needs a price for every model, and {unpriced[0]!r} "
+                          "has a model with none (its spend could not be counted): set "
+                          "PARLEY_PRICES, [prices] in secrets.toml or the endpoint's "
+                          "price_input/price_output", "input")
     if result.runs > MAX_RUNS:
         raise ConfigError(f"this experiment plans {result.runs} runs; the limit is {MAX_RUNS} "
                           "(use fewer questions, configurations or repeats)", "limit")
