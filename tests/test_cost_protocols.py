@@ -5,6 +5,7 @@ the store, the export, the CLI and the Runs page, never $0.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from pathlib import Path
@@ -14,7 +15,9 @@ from openai_stub import ENDPOINT_SETTINGS, SimulatedOpenAI, loopback_only
 from streamlit.testing.v1 import AppTest
 
 from engine import Store
+from engine import experiments as ex
 from engine.cli.main import main
+from engine.experiments.runner import arun_experiment
 from engine.llm.endpoints import EndpointRegistry
 from engine.protocols import REGISTRY, arun_config, run_sync
 from engine.views.blocks import UNKNOWN_COST
@@ -143,3 +146,28 @@ def test_malformed_parley_prices_stops_the_cli_before_any_call(server, db, monke
     err = capsys.readouterr().err
     assert "PARLEY_PRICES" in err and "input must be a number" in err
     assert len(err.strip().splitlines()) == 1 and not server.requests
+
+
+def test_an_experiments_summary_shows_cost_per_run(server, db, capsys):
+    store = Store(db)
+    plan = ex.plan({"name": "costs", "questions": [{"question": QUESTION, "expected": "42"}],
+                    "configs": [
+                        {"label": "sim", "protocol": "vote", "model": "simulated"},
+                        {"label": "priced", "protocol": "vote",
+                         "model": "openai:stub-model?endpoint=priced"},
+                        {"label": "free", "protocol": "vote",
+                         "model": "openai:stub-model?endpoint=free"}],
+                    "repeats": 2, "concurrency": 2}, store)
+    experiment_id = ex.create(store, plan)
+    asyncio.run(arun_experiment(store, experiment_id))
+    report = ex.report(store, experiment_id, "both")
+    table = report.summary.set_index("configuration")
+    costs = store.runs(experiment_id=experiment_id)
+    priced = [c for c, m in zip(costs["cost_usd"], costs["models"]) if "priced" in m]
+    assert len(priced) == 2 and all(c > 0 for c in priced)
+    assert table.loc["priced", "cost_per_run"] == f"${sum(priced) / 2:.4f}"
+    assert table.loc["free", "cost_per_run"] == UNKNOWN_COST
+    assert table.loc["sim (simulated)", "cost_per_run"] == "$0 (simulated)"
+    assert main(["experiment", "show", experiment_id, "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert "cost/run" in out and UNKNOWN_COST in out

@@ -74,7 +74,7 @@ def _reference_runs_frame(store: Store, experiment_id: str) -> pd.DataFrame:
             **results._signals(run["metrics"], run["expected"]), "calls": run["calls"],
             "degraded": run["degraded"], "degraded_run": bool(run["degraded_run"]),
             "lost": run["lost"], "tokens": run["tokens_in"] + run["tokens_out"],
-            "seconds": run["duration"], "simulated": bool(simulation), "simulation": simulation,
+            "cost_usd": run["cost_usd"], "seconds": run["duration"], "simulated": bool(simulation), "simulation": simulation,
             "created_at": run["created_at"],
             "link": f"{results.RUNS_PAGE}?run={quote(str(run['id']), safe='')}"})
     return pd.DataFrame(records, columns=results.RUN_COLUMNS)

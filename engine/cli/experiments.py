@@ -67,6 +67,7 @@ def summary_text(result: Report) -> str:
                                zip(table["answer_changed"], table["changed_better"],
                                    table["changed_worse"])],
         "tokens/run": [_num(v, 0) for v in table["tokens_per_run"]],
+        "cost/run": [v or "-" for v in table["cost_per_run"]],
         "s/run": [_num(v) for v in table["seconds_per_run"]],
         "calls/run": [_num(v, 1) for v in table["calls_per_run"]]})
     lines = [view.to_string(index=False)]

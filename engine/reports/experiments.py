@@ -15,6 +15,7 @@ from engine.models import ConfigError
 from engine.store.experiments import Progress, get, progress, row
 from engine.text import csv_cell, html_text
 from engine.views.aggregate import FEW, KINDS, default_kind, rate_text, split_configs
+from engine.views.blocks import cost_text
 from engine.views.rounds import CONFORMITY_FIELDS
 
 SIGNALS = {"consensus": "consensus ratio (share of the final vote for the winner)",
@@ -44,7 +45,8 @@ RUN_COLUMNS = ["id", "label", "protocol", "q", "repeat", "question", "expected",
                "counted", "superseded", "correct", "answer", "level", "consensus", "judge",
                "mind_changes", "seats", "persuaded", "misled", "first_answer", "changed",
                "shift", "round_answers", *CONFORMITY_FIELDS, "calls", "degraded",
-               "degraded_run", "lost", "tokens", "seconds", "simulated", "simulation",
+               "degraded_run", "lost", "tokens", "cost_usd", "seconds", "simulated",
+               "simulation",
                "created_at", "link"]
 
 
@@ -90,6 +92,7 @@ def _runs_frame(stored: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
         "degraded_run": [bool(v) for v in frame["degraded_run"].tolist()],
         "lost": frame["lost"].tolist(),
         "tokens": (frame["tokens_in"] + frame["tokens_out"]).tolist(),
+        "cost_usd": frame["cost_usd"].tolist() if "cost_usd" in frame else [None] * len(ids),
         "seconds": frame["duration"].tolist(), "simulated": [bool(v) for v in simulation],
         "simulation": simulation, "created_at": frame["created_at"].tolist(),
         "link": [f"{RUNS_PAGE}?run={quote(str(i), safe='')}" for i in ids]}
@@ -199,6 +202,18 @@ def _sum(values: pd.Series) -> float:
     return float(present.sum()) if len(present) else float("nan")
 
 
+def cost_per_run(done: pd.DataFrame) -> str:
+    """The mean cost of a configuration's counted runs as text (`cost_text`): unknown when
+    any of them is of unknown cost (unpriced), "$0 (simulated)" when all are simulated, ""
+    when there are none."""
+    if done.empty:
+        return ""
+    costs = [None if c is None or c != c else float(c) for c in done["cost_usd"].tolist()]
+    simulated = all(kind == "all" for kind in done["simulation"].tolist())
+    mean = None if None in costs else sum(c for c in costs if c is not None) / len(costs)
+    return cost_text(mean, "all" if simulated else "")
+
+
 def _mean(values: pd.Series) -> float:
     present = pd.to_numeric(values, errors="coerce").dropna()
     return float(present.mean()) if len(present) else float("nan")
@@ -209,8 +224,8 @@ SUMMARY_COLUMNS = ["configuration", "protocol", "simulated", "runs", "planned", 
                    "accuracy_high", "accuracy [95% CI] n", "few", "high", "medium",
                    "low", "consensus_ece", "consensus_brier", "judge_ece", "judge_brier",
                    "mind_change_rate", "persuaded", "misled", "answer_changed",
-                   "changed_better", "changed_worse", "tokens_per_run", "seconds_per_run",
-                   "calls_per_run"]
+                   "changed_better", "changed_worse", "tokens_per_run", "cost_per_run",
+                   "seconds_per_run", "calls_per_run"]
 
 
 # The summary's columns in the groups a page shows them in (configuration first in each).
@@ -225,7 +240,7 @@ SUMMARY_GROUPS = {
     "Mind changes, and the final answer against round one's vote": [
         "mind_change_rate", "persuaded", "misled", "answer_changed", "changed_better",
         "changed_worse"],
-    "Cost per run": ["tokens_per_run", "seconds_per_run", "calls_per_run"],
+    "Cost per run": ["tokens_per_run", "cost_per_run", "seconds_per_run", "calls_per_run"],
 }
 
 
@@ -247,11 +262,12 @@ def summary(frame: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
     ECE and Brier of each signal; mind_change_rate = measured mind changes / debater ballots;
     persuaded / misled seats; answer_changed = runs whose final winner differs from round
     one's, split into changed_better / changed_worse against the expected answer; and the
-    mean tokens, seconds and calls per run. `failed` / `interrupted` count the cells with no
-    completed run whose latest run ended so (a resume redoes them): their placeholder
-    values never enter a mean, a rate or calibration. `degraded` counts the counted runs that
-    completed but lost a decisive call or most of their turns (they are in `runs` and in the
-    rates; their signals lost to a failure are None and left out).
+    mean tokens, cost (text: unknown when a run's is), seconds and calls per run.
+    `failed` / `interrupted` count the cells with no completed run whose latest run ended
+    so (a resume redoes them): their placeholder values never enter a mean, a rate or
+    calibration. `degraded` counts the counted runs that completed but lost a decisive call
+    or most of their turns (they are in `runs` and in the rates; their signals lost to a
+    failure are None and left out).
     """
     planned = len(spec["questions"]) * spec["repeats"]
     rows = []
@@ -296,6 +312,7 @@ def summary(frame: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
             "changed_better": int((done["shift"] == "better").sum()) if not done.empty else 0,
             "changed_worse": int((done["shift"] == "worse").sum()) if not done.empty else 0,
             "tokens_per_run": _mean(done["tokens"]) if not done.empty else float("nan"),
+            "cost_per_run": cost_per_run(done),
             "seconds_per_run": _mean(done["seconds"]) if not done.empty else float("nan"),
             "calls_per_run": _mean(done["calls"]) if not done.empty else float("nan")})
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
@@ -386,7 +403,7 @@ def drill(frame: pd.DataFrame, label: str | None = None, q: int | None = None) -
         rows = rows[rows["q"] == q]
     return rows[["link", "id", "label", "q", "repeat", "status", "counted", "superseded",
                  "correct", "answer", "level", "consensus", "judge", "calls", "tokens",
-                 "seconds"]].reset_index(drop=True)
+                 "cost_usd", "seconds"]].reset_index(drop=True)
 
 
 def to_csv(frame: pd.DataFrame) -> str:

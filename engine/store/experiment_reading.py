@@ -24,7 +24,8 @@ from engine.store.simulated import simulation
 # The columns `experiment_runs` returns, beside `setup` (which distinct configuration).
 EXPERIMENT_RUN_COLUMNS = ["id", "protocol", "question", "expected", "status", "tags",
                           "metrics", "correct", "calls", "degraded", "degraded_run", "lost",
-                          "tokens_in", "tokens_out", "duration", "simulated", "simulation",
+                          "tokens_in", "tokens_out", "cost_usd", "duration", "simulated",
+                          "simulation",
                           "created_at", "finished_at", "error"]
 _SETUP = (RunRow.config, RunRow.models, RunRow.simulated)
 _SHAPES = {"tags": readback.RUN_JSON["tags"], "metrics": readback.RUN_JSON["metrics"]}
@@ -46,7 +47,7 @@ class ExperimentReading(Database):
             RunRow.id, RunRow.protocol, RunRow.question, RunRow.expected, RunRow.status,
             RunRow.tags, RunRow.metrics, RunRow.correct, RunRow.calls, RunRow.degraded,
             RunRow.degraded_run, RunRow.lost, RunRow.tokens_in, RunRow.tokens_out,
-            RunRow.duration, RunRow.simulated, RunRow.models, RunRow.created_at,
+            RunRow.cost_usd, RunRow.duration, RunRow.simulated, RunRow.models, RunRow.created_at,
             RunRow.finished_at, RunRow.error, RunRow.host, RunRow.pid,
             case((running, RunRow.heartbeat_at), else_=None).label("heartbeat_at"),
             setups.c.setup,
