@@ -171,3 +171,24 @@ def test_an_experiments_summary_shows_cost_per_run(server, db, capsys):
     assert main(["experiment", "show", experiment_id, "--db", db]) == 0
     out = capsys.readouterr().out
     assert "cost/run" in out and UNKNOWN_COST in out
+
+
+def test_insights_shows_cost_per_run_beside_tokens(server, db):
+    from engine.reports import insights
+    from engine.reports.runs import Filters
+    store = Store(db)
+    priced = [run("vote", "openai:stub-model?endpoint=priced", db) for _ in range(2)]
+
+    def cost_metric(store_filters: Filters) -> str:
+        summary = insights.load_summary(store, store_filters)
+        section = insights.cost_of(summary, insights.load_runs(store, store_filters))
+        return dict(section.metrics)["Cost per run"]
+    mean = sum(r.cost_usd for r in priced) / 2
+    assert cost_metric(Filters()) == f"${mean:.4f}"
+    # the SQL path (Store.run_summary) and the frame path add costs up alike
+    by_sql = insights.load_summary(store, Filters())
+    by_frame = insights.summarise(insights.load_runs(store, Filters()))
+    assert by_sql["cost"].sum() == pytest.approx(by_frame["cost"].sum())
+    run("vote", "openai:stub-model?endpoint=free", db)
+    assert cost_metric(Filters()) == UNKNOWN_COST
+    assert int(insights.load_summary(store, Filters())["unpriced"].sum()) == 1

@@ -34,7 +34,7 @@ from engine.views.aggregate import (
     table_of_rates,
 )
 from engine.views.ballots import flow_links
-from engine.views.blocks import NO_LABEL, Chart, InsightsData, Section
+from engine.views.blocks import NO_LABEL, Chart, InsightsData, Section, cost_text
 
 __all__ = ["Chart", "Section", "InsightsData", "RUN_COLUMNS", "flatten", "load_runs",
            "results_loader", "report", "rate_by", "counts_by", "mean_by", "spread_by",
@@ -97,6 +97,8 @@ def summarise(runs: pd.DataFrame) -> pd.DataFrame:
     if runs.empty:
         return pd.DataFrame(columns=[*SUMMARY_KEYS, "group", *SUMMARY_SUMS])
     right = as_flag(runs["correct"])
+    costs = runs["cost_usd"] if "cost_usd" in runs else pd.Series(None, index=runs.index,
+                                                                   dtype=object)
     frame = pd.DataFrame({
         "protocol": runs["protocol"], "label": runs["label"], "group": runs["group"],
         "status": runs["status"],
@@ -104,7 +106,9 @@ def summarise(runs: pd.DataFrame) -> pd.DataFrame:
         "simulated": runs["simulated"].fillna(False).astype(bool), "n": 1,
         "scored": right.notna().astype(int), "correct": (right == 1).astype(int),
         "tokens": pd.to_numeric(runs["tokens"], errors="coerce").fillna(0),
-        "duration": pd.to_numeric(runs["duration"], errors="coerce").fillna(0.0)})
+        "duration": pd.to_numeric(runs["duration"], errors="coerce").fillna(0.0),
+        "cost": pd.to_numeric(costs, errors="coerce").fillna(0.0),
+        "unpriced": pd.to_numeric(costs, errors="coerce").isna().astype(int)})
     keys = [*SUMMARY_KEYS, "group"]
     return frame.groupby(keys, sort=True, dropna=False)[list(SUMMARY_SUMS)].sum().reset_index()
 
@@ -205,6 +209,8 @@ def cost_of(summary: pd.DataFrame, values: pd.DataFrame, sample: str = "") -> Se
     keys = ["protocol_title", "group"]
     return Section("cost", "Tokens and latency", metrics=[
         ("Tokens per run", f"{done['tokens'].sum() / n:,.0f}"),
+        ("Cost per run", cost_text(None if done["unpriced"].sum() else done["cost"].sum() / n,
+                                   "all" if done["simulated"].all() else "")),
         ("Seconds per run", f"{done['duration'].sum() / n:.2f}")], caption=sample, charts=[
         Chart("box", spread_by(grouped, "tokens", keys), "Tokens per run",
               "Tokens in plus out per run, by protocol, one box per label: the box spans the "

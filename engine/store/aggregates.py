@@ -25,7 +25,8 @@ from engine.store.schema import RunRow
 
 # What `run_summary` groups by, and what it adds up within each group.
 SUMMARY_KEYS = ("protocol", "label", "status", "degraded_run", "simulated")
-SUMMARY_SUMS = ("n", "scored", "correct", "tokens", "duration")
+# `cost`: the known costs summed (US dollars); `unpriced`: the runs whose cost is unknown
+SUMMARY_SUMS = ("n", "scored", "correct", "tokens", "duration", "cost", "unpriced")
 # The typed run columns `run_values` may read (no JSON, no free text beyond the label).
 VALUE_COLUMNS = ("id", "protocol", "label", "status", "created_at", "simulated", "correct",
                  "calls", "degraded", "degraded_run", "tokens_in", "tokens_out", "latency",
@@ -53,9 +54,10 @@ class RunAggregates(RunReading):
     def run_summary(self, **filters: Any) -> pd.DataFrame:
         """The matching runs (filters as `runs` takes them) grouped by `SUMMARY_KEYS`: per
         group `n` runs, `scored` (with an expected answer: `correct` is true or false),
-        `correct` (how many of those were right), `tokens` (in plus out, summed) and
-        `duration` (seconds, summed). `label` is as stored (None or text); `degraded_run` and
-        `simulated` are booleans."""
+        `correct` (how many of those were right), `tokens` (in plus out, summed),
+        `duration` (seconds, summed), `cost` (the known costs in US dollars, summed) and
+        `unpriced` (the runs whose cost is unknown). `label` is as stored (None or text);
+        `degraded_run` and `simulated` are booleans."""
         given = RunFilters(**filters)
         status = self._status_clause(given).label("status")
         simulated = case((RunRow.simulated == true(), true()), else_=false()).label("simulated")
@@ -67,7 +69,10 @@ class RunAggregates(RunReading):
             func.count().label("n"), func.count(RunRow.correct).label("scored"),
             func.coalesce(func.sum(right), 0).label("correct"),
             func.coalesce(func.sum(RunRow.tokens_in + RunRow.tokens_out), 0).label("tokens"),
-            func.coalesce(func.sum(RunRow.duration), 0.0).label("duration"))
+            func.coalesce(func.sum(RunRow.duration), 0.0).label("duration"),
+            func.coalesce(func.sum(RunRow.cost_usd), 0.0).label("cost"),
+            func.coalesce(func.sum(case((RunRow.cost_usd.is_(None), 1), else_=0)), 0
+                          ).label("unpriced"))
         query, _ = matching(query, self.engine.dialect.name, given)
         query = query.group_by(RunRow.protocol, RunRow.label, status, degraded, simulated)
         with self.engine.connect() as connection:
@@ -75,7 +80,7 @@ class RunAggregates(RunReading):
         frame = pd.DataFrame(rows, columns=[*SUMMARY_KEYS, *SUMMARY_SUMS])
         return frame.astype({"degraded_run": bool, "simulated": bool, "n": "int64",
                              "scored": "int64", "correct": "int64", "tokens": "int64",
-                             "duration": float})
+                             "duration": float, "cost": float, "unpriced": "int64"})
 
     def run_results(self, ids: Sequence[str]) -> pd.DataFrame:
         """`id`, `label`, `expected` and the parsed `result` of the runs `ids` (a result that

@@ -24,8 +24,9 @@ def flatten(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per run: the run's columns, `group` (its label), `tokens`, and every metric
     of its `metrics` as a column prefixed `m_` (missing ones are NaN)."""
     if frame.empty:
-        return pd.DataFrame(columns=RUN_COLUMNS + ["group", "tokens"])
+        return pd.DataFrame(columns=RUN_COLUMNS + ["cost_usd", "group", "tokens"])
     out = frame[RUN_COLUMNS].copy()
+    out["cost_usd"] = frame["cost_usd"] if "cost_usd" in frame else None
     out["label"] = out["label"].fillna(NO_LABEL).replace("", NO_LABEL)
     out["group"] = out["label"]
     out["tokens"] = out["tokens_in"] + out["tokens_out"]
