@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
+from apptest_helpers import plain
 from openai_stub import ENDPOINT_SETTINGS, SimulatedOpenAI, loopback_only
 from streamlit.testing.v1 import AppTest
 
@@ -192,3 +193,11 @@ def test_insights_shows_cost_per_run_beside_tokens(server, db):
     run("vote", "openai:stub-model?endpoint=free", db)
     assert cost_metric(Filters()) == UNKNOWN_COST
     assert int(insights.load_summary(store, Filters())["unpriced"].sum()) == 1
+
+
+def test_the_app_says_what_is_wrong_with_malformed_prices(db, monkeypatch):
+    """A bad PARLEY_PRICES is named on Home; the app keeps working on the list prices."""
+    monkeypatch.setenv("PARLEY_PRICES", "{oops")
+    at = AppTest.from_file(str(PAGES.parent / "app.py"), default_timeout=300).run()
+    assert not at.exception, at.exception
+    assert any("PARLEY_PRICES must be JSON" in plain(e.value) for e in at.error)
