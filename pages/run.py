@@ -96,7 +96,8 @@ def finished(run: dict, icons: dict[str, str]) -> None:
         st.error(md(f"Failed: {run.get('error') or 'unknown error'}"))
     _shared.render_blocks([Block("metrics", items=[
         ("Calls", run["calls"]), ("Degraded", run["degraded"]),
-        ("Tokens in", run["tokens_in"]), ("Tokens out", run["tokens_out"])])])
+        ("Tokens in", run["tokens_in"]), ("Tokens out", run["tokens_out"]),
+        ("Cost", runs_report.run_cost_text(run, run.get("turns") or []))])])
     if run.get("expected"):
         verdict = {True: "correct", False: "wrong", None: "not judged"}[run.get("correct")]
         st.caption(md(f"Expected answer: {run['expected']} — {verdict}"))

@@ -59,7 +59,7 @@ def show_history() -> None:
         selection_mode="single-row",
         column_order=["open", "created", *searched, "protocol", "label", "question",
                       "expected", "correct", "outcome", "status", "simulated", "models",
-                      "calls", "degraded", "tokens", "seconds"],
+                      "calls", "degraded", "tokens", "cost", "seconds"],
         height=min(38 + 35 * len(page.table), 560),
         column_config={"open": st.column_config.LinkColumn("run", display_text=r"\?run=(.*)"),
                        "question": st.column_config.TextColumn(
@@ -71,6 +71,9 @@ def show_history() -> None:
                            width="large", help="The matched words are between « and »"),
                        "outcome": st.column_config.TextColumn(width="medium"),
                        "tokens": st.column_config.NumberColumn(format="%d"),
+                       "cost": st.column_config.TextColumn(
+                           help="US dollars at the configured prices; unknown when a model "
+                           "has no price (never counted as $0)"),
                        "seconds": st.column_config.NumberColumn(format="%.2f")})
     rows = picked.selection.rows if picked is not None else []
     if rows:
@@ -137,7 +140,8 @@ def confirm_delete(run_id: str, key: str, turns: int | None = None, place: Any =
 def show_turn(entry: dict) -> None:
     with st.container(border=True):
         st.markdown(f"**{md(entry['heading'])}**")
-        parts = (entry["model"], entry["tokens"], f"{entry['latency']:.2f} s", entry["output"])
+        parts = (entry["model"], entry["tokens"], entry["cost"], f"{entry['latency']:.2f} s",
+                 entry["output"])
         st.caption(md(" · ".join(part for part in parts if part)))
         if entry["degraded"]:
             st.error(md(f"degraded: {entry['error'] or 'no reason recorded'}"))

@@ -19,13 +19,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.language_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
-from sqlalchemy import text
+from sqlalchemy import inspect, text
 
 from engine import ConfigError, Seat, Store, get_model, run_vote
 from engine.llm.calls import RunContext
 from engine.llm.endpoints import EndpointRegistry
 from engine.llm.prices import DEFAULTS, Price, PriceTable, estimate_usage, prices_from_json
 from engine.models import Turn, total_cost
+from engine.store.migrations import SUMMARY_INDEXES
 
 EXAMPLES = int(os.environ.get("PARLEY_FUZZ_EXAMPLES", "100"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=10000, database=None,
@@ -247,10 +248,13 @@ def test_migration_back_fills_old_rows(backend):
     url = backend.url
     simulated = run_vote("2+2?", voters=[Seat(n) for n in "abc"], store=backend).run_id
     unpriced = unpriced_vote(backend)
-    with backend.engine.begin() as connection:
+    with backend.engine.begin() as connection:  # as 0013 left it
+        connection.execute(text("DROP INDEX ix_runs_summary"))
         for table, column in (("runs", "cost_usd"), ("turns", "cost_usd"),
                               ("turns", "usage_estimated")):
             connection.execute(text(f"ALTER TABLE {table} DROP COLUMN {column}"))
+        connection.execute(text("CREATE INDEX ix_runs_summary ON "
+                                + SUMMARY_INDEXES["ix_runs_summary"]))
         connection.execute(text("DELETE FROM schema_migrations WHERE name = '0014_costs'"))
     backend.engine.dispose()
     reopened = Store(url)
@@ -262,6 +266,8 @@ def test_migration_back_fills_old_rows(backend):
     assert reopened.get(unpriced)["cost_usd"] is None
     assert reopened.runs().set_index("id").loc[unpriced, "cost_usd"] is None
     assert reopened.migrate() == []
+    indexes = {i["name"]: i["column_names"] for i in inspect(reopened.engine).get_indexes("runs")}
+    assert "cost_usd" in indexes["ix_runs_summary"]  # Insights adds costs up from the index
 
 
 # ------------------------------------------------------------------ import

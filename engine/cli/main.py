@@ -156,7 +156,7 @@ def _escape_json(text: str) -> str:
 def cmd_run(args: argparse.Namespace) -> int:
     from engine.protocols import arun_config, get_protocol, run_sync
     from engine.store import StoreWriteError
-    from engine.views.blocks import simulated_suffix
+    from engine.views.blocks import cost_text, simulated_suffix, simulated_text
     spec = get_protocol(args.protocol)
     config = runflags.config_from_args(args)
     endpoints = runflags.endpoints_from_args(args)
@@ -180,8 +180,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.json:
         print(_json_text(result.model_dump(mode="json"), indent=2))
     else:
-        simulated = simulated_suffix(store.runs(ids=[result.run_id]).iloc[0])
-        _say(f"run {result.run_id}: {spec.title}{simulated}, {len(result.turns)} calls, "
+        row = store.runs(ids=[result.run_id]).iloc[0]
+        cost = cost_text(result.cost_usd, simulated_text(row["simulated"], row["models"],
+                                                          row["config"]),
+                         any(t.usage_estimated for t in result.turns))
+        _say(f"run {result.run_id}: {spec.title}{simulated_suffix(row)}, "
+             f"{len(result.turns)} calls, "
+             f"{sum(t.tokens_in + t.tokens_out for t in result.turns):,} tokens, cost {cost}, "
              f"{result.duration:.2f}s")
         _say(spec.summary(result))
         if result.order:
@@ -197,7 +202,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_runs(args: argparse.Namespace) -> int:
     from engine.reports.runs import status_text
-    from engine.views.blocks import simulated_text, simulation_columns
+    from engine.views.blocks import cost_text, simulated_text, simulation_columns
     frame = _store(args).runs(protocol=args.protocol, label=args.label, status=args.status,
                               tag=args.tag, limit=args.limit)
     if args.json:
@@ -208,8 +213,11 @@ def cmd_runs(args: argparse.Namespace) -> int:
         print("no runs stored yet")
         return 0
     view = frame[["id", "protocol", "status", "label", "calls", "created_at", "question"]].copy()
-    view.insert(2, "simulated", [simulated_text(s, m, c) for s, m, c in zip(
-        frame["simulated"], frame["models"], frame["config"])])
+    kinds = [simulated_text(s, m, c) for s, m, c in zip(
+        frame["simulated"], frame["models"], frame["config"])]
+    view.insert(2, "simulated", kinds)
+    view.insert(6, "tokens", (frame["tokens_in"] + frame["tokens_out"]).astype(int))
+    view.insert(7, "cost", [cost_text(c, k) for c, k in zip(frame["cost_usd"], kinds)])
     view["question"] = view["question"].str.slice(0, 50)
     view["status"] = [status_text(s, d) for s, d in zip(frame["status"], frame["degraded_run"])]
     view["created_at"] = view["created_at"].astype(str).str.slice(0, 19)
@@ -222,7 +230,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from engine.reports.runs import status_text
+    from engine.reports.runs import run_cost_text, status_text
     from engine.views.blocks import simulated_suffix
     store = _store(args)
     try:
@@ -239,6 +247,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     if run.get("unreadable"):
         _say(f"unreadable: {run['unreadable']}")
     _say(f"question: {run['question']}")
+    _say(f"calls: {run['calls']}, tokens: {run['tokens_in']:,} in / {run['tokens_out']:,} "
+         f"out, cost: {run_cost_text(run, run['turns'])}")
     if run["label"]:
         _say(f"label: {run['label']}")
     for turn in run["turns"]:

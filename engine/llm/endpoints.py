@@ -126,13 +126,14 @@ class EndpointRegistry:
 
     def __init__(self, endpoints: Iterable[Endpoint] = (), *, allow_free_urls: bool = True,
                  environ: Mapping[str, Any] | None = None,
-                 secrets: Mapping[str, Any] | None = None):
+                 secrets: Mapping[str, Any] | None = None, prices: PriceTable | None = None):
         self._endpoints: dict[str, Endpoint] = {}
         self.allow_free_urls = bool(allow_free_urls)
         self._environ = environ if environ is not None else {}
         self._secrets = secrets
-        # the operator's prices over the defaults (engine.llm.prices), checked when read
-        self.prices = PriceTable.from_settings(self._environ, secrets)
+        # the operator's prices over the list prices (engine.llm.prices; `from_settings`
+        # reads them): a registry made without them knows the list prices only
+        self.prices = prices if prices is not None else PriceTable()
         for endpoint in endpoints:
             self.add(endpoint)
 
@@ -144,8 +145,10 @@ class EndpointRegistry:
     def from_settings(cls, environ: Mapping[str, Any], secrets: Mapping[str, Any] | None = None,
                       allow_free_urls: bool = True) -> EndpointRegistry:
         """Endpoints from `PARLEY_ENDPOINTS` (JSON), `[endpoints.NAME]` in secrets, and the
-        providers' own URLs (`OPENAI_BASE_URL`, `OLLAMA_HOST`)."""
-        registry = cls(allow_free_urls=allow_free_urls, environ=environ, secrets=secrets)
+        providers' own URLs (`OPENAI_BASE_URL`, `OLLAMA_HOST`); prices from `PARLEY_PRICES`
+        and `[prices."SPEC"]` (`engine.llm.prices`)."""
+        registry = cls(allow_free_urls=allow_free_urls, environ=environ, secrets=secrets,
+                       prices=PriceTable.from_settings(environ, secrets))
         raw = environ.get(ENDPOINTS_VAR)
         if raw and str(raw).strip():
             try:
@@ -254,11 +257,13 @@ class EndpointRegistry:
     def describe(self) -> list[dict[str, str]]:
         """One row per endpoint: name, provider, URL, who registered it, where its key lives,
         and the call policy it sets (output cap, timeout, retries, concurrency, requests and
-        tokens per minute)."""
+        tokens per minute), and its price in US dollars when it sets one."""
         return [{"name": e.name, "provider": e.provider, "base_url": e.base_url,
                  "registered by": e.origin, "key": self.key_home(e),
                  "call policy": ", ".join(f"{k} {v:g}" for k, v in e.policy().items())
-                 or "defaults"}
+                 or "defaults",
+                 "price": f"${e.price.input:g} in / ${e.price.output:g} out per million tokens"
+                 if e.price is not None else "by model"}
                 for e in self._endpoints.values()]
 
     # -------------------------------------------------------------- the rule

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from engine.analysis import extract_answer, normalize_stance
-from engine.reports.runs import outcome_text, protocol_title, status_text
+from engine.reports.runs import outcome_text, protocol_title, run_cost_text, status_text
 from engine.views.blocks import simulated_text
 
 MAX_RUNS = 8  # runs one comparison shows; more would make columns too narrow to read
@@ -293,6 +293,7 @@ def answers(runs: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
                 ("status", status_text(run.get("status", ""), run.get("degraded_run"))),
                 ("calls", int(run.get("calls") or 0)),
                 ("tokens", int(run.get("tokens_in") or 0) + int(run.get("tokens_out") or 0)),
+                ("cost", run_cost_text(run, run.get("turns") or [])),
                 ("seconds", f"{float(run.get('duration') or 0):.2f}")):
             measures.setdefault(measure, []).append(ABSENT if value in (None, "") else
                                                     str(value))

@@ -249,11 +249,12 @@ def summary(frame: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
     ECE and Brier of each signal; mind_change_rate = measured mind changes / debater ballots;
     persuaded / misled seats; answer_changed = runs whose final winner differs from round
     one's, split into changed_better / changed_worse against the expected answer; and the
-    mean tokens, seconds and calls per run. `failed` / `interrupted` count the cells with no
-    completed run whose latest run ended so (a resume redoes them): their placeholder
-    values never enter a mean, a rate or calibration. `degraded` counts the counted runs that
-    completed but lost a decisive call or most of their turns (they are in `runs` and in the
-    rates; their signals lost to a failure are None and left out).
+    mean tokens, cost (text: unknown when a run's is), seconds and calls per run.
+    `failed` / `interrupted` count the cells with no completed run whose latest run ended
+    so (a resume redoes them): their placeholder values never enter a mean, a rate or
+    calibration. `degraded` counts the counted runs that completed but lost a decisive call
+    or most of their turns (they are in `runs` and in the rates; their signals lost to a
+    failure are None and left out).
     """
     planned = len(spec["questions"]) * spec["repeats"]
     rows = []
@@ -399,7 +400,7 @@ def drill(frame: pd.DataFrame, label: str | None = None, q: int | None = None) -
         rows = rows[rows["q"] == q]
     return rows[["link", "id", "label", "q", "repeat", "status", "counted", "superseded",
                  "correct", "answer", "level", "consensus", "judge", "calls", "tokens",
-                 "seconds"]].reset_index(drop=True)
+                 "cost_usd", "seconds"]].reset_index(drop=True)
 
 
 def to_csv(frame: pd.DataFrame) -> str:

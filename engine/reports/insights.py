@@ -36,7 +36,7 @@ from engine.views.aggregate import (
     table_of_rates,
 )
 from engine.views.ballots import flow_links
-from engine.views.blocks import NO_LABEL, Chart, InsightsData, Section
+from engine.views.blocks import NO_LABEL, Chart, InsightsData, Section, cost_text
 
 __all__ = ["Chart", "Section", "InsightsData", "RUN_COLUMNS", "flatten", "load_runs",
            "results_loader", "report", "rate_by", "counts_by", "mean_by", "spread_by",
@@ -210,6 +210,8 @@ def cost_of(summary: pd.DataFrame, values: pd.DataFrame, sample: str = "") -> Se
     keys = ["protocol_title", "group"]
     return Section("cost", "Tokens and latency", metrics=[
         ("Tokens per run", f"{done['tokens'].sum() / n:,.0f}"),
+        ("Cost per run", cost_text(None if done["unpriced"].sum() else done["cost"].sum() / n,
+                                   "all" if done["simulated"].all() else "")),
         ("Seconds per run", f"{done['duration'].sum() / n:.2f}")], caption=sample, charts=[
         Chart("box", spread_by(grouped, "tokens", keys), "Tokens per run",
               "Tokens in plus out per run, by protocol, one box per label: the box spans the "

@@ -12,10 +12,11 @@ from typing import Any
 
 import pandas as pd
 
+from engine.models import total_cost
 from engine.protocols import REGISTRY
 from engine.store import STATUSES
 from engine.store.facets import INTERNAL_TAGS
-from engine.views.blocks import Block, is_simulated, simulated_text
+from engine.views.blocks import Block, cost_text, is_simulated, simulated_text
 
 HISTORY_LIMITS = (50, 200, 1000)
 
@@ -116,7 +117,7 @@ def status_text(status: Any, degraded_run: Any) -> str:
 
 HISTORY_COLUMNS = ("id", "created", "protocol", "label", "question", "expected", "correct",
                    "outcome", "status", "simulated", "models", "calls", "degraded", "tokens",
-                   "seconds", "unreadable")
+                   "cost", "seconds", "unreadable")
 # Tags Parley writes for itself (an experiment's cell, a re-run's original): kept on the run,
 # left out of the Tag filter, whose choices are the user's own tags.
 
@@ -129,6 +130,10 @@ def history_table(frame: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=[*HISTORY_COLUMNS, *searched])
     created = pd.to_datetime(frame["created_at"], utc=True)
     question = frame["question"].fillna("").str.replace(r"\s+", " ", regex=True)
+    simulated = [simulated_text(s, m, c) for s, m, c in zip(
+        frame["simulated"].tolist(), frame["models"].tolist(),
+        frame["config"].tolist() if "config" in frame else [None] * len(frame), strict=True)]
+    costs = frame["cost_usd"].tolist() if "cost_usd" in frame else [None] * len(frame)
     return pd.DataFrame({
         "id": frame["id"],
         "created": created.dt.strftime("%Y-%m-%d %H:%M"),
@@ -141,14 +146,12 @@ def history_table(frame: pd.DataFrame) -> pd.DataFrame:
         "outcome": [outcome_text(m) for m in frame["metrics"]],
         "status": [status_text(s, d) for s, d in zip(
             frame["status"].tolist(), frame["degraded_run"].tolist(), strict=True)],
-        "simulated": [simulated_text(s, m, c) for s, m, c in zip(
-            frame["simulated"].tolist(), frame["models"].tolist(),
-            frame["config"].tolist() if "config" in frame else [None] * len(frame),
-            strict=True)],
+        "simulated": simulated,
         "models": frame["models"].fillna(""),
         "calls": frame["calls"].astype(int),
         "degraded": frame["degraded"].astype(int),
         "tokens": (frame["tokens_in"] + frame["tokens_out"]).astype(int),
+        "cost": [cost_text(c, s) for c, s in zip(costs, simulated, strict=True)],
         "seconds": frame["duration"].astype(float).round(2),
         "unreadable": frame["unreadable"] if "unreadable" in frame else "",
         **{name: frame[name].fillna("") for name in searched},
@@ -246,7 +249,7 @@ def run_detail(store: Any, run_id: str) -> RunDetail:
         run=run, title=protocol_title(run["protocol"]),
         simulated=is_simulated(run.get("simulated"), run.get("models"), run.get("config")),
         simulation=simulated_text(run.get("simulated"), run.get("models"), run.get("config")),
-        facts=_facts(run), blocks=[b for b in blocks if b.kind not in ("tally", "flow")],
+        facts=_facts(run, turns), blocks=[b for b in blocks if b.kind not in ("tally", "flow")],
         transcript=[_turn_entry(t) for t in turns], timeline=timeline_frame(turns),
         usage=seat_usage(turns), problems=problems + _problems(run, turns, blocks))
     detail.tallies = [(b.title, b.counts, b.winner or None) for b in blocks
@@ -257,12 +260,21 @@ def run_detail(store: Any, run_id: str) -> RunDetail:
     return detail
 
 
-def _facts(run: Mapping[str, Any]) -> list[tuple[str, Any]]:
+def run_cost_text(run: Mapping[str, Any], turns: Iterable[Mapping[str, Any]] = ()) -> str:
+    """A stored run's cost as shown (`cost_text`): unknown when unpriced, "$0 (simulated)"
+    for the simulated model, marked when some of its tokens are an estimate."""
+    simulation = simulated_text(run.get("simulated"), run.get("models"), run.get("config"))
+    return cost_text(run.get("cost_usd"), simulation,
+                     any(t.get("usage_estimated") for t in turns))
+
+
+def _facts(run: Mapping[str, Any], turns: list[Mapping[str, Any]]) -> list[tuple[str, Any]]:
     return [("Status", status_text(run.get("status", ""), run.get("degraded_run"))),
             ("Calls", int(run.get("calls") or 0)),
             ("Degraded", int(run.get("degraded") or 0)),
             ("Tokens in / out", f"{int(run.get('tokens_in') or 0):,} / "
                                 f"{int(run.get('tokens_out') or 0):,}"),
+            ("Cost", run_cost_text(run, turns)),
             ("Seconds", f"{float(run.get('duration') or 0):.2f}"),
             *_order_fact(run)]
 
@@ -284,6 +296,8 @@ def _turn_entry(turn: Mapping[str, Any]) -> dict[str, Any]:
             "messages": list(turn.get("messages") or []), "degraded": turn.get("status") != "ok",
             "latency": float(turn.get("latency") or 0.0),
             "tokens": f"{turn.get('tokens_in', 0)} in / {turn.get('tokens_out', 0)} out",
+            "cost": cost_text(turn.get("cost_usd"), "all" if turn.get("simulated") else "",
+                              bool(turn.get("usage_estimated"))),
             # a JSON call's path (engine.llm.structured); "" for free text and older turns
             "output": f"JSON {turn['output_mode']}" if turn.get("output_mode") else ""}
 
@@ -307,7 +321,9 @@ def timeline_frame(turns: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
 
 
 def seat_usage(turns: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
-    """Per seat: calls, degraded calls, tokens in and out, total and mean latency (s)."""
+    """Per seat: calls, degraded calls, tokens in and out, cost (`cost_text` of the seat's
+    `total_cost`), total and mean latency (s)."""
+    turns = list(turns)
     frame = pd.DataFrame([{"seat": t.get("seat", ""), "degraded": t.get("status") != "ok",
                            "tokens_in": int(t.get("tokens_in") or 0),
                            "tokens_out": int(t.get("tokens_out") or 0),
@@ -315,15 +331,23 @@ def seat_usage(turns: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
                          columns=["seat", "degraded", "tokens_in", "tokens_out", "latency"])
     if frame.empty:
         return pd.DataFrame(columns=["seat", "calls", "degraded", "tokens_in", "tokens_out",
-                                     "latency", "mean_latency"])
+                                     "cost", "latency", "mean_latency"])
     grouped = frame.groupby("seat", sort=False)
     out = grouped.agg(calls=("seat", "size"), degraded=("degraded", "sum"),
                       tokens_in=("tokens_in", "sum"), tokens_out=("tokens_out", "sum"),
                       latency=("latency", "sum")).reset_index()
+    out.insert(5, "cost", [_seat_cost([t for t in turns if t.get("seat", "") == seat])
+                           for seat in out["seat"]])
     out["mean_latency"] = out["latency"] / out["calls"]
     out["latency"] = out["latency"].round(3)
     out["mean_latency"] = out["mean_latency"].round(3)
     return out
+
+
+def _seat_cost(turns: list[Mapping[str, Any]]) -> str:
+    simulated = bool(turns) and all(t.get("simulated") for t in turns)
+    return cost_text(total_cost(turns), "all" if simulated else "",
+                     any(t.get("usage_estimated") for t in turns))
 
 
 def _problems(run: Mapping[str, Any], turns: list[Mapping[str, Any]],

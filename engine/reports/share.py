@@ -169,6 +169,7 @@ def turn(entry: Mapping[str, Any]) -> str:
         where.append(str(entry["model"]))
     if entry.get("status") not in (None, "ok"):
         where.append(str(entry.get("status")))
+    where += [str(entry[k]) for k in ("tokens", "cost") if entry.get(k)]
     body = f"<pre>{text(entry['reply'])}</pre>" if entry.get("reply") else ""
     error = (f'<p class="warning">error: {text(entry["error"])}</p>' if entry.get("error")
              else "")

@@ -53,9 +53,10 @@ class RunAggregates(RunReading):
     def run_summary(self, **filters: Any) -> pd.DataFrame:
         """The matching runs (filters as `runs` takes them) grouped by `SUMMARY_KEYS`: per
         group `n` runs, `scored` (with an expected answer: `correct` is true or false),
-        `correct` (how many of those were right), `tokens` (in plus out, summed) and
-        `duration` (seconds, summed). `label` is as stored (None or text); `degraded_run` and
-        `simulated` are booleans."""
+        `correct` (how many of those were right), `tokens` (in plus out, summed),
+        `duration` (seconds, summed), `cost` (the known costs in US dollars, summed) and
+        `unpriced` (the runs whose cost is unknown). `label` is as stored (None or text);
+        `degraded_run` and `simulated` are booleans."""
         given = RunFilters(**filters)
         status = self._status_clause(given).label("status")
         simulated = case((RunRow.simulated == true(), true()), else_=false()).label("simulated")

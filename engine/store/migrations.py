@@ -199,6 +199,10 @@ SUMMARY_INDEXES = {
 }
 
 
+# From 0014 on, the summary index holds the runs' costs too.
+SUMMARY_WITH_COST = SUMMARY_INDEXES["ix_runs_summary"].removesuffix(")") + ", cost_usd)"
+
+
 def run_summary(connection: Connection) -> None:
     """Migration 0012: the `simulated` flag says alone whether the simulated model played a
     seat (older versions left it false on a run whose simulated calls all failed, and an
@@ -246,6 +250,9 @@ def costs(connection: Connection) -> None:
     connection.execute(update(runs).where(runs.c.cost_usd.is_(None), ~unknown.exists())
                        .values(cost_usd=select(func.coalesce(func.sum(turns.c.cost_usd), 0.0))
                                .where(turns.c.run_id == runs.c.id).scalar_subquery()))
+    # Insights adds costs up from the summary index too (`engine.store.aggregates`)
+    connection.execute(text("DROP INDEX IF EXISTS ix_runs_summary"))
+    connection.execute(text(f"CREATE INDEX ix_runs_summary ON {SUMMARY_WITH_COST}"))
 
 
 # --------------------------------------------------------------------------- the list

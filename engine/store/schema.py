@@ -61,7 +61,8 @@ class RunRow(Base):
     # up a million runs reads this index, not the rows (migration 0012 adds it to older files).
     # And a protocol's runs of one kind in time order, for a sample of them (`every_nth`).
     __table_args__ = (Index("ix_runs_summary", "protocol", "status", "label", "simulated",
-                            "degraded_run", "correct", "tokens_in", "tokens_out", "duration"),
+                            "degraded_run", "correct", "tokens_in", "tokens_out", "duration",
+                            "cost_usd"),
                       Index("ix_runs_sample", "protocol", "simulated", "created_at", "id"))
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     protocol: Mapped[str] = mapped_column(String(32), index=True)

@@ -57,6 +57,27 @@ def simulated_suffix(run: Mapping[str, Any]) -> str:
         f" (simulated seats: {text.removeprefix('mixed: ')})"
 
 
+UNKNOWN_COST = "unknown (unpriced)"
+
+
+def money_text(value: float) -> str:
+    """US dollars as shown: cents from $1, four decimals below it ("$0.0123")."""
+    return "$0" if value == 0 else f"${value:,.2f}" if value >= 1 else f"${value:.4f}"
+
+
+def cost_text(cost: Any, simulation: str = "", estimated: bool = False) -> str:
+    """A cost in US dollars as shown beside tokens: "unknown (unpriced)" when a model with no
+    price spent (never $0), "$0 (simulated)" when the simulated model played every seat
+    (`simulation` "all"), else the amount, marked "(estimated usage)" when some of its
+    tokens are an estimate."""
+    if cost is None or (isinstance(cost, float) and cost != cost):
+        return UNKNOWN_COST
+    text = money_text(float(cost))
+    if simulation == "all":
+        return f"{text} (simulated)"
+    return f"{text} (estimated usage)" if estimated else text
+
+
 def simulation_columns(frame: pd.DataFrame) -> pd.DataFrame:
     """Stored runs as exports list them: `simulated` true when any seat is (see
     `simulation`), and `simulated_seats` naming the seats the simulated model played
