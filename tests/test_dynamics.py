@@ -1,0 +1,167 @@
+"""Dynamics over rounds (DESIGN 2.12, engine/analysis/rounds_dynamics.py) on scripted rounds
+with every measure worked out by hand, and Hypothesis properties over random rounds."""
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.analysis import Dynamics, Flip, dynamics, influence, normalize_stance
+
+
+def test_the_package_name_gives_the_function():
+    assert callable(dynamics) and callable(influence)
+    assert isinstance(dynamics([{"a": "1"}]), Dynamics)
+
+
+def test_entropy_in_bits_is_exact():
+    got = dynamics([{"a": "yes", "b": "no"},                       # 1 bit
+                    {"a": "1", "b": "2", "c": "3", "d": "4"},      # 2 bits
+                    {"a": "x", "b": "x"}])                         # 0 bits
+    assert got.entropy == [1.0, 2.0, 0.0]
+    assert math.copysign(1.0, got.entropy[2]) == 1.0  # never -0.0
+    three = dynamics([{"a": "1", "b": "1", "c": "2"}]).entropy[0]
+    assert three == pytest.approx(-(2 / 3) * math.log2(2 / 3) - (1 / 3) * math.log2(1 / 3))
+
+
+def test_agreement_and_inflation():
+    got = dynamics([{"a": "1", "b": "2", "c": "3", "d": "1"},
+                    {"a": "1", "b": "1", "c": "3", "d": "1"},
+                    {"a": "1", "b": "1", "c": "1", "d": "1"}])
+    assert got.agreement == [0.5, 0.75, 1.0]
+    assert got.inflation == 0.5
+    assert got.answered == [4, 4, 4]
+
+
+def test_flips_with_one_based_rounds_of_the_new_answer():
+    got = dynamics([{"a": "1", "b": "2"}, {"a": "2", "b": "2"}, {"a": "2", "b": "1"}])
+    assert got.flips == [Flip("a", 2, "1", "2"), Flip("b", 3, "2", "1")]
+    assert got.flips[0] == ("a", 2, "1", "2")  # a plain tuple too
+    assert got.fixes is None and got.breaks is None and got.collapsed_wrong is None
+
+
+def test_fixes_and_breaks_against_expected():
+    rounds = [{"a": "1", "b": "2", "c": "3"},
+              {"a": "2", "b": "1", "c": "4"},    # a breaks, b fixes, c wrong->wrong
+              {"a": "1", "b": "1", "c": "1"}]    # a fixes, c fixes
+    got = dynamics(rounds, expected="1")
+    assert got.fixes == [Flip("b", 2, "2", "1"), Flip("a", 3, "2", "1"),
+                         Flip("c", 3, "4", "1")]
+    assert got.breaks == [Flip("a", 2, "1", "2")]
+    assert len(got.flips) == 5
+    assert got.collapsed_wrong is False
+
+
+def test_expected_is_scored_with_the_project_rule():
+    # answers_match: "$18" meets "18", "The answer is 18." meets "18"
+    got = dynamics([{"a": "17", "b": "$18"}, {"a": "The answer is 18.", "b": "17"}],
+                   expected="18.00")
+    assert [f.agent for f in got.fixes or []] == ["a"]
+    assert [f.agent for f in got.breaks or []] == ["b"]
+
+
+def test_silent_agreement_and_collapsed_wrong():
+    both = dynamics([{"a": "no", "b": "No."}, {"a": "no", "b": "no"}], expected="yes")
+    assert both.silent_agreement is True and both.collapsed_wrong is True
+    right = dynamics([{"a": "yes", "b": "no"}, {"a": "yes", "b": "yes"}], expected="yes")
+    assert right.silent_agreement is False and right.collapsed_wrong is False
+    split = dynamics([{"a": "no", "b": "maybe"}], expected="yes")
+    assert split.collapsed_wrong is False
+    # a lone agent is never in agreement; an abstention rules unanimity out
+    assert dynamics([{"a": "no"}], expected="yes").silent_agreement is False
+    assert dynamics([{"a": "no"}], expected="yes").collapsed_wrong is False
+    abstained = dynamics([{"a": "no", "b": "no", "c": None}], expected="yes")
+    assert abstained.silent_agreement is False and abstained.collapsed_wrong is False
+    # a blank expected answer scores nothing
+    assert dynamics([{"a": "no", "b": "no"}], expected="  ").collapsed_wrong is None
+
+
+def test_abstentions_are_left_out_and_never_flip():
+    got = dynamics([{"a": "1", "b": None, "c": "2"},
+                    {"a": None, "b": "2", "c": "  "},
+                    {"a": "2", "b": "2", "c": "2"},
+                    {"a": None, "b": None, "c": None}])
+    assert got.answered == [2, 1, 3, 0]
+    assert got.entropy == [1.0, 0.0, 0.0, 0.0]
+    assert got.agreement == [0.5, 1.0, 1.0, 0.0]  # nobody answered: 0.0, as Tally.ratio
+    assert got.flips == []  # answer -> abstain -> answer compares nothing
+    assert got.inflation == -0.5
+
+
+def test_answers_are_compared_after_normalisation():
+    got = dynamics([{"a": "Yes.", "b": "$0.05"}, {"a": "yes", "b": ".05"}])
+    assert got.flips == []
+    assert got.entropy == [1.0, 1.0]
+    assert dynamics([{"a": "Yes.", "b": "**yes**"}]).silent_agreement is True
+    assert dynamics([{"a": "yes"}, {"a": "No!"}]).flips == [Flip("a", 2, "yes", "no")]
+
+
+def test_no_rounds():
+    got = dynamics([], expected="1")
+    assert got == Dynamics(entropy=[], agreement=[], answered=[], inflation=0.0, flips=[],
+                           fixes=[], breaks=[], silent_agreement=False, collapsed_wrong=False)
+    assert influence([]) == {}
+
+
+def test_influence_credits_every_mover():
+    rounds = [{"a": "1", "b": "1", "c": "2", "d": "3"},
+              {"a": "1", "b": "1", "c": "1", "d": "4"},   # c moves to a's and b's answer
+              {"a": "1", "b": "1", "c": "1", "d": "1"}]   # d moves to a's, b's and c's
+    assert influence(rounds) == {("a", "c"): 1, ("b", "c"): 1,
+                                 ("a", "d"): 1, ("b", "d"): 1, ("c", "d"): 1}
+
+
+def test_influence_reads_the_round_before_only_and_counts_repeats():
+    rounds = [{"a": "1", "b": "2"}, {"a": "2", "b": "1"}, {"a": "1", "b": "2"}]
+    # round 2: a -> 2 (b held 2), b -> 1 (a held 1); round 3 the same again
+    assert influence(rounds) == {("b", "a"): 2, ("a", "b"): 2}
+    # d moved to 4, which nobody held: no credit
+    assert influence([{"a": "1", "d": "3"}, {"a": "1", "d": "4"}]) == {}
+
+
+def test_model_dump_is_plain():
+    dump = dynamics([{"a": "1", "b": "2"}, {"a": "2", "b": "2"}], expected="2").model_dump()
+    assert dump["flips"] == [("a", 2, "1", "2")] and dump["fixes"] == [("a", 2, "1", "2")]
+    assert dump["silent_agreement"] is False and dump["collapsed_wrong"] is False
+
+
+# --------------------------------------------------------------------------- properties
+_answer = st.one_of(st.none(), st.sampled_from(["1", "2", "3", "Yes", "yes.", "no", ""]))
+_rounds = st.lists(st.dictionaries(st.sampled_from("abcde"), _answer, min_size=1),
+                   min_size=1, max_size=5)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_rounds, st.sampled_from([None, "1", "yes"]))
+def test_properties(rounds, expected):
+    got = dynamics(rounds, expected)
+    for bits, share, n in zip(got.entropy, got.agreement, got.answered, strict=True):
+        if n:
+            assert 0.0 <= bits <= math.log2(n) + 1e-9
+            assert 0.0 < share <= 1.0
+        else:
+            assert bits == 0.0 and share == 0.0
+    if expected is not None:
+        assert got.fixes is not None and got.breaks is not None
+        assert len(got.fixes) + len(got.breaks) <= len(got.flips)
+    for flip in got.flips:
+        assert 2 <= flip.round <= len(rounds) and flip.before != flip.after
+
+
+@settings(max_examples=200, deadline=None)
+@given(_rounds)
+def test_influence_covers_every_flip_to_a_held_answer(rounds):
+    got = dynamics(rounds)
+    credits = influence(rounds)
+    moved_to_held = [f for f in got.flips if f.after in _held(rounds[f.round - 2], f.agent)]
+    assert sum(credits.values()) >= len(moved_to_held)
+    assert all(n > 0 and mover != moved for (mover, moved), n in credits.items())
+    assert sum(credits.values()) <= len(got.flips) * max(len(r) for r in rounds)
+
+
+def _held(answers, agent):
+    """The normalised answers other agents gave in a round."""
+    return {normalize_stance(v) for k, v in answers.items()
+            if k != agent and v is not None and normalize_stance(v)}
