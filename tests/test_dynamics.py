@@ -1,5 +1,6 @@
 """Dynamics over rounds (DESIGN 2.12, engine/analysis/rounds_dynamics.py) on scripted rounds
-with every measure worked out by hand, and Hypothesis properties over random rounds."""
+with every measure worked out by hand, Hypothesis properties over random rounds, and the
+rounds of stored runs (the registry's `answers_by_round` hook)."""
 from __future__ import annotations
 
 import math
@@ -8,7 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine import Store, run_roundtable, run_single, run_society, run_vote
 from engine.analysis import Dynamics, Flip, dynamics, influence, normalize_stance
+from engine.protocols import REGISTRY, answers_by_round, stored_rounds
+from engine.protocols.panel import run_panel
+from engine.protocols.society import read_answer
 
 
 def test_the_package_name_gives_the_function():
@@ -165,3 +170,52 @@ def _held(answers, agent):
     """The normalised answers other agents gave in a round."""
     return {normalize_stance(v) for k, v in answers.items()
             if k != agent and v is not None and normalize_stance(v)}
+
+
+# --------------------------------------------------------------------------- rounds of a run
+@pytest.fixture
+def db(tmp_path):
+    return Store(f"sqlite:///{tmp_path / 'parley.db'}")
+
+
+def test_a_stored_society_runs_rounds_match_its_turns(db):
+    seats = ["simulated?seed=1", "simulated?skill=0.3&seed=2", "simulated?skill=0.2&seed=3"]
+    result = run_society("What is 17 * 3?", agents=seats, rounds=3, store=db, expected="51")
+    run = db.get(result.run_id)
+    rounds = stored_rounds(run)
+    assert rounds == answers_by_round(result)
+    assert rounds is not None and len(rounds) == 3
+    for turn in run["turns"]:
+        assert rounds[turn["round"] - 1][turn["seat"]] == (read_answer(turn["reply"]) or None)
+    assert sorted(len(r) for r in rounds) == [3, 3, 3]
+    # the mind changes the society reports are the flips dynamics finds
+    got = dynamics(rounds, "51")
+    assert [(f.agent, f.round, f.before, f.after) for f in got.flips] == [
+        (m.agent, m.round, m.before, m.after) for m in result.mind_changes]
+
+
+def test_every_protocol_with_rounds_of_answers_gives_them(db):
+    single = run_single("What is 2+2?", agent="simulated", rounds=3, store=db)
+    assert stored_rounds(db.get(single.run_id)) == [
+        {"agent": r.answer or None} for r in single.replies]
+    panel = run_panel("What is 2+2?", debaters=["simulated"] * 3, critic="simulated",
+                      judge="simulated", store=db)
+    rounds = stored_rounds(db.get(panel.run_id))
+    assert rounds is not None and len(rounds) == 2
+    assert rounds[0] == {p.persona: p.stance for p in panel.proposals}
+    assert rounds[1] == {r.persona: r.stance for r in panel.rebuttals}
+    table = run_roundtable("What is 2+2?", agents=["simulated"] * 2, rounds=2, store=db)
+    rounds = stored_rounds(db.get(table.run_id))
+    assert rounds is not None and len(rounds) == 2
+    assert [e.stance for e in table.exchanges] == [s for r in rounds for s in r.values()]
+    vote = run_vote("What is 2+2?", voters=["simulated"] * 3, store=db)
+    assert stored_rounds(db.get(vote.run_id)) is None  # one round: nothing to follow
+    assert answers_by_round(vote) is None
+    named = [name for name, spec in REGISTRY.items() if spec.answers_by_round is not None]
+    assert sorted(named) == ["panel", "roundtable", "single", "society"]
+
+
+def test_a_stored_run_without_a_readable_result_has_no_rounds():
+    assert stored_rounds({"protocol": "society", "result": None}) is None
+    assert stored_rounds({"protocol": "society", "result": {"rounds": "garbage"}}) is None
+    assert stored_rounds({"protocol": "nope"}) is None
