@@ -4,12 +4,15 @@ rounds of stored runs (the registry's `answers_by_round` hook)."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
+from apptest_helpers import plain
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from streamlit.testing.v1 import AppTest
 
-from engine import Store, run_roundtable, run_single, run_society, run_vote
+from engine import Seat, Store, run_roundtable, run_single, run_society, run_vote
 from engine.analysis import Dynamics, Flip, dynamics, influence, normalize_stance
 from engine.protocols import REGISTRY, answers_by_round, stored_rounds
 from engine.protocols.panel import run_panel
@@ -219,3 +222,39 @@ def test_a_stored_run_without_a_readable_result_has_no_rounds():
     assert stored_rounds({"protocol": "society", "result": None}) is None
     assert stored_rounds({"protocol": "society", "result": {"rounds": "garbage"}}) is None
     assert stored_rounds({"protocol": "nope"}) is None
+
+
+# --------------------------------------------------------------------------- the run detail
+PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "runs.py")
+HOSTILE = "<b>bold</b> **x**"
+
+
+def test_the_run_detail_shows_the_dynamics_strip(tmp_path, monkeypatch, recording_model):
+    url = f"sqlite:///{tmp_path / 'page.db'}"
+    monkeypatch.setenv("PARLEY_DB_URL", url)  # the page's store is cached per URL
+    db = Store(url)
+    agents = [recording_model(["\\boxed{15}", "\\boxed{15}"]),
+              recording_model(["\\boxed{30}", "\\boxed{15}"]),
+              recording_model(["\\boxed{15}", "Answer: " + HOSTILE])]
+    result = run_society("What is 3+4*5+6-7*2?", agents=[
+        Seat(f"a{i}", m) for i, m in enumerate(agents)], rounds=2, store=db, expected="15")
+    at = AppTest.from_file(PAGE, default_timeout=60)
+    at.query_params["run"] = result.run_id
+    at.run()
+    assert not at.exception, at.exception
+    assert "Dynamics" in [h.value for h in at.subheader]
+    text = "\n".join(plain(str(e.value)) for e in at.markdown)
+    assert "1 fix(es), 1 break(s)" in text and "2 flip(s)" in text
+    assert "Agreement inflation (last round minus first): +0.00." in text
+    flips = next(d.value for d in at.dataframe if "effect" in d.value.columns)
+    assert list(flips["agent"]) == ["a1", "a2"] and list(flips["effect"]) == ["fix", "break"]
+    assert list(flips["round"]) == [2, 2]
+    assert any("<b>" in str(v) for v in flips["after"])  # model text kept as text, not HTML
+    assert any("Entropy and agreement by round" in c.proto.spec
+               for c in at.get("plotly_chart"))
+    # a protocol without rounds of answers shows no strip
+    vote = run_vote("What is 2+2?", voters=["simulated"] * 3, store=db)
+    at = AppTest.from_file(PAGE, default_timeout=60)
+    at.query_params["run"] = vote.run_id
+    at.run()
+    assert not at.exception and "Dynamics" not in [h.value for h in at.subheader]
