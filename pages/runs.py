@@ -207,6 +207,24 @@ def show_result(detail: history.RunDetail) -> None:
         st.plotly_chart(charts.sankey(insights.flow_links(detail.flows)), key="flows")
         st.caption("Each band is one debater: its stance before the critique (left) and after "
                    "its rebuttal (right).")
+    if detail.dynamics is not None:
+        show_dynamics(detail.dynamics)
+
+
+def show_dynamics(strip: history.DynamicsStrip) -> None:
+    from engine.reports import charts
+    st.subheader("Dynamics")
+    st.plotly_chart(charts.dynamics_lines(strip.per_round), key="dynamics")
+    st.caption("Per round: the entropy in bits of the answers given (0: one answer) and the "
+               "plurality's share of them; abstentions are left out.")
+    for flag in strip.flags:
+        st.markdown(md(flag))
+    if not strip.flips.empty:
+        st.markdown("**Flips** (an agent's answer changed from the round before)")
+        st.dataframe(strip.flips, hide_index=True, key="dynamics_flips")
+    if not strip.influence.empty:
+        st.markdown("**Influence** (moved to the answer the mover held the round before)")
+        st.dataframe(strip.influence, hide_index=True, key="dynamics_influence")
 
 
 def show_detail(run_id: str) -> None:

@@ -39,6 +39,30 @@ def metrics_of(result: RunResult) -> dict[str, Any]:
     return get_protocol(result.protocol).metrics(result)
 
 
+def answers_by_round(result: RunResult) -> list[dict[str, str | None]] | None:
+    """A result's answers by round (DESIGN 2.12): one mapping per round from agent to its
+    answer (None abstains); None when its protocol has no rounds of answers."""
+    spec = REGISTRY.get(result.protocol)
+    if spec is None or spec.answers_by_round is None:
+        return None
+    return spec.answers_by_round(result)
+
+
+def stored_rounds(run: Mapping[str, Any]) -> list[dict[str, str | None]] | None:
+    """A stored run's (a `Store.get` dict's) answers by round, as `answers_by_round`; None
+    when its protocol has no rounds of answers or its result is missing or unreadable."""
+    spec = REGISTRY.get(str(run.get("protocol", "")))
+    if spec is None or spec.answers_by_round is None:
+        return None
+    result = spec.read_result(run.get("result"))
+    if result is None:
+        return None
+    try:  # a stored result is data: one that trips the hook has no rounds to show
+        return spec.answers_by_round(result)
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError):
+        return None
+
+
 def prompt_templates(protocol: str) -> dict[str, dict[str, Any]]:
     """A protocol's default prompt templates and the placeholders each may use."""
     spec = get_protocol(protocol)
@@ -179,5 +203,6 @@ def estimate(config: RunConfig | Mapping[str, Any]) -> dict[str, int]:
 
 
 __all__ = ["resolve_config", "metrics_of", "arun_config", "estimate", "seats_from_config",
-           "check_options", "REGISTRY", "ProtocolSpec", "Slot", "Option", "Template",
+           "answers_by_round", "stored_rounds", "check_options", "REGISTRY", "ProtocolSpec",
+           "Slot", "Option", "Template",
            "get_protocol", "prompt_templates", "run_sync"]

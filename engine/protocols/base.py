@@ -72,7 +72,8 @@ class ProtocolSpec(Generic[R]):
     and Insights compare, plus the protocol's own), `view` (the run detail's blocks),
     `insights` (its section of the Insights page, from the runs' stored signals) and `lost`
     (the decisive calls the run lost, as short phrases: a judge, a synthesis, the last
-    reviewer; read from the result and its turns).
+    reviewer; read from the result and its turns); `answers_by_round` (each round's answers
+    by agent, where the protocol has rounds of answers).
     """
 
     name: str
@@ -100,6 +101,9 @@ class ProtocolSpec(Generic[R]):
     # DESIGN 2.10: the seats whose position carried the run's outcome (a debate's winner, the
     # seats that voted for the winning answer); None when the run has no such outcome
     carried: Callable[[R], list[str] | None] = lambda result: None
+    # DESIGN 2.12: the answers by round, one mapping per round from agent to its answer (None
+    # abstains), for `engine.analysis.dynamics`; None for a protocol without rounds of answers
+    answers_by_round: Callable[[R], list[dict[str, str | None]]] | None = None
 
     def assess(self, result: R) -> tuple[str, list[str]]:
         """How a run that ended ended: (the error of a run in which no model call succeeded,

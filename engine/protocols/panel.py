@@ -398,4 +398,7 @@ SPEC = ProtocolSpec(
     result_type=PanelResult, summary=report.summary, outcome=report.outcome,
     signals=report.signals, view=report.view, insights=report.insights, lost=report.lost,
     carried=lambda r: base.tally_carried(r.tally),
+    # the proposals are round one, the rebuttals round two (a failed call abstains)
+    answers_by_round=lambda r: [{p.persona: p.stance if p.usable else None for p in ps}
+                                for ps in (r.proposals, r.rebuttals)],
     phases=("propose", "critique", "rebuttal", "synthesis"), color="#2e7d32")

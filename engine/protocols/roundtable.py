@@ -336,4 +336,4 @@ SPEC = ProtocolSpec(
     result_type=RoundtableResult, summary=report.summary, outcome=report.outcome,
     signals=report.signals, view=report.view, insights=report.insights, lost=report.lost,
     phases=("turn", "judge"), carried=lambda r: tally_carried(r.stance_tally),
-    rounds_option="rounds", color="#c62828")
+    rounds_option="rounds", color="#c62828", answers_by_round=report.answers_by_round)

@@ -100,6 +100,15 @@ def lost(result: RoundtableResult) -> list[str]:
     return ["judge"] if result.judge_status == "degraded" else []
 
 
+def answers_by_round(result: RoundtableResult) -> list[dict[str, str | None]]:
+    """Each round's stances by agent, in speaking order (a failed turn or one without a
+    STANCE line abstains)."""
+    rounds: dict[int, dict[str, str | None]] = {}
+    for e in result.exchanges:
+        rounds.setdefault(e.round, {})[e.agent] = e.stance if e.usable else None
+    return [rounds[n] for n in sorted(rounds)]
+
+
 def view(r: RoundtableResult) -> list[Block]:
     """The run detail: agreement, the judge's reading, dissent, exchanges, the stances."""
     a, judge, votes = r.agreement, r.judge, r.stance_tally

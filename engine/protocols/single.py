@@ -176,4 +176,5 @@ SPEC = ProtocolSpec(
     estimate_calls=lambda options, seats: int(options.get("rounds", 1)),
     insights=_insights,
     result_type=SingleResult, summary=_summary, outcome=_outcome, signals=_signals,
-    view=_view, phases=("answer", "reflect"), rounds_option="rounds", color="#8d6e63")
+    view=_view, phases=("answer", "reflect"), rounds_option="rounds", color="#8d6e63",
+    answers_by_round=lambda r: [{reply.agent: reply.answer or None} for reply in r.replies])

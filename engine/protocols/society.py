@@ -385,4 +385,6 @@ SPEC = ProtocolSpec(
     insights=_insights,
     result_type=SocietyResult, summary=_summary, outcome=_outcome, signals=_signals,
     view=_view, phases=("answer", "revise"), rounds_option="rounds", color="#6d4c41",
-    carried=lambda r: tally_carried(r.tallies[-1] if r.tallies else None))
+    carried=lambda r: tally_carried(r.tallies[-1] if r.tallies else None),
+    answers_by_round=lambda r: [{reply.agent: reply.answer or None for reply in replies}
+                                for replies in r.rounds])

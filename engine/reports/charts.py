@@ -89,6 +89,23 @@ def tally_bar(counts: Mapping[str, int], winner: str | None = None,
                    yaxis={"title": {"text": "votes"}, "dtick": 1, "rangemode": "tozero"})
 
 
+def dynamics_lines(per_round: pd.DataFrame,
+                   title: str = "Entropy and agreement by round") -> go.Figure:
+    """A run's entropy in bits (left axis) and agreement, the plurality's share of the answers
+    given (right axis, 0..1), per round (`engine.reports.run_dynamics`)."""
+    rounds = per_round["round"].tolist()
+    return _figure([
+        {"type": "scatter", "mode": "lines+markers", "x": rounds, "name": "entropy (bits)",
+         "y": per_round["entropy (bits)"].tolist(), "marker": {"color": ACCENT}},
+        {"type": "scatter", "mode": "lines+markers", "x": rounds, "name": "agreement",
+         "y": per_round["agreement"].tolist(), "yaxis": "y2", "marker": {"color": WINNER},
+         "line": {"dash": "dash"}}],
+        title, 280, xaxis={"title": {"text": "round"}, "dtick": 1},
+        yaxis={"title": {"text": "entropy (bits)"}, "rangemode": "tozero"},
+        yaxis2={"title": {"text": "agreement"}, "overlaying": "y", "side": "right",
+                "range": [0, 1.05]})
+
+
 def sankey(links: pd.DataFrame, title: str = "Stance before → after") -> go.Figure:
     """Flows from `source` to `target` nodes sized by `value` (hover shows `label` if given).
 

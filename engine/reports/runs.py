@@ -14,6 +14,7 @@ import pandas as pd
 
 from engine.models import total_cost
 from engine.protocols import REGISTRY
+from engine.reports.run_dynamics import DynamicsStrip, dynamics_strip
 from engine.store import STATUSES
 from engine.store.facets import INTERNAL_TAGS
 from engine.views.blocks import Block, cost_text, is_simulated, simulated_text
@@ -205,6 +206,7 @@ class RunDetail:
     tallies: list[tuple[str, dict[str, int], str | None]] = field(default_factory=list)
     flows: pd.DataFrame | None = None
     outcome: str = ""
+    dynamics: DynamicsStrip | None = None  # DESIGN 2.12, for a protocol with rounds of answers
 
     @property
     def rerunnable(self) -> bool:
@@ -257,6 +259,7 @@ def run_detail(store: Any, run_id: str) -> RunDetail:
     flows = [b for b in blocks if b.kind == "flow"]
     detail.flows = pd.DataFrame(flows[0].rows) if flows else None
     detail.outcome = outcome_text(run.get("metrics"))
+    detail.dynamics = dynamics_strip(run) if result is not None else None
     return detail
 
 

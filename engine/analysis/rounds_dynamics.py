@@ -1,0 +1,145 @@
+"""Dynamics over rounds (DESIGN 2.12): how a run's answers spread and converged from round to
+round, who changed their answer, whether the changes fixed or broke it, and who moved whom.
+
+The module is named so that `from engine.analysis import dynamics` gives the function, not
+this module. Every measure is arithmetic on the answers per round: one mapping per round from
+agent to its raw answer, compared after `normalize_stance`; `None` or an answer that
+normalises to "" is an abstention, which is never an answer (as in `tally`). Right and wrong
+use `answers_match`, the one scoring rule the rest of Parley uses.
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
+
+from pydantic import BaseModel, ConfigDict
+
+from engine.analysis.answers import answers_match
+from engine.analysis.stances import normalize_stance
+
+
+class Flip(NamedTuple):
+    """An agent's answer changed: `round` is the 1-based round of the new answer; `before`
+    and `after` are the normalised answers of that round and the round before."""
+
+    agent: str
+    round: int
+    before: str
+    after: str
+
+
+class Dynamics(BaseModel):
+    """The measures of DESIGN 2.12 for one run's rounds.
+
+    - `entropy`: per round, the Shannon entropy in bits of the answers given (abstentions left
+      out); between 0 (one answer) and log2(n) for n answers given. 0.0 for a round in which
+      nobody answered (no answers, no spread; `answered` tells the two apart).
+    - `agreement`: per round, the plurality's share of the answers given, in (0, 1]; 0.0 for a
+      round in which nobody answered (as `Tally.ratio` when everyone abstains).
+    - `answered`: per round, how many agents gave an answer.
+    - `inflation`: the last round's agreement minus the first round's (0.0 without rounds).
+    - `flips`: every agent whose answer changed from the round before, in round order and, in
+      a round, in the order of that round's mapping. Only an agent that answered in both rounds
+      can flip: abstaining, or answering after an abstention, is not a flip.
+    - `fixes` / `breaks`: flips from wrong to right / from right to wrong (`answers_match`
+      against `expected`); None without an expected answer.
+    - `silent_agreement`: the first round is unanimous: at least two agents, every one of them
+      answered, and all gave the same answer (one abstention rules it out, as for a
+      unanimous tally). A lone agent is never "in agreement".
+    - `collapsed_wrong`: the last round is unanimous (as above) on a wrong answer; None
+      without an expected answer.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    entropy: list[float]
+    agreement: list[float]
+    answered: list[int]
+    inflation: float
+    flips: list[Flip]
+    fixes: list[Flip] | None = None
+    breaks: list[Flip] | None = None
+    silent_agreement: bool = False
+    collapsed_wrong: bool | None = None
+
+
+def _normal(rounds: Sequence[Mapping[str, str | None]]) -> list[dict[str, str | None]]:
+    """Each round's answers normalised; an abstention (None, or "" once normalised) as None."""
+    return [{str(agent): (normalize_stance(raw) or None) if raw is not None else None
+             for agent, raw in answers.items()} for answers in rounds]
+
+
+def _entropy(counts: Counter[str]) -> float:
+    total = sum(counts.values())
+    if not total:
+        return 0.0
+    bits = -sum(n / total * math.log2(n / total) for n in counts.values())
+    return bits if bits > 0 else 0.0  # a single answer would give -0.0
+
+
+def _unanimous(answers: Mapping[str, str | None]) -> str | None:
+    """The answer every agent gave, when at least two agents all gave the same one."""
+    given = set(answers.values())
+    if len(answers) < 2 or None in given or len(given) != 1:
+        return None
+    return next(iter(given))
+
+
+def _flips(normal: Sequence[Mapping[str, str | None]]) -> list[Flip]:
+    out = []
+    for number in range(1, len(normal)):
+        before, after = normal[number - 1], normal[number]
+        for agent, new in after.items():
+            old = before.get(agent)
+            if old is not None and new is not None and old != new:
+                out.append(Flip(agent, number + 1, old, new))
+    return out
+
+
+def dynamics(rounds: Sequence[Mapping[str, str | None]], expected: str | None = None
+             ) -> Dynamics:
+    """The run's dynamics (see `Dynamics` for each measure and its edge cases): `rounds[i]`
+    maps each agent to its raw answer in round i + 1 (None abstains); `expected`, when given
+    and not blank, scores fixes, breaks and a collapse onto a wrong answer."""
+    normal = _normal(rounds)
+    entropy, agreement, answered = [], [], []
+    for answers in normal:
+        counts = Counter(a for a in answers.values() if a is not None)
+        total = sum(counts.values())
+        entropy.append(_entropy(counts))
+        agreement.append(max(counts.values()) / total if total else 0.0)
+        answered.append(total)
+    flips = _flips(normal)
+    scored = expected is not None and bool(normalize_stance(expected))
+    fixes = breaks = None
+    collapsed = None
+    if scored:
+        right = {a: bool(answers_match(a, expected)) for f in flips for a in (f.before, f.after)}
+        fixes = [f for f in flips if not right[f.before] and right[f.after]]
+        breaks = [f for f in flips if right[f.before] and not right[f.after]]
+        last = _unanimous(normal[-1]) if normal else None
+        collapsed = last is not None and not answers_match(last, expected)
+    return Dynamics(entropy=entropy, agreement=agreement, answered=answered,
+                    inflation=agreement[-1] - agreement[0] if agreement else 0.0,
+                    flips=flips, fixes=fixes, breaks=breaks,
+                    silent_agreement=bool(normal) and _unanimous(normal[0]) is not None,
+                    collapsed_wrong=collapsed)
+
+
+def influence(rounds: Sequence[Mapping[str, str | None]]) -> dict[tuple[str, str], int]:
+    """(mover, moved) -> how many times `moved` flipped (see `Dynamics.flips`) to the answer
+    `mover` held in the round before. Each flip is credited to every such mover; a flip to an
+    answer nobody else held credits no one. Pairs with no credit are left out."""
+    normal = _normal(rounds)
+    counts: Counter[tuple[str, str]] = Counter()
+    for flip in _flips(normal):
+        before = normal[flip.round - 2]
+        for mover, held in before.items():
+            if mover != flip.agent and held == flip.after:
+                counts[(mover, flip.agent)] += 1
+    return dict(counts)
+
+
+__all__ = ["Dynamics", "Flip", "dynamics", "influence"]
