@@ -156,6 +156,8 @@ def test_borda_on_scripted_rankings(recording_model):
         assert set(result.labels[ranker].values()) == set(ranked)
     metrics = metrics_of(result)
     assert metrics["top"] == "m1" and metrics["consensus"] == pytest.approx(0.6667)
+    assert metrics["first_answer"] == "4" and metrics["members"] == 3
+    assert metrics["rankings_read"] == 3 and metrics["top_points"] == 2
 
 
 def test_borda_arithmetic_and_its_tie_breaks():

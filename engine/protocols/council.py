@@ -14,6 +14,7 @@ import time
 from typing import Any, Unpack
 
 from engine.analysis.sections import parse_answer
+from engine.analysis.stances import tally
 from engine.checks import require_int, require_text
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
@@ -224,16 +225,21 @@ def _outcome(result: CouncilResult) -> str:
 
 
 def _signals(result: CouncilResult) -> Signals:
+    """The chairman's answer; `first_answer` the plurality of the members' own ANSWER lines
+    (stage 1, a vote within the council); `consensus` the share of rankers that put `top`
+    first."""
     c = result.confidence
     read = bool(result.rankings)
-    return Signals(answer=result.answer or None,
+    first = tally({seat: parse_answer(text) or None for seat, text in result.answers.items()}
+                  ) if result.answers else None
+    return Signals(answer=result.answer or None, first_answer=first.winner if first else None,
                    consensus=round(c.ratio, 4) if c and read else None,
                    level=c.level if c and read else None,
-                   extra={"top": result.top or "", "members": len(result.labels) or len(
-                       result.answers), "answered": len(result.answers),
-                       "rankings_read": len(result.rankings),
-                       "top_points": result.borda.get(result.top or "", 0) if read else None,
-                       "confidence_level": c.level if c and read else None})
+                   extra={"top": result.top or "", "members": len(result.borda),
+                          "answered": len(result.answers),
+                          "rankings_read": len(result.rankings),
+                          "top_points": result.borda.get(result.top or "", 0) if read else None,
+                          "confidence_level": c.level if c and read else None})
 
 
 def _lost(result: CouncilResult) -> list[str]:
