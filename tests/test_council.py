@@ -3,6 +3,7 @@ count with its tie-breaks, unreadable rankings abstaining, failures, the order s
 and a fuzz of the FINAL RANKING parser."""
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -217,6 +218,16 @@ def test_calls_are_twice_the_members_plus_one(n):
         "members": [{"name": f"m{i}"} for i in range(n)]}}) == {
         "calls": 2 * n + 1, "waves": 3, "tokens": (2 * n + 1) * 600}
     assert all(len(shown) == n - 1 for shown in result.labels.values())
+
+
+def test_members_answer_and_rank_concurrently_in_three_waves():
+    from engine.simulated.model import SimulatedChatModel
+    seats = [Seat(f"s{i}", SimulatedChatModel(parley_spec="simulated?latency=0.2",
+                                              latency=0.2)) for i in range(4)]
+    result = asyncio.run(arun_council(Q, members=seats, chairman="simulated?latency=0.2"))
+    assert len(result.turns) == 9 and result.duration < 1.5  # one after another: 1.8 s
+    phases = [t.phase for t in result.turns]
+    assert phases == ["answer"] * 4 + ["rank"] * 4 + ["chair"]
 
 
 @pytest.mark.parametrize("kw", [{"members": ["simulated"]}, {"members": ["simulated"] * 9},
