@@ -252,6 +252,19 @@ def test_a_failing_member_is_not_shown_for_ranking(recording_model):
     assert not failed.ok and "down" in failed.error and failed.reply == ""
 
 
+def test_a_ranker_whose_call_fails_abstains(recording_model):
+    m = [recording_model(["Reasoning t0.\nANSWER: 4", RuntimeError("rank down")]),
+         member(recording_model, "t1", prefs=["t0", "t2"]),
+         member(recording_model, "t2", prefs=["t0", "t1"])]
+    result = run_council(Q, members=[Seat(f"m{i}", x) for i, x in enumerate(m)],
+                         chairman="simulated", retries=0)
+    assert "m0" in result.answers and "m0" not in result.rankings
+    assert any(w.startswith("ranker m0: failed (") and "abstains" in w
+               for w in result.warnings)
+    assert result.top == "m0" and result.borda == {"m0": 2, "m1": 0, "m2": 0}
+    assert result.confidence is not None and result.confidence.level == "high"
+
+
 def test_a_failing_chairman_gives_no_answer(recording_model, store):
     result = run_council(Q, members=["simulated"] * 3,
                          chairman=recording_model([RuntimeError("chair down")]),

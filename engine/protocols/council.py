@@ -112,7 +112,8 @@ async def arun_council(question: str, *, members: list[Seat | Any], chairman: Se
     order, shown = presented(members, run.order_seed)
 
     async def rank(ctx: RunContext, seat: Seat, labels: dict[str, str],
-                   answers: dict[str, str], briefs: dict[str, str]) -> list[str] | None:
+                   answers: dict[str, str], briefs: dict[str, str]) -> list[str] | str:
+        """One ranker's ranking, de-anonymised (seat names, best first), or why it abstains."""
         prompt = render(TEMPLATES, ctx.prompts, "rank", question=question,
                         responses=_shown(labels, answers))
         task = Task(kind="rank", own=briefs.get(seat.name) or None,
@@ -124,13 +125,14 @@ async def arun_council(question: str, *, members: list[Seat | Any], chairman: Se
         turn = await ctx.call(anonymous, [{"role": "user", "content": prompt}],
                               phase="rank", round=2, task=task)
         if not turn.ok:
-            return None
+            return f"failed ({turn.error})"
         read = ctx.guard(turn, read_ranking, turn.reply, list(labels))
         if read is None:
-            if turn.ok:
-                ctx.update(turn, warnings=[*turn.warnings, "no readable FINAL RANKING block; "
-                                           "the ranker abstains"])
-            return None
+            if not turn.ok:  # the reading itself failed on this reply
+                return f"its ranking could not be read ({turn.error})"
+            ctx.update(turn, warnings=[*turn.warnings, "no readable FINAL RANKING block; "
+                                       "the ranker abstains"])
+            return "its ranking could not be read"
         ctx.update(turn, parsed={"ranking": read})
         return [labels[label] for label in read]
 
@@ -161,10 +163,10 @@ async def arun_council(question: str, *, members: list[Seat | Any], chairman: Se
             rank(ctx, seat, labels[seat.name], answers, briefs)
             for seat in shown if seat.name in labels))
         rankers = [seat.name for seat in shown if seat.name in labels]
-        rankings = {name: r for name, r in zip(rankers, ranked, strict=True) if r}
-        for name, r in zip(rankers, ranked, strict=True):
-            if not r:
-                warnings.append(f"ranker {name}: its ranking could not be read; it abstains")
+        rankings = {name: r for name, r in zip(rankers, ranked, strict=True)
+                    if isinstance(r, list)}
+        warnings += [f"ranker {name}: {r}; it abstains"
+                     for name, r in zip(rankers, ranked, strict=True) if isinstance(r, str)]
         totals = borda(rankings, names)
         best = aggregate(rankings, names)
         top = best[0] if best else None
