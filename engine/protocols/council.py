@@ -254,7 +254,7 @@ def _view(r: CouncilResult) -> list[Block]:
     means = mean_ranks(r.rankings)
     firsts = [ranked[0] for ranked in r.rankings.values() if ranked]
     blocks = [Block("metrics", items=[
-                  ("Answer", r.answer or "(none)"), ("Top answer", r.top or "(none)"),
+                  ("Answer", r.answer or "(none)"), ("Top-ranked member", r.top or "(none)"),
                   ("Confidence", _confidence(r)),
                   ("Rankings read", f"{len(r.rankings)}/{len(r.labels)}")]),
               Block("caption", body="Stage 1: every member answers alone. Stage 2: every "
