@@ -276,6 +276,17 @@ def test_a_failing_chairman_gives_no_answer(recording_model, store):
     assert store.get(result.run_id)["status"] == "completed"
 
 
+def test_a_member_without_an_answer_line_is_ranked_as_written(recording_model):
+    m = [recording_model(["Just prose, tok-prose.", "FINAL RANKING:\n1. Response A"]),
+         member(recording_model, "t1", prefs=["tok-prose", "t2"]),
+         member(recording_model, "t2", prefs=["tok-prose", "t1"])]
+    result = run_council(Q, members=[Seat(f"m{i}", x) for i, x in enumerate(m)],
+                         chairman="simulated")
+    assert result.answers["m0"] == "Just prose, tok-prose." and result.top == "m0"
+    (turn,) = [t for t in result.turns if t.phase == "answer" and t.seat == "m0"]
+    assert turn.ok and any("no ANSWER line" in w for w in turn.warnings)
+
+
 def test_a_chairman_without_an_answer_line_leaves_the_run_unscored(recording_model):
     result = run_council(Q, members=["simulated"] * 2, expected="4",
                          chairman=recording_model(["I would rather not say."]))

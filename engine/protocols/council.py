@@ -93,6 +93,55 @@ def _ranking_text(order: list[str], totals: dict[str, int], chair: dict[str, str
     return "\n".join(lines) or "(no ranking could be read)"
 
 
+async def _rank(ctx: RunContext, seat: Seat, question: str, labels: dict[str, str],
+                answers: dict[str, str], briefs: dict[str, str]) -> list[str] | str:
+    """One ranker's ranking, de-anonymised (seat names, best first), or why it abstains."""
+    prompt = render(TEMPLATES, ctx.prompts, "rank", question=question,
+                    responses=_shown(labels, answers))
+    task = Task(kind="rank", own=briefs.get(seat.name) or None,
+                others={label: briefs.get(s, "") for label, s in labels.items()})
+    # No persona either: DESIGN 2.9 says a ranking prompt holds no seat's persona, and a
+    # ranker's own persona (sent as its system prompt) could name or describe it, so the
+    # ranker ranks as its bare model.
+    anonymous = seat.model_copy(update={"persona": ""})
+    turn = await ctx.call(anonymous, [{"role": "user", "content": prompt}],
+                          phase="rank", round=2, task=task)
+    if not turn.ok:
+        return f"failed ({turn.error})"
+    read = ctx.guard(turn, read_ranking, turn.reply, list(labels))
+    if read is None:
+        if not turn.ok:  # the reading itself failed on this reply
+            return f"its ranking could not be read ({turn.error})"
+        ctx.update(turn, warnings=[*turn.warnings, "no readable FINAL RANKING block; "
+                                   "the ranker abstains"])
+        return "its ranking could not be read"
+    ctx.update(turn, parsed={"ranking": read})
+    return [labels[label] for label in read]
+
+
+async def _chairman(ctx: RunContext, chair: Seat, question: str, answers: dict[str, str],
+                    briefs: dict[str, str], best: list[str], totals: dict[str, int],
+                    chair_labels: dict[str, str]) -> tuple[str, str, list[str]]:
+    """Stage 3: (the chairman's reply, its last ANSWER line, warnings); nothing from a failed
+    chairman, never an invented answer."""
+    prompt = render(TEMPLATES, ctx.prompts, "chair", question=question,
+                    responses=_shown(chair_labels, answers),
+                    ranking=_ranking_text(best, totals, chair_labels))
+    by_label = {seat: label for label, seat in chair_labels.items()}
+    leading = [*best, *(s for s in chair_labels.values() if s not in best)]
+    task = Task(kind="chair", sections=("ANSWER",),
+                others={by_label[s]: briefs.get(s, "") for s in leading})
+    turn = await ctx.call_lines(chair, [{"role": "user", "content": prompt}],
+                                line=ANSWER_LINE, phase="chair", round=3, task=task)
+    if not turn.ok:
+        return "", "", [f"the chairman failed ({turn.error}); the council has no final answer"]
+    answer = ctx.guard(turn, parse_answer, turn.reply) or ""
+    if answer:
+        return turn.reply, answer, []
+    return turn.reply, "", ["the chairman gave no ANSWER line; the run has no short answer "
+                            "and is left unscored"]
+
+
 async def arun_council(question: str, *, members: list[Seat | Any], chairman: Seat | Any,
                        seed: int = 0, **kw: Unpack[RunKwargs]) -> CouncilResult:
     """A council of `members` (2..8) and a `chairman`: answers, anonymous peer rankings,
@@ -111,31 +160,6 @@ async def arun_council(question: str, *, members: list[Seat | Any], chairman: Se
     # the order the answers are presented in (DESIGN 2.10), before each ranker's own draw
     order, shown = presented(members, run.order_seed)
 
-    async def rank(ctx: RunContext, seat: Seat, labels: dict[str, str],
-                   answers: dict[str, str], briefs: dict[str, str]) -> list[str] | str:
-        """One ranker's ranking, de-anonymised (seat names, best first), or why it abstains."""
-        prompt = render(TEMPLATES, ctx.prompts, "rank", question=question,
-                        responses=_shown(labels, answers))
-        task = Task(kind="rank", own=briefs.get(seat.name) or None,
-                    others={label: briefs.get(s, "") for label, s in labels.items()})
-        # No persona either: DESIGN 2.9 says a ranking prompt holds no seat's persona, and a
-        # ranker's own persona (sent as its system prompt) could name or describe it, so the
-        # ranker ranks as its bare model.
-        anonymous = seat.model_copy(update={"persona": ""})
-        turn = await ctx.call(anonymous, [{"role": "user", "content": prompt}],
-                              phase="rank", round=2, task=task)
-        if not turn.ok:
-            return f"failed ({turn.error})"
-        read = ctx.guard(turn, read_ranking, turn.reply, list(labels))
-        if read is None:
-            if not turn.ok:  # the reading itself failed on this reply
-                return f"its ranking could not be read ({turn.error})"
-            ctx.update(turn, warnings=[*turn.warnings, "no readable FINAL RANKING block; "
-                                       "the ranker abstains"])
-            return "its ranking could not be read"
-        ctx.update(turn, parsed={"ranking": read})
-        return [labels[label] for label in read]
-
     async def body(ctx: RunContext) -> CouncilResult:
         start = time.monotonic()
         warnings: list[str] = []
@@ -151,6 +175,10 @@ async def arun_council(question: str, *, members: list[Seat | Any], chairman: Se
                 warnings.append(f"member {t.seat}: failed ({t.error}); its answer is not "
                                 "shown for ranking")
         briefs = {seat: parse_answer(text) for seat, text in answers.items()}
+        for t in turns:  # an answer without its line is still an answer: ranked as written
+            if t.ok and not briefs.get(t.seat):
+                ctx.update(t, warnings=[*t.warnings, "no ANSWER line; shown for ranking as "
+                                        "written"])
         presented_answers = [name for name in order if name in answers]
         labels: dict[str, dict[str, str]] = {}
         for index, seat in enumerate(members):
@@ -160,7 +188,7 @@ async def arun_council(question: str, *, members: list[Seat | Any], chairman: Se
             else:
                 warnings.append(f"member {seat.name}: no other answer to rank")
         ranked = await asyncio.gather(*(
-            rank(ctx, seat, labels[seat.name], answers, briefs)
+            _rank(ctx, seat, question, labels[seat.name], answers, briefs)
             for seat in shown if seat.name in labels))
         rankers = [seat.name for seat in shown if seat.name in labels]
         rankings = {name: r for name, r in zip(rankers, ranked, strict=True)
@@ -175,24 +203,9 @@ async def arun_council(question: str, *, members: list[Seat | Any], chairman: Se
         if not answers:
             warnings.append("no member answered; the chairman was not asked")
         else:
-            prompt = render(TEMPLATES, ctx.prompts, "chair", question=question,
-                            responses=_shown(chair_labels, answers),
-                            ranking=_ranking_text(best, totals, chair_labels))
-            by_label = {seat: label for label, seat in chair_labels.items()}
-            leading = [*best, *(s for s in presented_answers if s not in best)]
-            task = Task(kind="chair", sections=("ANSWER",),
-                        others={by_label[s]: briefs.get(s, "") for s in leading})
-            turn = await ctx.call_lines(chair, [{"role": "user", "content": prompt}],
-                                        line=ANSWER_LINE, phase="chair", round=3, task=task)
-            if turn.ok:
-                final_text = turn.reply
-                answer = ctx.guard(turn, parse_answer, turn.reply) or ""
-                if not answer:
-                    warnings.append("the chairman gave no ANSWER line; the run has no short "
-                                    "answer and is left unscored")
-            else:
-                warnings.append(f"the chairman failed ({turn.error}); the council has no "
-                                "final answer")
+            final_text, answer, said = await _chairman(ctx, chair, question, answers, briefs,
+                                                       best, totals, chair_labels)
+            warnings += said
         return CouncilResult(
             question=question, answers={n: answers[n] for n in order if n in answers},
             rankings=rankings, labels=labels, borda=totals, aggregate=best, top=top,
