@@ -1,4 +1,4 @@
-"""Parley's engine: multi-agent debate, peer review, panels, roundtables and duels.
+"""Parley's engine: multi-agent debate, peer review, panels, roundtables, duels and councils.
 
 Pure Python (never imports streamlit). Every `run_*` is a synchronous wrapper over an
 `arun_*` coroutine with the same arguments.
@@ -20,6 +20,8 @@ _WHERE = {
     "get_model": "engine.llm.providers",
     **dict.fromkeys(("ConfigError", "RunResult", "Seat", "Turn"), "engine.models"),
     **dict.fromkeys(("REGISTRY", "get_protocol", "prompt_templates"), "engine.protocols"),
+    **dict.fromkeys(("CouncilResult", "arun_council", "run_council"),
+                    "engine.protocols.council"),
     **dict.fromkeys(("DebateResult", "DebateRound", "arun_debate", "run_debate"),
                     "engine.protocols.debate"),
     **dict.fromkeys(("DuelResult", "arun_duel", "run_duel"), "engine.protocols.duel"),
@@ -37,13 +39,14 @@ _WHERE = {
 }
 
 __all__ = [
-    "REGISTRY", "ConfigError", "DebateResult", "DebateRound", "DuelResult", "Exchange",
-    "PanelResult", "PeerReviewIteration", "PeerReviewResult", "RoundtableResult", "RunResult",
-    "Seat", "SingleResult", "SocietyResult", "Store", "Turn", "VoteResult", "arun_debate",
-    "arun_duel", "arun_panel", "arun_peer_review", "arun_roundtable", "arun_single",
-    "arun_society", "arun_vote", "get_model", "get_protocol", "prompt_templates",
-    "question_set", "run_debate", "run_duel", "run_panel", "run_peer_review",
-    "run_roundtable", "run_single", "run_society", "run_vote",
+    "REGISTRY", "ConfigError", "CouncilResult", "DebateResult", "DebateRound", "DuelResult",
+    "Exchange", "PanelResult", "PeerReviewIteration", "PeerReviewResult", "RoundtableResult",
+    "RunResult", "Seat", "SingleResult", "SocietyResult", "Store", "Turn", "VoteResult",
+    "arun_council", "arun_debate", "arun_duel", "arun_panel", "arun_peer_review",
+    "arun_roundtable", "arun_single", "arun_society", "arun_vote", "get_model",
+    "get_protocol", "prompt_templates", "question_set", "run_council", "run_debate",
+    "run_duel", "run_panel", "run_peer_review", "run_roundtable", "run_single",
+    "run_society", "run_vote",
 ]
 
 
@@ -74,6 +77,7 @@ if TYPE_CHECKING:  # what type checkers and editors see: the same names, importe
     from engine.llm.providers import get_model
     from engine.models import ConfigError, RunResult, Seat, Turn
     from engine.protocols import REGISTRY, get_protocol, prompt_templates
+    from engine.protocols.council import CouncilResult, arun_council, run_council
     from engine.protocols.debate import DebateResult, DebateRound, arun_debate, run_debate
     from engine.protocols.duel import DuelResult, arun_duel, run_duel
     from engine.protocols.panel import PanelResult, arun_panel, run_panel

@@ -213,9 +213,10 @@ class Task(BaseModel):
     `kind` is what is asked: answer (a cold answer), revise (answer again after a critique),
     critique (a verdict on each answer in `others`), judge (rule on `others` or on `sides`),
     argue (one side's argument), draft (a producer's text; `own` is its previous draft),
-    review (approve or not the draft in `others`), statement (a duel's turn) or turn (a
-    roundtable turn). The reply format is `keys` (a JSON object), `sections` (labelled
-    lines) and/or `stance_line` (a closing `STANCE:` line).
+    review (approve or not the draft in `others`), statement (a duel's turn), turn (a
+    roundtable turn), rank (a council member ranks the labelled answers in `others`) or chair
+    (a council's chairman, `others` best first). The reply format is `keys` (a JSON
+    object), `sections` (labelled lines) and/or `stance_line` (a closing `STANCE:` line).
     """
 
     kind: str

@@ -81,7 +81,7 @@ def test_rounds_option_is_named_by_the_registry():
     assert {name: spec.rounds_option for name, spec in REGISTRY.items()} == {
         "debate": "max_rounds", "peer-review": "max_iterations", "roundtable": "rounds",
         "duel": "rounds", "panel": None, "vote": None, "society": "rounds",
-        "single": "rounds"}
+        "single": "rounds", "council": None}
 
 
 @pytest.mark.parametrize("argv, words", [

@@ -20,6 +20,7 @@ from engine.analysis.sections import parse_answer
 from engine.llm.lines import PROBE_GRAMMAR, PROBE_TOKENS, SHORT_WORDS, LineFormat
 from engine.llm.providers import DEFAULT_MAX_TOKENS
 from engine.protocols import REGISTRY, arun_config, run_sync
+from engine.protocols.council import ANSWER_LINE as COUNCIL_LINE
 from engine.protocols.debate import JUDGE_FORMAT, _read_judge
 from engine.protocols.peer_review import DRAFT_FORMAT, REVIEW_FORMAT, _read_review
 from engine.protocols.roundtable import STANCE_LINE, parse_stance
@@ -34,6 +35,7 @@ PHASES = {
     "peer-review": {"review": REVIEW_FORMAT, "draft": DRAFT_FORMAT},
     "society": {"answer": FINAL_LINE, "revise": FINAL_LINE},
     "single": {"answer": FINAL_LINE, "reflect": FINAL_LINE},
+    "council": {"answer": COUNCIL_LINE, "chair": COUNCIL_LINE},  # its ranking goes without one
 }
 
 

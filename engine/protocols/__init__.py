@@ -7,7 +7,17 @@ from typing import Any
 from engine.checks import require_int
 from engine.config import RunConfig, SeatSpec
 from engine.models import ConfigError, RunResult, Seat
-from engine.protocols import debate, duel, panel, peer_review, roundtable, single, society, vote
+from engine.protocols import (
+    council,
+    debate,
+    duel,
+    panel,
+    peer_review,
+    roundtable,
+    single,
+    society,
+    vote,
+)
 from engine.protocols.base import Option, ProtocolSpec, Slot, run_sync
 from engine.protocols.templates import Template
 
@@ -21,6 +31,7 @@ REGISTRY: dict[str, ProtocolSpec[Any]] = {
         vote.SPEC,
         society.SPEC,
         single.SPEC,
+        council.SPEC,
     )
 }
 

@@ -24,6 +24,9 @@ reviews, a side's statements, and turns that end in a `STANCE:` line.
   `conformity`. Every holder of one answer gives the same grounds for it, so a reading by words
   sees agreement where there is agreement.
 
+- rank: a council member ranks the labelled answers, its own answer's equals first, ending in
+  a `FINAL RANKING:` block; chair: the chairman states the best-ranked answer.
+
 Any section label a task lists is answered (ANSWER included); a label these do not know gets a
 placeholder value.
 """
@@ -208,6 +211,33 @@ def _turn(world: World, task: Task) -> str:
     return f"{body}: {stance}, because {grounds(stance)}.\nSTANCE: {stance}"
 
 
+# --------------------------------------------------------------------------- a council
+def _rank(world: World, task: Task) -> str:
+    """A ranking of the labelled answers in `others` (label -> the answer it states): those
+    that match the ranker's own answer first (its stage-1 answer, else its belief), the rest
+    in an order drawn from the world; it ends in a `FINAL RANKING:` block."""
+    view = task.own if task.own and normalize_stance(task.own) else belief(world, task)
+    labels = list(task.others)
+    draw = rng(world, task, "rank", task.seat, normalize_stance(view), others_key(task))
+    draw.shuffle(labels)
+    labels.sort(key=lambda label: not same(task.others[label], view))
+    notes = "\n".join(
+        f"{label} {'reaches' if same(task.others[label], view) else 'does not reach'} "
+        f"{view}." for label in task.others)
+    ranking = "\n".join(f"{k}. {label}" for k, label in enumerate(labels, 1))
+    return f"{notes}\n\nFINAL RANKING:\n{ranking}"
+
+
+def _chair(world: World, task: Task) -> str:
+    """The chairman's synthesis: the answer of the best-ranked labelled answer that states
+    one (`others` comes best first), else its own belief; it ends with an `ANSWER:` line."""
+    answer = next((a for a in task.others.values() if normalize_stance(a)), None)
+    if answer is None:
+        answer = belief(world, task)
+    return (f"Weighing the council's answers and their ranking, the answer is {answer}, "
+            f"because {grounds(answer)}.\nANSWER: {answer}")
+
+
 def text_reply(world: World, task: Task) -> str:
     """The prose a task without `keys` is answered with."""
     if task.kind == "argue":
@@ -222,6 +252,10 @@ def text_reply(world: World, task: Task) -> str:
         text = _statement(world, task)
     elif task.kind == "turn":
         text = _turn(world, task)
+    elif task.kind == "rank":
+        text = _rank(world, task)
+    elif task.kind == "chair":
+        text = _chair(world, task)
     elif task.sections:
         mine = belief(world, task)
         text = _labelled(task, {"ANSWER": mine, "STANCE": mine})

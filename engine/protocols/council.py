@@ -1,0 +1,314 @@
+"""Council (DESIGN 2.9, after karpathy/llm-council): every member answers alone; every member
+ranks the OTHER members' answers, shown under anonymous labels; the rankings are aggregated by
+Borda count; a chairman reads every answer and the aggregate ranking and writes the final
+answer, ending with an `ANSWER:` line. 2 x members + 1 calls, in three waves.
+
+Anonymity is by construction: a ranker is shown neither its own answer nor any seat's name,
+persona or model, only `Response A`, `Response B`, ... in an order drawn per ranker from the
+run's `seed` (`council_result.draw_labels`). The arithmetic is in `council_result`.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Unpack
+
+from engine.analysis.sections import parse_answer
+from engine.analysis.stances import tally
+from engine.checks import require_int, require_text
+from engine.config import RunKwargs
+from engine.llm.calls import RunContext
+from engine.llm.lines import Line, line_format
+from engine.models import Seat, Signals, Task, Turn
+from engine.protocols.ballots import confidence_text, require_seats
+from engine.protocols.base import (
+    Option,
+    ProtocolSpec,
+    Slot,
+    execute,
+    presented,
+    run_sync,
+    split_run_options,
+)
+from engine.protocols.checks import require_seat
+from engine.protocols.council_result import (
+    CouncilResult,
+    aggregate,
+    borda,
+    draw_labels,
+    label_of,
+    mean_ranks,
+    read_ranking,
+    top_confidence,
+)
+from engine.protocols.templates import Template, render
+from engine.views.aggregate import completed
+from engine.views.blocks import Block, InsightsData, Section, warnings_block
+
+ENDING = ("finish with one line that starts with ANSWER: and gives the short final answer "
+          "(a number, a word or a short phrase).")
+TEMPLATES = {
+    "answer": Template(
+        "Answer the following question as accurately as you can.\n\nQuestion: {question}\n\n"
+        "Explain the reasoning briefly, then " + ENDING, ("question",),
+        "Stage 1: every member answers alone.", required=("question",)),
+    "rank": Template(
+        "You are evaluating different responses to the following question.\n\n"
+        "Question: {question}\n\nHere are the responses, each under an anonymous label:\n\n"
+        "{responses}\n\nEvaluate each response in turn: what it does well and what it does "
+        "badly. Then give the final ranking, from best to worst. It must start on a line of "
+        "its own reading FINAL RANKING: and list the responses as a numbered list, one per "
+        "line, each naming only the label, for example:\n\nFINAL RANKING:\n1. Response B\n"
+        "2. Response A\n\nWrite nothing after the ranking.", ("question", "responses"),
+        "Stage 2: every member ranks the others' answers, shown under anonymous labels.",
+        required=("question", "responses")),
+    "chair": Template(
+        "You are the chairman of a council. Each member answered the question below on its "
+        "own; then each ranked the others' answers without knowing whose they were.\n\n"
+        "Question: {question}\n\nThe answers, each under an anonymous label:\n\n{responses}\n\n"
+        "The members' aggregate ranking (Borda count), best first:\n{ranking}\n\n"
+        "Weigh the answers and the ranking, and write the council's final answer to the "
+        "question. Then " + ENDING, ("question", "responses", "ranking"),
+        "Stage 3: the chairman reads every answer and the aggregate ranking.",
+        required=("question", "responses", "ranking")),
+}
+ANSWER_LINE = line_format("answer", Line("ANSWER", "short"), lead=True)
+MIN_MEMBERS, MAX_MEMBERS = 2, 8
+SEED_MAX = 2**31 - 1
+
+
+def _shown(labels: dict[str, str], answers: dict[str, str]) -> str:
+    """The answers under their labels, in label order: nothing else of any seat."""
+    return "\n\n".join(f"{label}:\n{answers[seat]}" for label, seat in labels.items())
+
+
+def _ranking_text(order: list[str], totals: dict[str, int], chair: dict[str, str]) -> str:
+    """The aggregate ranking as the chairman sees it: labels and points, no seat names."""
+    label = {seat: lab for lab, seat in chair.items()}
+    lines = [f"{k}. {label[seat]} ({totals[seat]} points)"
+             for k, seat in enumerate((s for s in order if s in label), 1)]
+    unranked = [lab for lab, seat in chair.items() if seat not in order]
+    if unranked:
+        lines.append(f"Not ranked by anyone: {', '.join(unranked)}")
+    return "\n".join(lines) or "(no ranking could be read)"
+
+
+async def _rank(ctx: RunContext, seat: Seat, question: str, labels: dict[str, str],
+                answers: dict[str, str], briefs: dict[str, str]) -> list[str] | str:
+    """One ranker's ranking, de-anonymised (seat names, best first), or why it abstains."""
+    prompt = render(TEMPLATES, ctx.prompts, "rank", question=question,
+                    responses=_shown(labels, answers))
+    task = Task(kind="rank", own=briefs.get(seat.name) or None,
+                others={label: briefs.get(s, "") for label, s in labels.items()})
+    # No persona either: DESIGN 2.9 says a ranking prompt holds no seat's persona, and a
+    # ranker's own persona (sent as its system prompt) could name or describe it, so the
+    # ranker ranks as its bare model.
+    anonymous = seat.model_copy(update={"persona": ""})
+    turn = await ctx.call(anonymous, [{"role": "user", "content": prompt}],
+                          phase="rank", round=2, task=task)
+    if not turn.ok:
+        return f"failed ({turn.error})"
+    read = ctx.guard(turn, read_ranking, turn.reply, list(labels))
+    if read is None:
+        if not turn.ok:  # the reading itself failed on this reply
+            return f"its ranking could not be read ({turn.error})"
+        ctx.update(turn, warnings=[*turn.warnings, "no readable FINAL RANKING block; "
+                                   "the ranker abstains"])
+        return "its ranking could not be read"
+    ctx.update(turn, parsed={"ranking": read})
+    return [labels[label] for label in read]
+
+
+async def _chairman(ctx: RunContext, chair: Seat, question: str, answers: dict[str, str],
+                    briefs: dict[str, str], best: list[str], totals: dict[str, int],
+                    chair_labels: dict[str, str]) -> tuple[str, str, list[str]]:
+    """Stage 3: (the chairman's reply, its last ANSWER line, warnings); nothing from a failed
+    chairman, never an invented answer."""
+    prompt = render(TEMPLATES, ctx.prompts, "chair", question=question,
+                    responses=_shown(chair_labels, answers),
+                    ranking=_ranking_text(best, totals, chair_labels))
+    by_label = {seat: label for label, seat in chair_labels.items()}
+    leading = [*best, *(s for s in chair_labels.values() if s not in best)]
+    task = Task(kind="chair", sections=("ANSWER",),
+                others={by_label[s]: briefs.get(s, "") for s in leading})
+    turn = await ctx.call_lines(chair, [{"role": "user", "content": prompt}],
+                                line=ANSWER_LINE, phase="chair", round=3, task=task)
+    if not turn.ok:
+        return "", "", [f"the chairman failed ({turn.error}); the council has no final answer"]
+    answer = ctx.guard(turn, parse_answer, turn.reply) or ""
+    if answer:
+        return turn.reply, answer, []
+    return turn.reply, "", ["the chairman gave no ANSWER line; the run has no short answer "
+                            "and is left unscored"]
+
+
+async def arun_council(question: str, *, members: list[Seat | Any], chairman: Seat | Any,
+                       seed: int = 0, **kw: Unpack[RunKwargs]) -> CouncilResult:
+    """A council of `members` (2..8) and a `chairman`: answers, anonymous peer rankings,
+    a Borda count, and the chairman's final answer (its last `ANSWER:` line, scored).
+
+    A member whose answer failed is not shown for ranking; a ranking that cannot be read
+    abstains (a warning); a failed chairman leaves the run without an answer.
+    """
+    run = split_run_options(dict(kw), "council")
+    question = require_text(question, "question")
+    members = require_seats(members, "members", MIN_MEMBERS, MAX_MEMBERS, "council", "member",
+                            run.endpoints)
+    chair = require_seat(chairman, "chairman", run.endpoints)
+    seed = require_int(seed, "seed", 0, SEED_MAX, "council")
+    names = [seat.name for seat in members]
+    # the order the answers are presented in (DESIGN 2.10), before each ranker's own draw
+    order, shown = presented(members, run.order_seed)
+
+    async def body(ctx: RunContext) -> CouncilResult:
+        start = time.monotonic()
+        warnings: list[str] = []
+        first = render(TEMPLATES, ctx.prompts, "answer", question=question)
+        turns: list[Turn] = list(await asyncio.gather(*(
+            ctx.call_lines(seat, [{"role": "user", "content": first}], line=ANSWER_LINE,
+                           phase="answer", round=1,
+                           task=Task(kind="answer", sections=("ANSWER",)))
+            for seat in shown)))
+        answers = {t.seat: t.reply for t in turns if t.ok}
+        for t in turns:
+            if not t.ok:
+                warnings.append(f"member {t.seat}: failed ({t.error}); its answer is not "
+                                "shown for ranking")
+        briefs = {seat: parse_answer(text) for seat, text in answers.items()}
+        for t in turns:  # an answer without its line is still an answer: ranked as written
+            if t.ok and not briefs.get(t.seat):
+                ctx.update(t, warnings=[*t.warnings, "no ANSWER line; shown for ranking as "
+                                        "written"])
+        presented_answers = [name for name in order if name in answers]
+        labels: dict[str, dict[str, str]] = {}
+        for index, seat in enumerate(members):
+            others = [name for name in presented_answers if name != seat.name]
+            if others:
+                labels[seat.name] = draw_labels(others, seed, index)
+            else:
+                warnings.append(f"member {seat.name}: no other answer to rank")
+        ranked = await asyncio.gather(*(
+            _rank(ctx, seat, question, labels[seat.name], answers, briefs)
+            for seat in shown if seat.name in labels))
+        rankers = [seat.name for seat in shown if seat.name in labels]
+        rankings = {name: r for name, r in zip(rankers, ranked, strict=True)
+                    if isinstance(r, list)}
+        warnings += [f"ranker {name}: {r}; it abstains"
+                     for name, r in zip(rankers, ranked, strict=True) if isinstance(r, str)]
+        totals = borda(rankings, names)
+        best = aggregate(rankings, names)
+        top = best[0] if best else None
+        chair_labels = {label_of(i): seat for i, seat in enumerate(presented_answers)}
+        final_text, answer = "", ""
+        if not answers:
+            warnings.append("no member answered; the chairman was not asked")
+        else:
+            final_text, answer, said = await _chairman(ctx, chair, question, answers, briefs,
+                                                       best, totals, chair_labels)
+            warnings += said
+        return CouncilResult(
+            question=question, answers={n: answers[n] for n in order if n in answers},
+            rankings=rankings, labels=labels, borda=totals, aggregate=best, top=top,
+            chairman=chair.name, chair_labels=chair_labels, final_text=final_text,
+            answer=answer, confidence=top_confidence(rankings, top), seed=seed,
+            warnings=warnings, duration=time.monotonic() - start)
+
+    return await execute("council", question, TEMPLATES, body,
+                         {"members": members, "chairman": chair}, {"seed": seed}, run, order)
+
+
+def run_council(question: str, **kw: Any) -> CouncilResult:
+    """Synchronous `arun_council`."""
+    return run_sync(arun_council(question, **kw))
+
+
+# --------------------------------------------------------------------------- presentation
+def _confidence(result: CouncilResult) -> str:
+    return confidence_text(result.confidence) if result.confidence else "none"
+
+
+def _summary(result: CouncilResult) -> str:
+    ranked = ", ".join(f"{seat} {result.borda.get(seat, 0)}" for seat in result.aggregate)
+    return (f"answer: {result.answer or '(none)'}; top: {result.top or '(none)'} "
+            f"(Borda: {ranked or 'no ranking read'}); confidence {_confidence(result)}")
+
+
+def _outcome(result: CouncilResult) -> str:
+    c = result.confidence
+    level = f" ({c.level}, {c.ratio:.0%})" if c and result.top else ""
+    return f"{result.answer or '(no answer)'}; top {result.top or '(none)'}{level}"
+
+
+def _signals(result: CouncilResult) -> Signals:
+    """The chairman's answer; `first_answer` the plurality of the members' own ANSWER lines
+    (stage 1, a vote within the council); `consensus` the share of rankers that put `top`
+    first."""
+    c = result.confidence
+    read = bool(result.rankings)
+    first = tally({seat: parse_answer(text) or None for seat, text in result.answers.items()}
+                  ) if result.answers else None
+    return Signals(answer=result.answer or None, first_answer=first.winner if first else None,
+                   consensus=round(c.ratio, 4) if c and read else None,
+                   level=c.level if c and read else None,
+                   extra={"top": result.top or "", "members": len(result.borda),
+                          "answered": len(result.answers),
+                          "rankings_read": len(result.rankings),
+                          "top_points": result.borda.get(result.top or "", 0) if read else None,
+                          "confidence_level": c.level if c and read else None})
+
+
+def _lost(result: CouncilResult) -> list[str]:
+    """The chairman's call is decisive: without it the council has no answer."""
+    chair = [t for t in result.turns if t.phase == "chair"]
+    return ["the chairman"] if chair and not chair[-1].ok else []
+
+
+def _view(r: CouncilResult) -> list[Block]:
+    means = mean_ranks(r.rankings)
+    firsts = [ranked[0] for ranked in r.rankings.values() if ranked]
+    blocks = [Block("metrics", items=[
+                  ("Answer", r.answer or "(none)"), ("Top-ranked member", r.top or "(none)"),
+                  ("Confidence", _confidence(r)),
+                  ("Rankings read", f"{len(r.rankings)}/{len(r.labels)}")]),
+              Block("caption", body="Stage 1: every member answers alone. Stage 2: every "
+                                    "member ranks the others' answers under anonymous labels. "
+                                    "Borda count in code. Stage 3: the chairman's answer."),
+              Block("table", "Borda count", rows=[
+                  {"member": seat, "points": r.borda.get(seat, 0),
+                   "mean rank": round(means[seat], 2) if seat in means else None,
+                   "first choices": firsts.count(seat)}
+                  for seat in [*r.aggregate, *(s for s in r.borda if s not in r.aggregate)]]),
+              Block("table", "Rankings", rows=[
+                  {"ranker": ranker, "ranking (best first)": " > ".join(
+                      r.rankings.get(ranker, [])) or "(abstained)",
+                   "labels": ", ".join(f"{lab} = {seat}" for lab, seat in shown.items())}
+                  for ranker, shown in r.labels.items()])]
+    if r.final_text:
+        blocks.append(Block("text", f"Chairman ({r.chairman})", body=r.final_text))
+    blocks += [Block("text", f"Answer of {seat}", body=text) for seat, text in r.answers.items()]
+    return blocks + warnings_block(r.warnings)
+
+
+def _insights(data: InsightsData) -> Section:
+    runs = completed(data.runs)
+    return Section("council", "Council", metrics=[("Councils", f"{len(runs):,}")],
+                   note="Each council's answer, Borda ranking and confidence are on its run "
+                        "page; accuracy by label is in the comparison above.")
+
+
+SPEC = ProtocolSpec(
+    name="council", title="Council (llm-council)", seed="030", question_name="question",
+    runner=arun_council,
+    slots=(Slot("members", many=True, minimum=MIN_MEMBERS, maximum=MAX_MEMBERS,
+                defaults=tuple({"name": f"member {n}"} for n in range(1, 4)), role="member",
+                help="each answers alone, then ranks the others' answers anonymously"),
+           Slot("chairman", defaults=({"name": "chairman"},), role="chairman",
+                help="reads every answer and the aggregate ranking, writes the final answer")),
+    options=(Option("seed", 0, 0, SEED_MAX, "draws the order of each ranker's labels"),),
+    templates=TEMPLATES,
+    estimate_calls=lambda options, seats: 2 * int(seats.get("members", 3)) + 1,
+    estimate_waves=lambda options, seats: 3,  # answers, rankings, the chairman
+    insights=_insights,
+    result_type=CouncilResult, summary=_summary, outcome=_outcome, signals=_signals,
+    view=_view, lost=_lost, phases=("answer", "rank", "chair"), color="#5e35b1",
+    carried=lambda r: [r.top] if r.top else None)
