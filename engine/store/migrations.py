@@ -24,6 +24,9 @@ like one), in turns, runs and experiments.
 
 `0014_costs`: runs and turns gain `cost_usd` (US dollars, NULL when unknown) and turns
 `usage_estimated`; old turns have an unknown cost unless the simulated model made them (0).
+
+`0015_labels`: the tables of human judgement, `preferences` and `ratings`
+(`engine.store.labels`).
 """
 from __future__ import annotations
 
@@ -284,6 +287,7 @@ MIGRATIONS: list[tuple[str, Any]] = [
     ("0012_run_summary", _data("run_summary")),
     ("0013_run_facets", _data("run_facets")),
     ("0014_costs", _data("costs")),
+    ("0015_labels", _create(["preferences", "ratings"])),
 ]
 
 

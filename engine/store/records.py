@@ -35,6 +35,7 @@ PHASE_MAX = 40  # turns.phase is String(40)
 MAX_DEPTH = 64  # nesting of any stored JSON value
 MAX_TAGS = 100
 MAX_TURNS = 20_000  # turns per imported run
+MAX_LABELS = 100_000  # preferences, and ratings, per imported run
 MAX_IMPORT_BYTES = 200_000_000  # 200 MB
 ID_RE = re.compile(r"[A-Za-z0-9_-]{1,32}")
 PROTOCOL_RE = re.compile(r"[a-z][a-z0-9_-]{0,31}")
@@ -204,6 +205,38 @@ class TurnRecord(_Record):
     usage_estimated: bool = False
 
 
+COMMENT_MAX = 10_000  # characters of a label's comment
+Rater = Annotated[str, Field(min_length=1, max_length=NAME_MAX), AfterValidator(clean_text),
+                  AfterValidator(_visible)]
+Comment = Annotated[str, Field(max_length=COMMENT_MAX), AfterValidator(clean_text)]
+
+
+class PreferenceRecord(_Record):
+    """A person's judgement between two runs' final answers (`choice`: which is better, or a
+    tie) and which run was shown on the left (None: not shown side by side)."""
+
+    id: RunId
+    run_a: RunId
+    run_b: RunId
+    shown_left: Literal["a", "b"] | None = None
+    rater: Rater
+    choice: Literal["a", "b", "tie"]
+    comment: Comment = ""
+    created_at: Moment = None
+
+
+class RatingRecord(_Record):
+    """A person's 1-5 score of a run, or of its turn `turn` (by index)."""
+
+    id: RunId
+    run_id: RunId
+    turn: Count | None = None
+    rater: Rater
+    score: Annotated[int, Field(ge=1, le=5)]
+    comment: Comment = ""
+    created_at: Moment = None
+
+
 class RunRecord(_Record):
     """One stored run with its turns, as `Store.export_run` writes it."""
 
@@ -237,6 +270,9 @@ class RunRecord(_Record):
     heartbeat_at: Moment = None
     finished_at: Moment = None
     turns: list[TurnRecord] = Field(default_factory=list, max_length=MAX_TURNS)
+    # the labels naming this run (`engine.store.labels`); absent from older exports
+    preferences: list[PreferenceRecord] = Field(default_factory=list, max_length=MAX_LABELS)
+    ratings: list[RatingRecord] = Field(default_factory=list, max_length=MAX_LABELS)
     unreadable: Literal["", None] = None  # a run exported unreadable is not imported
 
 

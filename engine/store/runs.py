@@ -20,6 +20,7 @@ from engine import catalog
 from engine.models import RunResult, RunStopped, Turn, now, total_cost
 from engine.store import facets, readback, records
 from engine.store.database import Database
+from engine.store.labels import delete_labels
 from engine.store.schema import RunRow, TurnRow
 from engine.store.statements import (
     HEARTBEAT,
@@ -234,11 +235,12 @@ class RunWriting(Database):
                 is not None
 
     def delete(self, run_ids: Iterable[str]) -> int:
-        """Delete runs and their turns, whatever their state (a `running` run's owner stops at
-        its next turn); returns how many runs were deleted."""
+        """Delete runs, their turns and their labels, whatever their state (a `running` run's
+        owner stops at its next turn); returns how many runs were deleted."""
         ids = list(run_ids)
         with self.writing() as connection:
             connection.execute(delete(TurnRow).where(TurnRow.run_id.in_(ids)))
+            delete_labels(connection, ids)
             count = connection.execute(delete(RunRow).where(RunRow.id.in_(ids))).rowcount or 0
         with self._lock:
             for run_id in ids:

@@ -222,6 +222,36 @@ class EndpointLeaseRow(Base):
     expires: Mapped[float] = mapped_column(Float)
 
 
+class PreferenceRow(Base):
+    """A person's pairwise judgement of two runs' final answers (`engine.store.labels`):
+    `choice` a | b | tie, and which run was shown on the left (`shown_left` a | b; NULL when
+    they were not shown side by side). Deleted with either run."""
+
+    __tablename__ = "preferences"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    run_a: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    run_b: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    shown_left: Mapped[str | None] = mapped_column(String(1), nullable=True)
+    rater: Mapped[str] = mapped_column(String(200), index=True)
+    choice: Mapped[str] = mapped_column(String(3))
+    comment: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(Moment, index=True)
+
+
+class RatingRow(Base):
+    """A person's 1-5 score of a run, or of one of its turns by index (`turn`; NULL: the
+    whole run), with a comment. Deleted with its run."""
+
+    __tablename__ = "ratings"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    turn: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    rater: Mapped[str] = mapped_column(String(200), index=True)
+    score: Mapped[int] = mapped_column(Integer)
+    comment: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(Moment, index=True)
+
+
 class MigrationRow(Base):
     __tablename__ = "schema_migrations"
     name: Mapped[str] = mapped_column(String(100), primary_key=True)

@@ -3,7 +3,8 @@
 Each part is its own module: `database` (open, migrate, write transactions, the reaper),
 `runs` (a run's lifecycle), `reading` (runs and turns out, the live view's reads),
 `transfer` (export and import), `aggregates` (runs added up in SQL), `library`,
-`experiment_reading` (an experiment's runs for its results, narrow and typed) and
+`experiment_reading` (an experiment's runs for its results, narrow and typed), `labels`
+(people's preferences and ratings) and
 `experiments` (functions over a store).
 """
 from __future__ import annotations
@@ -13,14 +14,16 @@ import copy
 from engine.store.aggregates import RunAggregates
 from engine.store.batching import TurnBatch
 from engine.store.experiment_reading import ExperimentReading
+from engine.store.labels import Labels
 from engine.store.library import Library
 from engine.store.runs import RunWriting
 from engine.store.transfer import Transfer
 
 
-class Store(RunWriting, Transfer, RunAggregates, Library, ExperimentReading):
-    """Runs, turns, experiments and the library in one database (SQLite WAL or PostgreSQL);
-    every method opens and closes its own session, so one store serves many threads."""
+class Store(RunWriting, Transfer, RunAggregates, Library, ExperimentReading, Labels):
+    """Runs, turns, experiments, the library and human labels in one database (SQLite WAL
+    or PostgreSQL); every method opens and closes its own session, so one store serves many
+    threads."""
 
     def batched(self, window: float = 0.0) -> Store:
         """This store with group commit for the runs it records: turns are written at the

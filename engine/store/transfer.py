@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from engine import catalog
 from engine.models import ConfigError, now, total_cost
-from engine.store import facets, records
+from engine.store import facets, labels, records
 from engine.store.database import READ_ONLY
 from engine.store.reading import RunReading
 from engine.store.records import (
@@ -95,6 +95,7 @@ def checked_record(where: str, doc: Any) -> RunRecord:
             raise ConfigError(f"import: {where} (run {record.id!r}): turn {turn.idx} "
                               "appears twice; nothing was imported", "input")
         seen.add(turn.idx)
+    labels.misfiled(where, record)
     return record
 
 
@@ -163,7 +164,7 @@ def _parses(line: str) -> bool:
 
 def run_columns(record: RunRecord) -> dict[str, Any]:
     """The `runs` row of an imported record (a run left `running` imports `interrupted`)."""
-    values = record.model_dump(exclude={"turns", "unreadable"})
+    values = record.model_dump(exclude={"turns", "unreadable", "preferences", "ratings"})
     for name in ("config", "result", "metrics"):
         values[name] = json.dumps(strip_secrets(values[name]) if name == "config"
                                   else values[name], ensure_ascii=False)
@@ -228,8 +229,10 @@ class Transfer(RunReading):
         turns = [{**t, "error": error_text(t.get("error")),
                   "warnings": [error_text(w) for w in t.get("warnings") or ()]}
                  for t in run.get("turns") or ()]
+        with self.engine.connect() as connection:
+            carried = labels.exported_labels(connection, run_id)
         return {**run, "error": error_text(run.get("error")), "turns": turns,
-                "simulated": bool(text), "simulated_seats": seats}
+                "simulated": bool(text), "simulated_seats": seats, **carried}
 
     def export_run(self, run_id: str) -> str:
         """One run as a JSON document (row, result and turns with prompts and replies)."""
@@ -245,7 +248,8 @@ class Transfer(RunReading):
                        for i in run_ids)
 
     def import_runs(self, data: str | bytes) -> list[str]:
-        """Import runs exported by `export_run` / `export_jsonl`; existing ids are skipped.
+        """Import runs exported by `export_run` / `export_jsonl`, with the labels they carry
+        (`engine.store.labels.import_labels`); existing ids are skipped.
         Every record is checked first (`parse_import`): a bad one is refused with its line
         number (`ConfigError`) and nothing of the file is written."""
         docs = parse_import(data)
@@ -271,6 +275,7 @@ class Transfer(RunReading):
                     connection.execute(INSERT_TURN, [turn_columns(record.id, t)
                                                      for t in record.turns])
                 imported.append(record.id)
+            labels.import_labels(connection, docs)  # after the runs they name
         return imported
 
     def raw_rows(self) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
