@@ -12,6 +12,7 @@ escaped.
 """
 from __future__ import annotations
 
+import getpass
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -182,6 +183,15 @@ def store() -> Store:
         st.error(md(f"Cannot open the database: {exc}"))
         st.stop()
         raise  # st.stop() ends the script run; this line is never reached
+
+
+def rater() -> str:
+    """Who is labelling in this session, as a label records it: for now the OS user (or
+    "local"); the sign-in (issue 31, bullet 4) replaces this one function."""
+    try:
+        return getpass.getuser() or "local"
+    except (OSError, KeyError):
+        return "local"
 
 
 def read_only_banner(opened: Store) -> None:

@@ -10,7 +10,7 @@ from engine import ConfigError
 from engine.reports import runs as history
 from engine.services.rerun import original_of
 from engine.views.blocks import worlds
-from pages import _shared
+from pages import _labels, _shared
 
 store = _shared.store()
 md = _shared.md
@@ -269,6 +269,7 @@ def show_detail(run_id: str) -> None:
             for problem in detail.problems:
                 st.warning(md(problem))
     show_actions(detail)
+    _labels.show_labels(store, run)
     show_tabs(detail)
 
 

@@ -1,0 +1,114 @@
+"""The Review page's queue (DESIGN section 5): pairs of completed runs that answered the same
+question under two configurations, and each run's final answer blinded.
+
+A pair is of one kind: two simulated runs, or two real ones, never one against the other (a
+simulated answer is never judged beside a real one). A configuration is a run's label, or its
+protocol and models when it has none; each pair of configurations on a question gives one
+pair, the newest run of each. Blinding: a run's answer is shown as text with every name that
+would tell the configurations apart (seat, persona, role and model names, labels, protocol
+names, of both runs) replaced by `HIDDEN`.
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Any
+
+import pandas as pd
+
+HIDDEN = "[hidden]"
+NO_ANSWER = "(this run stored no final answer)"
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Two runs to judge: `run_a` and `run_b` in the queue's (canonical) order."""
+
+    question: str
+    run_a: str
+    run_b: str
+    simulated: bool
+
+    @property
+    def key(self) -> str:
+        return f"{self.run_a}:{self.run_b}"
+
+
+def configuration(run: Mapping[Any, Any]) -> str:
+    """What tells a run's configuration apart: its label, else its protocol and models."""
+    label = run.get("label")
+    if isinstance(label, str) and label:
+        return label
+    return f"{run.get('protocol', '')} · {run.get('models', '')}"
+
+
+def queue(runs: pd.DataFrame) -> list[Pair]:
+    """The pairs to judge among `runs` (a `store.runs()` frame): completed runs grouped by
+    question text and kind, one pair per two configurations, newest run of each, in a
+    stable order (question, then configurations)."""
+    if runs.empty:
+        return []
+    done = runs[runs["status"] == "completed"].sort_values("created_at", ascending=False)
+    pairs: list[Pair] = []
+    for (question, simulated), group in done.groupby(["question", "simulated"], sort=True):
+        newest: dict[str, str] = {}
+        for run in group.to_dict("records"):
+            newest.setdefault(configuration(run), str(run["id"]))
+        for first, second in combinations(sorted(newest), 2):
+            pairs.append(Pair(str(question), newest[first], newest[second], bool(simulated)))
+    return pairs
+
+
+def judged(pairs: Iterable[Pair], preferences: pd.DataFrame, rater: str) -> set[str]:
+    """The keys of `pairs` that `rater` has judged (in either order)."""
+    mine = preferences[preferences["rater"] == rater] if not preferences.empty else preferences
+    seen = {frozenset((a, b)) for a, b in zip(mine.get("run_a", []), mine.get("run_b", []),
+                                               strict=True)}
+    return {p.key for p in pairs if frozenset((p.run_a, p.run_b)) in seen}
+
+
+def names(run: Mapping[str, Any]) -> set[str]:
+    """Every name of a run that would tell its configuration apart."""
+    found: set[str] = set()
+    for key in ("label", "protocol"):
+        if isinstance(run.get(key), str):
+            found.add(run[key])
+    found.update(m for m in str(run.get("models") or "").split(",") if m)
+    config = run.get("config")
+    if isinstance(config, str):
+        try:
+            config = json.loads(config)
+        except ValueError:
+            config = {}
+    seats = config.get("seats", {}) if isinstance(config, Mapping) else {}
+    if isinstance(seats, Mapping):
+        found.update(str(slot) for slot in seats)
+    groups = seats.values() if isinstance(seats, Mapping) else [seats]
+    for group in groups:
+        for seat in group if isinstance(group, list) else [group]:
+            if isinstance(seat, Mapping):
+                found.update(str(seat[k]) for k in ("name", "model", "persona_name", "role")
+                             if isinstance(seat.get(k), str) and len(seat[k]) <= 200)
+    for turn in run.get("turns") or ():
+        found.update(str(turn[k]) for k in ("seat", "model") if turn.get(k))
+    return {n.strip() for n in found if len(n.strip()) >= 2}
+
+
+def blinded(text: str, hide: Iterable[str]) -> str:
+    """`text` with each of `hide` (whole words, any case, longest first) as `HIDDEN`."""
+    words = sorted(set(hide), key=len, reverse=True)
+    if not words:
+        return text
+    pattern = re.compile("|".join(rf"(?<!\w){re.escape(w)}(?!\w)" for w in words),
+                         re.IGNORECASE)
+    return pattern.sub(HIDDEN, text)
+
+
+def final_answer(run: Mapping[str, Any]) -> str:
+    """A stored run's final answer as text (its metrics' `answer`)."""
+    metrics = run.get("metrics")
+    answer = metrics.get("answer") if isinstance(metrics, Mapping) else None
+    return str(answer) if answer not in (None, "") else NO_ANSWER
