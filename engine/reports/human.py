@@ -1,0 +1,234 @@
+"""What people's labels add up to (issue 31, bullet 3), from `store.preferences()`,
+`store.ratings()` and `store.runs()` frames.
+
+- **Win rate per configuration** (`engine.reports.review.configuration`): wins over decided
+  comparisons, wins / (wins + losses), with a 95% Wilson interval and n. Ties are counted
+  separately (their own column), never as half a win.
+- **The machine's preference** between the two runs of a preference: the run with the higher
+  machine score wins, equal scores tie. A run's machine score is its `correct` (1 or 0) when it
+  was scored against an expected answer, else its judge's confidence (`judge_confidence`), else
+  its panel's consensus (`consensus`). A pair where either run has no score has no machine
+  preference and is left out (the n says how many were kept).
+- **Agreement**: Cohen's kappa between people's choices (a | b | tie) and the machine's, with
+  n and a 95% percentile bootstrap interval (2,000 resamples, seeded: the same labels give the
+  same interval).
+- **Calibration**: a judged run's confidence against people's verdict on it, by confidence
+  bin: the share of the run's ratings at 4 or 5 (a Wilson interval each).
+- **Human majority**: for a question, the final answer its people preferred most often (one
+  vote per preference won; ties give none), when one answer has strictly the most votes.
+  Accuracy tables may use it as the question's expected answer, labelled "human majority".
+"""
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from engine.analysis.answers import answers_match
+from engine.analysis.stats import wilson_interval
+from engine.reports.review import configuration
+
+HUMAN_MAJORITY = "human majority"
+CATEGORIES = ("a", "b", "tie")
+BOOTSTRAP = 2000
+
+
+def _metrics(run: Mapping[Any, Any]) -> Mapping[Any, Any]:
+    metrics = run.get("metrics")
+    return metrics if isinstance(metrics, Mapping) else {}
+
+
+def machine_score(run: Mapping[Any, Any]) -> float | None:
+    """A run's machine score: `correct` (1/0), else the judge's confidence, else the panel's
+    consensus; None when it has none."""
+    correct = run.get("correct")
+    if isinstance(correct, bool):
+        return 1.0 if correct else 0.0
+    for key in ("judge_confidence", "consensus"):
+        value = _metrics(run).get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) \
+                and math.isfinite(value):
+            return float(value)
+    return None
+
+
+def machine_choice(run_a: Mapping[Any, Any], run_b: Mapping[Any, Any]) -> str | None:
+    """The machine's preference between two runs (a | b | tie), None when either lacks a
+    score."""
+    a, b = machine_score(run_a), machine_score(run_b)
+    if a is None or b is None:
+        return None
+    return "tie" if a == b else ("a" if a > b else "b")
+
+
+def _by_id(runs: pd.DataFrame) -> dict[str, dict[Any, Any]]:
+    return {str(r["id"]): r for r in runs.to_dict("records")} if not runs.empty else {}
+
+
+def win_rates(preferences: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """Per configuration and kind (simulated runs apart from real ones): wins, losses, ties,
+    n (decided comparisons), the win rate and its 95% Wilson interval (`low`, `high`); runs
+    missing from `runs` are left out."""
+    known = _by_id(runs)
+    counts: dict[tuple[str, bool], Counter[str]] = {}
+    for pref in preferences.to_dict("records") if not preferences.empty else []:
+        a, b = known.get(pref["run_a"]), known.get(pref["run_b"])
+        if a is None or b is None:
+            continue
+        sides = {"a": (configuration(a), bool(a.get("simulated"))),
+                 "b": (configuration(b), bool(b.get("simulated")))}
+        for side, group in sides.items():
+            tally = counts.setdefault(group, Counter())
+            if pref["choice"] == "tie":
+                tally["ties"] += 1
+            else:
+                tally["wins" if pref["choice"] == side else "losses"] += 1
+    rows = []
+    for (name, simulated), tally in sorted(counts.items()):
+        wins, losses = tally["wins"], tally["losses"]
+        n = wins + losses
+        low, high = wilson_interval(wins, n)
+        rows.append({"configuration": name, "simulated": simulated, "wins": wins, "losses": losses,
+                     "ties": tally["ties"], "n": n, "rate": wins / n if n else math.nan,
+                     "low": low, "high": high})
+    return pd.DataFrame(rows, columns=["configuration", "simulated", "wins", "losses", "ties",
+                                       "n", "rate", "low", "high"])
+
+
+def cohen_kappa(first: Sequence[str], second: Sequence[str],
+                categories: Sequence[str] = CATEGORIES) -> float:
+    """Cohen's kappa of two raters' labels of the same items: (po - pe) / (1 - pe). NaN with
+    no items; 1.0 when both give one and the same category throughout (pe = 1, po = 1)."""
+    n = len(first)
+    if n == 0 or n != len(second):
+        return math.nan
+    observed = sum(x == y for x, y in zip(first, second, strict=True)) / n
+    one, two = Counter(first), Counter(second)
+    expected = sum(one[c] * two[c] for c in categories) / (n * n)
+    if expected >= 1.0:
+        return 1.0 if observed >= 1.0 else math.nan
+    return (observed - expected) / (1 - expected)
+
+
+@dataclass(frozen=True)
+class Agreement:
+    kappa: float
+    n: int
+    low: float
+    high: float
+    skipped: int  # preferences with no machine preference
+    pairs: list[tuple[str, str]]  # (human, machine) per kept preference
+
+
+def agreement(preferences: pd.DataFrame, runs: pd.DataFrame, *, seed: int = 0,
+              resamples: int = BOOTSTRAP) -> Agreement:
+    """Cohen's kappa between people's choices and the machine's, with n and a percentile
+    bootstrap 95% interval over the preferences."""
+    known = _by_id(runs)
+    pairs: list[tuple[str, str]] = []
+    skipped = 0
+    for pref in preferences.to_dict("records") if not preferences.empty else []:
+        a, b = known.get(pref["run_a"]), known.get(pref["run_b"])
+        machine = machine_choice(a, b) if a is not None and b is not None else None
+        if machine is None:
+            skipped += 1
+            continue
+        pairs.append((str(pref["choice"]), machine))
+    kappa = cohen_kappa([h for h, _ in pairs], [m for _, m in pairs])
+    low = high = math.nan
+    if len(pairs) >= 2:
+        draw = random.Random(seed)
+        values = sorted(v for v in (cohen_kappa(*zip(*(draw.choice(pairs) for _ in pairs),
+                                                     strict=True))
+                                    for _ in range(resamples)) if not math.isnan(v))
+        if values:
+            low = values[int(0.025 * (len(values) - 1))]
+            high = values[int(math.ceil(0.975 * (len(values) - 1)))]
+    return Agreement(kappa, len(pairs), low, high, skipped, pairs)
+
+
+def agreement_table(found: Agreement) -> pd.DataFrame:
+    """The kappa table: people's choice by row, the machine's by column, and the counts."""
+    counts = Counter(found.pairs)
+    return pd.DataFrame([{"people chose": human,
+                          **{f"machine: {m}": counts[(human, m)] for m in CATEGORIES}}
+                         for human in CATEGORIES])
+
+
+def calibration(ratings: pd.DataFrame, runs: pd.DataFrame,
+                edges: Sequence[float] = (0.0, 0.5, 0.7, 0.9, 1.0001)) -> pd.DataFrame:
+    """Per bin of the judge's confidence: the runs' ratings at 4 or 5 over all their ratings
+    (`rate`, Wilson `low`/`high`, n ratings) — how often people approved what the judge was
+    that sure of."""
+    known = _by_id(runs)
+    bins: dict[int, list[int]] = {}
+    for rating in ratings.to_dict("records") if not ratings.empty else []:
+        if not pd.isna(rating.get("turn")):
+            continue  # a turn's rating says nothing of the run's verdict
+        run = known.get(rating["run_id"])
+        confidence = _metrics(run).get("judge_confidence") if run is not None else None
+        if not isinstance(confidence, (int, float)) or isinstance(confidence, bool):
+            continue
+        for number in range(len(edges) - 1):
+            if edges[number] <= confidence < edges[number + 1]:
+                bins.setdefault(number, []).append(int(rating["score"] >= 4))
+    rows = []
+    for number in sorted(bins):
+        approved, n = sum(bins[number]), len(bins[number])
+        low, high = wilson_interval(approved, n)
+        rows.append({"confidence": f"{edges[number]:.1f}–{min(edges[number + 1], 1.0):.1f}",
+                     "approved": approved, "n": n, "rate": approved / n, "low": low,
+                     "high": high})
+    return pd.DataFrame(rows, columns=["confidence", "approved", "n", "rate", "low", "high"])
+
+
+def human_majority(preferences: pd.DataFrame, runs: pd.DataFrame) -> dict[str, str]:
+    """Question text -> the final answer its people preferred most often (strictly the most
+    votes; a question without one has no human majority)."""
+    known = _by_id(runs)
+    votes: dict[str, Counter[str]] = {}
+    for pref in preferences.to_dict("records") if not preferences.empty else []:
+        if pref["choice"] not in ("a", "b"):
+            continue
+        winner = known.get(pref["run_a"] if pref["choice"] == "a" else pref["run_b"])
+        if winner is None:
+            continue
+        answer = _metrics(winner).get("answer")
+        if isinstance(answer, str) and answer.strip():
+            votes.setdefault(str(winner["question"]), Counter())[answer] += 1
+    out = {}
+    for question, counter in votes.items():
+        top = counter.most_common(2)
+        if len(top) == 1 or top[0][1] > top[1][1]:
+            out[question] = top[0][0]
+    return out
+
+
+def majority_accuracy(preferences: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """Accuracy per configuration against the human majority as the expected answer (only
+    questions that have one, completed runs, one kind at a time by the `simulated` column):
+    right, n, rate and its Wilson interval; `expected` says "human majority"."""
+    majority = human_majority(preferences, runs)
+    counts: dict[tuple[str, bool], list[int]] = {}
+    for run in runs.to_dict("records") if not runs.empty else []:
+        truth = majority.get(str(run["question"]))
+        if truth is None or run.get("status") != "completed":
+            continue
+        right = answers_match(_metrics(run).get("answer"), truth)
+        if right is None:
+            continue
+        counts.setdefault((configuration(run), bool(run.get("simulated"))), []).append(
+            int(right))
+    rows = []
+    for (name, simulated), marks in sorted(counts.items()):
+        low, high = wilson_interval(sum(marks), len(marks))
+        rows.append({"configuration": name, "simulated": simulated,
+                     "expected": HUMAN_MAJORITY, "right": sum(marks), "n": len(marks),
+                     "rate": sum(marks) / len(marks), "low": low, "high": high})
+    return pd.DataFrame(rows, columns=["configuration", "simulated", "expected", "right", "n",
+                                       "rate", "low", "high"])
