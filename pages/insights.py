@@ -9,8 +9,8 @@ import streamlit as st
 from engine.reports import drill, insights, rounds, vega
 from engine.reports import runs as history
 from engine.views import aggregate
+from pages import _human, _shared
 from pages import _insights_data as data
-from pages import _shared
 
 store = _shared.store()
 md = _shared.md
@@ -125,3 +125,5 @@ for section in sections:
         if rows:  # a row opens the runs behind it
             st.switch_page("pages/runs.py", query_params=drill.row_params(
                 section.key, section.table.iloc[rows[0]].to_dict()))
+
+_human.show(store)  # people's labels: win rates, kappa, calibration (pages/_human.py)

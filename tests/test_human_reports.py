@@ -142,3 +142,32 @@ def test_human_majority_as_expected_answer():
     assert set(table["expected"]) == {"human majority"}
     assert list(table.loc[["A", "B", "C"], "right"]) == [1, 0, 1]
     assert list(table.loc[["A", "B", "C"], "n"]) == [1, 1, 1]  # "open" has no majority
+
+
+def test_insights_shows_the_kappa_table(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    from engine import Store, run_vote
+    from engine.models import Seat
+    url = f"sqlite:///{tmp_path / 'parley.db'}"
+    monkeypatch.setenv("PARLEY_DB_URL", url)
+    db = Store(url)
+    ids = [run_vote("2+2?", voters=[Seat(n, f"simulated?seed={s}") for n in "xyz"],
+                    store=db, label=f"cfg-{s}", expected="4").run_id for s in (1, 2)]
+    db.add_preference(ids[0], ids[1], rater="ana", choice="a", shown_left="b")
+    db.add_preference(ids[0], ids[1], rater="bo", choice="tie", shown_left="a")
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"),
+                           default_timeout=120)
+    at.run()
+    at.switch_page("pages/insights.py")
+    at.run()
+    assert not at.exception, at.exception
+    assert "People's judgement" in [s.value for s in at.subheader]
+    wins = next(f.value for f in at.dataframe if list(f.value.columns[:2]) ==
+                ["configuration", "simulated"] and "wins" in f.value.columns)
+    assert list(wins["configuration"]) == ["cfg-1", "cfg-2"] and set(wins["simulated"]) == {True}
+    kappa = next(f.value for f in at.dataframe if f.value.columns[0] == "people chose")
+    assert int(kappa.drop(columns="people chose").to_numpy().sum()) == 2
+    assert any("simulated" in str(c.value) for c in at.caption)

@@ -1,0 +1,72 @@
+"""People's judgement in Insights (`engine.reports.human`): win rates per configuration,
+agreement between people and the machine (Cohen's kappa, its n and interval, and the table it
+is computed from), calibration of the judge's confidence against ratings, and accuracy against
+each question's human majority. Simulated runs are shown apart from real ones, never pooled."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import streamlit as st
+
+from engine import Store
+from engine.reports import human
+from pages import _shared
+
+PERCENT = {name: st.column_config.NumberColumn(format="percent")
+           for name in ("rate", "low", "high")}
+
+
+def _kind(runs: pd.DataFrame, prefs: pd.DataFrame, ratings: pd.DataFrame, simulated: bool
+          ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    runs = runs[runs["simulated"] == simulated]
+    ids = set(runs["id"])
+    prefs = prefs[prefs["run_a"].isin(ids) & prefs["run_b"].isin(ids)] if not prefs.empty \
+        else prefs
+    ratings = ratings[ratings["run_id"].isin(ids)] if not ratings.empty else ratings
+    return runs, prefs, ratings
+
+
+def show(store: Store) -> None:
+    """The section, when anyone has labelled a run."""
+    prefs, ratings = store.preferences(), store.ratings()
+    if prefs.empty and ratings.empty:
+        return  # nothing judged yet: the Review page queues pairs, a run's detail rates it
+    st.subheader("People's judgement")
+    st.caption("Win rate: wins / (wins + losses); ties are counted apart, never as half a win. "
+               "The machine's preference between two runs: the one scored correct, else the "
+               "one with the higher judge confidence, else the higher consensus; a pair "
+               "without a score on both sides is left out. Kappa's interval: 95% bootstrap. "
+               "Intervals on rates: 95% Wilson.")
+    runs = store.runs(with_config=False)
+    for simulated in (False, True):
+        kind_runs, kind_prefs, kind_ratings = _kind(runs, prefs, ratings, simulated)
+        if kind_prefs.empty and kind_ratings.empty:
+            continue
+        if simulated:
+            st.caption(":material/science: **simulated** — the labels below are of runs the "
+                       "simulated model played, kept apart from real runs.")
+        st.markdown("**Human win rate by configuration**" + (" (simulated)" if simulated
+                                                              else ""))
+        st.dataframe(human.win_rates(kind_prefs, kind_runs), hide_index=True,
+                     column_config=PERCENT, key=f"human_wins_{simulated}")
+        found = human.agreement(kind_prefs, kind_runs)
+        kappa = "–" if math.isnan(found.kappa) else f"{found.kappa:.2f}"
+        interval = "" if math.isnan(found.low) else f" [{found.low:.2f}–{found.high:.2f}]"
+        st.markdown("**Agreement between people and the machine**")
+        _shared.metrics_row([("Cohen's kappa", f"{kappa}{interval}"), ("n", str(found.n)),
+                             ("left out (no machine score)", str(found.skipped))])
+        st.dataframe(human.agreement_table(found), hide_index=True,
+                     key=f"human_kappa_{simulated}")
+        calibration = human.calibration(kind_ratings, kind_runs)
+        if not calibration.empty:
+            st.markdown("**The judge's confidence against people's ratings** (share rated "
+                        "4 or 5)")
+            st.dataframe(calibration, hide_index=True, column_config=PERCENT,
+                         key=f"human_calibration_{simulated}")
+        majority = human.majority_accuracy(kind_prefs, kind_runs)
+        if not majority.empty:
+            st.markdown("**Accuracy against the human majority** (the answer people preferred "
+                        "most, as the expected answer)")
+            st.dataframe(majority, hide_index=True, column_config=PERCENT,
+                         key=f"human_majority_{simulated}")
