@@ -48,7 +48,7 @@ st.caption("Two final answers to one question, from two configurations. Which is
            "drawn at random. Keys: **a**, **b**, **t**.")
 if "review_error" in st.session_state:
     st.error(md(f"Not recorded: {st.session_state.pop('review_error')}"))
-pairs = review.queue(store.runs(status="completed"))
+pairs = review.queue(store.runs(status="completed", with_config=False))
 done = review.judged(pairs, store.preferences(rater=_shared.rater()), _shared.rater())
 total = len(pairs)
 st.progress(len(done) / total if total else 0.0,

@@ -180,3 +180,12 @@ def test_a_run_and_a_turn_are_rated_from_its_detail(db):
     assert ratings["comment"].iloc[0] == "<b>clear</b> verdict"
     table = next(f.value for f in at.dataframe if "score" in f.value.columns)
     assert list(table["score"]) == [5, 2] and list(table["turn"])[0] == "the whole run"
+
+
+def test_hostile_question_and_answers_stay_text(db):
+    hostile = "<img src=x onerror=alert(1)> **bold** [link](http://evil.example)"
+    debate(db, "alpha-config", 3, question=hostile)
+    vote(db, "beta-config", 7, question=hostile)
+    at = open_review()
+    assert hostile in [str(t.value) for t in at.text]  # st.text: never markdown or HTML
+    assert not any("<img" in str(m.value) for m in at.markdown)
