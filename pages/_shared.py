@@ -139,7 +139,7 @@ def actor() -> Actor:
     if not read["auth"]:
         return LOCAL
     user = st.user
-    if not user.is_logged_in:
+    if not user.get("is_logged_in"):
         return Actor("", None)
     email = user.get("email")
     role = None if read["roles_error"] else read["roles"].role_for(
@@ -177,7 +177,7 @@ def signed_in() -> bool:
     read = _session_settings()
     if not read["auth"]:
         return True
-    if not st.user.is_logged_in:
+    if not st.user.get("is_logged_in"):
         st.title("Parley")
         st.write("Sign in to continue.")
         if st.button("Sign in", type="primary", icon=":material/login:", key="auth-login"):

@@ -24,6 +24,8 @@ like one), in turns, runs and experiments.
 
 `0014_costs`: runs and turns gain `cost_usd` (US dollars, NULL when unknown) and turns
 `usage_estimated`; old turns have an unknown cost unless the simulated model made them (0).
+
+`0016_started_by`: runs gain `started_by` (who started them, `engine.access`); old runs "".
 """
 from __future__ import annotations
 
@@ -255,6 +257,14 @@ def costs(connection: Connection) -> None:
     connection.execute(text(f"CREATE INDEX ix_runs_summary ON {SUMMARY_WITH_COST}"))
 
 
+def started_by(connection: Connection) -> None:
+    """Migration 0016: runs gain `started_by`, who started them (a new database has it from
+    `0001`); older runs keep "" (not recorded)."""
+    if "started_by" not in {c["name"] for c in inspect(connection).get_columns("runs")}:
+        connection.execute(text("ALTER TABLE runs ADD COLUMN started_by VARCHAR(200) "
+                                "NOT NULL DEFAULT ''"))
+
+
 # --------------------------------------------------------------------------- the list
 def _create(tables: Sequence[str]):
     def apply(connection) -> None:
@@ -284,6 +294,9 @@ MIGRATIONS: list[tuple[str, Any]] = [
     ("0012_run_summary", _data("run_summary")),
     ("0013_run_facets", _data("run_facets")),
     ("0014_costs", _data("costs")),
+    # 0015 is another branch's; the runner applies every name it has not seen, in this order,
+    # so a database that has 0016 and not yet 0015 gets 0015 when it arrives.
+    ("0016_started_by", _data("started_by")),
 ]
 
 
