@@ -82,8 +82,13 @@ URL_PATHS = tuple(Path(path).stem for path, _title, _icon in PAGES if path != "p
 
 
 def main() -> None:
-    """One script run: the page config, the navigation, the settings and store, the page."""
+    """One script run: the page config, the sign-in when it is on, the navigation, the
+    settings and store, the page."""
     st.set_page_config(page_title="Parley", page_icon=":material/forum:", layout="wide")
+    # With [auth] in the secrets, a stranger (or a user with no role) gets the sign-in (or
+    # "not authorised") screen and nothing else: no navigation, no page, no store opened.
+    if not _shared.signed_in():
+        return
     # .streamlit/config.toml turns sidebar navigation off, so a fresh server's first load never
     # draws Streamlit's file list of pages/ (before this script names the pages); this app's own
     # navigation is then switched on (Streamlit lets a script set this option).
@@ -93,6 +98,7 @@ def main() -> None:
     _shared.settings()  # environment, then st.secrets; once per session
     _shared.store()     # open (and migrate) the database before any page needs it
     _shared.keep_form_state()  # a half-configured run survives a visit to another page
+    _shared.user_badge()  # with sign-in on: who, their role, "Sign out"
     page.run()
 
 

@@ -131,12 +131,17 @@ def new_experiment(store: Any) -> None:
                    f"{ex.MAX_CALLS:,}.")
         confirmed = st.checkbox(f"I confirm {plan.calls:,} model calls", key="exp-confirm")
     on_workers = _workers.choose(store)
-    if st.button("Start experiment", type="primary", key="exp-start", disabled=not confirmed):
-        experiment_id = ex.create(store, plan)
+    may_run = _shared.can("run experiments")
+    if not may_run:
+        st.caption(_shared.refusal("run experiments"))
+    if st.button("Start experiment", type="primary", key="exp-start",
+                 disabled=not confirmed or not may_run):
+        experiment_id = ex.create(store, plan, actor=_shared.actor())
         if on_workers:
             _workers.start(store, experiment_id)
         else:
-            _shared.tasks().start_experiment(experiment_id, endpoints=_shared.endpoints())
+            _shared.tasks().start_experiment(experiment_id, endpoints=_shared.endpoints(),
+                                             actor=_shared.actor())
         st.session_state[SELECTED] = experiment_id
         st.session_state["exp-pick"] = experiment_id  # the picker shows the new one
         st.session_state["exp-clear-form"] = True  # no second, paid Start one click away

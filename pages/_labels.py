@@ -8,6 +8,7 @@ from typing import Any
 import streamlit as st
 
 from engine import ConfigError, Store
+from engine.access import NotAllowed
 from pages import _shared
 
 WHOLE_RUN = "the whole run"
@@ -26,6 +27,9 @@ def show_labels(store: Store, run: dict[str, Any]) -> None:
             st.dataframe(shown, hide_index=True)
         if store.read_only:
             return
+        if not _shared.can("label runs"):
+            st.caption(_shared.refusal("label runs"))
+            return
         targets = [WHOLE_RUN] + [f"turn {t['idx']} · {t['phase']}" for t in run["turns"]]
         with st.form(f"rate-{run['id']}", clear_on_submit=True):
             target = st.selectbox("Rate", range(len(targets)), format_func=targets.__getitem__,
@@ -38,8 +42,9 @@ def show_labels(store: Store, run: dict[str, Any]) -> None:
                 turn = None if not target else run["turns"][target - 1]["idx"]
                 try:
                     store.add_rating(run["id"], rater=_shared.rater(), score=int(score),
-                                     comment=comment or "", turn=turn)
-                except ConfigError as exc:
+                                     comment=comment or "", turn=turn,
+                                     actor=_shared.actor())
+                except (ConfigError, NotAllowed) as exc:
                     st.error(_shared.md(f"Not saved: {exc}"))
                 else:
                     st.rerun()

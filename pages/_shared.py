@@ -24,6 +24,7 @@ from streamlit.errors import StreamlitSecretNotFoundError
 from streamlit.string_util import is_emoji
 
 from engine import ConfigError, Store
+from engine.access import LOCAL, NEEDS, Actor, Roles
 from engine.llm.endpoints import EndpointRegistry, free_urls_allowed
 from engine.llm.providers import providers_status
 from engine.redaction import redact_log_records, secret_values
@@ -58,13 +59,25 @@ def load_settings() -> dict[str, Any]:
         endpoints = EndpointRegistry(allow_free_urls=False, environ=os.environ,
                                      secrets=secrets)
     db_url = os.environ.get("PARLEY_DB_URL") or str(secrets.get("PARLEY_DB_URL") or "")
-    return {"db_url": db_url or DEFAULT_URL,
+    return {**_auth_settings(secrets), "db_url": db_url or DEFAULT_URL,
             "providers": providers_status(endpoints),
             "endpoints": endpoints,
             "endpoint_rows": endpoints.describe(),
             "endpoint_error": error,
             "free_urls": allow,
             "secrets_file": bool(secrets)}
+
+
+def _auth_settings(secrets: Mapping[str, Any]) -> dict[str, Any]:
+    """Sign-in: on when the secrets hold Streamlit's `[auth]` table; the roles of
+    `[parley.roles]` (`engine.access.Roles`), or why they cannot be read (then nobody gets
+    in: `signed_in`)."""
+    parley = secrets.get("parley")
+    try:
+        roles = Roles.parse(parley.get("roles") if isinstance(parley, Mapping) else None)
+    except ConfigError as exc:
+        return {"auth": "auth" in secrets, "roles": Roles({}, {}), "roles_error": str(exc)}
+    return {"auth": "auth" in secrets, "roles": roles, "roles_error": ""}
 
 
 def _leave_pages_directory_mode(first_run: bool) -> None:
@@ -88,12 +101,101 @@ def _leave_pages_directory_mode(first_run: bool) -> None:
             st.rerun()
 
 
-def settings() -> dict[str, Any]:
-    """This session's settings (read once, on first use)."""
-    _leave_pages_directory_mode(first_run="parley_settings" not in st.session_state)
+def _session_settings() -> dict[str, Any]:
     if "parley_settings" not in st.session_state:
         st.session_state["parley_settings"] = load_settings()
     return st.session_state["parley_settings"]
+
+
+def settings() -> dict[str, Any]:
+    """This session's settings (read once, on first use). With sign-in on, a session that is
+    not signed in with a role stops here, on the sign-in screen (`signed_in`): every page
+    reads its settings first, so none draws anything for a stranger."""
+    _leave_pages_directory_mode(first_run="parley_settings" not in st.session_state)
+    read = _session_settings()
+    if read["auth"] and actor().role is None:
+        signed_in()  # the sign-in or "not authorised" screen, once
+        st.stop()
+    return read
+
+
+# ------------------------------------------------------------------ who is signed in
+# The identity every page and service uses (DESIGN section 5; `engine/access.py` holds the
+# roles and the check):
+#   current_user() -> str     the signed-in e-mail address, or "local" without [auth]
+#   actor() -> Actor          that user with its role: pass it as `actor=` to every service
+#                             that changes something (the service refuses with NotAllowed)
+#   can(action) -> bool       whether the user may do an action of engine.access.NEEDS
+#   refusal(action) -> str    the caption beside a hidden or disabled control
+def current_user() -> str:
+    """The signed-in user's e-mail address, or "local" when sign-in is off (the single local
+    user). What a run's `started_by` and a label's rater record."""
+    return actor().user
+
+
+def actor() -> Actor:
+    """Who this session is, with the role `[parley.roles]` gives them (`LOCAL`, an admin,
+    when sign-in is off; a role of None when signed out or not listed)."""
+    read = _session_settings()
+    if not read["auth"]:
+        return LOCAL
+    user = st.user
+    if not user.get("is_logged_in"):
+        return Actor("", None)
+    email = user.get("email")
+    role = None if read["roles_error"] else read["roles"].role_for(
+        email, user.get("email_verified"))
+    return Actor(str(email or user.get("sub") or "?")[:200], role)
+
+
+def can(action: str) -> bool:
+    """True when this session's user may do `action` (a key of `engine.access.NEEDS`)."""
+    return actor().can(action)
+
+
+def refusal(action: str) -> str:
+    """Why a control is hidden or disabled for this user (markdown-safe)."""
+    who = actor()
+    return md(f"Signed in as {who.user} ({who.role_title}): to {action} needs the "
+              f"{NEEDS[action].title} role.")
+
+
+def user_badge() -> None:
+    """In the sidebar, with sign-in on: who is signed in, their role, and "Sign out"."""
+    who = actor()
+    if _session_settings()["auth"] and who.role is not None:
+        with st.sidebar:
+            st.caption(md(f"Signed in as {who.user} · {who.role_title}"))
+            if st.button("Sign out", icon=":material/logout:", key="auth-logout"):
+                st.logout()
+
+
+def signed_in() -> bool:
+    """With sign-in on, True for a signed-in user with a role; otherwise draws the sign-in
+    screen (a stranger), or "not authorised" (signed in, no role; or a broken
+    `[parley.roles]`), and returns False: the caller draws nothing else. Always True without
+    `[auth]`."""
+    read = _session_settings()
+    if not read["auth"]:
+        return True
+    if not st.user.get("is_logged_in"):
+        st.title("Parley")
+        st.write("Sign in to continue.")
+        if st.button("Sign in", type="primary", icon=":material/login:", key="auth-login"):
+            st.login()
+        return False
+    who = actor()
+    if who.role is not None:
+        return True
+    st.title("Not authorised")
+    if read["roles_error"]:
+        st.error(md(f"Sign-in is on, but the roles cannot be read: {read['roles_error']}"))
+    else:
+        st.write(md(f"You are signed in as {who.user}, which has no role here. Ask the "
+                    "operator to add you to [parley.roles]."))
+    if st.button("Sign out", icon=":material/logout:", key="auth-logout"):
+        st.logout()
+    return False
 
 
 def keep_form_state(pattern: str = r"run-\d+-") -> None:
@@ -186,8 +288,10 @@ def store() -> Store:
 
 
 def rater() -> str:
-    """Who is labelling in this session, as a label records it: for now the OS user (or
-    "local"); the sign-in (issue 31, bullet 4) replaces this one function."""
+    """Who is labelling in this session, as a label records it: the signed-in user's e-mail
+    address when sign-in is on (`current_user`), else the OS user (or "local")."""
+    if _session_settings()["auth"]:
+        return current_user()
     try:
         return getpass.getuser() or "local"
     except (OSError, KeyError):

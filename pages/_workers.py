@@ -38,7 +38,7 @@ def choose(store: Store) -> bool:
 def start(store: Store, experiment_id: str) -> None:
     """Queue the experiment's pending cells for the pool (the page's Start with the box
     ticked, and its "Run on workers")."""
-    count = submit(store, experiment_id)
+    count = submit(store, experiment_id, actor=_shared.actor())
     st.toast(f"{count} cell(s) queued for the workers.")
 
 
@@ -77,14 +77,16 @@ def section(store: Store, experiment_id: str) -> None:
         if on_pool:
             st.fragment(run_every=REFRESH_EVERY)(pool_view)(store)
             if st.button("Stop on workers", key="exp-pool-stop",
+                         disabled=not _shared.can("run experiments"),
                          help="cancels the queued cells and stops those running"):
-                count = stop(store, experiment_id)
+                count = stop(store, experiment_id, actor=_shared.actor())
                 st.toast(f"Stopped: {count} job(s) cancelled or aborted.")
                 st.rerun()
             return
         pool_view(store)
         if found["status"] not in ("running", "completed") and st.button(
                 "Run on workers", key="exp-pool-run",
+                disabled=not _shared.can("run experiments"),
                 help="queue the cells without a completed run for the pool"):
             try:
                 start(store, experiment_id)

@@ -96,16 +96,19 @@ if state.status == "running":
             st.rerun()  # the whole page: results and buttons follow the runs
 
     watch()
-    if _shared.tasks().task(experiment_id) is not None and st.button("Stop", key="exp-stop"):
-        _shared.tasks().stop(experiment_id)
+    if _shared.tasks().task(experiment_id) is not None and st.button(
+            "Stop", key="exp-stop", disabled=not _shared.can("run experiments")):
+        _shared.tasks().stop(experiment_id, actor=_shared.actor())
         st.toast("Stopping: runs in flight end after their current call.")
 else:
     show_progress(state)
     verb = "Start" if state.status == "planned" else "Resume"
     if state.status != "completed" and st.button(verb, type="primary", key="exp-resume",
+                                                 disabled=not _shared.can("run experiments"),
                                                  help="runs the cells without a completed run"):
         try:
-            _shared.tasks().start_experiment(experiment_id, endpoints=_shared.endpoints())
+            _shared.tasks().start_experiment(experiment_id, endpoints=_shared.endpoints(),
+                                             actor=_shared.actor())
         except ConfigError as exc:
             st.error(md(exc))
         else:

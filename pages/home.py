@@ -52,9 +52,9 @@ going = demo is not None and demo.alive
 missing = demo_missing(store)
 left, right, _rest = st.columns([1, 1, 2])
 if left.button(f"Run {len(missing) or len(plan)} demo runs", icon=":material/play_arrow:",
-               type="primary", key="demo_run", disabled=going):
+               type="primary", key="demo_run", disabled=going or not _shared.can("start runs")):
     if missing:
-        tasks.start_demo()
+        tasks.start_demo(actor=_shared.actor())
         st.session_state["demo_started"] = True
         going = True
     else:
@@ -75,7 +75,7 @@ def confirm_remove(stored: int) -> None:
     """Two-step removal: the first click asks, the second removes."""
     if not st.session_state.get("demo_remove_asked"):
         if right.button("Remove all demo runs", icon=":material/delete:", key="demo_remove",
-                        disabled=not stored or going):
+                        disabled=not stored or going or not _shared.can("delete runs")):
             st.session_state["demo_remove_asked"] = True
             st.rerun()
         return
@@ -83,7 +83,8 @@ def confirm_remove(stored: int) -> None:
     yes, no, _space = st.columns([1, 1, 2])
     if yes.button("Yes, remove them", key="demo_remove_yes", type="primary"):
         st.session_state.pop("demo_remove_asked", None)
-        st.session_state["demo_removed"] = f"Removed {remove_demo(store)} demo runs."
+        removed = remove_demo(store, actor=_shared.actor())
+        st.session_state["demo_removed"] = f"Removed {removed} demo runs."
         st.rerun()  # the question and its buttons go; the message stays
     elif no.button("Cancel", key="demo_remove_no"):
         st.session_state.pop("demo_remove_asked", None)

@@ -4,12 +4,17 @@ from __future__ import annotations
 import streamlit as st
 
 from engine import ConfigError
+from engine.access import NotAllowed
 from engine.services import library
 from pages import _shared
 
 store = _shared.store()
 md = _shared.md
 TITLES = {"persona": "persona", "role": "role"}
+# Editing, deleting and importing need the admin role (engine/access.py): the controls are
+# disabled for others, and the library service refuses them anyway.
+LOCKED = not _shared.can("edit the library")
+REFUSED = (ConfigError, NotAllowed)
 
 st.title("Personas & roles")
 _shared.read_only_banner(_shared.store())
@@ -18,6 +23,8 @@ st.markdown("Personas are system prompts a seat speaks with; roles are the parts
             "built in and editable. Saved configurations keep a protocol with its seats, "
             "options and prompt overrides for the Run and Experiments pages.")
 
+if LOCKED:
+    st.caption(_shared.refusal("edit the library"))
 flash = st.session_state.pop("library_flash", None)
 if flash:
     st.success(md(flash))
@@ -34,7 +41,7 @@ def confirm_delete(kind: str, item: dict) -> None:
     pending = st.session_state.get("library_delete")
     key = f"{kind}-{item['id']}"
     if pending != key:
-        if st.button("Delete", icon=":material/delete:", key=f"delete-{key}"):
+        if st.button("Delete", icon=":material/delete:", key=f"delete-{key}", disabled=LOCKED):
             st.session_state["library_delete"] = key
             st.rerun()
         return
@@ -43,7 +50,7 @@ def confirm_delete(kind: str, item: dict) -> None:
                   if item.get("builtin") else "This cannot be undone."))
     yes, no = st.columns(2)
     if yes.button("Yes, delete", key=f"confirm-{key}", type="primary"):
-        library.delete_entry(store, item["id"])
+        library.delete_entry(store, item["id"], actor=_shared.actor())
         st.session_state.pop("library_delete", None)
         done(f"Deleted {item['name']}.")
     if no.button("Cancel", key=f"cancel-{key}"):
@@ -68,12 +75,13 @@ def kind_editor(kind: str) -> None:
             # A new generation of fields after each creation starts the form empty again.
             generation = st.session_state.get(f"new-{kind}-generation", 0)
             values = entry_fields(kind, f"new-{kind}" + (f"-{generation}" if generation else ""))
-            if st.form_submit_button(f"Create {noun}", key=f"create-{kind}", type="primary"):
+            if st.form_submit_button(f"Create {noun}", key=f"create-{kind}", type="primary",
+                                     disabled=LOCKED):
                 try:
-                    library.save_entry(store, kind, values)
+                    library.save_entry(store, kind, values, actor=_shared.actor())
                     st.session_state[f"new-{kind}-generation"] = generation + 1
                     done(f"Created the {noun} {values['name'].strip()}.")
-                except ConfigError as exc:
+                except REFUSED as exc:
                     st.error(md(exc))
     items = library.entries(store, kind)
     st.caption(f"{len(items)} {noun}s")
@@ -82,8 +90,9 @@ def kind_editor(kind: str) -> None:
         names = ", ".join(entry["name"] for entry in missing)
         st.info(md(f"{len(missing)} built-in {noun}(s) deleted: {names}."))
         if st.button(f"Restore the built-in {noun}s", icon=":material/restore:",
-                     key=f"restore-{kind}"):
-            done(f"Restored {library.restore_builtins(store, kind)} built-in {noun}(s).")
+                     key=f"restore-{kind}", disabled=LOCKED):
+            restored = library.restore_builtins(store, kind, actor=_shared.actor())
+            done(f"Restored {restored} built-in {noun}(s).")
     for item in items:
         icon = _shared.avatar(item.get("icon"), "")
         badge = " · built in" if item.get("builtin") else ""
@@ -91,17 +100,19 @@ def kind_editor(kind: str) -> None:
                          key=f"open-{kind}-{item['id']}"):
             with st.form(f"edit-{kind}-{item['id']}"):
                 values = entry_fields(kind, f"{kind}-{item['id']}", item)
-                if st.form_submit_button("Save changes", key=f"save-{kind}-{item['id']}"):
+                if st.form_submit_button("Save changes", key=f"save-{kind}-{item['id']}",
+                                         disabled=LOCKED):
                     try:
-                        library.save_entry(store, kind, values, item_id=item["id"])
+                        library.save_entry(store, kind, values, item_id=item["id"],
+                                           actor=_shared.actor())
                         done(f"Saved the {noun} {values['name'].strip()}.")
-                    except ConfigError as exc:
+                    except REFUSED as exc:
                         st.error(md(exc))
             left, right = st.columns(2)
             with left:
                 if st.button("Duplicate", icon=":material/content_copy:",
-                             key=f"duplicate-{kind}-{item['id']}"):
-                    library.duplicate_entry(store, kind, item["id"])
+                             key=f"duplicate-{kind}-{item['id']}", disabled=LOCKED):
+                    library.duplicate_entry(store, kind, item["id"], actor=_shared.actor())
                     done(f"Duplicated {item['name']}.")
             with right:
                 confirm_delete(kind, item)
@@ -136,14 +147,16 @@ def import_export() -> None:
                 "document with any error imports nothing.")
     upload = st.file_uploader("YAML file", type=["yaml", "yml"], key="import-file")
     pasted = st.text_area("…or paste YAML", key="import-text", height=160)
-    if st.button("Import", icon=":material/upload:", key="import-run", type="primary"):
+    if st.button("Import", icon=":material/upload:", key="import-run", type="primary",
+                 disabled=not _shared.can("import")):
         source = upload.getvalue().decode("utf-8", errors="replace") if upload else pasted
         if not source.strip():
             st.error("Choose a YAML file or paste YAML first.")
             return
         try:
-            counts = library.import_yaml(store, source, _shared.endpoints())
-        except ConfigError as exc:
+            counts = library.import_yaml(store, source, _shared.endpoints(),
+                                         actor=_shared.actor())
+        except REFUSED as exc:
             st.error(md(f"Import failed: {exc}"))
             return
         done("Imported " + ", ".join(f"{n} {kind}(s)" for kind, n in counts.items()) + ".")

@@ -9,6 +9,7 @@ import secrets
 import streamlit as st
 
 from engine import ConfigError
+from engine.access import NotAllowed
 from engine.reports import review
 from pages import _shared
 
@@ -37,8 +38,8 @@ def judge(pair: review.Pair, shown_left: str, picked: str) -> None:
     comment = str(st.session_state.get(f"review-comment-{pair.key}") or "")
     try:
         store.add_preference(pair.run_a, pair.run_b, rater=_shared.rater(), choice=choice,
-                             comment=comment, shown_left=shown_left)
-    except ConfigError as exc:
+                             comment=comment, shown_left=shown_left, actor=_shared.actor())
+    except (ConfigError, NotAllowed) as exc:
         st.session_state["review_error"] = str(exc)
 
 
@@ -81,5 +82,7 @@ st.text_area("Comment (optional)", key=f"review-comment-{pair.key}",
 for column, (title, key), picked in zip(st.columns(3), CHOICES, ("left", "right", "tie"),
                                         strict=True):
     column.button(f"{title} ({key})", key=f"review-{key}-{pair.key}", shortcut=key,
-                  width="stretch", disabled=store.read_only,
+                  width="stretch", disabled=store.read_only or not _shared.can("label runs"),
                   on_click=judge, args=(pair, shown_left, picked))
+if not _shared.can("label runs"):
+    st.caption(_shared.refusal("label runs"))

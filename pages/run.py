@@ -8,6 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from engine import REGISTRY, ConfigError, get_protocol, prompt_templates
+from engine.access import NotAllowed
 from engine.llm.providers import SPEC_HELP
 from engine.questions import QUESTION_SETS
 from engine.reports import runs as runs_report
@@ -75,8 +76,9 @@ def live(run_id: str, protocol: str, icons: dict[str, str]) -> None:
     st.progress(progress["fraction"], text=md(f"Running — {phase} · {calls}"))
     if progress["stopping"]:
         st.info("Stopping after the call in flight…")
-    elif st.button("Stop", icon=":material/stop_circle:", key="run-stop"):
-        tasks.stop(run_id)
+    elif st.button("Stop", icon=":material/stop_circle:", key="run-stop",
+                   disabled=not _shared.can("stop runs")):
+        tasks.stop(run_id, actor=_shared.actor())
         st.info("Stopping after the call in flight…")
     transcript(progress["turns"], icons)
 
@@ -340,20 +342,25 @@ def configure() -> None:  # noqa: C901, PLR0912, PLR0915
     if not question.strip():
         st.caption(md(f"Enter a {spec.question_name} to start."))
     start_col, save_col, _rest = st.columns([1, 1, 3])
+    may_run, may_save = _shared.can("start runs"), _shared.can("edit the library")
     if start_col.button("Start", icon=":material/play_arrow:", type="primary",
-                        key="run-start", disabled=bool(error) or not question.strip()):
+                        key="run-start", disabled=bool(error) or not question.strip()
+                        or not may_run):
         try:
             run_id = tasks.start_run(built, question, expected=expected.strip() or None,
                                      label=built.get("label"), tags=("app",),
-                                     endpoints=endpoints)
-        except ConfigError as exc:
+                                     endpoints=endpoints, actor=_shared.actor())
+        except (ConfigError, NotAllowed) as exc:
             st.error(md(exc))
         else:
             load({"config": built, "question": question, "expected": expected})
             open_run(run_id)
     if save_col.button("Save configuration", icon=":material/save:", key="run-save",
-                       disabled=bool(error)):
+                       disabled=bool(error) or not may_save):
         save(built, label, endpoints, replace=False)
+    for action, allowed in (("start runs", may_run), ("edit the library", may_save)):
+        if not allowed:
+            st.caption(_shared.refusal(action))
     taken = st.session_state.get("run-save-taken")
     if taken and taken == label.strip():
         st.warning(md(f"A configuration is already saved as {taken}. Replacing it makes the "
@@ -369,11 +376,12 @@ def configure() -> None:  # noqa: C901, PLR0912, PLR0915
 def save(built: dict, label: str, endpoints: object, replace: bool) -> None:
     """Save the configuration; a label already saved is kept until the user says replace."""
     try:
-        library.save_config(store, built, label, endpoints=endpoints, replace=replace)
+        library.save_config(store, built, label, endpoints=endpoints, replace=replace,
+                            actor=_shared.actor())
     except library.LabelTaken as exc:
         st.session_state["run-save-taken"] = exc.label
         st.rerun()
-    except ConfigError as exc:
+    except (ConfigError, NotAllowed) as exc:
         st.error(md(exc))
     else:
         st.session_state.pop("run-save-taken", None)

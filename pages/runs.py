@@ -117,6 +117,9 @@ def show_unreadable(broken: list[tuple[str, str]]) -> None:
 def confirm_delete(run_id: str, key: str, turns: int | None = None, place: Any = None) -> None:
     """A Delete button (in `place`), then Yes / Cancel. A running run is stopped first (its
     process, here or elsewhere, stops at its next turn)."""
+    if not _shared.can("delete runs"):
+        (place or st).caption(_shared.refusal("delete runs"))
+        return
     if st.session_state.get("runs_delete") != run_id:
         if (place or st).button("🗑️ Delete run", key=f"{key}_ask", disabled=store.read_only,
                      help="Deletes the run and its turns; a running run is stopped first"):
@@ -127,8 +130,7 @@ def confirm_delete(run_id: str, key: str, turns: int | None = None, place: Any =
     st.warning(f"Delete run {md(run_id)}{what}? This cannot be undone.")
     yes, no = st.columns(2)
     if yes.button("Yes, delete it", type="primary", key=f"{key}_yes"):
-        _shared.tasks().stop(run_id)
-        store.delete([run_id])
+        _shared.tasks().delete([run_id], actor=_shared.actor())  # stops it first
         st.session_state.pop("runs_delete", None)
         st.session_state["runs_flash"] = f"Deleted run {run_id}."
         back_to_history()
@@ -167,11 +169,12 @@ def show_actions(detail: history.RunDetail) -> None:
                          "configuration that opens from disk without Parley")
     if middle.button("🔁 Re-run this configuration", key="runs_rerun",
                      disabled=not detail.rerunnable or run["status"] == "running"
-                     or store.read_only,
+                     or store.read_only or not _shared.can("start runs"),
                      help="Same seats, models, options and prompts, on the same question"):
         try:
             with st.spinner("Starting the re-run…"):
-                new_id = _shared.tasks().start_rerun(run, _shared.endpoints())
+                new_id = _shared.tasks().start_rerun(run, _shared.endpoints(),
+                                                     actor=_shared.actor())
         except ConfigError as exc:
             st.error(md(f"Cannot re-run: {exc}"))
         else:
@@ -251,7 +254,8 @@ def show_detail(run_id: str) -> None:
     meta = [f"label: {run['label']}" if run.get("label") else "no label",
             f"tags: {', '.join(run['tags'])}" if run.get("tags") else "",
             f"models: {run['models']}" if run.get("models") else "",
-            f"created {str(run.get('created_at', ''))[:19].replace('T', ' ')} UTC"]
+            f"created {str(run.get('created_at', ''))[:19].replace('T', ' ')} UTC",
+            f"started by {run['started_by']}" if run.get("started_by") else ""]
     st.caption(md(" · ".join(m for m in meta if m)))
     if detail.outcome:
         st.markdown(f"**Outcome:** {md(detail.outcome)}")
@@ -326,10 +330,11 @@ def watch_running(run_id: str, protocol: str) -> None:
                                                f"{state['phase']}"))
 
     progress()
-    if not store.read_only and st.button("⏹️ Stop this run", key="runs_stop",
+    if not store.read_only and _shared.can("stop runs") and st.button(
+            "⏹️ Stop this run", key="runs_stop",
                                          help="Marks it interrupted, whichever process runs "
                                               "it; it stops after its call in flight"):
-        _shared.tasks().stop(run_id)
+        _shared.tasks().stop(run_id, actor=_shared.actor())
         st.session_state["runs_flash"] = f"Stopped run {run_id}."
         st.rerun()
 

@@ -257,3 +257,19 @@ def test_fuzzed_imported_labels_are_refused_or_stored_sound(tmp_path_factory, ki
     for turn, run in zip(ratings["turn"], ratings["run_id"], strict=True):
         if not pd.isna(turn):
             assert turn in {t["idx"] for t in target.get(run)["turns"]}
+
+
+def test_only_an_analyst_or_above_labels_and_a_refusal_stores_nothing(store):
+    from engine.access import Actor, NotAllowed, Role
+    a, b = _debate(store), _debate(store)
+    for who in (Actor("vera@example.com", Role.VIEWER), Actor("nemo@else.net", None)):
+        with pytest.raises(NotAllowed):
+            store.add_preference(a, b, rater=who.user, choice="a", actor=who)
+        with pytest.raises(NotAllowed):
+            store.add_rating(a, rater=who.user, score=4, actor=who)
+    assert store.preferences().empty and store.ratings().empty
+    analyst = Actor("ann@example.com", Role.ANALYST)
+    store.add_preference(a, b, rater=analyst.user, choice="tie", actor=analyst)
+    store.add_rating(b, rater=analyst.user, score=2, actor=analyst)
+    assert list(store.preferences()["rater"]) == ["ann@example.com"]
+    assert list(store.ratings()["score"]) == [2]

@@ -28,8 +28,9 @@ MAX_LINES = 1000  # past this a module surely holds two ideas
 WARN_LINES = 400  # past this, a look: does it hold two ideas?
 # The protocols' own package, and the public names DESIGN section 2 requires from `engine`.
 PROTOCOL_HOMES = ("engine/protocols/", "engine/__init__.py")
-PAGE_SOURCES = {"engine", "engine.llm", "engine.questions", "engine.redaction", "engine.reports",
-                "engine.services", "engine.store", "engine.views"}
+# engine.access: who may do what (the pages disable what a role cannot use, DESIGN section 5)
+PAGE_SOURCES = {"engine", "engine.access", "engine.llm", "engine.questions", "engine.redaction",
+                "engine.reports", "engine.services", "engine.store", "engine.views"}
 
 
 def _rel(path: Path) -> str:

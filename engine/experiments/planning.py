@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.access import LOCAL, Actor, require
 from engine.cells import Cell
 from engine.checks import require_name, require_text
 from engine.experiments import arrangement
@@ -124,8 +125,10 @@ class Plan:
                 "per_config": self.per_config, "baselines": self.baselines}
 
 
-def create(store: Any, experiment: Plan | Mapping[str, Any]) -> str:
-    """Store an experiment (a `Plan`, or a spec to plan first) as `planned`; returns its id."""
+def create(store: Any, experiment: Plan | Mapping[str, Any], actor: Actor = LOCAL) -> str:
+    """Store an experiment (a `Plan`, or a spec to plan first) as `planned`; returns its id.
+    `actor` must be allowed to run experiments (`engine.access`)."""
+    require(actor, "run experiments")
     checked = experiment if isinstance(experiment, Plan) else plan(experiment, store)
     return add_experiment(store, checked.name, checked.spec(), checked.runs)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.access import LOCAL, Actor, require
 from engine.config import RunConfig
 from engine.protocols import REGISTRY
 from engine.questions import DEMO
@@ -40,6 +41,7 @@ def demo_run_ids(store: Any) -> list[str]:
     return list(store.runs(tag=DEMO_TAG, with_config=False)["id"])
 
 
-def remove_demo(store: Any) -> int:
+def remove_demo(store: Any, actor: Actor = LOCAL) -> int:
     """Delete every run tagged `demo` (with its turns); returns how many were removed."""
+    require(actor, "delete runs")
     return store.delete(demo_run_ids(store))

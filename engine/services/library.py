@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from engine.access import LOCAL, Actor, require
 from engine.checks import require_name
 from engine.config import RunConfig
 from engine.models import ConfigError
@@ -76,9 +77,10 @@ def missing_builtins(store: Any, kind: str) -> list[dict[str, str]]:
     return [entry for entry in builtin_entries()[kind] if fold_name(entry["name"]) not in present]
 
 
-def restore_builtins(store: Any, kind: str) -> int:
+def restore_builtins(store: Any, kind: str, actor: Actor = LOCAL) -> int:
     """Put the deleted built-in personas (or roles) back as they shipped; returns how many.
     Entries that exist, edited or not, are left as they are."""
+    require(actor, "edit the library")
     missing = missing_builtins(store, kind)
     for entry in missing:
         _put_once(store, kind, entry["name"], entry, builtin=True)
@@ -131,8 +133,9 @@ def clean_entry(kind: str, entry: Mapping[str, Any]) -> dict[str, str]:
 
 
 def save_entry(store: Any, kind: str, entry: Mapping[str, Any],
-               item_id: int | None = None) -> int:
+               item_id: int | None = None, actor: Actor = LOCAL) -> int:
     """Create a persona or role (or replace entry `item_id`); returns its id."""
+    require(actor, "edit the library")
     clean = clean_entry(kind, entry)
     return put(store, kind, clean["name"], clean, item_id=item_id)
 
@@ -159,8 +162,9 @@ def put(store: Any, kind: str, name: str, body: Mapping[str, Any],
     return store.put_library(kind, name, body, item_id=item_id)
 
 
-def duplicate_entry(store: Any, kind: str, item_id: int) -> int:
+def duplicate_entry(store: Any, kind: str, item_id: int, actor: Actor = LOCAL) -> int:
     """Copy an entry under a free name (`NAME (copy)`, `NAME (copy 2)` ...); returns its id."""
+    require(actor, "edit the library")
     rows = store.library(kind)
     source = next((row for row in rows if row["id"] == item_id), None)
     if source is None:
@@ -169,11 +173,12 @@ def duplicate_entry(store: Any, kind: str, item_id: int) -> int:
     name, number = f"{source['name']} (copy)", 2
     while fold_name(name) in names:
         name, number = f"{source['name']} (copy {number})", number + 1
-    return save_entry(store, kind, {**source, "name": name})
+    return save_entry(store, kind, {**source, "name": name}, actor=actor)
 
 
-def delete_entry(store: Any, item_id: int) -> None:
+def delete_entry(store: Any, item_id: int, actor: Actor = LOCAL) -> None:
     """Delete a persona, role or configuration by id."""
+    require(actor, "edit the library")
     store.delete_library(item_id)
 
 
@@ -200,10 +205,11 @@ class LabelTaken(ConfigError):
 
 def save_config(store: Any, config: Mapping[str, Any], label: str | None = None,
                 item_id: int | None = None, endpoints: Any = None,
-                replace: bool = True) -> int:
+                replace: bool = True, actor: Actor = LOCAL) -> int:
     """Validate and save a configuration under `label` (or its own `label`); returns its id.
     Saving under a saved label replaces it; with `replace=False` (the Run page's first
     Save) it raises `LabelTaken` instead, so the user is asked."""
+    require(actor, "edit the library")
     label = (label or config.get("label") or "").strip()
     if not label:
         raise ConfigError("a saved configuration needs a label", "input")
@@ -302,13 +308,16 @@ def parse_yaml(text: str, endpoints: Any = None) -> dict[str, list[dict[str, Any
     return out
 
 
-def import_yaml(store: Any, text: str, endpoints: Any = None) -> dict[str, int]:
+def import_yaml(store: Any, text: str, endpoints: Any = None,
+                actor: Actor = LOCAL) -> dict[str, int]:
     """Import a library YAML document (entries with an existing name are replaced).
 
     The whole document is checked first -- including names that would collide, after
     folding, with a different entry already stored -- so a bad one stores nothing. Returns
     counts by kind. Configurations' models resolve under `endpoints`.
     """
+    require(actor, "import")
+    require(actor, "edit the library")
     parsed = parse_yaml(text, endpoints)
     ensure_seeded(store)
     plan: list[tuple[str, dict[str, Any], int | None]] = []
@@ -325,7 +334,7 @@ def import_yaml(store: Any, text: str, endpoints: Any = None) -> dict[str, int]:
     for kind, item, item_id in plan:
         if kind == CONFIG:
             save_config(store, item["config"], item["name"], item_id=item_id,
-                        endpoints=endpoints)
+                        endpoints=endpoints, actor=actor)
         else:
             put(store, kind, item["name"], item, item_id=item_id)
     return {kind: len(items) for kind, items in parsed.items()}

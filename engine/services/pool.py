@@ -1,7 +1,22 @@
 """What the app does with the pool of workers: queue an experiment's pending cells for it
-(`submit`) and stop an experiment it runs (`stop`); the pool itself is `engine.workers`."""
+(`submit`) and stop an experiment it runs (`stop`); the pool itself is `engine.workers`.
+Both need a role that may run experiments (`engine.access`; `LOCAL` without sign-in)."""
 from __future__ import annotations
 
-from engine.workers import stop, submit
+from typing import Any
 
-__all__ = ["stop", "submit"]
+from engine import workers
+from engine.access import LOCAL, Actor, require
+
+
+def submit(store: Any, experiment_id: str, actor: Actor = LOCAL, app: Any = None) -> int:
+    """Queue `experiment_id`'s pending cells for the pool (`engine.workers.submit`); returns
+    how many were queued."""
+    require(actor, "run experiments")
+    return workers.submit(store, experiment_id, app)
+
+
+def stop(store: Any, experiment_id: str, actor: Actor = LOCAL) -> int:
+    """Stop the pool's experiment (`engine.workers.stop`); returns the jobs cancelled."""
+    require(actor, "run experiments")
+    return workers.stop(store, experiment_id)

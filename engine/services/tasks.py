@@ -8,6 +8,10 @@ and two runners on two stores know nothing of each other. A run's row is opened 
 run starts and the protocol runs under that id, so a page can open the run at once. What a
 page shows is read back from the store; the runner adds only what the store cannot know (a
 run's call estimate, whether a stop was asked, what the demo made).
+
+Every method that starts, stops or deletes takes the `actor` doing it (`engine.access`) and
+refuses with `NotAllowed` before anything happens when their role does not allow it; the
+default, `LOCAL`, is the single local user (no sign-in) and the CLI.
 """
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ from collections.abc import Coroutine, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from engine.access import LOCAL, Actor, require
 from engine.config import RunConfig
 from engine.experiments.runner import arun_experiment
 from engine.llm.endpoints import EndpointRegistry
@@ -53,6 +58,7 @@ class Task:
     run_ids: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     finished: int = 0
+    started_by: str = ""
     job: asyncio.Future[Any] | None = None  # held so the loop never drops a running task
 
     @property
@@ -86,20 +92,23 @@ class TaskRunner:
     # ------------------------------------------------------------------ starting
     def start_run(self, config: RunConfig | Mapping[str, Any], question: str, *,
                   expected: str | None = None, endpoints: EndpointRegistry | None = None,
-                  label: str | None = None, tags: Iterable[str] = (), **options: Any) -> str:
+                  label: str | None = None, tags: Iterable[str] = (), actor: Actor = LOCAL,
+                  **options: Any) -> str:
         """Open the run's row, start `config` on `question` under that id, and return the id.
+        The row records who started it (`actor.user`, its `started_by`).
 
         `options` go to the protocol as they would from `arun_config` (`timeout_per_call`,
         `retries`, `prompts` ...). A configuration the protocol refuses raises its
         `ConfigError` here, before any call, and leaves no row.
         """
+        require(actor, "start runs")
         typed = RunConfig.parse(config)
         calls = estimate(typed)["calls"]  # checks seats and options before anything is written
         run = {"label": label if label is not None else typed.label, "tags": list(tags),
                "expected": expected or None}
         protocol = get_protocol(typed.protocol).name
         run_id = self.store.start_run(protocol, question, config=stored_config(typed).stored(),
-                                      **run)
+                                      started_by=actor.user, **run)
         task = Task(run_id, "run", protocol=protocol, estimated_calls=calls)
         self._add(task)
         work = arun_config(typed, question, store=self.store, run_id=run_id,
@@ -107,19 +116,21 @@ class TaskRunner:
         self._submit(task, work)
         return run_id
 
-    def start_rerun(self, run: Mapping[str, Any],
-                    endpoints: EndpointRegistry | None = None) -> str:
+    def start_rerun(self, run: Mapping[str, Any], endpoints: EndpointRegistry | None = None,
+                    actor: Actor = LOCAL) -> str:
         """Start a stored run (`Store.get`) again: its stored configuration on its question,
         with its label, tags and expected answer; returns the new run's id."""
+        require(actor, "start runs")
         config = rerun_config(run.get("config") or {})
         return self.start_run(config, str(run.get("question", "")), endpoints=endpoints,
-                              **rerun_options(run))
+                              actor=actor, **rerun_options(run))
 
-    def start_experiment(self, experiment_id: str,
-                         endpoints: EndpointRegistry | None = None) -> str:
+    def start_experiment(self, experiment_id: str, endpoints: EndpointRegistry | None = None,
+                         actor: Actor = LOCAL) -> str:
         """Run (or resume) an experiment; returns its id once its row says `running`. Starting
         one this runner is running already changes nothing; one running elsewhere is a
         `ConfigError`."""
+        require(actor, "run experiments")
         with self._lock:
             current = self._tasks.get(experiment_id)
             if current is not None and current.alive:
@@ -134,17 +145,18 @@ class TaskRunner:
                                            stop_event=task.stop_event, endpoints=endpoints))
         return experiment_id
 
-    def start_demo(self) -> str:
+    def start_demo(self, actor: Actor = LOCAL) -> str:
         """Make the demo runs (every demo question through every protocol, simulated) one
         after another in the background; returns the demo's task id. Only the runs not
         stored yet are made (`demo_missing`), so pressing the button twice stores no
         duplicates; while the demo is going, starting it again changes nothing."""
+        require(actor, "start runs")
         with self._lock:
             current = self._tasks.get(DEMO)
             if current is not None and current.alive:
                 return DEMO
             plan = demo_missing(self.store)
-            task = Task(DEMO, "demo", total=max(1, len(plan)))
+            task = Task(DEMO, "demo", total=max(1, len(plan)), started_by=actor.user)
             self._tasks[DEMO] = task
         self._submit(task, self._demo(task, plan))
         return DEMO
@@ -157,10 +169,12 @@ class TaskRunner:
                 return
             config = demo_config(protocol)
             run = {"label": DEMO_TAG, "tags": [DEMO_TAG], "expected": question.expected}
+            who = {"started_by": task.started_by}
             run_id = ""
             try:
                 run_id = self.store.start_run(protocol, question.text,
-                                              config=stored_config(config).stored(), **run)
+                                              config=stored_config(config).stored(), **run,
+                                              **who)
                 await arun_config(config, question.text, store=self.store, run_id=run_id,
                                   stop_event=task.stop_event, **run)
                 task.run_ids.append(run_id)
@@ -239,16 +253,28 @@ class TaskRunner:
             ids = [key for key, t in self._tasks.items() if t.kind == "run" and t.alive]
         return [run_id for run_id in ids if self.store.exists(run_id)]
 
-    def stop(self, task_id: str) -> bool:
+    def stop(self, task_id: str, actor: Actor = LOCAL) -> bool:
         """Ask a task to stop: a run ends `interrupted` after its call in flight, an experiment
         `stopped` (a resume redoes its runs in flight), the demo after its current run. A run
         this runner does not hold (another process's, or one stuck) is marked `interrupted`
         in the store at once, and its owner stops at its next turn. False when nothing ran."""
+        require(actor, "stop runs")
         task = self.task(task_id)
         if task is not None and task.alive:
             task.stop_event.set()
             return True
         return self.store.stop_run(task_id) if task is None or task.kind == "run" else False
+
+    def delete(self, run_ids: Iterable[str], actor: Actor = LOCAL) -> int:
+        """Delete stored runs (with their turns), stopping first those this runner runs;
+        returns how many runs were deleted."""
+        require(actor, "delete runs")
+        ids = list(run_ids)
+        for run_id in ids:
+            task = self.task(run_id)
+            if task is not None and task.alive:
+                task.stop_event.set()
+        return int(self.store.delete(ids))
 
     def wait(self, task_id: str, timeout: float = 120.0) -> str:
         """Block until the task is over (or `timeout`); returns its status. A run this runner

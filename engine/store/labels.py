@@ -17,6 +17,7 @@ from uuid import uuid4
 import pandas as pd
 from sqlalchemy import Connection, Table, delete, or_, select
 
+from engine.access import LOCAL, Actor, require
 from engine.models import ConfigError, now
 from engine.store import readback
 from engine.store.database import Database
@@ -75,11 +76,13 @@ class Labels(Database):
     """The store's human labels (a part of `Store`)."""
 
     def add_preference(self, run_a: str, run_b: str, *, rater: str, choice: str,
-                       comment: str = "", shown_left: str | None = None) -> str:
+                       comment: str = "", shown_left: str | None = None,
+                       actor: Actor = LOCAL) -> str:
         """Record that `rater` finds run `a`'s final answer better, run `b`'s, or neither
         (`choice` a | b | tie), and which of the two was shown on the left (`shown_left`
         a | b, None when not side by side); returns the label's id. `ConfigError` when a
-        value is not valid or a run is not stored."""
+        value is not valid or a run is not stored; `NotAllowed` when `actor` may not label."""
+        require(actor, "label runs")
         record = preference_record({"id": uuid4().hex[:16], "run_a": run_a, "run_b": run_b,
                                     "shown_left": shown_left, "rater": _text(rater),
                                     "choice": choice, "comment": _text(comment)})
@@ -93,10 +96,11 @@ class Labels(Database):
         return record.id
 
     def add_rating(self, run_id: str, *, rater: str, score: int, comment: str = "",
-                   turn: int | None = None) -> str:
+                   turn: int | None = None, actor: Actor = LOCAL) -> str:
         """Record `rater`'s score (1..5) of run `run_id`, or of its turn `turn` (by index);
         returns the label's id. `ConfigError` when a value is not valid or the run (or the
-        turn) is not stored."""
+        turn) is not stored; `NotAllowed` when `actor` may not label."""
+        require(actor, "label runs")
         record = rating_record({"id": uuid4().hex[:16], "run_id": run_id, "turn": turn,
                                 "rater": _text(rater), "score": score,
                                 "comment": _text(comment)})

@@ -27,6 +27,8 @@ like one), in turns, runs and experiments.
 
 `0015_labels`: the tables of human judgement, `preferences` and `ratings`
 (`engine.store.labels`).
+
+`0016_started_by`: runs gain `started_by` (who started them, `engine.access`); old runs "".
 """
 from __future__ import annotations
 
@@ -258,6 +260,14 @@ def costs(connection: Connection) -> None:
     connection.execute(text(f"CREATE INDEX ix_runs_summary ON {SUMMARY_WITH_COST}"))
 
 
+def started_by(connection: Connection) -> None:
+    """Migration 0016: runs gain `started_by`, who started them (a new database has it from
+    `0001`); older runs keep "" (not recorded)."""
+    if "started_by" not in {c["name"] for c in inspect(connection).get_columns("runs")}:
+        connection.execute(text("ALTER TABLE runs ADD COLUMN started_by VARCHAR(200) "
+                                "NOT NULL DEFAULT ''"))
+
+
 # --------------------------------------------------------------------------- the list
 def _create(tables: Sequence[str]):
     def apply(connection) -> None:
@@ -288,6 +298,7 @@ MIGRATIONS: list[tuple[str, Any]] = [
     ("0013_run_facets", _data("run_facets")),
     ("0014_costs", _data("costs")),
     ("0015_labels", _create(["preferences", "ratings"])),
+    ("0016_started_by", _data("started_by")),
 ]
 
 

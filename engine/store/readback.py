@@ -120,7 +120,7 @@ def clean_stored(value: Any) -> Any:
 
 
 _RUN_TEXT = ("id", "protocol", "question", "expected", "label", "status", "error", "models",
-             "experiment_id", "host", "lost")
+             "experiment_id", "host", "lost", "started_by")
 _TURN_TEXT = ("run_id", "phase", "seat", "role", "model", "reply", "status", "error",
               "output_mode")
 

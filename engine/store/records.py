@@ -264,6 +264,7 @@ class RunRecord(_Record):
     duration: Seconds = 0.0
     cost_usd: Money | None = None  # checked, then recomputed from the turns on import
     experiment_id: RunId | None = None
+    started_by: Name = ""  # absent from files exported before sign-in
     host: Name = ""
     pid: Count = 0
     created_at: Moment = None
@@ -319,7 +320,7 @@ def fit(value: Any, size: int) -> str:
 
 def new_run(protocol: str, question: str, *, config: Mapping[str, Any], label: str | None,
             tags: Iterable[str], expected: str | None,
-            experiment_id: str | None) -> dict[str, Any]:
+            experiment_id: str | None, started_by: str = "") -> dict[str, Any]:
     """The checked values of a run about to start (before any call): `ConfigError` when an
     identifier is malformed or a label or tag does not fit."""
     tag_list = list(tags)
@@ -328,12 +329,12 @@ def new_run(protocol: str, question: str, *, config: Mapping[str, Any], label: s
     checked = validate(RunRecord, {
         "id": "new", "protocol": protocol, "question": question,
         "expected": None if expected is None else str(expected), "label": label or None,
-        "tags": sorted(set(tag_list)), "status": "running", "experiment_id": experiment_id},
-        "run")
+        "tags": sorted(set(tag_list)), "status": "running", "experiment_id": experiment_id,
+        "started_by": started_by}, "run")
     return {"protocol": checked.protocol, "question": checked.question,
             "expected": checked.expected, "label": checked.label,
             "tags": json.dumps(checked.tags, ensure_ascii=False),
-            "config": dumps(strip_secrets(dict(config)))}
+            "config": dumps(strip_secrets(dict(config))), "started_by": checked.started_by}
 
 
 def count(value: Any) -> int:

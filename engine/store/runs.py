@@ -60,13 +60,16 @@ class RunWriting(Database):
 
     def start_run(self, protocol: str, question: str, *, config: Mapping[str, Any] | None = None,
                   label: str | None = None, tags: Iterable[str] = (),
-                  expected: str | None = None, experiment_id: str | None = None) -> str:
+                  expected: str | None = None, experiment_id: str | None = None,
+                  started_by: str = "") -> str:
         """Open a run row as `running`; returns its id. Values are checked before anything is
-        written (`ConfigError`), as a run starts before any model call."""
+        written (`ConfigError`), as a run starts before any model call. `started_by` is who
+        started it (`engine.access.Actor.user`), "" when not recorded."""
         run_id = uuid4().hex[:12]
         config = dict(config or {})
         values = records.new_run(protocol, question, config=config, label=label, tags=tags,
-                                 expected=expected, experiment_id=experiment_id)
+                                 expected=expected, experiment_id=experiment_id,
+                                 started_by=started_by)
         seats = config.get("seats", [])
         seats = [s for v in (seats.values() if isinstance(seats, Mapping) else seats)
                  for s in (v if isinstance(v, list) else [v])]

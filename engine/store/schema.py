@@ -90,6 +90,9 @@ class RunRow(Base):
     # US dollars, the sum of the turns' (engine.models.total_cost); NULL: unknown (unpriced)
     cost_usd: Mapped[float | None] = mapped_column(Float, nullable=True)
     experiment_id: Mapped[str | None] = mapped_column(String(32), index=True, nullable=True)
+    # Who started the run: a signed-in e-mail address, "local" (no sign-in), or "" (not
+    # recorded: older runs, the CLI, experiments). Migration 0016 adds it to older databases.
+    started_by: Mapped[str] = mapped_column(String(200), default="", server_default="")
     host: Mapped[str] = mapped_column(String(200), default="")
     pid: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(Moment, index=True)
