@@ -17,10 +17,10 @@ import streamlit as st
 
 from engine import Store
 from engine import experiments as ex
-from engine.reports import baseline, pareto, rounds, share, vega
+from engine.reports import baseline, consensus, pareto, rounds, share, vega
 from engine.reports.references import references
 from engine.views import aggregate
-from pages import _positions, _shared, _summary_table
+from pages import _consensus, _positions, _shared, _summary_table
 
 md = _shared.md
 PERCENT = st.column_config.NumberColumn(format="percent")
@@ -353,7 +353,7 @@ def show(store: Store, experiment_id: str, state: ex.Progress) -> None:
 
 CELL_RUNS = "Runs behind a cell"
 TABS = ("Summary", "Accuracy by round", "Calibration", "Paired comparison", "Positions",
-        "Questions", "Cost and accuracy", CELL_RUNS)
+        "Questions", "Cost and accuracy", "Consensus earned?", CELL_RUNS)
 
 
 def show_tabs(result: ex.Report, drawn: Figures, stamp: tuple) -> None:
@@ -364,6 +364,8 @@ def show_tabs(result: ex.Report, drawn: Figures, stamp: tuple) -> None:
         lambda: show_calibration(result, drawn), lambda: show_pair(result),
         lambda: _positions.show(result, stamp), lambda: show_questions(result, stamp),
         lambda: show_pareto(result.summary),
+        lambda: _consensus.show(consensus.from_experiment(result.runs, result.labels),
+                                "exp-consensus"),
         lambda: show_cell_runs(result))
     for tab, draw in zip(st.tabs(list(TABS), key="exp-tab", on_change="rerun"), draws,
                          strict=True):

@@ -9,7 +9,7 @@ import streamlit as st
 from engine.reports import drill, insights, rounds, vega
 from engine.reports import runs as history
 from engine.views import aggregate
-from pages import _human, _shared
+from pages import _consensus, _human, _shared
 from pages import _insights_data as data
 
 store = _shared.store()
@@ -86,7 +86,7 @@ drawn = data.figures(store, store.url_safe, stamp, args, kind, only)
 if not chosen:
     st.info("Choose a section above.")
     st.stop()
-if not sections:
+if not sections and "consensus" not in only:
     st.info(f"No {kind} runs match these filters.")
     st.stop()
 st.caption("Grouped by configuration label. Rates, means and calibration count completed "
@@ -125,5 +125,9 @@ for section in sections:
         if rows:  # a row opens the runs behind it
             st.switch_page("pages/runs.py", query_params=drill.row_params(
                 section.key, section.table.iloc[rows[0]].to_dict()))
+
+if "consensus" in only:  # issue 29: its own view (pages/_consensus.py)
+    _consensus.show(_consensus.insights_report(store, store.url_safe, stamp, args, kind),
+                    "insights-consensus")
 
 _human.show(store)  # people's labels: win rates, kappa, calibration (pages/_human.py)

@@ -215,7 +215,7 @@ def test_every_protocol_with_rounds_of_answers_gives_them(db):
     assert stored_rounds(db.get(vote.run_id)) is None  # one round: nothing to follow
     assert answers_by_round(vote) is None
     named = [name for name, spec in REGISTRY.items() if spec.answers_by_round is not None]
-    assert sorted(named) == ["panel", "roundtable", "single", "society"]
+    assert sorted(named) == ["council", "panel", "roundtable", "single", "society"]
 
 
 def test_a_stored_run_without_a_readable_result_has_no_rounds():

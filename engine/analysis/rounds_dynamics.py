@@ -142,4 +142,16 @@ def influence(rounds: Sequence[Mapping[str, str | None]]) -> dict[tuple[str, str
     return dict(counts)
 
 
-__all__ = ["Dynamics", "Flip", "dynamics", "influence"]
+def votes(rounds: Sequence[Mapping[str, str | None]]) -> list[dict[str, int]]:
+    """Each round's answers counted by normalised answer (abstentions left out), in the
+    tally's order (most first, then the smallest form): what a run's metrics keep
+    (`round_votes`) so that agreement and vote shares over thousands of stored runs need no
+    stored result. `dynamics`' agreement of a round is its largest count over its total."""
+    out = []
+    for answers in _normal(rounds):
+        counts = Counter(a for a in answers.values() if a is not None)
+        out.append(dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))))
+    return out
+
+
+__all__ = ["Dynamics", "Flip", "dynamics", "influence", "votes"]

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from engine import catalog
+from engine.analysis.rounds_dynamics import votes
 from engine.config import RunConfig, RunOptions, SeatSpec
 from engine.llm.calls import RunContext
 from engine.models import RunResult, RunStopped, Seat, Signals, Turn
@@ -140,7 +141,15 @@ class ProtocolSpec(Generic[R]):
         """What the store keeps on the run row for reports: the signals, flat."""
         signals = self.signals(result)
         return {**signals.extra, **signals.common(), "outcome": self.outcome(result),
-                **output_counts(result.turns), **self.positions(result)}
+                **output_counts(result.turns), **self.positions(result),
+                **self.round_votes(result)}
+
+    def round_votes(self, result: R) -> dict[str, Any]:
+        """Each round's answers counted (`engine.analysis.votes`), for the consensus report
+        (`engine.reports.consensus`); nothing for a protocol without rounds of answers."""
+        if self.answers_by_round is None:
+            return {}
+        return {"round_votes": votes(self.answers_by_round(result))}
 
     def positions(self, result: R) -> dict[str, Any]:
         """The order seats were presented in and the seats that carried the outcome, for the

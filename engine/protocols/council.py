@@ -257,6 +257,14 @@ def _signals(result: CouncilResult) -> Signals:
                           "confidence_level": c.level if c and read else None})
 
 
+def _answers_by_round(result: CouncilResult) -> list[dict[str, str | None]]:
+    """One round (DESIGN 2.12): every member's own ANSWER line, stage 1 (a member whose call
+    failed, or whose answer has no ANSWER line, abstains). The rankings are not answers and
+    the chairman's answer is not a member's revised one, so a council has no round two."""
+    members = [*result.answers, *(s for s in result.borda if s not in result.answers)]
+    return [{seat: parse_answer(result.answers.get(seat, "")) or None for seat in members}]
+
+
 def _lost(result: CouncilResult) -> list[str]:
     """The chairman's call is decisive: without it the council has no answer."""
     chair = [t for t in result.turns if t.phase == "chair"]
@@ -311,4 +319,4 @@ SPEC = ProtocolSpec(
     insights=_insights,
     result_type=CouncilResult, summary=_summary, outcome=_outcome, signals=_signals,
     view=_view, lost=_lost, phases=("answer", "rank", "chair"), color="#5e35b1",
-    carried=lambda r: [r.top] if r.top else None)
+    carried=lambda r: [r.top] if r.top else None, answers_by_round=_answers_by_round)

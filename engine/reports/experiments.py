@@ -43,9 +43,9 @@ def _moved(first: str, final: str | None, expected: str | None, answers: Answers
 RUN_COLUMNS = ["id", "label", "protocol", "q", "repeat", "question", "expected", "status",
                "counted", "superseded", "correct", "answer", "level", "consensus", "judge",
                "mind_changes", "seats", "persuaded", "misled", "first_answer", "changed",
-               "shift", "round_answers", *CONFORMITY_FIELDS, "calls", "degraded",
-               "degraded_run", "lost", "tokens", "cost_usd", "seconds", "simulated", "simulation",
-               "created_at", "link"]
+               "shift", "round_answers", "round_votes", *CONFORMITY_FIELDS, "calls",
+               "degraded", "degraded_run", "lost", "tokens", "cost_usd", "seconds", "simulated",
+               "simulation", "created_at", "link"]
 
 
 def runs_frame(store: Any, experiment_id: str) -> pd.DataFrame:
@@ -152,6 +152,7 @@ def _signal_columns(metrics: list[dict[str, Any]], expected: list[Any]
         out[field] = [v if type(v := m.get(field)) is str and v else None for m in metrics]
     out["round_answers"] = [[str(a) for a in v] if type(v := m.get("round_answers")) is list
                             else None for m in metrics]
+    out["round_votes"] = [m.get("round_votes") for m in metrics]  # engine.reports.consensus
     for field in CONFORMITY_FIELDS:
         out[field] = [m.get(field) for m in metrics]
     changed: list[bool | None] = []

@@ -287,7 +287,8 @@ def section_titles() -> dict[str, str]:
     """Every section `report` can make, key -> title, in page order (no aggregation)."""
     return {"overview": "Overview",
             **{name: spec.title for name, spec in REGISTRY.items() if spec.insights},
-            "accuracy": "Accuracy", "cost": "Tokens and latency"}
+            "accuracy": "Accuracy", "cost": "Tokens and latency",
+            "consensus": "Consensus earned?"}  # drawn by the page (`engine.reports.consensus`)
 
 
 def default_sections(runs: pd.DataFrame) -> list[str]:

@@ -7,8 +7,10 @@
 - revise: a seat told its answer is `flawed` or `unsupported` moves, with probability
   `persuasion`, to the alternative offered (the others' commonest differing answer, or a fresh
   one when nobody differs); a seat that did not move joins the others' majority with
-  probability `conformity`; otherwise it holds. Its `changed_mind` says truthfully whether it
-  moved.
+  probability `conformity`; otherwise it holds. Before any of these, with probability
+  `imitation` (0 by default), a seat adopts the answer of one of the others drawn at random,
+  right or wrong alike (a draw of its own, so a world without imitation draws as before). Its
+  `changed_mind` says truthfully whether it moved.
 - judge: `agreement_level` (how far the answers in `others` agree) or the answer the answers
   in `others` lead to, in the tally's order (most votes, then the smallest normalised form).
 
@@ -42,6 +44,11 @@ def revised(world: World, task: Task) -> tuple[str, str]:
     draw = rng(world, task, "revise", task.seat, task.kind, task.round,
                normalize_stance(own), verdict, others_key(task))
     persuaded, conformed = draw.random(), draw.random()
+    if world.imitation and shown:
+        copy = rng(world, task, "imitate", task.seat, task.kind, task.round,
+                   normalize_stance(own), others_key(task))
+        if copy.random() < world.imitation:
+            return copy.choice(shown), "imitated"
     if verdict in CRITICISED and persuaded < world.persuasion:
         offered = majority([a for a in shown if not same(a, own)])
         return offered or alternative(world, task, own), "persuaded"
@@ -56,6 +63,8 @@ def _why(answer: str, how: str, own: str) -> str:
         return f"The critique is right about {own}; working it through again gives {answer}."
     if how == "conformed":
         return f"Most of the others hold {answer}, and I have come round to it."
+    if how == "imitated":
+        return f"Another agent holds {answer}, and I take it up."
     return f"I hold {answer}: nothing said so far overturns it."
 
 

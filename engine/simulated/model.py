@@ -13,6 +13,9 @@ lookup of bundled questions), and its parameters, given in the spec, e.g.
 - `position_bias` (default 0): the chance a debate's judge rules for the side presented to it
   first, whatever was argued: a known position effect, for measuring (DESIGN 2.10); shown
   with the other parameters when it is set;
+- `imitation` (default 0): the chance an agent that sees others' answers adopts the answer of
+  one of them drawn at random, right or wrong alike: a symmetric world (the voter model), in
+  which the expected share of right answers is the same in every round; shown when set;
 - `seed` (default 0): which of the world's reproducible draws a run gets.
 
 Wrong answers are distractors derived from `expected`; without `expected` the world has no
@@ -89,6 +92,7 @@ class SimulatedChatModel(BaseChatModel):
     conformity: float = World.conformity
     persuasion: float = World.persuasion
     position_bias: float = World.position_bias
+    imitation: float = World.imitation
     latency: float = 0.0
     fail: float = 0.0
     ratelimit: float = 0.0
@@ -135,6 +139,7 @@ class SimulatedChatModel(BaseChatModel):
         """The world this model simulates (its parameters)."""
         return World(skill=self.skill, conformity=self.conformity,
                      persuasion=self.persuasion, position_bias=self.position_bias,
+                     imitation=self.imitation,
                      seed=self.seed)
 
     def _fault(self, messages: list[BaseMessage], task: Task | None) -> str | None:

@@ -44,25 +44,31 @@ class World:
     persuasion: the chance an agent told its answer is wrong (by a critic, an opponent or a
     reviewer) moves to the alternative offered;
     position_bias: the chance a judge of sides rules for the side presented to it first,
-    whatever was argued (a known position effect to measure; 0, the default, has none).
+    whatever was argued (a known position effect to measure; 0, the default, has none);
+    imitation: the chance an agent that sees others' answers adopts the answer of one of them
+    drawn at random, right or wrong alike (the voter model: a symmetric world, where the
+    expected share of right answers stays the same from round to round; 0, the default, has
+    none). It never reads which answer is right.
     """
 
     skill: float = 0.7
     conformity: float = 0.3
     persuasion: float = 0.4
     position_bias: float = 0.0
+    imitation: float = 0.0
     seed: int = 0
 
     def params(self) -> dict[str, Any]:
-        """The parameters, as every reply's metadata shows them (`position_bias` only when it
-        is set: a world without one is the world it always was)."""
+        """The parameters, as every reply's metadata shows them (`position_bias` and
+        `imitation` only when set: a world without them is the world it always was)."""
         values = asdict(self)
-        if not self.position_bias:
-            del values["position_bias"]
+        for optional in ("position_bias", "imitation"):
+            if not values[optional]:
+                del values[optional]
         return values
 
 
-PARAMETERS = ("skill", "conformity", "persuasion", "position_bias")
+PARAMETERS = ("skill", "conformity", "persuasion", "position_bias", "imitation")
 
 
 def same(a: str | None, b: str | None) -> bool:
