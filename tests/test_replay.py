@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from sqlalchemy import event, text
 
 from engine import Store
-from engine.protocols import arun_config, run_sync
 from engine.analysis.replay import (
     AGREEMENT_GRID,
     Rule,
@@ -26,6 +25,7 @@ from engine.analysis.replay import (
     stop_round,
 )
 from engine.analysis.stats import paired_difference_interval, wilson_interval
+from engine.protocols import arun_config, run_sync
 from engine.reports import whatif
 from engine.reports.runs import Filters
 
@@ -302,7 +302,7 @@ def test_one_query_per_kind_of_value_whatever_the_number_of_runs(tmp_path):
             _run(store, "society", f"What is {n} + 2?", str(n + 2), rounds=2)
         statements: list[str] = []
         event.listen(store.engine, "before_cursor_execute",
-                     lambda *args: statements.append(args[2]))
+                     lambda *args, seen=statements: seen.append(args[2]))
         table = whatif.what_if_from_store(store, Filters(), "simulated")
         assert not table.empty
         counts.append(len(statements))

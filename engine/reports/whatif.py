@@ -18,6 +18,7 @@ import pandas as pd
 from engine.analysis.replay import Outcome, Rule, StoredRun, replay, rules
 from engine.protocols import REGISTRY, stored_rounds
 from engine.reports.runs import Filters
+from engine.reports.vega import interval_tooltip
 from engine.views.aggregate import KINDS, SIMULATED_SUFFIX
 from engine.views.blocks import NO_LABEL
 
@@ -192,10 +193,7 @@ def chart(table: pd.DataFrame, group: str, title: str = "") -> dict[str, Any]:
                  "datum.label == 'split' ? 'debate only when round one splits' : "
                  "'stop when the leader cannot be caught'"), "labelLimit": 260}}
     tooltip = [{"field": "name", "type": "nominal", "title": "rule"},
-               {"field": "accuracy", "type": "quantitative", "format": ".1%"},
-               {"field": "low", "type": "quantitative", "format": ".0%", "title": "95% CI low"},
-               {"field": "high", "type": "quantitative", "format": ".0%",
-                "title": "95% CI high"},
+               *interval_tooltip("accuracy"),
                {"field": "n", "type": "quantitative", "title": "n (scored runs)"},
                {"field": "lost", "type": "nominal", "title": "accuracy lost"},
                {"field": "stopped", "type": "quantitative", "title": "runs stopped early"},
