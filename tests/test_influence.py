@@ -4,15 +4,13 @@ Hypothesis, the drill-down to the runs behind a cell, simulated and real runs ke
 (real ones over the loopback OpenAI-compatible stub), the heatmap spec and the Insights view."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from openai_stub import ENDPOINT_SETTINGS, SimulatedOpenAI, loopback_only
 from streamlit.testing.v1 import AppTest
+from test_fork import server  # noqa: F401  (the loopback stub, registered as endpoint stub)
 
 from engine import Store
 from engine.analysis import influence as credits
@@ -132,14 +130,6 @@ def test_the_heatmap_spec():
     assert "n" not in shown.columns and "1 / 2" in set(shown["flips / opportunities"])
 
 
-@pytest.fixture
-def server(monkeypatch):
-    loopback_only(monkeypatch, *ENDPOINT_SETTINGS, "PARLEY_PRICES")
-    with SimulatedOpenAI() as stub:
-        monkeypatch.setenv("PARLEY_ENDPOINTS", json.dumps({"stub": {"base_url": stub.base_url}}))
-        yield stub
-
-
 SKEPTIC, FOLLOWER = "You doubt every claim.", "You go with the group."
 
 
@@ -153,7 +143,7 @@ def _society(store: Store, model: str, question: str, expected: str) -> str:
     return str(run_sync(arun_config(config, question, store=store, expected=expected)).run_id)
 
 
-def test_stored_runs_real_and_simulated_apart(server, tmp_path):
+def test_stored_runs_real_and_simulated_apart(server, tmp_path):  # noqa: F811
     store = Store(f"sqlite:///{tmp_path}/s.db")
     sims = [_society(store, "simulated?conformity=0.9", f"What is {n} * 3?", str(3 * n))
             for n in range(6)]
