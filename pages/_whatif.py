@@ -28,14 +28,18 @@ CAPTION = (
 
 
 @st.cache_data(max_entries=16, show_spinner="Replaying the stored runs…")
-def table(_store: Store, url: str, stamp: tuple, args: tuple, kind: str) -> pd.DataFrame:
+def table(_store: Store, url: str, stamp: tuple, args: tuple, kind: str,
+          experiment_id: str | None = None) -> pd.DataFrame:
     """The replay of the matching runs, made again only when the stored runs changed."""
-    return whatif.what_if_from_store(_store, Filters(**dict(args)), kind)
+    return whatif.what_if_from_store(_store, Filters(**dict(args)), kind,
+                                     experiment_id=experiment_id)
 
 
-def render(store: Store, args: tuple, kind: str, key: str = "whatif") -> None:
-    """The view over the runs matching the filters `args` of `kind` (real, simulated, both)."""
-    rows = table(store, store.url_safe, store.fingerprint(), args, kind)
+def render(store: Store, args: tuple, kind: str, key: str = "whatif",
+           experiment_id: str | None = None) -> None:
+    """The view over the runs matching the filters `args` of `kind` (real, simulated, both),
+    of one experiment with `experiment_id`."""
+    rows = table(store, store.url_safe, store.fingerprint(), args, kind, experiment_id)
     if rows.empty:
         st.info(f"No completed {kind} runs with rounds of answers match these filters "
                 "(society, single, panel and roundtable runs have them).")

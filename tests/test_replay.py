@@ -314,11 +314,29 @@ def test_the_chart_is_plain_data(store):
     table = whatif.what_if_from_store(store, Filters(), "simulated")
     spec = whatif.chart(table, whatif.ALL, "What if")
     values = spec["data"]["values"]
-    assert len(values) == len(AGREEMENT_GRID) + 2
-    assert {v["rule"] for v in values} >= {"split", "uncaught", "≥ 0.67"}
+    assert {v["rule"] for v in values} >= {"split", "uncaught"}
+    agreement = [v for v in values if v["family"] == "agreement"]
+    assert agreement[0]["rule"].startswith("≥ 0.50")
+    assert len(values) <= len(AGREEMENT_GRID) + 2
     assert all(0 <= v["saved"] <= 1 and v["n"] == 8 for v in values)
+    # thresholds that land on one point are one point, labelled with their range
+    rows = table[table["group"] == whatif.ALL]
+    points = {(r["saved"], r["rate"], r["low"], r["high"])
+              for r in rows[rows["kind"] == "agreement"].to_dict("records")}
+    assert len(agreement) == len(points)
     assert spec["layer"][-1]["data"]["values"][0]["as_run"] == pytest.approx(
         table.iloc[0]["as run"])
+
+
+def test_equal_thresholds_merge_into_one_labelled_point():
+    same = {"saved": 0.5, "accuracy": 0.4, "low": 0.1, "high": 0.6, "family": "agreement"}
+    values = [{**same, "rule": f"≥ {t}", "name": f"stop when agreement ≥ {t}"}
+              for t in ("0.75", "0.80", "0.90")]
+    values.append({**same, "saved": 0.2, "rule": "≥ 1.00", "name": "x"})
+    values.append({**same, "family": "split", "rule": "split", "name": "y"})
+    got = whatif._merged(values)
+    assert [v["rule"] for v in got] == ["≥ 0.75…0.90", "≥ 1.00", "split"]
+    assert got[0]["name"] == "stop when agreement ≥ 0.75 to ≥ 0.90"
 
 
 def test_the_insights_what_if_view(tmp_path, monkeypatch):
@@ -340,3 +358,32 @@ def test_the_insights_what_if_view(tmp_path, monkeypatch):
     assert all("n=8" in text for text in shown["accuracy with rule"])
     at.selectbox(key="whatif-group").set_value("single").run()
     assert set(at.dataframe[0].value["stopped early"]) == {0}
+
+
+def test_an_experiments_what_if_tab(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    from engine import experiments as ex
+    url = f"sqlite:///{tmp_path / 'parley.db'}"
+    monkeypatch.setenv("PARLEY_DB_URL", url)
+    store = Store(url)
+    _stored(store)  # runs outside the experiment: not replayed in its tab
+    questions = [{"question": f"What is {n} + 5?", "expected": str(n + 5)} for n in range(3)]
+    plan = ex.plan({"name": "rounds", "questions": questions, "configs": [
+        {"protocol": "society", "label": "society x3", "options": {"rounds": 3}},
+        {"protocol": "vote", "label": "vote"}]}, store)
+    experiment_id = ex.create(store, plan)
+    ex.run_experiment(store, experiment_id)
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"),
+                           default_timeout=120).run()
+    at.switch_page("pages/experiments.py")
+    at.query_params["experiment"] = experiment_id
+    at.run()
+    at.session_state["exp-tab"] = "What if"
+    at.run()
+    assert not at.exception, at.exception
+    shown = at.dataframe[-1].value
+    assert list(shown["runs"].unique()) == [3]  # the experiment's three society runs only
+    assert all("n=3" in text for text in shown["accuracy with rule"])

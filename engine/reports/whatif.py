@@ -32,12 +32,12 @@ COLUMNS = ["group", "rule", "kind", "threshold", "runs", "stopped early", "score
 
 
 def round_runs(store: Any, filters: Filters | None = None, kind: str = "real",
-               with_config: bool = False) -> pd.DataFrame:
+               with_config: bool = False, experiment_id: str | None = None) -> pd.DataFrame:
     """The completed runs matching `filters` whose protocol has rounds of answers, one row
     each: `id`, `protocol`, `label`, `simulated`, `group` (the label, suffixed when simulated
     runs are shown beside real ones), `expected`, `correct` (as stored), `rounds` (answers
     by round) and, with `with_config`, the stored `config`. Runs whose rounds cannot be read
-    are left out."""
+    are left out. `experiment_id` keeps only that experiment's runs."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     columns = ["id", "protocol", "label", "simulated", "group", "expected", "correct",
@@ -46,6 +46,8 @@ def round_runs(store: Any, filters: Filters | None = None, kind: str = "real",
     if args.get("status", "completed") != "completed":
         return pd.DataFrame(columns=columns)
     args["status"] = "completed"
+    if experiment_id:
+        args["experiment_id"] = experiment_id
     if kind != "both":
         args["simulated"] = kind == "simulated"
     runs = store.run_values(["id", "protocol", "label", "simulated", "correct"], **args)
@@ -160,9 +162,11 @@ def grouped(runs: pd.DataFrame, stored: Sequence[StoredRun]) -> dict[str, list[S
 
 
 def what_if_from_store(store: Any, filters: Filters | None = None, kind: str = "real",
-                       chosen: Sequence[Rule] | None = None) -> pd.DataFrame:
-    """`what_if` over the stored runs matching `filters` (see the module's docstring)."""
-    runs = round_runs(store, filters, kind)
+                       chosen: Sequence[Rule] | None = None,
+                       experiment_id: str | None = None) -> pd.DataFrame:
+    """`what_if` over the stored runs matching `filters` (see the module's docstring), of
+    one experiment with `experiment_id`."""
+    runs = round_runs(store, filters, kind, experiment_id=experiment_id)
     return what_if(grouped(runs, stored_runs(store, runs)), chosen)
 
 
@@ -178,7 +182,7 @@ def chart(table: pd.DataFrame, group: str, title: str = "") -> dict[str, Any]:
                "tokens": r["tokens saved"], "dollars": r["dollars saved"],
                "stopped": int(r["stopped early"]), "runs": int(r["runs"]), "family": r["kind"]}
               for r in rows.to_dict("records")]
-    scored = [v for v in values if v["accuracy"] is not None]
+    scored = _merged([v for v in values if v["accuracy"] is not None])
     as_run = _plain(rows["as run"].iloc[0]) if not rows.empty else None
     x = {"field": "saved", "type": "quantitative", "title": "tokens saved (share of the runs')",
          "axis": {"format": ".0%"}, "scale": {"domain": [0, 1], "nice": False}}
@@ -219,6 +223,22 @@ def chart(table: pd.DataFrame, group: str, title: str = "") -> dict[str, Any]:
     if title:
         spec["title"] = {"text": str(title), "fontSize": 15, "anchor": "start"}
     return spec
+
+
+def _merged(values: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The agreement thresholds that land on one point (same saving, same accuracy) drawn
+    as one point labelled with their range ("≥ 0.75…1.00"), not as labels over each other."""
+    out: list[dict[str, Any]] = []
+    for value in values:
+        last = out[-1] if out else None
+        if last is not None and value["family"] == last["family"] == "agreement" and all(
+                value[k] == last[k] for k in ("saved", "accuracy", "low", "high")):
+            first = last["rule"].split("…")[0]
+            last.update(rule=f"{first}…{value['rule'].removeprefix('≥ ')}",
+                        name=f"{last['name'].split(' to ')[0]} to {value['rule']}")
+        else:
+            out.append(dict(value))
+    return out
 
 
 def short_label(kind: str, threshold: Any) -> str:
