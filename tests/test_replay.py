@@ -387,3 +387,22 @@ def test_an_experiments_what_if_tab(tmp_path, monkeypatch):
     shown = at.dataframe[-1].value
     assert list(shown["runs"].unique()) == [3]  # the experiment's three society runs only
     assert all("n=3" in text for text in shown["accuracy with rule"])
+
+
+def test_the_reads_on_both_backends(backend):
+    """`round_spend` (grouped in SQL) and `run_results(with_config=True)` on SQLite and
+    PostgreSQL: the replay and the influence matrix read the same on both."""
+    from engine.reports import influence
+    ids = _stored(backend)
+    spend = backend.round_spend(ids)
+    assert set(spend["round"]) == {1, 2, 3} and (spend["unpriced"] == 0).all()
+    society = [i for i in ids if backend.get(i)["protocol"] == "society"]
+    mine = spend[spend["run_id"] == society[0]]
+    assert len(mine) == 3 and int(mine["tokens"].sum()) == sum(
+        t["tokens_in"] + t["tokens_out"] for t in backend.get(society[0])["turns"])
+    stored = backend.run_results(ids, with_config=True)
+    assert all(isinstance(c, dict) and c.get("seats") for c in stored["config"])
+    table = whatif.what_if_from_store(backend, Filters(), "simulated", [Rule("split")])
+    assert table.iloc[0]["runs"] == 8
+    cells = influence.from_store(backend, Filters(protocol="society"), "simulated")
+    assert set(cells["kind"]) <= {"simulated"}

@@ -107,13 +107,15 @@ class RunAggregates(RunReading):
         with self.engine.connect() as connection:
             for start in range(0, len(ids), 5_000):
                 rows += connection.execute(select(
-                    TurnRow.run_id, func.coalesce(TurnRow.round, 0).label("round"),
+                    TurnRow.run_id, TurnRow.round,
                     func.coalesce(func.sum(TurnRow.tokens_in + TurnRow.tokens_out), 0),
                     func.coalesce(func.sum(TurnRow.cost_usd), 0.0),
                     func.count().filter(TurnRow.cost_usd.is_(None)))
                     .where(TurnRow.run_id.in_(list(ids[start:start + 5_000])))
-                    .group_by(TurnRow.run_id, func.coalesce(TurnRow.round, 0))).all()
-        return pd.DataFrame(rows, columns=columns).astype(
+                    .group_by(TurnRow.run_id, TurnRow.round)).all()
+        frame = pd.DataFrame(rows, columns=columns)
+        frame["round"] = frame["round"].fillna(0)  # a NULL round: outside the rounds
+        return frame.groupby(["run_id", "round"], as_index=False).sum().astype(
             {"round": "int64", "tokens": "int64", "cost": float, "unpriced": "int64"})
 
     def count_runs(self, **filters: Any) -> int:
