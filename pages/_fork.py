@@ -10,24 +10,11 @@ from typing import Any
 import streamlit as st
 
 from engine import ConfigError
-from engine.protocols import get_protocol
 from engine.services import fork
 from pages import _shared
 
 WAIT = 60.0  # seconds the page waits for the fork to end before it opens Compare anyway
 NO_DROP = "(keep every agent)"
-
-
-def _agents(run: Mapping[str, Any]) -> list[str]:
-    """The seats a fork may drop: those of a slot with several seats."""
-    config = run.get("config") or {}
-    spec = get_protocol(str(run.get("protocol")))
-    many = {slot.name for slot in spec.slots if slot.many}
-    seats = config.get("seats") if isinstance(config, Mapping) else None
-    if not isinstance(seats, Mapping):
-        return []
-    return [str(seat.get("name")) for slot, entries in seats.items() if slot in many
-            for seat in (entries if isinstance(entries, list) else []) if isinstance(seat, Mapping)]
 
 
 def _wait(run_id: str) -> None:
@@ -57,7 +44,7 @@ def control(run: Mapping[str, Any], open_compare: Callable[[list[str]], None]) -
                    "and compare the fork with this run.")
         number = int(st.number_input("Fork at round", 1, rounds, min(2, rounds),
                                      key="fork_round"))
-        drop = st.selectbox("Drop an agent", [NO_DROP, *_agents(run)], key="fork_drop")
+        drop = st.selectbox("Drop an agent", [NO_DROP, *fork.droppable(run)], key="fork_drop")
         kept = [t for t in run.get("turns") or [] if 1 <= int(t.get("round") or 0) < number
                 and t.get("seat") != drop]
         labels = {int(t["idx"]): f"turn {t['idx']}: round {t['round']}, {t['seat']}"

@@ -10,10 +10,11 @@ from the kept answers exactly as the original built them. The kept turns keep th
 cost and latency (the fork's totals are the whole debate's, comparable with the original's);
 each says it was kept.
 
-Forkable: the protocols whose every call belongs to a round of answers (`FORKABLE`): society
-and single (round r is every agent's r-th answer), roundtable (its turns by round) and panel
-(round 1: proposals and the critique; round 2: rebuttals and the synthesis). Any other is
-refused with a `ConfigError` saying which can be forked.
+Forkable: the protocols whose calls are rounds of answers (`FORKABLE`: those whose registry
+entry reads answers by round): society and single (round r is every agent's r-th answer),
+roundtable (its turns by round) and panel (round 1: proposals and the critique; round 2:
+rebuttals and the synthesis). Any other is refused with a `ConfigError` saying which can be
+forked.
 
 Dropping an agent removes it from the fork altogether: its kept turns go, and from round k on
 the others no longer see its answers (the kept replies of the others stay as they were given,
@@ -31,10 +32,11 @@ from typing import Any
 from engine.checks import require_text
 from engine.config import Resume, RunConfig
 from engine.models import ConfigError, RunResult, Turn
-from engine.protocols import arun_config, estimate, get_protocol, run_sync
+from engine.protocols import REGISTRY, arun_config, estimate, get_protocol, run_sync
 from engine.services.rerun import RERUN_TAG, rerun_config, rerun_options
 
-FORKABLE = ("society", "single", "roundtable", "panel")
+# the protocols whose calls are rounds of answers (their registry entry says how to read them)
+FORKABLE = tuple(name for name, spec in REGISTRY.items() if spec.answers_by_round is not None)
 FORK_TAG = "forked-from:"
 MAX_EDIT = 20_000  # characters of an edited reply
 
@@ -61,6 +63,19 @@ def parse_edit(text: str) -> tuple[int, str]:
         raise ConfigError(f"--edit takes INDEX=TEXT (a kept turn's index), got {text!r}",
                           "input")
     return int(index.strip()), reply
+
+
+def droppable(run: Mapping[str, Any]) -> list[str]:
+    """The agents a fork of a stored run may drop: the seats of its slots with several."""
+    spec = REGISTRY.get(str(run.get("protocol") or ""))
+    config = run.get("config")
+    seats = config.get("seats") if isinstance(config, Mapping) else None
+    if spec is None or not isinstance(seats, Mapping):
+        return []
+    many = {slot.name for slot in spec.slots if slot.many}
+    return [str(seat.get("name")) for slot, entries in seats.items() if slot in many
+            for seat in (entries if isinstance(entries, list) else [])
+            if isinstance(seat, Mapping)]
 
 
 def _rounds(run: Mapping[str, Any]) -> int:
@@ -163,4 +178,5 @@ def forked_from(run: Mapping[str, Any]) -> tuple[str, int] | None:
         return str(parent), 0
 
 
-__all__ = ["FORKABLE", "FORK_TAG", "Fork", "fork", "forked_from", "parse_edit", "plan"]
+__all__ = ["FORKABLE", "FORK_TAG", "Fork", "droppable", "fork", "forked_from", "parse_edit",
+           "plan"]
