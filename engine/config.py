@@ -169,6 +169,20 @@ class RunKwargs(TypedDict, total=False):
     run_id: str | None
     batched: bool
     order_seed: int | None
+    resume_from: Resume | None
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Where a fork of a stored run starts (issue 29): `turns`, the stored run's turns before
+    round `round` (a reply possibly edited), are replayed in place of their calls, in the
+    order the protocol asks for them (by seat, phase and round): no model sees them again;
+    every later call is made. `run_id` names the run forked; the fork's metrics say so
+    (`forked_from`, `fork_round`, `kept_turns`)."""
+
+    run_id: str
+    round: int
+    turns: tuple[Turn, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -196,6 +210,7 @@ class RunOptions:
     run_id: str | None = None
     batched: bool = False
     order_seed: int | None = None  # DESIGN 2.10: None keeps the configured order
+    resume_from: Resume | None = None  # a fork: the kept turns replayed, not called
 
     @classmethod
     def from_kwargs(cls, kwargs: Mapping[str, Any], protocol: str) -> RunOptions:

@@ -353,7 +353,7 @@ def show(store: Store, experiment_id: str, state: ex.Progress) -> None:
 
 CELL_RUNS = "Runs behind a cell"
 TABS = ("Summary", "Accuracy by round", "Calibration", "Paired comparison", "Positions",
-        "Questions", "Cost and accuracy", "Consensus earned?", CELL_RUNS)
+        "Questions", "Cost and accuracy", "Consensus earned?", CELL_RUNS, "What if")
 
 
 def show_tabs(result: ex.Report, drawn: Figures, stamp: tuple) -> None:
@@ -366,12 +366,19 @@ def show_tabs(result: ex.Report, drawn: Figures, stamp: tuple) -> None:
         lambda: show_pareto(result.summary),
         lambda: _consensus.show(consensus.from_experiment(result.runs, result.labels),
                                 "exp-consensus"),
-        lambda: show_cell_runs(result))
+        lambda: show_cell_runs(result), lambda: show_what_if(result))
     for tab, draw in zip(st.tabs(list(TABS), key="exp-tab", on_change="rerun"), draws,
                          strict=True):
         if tab.open:
             with tab:
                 draw()
+
+
+def show_what_if(result: ex.Report) -> None:
+    """Stop rules replayed on the experiment's runs with rounds (issue 29; `pages/_whatif`)."""
+    from pages import _whatif
+    _whatif.render(_shared.store(), (), result.kind, key="exp-whatif",
+                   experiment_id=str(result.experiment["id"]))
 
 
 def show_pareto(summary: pd.DataFrame, key: str = "exp") -> None:

@@ -71,6 +71,13 @@ if hidden:
     other = "simulated" if kind == "real" else "real"
     st.caption(f"{hidden:,} {other} run(s) are not shown; choose *{KIND_NAMES[other]}* or "
                f"*{KIND_NAMES['both']}* to see them.")
+VIEWS = {"sections": "Sections", "moved": "Who moved whom", "whatif": "What if"}  # issue 29
+view = st.segmented_control("View", list(VIEWS), default="sections", format_func=VIEWS.get,
+                            key="insights-view") or "sections"
+if view != "sections":
+    from pages import _influence, _whatif
+    {"moved": _influence.render, "whatif": _whatif.render}[view](store, args, kind)
+    st.stop()
 titles = insights.section_titles()
 chosen = st.pills(
     "Sections", list(titles), default=insights.default_sections(summary),

@@ -137,3 +137,34 @@ def mcnemar_exact(b: int, c: int) -> float:
     b = 0, c = 6: 2 / 64 = 0.03125.
     """
     return sign_test(b, c)
+
+
+def paired_difference_interval(both: int, only_a: int, only_b: int, neither: int,
+                               z: float = Z95) -> tuple[float, float]:
+    """Newcombe's hybrid score interval (1998, method 10) for p_A − p_B, two rates measured on
+    the same n items: `both` right under A and B, `only_a` right under A only, `only_b` under
+    B only, `neither`.
+
+    With p_A = (both + only_a)/n, p_B = (both + only_b)/n, Wilson intervals (l_A, u_A) and
+    (l_B, u_B), and φ = (both·neither − only_a·only_b) / √((both+only_a)(only_b+neither)
+    (both+only_b)(only_a+neither)) (0 when a margin is empty):
+        low  = (p_A − p_B) − √((p_A − l_A)² − 2φ(p_A − l_A)(u_B − p_B) + (u_B − p_B)²),
+        high = (p_A − p_B) + √((u_A − p_A)² − 2φ(u_A − p_A)(p_B − l_B) + (p_B − l_B)²),
+    clipped to [−1, 1]. 10 items, 6 right under both, 3 under A only, 1 under neither:
+    0.3 within (0.0022, 0.5646). No items: (−1, 1).
+    """
+    counts = (both, only_a, only_b, neither)
+    if min(counts) < 0:
+        raise ValueError(f"counts must be >= 0, got {counts}")
+    n = sum(counts)
+    if n == 0:
+        return -1.0, 1.0
+    p_a, p_b = (both + only_a) / n, (both + only_b) / n
+    low_a, high_a = wilson_interval(both + only_a, n, z)
+    low_b, high_b = wilson_interval(both + only_b, n, z)
+    margins = (both + only_a) * (only_b + neither) * (both + only_b) * (only_a + neither)
+    phi = (both * neither - only_a * only_b) / math.sqrt(margins) if margins else 0.0
+    down = (p_a - low_a) ** 2 - 2 * phi * (p_a - low_a) * (high_b - p_b) + (high_b - p_b) ** 2
+    up = (high_a - p_a) ** 2 - 2 * phi * (high_a - p_a) * (p_b - low_b) + (p_b - low_b) ** 2
+    diff = p_a - p_b
+    return max(-1.0, diff - math.sqrt(max(down, 0.0))), min(1.0, diff + math.sqrt(max(up, 0.0)))

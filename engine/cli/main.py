@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from engine.cli import commands, runflags, sets, share
+from engine.cli import commands, fork, runflags, sets, share
 from engine.models import ConfigError
 from engine.redaction import redact_log_records
 from engine.text import csv_cell, terminal_safe
@@ -128,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_experiments(sub)  # each module adds its own sub-commands
     sets.add_cli(sub)
     share.add_cli(sub)
+    fork.add_cli(sub)
     commands.add_workers(sub)
     return parser
 

@@ -136,7 +136,8 @@ class RunContext:
                  timeout: float | None = None, retries: int | None = None,
                  concurrency: int | None = None, backoff: float = 0.5,
                  stop_event: threading.Event | None = None, endpoints: Any = None,
-                 expected: str | None = None, variant: str = "", store: Any = None):
+                 expected: str | None = None, variant: str = "", store: Any = None,
+                 kept: Sequence[Turn] = (), kept_from: str = ""):
         self.protocol = protocol
         self.on_event = on_event
         self.recorder = recorder
@@ -158,6 +159,11 @@ class RunContext:
         self._semaphore: asyncio.Semaphore | None = None
         self._models: dict[int, Any] = {}
         self._next_index = 0
+        # a fork's kept turns (`engine.config.Resume`): replayed in place of their calls
+        self.kept_from = kept_from
+        self._kept: dict[tuple[str, str, int], list[Turn]] = {}
+        for turn in kept:
+            self._kept.setdefault((turn.seat, turn.phase, turn.round), []).append(turn)
 
     @property
     def semaphore(self) -> asyncio.Semaphore:
@@ -211,6 +217,9 @@ class RunContext:
         for structured output and says which path the call took.
         """
         self.check_stop()
+        kept = self._kept.get((seat.name, phase, round))
+        if kept:
+            return self._replay(kept.pop(0), parse)
         full = list(messages)
         if seat.persona and not any(m["role"] == "system" for m in full):
             full.insert(0, {"role": "system", "content": seat.persona})
@@ -287,6 +296,25 @@ class RunContext:
                 turn.status, turn.error = "degraded", parse_error(exc)
         if exposed != text:
             turn.warnings.append("the reply held a configured key: it was stored redacted")
+        self.record(turn)
+        return turn
+
+    def _replay(self, kept: Turn, parse: Callable[[str], tuple[dict, list[str]]] | None
+                ) -> Turn:
+        """A fork's kept turn recorded in place of its call (no model sees it): as stored,
+        numbered in this run, read again by `parse` (an edited reply is read as written)."""
+        index = self._next_index
+        self._next_index += 1
+        turn = kept.model_copy(deep=True, update={
+            "index": index, "parsed": {} if parse is not None else dict(kept.parsed),
+            "warnings": [*kept.warnings, f"kept from run {self.kept_from}: not called again"]})
+        if parse is not None and turn.ok:
+            try:
+                fields, warnings = parse(turn.reply)
+                turn.parsed = dict(fields)
+                turn.warnings += list(warnings)
+            except Exception as exc:  # as `call`: a parser bug degrades this turn only
+                turn.status, turn.error = "degraded", parse_error(exc)
         self.record(turn)
         return turn
 

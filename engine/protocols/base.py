@@ -220,7 +220,7 @@ async def execute(protocol: str, question: str, templates: Mapping[str, Template
                      timeout=run.timeout_per_call, retries=run.retries,
                      concurrency=run.concurrency, stop_event=run.stop_event,
                      endpoints=run.endpoints, expected=run.expected,
-                     variant=world_variant(run.tags), store=store)
+                     variant=world_variant(run.tags), store=store, **kept_turns(run))
     expected = run.expected
     run_id = run.run_id
     if store is not None:
@@ -264,11 +264,25 @@ async def execute(protocol: str, question: str, templates: Mapping[str, Template
         spec = catalog.entry(protocol)
         error, lost = spec.assess(result)
         try:
-            store.finish_run(run_id, result, spec.metrics(result), error=error, lost=lost)
+            store.finish_run(run_id, result, {**spec.metrics(result), **fork_metrics(run)},
+                             error=error, lost=lost)
         except StoreWriteError as exc:
             store.end_run(run_id, "failed", str(exc))
             raise
     return result
+
+
+def kept_turns(run: RunOptions) -> dict[str, Any]:
+    """The run context's arguments for a fork's kept turns (`RunOptions.resume_from`)."""
+    resume = run.resume_from
+    return {} if resume is None else {"kept": resume.turns, "kept_from": resume.run_id}
+
+
+def fork_metrics(run: RunOptions) -> dict[str, Any]:
+    """A fork's metrics: the run and round it started from and how many turns it kept."""
+    resume = run.resume_from
+    return {} if resume is None else {"forked_from": resume.run_id, "fork_round": resume.round,
+                                      "kept_turns": len(resume.turns)}
 
 
 SINGULAR = {"connection errors": "connection error", "empty replies": "empty reply",

@@ -396,10 +396,57 @@ def pareto(rows: pd.DataFrame, title: str = "", x: str = "tokens_per_run"
 
 
 
+def interval_tooltip(rate: str, title: str | None = None) -> list[dict[str, Any]]:
+    """A rate's tooltip lines: the rate (`rate` field) and its 95% interval (`low`, `high`)."""
+    return [{"field": rate, "type": "quantitative", "format": ".1%",
+             **({"title": title} if title else {})},
+            {"field": "low", "type": "quantitative", "format": ".0%", "title": "95% CI low"},
+            {"field": "high", "type": "quantitative", "format": ".0%", "title": "95% CI high"}]
+
+
+def heatmap(cells: pd.DataFrame, title: str = "", x_title: str = "moved",
+            y_title: str = "mover") -> dict[str, Any]:
+    """A clickable matrix of rates: one cell per row of `cells` (`group` on the y axis,
+    `series` on the x axis, `rate` with `low`/`high` its 95% interval, `count` of `n`, `runs`),
+    coloured by the rate (0 to 1), its text "count/n"; a cell over fewer than `FEW` chances
+    is faded. A click picks the cell (`picked` gives its group and series)."""
+    values = [{"group": str(r["group"]), "series": str(r["series"]),
+               "rate": _number(r["rate"]), "low": _number(r["low"]),
+               "high": _number(r["high"]), "count": _count(r["count"]), "n": _count(r["n"]),
+               "runs": _count(r["runs"]), "text": f"{_count(r['count'])}/{_count(r['n'])}",
+               "few": (_count(r["n"]) or 0) < FEW} for r in cells.to_dict("records")]
+    rows = sorted({str(v["group"]) for v in values})
+    columns = sorted({str(v["series"]) for v in values})
+    x = {"field": "series", "type": "nominal", "sort": columns, "title": x_title,
+         "axis": {"labelLimit": 160, "labelAngle": -30 if len(columns) > 3 else 0}}
+    y = {"field": "group", "type": "nominal", "sort": rows, "title": y_title,
+         "axis": {"labelLimit": 160}}
+    tooltip = [{"field": "group", "type": "nominal", "title": y_title},
+               {"field": "series", "type": "nominal", "title": x_title},
+               *interval_tooltip("rate", "moved rate"),
+               {"field": "count", "type": "quantitative", "title": "flips"},
+               {"field": "n", "type": "quantitative", "title": "opportunities"},
+               {"field": "runs", "type": "quantitative", "title": "runs"}]
+    rect = {"mark": {"type": "rect", "stroke": "white", "cursor": "pointer"},
+            "params": [_pick()],
+            "encoding": {"x": x, "y": y, "tooltip": tooltip,
+                         "color": {"field": "rate", "type": "quantitative",
+                                   "title": "moved rate", "legend": {"format": ".0%"},
+                                   "scale": {"domain": [0, 1], "scheme": "blues"}},
+                         "opacity": {"condition": {"test": "datum.few", "value": 0.45},
+                                     "value": 1}}}
+    text = {"mark": {"type": "text", "fontSize": 12},
+            "encoding": {"x": x, "y": y, "text": {"field": "text"},
+                         "color": {"condition": {"test": "datum.rate > 0.5", "value": "white"},
+                                   "value": "black"}}}
+    height = max(160, 48 * len(rows))
+    return {**_base(title, height), "data": {"values": values}, "layer": [rect, text]}
+
+
 BUILDERS: dict[str, Callable[..., dict[str, Any]]] = {"rate_bar": rate_bar,
                                                       "stacked_counts": stacked_counts,
                                                       "histogram": histogram, "box": box,
-                                                      "pareto": pareto}
+                                                      "pareto": pareto, "heatmap": heatmap}
 
 
 def clickable(spec: dict[str, Any]) -> bool:

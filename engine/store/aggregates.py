@@ -21,7 +21,7 @@ from sqlalchemy import case, false, func, select, true
 
 from engine.store import readback
 from engine.store.reading import RunFilters, RunReading, matching
-from engine.store.schema import RunRow
+from engine.store.schema import RunRow, TurnRow
 
 # What `run_summary` groups by, and what it adds up within each group.
 SUMMARY_KEYS = ("protocol", "label", "status", "degraded_run", "simulated")
@@ -80,20 +80,43 @@ class RunAggregates(RunReading):
                              "scored": "int64", "correct": "int64", "tokens": "int64",
                              "duration": float, "cost": float, "unpriced": "int64"})
 
-    def run_results(self, ids: Sequence[str]) -> pd.DataFrame:
+    def run_results(self, ids: Sequence[str], *, with_config: bool = False) -> pd.DataFrame:
         """`id`, `label`, `expected` and the parsed `result` of the runs `ids` (a result that
         cannot be read is {}), read 5,000 at a time: what a protocol's Insights section reads
-        of its runs' results, without their metrics, tags or configuration."""
-        columns = ["id", "label", "expected", "result"]
+        of its runs' results, without their metrics, tags or configuration (the parsed
+        `config` too with `with_config`: who sat where, for who moved whom)."""
+        columns = ["id", "label", "expected", "result", *(["config"] if with_config else [])]
         rows: list[Any] = []
         with self.engine.connect() as connection:
             for start in range(0, len(ids), 5_000):
                 rows += connection.execute(select(
-                    RunRow.id, RunRow.label, RunRow.expected, RunRow.result).where(
+                    *(getattr(RunRow, name) for name in columns)).where(
                     RunRow.id.in_(list(ids[start:start + 5_000])))).all()
         frame = pd.DataFrame(rows, columns=columns)
-        frame["result"] = [readback.decode(raw, dict, {})[0] for raw in frame["result"]]
+        for name in columns[3:]:
+            frame[name] = [readback.decode(raw, dict, {})[0] for raw in frame[name]]
         return frame
+
+    def round_spend(self, ids: Sequence[str]) -> pd.DataFrame:
+        """Per run of `ids` and round number: `tokens` (in plus out), `cost` (the known costs
+        in US dollars) and `unpriced` (turns without a cost) of its turns, added up in SQL
+        (one grouped query per 5,000 runs; round 0 holds the turns outside the rounds): what
+        the what-if replay saves when it stops a run after a round."""
+        columns = ["run_id", "round", "tokens", "cost", "unpriced"]
+        rows: list[Any] = []
+        with self.engine.connect() as connection:
+            for start in range(0, len(ids), 5_000):
+                rows += connection.execute(select(
+                    TurnRow.run_id, TurnRow.round,
+                    func.coalesce(func.sum(TurnRow.tokens_in + TurnRow.tokens_out), 0),
+                    func.coalesce(func.sum(TurnRow.cost_usd), 0.0),
+                    func.count().filter(TurnRow.cost_usd.is_(None)))
+                    .where(TurnRow.run_id.in_(list(ids[start:start + 5_000])))
+                    .group_by(TurnRow.run_id, TurnRow.round)).all()
+        frame = pd.DataFrame(rows, columns=columns)
+        frame["round"] = frame["round"].fillna(0)  # a NULL round: outside the rounds
+        return frame.groupby(["run_id", "round"], as_index=False).sum().astype(
+            {"round": "int64", "tokens": "int64", "cost": float, "unpriced": "int64"})
 
     def count_runs(self, **filters: Any) -> int:
         """How many runs match (filters as `runs` takes them): one count in SQL."""
