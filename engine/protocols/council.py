@@ -42,8 +42,8 @@ from engine.protocols.council_result import (
     top_confidence,
 )
 from engine.protocols.templates import Template, render
-from engine.views.aggregate import completed
-from engine.views.blocks import Block, InsightsData, Section, warnings_block
+from engine.views.aggregate import completed, counts_by
+from engine.views.blocks import Block, Chart, InsightsData, Section, warnings_block
 
 ENDING = ("finish with one line that starts with ANSWER: and gives the short final answer "
           "(a number, a word or a short phrase).")
@@ -290,10 +290,17 @@ def _view(r: CouncilResult) -> list[Block]:
 
 
 def _insights(data: InsightsData) -> Section:
+    """The councils' count and how often the rankers agreed on the top member, per label (a
+    `caption`, not a `note`: a section with a note is drawn as that note alone)."""
     runs = completed(data.runs)
     return Section("council", "Council", metrics=[("Councils", f"{len(runs):,}")],
-                   note="Each council's answer, Borda ranking and confidence are on its run "
-                        "page; accuracy by label is in the comparison above.")
+                   charts=[Chart("stacked_counts", counts_by(runs, "m_confidence_level"),
+                                 "Council: agreement on the top-ranked member",
+                                 "high = every ranker put the top member first, medium = a "
+                                 "strict majority did, low = split or no ranking read.",
+                                 {"order": ["high", "medium", "low"]})],
+                   caption="Each council's answer, Borda ranking and confidence are on its "
+                           "run page; accuracy by label is in the comparison above.")
 
 
 SPEC = ProtocolSpec(
