@@ -74,6 +74,7 @@ PAGES = (
     ("pages/personas.py", "Personas & roles", ":material/groups:"),
     ("pages/experiments.py", "Experiments", ":material/science:"),
     ("pages/compare.py", "Compare runs", ":material/compare_arrows:"),
+    ("pages/leaderboard.py", "Leaderboard", ":material/leaderboard:"),
 )
 
 # The pages' addresses (Streamlit names a page by its file; Home, the default, is "/").
