@@ -17,7 +17,7 @@ import streamlit as st
 
 from engine import Store
 from engine import experiments as ex
-from engine.reports import baseline, pareto, rounds, share, vega
+from engine.reports import baseline, consultancy, pareto, rounds, share, vega
 from engine.reports.references import references
 from engine.views import aggregate
 from pages import _positions, _shared, _summary_table
@@ -173,6 +173,13 @@ def show_baselines(result: ex.Report) -> None:
                 label, per_run.get(label + aggregate.SIMULATED_SUFFIX, float("nan")))
                 for label in (pair["label"], pair["of"])))
         st.caption(md(line))
+    consulted = consultancy.table(result.summary, ex.baselines_of(result.experiment["spec"]))
+    if not consulted.empty:
+        st.markdown("**Judge accuracy: debate against consultancy**")
+        st.dataframe(consulted, hide_index=True, key="exp-consultancy")
+        st.caption("Consultancy: the judge reads one debater's case alone, each side in turn "
+                   "(Khan et al. 2024 report 76% with debate against 48% with consultancy). "
+                   "Rates with their 95% Wilson interval and n.")
 
 
 def show_rounds(drawn: Figures) -> None:

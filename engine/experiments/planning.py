@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,6 +12,7 @@ from engine.checks import require_name, require_text
 from engine.experiments import arrangement
 from engine.experiments.budget import budget_of, estimated_cost
 from engine.models import ConfigError
+from engine.protocols.baselines import CONSULTANCY_KIND as CONSULTANCY
 from engine.protocols.baselines import KIND as EQUAL_COMPUTE
 from engine.protocols.baselines import TOKENS_KIND as EQUAL_TOKENS
 from engine.questions import files as qsets
@@ -240,6 +241,9 @@ def plan(spec: Mapping[str, Any], store: Any = None, base_dir: str | Path | None
     if baseline and EQUAL_TOKENS in baseline:
         configs, tokens = token_baselines(configs, store, spec.get("token_baselines"))
         baselines += tokens
+    if baseline and CONSULTANCY in baseline:
+        configs, consulted = with_consultancy(configs, swap=sides != "both")
+        baselines += consulted
     side_pairs: list[dict[str, str]] = []
     if sides == "both":
         configs, side_pairs = arrangement.with_swapped(configs)
@@ -284,11 +288,60 @@ def baseline_kind(value: Any) -> str | None:
         text = item.strip().lower() if isinstance(item, str) else item
         if text in (None, "", "none"):
             continue
-        if text not in (EQUAL_COMPUTE, EQUAL_TOKENS):
-            raise ConfigError(f"baseline must be {EQUAL_COMPUTE!r}, {EQUAL_TOKENS!r}, both or "
-                              f"none, got {value!r}", "input")
+        if text not in (EQUAL_COMPUTE, EQUAL_TOKENS, CONSULTANCY):
+            raise ConfigError(f"baseline must be {EQUAL_COMPUTE!r}, {EQUAL_TOKENS!r}, "
+                              f"{CONSULTANCY!r}, a list of them or none, got {value!r}",
+                              "input")
         kinds.add(text)
-    return ", ".join(k for k in (EQUAL_COMPUTE, EQUAL_TOKENS) if k in kinds) or None
+    return ", ".join(k for k in (EQUAL_COMPUTE, EQUAL_TOKENS, CONSULTANCY) if k in kinds
+                     ) or None
+
+
+Paired = tuple[dict[str, Any], list[dict[str, Any]]]  # a pairing, the configurations it adds
+
+
+def _beside(configs: Sequence[Mapping[str, Any]], make: Callable[[dict[str, Any]],
+            Paired | None]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The configurations with what `make` adds beside each one (not beside a sides-swapped
+    twin: it shares its original's) right after it, and the pairings. What is already among
+    the configurations (a stored spec planned again) is paired, not added twice."""
+    labels = {str(c["label"]) for c in configs}
+    swapped = arrangement.twins(configs)
+    out: list[dict[str, Any]] = []
+    pairs: list[dict[str, Any]] = []
+    for config in configs:
+        out.append(dict(config))
+        if config["label"] in swapped:
+            continue
+        try:
+            made = make(dict(config))
+        except ConfigError as exc:
+            raise ConfigError(f"configuration {config['label']!r}: {exc}", exc.code) from None
+        if made is None:
+            continue
+        pair, added = made
+        pairs.append(pair)
+        if pair["label"] not in labels:
+            labels.update(str(c["label"]) for c in added)
+            out += added
+    return out, pairs
+
+
+def with_consultancy(configs: Sequence[Mapping[str, Any]], swap: bool = True
+                     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The configurations with each debate's consultancy baseline right after it
+    (`engine.protocols.baselines.consultancy`) and, with `swap` (the spec does not say
+    `sides: both`, which would add it), its sides-swapped twin, so the judge reads each side
+    alone in turn; and the pairings. A baseline already among them is paired, not added."""
+    from engine.protocols.baselines import consultancy
+
+    def make(config: dict[str, Any]) -> Paired | None:
+        pair = consultancy(config)
+        if pair is None:
+            return None
+        added = [pair.pop("config")]
+        return pair, arrangement.with_swapped(added)[0] if swap else added
+    return _beside(configs, make)
 
 
 def with_baselines(configs: Sequence[Mapping[str, Any]]
@@ -301,25 +354,11 @@ def with_baselines(configs: Sequence[Mapping[str, Any]]
     added twice; a configuration that is itself a vote has no baseline beside it.
     """
     from engine.protocols.baselines import equal_compute
-    labels = {str(c["label"]) for c in configs}
-    swapped = arrangement.twins(configs)  # a sides-swapped twin shares its original's
-    out: list[dict[str, Any]] = []
-    pairs: list[dict[str, Any]] = []
-    for config in configs:
-        out.append(dict(config))
-        if config["label"] in swapped:
-            continue
-        try:
-            baseline = equal_compute(dict(config))
-        except ConfigError as exc:
-            raise ConfigError(f"configuration {config['label']!r}: {exc}", exc.code) from None
-        if baseline is None:
-            continue
-        pairs.append(baseline.as_dict())
-        if baseline.label not in labels:
-            labels.add(baseline.label)
-            out.append(baseline.config)
-    return out, pairs
+
+    def make(config: dict[str, Any]) -> Paired | None:
+        baseline = equal_compute(config)
+        return None if baseline is None else (baseline.as_dict(), [baseline.config])
+    return _beside(configs, make)
 
 
 def _costs(configs: Sequence[Mapping[str, Any]], runs: int, check: bool = False,
@@ -376,6 +415,8 @@ def baselines_of(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
     if not kind:
         return []
     pairs = with_baselines(spec["configs"])[1] if EQUAL_COMPUTE in kind else []
+    if CONSULTANCY in kind:
+        pairs += with_consultancy(spec["configs"])[1]
     return pairs + [dict(b) for b in spec.get("token_baselines") or ()
                     if isinstance(b, Mapping)]
 

@@ -184,6 +184,8 @@ def debate_outcome(run_id: str, result: Mapping[str, Any], seats: Mapping[str, P
                    expected: Any) -> tuple[list[Game], list[Side]]:
     """A debate's one game (winner over the other arguing seat) and, when exactly one side's
     last argument gave the expected answer, each arguing seat's side record."""
+    if result.get("consultant"):
+        return [], []  # a consultancy: one seat argued, nobody was beaten
     sides = result.get("sides") or {}
     winner = str(result.get("winner") or "")
     arguing = [name for name in sides if name in seats]
