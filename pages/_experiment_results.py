@@ -18,6 +18,7 @@ import streamlit as st
 from engine import Store
 from engine import experiments as ex
 from engine.reports import baseline, consultancy, pareto, rounds, share, vega
+from engine.reports.references import published as published_figures
 from engine.reports.references import references
 from engine.views import aggregate
 from pages import _positions, _shared, _summary_table
@@ -157,6 +158,12 @@ def show_summary(result: ex.Report, drawn: Figures) -> None:
         st.vega_lite_chart(spec=drawn.accuracy, key="exp-accuracy", on_select=drill_to_runs,
                            selection_mode=vega.PICK)
         st.caption("Click a bar to list its runs under *Runs behind a cell*.")
+        theirs = published_figures(result.experiment["spec"])
+        if theirs:
+            st.caption(md(f"Diamonds: published figures, theirs, not Parley's runs "
+                          f"({theirs[0].citation}; {theirs[0].model}): " +
+                          "; ".join(p.label.removeprefix("published (theirs): ")
+                                    for p in theirs) + "."))
     else:
         st.caption("No run has an expected answer to score, so there is no accuracy.")
 
@@ -298,7 +305,8 @@ def figures(_result: ex.Report, stamp: tuple, experiment_id: str, kind: str) -> 
     published = references(result.experiment["spec"].get("source"))
     drawn = Figures(points, published, rounds.conformity_by_config(result.runs, configs))
     if (result.summary["scored"] > 0).any():
-        drawn.accuracy = vega.accuracy(result.summary, "Accuracy" + TITLE[kind])
+        drawn.accuracy = vega.accuracy(result.summary, "Accuracy" + TITLE[kind],
+                                       published_figures(result.experiment["spec"]))
     if not points.empty and not ((points["round"] == 1).all() and not published):
         drawn.rounds = rounds.accuracy_by_round_figure(points, published,
                                                        "Accuracy by round" + TITLE[kind])

@@ -72,7 +72,7 @@ def test_judge_accuracy_debate_against_consultancy_in_the_results(store):
     assert ex.run_experiment(store, experiment_id).status == "completed"
     result = report(store, experiment_id)
     table = consultancy.table(result.summary, ex.baselines_of(result.experiment["spec"]))
-    assert table["debate"].tolist() == ["d"]
+    assert table["configuration"].tolist() == ["d"]
     row = table.iloc[0]
     assert row["judge accuracy: debate"].endswith("n=2")
     assert row["judge accuracy: consultancy"].endswith("n=4")  # both sides, 2 questions

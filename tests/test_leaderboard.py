@@ -118,7 +118,8 @@ def debate_row(run_id: str, winner: str, *, swapped: bool = False, simulated: bo
                 "proponent": [{"name": "proponent", "model": models[0], "persona": ""}],
                 "opponent": [{"name": "opponent", "model": models[1], "persona": ""}],
                 "judge": [{"name": "judge", "model": "m:judge", "persona": ""}]}},
-            "result": {"sides": sides, "winner": winner, "rounds": [{
+            "result": {"protocol": "debate", "topic": "q", "verdict": "the proponent",
+                       "expected": expected, "sides": sides, "winner": winner, "rounds": [{
                 "round_number": 1, "proponent_argument": f"so\nANSWER: {pro_answer}",
                 "opponent_argument": f"no\nANSWER: {con_answer}"}]}}
 
@@ -148,7 +149,7 @@ def test_council_rankings_give_every_pair_of_an_ordering():
              "chairman": [{"name": "chairman", "model": "m:z", "persona": ""}]}
     row = {"id": "c1", "protocol": "council", "status": "completed", "simulated": False,
            "config": {"seats": seats},
-           "result": {"rankings": {"member 1": ["member 2", "member 3"],
+           "result": {"protocol": "council", "question": "q", "rankings": {"member 1": ["member 2", "member 3"],
                                    "member 2": ["member 1", "member 3"],
                                    "member 3": ["member 2", "member 1", "nobody"]}}}
     found = lb.outcomes([row])

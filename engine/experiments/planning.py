@@ -45,6 +45,7 @@ class Plan:
     seed: int = 0
     side_pairs: list[dict[str, str]] = field(default_factory=list)
     budget_usd: float | None = None
+    reference: str | None = None  # published figures to show beside (`reports.references`)
 
     @property
     def cost_usd(self) -> float | None:
@@ -86,7 +87,8 @@ class Plan:
                     b for b in self.baselines if b.get("kind") == EQUAL_TOKENS]) else {}),
                 **({"order": self.order} if self.order != "configured" else {}),
                 **({"sides": self.sides} if self.sides != "one" else {}),
-                **({"seed": self.seed} if self.seed else {})}
+                **({"seed": self.seed} if self.seed else {}),
+                **({"reference": self.reference} if self.reference else {})}
 
     def order_seed_of(self, cell: Cell) -> int | None:
         """The order seed a cell's run presents its seats by: None unless `order: shuffled`,
@@ -203,7 +205,7 @@ def plan(spec: Mapping[str, Any], store: Any = None, base_dir: str | Path | None
         raise ConfigError("an experiment spec must be a mapping", "input")
     known = {"name", "questions", "questions_file", "configs", "repeats", "concurrency",
              "baseline", "source", "token_baselines", "order", "sides", "seed",
-             "budget_usd", *POLICY_KEYS}
+             "budget_usd", "reference", *POLICY_KEYS}
     unknown = sorted(str(k) for k in spec if k not in known)
     if unknown:
         raise ConfigError(f"an experiment spec has no key {unknown[0]!r}; keys are "
@@ -253,7 +255,7 @@ def plan(spec: Mapping[str, Any], store: Any = None, base_dir: str | Path | None
         f"{source.split(':')[-1]} x {len(configs)} configuration{'s' * (len(configs) > 1)}"
     result = Plan(name[:200], source, [i.as_dict() for i in items], configs, repeats,
                   concurrency, per_config, baseline, baselines, order, sides, seed, side_pairs,
-                  budget_of(spec.get("budget_usd")))
+                  budget_of(spec.get("budget_usd")), _reference(spec.get("reference")))
     if result.budget_usd is not None and result.cost_usd is None:
         unpriced = [row["label"] for row in per_config if row.get("cost_usd") is None]
         raise ConfigError(f"budget_usd needs a price for every model, and {unpriced[0]!r} "
@@ -268,6 +270,16 @@ def plan(spec: Mapping[str, Any], store: Any = None, base_dir: str | Path | None
                           f"{MAX_CALLS:,} must be confirmed (experiment run --yes, or the "
                           "confirm box on the Experiments page)", "limit")
     return result
+
+
+def _reference(value: Any) -> str | None:
+    """The spec's `reference`: the name of published figures to overlay (text), or None."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or len(value) > 100:
+        raise ConfigError(f"reference must be the name of published figures, got {value!r}",
+                          "input")
+    return value.strip().lower() or None
 
 
 def with_policy(configs: list[dict[str, Any]], spec: Mapping[str, Any]

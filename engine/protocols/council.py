@@ -257,6 +257,12 @@ def _signals(result: CouncilResult) -> Signals:
                           "confidence_level": c.level if c and read else None})
 
 
+def _pairwise(result: CouncilResult) -> list[tuple[str, str]]:
+    """Every ranker's ordering as games: each member it ranked above another beats it."""
+    return [(better, worse) for ranked in result.rankings.values()
+            for i, better in enumerate(ranked) for worse in ranked[i + 1:]]
+
+
 def _lost(result: CouncilResult) -> list[str]:
     """The chairman's call is decisive: without it the council has no answer."""
     chair = [t for t in result.turns if t.phase == "chair"]
@@ -318,4 +324,4 @@ SPEC = ProtocolSpec(
     insights=_insights,
     result_type=CouncilResult, summary=_summary, outcome=_outcome, signals=_signals,
     view=_view, lost=_lost, phases=("answer", "rank", "chair"), color="#5e35b1",
-    carried=lambda r: [r.top] if r.top else None)
+    carried=lambda r: [r.top] if r.top else None, pairwise=_pairwise)

@@ -8,6 +8,7 @@ from typing import Any, Unpack
 from pydantic import BaseModel, Field, computed_field
 
 from engine.analysis import parse_sections, read_confidence
+from engine.analysis.answers import answers_match
 from engine.analysis.sections import parse_answer
 from engine.checks import ROUNDS_MAX, require_int, require_text, unique_names
 from engine.config import RunKwargs
@@ -364,6 +365,28 @@ def _signals(result: DebateResult) -> Signals:
         "consultant": result.consultant})
 
 
+def _pairwise(result: DebateResult) -> list[tuple[str, str]]:
+    """The verdict as one game: the seat that argued the side ruled for beats the other
+    arguing seat; none for a consultancy (one seat argued) or a verdict naming no seat."""
+    if result.consultant or result.winner not in result.sides or len(result.sides) != 2:
+        return []
+    return [(result.winner, next(s for s in result.sides if s != result.winner))]
+
+
+def _right_sides(result: DebateResult) -> dict[str, bool] | None:
+    """Seat -> whether it argued the right side, where exactly one side's last argument
+    gave the expected answer (its ANSWER line); None otherwise or in a consultancy."""
+    if result.consultant or not result.expected or not result.rounds or len(result.sides) != 2:
+        return None
+    last = result.rounds[-1]
+    right = {FOR: answers_match(parse_answer(last.proponent_argument) or None, result.expected),
+             AGAINST: answers_match(parse_answer(last.opponent_argument) or None,
+                                    result.expected)}
+    if sorted(bool(v) for v in right.values()) != [False, True]:
+        return None
+    return {seat: bool(right.get(side)) for seat, side in result.sides.items()}
+
+
 def _lost(result: DebateResult) -> list[str]:
     """The judge is decisive: without its ruling the debate has no verdict."""
     return [] if result.judged else ["judge"]
@@ -429,4 +452,5 @@ SPEC = ProtocolSpec(
     result_type=DebateResult, summary=_summary, outcome=_outcome, signals=_signals, view=_view,
     lost=_lost, phases=("argument", "counter-argument", "judge"), rounds_option="max_rounds",
     carried=lambda r: [r.winner] if r.winner else None,
+    pairwise=_pairwise, right_sides=_right_sides,
     color="#1565c0")

@@ -14,7 +14,7 @@ import pandas as pd
 from engine.reports.positions import swapped_label
 from engine.views.aggregate import SIMULATED_SUFFIX, rate_text
 
-COLUMNS = ["debate", "judge accuracy: debate", "judge accuracy: consultancy",
+COLUMNS = ["configuration", "judge accuracy: debate", "judge accuracy: consultancy",
            "consultancy, side in favour", "consultancy, side against", "difference"]
 
 
@@ -37,7 +37,7 @@ def table(summary: pd.DataFrame, pairs: Sequence[Mapping[str, Any]]) -> pd.DataF
         both = _counts(summary, [label, swapped_label(label)])
         diff = (f"{debate[0] / debate[1] - both[0] / both[1]:+.0%}"
                 if debate[1] and both[1] else "–")
-        rows.append({"debate": of, "judge accuracy: debate": rate_text(*debate),
+        rows.append({"configuration": of, "judge accuracy: debate": rate_text(*debate),
                      "judge accuracy: consultancy": rate_text(*both),
                      "consultancy, side in favour": rate_text(*_counts(summary, [label])),
                      "consultancy, side against": rate_text(*_counts(

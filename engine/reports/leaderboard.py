@@ -37,15 +37,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from engine.analysis.answers import answers_match
-from engine.analysis.sections import parse_answer
 from engine.views.aggregate import rate_text
 
 PRIOR = 1.0  # virtual wins and losses each player has against the reference player
 BOOTSTRAP = 200
 BASE, SCALE = 1000.0, 400.0
-PROTOCOLS = ("debate", "council")  # the protocols whose runs hold pairwise outcomes
-UNRATED = ("duel",)  # played pairwise, but never scored: no outcome to count
 BY = ("model", "persona")
 KINDS = ("real", "simulated")
 NO_PERSONA = "(no persona)"
@@ -180,43 +176,25 @@ def _seats(config: Any) -> dict[str, Player]:
     return out
 
 
-def debate_outcome(run_id: str, result: Mapping[str, Any], seats: Mapping[str, Player],
-                   expected: Any) -> tuple[list[Game], list[Side]]:
-    """A debate's one game (winner over the other arguing seat) and, when exactly one side's
-    last argument gave the expected answer, each arguing seat's side record."""
-    if result.get("consultant"):
-        return [], []  # a consultancy: one seat argued, nobody was beaten
-    sides = result.get("sides") or {}
-    winner = str(result.get("winner") or "")
-    arguing = [name for name in sides if name in seats]
-    if len(arguing) != 2 or winner not in arguing:
+def run_outcome(row: Mapping[str, Any]) -> tuple[list[Game], list[Side]]:
+    """A stored run's games and side records, read through its protocol's registry entry
+    (`pairwise`, `right_sides`); none for a protocol without pairwise outcomes, or a result
+    that cannot be read. A seat the configuration does not list is left out."""
+    from engine.protocols import REGISTRY
+    spec = REGISTRY.get(str(row.get("protocol") or ""))
+    if spec is None or spec.pairwise is None:
         return [], []
-    loser = next(name for name in arguing if name != winner)
-    games = [Game(run_id, "debate", seats[winner], seats[loser])]
-    rounds = result.get("rounds") or []
-    if expected is None or not str(expected).strip() or not rounds:
-        return games, []
-    last = rounds[-1] if isinstance(rounds[-1], Mapping) else {}
-    right = {"for": answers_match(parse_answer(str(last.get("proponent_argument") or "")) or
-                                  None, str(expected)),
-             "against": answers_match(parse_answer(str(last.get("opponent_argument") or "")) or
-                                      None, str(expected))}
-    if sorted(bool(v) for v in right.values()) != [False, True]:
-        return games, []  # neither side, or both, gave the expected answer
-    return games, [Side(run_id, seats[name], bool(right.get(sides[name])), name == winner)
-                   for name in arguing]
-
-
-def council_outcome(run_id: str, result: Mapping[str, Any], seats: Mapping[str, Player]
-                    ) -> list[Game]:
-    """Every ranker's ordering as games: each member it ranked above another beats it."""
-    games = []
-    for ranked in (result.get("rankings") or {}).values():
-        order = [s for s in ranked if s in seats] if isinstance(ranked, list) else []
-        for i, better in enumerate(order):
-            games += [Game(run_id, "council", seats[better], seats[worse])
-                      for worse in order[i + 1:]]
-    return games
+    result = spec.read_result(row.get("result"))
+    if result is None:
+        return [], []
+    run_id, seats = str(row.get("id")), _seats(row.get("config"))
+    games = [Game(run_id, spec.name, seats[w], seats[lo]) for w, lo in spec.pairwise(result)
+             if w in seats and lo in seats]
+    right = spec.right_sides(result) if spec.right_sides is not None and games else None
+    winners = {w for w, _ in spec.pairwise(result)}
+    sides = [Side(run_id, seats[seat], ok, seat in winners)
+             for seat, ok in (right or {}).items() if seat in seats]
+    return games, sides
 
 
 def outcomes(rows: Iterable[Mapping[str, Any]]) -> Outcomes:
@@ -224,28 +202,27 @@ def outcomes(rows: Iterable[Mapping[str, Any]]) -> Outcomes:
     split into real and simulated runs."""
     found = Outcomes()
     for row in rows:
-        result = row.get("result")
-        if row.get("status") != "completed" or not isinstance(result, Mapping):
+        if row.get("status") != "completed" or not isinstance(row.get("result"), Mapping):
             continue
         kind = "simulated" if bool(row.get("simulated")) else "real"
-        run_id, seats = str(row.get("id")), _seats(row.get("config"))
-        if row.get("protocol") == "debate":
-            games, sides = debate_outcome(run_id, result, seats, row.get("expected"))
-        elif row.get("protocol") == "council":
-            games, sides = council_outcome(run_id, result, seats), []
-        else:
-            continue
+        games, sides = run_outcome(row)
         if games:
             found.games[kind] += games
             found.sides[kind] += sides
-            found.runs[kind][run_id] = row
+            found.runs[kind][str(row.get("id"))] = row
     return found
 
 
-def read(store: Any, protocols: Sequence[str] = PROTOCOLS) -> Outcomes:
-    """The outcomes of the store's completed runs of `protocols`."""
+def rated_protocols() -> list[str]:
+    """The protocols whose runs hold pairwise outcomes (a `pairwise` hook)."""
+    from engine.protocols import REGISTRY
+    return [name for name, spec in REGISTRY.items() if spec.pairwise is not None]
+
+
+def read(store: Any, protocols: Sequence[str] | None = None) -> Outcomes:
+    """The outcomes of the store's completed runs of `protocols` (every rated one)."""
     rows: list[Mapping[str, Any]] = []
-    for protocol in protocols:
+    for protocol in rated_protocols() if protocols is None else protocols:
         frame = store.runs(protocol=protocol, status="completed", with_result=True)
         rows += frame.to_dict("records")
     return outcomes(rows)
