@@ -56,8 +56,9 @@ elif len(lb.KINDS) > len(kinds):
     st.caption("Only real runs are stored with outcomes; simulated runs would be rated on "
                "their own board.")
 table = rate(found, store.url_safe, stamp, kind, by)
-st.caption(f"{len(table)} {by}s rated from {len(found.runs[kind])} runs "
-           f"({len(found.games[kind])} pairwise outcomes). Right side / wrong side: how often "
+rated_runs = {run for ids in table["run_ids"] for run in ids}
+st.caption(f"{len(table)} {by}s rated from {len(rated_runs)} runs (a pair of one {by} on "
+           "both seats says nothing about it and is left out). Right side / wrong side: how often "
            "the player won a debate in which exactly one side's last argument gave the "
            "expected answer, on that side (95% Wilson interval, n).")
 picked = st.dataframe(table[lb.COLUMNS], hide_index=True, key=f"board-{kind}-{by}",
