@@ -75,6 +75,7 @@ PAGES = (
     ("pages/experiments.py", "Experiments", ":material/science:"),
     ("pages/compare.py", "Compare runs", ":material/compare_arrows:"),
     ("pages/review.py", "Review", ":material/rate_review:"),
+    ("pages/leaderboard.py", "Leaderboard", ":material/leaderboard:"),
 )
 
 # The pages' addresses (Streamlit names a page by its file; Home, the default, is "/").

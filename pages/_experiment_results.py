@@ -17,7 +17,8 @@ import streamlit as st
 
 from engine import Store
 from engine import experiments as ex
-from engine.reports import baseline, consensus, pareto, rounds, share, vega
+from engine.reports import baseline, consensus, consultancy, pareto, rounds, share, vega
+from engine.reports.references import published as published_figures
 from engine.reports.references import references
 from engine.views import aggregate
 from pages import _consensus, _positions, _shared, _summary_table
@@ -157,6 +158,12 @@ def show_summary(result: ex.Report, drawn: Figures) -> None:
         st.vega_lite_chart(spec=drawn.accuracy, key="exp-accuracy", on_select=drill_to_runs,
                            selection_mode=vega.PICK)
         st.caption("Click a bar to list its runs under *Runs behind a cell*.")
+        theirs = published_figures(result.experiment["spec"])
+        if theirs:
+            st.caption(md(f"Diamonds: published figures, theirs, not Parley's runs "
+                          f"({theirs[0].citation}; {theirs[0].model}): " +
+                          "; ".join(p.label.removeprefix("published (theirs): ")
+                                    for p in theirs) + "."))
     else:
         st.caption("No run has an expected answer to score, so there is no accuracy.")
 
@@ -173,6 +180,13 @@ def show_baselines(result: ex.Report) -> None:
                 label, per_run.get(label + aggregate.SIMULATED_SUFFIX, float("nan")))
                 for label in (pair["label"], pair["of"])))
         st.caption(md(line))
+    consulted = consultancy.table(result.summary, ex.baselines_of(result.experiment["spec"]))
+    if not consulted.empty:
+        st.markdown("**Judge accuracy: debate against consultancy**")
+        st.dataframe(consulted, hide_index=True, key="exp-consultancy")
+        st.caption("Consultancy: the judge reads one debater's case alone, each side in turn "
+                   "(Khan et al. 2024 report 76% with debate against 48% with consultancy). "
+                   "Rates with their 95% Wilson interval and n.")
 
 
 def show_rounds(drawn: Figures) -> None:
@@ -291,7 +305,8 @@ def figures(_result: ex.Report, stamp: tuple, experiment_id: str, kind: str) -> 
     published = references(result.experiment["spec"].get("source"))
     drawn = Figures(points, published, rounds.conformity_by_config(result.runs, configs))
     if (result.summary["scored"] > 0).any():
-        drawn.accuracy = vega.accuracy(result.summary, "Accuracy" + TITLE[kind])
+        drawn.accuracy = vega.accuracy(result.summary, "Accuracy" + TITLE[kind],
+                                       published_figures(result.experiment["spec"]))
     if not points.empty and not ((points["round"] == 1).all() and not published):
         drawn.rounds = rounds.accuracy_by_round_figure(points, published,
                                                        "Accuracy by round" + TITLE[kind])

@@ -343,7 +343,7 @@ def test_prompt_override_changes_what_is_sent(seats):
 def test_prompt_templates_lists_every_debate_prompt():
     templates = prompt_templates("debate")
     assert set(templates) == {"proponent_opening", "opponent_opening", "proponent_rebuttal",
-                              "opponent_rebuttal", "judge"}
+                              "opponent_rebuttal", "judge", "consultant"}
     assert "transcript" in templates["judge"]["placeholders"]
     assert templates["proponent_opening"]["placeholders"] == ["topic"]
 
@@ -605,6 +605,7 @@ class TestDebateContract(ProtocolContract):
     run = staticmethod(run_debate)
     arun = staticmethod(arun_debate)
     options = {"max_rounds": 2}
+    unused_templates = {"consultant"}  # a consultancy's alone: tests/test_consultancy.py
 
     def assert_failure_shown(self, result, seat, slot, failure):
         """A failed side's argument is the seed's error text; a failed judge gives no verdict."""

@@ -188,7 +188,7 @@ def test_every_page_served_names_the_files_and_each_one_is_served_immutable(serv
     import app
     names = chunks()
     assert set(app.URL_PATHS) == {"run", "runs", "insights", "personas", "experiments",
-                                  "compare", "review"}
+                                  "compare", "review", "leaderboard"}
     for path in ("/", "/experiments?experiment=x", "/insights"):
         with urllib.request.urlopen(served + path, timeout=GENEROUS) as answer:
             html = answer.read()

@@ -151,6 +151,7 @@ class TestSocietyContract(ProtocolContract):
     run = staticmethod(run_society)
     arun = staticmethod(arun_society)
     question = Q
+    unused_templates = frozenset({"synthesize"})  # synthesize: tests/test_governance.py
 
     def assert_failure_shown(self, result, seat, slot, failure):
         """A failed agent abstains in every round."""

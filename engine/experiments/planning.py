@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,6 +13,7 @@ from engine.checks import require_name, require_text
 from engine.experiments import arrangement
 from engine.experiments.budget import budget_of, estimated_cost
 from engine.models import ConfigError
+from engine.protocols.baselines import CONSULTANCY_KIND as CONSULTANCY
 from engine.protocols.baselines import KIND as EQUAL_COMPUTE
 from engine.protocols.baselines import TOKENS_KIND as EQUAL_TOKENS
 from engine.questions import files as qsets
@@ -45,6 +46,7 @@ class Plan:
     seed: int = 0
     side_pairs: list[dict[str, str]] = field(default_factory=list)
     budget_usd: float | None = None
+    reference: str | None = None  # published figures to show beside (`reports.references`)
 
     @property
     def cost_usd(self) -> float | None:
@@ -86,7 +88,8 @@ class Plan:
                     b for b in self.baselines if b.get("kind") == EQUAL_TOKENS]) else {}),
                 **({"order": self.order} if self.order != "configured" else {}),
                 **({"sides": self.sides} if self.sides != "one" else {}),
-                **({"seed": self.seed} if self.seed else {})}
+                **({"seed": self.seed} if self.seed else {}),
+                **({"reference": self.reference} if self.reference else {})}
 
     def order_seed_of(self, cell: Cell) -> int | None:
         """The order seed a cell's run presents its seats by: None unless `order: shuffled`,
@@ -205,7 +208,7 @@ def plan(spec: Mapping[str, Any], store: Any = None, base_dir: str | Path | None
         raise ConfigError("an experiment spec must be a mapping", "input")
     known = {"name", "questions", "questions_file", "configs", "repeats", "concurrency",
              "baseline", "source", "token_baselines", "order", "sides", "seed",
-             "budget_usd", *POLICY_KEYS}
+             "budget_usd", "reference", *POLICY_KEYS}
     unknown = sorted(str(k) for k in spec if k not in known)
     if unknown:
         raise ConfigError(f"an experiment spec has no key {unknown[0]!r}; keys are "
@@ -243,6 +246,9 @@ def plan(spec: Mapping[str, Any], store: Any = None, base_dir: str | Path | None
     if baseline and EQUAL_TOKENS in baseline:
         configs, tokens = token_baselines(configs, store, spec.get("token_baselines"))
         baselines += tokens
+    if baseline and CONSULTANCY in baseline:
+        configs, consulted = with_consultancy(configs, swap=sides != "both")
+        baselines += consulted
     side_pairs: list[dict[str, str]] = []
     if sides == "both":
         configs, side_pairs = arrangement.with_swapped(configs)
@@ -252,7 +258,7 @@ def plan(spec: Mapping[str, Any], store: Any = None, base_dir: str | Path | None
         f"{source.split(':')[-1]} x {len(configs)} configuration{'s' * (len(configs) > 1)}"
     result = Plan(name[:200], source, [i.as_dict() for i in items], configs, repeats,
                   concurrency, per_config, baseline, baselines, order, sides, seed, side_pairs,
-                  budget_of(spec.get("budget_usd")))
+                  budget_of(spec.get("budget_usd")), _reference(spec.get("reference")))
     if result.budget_usd is not None and result.cost_usd is None:
         unpriced = [row["label"] for row in per_config if row.get("cost_usd") is None]
         raise ConfigError(f"budget_usd needs a price for every model, and {unpriced[0]!r} "
@@ -267,6 +273,16 @@ def plan(spec: Mapping[str, Any], store: Any = None, base_dir: str | Path | None
                           f"{MAX_CALLS:,} must be confirmed (experiment run --yes, or the "
                           "confirm box on the Experiments page)", "limit")
     return result
+
+
+def _reference(value: Any) -> str | None:
+    """The spec's `reference`: the name of published figures to overlay (text), or None."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or len(value) > 100:
+        raise ConfigError(f"reference must be the name of published figures, got {value!r}",
+                          "input")
+    return value.strip().lower() or None
 
 
 def with_policy(configs: list[dict[str, Any]], spec: Mapping[str, Any]
@@ -287,11 +303,60 @@ def baseline_kind(value: Any) -> str | None:
         text = item.strip().lower() if isinstance(item, str) else item
         if text in (None, "", "none"):
             continue
-        if text not in (EQUAL_COMPUTE, EQUAL_TOKENS):
-            raise ConfigError(f"baseline must be {EQUAL_COMPUTE!r}, {EQUAL_TOKENS!r}, both or "
-                              f"none, got {value!r}", "input")
+        if text not in (EQUAL_COMPUTE, EQUAL_TOKENS, CONSULTANCY):
+            raise ConfigError(f"baseline must be {EQUAL_COMPUTE!r}, {EQUAL_TOKENS!r}, "
+                              f"{CONSULTANCY!r}, a list of them or none, got {value!r}",
+                              "input")
         kinds.add(text)
-    return ", ".join(k for k in (EQUAL_COMPUTE, EQUAL_TOKENS) if k in kinds) or None
+    return ", ".join(k for k in (EQUAL_COMPUTE, EQUAL_TOKENS, CONSULTANCY) if k in kinds
+                     ) or None
+
+
+Paired = tuple[dict[str, Any], list[dict[str, Any]]]  # a pairing, the configurations it adds
+
+
+def _beside(configs: Sequence[Mapping[str, Any]], make: Callable[[dict[str, Any]],
+            Paired | None]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The configurations with what `make` adds beside each one (not beside a sides-swapped
+    twin: it shares its original's) right after it, and the pairings. What is already among
+    the configurations (a stored spec planned again) is paired, not added twice."""
+    labels = {str(c["label"]) for c in configs}
+    swapped = arrangement.twins(configs)
+    out: list[dict[str, Any]] = []
+    pairs: list[dict[str, Any]] = []
+    for config in configs:
+        out.append(dict(config))
+        if config["label"] in swapped:
+            continue
+        try:
+            made = make(dict(config))
+        except ConfigError as exc:
+            raise ConfigError(f"configuration {config['label']!r}: {exc}", exc.code) from None
+        if made is None:
+            continue
+        pair, added = made
+        pairs.append(pair)
+        if pair["label"] not in labels:
+            labels.update(str(c["label"]) for c in added)
+            out += added
+    return out, pairs
+
+
+def with_consultancy(configs: Sequence[Mapping[str, Any]], swap: bool = True
+                     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The configurations with each debate's consultancy baseline right after it
+    (`engine.protocols.baselines.consultancy`) and, with `swap` (the spec does not say
+    `sides: both`, which would add it), its sides-swapped twin, so the judge reads each side
+    alone in turn; and the pairings. A baseline already among them is paired, not added."""
+    from engine.protocols.baselines import consultancy
+
+    def make(config: dict[str, Any]) -> Paired | None:
+        pair = consultancy(config)
+        if pair is None:
+            return None
+        added = [pair.pop("config")]
+        return pair, arrangement.with_swapped(added)[0] if swap else added
+    return _beside(configs, make)
 
 
 def with_baselines(configs: Sequence[Mapping[str, Any]]
@@ -304,25 +369,11 @@ def with_baselines(configs: Sequence[Mapping[str, Any]]
     added twice; a configuration that is itself a vote has no baseline beside it.
     """
     from engine.protocols.baselines import equal_compute
-    labels = {str(c["label"]) for c in configs}
-    swapped = arrangement.twins(configs)  # a sides-swapped twin shares its original's
-    out: list[dict[str, Any]] = []
-    pairs: list[dict[str, Any]] = []
-    for config in configs:
-        out.append(dict(config))
-        if config["label"] in swapped:
-            continue
-        try:
-            baseline = equal_compute(dict(config))
-        except ConfigError as exc:
-            raise ConfigError(f"configuration {config['label']!r}: {exc}", exc.code) from None
-        if baseline is None:
-            continue
-        pairs.append(baseline.as_dict())
-        if baseline.label not in labels:
-            labels.add(baseline.label)
-            out.append(baseline.config)
-    return out, pairs
+
+    def make(config: dict[str, Any]) -> Paired | None:
+        baseline = equal_compute(config)
+        return None if baseline is None else (baseline.as_dict(), [baseline.config])
+    return _beside(configs, make)
 
 
 def _costs(configs: Sequence[Mapping[str, Any]], runs: int, check: bool = False,
@@ -379,6 +430,8 @@ def baselines_of(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
     if not kind:
         return []
     pairs = with_baselines(spec["configs"])[1] if EQUAL_COMPUTE in kind else []
+    if CONSULTANCY in kind:
+        pairs += with_consultancy(spec["configs"])[1]
     return pairs + [dict(b) for b in spec.get("token_baselines") or ()
                     if isinstance(b, Mapping)]
 

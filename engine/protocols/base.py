@@ -105,6 +105,12 @@ class ProtocolSpec(Generic[R]):
     # DESIGN 2.12: the answers by round, one mapping per round from agent to its answer (None
     # abstains), for `engine.analysis.dynamics`; None for a protocol without rounds of answers
     answers_by_round: Callable[[R], list[dict[str, str | None]]] | None = None
+    # Issue 30's leaderboard: the run's pairwise outcomes as (winner seat, loser seat) pairs
+    # (a debate's verdict, a council's rankings); None for a protocol that has none
+    pairwise: Callable[[R], list[tuple[str, str]]] | None = None
+    # seat -> whether it argued the right side, where exactly one side was right (a debate
+    # with `expected`); None when no side was, or the protocol has no sides
+    right_sides: Callable[[R], dict[str, bool] | None] | None = None
 
     def assess(self, result: R) -> tuple[str, list[str]]:
         """How a run that ended ended: (the error of a run in which no model call succeeded,

@@ -205,3 +205,29 @@ def achieved_tokens(pair: dict[str, Any], mine: float, theirs: float) -> str:
     return (f"{pair['label']}: achieved {mine / theirs:.2f}x {pair['of']}'s tokens per run "
             f"in this experiment ({mine:,.0f} against {theirs:,.0f}; planned "
             f"{pair['ratio']:.2f}x).")
+
+
+CONSULTANCY_KIND = "consultancy"
+CONSULTANCY_SUFFIX = " · consultancy"
+
+
+def consultancy(config: RunConfig | dict[str, Any]) -> dict[str, Any] | None:
+    """The consultancy baseline beside a debate configuration (Khan et al., ICML 2024): the
+    same seats, models and judge, with `consultancy: true` (the proponent seat argues its side
+    alone and the judge reads that one case), labelled `<label> · consultancy`; None for a
+    configuration that is not a debate, or is already a consultancy. Its sides-swapped twin
+    (the same seat arguing the other side) is planned beside it, so each side is consulted in
+    turn. The pairing: `of`, `label`, `kind`, `note`."""
+    typed = RunConfig.parse(config)
+    if typed.protocol != "debate" or typed.options.get("consultancy"):
+        return None
+    of = typed.label or typed.protocol
+    room = NAME_MAX - len(CONSULTANCY_SUFFIX) - len(" · sides swapped")
+    label = (of if len(of) <= room else of[:room - 1] + "…") + CONSULTANCY_SUFFIX
+    stored = typed.stored()
+    stored.update(label=label, options={**stored.get("options", {}), "consultancy": True})
+    return {"of": of, "label": label, "kind": CONSULTANCY_KIND, "config": stored,
+            "note": f"consultancy baseline of {of}: the judge reads one debater's case alone "
+                    "(the proponent seat, for and, sides swapped, against), scored like the "
+                    "debate (Khan et al. 2024: judge accuracy with debate against "
+                    "consultancy)"}

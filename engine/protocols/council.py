@@ -42,8 +42,8 @@ from engine.protocols.council_result import (
     top_confidence,
 )
 from engine.protocols.templates import Template, render
-from engine.views.aggregate import completed
-from engine.views.blocks import Block, InsightsData, Section, warnings_block
+from engine.views.aggregate import completed, counts_by
+from engine.views.blocks import Block, Chart, InsightsData, Section, warnings_block
 
 ENDING = ("finish with one line that starts with ANSWER: and gives the short final answer "
           "(a number, a word or a short phrase).")
@@ -265,6 +265,12 @@ def _answers_by_round(result: CouncilResult) -> list[dict[str, str | None]]:
     return [{seat: parse_answer(result.answers.get(seat, "")) or None for seat in members}]
 
 
+def _pairwise(result: CouncilResult) -> list[tuple[str, str]]:
+    """Every ranker's ordering as games: each member it ranked above another beats it."""
+    return [(better, worse) for ranked in result.rankings.values()
+            for i, better in enumerate(ranked) for worse in ranked[i + 1:]]
+
+
 def _lost(result: CouncilResult) -> list[str]:
     """The chairman's call is decisive: without it the council has no answer."""
     chair = [t for t in result.turns if t.phase == "chair"]
@@ -298,10 +304,17 @@ def _view(r: CouncilResult) -> list[Block]:
 
 
 def _insights(data: InsightsData) -> Section:
+    """The councils' count and how often the rankers agreed on the top member, per label (a
+    `caption`, not a `note`: a section with a note is drawn as that note alone)."""
     runs = completed(data.runs)
     return Section("council", "Council", metrics=[("Councils", f"{len(runs):,}")],
-                   note="Each council's answer, Borda ranking and confidence are on its run "
-                        "page; accuracy by label is in the comparison above.")
+                   charts=[Chart("stacked_counts", counts_by(runs, "m_confidence_level"),
+                                 "Council: agreement on the top-ranked member",
+                                 "high = every ranker put the top member first, medium = a "
+                                 "strict majority did, low = split or no ranking read.",
+                                 {"order": ["high", "medium", "low"]})],
+                   caption="Each council's answer, Borda ranking and confidence are on its "
+                           "run page; accuracy by label is in the comparison above.")
 
 
 SPEC = ProtocolSpec(
@@ -319,4 +332,5 @@ SPEC = ProtocolSpec(
     insights=_insights,
     result_type=CouncilResult, summary=_summary, outcome=_outcome, signals=_signals,
     view=_view, lost=_lost, phases=("answer", "rank", "chair"), color="#5e35b1",
-    carried=lambda r: [r.top] if r.top else None, answers_by_round=_answers_by_round)
+    carried=lambda r: [r.top] if r.top else None, answers_by_round=_answers_by_round,
+    pairwise=_pairwise)

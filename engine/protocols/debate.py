@@ -8,6 +8,7 @@ from typing import Any, Unpack
 from pydantic import BaseModel, Field, computed_field
 
 from engine.analysis import parse_sections, read_confidence
+from engine.analysis.answers import answers_match
 from engine.analysis.sections import parse_answer
 from engine.checks import ROUNDS_MAX, require_int, require_text, unique_names
 from engine.config import RunKwargs
@@ -67,6 +68,13 @@ TEMPLATES = {
         ("topic", "proponent_argument", "previous_argument", "round"),
         "Later rounds: the opponent sees the newest argument and its own previous one.",
         required=("topic", "proponent_argument")),
+    "consultant": Template(
+        "You are arguing {side} the following topic.\n\nTopic: {topic}\n\n"
+        "Your previous argument:\n{previous_argument}\n\n"
+        "Present your strongest case {side}. A judge will read your case alone.",
+        ("topic", "side", "previous_argument", "round"),
+        "Consultancy (baseline: consultancy): one seat argues its side alone, every round.",
+        required=("topic",)),
     "judge": Template(
         "You are the judge of a debate.\n\nTopic: {topic}\n\nTranscript:\n{transcript}\n\n"
         "Evaluate both sides and answer in exactly these five numbered sections:\n"
@@ -111,6 +119,9 @@ class DebateResult(RunResult):
     sides: dict[str, str] = Field(default_factory=dict)
     winning_side: str | None = None
     winner: str | None = None
+    # consultancy (Khan et al. 2024): the one seat that argued, the judge reading its case
+    # alone; None in a debate
+    consultant: str | None = None
 
     @property
     def judged(self) -> bool:
@@ -133,7 +144,8 @@ def _transcript(rounds: list[DebateRound], first: str = FOR) -> str:
     side each round shows first (DESIGN 2.10: the order the judge is presented the sides)."""
     def lines(r: DebateRound) -> list[str]:
         pro, con = f"Proponent: {r.proponent_argument}", f"Opponent: {r.opponent_argument}"
-        return [pro, con] if first == FOR else [con, pro]
+        both = [pro, con] if first == FOR else [con, pro]
+        return [line for line in both if not line.endswith(": ")]  # a consultancy's silence
     return "\n\n".join("\n".join([f"Round {r.round_number}", *lines(r)]) for r in rounds
                        ) or "(no rounds were held)"
 
@@ -156,13 +168,18 @@ def _seconds(timeout: Any) -> float | None:
 
 async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any,
                       judge: Seat | Any, max_rounds: int = 3, timeout: Any = None,
-                      swap_sides: bool = False, **kw: Unpack[RunKwargs]) -> DebateResult:
+                      swap_sides: bool = False, consultancy: bool = False,
+                      **kw: Unpack[RunKwargs]) -> DebateResult:
     """Seed 000's debate: rounds of argument and counter-argument, then a judge's verdict.
 
     `swap_sides`: the proponent seat argues against and the opponent seat in favour (the
     seats keep their names and models; `sides` says who argued what). The side in favour
     always opens. An order seed draws which side the judge's transcript shows first in each
-    round (`order`: the arguing seats in that order)."""
+    round (`order`: the arguing seats in that order).
+
+    `consultancy` (Khan et al. 2024's baseline): only the proponent seat argues, for the side
+    it holds (against when swapped), each round; the judge reads that one case alone, with
+    the same prompt and scoring. `consultant` on the result names it."""
     run = split_run_options(dict(kw), "debate")
     topic = require_text(topic, "topic")
     endpoints = run.endpoints
@@ -172,18 +189,20 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
     unique_names([proponent, opponent, judge], "seat")
     require_int(max_rounds, "max_rounds", 1, ROUNDS_MAX, "debate")
     limit = _seconds(timeout)
-    if not isinstance(swap_sides, bool):
-        raise ConfigError(f"swap_sides must be true or false, got {swap_sides!r}", "input")
+    _require_flags(swap_sides=swap_sides, consultancy=consultancy)
     by_seat = seat_sides(proponent.name, opponent.name, swap_sides)
     sides = side_seats(by_seat)  # side -> seat, as the simulated judge reads it
     pro_seat, con_seat = (opponent, proponent) if swap_sides else (proponent, opponent)
     order = presentation_order([pro_seat.name, con_seat.name], run.order_seed)
     first = FOR if order[0] == pro_seat.name else AGAINST
+    order = [proponent.name] if consultancy else order
 
     async def body(ctx: RunContext) -> DebateResult:
         start = time.monotonic()
-        rounds: list[DebateRound] = []
-        for number in range(1, max_rounds + 1):
+        rounds: list[DebateRound] = await _consult(
+            ctx, proponent, by_seat[proponent.name], sides, topic, max_rounds, limit,
+            start) if consultancy else []
+        for number in range(1, 0 if consultancy else max_rounds + 1):
             if limit is not None and time.monotonic() - start >= limit:
                 break  # the timeout only stops new rounds from starting
             previous = rounds[-1] if rounds else None
@@ -212,6 +231,7 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
                               transcript=_transcript(rounds, first))
         last = ({pro_seat.name: rounds[-1].proponent_argument,
                  con_seat.name: rounds[-1].opponent_argument} if rounds else {})
+        last = {name: text for name, text in last.items() if text}
         verdict_turn = await ctx.call_lines(judge, [{"role": "user", "content": judge_prompt}],
                                             line=JUDGE_FORMAT, phase="judge",
                                             round=len(rounds) + 1,
@@ -225,6 +245,7 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
         if not verdict_turn.ok or read is None:
             return DebateResult(topic=topic, rounds=rounds, confidence=0.0, duration=duration,
                                 confidence_stated=False, sides=by_seat,
+                                consultant=proponent.name if consultancy else None,
                                 verdict=JUDGE_ERROR_PREFIX + verdict_turn.error,
                                 warnings=[f"judge failed: {verdict_turn.error}"])
         sections, (confidence, readable), answer = read
@@ -257,12 +278,40 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
                             con_summary=sections.get("CON SUMMARY", ""),
                             confidence=confidence, answer=answer, duration=duration,
                             confidence_stated=readable, warnings=warnings, sides=by_seat,
-                            winning_side=winning_side, winner=winner)
+                            winning_side=winning_side, winner=winner,
+                            consultant=proponent.name if consultancy else None)
 
-    options = {"max_rounds": max_rounds, "timeout": _seconds(timeout), "swap_sides": swap_sides}
+    options = {"max_rounds": max_rounds, "timeout": _seconds(timeout), "swap_sides": swap_sides,
+               "consultancy": consultancy}
     return await execute("debate", topic, TEMPLATES, body,
                          {"proponent": proponent, "opponent": opponent, "judge": judge},
                          options, run, order)
+
+
+def _require_flags(**flags: Any) -> None:
+    for name, flag in flags.items():
+        if not isinstance(flag, bool):
+            raise ConfigError(f"{name} must be true or false, got {flag!r}", "input")
+
+
+async def _consult(ctx: RunContext, seat: Seat, side: str, sides: dict[str, str], topic: str,
+                   max_rounds: int, limit: float | None, start: float) -> list[DebateRound]:
+    """A consultancy's rounds: `seat` argues `side` alone; the other side is left empty."""
+    rounds, previous = [], "(none yet)"
+    for number in range(1, max_rounds + 1):
+        if limit is not None and time.monotonic() - start >= limit:
+            break
+        prompt = render(TEMPLATES, ctx.prompts, "consultant", topic=topic,
+                        side="IN FAVOR of" if side == FOR else "AGAINST",
+                        previous_argument=previous, round=number)
+        turn = await ctx.call(seat, [{"role": "user", "content": prompt}],
+                              phase="argument" if side == FOR else "counter-argument",
+                              round=number, task=Task(kind="argue", side=side, sides=sides))
+        previous = turn.reply if turn.ok else ARGUMENT_ERROR
+        rounds.append(DebateRound(round_number=number,
+                                  proponent_argument=previous if side == FOR else "",
+                                  opponent_argument=previous if side == AGAINST else ""))
+    return rounds
 
 
 def _read_judge(reply: str) -> tuple[dict[str, str], tuple[float, bool], str]:
@@ -312,7 +361,30 @@ def _signals(result: DebateResult) -> Signals:
         "high_confidence": result.is_high_confidence if stated else None,
         "rounds": len(result.rounds),
         **{f"seat_{side}": seat for seat, side in result.sides.items()},
-        "judge_side": result.winning_side, "winner": result.winner})
+        "judge_side": result.winning_side, "winner": result.winner,
+        "consultant": result.consultant})
+
+
+def _pairwise(result: DebateResult) -> list[tuple[str, str]]:
+    """The verdict as one game: the seat that argued the side ruled for beats the other
+    arguing seat; none for a consultancy (one seat argued) or a verdict naming no seat."""
+    if result.consultant or result.winner not in result.sides or len(result.sides) != 2:
+        return []
+    return [(result.winner, next(s for s in result.sides if s != result.winner))]
+
+
+def _right_sides(result: DebateResult) -> dict[str, bool] | None:
+    """Seat -> whether it argued the right side, where exactly one side's last argument
+    gave the expected answer (its ANSWER line); None otherwise or in a consultancy."""
+    if result.consultant or not result.expected or not result.rounds or len(result.sides) != 2:
+        return None
+    last = result.rounds[-1]
+    right = {FOR: answers_match(parse_answer(last.proponent_argument) or None, result.expected),
+             AGAINST: answers_match(parse_answer(last.opponent_argument) or None,
+                                    result.expected)}
+    if sorted(bool(v) for v in right.values()) != [False, True]:
+        return None
+    return {seat: bool(right.get(side)) for seat, side in result.sides.items()}
 
 
 def _lost(result: DebateResult) -> list[str]:
@@ -322,6 +394,9 @@ def _lost(result: DebateResult) -> list[str]:
 
 def _view(r: DebateResult) -> list[Block]:
     argued = ", ".join(f"{seat} {side}" for seat, side in r.sides.items())
+    if r.consultant:
+        argued = (f"{r.consultant} {r.sides.get(r.consultant, '')} alone (consultancy: the "
+                  "judge read this one case)")
     blocks = [Block("metrics", items=[("Judge confidence", _confidence_text(r)),
                                       ("Answer", r.answer or "—"), ("Rounds", len(r.rounds))]),
               *([Block("text", "Sides", f"{argued}; the verdict is for "
@@ -367,11 +442,15 @@ SPEC = ProtocolSpec(
              Option("timeout", None, help="seconds; checked before each round, a started "
                     "round finishes and the judge always runs (empty: no limit)"),
              Option("swap_sides", False, help="the proponent seat argues against and the "
-                    "opponent seat in favour (the seats keep their names and models)")),
+                    "opponent seat in favour (the seats keep their names and models)"),
+             Option("consultancy", False, help="a baseline (Khan et al. 2024): only the "
+                    "proponent seat argues its side, and the judge reads that case alone")),
     templates=TEMPLATES,
-    estimate_calls=lambda options, seats: 2 * int(options.get("max_rounds", 3)) + 1,
+    estimate_calls=lambda options, seats: (1 if options.get("consultancy") else 2) * int(
+        options.get("max_rounds", 3)) + 1,
     insights=_insights,
     result_type=DebateResult, summary=_summary, outcome=_outcome, signals=_signals, view=_view,
     lost=_lost, phases=("argument", "counter-argument", "judge"), rounds_option="max_rounds",
     carried=lambda r: [r.winner] if r.winner else None,
+    pairwise=_pairwise, right_sides=_right_sides,
     color="#1565c0")

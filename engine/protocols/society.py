@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from engine.analysis.answers import answers_match, extract_answer
 from engine.analysis.conformity import Conformity, conformity
+from engine.analysis.sections import parse_answer
 from engine.analysis.stances import Confidence, Tally, derive_confidence, normalize_stance, tally
 from engine.checks import require_int, require_text
 from engine.config import RunKwargs
@@ -64,7 +65,16 @@ REVISE = Template(
     ("question", "others"),
     "Rounds two on: each agent, after its own conversation so far, sees the others' answers "
     "from the round before.", required=("others",))
-TEMPLATES = {"answer": ANSWER, "revise": REVISE}
+SYNTHESIZE = Template(
+    "Question: {question}\n\nAfter discussing it, the agents gave these final answers:\n\n"
+    "{answers}\n\nSynthesize them into the single best final answer to the question. Explain "
+    "briefly, then finish with one line that starts with ANSWER: and gives the short final "
+    "answer (a number, a word or a short phrase).", ("question", "answers"),
+    "With synthesize: after the last round, the first agent reads every agent's last reply "
+    "and writes the final answer (deliberate, then synthesize).",
+    required=("question", "answers"))
+TEMPLATES = {"answer": ANSWER, "revise": REVISE, "synthesize": SYNTHESIZE}
+SYNTHESIS_LINE = line_format("answer", Line("ANSWER", "short"), lead=True)
 # FINAL's ask: a reply ending in a short line, the answer (a grammar where the server applies one)
 FINAL_LINE = line_format("final answer", Line("", "short"), lead=True)
 TASK_KEYS = ("reasoning", "answer")  # the simulated model's reply shape (it reads no prose)
@@ -113,7 +123,8 @@ class MindChange(BaseModel):
 
 
 class SocietyResult(RunResult):
-    """Every round's replies and tally; `answer` is the last round's plurality."""
+    """Every round's replies and tally; `answer` is the last round's plurality, or with
+    `synthesize` the synthesizer's ANSWER line (`synthesis` its whole reply)."""
 
     question: str
     rounds: list[list[Reply]] = Field(default_factory=list)
@@ -122,9 +133,12 @@ class SocietyResult(RunResult):
     answer: str = ""
     mind_changes: list[MindChange] = Field(default_factory=list)
     confidence: Confidence | None = None
+    synthesizer: str | None = None
+    synthesis: str = ""
 
     def final_answer(self) -> str | None:
-        """The last round's plurality; None when every agent abstained."""
+        """The last round's plurality (the synthesis's ANSWER line with `synthesize`); None
+        when every agent abstained, or the synthesizer failed or gave no ANSWER line."""
         return self.answer or None
 
 
@@ -156,6 +170,26 @@ async def _speak(ctx: RunContext, seat: Seat, history: list[dict[str, str]], num
     return reply, [*history, {"role": "assistant", "content": text or ABSTAINED}]
 
 
+async def _synthesize(ctx: RunContext, seat: Seat, question: str, last: list[Reply]
+                      ) -> tuple[str, str, list[str]]:
+    """The synthesis: (its reply, its ANSWER line, warnings)."""
+    answers = "\n\n".join(f"One agent's final answer: ```{r.text or ABSTAINED}```"
+                           for r in last)
+    prompt = render(TEMPLATES, ctx.prompts, "synthesize", question=question, answers=answers)
+    turn = await ctx.call_lines(seat, [{"role": "user", "content": prompt}],
+                                line=SYNTHESIS_LINE, phase="synthesis",
+                                round=last[0].round + 1 if last else 1,
+                                task=Task(
+                                    kind="chair", sections=("ANSWER",),
+                                    others={r.agent: r.answer for r in last if r.answer}))
+    if not turn.ok:
+        return "", "", [f"the synthesizer {seat.name} failed ({turn.error}); the run has no "
+                        "final answer"]
+    answer = ctx.guard(turn, parse_answer, turn.reply) or ""
+    return turn.reply, answer, ([] if answer else [
+        "the synthesis gave no ANSWER line; the run has no final answer and is unscored"])
+
+
 def _changes(rounds: list[list[Reply]]) -> list[MindChange]:
     """Each agent's answer changes between consecutive rounds (abstentions are no answer)."""
     out = []
@@ -170,19 +204,23 @@ def _changes(rounds: list[list[Reply]]) -> list[MindChange]:
 
 
 async def arun_society(question: str, *, agents: list[Seat | Any], rounds: int = 2,
-                       summarise: bool = False, **kw: Unpack[RunKwargs]) -> SocietyResult:
+                       summarise: bool = False, synthesize: bool = False,
+                       **kw: Unpack[RunKwargs]) -> SocietyResult:
     """Du et al.'s multiagent debate: `rounds` rounds (the first included) of every agent
     answering, from round two on after seeing the others' answers of the round before.
 
     An agent whose call fails, or whose reply gives no answer, abstains in that round.
+    `synthesize`: the first agent then reads every agent's last reply and writes the final
+    answer (its ANSWER line; none when it fails, never the plurality put in its place).
     """
     run = split_run_options(dict(kw), "society")
     question = require_text(question, "question")
     agents = require_seats(agents, "agents", MIN_AGENTS, MAX_AGENTS, "society", "agent",
                            run.endpoints)
     rounds = require_int(rounds, "rounds", MIN_ROUNDS, MAX_ROUNDS, "society")
-    if not isinstance(summarise, bool):
-        raise ConfigError(f"summarise must be true or false, got {summarise!r}", "input")
+    for name, flag in (("summarise", summarise), ("synthesize", synthesize)):
+        if not isinstance(flag, bool):
+            raise ConfigError(f"{name} must be true or false, got {flag!r}", "input")
     # each agent sees the others' answers in this order (DESIGN 2.10)
     order, shown = presented(agents, run.order_seed)
 
@@ -215,13 +253,20 @@ async def arun_society(question: str, *, agents: list[Seat | Any], rounds: int =
         warnings = [f"agent {r.agent}, round {r.round}: "
                     f"{'failed (' + r.error + ')' if r.error else 'no answer found'}; "
                     "it abstains" for replies in done for r in replies if not r.answer]
+        synthesis, answer = ("", last.winner or "")
+        if synthesize:
+            synthesis, answer, said = await _synthesize(ctx, agents[0], question, done[-1])
+            warnings += said
         return SocietyResult(question=question, rounds=done, tallies=tallies,
-                             first_round=tallies[0], answer=last.winner or "",
+                             first_round=tallies[0], answer=answer,
+                             synthesizer=agents[0].name if synthesize else None,
+                             synthesis=synthesis,
                              mind_changes=_changes(done), confidence=derive_confidence(last),
                              warnings=warnings, duration=time.monotonic() - start)
 
     return await execute("society", question, TEMPLATES, body, {"agents": agents},
-                         {"rounds": rounds, "summarise": summarise}, run, order)
+                         {"rounds": rounds, "summarise": summarise, "synthesize": synthesize},
+                         run, order)
 
 
 def run_society(question: str, **kw: Any) -> SocietyResult:
@@ -282,7 +327,8 @@ def _signals(result: SocietyResult) -> Signals:
     persuaded, misled = _judged(result)
     agents = len(result.rounds[0]) if result.rounds else 0
     measures = _measures(result)
-    return Signals(answer=t.winner, first_answer=first.winner if first else None,
+    return Signals(answer=(result.answer or None) if result.synthesizer else t.winner,
+                   first_answer=first.winner if first else None,
                    consensus=share(t), level=c.level if t.positions else None,
                    seats=agents if len(result.rounds) > 1 else None,
                    mind_changes=(len({m.agent for m in result.mind_changes})
@@ -299,12 +345,16 @@ def _signals(result: SocietyResult) -> Signals:
 def _view(r: SocietyResult) -> list[Block]:
     t, c = _last(r)
     blocks = [Block("metrics", items=[
-                  ("Answer", t.winner or "(none)"), ("Confidence", confidence_text(c)),
+                  ("Answer", (r.answer if r.synthesizer else t.winner) or "(none)"),
+                  ("Confidence", confidence_text(c)),
                   ("Consensus", f"{t.winner_votes}/{t.total} ({t.ratio:.2f})"),
                   ("Mind changes", str(len(r.mind_changes)))]),
               Block("caption", body="Round one: every agent alone; each later round: every "
                                     "agent after the others' answers of the round before. "
                                     "Answers are read and tallied in code.")]
+    if r.synthesizer:
+        blocks.append(Block("text", f"Synthesis ({r.synthesizer}), the final answer",
+                            body=r.synthesis or "(none: see the warnings)"))
     blocks += [tally_block(f"Round {n}", tally_) for n, tally_ in enumerate(r.tallies, 1)]
     for n in range(1, len(r.tallies)):
         flow = flow_block(f"Round {n} to round {n + 1}", r.tallies[n - 1], r.tallies[n])
@@ -377,14 +427,17 @@ SPEC = ProtocolSpec(
     options=(Option("rounds", 2, MIN_ROUNDS, MAX_ROUNDS,
                     "rounds, the first (independent answers) included"),
              Option("summarise", False, help="show the others' answers as a summary of "
-                                              "their extracted answers, not in full")),
+                                              "their extracted answers, not in full"),
+             Option("synthesize", False, help="after the last round the first agent "
+                    "synthesizes the final answer (deliberate, then synthesize)")),
     templates=TEMPLATES,
     estimate_calls=lambda options, seats: int(seats.get("agents", 3)) * int(
-        options.get("rounds", 2)),
-    estimate_waves=lambda options, seats: int(options.get("rounds", 2)),
+        options.get("rounds", 2)) + bool(options.get("synthesize")),
+    estimate_waves=lambda options, seats: int(options.get("rounds", 2)) + bool(
+        options.get("synthesize")),
     insights=_insights,
     result_type=SocietyResult, summary=_summary, outcome=_outcome, signals=_signals,
-    view=_view, phases=("answer", "revise"), rounds_option="rounds", color="#6d4c41",
+    view=_view, phases=("answer", "revise", "synthesis"), rounds_option="rounds", color="#6d4c41",
     carried=lambda r: tally_carried(r.tallies[-1] if r.tallies else None),
     answers_by_round=lambda r: [{reply.agent: reply.answer or None for reply in replies}
                                 for replies in r.rounds])

@@ -8,7 +8,9 @@ round 2.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 DU_2023 = ('Du et al. 2023, "Improving Factuality and Reasoning in Language Models through '
            'Multiagent Debate" (arXiv 2305.14325), Table 1')
@@ -60,3 +62,43 @@ def references(source: str | None) -> list[Reference]:
     """The published points for an experiment's question set (its spec's `source`); none for
     a set no paper measured (an uploaded file, an inline list, the demo set)."""
     return list(REFERENCES.get(str(source or "").strip().lower(), ()))
+
+
+# andybhall/llm-council-governance: four ways a council of models reaches an answer, on GSM8K
+# with 7-9B open models over 960 trials; the preset presets/llm-council-governance.yaml runs
+# each as a configuration of its own (the `configuration` a figure belongs to).
+GOVERNANCE_SOURCE = ("andybhall/llm-council-governance (github.com/andybhall/"
+                     "llm-council-governance), results table")
+GOVERNANCE_MODEL = "7-9B open models, 960 trials"
+
+
+@dataclass(frozen=True)
+class Published:
+    """One published accuracy for one configuration of a preset: theirs, never Parley's."""
+
+    configuration: str
+    structure: str
+    accuracy: float
+    citation: str = GOVERNANCE_SOURCE
+    model: str = GOVERNANCE_MODEL
+
+    @property
+    def label(self) -> str:
+        return f"published (theirs): {self.structure} {self.accuracy * 100:.1f}%"
+
+
+GOVERNANCE = (Published("majority-vote", "majority vote", 0.817),
+              Published("deliberate-vote", "deliberate -> vote", 0.795),
+              Published("deliberate-synthesize", "deliberate -> synthesize", 0.783),
+              Published("rank-synthesize", "rank -> synthesize", 0.746))
+PUBLISHED: dict[str, tuple[Published, ...]] = {"llm-council-governance": GOVERNANCE}
+
+
+def published(spec: Mapping[str, Any]) -> list[Published]:
+    """The published accuracies an experiment's spec names by its `reference` key, for the
+    configurations it has (a label with a suffix, " (simulated)", still matches)."""
+    found = PUBLISHED.get(str(spec.get("reference") or "").strip().lower(), ())
+    labels = [str(c.get("label", "")) for c in spec.get("configs") or ()]
+    return [p for p in found if any(label == p.configuration or
+                                    label.startswith(p.configuration + " (")
+                                    for label in labels)]

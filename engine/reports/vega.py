@@ -210,10 +210,38 @@ def rate_spec(rows: list[dict[str, Any]], groups: Sequence[str], series: Sequenc
     return {**spec, "data": {"values": rows}, "layer": [bars, errors, labels]}
 
 
-def accuracy(table: pd.DataFrame, title: str = "") -> dict[str, Any]:
+PUBLISHED_COLOR = "#d81b60"
+
+
+def _published_layers(published: Sequence[Any], groups: Sequence[str]) -> list[dict[str, Any]]:
+    """Published accuracies (`references.Published`) as diamonds over their configuration's
+    bar, each labelled "published (theirs): ..." so it is never read as Parley's own."""
+    rows = [{"group": group, "published": p.accuracy, "label": p.label,
+             "source": f"{p.citation}; {p.model}"}
+            for p in published for group in groups
+            if group == p.configuration or group.startswith(p.configuration + " (")]
+    if not rows:
+        return []
+    x = _x(groups)
+    y = {"field": "published", "type": "quantitative"}
+    return [{"data": {"values": rows},
+             "mark": {"type": "point", "shape": "diamond", "filled": True, "size": 140,
+                      "color": PUBLISHED_COLOR},
+             "encoding": {"x": x, "y": y, "tooltip": [
+                 {"field": "label", "type": "nominal", "title": "published"},
+                 {"field": "source", "type": "nominal", "title": "source"}]}},
+            {"data": {"values": rows},
+             "mark": {"type": "text", "dx": 8, "align": "left", "fontSize": 10,
+                      "color": PUBLISHED_COLOR},
+             "encoding": {"x": x, "y": y, "text": {"field": "label", "type": "nominal"}}}]
+
+
+def accuracy(table: pd.DataFrame, title: str = "", published: Sequence[Any] = ()
+             ) -> dict[str, Any]:
     """An experiment's accuracy per configuration (`experiments.Report.summary`: its
     `configuration, accuracy, accuracy_low, accuracy_high, scored` columns), with
-    its 95% Wilson interval and n; a bar over fewer than `FEW` scored runs is faded."""
+    its 95% Wilson interval and n; a bar over fewer than `FEW` scored runs is faded.
+    `published` (`references.published`): their figures, as labelled diamonds."""
     scored = table[table["scored"] > 0]
     rows = []
     for row in scored.itertuples(index=False):
@@ -223,8 +251,9 @@ def accuracy(table: pd.DataFrame, title: str = "") -> dict[str, Any]:
         rows.append(_rate_row(str(row.configuration), "accuracy", rate, runs,
                               _number(row.accuracy_low), _number(row.accuracy_high)))
     groups = [str(c) for c in scored["configuration"]]
-    return rate_spec(rows, groups, ["accuracy"], title, "accuracy (95% Wilson interval)",
+    spec = rate_spec(rows, groups, ["accuracy"], title, "accuracy (95% Wilson interval)",
                      [WINNER])
+    return {**spec, "layer": [*spec["layer"], *_published_layers(published, groups)]}
 
 
 def histogram(data: pd.DataFrame, x: str, color: str | None = "group", title: str = "",

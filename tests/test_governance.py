@@ -1,0 +1,89 @@
+"""The llm-council-governance preset (issue 30, bullet 2): the four structures on GSM8K-100,
+the society's synthesis option, and their published figures overlaid, labelled as theirs."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from engine import experiments as ex
+from engine.protocols import estimate
+from engine.reports import vega
+from engine.reports.experiments import report
+from engine.reports.references import GOVERNANCE, published
+from engine.yamlfile import load_mapping
+
+PRESET = Path(__file__).resolve().parent.parent / "presets" / "llm-council-governance.yaml"
+LABELS = ["majority-vote", "deliberate-vote", "deliberate-synthesize", "rank-synthesize"]
+
+
+def spec(model: str | None = None) -> dict:
+    loaded = load_mapping(str(PRESET))
+    if model:  # any model: every configuration's model replaced
+        loaded["configs"] = [{**c, "model": model} for c in loaded["configs"]]
+    return loaded
+
+
+def test_the_preset_plans_the_four_structures_on_gsm8k_100():
+    plan = ex.plan(spec())
+    assert plan.labels == LABELS and plan.source == "bundled:gsm8k-100"
+    assert len(plan.questions) == 100 and plan.reference == "llm-council-governance"
+    assert [c["protocol"] for c in plan.configs] == ["vote", "society", "society", "council"]
+    assert plan.configs[2]["options"] == {"rounds": 2, "synthesize": True}
+    assert plan.spec()["reference"] == "llm-council-governance"
+    other = ex.plan(spec(model="openai:my-model?base_url=http://127.0.0.1:9/v1"))
+    assert {c["model"] for c in other.configs} == {"openai:my-model?base_url=http://127.0.0.1:9/v1"}
+
+
+def test_the_published_figures_keep_their_source_and_are_never_parleys():
+    assert [(p.configuration, p.accuracy) for p in GOVERNANCE] == [
+        ("majority-vote", 0.817), ("deliberate-vote", 0.795),
+        ("deliberate-synthesize", 0.783), ("rank-synthesize", 0.746)]
+    assert all("andybhall/llm-council-governance" in p.citation and "960 trials" in p.model
+               and p.label.startswith("published (theirs)") for p in GOVERNANCE)
+    assert published({"configs": [{"label": "majority-vote"}]}) == []  # no reference named
+    assert published({"reference": "llm-council-governance", "configs": [
+        {"label": "majority-vote (simulated)"}, {"label": "mine"}]}) == [GOVERNANCE[0]]
+
+
+def test_society_then_synthesis_answers_by_the_synthesizer(recording_model):
+    from engine import Seat, run_society
+    agents = [Seat(f"a{i}", recording_model([
+        "\\boxed{7}", "\\boxed{7}", "Both said 7.\nANSWER: 8"] if i == 0 else
+        ["\\boxed{7}", "\\boxed{7}"])) for i in range(2)]
+    result = run_society("q?", agents=agents, rounds=2, synthesize=True, expected="8")
+    assert result.tallies[-1].winner == "7"  # the vote would say 7 ...
+    assert result.answer == "8" and result.correct is True  # ... the synthesis decides
+    assert [t.phase for t in result.turns][-1] == "synthesis" and result.synthesizer == "a0"
+    assert estimate({"protocol": "society", "options": {"synthesize": True}})["calls"] == 7
+
+
+def test_a_failed_synthesis_leaves_the_run_unscored(recording_model):
+    from engine import Seat, run_society
+    agents = [Seat("a0", recording_model(["\\boxed{7}", RuntimeError("down")])),
+              Seat("a1", recording_model(["\\boxed{7}"]))]
+    result = run_society("q?", agents=agents, rounds=1, synthesize=True, expected="7",
+                         retries=0)
+    assert result.answer == "" and result.correct is None
+    assert any("synthesizer a0 failed" in w for w in result.warnings)
+
+
+def test_the_preset_runs_on_the_simulated_model_and_the_chart_overlays_theirs(store):
+    tiny = spec()
+    tiny["questions"] = "gsm8k-100"
+    plan = ex.plan(tiny)
+    plan = ex.planning.Plan(**{**plan.__dict__, "questions": plan.questions[:3],
+                               "per_config": plan.per_config})
+    experiment_id = ex.create(store, plan)
+    assert ex.run_experiment(store, experiment_id).status == "completed"
+    result = report(store, experiment_id, "simulated")
+    summary = result.summary.set_index("configuration")
+    assert list(summary["runs"]) == [3] * 4 and list(summary["scored"]) == [3] * 4
+    theirs = published(result.experiment["spec"])
+    assert len(theirs) == 4
+    chart = vega.accuracy(result.summary, "Accuracy", theirs)
+    text = json.dumps(chart)
+    for p in GOVERNANCE:
+        assert f"published (theirs): {p.structure} {p.accuracy * 100:.1f}%" in text
+    ours = [layer for layer in chart["layer"] if "data" not in layer]
+    assert all("published" not in json.dumps(layer) for layer in ours)  # never mixed in
+    assert "andybhall/llm-council-governance" in text
