@@ -10,6 +10,7 @@ from typing import Any
 import streamlit as st
 
 from engine import ConfigError
+from engine.access import NotAllowed
 from engine.services import fork
 from pages import _shared
 
@@ -56,13 +57,16 @@ def control(run: Mapping[str, Any], open_compare: Callable[[list[str]], None]) -
             reply = next(str(t.get("reply") or "") for t in kept if int(t["idx"]) == edit)
             edits[edit] = st.text_area("Its new reply", reply, max_chars=fork.MAX_EDIT,
                                        key=f"fork_text_{edit}")
-        if st.button("Fork and compare", key="fork_go", type="primary"):
+        allowed = _shared.can("start runs")
+        if not allowed:
+            st.caption(_shared.refusal("start runs"))
+        if st.button("Fork and compare", key="fork_go", type="primary", disabled=not allowed):
             try:
                 planned = fork.plan(run, number, None if drop == NO_DROP else drop, edits)
                 new_id = _shared.tasks().start_run(planned.config, planned.question,
                                                    endpoints=_shared.endpoints(),
-                                                   **planned.options)
-            except ConfigError as exc:
+                                                   actor=_shared.actor(), **planned.options)
+            except (ConfigError, NotAllowed) as exc:
                 st.error(_shared.md(f"Cannot fork: {exc}"))
                 return
             with st.spinner("Running the fork…"):

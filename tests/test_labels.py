@@ -212,7 +212,7 @@ def test_a_database_before_labels_gains_them(backend):
         connection.execute(text("DELETE FROM schema_migrations WHERE name = '0015_labels'"))
     backend.engine.dispose()
     reopened = Store(backend.url)
-    assert reopened.migrations()[-1] == "0015_labels"
+    assert "0015_labels" in reopened.migrations()
     reopened.add_preference(a, b, rater="ana", choice="tie")
     assert len(reopened.preferences()) == 1 and reopened.migrate() == []
 
