@@ -115,9 +115,22 @@ def _checked_json(value: Any, depth: int = 0) -> Any:
     raise ValueError(f"holds a {type(value).__name__}, which is not JSON")
 
 
+def _counts_per_round(item: Any) -> None:
+    """`round_votes`: a list with, per round, a count (a whole number, not negative) for each
+    answer given (engine.analysis.rounds_dynamics.votes)."""
+    if not isinstance(item, list) or not all(
+            isinstance(r, dict) and all(isinstance(n, int) and not isinstance(n, bool)
+                                        and n >= 0 for n in r.values()) for r in item):
+        raise ValueError("'round_votes' must be a list of rounds, each a mapping of answers "
+                         "to counts")
+
+
 def _metrics(value: dict[str, Any]) -> dict[str, Any]:
     value = _checked_json(value)
     for key, item in value.items():
+        if key == "round_votes":
+            _counts_per_round(item)
+            continue
         flat = item if isinstance(item, list) else [item]
         if any(isinstance(part, (dict, list)) for part in flat):
             raise ValueError(f"{key!r} must be a number, text, true/false, null or a list of "
