@@ -215,7 +215,38 @@ def test_every_protocol_with_rounds_of_answers_gives_them(db):
     assert stored_rounds(db.get(vote.run_id)) is None  # one round: nothing to follow
     assert answers_by_round(vote) is None
     named = [name for name, spec in REGISTRY.items() if spec.answers_by_round is not None]
-    assert sorted(named) == ["council", "panel", "roundtable", "single", "society"]
+    assert sorted(named) == ["council", "duel", "panel", "roundtable", "single", "society"]
+
+
+def test_a_duels_rounds_are_the_answers_its_turns_declare(db, recording_model):
+    """A duel's turns are prose: only an ANSWER / STANCE line of its own or a \\boxed{} is read
+    (round k: each side's k-th turn), and a duel that declares nothing has no rounds."""
+    from engine.protocols.duel import declared_answer, run_duel
+    assert declared_answer("I think the answer is complicated, and 51 people agree.") is None
+    assert declared_answer("Rebuttal.\n**ANSWER:** 51") == "51"
+    assert declared_answer("Fine.\nStance: No") == "no"
+    assert declared_answer("so \\boxed{17}") == "17"
+    optimist = recording_model(["Yes, clearly.\nANSWER: yes", "Still yes.\nANSWER: yes",
+                                "You convinced me.\nANSWER: no"])
+    skeptic = recording_model(["I doubt it, 42 times over.", "Not at all.\nANSWER: no",
+                               "Settled.\nANSWER: no"])
+    result = run_duel("Is it safe?", a=Seat("opt", optimist), b=Seat("sk", skeptic),
+                      rounds=3, store=db)
+    assert answers_by_round(result) == [{"opt": "yes", "sk": None},
+                                         {"opt": "yes", "sk": "no"},
+                                         {"opt": "no", "sk": "no"}]
+    run = db.get(result.run_id)
+    assert stored_rounds(run) == answers_by_round(result)
+    assert run["metrics"]["round_votes"] == [{"yes": 1}, {"no": 1, "yes": 1}, {"no": 2}]
+    got = dynamics(stored_rounds(run))
+    assert [(f.agent, f.round, f.before, f.after) for f in got.flips] == [
+        ("opt", 3, "yes", "no")]
+    assert got.agreement == [1.0, 0.5, 1.0] and got.inflation == 0.0
+    assert influence(stored_rounds(run)) == {("sk", "opt"): 1}
+    prose = run_duel("Is it safe?", a=Seat("opt", recording_model(["The answer is yes."])),
+                     b=Seat("sk", recording_model(["No."])), rounds=2, store=db)
+    assert answers_by_round(prose) == [] and db.get(prose.run_id)["metrics"][
+        "round_votes"] == []
 
 
 def test_a_stored_run_without_a_readable_result_has_no_rounds():

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Literal, Unpack
 
+from engine.analysis.answers import extract_answer
 from engine.checks import ROUNDS_MAX, require_int, require_text
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
@@ -34,6 +35,10 @@ MAX_ROUNDS = ROUNDS_MAX
 DEFAULT_ROLES = {"a": "optimist arguing in favor", "b": "skeptic arguing against"}
 REPLIES = ("transcript", "last")
 _AGREED = re.compile(r"\bAGREED\b")
+# A duel's turns are free prose; a turn declares an answer only on a line of its own that
+# starts "ANSWER:", "FINAL ANSWER:" or "STANCE:" (markdown bold allowed), or in a \boxed{}.
+_DECLARED = re.compile(r"^[ \t>*_]*(?:final\s+answer|answer|stance)[*_]*\s*[:=][*_]*\s*"
+                       r"(?P<rest>\S[^\n]*)$", re.IGNORECASE | re.MULTILINE)
 
 TEMPLATES = {
     "system": Template(
@@ -202,6 +207,32 @@ def run_duel(topic: str, **kw: Any) -> DuelResult:
     return run_sync(arun_duel(topic, **kw))
 
 
+def declared_answer(text: str) -> str | None:
+    """The answer a duel turn declares, read as `extract_answer` reads one; None when it
+    declares none. A duel's prompts (seed 004) ask for prose, not an answer, so a turn
+    declares one only when the sides' roles ask for it (an ANSWER line or a \\boxed{}):
+    prose is never read as an answer."""
+    if "\\boxed" in text:
+        return extract_answer(text)
+    found = list(_DECLARED.finditer(text))
+    return extract_answer(found[-1].group("rest")) if found else None
+
+
+def answers_by_round(result: DuelResult) -> list[dict[str, str | None]]:
+    """Each round's declared answers (round k: each side's k-th turn, by seat name); no rounds
+    at all when no turn declares an answer, as in a duel of plain prose."""
+    rounds: list[dict[str, str | None]] = []
+    spoken: dict[str, int] = {}
+    for name, text in result.transcript:
+        spoken[name] = spoken.get(name, 0) + 1
+        if spoken[name] > len(rounds):
+            rounds.append({})
+        rounds[spoken[name] - 1][name] = declared_answer(text)
+    if not any(answer is not None for answers in rounds for answer in answers.values()):
+        return []
+    return rounds
+
+
 def _summary(result: DuelResult) -> str:
     head = f"{result.status} after {len(result.transcript)} turn(s)"
     if result.status == "failed":
@@ -270,4 +301,5 @@ SPEC = ProtocolSpec(
     insights=_insights,
     result_type=DuelResult, summary=_summary, outcome=_outcome, signals=_signals, view=_view,
     lost=_lost,
-    phases=("opening", "rebuttal"), rounds_option="rounds", color="#ef6c00")
+    phases=("opening", "rebuttal"), rounds_option="rounds", color="#ef6c00",
+    answers_by_round=answers_by_round)

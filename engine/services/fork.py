@@ -12,9 +12,9 @@ each says it was kept.
 
 Forkable: the protocols whose calls are rounds of answers (`FORKABLE`: those whose registry
 entry reads answers by round): society and single (round r is every agent's r-th answer),
-roundtable (its turns by round) and panel (round 1: proposals and the critique; round 2:
-rebuttals and the synthesis). Any other is refused with a `ConfigError` saying which can be
-forked.
+roundtable (its turns by round), panel (round 1: proposals and the critique; round 2:
+rebuttals and the synthesis), duel (round k: each side's k-th turn) and council (one
+round). Any other is refused with a `ConfigError` saying which can be forked.
 
 Dropping an agent removes it from the fork altogether: its kept turns go, and from round k on
 the others no longer see its answers (the kept replies of the others stay as they were given,
