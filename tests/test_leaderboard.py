@@ -85,6 +85,16 @@ def test_an_unbeaten_player_keeps_a_finite_rating():
     assert math.isfinite(ratings["a"]) and ratings["a"] > 1200 > 800 > ratings["b"]
 
 
+def test_runs_that_all_went_one_way_still_give_an_interval_that_narrows_with_n():
+    few = lb.rated(games((A, B, 3)), "model", bootstrap=200, seed=2)
+    many = lb.rated(games((A, B, 60)), "model", bootstrap=200, seed=2)
+    for table in (few, many):
+        a = table["m:a"]
+        assert a["low"] < a["rating"] <= a["high"] and a["losses"] == 0
+        assert table["m:b"]["low"] <= table["m:b"]["rating"] < table["m:b"]["high"]
+    assert many["m:a"]["high"] - many["m:a"]["low"] < few["m:a"]["high"] - few["m:a"]["low"]
+
+
 def test_intervals_hold_the_point_and_narrow_with_more_runs():
     few = lb.rated(games((A, B, 3), (B, A, 1)), "model", bootstrap=100, seed=1)
     many = lb.rated(games((A, B, 30), (B, A, 10)), "model", bootstrap=100, seed=1)
@@ -149,7 +159,8 @@ def test_council_rankings_give_every_pair_of_an_ordering():
              "chairman": [{"name": "chairman", "model": "m:z", "persona": ""}]}
     row = {"id": "c1", "protocol": "council", "status": "completed", "simulated": False,
            "config": {"seats": seats},
-           "result": {"protocol": "council", "question": "q", "rankings": {"member 1": ["member 2", "member 3"],
+           "result": {"protocol": "council", "question": "q",
+                      "rankings": {"member 1": ["member 2", "member 3"],
                                    "member 2": ["member 1", "member 3"],
                                    "member 3": ["member 2", "member 1", "nobody"]}}}
     found = lb.outcomes([row])

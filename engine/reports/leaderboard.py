@@ -22,7 +22,10 @@ odds; 1000 is the reference player).
 
 Each rating has its n (games and runs) and a 95% interval: the 2.5th and 97.5th percentiles
 over `BOOTSTRAP` refits on runs drawn with replacement (seeded; a run's outcomes stay
-together), widened where needed to hold the point itself. A debate where exactly one side's
+together), each drawn game's winner drawn again from the fitted odds (a parametric bootstrap
+on resampled runs: a plain resample of runs that all went one way would repeat them and give
+a zero-width interval, a certainty three games cannot give), widened where needed to hold the
+point itself. A debate where exactly one side's
 last argument gave the expected answer has a right side: each seat's win rate on the right
 and on the wrong side is counted with its Wilson interval. Simulated runs (any seat played by
 the simulated model) and real ones are rated on separate boards, never pooled.
@@ -142,9 +145,16 @@ def rated(games: Sequence[Game], by: str, *, prior: float = PRIOR, bootstrap: in
     runs = sorted(by_run)
     draws: dict[str, list[float]] = {p: [] for p in point}
     rng = np.random.default_rng(seed)
+    strength = {p: 10 ** ((r - BASE) / SCALE) for p, r in point.items()}
     for _ in range(bootstrap if runs else 0):
         picked = rng.integers(0, len(runs), len(runs))
         resampled = [pair for i in picked for pair in by_run[runs[i]]]
+        # each game of the drawn runs is played again by the fitted model (the winner drawn
+        # with its fitted odds), so that runs that all went one way still leave room for
+        # the other: a plain resample of identical outcomes would give a zero-width interval
+        again = rng.random(len(resampled))
+        resampled = [(w, lo) if draw < strength[w] / (strength[w] + strength[lo]) else (lo, w)
+                     for (w, lo), draw in zip(resampled, again, strict=True)]
         for player, rating in fit(resampled, prior).items():
             draws[player].append(rating)
     out: dict[str, dict[str, Any]] = {}
