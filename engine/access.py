@@ -19,7 +19,8 @@ authorised" page and nothing else. An address is compared after trimming whitesp
 lower-casing ASCII letters only (`normalise`): no Unicode folding, so "ß" never matches
 "ss" and a look-alike letter never matches the Latin one. A domain entry matches the text
 after the address's last "@". Without `[auth]` there is one user, `LOCAL` (the operator on
-the machine, the CLI too), who is admin.
+the machine, the CLI too), who is admin; the CLI records its runs and experiments as started
+by `cli:` and the operating-system user (`cli_user`).
 
 Every service that changes something takes an `actor` and calls `require` before it does
 anything; the pages hide or disable what a role cannot use, but the services refuse it
@@ -28,6 +29,7 @@ either way (`NotAllowed`). The module is pure: no Streamlit, no store.
 from __future__ import annotations
 
 import enum
+import getpass
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -87,6 +89,20 @@ class Actor:
 
 
 LOCAL = Actor("local", Role.ADMIN)  # no [auth]: the single local user, and the CLI
+CLI_PREFIX = "cli"  # a CLI run's `started_by`: "cli:" and the operating-system user
+
+
+def cli_user(user: str | None = None) -> str:
+    """Who a CLI command runs as, for a run's `started_by`: `cli:` and the operating-system
+    user (`getpass.getuser()`, or `user` when given), or plain `cli` when the system cannot
+    say. The CLI acts as `LOCAL` (admin); this only records where a run came from."""
+    if user is None:
+        try:
+            user = getpass.getuser()
+        except (OSError, KeyError, ImportError):  # no LOGNAME/USER and no password entry
+            user = ""
+    name = " ".join(str(user).split())[:100]
+    return f"{CLI_PREFIX}:{name}" if name else CLI_PREFIX
 
 
 class NotAllowed(PermissionError):

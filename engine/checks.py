@@ -83,7 +83,7 @@ def unique_names(seats: Sequence[Seat], what: str) -> None:
 
 def check_run_options(run: Mapping[str, Any]) -> None:
     """The common run options checked before any call: retries, per-call timeout,
-    concurrency, label and tags."""
+    concurrency, label, order seed, who started the run and tags."""
     retries = run.get("retries")
     if retries is not None:
         require_int(retries, "retries", 0, MAX_RETRIES, "run")
@@ -99,6 +99,8 @@ def check_run_options(run: Mapping[str, Any]) -> None:
         require_name(run["label"], "label")
     if run.get("order_seed") is not None:
         require_order_seed(run["order_seed"])
+    if not isinstance(run.get("started_by", ""), str):
+        raise ConfigError("started_by must be text (who started the run)", "input")
     tags = run.get("tags")
     if tags is not None:
         if isinstance(tags, str) or not isinstance(tags, (list, tuple, set, frozenset)):

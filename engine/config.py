@@ -165,6 +165,7 @@ class RunKwargs(TypedDict, total=False):
     stop_event: threading.Event | None
     config: RunConfig | Mapping[str, Any] | None
     experiment_id: str | None
+    started_by: str
     endpoints: Any
     run_id: str | None
     batched: bool
@@ -191,7 +192,8 @@ class RunOptions:
 
     `run_id` names a run row the caller has already opened (the background task runner does,
     so it knows the id before the run starts); `batched` asks the store to group-commit the
-    run's turns (experiments, with dozens of runs in flight).
+    run's turns (experiments, with dozens of runs in flight); `started_by` is who started
+    the run, recorded on the row the run opens (`engine.access`; "" when not recorded).
     """
 
     store: Any = None
@@ -206,6 +208,7 @@ class RunOptions:
     stop_event: threading.Event | None = None
     config: RunConfig | None = None
     experiment_id: str | None = None
+    started_by: str = ""
     endpoints: Any = None
     run_id: str | None = None
     batched: bool = False

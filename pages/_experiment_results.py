@@ -21,7 +21,7 @@ from engine.reports import baseline, consensus, consultancy, pareto, rounds, sha
 from engine.reports.references import published as published_figures
 from engine.reports.references import references
 from engine.views import aggregate
-from pages import _consensus, _positions, _shared, _summary_table
+from pages import _consensus, _human, _positions, _shared, _summary_table
 
 md = _shared.md
 PERCENT = st.column_config.NumberColumn(format="percent")
@@ -166,6 +166,7 @@ def show_summary(result: ex.Report, drawn: Figures) -> None:
                                     for p in theirs) + "."))
     else:
         st.caption("No run has an expected answer to score, so there is no accuracy.")
+    _human.experiment(_shared.store(), result)
 
 
 def show_baselines(result: ex.Report) -> None:

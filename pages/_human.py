@@ -1,7 +1,9 @@
 """People's judgement in Insights (`engine.reports.human`): win rates per configuration,
 agreement between people and the machine (Cohen's kappa, its n and interval, and the table it
 is computed from), calibration of the judge's confidence against ratings, and accuracy against
-each question's human majority. Simulated runs are shown apart from real ones, never pooled."""
+each question's human majority. Simulated runs are shown apart from real ones, never pooled.
+And in an experiment's results (`experiment`), accuracy against the human majority on its
+questions that have no expected answer, in a table of its own."""
 from __future__ import annotations
 
 import math
@@ -10,6 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from engine import Store
+from engine import experiments as ex
 from engine.reports import human
 from pages import _shared
 
@@ -70,3 +73,31 @@ def show(store: Store) -> None:
                         "most, as the expected answer)")
             st.dataframe(majority, hide_index=True, column_config=PERCENT,
                          key=f"human_majority_{simulated}")
+
+
+def experiment(store: Store, result: ex.Report) -> None:
+    """Under an experiment's accuracy: its questions with no expected answer scored against
+    their human majority, labelled so and kept apart from the accuracy against the file's
+    expected answers; nothing when every question has an expected answer."""
+    questions = result.experiment["spec"]["questions"]
+    blank = human.blank_questions(questions)
+    if not blank:
+        return
+    st.markdown("**Accuracy against the human majority** (expected answer: "
+                f"*{human.HUMAN_MAJORITY}*, on the questions that have none of their own)")
+    ids = set(result.runs["id"])
+    prefs = store.preferences()
+    prefs = prefs[prefs["run_a"].isin(ids) | prefs["run_b"].isin(ids)] if not prefs.empty \
+        else prefs
+    scores = human.experiment_majority(result.runs, prefs, questions, result.labels)
+    if not scores.preferences:
+        st.caption(f"{len(blank)} question(s) have no expected answer, and no one has "
+                   "compared two of this experiment's runs yet, so none has a human majority "
+                   "to score against (the Review page pairs runs to compare).")
+        return
+    st.caption(scores.caption() + " Never pooled with the accuracy against the expected "
+               "answers above; simulated runs are scored against simulated runs' majority, "
+               "real against real. Intervals: 95% Wilson.")
+    if not scores.table.empty:
+        st.dataframe(scores.table, hide_index=True, column_config=PERCENT,
+                     key="exp-human-majority")

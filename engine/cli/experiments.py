@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from engine.access import cli_user
 from engine.cli.runflags import policy_from_args, progress_line
 from engine.cli.workers import ending, run_on_pool
 from engine.experiments.planning import (
@@ -211,7 +212,7 @@ def _run_cli(store: Any, experiment_id: str, quiet: bool, endpoints: Any) -> int
             pass
         return await arun_experiment(store, experiment_id, stop_event=stop_event,
                                      on_progress=bar, on_turn=bar.turn,
-                                     endpoints=endpoints)
+                                     endpoints=endpoints, started_by=cli_user())
 
     try:
         state = asyncio.run(go())

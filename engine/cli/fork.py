@@ -10,6 +10,7 @@ from typing import Any
 def cmd_fork(args: argparse.Namespace) -> int:
     """Fork `args.run_id` at `args.round`; print the new run's id, its answer and the
     parent's, and the command that compares them."""
+    from engine.access import cli_user
     from engine.cli.runflags import endpoints_from_args, progress_line
     from engine.protocols import get_protocol
     from engine.services.fork import fork, parse_edit
@@ -22,7 +23,8 @@ def cmd_fork(args: argparse.Namespace) -> int:
         print(terminal_safe(progress_line(turn)), file=sys.stderr)
 
     result = fork(store, args.run_id, args.round, args.drop, edits,
-                  endpoints=endpoints_from_args(args), on_event=progress)
+                  endpoints=endpoints_from_args(args), on_event=progress,
+                  started_by=cli_user())
     spec = get_protocol(result.protocol)
     parent = store.get(args.run_id)
     kept = sum(1 for t in result.turns if any(w.startswith("kept from run")

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
+from engine.access import cli_user
 from engine.cli import commands, fork, runflags, sets, share
 from engine.models import ConfigError
 from engine.redaction import redact_log_records
@@ -171,7 +172,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         result = run_sync(arun_config(config, args.question, store=store, tags=args.tag,
                                       expected=args.expected, on_event=progress,
-                                      endpoints=endpoints, **policy))
+                                      endpoints=endpoints, started_by=cli_user(), **policy))
     except StoreWriteError:
         store.flush_pending()  # one more try to store the run `failed` before exiting
         if store.pending:

@@ -6,6 +6,7 @@ import sys
 import time
 from typing import Any
 
+from engine.access import cli_user
 from engine.experiments import Progress, duration_text, progress
 from engine.text import terminal_safe
 
@@ -83,7 +84,7 @@ def run_on_pool(store: Any, experiment_id: str, wait: bool, quiet: bool) -> int:
     until its status is final. Exit status as the in-process run's: 0 completed, 130
     stopped, 1 otherwise."""
     from engine.workers import submit
-    count = submit(store, experiment_id)
+    count = submit(store, experiment_id, started_by=cli_user())
     _say(f"experiment {experiment_id}: {count} cell(s) queued for the workers")
     if not wait:
         _say(f"follow it with: python -m engine experiment show {experiment_id} (or "

@@ -23,13 +23,13 @@ _RUNNING: set[str] = set()  # experiments a runner of this process holds (any th
 _LOCK = threading.Lock()
 
 
-def _claim(store: Store, experiment_id: str) -> dict[str, Any]:
-    """Mark the experiment `running` in this process (`claim`), unless a runner of this
-    process already holds it."""
+def _claim(store: Store, experiment_id: str, started_by: str) -> dict[str, Any]:
+    """Mark the experiment `running` in this process, started by `started_by` (`claim`),
+    unless a runner of this process already holds it."""
     with _LOCK:
         if experiment_id in _RUNNING:
             raise ConfigError(f"experiment {experiment_id} is already running here", "input")
-    found = claim(store, experiment_id)
+    found = claim(store, experiment_id, started_by)
     with _LOCK:
         if experiment_id in _RUNNING:
             raise ConfigError(f"experiment {experiment_id} is already running here", "input")
@@ -59,10 +59,12 @@ class CellOutcome:
 
 async def arun_cell(experiment: Plan, experiment_id: str, cell: Cell, *, store: Any,
                     stop_event: threading.Event, endpoints: Any = None,
-                    on_turn: Callable[[Any], Any] | None = None) -> CellOutcome:
+                    on_turn: Callable[[Any], Any] | None = None,
+                    started_by: str = "") -> CellOutcome:
     """Run one cell of an experiment (its configuration on its question, tagged with the
-    cell) and say how it ended. The in-process runner and the pool's workers
-    (`engine.workers`) both run cells through this."""
+    cell, its row recording `started_by`: who started the experiment) and say how it ended.
+    The in-process runner and the pool's workers (`engine.workers`) both run cells through
+    this."""
     from engine.protocols import arun_config
     from engine.protocols.base import no_call_succeeded
     item, config = experiment.questions[cell.q], experiment.configs[cell.c]
@@ -71,8 +73,8 @@ async def arun_cell(experiment: Plan, experiment_id: str, cell: Cell, *, store: 
         result = await arun_config(
             config, str(item["question"]), store=store, label=config["label"],
             tags=[cell.tag], expected=item.get("expected"), stop_event=stop_event,
-            experiment_id=experiment_id, endpoints=endpoints, on_event=on_turn,
-            **({"order_seed": seed} if seed is not None else {}))
+            experiment_id=experiment_id, started_by=started_by, endpoints=endpoints,
+            on_event=on_turn, **({"order_seed": seed} if seed is not None else {}))
     except RunStopped:
         return CellOutcome("interrupted", finished=0)
     except ConfigError as exc:
@@ -102,11 +104,15 @@ async def arun_experiment(store: Store, experiment_id: str, *,  # noqa: PLR0915
                           stop_event: threading.Event | None = None,
                           on_progress: Callable[[Progress], Any] | None = None,
                           batched: bool = True, endpoints: Any = None,
-                          on_turn: Callable[[Any], Any] | None = None) -> Progress:
+                          on_turn: Callable[[Any], Any] | None = None,
+                          started_by: str = "") -> Progress:
     """Run (or resume) an experiment: every cell without a completed run, `concurrency` runs
     at a time in this event loop. Ends `completed`, `stopped` (stop_event, or its
     `budget_usd` spent: the error then starts "budget:"), `incomplete` (some runs failed;
     resume retries them) or `failed` (a configuration error).
+
+    `started_by` is who starts it (`engine.access.Actor.user`, or the CLI's user): the
+    experiment's row records it and every run this start makes carries it.
 
     Runs are written with group commit (`Store.batched()`), or one transaction per turn
     when `batched` is False. `endpoints` is the `EndpointRegistry` models resolve under
@@ -116,7 +122,7 @@ async def arun_experiment(store: Store, experiment_id: str, *,  # noqa: PLR0915
     stop_event = stop_event or threading.Event()
     store.reap()  # runs left `running` by a dead process become `interrupted`, so are redone
     store.start_reaper()
-    claimed = _claim(store, experiment_id)
+    claimed = _claim(store, experiment_id, started_by)
     experiment = plan_of(claimed["spec"])
     state = Progress(experiment_id, "running", experiment.runs)
     clock = time.monotonic()
@@ -140,7 +146,7 @@ async def arun_experiment(store: Store, experiment_id: str, *,  # noqa: PLR0915
         try:
             outcome = await arun_cell(experiment, experiment_id, cell, store=sink,
                                       stop_event=stop_event, endpoints=endpoints,
-                                      on_turn=on_turn)
+                                      on_turn=on_turn, started_by=started_by)
         finally:
             state.running -= 1
         if outcome.status == "completed":

@@ -236,7 +236,8 @@ async def execute(protocol: str, question: str, templates: Mapping[str, Template
                 config = config.model_copy(update={"order_seed": run.order_seed})
             run_id = store.start_run(protocol, question, config=config.stored(),
                                      label=run.label, tags=run.tags, expected=expected,
-                                     experiment_id=run.experiment_id)
+                                     experiment_id=run.experiment_id,
+                                     started_by=run.started_by)
         ctx.recorder = store.recorder(run_id)
     try:
         result = await body(ctx)

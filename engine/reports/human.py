@@ -17,6 +17,9 @@
 - **Human majority**: for a question, the final answer its people preferred most often (one
   vote per preference won; ties give none), when one answer has strictly the most votes.
   Accuracy tables may use it as the question's expected answer, labelled "human majority".
+  An experiment's results use it only for its questions with no expected answer, in a table
+  of its own (`experiment_majority`): never mixed into the accuracy against the file's
+  expected answers.
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ import pandas as pd
 from engine.analysis.answers import answers_match
 from engine.analysis.stats import wilson_interval
 from engine.reports.review import configuration
+from engine.views.aggregate import rate_text
 
 HUMAN_MAJORITY = "human majority"
 CATEGORIES = ("a", "b", "tie")
@@ -187,6 +191,12 @@ def calibration(ratings: pd.DataFrame, runs: pd.DataFrame,
     return pd.DataFrame(rows, columns=["confidence", "approved", "n", "rate", "low", "high"])
 
 
+def _answer(run: Mapping[Any, Any]) -> Any:
+    """A run's final answer: its metrics' `answer` (a `store.runs()` row), else its own
+    `answer` column (an experiment's runs frame, `engine.reports.experiments.runs_frame`)."""
+    return _metrics(run).get("answer", run.get("answer"))
+
+
 def human_majority(preferences: pd.DataFrame, runs: pd.DataFrame) -> dict[str, str]:
     """Question text -> the final answer its people preferred most often (strictly the most
     votes; a question without one has no human majority)."""
@@ -198,7 +208,7 @@ def human_majority(preferences: pd.DataFrame, runs: pd.DataFrame) -> dict[str, s
         winner = known.get(pref["run_a"] if pref["choice"] == "a" else pref["run_b"])
         if winner is None:
             continue
-        answer = _metrics(winner).get("answer")
+        answer = _answer(winner)
         if isinstance(answer, str) and answer.strip():
             votes.setdefault(str(winner["question"]), Counter())[answer] += 1
     out = {}
@@ -219,7 +229,7 @@ def majority_accuracy(preferences: pd.DataFrame, runs: pd.DataFrame) -> pd.DataF
         truth = majority.get(str(run["question"]))
         if truth is None or run.get("status") != "completed":
             continue
-        right = answers_match(_metrics(run).get("answer"), truth)
+        right = answers_match(_answer(run), truth)
         if right is None:
             continue
         counts.setdefault((configuration(run), bool(run.get("simulated"))), []).append(
@@ -232,3 +242,82 @@ def majority_accuracy(preferences: pd.DataFrame, runs: pd.DataFrame) -> pd.DataF
                      "rate": sum(marks) / len(marks), "low": low, "high": high})
     return pd.DataFrame(rows, columns=["configuration", "simulated", "expected", "right", "n",
                                        "rate", "low", "high"])
+
+
+MAJORITY_COLUMNS = ["configuration", "simulated", "expected", "questions", "right", "n", "rate",
+                    "low", "high", "accuracy [95% CI] n"]
+
+
+@dataclass(frozen=True)
+class MajorityScores:
+    """An experiment's accuracy against the human majority (`experiment_majority`): the table
+    per configuration, how many of its questions have no expected answer, how many of those
+    have a human majority, and from how many preferences it was drawn."""
+
+    table: pd.DataFrame
+    without_expected: int
+    with_majority: int
+    preferences: int
+
+    def caption(self) -> str:
+        """What the table is over, in one sentence."""
+        return (f"{self.with_majority} of the {self.without_expected} question(s) without an "
+                f"expected answer have a human majority (the answer people preferred most "
+                f"often), from {self.preferences} preference(s) between this experiment's "
+                f"runs; it is their expected answer here, and only here.")
+
+
+def blank_questions(questions: Sequence[Mapping[str, Any]]) -> set[int]:
+    """The indexes of an experiment's questions (its spec's) that have no expected answer."""
+    return {q for q, item in enumerate(questions) if not str(item.get("expected") or "").strip()}
+
+
+def experiment_majority(runs: pd.DataFrame, preferences: pd.DataFrame,
+                        questions: Sequence[Mapping[str, Any]],
+                        labels: Sequence[str] = ()) -> MajorityScores:
+    """Accuracy per configuration against the human majority on an experiment's questions
+    that have no expected answer (`questions`, the spec's; one with an expected answer keeps
+    it and is left out here, never overridden).
+
+    `runs` is the experiment's runs frame (`engine.reports.experiments.runs_frame`: id,
+    label, q, question, answer, counted, simulated). Kinds are never pooled: the majority of
+    simulated runs comes from the preferences between two simulated runs of the frame, that
+    of real runs from those between two real ones, and each is scored on the counted runs
+    (each cell's first completed run) of its kind. Per configuration (in `labels`' order,
+    then any other): `questions` scored, right of n (runs whose answer can be compared with
+    the majority, `answers_match`), the rate and its 95% Wilson interval (`low`, `high`),
+    also as text; `expected` says "human majority"."""
+    blank = blank_questions(questions)
+    used = 0
+    decided: set[int] = set()
+    marks: dict[tuple[str, bool], list[tuple[int, int]]] = {}
+    if blank and not runs.empty and not preferences.empty:
+        for simulated in (False, True):
+            kind = runs[runs["simulated"].astype(bool) == simulated]
+            ids = set(kind["id"])
+            prefs = preferences[preferences["run_a"].isin(ids) & preferences["run_b"].isin(ids)]
+            used += len(prefs)
+            if prefs.empty:
+                continue
+            majority = human_majority(prefs, kind)
+            decided |= {int(q) for q, text in zip(kind["q"], kind["question"], strict=True)
+                        if q in blank and str(text) in majority}
+            counted = kind[kind["counted"].astype(bool) & kind["q"].isin(blank)]
+            for run in counted.to_dict("records"):
+                truth = majority.get(str(run["question"]))
+                matched = None if truth is None else answers_match(run.get("answer"), truth)
+                if matched is not None:
+                    marks.setdefault((str(run["label"]), simulated), []).append(
+                        (int(run["q"]), int(matched)))
+    order = {label: number for number, label in enumerate(labels)}
+    rows = []
+    for (label, simulated), scored in sorted(marks.items(), key=lambda item: (
+            order.get(item[0][0], len(order)), item[0])):
+        right, n = sum(mark for _, mark in scored), len(scored)
+        low, high = wilson_interval(right, n)
+        rows.append({"configuration": label, "simulated": simulated,
+                     "expected": HUMAN_MAJORITY, "questions": len({q for q, _ in scored}),
+                     "right": right, "n": n, "rate": right / n, "low": low, "high": high,
+                     "accuracy [95% CI] n": rate_text(right, n)})
+    return MajorityScores(pd.DataFrame(rows, columns=MAJORITY_COLUMNS), len(blank),
+                          len(decided), used)

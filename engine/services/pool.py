@@ -10,10 +10,10 @@ from engine.access import LOCAL, Actor, require
 
 
 def submit(store: Any, experiment_id: str, actor: Actor = LOCAL, app: Any = None) -> int:
-    """Queue `experiment_id`'s pending cells for the pool (`engine.workers.submit`); returns
-    how many were queued."""
+    """Queue `experiment_id`'s pending cells for the pool (`engine.workers.submit`), started
+    by `actor.user` (the workers give its runs that name); returns how many were queued."""
     require(actor, "run experiments")
-    return workers.submit(store, experiment_id, app)
+    return workers.submit(store, experiment_id, app, started_by=actor.user)
 
 
 def stop(store: Any, experiment_id: str, actor: Actor = LOCAL) -> int:

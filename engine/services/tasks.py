@@ -127,8 +127,9 @@ class TaskRunner:
 
     def start_experiment(self, experiment_id: str, endpoints: EndpointRegistry | None = None,
                          actor: Actor = LOCAL) -> str:
-        """Run (or resume) an experiment; returns its id once its row says `running`. Starting
-        one this runner is running already changes nothing; one running elsewhere is a
+        """Run (or resume) an experiment; returns its id once its row says `running`, started
+        by `actor.user` (the row and every run this start makes record it). Starting one this
+        runner is running already changes nothing; one running elsewhere is a
         `ConfigError`."""
         require(actor, "run experiments")
         with self._lock:
@@ -142,7 +143,8 @@ class TaskRunner:
         task = Task(experiment_id, "experiment")
         self._add(task)
         self._submit(task, arun_experiment(self.store, experiment_id,
-                                           stop_event=task.stop_event, endpoints=endpoints))
+                                           stop_event=task.stop_event, endpoints=endpoints,
+                                           started_by=actor.user))
         return experiment_id
 
     def start_demo(self, actor: Actor = LOCAL) -> str:

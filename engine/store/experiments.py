@@ -18,7 +18,7 @@ from engine.models import ConfigError, now
 from engine.store import facets
 from engine.store.liveness import owner_gone
 from engine.store.readback import aware, decode, decode_tags
-from engine.store.records import error_text, experiment_item
+from engine.store.records import error_text, experiment_item, starter
 from engine.store.schema import ExperimentRow, RunRow, TurnRow
 from engine.store.statements import EXPERIMENTS
 from engine.store.store import Store
@@ -67,10 +67,12 @@ def get(store: Store, experiment_id: str) -> dict[str, Any]:
     return out
 
 
-def claim(store: Store, experiment_id: str) -> dict[str, Any]:
-    """Mark the experiment `running` in this process, unless another live process holds it
+def claim(store: Store, experiment_id: str, started_by: str = "") -> dict[str, Any]:
+    """Mark the experiment `running` in this process, started by `started_by` (who, as a
+    run's `started_by`; its runs record it), unless another live process holds it
     (`ConfigError`); returns its row as it was. The update is conditional on the row being
     unchanged, so two processes claiming at once cannot both win."""
+    who = starter(started_by)
     found = row(store, experiment_id)
     mine = found["host"] == store.host and found["pid"] == os.getpid()
     if live_status(found, store.host) == "running" and not mine:
@@ -82,7 +84,8 @@ def claim(store: Store, experiment_id: str) -> dict[str, Any]:
                                         ExperimentRow.status == found["status"],
                                         ExperimentRow.pid == found["pid"])
             .values(status="running", host=store.host, pid=os.getpid(), error="",
-                    started_at=now(), heartbeat_at=now(), finished_at=None)).rowcount
+                    started_by=who, started_at=now(), heartbeat_at=now(),
+                    finished_at=None)).rowcount
     if changed != 1:
         raise ConfigError(f"experiment {experiment_id} was started elsewhere just now", "input")
     return found

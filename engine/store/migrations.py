@@ -29,6 +29,9 @@ like one), in turns, runs and experiments.
 (`engine.store.labels`).
 
 `0016_started_by`: runs gain `started_by` (who started them, `engine.access`); old runs "".
+
+`0017_experiment_started_by`: experiments gain `started_by` (who started or last resumed them;
+their runs carry it); old experiments "".
 """
 from __future__ import annotations
 
@@ -268,6 +271,14 @@ def started_by(connection: Connection) -> None:
                                 "NOT NULL DEFAULT ''"))
 
 
+def experiment_started_by(connection: Connection) -> None:
+    """Migration 0017: experiments gain `started_by`, who started (or last resumed) them (a
+    new database has it from `0003`); older experiments keep "" (not recorded)."""
+    if "started_by" not in {c["name"] for c in inspect(connection).get_columns("experiments")}:
+        connection.execute(text("ALTER TABLE experiments ADD COLUMN started_by VARCHAR(200) "
+                                "NOT NULL DEFAULT ''"))
+
+
 # --------------------------------------------------------------------------- the list
 def _create(tables: Sequence[str]):
     def apply(connection) -> None:
@@ -299,6 +310,7 @@ MIGRATIONS: list[tuple[str, Any]] = [
     ("0014_costs", _data("costs")),
     ("0015_labels", _create(["preferences", "ratings"])),
     ("0016_started_by", _data("started_by")),
+    ("0017_experiment_started_by", _data("experiment_started_by")),
 ]
 
 

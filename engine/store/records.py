@@ -300,10 +300,11 @@ class LibraryRecord(_Record):
 
 
 class ExperimentRecord(_Record):
-    """An experiment's name and spec as stored."""
+    """An experiment's name and spec as stored, and who started it."""
 
     name: Name = ""
     spec: JsonObject = Field(default_factory=dict)
+    started_by: Name = ""
 
 
 def why_invalid(error: ValidationError) -> str:
@@ -421,6 +422,14 @@ def experiment_item(name: Any, spec: Mapping[str, Any]) -> ExperimentRecord:
     """A checked experiment row (`ConfigError` when its name does not fit)."""
     return validate(ExperimentRecord, {"name": clean_text(str(name or "")),
                                        "spec": storable(dict(spec))}, "experiment")
+
+
+def starter(started_by: Any) -> str:
+    """Who starts an experiment, checked as a run's `started_by` is (`ConfigError` when it is
+    not text or does not fit), so that every run of it can record the name."""
+    if not isinstance(started_by, str):
+        raise ConfigError("started_by must be text", "input")
+    return str(validate(ExperimentRecord, {"started_by": started_by}, "experiment").started_by)
 
 
 def json_reason(exc: BaseException) -> str:

@@ -90,8 +90,9 @@ class RunRow(Base):
     # US dollars, the sum of the turns' (engine.models.total_cost); NULL: unknown (unpriced)
     cost_usd: Mapped[float | None] = mapped_column(Float, nullable=True)
     experiment_id: Mapped[str | None] = mapped_column(String(32), index=True, nullable=True)
-    # Who started the run: a signed-in e-mail address, "local" (no sign-in), or "" (not
-    # recorded: older runs, the CLI, experiments). Migration 0016 adds it to older databases.
+    # Who started the run: a signed-in e-mail address, "local" (no sign-in), "cli:USER" (the
+    # CLI, by operating-system user), an experiment's run who started the experiment, or ""
+    # (not recorded: older runs). Migration 0016 adds it to older databases.
     started_by: Mapped[str] = mapped_column(String(200), default="", server_default="")
     host: Mapped[str] = mapped_column(String(200), default="")
     pid: Mapped[int] = mapped_column(Integer, default=0)
@@ -157,6 +158,9 @@ class ExperimentRow(Base):
     total: Mapped[int] = mapped_column(Integer, default=0)
     host: Mapped[str] = mapped_column(String(200), default="")
     pid: Mapped[int] = mapped_column(Integer, default=0)
+    # Who started (or last resumed) it, as a run's `started_by`; each of its runs records the
+    # name its start had. Migration 0017 adds it to older databases ("": not recorded).
+    started_by: Mapped[str] = mapped_column(String(200), default="", server_default="")
     created_at: Mapped[datetime] = mapped_column(Moment, index=True)
     started_at: Mapped[datetime | None] = mapped_column(Moment, nullable=True)
     heartbeat_at: Mapped[datetime | None] = mapped_column(Moment, nullable=True)

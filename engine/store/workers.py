@@ -32,6 +32,7 @@ from engine.store.database import StoreWriteError
 from engine.store.experiments import live_status, row, supersede
 from engine.store.liveness import owner_gone
 from engine.store.readback import aware, decode_tags
+from engine.store.records import starter
 from engine.store.schema import ExperimentRow, RunRow, WorkerRow
 from engine.store.statements import end_run_row
 from engine.store.store import Store
@@ -387,9 +388,11 @@ def take_cell(store: Store, experiment_id: str, cell: Cell) -> bool:
 
 
 # --------------------------------------------------------------------------- experiments
-def claim_for_pool(store: Store, experiment_id: str) -> dict[str, Any]:
-    """Mark the experiment `running` on the pool (host `POOL_HOST`), unless a live process
-    runs it in process (`ConfigError`); returns its row as it was."""
+def claim_for_pool(store: Store, experiment_id: str, started_by: str = "") -> dict[str, Any]:
+    """Mark the experiment `running` on the pool (host `POOL_HOST`), started by `started_by`
+    (the workers give its runs that name), unless a live process runs it in process
+    (`ConfigError`); returns its row as it was."""
+    who = starter(started_by)
     found = row(store, experiment_id)
     if live_status(found, store.host) == "running" and found["host"] != POOL_HOST:
         raise ConfigError(f"experiment {experiment_id} is running in process {found['pid']} "
@@ -397,19 +400,22 @@ def claim_for_pool(store: Store, experiment_id: str) -> dict[str, Any]:
     with store.writing() as connection:
         connection.execute(update(ExperimentRow).where(ExperimentRow.id == experiment_id)
                            .values(status="running", host=POOL_HOST, pid=0, error="",
+                                   started_by=who,
                                    started_at=found["started_at"] if found["host"] == POOL_HOST
                                    and found["status"] == "running" else now(),
                                    heartbeat_at=now(), finished_at=None))
     return found
 
 
-def pool_state(store: Store, experiment_id: str) -> tuple[str, str] | None:
-    """An experiment's stored status and host (None when there is no such experiment): what a
-    job checks before each cell, without reading the spec."""
+def pool_state(store: Store, experiment_id: str) -> tuple[str, str, str] | None:
+    """An experiment's stored status, host and who started it (None when there is no such
+    experiment): what a job checks before each cell, without reading the spec. Who started
+    it is read here, not kept by the worker: a resume by someone else changes it."""
     with store.engine.connect() as connection:
-        found = connection.execute(select(ExperimentRow.status, ExperimentRow.host).where(
+        found = connection.execute(select(ExperimentRow.status, ExperimentRow.host,
+                                          ExperimentRow.started_by).where(
             ExperimentRow.id == experiment_id)).first()
-    return None if found is None else (str(found[0]), str(found[1]))
+    return None if found is None else (str(found[0]), str(found[1]), str(found[2] or ""))
 
 
 def pool_running(store: Store) -> list[str]:

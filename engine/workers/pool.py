@@ -146,9 +146,11 @@ async def off_loop(call: Callable[..., T], *args: Any) -> T:
         raise
 
 
-def _look_up(state: WorkerState, job: pool_store.CellJob) -> tuple[tuple[str, str], Plan]:
-    """A job's experiment (its status and host) and plan; `PoisonJob` when the job names no
-    cell of an existing experiment's plan."""
+def _look_up(state: WorkerState, job: pool_store.CellJob
+             ) -> tuple[tuple[str, str, str], Plan]:
+    """A job's experiment (its status, host and who started it: its runs record that name,
+    not this worker's) and plan; `PoisonJob` when the job names no cell of an existing
+    experiment's plan."""
     experiment_id, target = job.experiment_id, job.cell
     found = pool_store.pool_state(state.store, experiment_id)
     if found is None:
@@ -203,8 +205,9 @@ async def run_cell(context: Any, /, **payload: Any) -> str:
         refuse(context.job.id, problem)
         raise
     experiment_id, target = job.experiment_id, job.cell
-    if found != ("running", pool_store.POOL_HOST):
-        return f"skipped: the experiment is {found[0]}"
+    status, host, started_by = found
+    if (status, host) != ("running", pool_store.POOL_HOST):
+        return f"skipped: the experiment is {status}"
     # The budget as stored now: a resume may have given the experiment a new one since this
     # worker read its plan (`set_budget`); the rest of a spec never changes.
     budget = await off_loop(stored_budget, store, experiment_id)
@@ -217,8 +220,8 @@ async def run_cell(context: Any, /, **payload: Any) -> str:
         if not await off_loop(pool_store.take_cell, store, experiment_id, target):
             return "skipped: the cell already completed"
         outcome = await arun_cell(experiment, experiment_id, target,
-                                  store=state.sink or store,
-                                  stop_event=threading.Event(), endpoints=state.endpoints)
+                                  store=state.sink or store, stop_event=threading.Event(),
+                                  endpoints=state.endpoints, started_by=started_by)
     if isinstance(outcome.exception, pool_store.DATABASE_ERRORS):
         raise outcome.exception  # the database went away mid-cell: the job is tried again
     if outcome.status == "fatal":
@@ -405,10 +408,12 @@ def settle(store: Store, experiment_id: str, mine: int | None = None,
     return status
 
 
-def submit(store: Store, experiment_id: str, app: procrastinate.App | None = None) -> int:
+def submit(store: Store, experiment_id: str, app: procrastinate.App | None = None,
+           started_by: str = "") -> int:
     """Queue the experiment's pending cells (those with no completed run and no job queued
-    or running) as jobs for the pool and mark the experiment running there; returns how many
-    were queued. `ConfigError` on SQLite, or when a process runs the experiment in process."""
+    or running) as jobs for the pool and mark the experiment running there, started by
+    `started_by` (its runs record it, whichever worker runs them); returns how many were
+    queued. `ConfigError` on SQLite, or when a process runs the experiment in process."""
     pool_store.require_postgres(store)
     ensure_schema(store)
     app = app or app_for(store)
@@ -416,7 +421,7 @@ def submit(store: Store, experiment_id: str, app: procrastinate.App | None = Non
     # Under the experiment's lock, so that no worker settles it between the claim and the
     # jobs' arrival (it would find it running with nothing queued).
     with pool_store.settle_lock(store, experiment_id):
-        pool_store.claim_for_pool(store, experiment_id)
+        pool_store.claim_for_pool(store, experiment_id, started_by)
         queued = {j["cell"] for j in pool_store.open_jobs(store, experiment_id)}
         by_queue: dict[str, list[dict[str, Any]]] = {}
         for cell in pending_cells(store, experiment_id):
