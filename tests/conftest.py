@@ -1,5 +1,9 @@
 """Shared fixtures: a temporary SQLite store per test, the store on every backend (`backend`:
-SQLite always, PostgreSQL when PARLEY_TEST_PG_URL is set), and scripted fake chat models."""
+SQLite always, PostgreSQL when PARLEY_TEST_PG_URL is set), and scripted fake chat models.
+
+Run by pytest-xdist (`-n 2`, which pyproject.toml's addopts asks for), each worker gets a
+PostgreSQL database of its own, created beside PARLEY_TEST_PG_URL's and named after the worker,
+so that one worker's emptying of the database never meets another's tests."""
 from __future__ import annotations
 
 import os
@@ -7,10 +11,41 @@ import os
 import pytest
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, make_url, text
 
 from engine import Store
 from engine.store import Base, MigrationRow
+
+
+def _worker_database(url: str, worker: str) -> str:
+    """`url` with its database replaced by `<database>_<worker>`, created when missing."""
+    base = make_url(url)
+    name = f"{base.database}_{worker}"
+    engine = create_engine(base, isolation_level="AUTOCOMMIT")
+    with engine.connect() as connection:
+        if connection.execute(text("SELECT 1 FROM pg_database WHERE datname = :name"),
+                              {"name": name}).first() is None:
+            connection.execute(text(f'CREATE DATABASE "{name}"'))
+    engine.dispose()
+    return base.set(database=name).render_as_string(hide_password=False)
+
+
+NEXT_ITEM = pytest.StashKey[object]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_teardown(item, nextitem):
+    """Note the test this process runs next (a pytest-xdist worker runs its own share, in its
+    own order), before the fixtures are torn down: the browser session stops when that test
+    needs no browser (test_browser.page)."""
+    item.stash[NEXT_ITEM] = nextitem
+
+
+def pytest_configure(config):
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    url = os.environ.get("PARLEY_TEST_PG_URL")
+    if worker and url and url.startswith("postgresql"):
+        os.environ["PARLEY_TEST_PG_URL"] = _worker_database(url, worker)
 
 
 @pytest.fixture

@@ -132,12 +132,11 @@ SESSION = Session()
 
 
 def _next_test_uses_a_browser(item) -> bool:
-    items = item.session.items
-    try:
-        after = items.index(item) + 1
-    except ValueError:
-        return False
-    return after < len(items) and "page" in items[after].fixturenames
+    """Whether the test this process runs next asks for a page (conftest notes which it is:
+    under pytest-xdist a worker's next test is not the next one collected)."""
+    from conftest import NEXT_ITEM
+    after = item.stash.get(NEXT_ITEM, None)
+    return after is not None and "page" in after.fixturenames
 
 
 @pytest.fixture(scope="module")
