@@ -86,8 +86,8 @@ def test_an_unbeaten_player_keeps_a_finite_rating():
 
 
 def test_runs_that_all_went_one_way_still_give_an_interval_that_narrows_with_n():
-    few = lb.rated(games((A, B, 3)), "model", bootstrap=200, seed=2)
-    many = lb.rated(games((A, B, 60)), "model", bootstrap=200, seed=2)
+    few = lb.rated(games((A, B, 3)), "model", bootstrap=100, seed=2)
+    many = lb.rated(games((A, B, 30)), "model", bootstrap=100, seed=2)
     for table in (few, many):
         a = table["m:a"]
         assert a["low"] < a["rating"] <= a["high"] and a["losses"] == 0
