@@ -7,7 +7,7 @@ which opens Compare with the original. Saves the screenshots 36-influence-matrix
 from __future__ import annotations
 
 # A server of this module's own over a fresh SQLite file: what Insights shows is only these runs
-from test_browser import app, expect, goto, page, rerun, settle, shots  # noqa: F401
+from test_browser import app, expect, goto, page, pick, rerun, settle, shots  # noqa: F401
 
 from engine import Store
 from engine.protocols import arun_config, run_sync
@@ -91,11 +91,17 @@ def test_influence_what_if_and_fork(app, page, shots):  # noqa: F811
     main.screenshot(path=str(shots / "37-what-if.png"))
 
     goto(page, base, f"/runs?run={ids[0]}")
-    page.get_by_text("🍴 Fork at round").click()
+    # open the expander once the page has settled, read from <details open> (a click mid-rerun
+    # can land on a form being redrawn)
+    expander = page.locator("[data-testid='stExpander']").filter(has_text="Fork at round")
+    expander.first.wait_for()
     settle(page)
-    drop = page.locator(".st-key-fork_drop")
-    drop.click()
-    rerun(page, lambda: page.get_by_role("option", name="follower").click())
+    if expander.first.locator("details").first.get_attribute("open") is None:
+        expander.first.locator("summary").first.click()
+    # the selectbox's own Open button (a click on its container can land on the label, or
+    # mid-rerun, and leave the list closed)
+    page.locator(".st-key-fork_drop button[aria-label='Open']").wait_for(state="visible")
+    pick(page, "fork_drop", "follower")
     rerun(page, lambda: page.locator(".st-key-fork_go button").click())
     page.wait_for_url("**/compare?compare=*")
     main.get_by_text("Question").first.wait_for()
