@@ -59,6 +59,11 @@ def show(store: Store) -> None:
         st.markdown("**Agreement between people and the machine**")
         _shared.metrics_row([("Cohen's kappa", f"{kappa}{interval}"), ("n", str(found.n)),
                              ("left out (no machine score)", str(found.skipped))])
+        if found.one_sided:
+            st.warning(f"{found.one_sided.capitalize()} gave one and the same choice on every "
+                       "pair, so kappa is fixed by its arithmetic and its interval by the "
+                       "resamples repeating it: here it does not measure agreement.",
+                       icon=":material/warning:")
         st.dataframe(human.agreement_table(found), hide_index=True,
                      key=f"human_kappa_{simulated}")
         calibration = human.calibration(kind_ratings, kind_runs)

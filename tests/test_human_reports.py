@@ -103,6 +103,23 @@ def test_machine_preference_and_agreement():
     assert int(table.drop(columns="people chose").to_numpy().sum()) == found.n
 
 
+def test_a_rater_with_one_choice_throughout_is_named():
+    runs = runs_frame([{"id": "x", "label": "A", "question": "q", "correct": True},
+                       {"id": "y", "label": "B", "question": "q", "correct": False}])
+    prefs = prefs_frame([{"run_a": "x", "run_b": "y", "choice": c} for c in ("a", "b", "tie")])
+    found = human.agreement(prefs, runs)
+    assert found.kappa == pytest.approx(0.0)  # whatever people chose
+    assert found.one_sided == "the machine"
+    same = human.agreement(prefs_frame([{"run_a": "x", "run_b": "y", "choice": "b"},
+                                        {"run_a": "y", "run_b": "x", "choice": "b"}]), runs)
+    assert same.one_sided == "people"  # the machine chose x both times: a, then b
+    both = human.agreement(prefs_frame([{"run_a": "x", "run_b": "y", "choice": "a"}] * 2), runs)
+    assert both.one_sided == "people and the machine"
+    assert human.agreement(prefs_frame([{"run_a": "x", "run_b": "y", "choice": "a"},
+                                        {"run_a": "y", "run_b": "x", "choice": "b"}]),
+                           runs).one_sided == ""
+
+
 def test_perfect_agreement_is_one():
     runs = runs_frame([{"id": "x", "label": "A", "question": "q", "correct": True},
                        {"id": "y", "label": "B", "question": "q", "correct": False}])
@@ -171,3 +188,6 @@ def test_insights_shows_the_kappa_table(tmp_path, monkeypatch):
     kappa = next(f.value for f in at.dataframe if f.value.columns[0] == "people chose")
     assert int(kappa.drop(columns="people chose").to_numpy().sum()) == 2
     assert any("simulated" in str(c.value) for c in at.caption)
+    # both labels are of one pair: the machine chose the same each time, and the page says
+    # that kappa then measures nothing
+    assert any("The machine gave one and the same choice" in str(w.value) for w in at.warning)

@@ -128,6 +128,17 @@ class Agreement:
     skipped: int  # preferences with no machine preference
     pairs: list[tuple[str, str]]  # (human, machine) per kept preference
 
+    @property
+    def one_sided(self) -> str:
+        """Who gave one and the same choice every time ("the machine", "people", both), or
+        "": then kappa is 0 (or 1) by its arithmetic whatever the other chose, and every
+        resample repeats it, so neither it nor its interval measures agreement."""
+        if len(self.pairs) < 2:
+            return ""
+        who = [name for name, column in (("people", 0), ("the machine", 1))
+               if len({pair[column] for pair in self.pairs}) == 1]
+        return " and ".join(who)
+
 
 def agreement(preferences: pd.DataFrame, runs: pd.DataFrame, *, seed: int = 0,
               resamples: int = BOOTSTRAP) -> Agreement:
