@@ -132,6 +132,10 @@ def test_a_cli_experiment_and_its_resume_record_the_cli_user(alice, tmp_path, ca
     store.delete(list(store.runs(experiment_id=experiment_id, with_config=False)["id"])[:1])
     assert main(["experiment", "resume", experiment_id, "--db", url, "--quiet"]) == 0
     assert starters(store, experiment_id) == ["cli:alice"] * 4
+    assert list(ex.list_experiments(store)["started by"]) == ["cli:alice"]
+    capsys.readouterr()
+    assert main(["experiment", "show", experiment_id, "--db", url]) == 0
+    assert "; started by cli:alice" in capsys.readouterr().out.splitlines()[0]
 
 
 # --------------------------------------------------------------------------- migration 0017

@@ -318,7 +318,9 @@ def cmd_show(args: Any) -> int:
           f"{state.done}/{state.total} runs" + (f", {state.failed} failed" if state.failed
                                                  else "")
           + (" (simulated)" if len(simulated) and simulated.all() else
-             " (simulated and real runs, kept apart)" if simulated.any() else ""))
+             " (simulated and real runs, kept apart)" if simulated.any() else "")
+          + (f"; started by {experiment['started_by']}" if experiment.get("started_by")
+             else ""))
     if state.error:
         _say(f"note: {state.error}")
     for config in experiment["spec"]["configs"]:  # the call policy its runs and resume use

@@ -114,12 +114,14 @@ def supersede(store: Store, run_ids: Sequence[str]) -> None:
 
 
 def list_experiments(store: Store) -> pd.DataFrame:
-    """All experiments, newest first: id, name, status, runs done / planned, created."""
+    """All experiments, newest first: id, name, status, runs done / planned, created, and
+    who started it last ("" before it starts, or when nobody was named)."""
     with store.engine.connect() as connection:
         rows = connection.execute(select(
             ExperimentRow.id, ExperimentRow.name, ExperimentRow.status, ExperimentRow.total,
             ExperimentRow.host, ExperimentRow.pid, ExperimentRow.heartbeat_at,
-            ExperimentRow.created_at).order_by(ExperimentRow.created_at.desc())).mappings().all()
+            ExperimentRow.created_at, ExperimentRow.started_by).order_by(
+                ExperimentRow.created_at.desc())).mappings().all()
         counts: dict[str, set[str]] = {}
         for experiment_id, tags in connection.execute(
                 select(RunRow.experiment_id, RunRow.tags).where(
@@ -131,8 +133,10 @@ def list_experiments(store: Store) -> pd.DataFrame:
     return pd.DataFrame([{"id": r["id"], "name": r["name"],
                           "status": live_status(r, store.host),
                           "done": len(counts.get(r["id"], ())), "runs": r["total"],
-                          "created": aware(r["created_at"])} for r in rows],
-                        columns=["id", "name", "status", "done", "runs", "created"])
+                          "created": aware(r["created_at"]),
+                          "started by": r["started_by"] or ""} for r in rows],
+                        columns=["id", "name", "status", "done", "runs", "created",
+                                 "started by"])
 
 
 # --------------------------------------------------------------------------- progress
