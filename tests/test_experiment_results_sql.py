@@ -24,6 +24,7 @@ from engine.cells import SUPERSEDED, Cell
 from engine.models import now
 from engine.reports import baseline
 from engine.reports import experiments as results
+from engine.store.experiment_reading import _picked
 from engine.store.experiments import progress, row
 from engine.store.schema import RunRow
 from engine.views.aggregate import FEW, rate_text
@@ -323,4 +324,43 @@ def test_the_report_adds_up_as_a_run_by_run_count_does(url):
     state = progress(store, experiment_id)
     assert (state.done, state.failed, state.interrupted, state.running) == \
         _reference_progress(store, experiment_id)
+    store.close()
+
+
+VALID_ODDITIES = ['[1, 2]', '"text"', '5', 'null', '{"consensus": true, "level": 3}',
+                  '{"consensus": 1e400, "seats": 12345678901234567890, "answer": "x\\u00e9"}',
+                  '{"round_votes": [{"a": 1}, {"a": 2.50}], "round_answers": ["a", 1]}',
+                  '{"judge_confidence": 0.5, "level": ""}']
+INVALID = ['not json', '', '{"consensus": NaN, "level": "high"}', '{"a": Infinity}', '{"a": 1,}']
+
+
+def _picked_as_decoded(store: Store, experiment_id: str) -> None:
+    """`experiment_runs` with metrics keys gives each run's value of each key as Python's
+    `json.loads` of its whole metrics gives it (None when missing or unreadable)."""
+    whole = store.experiment_runs(experiment_id).set_index("id")["metrics"]
+    picked = store.experiment_runs(experiment_id, results.METRIC_KEYS).set_index("id")
+    assert "metrics" not in picked
+    for key in results.METRIC_KEYS:
+        for run_id, value in picked[f"metrics.{key}"].items():
+            want = whole[run_id].get(key)
+            assert json.dumps(value) == json.dumps(want) and type(value) is type(want), \
+                (run_id, key, value, want)
+
+
+def test_metrics_keys_picked_in_the_database_read_as_python_reads_them(url):
+    store, experiment_id = _mixed(url)
+    ids = store.experiment_runs(experiment_id)["id"].tolist()
+    with store.engine.begin() as connection:
+        for run_id, metrics in zip(ids, VALID_ODDITIES, strict=False):
+            connection.execute(update(RunRow).where(RunRow.id == run_id).values(metrics=metrics))
+    _picked_as_decoded(store, experiment_id)
+    keys = list(results.METRIC_KEYS)  # and PostgreSQL reads every one as JSON, no fallback
+    assert not store._experiment_runs(experiment_id, keys, _picked(store.engine.dialect.name,
+                                                                   keys)).empty
+    with store.engine.begin() as connection:
+        for run_id, metrics in zip(ids[len(VALID_ODDITIES):], INVALID, strict=False):
+            connection.execute(update(RunRow).where(RunRow.id == run_id).values(metrics=metrics))
+    _picked_as_decoded(store, experiment_id)  # text that is not JSON: decoded in Python
+    frame = results.runs_frame(store, experiment_id)
+    pd.testing.assert_frame_equal(frame, _reference_runs_frame(store, experiment_id))
     store.close()

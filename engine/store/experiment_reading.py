@@ -12,8 +12,14 @@ write: a `running` run whose process is gone reads as `interrupted`, as in `Stor
 """
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
 import pandas as pd
-from sqlalchemy import and_, case, func, select
+from sqlalchemy import JSON, Text, and_, case, cast, column, func, select, true
+from sqlalchemy.exc import DBAPIError
 
 from engine.store import readback
 from engine.store.database import Database
@@ -34,29 +40,53 @@ _SHAPES = {"tags": readback.RUN_JSON["tags"], "metrics": readback.RUN_JSON["metr
 class ExperimentReading(Database):
     """The store's reads of an experiment's runs for its results (a part of `Store`)."""
 
-    def experiment_runs(self, experiment_id: str) -> pd.DataFrame:
+    def experiment_runs(self, experiment_id: str, keys: Sequence[str] | None = None
+                        ) -> pd.DataFrame:
         """Every run of an experiment, oldest first (creation, then id): its typed columns,
         `tags` and `metrics` parsed (a value that cannot be read takes its empty default, as
         in `Store.runs`), and `simulation`: "all", "mixed: <seats>" or "" as the offline
         simulated model played its seats (`engine.store.simulated.simulation`), read from
-        its configuration, which the database sends once per distinct one."""
+        its configuration, which the database sends once per distinct one.
+
+        With `keys`, instead of `metrics` a column `metrics.KEY` per key holds each run's
+        value of that key of its metrics (None when they have none or cannot be read), picked
+        out in the database (`_picked`): 20,000 runs' whole metrics were 20 MB of JSON to
+        send and decode for a dozen values each."""
+        picked = _picked(self.engine.dialect.name, list(keys)) if keys else None
+        if picked is not None:
+            try:
+                return self._experiment_runs(experiment_id, keys, picked)
+            except DBAPIError:  # PostgreSQL refused a stored text as JSON: decode them here
+                pass
+        return self._experiment_runs(experiment_id, keys, None)
+
+    def _experiment_runs(self, experiment_id: str, keys: Sequence[str] | None,
+                         picked: Picked | None) -> pd.DataFrame:
+        """`experiment_runs`, the chosen keys of the metrics `picked` in SQL or not."""
         setups = select(*_SETUP, func.min(RunRow.id).label("setup")).where(
             RunRow.experiment_id == experiment_id).group_by(*_SETUP).cte("setups")
         running = RunRow.status == "running"  # only they need their owner's signs of life
+        metrics = [RunRow.metrics] if picked is None else [picked.values.label("picked"),
+                                                           picked.unread.label("metrics")]
         query = select(
             RunRow.id, RunRow.protocol, RunRow.question, RunRow.expected, RunRow.status,
-            RunRow.tags, RunRow.metrics, RunRow.correct, RunRow.calls, RunRow.degraded,
+            RunRow.tags, *metrics, RunRow.correct, RunRow.calls, RunRow.degraded,
             RunRow.degraded_run, RunRow.lost, RunRow.tokens_in, RunRow.tokens_out,
             RunRow.cost_usd, RunRow.duration, RunRow.simulated, RunRow.models, RunRow.created_at,
-            RunRow.finished_at, RunRow.error, RunRow.host, RunRow.pid,
+            RunRow.finished_at, RunRow.error,
+            case((running, RunRow.host), else_=None).label("host"),
+            case((running, RunRow.pid), else_=None).label("pid"),
             case((running, RunRow.heartbeat_at), else_=None).label("heartbeat_at"),
             setups.c.setup,
             case((RunRow.id == setups.c.setup, RunRow.config), else_=None).label("config"),
         ).join_from(RunRow, setups, and_(
             setups.c.config.is_not_distinct_from(RunRow.config),
             setups.c.models.is_not_distinct_from(RunRow.models),
-            setups.c.simulated.is_not_distinct_from(RunRow.simulated))
-        ).where(RunRow.experiment_id == experiment_id).order_by(RunRow.created_at, RunRow.id)
+            setups.c.simulated.is_not_distinct_from(RunRow.simulated)))
+        if picked is not None and picked.source is not None:
+            query = query.join_from(RunRow, picked.source, true())
+        query = query.where(RunRow.experiment_id == experiment_id).order_by(
+            RunRow.created_at, RunRow.id)
         with self.engine.connect() as connection:
             found = connection.execute(query)
             names, rows = list(found.keys()), found.all()
@@ -71,12 +101,84 @@ class ExperimentReading(Database):
             else {name: [] for name in names}
         columns["simulation"] = [kinds.get(key, "") for key in columns["setup"]]
         del columns["config"]
+        # JSON decoded from the rows as read: in a data frame the text would be copied into
+        # an Arrow string column and back out again only to be decoded
+        columns["tags"] = [readback.decode(v, *_SHAPES["tags"])[0] for v in columns["tags"]]
+        if keys:
+            given = columns.pop("picked") if "picked" in columns else [None] * len(rows)
+            columns.update(_metrics_columns(list(keys), given, columns.pop("metrics")))
+        else:
+            columns["metrics"] = [readback.decode(v, *_SHAPES["metrics"])[0]
+                                  for v in columns["metrics"]]
         frame = pd.DataFrame(columns, columns=list(columns))
-        frame = readback.tolerant_frame(frame, _SHAPES, required_times=("created_at",))
+        frame = readback.tolerant_frame(frame, {}, required_times=("created_at",))
         if any(gone):  # as the reaper will store them
             told = iter(gone)
             dead = pd.Series([status == "running" and next(told) for status in statuses],
                              index=frame.index)
             frame.loc[dead, "status"] = "interrupted"
             frame.loc[dead & (frame["error"].fillna("") == ""), "error"] = GONE
-        return frame[[*EXPERIMENT_RUN_COLUMNS, "setup"]]
+        chosen = [f"metrics.{key}" for key in keys] if keys else ["metrics"]
+        return frame[[*(c for c in EXPERIMENT_RUN_COLUMNS if c != "metrics"), *chosen,
+                      "setup"]]
+
+
+@dataclass(frozen=True)
+class Picked:
+    """Chosen keys of a run's metrics picked out in SQL: `values`, a JSON array of their
+    values in the keys' order (NULL when the database could not read the metrics), `unread`,
+    the stored metrics where it could not (NULL where it could), and a `source` to join
+    (PostgreSQL's record of the keys)."""
+
+    values: Any
+    unread: Any
+    source: Any = None
+
+
+def _picked(dialect: str, keys: list[str]) -> Picked | None:
+    """The SQL that picks `keys` out of each run's metrics, or None on a database without
+    it. SQLite: `json_extract` with a path per key returns their values as a JSON array, each
+    as stored, over the metrics `json_valid` accepts (RFC 8259: the NaN and Infinity Python
+    reads are left to Python), NULL for a key that is missing and for metrics that are not an
+    object, as a Python `dict.get` on what `json.loads` reads gives None. PostgreSQL:
+    `json_to_record` reads the object once per run and `json_build_array` lists the keys'
+    values as stored (a JSON value, not JSONB: numbers keep their text, a key written twice
+    reads its last value, as in Python); a text PostgreSQL does not read as JSON fails the
+    query, and `experiment_runs` reads the runs again with the metrics decoded in Python.
+    A key written twice in one object reads its first value on SQLite (Parley never writes
+    one; `json.dumps` cannot)."""
+    if dialect == "sqlite":
+        paths = [f'$."{key}"' for key in keys]
+        valid = func.json_valid(RunRow.metrics) == 1
+        # with one path json_extract returns the value itself, not an array of values
+        values = func.json_extract(RunRow.metrics, *paths, *paths[:1] * (len(paths) == 1))
+        return Picked(case((valid, values), else_=None),
+                      case((valid, None), else_=RunRow.metrics))
+    if dialect == "postgresql":
+        document = cast(RunRow.metrics, JSON)
+        record = func.json_to_record(case((func.json_typeof(document) == "object", document),
+                                          else_=None)).table_valued(
+            *(column(key, JSON) for key in keys)).render_derived("metric_keys", with_types=True
+                                                                 ).lateral()
+        listed = cast(func.json_build_array(*(record.c[key] for key in keys)), Text)
+        return Picked(listed, cast(None, Text), record)
+    return None
+
+
+def _metrics_columns(keys: list[str], picked: list[Any], unread: list[Any]
+                     ) -> dict[str, pd.Series]:
+    """A column per key (`metrics.KEY`) from what `_picked` read: each run's values from its
+    JSON array, or from its stored metrics decoded here where the database left them; held
+    as they are (object columns: a missing value stays None, a count stays an int)."""
+    rows = []
+    width = len(keys)
+    for values, stored in zip(picked, unread, strict=True):
+        if values is not None:
+            listed = json.loads(values) if isinstance(values, str) else values
+            rows.append(listed[:width])
+        else:
+            found = readback.decode(stored, *_SHAPES["metrics"])[0]
+            rows.append([found.get(key) for key in keys])
+    by_key = list(map(list, zip(*rows, strict=True))) if rows else [[] for _ in keys]
+    return {f"metrics.{key}": pd.Series(values, dtype=object)
+            for key, values in zip(keys, by_key, strict=True)}
