@@ -57,8 +57,15 @@ def cell_columns(tag_lists: Iterable[Sequence[str]]) -> tuple[list[int], list[in
     qs: list[int] = []
     cs: list[int] = []
     rs: list[int] = []
+    match = _CELL.fullmatch
     for tags in tag_lists:
-        found = _first_cell(tags)
+        found = None
+        if type(tags) is list:  # `_first_cell`, inline: a call per run was a third of this
+            for tag in tags:
+                if isinstance(tag, str) and len(tag) <= 40 and (found := match(tag)):
+                    break
+        else:
+            found = _first_cell(tags)
         q, c, r = (int(found[1]), int(found[2]), int(found[3])) if found else (-1, -1, -1)
         qs.append(q)
         cs.append(c)

@@ -218,14 +218,15 @@ def cell_states(store: Store, experiment_id: str) -> CellStates:
             case((running, RunRow.pid), else_=None).label("pid"),
             case((running, RunRow.heartbeat_at), else_=None).label("heartbeat_at"))
             .where(RunRow.experiment_id == experiment_id)).all()
-    tags = [decode_tags(run.tags) for run in rows]
+    ids, statuses, stored, finished, *_ = zip(*rows, strict=True) if rows else ([],) * 4
+    tags = [decode_tags(raw) for raw in stored]
     qs, cs, rs = cell_columns(tags)
     named = [i for i, q in enumerate(qs) if q >= 0]
     return CellStates(
         [(qs[i], cs[i], rs[i]) for i in named],
-        ["interrupted" if rows[i].status == "running" and store.owner_gone(rows[i]._mapping)
-         else rows[i].status for i in named],
-        [SUPERSEDED in tags[i] for i in named], [rows[i].finished_at for i in named])
+        ["interrupted" if statuses[i] == "running" and store.owner_gone(rows[i]._mapping)
+         else statuses[i] for i in named],
+        [SUPERSEDED in tags[i] for i in named], [finished[i] for i in named])
 
 
 def progress(store: Store, experiment_id: str, runs: CellStates | None = None) -> Progress:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -41,11 +42,19 @@ _SHAPES = {dict: "a JSON object", "tags": "a list of text", "texts": "a list of 
            "messages": "a list of messages"}
 
 
+# A list of plain texts as `json.dumps` writes it ('[]', '["a", "b"]'): no escape, quote or
+# control character in a text, so splitting it gives the list the JSON decoder would, in a
+# fifth of the time (a run's tags, read for every run of an experiment).
+_PLAIN_TEXTS = re.compile(r'\[\]|\["[^"\\\x00-\x1f]*"(?:, "[^"\\\x00-\x1f]*")*\]')
+
+
 def decode(raw: Any, shape: Any, default: Any) -> tuple[Any, str]:
     """A stored JSON column read tolerantly: `(value, "")`, or `(default, why)` when the
     text is not JSON or not the shape the column must hold. Never raises."""
     if raw is None or raw == "":
         return _copy(default), ""
+    if shape in ("tags", "texts") and type(raw) is str and _PLAIN_TEXTS.fullmatch(raw):
+        return (raw[2:-2].split('", "') if len(raw) > 2 else []), ""
     if not isinstance(raw, str):
         return _copy(default), f"holds a {type(raw).__name__}, not JSON text"
     try:
