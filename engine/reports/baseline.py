@@ -147,11 +147,12 @@ def wide(table: pd.DataFrame) -> pd.DataFrame:
     each cell "answer · state · stability" (text), plus the baseline's answer."""
     if table.empty:
         return pd.DataFrame(columns=["q", "question", "expected", "baseline"])
-    def text(row: pd.Series) -> str:
-        stable = "" if row["stability"] != row["stability"] or row["runs"] < 2 else \
-            f" · {row['stability']:.0%} stable"
-        return f"{row['answer'] or '(none)'} · {row['state']}{stable}"
-    cells = table.assign(cell=table.apply(text, axis=1))
+    def text(answer: Any, state: Any, stability: Any, runs: Any) -> str:
+        stable = "" if stability != stability or runs < 2 else f" · {stability:.0%} stable"
+        return f"{answer or '(none)'} · {state}{stable}"
+    cells = table.assign(cell=[text(*row) for row in zip(  # not `apply`: a Series per row
+        table["answer"].tolist(), table["state"].tolist(), table["stability"].tolist(),
+        table["runs"].tolist(), strict=True)])
     grid = cells.pivot_table(index=["q", "question", "expected", "baseline_answer"],
                              columns="configuration", values="cell", aggfunc="first",
                              sort=False).reset_index()
