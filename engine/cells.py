@@ -33,41 +33,11 @@ class Cell:
     def from_tags(cls, tags: Sequence[str]) -> Cell | None:
         """The cell named by the first tag written as `Cell.tag` writes it (ASCII digits, no
         leading zeros, at most 9 of them), or None; never raises, whatever `tags` holds."""
-        found = _first_cell(tags)
-        return cls(int(found[1]), int(found[2]), int(found[3])) if found else None
-
-
-def _first_cell(tags: Sequence[str]) -> re.Match[str] | None:
-    """The first tag of `tags` that names a cell, matched (`Cell.from_tags`)."""
-    if isinstance(tags, (str, bytes)) or not isinstance(tags, Iterable):
-        return None  # one text is not a list of tags
-    for tag in tags:
-        # `str.isdigit` is True for "²" and "٣", which `int` refuses: match the exact form
-        found = _CELL.fullmatch(tag) if isinstance(tag, str) and len(tag) <= 40 else None
-        if found:
-            return found
-    return None
-
-
-def cell_columns(tag_lists: Iterable[Sequence[str]]) -> tuple[list[int], list[int], list[int]]:
-    """Each run's cell as `Cell.from_tags` reads it from the run's tags, as three columns of
-    its indexes (q, c, r); -1 in all three for a run whose tags name no cell. No `Cell` is
-    made per run: 20,000 of them were a tenth of a second and as many objects for the
-    garbage collector to walk."""
-    qs: list[int] = []
-    cs: list[int] = []
-    rs: list[int] = []
-    match = _CELL.fullmatch
-    for tags in tag_lists:
-        found = None
-        if type(tags) is list:  # `_first_cell`, inline: a call per run was a third of this
-            for tag in tags:
-                if isinstance(tag, str) and len(tag) <= 40 and (found := match(tag)):
-                    break
-        else:
-            found = _first_cell(tags)
-        q, c, r = (int(found[1]), int(found[2]), int(found[3])) if found else (-1, -1, -1)
-        qs.append(q)
-        cs.append(c)
-        rs.append(r)
-    return qs, cs, rs
+        if isinstance(tags, (str, bytes)) or not isinstance(tags, Iterable):
+            return None  # one text is not a list of tags
+        for tag in tags:
+            # `str.isdigit` is True for "²" and "٣", which `int` refuses: match the exact form
+            found = _CELL.fullmatch(tag) if isinstance(tag, str) and len(tag) <= 40 else None
+            if found:
+                return cls(int(found[1]), int(found[2]), int(found[3]))
+        return None

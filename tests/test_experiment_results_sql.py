@@ -24,6 +24,7 @@ from engine.cells import SUPERSEDED, Cell
 from engine.models import now
 from engine.reports import baseline
 from engine.reports import experiments as results
+from engine.store import readback
 from engine.store.experiment_reading import _picked
 from engine.store.experiments import progress, row
 from engine.store.schema import RunRow
@@ -364,3 +365,17 @@ def test_metrics_keys_picked_in_the_database_read_as_python_reads_them(url):
     frame = results.runs_frame(store, experiment_id)
     pd.testing.assert_frame_equal(frame, _reference_runs_frame(store, experiment_id))
     store.close()
+
+
+def test_cells_read_off_the_tags_text_as_decoding_them_reads_them():
+    texts = ['["cell:1:2:3"]', '["cell:1:2:3", "superseded"]', '["superseded", "cell:0:0:0"]',
+             '["cell:01:2:3"]', '["cell:1:2:3", "x"]', '["x", "cell:4:5:6"]', '[]', '',
+             None, 'not json', '"cell:1:2:3"', '["cell:1:2:3","superseded"]', '[1, "cell:1:1:1"]',
+             '["cell:1234567890:0:0"]', '["cell:١:2:3"]', '["cell:1:2:3"] ', 7,
+             '["cell:999999999:999999999:999999999", "superseded"]']
+    q, c, r, old = readback.tag_cells(texts)
+    for i, text in enumerate(texts):
+        tags = readback.decode_tags(text)
+        cell = Cell.from_tags(tags)
+        assert (q[i], c[i], r[i]) == ((cell.q, cell.c, cell.r) if cell else (-1, -1, -1)), text
+        assert old[i] == (SUPERSEDED in tags), text

@@ -11,9 +11,8 @@ import pandas as pd
 
 from engine.analysis import stats
 from engine.analysis.answers import Answers
-from engine.cells import SUPERSEDED, cell_columns
 from engine.models import ConfigError
-from engine.store.experiments import CellStates, Progress, get, progress, row
+from engine.store.experiments import CellStates, Progress, cell_key, get, progress, row
 from engine.text import csv_cell, html_text
 from engine.views.aggregate import FEW, KINDS, default_kind, rate_text, split_configs
 from engine.views.rounds import CONFORMITY_FIELDS
@@ -67,7 +66,7 @@ def _runs_frame(stored: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
     columns it reads as they are, what it works out column by column (a run's cell from its
     tags once, `counted` as the first completed run of each cell)."""
     labels = [c["label"] for c in spec["configs"]]
-    frame = _with_cells(stored).sort_values(["created_at", "id"])
+    frame = stored.sort_values(["created_at", "id"])
     config = frame["cell_c"].to_numpy()
     keep = (config >= 0) & (config < len(labels))
     if not keep.any():
@@ -85,7 +84,7 @@ def _runs_frame(stored: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
         "id": frame["id"], "label": [labels[c] for c in frame["cell_c"].tolist()],
         "protocol": frame["protocol"], "q": frame["cell_q"], "repeat": frame["cell_r"],
         "question": frame["question"], "expected": frame["expected"], "status": frame["status"],
-        "counted": first, "superseded": [SUPERSEDED in tags for tags in frame["tags"].tolist()],
+        "counted": first, "superseded": frame["superseded"].astype(bool),
         "correct": [None if v is None or v != v else bool(v) for v in frame["correct"].tolist()],
         **signals, "calls": frame["calls"], "degraded": frame["degraded"],
         "degraded_run": [bool(v) for v in frame["degraded_run"].tolist()],
@@ -108,29 +107,16 @@ def _link(run_id: Any) -> str:
     return f"{RUNS_PAGE}?run={text if _PLAIN_ID.fullmatch(text) else quote(text, safe='')}"
 
 
-def _with_cells(stored: pd.DataFrame) -> pd.DataFrame:
-    """The runs with their cell's indexes `cell_q`, `cell_c` and `cell_r` as `Cell.from_tags`
-    reads them (-1 for a run that names none: `engine.cells.cell_columns`)."""
-    if "cell_q" in stored:
-        return stored
-    q, c, r = cell_columns(stored["tags"].tolist())
-    return stored.assign(cell_q=pd.Series(q, index=stored.index, dtype="int64"),
-                         cell_c=pd.Series(c, index=stored.index, dtype="int64"),
-                         cell_r=pd.Series(r, index=stored.index, dtype="int64"))
-
-
 def _cell_states(stored: pd.DataFrame) -> CellStates:
     """What `progress` reads of the experiment's runs with a cell (`CellStates`), from what
     `Store.experiment_runs` read: its progress needs no second read of 20,000 runs."""
-    stored = _with_cells(stored)
     named = (stored["cell_q"] >= 0).to_numpy()
     if not named.all():
         stored = stored[named]
-    return CellStates(list(zip(stored["cell_q"].tolist(), stored["cell_c"].tolist(),
-                               stored["cell_r"].tolist(), strict=True)),
-                      stored["status"].tolist(),
-                      [SUPERSEDED in tags for tags in stored["tags"].tolist()],
-                      stored["finished_at"])
+    return CellStates([cell_key(q, c, r) for q, c, r in zip(
+        stored["cell_q"].tolist(), stored["cell_c"].tolist(), stored["cell_r"].tolist(),
+        strict=True)], stored["status"].tolist(), stored["superseded"].tolist(),
+        stored["finished_at"])
 
 
 _JSON_NUMBERS = (int, float)
@@ -466,7 +452,7 @@ def report(store: Any, experiment_id: str, kind: str | None = None) -> Report:
     simulated runs, or both kept apart (`aggregate.split_configs`); by default the real ones
     when there are any (`aggregate.default_kind`)."""
     experiment = get(store, experiment_id)
-    stored = _with_cells(store.experiment_runs(experiment_id, METRIC_KEYS))
+    stored = store.experiment_runs(experiment_id, METRIC_KEYS)
     every = _runs_frame(stored, experiment["spec"])
     kind = kind or default_kind(every)
     if kind not in KINDS:

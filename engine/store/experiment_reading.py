@@ -28,16 +28,15 @@ from engine.store.schema import RunRow
 from engine.store.simulated import simulation
 
 # The columns `experiment_runs` returns, beside `setup` (which distinct configuration).
-EXPERIMENT_RUN_COLUMNS = ["id", "protocol", "question", "expected", "status", "tags",
+EXPERIMENT_RUN_COLUMNS = ["id", "protocol", "question", "expected", "status", "cell_q",
+                          "cell_c", "cell_r", "superseded",
                           "metrics", "correct", "calls", "degraded", "degraded_run", "lost",
                           "tokens_in", "tokens_out", "cost_usd", "duration", "simulated",
                           "simulation",
                           "created_at", "finished_at", "error"]
 _SETUP = (RunRow.config, RunRow.models, RunRow.simulated)
-# Rows are read and turned into columns this many at a time: 20,000 rows held at once lived
-# long enough for the garbage collector to walk the whole heap twice (0.15 s) on their account.
-CHUNK = 1000
-_SHAPES = {"tags": readback.RUN_JSON["tags"], "metrics": readback.RUN_JSON["metrics"]}
+CHUNK = 1000  # metrics decoded this many runs at a time (`readback.columns`)
+_SHAPES = {"metrics": readback.RUN_JSON["metrics"]}
 
 
 class ExperimentReading(Database):
@@ -46,8 +45,10 @@ class ExperimentReading(Database):
     def experiment_runs(self, experiment_id: str, keys: Sequence[str] | None = None
                         ) -> pd.DataFrame:
         """Every run of an experiment, oldest first (creation, then id): its typed columns,
-        `tags` and `metrics` parsed (a value that cannot be read takes its empty default, as
-        in `Store.runs`), and `simulation`: "all", "mixed: <seats>" or "" as the offline
+        `metrics` parsed (a value that cannot be read takes its empty default, as in
+        `Store.runs`), its cell as its tags name it (`cell_q`, `cell_c`, `cell_r`: -1 when
+        they name none) and whether it is `superseded` (`readback.tag_cells`), and
+        `simulation`: "all", "mixed: <seats>" or "" as the offline
         simulated model played its seats (`engine.store.simulated.simulation`), read from
         its configuration, which the database sends once per distinct one.
 
@@ -91,12 +92,7 @@ class ExperimentReading(Database):
         query = query.where(RunRow.experiment_id == experiment_id).order_by(
             RunRow.created_at, RunRow.id)
         with self.engine.connect() as connection:
-            found = connection.execute(query)
-            names = list(found.keys())
-            columns: dict[str, Any] = {name: [] for name in names}
-            for chunk in found.partitions(CHUNK):
-                for name, values in zip(names, zip(*chunk, strict=True), strict=True):
-                    columns[name].extend(values)
+            columns: dict[str, Any] = readback.columns(connection.execute(query))
         count = len(columns["id"])
         signs = ("id", "status", "host", "pid", "heartbeat_at")
         gone = {i for i, status in enumerate(columns["status"]) if status == "running"
@@ -112,7 +108,8 @@ class ExperimentReading(Database):
         del columns["config"]
         # JSON decoded from the rows as read: in a data frame the text would be copied into
         # an Arrow string column and back out again only to be decoded
-        columns["tags"] = [readback.decode(v, *_SHAPES["tags"])[0] for v in columns["tags"]]
+        (columns["cell_q"], columns["cell_c"], columns["cell_r"],
+         columns["superseded"]) = readback.tag_cells(columns.pop("tags"))
         if keys:
             given = columns.pop("picked") if "picked" in columns else [None] * count
             columns.update(_metrics_columns(list(keys), given, columns.pop("metrics")))

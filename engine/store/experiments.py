@@ -13,11 +13,11 @@ from uuid import uuid4
 import pandas as pd
 from sqlalchemy import case, func, select, update
 
-from engine.cells import SUPERSEDED, Cell, cell_columns
+from engine.cells import SUPERSEDED, Cell
 from engine.models import ConfigError, now
 from engine.store import facets
 from engine.store.liveness import owner_gone
-from engine.store.readback import aware, decode, decode_tags
+from engine.store.readback import aware, columns, decode, decode_tags, tag_cells
 from engine.store.records import error_text, experiment_item
 from engine.store.schema import ExperimentRow, RunRow, TurnRow
 from engine.store.statements import EXPERIMENTS
@@ -212,21 +212,26 @@ def cell_states(store: Store, experiment_id: str) -> CellStates:
     reads as `interrupted`."""
     running = RunRow.status == "running"
     with store.engine.connect() as connection:
-        rows = connection.execute(select(
+        found = columns(connection.execute(select(
             RunRow.id, RunRow.status, RunRow.tags, RunRow.finished_at,
             case((running, RunRow.host), else_=None).label("host"),
             case((running, RunRow.pid), else_=None).label("pid"),
             case((running, RunRow.heartbeat_at), else_=None).label("heartbeat_at"))
-            .where(RunRow.experiment_id == experiment_id)).all()
-    ids, statuses, stored, finished, *_ = zip(*rows, strict=True) if rows else ([],) * 4
-    tags = [decode_tags(raw) for raw in stored]
-    qs, cs, rs = cell_columns(tags)
+            .where(RunRow.experiment_id == experiment_id)))
+    qs, cs, rs, old = tag_cells(found["tags"])
+    statuses, signs = found["status"], ("id", "status", "host", "pid", "heartbeat_at")
     named = [i for i, q in enumerate(qs) if q >= 0]
     return CellStates(
-        [(qs[i], cs[i], rs[i]) for i in named],
-        ["interrupted" if statuses[i] == "running" and store.owner_gone(rows[i]._mapping)
-         else statuses[i] for i in named],
-        [SUPERSEDED in tags[i] for i in named], [finished[i] for i in named])
+        [cell_key(qs[i], cs[i], rs[i]) for i in named],
+        ["interrupted" if statuses[i] == "running" and store.owner_gone(
+            {name: found[name][i] for name in signs}) else statuses[i] for i in named],
+        [old[i] for i in named], [found["finished_at"][i] for i in named])
+
+
+def cell_key(q: int, c: int, r: int) -> int:
+    """One number per cell (indexes have at most 9 digits: `engine.cells`), a key of
+    `CellStates.cells`: an int is no object for the garbage collector, a tuple is."""
+    return (q * 1_000_000_000 + c) * 1_000_000_000 + r
 
 
 def progress(store: Store, experiment_id: str, runs: CellStates | None = None) -> Progress:

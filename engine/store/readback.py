@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from engine.cells import CELL_PATTERN, SUPERSEDED, Cell
 from engine.store.records import RUN_STATUSES as STATUSES
 from engine.store.records import as_moment, json_reason
 from engine.text import clean_text, clean_value
@@ -69,6 +70,50 @@ def decode(raw: Any, shape: Any, default: Any) -> tuple[Any, str]:
 def decode_tags(raw: Any) -> list[str]:
     """A run's tags as a list of text ([] when the stored value cannot be read)."""
     return decode(raw, "tags", [])[0]
+
+
+# A run's tags as an experiment writes them (`json.dumps` of the sorted list): its cell's tag,
+# and `superseded` once it was redone.
+_CELL_TAGS = re.compile(rf'\["{CELL_PATTERN}"(, "{SUPERSEDED}")?\]')
+
+
+def tag_cells(raws: Sequence[Any]) -> tuple[list[int], list[int], list[int], list[bool]]:
+    """Each run's cell, read from its stored tags as `decode_tags` and `Cell.from_tags` read
+    it, as three columns of indexes (q, c, r; -1 for none), and whether it is tagged
+    `superseded`. The tags an experiment writes are read off their text: a list per run would
+    be 20,000 objects for the garbage collector to walk, again and again, for four numbers."""
+    qs: list[int] = []
+    cs: list[int] = []
+    rs: list[int] = []
+    old: list[bool] = []
+    plain = _CELL_TAGS.fullmatch
+    for raw in raws:
+        found = plain(raw) if type(raw) is str else None
+        if found:
+            qs.append(int(found[1]))
+            cs.append(int(found[2]))
+            rs.append(int(found[3]))
+            old.append(found[4] is not None)
+            continue
+        tags = decode_tags(raw)
+        cell = Cell.from_tags(tags)
+        qs.append(cell.q if cell else -1)
+        cs.append(cell.c if cell else -1)
+        rs.append(cell.r if cell else -1)
+        old.append(SUPERSEDED in tags)
+    return qs, cs, rs, old
+
+
+def columns(found: Any, chunk: int = 1000) -> dict[str, list[Any]]:
+    """A query's rows as columns (name -> values), turned over `chunk` rows at a time: 20,000
+    rows held at once lived long enough for the garbage collector to walk the whole heap
+    on their account, twice."""
+    names = list(found.keys())
+    out: dict[str, list[Any]] = {name: [] for name in names}
+    for rows in found.partitions(chunk):
+        for name, values in zip(names, zip(*rows, strict=True), strict=True):
+            out[name].extend(values)
+    return out
 
 
 def _copy(default: Any) -> Any:
