@@ -105,7 +105,8 @@ class ExperimentReading(Database):
                      columns["id"], columns["setup"], columns["simulated"], columns["models"],
                      columns["config"], strict=True) if run_id == setup}
         columns["simulation"] = [kinds.get(key, "") for key in columns["setup"]]
-        del columns["config"]
+        for name in ("config", "models", "host", "pid", "heartbeat_at"):  # read, not returned
+            del columns[name]
         # JSON decoded from the rows as read: in a data frame the text would be copied into
         # an Arrow string column and back out again only to be decoded
         (columns["cell_q"], columns["cell_c"], columns["cell_r"],
