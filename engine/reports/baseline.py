@@ -54,26 +54,26 @@ def _cells(counted: pd.DataFrame) -> dict[tuple[int, str], dict[str, Any]]:
     if counted.empty:
         return {}
     answers = Answers()
-    grouped: dict[tuple[int, str], list[tuple[Any, ...]]] = {}
-    for row in zip(counted["q"].tolist(), counted["label"].tolist(),
-                   counted["answer"].tolist(), counted["correct"].tolist(),
-                   counted["changed"].tolist(), counted["shift"].tolist(),
-                   counted["id"].tolist(), strict=True):
-        grouped.setdefault((int(str(row[0])), str(row[1])), []).append(row[2:])
+    answer, correct, changed, shift, ids = (counted[name].tolist() for name in (
+        "answer", "correct", "changed", "shift", "id"))
+    grouped: dict[tuple[int, str], list[int]] = {}  # each cell's rows, by position
+    for i, (q, label) in enumerate(zip(counted["q"].tolist(), counted["label"].tolist(),
+                                       strict=True)):
+        grouped.setdefault((q if type(q) is int else int(str(q)), str(label)), []).append(i)
     cells = {}
     for key, rows in grouped.items():
-        given = [a for a, *_ in rows if isinstance(a, str) and a]
+        given = [a for a in (answer[i] for i in rows) if isinstance(a, str) and a]
         counts = Counter(answers.normalize(a) for a in given)
         top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0][0] if counts else ""
-        scored = [bool(c) for _, c, *_ in rows if _known(c)]
+        scored = [bool(c) for c in (correct[i] for i in rows) if _known(c)]
         right = sum(scored)
         cells[key] = {"answer": top, "raw_answers": sorted(set(given)), "runs": len(rows),
                       "scored": len(scored), "right": right,
                       "score": right / len(scored) if scored else float("nan"),
                       "stability": counts[top] / len(given) if given else float("nan"),
-                      "overturned": any(bool(_known(ch) and ch) for _, _, ch, *_ in rows),
-                      "right_then_wrong": any(s == "worse" for *_, s, _ in rows),
-                      "run_ids": [i for *_, i in rows]}
+                      "overturned": any(bool(_known(changed[i]) and changed[i]) for i in rows),
+                      "right_then_wrong": any(shift[i] == "worse" for i in rows),
+                      "run_ids": [ids[i] for i in rows]}
     return cells
 
 
