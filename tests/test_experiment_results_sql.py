@@ -24,7 +24,7 @@ from engine.cells import SUPERSEDED, Cell
 from engine.models import now
 from engine.reports import baseline
 from engine.reports import experiments as results
-from engine.store import readback
+from engine.store import experiment_reading, readback
 from engine.store.experiment_reading import _picked
 from engine.store.experiments import progress, row
 from engine.store.schema import RunRow
@@ -379,3 +379,27 @@ def test_cells_read_off_the_tags_text_as_decoding_them_reads_them():
         cell = Cell.from_tags(tags)
         assert (q[i], c[i], r[i]) == ((cell.q, cell.c, cell.r) if cell else (-1, -1, -1)), text
         assert old[i] == (SUPERSEDED in tags), text
+
+
+def test_a_label_that_ran_two_configurations_reads_each_run_with_its_own(url):
+    """The read sends each label's configuration once; when a label ran two (a run stored with
+    another configuration under the same label), each run is read with its own, grouped and
+    joined in SQL, and says whether it was simulated by its own."""
+    store, experiment_id = _mixed(url)
+    runs, _ = store.raw_rows()
+    run = next(r for r in runs if r["status"] == "completed" and not r["simulated"])
+    other = '{"x": 1, ' + run["config"][1:].replace("openai:gpt-4o-mini?", "simulated?", 1)
+    assert other != run["config"]
+    with store.engine.begin() as connection:
+        connection.execute(update(RunRow).where(RunRow.id == run["id"]).values(config=other))
+        chosen = [RunRow.id, RunRow.simulated, RunRow.models]
+        assert experiment_reading._by_label(connection, experiment_id, chosen) is None
+    stored = store.experiment_runs(experiment_id)
+    everything = store.runs(experiment_id=experiment_id)
+    distinct = {(json.dumps(c, sort_keys=True), m, bool(s)) for c, m, s in zip(
+        everything["config"], everything["models"], everything["simulated"], strict=True)}
+    assert stored["setup"].nunique() == len(distinct)
+    assert stored.set_index("id").loc[run["id"], "simulation"].startswith("mixed")
+    pd.testing.assert_frame_equal(results.runs_frame(store, experiment_id),
+                                  _reference_runs_frame(store, experiment_id))
+    store.close()

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import and_, case, func, select
+from sqlalchemy import and_, case, func, literal, null, select, union_all
 from sqlalchemy.exc import OperationalError
 
 from engine.store import readback
@@ -67,12 +67,10 @@ class ExperimentReading(Database):
     def _experiment_runs(self, experiment_id: str, keys: Sequence[str] | None,
                          picked: Picked | None) -> pd.DataFrame:
         """`experiment_runs`, the chosen keys of the metrics `picked` in SQL or not."""
-        setups = select(*_SETUP, func.min(RunRow.id).label("setup")).where(
-            RunRow.experiment_id == experiment_id).group_by(*_SETUP).cte("setups")
         running = RunRow.status == "running"  # only they need their owner's signs of life
         metrics = [RunRow.metrics] if picked is None else [picked.values.label("picked"),
                                                            picked.unread.label("metrics")]
-        query = select(
+        chosen = [
             RunRow.id, RunRow.protocol, RunRow.question, RunRow.expected, RunRow.status,
             RunRow.tags, *metrics, RunRow.correct, RunRow.calls, RunRow.degraded,
             RunRow.degraded_run, RunRow.lost, RunRow.tokens_in, RunRow.tokens_out,
@@ -80,32 +78,19 @@ class ExperimentReading(Database):
             RunRow.finished_at, RunRow.error,
             case((running, RunRow.host), else_=None).label("host"),
             case((running, RunRow.pid), else_=None).label("pid"),
-            case((running, RunRow.heartbeat_at), else_=None).label("heartbeat_at"),
-            setups.c.setup,
-            case((RunRow.id == setups.c.setup, RunRow.config), else_=None).label("config"),
-        ).join_from(RunRow, setups, and_(  # NOT NULL columns: equality, which PostgreSQL
-            # hashes (IS NOT DISTINCT FROM it cannot: it compared every run with every
-            # configuration and, costing that high, compiled the query first: 0.4 s a read)
-            setups.c.config == RunRow.config, setups.c.models == RunRow.models,
-            setups.c.simulated == RunRow.simulated))
-        # in no order: sorted here (`_oldest_first`), PostgreSQL sorted 20,000 wide rows on disk
-        query = query.where(RunRow.experiment_id == experiment_id)
+            case((running, RunRow.heartbeat_at), else_=None).label("heartbeat_at")]
         with self.engine.connect() as connection:
-            columns: dict[str, Any] = readback.columns(connection.execute(query))
+            read = _by_label(connection, experiment_id, chosen) or _joined(
+                connection, experiment_id, chosen)
+        columns: dict[str, Any] = read[0]
+        kinds = read[1]
         count = len(columns["id"])
         signs = ("id", "status", "host", "pid", "heartbeat_at")
         gone = {i for i, status in enumerate(columns["status"]) if status == "running"
                 and self.owner_gone({name: columns[name][i] for name in signs})}
-        # each distinct configuration once (its first run carries it), from the rows as read
-        # (a data frame would hold a missing text as NaN)
-        kinds = {setup: simulation(simulated, readback.clean_stored(models),
-                                   readback.decode(config, dict, {})[0])[0]
-                 for run_id, setup, simulated, models, config in zip(
-                     columns["id"], columns["setup"], columns["simulated"], columns["models"],
-                     columns["config"], strict=True) if run_id == setup}
         columns["simulation"] = [kinds.get(key, "") for key in columns["setup"]]
-        for name in ("config", "models", "host", "pid", "heartbeat_at"):  # read, not returned
-            del columns[name]
+        for name in ("config", "label", "models", "host", "pid", "heartbeat_at"):
+            columns.pop(name, None)  # read, not returned
         # JSON decoded from the rows as read: in a data frame the text would be copied into
         # an Arrow string column and back out again only to be decoded
         (columns["cell_q"], columns["cell_c"], columns["cell_r"],
@@ -125,6 +110,80 @@ class ExperimentReading(Database):
         chosen = [f"metrics.{key}" for key in keys] if keys else ["metrics"]
         return _oldest_first(frame[[*(c for c in EXPERIMENT_RUN_COLUMNS if c != "metrics"),
                                     *chosen, "setup"]])
+
+
+Read = tuple[dict[str, list[Any]], dict[Any, str]]  # the runs' columns; simulation by setup
+
+
+def _simulation(simulated: Any, models: Any, config: Any) -> str:
+    """`simulation` of one distinct configuration as the database sent it (a data frame
+    would hold a missing text as NaN)."""
+    return simulation(simulated, readback.clean_stored(models),
+                      readback.decode(config, dict, {})[0])[0]
+
+
+def _by_label(connection: Any, experiment_id: str, chosen: list[Any]) -> Read | None:
+    """The experiment's runs (`chosen` columns and their label), and in the same statement
+    after them each distinct label, models, simulated flag and configuration (`DISTINCT`: a
+    few rows), so each run's configuration is its label's, sent once; a run's `setup` is
+    its configuration's number. None when a label ran more than one configuration with the
+    same models and flag (`_joined` reads those). Grouping 20,000 configurations of 1 KB
+    (GROUP BY sorts them) and joining them back cost SQLite a third of the read."""
+    mine = RunRow.experiment_id == experiment_id
+    setups = select(RunRow.label, RunRow.models, RunRow.simulated, RunRow.config).where(
+        mine).distinct().cte("setups")
+    runs = select(literal(0).label("part"), *chosen, RunRow.label, null().label("config")
+                  ).where(mine)
+    names = list(runs.selected_columns.keys())
+    given = {"part": literal(1), "models": setups.c.models, "simulated": setups.c.simulated,
+             "label": setups.c.label, "config": setups.c.config}
+    sent = select(*(given.get(name, null()) for name in names))
+    found = readback.columns(connection.execute(union_all(runs, sent)))
+    parts = found.pop("part")
+    extra = [i for i, part in enumerate(parts) if part]
+    rows = [(found["label"][i], found["models"][i], found["simulated"][i], found["config"][i])
+            for i in extra]
+    count = len(parts) - len(extra)
+    last, skip = extra == list(range(count, len(parts))), set(extra)
+    for name, values in found.items():  # the runs alone (the setups come last, or anywhere)
+        found[name] = values[:count] if last else [v for i, v in enumerate(values)
+                                                   if i not in skip]
+    numbers: dict[tuple[Any, Any, Any], int] = {}  # a distinct configuration's number
+    of_label: dict[tuple[Any, Any, Any], int] = {}
+    for label, models, simulated, config in rows:
+        if (label, models, simulated) in of_label:
+            return None  # two configurations under one label: joined, run by run
+        of_label[(label, models, simulated)] = numbers.setdefault(
+            (config, models, simulated), len(numbers))
+    setup = [of_label.get(key) for key in zip(found["label"], found["models"],
+                                               found["simulated"], strict=True)]
+    if None in setup:
+        return None
+    found["setup"] = setup
+    return found, {number: _simulation(simulated, models, config)
+                   for (config, models, simulated), number in numbers.items()}
+
+
+def _joined(connection: Any, experiment_id: str, chosen: list[Any]) -> Read:
+    """The experiment's runs (`chosen` columns) with their configuration grouped in SQL
+    (configuration, models and simulated flag) and joined back to each run, its first run
+    (`setup`, the lowest id) carrying it: the read when a label ran several configurations."""
+    setups = select(*_SETUP, func.min(RunRow.id).label("setup")).where(
+        RunRow.experiment_id == experiment_id).group_by(*_SETUP).cte("setups")
+    query = select(
+        *chosen, setups.c.setup,
+        case((RunRow.id == setups.c.setup, RunRow.config), else_=None).label("config"),
+    ).join_from(RunRow, setups, and_(  # NOT NULL columns: equality, which PostgreSQL hashes
+        # (IS NOT DISTINCT FROM it cannot: it compared every run with every configuration
+        # and, costing that high, compiled the query first: 0.4 s a read)
+        setups.c.config == RunRow.config, setups.c.models == RunRow.models,
+        setups.c.simulated == RunRow.simulated)).where(RunRow.experiment_id == experiment_id)
+    # in no order: sorted after (`_oldest_first`), PostgreSQL sorted 20,000 wide rows on disk
+    found = readback.columns(connection.execute(query))
+    return found, {setup: _simulation(simulated, models, config)
+                   for run_id, setup, simulated, models, config in zip(
+                       found["id"], found["setup"], found["simulated"], found["models"],
+                       found["config"], strict=True) if run_id == setup}
 
 
 def _oldest_first(frame: pd.DataFrame) -> pd.DataFrame:
