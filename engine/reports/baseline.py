@@ -108,19 +108,24 @@ def baseline_matrix(frame: pd.DataFrame, spec: Mapping[str, Any], baseline: str,
     counted = frame[frame["counted"].astype(bool)] if not frame.empty else frame
     cells = _cells(counted)
     empty = _cell(pd.DataFrame(columns=["answer", "correct", "changed", "shift", "id"]))
-    out = []
+    out: dict[str, list[Any]] = {name: [] for name in COLUMNS}  # column by column: a dict
+    from_cell = [(out[name], name) for name in empty]  # per row was as many objects to collect
     for q, item in enumerate(spec["questions"]):
         base = cells.get((q, baseline), empty)
         for label in labels:
             if label == baseline:
                 continue
             mine = cells.get((q, label), empty)
-            out.append({"q": q, "question": item["question"],
-                        "expected": item.get("expected") or "", "configuration": label,
-                        **mine, "baseline_answer": base["answer"],
-                        "baseline_score": base["score"],
-                        "state": _state(mine["score"], base["score"])})
-    table = pd.DataFrame(out, columns=COLUMNS)
+            out["q"].append(q)
+            out["question"].append(item["question"])
+            out["expected"].append(item.get("expected") or "")
+            out["configuration"].append(label)
+            for values, name in from_cell:
+                values.append(mine[name])
+            out["baseline_answer"].append(base["answer"])
+            out["baseline_score"].append(base["score"])
+            out["state"].append(_state(mine["score"], base["score"]))
+    table = pd.DataFrame(out, columns=COLUMNS) if out["q"] else pd.DataFrame(columns=COLUMNS)
     if show == "different":
         table = table[table["state"].isin(["fixed", "broke"])]
     elif show == "overturned":

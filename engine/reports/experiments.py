@@ -392,7 +392,7 @@ def question_table(frame: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame
     out = pd.DataFrame({"q": range(len(spec["questions"])),
                         "question": [i["question"] for i in spec["questions"]],
                         "expected": [i.get("expected") or "" for i in spec["questions"]]})
-    tally: dict[tuple[str, int], list[int]] = {}  # (label, q) -> [runs, scored, right]
+    tally: dict[tuple[str, int], tuple[int, int, int]] = {}  # (label, q) -> runs, scored, right
     counted = _counted(frame)
     if not counted.empty:  # counted per cell in one grouping, not run by run
         known = counted["correct"].notna()
@@ -400,13 +400,13 @@ def question_table(frame: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame
         counts = pd.DataFrame({"label": counted["label"], "q": counted["q"], "known": known,
                                "right": right}).groupby(["label", "q"], sort=False).agg(
             runs=("known", "size"), scored=("known", "sum"), right=("right", "sum"))
-        tally = {(str(label), int(q)): [int(n), int(scored), int(ok)] for (label, q), n, scored, ok
+        tally = {(str(label), int(q)): (int(n), int(scored), int(ok)) for (label, q), n, scored, ok
                  in zip(counts.index, counts["runs"], counts["scored"], counts["right"],
                         strict=True)}
     for config in spec["configs"]:
         out[config["label"]] = [f"{right}/{scored} right" if scored else
                                 f"{runs} run{'s' * (runs != 1)}" for runs, scored, right in
-                                (tally.get((config["label"], q), [0, 0, 0]) for q in out["q"])]
+                                (tally.get((config["label"], q), (0, 0, 0)) for q in out["q"])]
     return out
 
 
