@@ -213,7 +213,8 @@ def cell_states(store: Store, experiment_id: str) -> CellStates:
     running = RunRow.status == "running"
     with store.engine.connect() as connection:
         found = columns(connection.execute(select(
-            RunRow.id, RunRow.status, RunRow.tags, RunRow.finished_at,
+            RunRow.status, RunRow.tags, RunRow.finished_at,
+            case((running, RunRow.id), else_=None).label("id"),
             case((running, RunRow.host), else_=None).label("host"),
             case((running, RunRow.pid), else_=None).label("pid"),
             case((running, RunRow.heartbeat_at), else_=None).label("heartbeat_at"))
