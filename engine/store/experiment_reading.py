@@ -2,13 +2,15 @@
 
 `Store.runs` hands back every column of a run with its configuration, tags and metrics
 parsed, for any filter; an experiment's results over 20,000 runs need a dozen typed columns
-and the run's signals. Here the database does the selecting and the grouping: only the
-columns the results read, in the order the results count the runs in, and a run's
-configuration sent once per distinct configuration (the experiment's runs grouped by
-configuration, models and simulated flag in SQL, the same GROUP BY on SQLite and
-PostgreSQL, joined back to each run) instead of once per run, so whether a run is simulated
-is worked out once per configuration an experiment ran, not 20,000 times. Reads never
-write: a `running` run whose process is gone reads as `interrupted`, as in `Store.runs`.
+and the run's signals. Here the database does the selecting: only the columns the results
+read; on SQLite only the keys of a run's metrics the results read (`_picked`, a JSON array
+per run instead of 1 KB of JSON to decode); a run's cell read off its tags text
+(`readback.tag_cells`); and a run's configuration sent once per distinct configuration
+(each label's, after the runs in the same statement: `_by_label`; grouped in SQL and joined
+back to each run when a label ran several: `_joined`) instead of once per run, so whether a
+run is simulated is worked out once per configuration an experiment ran, not 20,000 times.
+Rows become columns a thousand at a time, and the runs are sorted here. Reads never write:
+a `running` run whose process is gone reads as `interrupted`, as in `Store.runs`.
 """
 from __future__ import annotations
 
