@@ -56,12 +56,13 @@ def _cells(counted: pd.DataFrame) -> dict[tuple[int, str], dict[str, Any]]:
     answers = Answers()
     answer, correct, changed, shift, ids = (counted[name].tolist() for name in (
         "answer", "correct", "changed", "shift", "id"))
-    grouped: dict[tuple[int, str], list[int]] = {}  # each cell's rows, by position
-    for i, (q, label) in enumerate(zip(counted["q"].tolist(), counted["label"].tolist(),
-                                       strict=True)):
-        grouped.setdefault((q if type(q) is int else int(str(q)), str(label)), []).append(i)
+    # each cell's rows by position, as arrays (a list per cell lived long enough for the
+    # garbage collector to walk the heap on their account)
+    grouped: dict[Any, Any] = counted.reset_index(drop=True).groupby(
+        ["q", "label"], sort=False).indices
     cells = {}
-    for key, rows in grouped.items():
+    for (q, label), where in grouped.items():
+        key, rows = (int(str(q)), str(label)), list(where.tolist())
         given = [a for a in (answer[i] for i in rows) if isinstance(a, str) and a]
         counts = Counter(answers.normalize(a) for a in given)
         top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0][0] if counts else ""

@@ -37,7 +37,7 @@ EXPERIMENT_RUN_COLUMNS = ["id", "protocol", "question", "expected", "status", "c
                           "simulation",
                           "created_at", "finished_at", "error"]
 _SETUP = (RunRow.config, RunRow.models, RunRow.simulated)
-CHUNK = 1000  # metrics decoded this many runs at a time (`readback.columns`)
+CHUNK = 100  # metrics decoded this many runs at a time (`readback.columns`)
 _SHAPES = {"metrics": readback.RUN_JSON["metrics"]}
 
 

@@ -104,7 +104,7 @@ def tag_cells(raws: Sequence[Any]) -> tuple[list[int], list[int], list[int], lis
     return qs, cs, rs, old
 
 
-def columns(found: Any, chunk: int = 1000) -> dict[str, list[Any]]:
+def columns(found: Any, chunk: int = 200) -> dict[str, list[Any]]:
     """A query's rows as columns (name -> values), turned over `chunk` rows at a time: 20,000
     rows held at once lived long enough for the garbage collector to walk the whole heap
     on their account, twice."""
