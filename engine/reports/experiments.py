@@ -35,10 +35,12 @@ def _moved(first: str, final: str | None, expected: str | None, answers: Answers
     changed = answers.normalize(first) != answers.normalize(final or "")
     if not expected:
         return changed, None
+    if not changed:  # scored only when it moved: an unmoved answer is the same either way
+        return changed, "same"
     was = bool(answers.match(first, expected))
     now_ = bool(answers.match(final or "", expected))
-    return changed, ("same" if not changed else "better" if now_ and not was
-                     else "worse" if was and not now_ else "sideways")
+    return changed, ("better" if now_ and not was else "worse" if was and not now_
+                     else "sideways")
 
 
 RUN_COLUMNS = ["id", "label", "protocol", "q", "repeat", "question", "expected", "status",

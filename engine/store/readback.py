@@ -258,7 +258,12 @@ def tolerant_frame(frame: pd.DataFrame, shapes: Mapping[str, Any],  # noqa: C901
                 f"{name} is {str(frame[name].iloc[i])[:40]!r}, not a number")
         frame[name] = numbers.where(~bad, 0).fillna(0).astype(kind)
     for name in OPTIONAL_NUMBERS:
-        if name in frame and not frame.empty:
+        if name in frame and not frame.empty and frame[name].dtype.kind == "f" and not (
+                (frame[name] < 0) | frame[name].isin([math.inf, -math.inf])).any():
+            # numbers of 0 or more (or missing) all: what `optional_number` gives each,
+            # without a call per value
+            frame[name] = frame[name].astype(object).where(frame[name].notna(), None)
+        elif name in frame and not frame.empty:
             read = [optional_number(None if isinstance(v, float) and v != v else v)
                     for v in frame[name].tolist()]
             for i, (_, why) in enumerate(read):
