@@ -44,6 +44,8 @@ class Moment(TypeDecorator):
             return None
 
         def process(value: Any) -> Any:
+            if value is None:  # most heartbeats and every unfinished run: no call inside
+                return None
             try:
                 return inner(value)
             except (ValueError, TypeError):
