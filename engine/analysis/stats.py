@@ -6,7 +6,7 @@ knows about runs or the store; `engine.experiments` turns runs into the counts t
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -86,7 +86,11 @@ def ece(confidences: Sequence[float], outcomes: Sequence[Any], bins: int = 10) -
     (1, 0, 1, 1, 0): bin 0.9 has gap |0.5 − 0.9| = 0.4, bin 0.6 |1.0 − 0.6| = 0.4, bin 0.2
     |0 − 0.2| = 0.2, so ECE = (2·0.4 + 2·0.4 + 1·0.2) / 5 = 0.36. No data: NaN.
     """
-    points = reliability_bins(confidences, outcomes, bins)
+    return ece_of_bins(reliability_bins(confidences, outcomes, bins))
+
+
+def ece_of_bins(points: Sequence[Mapping[str, float]]) -> float:
+    """`ece` from the bins `reliability_bins` made already (no second pass over the data)."""
     total = sum(p["count"] for p in points)
     if not total:
         return float("nan")

@@ -54,26 +54,27 @@ def _cells(counted: pd.DataFrame) -> dict[tuple[int, str], dict[str, Any]]:
     if counted.empty:
         return {}
     answers = Answers()
-    grouped: dict[tuple[int, str], list[tuple[Any, ...]]] = {}
-    for row in zip(counted["q"].tolist(), counted["label"].tolist(),
-                   counted["answer"].tolist(), counted["correct"].tolist(),
-                   counted["changed"].tolist(), counted["shift"].tolist(),
-                   counted["id"].tolist(), strict=True):
-        grouped.setdefault((int(str(row[0])), str(row[1])), []).append(row[2:])
+    answer, correct, changed, shift, ids = (counted[name].tolist() for name in (
+        "answer", "correct", "changed", "shift", "id"))
+    # each cell's rows by position, as arrays (a list per cell lived long enough for the
+    # garbage collector to walk the heap on their account)
+    grouped: dict[Any, Any] = counted.reset_index(drop=True).groupby(
+        ["q", "label"], sort=False).indices
     cells = {}
-    for key, rows in grouped.items():
-        given = [a for a, *_ in rows if isinstance(a, str) and a]
+    for (q, label), where in grouped.items():
+        key, rows = (int(str(q)), str(label)), list(where.tolist())
+        given = [a for a in (answer[i] for i in rows) if isinstance(a, str) and a]
         counts = Counter(answers.normalize(a) for a in given)
         top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0][0] if counts else ""
-        scored = [bool(c) for _, c, *_ in rows if _known(c)]
+        scored = [bool(c) for c in (correct[i] for i in rows) if _known(c)]
         right = sum(scored)
         cells[key] = {"answer": top, "raw_answers": sorted(set(given)), "runs": len(rows),
                       "scored": len(scored), "right": right,
                       "score": right / len(scored) if scored else float("nan"),
                       "stability": counts[top] / len(given) if given else float("nan"),
-                      "overturned": any(bool(_known(ch) and ch) for _, _, ch, *_ in rows),
-                      "right_then_wrong": any(s == "worse" for *_, s, _ in rows),
-                      "run_ids": [i for *_, i in rows]}
+                      "overturned": any(bool(_known(changed[i]) and changed[i]) for i in rows),
+                      "right_then_wrong": any(shift[i] == "worse" for i in rows),
+                      "run_ids": [ids[i] for i in rows]}
     return cells
 
 
@@ -108,19 +109,24 @@ def baseline_matrix(frame: pd.DataFrame, spec: Mapping[str, Any], baseline: str,
     counted = frame[frame["counted"].astype(bool)] if not frame.empty else frame
     cells = _cells(counted)
     empty = _cell(pd.DataFrame(columns=["answer", "correct", "changed", "shift", "id"]))
-    out = []
+    out: dict[str, list[Any]] = {name: [] for name in COLUMNS}  # column by column: a dict
+    from_cell = [(out[name], name) for name in empty]  # per row was as many objects to collect
     for q, item in enumerate(spec["questions"]):
         base = cells.get((q, baseline), empty)
         for label in labels:
             if label == baseline:
                 continue
             mine = cells.get((q, label), empty)
-            out.append({"q": q, "question": item["question"],
-                        "expected": item.get("expected") or "", "configuration": label,
-                        **mine, "baseline_answer": base["answer"],
-                        "baseline_score": base["score"],
-                        "state": _state(mine["score"], base["score"])})
-    table = pd.DataFrame(out, columns=COLUMNS)
+            out["q"].append(q)
+            out["question"].append(item["question"])
+            out["expected"].append(item.get("expected") or "")
+            out["configuration"].append(label)
+            for values, name in from_cell:
+                values.append(mine[name])
+            out["baseline_answer"].append(base["answer"])
+            out["baseline_score"].append(base["score"])
+            out["state"].append(_state(mine["score"], base["score"]))
+    table = pd.DataFrame(out, columns=COLUMNS) if out["q"] else pd.DataFrame(columns=COLUMNS)
     if show == "different":
         table = table[table["state"].isin(["fixed", "broke"])]
     elif show == "overturned":
@@ -147,11 +153,12 @@ def wide(table: pd.DataFrame) -> pd.DataFrame:
     each cell "answer · state · stability" (text), plus the baseline's answer."""
     if table.empty:
         return pd.DataFrame(columns=["q", "question", "expected", "baseline"])
-    def text(row: pd.Series) -> str:
-        stable = "" if row["stability"] != row["stability"] or row["runs"] < 2 else \
-            f" · {row['stability']:.0%} stable"
-        return f"{row['answer'] or '(none)'} · {row['state']}{stable}"
-    cells = table.assign(cell=table.apply(text, axis=1))
+    def text(answer: Any, state: Any, stability: Any, runs: Any) -> str:
+        stable = "" if stability != stability or runs < 2 else f" · {stability:.0%} stable"
+        return f"{answer or '(none)'} · {state}{stable}"
+    cells = table.assign(cell=[text(*row) for row in zip(  # not `apply`: a Series per row
+        table["answer"].tolist(), table["state"].tolist(), table["stability"].tolist(),
+        table["runs"].tolist(), strict=True)])
     grid = cells.pivot_table(index=["q", "question", "expected", "baseline_answer"],
                              columns="configuration", values="cell", aggfunc="first",
                              sort=False).reset_index()

@@ -1,7 +1,8 @@
 """Experiment results: the runs frame, summary, calibration, paired comparison and figures."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -10,9 +11,8 @@ import pandas as pd
 
 from engine.analysis import stats
 from engine.analysis.answers import Answers
-from engine.cells import SUPERSEDED, Cell
 from engine.models import ConfigError
-from engine.store.experiments import Progress, get, progress, row
+from engine.store.experiments import CellStates, Progress, cell_key, get, progress, row
 from engine.text import csv_cell, html_text
 from engine.views.aggregate import FEW, KINDS, default_kind, rate_text, split_configs
 from engine.views.rounds import CONFORMITY_FIELDS
@@ -24,8 +24,9 @@ RUNS_PAGE = "runs"  # the Runs page's URL path; `?run=ID` opens one run
 
 def _signals(metrics: Mapping[str, Any], expected: str | None) -> dict[str, Any]:
     """What a run's stored signals say (see `_signal_columns`), for one run."""
+    found = dict(metrics or {})
     return {name: values[0] for name, values in
-            _signal_columns([dict(metrics or {})], [expected]).items()}
+            _signal_columns({key: [found.get(key)] for key in METRIC_KEYS}, [expected]).items()}
 
 
 def _moved(first: str, final: str | None, expected: str | None, answers: Answers
@@ -34,10 +35,12 @@ def _moved(first: str, final: str | None, expected: str | None, answers: Answers
     changed = answers.normalize(first) != answers.normalize(final or "")
     if not expected:
         return changed, None
+    if not changed:  # scored only when it moved: an unmoved answer is the same either way
+        return changed, "same"
     was = bool(answers.match(first, expected))
     now_ = bool(answers.match(final or "", expected))
-    return changed, ("same" if not changed else "better" if now_ and not was
-                     else "worse" if was and not now_ else "sideways")
+    return changed, ("better" if now_ and not was else "worse" if was and not now_
+                     else "sideways")
 
 
 RUN_COLUMNS = ["id", "label", "protocol", "q", "repeat", "question", "expected", "status",
@@ -57,104 +60,98 @@ def runs_frame(store: Any, experiment_id: str) -> pd.DataFrame:
     worked out from an answer (`changed`, `shift`) is worked out once per distinct answer
     and expected answer, not once per run."""
     spec = row(store, experiment_id)["spec"]
-    return _runs_frame(store.experiment_runs(experiment_id), spec)
+    return _runs_frame(store.experiment_runs(experiment_id, METRIC_KEYS), spec)
 
 
 def _runs_frame(stored: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
-    """`runs_frame` from the experiment's runs as `Store.experiment_runs` reads them."""
+    """`runs_frame` from the experiment's runs as `Store.experiment_runs` reads them: the
+    columns it reads as they are, what it works out column by column (a run's cell from its
+    tags once, `counted` as the first completed run of each cell)."""
     labels = [c["label"] for c in spec["configs"]]
-    frame = _with_cells(stored).sort_values(["created_at", "id"])
-    cells = frame["cell"].tolist()
-    keep = [cell is not None and cell.c < len(labels) for cell in cells]
-    if not any(keep):
+    frame = stored.sort_values(["created_at", "id"])
+    config = frame["cell_c"].to_numpy()
+    keep = (config >= 0) & (config < len(labels))
+    if not keep.any():
         return pd.DataFrame(columns=RUN_COLUMNS)
-    frame = frame[keep] if not all(keep) else frame
-    cells = [cell for cell, kept in zip(cells, keep, strict=True) if kept]
-    counted: set[Cell] = set()
-    first = []
-    for cell, status in zip(cells, frame["status"].tolist(), strict=True):
-        first.append(status == "completed" and cell not in counted)
-        if first[-1]:
-            counted.add(cell)
-    signals = _signal_columns(frame["metrics"].tolist(), frame["expected"].tolist())
+    frame = (frame[keep] if not keep.all() else frame).reset_index(drop=True)
+    completed = (frame["status"] == "completed").to_numpy(dtype=bool)
+    first = completed.copy()  # each cell's first completed run counts, later ones do not
+    first[completed] = ~frame.loc[completed, ["cell_q", "cell_c", "cell_r"]].duplicated(
+        ).to_numpy()
+    signals = _signal_columns({key: frame[f"metrics.{key}"].tolist() for key in METRIC_KEYS},
+                              frame["expected"].tolist())
     ids = frame["id"].tolist()
     simulation = frame["simulation"].tolist()
-    columns: dict[str, list[Any]] = {
-        "id": ids, "label": [labels[cell.c] for cell in cells],
-        "protocol": frame["protocol"].tolist(), "q": [cell.q for cell in cells],
-        "repeat": [cell.r for cell in cells], "question": frame["question"].tolist(),
-        "expected": frame["expected"].tolist(), "status": frame["status"].tolist(),
-        "counted": first, "superseded": [SUPERSEDED in tags for tags in frame["tags"]],
-        "correct": [None if v is None or v != v else bool(v) for v in frame["correct"]],
-        **signals, "calls": frame["calls"].tolist(), "degraded": frame["degraded"].tolist(),
+    columns: dict[str, Any] = {
+        "id": frame["id"], "label": [labels[c] for c in frame["cell_c"].tolist()],
+        "protocol": frame["protocol"], "q": frame["cell_q"], "repeat": frame["cell_r"],
+        "question": frame["question"], "expected": frame["expected"], "status": frame["status"],
+        "counted": first, "superseded": frame["superseded"].astype(bool),
+        "correct": [None if v is None or v != v else bool(v) for v in frame["correct"].tolist()],
+        **signals, "calls": frame["calls"], "degraded": frame["degraded"],
         "degraded_run": [bool(v) for v in frame["degraded_run"].tolist()],
-        "lost": frame["lost"].tolist(),
-        "tokens": (frame["tokens_in"] + frame["tokens_out"]).tolist(),
-        "cost_usd": [None if v is None or v != v else float(v) for v in frame["cost_usd"]]
+        "lost": frame["lost"], "tokens": frame["tokens_in"] + frame["tokens_out"],
+        "cost_usd": [None if v is None or v != v else float(v)
+                     for v in frame["cost_usd"].tolist()]
         if "cost_usd" in frame else [None] * len(ids),
-        "seconds": frame["duration"].tolist(), "simulated": [bool(v) for v in simulation],
-        "simulation": simulation, "created_at": frame["created_at"].tolist(),
-        "link": [f"{RUNS_PAGE}?run={quote(str(i), safe='')}" for i in ids]}
+        "seconds": frame["duration"], "simulated": [bool(v) for v in simulation],
+        "simulation": frame["simulation"], "created_at": frame["created_at"],
+        "link": [_link(i) for i in ids]}
     return pd.DataFrame({name: columns[name] for name in RUN_COLUMNS}, columns=RUN_COLUMNS)
 
 
-def _moment(value: Any) -> Any:
-    """A time a data frame holds (a Timestamp, or NaT) as the store reads it: a datetime, or
-    None."""
-    if value is None or value is pd.NaT or (isinstance(value, float) and value != value):
-        return None
-    return value.to_pydatetime() if isinstance(value, pd.Timestamp) else value
+_PLAIN_ID = re.compile(r"[A-Za-z0-9_.~-]+")  # what `quote(..., safe="")` leaves as it is
 
 
-def _with_cells(stored: pd.DataFrame) -> pd.DataFrame:
-    """The runs with their `cell` (`Cell.from_tags`, None for a run that names none)."""
-    if "cell" in stored:
-        return stored
-    return stored.assign(cell=pd.Series([Cell.from_tags(tags) for tags in stored["tags"]],
-                                        index=stored.index, dtype=object))
+def _link(run_id: Any) -> str:
+    """The run's address on the Runs page (`quote`d, unless it has nothing to quote)."""
+    text = str(run_id)
+    return f"{RUNS_PAGE}?run={text if _PLAIN_ID.fullmatch(text) else quote(text, safe='')}"
 
 
-def _cell_runs(stored: pd.DataFrame) -> list[dict[str, Any]]:
-    """The experiment's runs with a cell, each with what `progress` reads of
-    `engine.store.experiments.cell_runs` (id, status, cell, superseded, finished_at), from
-    what `Store.experiment_runs` read: its progress needs no second read of 20,000 runs."""
-    stored = _with_cells(stored)
-    return [{"id": run_id, "status": status, "cell": cell, "superseded": SUPERSEDED in tags,
-             "finished_at": _moment(finished)}
-            for run_id, status, tags, finished, cell in zip(
-                stored["id"].tolist(), stored["status"].tolist(), stored["tags"].tolist(),
-                stored["finished_at"].tolist(), stored["cell"].tolist(), strict=True)
-            if cell is not None]
+def _cell_states(stored: pd.DataFrame) -> CellStates:
+    """What `progress` reads of the experiment's runs with a cell (`CellStates`), from what
+    `Store.experiment_runs` read: its progress needs no second read of 20,000 runs."""
+    named = (stored["cell_q"] >= 0).to_numpy()
+    if not named.all():
+        stored = stored[named]
+    return CellStates([cell_key(q, c, r) for q, c, r in zip(
+        stored["cell_q"].tolist(), stored["cell_c"].tolist(), stored["cell_r"].tolist(),
+        strict=True)], stored["status"].tolist(), stored["superseded"].tolist(),
+        stored["finished_at"])
 
 
 _JSON_NUMBERS = (int, float)
 _NUMBER_SIGNALS = {"consensus": "consensus", "judge": "judge_confidence",
                    "mind_changes": "mind_changes", "seats": "seats", "persuaded": "persuaded",
                    "misled": "misled"}
+# The keys of a run's metrics the results read (`Store.experiment_runs` picks them out).
+METRIC_KEYS = (*_NUMBER_SIGNALS.values(), "level", "answer", "first_answer", "round_answers",
+               "round_votes", *CONFORMITY_FIELDS)
 
 
-def _signal_columns(metrics: list[dict[str, Any]], expected: list[Any]
+def _signal_columns(metrics: Mapping[str, Sequence[Any]], expected: list[Any]
                     ) -> dict[str, list[Any]]:
     """What each run's stored signals say (its protocol's `signals` hook wrote them; missing:
     NaN/None), with each round's plurality (`round_answers`) and the conformity counts
     (`engine.analysis.conformity`), and how the answer moved from round one's against the
     expected one: `shift` is better (wrong to right), worse (right to wrong), sideways (wrong
-    to another wrong) or same. Column by column over every run (its metrics decoded, a JSON
-    object), each distinct (round one's answer, final answer, expected answer) worked out
-    once."""
+    to another wrong) or same. Column by column over every run, from `metrics`: per key of
+    `METRIC_KEYS`, each run's value of that key of its metrics (None when missing); each
+    distinct (round one's answer, final answer, expected answer) worked out once."""
     cache: dict[tuple[Any, ...], tuple[Any, Any]] = {}
     nan = float("nan")
-    # metrics are decoded JSON objects: a number is exactly an int or a float (never a bool)
+    # values decoded from JSON: a number is exactly an int or a float (never a bool)
     out: dict[str, list[Any]] = {
-        name: [float(m[field]) if type(m.get(field)) in _JSON_NUMBERS else nan
-               for m in metrics] for name, field in _NUMBER_SIGNALS.items()}
+        name: [float(v) if type(v) in _JSON_NUMBERS else nan for v in metrics[field]]
+        for name, field in _NUMBER_SIGNALS.items()}
     for field in ("level", "answer", "first_answer"):
-        out[field] = [v if type(v := m.get(field)) is str and v else None for m in metrics]
-    out["round_answers"] = [[str(a) for a in v] if type(v := m.get("round_answers")) is list
-                            else None for m in metrics]
-    out["round_votes"] = [m.get("round_votes") for m in metrics]  # engine.reports.consensus
+        out[field] = [v if type(v) is str and v else None for v in metrics[field]]
+    out["round_answers"] = [[str(a) for a in v] if type(v) is list else None
+                            for v in metrics["round_answers"]]
+    out["round_votes"] = list(metrics["round_votes"])  # engine.reports.consensus
     for field in CONFORMITY_FIELDS:
-        out[field] = [m.get(field) for m in metrics]
+        out[field] = list(metrics[field])
     changed: list[bool | None] = []
     shift: list[str | None] = []
     answers = Answers()
@@ -189,12 +186,11 @@ def _calibration(done: pd.DataFrame, label: str, signal: str, bins: int = 10
                  ) -> dict[str, Any]:
     """`calibration` over `done`, the configuration's counted runs."""
     rows = done[done["correct"].notna() & done[signal].notna()] if not done.empty else done
-    confidences = [float(v) for v in rows[signal]] if not rows.empty else []
-    outcomes = [bool(v) for v in rows["correct"]] if not rows.empty else []
-    return {"label": label, "signal": signal, "n": len(confidences),
-            "bins": stats.reliability_bins(confidences, outcomes, bins),
-            "ece": stats.ece(confidences, outcomes, bins),
-            "brier": stats.brier(confidences, outcomes)}
+    confidences = [float(v) for v in rows[signal].tolist()] if not rows.empty else []
+    outcomes = [bool(v) for v in rows["correct"].tolist()] if not rows.empty else []
+    points = stats.reliability_bins(confidences, outcomes, bins)
+    return {"label": label, "signal": signal, "n": len(confidences), "bins": points,
+            "ece": stats.ece_of_bins(points), "brier": stats.brier(confidences, outcomes)}
 
 
 def _sum(values: pd.Series) -> float:
@@ -232,12 +228,28 @@ SUMMARY_GROUPS = {
 }
 
 
-def _by_label(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
+def _done_by_label(frame: pd.DataFrame) -> dict[str, tuple[pd.DataFrame, pd.DataFrame]]:
     """A runs frame split by configuration label in one pass (a mask per label is a pass
-    over 20,000 runs each)."""
+    over 20,000 runs each): per label its runs and its counted runs."""
     if frame.empty:
         return {}
-    return {str(label): rows for label, rows in frame.groupby("label", sort=False)}
+    return {str(label): (rows, rows[rows["counted"].astype(bool)])
+            for label, rows in frame.groupby("label", sort=False)}
+
+
+def _unfinished(mine: pd.DataFrame, done: pd.DataFrame) -> dict[str, int]:
+    """Per status (failed, interrupted): the cells of `mine` with no counted run in `done`
+    whose runs ended so and were not superseded by a redo."""
+    if mine.empty:
+        return {"failed": 0, "interrupted": 0}
+    ended = mine[mine["status"].isin(("failed", "interrupted")).to_numpy(dtype=bool)
+                 & ~mine["superseded"].astype(bool).to_numpy()]
+    finished = set(zip(done["q"].tolist(), done["repeat"].tolist(), strict=True)) \
+        if not ended.empty else set()
+    return {status: len({(q, r) for q, r, s in zip(ended["q"].tolist(), ended["repeat"].tolist(),
+                                                   ended["status"].tolist(), strict=True)
+                         if s == status} - finished)
+            for status in ("failed", "interrupted")}
 
 
 def summary(frame: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
@@ -257,28 +269,31 @@ def summary(frame: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
     or most of their turns (they are in `runs` and in the rates; their signals lost to a
     failure are None and left out).
     """
+    return _summary(frame, spec, _done_by_label(frame), {})
+
+
+def _summary(frame: pd.DataFrame, spec: Mapping[str, Any],
+             labelled: Mapping[str, tuple[pd.DataFrame, pd.DataFrame]],
+             calibrated: Mapping[tuple[str, str], dict[str, Any]]) -> pd.DataFrame:
+    """`summary` over the runs of each label and their counted runs (`_done_by_label`), with
+    the calibrations `report` worked out already (keyed by label and signal; the others are
+    worked out here)."""
     planned = len(spec["questions"]) * spec["repeats"]
     rows = []
-    labelled = _by_label(frame)
     for config in spec["configs"]:
         label = config["label"]
-        mine = labelled.get(label, frame.iloc[0:0])
-        done = mine[mine["counted"].astype(bool)] if not mine.empty else mine
+        mine, done = labelled.get(label, (frame.iloc[0:0], frame.iloc[0:0]))
         scored = done[done["correct"].notna()] if not done.empty else done
         right = int(scored["correct"].astype(bool).sum()) if not scored.empty else 0
         low, high = stats.wilson_interval(right, len(scored)) if len(scored) else (
             float("nan"), float("nan"))
         levels = done["level"].value_counts() if not done.empty else pd.Series(dtype=int)
-        cells_done = set(zip(done["q"], done["repeat"], strict=True)) if not done.empty else set()
-        unfinished = {status: len({(q, r) for q, r, s, old in zip(
-            mine["q"], mine["repeat"], mine["status"], mine["superseded"], strict=True)
-            if s == status and not old} - cells_done) if not mine.empty else 0
-            for status in ("failed", "interrupted")}
-        consensus = _calibration(done, label, "consensus")
-        judge = _calibration(done, label, "judge")
+        unfinished = _unfinished(mine, done)
+        consensus = calibrated.get((label, "consensus")) or _calibration(done, label, "consensus")
+        judge = calibrated.get((label, "judge")) or _calibration(done, label, "judge")
         changed = done[done["changed"].notna()] if not done.empty else done
         seats = _sum(done["seats"]) if not done.empty else float("nan")
-        kinds = sorted(set(mine["simulation"])) if not mine.empty else []
+        kinds = sorted(mine["simulation"].drop_duplicates().tolist()) if not mine.empty else []
         rows.append({
             "configuration": label, "protocol": config.get("protocol", ""),
             "simulated": "; ".join(k or "real" for k in kinds) if len(kinds) > 1
@@ -379,15 +394,21 @@ def question_table(frame: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame
     out = pd.DataFrame({"q": range(len(spec["questions"])),
                         "question": [i["question"] for i in spec["questions"]],
                         "expected": [i.get("expected") or "" for i in spec["questions"]]})
-    tally: dict[tuple[str, int], list[int]] = {}  # (label, q) -> [runs, scored, right]
-    for label, q, correct in _counted(frame)[["label", "q", "correct"]].itertuples(index=False):
-        known = correct is not None and correct == correct
-        cell = tally.setdefault((str(label), int(q)), [0, 0, 0])
-        cell[0], cell[1], cell[2] = cell[0] + 1, cell[1] + known, cell[2] + (known and correct)
+    tally: dict[tuple[str, int], tuple[int, int, int]] = {}  # (label, q) -> runs, scored, right
+    counted = _counted(frame)
+    if not counted.empty:  # counted per cell in one grouping, not run by run
+        known = counted["correct"].notna()
+        right = known & counted["correct"].where(known, False).astype(bool)
+        counts = pd.DataFrame({"label": counted["label"], "q": counted["q"], "known": known,
+                               "right": right}).groupby(["label", "q"], sort=False).agg(
+            runs=("known", "size"), scored=("known", "sum"), right=("right", "sum"))
+        tally = {(str(label), int(q)): (int(n), int(scored), int(ok)) for (label, q), n, scored, ok
+                 in zip(counts.index, counts["runs"], counts["scored"], counts["right"],
+                        strict=True)}
     for config in spec["configs"]:
         out[config["label"]] = [f"{right}/{scored} right" if scored else
                                 f"{runs} run{'s' * (runs != 1)}" for runs, scored, right in
-                                (tally.get((config["label"], q), [0, 0, 0]) for q in out["q"])]
+                                (tally.get((config["label"], q), (0, 0, 0)) for q in out["q"])]
     return out
 
 
@@ -433,24 +454,22 @@ def report(store: Any, experiment_id: str, kind: str | None = None) -> Report:
     simulated runs, or both kept apart (`aggregate.split_configs`); by default the real ones
     when there are any (`aggregate.default_kind`)."""
     experiment = get(store, experiment_id)
-    stored = _with_cells(store.experiment_runs(experiment_id))
+    stored = store.experiment_runs(experiment_id, METRIC_KEYS)
     every = _runs_frame(stored, experiment["spec"])
     kind = kind or default_kind(every)
     if kind not in KINDS:
         raise ConfigError(f"runs must be one of {', '.join(KINDS)}, got {kind!r}", "input")
     frame, configs = split_configs(every, experiment["spec"]["configs"], kind)
     spec = {**experiment["spec"], "configs": configs}
-    labelled = _by_label(frame)
-    calibrations = []
-    for signal in SIGNALS:
-        for config in spec["configs"]:
-            mine = labelled.get(config["label"], frame.iloc[0:0])
-            done = mine[mine["counted"].astype(bool)] if not mine.empty else mine
-            calibrations.append(_calibration(done, config["label"], signal))
+    labelled = _done_by_label(frame)
+    none = frame.iloc[0:0]
+    calibrated = {(config["label"], signal): _calibration(
+        labelled.get(config["label"], (none, none))[1], config["label"], signal)
+        for signal in SIGNALS for config in spec["configs"]}  # the summary's too
     return Report({**experiment, "spec": spec},
-                  progress(store, experiment_id, _cell_runs(stored)), frame,
-                  summary(frame, spec), question_table(frame, spec),
-                  [c for c in calibrations if c["n"]], kind, len(every) - len(frame))
+                  progress(store, experiment_id, _cell_states(stored)), frame,
+                  _summary(frame, spec, labelled, calibrated), question_table(frame, spec),
+                  [c for c in calibrated.values() if c["n"]], kind, len(every) - len(frame))
 
 
 # --------------------------------------------------------------------------- figures

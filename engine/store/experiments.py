@@ -11,13 +11,13 @@ from typing import Any
 from uuid import uuid4
 
 import pandas as pd
-from sqlalchemy import func, select, update
+from sqlalchemy import case, func, select, update
 
 from engine.cells import SUPERSEDED, Cell
 from engine.models import ConfigError, now
 from engine.store import facets
 from engine.store.liveness import owner_gone
-from engine.store.readback import aware, decode, decode_tags
+from engine.store.readback import aware, columns, decode, decode_tags, tag_cells
 from engine.store.records import error_text, experiment_item, starter
 from engine.store.schema import ExperimentRow, RunRow, TurnRow
 from engine.store.statements import EXPERIMENTS
@@ -201,35 +201,79 @@ def cell_runs(store: Store, experiment_id: str) -> list[dict[str, Any]]:
     return out
 
 
-def progress(store: Store, experiment_id: str,
-             runs: Sequence[Mapping[str, Any]] | None = None) -> Progress:
+@dataclass(frozen=True)
+class CellStates:
+    """An experiment's runs that name a cell, as columns (what `progress` reads): each run's
+    cell (any key, equal for the runs of one cell), its status, whether it is superseded, and
+    when it finished (None or NaT when it has not; a naive time is UTC)."""
+
+    cells: Sequence[Any]
+    statuses: Sequence[str]
+    superseded: Sequence[bool]
+    finished: Sequence[Any] | pd.Series
+
+
+def cell_states(store: Store, experiment_id: str) -> CellStates:
+    """The experiment's runs with a cell as `progress` reads them (a light query: status,
+    tags and end time; signs of life only of the running ones); a run whose process is gone
+    reads as `interrupted`."""
+    running = RunRow.status == "running"
+    with store.engine.connect() as connection:
+        found = columns(connection.execute(select(
+            RunRow.status, RunRow.tags, RunRow.finished_at,
+            case((running, RunRow.id), else_=None).label("id"),
+            case((running, RunRow.host), else_=None).label("host"),
+            case((running, RunRow.pid), else_=None).label("pid"),
+            case((running, RunRow.heartbeat_at), else_=None).label("heartbeat_at"))
+            .where(RunRow.experiment_id == experiment_id)))
+    qs, cs, rs, old = tag_cells(found["tags"])
+    statuses, signs = found["status"], ("id", "status", "host", "pid", "heartbeat_at")
+    named = [i for i, q in enumerate(qs) if q >= 0]
+    return CellStates(
+        [cell_key(qs[i], cs[i], rs[i]) for i in named],
+        ["interrupted" if statuses[i] == "running" and store.owner_gone(
+            {name: found[name][i] for name in signs}) else statuses[i] for i in named],
+        [old[i] for i in named], [found["finished_at"][i] for i in named])
+
+
+def cell_key(q: int, c: int, r: int) -> int:
+    """One number per cell (indexes have at most 9 digits: `engine.cells`), a key of
+    `CellStates.cells`: an int is no object for the garbage collector, a tuple is."""
+    return (q * 1_000_000_000 + c) * 1_000_000_000 + r
+
+
+def progress(store: Store, experiment_id: str, runs: CellStates | None = None) -> Progress:
     """An experiment's progress read from the store (any process may be running it), over
-    `runs` when the caller has read its `cell_runs` already (their id, status, cell,
-    superseded and finished_at are read).
+    `runs` when the caller has read them already (`CellStates`), else `cell_states`.
 
     done = cells with a completed run; failed / interrupted = runs that ended so and have not
     been superseded by a redo; elapsed = since the current (or last) start; remaining =
     cells left x elapsed / cells finished since that start.
     """
     found = get(store, experiment_id)
-    runs = cell_runs(store, experiment_id) if runs is None else runs
-    done = {r["cell"] for r in runs if r["status"] == "completed"}
-    live = [r for r in runs if not r["superseded"] and r["cell"] not in done]
+    runs = cell_states(store, experiment_id) if runs is None else runs
+    statuses = list(runs.statuses)
+    done = {cell for cell, status in zip(runs.cells, statuses, strict=True)
+            if status == "completed"}
+    live = [status for cell, status, old in zip(runs.cells, statuses, runs.superseded,
+                                                strict=True) if not old and cell not in done]
     out = Progress(experiment_id, found["status"], found["total"], len(done),
-                   failed=sum(r["status"] == "failed" for r in live),
-                   interrupted=sum(r["status"] == "interrupted" for r in live),
-                   running=sum(r["status"] == "running" for r in runs), error=found["error"])
+                   failed=live.count("failed"), interrupted=live.count("interrupted"),
+                   running=statuses.count("running"), error=found["error"])
     started = aware(found["started_at"])
     if started is not None:
+        # every run's end at once, in UTC (`aware` reads a naive time as UTC too)
+        finished = pd.to_datetime(pd.Series(runs.finished), utc=True)
         if found["status"] == "running":
             end = now()
         else:  # a crashed runner never wrote finished_at: its last sign of life counts
-            signs = [aware(t) for t in (found["finished_at"], found["heartbeat_at"],
-                                        *(r["finished_at"] for r in runs))]
+            last = finished.max()
+            signs = [aware(t) for t in (found["finished_at"], found["heartbeat_at"])]
+            signs.append(None if pd.isna(last) else last.to_pydatetime())
             end = max([t for t in signs if t is not None] or [started])
         out.elapsed = max(0.0, (end - started).total_seconds())
-        finished = [aware(r["finished_at"]) for r in runs if r["status"] == "completed"]
-        recent = sum(1 for t in finished if t is not None and t >= started)
+        completed = [status == "completed" for status in statuses]
+        recent = int((finished[completed] >= started).sum()) if completed else 0
         if recent and found["status"] == "running":
             out.remaining = (out.total - out.done) * out.elapsed / recent
         elif out.done >= out.total:

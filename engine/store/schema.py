@@ -44,6 +44,8 @@ class Moment(TypeDecorator):
             return None
 
         def process(value: Any) -> Any:
+            if value is None:  # most heartbeats and every unfinished run: no call inside
+                return None
             try:
                 return inner(value)
             except (ValueError, TypeError):
@@ -317,16 +319,24 @@ def pg_read_only(bound: Any) -> bool:
             "SELECT has_table_privilege(current_user, 'runs', 'INSERT')")).scalar()
 
 
+# Reads map up to 256 MB of the file rather than copy each page in through a read call (and
+# SQLite's 2 MB page cache): an experiment's 20,000 runs are 80 MB of pages, read again on each
+# visit; a third of the CPU time of that read and, on a busy machine, most of its wall time.
+MMAP_SIZE = 256 * 1024 * 1024
+
+
 def _sqlite_pragmas(dbapi_connection, _record) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA busy_timeout=30000")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute(f"PRAGMA mmap_size={MMAP_SIZE}")
     cursor.close()
 
 
 def _sqlite_read_pragmas(dbapi_connection, _record) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute(f"PRAGMA mmap_size={MMAP_SIZE}")
     cursor.close()

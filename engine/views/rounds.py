@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from engine.analysis.answers import answers_match
+from engine.analysis.answers import Answers
 from engine.views.aggregate import FEW, interval, rate_text
 
 ROUND_COLUMNS = ["configuration", "round", "right", "n", "accuracy", "low", "high",
@@ -47,15 +47,17 @@ def round_counts(runs: pd.DataFrame, by: str, last: Mapping[str, int] | None = N
     its expected answer counts at each of its rounds; one without rounds counts its `correct`
     at `last[group]` (default 1), one without the expected answer at its last round."""
     out: dict[str, dict[int, list[int]]] = {}
-    for group, correct, expected, answers in zip(runs[by], runs["correct"], runs["expected"],
-                                                  runs["round_answers"], strict=True):
+    match = Answers().match  # each distinct answer read once (`answers_match`)
+    for group, correct, expected, answers in zip(
+            runs[by].tolist(), runs["correct"].tolist(), runs["expected"].tolist(),
+            runs["round_answers"].tolist(), strict=True):
         right = _flag(correct)
         if right is None:
             continue
         rounds = out.setdefault(str(group), {})
         listed = list(answers) if isinstance(answers, (list, tuple)) else []
         if listed and isinstance(expected, str):
-            scored = [(k, bool(answers_match(a, expected))) for k, a in enumerate(listed, 1)]
+            scored = [(k, bool(match(a, expected))) for k, a in enumerate(listed, 1)]
         else:  # no rounds, or no expected answer at hand to score them: the final one only
             scored = [(len(listed) or (last or {}).get(str(group), 1), right)]
         for number, ok in scored:
@@ -81,16 +83,18 @@ def conformity_rates(runs: pd.DataFrame, by: str, groups: Iterable[str] | None =
     present = [f for f in CONFORMITY_FIELDS if f in runs]
     if runs.empty or len(present) < len(CONFORMITY_FIELDS):
         return pd.DataFrame(columns=CONFORMITY_COLUMNS).rename(columns={"configuration": name})
-    order = list(groups) if groups is not None else sorted(set(runs[by].astype(str)))
+    keys = runs[by].astype(str)
+    order = list(groups) if groups is not None else sorted(set(keys))
+    numbers = {field: _numbers(runs[field]) for field in CONFORMITY_FIELDS}  # once, not per group
     rows = []
     for group in order:
-        mine = runs[runs[by].astype(str) == group]
+        mine = (keys == group).to_numpy(dtype=bool)
         for measure, count_column, chances_column in CONFORMITY:
-            chances = _numbers(mine[chances_column])
+            chances = numbers[chances_column][mine]
             if chances.notna().sum() == 0:
                 continue
             n = int(chances.sum())
-            count = int(_numbers(mine[count_column])[chances.notna()].fillna(0).sum())
+            count = int(numbers[count_column][mine][chances.notna()].fillna(0).sum())
             low, high = interval(count, n)
             rows.append({name: group, "measure": measure, "count": count, "n": n,
                          "rate": count / n if n else float("nan"), "low": low, "high": high,
@@ -100,6 +104,10 @@ def conformity_rates(runs: pd.DataFrame, by: str, groups: Iterable[str] | None =
 
 def _numbers(values: pd.Series) -> pd.Series:
     """Stored counts or flags as floats (a flag as 0/1), missing ones as NaN."""
+    if values.dtype.kind in "biuf":  # numbers already (NaN where missing): no call per value
+        return values.astype(float)
+    if values.isna().all():  # none stored (a protocol without rounds)
+        return pd.Series(float("nan"), index=values.index, dtype=float)
     return values.map(lambda v: float("nan") if _flag(v) is None else float(v)).astype(float)
 
 
