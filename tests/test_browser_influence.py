@@ -7,7 +7,8 @@ which opens Compare with the original. Saves the screenshots 36-influence-matrix
 from __future__ import annotations
 
 # A server of this module's own over a fresh SQLite file: what Insights shows is only these runs
-from test_browser import app, expect, goto, page, pick, rerun, settle, shots  # noqa: F401
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+from test_browser import app, expect, goto, page, rerun, settle, shots  # noqa: F401
 
 from engine import Store
 from engine.protocols import arun_config, run_sync
@@ -40,6 +41,27 @@ def choose(page, key: str, name: str) -> None:  # noqa: F811
     button = page.locator(f".st-key-{key} button", has_text=name)
     button.wait_for()
     rerun(page, button.click)
+
+
+def _pick_agent(tab, name: str) -> None:
+    """Choose `name` in the fork's "Drop an agent" list. On a loaded machine the list has been
+    seen to close again before its options were drawn (twice in CI, never here): it is then
+    closed and opened again, up to four times, each time waiting 20 s for the option."""
+    opener = tab.locator(".st-key-fork_drop button[aria-label='Open']")
+    option = tab.get_by_role("option", name=name, exact=True)
+    for attempt in range(4):
+        opener.wait_for(state="visible")
+        settle(tab)
+        opener.click()
+        try:
+            option.wait_for(state="visible", timeout=20_000)
+        except PlaywrightTimeout:
+            if attempt == 3:
+                raise
+            tab.keyboard.press("Escape")
+            continue
+        rerun(tab, option.click)
+        return
 
 
 def test_influence_what_if_and_fork(app, page, shots):  # noqa: F811
@@ -100,8 +122,7 @@ def test_influence_what_if_and_fork(app, page, shots):  # noqa: F811
         expander.first.locator("summary").first.click()
     # the selectbox's own Open button (a click on its container can land on the label, or
     # mid-rerun, and leave the list closed)
-    page.locator(".st-key-fork_drop button[aria-label='Open']").wait_for(state="visible")
-    pick(page, "fork_drop", "follower")
+    _pick_agent(page, "follower")
     rerun(page, lambda: page.locator(".st-key-fork_go button").click())
     page.wait_for_url("**/compare?compare=*")
     main.get_by_text("Question").first.wait_for()
