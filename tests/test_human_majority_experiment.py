@@ -132,14 +132,20 @@ def test_no_preferences_no_table_and_no_blank_question_nothing_to_do(store):
     assert human.blank_questions(QUESTIONS) == {1, 2, 3}
 
 
-def test_the_experiments_page_labels_the_table_human_majority(db_url):
-    experiment_id = judged(Store(db_url))
+def _experiment_page(experiment_id: str) -> AppTest:
+    """The app opened on the Experiments page at `experiment_id`, run without an exception."""
     at = AppTest.from_file(APP, default_timeout=60)
     at.run()
     at.switch_page("pages/experiments.py")
     at.query_params["experiment"] = experiment_id
     at.run()
     assert not at.exception, at.exception
+    return at
+
+
+def test_the_experiments_page_labels_the_table_human_majority(db_url):
+    experiment_id = judged(Store(db_url))
+    at = _experiment_page(experiment_id)
     assert any("Accuracy against the human majority" in m.value
                and "human majority" in m.value for m in at.markdown)
     table = next(d.value for d in at.dataframe if "expected" in d.value.columns)
@@ -151,12 +157,7 @@ def test_the_experiments_page_labels_the_table_human_majority(db_url):
 
 def test_the_page_says_when_no_one_has_compared_the_runs(db_url):
     experiment_id, _ = scripted(Store(db_url))
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.run()
-    at.switch_page("pages/experiments.py")
-    at.query_params["experiment"] = experiment_id
-    at.run()
-    assert not at.exception, at.exception
+    at = _experiment_page(experiment_id)
     assert any("no one has compared two of this experiment's runs" in c.value
                for c in at.caption)
     assert not any("expected" in d.value.columns for d in at.dataframe)
