@@ -281,7 +281,7 @@ def show_cell_runs(result: ex.Report) -> None:
                  column_config={"link": st.column_config.LinkColumn("Run", display_text="open")})
 
 
-def show_downloads(result: ex.Report, experiment_id: str) -> None:
+def show_downloads(store: Store, result: ex.Report, experiment_id: str) -> None:
     """The downloads; each file is made only when its button is pressed."""
     st.download_button("Download runs (CSV)", lambda: ex.to_csv(result.runs),
                        file_name=f"experiment-{experiment_id}-runs.csv", mime="text/csv",
@@ -289,7 +289,8 @@ def show_downloads(result: ex.Report, experiment_id: str) -> None:
     st.download_button("Download summary (CSV)", lambda: ex.to_csv(result.summary),
                        file_name=f"experiment-{experiment_id}-summary.csv", mime="text/csv",
                        key="exp-summary-csv")
-    st.download_button("Download results as HTML", lambda: share.experiment_html(result),
+    st.download_button("Download results as HTML", lambda: share.experiment_html(
+                           result, preferences=store.preferences()),
                        file_name=f"experiment-{experiment_id}.html", mime="text/html",
                        key="exp-html", help="One file with these results and charts that opens "
                        "from disk without Parley")
@@ -364,7 +365,7 @@ def show(store: Store, experiment_id: str, state: ex.Progress) -> None:
                    "seats the offline model played.")
     drawn = figures(result, stamp, experiment_id, kind)
     show_tabs(result, drawn, stamp)
-    show_downloads(result, experiment_id)
+    show_downloads(store, result, experiment_id)
 
 
 CELL_RUNS = "Runs behind a cell"

@@ -84,25 +84,13 @@ def experiment(store: Store, result: ex.Report) -> None:
     """Under an experiment's accuracy: its questions with no expected answer scored against
     their human majority, labelled so and kept apart from the accuracy against the file's
     expected answers; nothing when every question has an expected answer."""
-    questions = result.experiment["spec"]["questions"]
-    blank = human.blank_questions(questions)
-    if not blank:
+    section = human.majority_section(result.runs, store.preferences(),
+                                     result.experiment["spec"]["questions"], result.labels)
+    if section is None:
         return
-    st.markdown("**Accuracy against the human majority** (expected answer: "
-                f"*{human.HUMAN_MAJORITY}*, on the questions that have none of their own)")
-    ids = set(result.runs["id"])
-    prefs = store.preferences()
-    prefs = prefs[prefs["run_a"].isin(ids) | prefs["run_b"].isin(ids)] if not prefs.empty \
-        else prefs
-    scores = human.experiment_majority(result.runs, prefs, questions, result.labels)
-    if not scores.preferences:
-        st.caption(f"{len(blank)} question(s) have no expected answer, and no one has "
-                   "compared two of this experiment's runs yet, so none has a human majority "
-                   "to score against (the Review page pairs runs to compare).")
-        return
-    st.caption(scores.caption() + " Never pooled with the accuracy against the expected "
-               "answers above; simulated runs are scored against simulated runs' majority, "
-               "real against real. Intervals: 95% Wilson.")
-    if not scores.table.empty:
-        st.dataframe(scores.table, hide_index=True, column_config=PERCENT,
+    st.markdown(f"**{human.HEADING}** (expected answer: *{human.HUMAN_MAJORITY}*, on the "
+                "questions that have none of their own)")
+    st.caption(section.note)
+    if not section.table.empty:
+        st.dataframe(section.table, hide_index=True, column_config=PERCENT,
                      key="exp-human-majority")

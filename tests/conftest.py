@@ -117,11 +117,9 @@ def _fresh_pg(url: str) -> None:
     engine.dispose()
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def backend_url(request, tmp_path):
-    """A new SQLite file, or the emptied PostgreSQL test database (skipped without one)."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'parley.db'}"
+def fresh_pg_url() -> str:
+    """The PostgreSQL test database (PARLEY_TEST_PG_URL), emptied: the test is skipped
+    without one, and fails instead when PARLEY_REQUIRE_PG=1 (CI)."""
     url = os.environ.get("PARLEY_TEST_PG_URL")
     if not url:
         if os.environ.get("PARLEY_REQUIRE_PG") == "1":
@@ -129,6 +127,14 @@ def backend_url(request, tmp_path):
         pytest.skip("no PostgreSQL server (set PARLEY_TEST_PG_URL; .ci/run starts one)")
     _fresh_pg(url)
     return url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def backend_url(request, tmp_path):
+    """A new SQLite file, or the emptied PostgreSQL test database (skipped without one)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'parley.db'}"
+    return fresh_pg_url()
 
 
 @pytest.fixture

@@ -132,13 +132,8 @@ def test_changing_the_budget_of_a_running_experiment_is_refused(store):
 
 # --------------------------------------------------------------------------- two workers
 def test_a_budget_holds_across_two_workers(tmp_path):
-    url = os.environ.get("PARLEY_TEST_PG_URL")
-    if not url:
-        if os.environ.get("PARLEY_REQUIRE_PG") == "1":
-            pytest.fail("PARLEY_REQUIRE_PG=1 but PARLEY_TEST_PG_URL is not set")
-        pytest.skip("no PostgreSQL server (set PARLEY_TEST_PG_URL; .ci/run starts one)")
-    from conftest import _fresh_pg
-    _fresh_pg(url)
+    from conftest import fresh_pg_url
+    url = fresh_pg_url()
     store = Store(url)
     env = {**os.environ, "PARLEY_PRICES": json.dumps(PRICES)}
     with SimulatedOpenAI() as server:
@@ -177,6 +172,45 @@ def test_a_budget_holds_across_two_workers(tmp_path):
     assert abs(spent - 1.0) <= cell, (spent, cell)
     assert ex.get(store, experiment_id)["status"] == "completed", (resumed.stdout,
                                                                    resumed.stderr)
+
+
+def test_jobs_deciding_together_on_two_workers_start_only_the_cells_that_fit():
+    # Eight jobs on two workers (each its own lock session) decide on one spend at the same
+    # moment: a cell is expected to cost $0.30 and the budget is $1.00, so three start and
+    # the rest wait. A job's cell lock, taken in its budget turn, is in flight for the next
+    # turn before its run is stored (CI once saw four jobs all read "none in flight").
+    import threading
+
+    from conftest import fresh_pg_url
+
+    from engine.cells import Cell
+    from engine.workers.pool import WorkerState, _claim
+    store = Store(fresh_pg_url())
+    experiment_id = ex.create(store, {"questions": QUESTIONS, "budget_usd": 1.0,
+                                      "configs": [{"protocol": "vote", "label": "v"}]})
+    workers = [WorkerState(store), WorkerState(store)]
+    together = threading.Barrier(8)
+    claims: dict[int, object] = {}
+
+    def job(i: int) -> None:
+        together.wait()
+        claims[i] = _claim(workers[i % 2], experiment_id, Cell(i, 0, 0), 1.0, 0.3)
+    threads = [threading.Thread(target=job, args=(i,)) for i in range(8)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        held = sorted(i for i, claim in claims.items() if claim.held)
+        assert len(claims) == 8 and len(held) == 3, claims
+        assert all(claim.wait for i, claim in claims.items() if i not in held), claims
+        for i in held:  # one ends: one more fits
+            workers[i % 2].locks.release(experiment_id, Cell(i, 0, 0))
+            break
+        assert _claim(workers[0], experiment_id, Cell(9, 0, 0), 1.0, 0.3).held
+    finally:
+        for state in workers:
+            state.locks.close()
 
 
 def test_the_stored_budget_is_read_in_the_database(backend):

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 from openai_stub import SimulatedOpenAI
-from sqlalchemy import create_engine, text
 
 from engine import Seat, Store, run_panel
 from engine.llm.endpoints import EndpointRegistry
@@ -30,7 +29,6 @@ from engine.llm.limits import (
     settle,
 )
 from engine.models import ConfigError
-from engine.store import Base, MigrationRow
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -179,18 +177,8 @@ def test_in_process_a_429_holds_the_next_calls_for_its_retry_after():
 # ------------------------------------------------------------------ across processes
 @pytest.fixture
 def pg_url():
-    url = os.environ.get("PARLEY_TEST_PG_URL")
-    if not url:
-        if os.environ.get("PARLEY_REQUIRE_PG") == "1":
-            pytest.fail("PARLEY_REQUIRE_PG=1 but PARLEY_TEST_PG_URL is not set")
-        pytest.skip("no PostgreSQL server (set PARLEY_TEST_PG_URL; .ci/run starts one)")
-    engine = create_engine(url)
-    with engine.begin() as connection:
-        Base.metadata.drop_all(connection)
-        MigrationRow.__table__.drop(connection, checkfirst=True)
-        for table in ("experiment_cells", "experiments"):
-            connection.execute(text(f"DROP TABLE IF EXISTS {table} CASCADE"))
-    engine.dispose()
+    from conftest import fresh_pg_url
+    url = fresh_pg_url()
     Store(url)  # migrated once, before two processes open it
     return url
 

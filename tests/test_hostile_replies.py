@@ -3,7 +3,6 @@ structure, and a hung synchronous model is abandoned at the per-call timeout."""
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 
@@ -101,21 +100,8 @@ def backend(request, tmp_path):
     """A fresh store on SQLite, and on PostgreSQL when PARLEY_TEST_PG_URL names a server."""
     if request.param == "sqlite":
         return Store(f"sqlite:///{tmp_path / 'parley.db'}")
-    url = os.environ.get("PARLEY_TEST_PG_URL")
-    if not url:
-        if os.environ.get("PARLEY_REQUIRE_PG") == "1":
-            pytest.fail("PARLEY_REQUIRE_PG=1 but PARLEY_TEST_PG_URL is not set")
-        pytest.skip("no PostgreSQL server (set PARLEY_TEST_PG_URL; .ci/run starts one)")
-    from sqlalchemy import create_engine, text
-    from engine.store import Base, MigrationRow
-    engine = create_engine(url)
-    with engine.begin() as connection:
-        for table in ("experiment_cells", "experiments"):
-            connection.execute(text(f"DROP TABLE IF EXISTS {table} CASCADE"))
-        Base.metadata.drop_all(connection)
-        MigrationRow.__table__.drop(connection, checkfirst=True)
-    engine.dispose()
-    return Store(url)
+    from conftest import fresh_pg_url
+    return Store(fresh_pg_url())
 
 
 def test_a_nul_or_lone_surrogate_reply_is_stored_alike_on_every_backend(backend,

@@ -529,11 +529,8 @@ def test_a_file_this_user_may_not_write_opens_read_only(tmp_path):
 
 
 def test_postgresql_read_only_session_opens_for_reading():
-    url = os.environ.get("PARLEY_TEST_PG_URL")
-    if not url:
-        pytest.skip("no PostgreSQL server (set PARLEY_TEST_PG_URL)")
-    from test_store_backends import _fresh_pg
-    _fresh_pg(url)
+    from conftest import fresh_pg_url
+    url = fresh_pg_url()  # in CI (PARLEY_REQUIRE_PG=1) a missing server fails, not skips
     writer = Store(url)
     run_id = writer.start_run("debate", "On PostgreSQL?")
     writer.engine.dispose()

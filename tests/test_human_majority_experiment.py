@@ -161,3 +161,49 @@ def test_the_page_says_when_no_one_has_compared_the_runs(db_url):
     assert any("no one has compared two of this experiment's runs" in c.value
                for c in at.caption)
     assert not any("expected" in d.value.columns for d in at.dataframe)
+
+
+def test_experiment_show_prints_the_table_apart_from_the_accuracy(db_url, capsys):
+    from engine.cli.main import main
+    experiment_id = judged(Store(db_url))
+    assert main(["experiment", "show", experiment_id, "--db", db_url]) == 0
+    out = capsys.readouterr().out
+    heading = "Accuracy against the human majority (expected answer: human majority"
+    assert heading in out
+    summary, table = out.split(heading)  # after the accuracy against the expected answers
+    assert "human majority" not in summary
+    assert "2 of the 3 question(s) without an expected answer have a human majority" in table
+    assert "from 8 preference(s)" in table and "Never pooled" in table
+    rows = {line.split("human majority")[0].strip(): line.split("human majority")[1].split()
+            for line in table.split("accuracy [95% CI] n\n")[1].splitlines()}
+    # configuration (simulated runs by their label), questions, the rate, its interval, n
+    assert rows == {"A": ["2", "50%", "[9%–91%]", "n=2"],
+                    "A (simulated)": ["1", "100%", "[21%–100%]", "n=1"],
+                    "B": ["2", "100%", "[34%–100%]", "n=2"],
+                    "B (simulated)": ["1", "0%", "[0%–79%]", "n=1"]}
+
+
+def test_experiment_show_says_when_no_one_has_compared_the_runs(db_url, capsys):
+    from engine.cli.main import main
+    experiment_id, _ = scripted(Store(db_url))
+    assert main(["experiment", "show", experiment_id, "--db", db_url]) == 0
+    out = capsys.readouterr().out
+    assert "3 question(s) have no expected answer, and no one has compared two" in out
+
+
+def test_the_shared_html_carries_the_table_as_text(db_url, tmp_path):
+    import html
+    from engine.cli.main import main
+    from engine.reports.share import experiment_html
+    experiment_id = judged(Store(db_url))
+    out = tmp_path / "experiment.html"
+    assert main(["share", experiment_id, "--experiment", "--runs", "both", "--out", str(out),
+                 "--db", db_url]) == 0
+    document = out.read_text(encoding="utf-8")
+    assert "<h2>Accuracy against the human majority</h2>" in document
+    shown = html.unescape(document)
+    assert "2 of the 3 question(s) without an expected answer have a human majority" in shown
+    assert "50% [9%–91%] n=2" in shown and "0% [0%–79%] n=1" in shown
+    # without people's preferences the file is as before: no section
+    result = ex.report(Store(db_url), experiment_id, "both")
+    assert "human majority" not in experiment_html(result)

@@ -271,6 +271,11 @@ def test_compare_says_why_nothing_could_be_compared():
     sentence = compare(pd.DataFrame(rows), "a", "b")["sentence"]
     assert "expected answers, but b produced no answer to score" in sentence
     assert "scoring needs" not in sentence
+    # b answered, but only questions with no expected answer: it had nothing to score
+    rows[1] = {"label": "b", "q": 1, "counted": True, "correct": None, "expected": ""}
+    sentence = compare(pd.DataFrame(rows), "a", "b")["sentence"]
+    assert "(b ran only questions with no expected answer)" in sentence
+    assert "produced no answer" not in sentence
 
 
 def test_preflight_notes_an_endpoint_that_serves_fewer_calls_at_once(capsys, tmp_path,

@@ -13,6 +13,8 @@ the first test checks the measurement itself on the loopback test server and alw
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections import Counter
 
 import pytest
@@ -27,11 +29,13 @@ from engine.bench.localmodel import (
     TIMEOUT,
     asks_json,
     done_when_table,
+    first_reply,
     measure,
     reasked,
     summarise,
     timed_out,
 )
+from engine.bench.serving import free_port
 from engine.cli.main import main
 from engine.llm.lines import PROBE_GRAMMAR
 from engine.models import Turn
@@ -74,6 +78,25 @@ def test_the_measurement_counts_what_the_table_says():
     assert everything["names_winner"] < len(REGISTRY)  # one protocol names no final answer
     table = done_when_table([("before", summary), ("after", summary)])
     assert table.count("\n") == len(REGISTRY) + 2 and "→" not in table
+
+
+def test_a_server_that_dies_on_its_first_request_is_named_with_its_signal():
+    """A llama.cpp built for another CPU dies of SIGILL on its first batch; `serve` asks for
+    one short reply first, so the session fails naming the signal and the fix, not with 24
+    turns of connection errors. Here a process killed by SIGILL, and a port nobody holds."""
+    process = subprocess.Popen([sys.executable, "-c",
+                                "import os, signal; os.kill(os.getpid(), signal.SIGILL)"])
+    process.wait(timeout=30)
+    with pytest.raises(RuntimeError, match=r"died on its first request \(signal SIGILL\).*"
+                       r"GGML_NATIVE=OFF"):
+        first_reply(f"http://127.0.0.1:{free_port()}/v1", process, timeout=5)
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:  # still running and not answering: said so, not blamed on a signal
+        with pytest.raises(RuntimeError, match="did not answer its first request"):
+            first_reply(f"http://127.0.0.1:{free_port()}/v1", alive, timeout=5)
+    finally:
+        alive.kill()
+        alive.wait()
 
 
 def test_every_protocol_runs_and_ends_with_a_status(runs, capsys):

@@ -20,9 +20,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.util
+import json
+import signal
+import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -83,8 +87,37 @@ def serve(timeout: float = 180.0) -> Iterator[str]:
                  "--model_alias", MODEL, "--host", "127.0.0.1", "--port", str(port),
                  "--n_ctx", str(N_CTX), "--n_threads", str(THREADS), "--n_threads_batch",
                  str(THREADS), "--verbose", "false"], f"{base}/models", "llama_cpp.server",
-                timeout):
+                timeout) as process:
+        first_reply(base, process, timeout)
         yield base
+
+
+def first_reply(base: str, process: subprocess.Popen[Any], timeout: float) -> None:
+    """Ask the served model for a few tokens of a chat reply (a prompt of some 30 tokens, so
+    llama.cpp takes its batched path), so a server that cannot answer fails here, naming why,
+    rather than every turn of every run failing with a connection error. RuntimeError when it
+    does not answer; a llama.cpp built for another CPU (a wheel from a shared pip cache)
+    dies of SIGILL on its first batch."""
+    body = json.dumps({"model": MODEL, "max_tokens": 2, "temperature": 0, "messages": [
+        {"role": "user", "content": "Name one prime number, and say in one line why it is."}]})
+    request = urllib.request.Request(f"{base}/chat/completions", data=body.encode(),
+                                     headers={"Content-Type": "application/json"})
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback only
+    try:
+        with direct.open(request, timeout=timeout) as answer:
+            json.load(answer)["choices"][0]  # noqa: B018  (a reply with a choice, or an error)
+    except (OSError, ValueError, LookupError, TypeError) as exc:
+        try:
+            code = process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"llama_cpp.server did not answer its first request: {exc}") \
+                from exc
+        died = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+        hint = (": its llama.cpp uses an instruction this CPU does not run (built natively on "
+                "another machine?); rebuild it with CMAKE_ARGS=-DGGML_NATIVE=OFF, as .ci/run "
+                "does") if code in (-signal.SIGILL, 128 + signal.SIGILL) else ""
+        raise RuntimeError(f"llama_cpp.server died on its first request ({died}){hint}") \
+            from exc
 
 
 def seat_model(base_url: str, cap: int = CAP, structured: str | None = None) -> str:

@@ -22,10 +22,10 @@ def free_port() -> int:
 
 @contextmanager
 def served(command: list[str], health_url: str, name: str, timeout: float,
-           **popen: Any) -> Iterator[None]:
+           **popen: Any) -> Iterator[subprocess.Popen[Any]]:
     """Run `command` (its output kept in a temporary file) until the block ends; enter the
-    block once `health_url` answers 200. RuntimeError, with the end of its output, when
-    the process exits or `timeout` seconds pass first."""
+    block, with the process, once `health_url` answers 200. RuntimeError, with the end of its
+    output, when the process exits or `timeout` seconds pass first."""
     direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback only
     with tempfile.TemporaryFile("w+") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, **popen)
@@ -42,7 +42,7 @@ def served(command: list[str], health_url: str, name: str, timeout: float,
                     log.seek(0)
                     raise RuntimeError(f"{name} did not start: {log.read()[-2000:]}")
                 time.sleep(0.2)
-            yield
+            yield process
         finally:
             process.terminate()
             try:

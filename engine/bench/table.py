@@ -187,6 +187,8 @@ def _sections(quick: bool = False, base_url: str | None = None, db_url: str | No
                                       runs_each=1 if quick else 2)),
         ("workers", lambda: _call(bench + "workers", "bench_workers", db_url,
                                   runs=200 if quick else 2000)),
+        ("worker-overhead", lambda: _call(bench + "workers", "bench_worker_overhead", db_url,
+                                          repeats=3 if quick else 5)),
     ]
 
 

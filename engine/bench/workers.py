@@ -139,6 +139,74 @@ def bench_workers(db_url: str | None = None, runs: int = 2000, latency: float = 
     return rows
 
 
+def _span(url: str, name: str) -> tuple[float, int]:
+    """(seconds from the first run's start to the last run's end, runs) of the experiment
+    called `name`."""
+    from engine.experiments import list_experiments
+    from engine.store import Store
+    listed = list_experiments(Store(url))
+    found = listed[listed["name"] == name]
+    table = Store(url).runs(experiment_id=str(found["id"].iloc[0]))
+    return (table["finished_at"].max() - table["created_at"].min()).total_seconds(), len(table)
+
+
+def _one(url: str, folder: Path, runs: int, latency: float, concurrency: int, pooled: bool,
+         number: int) -> float:
+    """The span of one experiment run in process (`experiment run --concurrency K`) or on
+    one worker started with `--concurrency K` (`--workers --wait`)."""
+    name = f"bench-overhead-{'worker' if pooled else 'inprocess'}-{number}-" \
+           f"{time.strftime('%H%M%S')}"
+    spec = _spec(folder, runs, latency, name)
+    pool = _start_workers(url, 1, concurrency, folder) if pooled else []
+    try:
+        extra = ["--workers", "--wait"] if pooled else ["--concurrency", str(concurrency)]
+        done = subprocess.run(_engine("experiment", "run", str(spec), *extra, "--yes",
+                                      "--quiet", "--db", url), cwd=ROOT,
+                              capture_output=True, text=True, timeout=3600)
+    finally:
+        _stop(pool)
+    if done.returncode != 0:
+        raise RuntimeError(f"bench experiment {name} failed: "
+                           f"{(done.stderr or done.stdout)[-500:]}")
+    span, stored = _span(url, name)
+    if stored != runs:
+        raise RuntimeError(f"bench experiment {name} stored {stored} runs, not {runs}")
+    return span
+
+
+def bench_worker_overhead(db_url: str | None = None, runs: int = 200, latency: float = 0.05,
+                          concurrency: int = 32, repeats: int = 5) -> list[dict]:
+    """One worker against the in-process runner at `concurrency` runs at once: the same
+    experiment on the same PostgreSQL, in process then on one worker, back to back,
+    `repeats` times (so the machine's load falls on both alike). Rows: each runner's median
+    span (first run's start to last run's end) and the median of the per-pair ratios, the
+    target being 1.3x."""
+    import statistics
+    url = db_url or os.environ.get("PARLEY_TEST_PG_URL")
+    spec = busiest()
+    label = (f"worker overhead: {runs} {spec.name} runs at {latency * 1000:.0f} ms per call, "
+             f"{concurrency} at once")
+    if not url:
+        return [_row(f"{label}: not measured (needs PostgreSQL: --db-url or "
+                     "PARLEY_TEST_PG_URL)", 0, "")]
+    inside: list[float] = []
+    pooled: list[float] = []
+    with tempfile.TemporaryDirectory() as folder:
+        for number in range(repeats):
+            inside.append(_one(url, Path(folder), runs, latency, concurrency, False, number))
+            pooled.append(_one(url, Path(folder), runs, latency, concurrency, True, number))
+    ratios = sorted(p / i for p, i in zip(pooled, inside, strict=True))
+    bound = runs * waves(spec) * latency / concurrency
+    return [
+        _row(f"{label}: in process, median span (lower bound {bound:.2f} s)",
+             round(statistics.median(inside), 2), "s"),
+        _row(f"{label}: one worker, median span", round(statistics.median(pooled), 2), "s"),
+        _row(f"{label}: one worker / in process, median of {repeats} pairs "
+             f"(range {ratios[0]:.2f}-{ratios[-1]:.2f})",
+             round(statistics.median(ratios), 2), "x", "<= 1.3"),
+    ]
+
+
 def _args(argv: list[str]) -> Any:
     import argparse
     parser = argparse.ArgumentParser(description=__doc__)

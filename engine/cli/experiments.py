@@ -343,6 +343,11 @@ def cmd_show(args: Any) -> int:
         by_round = rounds_text(result.runs, result.experiment["spec"])
         if by_round:
             _say(by_round)
+        from engine.reports import human
+        majority = human.majority_text(result.runs, store.preferences(),
+                                       result.experiment["spec"]["questions"], result.labels)
+        if majority:
+            _say(majority)
         spec = result.experiment["spec"]
         if spec.get("order") == "shuffled" or spec.get("sides") == "both":
             from engine.reports.positions import positions, positions_text

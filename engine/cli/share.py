@@ -16,7 +16,8 @@ def cmd_share(args: argparse.Namespace) -> int:
     if args.experiment:
         from engine.reports.experiments import report
         try:
-            document = share.experiment_html(report(store, args.id, args.runs))
+            document = share.experiment_html(report(store, args.id, args.runs),
+                                             preferences=store.preferences())
         except KeyError:
             sys.stderr.write(f"error: there is no experiment {args.id!r}\n")
             return 1

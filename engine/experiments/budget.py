@@ -9,7 +9,9 @@ cost the mean of the experiment's completed runs, else the preflight's estimate 
 When only the cells in flight stand in the way, the new cell waits for them to finish (their
 real cost then replaces the estimate); when none is in flight and one more cell would pass
 the budget, or the spend has reached it, the experiment stops. So with many cells in flight
-it does not overrun by all of them: it ends within about one cell's cost of the budget.
+it does not overrun by all of them: it ends within about one cell's cost of the budget. A
+pool's jobs take that decision one at a time per experiment, counting the cells whose lock
+is held as in flight (`engine.store.workers.budget_turn`).
 """
 from __future__ import annotations
 
@@ -79,7 +81,13 @@ class Spend:
 def spend(store: Any, experiment_id: str, estimate: float | None) -> Spend:
     """The experiment's `Spend` from the store; `estimate` is the preflight's cost per run
     (used until a run of the experiment has a known cost)."""
-    spent, running, mean = experiment_spend(store, experiment_id)
+    return spend_of(experiment_spend(store, experiment_id), estimate)
+
+
+def spend_of(figures: tuple[float, int, float | None], estimate: float | None) -> Spend:
+    """A `Spend` from `experiment_spend`'s figures (spent, running, mean cost of a completed
+    run) and the preflight's cost per run (used while the mean is unknown)."""
+    spent, running, mean = figures
     per_cell = mean if mean is not None else (estimate or 0.0)
     return Spend(spent, running, per_cell)
 

@@ -381,12 +381,20 @@ def _unscored_reason(behind: pd.DataFrame, *silent: str) -> str:
     """Why two configurations share no scored question: no expected answers, or a side
     (`silent`: the labels with no scored answer) produced none, or they scored others."""
     given = behind["expected"] if "expected" in behind else pd.Series(dtype=object)
-    if not (given.fillna("").astype(str).str.strip() != "").any():
+    has = given.fillna("").astype(str).str.strip() != ""
+    if not has.any():
         return "scoring needs expected answers"
     if not silent:
         return "each scored answer is on a question the other did not answer"
-    return (f"the questions have expected answers, but {' and '.join(silent)} produced no "
-            "answer to score")
+    # A side whose runs were all on questions without an expected answer had nothing to score.
+    unasked = [label for label in silent if not has[behind["label"] == label].any()]
+    quiet = [label for label in silent if label not in unasked]
+    reasons = ([f"{' and '.join(unasked)} ran only questions with no expected answer"]
+               if unasked else [])
+    if quiet:
+        reasons.append(f"the questions have expected answers, but {' and '.join(quiet)} "
+                       "produced no answer to score")
+    return "; ".join(reasons)
 
 
 def question_table(frame: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:

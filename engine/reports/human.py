@@ -332,3 +332,53 @@ def experiment_majority(runs: pd.DataFrame, preferences: pd.DataFrame,
                      "accuracy [95% CI] n": rate_text(right, n)})
     return MajorityScores(pd.DataFrame(rows, columns=MAJORITY_COLUMNS), len(blank),
                           len(decided), used)
+
+
+
+HEADING = "Accuracy against the human majority"
+SCOPE = f"expected answer: {HUMAN_MAJORITY}, on the questions that have none of their own"
+NO_COMPARISONS = ("{blank} question(s) have no expected answer, and no one has compared two of "
+                  "this experiment's runs yet, so none has a human majority to score against "
+                  "(the Review page pairs runs to compare).")
+APART = ("Never pooled with the accuracy against the expected answers; simulated runs are "
+         "scored against simulated runs' majority, real against real. Intervals: 95% Wilson.")
+SHOWN = ["configuration", "expected", "questions", "accuracy [95% CI] n"]  # as text
+
+
+@dataclass(frozen=True)
+class MajoritySection:
+    """What the Experiments page, `experiment show` and the shared HTML show under an
+    experiment's accuracy (`majority_section`): a note on what the table is over (or why
+    there is none) and the table (`MAJORITY_COLUMNS`; empty when nothing was scored)."""
+
+    note: str
+    table: pd.DataFrame
+
+
+def majority_section(runs: pd.DataFrame, preferences: pd.DataFrame,
+                     questions: Sequence[Mapping[str, Any]],
+                     labels: Sequence[str] = ()) -> MajoritySection | None:
+    """`experiment_majority` with its note; None when every question has an expected
+    answer (nothing to show). `preferences` may be all of them (`store.preferences()`): only
+    those between two of `runs` of one kind count."""
+    blank = blank_questions(questions)
+    if not blank:
+        return None
+    scores = experiment_majority(runs, preferences, questions, labels)
+    if not scores.preferences:
+        return MajoritySection(NO_COMPARISONS.format(blank=len(blank)),
+                               scores.table.iloc[0:0])
+    return MajoritySection(f"{scores.caption()} {APART}", scores.table)
+
+
+def majority_text(runs: pd.DataFrame, preferences: pd.DataFrame,
+                  questions: Sequence[Mapping[str, Any]], labels: Sequence[str] = ()) -> str:
+    """`majority_section` as plain text (the CLI's `experiment show`): a heading, the note
+    and the table; "" when every question has an expected answer."""
+    section = majority_section(runs, preferences, questions, labels)
+    if section is None:
+        return ""
+    lines = [f"{HEADING} ({SCOPE}):", section.note]
+    if not section.table.empty:
+        lines.append(section.table[SHOWN].to_string(index=False))
+    return "\n".join(lines)

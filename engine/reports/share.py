@@ -182,10 +182,13 @@ EXPERIMENT_COLUMNS = ["configuration", "protocol", "simulated", "runs", "planned
                       "tokens_per_run", "cost_per_run", "seconds_per_run"]
 
 
-def experiment_html(report: Any, figures: Sequence[tuple[str, Any]] = ()) -> str:
+def experiment_html(report: Any, figures: Sequence[tuple[str, Any]] = (),
+                    preferences: pd.DataFrame | None = None) -> str:
     """An experiment's results (`engine.reports.experiments.Report`): what it compared, its
-    progress, the summary with intervals, accuracy and calibration figures, any further
-    `figures` as (heading, plotly figure), and the question matrix."""
+    progress, the summary with intervals, accuracy and calibration figures, with people's
+    `preferences` (`store.preferences()`) the accuracy against the human majority on the
+    questions with no expected answer, any further `figures` as (heading, plotly figure),
+    and the question matrix."""
     from engine.reports.experiments import accuracy_figure
     from engine.reports.reliability import reliability_figure
     experiment, spec = report.experiment, report.experiment["spec"]
@@ -206,11 +209,29 @@ def experiment_html(report: Any, figures: Sequence[tuple[str, Any]] = ()) -> str
         parts.append(figure(accuracy_figure(report.summary, "Accuracy per configuration")))
     if report.calibrations:
         parts += ["<h2>Calibration</h2>", figure(reliability_figure(report.calibrations))]
+    if preferences is not None:
+        parts += _majority(report, preferences)
     parts += _rounds(report)
     for heading, fig in figures:
         parts += [f"<h2>{text(heading)}</h2>", figure(fig)]
     parts += ["<h2>Questions</h2>", table(report.questions)]
     return page(f"Experiment: {experiment.get('name', '')}", parts)
+
+
+def _majority(report: Any, preferences: pd.DataFrame) -> list[str]:
+    """The accuracy against the human majority as the Experiments page shows it (nothing when
+    every question has an expected answer)."""
+    from engine.reports import human
+    section = human.majority_section(report.runs, preferences,
+                                     report.experiment["spec"]["questions"], report.labels)
+    if section is None:
+        return []
+    parts = [f"<h2>{text(human.HEADING)}</h2>",
+             f'<p class="caption">{text(human.SCOPE[:1].upper() + human.SCOPE[1:])}.</p>',
+             f'<p class="caption">{text(section.note)}</p>']
+    if not section.table.empty:
+        parts.append(table(section.table, human.SHOWN))
+    return parts
 
 
 def _rounds(report: Any) -> list[str]:

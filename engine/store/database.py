@@ -153,6 +153,17 @@ class Database:
         """The column names of a table as the database has them."""
         return [c["name"] for c in inspect(self.engine).get_columns(table)]
 
+    @contextmanager
+    def reading(self) -> Iterator[Any]:
+        """A connection for reads that need no transaction of their own. On PostgreSQL it is
+        in autocommit: a read is one round trip, with no BEGIN before it and no ROLLBACK when
+        the connection goes back to the pool (at READ COMMITTED every statement sees its own
+        snapshot in a transaction too, so nothing is lost). Elsewhere a plain connection."""
+        with self.engine.connect() as connection:
+            if connection.dialect.name == "postgresql":
+                connection = connection.execution_options(isolation_level="AUTOCOMMIT")
+            yield connection
+
     # ----------------------------------------------------------------- writing
     @contextmanager
     def writing(self, retry: bool = True) -> Iterator[Any]:

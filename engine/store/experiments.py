@@ -286,33 +286,47 @@ def experiment_spend(store: Store, experiment_id: str) -> tuple[float, int, floa
     `cost_usd`, in flight or ended, superseded too: that money is gone; an unpriced turn adds
     nothing, so a budget needs every model priced), how many of its runs are running now, and
     the mean cost of its completed runs (None when none has a known cost yet)."""
-    mine = RunRow.experiment_id == experiment_id
     with store.engine.connect() as connection:
-        spent = connection.execute(
-            select(func.coalesce(func.sum(TurnRow.cost_usd), 0.0))
-            .select_from(TurnRow).join(RunRow, RunRow.id == TurnRow.run_id).where(mine)
-        ).scalar_one()
-        running, mean = connection.execute(
-            select(func.count().filter(RunRow.status == "running"),
-                   func.avg(RunRow.cost_usd).filter(RunRow.status == "completed"))
-            .where(mine)).one()
+        return spend_on(connection, experiment_id)
+
+
+def spend_on(connection: Any, experiment_id: str) -> tuple[float, int, float | None]:
+    """`experiment_spend` read on an open connection (in its transaction)."""
+    mine = RunRow.experiment_id == experiment_id
+    spent = connection.execute(
+        select(func.coalesce(func.sum(TurnRow.cost_usd), 0.0))
+        .select_from(TurnRow).join(RunRow, RunRow.id == TurnRow.run_id).where(mine)
+    ).scalar_one()
+    running, mean = connection.execute(
+        select(func.count().filter(RunRow.status == "running"),
+               func.avg(RunRow.cost_usd).filter(RunRow.status == "completed"))
+        .where(mine)).one()
     return float(spent or 0.0), int(running or 0), None if mean is None else float(mean)
+
+
+def budget_column(store: Store) -> Any:
+    """The SQL expression of an experiment row's `budget_usd`, read from its stored spec in
+    the database (as text; `as_budget` reads it)."""
+    spec = ExperimentRow.spec
+    if store.engine.dialect.name == "postgresql":
+        from sqlalchemy import JSON, cast
+        return cast(spec, JSON)["budget_usd"].as_string()
+    return func.json_extract(spec, "$.budget_usd")
+
+
+def as_budget(found: Any) -> float | None:
+    """A stored `budget_usd` as a number; None when there is none or it is unreadable."""
+    try:
+        return None if found is None else float(found)
+    except (TypeError, ValueError):
+        return None
 
 
 def stored_budget(store: Store, experiment_id: str) -> float | None:
     """The experiment's `budget_usd` as stored now, read in the database without the rest of
     its spec (`set_budget` may have changed it since a worker read the plan); None when it
     has none or the value is unreadable."""
-    spec = ExperimentRow.spec
-    if store.engine.dialect.name == "postgresql":
-        from sqlalchemy import JSON, cast
-        value = cast(spec, JSON)["budget_usd"].as_string()
-    else:
-        value = func.json_extract(spec, "$.budget_usd")
     with store.engine.connect() as connection:
-        found = connection.execute(select(value).where(ExperimentRow.id == experiment_id)
-                                   ).scalar()
-    try:
-        return None if found is None else float(found)
-    except (TypeError, ValueError):
-        return None
+        found = connection.execute(select(budget_column(store))
+                                   .where(ExperimentRow.id == experiment_id)).scalar()
+    return as_budget(found)

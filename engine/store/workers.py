@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 from uuid import uuid4
 
 import pandas as pd
@@ -29,7 +29,7 @@ from sqlalchemy.exc import OperationalError
 from engine.cells import CELL_PATTERN, SUPERSEDED, Cell
 from engine.models import ConfigError, now
 from engine.store.database import StoreWriteError
-from engine.store.experiments import live_status, row, supersede
+from engine.store.experiments import as_budget, budget_column, live_status, row, spend_on, supersede
 from engine.store.liveness import owner_gone
 from engine.store.readback import aware, decode_tags
 from engine.store.records import starter
@@ -66,7 +66,7 @@ def has_queue(store: Store) -> bool:
     """True when the job queue's tables exist in this database."""
     if not is_postgres(store):
         return False
-    with store.engine.connect() as connection:
+    with store.reading() as connection:
         return bool(connection.execute(text(
             "SELECT to_regclass('procrastinate_jobs') IS NOT NULL")).scalar())
 
@@ -203,7 +203,7 @@ def has_open_jobs(store: Store, experiment_id: str, besides: int | None = None,
     that takes it refuses it (`PoisonJob`), and `refused_jobs` counts it."""
     if not has_queue(store):
         return False
-    with store.engine.connect() as connection:
+    with store.reading() as connection:
         return bool(connection.execute(text(
             "SELECT EXISTS (SELECT 1 FROM procrastinate_jobs WHERE task_name = :task "
             "AND status IN ('todo', 'doing') AND args->>'experiment_id' = :eid "
@@ -271,10 +271,13 @@ def queue_depth(store: Store) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------- exactly once
+def _key(value: str) -> int:
+    """A signed 32-bit advisory lock key for `value`."""
+    return zlib.crc32(value.encode()) - 2**31
+
+
 def _lock_keys(experiment_id: str, cell: Cell) -> dict[str, int]:
-    def key(value: str) -> int:
-        return zlib.crc32(value.encode()) - 2**31  # a signed 32-bit advisory key
-    return {"a": key(experiment_id), "b": key(cell.tag)}
+    return {"a": _key(experiment_id), "b": _key(cell.tag)}
 
 
 class CellLocks:
@@ -372,17 +375,20 @@ def cell_lock(store: Store, experiment_id: str, cell: Cell,
 def take_cell(store: Store, experiment_id: str, cell: Cell) -> bool:
     """With the cell's lock held (`cell_lock`): False when the cell already has a completed
     run (it never runs again); else end the runs a dead worker left `running` for it as
-    `interrupted`, mark every earlier try `superseded`, and return True."""
-    with store.writing() as connection:
+    `interrupted`, mark every earlier try `superseded`, and return True. The usual cell, with
+    no try before it, costs one read (the lock keeps every other writer off its runs)."""
+    with store.reading() as connection:
         rows = connection.execute(select(RunRow.id, RunRow.status, RunRow.tags).where(
             RunRow.experiment_id == experiment_id,
             RunRow.tags.contains(f'"{cell.tag}"'))).mappings().all()
-        runs = [r for r in rows if cell.tag in decode_tags(r["tags"])]
-        if any(r["status"] == "completed" for r in runs):
-            return False
-        for run in runs:
-            if run["status"] == "running":  # its worker is gone: the lock was free
-                end_run_row(connection, run["id"], "interrupted", ORPHANED)
+    runs = [r for r in rows if cell.tag in decode_tags(r["tags"])]
+    if any(r["status"] == "completed" for r in runs):
+        return False
+    orphans = [r["id"] for r in runs if r["status"] == "running"]
+    if orphans:  # their worker is gone: the lock was free
+        with store.writing() as connection:
+            for run_id in orphans:
+                end_run_row(connection, run_id, "interrupted", ORPHANED)
     supersede(store, [r["id"] for r in runs if SUPERSEDED not in decode_tags(r["tags"])])
     return True
 
@@ -407,15 +413,26 @@ def claim_for_pool(store: Store, experiment_id: str, started_by: str = "") -> di
     return found
 
 
-def pool_state(store: Store, experiment_id: str) -> tuple[str, str, str] | None:
-    """An experiment's stored status, host and who started it (None when there is no such
-    experiment): what a job checks before each cell, without reading the spec. Who started
-    it is read here, not kept by the worker: a resume by someone else changes it."""
-    with store.engine.connect() as connection:
+class PoolState(NamedTuple):
+    """What a job reads of its experiment before each cell (`pool_state`)."""
+
+    status: str
+    host: str
+    started_by: str  # who started it: its runs record that name, not the worker's
+    budget: float | None  # its `budget_usd` as stored now (a resume may have set a new one)
+
+
+def pool_state(store: Store, experiment_id: str) -> PoolState | None:
+    """An experiment's stored status, host, who started it and budget, in one read without
+    the rest of its spec (None when there is no such experiment): what a job checks before
+    each cell. Who started it and the budget are read here, not kept by the worker: a resume
+    by someone else changes them."""
+    with store.reading() as connection:
         found = connection.execute(select(ExperimentRow.status, ExperimentRow.host,
-                                          ExperimentRow.started_by).where(
-            ExperimentRow.id == experiment_id)).first()
-    return None if found is None else (str(found[0]), str(found[1]), str(found[2] or ""))
+                                          ExperimentRow.started_by, budget_column(store))
+                                   .where(ExperimentRow.id == experiment_id)).first()
+    return None if found is None else PoolState(str(found[0]), str(found[1]),
+                                                 str(found[2] or ""), as_budget(found[3]))
 
 
 def pool_running(store: Store) -> list[str]:
@@ -426,12 +443,31 @@ def pool_running(store: Store) -> list[str]:
 
 
 @contextmanager
+def budget_turn(store: Store, experiment_id: str) -> Iterator[tuple[float, int, float | None]]:
+    """One job's turn at its experiment's budget, across every worker: the experiment's
+    budget lock (an advisory lock, in a transaction) is held while the block runs, so that
+    no two jobs decide on the same spend at once. Yields `experiment_spend`'s figures read
+    in that transaction, the cells in flight counted as the more of the runs stored
+    `running` and the cells whose lock some session holds now: a cell taken a moment ago
+    holds its lock before its run is stored. So a cell whose lock is taken before the block
+    ends is in flight for the next job's turn."""
+    with store.engine.begin() as connection:
+        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"),
+                           {"key": _key(f"budget {experiment_id}")})
+        spent, running, mean = spend_on(connection, experiment_id)
+        held = connection.execute(text(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 "
+            "AND granted AND classid::bigint = :a"),
+            {"a": _key(experiment_id) & 0xFFFFFFFF}).scalar()
+        yield spent, max(running, int(held or 0)), mean
+
+
+@contextmanager
 def settle_lock(store: Store, experiment_id: str) -> Iterator[None]:
     """Hold the experiment's advisory lock (in a transaction) while the block runs, so that
     the job that ends last and a worker's periodic check never settle it at once."""
     with store.writing() as connection:
-        connection.execute(text("SELECT pg_advisory_xact_lock(:a)"),
-                           {"a": zlib.crc32(experiment_id.encode()) - 2**31})
+        connection.execute(text("SELECT pg_advisory_xact_lock(:a)"), {"a": _key(experiment_id)})
         yield
 
 

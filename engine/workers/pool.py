@@ -17,7 +17,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -28,13 +28,13 @@ from procrastinate.jobs import Job, Status
 from procrastinate.manager import JobManager
 from procrastinate.schema import SchemaManager
 
-from engine.experiments.budget import spend
+from engine.experiments.budget import spend_of
 from engine.experiments.planning import Plan, plan_of
 from engine.experiments.runner import arun_cell, pending_cells
 from engine.models import ConfigError, now
 from engine.store import Store
 from engine.store import workers as pool_store
-from engine.store.experiments import get, row, set_values, stored_budget
+from engine.store.experiments import get, row, set_values
 from engine.store.workers import PoisonJob
 
 log = logging.getLogger("parley.worker")
@@ -133,24 +133,28 @@ def plan_for(state: WorkerState, experiment_id: str) -> Plan:
 T = TypeVar("T")
 
 
-async def off_loop(call: Callable[..., T], *args: Any) -> T:
+async def off_loop(call: Callable[..., T], *args: Any,
+                   undo: Callable[[T], Any] | None = None) -> T:
     """`call(*args)` (the store's synchronous queries) in a thread, so that the event loop
     goes on with the worker's other cells and its job fetching while it waits on the
     database. Cancelled meanwhile, it lets the call end before it gives way: the lock a
-    cell's bookkeeping needs is never left while that bookkeeping still runs."""
+    cell's bookkeeping needs is never left while that bookkeeping still runs; `undo` is then
+    called with what the call returned (a lock it took is left)."""
     task = asyncio.ensure_future(asyncio.to_thread(call, *args))
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
         await asyncio.wait({task})
+        if undo is not None and not task.cancelled() and task.exception() is None:
+            undo(task.result())
         raise
 
 
 def _look_up(state: WorkerState, job: pool_store.CellJob
-             ) -> tuple[tuple[str, str, str], Plan]:
-    """A job's experiment (its status, host and who started it: its runs record that name,
-    not this worker's) and plan; `PoisonJob` when the job names no cell of an existing
-    experiment's plan."""
+             ) -> tuple[pool_store.PoolState, Plan]:
+    """A job's experiment (its status, host, who started it: its runs record that name,
+    not this worker's, and its budget as stored now) and plan; `PoisonJob` when the job
+    names no cell of an existing experiment's plan."""
     experiment_id, target = job.experiment_id, job.cell
     found = pool_store.pool_state(state.store, experiment_id)
     if found is None:
@@ -161,6 +165,50 @@ def _look_up(state: WorkerState, job: pool_store.CellJob
         raise PoisonJob(f"{target.tag} is outside the plan of experiment {experiment_id!r}"
                         f" ({q} question(s) x {c} configuration(s) x {r} repeat(s))")
     return found, experiment
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What `_claim` did: the cell taken, its lock held (`held`), or why not."""
+
+    skipped: str = ""  # why this job does not run the cell
+    wait: bool = False  # the budget waits for the cells in flight to show what they cost
+    stop: str = ""  # the budget is spent: the stopped experiment's error
+
+    @property
+    def held(self) -> bool:
+        return not (self.skipped or self.wait or self.stop)
+
+
+def _claim(state: WorkerState, experiment_id: str, target: Any,
+           budget: float | None = None, estimate: float | None = None) -> Claim:
+    """Take the cell's lock and then the cell (`take_cell`), in one trip to a thread. With a
+    `budget`, the lock is taken in the experiment's budget turn (`budget_turn`), only when
+    the spend allows one more cell: the next job's turn, on any worker, then counts it in
+    flight. `estimate` is the preflight's cost per run."""
+    locks = state.locks
+    assert locks is not None  # made by WorkerState
+    if budget is None:
+        got = locks.acquire(experiment_id, target)
+    else:
+        with pool_store.budget_turn(state.store, experiment_id) as figures:
+            now = spend_of(figures, estimate)
+            decision = now.decide(budget)
+            if decision == "wait":
+                return Claim(wait=True)
+            if decision == "stop":
+                return Claim(stop=now.reason(budget))
+            got = locks.acquire(experiment_id, target)
+    if not got:
+        return Claim("skipped: another worker runs this cell")
+    try:
+        if pool_store.take_cell(state.store, experiment_id, target):
+            return Claim()
+    except BaseException:
+        locks.release(experiment_id, target)
+        raise
+    locks.release(experiment_id, target)
+    return Claim("skipped: the cell already completed")
 
 
 def _touch(state: WorkerState, experiment_id: str) -> None:
@@ -191,9 +239,11 @@ async def run_cell(context: Any, /, **payload: Any) -> str:
     worker holds the cell, or the cell already has a completed run. Says what it did. A job
     naming no cell of an existing experiment's plan raises `PoisonJob`, logged here: it fails
     once (the retry strategy retries only a lost database). The store's queries before and
-    after the cell run in threads (`off_loop`); the cell's lock is one round trip on the
-    worker's lock session (`WorkerState.locks`); the experiment is settled once the job's
-    end is stored (`settle_after`)."""
+    after the cell run in threads (`off_loop`): the experiment's state and budget in one
+    read, then the cell's lock (one round trip on the worker's lock session,
+    `WorkerState.locks`, taken in the experiment's budget turn when it has a budget) and its
+    check (`take_cell`) in one trip; the experiment is settled once the job's end is stored
+    (`settle_after`)."""
     state: WorkerState = context.additional_context["parley"]
     store, locks = state.store, state.locks
     assert locks is not None  # made by WorkerState
@@ -205,23 +255,19 @@ async def run_cell(context: Any, /, **payload: Any) -> str:
         refuse(context.job.id, problem)
         raise
     experiment_id, target = job.experiment_id, job.cell
-    status, host, started_by = found
-    if (status, host) != ("running", pool_store.POOL_HOST):
-        return f"skipped: the experiment is {status}"
+    if (found.status, found.host) != ("running", pool_store.POOL_HOST):
+        return f"skipped: the experiment is {found.status}"
     # The budget as stored now: a resume may have given the experiment a new one since this
     # worker read its plan (`set_budget`); the rest of a spec never changes.
-    budget = await off_loop(stored_budget, store, experiment_id)
-    if budget is not None and not await within_budget(context, state, experiment_id,
-                                                      experiment, budget):
-        return "skipped: the experiment's budget is spent"
-    with pool_store.cell_lock(store, experiment_id, target, locks) as got:
-        if not got:
-            return "skipped: another worker runs this cell"
-        if not await off_loop(pool_store.take_cell, store, experiment_id, target):
-            return "skipped: the cell already completed"
+    claim = await claim_cell(context, state, experiment_id, target, experiment, found.budget)
+    if not claim.held:
+        return claim.skipped
+    try:
         outcome = await arun_cell(experiment, experiment_id, target,
                                   store=state.sink or store, stop_event=threading.Event(),
-                                  endpoints=state.endpoints, started_by=started_by)
+                                  endpoints=state.endpoints, started_by=found.started_by)
+    finally:
+        await off_loop(locks.release, experiment_id, target)
     if isinstance(outcome.exception, pool_store.DATABASE_ERRORS):
         raise outcome.exception  # the database went away mid-cell: the job is tried again
     if outcome.status == "fatal":
@@ -231,23 +277,29 @@ async def run_cell(context: Any, /, **payload: Any) -> str:
     return outcome.status + (f": {outcome.error}" if outcome.error else "")
 
 
-async def within_budget(context: Any, state: WorkerState, experiment_id: str,
-                        experiment: Plan, budget: float) -> bool:
-    """The budget's check before a cell (`engine.experiments.budget`): True to start it,
-    after waiting while cells in flight on any worker decide it; False once the spend has
-    reached the budget, the experiment then stopped (reason `budget`) with its running cells
-    left to finish and its queued jobs cancelled."""
+async def claim_cell(context: Any, state: WorkerState, experiment_id: str, target: Any,
+                     experiment: Plan, budget: float | None) -> Claim:
+    """Take the cell (`_claim`), with its lock held when `held`. With a budget
+    (`engine.experiments.budget`), after waiting while cells in flight on any worker decide
+    it; once the spend has reached it, the experiment is stopped (reason `budget`) with its
+    running cells left to finish and its queued jobs cancelled, and the claim says so."""
+    locks = state.locks
+    assert locks is not None  # made by WorkerState
+
+    def leave(claim: Claim) -> None:
+        if claim.held:
+            locks.release(experiment_id, target)
     while True:
-        if state.sink is not None:
+        if budget is not None and state.sink is not None:
             await off_loop(state.sink.flush_turns)
-        spent = await off_loop(spend, state.store, experiment_id, experiment.cost_per_run)
-        decision = spent.decide(budget)
-        if decision == "go":
-            return True
-        if decision == "stop":
-            await astop(context.app, state.store, experiment_id, error=spent.reason(budget),
+        claim = await off_loop(_claim, state, experiment_id, target, budget,
+                               experiment.cost_per_run, undo=leave)
+        if claim.stop:
+            await astop(context.app, state.store, experiment_id, error=claim.stop,
                         finish_running=True)
-            return False
+            return Claim("skipped: the experiment's budget is spent")
+        if not claim.wait:
+            return claim
         await asyncio.sleep(0.2)
 
 
@@ -263,6 +315,13 @@ SELECT (job).id, (job).status, (job).task_name, (job).priority, (job).lock,
  WHERE (job).id IS NOT NULL"""
 
 
+def _experiment_of(job: Job) -> str:
+    """The experiment a job's payload names ("" when it names none as text)."""
+    payload = job.task_kwargs
+    found = payload.get("experiment_id") if isinstance(payload, dict) else None
+    return found if isinstance(found, str) else ""
+
+
 class Gatekeeper(JobManager):
     """procrastinate's job manager, refusing a fetched job whose payload is no JSON object
     (or cannot be read): procrastinate passes a payload as keyword arguments and names the
@@ -275,7 +334,12 @@ class Gatekeeper(JobManager):
     With `slots` (the worker's concurrency) above 1, one fetch takes as many jobs as the
     worker has free slots (its slots less the jobs handed out and not yet ended) and hands
     them out one by one as procrastinate asks, at once: never more than it can start, so no
-    job waits `doing` behind a busy slot."""
+    job waits `doing` behind a busy slot.
+
+    A job that ends while another job of its experiment is still with this worker (handed
+    out, or fetched and not yet handed out) leaves the settling to that one, which ends
+    after it: of 32 jobs of one experiment ending together, one asks the database whether
+    the experiment is done, not 32."""
 
     def __init__(self, connector: Any, state: WorkerState | None = None,
                  slots: int = 1) -> None:
@@ -284,6 +348,7 @@ class Gatekeeper(JobManager):
         self.slots = slots
         self._taken: deque[Job] = deque()  # fetched, not yet handed out
         self._out = 0  # handed out, not yet ended
+        self._held: Counter[str] = Counter()  # handed out, not yet ended, by experiment
         self._worker_id: int | None = None
 
     async def _take(self, queues: Iterable[str] | None, worker_id: int) -> None:
@@ -301,6 +366,7 @@ class Gatekeeper(JobManager):
         """The next job to run, as procrastinate's, having failed each unrunnable one."""
         if worker_id != self._worker_id:  # a new procrastinate worker: nothing is out
             self._worker_id, self._out = worker_id, 0
+            self._held.clear()
             self._taken.clear()  # the one before stopped: they are its stalled jobs
         while True:
             if not self._taken:
@@ -310,6 +376,7 @@ class Gatekeeper(JobManager):
             job = self._taken.popleft()
             if isinstance(job.task_kwargs, dict):
                 self._out += 1
+                self._held[_experiment_of(job)] += 1
                 return job
             try:
                 pool_store.read_job(job.task_kwargs)  # not a mapping: always refused
@@ -317,6 +384,14 @@ class Gatekeeper(JobManager):
                 refuse(job.id, problem)
             assert job.id is not None
             await self.finish_job_by_id_async(job.id, Status.FAILED, delete_job=False)
+
+    def _let_go(self, job: Job) -> None:
+        """`job` is no longer with this worker (ended, or queued again)."""
+        experiment = _experiment_of(job)
+        if self._held[experiment] > 1:
+            self._held[experiment] -= 1
+        else:
+            self._held.pop(experiment, None)
 
     async def give_back(self) -> int:
         """Queue again the jobs fetched and not handed out (the worker stopped); returns
@@ -333,6 +408,7 @@ class Gatekeeper(JobManager):
                         queue: str | None = None, lock: str | None = None) -> None:
         """Queue a job handed out again, as procrastinate's."""
         self._out = max(0, self._out - 1)
+        self._let_go(job)
         await super().retry_job(job, retry_at=retry_at, priority=priority, queue=queue,
                                 lock=lock)
 
@@ -342,9 +418,13 @@ class Gatekeeper(JobManager):
         housekeeping settles it within a heartbeat)."""
         self._out = max(0, self._out - 1)
         await super().finish_job(job, status, delete_job)
+        self._let_go(job)  # once its end is stored: see the class's docstring
         if self.state is None or job.task_name != pool_store.TASK \
                 or status != Status.SUCCEEDED:  # a refused job: housekeeping settles
             return
+        experiment = _experiment_of(job)
+        if self._held[experiment] or any(_experiment_of(j) == experiment for j in self._taken):
+            return  # a job of its experiment ends after it here, and settles
         try:
             await off_loop(settle_after, self.state, job)
         except Exception as exc:  # noqa: BLE001 - the job's end is stored; housekeeping settles
