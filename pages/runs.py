@@ -259,6 +259,10 @@ def show_detail(run_id: str) -> None:
             f"created {str(run.get('created_at', ''))[:19].replace('T', ' ')} UTC",
             f"started by {run['started_by']}" if run.get("started_by") else ""]
     st.caption(md(" · ".join(m for m in meta if m)))
+    # The actions come before everything a run's end changes (its progress, outcome and
+    # figures): a run that ends while the page is open reruns it, and a click on Delete or
+    # Yes at that moment must not land on whatever moved into the button's place.
+    show_actions(detail)
     if detail.outcome:
         st.markdown(f"**Outcome:** {md(detail.outcome)}")
     if run["status"] == "completed" and run.get("degraded_run"):
@@ -274,7 +278,6 @@ def show_detail(run_id: str) -> None:
                          expanded=True):
             for problem in detail.problems:
                 st.warning(md(problem))
-    show_actions(detail)
     _labels.show_labels(store, run)
     show_tabs(detail)
 

@@ -321,6 +321,10 @@ def test_runs_page_stops_a_run_this_process_did_not_start(db_url):
     at.run()
     assert not at.exception, at.exception
     assert not at.button(key="runs_delete_ask").disabled  # a running run can be deleted
+    # the actions sit above what the run's end changes (its progress and its Stop button):
+    # the rerun at its end does not move them under a click
+    keys = [button.key for button in at.button]
+    assert keys.index("runs_delete_ask") < keys.index("runs_stop"), keys
     at.button(key="runs_stop").click().run()
     assert not at.exception, at.exception
     assert raw_status(store, run_id) == "interrupted"
