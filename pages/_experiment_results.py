@@ -19,7 +19,7 @@ from engine import Store
 from engine import experiments as ex
 from engine.reports import baseline, consensus, consultancy, pareto, rounds, share, vega
 from engine.reports.references import published as published_figures
-from engine.reports.references import references
+from engine.reports.references import published_note, references
 from engine.views import aggregate
 from pages import _consensus, _human, _positions, _shared, _summary_table
 
@@ -158,12 +158,9 @@ def show_summary(result: ex.Report, drawn: Figures) -> None:
         st.vega_lite_chart(spec=drawn.accuracy, key="exp-accuracy", on_select=drill_to_runs,
                            selection_mode=vega.PICK)
         st.caption("Click a bar to list its runs under *Runs behind a cell*.")
-        theirs = published_figures(result.experiment["spec"])
+        theirs = published_note(published_figures(result.experiment["spec"]))
         if theirs:
-            st.caption(md(f"Diamonds: published figures, theirs, not Parley's runs "
-                          f"({theirs[0].citation}; {theirs[0].model}): " +
-                          "; ".join(p.label.removeprefix("published (theirs): ")
-                                    for p in theirs) + "."))
+            st.caption(md(f"Diamonds: {theirs}"))
     else:
         st.caption("No run has an expected answer to score, so there is no accuracy.")
     _human.experiment(_shared.store(), result)

@@ -23,6 +23,19 @@ def spec(model: str | None = None) -> dict:
     return loaded
 
 
+def run_tiny(store, questions: int):
+    """The preset on its first `questions` questions, run on the simulated model; its report
+    of the simulated runs."""
+    tiny = spec()
+    tiny["questions"] = "gsm8k-100"
+    plan = ex.plan(tiny)
+    plan = ex.planning.Plan(**{**plan.__dict__, "questions": plan.questions[:questions],
+                               "per_config": plan.per_config})
+    experiment_id = ex.create(store, plan)
+    assert ex.run_experiment(store, experiment_id).status == "completed"
+    return report(store, experiment_id, "simulated")
+
+
 def test_the_preset_plans_the_four_structures_on_gsm8k_100():
     plan = ex.plan(spec())
     assert plan.labels == LABELS and plan.source == "bundled:gsm8k-100"
@@ -68,14 +81,7 @@ def test_a_failed_synthesis_leaves_the_run_unscored(recording_model):
 
 
 def test_the_preset_runs_on_the_simulated_model_and_the_chart_overlays_theirs(store):
-    tiny = spec()
-    tiny["questions"] = "gsm8k-100"
-    plan = ex.plan(tiny)
-    plan = ex.planning.Plan(**{**plan.__dict__, "questions": plan.questions[:3],
-                               "per_config": plan.per_config})
-    experiment_id = ex.create(store, plan)
-    assert ex.run_experiment(store, experiment_id).status == "completed"
-    result = report(store, experiment_id, "simulated")
+    result = run_tiny(store, 3)
     summary = result.summary.set_index("configuration")
     assert list(summary["runs"]) == [3] * 4 and list(summary["scored"]) == [3] * 4
     theirs = published(result.experiment["spec"])
@@ -87,3 +93,35 @@ def test_the_preset_runs_on_the_simulated_model_and_the_chart_overlays_theirs(st
     ours = [layer for layer in chart["layer"] if "data" not in layer]
     assert all("published" not in json.dumps(layer) for layer in ours)  # never mixed in
     assert "andybhall/llm-council-governance" in text
+
+
+def test_the_shared_html_and_experiment_show_carry_the_published_figures(store, capsys):
+    # The page's diamonds, beside the accuracy wherever an experiment's results go: the
+    # shared HTML (its plotly chart has a trace of theirs, named so, and the caption says
+    # whose) and `experiment show`; an experiment naming no reference shows none.
+    from engine.cli.main import main
+    from engine.reports import share
+    from engine.store.experiments import add_experiment
+    result = run_tiny(store, 2)
+    experiment_id = result.experiment["id"]
+    figure = ex.accuracy_figure(result.summary, "Accuracy", published(result.experiment["spec"]))
+    theirs = [trace for trace in figure.data if trace.name == "published (theirs)"]
+    assert len(theirs) == 1 and list(theirs[0].y) == [p.accuracy for p in GOVERNANCE]
+    assert list(theirs[0].x) == LABELS  # over their own bars
+    assert [trace.name for trace in figure.data] == ["this experiment", "published (theirs)"]
+    html = share.experiment_html(result)
+    assert "Diamonds: published figures, theirs, not Parley&#x27;s runs (andybhall/" in html
+    for p in GOVERNANCE:
+        assert f"{p.accuracy * 100:.1f}%" in html
+    assert main(["experiment", "show", experiment_id, "--db", store.url]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("Published figures, theirs"))
+    assert "andybhall/llm-council-governance" in line and "960 trials" in line
+    assert all(f"{p.structure} {p.accuracy * 100:.1f}%" in line for p in GOVERNANCE)
+    assert out.index("Published figures") > out.index("majority-vote")  # after the accuracy
+    plain = {k: v for k, v in result.experiment["spec"].items() if k != "reference"}
+    other = add_experiment(store, "no reference", plain, 8)
+    assert main(["experiment", "show", other, "--db", store.url]) == 0
+    assert "Published figures" not in capsys.readouterr().out
+    assert not [t for t in ex.accuracy_figure(result.summary, "A").data
+                if t.name == "published (theirs)"]

@@ -338,8 +338,12 @@ def cmd_show(args: Any) -> int:
                                   f"{', '.join(result.labels)}", "input")
         _say(compare(result.runs, a, b)["sentence"])
     else:
+        from engine.reports.references import published, published_note
         from engine.reports.rounds import rounds_text
         _say(summary_text(result))
+        theirs = published_note(published(result.experiment["spec"]))
+        if theirs:  # beside the accuracy above, as the page's diamonds are
+            _say(theirs[:1].upper() + theirs[1:])
         by_round = rounds_text(result.runs, result.experiment["spec"])
         if by_round:
             _say(by_round)

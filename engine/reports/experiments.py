@@ -481,9 +481,12 @@ def report(store: Any, experiment_id: str, kind: str | None = None) -> Report:
 
 
 # --------------------------------------------------------------------------- figures
-def accuracy_figure(table: pd.DataFrame, title: str = "") -> Any:
+def accuracy_figure(table: pd.DataFrame, title: str = "", published: Sequence[Any] = ()
+                    ) -> Any:
     """Accuracy per configuration with its 95% Wilson interval as error bars and its n in
-    the hover; a bar over fewer than `FEW` scored runs is faded and says its n."""
+    the hover; a bar over fewer than `FEW` scored runs is faded and says its n.
+    `published` (`references.published`): their figures, as labelled diamonds over their
+    configuration's bar, a trace of their own named as theirs."""
     import plotly.graph_objects as go
     scored = table[table["scored"] > 0]
     few = [int(n) < FEW for n in scored["scored"]]
@@ -498,7 +501,20 @@ def accuracy_figure(table: pd.DataFrame, title: str = "") -> Any:
         customdata=list(zip(scored["correct"], scored["scored"], scored["accuracy_low"],
                             scored["accuracy_high"], strict=True)),
         hovertemplate="%{x}: %{y:.0%} (%{customdata[0]}/%{customdata[1]}, n=%{customdata[1]}; "
-                      "95% CI %{customdata[2]:.0%}–%{customdata[3]:.0%})<extra></extra>"))
+                      "95% CI %{customdata[2]:.0%}–%{customdata[3]:.0%})<extra></extra>",
+        name="this experiment", showlegend=False))
+    theirs = [(html_text(label), p) for p in published for label in scored["configuration"]
+              if p.fits(str(label))]
+    if theirs:
+        from engine.reports.vega import PUBLISHED_COLOR  # the page's diamonds' colour
+        fig.add_trace(go.Scatter(
+            x=[x for x, _ in theirs], y=[p.accuracy for _, p in theirs], mode="markers+text",
+            marker={"symbol": "diamond", "size": 12, "color": PUBLISHED_COLOR},
+            text=[f"published (theirs): {p.accuracy * 100:.1f}%" for _, p in theirs],
+            textposition="middle right", cliponaxis=False,
+            textfont={"size": 10, "color": PUBLISHED_COLOR}, name="published (theirs)",
+            hovertext=[html_text(f"{p.label} ({p.citation}; {p.model})") for _, p in theirs],
+            hoverinfo="text", showlegend=False))
     fig.update_layout(template="plotly_white", height=320,
                       title={"text": html_text(title)} if title else None,
                       margin={"l": 10, "r": 10, "t": 40 if title else 10, "b": 10},

@@ -8,7 +8,7 @@ round 2.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,6 +86,11 @@ class Published:
     def label(self) -> str:
         return f"published (theirs): {self.structure} {self.accuracy * 100:.1f}%"
 
+    def fits(self, label: str) -> bool:
+        """True when an experiment's configuration `label` is this figure's (a label with a
+        suffix, " (simulated)", still is)."""
+        return label == self.configuration or label.startswith(self.configuration + " (")
+
 
 GOVERNANCE = (Published("majority-vote", "majority vote", 0.817),
               Published("deliberate-vote", "deliberate -> vote", 0.795),
@@ -99,6 +104,14 @@ def published(spec: Mapping[str, Any]) -> list[Published]:
     configurations it has (a label with a suffix, " (simulated)", still matches)."""
     found = PUBLISHED.get(str(spec.get("reference") or "").strip().lower(), ())
     labels = [str(c.get("label", "")) for c in spec.get("configs") or ()]
-    return [p for p in found if any(label == p.configuration or
-                                    label.startswith(p.configuration + " (")
-                                    for label in labels)]
+    return [p for p in found if any(p.fits(label) for label in labels)]
+
+
+def published_note(published: Sequence[Published]) -> str:
+    """What the published figures beside an experiment's accuracy are, in one sentence that
+    says they are theirs, never Parley's runs, and where they come from ("" when none)."""
+    if not published:
+        return ""
+    return (f"published figures, theirs, not Parley's runs ({published[0].citation}; "
+            f"{published[0].model}): "
+            + "; ".join(p.label.removeprefix("published (theirs): ") for p in published) + ".")

@@ -206,7 +206,12 @@ def experiment_html(report: Any, figures: Sequence[tuple[str, Any]] = (),
                                                   report.summary["cost_per_run"]])
     parts += ["<h2>Summary</h2>", table(summary, EXPERIMENT_COLUMNS)]
     if not report.summary.empty and (report.summary["scored"] > 0).any():
-        parts.append(figure(accuracy_figure(report.summary, "Accuracy per configuration")))
+        from engine.reports.references import published, published_note
+        theirs = published(spec)
+        parts.append(figure(accuracy_figure(report.summary, "Accuracy per configuration",
+                                            theirs)))
+        if theirs:
+            parts.append(f'<p class="caption">Diamonds: {text(published_note(theirs))}</p>')
     if report.calibrations:
         parts += ["<h2>Calibration</h2>", figure(reliability_figure(report.calibrations))]
     if preferences is not None:

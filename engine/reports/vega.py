@@ -218,8 +218,7 @@ def _published_layers(published: Sequence[Any], groups: Sequence[str]) -> list[d
     bar, each labelled "published (theirs): ..." so it is never read as Parley's own."""
     rows = [{"group": group, "published": p.accuracy, "label": p.label,
              "source": f"{p.citation}; {p.model}"}
-            for p in published for group in groups
-            if group == p.configuration or group.startswith(p.configuration + " (")]
+            for p in published for group in groups if p.fits(group)]
     if not rows:
         return []
     x = _x(groups)
