@@ -218,6 +218,18 @@ def test_experiment_report_and_cli_keep_kinds_apart(db, server, capsys):
     assert capsys.readouterr().out.splitlines()[-1].startswith("Simulated: ")
 
 
+def test_the_summary_never_pairs_a_configuration_with_its_own_runs_of_the_other_kind():
+    # "a" ran on a real model and on the simulated one: its two groups are shown apart, and
+    # each is compared with "b", but never with each other (that would measure the
+    # simulator's world against a model, not one configuration against another).
+    from types import SimpleNamespace
+
+    from engine.cli.experiments import comparisons
+    result = SimpleNamespace(labels=["a (simulated)", "a", "b"], experiment={"spec": {
+        "configs": [{"label": "a"}, {"label": "b"}]}})
+    assert comparisons(result) == [("a (simulated)", "b"), ("a", "b")]
+
+
 def test_experiments_page_shows_one_kind_by_default_and_both_labelled(db, server):
     experiment_id = run_experiment(db, server)
     at = AppTest.from_file(str(PAGES / "experiments.py"), default_timeout=60)

@@ -98,7 +98,9 @@ def label_tokens(per_run: dict[str, float], label: str) -> float:
 def comparisons(result: Report) -> list[tuple[str, str]]:
     """The pairs of configuration labels the summary compares: each configuration with its
     own equal-compute baseline first (when the experiment has them), then every pair of the
-    other configurations."""
+    other configurations, save a configuration against its own runs of the other kind (its
+    real runs against its simulated ones measure the simulator's world against a model, not
+    one configuration against another)."""
     shown = set(result.labels)
     # The report lists simulated groups under a suffixed label: pair on the stored labels,
     # then show each pair as real and as simulated, wherever both sides have runs.
@@ -112,7 +114,8 @@ def comparisons(result: Report) -> list[tuple[str, str]]:
            if p["of"] + suffix in shown and p["label"] + suffix in shown]
     added = {b for _, b in own}
     labels = [label for label in result.labels if label not in added]
-    return own + [(a, b) for i, a in enumerate(labels) for b in labels[i + 1:]]
+    return own + [(a, b) for i, a in enumerate(labels) for b in labels[i + 1:]
+                  if a.removesuffix(SIMULATED_SUFFIX) != b.removesuffix(SIMULATED_SUFFIX)]
 
 
 def _load_spec(path: str) -> dict[str, Any]:
