@@ -354,25 +354,58 @@ def group_bar(chart, group: str):
     return chart.locator(group_css(group))
 
 
+# True once the page has asked for a script run after `mark` (or is another page).
+ASKED = r"""
+([mark]) => {
+  const runs = window.__parleyRuns;
+  return !!runs && (runs.page !== mark.page || runs.asked > mark.asked);
+}
+"""
+CLICK_HEARD_MS = 15_000  # a chart's click asks for its script run well within this
+CLICK_TRIES = 4
+
+
+def click_until_asked(page, click: Callable[[], Any]) -> None:
+    """Do `click` (a mouse click on a chart, which asks for a script run) and wait for the
+    run it asks for. A click that asked for none within `CLICK_HEARD_MS` is done again (up
+    to `CLICK_TRIES` times): on a loaded machine CI saw a click on a bar ask for nothing
+    (the chart was not yet listening, or had moved under the mouse), and then waited its
+    whole timeout. `click` measures where to click each time."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    mark = asked(page)
+    for attempt in range(CLICK_TRIES):
+        click()
+        try:
+            page.wait_for_function(ASKED, arg=[mark], timeout=CLICK_HEARD_MS)
+            break
+        except PlaywrightTimeout:
+            if attempt == CLICK_TRIES - 1:
+                raise
+    settle(page, mark)
+
+
 def click_bar(page, bar) -> None:
     """Click the middle of a Vega-Lite bar, as a user does (the mouse, not a synthetic
     event), and wait for the script run the click asks for."""
-    bar.scroll_into_view_if_needed()
-    box = bar.bounding_box()
-    rerun(page, lambda: page.mouse.click(box["x"] + box["width"] / 2,
-                                         box["y"] + box["height"] / 2))
+    def click() -> None:
+        bar.scroll_into_view_if_needed()
+        box = bar.bounding_box()
+        page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    click_until_asked(page, click)
 
 
 def click_point(page, chart, point) -> None:
     """Click a marker of a plotly chart as a user does: the mouse onto it, and the click once
     plotly shows its hover label (plotly's drag layer lies over the markers, and a click that
     arrives before its hover names no point); then wait for the script run it asks for."""
-    point.scroll_into_view_if_needed()
-    box = point.bounding_box()
-    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
-    page.mouse.move(x, y)
-    chart.locator(".hoverlayer .hovertext").first.wait_for(timeout=GENEROUS_MS)
-    rerun(page, lambda: page.mouse.click(x, y))
+    def click() -> None:
+        point.scroll_into_view_if_needed()
+        box = point.bounding_box()
+        x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+        page.mouse.move(x, y)
+        chart.locator(".hoverlayer .hovertext").first.wait_for(timeout=GENEROUS_MS)
+        page.mouse.click(x, y)
+    click_until_asked(page, click)
 
 
 def open_tab(page, name: str) -> None:
