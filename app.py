@@ -85,7 +85,7 @@ URL_PATHS = tuple(Path(path).stem for path, _title, _icon in PAGES if path != "p
 def main() -> None:
     """One script run: the page config, the sign-in when it is on, the navigation, the
     settings and store, the page."""
-    st.set_page_config(page_title="Parley", page_icon=":material/forum:", layout="wide")
+    st.set_page_config(page_title="Parley", page_icon="💬", layout="wide")
     # With [auth] in the secrets, a stranger (or a user with no role) gets the sign-in (or
     # "not authorised") screen and nothing else: no navigation, no page, no store opened.
     if not _shared.signed_in():

@@ -68,3 +68,25 @@ def test_home_demo_count_is_fresh_after_storing(app, page):  # noqa: F811
     rerun(page, page.locator(".st-key-demo_run button").click)
     page.get_by_text("already stored").wait_for()
     assert len(Store(db_url).runs(tag="demo")) == planned
+
+
+def test_a_visit_asks_nothing_of_any_host_but_the_apps_own(app, page):  # noqa: F811
+    # The dashboard works offline and tells no third party who looks at it: a page's
+    # favicon given as a Material icon made the browser fetch it from fonts.gstatic.com on
+    # every visit (an emoji favicon is drawn inline).
+    from urllib.parse import urlsplit
+
+    from test_browser import goto
+    base, _ = app
+    outside: list[str] = []
+
+    def note(request) -> None:
+        if urlsplit(request.url).scheme in ("http", "https", "ws", "wss") and \
+                urlsplit(request.url).hostname not in ("127.0.0.1", "localhost"):
+            outside.append(request.url)
+    page.on("request", note)
+    from app import URL_PATHS
+    for path in ("", *URL_PATHS):  # every page
+        goto(page, base, "/" + path)
+    page.wait_for_timeout(500)  # a favicon is asked for after the script run that sets it
+    assert outside == [], outside
