@@ -122,14 +122,16 @@ def list_experiments(store: Store) -> pd.DataFrame:
             ExperimentRow.host, ExperimentRow.pid, ExperimentRow.heartbeat_at,
             ExperimentRow.created_at, ExperimentRow.started_by).order_by(
                 ExperimentRow.created_at.desc())).mappings().all()
-        counts: dict[str, set[str]] = {}
-        for experiment_id, tags in connection.execute(
-                select(RunRow.experiment_id, RunRow.tags).where(
-                    RunRow.experiment_id.in_([r["id"] for r in rows]),
-                    RunRow.status == "completed")):
-            cell = Cell.from_tags(decode_tags(tags))
-            if cell is not None:
-                counts.setdefault(experiment_id, set()).add(cell.tag)
+        found = connection.execute(select(RunRow.experiment_id, RunRow.tags).where(
+            RunRow.experiment_id.in_([r["id"] for r in rows]),
+            RunRow.status == "completed")).all()
+    # Each run's cell read off its tags text, as an experiment's results read it
+    # (`tag_cells`), not a list decoded per run.
+    qs, cs, rs, _old = tag_cells([tags for _, tags in found])
+    counts: dict[str, set[tuple[int, int, int]]] = {}
+    for (experiment_id, _), q, c, r in zip(found, qs, cs, rs, strict=True):
+        if q >= 0:
+            counts.setdefault(experiment_id, set()).add((q, c, r))
     return pd.DataFrame([{"id": r["id"], "name": r["name"],
                           "status": live_status(r, store.host),
                           "done": len(counts.get(r["id"], ())), "runs": r["total"],
