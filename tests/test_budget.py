@@ -213,6 +213,45 @@ def test_jobs_deciding_together_on_two_workers_start_only_the_cells_that_fit():
             state.locks.close()
 
 
+def test_a_job_waiting_on_the_budget_starts_nothing_once_the_experiment_is_stopped():
+    # Three cells in flight fill a $1.00 budget at $0.30 a cell, so a fourth job waits; the
+    # experiment is stopped meanwhile (by a user, or by another job's budget): when the
+    # cells in flight end, the waiting job leaves, and starts no cell.
+    import asyncio
+    from types import SimpleNamespace
+
+    from conftest import fresh_pg_url
+
+    from engine.cells import Cell
+    from engine.store.experiments import set_values
+    from engine.store.workers import POOL_HOST
+    from engine.workers.pool import WorkerState, claim_cell
+    store = Store(fresh_pg_url())
+    experiment_id = ex.create(store, {"questions": QUESTIONS, "budget_usd": 1.0,
+                                      "configs": [{"protocol": "vote", "label": "v"}]})
+    set_values(store, experiment_id, status="running", host=POOL_HOST)
+    busy, waiting = WorkerState(store), WorkerState(store)
+    try:
+        for q in range(3):
+            assert busy.locks.acquire(experiment_id, Cell(q, 0, 0))
+
+        async def go():
+            task = asyncio.ensure_future(claim_cell(
+                SimpleNamespace(app=None), waiting, experiment_id, Cell(5, 0, 0),
+                SimpleNamespace(cost_per_run=0.3), 1.0))
+            await asyncio.sleep(1.0)
+            assert not task.done()  # it waits for the cells in flight
+            set_values(store, experiment_id, status="stopped")
+            busy.locks.close()  # the cells in flight end: one more would fit now
+            return await asyncio.wait_for(task, 30)
+        claim = asyncio.run(go())
+        assert not claim.held and claim.skipped == "skipped: the experiment is stopped"
+        assert not store.runs(experiment_id=experiment_id).shape[0]
+    finally:
+        busy.locks.close()
+        waiting.locks.close()
+
+
 def test_the_stored_budget_is_read_in_the_database(backend):
     from engine.store.experiments import stored_budget
     with_one = ex.create(backend, {"questions": QUESTIONS[:1], "budget_usd": 2.5,

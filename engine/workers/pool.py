@@ -281,8 +281,9 @@ async def claim_cell(context: Any, state: WorkerState, experiment_id: str, targe
                      experiment: Plan, budget: float | None) -> Claim:
     """Take the cell (`_claim`), with its lock held when `held`. With a budget
     (`engine.experiments.budget`), after waiting while cells in flight on any worker decide
-    it; once the spend has reached it, the experiment is stopped (reason `budget`) with its
-    running cells left to finish and its queued jobs cancelled, and the claim says so."""
+    it (and no cell starts once the experiment was stopped meanwhile); once the spend has
+    reached it, the experiment is stopped (reason `budget`) with its running cells left to
+    finish and its queued jobs cancelled, and the claim says so."""
     locks = state.locks
     assert locks is not None  # made by WorkerState
 
@@ -301,6 +302,10 @@ async def claim_cell(context: Any, state: WorkerState, experiment_id: str, targe
         if not claim.wait:
             return claim
         await asyncio.sleep(0.2)
+        # Stopped meanwhile (by someone, or by another job's budget): no cell starts.
+        found = await off_loop(pool_store.pool_state, state.store, experiment_id)
+        if found is None or (found.status, found.host) != ("running", pool_store.POOL_HOST):
+            return Claim(f"skipped: the experiment is {found.status if found else 'gone'}")
 
 
 # procrastinate's fetch (`procrastinate_fetch_job_v2`, a volatile function: each call sees the
