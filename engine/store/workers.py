@@ -421,6 +421,13 @@ class PoolState(NamedTuple):
     started_by: str  # who started it: its runs record that name, not the worker's
     budget: float | None  # its `budget_usd` as stored now (a resume may have set a new one)
 
+    @property
+    def skipped(self) -> str:
+        """Why a job of the experiment starts no cell ("" while the pool runs it)."""
+        if (self.status, self.host) == ("running", POOL_HOST):
+            return ""
+        return f"skipped: the experiment is {self.status}"
+
 
 def pool_state(store: Store, experiment_id: str) -> PoolState | None:
     """An experiment's stored status, host, who started it and budget, in one read without

@@ -255,8 +255,8 @@ async def run_cell(context: Any, /, **payload: Any) -> str:
         refuse(context.job.id, problem)
         raise
     experiment_id, target = job.experiment_id, job.cell
-    if (found.status, found.host) != ("running", pool_store.POOL_HOST):
-        return f"skipped: the experiment is {found.status}"
+    if found.skipped:
+        return found.skipped
     # The budget as stored now: a resume may have given the experiment a new one since this
     # worker read its plan (`set_budget`); the rest of a spec never changes.
     claim = await claim_cell(context, state, experiment_id, target, experiment, found.budget)
@@ -304,8 +304,8 @@ async def claim_cell(context: Any, state: WorkerState, experiment_id: str, targe
         await asyncio.sleep(0.2)
         # Stopped meanwhile (by someone, or by another job's budget): no cell starts.
         found = await off_loop(pool_store.pool_state, state.store, experiment_id)
-        if found is None or (found.status, found.host) != ("running", pool_store.POOL_HOST):
-            return Claim(f"skipped: the experiment is {found.status if found else 'gone'}")
+        if found is None or found.skipped:
+            return Claim(found.skipped if found else "skipped: the experiment is gone")
 
 
 # procrastinate's fetch (`procrastinate_fetch_job_v2`, a volatile function: each call sees the
