@@ -292,7 +292,10 @@ async def claim_cell(context: Any, state: WorkerState, experiment_id: str, targe
             locks.release(experiment_id, target)
     while True:
         if budget is not None and state.sink is not None:
-            await off_loop(state.sink.flush_turns)
+            # On the event loop, as the batch's own flushes are: a flush in a thread took
+            # the same queued turns as one on the loop, and both wrote them (a society's
+            # 18 turns stored as 21, and the budget counted the copies as spent).
+            state.sink.flush_turns()
         claim = await off_loop(_claim, state, experiment_id, target, budget,
                                experiment.cost_per_run, undo=leave)
         if claim.stop:
