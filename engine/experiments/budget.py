@@ -1,32 +1,60 @@
-"""Budgets: an experiment spec's `budget_usd` (US dollars). Once what the experiment has spent
-reaches it, no new cell starts; cells in flight finish, and the experiment ends `stopped` with
-the reason `budget` (its error says "budget: ..."). The spend is read from the store, so the
-budget holds across a pool of workers.
+"""Budgets: an experiment spec's `budget_usd` (US dollars; "Budget" on the Experiments form,
+`--budget-usd` on the command line). Once what the experiment has spent reaches it, no new
+cell starts; cells in flight finish, and the experiment ends `stopped` with the reason
+`budget` (its error says "budget: ..."). The spend is read from the store, so the budget
+holds across a pool of workers.
 
 A cell starts only while the spend so far, plus what the cells in flight are expected to
-cost, plus the new cell's own expected cost, stays within the budget (a cell is expected to
-cost the mean of the experiment's completed runs, else the preflight's estimate per run).
+cost, plus the new cell's own expected cost, stays within the budget. A cell is expected to
+cost what cells of its own configuration have cost: the largest of its completed runs until
+`ENOUGH` have completed, then their 95th percentile (the (n // ENOUGH + 1)-th largest of n:
+one freak run in twenty, a retry storm, say, no longer sets the pace); before any has
+completed, the preflight's estimate for it. Never less than one of its cells in flight has
+spent already. A cheap configuration's runs never lower a dear one's expected cost, so
+cells in flight are never all underestimated by a mean the cheap ones drag down.
+
 When only the cells in flight stand in the way, the new cell waits for them to finish (their
-real cost then replaces the estimate); when none is in flight and one more cell would pass
-the budget, or the spend has reached it, the experiment stops. So with many cells in flight
-it does not overrun by all of them: it ends within about one cell's cost of the budget. A
-pool's jobs take that decision one at a time per experiment, counting the cells whose lock
-is held as in flight (`engine.store.workers.budget_turn`).
+real cost then replaces the estimate); when none is in flight and the new cell would pass
+the budget, or the spend has reached it, the experiment stops. So the experiment ends below
+the budget by less than one cell (the one that did not fit), and above it only by what cells
+in flight cost beyond what their configuration was expected to cost: within one cell of the
+dearest configuration. A call whose cost is unknown (an unpriced model, or usage the budget
+cannot count) stops a budgeted experiment at once, rather than count as free; so does a
+configuration whose cells have no expected cost at all.
+
+The stop's message gives the spend when it stopped and the cells still in flight; once they
+have ended it is rewritten with the final spend (`restated`). A pool's jobs take the
+decision one at a time per experiment, counting the cells whose lock is held as in flight
+(`engine.store.workers.budget_turn`).
 """
 from __future__ import annotations
 
 import asyncio
 import json
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from engine.models import ConfigError
-from engine.store.experiments import experiment_spend, row, set_values
+from engine.store.experiments import (
+    LabelCosts,
+    SpendFigures,
+    experiment_spend,
+    experiment_spent,
+    row,
+    set_values,
+)
 
 REASON = "budget"
 MAX_BUDGET = 1_000_000.0  # US dollars; more is a typo
+# Completed runs of a configuration before its expected cost is their 95th percentile
+# rather than their largest: twenty is the fewest for which that percentile sets one aside.
+ENOUGH = 20
+SETTING = "Budget on the Experiments form, budget_usd in the spec"
+EPSILON = 1e-9  # US dollars: sums of float costs that equal the budget fit it
 
 
 def budget_of(value: Any) -> float | None:
@@ -46,80 +74,177 @@ def budget_of(value: Any) -> float | None:
     return number
 
 
+def estimates_of(plan: Any) -> dict[str, float | None]:
+    """The preflight's estimated cost of one run of each configuration of `plan`
+    (`engine.experiments.planning.Plan`), by label; None where a model is unpriced."""
+    out: dict[str, float | None] = {}
+    for entry in plan.per_config:
+        cost, runs = entry.get("cost_usd"), entry.get("runs") or 0
+        out[str(entry["label"])] = None if cost is None else (cost / runs if runs else 0.0)
+    return out
+
+
+def expected_costs(figures: SpendFigures, estimates: Mapping[str, float | None]
+                   ) -> dict[str, float | None]:
+    """A cell's expected cost by configuration label (see the module's docstring): its
+    completed runs' ranked cost (`SpendFigures.labels`), else the preflight's `estimates`
+    (None: unknown), and never less than one of its runs in flight has spent so far."""
+    out: dict[str, float | None] = {}
+    for label in {*estimates, *figures.labels}:
+        costs = figures.labels.get(label, LabelCosts())
+        base = costs.ranked if costs.completed else estimates.get(label)
+        out[label] = None if base is None else max(base, costs.running_most)
+    return out
+
+
+def _dollars(value: float) -> str:
+    return f"${value:,.4f}"
+
+
 @dataclass(frozen=True)
 class Spend:
-    """An experiment's spend: `spent` so far (US dollars), `running` cells in flight, and the
-    expected cost of one cell (`per_cell`: measured, else the preflight's estimate)."""
+    """An experiment's spend as a budget decides on it: `spent` so far (US dollars), the
+    `expected` cost of a cell by configuration label (None: unknown), the label of each cell
+    in flight, and how many calls since its start cost an unknown amount."""
 
     spent: float
-    running: int
-    per_cell: float
+    expected: Mapping[str, float | None]
+    in_flight: tuple[str, ...] = ()
+    unknown: int = 0
 
-    def allows(self, budget: float) -> bool:
-        """True when one more cell fits: spent + cells in flight + this one, each at
-        `per_cell`, within `budget` (and nothing starts once the spend reaches it)."""
-        return self.spent < budget and \
-            self.spent + (self.running + 1) * self.per_cell <= budget + 1e-12
+    @property
+    def committed(self) -> float | None:
+        """The spend so far plus the expected cost of every cell in flight (None when one
+        of those is unknown). A cell in flight counts whole, whatever it spent already: the
+        safe side."""
+        costs = [self.expected.get(label) for label in self.in_flight]
+        if any(cost is None for cost in costs):
+            return None
+        return self.spent + sum(cost for cost in costs if cost is not None)
 
-    def decide(self, budget: float) -> str:
-        """`go` (one more cell fits), `wait` (it would fit once the cells in flight have
-        finished and shown what they cost) or `stop` (the spend has reached the budget, or
-        nothing is in flight and one more cell would pass it)."""
-        if self.allows(budget):
+    def _unknown(self, label: str) -> str:
+        """Why nothing can be counted ("" when everything can)."""
+        if self.unknown:
+            return (f"{self.unknown} call(s) cost an unknown amount (a model with no price "
+                    "here, or usage the endpoint reported in no usable form), which a budget "
+                    "cannot count, so no new cell starts; price every model (PARLEY_PRICES, "
+                    "or the endpoint's price_input and price_output) and resume to go on")
+        for name in (label, *self.in_flight):
+            if self.expected.get(name) is None:
+                return (f"a cell of {name!r} has no expected cost (none has completed, and "
+                        "a model of it has no price here), which a budget cannot count, so "
+                        "no new cell starts; price every model (PARLEY_PRICES, or the "
+                        "endpoint's price_input and price_output) and resume to go on")
+        return ""
+
+    def decide(self, budget: float, label: str) -> str:
+        """`go` (a cell of configuration `label` fits beside the cells in flight), `wait`
+        (it would fit once cells in flight have finished and shown what they cost) or
+        `stop` (a cost is unknown, the spend has reached the budget, or nothing is in
+        flight and the cell would pass it)."""
+        committed, cost = self.committed, self.expected.get(label)
+        if self._unknown(label) or committed is None or cost is None \
+                or self.spent >= budget:
+            return "stop"
+        if committed + cost <= budget + EPSILON:
             return "go"
-        if self.spent < budget and self.running > 0:
-            return "wait"
-        return "stop"
+        return "wait" if self.in_flight else "stop"
 
-    def reason(self, budget: float) -> str:
-        """The stopped experiment's error: the reason `budget`, with the figures."""
-        return (f"{REASON}: spent ${self.spent:,.4f} of the ${budget:,.4f} budget (about "
-                f"${self.per_cell:,.4f} a cell), so no new cell starts; resume with a larger "
-                "budget_usd to go on")
-
-
-def spend(store: Any, experiment_id: str, estimate: float | None) -> Spend:
-    """The experiment's `Spend` from the store; `estimate` is the preflight's cost per run
-    (used until a run of the experiment has a known cost)."""
-    return spend_of(experiment_spend(store, experiment_id), estimate)
-
-
-def spend_of(figures: tuple[float, int, float | None], estimate: float | None) -> Spend:
-    """A `Spend` from `experiment_spend`'s figures (spent, running, mean cost of a completed
-    run) and the preflight's cost per run (used while the mean is unknown)."""
-    spent, running, mean = figures
-    per_cell = mean if mean is not None else (estimate or 0.0)
-    return Spend(spent, running, per_cell)
+    def reason(self, budget: float, label: str) -> str:
+        """The stopped experiment's error: the reason `budget`, the spend, the cells still in
+        flight, and why no cell of `label` starts (`restated` rewrites the spend)."""
+        why = self._unknown(label)
+        if not why:
+            cost = self.expected.get(label) or 0.0
+            why = ("the spend has reached it, so no new cell starts" if self.spent >= budget
+                   else f"one more cell of {label!r} (about {_dollars(cost)}) would pass "
+                   "it, so no new cell starts")
+            why += ("; resume with a larger Budget (experiment resume --budget-usd) to go "
+                    "on")
+        return f"{head(self.spent, budget, len(self.in_flight))} ({SETTING}): {why}"
 
 
+def head(spent: float, budget: float, in_flight: int) -> str:
+    """A budget stop's message up to its setting: the spend, and the cells in flight."""
+    flight = f" so far, with {in_flight} cell(s) in flight to finish" if in_flight else ""
+    return f"{REASON}: spent {_dollars(spent)} of the {_dollars(budget)} budget{flight}"
+
+
+_HEAD = re.compile(r"^budget: spent \$[0-9,]+\.[0-9]+ of the \$([0-9,]+\.[0-9]+) budget"
+                   r"(?: so far, with [0-9]+ cell\(s\) in flight to finish)?(?= \()")
+
+
+def restated(error: str, spent: float, in_flight: int) -> str:
+    """A budget stop's message (`Spend.reason`) with the spend and the cells in flight as
+    they are now: once none is in flight, the final spend. Any other error is returned as
+    it is."""
+    found = _HEAD.match(error)
+    if found is None:
+        return error
+    budget = float(found.group(1).replace(",", ""))
+    return head(spent, budget, in_flight) + error[found.end():]
+
+
+def spend(store: Any, experiment_id: str, estimates: Mapping[str, float | None],
+          in_flight: Iterable[str] = ()) -> Spend:
+    """The experiment's `Spend` from the store, with `estimates` (`estimates_of`) and the
+    labels of the cells in flight."""
+    figures = experiment_spend(store, experiment_id, ENOUGH)
+    return Spend(figures.spent, expected_costs(figures, estimates), tuple(in_flight),
+                 figures.unknown)
+
+
+@dataclass
 class Gate:
-    """The in-process runner's budget check before each cell (`wait_to_start`): True when
-    the cell may start, after waiting for cells in flight where the budget needs their real
-    cost first; False once the budget is spent (then it stays shut and `reason` says why).
-    `flush` writes the turns held in a batch first, so the spend read is up to date."""
+    """The in-process runner's budget: `enter(label)` before each cell of configuration
+    `label` (True when it may start, after waiting for cells in flight where the budget
+    needs their real cost first; False once the budget stopped the experiment: then it
+    stays shut and `reason` says why), `leave(label)` when it has ended. `flush` writes the
+    turns held in a batch first, so the spend read is up to date; `final_reason` is the
+    stop's message with the final spend, once every cell has ended."""
 
-    POLL = 0.05  # seconds between looks while cells in flight decide it
+    store: Any
+    experiment_id: str
+    budget: float | None
+    estimates: Mapping[str, float | None]
+    flush: Callable[[], Any] = lambda: None
+    reason: str = ""
+    in_flight: list[str] = field(default_factory=list)
+    ended: int = 0  # cells that have left: a waiting cell looks again when one does
 
-    def __init__(self, store: Any, experiment_id: str, budget: float | None,
-                 estimate: float | None, flush: Callable[[], Any] = lambda: None):
-        self.store, self.experiment_id = store, experiment_id
-        self.budget, self.estimate, self.flush = budget, estimate, flush
-        self.reason = ""
+    POLL = 0.05  # seconds between looks at `ended` while cells in flight decide it
+    AGAIN = 1.0  # seconds: a waiting cell reads the spend again even when none has ended
 
-    async def wait_to_start(self) -> bool:
+    async def enter(self, label: str) -> bool:
         if self.budget is None:
+            self.in_flight.append(label)
             return True
         while not self.reason:
             self.flush()
-            now = spend(self.store, self.experiment_id, self.estimate)
-            decision = now.decide(self.budget)
+            now = spend(self.store, self.experiment_id, self.estimates, self.in_flight)
+            decision = now.decide(self.budget, label)
             if decision == "go":
+                self.in_flight.append(label)  # no await since the read: nothing else decided
                 return True
             if decision == "stop":
-                self.reason = now.reason(self.budget)
+                self.reason = now.reason(self.budget, label)
                 break
-            await asyncio.sleep(self.POLL)
+            seen, until = self.ended, time.monotonic() + self.AGAIN
+            while self.ended == seen and not self.reason and time.monotonic() < until:
+                await asyncio.sleep(self.POLL)
         return False
+
+    def leave(self, label: str) -> None:
+        self.in_flight.remove(label)
+        self.ended += 1
+
+    def final_reason(self) -> str:
+        """The stop's message ("" when the budget did not stop it) with the spend read now."""
+        if not self.reason:
+            return ""
+        self.flush()
+        return restated(self.reason, experiment_spent(self.store, self.experiment_id),
+                        len(self.in_flight))
 
 
 def set_budget(store: Any, experiment_id: str, budget: Any) -> float:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.cells import Cell
-from engine.experiments.budget import Gate
+from engine.experiments.budget import Gate, estimates_of
 from engine.experiments.planning import Plan, plan_of
 from engine.models import ConfigError, RunStopped, now
 from engine.store import Store
@@ -108,7 +108,8 @@ async def arun_experiment(store: Store, experiment_id: str, *,  # noqa: PLR0915
                           started_by: str = "") -> Progress:
     """Run (or resume) an experiment: every cell without a completed run, `concurrency` runs
     at a time in this event loop. Ends `completed`, `stopped` (stop_event, or its
-    `budget_usd` spent: the error then starts "budget:"), `incomplete` (some runs failed;
+    `budget_usd` spent or a cost it cannot count: the error then starts "budget:" and gives
+    the final spend, `engine.experiments.budget`), `incomplete` (some runs failed;
     resume retries them) or `failed` (a configuration error).
 
     `started_by` is who starts it (`engine.access.Actor.user`, or the CLI's user): the
@@ -166,14 +167,18 @@ async def arun_experiment(store: Store, experiment_id: str, *,  # noqa: PLR0915
             set_values(store, experiment_id, heartbeat_at=now())
         report()
 
-    gate = Gate(store, experiment_id, experiment.budget_usd, experiment.cost_per_run,
+    gate = Gate(store, experiment_id, experiment.budget_usd, estimates_of(experiment),
                 sink.flush_turns)
 
     async def worker() -> None:
         for cell in cells:  # one shared iterator: each cell is taken exactly once
-            if stop_event.is_set() or not await gate.wait_to_start():
+            label = experiment.configs[cell.c]["label"]
+            if stop_event.is_set() or not await gate.enter(label):
                 return
-            await one(cell)
+            try:
+                await one(cell)
+            finally:
+                gate.leave(label)
 
     status, error = "failed", ""
     try:
@@ -188,7 +193,8 @@ async def arun_experiment(store: Store, experiment_id: str, *,  # noqa: PLR0915
                                                            len(todo)) or 1)))
         sink.flush_turns()
         left = len(pending_cells(store, experiment_id))
-        status, error = _ending(fatal, left, gate.reason, stop_event.is_set(), failures)
+        status, error = _ending(fatal, left, gate.final_reason(), stop_event.is_set(),
+                                failures)
     except BaseException as exc:
         stopped = isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError))
         status, error = ("stopped" if stopped else "failed"), f"{type(exc).__name__}: {exc}"

@@ -283,27 +283,85 @@ def progress(store: Store, experiment_id: str, runs: CellStates | None = None) -
     return out
 
 
-def experiment_spend(store: Store, experiment_id: str) -> tuple[float, int, float | None]:
-    """What an experiment has spent so far, in US dollars (the sum of its runs' turns'
-    `cost_usd`, in flight or ended, superseded too: that money is gone; an unpriced turn adds
-    nothing, so a budget needs every model priced), how many of its runs are running now, and
-    the mean cost of its completed runs (None when none has a known cost yet)."""
+@dataclass(frozen=True)
+class LabelCosts:
+    """What the runs of one configuration (by label) of an experiment have cost, in US
+    dollars: how many completed with a known cost, the `ranked` one of those costs (the
+    (completed // every + 1)-th largest: `experiment_spend`), how many of its runs are stored
+    running, and the most that one of those has spent so far."""
+
+    completed: int = 0
+    ranked: float | None = None
+    running: int = 0
+    running_most: float = 0.0
+
+
+@dataclass(frozen=True)
+class SpendFigures:
+    """An experiment's spend as its budget reads it (`experiment_spend`)."""
+
+    spent: float  # US dollars, every turn of every run of it (superseded too: that money is gone)
+    unknown: int  # calls of runs made since its current start whose cost is unknown
+    labels: Mapping[str, LabelCosts]  # by configuration label
+
+
+def experiment_spend(store: Store, experiment_id: str, every: int) -> SpendFigures:
+    """What an experiment has spent and what its configurations' runs cost (`spend_on`)."""
     with store.engine.connect() as connection:
-        return spend_on(connection, experiment_id)
+        return spend_on(connection, experiment_id, every)
 
 
-def spend_on(connection: Any, experiment_id: str) -> tuple[float, int, float | None]:
-    """`experiment_spend` read on an open connection (in its transaction)."""
+def _unknown_cost() -> Any:
+    """A turn whose cost is unknown (`engine.models.total_cost`'s rule): no cost, and it
+    succeeded or consumed tokens (a failed call that consumed nothing costs nothing)."""
+    return TurnRow.cost_usd.is_(None) & ((TurnRow.status == "ok") | (TurnRow.tokens_in > 0)
+                                         | (TurnRow.tokens_out > 0))
+
+
+def spend_on(connection: Any, experiment_id: str, every: int) -> SpendFigures:
+    """`experiment_spend` read on an open connection (in its transaction): the sum of its
+    turns' `cost_usd`; how many turns of runs made since the experiment's current start have
+    an unknown cost (turns of an earlier start, which a person resumed after, are left
+    out); and per configuration label, its completed runs with a known cost, the
+    (completed // `every` + 1)-th largest of those costs (so the largest, until `every` have
+    completed), its runs stored running and the most one of them has spent so far."""
     mine = RunRow.experiment_id == experiment_id
-    spent = connection.execute(
-        select(func.coalesce(func.sum(TurnRow.cost_usd), 0.0))
-        .select_from(TurnRow).join(RunRow, RunRow.id == TurnRow.run_id).where(mine)
-    ).scalar_one()
-    running, mean = connection.execute(
-        select(func.count().filter(RunRow.status == "running"),
-               func.avg(RunRow.cost_usd).filter(RunRow.status == "completed"))
-        .where(mine)).one()
-    return float(spent or 0.0), int(running or 0), None if mean is None else float(mean)
+    started = select(ExperimentRow.started_at).where(
+        ExperimentRow.id == experiment_id).scalar_subquery()
+    this_start = started.is_(None) | (RunRow.created_at >= started)
+    spent, unknown = connection.execute(
+        select(func.coalesce(func.sum(TurnRow.cost_usd), 0.0),
+               func.count().filter(_unknown_cost() & this_start))
+        .select_from(TurnRow).join(RunRow, RunRow.id == TurnRow.run_id).where(mine)).one()
+    ranked = select(
+        RunRow.label.label("label"), RunRow.cost_usd.label("cost"),
+        func.row_number().over(partition_by=RunRow.label,
+                               order_by=RunRow.cost_usd.desc()).label("place"),
+        func.count().over(partition_by=RunRow.label).label("n")).where(
+        mine, RunRow.status == "completed", RunRow.cost_usd.is_not(None)).subquery()
+    labels: dict[str, LabelCosts] = {}
+    for label, cost, n in connection.execute(
+            select(ranked.c.label, ranked.c.cost, ranked.c.n)
+            .where(ranked.c.place == ranked.c.n // max(1, every) + 1)).all():
+        labels[label or ""] = LabelCosts(int(n), float(cost))
+    for label, so_far in connection.execute(
+            select(RunRow.label, func.coalesce(func.sum(TurnRow.cost_usd), 0.0))
+            .select_from(RunRow).outerjoin(TurnRow, TurnRow.run_id == RunRow.id)
+            .where(mine, RunRow.status == "running").group_by(RunRow.id, RunRow.label)).all():
+        found = labels.get(label or "", LabelCosts())
+        labels[label or ""] = LabelCosts(found.completed, found.ranked, found.running + 1,
+                                         max(found.running_most, float(so_far or 0.0)))
+    return SpendFigures(float(spent or 0.0), int(unknown or 0), labels)
+
+
+def experiment_spent(store: Store, experiment_id: str) -> float:
+    """What an experiment has spent so far in US dollars: the sum of its turns' `cost_usd`
+    (an unknown cost adds nothing)."""
+    with store.engine.connect() as connection:
+        return float(connection.execute(
+            select(func.coalesce(func.sum(TurnRow.cost_usd), 0.0)).select_from(TurnRow)
+            .join(RunRow, RunRow.id == TurnRow.run_id)
+            .where(RunRow.experiment_id == experiment_id)).scalar_one() or 0.0)
 
 
 def budget_column(store: Store) -> Any:

@@ -29,7 +29,15 @@ from sqlalchemy.exc import OperationalError
 from engine.cells import CELL_PATTERN, SUPERSEDED, Cell
 from engine.models import ConfigError, now
 from engine.store.database import StoreWriteError
-from engine.store.experiments import as_budget, budget_column, live_status, row, spend_on, supersede
+from engine.store.experiments import (
+    SpendFigures,
+    as_budget,
+    budget_column,
+    live_status,
+    row,
+    spend_on,
+    supersede,
+)
 from engine.store.liveness import owner_gone
 from engine.store.readback import aware, decode_tags
 from engine.store.records import starter
@@ -449,24 +457,46 @@ def pool_running(store: Store) -> list[str]:
             ExperimentRow.status == "running", ExperimentRow.host == POOL_HOST)).scalars())
 
 
+def lock_id(cell: Cell) -> int:
+    """The number `pg_locks` shows as a held cell lock's `objid` (`held_cells`)."""
+    return _key(cell.tag) & 0xFFFFFFFF
+
+
+def _held_on(connection: Any, experiment_id: str) -> list[int]:
+    return [int(found) for found in connection.execute(text(
+        "SELECT objid::bigint FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 "
+        "AND granted AND classid::bigint = :a"),
+        {"a": _key(experiment_id) & 0xFFFFFFFF}).scalars()]
+
+
+def held_cells(store: Store, experiment_id: str) -> list[int]:
+    """The cells of the experiment whose lock some session holds now (the cells in flight
+    on every worker), each as its `lock_id`; read from `pg_locks`, never by taking a lock."""
+    with store.engine.connect() as connection:
+        return _held_on(connection, experiment_id)
+
+
 @contextmanager
-def budget_turn(store: Store, experiment_id: str) -> Iterator[tuple[float, int, float | None]]:
+def budget_turn(store: Store, experiment_id: str, every: int
+                ) -> Iterator[tuple[SpendFigures, list[int]]]:
     """One job's turn at its experiment's budget, across every worker: the experiment's
     budget lock (an advisory lock, in a transaction) is held while the block runs, so that
-    no two jobs decide on the same spend at once. Yields `experiment_spend`'s figures read
-    in that transaction, the cells in flight counted as the more of the runs stored
-    `running` and the cells whose lock some session holds now: a cell taken a moment ago
-    holds its lock before its run is stored. So a cell whose lock is taken before the block
-    ends is in flight for the next job's turn."""
+    no two jobs decide on the same spend at once. Yields `experiment_spend`'s figures (with
+    `every`) read in that transaction and the cells whose lock some session holds now
+    (`held_cells`): a cell taken a moment ago holds its lock before its run is stored. So a
+    cell whose lock is taken before the block ends is in flight for the next job's turn."""
     with store.engine.begin() as connection:
         connection.execute(text("SELECT pg_advisory_xact_lock(:key)"),
                            {"key": _key(f"budget {experiment_id}")})
-        spent, running, mean = spend_on(connection, experiment_id)
-        held = connection.execute(text(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 "
-            "AND granted AND classid::bigint = :a"),
-            {"a": _key(experiment_id) & 0xFFFFFFFF}).scalar()
-        yield spent, max(running, int(held or 0)), mean
+        yield spend_on(connection, experiment_id, every), _held_on(connection, experiment_id)
+
+
+def stop_error(store: Store, experiment_id: str) -> tuple[str, str] | None:
+    """An experiment's stored status and error, without its spec (None when it is gone)."""
+    with store.engine.connect() as connection:
+        found = connection.execute(select(ExperimentRow.status, ExperimentRow.error).where(
+            ExperimentRow.id == experiment_id)).first()
+    return None if found is None else (str(found[0]), str(found[1] or ""))
 
 
 @contextmanager

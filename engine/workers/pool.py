@@ -28,13 +28,13 @@ from procrastinate.jobs import Job, Status
 from procrastinate.manager import JobManager
 from procrastinate.schema import SchemaManager
 
-from engine.experiments.budget import spend_of
+from engine.experiments import budget as budgets
 from engine.experiments.planning import Plan, plan_of
 from engine.experiments.runner import arun_cell, pending_cells
 from engine.models import ConfigError, now
 from engine.store import Store
 from engine.store import workers as pool_store
-from engine.store.experiments import get, row, set_values
+from engine.store.experiments import experiment_spent, get, row, set_values
 from engine.store.workers import PoisonJob
 
 log = logging.getLogger("parley.worker")
@@ -98,6 +98,9 @@ class WorkerState:
     unheld: set[int] = field(default_factory=set)  # running jobs seen without their lock
     locks: pool_store.CellLocks | None = None  # its cells' locks (one session; made if None)
     touched: dict[str, float] = field(default_factory=dict)  # heartbeats written, by row
+    # Each experiment's cells by configuration label, keyed by their locks' ids
+    # (`pool_store.lock_id`): which configurations the cells in flight are of.
+    cell_labels: dict[str, dict[int, str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.locks is None:
@@ -180,24 +183,50 @@ class Claim:
         return not (self.skipped or self.wait or self.stop)
 
 
+def cells_in_flight(state: WorkerState, experiment_id: str, figures: Any,
+                    held: list[int]) -> tuple[str, ...]:
+    """The configuration label of each cell of the experiment in flight on any worker: per
+    configuration, the more of its cells whose lock is held (`held`, from `budget_turn`) and
+    its runs stored running (`figures.labels`)."""
+    if experiment_id not in state.cell_labels:
+        plan = plan_for(state, experiment_id)
+        state.cell_labels[experiment_id] = {
+            pool_store.lock_id(cell): str(plan.configs[cell.c]["label"])
+            for cell in plan.cells()}
+    labels = state.cell_labels[experiment_id]
+    locked = Counter(labels[key] for key in held if key in labels)
+    out: list[str] = []
+    for label in sorted({*locked, *figures.labels}):
+        running = figures.labels[label].running if label in figures.labels else 0
+        out += [label] * max(locked[label], running)
+    return tuple(out)
+
+
 def _claim(state: WorkerState, experiment_id: str, target: Any,
-           budget: float | None = None, estimate: float | None = None) -> Claim:
+           budget: float | None = None,
+           estimates: Mapping[str, float | None] | None = None) -> Claim:
     """Take the cell's lock and then the cell (`take_cell`), in one trip to a thread. With a
     `budget`, the lock is taken in the experiment's budget turn (`budget_turn`), only when
-    the spend allows one more cell: the next job's turn, on any worker, then counts it in
-    flight. `estimate` is the preflight's cost per run."""
+    the spend allows one more cell of its configuration beside the cells in flight on every
+    worker: the next job's turn, on any worker, then counts it in flight. `estimates` is
+    the preflight's cost of a run of each configuration (`budget.estimates_of`)."""
     locks = state.locks
     assert locks is not None  # made by WorkerState
     if budget is None:
         got = locks.acquire(experiment_id, target)
     else:
-        with pool_store.budget_turn(state.store, experiment_id) as figures:
-            now = spend_of(figures, estimate)
-            decision = now.decide(budget)
+        label = str(plan_for(state, experiment_id).configs[target.c]["label"])
+        with pool_store.budget_turn(state.store, experiment_id, budgets.ENOUGH) as (
+                figures, held):
+            now = budgets.Spend(figures.spent,
+                                budgets.expected_costs(figures, estimates or {}),
+                                cells_in_flight(state, experiment_id, figures, held),
+                                figures.unknown)
+            decision = now.decide(budget, label)
             if decision == "wait":
                 return Claim(wait=True)
             if decision == "stop":
-                return Claim(stop=now.reason(budget))
+                return Claim(stop=now.reason(budget, label))
             got = locks.acquire(experiment_id, target)
     if not got:
         return Claim("skipped: another worker runs this cell")
@@ -242,8 +271,9 @@ async def run_cell(context: Any, /, **payload: Any) -> str:
     after the cell run in threads (`off_loop`): the experiment's state and budget in one
     read, then the cell's lock (one round trip on the worker's lock session,
     `WorkerState.locks`, taken in the experiment's budget turn when it has a budget) and its
-    check (`take_cell`) in one trip; the experiment is settled once the job's end is stored
-    (`settle_after`)."""
+    check (`take_cell`) in one trip; a budget's stop message is given the spend once the
+    cell's run is stored (`restate_spend`); the experiment is settled once the job's end is
+    stored (`settle_after`)."""
     state: WorkerState = context.additional_context["parley"]
     store, locks = state.store, state.locks
     assert locks is not None  # made by WorkerState
@@ -268,6 +298,8 @@ async def run_cell(context: Any, /, **payload: Any) -> str:
                                   endpoints=state.endpoints, started_by=found.started_by)
     finally:
         await off_loop(locks.release, experiment_id, target)
+    if found.budget is not None:  # a budget that stopped it meanwhile: the spend now
+        await off_loop(restate_spend, store, experiment_id)
     if isinstance(outcome.exception, pool_store.DATABASE_ERRORS):
         raise outcome.exception  # the database went away mid-cell: the job is tried again
     if outcome.status == "fatal":
@@ -281,8 +313,9 @@ async def claim_cell(context: Any, state: WorkerState, experiment_id: str, targe
                      experiment: Plan, budget: float | None) -> Claim:
     """Take the cell (`_claim`), with its lock held when `held`. With a budget
     (`engine.experiments.budget`), after waiting while cells in flight on any worker decide
-    it (and no cell starts once the experiment was stopped meanwhile); once the spend has
-    reached it, the experiment is stopped (reason `budget`) with its running cells left to
+    it (and no cell starts once the experiment was stopped meanwhile); once the budget stops
+    it (the spend reached it, the cell would pass it with none in flight, or a cost is
+    unknown), the experiment is stopped (reason `budget`) with its running cells left to
     finish and its queued jobs cancelled, and the claim says so."""
     locks = state.locks
     assert locks is not None  # made by WorkerState
@@ -297,10 +330,12 @@ async def claim_cell(context: Any, state: WorkerState, experiment_id: str, targe
             # 18 turns stored as 21, and the budget counted the copies as spent).
             state.sink.flush_turns()
         claim = await off_loop(_claim, state, experiment_id, target, budget,
-                               experiment.cost_per_run, undo=leave)
+                               budgets.estimates_of(experiment), undo=leave)
         if claim.stop:
             await astop(context.app, state.store, experiment_id, error=claim.stop,
                         finish_running=True)
+            # the cells in flight may all have ended before the stop was stored
+            await off_loop(restate_spend, state.store, experiment_id)
             return Claim("skipped: the experiment's budget is spent")
         if not claim.wait:
             return claim
@@ -309,6 +344,30 @@ async def claim_cell(context: Any, state: WorkerState, experiment_id: str, targe
         found = await off_loop(pool_store.pool_state, state.store, experiment_id)
         if found is None or found.skipped:
             return Claim(found.skipped if found else "skipped: the experiment is gone")
+
+
+def restate_spend(store: Store, experiment_id: str) -> None:
+    """Rewrite a budget stop's message (`budget.restated`) with the experiment's spend and
+    cells in flight as they are now: every job that ends a cell of a budgeted experiment
+    calls this once its run is stored and its lock left, and so does the job that stopped
+    it once the stop is stored, under the experiment's lock; so the last of them, once the
+    cells in flight have ended, leaves the final spend. Nothing for any other status."""
+    def mine() -> str | None:
+        found = pool_store.stop_error(store, experiment_id)
+        if found is None or found[0] != "stopped" or not found[1].startswith(
+                budgets.REASON + ":"):
+            return None
+        return found[1]
+    if mine() is None:  # the usual case, read without the lock
+        return
+    with pool_store.settle_lock(store, experiment_id):
+        error = mine()
+        if error is None:
+            return
+        now = budgets.restated(error, experiment_spent(store, experiment_id),
+                               len(pool_store.held_cells(store, experiment_id)))
+        if now != error:
+            set_values(store, experiment_id, error=now)
 
 
 # procrastinate's fetch (`procrastinate_fetch_job_v2`, a volatile function: each call sees the
