@@ -129,6 +129,9 @@ def test_the_side_shown_is_the_side_recorded(db, button, expected):
     row = prefs.iloc[0]
     assert (row["run_a"], row["run_b"], row["shown_left"]) == (a, b, drawn)
     assert row["comment"] == "the left one cites its sources"
+    # one name per person: without sign-in the rater is "local", as a page run's started_by
+    # (it used to be the server's operating-system user)
+    assert row["rater"] == "local"
     winner = {"a": a, "b": b}.get(row["choice"])
     if expected == "tie":
         assert row["choice"] == "tie"
