@@ -68,3 +68,23 @@ def test_an_honest_answer_is_fenced_unchanged():
     text = "The answer is 4 (see the response above: 2 + 2).\nANSWER: 4"
     shown, notes = fence("Response B", text)
     assert shown == f"Response B:\n<<<\n{text}\n>>>" and notes == []
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_PIECES = st.sampled_from(["Response A:", "response b", "**Response C**:", "> Response D -",
+                           "FINAL RANKING:", "final\u00a0ranking", "<<<", ">>>", "\n", "\n\n",
+                           " ", "Response\u00a0E:", "1. Response A", "text", "ANSWER: 4"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_PIECES | st.text(max_size=8), max_size=30).map("".join))
+def test_fuzz_nothing_inside_a_fence_reads_as_a_header_a_ranking_or_a_fence(text):
+    shown, _notes = fence("Response B", text)
+    lines = shown.split("\n")
+    assert lines[0] == "Response B:" and lines[1] == "<<<" and lines[-1] == ">>>"
+    body = "\n".join(lines[2:-1])
+    assert not re.search(r"(?im)^[^\w\n]*response[^\S\n]+[a-z](?![^\W_])", body)
+    assert not re.search(r"(?i)final[^\S\n]+ranking", body)
+    assert "<<<" not in body and ">>>" not in body

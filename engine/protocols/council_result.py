@@ -20,9 +20,8 @@ _LABEL = re.compile(r"\bresponse[ \t]+([a-z])\b", re.I)
 
 # What an answer must not hold when it is shown to a ranker or the chairman: a line that reads
 # as another response's header ("Response B:"), a fence of its own, or a ranking block.
-_FORGED_HEADER = re.compile(
-    r"(?im)^([ \t>*_#`-]*)(response[ \t]+[a-z])\b(?=[ \t*_`]*[:.)\]-])")
-_FORGED_RANKING = re.compile(r"final[ \t]+ranking", re.I)
+_FORGED_HEADER = re.compile(r"(?im)^([^\w\n]*)(response[^\S\n]+[a-z])(?![^\W_])")
+_FORGED_RANKING = re.compile(r"final[^\S\n]+ranking", re.I)
 _FORGED_FENCE = re.compile(r"<{3,}|>{3,}")
 
 
