@@ -96,7 +96,7 @@ def main() -> None:
     st.set_option("client.showSidebarNavigation", True)
     page = st.navigation([st.Page(path, title=title, icon=icon, default=path == "pages/home.py")
                           for path, title, icon in PAGES])
-    _shared.settings()  # environment, then st.secrets; once per session
+    _shared.settings()  # environment, then st.secrets; read again on every run
     _shared.store()     # open (and migrate) the database before any page needs it
     _shared.keep_form_state()  # a half-configured run survives a visit to another page
     _shared.user_badge()  # with sign-in on: who, their role, "Sign out"

@@ -49,6 +49,24 @@ def _names_secret(name: str) -> bool:
     return bool(_SECRET_NAME.search(name)) and not name.lower().endswith("_env")
 
 
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
+
+def variable_name(text: Any) -> bool:
+    """True when `text` reads as a variable's name and not as a credential pasted where a
+    name belongs (`key_env = "sk-..."`): letters, digits and `_`, not starting with a digit,
+    nothing `redact` would hide, and not random-looking (upper and lower case letters mixed
+    with digits, or 20 characters or more with digits and no `_`, as unprefixed keys are).
+    A page shows a settings value of this kind only when this says yes."""
+    if not isinstance(text, str) or not _VARIABLE.fullmatch(text):
+        return False
+    if redact(text) != text:  # a configured key, or anything shaped like one
+        return False
+    digits = any(c.isdigit() for c in text)
+    mixed = any(c.isupper() for c in text) and any(c.islower() for c in text)
+    return not (digits and mixed) and not (digits and len(text) >= 20 and "_" not in text)
+
+
 def environment_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
     """The values of the variables whose names say they hold a secret (at least
     `MIN_SECRET` characters), longest first."""

@@ -57,6 +57,10 @@ def control(run: Mapping[str, Any], open_compare: Callable[[list[str]], None]) -
             reply = next(str(t.get("reply") or "") for t in kept if int(t["idx"]) == edit)
             edits[edit] = st.text_area("Its new reply", reply, max_chars=fork.MAX_EDIT,
                                        key=f"fork_text_{edit}")
+        if run.get("imported_at"):
+            st.warning(_shared.md(
+                f"This run was imported (by {run.get('imported_by') or 'an unnamed import'}): "
+                "the turns a fork keeps are what its file claims, not calls made here."))
         allowed = _shared.can("start runs")
         if not allowed:
             st.caption(_shared.refusal("start runs"))

@@ -24,6 +24,9 @@ def show_labels(store: Store, run: dict[str, Any]) -> None:
             shown = ratings[["turn", "rater", "score", "comment", "created_at"]].copy()
             shown["turn"] = [WHOLE_RUN if t is None or str(t) == "<NA>" else f"turn {t}"
                              for t in shown["turn"]]
+            # an imported label's rater is its file's claim, never someone who judged here
+            shown["source"] = [f"imported by {who} (rater as the file claims)" if who
+                               else "judged here" for who in ratings["imported_by"]]
             st.dataframe(shown, hide_index=True)
         if store.read_only:
             return

@@ -1,8 +1,11 @@
 """What every page shares: settings, the store and task runner, and text-safe rendering.
 
-Settings are read once per session (environment, then `st.secrets` when a secrets file
-exists) and passed down: the endpoint registry built from them goes with every run, experiment
-and re-run this session starts. Nothing is written into `os.environ`. The store and the task
+Settings (environment, then `st.secrets` when a secrets file exists) are read again on every
+page run and every action, and built again only when the secrets' content changed (the roles
+above all: a role taken away reaches open tabs at their next click). They are passed down:
+the endpoint registry built from them goes with every run, experiment and re-run this session
+starts. Nothing is written into `os.environ`, and a settings error is redacted before it is
+shown (a key pasted into the wrong field never reaches a page). The store and the task
 runner are created once per process and database URL with `st.cache_resource`, so sessions
 share them (a run started in one session can be watched and stopped from any other) and tests
 with different databases never do.
@@ -12,7 +15,8 @@ escaped.
 """
 from __future__ import annotations
 
-import getpass
+import hashlib
+import json
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -24,10 +28,10 @@ from streamlit.errors import StreamlitSecretNotFoundError
 from streamlit.string_util import is_emoji
 
 from engine import ConfigError, Store
-from engine.access import LOCAL, NEEDS, Actor, Roles
+from engine.access import LOCAL, NEEDS, Actor, Roles, sign_in_problem
 from engine.llm.endpoints import EndpointRegistry, free_urls_allowed
 from engine.llm.providers import providers_status
-from engine.redaction import redact_log_records, secret_values
+from engine.redaction import redact, redact_log_records, secret_values
 from engine.services.tasks import TaskRunner
 from engine.store import DEFAULT_URL
 
@@ -40,26 +44,28 @@ def _secrets() -> dict[str, Any]:
         return {}
 
 
-def load_settings() -> dict[str, Any]:
+def load_settings(secrets: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Read settings: the environment first, then Streamlit secrets for what it lacks.
 
-    The endpoint registry is built here once (`PARLEY_ENDPOINTS`, `[endpoints.NAME]`,
+    The endpoint registry is built here (`PARLEY_ENDPOINTS`, `[endpoints.NAME]`,
     `OPENAI_BASE_URL` ...); base URLs that are not registered are allowed only when the
     operator sets `PARLEY_ALLOW_BASE_URLS=1`, and never receive a key. The registry holds
-    the secrets mapping to find keys; no page shows a key's value.
+    the secrets mapping to find keys; no page shows a key's value, and an error about the
+    settings passes `redact` (with every value the secrets hold under a secret's name) first.
     """
-    secrets = _secrets()
-    redact_log_records(secret_values(secrets))  # no key of the secrets reaches a log line
+    secrets = _secrets() if secrets is None else dict(secrets)
+    keys = secret_values(secrets)
+    redact_log_records(keys)  # no key of the secrets reaches a log line
     allow = free_urls_allowed(os.environ, secrets)
     error = ""
     try:
         endpoints = EndpointRegistry.from_settings(os.environ, secrets, allow_free_urls=allow)
     except ConfigError as exc:  # a broken endpoint table: no endpoints, and say why
-        error = str(exc)
+        error = redact(str(exc), keys)
         endpoints = EndpointRegistry(allow_free_urls=False, environ=os.environ,
                                      secrets=secrets)
     db_url = os.environ.get("PARLEY_DB_URL") or str(secrets.get("PARLEY_DB_URL") or "")
-    return {**_auth_settings(secrets), "db_url": db_url or DEFAULT_URL,
+    return {**_auth_settings(secrets, keys), "db_url": db_url or DEFAULT_URL,
             "providers": providers_status(endpoints),
             "endpoints": endpoints,
             "endpoint_rows": endpoints.describe(),
@@ -68,16 +74,20 @@ def load_settings() -> dict[str, Any]:
             "secrets_file": bool(secrets)}
 
 
-def _auth_settings(secrets: Mapping[str, Any]) -> dict[str, Any]:
+def _auth_settings(secrets: Mapping[str, Any], keys: list[str]) -> dict[str, Any]:
     """Sign-in: on when the secrets hold Streamlit's `[auth]` table; the roles of
     `[parley.roles]` (`engine.access.Roles`), or why they cannot be read (then nobody gets
-    in: `signed_in`)."""
+    in: `signed_in`); and `refused`, why no page may be served at all (a sign-in setting
+    without `[auth]`: `engine.access.sign_in_problem`)."""
     parley = secrets.get("parley")
+    auth = "auth" in secrets
+    refused = redact(sign_in_problem(secrets), keys)
     try:
         roles = Roles.parse(parley.get("roles") if isinstance(parley, Mapping) else None)
     except ConfigError as exc:
-        return {"auth": "auth" in secrets, "roles": Roles({}, {}), "roles_error": str(exc)}
-    return {"auth": "auth" in secrets, "roles": roles, "roles_error": ""}
+        return {"auth": auth, "roles": Roles({}, {}), "roles_error": redact(str(exc), keys),
+                "refused": refused}
+    return {"auth": auth, "roles": roles, "roles_error": "", "refused": refused}
 
 
 def _leave_pages_directory_mode(first_run: bool) -> None:
@@ -101,18 +111,42 @@ def _leave_pages_directory_mode(first_run: bool) -> None:
             st.rerun()
 
 
+def _refuse(reason: str) -> None:
+    """The one screen a page shows when the sign-in settings cannot be served."""
+    st.title("Parley")
+    st.error(md(f"This app serves no page: {reason}."), icon=":material/lock:")
+
+
+def _fingerprint(secrets: Mapping[str, Any]) -> str:
+    """What the settings are built from, as one digest: the secrets' content (never kept)."""
+    text = json.dumps(secrets, sort_keys=True, default=str, ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 def _session_settings() -> dict[str, Any]:
-    if "parley_settings" not in st.session_state:
-        st.session_state["parley_settings"] = load_settings()
-    return st.session_state["parley_settings"]
+    """This session's settings, read again now: the secrets are read on every call (every
+    page run and every action's callback) and the settings built again when their content
+    changed, so an edited `[parley.roles]` takes effect at the next click in every tab."""
+    secrets = _secrets()
+    digest = _fingerprint(secrets)
+    read = st.session_state.get("parley_settings")
+    if not isinstance(read, dict) or read.get("fingerprint") != digest:
+        read = {**load_settings(secrets), "fingerprint": digest}
+        st.session_state["parley_settings"] = read
+    return read
 
 
 def settings() -> dict[str, Any]:
-    """This session's settings (read once, on first use). With sign-in on, a session that is
-    not signed in with a role stops here, on the sign-in screen (`signed_in`): every page
-    reads its settings first, so none draws anything for a stranger."""
+    """This session's settings (read afresh, `_session_settings`). Sign-in settings that
+    cannot be served (roles without `[auth]`) stop every page on the reason; with sign-in on,
+    a session that is not signed in with a role stops here, on the sign-in screen
+    (`signed_in`): every page reads its settings first, so none draws anything for a
+    stranger."""
     _leave_pages_directory_mode(first_run="parley_settings" not in st.session_state)
     read = _session_settings()
+    if read["refused"]:
+        _refuse(read["refused"])
+        st.stop()
     if read["auth"] and actor().role is None:
         signed_in()  # the sign-in or "not authorised" screen, once
         st.stop()
@@ -137,14 +171,16 @@ def actor() -> Actor:
     """Who this session is, with the role `[parley.roles]` gives them (`LOCAL`, an admin,
     when sign-in is off; a role of None when signed out or not listed)."""
     read = _session_settings()
+    if read["refused"]:  # sign-in settings without [auth]: nobody may do anything
+        return Actor(LOCAL.user, None)
     if not read["auth"]:
         return LOCAL
     user = st.user
     if not user.get("is_logged_in"):
         return Actor("", None)
     email = user.get("email")
-    role = None if read["roles_error"] else read["roles"].role_for(
-        email, user.get("email_verified"))
+    role = None if read["roles_error"] or read["refused"] else read["roles"].role_for(
+        email, user.get("email_verified"), user.get("sub"))
     return Actor(str(email or user.get("sub") or "?")[:200], role)
 
 
@@ -174,8 +210,11 @@ def signed_in() -> bool:
     """With sign-in on, True for a signed-in user with a role; otherwise draws the sign-in
     screen (a stranger), or "not authorised" (signed in, no role; or a broken
     `[parley.roles]`), and returns False: the caller draws nothing else. Always True without
-    `[auth]`."""
+    `[auth]`, unless a sign-in setting is there without it (then the refusal, and False)."""
     read = _session_settings()
+    if read["refused"]:
+        _refuse(read["refused"])
+        return False
     if not read["auth"]:
         return True
     if not st.user.get("is_logged_in"):
@@ -288,14 +327,10 @@ def store() -> Store:
 
 
 def rater() -> str:
-    """Who is labelling in this session, as a label records it: the signed-in user's e-mail
-    address when sign-in is on (`current_user`), else the OS user (or "local")."""
-    if _session_settings()["auth"]:
-        return current_user()
-    try:
-        return getpass.getuser() or "local"
-    except (OSError, KeyError):
-        return "local"
+    """Who is labelling in this session, as a label records it: the same name a run this
+    session starts records as `started_by` (the signed-in address, or "local" without
+    sign-in), so one person has one name in the store."""
+    return current_user()
 
 
 def read_only_banner(opened: Store) -> None:

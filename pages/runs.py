@@ -257,7 +257,11 @@ def show_detail(run_id: str) -> None:
             f"tags: {', '.join(run['tags'])}" if run.get("tags") else "",
             f"models: {run['models']}" if run.get("models") else "",
             f"created {str(run.get('created_at', ''))[:19].replace('T', ' ')} UTC",
-            f"started by {run['started_by']}" if run.get("started_by") else ""]
+            f"started by {run['started_by']}" if run.get("started_by") else "",
+            # an imported run's `started_by` is what its file claims
+            f"imported by {run.get('imported_by') or 'an unnamed import'} on "
+            f"{str(run['imported_at'])[:19].replace('T', ' ')} UTC (who started it is the "
+            "file's claim)" if run.get("imported_at") else ""]
     st.caption(md(" · ".join(m for m in meta if m)))
     # The actions come before everything a run's end changes (its progress, outcome and
     # figures): a run that ends while the page is open reruns it, and a click on Delete or

@@ -119,3 +119,106 @@ def test_unicode_case_is_not_folded():
     assert role_for("STRAßE@EXAMPLE.DE", table) is Role.ADMIN  # ASCII letters fold only
     assert role_for("élodie@example.fr", table) is None  # É is not ASCII
     assert role_for("ÉLODIE@Example.FR", table) is Role.ADMIN
+
+
+# ------------------------------------------------------------------ what a provider vouches for
+UNVERIFIED = [False, "false", "False", "FALSE", 0, "0", 1, "1", "yes", "", " true", "true ",
+              "t", [], {}, ["true"], 0.0, float("nan"), "\u0074rue\u200b"]
+
+
+@pytest.mark.parametrize("claim", UNVERIFIED, ids=repr)
+def test_an_unverified_address_in_any_spelling_gets_no_role(claim):
+    """Providers send `email_verified` as a boolean or as text: "false", 0 and "0" said no
+    and used to give the full role (only the boolean False was refused)."""
+    table = {**TABLE, "default": "viewer"}
+    assert role_for("alice@example.com", table, verified=claim) is None
+    assert role_for("someone@else.net", table, verified=claim) is None  # nor the default
+
+
+@pytest.mark.parametrize("claim", [None, True, "true", "TRUE", "True", "tRuE"])
+def test_an_absent_or_true_claim_counts_as_verified(claim):
+    assert role_for("alice@example.com", TABLE, verified=claim) is Role.ADMIN
+    assert access.verified_claim(claim)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8)
+    | st.sampled_from(["true", "True", "TRUE", "false", "False", "0", "1", "yes"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
+                                                                max_size=3), max_leaves=6)
+
+
+@given(json_values)
+def test_any_claim_gives_the_role_only_when_absent_true_or_the_text_true(claim):
+    vouched = claim is None or claim is True or (
+        isinstance(claim, str) and claim.lower() == "true" and claim.isascii())
+    assert (role_for("alice@example.com", TABLE, verified=claim) is Role.ADMIN) is vouched
+
+
+def test_a_subject_entry_gives_its_role_whatever_the_address_says():
+    """A provider whose e-mail claim the user controls: key the role on its subject."""
+    table = {"sub:00u-Ada-42": "admin", "@example.com": "viewer"}
+    assert role_for(None, table, subject="00u-Ada-42") is Role.ADMIN
+    assert role_for("mallory@evil.net", table, verified="false",
+                    subject="00u-Ada-42") is Role.ADMIN  # the subject, not the address
+    assert role_for(None, table, subject="00u-ada-42") is None  # opaque: compared exactly
+    assert role_for("ann@example.com", table, subject="00u-Other") is Role.VIEWER
+    assert role_for("ann@example.com", {" sub: 00u-x ": "analyst"},
+                    subject="00u-x") is Role.ANALYST  # outer spaces trimmed
+
+
+@pytest.mark.parametrize("table, both", [
+    ({"Ada@Example.com": "viewer", "ada@example.com": "admin"},
+     ("Ada@Example.com", "ada@example.com")),
+    ({"@example.com": "viewer", " @EXAMPLE.COM": "admin"}, ("@example.com", " @EXAMPLE.COM")),
+    ({"default": "viewer", "Default": "admin"}, ("default", "Default")),
+    ({"sub:x1": "viewer", "sub: x1": "admin"}, ("sub:x1", "sub: x1")),
+])
+def test_two_keys_for_one_entry_are_refused_naming_both(table, both):
+    """They used to be both accepted, the last one winning."""
+    with pytest.raises(ConfigError) as refused:
+        Roles.parse(table)
+    assert all(repr(key) in str(refused.value) for key in both)
+
+
+@given(st.lists(st.tuples(st.sampled_from(["ada@example.com", "@example.com", "default",
+                                           "bob@partner.org", "sub:abc"]),
+                          st.lists(st.booleans(), max_size=20), spaces,
+                          st.sampled_from(["viewer", "analyst", "admin"])),
+                min_size=1, max_size=6))
+def test_a_roles_table_is_read_the_same_whatever_the_case_or_refused_when_keys_collide(rows):
+    table = {_ascii_case(key, flips) if not key.startswith("sub:") else key + pad: role
+             for key, flips, pad, role in rows}
+    compared = {}
+    for written in table:
+        key = normalise(written) if not written.startswith("sub:") else written.strip()
+        compared.setdefault(key, []).append(written)
+    collide = any(len(keys) > 1 for keys in compared.values())
+    try:
+        roles = Roles.parse(table)
+    except ConfigError as exc:
+        assert collide
+        assert any(all(repr(k[:60]) in str(exc) for k in keys[:2])
+                   for keys in compared.values() if len(keys) > 1)
+        return
+    assert not collide
+    assert role_for("ada@example.com", table) is roles.role_for("ADA@example.com")
+
+
+# ------------------------------------------------------------------ sign-in settings
+@pytest.mark.parametrize("secrets, words", [
+    ({"parley": {"roles": {"ada@example.com": "admin"}}}, "no [auth]"),
+    ({"Auth": {"client_id": "x"}, "parley": {"roles": {"ada@example.com": "admin"}}},
+     "[Auth] section, not [auth]"),
+    ({"AUTH ": {"client_id": "x"}}, "not [auth]"),
+    ({"parley": {"Roles": {}}}, "[parley.Roles] gives roles"),
+])
+def test_sign_in_settings_without_auth_are_a_problem(secrets, words):
+    assert words in access.sign_in_problem(secrets)
+
+
+@pytest.mark.parametrize("secrets", [
+    {}, {"OPENAI_API_KEY": "sk-x"}, {"auth": {}, "parley": {"roles": {"a@b.c": "admin"}}},
+    {"parley": {"other": 1}}, {"auth": {}, "Auth": {}}])
+def test_no_sign_in_settings_or_auth_present_is_no_problem(secrets):
+    assert access.sign_in_problem(secrets) == ""

@@ -3,8 +3,10 @@
 e-mail claim) and the app served with a temporary secrets file holding `[auth]` and
 `[parley.roles]`. A stranger sees only the sign-in, on every address; a viewer's Run page
 refuses to start (and the Runs and Personas pages offer no delete or import); an analyst
-starts a run, recorded as theirs; an admin deletes it. The services' own refusals are tested
-in tests/test_access_services.py. Saves the screenshots 47-sign-in and 48-viewer-run to
+starts a run, recorded as theirs; an admin deletes it. An address the provider does not vouch
+for (`email_verified: "false"`) gets no role, and an admin whose entry is removed from the
+secrets file cannot confirm a Delete in the tab already open. The services' own refusals are
+tested in tests/test_access_services.py. Saves the screenshots 47-sign-in and 48-viewer-run to
 $PARLEY_SCREENSHOTS (or a temporary folder).
 """
 from __future__ import annotations
@@ -31,6 +33,7 @@ from engine.bench.browser import ROOT
 from engine.bench.serving import free_port, served
 
 VIEWER, ANALYST, ADMIN = "vera@example.com", "ann@example.com", "ada@example.com"
+SERVED: dict[str, str] = {}  # the provider's URL and the secrets file, for the tests below
 
 
 def secrets_file(folder, app_port: int, provider: str) -> str:
@@ -58,6 +61,7 @@ def signed_app(tmp_path_factory):
     provider = f"http://127.0.0.1:{provider_port}"
     db_url = f"sqlite:///{folder / 'parley.db'}"
     secrets = secrets_file(folder, app_port, provider)
+    SERVED.update(provider=provider, secrets=secrets)
     base = f"http://127.0.0.1:{app_port}"
     with contextlib.ExitStack() as stack:
         try:
@@ -213,3 +217,80 @@ def test_an_analyst_starts_a_run_recorded_as_theirs_and_an_admin_deletes_it(
     assert not store.exists(run_id) and store.exists(stored)
     expect(admin.locator("[data-testid='stException']")).to_have_count(0)
     admin.context.close()
+
+
+def test_an_address_the_provider_does_not_vouch_for_gets_no_role(signed_app, browser):
+    """Mallory's provider account claims Ada's address, unverified, as text: the sidebar used
+    to read "Signed in as ada@example.com · admin"."""
+    import urllib.request
+    base, _db_url = signed_app
+    request = urllib.request.Request(
+        f"{SERVED['provider']}/users/mallory", method="PUT",
+        data=json.dumps({"email": ADMIN, "email_verified": "false"}).encode(),
+        headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=GENEROUS_MS / 1000) as answer:
+        assert answer.status == 204
+    mallory = visitor(browser)
+    mallory.goto(base + "/")
+    mallory.get_by_role("button", name="Sign in").click()
+    mallory.wait_for_url("**/oauth2/authorize**", timeout=GENEROUS_MS)
+    mallory.locator("input[name='sub']").fill("mallory")
+    mallory.get_by_role("button", name="Authorize").click()
+    main = mallory.locator("[data-testid='stMain']")
+    main.get_by_text("Not authorised").wait_for(timeout=GENEROUS_MS)
+    settle(mallory)
+    expect(mallory.locator("[data-testid='stSidebarNav']")).to_have_count(0)
+    expect(mallory.locator("body")).not_to_contain_text("· admin")
+    mallory.context.close()
+
+
+def _role_shown(browser, base: str, email: str, role: str) -> None:
+    """Wait until a new visitor signing in as `email` is shown `role`: the server has read
+    the secrets file again."""
+    deadline = time.monotonic() + GENEROUS_MS / 1000
+    while True:
+        page = visitor(browser)
+        try:
+            sign_in(page, base, email)
+            sidebar = page.locator("[data-testid='stSidebar']")
+            settle(page)
+            if f"· {role}" in sidebar.inner_text():
+                return
+        finally:
+            page.context.close()
+        assert time.monotonic() < deadline, f"{email} never shown as {role}"
+        time.sleep(1)
+
+
+def test_a_removed_admin_cannot_confirm_a_delete_in_the_open_tab(signed_app, browser):
+    base, db_url = signed_app
+    store = Store(db_url)
+    run_id = store.start_run("vote", "Kept after the admin left?", started_by=ANALYST)
+    store.end_run(run_id, "completed")
+    path = SERVED["secrets"]
+    with open(path, encoding="utf-8") as handle:
+        original = handle.read()
+    admin = visitor(browser)
+    try:
+        sign_in(admin, base, ADMIN)
+        admin.goto(f"{base}/runs?run={run_id}")
+        ask = admin.get_by_role("button", name="Delete run")
+        ask.wait_for(timeout=GENEROUS_MS)
+        settle(admin)
+        rerun(admin, ask.click)
+        yes = admin.get_by_role("button", name="Yes, delete it")
+        yes.wait_for(timeout=GENEROUS_MS)
+        # the operator removes Ada's entry: her domain makes her an analyst
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(original.replace(f'"{ADMIN}" = "admin"\n', ""))
+        _role_shown(browser, base, ADMIN, "analyst")
+        rerun(admin, yes.click)
+        main = admin.locator("[data-testid='stMain']")
+        expect(main).to_contain_text("to delete runs needs the admin role")
+        assert store.exists(run_id)
+        expect(admin.locator("[data-testid='stException']")).to_have_count(0)
+    finally:
+        admin.context.close()
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(original)
+        _role_shown(browser, base, ADMIN, "admin")

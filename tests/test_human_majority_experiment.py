@@ -58,8 +58,11 @@ def scripted(store: Store) -> tuple[str, dict[tuple[int, int, int], str]]:
 
 
 def prefer(store: Store, ids: dict, a: tuple, b: tuple, *choices: str) -> None:
-    for choice in choices:
-        store.add_preference(ids[a], ids[b], rater=RATER.user, choice=choice, actor=RATER)
+    """One preference per choice, each by another person (one person's second judgement of
+    a pair would replace the first)."""
+    for number, choice in enumerate(choices):
+        store.add_preference(ids[a], ids[b], rater=f"{number}.{RATER.user}", choice=choice,
+                             actor=RATER)
 
 
 def judged(store: Store) -> str:

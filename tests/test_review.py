@@ -129,6 +129,9 @@ def test_the_side_shown_is_the_side_recorded(db, button, expected):
     row = prefs.iloc[0]
     assert (row["run_a"], row["run_b"], row["shown_left"]) == (a, b, drawn)
     assert row["comment"] == "the left one cites its sources"
+    # one name per person: without sign-in the rater is "local", as a page run's started_by
+    # (it used to be the server's operating-system user)
+    assert row["rater"] == "local"
     winner = {"a": a, "b": b}.get(row["choice"])
     if expected == "tie":
         assert row["choice"] == "tie"
@@ -189,3 +192,46 @@ def test_hostile_question_and_answers_stay_text(db):
     at = open_review()
     assert hostile in [str(t.value) for t in at.text]  # st.text: never markdown or HTML
     assert not any("<img" in str(m.value) for m in at.markdown)
+
+
+def test_no_run_id_and_no_configuration_order_reaches_the_page(db):
+    """The widget keys used to be `review-a-<run_a>:<run_b>`, `run_a` the label sorting
+    first: the page's HTML named both runs, in the configurations' order."""
+    from test_access_pages import everything
+    a, b = debate(db, "alpha-config", 3), vote(db, "beta-config", 7)
+    at = open_review()
+    sent = everything(at)
+    assert "Pair 1 of 1" in sent
+    assert a not in sent and b not in sent
+    keys = [str(w.key) for w in [*at.button, *at.text_area]]
+    assert all(a not in k and b not in k for k in keys), keys
+    again = open_review()  # another session: other keys
+    assert {str(w.key) for w in again.button}.isdisjoint(keys)
+
+
+def test_the_page_says_where_a_judgement_goes(db):
+    debate(db, "alpha-config", 3), vote(db, "beta-config", 7)
+    shown = page_text(open_review())
+    assert "stored in this database under your name (local)" in shown
+    assert "human win rate by configuration" in shown and "Cohen's kappa" in shown
+    assert "replaces your earlier one" in shown
+
+
+@pytest.mark.parametrize("text, leaked", [
+    ("As gpt-4o-mini, I would say 42.", "gpt-4o-mini"),
+    ("As GPT-4o mini, I would say 42.", "GPT"),
+    ("I am Claude, made by Anthropic. The answer is 42.", "Claude"),
+    ("I am Claude, made by Anthropic. The answer is 42.", "Anthropic"),
+    ("Served by the lab endpoint: 42.", "lab"),
+    ("claude-3-5-sonnet says 42", "claude-3-5-sonnet"),
+    ("Gemini, Llama, Mistral and Qwen agree: 42.", "Qwen"),
+])
+def test_a_model_naming_itself_is_hidden(text, leaked):
+    runs = [{"label": "x", "protocol": "vote", "models": "openai:gpt-4o-mini?endpoint=lab",
+             "config": {}, "turns": []},
+            {"label": "y", "protocol": "vote",
+             "models": "anthropic:claude-3-5-sonnet-20241022", "config": {}, "turns": []}]
+    hide = review.names(runs[0]) | review.names(runs[1])
+    shown = review.blinded(text, hide)
+    assert not re.search(rf"(?<!\w){re.escape(leaked)}(?!\w)", shown, re.IGNORECASE), shown
+    assert "42" in shown

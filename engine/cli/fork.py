@@ -22,7 +22,10 @@ def cmd_fork(args: argparse.Namespace) -> int:
     def progress(turn: Any) -> None:
         print(terminal_safe(progress_line(turn)), file=sys.stderr)
 
-    result = fork(store, args.run_id, args.round, args.drop, edits,
+    def warn(text: str) -> None:
+        print(terminal_safe(f"warning: {text}"), file=sys.stderr)
+
+    result = fork(store, args.run_id, args.round, args.drop, edits, warn=warn,
                   endpoints=endpoints_from_args(args), on_event=progress,
                   started_by=cli_user())
     spec = get_protocol(result.protocol)

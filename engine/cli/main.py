@@ -301,8 +301,8 @@ def cmd_import(args: argparse.Namespace) -> int:
             data = handle.read()
     except OSError as exc:
         raise ConfigError(f"import: cannot read {args.path}: {exc.strerror}", "input") from None
-    ids = _store(args).import_runs(data)
-    print(f"imported {len(ids)} run(s)")
+    from engine.access import cli_user
+    print(_store(args).import_file(data, imported_by=cli_user()).summary())
     return 0
 
 

@@ -28,6 +28,7 @@ from engine.llm.prices import Price, PriceTable, price_value
 from engine.llm.structured import check_switch
 from engine.llm.urls import check_url, risky_host
 from engine.models import ConfigError
+from engine.redaction import variable_name
 
 DEFAULT_KEYS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "ollama": None}
 PROVIDER_URLS = {"openai": "OPENAI_BASE_URL", "ollama": "OLLAMA_HOST"}
@@ -240,7 +241,7 @@ class EndpointRegistry:
         value = self.secret(var)
         if value is None and endpoint.key_env and endpoint.origin not in _IMPLICIT:
             raise ConfigError(f"endpoint {endpoint.name!r} needs its key: set "
-                              f"{endpoint.key_env} in the environment or "
+                              f"{_shown_variable(endpoint.key_env)} in the environment or "
                               ".streamlit/secrets.toml", "no_model")
         return value
 
@@ -252,7 +253,7 @@ class EndpointRegistry:
                                    if endpoint.origin in _IMPLICIT else None)
         if not var:
             return "no key"
-        return f"{var} ({'present' if self.secret(var) else 'missing'})"
+        return f"{_shown_variable(var)} ({'present' if self.secret(var) else 'missing'})"
 
     def describe(self) -> list[dict[str, str]]:
         """One row per endpoint: name, provider, URL, who registered it, where its key lives,
@@ -374,3 +375,11 @@ def _policy_value(raw: Any, name: str, where: str) -> Any:
         raise ConfigError(f"{where}: {name} must be {kind} in {low:g}..{high:g}, got {raw!r}",
                           "input")
     return int(raw) if whole else float(raw)
+
+
+def _shown_variable(name: str) -> str:
+    """An endpoint's `key_env` as a page or an error may show it: the name when it reads as
+    one (`engine.redaction.variable_name`), else a note that it is hidden (a key pasted
+    where its variable's name belongs is never echoed)."""
+    return name if variable_name(name) else "the variable its key_env names (hidden: it " \
+        "does not read as a variable's name; a key itself belongs in key)"

@@ -6,6 +6,12 @@ answer, ending with an `ANSWER:` line. 2 x members + 1 calls, in three waves.
 Anonymity is by construction: a ranker is shown neither its own answer nor any seat's name,
 persona or model, only `Response A`, `Response B`, ... in an order drawn per ranker from the
 run's `seed` (`council_result.draw_labels`). The arithmetic is in `council_result`.
+
+An answer is data, not instructions: each is fenced under its label in the ranking and
+chairman prompts, and a line inside it that forges another response's header, a
+`FINAL RANKING` block or a fence of its own is neutralised, with a warning on its turn and
+the run (`council_result.fence`). A ranking that lists fewer responses than it was shown is
+read as it stands, the unlisted sharing the bottom place, with a warning.
 """
 from __future__ import annotations
 
@@ -36,6 +42,7 @@ from engine.protocols.council_result import (
     aggregate,
     borda,
     draw_labels,
+    fence,
     label_of,
     mean_ranks,
     read_ranking,
@@ -78,8 +85,9 @@ SEED_MAX = 2**31 - 1
 
 
 def _shown(labels: dict[str, str], answers: dict[str, str]) -> str:
-    """The answers under their labels, in label order: nothing else of any seat."""
-    return "\n\n".join(f"{label}:\n{answers[seat]}" for label, seat in labels.items())
+    """The answers under their labels, in label order, each fenced (`fence`): nothing else
+    of any seat, and nothing inside an answer that reads as the prompt's own structure."""
+    return "\n\n".join(fence(label, answers[seat])[0] for label, seat in labels.items())
 
 
 def _ranking_text(order: list[str], totals: dict[str, int], chair: dict[str, str]) -> str:
@@ -115,7 +123,12 @@ async def _rank(ctx: RunContext, seat: Seat, question: str, labels: dict[str, st
         ctx.update(turn, warnings=[*turn.warnings, "no readable FINAL RANKING block; "
                                    "the ranker abstains"])
         return "its ranking could not be read"
-    ctx.update(turn, parsed={"ranking": read})
+    update: dict[str, Any] = {"parsed": {"ranking": read}}
+    if len(read) < len(labels):
+        update["warnings"] = [*turn.warnings, f"a partial ranking: {len(read)} of the "
+                              f"{len(labels)} responses shown listed; the "
+                              f"{len(labels) - len(read)} unlisted share the bottom place"]
+    ctx.update(turn, **update)
     return [labels[label] for label in read]
 
 
@@ -175,6 +188,13 @@ async def arun_council(question: str, *, members: list[Seat | Any], chairman: Se
                 warnings.append(f"member {t.seat}: failed ({t.error}); its answer is not "
                                 "shown for ranking")
         briefs = {seat: parse_answer(text) for seat, text in answers.items()}
+        for t in turns:  # an answer forging the prompt's structure is shown neutralised
+            forged = fence("", answers[t.seat])[1] if t.seat in answers else []
+            if forged:
+                note = (f"member {t.seat}'s answer held " + "; ".join(forged) + ": shown "
+                        "to the rankers and the chairman neutralised, inside its fence")
+                ctx.update(t, warnings=[*t.warnings, note])
+                warnings.append(note)
         for t in turns:  # an answer without its line is still an answer: ranked as written
             if t.ok and not briefs.get(t.seat):
                 ctx.update(t, warnings=[*t.warnings, "no ANSWER line; shown for ranking as "
@@ -195,8 +215,10 @@ async def arun_council(question: str, *, members: list[Seat | Any], chairman: Se
                     if isinstance(r, list)}
         warnings += [f"ranker {name}: {r}; it abstains"
                      for name, r in zip(rankers, ranked, strict=True) if isinstance(r, str)]
-        totals = borda(rankings, names)
-        best = aggregate(rankings, names)
+        shown_to = {ranker: list(shown_labels.values()) for ranker, shown_labels in
+                    labels.items()}
+        totals = borda(rankings, names, shown_to)
+        best = aggregate(rankings, names, shown_to)
         top = best[0] if best else None
         chair_labels = {label_of(i): seat for i, seat in enumerate(presented_answers)}
         final_text, answer = "", ""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 import re
 import string
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from pydantic import Field
 
@@ -16,6 +16,33 @@ from engine.models import RunResult
 RANKING_MAX = 100_000  # characters of a ranking reply read: the block is at its end
 _HEAD = re.compile(r"final[ \t]+ranking[*_]{0,3}[ \t]*:", re.I)
 _LABEL = re.compile(r"\bresponse[ \t]+([a-z])\b", re.I)
+
+
+# What an answer must not hold when it is shown to a ranker or the chairman: a line that reads
+# as another response's header ("Response B:"), a fence of its own, or a ranking block.
+_FORGED_HEADER = re.compile(r"(?im)^([^\w\n]*)(response[^\S\n]+[a-z])(?![^\W_])")
+_FORGED_RANKING = re.compile(r"final[^\S\n]+ranking", re.I)
+_FORGED_FENCE = re.compile(r"<{3,}|>{3,}")
+
+
+def fence(label: str, text: str) -> tuple[str, list[str]]:
+    """An answer as a prompt shows it, between `<<<` and `>>>` lines under its label, and
+    what was neutralised in it: a line that forges another response's header becomes
+    `(quoted) response-X`, a `FINAL RANKING` becomes `final-ranking (quoted)`, and a fence
+    of its own is broken, so nothing inside an answer can end it or speak as the prompt."""
+    notes: list[str] = []
+    body, headers = _FORGED_HEADER.subn(
+        lambda m: f"{m.group(1)}(quoted) {m.group(2).split()[0].lower()}-"
+                  f"{m.group(2).split()[-1].upper()}", text)
+    if headers:
+        notes.append(f"a line reading as another response's header ({headers}x)")
+    body, rankings = _FORGED_RANKING.subn("final-ranking (quoted)", body)
+    if rankings:
+        notes.append(f"a FINAL RANKING header ({rankings}x)")
+    body, fences = _FORGED_FENCE.subn(lambda m: " ".join(m.group(0)), body)
+    if fences:
+        notes.append(f"a fence of its own ({fences}x)")
+    return f"{label}:\n<<<\n{body}\n>>>", notes
 
 
 def label_of(index: int) -> str:
@@ -51,15 +78,21 @@ def read_ranking(text: str, shown: Sequence[str]) -> list[str] | None:
     return out or None
 
 
-def borda(rankings: Mapping[str, Sequence[str]], members: Sequence[str]) -> dict[str, int]:
-    """Each member's Borda total: ranked k-th (1-based) by a ranker who ranked m answers, it
-    gets m - k points from that ranker. Every member is listed (0 when nobody ranked it)."""
+def borda(rankings: Mapping[str, Sequence[str]], members: Sequence[str],
+          shown: Mapping[str, Iterable[str]] | None = None) -> dict[str, int]:
+    """Each member's Borda total: ranked k-th (1-based) by a ranker who was shown n answers,
+    it gets n - k points from that ranker; the answers a ranker was shown and did not list
+    share the bottom place (0 points). So a ranker who lists only its favourite still gives
+    it n - 1, the points a full ranking would. `shown` maps each ranker to the seats whose
+    answers it was shown (without it, n is the length of the ranker's list). Every member is
+    listed (0 when nobody ranked it)."""
     totals = dict.fromkeys(members, 0)
-    for ranked in rankings.values():
-        m = len(ranked)
+    for ranker, ranked in rankings.items():
+        seen = set(shown[ranker]) if shown is not None and ranker in shown else set()
+        n = max(len(ranked), len(seen | set(ranked)))
         for k, seat in enumerate(ranked, 1):
             if seat in totals:
-                totals[seat] += m - k
+                totals[seat] += n - k
     return totals
 
 
@@ -72,11 +105,13 @@ def mean_ranks(rankings: Mapping[str, Sequence[str]]) -> dict[str, float]:
     return {seat: sum(ks) / len(ks) for seat, ks in places.items()}
 
 
-def aggregate(rankings: Mapping[str, Sequence[str]], members: Sequence[str]) -> list[str]:
-    """The members that some ranker ranked, best first: the highest Borda total, then the
-    better (lower) mean rank, then the earlier seat in `members`. Empty when no ranking was
-    read (there is then nothing to aggregate, and no `top`)."""
-    totals, means = borda(rankings, members), mean_ranks(rankings)
+def aggregate(rankings: Mapping[str, Sequence[str]], members: Sequence[str],
+              shown: Mapping[str, Iterable[str]] | None = None) -> list[str]:
+    """The members that some ranker ranked, best first: the highest Borda total (`borda`,
+    scored against the answers each ranker was shown), then the better (lower) mean rank,
+    then the earlier seat in `members`. Empty when no ranking was read (there is then
+    nothing to aggregate, and no `top`)."""
+    totals, means = borda(rankings, members, shown), mean_ranks(rankings)
     ranked = [seat for seat in members if seat in means]
     return sorted(ranked, key=lambda seat: (-totals[seat], means[seat], members.index(seat)))
 

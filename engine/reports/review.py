@@ -6,7 +6,10 @@ simulated answer is never judged beside a real one). A configuration is a run's 
 protocol and models when it has none; each pair of configurations on a question gives one
 pair, the newest run of each. Blinding: a run's answer is shown as text with every name that
 would tell the configurations apart (seat, persona, role and model names, labels, protocol
-names, of both runs) replaced by `HIDDEN`.
+names, of both runs) replaced by `HIDDEN`. A model that names itself ("As gpt-4o-mini, ...",
+"I am Claude, made by Anthropic") is hidden too: each model spec is hidden whole, without
+its provider, without a date or `-latest` suffix or a size tag, and as its provider and its
+endpoint's name; and the vendors' family and company names (`VENDOR_NAMES`) always are.
 """
 from __future__ import annotations
 
@@ -20,6 +23,16 @@ from typing import Any
 import pandas as pd
 
 HIDDEN = "[hidden]"
+# Model families and their makers, hidden in every answer whatever the runs' models: a model
+# that says what it is tells the reader which configuration wrote the answer.
+VENDOR_NAMES = frozenset({
+    "GPT", "ChatGPT", "OpenAI", "Claude", "Anthropic", "Gemini", "Gemma", "Bard", "PaLM",
+    "DeepMind", "Google", "Llama", "Meta AI", "Mistral", "Mixtral", "Codestral", "Qwen",
+    "Alibaba", "DeepSeek", "Grok", "xAI", "Phi", "Microsoft", "Copilot", "Cohere",
+    "Command R", "Falcon", "Ollama", "Nemotron", "NVIDIA", "Yi", "Kimi", "Moonshot", "GLM",
+    "Zhipu", "Granite", "Jamba", "Titan", "Nova", "Amazon"})
+_DATED = re.compile(r"(?:[-_@](?:\d{4}-\d{2}-\d{2}|\d{8}|\d{4}|latest|preview|exp))+$",
+                    re.IGNORECASE)
 NO_ANSWER = "(this run stored no final answer)"
 
 
@@ -94,7 +107,36 @@ def names(run: Mapping[str, Any]) -> set[str]:
                              if isinstance(seat.get(k), str) and len(seat[k]) <= 200)
     for turn in run.get("turns") or ():
         found.update(str(turn[k]) for k in ("seat", "model") if turn.get(k))
-    return {n.strip() for n in found if len(n.strip()) >= 2}
+    specs = {str(s.get("model")) for group in groups
+             for s in (group if isinstance(group, list) else [group])
+             if isinstance(s, Mapping) and isinstance(s.get("model"), str)}
+    specs |= {m for m in str(run.get("models") or "").split(",") if m}
+    specs |= {str(t["model"]) for t in run.get("turns") or () if t.get("model")}
+    for spec in specs:
+        found |= model_names(spec)
+    return {n.strip() for n in found if len(n.strip()) >= 2} | set(VENDOR_NAMES)
+
+
+def model_names(spec: str) -> set[str]:
+    """Every way an answer could name a model spec: the spec whole and without its query,
+    the model without its provider, without a date, `-latest` or a size tag, its last path
+    part, its provider and its endpoint's name (`openai:gpt-4o-2024-08-06?endpoint=lab`:
+    gpt-4o-2024-08-06, gpt-4o, openai, lab ...)."""
+    spec = spec.strip()[:200]
+    base, _, query = spec.partition("?")
+    provider, colon, model = base.partition(":")
+    if not colon:
+        provider, model = "", base
+    names = {spec, base, model, provider}
+    for part in query.split("&"):
+        key, _, value = part.partition("=")
+        if key.strip() == "endpoint":
+            names.add(value.strip())
+    for variant in list(names - {provider}):
+        last = variant.rsplit("/", 1)[-1]
+        untagged = last.split(":", 1)[0]  # an ollama size tag: llama3.1:8b
+        names |= {last, untagged, _DATED.sub("", last), _DATED.sub("", untagged)}
+    return {n for n in names if n}
 
 
 def blinded(text: str, hide: Iterable[str]) -> str:

@@ -21,11 +21,14 @@ the others no longer see its answers (the kept replies of the others stay as the
 when they could still see it). Only a seat of a slot with several seats can be dropped, and
 not below the protocol's minimum. Editing turn INDEX (its index in the stored run, a kept
 turn) replaces its reply with the text given, read again as a reply would be.
+
+A fork of an imported run warns (`Fork.warnings`, and each kept turn says so): its kept turns
+are what a file claimed, not calls made here.
 """
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +52,7 @@ class Fork:
     config: RunConfig
     question: str
     options: dict[str, Any] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
 
     @property
     def kept(self) -> tuple[Turn, ...]:
@@ -140,20 +144,30 @@ def plan(run: Mapping[str, Any], round: int, drop: str | None = None,
         turn = by_index[index]
         turn.reply, turn.status, turn.error = text, "ok", ""
         turn.warnings = [*turn.warnings, "reply edited in the fork"]
+    warnings: tuple[str, ...] = ()
+    if run.get("imported_at"):
+        who = run.get("imported_by") or "an unnamed import"
+        when = str(run.get("imported_at"))[:19].replace("T", " ")
+        note = (f"run {run.get('id')} was imported (by {who} on {when} UTC): the turns the "
+                "fork keeps are what its file claims, not calls made here")
+        warnings = (note,)
+        for turn in kept:
+            turn.warnings = [*turn.warnings, note]
     options = rerun_options(run)
     options["tags"] = [t for t in options["tags"] if not str(t).startswith(
         (FORK_TAG, RERUN_TAG))] + [f"{FORK_TAG}{run.get('id')}"]  # a fork, not a re-run
     options["resume_from"] = Resume(run_id=str(run.get("id") or ""), round=round,
                                     turns=tuple(kept))
-    return Fork(config=config, question=str(run.get("question") or ""), options=options)
+    return Fork(config=config, question=str(run.get("question") or ""), options=options,
+                warnings=warnings)
 
 
 def fork(store: Any, run_id: str, round: int, drop: str | None = None,
          edits: Mapping[int, str] | Sequence[str] | None = None,
-         **run_options: Any) -> RunResult:
+         warn: Callable[[str], None] = lambda _text: None, **run_options: Any) -> RunResult:
     """Fork a stored run and run the fork synchronously into `store`; returns its result
     (its `run_id` is the new run). `edits` maps turn indexes to replies (or is a list of
-    `INDEX=TEXT`)."""
+    `INDEX=TEXT`); `warn` hears the plan's warnings (a fork of an imported run)."""
     if edits is not None and not isinstance(edits, Mapping):
         edits = dict(parse_edit(e) for e in edits)
     try:
@@ -162,6 +176,8 @@ def fork(store: Any, run_id: str, round: int, drop: str | None = None,
         raise ConfigError(f"no run {run_id!r}; list them with python -m engine runs",
                           "input") from None
     planned = plan(run, round, drop, edits)
+    for warning in planned.warnings:
+        warn(warning)
     return run_sync(arun_config(planned.config, planned.question, store=store,
                                 **planned.options, **run_options))
 

@@ -2,20 +2,31 @@
 and a person's 1-5 rating of a run or of one of its turns, each with a comment.
 
 Every label is checked (`engine.store.records`: `PreferenceRecord`, `RatingRecord`) and its
-runs (and turn) must be stored, so a label never points at nothing. Labels travel with their
-runs: an export holds every label that names the run, and an import brings them in after the
-runs (`import_labels`), refusing the whole file when a label names a run that is neither in
-it nor stored here. Deleting a run deletes its labels (`delete_labels`, and the tables'
-`ON DELETE CASCADE`).
+runs (and turn) must be stored, so a label never points at nothing. One person's judgement
+counts once: a rater's second preference of the same unordered pair, or second rating of the
+same run or turn, replaces the first (the unique indexes `schema.ONE_PREFERENCE` and
+`schema.ONE_RATING` hold it on both backends, two tabs at once included).
+
+Labels travel with their runs: an export holds every label that names the run, and an import
+writes the labels of the runs that file itself adds, and only those (`import_labels`): a
+label riding on a run already stored, or naming one, would let a file vote on runs judged
+here. Each imported label keeps who imported it and when (`imported_by`, `imported_at`):
+its rater is the file's claim. A label dated in the future refuses the file. Deleting a run
+deletes its labels (`delete_labels`, and the tables' `ON DELETE CASCADE`).
 """
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any, cast
 from uuid import uuid4
 
 import pandas as pd
-from sqlalchemy import Connection, Table, delete, or_, select
+from sqlalchemy import Connection, Table, and_, delete, or_, select
+from sqlalchemy.exc import IntegrityError
 
 from engine.access import LOCAL, Actor, require
 from engine.models import ConfigError, now
@@ -30,6 +41,28 @@ RATINGS = cast(Table, RatingRow.__table__)
 PREFERENCE_COLUMNS = [c.name for c in PREFERENCES.columns]
 RATING_COLUMNS = [c.name for c in RATINGS.columns]
 CHOICES = ("a", "b", "tie")
+CLOCK_SKEW = timedelta(minutes=5)  # how far ahead of this clock an imported label may be dated
+WRITE_TRIES = 20  # a label replaced by several tabs at once: each loser of the race tries
+# again (after a short random pause), and one more wins each round
+
+
+@dataclass(frozen=True)
+class LabelCounts:
+    """How many labels an import wrote."""
+
+    preferences: int = 0
+    ratings: int = 0
+
+
+def _pause() -> None:
+    """A few random milliseconds, so that writers who raced do not race again in step."""
+    time.sleep(random.uniform(0.002, 0.02))
+
+
+def _pair(run_a: str, run_b: str) -> Any:
+    """The preferences of the unordered pair {run_a, run_b}."""
+    return or_(and_(PREFERENCES.c.run_a == run_a, PREFERENCES.c.run_b == run_b),
+               and_(PREFERENCES.c.run_a == run_b, PREFERENCES.c.run_b == run_a))
 
 
 def _present(connection: Connection, run_ids: Iterable[str]) -> set[str]:
@@ -80,44 +113,71 @@ class Labels(Database):
                        actor: Actor = LOCAL) -> str:
         """Record that `rater` finds run `a`'s final answer better, run `b`'s, or neither
         (`choice` a | b | tie), and which of the two was shown on the left (`shown_left`
-        a | b, None when not side by side); returns the label's id. `ConfigError` when a
+        a | b, None when not side by side); returns the label's id. It replaces the rater's
+        earlier preference of the same two runs, in either order. `ConfigError` when a
         value is not valid or a run is not stored; `NotAllowed` when `actor` may not label."""
         require(actor, "label runs")
         record = preference_record({"id": uuid4().hex[:16], "run_a": run_a, "run_b": run_b,
                                     "shown_left": shown_left, "rater": _text(rater),
                                     "choice": choice, "comment": _text(comment)})
-        with self.writing() as connection:
-            missing = {record.run_a, record.run_b} - _present(connection, (record.run_a,
-                                                                           record.run_b))
-            if missing:
-                raise ConfigError(f"preference: no run {sorted(missing)[0]!r} is stored",
-                                  "input")
-            connection.execute(PREFERENCES.insert().values(**_dumped(record)))
+        values = _dumped(record)
+        for attempt in range(WRITE_TRIES):
+            try:
+                with self.writing() as connection:
+                    missing = {record.run_a, record.run_b} - _present(
+                        connection, (record.run_a, record.run_b))
+                    if missing:
+                        raise ConfigError(f"preference: no run {sorted(missing)[0]!r} is "
+                                          "stored", "input")
+                    connection.execute(delete(PREFERENCES).where(
+                        PREFERENCES.c.rater == record.rater, _pair(record.run_a, record.run_b)))
+                    connection.execute(PREFERENCES.insert().values(**values))
+                break
+            except IntegrityError:  # another tab wrote the same rater's pair meanwhile
+                if attempt == WRITE_TRIES - 1:
+                    raise
+                _pause()
         return record.id
 
     def add_rating(self, run_id: str, *, rater: str, score: int, comment: str = "",
                    turn: int | None = None, actor: Actor = LOCAL) -> str:
         """Record `rater`'s score (1..5) of run `run_id`, or of its turn `turn` (by index);
-        returns the label's id. `ConfigError` when a value is not valid or the run (or the
+        returns the label's id. It replaces the rater's earlier rating of the same run (or
+        turn). `ConfigError` when a value is not valid or the run (or the
         turn) is not stored; `NotAllowed` when `actor` may not label."""
         require(actor, "label runs")
         record = rating_record({"id": uuid4().hex[:16], "run_id": run_id, "turn": turn,
                                 "rater": _text(rater), "score": score,
                                 "comment": _text(comment)})
-        with self.writing() as connection:
-            if not _present(connection, [record.run_id]):
-                raise ConfigError(f"rating: no run {record.run_id!r} is stored", "input")
-            if record.turn is not None and _turn_missing(connection, record.run_id,
-                                                         record.turn):
-                raise ConfigError(f"rating: run {record.run_id!r} has no turn {record.turn}",
-                                  "input")
-            connection.execute(RATINGS.insert().values(**_dumped(record)))
+        values = _dumped(record)
+        same_turn = RATINGS.c.turn.is_(None) if record.turn is None else \
+            RATINGS.c.turn == record.turn
+        for attempt in range(WRITE_TRIES):
+            try:
+                with self.writing() as connection:
+                    if not _present(connection, [record.run_id]):
+                        raise ConfigError(f"rating: no run {record.run_id!r} is stored",
+                                          "input")
+                    if record.turn is not None and _turn_missing(connection, record.run_id,
+                                                                 record.turn):
+                        raise ConfigError(f"rating: run {record.run_id!r} has no turn "
+                                          f"{record.turn}", "input")
+                    connection.execute(delete(RATINGS).where(
+                        RATINGS.c.rater == record.rater, RATINGS.c.run_id == record.run_id,
+                        same_turn))
+                    connection.execute(RATINGS.insert().values(**values))
+                break
+            except IntegrityError:  # another tab rated the same run or turn meanwhile
+                if attempt == WRITE_TRIES - 1:
+                    raise
+                _pause()
         return record.id
 
     def preferences(self, run_ids: Sequence[str] | None = None,
                     rater: str | None = None) -> pd.DataFrame:
         """Preferences as a DataFrame (oldest first): id, run_a, run_b, shown_left, rater,
-        choice, comment, created_at; only those naming one of `run_ids` when given."""
+        choice, comment, created_at, imported_by and imported_at ("" and None: judged here);
+        only those naming one of `run_ids` when given."""
         query = select(PREFERENCES).order_by(PREFERENCES.c.created_at, PREFERENCES.c.id)
         if run_ids is not None:
             ids = list(run_ids)
@@ -133,7 +193,7 @@ class Labels(Database):
     def ratings(self, run_ids: Sequence[str] | None = None,
                 rater: str | None = None) -> pd.DataFrame:
         """Ratings as a DataFrame (oldest first): id, run_id, turn (None: the whole run),
-        rater, score, comment, created_at."""
+        rater, score, comment, created_at, imported_by and imported_at."""
         query = select(RATINGS).order_by(RATINGS.c.created_at, RATINGS.c.id)
         if run_ids is not None:
             query = query.where(RATINGS.c.run_id.in_(list(run_ids)))
@@ -147,7 +207,10 @@ class Labels(Database):
         with self.engine.connect() as connection:
             rows = connection.execute(query).mappings().all()
         frame = pd.DataFrame([dict(r) for r in rows], columns=columns)
-        frame["created_at"] = [readback.iso(v) for v in frame["created_at"]]
+        for name in ("created_at", "imported_at"):
+            frame[name] = pd.Series([readback.iso(v) for v in frame[name]], index=frame.index,
+                                    dtype=object)
+        frame["imported_by"] = frame["imported_by"].fillna("")
         return frame
 
 
@@ -159,8 +222,10 @@ def exported_labels(connection: Connection, run_id: str) -> dict[str, list[dict[
         .order_by(PREFERENCES.c.created_at, PREFERENCES.c.id)).mappings().all()
     rates = connection.execute(select(RATINGS).where(RATINGS.c.run_id == run_id)
                                .order_by(RATINGS.c.created_at, RATINGS.c.id)).mappings().all()
-    return {"preferences": [{**r, "created_at": readback.iso(r["created_at"])} for r in prefs],
-            "ratings": [{**r, "created_at": readback.iso(r["created_at"])} for r in rates]}
+    return {"preferences": [{**r, "created_at": readback.iso(r["created_at"]),
+                             "imported_at": readback.iso(r["imported_at"])} for r in prefs],
+            "ratings": [{**r, "created_at": readback.iso(r["created_at"]),
+                         "imported_at": readback.iso(r["imported_at"])} for r in rates]}
 
 
 def misfiled(where: str, record: RunRecord) -> None:
@@ -181,15 +246,32 @@ def misfiled(where: str, record: RunRecord) -> None:
                               "was imported", "input")
 
 
-def import_labels(connection: Connection, docs: Sequence[tuple[str, RunRecord]]) -> None:
-    """Write the labels an import's runs carry (after the runs, in the same transaction):
-    one already stored (by id) is skipped, one naming a run that is neither in the file
-     nor stored is refused (`ConfigError`, so nothing of the file is written), and
-    a rating of a turn its run lacks is refused."""
+def _latest(records: Iterable[Any], key: Any) -> list[Any]:
+    """Of the records sharing a `key`, the latest (by date, then id): one judgement each."""
+    kept: dict[Any, Any] = {}
+    for record in records:
+        found = kept.get(key(record))
+        if found is None or _when(record) > _when(found):
+            kept[key(record)] = record
+    return list(kept.values())
+
+
+def _when(record: PreferenceRecord | RatingRecord) -> tuple[str, str]:
+    return (record.created_at.isoformat() if record.created_at else "", record.id)
+
+
+def import_labels(connection: Connection, docs: Sequence[tuple[str, RunRecord]],
+                  added: set[str], imported_by: str, imported_at: datetime) -> LabelCounts:
+    """Write the labels an import's runs carry (after the runs, in the same transaction),
+    and only onto the runs this import `added`: the labels of a run already stored (skipped
+    by the import) are not written, nor a preference naming a run the file did not add. A
+    label that names a run neither in the file nor stored, rates a turn its run lacks, or is
+    dated in the future refuses the file (`ConfigError`, so nothing of it is written). Of a
+    claimed rater's labels of one pair, run or turn, the latest is written. Each is marked
+    with `imported_by` and `imported_at`; returns how many were written."""
     prefs: dict[str, PreferenceRecord] = {}
     rates: dict[str, RatingRecord] = {}
     where: dict[str, str] = {}
-    in_file = {record.id for _, record in docs}
     for place, record in docs:
         for pref in record.preferences:
             prefs.setdefault(pref.id, pref)
@@ -198,10 +280,43 @@ def import_labels(connection: Connection, docs: Sequence[tuple[str, RunRecord]])
             rates.setdefault(rate.id, rate)
             where.setdefault(rate.id, place)
     if not prefs and not rates:
-        return
+        return LabelCounts()
+    _refuse(connection, docs, prefs, rates, where, imported_at + CLOCK_SKEW)
+    mark = {"imported_by": imported_by, "imported_at": imported_at}
+    new_p = [{**_dumped(p), **mark} for p in _latest(
+        (p for p in prefs.values() if p.run_a in added and p.run_b in added),
+        lambda p: (p.rater, *sorted((p.run_a, p.run_b))))]
+    new_r = [{**_dumped(r), **mark} for r in _latest(
+        (r for r in rates.values() if r.run_id in added),
+        lambda r: (r.rater, r.run_id, -1 if r.turn is None else r.turn))]
+    taken = _taken_ids(connection, [v["id"] for v in new_p], PREFERENCES) | _taken_ids(
+        connection, [v["id"] for v in new_r], RATINGS)
+    for values in (*new_p, *new_r):  # an id this store already uses gets a fresh one
+        if values["id"] in taken:
+            values["id"] = uuid4().hex[:16]
+    if new_p:
+        connection.execute(PREFERENCES.insert(), new_p)
+    if new_r:
+        connection.execute(RATINGS.insert(), new_r)
+    return LabelCounts(len(new_p), len(new_r))
+
+
+def _refuse(connection: Connection, docs: Sequence[tuple[str, RunRecord]],
+            prefs: Mapping[str, PreferenceRecord], rates: Mapping[str, RatingRecord],
+            where: Mapping[str, str], latest_allowed: datetime) -> None:
+    """Refuse the file (`ConfigError`) for a label dated in the future, naming a run neither
+    in the file nor stored, or rating a turn its run (in the file) lacks."""
+    in_file = {record.id: record for _, record in docs}
+    dated: list[tuple[str, PreferenceRecord | RatingRecord]] = [*prefs.items(),
+                                                                *rates.items()]
+    for label_id, label in dated:
+        if label.created_at is not None and label.created_at > latest_allowed:
+            raise ConfigError(f"import: {where[label_id]}: label {label_id!r} is dated "
+                              f"{label.created_at.isoformat()}, in the future; nothing was "
+                              "imported", "input")
     named = {r for p in prefs.values() for r in (p.run_a, p.run_b)} | {
         r.run_id for r in rates.values()}
-    stored = _present(connection, named - in_file)
+    stored = _present(connection, named - in_file.keys())
     naming = [(p.id, (p.run_a, p.run_b)) for p in prefs.values()] + [
         (r.id, (r.run_id,)) for r in rates.values()]
     for label_id, runs in naming:
@@ -211,22 +326,20 @@ def import_labels(connection: Connection, docs: Sequence[tuple[str, RunRecord]])
                     f"import: {where[label_id]}: label {label_id!r} names run {run!r}, which "
                     "is neither in the file nor stored here (export both runs of a "
                     "preference together); nothing was imported", "input")
-    known_p = set(connection.execute(select(PREFERENCES.c.id).where(
-        PREFERENCES.c.id.in_(list(prefs)))).scalars()) if prefs else set()
-    known_r = set(connection.execute(select(RATINGS.c.id).where(
-        RATINGS.c.id.in_(list(rates)))).scalars()) if rates else set()
     for rate in rates.values():
-        if rate.id not in known_r and rate.turn is not None and _turn_missing(
-                connection, rate.run_id, rate.turn):
+        if rate.run_id in in_file and rate.turn is not None and not any(
+                t.idx == rate.turn for t in in_file[rate.run_id].turns):
             raise ConfigError(f"import: {where[rate.id]}: rating {rate.id!r} is of turn "
                               f"{rate.turn}, which run {rate.run_id!r} lacks; nothing was "
                               "imported", "input")
-    new_p = [_dumped(p) for p in prefs.values() if p.id not in known_p]
-    new_r = [_dumped(r) for r in rates.values() if r.id not in known_r]
-    if new_p:
-        connection.execute(PREFERENCES.insert(), new_p)
-    if new_r:
-        connection.execute(RATINGS.insert(), new_r)
+
+
+def _taken_ids(connection: Connection, ids: list[str], table: Table) -> set[str]:
+    found: set[str] = set()
+    for start in range(0, len(ids), 500):
+        found |= set(connection.execute(select(table.c.id).where(
+            table.c.id.in_(ids[start:start + 500]))).scalars())
+    return found
 
 
 def delete_labels(connection: Connection, run_ids: Sequence[str]) -> None:

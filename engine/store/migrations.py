@@ -32,6 +32,12 @@ like one), in turns, runs and experiments.
 
 `0017_experiment_started_by`: experiments gain `started_by` (who started or last resumed them;
 their runs carry it); old experiments "".
+
+`0018_one_judgement`: runs and labels gain `imported_by` and `imported_at` (who imported them
+and when; "" and NULL for what was made here), and one person's judgement counts once: of a
+rater's preferences of one unordered pair, and of a rater's ratings of one run or turn, the
+latest is kept (by time, then id) and the unique indexes `schema.ONE_PREFERENCE` and
+`schema.ONE_RATING` say so from then on.
 """
 from __future__ import annotations
 
@@ -40,12 +46,22 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, false, func, inspect, or_, select, text, true, update
+from sqlalchemy.schema import CreateIndex
 
 from engine import catalog
 from engine.models import ConfigError, Turn
 from engine.store import facets, statements
 from engine.store.records import error_text
-from engine.store.schema import Base, ExperimentRow, RunRow, TurnRow
+from engine.store.schema import (
+    ONE_PREFERENCE,
+    ONE_RATING,
+    Base,
+    ExperimentRow,
+    PreferenceRow,
+    RatingRow,
+    RunRow,
+    TurnRow,
+)
 from engine.store.search_index import bound_index, create_index
 from engine.store.simulated import simulation
 
@@ -279,6 +295,44 @@ def experiment_started_by(connection: Connection) -> None:
                                 "NOT NULL DEFAULT ''"))
 
 
+def _latest_only(connection: Connection, table: Any, key: Callable[[Any], tuple]) -> None:
+    """Delete every row of `table` but the latest (by `created_at`, then id) of each `key`."""
+    rows = connection.execute(select(table.c.id, table.c.created_at, *(
+        c for c in table.c if c.name in ("rater", "run_a", "run_b", "run_id", "turn")))
+    ).mappings().all()
+    latest: dict[tuple, tuple[str, str]] = {}
+    for row in rows:
+        order = (str(row["created_at"] or ""), str(row["id"]))
+        found = latest.get(key(row))
+        if found is None or order > found:
+            latest[key(row)] = order
+    kept = {order[1] for order in latest.values()}
+    gone = [row["id"] for row in rows if row["id"] not in kept]
+    for start in range(0, len(gone), 500):
+        connection.execute(table.delete().where(table.c.id.in_(gone[start:start + 500])))
+
+
+def one_judgement(connection: Connection) -> None:
+    """Migration 0018: `imported_by` and `imported_at` on runs and labels (a new database
+    has them from `0001` and `0015`), and one label per rater and pair or run or turn: the
+    latest of older duplicates kept, then the unique indexes."""
+    moment = "TIMESTAMP WITH TIME ZONE" if connection.dialect.name == "postgresql" \
+        else "DATETIME"
+    for table in ("runs", "preferences", "ratings"):
+        present = {c["name"] for c in inspect(connection).get_columns(table)}
+        if "imported_by" not in present:
+            connection.execute(text(f"ALTER TABLE {table} ADD COLUMN imported_by "
+                                    "VARCHAR(200) NOT NULL DEFAULT ''"))
+        if "imported_at" not in present:
+            connection.execute(text(f"ALTER TABLE {table} ADD COLUMN imported_at {moment}"))
+    _latest_only(connection, PreferenceRow.__table__,
+                 lambda r: (r["rater"], *sorted((r["run_a"], r["run_b"]))))
+    _latest_only(connection, RatingRow.__table__,
+                 lambda r: (r["rater"], r["run_id"], -1 if r["turn"] is None else r["turn"]))
+    for index in (ONE_PREFERENCE, ONE_RATING):  # expression indexes: never reflected
+        connection.execute(CreateIndex(index, if_not_exists=True))
+
+
 # --------------------------------------------------------------------------- the list
 def _create(tables: Sequence[str]):
     def apply(connection) -> None:
@@ -311,6 +365,7 @@ MIGRATIONS: list[tuple[str, Any]] = [
     ("0015_labels", _create(["preferences", "ratings"])),
     ("0016_started_by", _data("started_by")),
     ("0017_experiment_started_by", _data("experiment_started_by")),
+    ("0018_one_judgement", _data("one_judgement")),
 ]
 
 

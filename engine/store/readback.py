@@ -174,7 +174,7 @@ def clean_stored(value: Any) -> Any:
 
 
 _RUN_TEXT = ("id", "protocol", "question", "expected", "label", "status", "error", "models",
-             "experiment_id", "host", "lost", "started_by")
+             "experiment_id", "host", "lost", "started_by", "imported_by")
 _TURN_TEXT = ("run_id", "phase", "seat", "role", "model", "reply", "status", "error",
               "output_mode")
 
@@ -213,8 +213,9 @@ def run_dict(row: dict[str, Any]) -> dict[str, Any]:
     problems = row_problems(row, RUN_JSON, ("created_at",))
     if row.get("status") not in STATUSES:
         problems.append(f"status {row.get('status')!r} is not one of {', '.join(STATUSES)}")
-    for name in ("created_at", "heartbeat_at", "finished_at"):
-        row[name] = iso(row[name])
+    for name in ("created_at", "heartbeat_at", "finished_at", "imported_at"):
+        if name in row:
+            row[name] = iso(row[name])
     row["unreadable"] = "; ".join(problems)
     return row
 

@@ -21,13 +21,16 @@ from sqlalchemy import (
     String,
     Text,
     TypeDecorator,
+    case,
     create_engine,
     event,
     false,
+    func,
     text,
 )
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.sql.elements import Grouping
 
 
 class Moment(TypeDecorator):
@@ -96,6 +99,10 @@ class RunRow(Base):
     # CLI, by operating-system user), an experiment's run who started the experiment, or ""
     # (not recorded: older runs). Migration 0016 adds it to older databases.
     started_by: Mapped[str] = mapped_column(String(200), default="", server_default="")
+    # An imported run: who imported it and when (its `started_by` is then its file's claim);
+    # "" and NULL for a run made here. Migration 0018 adds both to older databases.
+    imported_by: Mapped[str] = mapped_column(String(200), default="", server_default="")
+    imported_at: Mapped[datetime | None] = mapped_column(Moment, nullable=True)
     host: Mapped[str] = mapped_column(String(200), default="")
     pid: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(Moment, index=True)
@@ -245,6 +252,10 @@ class PreferenceRow(Base):
     choice: Mapped[str] = mapped_column(String(3))
     comment: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[datetime] = mapped_column(Moment, index=True)
+    # An imported label: who imported it and when ("" and NULL: judged here); its rater is
+    # then the file's claim. Migration 0018 adds both to older databases.
+    imported_by: Mapped[str] = mapped_column(String(200), default="", server_default="")
+    imported_at: Mapped[datetime | None] = mapped_column(Moment, nullable=True)
 
 
 class RatingRow(Base):
@@ -259,6 +270,25 @@ class RatingRow(Base):
     score: Mapped[int] = mapped_column(Integer)
     comment: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[datetime] = mapped_column(Moment, index=True)
+    # An imported label: who imported it and when ("" and NULL: judged here); its rater is
+    # then the file's claim. Migration 0018 adds both to older databases.
+    imported_by: Mapped[str] = mapped_column(String(200), default="", server_default="")
+    imported_at: Mapped[datetime | None] = mapped_column(Moment, nullable=True)
+
+
+# One person's judgement counts once (DESIGN 4): one preference per rater and unordered pair
+# of runs, one rating per rater and run or turn (NULL, the whole run, read as -1). Unique
+# indexes on expressions, the same on SQLite and PostgreSQL; the store replaces a rater's
+# earlier label (`engine.store.labels`), migration 0018 keeps the latest of older duplicates.
+# (PostgreSQL takes an expression other than a call only in parentheses: `Grouping`.)
+ONE_PREFERENCE = Index(
+    "ux_preferences_one", PreferenceRow.rater,
+    Grouping(case((PreferenceRow.run_a < PreferenceRow.run_b, PreferenceRow.run_a),
+                  else_=PreferenceRow.run_b)),
+    Grouping(case((PreferenceRow.run_a < PreferenceRow.run_b, PreferenceRow.run_b),
+                  else_=PreferenceRow.run_a)), unique=True)
+ONE_RATING = Index("ux_ratings_one", RatingRow.rater, RatingRow.run_id,
+                   func.coalesce(RatingRow.turn, -1), unique=True)
 
 
 class MigrationRow(Base):

@@ -1,10 +1,18 @@
 """Moving runs in and out of the store: export as JSON, import (every record checked first,
-the same on both backends), and the raw row copy benchmark fixtures use."""
+the same on both backends), and the raw row copy benchmark fixtures use.
+
+An import is a claim, checked before anything is written: a file naming one run twice is
+refused; a turn whose model or `simulated` flag disagrees with its seat in the run's own
+configuration is refused (a simulated run cannot carry real, priced turns), and a simulated
+seat's turn costs 0 whatever the file says. An imported run keeps who imported it and when
+(`imported_by`, `imported_at`) apart from the `started_by` its file claims, and its labels
+are written only onto the runs the file adds (`engine.store.labels.import_labels`)."""
 from __future__ import annotations
 
 import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
@@ -24,7 +32,7 @@ from engine.store.records import (
     why_invalid,
 )
 from engine.store.schema import RunRow, TurnRow
-from engine.store.simulated import simulation
+from engine.store.simulated import SIMULATED_PREFIX, seat_models, simulation
 from engine.store.statements import INSERT_TURN, RUNS
 from engine.text import NAME_MAX
 
@@ -32,8 +40,16 @@ from engine.text import NAME_MAX
 def parse_import(data: str | bytes) -> list[tuple[str, RunRecord]]:
     """Every run of an export (one JSON document, or JSON lines split on `\\n` only), each
     validated with its place (`line N` or `record N`); `ConfigError` on the first bad one,
-    so that nothing of a bad file is written."""
-    return [(where, checked_record(where, doc)) for where, doc in _documents(data)]
+    or on a run the file names twice, so that nothing of a bad file is written."""
+    docs = [(where, checked_record(where, doc)) for where, doc in _documents(data)]
+    first: dict[str, str] = {}
+    for where, record in docs:
+        if record.id in first:
+            raise ConfigError(f"import: {where} repeats run {record.id!r} (first at "
+                              f"{first[record.id]}): which of the two is the run? Nothing was "
+                              "imported", "input")
+        first[record.id] = where
+    return docs
 
 
 def _documents(data: str | bytes) -> list[tuple[str, Any]]:
@@ -96,7 +112,39 @@ def checked_record(where: str, doc: Any) -> RunRecord:
                               "appears twice; nothing was imported", "input")
         seen.add(turn.idx)
     labels.misfiled(where, record)
+    seat_problem = turn_seat_problem(record)
+    if seat_problem:
+        raise ConfigError(f"import: {where} (run {record.id!r}): {seat_problem}; nothing was "
+                          "imported", "input")
     return record
+
+
+def _model_name(spec: str) -> str:
+    """A model spec without its query (`openai:gpt-4o?endpoint=lab` -> `openai:gpt-4o`)."""
+    return spec.split("?", 1)[0].strip()
+
+
+def turn_seat_problem(record: RunRecord) -> str:
+    """Why a run's turns disagree with the seats of its own configuration ("" when they do
+    not): a turn naming a seat the configuration does not seat, played by another model
+    than its seat's, or whose `simulated` flag is not its model's. Without seats in the
+    configuration (an old export), a turn's flag must still be its own model's."""
+    seats = dict(seat_models(record.config))
+    for turn in record.turns:
+        model = turn.model.strip()
+        if seats:
+            if turn.seat not in seats:
+                return (f"turn {turn.idx} is by seat {turn.seat[:60]!r}, which the run's "
+                        "configuration does not seat")
+            model = model or seats[turn.seat]
+            if _model_name(model) != _model_name(seats[turn.seat]):
+                return (f"turn {turn.idx} (seat {turn.seat[:60]!r}) was played by "
+                        f"{_model_name(model)[:80]!r}, not by its seat's model "
+                        f"{_model_name(seats[turn.seat])[:80]!r}")
+        if model and turn.simulated is not model.startswith(SIMULATED_PREFIX):
+            return (f"turn {turn.idx} (seat {turn.seat[:60]!r}) says simulated="
+                    f"{str(turn.simulated).lower()}, but its model is {_model_name(model)[:80]!r}")
+    return ""
 
 
 @functools.cache
@@ -162,17 +210,21 @@ def _parses(line: str) -> bool:
     return True
 
 
-def run_columns(record: RunRecord) -> dict[str, Any]:
-    """The `runs` row of an imported record (a run left `running` imports `interrupted`)."""
+def run_columns(record: RunRecord, imported_by: str = "",
+                imported_at: Any = None) -> dict[str, Any]:
+    """The `runs` row of an imported record (a run left `running` imports `interrupted`),
+    marked with who imported it and when."""
     values = record.model_dump(exclude={"turns", "unreadable", "preferences", "ratings"})
+    values["imported_by"], values["imported_at"] = imported_by, imported_at or now()
     for name in ("config", "result", "metrics"):
         values[name] = json.dumps(strip_secrets(values[name]) if name == "config"
                                   else values[name], ensure_ascii=False)
     values["created_at"] = values["created_at"] or now()
     # The file's total is never trusted: it is the sum of the (checked) turns' costs.
+    simulated = _simulated_seats(record)
     values["cost_usd"] = records.money(total_cost(
         {"status": t.status, "tokens_in": t.tokens_in, "tokens_out": t.tokens_out,
-         "cost_usd": imported_cost(t)} for t in record.turns))
+         "cost_usd": imported_cost(t, t.seat in simulated)} for t in record.turns))
     # Simulated when any seat is, whatever the file says: never pooled with real runs.
     values["simulated"] = bool(simulation(record.simulated, record.models, record.config)[0])
     if values["status"] == "running":
@@ -196,8 +248,15 @@ def imported_tags(tags: Sequence[str], experiment_id: str | None) -> list[str]:
     return out
 
 
-def turn_columns(run_id: str, turn: TurnRecord) -> dict[str, Any]:
-    """The `turns` row of an imported turn."""
+def _simulated_seats(record: RunRecord) -> set[str]:
+    """The seats of a run's configuration that the simulated model plays."""
+    return {name for name, model in seat_models(record.config)
+            if model.startswith(SIMULATED_PREFIX)}
+
+
+def turn_columns(run_id: str, turn: TurnRecord, simulated_seat: bool = False) -> dict[str, Any]:
+    """The `turns` row of an imported turn (`simulated_seat`: its seat is the simulated
+    model's, so it costs 0)."""
     values = turn.model_dump()
     for name in ("messages", "warnings"):
         values[name] = json.dumps(values[name], ensure_ascii=False)
@@ -206,14 +265,33 @@ def turn_columns(run_id: str, turn: TurnRecord) -> dict[str, Any]:
     values["started_at"] = values["started_at"] or now()
     values["finished_at"] = values["finished_at"] or values["started_at"]
     values["output_mode"] = values["output_mode"] or None
-    values["cost_usd"] = imported_cost(turn)
+    values["cost_usd"] = imported_cost(turn, simulated_seat)
     return {"run_id": run_id, **values}
 
 
-def imported_cost(turn: TurnRecord) -> float | None:
-    """An imported turn's cost: 0 when the simulated model made it, else what the file
-    says (checked finite and non-negative; absent: unknown)."""
-    return 0.0 if turn.simulated else turn.cost_usd
+def imported_cost(turn: TurnRecord, simulated_seat: bool = False) -> float | None:
+    """An imported turn's cost: 0 when the simulated model made it or its seat is the
+    simulated model's, whatever the file says; else what the file says (checked finite and
+    non-negative; absent: unknown)."""
+    return 0.0 if turn.simulated or simulated_seat else turn.cost_usd
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    """What an import wrote: the runs it added, those it skipped (already stored: their
+    labels in the file are not written either), and the labels written onto its runs."""
+
+    runs: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    preferences: int = 0
+    ratings: int = 0
+
+    def summary(self) -> str:
+        """One line for the CLI: `imported N run(s) ...`."""
+        skipped = (f"; {len(self.skipped)} already stored, skipped with the labels they "
+                   "carry" if self.skipped else "")
+        return (f"imported {len(self.runs)} run(s) with {self.preferences} preference(s) and "
+                f"{self.ratings} rating(s){skipped}")
 
 
 class Transfer(RunReading):
@@ -247,17 +325,28 @@ class Transfer(RunReading):
         return "".join(json.dumps(self.exported(i), ensure_ascii=False, default=str) + "\n"
                        for i in run_ids)
 
-    def import_runs(self, data: str | bytes) -> list[str]:
+    def import_runs(self, data: str | bytes, *, imported_by: str = "") -> list[str]:
+        """Import runs exported by `export_run` / `export_jsonl`, with the labels they carry;
+        returns the ids of the runs added (`import_file` says more)."""
+        return self.import_file(data, imported_by=imported_by).runs
+
+    def import_file(self, data: str | bytes, *, imported_by: str = "") -> ImportReport:
         """Import runs exported by `export_run` / `export_jsonl`, with the labels they carry
-        (`engine.store.labels.import_labels`); existing ids are skipped.
-        Every record is checked first (`parse_import`): a bad one is refused with its line
-        number (`ConfigError`) and nothing of the file is written."""
+        (`engine.store.labels.import_labels`: onto the runs this import adds only); existing
+        ids are skipped. Every record is checked first (`parse_import`): a bad one is refused
+        with its line number (`ConfigError`) and nothing of the file is written. Each run and
+        label written records `imported_by` (who imports: the CLI's `cli:USER`, a signed-in
+        address) and the time."""
         docs = parse_import(data)
         if not docs:
-            return []
+            return ImportReport()
         if self.read_only:
             raise ConfigError(READ_ONLY.format(url=self.url_safe), "input")
+        who = records.validate(records.ExperimentRecord, {"started_by": imported_by},
+                               "import").started_by
+        when = now()
         imported: list[str] = []
+        skipped: list[str] = []
         with self.writing() as connection:
             wanted = [record.id for _, record in docs]
             present = set()
@@ -266,17 +355,18 @@ class Transfer(RunReading):
                     RunRow.id.in_(wanted[start:start + 500]))).scalars())
             for _, record in docs:
                 if record.id in present:
+                    skipped.append(record.id)
                     continue
-                present.add(record.id)
-                columns = run_columns(record)
+                columns = run_columns(record, who, when)
                 connection.execute(RUNS.insert().values(**columns))
                 facets.record(connection, [columns])
+                simulated = _simulated_seats(record)
                 if record.turns:
-                    connection.execute(INSERT_TURN, [turn_columns(record.id, t)
-                                                     for t in record.turns])
+                    connection.execute(INSERT_TURN, [
+                        turn_columns(record.id, t, t.seat in simulated) for t in record.turns])
                 imported.append(record.id)
-            labels.import_labels(connection, docs)  # after the runs they name
-        return imported
+            counts = labels.import_labels(connection, docs, set(imported), who, when)
+        return ImportReport(imported, skipped, counts.preferences, counts.ratings)
 
     def raw_rows(self) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
         """Every run row and every run's turn rows exactly as stored (unparsed), for a
