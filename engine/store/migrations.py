@@ -32,6 +32,9 @@ like one), in turns, runs and experiments.
 
 `0017_experiment_started_by`: experiments gain `started_by` (who started or last resumed them;
 their runs carry it); old experiments "".
+
+`0018_reply_bytes`: turns gain `reply_bytes`, the size of what the model sent when the stored
+reply is cut from it (`engine.llm.sizes`); turns stored before it were stored whole (NULL).
 """
 from __future__ import annotations
 
@@ -279,6 +282,13 @@ def experiment_started_by(connection: Connection) -> None:
                                 "NOT NULL DEFAULT ''"))
 
 
+def reply_bytes(connection: Connection) -> None:
+    """Migration 0018: turns gain `reply_bytes` (a new database has it from `0001`); older
+    turns keep NULL (their replies were stored whole)."""
+    if "reply_bytes" not in {c["name"] for c in inspect(connection).get_columns("turns")}:
+        connection.execute(text("ALTER TABLE turns ADD COLUMN reply_bytes INTEGER"))
+
+
 # --------------------------------------------------------------------------- the list
 def _create(tables: Sequence[str]):
     def apply(connection) -> None:
@@ -311,6 +321,7 @@ MIGRATIONS: list[tuple[str, Any]] = [
     ("0015_labels", _create(["preferences", "ratings"])),
     ("0016_started_by", _data("started_by")),
     ("0017_experiment_started_by", _data("experiment_started_by")),
+    ("0018_reply_bytes", _data("reply_bytes")),
 ]
 
 
