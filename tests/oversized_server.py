@@ -3,9 +3,9 @@ reply is a proposal's JSON object (stance `42`) followed by `size` bytes of fill
 
 The body is written a megabyte at a time as it goes out (a 30 MB answer is never held in
 the test's memory), with its Content-Length, or chunked (`declare=False`). `encoding="gzip"`
-compresses it once up front, a piece at a time (200 MB of spaces are about 200 KB);
-`encoding` any other name sends that gzip body labelled so (an encoding Parley did not ask
-for). `status` answers with that status instead, `kind="html"` with an HTML page of the same
+(or `"deflate"`) compresses it once up front, a piece at a time (200 MB of spaces are about
+200 KB); `encoding` any other name sends a gzip body labelled so (an encoding Parley did not
+ask for). `status` answers with that status instead, `kind="html"` with an HTML page of the same
 size instead of a completion, `headers` adds headers (a forged `x-parley-cut`). `requests`
 counts the requests; `hung_up` the answers the client stopped reading before their end.
 """
@@ -82,7 +82,8 @@ class Oversized(ThreadingHTTPServer):
         self.requests = self.hung_up = 0
         self.compressed: bytes | None = None
         if encoding:
-            packer = zlib.compressobj(9, zlib.DEFLATED, 31)  # gzip
+            # deflate as zlib-wrapped (RFC 1950), anything else as gzip
+            packer = zlib.compressobj(9, zlib.DEFLATED, 15 if encoding == "deflate" else 31)
             head, tail = self.ends()
             self.compressed = b"".join([*(packer.compress(p) for p in self.pieces(head, tail)),
                                         packer.flush()])

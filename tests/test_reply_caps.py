@@ -14,6 +14,7 @@ import json
 import os
 import sqlite3
 import tracemalloc
+import zlib
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,15 @@ SPACES = b" " * MB  # a gzip body of 200 MB of them is about 200 KB
 @pytest.fixture(autouse=True)
 def loopback(monkeypatch):
     loopback_only(monkeypatch, "OPENAI_API_KEY", "OPENAI_BASE_URL", "PARLEY_ENDPOINTS")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def warm():
+    """One small call first: the SDK's modules load on a model's first request, and their
+    import is no part of what a test measures."""
+    with Oversized(10) as server, pytest.MonkeyPatch.context() as monkeypatch:
+        loopback_only(monkeypatch, "OPENAI_API_KEY", "OPENAI_BASE_URL")
+        assert one_call(register(monkeypatch, server)).ok
 
 
 def register(monkeypatch, server: Oversized, **policy) -> str:
@@ -141,12 +151,13 @@ def test_a_bad_reply_cap_is_refused_when_the_endpoints_are_read(value):
 
 
 # --------------------------------------------------------------------------- the body cap
-def test_a_200_mb_gzip_body_is_never_inflated_past_the_cap(monkeypatch):
-    with Oversized(200 * MB, encoding="gzip", filler=SPACES) as server:
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+def test_a_200_mb_compressed_body_is_never_inflated_past_the_cap(monkeypatch, encoding):
+    with Oversized(200 * MB, encoding=encoding, filler=SPACES) as server:
         assert len(server.compressed) < 2 * MB
         spec = register(monkeypatch, server)
         turn, top = peak(lambda: one_call(spec))
-    print(f"\none call, a 200 MB gzip body: peak {top:.1f} MB of Python allocations")
+    print(f"\none call, a 200 MB {encoding} body: peak {top:.1f} MB of Python allocations")
     assert server.requests == 1
     assert turn.ok and turn.reply.startswith(ANSWER) and utf8_size(turn.reply) == REPLY_CAP
     assert turn.reply_bytes == body_cap(REPLY_CAP)  # what was read: its size is unknown
@@ -165,6 +176,31 @@ def test_a_30_mb_answer_is_read_to_its_cap_and_the_rest_left_unread(monkeypatch)
     assert turn.ok and turn.reply_bytes == length and utf8_size(turn.reply) == REPLY_CAP
     assert turn.usage_estimated  # the usage came after the text, unread
     assert turn.warnings[0].startswith("reply cut at 256 KB of a 30 MB response")
+    assert top < 32
+
+
+@pytest.mark.parametrize("wbits", [15, -15, 31])  # zlib-wrapped or raw deflate, gzip
+def test_inflating_gives_at_most_the_room_asked(wbits):
+    from engine.llm.transport import _Inflate
+    packer = zlib.compressobj(9, zlib.DEFLATED, wbits)
+    body = packer.compress(b"a" * (50 * MB)) + packer.flush()
+    inflate = _Inflate("gzip" if wbits == 31 else "deflate")
+    assert inflate.decode(body[:100], 1000) == b"a" * 1000  # a bomb: no more than asked
+    fits = _Inflate("gzip" if wbits == 31 else "deflate")
+    small = zlib.compressobj(9, zlib.DEFLATED, wbits)
+    assert fits.decode(small.compress(b"hello") + small.flush(), 1000) == b"hello"
+
+
+def test_a_synchronous_call_reads_to_the_cap_too(monkeypatch):
+    from langchain_core.messages import HumanMessage
+
+    from engine.llm.providers import get_model
+    with Oversized(THIRTY_MB) as server:
+        model = get_model(register(monkeypatch, server))
+        reply, top = peak(lambda: model.invoke([HumanMessage("6 x 7?")]))
+    assert reply.content.startswith(ANSWER) and len(reply.content) < body_cap(REPLY_CAP)
+    assert reply.response_metadata["headers"]["x-parley-cut"] == \
+        f"read={body_cap(REPLY_CAP)}; size={len(b''.join(server.ends())) + THIRTY_MB}"
     assert top < 32
 
 
