@@ -263,8 +263,8 @@ def _bounded_classes() -> tuple[type, type]:
             response = super().send(request, stream=True, **options)
             if stream:  # a streamed call reads its own events (Parley asks for none)
                 return response
-            body = BoundedBody(response, self.body_cap)
             try:
+                body = BoundedBody(response, self.body_cap)
                 for chunk in response.iter_raw():
                     if body.feed(chunk):
                         break
@@ -286,8 +286,8 @@ def _bounded_classes() -> tuple[type, type]:
             response = await super().send(request, stream=True, **options)
             if stream:
                 return response
-            body = BoundedBody(response, self.body_cap)
             try:
+                body = BoundedBody(response, self.body_cap)
                 async for chunk in response.aiter_raw():
                     if body.feed(chunk):
                         break
