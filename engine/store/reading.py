@@ -87,8 +87,8 @@ class RunReading(Database):
 
         `reply_chars` reads a run for a page: each turn's `reply` is its first `reply_chars`
         characters with `reply_length` its whole length, and its `messages` (the prompts,
-        which hold earlier replies) are not read (None); `turn_text` reads one turn whole.
-        A run's turns are then never all held at once, however long their replies."""
+        which hold earlier replies) are not read (None); `turn_text` reads one turn's. No
+        reply is then read whole, however long the run's replies are."""
         columns: list[Any] = list(TurnRow.__table__.columns)
         if reply_chars is not None:
             columns = [c for c in columns if c.name not in ("reply", "messages")] + [
