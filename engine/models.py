@@ -110,6 +110,9 @@ class Turn(BaseModel):
     # `usage_estimated` when the provider reported no usage and the tokens are an estimate
     cost_usd: float | None = None
     usage_estimated: bool = False
+    # The size in bytes of what the model sent when `reply` is cut from it (None: stored
+    # whole); a warning says where and why (`engine.llm.sizes`)
+    reply_bytes: int | None = None
 
     @property
     def ok(self) -> bool:

@@ -66,7 +66,9 @@ def control(run: Mapping[str, Any], open_compare: Callable[[list[str]], None]) -
             st.caption(_shared.refusal("start runs"))
         if st.button("Fork and compare", key="fork_go", type="primary", disabled=not allowed):
             try:
-                planned = fork.plan(run, number, None if drop == NO_DROP else drop, edits)
+                # the run whole: the detail read each kept reply's start only
+                whole = _shared.store().get(str(run["id"]))
+                planned = fork.plan(whole, number, None if drop == NO_DROP else drop, edits)
                 new_id = _shared.tasks().start_run(planned.config, planned.question,
                                                    endpoints=_shared.endpoints(),
                                                    actor=_shared.actor(), **planned.options)

@@ -139,7 +139,9 @@ def confirm_delete(run_id: str, key: str, turns: int | None = None, place: Any =
         st.rerun()
 
 
-def show_turn(entry: dict) -> None:
+def show_turn(run_id: str, entry: dict) -> None:
+    """One turn: its reply as read for the page (the start of a long one, the rest a click
+    away), its warnings, and its prompts, read when their expander is opened."""
     with st.container(border=True):
         st.markdown(f"**{md(entry['heading'])}**")
         parts = (entry["model"], entry["tokens"], entry["cost"], f"{entry['latency']:.2f} s",
@@ -147,11 +149,28 @@ def show_turn(entry: dict) -> None:
         st.caption(md(" · ".join(part for part in parts if part)))
         if entry["degraded"]:
             st.error(md(f"degraded: {entry['error'] or 'no reason recorded'}"))
-        st.text(entry["reply"] or "(no reply)")
+        reply, whole = entry["reply"], f"runs_whole_{entry['idx']}"
+        if len(reply) < entry["length"] and st.session_state.get(whole):
+            reply = history.turn_text(store, run_id, entry["idx"])["reply"]
+        st.text(reply or "(no reply)")
+        if len(reply) < entry["length"]:
+            st.caption(f"The first {len(reply):,} of its {entry['length']:,} characters"
+                       + ("; the run's JSON export holds it whole." if st.session_state.get(
+                           whole) else "."))
+            if not st.session_state.get(whole) and st.button(
+                    "Show the whole reply", key=f"{whole}_ask"):
+                st.session_state[whole] = True
+                st.rerun()
         for warning in entry["warnings"]:
             st.warning(md(f"parse warning: {warning}"))
-        with st.expander(f"Prompt messages sent ({len(entry['messages'])})"):
-            for message in entry["messages"]:
+        messages = entry["messages"]
+        count = f" ({len(messages)})" if messages is not None else ""
+        with st.expander(f"Prompt messages sent{count}", key=f"runs_prompts_{entry['idx']}",
+                         on_change="rerun") as prompts:
+            if messages is None and prompts.open:
+                messages = history.turn_text(store, run_id, entry["idx"], reply=False)[
+                    "messages"]
+            for message in messages or ():
                 st.caption(md(str(message.get("role", ""))))
                 st.text(str(message.get("content", "")))
 
@@ -160,10 +179,12 @@ def show_actions(detail: history.RunDetail) -> None:
     from engine.reports import share  # plotly: imported when a run is opened, not for the list
     run = detail.run
     left, middle, right = st.columns(3)
-    left.download_button("⬇️ Export JSON", store.export_run(run["id"]),
+    # made when clicked: the export reads every reply and prompt whole, the page does not
+    left.download_button("⬇️ Export JSON", lambda: store.export_run(run["id"]),
                          file_name=f"parley-run-{run['id']}.json", mime="application/json",
                          key="runs_export")
-    left.download_button("⬇️ Share as HTML", lambda: share.run_html(detail),
+    left.download_button("⬇️ Share as HTML",
+                         lambda: share.run_html(history.run_detail(store, run["id"])),
                          file_name=f"parley-run-{run['id']}.html", mime="text/html",
                          key="runs_share", help="One file with the charts, transcript and "
                          "configuration that opens from disk without Parley")
@@ -236,7 +257,7 @@ def show_detail(run_id: str) -> None:
     if st.button("← All runs", key="runs_back"):
         back_to_history()
     try:
-        detail = history.run_detail(store, run_id)
+        detail = history.run_detail(store, run_id, preview=history.PREVIEW_CHARS)
     except KeyError:
         st.error(md(f"There is no run {run_id!r} in this database; it may have been deleted."))
         return
@@ -303,7 +324,7 @@ def show_tabs(detail: history.RunDetail) -> None:
             if not detail.transcript:
                 st.info("No turns were recorded.")
             for entry in detail.transcript:
-                show_turn(entry)
+                show_turn(detail.run["id"], entry)
     if timing.open:
         with timing:
             show_timing(detail)

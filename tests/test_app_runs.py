@@ -139,10 +139,17 @@ def test_detail_shows_transcript_blocks_timeline_and_problems(db, stored):
     # Every turn, its reply as plain text (st.text), the failed call's error plainly.
     replies = [e.value for e in at.text]
     assert "For: " + HOSTILE in replies and "Against, round two" in replies
-    assert "Error: Unable to generate argument." in text  # the debate's own text for it
     assert any("degraded: RuntimeError: provider down" in plain(e.value) for e in at.error)
-    # Prompt messages sent, in expanders.
-    assert any(e.label.startswith("Prompt messages sent") for e in at.expander)
+    # Prompt messages sent, in expanders, read when one is opened: the opponent's round-two
+    # prompt holds the debate's own text for the failed argument.
+    prompts = [e for e in at.expander if e.label.startswith("Prompt messages sent")]
+    assert len(prompts) == len(debate.turns)
+    assert "Error: Unable to generate argument." not in text  # no prompt read yet
+    for turn in debate.turns:
+        at.session_state[f"runs_prompts_{turn.index}"] = True
+    at.run()
+    assert not at.exception, at.exception
+    assert "Error: Unable to generate argument." in shown(at)
     # Phase timeline and usage charts.
     open_tab(at, "Timeline & usage")
     charts = at.get("plotly_chart")

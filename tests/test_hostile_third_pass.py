@@ -215,8 +215,9 @@ def test_one_long_reply_never_fails_a_run_on_postgresql(backend, monkeypatch):  
     reply = f"STANCE: yes\nearlyword {words} lateword"
     assert len(reply) > 1_800_000 and reply.index("lateword") > MAX_INDEXED
     with Answers(completion(reply)) as server:
+        # an endpoint whose replies the store keeps up to 4 MB (256 KB by default)
         monkeypatch.setenv("PARLEY_ENDPOINTS", json.dumps({"long": {
-            "base_url": server.base_url}}))
+            "base_url": server.base_url, "max_reply_bytes": 4 << 20}}))
         config = {"protocol": "single", "model": "openai:m?endpoint=long"}
         result = run_sync(arun_config(config, "How long can a reply be?", store=backend))
     row = backend.get(result.run_id)

@@ -21,6 +21,7 @@ from engine.llm.lines import LineFormat, LineOutput
 from engine.llm.prices import call_cost, model_price, read_usage
 from engine.llm.providers import resolve_model
 from engine.llm.replies import REASK, extract_json
+from engine.llm.sizes import ReplyCut, capped_reply
 from engine.llm.structured import OutputSchema, StructuredOutput
 from engine.models import RunStopped, Seat, Task, Turn, model_spec, now
 from engine.redaction import model_secrets, redact
@@ -205,7 +206,7 @@ class RunContext:
             "expected": self.expected, "variant": self.variant})
         return {"metadata": {"parley_task": filled.model_dump()}}
 
-    async def call(self, seat: Seat, messages: list[dict[str, str]], *, phase: str,
+    async def call(self, seat: Seat, messages: list[dict[str, str]], *, phase: str,  # noqa: PLR0915
                    round: int = 0, parse: Callable[[str], tuple[dict, list[str]]] | None = None,
                    task: Task | None = None,
                    output: StructuredOutput | LineOutput | None = None) -> Turn:
@@ -227,6 +228,7 @@ class RunContext:
         started = now()
         clock = time.perf_counter()
         text, error, attempts, tokens_in, tokens_out, estimated = "", "", 0, 0, 0, False
+        cut: ReplyCut | None = None  # where a reply past its cap was cut (engine.llm.sizes)
         # A simulated seat is labelled simulated even when its call fails.
         simulated = getattr(model, "_llm_type", "") == "parley-simulated"
         config = self.task_config(seat, task, round) if simulated else None
@@ -250,7 +252,7 @@ class RunContext:
                         # is closed, so a server that stops on disconnect stops generating
                         message = await asyncio.wait_for(pending, timeout or None)
                     # storable everywhere: a lone surrogate or NUL becomes U+FFFD
-                    text = clean_text(reply_text(message))
+                    text, cut = capped_reply(clean_text(reply_text(message)), message, model)
                     tokens_in, tokens_out, estimated = read_usage(message, full, text)
                     simulated = simulated or bool(
                         (getattr(message, "response_metadata", None) or {}).get("simulated"))
@@ -296,6 +298,8 @@ class RunContext:
                 turn.status, turn.error = "degraded", parse_error(exc)
         if exposed != text:
             turn.warnings.append("the reply held a configured key: it was stored redacted")
+        if cut is not None:
+            turn.reply_bytes, turn.warnings = cut.size, [*turn.warnings, cut.warning]
         self.record(turn)
         return turn
 

@@ -25,6 +25,7 @@ from urllib.parse import parse_qsl, quote
 
 from engine.llm.lines import GRAMMARS
 from engine.llm.prices import Price, PriceTable, price_value
+from engine.llm.sizes import MAX_REPLY_CAP
 from engine.llm.structured import check_switch
 from engine.llm.urls import check_url, risky_host
 from engine.models import ConfigError
@@ -38,15 +39,17 @@ REGISTER_HELP = (f"register it as an endpoint ({ENDPOINTS_VAR} in the environmen
                  "[endpoints.NAME] in .streamlit/secrets.toml) and use ?endpoint=NAME")
 _IMPLICIT = ("provider", "cli", "code")  # registered by a setting or typed by the operator
 _ENDPOINT_FIELDS = ("base_url", "key_env", "key", "provider", "max_tokens", "timeout",
-                    "retries", "concurrency", "rpm", "tpm", "structured", "grammar",
-                    "price_input", "price_output")
+                    "retries", "concurrency", "rpm", "tpm", "max_reply_bytes", "structured",
+                    "grammar", "price_input", "price_output")
 # An endpoint's call policy: the output cap per turn, the per-call timeout in seconds, the
 # retries after a transient failure, the calls in flight at once, the requests and the tokens
-# per minute (name: (low, high)). The last three are limits every process calling the
-# endpoint shares when the store is PostgreSQL (engine.llm.limits).
+# per minute, and the bytes of a reply the store keeps (`engine.llm.sizes`; name: (low,
+# high)). rpm, tpm and concurrency are limits every process calling the endpoint shares when
+# the store is PostgreSQL (engine.llm.limits).
 POLICY_FIELDS: dict[str, tuple[float, float]] = {
     "max_tokens": (1, 1_000_000), "timeout": (0.001, 3600.0), "retries": (0, 10),
-    "concurrency": (1, 1000), "rpm": (1, 1_000_000), "tpm": (1, 1_000_000_000)}
+    "concurrency": (1, 1000), "rpm": (1, 1_000_000), "tpm": (1, 1_000_000_000),
+    "max_reply_bytes": (1024, MAX_REPLY_CAP)}
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 @dataclass(frozen=True)
@@ -71,6 +74,7 @@ class Endpoint:
     concurrency: int | None = None
     rpm: int | None = None
     tpm: int | None = None
+    max_reply_bytes: int | None = None  # bytes of a reply stored (engine.llm.sizes.REPLY_CAP)
     structured: str = "auto"  # structured output: auto, schema, json or off (structured.py)
     grammar: str = "auto"  # line-format grammars: auto (probed), off or gbnf (lines.py)
     price: Price | None = None  # dollars per million tokens (price_input, price_output)

@@ -153,10 +153,14 @@ def get_model(spec: str = "simulated", *, endpoints: Any = None,  # noqa: C901, 
         if kind == "openai" and not {"http_client", "http_async_client"} & options.keys():
             # Parley's own clients (engine.llm.transport): no redirect to another origin, and
             # a base URL that came with data reaches no link-local or metadata address,
-            # whatever its name resolves to. A proxy from code goes into them.
+            # whatever its name resolves to; a response is read up to a cap, and the reply
+            # says where it was cut in a header (so the SDK hands the headers on). A proxy
+            # from code goes into them.
             from engine.llm.transport import model_clients
             options["http_client"], options["http_async_client"] = model_clients(
-                guard=not route.registered, proxy=options.pop("openai_proxy", None))
+                guard=not route.registered, proxy=options.pop("openai_proxy", None),
+                reply_cap=policy.get("max_reply_bytes"))
+            options["include_response_headers"] = True
     model = getattr(module, class_name)(model=name, **options)
     recorded = f"{kind}:{name}" + (f"?{route.suffix}" if route.suffix else "")
     host = server_name(route.base_url) or _OWN_HOSTS[kind]

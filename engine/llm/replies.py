@@ -16,9 +16,12 @@ import math
 import re
 from typing import Any
 
+from engine.llm.sizes import REPLY_CAP
 from engine.text import clean_value
 
-MAX_REPLY_CHARS = 200_000
+# every reply the store keeps at its default cap is read: a JSON answer that a runaway model
+# followed with a cut tail (JSON mode's endless whitespace) still counts
+MAX_REPLY_CHARS = REPLY_CAP
 MAX_DEPTH = 64
 MAX_ATTEMPTS = 500
 

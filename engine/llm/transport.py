@@ -13,17 +13,36 @@ the name resolves to is link-local or a cloud metadata address (`engine.llm.urls
 connects to the very addresses it checked, so no name, spelling or DNS rebinding between the
 check and the connection reaches them. TLS still verifies the URL's host name (httpcore sends
 the origin's name as SNI and httpx the Host header; only the socket gets the address).
+
+A response is read up to a cap (`engine.llm.sizes.body_cap` of the model's stored reply cap),
+decompressed included: the clients accept only gzip and deflate, each decoded a bounded piece
+at a time, so a 200 MB gzip body is never inflated past the cap, and a body in an encoding
+Parley did not ask for is refused (`UnreadableResponse`). What is past the cap is never read.
+A chat completion cut there is handed on honestly: the JSON read so far, closed where it
+stops (its reply text cut there, its usage dropped as unread), and `CUT_HEADER` saying how
+much was read and the response's size when the server declared it; `sizes.capped_reply`
+reads that off the reply. A cut body that is not a chat completion fails the call with
+`UnreadableResponse`, not retried.
 """
 from __future__ import annotations
 
+import functools
 import importlib
+import json
 import socket
+import zlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from engine.llm.sizes import CUT_HEADER, REPLY_CAP, body_cap, size_text
 from engine.llm.urls import risky_address
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+ACCEPTED = "gzip, deflate"  # the encodings a model's response may come in, each bounded
+ERROR_CAP = 4096  # bytes of an error response read: the SDK puts them all in its message
+# headers of the server's that no longer describe the body handed on (or that only the
+# transport may set)
+_REPLACED = ("content-encoding", "content-length", "transfer-encoding", CUT_HEADER)
 
 
 class RedirectRefused(Exception):
@@ -38,6 +57,12 @@ class AddressRefused(Exception):
     """A connection was not made: the host resolves to a link-local or metadata address."""
 
 
+class UnreadableResponse(Exception):
+    """A model's response was not read: an encoding Parley did not ask for, or a body past
+    the cap whose start is not a chat completion. Not retried (the server would send the same
+    again)."""
+
+
 def http_module() -> Any:
     """The httpx flavour the openai SDK sends through (httpx2 for openai>=3, else httpx)."""
     try:
@@ -47,21 +72,26 @@ def http_module() -> Any:
     return httpx
 
 
-def model_clients(*, guard: bool, proxy: str | None = None) -> tuple[Any, Any]:
-    """(sync, async) httpx clients for the openai SDK, with its defaults, that keep both rules;
-    `guard` adds the address check. They share one TLS context (building one is most of a
-    client's cost). The async one keeps no idle connections: every synchronous run is its
-    own event loop, and a kept-alive connection from a finished run's loop would fail the
-    next run's first call with `RuntimeError: Event loop is closed`."""
-    httpx, openai = http_module(), importlib.import_module("openai")
+def model_clients(*, guard: bool, proxy: str | None = None,
+                  reply_cap: int | None = None) -> tuple[Any, Any]:
+    """(sync, async) httpx clients for the openai SDK, with its defaults, that keep both rules
+    and read a response up to the body cap of `reply_cap` (the stored cap of a reply, by
+    default `REPLY_CAP`); `guard` adds the address check. They share one TLS context
+    (building one is most of a client's cost). The async one keeps no idle connections:
+    every synchronous run is its own event loop, and a kept-alive connection from a finished
+    run's loop would fail the next run's first call with `RuntimeError: Event loop is
+    closed`."""
+    httpx = http_module()
     verify = httpx.create_ssl_context()
+    cap = body_cap(reply_cap or REPLY_CAP)
+    sync_class, async_class = _bounded_classes()
 
     async def check(response: Any) -> None:
         _refuse_cross_origin(response)
-    sync = openai.DefaultHttpxClient(proxy=proxy, verify=verify,
-                                     event_hooks={"response": [_refuse_cross_origin]})
-    asynchronous = openai.DefaultAsyncHttpxClient(
-        limits=httpx.Limits(max_keepalive_connections=0), proxy=proxy, verify=verify,
+    sync = sync_class(cap, proxy=proxy, verify=verify,
+                      event_hooks={"response": [_refuse_cross_origin]})
+    asynchronous = async_class(
+        cap, limits=httpx.Limits(max_keepalive_connections=0), proxy=proxy, verify=verify,
         event_hooks={"response": [check]})
     if guard:
         guard_connections(sync, asynchronous=False)
@@ -211,3 +241,178 @@ class _AsyncGuard(_Guard):
 
     async def sleep(self, seconds: float) -> None:
         await self._inner.sleep(seconds)
+
+
+# --------------------------------------------------------------------------- bounded reading
+@functools.cache
+def _bounded_classes() -> tuple[type, type]:
+    """The openai SDK's default clients (sync, async), each reading a response it is not
+    asked to stream up to its `body_cap` (see the module). Made once: the SDK is imported
+    only when a model needs it."""
+    openai = importlib.import_module("openai")
+
+    class BoundedClient(openai.DefaultHttpxClient):  # type: ignore[name-defined]
+        """The SDK's sync client, reading at most `body_cap` bytes of a response."""
+
+        def __init__(self, cap: int, **options: Any):
+            super().__init__(**options)
+            self.body_cap = cap
+            self.headers["accept-encoding"] = ACCEPTED
+
+        def send(self, request: Any, *, stream: bool = False, **options: Any) -> Any:
+            response = super().send(request, stream=True, **options)
+            if stream:  # a streamed call reads its own events (Parley asks for none)
+                return response
+            try:
+                body = BoundedBody(response, self.body_cap)
+                for chunk in response.iter_raw():
+                    if body.feed(chunk):
+                        break
+                else:
+                    body.end()
+            finally:
+                response.close()
+            return body.response()
+
+    class AsyncBoundedClient(openai.DefaultAsyncHttpxClient):  # type: ignore[name-defined]
+        """The SDK's async client, reading at most `body_cap` bytes of a response."""
+
+        def __init__(self, cap: int, **options: Any):
+            super().__init__(**options)
+            self.body_cap = cap
+            self.headers["accept-encoding"] = ACCEPTED
+
+        async def send(self, request: Any, *, stream: bool = False, **options: Any) -> Any:
+            response = await super().send(request, stream=True, **options)
+            if stream:
+                return response
+            try:
+                body = BoundedBody(response, self.body_cap)
+                async for chunk in response.aiter_raw():
+                    if body.feed(chunk):
+                        break
+                else:
+                    body.end()
+            finally:
+                await response.aclose()
+            return body.response()
+
+    return BoundedClient, AsyncBoundedClient
+
+
+class _Inflate:
+    """A gzip or deflate body decoded a bounded piece at a time: `decode(data, room)` gives at
+    most `room` bytes, so a bomb never inflates past the cap (the input it did not reach is
+    left unread). Deflate is zlib-wrapped or raw, as httpx reads it."""
+
+    def __init__(self, encoding: str):
+        self._raw_fallback = encoding == "deflate"
+        self._zlib = zlib.decompressobj(zlib.MAX_WBITS | (16 if encoding != "deflate" else 0))
+        self._started = False
+
+    def decode(self, data: bytes, room: int) -> bytes:
+        try:
+            out = self._zlib.decompress(data, room)
+        except zlib.error:
+            if not self._raw_fallback or self._started:
+                raise
+            self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
+            out = self._zlib.decompress(data, room)
+        self._started = True
+        return out
+
+    def flush(self, room: int) -> bytes:
+        return self._zlib.decompress(b"", room) if room > 0 else b""
+
+
+class BoundedBody:
+    """What is read of one response: at most `cap` bytes of its decoded body (`ERROR_CAP` of
+    an error's; `feed` says when to stop), then handed on as a response of its own
+    (`response`): the body whole, or cut as the module says."""
+
+    def __init__(self, response: Any, cap: int):
+        self.original = response
+        self.cap = cap if response.status_code < 400 else min(cap, ERROR_CAP)
+        self.chunks: list[bytes] = []
+        self.size = 0  # decoded bytes kept
+        self.raw = 0  # bytes read off the wire
+        self.cut = False
+        encoding = response.headers.get("content-encoding", "").strip().lower()
+        self.encoding = encoding or "identity"
+        if self.encoding in ("gzip", "x-gzip", "deflate"):
+            self.inflate: _Inflate | None = _Inflate(self.encoding)
+        elif self.encoding == "identity":
+            self.inflate = None
+        else:
+            raise UnreadableResponse(
+                f"the server at {origin(response.request.url)} sent a body encoded as "
+                f"{encoding[:40]!r}, which Parley did not ask for (it accepts {ACCEPTED})")
+
+    def feed(self, chunk: bytes) -> bool:
+        """Take one piece read off the wire; True when the cap is reached (read no more)."""
+        self.raw += len(chunk)
+        room = self.cap + 1 - self.size  # one byte past the cap tells a cut from a fit
+        piece = chunk[:room] if self.inflate is None else self._decode(chunk, room)
+        self.chunks.append(piece)
+        self.size += len(piece)
+        # a compressed body that inflates to little is still read no further than the cap
+        self.cut = self.size > self.cap or self.raw > self.cap
+        return self.cut
+
+    def end(self) -> None:
+        """The body ended within the cap: what the decoder still holds."""
+        if self.inflate is not None:
+            rest = self.inflate.flush(self.cap + 1 - self.size)
+            self.chunks.append(rest)
+            self.size += len(rest)
+            self.cut = self.size > self.cap
+
+    def _decode(self, chunk: bytes, room: int) -> bytes:
+        assert self.inflate is not None
+        try:
+            return self.inflate.decode(chunk, room)
+        except zlib.error as exc:
+            raise http_module().DecodingError(
+                f"the {self.encoding} body could not be decoded: {exc}") from exc
+
+    def response(self) -> Any:
+        """The response handed to the SDK: the body as read, no longer encoded; when cut, a
+        chat completion closed where the reading stopped, and `CUT_HEADER`."""
+        original = self.original
+        body = b"".join(self.chunks)[:self.cap]
+        headers = [(k, v) for k, v in original.headers.multi_items()
+                   if k.lower() not in _REPLACED]
+        if self.cut:
+            declared = original.headers.get("content-length", "")
+            size = f"; size={int(declared)}" if self.encoding == "identity" and \
+                declared.strip().isdigit() else ""
+            headers.append((CUT_HEADER, f"read={len(body)}{size}"))
+            if 200 <= original.status_code < 300:
+                body = self._completion(body)
+        httpx = http_module()
+        made = httpx.Response(original.status_code, headers=headers, content=body,
+                              request=original.request, extensions=original.extensions)
+        made.history = list(original.history)
+        made.elapsed = original.elapsed
+        return made
+
+    def _completion(self, body: bytes) -> bytes:
+        """A chat completion's start as a whole document: its reply text cut where the
+        reading stopped, its usage (unread, or read in part) dropped."""
+        import jiter  # the openai SDK's own JSON reader, installed with it
+        where = origin(self.original.request.url)
+        refused = (f"the server at {where} sent more than {size_text(self.cap)} and what "
+                   "Parley read of it is not a chat completion; it read no further")
+        try:
+            document = jiter.from_json(body, partial_mode="trailing-strings")
+        except ValueError:
+            raise UnreadableResponse(refused) from None
+        choices = document.get("choices") if isinstance(document, dict) else None
+        first = choices[0] if isinstance(choices, list) and choices else None
+        message = first.get("message") if isinstance(first, dict) else None
+        if not isinstance(message, dict) or not isinstance(message.get("content", ""), str):
+            raise UnreadableResponse(refused)
+        message.setdefault("role", "assistant")
+        message.setdefault("content", "")
+        document.pop("usage", None)
+        return json.dumps(document, ensure_ascii=False).encode("utf-8")

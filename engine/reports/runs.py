@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from engine.llm.sizes import REPLY_CAP
 from engine.models import total_cost
 from engine.protocols import REGISTRY
 from engine.reports.run_dynamics import DynamicsStrip, dynamics_strip
@@ -20,6 +21,11 @@ from engine.store.facets import INTERNAL_TAGS
 from engine.views.blocks import Block, cost_text, is_simulated, simulated_text
 
 HISTORY_LIMITS = (50, 200, 1000)
+# A run's page reads each turn's reply up to PREVIEW_CHARS characters and its prompts not at
+# all; a turn its reader opens, up to PAGE_CHARS (every reply kept at the default cap fits:
+# 256 KB of UTF-8 are at most 262,144 characters). The export holds every reply whole.
+PREVIEW_CHARS = 20_000
+PAGE_CHARS = REPLY_CAP
 
 
 # --------------------------------------------------------------------------- filters
@@ -227,9 +233,14 @@ def result_blocks(run: Mapping[str, Any]) -> list[Block]:
         return []
 
 
-def run_detail(store: Any, run_id: str) -> RunDetail:
-    """One stored run, taken apart for the detail view; `KeyError` when there is no such run."""
-    run = store.get(run_id)
+def run_detail(store: Any, run_id: str, preview: int | None = None) -> RunDetail:
+    """One stored run, taken apart for the detail view; `KeyError` when there is no such run.
+
+    With `preview` (a page's read), each transcript entry's reply is its first `preview`
+    characters (`length` says how many it has) and its prompts are not read (`messages`
+    None): `turn_text` reads one turn when its reader opens it. Without, everything whole
+    (the shared HTML, the CLI)."""
+    run = store.get(run_id, reply_chars=preview) if preview is not None else store.get(run_id)
     spec = REGISTRY.get(run["protocol"])
     problems: list[str] = []
     if run.get("unreadable"):
@@ -263,6 +274,14 @@ def run_detail(store: Any, run_id: str) -> RunDetail:
     return detail
 
 
+def turn_text(store: Any, run_id: str, idx: int, reply: bool = True) -> dict[str, Any]:
+    """One turn's reply (up to `PAGE_CHARS` characters; none without `reply`), its whole
+    `length` and its prompt `messages`, for a page whose reader opened the turn."""
+    read = store.turn_text(run_id, idx, PAGE_CHARS if reply else 0)
+    return {"reply": read["reply"], "length": read["reply_length"],
+            "messages": [dict(m) for m in read["messages"]]}
+
+
 def run_cost_text(run: Mapping[str, Any], turns: Iterable[Mapping[str, Any]] = ()) -> str:
     """A stored run's cost as shown (`cost_text`): unknown when unpriced, "$0 (simulated)"
     for the simulated model, marked when some of its tokens are an estimate."""
@@ -292,11 +311,17 @@ def _order_fact(run: Mapping[str, Any]) -> list[tuple[str, Any]]:
 def _turn_entry(turn: Mapping[str, Any]) -> dict[str, Any]:
     heading = (f"#{turn.get('idx', 0)} {turn.get('seat', '')} · {turn.get('phase', '')} · "
                f"round {turn.get('round', 0)} · {turn.get('status', '')}")
-    return {"heading": heading, "seat": turn.get("seat", ""), "phase": turn.get("phase", ""),
-            "round": turn.get("round", 0), "status": turn.get("status", ""),
-            "reply": turn.get("reply") or "", "error": turn.get("error") or "",
+    reply, messages = turn.get("reply") or "", turn.get("messages")
+    return {"heading": heading, "idx": turn.get("idx", 0), "seat": turn.get("seat", ""),
+            "phase": turn.get("phase", ""), "round": turn.get("round", 0),
+            "status": turn.get("status", ""), "reply": reply,
+            # the reply's whole length: more than `reply` holds when read for a page
+            "length": max(int(turn.get("reply_length") or 0), len(reply)),
+            "error": turn.get("error") or "",
             "warnings": list(turn.get("warnings") or []), "model": turn.get("model", ""),
-            "messages": list(turn.get("messages") or []), "degraded": turn.get("status") != "ok",
+            # None: not read (a page's read of the run; `turn_text` reads them)
+            "messages": None if messages is None else list(messages),
+            "degraded": turn.get("status") != "ok",
             "latency": float(turn.get("latency") or 0.0),
             "tokens": f"{turn.get('tokens_in', 0)} in / {turn.get('tokens_out', 0)} out",
             "cost": cost_text(turn.get("cost_usd"), "all" if turn.get("simulated") else "",

@@ -38,6 +38,8 @@ and when; "" and NULL for what was made here), and one person's judgement counts
 rater's preferences of one unordered pair, and of a rater's ratings of one run or turn, the
 latest is kept (by time, then id) and the unique indexes `schema.ONE_PREFERENCE` and
 `schema.ONE_RATING` say so from then on.
+`0019_reply_bytes`: turns gain `reply_bytes`, the size of what the model sent when the stored
+reply is cut from it (`engine.llm.sizes`); turns stored before it were stored whole (NULL).
 """
 from __future__ import annotations
 
@@ -333,6 +335,13 @@ def one_judgement(connection: Connection) -> None:
         connection.execute(CreateIndex(index, if_not_exists=True))
 
 
+def reply_bytes(connection: Connection) -> None:
+    """Migration 0019: turns gain `reply_bytes` (a new database has it from `0001`); older
+    turns keep NULL (their replies were stored whole)."""
+    if "reply_bytes" not in {c["name"] for c in inspect(connection).get_columns("turns")}:
+        connection.execute(text("ALTER TABLE turns ADD COLUMN reply_bytes INTEGER"))
+
+
 # --------------------------------------------------------------------------- the list
 def _create(tables: Sequence[str]):
     def apply(connection) -> None:
@@ -366,6 +375,7 @@ MIGRATIONS: list[tuple[str, Any]] = [
     ("0016_started_by", _data("started_by")),
     ("0017_experiment_started_by", _data("experiment_started_by")),
     ("0018_one_judgement", _data("one_judgement")),
+    ("0019_reply_bytes", _data("reply_bytes")),
 ]
 
 

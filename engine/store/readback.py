@@ -230,8 +230,22 @@ def turn_dict(row: dict[str, Any]) -> dict[str, Any]:
         row["usage_estimated"] = bool(row["usage_estimated"])
     if "output_mode" in row:  # NULL in turns stored before structured output
         row["output_mode"] = row["output_mode"] or ""
+    if "reply_bytes" in row:  # NULL: the reply is stored whole
+        row["reply_bytes"], why = optional_count(row["reply_bytes"])
+        if why:
+            problems.append(f"reply_bytes {why}")
     row["unreadable"] = "; ".join(problems)
     return row
+
+
+def optional_count(value: Any) -> tuple[int | None, str]:
+    """A stored nullable count read tolerantly: `(value, "")`, `(None, "")` for NULL, or
+    `(None, why)` when it is not a whole number of 0 or more."""
+    if value is None:
+        return None, ""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value, ""
+    return None, f"is {str(value)[:40]!r}, not a whole number of 0 or more"
 
 
 def tolerant_frame(frame: pd.DataFrame, shapes: Mapping[str, Any],  # noqa: C901, PLR0912

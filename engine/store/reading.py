@@ -81,19 +81,33 @@ def matching(query: Select, dialect: str, given: RunFilters
 class RunReading(Database):
     """The store's reads of runs and turns (a part of `Store`)."""
 
-    def get(self, run_id: str) -> dict[str, Any]:
+    def get(self, run_id: str, *, reply_chars: int | None = None) -> dict[str, Any]:
         """One run as a dict: its row, `result` (the protocol's fields) and `turns`. A value
-        that cannot be read takes its empty default, and `unreadable` says which and why."""
+        that cannot be read takes its empty default, and `unreadable` says which and why.
+
+        `reply_chars` reads a run for a page: each turn's `reply` is its first `reply_chars`
+        characters with `reply_length` its whole length, and its `messages` (the prompts,
+        which hold earlier replies) are not read (None); `turn_text` reads one turn's. No
+        reply is then read whole, however long the run's replies are."""
+        columns: list[Any] = list(TurnRow.__table__.columns)
+        if reply_chars is not None:
+            columns = [c for c in columns if c.name not in ("reply", "messages")] + [
+                func.substr(TurnRow.reply, 1, max(int(reply_chars), 0)).label("reply"),
+                func.length(TurnRow.reply).label("reply_length")]
         with self.engine.connect() as connection:
             row = connection.execute(select(RunRow.__table__).where(
                 RunRow.id == run_id)).mappings().first()
             if row is None:
                 raise KeyError(f"no run {run_id!r} in {self.url_safe}")
-            turns = connection.execute(select(TurnRow.__table__).where(
+            turns = connection.execute(select(*columns).where(
                 TurnRow.run_id == run_id).order_by(*_TURN_ORDER)).mappings().all()
         gone = self.owner_gone(row)
         out = readback.run_dict(dict(row))
         out["turns"] = [readback.turn_dict(dict(t)) for t in turns]
+        if reply_chars is not None:
+            for turn in out["turns"]:
+                turn["messages"] = None
+                turn["reply_length"] = readback.number(turn["reply_length"], int)[0]
         broken = [f"turn {t['idx']}: {t['unreadable']}" for t in out["turns"]
                   if t["unreadable"]]
         out["unreadable"] = "; ".join(filter(None, [out["unreadable"], *broken]))
@@ -107,6 +121,23 @@ class RunReading(Database):
                        latency=sum(t["latency"] for t in out["turns"]),
                        cost_usd=total_cost(out["turns"]))
         return out
+
+    def turn_text(self, run_id: str, idx: int, limit: int) -> dict[str, Any]:
+        """One turn's reply (its first `limit` characters), `reply_length` (its whole
+        length) and prompt `messages`: what a page reads when a reader opens a turn that
+        `get(reply_chars=...)` read in part. `KeyError` when there is no such turn."""
+        with self.engine.connect() as connection:
+            row = connection.execute(select(
+                func.substr(TurnRow.reply, 1, max(int(limit), 0)).label("reply"),
+                func.length(TurnRow.reply).label("reply_length"), TurnRow.messages).where(
+                TurnRow.run_id == run_id, TurnRow.idx == int(idx)).order_by(TurnRow.id)
+                .limit(1)).mappings().first()
+        if row is None:
+            raise KeyError(f"no turn {idx} in run {run_id!r}")
+        messages, _ = readback.decode(row["messages"], "messages", [])
+        return {"reply": readback.clean_stored(row["reply"]) or "",
+                "reply_length": readback.number(row["reply_length"], int)[0],
+                "messages": messages}
 
     def fingerprint(self) -> tuple[Any, ...]:
         """What changes whenever the stored runs do: their count, the newest creation, end and

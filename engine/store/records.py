@@ -216,6 +216,8 @@ class TurnRecord(_Record):
     # absent from files exported before costs: unknown (an import makes a simulated turn's 0)
     cost_usd: Money | None = None
     usage_estimated: bool = False
+    # absent from files exported before replies were capped: stored whole
+    reply_bytes: Count | None = None
 
 
 COMMENT_MAX = 10_000  # characters of a label's comment
@@ -395,7 +397,9 @@ def turn_values(run_id: str, turn: Any) -> dict[str, Any]:
                 started_at=turn.started_at, finished_at=turn.finished_at,
                 output_mode=fit(turn.output_mode, 16) or None,
                 cost_usd=money(getattr(turn, "cost_usd", None)),
-                usage_estimated=bool(getattr(turn, "usage_estimated", False)))
+                usage_estimated=bool(getattr(turn, "usage_estimated", False)),
+                reply_bytes=None if getattr(turn, "reply_bytes", None) is None
+                else count(turn.reply_bytes))
 
 
 class _Labels(_Record):

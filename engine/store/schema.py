@@ -140,6 +140,9 @@ class TurnRow(Base):
     cost_usd: Mapped[float | None] = mapped_column(Float, nullable=True)
     usage_estimated: Mapped[bool] = mapped_column(Boolean, default=False,
                                                   server_default=false())
+    # The size in bytes of what the model sent when `reply` is a cut of it (NULL: stored
+    # whole; engine.llm.sizes). Migration 0019 adds it to older databases.
+    reply_bytes: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
 class LibraryRow(Base):
