@@ -38,8 +38,12 @@ and when; "" and NULL for what was made here), and one person's judgement counts
 rater's preferences of one unordered pair, and of a rater's ratings of one run or turn, the
 latest is kept (by time, then id) and the unique indexes `schema.ONE_PREFERENCE` and
 `schema.ONE_RATING` say so from then on.
+
 `0019_reply_bytes`: turns gain `reply_bytes`, the size of what the model sent when the stored
 reply is cut from it (`engine.llm.sizes`); turns stored before it were stored whole (NULL).
+
+`0020_search_bounded_tighter`: the search index's bound falls to 20,000 characters of a text
+(`0010`'s triggers and cut, run again with the new `MAX_INDEXED`).
 """
 from __future__ import annotations
 
@@ -177,8 +181,8 @@ def search_index(connection: Connection) -> None:
 
 
 def search_bounded(connection: Connection) -> None:
-    """Migration 0010: the search index holds at most its bound of each text
-    (`engine.store.search_index.MAX_INDEXED`)."""
+    """Migrations 0010 and 0020: the search index holds at most its bound of each text
+    (`engine.store.search_index.MAX_INDEXED`; 0020 tightened it)."""
     bound_index(connection)
 
 
@@ -376,6 +380,7 @@ MIGRATIONS: list[tuple[str, Any]] = [
     ("0017_experiment_started_by", _data("experiment_started_by")),
     ("0018_one_judgement", _data("one_judgement")),
     ("0019_reply_bytes", _data("reply_bytes")),
+    ("0020_search_bounded_tighter", _data("search_bounded")),
 ]
 
 

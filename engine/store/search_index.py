@@ -11,11 +11,13 @@ unicode61 tokenizer without diacritics) indexes `search_docs.body`; on PostgreSQ
 
 Each document holds at most `MAX_INDEXED` characters of its text, on both backends alike: a
 tsvector is refused past 1 MB ("string is too long for tsvector"), which a 1.8 MB reply
-reached and so failed its run's write on PostgreSQL, while SQLite took it. 100,000
-characters make at most about 530 KB of tsvector whatever the script (measured with one- to
-three-letter words in 2-, 3- and 4-byte letters), so the index never fails a write; the
-reply itself is stored whole, and only a match past its first 100,000 characters is not found
-(migration `0010_search_bounded` cuts the documents stored before it).
+reached and so failed its run's write on PostgreSQL, while SQLite took it. 20,000 characters
+(about 110 KB of tsvector at most whatever the script: 100,000 measured 530 KB with one- to
+three-letter words in 2-, 3- and 4-byte letters) keep the index from failing a write and keep
+its copy of a reply small beside the reply: six replies at the stored cap (256 KB) add 120 KB
+of copies, not 600 KB, so a run of six capped replies stays under 2 MB of store. A match past
+a text's first 20,000 characters is not found (migrations `0010_search_bounded` and
+`0020_search_bounded_tighter` cut the documents stored before them).
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from sqlalchemy import Connection, text
 
 from engine.store.schema import SearchDocRow
 
-MAX_INDEXED = 100_000  # characters of a question, reply or answer the index holds
+MAX_INDEXED = 20_000  # characters of a question, reply or answer the index holds
 
 
 def _bounded(value: str) -> str:
