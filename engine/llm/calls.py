@@ -19,8 +19,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from engine.llm.limits import Gate
 from engine.llm.lines import LineFormat, LineOutput
 from engine.llm.prices import call_cost, model_price, read_usage
-from engine.llm.providers import resolve_model
 from engine.llm.replies import REASK, extract_json
+from engine.llm.runmodels import seat_model
 from engine.llm.structured import OutputSchema, StructuredOutput
 from engine.models import RunStopped, Seat, Task, Turn, model_spec, now
 from engine.redaction import model_secrets, redact
@@ -173,8 +173,8 @@ class RunContext:
 
     def model_for(self, seat: Seat) -> Any:
         key = id(seat.model)
-        if key not in self._models:
-            self._models[key] = resolve_model(seat.model, seat.temperature, self.endpoints)
+        if key not in self._models:  # the model the seat's check resolved, in a run
+            self._models[key] = seat_model(seat.model, seat.temperature, self.endpoints)
         return self._models[key]
 
     def policy(self, model: Any) -> tuple[float, int, Any, str]:

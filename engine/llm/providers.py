@@ -153,10 +153,13 @@ def get_model(spec: str = "simulated", *, endpoints: Any = None,  # noqa: C901, 
         if kind == "openai" and not {"http_client", "http_async_client"} & options.keys():
             # Parley's own clients (engine.llm.transport): no redirect to another origin, and
             # a base URL that came with data reaches no link-local or metadata address,
-            # whatever its name resolves to. A proxy from code goes into them.
-            from engine.llm.transport import model_clients
-            options["http_client"], options["http_async_client"] = model_clients(
-                guard=not route.registered, proxy=options.pop("openai_proxy", None))
+            # whatever its name resolves to. A proxy from code goes into them. They are the
+            # endpoint's, shared by every model that calls it (one TLS context, kept-alive
+            # connections pooled to its concurrency).
+            from engine.llm.transport import shared_clients
+            options["http_client"], options["http_async_client"] = shared_clients(
+                route.base_url, guard=not route.registered,
+                proxy=options.pop("openai_proxy", None), concurrency=policy.get("concurrency"))
     model = getattr(module, class_name)(model=name, **options)
     recorded = f"{kind}:{name}" + (f"?{route.suffix}" if route.suffix else "")
     host = server_name(route.base_url) or _OWN_HOSTS[kind]
