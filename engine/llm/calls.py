@@ -332,7 +332,7 @@ class RunContext:
         fails too, the last turn is marked degraded and `(None, turn)` comes back.
         Model failures are not re-asked (the guarded call already retried them).
         """
-        output = StructuredOutput(self.model_for(seat), schema)
+        output = StructuredOutput(self.model_for(seat), schema, self.store)
         keys = keys or (schema.keys if schema is not None else ())
         turn = await self.call(seat, messages, phase=phase, round=round, task=task,
                                output=output)
@@ -363,7 +363,7 @@ class RunContext:
         """`call` for a free-text reply read by its labelled lines (`line`): constrained by
         the format's grammar where the seat's endpoint applies one (`engine.llm.lines`);
         `line` None is a plain `call`."""
-        output = LineOutput(self.model_for(seat), line) if line is not None else None
+        output = LineOutput(self.model_for(seat), line, self.store) if line is not None else None
         return await self.call(seat, messages, output=output, **call)
 
     @staticmethod

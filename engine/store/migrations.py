@@ -32,6 +32,9 @@ like one), in turns, runs and experiments.
 
 `0017_experiment_started_by`: experiments gain `started_by` (who started or last resumed them;
 their runs carry it); old experiments "".
+
+`0018_endpoint_support`: the table of what each endpoint's server supports (structured output
+mode, grammar), learned once for every process (`engine.store.support`).
 """
 from __future__ import annotations
 
@@ -311,6 +314,7 @@ MIGRATIONS: list[tuple[str, Any]] = [
     ("0015_labels", _create(["preferences", "ratings"])),
     ("0016_started_by", _data("started_by")),
     ("0017_experiment_started_by", _data("experiment_started_by")),
+    ("0018_endpoint_support", _create(["endpoint_support"])),
 ]
 
 
