@@ -140,3 +140,26 @@ def test_a_runs_seat_model_is_resolved_once(server, monkeypatch):
     assert resolved == [model]
     run_single("What is 2+2?", agent=Seat("a", model), retries=0, timeout_per_call=30)
     assert len(resolved) == 2  # the next run resolves its own
+
+
+def test_an_experiments_runs_share_each_seat_spec(server, monkeypatch, store):
+    """An experiment's cells repeat its configurations: each seat spec is resolved once for
+    all its runs (once per run before), and the runs complete over HTTP."""
+    from engine import experiments as ex
+    from engine.protocols import run_sync
+    resolved = []
+
+    def counting(*args, **kw):
+        resolved.append(args[0])
+        return providers.resolve_model(*args, **kw)
+    monkeypatch.setattr(runmodels, "resolve_model", counting)
+    questions = [f"What is {n} + {n}?" for n in range(6)]
+    experiment_id = ex.create(store, {"questions": questions, "concurrency": 3,
+                                      "configs": [{"protocol": "single",
+                                                   "model": spec(server)}]})
+    checked = len(resolved)  # the plan's check, when it is made
+    state = run_sync(ex.arun_experiment(store, experiment_id))
+    assert state.status == "completed", state.error
+    assert resolved[checked:] == [spec(server)]
+    run_single("What is 2+2?", agent=Seat("a", spec(server)), retries=0, timeout_per_call=30)
+    assert len(resolved) == checked + 2  # a run outside the experiment resolves its own

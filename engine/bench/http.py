@@ -13,10 +13,12 @@ imports, detection of the endpoint, the work) and its peak memory its own:
 - `bare`: the same number of calls through one langchain-openai `ChatOpenAI`, as many at once,
   in a process that imports nothing of Parley (`BARE`).
 
-Rows: both at no latency and at 0.2 s (wall time, the ratio, CPU per call over the work);
-a panel and a 5x3 society in this process against their critical path (median of 3 runs, each
-a new event loop); 200 panels at 32 in flight in a fresh process against the floor of runs x
-critical path / concurrency; peak RSS of an experiment of 50 and of 300 runs. Figures are
+Rows: both at no latency and at 0.2 s (wall time, the ratio, CPU per call over the work), the
+questions one call each (`engine.bench.choice.cheapest`); the busiest protocol (the panel)
+and a 5x3 crowd answering by rounds (the society) in this process against their critical path
+(median of 3 runs, each a new event loop); 200 runs of the busiest at 32 in flight in a fresh
+process against the floor of runs x critical path / concurrency; peak RSS of an experiment of
+50 and of 300 runs. Figures are
 measured here, never asserted in tests.
 """
 from __future__ import annotations
@@ -35,6 +37,8 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from engine.bench.choice import busiest, cheapest, crowd_by_rounds
 
 Row = dict[str, Any]
 MODEL = "bench"
@@ -201,9 +205,11 @@ print(json.dumps({"status": "completed", "wall": wall, "cpu": cpu, "runs": calls
 
 
 def measured(kind: str, base_url: str, count: int, concurrency: int,
-             protocol: str = "single") -> dict[str, Any]:
+             protocol: str = "") -> dict[str, Any]:
     """One side in a fresh process: what it reports, with `process` (its whole wall time,
-    seconds) and `peak_mb` (its peak RSS)."""
+    seconds) and `peak_mb` (its peak RSS). The experiment's runs are of `protocol` (default:
+    the cheapest, one call a run)."""
+    protocol = protocol or cheapest().name
     with tempfile.TemporaryDirectory() as folder:
         command = [sys.executable, "-c", BARE, base_url, str(count), str(concurrency),
                    PROMPT] if kind == "bare" else [
@@ -246,9 +252,10 @@ def _versus(latency: float, count: int, concurrency: int) -> list[Row]:
 def _critical(latency: float = 0.2, repeats: int = 3) -> list[Row]:
     from engine.protocols import arun_config, estimate, run_sync
     rows: list[Row] = []
+    crowd = crowd_by_rounds()
     with serving(latency) as url:
-        for title, config in (("panel", protocol_config("panel", url)),
-                              ("5x3 society", protocol_config("society", url, 5, 3))):
+        for title, config in ((busiest().name, protocol_config(busiest().name, url)),
+                              (f"5x3 {crowd.name}", protocol_config(crowd.name, url, 5, 3))):
             cost = estimate(config)
             run_sync(arun_config(config, PROMPT))  # the endpoint detected, as a warm process
             walls = []
@@ -266,18 +273,19 @@ def _critical(latency: float = 0.2, repeats: int = 3) -> list[Row]:
     return rows
 
 
-def _many_panels(runs: int = 200, concurrency: int = 32, latency: float = 0.2) -> list[Row]:
+def _many_runs(runs: int = 200, concurrency: int = 32, latency: float = 0.2) -> list[Row]:
     from engine.protocols import estimate
+    name = busiest().name
     with serving(latency) as url:
-        waves = estimate(protocol_config("panel", url))["waves"]
-        done = measured("experiment", url, runs, concurrency, protocol="panel")
+        waves = estimate(protocol_config(name, url))["waves"]
+        done = measured("experiment", url, runs, concurrency, protocol=name)
     floor = runs * waves * latency / concurrency
     return [
-        _row(f"{runs} panels, {concurrency} at once, {latency * 1000:.0f} ms a call, a fresh "
-             "process (detection included): whole process", round(done["process"], 2), "s",
-             note=f"{done['failed']} runs failed"),
-        _row(f"{runs} panels: whole process / floor (runs x critical path / concurrency = "
-             f"{floor:g} s)", round(done["process"] / floor, 3), "x", "<= 1.5"),
+        _row(f"{runs} {name} runs, {concurrency} at once, {latency * 1000:.0f} ms a call, a "
+             "fresh process (detection included): whole process", round(done["process"], 2),
+             "s", note=f"{done['failed']} runs failed"),
+        _row(f"{runs} {name} runs: whole process / floor (runs x critical path / concurrency "
+             f"= {floor:g} s)", round(done["process"] / floor, 3), "x", "<= 1.5"),
     ]
 
 
@@ -292,10 +300,10 @@ def _memory(sizes: tuple[int, ...] = (50, 300)) -> list[Row]:
     return rows
 
 
-def bench_http(count: int = 300, panels: int = 200) -> list[Row]:
+def bench_http(count: int = 300, runs: int = 200) -> list[Row]:
     """Every row of the section (see the module)."""
     return [*_versus(0.0, count, 32), *_versus(0.2, count, 32), *_critical(),
-            *_many_panels(panels), *_memory((50, count))]
+            *_many_runs(runs), *_memory((50, count))]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -306,14 +314,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base-url")
     parser.add_argument("--count", type=int, default=300)
     parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--protocol", default="single")
+    parser.add_argument("--protocol", default="")
     parser.add_argument("--folder", default=".")
     args = parser.parse_args(argv)
     if args.serve:
         Server(args.latency, args.serve).serve_forever()
         return 0
-    found = work_experiment(args.base_url, args.protocol, args.count, args.concurrency,
-                            args.folder)
+    found = work_experiment(args.base_url, args.protocol or cheapest().name, args.count,
+                            args.concurrency, args.folder)
     print(json.dumps({**found, "peak_mb": _peak_mb()}), flush=True)
     return 0
 
