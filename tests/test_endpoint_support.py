@@ -154,3 +154,30 @@ def test_the_migration_adds_the_table_to_an_older_database(backend):
     support.learn(reopened, "grammar", "http://127.0.0.1:1/v1", "m", "no")  # replaced
     assert support.learned(reopened, "grammar", "http://127.0.0.1:1/v1", "m") == "no"
     assert reopened.migrate() == []
+
+
+def test_a_call_waits_for_detection_before_its_limits_admit_it():
+    """`prepare` (the guarded call's step before its endpoint's limits admit it) returns only
+    once a detection in flight has its answer: the call is then admitted at the endpoint's
+    rate, not held after admission and sent with every other waiting call at once."""
+    order = []
+
+    class Answering(Waiting):
+        async def ainvoke(self, messages):
+            message = await super().ainvoke(messages)
+            order.append("answered")
+            return message
+    model = Answering(crowd=1)
+
+    async def calls():
+        first = asyncio.create_task(StructuredOutput(model, SCHEMA).invoke(model, []))
+        await asyncio.sleep(0.05)  # the detecting request is in flight
+
+        async def admitted():
+            await StructuredOutput(model, SCHEMA).prepare()
+            order.append("admitted")
+        await asyncio.gather(first, admitted())
+
+    asyncio.run(calls())
+    assert order == ["answered", "admitted"]
+    assert supported(("http://fake.test/v1", "m")) == CONSTRAINED

@@ -232,7 +232,7 @@ class RunContext:
         config = self.task_config(seat, task, round) if simulated else None
         timeout, retries, gate, host = self.policy(model)
         async with self.semaphore, gate:
-            if isinstance(output, LineOutput):  # does the endpoint apply a grammar? (probed)
+            if output is not None:  # the endpoint's grammar probed, its JSON mode waited for
                 await output.prepare(gate, timeout)
             for attempt in range(retries + 1):
                 attempts = attempt + 1

@@ -240,6 +240,18 @@ class StructuredOutput:
             return _FORCED[self.switch]
         return supported(self.endpoint) or CONSTRAINED
 
+    async def prepare(self, gate: Any = None, timeout: float | None = None) -> None:
+        """Before the call is admitted by its endpoint's limits (`gate`, unused here): while
+        another call of this event loop detects the endpoint's mode, wait for its answer. A
+        call admitted first and then kept waiting would send with every other waiting call at
+        once when detection ends, past the rate the limits admitted them at."""
+        if self.switch != "auto" or supported(self.endpoint) is not None:
+            return
+        lock = _DETECTING.get(asyncio.get_running_loop(), {}).get(self.endpoint)
+        if lock is not None and lock.locked():
+            async with lock:
+                pass
+
     def wrap(self, model: Any) -> Any:
         """The model the guarded call invokes: the seat's own for the prompted path."""
         if self.start() == PROMPTED:
