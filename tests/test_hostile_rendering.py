@@ -279,8 +279,8 @@ def test_cli_prints_no_terminal_escape_sequences(store, db_url, recording_model,
         assert "\x1b" not in out and "\x07" not in out and "\x9b" not in out, argv
         assert "red" in out
     # `run`: the progress lines and the summary (the judge's verdict) too
-    from engine.llm import calls
-    monkeypatch.setattr(calls, "resolve_model", lambda spec, *rest: model)
+    from engine.llm import runmodels
+    monkeypatch.setattr(runmodels, "resolve_model", lambda spec, *rest: model)
     assert cli_main(["run", "debate", "q", "--rounds", "1", "--db", db_url]) == 0
     captured = capsys.readouterr()
     for stream in (captured.out, captured.err):

@@ -146,6 +146,6 @@ def test_a_model_built_in_code_with_a_proxy_keeps_the_rule():
     with RecordingServer() as home:
         model = get_model("openai:m?endpoint=home", endpoints=registry(home),
                           openai_proxy="http://127.0.0.1:9")
-    hooks = model.http_async_client.event_hooks["response"]
+    hooks = model.http_async_client.build().event_hooks["response"]  # each loop's client
     assert hooks and model.http_client.event_hooks["response"]
     assert model.openai_proxy is None

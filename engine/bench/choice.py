@@ -2,7 +2,8 @@
 
 `busiest()` is the protocol whose default configuration makes the most calls while running some
 of them at once (the run that stresses the engine, the store and the pages most); `cheapest()`
-makes the fewest calls (for drills that count runs, not calls).
+makes the fewest calls (for drills that count runs, not calls); `crowd_by_rounds()` has many
+seats answer together round after round.
 """
 from __future__ import annotations
 
@@ -44,3 +45,13 @@ def crowded_config(spec: ProtocolSpec[Any], seats: int, model: str = "simulated"
 def waves(spec: ProtocolSpec[Any]) -> int:
     """The critical path, in calls, of `spec`'s default configuration."""
     return estimate(default_config(spec))["waves"]
+
+
+def crowd_by_rounds() -> ProtocolSpec[Any]:
+    """The protocol whose many seats answer together round after round: a many-seat slot, a
+    `rounds` option, and calls that overlap (the society's shape)."""
+    def fits(spec: ProtocolSpec[Any]) -> bool:
+        cost = estimate(default_config(spec))
+        return any(slot.many for slot in spec.slots) and cost["waves"] < cost["calls"] and \
+            any(option.name == "rounds" for option in spec.options)
+    return next(spec for spec in REGISTRY.values() if fits(spec))

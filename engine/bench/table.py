@@ -5,9 +5,11 @@ Rows: engine throughput and per-call overhead on a zero-latency simulated model 
 store), the wall time of every protocol that runs calls at once against the critical path its
 registry entry declares, then the reliability, dashboard, experiment, experiment results
 (an experiment's report and baseline matrix over 20,000 stored runs), live, full-text search,
-browser and workers rows from their own modules (the workers rows need PostgreSQL:
-`--db-url` or PARLEY_TEST_PG_URL). The local-model rows (a real model behind an
-OpenAI-compatible server, minutes of generation) run only when `--only` names them.
+browser, HTTP (`engine.bench.http`: the real-model path against a loopback
+OpenAI-compatible server, beside a bare `ChatOpenAI`) and workers rows from their own modules
+(the workers rows need PostgreSQL: `--db-url` or PARLEY_TEST_PG_URL). The local-model rows (a
+real model behind an OpenAI-compatible server, minutes of generation) run only when `--only`
+names them.
 Protocols are read from the registry, never named here. `--json` prints the rows with where
 and when each section was measured; the docs' benchmark tables are rendered from that
 (`engine.bench.docs`), never typed.
@@ -183,6 +185,8 @@ def _sections(quick: bool = False, base_url: str | None = None, db_url: str | No
         ("search", lambda: _call(bench + "search", "bench_search", n=1000 if quick else 10000)),
         ("browser", lambda: _call(bench + "browser", "bench_browser",
                                   n=1000 if quick else 100_000)),
+        ("http", lambda: _call(bench + "http", "bench_http", count=60 if quick else 300,
+                               runs=40 if quick else 200)),
         ("local-model", lambda: _call(bench + "localmodel", "bench_local_model", base_url,
                                       runs_each=1 if quick else 2)),
         ("workers", lambda: _call(bench + "workers", "bench_workers", db_url,

@@ -22,6 +22,7 @@ from engine.experiments.planning import (
     time_preflight,
 )
 from engine.experiments.runner import arun_experiment, pending_cells
+from engine.llm.transport import releasing
 from engine.models import ConfigError
 from engine.protocols.baselines import achieved_tokens
 from engine.questions import files as qsets
@@ -218,7 +219,7 @@ def _run_cli(store: Any, experiment_id: str, quiet: bool, endpoints: Any) -> int
                                      endpoints=endpoints, started_by=cli_user())
 
     try:
-        state = asyncio.run(go())
+        state = asyncio.run(releasing(go()))
     finally:
         bar.close()
     _say(summary_text(report(store, experiment_id, "both")))

@@ -8,6 +8,7 @@ from typing import Any
 
 from engine.access import cli_user
 from engine.experiments import Progress, duration_text, progress
+from engine.llm.transport import releasing
 from engine.text import terminal_safe
 
 WAIT_EVERY = 1.0  # seconds between progress reads while following a pool experiment
@@ -54,9 +55,9 @@ def cmd_worker(args: Any) -> int:
     def ready() -> None:
         _say(f"worker on {store.url_safe}: {args.concurrency} at a time, queues "
              + (", ".join(args.endpoint) if args.endpoint else "all"), file=sys.stderr)
-    asyncio.run(arun_worker(store, concurrency=args.concurrency, endpoints=args.endpoint,
-                            heartbeat=args.heartbeat, registry=endpoints_from_args(args),
-                            on_ready=ready))
+    asyncio.run(releasing(arun_worker(store, concurrency=args.concurrency,
+                                      endpoints=args.endpoint, heartbeat=args.heartbeat,
+                                      registry=endpoints_from_args(args), on_ready=ready)))
     return 0
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from engine.cells import Cell
 from engine.experiments.budget import Gate, estimates_of
 from engine.experiments.planning import Plan, plan_of
+from engine.llm.runmodels import close_shared, open_shared
 from engine.models import ConfigError, RunStopped, now
 from engine.store import Store
 from engine.store.experiments import Progress, cell_runs, claim, row, set_values, supersede
@@ -121,6 +122,7 @@ async def arun_experiment(store: Store, experiment_id: str, *,  # noqa: PLR0915
     store's reaper runs while the experiment does.
     """
     stop_event = stop_event or threading.Event()
+    open_shared()  # a seat spec resolved once for every run of this start (engine.llm.runmodels)
     store.reap()  # runs left `running` by a dead process become `interrupted`, so are redone
     store.start_reaper()
     claimed = _claim(store, experiment_id, started_by)
@@ -200,6 +202,7 @@ async def arun_experiment(store: Store, experiment_id: str, *,  # noqa: PLR0915
         status, error = ("stopped" if stopped else "failed"), f"{type(exc).__name__}: {exc}"
         raise
     finally:
+        close_shared()
         with _LOCK:
             _RUNNING.discard(experiment_id)
         set_values(store, experiment_id, status=status, error=error[:2000],

@@ -19,8 +19,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from engine.llm.limits import Gate
 from engine.llm.lines import LineFormat, LineOutput
 from engine.llm.prices import call_cost, model_price, read_usage
-from engine.llm.providers import resolve_model
 from engine.llm.replies import REASK, extract_json
+from engine.llm.runmodels import seat_model
 from engine.llm.sizes import ReplyCut, capped_reply
 from engine.llm.structured import OutputSchema, StructuredOutput
 from engine.models import RunStopped, Seat, Task, Turn, model_spec, now
@@ -174,8 +174,8 @@ class RunContext:
 
     def model_for(self, seat: Seat) -> Any:
         key = id(seat.model)
-        if key not in self._models:
-            self._models[key] = resolve_model(seat.model, seat.temperature, self.endpoints)
+        if key not in self._models:  # the model the seat's check resolved, in a run
+            self._models[key] = seat_model(seat.model, seat.temperature, self.endpoints)
         return self._models[key]
 
     def policy(self, model: Any) -> tuple[float, int, Any, str]:
@@ -234,7 +234,7 @@ class RunContext:
         config = self.task_config(seat, task, round) if simulated else None
         timeout, retries, gate, host = self.policy(model)
         async with self.semaphore, gate:
-            if isinstance(output, LineOutput):  # does the endpoint apply a grammar? (probed)
+            if output is not None:  # the endpoint's grammar probed, its JSON mode waited for
                 await output.prepare(gate, timeout)
             for attempt in range(retries + 1):
                 attempts = attempt + 1
@@ -336,7 +336,7 @@ class RunContext:
         fails too, the last turn is marked degraded and `(None, turn)` comes back.
         Model failures are not re-asked (the guarded call already retried them).
         """
-        output = StructuredOutput(self.model_for(seat), schema)
+        output = StructuredOutput(self.model_for(seat), schema, self.store)
         keys = keys or (schema.keys if schema is not None else ())
         turn = await self.call(seat, messages, phase=phase, round=round, task=task,
                                output=output)
@@ -367,7 +367,7 @@ class RunContext:
         """`call` for a free-text reply read by its labelled lines (`line`): constrained by
         the format's grammar where the seat's endpoint applies one (`engine.llm.lines`);
         `line` None is a plain `call`."""
-        output = LineOutput(self.model_for(seat), line) if line is not None else None
+        output = LineOutput(self.model_for(seat), line, self.store) if line is not None else None
         return await self.call(seat, messages, output=output, **call)
 
     @staticmethod

@@ -12,8 +12,9 @@ allows it the whole reply ends before the cap cuts it.
 
 The `grammar` switch, per endpoint (registry field) and per seat (`?grammar=`): `auto` (the
 default for OpenAI-compatible servers other than api.openai.com, `off` there) detects once
-per endpoint (base URL and model) and process with a probe request whose grammar forces a
-sentinel: the exact sentinel back means the server applies the grammar, a refusal (HTTP
+per endpoint (base URL and model), its answer kept for the process and in the run's store
+(`engine.store.support`, read by every other process), with a probe request whose grammar
+forces a sentinel: the exact sentinel back means the server applies the grammar, a refusal (HTTP
 4xx) or any other text means it does not, and a probe that fails (time-out, connection) is
 not remembered, its call going without a grammar. `gbnf` sends the grammar without a probe;
 `off` never sends one. A turn whose request carried a grammar records the path "grammar";
@@ -22,6 +23,7 @@ any other free-text turn records "".
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
@@ -31,6 +33,10 @@ from typing import Any
 from langchain_core.messages import HumanMessage
 
 from engine.llm.structured import FormattedModel
+from engine.store import support
+
+log = logging.getLogger(__name__)
+SUPPORT_KIND = "grammar"  # its rows in the store's endpoint_support
 
 GRAMMARS = ("auto", "off", "gbnf")
 GRAMMAR = "grammar"
@@ -152,17 +158,45 @@ def _refusal(exc: BaseException) -> bool:
     return isinstance(status, int) and 400 <= status < 500 and status != 429
 
 
+def recall(endpoint: tuple[str, str], store: Any) -> bool | None:
+    """Whether `endpoint` applies a grammar: this process's answer, else the one another
+    process stored (`engine.store.support`; then this process's too), else None."""
+    known = applies(endpoint)
+    if known is not None or store is None:
+        return known
+    try:
+        stored = support.learned(store, SUPPORT_KIND, *endpoint)
+    except Exception as exc:  # probed again instead
+        log.warning("could not read whether %s applies a grammar: %s", endpoint[0], exc)
+        return None
+    if stored not in ("yes", "no"):
+        return None
+    _remember(endpoint, stored == "yes")
+    return stored == "yes"
+
+
+def _learn(endpoint: tuple[str, str], value: bool, store: Any) -> None:
+    _remember(endpoint, value)
+    if store is None:
+        return
+    try:
+        support.learn(store, SUPPORT_KIND, *endpoint, "yes" if value else "no")
+    except Exception as exc:  # a read-only or busy store: this process still knows it
+        log.warning("could not store whether %s applies a grammar: %s", endpoint[0], exc)
+
+
 async def probe(model: Any, endpoint: tuple[str, str], gate: Any,
-                timeout: float | None) -> bool:
-    """Whether `endpoint` applies a grammar: remembered, else asked once (concurrent callers
-    wait for the one probe) through the endpoint's `gate` within `timeout`. A probe that
-    fails is not remembered: False for this call, asked again by the next."""
+                timeout: float | None, store: Any = None) -> bool:
+    """Whether `endpoint` applies a grammar: remembered (by this process, or by another in
+    `store`), else asked once (concurrent callers wait for the one probe, then go on without
+    sending it) through the endpoint's `gate` within `timeout`, the answer kept in `store`.
+    A probe that fails is not remembered: False for this call, asked again by the next."""
     known = applies(endpoint)
     if known is not None:
         return known
     locks = _PROBING.setdefault(asyncio.get_running_loop(), {})
     async with locks.setdefault(endpoint, asyncio.Lock()):
-        known = applies(endpoint)
+        known = recall(endpoint, store)
         if known is not None:
             return known
         body = {**(model.extra_body or {}), "grammar": PROBE_GRAMMAR,
@@ -183,22 +217,23 @@ async def probe(model: Any, endpoint: tuple[str, str], gate: Any,
         except Exception as exc:  # a refusal is an answer; anything else is asked again
             gate.refused(exc)
             if _refusal(exc):
-                _remember(endpoint, False)
+                _learn(endpoint, False, store)
             return False
         found = isinstance(message.content, str) and message.content.strip() == SENTINEL
-        _remember(endpoint, found)
+        _learn(endpoint, found, store)
         return found
 
 
 class LineOutput:
     """The output path of one free-text call read by a line format: the format's grammar
     for a model whose endpoint applies one (`mode` "grammar" once a request carried it),
-    else the seat's model as it is (`mode` "")."""
+    else the seat's model as it is (`mode` ""). `store` (the run's) keeps the probe's answer
+    for every process."""
 
-    def __init__(self, model: Any, line: LineFormat):
+    def __init__(self, model: Any, line: LineFormat, store: Any = None):
         # get_model marks OpenAI-compatible models: {"grammar": switch, "endpoint": key, ...}
         marked: Mapping[str, Any] = getattr(model, "parley_output", None) or {}
-        self.line, self.model = line, model
+        self.line, self.model, self.store = line, model, store
         self.switch = str(marked.get("grammar") or "off")
         host, name = marked.get("endpoint") or ("", "")
         self.endpoint = (str(host), str(name))
@@ -210,7 +245,7 @@ class LineOutput:
         """Before the call's attempts: with `auto`, whether the endpoint applies a grammar
         (`probe`, through the call's `gate` and `timeout`)."""
         if self.switch == "auto":
-            self.send = await probe(self.model, self.endpoint, gate, timeout)
+            self.send = await probe(self.model, self.endpoint, gate, timeout, self.store)
 
     def wrap(self, model: Any) -> Any:
         """The model the guarded call invokes."""

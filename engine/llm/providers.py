@@ -155,10 +155,12 @@ def get_model(spec: str = "simulated", *, endpoints: Any = None,  # noqa: C901, 
             # a base URL that came with data reaches no link-local or metadata address,
             # whatever its name resolves to; a response is read up to a cap, and the reply
             # says where it was cut in a header (so the SDK hands the headers on). A proxy
-            # from code goes into them.
-            from engine.llm.transport import model_clients
-            options["http_client"], options["http_async_client"] = model_clients(
-                guard=not route.registered, proxy=options.pop("openai_proxy", None),
+            # from code goes into them. They are the endpoint's, shared by every model that
+            # calls it (one TLS context, kept-alive connections pooled to its concurrency).
+            from engine.llm.transport import shared_clients
+            options["http_client"], options["http_async_client"] = shared_clients(
+                route.base_url, guard=not route.registered,
+                proxy=options.pop("openai_proxy", None), concurrency=policy.get("concurrency"),
                 reply_cap=policy.get("max_reply_bytes"))
             options["include_response_headers"] = True
     model = getattr(module, class_name)(model=name, **options)

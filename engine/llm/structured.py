@@ -8,7 +8,8 @@ ignores it (a reply that is not the object asked for) falls back to json mode
 (`{"type": "json_object"}`, with the schema beside it, which llama-cpp-python's server
 constrains to), then to the prompted path (the prompt, the tolerant parse and one
 re-ask, as for every other model). What works is detected once per endpoint (base URL and
-model) and remembered for the process, so later calls go straight to it.
+model) and remembered for the process and in the run's store (`engine.store.support`), so
+later calls, and every other process on that store, go straight to it.
 
 The `structured` switch, per endpoint (registry field) and per seat (`?structured=`):
 `auto` (detect, the default), `schema` or `json` (that mode only, no detection), `off`
@@ -23,6 +24,7 @@ at its token cap instead of returning the text, and the raw reply must reach the
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
@@ -31,6 +33,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from engine.models import ConfigError
+from engine.store import support
+
+log = logging.getLogger(__name__)
+SUPPORT_KIND = "structured"  # its rows in the store's endpoint_support
 
 SWITCHES = ("auto", "schema", "json", "off")
 CONSTRAINED, JSON_MODE, PROMPTED = "constrained", "json mode", "prompted"
@@ -148,13 +154,43 @@ def supported(endpoint: tuple[str, str]) -> str | None:
         return _SUPPORT.get(endpoint)
 
 
-def remember(endpoint: tuple[str, str], mode: str) -> None:
+def remember(endpoint: tuple[str, str], mode: str, store: Any = None) -> bool:
     """Record that `mode` is the best path `endpoint` takes (never an upgrade: a mode once
-    found refused stays refused)."""
+    found refused stays refused); True when that changed what was known. A change goes to
+    `store` too (`engine.store.support`), for every process of the deployment."""
     with _SUPPORT_LOCK:
         known = _SUPPORT.get(endpoint)
-        if known is None or _LADDER.index(mode) > _LADDER.index(known):
+        changed = known is None or _LADDER.index(mode) > _LADDER.index(known)
+        if changed:
             _SUPPORT[endpoint] = mode
+    if changed and store is not None:
+        _keep(store, endpoint, mode)
+    return changed
+
+
+def recall(endpoint: tuple[str, str], store: Any) -> str | None:
+    """The mode known for `endpoint`: this process's, else the one another process stored
+    (then this process's too); None when neither knows it. A store that cannot be read is
+    as one that does not know."""
+    known = supported(endpoint)
+    if known is not None or store is None:
+        return known
+    try:
+        stored = support.learned(store, SUPPORT_KIND, *endpoint)
+    except Exception as exc:  # detection goes on without the store
+        log.warning("could not read the detected output mode of %s: %s", endpoint[0], exc)
+        return None
+    if stored not in _LADDER:
+        return None
+    remember(endpoint, stored)
+    return supported(endpoint)
+
+
+def _keep(store: Any, endpoint: tuple[str, str], mode: str) -> None:
+    try:
+        support.learn(store, SUPPORT_KIND, *endpoint, mode)
+    except Exception as exc:  # a read-only or busy store: this process still knows it
+        log.warning("could not store the detected output mode of %s: %s", endpoint[0], exc)
 
 
 def forget_support() -> None:
@@ -183,13 +219,14 @@ class StructuredOutput:
     """The output path of one JSON call (`RunContext.call_json`) for one seat's model.
 
     `wrap(model)` is what the guarded call invokes; `mode` is the path the last request took
-    ("constrained", "json mode" or "prompted"), recorded on the turn.
+    ("constrained", "json mode" or "prompted"), recorded on the turn. `store` (the run's)
+    keeps what detection learns for every process.
     """
 
-    def __init__(self, model: Any, schema: OutputSchema | None):
+    def __init__(self, model: Any, schema: OutputSchema | None, store: Any = None):
         # get_model marks OpenAI-compatible models: {"structured": switch, "endpoint": key}
         marked: Mapping[str, Any] = getattr(model, "parley_output", None) or {}
-        self.schema = schema
+        self.schema, self.store = schema, store
         self.switch = str(marked.get("structured") or "off") if schema is not None else "off"
         host, name = marked.get("endpoint") or ("", "")
         self.endpoint = (str(host), str(name))
@@ -202,6 +239,18 @@ class StructuredOutput:
         if self.switch != "auto":
             return _FORCED[self.switch]
         return supported(self.endpoint) or CONSTRAINED
+
+    async def prepare(self, gate: Any = None, timeout: float | None = None) -> None:
+        """Before the call is admitted by its endpoint's limits (`gate`, unused here): while
+        another call of this event loop detects the endpoint's mode, wait for its answer. A
+        call admitted first and then kept waiting would send with every other waiting call at
+        once when detection ends, past the rate the limits admitted them at."""
+        if self.switch != "auto" or supported(self.endpoint) is not None:
+            return
+        lock = _DETECTING.get(asyncio.get_running_loop(), {}).get(self.endpoint)
+        if lock is not None and lock.locked():
+            async with lock:
+                pass
 
     def wrap(self, model: Any) -> Any:
         """The model the guarded call invokes: the seat's own for the prompted path."""
@@ -221,28 +270,39 @@ class StructuredOutput:
         else:
             ignored = self.mode == CONSTRAINED and not self.schema.followed(obj)
         if ignored and self.switch == "auto":
-            remember(self.endpoint, _next(self.mode))
+            remember(self.endpoint, _next(self.mode), self.store)
         return ignored
 
     async def invoke(self, model: Any, messages: Sequence[Any]) -> Any:
         """One request down the ladder: a refusal of the format steps down (remembered when
-        detecting); any other error is the call's, for the guarded call to retry or record."""
+        detecting); any other error is the call's, for the guarded call to retry or record.
+
+        While an endpoint's mode is unknown, one call detects it (its own request is the
+        probe) and the calls that start meanwhile wait for the answer, then send at once,
+        concurrently: only the detecting request holds the endpoint's lock. A mode another
+        process stored is read first, and nothing is detected."""
         if self.switch != "auto" or supported(self.endpoint) is not None:
             return await self._send(model, messages, self.start())
         gates = _DETECTING.setdefault(asyncio.get_running_loop(), {})
         async with gates.setdefault(self.endpoint, asyncio.Lock()):
-            mode = supported(self.endpoint) or CONSTRAINED  # known once the lock is ours
-            while mode != PROMPTED:
-                try:
-                    reply = await self._send(model, messages, mode)
-                except Exception as exc:
-                    if not refused(exc):
-                        raise
-                    mode = _next(mode)
-                    continue
-                remember(self.endpoint, mode)
-                return reply
-            remember(self.endpoint, PROMPTED)
+            if recall(self.endpoint, self.store) is None:  # this call detects
+                return await self._descend(model, messages, CONSTRAINED)
+        return await self._descend(model, messages, self.start())  # learned meanwhile
+
+    async def _descend(self, model: Any, messages: Sequence[Any], mode: str) -> Any:
+        """Send in `mode`, stepping down the ladder at each refusal of the format (each step
+        remembered); the prompted path takes what is left."""
+        while mode != PROMPTED:
+            try:
+                reply = await self._send(model, messages, mode)
+            except Exception as exc:
+                if not refused(exc):
+                    raise
+                mode = _next(mode)
+                remember(self.endpoint, mode, self.store)
+                continue
+            remember(self.endpoint, mode, self.store)
+            return reply
         return await self._send(model, messages, PROMPTED)
 
     async def _send(self, model: Any, messages: Sequence[Any], mode: str) -> Any:

@@ -26,13 +26,19 @@ reads that off the reply. A cut body that is not a chat completion fails the cal
 """
 from __future__ import annotations
 
+import asyncio
 import functools
 import importlib
 import json
 import socket
+import ssl
+import threading
+import weakref
 import zlib
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections import OrderedDict
+from collections.abc import Callable, Coroutine, Iterable
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from engine.llm.sizes import CUT_HEADER, REPLY_CAP, body_cap, size_text
 from engine.llm.urls import risky_address
@@ -43,6 +49,7 @@ ERROR_CAP = 4096  # bytes of an error response read: the SDK puts them all in it
 # headers of the server's that no longer describe the body handed on (or that only the
 # transport may set)
 _REPLACED = ("content-encoding", "content-length", "transfer-encoding", CUT_HEADER)
+T = TypeVar("T")
 
 
 class RedirectRefused(Exception):
@@ -72,27 +79,27 @@ def http_module() -> Any:
     return httpx
 
 
-def model_clients(*, guard: bool, proxy: str | None = None,
-                  reply_cap: int | None = None) -> tuple[Any, Any]:
+def model_clients(*, guard: bool, proxy: str | None = None, verify: Any = None,
+                  limits: Any = None, reply_cap: int | None = None) -> tuple[Any, Any]:
     """(sync, async) httpx clients for the openai SDK, with its defaults, that keep both rules
     and read a response up to the body cap of `reply_cap` (the stored cap of a reply, by
-    default `REPLY_CAP`); `guard` adds the address check. They share one TLS context
-    (building one is most of a client's cost). The async one keeps no idle connections:
-    every synchronous run is its own event loop, and a kept-alive connection from a finished
-    run's loop would fail the next run's first call with `RuntimeError: Event loop is
-    closed`."""
+    default `REPLY_CAP`); `guard` adds the address check. They share `verify` (a TLS context;
+    None: one built here, which is most of a client's cost) and the connection `limits`
+    (None: the SDK's). The async one belongs to the event loop that first sends through it:
+    `shared_clients` hands each loop its own, since a kept-alive connection from a finished
+    loop fails the next call with `RuntimeError: Event loop is closed`."""
     httpx = http_module()
-    verify = httpx.create_ssl_context()
+    verify = verify if verify is not None else httpx.create_ssl_context()
+    pooled = {"limits": limits} if limits is not None else {}
     cap = body_cap(reply_cap or REPLY_CAP)
     sync_class, async_class = _bounded_classes()
 
     async def check(response: Any) -> None:
         _refuse_cross_origin(response)
     sync = sync_class(cap, proxy=proxy, verify=verify,
-                      event_hooks={"response": [_refuse_cross_origin]})
-    asynchronous = async_class(
-        cap, limits=httpx.Limits(max_keepalive_connections=0), proxy=proxy, verify=verify,
-        event_hooks={"response": [check]})
+                      event_hooks={"response": [_refuse_cross_origin]}, **pooled)
+    asynchronous = async_class(cap, proxy=proxy, verify=verify,
+                               event_hooks={"response": [check]}, **pooled)
     if guard:
         guard_connections(sync, asynchronous=False)
         guard_connections(asynchronous, asynchronous=True)
@@ -416,3 +423,149 @@ class BoundedBody:
         message.setdefault("content", "")
         document.pop("usage", None)
         return json.dumps(document, ensure_ascii=False).encode("utf-8")
+
+
+# ------------------------------------------------------------------ clients shared per endpoint
+# One process holds one verifying TLS context (a context keeps its own copy of the CA store,
+# and loading it is most of what building a client costs), built when the first https client
+# needs it; plain http needs none.
+_TLS: list[Any] = []
+_TLS_LOCK = threading.Lock()
+_SHARED: OrderedDict[tuple[Any, ...], tuple[Any, Any]] = OrderedDict()
+_SHARED_LOCK = threading.Lock()
+SHARED_MAX = 64  # endpoints whose clients are kept; base URLs that come with data are many
+
+
+def tls_context() -> Any:
+    """The process's one verifying TLS context (httpx's default: the system's CA store)."""
+    with _TLS_LOCK:
+        if not _TLS:
+            _TLS.append(http_module().create_ssl_context())
+        return _TLS[0]
+
+
+def trusting_nothing() -> ssl.SSLContext:
+    """A TLS context for a client that only ever speaks plain http: it loads no CA store, and
+    a TLS connection made through it (none is) would fail verification, never go unchecked."""
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+
+
+def shared_clients(base_url: str | None, *, guard: bool, proxy: str | None = None,
+                   concurrency: int | None = None,
+                   reply_cap: int | None = None) -> tuple[Any, Any]:
+    """The (sync, async) clients of `model_clients` for the server at `base_url` (None: the
+    provider's own https API), shared by every model, seat, run and experiment of the process
+    that calls it with the same rules: connections are kept alive between calls, in a pool of
+    `concurrency` (the endpoint's limit; None: the SDK's default size). The async client
+    hands each event loop its own connection pool (`loop_client_type`)."""
+    parts = urlsplit(base_url or "https://api.openai.com")
+    scheme = (parts.scheme or "https").lower()
+    key = (scheme, (parts.hostname or "").lower(), parts.port, guard, proxy, concurrency,
+           reply_cap)
+    with _SHARED_LOCK:
+        found = _SHARED.get(key)
+        if found is not None:
+            _SHARED.move_to_end(key)
+            return found
+    verify = trusting_nothing() if scheme == "http" and not proxy else tls_context()
+    limits = None
+    if concurrency:
+        limits = http_module().Limits(max_connections=concurrency,
+                                      max_keepalive_connections=concurrency)
+    sync, _ = model_clients(guard=guard, proxy=proxy, verify=verify, limits=limits,
+                            reply_cap=reply_cap)
+    clients = (sync, loop_client_type()(lambda: model_clients(
+        guard=guard, proxy=proxy, verify=verify, limits=limits, reply_cap=reply_cap)[1]))
+    with _SHARED_LOCK:
+        clients = _SHARED.setdefault(key, clients)
+        while len(_SHARED) > SHARED_MAX:  # a model still holding an evicted pair keeps it
+            _SHARED.popitem(last=False)
+    return clients
+
+
+def forget_clients() -> None:
+    """Drop every shared client (a test's fresh start); models holding one keep it."""
+    with _SHARED_LOCK:
+        _SHARED.clear()
+
+
+_LOOP_CLIENTS: weakref.WeakSet[Any] = weakref.WeakSet()  # every LoopClient made
+
+
+async def release_clients() -> None:
+    """Close the running event loop's connections of every shared client, before the loop
+    ends (a synchronous run's, a CLI experiment's): its sockets are shut in the loop that
+    opened them, not left to the garbage collector."""
+    for client in list(_LOOP_CLIENTS):
+        await client.release()
+
+
+async def releasing(coro: Coroutine[Any, Any, T]) -> T:
+    """`coro`, then `release_clients`: what a caller of `asyncio.run` awaits, so that the
+    loop's kept-alive model connections close with it."""
+    try:
+        return await coro
+    finally:
+        await release_clients()
+
+
+@functools.cache
+def loop_client_type() -> type:
+    """`LoopClient`, made on first use: it subclasses the httpx flavour the openai SDK takes,
+    which a process that never calls an OpenAI-compatible server does not import."""
+    httpx = http_module()
+
+    class LoopClient(httpx.AsyncClient):  # type: ignore[name-defined]
+        """An async httpx client (what the openai SDK takes) that sends each request through
+        the running event loop's own client, built by `build` on the loop's first request
+        and kept alive for that loop's later ones. A connection never crosses loops (one
+        from a closed loop fails), and a closed loop's client is dropped the next time a
+        loop asks."""
+
+        def __init__(self, build: Callable[[], Any]):
+            super().__init__(transport=_Unused(), trust_env=False)
+            self.build = build  # a new client for a loop
+            self._loops: dict[int, tuple[asyncio.AbstractEventLoop, Any]] = {}
+            self._lock = threading.Lock()
+            _LOOP_CLIENTS.add(self)
+
+        def current(self) -> Any:
+            """The running loop's client (built on its first request)."""
+            loop = asyncio.get_running_loop()
+            with self._lock:
+                found = self._loops.get(id(loop))
+                if found is not None and found[0] is loop:
+                    return found[1]
+                for ident, (other, _client) in list(self._loops.items()):
+                    if other.is_closed():
+                        del self._loops[ident]
+            client = self.build()
+            with self._lock:
+                return self._loops.setdefault(id(loop), (loop, client))[1]
+
+        def loops(self) -> int:
+            """How many event loops hold a client of this one (closed ones not yet dropped)."""
+            with self._lock:
+                return len(self._loops)
+
+        async def send(self, request: Any, **kwargs: Any) -> Any:
+            return await self.current().send(request, **kwargs)
+
+        async def release(self) -> None:
+            """Close the running loop's client, if it has one (see `release_clients`)."""
+            loop = asyncio.get_running_loop()
+            with self._lock:
+                found = self._loops.pop(id(loop), None)
+            if found is not None and found[0] is loop:
+                await found[1].aclose()
+
+        async def aclose(self) -> None:
+            await self.release()
+
+    class _Unused(httpx.AsyncBaseTransport):  # type: ignore[name-defined]
+        """The transport of a `LoopClient` itself, which sends nothing through it."""
+
+        async def handle_async_request(self, request: Any) -> Any:
+            raise RuntimeError("a LoopClient sends through its event loop's own client")
+
+    return LoopClient

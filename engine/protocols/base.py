@@ -27,6 +27,8 @@ from engine import catalog
 from engine.analysis.rounds_dynamics import votes
 from engine.config import RunConfig, RunOptions, SeatSpec
 from engine.llm.calls import RunContext
+from engine.llm.runmodels import open_run
+from engine.llm.transport import releasing
 from engine.models import RunResult, RunStopped, Seat, Signals, Turn
 from engine.protocols.templates import Template, check_prompts
 from engine.store import StoreWriteError
@@ -357,12 +359,14 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coro)
+        return asyncio.run(releasing(coro))
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result()
+        return pool.submit(asyncio.run, releasing(coro)).result()
 
 
 def split_run_options(kwargs: dict[str, Any], protocol: str) -> RunOptions:
     """The common run options among a runner's keyword arguments, checked before any call;
-    anything that is not one is a `ConfigError` naming it."""
+    anything that is not one is a `ConfigError` naming it. A runner's first step, it opens
+    the run's memo of seat models (`engine.llm.runmodels`): each resolved once."""
+    open_run()
     return RunOptions.from_kwargs(kwargs, protocol)

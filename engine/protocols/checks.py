@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.checks import require_name, require_temperature
-from engine.llm.providers import resolve_model
+from engine.llm.runmodels import seat_model
 from engine.models import ConfigError, Seat
 from engine.text import NAME_MAX
 
@@ -26,7 +26,8 @@ def require_seat(seat: Any, slot: str, endpoints: Any = None) -> Seat:
                               f"{NAME_MAX} characters without NUL", "limit")
     if seat.temperature is not None:
         require_temperature(seat.temperature, f"{slot}: temperature")
-    resolve_model(seat.model, seat.temperature, endpoints)  # an unknown spec fails here
+    # an unknown spec fails here; in a run, its calls reuse the model (engine.llm.runmodels)
+    seat_model(seat.model, seat.temperature, endpoints)
     if len(seat.spec) > NAME_MAX:  # recorded on every turn: every backend must accept it
         raise ConfigError(f"{slot}: the model spec {seat.spec[:60]!r}... is {len(seat.spec)} "
                           f"characters; the limit is {NAME_MAX}", "limit")

@@ -44,6 +44,9 @@ reply is cut from it (`engine.llm.sizes`); turns stored before it were stored wh
 
 `0020_search_bounded_tighter`: the search index's bound falls to 20,000 characters of a text
 (`0010`'s triggers and cut, run again with the new `MAX_INDEXED`).
+
+`0021_endpoint_support`: the table of what each endpoint's server supports (structured output
+mode, grammar), learned once for every process (`engine.store.support`).
 """
 from __future__ import annotations
 
@@ -381,6 +384,7 @@ MIGRATIONS: list[tuple[str, Any]] = [
     ("0018_one_judgement", _data("one_judgement")),
     ("0019_reply_bytes", _data("reply_bytes")),
     ("0020_search_bounded_tighter", _data("search_bounded")),
+    ("0021_endpoint_support", _create(["endpoint_support"])),
 ]
 
 

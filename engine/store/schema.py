@@ -241,6 +241,19 @@ class EndpointLeaseRow(Base):
     expires: Mapped[float] = mapped_column(Float)
 
 
+class EndpointSupportRow(Base):
+    """What one endpoint's server was found to support (`engine.store.support`): for `kind`
+    "structured" the output mode its JSON calls take, for "grammar" whether it applies a GBNF
+    grammar ("yes"/"no"); learned once by any process of the deployment, read by the rest."""
+
+    __tablename__ = "endpoint_support"
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    base_url: Mapped[str] = mapped_column(String(1000), primary_key=True)
+    model: Mapped[str] = mapped_column(String(300), primary_key=True)
+    value: Mapped[str] = mapped_column(String(32))
+    learned_at: Mapped[datetime] = mapped_column(Moment)
+
+
 class PreferenceRow(Base):
     """A person's pairwise judgement of two runs' final answers (`engine.store.labels`):
     `choice` a | b | tie, and which run was shown on the left (`shown_left` a | b; NULL when

@@ -1,0 +1,330 @@
+"""The real-model path over HTTP (`python -m engine bench --only http`): what a user with an
+OpenAI-compatible endpoint runs, against a loopback server the bench starts.
+
+The server (`Server`, a process of its own) answers chat completions as a constraining server
+would: a request carrying a JSON schema gets an object of that schema, any other request a
+short answer with an `ANSWER:` line; it waits `latency` seconds first, on its own thread per
+connection, and keeps connections alive. Each measured side runs in a fresh process (`python -m
+engine.bench.http --worker ...`), so its wall time is the whole process's (interpreter,
+imports, detection of the endpoint, the work) and its peak memory its own:
+
+- `experiment`: an experiment of N questions through `engine.experiments` (as `python -m
+  engine experiment run` does), every run and turn stored in a new SQLite file;
+- `bare`: the same number of calls through one langchain-openai `ChatOpenAI`, as many at once,
+  in a process that imports nothing of Parley (`BARE`).
+
+Rows: both at no latency and at 0.2 s (wall time, the ratio, CPU per call over the work), the
+questions one call each (`engine.bench.choice.cheapest`); the busiest protocol (the panel)
+and a 5x3 crowd answering by rounds (the society) in this process against their critical path
+(median of 3 runs, each a new event loop); 200 runs of the busiest at 32 in flight in a fresh
+process against the floor of runs x critical path / concurrency; peak RSS of an experiment of
+50 and of 300 runs. Figures are
+measured here, never asserted in tests.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from engine.bench.choice import busiest, cheapest, crowd_by_rounds
+
+Row = dict[str, Any]
+MODEL = "bench"
+ANSWER = "The answer is 42.\nANSWER: 42"
+PROMPT = "What is 6 x 7? Answer with one line: ANSWER: <number>."
+
+
+def _row(name: str, value: float, unit: str, target: str = "", note: str = "") -> Row:
+    return {"name": name, "value": value, "unit": unit, "target": target, "note": note}
+
+
+# ------------------------------------------------------------------ the loopback server
+def example(schema: Any) -> Any:
+    """A value of JSON schema `schema`: an enum's first value, "42" for a string, every
+    property of an object, one item of an array."""
+    if not isinstance(schema, Mapping):
+        return "42"
+    if "enum" in schema:
+        return schema["enum"][0]
+    kind = schema.get("type")
+    if kind == "object":
+        return {key: example(value) for key, value in (schema.get("properties") or {}).items()}
+    if kind == "array":
+        return [example(schema.get("items"))]
+    if kind == "boolean":
+        return False
+    if kind in ("number", "integer"):
+        return 1
+    return "42"
+
+
+def reply(body: Mapping[str, Any]) -> str:
+    """What the server answers a request: an object of its schema, else the short answer."""
+    asked = body.get("response_format") or {}
+    schema = (asked.get("json_schema") or {}).get("schema") or asked.get("schema")
+    if schema:
+        return json.dumps(example(schema))
+    return '{"answer": "42"}' if asked else ANSWER
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as a real server
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802 - the health URL
+        self._send({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
+
+    def do_POST(self) -> None:  # noqa: N802
+        length = int(self.headers.get("Content-Length", 0) or 0)
+        body = json.loads(self.rfile.read(length) or b"{}")
+        server: Any = self.server
+        if server.latency:
+            time.sleep(server.latency)
+        self._send({"id": "chatcmpl-bench", "object": "chat.completion", "created": 0,
+                    "model": MODEL, "choices": [{"index": 0, "finish_reason": "stop",
+                                                 "message": {"role": "assistant",
+                                                             "content": reply(body)}}],
+                    "usage": {"prompt_tokens": 100, "completion_tokens": 10,
+                              "total_tokens": 110}})
+
+    def _send(self, document: Any) -> None:
+        payload = json.dumps(document).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+class Server(ThreadingHTTPServer):
+    """An OpenAI-compatible chat-completions server on a free loopback port."""
+
+    daemon_threads = True
+    request_queue_size = 256  # hundreds of connections may open at once
+
+    def __init__(self, latency: float = 0.0, port: int = 0):
+        super().__init__(("127.0.0.1", port), _Handler)
+        self.latency = latency
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+
+@contextmanager
+def serving(latency: float = 0.0) -> Iterator[str]:
+    """A `Server` in a process of its own (its threads take no time from the side measured)
+    for the block; yields its base URL once it answers."""
+    from engine.bench.serving import free_port, served
+    port = free_port()
+    command = [sys.executable, "-m", "engine.bench.http", "--serve", str(port), "--latency",
+               str(latency)]
+    with served(command, f"http://127.0.0.1:{port}/v1/models", "the bench's OpenAI-compatible "
+                "server", 120, cwd=Path(__file__).resolve().parents[2]):
+        yield f"http://127.0.0.1:{port}/v1"
+
+
+# ------------------------------------------------------------------ one measured process
+def spec(base_url: str) -> str:
+    return f"openai:{MODEL}?base_url={base_url}"
+
+
+def protocol_config(protocol: str, base_url: str, seats: int = 0,
+                    rounds: int | None = None) -> dict[str, Any]:
+    """`protocol`'s default configuration on the server (its many-seat slot holding `seats`
+    seats and `rounds` rounds, when given)."""
+    from engine.bench.choice import crowded_config
+    from engine.protocols import REGISTRY
+    config: dict[str, Any] = crowded_config(REGISTRY[protocol], seats, spec(base_url)) \
+        if seats else {"protocol": protocol, "model": spec(base_url)}
+    if rounds is not None:
+        config["options"] = {"rounds": rounds}
+    return config
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def work_experiment(base_url: str, protocol: str, runs: int, concurrency: int,
+                    folder: str) -> dict[str, Any]:
+    """An experiment of `runs` questions of `protocol`, stored in a new SQLite file."""
+    from engine import experiments as ex
+    from engine.llm.transport import releasing
+    from engine.store import Store
+    store = Store(f"sqlite:///{Path(folder) / 'bench.db'}")
+    questions = [f"Question {i}: {PROMPT}" for i in range(runs)]
+    experiment_id = ex.create(store, {"questions": questions,
+                                      "configs": [protocol_config(protocol, base_url)],
+                                      "concurrency": concurrency, "source": "bench"})
+    wall, cpu = time.perf_counter(), time.process_time()
+    state = asyncio.run(releasing(ex.arun_experiment(store, experiment_id)))
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    frame = store.runs(experiment_id=experiment_id)
+    return {"status": state.status, "wall": wall, "cpu": cpu, "runs": len(frame),
+            "calls": int(frame["calls"].sum()), "failed": int((frame["status"] != "completed")
+                                                               .sum())}
+
+
+# The bare side imports nothing of Parley: its process is langchain-openai's alone.
+BARE = """
+import asyncio, json, resource, sys, time
+from langchain_openai import ChatOpenAI
+url, calls, concurrency, prompt = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+model = ChatOpenAI(model="bench", base_url=url, api_key="not-needed", max_retries=0)
+
+async def go():
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(i):
+        async with gate:
+            message = await model.ainvoke(f"Question {i}: {prompt}")
+            return bool(message.content)
+    return sum(await asyncio.gather(*(one(i) for i in range(calls))))
+wall, cpu = time.perf_counter(), time.process_time()
+done = asyncio.run(go())
+wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+print(json.dumps({"status": "completed", "wall": wall, "cpu": cpu, "runs": calls,
+                  "calls": done, "failed": calls - done,
+                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def measured(kind: str, base_url: str, count: int, concurrency: int,
+             protocol: str = "") -> dict[str, Any]:
+    """One side in a fresh process: what it reports, with `process` (its whole wall time,
+    seconds) and `peak_mb` (its peak RSS). The experiment's runs are of `protocol` (default:
+    the cheapest, one call a run)."""
+    protocol = protocol or cheapest().name
+    with tempfile.TemporaryDirectory() as folder:
+        command = [sys.executable, "-c", BARE, base_url, str(count), str(concurrency),
+                   PROMPT] if kind == "bare" else [
+            sys.executable, "-m", "engine.bench.http", "--worker", kind, "--base-url",
+            base_url, "--count", str(count), "--concurrency", str(concurrency), "--protocol",
+            protocol, "--folder", folder]
+        start = time.perf_counter()
+        done = subprocess.run(command, capture_output=True, text=True, timeout=1800,
+                              cwd=Path(__file__).resolve().parents[2])
+        process = time.perf_counter() - start
+    if done.returncode != 0:
+        raise RuntimeError(f"the {kind} process failed: {done.stderr[-2000:]}")
+    return {**json.loads(done.stdout.strip().splitlines()[-1]), "process": process}
+
+
+# ------------------------------------------------------------------ the rows
+def _versus(latency: float, count: int, concurrency: int) -> list[Row]:
+    with serving(latency) as url:
+        parley = measured("experiment", url, count, concurrency)
+        bare = measured("bare", url, count, concurrency)
+    shown = f"{latency * 1000:.0f} ms" if latency else "no latency"
+    label = f"{count} one-call questions, {concurrency} at once, {shown}"
+    return [
+        _row(f"{label}: Parley experiment (CLI path, every run stored), whole process",
+             round(parley["process"], 2), "s", note=f"{parley['failed']} runs failed"),
+        _row(f"{label}: bare ChatOpenAI, whole process", round(bare["process"], 2), "s"),
+        _row(f"{label}: Parley / bare ChatOpenAI, whole process",
+             round(parley["process"] / bare["process"], 2), "x", "<= 1.5"),
+        _row(f"{label}: Parley CPU per call (the work, imports aside)",
+             round(parley["cpu"] / max(parley["calls"], 1) * 1000, 2), "ms"),
+        _row(f"{label}: bare ChatOpenAI CPU per call",
+             round(bare["cpu"] / max(bare["calls"], 1) * 1000, 2), "ms"),
+        _row(f"{label}: Parley calls per second (the work)",
+             round(parley["calls"] / parley["wall"], 1), "calls/s"),
+        _row(f"{label}: bare ChatOpenAI calls per second",
+             round(bare["calls"] / bare["wall"], 1), "calls/s"),
+    ]
+
+
+def _critical(latency: float = 0.2, repeats: int = 3) -> list[Row]:
+    from engine.protocols import arun_config, estimate, run_sync
+    rows: list[Row] = []
+    crowd = crowd_by_rounds()
+    with serving(latency) as url:
+        for title, config in ((busiest().name, protocol_config(busiest().name, url)),
+                              (f"5x3 {crowd.name}", protocol_config(crowd.name, url, 5, 3))):
+            cost = estimate(config)
+            run_sync(arun_config(config, PROMPT))  # the endpoint detected, as a warm process
+            walls = []
+            for i in range(repeats):
+                start = time.perf_counter()
+                result = run_sync(arun_config(config, f"Question {i}: {PROMPT}"))
+                walls.append(time.perf_counter() - start)
+                if not all(turn.ok for turn in result.turns):
+                    raise RuntimeError(f"{title} over HTTP: a turn failed")
+            critical = cost["waves"] * latency
+            rows.append(_row(f"{title} over HTTP, {cost['calls']} calls at "
+                             f"{latency * 1000:.0f} ms: wall time / critical path "
+                             f"({cost['waves']} calls deep)",
+                             round(statistics.median(walls) / critical, 3), "x", "<= 1.10"))
+    return rows
+
+
+def _many_runs(runs: int = 200, concurrency: int = 32, latency: float = 0.2) -> list[Row]:
+    from engine.protocols import estimate
+    name = busiest().name
+    with serving(latency) as url:
+        waves = estimate(protocol_config(name, url))["waves"]
+        done = measured("experiment", url, runs, concurrency, protocol=name)
+    floor = runs * waves * latency / concurrency
+    return [
+        _row(f"{runs} {name} runs, {concurrency} at once, {latency * 1000:.0f} ms a call, a "
+             "fresh process (detection included): whole process", round(done["process"], 2),
+             "s", note=f"{done['failed']} runs failed"),
+        _row(f"{runs} {name} runs: whole process / floor (runs x critical path / concurrency "
+             f"= {floor:g} s)", round(done["process"] / floor, 3), "x", "<= 1.5"),
+    ]
+
+
+def _memory(sizes: tuple[int, ...] = (50, 300)) -> list[Row]:
+    rows: list[Row] = []
+    with serving(0.0) as url:
+        for size in sizes:
+            done = measured("experiment", url, size, 32)
+            rows.append(_row(f"experiment of {size} one-call questions over HTTP: peak RSS",
+                             round(done["peak_mb"], 1), "MB",
+                             f"as at {sizes[0]} runs" if size != sizes[0] else ""))
+    return rows
+
+
+def bench_http(count: int = 300, runs: int = 200) -> list[Row]:
+    """Every row of the section (see the module)."""
+    return [*_versus(0.0, count, 32), *_versus(0.2, count, 32), *_critical(),
+            *_many_runs(runs), *_memory((50, count))]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m engine.bench.http")
+    parser.add_argument("--serve", type=int, metavar="PORT", help="serve on this port")
+    parser.add_argument("--latency", type=float, default=0.0)
+    parser.add_argument("--worker", choices=("experiment",))
+    parser.add_argument("--base-url")
+    parser.add_argument("--count", type=int, default=300)
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--protocol", default="")
+    parser.add_argument("--folder", default=".")
+    args = parser.parse_args(argv)
+    if args.serve:
+        Server(args.latency, args.serve).serve_forever()
+        return 0
+    found = work_experiment(args.base_url, args.protocol or cheapest().name, args.count,
+                            args.concurrency, args.folder)
+    print(json.dumps({**found, "peak_mb": _peak_mb()}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
