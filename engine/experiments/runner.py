@@ -15,7 +15,15 @@ from engine.experiments.budget import Gate
 from engine.experiments.planning import Plan, plan_of
 from engine.models import ConfigError, RunStopped, now
 from engine.store import Store
-from engine.store.experiments import Progress, cell_runs, claim, row, set_values, supersede
+from engine.store.experiments import (
+    Progress,
+    cell_runs,
+    claim,
+    row,
+    set_unchanged,
+    set_values,
+    supersede,
+)
 
 HEARTBEAT_EVERY = 5.0  # seconds between heartbeats of a running experiment's row
 
@@ -29,6 +37,7 @@ def _claim(store: Store, experiment_id: str, started_by: str) -> dict[str, Any]:
     with _LOCK:
         if experiment_id in _RUNNING:
             raise ConfigError(f"experiment {experiment_id} is already running here", "input")
+    set_unchanged(store, experiment_id)
     found = claim(store, experiment_id, started_by)
     with _LOCK:
         if experiment_id in _RUNNING:

@@ -32,6 +32,10 @@ like one), in turns, runs and experiments.
 
 `0017_experiment_started_by`: experiments gain `started_by` (who started or last resumed them;
 their runs carry it); old experiments "".
+
+`0018_set_version`: experiments gain `set_version`, the version of their question set
+(`engine.store.versions`), computed for older experiments from the questions their spec holds
+("" when the spec cannot be read).
 """
 from __future__ import annotations
 
@@ -48,6 +52,7 @@ from engine.store.records import error_text
 from engine.store.schema import Base, ExperimentRow, RunRow, TurnRow
 from engine.store.search_index import bound_index, create_index
 from engine.store.simulated import simulation
+from engine.store.versions import set_version as version_of
 
 _SEAT_KEYS = ("name", "model", "persona", "persona_name", "role", "temperature", "icon")
 
@@ -279,6 +284,25 @@ def experiment_started_by(connection: Connection) -> None:
                                 "NOT NULL DEFAULT ''"))
 
 
+def set_version(connection: Connection) -> None:
+    """Migration 0018: experiments gain `set_version` (a new database has it from `0003`),
+    computed for each stored experiment from the questions of its spec; one whose spec
+    cannot be read keeps "" (not known)."""
+    if "set_version" not in {c["name"] for c in inspect(connection).get_columns("experiments")}:
+        connection.execute(text("ALTER TABLE experiments ADD COLUMN set_version VARCHAR(16) "
+                                "NOT NULL DEFAULT ''"))
+    table = statements.EXPERIMENTS
+    for experiment_id, raw in connection.execute(select(table.c.id, table.c.spec).where(
+            table.c.set_version == "")).all():
+        try:
+            spec = json.loads(raw) if raw else None
+        except (TypeError, ValueError):
+            continue  # an unreadable spec stays as it is (reads show it as unreadable)
+        if isinstance(spec, dict) and isinstance(spec.get("questions"), list):
+            connection.execute(update(table).where(table.c.id == experiment_id).values(
+                set_version=version_of(spec["questions"])))
+
+
 # --------------------------------------------------------------------------- the list
 def _create(tables: Sequence[str]):
     def apply(connection) -> None:
@@ -311,6 +335,7 @@ MIGRATIONS: list[tuple[str, Any]] = [
     ("0015_labels", _create(["preferences", "ratings"])),
     ("0016_started_by", _data("started_by")),
     ("0017_experiment_started_by", _data("experiment_started_by")),
+    ("0018_set_version", _data("set_version")),
 ]
 
 

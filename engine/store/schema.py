@@ -163,6 +163,9 @@ class ExperimentRow(Base):
     # Who started (or last resumed) it, as a run's `started_by`; each of its runs records the
     # name its start had. Migration 0017 adds it to older databases ("": not recorded).
     started_by: Mapped[str] = mapped_column(String(200), default="", server_default="")
+    # The version of its question set (`engine.store.versions.set_version`); migration
+    # 0018 adds it to older databases, computed from each experiment's stored questions.
+    set_version: Mapped[str] = mapped_column(String(16), default="", server_default="")
     created_at: Mapped[datetime] = mapped_column(Moment, index=True)
     started_at: Mapped[datetime | None] = mapped_column(Moment, nullable=True)
     heartbeat_at: Mapped[datetime | None] = mapped_column(Moment, nullable=True)

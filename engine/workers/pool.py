@@ -34,7 +34,7 @@ from engine.experiments.runner import arun_cell, pending_cells
 from engine.models import ConfigError, now
 from engine.store import Store
 from engine.store import workers as pool_store
-from engine.store.experiments import get, row, set_values
+from engine.store.experiments import get, row, set_unchanged, set_values
 from engine.store.workers import PoisonJob
 
 log = logging.getLogger("parley.worker")
@@ -502,6 +502,7 @@ def submit(store: Store, experiment_id: str, app: procrastinate.App | None = Non
     pool_store.require_postgres(store)
     ensure_schema(store)
     app = app or app_for(store)
+    set_unchanged(store, experiment_id)
     experiment: Plan = plan_of(get(store, experiment_id)["spec"])
     # Under the experiment's lock, so that no worker settles it between the claim and the
     # jobs' arrival (it would find it running with nothing queued).
