@@ -35,7 +35,8 @@ their runs carry it); old experiments "".
 
 `0018_set_version`: experiments gain `set_version`, the version of their question set
 (`engine.store.versions`), computed for older experiments from the questions their spec holds
-("" when the spec cannot be read).
+("" when the spec cannot be read); and the `approvals` table of approved baselines
+(`engine.store.approvals`), which gates compare with.
 """
 from __future__ import annotations
 
@@ -285,9 +286,10 @@ def experiment_started_by(connection: Connection) -> None:
 
 
 def set_version(connection: Connection) -> None:
-    """Migration 0018: experiments gain `set_version` (a new database has it from `0003`),
-    computed for each stored experiment from the questions of its spec; one whose spec
-    cannot be read keeps "" (not known)."""
+    """Migration 0018: the `approvals` table, and experiments gain `set_version` (a new
+    database has it from `0003`), computed for each stored experiment from the questions of
+    its spec; one whose spec cannot be read keeps "" (not known)."""
+    Base.metadata.create_all(connection, tables=[Base.metadata.tables["approvals"]])
     if "set_version" not in {c["name"] for c in inspect(connection).get_columns("experiments")}:
         connection.execute(text("ALTER TABLE experiments ADD COLUMN set_version VARCHAR(16) "
                                 "NOT NULL DEFAULT ''"))

@@ -172,6 +172,20 @@ class ExperimentRow(Base):
     finished_at: Mapped[datetime | None] = mapped_column(Moment, nullable=True)
 
 
+class ApprovalRow(Base):
+    """An approved baseline: the experiment a person approved as the one its name's later
+    experiments are gated against (`engine.store.approvals`). The newest approval of a name
+    is its baseline; earlier ones stay as its history."""
+
+    __tablename__ = "approvals"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(200), index=True)
+    experiment_id: Mapped[str] = mapped_column(
+        ForeignKey("experiments.id", ondelete="CASCADE"), index=True)
+    approved_by: Mapped[str] = mapped_column(String(200), default="")
+    approved_at: Mapped[datetime] = mapped_column(Moment, index=True)
+
+
 class FacetRow(Base):
     """A tag or model spec some stored run has, for the runs filters (`engine.store.facets`)."""
 
