@@ -12,7 +12,7 @@ import streamlit as st
 
 from engine import ConfigError
 from engine import experiments as ex
-from pages import _experiment_form, _experiment_results, _shared, _workers
+from pages import _baselines, _experiment_form, _experiment_results, _shared, _workers
 
 store = _shared.store()
 md = _shared.md
@@ -114,6 +114,7 @@ else:
         else:
             st.rerun()
 _workers.section(store, experiment_id)
+_baselines.section(store, experiment_id, state)
 
 
 # ------------------------------------------------------------------ results
