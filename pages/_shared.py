@@ -26,6 +26,7 @@ from streamlit.string_util import is_emoji
 from engine import ConfigError, Store
 from engine.access import LOCAL, NEEDS, Actor, Roles
 from engine.llm.endpoints import EndpointRegistry, free_urls_allowed
+from engine.llm.notify import notify_url
 from engine.llm.providers import providers_status
 from engine.redaction import redact_log_records, secret_values
 from engine.services.tasks import TaskRunner
@@ -59,12 +60,17 @@ def load_settings() -> dict[str, Any]:
         endpoints = EndpointRegistry(allow_free_urls=False, environ=os.environ,
                                      secrets=secrets)
     db_url = os.environ.get("PARLEY_DB_URL") or str(secrets.get("PARLEY_DB_URL") or "")
+    try:  # where an experiment's end is announced (`engine.llm.notify`)
+        notify = notify_url(os.environ, secrets)
+    except ConfigError as exc:
+        notify, error = None, error or str(exc)
     return {**_auth_settings(secrets), "db_url": db_url or DEFAULT_URL,
             "providers": providers_status(endpoints),
             "endpoints": endpoints,
             "endpoint_rows": endpoints.describe(),
             "endpoint_error": error,
             "free_urls": allow,
+            "notify_url": notify,
             "secrets_file": bool(secrets)}
 
 

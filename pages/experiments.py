@@ -108,7 +108,8 @@ else:
                                                  help="runs the cells without a completed run"):
         try:
             _shared.tasks().start_experiment(experiment_id, endpoints=_shared.endpoints(),
-                                             actor=_shared.actor())
+                                             actor=_shared.actor(),
+                                             notify_url=_shared.settings()["notify_url"])
         except ConfigError as exc:
             st.error(md(exc))
         else:

@@ -61,6 +61,10 @@ def cmd_gate(args: argparse.Namespace) -> int:
         print(json.dumps(result.as_dict(), ensure_ascii=False, default=str))
     else:
         _say(summary_text(result))
+    if not result.passed:  # to PARLEY_NOTIFY_URL when set; a failed POST is only logged
+        from engine.llm.notify import notify
+        from engine.reports.gate import notice
+        notify(notice(result))
     return result.exit_status
 
 

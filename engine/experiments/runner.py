@@ -12,6 +12,7 @@ from typing import Any
 
 from engine.cells import Cell
 from engine.experiments.budget import Gate
+from engine.experiments.notices import notify_ended
 from engine.experiments.planning import Plan, plan_of
 from engine.models import ConfigError, RunStopped, now
 from engine.store import Store
@@ -114,7 +115,7 @@ async def arun_experiment(store: Store, experiment_id: str, *,  # noqa: PLR0915
                           on_progress: Callable[[Progress], Any] | None = None,
                           batched: bool = True, endpoints: Any = None,
                           on_turn: Callable[[Any], Any] | None = None,
-                          started_by: str = "") -> Progress:
+                          started_by: str = "", notify_url: str | None = None) -> Progress:
     """Run (or resume) an experiment: every cell without a completed run, `concurrency` runs
     at a time in this event loop. Ends `completed`, `stopped` (stop_event, or its
     `budget_usd` spent: the error then starts "budget:"), `incomplete` (some runs failed;
@@ -126,7 +127,8 @@ async def arun_experiment(store: Store, experiment_id: str, *,  # noqa: PLR0915
     Runs are written with group commit (`Store.batched()`), or one transaction per turn
     when `batched` is False. `endpoints` is the `EndpointRegistry` models resolve under
     (None: the environment's); `on_turn` hears every finished turn of every run. The
-    store's reaper runs while the experiment does.
+    store's reaper runs while the experiment does. When it ends, a notice is POSTed to
+    `notify_url` (default the environment's `PARLEY_NOTIFY_URL`; `engine.llm.notify`).
     """
     stop_event = stop_event or threading.Event()
     store.reap()  # runs left `running` by a dead process become `interrupted`, so are redone
@@ -207,6 +209,7 @@ async def arun_experiment(store: Store, experiment_id: str, *,  # noqa: PLR0915
             _RUNNING.discard(experiment_id)
         set_values(store, experiment_id, status=status, error=error[:2000],
                    finished_at=now(), heartbeat_at=now())
+        await asyncio.to_thread(notify_ended, store, experiment_id, notify_url)
     state.status, state.error = status, error
     report()
     return state

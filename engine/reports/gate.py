@@ -281,6 +281,24 @@ def _compare(out: GateResult, label: str, mine: pd.DataFrame, theirs: pd.DataFra
                 f"n={was[3]} and {now[3]})")
 
 
+def notice(result: GateResult) -> dict[str, Any]:
+    """What a notification says of a gate (`engine.llm.notify`): the two experiments, the
+    verdict, how many regressions and which measures moved, never a question's text (a
+    missing question is counted, not quoted)."""
+    moved = [f"{row['configuration']} {row['measure']}" for row in result.rows
+             if row["regression"]]
+    missing = sum("missing from the candidate" in line for line in result.regressions)
+    other = len(result.regressions) - len(moved) - missing
+    parts = [*moved, *([f"{missing} missing question(s) or configuration(s)"] if missing
+                       else []), *([f"{other} other regression(s)"] if other else [])]
+    return {"event": "gate", "status": "passed" if result.passed else "failed",
+            "experiment_id": result.candidate["id"], "name": result.candidate["name"],
+            "baseline_id": result.baseline["id"],
+            "counts": {"regressions": len(result.regressions), "measures": len(result.rows)},
+            "summary": f"gate of experiment {result.candidate['name']!r} "
+                       + ("passed" if result.passed else "failed: " + "; ".join(parts))}
+
+
 def _short(text: str, width: int = 80) -> str:
     text = " ".join(text.split())
     return text if len(text) <= width else text[:width - 1] + "…"

@@ -29,6 +29,7 @@ from procrastinate.manager import JobManager
 from procrastinate.schema import SchemaManager
 
 from engine.experiments.budget import spend_of
+from engine.experiments.notices import notify_ended
 from engine.experiments.planning import Plan, plan_of
 from engine.experiments.runner import arun_cell, pending_cells
 from engine.models import ConfigError, now
@@ -490,6 +491,7 @@ def settle(store: Store, experiment_id: str, mine: int | None = None,
         status = "incomplete" if left else "completed"
         set_values(store, experiment_id, status=status, error="; ".join(notes),
                    finished_at=now(), heartbeat_at=now())
+    notify_ended(store, experiment_id)  # the environment's PARLEY_NOTIFY_URL, if any
     return status
 
 
@@ -543,6 +545,7 @@ async def astop(app: procrastinate.App, store: Store, experiment_id: str, *,
     for job in jobs:  # a job a worker took meanwhile skips the stopped experiment itself
         count += await app.job_manager.cancel_job_by_id_async(
             job["id"], abort=job["status"] == "doing")
+    await asyncio.to_thread(notify_ended, store, experiment_id)
     return count
 
 
