@@ -391,7 +391,8 @@ def show_tabs(result: ex.Report, drawn: Figures, stamp: tuple) -> None:
         lambda: _consensus.show(consensus.from_experiment(result.runs, result.labels),
                                 "exp-consensus"),
         lambda: show_cell_runs(result), lambda: show_what_if(result))
-    for tab, draw in zip(st.tabs(list(TABS), key="exp-tab", on_change="rerun"), draws,
+    for tab, draw in zip(st.tabs(list(TABS), key="exp-tab", on_change="rerun",
+                                           bind="query-params"), draws,
                          strict=True):
         if tab.open:
             with tab:

@@ -292,7 +292,8 @@ def _order_fact(run: Mapping[str, Any]) -> list[tuple[str, Any]]:
 def _turn_entry(turn: Mapping[str, Any]) -> dict[str, Any]:
     heading = (f"#{turn.get('idx', 0)} {turn.get('seat', '')} · {turn.get('phase', '')} · "
                f"round {turn.get('round', 0)} · {turn.get('status', '')}")
-    return {"heading": heading, "seat": turn.get("seat", ""), "phase": turn.get("phase", ""),
+    return {"heading": heading, "index": int(turn.get("idx") or 0),
+            "seat": turn.get("seat", ""), "phase": turn.get("phase", ""),
             "round": turn.get("round", 0), "status": turn.get("status", ""),
             "reply": turn.get("reply") or "", "error": turn.get("error") or "",
             "warnings": list(turn.get("warnings") or []), "model": turn.get("model", ""),
