@@ -12,7 +12,14 @@ import streamlit as st
 
 from engine import ConfigError
 from engine import experiments as ex
-from pages import _baselines, _experiment_form, _experiment_results, _shared, _workers
+from pages import (
+    _baselines,
+    _experiment_form,
+    _experiment_results,
+    _over_time,
+    _shared,
+    _workers,
+)
 
 store = _shared.store()
 md = _shared.md
@@ -116,6 +123,7 @@ else:
             st.rerun()
 _workers.section(store, experiment_id)
 _baselines.section(store, experiment_id, state)
+_over_time.section(store, experiment_id)
 
 
 # ------------------------------------------------------------------ results
