@@ -78,7 +78,7 @@ def test_a_candidate_missing_one_question_fails_naming_it(store, capsys):
     assert "regression: society (simulated): question" in out
 
 
-def test_simulated_is_never_compared_with_real_and_failed_cells_fail(store):
+def test_failed_cells_of_the_candidate_fail(store):
     baseline = run(store, spec(1, questions=QUESTIONS[:4]))
     broken = spec(1, questions=QUESTIONS[:4])
     broken["configs"][0]["model"] = "simulated?seed=1&fail=1"  # every call fails
@@ -142,6 +142,15 @@ def test_approvals_keep_history_refuse_failed_cells_and_viewers(store):
     with pytest.raises(NotAllowed):
         approve(store, first, actor=Actor("val@example.com", Role.VIEWER))
     assert baseline_of(store, "gated")["experiment"] == second
+
+
+def test_a_simulated_configuration_is_never_compared_with_a_real_one():
+    """The baseline's configuration is simulated, the candidate's real: labelled apart, so
+    the gate says they are not compared instead of comparing them."""
+    from engine.reports.gate import _kind_note
+    assert "never compared" in _kind_note("vote (simulated)", ["vote"])
+    assert "never compared" in _kind_note("vote", ["vote (simulated)"])
+    assert "missing from the candidate" in _kind_note("vote", ["panel"])
 
 
 def test_paired_accuracy_uses_newcombes_interval_with_one_run_a_side():
