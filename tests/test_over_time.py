@@ -67,3 +67,14 @@ def test_the_page_draws_over_time_for_the_experiments_name(db_url):
     assert any("weekly" in e.label for e in at.expander)
     assert any("datum.marker" in str(c.proto) for c in charts), [str(c.proto)[:200]
                                                                   for c in charts]
+
+
+def test_a_change_of_prompts_alone_is_marked_as_prompts(db_url):
+    store = Store(db_url)
+    vote = {"protocol": "vote", "label": "vote", "model": "simulated?seed=1"}
+    body = {"name": "prompted", "questions": QUESTIONS[:3], "configs": [vote]}
+    made(store, body)
+    edited = {**vote, "prompts": {"propose": "Answer briefly. {question}"}}
+    made(store, {**body, "configs": [edited]})
+    frame = trends.over_time(store, "prompted")
+    assert list(frame[frame["measure"] == "accuracy"]["changed"]) == ["", "prompts"]
