@@ -141,7 +141,8 @@ def new_experiment(store: Any) -> None:
             _workers.start(store, experiment_id)
         else:
             _shared.tasks().start_experiment(experiment_id, endpoints=_shared.endpoints(),
-                                             actor=_shared.actor())
+                                             actor=_shared.actor(),
+                                             notify_url=_shared.settings()["notify_url"])
         st.session_state[SELECTED] = experiment_id
         st.session_state["exp-pick"] = experiment_id  # the picker shows the new one
         st.session_state["exp-clear-form"] = True  # no second, paid Start one click away

@@ -278,9 +278,18 @@ def show_cell_runs(result: ex.Report) -> None:
                  column_config={"link": st.column_config.LinkColumn("Run", display_text="open")})
 
 
+def show_set_version(result: ex.Report) -> None:
+    """Which version of its question set the experiment asked: two experiments compare on
+    their questions only when the versions match."""
+    version = result.experiment.get("set_version") or "not known"
+    st.caption(f"Question set version {version}: experiments with the same version asked "
+               "the same questions with the same expected answers.")
+
+
 def show_downloads(store: Store, result: ex.Report, experiment_id: str) -> None:
     """The downloads; each file is made only when its button is pressed."""
-    st.download_button("Download runs (CSV)", lambda: ex.to_csv(result.runs),
+    version = result.experiment.get("set_version") or ""
+    st.download_button("Download runs (CSV)", lambda: ex.to_csv(result.runs, version),
                        file_name=f"experiment-{experiment_id}-runs.csv", mime="text/csv",
                        key="exp-csv")
     st.download_button("Download summary (CSV)", lambda: ex.to_csv(result.summary),
@@ -346,6 +355,7 @@ def show(store: Store, experiment_id: str, state: ex.Progress) -> None:
              "never pooled: both side by side lists every configuration's simulated runs as "
              "\"LABEL (simulated)\".") or first.kind
     result = first if kind == first.kind else report(store, stamp, experiment_id, kind)
+    show_set_version(result)
     if result.hidden:
         other = "simulated" if kind == "real" else "real"
         st.caption(f"{result.hidden:,} {other} run(s) are not shown; choose "
@@ -381,7 +391,8 @@ def show_tabs(result: ex.Report, drawn: Figures, stamp: tuple) -> None:
         lambda: _consensus.show(consensus.from_experiment(result.runs, result.labels),
                                 "exp-consensus"),
         lambda: show_cell_runs(result), lambda: show_what_if(result))
-    for tab, draw in zip(st.tabs(list(TABS), key="exp-tab", on_change="rerun"), draws,
+    for tab, draw in zip(st.tabs(list(TABS), key="exp-tab", on_change="rerun",
+                                           bind="query-params"), draws,
                          strict=True):
         if tab.open:
             with tab:

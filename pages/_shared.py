@@ -30,6 +30,7 @@ from streamlit.string_util import is_emoji
 from engine import ConfigError, Store
 from engine.access import LOCAL, NEEDS, Actor, Roles, sign_in_problem
 from engine.llm.endpoints import EndpointRegistry, free_urls_allowed
+from engine.llm.notify import notify_url
 from engine.llm.providers import providers_status
 from engine.redaction import redact, redact_log_records, secret_values
 from engine.services.tasks import TaskRunner
@@ -65,12 +66,17 @@ def load_settings(secrets: Mapping[str, Any] | None = None) -> dict[str, Any]:
         endpoints = EndpointRegistry(allow_free_urls=False, environ=os.environ,
                                      secrets=secrets)
     db_url = os.environ.get("PARLEY_DB_URL") or str(secrets.get("PARLEY_DB_URL") or "")
+    try:  # where an experiment's end is announced (`engine.llm.notify`)
+        notify = notify_url(os.environ, secrets)
+    except ConfigError as exc:
+        notify, error = None, error or str(exc)
     return {**_auth_settings(secrets, keys), "db_url": db_url or DEFAULT_URL,
             "providers": providers_status(endpoints),
             "endpoints": endpoints,
             "endpoint_rows": endpoints.describe(),
             "endpoint_error": error,
             "free_urls": allow,
+            "notify_url": notify,
             "secrets_file": bool(secrets)}
 
 
@@ -502,27 +508,30 @@ def _follow_link(choices: dict[str, list[str]], key: str) -> list[str]:
     return unknown
 
 
-def filter_widgets(choices: dict[str, list[str]], key: str) -> Any:
+def filter_widgets(choices: dict[str, list[str]], key: str, bind: bool = False) -> Any:
     """The Runs and Insights filters; every value goes to `Store.runs` as a bound parameter.
-    The address can set them (`_follow_link`)."""
+    The address can set them (`_follow_link`); with `bind`, each filter also stays in the
+    address as `KEY_NAME=value`, so the page's address is a link to the view."""
+    bound: Any = "query-params" if bind else None
     from engine.reports import runs as history
     for missing in _follow_link(choices, key):
         st.caption(md(f"No stored run has {missing}; that filter is off."))
     any_of = ["", *choices["protocol"]]
     top = st.columns(4)
-    protocol = top[0].selectbox("Protocol", any_of, key=f"{key}_protocol",
+    protocol = top[0].selectbox("Protocol", any_of, key=f"{key}_protocol", bind=bound,
                                 format_func=lambda p: history.protocol_title(p) if p else "any")
-    label = top[1].selectbox("Label", ["", *choices["label"]], key=f"{key}_label",
+    label = top[1].selectbox("Label", ["", *choices["label"]], key=f"{key}_label", bind=bound,
                              format_func=lambda v: v or "any")
-    tag = top[2].selectbox("Tag", ["", *choices["tag"]], key=f"{key}_tag",
+    tag = top[2].selectbox("Tag", ["", *choices["tag"]], key=f"{key}_tag", bind=bound,
                            format_func=lambda v: v or "any")
-    model = top[3].selectbox("Model", ["", *choices["model"]], key=f"{key}_model",
+    model = top[3].selectbox("Model", ["", *choices["model"]], key=f"{key}_model", bind=bound,
                              format_func=lambda v: v or "any")
     bottom = st.columns([1, 1.3, 2])
     status = bottom[0].selectbox("Status", ["", *choices["status"]], key=f"{key}_status",
-                                 format_func=lambda v: v or "any")
+                                 bind=bound, format_func=lambda v: v or "any")
     since, until = history.date_range(bottom[1].date_input(
         "Created between (UTC)", value=(), key=f"{key}_dates"))
-    search = bottom[2].text_input("Search question, label or run id", key=f"{key}_search")
+    search = bottom[2].text_input("Search question, label or run id", key=f"{key}_search",
+                                 bind=bound)
     return history.Filters(protocol or None, label or None, tag or None, model or None,
                             status or None, search or None, since, until)

@@ -12,7 +12,14 @@ import streamlit as st
 
 from engine import ConfigError
 from engine import experiments as ex
-from pages import _experiment_form, _experiment_results, _shared, _workers
+from pages import (
+    _baselines,
+    _experiment_form,
+    _experiment_results,
+    _over_time,
+    _shared,
+    _workers,
+)
 
 store = _shared.store()
 md = _shared.md
@@ -108,12 +115,15 @@ else:
                                                  help="runs the cells without a completed run"):
         try:
             _shared.tasks().start_experiment(experiment_id, endpoints=_shared.endpoints(),
-                                             actor=_shared.actor())
+                                             actor=_shared.actor(),
+                                             notify_url=_shared.settings()["notify_url"])
         except ConfigError as exc:
             st.error(md(exc))
         else:
             st.rerun()
 _workers.section(store, experiment_id)
+_baselines.section(store, experiment_id, state)
+_over_time.section(store, experiment_id)
 
 
 # ------------------------------------------------------------------ results

@@ -51,7 +51,7 @@ def drill_down(section: str, chart: insights.Chart, key: str, figure: Any) -> No
 
 
 with st.expander("Filters", expanded=False):
-    filters = _shared.filter_widgets(history.choices(store), "insights")
+    filters = _shared.filter_widgets(history.choices(store), "insights", bind=True)
 args = tuple(sorted((k, v) for k, v in vars(filters).items() if v not in (None, "")))
 stamp = store.fingerprint()
 summary = data.load_summary(store, store.url_safe, stamp, args)
@@ -61,7 +61,7 @@ if summary.empty:
 KIND_NAMES = {"real": "Real", "simulated": "Simulated", "both": "Both, side by side"}
 kind = st.segmented_control(
     "Runs", list(insights.KINDS), default=insights.default_kind(summary),
-    format_func=KIND_NAMES.get, key="insights-kind",
+    format_func=KIND_NAMES.get, key="insights-kind", bind="query-params",
     help="Simulated runs (any seat played by the offline simulated model) and real runs are "
          "never pooled: both side by side labels every simulated group \"(simulated)\".",
 ) or insights.default_kind(summary)
@@ -73,7 +73,7 @@ if hidden:
                f"*{KIND_NAMES['both']}* to see them.")
 VIEWS = {"sections": "Sections", "moved": "Who moved whom", "whatif": "What if"}  # issue 29
 view = st.segmented_control("View", list(VIEWS), default="sections", format_func=VIEWS.get,
-                            key="insights-view") or "sections"
+                            key="insights-view", bind="query-params") or "sections"
 if view != "sections":
     from pages import _influence, _whatif
     {"moved": _influence.render, "whatif": _whatif.render}[view](store, args, kind)
@@ -82,6 +82,7 @@ titles = insights.section_titles()
 chosen = st.pills(
     "Sections", list(titles), default=insights.default_sections(summary),
     selection_mode="multi", format_func=titles.get, key="insights-sections",
+    bind="query-params",
     help="Each section draws its own figures; open the ones you need (every protocol with "
          "runs has one).") or []
 only = tuple(key for key in titles if key in chosen)

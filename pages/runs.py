@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 from typing import Any
+from urllib.parse import quote
 
 import streamlit as st
 
@@ -139,11 +140,28 @@ def confirm_delete(run_id: str, key: str, turns: int | None = None, place: Any =
         st.rerun()
 
 
-def show_turn(run_id: str, entry: dict) -> None:
+def linked_turn() -> int | None:
+    """The turn the address names (`?run=ID&turn=N`: a reviewer's link to one call), or
+    None when it names none or not a whole number."""
+    raw = str(st.query_params.get("turn") or "")
+    return int(raw) if raw.isdigit() and len(raw) < 7 else None
+
+
+def show_turn(run_id: str, entry: dict, linked: bool = False) -> None:
     """One turn: its reply as read for the page (the start of a long one, the rest a click
-    away), its warnings, and its prompts, read when their expander is opened."""
-    with st.container(border=True):
+    away), its warnings, and its prompts, read when their expander is opened. The one the
+    address links to is marked, and the page scrolls to it; each has its own link
+    (`?run=ID&turn=N`)."""
+    with st.container(border=True, key=f"turn-{entry['index']}" if "index" in entry else None):
+        if linked:
+            st.html('<div id="parley-linked-turn"></div><script>document.getElementById('
+                    '"parley-linked-turn").scrollIntoView({block: "start"});</script>',
+                    unsafe_allow_javascript=True)
+            st.info(":material/link: The turn this link points to.")
         st.markdown(f"**{md(entry['heading'])}**")
+        if run_id and "index" in entry:
+            st.caption(f"[Link to this turn](runs?run={quote(run_id, safe='')}"
+                       f"&turn={int(entry['index'])})")
         parts = (entry["model"], entry["tokens"], entry["cost"], f"{entry['latency']:.2f} s",
                  entry["output"])
         st.caption(md(" · ".join(part for part in parts if part)))
@@ -314,8 +332,10 @@ def show_tabs(detail: history.RunDetail) -> None:
     """The run's result, transcript, timeline and configuration as tabs. Only the open tab is
     drawn (switching tabs reruns the page): a long transcript or the timeline figures cost the
     browser seconds that a reader of the result never needs."""
-    result, transcript, timing, config = st.tabs(list(DETAIL_TABS), key="runs_tab",
-                                                 on_change="rerun")
+    turn = linked_turn()
+    result, transcript, timing, config = st.tabs(
+        list(DETAIL_TABS), key="runs_tab", on_change="rerun", bind="query-params",
+        default="Transcript" if turn is not None else None)
     if result.open:
         with result:
             show_result(detail)
@@ -324,7 +344,7 @@ def show_tabs(detail: history.RunDetail) -> None:
             if not detail.transcript:
                 st.info("No turns were recorded.")
             for entry in detail.transcript:
-                show_turn(detail.run["id"], entry)
+                show_turn(str(detail.run["id"]), entry, entry.get("index") == turn)
     if timing.open:
         with timing:
             show_timing(detail)

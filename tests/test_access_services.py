@@ -157,7 +157,7 @@ def test_a_migration_numbered_below_one_applied_is_still_applied(store, monkeypa
 # ------------------------------------------------------------------ the pages
 GUARDED = {"start_run", "start_rerun", "start_experiment", "start_demo", "stop", "delete",
            "create", "submit", "remove_demo", "save_entry", "duplicate_entry", "delete_entry",
-           "restore_builtins", "import_yaml", "save_config"}
+           "restore_builtins", "import_yaml", "save_config", "approve"}
 STORE_WRITES = {"delete", "import_runs", "put_library", "delete_library", "start_run",
                 "stop_run"}
 

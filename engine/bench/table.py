@@ -193,6 +193,7 @@ def _sections(quick: bool = False, base_url: str | None = None, db_url: str | No
                                   runs=200 if quick else 2000)),
         ("worker-overhead", lambda: _call(bench + "workers", "bench_worker_overhead", db_url,
                                           repeats=3 if quick else 5)),
+        ("otel", lambda: _call(bench + "otel", "bench_otel", runs=20 if quick else 200)),
     ]
 
 

@@ -24,6 +24,7 @@ class Handlers:
 
 _EXPERIMENTS = Handlers("engine.cli.experiments")
 _WORKERS = Handlers("engine.cli.workers")
+_GATE = Handlers("engine.cli.gate")
 
 
 def add_pool_flags(command: Any) -> None:
@@ -37,7 +38,8 @@ def add_pool_flags(command: Any) -> None:
 
 
 def add_experiments(sub: Any) -> None:
-    """Add `experiment run | resume | show | list` to the CLI's sub-commands."""
+    """Add `experiment run | resume | show | list | stop | approve` to the CLI's
+    sub-commands."""
     parser = sub.add_parser("experiment", help="question set x configurations x repeats")
     inner = parser.add_subparsers(dest="experiment_command", required=True,
                                   parser_class=type(parser))
@@ -80,9 +82,12 @@ def add_experiments(sub: Any) -> None:
     listing = inner.add_parser("list", help="list experiments")
     stop = inner.add_parser("stop", help="stop an experiment the pool of workers runs")
     stop.add_argument("experiment_id")
+    approve = inner.add_parser("approve", help="make an experiment the approved baseline of "
+                                               "its name (the gate compares with it)")
+    approve.add_argument("experiment_id")
     for command, handler in ((run, _EXPERIMENTS.cmd_run), (resume, _EXPERIMENTS.cmd_resume),
                              (show, _EXPERIMENTS.cmd_show), (listing, _EXPERIMENTS.cmd_list),
-                             (stop, _WORKERS.cmd_stop)):
+                             (stop, _WORKERS.cmd_stop), (approve, _GATE.cmd_approve)):
         command.add_argument("--db", help="database URL (default PARLEY_DB_URL or "
                                           "data/parley.db)")
         command.set_defaults(handler=handler)

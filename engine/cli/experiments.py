@@ -28,7 +28,7 @@ from engine.protocols.baselines import achieved_tokens
 from engine.questions import files as qsets
 from engine.questions.sets import load_bundled
 from engine.reports.experiments import Report, compare, report, to_csv
-from engine.store.experiments import Progress, list_experiments
+from engine.store.experiments import Progress, list_experiments, set_unchanged
 from engine.store.workers import require_postgres
 from engine.text import terminal_safe
 from engine.views.aggregate import SIMULATED_SUFFIX
@@ -301,6 +301,7 @@ def cmd_resume(args: Any) -> int:
     from engine.experiments.budget import set_budget
     from engine.store import Store
     store = Store(args.db)
+    set_unchanged(store, args.experiment_id)  # before a new budget or the pool hears of it
     if args.budget_usd is not None:
         set_budget(store, args.experiment_id, args.budget_usd)
         _say(f"experiment {args.experiment_id}: budget ${args.budget_usd:,.4f}")
@@ -325,6 +326,8 @@ def cmd_show(args: Any) -> int:
              " (simulated and real runs, kept apart)" if simulated.any() else "")
           + (f"; started by {experiment['started_by']}" if experiment.get("started_by")
              else ""))
+    _say(f"question set {experiment['spec'].get('source', '')}, version "
+         f"{experiment.get('set_version') or 'unknown'}")
     if state.error:
         _say(f"note: {state.error}")
     for config in experiment["spec"]["configs"]:  # the call policy its runs and resume use
@@ -361,7 +364,8 @@ def cmd_show(args: Any) -> int:
             from engine.reports.positions import positions, positions_text
             _say(positions_text(positions(store, args.experiment_id, result.runs, spec)))
     if args.csv:
-        Path(args.csv).write_text(to_csv(result.runs), encoding="utf-8")
+        Path(args.csv).write_text(to_csv(result.runs, experiment.get("set_version") or ""),
+                                  encoding="utf-8")
         _say(f"wrote {len(result.runs)} runs to {args.csv}")
     return 0
 

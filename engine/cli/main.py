@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from engine.access import cli_user
-from engine.cli import commands, fork, runflags, sets, share
+from engine.cli import commands, fork, gate, runflags, sets, share
 from engine.models import ConfigError
 from engine.redaction import redact_log_records
 from engine.text import csv_cell, terminal_safe
@@ -131,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     share.add_cli(sub)
     fork.add_cli(sub)
     commands.add_workers(sub)
+    gate.add_cli(sub)
     return parser
 
 

@@ -70,6 +70,7 @@ from engine.reports.reliability import (
     picked_bin,
     reliability_figure,
 )
+from engine.store.approvals import approve, baseline_of, history
 from engine.store.experiments import (
     Progress,
     duration_text,
@@ -88,5 +89,5 @@ __all__ = [
     "RUN_COLUMNS", "RUNS_PAGE", "SIGNALS", "SUMMARY_COLUMNS", "SUMMARY_GROUPS", "Report",
     "accuracy_figure", "calibration", "compare", "drill", "question_scores", "question_table",
     "reliability_figure", "report", "runs_frame", "summary", "to_csv", "Bin", "in_bin",
-    "picked_bin", "CALIBRATION",
+    "picked_bin", "CALIBRATION", "approve", "baseline_of", "history",
 ]

@@ -12,11 +12,20 @@ from typing import Any
 
 from engine.cells import Cell
 from engine.experiments.budget import Gate, estimates_of
+from engine.experiments.notices import notify_ended
 from engine.experiments.planning import Plan, plan_of
 from engine.llm.runmodels import close_shared, open_shared
 from engine.models import ConfigError, RunStopped, now
 from engine.store import Store
-from engine.store.experiments import Progress, cell_runs, claim, row, set_values, supersede
+from engine.store.experiments import (
+    Progress,
+    cell_runs,
+    claim,
+    row,
+    set_unchanged,
+    set_values,
+    supersede,
+)
 
 HEARTBEAT_EVERY = 5.0  # seconds between heartbeats of a running experiment's row
 
@@ -30,6 +39,7 @@ def _claim(store: Store, experiment_id: str, started_by: str) -> dict[str, Any]:
     with _LOCK:
         if experiment_id in _RUNNING:
             raise ConfigError(f"experiment {experiment_id} is already running here", "input")
+    set_unchanged(store, experiment_id)
     found = claim(store, experiment_id, started_by)
     with _LOCK:
         if experiment_id in _RUNNING:
@@ -106,7 +116,7 @@ async def arun_experiment(store: Store, experiment_id: str, *,  # noqa: PLR0915
                           on_progress: Callable[[Progress], Any] | None = None,
                           batched: bool = True, endpoints: Any = None,
                           on_turn: Callable[[Any], Any] | None = None,
-                          started_by: str = "") -> Progress:
+                          started_by: str = "", notify_url: str | None = None) -> Progress:
     """Run (or resume) an experiment: every cell without a completed run, `concurrency` runs
     at a time in this event loop. Ends `completed`, `stopped` (stop_event, or its
     `budget_usd` spent or a cost it cannot count: the error then starts "budget:" and gives
@@ -119,7 +129,8 @@ async def arun_experiment(store: Store, experiment_id: str, *,  # noqa: PLR0915
     Runs are written with group commit (`Store.batched()`), or one transaction per turn
     when `batched` is False. `endpoints` is the `EndpointRegistry` models resolve under
     (None: the environment's); `on_turn` hears every finished turn of every run. The
-    store's reaper runs while the experiment does.
+    store's reaper runs while the experiment does. When it ends, a notice is POSTed to
+    `notify_url` (default the environment's `PARLEY_NOTIFY_URL`; `engine.llm.notify`).
     """
     stop_event = stop_event or threading.Event()
     open_shared()  # a seat spec resolved once for every run of this start (engine.llm.runmodels)
@@ -207,6 +218,7 @@ async def arun_experiment(store: Store, experiment_id: str, *,  # noqa: PLR0915
             _RUNNING.discard(experiment_id)
         set_values(store, experiment_id, status=status, error=error[:2000],
                    finished_at=now(), heartbeat_at=now())
+        await asyncio.to_thread(notify_ended, store, experiment_id, notify_url)
     state.status, state.error = status, error
     report()
     return state

@@ -26,10 +26,11 @@ from typing import Any, Generic, TypeVar
 from engine import catalog
 from engine.analysis.rounds_dynamics import votes
 from engine.config import RunConfig, RunOptions, SeatSpec
+from engine.llm import otel
 from engine.llm.calls import RunContext
 from engine.llm.runmodels import open_run
 from engine.llm.transport import releasing
-from engine.models import RunResult, RunStopped, Seat, Signals, Turn
+from engine.models import RunResult, RunStopped, Seat, Signals, Turn, now, total_cost
 from engine.protocols.templates import Template, check_prompts
 from engine.store import StoreWriteError
 
@@ -231,6 +232,10 @@ async def execute(protocol: str, question: str, templates: Mapping[str, Template
                      variant=world_variant(run.tags), store=store, **kept_turns(run))
     expected = run.expected
     run_id = run.run_id
+    began = now()
+
+    def traced(status: str) -> None:
+        _trace(protocol, run_id, ctx.turns, status, began, run)
     if store is not None:
         if run_id is None:
             config = run.config or describe_config(protocol, seats, options, prompts)
@@ -246,19 +251,23 @@ async def execute(protocol: str, question: str, templates: Mapping[str, Template
     except RunStopped as exc:
         if store is not None:
             store.end_run(run_id, "interrupted", str(exc))
+        traced("interrupted")
         raise
     except (KeyboardInterrupt, asyncio.CancelledError) as exc:  # Ctrl-C, SIGTERM, a cancel
         if store is not None:
             store.end_run(run_id, "interrupted", INTERRUPTED if isinstance(
                 exc, KeyboardInterrupt) or not str(exc) else f"{INTERRUPTED}: {exc}")
+        traced("interrupted")
         raise
     except StoreWriteError as exc:  # the end waits in the store until it can be written
         if store is not None:
             store.end_run(run_id, "failed", str(exc))
+        traced("failed")
         raise
     except BaseException as exc:  # a bug or a crash: keep what was recorded, never `running`
         if store is not None:
             store.end_run(run_id, "failed", f"{type(exc).__name__}: {exc}")
+        traced("failed")
         raise
     result.protocol = protocol
     result.turns = ctx.turns
@@ -269,16 +278,36 @@ async def execute(protocol: str, question: str, templates: Mapping[str, Template
         result.expected = str(expected)
         answer = result.final_answer()
         result.correct = None if answer is None else bool(answers_match(answer, result.expected))
-    if store is not None:
-        spec = catalog.entry(protocol)
-        error, lost = spec.assess(result)
-        try:
-            store.finish_run(run_id, result, {**spec.metrics(result), **fork_metrics(run)},
-                             error=error, lost=lost)
-        except StoreWriteError as exc:
-            store.end_run(run_id, "failed", str(exc))
-            raise
+    error = _finish(store, run_id, result, run, began)
+    traced("failed" if error else "completed")
     return result
+
+
+def _finish(store: Any, run_id: str | None, result: RunResult, run: RunOptions, began: Any
+            ) -> str:
+    """Store the ended run with its metrics and assessment (when there is a store); returns
+    its error ("" when it did not fail)."""
+    if store is None:
+        return no_call_succeeded(result.turns)
+    spec = catalog.entry(result.protocol)
+    error, lost = spec.assess(result)
+    try:
+        store.finish_run(run_id, result, {**spec.metrics(result), **fork_metrics(run)},
+                         error=error, lost=lost)
+    except StoreWriteError as exc:
+        store.end_run(run_id, "failed", str(exc))
+        _trace(result.protocol, run_id, result.turns, "failed", began, run)
+        raise
+    return error
+
+
+def _trace(protocol: str, run_id: str | None, turns: list[Turn], status: str, began: Any,
+           run: RunOptions) -> None:
+    """The ended run as an OpenTelemetry trace, when an OTLP endpoint is set (`otel`)."""
+    if otel.enabled():
+        otel.export_run(protocol, run_id, turns, status, started=began, finished=now(),
+                        cost_usd=total_cost(turns), label=run.label,
+                        experiment_id=run.experiment_id)
 
 
 def kept_turns(run: RunOptions) -> dict[str, Any]:

@@ -433,9 +433,13 @@ def drill(frame: pd.DataFrame, label: str | None = None, q: int | None = None) -
                  "cost_usd", "seconds"]].reset_index(drop=True)
 
 
-def to_csv(frame: pd.DataFrame) -> str:
+def to_csv(frame: pd.DataFrame, set_version: str | None = None) -> str:
     """A results frame (the runs, or the summary) as CSV; a text cell that a spreadsheet
-    would run as a formula (`=`, `+`, `-`, `@` first) is written as text (`csv_cell`)."""
+    would run as a formula (`=`, `+`, `-`, `@` first) is written as text (`csv_cell`).
+    Given the experiment's `set_version`, every line carries it (a last column), so a file
+    says which version of the question set its numbers are over."""
+    if set_version is not None:
+        frame = frame.assign(set_version=set_version)
     return frame.map(csv_cell).to_csv(index=False)
 
 

@@ -312,7 +312,8 @@ def _turn_entry(turn: Mapping[str, Any]) -> dict[str, Any]:
     heading = (f"#{turn.get('idx', 0)} {turn.get('seat', '')} · {turn.get('phase', '')} · "
                f"round {turn.get('round', 0)} · {turn.get('status', '')}")
     reply, messages = turn.get("reply") or "", turn.get("messages")
-    return {"heading": heading, "idx": turn.get("idx", 0), "seat": turn.get("seat", ""),
+    return {"heading": heading, "idx": turn.get("idx", 0), "index": int(turn.get("idx") or 0),
+            "seat": turn.get("seat", ""),
             "phase": turn.get("phase", ""), "round": turn.get("round", 0),
             "status": turn.get("status", ""), "reply": reply,
             # the reply's whole length: more than `reply` holds when read for a page

@@ -195,7 +195,9 @@ def experiment_html(report: Any, figures: Sequence[tuple[str, Any]] = (),
     done = report.progress
     parts = [f'<p class="caption">{text(spec.get("source", ""))} · '
              f'{len(spec["questions"])} questions × {len(spec["configs"])} configurations × '
-             f'{spec["repeats"]} repeats · status {text(experiment.get("status", ""))} · '
+             f'{spec["repeats"]} repeats · question set version '
+             f'{text(experiment.get("set_version") or "unknown")} · '
+             f'status {text(experiment.get("status", ""))} · '
              f'{done.done}/{done.total} cells done</p>',
              f'<p class="caption">Runs shown: {text(report.kind)}'
              + (f" ({report.hidden} runs of the other kind left out)" if report.hidden else "")

@@ -126,11 +126,12 @@ class TaskRunner:
                               actor=actor, **rerun_options(run))
 
     def start_experiment(self, experiment_id: str, endpoints: EndpointRegistry | None = None,
-                         actor: Actor = LOCAL) -> str:
+                         actor: Actor = LOCAL, notify_url: str | None = None) -> str:
         """Run (or resume) an experiment; returns its id once its row says `running`, started
         by `actor.user` (the row and every run this start makes record it). Starting one this
         runner is running already changes nothing; one running elsewhere is a
-        `ConfigError`."""
+        `ConfigError`. Its end is notified to `notify_url` (default the environment's
+        `PARLEY_NOTIFY_URL`)."""
         require(actor, "run experiments")
         with self._lock:
             current = self._tasks.get(experiment_id)
@@ -144,7 +145,7 @@ class TaskRunner:
         self._add(task)
         self._submit(task, arun_experiment(self.store, experiment_id,
                                            stop_event=task.stop_event, endpoints=endpoints,
-                                           started_by=actor.user))
+                                           started_by=actor.user, notify_url=notify_url))
         return experiment_id
 
     def start_demo(self, actor: Actor = LOCAL) -> str:

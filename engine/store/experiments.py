@@ -22,18 +22,20 @@ from engine.store.records import error_text, experiment_item, starter
 from engine.store.schema import ExperimentRow, RunRow, TurnRow
 from engine.store.statements import EXPERIMENTS
 from engine.store.store import Store
+from engine.store.versions import set_changes, set_version
 
 
 def add_experiment(store: Store, name: str, spec: Mapping[str, Any], total: int) -> str:
-    """Store a checked experiment (its name, its spec and its planned runs) as `planned`;
-    returns its id. `engine.experiments.create` plans a spec first."""
+    """Store a checked experiment (its name, its spec and its planned runs) as `planned`,
+    with the version of its question set (`set_version`); returns its id.
+    `engine.experiments.create` plans a spec first."""
     item = experiment_item(name, spec)  # the store's one schema
     experiment_id = uuid4().hex[:12]
     with store.writing() as connection:
         connection.execute(EXPERIMENTS.insert().values(
             id=experiment_id, name=item.name, status="planned",
             spec=json.dumps(item.spec, ensure_ascii=False), total=total,
-            created_at=now()))
+            set_version=set_version(item.spec.get("questions") or []), created_at=now()))
     return experiment_id
 
 
@@ -139,6 +141,47 @@ def list_experiments(store: Store) -> pd.DataFrame:
                           "started by": r["started_by"] or ""} for r in rows],
                         columns=["id", "name", "status", "done", "runs", "created",
                                  "started by"])
+
+
+def asked_questions(store: Store, experiment_id: str) -> dict[int, dict[str, Any]]:
+    """The question (and expected answer) each question index of the experiment was asked
+    as, read off its runs (the first run of the index; a light query: no results)."""
+    with store.engine.connect() as connection:
+        found = connection.execute(select(RunRow.tags, RunRow.question, RunRow.expected)
+                                   .where(RunRow.experiment_id == experiment_id)
+                                   .order_by(RunRow.created_at, RunRow.id)).all()
+    qs, _cs, _rs, _old = tag_cells([tags for tags, _, _ in found])
+    out: dict[int, dict[str, Any]] = {}
+    for q, (_, question, expected) in zip(qs, found, strict=True):
+        if q >= 0 and q not in out:
+            out[q] = {"question": question, "expected": expected}
+    return out
+
+
+def set_unchanged(store: Store, experiment_id: str) -> None:
+    """Refuse (`ConfigError`) an experiment whose spec's questions no longer hash to the
+    `set_version` it was stored with, naming each added, removed or edited question (read
+    against what its runs were asked): a resume would otherwise mix the answers of two sets
+    in one table. An experiment stored with no version (unreadable) is not checked."""
+    found = row(store, experiment_id)
+    questions = found["spec"].get("questions")
+    questions = questions if isinstance(questions, list) else []
+    stored, now_version = found.get("set_version") or "", set_version(questions)
+    if not stored or stored == now_version:
+        return
+    asked = asked_questions(store, experiment_id)
+    configs, repeats = found["spec"].get("configs"), found["spec"].get("repeats")
+    count = (found["total"] // (len(configs) * repeats)
+             if isinstance(configs, list) and configs and isinstance(repeats, int)
+             and repeats > 0 else None)
+    changes = set_changes(asked, questions, count)
+    if not changes:
+        unasked = [str(q + 1) for q in range(len(questions)) if q not in asked]
+        changes = [f"one of the questions not yet run ({', '.join(unasked) or 'none'}) "
+                   "changed"]
+    raise ConfigError(f"experiment {experiment_id}'s question set changed since it was "
+                      f"stored (version {stored}, now {now_version}): " + "; ".join(changes)
+                      + "; start a new experiment for the new set", "input")
 
 
 # --------------------------------------------------------------------------- progress

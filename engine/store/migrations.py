@@ -47,6 +47,11 @@ reply is cut from it (`engine.llm.sizes`); turns stored before it were stored wh
 
 `0021_endpoint_support`: the table of what each endpoint's server supports (structured output
 mode, grammar), learned once for every process (`engine.store.support`).
+
+`0022_set_version`: experiments gain `set_version`, the version of their question set
+(`engine.store.versions`), computed for older experiments from the questions their spec holds
+("" when the spec cannot be read); and the `approvals` table of approved baselines
+(`engine.store.approvals`), which gates compare with.
 """
 from __future__ import annotations
 
@@ -73,6 +78,7 @@ from engine.store.schema import (
 )
 from engine.store.search_index import bound_index, create_index
 from engine.store.simulated import simulation
+from engine.store.versions import set_version as version_of
 
 _SEAT_KEYS = ("name", "model", "persona", "persona_name", "role", "temperature", "icon")
 
@@ -349,6 +355,26 @@ def reply_bytes(connection: Connection) -> None:
         connection.execute(text("ALTER TABLE turns ADD COLUMN reply_bytes INTEGER"))
 
 
+def set_version(connection: Connection) -> None:
+    """Migration 0022: the `approvals` table, and experiments gain `set_version` (a new
+    database has it from `0003`), computed for each stored experiment from the questions of
+    its spec; one whose spec cannot be read keeps "" (not known)."""
+    Base.metadata.create_all(connection, tables=[Base.metadata.tables["approvals"]])
+    if "set_version" not in {c["name"] for c in inspect(connection).get_columns("experiments")}:
+        connection.execute(text("ALTER TABLE experiments ADD COLUMN set_version VARCHAR(16) "
+                                "NOT NULL DEFAULT ''"))
+    table = statements.EXPERIMENTS
+    for experiment_id, raw in connection.execute(select(table.c.id, table.c.spec).where(
+            table.c.set_version == "")).all():
+        try:
+            spec = json.loads(raw) if raw else None
+        except (TypeError, ValueError):
+            continue  # an unreadable spec stays as it is (reads show it as unreadable)
+        if isinstance(spec, dict) and isinstance(spec.get("questions"), list):
+            connection.execute(update(table).where(table.c.id == experiment_id).values(
+                set_version=version_of(spec["questions"])))
+
+
 # --------------------------------------------------------------------------- the list
 def _create(tables: Sequence[str]):
     def apply(connection) -> None:
@@ -385,6 +411,7 @@ MIGRATIONS: list[tuple[str, Any]] = [
     ("0019_reply_bytes", _data("reply_bytes")),
     ("0020_search_bounded_tighter", _data("search_bounded")),
     ("0021_endpoint_support", _create(["endpoint_support"])),
+    ("0022_set_version", _data("set_version")),
 ]
 
 

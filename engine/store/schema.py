@@ -173,10 +173,27 @@ class ExperimentRow(Base):
     # Who started (or last resumed) it, as a run's `started_by`; each of its runs records the
     # name its start had. Migration 0017 adds it to older databases ("": not recorded).
     started_by: Mapped[str] = mapped_column(String(200), default="", server_default="")
+    # The version of its question set (`engine.store.versions.set_version`); migration
+    # 0018 adds it to older databases, computed from each experiment's stored questions.
+    set_version: Mapped[str] = mapped_column(String(16), default="", server_default="")
     created_at: Mapped[datetime] = mapped_column(Moment, index=True)
     started_at: Mapped[datetime | None] = mapped_column(Moment, nullable=True)
     heartbeat_at: Mapped[datetime | None] = mapped_column(Moment, nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(Moment, nullable=True)
+
+
+class ApprovalRow(Base):
+    """An approved baseline: the experiment a person approved as the one its name's later
+    experiments are gated against (`engine.store.approvals`). The newest approval of a name
+    is its baseline; earlier ones stay as its history."""
+
+    __tablename__ = "approvals"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(200), index=True)
+    experiment_id: Mapped[str] = mapped_column(
+        ForeignKey("experiments.id", ondelete="CASCADE"), index=True)
+    approved_by: Mapped[str] = mapped_column(String(200), default="")
+    approved_at: Mapped[datetime] = mapped_column(Moment, index=True)
 
 
 class FacetRow(Base):

@@ -29,12 +29,13 @@ from procrastinate.manager import JobManager
 from procrastinate.schema import SchemaManager
 
 from engine.experiments import budget as budgets
+from engine.experiments.notices import notify_ended
 from engine.experiments.planning import Plan, plan_of
 from engine.experiments.runner import arun_cell, pending_cells
 from engine.models import ConfigError, now
 from engine.store import Store
 from engine.store import workers as pool_store
-from engine.store.experiments import experiment_spent, get, row, set_values
+from engine.store.experiments import experiment_spent, get, row, set_unchanged, set_values
 from engine.store.workers import PoisonJob
 
 log = logging.getLogger("parley.worker")
@@ -552,6 +553,7 @@ def settle(store: Store, experiment_id: str, mine: int | None = None,
         status = "incomplete" if left else "completed"
         set_values(store, experiment_id, status=status, error="; ".join(notes),
                    finished_at=now(), heartbeat_at=now())
+    notify_ended(store, experiment_id)  # the environment's PARLEY_NOTIFY_URL, if any
     return status
 
 
@@ -564,6 +566,7 @@ def submit(store: Store, experiment_id: str, app: procrastinate.App | None = Non
     pool_store.require_postgres(store)
     ensure_schema(store)
     app = app or app_for(store)
+    set_unchanged(store, experiment_id)
     experiment: Plan = plan_of(get(store, experiment_id)["spec"])
     # Under the experiment's lock, so that no worker settles it between the claim and the
     # jobs' arrival (it would find it running with nothing queued).
@@ -604,6 +607,7 @@ async def astop(app: procrastinate.App, store: Store, experiment_id: str, *,
     for job in jobs:  # a job a worker took meanwhile skips the stopped experiment itself
         count += await app.job_manager.cancel_job_by_id_async(
             job["id"], abort=job["status"] == "doing")
+    await asyncio.to_thread(notify_ended, store, experiment_id)
     return count
 
 

@@ -1,0 +1,72 @@
+"""The cost of OpenTelemetry export: simulated runs with `OTEL_EXPORTER_OTLP_ENDPOINT` unset
+(what every run pays: one lookup of the environment, no exporter imported) and with the
+export on, to a receiver on loopback that accepts and discards each batch."""
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Row = dict[str, Any]
+CONFIG = {"protocol": "society", "model": "simulated", "options": {"rounds": 2}}
+
+
+def _row(name: str, value: float, unit: str, target: str = "", note: str = "") -> Row:
+    return {"name": name, "value": value, "unit": unit, "target": target, "note": note}
+
+
+class _Discard(BaseHTTPRequestHandler):
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.rfile.read(int(self.headers.get("Content-Length", 0) or 0))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+
+def _median_ms(runs: int) -> float:
+    from engine.protocols import arun_config
+    walls = []
+    for i in range(runs):
+        start = time.perf_counter()
+        asyncio.run(arun_config(CONFIG, f"Question {i}: should we adopt the plan?"))
+        walls.append(time.perf_counter() - start)
+    return statistics.median(walls) * 1000
+
+
+def bench_otel(runs: int = 200) -> list[Row]:
+    """Median wall time of a simulated society run (6 calls) with export off and on, and
+    how many exporter modules the runs with it off imported."""
+    from engine.llm import otel
+    saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("OTEL_")}
+    try:
+        off = _median_ms(runs)
+        imported = sum(1 for m in sys.modules if m.startswith("opentelemetry.exporter"))
+        server = ThreadingHTTPServer(("127.0.0.1", 0), _Discard)
+        thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+        thread.start()
+        os.environ[otel.ENDPOINT_ENV] = f"http://127.0.0.1:{server.server_address[1]}"
+        try:
+            on = _median_ms(runs)
+            otel.flush()
+        finally:
+            server.shutdown()
+            server.server_close()
+            os.environ.pop(otel.ENDPOINT_ENV, None)
+    finally:
+        os.environ.update(saved)
+    return [
+        _row(f"simulated society run (6 calls), OpenTelemetry unset: median of {runs}",
+             round(off, 2), "ms"),
+        _row("exporter modules imported with the variable unset", imported, "", "0"),
+        _row(f"the same run exported to a loopback OTLP/HTTP receiver: median of {runs}",
+             round(on, 2), "ms"),
+        _row("exported / unset", round(on / off, 3), "x"),
+    ]
