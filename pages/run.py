@@ -21,6 +21,10 @@ store, tasks = _shared.store(), _shared.tasks()
 endpoints = _shared.endpoints()  # every check and start below resolves models under it
 md = _shared.md
 NONE = ""
+ROLE_HELP = ("The role's description (Personas & roles) reaches the model: this seat's system "
+             "prompt gains the line \"Your role: …\". None: the protocol's own prompts only.")
+ROLE_HELP_SAID = ("The role's description (Personas & roles) is what this protocol's system "
+                  "prompt says this seat's role is.")
 
 
 # ------------------------------------------------------------------ state
@@ -184,7 +188,8 @@ def seat_rows(slot, choices: list[dict], protocol: str, personas: list[str],
             key=field(f"{row}-persona", start["persona"]), label_visibility=labels)
         role = role_col.selectbox("Role", role_options, format_func=lambda r: r or "(none)",
                                   key=field(f"{row}-role", start["role"]),
-                                  label_visibility=labels)
+                                  label_visibility=labels, help=ROLE_HELP_SAID
+                                  if slot.role_in_template else ROLE_HELP)
         model = model_col.text_input("Model", placeholder="default model", help=SPEC_HELP,
                                      key=field(f"{row}-model", start["model"]),
                                      label_visibility=labels)

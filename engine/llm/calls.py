@@ -11,7 +11,7 @@ import contextvars
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
@@ -137,7 +137,9 @@ class RunContext:
                  concurrency: int | None = None, backoff: float = 0.5,
                  stop_event: threading.Event | None = None, endpoints: Any = None,
                  expected: str | None = None, variant: str = "", store: Any = None,
-                 kept: Sequence[Turn] = (), kept_from: str = ""):
+                 kept: Sequence[Turn] = (), kept_from: str = "",
+                 role_library: Mapping[str, str] | None = None,
+                 role_lines: Mapping[str, str] | None = None):
         self.protocol = protocol
         self.on_event = on_event
         self.recorder = recorder
@@ -155,6 +157,11 @@ class RunContext:
         self.expected = str(expected).strip() if expected is not None and \
             str(expected).strip() else None
         self.variant = variant
+        # Roles (`engine.protocols.roles`): the library's own descriptions by folded name,
+        # for templates that carry a role, and the `Your role: ...` line a seat's system
+        # prompt gains, by seat name (only seats whose role is set have one).
+        self.role_library: dict[str, str] = dict(role_library or {})
+        self.role_lines: dict[str, str] = dict(role_lines or {})
         self.turns: list[Turn] = []
         self._semaphore: asyncio.Semaphore | None = None
         self._models: dict[int, Any] = {}
@@ -205,6 +212,16 @@ class RunContext:
             "expected": self.expected, "variant": self.variant})
         return {"metadata": {"parley_task": filled.model_dump()}}
 
+    def with_system(self, seat: Seat, messages: list[dict[str, str]]) -> list[dict[str, str]]:
+        """`messages` led by the seat's system prompt (its persona, then its role's line),
+        unless the protocol wrote a system message of its own."""
+        full = list(messages)
+        system = "\n\n".join(part for part in (seat.persona, self.role_lines.get(seat.name))
+                             if part)
+        if system and not any(m["role"] == "system" for m in full):
+            full.insert(0, {"role": "system", "content": system})
+        return full
+
     async def call(self, seat: Seat, messages: list[dict[str, str]], *, phase: str,
                    round: int = 0, parse: Callable[[str], tuple[dict, list[str]]] | None = None,
                    task: Task | None = None,
@@ -220,9 +237,7 @@ class RunContext:
         kept = self._kept.get((seat.name, phase, round))
         if kept:
             return self._replay(kept.pop(0), parse)
-        full = list(messages)
-        if seat.persona and not any(m["role"] == "system" for m in full):
-            full.insert(0, {"role": "system", "content": seat.persona})
+        full = self.with_system(seat, messages)
         model = self.model_for(seat) if output is None else output.wrap(self.model_for(seat))
         started = now()
         clock = time.perf_counter()

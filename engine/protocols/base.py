@@ -28,6 +28,7 @@ from engine.analysis.rounds_dynamics import votes
 from engine.config import RunConfig, RunOptions, SeatSpec
 from engine.llm.calls import RunContext
 from engine.models import RunResult, RunStopped, Seat, Signals, Turn
+from engine.protocols.roles import role_lines, set_roles, stored_library
 from engine.protocols.templates import Template, check_prompts
 from engine.store import StoreWriteError
 
@@ -47,6 +48,9 @@ class Slot:
     defaults: tuple[dict[str, str], ...] = ()
     help: str = ""
     role: str = ""  # the role a seat here plays when its configuration names none
+    # True when the protocol's own templates say this slot's roles (a roundtable agent's
+    # system prompt); otherwise a seat whose role is set gains a `Your role: ...` line
+    role_in_template: bool = False
 
 
 @dataclass(frozen=True)
@@ -226,7 +230,8 @@ async def execute(protocol: str, question: str, templates: Mapping[str, Template
                      timeout=run.timeout_per_call, retries=run.retries,
                      concurrency=run.concurrency, stop_event=run.stop_event,
                      endpoints=run.endpoints, expected=run.expected,
-                     variant=world_variant(run.tags), store=store, **kept_turns(run))
+                     variant=world_variant(run.tags), store=store, **kept_turns(run),
+                     **seat_roles(protocol, seats, store))
     expected = run.expected
     run_id = run.run_id
     if store is not None:
@@ -277,6 +282,25 @@ async def execute(protocol: str, question: str, templates: Mapping[str, Template
             store.end_run(run_id, "failed", str(exc))
             raise
     return result
+
+
+def seat_roles(protocol: str, seats: Mapping[str, Seat | list[Seat] | None], store: Any
+               ) -> dict[str, Any]:
+    """The run context's arguments for the seats' roles (`engine.protocols.roles`): the
+    library's own role descriptions (read only when a seat's role is set) and the
+    `Your role: ...` line of each seat whose role is set, where its slot's templates do not
+    say the role themselves."""
+    slots = {slot.name: slot for slot in getattr(catalog.entry(protocol), "slots", ())}
+    given = [(seat, slots.get(name)) for name, value in seats.items()
+             for seat in (value if isinstance(value, (list, tuple)) else [value])
+             if isinstance(seat, Seat)]
+    chosen = set_roles((seat, slot.role if slot else "") for seat, slot in given)
+    if not chosen:
+        return {}
+    library = stored_library(store)
+    lined = [seat for seat, slot in given
+             if seat in chosen and not (slot and slot.role_in_template)]
+    return {"role_library": library, "role_lines": role_lines(lined, library)}
 
 
 def kept_turns(run: RunOptions) -> dict[str, Any]:
