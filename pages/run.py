@@ -172,8 +172,8 @@ def seat_rows(slot, choices: list[dict], protocol: str, personas: list[str],
     chosen = []
     for number in range(int(count)):
         start = choices[number] if number < len(choices) else {
-            "name": f"{slot.name}-{number + 1}", "persona": NONE, "role": NONE, "model": "",
-            "persona_text": ""}
+            "name": "", "default_name": f"{slot.name} {number + 1}", "persona": NONE,
+            "role": NONE, "model": "", "persona_text": ""}
         persona_options = [NONE, *personas] + (
             [start["persona"]] if start["persona"] and start["persona"] not in personas else [])
         role_options = [NONE, *roles] + (
@@ -181,8 +181,10 @@ def seat_rows(slot, choices: list[dict], protocol: str, personas: list[str],
         name_col, persona_col, role_col, model_col = st.columns([2, 2, 3, 2])
         row = f"{base}-{number}"
         labels = "visible" if number == 0 else "collapsed"  # one header row per slot
-        name = name_col.text_input("Seat name", key=field(f"{row}-name", start["name"]),
-                                   label_visibility=labels)
+        name = name_col.text_input(
+            "Seat name", key=field(f"{row}-name", start["name"]), label_visibility=labels,
+            placeholder=f"the persona's, else {start.get('default_name') or slot.name}",
+            help="Empty: the seat is named after its persona (tallies and Insights name it so).")
         persona = persona_col.selectbox(
             "Persona", persona_options, format_func=lambda p: p or "(none)",
             key=field(f"{row}-persona", start["persona"]), label_visibility=labels)
@@ -193,7 +195,8 @@ def seat_rows(slot, choices: list[dict], protocol: str, personas: list[str],
         model = model_col.text_input("Model", placeholder="default model", help=SPEC_HELP,
                                      key=field(f"{row}-model", start["model"]),
                                      label_visibility=labels)
-        chosen.append({"name": name, "persona": persona, "role": role, "model": model,
+        chosen.append({"name": name, "default_name": start.get("default_name", ""),
+                       "persona": persona, "role": role, "model": model,
                        "persona_text": start.get("persona_text", ""),
                        "temperature": start.get("temperature")})
         if start.get("temperature") is not None:
@@ -280,8 +283,11 @@ def configure() -> None:  # noqa: C901, PLR0912, PLR0915
                       else str(given.get(option.name, option.default) or ""))
             with column:
                 if option.choices:  # only its listed values (and, where it takes one, a seat)
-                    seats = [s["name"] for chosen in choices.values() for s in chosen
-                             if option.or_seat and s["name"]]
+                    seats = [runform.seat_name(slot_name, name=s["name"],
+                                               persona=s["persona"],
+                                               default_name=s["default_name"])
+                             for slot_name, chosen in choices.items() for s in chosen
+                             if option.or_seat]
                     value = st.selectbox(option.name, list(dict.fromkeys(
                         [*option.choices, *seats, st.session_state[k]])), key=k,
                         format_func=lambda c: "(default)" if c is None else str(c),

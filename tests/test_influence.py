@@ -50,8 +50,8 @@ def test_opportunities_by_hand():
 def test_matrices_by_hand():
     table = influence.matrices(_frame(("r1", ROUNDS, CONFIG, False)))
     persona = influence.block(table, "real", "persona").set_index(["mover", "moved"])
-    assert persona.loc[("X", "Cautious"), ["flips", "opportunities"]].tolist() == [2, 2]
-    assert persona.loc[("Cautious", "X"), ["flips", "opportunities"]].tolist() == [0, 2]
+    assert persona.loc[("X", "cautious"), ["flips", "opportunities"]].tolist() == [2, 2]
+    assert persona.loc[("cautious", "X"), ["flips", "opportunities"]].tolist() == [0, 2]
     assert len(persona) == 2
     model = influence.block(table, "real", "model").set_index(["mover", "moved"])
     assert model.loc[("m2", "m1"), ["flips", "opportunities"]].tolist() == [1, 1]  # b -> a
@@ -69,12 +69,12 @@ def test_cells_add_up_over_runs_and_drill_down():
                                       ("r2", again, CONFIG, False),
                                       ("s1", ROUNDS, CONFIG, True)))
     persona = influence.block(table, "real", "persona")
-    hit = persona.set_index(["mover", "moved"]).loc[("X", "Cautious")]
+    hit = persona.set_index(["mover", "moved"]).loc[("X", "cautious")]
     assert (hit["flips"], hit["opportunities"], hit["runs"]) == (4, 4, 2)
-    assert influence.cell_runs(persona, "X", "Cautious") == ["r1", "r2"]
+    assert influence.cell_runs(persona, "X", "cautious") == ["r1", "r2"]
     assert influence.cell_runs(persona, "nobody", "X") == []
     simulated = influence.block(table, "simulated", "persona")  # never pooled with real ones
-    assert influence.cell_runs(simulated, "X", "Cautious") == ["s1"]
+    assert influence.cell_runs(simulated, "X", "cautious") == ["s1"]
     assert influence.title("simulated", "model", True).endswith("(simulated)")
     assert not influence.title("real", "model", True).endswith("(simulated)")
 
