@@ -121,6 +121,8 @@ def new_experiment(store: Any) -> None:
                    help="unknown: a model has no price (PARLEY_PRICES, or [prices] in "
                         "secrets.toml); the simulated model costs $0")
     st.dataframe(plan.per_config, hide_index=True)
+    for note in plan.preflight()["notes"]:  # the simulator's blind spots, a budget too low
+        st.warning(md(note))
     timed = ex.time_preflight(plan, store, _shared.endpoints())
     st.info(md(f"Time: {timed['text']}."))
     for line in timed["notes"]:

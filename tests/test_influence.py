@@ -186,6 +186,8 @@ def test_the_insights_view(tmp_path, monkeypatch):
     assert not at.exception, at.exception
     shown = at.dataframe[0].value
     assert list(shown["mover"]) == list(persona["mover"])
+    # persona by persona over simulated runs is the world's draws, and says so
+    assert [w.value for w in at.warning] == [influence.SIMULATED_PERSONAS]
     first = f"{persona.iloc[0]['mover']} → {persona.iloc[0]['moved']}"
     at.selectbox(key="influence-cell-simulated-persona").set_value(first).run()
     assert not at.exception, at.exception
@@ -194,3 +196,4 @@ def test_the_insights_view(tmp_path, monkeypatch):
     assert set(behind) <= set(ids)
     at.segmented_control(key="influence-by").set_value("model").run()
     assert list(at.dataframe[0].value["mover"]) == ["simulated?conformity=0.9"]
+    assert not at.warning  # model by model: the world's parameters are what it reads

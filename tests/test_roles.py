@@ -95,3 +95,16 @@ def test_a_configuration_from_the_run_form_carries_the_role_to_the_model(store):
     judged = [t for t in stored["turns"] if t["phase"] == "judge"]
     assert judged and all("Your role: Names the single biggest risk." in t["messages"][0][
         "content"] for t in judged)
+
+
+def test_a_yes_no_question_gets_yes_or_no_from_the_simulated_model():
+    """The simulator reads a question's form only: a yes/no question is answered yes or no,
+    never 'option A/B/C' (any other question without an expected answer still is)."""
+    from engine.analysis import normalize_stance
+    for seed in range(5):
+        result = run_panel(QUESTION, **panel_seats(f"simulated?seed={seed}"))
+        stances = {normalize_stance(r.stance) for r in result.rebuttals if r.usable}
+        stances |= {normalize_stance(p.stance) for p in result.proposals if p.usable}
+        assert stances and stances <= {"yes", "no"}, stances
+    other = run_panel("Which colour should the logo be?", **panel_seats())
+    assert all(p.stance.startswith("option") for p in other.proposals if p.usable)

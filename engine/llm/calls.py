@@ -139,7 +139,8 @@ class RunContext:
                  expected: str | None = None, variant: str = "", store: Any = None,
                  kept: Sequence[Turn] = (), kept_from: str = "",
                  role_library: Mapping[str, str] | None = None,
-                 role_lines: Mapping[str, str] | None = None):
+                 role_lines: Mapping[str, str] | None = None,
+                 answers: Sequence[str] = ()):
         self.protocol = protocol
         self.on_event = on_event
         self.recorder = recorder
@@ -157,6 +158,7 @@ class RunContext:
         self.expected = str(expected).strip() if expected is not None and \
             str(expected).strip() else None
         self.variant = variant
+        self.answers = tuple(answers)  # what the question's form allows (a yes/no question)
         # Roles (`engine.protocols.roles`): the library's own descriptions by folded name,
         # for templates that carry a role, and the `Your role: ...` line a seat's system
         # prompt gains, by seat name (only seats whose role is set have one).
@@ -209,7 +211,7 @@ class RunContext:
             return None
         filled = task.model_copy(update={
             "seat": seat.name, "role": task.role or seat.role, "round": round,
-            "expected": self.expected, "variant": self.variant})
+            "expected": self.expected, "variant": self.variant, "answers": self.answers})
         return {"metadata": {"parley_task": filled.model_dump()}}
 
     def with_system(self, seat: Seat, messages: list[dict[str, str]]) -> list[dict[str, str]]:

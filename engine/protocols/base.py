@@ -30,6 +30,7 @@ from engine.llm.calls import RunContext
 from engine.models import RunResult, RunStopped, Seat, Signals, Turn
 from engine.protocols.roles import role_lines, set_roles, stored_library
 from engine.protocols.templates import Template, check_prompts
+from engine.simulated.world import answers_of
 from engine.store import StoreWriteError
 
 INTERRUPTED = "interrupted: the process was stopped (Ctrl-C or SIGTERM)"
@@ -231,6 +232,7 @@ async def execute(protocol: str, question: str, templates: Mapping[str, Template
                      concurrency=run.concurrency, stop_event=run.stop_event,
                      endpoints=run.endpoints, expected=run.expected,
                      variant=world_variant(run.tags), store=store, **kept_turns(run),
+                     answers=answers_of(question),
                      **seat_roles(protocol, seats, store))
     expected = run.expected
     run_id = run.run_id

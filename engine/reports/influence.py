@@ -35,6 +35,11 @@ from engine.views import ballots
 from engine.views.aggregate import SIMULATED_SUFFIX
 
 BY = ("persona", "model")
+# what a persona x persona matrix over simulated runs is (`engine.reports.blind`)
+SIMULATED_PERSONAS = (
+    "Over simulated runs these rates are not the personas' doing: the simulated model reads "
+    "no persona, so who moved whom between personas here is its world's seeded draws "
+    "(its conformity and persuasion), the same for any persona. Read them on real runs.")
 NO_PERSONA = ballots.NO_PERSONA
 UNKNOWN = "(unknown seat)"
 COLUMNS = ["kind", "by", "mover", "moved", "flips", "opportunities", "rate", "low", "high",
