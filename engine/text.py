@@ -82,3 +82,24 @@ def html_text(value: Any) -> str:
     """A string for a plotly label, hover text or title: `<`, `>` and `&` escaped, so the
     browser shows the characters instead of reading tags or entities."""
     return html.escape(str(value), quote=False)
+
+
+# Column and option names as a person reads them (`words`): the identifiers whose plain
+# spelling is not just their words with spaces.
+_WORDS = {"ece": "ECE", "brier": "Brier", "usd": "US$", "id": "id", "ci": "CI"}
+_PHRASES = {"mind_change_rate": "mind-change rate", "changed_better": "changed for the better",
+            "changed_worse": "changed for the worse", "high": "high confidence",
+            "medium": "medium confidence", "low": "low confidence",
+            "devil_advocate": "devil's advocate", "accuracy_low": "accuracy (low)",
+            "accuracy_high": "accuracy (high)", "few": "fewer than 5 scored"}
+
+
+def words(name: Any) -> str:
+    """An identifier as words for a page (`max_rounds` -> `max rounds`, `judge_ece` ->
+    `judge ECE`); text that is not an identifier comes back as it is."""
+    text = str(name)
+    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)*", text):
+        return text
+    if text in _PHRASES:
+        return _PHRASES[text]
+    return " ".join(_WORDS.get(part.lower(), part) for part in text.split("_"))

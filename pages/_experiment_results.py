@@ -148,9 +148,11 @@ def show_summary(result: ex.Report, drawn: Figures) -> None:
                "interrupted cells are counted apart and never enter them. `degraded` counts the "
                "completed runs that lost a decisive call (a judge, a synthesis, the last reviewer) "
                "or most of their turns; what they lost is left out of the means.")
+    seen: set[str] = set()
     for title, columns in ex.SUMMARY_GROUPS.items():
         st.markdown(f"**{md(title)}**")
-        shown = result.summary[["configuration", *columns]]
+        shown = result.summary[["configuration", *_summary_table.shown_columns(columns, seen),
+                                *["few"] * ("few" in result.summary.columns)]]
         st.table(_summary_table.styled(shown), hide_index=True)
     if result.summary["few"].any():
         st.caption("Greyed: fewer than 5 scored runs; read the rate with its interval and n.")

@@ -14,6 +14,7 @@ from engine.questions import QUESTION_SETS
 from engine.reports import runs as runs_report
 from engine.services import library, runform
 from engine.services.runform import PACED_MODEL
+from engine.text import words
 from engine.views.blocks import Block, is_simulated, worlds
 from pages import _run_policy, _shared
 
@@ -188,7 +189,7 @@ def seat_rows(slot, choices: list[dict], protocol: str, personas: list[str],
         persona = persona_col.selectbox(
             "Persona", persona_options, format_func=lambda p: p or "(none)",
             key=field(f"{row}-persona", start["persona"]), label_visibility=labels)
-        role = role_col.selectbox("Role", role_options, format_func=lambda r: r or "(none)",
+        role = role_col.selectbox("Role", role_options, format_func=lambda r: words(r) or "(none)",
                                   key=field(f"{row}-role", start["role"]),
                                   label_visibility=labels, help=ROLE_HELP_SAID
                                   if slot.role_in_template else ROLE_HELP)
@@ -235,7 +236,7 @@ def configure() -> None:  # noqa: C901, PLR0912, PLR0915
     config = base.get("config") or {}
     names = list(REGISTRY)
     protocol = st.selectbox(
-        "Protocol", names, format_func=lambda n: f"{REGISTRY[n].title} (seed {REGISTRY[n].seed})",
+        "Protocol", names, format_func=lambda n: REGISTRY[n].title,
         key=field("protocol", config.get("protocol") if config.get("protocol") in names
                   else names[0]))
     spec = get_protocol(protocol)
@@ -273,7 +274,7 @@ def configure() -> None:  # noqa: C901, PLR0912, PLR0915
             problem = (runform.option_problem(protocol, option, given[option.name])
                        if option.name in given else "")
             if problem:  # shown as saved and refused: never silently replaced
-                column.text_input(option.name, str(given[option.name]), disabled=True,
+                column.text_input(words(option.name), str(given[option.name]), disabled=True,
                                   key=key(f"{protocol}-option-{option.name}-saved"))
                 options[option.name] = given[option.name]
                 unshowable.append((option, problem))
@@ -288,17 +289,17 @@ def configure() -> None:  # noqa: C901, PLR0912, PLR0915
                                                default_name=s["default_name"])
                              for slot_name, chosen in choices.items() for s in chosen
                              if option.or_seat]
-                    value = st.selectbox(option.name, list(dict.fromkeys(
+                    value = st.selectbox(words(option.name), list(dict.fromkeys(
                         [*option.choices, *seats, st.session_state[k]])), key=k,
                         format_func=lambda c: "(default)" if c is None else str(c),
                         help=option.help or None)
                 elif kind == "bool":
-                    value = st.checkbox(option.name, help=option.help or None, key=k)
+                    value = st.checkbox(words(option.name), help=option.help or None, key=k)
                 elif kind in ("int", "float"):
-                    value = st.number_input(option.name, option.minimum, option.maximum,
+                    value = st.number_input(words(option.name), option.minimum, option.maximum,
                                             help=option.help or None, key=k)
                 else:
-                    value = st.text_input(option.name, help=option.help or None, key=k)
+                    value = st.text_input(words(option.name), help=option.help or None, key=k)
             options[option.name] = runform.option_value(option, value)
 
     for option, problem in unshowable:
@@ -316,11 +317,11 @@ def configure() -> None:  # noqa: C901, PLR0912, PLR0915
         st.caption("Edit a prompt to override it for this configuration. A template may use "
                    "only its listed placeholders; they are checked before the run starts.")
         for name, template in templates.items():
-            st.markdown(f"**{md(name)}** — {md(template['help'])}")
+            st.markdown(f"**{md(words(name))}** — {md(template['help'])}")
             st.caption("Placeholders: " + (md(", ".join("{" + p + "}"
                                                         for p in template["placeholders"]))
                                            or "none"))
-            edited[name] = st.text_area(name, height=140, label_visibility="collapsed",
+            edited[name] = st.text_area(words(name), height=140, label_visibility="collapsed",
                                         key=field(f"{protocol}-prompt-{name}", given_prompts.get(
                                             name, template["template"])))
 
