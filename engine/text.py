@@ -14,6 +14,7 @@ rule is written once:
 from __future__ import annotations
 
 import html
+import json
 import re
 import unicodedata
 from typing import Any
@@ -71,8 +72,11 @@ def terminal_safe(value: Any) -> str:
 
 
 def csv_cell(value: Any) -> Any:
-    """A CSV cell a spreadsheet shows as text: a string starting with `=`, `+`, `-`, `@`, tab
-    or carriage return gets a leading apostrophe (OWASP's advice); other values pass."""
+    """A CSV cell a spreadsheet shows as text: a structure (a mapping, a list) as JSON, which
+    an analysis reads back (never Python's repr); a string starting with `=`, `+`, `-`, `@`,
+    tab or carriage return gets a leading apostrophe (OWASP's advice); other values pass."""
+    if isinstance(value, (dict, list, tuple)):
+        value = json.dumps(value, ensure_ascii=False, default=str)
     if isinstance(value, str) and value.startswith(_FORMULA_START):
         return "'" + value
     return value

@@ -173,7 +173,17 @@ def test_export_to_stdout(stored_db, stored, capsys):
     assert status == 0
     assert sorted(json.loads(line)["id"] for line in out.splitlines()) == sorted(stored)
     status, out, _err = run_main(["export", "--format", "csv", "--db", db], capsys)
-    assert status == 0 and len(pd.read_csv(io.StringIO(out))) == 2
+    table = pd.read_csv(io.StringIO(out))
+    assert status == 0 and len(table) == 2
+    # structures are JSON an analysis reads back; the outcome has columns of its own
+    for metrics, config in zip(table["metrics"], table["config"], strict=True):
+        assert isinstance(json.loads(metrics), dict) and json.loads(config)["protocol"]
+    stored_runs = Store(db).runs().set_index("id")
+    for row in table.itertuples():
+        metrics = stored_runs.loc[row.id, "metrics"]
+        assert {"answer", "tally_winner", "tally_votes", "confidence", "mind_changes",
+                "persuaded", "misled"} <= set(table.columns)
+        assert (None if pd.isna(row.confidence) else row.confidence) == metrics.get("level")
     status, out, _err = run_main(["export", stored[1], "--db", db], capsys)
     assert status == 0 and json.loads(out)["id"] == stored[1]  # one id: a JSON document
 
@@ -186,7 +196,8 @@ def test_import_into_a_fresh_database(stored_db, stored, tmp_path, capsys):
     done = cli("import", str(dump), "--db", other)
     assert done.returncode == 0, done.stderr
     assert "imported 2 run(s)" in done.stdout
-    assert "imported 0 run(s)" in run_main(["import", str(dump), "--db", other], capsys)[1]
+    again = run_main(["import", str(dump), "--db", other], capsys)[1]
+    assert "imported 0 run(s); skipped 2 already in this database" in again
     copy = Store(other)
     assert sorted(copy.runs()["id"]) == sorted(stored)
     assert len(copy.get(stored[0])["turns"]) == 3

@@ -264,7 +264,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from engine.views.blocks import simulation_columns
+    from engine.views.blocks import export_columns
     store = _store(args)
     ids = args.run_ids or list(store.runs()["id"])
     for run_id in ids:
@@ -280,7 +280,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     elif fmt == "jsonl":
         text = store.export_jsonl(ids)
     else:  # cells taken from model text never run as spreadsheet formulas
-        text = simulation_columns(store.runs(ids=ids)).map(csv_cell).to_csv(index=False)
+        text = export_columns(store.runs(ids=ids)).map(csv_cell).to_csv(index=False)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as handle:
             handle.write(text)
@@ -301,8 +301,11 @@ def cmd_import(args: argparse.Namespace) -> int:
             data = handle.read()
     except OSError as exc:
         raise ConfigError(f"import: cannot read {args.path}: {exc.strerror}", "input") from None
+    from engine.store.transfer import parse_import
     ids = _store(args).import_runs(data)
-    print(f"imported {len(ids)} run(s)")
+    present = len({record.id for _, record in parse_import(data)}) - len(ids)
+    print(f"imported {len(ids)} run(s)" + (f"; skipped {present} already in this database"
+                                            if present else ""))
     return 0
 
 
