@@ -38,6 +38,7 @@ def question_source() -> tuple[dict | None, str]:
         items = qsets.parse_questions(upload.getvalue(), upload.name)
     except ConfigError as exc:
         return None, str(exc)
+    st.success(md(qsets.read_note(items, upload.name)))
     return {"questions": [i.as_dict() for i in items], "source": f"file:{upload.name}"}, ""
 
 

@@ -270,3 +270,19 @@ def test_option_flag_reaches_the_protocol(tmp_path, capsys):
     assert result["reply"] == result["transcript"][-1][1]
     assert main(["run", "debate", "q", "--option", "timeout=0", "--db", db, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["rounds"] == []
+
+
+def test_run_with_expected_says_right_or_wrong(tmp_path, capsys):
+    """`--expected` scores the run, and the summary says how, not only `--json`."""
+    db = f"sqlite:///{tmp_path / 'scored.db'}"
+    said = []
+    for seed in range(4):
+        status, out, _err = run_main(["run", "vote", "What is 6 x 7?", "--expected", "42",
+                                      "--model", f"simulated?seed={seed}", "--db", db], capsys)
+        assert status == 0
+        line = next(l for l in out.splitlines() if l.startswith("expected 42: "))
+        said.append(line.split(": ", 1)[1].split(" ")[0])
+    runs = Store(db).runs().sort_values("created_at")
+    assert said == ["right" if c else "wrong" for c in runs["correct"]]
+    status, out, _err = run_main(["run", "vote", "What is 6 x 7?", "--db", db], capsys)
+    assert not any(l.startswith("expected") for l in out.splitlines())

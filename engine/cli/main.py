@@ -191,6 +191,11 @@ def cmd_run(args: argparse.Namespace) -> int:
              f"{sum(t.tokens_in + t.tokens_out for t in result.turns):,} tokens, cost {cost}, "
              f"{result.duration:.2f}s")
         _say(spec.summary(result))
+        if result.expected is not None:  # --expected: say whether the run got it
+            answer = result.final_answer()
+            _say(f"expected {result.expected}: " + (
+                "no answer (counted wrong, unanswered)" if answer is None
+                else f"{'right' if result.correct else 'wrong'} (answered {answer})"))
         if result.order:
             _say(runflags.order_line(result))
         for warning in result.warnings:

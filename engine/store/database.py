@@ -32,7 +32,19 @@ from engine.store.migrations import MIGRATIONS, refuse_newer
 from engine.store.schema import MigrationRow, RunRow
 from engine.store.statements import MIGRATION_LOG, end_run_row
 
-DEFAULT_URL = "sqlite:///data/parley.db"
+
+def default_url() -> str:
+    """The default store: `data/parley.db` in the project folder (the one holding app.py,
+    where an editable install's engine lives), so the app, the CLI and the Python API share
+    one store from whatever folder they start in; `data/parley.db` under the working folder
+    when the engine is installed without the app."""
+    root = Path(__file__).resolve().parents[2]
+    if (root / "app.py").is_file():
+        return f"sqlite:///{(root / 'data' / 'parley.db').as_posix()}"
+    return "sqlite:///data/parley.db"
+
+
+DEFAULT_URL = default_url()
 MIGRATION_LOCK = 0x5061726C6579  # "Parley": the advisory lock a PostgreSQL migration holds
 READ_ONLY = "this database is read-only ({url}): runs can be read, not started or changed"
 
