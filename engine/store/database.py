@@ -14,6 +14,7 @@ reads present such rows as `interrupted` by the same rule (`engine.store.livenes
 from __future__ import annotations
 
 import os
+import re
 import socket
 import threading
 from collections.abc import Iterator
@@ -58,6 +59,31 @@ def _why(exc: OperationalError) -> str:
     return f"the store could not be written: {detail[0] if detail else type(exc).__name__}"
 
 
+SCHEMES = "sqlite:///PATH or postgresql+psycopg://USER@HOST:PORT/NAME"
+
+
+def cannot_open(url: str, exc: BaseException) -> str:
+    """Why a database could not be opened, in one line naming its host and port (the
+    password masked): an unsupported scheme, a bad port, a server that cannot be reached."""
+    try:
+        parsed = make_url(url)
+    except Exception:  # not even a URL: say what one looks like, never echo a password
+        return f"the database URL could not be read; use {SCHEMES}"
+    shown = parsed.render_as_string(hide_password=True)
+    backend = parsed.get_backend_name()
+    if backend not in ("sqlite", "postgresql") or isinstance(exc, ImportError) or \
+            "can't load plugin" in str(exc).lower():
+        return (f"cannot open the database {shown}: the scheme {parsed.drivername!r} is not "
+                f"supported; use {SCHEMES}")
+    where = (f" (host {parsed.host or 'localhost'}, port {parsed.port or 5432})"
+             if backend == "postgresql" else "")
+    detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    reason = detail[0] if detail else type(exc).__name__
+    if parsed.password:  # a driver may quote the URL back: its password as a whole word
+        reason = re.sub(rf"(?<![\w]){re.escape(str(parsed.password))}(?![\w])", "***", reason)
+    return f"cannot open the database {shown}{where}: {reason[:300]}"
+
+
 class Database:
     """One database opened for the store; every method opens and closes its own session."""
 
@@ -69,6 +95,15 @@ class Database:
         self._lock = threading.Lock()
         self._reaper: threading.Thread | None = None
         self._reaper_stop = threading.Event()
+        try:
+            self._open()
+        except ConfigError:
+            raise
+        except (SQLAlchemyError, ImportError, ValueError, OSError) as exc:
+            raise ConfigError(cannot_open(self.url, exc), "input") from None
+
+    def _open(self) -> None:
+        """Connect, migrate (or open read-only) and start the reaper."""
         sqlite = make_url(self.url).get_backend_name() == "sqlite"
         path = schema.sqlite_path(self.url) if sqlite else None
         if sqlite and schema.sqlite_read_only(self.url, path):
