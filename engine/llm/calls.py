@@ -96,12 +96,24 @@ def is_transient(exc: BaseException) -> bool:
     return any(part in name for part in _TRANSIENT_NAMES)
 
 
+NOT_AN_API = ("the server answered with something other than an OpenAI-compatible reply (a "
+              "web page?): check the endpoint's base URL, which usually ends in /v1")
+
+
 def describe_error(exc: BaseException) -> str:
-    """One line naming the error type and its message."""
+    """One line naming the error type and its message (in words where the message is a
+    library's: a server that answered with a web page)."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError)) and not text:
         text = "the model did not answer in time"
+    if not_an_api(exc):
+        return NOT_AN_API
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def not_an_api(exc: BaseException) -> bool:
+    """True when an OpenAI-compatible client got a reply that is not one (HTML, text)."""
+    return "unexpected response type" in str(exc).lower()
 
 
 def is_connection_error(exc: BaseException) -> bool:
@@ -278,7 +290,7 @@ class RunContext:
                 except Exception as exc:  # a model failure is recorded, never raised
                     gate.refused(exc)
                     error = describe_error(exc)
-                    if host and is_connection_error(exc):
+                    if host and (is_connection_error(exc) or not_an_api(exc)):
                         error = f"{error} (calling {host})"
                     if not is_transient(exc) or attempt == retries:
                         break

@@ -319,7 +319,9 @@ def fork_metrics(run: RunOptions) -> dict[str, Any]:
 
 
 SINGULAR = {"connection errors": "connection error", "empty replies": "empty reply",
-            "unreadable replies": "unreadable reply"}
+            "unreadable replies": "unreadable reply",
+            "replies that were not an API's (check the base URL)":
+                "reply that was not an API's (check the base URL)"}
 
 
 def no_call_succeeded(turns: list[Turn]) -> str:
@@ -350,6 +352,8 @@ def failure_kind(error: str) -> str:
         return "empty replies"
     if "could not be read" in text or "unreadable" in text:
         return "unreadable replies"
+    if "other than an openai-compatible reply" in text:
+        return "replies that were not an API's (check the base URL)"
     return error.split(":", 1)[0].strip() or "unexplained"
 
 
