@@ -46,7 +46,10 @@ def judge(pair: review.Pair, shown_left: str, picked: str) -> None:
 st.title(":material/rate_review: Review")
 st.caption("Two final answers to one question, from two configurations. Which is better? "
            "Models, seats, personas, labels and protocols are hidden, and the sides are "
-           "drawn at random. Keys: **a**, **b**, **t**.")
+           "drawn at random. Keys: **a**, **b**, **t**. Each judgement is stored with both "
+           "runs under your name: Insights' *People's judgement* adds them up (win rates per "
+           "configuration, agreement with the machine), and an experiment scores its "
+           "questions without an expected answer against the people's majority.")
 if "review_error" in st.session_state:
     st.error(md(f"Not recorded: {st.session_state.pop('review_error')}"))
 pairs = review.queue(store.runs(status="completed", with_config=False))
@@ -77,6 +80,10 @@ for column, side, run in zip(st.columns(2), ("A", "B"), (left, right), strict=Tr
     with column, st.container(border=True):
         st.markdown(f"**{side}**")
         st.text(review.blinded(review.final_answer(run), hide))
+        why = review.reasoning(run)
+        if why:
+            with st.expander(f"The reasoning behind {side}", expanded=False):
+                st.text(review.blinded(why, hide))
 st.text_area("Comment (optional)", key=f"review-comment-{pair.key}",
                        max_chars=10_000)
 for column, (title, key), picked in zip(st.columns(3), CHOICES, ("left", "right", "tie"),
