@@ -236,3 +236,4 @@ class Task(BaseModel):
     round: int = 0
     expected: str | None = None
     variant: str = ""
+    answers: tuple[str, ...] = ()  # the answers the question's form allows (yes and no)

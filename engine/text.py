@@ -14,6 +14,7 @@ rule is written once:
 from __future__ import annotations
 
 import html
+import json
 import re
 import unicodedata
 from typing import Any
@@ -71,8 +72,11 @@ def terminal_safe(value: Any) -> str:
 
 
 def csv_cell(value: Any) -> Any:
-    """A CSV cell a spreadsheet shows as text: a string starting with `=`, `+`, `-`, `@`, tab
-    or carriage return gets a leading apostrophe (OWASP's advice); other values pass."""
+    """A CSV cell a spreadsheet shows as text: a structure (a mapping, a list) as JSON, which
+    an analysis reads back (never Python's repr); a string starting with `=`, `+`, `-`, `@`,
+    tab or carriage return gets a leading apostrophe (OWASP's advice); other values pass."""
+    if isinstance(value, (dict, list, tuple)):
+        value = json.dumps(value, ensure_ascii=False, default=str)
     if isinstance(value, str) and value.startswith(_FORMULA_START):
         return "'" + value
     return value
@@ -82,3 +86,24 @@ def html_text(value: Any) -> str:
     """A string for a plotly label, hover text or title: `<`, `>` and `&` escaped, so the
     browser shows the characters instead of reading tags or entities."""
     return html.escape(str(value), quote=False)
+
+
+# Column and option names as a person reads them (`words`): the identifiers whose plain
+# spelling is not just their words with spaces.
+_WORDS = {"ece": "ECE", "brier": "Brier", "usd": "US$", "id": "id", "ci": "CI"}
+_PHRASES = {"mind_change_rate": "mind-change rate", "changed_better": "changed for the better",
+            "changed_worse": "changed for the worse", "high": "high confidence",
+            "medium": "medium confidence", "low": "low confidence",
+            "devil_advocate": "devil's advocate", "accuracy_low": "accuracy (low)",
+            "accuracy_high": "accuracy (high)", "few": "fewer than 5 scored"}
+
+
+def words(name: Any) -> str:
+    """An identifier as words for a page (`max_rounds` -> `max rounds`, `judge_ece` ->
+    `judge ECE`); text that is not an identifier comes back as it is."""
+    text = str(name)
+    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)*", text):
+        return text
+    if text in _PHRASES:
+        return _PHRASES[text]
+    return " ".join(_WORDS.get(part.lower(), part) for part in text.split("_"))

@@ -42,7 +42,7 @@ def show(report: consensus.ConsensusReport, key: str) -> None:
     table = report.table
     for row in table.to_dict("records"):
         text = f"{row['configuration']}: {consensus.flag_text(row)}"
-        (st.warning if row["manufactured"] else st.caption)(md(text))
+        (st.warning if row["manufactured"] or row.get("accuracy_fell") else st.caption)(md(text))
     st.plotly_chart(consensus.inflation_figure(table, "Agreement inflation against accuracy"
                                                + word), key=f"{key}-inflation")
     st.caption(md(

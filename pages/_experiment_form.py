@@ -38,6 +38,7 @@ def question_source() -> tuple[dict | None, str]:
         items = qsets.parse_questions(upload.getvalue(), upload.name)
     except ConfigError as exc:
         return None, str(exc)
+    st.success(md(qsets.read_note(items, upload.name)))
     return {"questions": [i.as_dict() for i in items], "source": f"file:{upload.name}"}, ""
 
 
@@ -121,6 +122,8 @@ def new_experiment(store: Any) -> None:
                    help="unknown: a model has no price (PARLEY_PRICES, or [prices] in "
                         "secrets.toml); the simulated model costs $0")
     st.dataframe(plan.per_config, hide_index=True)
+    for note in plan.preflight()["notes"]:  # the simulator's blind spots, a budget too low
+        st.warning(md(note))
     timed = ex.time_preflight(plan, store, _shared.endpoints())
     st.info(md(f"Time: {timed['text']}."))
     for line in timed["notes"]:

@@ -18,6 +18,7 @@ import streamlit as st
 from engine import Store
 from engine import experiments as ex
 from engine.reports import baseline, consensus, consultancy, pareto, rounds, share, vega
+from engine.reports.blind import blind_notes
 from engine.reports.references import published as published_figures
 from engine.reports.references import published_note, references
 from engine.views import aggregate
@@ -147,9 +148,11 @@ def show_summary(result: ex.Report, drawn: Figures) -> None:
                "interrupted cells are counted apart and never enter them. `degraded` counts the "
                "completed runs that lost a decisive call (a judge, a synthesis, the last reviewer) "
                "or most of their turns; what they lost is left out of the means.")
+    seen: set[str] = set()
     for title, columns in ex.SUMMARY_GROUPS.items():
         st.markdown(f"**{md(title)}**")
-        shown = result.summary[["configuration", *columns]]
+        shown = result.summary[["configuration", *_summary_table.shown_columns(columns, seen),
+                                *["few"] * ("few" in result.summary.columns)]]
         st.table(_summary_table.styled(shown), hide_index=True)
     if result.summary["few"].any():
         st.caption("Greyed: fewer than 5 scored runs; read the rate with its interval and n.")
@@ -348,6 +351,9 @@ def show(store: Store, experiment_id: str, state: ex.Progress) -> None:
     or progress (`stamp`) and kept for every later visit."""
     stamp = stamp_of(store, state)
     first = report(store, stamp, experiment_id, None)  # the kind shown first, read once
+    if st.session_state.get("exp-kind-of") != experiment_id:  # another experiment's switch:
+        st.session_state.pop("exp-kind", None)  # this one opens on its own kind of runs
+        st.session_state["exp-kind-of"] = experiment_id
     kind = st.segmented_control(
         "Runs", list(aggregate.KINDS), default=first.kind,
         format_func=KIND_NAMES.get, key="exp-kind",
@@ -366,6 +372,9 @@ def show(store: Store, experiment_id: str, state: ex.Progress) -> None:
         return
     simulated = result.runs["simulated"]
     _shared.simulated_note(bool(simulated.all()))
+    if simulated.any():
+        for note in blind_notes(result.experiment["spec"].get("configs") or []):
+            st.warning(md(note), icon=":material/science:")
     if simulated.any() and not simulated.all():
         st.caption(":material/science: Simulated and real runs side by side: every simulated "
                    "configuration is labelled **(simulated)**; the `simulated` column says which "

@@ -52,6 +52,8 @@ def render(store: Store, args: tuple, kind: str) -> None:
     for shown_kind in kinds:
         mine = influence.block(cells, shown_kind, by)
         st.subheader(influence.title(shown_kind, by, len(kinds) > 1))
+        if shown_kind == "simulated" and by == "persona":
+            st.warning(influence.SIMULATED_PERSONAS, icon=":material/science:")
         spec = vega.heatmap(influence.heat(mine), x_title=f"moved ({by})",
                             y_title=f"mover ({by})")
         event = st.vega_lite_chart(spec=spec, key=f"influence-{shown_kind}-{by}",

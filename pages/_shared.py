@@ -327,7 +327,9 @@ def store() -> Store:
     try:
         return _store(settings()["db_url"])
     except ConfigError as exc:
-        st.error(md(f"Cannot open the database: {exc}"))
+        said = str(exc)
+        st.error(md(said[:1].upper() + said[1:] if said.startswith("cannot open the database")
+                    else f"Cannot open the database: {said}"))
         st.stop()
         raise  # st.stop() ends the script run; this line is never reached
 

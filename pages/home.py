@@ -51,7 +51,13 @@ demo = tasks.task(DEMO)
 going = demo is not None and demo.alive
 missing = demo_missing(store)
 left, right, _rest = st.columns([1, 1, 2])
-if left.button(f"Run {len(missing) or len(plan)} demo runs", icon=":material/play_arrow:",
+# once every demo run is stored the button says so (a press adds nothing) and the next step
+label = (f"Run {len(missing)} demo runs" if missing
+         else f"All {len(plan)} demo runs are stored")
+if not missing:
+    st.caption("Next: the Runs page lists them, Insights adds them up, and an experiment "
+               "compares configurations on a question set.")
+if left.button(label, icon=":material/play_arrow:",
                type="primary", key="demo_run", disabled=going or not _shared.can("start runs")):
     if missing:
         tasks.start_demo(actor=_shared.actor())

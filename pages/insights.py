@@ -59,13 +59,21 @@ if summary.empty:
     st.info("No runs match these filters.")
     st.stop()
 KIND_NAMES = {"real": "Real", "simulated": "Simulated", "both": "Both, side by side"}
+simulated = int(summary.loc[summary["simulated"].astype(bool), "n"].sum())
+counted = {"real": int(summary["n"].sum()) - simulated, "simulated": simulated,
+           "both": int(summary["n"].sum())}
+# The kind the user last looked at holds (a few real runs arriving never hides the simulated
+# ones they were reading); on a first visit, the real runs when there are any.
+chosen = st.session_state.get("insights-kind-chosen")
 kind = st.segmented_control(
-    "Runs", list(insights.KINDS), default=insights.default_kind(summary),
-    format_func=KIND_NAMES.get, key="insights-kind", bind="query-params",
+    "Runs", list(insights.KINDS), default=chosen if chosen in insights.KINDS
+    else insights.default_kind(summary),
+    format_func=lambda k: f"{KIND_NAMES[k]} ({counted[k]:,})", key="insights-kind",
+    bind="query-params",
     help="Simulated runs (any seat played by the offline simulated model) and real runs are "
          "never pooled: both side by side labels every simulated group \"(simulated)\".",
 ) or insights.default_kind(summary)
-simulated = int(summary.loc[summary["simulated"].astype(bool), "n"].sum())
+st.session_state["insights-kind-chosen"] = kind
 hidden = {"real": simulated, "simulated": int(summary["n"].sum()) - simulated, "both": 0}[kind]
 if hidden:
     other = "simulated" if kind == "real" else "real"

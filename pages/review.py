@@ -95,6 +95,10 @@ for column, side, run in zip(st.columns(2), ("A", "B"), (left, right), strict=Tr
     with column, st.container(border=True):
         st.markdown(f"**{side}**")
         st.text(review.blinded(review.final_answer(run), hide))
+        why = review.reasoning(run)
+        if why:
+            with st.expander(f"The reasoning behind {side}", expanded=False):
+                st.text(review.blinded(why, hide))
 st.text_area("Comment (optional)", key=f"review-comment-{token(pair.key)}",
              max_chars=10_000)
 for column, (title, key), picked in zip(st.columns(3), CHOICES, ("left", "right", "tie"),

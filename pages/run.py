@@ -14,6 +14,7 @@ from engine.questions import QUESTION_SETS
 from engine.reports import runs as runs_report
 from engine.services import library, runform
 from engine.services.runform import PACED_MODEL
+from engine.text import words
 from engine.views.blocks import Block, is_simulated, worlds
 from pages import _run_policy, _shared
 
@@ -21,6 +22,10 @@ store, tasks = _shared.store(), _shared.tasks()
 endpoints = _shared.endpoints()  # every check and start below resolves models under it
 md = _shared.md
 NONE = ""
+ROLE_HELP = ("The role's description (Personas & roles) reaches the model: this seat's system "
+             "prompt gains the line \"Your role: …\". None: the protocol's own prompts only.")
+ROLE_HELP_SAID = ("The role's description (Personas & roles) is what this protocol's system "
+                  "prompt says this seat's role is.")
 
 
 # ------------------------------------------------------------------ state
@@ -168,8 +173,8 @@ def seat_rows(slot, choices: list[dict], protocol: str, personas: list[str],
     chosen = []
     for number in range(int(count)):
         start = choices[number] if number < len(choices) else {
-            "name": f"{slot.name}-{number + 1}", "persona": NONE, "role": NONE, "model": "",
-            "persona_text": ""}
+            "name": "", "default_name": f"{slot.name} {number + 1}", "persona": NONE,
+            "role": NONE, "model": "", "persona_text": ""}
         persona_options = [NONE, *personas] + (
             [start["persona"]] if start["persona"] and start["persona"] not in personas else [])
         role_options = [NONE, *roles] + (
@@ -177,18 +182,22 @@ def seat_rows(slot, choices: list[dict], protocol: str, personas: list[str],
         name_col, persona_col, role_col, model_col = st.columns([2, 2, 3, 2])
         row = f"{base}-{number}"
         labels = "visible" if number == 0 else "collapsed"  # one header row per slot
-        name = name_col.text_input("Seat name", key=field(f"{row}-name", start["name"]),
-                                   label_visibility=labels)
+        name = name_col.text_input(
+            "Seat name", key=field(f"{row}-name", start["name"]), label_visibility=labels,
+            placeholder=f"the persona's, else {start.get('default_name') or slot.name}",
+            help="Empty: the seat is named after its persona (tallies and Insights name it so).")
         persona = persona_col.selectbox(
             "Persona", persona_options, format_func=lambda p: p or "(none)",
             key=field(f"{row}-persona", start["persona"]), label_visibility=labels)
-        role = role_col.selectbox("Role", role_options, format_func=lambda r: r or "(none)",
+        role = role_col.selectbox("Role", role_options, format_func=lambda r: words(r) or "(none)",
                                   key=field(f"{row}-role", start["role"]),
-                                  label_visibility=labels)
+                                  label_visibility=labels, help=ROLE_HELP_SAID
+                                  if slot.role_in_template else ROLE_HELP)
         model = model_col.text_input("Model", placeholder="default model", help=SPEC_HELP,
                                      key=field(f"{row}-model", start["model"]),
                                      label_visibility=labels)
-        chosen.append({"name": name, "persona": persona, "role": role, "model": model,
+        chosen.append({"name": name, "default_name": start.get("default_name", ""),
+                       "persona": persona, "role": role, "model": model,
                        "persona_text": start.get("persona_text", ""),
                        "temperature": start.get("temperature")})
         if start.get("temperature") is not None:
@@ -227,7 +236,7 @@ def configure() -> None:  # noqa: C901, PLR0912, PLR0915
     config = base.get("config") or {}
     names = list(REGISTRY)
     protocol = st.selectbox(
-        "Protocol", names, format_func=lambda n: f"{REGISTRY[n].title} (seed {REGISTRY[n].seed})",
+        "Protocol", names, format_func=lambda n: REGISTRY[n].title,
         key=field("protocol", config.get("protocol") if config.get("protocol") in names
                   else names[0]))
     spec = get_protocol(protocol)
@@ -265,7 +274,7 @@ def configure() -> None:  # noqa: C901, PLR0912, PLR0915
             problem = (runform.option_problem(protocol, option, given[option.name])
                        if option.name in given else "")
             if problem:  # shown as saved and refused: never silently replaced
-                column.text_input(option.name, str(given[option.name]), disabled=True,
+                column.text_input(words(option.name), str(given[option.name]), disabled=True,
                                   key=key(f"{protocol}-option-{option.name}-saved"))
                 options[option.name] = given[option.name]
                 unshowable.append((option, problem))
@@ -275,19 +284,22 @@ def configure() -> None:  # noqa: C901, PLR0912, PLR0915
                       else str(given.get(option.name, option.default) or ""))
             with column:
                 if option.choices:  # only its listed values (and, where it takes one, a seat)
-                    seats = [s["name"] for chosen in choices.values() for s in chosen
-                             if option.or_seat and s["name"]]
-                    value = st.selectbox(option.name, list(dict.fromkeys(
+                    seats = [runform.seat_name(slot_name, name=s["name"],
+                                               persona=s["persona"],
+                                               default_name=s["default_name"])
+                             for slot_name, chosen in choices.items() for s in chosen
+                             if option.or_seat]
+                    value = st.selectbox(words(option.name), list(dict.fromkeys(
                         [*option.choices, *seats, st.session_state[k]])), key=k,
                         format_func=lambda c: "(default)" if c is None else str(c),
                         help=option.help or None)
                 elif kind == "bool":
-                    value = st.checkbox(option.name, help=option.help or None, key=k)
+                    value = st.checkbox(words(option.name), help=option.help or None, key=k)
                 elif kind in ("int", "float"):
-                    value = st.number_input(option.name, option.minimum, option.maximum,
+                    value = st.number_input(words(option.name), option.minimum, option.maximum,
                                             help=option.help or None, key=k)
                 else:
-                    value = st.text_input(option.name, help=option.help or None, key=k)
+                    value = st.text_input(words(option.name), help=option.help or None, key=k)
             options[option.name] = runform.option_value(option, value)
 
     for option, problem in unshowable:
@@ -305,11 +317,11 @@ def configure() -> None:  # noqa: C901, PLR0912, PLR0915
         st.caption("Edit a prompt to override it for this configuration. A template may use "
                    "only its listed placeholders; they are checked before the run starts.")
         for name, template in templates.items():
-            st.markdown(f"**{md(name)}** — {md(template['help'])}")
+            st.markdown(f"**{md(words(name))}** — {md(template['help'])}")
             st.caption("Placeholders: " + (md(", ".join("{" + p + "}"
                                                         for p in template["placeholders"]))
                                            or "none"))
-            edited[name] = st.text_area(name, height=140, label_visibility="collapsed",
+            edited[name] = st.text_area(words(name), height=140, label_visibility="collapsed",
                                         key=field(f"{protocol}-prompt-{name}", given_prompts.get(
                                             name, template["template"])))
 

@@ -58,9 +58,12 @@ def show_history() -> None:
     picked = st.dataframe(
         table, hide_index=True, key="runs_table", on_select="rerun",
         selection_mode="single-row",
-        column_order=["open", "created", *searched, "protocol", "label", "question",
-                      "expected", "correct", "outcome", "status", "simulated", "models",
-                      "calls", "degraded", "tokens", "cost", "seconds"],
+        # the answers an analyst reads first (outcome, confidence, mind changes, right or
+        # wrong) in the first screenful; the question, wide, after them
+        column_order=["open", "created", *searched, "protocol", "label", "outcome",
+                      "confidence", "mind changes", "correct", "question", "expected",
+                      "status", "simulated", "models", "calls", "degraded", "tokens", "cost",
+                      "seconds"],
         height=min(38 + 35 * len(page.table), 560),
         column_config={"open": st.column_config.LinkColumn("run", display_text=r"\?run=(.*)"),
                        "question": st.column_config.TextColumn(
@@ -71,6 +74,12 @@ def show_history() -> None:
                        "snippet": st.column_config.TextColumn(
                            width="large", help="The matched words are between « and »"),
                        "outcome": st.column_config.TextColumn(width="medium"),
+                       "confidence": st.column_config.TextColumn(
+                           help="the run's confidence level (high, medium, low) or agreement "
+                           "level, where its protocol has one"),
+                       "mind changes": st.column_config.NumberColumn(
+                           format="%d", help="agents whose answer changed (measured from "
+                           "their answers, not claimed); empty where the protocol has none"),
                        "tokens": st.column_config.NumberColumn(format="%d"),
                        "cost": st.column_config.TextColumn(
                            help="US dollars at the configured prices; unknown when a model "

@@ -47,6 +47,8 @@ from engine.protocols import REGISTRY, ProtocolSpec, arun_config, run_sync, seat
 from engine.simulated.model import SimulatedChatModel
 
 MARKER = "CONTRACT-MARKER"
+RISK_OFFICER = ("Names the single biggest risk in the proposal and says whether it is "
+                "acceptable")
 # seconds: a hanging seat is cut off here; generous, so a healthy seat on a loaded 2-core
 # machine is never cut off with it
 CALL_TIMEOUT = 1.0
@@ -284,6 +286,43 @@ class ProtocolContract:
             assert any(mark in text for text in sent), f"template {name} was not sent"
             assert any(mark in text for text in received), f"template {name} never arrived"
         assert stored_run(store, result)["config"]["prompts"] == prompts
+
+    def test_a_custom_role_reaches_every_prompt_of_its_seat(self, store: Store,
+                                                            seat: str) -> None:
+        """A role named in the library (as the Run page's Role box names it) is in every
+        stored prompt of the seat that plays it, in the library's words, and in no other
+        seat's prompt; the model received it too."""
+        store.put_library("role", "risk_officer", {"description": RISK_OFFICER})
+        seats, spies = self.seats()
+        value = seats[seat]
+        first = value[0] if isinstance(value, list) else value
+        played = first.model_copy(update={"role": "risk_officer"})
+        seats[seat] = [played, *value[1:]] if isinstance(value, list) else played
+        result = self.go(store, seats=seats)
+        stored = stored_run(store, result)["turns"]
+        own = [t for t in stored if t["seat"] == played.name]
+        assert own, f"{played.name} ({seat}) was never called"
+        for turn in own:
+            sent = "\n".join(m["content"] for m in turn["messages"])
+            assert RISK_OFFICER in sent, (turn["phase"], sent[:300])
+        for turn in stored:
+            if turn["seat"] != played.name:
+                assert RISK_OFFICER not in "\n".join(m["content"] for m in turn["messages"])
+        model = spies[seat, 0]
+        assert model.received and all(RISK_OFFICER in text for text in model.received)
+
+    def test_a_role_typed_as_text_reaches_the_model_as_typed(self, store: Store) -> None:
+        """A role that names nothing in the library is its own description."""
+        slot = self.spec.slots[0].name
+        seats, _ = self.seats()
+        value = seats[slot]
+        first = value[0] if isinstance(value, list) else value
+        typed = "Weigh every answer against its cost in pounds"
+        played = first.model_copy(update={"role": typed})
+        seats[slot] = [played, *value[1:]] if isinstance(value, list) else played
+        result = self.go(store, seats=seats)
+        own = [t for t in result.turns if t.seat == played.name]
+        assert own and all(typed in "\n".join(m["content"] for m in t.messages) for t in own)
 
     def test_the_default_templates_are_all_used(self) -> None:
         """Guards the override test: each template it checks is one the run renders."""

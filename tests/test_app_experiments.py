@@ -47,12 +47,15 @@ def test_bundled_set_two_configurations_run_to_results(db_url):
     at.run()
     assert not at.exception, at.exception
     assert ex.progress(Store(db_url), experiment_id).status == "completed"
-    summary = frame_with(at, "configuration", "accuracy", "accuracy_low")
+    # columns in words, the interval once ("accuracy [95% CI] n", not its three numbers)
+    summary = frame_with(at, "configuration", "accuracy [95% CI] n")
+    assert not {"accuracy", "accuracy_low", "accuracy (low)"} & set(summary.columns)
     assert list(summary["configuration"]) == ["panel · defaults", "vote · defaults"]
     assert list(summary["runs"]) == [4, 4]
     assert (summary["scored"] == 2).all()  # the demo set has two questions with answers
-    assert frame_with(at, "configuration", "consensus_ece")["consensus_ece"].notna().all()
-    assert frame_with(at, "configuration", "persuaded", "changed_better").shape[0] == 2
+    assert frame_with(at, "configuration", "consensus ECE")["consensus ECE"].notna().all()
+    assert frame_with(at, "configuration", "persuaded",
+                      "changed for the better").shape[0] == 2
     assert len(at.get("vega_lite_chart")) == 1  # accuracy with intervals (only its tab drawn)
     assert not at.get("plotly_chart")  # the Summary tab opens without plotly's chunk
     open_tab(at, "Calibration")  # the reliability diagram

@@ -53,6 +53,8 @@ def test_home_shows_providers_and_makes_demo_runs(db_url):
     assert demo["simulated"].all()
     assert all("demo" in tags for tags in demo["tags"])
     assert at.success and at.success[0].value.startswith(f"Stored {len(demo)} demo runs")
+    at.run()  # the button no longer offers runs that exist
+    assert at.button(key="demo_run").label == f"All {len(demo)} demo runs are stored"
     assert SECRET not in everything_shown(at)
 
     other = store.start_run("debate", "not a demo")  # removing demo runs keeps the others

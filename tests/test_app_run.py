@@ -151,3 +151,29 @@ def test_saving_under_an_existing_label_asks_before_replacing(db_url):
     at.button(key="run-save-replace").click().run()
     assert "Replaced the configuration baseline" in at.success[0].value
     assert library.load_config(Store(db_url), "baseline")["protocol"] == "duel"
+
+
+def test_a_persona_picked_for_a_seat_names_it_in_the_tally_and_on_insights(db_url):
+    """The Run page pre-fills no seat name: a seat takes its persona's name unless one is
+    typed, so the CFO votes as cfo (not as the default seat's cautious), and Insights' per
+    persona chart counts it as cfo."""
+    from engine.services import library
+    store = Store(db_url)
+    for name in ("cfo", "cto"):
+        library.save_entry(store, "persona", {"name": name, "prompt": f"You are the {name}."})
+    at = open_run_page()
+    at.selectbox(key="run-0-protocol").select("panel").run()
+    at.selectbox(key="run-0-panel-debaters-0-persona").select("cfo").run()
+    at.selectbox(key="run-0-panel-debaters-1-persona").select("cto").run()
+    at.text_input(key="run-0-panel-debaters-2-name").input("Lee").run()
+    run_id = start(at, "panel", "Should we hire two engineers or one?")
+    poll(at, finished)
+    run = store.get(run_id)
+    assert list(run["result"]["tally"]["ballots"]) == ["cfo", "cto", "Lee"]
+    assert [s["name"] for s in run["config"]["seats"]["debaters"]] == ["cfo", "cto", "Lee"]
+    from engine.reports import insights
+    from engine.reports.runs import Filters
+    section = next(s for s in insights.report_from_store(store, Filters(), only=["panel"]))
+    chart = next(c for c in section.charts
+                 if c.title.startswith("Mind-change rate per persona"))
+    assert set(chart.data["group"]) == {"cfo", "cto", "literal"}

@@ -221,3 +221,29 @@ def test_a_simulated_run_shows_the_world_it_was_made_in(db):
     assert "only truth is the run's expected answer" in text
     assert "simulated world: skill 0.5 · conformity 0.3 · persuasion 0.4 · seed 2" in text
     assert "simulated world: skill 0.7 · conformity 0.3 · persuasion 0.4 · seed 0" in text
+
+
+def test_the_runs_list_opens_on_outcome_confidence_and_mind_changes(tmp_path, monkeypatch):
+    """The answers an analyst reads first come before the wide question column: the
+    outcome, the confidence and the measured mind changes, sortable numbers."""
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    from engine import Store
+    from engine.protocols.panel import run_panel
+    from engine.protocols.personas import panel_seats
+    url = f"sqlite:///{tmp_path / 'parley.db'}"
+    monkeypatch.setenv("PARLEY_DB_URL", url)
+    result = run_panel("What is 17 * 3?", **panel_seats(), expected="51", store=Store(url))
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"),
+                           default_timeout=120).run()
+    at.switch_page("pages/runs.py").run()
+    assert not at.exception, at.exception
+    table = at.dataframe[0]
+    order = list(table.proto.column_order)
+    assert order.index("outcome") < order.index("confidence") < order.index(
+        "mind changes") < order.index("question")
+    row = table.value.iloc[0]
+    assert row["confidence"] == result.confidence.level
+    assert row["mind changes"] == len(result.mind_changes)

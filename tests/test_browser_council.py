@@ -37,7 +37,7 @@ def test_council_run_governance_preset_and_leaderboard(app, page, shots):  # noq
     goto(page, base, "/run")
     council = REGISTRY["council"]
     page.locator(".st-key-run-0-protocol button[aria-label='Open']").click()
-    rerun(page, page.get_by_role("option", name=f"{council.title} (seed {council.seed})").click)
+    rerun(page, page.get_by_role("option", name=council.title, exact=True).click)
     commit(field(page, "run-0-question", "textarea"), "What is 17 multiplied by 24?")
     commit(field(page, "run-0-model"), "simulated")
     page.get_by_text("Preflight:").wait_for()

@@ -173,7 +173,17 @@ def test_export_to_stdout(stored_db, stored, capsys):
     assert status == 0
     assert sorted(json.loads(line)["id"] for line in out.splitlines()) == sorted(stored)
     status, out, _err = run_main(["export", "--format", "csv", "--db", db], capsys)
-    assert status == 0 and len(pd.read_csv(io.StringIO(out))) == 2
+    table = pd.read_csv(io.StringIO(out))
+    assert status == 0 and len(table) == 2
+    # structures are JSON an analysis reads back; the outcome has columns of its own
+    for metrics, config in zip(table["metrics"], table["config"], strict=True):
+        assert isinstance(json.loads(metrics), dict) and json.loads(config)["protocol"]
+    stored_runs = Store(db).runs().set_index("id")
+    for row in table.itertuples():
+        metrics = stored_runs.loc[row.id, "metrics"]
+        assert {"answer", "tally_winner", "tally_votes", "confidence", "mind_changes",
+                "persuaded", "misled"} <= set(table.columns)
+        assert (None if pd.isna(row.confidence) else row.confidence) == metrics.get("level")
     status, out, _err = run_main(["export", stored[1], "--db", db], capsys)
     assert status == 0 and json.loads(out)["id"] == stored[1]  # one id: a JSON document
 
@@ -186,7 +196,8 @@ def test_import_into_a_fresh_database(stored_db, stored, tmp_path, capsys):
     done = cli("import", str(dump), "--db", other)
     assert done.returncode == 0, done.stderr
     assert "imported 2 run(s)" in done.stdout
-    assert "imported 0 run(s)" in run_main(["import", str(dump), "--db", other], capsys)[1]
+    again = run_main(["import", str(dump), "--db", other], capsys)[1]
+    assert "imported 0 run(s); skipped 2 already in this database" in again
     copy = Store(other)
     assert sorted(copy.runs()["id"]) == sorted(stored)
     assert len(copy.get(stored[0])["turns"]) == 3
@@ -259,3 +270,19 @@ def test_option_flag_reaches_the_protocol(tmp_path, capsys):
     assert result["reply"] == result["transcript"][-1][1]
     assert main(["run", "debate", "q", "--option", "timeout=0", "--db", db, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["rounds"] == []
+
+
+def test_run_with_expected_says_right_or_wrong(tmp_path, capsys):
+    """`--expected` scores the run, and the summary says how, not only `--json`."""
+    db = f"sqlite:///{tmp_path / 'scored.db'}"
+    said = []
+    for seed in range(4):
+        status, out, _err = run_main(["run", "vote", "What is 6 x 7?", "--expected", "42",
+                                      "--model", f"simulated?seed={seed}", "--db", db], capsys)
+        assert status == 0
+        line = next(l for l in out.splitlines() if l.startswith("expected 42: "))
+        said.append(line.split(": ", 1)[1].split(" ")[0])
+    runs = Store(db).runs().sort_values("created_at")
+    assert said == ["right" if c else "wrong" for c in runs["correct"]]
+    status, out, _err = run_main(["run", "vote", "What is 6 x 7?", "--db", db], capsys)
+    assert not any(l.startswith("expected") for l in out.splitlines())

@@ -107,7 +107,9 @@ def test_every_measure_on_scripted_rounds():
     # paired gain: differences (0, 0, +1, -1): mean 0, s² = 2/3, half-width 1.96·√(2/3/4)
     half = 1.959963984540054 * math.sqrt(2 / 3 / 4)
     assert (row["gain"], row["gain_low"], row["gain_high"]) == pytest.approx((0, -half, half))
-    assert row["manufactured"]  # agreement rose for sure; accuracy did not
+    # agreement rose by the same third in all four runs, accuracy did not: four runs and an
+    # interval of zero width are no evidence, so no verdict (five or more, a real interval)
+    assert not row["manufactured"] and row["too_few"]
     assert (row["fixes"], row["breaks"]) == (1, 1)
     assert row["fix_break_or"] == pytest.approx(1.0)
     assert (row["or_low"], row["or_high"]) == pytest.approx(
@@ -120,7 +122,7 @@ def test_every_measure_on_scripted_rounds():
     assert row["final_share_auarc"] == pytest.approx((1 / 3 * 3 + 2 / 4) / 4)
     assert row["first_share_auarc"] == pytest.approx(0.5)
     assert row["stated_n"] == row["first_share_n"] == row["final_share_n"] == 4
-    assert "Manufactured consensus" in consensus.flag_text(row)
+    assert consensus.flag_text(row).startswith("Too few runs for a verdict")
     # the three curves are drawn on the same runs, each with its ECE
     curves = consensus.calibrations(measures, "A")
     assert [c["signal"] for c in curves] == list(consensus.SOURCES.values())
@@ -144,7 +146,7 @@ def test_no_flag_without_inflation_and_simulated_runs_kept_apart():
     assert table.iloc[1]["runs"] == table.iloc[2]["runs"] == 4  # never pooled
     shown = consensus.table_view(table)
     assert shown["simulated"].tolist() == ["", "", "simulated"]
-    assert shown["manufactured consensus"].tolist() == ["no", "yes", "yes"]
+    assert shown["manufactured consensus"].tolist() == ["too few runs (under 5)"] * 3
 
 
 def test_a_stated_confidence_that_is_the_final_vote_share_is_not_drawn_twice():
@@ -310,3 +312,24 @@ def test_a_symmetric_world_gives_a_flat_accuracy_by_round_curve():
         if k == 1:
             assert up.low > 0, up
     assert moves > 60  # agents did move: flat because the moves cancel, not for want of them
+
+
+def test_a_verdict_needs_five_runs_and_a_real_interval_and_says_when_accuracy_fell():
+    """Manufactured consensus over enough runs with a real interval; a label whose accuracy
+    fell says so, never 'Not flagged'."""
+    rose = [([("1", "1", "2"), ("1", "1", "1")], "1", "1", 0.9),  # inflation 1/3, right
+            ([("1", "2", "3"), ("1", "1", "1")], "1", "2", 0.9),  # inflation 2/3, wrong
+            ([("1", "1", "2"), ("2", "2", "2")], "2", "1", 0.9),  # right -> wrong
+            ([("2", "2", "1"), ("1", "1", "1")], "1", "1", 0.9),  # wrong -> right
+            ([("1", "1", "2"), ("1", "1", "1")], "1", "1", 0.9),
+            ([("1", "2", "3"), ("1", "1", "1")], "1", "1", 0.9)]
+    row = consensus.configurations(consensus.run_measures(_frame(rose))).iloc[0]
+    assert row["multi_round"] == 6 and row["inflation_low"] > 0
+    assert row["inflation_high"] > row["inflation_low"] and row["gain_low"] <= 0
+    assert row["manufactured"]
+    assert consensus.flag_text(row).startswith("Manufactured consensus")
+    fell = [([("1", "1", "1"), ("2", "2", "2")], "2", "1", 0.9)] * 5 + [
+        ([("1", "1", "2"), ("2", "2", "2")], "2", "1", 0.9)]
+    row = consensus.configurations(consensus.run_measures(_frame(fell))).iloc[0]
+    assert row["accuracy_fell"] and row["gain_high"] < 0
+    assert consensus.flag_text(row).startswith("Accuracy fell: accuracy 100% in round one")

@@ -50,8 +50,8 @@ def test_opportunities_by_hand():
 def test_matrices_by_hand():
     table = influence.matrices(_frame(("r1", ROUNDS, CONFIG, False)))
     persona = influence.block(table, "real", "persona").set_index(["mover", "moved"])
-    assert persona.loc[("X", "Cautious"), ["flips", "opportunities"]].tolist() == [2, 2]
-    assert persona.loc[("Cautious", "X"), ["flips", "opportunities"]].tolist() == [0, 2]
+    assert persona.loc[("X", "cautious"), ["flips", "opportunities"]].tolist() == [2, 2]
+    assert persona.loc[("cautious", "X"), ["flips", "opportunities"]].tolist() == [0, 2]
     assert len(persona) == 2
     model = influence.block(table, "real", "model").set_index(["mover", "moved"])
     assert model.loc[("m2", "m1"), ["flips", "opportunities"]].tolist() == [1, 1]  # b -> a
@@ -69,12 +69,12 @@ def test_cells_add_up_over_runs_and_drill_down():
                                       ("r2", again, CONFIG, False),
                                       ("s1", ROUNDS, CONFIG, True)))
     persona = influence.block(table, "real", "persona")
-    hit = persona.set_index(["mover", "moved"]).loc[("X", "Cautious")]
+    hit = persona.set_index(["mover", "moved"]).loc[("X", "cautious")]
     assert (hit["flips"], hit["opportunities"], hit["runs"]) == (4, 4, 2)
-    assert influence.cell_runs(persona, "X", "Cautious") == ["r1", "r2"]
+    assert influence.cell_runs(persona, "X", "cautious") == ["r1", "r2"]
     assert influence.cell_runs(persona, "nobody", "X") == []
     simulated = influence.block(table, "simulated", "persona")  # never pooled with real ones
-    assert influence.cell_runs(simulated, "X", "Cautious") == ["s1"]
+    assert influence.cell_runs(simulated, "X", "cautious") == ["s1"]
     assert influence.title("simulated", "model", True).endswith("(simulated)")
     assert not influence.title("real", "model", True).endswith("(simulated)")
 
@@ -186,6 +186,8 @@ def test_the_insights_view(tmp_path, monkeypatch):
     assert not at.exception, at.exception
     shown = at.dataframe[0].value
     assert list(shown["mover"]) == list(persona["mover"])
+    # persona by persona over simulated runs is the world's draws, and says so
+    assert [w.value for w in at.warning] == [influence.SIMULATED_PERSONAS]
     first = f"{persona.iloc[0]['mover']} → {persona.iloc[0]['moved']}"
     at.selectbox(key="influence-cell-simulated-persona").set_value(first).run()
     assert not at.exception, at.exception
@@ -194,3 +196,4 @@ def test_the_insights_view(tmp_path, monkeypatch):
     assert set(behind) <= set(ids)
     at.segmented_control(key="influence-by").set_value("model").run()
     assert list(at.dataframe[0].value["mover"]) == ["simulated?conformity=0.9"]
+    assert not at.warning  # model by model: the world's parameters are what it reads

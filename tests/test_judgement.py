@@ -148,8 +148,9 @@ def test_a_file_reusing_stored_ids_writes_no_label_onto_them(pair):
     assert report.runs == [] and sorted(report.skipped) == sorted([a, b])
     assert (report.preferences, report.ratings) == (0, 0)
     assert store.preferences().empty and store.ratings().empty
-    assert report.summary().startswith("imported 0 run(s) with 0 preference(s) and 0 "
-                                       "rating(s); 2 already stored")
+    assert report.summary().startswith("imported 0 run(s); skipped 2 already in this "
+                                       "database, with the labels they carry; 0 "
+                                       "preference(s) and 0 rating(s) written")
 
 
 def test_labels_of_the_runs_a_file_adds_are_written_once_each_and_marked(pair, tmp_path):

@@ -127,3 +127,13 @@ def test_experiments_page_picker_names_size_source_and_licence(db_url):
     assert not at.exception, at.exception
     captions = " ".join(c.value for c in at.caption)
     assert "Cobbe et al" in captions and "MIT \\(OpenAI 2021\\)" in captions
+
+
+def test_a_question_file_says_how_many_questions_it_gave():
+    from engine.questions import files
+    items = files.parse_questions(b"question,expected\nWhat is 2+2?,4\nWhy?,\n", "mine.csv")
+    assert files.read_note(items, "mine.csv") == (
+        "2 questions read from mine.csv, 1 with an expected answer (only those are scored).")
+    one = files.parse_questions(b'{"question": "Is it?"}\n', "one.jsonl")
+    assert files.read_note(one, "one.jsonl") == (
+        "1 question read from one.jsonl, 0 with an expected answer.")

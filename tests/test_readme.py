@@ -22,7 +22,9 @@ def test_every_import_the_docs_show_works():
 
 
 def test_the_simulated_python_example_runs(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # Store() writes data/parley.db under the working directory
+    monkeypatch.chdir(tmp_path)
+    # Store() opens the project's data/parley.db from any folder: the test's own instead
+    monkeypatch.setenv("PARLEY_DB_URL", f"sqlite:///{tmp_path / 'parley.db'}")
     block = next(b for b in BLOCKS if "run_panel" in b)
     simulated = block.split("# real")[0]
     scope: dict = {}
@@ -36,3 +38,11 @@ def test_every_preset_the_docs_name_exists_and_every_preset_is_named():
     named = set(re.findall(r"presets/([\w.-]+\.yaml)", REPRODUCE))
     shipped = {p.name for p in (ROOT / "presets").glob("*.yaml")}
     assert named and named == shipped
+
+
+def test_the_default_store_is_the_project_s_from_any_folder(tmp_path, monkeypatch):
+    """The app and `Store()` in a Python session started elsewhere open the same file."""
+    from engine.store.database import default_url
+    monkeypatch.chdir(tmp_path)
+    assert default_url() == f"sqlite:///{(ROOT / 'data' / 'parley.db').as_posix()}"
+    assert "pip install -e ." in (ROOT / "docs" / "python.md").read_text(encoding="utf-8")

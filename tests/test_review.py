@@ -58,8 +58,22 @@ def page_text(at: AppTest) -> str:
 
 
 def answers_shown(at: AppTest) -> tuple[str, str]:
-    texts = [str(t.value) for t in at.text]
+    behind = {str(t.value) for e in at.expander for t in e.text}  # the reasoning, collapsed
+    texts = [str(t.value) for t in at.text if str(t.value) not in behind]
     return texts[1], texts[2]  # the question, then A (left) and B (right)
+
+
+def test_each_answer_has_its_reasoning_collapsed_and_the_page_says_where_judgements_go(db):
+    a, b = debate(db, "alpha-config", 3), vote(db, "beta-config", 7)
+    at = open_review()
+    reasons = {e.label: [str(t.value) for t in e.text] for e in at.expander}
+    assert set(reasons) == {"The reasoning behind A", "The reasoning behind B"}
+    assert all(not e.proto.expanded for e in at.expander)  # collapsed until opened
+    hide = review.names(db.get(a)) | review.names(db.get(b))
+    wanted = {review.blinded(review.reasoning(db.get(i)), hide) for i in (a, b)}
+    assert {texts[0] for texts in reasons.values()} == wanted
+    assert db.get(a)["result"]["reasoning"] in {review.reasoning(db.get(a))}  # the judge's
+    assert "Insights" in page_text(at) and "with the two runs" in page_text(at)
 
 
 def test_the_queue_pairs_one_question_and_kind_under_two_configurations(db):

@@ -178,6 +178,28 @@ def test_insights_page_shows_one_kind_by_default_and_both_labelled(db, server):
     assert metrics["Runs"] == "2" and metrics["Simulated"] == "2"
 
 
+def test_insights_keeps_the_user_s_kind_and_counts_each(db, server):
+    """Runs of a kind arriving never switch the view the user chose: the choice holds across
+    pages, and each choice says how many runs it has."""
+    store = Store(db)
+    for _ in range(2):
+        run_sync(arun_config({"protocol": "vote", "model": "simulated"}, QUESTION,
+                             store=store, expected=EXPECTED))
+    at = AppTest.from_file(str(PAGES.parent / "app.py"), default_timeout=60).run()
+    at.switch_page("pages/insights.py").run()
+    control = at.segmented_control(key="insights-kind")
+    assert control.value == "simulated"  # no real run yet
+    assert list(control.options) == ["Real (0)", "Simulated (2)", "Both, side by side (2)"]
+    at.run()  # what the user looked at is what comes back
+    run_sync(arun_config(real(server), QUESTION, store=store, expected=EXPECTED))
+    at.switch_page("pages/runs.py").run()
+    at.switch_page("pages/insights.py").run()
+    assert not at.exception, at.exception
+    control = at.segmented_control(key="insights-kind")
+    assert control.value == "simulated"  # not Real, though a real run now exists
+    assert list(control.options)[0] == "Real (1)"
+
+
 # --------------------------------------------------------------------------- experiments
 def run_experiment(url: str, server) -> str:
     store = Store(url)
@@ -250,6 +272,16 @@ def test_experiments_page_shows_one_kind_by_default_and_both_labelled(db, server
     at.session_state["exp-tab"] = "Paired comparison"  # as a click on the tab
     at.run()
     assert any(m.value.startswith("Simulated\\: ") for m in at.markdown)  # md() escapes ":"
+    # another experiment opens on its own kind, not on this one's switch
+    other = ex.create(Store(db), ex.plan({"name": "sim only", "questions": [QUESTION],
+                                          "configs": [{"protocol": "vote", "label": "v"}]},
+                                         confirmed=True))
+    ex.run_experiment(Store(db), other)
+    at.run()
+    at.selectbox(key="exp-pick").set_value(other).run()
+    assert not at.exception, at.exception
+    assert at.segmented_control(key="exp-kind").value == "simulated"
+    assert not any("No " in i.value and "runs in this experiment" in i.value for i in at.info)
 
 
 def test_runs_page_shows_the_flag(db, server):

@@ -27,6 +27,7 @@ from engine.models import ConfigError
 from engine.protocols.baselines import achieved_tokens
 from engine.questions import files as qsets
 from engine.questions.sets import load_bundled
+from engine.reports.blind import blind_notes
 from engine.reports.experiments import Report, compare, report, to_csv
 from engine.store.experiments import Progress, list_experiments, set_unchanged
 from engine.store.workers import require_postgres
@@ -278,6 +279,8 @@ def cmd_run(args: Any) -> int:
     if args.model or args.base_url:
         _say(f"  every seat of every configuration: {args.model or 'its own model'}"
              + (f" at {args.base_url}" if args.base_url else "") + " (--model/--base-url)")
+    for note in checked.preflight()["notes"]:  # the simulator's blind spots, a low budget
+        _say(f"note: {note}")
     timed = time_preflight(checked, store, endpoints)
     _say(f"  time: {timed['text']}")
     for line in timed["notes"]:
@@ -330,6 +333,9 @@ def cmd_show(args: Any) -> int:
          f"{experiment.get('set_version') or 'unknown'}")
     if state.error:
         _say(f"note: {state.error}")
+    if simulated.any():
+        for note in blind_notes(experiment["spec"]["configs"]):
+            _say(f"note: {note}")
     for config in experiment["spec"]["configs"]:  # the call policy its runs and resume use
         policy = {k: config[k] for k in ("timeout_per_call", "retries", "concurrency")
                   if config.get(k) is not None}

@@ -192,6 +192,11 @@ def cmd_run(args: argparse.Namespace) -> int:
              f"{sum(t.tokens_in + t.tokens_out for t in result.turns):,} tokens, cost {cost}, "
              f"{result.duration:.2f}s")
         _say(spec.summary(result))
+        if result.expected is not None:  # --expected: say whether the run got it
+            answer = result.final_answer()
+            _say(f"expected {result.expected}: " + (
+                "no answer (counted wrong, unanswered)" if answer is None
+                else f"{'right' if result.correct else 'wrong'} (answered {answer})"))
         if result.order:
             _say(runflags.order_line(result))
         for warning in result.warnings:
@@ -265,7 +270,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from engine.views.blocks import simulation_columns
+    from engine.views.blocks import export_columns
     store = _store(args)
     ids = args.run_ids or list(store.runs()["id"])
     for run_id in ids:
@@ -281,7 +286,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     elif fmt == "jsonl":
         text = store.export_jsonl(ids)
     else:  # cells taken from model text never run as spreadsheet formulas
-        text = simulation_columns(store.runs(ids=ids)).map(csv_cell).to_csv(index=False)
+        text = export_columns(store.runs(ids=ids)).map(csv_cell).to_csv(index=False)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as handle:
             handle.write(text)

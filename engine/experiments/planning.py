@@ -18,6 +18,7 @@ from engine.protocols.baselines import KIND as EQUAL_COMPUTE
 from engine.protocols.baselines import TOKENS_KIND as EQUAL_TOKENS
 from engine.questions import files as qsets
 from engine.questions.sets import load_bundled
+from engine.reports.blind import blind_notes
 from engine.store import strip_secrets
 from engine.store.experiments import add_experiment
 
@@ -122,10 +123,28 @@ class Plan:
         """True when the plan makes more than `MAX_CALLS` calls (the user must confirm)."""
         return self.calls > MAX_CALLS
 
+    @property
+    def blind(self) -> list[str]:
+        """Configurations the simulated model cannot tell apart, one sentence a group
+        (`engine.reports.blind`): said before anyone reads their tie as a finding."""
+        return blind_notes(self.configs)
+
+    @property
+    def budget_note(self) -> str:
+        """A budget below the estimated cost, in words ("" when it is not)."""
+        cost, budget = self.cost_usd, self.budget_usd
+        if budget is None or cost is None or cost <= budget:
+            return ""
+        share = budget / cost if cost else 0.0
+        return (f"The budget (${budget:,.2f}) is below the estimated cost (${cost:,.2f}): the "
+                f"experiment will stop once it has spent it, after about {share:.0%} of its "
+                "runs.")
+
     def preflight(self) -> dict[str, Any]:
         return {"runs": self.runs, "calls": self.calls, "tokens": self.tokens,
                 "cost_usd": self.cost_usd, "budget_usd": self.budget_usd,
-                "per_config": self.per_config, "baselines": self.baselines}
+                "per_config": self.per_config, "baselines": self.baselines,
+                "notes": [*self.blind, *[self.budget_note] * bool(self.budget_note)]}
 
 
 def create(store: Any, experiment: Plan | Mapping[str, Any], actor: Actor = LOCAL) -> str:

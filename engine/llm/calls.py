@@ -11,7 +11,7 @@ import contextvars
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
@@ -97,12 +97,24 @@ def is_transient(exc: BaseException) -> bool:
     return any(part in name for part in _TRANSIENT_NAMES)
 
 
+NOT_AN_API = ("the server answered with something other than an OpenAI-compatible reply (a "
+              "web page?): check the endpoint's base URL, which usually ends in /v1")
+
+
 def describe_error(exc: BaseException) -> str:
-    """One line naming the error type and its message."""
+    """One line naming the error type and its message (in words where the message is a
+    library's: a server that answered with a web page)."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError)) and not text:
         text = "the model did not answer in time"
+    if not_an_api(exc):
+        return NOT_AN_API
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def not_an_api(exc: BaseException) -> bool:
+    """True when an OpenAI-compatible client got a reply that is not one (HTML, text)."""
+    return "unexpected response type" in str(exc).lower()
 
 
 def is_connection_error(exc: BaseException) -> bool:
@@ -138,7 +150,10 @@ class RunContext:
                  concurrency: int | None = None, backoff: float = 0.5,
                  stop_event: threading.Event | None = None, endpoints: Any = None,
                  expected: str | None = None, variant: str = "", store: Any = None,
-                 kept: Sequence[Turn] = (), kept_from: str = ""):
+                 kept: Sequence[Turn] = (), kept_from: str = "",
+                 role_library: Mapping[str, str] | None = None,
+                 role_lines: Mapping[str, str] | None = None,
+                 answers: Sequence[str] = ()):
         self.protocol = protocol
         self.on_event = on_event
         self.recorder = recorder
@@ -156,6 +171,12 @@ class RunContext:
         self.expected = str(expected).strip() if expected is not None and \
             str(expected).strip() else None
         self.variant = variant
+        self.answers = tuple(answers)  # what the question's form allows (a yes/no question)
+        # Roles (`engine.protocols.roles`): the library's own descriptions by folded name,
+        # for templates that carry a role, and the `Your role: ...` line a seat's system
+        # prompt gains, by seat name (only seats whose role is set have one).
+        self.role_library: dict[str, str] = dict(role_library or {})
+        self.role_lines: dict[str, str] = dict(role_lines or {})
         self.turns: list[Turn] = []
         self._semaphore: asyncio.Semaphore | None = None
         self._models: dict[int, Any] = {}
@@ -203,8 +224,18 @@ class RunContext:
             return None
         filled = task.model_copy(update={
             "seat": seat.name, "role": task.role or seat.role, "round": round,
-            "expected": self.expected, "variant": self.variant})
+            "expected": self.expected, "variant": self.variant, "answers": self.answers})
         return {"metadata": {"parley_task": filled.model_dump()}}
+
+    def with_system(self, seat: Seat, messages: list[dict[str, str]]) -> list[dict[str, str]]:
+        """`messages` led by the seat's system prompt (its persona, then its role's line),
+        unless the protocol wrote a system message of its own."""
+        full = list(messages)
+        system = "\n\n".join(part for part in (seat.persona, self.role_lines.get(seat.name))
+                             if part)
+        if system and not any(m["role"] == "system" for m in full):
+            full.insert(0, {"role": "system", "content": system})
+        return full
 
     async def call(self, seat: Seat, messages: list[dict[str, str]], *, phase: str,  # noqa: PLR0915
                    round: int = 0, parse: Callable[[str], tuple[dict, list[str]]] | None = None,
@@ -221,9 +252,7 @@ class RunContext:
         kept = self._kept.get((seat.name, phase, round))
         if kept:
             return self._replay(kept.pop(0), parse)
-        full = list(messages)
-        if seat.persona and not any(m["role"] == "system" for m in full):
-            full.insert(0, {"role": "system", "content": seat.persona})
+        full = self.with_system(seat, messages)
         model = self.model_for(seat) if output is None else output.wrap(self.model_for(seat))
         started = now()
         clock = time.perf_counter()
@@ -263,7 +292,7 @@ class RunContext:
                 except Exception as exc:  # a model failure is recorded, never raised
                     gate.refused(exc)
                     error = describe_error(exc)
-                    if host and is_connection_error(exc):
+                    if host and (is_connection_error(exc) or not_an_api(exc)):
                         error = f"{error} (calling {host})"
                     if not is_transient(exc) or attempt == retries:
                         break

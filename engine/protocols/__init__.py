@@ -176,7 +176,13 @@ def resolve_config(config: RunConfig | Mapping[str, Any]) -> RunConfig:
     seats = {slot.name: kwargs[slot.name] for slot in spec.slots}
     options = {o.name: kwargs[o.name] for o in spec.options if o.name in kwargs}
     described = describe_config(spec.name, seats, options, typed.prompts)
-    return described.model_copy(update={"label": typed.label, "retries": typed.retries,
+    named = {slot: [seat.model_copy(update={"persona_name": given[i].persona_name})
+                    if i < len(given) and given[i].persona == seat.persona else seat
+                    for i, seat in enumerate(entries)]
+             for slot, entries in described.seats.items()
+             for given in [typed.seats.get(slot, [])]}  # the library persona each played
+    return described.model_copy(update={"seats": named, "label": typed.label,
+                                        "retries": typed.retries,
                                         "timeout_per_call": typed.timeout_per_call,
                                         "concurrency": typed.concurrency,
                                         "order_seed": typed.order_seed})

@@ -31,7 +31,9 @@ from engine.llm.calls import RunContext
 from engine.llm.runmodels import open_run
 from engine.llm.transport import releasing
 from engine.models import RunResult, RunStopped, Seat, Signals, Turn, now, total_cost
+from engine.protocols.roles import role_lines, set_roles, stored_library
 from engine.protocols.templates import Template, check_prompts
+from engine.simulated.world import answers_of
 from engine.store import StoreWriteError
 
 INTERRUPTED = "interrupted: the process was stopped (Ctrl-C or SIGTERM)"
@@ -50,6 +52,9 @@ class Slot:
     defaults: tuple[dict[str, str], ...] = ()
     help: str = ""
     role: str = ""  # the role a seat here plays when its configuration names none
+    # True when the protocol's own templates say this slot's roles (a roundtable agent's
+    # system prompt); otherwise a seat whose role is set gains a `Your role: ...` line
+    role_in_template: bool = False
 
 
 @dataclass(frozen=True)
@@ -229,7 +234,9 @@ async def execute(protocol: str, question: str, templates: Mapping[str, Template
                      timeout=run.timeout_per_call, retries=run.retries,
                      concurrency=run.concurrency, stop_event=run.stop_event,
                      endpoints=run.endpoints, expected=run.expected,
-                     variant=world_variant(run.tags), store=store, **kept_turns(run))
+                     variant=world_variant(run.tags), store=store, **kept_turns(run),
+                     answers=answers_of(question),
+                     **seat_roles(protocol, seats, store))
     expected = run.expected
     run_id = run.run_id
     began = now()
@@ -310,6 +317,25 @@ def _trace(protocol: str, run_id: str | None, turns: list[Turn], status: str, be
                         experiment_id=run.experiment_id)
 
 
+def seat_roles(protocol: str, seats: Mapping[str, Seat | list[Seat] | None], store: Any
+               ) -> dict[str, Any]:
+    """The run context's arguments for the seats' roles (`engine.protocols.roles`): the
+    library's own role descriptions (read only when a seat's role is set) and the
+    `Your role: ...` line of each seat whose role is set, where its slot's templates do not
+    say the role themselves."""
+    slots = {slot.name: slot for slot in getattr(catalog.entry(protocol), "slots", ())}
+    given = [(seat, slots.get(name)) for name, value in seats.items()
+             for seat in (value if isinstance(value, (list, tuple)) else [value])
+             if isinstance(seat, Seat)]
+    chosen = set_roles((seat, slot.role if slot else "") for seat, slot in given)
+    if not chosen:
+        return {}
+    library = stored_library(store)
+    lined = [seat for seat, slot in given
+             if seat in chosen and not (slot and slot.role_in_template)]
+    return {"role_library": library, "role_lines": role_lines(lined, library)}
+
+
 def kept_turns(run: RunOptions) -> dict[str, Any]:
     """The run context's arguments for a fork's kept turns (`RunOptions.resume_from`)."""
     resume = run.resume_from
@@ -324,7 +350,9 @@ def fork_metrics(run: RunOptions) -> dict[str, Any]:
 
 
 SINGULAR = {"connection errors": "connection error", "empty replies": "empty reply",
-            "unreadable replies": "unreadable reply"}
+            "unreadable replies": "unreadable reply",
+            "replies that were not an API's (check the base URL)":
+                "reply that was not an API's (check the base URL)"}
 
 
 def no_call_succeeded(turns: list[Turn]) -> str:
@@ -355,6 +383,8 @@ def failure_kind(error: str) -> str:
         return "empty replies"
     if "could not be read" in text or "unreadable" in text:
         return "unreadable replies"
+    if "other than an openai-compatible reply" in text:
+        return "replies that were not an API's (check the base URL)"
     return error.split(":", 1)[0].strip() or "unexplained"
 
 

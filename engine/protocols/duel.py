@@ -26,6 +26,7 @@ from engine.protocols.base import (
     split_run_options,
 )
 from engine.protocols.checks import require_seat
+from engine.protocols.roles import library_text
 from engine.protocols.templates import Template, render
 from engine.text import fold_name
 from engine.views.aggregate import completed, counts_by, rate_by
@@ -154,8 +155,9 @@ async def arun_duel(topic: str, *, a: Seat | Any, b: Seat | Any, rounds: int = 3
         other = {"a": "b", "b": "a"}
         history: dict[str, list[dict[str, str]]] = {}
         for key, seat in sides.items():
+            role = library_text(seat.role, ctx.role_library) or seat.role.strip()
             system = render(TEMPLATES, ctx.prompts, "system", topic=topic,
-                            role=seat.role.strip().rstrip("."), speaker=seat.name,
+                            role=role.rstrip("."), speaker=seat.name,
                             opponent=sides[other[key]].name)
             if seat.persona.strip():
                 system += "\n\n" + seat.persona.strip()
@@ -286,9 +288,9 @@ def _insights(data: InsightsData) -> Section:
 SPEC = ProtocolSpec(
     name="duel", title="Duel", seed="004", question_name="topic", runner=arun_duel,
     slots=(Slot("a", defaults=({"name": "optimist", "role": DEFAULT_ROLES["a"]},),
-                help="one side (opens by default)"),
+                role_in_template=True, help="one side (opens by default)"),
            Slot("b", defaults=({"name": "skeptic", "role": DEFAULT_ROLES["b"]},),
-                help="the other side")),
+                role_in_template=True, help="the other side")),
     options=(Option("rounds", 3, 1, MAX_ROUNDS, "turns per side"),
              Option("first", None, help='who opens: "a", "b" or a seat name (default a)',
                     choices=(None, "a", "b"), or_seat=True),

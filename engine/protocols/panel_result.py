@@ -19,6 +19,7 @@ from engine.protocols.ballots import (
     tally_outcome,
     tally_rows,
 )
+from engine.protocols.personas import PERSONAS
 from engine.views.aggregate import completed, rate_by, rate_text
 from engine.views.ballots import (
     ballots_frame,
@@ -27,6 +28,7 @@ from engine.views.ballots import (
     mind_change_rates,
     plurality_flow_links,
     tally_charts,
+    with_personas,
 )
 from engine.views.blocks import Block, Chart, InsightsData, Section, warnings_block
 
@@ -187,6 +189,9 @@ def view(r: PanelResult) -> list[Block]:
     return [b for b in blocks if b.kind != "text" or b.body] + warnings_block(r.warnings)
 
 
+BUILT_IN_PERSONAS = {p.prompt.strip(): p.id for p in PERSONAS.values()}
+
+
 def insights(data: InsightsData) -> Section:
     """The panel's Insights section: measured and claimed mind changes, per persona and per
     label, stance flows against the vote, right and wrong before and after, and the tally."""
@@ -206,10 +211,12 @@ def insights(data: InsightsData) -> Section:
     ballots = ballots[ballots["id"].isin(panels["id"])] if not ballots.empty else ballots
     if not ballots.empty:
         section.charts += [
-            Chart("rate_bar", mind_change_rates(ballots, "seat").rename(
-                columns={"seat": "group"}), "Mind-change rate per persona",
+            Chart("rate_bar", mind_change_rates(with_personas(
+                ballots, data.results(), BUILT_IN_PERSONAS), "persona").rename(
+                columns={"persona": "group"}), "Mind-change rate per persona",
                 "Share of each persona's panels in which its measured stance changed after "
-                "the critique.", {"y_title": "panels it changed in"}),
+                "the critique, by the persona a seat played (not its seat's name).",
+                {"y_title": "panels it changed in"}),
             Chart("sankey", plurality_flow_links(ballots), "Stance flows against the vote",
                   "Each band is debaters: left, their first answer against the round-one "
                   "plurality; right, their final answer against the panel's answer.", {})]

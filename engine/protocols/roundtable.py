@@ -31,6 +31,7 @@ from engine.protocols.base import (
     tally_carried,
 )
 from engine.protocols.checks import require_seat
+from engine.protocols.roles import library_text
 from engine.protocols.roundtable_result import Exchange, JudgeReading, RoundtableResult
 from engine.protocols.templates import Template, render, stance_problem
 
@@ -105,7 +106,8 @@ def role_name(role: str) -> str:
 
 
 def role_description(role: str) -> str:
-    """The one-line description a known role gets in the prompt; free text is used as given."""
+    """The one-line description a known role gets in the prompt; free text is used as given
+    (a role the library describes in its own words gets those, `roles.library_text`)."""
     name = role_name(role)
     return ROLES.get(name) or name or PARTICIPANT
 
@@ -206,14 +208,16 @@ async def arun_roundtable(question: str, *, agents: list[Seat | Any], rounds: in
         exchanges: list[Exchange] = []
         for number in range(1, rounds + 1):
             for seat in speakers:
+                role = library_text(seat.role, ctx.role_library) or role_description(
+                    seat.role)
                 system = render(TEMPLATES, ctx.prompts, "system", agent=seat.name,
-                                role=role_description(seat.role), agents=roster)
+                                role=role, agents=roster)
                 if seat.persona.strip():
                     system += "\n\n" + seat.persona.strip()
                 prompt = render(TEMPLATES, ctx.prompts, "turn", question=question,
                                 context=context.strip() or NO_CONTEXT,
                                 transcript=_transcript(exchanges), agent=seat.name,
-                                role=role_description(seat.role), round=number, rounds=rounds)
+                                role=role, round=number, rounds=rounds)
                 turn = await ctx.call_lines(seat, [{"role": "system", "content": system},
                                                    {"role": "user", "content": prompt}],
                                             line=STANCE_LINE, phase="turn", round=number,
@@ -323,6 +327,7 @@ SPEC = ProtocolSpec(
                 defaults=({"name": "Ada", "role": "proposer"},
                           {"name": "Bo", "role": "critic"},
                           {"name": "Cy", "role": "devil_advocate"}),
+                role_in_template=True,  # the system template: "You are {agent}, {role}."
                 help="role-named agents (proposer, critic, devil_advocate, synthesiser, "
                      "verifier) who answer in turn"),
            Slot("judge", optional=True, defaults=({"name": "judge"},),

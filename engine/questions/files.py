@@ -52,6 +52,14 @@ def load_file(path: str | Path) -> list[Item]:
     return parse_questions(data, path.name)
 
 
+def read_note(items: list[Item], filename: str) -> str:
+    """What a question file gave, in one line for the page that read it."""
+    scored = sum(1 for item in items if item.expected)
+    return (f"{len(items):,} question{'s' * (len(items) != 1)} read from {filename}, "
+            f"{scored:,} with an expected answer" + (
+                " (only those are scored)" if 0 < scored < len(items) else "") + ".")
+
+
 def parse_questions(data: bytes | str, filename: str) -> list[Item]:
     """Parse an uploaded question file; its extension (.csv, .jsonl) picks the format."""
     kind = Path(filename).suffix.lower().lstrip(".")

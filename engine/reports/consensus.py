@@ -47,7 +47,8 @@ MEASURE_COLUMNS = ["id", "group", "protocol", "simulated", "rounds", "agreement_
 TABLE_COLUMNS = [
     "configuration", "simulated", "runs", "multi_round", "inflation", "inflation_low",
     "inflation_high", "scored", "accuracy", "accuracy_low", "accuracy_high", "first_accuracy",
-    "gain", "gain_low", "gain_high", "paired", "manufactured", "fixes", "breaks",
+    "gain", "gain_low", "gain_high", "paired", "manufactured", "accuracy_fell", "too_few",
+    "fixes", "breaks",
     "fix_break_or", "or_low", "or_high",
     *(f"{key}_{what}" for key in SOURCES for what in ("n", "ece", "brier", "auarc"))]
 
@@ -196,8 +197,13 @@ def _row(label: str, simulated: bool, mine: pd.DataFrame) -> dict[str, Any]:
     gain = mean_interval([float(a) - float(b) for a, b in zip(final, first, strict=True)])
     fixes, breaks = int((final & ~first).sum()), int((first & ~final).sum())
     ratio = odds_ratio(fixes, breaks)
-    manufactured = bool(inflation.low == inflation.low and inflation.low > 0
+    # A verdict needs enough runs and a real interval: an interval of zero width over two
+    # runs is no evidence of anything (`VERDICT_MIN`).
+    enough = inflation.n >= VERDICT_MIN and gain.n >= VERDICT_MIN and \
+        inflation.high == inflation.high and inflation.high > inflation.low
+    manufactured = bool(enough and inflation.low == inflation.low and inflation.low > 0
                         and gain.low == gain.low and gain.low <= 0)
+    fell = bool(gain.n >= VERDICT_MIN and gain.high == gain.high and gain.high < 0)
     row: dict[str, Any] = {
         "configuration": label, "simulated": simulated, "runs": len(mine),
         "multi_round": inflation.n, "inflation": inflation.value,
@@ -206,7 +212,8 @@ def _row(label: str, simulated: bool, mine: pd.DataFrame) -> dict[str, Any]:
         "accuracy_low": low, "accuracy_high": high,
         "first_accuracy": float(first.mean()) if len(first) else None,
         "gain": gain.value, "gain_low": gain.low, "gain_high": gain.high, "paired": gain.n,
-        "manufactured": manufactured, "fixes": fixes, "breaks": breaks,
+        "manufactured": manufactured, "accuracy_fell": fell,
+        "too_few": not enough and not fell, "fixes": fixes, "breaks": breaks,
         "fix_break_or": ratio.value, "or_low": ratio.low, "or_high": ratio.high}
     shown = sources_of(mine)
     for key in SOURCES:
@@ -367,6 +374,9 @@ def from_experiment(runs: pd.DataFrame, labels: Iterable[str], store: Any = None
 
 
 # --------------------------------------------------------------------------- text and figures
+VERDICT_MIN = 5  # runs (multi-round, and scored in both rounds) before a verdict is given
+
+
 def _pct(value: Any) -> str:
     return "–" if value is None or value != value else f"{value:.0%}"
 
@@ -385,6 +395,11 @@ def flag_text(row: Mapping[str, Any]) -> str:
             f"{_signed(row['gain_high'])}] over {row['paired']} scored run(s)")
     if row["manufactured"]:
         return f"Manufactured consensus: {infl} while {gain}."
+    if row.get("accuracy_fell"):
+        return f"Accuracy fell: {gain}; {infl}."
+    if row.get("too_few"):
+        return (f"Too few runs for a verdict (a verdict needs {VERDICT_MIN} or more, with an "
+                f"interval): {infl}; {gain}.")
     return f"Not flagged: {infl}; {gain}."
 
 
@@ -408,7 +423,10 @@ def table_view(table: pd.DataFrame) -> pd.DataFrame:
     out["round-one plurality accuracy"] = table["first_accuracy"].map(_pct)
     out["accuracy gain [95% CI]"] = [ci(v, lo, hi, "+.2f") for v, lo, hi in zip(
         table["gain"], table["gain_low"], table["gain_high"], strict=True)]
-    out["manufactured consensus"] = table["manufactured"].map({True: "yes", False: "no"})
+    out["manufactured consensus"] = [
+        "yes" if made else "too few runs (under 5)" if few else "no"
+        for made, few in zip(table["manufactured"], table["too_few"], strict=True)]
+    out["accuracy fell"] = table["accuracy_fell"].map({True: "yes", False: ""})
     out["fixes / breaks"] = [f"{f} / {b}" for f, b in zip(table["fixes"], table["breaks"],
                                                           strict=True)]
     out["fix/break odds ratio [95% CI]"] = [ci(v, lo, hi, ".2f") for v, lo, hi in zip(

@@ -31,31 +31,26 @@ from engine.analysis.stats import wilson_interval
 from engine.protocols.personas import CAUTIOUS, CREATIVE, CRITIC, JUDGE, LITERAL
 from engine.reports.runs import Filters
 from engine.reports.whatif import round_runs
+from engine.views import ballots
 from engine.views.aggregate import SIMULATED_SUFFIX
 
 BY = ("persona", "model")
-NO_PERSONA = "(no persona)"
+# what a persona x persona matrix over simulated runs is (`engine.reports.blind`)
+SIMULATED_PERSONAS = (
+    "Over simulated runs these rates are not the personas' doing: the simulated model reads "
+    "no persona, so who moved whom between personas here is its world's seeded draws "
+    "(its conformity and persuasion), the same for any persona. Read them on real runs.")
+NO_PERSONA = ballots.NO_PERSONA
 UNKNOWN = "(unknown seat)"
 COLUMNS = ["kind", "by", "mover", "moved", "flips", "opportunities", "rate", "low", "high",
            "runs", "run_ids"]
-_BUILT_IN = {p.prompt.strip(): p.name for p in (CAUTIOUS, CREATIVE, LITERAL, CRITIC, JUDGE)}
+_BUILT_IN = {p.prompt.strip(): p.id for p in (CAUTIOUS, CREATIVE, LITERAL, CRITIC, JUDGE)}
 
 
 def persona_of(seat: Mapping[str, Any], names: Mapping[str, str] | None = None) -> str:
-    """A seat's persona as the matrix names it: its `persona_name` when stored, the name of
-    the built-in or library persona (`names`: prompt -> name) whose prompt it is, else the
-    prompt's first 40 characters, else "(no persona)"."""
-    named = str(seat.get("persona_name") or "").strip()
-    if named:
-        return named
-    prompt = str(seat.get("persona") or "").strip()
-    if not prompt:
-        return NO_PERSONA
-    known = {**_BUILT_IN, **(names or {})}
-    if prompt in known:
-        return known[prompt]
-    line = " ".join(prompt.split())
-    return line if len(line) <= 40 else line[:39] + "…"
+    """A seat's persona as the matrix names it (`engine.views.ballots.persona_of`, the
+    built-in personas known by their prompts, and `names`: prompt -> name)."""
+    return ballots.persona_of(seat, {**_BUILT_IN, **(names or {})})
 
 
 def seat_map(config: Any, names: Mapping[str, str] | None = None

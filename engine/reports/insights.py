@@ -440,7 +440,7 @@ def _results_of(store: Any, runs: pd.DataFrame) -> Results:
     def results(protocol: str) -> pd.DataFrame:
         done = completed(runs)
         ids = list(done.loc[done["protocol"] == protocol, "id"]) if not done.empty else []
-        frame = store.run_results(ids)
+        frame = store.run_results(ids, with_config=True)  # who played which persona
         labels = dict(zip(done["id"], done["label"]))
         order = {run_id: number for number, run_id in enumerate(ids)}  # as `runs` has them
         frame = frame.assign(label=frame["id"].map(labels), _at=frame["id"].map(order))

@@ -154,3 +154,25 @@ def final_answer(run: Mapping[str, Any]) -> str:
     metrics = run.get("metrics")
     answer = metrics.get("answer") if isinstance(metrics, Mapping) else None
     return str(answer) if answer not in (None, "") else NO_ANSWER
+
+
+# A result's fields that hold the reasoning behind its final answer, first found wins
+# (a judge's or a synthesis's rationale, a chairman's whole reply); names of fields, read
+# the same for every protocol.
+REASONING_FIELDS = ("rationale", "reasoning", "final_text", "final_output")
+
+
+def reasoning(run: Mapping[str, Any]) -> str:
+    """The reasoning behind a stored run's final answer, as text: its result's rationale
+    (`REASONING_FIELDS`), else the reply of its last successful call; "" when it has none.
+    The Review page shows it collapsed under the answer, blinded like the answer."""
+    result = run.get("result")
+    if isinstance(result, Mapping):
+        for field in REASONING_FIELDS:
+            value = result.get(field)
+            if isinstance(value, str) and value.strip():
+                return value.strip()
+    turns = run.get("turns") or []
+    replies = [t.get("reply") for t in turns if isinstance(t, Mapping)
+               and t.get("status") == "ok" and str(t.get("reply") or "").strip()]
+    return str(replies[-1]).strip() if replies else ""

@@ -123,8 +123,13 @@ def status_text(status: Any, degraded_run: Any) -> str:
 
 
 HISTORY_COLUMNS = ("id", "created", "protocol", "label", "question", "expected", "correct",
-                   "outcome", "status", "simulated", "models", "calls", "degraded", "tokens",
-                   "cost", "seconds", "unreadable")
+                   "outcome", "confidence", "mind changes", "status", "simulated", "models",
+                   "calls", "degraded", "tokens", "cost", "seconds", "unreadable")
+
+
+def metric(metrics: Any, key: str) -> Any:
+    """One stored metric of a run (None when the run has none, or no metrics)."""
+    return metrics.get(key) if isinstance(metrics, Mapping) else None
 # Tags Parley writes for itself (an experiment's cell, a re-run's original): kept on the run,
 # left out of the Tag filter, whose choices are the user's own tags.
 
@@ -151,6 +156,11 @@ def history_table(frame: pd.DataFrame) -> pd.DataFrame:
         "correct": [None if c is None or c != c else bool(c) for c in frame["correct"]]
         if "correct" in frame else None,
         "outcome": [outcome_text(m) for m in frame["metrics"]],
+        # the run's confidence level and its measured mind changes, where its protocol has them
+        "confidence": [str(metric(m, "level") or "") for m in frame["metrics"]],
+        "mind changes": pd.array([c if isinstance(c, int) and not isinstance(c, bool) else None
+                                  for c in (metric(m, "mind_changes") for m in frame["metrics"])],
+                                 dtype="Int64"),
         "status": [status_text(s, d) for s, d in zip(
             frame["status"].tolist(), frame["degraded_run"].tolist(), strict=True)],
         "simulated": simulated,

@@ -39,22 +39,10 @@ _YAML_KEYS = {"personas": "persona", "roles": "role", "configurations": CONFIG}
 def builtin_entries() -> dict[str, list[dict[str, str]]]:
     """The seeds' personas and roles as library entries: `engine.protocols.personas`, plus the
     default roles of every registered protocol's seats (a duel's optimist and skeptic)."""
-    from engine.protocols import REGISTRY, personas
-    out: dict[str, list[dict[str, str]]] = {
-        "persona": [{"name": p.id, "icon": p.icon, "prompt": p.prompt, "description": p.name}
-                    for p in personas.PERSONAS.values()],
-        "role": [{"name": r.name, "icon": "", "description": f"{r.title}: {r.description}"}
-                 for r in personas.ROLES.values()]}
-    known = {entry["name"] for entry in out["role"]}
-    for spec in REGISTRY.values():
-        for slot in spec.slots:
-            for default in slot.defaults:
-                role = str(default.get("role") or "").strip()
-                if role and role not in known:
-                    known.add(role)
-                    out["role"].append({"name": role, "icon": "", "description":
-                                        f"{spec.title}: the default role of seat {slot.name}"})
-    return out
+    from engine.protocols import personas, roles
+    return {"persona": [{"name": p.id, "icon": p.icon, "prompt": p.prompt,
+                         "description": p.name} for p in personas.PERSONAS.values()],
+            "role": roles.builtin_roles()}
 
 
 def ensure_seeded(store: Any) -> bool:

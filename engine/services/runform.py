@@ -14,6 +14,7 @@ from engine.config import RunConfig
 from engine.models import ConfigError
 from engine.protocols import check_options, get_protocol, prompt_templates
 from engine.services.library import entries, find
+from engine.text import fold_name
 
 AS_SAVED = "(as saved)"  # a seat's persona text that matches no library persona
 # The Run page's default model: the simulated model at about a second a call, so a first run
@@ -38,10 +39,11 @@ def slot_choices(store: Any, protocol: str, config: Mapping[str, Any] | None = N
     out: dict[str, list[dict[str, str]]] = {}
     for slot in spec.slots:
         given = seats.get(slot.name)
-        if given is None:
+        defaults = given is None
+        if defaults:
             given = list(slot.defaults) or [{}]
         items = given if isinstance(given, list) else [given]
-        out[slot.name] = [_choice(item, slot.name, personas) for item in items]
+        out[slot.name] = [_choice(item, slot.name, personas, defaults) for item in items]
     return out
 
 
@@ -51,7 +53,12 @@ def slot_included(slot: Any, config: Mapping[str, Any] | None) -> bool:
     return not slot.optional or (isinstance(seats, Mapping) and slot.name in seats)
 
 
-def _choice(item: Any, slot: str, personas: list[dict[str, Any]]) -> dict[str, str]:
+def _choice(item: Any, slot: str, personas: list[dict[str, Any]],
+            defaults: bool = False) -> dict[str, str]:
+    """One seat picker's start. `name` is what the user typed, "" when the seat's name
+    follows its persona: a slot's default name, or a stored name that is its persona's own,
+    was never typed (`default_name` keeps a default that is not a persona's, such as a
+    roundtable's Ada, for a seat without one)."""
     item = {"model": item} if isinstance(item, str) else dict(item) if isinstance(
         item, Mapping) else {}
     text = str(item.get("persona") or "")
@@ -60,21 +67,33 @@ def _choice(item: Any, slot: str, personas: list[dict[str, Any]]) -> dict[str, s
         next((p["name"] for p in personas if text and p.get("prompt", "").strip() == text.strip()),
              "")
     persona = match or (AS_SAVED if text else "")
-    return {"name": str(item.get("name") or slot), "persona": persona,
+    name = str(item.get("name") or "").strip()
+    own = bool(match) and fold_name(name) == fold_name(match)
+    return {"name": "" if defaults or own or not name else name,
+            "default_name": "" if own or not defaults else name, "persona": persona,
             "persona_text": text if persona == AS_SAVED else "",
             "role": str(item.get("role") or ""), "model": str(item.get("model") or ""),
             # not a widget: kept as saved, so loading a configuration never drops it
             "temperature": item.get("temperature")}
 
 
+def seat_name(slot: str, *, name: str = "", persona: str = "", default_name: str = "") -> str:
+    """A seat's name: what the user typed, else its persona's name, else the slot's default
+    name for the seat, else the slot's name."""
+    return ((name or "").strip() or (persona if persona and persona != AS_SAVED else "")
+            or (default_name or "").strip() or slot)
+
+
 def seat(store: Any, slot: str, *, name: str = "", persona: str = "", role: str = "",
-         model: str = "", persona_text: str = "", temperature: Any = None) -> dict[str, Any]:
-    """A seat dict for a configuration from library names. The persona's prompt and icon are
-    copied in, so a saved configuration does not change when the persona is edited later;
-    `persona=AS_SAVED` keeps `persona_text` as it is; a `temperature` is kept as given (the
-    configuration's check refuses one that is not a number)."""
-    out: dict[str, Any] = {"name": (name or "").strip() or
-                           (persona if persona and persona != AS_SAVED else slot)}
+         model: str = "", persona_text: str = "", temperature: Any = None,
+         default_name: str = "") -> dict[str, Any]:
+    """A seat dict for a configuration from library names, named by `seat_name` (a name
+    not typed follows the persona). The persona's prompt and icon are copied in, so a saved
+    configuration does not change when the persona is edited later; `persona=AS_SAVED`
+    keeps `persona_text` as it is; a `temperature` is kept as given (the configuration's
+    check refuses one that is not a number)."""
+    out: dict[str, Any] = {"name": seat_name(slot, name=name, persona=persona,
+                                             default_name=default_name)}
     if model and model.strip():
         out["model"] = model.strip()
     if persona == AS_SAVED:
@@ -107,13 +126,18 @@ def build_config(store: Any, protocol: str, choices: Mapping[str, list[Mapping[s
     """
     spec = get_protocol(protocol)
     seats: dict[str, Any] = {}
+    taken = {fold_name(str(c.get("name") or "")) for slot in spec.slots
+             for c in choices.get(slot.name, []) if str(c.get("name") or "").strip()}
     for slot in spec.slots:
-        made = [seat(store, slot.name, temperature=c.get("temperature"),
-                     **{k: str(v or "") for k, v in c.items()
-                        if k in ("name", "persona", "role", "model", "persona_text")})
-                for c in choices.get(slot.name, [])]
+        made = []
+        for c in choices.get(slot.name, [])[:None if slot.many else 1]:
+            made.append(seat(store, slot.name, temperature=c.get("temperature"), **{
+                k: str(v or "") for k, v in c.items() if k in (
+                    "name", "persona", "role", "model", "persona_text", "default_name")}))
+            if not str(c.get("name") or "").strip():  # a name that follows: made unique
+                made[-1]["name"] = _unique(made[-1]["name"], taken)
         if made:
-            seats[slot.name] = made if slot.many else made[:1]
+            seats[slot.name] = made
     config: dict[str, Any] = {"protocol": spec.name, "model": (model or "").strip() or
                               "simulated", "seats": seats,
                               "options": dict(options or {}), "prompts": dict(prompts or {})}
@@ -122,6 +146,16 @@ def build_config(store: Any, protocol: str, choices: Mapping[str, list[Mapping[s
     if order_seed is not None:
         config["order_seed"] = order_seed
     return RunConfig.parse(config).stored()
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    """`name`, or `name 2`, `name 3` ... when another seat has it (two seats on one
+    persona); the name taken is added to `taken`."""
+    out, number = name, 2
+    while fold_name(out) in taken:
+        out, number = f"{name} {number}", number + 1
+    taken.add(fold_name(out))
+    return out
 
 
 def is_simulated(config: Mapping[str, Any]) -> bool:

@@ -90,7 +90,7 @@ def side_answers(world: World, task: Task) -> dict[str, str]:
     pro = belief(world, task, pro_seat)
     con = belief(world, task, con_seat)
     if same(pro, con):
-        con = next(p for p in positions(task.expected) if not same(p, pro))
+        con = next(p for p in positions(task.expected, task.answers) if not same(p, pro))
     return {"for": pro, "against": con}
 
 
@@ -199,7 +199,7 @@ def _turn(world: World, task: Task) -> str:
                others_key(task))
     if "devil" in role:
         avoid = common or own
-        choices = [p for p in positions(task.expected) if not same(p, avoid)]
+        choices = [p for p in positions(task.expected, task.answers) if not same(p, avoid)]
         stance = rng(world, task, "devil", task.seat, normalize_stance(avoid)).choice(choices)
         return f"Let me argue the other side: {stance}. {_CONTRARY}\nSTANCE: {stance}"
     if "synthes" in role and common is not None:

@@ -6,7 +6,8 @@ and repeat). Nothing else is read: not the question, not the prompt's wording, n
 key. Wrong answers are distractors derived from `expected` alone: for a number, nearby values
 of the kind a slip produces (double, ten times, plus one, a tenth); for text, the negation and
 neutral alternatives. Without `expected` the world has no truth, and agents draw among a few
-neutral positions (`option A`, `option B`, `option C`), whatever the question says.
+neutral positions (`option A`, `option B`, `option C`), or between yes and no when the
+question is a yes/no question: its form (`answers_of`) is the one thing of a question read.
 
 Every draw comes from `rng(...)`, keyed on the spec's seed, `expected`, the variant, the seat's
 name, the task's kind and round and the structure the protocol gives (the answers a seat was
@@ -25,6 +26,11 @@ from engine.analysis.stances import normalize_stance
 from engine.models import Task
 
 NEUTRAL = ("option A", "option B", "option C")
+YES_NO = ("yes", "no")
+# A yes/no question: its last sentence opens with an auxiliary verb and offers no "or".
+_ASKS = re.compile(r"^(?:is|are|am|was|were|do|does|did|should|shall|can|could|will|would|"
+                   r"has|have|had|must|may|might|isn't|aren't|doesn't|don't|won't|"
+                   r"shouldn't|can't)\b", re.I)
 _NUMBER = re.compile(r"^(?P<pre>[^\d\-.]*)(?P<num>-?(?:\d[\d,]*)?(?:\.\d+)?)(?P<post>\D*)$")
 _YES_NO = {"yes": "no", "no": "yes", "true": "false", "false": "true"}
 
@@ -114,10 +120,24 @@ def distractors(expected: str) -> list[str]:
     return out[:3]
 
 
-def positions(expected: str | None) -> list[str]:
+def answers_of(question: str) -> tuple[str, ...]:
+    """The answers a question's form allows, where it allows only some: `("yes", "no")` for
+    a yes/no question (its last sentence ends in "?", opens with an auxiliary verb and offers
+    no "or"); () for any other. Nothing else of the question is read."""
+    text = " ".join(str(question or "").split())
+    if not text.endswith("?"):
+        return ()
+    last = re.split(r"(?<=[.!?:;])\s+", text[:-1])[-1].strip(" \"'(")
+    if _ASKS.match(last) and not re.search(r"\bor\b", last, re.I):
+        return YES_NO
+    return ()
+
+
+def positions(expected: str | None, answers: tuple[str, ...] = ()) -> list[str]:
     """Every answer an agent of this world may hold: the truth first, then its distractors;
-    without a truth, the neutral positions."""
-    return [expected, *distractors(expected)] if expected else list(NEUTRAL)
+    without a truth, the answers the question allows (`answers_of`), else the neutral
+    positions."""
+    return [expected, *distractors(expected)] if expected else list(answers or NEUTRAL)
 
 
 def rng(world: World, task: Task, *parts: Any) -> random.Random:
@@ -135,14 +155,14 @@ def belief(world: World, task: Task, seat: str | None = None) -> str:
             return task.expected
         wrong = distractors(task.expected)
         return draw.choices(wrong, weights=[3, 2, 1][:len(wrong)])[0]
-    return draw.choice(NEUTRAL)
+    return draw.choice(task.answers or NEUTRAL)
 
 
 def alternative(world: World, task: Task, own: str, *parts: Any) -> str:
     """An answer other than `own`, as an agent re-thinking would reach it: the truth with
     probability `skill` when `own` is not the truth, else a distractor."""
     draw = rng(world, task, "alternative", task.seat, task.kind, task.round, own, *parts)
-    others = [p for p in positions(task.expected) if not same(p, own)]
+    others = [p for p in positions(task.expected, task.answers) if not same(p, own)]
     if task.expected and not same(own, task.expected) and draw.random() < world.skill:
         return task.expected
     wrong = [p for p in others if not same(p, task.expected)] or others

@@ -14,6 +14,7 @@ reads present such rows as `interrupted` by the same rule (`engine.store.livenes
 from __future__ import annotations
 
 import os
+import re
 import socket
 import threading
 from collections.abc import Iterator
@@ -32,7 +33,19 @@ from engine.store.migrations import MIGRATIONS, refuse_newer
 from engine.store.schema import MigrationRow, RunRow
 from engine.store.statements import MIGRATION_LOG, end_run_row
 
-DEFAULT_URL = "sqlite:///data/parley.db"
+
+def default_url() -> str:
+    """The default store: `data/parley.db` in the project folder (the one holding app.py,
+    where an editable install's engine lives), so the app, the CLI and the Python API share
+    one store from whatever folder they start in; `data/parley.db` under the working folder
+    when the engine is installed without the app."""
+    root = Path(__file__).resolve().parents[2]
+    if (root / "app.py").is_file():
+        return f"sqlite:///{(root / 'data' / 'parley.db').as_posix()}"
+    return "sqlite:///data/parley.db"
+
+
+DEFAULT_URL = default_url()
 MIGRATION_LOCK = 0x5061726C6579  # "Parley": the advisory lock a PostgreSQL migration holds
 READ_ONLY = "this database is read-only ({url}): runs can be read, not started or changed"
 
@@ -46,6 +59,31 @@ def _why(exc: OperationalError) -> str:
     return f"the store could not be written: {detail[0] if detail else type(exc).__name__}"
 
 
+SCHEMES = "sqlite:///PATH or postgresql+psycopg://USER@HOST:PORT/NAME"
+
+
+def cannot_open(url: str, exc: BaseException) -> str:
+    """Why a database could not be opened, in one line naming its host and port (the
+    password masked): an unsupported scheme, a bad port, a server that cannot be reached."""
+    try:
+        parsed = make_url(url)
+    except Exception:  # not even a URL: say what one looks like, never echo a password
+        return f"the database URL could not be read; use {SCHEMES}"
+    shown = parsed.render_as_string(hide_password=True)
+    backend = parsed.get_backend_name()
+    if backend not in ("sqlite", "postgresql") or isinstance(exc, ImportError) or \
+            "can't load plugin" in str(exc).lower():
+        return (f"cannot open the database {shown}: the scheme {parsed.drivername!r} is not "
+                f"supported; use {SCHEMES}")
+    where = (f" (host {parsed.host or 'localhost'}, port {parsed.port or 5432})"
+             if backend == "postgresql" else "")
+    detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    reason = detail[0] if detail else type(exc).__name__
+    if parsed.password:  # a driver may quote the URL back: its password as a whole word
+        reason = re.sub(rf"(?<![\w]){re.escape(str(parsed.password))}(?![\w])", "***", reason)
+    return f"cannot open the database {shown}{where}: {reason[:300]}"
+
+
 class Database:
     """One database opened for the store; every method opens and closes its own session."""
 
@@ -57,6 +95,15 @@ class Database:
         self._lock = threading.Lock()
         self._reaper: threading.Thread | None = None
         self._reaper_stop = threading.Event()
+        try:
+            self._open()
+        except ConfigError:
+            raise
+        except (SQLAlchemyError, ImportError, ValueError, OSError) as exc:
+            raise ConfigError(cannot_open(self.url, exc), "input") from None
+
+    def _open(self) -> None:
+        """Connect, migrate (or open read-only) and start the reaper."""
         sqlite = make_url(self.url).get_backend_name() == "sqlite"
         path = schema.sqlite_path(self.url) if sqlite else None
         if sqlite and schema.sqlite_read_only(self.url, path):

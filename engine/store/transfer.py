@@ -288,10 +288,10 @@ class ImportReport:
 
     def summary(self) -> str:
         """One line for the CLI: `imported N run(s) ...`."""
-        skipped = (f"; {len(self.skipped)} already stored, skipped with the labels they "
-                   "carry" if self.skipped else "")
-        return (f"imported {len(self.runs)} run(s) with {self.preferences} preference(s) and "
-                f"{self.ratings} rating(s){skipped}")
+        skipped = (f"; skipped {len(self.skipped)} already in this database, with the "
+                   "labels they carry" if self.skipped else "")
+        return (f"imported {len(self.runs)} run(s){skipped}; {self.preferences} "
+                f"preference(s) and {self.ratings} rating(s) written")
 
 
 class Transfer(RunReading):

@@ -17,6 +17,51 @@ from engine.views.blocks import ABSTAINED, NO_LABEL, Chart
 
 BALLOT_COLUMNS = ["id", "group", "seat", "before", "after", "changed", "kind", "first_winner",
                   "final_winner", "expected"]
+NO_PERSONA = "(no persona)"
+
+
+def persona_of(seat: Mapping[str, Any], known: Mapping[str, str] | None = None) -> str:
+    """A stored seat's persona by name (DESIGN 2: per-persona reports group by persona, not
+    by the seat's name): its `persona_name` when stored, the name of the persona whose
+    prompt it is (`known`: prompt -> name), else the prompt's first 40 characters, else
+    "(no persona)"."""
+    named = str(seat.get("persona_name") or "").strip()
+    if named:
+        return named
+    prompt = str(seat.get("persona") or "").strip()
+    if not prompt:
+        return NO_PERSONA
+    if known and prompt in known:
+        return known[prompt]
+    line = " ".join(prompt.split())
+    return line if len(line) <= 40 else line[:39] + "…"
+
+
+def seat_personas(config: Any, known: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Seat name -> persona (`persona_of`) from a stored configuration of any shape (what
+    cannot be read maps nobody)."""
+    seats = config.get("seats") if isinstance(config, Mapping) else None
+    if not isinstance(seats, Mapping):
+        return {}
+    out: dict[str, str] = {}
+    for slot, entries in seats.items():
+        for entry in entries if isinstance(entries, list) else [entries]:
+            if isinstance(entry, Mapping):
+                out.setdefault(str(entry.get("name") or slot), persona_of(entry, known))
+    return out
+
+
+def with_personas(ballots: pd.DataFrame, runs: pd.DataFrame,
+                  known: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """`ballots` with each seat's `persona` read off its run's stored configuration (the
+    `config` column of `runs`; a run without one names no persona: "(no persona)")."""
+    if "config" not in runs or ballots.empty:
+        return ballots.assign(persona=NO_PERSONA)
+    maps = {run_id: seat_personas(config, known)
+            for run_id, config in zip(runs["id"], runs["config"], strict=True)}
+    return ballots.assign(persona=[maps.get(run_id, {}).get(seat, NO_PERSONA)
+                                   for run_id, seat in zip(ballots["id"], ballots["seat"],
+                                                           strict=True)])
 
 
 def ballots_frame(frame: pd.DataFrame, before_key: str = "first_round",

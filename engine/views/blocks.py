@@ -91,6 +91,24 @@ def simulation_columns(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+# An export's analysis columns (`export_columns`): column -> the stored metric it reads.
+EXPORT_COLUMNS = {"answer": "answer", "tally_winner": "winner", "tally_votes": "votes",
+                  "tally_total": "total", "confidence": "level", "consensus": "consensus",
+                  "mind_changes": "mind_changes", "persuaded": "persuaded", "misled": "misled"}
+
+
+def export_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """Stored runs as a CSV export lists them (`simulation_columns`), with the outcome an
+    analysis reads in columns of its own: the answer, the tally's winner and its votes of
+    the total, the confidence level and consensus, and the measured mind changes (with
+    persuaded and misled); empty where a run's protocol gives none."""
+    out = simulation_columns(frame)
+    metrics = out["metrics"].tolist() if "metrics" in out else [{}] * len(out)
+    for column, key in EXPORT_COLUMNS.items():
+        out[column] = [m.get(key) if isinstance(m, dict) else None for m in metrics]
+    return out
+
+
 Kind = Literal["metrics", "text", "table", "warning", "caption", "tally", "flow"]
 
 
