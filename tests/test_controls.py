@@ -221,6 +221,7 @@ def test_the_experiments_page_shows_which_protocol_when(db_url):
     table = next(d.value for d in at.dataframe if "arm" in d.value.columns)
     assert table["accuracy"].tolist() == [0.5, 1.0, 0.75]
     assert table["arm"].tolist()[0] == "best fixed: B"
+    assert table["gain over best fixed (points)"].tolist() == ["–", "+50.0", "+25.0"]
     assert any(c.value.startswith("Of the 3 questions a deliberation fixed")  # md-escaped
                and "2 had a unanimous wrong round one" in c.value for c in at.caption)
     dropped = next(d.value for d in at.dataframe if "configuration" in d.value.columns

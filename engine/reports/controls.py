@@ -365,8 +365,8 @@ def headroom_rows(found: Headroom) -> pd.DataFrame:
                       (found.oracle, "oracle: the best configuration per question"),
                       (found.router, "router: by round one's vote entropy")):
         rows.append({"arm": what, "accuracy": arm.accuracy,
-                     "gain over best fixed (points)": None if arm is found.best_fixed
-                     else round(arm.gain * 100, 1),
+                     "gain over best fixed (points)": "–" if arm is found.best_fixed
+                     else _points(arm.gain),
                      "95% interval (paired bootstrap)": "" if arm is found.best_fixed else
                      f"[{_points(arm.low)}, {_points(arm.high)}]"})
     return pd.DataFrame(rows)
