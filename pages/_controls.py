@@ -20,8 +20,7 @@ def read(_store: Store, stamp: tuple, experiment_id: str, kind: str
          ) -> tuple[controls.Headroom, list[controls.Dropped]]:
     """The headroom and dropped seats of one kind of run, built again only when `stamp`
     changed."""
-    return (controls.headroom(_store, experiment_id, kind),
-            controls.dropped_seats(_store, experiment_id, kind))
+    return controls.controls_of(_store, experiment_id, kind)
 
 
 def show(experiment_id: str, kind: str, stamp: tuple) -> None:

@@ -177,6 +177,12 @@ def test_dropped_seats_equal_a_hand_count_and_flag_a_difference(store, dropping)
         == [True, False]
 
 
+def test_one_read_gives_both_controls(store, dropping):
+    room, dropped = controls.controls_of(store, dropping)
+    assert room == reports.headroom(store, dropping)
+    assert dropped == controls.dropped_seats(store, dropping)
+
+
 def test_no_lost_call_no_dropped_seats(store, scripted):
     assert controls.dropped_seats(store, scripted) == []
     assert controls.dropped_text([]) == ""

@@ -26,11 +26,11 @@
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from engine.analysis.answers import answers_match
@@ -162,13 +162,15 @@ def buckets(frame: pd.DataFrame) -> dict[int, str]:
 
 def _bootstrap(diffs: Sequence[float], seed: int = SEED, resamples: int = BOOTSTRAP
                ) -> tuple[float, float]:
-    """The 95% percentile bootstrap interval of the mean of `diffs` (one per question)."""
+    """The 95% percentile bootstrap interval of the mean of `diffs` (one per question):
+    `resamples` draws of as many questions with replacement, seeded."""
     if len(diffs) < 2:
         return math.nan, math.nan
-    draw = random.Random(seed)
-    n = len(diffs)
-    means = sorted(sum(draw.choice(diffs) for _ in range(n)) / n for _ in range(resamples))
-    return means[int(0.025 * (resamples - 1))], means[int(math.ceil(0.975 * (resamples - 1)))]
+    values = np.asarray(diffs, dtype=float)
+    draws = np.random.default_rng(seed).integers(0, len(values), (resamples, len(values)))
+    means = np.sort(values[draws].mean(axis=1))
+    return (float(means[int(0.025 * (resamples - 1))]),
+            float(means[int(math.ceil(0.975 * (resamples - 1)))]))
 
 
 def _arm(name: str, picks: Mapping[int, str], table: Mapping[str, Mapping[int, float]],
@@ -181,15 +183,21 @@ def _arm(name: str, picks: Mapping[int, str], table: Mapping[str, Mapping[int, f
 
 def _route(questions: Sequence[int], bucket: Mapping[int, str], order: Sequence[str],
            table: Mapping[str, Mapping[int, float]], fixed: str) -> dict[int, str]:
-    """Each question's configuration: the best over the other questions of its bucket."""
+    """Each question's configuration: the best over the other questions of its bucket (its
+    bucket's total less its own, so a question costs one pass over the configurations)."""
+    members: dict[str, list[int]] = {}
+    for q in questions:
+        members.setdefault(bucket.get(q, "unknown"), []).append(q)
+    totals = {name: {label: sum(table[label][q] for q in qs) for label in order}
+              for name, qs in members.items()}
     picks = {}
     for q in questions:
-        others = [o for o in questions if o != q and bucket.get(o, "unknown")
-                  == bucket.get(q, "unknown")]
-        if not others:
+        name = bucket.get(q, "unknown")
+        if len(members[name]) < 2:
             picks[q] = fixed
             continue
-        means = {label: sum(table[label][o] for o in others) / len(others) for label in order}
+        # rounded: a tie of sums of repeat shares must not be split by float error
+        means = {label: round(totals[name][label] - table[label][q], 9) for label in order}
         top = max(means.values())
         picks[q] = fixed if means[fixed] == top else next(
             label for label in order if means[label] == top)
@@ -334,6 +342,13 @@ def dropped_rows(found: Sequence[Dropped]) -> pd.DataFrame:
                                  "differ beyond the interval"])
 
 
+def controls_of(store: Any, experiment_id: str, kind: str | None = None
+                ) -> tuple[Headroom, list[Dropped]]:
+    """`headroom` and `dropped_seats` from one read of the experiment's runs."""
+    frame, kind, labels = _counted(store, experiment_id, kind)
+    return _headroom(frame, kind, labels), dropped_from(frame, labels)
+
+
 def controls_text(store: Any, experiment_id: str) -> str:
     """What `experiment show` prints of the controls: per kind of run the experiment has
     (real, simulated: never pooled), its headroom when it has two or more configurations,
@@ -404,6 +419,7 @@ def unanimous_text(share: Share) -> str:
             f"reports {PAPER_UNANIMOUS_WRONG:.0%})")
 
 
-__all__ = ["Arm", "Dropped", "Headroom", "Share", "controls_text", "dropped_seats", "dropped_from",
-           "dropped_rows", "dropped_text", "headroom", "headroom_rows", "headroom_text",
-           "scores", "buckets", "unanimous_wrong", "BUCKETS"]
+__all__ = ["Arm", "BUCKETS", "Dropped", "Headroom", "Share", "buckets", "controls_of",
+           "controls_text", "dropped_from", "dropped_rows", "dropped_seats", "dropped_text",
+           "headroom", "headroom_rows", "headroom_text", "scores", "unanimous_text",
+           "unanimous_wrong"]
