@@ -206,30 +206,28 @@ def _route(questions: Sequence[int], bucket: Mapping[int, str], order: Sequence[
 
 def unanimous_wrong(frame: pd.DataFrame) -> Share:
     """Of the questions a deliberation fixed, those whose round one was unanimous (one
-    answer, two votes or more) and wrong in every run that fixed it."""
+    answer, two votes or more) and wrong in every run that fixed it. Round one's plurality
+    (the first of its stored votes) is scored only for the runs that ended right after two
+    rounds or more, each distinct (plurality, expected answer) once."""
     fixed: dict[int, bool] = {}
-    for q, value, correct, first_wrong in zip(
+    wrong: dict[tuple[str, str], bool] = {}
+    for q, value, correct, expected in zip(
             frame["q"].tolist(), frame["round_votes"].tolist(), frame["correct"].tolist(),
-            _first_wrong(frame), strict=True):
-        counts = clean_votes(value)
-        if not counts or len(counts) < 2 or correct is not True or not first_wrong:
+            frame["expected"].tolist(), strict=True):
+        if correct is not True or not isinstance(expected, str) or not expected.strip():
             continue
-        alone = len(counts[0]) == 1 and sum(counts[0].values()) >= 2
-        fixed[int(q)] = fixed.get(int(q), True) and alone
-    return Share(sum(fixed.values()), len(fixed))
-
-
-def _first_wrong(frame: pd.DataFrame) -> list[bool]:
-    """Per run: round one's plurality (the first of its stored votes) did not match the
-    expected answer (False when there is no expected answer or no vote)."""
-    out = []
-    for value, expected in zip(frame["round_votes"].tolist(), frame["expected"].tolist(),
-                               strict=True):
         counts = clean_votes(value)
-        plurality = next(iter(counts[0]), None) if counts else None
-        given = expected if isinstance(expected, str) and expected.strip() else None
-        out.append(bool(plurality and given and not answers_match(plurality, given)))
-    return out
+        first = counts[0] if counts and len(counts) >= 2 else {}
+        plurality = next(iter(first), None)
+        if plurality is None:
+            continue
+        key = (plurality, expected)
+        if key not in wrong:
+            wrong[key] = not answers_match(plurality, expected)
+        if wrong[key]:
+            alone = len(first) == 1 and sum(first.values()) >= 2
+            fixed[int(q)] = fixed.get(int(q), True) and alone
+    return Share(sum(fixed.values()), len(fixed))
 
 
 def headroom(store: Any, experiment_id: str, kind: str | None = None) -> Headroom:
