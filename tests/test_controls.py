@@ -47,7 +47,8 @@ def save(store: Store, experiment_id: str, q: int, c: int, r: int, answer: str,
                   error="timed out" if i < lost_calls else "",
                   simulated=model == "simulated") for i in range(3)]
     store.finish_run(run_id, RunResult(protocol=config["protocol"], expected=item["expected"],
-                                       correct=answer == item["expected"], turns=turns),
+                                       correct=None if item["expected"] is None
+                                       else answer == item["expected"], turns=turns),
                      {"answer": answer, **({"round_votes": votes} if votes else {})})
     return run_id
 
@@ -239,3 +240,12 @@ def test_the_experiments_page_shows_which_protocol_when(db_url):
         "accuracy, every question": "25% [5%–70%] n=4",
         "accuracy, questions every seat answered": "0% [0%–56%] n=3",
         "differ beyond the interval": True}]
+
+
+def test_an_unscored_experiment_shows_no_controls(store):
+    open_ended = [{"question": "Which plan?", "expected": None}]
+    experiment_id = experiment(store, open_ended, VOTES)
+    for c in range(3):
+        save(store, experiment_id, 0, c, 0, "Plan A", lost_calls=1)
+    assert controls.controls_text(store, experiment_id) == ""
+    assert reports.headroom(store, experiment_id).note.startswith("headroom needs two")

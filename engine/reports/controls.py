@@ -349,16 +349,17 @@ def controls_of(store: Any, experiment_id: str, kind: str | None = None
 
 def controls_text(store: Any, experiment_id: str) -> str:
     """What `experiment show` prints of the controls: per kind of run the experiment has
-    (real, simulated: never pooled), its headroom when it has two or more configurations,
-    and its dropped seats when a call was lost."""
+    (real, simulated: never pooled), its headroom when it has two or more configurations
+    and a scored run, and its dropped seats when a call was lost."""
     every = runs_frame(store, experiment_id)
     kinds = sorted({"simulated" if s else "real" for s in every["simulated"].astype(bool)}) \
         if not every.empty else []
     parts = []
     for kind in kinds:
         frame, _, labels = _counted(store, experiment_id, kind, every)
-        if len(labels) >= 2:
-            parts.append(headroom_text(_headroom(frame, kind, labels)))
+        room = _headroom(frame, kind, labels) if len(labels) >= 2 else None
+        if room is not None and room.configurations:  # nothing scored: nothing to say
+            parts.append(headroom_text(room))
         dropped = dropped_text(dropped_from(frame, labels), kind == "simulated")
         if dropped:
             parts.append(dropped)
