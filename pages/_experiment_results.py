@@ -22,7 +22,7 @@ from engine.reports.blind import blind_notes
 from engine.reports.references import published as published_figures
 from engine.reports.references import published_note, references
 from engine.views import aggregate
-from pages import _consensus, _human, _positions, _shared, _summary_table
+from pages import _consensus, _controls, _human, _positions, _shared, _summary_table
 
 md = _shared.md
 PERCENT = st.column_config.NumberColumn(format="percent")
@@ -386,7 +386,8 @@ def show(store: Store, experiment_id: str, state: ex.Progress) -> None:
 
 CELL_RUNS = "Runs behind a cell"
 TABS = ("Summary", "Accuracy by round", "Calibration", "Paired comparison", "Positions",
-        "Questions", "Cost and accuracy", "Consensus earned?", CELL_RUNS, "What if")
+        "Questions", "Cost and accuracy", "Consensus earned?", CELL_RUNS, "What if",
+        "Which protocol when?")
 
 
 def show_tabs(result: ex.Report, drawn: Figures, stamp: tuple) -> None:
@@ -399,9 +400,10 @@ def show_tabs(result: ex.Report, drawn: Figures, stamp: tuple) -> None:
         lambda: show_pareto(result.summary),
         lambda: _consensus.show(consensus.from_experiment(result.runs, result.labels),
                                 "exp-consensus"),
-        lambda: show_cell_runs(result), lambda: show_what_if(result))
+        lambda: show_cell_runs(result), lambda: show_what_if(result),
+        lambda: _controls.show(str(result.experiment["id"]), result.kind, stamp))
     for tab, draw in zip(st.tabs(list(TABS), key="exp-tab", on_change="rerun",
-                                           bind="query-params"), draws,
+                                 bind="query-params"), draws,
                          strict=True):
         if tab.open:
             with tab:

@@ -196,7 +196,8 @@ def test_experiments_page_shows_hostile_configuration_labels_as_text(hostile):
     shown, specs = assert_inert(at), [c.proto.spec for c in at.get("plotly_chart")]
     assert_vega_text(c.proto.spec for c in at.get("vega_lite_chart"))  # the accuracy
     for name in ("Accuracy by round", "Calibration", "Paired comparison", "Questions",
-                 "Cost and accuracy", "Runs behind a cell"):  # one tab at a time
+                 "Cost and accuracy", "Runs behind a cell",
+                 "Which protocol when?"):  # one tab at a time
         at.session_state["exp-tab"] = name
         at.run()
         shown += assert_inert(at)

@@ -360,6 +360,10 @@ def cmd_show(args: Any) -> int:
         by_round = rounds_text(result.runs, result.experiment["spec"])
         if by_round:
             _say(by_round)
+        from engine.reports.controls import controls_text
+        controls = controls_text(store, args.experiment_id)  # headroom, dropped seats
+        if controls:
+            _say(controls)
         from engine.reports import human
         majority = human.majority_text(result.runs, store.preferences(),
                                        result.experiment["spec"]["questions"], result.labels)

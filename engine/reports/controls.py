@@ -1,0 +1,424 @@
+"""Is the deliberation worth it? Controls over an experiment's stored runs, with no model call
+(DESIGN 2.13). Each keeps simulated and real runs apart, says its n and gives an interval.
+
+- **Headroom** (arXiv 2605.09618): with two or more configurations, over the questions every
+  one of them scored (a configuration's score on a question: the share of its counted runs
+  right over the repeats):
+  - `best_fixed`: the configuration with the highest mean score (ties: the spec's order);
+  - `oracle`: per question the best score of any configuration, the most routing could gain;
+  - `router`: a router that sees only round one's vote entropy. Each question falls in a
+    bucket: round one unanimous (entropy 0 in every counted run with two or more votes),
+    split, or unknown (no run gave round votes). It is sent to the configuration with the
+    best mean score over the *other* questions of its bucket (leave one out: it never sees
+    the question it routes; ties and an empty bucket: the best fixed one).
+  Each arm's gain over the best fixed one, with a 95% percentile bootstrap interval over
+  the questions, paired (2,000 resamples, seeded: the same runs give the same interval).
+- `unanimous_wrong`: of the questions a deliberation fixed (a counted run with two rounds or
+  more whose round-one plurality was wrong and final answer right), the share whose round
+  one was unanimous and wrong in every run that fixed it (the paper reports 66%), with its
+  Wilson interval.
+- **Dropped seats** (`dropped_seats`): when some calls of a configuration's runs failed or
+  timed out (a degraded turn), its accuracy over every question and over the questions on
+  which every call of its runs came back, flagged when the second lies outside the first's
+  95% Wilson interval (slow, strong models drop first, so the partial runs can flatter or
+  sink a configuration).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from engine.analysis.answers import answers_match
+from engine.models import ConfigError
+from engine.reports.consensus import clean_votes, fill_votes
+from engine.reports.experiments import runs_frame
+from engine.store.experiments import row
+from engine.views.aggregate import default_kind, interval, rate_text
+
+BOOTSTRAP = 2_000
+SEED = 0
+BUCKETS = ("unanimous", "split", "unknown")  # round one's votes of a question
+PAPER_UNANIMOUS_WRONG = 0.66  # arXiv 2605.09618: of the questions debate helped
+
+
+@dataclass(frozen=True)
+class Arm:
+    """An accuracy over the headroom's questions: which configuration each question went to
+    (`picks`, question index -> label), and the gain over the best fixed configuration with
+    its paired bootstrap interval (`low`, `high`; NaN for the best fixed one itself)."""
+
+    name: str
+    accuracy: float
+    picks: Mapping[int, str]
+    gain: float = 0.0
+    low: float = math.nan
+    high: float = math.nan
+    label: str = ""  # the configuration, for the best fixed one
+
+    def __float__(self) -> float:
+        return self.accuracy
+
+
+@dataclass(frozen=True)
+class Share:
+    """`count` of `n` with its 95% Wilson interval (NaN when n is 0)."""
+
+    count: int
+    n: int
+
+    @property
+    def rate(self) -> float:
+        return self.count / self.n if self.n else math.nan
+
+    @property
+    def low(self) -> float:
+        return interval(self.count, self.n)[0]
+
+    @property
+    def high(self) -> float:
+        return interval(self.count, self.n)[1]
+
+    @property
+    def text(self) -> str:
+        return rate_text(self.count, self.n)
+
+    def __float__(self) -> float:
+        return self.rate
+
+
+@dataclass(frozen=True)
+class Headroom:
+    """What routing between an experiment's configurations could gain (see the module)."""
+
+    kind: str  # "real" or "simulated": the runs it is over
+    configurations: tuple[str, ...]  # those with a scored run, in the spec's order
+    questions: tuple[int, ...]  # question indexes every one of them scored
+    best_fixed: Arm
+    oracle: Arm
+    router: Arm
+    unanimous_wrong: Share
+    buckets: Mapping[int, str] = field(default_factory=dict)  # question -> BUCKETS
+    left_out: tuple[str, ...] = ()  # configurations with no scored run
+    note: str = ""  # why there is no headroom to measure, when there is none
+
+    @property
+    def simulated(self) -> bool:
+        return self.kind == "simulated"
+
+
+def _entropy(counts: Mapping[str, int]) -> float:
+    total = sum(counts.values())
+    bits = -sum(n / total * math.log2(n / total) for n in counts.values() if n)
+    return bits if bits > 0 else 0.0
+
+
+def _counted(store: Any, experiment_id: str, kind: str | None,
+             frame: pd.DataFrame | None = None) -> tuple[pd.DataFrame, str, list[str]]:
+    """The experiment's counted runs of one kind (real unless it has only simulated ones),
+    with round votes filled in, its kind and its configuration labels (`frame`: its runs
+    frame when read already)."""
+    if kind not in (None, "real", "simulated"):
+        raise ConfigError(f"runs must be real or simulated (never pooled here), got {kind!r}",
+                          "input")
+    labels = [c["label"] for c in row(store, experiment_id)["spec"]["configs"]]
+    frame = runs_frame(store, experiment_id) if frame is None else frame
+    kind = kind or default_kind(frame)
+    if not frame.empty:
+        frame = frame[frame["counted"].astype(bool)
+                      & (frame["simulated"].astype(bool) == (kind == "simulated"))]
+    if not frame.empty:
+        frame = fill_votes(store, frame.reset_index(drop=True))
+    return frame, kind, labels
+
+
+def scores(frame: pd.DataFrame) -> dict[str, dict[int, float]]:
+    """Per configuration label, per question index: the share of its counted, scored runs
+    that were right (the mean over repeats)."""
+    scored = frame[frame["correct"].notna()] if not frame.empty else frame
+    out: dict[str, dict[int, list[float]]] = {}
+    for label, q, right in zip(scored["label"].tolist(), scored["q"].tolist(),
+                               scored["correct"].tolist(), strict=True):
+        out.setdefault(str(label), {}).setdefault(int(q), []).append(float(bool(right)))
+    return {label: {q: sum(v) / len(v) for q, v in by_q.items()}
+            for label, by_q in out.items()}
+
+
+def buckets(frame: pd.DataFrame) -> dict[int, str]:
+    """Per question index: `unanimous` when round one's votes had one answer (entropy 0) in
+    every counted run with two or more of them, `split` when any such run's did not,
+    `unknown` when none of its runs gave round votes."""
+    seen: dict[int, list[float]] = {}
+    for q, value in zip(frame["q"].tolist(), frame["round_votes"].tolist(), strict=True):
+        counts = clean_votes(value)
+        if counts and sum(counts[0].values()) >= 2:
+            seen.setdefault(int(q), []).append(_entropy(counts[0]))
+    return {q: ("unanimous" if max(values) == 0 else "split") for q, values in seen.items()}
+
+
+def _bootstrap(diffs: Sequence[float], seed: int = SEED, resamples: int = BOOTSTRAP
+               ) -> tuple[float, float]:
+    """The 95% percentile bootstrap interval of the mean of `diffs` (one per question):
+    `resamples` draws of as many questions with replacement, seeded."""
+    if len(diffs) < 2:
+        return math.nan, math.nan
+    values = np.asarray(diffs, dtype=float)
+    draws = np.random.default_rng(seed).integers(0, len(values), (resamples, len(values)))
+    means = np.sort(values[draws].mean(axis=1))
+    return (float(means[int(0.025 * (resamples - 1))]),
+            float(means[int(math.ceil(0.975 * (resamples - 1)))]))
+
+
+def _arm(name: str, picks: Mapping[int, str], table: Mapping[str, Mapping[int, float]],
+         fixed: Sequence[float]) -> Arm:
+    got = [table[picks[q]][q] for q in picks]
+    diffs = [a - b for a, b in zip(got, fixed, strict=True)]
+    low, high = _bootstrap(diffs)
+    return Arm(name, sum(got) / len(got), dict(picks), sum(diffs) / len(diffs), low, high)
+
+
+def _route(questions: Sequence[int], bucket: Mapping[int, str], order: Sequence[str],
+           table: Mapping[str, Mapping[int, float]], fixed: str) -> dict[int, str]:
+    """Each question's configuration: the best over the other questions of its bucket (its
+    bucket's total less its own, so a question costs one pass over the configurations)."""
+    members: dict[str, list[int]] = {}
+    for q in questions:
+        members.setdefault(bucket.get(q, "unknown"), []).append(q)
+    totals = {name: {label: sum(table[label][q] for q in qs) for label in order}
+              for name, qs in members.items()}
+    picks = {}
+    for q in questions:
+        name = bucket.get(q, "unknown")
+        if len(members[name]) < 2:
+            picks[q] = fixed
+            continue
+        # rounded: a tie of sums of repeat shares must not be split by float error
+        means = {label: round(totals[name][label] - table[label][q], 9) for label in order}
+        top = max(means.values())
+        picks[q] = fixed if means[fixed] == top else next(
+            label for label in order if means[label] == top)
+    return picks
+
+
+def unanimous_wrong(frame: pd.DataFrame) -> Share:
+    """Of the questions a deliberation fixed, those whose round one was unanimous (one
+    answer, two votes or more) and wrong in every run that fixed it. Round one's plurality
+    (the first of its stored votes) is scored only for the runs that ended right after two
+    rounds or more, each distinct (plurality, expected answer) once."""
+    fixed: dict[int, bool] = {}
+    wrong: dict[tuple[str, str], bool] = {}
+    for q, value, correct, expected in zip(
+            frame["q"].tolist(), frame["round_votes"].tolist(), frame["correct"].tolist(),
+            frame["expected"].tolist(), strict=True):
+        if correct is not True or not isinstance(expected, str) or not expected.strip():
+            continue
+        counts = clean_votes(value)
+        first = counts[0] if counts and len(counts) >= 2 else {}
+        plurality = next(iter(first), None)
+        if plurality is None:
+            continue
+        key = (plurality, expected)
+        if key not in wrong:
+            wrong[key] = not answers_match(plurality, expected)
+        if wrong[key]:
+            alone = len(first) == 1 and sum(first.values()) >= 2
+            fixed[int(q)] = fixed.get(int(q), True) and alone
+    return Share(sum(fixed.values()), len(fixed))
+
+
+def headroom(store: Any, experiment_id: str, kind: str | None = None) -> Headroom:
+    """The routing headroom of an experiment's configurations over its `kind` runs (real
+    unless it has only simulated ones; never both pooled). Reads the store, calls no model."""
+    return _headroom(*_counted(store, experiment_id, kind))
+
+
+def _headroom(frame: pd.DataFrame, kind: str, labels: Sequence[str]) -> Headroom:
+    """`headroom` over the experiment's counted runs of `kind`."""
+    table = scores(frame) if not frame.empty else {}
+    order = [label for label in labels if label in table]
+    left_out = tuple(label for label in labels if label not in table)
+    questions = sorted(set.intersection(*(set(table[label]) for label in order))) if order \
+        else []
+    share = unanimous_wrong(frame) if not frame.empty else Share(0, 0)
+    bucket = buckets(frame) if not frame.empty else {}
+    if len(order) < 2 or not questions:
+        note = ("headroom needs two or more configurations with scored runs" if len(order) < 2
+                else "no question was scored by every configuration")
+        empty = Arm("", math.nan, {})
+        return Headroom(kind, tuple(order), tuple(questions), empty, empty, empty, share,
+                        {q: bucket.get(q, "unknown") for q in questions}, left_out, note)
+    means = {label: sum(table[label][q] for q in questions) / len(questions) for label in order}
+    best = next(label for label in order if means[label] == max(means.values()))
+    fixed = [table[best][q] for q in questions]
+    oracle = {q: next(label for label in order if table[label][q] == max(
+        table[other][q] for other in order)) for q in questions}
+    routed = _route(questions, bucket, order, table, best)
+    return Headroom(
+        kind, tuple(order), tuple(questions),
+        Arm("best fixed", means[best], {q: best for q in questions}, label=best),
+        _arm("oracle", oracle, table, fixed), _arm("entropy router", routed, table, fixed),
+        share, {q: bucket.get(q, "unknown") for q in questions}, left_out)
+
+
+@dataclass(frozen=True)
+class Dropped:
+    """One configuration's accuracy over every question it scored (`every`) and over the
+    questions on which every call of its counted runs came back (`answered`), and how many
+    of its scored runs lost a call (`dropped`)."""
+
+    label: str
+    every: Share
+    answered: Share
+    dropped: int
+
+    @property
+    def flagged(self) -> bool:
+        """The accuracy over the fully answered questions lies outside the 95% Wilson
+        interval of the accuracy over every question (or there is no such question)."""
+        if not self.answered.n:
+            return self.every.n > 0
+        return not self.every.low <= self.answered.rate <= self.every.high
+
+
+def dropped_seats(store: Any, experiment_id: str, kind: str | None = None) -> list[Dropped]:
+    """Per configuration whose counted, scored runs of `kind` lost a call (a degraded turn:
+    a call that failed, timed out or gave no usable reply): its accuracy over every
+    question and over the questions none of its runs lost a call on. Configurations that
+    lost none are left out. Reads the store, calls no model."""
+    frame, _, labels = _counted(store, experiment_id, kind)
+    return dropped_from(frame, labels)
+
+
+def dropped_from(frame: pd.DataFrame, labels: Sequence[str]) -> list[Dropped]:
+    """`dropped_seats` over an experiment's counted runs of one kind."""
+    scored = frame[frame["correct"].notna()] if not frame.empty else frame
+    out = []
+    for label in labels:
+        mine = scored[scored["label"] == label] if not scored.empty else scored
+        if mine.empty:
+            continue
+        lost = pd.to_numeric(mine["degraded"], errors="coerce").fillna(0).to_numpy() > 0
+        if not lost.any():
+            continue
+        broken = set(mine["q"][lost].astype(int).tolist())
+        whole = mine[~mine["q"].astype(int).isin(broken).to_numpy()]
+        right = mine["correct"].astype(bool)
+        out.append(Dropped(label, Share(int(right.sum()), len(mine)),
+                           Share(int(whole["correct"].astype(bool).sum()), len(whole)),
+                           int(lost.sum())))
+    return out
+
+
+def dropped_text(found: Sequence[Dropped], simulated: bool = False) -> str:
+    """A line per configuration that lost calls, flagged ones marked; "" when none did."""
+    if not found:
+        return ""
+    lines = [("Simulated: " if simulated else "") + "Dropped seats (calls that failed or timed "
+             "out): accuracy over every question, and over the questions on which every call "
+             "came back"]
+    for item in found:
+        lines.append(f"  {item.label}: {item.dropped} run(s) lost a call; every question "
+                     f"{item.every.text}, fully answered {item.answered.text}"
+                     + (" - FLAGGED: they differ beyond the interval; the partial runs "
+                        "change this configuration's accuracy" if item.flagged else ""))
+    return "\n".join(lines)
+
+
+def dropped_rows(found: Sequence[Dropped]) -> pd.DataFrame:
+    """The table a page shows, one row per configuration that lost calls."""
+    return pd.DataFrame([{"configuration": d.label, "runs that lost a call": d.dropped,
+                          "accuracy, every question": d.every.text,
+                          "accuracy, questions every seat answered": d.answered.text,
+                          "differ beyond the interval": d.flagged} for d in found],
+                        columns=["configuration", "runs that lost a call",
+                                 "accuracy, every question",
+                                 "accuracy, questions every seat answered",
+                                 "differ beyond the interval"])
+
+
+def controls_of(store: Any, experiment_id: str, kind: str | None = None
+                ) -> tuple[Headroom, list[Dropped]]:
+    """`headroom` and `dropped_seats` from one read of the experiment's runs."""
+    frame, kind, labels = _counted(store, experiment_id, kind)
+    return _headroom(frame, kind, labels), dropped_from(frame, labels)
+
+
+def controls_text(store: Any, experiment_id: str) -> str:
+    """What `experiment show` prints of the controls: per kind of run the experiment has
+    (real, simulated: never pooled), its headroom when it has two or more configurations
+    and a scored run, and its dropped seats when a call was lost."""
+    every = runs_frame(store, experiment_id)
+    kinds = sorted({"simulated" if s else "real" for s in every["simulated"].astype(bool)}) \
+        if not every.empty else []
+    parts = []
+    for kind in kinds:
+        frame, _, labels = _counted(store, experiment_id, kind, every)
+        room = _headroom(frame, kind, labels) if len(labels) >= 2 else None
+        if room is not None and room.configurations:  # nothing scored: nothing to say
+            parts.append(headroom_text(room))
+        dropped = dropped_text(dropped_from(frame, labels), kind == "simulated")
+        if dropped:
+            parts.append(dropped)
+    return "\n".join(parts)
+
+
+# --------------------------------------------------------------------------- text
+def _points(value: float) -> str:
+    return "-" if value != value else f"{value * 100:+.1f}"
+
+
+def headroom_rows(found: Headroom) -> pd.DataFrame:
+    """The table a page shows: one row per arm, its accuracy, its gain over the best fixed
+    configuration in percentage points and the gain's interval."""
+    rows = []
+    for arm, what in ((found.best_fixed, f"best fixed: {found.best_fixed.label}"),
+                      (found.oracle, "oracle: the best configuration per question"),
+                      (found.router, "router: by round one's vote entropy")):
+        rows.append({"arm": what, "accuracy": arm.accuracy,
+                     "gain over best fixed (points)": "–" if arm is found.best_fixed
+                     else _points(arm.gain),
+                     "95% interval (paired bootstrap)": "" if arm is found.best_fixed else
+                     f"[{_points(arm.low)}, {_points(arm.high)}]"})
+    return pd.DataFrame(rows)
+
+
+def headroom_text(found: Headroom) -> str:
+    """A few lines for a terminal: the three arms, the router's interval, the share of fixed
+    questions with a unanimous wrong round one. Simulated numbers say so first."""
+    head = ("Simulated: " if found.simulated else "") + "Which protocol when?"
+    if found.note:
+        return f"{head} {found.note[:1].upper()}{found.note[1:]}."
+    n = len(found.questions)
+    lines = [f"{head} Over the {n} question{'s' * (n != 1)} every configuration scored "
+             f"({found.kind} runs):",
+             f"  best fixed configuration: {found.best_fixed.label}, "
+             f"{found.best_fixed.accuracy:.1%}"]
+    for arm, what in ((found.oracle, "oracle (the best configuration per question)"),
+                      (found.router, "router by round-one vote entropy")):
+        lines.append(f"  {what}: {arm.accuracy:.1%}, {_points(arm.gain)} points over the "
+                     f"best fixed [{_points(arm.low)}, {_points(arm.high)}] (95% paired "
+                     "bootstrap over questions)")
+    lines.append("  " + unanimous_text(found.unanimous_wrong))
+    if found.left_out:
+        lines.append(f"  left out (no scored run): {', '.join(found.left_out)}")
+    return "\n".join(lines)
+
+
+def unanimous_text(share: Share) -> str:
+    """The unanimous-but-wrong share as a sentence, beside the paper's figure."""
+    if not share.n:
+        return ("no question was fixed by a deliberation (round one's plurality wrong, the "
+                "final answer right)")
+    return (f"of the {share.n} question{'s' * (share.n != 1)} a deliberation fixed, "
+            f"{share.count} had a unanimous wrong round one: {share.text} (arXiv 2605.09618 "
+            f"reports {PAPER_UNANIMOUS_WRONG:.0%})")
+
+
+__all__ = ["Arm", "BUCKETS", "Dropped", "Headroom", "Share", "buckets", "controls_of",
+           "controls_text", "dropped_from", "dropped_rows", "dropped_seats", "dropped_text",
+           "headroom", "headroom_rows", "headroom_text", "scores", "unanimous_text",
+           "unanimous_wrong"]

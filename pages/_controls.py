@@ -1,0 +1,63 @@
+"""The Experiments page's controls (DESIGN 2.13): which protocol when (what routing between
+the configurations could gain per question, and what a router that sees only round one's
+votes does gain) and dropped seats (the accuracy over the questions every seat answered).
+Real and simulated runs each get their own tables, never pooled."""
+from __future__ import annotations
+
+import streamlit as st
+
+from engine import Store
+from engine.reports import controls
+from pages import _shared
+
+md = _shared.md
+PERCENT = st.column_config.NumberColumn(format="percent")
+KIND_WORDS = {"real": "Real runs", "simulated": "Simulated runs"}
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def read(_store: Store, stamp: tuple, experiment_id: str, kind: str
+         ) -> tuple[controls.Headroom, list[controls.Dropped]]:
+    """The headroom and dropped seats of one kind of run, built again only when `stamp`
+    changed."""
+    return controls.controls_of(_store, experiment_id, kind)
+
+
+def show(experiment_id: str, kind: str, stamp: tuple) -> None:
+    """The controls over the experiment's runs of `kind` (both: each kind in turn)."""
+    kinds = ["real", "simulated"] if kind == "both" else [kind]
+    st.subheader("Which protocol when?")
+    st.caption("Over the questions every configuration scored: the best single configuration, "
+               "the oracle (per question the configuration that did best: the most that choosing "
+               "per question could gain) and a router that sees only how split the agents' "
+               "first, independent answers were (round one unanimous or split) and sends each "
+               "question to the configuration that did best on the other questions like it. "
+               "Gains are in points over the best single configuration, with a 95% bootstrap "
+               "interval paired over questions; an interval that includes 0 is no gain shown. "
+               "arXiv 2605.09618 found the oracle about 14 points ahead and such a router 1.3 "
+               "to 1.7.")
+    found = {k: read(_shared.store(), stamp, experiment_id, k) for k in kinds}
+    for name, (room, _) in found.items():
+        if len(kinds) > 1:
+            st.markdown(f"**{KIND_WORDS[name]}**")
+        if room.note:
+            st.info(md(room.note[:1].upper() + room.note[1:] + "."))
+            continue
+        st.dataframe(controls.headroom_rows(room), hide_index=True, key=f"exp-headroom-{name}",
+                     column_config={"accuracy": PERCENT})
+        fixed = controls.unanimous_text(room.unanimous_wrong)
+        st.caption(md(fixed[:1].upper() + fixed[1:] + "."))
+    st.subheader("Dropped seats")
+    st.caption("Calls that failed or timed out: slow, strong models drop first, so a "
+               "configuration's accuracy over every question can differ from its accuracy over "
+               "the questions on which every call came back. Flagged when the second lies "
+               "outside the first's 95% Wilson interval.")
+    for name, (_, dropped) in found.items():
+        label = f"{KIND_WORDS[name]}: " if len(kinds) > 1 else ""
+        if not dropped:
+            st.caption(md(f"{label}no run lost a call."))
+            continue
+        if label:
+            st.markdown(f"**{KIND_WORDS[name]}**")
+        st.dataframe(controls.dropped_rows(dropped), hide_index=True,
+                     key=f"exp-dropped-{name}")
