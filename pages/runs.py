@@ -58,8 +58,8 @@ def show_history() -> None:
         table, hide_index=True, key="runs_table", on_select="rerun",
         selection_mode="single-row",
         column_order=["open", "created", *searched, "protocol", "label", "question",
-                      "expected", "correct", "outcome", "status", "simulated", "models",
-                      "calls", "degraded", "tokens", "cost", "seconds"],
+                      "expected", "correct", "unanswered", "outcome", "status", "simulated",
+                      "models", "calls", "degraded", "tokens", "cost", "seconds"],
         height=min(38 + 35 * len(page.table), 560),
         column_config={"open": st.column_config.LinkColumn("run", display_text=r"\?run=(.*)"),
                        "question": st.column_config.TextColumn(
@@ -67,6 +67,9 @@ def show_history() -> None:
                            "hover a cell to read it all"),
                        "correct": st.column_config.CheckboxColumn(
                            help="the final answer against the expected one (empty: unscored)"),
+                       "unanswered": st.column_config.CheckboxColumn(
+                           help="given an expected answer, the run gave none: counted as "
+                           "wrong"),
                        "snippet": st.column_config.TextColumn(
                            width="large", help="The matched words are between « and »"),
                        "outcome": st.column_config.TextColumn(width="medium"),

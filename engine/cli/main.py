@@ -157,6 +157,7 @@ def _escape_json(text: str) -> str:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from engine.protocols import arun_config, get_protocol, run_sync
+    from engine.reports.runs import score_text
     from engine.store import StoreWriteError
     from engine.views.blocks import cost_text, simulated_suffix, simulated_text
     spec = get_protocol(args.protocol)
@@ -191,6 +192,9 @@ def cmd_run(args: argparse.Namespace) -> int:
              f"{sum(t.tokens_in + t.tokens_out for t in result.turns):,} tokens, cost {cost}, "
              f"{result.duration:.2f}s")
         _say(spec.summary(result))
+        if result.expected is not None:
+            score = score_text({"correct": result.correct, "unanswered": result.unanswered})
+            _say(f"expected: {result.expected}" + (f" - {score}" if score else ""))
         if result.order:
             _say(runflags.order_line(result))
         for warning in result.warnings:
@@ -203,7 +207,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from engine.reports.runs import status_text
+    from engine.reports.runs import score_word, status_text
     from engine.views.blocks import cost_text, simulated_text, simulation_columns
     frame = _store(args).runs(protocol=args.protocol, label=args.label, status=args.status,
                               tag=args.tag, limit=args.limit)
@@ -222,6 +226,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
     view.insert(7, "cost", [cost_text(c, k) for c, k in zip(frame["cost_usd"], kinds)])
     view["question"] = view["question"].str.slice(0, 50)
     view["status"] = [status_text(s, d) for s, d in zip(frame["status"], frame["degraded_run"])]
+    view.insert(4, "score", [score_word(c, u) for c, u in zip(frame["correct"],
+                                                              frame["unanswered"])])
     view["created_at"] = view["created_at"].astype(str).str.slice(0, 19)
     _say(view.to_string(index=False))
     for run_id, why in zip(frame["id"], frame["unreadable"]):
@@ -232,7 +238,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from engine.reports.runs import run_cost_text, status_text
+    from engine.reports.runs import run_cost_text, score_text, status_text
     from engine.views.blocks import simulated_suffix
     store = _store(args)
     try:
@@ -253,6 +259,8 @@ def cmd_show(args: argparse.Namespace) -> int:
          f"out, cost: {run_cost_text(run, run['turns'])}")
     if run["label"]:
         _say(f"label: {run['label']}")
+    if score_text(run):
+        _say(f"expected: {run['expected']} - {score_text(run)}")
     for turn in run["turns"]:
         state = "" if turn["status"] == "ok" else f"  [degraded: {turn['error']}]"
         _say(f"\n--- {turn['idx']} {turn['phase']} r{turn['round']} {turn['seat']}{state}")

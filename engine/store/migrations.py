@@ -32,6 +32,9 @@ like one), in turns, runs and experiments.
 
 `0017_experiment_started_by`: experiments gain `started_by` (who started or last resumed them;
 their runs carry it); old experiments "".
+
+`0018_unanswered`: runs gain `unanswered`, and ended runs that were given an expected answer
+and gave none are scored wrong and unanswered (see `unanswered`).
 """
 from __future__ import annotations
 
@@ -271,6 +274,31 @@ def started_by(connection: Connection) -> None:
                                 "NOT NULL DEFAULT ''"))
 
 
+# From 0018 on, the summary index holds whether a run went unanswered too.
+SUMMARY_WITH_UNANSWERED = SUMMARY_WITH_COST.replace("correct,", "correct, unanswered,")
+
+
+def unanswered(connection: Connection) -> None:
+    """Migration 0018: runs gain `unanswered` (a new database has it from `0001`), and a run
+    stored before it that was given an expected answer, ended (completed, or failed with no
+    call that succeeded) and gave no answer, of a protocol that gives one, is scored as a
+    run is now at its end (DESIGN 4): wrong and unanswered, where it used to be left out of
+    every accuracy (`correct` NULL). The summary index holds the flag (Insights counts it)."""
+    if "unanswered" not in {c["name"] for c in inspect(connection).get_columns("runs")}:
+        no = "false" if connection.dialect.name == "postgresql" else "0"
+        connection.execute(text(f"ALTER TABLE runs ADD COLUMN unanswered BOOLEAN NOT NULL "
+                                f"DEFAULT {no}"))
+    answering = [name for name, spec in catalog.protocols().items()
+                 if getattr(spec.result_type, "gives_answer", False)]
+    runs = statements.RUNS
+    connection.execute(update(runs).where(
+        runs.c.correct.is_(None), runs.c.status.in_(("completed", "failed")),
+        runs.c.protocol.in_(answering), runs.c.expected.is_not(None),
+        func.trim(runs.c.expected) != "").values(correct=False, unanswered=True))
+    connection.execute(text("DROP INDEX IF EXISTS ix_runs_summary"))
+    connection.execute(text(f"CREATE INDEX ix_runs_summary ON {SUMMARY_WITH_UNANSWERED}"))
+
+
 def experiment_started_by(connection: Connection) -> None:
     """Migration 0017: experiments gain `started_by`, who started (or last resumed) them (a
     new database has it from `0003`); older experiments keep "" (not recorded)."""
@@ -311,6 +339,7 @@ MIGRATIONS: list[tuple[str, Any]] = [
     ("0015_labels", _create(["preferences", "ratings"])),
     ("0016_started_by", _data("started_by")),
     ("0017_experiment_started_by", _data("experiment_started_by")),
+    ("0018_unanswered", _data("unanswered")),
 ]
 
 
