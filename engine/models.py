@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
@@ -144,12 +144,18 @@ class RunResult(BaseModel):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
+    # Whether the protocol's runs give a short final answer (`final_answer`) to score: a run
+    # of one asked a question with an expected answer that gave none is wrong and
+    # `unanswered` (DESIGN 4); a protocol that gives none (a duel) is never scored.
+    gives_answer: ClassVar[bool] = False
+
     protocol: str = ""
     run_id: str | None = None
     turns: list[Turn] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
     expected: str | None = None
     correct: bool | None = None
+    unanswered: bool = False  # given an expected answer, it gave none (`correct` is False)
     duration: float = 0.0
     # the seat names in the order they were presented to one another (DESIGN 2.10)
     order: list[str] = Field(default_factory=list)

@@ -61,9 +61,9 @@ def show_history() -> None:
         # the answers an analyst reads first (outcome, confidence, mind changes, right or
         # wrong) in the first screenful; the question, wide, after them
         column_order=["open", "created", *searched, "protocol", "label", "outcome",
-                      "confidence", "mind changes", "correct", "question", "expected",
-                      "status", "simulated", "models", "calls", "degraded", "tokens", "cost",
-                      "seconds"],
+                      "confidence", "mind changes", "correct", "unanswered", "question",
+                      "expected", "status", "simulated", "models", "calls", "degraded",
+                      "tokens", "cost", "seconds"],
         height=min(38 + 35 * len(page.table), 560),
         column_config={"open": st.column_config.LinkColumn("run", display_text=r"\?run=(.*)"),
                        "question": st.column_config.TextColumn(
@@ -71,6 +71,9 @@ def show_history() -> None:
                            "hover a cell to read it all"),
                        "correct": st.column_config.CheckboxColumn(
                            help="the final answer against the expected one (empty: unscored)"),
+                       "unanswered": st.column_config.CheckboxColumn(
+                           help="given an expected answer, the run gave none: counted as "
+                           "wrong"),
                        "snippet": st.column_config.TextColumn(
                            width="large", help="The matched words are between « and »"),
                        "outcome": st.column_config.TextColumn(width="medium"),

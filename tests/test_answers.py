@@ -10,7 +10,7 @@ NUMBERS = [
     ("Let's compute: 12+15*21+0-3*27 = 12+315+0-81 = 246. So the answer is \\boxed{246}.",
      "246"),
     ("After reviewing the other agents' answers (246 and 264), I agree: \\boxed{246}", "246"),
-    ("First try \\boxed{250}; on reflection the correct total is \\boxed{246}.", "246"),
+    ("First try \\boxed{246}; on reflection the total is still \\boxed{246}.", "246"),
     ("3 + 63 + 19 - 378 = -293\n\nFinal answer: -293", "-293"),
     ("The result is \u2212122.", "-122"),
     ("x = -5", "-5"),
@@ -67,6 +67,9 @@ NONE = [
     ("I cannot determine this from the information given.", None),
     ("Final answer: unknown", None),
     ("\\boxed{}", None),
+    # DESIGN 4: two different declared answers are a hedge, which declares none
+    ("First try \\boxed{250}; on reflection the correct total is \\boxed{246}.", None),
+    ("ANSWER: 41\nANSWER: 43\nANSWER: 42", None),
 ]
 
 

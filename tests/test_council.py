@@ -269,11 +269,13 @@ def test_a_failing_chairman_gives_no_answer(recording_model, store):
     result = run_council(Q, members=["simulated"] * 3,
                          chairman=recording_model([RuntimeError("chair down")]),
                          expected="4", retries=0, store=store)
-    assert result.answer == "" and result.final_text == "" and result.correct is None
+    assert result.answer == "" and result.final_text == ""
+    assert result.correct is False and result.unanswered  # DESIGN 4: no answer is wrong
     assert result.top is not None  # the ranking stands without the chairman
     assert any("chairman failed" in w for w in result.warnings)
     assert REGISTRY["council"].lost(result) == ["the chairman"]
-    assert store.get(result.run_id)["status"] == "completed"
+    run = store.get(result.run_id)
+    assert run["status"] == "completed" and run["degraded_run"] and run["unanswered"]
 
 
 def test_a_member_without_an_answer_line_is_ranked_as_written(recording_model):
@@ -287,11 +289,16 @@ def test_a_member_without_an_answer_line_is_ranked_as_written(recording_model):
     assert turn.ok and any("no ANSWER line" in w for w in turn.warnings)
 
 
-def test_a_chairman_without_an_answer_line_leaves_the_run_unscored(recording_model):
-    result = run_council(Q, members=["simulated"] * 2, expected="4",
+def test_a_chairman_without_an_answer_line_leaves_the_run_unanswered(recording_model, store):
+    """DESIGN 4: the chairman returned nothing usable, so the council has no answer: wrong,
+    unanswered, and a degraded run (its decisive call gave nothing)."""
+    result = run_council(Q, members=["simulated"] * 2, expected="4", store=store,
                          chairman=recording_model(["I would rather not say."]))
     assert result.final_text == "I would rather not say." and result.answer == ""
-    assert result.correct is None
+    assert result.correct is False and result.unanswered
+    run = store.get(result.run_id)
+    assert run["status"] == "completed" and run["degraded_run"] and run["lost"] == "the chairman"
+    assert run["correct"] is False and run["unanswered"] is True
 
 
 # --------------------------------------------------------------------------- order, seed

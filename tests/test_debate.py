@@ -502,9 +502,9 @@ def test_a_debate_without_expected_keeps_its_answer_unscored(recording_model):
 @pytest.mark.parametrize("reply", [
     # the judge quotes a debater's ANSWER line before its own block
     "The proponent closed with:\nANSWER: 0.10\n\n" + judge_saying("ANSWER: 0.05"),
-    # ... or inside its own verdict
+    # ... or in a quoted line of its own verdict
     judge_saying("ANSWER: 0.05").replace(
-        "The proponent wins", "The proponent wins; its last words were\nANSWER: 0.10"),
+        "The proponent wins", "The proponent wins; its last words were\n> ANSWER: 0.10"),
     # ... or the debater's whole labelled block, CONFIDENCE 1.0 included
     "Proponent wrote:\nVERDICT: mine\nCONFIDENCE: 1.0\nANSWER: 0.10\n\n"
     + judge_saying("ANSWER: 0.05"),
@@ -518,23 +518,36 @@ def test_the_judges_last_answer_line_wins(recording_model, reply):
     assert result.con_summary == "c"  # CON SUMMARY ends where CONFIDENCE starts
 
 
-def test_no_answer_line_leaves_correct_unknown_with_a_warning(recording_model, store):
+def test_a_judge_declaring_two_answers_in_its_own_block_declares_none(recording_model):
+    """DESIGN 4: two different ANSWER lines in the judge's own block (not quoted with `>`,
+    not before its block) are a hedge: no answer, wrong and unanswered, with a warning."""
+    reply = judge_saying("ANSWER: 0.05").replace(
+        "The proponent wins", "The proponent wins; its last words were\nANSWER: 0.10")
+    result = run_debate(TOPIC, proponent=recording_model(["p"]), opponent=recording_model(["c"]),
+                        judge=recording_model([reply]), max_rounds=1, retries=0,
+                        expected="0.05")
+    assert result.answer == "" and result.correct is False and result.unanswered
+    assert any("2 different answers ('0.10', '0.05')" in w for w in result.turns[-1].warnings)
+
+
+def test_no_answer_line_leaves_the_debate_unanswered_with_a_warning(recording_model, store):
     result = run_debate(TOPIC, proponent=recording_model(["p"]), opponent=recording_model(["c"]),
                         judge=recording_model([judge_saying("")]), max_rounds=1, retries=0,
                         expected="0.05", store=store)
-    assert result.answer == "" and result.correct is None  # never guessed from the verdict
-    assert any("no ANSWER line" in w and "not scored" in w for w in result.warnings)
+    assert result.answer == ""  # never guessed from the verdict
+    assert result.correct is False and result.unanswered  # DESIGN 4: wrong, unanswered
+    assert any("no ANSWER line" in w and "no short answer" in w for w in result.warnings)
     assert "answer" not in result.turns[-1].parsed
     row = store.runs().iloc[0]
-    assert row["correct"] is None or row["correct"] != row["correct"]
+    assert bool(row["correct"]) is False and bool(row["unanswered"]) is True
     assert row["metrics"]["answer"] is None
 
 
-def test_a_failed_judge_gives_no_answer_and_no_score(recording_model):
+def test_a_failed_judge_gives_no_answer_and_counts_as_unanswered(recording_model):
     result = run_debate(TOPIC, proponent=recording_model(["p"]), opponent=recording_model(["c"]),
                         judge=recording_model([RuntimeError("judge down")]), max_rounds=1,
                         retries=0, expected="0.05")
-    assert result.answer == "" and result.correct is None
+    assert result.answer == "" and result.correct is False and result.unanswered
 
 
 def test_scored_debates_count_in_insights_accuracy(recording_model, store):
@@ -546,9 +559,10 @@ def test_scored_debates_count_in_insights_accuracy(recording_model, store):
                    max_rounds=1, retries=0, expected="0.05", store=store)
     runs = load_runs(store, Filters())
     accuracy = dict(accuracy_section(runs).metrics)
-    assert accuracy == {"Scored runs": "2", "Correct": "50% [9%–91%] n=2"}  # rate, Wilson, n
+    # rate, Wilson, n; the judge that gave no answer is wrong (DESIGN 4), counted apart too
+    assert accuracy == {"Scored runs": "3", "Correct": "33% [6%–79%] n=3", "Unanswered": "1"}
     debate_section = next(s for s in report(runs) if s.key == "debate")
-    assert dict(debate_section.metrics)["Judge's answer right"] == "50% [9%–91%] n=2"
+    assert dict(debate_section.metrics)["Judge's answer right"] == "33% [6%–79%] n=3"
 
 
 def scripted_experiment(store, recording_model, judges):
@@ -570,15 +584,16 @@ def scripted_experiment(store, recording_model, judges):
 def test_judge_confidence_enters_an_experiments_calibration(recording_model, store):
     report = scripted_experiment(store, recording_model, [
         judge_saying("ANSWER: 0.05", "0.9"), judge_saying("ANSWER: 0.10", "0.8"),
-        judge_saying("ANSWER: $0.05", "0.6"), judge_saying("", "0.3")])  # the last: unscored
+        judge_saying("ANSWER: $0.05", "0.6"), judge_saying("", "0.3")])  # the last: unanswered
     row = report.summary.set_index("configuration").loc["debate"]
-    assert (row["runs"], row["scored"], row["correct"]) == (4, 3, 2)
-    assert row["accuracy"] == pytest.approx(2 / 3)
-    brier = ((0.9 - 1) ** 2 + (0.8 - 0) ** 2 + (0.6 - 1) ** 2) / 3
+    assert (row["runs"], row["scored"], row["correct"], row["unanswered"]) == (4, 4, 2, 1)
+    assert row["accuracy"] == pytest.approx(2 / 4)  # DESIGN 4: no answer is a wrong one
+    brier = ((0.9 - 1) ** 2 + (0.8 - 0) ** 2 + (0.6 - 1) ** 2 + (0.3 - 0) ** 2) / 4
     assert row["judge_brier"] == pytest.approx(brier)
     judge = next(c for c in report.calibrations if c["signal"] == "judge")
-    assert judge["label"] == "debate" and judge["n"] == 3
-    assert [(b["count"], b["accuracy"]) for b in judge["bins"]] == [(1, 1.0), (1, 0.0), (1, 1.0)]
+    assert judge["label"] == "debate" and judge["n"] == 4
+    assert [(b["count"], b["accuracy"]) for b in judge["bins"]] == [
+        (1, 0.0), (1, 1.0), (1, 0.0), (1, 1.0)]  # 0.3 (unanswered), 0.6, 0.8, 0.9
     assert not any(c["signal"] == "consensus" for c in report.calibrations)
 
 

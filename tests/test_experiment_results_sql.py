@@ -77,6 +77,7 @@ def _reference_runs_frame(store: Store, experiment_id: str) -> pd.DataFrame:
             "repeat": cell.r, "question": run["question"], "expected": run["expected"],
             "status": run["status"], "counted": first, "superseded": SUPERSEDED in run["tags"],
             "correct": None if correct is None or correct != correct else bool(correct),
+            "unanswered": bool(run["unanswered"]),
             **results._signals(run["metrics"], run["expected"]), "calls": run["calls"],
             "degraded": run["degraded"], "degraded_run": bool(run["degraded_run"]),
             "lost": run["lost"], "tokens": run["tokens_in"] + run["tokens_out"],
@@ -219,7 +220,8 @@ def _reference_summary(frame: pd.DataFrame, spec: dict) -> pd.DataFrame:
             else "".join(kinds), "runs": len(done),
             "planned": len(spec["questions"]) * spec["repeats"], **unfinished,
             "degraded": sum(bool(r["degraded_run"]) for r in done), "scored": len(scored),
-            "correct": right, "accuracy": right / len(scored) if scored else nan,
+            "correct": right, "unanswered": sum(bool(r["unanswered"]) for r in scored),
+            "accuracy": right / len(scored) if scored else nan,
             "accuracy_low": low, "accuracy_high": high,
             "accuracy [95% CI] n": rate_text(right, len(scored)), "few": len(scored) < FEW,
             **{level: sum(r["level"] == level for r in done)
@@ -246,7 +248,9 @@ def _reference_questions(frame: pd.DataFrame, spec: dict) -> dict[str, list[str]
                     and r["label"] == config["label"] and r["q"] == q]
             scored = [r for r in done if r["correct"] is not None and r["correct"] == r["correct"]]
             right = sum(bool(r["correct"]) for r in scored)
-            cells.append(f"{right}/{len(scored)} right" if scored else
+            silent = sum(bool(r["unanswered"]) for r in scored)
+            cells.append(f"{right}/{len(scored)} right" + (f", {silent} unanswered" if silent
+                                                            else "") if scored else
                          f"{len(done)} run{'s' * (len(done) != 1)}")
         out[config["label"]] = cells
     return out

@@ -70,13 +70,14 @@ def test_society_then_synthesis_answers_by_the_synthesizer(recording_model):
     assert estimate({"protocol": "society", "options": {"synthesize": True}})["calls"] == 7
 
 
-def test_a_failed_synthesis_leaves_the_run_unscored(recording_model):
+def test_a_failed_synthesis_leaves_the_run_unanswered(recording_model):
     from engine import Seat, run_society
     agents = [Seat("a0", recording_model(["\\boxed{7}", RuntimeError("down")])),
               Seat("a1", recording_model(["\\boxed{7}"]))]
     result = run_society("q?", agents=agents, rounds=1, synthesize=True, expected="7",
                          retries=0)
-    assert result.answer == "" and result.correct is None
+    assert result.answer == ""
+    assert result.correct is False and result.unanswered  # DESIGN 4: no answer is wrong
     assert any("synthesizer a0 failed" in w for w in result.warnings)
 
 

@@ -230,9 +230,21 @@ def test_a_voter_quoting_another_answer_first_gets_its_own_stance(recording_mode
 
 
 def test_the_roundtable_reads_the_last_stance_line(recording_model, store):
-    agent = recording_model(fn=lambda convo: "Alice said\nSTANCE: 5\nI disagree.\nSTANCE: 100")
+    agent = recording_model(fn=lambda convo: "Alice said\n> STANCE: 5\nI disagree.\n"
+                                             "STANCE: 100")
     result = run_roundtable("q", agents=[Seat("a"), Seat("quoting", agent)], store=store)
     assert [e.stance for e in result.exchanges if e.agent == "quoting"] == ["100"]
+
+
+def test_two_different_stance_lines_unquoted_are_a_hedge(recording_model, store):
+    """DESIGN 4: a turn declaring two different stances in its own lines declares none (a
+    quote is marked with `>`, as above), and its turn says why."""
+    agent = recording_model(fn=lambda convo: "Alice said\nSTANCE: 5\nI disagree.\n"
+                                             "STANCE: 100")
+    result = run_roundtable("q", agents=[Seat("a"), Seat("hedging", agent)], store=store)
+    assert [e.stance for e in result.exchanges if e.agent == "hedging"] == [None]
+    (turn,) = [t for t in result.turns if t.seat == "hedging"]
+    assert any("2 different answers ('5', '100')" in w for w in turn.warnings)
 
 
 # ------------------------------------------------------------------ a hung synchronous model

@@ -319,11 +319,13 @@ def test_a_review_given_expected_is_scored_from_the_final_drafts_answer_line(
     assert bool(row["correct"]) is correct and row["metrics"]["answer"] == answer
 
 
-def test_a_review_with_no_answer_line_is_unscored_with_a_warning_when_expected(recording_model):
+def test_a_review_with_no_answer_line_is_unanswered_with_a_warning_when_expected(
+        recording_model):
     result = review(recording_model(drafts()), recording_model([ACCEPT]), task=QUESTION,
                     expected="0.05")
-    assert result.answer == "" and result.correct is None  # never guessed from the prose
-    assert any("no ANSWER line" in w and "not scored" in w for w in result.warnings)
+    assert result.answer == ""  # never guessed from the prose
+    assert result.correct is False and result.unanswered  # DESIGN 4: no answer is wrong
+    assert any("no ANSWER line" in w and "no short answer" in w for w in result.warnings)
 
 
 def test_a_review_without_expected_is_not_warned_about_its_answer(recording_model):
@@ -331,10 +333,11 @@ def test_a_review_without_expected_is_not_warned_about_its_answer(recording_mode
     assert result.answer == "" and result.correct is None and result.warnings == []
 
 
-def test_a_review_whose_producer_never_answered_is_unscored(recording_model):
+def test_a_review_whose_producer_never_answered_is_unanswered(recording_model):
     result = review(recording_model([RuntimeError("down")]), recording_model([ACCEPT]),
                     task=QUESTION, expected="0.05")
-    assert result.final_output == "" and result.answer == "" and result.correct is None
+    assert result.final_output == "" and result.answer == ""
+    assert result.correct is False and result.unanswered
 
 
 class TestPeerReviewContract(ProtocolContract):

@@ -235,7 +235,8 @@ def test_role_names_and_descriptions():
 @pytest.mark.parametrize("text, stance", [
     ("Adopt.\nSTANCE: adopt the plan", "adopt the plan"),
     ("**STANCE:** Adopt", "Adopt"),
-    ("stance: first\nmore\nSTANCE: second", "second"),
+    ("stance: second\nmore\nSTANCE: Second.", "Second."),  # one stance, said twice
+    ("stance: first\nmore\nSTANCE: second", None),  # two different ones: a hedge
     ("No stance line here.", None),
     ("STANCE:   ", None),
 ])

@@ -105,7 +105,7 @@ def test_migration_0018_computes_the_version_of_older_experiments(backend):
     with backend.engine.begin() as connection:  # as 0017 left it
         connection.execute(text("ALTER TABLE experiments DROP COLUMN set_version"))
         connection.execute(text("DELETE FROM schema_migrations "
-                                "WHERE name = '0018_set_version'"))
+                                "WHERE name = '0022_set_version'"))
     backend.engine.dispose()
     reopened = Store(backend.url)
     assert "set_version" in reopened.columns("experiments")

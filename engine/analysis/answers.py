@@ -5,6 +5,11 @@ the last number in the reply; Parley does the same and carries on to multiple-ch
 yes/no and, last, the normalised stance, so that open questions still yield a ballot. A reply
 with no answer at all (blank, or "I don't know") gives `None`: an abstention, never a guess.
 Expected answers go through the same function, so "$18", "18.00" and "18 dollars" all meet "18".
+
+A reply that declares two or more different answers (DESIGN 4: `ANSWER:` lines, `\\boxed{}`,
+`STANCE:` lines; `declared_answers`) declares none: it hedges, and reads as an abstention, so
+that "ANSWER: 41 / ANSWER: 43 / ANSWER: 42" is never scored right because the right one came
+last.
 """
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ import unicodedata
 from collections.abc import Callable
 from typing import Any
 
+from engine.analysis.sections import parse_answer
 from engine.analysis.stances import normalize_stance
 
 # A number: a sign only where it cannot be a subtraction (not right after a word or a bracket),
@@ -38,6 +44,19 @@ _ABSTAIN = re.compile(r"\b(?:i\s+(?:do\s+not|don't|dont)\s+know|not\s+sure|unsur
                       r"no\s+one\s+(?:knows|can)|unknown|n/a|insufficient\s+information)\b",
                       re.IGNORECASE)
 _WRAPPERS = "*_`\"'“”‘’«» \t"
+# A line that declares an answer in the reply's own words: `ANSWER:`, `FINAL ANSWER:` or
+# `STANCE:` at its start, numbering and markdown emphasis allowed (as `parse_sections` reads a
+# label). The value is the rest of the line, or the next line when the label stands alone.
+_DECLARATION = re.compile(
+    r"^[ \t#]*(?:\d+[ \t]*[.)][ \t]*)?[*_]{0,3}(?:final[ \t]+)?(?:answer|stance)[*_]{0,3}[ \t]*:"
+    r"[*_]{0,3}[ \t]*(?P<rest>[^\n]*)$", re.IGNORECASE | re.MULTILINE)
+_NEXT_LINE = re.compile(r"\n[ \t]*(?P<line>\S[^\n]*)")
+# A `\boxed{...}` holding text and at most one level of braces (`\boxed{\frac{1}{2}}`); a
+# scan stops at the next brace, so many unclosed boxes are still read in linear time.
+_BOXED_VALUE = re.compile(r"\\boxed\s*\{(?P<value>(?:[^{}]++|\{[^{}]*+\})*+)\}")
+_QUOTED_LINE = re.compile(r"^[ \t]*>[^\n]*$", re.MULTILINE)  # someone else's words
+DECLARED_MAX = 5  # different answers told apart before a reply is called a hedge and left
+DECLARATIONS_READ = 100  # the last boxes, and the last labelled lines, a reply is read by
 _SENTENCE_END = re.compile(r"[.;!?](?:\s|$)|,\s|\n")
 
 
@@ -46,12 +65,18 @@ def extract_answer(text: str | None) -> str | None:
     "answer is" / "Final answer:" marker, else the whole reply; each read as a leading
     multiple-choice letter ("B"), the last number (canonical: commas, currency, units and
     percent signs dropped, `-` kept, "0.50" -> "0.5"), a cued letter ("option C"), "yes" /
-    "no", or the normalised stance. `None` when the reply is blank or declines to answer."""
+    "no", or the normalised stance. `None` when the reply is blank, declines to answer, or
+    declares several different answers (`declared_answers`: a hedge is no answer)."""
     if text is None:
         return None
     text = unicodedata.normalize("NFKC", text).replace("\u2212", "-")
-    if not text.strip():
+    if not text.strip() or len(declared_answers(text)) > 1:
         return None
+    return _extract(text)
+
+
+def _extract(text: str) -> str | None:
+    """`extract_answer` of a normalised, non-blank text, whatever else it declares."""
     boxed = _last_boxed(text)
     if boxed is not None:  # the reply's declared answer: an empty box abstains
         return _read(_unlatex(boxed))
@@ -115,6 +140,67 @@ def _unlatex(text: str) -> str:
     """Boxed LaTeX as plain text: `\\frac{a}{b}` -> a/b, `\\text{ dollars}` -> its words."""
     text = _FRAC.sub(r"\1/\2", text)
     return _LATEX.sub(lambda m: m.group(1) or " ", text).replace("{", "").replace("}", "")
+
+
+def declared_answers(text: str | None) -> list[str]:
+    """The different answers a reply declares in its own words, each as first written: every
+    `\\boxed{...}` in order, then every `ANSWER:`, `FINAL ANSWER:` or `STANCE:` line (a label
+    alone on its line takes the next line; the last `DECLARATIONS_READ` of each are read).
+    Two declarations are one answer when they are equal once normalised or once read by
+    `extract_answer`'s rules ("ANSWER: $42" and "\\boxed{42.00}" are one); a declaration that
+    gives no answer ("ANSWER: not sure") is none. Lines quoted with `>` are someone else's
+    and not read. Reading stops at `DECLARED_MAX` different answers; one or none is not a
+    hedge."""
+    if not text or not ("boxed" in text or ":" in text):
+        return []
+    text = unicodedata.normalize("NFKC", text).replace("\u2212", "-")
+    own = _QUOTED_LINE.sub("", text) if ">" in text else text
+    values = [m.group("value") for m in _BOXED_VALUE.finditer(own)][-DECLARATIONS_READ:] \
+        if "boxed" in own else []
+    for match in list(_DECLARATION.finditer(own))[-DECLARATIONS_READ:]:
+        value = match.group("rest").strip()
+        if not value:  # the label alone: its value is the next line, unless that is a label
+            after = _NEXT_LINE.match(own, match.end())
+            value = after.group("line") if after and not _DECLARATION.match(
+                after.group("line")) else ""
+        values.append(value)
+    found: list[tuple[str, str, str | None]] = []  # (as written, normalised, extracted)
+    seen: set[str] = set()
+    for value in values:
+        written = value.strip().strip(_WRAPPERS)
+        if not written or written in seen:
+            continue
+        seen.add(written)
+        extracted = _extract(_unlatex(written)) if "\\" in written else _extract(written)
+        if extracted is None:
+            continue
+        normal = normalize_stance(written)
+        if any(normal == n or extracted == e for _, n, e in found):
+            continue
+        found.append((written, normal, extracted))
+        if len(found) >= DECLARED_MAX:
+            break
+    return [written for written, _, _ in found]
+
+
+def hedge(text: str | None) -> str:
+    """Why a reply declares no answer although it states several (`declared_answers`): a
+    warning for its turn naming them; "" when it declares one or none."""
+    found = declared_answers(text)
+    if len(found) < 2:
+        return ""
+    named = ", ".join(repr(value[:40]) for value in found[:DECLARED_MAX - 1])
+    more = " and more" if len(found) >= DECLARED_MAX else ""
+    return (f"the reply declares {len(found)}{'+' if more else ''} different answers "
+            f"({named}{more}); a hedge declares none, so it abstains")
+
+
+def answer_line(text: str | None) -> str:
+    """A reply's short answer from its last `ANSWER:` line (`parse_answer`); "" when it has
+    none, or when it declares several different answers (`hedge`)."""
+    if not text or len(declared_answers(text)) > 1:
+        return ""
+    return parse_answer(text)
 
 
 def answers_match(answer: str | None, expected: str | None) -> bool | None:

@@ -53,6 +53,15 @@ def parse_sections(text: str, labels: Iterable[str]) -> dict[str, str]:
     return found
 
 
+def own_block(text: str, first: str) -> str:
+    """The reply's own labelled block as `parse_sections` starts it: from its last line
+    labelled `first` on (what precedes may be quoted); the whole text without one."""
+    label = re.compile(_LABEL_PREFIX + re.escape(first).replace(r"\ ", r"[ \t]+")
+                       + r"[*_]{0,3}[ \t]*:", re.I | re.M)
+    found = list(label.finditer(text or ""))
+    return (text or "")[found[-1].start():] if found else (text or "")
+
+
 _ANSWER_LINE = re.compile(_LABEL_PREFIX + r"ANSWER[*_]{0,3}[ \t]*:[*_]{0,3}[ \t]*(.*)$",
                           re.I | re.M)
 

@@ -51,7 +51,8 @@ def _num(value: float, digits: int = 2) -> str:
 
 def summary_text(result: Report) -> str:
     """The results table for a terminal (a `simulated` column: all, mixed: <seats>, or empty
-    for real runs; accuracy with its n), then one sentence per pair of configurations."""
+    for real runs; accuracy with its n, and beside it how many of those runs gave no answer),
+    then one sentence per pair of configurations."""
     table = result.summary
     view = pd.DataFrame({
         "configuration": table["configuration"],
@@ -62,6 +63,7 @@ def summary_text(result: Report) -> str:
                                           table["interrupted"], table["degraded"])],
         "accuracy [95% CI] n": [text + (" *" if few else "") for text, few in
                                 zip(table["accuracy [95% CI] n"], table["few"])],
+        "unanswered": table["unanswered"],
         "high/med/low": [f"{h}/{m}/{lo}" for h, m, lo in
                          zip(table["high"], table["medium"], table["low"])],
         "ECE cons|judge": [f"{_num(c)}|{_num(j)}" for c, j in

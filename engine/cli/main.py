@@ -158,6 +158,7 @@ def _escape_json(text: str) -> str:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from engine.protocols import arun_config, get_protocol, run_sync
+    from engine.reports.runs import score_text
     from engine.store import StoreWriteError
     from engine.views.blocks import cost_text, simulated_suffix, simulated_text
     spec = get_protocol(args.protocol)
@@ -193,10 +194,10 @@ def cmd_run(args: argparse.Namespace) -> int:
              f"{result.duration:.2f}s")
         _say(spec.summary(result))
         if result.expected is not None:  # --expected: say whether the run got it
+            score = score_text({"correct": result.correct, "unanswered": result.unanswered})
             answer = result.final_answer()
-            _say(f"expected {result.expected}: " + (
-                "no answer (counted wrong, unanswered)" if answer is None
-                else f"{'right' if result.correct else 'wrong'} (answered {answer})"))
+            _say(f"expected {result.expected}: {score or 'not scored'}"
+                 + (f" (answered {answer})" if answer is not None else ""))
         if result.order:
             _say(runflags.order_line(result))
         for warning in result.warnings:
@@ -209,7 +210,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from engine.reports.runs import status_text
+    from engine.reports.runs import score_word, status_text
     from engine.views.blocks import cost_text, simulated_text, simulation_columns
     frame = _store(args).runs(protocol=args.protocol, label=args.label, status=args.status,
                               tag=args.tag, limit=args.limit)
@@ -228,6 +229,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
     view.insert(7, "cost", [cost_text(c, k) for c, k in zip(frame["cost_usd"], kinds)])
     view["question"] = view["question"].str.slice(0, 50)
     view["status"] = [status_text(s, d) for s, d in zip(frame["status"], frame["degraded_run"])]
+    view.insert(4, "score", [score_word(c, u) for c, u in zip(frame["correct"],
+                                                              frame["unanswered"])])
     view["created_at"] = view["created_at"].astype(str).str.slice(0, 19)
     _say(view.to_string(index=False))
     for run_id, why in zip(frame["id"], frame["unreadable"]):
@@ -238,7 +241,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from engine.reports.runs import run_cost_text, status_text
+    from engine.reports.runs import run_cost_text, score_text, status_text
     from engine.views.blocks import simulated_suffix
     store = _store(args)
     try:
@@ -259,6 +262,8 @@ def cmd_show(args: argparse.Namespace) -> int:
          f"out, cost: {run_cost_text(run, run['turns'])}")
     if run["label"]:
         _say(f"label: {run['label']}")
+    if score_text(run):
+        _say(f"expected {run['expected']}: {score_text(run)}")
     for turn in run["turns"]:
         state = "" if turn["status"] == "ok" else f"  [degraded: {turn['error']}]"
         _say(f"\n--- {turn['idx']} {turn['phase']} r{turn['round']} {turn['seat']}{state}")

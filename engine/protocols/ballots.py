@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from engine.analysis.answers import hedge
 from engine.analysis.stances import Confidence, Tally, normalize_stance
 from engine.checks import unique_names
 from engine.llm.calls import RunContext
@@ -115,9 +116,10 @@ Ballot = TypeVar("Ballot", bound=BaseModel)
 
 def screened(ctx: RunContext, turn: Turn, made: Ballot, stance: str) -> Ballot:
     """A proposal or rebuttal whose stance is no position (the prompt's own placeholder
-    echoed, or an essay: `stance_problem`) abstains: its stance is blanked and the turn
-    carries the warning."""
-    why = stance_problem(stance)
+    echoed, or an essay: `stance_problem`; or a hedge declaring several different answers:
+    `analysis.answers.hedge`) abstains: its stance is blanked and the turn carries the
+    warning."""
+    why = stance_problem(stance) or hedge(stance)
     if not why:
         return made
     ctx.update(turn, warnings=[*turn.warnings, why])

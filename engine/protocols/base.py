@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from engine import catalog
+from engine.analysis.answers import answers_match, hedge
 from engine.analysis.rounds_dynamics import votes
 from engine.config import RunConfig, RunOptions, SeatSpec
 from engine.llm import otel
@@ -182,6 +183,16 @@ def tally_carried(counted: Any) -> list[str] | None:
     return [seat for seat, ballot in counted.ballots.items() if ballot == counted.winner]
 
 
+def warn_hedge(ctx: RunContext, turn: Turn, text: str) -> bool:
+    """Whether a reply declares several different answers (DESIGN 4, `analysis.answers.
+    hedge`): then its turn carries the warning saying which, and the seat's answer is none
+    (every reader of answers already reads a hedge as no answer)."""
+    why = ctx.guard(turn, hedge, text) if text else ""
+    if why and why not in turn.warnings:
+        ctx.update(turn, warnings=[*turn.warnings, why])
+    return bool(why)
+
+
 def output_counts(turns: Sequence[Turn]) -> dict[str, int]:
     """How many JSON calls took each output path (`engine.llm.structured`), for the run's
     metrics; nothing for a run without JSON calls."""
@@ -281,10 +292,7 @@ async def execute(protocol: str, question: str, templates: Mapping[str, Template
     result.order = list(order)
     result.run_id = run_id
     if expected is not None and str(expected).strip():
-        from engine.analysis import answers_match
-        result.expected = str(expected)
-        answer = result.final_answer()
-        result.correct = None if answer is None else bool(answers_match(answer, result.expected))
+        score(result, str(expected))
     error = _finish(store, run_id, result, run, began)
     traced("failed" if error else "completed")
     return result
@@ -334,6 +342,20 @@ def seat_roles(protocol: str, seats: Mapping[str, Seat | list[Seat] | None], sto
     lined = [seat for seat, slot in given
              if seat in chosen and not (slot and slot.role_in_template)]
     return {"role_library": library, "role_lines": role_lines(lined, library)}
+
+
+def score(result: RunResult, expected: str) -> None:
+    """Score a run against its expected answer (DESIGN 4): `correct` says whether its final
+    answer gives it (`answers_match`); a run of a protocol that gives answers which gave
+    none (every seat abstained, its judge or chairman gave no usable answer, or it hedged) is
+    wrong and `unanswered`, so that it counts against accuracy instead of leaving it. A
+    protocol that gives no answer (a duel) leaves the run unscored."""
+    result.expected = expected
+    answer = result.final_answer()
+    if answer is not None:
+        result.correct, result.unanswered = bool(answers_match(answer, expected)), False
+    elif result.gives_answer:
+        result.correct, result.unanswered = False, True
 
 
 def kept_turns(run: RunOptions) -> dict[str, Any]:

@@ -19,7 +19,7 @@ import asyncio
 import time
 from typing import Any, Unpack
 
-from engine.analysis.sections import parse_answer
+from engine.analysis.answers import answer_line
 from engine.analysis.stances import tally
 from engine.checks import require_int, require_text
 from engine.config import RunKwargs
@@ -35,6 +35,7 @@ from engine.protocols.base import (
     presented,
     run_sync,
     split_run_options,
+    warn_hedge,
 )
 from engine.protocols.checks import require_seat
 from engine.protocols.council_result import (
@@ -148,11 +149,14 @@ async def _chairman(ctx: RunContext, chair: Seat, question: str, answers: dict[s
                                 line=ANSWER_LINE, phase="chair", round=3, task=task)
     if not turn.ok:
         return "", "", [f"the chairman failed ({turn.error}); the council has no final answer"]
-    answer = ctx.guard(turn, parse_answer, turn.reply) or ""
+    answer = ctx.guard(turn, answer_line, turn.reply) or ""
     if answer:
         return turn.reply, answer, []
-    return turn.reply, "", ["the chairman gave no ANSWER line; the run has no short answer "
-                            "and is left unscored"]
+    if warn_hedge(ctx, turn, turn.reply):
+        return turn.reply, "", ["the chairman declared several different answers; the "
+                                "council has no final answer"]
+    return turn.reply, "", ["the chairman gave no ANSWER line; the council has no final "
+                            "answer"]
 
 
 async def arun_council(question: str, *, members: list[Seat | Any], chairman: Seat | Any,
@@ -187,7 +191,7 @@ async def arun_council(question: str, *, members: list[Seat | Any], chairman: Se
             if not t.ok:
                 warnings.append(f"member {t.seat}: failed ({t.error}); its answer is not "
                                 "shown for ranking")
-        briefs = {seat: parse_answer(text) for seat, text in answers.items()}
+        briefs = {seat: answer_line(text) for seat, text in answers.items()}
         for t in turns:  # an answer forging the prompt's structure is shown neutralised
             forged = fence("", answers[t.seat])[1] if t.seat in answers else []
             if forged:
@@ -196,7 +200,7 @@ async def arun_council(question: str, *, members: list[Seat | Any], chairman: Se
                 ctx.update(t, warnings=[*t.warnings, note])
                 warnings.append(note)
         for t in turns:  # an answer without its line is still an answer: ranked as written
-            if t.ok and not briefs.get(t.seat):
+            if t.ok and not briefs.get(t.seat) and not warn_hedge(ctx, t, t.reply):
                 ctx.update(t, warnings=[*t.warnings, "no ANSWER line; shown for ranking as "
                                         "written"])
         presented_answers = [name for name in order if name in answers]
@@ -267,7 +271,7 @@ def _signals(result: CouncilResult) -> Signals:
     first."""
     c = result.confidence
     read = bool(result.rankings)
-    first = tally({seat: parse_answer(text) or None for seat, text in result.answers.items()}
+    first = tally({seat: answer_line(text) or None for seat, text in result.answers.items()}
                   ) if result.answers else None
     return Signals(answer=result.answer or None, first_answer=first.winner if first else None,
                    consensus=round(c.ratio, 4) if c and read else None,
@@ -284,7 +288,7 @@ def _answers_by_round(result: CouncilResult) -> list[dict[str, str | None]]:
     failed, or whose answer has no ANSWER line, abstains). The rankings are not answers and
     the chairman's answer is not a member's revised one, so a council has no round two."""
     members = [*result.answers, *(s for s in result.borda if s not in result.answers)]
-    return [{seat: parse_answer(result.answers.get(seat, "")) or None for seat in members}]
+    return [{seat: answer_line(result.answers.get(seat, "")) or None for seat in members}]
 
 
 def _pairwise(result: CouncilResult) -> list[tuple[str, str]]:
@@ -294,9 +298,10 @@ def _pairwise(result: CouncilResult) -> list[tuple[str, str]]:
 
 
 def _lost(result: CouncilResult) -> list[str]:
-    """The chairman's call is decisive: without it the council has no answer."""
+    """The chairman's call is decisive: when it failed, or gave no usable ANSWER line (none,
+    or several different ones), the council has no answer."""
     chair = [t for t in result.turns if t.phase == "chair"]
-    return ["the chairman"] if chair and not chair[-1].ok else []
+    return ["the chairman"] if chair and (not chair[-1].ok or not result.answer) else []
 
 
 def _view(r: CouncilResult) -> list[Block]:

@@ -7,6 +7,7 @@ import random
 import re
 import string
 from collections.abc import Iterable, Mapping, Sequence
+from typing import ClassVar
 
 from pydantic import Field
 
@@ -136,6 +137,8 @@ def top_confidence(rankings: Mapping[str, Sequence[str]], top: str | None) -> Co
 class CouncilResult(RunResult):
     """Stage 1's answers, stage 2's rankings (de-anonymised, with the labels each ranker saw),
     the Borda count, and the chairman's final answer (`answer`: its last ANSWER line)."""
+
+    gives_answer: ClassVar[bool] = True  # its final answer is scored
 
     question: str
     answers: dict[str, str] = Field(default_factory=dict)

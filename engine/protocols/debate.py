@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import time
 from datetime import timedelta
-from typing import Any, Unpack
+from typing import Any, ClassVar, Unpack
 
 from pydantic import BaseModel, Field, computed_field
 
 from engine.analysis import parse_sections, read_confidence
-from engine.analysis.answers import answers_match
-from engine.analysis.sections import parse_answer
+from engine.analysis.answers import answer_line, answers_match, hedge
+from engine.analysis.sections import own_block, parse_answer
 from engine.checks import ROUNDS_MAX, require_int, require_text, unique_names
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
@@ -105,6 +105,8 @@ class DebateResult(RunResult):
     `ANSWER:` line; "" when it gave none), which is what a debate given `expected` is scored
     on."""
 
+    gives_answer: ClassVar[bool] = True  # its final answer is scored
+
     topic: str
     rounds: list[DebateRound]
     verdict: str
@@ -129,7 +131,7 @@ class DebateResult(RunResult):
         return not self.verdict.startswith(JUDGE_ERROR_PREFIX)
 
     def final_answer(self) -> str | None:
-        """The judge's ANSWER line; None without one, so the debate is left unscored."""
+        """The judge's ANSWER line; None without one (or with several different ones)."""
         return self.answer or None
 
     @computed_field  # type: ignore[prop-decorator]
@@ -261,8 +263,7 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
             if label not in sections:
                 warnings.append(f"judge reply has no {label} section")
         if not answer:
-            warnings.append("judge reply has no ANSWER line; the debate has no short answer "
-                            "and is not scored")
+            warnings.append(_no_answer(verdict_turn.reply))
         parsed = {"verdict": verdict, "confidence": confidence} | (
             {"answer": answer} if answer else {})
         ctx.update(verdict_turn, parsed=parsed, warnings=list(warnings))
@@ -314,11 +315,28 @@ async def _consult(ctx: RunContext, seat: Seat, side: str, sides: dict[str, str]
     return rounds
 
 
+def _answer_part(reply: str) -> str:
+    """Where a judge's short answer is read: its own block (from its last VERDICT label,
+    `own_block`) when that holds an ANSWER line, else the whole reply. A debater's ANSWER
+    line the judge quotes before its own block is neither its answer nor a hedge."""
+    own = own_block(reply, "VERDICT")
+    return own if parse_answer(own) else reply
+
+
+def _no_answer(reply: str) -> str:
+    """Why a judge's reply gave no short answer: no ANSWER line, or several different ones."""
+    why = hedge(_answer_part(reply))
+    return (f"judge: {why}; the debate has no short answer" if why else
+            "judge reply has no ANSWER line; the debate has no short answer")
+
+
 def _read_judge(reply: str) -> tuple[dict[str, str], tuple[float, bool], str]:
     """The judge's sections (ANSWER among the labels, so no section runs into it), its
-    confidence, and its short answer: the last ANSWER line (`parse_answer`)."""
+    confidence, and its short answer: the last ANSWER line of `_answer_part` (`answer_line`:
+    none when that declares several different answers)."""
     sections = parse_sections(reply, (*SECTIONS, ANSWER))
-    return sections, read_confidence(sections.get("CONFIDENCE", "")), parse_answer(reply)
+    return (sections, read_confidence(sections.get("CONFIDENCE", "")),
+            answer_line(_answer_part(reply)))
 
 
 def run_debate(topic: str, **kw: Any) -> DebateResult:
@@ -379,8 +397,8 @@ def _right_sides(result: DebateResult) -> dict[str, bool] | None:
     if result.consultant or not result.expected or not result.rounds or len(result.sides) != 2:
         return None
     last = result.rounds[-1]
-    right = {FOR: answers_match(parse_answer(last.proponent_argument) or None, result.expected),
-             AGAINST: answers_match(parse_answer(last.opponent_argument) or None,
+    right = {FOR: answers_match(answer_line(last.proponent_argument) or None, result.expected),
+             AGAINST: answers_match(answer_line(last.opponent_argument) or None,
                                     result.expected)}
     if sorted(bool(v) for v in right.values()) != [False, True]:
         return None

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Literal, Unpack
 
-from engine.analysis.answers import extract_answer
+from engine.analysis.answers import extract_answer, hedge
 from engine.checks import ROUNDS_MAX, require_int, require_text
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
@@ -213,9 +213,12 @@ def declared_answer(text: str) -> str | None:
     """The answer a duel turn declares, read as `extract_answer` reads one; None when it
     declares none. A duel's prompts (seed 004) ask for prose, not an answer, so a turn
     declares one only when the sides' roles ask for it (an ANSWER line or a \\boxed{}):
-    prose is never read as an answer."""
+    prose is never read as an answer. A turn declaring several different answers declares
+    none."""
     if "\\boxed" in text:
-        return extract_answer(text)
+        return extract_answer(text)  # none for a hedge (several different answers)
+    if hedge(text):
+        return None
     found = list(_DECLARED.finditer(text))
     return extract_answer(found[-1].group("rest")) if found else None
 

@@ -3,7 +3,7 @@ line, the signals stored for experiments and Insights, the run detail's blocks a
 panel's Insights section."""
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
@@ -68,6 +68,8 @@ class PanelResult(RunResult):
     can disagree visibly. `change_kinds` (persuaded, misled, switched, held) is filled only
     when the run was given an `expected` answer.
     """
+
+    gives_answer: ClassVar[bool] = True  # its final answer is scored
 
     question: str
     proposals: list[Proposal]
@@ -145,9 +147,11 @@ def signals(result: PanelResult) -> Signals:
 
 
 def lost(result: PanelResult) -> list[str]:
-    """The judge's synthesis is decisive: without it the panel has no written answer."""
+    """The final ballots and the judge's synthesis are decisive: with no final ballot read
+    the panel has no answer, without the synthesis no written one."""
     made = [t for t in result.turns if t.phase == "synthesis"]
-    return ["synthesis (judge)"] if made and not result.answer else []
+    out = [] if result.tally.positions or not result.rebuttals else ["every final ballot"]
+    return out + (["synthesis (judge)"] if made and not result.answer else [])
 
 
 def view(r: PanelResult) -> list[Block]:

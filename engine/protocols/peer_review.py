@@ -2,19 +2,27 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Unpack
+from typing import Any, ClassVar, Unpack
 
 import pandas as pd
 from pydantic import BaseModel
 
 from engine.analysis import is_approved, parse_sections
-from engine.analysis.sections import parse_answer
+from engine.analysis.answers import answer_line
 from engine.checks import ROUNDS_MAX, require_int, require_text, unique_names
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
 from engine.llm.lines import Line, line_format
-from engine.models import RunResult, Seat, Signals, Task
-from engine.protocols.base import Option, ProtocolSpec, Slot, execute, run_sync, split_run_options
+from engine.models import RunResult, Seat, Signals, Task, Turn
+from engine.protocols.base import (
+    Option,
+    ProtocolSpec,
+    Slot,
+    execute,
+    run_sync,
+    split_run_options,
+    warn_hedge,
+)
 from engine.protocols.checks import require_seat
 from engine.protocols.templates import Template, render
 from engine.views.aggregate import as_flag, completed, counts_by, numbers, rate_by, rate_text
@@ -65,6 +73,8 @@ class PeerReviewResult(RunResult):
     `ANSWER:` line ("" when it has none), which is what a review given `expected` is scored
     on."""
 
+    gives_answer: ClassVar[bool] = True  # its final answer is scored
+
     task: str
     final_output: str
     approved: bool
@@ -73,8 +83,8 @@ class PeerReviewResult(RunResult):
     answer: str = ""
 
     def final_answer(self) -> str | None:
-        """The final (approved, or last) draft's ANSWER line; None without one, so the review
-        is left unscored."""
+        """The final (approved, or last) draft's ANSWER line; None without one (or with
+        several different ones)."""
         return self.answer or None
 
 
@@ -93,6 +103,7 @@ async def arun_peer_review(task: str, *, producer: Seat | Any, reviewer: Seat | 
         iterations: list[PeerReviewIteration] = []
         draft, feedback, approved, warnings = "", "", False, []
         verdict = ""  # the last review's verdict, as the producer's task shows it
+        drafted: Turn | None = None  # the turn of the draft kept
         for number in range(1, max_iterations + 1):
             began = time.monotonic()
             if number == 1:
@@ -113,7 +124,7 @@ async def arun_peer_review(task: str, *, producer: Seat | Any, reviewer: Seat | 
                 warnings.append(f"producer failed in iteration {number}: {made.error}; "
                                 "the loop stopped")
                 break
-            draft = made.reply
+            draft, drafted = made.reply, made
             review_prompt = render(TEMPLATES, ctx.prompts, "reviewer", task=task, draft=draft,
                                    iteration=number)
             review = await ctx.call_lines(reviewer, [{"role": "user", "content": review_prompt}],
@@ -137,9 +148,13 @@ async def arun_peer_review(task: str, *, producer: Seat | Any, reviewer: Seat | 
                 approved=approved, duration=time.monotonic() - began))
             if approved:
                 break
-        answer = parse_answer(draft)
-        if run.expected is not None and str(run.expected).strip() and not answer:
-            warnings.append("the final draft has no ANSWER line; the review is not scored")
+        answer = answer_line(draft)
+        if not answer and drafted is not None and warn_hedge(ctx, drafted, draft):
+            warnings.append("the final draft declares several different answers; the review "
+                            "has no short answer")
+        elif run.expected is not None and str(run.expected).strip() and not answer:
+            warnings.append("the final draft has no ANSWER line; the review has no short "
+                            "answer")
         return PeerReviewResult(task=task, final_output=draft, approved=approved,
                                 iterations=iterations, iterations_used=len(iterations),
                                 answer=answer, duration=time.monotonic() - start,

@@ -12,6 +12,7 @@ import time
 from typing import Any, Unpack
 
 from engine.analysis.agreement import LEVELS, overlap_agreement, unbacked
+from engine.analysis.answers import hedge
 from engine.analysis.stances import derive_confidence, tally
 from engine.checks import require_int, require_text, unique_names
 from engine.config import RunKwargs
@@ -113,12 +114,13 @@ def role_description(role: str) -> str:
 
 
 def parse_stance(text: str) -> tuple[dict[str, Any], list[str]]:
-    """The last `STANCE:` line of a turn; a missing one is a warning, never invented."""
+    """The last `STANCE:` line of a turn; a missing one is a warning, never invented, and a
+    turn declaring several different answers (`analysis.answers.hedge`) gives none."""
     found = [m.group(1).strip().strip("*_ \t").strip() for m in _STANCE.finditer(text or "")]
     found = [s for s in found if s]
     if not found:
         return {"stance": None}, ["no STANCE line; this turn gives no stance"]
-    why = stance_problem(found[-1])
+    why = stance_problem(found[-1]) or hedge(text)
     return ({"stance": None}, [why]) if why else ({"stance": found[-1]}, [])
 
 

@@ -3,7 +3,7 @@ line, the signals stored for experiments and Insights, the run detail's blocks a
 roundtable's Insights section."""
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 import pandas as pd
 from pydantic import BaseModel, Field
@@ -40,6 +40,8 @@ class JudgeReading(BaseModel):
 
 class RoundtableResult(RunResult):
     """Exchanges, the lexical floor, the stance tally beside it, and the optional judge."""
+
+    gives_answer: ClassVar[bool] = True  # its final answer is scored
 
     question: str
     context: str = ""
@@ -96,8 +98,10 @@ def signals(result: RoundtableResult) -> Signals:
 
 
 def lost(result: RoundtableResult) -> list[str]:
-    """The judge, when one sat, is decisive for its reading of the agreement."""
-    return ["judge"] if result.judge_status == "degraded" else []
+    """The agents' stances are decisive for the stance tally (with none, the run has no
+    answer), and the judge, when one sat, for its reading of the agreement."""
+    out = [] if result.stance_tally.positions or not result.exchanges else ["every stance"]
+    return out + (["judge"] if result.judge_status == "degraded" else [])
 
 
 def answers_by_round(result: RoundtableResult) -> list[dict[str, str | None]]:

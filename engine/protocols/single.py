@@ -10,7 +10,7 @@ waits for the one before.
 from __future__ import annotations
 
 import time
-from typing import Any, Unpack
+from typing import Any, ClassVar, Unpack
 
 import pandas as pd
 from pydantic import Field
@@ -22,7 +22,15 @@ from engine.config import RunKwargs
 from engine.llm.calls import RunContext
 from engine.models import RunResult, Seat, Signals, Task
 from engine.protocols.ballots import ABSTAINED
-from engine.protocols.base import Option, ProtocolSpec, Slot, execute, run_sync, split_run_options
+from engine.protocols.base import (
+    Option,
+    ProtocolSpec,
+    Slot,
+    execute,
+    run_sync,
+    split_run_options,
+    warn_hedge,
+)
 from engine.protocols.checks import require_seat
 from engine.protocols.society import (
     ANSWER,
@@ -31,7 +39,9 @@ from engine.protocols.society import (
     TASK_KEYS,
     MindChange,
     Reply,
+    answer_text,
     read_answer,
+    reply_warning,
 )
 from engine.protocols.templates import Template, render
 from engine.views.aggregate import completed, numbers
@@ -47,6 +57,8 @@ MIN_ROUNDS, MAX_ROUNDS = 1, 10
 
 class SingleResult(RunResult):
     """One reply per round; `answer` is the last round's answer ("" when it gave none)."""
+
+    gives_answer: ClassVar[bool] = True  # its final answer is scored
 
     question: str
     replies: list[Reply] = Field(default_factory=list)
@@ -95,12 +107,13 @@ async def arun_single(question: str, *, agent: Seat | Any, rounds: int = 1,
                                         round=number, task=task)
             text = turn.reply if turn.ok else ""
             answer = (ctx.guard(turn, read_answer, text) or "") if text else ""
+            if answer == "" and text:
+                warn_hedge(ctx, turn, answer_text(text))
             replies.append(Reply(agent=agent.name, icon=agent.icon, round=number, text=text,
                                  answer=answer, error=turn.error))
             history.append({"role": "assistant", "content": text or ABSTAINED})
-        warnings = [f"round {r.round}: "
-                    f"{'failed (' + r.error + ')' if r.error else 'no answer found'}; "
-                    "the agent abstains" for r in replies if not r.answer]
+        warnings = [f"round {r.round}: {reply_warning(r)}; the agent abstains"
+                    for r in replies if not r.answer]
         return SingleResult(question=question, replies=replies, answer=replies[-1].answer,
                             mind_changes=_changes(replies), warnings=warnings,
                             duration=time.monotonic() - start)
@@ -143,6 +156,11 @@ def _signals(result: SingleResult) -> Signals:
                    extra={"rounds": len(replies), "changes": len(result.mind_changes)})
 
 
+def _lost(result: SingleResult) -> list[str]:
+    """The agent's last reply is decisive: without an answer in it the run has none."""
+    return ["the agent's answer"] if result.replies and not result.answer else []
+
+
 def _view(r: SingleResult) -> list[Block]:
     blocks = [Block("metrics", items=[("Answer", r.answer or "(none)"),
                                       ("Rounds", str(len(r.replies))),
@@ -176,5 +194,6 @@ SPEC = ProtocolSpec(
     estimate_calls=lambda options, seats: int(options.get("rounds", 1)),
     insights=_insights,
     result_type=SingleResult, summary=_summary, outcome=_outcome, signals=_signals,
-    view=_view, phases=("answer", "reflect"), rounds_option="rounds", color="#8d6e63",
+    view=_view, lost=_lost, phases=("answer", "reflect"), rounds_option="rounds",
+    color="#8d6e63",
     answers_by_round=lambda r: [{reply.agent: reply.answer or None} for reply in r.replies])

@@ -11,13 +11,12 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import Any, Unpack
+from typing import Any, ClassVar, Unpack
 
 from pydantic import BaseModel, Field
 
-from engine.analysis.answers import answers_match, extract_answer
+from engine.analysis.answers import answer_line, answers_match, extract_answer, hedge
 from engine.analysis.conformity import Conformity, conformity
-from engine.analysis.sections import parse_answer
 from engine.analysis.stances import Confidence, Tally, derive_confidence, normalize_stance, tally
 from engine.checks import require_int, require_text
 from engine.config import RunKwargs
@@ -44,6 +43,7 @@ from engine.protocols.base import (
     run_sync,
     split_run_options,
     tally_carried,
+    warn_hedge,
 )
 from engine.protocols.templates import Template, render
 from engine.views.aggregate import completed
@@ -84,11 +84,8 @@ MIN_ROUNDS, MAX_ROUNDS = 1, 10
 
 
 
-def read_answer(text: str) -> str:
-    """The answer a reply gives, normalised; "" when it gives none (an abstention, never a
-    guess): a JSON reply's `answer`, else `engine.analysis.extract_answer` (`\\boxed{...}`,
-    the last number, a letter, yes/no, else the normalised stance). The single agent reads
-    its replies the same way."""
+def answer_text(text: str) -> str:
+    """The part of a reply that gives its answer: a JSON reply's `answer`, else the reply."""
     text = text.strip()
     if text.startswith("{"):
         try:
@@ -96,8 +93,16 @@ def read_answer(text: str) -> str:
         except ValueError:
             obj = None
         if isinstance(obj, dict) and obj.get("answer") is not None:
-            text = str(obj["answer"]).strip()
-    found = extract_answer(text)
+            return str(obj["answer"]).strip()
+    return text
+
+
+def read_answer(text: str) -> str:
+    """The answer a reply gives, normalised; "" when it gives none (an abstention, never a
+    guess): `engine.analysis.extract_answer` of its `answer_text` (`\\boxed{...}`, the last
+    number, a letter, yes/no, else the normalised stance; a reply declaring several
+    different answers gives none). The single agent reads its replies the same way."""
+    found = extract_answer(answer_text(text))
     return normalize_stance(found) if found else ""
 
 
@@ -113,6 +118,15 @@ class Reply(BaseModel):
     error: str = ""
 
 
+def reply_warning(reply: Reply) -> str:
+    """Why a round's reply gave no answer: its call failed, it declared several different
+    answers, or none was found."""
+    if reply.error:
+        return f"failed ({reply.error})"
+    return "several different answers declared" if hedge(answer_text(reply.text)) else \
+        "no answer found"
+
+
 class MindChange(BaseModel):
     """An agent whose answer in `round` differs from its answer in the round before."""
 
@@ -125,6 +139,8 @@ class MindChange(BaseModel):
 class SocietyResult(RunResult):
     """Every round's replies and tally; `answer` is the last round's plurality, or with
     `synthesize` the synthesizer's ANSWER line (`synthesis` its whole reply)."""
+
+    gives_answer: ClassVar[bool] = True  # its final answer is scored
 
     question: str
     rounds: list[list[Reply]] = Field(default_factory=list)
@@ -165,6 +181,8 @@ async def _speak(ctx: RunContext, seat: Seat, history: list[dict[str, str]], num
                                 task=task)
     text = turn.reply if turn.ok else ""
     answer = (ctx.guard(turn, read_answer, text) or "") if text else ""
+    if answer == "" and text:
+        warn_hedge(ctx, turn, answer_text(text))
     reply = Reply(agent=seat.name, icon=seat.icon, round=number, text=text, answer=answer,
                   error=turn.error)
     return reply, [*history, {"role": "assistant", "content": text or ABSTAINED}]
@@ -185,9 +203,13 @@ async def _synthesize(ctx: RunContext, seat: Seat, question: str, last: list[Rep
     if not turn.ok:
         return "", "", [f"the synthesizer {seat.name} failed ({turn.error}); the run has no "
                         "final answer"]
-    answer = ctx.guard(turn, parse_answer, turn.reply) or ""
-    return turn.reply, answer, ([] if answer else [
-        "the synthesis gave no ANSWER line; the run has no final answer and is unscored"])
+    answer = ctx.guard(turn, answer_line, turn.reply) or ""
+    if answer:
+        return turn.reply, answer, []
+    if warn_hedge(ctx, turn, turn.reply):
+        return turn.reply, "", ["the synthesis declared several different answers; the run "
+                                "has no final answer"]
+    return turn.reply, "", ["the synthesis gave no ANSWER line; the run has no final answer"]
 
 
 def _changes(rounds: list[list[Reply]]) -> list[MindChange]:
@@ -250,9 +272,8 @@ async def arun_society(question: str, *, agents: list[Seat | Any], rounds: int =
             histories = {reply.agent: history for reply, history in spoken}
         tallies = [tally({r.agent: r.answer or None for r in replies}) for replies in done]
         last = tallies[-1]
-        warnings = [f"agent {r.agent}, round {r.round}: "
-                    f"{'failed (' + r.error + ')' if r.error else 'no answer found'}; "
-                    "it abstains" for replies in done for r in replies if not r.answer]
+        warnings = [f"agent {r.agent}, round {r.round}: {reply_warning(r)}; it abstains"
+                    for replies in done for r in replies if not r.answer]
         synthesis, answer = ("", last.winner or "")
         if synthesize:
             synthesis, answer, said = await _synthesize(ctx, agents[0], question, done[-1])
@@ -418,6 +439,17 @@ def _insights(data: InsightsData) -> Section:
         table=table.rename(columns={"group": "label"}))
 
 
+def _lost(result: SocietyResult) -> list[str]:
+    """The decisive calls: the synthesis when one was asked for, else the last round's
+    answers; with no usable one the run has no answer."""
+    if result.synthesizer is not None:
+        made = [t for t in result.turns if t.phase == "synthesis"]
+        return ["the synthesis"] if made and not result.answer else []
+    last = result.tallies[-1] if result.tallies else None
+    return ["every answer of the last round"] if last is not None and not last.positions \
+        else []
+
+
 SPEC = ProtocolSpec(
     name="society", title="Society of minds (Du et al.)", seed="013", question_name="question",
     runner=arun_society,
@@ -437,7 +469,8 @@ SPEC = ProtocolSpec(
         options.get("synthesize")),
     insights=_insights,
     result_type=SocietyResult, summary=_summary, outcome=_outcome, signals=_signals,
-    view=_view, phases=("answer", "revise", "synthesis"), rounds_option="rounds", color="#6d4c41",
+    view=_view, lost=_lost, phases=("answer", "revise", "synthesis"), rounds_option="rounds",
+    color="#6d4c41",
     carried=lambda r: tally_carried(r.tallies[-1] if r.tallies else None),
     answers_by_round=lambda r: [{reply.agent: reply.answer or None for reply in replies}
                                 for replies in r.rounds])

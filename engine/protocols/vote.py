@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Unpack
+from typing import Any, ClassVar, Unpack
 
 from pydantic import Field
 
@@ -52,6 +52,8 @@ MIN_VOTERS, MAX_VOTERS = 2, 2 * MAX_DEBATERS + 2
 
 class VoteResult(RunResult):
     """The ballots, their tally and the computed confidence; `answer` is the tally winner."""
+
+    gives_answer: ClassVar[bool] = True  # its final answer is scored
 
     question: str
     proposals: list[Proposal] = Field(default_factory=list)
@@ -116,6 +118,11 @@ def _signals(result: VoteResult) -> Signals:
                           "voters": len(result.proposals)})
 
 
+def _lost(result: VoteResult) -> list[str]:
+    """The ballots are the vote's decisive calls: with none readable it has no answer."""
+    return [] if result.tally.positions or not result.proposals else ["every ballot"]
+
+
 def _view(r: VoteResult) -> list[Block]:
     t, c = r.tally, r.confidence
     return [Block("metrics", items=[
@@ -149,4 +156,5 @@ SPEC = ProtocolSpec(
     estimate_waves=lambda options, seats: 1,  # every voter at once
     insights=_insights,
     result_type=VoteResult, summary=_summary, outcome=_outcome, signals=_signals, view=_view,
-    phases=("propose",), color="#00897b", carried=lambda r: tally_carried(r.tally))
+    phases=("propose",), color="#00897b", carried=lambda r: tally_carried(r.tally),
+    lost=_lost)

@@ -44,8 +44,8 @@ def _moved(first: str, final: str | None, expected: str | None, answers: Answers
 
 
 RUN_COLUMNS = ["id", "label", "protocol", "q", "repeat", "question", "expected", "status",
-               "counted", "superseded", "correct", "answer", "level", "consensus", "judge",
-               "mind_changes", "seats", "persuaded", "misled", "first_answer", "changed",
+               "counted", "superseded", "correct", "unanswered", "answer", "level", "consensus",
+               "judge", "mind_changes", "seats", "persuaded", "misled", "first_answer", "changed",
                "shift", "round_answers", "round_votes", *CONFORMITY_FIELDS, "calls",
                "degraded", "degraded_run", "lost", "tokens", "cost_usd", "seconds", "simulated",
                "simulation", "created_at", "link"]
@@ -53,7 +53,8 @@ RUN_COLUMNS = ["id", "label", "protocol", "q", "repeat", "question", "expected",
 
 def runs_frame(store: Any, experiment_id: str) -> pd.DataFrame:
     """One row per run of the experiment: its cell (q, repeat, label), whether it `counted`
-    (the first completed run of its cell), correctness, the signals of `_signals`, and
+    (the first completed run of its cell), correctness (`correct`, and `unanswered`: given
+    an expected answer it gave none, so `correct` is false), the signals of `_signals`, and
     whether it is simulated (`simulated`, and `simulation`: "all" or "mixed: <seats>").
 
     The store sends only the typed columns this reads (`Store.experiment_runs`); a signal
@@ -88,6 +89,7 @@ def _runs_frame(stored: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
         "question": frame["question"], "expected": frame["expected"], "status": frame["status"],
         "counted": first, "superseded": frame["superseded"].astype(bool),
         "correct": [None if v is None or v != v else bool(v) for v in frame["correct"].tolist()],
+        "unanswered": [v is True or v == 1 for v in frame["unanswered"].tolist()],
         **signals, "calls": frame["calls"], "degraded": frame["degraded"],
         "degraded_run": [bool(v) for v in frame["degraded_run"].tolist()],
         "lost": frame["lost"], "tokens": frame["tokens_in"] + frame["tokens_out"],
@@ -204,8 +206,8 @@ def _mean(values: pd.Series) -> float:
 
 
 SUMMARY_COLUMNS = ["configuration", "protocol", "simulated", "runs", "planned", "failed",
-                   "interrupted", "degraded", "scored", "correct", "accuracy", "accuracy_low",
-                   "accuracy_high", "accuracy [95% CI] n", "few", "high", "medium",
+                   "interrupted", "degraded", "scored", "correct", "unanswered", "accuracy",
+                   "accuracy_low", "accuracy_high", "accuracy [95% CI] n", "few", "high", "medium",
                    "low", "consensus_ece", "consensus_brier", "judge_ece", "judge_brier",
                    "mind_change_rate", "persuaded", "misled", "answer_changed",
                    "changed_better", "changed_worse", "tokens_per_run", "cost_per_run",
@@ -216,9 +218,9 @@ SUMMARY_COLUMNS = ["configuration", "protocol", "simulated", "runs", "planned", 
 SUMMARY_GROUPS = {
     "Accuracy and confidence levels": ["simulated", "runs", "planned", "failed",
                                        "interrupted", "degraded", "scored", "correct",
-                                       "accuracy [95% CI] n", "accuracy", "accuracy_low",
-                                       "accuracy_high", "few", "high", "medium", "low",
-                                       "calls_per_run"],
+                                       "unanswered", "accuracy [95% CI] n", "accuracy",
+                                       "accuracy_low", "accuracy_high", "few", "high",
+                                       "medium", "low", "calls_per_run"],
     "Calibration (ECE, Brier)": ["consensus_ece", "consensus_brier", "judge_ece",
                                  "judge_brier"],
     "Mind changes, and the final answer against round one's vote": [
@@ -258,7 +260,9 @@ def summary(frame: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
     simulated = "all", "mixed: <seats>" or "" as its runs are (several kinds: each, with
     "; "); accuracy = correct / scored with its 95% Wilson interval, also as text
     ("74% [57–85%] n=34"), and `few` when fewer than `FEW` runs were scored; confidence
-    levels counted;
+    levels counted; `unanswered` counts the scored runs that gave no answer (wrong, inside
+    the accuracy's denominator: a configuration that fails to answer never ranks above one
+    that answers);
     ECE and Brier of each signal; mind_change_rate = measured mind changes / debater ballots;
     persuaded / misled seats; answer_changed = runs whose final winner differs from round
     one's, split into changed_better / changed_worse against the expected answer; and the
@@ -301,7 +305,9 @@ def _summary(frame: pd.DataFrame, spec: Mapping[str, Any],
             "runs": len(done), "planned": planned, **unfinished,
             "degraded": int(done["degraded_run"].astype(bool).sum()) if not done.empty else 0,
             "scored": len(scored),
-            "correct": right, "accuracy": right / len(scored) if len(scored) else float("nan"),
+            "correct": right, "unanswered": int(scored["unanswered"].astype(bool).sum())
+            if not scored.empty else 0,
+            "accuracy": right / len(scored) if len(scored) else float("nan"),
             "accuracy_low": low, "accuracy_high": high,
             "accuracy [95% CI] n": rate_text(right, len(scored)), "few": len(scored) < FEW,
             **{level: int(levels.get(level, 0)) for level in ("high", "medium", "low")},
@@ -398,26 +404,38 @@ def _unscored_reason(behind: pd.DataFrame, *silent: str) -> str:
 
 
 def question_table(frame: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
-    """Questions x configurations: per cell "right/scored" (or runs done when unscored)."""
+    """Questions x configurations: per cell "right/scored right" with how many of those went
+    unanswered (or runs done when unscored)."""
     out = pd.DataFrame({"q": range(len(spec["questions"])),
                         "question": [i["question"] for i in spec["questions"]],
                         "expected": [i.get("expected") or "" for i in spec["questions"]]})
-    tally: dict[tuple[str, int], tuple[int, int, int]] = {}  # (label, q) -> runs, scored, right
+    # (label, q) -> runs, scored, right, unanswered
+    tally: dict[tuple[str, int], tuple[int, int, int, int]] = {}
     counted = _counted(frame)
     if not counted.empty:  # counted per cell in one grouping, not run by run
         known = counted["correct"].notna()
         right = known & counted["correct"].where(known, False).astype(bool)
         counts = pd.DataFrame({"label": counted["label"], "q": counted["q"], "known": known,
-                               "right": right}).groupby(["label", "q"], sort=False).agg(
-            runs=("known", "size"), scored=("known", "sum"), right=("right", "sum"))
-        tally = {(str(label), int(q)): (int(n), int(scored), int(ok)) for (label, q), n, scored, ok
-                 in zip(counts.index, counts["runs"], counts["scored"], counts["right"],
-                        strict=True)}
+                               "right": right, "silent": counted["unanswered"].astype(bool)}
+                              ).groupby(["label", "q"], sort=False).agg(
+            runs=("known", "size"), scored=("known", "sum"), right=("right", "sum"),
+            silent=("silent", "sum"))
+        tally = {(str(label), int(q)): (int(n), int(scored), int(ok), int(silent))
+                 for (label, q), n, scored, ok, silent in zip(
+                     counts.index, counts["runs"], counts["scored"], counts["right"],
+                     counts["silent"], strict=True)}
     for config in spec["configs"]:
-        out[config["label"]] = [f"{right}/{scored} right" if scored else
-                                f"{runs} run{'s' * (runs != 1)}" for runs, scored, right in
-                                (tally.get((config["label"], q), (0, 0, 0)) for q in out["q"])]
+        out[config["label"]] = [_cell_text(*tally.get((config["label"], q), (0, 0, 0, 0)))
+                                for q in out["q"]]
     return out
+
+
+def _cell_text(runs: int, scored: int, right: int, unanswered: int) -> str:
+    """A question's cell: "1/2 right" (", 1 unanswered" when some gave no answer), or the
+    runs done when none was scored."""
+    if not scored:
+        return f"{runs} run{'s' * (runs != 1)}"
+    return f"{right}/{scored} right" + (f", {unanswered} unanswered" if unanswered else "")
 
 
 def drill(frame: pd.DataFrame, label: str | None = None, q: int | None = None) -> pd.DataFrame:

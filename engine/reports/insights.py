@@ -95,7 +95,7 @@ def results_loader(store: Any, filters: Filters) -> Results:
 def summarise(runs: pd.DataFrame) -> pd.DataFrame:
     """A flattened frame of runs added up as `Store.run_summary` adds them up in SQL: one
     row per protocol, label, group, status, degraded flag and kind, with `n`, `scored`,
-    `correct`, `tokens` and `duration`."""
+    `correct`, `unanswered`, `tokens` and `duration`."""
     if runs.empty:
         return pd.DataFrame(columns=[*SUMMARY_KEYS, "group", *SUMMARY_SUMS])
     right = as_flag(runs["correct"])
@@ -107,6 +107,8 @@ def summarise(runs: pd.DataFrame) -> pd.DataFrame:
         "degraded_run": runs["degraded_run"].fillna(False).astype(bool),
         "simulated": runs["simulated"].fillna(False).astype(bool), "n": 1,
         "scored": right.notna().astype(int), "correct": (right == 1).astype(int),
+        "unanswered": runs["unanswered"].fillna(0).astype(bool).astype(int)
+        if "unanswered" in runs else 0,
         "tokens": pd.to_numeric(runs["tokens"], errors="coerce").fillna(0),
         "duration": pd.to_numeric(runs["duration"], errors="coerce").fillna(0.0),
         "cost": cost.fillna(0.0), "unpriced": cost.isna().astype(int)})
@@ -162,7 +164,8 @@ def overview_of(summary: pd.DataFrame) -> Section:
 
 def accuracy_section(runs: pd.DataFrame) -> Section:
     """Accuracy over the completed runs with an expected answer (failed and interrupted runs
-    never count as wrong)."""
+    never count as wrong; a completed run that gave no answer does, and is counted as
+    unanswered beside the accuracy)."""
     return accuracy_of(summarise(runs))
 
 
@@ -176,18 +179,23 @@ def accuracy_of(summary: pd.DataFrame) -> Section:
     titled = scored.assign(title=protocol_titles(scored["protocol"]))
     frame, spec = _side_by_side(rates_from_counts(titled, ["group", "title"], "correct",
                                                   "scored"))
-    table = table_of_rates(rates_from_counts(titled.assign(protocol=titled["title"]),
-                                             ["group", "protocol"], "correct", "scored"),
-                           ["group", "protocol"])
+    by_title = titled.assign(protocol=titled["title"])
+    table = table_of_rates(rates_from_counts(by_title, ["group", "protocol"], "correct",
+                                             "scored"), ["group", "protocol"])
+    silent = by_title.groupby(["group", "protocol"], sort=True)["unanswered"].sum()
+    table = table.assign(unanswered=[int(silent.get((group, protocol), 0)) for group, protocol
+                                     in zip(table["group"], table["protocol"], strict=True)])
     return Section("accuracy", "Accuracy", metrics=[
         ("Scored runs", f"{int(scored['scored'].sum()):,}"),
-        ("Correct", rate_text(int(scored["correct"].sum()), int(scored["scored"].sum())))],
+        ("Correct", rate_text(int(scored["correct"].sum()), int(scored["scored"].sum()))),
+        ("Unanswered", f"{int(scored['unanswered'].sum()):,}")],
         charts=[
         Chart("rate_bar", frame, "Accuracy by label and protocol",
               "Share of completed runs whose final answer matched the expected answer, "
               "protocols side by side (persona panel against vote is the debate-or-vote "
               "comparison), with its 95% Wilson interval; a bar over fewer than 5 runs is "
-              "faded and says its n; failed and interrupted runs are left out.",
+              "faded and says its n; a run that gave no answer counts as wrong (the table "
+              "says how many were unanswered); failed and interrupted runs are left out.",
               {**spec, "y_title": "correct"})],
         table=table.rename(columns={"group": "label", "shown": "accuracy [95% CI] n"}))
 

@@ -116,6 +116,24 @@ def outcome_text(metrics: Mapping[str, Any] | None) -> str:
     return value if isinstance(value, str) else ""
 
 
+def score_word(correct: Any, unanswered: Any) -> str:
+    """A run's score in a word: "right", "wrong", "unanswered" (given an expected answer it
+    gave none: wrong, DESIGN 4), or "" when it was not scored."""
+    if unanswered is True or unanswered == 1:
+        return "unanswered"
+    if correct is None or correct != correct:
+        return ""
+    return "right" if bool(correct) else "wrong"
+
+
+def score_text(run: Mapping[str, Any]) -> str:
+    """A stored run's score as shown: "right", "wrong", "wrong: unanswered (it gave no
+    answer)", or "" when it was not scored (no expected answer, or a protocol that gives
+    none)."""
+    word = score_word(run.get("correct"), run.get("unanswered"))
+    return "wrong: unanswered (it gave no answer)" if word == "unanswered" else word
+
+
 def status_text(status: Any, degraded_run: Any) -> str:
     """A run's status as shown: a completed run that lost a decisive call or most of its
     turns reads `completed (degraded)`, never plain `completed`."""
@@ -123,8 +141,8 @@ def status_text(status: Any, degraded_run: Any) -> str:
 
 
 HISTORY_COLUMNS = ("id", "created", "protocol", "label", "question", "expected", "correct",
-                   "outcome", "confidence", "mind changes", "status", "simulated", "models",
-                   "calls", "degraded", "tokens", "cost", "seconds", "unreadable")
+                   "unanswered", "outcome", "confidence", "mind changes", "status", "simulated",
+                   "models", "calls", "degraded", "tokens", "cost", "seconds", "unreadable")
 
 
 def metric(metrics: Any, key: str) -> Any:
@@ -155,6 +173,8 @@ def history_table(frame: pd.DataFrame) -> pd.DataFrame:
         "expected": frame["expected"].fillna("") if "expected" in frame else "",
         "correct": [None if c is None or c != c else bool(c) for c in frame["correct"]]
         if "correct" in frame else None,
+        "unanswered": [v is True or v == 1 for v in frame["unanswered"]]
+        if "unanswered" in frame else False,
         "outcome": [outcome_text(m) for m in frame["metrics"]],
         # the run's confidence level and its measured mind changes, where its protocol has them
         "confidence": [str(metric(m, "level") or "") for m in frame["metrics"]],
@@ -308,7 +328,14 @@ def _facts(run: Mapping[str, Any], turns: list[Mapping[str, Any]]) -> list[tuple
                                 f"{int(run.get('tokens_out') or 0):,}"),
             ("Cost", run_cost_text(run, turns)),
             ("Seconds", f"{float(run.get('duration') or 0):.2f}"),
-            *_order_fact(run)]
+            *_score_facts(run), *_order_fact(run)]
+
+
+def _score_facts(run: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """The expected answer and the run's score against it, when it was scored."""
+    score = score_text(run)
+    return [("Expected answer", str(run.get("expected") or "")), ("Score", score)] \
+        if score else []
 
 
 def _order_fact(run: Mapping[str, Any]) -> list[tuple[str, Any]]:

@@ -177,7 +177,7 @@ def turn(entry: Mapping[str, Any]) -> str:
 
 
 EXPERIMENT_COLUMNS = ["configuration", "protocol", "simulated", "runs", "planned", "failed",
-                      "degraded", "accuracy [95% CI] n", "high", "medium", "low",
+                      "degraded", "accuracy [95% CI] n", "unanswered", "high", "medium", "low",
                       "consensus_ece", "judge_ece", "mind_change_rate", "calls_per_run",
                       "tokens_per_run", "cost_per_run", "seconds_per_run"]
 

@@ -25,11 +25,12 @@ from engine.store.schema import RunRow, TurnRow
 
 # What `run_summary` groups by, and what it adds up within each group.
 SUMMARY_KEYS = ("protocol", "label", "status", "degraded_run", "simulated")
-SUMMARY_SUMS = ("n", "scored", "correct", "tokens", "duration", "cost", "unpriced")
+SUMMARY_SUMS = ("n", "scored", "correct", "unanswered", "tokens", "duration", "cost",
+                "unpriced")
 # The typed run columns `run_values` may read (no JSON, no free text beyond the label).
 VALUE_COLUMNS = ("id", "protocol", "label", "status", "created_at", "simulated", "correct",
-                 "calls", "degraded", "degraded_run", "tokens_in", "tokens_out", "latency",
-                 "duration")
+                 "unanswered", "calls", "degraded", "degraded_run", "tokens_in", "tokens_out",
+                 "latency", "duration")
 
 
 class RunAggregates(RunReading):
@@ -53,7 +54,8 @@ class RunAggregates(RunReading):
     def run_summary(self, **filters: Any) -> pd.DataFrame:
         """The matching runs (filters as `runs` takes them) grouped by `SUMMARY_KEYS`: per
         group `n` runs, `scored` (with an expected answer: `correct` is true or false),
-        `correct` (how many of those were right), `tokens` (in plus out, summed),
+        `correct` (how many of those were right), `unanswered` (how many of those gave no
+        answer: wrong, DESIGN 4), `tokens` (in plus out, summed),
         `duration` (seconds, summed), `cost` (the known costs in US dollars, summed) and
         `unpriced` (the runs whose cost is unknown). `label` is as stored (None or text);
         `degraded_run` and `simulated` are booleans."""
@@ -63,10 +65,12 @@ class RunAggregates(RunReading):
         degraded = case((RunRow.degraded_run == true(), true()), else_=false()
                         ).label("degraded_run")
         right = case((RunRow.correct == true(), 1), else_=0)
+        silent = case((RunRow.unanswered == true(), 1), else_=0)
         query = select(
             RunRow.protocol, RunRow.label, status, degraded, simulated,
             func.count().label("n"), func.count(RunRow.correct).label("scored"),
             func.coalesce(func.sum(right), 0).label("correct"),
+            func.coalesce(func.sum(silent), 0).label("unanswered"),
             func.coalesce(func.sum(RunRow.tokens_in + RunRow.tokens_out), 0).label("tokens"),
             func.coalesce(func.sum(RunRow.duration), 0.0).label("duration"),
             func.coalesce(func.sum(RunRow.cost_usd), 0.0).label("cost"),
@@ -77,7 +81,8 @@ class RunAggregates(RunReading):
             rows = connection.execute(query).all()
         frame = pd.DataFrame(rows, columns=[*SUMMARY_KEYS, *SUMMARY_SUMS])
         return frame.astype({"degraded_run": bool, "simulated": bool, "n": "int64",
-                             "scored": "int64", "correct": "int64", "tokens": "int64",
+                             "scored": "int64", "correct": "int64", "unanswered": "int64",
+                             "tokens": "int64",
                              "duration": float, "cost": float, "unpriced": "int64"})
 
     def run_results(self, ids: Sequence[str], *, with_config: bool = False) -> pd.DataFrame:

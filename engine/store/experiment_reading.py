@@ -32,9 +32,9 @@ from engine.store.simulated import simulation
 # The columns `experiment_runs` returns, beside `setup` (which distinct configuration).
 EXPERIMENT_RUN_COLUMNS = ["id", "protocol", "question", "expected", "status", "cell_q",
                           "cell_c", "cell_r", "superseded",
-                          "metrics", "correct", "calls", "degraded", "degraded_run", "lost",
-                          "tokens_in", "tokens_out", "cost_usd", "duration", "simulated",
-                          "simulation",
+                          "metrics", "correct", "unanswered", "calls", "degraded",
+                          "degraded_run", "lost", "tokens_in", "tokens_out", "cost_usd",
+                          "duration", "simulated", "simulation",
                           "created_at", "finished_at", "error"]
 _SETUP = (RunRow.config, RunRow.models, RunRow.simulated)
 CHUNK = 100  # metrics decoded this many runs at a time (`readback.columns`)
@@ -74,8 +74,8 @@ class ExperimentReading(Database):
                                                            picked.unread.label("metrics")]
         chosen = [
             RunRow.id, RunRow.protocol, RunRow.question, RunRow.expected, RunRow.status,
-            RunRow.tags, *metrics, RunRow.correct, RunRow.calls, RunRow.degraded,
-            RunRow.degraded_run, RunRow.lost, RunRow.tokens_in, RunRow.tokens_out,
+            RunRow.tags, *metrics, RunRow.correct, RunRow.unanswered, RunRow.calls,
+            RunRow.degraded, RunRow.degraded_run, RunRow.lost, RunRow.tokens_in, RunRow.tokens_out,
             RunRow.cost_usd, RunRow.duration, RunRow.simulated, RunRow.models, RunRow.created_at,
             RunRow.finished_at, RunRow.error,
             case((running, RunRow.host), else_=None).label("host"),

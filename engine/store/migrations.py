@@ -52,6 +52,9 @@ mode, grammar), learned once for every process (`engine.store.support`).
 (`engine.store.versions`), computed for older experiments from the questions their spec holds
 ("" when the spec cannot be read); and the `approvals` table of approved baselines
 (`engine.store.approvals`), which gates compare with.
+
+`0023_unanswered`: runs gain `unanswered`, and ended runs that were given an expected answer
+and gave none are scored wrong and unanswered (see `unanswered`).
 """
 from __future__ import annotations
 
@@ -302,6 +305,31 @@ def started_by(connection: Connection) -> None:
                                 "NOT NULL DEFAULT ''"))
 
 
+# From 0018 on, the summary index holds whether a run went unanswered too.
+SUMMARY_WITH_UNANSWERED = SUMMARY_WITH_COST.replace("correct,", "correct, unanswered,")
+
+
+def unanswered(connection: Connection) -> None:
+    """Migration 0023: runs gain `unanswered` (a new database has it from `0001`), and a run
+    stored before it that was given an expected answer, ended (completed, or failed with no
+    call that succeeded) and gave no answer, of a protocol that gives one, is scored as a
+    run is now at its end (DESIGN 4): wrong and unanswered, where it used to be left out of
+    every accuracy (`correct` NULL). The summary index holds the flag (Insights counts it)."""
+    if "unanswered" not in {c["name"] for c in inspect(connection).get_columns("runs")}:
+        no = "false" if connection.dialect.name == "postgresql" else "0"
+        connection.execute(text(f"ALTER TABLE runs ADD COLUMN unanswered BOOLEAN NOT NULL "
+                                f"DEFAULT {no}"))
+    answering = [name for name, spec in catalog.protocols().items()
+                 if getattr(spec.result_type, "gives_answer", False)]
+    runs = statements.RUNS
+    connection.execute(update(runs).where(
+        runs.c.correct.is_(None), runs.c.status.in_(("completed", "failed")),
+        runs.c.protocol.in_(answering), runs.c.expected.is_not(None),
+        func.trim(runs.c.expected) != "").values(correct=False, unanswered=True))
+    connection.execute(text("DROP INDEX IF EXISTS ix_runs_summary"))
+    connection.execute(text(f"CREATE INDEX ix_runs_summary ON {SUMMARY_WITH_UNANSWERED}"))
+
+
 def experiment_started_by(connection: Connection) -> None:
     """Migration 0017: experiments gain `started_by`, who started (or last resumed) them (a
     new database has it from `0003`); older experiments keep "" (not recorded)."""
@@ -412,6 +440,7 @@ MIGRATIONS: list[tuple[str, Any]] = [
     ("0020_search_bounded_tighter", _data("search_bounded")),
     ("0021_endpoint_support", _create(["endpoint_support"])),
     ("0022_set_version", _data("set_version")),
+    ("0023_unanswered", _data("unanswered")),
 ]
 
 

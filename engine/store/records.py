@@ -269,6 +269,7 @@ class RunRecord(_Record):
     models: Text = ""
     simulated: bool = False
     correct: bool | None = None
+    unanswered: bool = False  # absent from files exported before it
     calls: Count = 0
     degraded: Count = 0
     degraded_run: bool = False

@@ -66,8 +66,8 @@ class RunRow(Base):
     # up a million runs reads this index, not the rows (migration 0012 adds it to older files).
     # And a protocol's runs of one kind in time order, for a sample of them (`every_nth`).
     __table_args__ = (Index("ix_runs_summary", "protocol", "status", "label", "simulated",
-                            "degraded_run", "correct", "tokens_in", "tokens_out", "duration",
-                            "cost_usd"),
+                            "degraded_run", "correct", "unanswered", "tokens_in", "tokens_out",
+                            "duration", "cost_usd"),
                       Index("ix_runs_sample", "protocol", "simulated", "created_at", "id"))
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     protocol: Mapped[str] = mapped_column(String(32), index=True)
@@ -83,6 +83,9 @@ class RunRow(Base):
     models: Mapped[str] = mapped_column(Text, default="")
     simulated: Mapped[bool] = mapped_column(Boolean, default=False)
     correct: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    # Given an expected answer, the run gave none: `correct` is then false (DESIGN 4).
+    # Migration 0023 adds it to older databases.
+    unanswered: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     calls: Mapped[int] = mapped_column(Integer, default=0)
     degraded: Mapped[int] = mapped_column(Integer, default=0)  # degraded turns
     # A completed run that lost a decisive call or most of its turns, and what it lost.
@@ -174,7 +177,7 @@ class ExperimentRow(Base):
     # name its start had. Migration 0017 adds it to older databases ("": not recorded).
     started_by: Mapped[str] = mapped_column(String(200), default="", server_default="")
     # The version of its question set (`engine.store.versions.set_version`); migration
-    # 0018 adds it to older databases, computed from each experiment's stored questions.
+    # 0022 adds it to older databases, computed from each experiment's stored questions.
     set_version: Mapped[str] = mapped_column(String(16), default="", server_default="")
     created_at: Mapped[datetime] = mapped_column(Moment, index=True)
     started_at: Mapped[datetime | None] = mapped_column(Moment, nullable=True)

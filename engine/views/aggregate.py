@@ -16,8 +16,8 @@ KINDS = ("real", "simulated", "both")  # which runs a page shows: never pooled s
 SIMULATED_SUFFIX = " (simulated)"  # a group of simulated runs shown beside real ones
 
 RUN_COLUMNS = ["id", "protocol", "label", "status", "created_at", "simulated", "correct",
-               "calls", "degraded", "degraded_run", "tokens_in", "tokens_out", "cost_usd",
-               "latency", "duration"]
+               "unanswered", "calls", "degraded", "degraded_run", "tokens_in", "tokens_out",
+               "cost_usd", "latency", "duration"]
 
 
 def flatten(frame: pd.DataFrame) -> pd.DataFrame:
