@@ -239,6 +239,7 @@ async def execute(protocol: str, question: str, templates: Mapping[str, Template
                                      experiment_id=run.experiment_id,
                                      started_by=run.started_by)
         ctx.recorder = store.recorder(run_id)
+        ctx.run_id = run_id  # a Stop through the store ends a wait for a slot (RunStopped)
     try:
         result = await body(ctx)
     except RunStopped as exc:
@@ -268,15 +269,25 @@ async def execute(protocol: str, question: str, templates: Mapping[str, Template
         answer = result.final_answer()
         result.correct = None if answer is None else bool(answers_match(answer, result.expected))
     if store is not None:
-        spec = catalog.entry(protocol)
-        error, lost = spec.assess(result)
-        try:
-            store.finish_run(run_id, result, {**spec.metrics(result), **fork_metrics(run)},
-                             error=error, lost=lost)
-        except StoreWriteError as exc:
-            store.end_run(run_id, "failed", str(exc))
-            raise
+        finish(store, run_id, result, run)
     return result
+
+
+def finish(store: Any, run_id: str | None, result: RunResult, run: RunOptions) -> None:
+    """End a stored run with its result: `completed` (flagged when it lost something
+    decisive) or `failed` when no call succeeded; a write the store refuses, or a bug in
+    reading the result, ends it `failed` saying why, never left `running`."""
+    spec = catalog.entry(result.protocol)
+    error, lost = spec.assess(result)
+    try:
+        store.finish_run(run_id, result, {**spec.metrics(result), **fork_metrics(run)},
+                         error=error, lost=lost)
+    except StoreWriteError as exc:
+        store.end_run(run_id, "failed", str(exc))
+        raise
+    except Exception as exc:  # a bug: the run says so rather than stay `running`
+        store.end_run(run_id, "failed", f"{type(exc).__name__}: {exc}")
+        raise
 
 
 def kept_turns(run: RunOptions) -> dict[str, Any]:
@@ -313,9 +324,11 @@ def no_call_succeeded(turns: list[Turn]) -> str:
 
 
 def failure_kind(error: str) -> str:
-    """A failed call's error as a kind to count: timed out, connection error, empty reply,
-    unreadable reply, or the error's type name."""
+    """A failed call's error as a kind to count: rate limited, timed out, connection error,
+    empty reply, unreadable reply, or the error's type name."""
     text = error.lower()
+    if "rate limited" in text:
+        return "rate limited"
     if "timeout" in text or "timed out" in text or "did not answer in time" in text:
         return "timed out"
     if "connect" in text or "unreachable" in text or "refused" in text:
