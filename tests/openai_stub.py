@@ -23,6 +23,11 @@ request carrying a grammar that many seconds first (a probe that times out).
 `throttle(count, retry_after)` makes the next `count` requests a 429 (rate limit), with a
 Retry-After header when `retry_after` is given; each request records when it arrived (`at`,
 `time.time()`) and the status it got.
+
+A hostile or careless server, set on a started server: `usage` replaces the reply's `usage`
+field with any JSON value (`NO_USAGE` leaves the field out); `delay` holds each answer that
+many seconds after the whole request was read (a slow model); `cut` reads each request whole
+and closes the connection without answering.
 """
 from __future__ import annotations
 
@@ -44,6 +49,8 @@ from engine.simulated import SimulatedChatModel
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
               "all_proxy")
 ENDPOINT_SETTINGS = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "PARLEY_ENDPOINTS")
+AS_COUNTED = object()  # `usage`: the simulated model's own counts (the default)
+NO_USAGE = object()  # `usage`: no `usage` field at all
 
 
 def loopback_only(monkeypatch, *clear: str) -> None:
@@ -100,9 +107,15 @@ class _Handler(BaseHTTPRequestHandler):
                                     "status": 429 if limited else 200,
                                     "auth": self.headers.get("Authorization", "")})
             number = len(server.requests)
+            delay, cut = server.delay, server.cut  # as set when this request came in
         if limited:
             self._refuse(server.retry_after)
             return
+        if cut:  # the request read whole, then the connection closed unanswered
+            self.close_connection = True
+            return
+        if delay:
+            time.sleep(delay)
         if server.hang:  # never answer: wait until the client gives up and closes
             server.disconnected.append(self._wait_for_close(server.hang))
             return
@@ -146,14 +159,20 @@ class _Handler(BaseHTTPRequestHandler):
         self._answer(number, body, content, reply.usage_metadata or {})
 
     def _answer(self, number: int, body: dict, content: str, usage: dict) -> None:
-        self._send(200, {
+        server: SimulatedOpenAI = self.server  # type: ignore[assignment]
+        document = {
             "id": f"chatcmpl-{number}", "object": "chat.completion", "created": int(time.time()),
             "model": body.get("model", ""),
             "choices": [{"index": 0, "finish_reason": "stop",
                          "message": {"role": "assistant", "content": content}}],
             "usage": {"prompt_tokens": usage.get("input_tokens", 0),
                       "completion_tokens": usage.get("output_tokens", 0),
-                      "total_tokens": usage.get("total_tokens", 0)}})
+                      "total_tokens": usage.get("total_tokens", 0)}}
+        if server.usage is NO_USAGE:
+            del document["usage"]
+        elif server.usage is not AS_COUNTED:
+            document["usage"] = server.usage
+        self._send(200, document)
 
     def _send(self, status: int, document: dict) -> None:
         payload = json.dumps(document).encode()
@@ -192,6 +211,9 @@ class SimulatedOpenAI(ThreadingHTTPServer):
     """Start with `with SimulatedOpenAI() as server:`; `server.base_url` ends in /v1."""
 
     daemon_threads = True
+    usage: object = AS_COUNTED  # see the module's docstring: a hostile server's settings
+    delay = 0.0
+    cut = False
 
     def __init__(self, seed: int = 0, hang: float = 0.0, refuse: str = "",
                  ignore_format: bool = False, refuse_status: int = 400,

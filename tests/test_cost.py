@@ -207,6 +207,37 @@ def test_a_failed_call_that_consumed_nothing_costs_zero_when_priced(recording_mo
     assert unpriced.cost_usd is None and total_cost([unpriced]) == 0.0  # consumed nothing
 
 
+def test_a_call_that_timed_out_is_billed_its_estimated_input_and_a_refusal_nothing(
+        recording_model):
+    """A model Parley's HTTP clients do not carry (another provider's, a fake) is judged by
+    its error: a time-out or a connection lost after connecting reached the server (billed
+    its estimated input, flagged), a refused connection or an error status did not ($0)."""
+    class Refused(ConnectionError):
+        def __init__(self):
+            super().__init__("refused")
+            self.__cause__ = ConnectionRefusedError("[Errno 111] Connection refused")
+
+    class Served(Exception):
+        status_code = 500
+    for failure, billed in ((TimeoutError("slow"), True), (ConnectionResetError("reset"), True),
+                            (Refused(), False), (Served("boom"), False),
+                            (ValueError("no"), False)):
+        model = recording_model([failure])
+        object.__setattr__(model, "parley_price", Price(1000.0, 1000.0))
+        turn = one_turn(model)
+        assert turn.status == "degraded"
+        if billed:
+            assert (turn.tokens_in, turn.tokens_out) == (10, 0) and turn.usage_estimated
+            assert turn.cost_usd == pytest.approx(10 * 1000.0 / 1e6)
+            assert "reached the server" in " ".join(turn.warnings)
+        else:
+            assert (turn.tokens_in, turn.cost_usd, turn.usage_estimated) == (0, 0.0, False)
+    # a simulated seat never reaches a server: its injected time-out is not billed
+    failed = one_turn(get_model("simulated?timeout=1&hang=5"), timeout=0.2)
+    assert failed.status == "degraded" and "Timeout" in failed.error
+    assert (failed.tokens_in, failed.cost_usd, failed.usage_estimated) == (0, 0.0, False)
+
+
 def test_run_total_is_the_sum_and_unknown_when_an_ok_turn_is_unpriced():
     def t(cost, status="ok", tokens=1):
         return Turn(index=0, phase="p", seat="s", cost_usd=cost, status=status,

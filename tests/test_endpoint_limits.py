@@ -26,6 +26,7 @@ from engine.llm.limits import (
     cool,
     estimate_tokens,
     rate_limited,
+    retry_after,
     settle,
 )
 from engine.models import ConfigError
@@ -114,6 +115,23 @@ def test_a_429_cools_down_for_its_retry_after():
     assert rate_limited(_StatusError(500)) is None
     assert rate_limited(ValueError("no")) is None
     assert estimate_tokens([{"role": "user", "content": "x" * 400}], 50) == 151
+
+
+def test_only_a_retry_after_the_server_gave_is_its_ask():
+    """A 429's cool-down defaults to 2 s, but only a header the server sent says how long it
+    asked for (what a call compares with its timeout before retrying)."""
+    assert retry_after(_StatusError(429, {"retry-after": "300"})) == 300.0
+    assert retry_after(_StatusError(429, {"retry-after": "NaN"})) is None
+    assert retry_after(_StatusError(429)) is None and rate_limited(_StatusError(429)) == 2.0
+    assert retry_after(_StatusError(503, {"retry-after": "9"})) is None
+
+
+def test_a_wait_says_what_holds_it():
+    limits = Limits("e", rpm=60, tpm=600, concurrency=1)
+    assert admit(limits, LimitState(now=0.0, cool_until=5.0), 1, True).reason == "cool-down"
+    assert admit(limits, LimitState(now=0.0, in_flight=1), 1, True).reason == "in flight"
+    assert admit(limits, LimitState(now=0.0, requests=0.0), 1, True).reason == "requests"
+    assert admit(limits, LimitState(now=0.0, tokens=0.0), 5, True).reason == "tokens"
 
 
 def test_the_registry_checks_and_shows_rpm_and_tpm():

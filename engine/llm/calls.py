@@ -3,6 +3,13 @@
 A call gets a per-call timeout and retries with exponential backoff on transient errors (rate
 limits, connection problems, 5xx, time-outs). What still fails is recorded on the turn, never
 raised through a run. Each completed turn goes to the store (if any) and to `on_event`.
+
+An attempt's timeout covers its wait for a slot at the endpoint (`engine.llm.limits`) and the
+request: a call the endpoint's rate, or a 429's Retry-After, would hold past it ends at once,
+its error saying "rate limited". A reply's token usage is read once and checked
+(`engine.llm.prices.read_usage`); an attempt whose request reached the server and got no answer
+back is billed its estimated input tokens (`engine.llm.reach`), so a paid call is never a
+known $0.
 """
 from __future__ import annotations
 
@@ -12,13 +19,15 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
-from engine.llm.limits import Gate
+from engine.llm.limits import Gate, RateLimited, retry_after
 from engine.llm.lines import LineFormat, LineOutput
-from engine.llm.prices import call_cost, model_price, read_usage
+from engine.llm.prices import Usage, call_cost, estimate_usage, model_price, read_usage
+from engine.llm.reach import ATTEMPT, Attempt, reached
 from engine.llm.replies import REASK, extract_json
 from engine.llm.runmodels import seat_model
 from engine.llm.sizes import ReplyCut, capped_reply
@@ -30,6 +39,7 @@ from engine.text import clean_text
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_RETRIES = 2
 DEFAULT_CONCURRENCY = 8
+STOP_LOOK = 1.0  # seconds between looks at the store for a Stop while a call waits for a slot
 
 _TRANSIENT_NAMES = ("ratelimit", "timeout", "connection", "apiconnection", "serviceunavailable",
                     "internalserver", "overloaded", "transient", "temporar")
@@ -141,6 +151,37 @@ def reply_text(message: Any) -> str:
     return content if isinstance(content, str) else str(content)
 
 
+@dataclass
+class Outcome:
+    """What a guarded call's attempts came to: the reply's text (or the last error), how many
+    attempts, the usage read from the reply, and the estimated input tokens `lost` billed for
+    the attempts that reached the server and got no answer back (`unanswered` of them)."""
+
+    text: str = ""
+    error: str = ""
+    attempts: int = 0
+    usage: Usage = field(default_factory=lambda: Usage(0, 0))
+    lost: int = 0
+    lost_attempts: int = 0
+    simulated: bool = False
+    cut: ReplyCut | None = None  # where a reply past its cap was cut (engine.llm.sizes)
+
+    def unanswered(self, tokens: int) -> int:
+        """Count one more attempt billed its estimated input `tokens`; returns them."""
+        self.lost, self.lost_attempts = self.lost + tokens, self.lost_attempts + 1
+        return tokens
+
+    def notes(self) -> list[str]:
+        """The warnings the turn carries about its tokens."""
+        notes = [self.usage.warning] if self.usage.warning else []
+        if self.lost:
+            many = self.lost_attempts > 1
+            notes.append(f"{self.lost_attempts} attempt{'s' if many else ''} reached the "
+                         "server and got no answer back: billed at the estimated input "
+                         f"({self.lost:,} tokens)")
+        return notes
+
+
 class RunContext:
     """Per-run state: seats' resolved models, the turn log, the sink, limits and stop flag."""
 
@@ -166,6 +207,8 @@ class RunContext:
         self.stop_event = stop_event
         self.endpoints = endpoints  # the EndpointRegistry spec strings resolve under
         self.store = store  # on PostgreSQL, endpoint limits are shared through it
+        self.run_id: str | None = None  # the stored run's id (set by `execute`), for a Stop
+        self._looked = 0.0  # when the store was last asked whether the run was stopped
         # What a simulated seat's world is made of: the run's expected answer (its truth) and
         # the variant (an experiment's question and repeat, so that repeats differ).
         self.expected = str(expected).strip() if expected is not None and \
@@ -210,11 +253,33 @@ class RunContext:
             "timeout", DEFAULT_TIMEOUT)
         retries = self.retries if self.retries is not None else call.get(
             "retries", DEFAULT_RETRIES)
-        return timeout, retries, Gate(call, self.store, timeout), str(call.get("host") or "")
+        return (timeout, retries, Gate(call, self.store, timeout, stop=self.check_stopped),
+                str(call.get("host") or ""))
 
     def check_stop(self) -> None:
         if self.stop_event is not None and self.stop_event.is_set():
             raise RunStopped("stopped by the user")
+
+    async def check_stopped(self) -> None:
+        """`check_stop`, and a stop through the store (the run ended elsewhere, or deleted),
+        looked up at most once every `STOP_LOOK` seconds off the event loop: what a call
+        waiting for a slot at its endpoint awaits between looks, so a Stop ends the wait
+        (`RunStopped`)."""
+        self.check_stop()
+        if self.store is None or self.run_id is None or \
+                time.monotonic() - self._looked < STOP_LOOK:
+            return
+        self._looked = time.monotonic()
+        try:
+            state = await asyncio.to_thread(self.store.run_state, self.run_id)
+        except KeyError:
+            raise RunStopped("the run was deleted") from None
+        except Exception:  # a store that cannot be read just now: asked again next time
+            return
+        if state.get("status") != "running":
+            error = state.get("error") or ""
+            raise RunStopped(f"the run was ended elsewhere ({state.get('status')}"
+                             f"{': ' + error if error else ''})")
 
     def task_config(self, seat: Seat, task: Task | None, round: int) -> dict[str, Any] | None:
         """The invoke config that hands `task` to a simulated seat's model (None for any other
@@ -256,55 +321,16 @@ class RunContext:
         model = self.model_for(seat) if output is None else output.wrap(self.model_for(seat))
         started = now()
         clock = time.perf_counter()
-        text, error, attempts, tokens_in, tokens_out, estimated = "", "", 0, 0, 0, False
-        cut: ReplyCut | None = None  # where a reply past its cap was cut (engine.llm.sizes)
         # A simulated seat is labelled simulated even when its call fails.
         simulated = getattr(model, "_llm_type", "") == "parley-simulated"
         config = self.task_config(seat, task, round) if simulated else None
-        timeout, retries, gate, host = self.policy(model)
-        async with self.semaphore, gate:
-            if output is not None:  # the endpoint's grammar probed, its JSON mode waited for
-                await output.prepare(gate, timeout)
-            for attempt in range(retries + 1):
-                attempts = attempt + 1
-                try:
-                    await gate.acquire(full)
-                    if sync_only(model):
-                        message = await invoke_on_thread(model, to_messages(full),
-                                                         timeout or None)
-                    else:
-                        # Only a simulated model gets a config: a duck-typed model may take
-                        # the messages alone.
-                        pending = (model.ainvoke(to_messages(full), config=config)
-                                   if config is not None else model.ainvoke(to_messages(full)))
-                        # past the timeout the call's task is cancelled: its HTTP request
-                        # is closed, so a server that stops on disconnect stops generating
-                        message = await asyncio.wait_for(pending, timeout or None)
-                    # storable everywhere: a lone surrogate or NUL becomes U+FFFD
-                    text, cut = capped_reply(clean_text(reply_text(message)), message, model)
-                    tokens_in, tokens_out, estimated = read_usage(message, full, text)
-                    simulated = simulated or bool(
-                        (getattr(message, "response_metadata", None) or {}).get("simulated"))
-                    error = "" if text.strip() else "empty reply"
-                    break
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:  # a model failure is recorded, never raised
-                    gate.refused(exc)
-                    error = describe_error(exc)
-                    if host and (is_connection_error(exc) or not_an_api(exc)):
-                        error = f"{error} (calling {host})"
-                    if not is_transient(exc) or attempt == retries:
-                        break
-                finally:
-                    gate.release(tokens_in + tokens_out)
-                # a transient failure (the endpoint's call in flight freed): back off, retry
-                await asyncio.sleep(self.backoff * (2 ** attempt) * (0.5 + random.random()))
+        got = await self._attempts(model, full, config, output, simulated)
         # A server may echo the key it was sent ("Incorrect API key provided: sk-..."): the
         # error keeps no key, and a reply none of this seat's configured keys.
         secrets = model_secrets(self.model_for(seat))
-        error = redact(error, secrets)
-        exposed, text = text, redact(text, secrets, shapes=False)
+        error = redact(got.error, secrets)
+        text = redact(got.text, secrets, shapes=False)
+        tokens_in, tokens_out = got.usage.tokens_in + got.lost, got.usage.tokens_out
         # Numbered as it completes (no await between here and `record`), so the log, the store
         # and `on_event` see one increasing order even when a phase's calls run concurrently.
         index = self._next_index
@@ -313,11 +339,11 @@ class RunContext:
                     model=model_spec(seat.model), messages=full, reply=text,
                     status="degraded" if error else "ok", error=error,
                     latency=time.perf_counter() - clock, tokens_in=tokens_in,
-                    tokens_out=tokens_out, attempts=attempts, simulated=simulated,
+                    tokens_out=tokens_out, attempts=got.attempts, simulated=got.simulated,
                     cost_usd=call_cost(model_price(self.model_for(seat)), tokens_in,
-                                       tokens_out, simulated=simulated),
-                    usage_estimated=estimated, started_at=started, finished_at=now(),
-                    output_mode=output.mode if output is not None else "")
+                                       tokens_out, simulated=got.simulated),
+                    usage_estimated=got.usage.estimated or bool(got.lost), started_at=started,
+                    finished_at=now(), output_mode=output.mode if output is not None else "")
         if parse is not None and not error:
             try:
                 fields, warnings = parse(text)
@@ -325,12 +351,90 @@ class RunContext:
                 turn.warnings = list(warnings)
             except Exception as exc:  # a parser bug on a hostile reply degrades this turn only
                 turn.status, turn.error = "degraded", parse_error(exc)
-        if exposed != text:
+        turn.warnings.extend(got.notes())
+        if got.text != text:
             turn.warnings.append("the reply held a configured key: it was stored redacted")
-        if cut is not None:
-            turn.reply_bytes, turn.warnings = cut.size, [*turn.warnings, cut.warning]
+        if got.cut is not None:
+            turn.reply_bytes, turn.warnings = got.cut.size, [*turn.warnings, got.cut.warning]
         self.record(turn)
         return turn
+
+    async def _attempts(self, model: Any, full: list[dict[str, str]],
+                        config: dict[str, Any] | None,
+                        output: StructuredOutput | LineOutput | None,
+                        simulated: bool) -> Outcome:
+        """The call's attempts through its endpoint's gate: the first that gives a reply, or
+        the last failure once a failure is not transient or the retries are spent."""
+        got = Outcome(simulated=simulated)
+        timeout, retries, gate, host = self.policy(model)
+        cap = int((getattr(model, "parley_call", None) or {}).get("max_tokens") or 0)
+        async with self.semaphore, gate:
+            if output is not None:  # the endpoint's grammar probed, its JSON mode waited for
+                await output.prepare(gate, timeout)
+            for attempt in range(retries + 1):
+                got.attempts = attempt + 1
+                record, used = Attempt(), 0
+                bound = ATTEMPT.set(record)  # what the HTTP client saw (engine.llm.reach)
+                try:
+                    message = await self._send(model, full, config, gate, timeout)
+                    # storable everywhere: a lone surrogate or NUL becomes U+FFFD
+                    got.text, got.cut = capped_reply(clean_text(reply_text(message)), message,
+                                                     model)
+                    got.usage = read_usage(message, full, got.text, cap)
+                    used = got.usage.tokens_in + got.usage.tokens_out
+                    got.simulated = got.simulated or bool(
+                        (getattr(message, "response_metadata", None) or {}).get("simulated"))
+                    got.error = "" if got.text.strip() else "empty reply"
+                    break
+                except (asyncio.CancelledError, RunStopped):
+                    raise
+                except Exception as exc:  # a model failure is recorded, never raised
+                    gate.refused(exc)
+                    got.error = describe_error(exc)
+                    if host and (is_connection_error(exc) or not_an_api(exc)):
+                        got.error = f"{got.error} (calling {host})"
+                    if not got.simulated and reached(exc, record):  # sent, no answer back
+                        used = got.unanswered(estimate_usage(full, "")[0])
+                    if not self._retry(got, exc, attempt, retries, timeout):
+                        break
+                finally:
+                    ATTEMPT.reset(bound)
+                    gate.release(used)
+                # a transient failure (the endpoint's call in flight freed): back off, retry
+                await asyncio.sleep(self.backoff * (2 ** attempt) * (0.5 + random.random()))
+        return got
+
+    @staticmethod
+    async def _send(model: Any, full: list[dict[str, str]], config: dict[str, Any] | None,
+                    gate: Gate, timeout: float) -> Any:
+        """One attempt: a slot at the endpoint, then the request, both within `timeout`."""
+        waited = await gate.acquire(full, within=timeout or None)
+        # what the wait for a slot left of the attempt's time (to the millisecond)
+        left = max(round(timeout - waited, 3), 0.001) if timeout else None
+        if sync_only(model):
+            return await invoke_on_thread(model, to_messages(full), left)
+        # Only a simulated model gets a config: a duck-typed model may take the messages alone.
+        pending = (model.ainvoke(to_messages(full), config=config)
+                   if config is not None else model.ainvoke(to_messages(full)))
+        # past the timeout the call's task is cancelled: its HTTP request is closed, so a
+        # server that stops on disconnect stops generating
+        return await asyncio.wait_for(pending, left)
+
+    @staticmethod
+    def _retry(got: Outcome, exc: Exception, attempt: int, retries: int,
+               timeout: float) -> bool:
+        """Whether a failed attempt is tried again: a transient failure with retries left,
+        unless no slot was had in time, or a 429 asks for longer than an attempt's timeout
+        (said on the turn: waiting would only pass the timeout)."""
+        if isinstance(exc, RateLimited) or not is_transient(exc) or attempt == retries:
+            return False
+        asked = retry_after(exc)  # a 429's Retry-After, when it gives one
+        if asked is not None and timeout and asked >= timeout:
+            got.error = (f"{got.error}; rate limited: the server asked for {asked:g} s before "
+                         f"another request (Retry-After), more than this call's {timeout:g} s "
+                         "timeout, so it was not retried")
+            return False
+        return True
 
     def _replay(self, kept: Turn, parse: Callable[[str], tuple[dict, list[str]]] | None
                 ) -> Turn:

@@ -4,10 +4,22 @@
 Requests and tokens are token buckets: a bucket holds one second's allowance (never less than
 one request, or one call's tokens when a call needs more) and refills at the per-minute rate,
 so in any window of T seconds at most `rpm x T / 60` requests go, plus one bucket (the burst).
-A call takes one request and its estimated tokens when both buckets hold enough; its actual
-tokens are settled afterwards (a bucket may go into debt, which later calls wait out). A 429
+A call takes one request and its estimated tokens (its prompt at about four characters a
+token, plus its whole output cap) when both buckets hold enough, and gives back afterwards
+what it did not use. Only a sane figure is settled: the call's reported usage, at most its
+estimate (`settled`), so no reply, however absurd its usage, puts a bucket in debt. A 429
 from the endpoint empties the requests bucket and sets a cool-down (its Retry-After when
-given), during which no call to that endpoint starts.
+given, at most 300 s), during which no call to that endpoint starts.
+
+A state read back is clamped into its bounds first (`clamp`: a bucket neither in debt nor
+over full, a stamp not in the future, a cool-down at most 300 s away, NaN as empty), so a
+state an older process wrote, or a row edited by hand, cannot hold an endpoint shut.
+
+The wait for a slot counts inside the call's timeout: a call whose wait for the rate (or a
+cool-down) is longer than what is left of its time ends at once with `RateLimited`, and a
+call that waits never outlives a Stop (`Gate`'s `stop`, looked at least once a second). A
+wait for one of the endpoint's calls in flight (`concurrency`) is a queue, not a rate: each
+call ahead ends within its own timeout, so that wait does not count.
 
 Where the state lives decides who shares it. With a PostgreSQL store it is in the database
 (`engine.store.limits`: a row per endpoint under `SELECT ... FOR UPDATE`, a lease per call in
@@ -18,11 +30,12 @@ the buckets in memory and, as before, a semaphore per event loop for `concurrenc
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
@@ -62,6 +75,24 @@ class Limits:
                    int(call.get("max_tokens") or 0))
 
 
+class RateLimited(Exception):
+    """No slot at the endpoint within the call's time: its rate, or a 429's cool-down, holds
+    the call longer than its timeout leaves. The call ends degraded and is not retried."""
+
+
+class Wait(float):
+    """Seconds to wait before asking again, and what stands in the way (`reason`): "cool-down"
+    (after a 429), "requests" or "tokens" (the rate), "in flight" (the endpoint's calls in
+    flight: a queue whose wait does not count against a call's timeout)."""
+
+    reason: str
+
+    def __new__(cls, seconds: float, reason: str) -> Wait:
+        wait = super().__new__(cls, seconds)
+        wait.reason = reason
+        return wait
+
+
 # ------------------------------------------------------------------ the arithmetic
 def burst(per_minute: float, need: float = 1.0) -> float:
     """A bucket's size: one second's allowance, and at least `need` (one call's share)."""
@@ -90,17 +121,17 @@ def admit(limits: Limits, state: LimitState, tokens: float, count_flight: bool) 
     otherwise leave the buckets be and return the seconds to wait before asking again.
     `count_flight`: `state.in_flight` holds the calls in flight (the shared state)."""
     if state.now < state.cool_until:
-        return state.cool_until - state.now
+        return Wait(state.cool_until - state.now, "cool-down")
     if count_flight and limits.concurrency and state.in_flight >= limits.concurrency:
-        return POLL
+        return Wait(POLL, "in flight")
     bring_up_to_date(limits, state, tokens)
-    waits = [0.0]
+    waits = [Wait(0.0, "")]
     if limits.rpm and state.requests is not None and state.requests < 1.0 - EPSILON:
-        waits.append((1.0 - state.requests) * 60.0 / limits.rpm)
+        waits.append(Wait((1.0 - state.requests) * 60.0 / limits.rpm, "requests"))
     if limits.tpm and state.tokens is not None:
         need = min(tokens, burst(limits.tpm, tokens))
         if state.tokens < need - EPSILON:
-            waits.append((need - state.tokens) * 60.0 / limits.tpm)
+            waits.append(Wait((need - state.tokens) * 60.0 / limits.tpm, "tokens"))
     if max(waits) > 0:
         return max(waits)
     if limits.rpm and state.requests is not None:
@@ -108,6 +139,32 @@ def admit(limits: Limits, state: LimitState, tokens: float, count_flight: bool) 
     if limits.tpm and state.tokens is not None:
         state.tokens -= tokens
     return 0.0
+
+
+def settled(tokens: float, estimate: float) -> float:
+    """The tokens a finished call settles: what it used, within 0..its estimate (the prompt's
+    estimate plus the output cap: an honest call stays within it), NaN as the estimate."""
+    if not isinstance(tokens, (int, float)) or tokens != tokens:
+        return estimate
+    return min(max(float(tokens), 0.0), estimate)
+
+
+def clamp(limits: Limits, state: LimitState) -> LimitState:
+    """A state as read, into its bounds: each bucket 0..its size (NaN or infinity as empty;
+    the tokens bucket may hold one big call's share above its size), the stamp not after
+    `now`, a cool-down at most `LONGEST_COOL_DOWN` away (NaN as none)."""
+    def finite(value: float | None, default: float) -> float:
+        return default if value is None or not math.isfinite(value) else float(value)
+    if not math.isfinite(state.now):
+        state.now = time.monotonic()
+    state.stamp = min(finite(state.stamp, state.now), state.now)
+    state.cool_until = min(finite(state.cool_until, 0.0), state.now + LONGEST_COOL_DOWN)
+    if state.requests is not None:
+        state.requests = min(max(finite(state.requests, 0.0), 0.0),
+                             burst(limits.rpm) if limits.rpm else math.inf)
+    if state.tokens is not None:
+        state.tokens = max(finite(state.tokens, 0.0), 0.0)
+    return state
 
 
 def settle(limits: Limits, state: LimitState, extra_tokens: float) -> None:
@@ -129,11 +186,18 @@ def cool(limits: Limits, state: LimitState, seconds: float) -> None:
 def rate_limited(exc: BaseException) -> float | None:
     """For a 429 (rate limit) error, the seconds to cool down: its Retry-After (or
     retry-after-ms) header when it gives one, else `DEFAULT_COOL_DOWN`; None otherwise."""
-    response = getattr(exc, "response", None)  # an HTTP client's error carries its response
-    status = getattr(exc, "status_code", None) or getattr(response, "status_code", None)
-    if status != 429:
+    if _status(exc) != 429:
         return None
-    headers = getattr(response, "headers", None) or {}
+    seconds = retry_after(exc)
+    return DEFAULT_COOL_DOWN if seconds is None else seconds
+
+
+def retry_after(exc: BaseException) -> float | None:
+    """The seconds a 429 error's Retry-After (or retry-after-ms) header asks for, at most
+    `LONGEST_COOL_DOWN`; None for another error, or a 429 that asks for nothing readable."""
+    if _status(exc) != 429:
+        return None
+    headers = getattr(getattr(exc, "response", None), "headers", None) or {}
     seconds: float | None = None
     try:
         if headers.get("retry-after-ms"):
@@ -142,11 +206,16 @@ def rate_limited(exc: BaseException) -> float | None:
             value = str(headers["retry-after"]).strip()
             seconds = float(value) if value.replace(".", "", 1).isdigit() else (
                 parsedate_to_datetime(value).timestamp() - time.time())
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         seconds = None
-    if seconds is None or seconds != seconds:
-        return DEFAULT_COOL_DOWN
+    if seconds is None or not math.isfinite(seconds):
+        return None
     return min(LONGEST_COOL_DOWN, max(0.0, seconds))
+
+
+def _status(exc: BaseException) -> Any:
+    response = getattr(exc, "response", None)  # an HTTP client's error carries its response
+    return getattr(exc, "status_code", None) or getattr(response, "status_code", None)
 
 
 def estimate_tokens(messages: Sequence[Mapping[str, str]], max_tokens: int = 0) -> int:
@@ -176,14 +245,15 @@ class LocalLimiter:
         with self._lock:
             state = self._states.setdefault(limits.endpoint, LimitState(time.monotonic()))
             state.now = time.monotonic()
-            return step(state)
+            return step(clamp(limits, state))
 
     def try_acquire(self, limits: Limits, tokens: float) -> tuple[float, Ticket | None]:
         wait = self._change(limits, lambda s: admit(limits, s, tokens, count_flight=False))
         return (wait, None) if wait > 0 else (0.0, Ticket(limits, tokens))
 
     def release(self, ticket: Ticket, tokens: float) -> None:
-        self._change(ticket.limits, lambda s: settle(ticket.limits, s, tokens - ticket.tokens))
+        used = settled(tokens, ticket.tokens)
+        self._change(ticket.limits, lambda s: settle(ticket.limits, s, used - ticket.tokens))
 
     def cool_down(self, limits: Limits, seconds: float) -> None:
         self._change(limits, lambda s: cool(limits, s, seconds))
@@ -199,7 +269,7 @@ class SharedLimiter:
         lease_id = uuid4().hex
 
         def step(state: LimitState) -> float:
-            wait = admit(limits, state, tokens, count_flight=True)
+            wait = admit(limits, clamp(limits, state), tokens, count_flight=True)
             if wait == 0 and limits.concurrency:
                 state.lease = (lease_id, limits.lease)
             return wait
@@ -213,13 +283,14 @@ class SharedLimiter:
             if ticket.lease_id is not None:
                 end_lease(self.store, ticket.lease_id)
             if ticket.limits.tpm:
-                change(self.store, ticket.limits.endpoint,
-                       lambda s: settle(ticket.limits, s, tokens - ticket.tokens))
+                used = settled(tokens, ticket.tokens)
+                change(self.store, ticket.limits.endpoint, lambda s: settle(
+                    ticket.limits, clamp(ticket.limits, s), used - ticket.tokens))
         except StoreWriteError:  # the lease lapses at its expiry; the estimate stays charged
             pass
 
     def cool_down(self, limits: Limits, seconds: float) -> None:
-        change(self.store, limits.endpoint, lambda s: cool(limits, s, seconds))
+        change(self.store, limits.endpoint, lambda s: cool(limits, clamp(limits, s), seconds))
 
 
 LOCAL = LocalLimiter()
@@ -231,10 +302,15 @@ def limiter_for(store: Any) -> LocalLimiter | SharedLimiter:
 
 
 async def acquire(limiter: LocalLimiter | SharedLimiter, limits: Limits,
-                  tokens_estimate: float) -> Ticket:
+                  tokens_estimate: float, *, within: float | None = None,
+                  stop: Callable[[], Awaitable[None]] | None = None) -> Ticket:
     """Wait (polling, with jittered sleeps so waiting processes do not move in step) until
     `limits` let one request of `tokens_estimate` tokens go; the ticket goes to `release`.
+    `within` (seconds; None or 0: no limit) bounds the wait for the rate: a wait that would
+    pass it raises `RateLimited` at once (a wait for calls in flight does not count).
+    `stop` is awaited between looks and raises to end the wait (a run's Stop).
     (A call cancelled while its shared request is being taken leaves its lease to lapse.)"""
+    deadline = time.monotonic() + within if within else None
     while True:
         if isinstance(limiter, SharedLimiter):  # the row lock may be held elsewhere: wait for
             # it off the event loop, so this process's calls already let go are sent on time
@@ -243,7 +319,27 @@ async def acquire(limiter: LocalLimiter | SharedLimiter, limits: Limits,
             wait, ticket = limiter.try_acquire(limits, tokens_estimate)
         if ticket is not None:
             return ticket
-        await asyncio.sleep(min(wait, LONGEST_SLEEP) * (0.75 + 0.5 * random.random()))
+        queued = getattr(wait, "reason", "") == "in flight"
+        if deadline is not None and not queued and wait >= deadline - time.monotonic():
+            raise RateLimited(_too_long(limits, wait, within or 0.0))
+        if stop is not None:
+            await stop()
+        pause = min(wait, LONGEST_SLEEP) * (0.75 + 0.5 * random.random())
+        began = time.monotonic()
+        await asyncio.sleep(pause)
+        if queued and deadline is not None:  # a queue's wait is not the rate's: not counted
+            deadline += time.monotonic() - began
+
+
+def _too_long(limits: Limits, wait: float, within: float) -> str:
+    """Why a call gets no slot in time, for its turn's error."""
+    reason = getattr(wait, "reason", "")
+    why = {"cool-down": f"cooling down for {wait:.1f} s after a 429 (its Retry-After)",
+           "requests": f"at its requests per minute ({limits.rpm}) for {wait:.1f} s",
+           "tokens": f"at its tokens per minute ({limits.tpm}) for {wait:.1f} s"
+           }.get(reason, f"busy for {wait:.1f} s")
+    return (f"rate limited: endpoint {limits.endpoint} is {why}, longer than what is left of "
+            f"this call's {within:g} s timeout")
 
 
 # ------------------------------------------------------------------ the call's gate
@@ -264,8 +360,10 @@ class Gate:
     """What one guarded call passes through: held around all its attempts (this process's
     `concurrency` semaphore), and each attempt `acquire`s, `release`s and reports a refusal."""
 
-    def __init__(self, call: Mapping[str, Any], store: Any, timeout: float):
+    def __init__(self, call: Mapping[str, Any], store: Any, timeout: float,
+                 stop: Callable[[], Awaitable[None]] | None = None):
         self.limits = Limits.of(call, timeout)
+        self.stop = stop  # raises to end a wait (the run's Stop)
         self.limiter = limiter_for(store) if self.limits is not None else LOCAL
         local = isinstance(self.limiter, LocalLimiter)
         self._semaphore = endpoint_gate(self.limits.endpoint, self.limits.concurrency) \
@@ -273,18 +371,39 @@ class Gate:
         self._ticket: Ticket | None = None
 
     async def __aenter__(self) -> None:
-        if self._semaphore is not None:
+        if self._semaphore is None:
+            return
+        if self.stop is None:
             await self._semaphore.acquire()
+            return
+        taking = asyncio.ensure_future(self._semaphore.acquire())
+        try:
+            while not taking.done():  # a call queued behind the endpoint's calls in flight
+                await asyncio.wait({taking}, timeout=LONGEST_SLEEP)  # ends on a Stop
+                if not taking.done():
+                    await self.stop()
+        except BaseException:
+            if not taking.cancel() and not taking.cancelled() and taking.exception() is None:
+                self._semaphore.release()  # taken just as the wait ended: given back
+            raise
 
     async def __aexit__(self, *exc: object) -> None:
         if self._semaphore is not None:
             self._semaphore.release()
 
-    async def acquire(self, messages: Sequence[Mapping[str, str]]) -> None:
-        """Wait until the endpoint's limits let this attempt go."""
-        if self.limits is not None:
-            self._ticket = await acquire(self.limiter, self.limits,
-                                         estimate_tokens(messages, self.limits.max_tokens))
+    async def acquire(self, messages: Sequence[Mapping[str, str]],
+                      within: float | None = None) -> float:
+        """Wait until the endpoint's limits let this attempt go, and return the seconds
+        waited; `RateLimited` when the rate would hold it longer than `within` seconds (the
+        attempt's timeout)."""
+        if self.limits is None:
+            return 0.0
+        began = time.monotonic()
+        self._ticket = await acquire(self.limiter, self.limits,
+                                     estimate_tokens(messages, self.limits.max_tokens),
+                                     within=within, stop=self.stop)
+        waited = time.monotonic() - began
+        return waited if waited >= LONGEST_SLEEP / 100 else 0.0  # a look, not a wait
 
     def release(self, tokens: int) -> None:
         """The attempt is over: record its actual tokens, free its call in flight."""

@@ -32,7 +32,9 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 
+from engine.llm.prices import read_usage
 from engine.llm.structured import FormattedModel
+from engine.models import RunStopped
 from engine.store import support
 
 log = logging.getLogger(__name__)
@@ -204,15 +206,15 @@ async def probe(model: Any, endpoint: tuple[str, str], gate: Any,
         messages = [HumanMessage(content=m["content"]) for m in PROBE_MESSAGES]
         tokens = 0
         try:
-            await gate.acquire(PROBE_MESSAGES)
+            await gate.acquire(PROBE_MESSAGES, within=timeout or None)
             try:
                 message = await asyncio.wait_for(
                     model.bind(extra_body=body).ainvoke(messages), timeout or None)
-                usage = message.usage_metadata or {}
-                tokens = int(usage.get("total_tokens", 0) or 0)
+                usage = read_usage(message, PROBE_MESSAGES, str(message.content), PROBE_TOKENS)
+                tokens = usage.tokens_in + usage.tokens_out
             finally:
                 gate.release(tokens)
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, RunStopped):
             raise
         except Exception as exc:  # a refusal is an answer; anything else is asked again
             gate.refused(exc)

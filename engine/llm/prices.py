@@ -22,6 +22,12 @@ A spec is matched as the turn records it (`openai:m?endpoint=local`), then as
 unknown (None), never 0. A simulated seat costs 0 (it is labelled simulated everywhere).
 A bad price (negative, not a number, malformed JSON) is a `ConfigError` when the settings are
 read, before any call.
+
+A call's tokens are its server's reported usage, read once and checked (`read_usage`): each
+count a whole number within what the call could use (`usage_bounds`), the report not all zero.
+Anything else (negative, 10**30, NaN, text, a list, one side missing) is estimated from the
+text instead, flagged `usage_estimated`, with a warning quoting what the server reported: a
+good reply never fails for its usage, and a paid call is never a known $0.
 """
 from __future__ import annotations
 
@@ -178,6 +184,26 @@ def _get(mapping: Any, name: str) -> Any:
 
 
 # ------------------------------------------------------------------ a call's usage and cost
+REPORTED_USAGE = "parley_usage"  # a reply's response_metadata key: the usage its server sent
+USAGE_ALLOWANCE = 10_000  # tokens a server may add of its own: a chat template, its own
+# system prompt, hidden reasoning
+USAGE_MAX = 10_000_000  # no count above this is believed: far past any model's context
+UNKNOWN_CAP = 100_000  # the output bound of a model whose output cap Parley did not set
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class Usage:
+    """A call's tokens in and out. `estimated`: from the text (`estimate_usage`), because the
+    server reported none or reported figures that are not believed; `warning` then says
+    what it reported and why it was not believed ("" otherwise)."""
+
+    tokens_in: int
+    tokens_out: int
+    estimated: bool = False
+    warning: str = ""
+
+
 def estimate_usage(messages: Sequence[Mapping[str, str]], reply: str) -> tuple[int, int]:
     """Tokens in and out of a call whose provider reported none: about four characters a
     token (`engine.llm.limits.estimate_tokens`' rule), at least one each way."""
@@ -185,16 +211,91 @@ def estimate_usage(messages: Sequence[Mapping[str, str]], reply: str) -> tuple[i
     return max(1, math.ceil(sent / 4)), (max(1, math.ceil(len(reply) / 4)) if reply else 0)
 
 
-def read_usage(message: Any, messages: Sequence[Mapping[str, str]], reply: str
-               ) -> tuple[int, int, bool]:
-    """(tokens in, tokens out, estimated) of a reply: its `usage_metadata` when the provider
-    reported one, else an estimate from the text (`estimated` True)."""
-    usage = getattr(message, "usage_metadata", None) or {}
-    if "input_tokens" in usage or "output_tokens" in usage:
-        return (int(usage.get("input_tokens", 0) or 0),
-                int(usage.get("output_tokens", 0) or 0), False)
-    tokens_in, tokens_out = estimate_usage(messages, reply)
-    return tokens_in, tokens_out, True
+def usage_bounds(messages: Sequence[Mapping[str, str]], reply: str, cap: int = 0
+                 ) -> tuple[int, int]:
+    """The most tokens in and out a reported usage may claim for this call: twice the UTF-8
+    bytes of what was sent (no tokenizer makes more tokens than bytes; four characters a
+    token is the estimate, so this is eight times it or more), and twice the larger of the
+    output cap and the reply's bytes, each plus `USAGE_ALLOWANCE`, never above `USAGE_MAX`.
+    `cap` 0: the cap is unknown (a model not made by `get_model`), `UNKNOWN_CAP` then."""
+    sent = sum(_size(m.get("content", "")) for m in messages)
+    out = max(cap if cap > 0 else UNKNOWN_CAP, _size(reply))
+    return (min(USAGE_MAX, 2 * sent + USAGE_ALLOWANCE),
+            min(USAGE_MAX, 2 * out + USAGE_ALLOWANCE))
+
+
+def _size(text: Any) -> int:
+    return len(str(text).encode("utf-8", "replace"))
+
+
+def reported_usage(message: Any) -> tuple[Any, Any, Any] | None:
+    """(input count, output count, the whole report) as a reply's server sent them, each
+    count possibly any JSON value or missing; None when it reported no usage. `get_model`'s
+    OpenAI models keep the server's `usage` as sent (`REPORTED_USAGE`); other models give
+    langchain's `usage_metadata`."""
+    meta = getattr(message, "response_metadata", None)
+    if isinstance(meta, Mapping) and REPORTED_USAGE in meta:
+        raw, names = meta[REPORTED_USAGE], ("prompt_tokens", "completion_tokens")
+    else:
+        raw, names = getattr(message, "usage_metadata", None), ("input_tokens", "output_tokens")
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        return _MISSING, _MISSING, raw
+    return raw.get(names[0], _MISSING), raw.get(names[1], _MISSING), raw
+
+
+def count_problem(value: Any, most: int) -> str:
+    """Why one reported count is not believed ("" when it is): it must be a whole number (not
+    a float, a string or a boolean), 0..`most`."""
+    if value is _MISSING or value is None:
+        return "missing"
+    if isinstance(value, bool) or not isinstance(value, int):
+        return f"not a whole number: {shown_value(value, 40)}"
+    if value < 0:
+        return f"negative: {shown_value(value, 40)}"
+    if value > most:
+        return f"{shown_value(value, 40)} is more than this call could use ({most:,})"
+    return ""
+
+
+def shown_value(value: Any, limit: int = 200) -> str:
+    """A reported JSON value as short text for a warning (never raises)."""
+    try:
+        text = json.dumps(value, default=repr, ensure_ascii=False)
+    except Exception:  # a value JSON cannot write (a 5,000-digit number, a deep nest)
+        text = type(value).__name__
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def read_usage(message: Any, messages: Sequence[Mapping[str, str]], reply: str,
+               cap: int = 0) -> Usage:
+    """A reply's tokens in and out, read once and checked: the reported usage when each
+    count is a whole number in 0..its bound (`usage_bounds`, from the prompt, the reply and
+    the output `cap`) and the report is not all zero (nor no output for a reply with text);
+    otherwise an estimate from the text (`estimate_usage`), flagged, with a warning that says
+    what the server reported. None of this fails the call: a good reply stays good."""
+    reported = reported_usage(message)
+    if reported is None:
+        return Usage(*estimate_usage(messages, reply), estimated=True)
+    raw_in, raw_out, whole = reported
+    most_in, most_out = usage_bounds(messages, reply, cap)
+    if not isinstance(whole, Mapping):
+        why = "not an object"
+    else:
+        problems = [f"{side} {problem}" for side, problem in (
+            ("input", count_problem(raw_in, most_in)),
+            ("output", count_problem(raw_out, most_out))) if problem]
+        why = "; ".join(problems)
+        if not why and raw_in == raw_out == 0:
+            why = "all zero"
+        elif not why and raw_out == 0 and reply.strip():
+            why = "no output tokens for a reply with text"
+    if not why:
+        return Usage(int(raw_in), int(raw_out))
+    return Usage(*estimate_usage(messages, reply), estimated=True,
+                 warning=f"the server's token usage was not believed ({why}): it reported "
+                         f"{shown_value(whole)}; the tokens are estimated from the text")
 
 
 def call_cost(price: Price | None, tokens_in: int, tokens_out: int, *,

@@ -1,6 +1,7 @@
 """`get_model(spec)`: the only code that knows a vendor. Integration packages load lazily."""
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import os
@@ -9,7 +10,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from engine.llm.lines import GRAMMARS
-from engine.llm.prices import Price, PriceTable
+from engine.llm.prices import REPORTED_USAGE, Price, PriceTable
 from engine.llm.structured import SWITCHES, check_switch
 from engine.llm.urls import is_secret_name, refuse_secret
 from engine.models import ConfigError
@@ -156,20 +157,25 @@ def get_model(spec: str = "simulated", *, endpoints: Any = None,  # noqa: C901, 
             # whatever its name resolves to; a response is read up to a cap, and the reply
             # says where it was cut in a header (so the SDK hands the headers on). A proxy
             # from code goes into them. They are the endpoint's, shared by every model that
-            # calls it (one TLS context, kept-alive connections pooled to its concurrency).
+            # calls it (one TLS context, kept-alive connections pooled to its concurrency),
+            # and they tell whether a failed call's request reached the server
+            # (engine.llm.reach).
             from engine.llm.transport import shared_clients
             options["http_client"], options["http_async_client"] = shared_clients(
                 route.base_url, guard=not route.registered,
                 proxy=options.pop("openai_proxy", None), concurrency=policy.get("concurrency"),
                 reply_cap=policy.get("max_reply_bytes"))
             options["include_response_headers"] = True
-    model = getattr(module, class_name)(model=name, **options)
+    chat_class = getattr(module, class_name)
+    model = (reporting(chat_class) if kind == "openai" else chat_class)(model=name, **options)
     recorded = f"{kind}:{name}" + (f"?{route.suffix}" if route.suffix else "")
     host = server_name(route.base_url) or _OWN_HOSTS[kind]
     # What the guarded call reads: the endpoint's timeout, retries and concurrency (only
     # those the operator set), the gate its concurrency counts on, and the host to name.
+    # The output cap goes too: the limiter's estimate of a call counts it, and it bounds the
+    # usage a reply may report (engine.llm.prices.read_usage).
     call = {**policy, "gate": route.endpoint.name if route.endpoint is not None else host,
-            "host": host}
+            "host": host, "max_tokens": cap}
     attributes: list[tuple[str, Any]] = [("parley_spec", recorded), ("parley_call", call),
                                          ("parley_price", price_of(registry, route, recorded))]
     if kind == "openai":  # structured output (engine.llm.structured, engine.llm.lines): the
@@ -187,6 +193,55 @@ def get_model(spec: str = "simulated", *, endpoints: Any = None,  # noqa: C901, 
         except Exception:  # some models forbid extra attributes: the defaults then apply
             pass
     return model
+
+
+@functools.cache
+def reporting(chat_class: type) -> type:
+    """`chat_class` (langchain-openai's ChatOpenAI) keeping each reply's token usage as its
+    server sent it, in `response_metadata[REPORTED_USAGE]`, for Parley to check once
+    (`engine.llm.prices.read_usage`). langchain-openai does arithmetic on the raw `usage`
+    (an object whose counts are strings, a list, a number where an object belongs: the
+    call fails with a TypeError although the reply is good), so it gets only the counts that
+    are whole numbers of 0 or more; `usage_metadata` then holds those, as before."""
+    base: Any = chat_class
+
+    class Reporting(base):
+        def _create_chat_result(self, response: Any, generation_info: Any = None) -> Any:
+            raw, response = _take_usage(response)
+            result = super()._create_chat_result(response, generation_info)
+            for generation in result.generations:
+                meta = getattr(getattr(generation, "message", None), "response_metadata", None)
+                if isinstance(meta, dict):
+                    meta[REPORTED_USAGE] = raw
+            return result
+
+    Reporting.__name__ = Reporting.__qualname__ = chat_class.__name__
+    Reporting.__doc__ = chat_class.__doc__
+    return Reporting
+
+
+_PLAIN_COUNTS = ("prompt_tokens", "completion_tokens", "total_tokens")
+
+
+def _take_usage(response: Any) -> tuple[Any, Any]:
+    """(the `usage` a chat completion carries, as sent; the completion with only its plain
+    counts left in `usage`, or none)."""
+    if isinstance(response, dict):
+        raw = response.get("usage")
+    else:
+        try:
+            raw = response.model_dump(include={"usage"}, exclude_unset=True,
+                                       warnings=False).get("usage")
+        except Exception:  # a shape the SDK's model cannot dump: as if none was sent
+            raw = None
+    plain = {name: raw[name] for name in _PLAIN_COUNTS if isinstance(raw, dict) and
+             type(raw.get(name)) is int and 0 <= raw[name] < 2 ** 63} or None
+    if isinstance(response, dict):
+        return raw, {**response, "usage": plain}
+    try:
+        return raw, response.model_copy(update={"usage": plain})
+    except Exception:  # not a pydantic model after all: left as it came
+        return raw, response
 
 
 def price_of(registry: Any, route: Any, recorded: str) -> Price | None:

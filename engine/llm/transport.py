@@ -40,6 +40,7 @@ from collections.abc import Callable, Coroutine, Iterable
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+from engine.llm.reach import watch
 from engine.llm.sizes import CUT_HEADER, REPLY_CAP, body_cap, size_text
 from engine.llm.urls import risky_address
 
@@ -100,6 +101,9 @@ def model_clients(*, guard: bool, proxy: str | None = None, verify: Any = None,
                       event_hooks={"response": [_refuse_cross_origin]}, **pooled)
     asynchronous = async_class(cap, proxy=proxy, verify=verify,
                                event_hooks={"response": [check]}, **pooled)
+    # whether a failed call's request reached the server (engine.llm.reach)
+    watch(sync, asynchronous=False)
+    watch(asynchronous, asynchronous=True)
     if guard:
         guard_connections(sync, asynchronous=False)
         guard_connections(asynchronous, asynchronous=True)

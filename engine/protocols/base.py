@@ -264,6 +264,7 @@ async def execute(protocol: str, question: str, templates: Mapping[str, Template
                                      experiment_id=run.experiment_id,
                                      started_by=run.started_by)
         ctx.recorder = store.recorder(run_id)
+        ctx.run_id = run_id  # a Stop through the store ends a wait for a slot (RunStopped)
     try:
         result = await body(ctx)
     except RunStopped as exc:
@@ -311,6 +312,10 @@ def _finish(store: Any, run_id: str | None, result: RunResult, run: RunOptions, 
                          error=error, lost=lost)
     except StoreWriteError as exc:
         store.end_run(run_id, "failed", str(exc))
+        _trace(result.protocol, run_id, result.turns, "failed", began, run)
+        raise
+    except Exception as exc:  # a bug: the run says so rather than stay `running`
+        store.end_run(run_id, "failed", f"{type(exc).__name__}: {exc}")
         _trace(result.protocol, run_id, result.turns, "failed", began, run)
         raise
     return error
@@ -394,9 +399,11 @@ def no_call_succeeded(turns: list[Turn]) -> str:
 
 
 def failure_kind(error: str) -> str:
-    """A failed call's error as a kind to count: timed out, connection error, empty reply,
-    unreadable reply, or the error's type name."""
+    """A failed call's error as a kind to count: rate limited, timed out, connection error,
+    empty reply, unreadable reply, or the error's type name."""
     text = error.lower()
+    if "rate limited" in text:
+        return "rate limited"
     if "timeout" in text or "timed out" in text or "did not answer in time" in text:
         return "timed out"
     if "connect" in text or "unreachable" in text or "refused" in text:

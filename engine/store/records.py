@@ -362,6 +362,13 @@ def count(value: Any) -> int:
         return 0
 
 
+def total(values: Iterable[Any]) -> int:
+    """A run's total of its turns' counts, by the rule a turn row keeps: each count within
+    0..INT_MAX (`count`), and the sum too (a run's tokens never negative, never too big for
+    the column, whatever its turns carried)."""
+    return count(sum(count(value) for value in values))
+
+
 def seconds(value: Any) -> float:
     """A duration the engine measured, finite and non-negative."""
     try:

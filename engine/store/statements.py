@@ -7,7 +7,7 @@ from typing import Any, cast
 from sqlalchemy import Table, bindparam, select, update
 
 from engine.models import now, total_cost
-from engine.store.records import INT_MAX, error_text, money, seconds
+from engine.store.records import error_text, money, seconds, total
 from engine.store.schema import ExperimentRow, LibraryRow, MigrationRow, RunRow, TurnRow
 
 # The mapped classes' tables, typed as tables (SQLAlchemy types `__table__` as any FROM).
@@ -49,7 +49,6 @@ def count_turns(connection: Any, run_id: str) -> None:
     span = (max(ends) - min(starts)).total_seconds() if starts and ends else 0.0
     connection.execute(update(RUNS).where(RUNS.c.id == run_id).values(
         calls=len(rows), degraded=sum(1 for r in rows if r.status != "ok"),
-        tokens_in=min(sum(r.tokens_in or 0 for r in rows), INT_MAX),
-        tokens_out=min(sum(r.tokens_out or 0 for r in rows), INT_MAX),
+        tokens_in=total(r.tokens_in for r in rows), tokens_out=total(r.tokens_out for r in rows),
         latency=seconds(sum(seconds(r.latency) for r in rows)), duration=seconds(span),
         cost_usd=money(total_cost(rows))))

@@ -1,0 +1,125 @@
+"""Whether a failed model call's request reached its server: what the attempt is billed by.
+
+A request that reached the server and got no answer back (a time-out after it was sent, a
+connection cut while the server was working on it) may have been paid for: the server read
+the prompt and may have generated. Such an attempt is billed its estimated input tokens
+(`engine.llm.calls`). A request that never reached the server (the connection refused, the
+host unreachable, a name that does not resolve) costs nothing, and neither does one the
+server answered with an error status: providers bill no refused request.
+
+Parley's own HTTP clients (`get_model`'s OpenAI models, `watch`) tell exactly: a request
+hook gives each request a trace callback (httpcore's `trace` extension), which marks the
+attempt in progress (`Attempt`, in a context variable the guarded call sets) once the
+request's body has gone out in full, and a response hook records the status that came back.
+For any other model the error decides (`reached`): a time-out, or a connection lost after it
+was made, counts as reached; a refused or failed connection does not.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class Attempt:
+    """One attempt of a guarded call, as its HTTP client saw it: `watched` once a request
+    went through a watched client; `sent` when the last request's body went out in full;
+    `status` the last response's status, once its headers came (None before)."""
+
+    watched: bool = False
+    sent: bool = False
+    status: int | None = None
+
+
+ATTEMPT: ContextVar[Attempt | None] = ContextVar("parley_attempt", default=None)
+
+# Errors (by type name, anywhere in the chain of causes) that say the request never reached
+# the server, and errors that say the connection was lost while it had the request.
+_NEVER_SENT = frozenset({"ConnectError", "ConnectTimeout", "PoolTimeout", "ConnectionRefusedError",
+                         "gaierror", "AddressRefused", "UnsupportedProtocol", "ProxyError",
+                         "RedirectRefused", "InvalidURL"})
+_ANSWER_LOST = frozenset({"ReadTimeout", "ReadError", "RemoteProtocolError",
+                          "ConnectionResetError", "BrokenPipeError", "IncompleteRead",
+                          "ServerDisconnectedError", "ClientPayloadError"})
+
+
+def watch(client: Any, asynchronous: bool) -> None:
+    """Make an httpx client report each request's progress to the attempt in progress."""
+    def begin(request: Any) -> None:
+        attempt = ATTEMPT.get()
+        if attempt is None:
+            return
+        attempt.watched, attempt.sent, attempt.status = True, False, None
+        request.extensions["trace"] = _tracer(attempt, request.extensions.get("trace"),
+                                              asynchronous)
+
+    def answered(response: Any) -> None:
+        attempt = ATTEMPT.get()
+        if attempt is not None:
+            attempt.status = int(response.status_code)
+
+    if asynchronous:
+        async def on_request(request: Any) -> None:
+            begin(request)
+
+        async def on_response(response: Any) -> None:
+            answered(response)
+        hooks: tuple[Callable[..., Any], Callable[..., Any]] = (on_request, on_response)
+    else:
+        hooks = (begin, answered)
+    current = client.event_hooks
+    # first among the response hooks: a redirect the client's own hook refuses is an answer
+    client.event_hooks = {"request": [*current.get("request", []), hooks[0]],
+                          "response": [hooks[1], *current.get("response", [])]}
+
+
+def _tracer(attempt: Attempt, inner: Any, asynchronous: bool) -> Callable[..., Any]:
+    """httpcore's trace callback (a coroutine function for an async client): marks
+    `attempt` sent when a request body has gone out, then calls the trace it replaces."""
+    def mark(name: str) -> None:
+        if name.endswith("send_request_body.complete"):
+            attempt.sent = True
+
+    if asynchronous:
+        async def atrace(name: str, info: dict[str, Any]) -> None:
+            mark(name)
+            if inner is not None:
+                await inner(name, info)
+        return atrace
+
+    def trace(name: str, info: dict[str, Any]) -> None:
+        mark(name)
+        if inner is not None:
+            inner(name, info)
+    return trace
+
+
+def causes(exc: BaseException) -> list[BaseException]:
+    """`exc` and what it was raised from, outermost first (at most 20 deep)."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and len(chain) < 20 and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+def reached(exc: BaseException, attempt: Attempt | None) -> bool:
+    """Whether an attempt that failed with `exc` reached its server and got no answer back
+    (billed) rather than never reaching it, or being refused by it (not billed)."""
+    if attempt is not None and attempt.watched:
+        return attempt.sent and (attempt.status is None or 200 <= attempt.status < 300)
+    chain = causes(exc)
+    names = {type(error).__name__ for error in chain}
+    if names & _NEVER_SENT or any(_status(error) for error in chain):
+        return False
+    return bool(names & _ANSWER_LOST) or any(isinstance(error, TimeoutError) for error in chain)
+
+
+def _status(exc: BaseException) -> int | None:
+    """The HTTP status an error carries (an answer the server gave), else None."""
+    status = getattr(exc, "status_code", None) or getattr(getattr(exc, "response", None),
+                                                          "status_code", None)
+    return status if isinstance(status, int) and not isinstance(status, bool) else None
