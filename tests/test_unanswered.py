@@ -239,7 +239,8 @@ def test_the_experiments_page_shows_the_unanswered_count(failing_config):
     at.run()
     assert not at.exception, at.exception
     summary = next(t.value for t in [*at.table, *at.dataframe]
-                   if {"configuration", "unanswered", "accuracy"} <= set(t.value.columns))
+                   if {"configuration", "unanswered"} <= set(t.value.columns)
+                   and any(str(c).startswith("accuracy") for c in t.value.columns))
     shown = dict(zip(summary["configuration"].map(str), summary["unanswered"].map(str),
                      strict=True))
     assert {k.replace("\\", ""): v for k, v in shown.items()} == {"answers": "0",
