@@ -436,6 +436,7 @@ def test_stop_ends_a_run_waiting_on_the_limiter_at_once(server, monkeypatch, tmp
     thread.join(60)
     assert not thread.is_alive()
     took = done["at"] - pressed
+    print(f"\nStop pressed: the run waiting on the limiter ended in {took:.2f} s")
     assert took < 5, took  # within about a second (the waits look at least once a second)
     run = store.runs().iloc[0]
     assert run["status"] == "interrupted" and len(server.requests) == 1
@@ -453,6 +454,7 @@ def test_a_stop_through_the_store_ends_a_run_waiting_on_the_limiter(server, monk
     thread.join(60)
     assert not thread.is_alive()
     took = done["at"] - pressed
+    print(f"\nStopped through the store: the run waiting on the limiter ended in {took:.2f} s")
     assert took < 5, took
     assert store.get(run_id)["status"] == "interrupted" and len(server.requests) == 1
 
