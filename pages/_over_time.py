@@ -17,7 +17,7 @@ OPEN = "exp-over-time"
 def section(store: Store, experiment_id: str) -> None:
     """The expander; drawn only while open (it reads every experiment of the name)."""
     name = ex.get(store, experiment_id)["name"]
-    box = st.expander(f"Over time: every experiment named {name}", key=OPEN,
+    box = st.expander(f"Over time: every experiment named {_shared.md(name)}", key=OPEN,
                       on_change="rerun")
     if not box.open:
         return

@@ -11,6 +11,7 @@ import math
 import os
 import subprocess
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -76,16 +77,17 @@ class _Reported(_Handler):
         server = self.server
         with server.lock:
             calls = sum(1 for r in server.requests if "grammar" not in r["body"])
-        super()._answer(number, body, content, server.usage(calls))
+        super()._answer(number, body, content, server.reported(calls))
 
 
 class PricedServer(SimulatedOpenAI):
-    """`SimulatedOpenAI` reporting `usage(n)` for its n-th call (`CALL` by default)."""
+    """`SimulatedOpenAI` reporting `usage(n)` for its n-th call (`CALL` by default; kept as
+    `reported`, since the stub's own `usage` replaces a reply's usage field whole)."""
 
     def __init__(self, usage=None):
         super().__init__()
         self.RequestHandlerClass = _Reported
-        self.usage = usage or (lambda number: CALL)
+        self.reported = usage or (lambda number: CALL)
 
 
 def _endpoints(base_url: str, priced: bool = True) -> str:
@@ -319,17 +321,23 @@ def test_an_endpoint_turning_hostile_after_the_first_cell_is_stopped(store, monk
 
 
 def test_a_price_gone_mid_experiment_stops_it_with_the_reason(store, monkeypatch):
-    # After the first cell the endpoint's price is gone (a process started without it): the
-    # next cell's calls cost an unknown amount, and the budget cannot count them as free.
+    # After the first cell the endpoint's price is gone (the experiment resumed by a process
+    # started without it: an experiment resolves its seats' models, and so their prices, once
+    # per start): the next cell's calls cost an unknown amount, and the budget cannot count
+    # them as free.
     with PricedServer() as server:
         monkeypatch.setenv("PARLEY_ENDPOINTS", _endpoints(server.base_url))
         spec = {**_mixed(100.0, 1), "configs": _mixed(1, 1)["configs"][:1]}
         experiment_id = ex.create(store, ex.plan(spec, store))
+        stop = threading.Event()
 
-        def unprice(state):
-            if state.done == 1:
-                monkeypatch.setenv("PARLEY_ENDPOINTS", _endpoints(server.base_url, False))
-        state = ex.run_experiment(store, experiment_id, on_progress=unprice)
+        def one_cell(state):
+            if state.done >= 1:
+                stop.set()
+        first = ex.run_experiment(store, experiment_id, on_progress=one_cell, stop_event=stop)
+        assert first.status == "stopped" and len(store.runs(experiment_id=experiment_id)) == 1
+        monkeypatch.setenv("PARLEY_ENDPOINTS", _endpoints(server.base_url, False))
+        state = ex.run_experiment(store, experiment_id)
         runs = store.runs(experiment_id=experiment_id)
         assert state.status == "stopped", state.error
         assert "3 call(s) cost an unknown amount" in state.error, state.error

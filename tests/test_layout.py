@@ -30,6 +30,7 @@ WARN_LINES = 400  # past this, a look: does it hold two ideas?
 PROTOCOL_HOMES = ("engine/protocols/", "engine/__init__.py")
 # engine.access: who may do what (the pages disable what a role cannot use, DESIGN section 5)
 PAGE_SOURCES = {"engine", "engine.access", "engine.llm", "engine.questions", "engine.redaction",
+                "engine.text",
                 "engine.reports", "engine.services", "engine.store", "engine.views"}
 
 

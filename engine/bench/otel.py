@@ -13,7 +13,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 Row = dict[str, Any]
-CONFIG = {"protocol": "society", "model": "simulated", "options": {"rounds": 2}}
+
+
+def _config() -> dict[str, Any]:
+    """The run measured: many seats answering together for two rounds (the registry's
+    `crowd_by_rounds`, chosen by shape, not by name), on the simulated model."""
+    from engine.bench.choice import crowd_by_rounds, default_config
+    return {**default_config(crowd_by_rounds()), "options": {"rounds": 2}}
 
 
 def _row(name: str, value: float, unit: str, target: str = "", note: str = "") -> Row:
@@ -33,10 +39,10 @@ class _Discard(BaseHTTPRequestHandler):
 
 def _median_ms(runs: int) -> float:
     from engine.protocols import arun_config
-    walls = []
+    walls, config = [], _config()
     for i in range(runs):
         start = time.perf_counter()
-        asyncio.run(arun_config(CONFIG, f"Question {i}: should we adopt the plan?"))
+        asyncio.run(arun_config(config, f"Question {i}: should we adopt the plan?"))
         walls.append(time.perf_counter() - start)
     return statistics.median(walls) * 1000
 
