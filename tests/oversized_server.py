@@ -14,7 +14,9 @@ from __future__ import annotations
 import json
 import threading
 import zlib
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from loopback import LoopbackServer
 
 MB = 1 << 20
 ANSWER = json.dumps({"stance": "42", "answer": "42", "reasoning": "six sevens are 42"})
@@ -67,15 +69,13 @@ class _Handler(BaseHTTPRequestHandler):
                 server.hung_up += 1
 
 
-class Oversized(ThreadingHTTPServer):
+class Oversized(LoopbackServer):
     """Start with `with Oversized(size) as server:`; `server.base_url` ends in /v1."""
-
-    daemon_threads = True
 
     def __init__(self, size: int, *, encoding: str = "", declare: bool = True,
                  status: int = 200, kind: str = "completion", filler: bytes = WORDS,
                  headers: dict[str, str] | None = None):
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__(_Handler)
         self.size, self.encoding, self.declare, self.status = size, encoding, declare, status
         self.kind, self.filler, self.headers = kind, filler, dict(headers or {})
         self.lock = threading.Lock()
@@ -87,7 +87,6 @@ class Oversized(ThreadingHTTPServer):
             head, tail = self.ends()
             self.compressed = b"".join([*(packer.compress(p) for p in self.pieces(head, tail)),
                                         packer.flush()])
-        self._thread = threading.Thread(target=self.serve_forever, args=(0.05,), daemon=True)
 
     def ends(self) -> tuple[bytes, bytes]:
         """What comes before and after the filler."""
@@ -114,12 +113,4 @@ class Oversized(ThreadingHTTPServer):
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/v1"
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.shutdown()
-        self.server_close()
+        return f"{self.origin}/v1"

@@ -8,9 +8,10 @@ import json
 import logging
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
+from loopback import LoopbackServer
 
 import engine.experiments as ex
 from engine.cli import main
@@ -24,11 +25,9 @@ SPEC = {"name": "nightly", "repeats": 1,
         "configs": [{"protocol": "vote", "label": "vote", "model": "simulated"}]}
 
 
-class Receiver(ThreadingHTTPServer):
+class Receiver(LoopbackServer):
     """Answers each POST with the next status of `statuses` (the last one repeats) and keeps
     every body it received."""
-
-    daemon_threads = True
 
     def __init__(self, statuses=(200,)):
         class Handler(BaseHTTPRequestHandler):
@@ -45,22 +44,13 @@ class Receiver(ThreadingHTTPServer):
                 self.send_response(status)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
-        super().__init__(("127.0.0.1", 0), Handler)
+        super().__init__(Handler)
         self.statuses, self.bodies, self.headers = list(statuses), [], []
         self.lock = threading.Lock()
-        self._thread = threading.Thread(target=self.serve_forever, args=(0.05,), daemon=True)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/hook"
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.shutdown()
-        self.server_close()
+        return f"{self.origin}/hook"
 
 
 def wait_for(condition, timeout: float = 30.0) -> None:

@@ -9,10 +9,11 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
+from loopback import LoopbackServer
 
 from engine.llm import otel
 from engine.models import Turn
@@ -27,10 +28,8 @@ QUESTION = "What is the secret plan number?"
 ROOT = Path(__file__).resolve().parent.parent
 
 
-class OtlpReceiver(ThreadingHTTPServer):
+class OtlpReceiver(LoopbackServer):
     """Accepts OTLP/HTTP protobuf posts on /v1/traces and keeps the decoded spans."""
-
-    daemon_threads = True
 
     def __init__(self):
         class Handler(BaseHTTPRequestHandler):
@@ -52,22 +51,13 @@ class OtlpReceiver(ThreadingHTTPServer):
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.send_header("Content-Length", "0")
                 self.end_headers()
-        super().__init__(("127.0.0.1", 0), Handler)
+        super().__init__(Handler)
         self.lock = threading.Lock()
         self.spans, self.paths, self.types = [], [], []
-        self._thread = threading.Thread(target=self.serve_forever, args=(0.05,), daemon=True)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.shutdown()
-        self.server_close()
+        return self.origin
 
 
 def attributes(span) -> dict:

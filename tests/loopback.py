@@ -1,0 +1,29 @@
+"""The base of the tests' small HTTP servers on loopback: bound to 127.0.0.1 on a free port,
+served from a daemon thread while the `with` block lasts, shut down and closed after it."""
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class LoopbackServer(ThreadingHTTPServer):
+    """`with Server(...) as server:` serves `handler`'s requests at `server.origin`."""
+
+    daemon_threads = True
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]):
+        super().__init__(("127.0.0.1", 0), handler)
+        self._thread = threading.Thread(target=self.serve_forever, args=(0.05,), daemon=True)
+
+    @property
+    def origin(self) -> str:
+        """`http://127.0.0.1:PORT`."""
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.shutdown()
+        self.server_close()
