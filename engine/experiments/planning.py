@@ -56,12 +56,6 @@ class Plan:
         return None if any(c is None for c in costs) else float(sum(c for c in costs if c))
 
     @property
-    def cost_per_run(self) -> float | None:
-        """The estimated mean cost of one run (a cell), for the budget's check."""
-        total = self.cost_usd
-        return None if total is None or not self.runs else total / self.runs
-
-    @property
     def runs(self) -> int:
         return len(self.questions) * len(self.configs) * self.repeats
 
