@@ -7,9 +7,10 @@ registry entry declares, then the reliability, dashboard, experiment, experiment
 (an experiment's report and baseline matrix over 20,000 stored runs), live, full-text search,
 browser, HTTP (`engine.bench.http`: the real-model path against a loopback
 OpenAI-compatible server, beside a bare `ChatOpenAI`) and workers rows from their own modules
-(the workers rows need PostgreSQL: `--db-url` or PARLEY_TEST_PG_URL). The local-model rows (a
-real model behind an OpenAI-compatible server, minutes of generation) run only when `--only`
-names them.
+(the workers rows need PostgreSQL: `--db-url` or PARLEY_TEST_PG_URL). The peers rows
+(`engine.bench.peers`: the same questions through Inspect and promptfoo, tools of their own)
+and the local-model rows (a real model behind an OpenAI-compatible server, minutes of
+generation) run only when `--only` names them.
 Protocols are read from the registry, never named here. `--json` prints the rows with where
 and when each section was measured; the docs' benchmark tables are rendered from that
 (`engine.bench.docs`), never typed.
@@ -157,7 +158,7 @@ def bench_reliability(soak_runs: int = 500, writers: int = 4, runs_each: int = 2
     ]
 
 
-OPT_IN = ("local-model",)  # sections that run only when `only` names them
+OPT_IN = ("local-model", "peers")  # sections that run only when `only` names them
 
 
 def _call(module: str, function: str, *args: Any, **kwargs: Any) -> list[Row]:
@@ -187,6 +188,7 @@ def _sections(quick: bool = False, base_url: str | None = None, db_url: str | No
                                   n=1000 if quick else 100_000)),
         ("http", lambda: _call(bench + "http", "bench_http", count=60 if quick else 300,
                                runs=40 if quick else 200)),
+        ("peers", lambda: _call(bench + "peers", "bench_peers", count=40 if quick else 200)),
         ("local-model", lambda: _call(bench + "localmodel", "bench_local_model", base_url,
                                       runs_each=1 if quick else 2)),
         ("workers", lambda: _call(bench + "workers", "bench_workers", db_url,
