@@ -85,3 +85,29 @@ def test_the_dashboard_sizes_parse_and_reach_the_command_that_measures_again():
         "python -m engine bench --only dashboard --sizes 10000,100000")
     assert command("search", sizes=(10_000,)) == "python -m engine bench --only search"
     assert sizes(["10000", "1000000"]) == [10_000, 1_000_000] and sizes([]) == [10_000]
+
+
+def test_a_peer_not_installed_is_named_as_skipped_with_how_to_install_it(monkeypatch, tmp_path):
+    """`--only peers` measures each peer found on PATH; one that is not gets rows saying so
+    and the command that installs it, never a figure, and no ratio to it."""
+    from contextlib import contextmanager
+
+    from engine.bench import peers
+
+    @contextmanager
+    def server(latency):
+        yield "http://127.0.0.1:9/v1"
+
+    monkeypatch.setattr(peers, "serving", server)
+    monkeypatch.setattr(peers, "SIDES", {**peers.SIDES, "Parley": lambda *a: peers.Outcome(
+        2.0, 100.0, 4, 0), "promptfoo": lambda *a: peers.Outcome(4.0, 80.0, 4, 0)})
+    monkeypatch.setattr(peers, "COMMANDS", {"Inspect": "no-such-inspect-here",
+                                            "promptfoo": "sh"})
+    rows = {row["name"].split(": ", 1)[1]: row for row in peers.rows_at(0.0, 4, 2)}
+    for name in ("Inspect, whole process", "Inspect, peak RSS", "Parley / Inspect, whole process"):
+        assert math.isnan(rows[name]["value"]) and "pip install inspect-ai" in rows[name]["note"]
+    assert rows["Parley / promptfoo, whole process"]["value"] == 0.5
+    assert rows["promptfoo, whole process"]["note"] == "4 answered, 0 failed"
+    assert "Parley - Inspect, peak RSS" not in rows
+    from engine.bench import table  # the peers run only when --only names them
+    assert not table._chosen("peers", None) and table._chosen("peers", ["peers"])
