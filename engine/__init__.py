@@ -10,10 +10,7 @@ SQLAlchemy and pandas.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
-
-from engine import catalog as _catalog
 
 # Each public name and the module it lives in.
 _WHERE = {
@@ -50,23 +47,12 @@ __all__ = [
 ]
 
 
-def _registry() -> Mapping[str, _catalog.ProtocolEntry]:
-    """The protocol registry, for the store below it (`engine.catalog`)."""
-    from engine.protocols import REGISTRY
-    return REGISTRY
-
-
-_catalog.provide(_registry)
-
-
 def __getattr__(name: str) -> Any:
-    """Import a public name's module the first time the name is asked for."""
+    """A public name, from its module (imported the first time; Python keeps it after)."""
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module 'engine' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
+    return getattr(importlib.import_module(module), name)
 
 
 def __dir__() -> list[str]:

@@ -33,6 +33,7 @@ from engine.llm.endpoints import EndpointRegistry, free_urls_allowed
 from engine.llm.notify import notify_url
 from engine.llm.providers import providers_status
 from engine.redaction import redact, redact_log_records, secret_values
+from engine.services.stores import served_store
 from engine.services.tasks import TaskRunner
 from engine.store import DEFAULT_URL
 
@@ -257,9 +258,7 @@ def keep_form_state(pattern: str = r"run-\d+-") -> None:
 
 @st.cache_resource(show_spinner=False)
 def _store(url: str) -> Store:
-    opened = Store(url)
-    opened.start_reaper()  # reads never write: runs whose process died are ended on a timer
-    return opened
+    return served_store(url)
 
 
 @st.cache_resource(show_spinner=False)
@@ -317,7 +316,7 @@ def warm_up() -> None:
 
 
 def open_store(url: str) -> Store:
-    """The process-wide store for `url`, opened (and migrated) on first use."""
+    """The process-wide store for `url`, opened (migrated and back-filled) on first use."""
     return _store(url)
 
 

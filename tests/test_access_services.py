@@ -17,6 +17,7 @@ from streamlit.testing.v1 import AppTest
 from engine import Store
 from engine import experiments as ex
 from engine.access import LOCAL, Actor, NotAllowed, Role
+from engine.protocols.storing import import_runs
 from engine.services import demo, library, pool
 from engine.services.tasks import TaskRunner
 from engine.store import migrations
@@ -118,7 +119,7 @@ def test_started_by_is_stored_listed_exported_and_imported_on_both_backends(back
     exported = backend.export_run(run_id)
     assert json.loads(exported)["started_by"] == "ann@example.com"
     other = Store(f"sqlite:///{tmp_path / 'other.db'}")
-    (imported,) = other.import_runs(exported)
+    (imported,) = import_runs(other, exported)
     assert other.get(imported)["started_by"] == "ann@example.com"
     old = json.loads(exported)
     del old["started_by"]  # a file exported before sign-in

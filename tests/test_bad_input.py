@@ -12,13 +12,25 @@ from pathlib import Path
 
 import pytest
 
-from engine import ConfigError, Seat, Store, get_model, run_debate, run_duel, run_panel, run_peer_review, run_roundtable, run_vote
+from engine import (
+    ConfigError,
+    Seat,
+    Store,
+    experiments,
+    get_model,
+    run_debate,
+    run_duel,
+    run_panel,
+    run_peer_review,
+    run_roundtable,
+    run_vote,
+)
 from engine.cli.main import main as cli_main
-from engine import experiments
-from engine.services import library
-from engine.questions import files as qsets
 from engine.llm.endpoints import EndpointRegistry
 from engine.protocols import arun_config, get_protocol, run_sync
+from engine.protocols.storing import import_runs
+from engine.questions import files as qsets
+from engine.services import library
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -111,9 +123,9 @@ API_CASES = [
     ("configuration with an unknown option",
      lambda m, s: run_sync(arun_config({"protocol": "panel", "options": {"rounds": 2}},
                                        "q", store=s)), "input", ["rounds"]),
-    ("malformed run import", lambda m, s: s.import_runs("{not json"), "input", ["JSON"]),
+    ("malformed run import", lambda m, s: import_runs(s, "{not json"), "input", ["JSON"]),
     ("import of something that is not a run",
-     lambda m, s: s.import_runs('{"hello": "world"}'), "input", ["record 1"]),
+     lambda m, s: import_runs(s, '{"hello": "world"}'), "input", ["record 1"]),
     ("malformed persona YAML",
      lambda m, s: library.import_yaml(s, "personas:\n  - name: [unclosed\n"), "input",
      ["line"]),

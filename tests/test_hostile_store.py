@@ -16,13 +16,11 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from engine import ConfigError, Store, run_debate, run_panel
-
-from engine.reports import runs as history
-
+from engine.protocols.storing import import_runs
 from engine.reports import insights
-
-from engine.store import records
+from engine.reports import runs as history
 from engine.services.tasks import TaskRunner
+from engine.store import records
 from engine.text import NAME_MAX
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,14 +55,14 @@ def test_one_imported_record_can_no_longer_make_the_whole_store_unreadable(store
     path = tmp_path / "runs.jsonl"
     path.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n", encoding="utf-8")
     with pytest.raises(ConfigError) as info:
-        store.import_runs(path.read_text(encoding="utf-8"))
+        import_runs(store, path.read_text(encoding="utf-8"))
     assert "line 2" in str(info.value) and "tags" in str(info.value)
     assert "nothing was imported" in str(info.value)
     assert nothing_stored(store)  # not even the good first line
     done = cli("import", str(path), "--db", str(store.engine.url))
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "line 2" in done.stderr and nothing_stored(store)
-    assert store.import_runs(json.dumps(good)) == ["good1"]  # the good record alone imports
+    assert import_runs(store, json.dumps(good)) == ["good1"]  # the good record alone imports
     assert cli("runs", "--db", str(store.engine.url)).returncode == 0
 
 
@@ -122,7 +120,7 @@ def test_malformed_records_are_refused_with_their_line_and_nothing_is_written(
         del doc["question"]
     lines = [json.dumps(dict(exported, id="fine1")), json.dumps(doc)]
     with pytest.raises(ConfigError) as info:
-        store.import_runs("\n".join(lines))
+        import_runs(store, "\n".join(lines))
     message = str(info.value)
     assert info.value.code == "input" and "line 2" in message and words in message, message
     assert "\n" not in message
@@ -134,7 +132,7 @@ def test_malformed_turns_are_refused_with_their_record(store, exported, what, ch
     turns = [dict(t) for t in exported["turns"]]
     turns[1].update(change)
     with pytest.raises(ConfigError) as info:
-        store.import_runs(json.dumps(dict(exported, turns=turns)))
+        import_runs(store, json.dumps(dict(exported, turns=turns)))
     assert "record 1" in str(info.value) and words in str(info.value), str(info.value)
     assert nothing_stored(store)
 
@@ -156,7 +154,7 @@ def test_malformed_turns_are_refused_with_their_record(store, exported, what, ch
 ])
 def test_hostile_json_is_refused_in_one_line(store, payload, words):
     with pytest.raises(ConfigError) as info:
-        store.import_runs(payload)
+        import_runs(store, payload)
     assert words in str(info.value) and "\n" not in str(info.value), str(info.value)
     assert nothing_stored(store)
 
@@ -165,7 +163,7 @@ def test_duplicate_turn_indexes_are_refused(store, exported):
     turns = [dict(t) for t in exported["turns"]]
     turns[1]["idx"] = turns[0]["idx"]
     with pytest.raises(ConfigError, match="appears twice"):
-        store.import_runs(json.dumps(dict(exported, turns=turns)))
+        import_runs(store, json.dumps(dict(exported, turns=turns)))
     assert nothing_stored(store)
 
 
@@ -177,16 +175,16 @@ def test_jsonl_is_split_on_newline_only(store, exported):
     turns[0]["reply"] = odd
     data = json.dumps(dict(exported, id="odd1", turns=turns), ensure_ascii=False) + "\n" + \
         json.dumps(dict(exported, id="odd2"), ensure_ascii=False) + "\n"
-    assert sorted(store.import_runs(data)) == ["odd1", "odd2"]
+    assert sorted(import_runs(store, data)) == ["odd1", "odd2"]
     assert store.get("odd1")["turns"][0]["reply"] == odd
 
 
 def test_crlf_jsonl_and_bytes_import(store, exported):
     data = (json.dumps(dict(exported, id="crlf1")) + "\r\n" +
             json.dumps(dict(exported, id="crlf2")) + "\r\n").encode("utf-8")
-    assert sorted(store.import_runs(data)) == ["crlf1", "crlf2"]
+    assert sorted(import_runs(store, data)) == ["crlf1", "crlf2"]
     with pytest.raises(ConfigError, match="not UTF-8"):
-        store.import_runs(b"\xff\xfe{}")
+        import_runs(store, b"\xff\xfe{}")
 
 
 def test_text_people_and_models_wrote_is_kept_cleaned_on_import(store, exported):
@@ -194,7 +192,7 @@ def test_text_people_and_models_wrote_is_kept_cleaned_on_import(store, exported)
     turns[0]["reply"] = "lone \ud800 and nul \x00 here"
     turns[0]["messages"] = [{"role": "user", "content": "ask \udfff"}]
     doc = dict(exported, question="Q \x00?", turns=turns, error="bad \ud83d")
-    store.import_runs(json.dumps(doc))  # json escapes the surrogates as \\ud800 ...
+    import_runs(store, json.dumps(doc))  # json escapes the surrogates as \\ud800 ...
     run = store.get(doc["id"])
     assert run["turns"][0]["reply"] == "lone \ufffd and nul \ufffd here"
     assert run["turns"][0]["messages"] == [{"role": "user", "content": "ask \ufffd"}]
@@ -206,10 +204,10 @@ def test_import_size_caps(store, exported, tmp_path, monkeypatch):
     many = dict(exported, turns=[{"idx": i, "phase": "p", "seat": "s", "status": "ok"}
                                  for i in range(records.MAX_TURNS + 1)])
     with pytest.raises(ConfigError, match="turns"):
-        store.import_runs(json.dumps(many))
+        import_runs(store, json.dumps(many))
     monkeypatch.setattr(records, "MAX_IMPORT_BYTES", 1000)
     with pytest.raises(ConfigError) as info:
-        store.import_runs(json.dumps(exported))
+        import_runs(store, json.dumps(exported))
     assert info.value.code == "limit" and "limit" in str(info.value)
     assert nothing_stored(store)
 
@@ -231,7 +229,7 @@ def test_every_protocols_export_passes_the_schema(tmp_path):
         run_sync(arun_config({"protocol": name, "model": "simulated"}, "Is 2+2 four?",
                              store=source, expected="yes"))
     target = Store(f"sqlite:///{tmp_path / 'copy.db'}")
-    assert len(target.import_runs(source.export_jsonl())) == len(REGISTRY)
+    assert len(import_runs(target, source.export_jsonl())) == len(REGISTRY)
     assert set(target.runs()["unreadable"]) == {""}
 
 
@@ -283,9 +281,9 @@ def test_import_refusal_writes_nothing_on_both_backends(backend, exported):  # n
     lines = [json.dumps(dict(exported, id=f"ok{i}")) for i in range(3)]
     lines.append(json.dumps(dict(exported, id="bad", calls=2 ** 40)))
     with pytest.raises(ConfigError, match="line 4"):
-        backend.import_runs("\n".join(lines))
+        import_runs(backend, "\n".join(lines))
     assert nothing_stored(backend)
-    assert sorted(backend.import_runs("\n".join(lines[:3]))) == ["ok0", "ok1", "ok2"]
+    assert sorted(import_runs(backend, "\n".join(lines[:3]))) == ["ok0", "ok1", "ok2"]
 
 
 # --------------------------------------------------------------------------- tolerant reading
@@ -449,7 +447,7 @@ def test_a_read_only_database_can_be_listed_and_read(tmp_path, exported):
     assert not history.history(store, history.Filters()).table.empty
     for write in (lambda: store.start_run("debate", "Q?"), lambda: store.delete([run_id]),
                   lambda: store.put_library("persona", "P", {}),
-                  lambda: store.import_runs(json.dumps(exported)),
+                  lambda: import_runs(store, json.dumps(exported)),
                   lambda: store.stop_run(stuck)):
         with pytest.raises(ConfigError, match="read-only"):
             write()
@@ -638,7 +636,8 @@ def test_fuzzed_imports_are_all_or_nothing_and_whatever_is_accepted_reads_back(t
     `ConfigError` and writes nothing, and whatever was accepted is read back whole by the
     store, the Runs page's read model and Insights."""
     pytest.importorskip("hypothesis")
-    from hypothesis import HealthCheck, given, settings, strategies as st
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
 
     store = Store(f"sqlite:///{tmp_path / 'fuzz.db'}")
     scalars = st.one_of(st.none(), st.booleans(), st.integers(-2 ** 70, 2 ** 70),
@@ -688,7 +687,7 @@ def test_fuzzed_imports_are_all_or_nothing_and_whatever_is_accepted_reads_back(t
         if split:  # a record broken over two lines
             text_data = text_data.replace(", ", ",\n", 1)
         try:
-            imported = store.import_runs(text_data)
+            imported = import_runs(store, text_data)
         except ConfigError as exc:
             assert "\n" not in str(exc)
             assert store.runs().empty and store.turns().empty

@@ -21,16 +21,17 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from openai_stub import loopback_only
 from sqlalchemy import text
 
 from engine import ConfigError, Store
 from engine.experiments import create, plan, run_experiment
 from engine.experiments.runner import pending_cells
 from engine.protocols import arun_config, run_sync
+from engine.protocols.storing import import_runs
 from engine.redaction import REDACTED, redact, redact_log_records, secret_values
 from engine.store.experiments import progress
 from engine.store.search_index import MAX_INDEXED
-from openai_stub import loopback_only
 
 ROOT = Path(__file__).resolve().parents[1]
 # Shaped like no provider's key, so only "every configured key" can catch it.
@@ -153,9 +154,8 @@ def test_a_key_stored_through_an_error_message_is_redacted_everywhere(  # noqa: 
 
 
 def test_the_runs_page_shows_the_error_without_the_key(echo_endpoint, db_url):
-    from streamlit.testing.v1 import AppTest
-
     from apptest_helpers import plain
+    from streamlit.testing.v1 import AppTest
     store = Store(db_url)
     config = {"protocol": "single", "model": "openai:m?endpoint=echo"}
     run_id = run_sync(arun_config(config, "Is the key safe?", store=store)).run_id
@@ -246,7 +246,7 @@ def _forged(experiment_id: str | None, run_id: str = "forged1", cell: str = "cel
 
 def test_an_imported_run_never_counts_as_an_experiments_cell(backend):  # noqa: F811
     experiment_id = _experiment(backend)
-    assert backend.import_runs(_forged(experiment_id)) == ["forged1"]
+    assert import_runs(backend, _forged(experiment_id)) == ["forged1"]
     imported = backend.get("forged1")
     assert imported["experiment_id"] is None
     assert sorted(imported["tags"]) == [f"imported-cell:{experiment_id}:0:0:0", "keep-me"]
@@ -257,13 +257,13 @@ def test_an_imported_run_never_counts_as_an_experiments_cell(backend):  # noqa: 
     runs = backend.runs(experiment_id=experiment_id)
     assert "forged1" not in set(runs["id"]) and len(runs) == 2
     # An export of the experiment's own runs, imported again, is skipped (same ids).
-    assert backend.import_runs(backend.export_jsonl(list(runs["id"]))) == []
+    assert import_runs(backend, backend.export_jsonl(list(runs["id"]))) == []
 
 
 def test_an_import_with_an_unknown_protocol_is_refused_with_its_line(backend):  # noqa: F811
     good = _forged(None, run_id="fine1", cell="x")
     with pytest.raises(ConfigError) as refused:
-        backend.import_runs(good + "\n" + _forged(None, run_id="brawl1", protocol="brawl"))
+        import_runs(backend, good + "\n" + _forged(None, run_id="brawl1", protocol="brawl"))
     message = str(refused.value)
     assert "line 2" in message and "'brawl'" in message and "nothing was imported" in message
     assert backend.runs().empty  # the good line was not written either

@@ -14,19 +14,18 @@ import os
 from pathlib import Path
 
 import pytest
+from apptest_helpers import poll
+from openai_stub import SimulatedOpenAI
 from streamlit.testing.v1 import AppTest
 
 from engine import ConfigError, Store, experiments, get_model
-
-from engine.services import library
 from engine.cli.main import main as cli_main
 from engine.llm.endpoints import Endpoint, EndpointRegistry, check_url, risky_host
 from engine.protocols import arun_config, run_sync
+from engine.protocols.storing import import_runs
+from engine.services import library
 from engine.services.rerun import rerun
 from engine.services.tasks import TaskRunner
-
-from apptest_helpers import poll
-from openai_stub import SimulatedOpenAI
 
 CANARY = "sk-parley-CANARY-never-to-the-attacker-7f3a"
 HOME_KEY = "sk-parley-HOME-endpoint-key-91c2"
@@ -184,7 +183,7 @@ def test_key_never_goes_to_a_base_url_in_an_imported_run_or_its_rerun(servers, s
                                                                 attacker.base_url))
     hostile["config"]["base_url"] = attacker.base_url
     other = Store(f"sqlite:///{tmp_path / 'colleague.db'}")
-    [imported] = other.import_runs(json.dumps(hostile))
+    [imported] = import_runs(other, json.dumps(hostile))
     with pytest.raises(ConfigError, match="not a registered endpoint"):
         TaskRunner(other).start_rerun(other.get(imported), endpoints=app_registry())  # app
     assert attacker.requests == []

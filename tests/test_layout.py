@@ -15,8 +15,8 @@ from __future__ import annotations
 import ast
 import warnings
 from collections.abc import Iterator
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -204,26 +204,67 @@ def test_the_circle_finder_finds_a_circle():
 
 
 def test_the_store_meets_the_protocols_without_importing_them(tmp_path):
-    """`engine.store` imports no protocol, yet a fresh process that opened only the store
-    refuses an import of an unknown protocol and saves a result's metrics through the
-    registry the package root hands down (`engine.catalog`)."""
+    """`engine.store` imports no protocol: a fresh process opens the store alone, and what
+    it needs of the protocols is handed to it from their side (the result types an import
+    is checked against), so an unknown protocol is refused and a known one imported."""
     import subprocess
     import sys
     script = f"""
 import json, sys
 from engine.store import Store
-assert "engine.protocols" not in sys.modules, "opening the store loaded the protocols"
 store = Store("sqlite:///{tmp_path / 'fresh.db'}")
+assert "engine.protocols" not in sys.modules, "opening the store loaded the protocols"
+from engine.protocols.storing import import_runs
 try:
-    store.import_runs(json.dumps({{"id": "x1", "protocol": "brawl", "question": "q",
+    import_runs(store, json.dumps({{"id": "x1", "protocol": "brawl", "question": "q",
                                     "status": "failed"}}))
 except ValueError as exc:
     print("refused:", exc)
 record = {{"id": "v1", "protocol": "vote", "question": "q", "status": "failed"}}
-print("imported:", store.import_runs(json.dumps(record)))
+print("imported:", import_runs(store, json.dumps(record)))
 """
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "refused:" in out.stdout and "'brawl'" in out.stdout and "debate" in out.stdout
     assert "imported: ['v1']" in out.stdout
+
+
+def _rebinds_module_state(tree: ast.AST) -> list[str]:
+    """What in a module's syntax tree rebinds module-level state at run time: a `global`
+    statement (a module-level name set by a function, as a process-wide lookup set at
+    start-up is), a write through `globals()`, or an attribute set on a module taken from
+    `sys.modules`."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Global):
+            found.append(f"line {node.lineno}: global {', '.join(node.names)}")
+        targets = node.targets if isinstance(node, ast.Assign) else (
+            [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
+        for target in targets:
+            if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Call) and \
+                    getattr(target.value.func, "id", "") == "globals":
+                found.append(f"line {node.lineno}: globals()[...] =")
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "setattr" and \
+                node.args and "sys.modules" in ast.unparse(node.args[0]):
+            found.append(f"line {node.lineno}: setattr(sys.modules[...], ...)")
+    return found
+
+
+def test_the_engine_keeps_no_module_level_state_set_at_run_time():
+    """No global (STYLE 7): the protocol registry reaches the store as an argument from the
+    protocols' side, not through a module-level lookup set at start-up (`engine/catalog.py`
+    is gone), and no engine module rebinds module-level state from a function."""
+    assert not (ROOT / "engine" / "catalog.py").exists()
+    found = {_rel(path): hits for path in ROOT.glob("engine/**/*.py")
+             if (hits := _rebinds_module_state(ast.parse(path.read_text(encoding="utf-8"))))}
+    assert found == {}
+
+
+@pytest.mark.parametrize("source", [
+    "_loader = None\ndef provide(f):\n    global _loader\n    _loader = f\n",
+    "def __getattr__(name):\n    globals()[name] = 1\n",
+    "import sys\nsetattr(sys.modules[__name__], 'x', 1)\n",
+])
+def test_the_module_state_check_finds_each_kind(source):
+    assert _rebinds_module_state(ast.parse(source))

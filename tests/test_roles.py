@@ -9,6 +9,7 @@ from engine.config import RunConfig
 from engine.protocols import arun_config, run_sync
 from engine.protocols.panel import run_panel
 from engine.protocols.personas import ROLES, panel_seats
+from engine.protocols import REGISTRY
 from engine.protocols.roles import describe, library_roles, role_lines, set_roles
 from engine.protocols.roundtable import run_roundtable
 from engine.services import library
@@ -25,7 +26,7 @@ def test_a_name_reads_the_library_then_the_built_in_then_itself():
     shipped = library.builtin_entries()["role"]
     stored = [*shipped, {"name": "risk_officer", "description": "Names the biggest risk.\n"
                          "Says if it is acceptable."}]
-    known = library_roles(stored)
+    known = library_roles(stored, REGISTRY.values())
     assert set(known) == {"risk_officer"}  # the built-ins as shipped add nothing of their own
     assert describe("risk_officer", known) == "Names the biggest risk. Says if it is acceptable."
     assert describe("Risk_Officer", known) == describe("risk_officer", known)
@@ -34,6 +35,10 @@ def test_a_name_reads_the_library_then_the_built_in_then_itself():
     edited = [{**row, "description": "Checks the sums only."} if row["name"] == "verifier"
               else row for row in shipped]
     assert describe("verifier", library_roles(edited)) == "Checks the sums only."
+    # A run knows its own protocol's shipped roles: another's, unknown to it, read as edited.
+    duel = [row for row in shipped if row["description"].startswith("Duel:")]
+    assert duel and set(library_roles(duel, [REGISTRY["duel"]])) == set()
+    assert set(library_roles(duel)) == {row["name"] for row in duel}
 
 
 def test_a_slot_s_own_role_is_no_role_set():

@@ -13,6 +13,7 @@ from langchain_core.messages import AIMessage
 from sqlalchemy import inspect, text, update
 
 from engine import ConfigError, Store, run_debate, run_peer_review
+from engine.protocols.storing import import_runs, open_store, save_result
 from engine.store import RunRow
 
 JUDGE_REPLY = "1. VERDICT: Pro\n2. REASONING: r\n3. PRO SUMMARY: p\n4. CON SUMMARY: c\n" \
@@ -249,7 +250,7 @@ def test_export_jsonl_then_import_round_trips(store, three_runs, tmp_path):
     lines = [json.loads(line) for line in dump.splitlines()]
     assert {d["id"] for d in lines} == set(three_runs.values())
     fresh = Store(f"sqlite:///{tmp_path / 'fresh.db'}")
-    assert sorted(fresh.import_runs(dump)) == sorted(three_runs.values())
+    assert sorted(import_runs(fresh, dump)) == sorted(three_runs.values())
     for name, run_id in three_runs.items():
         before, after = store.get(run_id), fresh.get(run_id)
         for key in ("protocol", "question", "label", "tags", "status", "error", "result",
@@ -266,23 +267,23 @@ def test_export_jsonl_then_import_round_trips(store, three_runs, tmp_path):
 
 def test_import_single_json_export(store, three_runs, tmp_path):
     fresh = Store(f"sqlite:///{tmp_path / 'fresh.db'}")
-    assert fresh.import_runs(store.export_run(three_runs["review"])) == [three_runs["review"]]
+    assert import_runs(fresh, store.export_run(three_runs["review"])) == [three_runs["review"]]
     assert fresh.get(three_runs["review"])["result"]["approved"] is True
 
 
 def test_importing_twice_skips_duplicates(store, three_runs, tmp_path):
     fresh = Store(f"sqlite:///{tmp_path / 'fresh.db'}")
     dump = store.export_jsonl()
-    assert len(fresh.import_runs(dump)) == 3
-    assert fresh.import_runs(dump) == []
+    assert len(import_runs(fresh, dump)) == 3
+    assert import_runs(fresh, dump) == []
     assert len(fresh.runs()) == 3 and len(fresh.turns()) == 6
-    assert store.import_runs(dump) == []  # into the store it came from
+    assert import_runs(store, dump) == []  # into the store it came from
 
 
 def test_imported_running_run_becomes_interrupted(store, tmp_path):
     run_id = store.start_run("debate", "In flight?")
     fresh = Store(f"sqlite:///{tmp_path / 'fresh.db'}")
-    fresh.import_runs(store.export_run(run_id))
+    import_runs(fresh, store.export_run(run_id))
     assert fresh.get(run_id)["status"] == "interrupted"
 
 
@@ -290,13 +291,13 @@ def test_imported_running_run_becomes_interrupted(store, tmp_path):
                                   '{"id": "x"}', '{"id": "a", "protocol": "debate"}\nnope'])
 def test_malformed_import_raises_config_error(store, data):
     with pytest.raises(ConfigError) as info:
-        store.import_runs(data)
+        import_runs(store, data)
     assert info.value.code == "input"
     assert store.runs().empty
 
 
 def test_empty_import_imports_nothing(store):
-    assert store.import_runs("   \n") == []
+    assert import_runs(store, "   \n") == []
 
 
 # --------------------------------------------------------------------------- secrets
@@ -346,7 +347,7 @@ def test_default_config_records_seats_by_spec_without_keys(store, recording_mode
 def test_imported_config_is_stripped_too(store, tmp_path):
     doc = {"id": "abc123", "protocol": "debate", "question": "Q", "status": "completed",
            "config": {"api_key": "sk-IMPORTED-SECRET", "model": "simulated"}, "turns": []}
-    store.import_runs(json.dumps(doc))
+    import_runs(store, json.dumps(doc))
     assert store.get("abc123")["config"] == {"model": "simulated"}
 
 
@@ -403,7 +404,7 @@ def test_configurations_of_the_old_flat_shape_are_migrated_by_slot_once(tmp_path
             {"body": json.dumps({"protocol": "debate", "seats": {"judge": {"model": "simulated"}}})})
     old.engine.dispose()
 
-    reopened = Store(url)
+    reopened = open_store(url)  # migrated, then back-filled by the protocols
     assert "0004_configs_by_slot" in reopened.migrations()
     run = reopened.get(slotted.run_id)
     assert [v["name"] for v in run["config"]["seats"]["voters"]] == [v["name"] for v in voters]
@@ -426,9 +427,9 @@ def test_sqlite_runs_in_wal_mode(store):
 def test_save_stores_a_result_made_without_a_store(store, recording_model):
     result = run_debate("Saved later?", **fakes(recording_model), max_rounds=1, retries=0)
     assert result.run_id is None
-    run_id = store.save(result, label="later", tags=["x"])
+    run_id = save_result(store, result, label="later", tags=["x"])
     row = store.get(run_id)
     assert row["status"] == "completed" and row["label"] == "later" and row["tags"] == ["x"]
     assert [t["reply"] for t in row["turns"]] == [t.reply for t in result.turns]
-    assert store.save(result, label="relabelled") == run_id  # saving again relabels
+    assert save_result(store, result, label="relabelled") == run_id  # saving again relabels
     assert store.get(run_id)["label"] == "relabelled" and len(store.runs()) == 1

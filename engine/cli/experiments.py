@@ -256,9 +256,9 @@ def cmd_run(args: Any) -> int:
     `--base-url` put every seat on one model (`override_model`); the base URL is registered
     for this process as `run --base-url` registers it, so only it receives the key."""
     from engine.cli.runflags import endpoints_from_args
-    from engine.store import Store
+    from engine.protocols.storing import open_store
     spec = spec_from_args(args)
-    store = Store(args.db)
+    store = open_store(args.db)
     if args.workers:
         require_postgres(store)  # before anything is stored
     if args.limit is not None:
@@ -304,8 +304,8 @@ def cost_text(value: float | None) -> str:
 def cmd_resume(args: Any) -> int:
     from engine.cli.runflags import endpoints_from_args
     from engine.experiments.budget import set_budget
-    from engine.store import Store
-    store = Store(args.db)
+    from engine.protocols.storing import open_store
+    store = open_store(args.db)
     set_unchanged(store, args.experiment_id)  # before a new budget or the pool hears of it
     if args.budget_usd is not None:
         set_budget(store, args.experiment_id, args.budget_usd)
@@ -319,8 +319,8 @@ def cmd_resume(args: Any) -> int:
 
 
 def cmd_show(args: Any) -> int:
-    from engine.store import Store
-    store = Store(args.db)
+    from engine.protocols.storing import open_store
+    store = open_store(args.db)
     result = report(store, args.experiment_id, "both")  # simulated and real kept apart
     state, experiment = result.progress, result.experiment
     simulated = result.runs["simulated"] if not result.runs.empty else pd.Series(dtype=bool)
@@ -383,8 +383,8 @@ def cmd_show(args: Any) -> int:
 
 
 def cmd_list(args: Any) -> int:
-    from engine.store import Store
-    frame = list_experiments(Store(args.db))
+    from engine.protocols.storing import open_store
+    frame = list_experiments(open_store(args.db))
     if frame.empty:
         _say("no experiments yet; start one with python -m engine experiment run SPEC.yaml")
         return 0

@@ -13,10 +13,10 @@ def cmd_fork(args: argparse.Namespace) -> int:
     from engine.access import cli_user
     from engine.cli.runflags import endpoints_from_args, progress_line
     from engine.protocols import get_protocol
+    from engine.protocols.storing import open_store
     from engine.services.fork import fork, parse_edit
-    from engine.store import Store
     from engine.text import terminal_safe
-    store = Store(args.db)
+    store = open_store(args.db)
     edits = dict(parse_edit(e) for e in args.edit)
 
     def progress(turn: Any) -> None:

@@ -22,9 +22,9 @@ def _say(text: str) -> None:
 
 def cmd_approve(args: argparse.Namespace) -> int:
     """Approve the experiment as its name's baseline, approved by the CLI's user."""
-    from engine.store import Store
+    from engine.protocols.storing import open_store
     from engine.store.approvals import approve, history
-    store = Store(args.db)
+    store = open_store(args.db)
     approval = approve(store, args.experiment_id, cli_user())
     _say(f"experiment {args.experiment_id} is the approved baseline of "
          f"{approval['name']!r} (approved by {approval['approved_by']})")
@@ -39,11 +39,11 @@ def cmd_approve(args: argparse.Namespace) -> int:
 def cmd_gate(args: argparse.Namespace) -> int:
     """Compare the candidate with its baseline; exit 0 on no regression, 1 on a regression
     (each named on a line), 2 on bad input (`ConfigError`, which `main` turns into 2)."""
+    from engine.protocols.storing import open_store
     from engine.reports.gate import gate, markdown, summary_text
-    from engine.store import Store
     from engine.store.approvals import baseline_of
     from engine.store.experiments import get
-    store = Store(args.db)
+    store = open_store(args.db)
     candidate = get(store, args.candidate)
     baseline = args.baseline
     if baseline is None:

@@ -136,8 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _store(args: argparse.Namespace):
-    from engine.store import Store
-    return Store(getattr(args, "db", None))
+    from engine.protocols.storing import open_store
+    return open_store(getattr(args, "db", None))
 
 
 def _say(text: Any, file: Any = None) -> None:
@@ -313,7 +313,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise ConfigError(f"import: cannot read {args.path}: {exc.strerror}", "input") from None
     from engine.access import cli_user
-    print(_store(args).import_file(data, imported_by=cli_user()).summary())
+    from engine.protocols.storing import import_file
+    print(import_file(_store(args), data, imported_by=cli_user()).summary())
     return 0
 
 

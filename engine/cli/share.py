@@ -10,9 +10,9 @@ from typing import Any
 
 def cmd_share(args: argparse.Namespace) -> int:
     """Write the HTML of `args.id` (a run, or with --experiment an experiment) to --out."""
+    from engine.protocols.storing import open_store
     from engine.reports import share
-    from engine.store import Store
-    store = Store(args.db)
+    store = open_store(args.db)
     if args.experiment:
         from engine.reports.experiments import report
         try:

@@ -47,10 +47,10 @@ def cmd_worker(args: Any) -> int:
     import logging
 
     from engine.cli.runflags import endpoints_from_args
-    from engine.store import Store
+    from engine.protocols.storing import open_store
     from engine.workers import arun_worker
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
-    store = Store(args.db)
+    store = open_store(args.db)
 
     def ready() -> None:
         _say(f"worker on {store.url_safe}: {args.concurrency} at a time, queues "
@@ -63,9 +63,9 @@ def cmd_worker(args: Any) -> int:
 
 def cmd_workers(args: Any) -> int:
     """`workers`: print the pool."""
-    from engine.store import Store
+    from engine.protocols.storing import open_store
     from engine.store.workers import require_postgres
-    store = Store(args.db)
+    store = open_store(args.db)
     require_postgres(store)
     _say(pool_text(store))
     return 0
@@ -73,9 +73,9 @@ def cmd_workers(args: Any) -> int:
 
 def cmd_stop(args: Any) -> int:
     """`experiment stop ID`: stop an experiment the pool runs."""
-    from engine.store import Store
+    from engine.protocols.storing import open_store
     from engine.workers import stop
-    count = stop(Store(args.db), args.experiment_id)
+    count = stop(open_store(args.db), args.experiment_id)
     _say(f"experiment {args.experiment_id} stopped; {count} job(s) cancelled or aborted")
     return 0
 

@@ -18,7 +18,7 @@ import contextvars
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -194,7 +194,7 @@ class RunContext:
                  kept: Sequence[Turn] = (), kept_from: str = "",
                  role_library: Mapping[str, str] | None = None,
                  role_lines: Mapping[str, str] | None = None,
-                 answers: Sequence[str] = ()):
+                 answers: Sequence[str] = (), phrases: Iterable[str] = ()):
         self.protocol = protocol
         self.on_event = on_event
         self.recorder = recorder
@@ -215,6 +215,9 @@ class RunContext:
             str(expected).strip() else None
         self.variant = variant
         self.answers = tuple(answers)  # what the question's form allows (a yes/no question)
+        # The placeholder phrases of the run's prompts (`protocols.templates.echo_phrases`): a
+        # stance that echoes one is no position.
+        self.phrases = frozenset(phrases)
         # Roles (`engine.protocols.roles`): the library's own descriptions by folded name,
         # for templates that carry a role, and the `Your role: ...` line a seat's system
         # prompt gains, by seat name (only seats whose role is set have one).

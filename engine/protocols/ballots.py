@@ -119,7 +119,7 @@ def screened(ctx: RunContext, turn: Turn, made: Ballot, stance: str) -> Ballot:
     echoed, or an essay: `stance_problem`; or a hedge declaring several different answers:
     `analysis.answers.hedge`) abstains: its stance is blanked and the turn carries the
     warning."""
-    why = stance_problem(stance) or hedge(stance)
+    why = stance_problem(stance, ctx.phrases) or hedge(stance)
     if not why:
         return made
     ctx.update(turn, warnings=[*turn.warnings, why])

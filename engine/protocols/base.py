@@ -23,7 +23,6 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from engine import catalog
 from engine.analysis.answers import answers_match, hedge
 from engine.analysis.rounds_dynamics import votes
 from engine.config import RunConfig, RunOptions, SeatSpec
@@ -33,7 +32,7 @@ from engine.llm.runmodels import open_run
 from engine.llm.transport import releasing
 from engine.models import RunResult, RunStopped, Seat, Signals, Turn, now, total_cost
 from engine.protocols.roles import role_lines, set_roles, stored_library
-from engine.protocols.templates import Template, check_prompts
+from engine.protocols.templates import Template, check_prompts, echo_phrases
 from engine.simulated.world import answers_of
 from engine.store import StoreWriteError
 
@@ -231,14 +230,16 @@ def presented(seats: Sequence[S], seed: int | None) -> tuple[list[str], list[S]]
     return order, in_order(seats, order)
 
 
-async def execute(protocol: str, question: str, templates: Mapping[str, Template],
+async def execute(spec: ProtocolSpec[Any], question: str, templates: Mapping[str, Template],
                   body: Callable[[RunContext], Awaitable[R]],
                   seats: Mapping[str, Seat | list[Seat] | None], options: Mapping[str, Any],
                   run: RunOptions, order: Sequence[str] = ()) -> R:
     """Run `body` under the store lifecycle: open the run row (unless `run.run_id` names one
     the caller opened), record turns as they complete, and end the run with its status.
     `order` is the presentation order the run used (`presentation_order`), kept on the
-    result; the stored configuration says the run's order seed."""
+    result; the stored configuration says the run's order seed. `spec` is the protocol's own
+    registry entry: its slots, metrics and assessment end the run."""
+    protocol = spec.name
     prompts = check_prompts(protocol, templates, run.prompts)
     store = run.store
     ctx = RunContext(protocol, on_event=run.on_event, prompts=prompts,
@@ -247,7 +248,9 @@ async def execute(protocol: str, question: str, templates: Mapping[str, Template
                      endpoints=run.endpoints, expected=run.expected,
                      variant=world_variant(run.tags), store=store, **kept_turns(run),
                      answers=answers_of(question),
-                     **seat_roles(protocol, seats, store))
+                     phrases=echo_phrases([*(t.text for t in templates.values()),
+                                           *prompts.values()]),
+                     **seat_roles(spec, seats, store))
     expected = run.expected
     run_id = run.run_id
     began = now()
@@ -294,18 +297,17 @@ async def execute(protocol: str, question: str, templates: Mapping[str, Template
     result.run_id = run_id
     if expected is not None and str(expected).strip():
         score(result, str(expected))
-    error = _finish(store, run_id, result, run, began)
+    error = _finish(spec, store, run_id, result, run, began)
     traced("failed" if error else "completed")
     return result
 
 
-def _finish(store: Any, run_id: str | None, result: RunResult, run: RunOptions, began: Any
-            ) -> str:
-    """Store the ended run with its metrics and assessment (when there is a store); returns
-    its error ("" when it did not fail)."""
+def _finish(spec: ProtocolSpec[Any], store: Any, run_id: str | None, result: RunResult,
+            run: RunOptions, began: Any) -> str:
+    """Store the ended run with the metrics and assessment its protocol (`spec`) makes of it
+    (when there is a store); returns its error ("" when it did not fail)."""
     if store is None:
         return no_call_succeeded(result.turns)
-    spec = catalog.entry(result.protocol)
     error, lost = spec.assess(result)
     try:
         store.finish_run(run_id, result, {**spec.metrics(result), **fork_metrics(run)},
@@ -330,20 +332,20 @@ def _trace(protocol: str, run_id: str | None, turns: list[Turn], status: str, be
                         experiment_id=run.experiment_id)
 
 
-def seat_roles(protocol: str, seats: Mapping[str, Seat | list[Seat] | None], store: Any
-               ) -> dict[str, Any]:
+def seat_roles(spec: ProtocolSpec[Any], seats: Mapping[str, Seat | list[Seat] | None],
+               store: Any) -> dict[str, Any]:
     """The run context's arguments for the seats' roles (`engine.protocols.roles`): the
     library's own role descriptions (read only when a seat's role is set) and the
     `Your role: ...` line of each seat whose role is set, where its slot's templates do not
     say the role themselves."""
-    slots = {slot.name: slot for slot in getattr(catalog.entry(protocol), "slots", ())}
+    slots = {slot.name: slot for slot in spec.slots}
     given = [(seat, slots.get(name)) for name, value in seats.items()
              for seat in (value if isinstance(value, (list, tuple)) else [value])
              if isinstance(seat, Seat)]
     chosen = set_roles((seat, slot.role if slot else "") for seat, slot in given)
     if not chosen:
         return {}
-    library = stored_library(store)
+    library = stored_library(store, [spec])
     lined = [seat for seat, slot in given
              if seat in chosen and not (slot and slot.role_in_template)]
     return {"role_library": library, "role_lines": role_lines(lined, library)}

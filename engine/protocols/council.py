@@ -239,7 +239,7 @@ async def arun_council(question: str, *, members: list[Seat | Any], chairman: Se
             answer=answer, confidence=top_confidence(rankings, top), seed=seed,
             warnings=warnings, duration=time.monotonic() - start)
 
-    return await execute("council", question, TEMPLATES, body,
+    return await execute(SPEC, question, TEMPLATES, body,
                          {"members": members, "chairman": chair}, {"seed": seed}, run, order)
 
 

@@ -284,7 +284,7 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
 
     options = {"max_rounds": max_rounds, "timeout": _seconds(timeout), "swap_sides": swap_sides,
                "consultancy": consultancy}
-    return await execute("debate", topic, TEMPLATES, body,
+    return await execute(SPEC, topic, TEMPLATES, body,
                          {"proponent": proponent, "opponent": opponent, "judge": judge},
                          options, run, order)
 

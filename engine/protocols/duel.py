@@ -200,7 +200,7 @@ async def arun_duel(topic: str, *, a: Seat | Any, b: Seat | Any, rounds: int = 3
 
     options = {"rounds": rounds, "first": first, "converge": converge, "reply": reply}
     speaking = [sides[opener].name, sides["b" if opener == "a" else "a"].name]
-    return await execute("duel", topic, TEMPLATES, body, {"a": sides["a"], "b": sides["b"]},
+    return await execute(SPEC, topic, TEMPLATES, body, {"a": sides["a"], "b": sides["b"]},
                          options, run, speaking)
 
 

@@ -368,7 +368,7 @@ async def arun_panel(question: str, *, debaters: list[Seat | Any], critic: Seat 
             rationale=rationale, key_points=points, warnings=warnings,
             duration=time.monotonic() - start)
 
-    return await execute("panel", question, TEMPLATES, body,
+    return await execute(SPEC, question, TEMPLATES, body,
                          {"debaters": debaters, "critic": critic, "judge": judge}, {},
                          run, order)
 

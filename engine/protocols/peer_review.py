@@ -160,7 +160,7 @@ async def arun_peer_review(task: str, *, producer: Seat | Any, reviewer: Seat | 
                                 answer=answer, duration=time.monotonic() - start,
                                 warnings=warnings)
 
-    return await execute("peer-review", task, TEMPLATES, body,
+    return await execute(SPEC, task, TEMPLATES, body,
                          {"producer": producer, "reviewer": reviewer},
                          {"max_iterations": max_iterations}, run,
                          # the loop fixes who goes first (a review needs a draft): no seat is

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from engine import catalog
 from engine.models import Seat
 from engine.protocols.personas import ROLES
 from engine.text import fold_name
@@ -22,14 +21,14 @@ ROLE_TEXT_MAX = 2_000  # characters of a description that reach a prompt
 ROLE_PREFIX = "Your role: "
 
 
-def builtin_roles() -> list[dict[str, str]]:
+def builtin_roles(specs: Iterable[Any]) -> list[dict[str, str]]:
     """The roles as they ship, as library entries (`name`, `icon`, `description`): the seeds'
-    roles (`personas.ROLES`), then the default roles of every registered protocol's seats
-    (a duel's optimist and skeptic)."""
+    roles (`personas.ROLES`), then the default roles of the seats of `specs` (registry
+    entries: a duel's optimist and skeptic)."""
     out = [{"name": r.name, "icon": "", "description": f"{r.title}: {r.description}"}
            for r in ROLES.values()]
     known = {entry["name"] for entry in out}
-    for spec in catalog.protocols().values():
+    for spec in specs:
         for slot in getattr(spec, "slots", ()):
             for default in slot.defaults:
                 role = str(default.get("role") or "").strip()
@@ -48,11 +47,13 @@ def one_line(text: str) -> str:
     return line if len(line) <= ROLE_TEXT_MAX else line[:ROLE_TEXT_MAX - 1].rstrip() + "…"
 
 
-def library_roles(entries: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+def library_roles(entries: Iterable[Mapping[str, Any]], specs: Iterable[Any] = ()
+                  ) -> dict[str, str]:
     """The library's roles that say something of their own, by folded name: each entry with
-    a description other than the one it shipped with (a built-in entry left as it was says
-    what the built-in role says, in the protocol's own words)."""
-    shipped = {fold_name(r["name"]): r["description"].strip() for r in builtin_roles()}
+    a description other than the one it shipped with (`builtin_roles` of `specs`, the
+    protocols a run knows: a built-in entry left as it was says what the built-in role says,
+    in the protocol's own words)."""
+    shipped = {fold_name(r["name"]): r["description"].strip() for r in builtin_roles(specs)}
     out: dict[str, str] = {}
     for entry in entries:
         name, text = str(entry.get("name") or ""), str(entry.get("description") or "").strip()
@@ -61,13 +62,13 @@ def library_roles(entries: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     return out
 
 
-def stored_library(store: Any) -> dict[str, str]:
-    """`library_roles` of a store's library (nothing without a store, or when its library
-    cannot be read: a role then says what its name or text says)."""
+def stored_library(store: Any, specs: Iterable[Any] = ()) -> dict[str, str]:
+    """`library_roles` of a store's library, for a run of `specs` (nothing without a store,
+    or when its library cannot be read: a role then says what its name or text says)."""
     if store is None or not hasattr(store, "library"):
         return {}
     try:
-        return library_roles(store.library("role"))
+        return library_roles(store.library("role"), specs)
     except Exception:  # a library that cannot be read never stops a run
         return {}
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterable
 from typing import Any, Unpack
 
 from engine.analysis.agreement import LEVELS, overlap_agreement, unbacked
@@ -113,14 +114,15 @@ def role_description(role: str) -> str:
     return ROLES.get(name) or name or PARTICIPANT
 
 
-def parse_stance(text: str) -> tuple[dict[str, Any], list[str]]:
+def parse_stance(text: str, phrases: Iterable[str] = ()) -> tuple[dict[str, Any], list[str]]:
     """The last `STANCE:` line of a turn; a missing one is a warning, never invented, and a
-    turn declaring several different answers (`analysis.answers.hedge`) gives none."""
+    turn declaring several different answers (`analysis.answers.hedge`) or echoing the
+    prompt's placeholder text (`phrases`, `templates.stance_problem`) gives none."""
     found = [m.group(1).strip().strip("*_ \t").strip() for m in _STANCE.finditer(text or "")]
     found = [s for s in found if s]
     if not found:
         return {"stance": None}, ["no STANCE line; this turn gives no stance"]
-    why = stance_problem(found[-1]) or hedge(text)
+    why = stance_problem(found[-1], phrases) or hedge(text)
     return ({"stance": None}, [why]) if why else ({"stance": found[-1]}, [])
 
 
@@ -223,7 +225,8 @@ async def arun_roundtable(question: str, *, agents: list[Seat | Any], rounds: in
                 turn = await ctx.call_lines(seat, [{"role": "system", "content": system},
                                                    {"role": "user", "content": prompt}],
                                             line=STANCE_LINE, phase="turn", round=number,
-                                            parse=parse_stance,
+                                            parse=lambda text: parse_stance(
+                                                text, ctx.phrases),
                                             task=_turn_task(seat, exchanges))
                 exchanges.append(Exchange(
                     agent=seat.name, role=role_name(seat.role), round=number,
@@ -312,7 +315,7 @@ async def arun_roundtable(question: str, *, agents: list[Seat | Any], rounds: in
             duration=time.monotonic() - start)
 
     options = {"rounds": rounds, "context": context}
-    return await execute("roundtable", question, TEMPLATES, body,
+    return await execute(SPEC, question, TEMPLATES, body,
                          {"agents": seats, "judge": judge_seat}, options, run, order)
 
 

@@ -118,7 +118,7 @@ async def arun_single(question: str, *, agent: Seat | Any, rounds: int = 1,
                             mind_changes=_changes(replies), warnings=warnings,
                             duration=time.monotonic() - start)
 
-    return await execute("single", question, TEMPLATES, body, {"agent": agent},
+    return await execute(SPEC, question, TEMPLATES, body, {"agent": agent},
                          {"rounds": rounds}, run, [agent.name])
 
 

@@ -285,7 +285,7 @@ async def arun_society(question: str, *, agents: list[Seat | Any], rounds: int =
                              mind_changes=_changes(done), confidence=derive_confidence(last),
                              warnings=warnings, duration=time.monotonic() - start)
 
-    return await execute("society", question, TEMPLATES, body, {"agents": agents},
+    return await execute(SPEC, question, TEMPLATES, body, {"agents": agents},
                          {"rounds": rounds, "summarise": summarise, "synthesize": synthesize},
                          run, order)
 

@@ -8,12 +8,10 @@ placeholders ("your short canonical stance") is no position.
 """
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from engine import catalog
 from engine.models import ConfigError
 
 TEMPLATE_MAX = 20_000
@@ -115,16 +113,9 @@ def echo_phrases(texts: Iterable[str]) -> frozenset[str]:
     return frozenset(found)
 
 
-@functools.cache
-def template_phrases() -> frozenset[str]:
-    """The placeholder phrases of every registered protocol's default templates."""
-    return echo_phrases(t.text for spec in catalog.protocols().values()
-                        for t in spec.templates.values())
-
-
-def stance_problem(stance: str | None, phrases: Iterable[str] | None = None) -> str:
+def stance_problem(stance: str | None, phrases: Iterable[str]) -> str:
     """Why a stance is no position ("" when it is one): it echoes the prompt's own
-    placeholder text (`phrases`, default: every protocol's templates), or it is longer than
+    placeholder text (`phrases`: the run's templates', `echo_phrases`), or it is longer than
     a short answer (`STANCE_WORDS_MAX` words). Such a stance abstains; the turn says why."""
     words = _words(stance or "")
     if not words:
@@ -133,7 +124,7 @@ def stance_problem(stance: str | None, phrases: Iterable[str] | None = None) -> 
             return f"the stance {text[:80]!r} has no word, so it abstains"
         return ""
     text = " ".join(words)
-    for phrase in (template_phrases() if phrases is None else phrases):
+    for phrase in phrases:
         addressed = phrase.startswith("your ") and phrase.count(" ") >= 2
         shared = set(words) & set(phrase.split())
         if text == phrase or (len(words) >= 3 and f" {text} " in f" {phrase} ") or (

@@ -90,7 +90,7 @@ async def arun_vote(question: str, *, voters: list[Seat | Any], **kw: Unpack[Run
                           confidence=derive_confidence(counted), answer=counted.winner or "",
                           warnings=warnings, duration=time.monotonic() - start)
 
-    return await execute("vote", question, TEMPLATES, body, {"voters": voters}, {}, run,
+    return await execute(SPEC, question, TEMPLATES, body, {"voters": voters}, {}, run,
                          order)
 
 

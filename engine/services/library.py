@@ -39,10 +39,10 @@ _YAML_KEYS = {"personas": "persona", "roles": "role", "configurations": CONFIG}
 def builtin_entries() -> dict[str, list[dict[str, str]]]:
     """The seeds' personas and roles as library entries: `engine.protocols.personas`, plus the
     default roles of every registered protocol's seats (a duel's optimist and skeptic)."""
-    from engine.protocols import personas, roles
+    from engine.protocols import REGISTRY, personas, roles
     return {"persona": [{"name": p.id, "icon": p.icon, "prompt": p.prompt,
                          "description": p.name} for p in personas.PERSONAS.values()],
-            "role": roles.builtin_roles()}
+            "role": roles.builtin_roles(REGISTRY.values())}
 
 
 def ensure_seeded(store: Any) -> bool:

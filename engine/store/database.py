@@ -17,7 +17,7 @@ import os
 import re
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -29,9 +29,9 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from engine.models import ConfigError, now
 from engine.store import schema
 from engine.store.liveness import GONE, owner_gone
-from engine.store.migrations import MIGRATIONS, refuse_newer
+from engine.store.migrations import BACKFILLS, MIGRATIONS, refuse_newer
 from engine.store.schema import MigrationRow, RunRow
-from engine.store.statements import MIGRATION_LOG, end_run_row
+from engine.store.statements import BACKFILL_LOG, MIGRATION_LOG, end_run_row
 
 
 def default_url() -> str:
@@ -168,6 +168,30 @@ class Database:
                     name=name, applied_at=now()))
                 applied.append(name)
         return applied
+
+    def backfill(self, protocols: Mapping[str, Any]) -> list[str]:
+        """Do the back-fills of old rows that migrations left to the protocols' side
+        (`migrations.BACKFILLS`), each with the protocol registry handed in (`protocols`,
+        by name) and in one transaction with its note's removal; returns their names. A
+        read-only store, or one with none pending, does nothing."""
+        if self.read_only:
+            return []
+        with self.engine.connect() as connection:
+            if not inspect(connection).has_table(BACKFILL_LOG.name) or connection.execute(
+                    select(BACKFILL_LOG.c.name).limit(1)).first() is None:
+                return []
+        done: list[str] = []
+        with self.writing(retry=False) as connection:
+            if connection.dialect.name == "postgresql":  # one process fills, the rest wait
+                connection.execute(text("SELECT pg_advisory_xact_lock(:key)"),
+                                   {"key": MIGRATION_LOCK})
+            pending = sorted(connection.execute(select(BACKFILL_LOG.c.name)).scalars())
+            for name in pending:
+                if name in BACKFILLS:  # a note no step of this Parley reads stays
+                    BACKFILLS[name](connection, protocols)
+                    connection.execute(BACKFILL_LOG.delete().where(BACKFILL_LOG.c.name == name))
+                    done.append(name)
+        return done
 
     def check_schema(self) -> None:
         """Without writing: refuse a database from a newer Parley, or one (read-only) that

@@ -55,6 +55,14 @@ mode, grammar), learned once for every process (`engine.store.support`).
 
 `0023_unanswered`: runs gain `unanswered`, and ended runs that were given an expected answer
 and gave none are scored wrong and unanswered (see `unanswered`).
+
+`0026_backfills`: the table of back-fills left to the protocols' side.
+
+The store knows no protocol, so the part of `0004`, `0005` and `0023` that reads old rows
+with a protocol's code (its metrics, its assessment, whether it gives an answer) is not done
+here: on a database that holds runs, the migration notes it in `backfills`, and the
+protocols' side does it once the store is open (`Store.backfill`, handed the registry by
+`engine.protocols.storing.backfill`).
 """
 from __future__ import annotations
 
@@ -65,8 +73,7 @@ from typing import Any
 from sqlalchemy import Connection, false, func, inspect, or_, select, text, true, update
 from sqlalchemy.schema import CreateIndex
 
-from engine import catalog
-from engine.models import ConfigError, Turn
+from engine.models import ConfigError, Turn, now
 from engine.store import facets, statements
 from engine.store.records import error_text
 from engine.store.schema import (
@@ -124,15 +131,28 @@ def _rewrite(connection: Connection, table: Any, column: Any, change: Callable[[
                 {column.name: json.dumps(new, ensure_ascii=False)}))
 
 
-def _completed_results(connection: Connection) -> Iterator[tuple[str, Any, Any, dict]]:
+def note_backfill(connection: Connection, name: str) -> None:
+    """Leave migration `name`'s back-fill of old rows to the protocols' side, when the
+    database holds any run (a new one has nothing to fill)."""
+    if connection.execute(select(statements.RUNS.c.id).limit(1)).first() is None:
+        return
+    statements.BACKFILL_LOG.create(connection, checkfirst=True)  # a database older than 0026
+    if connection.execute(select(statements.BACKFILL_LOG.c.name).where(
+            statements.BACKFILL_LOG.c.name == name)).first() is None:
+        connection.execute(statements.BACKFILL_LOG.insert().values(name=name,
+                                                        noted_at=now()))
+
+
+def _completed_results(connection: Connection, protocols: Mapping[str, Any]
+                       ) -> Iterator[tuple[str, Any, Any, dict]]:
     """Each completed run whose stored result this version reads: its id, its protocol's
-    registry entry, the typed result (its `protocol` set) and the stored metrics. An
-    unreadable run is skipped and stays as it is (reads show it as unreadable)."""
+    registry entry (from `protocols`), the typed result (its `protocol` set) and the stored
+    metrics. An unreadable run is skipped and stays as it is (reads show it as unreadable)."""
     runs = statements.RUNS
     rows = connection.execute(select(runs.c.id, runs.c.protocol, runs.c.result,
                                      runs.c.metrics).where(runs.c.status == "completed")).all()
     for run_id, protocol, result, metrics in rows:
-        spec = catalog.protocols().get(protocol)
+        spec = protocols.get(protocol)
         try:
             stored = json.loads(metrics) if metrics else {}
             typed = spec.read_result(json.loads(result)) if spec is not None and result else None
@@ -145,11 +165,19 @@ def _completed_results(connection: Connection) -> Iterator[tuple[str, Any, Any, 
 
 
 def configs_by_slot(connection: Connection) -> None:
-    """Migration 0004: configurations by slot, and each run's outcome line in its metrics."""
+    """Migration 0004: configurations by slot; each run's outcome line in its metrics is
+    left to the protocols' side (`outcome_metrics`)."""
     runs, library = statements.RUNS, statements.LIBRARY
     _rewrite(connection, runs, runs.c.config, regroup)
     _rewrite(connection, library, library.c.body, regroup)
-    for run_id, spec, typed, stored in _completed_results(connection):
+    note_backfill(connection, "0004_configs_by_slot")
+
+
+def outcome_metrics(connection: Connection, protocols: Mapping[str, Any]) -> None:
+    """Back-fill of 0004: each completed run's metrics gain the outcome line its protocol
+    writes now, read from its stored result."""
+    runs = statements.RUNS
+    for run_id, spec, typed, stored in _completed_results(connection, protocols):
         if "outcome" in stored:
             continue
         new = {**stored, **spec.metrics(typed)}  # the current signals win over old keys
@@ -159,11 +187,8 @@ def configs_by_slot(connection: Connection) -> None:
 
 def degraded_runs(connection: Connection) -> None:
     """Migration 0005: the run-level `degraded_run` flag and `lost` text. A database made
-    before it gains the two columns (a new one has them from `0001`), and its completed runs
-    are assessed as a run is now at its end: one in which no model call succeeded becomes
-    `failed` with the error saying so, one that lost a decisive call or most of its turns is
-    flagged with what it lost, and the metrics are written again by the current signals (a
-    failed judge's 0.00 confidence becomes None)."""
+    before it gains the two columns (a new one has them from `0001`); its completed runs are
+    assessed again on the protocols' side (`assess_again`)."""
     present = {c["name"] for c in inspect(connection).get_columns("runs")}
     false = "false" if connection.dialect.name == "postgresql" else "0"
     if "degraded_run" not in present:
@@ -171,8 +196,16 @@ def degraded_runs(connection: Connection) -> None:
                                 f"DEFAULT {false}"))
     if "lost" not in present:
         connection.execute(text("ALTER TABLE runs ADD COLUMN lost TEXT NOT NULL DEFAULT ''"))
+    note_backfill(connection, "0005_degraded_runs")
+
+
+def assess_again(connection: Connection, protocols: Mapping[str, Any]) -> None:
+    """Back-fill of 0005: completed runs are assessed as a run is now at its end: one in
+    which no model call succeeded becomes `failed` with the error saying so, one that lost a
+    decisive call or most of its turns is flagged with what it lost, and the metrics are
+    written again by the current signals (a failed judge's 0.00 confidence becomes None)."""
     runs, turns = statements.RUNS, statements.TURNS
-    for run_id, spec, typed, stored in _completed_results(connection):
+    for run_id, spec, typed, stored in _completed_results(connection, protocols):
         typed.turns = [Turn(index=t.idx, phase=t.phase, round=t.round, seat=t.seat,
                             status="ok" if t.status == "ok" else "degraded",
                             error=t.error or "")
@@ -310,24 +343,30 @@ SUMMARY_WITH_UNANSWERED = SUMMARY_WITH_COST.replace("correct,", "correct, unansw
 
 
 def unanswered(connection: Connection) -> None:
-    """Migration 0023: runs gain `unanswered` (a new database has it from `0001`), and a run
-    stored before it that was given an expected answer, ended (completed, or failed with no
-    call that succeeded) and gave no answer, of a protocol that gives one, is scored as a
-    run is now at its end (DESIGN 4): wrong and unanswered, where it used to be left out of
-    every accuracy (`correct` NULL). The summary index holds the flag (Insights counts it)."""
+    """Migration 0023: runs gain `unanswered` (a new database has it from `0001`), which the
+    summary index holds (Insights counts it); the scoring of older runs is left to the
+    protocols' side (`score_unanswered`)."""
     if "unanswered" not in {c["name"] for c in inspect(connection).get_columns("runs")}:
         no = "false" if connection.dialect.name == "postgresql" else "0"
         connection.execute(text(f"ALTER TABLE runs ADD COLUMN unanswered BOOLEAN NOT NULL "
                                 f"DEFAULT {no}"))
-    answering = [name for name, spec in catalog.protocols().items()
+    connection.execute(text("DROP INDEX IF EXISTS ix_runs_summary"))
+    connection.execute(text(f"CREATE INDEX ix_runs_summary ON {SUMMARY_WITH_UNANSWERED}"))
+    note_backfill(connection, "0023_unanswered")
+
+
+def score_unanswered(connection: Connection, protocols: Mapping[str, Any]) -> None:
+    """Back-fill of 0023: a run stored before it that was given an expected answer, ended
+    (completed, or failed with no call that succeeded) and gave no answer, of a protocol that
+    gives one, is scored as a run is now at its end (DESIGN 4): wrong and unanswered, where it
+    used to be left out of every accuracy (`correct` NULL)."""
+    answering = [name for name, spec in protocols.items()
                  if getattr(spec.result_type, "gives_answer", False)]
     runs = statements.RUNS
     connection.execute(update(runs).where(
         runs.c.correct.is_(None), runs.c.status.in_(("completed", "failed")),
         runs.c.protocol.in_(answering), runs.c.expected.is_not(None),
         func.trim(runs.c.expected) != "").values(correct=False, unanswered=True))
-    connection.execute(text("DROP INDEX IF EXISTS ix_runs_summary"))
-    connection.execute(text(f"CREATE INDEX ix_runs_summary ON {SUMMARY_WITH_UNANSWERED}"))
 
 
 def experiment_started_by(connection: Connection) -> None:
@@ -441,7 +480,16 @@ MIGRATIONS: list[tuple[str, Any]] = [
     ("0021_endpoint_support", _create(["endpoint_support"])),
     ("0022_set_version", _data("set_version")),
     ("0023_unanswered", _data("unanswered")),
+    ("0026_backfills", _create(["backfills"])),
 ]
+
+# The back-fills a migration may leave to the protocols' side (`note_backfill`), by the
+# migration's name; each is handed the protocol registry (`Store.backfill`).
+BACKFILLS: dict[str, Callable[[Connection, Mapping[str, Any]], None]] = {
+    "0004_configs_by_slot": outcome_metrics,
+    "0005_degraded_runs": assess_again,
+    "0023_unanswered": score_unanswered,
+}
 
 
 def refuse_newer(done: set[str]) -> None:

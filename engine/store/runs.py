@@ -16,7 +16,6 @@ from uuid import uuid4
 from sqlalchemy import delete, literal, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
-from engine import catalog
 from engine.models import RunResult, RunStopped, Turn, now, total_cost
 from engine.store import facets, readback, records
 from engine.store.database import Database
@@ -149,21 +148,18 @@ class RunWriting(Database):
         if self._batch is not None:
             self._batch.flush()
 
-    def finish_run(self, run_id: str, result: RunResult,
-                   metrics: Mapping[str, Any] | None = None, *, error: str = "",
-                   lost: Sequence[str] = ()) -> None:
-        """End a `running` run with its result, its metrics (the protocol's signals; computed
-        through the registry when not given) and totals (a run stopped or deleted meanwhile
-        stays as it is): `completed`, or `failed` with `error` when one is given (no model
-        call succeeded). A completed run that `lost` something decisive (see
+    def finish_run(self, run_id: str, result: RunResult, metrics: Mapping[str, Any], *,
+                   error: str = "", lost: Sequence[str] = ()) -> None:
+        """End a `running` run with its result, its metrics (the protocol's signals, handed in
+        by whoever finished the run: the store knows no protocol) and totals (a run stopped
+        or deleted meanwhile stays as it is): `completed`, or `failed` with `error` when one
+        is given (no model call succeeded). A completed run that `lost` something decisive (see
         `ProtocolSpec.losses`) is flagged `degraded_run`, with what it lost. A batched store
         writes the run's turns first (`StoreWriteError` when they still cannot be written)."""
         if self._batch is not None:
             self._batch.before_finish(run_id)
         turns = result.turns
         dump = result.model_dump(mode="json", exclude={"turns"})
-        if metrics is None:
-            metrics = catalog.entry(result.protocol).metrics(result)
         metrics = {**metrics, "warnings": len(result.warnings)}
         with self.writing() as connection:
             connection.execute(update(RunRow).where(
@@ -200,10 +196,13 @@ class RunWriting(Database):
             return end_run_row(connection, run_id, "interrupted", reason) == 1
 
     def save(self, result: RunResult, label: str | None = None, tags: Iterable[str] = (),
-             config: Mapping[str, Any] | None = None) -> str:
-        """Store a finished result (or relabel one already stored); returns the run id. It
-        ends as `execute` ends a run: `failed` when no model call succeeded, else
-        `completed`, flagged degraded when it lost a decisive call or most of its turns."""
+             config: Mapping[str, Any] | None = None, *,
+             assessed: tuple[Mapping[str, Any], str, Sequence[str]] | None = None) -> str:
+        """Store a finished result (or relabel one already stored); returns the run id. A new
+        one needs what its protocol makes of it, `assessed`: (metrics, error, lost), as
+        `engine.protocols.save_result` hands them in; it ends as `execute` ends a run: `failed`
+        with `error` when one is given, else `completed`, flagged degraded with what it
+        `lost`."""
         if result.run_id and self.exists(result.run_id):
             new_label, new_tags = records.labels(label, tags)
             with self.writing() as connection:
@@ -220,6 +219,9 @@ class RunWriting(Database):
                                        .values(**values))
                     facets.record(connection, [{"tags": values.get("tags")}])
             return result.run_id
+        if assessed is None:
+            raise ValueError("a new result is saved with its protocol's assessment (metrics, "
+                             "error, lost): engine.protocols.save_result hands them in")
         # A result saved without its configuration keeps no seats by slot: it cannot be
         # re-run (its turns still name every seat and model).
         run_id = self.start_run(result.protocol, result.question_text,
@@ -227,9 +229,8 @@ class RunWriting(Database):
                                 label=label, tags=tags, expected=result.expected)
         self.add_turns([(run_id, turn) for turn in result.turns])
         result.run_id = run_id
-        spec = catalog.entry(result.protocol)
-        error, lost = spec.assess(result)
-        self.finish_run(run_id, result, spec.metrics(result), error=error, lost=lost)
+        metrics, error, lost = assessed
+        self.finish_run(run_id, result, metrics, error=error, lost=lost)
         return run_id
 
     def exists(self, run_id: str) -> bool:

@@ -333,6 +333,16 @@ class MigrationRow(Base):
     applied_at: Mapped[datetime] = mapped_column(Moment)
 
 
+class BackfillRow(Base):
+    """A back-fill of old rows that a migration left to the protocols' side (it needs their
+    code: metrics, assessment, which protocols give an answer), by the migration's name;
+    deleted once done (`engine.store.migrations.BACKFILLS`)."""
+
+    __tablename__ = "backfills"
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    noted_at: Mapped[datetime] = mapped_column(Moment)
+
+
 # --------------------------------------------------------------------------- opening
 def sqlite_path(url: str) -> str | None:
     """The file a SQLite URL names (None for an in-memory database)."""

@@ -8,7 +8,14 @@ from sqlalchemy import Table, bindparam, select, update
 
 from engine.models import now, total_cost
 from engine.store.records import error_text, money, seconds, total
-from engine.store.schema import ExperimentRow, LibraryRow, MigrationRow, RunRow, TurnRow
+from engine.store.schema import (
+    BackfillRow,
+    ExperimentRow,
+    LibraryRow,
+    MigrationRow,
+    RunRow,
+    TurnRow,
+)
 
 # The mapped classes' tables, typed as tables (SQLAlchemy types `__table__` as any FROM).
 RUNS = cast(Table, RunRow.__table__)
@@ -16,6 +23,7 @@ TURNS = cast(Table, TurnRow.__table__)
 LIBRARY = cast(Table, LibraryRow.__table__)
 EXPERIMENTS = cast(Table, ExperimentRow.__table__)
 MIGRATION_LOG = cast(Table, MigrationRow.__table__)
+BACKFILL_LOG = cast(Table, BackfillRow.__table__)  # back-fills left to the protocols
 INSERT_TURN = TURNS.insert()
 HEARTBEAT = update(RUNS).where(RUNS.c.id == bindparam("rid"),
                                RUNS.c.status == "running").values(heartbeat_at=bindparam("at"))

@@ -9,7 +9,6 @@ seat's turn costs 0 whatever the file says. An imported run keeps who imported i
 are written only onto the runs the file adds (`engine.store.labels.import_labels`)."""
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,7 +17,6 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy import select
 
-from engine import catalog
 from engine.models import ConfigError, now, total_cost
 from engine.store import facets, labels, records
 from engine.store.database import READ_ONLY
@@ -37,11 +35,14 @@ from engine.store.statements import INSERT_TURN, RUNS
 from engine.text import NAME_MAX
 
 
-def parse_import(data: str | bytes) -> list[tuple[str, RunRecord]]:
+def parse_import(data: str | bytes, results: Mapping[str, type[Any]]
+                 ) -> list[tuple[str, RunRecord]]:
     """Every run of an export (one JSON document, or JSON lines split on `\\n` only), each
-    validated with its place (`line N` or `record N`); `ConfigError` on the first bad one,
-    or on a run the file names twice, so that nothing of a bad file is written."""
-    docs = [(where, checked_record(where, doc)) for where, doc in _documents(data)]
+    validated with its place (`line N` or `record N`) against the protocols Parley runs
+    (`results`: each one's result type, handed in by the protocols' side); `ConfigError` on
+    the first bad one, or on a run the file names twice, so that nothing of a bad file is
+    written."""
+    docs = [(where, checked_record(where, doc, results)) for where, doc in _documents(data)]
     first: dict[str, str] = {}
     for where, record in docs:
         if record.id in first:
@@ -82,9 +83,10 @@ def _documents(data: str | bytes) -> list[tuple[str, Any]]:
     return docs
 
 
-def checked_record(where: str, doc: Any) -> RunRecord:
+def checked_record(where: str, doc: Any, results: Mapping[str, type[Any]]) -> RunRecord:
     """One exported run validated (`ConfigError` naming `where` and the field when it is not
-    one Parley can store and read back)."""
+    one Parley can store and read back: of a protocol `results` names, its result of that
+    protocol's type)."""
     if not isinstance(doc, dict) or "id" not in doc or "protocol" not in doc:
         raise ConfigError(f"import: {where} is not a Parley run export (it needs an "
                           "id, a protocol and a question); nothing was imported", "input")
@@ -97,11 +99,11 @@ def checked_record(where: str, doc: Any) -> RunRecord:
     except ValidationError as exc:
         raise ConfigError(f"import: {where} (run {str(doc['id'])[:40]!r}): "
                           f"{why_invalid(exc)}; nothing was imported", "input") from None
-    if not known_protocol(record.protocol):
+    if record.protocol not in results:  # no page, chart or re-run could read it
         raise ConfigError(f"import: {where} (run {record.id!r}): protocol "
                           f"{record.protocol!r} is not one of Parley's "
-                          f"({', '.join(_protocols())}); nothing was imported", "input")
-    problem = result_problem(record.protocol, record.result)
+                          f"({', '.join(results)}); nothing was imported", "input")
+    problem = result_problem(record.protocol, record.result, results[record.protocol])
     if problem:
         raise ConfigError(f"import: {where} (run {record.id!r}): result {problem}; "
                           "nothing was imported", "input")
@@ -147,29 +149,11 @@ def turn_seat_problem(record: RunRecord) -> str:
     return ""
 
 
-@functools.cache
-def _protocols() -> tuple[str, ...]:
-    return tuple(catalog.protocols())
-
-
-def known_protocol(name: str) -> bool:
-    """True when `name` is a protocol this Parley runs (an import of any other is refused:
-    no page, chart or re-run could read it)."""
-    return name in _protocols()
-
-
-@functools.cache
-def _result_model(protocol: str) -> Any:
-    spec = catalog.protocols().get(protocol)
-    return None if spec is None else spec.result_type
-
-
-def result_problem(protocol: str, result: Mapping[str, Any]) -> str:
-    """Why a stored `result` is not what the protocol's own result holds ("" when it is, or
-    when it is empty: a run that did not complete has none). The pages, charts and Insights
-    read these fields, so an import must not bring in a shape they cannot read."""
-    model = _result_model(protocol) if result else None
-    if model is None:
+def result_problem(protocol: str, result: Mapping[str, Any], model: type[Any]) -> str:
+    """Why a stored `result` is not what the protocol's own result (`model`) holds ("" when
+    it is, or when it is empty: a run that did not complete has none). The pages, charts and
+    Insights read these fields, so an import must not bring in a shape they cannot read."""
+    if not result:
         return ""
     try:
         model.model_validate(dict(result))
@@ -325,19 +309,23 @@ class Transfer(RunReading):
         return "".join(json.dumps(self.exported(i), ensure_ascii=False, default=str) + "\n"
                        for i in run_ids)
 
-    def import_runs(self, data: str | bytes, *, imported_by: str = "") -> list[str]:
+    def import_runs(self, data: str | bytes, *, results: Mapping[str, type[Any]],
+                    imported_by: str = "") -> list[str]:
         """Import runs exported by `export_run` / `export_jsonl`, with the labels they carry;
         returns the ids of the runs added (`import_file` says more)."""
-        return self.import_file(data, imported_by=imported_by).runs
+        return self.import_file(data, results=results, imported_by=imported_by).runs
 
-    def import_file(self, data: str | bytes, *, imported_by: str = "") -> ImportReport:
+    def import_file(self, data: str | bytes, *, results: Mapping[str, type[Any]],
+                    imported_by: str = "") -> ImportReport:
         """Import runs exported by `export_run` / `export_jsonl`, with the labels they carry
         (`engine.store.labels.import_labels`: onto the runs this import adds only); existing
-        ids are skipped. Every record is checked first (`parse_import`): a bad one is refused
+        ids are skipped. `results` is each protocol's result type, handed in by the
+        protocols' side (`engine.protocols.storing.import_file`): the store knows no
+        protocol. Every record is checked first (`parse_import`): a bad one is refused
         with its line number (`ConfigError`) and nothing of the file is written. Each run and
         label written records `imported_by` (who imports: the CLI's `cli:USER`, a signed-in
         address) and the time."""
-        docs = parse_import(data)
+        docs = parse_import(data, results)
         if not docs:
             return ImportReport()
         if self.read_only:
