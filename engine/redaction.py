@@ -70,10 +70,30 @@ def variable_name(text: Any) -> bool:
 def environment_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
     """The values of the variables whose names say they hold a secret (at least
     `MIN_SECRET` characters), longest first."""
-    source = os.environ if environ is None else environ
-    found = {value.strip() for name, value in source.items()
+    if environ is None:
+        return _process_secrets()
+    found = {value.strip() for name, value in environ.items()
              if _names_secret(name) and isinstance(value, str)}
     return sorted((v for v in found if len(v) >= MIN_SECRET), key=len, reverse=True)
+
+
+# The process environment's secrets, read again only when the environment changed: every
+# model call redacts its reply and error, and decoding and matching every variable's name
+# each time cost more than the rest of the redaction. `os.environ._data` is the mapping a
+# change of `os.environ` (or `putenv` through it) updates; comparing a copy of it is exact.
+_SEEN_ENVIRON: list[tuple[dict[Any, Any], list[str]]] = []
+
+
+def _process_secrets() -> list[str]:
+    raw = getattr(os.environ, "_data", None)
+    if not isinstance(raw, dict):
+        return environment_secrets(dict(os.environ))
+    if _SEEN_ENVIRON and _SEEN_ENVIRON[0][0] == raw:
+        return list(_SEEN_ENVIRON[0][1])
+    snapshot = dict(raw)
+    secrets = environment_secrets(dict(os.environ))
+    _SEEN_ENVIRON[:] = [(snapshot, secrets)]
+    return list(secrets)
 
 
 def model_secrets(model: Any) -> list[str]:

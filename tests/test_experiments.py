@@ -273,3 +273,28 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, needle):
     assert main([*argv, "--db", f"sqlite:///{tmp_path / 'x.db'}"]) == 2
     err = capsys.readouterr().err
     assert needle in err and err.count("\n") == 1
+
+
+def test_a_batched_run_ends_in_the_transaction_that_writes_its_last_turns(store):
+    """An experiment's run costs two commits: its start, and its end written together with
+    the turns the batch still holds (one transaction, not a flush and then the end). Counted
+    over runs one at a time, so that every run's turn is still queued when it ends; the
+    experiment's own row (claimed, ended) takes a few commits more."""
+    from sqlalchemy import event
+    experiment_id = ex.create(store, {"questions": [q["question"] for q in QUESTIONS] * 3,
+                                      "repeats": 1, "concurrency": 1,
+                                      "configs": [{"protocol": "single", "label": "one",
+                                                   "model": "simulated"}]})
+    commits: list[object] = []
+
+    def counted(connection) -> None:
+        commits.append(connection)
+    event.listen(store.engine, "commit", counted)
+    try:
+        state = ex.run_experiment(store, experiment_id)
+    finally:
+        event.remove(store.engine, "commit", counted)
+    frame = store.runs(experiment_id=experiment_id)
+    assert state.status == "completed" and len(frame) == len(QUESTIONS) * 3
+    assert len(store.turns(list(frame["id"]))) == int(frame["calls"].sum())  # none lost
+    assert len(commits) <= 2 * len(frame) + 8, f"{len(commits)} commits for {len(frame)} runs"

@@ -123,3 +123,19 @@ def test_key_appears_on_no_page(tmp_path, clean_env, monkeypatch):
     everything = "\n".join(shown)
     assert last.run_id in everything  # the pages did render the stored runs
     assert KEY not in everything
+
+
+def test_a_key_set_changed_or_removed_in_the_environment_is_redacted_as_it_now_is(monkeypatch):
+    """The environment's secrets are read again after any change to it, never from a stale
+    copy: a key set after a first redaction is hidden, a changed one hidden under its new
+    value, and a removed one no longer is (it is ordinary text again)."""
+    from engine.redaction import REDACTED, redact
+    first, second = "parley-first-value-0123", "parley-second-value-4567"
+    monkeypatch.delenv("PARLEY_PERF_TOKEN", raising=False)
+    assert redact(f"a {first}", shapes=False) == f"a {first}"
+    monkeypatch.setenv("PARLEY_PERF_TOKEN", first)
+    assert redact(f"a {first}", shapes=False) == f"a {REDACTED}"
+    monkeypatch.setenv("PARLEY_PERF_TOKEN", second)
+    assert redact(f"a {first} {second}", shapes=False) == f"a {first} {REDACTED}"
+    monkeypatch.delenv("PARLEY_PERF_TOKEN")
+    assert redact(f"a {second}", shapes=False) == f"a {second}"

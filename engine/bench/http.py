@@ -10,16 +10,22 @@ imports, detection of the endpoint, the work) and its peak memory its own:
 
 - `experiment`: an experiment of N questions through `engine.experiments` (as `python -m
   engine experiment run` does), every run and turn stored in a new SQLite file;
-- `bare`: the same number of calls through one langchain-openai `ChatOpenAI`, as many at once,
-  in a process that imports nothing of Parley (`BARE`).
+- `cli`: the same experiment through `python -m engine experiment run` itself (its spec in a
+  YAML file, its summary printed), timed as a whole process only;
+- `bare`: the same calls through one langchain-openai `ChatOpenAI`, as many at once, in a
+  process that imports nothing of Parley (`BARE`), each run's calls in the waves a Parley
+  run of that shape makes them (one call for a one-call question).
 
 Rows: both at no latency and at 0.2 s (wall time, the ratio, CPU per call over the work), the
-questions one call each (`engine.bench.choice.cheapest`); the busiest protocol (the panel)
-and a 5x3 crowd answering by rounds (the society) in this process against their critical path
-(median of 3 runs, each a new event loop); 200 runs of the busiest at 32 in flight in a fresh
-process against the floor of runs x critical path / concurrency; peak RSS of an experiment of
-50 and of 300 runs. Figures are
-measured here, never asserted in tests.
+questions one call each (`engine.bench.choice.cheapest`), and at no latency the CLI against
+the bare client; the busiest protocol (the panel) and a 5x3 crowd answering by rounds (the
+society) in this process against their critical path (median of 3 runs, each a new event
+loop), each beside a bare ChatOpenAI making the same calls in the same waves (what the
+server and the machine take of the ratio); 200 runs of the busiest at 32 in flight in a fresh
+process against the floor of runs x critical path / concurrency, beside the bare client in
+the same shape; peak RSS of an experiment of 50 and of 300 runs, and its growth per run
+added, while the runs run and with their results read back.
+Figures are measured here, never asserted in tests.
 """
 from __future__ import annotations
 
@@ -174,55 +180,97 @@ def work_experiment(base_url: str, protocol: str, runs: int, concurrency: int,
     wall, cpu = time.perf_counter(), time.process_time()
     state = asyncio.run(releasing(ex.arun_experiment(store, experiment_id)))
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    running_mb = _peak_mb()  # the peak while the runs ran, before their results are read
     frame = store.runs(experiment_id=experiment_id)
     return {"status": state.status, "wall": wall, "cpu": cpu, "runs": len(frame),
+            "running_mb": running_mb,
             "calls": int(frame["calls"].sum()), "failed": int((frame["status"] != "completed")
                                                                .sum())}
 
 
-# The bare side imports nothing of Parley: its process is langchain-openai's alone.
+# The bare side imports nothing of Parley: its process is langchain-openai's alone. Each of
+# its `runs` makes the calls of `shape` ("3,1,3,1": three at once, then one, ...), wave after
+# wave, `concurrency` runs at once: a one-call question is shape "1".
 BARE = """
 import asyncio, json, resource, sys, time
 from langchain_openai import ChatOpenAI
-url, calls, concurrency, prompt = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+url, runs, concurrency, prompt = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+shape = [int(n) for n in (sys.argv[5] if len(sys.argv) > 5 else "1").split(",")]
 model = ChatOpenAI(model="bench", base_url=url, api_key="not-needed", max_retries=0)
 
 async def go():
     gate = asyncio.Semaphore(concurrency)
 
+    async def call(text):
+        message = await model.ainvoke(text)
+        return bool(message.content)
+
     async def one(i):
         async with gate:
-            message = await model.ainvoke(f"Question {i}: {prompt}")
-            return bool(message.content)
-    return sum(await asyncio.gather(*(one(i) for i in range(calls))))
+            done = 0
+            for wave, width in enumerate(shape):
+                done += sum(await asyncio.gather(*(call(f"Question {i}.{wave}.{j}: {prompt}")
+                                                   for j in range(width))))
+            return done
+    return sum(await asyncio.gather(*(one(i) for i in range(runs))))
 wall, cpu = time.perf_counter(), time.process_time()
 done = asyncio.run(go())
 wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-print(json.dumps({"status": "completed", "wall": wall, "cpu": cpu, "runs": calls,
+calls = runs * sum(shape)
+print(json.dumps({"status": "completed", "wall": wall, "cpu": cpu, "runs": runs,
                   "calls": done, "failed": calls - done,
                   "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
 
+def cli_spec(base_url: str, protocol: str, runs: int, concurrency: int) -> str:
+    """The YAML of an experiment of `runs` questions of `protocol` on the server, for
+    `python -m engine experiment run`."""
+    import yaml
+    return yaml.safe_dump({"questions": [f"Question {i}: {PROMPT}" for i in range(runs)],
+                           "configs": [protocol_config(protocol, base_url)],
+                           "concurrency": concurrency})
+
+
 def measured(kind: str, base_url: str, count: int, concurrency: int,
-             protocol: str = "") -> dict[str, Any]:
+             protocol: str = "", shape: str = "1") -> dict[str, Any]:
     """One side in a fresh process: what it reports, with `process` (its whole wall time,
-    seconds) and `peak_mb` (its peak RSS). The experiment's runs are of `protocol` (default:
-    the cheapest, one call a run)."""
+    seconds) and `peak_mb` (its peak RSS). `kind` is `experiment` (this module's worker:
+    `count` runs of `protocol`, default the cheapest, one call a run), `cli` (the same
+    experiment through `python -m engine experiment run`, which reports its process time
+    only) or `bare` (`count` runs of `shape` through a bare ChatOpenAI)."""
     protocol = protocol or cheapest().name
+    root = Path(__file__).resolve().parents[2]
     with tempfile.TemporaryDirectory() as folder:
-        command = [sys.executable, "-c", BARE, base_url, str(count), str(concurrency),
-                   PROMPT] if kind == "bare" else [
-            sys.executable, "-m", "engine.bench.http", "--worker", kind, "--base-url",
-            base_url, "--count", str(count), "--concurrency", str(concurrency), "--protocol",
-            protocol, "--folder", folder]
+        if kind == "bare":
+            command = [sys.executable, "-c", BARE, base_url, str(count), str(concurrency),
+                       PROMPT, shape]
+        elif kind == "cli":
+            spec_file = Path(folder) / "experiment.yaml"
+            spec_file.write_text(cli_spec(base_url, protocol, count, concurrency))
+            command = [sys.executable, "-m", "engine", "experiment", "run", str(spec_file),
+                       "--db", f"sqlite:///{Path(folder) / 'bench.db'}", "--quiet", "--yes"]
+        else:
+            command = [sys.executable, "-m", "engine.bench.http", "--worker", kind,
+                       "--base-url", base_url, "--count", str(count), "--concurrency",
+                       str(concurrency), "--protocol", protocol, "--folder", folder]
         start = time.perf_counter()
-        done = subprocess.run(command, capture_output=True, text=True, timeout=1800,
-                              cwd=Path(__file__).resolve().parents[2])
+        done = subprocess.run(command, capture_output=True, text=True, timeout=1800, cwd=root)
         process = time.perf_counter() - start
     if done.returncode != 0:
-        raise RuntimeError(f"the {kind} process failed: {done.stderr[-2000:]}")
+        raise RuntimeError(f"the {kind} process failed: {(done.stderr or done.stdout)[-2000:]}")
+    if kind == "cli":
+        return {"process": process, "output": done.stdout}
     return {**json.loads(done.stdout.strip().splitlines()[-1]), "process": process}
+
+
+def shape_of(turns: Any) -> str:
+    """A run's calls wave by wave ("3,1,3,1"), from its turns: one wave per phase and round,
+    in the order they began."""
+    waves: dict[tuple[str, int], int] = {}
+    for turn in sorted(turns, key=lambda t: t.started_at):
+        waves[(turn.phase, turn.round)] = waves.get((turn.phase, turn.round), 0) + 1
+    return ",".join(str(n) for n in waves.values())
 
 
 # ------------------------------------------------------------------ the rows
@@ -230,23 +278,55 @@ def _versus(latency: float, count: int, concurrency: int) -> list[Row]:
     with serving(latency) as url:
         parley = measured("experiment", url, count, concurrency)
         bare = measured("bare", url, count, concurrency)
+        cli = measured("cli", url, count, concurrency) if not latency else None
     shown = f"{latency * 1000:.0f} ms" if latency else "no latency"
     label = f"{count} one-call questions, {concurrency} at once, {shown}"
-    return [
-        _row(f"{label}: Parley experiment (CLI path, every run stored), whole process",
+    rows = [
+        _row(f"{label}: Parley experiment (every run stored), whole process",
              round(parley["process"], 2), "s", note=f"{parley['failed']} runs failed"),
         _row(f"{label}: bare ChatOpenAI, whole process", round(bare["process"], 2), "s"),
         _row(f"{label}: Parley / bare ChatOpenAI, whole process",
-             round(parley["process"] / bare["process"], 2), "x", "<= 1.5"),
-        _row(f"{label}: Parley CPU per call (the work, imports aside)",
-             round(parley["cpu"] / max(parley["calls"], 1) * 1000, 2), "ms"),
-        _row(f"{label}: bare ChatOpenAI CPU per call",
-             round(bare["cpu"] / max(bare["calls"], 1) * 1000, 2), "ms"),
-        _row(f"{label}: Parley calls per second (the work)",
-             round(parley["calls"] / parley["wall"], 1), "calls/s"),
-        _row(f"{label}: bare ChatOpenAI calls per second",
-             round(bare["calls"] / bare["wall"], 1), "calls/s"),
+             round(parley["process"] / bare["process"], 2), "x", "" if cli else "<= 1.5"),
     ]
+    if cli is not None:
+        rows += [
+            _row(f"{label}: python -m engine experiment run (the CLI), whole process",
+                 round(cli["process"], 2), "s"),
+            _row(f"{label}: the CLI / bare ChatOpenAI, whole process",
+                 round(cli["process"] / bare["process"], 2), "x", "<= 1.5")]
+    return [*rows,
+            _row(f"{label}: Parley CPU per call (the work, imports aside)",
+                 round(parley["cpu"] / max(parley["calls"], 1) * 1000, 2), "ms"),
+            _row(f"{label}: bare ChatOpenAI CPU per call",
+                 round(bare["cpu"] / max(bare["calls"], 1) * 1000, 2), "ms"),
+            _row(f"{label}: Parley calls per second (the work)",
+                 round(parley["calls"] / parley["wall"], 1), "calls/s"),
+            _row(f"{label}: bare ChatOpenAI calls per second",
+                 round(bare["calls"] / bare["wall"], 1), "calls/s")]
+
+
+async def _bare_waves(url: str, shape: str, repeats: int) -> list[float]:
+    """The wall time of `repeats` runs of `shape`'s calls through one bare ChatOpenAI (after
+    one call, as Parley's side runs once before it is timed)."""
+    import openai
+    from langchain_openai import ChatOpenAI
+    # its own client (the SDK's default kind), closed in this loop: langchain's shared
+    # default would carry a closed loop's connections into the next call of this
+    client = openai.DefaultAsyncHttpxClient()
+    model = ChatOpenAI(model=MODEL, base_url=url, api_key="not-needed", max_retries=0,
+                       http_async_client=client)
+    try:
+        await model.ainvoke(PROMPT)
+        walls = []
+        for i in range(repeats):
+            start = time.perf_counter()
+            for wave, width in enumerate(int(n) for n in shape.split(",")):
+                await asyncio.gather(*(model.ainvoke(f"Question {i}.{wave}.{j}: {PROMPT}")
+                                       for j in range(width)))
+            walls.append(time.perf_counter() - start)
+        return walls
+    finally:
+        await client.aclose()
 
 
 def _critical(latency: float = 0.2, repeats: int = 3) -> list[Row]:
@@ -258,18 +338,22 @@ def _critical(latency: float = 0.2, repeats: int = 3) -> list[Row]:
                               (f"5x3 {crowd.name}", protocol_config(crowd.name, url, 5, 3))):
             cost = estimate(config)
             run_sync(arun_config(config, PROMPT))  # the endpoint detected, as a warm process
-            walls = []
+            walls, shape = [], ""
             for i in range(repeats):
                 start = time.perf_counter()
                 result = run_sync(arun_config(config, f"Question {i}: {PROMPT}"))
                 walls.append(time.perf_counter() - start)
                 if not all(turn.ok for turn in result.turns):
                     raise RuntimeError(f"{title} over HTTP: a turn failed")
+                shape = shape_of(result.turns)
             critical = cost["waves"] * latency
-            rows.append(_row(f"{title} over HTTP, {cost['calls']} calls at "
-                             f"{latency * 1000:.0f} ms: wall time / critical path "
-                             f"({cost['waves']} calls deep)",
+            head = f"{title} over HTTP, {cost['calls']} calls at {latency * 1000:.0f} ms"
+            rows.append(_row(f"{head}: wall time / critical path ({cost['waves']} calls deep)",
                              round(statistics.median(walls) / critical, 3), "x", "<= 1.10"))
+            bare = asyncio.run(_bare_waves(url, shape, repeats))
+            rows.append(_row(f"{head}: bare ChatOpenAI making the same calls in the same waves "
+                             f"({shape}) / critical path, the server's and the machine's share",
+                             round(statistics.median(bare) / critical, 3), "x"))
     return rows
 
 
@@ -277,26 +361,53 @@ def _many_runs(runs: int = 200, concurrency: int = 32, latency: float = 0.2) -> 
     from engine.protocols import estimate
     name = busiest().name
     with serving(latency) as url:
-        waves = estimate(protocol_config(name, url))["waves"]
+        config = protocol_config(name, url)
+        cost = estimate(config)
+        waves, calls = cost["waves"], cost["calls"]
         done = measured("experiment", url, runs, concurrency, protocol=name)
+        bare = measured("bare", url, runs, concurrency, shape=_panel_shape(url, config))
     floor = runs * waves * latency / concurrency
+    head = f"{runs} {name} runs ({calls} calls each), {concurrency} at once, " \
+        f"{latency * 1000:.0f} ms a call, a fresh process"
     return [
-        _row(f"{runs} {name} runs, {concurrency} at once, {latency * 1000:.0f} ms a call, a "
-             "fresh process (detection included): whole process", round(done["process"], 2),
-             "s", note=f"{done['failed']} runs failed"),
+        _row(f"{head} (detection included): whole process", round(done["process"], 2), "s",
+             note=f"{done['failed']} runs failed"),
         _row(f"{runs} {name} runs: whole process / floor (runs x critical path / concurrency "
              f"= {floor:g} s)", round(done["process"] / floor, 3), "x", "<= 1.5"),
+        _row(f"{runs} {name} runs: Parley CPU per call", round(
+            done["cpu"] / max(done["calls"], 1) * 1000, 2), "ms"),
+        _row(f"{runs} runs of the same calls in the same waves through a bare ChatOpenAI, "
+             "whole process / floor", round(bare["process"] / floor, 3), "x"),
+        _row(f"{runs} {name} runs: Parley / bare ChatOpenAI in the same shape, whole process",
+             round(done["process"] / bare["process"], 3), "x"),
     ]
+
+
+def _panel_shape(url: str, config: dict[str, Any]) -> str:
+    """The waves of one run of `config` on the server (`shape_of` its turns)."""
+    from engine.protocols import arun_config, run_sync
+    return shape_of(run_sync(arun_config(config, PROMPT)).turns)
 
 
 def _memory(sizes: tuple[int, ...] = (50, 300)) -> list[Row]:
     rows: list[Row] = []
+    found: list[dict[str, Any]] = []
     with serving(0.0) as url:
         for size in sizes:
             done = measured("experiment", url, size, 32)
+            found.append(done)
             rows.append(_row(f"experiment of {size} one-call questions over HTTP: peak RSS",
                              round(done["peak_mb"], 1), "MB",
                              f"as at {sizes[0]} runs" if size != sizes[0] else ""))
+    extra = sizes[-1] - sizes[0]
+    for key, what, target in (
+            ("running_mb", "while the runs run (before their results are read back)",
+             "flat"),
+            ("peak_mb", "of the whole process (the results read back included)",
+             "a run's results only")):
+        rows.append(_row(f"peak RSS growth from {sizes[0]} to {sizes[-1]} runs, per run added, "
+                         f"{what}", round((found[-1][key] - found[0][key]) * 1024 / extra, 1),
+                         "KB", target))
     return rows
 
 

@@ -123,13 +123,13 @@ def stance_problem(stance: str | None, phrases: Iterable[str]) -> str:
         if text and not any(c.isalnum() for c in text):  # "...", "<>": the format's marks
             return f"the stance {text[:80]!r} has no word, so it abstains"
         return ""
-    text = " ".join(words)
+    text, unique, padded = " ".join(words), set(words), f" {' '.join(words)} "
+    # the cheap tests first: every stance is screened against the run template phrases
     for phrase in phrases:
-        addressed = phrase.startswith("your ") and phrase.count(" ") >= 2
-        shared = set(words) & set(phrase.split())
-        if text == phrase or (len(words) >= 3 and f" {text} " in f" {phrase} ") or (
-                addressed and f" {phrase} " in f" {text} ") or (
-                words[0] == "your" and len(shared) >= 0.75 * len(set(words))):
+        if text == phrase or (len(words) >= 3 and padded in f" {phrase} ") or (
+                phrase.startswith("your ") and phrase.count(" ") >= 2
+                and f" {phrase} " in padded) or (
+                words[0] == "your" and len(unique & set(phrase.split())) >= 0.75 * len(unique)):
             return (f"the stance {(stance or '').strip()[:80]!r} echoes the prompt's own text "
                     f"({phrase!r}), so it abstains")
     if len(words) > STANCE_WORDS_MAX:

@@ -93,6 +93,21 @@ class TurnBatch:
             self._pending.pop(key, None)
         self._ended.update(ended)
 
+    def queued(self) -> list[tuple[str, Turn]]:
+        """The turns waiting to be written (`written` once a transaction holds them)."""
+        return list(self._pending.values())
+
+    def written(self, batch: Sequence[tuple[str, Turn]], ended: dict[str, str]) -> None:
+        """`batch` (what `queued` gave) was written by another transaction (a run's end,
+        `RunWriting.finish_run`); `ended` the runs it found ended elsewhere."""
+        self._unwritten = ""
+        for key in [(r, t.index) for r, t in batch]:
+            self._pending.pop(key, None)
+        self._ended.update(ended)
+        if not self._pending and self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
     def _drop(self, run_id: str) -> None:
         for key in [k for k in self._pending if k[0] == run_id]:
             del self._pending[key]

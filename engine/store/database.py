@@ -92,6 +92,9 @@ class Database:
         self.host = socket.gethostname()
         self.read_only = False
         self._pending: dict[str, tuple[str, str]] = {}  # run id -> the end not yet written
+        # the run facets this process has written (`engine.store.facets`: never deleted), so
+        # a run whose tags and models are all known starts with one statement, not two
+        self._facets: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
         self._reaper: threading.Thread | None = None
         self._reaper_stop = threading.Event()

@@ -13,18 +13,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from uuid import uuid4
 
-from sqlalchemy import delete, literal, or_, select, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 
 from engine.models import RunResult, RunStopped, Turn, now, total_cost
 from engine.store import facets, readback, records
-from engine.store.database import Database
+from engine.store.database import Database, StoreWriteError
 from engine.store.labels import delete_labels
 from engine.store.schema import RunRow, TurnRow
 from engine.store.statements import (
+    FINISH_RUN,
     HEARTBEAT,
+    INSERT_RUN,
     INSERT_TURN,
-    RUNS,
     UPDATE_TURN,
     count_turns,
     end_run_row,
@@ -73,14 +74,17 @@ class RunWriting(Database):
         seats = [s for v in (seats.values() if isinstance(seats, Mapping) else seats)
                  for s in (v if isinstance(v, list) else [v])]
         models = sorted({str(s.get("model", "")) for s in seats if isinstance(s, Mapping)})
+        row = {**values, "id": run_id, "status": "running", "models": clean_text(",".join(models)),
+               # A run is simulated if any seat is (the reports name the seats).
+               "simulated": any(m.startswith("simulated") for m in models),
+               "experiment_id": experiment_id, "host": self.host[:200], "pid": os.getpid(),
+               "created_at": now(), "heartbeat_at": now()}
+        found = facets.values_of(values.get("tags"), row["models"]) - self._facets
         with self.writing() as connection:
-            connection.execute(RUNS.insert().values(
-                id=run_id, **values, status="running", models=clean_text(",".join(models)),
-                # A run is simulated if any seat is (the reports name the seats).
-                simulated=any(m.startswith("simulated") for m in models),
-                experiment_id=experiment_id, host=self.host[:200], pid=os.getpid(),
-                created_at=now(), heartbeat_at=now()))
-            facets.record(connection, [{"tags": values.get("tags"), "models": ",".join(models)}])
+            connection.execute(INSERT_RUN, row)
+            if found:
+                facets.record(connection, [{"tags": values.get("tags"), "models": row["models"]}])
+        self._facets |= found  # kept once committed: the next run with them writes none
         return run_id
 
     def recorder(self, run_id: str, batched: bool | None = None) -> Any:
@@ -109,30 +113,11 @@ class RunWriting(Database):
         from another process), whose owners should stop."""
         if not pairs:
             return {}
-        values = [records.turn_values(r, t) for r, t in pairs]
-        ended: dict[str, str] = {}
-        stopped: list[str] = []
         try:
             with self.writing() as connection:
-                for run_id in sorted({r for r, _ in pairs}):
-                    if connection.execute(HEARTBEAT, {"rid": run_id, "at": now()}).rowcount:
-                        continue
-                    row = connection.execute(select(RunRow.status, RunRow.error).where(
-                        RunRow.id == run_id)).first()
-                    ended[run_id] = ("the run was deleted" if row is None else
-                                     f"the run was ended elsewhere ({row.status}"
-                                     f"{': ' + row.error if row.error else ''})")
-                    if row is not None and row.status == "interrupted":
-                        stopped.append(run_id)  # keep the call that was in flight
-                        continue
-                    values = [v for v in values if v["run_id"] != run_id]
-                if values:
-                    connection.execute(INSERT_TURN, values)
-                for run_id in stopped:
-                    count_turns(connection, run_id)
+                return _write_turns(connection, pairs)
         except IntegrityError:  # deleted between the heartbeat and the insert
             return {r: "the run was deleted" for r, _ in pairs}
-        return ended
 
     def update_turn(self, run_id: str, turn: Turn) -> None:
         """Write a recorded turn's status, error, parsed fields and warnings again."""
@@ -156,27 +141,41 @@ class RunWriting(Database):
         is given (no model call succeeded). A completed run that `lost` something decisive (see
         `ProtocolSpec.losses`) is flagged `degraded_run`, with what it lost. A batched store
         writes the run's turns first (`StoreWriteError` when they still cannot be written)."""
-        if self._batch is not None:
-            self._batch.before_finish(run_id)
         turns = result.turns
         dump = result.model_dump(mode="json", exclude={"turns"})
         metrics = {**metrics, "warnings": len(result.warnings)}
-        with self.writing() as connection:
-            connection.execute(update(RunRow).where(
-                RunRow.id == run_id, RunRow.status == "running").values(
-                status="failed" if error else "completed", error=records.error_text(error)[:2000],
-                degraded_run=bool(lost) and not error, lost=clean_text("; ".join(lost)),
-                result=records.dumps(dump),
-                metrics=records.dumps(metrics), correct=result.correct,
-                unanswered=result.unanswered, calls=len(turns),
-                degraded=sum(1 for t in turns if t.status != "ok"),
-                tokens_in=records.total(t.tokens_in for t in turns),
-                tokens_out=records.total(t.tokens_out for t in turns),
-                latency=records.seconds(sum(records.seconds(t.latency) for t in turns)),
-                duration=records.seconds(result.duration),
-                cost_usd=records.money(total_cost(turns)),
-                simulated=or_(RunRow.simulated, literal(any(t.simulated for t in turns))),
-                finished_at=now(), heartbeat_at=now()))
+        ending = {
+            "rid": run_id, "status": "failed" if error else "completed",
+            "error": records.error_text(error)[:2000], "degraded_run": bool(lost) and not error,
+            "lost": clean_text("; ".join(lost)), "result": records.dumps(dump),
+            "metrics": records.dumps(metrics), "correct": result.correct,
+            "unanswered": result.unanswered, "calls": len(turns),
+            "degraded": sum(1 for t in turns if t.status != "ok"),
+            "tokens_in": records.total(t.tokens_in for t in turns),
+            "tokens_out": records.total(t.tokens_out for t in turns),
+            "latency": records.seconds(sum(records.seconds(t.latency) for t in turns)),
+            "duration": records.seconds(result.duration),
+            "cost_usd": records.money(total_cost(turns)),
+            "any_simulated": any(t.simulated for t in turns),
+            "finished_at": now(), "heartbeat_at": now()}
+        batch = self._batch
+        if batch is None:
+            with self.writing() as connection:
+                connection.execute(FINISH_RUN, ending)
+            return
+        # One transaction writes the turns the batch holds (this run's last ones among them)
+        # and the run's end; when it cannot, the batch's own flush says why.
+        pairs = batch.queued()
+        try:
+            with self.writing() as connection:
+                ended = _write_turns(connection, pairs)
+                connection.execute(FINISH_RUN, ending)
+        except (StoreWriteError, IntegrityError):
+            batch.before_finish(run_id)
+            with self.writing() as connection:
+                connection.execute(FINISH_RUN, ending)
+            return
+        batch.written(pairs, ended)
 
     def end_run(self, run_id: str, status: str, error: str = "") -> bool:
         """Close a `running` run that did not complete (`failed` or `interrupted`), keeping its
@@ -251,3 +250,31 @@ class RunWriting(Database):
             for run_id in ids:
                 self._pending.pop(run_id, None)
         return count
+
+
+def _write_turns(connection: Any, pairs: Sequence[tuple[str, Turn]]) -> dict[str, str]:
+    """Write several runs' turns in `connection`'s transaction, each run's heartbeat first;
+    returns {run id: why} for the runs no longer `running` (deleted, or stopped from another
+    process: the turns of a stopped run are kept, as its calls were made)."""
+    if not pairs:
+        return {}
+    values = [records.turn_values(r, t) for r, t in pairs]
+    ended: dict[str, str] = {}
+    stopped: list[str] = []
+    for run_id in sorted({r for r, _ in pairs}):
+        if connection.execute(HEARTBEAT, {"rid": run_id, "at": now()}).rowcount:
+            continue
+        row = connection.execute(select(RunRow.status, RunRow.error).where(
+            RunRow.id == run_id)).first()
+        ended[run_id] = ("the run was deleted" if row is None else
+                         f"the run was ended elsewhere ({row.status}"
+                         f"{': ' + row.error if row.error else ''})")
+        if row is not None and row.status == "interrupted":
+            stopped.append(run_id)  # keep the call that was in flight
+            continue
+        values = [v for v in values if v["run_id"] != run_id]
+    if values:
+        connection.execute(INSERT_TURN, values)
+    for run_id in stopped:
+        count_turns(connection, run_id)
+    return ended

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, select, update
+from sqlalchemy import Table, bindparam, or_, select, update
 
 from engine.models import now, total_cost
 from engine.store.records import error_text, money, seconds, total
@@ -25,6 +25,11 @@ EXPERIMENTS = cast(Table, ExperimentRow.__table__)
 MIGRATION_LOG = cast(Table, MigrationRow.__table__)
 BACKFILL_LOG = cast(Table, BackfillRow.__table__)  # back-fills left to the protocols
 INSERT_TURN = TURNS.insert()
+INSERT_RUN = RUNS.insert()
+# A `running` run's end: the columns come as parameters (`rid` names the run); a run is
+# simulated once any of its turns is (`any_simulated`), or when it started so.
+FINISH_RUN = update(RUNS).where(RUNS.c.id == bindparam("rid"), RUNS.c.status == "running").values(
+    simulated=or_(RUNS.c.simulated, bindparam("any_simulated")))
 HEARTBEAT = update(RUNS).where(RUNS.c.id == bindparam("rid"),
                                RUNS.c.status == "running").values(heartbeat_at=bindparam("at"))
 UPDATE_TURN = update(TURNS).where(TURNS.c.run_id == bindparam("rid"),
