@@ -37,6 +37,7 @@ from engine.questions import DEFINITE, OPEN
 from engine.reports import charts, insights, vega
 from engine.reports import runs as history
 from engine.store import Store
+from engine.store.signal_columns import SIGNAL_COLUMNS
 from engine.store.simulated import SIMULATED_PREFIX
 
 LABELS = ("baseline", "strict-critic", "gpt-mix", "long-rounds", "cheap-models", None)
@@ -153,6 +154,8 @@ def _rows(pairs: Sequence[tuple[_Template, _Template]], n: int, seed: int, turn_
                "label": rng.choice(LABELS), "tags": rng.choice(TAG_SETS[rng.randrange(3)]),
                "host": "bench", "pid": 0}
         fate = rng.random()
+        if fate < 0.05:  # a run that did not complete has no signals
+            row.update(dict.fromkeys(SIGNAL_COLUMNS))
         if fate < 0.03:
             row.update(status="failed", result="{}", metrics="{}", correct=None,
                        error="RuntimeError: the provider closed the connection")
