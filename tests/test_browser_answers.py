@@ -34,12 +34,22 @@ def test_a_row_of_the_three_answers_opens_its_runs(app, page, shots):  # noqa: F
     expect(headers.first).to_have_text(TITLES["minds"])
     expect(headers.nth(1)).to_have_text(TITLES["votes"])
     expect(headers.nth(2)).to_have_text(TITLES["confidence"])
-    grid = main.locator("[data-testid='stDataFrame']").first
-    grid.locator("[role='gridcell']").first.wait_for(state="attached")
-    # every column of the table is drawn at 1280 px (glide draws the visible columns only)
-    names = [h.inner_text() for h in grid.locator("[role='columnheader']").all()]
-    assert names == ["label", "protocol", "runs", "agents", "changed their mind",
-                         "persuaded (wrong → right)", "misled (right → wrong)"], names
+    grids = main.locator("[data-testid='stDataFrame']")
+    expected = [["label", "protocol", "runs", "agents", "changed their mind",
+                 "persuaded", "misled"],
+                ["label", "protocol", "runs", "winner's share", "unanimous", "tied",
+                 "winner right"],
+                ["label", "protocol", "confidence", "runs", "accuracy",
+                 "round-one agreement"]]
+    for number, columns in enumerate(expected):
+        table = grids.nth(number)
+        table.locator("[role='gridcell']").first.wait_for(state="attached")
+        # every column of each table is drawn at 1280 px (glide draws the ones in view only)
+        names = [h.inner_text() for h in table.locator("[role='columnheader']").all()]
+        assert names == columns, (number, names)
+        box = table.bounding_box()
+        assert box["x"] + box["width"] <= WIDE["width"]
+    grid = grids.first
     settle(page)
     page.screenshot(path=str(shots / "50-insights-three-answers.png"))
     box = grid.bounding_box()

@@ -62,9 +62,9 @@ def test_the_three_answers_by_hand(store):
     minds = sections["minds"].table.iloc[0]
     assert (minds["label"], minds["protocol"], minds["runs"], minds["agents"]) == (
         "a", "Society of minds (Du et al.)", 2, 6)
-    assert minds["changed their mind"] == rate_text(3, 6)
-    assert minds["persuaded (wrong → right)"] == rate_text(1, 6)
-    assert minds["misled (right → wrong)"] == rate_text(1, 6)
+    assert minds["changed their mind"] == rate_text(3, 6).removesuffix(" n=6")  # n: agents
+    assert minds["persuaded"] == rate_text(1, 6)
+    assert minds["misled"] == rate_text(1, 6)
     assert "Of 6 agents in 2 runs, 50%" in sections["minds"].caption
 
     votes = sections["votes"].table
@@ -72,17 +72,18 @@ def test_the_three_answers_by_hand(store):
     row = votes.iloc[0]
     mean = (1 + 2 / 3) / 2
     half = 1.959964 * math.sqrt(((1 + 4 / 9) - 2 * mean * mean) / 1 / 2)
-    assert row["winner's share of the votes"] == \
-        f"{mean:.0%} [{max(mean - half, 0):.0%}–{min(mean + half, 1):.0%}] n=2"
+    assert row["winner's share"] == \
+        f"{mean:.0%} [{max(mean - half, 0):.0%}–{min(mean + half, 1):.0%}]"  # n: runs
     assert (row["unanimous"], row["tied"], row["winner right"]) == (
-        rate_text(1, 2), rate_text(0, 2), rate_text(1, 2))
+        rate_text(1, 2).removesuffix(" n=2"), rate_text(0, 2).removesuffix(" n=2"),
+        rate_text(1, 2))
 
     confidence = sections["confidence"].table
     rows = {(r["protocol"], r["confidence"]): r for r in confidence.to_dict("records")}
-    assert list(confidence["confidence"]) == ["judge: 0.7 or more", "judge: under 0.4",
+    assert list(confidence["confidence"]) == ["judge ≥ 0.7", "judge < 0.4",
                                               "high", "medium"]
-    assert rows[("Debate", "judge: 0.7 or more")]["accuracy"] == rate_text(1, 1)
-    assert rows[("Debate", "judge: 0.7 or more")]["round-one agreement"] == "no round one"
+    assert rows[("Debate", "judge ≥ 0.7")]["accuracy"] == rate_text(1, 1)
+    assert rows[("Debate", "judge ≥ 0.7")]["round-one agreement"] == "no round one"
     high = rows[("Society of minds (Du et al.)", "high")]
     medium = rows[("Society of minds (Du et al.)", "medium")]
     assert (high["accuracy"], high["round-one agreement"]) == (rate_text(1, 1), "67% n=1")
@@ -93,9 +94,9 @@ def test_simulated_and_real_runs_are_never_pooled(store):
     stored(store, "r", "society", society(3, 1, 0, 0, 1.0, "high", {"4": 3}))
     stored(store, "s", "society", society(3, 3, 0, 0, 1.0, "high", {"4": 3}), simulated=True)
     real = by_title(answers.report(store, Filters(), "real"))["minds"].table
-    assert list(real["changed their mind"]) == [rate_text(1, 3)]
+    assert list(real["changed their mind"]) == [rate_text(1, 3).removesuffix(" n=3")]
     fake = by_title(answers.report(store, Filters(), "simulated"))["minds"].table
-    assert list(fake["changed their mind"]) == [rate_text(3, 3)]
+    assert list(fake["changed their mind"]) == [rate_text(3, 3).removesuffix(" n=3")]
     both = by_title(answers.report(store, Filters(), "both"))["minds"].table
     assert list(both["label"]) == ["a", "a (simulated)"]
     # a row of simulated runs opens the simulated runs only

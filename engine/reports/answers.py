@@ -32,8 +32,7 @@ KEYS = ("minds", "votes", "confidence")
 TITLES = {"minds": "Who changed their mind", "votes": "How the votes fell",
           "confidence": "Confidence against accuracy"}
 LEVELS = ("high", "medium", "low")  # a tally's confidence (DESIGN 2.3), best first
-JUDGE_BANDS = {"high": "judge: 0.7 or more", "medium": "judge: 0.4 to 0.7",
-               "low": "judge: under 0.4"}
+JUDGE_BANDS = {"high": "judge ≥ 0.7", "medium": "judge 0.4–0.7", "low": "judge < 0.4"}
 Z95 = 1.959964
 
 
@@ -45,17 +44,24 @@ def load(store: Any, filters: Filters) -> pd.DataFrame:
     return frame.assign(label=labels, group=labels)
 
 
-def mean_text(total: float, squares: float, n: int) -> str:
+def mean_text(total: float, squares: float, n: int, with_n: bool = True) -> str:
     """A mean share as a table shows it: "78% [74–82%] n=120" (mean ± 1.96 standard errors,
-    clipped to 0..100%); "– n=0" for none, no interval for one value."""
+    clipped to 0..100%; without " n=120" when its row gives n already); "– n=0" for none,
+    no interval for one value."""
     if not n:
         return "– n=0"
     mean = total / n
+    count = f" n={n}" if with_n else ""
     if n < 2:
-        return f"{mean:.0%} n=1"
+        return f"{mean:.0%}{count}"
     variance = max((squares - n * mean * mean) / (n - 1), 0.0)
     half = Z95 * math.sqrt(variance / n)
-    return f"{mean:.0%} [{max(mean - half, 0.0):.0%}–{min(mean + half, 1.0):.0%}] n={n}"
+    return f"{mean:.0%} [{max(mean - half, 0.0):.0%}–{min(mean + half, 1.0):.0%}]{count}"
+
+
+def rate_cell(right: int, n: int) -> str:
+    """A rate whose n its row gives already: "11% [2%–43%]" (95% Wilson interval)."""
+    return rate_text(right, n).rsplit(" n=", 1)[0] if n else "–"
 
 
 def share_words(right: int, n: int) -> str:
@@ -80,12 +86,13 @@ def minds(summary: pd.DataFrame) -> Section:
     table = pd.DataFrame({
         "label": rows["group"], "protocol": rows["protocol"], "runs": rows["m_runs"],
         "agents": rows["m_seats"],
-        "changed their mind": [rate_text(int(k), int(n)) for k, n in
+        "changed their mind": [rate_cell(int(k), int(n)) for k, n in
                                zip(rows["m_changes"], rows["m_seats"])],
-        "persuaded (wrong → right)": [rate_text(int(k), int(n)) if n else "no expected answer"
-                                      for k, n in zip(rows["persuaded"], rows["j_seats"])],
-        "misled (right → wrong)": [rate_text(int(k), int(n)) if n else "no expected answer"
-                                   for k, n in zip(rows["misled"], rows["j_seats"])],
+        # of the agents whose run had an expected answer: wrong then right, right then wrong
+        "persuaded": [rate_text(int(k), int(n)) if n else "no expected answer"
+                      for k, n in zip(rows["persuaded"], rows["j_seats"])],
+        "misled": [rate_text(int(k), int(n)) if n else "no expected answer"
+                   for k, n in zip(rows["misled"], rows["j_seats"])],
         "few": rows["m_runs"] < FEW})
     seats, changes = int(rows["m_seats"].sum()), int(rows["m_changes"].sum())
     judged = int(rows["j_seats"].sum())
@@ -94,8 +101,9 @@ def minds(summary: pd.DataFrame) -> Section:
                "their last (measured from the answers, not what the agents claimed).")
     if judged:
         caption += (f" Where the expected answer was known ({judged:,} agents), "
-                    f"{int(rows['persuaded'].sum()):,} were persuaded to it and "
-                    f"{int(rows['misled'].sum()):,} misled away from it.")
+                    f"{int(rows['persuaded'].sum()):,} were persuaded to it (wrong, then right) "
+                    f"and {int(rows['misled'].sum()):,} misled away from it (right, then "
+                    "wrong).")
     return Section("minds", TITLES["minds"], caption=caption, table=table.reset_index(drop=True))
 
 
@@ -108,11 +116,11 @@ def votes(summary: pd.DataFrame) -> Section:
                        "match these filters.")
     table = pd.DataFrame({
         "label": rows["group"], "protocol": rows["protocol"], "runs": rows["t_runs"],
-        "winner's share of the votes": [mean_text(s, q, int(n)) for s, q, n in
-                                        zip(rows["t_sum"], rows["t_sq"], rows["t_runs"])],
-        "unanimous": [rate_text(int(k), int(n)) for k, n in
+        "winner's share": [mean_text(s, q, int(n), with_n=False) for s, q, n in
+                           zip(rows["t_sum"], rows["t_sq"], rows["t_runs"])],
+        "unanimous": [rate_cell(int(k), int(n)) for k, n in
                       zip(rows["unanimous"], rows["t_runs"])],
-        "tied": [rate_text(int(k), int(n)) for k, n in zip(rows["tied"], rows["t_runs"])],
+        "tied": [rate_cell(int(k), int(n)) for k, n in zip(rows["tied"], rows["t_runs"])],
         "winner right": [rate_text(int(k), int(n)) if n else "no expected answer"
                          for k, n in zip(rows["t_right"], rows["t_scored"])],
         "few": rows["t_runs"] < FEW})
@@ -157,8 +165,8 @@ def confidence(summary: pd.DataFrame) -> Section:
         "few": rows["n"] < FEW})
     caption = ("Accuracy of the runs at each confidence level, beside round one's agreement "
                "(the plurality's share of the agents' first answers, before they saw each "
-               "other's) on the same runs: a confidence that deserves trust has accuracy "
-               "falling with it.")
+               "other's) on the same runs: where confidence deserves trust, accuracy falls "
+               "as it falls. A judge's stated confidence is shown in three bands.")
     high = rows[rows["level"] == "high"]
     if not high.empty and int(high["scored"].sum()):
         caption += (f" Runs ending with high confidence were right in "
