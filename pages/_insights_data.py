@@ -13,6 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from engine import Store
+from engine.reports import answers as opening
 from engine.reports import charts, insights, vega
 from engine.reports import runs as history
 
@@ -22,6 +23,13 @@ def load_summary(_store: Store, url: str, stamp: tuple, args: tuple) -> pd.DataF
     """The matching runs added up in the store (a few hundred rows however many runs
     match), read again only when the stored runs changed (`stamp`)."""
     return insights.load_summary(_store, history.Filters(**dict(args)))
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def answers(_store: Store, url: str, stamp: tuple, args: tuple, kind: str) -> list:
+    """The three answers the page opens on (`engine.reports.answers`: one grouped query in
+    the store), made again only when the runs changed."""
+    return opening.report(_store, history.Filters(**dict(args)), kind)
 
 
 @st.cache_data(max_entries=32, show_spinner="Adding up the runs…")
@@ -53,6 +61,7 @@ def warm(store: Store) -> None:
     if summary.empty:
         return
     kind = insights.default_kind(summary)
+    answers(store, store.url_safe, stamp, args, kind)
     titles = insights.section_titles()
     chosen = insights.default_sections(summary)
     figures(store, store.url_safe, stamp, args, kind,

@@ -50,6 +50,40 @@ def drill_down(section: str, chart: insights.Chart, key: str, figure: Any) -> No
             section, chart, "", {"x": group}))
 
 
+def draw(section: insights.Section, simulated: bool = False) -> None:
+    """A section: its title, caption, headline numbers, charts two by two and its table; a
+    click on a chart's bar or a table's row opens the runs behind it on the Runs page
+    (`simulated`: only the simulated ones, the kind shown)."""
+    st.subheader(section.title)
+    if section.caption:
+        st.caption(md(section.caption))
+    if section.note:
+        st.caption(md(section.note))
+        return
+    if section.metrics:
+        _shared.metrics_row(section.metrics)
+    for first in range(0, len(section.charts), 2):
+        for column, number in zip(st.columns(2), range(first, first + 2)):
+            if number < len(section.charts):
+                chart = section.charts[number]
+                with column:
+                    key = f"{section.key}_{number}"
+                    drill_down(section.key, chart, key, drawn[key])
+                    st.caption(md(chart.caption))
+    if section.table is not None and not section.table.empty:
+        picked = st.dataframe(
+            aggregate.grey_few(section.table), hide_index=True, key=f"{section.key}_table",
+            on_select="rerun", selection_mode="single-row",
+            column_config={"rate": st.column_config.NumberColumn(format="percent"),
+                           "low": st.column_config.NumberColumn(format="percent"),
+                           "high": st.column_config.NumberColumn(format="percent"),
+                           "few": None})
+        rows = picked.selection.rows if picked is not None else []
+        if rows:  # a row opens the runs behind it
+            st.switch_page("pages/runs.py", query_params=drill.row_params(
+                section.key, section.table.iloc[rows[0]].to_dict(), simulated=simulated))
+
+
 with st.expander("Filters", expanded=False):
     filters = _shared.filter_widgets(history.choices(store), "insights", bind=True)
 args = tuple(sorted((k, v) for k, v in vars(filters).items() if v not in (None, "")))
@@ -79,13 +113,20 @@ if hidden:
     other = "simulated" if kind == "real" else "real"
     st.caption(f"{hidden:,} {other} run(s) are not shown; choose *{KIND_NAMES[other]}* or "
                f"*{KIND_NAMES['both']}* to see them.")
-VIEWS = {"sections": "Sections", "moved": "Who moved whom", "whatif": "What if"}  # issue 29
+VIEWS = {"sections": "The three answers, then sections", "moved": "Who moved whom",
+         "whatif": "What if"}
 view = st.segmented_control("View", list(VIEWS), default="sections", format_func=VIEWS.get,
                             key="insights-view", bind="query-params") or "sections"
 if view != "sections":
     from pages import _influence, _whatif
     {"moved": _influence.render, "whatif": _whatif.render}[view](store, args, kind)
     st.stop()
+# The product's three answers first (who changed their mind, how the votes fell, confidence
+# against accuracy), each row opening its runs; the protocols' own sections follow.
+drawn: dict[str, Any] = {}
+for answer in data.answers(store, store.url_safe, stamp, args, kind):
+    draw(answer, simulated=kind == "simulated")
+st.divider()
 titles = insights.section_titles()
 chosen = st.pills(
     "Sections", list(titles), default=insights.default_sections(summary),
@@ -114,33 +155,7 @@ st.caption("Grouped by configuration label. Rates, means and calibration count c
            "point of a line by round to open the runs behind it on the Runs page.")
 
 for section in sections:
-    st.subheader(section.title)
-    if section.caption:
-        st.caption(md(section.caption))
-    if section.note:
-        st.caption(md(section.note))
-        continue
-    if section.metrics:
-        _shared.metrics_row(section.metrics)
-    for first in range(0, len(section.charts), 2):
-        for column, number in zip(st.columns(2), range(first, first + 2)):
-            if number < len(section.charts):
-                chart = section.charts[number]
-                with column:
-                    key = f"{section.key}_{number}"
-                    drill_down(section.key, chart, key, drawn[key])
-                    st.caption(md(chart.caption))
-    if section.table is not None and not section.table.empty:
-        picked = st.dataframe(
-            aggregate.grey_few(section.table), hide_index=True, key=f"{section.key}_table",
-            on_select="rerun", selection_mode="single-row",
-            column_config={"rate": st.column_config.NumberColumn(format="percent"),
-                           "low": st.column_config.NumberColumn(format="percent"),
-                           "high": st.column_config.NumberColumn(format="percent")})
-        rows = picked.selection.rows if picked is not None else []
-        if rows:  # a row opens the runs behind it
-            st.switch_page("pages/runs.py", query_params=drill.row_params(
-                section.key, section.table.iloc[rows[0]].to_dict()))
+    draw(section)
 
 if "consensus" in only:  # issue 29: its own view (pages/_consensus.py)
     _consensus.show(_consensus.insights_report(store, store.url_safe, stamp, args, kind),

@@ -59,9 +59,11 @@ def show_history() -> None:
         table, hide_index=True, key="runs_table", on_select="rerun",
         selection_mode="single-row",
         # the answers an analyst reads first (outcome, confidence, mind changes, right or
-        # wrong) in the first screenful; the question, wide, after them
-        column_order=["open", "created", *searched, "protocol", "label", "outcome",
-                      "confidence", "mind changes", "correct", "unanswered", "question",
+        # wrong) in the first screenful at 1280 px, right after the run and its label (after
+        # a transcript search, where each run matched comes first); the protocol and the
+        # time after them, the question, wide, after those
+        column_order=["open", *searched, "label", "outcome", "confidence", "mind changes",
+                      "correct", "protocol", "created", "unanswered", "question",
                       "expected", "status", "simulated", "models", "calls", "degraded",
                       "tokens", "cost", "seconds"],
         height=min(38 + 35 * len(page.table), 560),

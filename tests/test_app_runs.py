@@ -242,6 +242,9 @@ def test_the_runs_list_opens_on_outcome_confidence_and_mind_changes(tmp_path, mo
     assert not at.exception, at.exception
     table = at.dataframe[0]
     order = list(table.proto.column_order)
+    # right after the run and its label, so that all four fit at 1280 px
+    # (tests/test_browser_answers.py looks in a browser)
+    assert order[:6] == ["open", "label", "outcome", "confidence", "mind changes", "correct"]
     assert order.index("outcome") < order.index("confidence") < order.index(
         "mind changes") < order.index("question")
     row = table.value.iloc[0]

@@ -6,12 +6,14 @@ import math
 from datetime import timedelta
 
 import pytest
+from sqlalchemy import text
 
 from engine.bench.dashboard import DAYS, REAL_MODEL, make_fixture, sizes
 from engine.bench.table import collect, command, format_table
 from engine.cli import build_parser
 from engine.protocols import REGISTRY, estimate
 from engine.store import Store
+from engine.store.signal_columns import SIGNAL_COLUMNS, signal_values
 from engine.store.simulated import seat_models, simulation
 
 
@@ -68,7 +70,24 @@ def test_a_small_fixture_has_its_runs_turns_on_the_first_only_and_real_and_simul
     assert runs["label"].nunique() > 1 and runs["tags"].astype(str).nunique() > 1
     spread = runs["created_at"].max() - runs["created_at"].min()
     assert timedelta(days=30) < spread <= timedelta(days=DAYS)
+    # The typed signals Insights' three answers add up say what each run's metrics say
+    # (none for a run that did not complete).
+    with store.engine.connect() as connection:
+        typed = {row[0]: dict(zip(SIGNAL_COLUMNS, row[1:], strict=True)) for row in
+                 connection.execute(text(f"SELECT id, {', '.join(SIGNAL_COLUMNS)} FROM runs"))}
+    for run_id, metrics in zip(runs["id"], runs["metrics"], strict=True):
+        want = signal_values(metrics)
+        got = {**typed[run_id], "tied": None if typed[run_id]["tied"] is None
+               else bool(typed[run_id]["tied"])}  # SQLite keeps a boolean as 0 or 1
+        assert got == pytest.approx(want), run_id
+    assert summary_has_signals(store)
     store.close()
+
+
+def summary_has_signals(store: Store) -> bool:
+    summary = store.answer_summary()
+    return bool(summary["m_changes"].sum() and summary["t_runs"].sum()
+                and summary["f_runs"].sum())
 
 
 def test_the_dashboard_sizes_parse_and_reach_the_command_that_measures_again():

@@ -109,6 +109,7 @@ def test_the_summary_counts_every_run_once_and_a_dead_running_run_as_interrupted
 def test_past_the_sample_size_a_section_says_it_was_drawn_from_a_sample(backend, monkeypatch):
     store = mixed(backend)
     monkeypatch.setattr(insights, "SAMPLE", 3)
+    monkeypatch.setattr(insights, "SECTION_SAMPLE", 3)
     sections = {s.key: s for s in insights.report_from_store(
         store, Filters(), "simulated", ["overview", "panel", "accuracy", "cost"])}
     total = int(insights.load_summary(store, Filters())
@@ -211,3 +212,26 @@ def test_the_runs_page_says_how_many_match_beyond_its_page(backend):
     assert page.more and len(page.table) == 5 and page.matching == total
     assert store.count_runs(protocol="panel") == len(store.runs(protocol="panel"))
     assert history.history(store, Filters(label="nothing-has-it")).matching == 0
+
+
+def test_a_section_reads_its_runs_results_once_and_past_a_bound_a_sample(backend, monkeypatch):
+    """A protocol's section asks for its runs' stored results more than once (the panel's
+    persona chart and its flows): they are read once; past `RESULTS_SAMPLE` runs of a kind,
+    every k-th of them, and the section's caption says so."""
+    store = mixed(backend)
+    reads: list[int] = []
+    real = store.run_results
+
+    def counted(ids, **kwargs):
+        reads.append(len(ids))
+        return real(ids, **kwargs)
+
+    monkeypatch.setattr(store, "run_results", counted)
+    whole = insights.report_from_store(store, Filters(), "simulated", ["panel"])[0]
+    assert len(reads) == 1 and not whole.caption
+    panels = reads[0]
+    monkeypatch.setattr(insights, "RESULTS_SAMPLE", 1)
+    reads.clear()
+    thinned = insights.report_from_store(store, Filters(), "simulated", ["panel"])[0]
+    assert reads == [1]
+    assert f"a sample of 1 of these {panels:,} runs: every {panels}th" in thinned.caption

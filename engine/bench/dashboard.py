@@ -34,9 +34,10 @@ from engine.bench.table import median_time
 from engine.models import now
 from engine.protocols import REGISTRY, arun_config, run_sync
 from engine.questions import DEFINITE, OPEN
-from engine.reports import charts, insights, vega
+from engine.reports import answers, charts, insights, vega
 from engine.reports import runs as history
 from engine.store import Store
+from engine.store.signal_columns import SIGNAL_COLUMNS
 from engine.store.simulated import SIMULATED_PREFIX
 
 LABELS = ("baseline", "strict-critic", "gpt-mix", "long-rounds", "cheap-models", None)
@@ -153,6 +154,8 @@ def _rows(pairs: Sequence[tuple[_Template, _Template]], n: int, seed: int, turn_
                "label": rng.choice(LABELS), "tags": rng.choice(TAG_SETS[rng.randrange(3)]),
                "host": "bench", "pid": 0}
         fate = rng.random()
+        if fate < 0.05:  # a run that did not complete has no signals
+            row.update(dict.fromkeys(SIGNAL_COLUMNS))
         if fate < 0.03:
             row.update(status="failed", result="{}", metrics="{}", correct=None,
                        error="RuntimeError: the provider closed the connection")
@@ -242,8 +245,9 @@ def run_detail_page(store: Store, run_id: str) -> int:
 
 def insights_page(store: Store, filters: history.Filters, every: bool = False) -> int:
     """The Insights page's first view as the page makes it: the newest run, the filter
-    choices, the cache key, the runs added up in the store, the default kind and sections
-    (`every`: all of them), every figure made and serialised."""
+    choices, the cache key, the runs added up in the store, the three answers it opens on,
+    the default kind and sections (`every`: all of them), every table and figure made and
+    serialised."""
     history.newest(store)
     history.choices(store)
     store.fingerprint()
@@ -251,10 +255,12 @@ def insights_page(store: Store, filters: history.Filters, every: bool = False) -
     if summary.empty:
         return 0
     only = None if every else insights.default_sections(summary)
-    sections = insights.report_from_store(store, filters, insights.default_kind(summary),
-                                          only, summary)
-    return sum(len(json.dumps(vega.spec(c), default=str)) if vega.spec(c) is not None
-               else len(charts.figure(c).to_json()) for s in sections for c in s.charts)
+    kind = insights.default_kind(summary)
+    opening = answers.report(store, filters, kind)  # the three answers, drawn as tables
+    sections = insights.report_from_store(store, filters, kind, only, summary)
+    return sum(len(s.table.to_json()) for s in opening if s.table is not None) + sum(
+        len(json.dumps(vega.spec(c), default=str)) if vega.spec(c) is not None
+        else len(charts.figure(c).to_json()) for s in sections for c in s.charts)
 
 
 def _peak_mb(work: Callable[[], Any]) -> float:
@@ -347,6 +353,11 @@ def _bench_size(n: int) -> list[Row]:
                  median_time(lambda: insights_page(store, everything)), first),
             _row(f"insights page, filtered ({name}) ({size})",
                  median_time(lambda: insights_page(store, history.Filters(protocol=name))), first),
+            _row(f"insights page: the three answers alone ({size})",
+                 median_time(lambda: answers.report(store, everything, "real")), ""),
+            _row(f"insights page, filtered ({name}): the three answers alone ({size})",
+                 median_time(lambda: answers.report(store, history.Filters(protocol=name),
+                                                    "real")), ""),
             _row(f"insights page: every section, protocols' sampled past "
                  f"{insights.SAMPLE:,} runs ({size})",
                  median_time(lambda: insights_page(store, everything, every=True), 1), ""),

@@ -71,10 +71,12 @@ def params(section: str, chart: Chart, trace_name: str, point: Mapping[str, Any]
     return out
 
 
-def row_params(section: str, row: Mapping[str, Any]) -> dict[str, str]:
+def row_params(section: str, row: Mapping[str, Any], *, simulated: bool = False
+               ) -> dict[str, str]:
     """The Runs page's query parameters for a row of an Insights section's table (its
     `label` and `protocol` columns; the section's protocol otherwise). Its rates count
-    completed runs, so the completed ones open."""
+    completed runs, so the completed ones open; a row of simulated runs (`simulated`, or a
+    label shown " (simulated)" beside real ones) opens the simulated runs only."""
     from engine.protocols import REGISTRY
     out: dict[str, str] = {"protocol": section} if section in REGISTRY else {}
     protocol = _protocol_of(str(row.get("protocol") or ""))
@@ -84,4 +86,6 @@ def row_params(section: str, row: Mapping[str, Any]) -> dict[str, str]:
     if label is not None:
         out["label"] = label
     out["status"] = "completed"
+    if simulated or str(row.get("label") or row.get("group") or "").endswith(SIMULATED_SUFFIX):
+        out["model"] = SIMULATED_PREFIX
     return out

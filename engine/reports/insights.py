@@ -374,6 +374,13 @@ def _apart(runs: pd.DataFrame, make: Callable[[pd.DataFrame], Section]) -> Secti
 
 # --------------------------------------------------------------------------- at scale
 SAMPLE = 10_000  # the most runs a protocol's section or a box plot reads, per kind of run
+# the most runs a protocol's own section reads with their metrics, per kind of run: its
+# headline figures (mind changes, votes, confidence against accuracy) are counted over every
+# run at the top of the page (`engine.reports.answers`); the section's charts draw a sample
+SECTION_SAMPLE = 2_000
+# the most runs whose whole stored results (and configurations) a protocol's section reads:
+# a result is parsed JSON of every seat's turn, a thousand times a run's typed columns
+RESULTS_SAMPLE = 1_000
 
 
 def every_for(count: int, limit: int | None = None) -> int:
@@ -388,7 +395,8 @@ def sample_text(read: int, of: int, every: int) -> str:
         return ""
     return (f"Drawn from a sample of {read:,} of {of:,} runs: every {every}th in time order "
             "(every label and the whole period alike). Counts, rates and intervals here are "
-            "the sample's; the overview and accuracy count every run.")
+            "the sample's; the three answers at the top, the overview and accuracy count "
+            "every run.")
 
 
 def _kinds(kind: str) -> list[bool]:
@@ -396,8 +404,8 @@ def _kinds(kind: str) -> list[bool]:
 
 
 def _sampled(store: Any, filters: Filters, summary: pd.DataFrame, kind: str,
-             read: Callable[[int, dict[str, Any]], pd.DataFrame], **narrow: Any
-             ) -> tuple[pd.DataFrame, str]:
+             read: Callable[[int, dict[str, Any]], pd.DataFrame], limit: int | None = None,
+             **narrow: Any) -> tuple[pd.DataFrame, str]:
     """`read(every, args)` for each kind of run shown (real and simulated read apart, each
     sampled on its own so a few real runs are never thinned by many simulated ones), kept
     apart as `keep_apart` keeps them; and the sample's description ("" for every run)."""
@@ -409,7 +417,7 @@ def _sampled(store: Any, filters: Filters, summary: pd.DataFrame, kind: str,
         count = int(mine["n"].sum())
         if not count:
             continue
-        every = every_for(count)
+        every = every_for(count, limit)
         frame = read(every, {**filters.store_args(), **narrow, "simulated": simulated})
         parts.append(frame)
         read_n, of_n = read_n + len(frame), of_n + count
@@ -441,20 +449,46 @@ def _values(store: Any) -> Callable[[int, dict[str, Any]], pd.DataFrame]:
     return read
 
 
-def _results_of(store: Any, runs: pd.DataFrame) -> Results:
-    """`results(protocol)` for exactly the completed runs of `runs` (a sample, or every
-    run), labelled as `runs` labels them (a simulated run's label suffixed when both kinds
-    are shown)."""
-    def results(protocol: str) -> pd.DataFrame:
-        done = completed(runs)
-        ids = list(done.loc[done["protocol"] == protocol, "id"]) if not done.empty else []
-        frame = store.run_results(ids, with_config=True)  # who played which persona
+class _StoredResults:
+    """`results(protocol)` for the completed runs of `runs` (a sample, or every run),
+    labelled as `runs` labels them (a simulated run's label suffixed when both kinds are
+    shown), read once however often a section asks; past `RESULTS_SAMPLE` runs of a
+    protocol, every k-th of them in `runs`' order, and `said` then describes that sample
+    ("" until a section read results, or when it read them all)."""
+
+    def __init__(self, store: Any, runs: pd.DataFrame):
+        self.store, self.runs = store, runs
+        self.read: dict[str, pd.DataFrame] = {}
+        self.said = ""
+
+    def __call__(self, protocol: str) -> pd.DataFrame:
+        if protocol in self.read:
+            return self.read[protocol]
+        done = completed(self.runs)
+        mine = done[done["protocol"] == protocol] if not done.empty else done
+        keep: set[str] = set()
+        steps: set[int] = set()
+        # each kind of run sampled on its own, so a few real runs are never thinned by
+        # many simulated ones
+        kinds = mine["simulated"].astype(bool) if not mine.empty else pd.Series(dtype=bool)
+        for kind in sorted(set(kinds)):
+            theirs = list(mine.loc[kinds == kind, "id"])
+            every = every_for(len(theirs), RESULTS_SAMPLE)
+            keep.update(theirs[every - 1::every])
+            steps.add(every)
+        ids = [run_id for run_id in mine["id"] if run_id in keep]  # in `runs`' order
+        of = len(mine)
+        if max(steps, default=1) > 1:
+            self.said = (f"The charts drawn from the runs' stored results (by persona, "
+                         f"stance flows) read a sample of {len(ids):,} of these {of:,} "
+                         f"runs: every {max(steps)}th.")
+        frame = self.store.run_results(ids, with_config=True)  # who played which persona
         labels = dict(zip(done["id"], done["label"]))
         order = {run_id: number for number, run_id in enumerate(ids)}  # as `runs` has them
         frame = frame.assign(label=frame["id"].map(labels), _at=frame["id"].map(order))
-        return frame.sort_values("_at", kind="stable").drop(columns="_at").reset_index(
-            drop=True)
-    return results
+        self.read[protocol] = frame.sort_values("_at", kind="stable").drop(
+            columns="_at").reset_index(drop=True)
+        return self.read[protocol]
 
 
 def report_from_store(store: Any, filters: Filters, kind: str | None = None,
@@ -481,12 +515,13 @@ def report_from_store(store: Any, filters: Filters, kind: str | None = None,
             sections.append(Section(name, spec.title, note=f"No completed "
                                     f"{spec.title.lower()} runs match these filters."))
             continue
-        runs, sample = _sampled(store, filters, summary, kind, _flat_runs(store),
+        runs, sample = _sampled(store, filters, summary, kind, _flat_runs(store), SECTION_SAMPLE,
                                 protocol=name)
         runs = keep_apart(runs, kind)
+        results = _StoredResults(store, runs)
         section = _apart(runs, partial(_protocol_section, spec.insights,
-                                       partial(_results_of(store, runs), name)))
-        section.caption = sample
+                                       partial(results, name)))
+        section.caption = " ".join(part for part in (sample, results.said) if part)
         sections.append(section)
     if "accuracy" in wanted:
         sections.append(_apart(shown, accuracy_of))

@@ -27,6 +27,11 @@ from engine.store.schema import RunRow, TurnRow
 SUMMARY_KEYS = ("protocol", "label", "status", "degraded_run", "simulated")
 SUMMARY_SUMS = ("n", "scored", "correct", "unanswered", "tokens", "duration", "cost",
                 "unpriced")
+# What `answer_summary` groups by, and what it adds up within each group.
+ANSWER_KEYS = ("protocol", "label", "simulated", "confidence_level", "band")
+ANSWER_SUMS = ("n", "scored", "correct", "m_runs", "m_seats", "m_changes", "j_seats",
+               "persuaded", "misled", "t_runs", "t_sum", "t_sq", "unanimous", "tied",
+               "t_scored", "t_right", "f_runs", "f_sum", "f_sq")
 # The typed run columns `run_values` may read (no JSON, no free text beyond the label).
 VALUE_COLUMNS = ("id", "protocol", "label", "status", "created_at", "simulated", "correct",
                  "unanswered", "calls", "degraded", "degraded_run", "tokens_in", "tokens_out",
@@ -84,6 +89,60 @@ class RunAggregates(RunReading):
                              "scored": "int64", "correct": "int64", "unanswered": "int64",
                              "tokens": "int64",
                              "duration": float, "cost": float, "unpriced": "int64"})
+
+    def answer_summary(self, **filters: Any) -> pd.DataFrame:
+        """The matching completed runs (filters as `runs` takes them) grouped by `ANSWER_KEYS`
+        (`band` is the judge's stated confidence as high, 0.7 and over, medium, 0.4 to 0.7,
+        or low, where it stated one), from the typed signal columns and nothing else (one
+        covering index, `ix_runs_answers`): per group `n` runs, `scored` and `correct` as
+        `run_summary` counts them, and the sums Insights' three answers are made of
+        (`ANSWER_SUMS`): mind changes over the seats that could change (`m_runs`, `m_seats`,
+        `m_changes`), persuaded and misled over the seats of runs that had an expected
+        answer (`j_seats`, `persuaded`, `misled`), the winner's share of the ballots
+        (`t_runs`, `t_sum`, `t_sq`, `unanimous`, `tied`, `t_scored`, `t_right`) and round
+        one's agreement (`f_runs`, `f_sum`, `f_sq`)."""
+        given = RunFilters(**filters)
+        judge = RunRow.judge_confidence
+        band = case((judge >= 0.7, "high"), (judge >= 0.4, "medium"), (judge.is_not(None), "low"),
+                    else_=None).label("band")
+        simulated = case((RunRow.simulated == true(), true()), else_=false()).label("simulated")
+        right = case((RunRow.correct == true(), 1), else_=0)
+        changed = RunRow.mind_changes.is_not(None)
+        judged = RunRow.persuaded.is_not(None)
+        tallied = RunRow.consensus.is_not(None)
+
+        def total(value: Any) -> Any:
+            return func.coalesce(func.sum(value), 0)
+
+        query = select(
+            RunRow.protocol, RunRow.label, simulated, RunRow.confidence_level, band,
+            func.count().label("n"), func.count(RunRow.correct).label("scored"),
+            total(right).label("correct"),
+            func.count(RunRow.mind_changes).label("m_runs"),
+            total(case((changed, RunRow.seats), else_=0)).label("m_seats"),
+            total(RunRow.mind_changes).label("m_changes"),
+            total(case((judged, RunRow.seats), else_=0)).label("j_seats"),
+            total(RunRow.persuaded).label("persuaded"), total(RunRow.misled).label("misled"),
+            func.count(RunRow.consensus).label("t_runs"),
+            total(RunRow.consensus).label("t_sum"),
+            total(RunRow.consensus * RunRow.consensus).label("t_sq"),
+            total(case((RunRow.consensus >= 1.0, 1), else_=0)).label("unanimous"),
+            total(case((RunRow.tied == true(), 1), else_=0)).label("tied"),
+            total(case((tallied & RunRow.correct.is_not(None), 1), else_=0)).label("t_scored"),
+            total(case((tallied & (RunRow.correct == true()), 1), else_=0)).label("t_right"),
+            func.count(RunRow.first_share).label("f_runs"),
+            total(RunRow.first_share).label("f_sum"),
+            total(RunRow.first_share * RunRow.first_share).label("f_sq"),
+        ).where(RunRow.status == "completed")
+        query, _ = matching(query, self.engine.dialect.name, given)
+        query = query.group_by(RunRow.protocol, RunRow.label, simulated,
+                               RunRow.confidence_level, band)
+        with self.engine.connect() as connection:
+            rows = connection.execute(query).all()
+        frame = pd.DataFrame(rows, columns=[*ANSWER_KEYS, *ANSWER_SUMS])
+        floats = {"t_sum", "t_sq", "f_sum", "f_sq"}
+        return frame.astype({"simulated": bool, **{name: float if name in floats else "int64"
+                                                    for name in ANSWER_SUMS}})
 
     def run_results(self, ids: Sequence[str], *, with_config: bool = False) -> pd.DataFrame:
         """`id`, `label`, `expected` and the parsed `result` of the runs `ids` (a result that

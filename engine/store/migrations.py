@@ -63,6 +63,10 @@ with a protocol's code (its metrics, its assessment, whether it gives an answer)
 here: on a database that holds runs, the migration notes it in `backfills`, and the
 protocols' side does it once the store is open (`Store.backfill`, handed the registry by
 `engine.protocols.storing.backfill`).
+
+`0028_signal_columns`: runs gain their protocol-independent signals as typed columns
+(`engine.store.signal_columns`), filled from the stored metrics, and the index Insights'
+opening answers read (see `signal_columns`).
 """
 from __future__ import annotations
 
@@ -70,13 +74,14 @@ import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, false, func, inspect, or_, select, text, true, update
+from sqlalchemy import Connection, bindparam, false, func, inspect, or_, select, text, true, update
 from sqlalchemy.schema import CreateIndex
 
 from engine.models import ConfigError, Turn, now
 from engine.store import facets, statements
 from engine.store.records import error_text
 from engine.store.schema import (
+    ANSWERS_INDEX,
     ONE_PREFERENCE,
     ONE_RATING,
     Base,
@@ -87,6 +92,7 @@ from engine.store.schema import (
     TurnRow,
 )
 from engine.store.search_index import bound_index, create_index
+from engine.store.signal_columns import SIGNAL_COLUMNS, signal_values
 from engine.store.simulated import simulation
 from engine.store.versions import set_version as version_of
 
@@ -369,6 +375,44 @@ def score_unanswered(connection: Connection, protocols: Mapping[str, Any]) -> No
         func.trim(runs.c.expected) != "").values(correct=False, unanswered=True))
 
 
+def signal_columns(connection: Connection) -> None:
+    """Migration 0028: runs gain the typed signal columns (a new database has them from
+    `0001`), each run's read off its stored metrics (a run whose metrics cannot be read keeps
+    NULLs, as a run without signals has), 5,000 runs at a time; and `ix_runs_answers`, the
+    covering index of Insights' opening answers (`RunAggregates.answer_summary`)."""
+    present = {c["name"] for c in inspect(connection).get_columns("runs")}
+    kinds = {"tied": "BOOLEAN", "confidence_level": "VARCHAR(16)", "consensus": "FLOAT",
+             "judge_confidence": "FLOAT", "first_share": "FLOAT"}
+    for name in SIGNAL_COLUMNS:
+        if name not in present:
+            connection.execute(text(f"ALTER TABLE runs ADD COLUMN {name} "
+                                    f"{kinds.get(name, 'INTEGER')}"))
+    runs = statements.RUNS
+    query = select(runs.c.id, runs.c.metrics).where(
+        runs.c.metrics.is_not(None), runs.c.metrics != "{}").order_by(runs.c.id)
+    change = update(runs).where(runs.c.id == bindparam("rid")).values(
+        {name: bindparam(f"v_{name}") for name in SIGNAL_COLUMNS})
+    last = ""
+    while True:
+        rows = connection.execute(query.where(runs.c.id > last).limit(5_000)).all()
+        if not rows:
+            break
+        batch = []
+        for run_id, raw in rows:
+            try:
+                metrics = json.loads(raw)
+            except (TypeError, ValueError, RecursionError):
+                continue
+            values = signal_values(metrics)
+            if any(v is not None for v in values.values()):
+                batch.append({"rid": run_id, **{f"v_{k}": v for k, v in values.items()}})
+        if batch:
+            connection.execute(change, batch)
+        last = rows[-1][0]
+    connection.execute(text(f"CREATE INDEX IF NOT EXISTS ix_runs_answers ON runs "
+                            f"({', '.join(ANSWERS_INDEX)})"))
+
+
 def experiment_started_by(connection: Connection) -> None:
     """Migration 0017: experiments gain `started_by`, who started (or last resumed) them (a
     new database has it from `0003`); older experiments keep "" (not recorded)."""
@@ -481,6 +525,7 @@ MIGRATIONS: list[tuple[str, Any]] = [
     ("0022_set_version", _data("set_version")),
     ("0023_unanswered", _data("unanswered")),
     ("0026_backfills", _create(["backfills"])),
+    ("0028_signal_columns", _data("signal_columns")),
 ]
 
 # The back-fills a migration may leave to the protocols' side (`note_backfill`), by the

@@ -21,6 +21,7 @@ from engine.store import facets, readback, records
 from engine.store.database import Database, StoreWriteError
 from engine.store.labels import delete_labels
 from engine.store.schema import RunRow, TurnRow
+from engine.store.signal_columns import signal_values
 from engine.store.statements import (
     FINISH_RUN,
     HEARTBEAT,
@@ -148,7 +149,7 @@ class RunWriting(Database):
             "rid": run_id, "status": "failed" if error else "completed",
             "error": records.error_text(error)[:2000], "degraded_run": bool(lost) and not error,
             "lost": clean_text("; ".join(lost)), "result": records.dumps(dump),
-            "metrics": records.dumps(metrics), "correct": result.correct,
+            "metrics": records.dumps(metrics), **signal_values(metrics), "correct": result.correct,
             "unanswered": result.unanswered, "calls": len(turns),
             "degraded": sum(1 for t in turns if t.status != "ok"),
             "tokens_in": records.total(t.tokens_in for t in turns),

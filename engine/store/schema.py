@@ -60,6 +60,11 @@ class Base(DeclarativeBase):
     pass
 
 
+ANSWERS_INDEX = ("status", "protocol", "label", "simulated", "confidence_level",
+                 "judge_confidence", "correct", "seats", "mind_changes", "persuaded", "misled",
+                 "consensus", "tied", "first_share")
+
+
 class RunRow(Base):
     __tablename__ = "runs"
     # Every column Insights' grouped summary reads (`engine.store.aggregates`), so that adding
@@ -68,7 +73,9 @@ class RunRow(Base):
     __table_args__ = (Index("ix_runs_summary", "protocol", "status", "label", "simulated",
                             "degraded_run", "correct", "unanswered", "tokens_in", "tokens_out",
                             "duration", "cost_usd"),
-                      Index("ix_runs_sample", "protocol", "simulated", "created_at", "id"))
+                      Index("ix_runs_sample", "protocol", "simulated", "created_at", "id"),
+                      # Every column Insights' opening answers add up (`answer_summary`).
+                      Index("ix_runs_answers", *ANSWERS_INDEX))
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     protocol: Mapped[str] = mapped_column(String(32), index=True)
     question: Mapped[str] = mapped_column(Text)
@@ -111,6 +118,18 @@ class RunRow(Base):
     created_at: Mapped[datetime] = mapped_column(Moment, index=True)
     heartbeat_at: Mapped[datetime | None] = mapped_column(Moment, nullable=True, index=True)
     finished_at: Mapped[datetime | None] = mapped_column(Moment, nullable=True, index=True)
+    # The protocol-independent signals of a completed run, typed (`engine.store.signal_columns`
+    # reads them off `metrics`; NULL where the protocol has none). Migration 0028 adds them to
+    # older databases, filled from the stored metrics.
+    seats: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    mind_changes: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    persuaded: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    misled: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    consensus: Mapped[float | None] = mapped_column(Float, nullable=True)
+    tied: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    confidence_level: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    judge_confidence: Mapped[float | None] = mapped_column(Float, nullable=True)
+    first_share: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class TurnRow(Base):

@@ -30,6 +30,7 @@ from engine.store.records import (
     why_invalid,
 )
 from engine.store.schema import RunRow, TurnRow
+from engine.store.signal_columns import signal_values
 from engine.store.simulated import SIMULATED_PREFIX, seat_models, simulation
 from engine.store.statements import INSERT_TURN, RUNS
 from engine.text import NAME_MAX
@@ -200,6 +201,7 @@ def run_columns(record: RunRecord, imported_by: str = "",
     marked with who imported it and when."""
     values = record.model_dump(exclude={"turns", "unreadable", "preferences", "ratings"})
     values["imported_by"], values["imported_at"] = imported_by, imported_at or now()
+    values.update(signal_values(values["metrics"]))  # read off the (checked) metrics
     for name in ("config", "result", "metrics"):
         values[name] = json.dumps(strip_secrets(values[name]) if name == "config"
                                   else values[name], ensure_ascii=False)
