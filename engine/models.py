@@ -1,12 +1,12 @@
 """Values shared by every protocol: seats, turns, the error users fix, and the result base."""
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, computed_field
 
 ERROR_CODES = ("input", "limit", "no_model")
 
@@ -159,6 +159,16 @@ class RunResult(BaseModel):
     duration: float = 0.0
     # the seat names in the order they were presented to one another (DESIGN 2.10)
     order: list[str] = Field(default_factory=list)
+    # What the protocol that finished the run makes of it, handed to `Store.save` with the
+    # result: a function giving (metrics, error, what it lost). Set by the run loop
+    # (`protocols.base.execute`), never stored or exported.
+    _assessment: Callable[[], tuple[dict[str, Any], str, list[str]]] | None = \
+        PrivateAttr(default=None)
+
+    def assessment(self) -> tuple[dict[str, Any], str, list[str]] | None:
+        """(metrics, error, lost) from the protocol that finished the run; None for a
+        result no run finished (built by hand, or read back from the store)."""
+        return None if self._assessment is None else self._assessment()
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -22,7 +22,7 @@ from engine.llm.calls import RunStopped
 from engine.models import Seat
 from engine.protocols import arun_config, get_protocol, run_sync
 from engine.protocols.debate import run_debate
-from engine.protocols.storing import import_runs, open_store, save_result
+from engine.protocols.storing import import_runs, open_store
 from engine.questions import DEFINITE
 from engine.reports import experiments as reports
 from engine.reports import insights
@@ -284,6 +284,6 @@ def test_a_saved_result_is_assessed_as_a_run_is(store):
                            max_rounds=1, retries=0)
     dead = run_debate("Q?", proponent=FAILING, opponent=FAILING, judge=FAILING, max_rounds=1,
                       retries=0)
-    flagged, failed = store.get(save_result(store, judgeless)), store.get(save_result(store, dead))
+    flagged, failed = store.get(store.save(judgeless)), store.get(store.save(dead))
     assert flagged["status"] == "completed" and flagged["lost"] == "judge"
     assert failed["status"] == "failed" and failed["error"].startswith("no model call")

@@ -53,7 +53,6 @@ from engine.llm.prices import (
 )
 from engine.llm.providers import DEFAULT_MAX_TOKENS, cap_output
 from engine.models import Turn
-from engine.protocols.storing import save_result
 from engine.store.records import INT_MAX
 
 PRICE = 1000.0  # dollars per million tokens, in and out: $0.001 a token
@@ -533,7 +532,7 @@ def test_run_totals_are_clamped_as_turn_rows_are(backend, tokens):
     result = run_vote(QUESTION, voters=[Seat(n) for n in "abc"])
     for turn in result.turns:
         turn.tokens_in, turn.tokens_out = tokens, tokens
-    run_id = save_result(backend, result)
+    run_id = backend.save(result)
     row = backend.get(run_id)
     expected = 0 if tokens < 0 else INT_MAX
     assert row["status"] == "completed"

@@ -13,7 +13,7 @@ from langchain_core.messages import AIMessage
 from sqlalchemy import inspect, text, update
 
 from engine import ConfigError, Store, run_debate, run_peer_review
-from engine.protocols.storing import import_runs, open_store, save_result
+from engine.protocols.storing import import_runs, open_store
 from engine.store import RunRow
 
 JUDGE_REPLY = "1. VERDICT: Pro\n2. REASONING: r\n3. PRO SUMMARY: p\n4. CON SUMMARY: c\n" \
@@ -427,9 +427,26 @@ def test_sqlite_runs_in_wal_mode(store):
 def test_save_stores_a_result_made_without_a_store(store, recording_model):
     result = run_debate("Saved later?", **fakes(recording_model), max_rounds=1, retries=0)
     assert result.run_id is None
-    run_id = save_result(store, result, label="later", tags=["x"])
+    run_id = store.save(result, label="later", tags=["x"])
     row = store.get(run_id)
     assert row["status"] == "completed" and row["label"] == "later" and row["tags"] == ["x"]
     assert [t["reply"] for t in row["turns"]] == [t.reply for t in result.turns]
-    assert save_result(store, result, label="relabelled") == run_id  # saving again relabels
+    assert store.save(result, label="relabelled") == run_id  # saving again relabels
     assert store.get(run_id)["label"] == "relabelled" and len(store.runs()) == 1
+    assert row["metrics"]["outcome"]  # the metrics the run's protocol handed in
+
+
+def test_a_result_no_run_finished_is_saved_from_the_protocols_side(store, recording_model):
+    """The store computes no protocol's metrics: a result read back (no run finished it)
+    is refused by `Store.save`, and saved by `storing.save_result` with its protocol's."""
+    from engine.protocols import REGISTRY
+    from engine.protocols.storing import save_result
+    done = store.get(run_debate("Read back?", **fakes(recording_model), max_rounds=1,
+                                retries=0, store=store).run_id)
+    result = REGISTRY["debate"].read_result(done["result"])
+    result.protocol, result.run_id = "debate", None
+    with pytest.raises(ValueError, match="save_result"):
+        store.save(result)
+    again = store.get(save_result(store, result, label="copied"))
+    assert again["label"] == "copied" and again["metrics"]["outcome"] == \
+        done["metrics"]["outcome"]

@@ -306,6 +306,7 @@ def _finish(spec: ProtocolSpec[Any], store: Any, run_id: str | None, result: Run
             run: RunOptions, began: Any) -> str:
     """Store the ended run with the metrics and assessment its protocol (`spec`) makes of it
     (when there is a store); returns its error ("" when it did not fail)."""
+    result._assessment = lambda: (spec.metrics(result), *spec.assess(result))  # for a save
     if store is None:
         return no_call_succeeded(result.turns)
     error, lost = spec.assess(result)

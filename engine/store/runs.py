@@ -199,10 +199,11 @@ class RunWriting(Database):
              config: Mapping[str, Any] | None = None, *,
              assessed: tuple[Mapping[str, Any], str, Sequence[str]] | None = None) -> str:
         """Store a finished result (or relabel one already stored); returns the run id. A new
-        one needs what its protocol makes of it, `assessed`: (metrics, error, lost), as
-        `engine.protocols.save_result` hands them in; it ends as `execute` ends a run: `failed`
-        with `error` when one is given, else `completed`, flagged degraded with what it
-        `lost`."""
+        one is stored with what its protocol makes of it, (metrics, error, lost): `assessed`
+        when given (`engine.protocols.storing.save_result` hands them in), else what the run
+        that finished it handed in on the result (`RunResult.assessment`). It ends as
+        `execute` ends a run: `failed` with `error` when one is given, else `completed`,
+        flagged degraded with what it `lost`."""
         if result.run_id and self.exists(result.run_id):
             new_label, new_tags = records.labels(label, tags)
             with self.writing() as connection:
@@ -219,9 +220,10 @@ class RunWriting(Database):
                                        .values(**values))
                     facets.record(connection, [{"tags": values.get("tags")}])
             return result.run_id
+        assessed = assessed if assessed is not None else result.assessment()
         if assessed is None:
-            raise ValueError("a new result is saved with its protocol's assessment (metrics, "
-                             "error, lost): engine.protocols.save_result hands them in")
+            raise ValueError("a result no run finished is saved with its protocol's "
+                             "assessment: engine.protocols.storing.save_result hands it in")
         # A result saved without its configuration keeps no seats by slot: it cannot be
         # re-run (its turns still name every seat and model).
         run_id = self.start_run(result.protocol, result.question_text,
