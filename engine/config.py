@@ -20,14 +20,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializationInfo, model_serializer
 
 from engine.models import ConfigError, Turn
 
 CONFIG_KEYS = ("protocol", "label", "model", "base_url", "seats", "options", "prompts",
                "timeout_per_call", "retries", "concurrency", "order_seed")
 _POLICY_KEYS = ("timeout_per_call", "retries", "concurrency")
-SEAT_KEYS = ("name", "model", "persona", "persona_name", "role", "temperature", "icon")
+SEAT_KEYS = ("name", "model", "persona", "persona_name", "role", "temperature", "icon",
+             "traits")
 _TEXT_SEAT_KEYS = ("name", "model", "persona", "persona_name", "role", "icon")
 
 
@@ -44,6 +45,9 @@ class SeatSpec(BaseModel):
     role: str = ""
     temperature: float | None = None
     icon: str = ""
+    # what the simulated model reads of the seat's persona and role: their declared traits
+    # (`engine.simulated.TRAITS`), copied in as the persona's prompt is
+    traits: dict[str, float] = Field(default_factory=dict)
 
     @classmethod
     def parse(cls, entry: Any, slot: str) -> SeatSpec:
@@ -70,7 +74,48 @@ class SeatSpec(BaseModel):
                                          or not 0 <= temperature <= 2):
             raise ConfigError(f"seat {slot}: temperature must be a number in 0..2, got "
                               f"{temperature!r}", "input")
+        if values.get("traits") is None:
+            values.pop("traits", None)
+        else:
+            values["traits"] = check_traits(values["traits"], f"seat {slot}")
         return cls(**values)
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Any, info: SerializationInfo) -> dict[str, Any]:
+        """Traits only when declared: a seat without them is stored as it always was."""
+        out = handler(self)
+        if not out.get("traits"):
+            out.pop("traits", None)
+        return out
+
+
+def check_traits(traits: Any, where: str) -> dict[str, float]:
+    """Declared simulated traits (stubbornness, accuracy, conformity), each a rate in 0..1;
+    a `ConfigError` names what is wrong. Blank values are left out."""
+    from engine.simulated import TRAITS
+    if not isinstance(traits, Mapping):
+        raise ConfigError(f"{where}: traits must map {', '.join(TRAITS)} to rates in 0..1",
+                          "input")
+    out: dict[str, float] = {}
+    for name, value in traits.items():
+        if name not in TRAITS:
+            raise ConfigError(f"{where} has no trait {name!r}; traits are "
+                              f"{', '.join(TRAITS)}", "input")
+        if value is None or value == "":
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise ConfigError(f"{where}: {name} must be a rate in 0..1, got {value!r}",
+                              "input")
+        try:
+            rate = float(value)
+        except ValueError:
+            raise ConfigError(f"{where}: {name} must be a rate in 0..1, got {value!r}",
+                              "input") from None
+        if not 0 <= rate <= 1:
+            raise ConfigError(f"{where}: {name} must be a rate in 0..1, got {value!r}",
+                              "input")
+        out[str(name)] = rate
+    return out
 
 
 class RunConfig(BaseModel):

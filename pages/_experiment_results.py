@@ -18,7 +18,7 @@ import streamlit as st
 from engine import Store
 from engine import experiments as ex
 from engine.reports import baseline, consensus, consultancy, pareto, rounds, share, vega
-from engine.reports.blind import blind_notes
+from engine.reports.blind import blind_notes, config_worlds
 from engine.reports.references import published as published_figures
 from engine.reports.references import published_note, references
 from engine.views import aggregate
@@ -371,7 +371,9 @@ def show(store: Store, experiment_id: str, state: ex.Progress) -> None:
                 else f"No {kind} runs in this experiment.")
         return
     simulated = result.runs["simulated"]
-    _shared.simulated_note(bool(simulated.all()))
+    _shared.simulated_note(bool(simulated.all()),
+                           config_worlds(result.experiment["spec"].get("configs") or [])
+                           if simulated.any() else ())
     if simulated.any():
         for note in blind_notes(result.experiment["spec"].get("configs") or []):
             st.warning(md(note), icon=":material/science:")

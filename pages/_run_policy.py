@@ -10,7 +10,7 @@ from typing import Any
 import streamlit as st
 
 from engine import ConfigError
-from engine.reports import timing
+from engine.reports import blind, timing
 from engine.services import library, runform
 from pages import _shared
 
@@ -98,6 +98,12 @@ def preflight(built: Mapping[str, Any], cost: Mapping[str, int], store: Any,
                f"{cost['tokens']:,} tokens{note}; {timed['text']}."))
     for line in timed["notes"]:
         st.warning(md(line))
+    if simulated:
+        unread = blind.unread_note(built)
+        if unread:
+            st.caption(md(unread))
+        for world in blind.config_worlds([{**built, "label": "this run"}]):
+            st.caption(md(f"simulated world of {world}"))
 
 
 def policy_caption(config: Mapping[str, Any], endpoints: Any) -> None:
