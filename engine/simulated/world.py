@@ -87,6 +87,12 @@ PARAMETERS = ("skill", "conformity", "persuasion", "position_bias", "imitation",
 OPTIONAL = ("position_bias", "imitation", "stubbornness", "push")
 # The traits a persona or a role may declare for the simulated model, and the parameter of
 # the world each one sets for the seats that play it (a real model never reads them).
+# What a per-persona measure over simulated runs is: said beside it before anyone reads it.
+PERSONA_CAVEAT = (
+    "Over simulated runs these per-persona rates are not the personas' doing: the simulated "
+    "model reads no persona's words, only the traits a persona declares (stubbornness, "
+    "accuracy, conformity), so between personas without declared traits the differences "
+    "here are its world's seeded draws. Read them on real runs.")
 TRAITS = {"stubbornness": "stubbornness", "accuracy": "skill", "conformity": "conformity"}
 
 
