@@ -7,8 +7,7 @@ import pytest
 
 from engine import ConfigError
 from engine.analysis.stats import wilson_interval
-from engine.protocols import answers_by_round, resolve_config, run_sync
-from engine.protocols import arun_config
+from engine.protocols import answers_by_round, arun_config, resolve_config, run_sync
 from engine.reports.blind import blind_groups, config_worlds, unread_note
 from engine.services import library, runform
 from engine.simulated import with_traits, world_of

@@ -327,6 +327,16 @@ def _simulated_notes(configs: list[dict[str, Any]]) -> None:
         _say(f"note: {note}")
 
 
+def _hijack(store: Any, experiment_id: str) -> None:
+    """A planted adversary's hijack rate by seat position, beside its placebo persona."""
+    from engine.reports import hijack
+    table = hijack.for_experiment(store, experiment_id)
+    if not table.empty:
+        _say(hijack.ABOUT)
+        for line in hijack.lines(table):
+            _say(f"  {line}")
+
+
 def cmd_show(args: Any) -> int:
     from engine.store import Store
     store = Store(args.db)
@@ -374,6 +384,7 @@ def cmd_show(args: Any) -> int:
         controls = controls_text(store, args.experiment_id)  # headroom, dropped seats
         if controls:
             _say(controls)
+        _hijack(store, args.experiment_id)
         from engine.reports import human
         majority = human.majority_text(result.runs, store.preferences(),
                                        result.experiment["spec"]["questions"], result.labels)

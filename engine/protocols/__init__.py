@@ -18,6 +18,7 @@ from engine.protocols import (
     society,
     vote,
 )
+from engine.protocols.adversary import check_seat, with_templates
 from engine.protocols.base import Option, ProtocolSpec, Slot, run_sync
 from engine.protocols.templates import Template
 
@@ -78,7 +79,7 @@ def prompt_templates(protocol: str) -> dict[str, dict[str, Any]]:
     """A protocol's default prompt templates and the placeholders each may use."""
     spec = get_protocol(protocol)
     return {name: {"template": t.text, "placeholders": list(t.placeholders), "help": t.help}
-            for name, t in spec.templates.items()}
+            for name, t in with_templates(spec.templates).items()}
 
 
 def check_options(spec: ProtocolSpec[Any], options: Any,
@@ -165,6 +166,7 @@ def seats_from_config(spec: ProtocolSpec[Any], config: RunConfig | Mapping[str, 
     names = [seat.name for slot in spec.slots
              for seat in (kwargs[slot.name] if slot.many else [kwargs[slot.name]]) if seat]
     kwargs.update(check_options(spec, config.options, names))
+    check_seat(config.adversary, names)
     return kwargs
 
 
@@ -189,7 +191,8 @@ def resolve_config(config: RunConfig | Mapping[str, Any]) -> RunConfig:
                                         "retries": typed.retries,
                                         "timeout_per_call": typed.timeout_per_call,
                                         "concurrency": typed.concurrency,
-                                        "order_seed": typed.order_seed})
+                                        "order_seed": typed.order_seed,
+                                        "adversary": typed.adversary})
 
 
 async def arun_config(config: RunConfig | Mapping[str, Any], question: str,
@@ -203,6 +206,8 @@ async def arun_config(config: RunConfig | Mapping[str, Any], question: str,
     if config.prompts:
         run.setdefault("prompts", config.prompts)
     run.setdefault("label", config.label)
+    if config.adversary:
+        run.setdefault("adversary", config.adversary)
     for key in ("timeout_per_call", "retries", "concurrency", "order_seed"):  # its policy
         if getattr(config, key) is not None:
             run.setdefault(key, getattr(config, key))

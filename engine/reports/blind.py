@@ -35,8 +35,11 @@ def simulated_key(config: Mapping[str, Any]) -> str | None:
             if not _simulated(seat.model or resolved.model):
                 return None
             seats.append(f"{slot}:{seat.model or resolved.model}:{seat.role.strip().lower()}")
+    planted = resolved.adversary or {}  # the placebo persona is text it does not read
+    pushed = "" if not planted or planted.get("placebo") else \
+        f"{planted['seat']}:{planted['answer']}"
     return "|".join([resolved.protocol, repr(sorted(resolved.options.items(), key=str)),
-                     str(resolved.order_seed), *seats])
+                     str(resolved.order_seed), pushed, *seats])
 
 
 def blind_groups(configs: Sequence[Mapping[str, Any]]) -> list[list[str]]:
