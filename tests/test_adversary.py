@@ -196,3 +196,36 @@ def test_the_experiment_page_and_insights_show_the_hijack_rate(db_url):
     assert not at.exception, at.exception
     shown = next(d.value for d in at.dataframe if "Hijack rate" in d.value.columns)
     assert shown["Configuration"].tolist() == ["planted", "planted · placebo persona"]
+
+
+def test_the_run_page_keeps_a_saved_configuration_s_adversary(db_url):
+    """The Run page has no field for an adversary: a saved configuration's is said in words
+    and kept in the run it starts (its brief in the planted seat's prompt)."""
+    from pathlib import Path
+
+    from apptest_helpers import plain
+    from streamlit.testing.v1 import AppTest
+
+    from engine.services import library
+    store = Store(db_url)
+    library.save_config(store, {**society("moled", "simulated", answer="99"),
+                                "label": "moled"})
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"),
+                           default_timeout=120)
+    at.query_params["config"] = "moled"
+    at.run()
+    at.switch_page("pages/run.py").run()
+    assert not at.exception, at.exception
+    assert any("mole is briefed to win the others over to the answer 99" in plain(c.value)
+               for c in at.caption)
+    at.text_area(key="run-1-question").input("What is 1 + 1?").run()
+    at.button(key="run-start").click().run()
+    assert not at.exception, at.exception
+    run_id = at.session_state["run_page_run"]
+    for _ in range(240):
+        if store.get(run_id)["status"] != "running":
+            break
+        __import__("time").sleep(0.5)
+    run = store.get(run_id)
+    assert run["config"]["adversary"] == {"seat": "mole", "answer": "99"}
+    assert run["metrics"]["planted_answer"] == "99"
