@@ -128,3 +128,18 @@ def test_personas_with_traits_are_not_a_blind_tie_and_words_alone_are(store):
     assert "It does read the declared traits of mule." in unread_note(traits)
     real = society(store, "open", "open", model="openai:gpt-4o-mini")
     assert unread_note(real) == ""
+
+
+def test_per_persona_mind_changes_over_simulated_runs_carry_the_caveat(store):
+    """Insights' Mind-change rate per persona over simulated panels says what it is: the
+    simulator's draws, unless the personas declare traits."""
+    from engine import run_panel
+    from engine.protocols.personas import panel_seats
+    from engine.reports import insights
+    from engine.reports.runs import Filters
+    from engine.simulated.world import PERSONA_CAVEAT
+    run_panel("What is 6 * 7?", **panel_seats(), expected="42", store=store)
+    section = next(iter(insights.report_from_store(store, Filters(), only=["panel"])))
+    chart = next(c for c in section.charts if c.title.startswith("Mind-change rate per persona"))
+    assert chart.caption.endswith(PERSONA_CAVEAT)
+    assert "only the traits a persona declares" in PERSONA_CAVEAT
