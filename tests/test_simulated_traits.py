@@ -4,6 +4,8 @@ with its results, so choosing personas changes what the simulator does in a decl
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine import ConfigError
 from engine.analysis.stats import wilson_interval
@@ -143,3 +145,27 @@ def test_per_persona_mind_changes_over_simulated_runs_carry_the_caveat(store):
     chart = next(c for c in section.charts if c.title.startswith("Mind-change rate per persona"))
     assert chart.caption.endswith(PERSONA_CAVEAT)
     assert "only the traits a persona declares" in PERSONA_CAVEAT
+
+
+_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+                       lambda inner: st.lists(inner, max_size=3)
+                       | st.dictionaries(st.text(max_size=12), inner, max_size=3), max_leaves=6)
+
+
+@settings(max_examples=200, deadline=None)
+@given(traits=_VALUES | st.dictionaries(st.sampled_from(["stubbornness", "accuracy",
+                                                         "conformity", "x"]), _VALUES))
+def test_hostile_traits_and_adversaries_are_refused_in_one_clear_error(traits):
+    """Whatever a YAML file or a spec carries as traits or an adversary: accepted as rates in
+    0..1 (and a mapping naming a seat) or refused with a `ConfigError`, never a crash."""
+    from engine.config import check_adversary
+    try:
+        entry = library.clean_entry("persona", {"name": "x", "traits": traits})
+    except ConfigError:
+        pass
+    else:
+        assert all(0 <= v <= 1 for v in entry.get("traits", {}).values())
+    try:
+        check_adversary(traits)
+    except ConfigError:
+        pass
