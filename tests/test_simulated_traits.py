@@ -169,3 +169,20 @@ def test_hostile_traits_and_adversaries_are_refused_in_one_clear_error(traits):
         check_adversary(traits)
     except ConfigError:
         pass
+
+
+@pytest.mark.parametrize("protocol", ["society", "vote", "roundtable", "council", "single",
+                                      "panel"])
+def test_a_yes_no_question_gets_yes_or_no_in_every_protocol_that_answers(protocol):
+    """Without an expected answer, a yes/no question is answered yes or no by every simulated
+    seat of a protocol that gives an answer, never 'option A/B/C'."""
+    from engine.analysis import normalize_stance
+    finals = set()
+    for seed in range(4):
+        config = {"protocol": protocol, "model": f"simulated?seed={seed}"}
+        result = run_sync(arun_config(config, "Should we ship the release on Friday?"))
+        rounds = answers_by_round(result) or []
+        said = {normalize_stance(a) for answers in rounds for a in answers.values() if a}
+        assert said <= {"yes", "no"}, (protocol, said)
+        finals.add(normalize_stance(result.final_answer() or ""))
+    assert finals <= {"yes", "no"} and finals, (protocol, finals)
