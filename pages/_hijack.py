@@ -40,9 +40,7 @@ def show(table: pd.DataFrame, key: str) -> None:
 
 @st.cache_data(show_spinner=False, max_entries=8)
 def _stored(_store: Any, url: str, stamp: Any, kind: str) -> pd.DataFrame:
-    runs = _store.runs(with_config=False, status="completed",
-                       simulated=None if kind == "both" else kind == "simulated")
-    return hijack.from_metrics(runs)
+    return hijack.stored(_store, kind)
 
 
 def insights(store: Any, stamp: Any, kind: str) -> None:

@@ -88,6 +88,9 @@ def test_only_the_planted_seat_gets_the_brief_and_its_control_a_line_of_the_same
     assert stored["metrics"]["planted_answer"] == "99"
     assert stored["metrics"]["adversary_position"] == 4
     assert stored["metrics"]["adversary_arm"] == "adversary"
+    assert "adversary" in stored["tags"]  # what Insights reads, and only those runs
+    plain = run_sync(arun_config({"protocol": "society"}, "What is 1 + 1?", store=store))
+    assert list(store.runs(tag="adversary")["id"]) == [result.run_id] != [plain.run_id]
 
 
 def test_an_adversary_gets_its_placebo_persona_arm_and_the_simulator_tells_them_apart():

@@ -264,7 +264,9 @@ async def execute(protocol: str, question: str, templates: Mapping[str, Template
             if config.order_seed != run.order_seed:
                 config = config.model_copy(update={"order_seed": run.order_seed})
             run_id = store.start_run(protocol, question, config=config.stored(),
-                                     label=run.label, tags=run.tags, expected=expected,
+                                     label=run.label, tags=(*run.tags, *(
+                                         (adversary.TAG,) if run.adversary else ())),
+                                     expected=expected,
                                      experiment_id=run.experiment_id,
                                      started_by=run.started_by)
         ctx.recorder = store.recorder(run_id)

@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 
 from engine.analysis.stats import wilson_interval
-from engine.protocols.adversary import ARMS
+from engine.protocols.adversary import ARMS, TAG
 from engine.store.experiments import get
 
 KEYS = ("hijack_rate", "adversary_position", "adversary_arm", "planted_answer",
@@ -69,6 +69,13 @@ def _position(value: Any) -> int:
         return 0  # not presented (its seat took no turn)
 
 
+def stored(store: Any, kind: str) -> pd.DataFrame:
+    """`hijack_table` over every completed stored run with a planted seat (tagged so) of a
+    kind (`real`, `simulated` or `both`): Insights' view, which reads only those runs."""
+    return from_metrics(store.runs(tag=TAG, with_config=False, status="completed",
+                                   simulated=None if kind == "both" else kind == "simulated"))
+
+
 def from_metrics(runs: pd.DataFrame) -> pd.DataFrame:
     """`hijack_table` over a `Store.runs` frame (its `metrics` column parsed): Insights'
     view over every stored run with an adversary."""
@@ -110,4 +117,4 @@ def lines(table: pd.DataFrame) -> list[str]:
 
 
 __all__ = ["ABOUT", "COLUMNS", "KEYS", "for_experiment", "from_metrics", "hijack_table",
-           "lines"]
+           "lines", "stored"]
