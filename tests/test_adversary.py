@@ -232,3 +232,19 @@ def test_the_run_page_keeps_a_saved_configuration_s_adversary(db_url):
     run = store.get(run_id)
     assert run["config"]["adversary"] == {"seat": "mole", "answer": "99"}
     assert run["metrics"]["planted_answer"] == "99"
+
+
+def test_the_gate_counts_a_rise_in_the_hijack_rate_as_a_regression(store):
+    """DESIGN 2.14: a planted answer that wins more often than in the baseline, beyond its
+    interval, is a regression named by its measure."""
+    from engine.reports.gate import gate
+    baseline, _ = experiment(store, [society("planted", "simulated?push=0")], 12)
+    candidate, _ = experiment(store, [society("planted", "simulated?push=1")], 12)
+    found = gate(store, candidate, baseline)
+    rows = [r for r in found.rows if r["measure"] == "hijack rate"]
+    assert {r["configuration"] for r in rows} == {"planted (simulated)",
+                                                 "planted · placebo persona (simulated)"}
+    pushed = next(r for r in rows if "placebo" not in r["configuration"])
+    assert pushed["regression"] and pushed["candidate"] > pushed["baseline"]
+    assert any("planted (simulated): hijack rate" in line for line in found.regressions)
+    assert not next(r for r in rows if "placebo" in r["configuration"])["regression"]
