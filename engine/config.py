@@ -20,14 +20,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializationInfo, model_serializer
 
 from engine.models import ConfigError, Turn
 
 CONFIG_KEYS = ("protocol", "label", "model", "base_url", "seats", "options", "prompts",
-               "timeout_per_call", "retries", "concurrency", "order_seed")
+               "timeout_per_call", "retries", "concurrency", "order_seed", "adversary")
+PLANTED = "planted"  # an adversary's answer drawn from the question's set (DESIGN 2.13)
 _POLICY_KEYS = ("timeout_per_call", "retries", "concurrency")
-SEAT_KEYS = ("name", "model", "persona", "persona_name", "role", "temperature", "icon")
+SEAT_KEYS = ("name", "model", "persona", "persona_name", "role", "temperature", "icon",
+             "traits")
 _TEXT_SEAT_KEYS = ("name", "model", "persona", "persona_name", "role", "icon")
 
 
@@ -44,6 +46,9 @@ class SeatSpec(BaseModel):
     role: str = ""
     temperature: float | None = None
     icon: str = ""
+    # what the simulated model reads of the seat's persona and role: their declared traits
+    # (`engine.simulated.TRAITS`), copied in as the persona's prompt is
+    traits: dict[str, float] = Field(default_factory=dict)
 
     @classmethod
     def parse(cls, entry: Any, slot: str) -> SeatSpec:
@@ -70,7 +75,76 @@ class SeatSpec(BaseModel):
                                          or not 0 <= temperature <= 2):
             raise ConfigError(f"seat {slot}: temperature must be a number in 0..2, got "
                               f"{temperature!r}", "input")
+        if values.get("traits") is None:
+            values.pop("traits", None)
+        else:
+            values["traits"] = check_traits(values["traits"], f"seat {slot}")
         return cls(**values)
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Any, info: SerializationInfo) -> dict[str, Any]:
+        """Traits only when declared: a seat without them is stored as it always was."""
+        out = handler(self)
+        if not out.get("traits"):
+            out.pop("traits", None)
+        return out
+
+
+def check_adversary(value: Any) -> dict[str, Any]:
+    """A configuration's `adversary` (DESIGN 2.13): `{seat: NAME, answer: planted|TEXT}`,
+    with `placebo: true` for its control (the same seat given a persona line of the same
+    length that pushes nothing); a `ConfigError` names what is wrong. Whether the seat is
+    one of the configuration's is checked with its seats."""
+    from engine.text import NAME_MAX
+    if not isinstance(value, Mapping):
+        raise ConfigError("adversary must be a mapping {seat: NAME, answer: planted or the "
+                          "answer's text}", "input")
+    unknown = sorted(str(k) for k in value if k not in ("seat", "answer", "placebo"))
+    if unknown:
+        raise ConfigError(f"adversary has no key {unknown[0]!r}; keys are seat, answer, "
+                          "placebo", "input")
+    seat, answer = value.get("seat"), value.get("answer", PLANTED)
+    if not isinstance(seat, str) or not seat.strip() or len(seat) > NAME_MAX:
+        raise ConfigError("adversary needs the name of its seat (seat: NAME)", "input")
+    if not isinstance(answer, (str, int, float)) or isinstance(answer, bool) or \
+            not str(answer).strip() or len(str(answer)) > 500 or "\x00" in str(answer):
+        raise ConfigError("adversary's answer is planted (drawn from the question's set) or "
+                          "the wrong answer's text (at most 500 characters)", "input")
+    placebo = value.get("placebo", False)
+    if not isinstance(placebo, bool):
+        raise ConfigError(f"adversary's placebo is true or false, got {placebo!r}", "input")
+    text = str(answer).strip()
+    return {"seat": seat.strip(), "answer": PLANTED if text.lower() == PLANTED else text,
+            **({"placebo": True} if placebo else {})}
+
+
+def check_traits(traits: Any, where: str) -> dict[str, float]:
+    """Declared simulated traits (stubbornness, accuracy, conformity), each a rate in 0..1;
+    a `ConfigError` names what is wrong. Blank values are left out."""
+    from engine.simulated import TRAITS
+    if not isinstance(traits, Mapping):
+        raise ConfigError(f"{where}: traits must map {', '.join(TRAITS)} to rates in 0..1",
+                          "input")
+    out: dict[str, float] = {}
+    for name, value in traits.items():
+        if name not in TRAITS:
+            raise ConfigError(f"{where} has no trait {name!r}; traits are "
+                              f"{', '.join(TRAITS)}", "input")
+        if value is None or value == "":
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise ConfigError(f"{where}: {name} must be a rate in 0..1, got {value!r}",
+                              "input")
+        try:
+            rate = float(value)
+        except ValueError:
+            raise ConfigError(f"{where}: {name} must be a rate in 0..1, got {value!r}",
+                              "input") from None
+        if not 0 <= rate <= 1:
+            raise ConfigError(f"{where}: {name} must be a rate in 0..1, got {value!r}",
+                              "input")
+        out[str(name)] = rate
+    return out
 
 
 class RunConfig(BaseModel):
@@ -91,6 +165,9 @@ class RunConfig(BaseModel):
     concurrency: int | None = None  # calls one run keeps in flight
     # the seed of the order seats are presented in (DESIGN 2.10); None: the configured order
     order_seed: int | None = None
+    # DESIGN 2.13: {seat, answer, placebo}: the seat told to win the others over to a planted
+    # wrong answer (`planted`: drawn from the question's set), or with `placebo` its control
+    adversary: dict[str, Any] | None = None
 
     @classmethod
     def parse(cls, data: Any) -> RunConfig:
@@ -139,6 +216,8 @@ class RunConfig(BaseModel):
         if data.get("order_seed") is not None:
             from engine.checks import require_order_seed
             policy["order_seed"] = require_order_seed(data["order_seed"])
+        if data.get("adversary") is not None:
+            policy["adversary"] = check_adversary(data["adversary"])
         return cls(protocol=protocol.strip(), seats=grouped, options=dict(options),
                    prompts=dict(prompts), label=(label or "").strip() or None, model=model,
                    base_url=base_url or None, **policy)
@@ -147,7 +226,8 @@ class RunConfig(BaseModel):
         """The configuration as the store and the library keep it (plain JSON; the call
         policy and the order seed only when they are set)."""
         return self.model_dump(mode="json", exclude={
-            key for key in (*_POLICY_KEYS, "order_seed") if getattr(self, key) is None})
+            key for key in (*_POLICY_KEYS, "order_seed", "adversary")
+            if getattr(self, key) is None})
 
 
 class RunKwargs(TypedDict, total=False):
@@ -171,6 +251,7 @@ class RunKwargs(TypedDict, total=False):
     batched: bool
     order_seed: int | None
     resume_from: Resume | None
+    adversary: Mapping[str, Any] | None
 
 
 @dataclass(frozen=True)
@@ -214,6 +295,7 @@ class RunOptions:
     batched: bool = False
     order_seed: int | None = None  # DESIGN 2.10: None keeps the configured order
     resume_from: Resume | None = None  # a fork: the kept turns replayed, not called
+    adversary: Mapping[str, Any] | None = None  # DESIGN 2.13, its answer drawn: seat, answer
 
     @classmethod
     def from_kwargs(cls, kwargs: Mapping[str, Any], protocol: str) -> RunOptions:

@@ -253,3 +253,5 @@ class Task(BaseModel):
     expected: str | None = None
     variant: str = ""
     answers: tuple[str, ...] = ()  # the answers the question's form allows (yes and no)
+    adversary: str = ""  # the planted seat's name, when a run has one (not its control)
+    planted: str = ""  # the wrong answer the planted seat is told to win the others over to

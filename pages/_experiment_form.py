@@ -12,6 +12,7 @@ from engine import experiments as ex
 from engine.questions import catalogue
 from engine.questions import files as qsets
 from engine.reports import timing
+from engine.reports.blind import config_worlds
 from engine.services import runform
 from pages import _shared, _workers
 
@@ -124,6 +125,8 @@ def new_experiment(store: Any) -> None:
     st.dataframe(plan.per_config, hide_index=True)
     for note in plan.preflight()["notes"]:  # the simulator's blind spots, a budget too low
         st.warning(md(note))
+    for world in config_worlds(plan.configs):  # what the simulated numbers will show
+        st.caption(md(f"simulated world of {world}"))
     timed = ex.time_preflight(plan, store, _shared.endpoints())
     st.info(md(f"Time: {timed['text']}."))
     for line in timed["notes"]:

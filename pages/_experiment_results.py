@@ -17,12 +17,29 @@ import streamlit as st
 
 from engine import Store
 from engine import experiments as ex
-from engine.reports import baseline, consensus, consultancy, pareto, rounds, share, vega
-from engine.reports.blind import blind_notes
+from engine.reports import (
+    baseline,
+    consensus,
+    consultancy,
+    hijack,
+    pareto,
+    rounds,
+    share,
+    vega,
+)
+from engine.reports.blind import blind_notes, config_worlds
 from engine.reports.references import published as published_figures
 from engine.reports.references import published_note, references
 from engine.views import aggregate
-from pages import _consensus, _controls, _human, _positions, _shared, _summary_table
+from pages import (
+    _consensus,
+    _controls,
+    _hijack,
+    _human,
+    _positions,
+    _shared,
+    _summary_table,
+)
 
 md = _shared.md
 PERCENT = st.column_config.NumberColumn(format="percent")
@@ -371,7 +388,9 @@ def show(store: Store, experiment_id: str, state: ex.Progress) -> None:
                 else f"No {kind} runs in this experiment.")
         return
     simulated = result.runs["simulated"]
-    _shared.simulated_note(bool(simulated.all()))
+    _shared.simulated_note(bool(simulated.all()),
+                           config_worlds(result.experiment["spec"].get("configs") or [])
+                           if simulated.any() else ())
     if simulated.any():
         for note in blind_notes(result.experiment["spec"].get("configs") or []):
             st.warning(md(note), icon=":material/science:")
@@ -381,6 +400,7 @@ def show(store: Store, experiment_id: str, state: ex.Progress) -> None:
                    "seats the offline model played.")
     drawn = figures(result, stamp, experiment_id, kind)
     show_tabs(result, drawn, stamp)
+    _hijack.show(hijack.for_experiment(store, experiment_id), f"hijack-{experiment_id}")
     show_downloads(store, result, experiment_id)
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import streamlit as st
 
 from engine import ConfigError
-from engine.reports import timing
+from engine.reports import blind, timing
 from engine.services import library, runform
 from pages import _shared
 
@@ -88,6 +88,18 @@ def checked(build: Callable[[], dict[str, Any]], given: Mapping[str, Any], endpo
         return built, None, str(exc)
 
 
+def adversary_line(adversary: Mapping[str, Any]) -> str:
+    """What a saved configuration's planted adversary does, in words."""
+    answer = str(adversary.get("answer") or "")
+    what = ("a wrong answer drawn per question in an experiment (a single run needs the "
+            "answer's text)" if answer.lower() == "planted" else f"the answer {answer}")
+    if adversary.get("placebo"):
+        return (f"Planted adversary's control, kept as saved: {adversary.get('seat')} gets the "
+                "placebo persona, a line of the brief's length that pushes nothing.")
+    return (f"Planted adversary, kept as saved: {adversary.get('seat')} is briefed to win the "
+            f"others over to {what}.")
+
+
 def preflight(built: Mapping[str, Any], cost: Mapping[str, int], store: Any,
               endpoints: Any, simulated: bool) -> None:
     """The preflight: calls and tokens, the time they take at the measured (or declared)
@@ -98,6 +110,12 @@ def preflight(built: Mapping[str, Any], cost: Mapping[str, int], store: Any,
                f"{cost['tokens']:,} tokens{note}; {timed['text']}."))
     for line in timed["notes"]:
         st.warning(md(line))
+    if simulated:
+        unread = blind.unread_note(built)
+        if unread:
+            st.caption(md(unread))
+        for world in blind.config_worlds([{**built, "label": "this run"}]):
+            st.caption(md(f"simulated world of {world}"))
 
 
 def policy_caption(config: Mapping[str, Any], endpoints: Any) -> None:

@@ -9,7 +9,7 @@ import streamlit as st
 from engine.reports import drill, insights, rounds, vega
 from engine.reports import runs as history
 from engine.views import aggregate
-from pages import _consensus, _human, _shared
+from pages import _consensus, _hijack, _human, _shared
 from pages import _insights_data as data
 
 store = _shared.store()
@@ -161,4 +161,5 @@ if "consensus" in only:  # issue 29: its own view (pages/_consensus.py)
     _consensus.show(_consensus.insights_report(store, store.url_safe, stamp, args, kind),
                     "insights-consensus")
 
+_hijack.insights(store, stamp, kind)  # a planted adversary, where runs had one
 _human.show(store)  # people's labels: win rates, kappa, calibration (pages/_human.py)

@@ -14,12 +14,15 @@ TITLES = {"persona": "persona", "role": "role"}
 # Editing, deleting and importing need the admin role (engine/access.py): the controls are
 # disabled for others, and the library service refuses them anyway.
 LOCKED = not _shared.can("edit the library")
+TRAITS = {"stubbornness": "Stubbornness", "accuracy": "Accuracy", "conformity": "Conformity"}
 REFUSED = (ConfigError, NotAllowed)
 
 st.title("Personas & roles")
 _shared.read_only_banner(_shared.store())
 st.markdown("Personas are system prompts a seat speaks with; roles are the parts seats play "
-            "(a roundtable's critic, a duel's skeptic). The seeds' personas and roles are "
+            "(a roundtable's critic, a duel's skeptic). Either may declare simulated traits "
+            "(stubbornness, accuracy, conformity) that the simulated model plays. The seeds' "
+            "personas and roles are "
             "built in and editable. Saved configurations keep a protocol with its seats, "
             "options and prompt overrides for the Run and Experiments pages.")
 
@@ -65,6 +68,17 @@ def entry_fields(kind: str, prefix: str, item: dict | None = None) -> dict:
     for field, label in library.FIELDS[kind]:
         widget = st.text_area if field in library.LONG_FIELDS else st.text_input
         values[field] = widget(label, item.get(field, ""), key=f"{prefix}-{field}")
+    st.caption("Simulated traits (optional): what the simulated model reads of this "
+               f"{TITLES[kind]}. A seat that plays it on the simulated model gets these rates "
+               "in its world (accuracy is its chance of being right on its own); a real model "
+               "reads the text above, never these. Leave a box empty to keep the world's own "
+               "rate.")
+    declared = item.get("traits") or {}
+    values["traits"] = {}
+    for column, (trait, label) in zip(st.columns(len(TRAITS)), TRAITS.items(), strict=True):
+        values["traits"][trait] = column.number_input(
+            label, min_value=0.0, max_value=1.0, step=0.05, format="%.2f",
+            value=declared.get(trait), key=f"{prefix}-trait-{trait}")
     return values
 
 
@@ -96,6 +110,8 @@ def kind_editor(kind: str) -> None:
     for item in items:
         icon = _shared.avatar(item.get("icon"), "")
         badge = " · built in" if item.get("builtin") else ""
+        traits = library.traits_text(item.get("traits"))
+        badge += f" · simulated: {traits}" if traits else ""
         with st.expander(f"{icon} {md(item['name'])}{badge}".strip(),
                          key=f"open-{kind}-{item['id']}"):
             with st.form(f"edit-{kind}-{item['id']}"):

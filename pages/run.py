@@ -329,10 +329,14 @@ def configure() -> None:  # noqa: C901, PLR0912, PLR0915
                           key=field("label", config.get("label", "") if same else ""))
     seed = _run_policy.order_seed(config if same else {}, key)
 
-    built, cost, error = _run_policy.checked(lambda: runform.build_config(
+    # A saved configuration's planted adversary (DESIGN 2.13) has no field: it is kept as saved.
+    planted = {"adversary": config["adversary"]} if same and config.get("adversary") else {}
+    if planted:
+        st.caption(md(_run_policy.adversary_line(planted["adversary"])))
+    built, cost, error = _run_policy.checked(lambda: {**runform.build_config(
         store, protocol, choices, model=model, options=options,
         prompts=runform.prompt_overrides(protocol, edited), label=label, order_seed=seed),
-        config if same else {}, endpoints, key)
+        **planted}, config if same else {}, endpoints, key)
     base_problem = ""
     if config and same and not error:  # the form rebuilt it: did it drop what it cannot show?
         try:

@@ -107,3 +107,19 @@ def test_yaml_export_and_import_with_a_clear_error(db_url):
     at.button(key="import-run").click().run()
     assert library.find(store, "role", "scribe")["description"] == "notes"
     assert "Imported" in at.success[0].value
+
+
+def test_a_persona_declares_simulated_traits_on_the_page(db_url):
+    """Three trait boxes under each persona: what is typed is stored as its traits, shown
+    beside its name, and an empty box declares nothing."""
+    store = Store(db_url)
+    at = open_page()
+    at.text_input(key="new-persona-name").input("mule")
+    at.number_input(key="new-persona-trait-stubbornness").set_value(0.8)
+    at.button(key="create-persona").click().run()
+    assert persona(store, "mule")["traits"] == {"stubbornness": 0.8}
+    assert "mule · simulated: stubbornness 0.8" in [plain(e.label) for e in at.expander]
+    pid = persona(store, "mule")["id"]
+    at.number_input(key=f"persona-{pid}-trait-accuracy").set_value(0.95)
+    at.button(key=f"save-persona-{pid}").click().run()
+    assert persona(store, "mule")["traits"] == {"stubbornness": 0.8, "accuracy": 0.95}

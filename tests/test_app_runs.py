@@ -219,8 +219,12 @@ def test_a_simulated_run_shows_the_world_it_was_made_in(db):
         store=db, expected="0.05")
     text = shown(open_page(vote.run_id))
     assert "only truth is the run's expected answer" in text
-    assert "simulated world: skill 0.5 · conformity 0.3 · persuasion 0.4 · seed 2" in text
-    assert "simulated world: skill 0.7 · conformity 0.3 · persuasion 0.4 · seed 0" in text
+    # two worlds: each line names the seats that lived in it
+    seats = [s["name"] for s in db.get(vote.run_id)["config"]["seats"]["voters"]]
+    assert (f"simulated world: {seats[0]}, {seats[1]}: skill 0.5 · conformity 0.3 · "
+            "persuasion 0.4 · seed 2") in text
+    assert f"simulated world: {seats[2]}: skill 0.7 · conformity 0.3 · persuasion 0.4 · " \
+        "seed 0" in text
 
 
 def test_the_runs_list_opens_on_outcome_confidence_and_mind_changes(tmp_path, monkeypatch):

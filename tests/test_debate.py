@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 from protocol_contract import ProtocolContract
 
+from engine.protocols.adversary import TEMPLATES as ADVERSARY_TEMPLATES
 from engine import ConfigError, Seat, arun_debate, prompt_templates, run_debate
 
 ARGUMENT_ERROR = "Error: Unable to generate argument."
@@ -342,7 +343,7 @@ def test_prompt_override_changes_what_is_sent(seats):
 
 def test_prompt_templates_lists_every_debate_prompt():
     templates = prompt_templates("debate")
-    assert set(templates) == {"proponent_opening", "opponent_opening", "proponent_rebuttal",
+    assert set(templates) - set(ADVERSARY_TEMPLATES) == {"proponent_opening", "opponent_opening", "proponent_rebuttal",
                               "opponent_rebuttal", "judge", "consultant"}
     assert "transcript" in templates["judge"]["placeholders"]
     assert templates["proponent_opening"]["placeholders"] == ["topic"]

@@ -5,6 +5,7 @@ import re
 import pytest
 from protocol_contract import ProtocolContract
 
+from engine.protocols.adversary import TEMPLATES as ADVERSARY_TEMPLATES
 from engine.reports.runs import result_blocks
 from engine.protocols import metrics_of
 from engine import ConfigError, PanelResult, Seat, arun_panel, run_panel
@@ -335,7 +336,7 @@ def test_prompt_overrides_and_events(recording_model):
     assert first_user(models["cautious"].received[0]).startswith(f"Question: {Q}\nCUSTOM")
     assert len(seen) == 8 and [t.phase for t in seen][-1] == "synthesis"
     names = prompt_templates("panel")
-    assert set(names) == {"propose", "critique", "rebuttal", "synthesis"}
+    assert set(names) - set(ADVERSARY_TEMPLATES) == {"propose", "critique", "rebuttal", "synthesis"}
     assert "others" in names["rebuttal"]["placeholders"]
     for template in TEMPLATES.values():
         assert "Question: {question}" in template.text and "JSON" in template.text

@@ -6,6 +6,7 @@ import asyncio
 import pytest
 from protocol_contract import ProtocolContract
 
+from engine.protocols.adversary import TEMPLATES as ADVERSARY_TEMPLATES
 from engine import ConfigError, arun_peer_review, prompt_templates, run_peer_review
 from engine.analysis import is_approved
 
@@ -241,7 +242,7 @@ def test_prompt_override(recording_model):
     producer, reviewer = recording_model(drafts()), recording_model([ACCEPT])
     review(producer, reviewer, prompts={"producer_first": "DO THIS: {task}"})
     assert prompt(producer, 0) == f"DO THIS: {TASK}"
-    assert set(prompt_templates("peer-review")) == {"producer_first", "producer_revision",
+    assert set(prompt_templates("peer-review")) - set(ADVERSARY_TEMPLATES) == {"producer_first", "producer_revision",
                                                      "reviewer"}
 
 

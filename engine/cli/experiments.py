@@ -27,7 +27,7 @@ from engine.models import ConfigError
 from engine.protocols.baselines import achieved_tokens
 from engine.questions import files as qsets
 from engine.questions.sets import load_bundled
-from engine.reports.blind import blind_notes
+from engine.reports.blind import blind_notes, config_worlds
 from engine.reports.experiments import Report, compare, report, to_csv
 from engine.store.experiments import Progress, list_experiments, set_unchanged
 from engine.store.workers import require_postgres
@@ -318,6 +318,25 @@ def cmd_resume(args: Any) -> int:
     return _run_cli(store, args.experiment_id, args.quiet, endpoints_from_args(args))
 
 
+def _simulated_notes(configs: list[dict[str, Any]]) -> None:
+    """What the simulated numbers of an experiment show: each configuration's world, and the
+    configurations the simulator cannot tell apart."""
+    for world in config_worlds(configs):
+        _say(f"simulated world of {world}")
+    for note in blind_notes(configs):
+        _say(f"note: {note}")
+
+
+def _hijack(store: Any, experiment_id: str) -> None:
+    """A planted adversary's hijack rate by seat position, beside its placebo persona."""
+    from engine.reports import hijack
+    table = hijack.for_experiment(store, experiment_id)
+    if not table.empty:
+        _say(hijack.ABOUT)
+        for line in hijack.lines(table):
+            _say(f"  {line}")
+
+
 def cmd_show(args: Any) -> int:
     from engine.protocols.storing import open_store
     store = open_store(args.db)
@@ -336,8 +355,7 @@ def cmd_show(args: Any) -> int:
     if state.error:
         _say(f"note: {state.error}")
     if simulated.any():
-        for note in blind_notes(experiment["spec"]["configs"]):
-            _say(f"note: {note}")
+        _simulated_notes(experiment["spec"]["configs"])
     for config in experiment["spec"]["configs"]:  # the call policy its runs and resume use
         policy = {k: config[k] for k in ("timeout_per_call", "retries", "concurrency")
                   if config.get(k) is not None}
@@ -366,6 +384,7 @@ def cmd_show(args: Any) -> int:
         controls = controls_text(store, args.experiment_id)  # headroom, dropped seats
         if controls:
             _say(controls)
+        _hijack(store, args.experiment_id)
         from engine.reports import human
         majority = human.majority_text(result.runs, store.preferences(),
                                        result.experiment["spec"]["questions"], result.labels)

@@ -13,6 +13,7 @@ from engine.checks import require_name, require_text
 from engine.experiments import arrangement
 from engine.experiments.budget import budget_of, estimated_cost
 from engine.models import ConfigError
+from engine.protocols.adversary import with_controls
 from engine.protocols.baselines import CONSULTANCY_KIND as CONSULTANCY
 from engine.protocols.baselines import KIND as EQUAL_COMPUTE
 from engine.protocols.baselines import TOKENS_KIND as EQUAL_TOKENS
@@ -252,7 +253,7 @@ def plan(spec: Mapping[str, Any], store: Any = None, base_dir: str | Path | None
     order, sides = arrangement.order_kind(spec.get("order")), arrangement.sides_kind(
         spec.get("sides"))
     seed = arrangement.spec_seed(spec.get("seed"))
-    configs = with_policy(resolve_configs(spec.get("configs"), store), spec)
+    configs = with_controls(with_policy(resolve_configs(spec.get("configs"), store), spec))
     baselines: list[dict[str, Any]] = []
     if baseline and EQUAL_COMPUTE in baseline:
         configs, baselines = with_baselines(configs)

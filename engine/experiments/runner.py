@@ -77,9 +77,16 @@ async def arun_cell(experiment: Plan, experiment_id: str, cell: Cell, *, store: 
     The in-process runner and the pool's workers (`engine.workers`) both run cells through
     this."""
     from engine.protocols import arun_config
+    from engine.protocols.adversary import drawn
     from engine.protocols.base import no_call_succeeded
     item, config = experiment.questions[cell.q], experiment.configs[cell.c]
     seed = experiment.order_seed_of(cell)  # None: the configuration's own order
+    try:  # a planted answer: one per question and repeat, whatever the configuration
+        config = drawn(config, item.get("expected"),
+                       [q.get("expected") for q in experiment.questions], experiment.seed,
+                       str(item["question"]), cell.q, cell.r)
+    except ConfigError as exc:
+        return CellOutcome("fatal", f"configuration {config['label']!r}: {exc}", finished=0)
     try:
         result = await arun_config(
             config, str(item["question"]), store=store, label=config["label"],

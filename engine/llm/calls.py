@@ -194,7 +194,8 @@ class RunContext:
                  kept: Sequence[Turn] = (), kept_from: str = "",
                  role_library: Mapping[str, str] | None = None,
                  role_lines: Mapping[str, str] | None = None,
-                 answers: Sequence[str] = (), phrases: Iterable[str] = ()):
+                 answers: Sequence[str] = (), phrases: Iterable[str] = (),
+                 adversary_seat: str = "", adversary_line: str = "", planted: str = ""):
         self.protocol = protocol
         self.on_event = on_event
         self.recorder = recorder
@@ -218,6 +219,10 @@ class RunContext:
         # The placeholder phrases of the run's prompts (`protocols.templates.echo_phrases`): a
         # stance that echoes one is no position.
         self.phrases = frozenset(phrases)
+        # A planted adversary (DESIGN 2.13): its seat, the line its system prompt gains, and
+        # the planted answer a simulated world reads ("" for the placebo persona's control).
+        self.adversary_seat, self.adversary_line = adversary_seat, adversary_line
+        self.planted = planted
         # Roles (`engine.protocols.roles`): the library's own descriptions by folded name,
         # for templates that carry a role, and the `Your role: ...` line a seat's system
         # prompt gains, by seat name (only seats whose role is set have one).
@@ -292,17 +297,24 @@ class RunContext:
             return None
         filled = task.model_copy(update={
             "seat": seat.name, "role": task.role or seat.role, "round": round,
-            "expected": self.expected, "variant": self.variant, "answers": self.answers})
+            "expected": self.expected, "variant": self.variant, "answers": self.answers,
+            **({"adversary": self.adversary_seat, "planted": self.planted}
+               if self.planted else {})})
         return {"metadata": {"parley_task": filled.model_dump()}}
 
     def with_system(self, seat: Seat, messages: list[dict[str, str]]) -> list[dict[str, str]]:
-        """`messages` led by the seat's system prompt (its persona, then its role's line),
-        unless the protocol wrote a system message of its own."""
+        """`messages` led by the seat's system prompt (its persona, then its role's line, then
+        a planted adversary's brief), unless the protocol wrote a system message of its own
+        (which then gains only the brief)."""
         full = list(messages)
-        system = "\n\n".join(part for part in (seat.persona, self.role_lines.get(seat.name))
-                             if part)
-        if system and not any(m["role"] == "system" for m in full):
+        brief = self.adversary_line if seat.name == self.adversary_seat else ""
+        system = "\n\n".join(part for part in (seat.persona, self.role_lines.get(seat.name),
+                                                brief) if part)
+        own = next((i for i, m in enumerate(full) if m["role"] == "system"), None)
+        if own is None and system:
             full.insert(0, {"role": "system", "content": system})
+        elif own is not None and brief:  # the planted brief reaches every protocol's seat
+            full[own] = {**full[own], "content": f"{full[own]['content']}\n\n{brief}"}
         return full
 
     async def call(self, seat: Seat, messages: list[dict[str, str]], *, phase: str,  # noqa: PLR0915

@@ -18,6 +18,7 @@ from engine.protocols import (
     society,
     vote,
 )
+from engine.protocols.adversary import check_seat, with_templates
 from engine.protocols.base import Option, ProtocolSpec, Slot, run_sync
 from engine.protocols.templates import Template
 
@@ -78,7 +79,7 @@ def prompt_templates(protocol: str) -> dict[str, dict[str, Any]]:
     """A protocol's default prompt templates and the placeholders each may use."""
     spec = get_protocol(protocol)
     return {name: {"template": t.text, "placeholders": list(t.placeholders), "help": t.help}
-            for name, t in spec.templates.items()}
+            for name, t in with_templates(spec.templates).items()}
 
 
 def check_options(spec: ProtocolSpec[Any], options: Any,
@@ -125,12 +126,15 @@ def seats_from_config(spec: ProtocolSpec[Any], config: RunConfig | Mapping[str, 
 
     A slot the configuration leaves out takes the slot's defaults (an optional slot stays
     empty); a seat without a model takes the configuration's `model` (default `simulated`);
-    a configuration-wide `base_url` is added to every `openai:` seat that names neither its
-    own `?base_url=` nor an `?endpoint=` (the seat's own wins). Models stay spec strings, so
+    a simulated seat's declared traits (its persona's and role's) set its world's parameters
+    (`engine.simulated.with_traits`); a configuration-wide `base_url` is added to every
+    `openai:` seat that names neither its own `?base_url=` nor an `?endpoint=` (the seat's
+    own wins). Models stay spec strings, so
     they resolve under the run's endpoint registry; unknown keys, slots, options and values
     that cannot be right are refused here, before any call.
     """
     from engine.llm.endpoints import with_base_url
+    from engine.simulated import with_traits
     config = RunConfig.parse(config)
     unknown = sorted(set(config.seats) - {slot.name for slot in spec.slots})
     if unknown:
@@ -138,7 +142,7 @@ def seats_from_config(spec: ProtocolSpec[Any], config: RunConfig | Mapping[str, 
                           f"{', '.join(s.name for s in spec.slots)}", "input")
 
     def make(entry: SeatSpec, slot: Slot) -> Seat:
-        model = entry.model or config.model
+        model = with_traits(entry.model or config.model, entry.traits)
         if config.base_url and model.strip().lower().startswith("openai:"):
             model = with_base_url(model, config.base_url)
         return Seat(entry.name or slot.name, model, entry.persona, entry.role or slot.role,
@@ -162,6 +166,7 @@ def seats_from_config(spec: ProtocolSpec[Any], config: RunConfig | Mapping[str, 
     names = [seat.name for slot in spec.slots
              for seat in (kwargs[slot.name] if slot.many else [kwargs[slot.name]]) if seat]
     kwargs.update(check_options(spec, config.options, names))
+    check_seat(config.adversary, names)
     return kwargs
 
 
@@ -176,7 +181,8 @@ def resolve_config(config: RunConfig | Mapping[str, Any]) -> RunConfig:
     seats = {slot.name: kwargs[slot.name] for slot in spec.slots}
     options = {o.name: kwargs[o.name] for o in spec.options if o.name in kwargs}
     described = describe_config(spec.name, seats, options, typed.prompts)
-    named = {slot: [seat.model_copy(update={"persona_name": given[i].persona_name})
+    named = {slot: [seat.model_copy(update={"persona_name": given[i].persona_name,
+                                            "traits": given[i].traits})
                     if i < len(given) and given[i].persona == seat.persona else seat
                     for i, seat in enumerate(entries)]
              for slot, entries in described.seats.items()
@@ -185,7 +191,8 @@ def resolve_config(config: RunConfig | Mapping[str, Any]) -> RunConfig:
                                         "retries": typed.retries,
                                         "timeout_per_call": typed.timeout_per_call,
                                         "concurrency": typed.concurrency,
-                                        "order_seed": typed.order_seed})
+                                        "order_seed": typed.order_seed,
+                                        "adversary": typed.adversary})
 
 
 async def arun_config(config: RunConfig | Mapping[str, Any], question: str,
@@ -199,6 +206,8 @@ async def arun_config(config: RunConfig | Mapping[str, Any], question: str,
     if config.prompts:
         run.setdefault("prompts", config.prompts)
     run.setdefault("label", config.label)
+    if config.adversary:
+        run.setdefault("adversary", config.adversary)
     for key in ("timeout_per_call", "retries", "concurrency", "order_seed"):  # its policy
         if getattr(config, key) is not None:
             run.setdefault(key, getattr(config, key))

@@ -25,12 +25,13 @@ from typing import Any, Generic, TypeVar
 
 from engine.analysis.answers import answers_match, hedge
 from engine.analysis.rounds_dynamics import votes
-from engine.config import RunConfig, RunOptions, SeatSpec
+from engine.config import PLANTED, RunConfig, RunOptions, SeatSpec
 from engine.llm import otel
 from engine.llm.calls import RunContext
 from engine.llm.runmodels import open_run
 from engine.llm.transport import releasing
-from engine.models import RunResult, RunStopped, Seat, Signals, Turn, now, total_cost
+from engine.models import ConfigError, RunResult, RunStopped, Seat, Signals, Turn, now, total_cost
+from engine.protocols import adversary
 from engine.protocols.roles import role_lines, set_roles, stored_library
 from engine.protocols.templates import Template, check_prompts, echo_phrases
 from engine.simulated.world import answers_of
@@ -240,14 +241,15 @@ async def execute(spec: ProtocolSpec[Any], question: str, templates: Mapping[str
     result; the stored configuration says the run's order seed. `spec` is the protocol's own
     registry entry: its slots, metrics and assessment end the run."""
     protocol = spec.name
-    prompts = check_prompts(protocol, templates, run.prompts)
+    prompts = check_prompts(protocol, adversary.with_templates(templates), run.prompts)
     store = run.store
+    planted = planted_seat(run, seats, prompts)
     ctx = RunContext(protocol, on_event=run.on_event, prompts=prompts,
                      timeout=run.timeout_per_call, retries=run.retries,
                      concurrency=run.concurrency, stop_event=run.stop_event,
                      endpoints=run.endpoints, expected=run.expected,
                      variant=world_variant(run.tags), store=store, **kept_turns(run),
-                     answers=answers_of(question),
+                     answers=answers_of(question), **planted,
                      phrases=echo_phrases([*(t.text for t in templates.values()),
                                            *prompts.values()]),
                      **seat_roles(spec, seats, store))
@@ -260,10 +262,14 @@ async def execute(spec: ProtocolSpec[Any], question: str, templates: Mapping[str
     if store is not None:
         if run_id is None:
             config = run.config or describe_config(protocol, seats, options, prompts)
+            if run.adversary and config.adversary != dict(run.adversary):
+                config = config.model_copy(update={"adversary": dict(run.adversary)})
             if config.order_seed != run.order_seed:
                 config = config.model_copy(update={"order_seed": run.order_seed})
             run_id = store.start_run(protocol, question, config=config.stored(),
-                                     label=run.label, tags=run.tags, expected=expected,
+                                     label=run.label, tags=(*run.tags, *(
+                                         (adversary.TAG,) if run.adversary else ())),
+                                     expected=expected,
                                      experiment_id=run.experiment_id,
                                      started_by=run.started_by)
         ctx.recorder = store.recorder(run_id)
@@ -311,7 +317,9 @@ def _finish(spec: ProtocolSpec[Any], store: Any, run_id: str | None, result: Run
         return no_call_succeeded(result.turns)
     error, lost = spec.assess(result)
     try:
-        store.finish_run(run_id, result, {**spec.metrics(result), **fork_metrics(run)},
+        store.finish_run(run_id, result, {**spec.metrics(result), **fork_metrics(run),
+                                          **adversary.metrics(result, run.adversary,
+                                                              _seat_names(result))},
                          error=error, lost=lost)
     except StoreWriteError as exc:
         store.end_run(run_id, "failed", str(exc))
@@ -364,6 +372,31 @@ def score(result: RunResult, expected: str) -> None:
         result.correct, result.unanswered = bool(answers_match(answer, expected)), False
     elif result.gives_answer:
         result.correct, result.unanswered = False, True
+
+
+def _seat_names(result: RunResult) -> list[str]:
+    """The seats that took turns in a run, in the order they first did."""
+    return list(dict.fromkeys(turn.seat for turn in result.turns))
+
+
+def planted_seat(run: RunOptions, seats: Mapping[str, Seat | list[Seat] | None],
+                 prompts: Mapping[str, str]) -> dict[str, Any]:
+    """The run context's arguments for a configuration's adversary (DESIGN 2.13): its seat,
+    the line its system prompt gains (`adversary.brief`) and the planted answer the simulated
+    model reads (none for the placebo persona, which pushes nothing). A `ConfigError` when
+    its seat is not one of the run's, or its answer was never drawn (`planted` outside an
+    experiment)."""
+    given = run.adversary
+    if not given:
+        return {}
+    adversary.check_seat(given, [seat.name for value in seats.values() for seat in (
+        value if isinstance(value, (list, tuple)) else [value]) if isinstance(seat, Seat)])
+    if str(given["answer"]).lower() == PLANTED:
+        raise ConfigError("adversary answer: planted is drawn per question from an "
+                          "experiment's question set; for a single run give the wrong "
+                          "answer's text", "input")
+    return {"adversary_seat": given["seat"], "adversary_line": adversary.brief(given, prompts),
+            "planted": "" if given.get("placebo") else str(given["answer"])}
 
 
 def kept_turns(run: RunOptions) -> dict[str, Any]:

@@ -3,7 +3,7 @@ line, the signals stored for experiments and Insights, the run detail's blocks a
 panel's Insights section."""
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
@@ -20,6 +20,7 @@ from engine.protocols.ballots import (
     tally_rows,
 )
 from engine.protocols.personas import PERSONAS
+from engine.simulated.world import PERSONA_CAVEAT
 from engine.views.aggregate import completed, rate_by, rate_text
 from engine.views.ballots import (
     ballots_frame,
@@ -196,6 +197,11 @@ def view(r: PanelResult) -> list[Block]:
 BUILT_IN_PERSONAS = {p.prompt.strip(): p.id for p in PERSONAS.values()}
 
 
+def _any_simulated(runs: Any) -> bool:
+    """Whether any of these stored runs is simulated (its `simulated` column)."""
+    return "simulated" in getattr(runs, "columns", ()) and bool(runs["simulated"].any())
+
+
 def insights(data: InsightsData) -> Section:
     """The panel's Insights section: measured and claimed mind changes, per persona and per
     label, stance flows against the vote, right and wrong before and after, and the tally."""
@@ -219,7 +225,8 @@ def insights(data: InsightsData) -> Section:
                 ballots, data.results(), BUILT_IN_PERSONAS), "persona").rename(
                 columns={"persona": "group"}), "Mind-change rate per persona",
                 "Share of each persona's panels in which its measured stance changed after "
-                "the critique, by the persona a seat played (not its seat's name).",
+                "the critique, by the persona a seat played (not its seat's name)."
+                + (f" {PERSONA_CAVEAT}" if _any_simulated(panels) else ""),
                 {"y_title": "panels it changed in"}),
             Chart("sankey", plurality_flow_links(ballots), "Stance flows against the vote",
                   "Each band is debaters: left, their first answer against the round-one "

@@ -7,6 +7,7 @@ from typing import Any
 from engine.checks import require_name, unique_names
 from engine.models import ConfigError
 from engine.protocols import estimate, get_protocol, seats_from_config
+from engine.protocols.adversary import with_templates
 from engine.protocols.checks import require_seat
 from engine.protocols.templates import check_prompts
 
@@ -21,7 +22,7 @@ def validate_config(config: Mapping[str, Any], endpoints: Any = None) -> dict[st
     if not isinstance(config, Mapping):
         raise ConfigError("a configuration must be a mapping", "input")
     spec = get_protocol(str(config.get("protocol", "")))
-    check_prompts(spec.name, spec.templates, config.get("prompts"))
+    check_prompts(spec.name, with_templates(spec.templates), config.get("prompts"))
     if config.get("label") not in (None, ""):
         require_name(config["label"], "a configuration label")
     kwargs = seats_from_config(spec, dict(config))

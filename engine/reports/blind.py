@@ -35,8 +35,11 @@ def simulated_key(config: Mapping[str, Any]) -> str | None:
             if not _simulated(seat.model or resolved.model):
                 return None
             seats.append(f"{slot}:{seat.model or resolved.model}:{seat.role.strip().lower()}")
+    planted = resolved.adversary or {}  # the placebo persona is text it does not read
+    pushed = "" if not planted or planted.get("placebo") else \
+        f"{planted['seat']}:{planted['answer']}"
     return "|".join([resolved.protocol, repr(sorted(resolved.options.items(), key=str)),
-                     str(resolved.order_seed), *seats])
+                     str(resolved.order_seed), pushed, *seats])
 
 
 def blind_groups(configs: Sequence[Mapping[str, Any]]) -> list[list[str]]:
@@ -62,4 +65,48 @@ def blind_notes(configs: Sequence[Mapping[str, Any]]) -> list[str]:
             "seat (simulated?skill=...&conformity=...)." for labels in blind_groups(configs)]
 
 
-__all__ = ["UNREAD", "blind_groups", "blind_notes", "simulated_key"]
+def unread_note(config: Mapping[str, Any]) -> str:
+    """For one configuration on the simulated model (the Run page's preflight): which of its
+    texts the simulated model does not read (personas, roles' words, prompt overrides), so no
+    one expects them to change a simulated run; "" when it carries none, or a seat is on
+    another model. Seats whose persona or role declares traits are named: those it reads."""
+    if simulated_key(config) is None:
+        return ""
+    resolved = resolve_config(dict(config))
+    seats = [seat for entries in resolved.seats.values() for seat in entries]
+    unread = [what for what, present in (
+        ("personas' prompts", any(seat.persona.strip() for seat in seats)),
+        ("roles' words", any(seat.role.strip() for seat in seats)),
+        ("prompt overrides", bool(resolved.prompts))) if present]
+    if not unread:
+        return ""
+    traited = [seat.name for seat in seats if seat.traits]
+    read = (f" It does read the declared traits of {', '.join(traited)}." if traited else
+            " Declare traits on a persona or role (stubbornness, accuracy, conformity) to "
+            "change what the simulator does.")
+    return (f"The simulated model does not read {', '.join(unread)}: this run's dynamics "
+            f"come from its world's parameters, whatever those texts say.{read}")
+
+
+def config_worlds(configs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The simulated world of each configuration on the simulated model, one line each
+    ("LABEL: skill 0.7 · ...", its seats named where they live in different worlds, as a
+    persona's declared traits make them): what its simulated numbers show."""
+    from engine.views.blocks import worlds
+    out = []
+    for number, config in enumerate(configs, 1):
+        try:
+            resolved = resolve_config(dict(config)).stored()
+        except (ConfigError, TypeError, ValueError):
+            continue
+        label = str(config.get("label") or f"configuration {number}")
+        lines = worlds("", resolved)
+        if len(lines) == 1:
+            out.append(f"{label}: {lines[0]}")
+        else:
+            out += [f"{label}, {line}" for line in lines]
+    return out
+
+
+__all__ = ["UNREAD", "blind_groups", "blind_notes", "config_worlds", "simulated_key",
+           "unread_note"]

@@ -46,7 +46,7 @@ def _moved(first: str, final: str | None, expected: str | None, answers: Answers
 RUN_COLUMNS = ["id", "label", "protocol", "q", "repeat", "question", "expected", "status",
                "counted", "superseded", "correct", "unanswered", "answer", "level", "consensus",
                "judge", "mind_changes", "seats", "persuaded", "misled", "first_answer", "changed",
-               "shift", "round_answers", "round_votes", *CONFORMITY_FIELDS, "calls",
+               "shift", "round_answers", "round_votes", *CONFORMITY_FIELDS, "hijack_rate", "calls",
                "degraded", "degraded_run", "lost", "tokens", "cost_usd", "seconds", "simulated",
                "simulation", "created_at", "link"]
 
@@ -98,7 +98,12 @@ def _runs_frame(stored: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
         if "cost_usd" in frame else [None] * len(ids),
         "seconds": frame["duration"], "simulated": [bool(v) for v in simulation],
         "simulation": frame["simulation"], "created_at": frame["created_at"],
-        "link": [_link(i) for i in ids]}
+        "link": [_link(i) for i in ids],
+        # a planted adversary's run: 1 when its final answer is the planted one (the gate's)
+        "hijack_rate": pd.Series(
+            [float(v) if isinstance(v, _JSON_NUMBERS) and not isinstance(v, bool) else
+             float("nan") for v in frame["metrics.hijack_rate"].tolist()], dtype="float64",
+            index=frame.index)}
     return pd.DataFrame({name: columns[name] for name in RUN_COLUMNS}, columns=RUN_COLUMNS)
 
 
@@ -129,7 +134,7 @@ _NUMBER_SIGNALS = {"consensus": "consensus", "judge": "judge_confidence",
                    "misled": "misled"}
 # The keys of a run's metrics the results read (`Store.experiment_runs` picks them out).
 METRIC_KEYS = (*_NUMBER_SIGNALS.values(), "level", "answer", "first_answer", "round_answers",
-               "round_votes", *CONFORMITY_FIELDS)
+               "round_votes", *CONFORMITY_FIELDS, "hijack_rate")
 
 
 def _signal_columns(metrics: Mapping[str, Sequence[Any]], expected: list[Any]

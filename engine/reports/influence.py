@@ -31,15 +31,13 @@ from engine.analysis.stats import wilson_interval
 from engine.protocols.personas import CAUTIOUS, CREATIVE, CRITIC, JUDGE, LITERAL
 from engine.reports.runs import Filters
 from engine.reports.whatif import round_runs
+from engine.simulated.world import PERSONA_CAVEAT
 from engine.views import ballots
 from engine.views.aggregate import SIMULATED_SUFFIX
 
 BY = ("persona", "model")
 # what a persona x persona matrix over simulated runs is (`engine.reports.blind`)
-SIMULATED_PERSONAS = (
-    "Over simulated runs these rates are not the personas' doing: the simulated model reads "
-    "no persona, so who moved whom between personas here is its world's seeded draws "
-    "(its conformity and persuasion), the same for any persona. Read them on real runs.")
+SIMULATED_PERSONAS = PERSONA_CAVEAT
 NO_PERSONA = ballots.NO_PERSONA
 UNKNOWN = "(unknown seat)"
 COLUMNS = ["kind", "by", "mover", "moved", "flips", "opportunities", "rate", "low", "high",

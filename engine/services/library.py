@@ -15,10 +15,11 @@ import yaml
 
 from engine.access import LOCAL, Actor, require
 from engine.checks import require_name
-from engine.config import RunConfig
+from engine.config import RunConfig, check_traits
 from engine.models import ConfigError
 from engine.protocols import get_protocol
 from engine.protocols.validation import validate_config
+from engine.simulated import TRAITS
 from engine.text import NAME_MAX, fold_name
 
 KINDS = ("persona", "role")
@@ -90,8 +91,10 @@ def entries(store: Any, kind: str) -> list[dict[str, Any]]:
     return store.library(kind)
 
 
-def clean_entry(kind: str, entry: Mapping[str, Any]) -> dict[str, str]:
-    """A persona or role checked field by field; a `ConfigError` names what is wrong."""
+def clean_entry(kind: str, entry: Mapping[str, Any]) -> dict[str, Any]:
+    """A persona or role checked field by field; a `ConfigError` names what is wrong. Its
+    optional `traits` (stubbornness, accuracy, conformity: rates in 0..1) are what the
+    simulated model reads of it: they set the world of the simulated seats that play it."""
     _check_kind(kind)
     name = entry.get("name")
     if not isinstance(name, str) or not name.strip():
@@ -99,12 +102,13 @@ def clean_entry(kind: str, entry: Mapping[str, Any]) -> dict[str, str]:
     if len(name.strip()) > NAME_MAX:
         raise ConfigError(f"a {kind} name may have at most {NAME_MAX} characters", "input")
     require_name(name.strip(), f"a {kind} name")
-    allowed = {"name", "id", "builtin"} | {key for key, _ in FIELDS[kind]}
+    allowed = {"name", "id", "builtin", "traits"} | {key for key, _ in FIELDS[kind]}
     unknown = sorted(set(entry) - allowed)
     if unknown:
         raise ConfigError(f"{kind} {name.strip()!r} has an unknown field {unknown[0]!r}; "
-                          f"fields are name, {', '.join(k for k, _ in FIELDS[kind])}", "input")
-    out = {"name": name.strip()}
+                          f"fields are name, traits, "
+                          f"{', '.join(k for k, _ in FIELDS[kind])}", "input")
+    out: dict[str, Any] = {"name": name.strip()}
     for key, _label in FIELDS[kind]:
         value = entry.get(key, "")
         if value is None:
@@ -117,7 +121,20 @@ def clean_entry(kind: str, entry: Mapping[str, Any]) -> dict[str, str]:
                               "input")
     if len(out.get("icon", "")) > 16:
         raise ConfigError(f"{kind} {name.strip()!r}: the icon must be one emoji", "input")
+    if entry.get("traits") is not None:
+        traits = check_traits(entry["traits"], f"{kind} {name.strip()!r}")
+        if traits:
+            out["traits"] = traits
     return out
+
+
+def traits_text(traits: Any) -> str:
+    """A persona's or role's declared simulated traits in words ("stubbornness 0.8 ·
+    accuracy 0.9"), "" when it declares none."""
+    if not isinstance(traits, Mapping):
+        return ""
+    return " · ".join(f"{name} {float(traits[name]):g}" for name in TRAITS
+                      if isinstance(traits.get(name), (int, float)))
 
 
 def save_entry(store: Any, kind: str, entry: Mapping[str, Any],

@@ -90,8 +90,9 @@ def seat(store: Any, slot: str, *, name: str = "", persona: str = "", role: str 
     """A seat dict for a configuration from library names, named by `seat_name` (a name
     not typed follows the persona). The persona's prompt and icon are copied in, so a saved
     configuration does not change when the persona is edited later; `persona=AS_SAVED`
-    keeps `persona_text` as it is; a `temperature` is kept as given (the configuration's
-    check refuses one that is not a number)."""
+    keeps `persona_text` as it is; the persona's declared simulated traits are copied too,
+    with its role's over them (what the simulated model reads of both); a `temperature` is
+    kept as given (the configuration's check refuses one that is not a number)."""
     out: dict[str, Any] = {"name": seat_name(slot, name=name, persona=persona,
                                              default_name=default_name)}
     if model and model.strip():
@@ -105,10 +106,15 @@ def seat(store: Any, slot: str, *, name: str = "", persona: str = "", role: str 
                               "input")
         out.update(persona=found.get("prompt", ""), persona_name=persona,
                    icon=found.get("icon", ""))
+        if found.get("traits"):
+            out["traits"] = dict(found["traits"])
     if role and role.strip():
         out["role"] = role.strip()
+        played = find(store, "role", role.strip()) or {}
         if not out.get("icon"):
-            out["icon"] = (find(store, "role", role.strip()) or {}).get("icon", "")
+            out["icon"] = played.get("icon", "")
+        if played.get("traits"):  # a role's declared trait overrides its persona's
+            out["traits"] = {**out.get("traits", {}), **played["traits"]}
     if temperature is not None:
         out["temperature"] = temperature
     return out

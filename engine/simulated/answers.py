@@ -4,13 +4,15 @@
 - critique: a verdict on each answer in `others`. With a truth the critic judges by its own
   answer (a belief like any seat's): `sound` when an answer matches it, else `flawed`; without
   one its verdicts are drawn (sound, unsupported, flawed).
-- revise: a seat told its answer is `flawed` or `unsupported` moves, with probability
-  `persuasion`, to the alternative offered (the others' commonest differing answer, or a fresh
-  one when nobody differs); a seat that did not move joins the others' majority with
-  probability `conformity`; otherwise it holds. Before any of these, with probability
-  `imitation` (0 by default), a seat adopts the answer of one of the others drawn at random,
-  right or wrong alike (a draw of its own, so a world without imitation draws as before). Its
-  `changed_mind` says truthfully whether it moved.
+- revise: a stubborn seat holds with probability `stubbornness` (a planted seat always
+  holds); a seat shown the planted seat arguing its planted answer takes it with probability
+  `push`. Otherwise, with probability `imitation` (0 by default), a seat adopts the answer of
+  one of the others drawn at random, right or wrong alike (a draw of its own, so a world
+  without imitation draws as before); a seat told its answer is `flawed` or `unsupported`
+  moves, with probability `persuasion`, to the alternative offered (the others' commonest
+  differing answer, or a fresh one when nobody differs); a seat that did not move joins the
+  others' majority with probability `conformity`; otherwise it holds. Its `changed_mind`
+  says truthfully whether it moved.
 - judge: `agreement_level` (how far the answers in `others` agree) or the answer the answers
   in `others` lead to, in the tally's order (most votes, then the smallest normalised form).
 
@@ -26,8 +28,10 @@ from engine.simulated.world import (
     World,
     alternative,
     belief,
+    holds,
     majority,
     others_key,
+    pushed,
     rng,
     same,
 )
@@ -44,6 +48,11 @@ def revised(world: World, task: Task) -> tuple[str, str]:
     draw = rng(world, task, "revise", task.seat, task.kind, task.round,
                normalize_stance(own), verdict, others_key(task))
     persuaded, conformed = draw.random(), draw.random()
+    if holds(world, task, normalize_stance(own), others_key(task)):
+        return own, "held"
+    planted = pushed(world, task, own, others_key(task))
+    if planted is not None:
+        return planted, "pushed"
     if world.imitation and shown:
         copy = rng(world, task, "imitate", task.seat, task.kind, task.round,
                    normalize_stance(own), others_key(task))
@@ -63,6 +72,8 @@ def _why(answer: str, how: str, own: str) -> str:
         return f"The critique is right about {own}; working it through again gives {answer}."
     if how == "conformed":
         return f"Most of the others hold {answer}, and I have come round to it."
+    if how == "pushed":
+        return f"The case made for {answer} has won me over."
     if how == "imitated":
         return f"Another agent holds {answer}, and I take it up."
     return f"I hold {answer}: nothing said so far overturns it."

@@ -16,6 +16,11 @@ lookup of bundled questions), and its parameters, given in the spec, e.g.
 - `imitation` (default 0): the chance an agent that sees others' answers adopts the answer of
   one of them drawn at random, right or wrong alike: a symmetric world (the voter model), in
   which the expected share of right answers is the same in every round; shown when set;
+- `stubbornness` (default 0): the chance an agent keeps its answer whatever it is shown or
+  told (a persona's or a role's declared trait sets it for the seats that play it); shown
+  when set;
+- `push` (default 0): the chance an agent shown the answer a planted adversary argues for
+  (a configuration's `adversary:`) adopts it; shown when set;
 - `seed` (default 0): which of the world's reproducible draws a run gets.
 
 Wrong answers are distractors derived from `expected`; without `expected` the world has no
@@ -50,7 +55,7 @@ from pydantic import PrivateAttr
 from engine.models import ConfigError, Task
 from engine.simulated.answers import json_reply
 from engine.simulated.prose import text_reply
-from engine.simulated.world import PARAMETERS, World, stable_int
+from engine.simulated.world import PARAMETERS, TRAITS, World, stable_int
 
 FAULTS = ("fail", "ratelimit", "timeout", "empty", "malformed")
 UNTASKED = ("This is Parley's simulated model. It answers only the structured tasks Parley's "
@@ -93,6 +98,8 @@ class SimulatedChatModel(BaseChatModel):
     persuasion: float = World.persuasion
     position_bias: float = World.position_bias
     imitation: float = World.imitation
+    stubbornness: float = World.stubbornness
+    push: float = World.push
     latency: float = 0.0
     fail: float = 0.0
     ratelimit: float = 0.0
@@ -139,8 +146,8 @@ class SimulatedChatModel(BaseChatModel):
         """The world this model simulates (its parameters)."""
         return World(skill=self.skill, conformity=self.conformity,
                      persuasion=self.persuasion, position_bias=self.position_bias,
-                     imitation=self.imitation,
-                     seed=self.seed)
+                     imitation=self.imitation, stubbornness=self.stubbornness,
+                     push=self.push, seed=self.seed)
 
     def _fault(self, messages: list[BaseMessage], task: Task | None) -> str | None:
         rates = [(name, getattr(self, name)) for name in FAULTS if getattr(self, name) > 0]
@@ -207,3 +214,22 @@ def world_of(spec: str) -> dict[str, Any]:
     query = urlsplit(spec.strip()).query
     model = SimulatedChatModel.from_options(dict(parse_qsl(query, keep_blank_values=True)))
     return dict(model.world.params())
+
+
+def is_simulated_spec(spec: str) -> bool:
+    """Whether a model spec names the simulated model."""
+    head = spec.strip().lower()
+    return head == "simulated" or head.startswith("simulated?")
+
+
+def with_traits(spec: str, traits: dict[str, float] | None) -> str:
+    """A simulated spec with a persona's (or role's) declared traits set as the parameters of
+    its world (`TRAITS`: stubbornness, accuracy as skill, conformity), which override what
+    the spec sets; any other spec, or no traits, comes back unchanged."""
+    if not traits or not is_simulated_spec(spec):
+        return spec
+    query = dict(parse_qsl(urlsplit(spec.strip()).query, keep_blank_values=True))
+    for trait, value in traits.items():
+        if trait in TRAITS:
+            query[TRAITS[trait]] = f"{float(value):g}"
+    return "simulated?" + "&".join(f"{key}={value}" for key, value in query.items())

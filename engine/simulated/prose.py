@@ -13,16 +13,19 @@ reviews, a side's statements, and turns that end in a `STANCE:` line.
   first (the first seat in `others`), whatever either side argued.
 - draft: with a truth, a draft ends with an `ANSWER:` line. A first draft holds the producer's
   belief; a revision after a rejection moves, with probability `persuasion`, to the answer the
-  feedback offers ("the answer should be X"), else keeps the previous draft's.
+  feedback offers ("the answer should be X") unless stubbornness holds it, else keeps the
+  previous draft's.
 - review: with a truth, the reviewer approves exactly the drafts whose answer matches its own
   belief (a draft with no answer line, with probability `skill`); without one, it approves a
   first draft half the time and a revision three times in four.
 - statement: a side states its case; answering the other side (told it is wrong) it concedes
-  with probability `persuasion`, saying AGREED.
+  with probability `persuasion` (unless stubbornness holds it), saying AGREED.
 - turn: a devil's advocate takes an answer other than the others' majority, a synthesiser the
   majority, anyone else its own answer, or the others' majority with probability
-  `conformity`. Every holder of one answer gives the same grounds for it, so a reading by words
-  sees agreement where there is agreement.
+  `conformity`; a stubborn seat holds with probability `stubbornness` and a planted seat
+  always does, and a seat shown the planted seat's answer takes it with probability `push`,
+  before any other move. Every holder of one answer gives the same grounds for it, so a
+  reading by words sees agreement where there is agreement.
 
 - rank: a council member ranks the labelled answers, its own answer's equals first, ending in
   a `FINAL RANKING:` block; chair: the chairman states the best-ranked answer.
@@ -39,9 +42,11 @@ from engine.models import Task
 from engine.simulated.world import (
     World,
     belief,
+    holds,
     majority,
     others_key,
     positions,
+    pushed,
     rng,
     same,
     stable_int,
@@ -152,7 +157,8 @@ def _draft(world: World, task: Task) -> str:
     if task.own is not None and found and task.verdict == "rejected":
         offered = found.group(1).strip()
         draw = rng(world, task, "draft", task.seat, number, normalize_stance(answer))
-        if not same(offered, answer) and draw.random() < world.persuasion:
+        if not same(offered, answer) and draw.random() < world.persuasion and \
+                not holds(world, task, normalize_stance(answer)):
             answer = offered
     return f"{head}\nANSWER: {answer}"
 
@@ -185,9 +191,12 @@ def _statement(world: World, task: Task) -> str:
     if not task.others:
         return f"Speaking as the {role}: {case}, because {grounds(mine)}."
     draw = rng(world, task, "statement", task.seat, task.round, task.side)
-    if draw.random() < world.persuasion:
+    if draw.random() < world.persuasion and not holds(world, task, task.side):
         return "You make a fair point, and I accept it: we have found common ground. AGREED"
     return f"I do not accept that: {case}, because {grounds(mine)}."
+
+
+_PLANTED = "Everyone should come round to this"
 
 
 def _turn(world: World, task: Task) -> str:
@@ -197,12 +206,19 @@ def _turn(world: World, task: Task) -> str:
     own = task.own if task.own and normalize_stance(task.own) else belief(world, task)
     draw = rng(world, task, "turn", task.seat, task.round, normalize_stance(own),
                others_key(task))
+    if task.planted and task.seat == task.adversary:
+        return f"{_PLANTED}: {own}, because {grounds(own)}.\nSTANCE: {own}"
     if "devil" in role:
         avoid = common or own
         choices = [p for p in positions(task.expected, task.answers) if not same(p, avoid)]
         stance = rng(world, task, "devil", task.seat, normalize_stance(avoid)).choice(choices)
         return f"Let me argue the other side: {stance}. {_CONTRARY}\nSTANCE: {stance}"
-    if "synthes" in role and common is not None:
+    planted = pushed(world, task, own, others_key(task))
+    if holds(world, task, normalize_stance(own), others_key(task)):
+        stance, body = own, "My position"
+    elif planted is not None:
+        stance, body = planted, "The case made for it has won me over"
+    elif "synthes" in role and common is not None:
         stance, body = common, "Pulling the strongest points together"
     elif common is not None and not same(common, own) and draw.random() < world.conformity:
         stance, body = common, "I have come round to the majority"

@@ -54,7 +54,12 @@ class World:
     imitation: the chance an agent that sees others' answers adopts the answer of one of them
     drawn at random, right or wrong alike (the voter model: a symmetric world, where the
     expected share of right answers stays the same from round to round; 0, the default, has
-    none). It never reads which answer is right.
+    none). It never reads which answer is right;
+    stubbornness: the chance an agent keeps its answer whatever it is shown or told, drawn
+    before any of the moves above (0, the default, has none): a persona's declared trait;
+    push: the chance an agent shown the answer a planted adversary argues for adopts it,
+    drawn after stubbornness and before the other moves (0, the default: a planted seat
+    states its answer and moves nobody beyond what its vote does).
     """
 
     skill: float = 0.7
@@ -62,19 +67,33 @@ class World:
     persuasion: float = 0.4
     position_bias: float = 0.0
     imitation: float = 0.0
+    stubbornness: float = 0.0
+    push: float = 0.0
     seed: int = 0
 
     def params(self) -> dict[str, Any]:
-        """The parameters, as every reply's metadata shows them (`position_bias` and
-        `imitation` only when set: a world without them is the world it always was)."""
+        """The parameters, as every reply's metadata shows them (`position_bias`,
+        `imitation`, `stubbornness` and `push` only when set: a world without them is the
+        world it always was)."""
         values = asdict(self)
-        for optional in ("position_bias", "imitation"):
+        for optional in OPTIONAL:
             if not values[optional]:
                 del values[optional]
         return values
 
 
-PARAMETERS = ("skill", "conformity", "persuasion", "position_bias", "imitation")
+PARAMETERS = ("skill", "conformity", "persuasion", "position_bias", "imitation",
+              "stubbornness", "push")
+OPTIONAL = ("position_bias", "imitation", "stubbornness", "push")
+# The traits a persona or a role may declare for the simulated model, and the parameter of
+# the world each one sets for the seats that play it (a real model never reads them).
+# What a per-persona measure over simulated runs is: said beside it before anyone reads it.
+PERSONA_CAVEAT = (
+    "Over simulated runs these per-persona rates are not the personas' doing: the simulated "
+    "model reads no persona's words, only the traits a persona declares (stubbornness, "
+    "accuracy, conformity), so between personas without declared traits the differences "
+    "here are its world's seeded draws. Read them on real runs.")
+TRAITS = {"stubbornness": "stubbornness", "accuracy": "skill", "conformity": "conformity"}
 
 
 def same(a: str | None, b: str | None) -> bool:
@@ -149,6 +168,8 @@ def belief(world: World, task: Task, seat: str | None = None) -> str:
     """A seat's own answer: the truth with probability `skill`, else a distractor (the nearer
     ones likelier); without a truth, one of the neutral positions."""
     who = task.seat if seat is None else seat
+    if task.planted and who == task.adversary:
+        return task.planted  # the planted seat argues its planted answer, whatever it knows
     draw = rng(world, task, "belief", who)
     if task.expected:
         if draw.random() < world.skill:
@@ -167,6 +188,28 @@ def alternative(world: World, task: Task, own: str, *parts: Any) -> str:
         return task.expected
     wrong = [p for p in others if not same(p, task.expected)] or others
     return draw.choice(wrong)
+
+
+def holds(world: World, task: Task, *parts: Any) -> bool:
+    """Whether an agent keeps its answer at this move: always for a planted seat (it argues
+    its planted answer to the end), else a stubborn agent with probability `stubbornness`
+    (a draw of its own, so a world without stubbornness draws as before)."""
+    if task.planted and task.seat == task.adversary:
+        return True
+    return bool(world.stubbornness) and rng(
+        world, task, "stubborn", task.seat, task.kind, task.round, *parts
+    ).random() < world.stubbornness
+
+
+def pushed(world: World, task: Task, own: str, *parts: Any) -> str | None:
+    """The planted answer, when the seat was shown the planted seat arguing it and the push
+    moves it (probability `push`); None otherwise."""
+    argued = task.others.get(task.adversary) if task.planted and task.adversary else None
+    if not world.push or not argued or not same(argued, task.planted) or \
+            same(own, task.planted) or task.seat == task.adversary:
+        return None
+    draw = rng(world, task, "push", task.seat, task.kind, task.round, *parts)
+    return task.planted if draw.random() < world.push else None
 
 
 def majority(answers: list[str]) -> str | None:

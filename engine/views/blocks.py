@@ -22,20 +22,26 @@ ABSTAINED = "(abstained)"  # how an abstention is shown where a stance would be
 
 def worlds(models: Any, config: Any = None) -> list[str]:
     """The simulated worlds a run's seats lived in, one line per distinct parameter set, e.g.
-    "skill 0.7 · conformity 0.3 · persuasion 0.4 · seed 0" (defaults filled in)."""
+    "skill 0.7 · conformity 0.3 · persuasion 0.4 · seed 0" (defaults filled in); when the
+    seats lived in more than one (a persona's declared traits set its seat's world), each
+    line names its seats first ("cfo, cto: skill 0.9 · ...")."""
     from engine.simulated import world_of
-    specs = [model for _, model in seat_models(config)] or [
-        m for m in str(models or "").split(",") if m]
-    out: list[str] = []
-    for spec in dict.fromkeys(s for s in specs if s.startswith(SIMULATED_PREFIX)):
+    pairs = seat_models(config) or [("", m) for m in str(models or "").split(",") if m]
+    seats: dict[str, list[str]] = {}
+    for name, spec in pairs:
+        if not spec.startswith(SIMULATED_PREFIX):
+            continue
         try:
             world = world_of(spec)
         except ConfigError:  # a stored spec this version cannot read: say nothing invented
             continue
-        line = " · ".join(f"{name} {value:g}" for name, value in world.items())
-        if line not in out:
-            out.append(line)
-    return out
+        line = " · ".join(f"{key} {value:g}" for key, value in world.items())
+        named = seats.setdefault(line, [])
+        if name and name not in named:
+            named.append(name)
+    if len(seats) < 2:
+        return list(seats)
+    return [f"{', '.join(named)}: {line}" if named else line for line, named in seats.items()]
 
 
 def simulated_text(simulated: Any, models: Any, config: Any = None) -> str:
