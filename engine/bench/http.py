@@ -365,7 +365,7 @@ def _many_runs(runs: int = 200, concurrency: int = 32, latency: float = 0.2) -> 
         cost = estimate(config)
         waves, calls = cost["waves"], cost["calls"]
         done = measured("experiment", url, runs, concurrency, protocol=name)
-        bare = measured("bare", url, runs, concurrency, shape=_panel_shape(url, config))
+        bare = measured("bare", url, runs, concurrency, shape=_run_shape(url, config))
     floor = runs * waves * latency / concurrency
     head = f"{runs} {name} runs ({calls} calls each), {concurrency} at once, " \
         f"{latency * 1000:.0f} ms a call, a fresh process"
@@ -383,7 +383,7 @@ def _many_runs(runs: int = 200, concurrency: int = 32, latency: float = 0.2) -> 
     ]
 
 
-def _panel_shape(url: str, config: dict[str, Any]) -> str:
+def _run_shape(url: str, config: dict[str, Any]) -> str:
     """The waves of one run of `config` on the server (`shape_of` its turns)."""
     from engine.protocols import arun_config, run_sync
     return shape_of(run_sync(arun_config(config, PROMPT)).turns)
