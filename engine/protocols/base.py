@@ -120,6 +120,9 @@ class ProtocolSpec(Generic[R]):
     # seat -> whether it argued the right side, where exactly one side was right (a debate
     # with `expected`); None when no side was, or the protocol has no sides
     right_sides: Callable[[R], dict[str, bool] | None] | None = None
+    # DESIGN 2.13: whether the protocol shows agents each other's messages (through
+    # `RunContext.peer`), so that a placebo arm of it means something
+    shows_peers: bool = False
 
     def assess(self, result: R) -> tuple[str, list[str]]:
         """How a run that ended ended: (the error of a run in which no model call succeeded,
@@ -248,6 +251,8 @@ async def execute(protocol: str, question: str, templates: Mapping[str, Template
                      variant=world_variant(run.tags), store=store, **kept_turns(run),
                      answers=answers_of(question),
                      **seat_roles(protocol, seats, store))
+    if run.donor is not None:
+        ctx.donor = run.donor.messages
     expected = run.expected
     run_id = run.run_id
     began = now()
@@ -308,7 +313,8 @@ def _finish(store: Any, run_id: str | None, result: RunResult, run: RunOptions, 
     spec = catalog.entry(result.protocol)
     error, lost = spec.assess(result)
     try:
-        store.finish_run(run_id, result, {**spec.metrics(result), **fork_metrics(run)},
+        store.finish_run(run_id, result, {**spec.metrics(result), **fork_metrics(run),
+                                          **donor_metrics(run)},
                          error=error, lost=lost)
     except StoreWriteError as exc:
         store.end_run(run_id, "failed", str(exc))
@@ -374,6 +380,13 @@ def fork_metrics(run: RunOptions) -> dict[str, Any]:
     resume = run.resume_from
     return {} if resume is None else {"forked_from": resume.run_id, "fork_round": resume.round,
                                       "kept_turns": len(resume.turns)}
+
+
+def donor_metrics(run: RunOptions) -> dict[str, Any]:
+    """A placebo run's metrics: the donor's question and run (`engine.config.Donor`)."""
+    donor = run.donor
+    return {} if donor is None else {"donor_question": donor.question,
+                                     "donor_run": donor.run_id}
 
 
 SINGULAR = {"connection errors": "connection error", "empty replies": "empty reply",

@@ -211,8 +211,14 @@ async def arun_council(question: str, *, members: list[Seat | Any], chairman: Se
                 labels[seat.name] = draw_labels(others, seed, index)
             else:
                 warnings.append(f"member {seat.name}: no other answer to rank")
+        # what a ranker reads of the others' answers (`RunContext.peer`: a placebo run's
+        # are the donor run's); its own stays its own
+        heard = {name: ctx.peer(name, "answer", 1, text) for name, text in answers.items()}
+        heard_briefs = {name: answer_line(text) for name, text in heard.items()}
         ranked = await asyncio.gather(*(
-            _rank(ctx, seat, question, labels[seat.name], answers, briefs)
+            _rank(ctx, seat, question, labels[seat.name],
+                  {**heard, **{k: v for k, v in answers.items() if k == seat.name}},
+                  {**heard_briefs, **{k: v for k, v in briefs.items() if k == seat.name}})
             for seat in shown if seat.name in labels))
         rankers = [seat.name for seat in shown if seat.name in labels]
         rankings = {name: r for name, r in zip(rankers, ranked, strict=True)
@@ -345,6 +351,7 @@ def _insights(data: InsightsData) -> Section:
 
 
 SPEC = ProtocolSpec(
+    shows_peers=True,  # DESIGN 2.13: a placebo arm swaps its peers' messages
     name="council", title="Council (llm-council)", seed="030", question_name="question",
     runner=arun_council,
     slots=(Slot("members", many=True, minimum=MIN_MEMBERS, maximum=MAX_MEMBERS,

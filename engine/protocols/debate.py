@@ -168,7 +168,7 @@ def _seconds(timeout: Any) -> float | None:
     return float(timeout)
 
 
-async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any,
+async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any,  # noqa: PLR0915
                       judge: Seat | Any, max_rounds: int = 3, timeout: Any = None,
                       swap_sides: bool = False, consultancy: bool = False,
                       **kw: Unpack[RunKwargs]) -> DebateResult:
@@ -211,18 +211,21 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
             if previous is None:
                 pro_prompt = render(TEMPLATES, ctx.prompts, "proponent_opening", topic=topic)
             else:
+                heard = ctx.peer(con_seat.name, "counter-argument", number - 1,
+                                 previous.opponent_argument) or COUNTER_ERROR
                 pro_prompt = render(TEMPLATES, ctx.prompts, "proponent_rebuttal", topic=topic,
-                                    opponent_argument=previous.opponent_argument, round=number)
+                                    opponent_argument=heard, round=number)
             pro = await ctx.call(pro_seat, [{"role": "user", "content": pro_prompt}],
                                  phase="argument", round=number,
                                  task=Task(kind="argue", side="for", sides=sides))
             pro_text = pro.reply if pro.ok else ARGUMENT_ERROR
+            pro_heard = ctx.peer(pro_seat.name, "argument", number, pro_text) or ARGUMENT_ERROR
             if previous is None:
                 con_prompt = render(TEMPLATES, ctx.prompts, "opponent_opening", topic=topic,
-                                    proponent_argument=pro_text)
+                                    proponent_argument=pro_heard)
             else:
                 con_prompt = render(TEMPLATES, ctx.prompts, "opponent_rebuttal", topic=topic,
-                                    proponent_argument=pro_text,
+                                    proponent_argument=pro_heard,
                                     previous_argument=previous.opponent_argument, round=number)
             con = await ctx.call(con_seat, [{"role": "user", "content": con_prompt}],
                                  phase="counter-argument", round=number,
@@ -453,6 +456,7 @@ def _insights(data: InsightsData) -> Section:
 
 
 SPEC = ProtocolSpec(
+    shows_peers=True,  # DESIGN 2.13: a placebo arm swaps its peers' messages
     name="debate", title="Debate", seed="000", question_name="topic", runner=arun_debate,
     slots=(Slot("proponent", help="argues in favor"), Slot("opponent", help="argues against"),
            Slot("judge", help="reads the transcript and rules")),

@@ -14,6 +14,7 @@ from typing import Any
 
 from engine.models import ConfigError
 from engine.protocols import resolve_config
+from engine.protocols.baselines import PLACEBO_SUFFIX
 
 UNREAD = "personas, roles' words, prompt templates, seat names"
 
@@ -35,8 +36,10 @@ def simulated_key(config: Mapping[str, Any]) -> str | None:
             if not _simulated(seat.model or resolved.model):
                 return None
             seats.append(f"{slot}:{seat.model or resolved.model}:{seat.role.strip().lower()}")
+    # a placebo arm's agents read other questions' answers, which the simulated model reads
+    arm = PLACEBO_SUFFIX in str(config.get("label") or "")
     return "|".join([resolved.protocol, repr(sorted(resolved.options.items(), key=str)),
-                     str(resolved.order_seed), *seats])
+                     str(resolved.order_seed), *seats, *["placebo"] * arm])
 
 
 def blind_groups(configs: Sequence[Mapping[str, Any]]) -> list[list[str]]:

@@ -35,8 +35,11 @@ import pandas as pd
 
 from engine.analysis.answers import answers_match
 from engine.models import ConfigError
+from engine.protocols.baselines import PLACEBO_KIND
+from engine.protocols.baselines import placebo as placebo_arm
 from engine.reports.consensus import clean_votes, fill_votes
 from engine.reports.experiments import runs_frame
+from engine.reports.positions import swapped_label
 from engine.store.experiments import row
 from engine.views.aggregate import default_kind, interval, rate_text
 
@@ -232,8 +235,17 @@ def unanimous_wrong(frame: pd.DataFrame) -> Share:
 
 def headroom(store: Any, experiment_id: str, kind: str | None = None) -> Headroom:
     """The routing headroom of an experiment's configurations over its `kind` runs (real
-    unless it has only simulated ones; never both pooled). Reads the store, calls no model."""
-    return _headroom(*_counted(store, experiment_id, kind))
+    unless it has only simulated ones; never both pooled; placebo arms are controls, not
+    protocols to route to, so they are left out). Reads the store, calls no model."""
+    frame, kind, labels = _counted(store, experiment_id, kind)
+    return _headroom(frame, kind, routable(labels, placebo_pairs(
+        row(store, experiment_id)["spec"])))
+
+
+def routable(labels: Sequence[str], pairs: Sequence[tuple[str, str]]) -> list[str]:
+    """The configuration labels without the placebo arms among `pairs`."""
+    arms = {arm for _, arm in pairs}
+    return [label for label in labels if label not in arms]
 
 
 def _headroom(frame: pd.DataFrame, kind: str, labels: Sequence[str]) -> Headroom:
@@ -344,7 +356,8 @@ def controls_of(store: Any, experiment_id: str, kind: str | None = None
                 ) -> tuple[Headroom, list[Dropped]]:
     """`headroom` and `dropped_seats` from one read of the experiment's runs."""
     frame, kind, labels = _counted(store, experiment_id, kind)
-    return _headroom(frame, kind, labels), dropped_from(frame, labels)
+    pairs = placebo_pairs(row(store, experiment_id)["spec"])
+    return _headroom(frame, kind, routable(labels, pairs)), dropped_from(frame, labels)
 
 
 def controls_text(store: Any, experiment_id: str) -> str:
@@ -355,15 +368,151 @@ def controls_text(store: Any, experiment_id: str) -> str:
     kinds = sorted({"simulated" if s else "real" for s in every["simulated"].astype(bool)}) \
         if not every.empty else []
     parts = []
+    pairs = placebo_pairs(row(store, experiment_id)["spec"])
     for kind in kinds:
         frame, _, labels = _counted(store, experiment_id, kind, every)
+        labels = routable(labels, pairs)
         room = _headroom(frame, kind, labels) if len(labels) >= 2 else None
         if room is not None and room.configurations:  # nothing scored: nothing to say
             parts.append(headroom_text(room))
         dropped = dropped_text(dropped_from(frame, labels), kind == "simulated")
         if dropped:
             parts.append(dropped)
+        arms = placebo_text(placebo_from(frame, kind, pairs))
+        if arms:
+            parts.append(arms)
     return "\n".join(parts)
+
+
+# --------------------------------------------------------------------------- placebo
+@dataclass(frozen=True)
+class Placebo:
+    """A configuration against its placebo arm (DESIGN 2.13) over its `kind` runs: their
+    accuracies over the `questions` both scored (NaN when none), the configuration minus the
+    placebo with its 95% paired bootstrap interval over those questions, and each one's mean
+    tokens per counted run (`tokens`, `placebo_tokens`) over `runs` and `placebo_runs`."""
+
+    label: str
+    arm: str
+    kind: str
+    questions: int
+    accuracy: float
+    placebo: float
+    difference: float
+    low: float
+    high: float
+    tokens: float
+    placebo_tokens: float
+    runs: int
+    placebo_runs: int
+
+    @property
+    def ratio(self) -> float:
+        """The placebo arm's tokens per run over its configuration's (NaN: not measured)."""
+        return self.placebo_tokens / self.tokens if self.tokens and \
+            self.tokens == self.tokens and self.placebo_tokens == self.placebo_tokens \
+            else math.nan
+
+
+def placebo_pairs(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The spec's (configuration, placebo arm) label pairs, sides-swapped twins paired
+    with theirs, in the spec's order; empty without `baseline: placebo`."""
+    if PLACEBO_KIND not in str(spec.get("baseline") or ""):
+        return []
+    configs = list(spec.get("configs") or ())
+    labels = {str(c.get("label")) for c in configs}
+    out = []
+    for config in configs:
+        try:
+            pair = placebo_arm(config)
+        except ConfigError:  # a stored configuration that no longer parses: no arm
+            continue
+        if pair is None:
+            continue
+        for of, arm in ((pair["of"], pair["label"]),
+                        (swapped_label(pair["of"]), swapped_label(pair["label"]))):
+            if of in labels and arm in labels and (of, arm) not in out:
+                out.append((of, arm))
+    return out
+
+
+def _tokens(frame: pd.DataFrame, label: str) -> tuple[float, int]:
+    mine = frame[frame["label"] == label] if not frame.empty else frame
+    if mine.empty:
+        return math.nan, 0
+    tokens = pd.to_numeric(mine["tokens"], errors="coerce")
+    return float(tokens.mean()), len(mine)
+
+
+def placebo_from(frame: pd.DataFrame, kind: str, pairs: Sequence[tuple[str, str]]
+                 ) -> list[Placebo]:
+    """`placebo` over an experiment's counted runs of one kind."""
+    table = scores(frame) if not frame.empty else {}
+    out = []
+    for label, arm in pairs:
+        mine, theirs = table.get(label, {}), table.get(arm, {})
+        shared = sorted(set(mine) & set(theirs))
+        if not shared and (frame.empty or not frame["label"].isin([label, arm]).any()):
+            continue  # neither has a run of this kind
+        diffs = [mine[q] - theirs[q] for q in shared]
+        low, high = _bootstrap(diffs)
+        accuracy = sum(mine[q] for q in shared) / len(shared) if shared else math.nan
+        placebo = sum(theirs[q] for q in shared) / len(shared) if shared else math.nan
+        (tokens, runs), (placebo_tokens, placebo_runs) = _tokens(frame, label), _tokens(
+            frame, arm)
+        out.append(Placebo(label, arm, kind, len(shared), accuracy, placebo,
+                           accuracy - placebo, low, high, tokens, placebo_tokens, runs,
+                           placebo_runs))
+    return out
+
+
+def placebo(store: Any, experiment_id: str, kind: str | None = None) -> list[Placebo]:
+    """Each configuration against its placebo arm over the experiment's `kind` runs (real
+    unless it has only simulated ones; never pooled): configuration minus placebo, paired
+    over the questions both scored, and tokens per run of both. No model call."""
+    frame, kind, _ = _counted(store, experiment_id, kind)
+    return placebo_from(frame, kind, placebo_pairs(row(store, experiment_id)["spec"]))
+
+
+def _tokens_text(value: float) -> str:
+    return "-" if value != value else f"{value:,.0f}"
+
+
+def placebo_rows(found: Sequence[Placebo]) -> pd.DataFrame:
+    """The table a page shows, one row per configuration with a placebo arm."""
+    columns = ["configuration", "questions both scored", "accuracy", "placebo accuracy",
+               "configuration minus placebo (points)", "95% interval (paired bootstrap)",
+               "tokens per run", "placebo tokens per run", "placebo tokens / configuration's"]
+    return pd.DataFrame([{
+        "configuration": p.label, "questions both scored": p.questions,
+        "accuracy": "-" if p.accuracy != p.accuracy else f"{p.accuracy:.1%}",
+        "placebo accuracy": "-" if p.placebo != p.placebo else f"{p.placebo:.1%}",
+        "configuration minus placebo (points)": _points(p.difference),
+        "95% interval (paired bootstrap)": f"[{_points(p.low)}, {_points(p.high)}]",
+        "tokens per run": _tokens_text(p.tokens),
+        "placebo tokens per run": _tokens_text(p.placebo_tokens),
+        "placebo tokens / configuration's": "-" if p.ratio != p.ratio else f"{p.ratio:.2f}x"}
+        for p in found], columns=columns)
+
+
+def placebo_text(found: Sequence[Placebo]) -> str:
+    """A few lines for a terminal, one per configuration with a placebo arm; "" when none.
+    Simulated numbers say so first."""
+    if not found:
+        return ""
+    head = ("Simulated: " if found[0].kind == "simulated" else "") + "Placebo (peers' " \
+        "messages from another question, arXiv 2605.00914): configuration minus placebo, " \
+        "paired over the questions both scored"
+    lines = [head]
+    for p in found:
+        score = (f"{_points(p.difference)} points [{_points(p.low)}, {_points(p.high)}] "
+                 f"(95% paired bootstrap over {p.questions} question"
+                 f"{'s' * (p.questions != 1)}; {p.accuracy:.1%} against {p.placebo:.1%})"
+                 if p.questions else "no question scored by both")
+        ratio = "" if p.ratio != p.ratio else f", {p.ratio:.2f}x"
+        lines.append(f"  {p.label}: {score}; tokens per run {_tokens_text(p.tokens)} against "
+                     f"{_tokens_text(p.placebo_tokens)} for the placebo{ratio}")
+    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------- text
@@ -418,7 +567,9 @@ def unanimous_text(share: Share) -> str:
             f"reports {PAPER_UNANIMOUS_WRONG:.0%})")
 
 
-__all__ = ["Arm", "BUCKETS", "Dropped", "Headroom", "Share", "buckets", "controls_of",
+__all__ = ["Arm", "BUCKETS", "Dropped", "Headroom", "Placebo", "Share", "buckets",
+           "controls_of", "placebo", "placebo_from", "placebo_pairs", "placebo_rows",
+           "placebo_text", "routable",
            "controls_text", "dropped_from", "dropped_rows", "dropped_seats", "dropped_text",
            "headroom", "headroom_rows", "headroom_text", "scores", "unanimous_text",
            "unanimous_wrong"]

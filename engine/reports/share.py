@@ -15,6 +15,8 @@ from typing import Any
 
 import pandas as pd
 
+from engine.reports import controls
+
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto;
        max-width: 70rem; padding: 0 1rem; color: #1f2430; }
@@ -219,10 +221,31 @@ def experiment_html(report: Any, figures: Sequence[tuple[str, Any]] = (),
     if preferences is not None:
         parts += _majority(report, preferences)
     parts += _rounds(report)
+    parts += _placebo(report)
     for heading, fig in figures:
         parts += [f"<h2>{text(heading)}</h2>", figure(fig)]
     parts += ["<h2>Questions</h2>", table(report.questions)]
     return page(f"Experiment: {experiment.get('name', '')}", parts)
+
+
+def _placebo(report: Any) -> list[str]:
+    """Each configuration against its placebo arm as the Experiments page shows it, over
+    the report's kind of run (nothing when the experiment has no placebo arm)."""
+    pairs = controls.placebo_pairs(report.experiment["spec"])
+    frame = report.runs
+    if not pairs or frame.empty or report.kind not in ("real", "simulated"):
+        return []
+    frame = frame[frame["counted"].astype(bool)
+                  & (frame["simulated"].astype(bool) == (report.kind == "simulated"))]
+    found = controls.placebo_from(frame, report.kind, pairs)
+    if not found:
+        return []
+    return ["<h2>Placebo: peers talking about another question</h2>",
+            '<p class="caption">Every message an agent read from another agent was that '
+            "agent's message of the same round on a different question of the set (arXiv "
+            "2605.00914's noise control). Configuration minus placebo in points, 95% "
+            "bootstrap interval paired over questions; tokens per run of both.</p>",
+            table(controls.placebo_rows(found))]
 
 
 def _majority(report: Any, preferences: pd.DataFrame) -> list[str]:
