@@ -172,6 +172,7 @@ class RunKwargs(TypedDict, total=False):
     order_seed: int | None
     resume_from: Resume | None
     donor: Donor | None
+    source_run: str | None
 
 
 @dataclass(frozen=True)
@@ -230,6 +231,7 @@ class RunOptions:
     order_seed: int | None = None  # DESIGN 2.10: None keeps the configured order
     resume_from: Resume | None = None  # a fork: the kept turns replayed, not called
     donor: Donor | None = None  # a placebo run: peers' messages come from this run
+    source_run: str | None = None  # an answers-only judge: the run whose answers it judged
 
     @classmethod
     def from_kwargs(cls, kwargs: Mapping[str, Any], protocol: str) -> RunOptions:

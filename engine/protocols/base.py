@@ -41,6 +41,10 @@ INTERRUPTED = "interrupted: the process was stopped (Ctrl-C or SIGTERM)"
 R = TypeVar("R", bound=RunResult)
 
 
+NO_POSITION = "(no answer stated)"  # an agent's final position that gives no answer
+POSITION_CHARS = 300  # of a final position an answers-only judge reads
+
+
 @dataclass(frozen=True)
 class Slot:
     """A place at the table: one seat (`many=False`) or a list of seats."""
@@ -123,6 +127,11 @@ class ProtocolSpec(Generic[R]):
     # DESIGN 2.13: whether the protocol shows agents each other's messages (through
     # `RunContext.peer`), so that a placebo arm of it means something
     shows_peers: bool = False
+    # DESIGN 2.13's answers-only judge: the final positions a judge, chairman or synthesiser
+    # read in a transcript, by agent (None: the run's answer came from no such reader), and
+    # the phase of that reader's call
+    final_positions: Callable[[R], dict[str, str] | None] | None = None
+    judge_phase: str = ""
 
     def assess(self, result: R) -> tuple[str, list[str]]:
         """How a run that ended ended: (the error of a run in which no model call succeeded,
@@ -383,10 +392,12 @@ def fork_metrics(run: RunOptions) -> dict[str, Any]:
 
 
 def donor_metrics(run: RunOptions) -> dict[str, Any]:
-    """A placebo run's metrics: the donor's question and run (`engine.config.Donor`)."""
+    """A placebo run's metrics: the donor's question and run (`engine.config.Donor`); an
+    answers-only judge's: the run it judged (`source_run`)."""
     donor = run.donor
-    return {} if donor is None else {"donor_question": donor.question,
-                                     "donor_run": donor.run_id}
+    return ({} if donor is None else {"donor_question": donor.question,
+                                      "donor_run": donor.run_id}) | (
+        {"source_run": run.source_run} if run.source_run else {})
 
 
 SINGULAR = {"connection errors": "connection error", "empty replies": "empty reply",

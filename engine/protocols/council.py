@@ -28,6 +28,7 @@ from engine.llm.lines import Line, line_format
 from engine.models import Seat, Signals, Task, Turn
 from engine.protocols.ballots import confidence_text, require_seats
 from engine.protocols.base import (
+    NO_POSITION,
     Option,
     ProtocolSpec,
     Slot,
@@ -351,6 +352,9 @@ def _insights(data: InsightsData) -> Section:
 
 
 SPEC = ProtocolSpec(
+    final_positions=lambda r: {seat: answer_line(text) or NO_POSITION
+                               for seat, text in r.answers.items()} or None,
+    judge_phase="chair",
     shows_peers=True,  # DESIGN 2.13: a placebo arm swaps its peers' messages
     name="council", title="Council (llm-council)", seed="030", question_name="question",
     runner=arun_council,

@@ -55,7 +55,14 @@ from engine.protocols.ballots import (
     screened,
     text_value,
 )
-from engine.protocols.base import ProtocolSpec, Slot, execute, run_sync, split_run_options
+from engine.protocols.base import (
+    NO_POSITION,
+    ProtocolSpec,
+    Slot,
+    execute,
+    run_sync,
+    split_run_options,
+)
 from engine.protocols.checks import require_seat
 from engine.protocols.panel_result import Assessment, Critique, PanelResult, Rebuttal
 from engine.protocols.personas import CRITIC, JUDGE, PANEL_DEBATERS
@@ -402,6 +409,8 @@ def _defaults(*personas: Any) -> tuple[dict[str, str], ...]:
 
 
 SPEC = ProtocolSpec(
+    final_positions=lambda r: {b.persona: b.stance or NO_POSITION for b in r.rebuttals} or None,
+    judge_phase="synthesis",
     shows_peers=True,  # DESIGN 2.13: a placebo arm swaps its peers' messages
     name="panel", title="Persona panel", seed="002", question_name="question",
     runner=arun_panel,

@@ -35,6 +35,7 @@ from engine.protocols.ballots import (
     tally_rows,
 )
 from engine.protocols.base import (
+    NO_POSITION,
     Option,
     ProtocolSpec,
     Slot,
@@ -465,6 +466,9 @@ def _lost(result: SocietyResult) -> list[str]:
 
 
 SPEC = ProtocolSpec(
+    final_positions=lambda r: {reply.agent: reply.answer or NO_POSITION
+                               for reply in r.rounds[-1]} if r.synthesizer and r.rounds else None,
+    judge_phase="synthesis",
     shows_peers=True,  # DESIGN 2.13: a placebo arm swaps its peers' messages
     name="society", title="Society of minds (Du et al.)", seed="013", question_name="question",
     runner=arun_society,

@@ -35,7 +35,8 @@ import pandas as pd
 
 from engine.analysis.answers import answers_match
 from engine.models import ConfigError
-from engine.protocols.baselines import PLACEBO_KIND
+from engine.protocols.baselines import CONSULTANCY_KIND, PLACEBO_KIND
+from engine.protocols.baselines import consultancy as consultancy_arm
 from engine.protocols.baselines import placebo as placebo_arm
 from engine.reports.consensus import clean_votes, fill_votes
 from engine.reports.experiments import runs_frame
@@ -368,7 +369,9 @@ def controls_text(store: Any, experiment_id: str) -> str:
     kinds = sorted({"simulated" if s else "real" for s in every["simulated"].astype(bool)}) \
         if not every.empty else []
     parts = []
-    pairs = placebo_pairs(row(store, experiment_id)["spec"])
+    spec = row(store, experiment_id)["spec"]
+    pairs = placebo_pairs(spec)
+    rejudged = store.runs(experiment_id=experiment_id, tag=ANSWERS_ONLY_TAG)
     for kind in kinds:
         frame, _, labels = _counted(store, experiment_id, kind, every)
         labels = routable(labels, pairs)
@@ -381,6 +384,9 @@ def controls_text(store: Any, experiment_id: str) -> str:
         arms = placebo_text(placebo_from(frame, kind, pairs))
         if arms:
             parts.append(arms)
+        judged = answers_only_text(answers_only_from(frame, rejudged, kind, spec))
+        if judged:
+            parts.append(judged)
     return "\n".join(parts)
 
 
@@ -515,6 +521,136 @@ def placebo_text(found: Sequence[Placebo]) -> str:
     return "\n".join(lines)
 
 
+# --------------------------------------------------------------------------- answers only
+ANSWERS_ONLY_SUFFIX = " · answers-only judge"  # the label suffix of a re-judge's runs
+ANSWERS_ONLY_TAG = "answers-only-judge"  # the tag every re-judge run carries
+PAPER_ANSWERS_ONLY = ("Elasky and Nakasako (2026): a judge shown only the final answers "
+                      "matched or beat one shown the debate")
+
+
+@dataclass(frozen=True)
+class AnswersOnly:
+    """A judged configuration's judge read two ways over its `kind` runs: from the
+    transcript (`transcript`: its counted runs that were re-judged) and from the final
+    positions alone (`answers`: their re-judges), the second minus the first paired over
+    those runs with its 95% bootstrap interval, the consultancy baseline's judge accuracy
+    (None without one), and the re-judges' cost: `tokens` and `cost_usd` (None: unknown)."""
+
+    label: str
+    kind: str
+    transcript: Share
+    answers: Share
+    difference: float
+    low: float
+    high: float
+    consultancy: Share | None
+    runs: int
+    tokens: int
+    cost_usd: float | None
+
+
+def _consultancy_labels(spec: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Each debate configuration's consultancy arms (both sides) among the spec's."""
+    if CONSULTANCY_KIND not in str(spec.get("baseline") or ""):
+        return {}
+    labels = {str(c.get("label")) for c in spec.get("configs") or ()}
+    out: dict[str, list[str]] = {}
+    for config in spec.get("configs") or ():
+        try:
+            pair = consultancy_arm(config)
+        except ConfigError:
+            continue
+        if pair is not None:
+            out[pair["of"]] = [arm for arm in (pair["label"], swapped_label(pair["label"]))
+                               if arm in labels]
+    return out
+
+
+def answers_only_from(frame: pd.DataFrame, judged: pd.DataFrame, kind: str,
+                      spec: Mapping[str, Any]) -> list[AnswersOnly]:
+    """`answers_only` from the experiment's counted runs of one kind (`frame`) and its
+    re-judge runs (`judged`: `Store.runs` rows with their metrics)."""
+    if frame.empty or judged.empty:
+        return []
+    source = {str(i): (str(label), right) for i, label, right in zip(
+        frame["id"], frame["label"], frame["correct"], strict=True)}
+    latest: dict[str, Any] = {}
+    for item in judged.sort_values("created_at").itertuples(index=False):
+        metrics: dict[str, Any] = item.metrics if isinstance(item.metrics, dict) else {}
+        ran = str(metrics.get("source_run") or "")
+        if item.status == "completed" and ran in source:
+            latest[ran] = item
+    by_label: dict[str, list[tuple[str, Any]]] = {}
+    for ran, item in latest.items():
+        by_label.setdefault(source[ran][0], []).append((ran, item))
+    consulted = _consultancy_labels(spec)
+    out = []
+    for label in [str(c["label"]) for c in spec["configs"]]:
+        pairs = [(source[ran][1], item) for ran, item in by_label.get(label, [])
+                 if source[ran][1] is not None and item.correct is not None]
+        if not by_label.get(label):
+            continue
+        before = [bool(right) for right, _ in pairs]
+        after = [bool(item.correct) for _, item in pairs]
+        low, high = _bootstrap([float(b) - float(a) for a, b in zip(before, after,
+                                                                    strict=True)])
+        arms = frame[frame["label"].isin(consulted.get(label, []))]
+        arms = arms[arms["correct"].notna()] if not arms.empty else arms
+        items = [item for _, item in by_label[label]]
+        costs = [item.cost_usd for item in items]
+        out.append(AnswersOnly(
+            label, kind, Share(sum(before), len(before)), Share(sum(after), len(after)),
+            (sum(after) - sum(before)) / len(pairs) if pairs else math.nan, low, high,
+            Share(int(arms["correct"].astype(bool).sum()), len(arms))
+            if consulted.get(label) else None, len(items),
+            int(sum(int(i.tokens_in or 0) + int(i.tokens_out or 0) for i in items)),
+            None if any(c is None or c != c for c in costs) else float(sum(costs))))
+    return out
+
+
+def answers_only(store: Any, experiment_id: str, kind: str | None = None
+                 ) -> list[AnswersOnly]:
+    """Each judged configuration's judge accuracy from the transcript, from the final
+    positions alone (`python -m engine rejudge EXPERIMENT --answers-only`) and the
+    consultancy baseline's, over the experiment's `kind` runs; empty before a re-judge."""
+    frame, kind, _ = _counted(store, experiment_id, kind)
+    judged = store.runs(experiment_id=experiment_id, tag=ANSWERS_ONLY_TAG)
+    return answers_only_from(frame, judged, kind, row(store, experiment_id)["spec"])
+
+
+def answers_only_rows(found: Sequence[AnswersOnly]) -> pd.DataFrame:
+    """The table a page shows, one row per judged configuration."""
+    columns = ["configuration", "judge accuracy: transcript", "judge accuracy: answers only",
+               "answers only minus transcript (points)", "95% interval (paired bootstrap)",
+               "consultancy", "re-judge calls", "re-judge tokens", "re-judge cost"]
+    return pd.DataFrame([{
+        "configuration": a.label, "judge accuracy: transcript": a.transcript.text,
+        "judge accuracy: answers only": a.answers.text,
+        "answers only minus transcript (points)": _points(a.difference),
+        "95% interval (paired bootstrap)": f"[{_points(a.low)}, {_points(a.high)}]",
+        "consultancy": a.consultancy.text if a.consultancy is not None else "not run",
+        "re-judge calls": a.runs, "re-judge tokens": f"{a.tokens:,}",
+        "re-judge cost": "unknown" if a.cost_usd is None else f"${a.cost_usd:,.4f}"}
+        for a in found], columns=columns)
+
+
+def answers_only_text(found: Sequence[AnswersOnly]) -> str:
+    """A few lines for a terminal, one per judged configuration; "" before a re-judge."""
+    if not found:
+        return ""
+    lines = [("Simulated: " if found[0].kind == "simulated" else "") + "Answers-only judge "
+             "(the judge's accuracy from the transcript, from the final answers alone, and "
+             "the consultancy baseline's)"]
+    for a in found:
+        consulted = f"; consultancy {a.consultancy.text}" if a.consultancy is not None else ""
+        cost = "unknown cost" if a.cost_usd is None else f"${a.cost_usd:,.4f}"
+        lines.append(f"  {a.label}: transcript {a.transcript.text}, answers only "
+                     f"{a.answers.text} ({_points(a.difference)} points [{_points(a.low)}, "
+                     f"{_points(a.high)}], paired){consulted}; the re-judge made {a.runs} "
+                     f"call{'s' * (a.runs != 1)}, {a.tokens:,} tokens, {cost}")
+    return "\n".join(lines)
+
+
 # --------------------------------------------------------------------------- text
 def _points(value: float) -> str:
     return "-" if value != value else f"{value * 100:+.1f}"
@@ -567,7 +703,9 @@ def unanimous_text(share: Share) -> str:
             f"reports {PAPER_UNANIMOUS_WRONG:.0%})")
 
 
-__all__ = ["Arm", "BUCKETS", "Dropped", "Headroom", "Placebo", "Share", "buckets",
+__all__ = ["ANSWERS_ONLY_SUFFIX", "ANSWERS_ONLY_TAG", "AnswersOnly", "answers_only",
+           "answers_only_from", "answers_only_rows", "answers_only_text",
+           "Arm", "BUCKETS", "Dropped", "Headroom", "Placebo", "Share", "buckets",
            "controls_of", "placebo", "placebo_from", "placebo_pairs", "placebo_rows",
            "placebo_text", "routable",
            "controls_text", "dropped_from", "dropped_rows", "dropped_seats", "dropped_text",
