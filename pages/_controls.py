@@ -52,6 +52,9 @@ def show_placebo(experiment_id: str, kinds: list[str], stamp: tuple) -> None:
         if len(kinds) > 1:
             st.markdown(f"**{KIND_WORDS[name]}**")
         st.dataframe(controls.placebo_rows(rows), hide_index=True, key=f"exp-placebo-{name}")
+    theirs = controls.findings_of(_shared.store(), experiment_id)
+    if theirs:
+        st.caption(md(theirs))
 
 
 @st.cache_data(max_entries=16, show_spinner=False)

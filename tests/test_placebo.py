@@ -262,3 +262,28 @@ def test_the_experiments_page_shows_the_placebo(db_url):
     expected = controls.placebo_rows(controls.placebo(store, experiment_id))
     assert table.to_dict("records") == expected.to_dict("records")
     assert table["configuration"].tolist() == ["s"]
+
+
+def test_the_cost_of_consensus_preset_sets_debate_against_its_placebo_and_their_figures(
+        tmp_path, capsys):
+    """The preset on its first questions: debate, its placebo arm, a single agent and a vote
+    on the bundled GSM8K; experiment show gives debate minus placebo and the paper's
+    figures, labelled as theirs."""
+    from pathlib import Path
+
+    from engine import Store
+    from engine.cli.main import main
+    from engine.reports.references import FINDINGS
+    preset = Path(__file__).resolve().parent.parent / "presets" / "cost-of-consensus.yaml"
+    db = f"sqlite:///{tmp_path / 'p.db'}"
+    assert main(["experiment", "run", str(preset), "--limit", "3", "--quiet",
+                 "--db", db]) == 0
+    experiment_id = ex.list_experiments(Store(db))["id"].iloc[0]
+    capsys.readouterr()
+    assert main(["experiment", "show", experiment_id, "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert "  debate-3x3: " in out and "for the placebo" in out
+    line = next(x for x in out.splitlines() if x.startswith("Published figures, theirs"))
+    assert "arXiv 2605.00914" in line
+    assert all(f"{f.measure} {f.value}" in line for f in FINDINGS["cost-of-consensus"])
+    assert "modal adoption (agents taking the majority's answer) up to 85.5%" in line

@@ -83,7 +83,7 @@ def test_the_final_positions_of_a_debate_are_its_sides_and_answers(store, record
     assert config["label"] == "debate · answers-only judge"
 
 
-def test_configuration_minus_nothing_hand_count_of_the_three_accuracies():
+def test_the_three_judge_accuracies_equal_a_hand_count():
     spec = {"baseline": "consultancy",
             "configs": [{"label": "d", "protocol": "debate", "model": "simulated"},
                         {"label": "d · consultancy", "protocol": "debate",

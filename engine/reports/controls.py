@@ -41,6 +41,7 @@ from engine.protocols.baselines import placebo as placebo_arm
 from engine.reports.consensus import clean_votes, fill_votes
 from engine.reports.experiments import runs_frame
 from engine.reports.positions import swapped_label
+from engine.reports.references import findings, findings_note
 from engine.store.experiments import row
 from engine.views.aggregate import default_kind, interval, rate_text
 
@@ -387,6 +388,9 @@ def controls_text(store: Any, experiment_id: str) -> str:
         judged = answers_only_text(answers_only_from(frame, rejudged, kind, spec))
         if judged:
             parts.append(judged)
+    theirs = findings_note(findings(spec))
+    if theirs and parts:
+        parts.append(theirs)
     return "\n".join(parts)
 
 
@@ -418,6 +422,12 @@ class Placebo:
         return self.placebo_tokens / self.tokens if self.tokens and \
             self.tokens == self.tokens and self.placebo_tokens == self.placebo_tokens \
             else math.nan
+
+
+def findings_of(store: Any, experiment_id: str) -> str:
+    """The published findings the experiment's spec names (`reference`), in one sentence
+    that says they are theirs ("" when it names none)."""
+    return findings_note(findings(row(store, experiment_id)["spec"]))
 
 
 def placebo_pairs(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -706,7 +716,7 @@ def unanimous_text(share: Share) -> str:
 __all__ = ["ANSWERS_ONLY_SUFFIX", "ANSWERS_ONLY_TAG", "AnswersOnly", "answers_only",
            "answers_only_from", "answers_only_rows", "answers_only_text",
            "Arm", "BUCKETS", "Dropped", "Headroom", "Placebo", "Share", "buckets",
-           "controls_of", "placebo", "placebo_from", "placebo_pairs", "placebo_rows",
+           "controls_of", "findings_of", "placebo", "placebo_from", "placebo_pairs", "placebo_rows",
            "placebo_text", "routable",
            "controls_text", "dropped_from", "dropped_rows", "dropped_seats", "dropped_text",
            "headroom", "headroom_rows", "headroom_text", "scores", "unanimous_text",

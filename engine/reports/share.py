@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from engine.reports import controls
+from engine.reports.references import findings, findings_note
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto;
@@ -248,7 +249,9 @@ def _placebo(report: Any) -> list[str]:
             "agent's message of the same round on a different question of the set (arXiv "
             "2605.00914's noise control). Configuration minus placebo in points, 95% "
             "bootstrap interval paired over questions; tokens per run of both.</p>",
-            table(controls.placebo_rows(found))]
+            table(controls.placebo_rows(found))] + [
+        f'<p class="caption">{text(note)}</p>' for note in [findings_note(findings(
+            report.experiment["spec"]))] if note]
 
 
 def _answers_only(report: Any, judged: pd.DataFrame | None) -> list[str]:
