@@ -76,7 +76,7 @@ def show_answers_only(experiment_id: str, kinds: list[str], stamp: tuple) -> Non
                "alone, beside the judge that read the transcript (the same runs, paired: "
                "answers only minus transcript, with a 95% bootstrap interval) and the "
                "consultancy baseline where the experiment has one. Rates with their 95% "
-               "Wilson interval and n; the re-judge's own calls, tokens and cost. "
+               "Wilson interval and n; calls, tokens and cost are the re-judge's own. "
                f"{controls.PAPER_ANSWERS_ONLY}.")
     for name, rows in found.items():
         if not rows:

@@ -109,6 +109,14 @@ def test_the_donors_are_a_seeded_derangement_and_the_placebo_cells_come_after_th
             assert order.index(donor) < index
 
 
+def test_a_consultancy_reads_no_peer_so_it_has_no_placebo_arm():
+    plan = ex.plan({"questions": QUESTIONS, "baseline": ["placebo", "consultancy"],
+                    "configs": [{"label": "d", "protocol": "debate", "model": "simulated"}]})
+    assert [c["label"] for c in plan.configs] == [
+        "d", "d · placebo", "d · consultancy", "d · consultancy · sides swapped"]
+    assert [p["label"] for p in plan.baselines if p["kind"] == "placebo"] == ["d · placebo"]
+
+
 def test_a_placebo_needs_two_questions():
     with pytest.raises(ConfigError, match="two or more questions"):
         ex.plan({"questions": QUESTIONS[:1], "baseline": "placebo",
@@ -157,8 +165,8 @@ def test_configuration_minus_placebo_equals_a_hand_count():
     assert found.low <= found.difference <= found.high
     assert found.tokens == 100 and found.placebo_tokens == 100 and found.ratio == 1.0
     row = controls.placebo_rows([found]).iloc[0]
-    assert row["configuration minus placebo (points)"] == "+66.7"
-    assert row["placebo tokens / configuration's"] == "1.00x"
+    assert row["minus placebo (points)"] == "+66.7" and row["95% interval"].startswith("[")
+    assert row["token ratio"] == "1.00x"
     text = controls.placebo_text([found])
     assert "A: +66.7 points" in text and "100.0% against 33.3%" in text
     assert "tokens per run 100 against 100 for the placebo, 1.00x" in text
@@ -181,7 +189,7 @@ def test_experiment_show_and_the_html_report_give_the_placebo(db_url, capsys):
     assert "differ only in what the simulated model does not read" not in out
     document = share.experiment_html(report(store, experiment_id))
     assert "Placebo: peers talking about another question" in document
-    assert "configuration minus placebo (points)" in document
+    assert "minus placebo (points)" in document
 
 
 def _carried(text):

@@ -106,10 +106,10 @@ def test_the_three_judge_accuracies_equal_a_hand_count():
     assert found.consultancy == Share(1, 4)
     assert (found.runs, found.tokens) == (4, 480) and math.isclose(found.cost_usd, 0.04)
     row = controls.answers_only_rows([found]).iloc[0]
-    assert row["judge accuracy: transcript"] == "50% [15%–85%] n=4"
-    assert row["judge accuracy: answers only"] == "75% [30%–95%] n=4"
+    assert row["from the transcript"] == "50% [15%–85%] n=4"
+    assert row["from the answers alone"] == "75% [30%–95%] n=4"
     assert row["consultancy"] == "25% [5%–70%] n=4"
-    assert row["re-judge cost"] == "$0.0400"
+    assert row["cost"] == "$0.0400"
     assert "Simulated: Answers-only judge" in controls.answers_only_text([found])
 
 
@@ -123,7 +123,7 @@ def test_an_unknown_cost_is_said_unknown_never_zero():
                             "tokens_out": 2, "cost_usd": None, "created_at": 0}])
     [found] = controls.answers_only_from(frame, judged, "real", spec)
     assert found.cost_usd is None and found.consultancy is None
-    assert controls.answers_only_rows([found]).iloc[0]["re-judge cost"] == "unknown"
+    assert controls.answers_only_rows([found]).iloc[0]["cost"] == "unknown"
 
 
 def test_the_cli_rejudges_and_experiment_show_and_the_html_report_say_so(db_url, capsys):
@@ -146,7 +146,7 @@ def test_the_cli_rejudges_and_experiment_show_and_the_html_report_say_so(db_url,
     document = share.experiment_html(report(store, experiment_id), judged=store.runs(
         experiment_id=experiment_id, tag=controls.ANSWERS_ONLY_TAG))
     assert "The judge without the transcript" in document
-    assert "judge accuracy: answers only" in document
+    assert "from the answers alone" in document
 
 
 def test_no_such_experiment_is_refused(store):
@@ -171,7 +171,7 @@ def test_the_experiments_page_shows_the_judge_without_the_transcript(db_url):
     assert not at.exception, at.exception
     assert "The judge without the transcript" in [s.value for s in at.subheader]
     table = next(d.value for d in at.dataframe
-                 if "judge accuracy: answers only" in d.value.columns)
+                 if "from the answers alone" in d.value.columns)
     expected = controls.answers_only_rows(controls.answers_only(store, experiment_id))
     assert table.to_dict("records") == expected.to_dict("records")
     assert table["configuration"].tolist() == ["council", "debate", "society", "panel"]

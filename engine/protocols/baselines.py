@@ -243,11 +243,13 @@ def placebo(config: RunConfig | dict[str, Any]) -> dict[str, Any] | None:
     the same seats, options and prompts, labelled `<label> · placebo`; in its runs every
     message from another agent that a prompt carries is that agent's message of the same
     phase and round in the configuration's run on another question of the set (its donor,
-    `engine.config.Donor`). None for a protocol that shows no peers, or a placebo arm itself.
+    `engine.config.Donor`). None for a protocol that shows no peers, a consultancy (one seat
+    argues alone) or a placebo arm itself.
     The pairing: `of`, `label`, `kind`, `note`, `config`."""
     typed = RunConfig.parse(config)
     of = typed.label or typed.protocol
-    if not get_protocol(typed.protocol).shows_peers or of.endswith(PLACEBO_SUFFIX):
+    if not get_protocol(typed.protocol).shows_peers or of.endswith(PLACEBO_SUFFIX) or \
+            typed.options.get("consultancy"):  # a consultant argues alone: it reads no peer
         return None
     room = NAME_MAX - len(PLACEBO_SUFFIX) - len(" · sides swapped")
     label = (of if len(of) <= room else of[:room - 1] + "…") + PLACEBO_SUFFIX

@@ -496,18 +496,18 @@ def _tokens_text(value: float) -> str:
 
 def placebo_rows(found: Sequence[Placebo]) -> pd.DataFrame:
     """The table a page shows, one row per configuration with a placebo arm."""
-    columns = ["configuration", "questions both scored", "accuracy", "placebo accuracy",
-               "configuration minus placebo (points)", "95% interval (paired bootstrap)",
-               "tokens per run", "placebo tokens per run", "placebo tokens / configuration's"]
+    columns = ["configuration", "questions", "accuracy", "placebo accuracy",
+               "minus placebo (points)", "95% interval", "tokens per run",
+               "placebo tokens per run", "token ratio"]
     return pd.DataFrame([{
-        "configuration": p.label, "questions both scored": p.questions,
+        "configuration": p.label, "questions": p.questions,
         "accuracy": "-" if p.accuracy != p.accuracy else f"{p.accuracy:.1%}",
         "placebo accuracy": "-" if p.placebo != p.placebo else f"{p.placebo:.1%}",
-        "configuration minus placebo (points)": _points(p.difference),
-        "95% interval (paired bootstrap)": f"[{_points(p.low)}, {_points(p.high)}]",
+        "minus placebo (points)": _points(p.difference),
+        "95% interval": f"[{_points(p.low)}, {_points(p.high)}]",
         "tokens per run": _tokens_text(p.tokens),
         "placebo tokens per run": _tokens_text(p.placebo_tokens),
-        "placebo tokens / configuration's": "-" if p.ratio != p.ratio else f"{p.ratio:.2f}x"}
+        "token ratio": "-" if p.ratio != p.ratio else f"{p.ratio:.2f}x"}
         for p in found], columns=columns)
 
 
@@ -629,18 +629,19 @@ def answers_only(store: Any, experiment_id: str, kind: str | None = None
 
 
 def answers_only_rows(found: Sequence[AnswersOnly]) -> pd.DataFrame:
-    """The table a page shows, one row per judged configuration."""
-    columns = ["configuration", "judge accuracy: transcript", "judge accuracy: answers only",
-               "answers only minus transcript (points)", "95% interval (paired bootstrap)",
-               "consultancy", "re-judge calls", "re-judge tokens", "re-judge cost"]
+    """The table a page shows, one row per judged configuration: the judge's accuracy read
+    both ways, their difference, the consultancy baseline's, and the re-judge's own calls,
+    tokens and cost."""
+    columns = ["configuration", "from the transcript", "from the answers alone",
+               "difference (points)", "95% interval", "consultancy", "calls", "tokens", "cost"]
     return pd.DataFrame([{
-        "configuration": a.label, "judge accuracy: transcript": a.transcript.text,
-        "judge accuracy: answers only": a.answers.text,
-        "answers only minus transcript (points)": _points(a.difference),
-        "95% interval (paired bootstrap)": f"[{_points(a.low)}, {_points(a.high)}]",
+        "configuration": a.label, "from the transcript": a.transcript.text,
+        "from the answers alone": a.answers.text,
+        "difference (points)": _points(a.difference),
+        "95% interval": f"[{_points(a.low)}, {_points(a.high)}]",
         "consultancy": a.consultancy.text if a.consultancy is not None else "not run",
-        "re-judge calls": a.runs, "re-judge tokens": f"{a.tokens:,}",
-        "re-judge cost": "unknown" if a.cost_usd is None else f"${a.cost_usd:,.4f}"}
+        "calls": a.runs, "tokens": f"{a.tokens:,}",
+        "cost": "unknown" if a.cost_usd is None else f"${a.cost_usd:,.4f}"}
         for a in found], columns=columns)
 
 
