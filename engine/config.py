@@ -252,6 +252,22 @@ class RunKwargs(TypedDict, total=False):
     order_seed: int | None
     resume_from: Resume | None
     adversary: Mapping[str, Any] | None
+    donor: Donor | None
+    source_run: str | None
+
+
+@dataclass(frozen=True)
+class Donor:
+    """The placebo arm's donor (DESIGN 2.13): a stored run of the same configuration on
+    another question of the set. Every message from another agent that one of this run's
+    prompts would carry is replaced by what that agent said in the donor run in the same
+    phase and round (`messages`, by (seat, phase, round); a message the donor lacks, a failed
+    call, is carried as nothing said), so the agents read as much peer reasoning, about the
+    wrong problem. The run's metrics record `donor_question` and `donor_run`."""
+
+    question: str
+    run_id: str
+    messages: Mapping[tuple[str, str, int], str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -296,6 +312,8 @@ class RunOptions:
     order_seed: int | None = None  # DESIGN 2.10: None keeps the configured order
     resume_from: Resume | None = None  # a fork: the kept turns replayed, not called
     adversary: Mapping[str, Any] | None = None  # DESIGN 2.13, its answer drawn: seat, answer
+    donor: Donor | None = None  # a placebo run: peers' messages come from this run
+    source_run: str | None = None  # an answers-only judge: the run whose answers it judged
 
     @classmethod
     def from_kwargs(cls, kwargs: Mapping[str, Any], protocol: str) -> RunOptions:
@@ -312,4 +330,7 @@ class RunOptions:
         values["prompts"] = dict(values.get("prompts") or {})
         if values.get("config") is not None:
             values["config"] = RunConfig.parse(values["config"])
+        if values.get("donor") is not None and not isinstance(values["donor"], Donor):
+            raise ConfigError("donor must be a Donor (a stored run on another question)",
+                              "input")
         return cls(**values)

@@ -28,6 +28,7 @@ from engine.reports import (
     vega,
 )
 from engine.reports.blind import blind_notes, config_worlds
+from engine.reports.controls import ANSWERS_ONLY_TAG
 from engine.reports.references import published as published_figures
 from engine.reports.references import published_note, references
 from engine.views import aggregate
@@ -316,7 +317,8 @@ def show_downloads(store: Store, result: ex.Report, experiment_id: str) -> None:
                        file_name=f"experiment-{experiment_id}-summary.csv", mime="text/csv",
                        key="exp-summary-csv")
     st.download_button("Download results as HTML", lambda: share.experiment_html(
-                           result, preferences=store.preferences()),
+                           result, preferences=store.preferences(), judged=store.runs(
+                               experiment_id=experiment_id, tag=ANSWERS_ONLY_TAG)),
                        file_name=f"experiment-{experiment_id}.html", mime="text/html",
                        key="exp-html", help="One file with these results and charts that opens "
                        "from disk without Parley")

@@ -68,14 +68,15 @@ def test_council_run_governance_preset_and_leaderboard(app, page, shots):  # noq
     main.get_by_role("heading", name="Results by configuration").wait_for()
     chart = main.locator("[data-testid='stVegaLiteChart']").first
     chart.wait_for()
-    for label in ("majority vote 81.7%", "deliberate -> vote 79.5%",
-                  "deliberate -> synthesize 78.3%", "rank -> synthesize 74.6%"):
+    for label in ("deliberate -> vote 80.9%", "majority vote 76.8%",
+                  "deliberate -> synthesize 75.4%", "rank -> synthesize 70.7%",
+                  "self-consistency vote (9 samples) 68.9%"):
         expect(chart.locator("svg text").filter(
             has_text=f"published (theirs): {label}").first).to_be_attached()
     expect(main).to_contain_text("Diamonds: published figures, theirs, not Parley's runs")
     expect(main).to_contain_text("andybhall/llm-council-governance")
     for label in ("majority-vote", "deliberate-vote", "deliberate-synthesize",
-                  "rank-synthesize"):
+                  "rank-synthesize", "best-single", "self-consistency"):
         expect(main).to_contain_text(label)
     chart.scroll_into_view_if_needed()
     settle(page)

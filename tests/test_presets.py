@@ -26,10 +26,15 @@ EXPECTED = {  # preset -> (arXiv id, question set, {label: (protocol, calls per 
     "du2023-gsm8k": ("2305.14325", "gsm8k-100", dict(zip(DU, [
         ("single", 1), ("single", 2), ("society", 3), ("society", 6)], strict=True)), 1_200),
     "debate-or-vote": ("2508.17536", "gsm8k-100", {"society-5x5": ("society", 25)}, 2_500),
-    "llm-council-governance": ("andybhall/llm-council-governance", "gsm8k-100", {
-        "majority-vote": ("vote", 3), "deliberate-vote": ("society", 6),
-        "deliberate-synthesize": ("society", 7), "rank-synthesize": ("council", 7)}, 2_300),
+    "llm-council-governance": ("andybhall/llm-council-governance", "mmlu-pro-math", {
+        "deliberate-vote": ("society", 8), "majority-vote": ("vote", 4),
+        "best-single": ("single", 1), "self-consistency": ("vote", 9),
+        "deliberate-synthesize": ("society", 9), "rank-synthesize": ("council", 9)}, 6_000),
+    "cost-of-consensus": ("2605.00914", "gsm8k-100", {
+        "debate-3x3": ("society", 9), "debate-3x3 · placebo": ("society", 9),
+        "single": ("single", 1), "vote-3": ("vote", 3)}, 2_200),
 }
+SIZES = {"mmlu-pro-math": 150}  # questions in a preset's set, when not 100
 LIMIT = 3
 
 
@@ -49,7 +54,8 @@ def test_every_preset_plans_the_papers_configurations(name):
     spec = load(name)
     assert spec["questions"] == questions
     checked = plan(spec)
-    assert len(checked.questions) == 100 and checked.source == f"bundled:{questions}"
+    assert len(checked.questions) == SIZES.get(questions, 100)
+    assert checked.source == f"bundled:{questions}"
     assert {p["label"]: (p["protocol"], p["calls_per_run"]) for p in checked.per_config} \
         == configs
     assert checked.calls == calls

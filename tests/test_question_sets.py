@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -68,11 +69,16 @@ def test_the_data_ships_with_its_licence_and_attribution():
     assert "MIT License" in (SHIPPED / "LICENSE").read_text(encoding="utf-8")
     assert "Cobbe et al. 2021" in (SHIPPED / "SOURCE.md").read_text(encoding="utf-8")
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
-    assert '"engine.questions" = ["gsm8k/*"]' in pyproject  # packaged with the wheel
+    assert '"engine.questions" = ["gsm8k/*", "mmlu_pro_math/*"]' in pyproject  # in the wheel
+    mmlu = SHIPPED.parent / "mmlu_pro_math"
+    assert (mmlu / "test.jsonl").is_file()
+    assert "MIT License" in (mmlu / "LICENSE").read_text(encoding="utf-8")
+    source = (mmlu / "SOURCE.md").read_text(encoding="utf-8")
+    assert "arXiv 2406.01574" in source and "9791db8" in source
 
 
 @pytest.mark.parametrize("name", ["definite", "open", "demo", "arithmetic", "gsm8k",
-                                  "gsm8k-100"])
+                                  "gsm8k-100", "mmlu-pro-math"])
 def test_every_item_carries_its_set_provenance(name):
     items = question_set(name)
     assert items and all(i.source and i.licence for i in items)
@@ -81,7 +87,9 @@ def test_every_item_carries_its_set_provenance(name):
 
 def test_catalogue_lists_source_licence_and_size():
     infos = {info.name: info for info in catalogue()}
-    assert set(infos) == {"definite", "open", "demo", "arithmetic", "gsm8k", "gsm8k-100"}
+    assert set(infos) == {"definite", "open", "demo", "arithmetic", "gsm8k", "gsm8k-100",
+                          "mmlu-pro-math"}
+    assert infos["mmlu-pro-math"].size == 150 and "MIT" in infos["mmlu-pro-math"].licence
     assert infos["gsm8k"].size == 1319 and "MIT" in infos["gsm8k"].licence
     assert "Cobbe" in infos["gsm8k"].source
     assert "2305.14325" in infos["arithmetic"].source and infos["arithmetic"].size == 100
@@ -107,7 +115,7 @@ def test_cli_lists_sets_with_source_licence_and_size(capsys):
     from engine.cli.main import main
     assert main(["sets"]) == 0
     out = capsys.readouterr().out
-    assert "gsm8k       1,319 questions  MIT (OpenAI 2021)" in out
+    assert re.search(r"\ngsm8k +1,319 questions  MIT \(OpenAI 2021\)", out)
     assert "Cobbe et al. 2021" in out and "arXiv 2305.14325" in out
     assert main(["sets", "--json"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]

@@ -109,6 +109,7 @@ class TestSingleContract(ProtocolContract):
     arun = staticmethod(arun_single)
     question = Q
     options = {"rounds": 2}
+    unused_templates = frozenset({"judge_answers"})  # the answers-only judge's: test_rejudge
 
     def assert_failure_shown(self, result, seat, slot, failure):
         """A failed agent abstains in every round."""

@@ -55,6 +55,10 @@ def add_experiments(sub: Any) -> None:
     run.add_argument("--equal-tokens", action="store_true",
                      help="beside each configuration, add a vote whose tokens per run come "
                           "closest to its measured mean (the spec's baseline: equal-tokens)")
+    run.add_argument("--placebo", action="store_true",
+                     help="beside each configuration whose agents read each other, add its "
+                          "placebo arm: each agent reads the others' messages on another "
+                          "question (the spec's baseline: placebo)")
     run.add_argument("--model", help="model spec for every seat of every configuration, "
                                      "judges too (e.g. openai:MODEL): a preset on your model")
     run.add_argument("--limit", type=int, metavar="N",

@@ -14,6 +14,7 @@ from engine.cli.workers import ending, run_on_pool
 from engine.experiments.planning import (
     EQUAL_COMPUTE,
     EQUAL_TOKENS,
+    PLACEBO,
     baseline_kind,
     baselines_of,
     create,
@@ -85,7 +86,7 @@ def summary_text(result: Report) -> str:
         lines.append(compare(result.runs, a, b)["sentence"])
     per_run = dict(zip(table["configuration"], table["tokens_per_run"], strict=True))
     for pair in baselines_of(result.experiment["spec"]):
-        if not pair["equal"]:
+        if not pair.get("equal", True):
             lines.append(f"{pair['label']}: {pair['note']}.")
         if pair.get("kind") == EQUAL_TOKENS:
             lines.append(achieved_tokens(pair, *(label_tokens(per_run, pair[k])
@@ -241,11 +242,13 @@ def spec_from_args(args: Any) -> dict[str, Any]:
         for config in spec.get("configs") or []:
             if isinstance(config, dict):
                 config[key] = value
-    if args.equal_compute or args.equal_tokens:
+    placebo = bool(getattr(args, "placebo", False))
+    if args.equal_compute or args.equal_tokens or placebo:
         given = baseline_kind(spec.get("baseline")) or ""
         spec["baseline"] = baseline_kind([*given.split(","),
                                           *[EQUAL_COMPUTE] * args.equal_compute,
-                                          *[EQUAL_TOKENS] * args.equal_tokens])
+                                          *[EQUAL_TOKENS] * args.equal_tokens,
+                                          *[PLACEBO] * placebo])
     if args.budget_usd is not None:
         spec["budget_usd"] = args.budget_usd
     return spec

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from engine.access import cli_user
-from engine.cli import commands, fork, gate, runflags, sets, share
+from engine.cli import commands, fork, gate, rejudge, runflags, sets, share
 from engine.models import ConfigError
 from engine.redaction import redact_log_records
 from engine.text import csv_cell, terminal_safe
@@ -132,6 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     fork.add_cli(sub)
     commands.add_workers(sub)
     gate.add_cli(sub)
+    rejudge.add_cli(sub)
     return parser
 
 

@@ -14,10 +14,13 @@ def cmd_share(args: argparse.Namespace) -> int:
     from engine.reports import share
     store = open_store(args.db)
     if args.experiment:
+        from engine.reports.controls import ANSWERS_ONLY_TAG
         from engine.reports.experiments import report
         try:
             document = share.experiment_html(report(store, args.id, args.runs),
-                                             preferences=store.preferences())
+                                             preferences=store.preferences(),
+                                             judged=store.runs(experiment_id=args.id,
+                                                               tag=ANSWERS_ONLY_TAG))
         except KeyError:
             sys.stderr.write(f"error: there is no experiment {args.id!r}\n")
             return 1

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import hashlib
+import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -62,6 +63,20 @@ def cell_order_seed(seed: int, question: str, repeat: int) -> int:
     return int.from_bytes(digest[:8], "big") & ORDER_SEED_MAX
 
 
+def derangement(n: int, seed: int) -> list[int]:
+    """A seeded derangement of `n` question indexes (n >= 2): index i's donor is the i-th
+    value, never i itself. Sattolo's algorithm draws a single cycle through all of them, so
+    every question both gives and receives once; the same seed gives the same donors."""
+    if n < 2:
+        raise ValueError("a derangement needs two or more items")
+    order = list(range(n))
+    draw = random.Random(f"placebo:{seed}")
+    for i in range(n - 1, 0, -1):
+        j = draw.randrange(i)  # j < i: no element stays where it was
+        order[i], order[j] = order[j], order[i]
+    return order
+
+
 def has_sides(config: Mapping[str, Any]) -> bool:
     """Whether a configuration's protocol has sides to swap (an option `swap_sides`)."""
     from engine.protocols import get_protocol
@@ -105,5 +120,5 @@ def twins(configs: Sequence[Mapping[str, Any]]) -> set[str]:
             and any(swapped_label(other) == label for other in labels if other != label)}
 
 
-__all__ = ["ORDERS", "SIDES", "SWAPPED", "cell_order_seed", "has_sides", "order_kind",
-           "sides_kind", "spec_seed", "swapped_label", "twins", "with_swapped"]
+__all__ = ["ORDERS", "SIDES", "SWAPPED", "cell_order_seed", "derangement", "has_sides",
+           "order_kind", "sides_kind", "spec_seed", "swapped_label", "twins", "with_swapped"]

@@ -16,6 +16,7 @@ from engine.models import ConfigError
 from engine.protocols.adversary import with_controls
 from engine.protocols.baselines import CONSULTANCY_KIND as CONSULTANCY
 from engine.protocols.baselines import KIND as EQUAL_COMPUTE
+from engine.protocols.baselines import PLACEBO_KIND as PLACEBO
 from engine.protocols.baselines import TOKENS_KIND as EQUAL_TOKENS
 from engine.questions import files as qsets
 from engine.questions.sets import load_bundled
@@ -107,11 +108,40 @@ class Plan:
 
     def cells(self) -> Iterator[Cell]:
         """Every cell, repeat-major: the first repeat of every question comes first, so a
-        stopped experiment has covered the questions evenly."""
+        stopped experiment has covered the questions evenly. Within a repeat the placebo
+        arms' cells come last: each reads its donor, a cell of the same repeat."""
+        arms = set(self.placebo_of)
         for r in range(self.repeats):
-            for q in range(len(self.questions)):
-                for c in range(len(self.configs)):
-                    yield Cell(q, c, r)
+            for placebo in (False, True):
+                for q in range(len(self.questions)):
+                    for c in range(len(self.configs)):
+                        if (c in arms) == placebo:
+                            yield Cell(q, c, r)
+
+    @property
+    def placebo_of(self) -> dict[int, int]:
+        """Each placebo arm's configuration index -> its configuration's (a sides-swapped
+        placebo arm's -> the swapped configuration's)."""
+        index = {str(c["label"]): i for i, c in enumerate(self.configs)}
+        out = {}
+        for pair in self.baselines:
+            if pair.get("kind") != PLACEBO:
+                continue
+            for suffix in ("", arrangement.SWAPPED):
+                arm, of = (index.get(arrangement.swapped_label(pair[k]) if suffix else pair[k])
+                           for k in ("label", "of"))
+                if arm is not None and of is not None:
+                    out[arm] = of
+        return out
+
+    def donor_of(self, cell: Cell) -> Cell | None:
+        """The cell whose run a placebo cell's agents read (its configuration on the donor
+        question, a seeded derangement of the set by the experiment's seed, same repeat);
+        None for any other cell."""
+        of = self.placebo_of.get(cell.c)
+        if of is None:
+            return None
+        return Cell(arrangement.derangement(len(self.questions), self.seed)[cell.q], of, cell.r)
 
     @property
     def needs_confirmation(self) -> bool:
@@ -254,15 +284,7 @@ def plan(spec: Mapping[str, Any], store: Any = None, base_dir: str | Path | None
         spec.get("sides"))
     seed = arrangement.spec_seed(spec.get("seed"))
     configs = with_controls(with_policy(resolve_configs(spec.get("configs"), store), spec))
-    baselines: list[dict[str, Any]] = []
-    if baseline and EQUAL_COMPUTE in baseline:
-        configs, baselines = with_baselines(configs)
-    if baseline and EQUAL_TOKENS in baseline:
-        configs, tokens = token_baselines(configs, store, spec.get("token_baselines"))
-        baselines += tokens
-    if baseline and CONSULTANCY in baseline:
-        configs, consulted = with_consultancy(configs, swap=sides != "both")
-        baselines += consulted
+    configs, baselines = _with_arms(configs, baseline or "", spec, store, sides, len(items))
     side_pairs: list[dict[str, str]] = []
     if sides == "both":
         configs, side_pairs = arrangement.with_swapped(configs)
@@ -287,6 +309,28 @@ def plan(spec: Mapping[str, Any], store: Any = None, base_dir: str | Path | None
                           f"{MAX_CALLS:,} must be confirmed (experiment run --yes, or the "
                           "confirm box on the Experiments page)", "limit")
     return result
+
+
+def _with_arms(configs: list[dict[str, Any]], baseline: str, spec: Mapping[str, Any],
+               store: Any, sides: str, questions: int
+               ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The configurations with the arms `baseline` asks for beside them, and the pairings."""
+    baselines: list[dict[str, Any]] = []
+    if EQUAL_COMPUTE in baseline:
+        configs, baselines = with_baselines(configs)
+    if EQUAL_TOKENS in baseline:
+        configs, tokens = token_baselines(configs, store, spec.get("token_baselines"))
+        baselines += tokens
+    if CONSULTANCY in baseline:
+        configs, consulted = with_consultancy(configs, swap=sides != "both")
+        baselines += consulted
+    if PLACEBO in baseline:
+        if questions < 2:
+            raise ConfigError("baseline: placebo needs two or more questions (each placebo "
+                              "run reads its peers' messages on another question)", "input")
+        configs, arms = with_placebo(configs)
+        baselines += arms
+    return configs, baselines
 
 
 def _reference(value: Any) -> str | None:
@@ -317,13 +361,15 @@ def baseline_kind(value: Any) -> str | None:
         text = item.strip().lower() if isinstance(item, str) else item
         if text in (None, "", "none"):
             continue
-        if text not in (EQUAL_COMPUTE, EQUAL_TOKENS, CONSULTANCY):
+        if text not in KINDS:
             raise ConfigError(f"baseline must be {EQUAL_COMPUTE!r}, {EQUAL_TOKENS!r}, "
-                              f"{CONSULTANCY!r}, a list of them or none, got {value!r}",
-                              "input")
+                              f"{CONSULTANCY!r}, {PLACEBO!r}, a list of them or none, got "
+                              f"{value!r}", "input")
         kinds.add(text)
-    return ", ".join(k for k in (EQUAL_COMPUTE, EQUAL_TOKENS, CONSULTANCY) if k in kinds
-                     ) or None
+    return ", ".join(k for k in KINDS if k in kinds) or None
+
+
+KINDS = (EQUAL_COMPUTE, EQUAL_TOKENS, CONSULTANCY, PLACEBO)
 
 
 Paired = tuple[dict[str, Any], list[dict[str, Any]]]  # a pairing, the configurations it adds
@@ -370,6 +416,19 @@ def with_consultancy(configs: Sequence[Mapping[str, Any]], swap: bool = True
             return None
         added = [pair.pop("config")]
         return pair, arrangement.with_swapped(added)[0] if swap else added
+    return _beside(configs, make)
+
+
+def with_placebo(configs: Sequence[Mapping[str, Any]]
+                 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The configurations with each one's placebo arm right after it (for a protocol that
+    shows agents each other's messages: `engine.protocols.baselines.placebo`), and the
+    pairings. An arm already among them is paired, not added."""
+    from engine.protocols.baselines import placebo
+
+    def make(config: dict[str, Any]) -> Paired | None:
+        pair = placebo(config)
+        return None if pair is None else (pair, [pair.pop("config")])
     return _beside(configs, make)
 
 
@@ -446,6 +505,8 @@ def baselines_of(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
     pairs = with_baselines(spec["configs"])[1] if EQUAL_COMPUTE in kind else []
     if CONSULTANCY in kind:
         pairs += with_consultancy(spec["configs"])[1]
+    if PLACEBO in kind:
+        pairs += with_placebo(spec["configs"])[1]
     return pairs + [dict(b) for b in spec.get("token_baselines") or ()
                     if isinstance(b, Mapping)]
 

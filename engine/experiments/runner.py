@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.cells import Cell
+from engine.config import Donor
 from engine.experiments.budget import Gate, estimates_of
 from engine.experiments.notices import notify_ended
 from engine.experiments.planning import Plan, plan_of
@@ -28,6 +29,8 @@ from engine.store.experiments import (
 )
 
 HEARTBEAT_EVERY = 5.0  # seconds between heartbeats of a running experiment's row
+DONOR_WAIT = 900.0  # seconds a placebo cell waits for its donor run, still running, to end
+DONOR_POLL = 0.25  # seconds between looks at the donor's state
 
 _RUNNING: set[str] = set()  # experiments a runner of this process holds (any thread)
 _LOCK = threading.Lock()
@@ -87,12 +90,21 @@ async def arun_cell(experiment: Plan, experiment_id: str, cell: Cell, *, store: 
                        str(item["question"]), cell.q, cell.r)
     except ConfigError as exc:
         return CellOutcome("fatal", f"configuration {config['label']!r}: {exc}", finished=0)
+    source = experiment.donor_of(cell)
+    donor: Donor | None = None
+    if source is not None:
+        found = await donor_of(store, experiment, experiment_id, source, stop_event)
+        if isinstance(found, str):
+            return CellOutcome("interrupted" if stop_event.is_set() else "failed",
+                               f"configuration {config['label']!r}: {found}", finished=0)
+        donor = found
     try:
         result = await arun_config(
             config, str(item["question"]), store=store, label=config["label"],
             tags=[cell.tag], expected=item.get("expected"), stop_event=stop_event,
             experiment_id=experiment_id, started_by=started_by, endpoints=endpoints,
-            on_event=on_turn, **({"order_seed": seed} if seed is not None else {}))
+            on_event=on_turn, **({"order_seed": seed} if seed is not None else {}),
+            **({"donor": donor} if donor is not None else {}))
     except RunStopped:
         return CellOutcome("interrupted", finished=0)
     except ConfigError as exc:
@@ -101,6 +113,43 @@ async def arun_cell(experiment: Plan, experiment_id: str, cell: Cell, *, store: 
         return CellOutcome("failed", f"{type(exc).__name__}: {exc}", finished=0, exception=exc)
     failed = no_call_succeeded(result.turns)  # stored `failed`: resume redoes it
     return CellOutcome("failed", failed) if failed else CellOutcome("completed")
+
+
+async def donor_of(store: Any, experiment: Plan, experiment_id: str, source: Cell,
+                   stop_event: threading.Event, wait: float = DONOR_WAIT
+                   ) -> Donor | str:
+    """A placebo cell's donor: the completed run of cell `source` (its configuration on
+    the donor question, `Plan.donor_of`) with its agents' messages by seat, phase and round
+    (the last usable reply of each). A donor still running is waited for, up to `wait`
+    seconds; returns why not (text) when it failed, was stopped or did not finish in time,
+    and a resume redoes both."""
+    waited = 0.0
+    while True:
+        runs = [r for r in cell_runs(store, experiment_id)
+                if r["cell"] == source and not r["superseded"]]
+        done = [r for r in runs if r["status"] == "completed"]
+        if done:
+            break
+        ended = runs and all(r["status"] not in ("running", "planned") for r in runs)
+        if ended or stop_event.is_set() or waited >= wait:
+            why = "failed" if ended else "was stopped" if stop_event.is_set() else \
+                f"did not complete within {wait:g} s"
+            return (f"the placebo run's donor (question {source.q + 1}, repeat {source.r + 1}) "
+                    f"{why}; resume to retry both")
+        await asyncio.sleep(DONOR_POLL)
+        waited += DONOR_POLL
+    run_id = str(done[-1]["id"])
+    flush = getattr(store, "flush_turns", None)
+    if flush is not None:
+        flush()
+    turns = store.turns(run_id)
+    messages: dict[tuple[str, str, int], str] = {}
+    for seat, phase, number, reply, status in zip(
+            turns["seat"], turns["phase"], turns["round"], turns["reply"], turns["status"],
+            strict=True):
+        if status == "ok" and isinstance(reply, str) and reply.strip():
+            messages[(str(seat), str(phase), int(number))] = reply
+    return Donor(str(experiment.questions[source.q]["question"]), run_id, messages)
 
 
 def _ending(fatal: list[str], left: int, over_budget: str, stopped: bool,

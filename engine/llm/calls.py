@@ -229,6 +229,9 @@ class RunContext:
         self.role_library: dict[str, str] = dict(role_library or {})
         self.role_lines: dict[str, str] = dict(role_lines or {})
         self.turns: list[Turn] = []
+        # A placebo run's donor messages by (seat, phase, round) (`engine.config.Donor`;
+        # None: peers' messages are their own)
+        self.donor: Mapping[tuple[str, str, int], str] | None = None
         self._semaphore: asyncio.Semaphore | None = None
         self._models: dict[int, Any] = {}
         self._next_index = 0
@@ -237,6 +240,14 @@ class RunContext:
         self._kept: dict[tuple[str, str, int], list[Turn]] = {}
         for turn in kept:
             self._kept.setdefault((turn.seat, turn.phase, turn.round), []).append(turn)
+
+    def peer(self, seat: str, phase: str, round: int, text: str) -> str:
+        """What a prompt carries of another agent's message (`seat`'s reply in `phase` and
+        `round`, `text`): the message itself, or in a placebo run the donor run's message of
+        that seat, phase and round ("" when the donor has none: nothing said)."""
+        if self.donor is None:
+            return text
+        return self.donor.get((seat, phase, round), "")
 
     @property
     def semaphore(self) -> asyncio.Semaphore:

@@ -16,6 +16,7 @@ from engine.analysis.answers import hedge
 from engine.analysis.stances import Confidence, Tally, normalize_stance
 from engine.checks import unique_names
 from engine.llm.calls import RunContext
+from engine.llm.replies import extract_json
 from engine.llm.structured import REASONS, SENTENCE, STANCE_STRING, json_schema
 from engine.models import ConfigError, Seat, Task, Turn
 from engine.protocols.checks import require_seat
@@ -131,6 +132,23 @@ def _proposal(seat: Seat, obj: dict[str, Any]) -> Proposal:
     return Proposal(persona=seat.name, icon=seat.icon, stance=stance,
                     normalized=normalize_stance(stance), answer=text_value(obj.get("answer")),
                     reasoning=text_value(obj.get("reasoning")))
+
+
+def peer_proposals(ctx: RunContext, proposals: list[Proposal], phase: str = "propose"
+                   ) -> list[Proposal]:
+    """The proposals as another agent's prompt carries them (`RunContext.peer`): their own,
+    or in a placebo run each seat's donor proposal, read from the donor's reply as the seat's
+    own would be (a donor reply with no usable stance is no proposal)."""
+    if ctx.donor is None:
+        return proposals
+    out = []
+    for p in proposals:
+        obj = extract_json(ctx.peer(p.persona, phase, 1, ""))[0]
+        made = _proposal(Seat(name=p.persona, icon=p.icon, model=None), obj) \
+            if obj is not None and not need_stance(obj) else None
+        out.append(made or Proposal(persona=p.persona, icon=p.icon, usable=False,
+                                    error="the donor run has no usable proposal"))
+    return out
 
 
 # --------------------------------------------------------------------------- presentation

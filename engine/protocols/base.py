@@ -41,6 +41,10 @@ INTERRUPTED = "interrupted: the process was stopped (Ctrl-C or SIGTERM)"
 R = TypeVar("R", bound=RunResult)
 
 
+NO_POSITION = "(no answer stated)"  # an agent's final position that gives no answer
+POSITION_CHARS = 300  # of a final position an answers-only judge reads
+
+
 @dataclass(frozen=True)
 class Slot:
     """A place at the table: one seat (`many=False`) or a list of seats."""
@@ -120,6 +124,14 @@ class ProtocolSpec(Generic[R]):
     # seat -> whether it argued the right side, where exactly one side was right (a debate
     # with `expected`); None when no side was, or the protocol has no sides
     right_sides: Callable[[R], dict[str, bool] | None] | None = None
+    # DESIGN 2.13: whether the protocol shows agents each other's messages (through
+    # `RunContext.peer`), so that a placebo arm of it means something
+    shows_peers: bool = False
+    # DESIGN 2.13's answers-only judge: the final positions a judge, chairman or synthesiser
+    # read in a transcript, by agent (None: the run's answer came from no such reader), and
+    # the phase of that reader's call
+    final_positions: Callable[[R], dict[str, str] | None] | None = None
+    judge_phase: str = ""
 
     def assess(self, result: R) -> tuple[str, list[str]]:
         """How a run that ended ended: (the error of a run in which no model call succeeded,
@@ -253,6 +265,8 @@ async def execute(spec: ProtocolSpec[Any], question: str, templates: Mapping[str
                      phrases=echo_phrases([*(t.text for t in templates.values()),
                                            *prompts.values()]),
                      **seat_roles(spec, seats, store))
+    if run.donor is not None:
+        ctx.donor = run.donor.messages
     expected = run.expected
     run_id = run.run_id
     began = now()
@@ -319,7 +333,8 @@ def _finish(spec: ProtocolSpec[Any], store: Any, run_id: str | None, result: Run
     try:
         store.finish_run(run_id, result, {**spec.metrics(result), **fork_metrics(run),
                                           **adversary.metrics(result, run.adversary,
-                                                              _seat_names(result))},
+                                                              _seat_names(result)),
+                                          **donor_metrics(run)},
                          error=error, lost=lost)
     except StoreWriteError as exc:
         store.end_run(run_id, "failed", str(exc))
@@ -410,6 +425,15 @@ def fork_metrics(run: RunOptions) -> dict[str, Any]:
     resume = run.resume_from
     return {} if resume is None else {"forked_from": resume.run_id, "fork_round": resume.round,
                                       "kept_turns": len(resume.turns)}
+
+
+def donor_metrics(run: RunOptions) -> dict[str, Any]:
+    """A placebo run's metrics: the donor's question and run (`engine.config.Donor`); an
+    answers-only judge's: the run it judged (`source_run`)."""
+    donor = run.donor
+    return ({} if donor is None else {"donor_question": donor.question,
+                                      "donor_run": donor.run_id}) | (
+        {"source_run": run.source_run} if run.source_run else {})
 
 
 SINGULAR = {"connection errors": "connection error", "empty replies": "empty reply",

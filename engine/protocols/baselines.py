@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.config import RunConfig
-from engine.protocols import estimate, resolve_config
+from engine.protocols import estimate, get_protocol, resolve_config
 from engine.protocols.vote import MAX_VOTERS, MIN_VOTERS, SPEC
 from engine.text import NAME_MAX
 
@@ -231,3 +231,31 @@ def consultancy(config: RunConfig | dict[str, Any]) -> dict[str, Any] | None:
                     "(the proponent seat, for and, sides swapped, against), scored like the "
                     "debate (Khan et al. 2024: judge accuracy with debate against "
                     "consultancy)"}
+
+
+PLACEBO_KIND = "placebo"
+PLACEBO_SUFFIX = " · placebo"
+
+
+def placebo(config: RunConfig | dict[str, Any]) -> dict[str, Any] | None:
+    """The placebo arm beside a configuration whose protocol shows agents each other's
+    messages (DESIGN 2.13, the noise control of "The Cost of Consensus", arXiv 2605.00914):
+    the same seats, options and prompts, labelled `<label> · placebo`; in its runs every
+    message from another agent that a prompt carries is that agent's message of the same
+    phase and round in the configuration's run on another question of the set (its donor,
+    `engine.config.Donor`). None for a protocol that shows no peers, a consultancy (one seat
+    argues alone) or a placebo arm itself.
+    The pairing: `of`, `label`, `kind`, `note`, `config`."""
+    typed = RunConfig.parse(config)
+    of = typed.label or typed.protocol
+    if not get_protocol(typed.protocol).shows_peers or of.endswith(PLACEBO_SUFFIX) or \
+            typed.options.get("consultancy"):  # a consultant argues alone: it reads no peer
+        return None
+    room = NAME_MAX - len(PLACEBO_SUFFIX) - len(" · sides swapped")
+    label = (of if len(of) <= room else of[:room - 1] + "…") + PLACEBO_SUFFIX
+    stored = typed.stored()
+    stored["label"] = label
+    return {"of": of, "label": label, "kind": PLACEBO_KIND, "config": stored,
+            "note": f"placebo arm of {of}: the same seats and prompts, each agent reading "
+                    "the others' messages of the same round on another question of the set "
+                    "(the noise control of arXiv 2605.00914)"}

@@ -28,6 +28,7 @@ from engine.llm.lines import Line, line_format
 from engine.models import Seat, Signals, Task, Turn
 from engine.protocols.ballots import confidence_text, require_seats
 from engine.protocols.base import (
+    NO_POSITION,
     Option,
     ProtocolSpec,
     Slot,
@@ -211,8 +212,14 @@ async def arun_council(question: str, *, members: list[Seat | Any], chairman: Se
                 labels[seat.name] = draw_labels(others, seed, index)
             else:
                 warnings.append(f"member {seat.name}: no other answer to rank")
+        # what a ranker reads of the others' answers (`RunContext.peer`: a placebo run's
+        # are the donor run's); its own stays its own
+        heard = {name: ctx.peer(name, "answer", 1, text) for name, text in answers.items()}
+        heard_briefs = {name: answer_line(text) for name, text in heard.items()}
         ranked = await asyncio.gather(*(
-            _rank(ctx, seat, question, labels[seat.name], answers, briefs)
+            _rank(ctx, seat, question, labels[seat.name],
+                  {**heard, **{k: v for k, v in answers.items() if k == seat.name}},
+                  {**heard_briefs, **{k: v for k, v in briefs.items() if k == seat.name}})
             for seat in shown if seat.name in labels))
         rankers = [seat.name for seat in shown if seat.name in labels]
         rankings = {name: r for name, r in zip(rankers, ranked, strict=True)
@@ -345,6 +352,10 @@ def _insights(data: InsightsData) -> Section:
 
 
 SPEC = ProtocolSpec(
+    final_positions=lambda r: {seat: answer_line(text) or NO_POSITION
+                               for seat, text in r.answers.items()} or None,
+    judge_phase="chair",
+    shows_peers=True,  # DESIGN 2.13: a placebo arm swaps its peers' messages
     name="council", title="Council (llm-council)", seed="030", question_name="question",
     runner=arun_council,
     slots=(Slot("members", many=True, minimum=MIN_MEMBERS, maximum=MAX_MEMBERS,

@@ -16,6 +16,8 @@ from engine.llm.calls import RunContext
 from engine.llm.lines import Line, line_format
 from engine.models import ConfigError, RunResult, Seat, Signals, Task
 from engine.protocols.base import (
+    NO_POSITION,
+    POSITION_CHARS,
     Option,
     ProtocolSpec,
     Slot,
@@ -26,6 +28,7 @@ from engine.protocols.base import (
 )
 from engine.protocols.checks import require_seat
 from engine.protocols.sides import AGAINST, FOR, seat_sides, side_seats, verdict_winner
+from engine.protocols.society import read_answer
 from engine.protocols.templates import Template, render
 from engine.views.aggregate import as_flag, completed, numbers, rate_by, rate_text
 from engine.views.blocks import Block, Chart, InsightsData, Section, warnings_block
@@ -168,7 +171,7 @@ def _seconds(timeout: Any) -> float | None:
     return float(timeout)
 
 
-async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any,
+async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any,  # noqa: PLR0915
                       judge: Seat | Any, max_rounds: int = 3, timeout: Any = None,
                       swap_sides: bool = False, consultancy: bool = False,
                       **kw: Unpack[RunKwargs]) -> DebateResult:
@@ -211,18 +214,21 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
             if previous is None:
                 pro_prompt = render(TEMPLATES, ctx.prompts, "proponent_opening", topic=topic)
             else:
+                heard = ctx.peer(con_seat.name, "counter-argument", number - 1,
+                                 previous.opponent_argument) or COUNTER_ERROR
                 pro_prompt = render(TEMPLATES, ctx.prompts, "proponent_rebuttal", topic=topic,
-                                    opponent_argument=previous.opponent_argument, round=number)
+                                    opponent_argument=heard, round=number)
             pro = await ctx.call(pro_seat, [{"role": "user", "content": pro_prompt}],
                                  phase="argument", round=number,
                                  task=Task(kind="argue", side="for", sides=sides))
             pro_text = pro.reply if pro.ok else ARGUMENT_ERROR
+            pro_heard = ctx.peer(pro_seat.name, "argument", number, pro_text) or ARGUMENT_ERROR
             if previous is None:
                 con_prompt = render(TEMPLATES, ctx.prompts, "opponent_opening", topic=topic,
-                                    proponent_argument=pro_text)
+                                    proponent_argument=pro_heard)
             else:
                 con_prompt = render(TEMPLATES, ctx.prompts, "opponent_rebuttal", topic=topic,
-                                    proponent_argument=pro_text,
+                                    proponent_argument=pro_heard,
                                     previous_argument=previous.opponent_argument, round=number)
             con = await ctx.call(con_seat, [{"role": "user", "content": con_prompt}],
                                  phase="counter-argument", round=number,
@@ -452,7 +458,25 @@ def _insights(data: InsightsData) -> Section:
               {"y_title": "debates"})])
 
 
+def _positions(r: DebateResult) -> dict[str, str] | None:
+    """Each debater's final position, for an answers-only judge: the side it argued and the
+    answer its last argument gives (its ANSWER line, else what `read_answer` finds in it);
+    None for a consultancy or a debate with no round."""
+    if r.consultant or not r.rounds:
+        return None
+    last = r.rounds[-1]
+    out = {}
+    for seat, side in r.sides.items():
+        text = last.proponent_argument if side == FOR else last.opponent_argument
+        found = (answer_line(text) or read_answer(text))[:POSITION_CHARS]
+        out[seat] = f"argues {side}: {found or NO_POSITION}"
+    return out
+
+
 SPEC = ProtocolSpec(
+    final_positions=lambda r: _positions(r),
+    judge_phase="judge",
+    shows_peers=True,  # DESIGN 2.13: a placebo arm swaps its peers' messages
     name="debate", title="Debate", seed="000", question_name="topic", runner=arun_debate,
     slots=(Slot("proponent", help="argues in favor"), Slot("opponent", help="argues against"),
            Slot("judge", help="reads the transcript and rules")),

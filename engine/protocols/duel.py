@@ -171,16 +171,16 @@ async def arun_duel(topic: str, *, a: Seat | Any, b: Seat | Any, rounds: int = 3
             if not transcript:
                 prompt = render(TEMPLATES, ctx.prompts, "opening", topic=topic)
             else:
-                prompt = render(TEMPLATES, ctx.prompts, "reply", text=transcript[-1][1],
-                                topic=topic)
+                heard = ctx.peer(transcript[-1][0], "opening" if position == 1 else "rebuttal",
+                                 spoken[other[key]], transcript[-1][1])
+                prompt = render(TEMPLATES, ctx.prompts, "reply", text=heard, topic=topic)
             history[key].append({"role": "user", "content": prompt})
             spoken[key] += 1
             turn = await ctx.call(seat, list(history[key]),
                                   phase="opening" if position == 0 else "rebuttal",
                                   round=spoken[key],
                                   task=Task(kind="statement", side=key, others={
-                                      transcript[-1][0]: transcript[-1][1]} if transcript
-                                      else {}))
+                                      transcript[-1][0]: heard} if transcript else {}))
             if not turn.ok:
                 history[key].pop()
                 status, failed_agent, error = "failed", seat.name, turn.error
@@ -289,6 +289,7 @@ def _insights(data: InsightsData) -> Section:
 
 
 SPEC = ProtocolSpec(
+    shows_peers=True,  # DESIGN 2.13: a placebo arm swaps its peers' messages
     name="duel", title="Duel", seed="004", question_name="topic", runner=arun_duel,
     slots=(Slot("a", defaults=({"name": "optimist", "role": DEFAULT_ROLES["a"]},),
                 role_in_template=True, help="one side (opens by default)"),

@@ -29,6 +29,7 @@ from engine.analysis.stances import (
 from engine.checks import require_text
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
+from engine.llm.replies import extract_json
 from engine.llm.structured import (
     BOOLEAN,
     REASONS,
@@ -48,12 +49,20 @@ from engine.protocols.ballots import (
     PROPOSE,
     Proposal,
     need_stance,
+    peer_proposals,
     propose,
     require_seats,
     screened,
     text_value,
 )
-from engine.protocols.base import ProtocolSpec, Slot, execute, run_sync, split_run_options
+from engine.protocols.base import (
+    NO_POSITION,
+    ProtocolSpec,
+    Slot,
+    execute,
+    run_sync,
+    split_run_options,
+)
 from engine.protocols.checks import require_seat
 from engine.protocols.panel_result import Assessment, Critique, PanelResult, Rebuttal
 from engine.protocols.personas import CRITIC, JUDGE, PANEL_DEBATERS
@@ -211,6 +220,21 @@ async def _critique(ctx: RunContext, critic: Seat, question: str, proposals: lis
     return critique
 
 
+def _peer_critique(ctx: RunContext, critic: Seat, proposals: list[Proposal],
+                   critique: Critique) -> Critique:
+    """The critique as a debater's rebuttal prompt carries it: the critic's own, or in a
+    placebo run the donor run's critique, read against the donor's proposals."""
+    if ctx.donor is None:
+        return critique
+    obj = extract_json(ctx.peer(critic.name, "critique", 1, ""))[0]
+    if obj is None or _need_assessments(obj):
+        return Critique(usable=False, error="the donor run has no usable critique")
+    try:
+        return _read_critique(obj, proposals)[0]
+    except (TypeError, ValueError, KeyError, AttributeError):
+        return Critique(usable=False, error="the donor run has no usable critique")
+
+
 def _read_critique(obj: dict[str, Any], proposals: list[Proposal]
                    ) -> tuple[Critique, list[str]]:
     names = [p.persona for p in proposals if p.usable]
@@ -345,9 +369,11 @@ async def arun_panel(question: str, *, debaters: list[Seat | Any], critic: Seat 
             if not p.usable:
                 warnings.append(f"debater {p.persona}: proposal failed ({p.error}); it "
                                 "rebuts without one")
-        critique = await _critique(ctx, critic, question, proposals, warnings)
+        seen = peer_proposals(ctx, proposals)  # what the critic and the others read
+        critique = await _critique(ctx, critic, question, seen, warnings)
+        noted = _peer_critique(ctx, critic, seen, critique)
         rebuttals = list(await asyncio.gather(
-            *(_rebut(ctx, seat, question, own, proposals, critique)
+            *(_rebut(ctx, seat, question, own, seen, noted)
               for seat, own in zip(shown, proposals))))
         for r in rebuttals:
             if not r.usable:
@@ -383,6 +409,9 @@ def _defaults(*personas: Any) -> tuple[dict[str, str], ...]:
 
 
 SPEC = ProtocolSpec(
+    final_positions=lambda r: {b.persona: b.stance or NO_POSITION for b in r.rebuttals} or None,
+    judge_phase="synthesis",
+    shows_peers=True,  # DESIGN 2.13: a placebo arm swaps its peers' messages
     name="panel", title="Persona panel", seed="002", question_name="question",
     runner=arun_panel,
     slots=(Slot("debaters", many=True, minimum=MIN_DEBATERS, maximum=MAX_DEBATERS,

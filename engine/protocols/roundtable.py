@@ -132,6 +132,21 @@ def _transcript(exchanges: list[Exchange]) -> str:
                        for e in usable) or NO_TURNS
 
 
+def _peers(ctx: RunContext, mine: str, exchanges: list[Exchange]) -> list[Exchange]:
+    """The transcript so far as agent `mine` hears it: its own turns, and the others' as
+    `RunContext.peer` carries them (a placebo run's donor turns, their stances read again)."""
+    if ctx.donor is None:
+        return exchanges
+    out = []
+    for e in exchanges:
+        if e.agent != mine:
+            text = ctx.peer(e.agent, "turn", e.round, e.response)
+            e = e.model_copy(update={"response": text, "usable": bool(text.strip()),
+                                     "stance": parse_stance(text)[0]["stance"]})
+        out.append(e)
+    return out
+
+
 def _turn_task(seat: Seat, exchanges: list[Exchange]) -> Task:
     """What a turn asks, as structure: each agent's latest stance so far, the seat's own apart."""
     latest = {e.agent: e.stance for e in exchanges if e.usable and e.stance}
@@ -218,16 +233,17 @@ async def arun_roundtable(question: str, *, agents: list[Seat | Any], rounds: in
                                 role=role, agents=roster)
                 if seat.persona.strip():
                     system += "\n\n" + seat.persona.strip()
+                heard = _peers(ctx, seat.name, exchanges)
                 prompt = render(TEMPLATES, ctx.prompts, "turn", question=question,
                                 context=context.strip() or NO_CONTEXT,
-                                transcript=_transcript(exchanges), agent=seat.name,
+                                transcript=_transcript(heard), agent=seat.name,
                                 role=role, round=number, rounds=rounds)
                 turn = await ctx.call_lines(seat, [{"role": "system", "content": system},
                                                    {"role": "user", "content": prompt}],
                                             line=STANCE_LINE, phase="turn", round=number,
                                             parse=lambda text: parse_stance(
                                                 text, ctx.phrases),
-                                            task=_turn_task(seat, exchanges))
+                                            task=_turn_task(seat, heard))
                 exchanges.append(Exchange(
                     agent=seat.name, role=role_name(seat.role), round=number,
                     response=turn.reply if turn.ok else "", usable=turn.ok,
@@ -325,6 +341,7 @@ def run_roundtable(question: str, **kw: Any) -> RoundtableResult:
 
 
 SPEC = ProtocolSpec(
+    shows_peers=True,  # DESIGN 2.13: a placebo arm swaps its peers' messages
     name="roundtable", title="Roundtable", seed="003", question_name="question",
     runner=arun_roundtable,
     slots=(Slot("agents", many=True, minimum=1, maximum=MAX_AGENTS,

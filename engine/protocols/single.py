@@ -20,7 +20,7 @@ from engine.analysis.conformity import conformity
 from engine.checks import require_int, require_text
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
-from engine.models import RunResult, Seat, Signals, Task
+from engine.models import ConfigError, RunResult, Seat, Signals, Task
 from engine.protocols.ballots import ABSTAINED
 from engine.protocols.base import (
     Option,
@@ -51,7 +51,14 @@ REFLECT = Template(
     "Can you double check that your answer is correct. Please reiterate your answer. " + FINAL,
     ("question",), "Rounds two on: the agent, after its own conversation so far, checks its "
                    "answer and gives it again (Du et al.'s self-reflection).")
-TEMPLATES = {"answer": ANSWER, "reflect": REFLECT}
+JUDGE_ANSWERS = Template(
+    "Several agents answered the following question; their final answers are below, without "
+    "their reasoning.\n\nQuestion: {question}\n\nTheir final answers:\n{answers}\n\n"
+    "Judge which answer is right and give it. " + FINAL,
+    ("question", "answers"), "Round one with `answers` given: the agent judges the other "
+    "agents' final answers alone (an answers-only judge).", required=("question", "answers"))
+TEMPLATES = {"answer": ANSWER, "reflect": REFLECT, "judge_answers": JUDGE_ANSWERS}
+ANSWERS_MAX = 20_000  # characters of final answers an answers-only judge reads
 MIN_ROUNDS, MAX_ROUNDS = 1, 10
 
 
@@ -79,8 +86,11 @@ def _changes(replies: list[Reply]) -> list[MindChange]:
 
 
 async def arun_single(question: str, *, agent: Seat | Any, rounds: int = 1,
-                      **kw: Unpack[RunKwargs]) -> SingleResult:
+                      answers: str = "", **kw: Unpack[RunKwargs]) -> SingleResult:
     """One agent answers, then reflects on its answer in each of the `rounds - 1` rounds after.
+    Given `answers` (other agents' final answers, one `NAME: ANSWER` a line), its first
+    answer judges them: it reads the question and those answers alone, not how they were
+    reached (the answers-only judge of DESIGN 2.13).
 
     A failed call, or a reply with no answer, abstains in that round; the agent is still asked
     to reflect in the next one.
@@ -89,14 +99,20 @@ async def arun_single(question: str, *, agent: Seat | Any, rounds: int = 1,
     question = require_text(question, "question")
     agent = require_seat(agent, "agent", run.endpoints)
     rounds = require_int(rounds, "rounds", MIN_ROUNDS, MAX_ROUNDS, "single")
+    answers = _answers(answers)
+    given = dict(line.split(": ", 1) for line in answers.splitlines() if ": " in line)
 
     async def body(ctx: RunContext) -> SingleResult:
         start = time.monotonic()
-        history = [{"role": "user",
-                    "content": render(TEMPLATES, ctx.prompts, "answer", question=question)}]
+        first = render(TEMPLATES, ctx.prompts, "judge_answers", question=question,
+                       answers=answers) if answers else \
+            render(TEMPLATES, ctx.prompts, "answer", question=question)
+        history = [{"role": "user", "content": first}]
         replies: list[Reply] = []
         for number in range(1, rounds + 1):
-            if number == 1:
+            if number == 1 and answers:  # a judge of the others' final answers
+                task = Task(kind="chair", sections=("ANSWER",), others=given)
+            elif number == 1:
                 task = Task(kind="answer", keys=TASK_KEYS)
             else:
                 task = Task(kind="revise", keys=TASK_KEYS, own=replies[-1].answer or None)
@@ -119,7 +135,22 @@ async def arun_single(question: str, *, agent: Seat | Any, rounds: int = 1,
                             duration=time.monotonic() - start)
 
     return await execute(SPEC, question, TEMPLATES, body, {"agent": agent},
-                         {"rounds": rounds}, run, [agent.name])
+                         {"rounds": rounds, **({"answers": answers} if answers else {})}, run,
+                         [agent.name])
+
+
+def _answers(value: Any) -> str:
+    """The `answers` option: other agents' final answers as text, one `NAME: ANSWER` a line
+    ("" for none)."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ConfigError(f"answers must be text (one 'name: answer' a line), got "
+                          f"{type(value).__name__}", "input")
+    if len(value) > ANSWERS_MAX or "\x00" in value:
+        raise ConfigError(f"answers must be at most {ANSWERS_MAX:,} characters without NUL "
+                          "bytes", "limit")
+    return value.strip()
 
 
 def run_single(question: str, **kw: Any) -> SingleResult:
@@ -189,7 +220,9 @@ SPEC = ProtocolSpec(
                 help="answers, then checks its own answer in each later round"),),
     options=(Option("rounds", 1, MIN_ROUNDS, MAX_ROUNDS,
                     "rounds, the first answer included (2: Du's single agent with "
-                    "reflection)"),),
+                    "reflection)"),
+             Option("answers", "", help="other agents' final answers to judge, one "
+                                        "'name: answer' a line (an answers-only judge)")),
     templates=TEMPLATES,
     estimate_calls=lambda options, seats: int(options.get("rounds", 1)),
     insights=_insights,

@@ -35,6 +35,7 @@ from engine.protocols.ballots import (
     tally_rows,
 )
 from engine.protocols.base import (
+    NO_POSITION,
     Option,
     ProtocolSpec,
     Slot,
@@ -173,6 +174,20 @@ def _others_text(mine: str, previous: list[Reply], summarise: bool) -> str:
     return "\n\n".join(f"One agent's solution: ```{r.text or ABSTAINED}```" for r in others)
 
 
+def _peers(ctx: RunContext, mine: str, previous: list[Reply]) -> list[Reply]:
+    """The round before as agent `mine` sees it: its own reply, and the others' as
+    `RunContext.peer` carries them (a placebo run's donor replies, their answers read again)."""
+    if ctx.donor is None:
+        return previous
+    out = []
+    for r in previous:
+        if r.agent != mine:
+            text = ctx.peer(r.agent, "answer" if r.round == 1 else "revise", r.round, r.text)
+            r = r.model_copy(update={"text": text, "answer": read_answer(text) if text else ""})
+        out.append(r)
+    return out
+
+
 async def _speak(ctx: RunContext, seat: Seat, history: list[dict[str, str]], number: int,
                  task: Task) -> tuple[Reply, list[dict[str, str]]]:
     """One agent's call in round `number`: its reply and its conversation with the reply."""
@@ -257,7 +272,7 @@ async def arun_society(question: str, *, agents: list[Seat | Any], rounds: int =
                 if number == 1:
                     task = Task(kind="answer", keys=TASK_KEYS)
                 else:
-                    previous = done[-1]
+                    previous = _peers(ctx, seat.name, done[-1])
                     own = next(r.answer for r in previous if r.agent == seat.name)
                     task = Task(kind="revise", keys=TASK_KEYS, own=own or None,
                                 others={r.agent: r.answer for r in previous
@@ -451,6 +466,10 @@ def _lost(result: SocietyResult) -> list[str]:
 
 
 SPEC = ProtocolSpec(
+    final_positions=lambda r: {reply.agent: reply.answer or NO_POSITION
+                               for reply in r.rounds[-1]} if r.synthesizer and r.rounds else None,
+    judge_phase="synthesis",
+    shows_peers=True,  # DESIGN 2.13: a placebo arm swaps its peers' messages
     name="society", title="Society of minds (Du et al.)", seed="013", question_name="question",
     runner=arun_society,
     slots=(Slot("agents", many=True, minimum=MIN_AGENTS, maximum=MAX_AGENTS,

@@ -4,7 +4,8 @@ One registry serves `question_set`, experiment specs (`questions: NAME`), the Ex
 page's picker and `python -m engine sets`, so a set added here appears everywhere at once.
 The literature's sets are rebuilt exactly as the papers built them: `arithmetic` by Du et
 al.'s generator, `gsm8k` from the test split shipped in `engine/questions/gsm8k/`, and
-`gsm8k-100` as Du et al.'s seeded shuffle of it.
+`gsm8k-100` as Du et al.'s seeded shuffle of it, `mmlu-pro-math` as the LLM-council
+governance study's 150 MMLU-Pro math questions (shipped in `engine/questions/mmlu_pro_math/`).
 """
 from __future__ import annotations
 
@@ -24,6 +25,13 @@ PARLEY_LICENCE = "MIT (Parley)"
 DU = "Du et al. 2023, arXiv 2305.14325"
 GSM8K = "GSM8K test split, Cobbe et al. 2021, arXiv 2110.14168 (openai/grade-school-math)"
 GSM8K_LICENCE = "MIT (OpenAI 2021)"
+MMLU_PRO = ("MMLU-Pro test split, math category, Wang et al. 2024, arXiv 2406.01574 "
+            "(TIGER-Lab/MMLU-Pro); the first 150, as andybhall/llm-council-governance ran them")
+MMLU_PRO_LICENCE = "MIT (TIGER-Lab 2024)"
+LETTERS = "ABCDEFGHIJ"
+MMLU_PRO_ASK = ("This is a challenging question requiring careful reasoning. Think through it "
+                "step by step.\nChoose the best answer from the options above. Your answer "
+                "should be a single letter (A through J).")
 
 
 @dataclass(frozen=True)
@@ -86,6 +94,24 @@ def _gsm8k_100() -> list[tuple[str, str | None]]:
     return problems[:100]
 
 
+@cache
+def _mmlu_pro_math() -> list[tuple[str, str | None]]:
+    """The 150 MMLU-Pro math questions shipped in `engine/questions/mmlu_pro_math/`, asked
+    as the governance study asked them (the question, its lettered options, the request for
+    one letter); expected is the answer's letter."""
+    text = resources.files("engine.questions").joinpath("mmlu_pro_math", "test.jsonl"
+                                                        ).read_text(encoding="utf-8")
+    problems: list[tuple[str, str | None]] = []
+    for line in text.splitlines():
+        if line.strip():
+            record = json.loads(line)
+            options = "\n".join(f"{letter}. {option}" for letter, option in
+                                 zip(LETTERS, record["options"], strict=False))
+            problems.append((f"{record['question']}\n\n{options}\n\n{MMLU_PRO_ASK}",
+                             LETTERS[int(record["answer_index"])]))
+    return problems
+
+
 SETS: dict[str, _Entry] = {
     "definite": _Entry(PARLEY, PARLEY_LICENCE, _own(DEFINITE)),
     "open": _Entry(PARLEY, PARLEY_LICENCE, _own(OPEN)),
@@ -95,6 +121,7 @@ SETS: dict[str, _Entry] = {
     "gsm8k": _Entry(GSM8K, GSM8K_LICENCE, _gsm8k),
     "gsm8k-100": _Entry(f"{GSM8K}; the subset of {DU} (random.seed(0), shuffle, first 100)",
                         GSM8K_LICENCE, _gsm8k_100),
+    "mmlu-pro-math": _Entry(MMLU_PRO, MMLU_PRO_LICENCE, _mmlu_pro_math),
 }
 
 

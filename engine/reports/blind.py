@@ -14,6 +14,7 @@ from typing import Any
 
 from engine.models import ConfigError
 from engine.protocols import resolve_config
+from engine.protocols.baselines import PLACEBO_SUFFIX
 
 UNREAD = "personas, roles' words, prompt templates, seat names"
 
@@ -38,8 +39,10 @@ def simulated_key(config: Mapping[str, Any]) -> str | None:
     planted = resolved.adversary or {}  # the placebo persona is text it does not read
     pushed = "" if not planted or planted.get("placebo") else \
         f"{planted['seat']}:{planted['answer']}"
+    # a placebo arm's agents read other questions' answers, which the simulated model reads
+    arm = PLACEBO_SUFFIX in str(config.get("label") or "")
     return "|".join([resolved.protocol, repr(sorted(resolved.options.items(), key=str)),
-                     str(resolved.order_seed), pushed, *seats])
+                     str(resolved.order_seed), pushed, *seats, *["placebo"] * arm])
 
 
 def blind_groups(configs: Sequence[Mapping[str, Any]]) -> list[list[str]]:

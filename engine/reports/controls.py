@@ -35,8 +35,13 @@ import pandas as pd
 
 from engine.analysis.answers import answers_match
 from engine.models import ConfigError
+from engine.protocols.baselines import CONSULTANCY_KIND, PLACEBO_KIND
+from engine.protocols.baselines import consultancy as consultancy_arm
+from engine.protocols.baselines import placebo as placebo_arm
 from engine.reports.consensus import clean_votes, fill_votes
 from engine.reports.experiments import runs_frame
+from engine.reports.positions import swapped_label
+from engine.reports.references import findings, findings_note
 from engine.store.experiments import row
 from engine.views.aggregate import default_kind, interval, rate_text
 
@@ -232,8 +237,17 @@ def unanimous_wrong(frame: pd.DataFrame) -> Share:
 
 def headroom(store: Any, experiment_id: str, kind: str | None = None) -> Headroom:
     """The routing headroom of an experiment's configurations over its `kind` runs (real
-    unless it has only simulated ones; never both pooled). Reads the store, calls no model."""
-    return _headroom(*_counted(store, experiment_id, kind))
+    unless it has only simulated ones; never both pooled; placebo arms are controls, not
+    protocols to route to, so they are left out). Reads the store, calls no model."""
+    frame, kind, labels = _counted(store, experiment_id, kind)
+    return _headroom(frame, kind, routable(labels, placebo_pairs(
+        row(store, experiment_id)["spec"])))
+
+
+def routable(labels: Sequence[str], pairs: Sequence[tuple[str, str]]) -> list[str]:
+    """The configuration labels without the placebo arms among `pairs`."""
+    arms = {arm for _, arm in pairs}
+    return [label for label in labels if label not in arms]
 
 
 def _headroom(frame: pd.DataFrame, kind: str, labels: Sequence[str]) -> Headroom:
@@ -344,7 +358,8 @@ def controls_of(store: Any, experiment_id: str, kind: str | None = None
                 ) -> tuple[Headroom, list[Dropped]]:
     """`headroom` and `dropped_seats` from one read of the experiment's runs."""
     frame, kind, labels = _counted(store, experiment_id, kind)
-    return _headroom(frame, kind, labels), dropped_from(frame, labels)
+    pairs = placebo_pairs(row(store, experiment_id)["spec"])
+    return _headroom(frame, kind, routable(labels, pairs)), dropped_from(frame, labels)
 
 
 def controls_text(store: Any, experiment_id: str) -> str:
@@ -355,15 +370,296 @@ def controls_text(store: Any, experiment_id: str) -> str:
     kinds = sorted({"simulated" if s else "real" for s in every["simulated"].astype(bool)}) \
         if not every.empty else []
     parts = []
+    spec = row(store, experiment_id)["spec"]
+    pairs = placebo_pairs(spec)
+    rejudged = store.runs(experiment_id=experiment_id, tag=ANSWERS_ONLY_TAG)
     for kind in kinds:
         frame, _, labels = _counted(store, experiment_id, kind, every)
+        labels = routable(labels, pairs)
         room = _headroom(frame, kind, labels) if len(labels) >= 2 else None
         if room is not None and room.configurations:  # nothing scored: nothing to say
             parts.append(headroom_text(room))
         dropped = dropped_text(dropped_from(frame, labels), kind == "simulated")
         if dropped:
             parts.append(dropped)
+        arms = placebo_text(placebo_from(frame, kind, pairs))
+        if arms:
+            parts.append(arms)
+        judged = answers_only_text(answers_only_from(frame, rejudged, kind, spec))
+        if judged:
+            parts.append(judged)
+    theirs = findings_note(findings(spec))
+    if theirs and parts:
+        parts.append(theirs)
     return "\n".join(parts)
+
+
+# --------------------------------------------------------------------------- placebo
+@dataclass(frozen=True)
+class Placebo:
+    """A configuration against its placebo arm (DESIGN 2.13) over its `kind` runs: their
+    accuracies over the `questions` both scored (NaN when none), the configuration minus the
+    placebo with its 95% paired bootstrap interval over those questions, and each one's mean
+    tokens per counted run (`tokens`, `placebo_tokens`) over `runs` and `placebo_runs`."""
+
+    label: str
+    arm: str
+    kind: str
+    questions: int
+    accuracy: float
+    placebo: float
+    difference: float
+    low: float
+    high: float
+    tokens: float
+    placebo_tokens: float
+    runs: int
+    placebo_runs: int
+
+    @property
+    def ratio(self) -> float:
+        """The placebo arm's tokens per run over its configuration's (NaN: not measured)."""
+        return self.placebo_tokens / self.tokens if self.tokens and \
+            self.tokens == self.tokens and self.placebo_tokens == self.placebo_tokens \
+            else math.nan
+
+
+def findings_of(store: Any, experiment_id: str) -> str:
+    """The published findings the experiment's spec names (`reference`), in one sentence
+    that says they are theirs ("" when it names none)."""
+    return findings_note(findings(row(store, experiment_id)["spec"]))
+
+
+def placebo_pairs(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The spec's (configuration, placebo arm) label pairs, sides-swapped twins paired
+    with theirs, in the spec's order; empty without `baseline: placebo`."""
+    if PLACEBO_KIND not in str(spec.get("baseline") or ""):
+        return []
+    configs = list(spec.get("configs") or ())
+    labels = {str(c.get("label")) for c in configs}
+    out = []
+    for config in configs:
+        try:
+            pair = placebo_arm(config)
+        except ConfigError:  # a stored configuration that no longer parses: no arm
+            continue
+        if pair is None:
+            continue
+        for of, arm in ((pair["of"], pair["label"]),
+                        (swapped_label(pair["of"]), swapped_label(pair["label"]))):
+            if of in labels and arm in labels and (of, arm) not in out:
+                out.append((of, arm))
+    return out
+
+
+def _tokens(frame: pd.DataFrame, label: str) -> tuple[float, int]:
+    mine = frame[frame["label"] == label] if not frame.empty else frame
+    if mine.empty:
+        return math.nan, 0
+    tokens = pd.to_numeric(mine["tokens"], errors="coerce")
+    return float(tokens.mean()), len(mine)
+
+
+def placebo_from(frame: pd.DataFrame, kind: str, pairs: Sequence[tuple[str, str]]
+                 ) -> list[Placebo]:
+    """`placebo` over an experiment's counted runs of one kind."""
+    table = scores(frame) if not frame.empty else {}
+    out = []
+    for label, arm in pairs:
+        mine, theirs = table.get(label, {}), table.get(arm, {})
+        shared = sorted(set(mine) & set(theirs))
+        if not shared and (frame.empty or not frame["label"].isin([label, arm]).any()):
+            continue  # neither has a run of this kind
+        diffs = [mine[q] - theirs[q] for q in shared]
+        low, high = _bootstrap(diffs)
+        accuracy = sum(mine[q] for q in shared) / len(shared) if shared else math.nan
+        placebo = sum(theirs[q] for q in shared) / len(shared) if shared else math.nan
+        (tokens, runs), (placebo_tokens, placebo_runs) = _tokens(frame, label), _tokens(
+            frame, arm)
+        out.append(Placebo(label, arm, kind, len(shared), accuracy, placebo,
+                           accuracy - placebo, low, high, tokens, placebo_tokens, runs,
+                           placebo_runs))
+    return out
+
+
+def placebo(store: Any, experiment_id: str, kind: str | None = None) -> list[Placebo]:
+    """Each configuration against its placebo arm over the experiment's `kind` runs (real
+    unless it has only simulated ones; never pooled): configuration minus placebo, paired
+    over the questions both scored, and tokens per run of both. No model call."""
+    frame, kind, _ = _counted(store, experiment_id, kind)
+    return placebo_from(frame, kind, placebo_pairs(row(store, experiment_id)["spec"]))
+
+
+def _tokens_text(value: float) -> str:
+    return "-" if value != value else f"{value:,.0f}"
+
+
+def placebo_rows(found: Sequence[Placebo]) -> pd.DataFrame:
+    """The table a page shows, one row per configuration with a placebo arm."""
+    columns = ["configuration", "questions", "accuracy", "placebo accuracy",
+               "minus placebo (points)", "95% interval", "tokens per run",
+               "placebo tokens per run", "token ratio"]
+    return pd.DataFrame([{
+        "configuration": p.label, "questions": p.questions,
+        "accuracy": "-" if p.accuracy != p.accuracy else f"{p.accuracy:.1%}",
+        "placebo accuracy": "-" if p.placebo != p.placebo else f"{p.placebo:.1%}",
+        "minus placebo (points)": _points(p.difference),
+        "95% interval": f"[{_points(p.low)}, {_points(p.high)}]",
+        "tokens per run": _tokens_text(p.tokens),
+        "placebo tokens per run": _tokens_text(p.placebo_tokens),
+        "token ratio": "-" if p.ratio != p.ratio else f"{p.ratio:.2f}x"}
+        for p in found], columns=columns)
+
+
+def placebo_text(found: Sequence[Placebo]) -> str:
+    """A few lines for a terminal, one per configuration with a placebo arm; "" when none.
+    Simulated numbers say so first."""
+    if not found:
+        return ""
+    head = ("Simulated: " if found[0].kind == "simulated" else "") + "Placebo (peers' " \
+        "messages from another question, arXiv 2605.00914): configuration minus placebo, " \
+        "paired over the questions both scored"
+    lines = [head]
+    for p in found:
+        score = (f"{_points(p.difference)} points [{_points(p.low)}, {_points(p.high)}] "
+                 f"(95% paired bootstrap over {p.questions} question"
+                 f"{'s' * (p.questions != 1)}; {p.accuracy:.1%} against {p.placebo:.1%})"
+                 if p.questions else "no question scored by both")
+        ratio = "" if p.ratio != p.ratio else f", {p.ratio:.2f}x"
+        lines.append(f"  {p.label}: {score}; tokens per run {_tokens_text(p.tokens)} against "
+                     f"{_tokens_text(p.placebo_tokens)} for the placebo{ratio}")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- answers only
+ANSWERS_ONLY_SUFFIX = " · answers-only judge"  # the label suffix of a re-judge's runs
+ANSWERS_ONLY_TAG = "answers-only-judge"  # the tag every re-judge run carries
+PAPER_ANSWERS_ONLY = ("Elasky and Nakasako (2026): a judge shown only the final answers "
+                      "matched or beat one shown the debate")
+
+
+@dataclass(frozen=True)
+class AnswersOnly:
+    """A judged configuration's judge read two ways over its `kind` runs: from the
+    transcript (`transcript`: its counted runs that were re-judged) and from the final
+    positions alone (`answers`: their re-judges), the second minus the first paired over
+    those runs with its 95% bootstrap interval, the consultancy baseline's judge accuracy
+    (None without one), and the re-judges' cost: `tokens` and `cost_usd` (None: unknown)."""
+
+    label: str
+    kind: str
+    transcript: Share
+    answers: Share
+    difference: float
+    low: float
+    high: float
+    consultancy: Share | None
+    runs: int
+    tokens: int
+    cost_usd: float | None
+
+
+def _consultancy_labels(spec: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Each debate configuration's consultancy arms (both sides) among the spec's."""
+    if CONSULTANCY_KIND not in str(spec.get("baseline") or ""):
+        return {}
+    labels = {str(c.get("label")) for c in spec.get("configs") or ()}
+    out: dict[str, list[str]] = {}
+    for config in spec.get("configs") or ():
+        try:
+            pair = consultancy_arm(config)
+        except ConfigError:
+            continue
+        if pair is not None:
+            out[pair["of"]] = [arm for arm in (pair["label"], swapped_label(pair["label"]))
+                               if arm in labels]
+    return out
+
+
+def answers_only_from(frame: pd.DataFrame, judged: pd.DataFrame, kind: str,
+                      spec: Mapping[str, Any]) -> list[AnswersOnly]:
+    """`answers_only` from the experiment's counted runs of one kind (`frame`) and its
+    re-judge runs (`judged`: `Store.runs` rows with their metrics)."""
+    if frame.empty or judged.empty:
+        return []
+    source = {str(i): (str(label), right) for i, label, right in zip(
+        frame["id"], frame["label"], frame["correct"], strict=True)}
+    latest: dict[str, Any] = {}
+    for item in judged.sort_values("created_at").itertuples(index=False):
+        metrics: dict[str, Any] = item.metrics if isinstance(item.metrics, dict) else {}
+        ran = str(metrics.get("source_run") or "")
+        if item.status == "completed" and ran in source:
+            latest[ran] = item
+    by_label: dict[str, list[tuple[str, Any]]] = {}
+    for ran, item in latest.items():
+        by_label.setdefault(source[ran][0], []).append((ran, item))
+    consulted = _consultancy_labels(spec)
+    out = []
+    for label in [str(c["label"]) for c in spec["configs"]]:
+        pairs = [(source[ran][1], item) for ran, item in by_label.get(label, [])
+                 if source[ran][1] is not None and item.correct is not None]
+        if not by_label.get(label):
+            continue
+        before = [bool(right) for right, _ in pairs]
+        after = [bool(item.correct) for _, item in pairs]
+        low, high = _bootstrap([float(b) - float(a) for a, b in zip(before, after,
+                                                                    strict=True)])
+        arms = frame[frame["label"].isin(consulted.get(label, []))]
+        arms = arms[arms["correct"].notna()] if not arms.empty else arms
+        items = [item for _, item in by_label[label]]
+        costs = [item.cost_usd for item in items]
+        out.append(AnswersOnly(
+            label, kind, Share(sum(before), len(before)), Share(sum(after), len(after)),
+            (sum(after) - sum(before)) / len(pairs) if pairs else math.nan, low, high,
+            Share(int(arms["correct"].astype(bool).sum()), len(arms))
+            if consulted.get(label) else None, len(items),
+            int(sum(int(i.tokens_in or 0) + int(i.tokens_out or 0) for i in items)),
+            None if any(c is None or c != c for c in costs) else float(sum(costs))))
+    return out
+
+
+def answers_only(store: Any, experiment_id: str, kind: str | None = None
+                 ) -> list[AnswersOnly]:
+    """Each judged configuration's judge accuracy from the transcript, from the final
+    positions alone (`python -m engine rejudge EXPERIMENT --answers-only`) and the
+    consultancy baseline's, over the experiment's `kind` runs; empty before a re-judge."""
+    frame, kind, _ = _counted(store, experiment_id, kind)
+    judged = store.runs(experiment_id=experiment_id, tag=ANSWERS_ONLY_TAG)
+    return answers_only_from(frame, judged, kind, row(store, experiment_id)["spec"])
+
+
+def answers_only_rows(found: Sequence[AnswersOnly]) -> pd.DataFrame:
+    """The table a page shows, one row per judged configuration: the judge's accuracy read
+    both ways, their difference, the consultancy baseline's, and the re-judge's own calls,
+    tokens and cost."""
+    columns = ["configuration", "from the transcript", "from the answers alone",
+               "difference (points)", "95% interval", "consultancy", "calls", "tokens", "cost"]
+    return pd.DataFrame([{
+        "configuration": a.label, "from the transcript": a.transcript.text,
+        "from the answers alone": a.answers.text,
+        "difference (points)": _points(a.difference),
+        "95% interval": f"[{_points(a.low)}, {_points(a.high)}]",
+        "consultancy": a.consultancy.text if a.consultancy is not None else "not run",
+        "calls": a.runs, "tokens": f"{a.tokens:,}",
+        "cost": "unknown" if a.cost_usd is None else f"${a.cost_usd:,.4f}"}
+        for a in found], columns=columns)
+
+
+def answers_only_text(found: Sequence[AnswersOnly]) -> str:
+    """A few lines for a terminal, one per judged configuration; "" before a re-judge."""
+    if not found:
+        return ""
+    lines = [("Simulated: " if found[0].kind == "simulated" else "") + "Answers-only judge "
+             "(the judge's accuracy from the transcript, from the final answers alone, and "
+             "the consultancy baseline's)"]
+    for a in found:
+        consulted = f"; consultancy {a.consultancy.text}" if a.consultancy is not None else ""
+        cost = "unknown cost" if a.cost_usd is None else f"${a.cost_usd:,.4f}"
+        lines.append(f"  {a.label}: transcript {a.transcript.text}, answers only "
+                     f"{a.answers.text} ({_points(a.difference)} points [{_points(a.low)}, "
+                     f"{_points(a.high)}], paired){consulted}; the re-judge made {a.runs} "
+                     f"call{'s' * (a.runs != 1)}, {a.tokens:,} tokens, {cost}")
+    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------- text
@@ -418,7 +714,11 @@ def unanimous_text(share: Share) -> str:
             f"reports {PAPER_UNANIMOUS_WRONG:.0%})")
 
 
-__all__ = ["Arm", "BUCKETS", "Dropped", "Headroom", "Share", "buckets", "controls_of",
+__all__ = ["ANSWERS_ONLY_SUFFIX", "ANSWERS_ONLY_TAG", "AnswersOnly", "answers_only",
+           "answers_only_from", "answers_only_rows", "answers_only_text",
+           "Arm", "BUCKETS", "Dropped", "Headroom", "Placebo", "Share", "buckets",
+           "controls_of", "findings_of", "placebo", "placebo_from", "placebo_pairs", "placebo_rows",
+           "placebo_text", "routable",
            "controls_text", "dropped_from", "dropped_rows", "dropped_seats", "dropped_text",
            "headroom", "headroom_rows", "headroom_text", "scores", "unanimous_text",
            "unanimous_wrong"]

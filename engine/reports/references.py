@@ -96,7 +96,32 @@ GOVERNANCE = (Published("majority-vote", "majority vote", 0.817),
               Published("deliberate-vote", "deliberate -> vote", 0.795),
               Published("deliberate-synthesize", "deliberate -> synthesize", 0.783),
               Published("rank-synthesize", "rank -> synthesize", 0.746))
-PUBLISHED: dict[str, tuple[Published, ...]] = {"llm-council-governance": GOVERNANCE}
+# The same study's README at commit 9791db8 (2026-01-04) leads with MMLU-Pro Math: 150
+# questions, 1,004 valid trials, a council of four 7-9B models; the GSM8K table above is now
+# its pilot. Structures Parley has no protocol for (agenda setter + veto 74.1%, weighted
+# majority vote 69.0%) are left out.
+GOVERNANCE_MMLU_PRO_SOURCE = ("andybhall/llm-council-governance (github.com/andybhall/"
+                              "llm-council-governance), README at commit 9791db8, MMLU-Pro "
+                              "Math table")
+GOVERNANCE_MMLU_PRO_MODEL = ("four 7-9B open models (Llama 3.1 8B, Mistral 7B, Gemma 2 9B, "
+                             "Qwen 2.5 7B), 150 questions, 1,004 valid trials")
+
+
+def _mmlu_pro(configuration: str, structure: str, accuracy: float) -> Published:
+    return Published(configuration, structure, accuracy, GOVERNANCE_MMLU_PRO_SOURCE,
+                     GOVERNANCE_MMLU_PRO_MODEL)
+
+
+GOVERNANCE_MMLU_PRO = (
+    _mmlu_pro("deliberate-vote", "deliberate -> vote", 0.809),
+    _mmlu_pro("majority-vote", "majority vote", 0.768),
+    _mmlu_pro("deliberate-synthesize", "deliberate -> synthesize", 0.754),
+    _mmlu_pro("best-single", "best single model (Qwen 2.5 7B)", 0.717),
+    _mmlu_pro("rank-synthesize", "rank -> synthesize", 0.707),
+    _mmlu_pro("self-consistency", "self-consistency vote (9 samples)", 0.689))
+PUBLISHED: dict[str, tuple[Published, ...]] = {
+    "llm-council-governance": GOVERNANCE,  # the GSM8K pilot: experiments stored with it keep it
+    "llm-council-governance-mmlu-pro": GOVERNANCE_MMLU_PRO}
 
 
 def published(spec: Mapping[str, Any]) -> list[Published]:
@@ -115,3 +140,50 @@ def published_note(published: Sequence[Published]) -> str:
     return (f"published figures, theirs, not Parley's runs ({published[0].citation}; "
             f"{published[0].model}): "
             + "; ".join(p.label.removeprefix("published (theirs): ") for p in published) + ".")
+
+
+# "The Cost of Consensus" (arXiv 2605.00914, CAIS 2026): debate on GSM-Hard and MMLU-Hard held
+# against a noise control that feeds agents rationales written for unrelated problems (what
+# Parley's placebo arm is). Its headline figures are not accuracies of a configuration, so they
+# are shown as findings beside the placebo comparison, never drawn as Parley's points.
+COST_OF_CONSENSUS = ('"The Cost of Consensus" (arXiv 2605.00914, CAIS 2026), debate on '
+                     "GSM-Hard and MMLU-Hard against a noise control")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One published figure that is not a configuration's accuracy: what it measures, the
+    figure as the paper states it, where it was published, and where Parley measures the
+    same thing (`parley`)."""
+
+    measure: str
+    value: str
+    parley: str
+    citation: str = COST_OF_CONSENSUS
+
+    @property
+    def label(self) -> str:
+        return f"published (theirs): {self.measure} {self.value}"
+
+
+FINDINGS: dict[str, tuple[Finding, ...]] = {"cost-of-consensus": (
+    Finding("modal adoption (agents taking the majority's answer)", "up to 85.5%",
+            "conformity between rounds: adopted the previous round's majority"),
+    Finding("correct answers lost by deliberating", "up to 70%",
+            "conformity between rounds: final plurality discarded a correct answer"),
+    Finding("tokens of debate against the noise control's answer", "2.1-3.4x, for equal or "
+            "lower accuracy", "the placebo comparison's tokens per run"))}
+
+
+def findings(spec: Mapping[str, Any]) -> list[Finding]:
+    """The published findings an experiment's spec names by its `reference` key."""
+    return list(FINDINGS.get(str(spec.get("reference") or "").strip().lower(), ()))
+
+
+def findings_note(found: Sequence[Finding]) -> str:
+    """The findings in one sentence that says they are theirs and where Parley measures the
+    same thing ("" when none)."""
+    if not found:
+        return ""
+    return (f"Published figures, theirs, not Parley's runs ({found[0].citation}): "
+            + "; ".join(f"{f.measure} {f.value} (here: {f.parley})" for f in found) + ".")

@@ -15,6 +15,9 @@ from typing import Any
 
 import pandas as pd
 
+from engine.reports import controls
+from engine.reports.references import findings, findings_note
+
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto;
        max-width: 70rem; padding: 0 1rem; color: #1f2430; }
@@ -183,12 +186,14 @@ EXPERIMENT_COLUMNS = ["configuration", "protocol", "simulated", "runs", "planned
 
 
 def experiment_html(report: Any, figures: Sequence[tuple[str, Any]] = (),
-                    preferences: pd.DataFrame | None = None) -> str:
+                    preferences: pd.DataFrame | None = None,
+                    judged: pd.DataFrame | None = None) -> str:
     """An experiment's results (`engine.reports.experiments.Report`): what it compared, its
     progress, the summary with intervals, accuracy and calibration figures, with people's
     `preferences` (`store.preferences()`) the accuracy against the human majority on the
     questions with no expected answer, any further `figures` as (heading, plotly figure),
-    and the question matrix."""
+    the placebo arms, with `judged` (the experiment's answers-only re-judge runs, `Store.runs`
+    with their tag) the judge without the transcript, and the question matrix."""
     from engine.reports.experiments import accuracy_figure
     from engine.reports.reliability import reliability_figure
     experiment, spec = report.experiment, report.experiment["spec"]
@@ -219,10 +224,53 @@ def experiment_html(report: Any, figures: Sequence[tuple[str, Any]] = (),
     if preferences is not None:
         parts += _majority(report, preferences)
     parts += _rounds(report)
+    parts += _placebo(report)
+    parts += _answers_only(report, judged)
     for heading, fig in figures:
         parts += [f"<h2>{text(heading)}</h2>", figure(fig)]
     parts += ["<h2>Questions</h2>", table(report.questions)]
     return page(f"Experiment: {experiment.get('name', '')}", parts)
+
+
+def _placebo(report: Any) -> list[str]:
+    """Each configuration against its placebo arm as the Experiments page shows it, over
+    the report's kind of run (nothing when the experiment has no placebo arm)."""
+    pairs = controls.placebo_pairs(report.experiment["spec"])
+    frame = report.runs
+    if not pairs or frame.empty or report.kind not in ("real", "simulated"):
+        return []
+    frame = frame[frame["counted"].astype(bool)
+                  & (frame["simulated"].astype(bool) == (report.kind == "simulated"))]
+    found = controls.placebo_from(frame, report.kind, pairs)
+    if not found:
+        return []
+    return ["<h2>Placebo: peers talking about another question</h2>",
+            '<p class="caption">Every message an agent read from another agent was that '
+            "agent's message of the same round on a different question of the set (arXiv "
+            "2605.00914's noise control). Configuration minus placebo in points, 95% "
+            "bootstrap interval paired over questions; tokens per run of both.</p>",
+            table(controls.placebo_rows(found))] + [
+        f'<p class="caption">{text(note)}</p>' for note in [findings_note(findings(
+            report.experiment["spec"]))] if note]
+
+
+def _answers_only(report: Any, judged: pd.DataFrame | None) -> list[str]:
+    """The judge from the transcript and from the final answers alone, as the Experiments
+    page shows it (nothing before `python -m engine rejudge EXPERIMENT --answers-only`)."""
+    if judged is None or judged.empty or report.runs.empty or \
+            report.kind not in ("real", "simulated"):
+        return []
+    frame = report.runs[report.runs["counted"].astype(bool)
+                        & (report.runs["simulated"].astype(bool) == (report.kind == "simulated"))]
+    found = controls.answers_only_from(frame, judged, report.kind, report.experiment["spec"])
+    if not found:
+        return []
+    return ["<h2>The judge without the transcript</h2>",
+            '<p class="caption">Each judged run judged again by the same model from the '
+            "question and the agents' final answers alone, beside the judge that read the "
+            "transcript (paired over the same runs) and the consultancy baseline. "
+            f"{text(controls.PAPER_ANSWERS_ONLY)}.</p>",
+            table(controls.answers_only_rows(found))]
 
 
 def _majority(report: Any, preferences: pd.DataFrame) -> list[str]:
