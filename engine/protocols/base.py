@@ -265,8 +265,7 @@ async def execute(spec: ProtocolSpec[Any], question: str, templates: Mapping[str
                      phrases=echo_phrases([*(t.text for t in templates.values()),
                                            *prompts.values()]),
                      **seat_roles(spec, seats, store))
-    if run.donor is not None:
-        ctx.donor = run.donor.messages
+    ctx.donor = None if run.donor is None else run.donor.messages
     expected = run.expected
     run_id = run.run_id
     began = now()
