@@ -376,7 +376,7 @@ def show_timing(detail: history.RunDetail) -> None:
                "time ran concurrently. Hatched bars are degraded calls.")
     st.plotly_chart(charts.seat_usage(detail.usage), key="usage")
     st.caption("Tokens in and out, and total latency, per seat.")
-    st.dataframe(detail.usage, hide_index=True)
+    st.dataframe(detail.usage.rename(columns=history.USAGE_WORDS), hide_index=True)
 
 
 def watch_running(run_id: str, protocol: str) -> None:
