@@ -426,8 +426,8 @@ def metrics_row(items: Iterable[tuple[str, Any]]) -> None:
 def render_blocks(blocks: Iterable[Any]) -> None:
     """Render a protocol's view blocks generically; every value is shown as text."""
     for number, block in enumerate(blocks):
-        if block.title and block.kind not in ("metrics",):
-            st.markdown(f"**{md(block.title)}**")
+        if block.title and block.kind not in ("metrics", "tally", "flow"):
+            st.markdown(f"**{md(block.title)}**")  # a chart prints its own title
         if block.kind == "metrics":
             metrics_row(block.items)
         elif block.kind == "text":
@@ -441,10 +441,12 @@ def render_blocks(blocks: Iterable[Any]) -> None:
         elif block.kind == "tally":
             from engine.reports import vega
             st.vega_lite_chart(spec=vega.tally(block.counts, block.winner or None,
-                                               title=block.title), key=f"block-{number}")
+                                               title=block.title), key=f"block-{number}",
+                               width="content")
         elif block.kind == "flow":
             from engine.reports import charts, insights
-            st.plotly_chart(charts.sankey(insights.flow_links(pd.DataFrame(block.rows))),
+            st.plotly_chart(charts.sankey(insights.flow_links(pd.DataFrame(block.rows)),
+                                          **({"title": block.title} if block.title else {})),
                             key=f"block-{number}")
         elif block.kind == "warning":
             st.warning(md(block.body))

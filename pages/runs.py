@@ -256,7 +256,7 @@ def show_result(detail: history.RunDetail) -> None:
                                                    detail.tallies):
             with column:
                 st.vega_lite_chart(spec=vega.tally(counts, winner, title),
-                                   key=f"tally_{title}")
+                                   key=f"tally_{title}", width="content")
         st.caption("Votes per normalised stance; the winner is the darker bar.")
     if detail.flows is not None:
         st.subheader("Mind changes")
