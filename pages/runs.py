@@ -326,8 +326,7 @@ def show_detail(run_id: str) -> None:
         st.error(md(f"Failed: {run.get('error') or 'unknown error'}"))
     if run["status"] == "running":
         watch_running(run["id"], run["protocol"])
-    for column, (label, value) in zip(st.columns(len(detail.facts)), detail.facts):
-        column.metric(md(label), md(value))
+    _shared.metrics_row(detail.facts)
     if detail.problems:
         with st.expander(f"⚠️ Errors and parse warnings ({len(detail.problems)})",
                          expanded=True):
