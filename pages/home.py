@@ -50,7 +50,7 @@ count = st.empty()  # filled last, so it counts what this run stored or removed
 demo = tasks.task(DEMO)
 going = demo is not None and demo.alive
 missing = demo_missing(store)
-left, right, _rest = st.columns([1, 1, 2])
+left, right, _rest = st.columns([3, 2, 2])  # the first holds its longest label
 # the button says what a press does: make the demo, add what is missing of it, or nothing
 # (every demo run is stored, and the page names the next step)
 label = (f"Add the {len(missing)} missing demo run{'s' * (len(missing) != 1)}"

@@ -62,4 +62,4 @@ def test_a_tally_is_sized_to_its_votes():
     many = vega.tally({"yes": 40, "no": 3}, winner="yes")
     assert two["height"] < nine["height"] <= many["height"] == vega.TALLY_HEIGHT
     assert two["height"] <= 100  # two votes: not the 280 px of a full chart
-    assert "autosize" not in two and two["width"]["step"] >= 48  # a step per bar
+    assert two["autosize"] == {"type": "pad"} and two["width"]["step"] >= 48  # per bar

@@ -368,7 +368,7 @@ def tally(counts: Mapping[str, int], winner: str | None = None,
     spec = _base(title, min(TALLY_HEIGHT, max(90, 40 + TALLY_VOTE * most)))
     # sized to the data: a step per bar (wide enough for its label), not the column's width
     longest = max((len(str(s)) for s in stances), default=1)
-    spec.pop("autosize")
+    spec["autosize"] = {"type": "pad"}  # (with "fit-x" and no width the plot collapses)
     spec["width"] = {"step": max(48, min(140, 8 * longest))}
     x = _x([str(s) for s in stances])
     return {**spec, "data": {"values": rows}, "layer": [
