@@ -4,10 +4,11 @@ models answering the same questions, offline.
 They run on the simulated model and are all tagged `demo`, so they can be removed together.
 Every protocol's runs are labelled `demo`, so Runs and Insights have something to show within
 seconds. Two more simulated models, a stronger and a weaker one (`STRONG`, `WEAK`: the same
-world but for their skill), then meet on the same questions: head to head in a debate (once on
-each side) and in a council, which gives the Leaderboard pairwise outcomes between two models,
-and alone (one answer each, under a label of their own), which gives Review pairs of two
-configurations' answers to one question. The task runner makes them in the background
+world but for their skill), then meet on the same questions: head to head in every protocol
+with pairwise outcomes (a debate, once on each side; a council of two of each), which gives
+the Leaderboard outcomes between two models, and alone in the one-seat protocol (one answer
+each, under a label of their own), which gives Review pairs of two configurations' answers to
+one question. The task runner makes them in the background
 (`TaskRunner.start_demo`).
 """
 from __future__ import annotations
@@ -46,29 +47,42 @@ def demo_config(protocol: str) -> RunConfig:
     return RunConfig.parse({"protocol": protocol, "label": DEMO_TAG, "model": DEMO_MODEL})
 
 
+def _head_to_head(name: str) -> list[RunConfig]:
+    """`name`'s runs in which the two models meet: a slot of many seats holds two of each
+    (alternating); otherwise its first two seats hold one each, in both orders."""
+    spec = REGISTRY[name]
+    many = next((slot for slot in spec.slots if slot.many and slot.maximum >= 4), None)
+    base = {"protocol": name, "model": DEMO_MODEL, "label": HEAD_TO_HEAD}
+    if many is not None:
+        seats = [{"name": f"{many.role or many.name} {i + 1}", "model": model}
+                 for i, model in enumerate((STRONG, WEAK, STRONG, WEAK))]
+        return [RunConfig.parse({**base, "seats": {many.name: seats}})]
+    first, second = (slot.name for slot in spec.slots[:2])
+    return [RunConfig.parse({**base, "seats": {first: STRONG, second: WEAK}}),
+            RunConfig.parse({**base, "label": f"{HEAD_TO_HEAD}, sides swapped",
+                             "seats": {first: WEAK, second: STRONG}})]
+
+
 def model_configs() -> list[RunConfig]:
     """The runs in which the stronger and the weaker model meet (each on every question):
-    a debate with each on either side (the judge is the default simulated model), a council
-    of two of each, and each model answering alone under a label of its own."""
-    debate = {"protocol": "debate", "model": DEMO_MODEL}
-    return [RunConfig.parse(c) for c in (
-        {**debate, "label": HEAD_TO_HEAD, "seats": {"proponent": STRONG, "opponent": WEAK}},
-        {**debate, "label": f"{HEAD_TO_HEAD}, sides swapped",
-         "seats": {"proponent": WEAK, "opponent": STRONG}},
-        {"protocol": "council", "model": DEMO_MODEL, "label": HEAD_TO_HEAD,
-         "seats": {"members": [{"name": "member 1", "model": STRONG},
-                               {"name": "member 2", "model": WEAK},
-                               {"name": "member 3", "model": STRONG},
-                               {"name": "member 4", "model": WEAK}]}},
-        {"protocol": "single", "model": STRONG, "label": "demo: stronger model alone"},
-        {"protocol": "single", "model": WEAK, "label": "demo: weaker model alone"})]
+    every protocol with pairwise outcomes (the Leaderboard's) seats them against each other
+    (the other seats on the default simulated model), and every protocol of one seat has
+    each model answer alone under a label of its own (Review's pairs)."""
+    meet = [c for name, spec in REGISTRY.items() if spec.pairwise is not None
+            and len([s for s in spec.slots if not s.optional]) >= 2
+            for c in _head_to_head(name)]
+    alone = [RunConfig.parse({"protocol": name, "model": model, "label": label})
+             for name, spec in REGISTRY.items()
+             if len(spec.slots) == 1 and not spec.slots[0].many
+             for model, label in ((STRONG, "demo: stronger model alone"),
+                                  (WEAK, "demo: weaker model alone"))]
+    return meet + alone
 
 
 def demo_plan() -> list[DemoRun]:
     """The runs a demo makes: every demo question x every protocol (label `demo`), then every
     demo question x each run of the two models (`model_configs`)."""
-    configs = [demo_config(name) for name in REGISTRY] + [
-        c for c in model_configs() if c.protocol in REGISTRY]
+    configs = [demo_config(name) for name in REGISTRY] + model_configs()
     return [DemoRun(config, question) for config in configs for question in DEMO]
 
 
