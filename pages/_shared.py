@@ -373,6 +373,9 @@ def endpoint_hints(provider: str = "openai") -> str:
 
 # ------------------------------------------------------------------ text-safe rendering
 SHORT_METRIC = 10  # characters a metric value may have before it is shown as bold text
+# Characters of the metric's big font that fit across the main column at 1280 px (with the
+# sidebar open): a row of n tiles holds about ROW_CHARS / n per tile before one is cut off.
+ROW_CHARS = 40
 _MD_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")  # every ASCII punctuation character
 WORD_JOINER = "\u2060"
 _RATE = re.compile(r"(\S+) (\[[^\]]*\] n=[\d,]+)")  # engine.views.aggregate.rate_text
@@ -405,10 +408,12 @@ def simulated_note(simulated: bool, worlds: Iterable[str] = ()) -> None:
 def metrics_row(items: Iterable[tuple[str, Any]]) -> None:
     """Labelled values side by side as metrics. A rate with its interval and n ("33% [10%–70%]
     n=6") shows the rate big and the interval and n under it; the big metric font would cut
-    any other long value off, so then the whole row is text."""
+    off a value longer than a tile holds at 1280 px (`ROW_CHARS` over the row's tiles), so
+    then the whole row is text."""
     items = list(items)
     rates = [_RATE.fullmatch(str(value)) for _, value in items]
-    long = any(len(str(value)) > SHORT_METRIC and not rate
+    fits = max(3, min(SHORT_METRIC, ROW_CHARS // max(1, len(items))))
+    long = any(len(str(rate.group(1) if rate else value)) > fits
                for (_, value), rate in zip(items, rates, strict=True))
     for column, (label, value), rate in zip(st.columns(max(1, len(items))), items, rates,
                                             strict=True):
@@ -425,8 +430,8 @@ def metrics_row(items: Iterable[tuple[str, Any]]) -> None:
 def render_blocks(blocks: Iterable[Any]) -> None:
     """Render a protocol's view blocks generically; every value is shown as text."""
     for number, block in enumerate(blocks):
-        if block.title and block.kind not in ("metrics",):
-            st.markdown(f"**{md(block.title)}**")
+        if block.title and block.kind not in ("metrics", "tally", "flow"):
+            st.markdown(f"**{md(block.title)}**")  # a chart prints its own title
         if block.kind == "metrics":
             metrics_row(block.items)
         elif block.kind == "text":
@@ -440,10 +445,12 @@ def render_blocks(blocks: Iterable[Any]) -> None:
         elif block.kind == "tally":
             from engine.reports import vega
             st.vega_lite_chart(spec=vega.tally(block.counts, block.winner or None,
-                                               title=block.title), key=f"block-{number}")
+                                               title=block.title), key=f"block-{number}",
+                               width="content")
         elif block.kind == "flow":
             from engine.reports import charts, insights
-            st.plotly_chart(charts.sankey(insights.flow_links(pd.DataFrame(block.rows))),
+            st.plotly_chart(charts.sankey(insights.flow_links(pd.DataFrame(block.rows)),
+                                          **({"title": block.title} if block.title else {})),
                             key=f"block-{number}")
         elif block.kind == "warning":
             st.warning(md(block.body))

@@ -50,13 +50,17 @@ count = st.empty()  # filled last, so it counts what this run stored or removed
 demo = tasks.task(DEMO)
 going = demo is not None and demo.alive
 missing = demo_missing(store)
-left, right, _rest = st.columns([1, 1, 2])
-# once every demo run is stored the button says so (a press adds nothing) and the next step
-label = (f"Run {len(missing)} demo runs" if missing
+left, right, _rest = st.columns([3, 2, 2])  # the first holds its longest label
+# the button says what a press does: make the demo, add what is missing of it, or nothing
+# (every demo run is stored, and the page names the next step)
+label = (f"Add the {len(missing)} missing demo run{'s' * (len(missing) != 1)}"
+         if missing and len(missing) < len(plan)
+         else f"Run {len(plan)} demo runs" if missing
          else f"All {len(plan)} demo runs are stored")
 if not missing:
-    st.caption("Next: the Runs page lists them, Insights adds them up, and an experiment "
-               "compares configurations on a question set.")
+    st.caption("Next: the Runs page lists them, Insights adds them up, the Leaderboard "
+               "rates the two models, Review asks which of two answers is better, and an "
+               "experiment compares configurations on a question set.")
 if left.button(label, icon=":material/play_arrow:",
                type="primary", key="demo_run", disabled=going or not _shared.can("start runs")):
     if missing:
@@ -108,12 +112,15 @@ if "demo_removed" in st.session_state:
     st.success(st.session_state.pop("demo_removed"))
 stored = len(demo_run_ids(store))  # read once, after anything this run stored or removed
 confirm_remove(stored)
-count.markdown(f"Make {len(plan)} runs on the simulated model — each bundled demo question "
-               "through every protocol — tagged `demo`, so Runs and Insights have something "
-               f"to show. **{stored}** demo runs are stored now; the button "
-               "makes only those missing.")
+count.markdown(f"Make {len(plan)} runs on the simulated model, tagged `demo`: each bundled "
+               "demo question through every protocol, so Runs and Insights have something to "
+               "show, and a stronger and a weaker simulated model meeting on the same "
+               "questions (in debates, in a council and alone), so the Leaderboard rates them "
+               f"and Review has pairs of answers to judge. **{stored}** demo runs are stored "
+               "now; the button makes only those missing.")
 
 links = (("pages/runs.py", "Open Runs"), ("pages/insights.py", "Open Insights"),
+         ("pages/leaderboard.py", "Open the Leaderboard"), ("pages/review.py", "Open Review"),
          ("pages/run.py", "Start a run"))
 for column, (path, title) in zip(st.columns(len(links)), links):
     column.page_link(path, label=title)

@@ -63,6 +63,10 @@ st.caption(f"{len(table)} {by}s rated from {len(rated_runs)} runs (a pair of one
            "expected answer, on that side (95% Wilson interval, n).")
 picked = st.dataframe(table[lb.COLUMNS], hide_index=True, key=f"board-{kind}-{by}",
                       on_select="rerun", selection_mode="single-row",
+                      # best first; the rating once, with its interval (not again bare)
+                      column_order=["player", "rating [95% CI]", *[
+                          c for c in lb.COLUMNS if c not in (
+                              "player", "rating [95% CI]", "rating", "low", "high")]],
                       column_config={"player": st.column_config.TextColumn(width="medium")})
 rows = picked.selection.rows if picked is not None else []
 choice = st.selectbox("Runs behind the rating of", table["player"].tolist(),

@@ -357,7 +357,7 @@ def configure() -> None:  # noqa: C901, PLR0912, PLR0915
 
     if not question.strip():
         st.caption(md(f"Enter a {spec.question_name} to start."))
-    start_col, save_col, _rest = st.columns([1, 1, 3])
+    start_col, save_col, _rest = st.columns([1, 2, 3])  # "Save configuration" whole
     may_run, may_save = _shared.can("start runs"), _shared.can("edit the library")
     if start_col.button("Start", icon=":material/play_arrow:", type="primary",
                         key="run-start", disabled=bool(error) or not question.strip()

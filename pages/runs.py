@@ -258,7 +258,7 @@ def show_result(detail: history.RunDetail) -> None:
                                                    detail.tallies):
             with column:
                 st.vega_lite_chart(spec=vega.tally(counts, winner, title),
-                                   key=f"tally_{title}")
+                                   key=f"tally_{title}", width="content")
         st.caption("Votes per normalised stance; the winner is the darker bar.")
     if detail.flows is not None:
         st.subheader("Mind changes")
@@ -328,8 +328,7 @@ def show_detail(run_id: str) -> None:
         st.error(md(f"Failed: {run.get('error') or 'unknown error'}"))
     if run["status"] == "running":
         watch_running(run["id"], run["protocol"])
-    for column, (label, value) in zip(st.columns(len(detail.facts)), detail.facts):
-        column.metric(md(label), md(value))
+    _shared.metrics_row(detail.facts)
     if detail.problems:
         with st.expander(f"⚠️ Errors and parse warnings ({len(detail.problems)})",
                          expanded=True):
@@ -378,7 +377,7 @@ def show_timing(detail: history.RunDetail) -> None:
                "time ran concurrently. Hatched bars are degraded calls.")
     st.plotly_chart(charts.seat_usage(detail.usage), key="usage")
     st.caption("Tokens in and out, and total latency, per seat.")
-    st.dataframe(detail.usage, hide_index=True)
+    st.dataframe(detail.usage.rename(columns=history.USAGE_WORDS), hide_index=True)
 
 
 def watch_running(run_id: str, protocol: str) -> None:

@@ -7,7 +7,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from engine import REGISTRY, Store
-from engine.services.demo import demo_plan
+from engine.services.demo import demo_plan, model_configs
 from engine.questions import DEMO
 from apptest_helpers import poll
 
@@ -47,7 +47,7 @@ def test_home_shows_providers_and_makes_demo_runs(db_url):
     assert not at.exception, at.exception
     poll(at, lambda a: bool(a.success))  # the demo runs in the background; the page polls
     demo = store.runs(tag="demo")
-    assert len(demo) == len(demo_plan()) == len(DEMO) * len(REGISTRY)
+    assert len(demo) == len(demo_plan()) == len(DEMO) * (len(REGISTRY) + len(model_configs()))
     assert set(demo["protocol"]) == set(REGISTRY)
     assert set(demo["status"]) == {"completed"}
     assert demo["simulated"].all()

@@ -112,7 +112,7 @@ def test_home_demo_count_is_fresh_after_storing_and_the_demo_is_idempotent(db_ur
     # One deleted by hand: the button makes only that one again.
     store.delete([store.runs(tag="demo")["id"].iloc[0]])
     at.run()
-    assert at.button(key="demo_run").label == "Run 1 demo runs"
+    assert at.button(key="demo_run").label == "Add the 1 missing demo run"
     at.button(key="demo_run").click().run()
     poll(at, lambda a: bool(a.success))
     assert len(store.runs(tag="demo")) == planned

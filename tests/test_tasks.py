@@ -9,7 +9,9 @@ import pytest
 from engine import REGISTRY, ConfigError, Store
 from engine import experiments as ex
 from engine.questions import DEFINITE
-from engine.services.demo import demo_plan
+from engine.reports import leaderboard as lb
+from engine.reports import review
+from engine.services.demo import STRONG, WEAK, demo_plan
 from engine.services.live import TurnFeed
 from engine.services.tasks import DEMO, TaskRunner
 
@@ -186,8 +188,25 @@ def test_the_demo_starts_once_and_makes_every_run(store):
     demo = store.runs(tag="demo")
     assert len(demo) == len(plan) == len(progress["run_ids"])
     assert set(demo["protocol"]) == set(REGISTRY) and set(demo["status"]) == {"completed"}
-    assert demo["simulated"].all() and set(demo["label"]) == {"demo"}
+    assert demo["simulated"].all() and "demo" in set(demo["label"])
     assert tasks.live() == []  # demo runs are the demo's, not listed as runs
+
+
+def test_the_demo_gives_the_leaderboard_two_models_and_review_pairs(store):
+    # Two simulated models answer the same questions: the Leaderboard rates each against the
+    # other (debate verdicts, council rankings) and Review pairs answers of two labels.
+    tasks = TaskRunner(store)
+    tasks.start_demo()
+    assert tasks.wait(DEMO, GENEROUS * 2) == "completed"
+    board = lb.board(lb.read(store), "simulated", "model", bootstrap=20)
+    assert set(board["player"]) == {STRONG, WEAK}
+    assert (board["games"] > 0).all()
+    pairs = review.queue(store.runs(status="completed", with_config=False))
+    questions = {q for q in store.runs(tag="demo")["question"]}
+    assert {p.question for p in pairs} == questions
+    labels = {frozenset((store.get(p.run_a)["label"], store.get(p.run_b)["label"]))
+              for p in pairs}
+    assert frozenset(("demo: stronger model alone", "demo: weaker model alone")) in labels
 
 
 def test_the_demo_stops_after_its_current_run(store):

@@ -386,6 +386,12 @@ def timeline_frame(turns: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     return frame
 
 
+# The usage table's columns as a person reads them (the page and the shared HTML).
+USAGE_WORDS = {"seat": "seat", "calls": "calls", "degraded": "degraded calls",
+               "tokens_in": "tokens in", "tokens_out": "tokens out", "cost": "cost (US$)",
+               "latency": "latency (s, all calls)", "mean_latency": "latency (s, per call)"}
+
+
 def seat_usage(turns: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     """Per seat: calls, degraded calls, tokens in and out, cost (`cost_text` of the seat's
     `total_cost`), total and mean latency (s)."""

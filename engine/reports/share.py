@@ -17,6 +17,8 @@ import pandas as pd
 
 from engine.reports import controls
 from engine.reports.references import findings, findings_note
+from engine.reports.runs import USAGE_WORDS
+from engine.text import words
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto;
@@ -56,12 +58,13 @@ def money(value: Any) -> str:
 
 
 def table(rows: pd.DataFrame | Sequence[Mapping[str, Any]], columns: Sequence[str] = ()) -> str:
-    """A table of plain-text cells (NaN shows empty, floats to three figures)."""
+    """A table of plain-text cells (NaN shows empty, floats to three figures) under headers
+    in words (`mind_change_rate` reads "mind-change rate")."""
     frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
     if frame.empty:
         return '<p class="caption">(none)</p>'
     keep = [c for c in columns if c in frame.columns] or list(frame.columns)
-    head = "".join(f"<th>{text(c)}</th>" for c in keep)
+    head = "".join(f"<th>{text(words(c))}</th>" for c in keep)
     body = "".join("<tr>" + "".join(f"<td>{text(_cell(row[c]))}</td>" for c in keep) + "</tr>"
                    for row in frame[keep].to_dict("records"))
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
@@ -157,7 +160,8 @@ def run_html(detail: Any) -> str:
     for entry in detail.transcript:
         parts.append(turn(entry))
     if not detail.usage.empty:
-        parts += ["<h2>Usage per seat</h2>", table(detail.usage)]
+        parts += ["<h2>Usage per seat</h2>",
+                  table(detail.usage.rename(columns=USAGE_WORDS))]
     parts += ["<h2>Configuration</h2>", '<p class="caption">As stored (never any keys).</p>',
               f"<pre>{text(json.dumps(run.get('config') or {}, indent=2))}</pre>"]
     return page(f"{detail.title} · run {run['id']}", parts)

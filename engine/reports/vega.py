@@ -351,14 +351,25 @@ def box(stats: pd.DataFrame, x: str = "group", color: str | None = None, title: 
         line("mean", strokeWidth=1, strokeDash=[4, 3])]}
 
 
+TALLY_HEIGHT, TALLY_VOTE = 280, 26  # px: the tallest tally, and its height per vote
+
+
 def tally(counts: Mapping[str, int], winner: str | None = None,
           title: str = "Vote tally") -> dict[str, Any]:
     """Votes per stance, most first, the winner in a stronger colour. Stances are categories
-    (a nominal axis): "0.05" stays a labelled bar, never a point on a number line."""
+    (a nominal axis): "0.05" stays a labelled bar, never a point on a number line. The chart
+    is sized to its data: `TALLY_VOTE` px of height per vote of the largest bar (at most
+    `TALLY_HEIGHT`), a fixed step per bar in width; draw it at its own width
+    (`st.vega_lite_chart(..., width="content")`)."""
     stances = sorted(counts, key=lambda s: (-int(counts[s]), str(s)))
     rows = [{"group": str(s), "votes": int(counts[s]), "winner": s == winner}
             for s in stances]
-    spec = _base(title, 280)
+    most = max((int(v) for v in counts.values()), default=0)
+    spec = _base(title, min(TALLY_HEIGHT, max(90, 40 + TALLY_VOTE * most)))
+    # sized to the data: a step per bar (wide enough for its label), not the column's width
+    longest = max((len(str(s)) for s in stances), default=1)
+    spec["autosize"] = {"type": "pad"}  # (with "fit-x" and no width the plot collapses)
+    spec["width"] = {"step": max(48, min(140, 8 * longest))}
     x = _x([str(s) for s in stances])
     return {**spec, "data": {"values": rows}, "layer": [
         {"mark": {"type": "bar"},

@@ -29,7 +29,7 @@ from engine.experiments.runner import arun_experiment
 from engine.llm.endpoints import EndpointRegistry
 from engine.models import ConfigError, RunStopped
 from engine.protocols import arun_config, estimate, get_protocol, resolve_config
-from engine.services.demo import DEMO_TAG, demo_config, demo_missing
+from engine.services.demo import DEMO_TAG, DemoRun, demo_missing
 from engine.services.live import TurnFeed
 from engine.services.rerun import rerun_config, rerun_options
 from engine.store.experiments import get as get_experiment
@@ -149,10 +149,11 @@ class TaskRunner:
         return experiment_id
 
     def start_demo(self, actor: Actor = LOCAL) -> str:
-        """Make the demo runs (every demo question through every protocol, simulated) one
-        after another in the background; returns the demo's task id. Only the runs not
-        stored yet are made (`demo_missing`), so pressing the button twice stores no
-        duplicates; while the demo is going, starting it again changes nothing."""
+        """Make the demo runs (`demo_plan`: every demo question through every protocol, and
+        the two demo models meeting on them; all simulated) one after another in the
+        background; returns the demo's task id. Only the runs not stored yet are made
+        (`demo_missing`), so pressing the button twice stores no duplicates; while the demo is
+        going, starting it again changes nothing."""
         require(actor, "start runs")
         with self._lock:
             current = self._tasks.get(DEMO)
@@ -164,14 +165,14 @@ class TaskRunner:
         self._submit(task, self._demo(task, plan))
         return DEMO
 
-    async def _demo(self, task: Task, plan: list[tuple[str, Any]]) -> None:
+    async def _demo(self, task: Task, plan: list[DemoRun]) -> None:
         """The demo's runs in turn; a run that raises is reported in `errors` and the demo
         moves on, so one broken protocol does not hide the others."""
-        for protocol, question in plan:
+        for demo in plan:
             if task.stop_event.is_set():
                 return
-            config = demo_config(protocol)
-            run = {"label": DEMO_TAG, "tags": [DEMO_TAG], "expected": question.expected}
+            config, question, protocol = demo.config, demo.question, demo.config.protocol
+            run = {"label": config.label, "tags": [DEMO_TAG], "expected": question.expected}
             who = {"started_by": task.started_by}
             run_id = ""
             try:
