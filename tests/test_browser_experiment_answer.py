@@ -1,8 +1,11 @@
 """In a real browser at 1280 px: an experiment's page opens on the answer, its views in four
 group tabs that fit the width (no tab list scrolls sideways), tiles whose text is not cut,
-and a click on a cell of the question-by-configuration matrix lists that cell's runs.
+a click on a cell of the question-by-configuration matrix lists that cell's runs, and a
+click on a question opens every configuration's runs on it in the compare view.
 Saves 50-experiment-answer.png to $PARLEY_SCREENSHOTS."""
 from __future__ import annotations
+
+import re
 
 from test_browser import expect, goto, open_tab, page, rerun, settle, shots  # noqa: F401
 from test_browser import shared_app as app  # noqa: F401  (the session's shared server)
@@ -61,4 +64,21 @@ def test_the_answer_first_tabs_that_fit_and_a_cell_that_opens_its_runs(app, page
     page.locator("[data-testid='stMain'] [data-testid='stDataFrame']").first.wait_for()
     expect(page.locator(".st-key-exp-drill-label input").first).to_have_value("B")
     expect(page.locator(".st-key-exp-drill-q input").first).to_have_value("0: What is 2 + 2?")
+
+    # a click on a question opens every configuration's runs on it side by side
+    open_tab(page, "Summary")
+    matrix.wait_for()
+    matrix.scroll_into_view_if_needed()
+    settle(page)
+    cells = matrix.locator("[data-testid='stDataFrameResizable']").first
+    cells.locator("[role='gridcell']").first.wait_for(state="attached")
+    box = cells.bounding_box()
+    # the question column starts after the narrow "#" one: a quarter of the way across
+    rerun(page, lambda: page.mouse.click(box["x"] + box["width"] * 0.25, box["y"] + 35 + 17))
+    page.wait_for_url("**/compare?**")
+    settle(page)
+    # A's two runs of 2 + 2 and B's two, side by side
+    run_id = r"[^,&%]+"
+    expect(page).to_have_url(re.compile(
+        rf"[?&]compare={run_id}((,|%2C){run_id}){{3}}(&|$)", re.IGNORECASE))
     assert page.dialogs == []
