@@ -8,6 +8,7 @@ adding up the runs again.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,7 @@ from engine.reports.blind import blind_notes, config_worlds
 from engine.reports.controls import ANSWERS_ONLY_TAG
 from engine.reports.references import published as published_figures
 from engine.reports.references import published_note, references
+from engine.text import words
 from engine.views import aggregate
 from pages import (
     _consensus,
@@ -91,16 +93,20 @@ def drill_from_calibration(result: ex.Report, drawn: Figures) -> None:
         open_cell_runs(chosen.label, chosen)
 
 
-def open_cell_runs(label: str, chosen: ex.Bin | None = None) -> None:
-    """The *Runs behind a cell* tab on `label`'s runs (of every question), or only those in
-    the reliability bin `chosen`."""
+def open_cell_runs(label: str, chosen: ex.Bin | None = None, q: int | None = None) -> None:
+    """The *Runs behind a cell* tab on `label`'s runs (of every question, or of question
+    `q`), or only those in the reliability bin `chosen`."""
     st.session_state["exp-drill-label"] = label
     st.session_state[DRILL_BIN] = chosen
-    # every question: its select box back to its first option, "all" (a value of None would
-    # show an empty box saying "Choose an option")
-    st.session_state.pop("exp-drill-q", None)
-    st.session_state["exp-tab"] = CELL_RUNS
+    if q is None:
+        # every question: its select box back to its first option, "all" (a value of None
+        # would show an empty box saying "Choose an option")
+        st.session_state.pop("exp-drill-q", None)
+    else:
+        st.session_state["exp-drill-q"] = q
+    open_section(CELL_RUNS)
     listed = chosen.text() if chosen is not None else label
+    listed += f" on question {q}" if q is not None else ""
     st.toast(md(f"The runs of {listed} are listed under Runs behind a cell."))
 
 
@@ -161,30 +167,105 @@ class Figures:
 
 
 def show_summary(result: ex.Report, drawn: Figures) -> None:
-    st.subheader("Results by configuration")
-    st.caption("Rates, means and calibration are over each cell's completed run only: failed and "
-               "interrupted cells are counted apart and never enter them. `degraded` counts the "
-               "completed runs that lost a decisive call (a judge, a synthesis, the last reviewer) "
-               "or most of their turns; what they lost is left out of the means.")
-    seen: set[str] = set()
-    for title, columns in ex.SUMMARY_GROUPS.items():
-        st.markdown(f"**{md(title)}**")
-        shown = result.summary[["configuration", *_summary_table.shown_columns(columns, seen),
-                                *["few"] * ("few" in result.summary.columns)]]
-        st.table(_summary_table.styled(shown), hide_index=True)
-    if result.summary["few"].any():
-        st.caption("Greyed: fewer than 5 scored runs; read the rate with its interval and n.")
+    """The answer first: a sentence per pair of configurations and one table, as
+    `experiment show` prints them (`ex.headline`), then the question-by-configuration matrix,
+    how each configuration reached its answers, and the accuracy chart. Every figure of the
+    summary, Brier scores included, is in its CSV download."""
+    st.subheader("Which configuration is better, and how sure?")
+    told = ex.headline(result)
+    for sentence in told.sentences:
+        st.markdown(md(sentence))
+    if not told.sentences:
+        st.caption("One configuration: nothing to compare it with.")
+    st.table(_summary_table.headline(told.table, result.summary["few"]), hide_index=True)
+    st.caption(md(("Greyed and marked *: fewer than 5 scored runs; read the rate with its "
+                   "interval and n. " if told.few else "")
+                  + "Rates, means and calibration are over each cell's completed run only: "
+                  "failed and interrupted cells are counted apart and never enter them; "
+                  "degraded runs completed but lost a decisive call (a judge, a synthesis, "
+                  "the last reviewer) or most of their turns."))
+    show_matrix(result)
+    st.markdown("**How each configuration reached its answers**")
+    st.table(_summary_table.headline(told.how), hide_index=True)
     show_baselines(result)
     if drawn.accuracy is not None:
-        st.vega_lite_chart(spec=drawn.accuracy, key="exp-accuracy", on_select=drill_to_runs,
-                           selection_mode=vega.PICK)
-        st.caption("Click a bar to list its runs under *Runs behind a cell*.")
         theirs = published_note(published_figures(result.experiment["spec"]))
+        st.vega_lite_chart(spec=drawn.accuracy, key="exp-accuracy", on_select=drill_to_runs,
+                           selection_mode=vega.PICK,
+                           width=vega.fitted_width(int((result.summary["scored"] > 0).sum()),
+                                                   bool(theirs)))
+        st.caption("Click a bar to list its runs under *Runs behind a cell*.")
         if theirs:
             st.caption(md(f"Diamonds: {theirs}"))
     else:
         st.caption("No run has an expected answer to score, so there is no accuracy.")
     _human.experiment(_shared.store(), result)
+
+
+MATRIX = "exp-matrix"
+
+
+def show_matrix(result: ex.Report) -> None:
+    """One row per question, one column per configuration, each cell its answer and whether
+    it was right (`baseline.answer_matrix`); a click on a cell lists its runs, a click on a
+    question opens its runs side by side in the compare view."""
+    st.markdown("**Every question, every configuration**")
+    grid = baseline.answer_matrix(result.runs, result.experiment["spec"])
+    named = baseline.matrix_columns(result.labels)
+    st.session_state[SHOWN] = (grid["q"].tolist(), {v: k for k, v in named.items()})
+    styled = grid.style.map(lambda v: MATRIX_COLORS.get(matrix_state(v), ""),
+                            subset=list(named.values()))
+    picked = st.dataframe(styled, hide_index=True, key=MATRIX, on_select=drill_from_matrix,
+                          selection_mode="single-cell",
+                          column_config={"q": st.column_config.NumberColumn("#", width=40)})
+    st.caption("Each cell: the configuration's final answer (the most frequent over its "
+               "repeats, spelled canonically) and whether it was right (green) or wrong (red); "
+               "with repeats, how many of them were right. Click a cell to list its runs; "
+               "click a question to read every configuration's runs on it side by side.")
+    chosen = picked.selection.cells if picked is not None else []
+    if chosen and str(chosen[0][1]) in ("question", "expected"):
+        q = int(grid.iloc[int(chosen[0][0])]["q"])
+        runs = result.runs
+        ids = runs[(runs["q"] == q) & runs["counted"].astype(bool)]["id"].tolist()
+        if len(ids) >= 2:
+            st.switch_page("pages/compare.py", query_params={"compare": ",".join(ids[:8])})
+        st.caption("That question has fewer than two runs to compare yet.")
+
+
+MATRIX_COLORS = {"right": "background-color: #d7f5dd", "wrong": "background-color: #fbd5d5",
+                 "mixed": "background-color: #fff3c4"}
+_SCORE = re.compile(r" · (?:(right|wrong)|(\d+)/(\d+) right)$")
+
+
+def matrix_state(cell: object) -> str:
+    """"right", "wrong", "mixed" (some of its repeats right) or "" (unscored, not run) for a
+    cell of the matrix."""
+    found = _SCORE.search(str(cell))
+    if found is None:
+        return ""
+    if found[1]:
+        return found[1]
+    right, scored = int(found[2]), int(found[3])
+    return "right" if right == scored else "wrong" if right == 0 else "mixed"
+
+
+def drill_from_matrix() -> None:
+    """A configuration's cell clicked on the matrix opens *Runs behind a cell* on its runs
+    of that question (a callback: it runs before the tabs are drawn)."""
+    state = st.session_state.get(MATRIX)
+    cells = state.selection.cells if state is not None else []
+    shown = st.session_state.get(SHOWN)
+    if not cells or shown is None:
+        return
+    row, column = int(cells[0][0]), str(cells[0][1])
+    questions, by_column = shown
+    if column in by_column and row < len(questions):
+        open_cell_runs(by_column[column], q=questions[row])
+
+
+# what the matrix drawn last holds (its questions in order, each column's configuration):
+# what a click on it is on
+SHOWN = "exp-matrix-shown"
 
 
 def show_baselines(result: ex.Report) -> None:
@@ -209,7 +290,8 @@ def show_baselines(result: ex.Report) -> None:
 
 
 def show_rounds(drawn: Figures) -> None:
-    st.subheader("Accuracy by round")
+    """Accuracy by round (the chart's title is the view's only title), its table and the
+    conformity between rounds."""
     points, published = drawn.points, drawn.published
     if points.empty:
         st.caption("No run has an expected answer to score, so there is no accuracy by round.")
@@ -242,7 +324,7 @@ def show_rounds(drawn: Figures) -> None:
 
 
 def show_calibration(result: ex.Report, drawn: Figures) -> None:
-    st.subheader("Calibration")
+    """The reliability diagram (its title the view's only title)."""
     if drawn.calibration is not None:
         st.caption("Each confidence signal against correctness: a calibrated signal follows the "
                    "diagonal. " + " ".join(f"{k}: {v}." for k, v in ex.SIGNALS.items()))
@@ -295,8 +377,16 @@ def show_cell_runs(result: ex.Report) -> None:
             st.rerun()
     elif chosen is not None:
         st.session_state[DRILL_BIN] = None  # another configuration or a question: all runs
-    st.dataframe(ex.drill(frame, label, question), hide_index=True, key="exp-drill",
+    listed = ex.drill(frame, label, question)
+    listed["correct"] = [SCORES.get(v if v is None or v == v else None, "")
+                         for v in listed["correct"]]
+    for column in ("answer", "level", "consensus", "judge", "cost_usd"):  # missing: a dash
+        listed[column] = listed[column].astype(object).where(listed[column].notna(), "–")
+    st.dataframe(listed.rename(columns=words), hide_index=True, key="exp-drill",
                  column_config={"link": st.column_config.LinkColumn("Run", display_text="open")})
+
+
+SCORES = {True: "right", False: "wrong", None: "not scored"}  # a run's `correct`, in words
 
 
 def show_set_version(result: ex.Report) -> None:
@@ -407,29 +497,71 @@ def show(store: Store, experiment_id: str, state: ex.Progress) -> None:
 
 
 CELL_RUNS = "Runs behind a cell"
-TABS = ("Summary", "Accuracy by round", "Calibration", "Paired comparison", "Positions",
-        "Questions", "Cost and accuracy", "Consensus earned?", CELL_RUNS, "What if",
-        "Which protocol when?")
+# The results' views in four groups (a tab each, with a tab per view inside): eleven tabs in
+# a row overflowed the page at 1280 px. A view's name is the one it always had, so an old
+# link or a click on a chart that names a view still opens it (`route`, `open_section`).
+GROUPS = {"The answer": ("Summary", "Questions", "Paired comparison", CELL_RUNS),
+          "Rounds and confidence": ("Accuracy by round", "Calibration", "Consensus earned?"),
+          "Cost and position": ("Cost and accuracy", "Positions"),
+          "When to deliberate": ("Which protocol when?", "What if")}
+GROUP_KEYS = dict(zip(GROUPS, ("exp-in-answer", "exp-in-rounds", "exp-in-cost", "exp-in-when"),
+                      strict=True))
+TABS = tuple(view for views in GROUPS.values() for view in views)
+GROUP_OF = {view: group for group, views in GROUPS.items() for view in views}
+
+
+def open_section(view: str) -> None:
+    """Open the view `view` (one of `TABS`): its group's tab, and its tab in the group. Only
+    before the tabs are drawn (a callback, or `route`)."""
+    group = GROUP_OF[view]
+    st.session_state["exp-tab"] = group
+    st.session_state[GROUP_KEYS[group]] = view
+
+
+def route() -> None:
+    """A view named where a group is expected (a link or a test from before the groups:
+    `exp-tab=Calibration`) opens that view in its group."""
+    given = st.session_state.get("exp-tab")
+    linked = st.query_params.get("exp-tab")
+    for view, in_address in ((given, False), (linked, True)):
+        if view in GROUP_OF and view not in GROUPS:
+            open_section(view)
+            if in_address:
+                st.query_params["exp-tab"] = GROUP_OF[view]
+                st.query_params[GROUP_KEYS[GROUP_OF[view]]] = view
+            return
 
 
 def show_tabs(result: ex.Report, drawn: Figures, stamp: tuple) -> None:
-    """The results as tabs, only the open one drawn (switching tabs reruns the page): every
-    section at once was a dozen tables and three figures, seconds of the browser's time."""
-    draws: tuple[Callable[[], None], ...] = (
-        lambda: show_summary(result, drawn), lambda: show_rounds(drawn),
-        lambda: show_calibration(result, drawn), lambda: show_pair(result),
-        lambda: _positions.show(result, stamp), lambda: show_questions(result, stamp),
-        lambda: show_pareto(result.summary),
-        lambda: _consensus.show(consensus.from_experiment(result.runs, result.labels),
-                                "exp-consensus"),
-        lambda: show_cell_runs(result), lambda: show_what_if(result),
-        lambda: _controls.show(str(result.experiment["id"]), result.kind, stamp))
-    for tab, draw in zip(st.tabs(list(TABS), key="exp-tab", on_change="rerun",
-                                 bind="query-params"), draws,
-                         strict=True):
-        if tab.open:
-            with tab:
-                draw()
+    """The results as tabs of groups of views, only the open one drawn (switching tabs
+    reruns the page): every section at once was a dozen tables and three figures, seconds of
+    the browser's time."""
+    draws: dict[str, Callable[[], None]] = {
+        "Summary": lambda: show_summary(result, drawn),
+        "Accuracy by round": lambda: show_rounds(drawn),
+        "Calibration": lambda: show_calibration(result, drawn),
+        "Paired comparison": lambda: show_pair(result),
+        "Positions": lambda: _positions.show(result, stamp),
+        "Questions": lambda: show_questions(result, stamp),
+        "Cost and accuracy": lambda: show_pareto(result.summary),
+        "Consensus earned?": lambda: _consensus.show(
+            consensus.from_experiment(result.runs, result.labels), "exp-consensus"),
+        CELL_RUNS: lambda: show_cell_runs(result), "What if": lambda: show_what_if(result),
+        "Which protocol when?": lambda: _controls.show(str(result.experiment["id"]),
+                                                       result.kind, stamp)}
+    route()
+    for tab, group in zip(st.tabs(list(GROUPS), key="exp-tab", on_change="rerun",
+                                  bind="query-params"), GROUPS, strict=True):
+        if not tab.open:
+            continue
+        with tab:
+            views = GROUPS[group]
+            for inner, view in zip(st.tabs(list(views), key=GROUP_KEYS[group],
+                                           on_change="rerun", bind="query-params"),
+                                   views, strict=True):
+                if inner.open:
+                    with inner:
+                        draws[view]()
 
 
 def show_what_if(result: ex.Report) -> None:

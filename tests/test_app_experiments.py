@@ -47,15 +47,21 @@ def test_bundled_set_two_configurations_run_to_results(db_url):
     at.run()
     assert not at.exception, at.exception
     assert ex.progress(Store(db_url), experiment_id).status == "completed"
-    # columns in words, the interval once ("accuracy [95% CI] n", not its three numbers)
-    summary = frame_with(at, "configuration", "accuracy [95% CI] n")
+    # the answer first: the sentence and the table `experiment show` prints, columns in
+    # words, the interval once ("accuracy [95% CI] n", not its three numbers)
+    assert any("sign test" in m.value for m in at.markdown)
+    summary = frame_with(at, "configuration", "accuracy [95% CI] n", "per run (mean)")
     assert not {"accuracy", "accuracy_low", "accuracy (low)"} & set(summary.columns)
     assert list(summary["configuration"]) == ["panel · defaults", "vote · defaults"]
-    assert list(summary["runs"]) == [4, 4]
-    assert (summary["scored"] == 2).all()  # the demo set has two questions with answers
-    assert frame_with(at, "configuration", "consensus ECE")["consensus ECE"].notna().all()
-    assert frame_with(at, "configuration", "persuaded",
-                      "changed for the better").shape[0] == 2
+    assert list(summary["runs"]) == ["4/4", "4/4"]
+    # the demo set has two questions with answers: n=2, marked as fewer than 5
+    assert summary["accuracy [95% CI] n"].str.endswith("n=2 *").all()
+    assert summary["per run (mean)"].str.startswith("8.0 calls · ").tolist() == [True, False]
+    assert summary["per run (mean)"].str.startswith("3.0 calls · ").tolist() == [False, True]
+    # how each reached its answers, in a table of its own below the matrix
+    how = frame_with(at, "configuration", "calibration error, consensus | judge",
+                     "mind changes (persuaded/misled)")
+    assert not how["calibration error, consensus | judge"].str.startswith("-").any()
     assert len(at.get("vega_lite_chart")) == 1  # accuracy with intervals (only its tab drawn)
     assert not at.get("plotly_chart")  # the Summary tab opens without plotly's chunk
     open_tab(at, "Calibration")  # the reliability diagram

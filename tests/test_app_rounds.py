@@ -42,7 +42,6 @@ def test_experiments_page_shows_accuracy_by_round_and_conformity(db_url):
     assert at.session_state["experiments_page_selected"] == experiment_id
     at.session_state["exp-tab"] = "Accuracy by round"  # as a click on the tab
     at.run()
-    assert "Accuracy by round" in [h.value for h in at.subheader]
     charts = [str(c.proto.spec) for c in at.get("plotly_chart")]
     by_round = next(c for c in charts if "round-1 majority vote" in c)
     assert "Du et al. 2023: multiagent debate (3 agents, 2 rounds) 81.8%" in by_round

@@ -65,7 +65,7 @@ def test_council_run_governance_preset_and_leaderboard(app, page, shots):  # noq
     experiment = ex.create(store, plan)
     assert ex.run_experiment(store, experiment).status == "completed"
     goto(page, base, f"/experiments?experiment={experiment}")
-    main.get_by_role("heading", name="Results by configuration").wait_for()
+    main.get_by_role("heading", name="Which configuration is better, and how sure?").wait_for()
     chart = main.locator("[data-testid='stVegaLiteChart']").first
     chart.wait_for()
     for label in ("deliberate -> vote 80.9%", "majority vote 76.8%",

@@ -49,7 +49,6 @@ def test_accuracy_by_round_with_reference_points(app, page, shots):  # noqa: F81
     goto(page, base, f"/experiments?experiment={experiment_id}")
     open_tab(page, "Accuracy by round")
     main = page.locator("[data-testid='stMain']")
-    main.get_by_role("heading", name="Accuracy by round").wait_for()
     chart = main.locator("[data-testid='stPlotlyChart'] .js-plotly-plot").filter(
         has_text="round-1 majority vote")
     chart.wait_for()

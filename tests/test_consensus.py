@@ -333,3 +333,15 @@ def test_a_verdict_needs_five_runs_and_a_real_interval_and_says_when_accuracy_fe
     row = consensus.configurations(consensus.run_measures(_frame(fell))).iloc[0]
     assert row["accuracy_fell"] and row["gain_high"] < 0
     assert consensus.flag_text(row).startswith("Accuracy fell: accuracy 100% in round one")
+
+
+def test_the_same_rise_in_every_run_is_no_interval_and_no_verdict():
+    """Six runs whose agreement rose by the same third: an interval of rounding error (its
+    width about 1e-17, not 0) is no evidence; it read 'Manufactured consensus'."""
+    same = [([("1", "1", "2"), ("1", "1", "1")], "1", "1", 0.9),
+            ([("2", "2", "1"), ("2", "2", "2")], "2", "1", 0.9)] * 3
+    row = consensus.configurations(consensus.run_measures(_frame(same))).iloc[0]
+    assert row["multi_round"] == 6 and row["inflation"] == pytest.approx(1 / 3)
+    assert row["inflation_high"] - row["inflation_low"] < 1e-9
+    assert not row["manufactured"] and row["too_few"]
+    assert consensus.flag_text(row).startswith("Too few runs for a verdict")

@@ -10,7 +10,8 @@ from apptest_helpers import open_new_experiment
 from streamlit.testing.v1 import AppTest
 
 from engine import experiments as ex
-from engine.cli.experiments import comparisons, summary_text
+from engine.cli.experiments import summary_text
+from engine.experiments.headline import comparisons
 from engine.cli.main import main
 from engine.models import ConfigError
 from engine.protocols.baselines import equal_compute

@@ -247,7 +247,7 @@ def test_the_summary_never_pairs_a_configuration_with_its_own_runs_of_the_other_
     # simulator's world against a model, not one configuration against another).
     from types import SimpleNamespace
 
-    from engine.cli.experiments import comparisons
+    from engine.experiments.headline import comparisons
     result = SimpleNamespace(labels=["a (simulated)", "a", "b"], experiment={"spec": {
         "configs": [{"label": "a"}, {"label": "b"}]}})
     assert comparisons(result) == [("a (simulated)", "b"), ("a", "b")]
@@ -261,15 +261,15 @@ def test_experiments_page_shows_one_kind_by_default_and_both_labelled(db, server
     assert not at.exception, at.exception
     summary = at.table[0].value  # the summary tables are st.table
     assert list(summary["configuration"]) == ["sim", "real"]
-    assert list(summary["runs"]) == [0, 2]  # the simulated runs are not pooled in
+    assert list(summary["runs"]) == ["0/2", "2/2"]  # the simulated runs are not pooled in
     assert any("2 simulated run(s) are not shown" in c.value for c in at.caption)
     at.segmented_control(key="exp-kind").set_value("both").run()
     assert not at.exception, at.exception
     summary = at.table[0].value
     assert list(summary["configuration"]) == ["sim (simulated)", "real"]
     assert list(summary["simulated"]) == ["all", ""]
-    assert list(summary["runs"]) == [2, 2]
-    assert summary["accuracy [95% CI] n"].str.endswith("n=2").all()
+    assert list(summary["runs"]) == ["2/2", "2/2"]
+    assert summary["accuracy [95% CI] n"].str.endswith("n=2 *").all()  # * under 5 scored
     at.session_state["exp-tab"] = "Paired comparison"  # as a click on the tab
     at.run()
     assert any(m.value.startswith("Simulated\\: ") for m in at.markdown)  # md() escapes ":"

@@ -11,12 +11,12 @@ import pandas as pd
 from engine.access import cli_user
 from engine.cli.runflags import policy_from_args, progress_line
 from engine.cli.workers import ending, run_on_pool
+from engine.experiments.headline import headline
 from engine.experiments.planning import (
     EQUAL_COMPUTE,
     EQUAL_TOKENS,
     PLACEBO,
     baseline_kind,
-    baselines_of,
     create,
     override_model,
     plan,
@@ -25,7 +25,6 @@ from engine.experiments.planning import (
 from engine.experiments.runner import arun_experiment, pending_cells
 from engine.llm.transport import releasing
 from engine.models import ConfigError
-from engine.protocols.baselines import achieved_tokens
 from engine.questions import files as qsets
 from engine.questions.sets import load_bundled
 from engine.reports.blind import blind_notes, config_worlds
@@ -42,85 +41,11 @@ def _say(*parts: object, **kw: object) -> None:
     print(*(terminal_safe(str(p)) for p in parts), **kw)  # type: ignore[call-overload]
 
 
-def _pct(value: float) -> str:
-    return "-" if value != value else f"{value:.0%}"
-
-
-def _num(value: float, digits: int = 2) -> str:
-    return "-" if value != value else f"{value:.{digits}f}"
-
-
 def summary_text(result: Report) -> str:
-    """The results table for a terminal (a `simulated` column: all, mixed: <seats>, or empty
-    for real runs; accuracy with its n, and beside it how many of those runs gave no answer),
-    then one sentence per pair of configurations."""
-    table = result.summary
-    view = pd.DataFrame({
-        "configuration": table["configuration"],
-        "simulated": table["simulated"],
-        "runs": [f"{r}/{p}" + (f" ({f} failed)" if f else "") + (f" ({i} stopped)" if i else "")
-                 + (f" ({d} degraded)" if d else "")
-                 for r, p, f, i, d in zip(table["runs"], table["planned"], table["failed"],
-                                          table["interrupted"], table["degraded"])],
-        "accuracy [95% CI] n": [text + (" *" if few else "") for text, few in
-                                zip(table["accuracy [95% CI] n"], table["few"])],
-        "unanswered": table["unanswered"],
-        "high/med/low": [f"{h}/{m}/{lo}" for h, m, lo in
-                         zip(table["high"], table["medium"], table["low"])],
-        "ECE cons|judge": [f"{_num(c)}|{_num(j)}" for c, j in
-                           zip(table["consensus_ece"], table["judge_ece"])],
-        "mind changes (pers/misled)": [
-            "-" if r != r else f"{r:.0%} ({_num(p, 0)}/{_num(m, 0)})"
-            for r, p, m in zip(table["mind_change_rate"], table["persuaded"], table["misled"])],
-        "vs round one (+/-)": [f"{c} ({b}/{w})" for c, b, w in
-                               zip(table["answer_changed"], table["changed_better"],
-                                   table["changed_worse"])],
-        "tokens/run": [_num(v, 0) for v in table["tokens_per_run"]],
-        "$/run": ["unknown" if v != v else f"{v:.4f}" for v in table["cost_per_run"]],
-        "s/run": [_num(v) for v in table["seconds_per_run"]],
-        "calls/run": [_num(v, 1) for v in table["calls_per_run"]]})
-    lines = [view.to_string(index=False)]
-    if table["few"].any():
-        lines.append("* fewer than 5 scored runs: read that rate with its interval")
-    for a, b in comparisons(result):
-        lines.append(compare(result.runs, a, b)["sentence"])
-    per_run = dict(zip(table["configuration"], table["tokens_per_run"], strict=True))
-    for pair in baselines_of(result.experiment["spec"]):
-        if not pair.get("equal", True):
-            lines.append(f"{pair['label']}: {pair['note']}.")
-        if pair.get("kind") == EQUAL_TOKENS:
-            lines.append(achieved_tokens(pair, *(label_tokens(per_run, pair[k])
-                                                 for k in ("label", "of"))))
-    return "\n".join(lines)
-
-
-def label_tokens(per_run: dict[str, float], label: str) -> float:
-    """A configuration's tokens per run in the summary: its real runs', else its simulated
-    group's (NaN when it has neither)."""
-    return per_run.get(label, per_run.get(label + SIMULATED_SUFFIX, float("nan")))
-
-
-def comparisons(result: Report) -> list[tuple[str, str]]:
-    """The pairs of configuration labels the summary compares: each configuration with its
-    own equal-compute baseline first (when the experiment has them), then every pair of the
-    other configurations, save a configuration against its own runs of the other kind (its
-    real runs against its simulated ones measure the simulator's world against a model, not
-    one configuration against another)."""
-    shown = set(result.labels)
-    # The report lists simulated groups under a suffixed label: pair on the stored labels,
-    # then show each pair as real and as simulated, wherever both sides have runs.
-    spec = result.experiment["spec"]
-    stored = list({c["label"].removesuffix(SIMULATED_SUFFIX): {
-        **c, "label": c["label"].removesuffix(SIMULATED_SUFFIX)} for c in spec["configs"]}
-        .values())
-    pairs = baselines_of({**spec, "configs": stored})
-    own = [(p["of"] + suffix, p["label"] + suffix) for p in pairs
-           for suffix in ("", SIMULATED_SUFFIX)
-           if p["of"] + suffix in shown and p["label"] + suffix in shown]
-    added = {b for _, b in own}
-    labels = [label for label in result.labels if label not in added]
-    return own + [(a, b) for i, a in enumerate(labels) for b in labels[i + 1:]
-                  if a.removesuffix(SIMULATED_SUFFIX) != b.removesuffix(SIMULATED_SUFFIX)]
+    """The results for a terminal: `headline`'s table (a `simulated` column: all, mixed:
+    <seats>, or empty for real runs; accuracy with its n, and beside it how many of those runs
+    gave no answer), then one sentence per pair of configurations, as the page shows them."""
+    return headline(result).text()
 
 
 def _load_spec(path: str) -> dict[str, Any]:

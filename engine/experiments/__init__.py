@@ -20,6 +20,7 @@ The arithmetic lives in `engine.analysis.stats`.
 from __future__ import annotations
 
 from engine.cells import SUPERSEDED, Cell
+from engine.experiments.headline import Headline, headline
 from engine.experiments.planning import (
     DEFAULT_CONCURRENCY,
     EQUAL_COMPUTE,
@@ -89,5 +90,5 @@ __all__ = [
     "RUN_COLUMNS", "RUNS_PAGE", "SIGNALS", "SUMMARY_COLUMNS", "SUMMARY_GROUPS", "Report",
     "accuracy_figure", "calibration", "compare", "drill", "question_scores", "question_table",
     "reliability_figure", "report", "runs_frame", "summary", "to_csv", "Bin", "in_bin",
-    "picked_bin", "CALIBRATION", "approve", "baseline_of", "history",
+    "picked_bin", "CALIBRATION", "approve", "baseline_of", "history", "Headline", "headline",
 ]

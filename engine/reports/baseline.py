@@ -164,3 +164,52 @@ def wide(table: pd.DataFrame) -> pd.DataFrame:
                              sort=False).reset_index()
     grid.columns.name = None
     return grid.rename(columns={"baseline_answer": "baseline"})
+
+
+NOT_RUN = "not run yet"
+
+
+def _verdict(cell: Mapping[str, Any], scored_question: bool) -> str:
+    """One cell of `answer_matrix` as text."""
+    if not cell["runs"]:
+        return NOT_RUN
+    answer = cell["answer"] or "no answer"
+    if not cell["scored"]:
+        return answer + (" · not scored" if scored_question else "")
+    if cell["scored"] == 1:
+        return f"{answer} · {'right' if cell['right'] else 'wrong'}"
+    return f"{answer} · {cell['right']}/{cell['scored']} right"
+
+
+def answer_matrix(frame: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
+    """Questions x configurations over the counted runs of an experiment's runs frame: one
+    row per question (`q`, `question`, `expected`), one column per configuration in the
+    spec's order, each cell its final answer (the most frequent over its repeats, spelled
+    canonically, "no answer" when none was given) and its score: "31 · right", "30 · wrong",
+    "31 · 2/3 right" over repeats, the answer alone on a question with no expected answer,
+    and "not run yet" for a cell with no counted run."""
+    labels = [c["label"] for c in spec["configs"]]
+    named = matrix_columns(labels)
+    counted = frame[frame["counted"].astype(bool)] if not frame.empty else frame
+    cells = _cells(counted)
+    empty = {"runs": 0}
+    rows: dict[str, list[Any]] = {"q": [], "question": [], "expected": [],
+                                  **{named[label]: [] for label in labels}}
+    for q, item in enumerate(spec["questions"]):
+        expected = item.get("expected") or ""
+        rows["q"].append(q)
+        rows["question"].append(item["question"])
+        rows["expected"].append(expected)
+        for label in labels:
+            rows[named[label]].append(_verdict(cells.get((q, label), empty), bool(expected)))
+    return pd.DataFrame(rows, columns=list(rows))
+
+
+MATRIX_FIXED = ("q", "question", "expected")
+
+
+def matrix_columns(labels: list[str]) -> dict[str, str]:
+    """Each configuration label's column in `answer_matrix`: the label itself, or
+    "LABEL (configuration)" for a label that is also one of the question's columns."""
+    return {label: f"{label} (configuration)" if label in MATRIX_FIXED else label
+            for label in labels}

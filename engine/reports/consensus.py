@@ -198,9 +198,10 @@ def _row(label: str, simulated: bool, mine: pd.DataFrame) -> dict[str, Any]:
     fixes, breaks = int((final & ~first).sum()), int((first & ~final).sum())
     ratio = odds_ratio(fixes, breaks)
     # A verdict needs enough runs and a real interval: an interval of zero width over two
-    # runs is no evidence of anything (`VERDICT_MIN`).
+    # runs is no evidence of anything (`VERDICT_MIN`); six runs with the same rise have a
+    # width of rounding error (1e-17), no wider.
     enough = inflation.n >= VERDICT_MIN and gain.n >= VERDICT_MIN and \
-        inflation.high == inflation.high and inflation.high > inflation.low
+        inflation.high == inflation.high and inflation.high - inflation.low > ZERO_WIDTH
     manufactured = bool(enough and inflation.low == inflation.low and inflation.low > 0
                         and gain.low == gain.low and gain.low <= 0)
     fell = bool(gain.n >= VERDICT_MIN and gain.high == gain.high and gain.high < 0)
@@ -375,6 +376,7 @@ def from_experiment(runs: pd.DataFrame, labels: Iterable[str], store: Any = None
 
 # --------------------------------------------------------------------------- text and figures
 VERDICT_MIN = 5  # runs (multi-round, and scored in both rounds) before a verdict is given
+ZERO_WIDTH = 1e-9  # an interval no wider than this is a point: rounding, not spread
 
 
 def _pct(value: Any) -> str:

@@ -252,7 +252,24 @@ def accuracy(table: pd.DataFrame, title: str = "", published: Sequence[Any] = ()
     groups = [str(c) for c in scored["configuration"]]
     spec = rate_spec(rows, groups, ["accuracy"], title, "accuracy (95% Wilson interval)",
                      [WINNER])
-    return {**spec, "layer": [*spec["layer"], *_published_layers(published, groups)]}
+    return {**spec, "height": ACCURACY_HEIGHT,
+            "layer": [*spec["layer"], *_published_layers(published, groups)]}
+
+
+ACCURACY_HEIGHT = 240  # px of plot: a share from 0 to 100% reads at this height
+BAR_STEP = 120  # px of width per configuration of `accuracy`
+FRAME = 180  # px of width for the axis and its title
+
+
+LABELLED = 200  # px more for the published figures' labels, written right of their diamonds
+
+
+def fitted_width(groups: int, labelled: bool = False) -> int:
+    """The width in pixels of a bar chart of `groups` bars sized to its data (`BAR_STEP` per
+    bar and `FRAME` for the axis and its title, `LABELLED` more when published figures are
+    labelled beside the bars): two configurations take 420 px, not the page's width.
+    Streamlit narrows it to the column when the column is narrower."""
+    return FRAME + BAR_STEP * max(1, groups) + (LABELLED if labelled else 0)
 
 
 def histogram(data: pd.DataFrame, x: str, color: str | None = "group", title: str = "",
