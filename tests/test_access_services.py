@@ -123,7 +123,7 @@ def test_started_by_is_stored_listed_exported_and_imported_on_both_backends(back
     assert other.get(imported)["started_by"] == "ann@example.com"
     old = json.loads(exported)
     del old["started_by"]  # a file exported before sign-in
-    (older,) = Store(f"sqlite:///{tmp_path / 'third.db'}").import_runs(json.dumps(old))
+    (older,) = import_runs(Store(f"sqlite:///{tmp_path / 'third.db'}"), json.dumps(old))
     assert older
 
 
