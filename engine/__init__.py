@@ -32,7 +32,7 @@ _WHERE = {
                     "engine.protocols.society"),
     **dict.fromkeys(("VoteResult", "arun_vote", "run_vote"), "engine.protocols.vote"),
     "question_set": "engine.questions",
-    "Store": "engine.store",
+    "Store": "engine.protocols.storing",
 }
 
 __all__ = [
@@ -81,6 +81,6 @@ if TYPE_CHECKING:  # what type checkers and editors see: the same names, importe
     )
     from engine.protocols.single import SingleResult, arun_single, run_single
     from engine.protocols.society import SocietyResult, arun_society, run_society
+    from engine.protocols.storing import Store
     from engine.protocols.vote import VoteResult, arun_vote, run_vote
     from engine.questions import question_set
-    from engine.store import Store

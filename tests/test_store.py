@@ -437,16 +437,33 @@ def test_save_stores_a_result_made_without_a_store(store, recording_model):
 
 
 def test_a_result_no_run_finished_is_saved_from_the_protocols_side(store, recording_model):
-    """The store computes no protocol's metrics: a result read back (no run finished it)
-    is refused by `Store.save`, and saved by `storing.save_result` with its protocol's."""
+    """The store layer computes no protocol's metrics: a result read back (no run finished
+    it) is refused by the bare `engine.store.Store.save`, and saved with its protocol's by
+    `storing.save_result` and by the public `engine.Store` (the store with the protocols'
+    side attached, DESIGN 4's `store.save(result, label, tags)`)."""
     from engine.protocols import REGISTRY
     from engine.protocols.storing import save_result
+    from engine.store import Store as BareStore
     done = store.get(run_debate("Read back?", **fakes(recording_model), max_rounds=1,
                                 retries=0, store=store).run_id)
     result = REGISTRY["debate"].read_result(done["result"])
     result.protocol, result.run_id = "debate", None
     with pytest.raises(ValueError, match="save_result"):
-        store.save(result)
+        BareStore(store.url).save(result)
     again = store.get(save_result(store, result, label="copied"))
     assert again["label"] == "copied" and again["metrics"]["outcome"] == \
         done["metrics"]["outcome"]
+    public = store.get(store.save(result, label="public"))
+    assert public["label"] == "public" and public["metrics"] == again["metrics"]
+
+
+def test_the_public_store_checks_an_import_against_every_protocol(store, tmp_path,
+                                                                   recording_model):
+    """`engine.Store(url).import_runs(data)` needs no result types handed in: the public
+    store checks a file's runs against every protocol's, as the bare store's callers must."""
+    run_id = run_debate("Exported?", **fakes(recording_model), max_rounds=1, retries=0,
+                        store=store).run_id
+    other = Store(f"sqlite:///{tmp_path / 'other.db'}")
+    assert other.import_runs(store.export_run(run_id)) == [run_id]
+    with pytest.raises(ConfigError):
+        other.import_runs(json.dumps({"id": "x", "protocol": "no-such-protocol"}))

@@ -3,18 +3,20 @@ assessment, the result types an import is checked against, and the back-fill of 
 migrations leave to the protocols' side.
 
 The store sits below the protocols and never imports them; whoever holds the registry (this
-module, above it) passes what the store needs as arguments. `open_store` is how the CLI, the
-pages and the workers open a store: the migrations run as it opens, then the back-fills they
-noted run here, with the registry (`Store.backfill`).
+module, above it) passes what the store needs as arguments. `Store` here is the store the
+public API names (`from engine import Store`, DESIGN 4): the store composed with the
+registry, so that opening one runs the migrations and then the back-fills they noted
+(`Store.backfill`), and an import is checked against the protocols' result types unless the
+caller hands its own. `open_store` is how the CLI, the pages and the workers open one.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from engine.models import RunResult
 from engine.protocols import REGISTRY, get_protocol
-from engine.store import Store
+from engine.store import Store as BaseStore
 from engine.store.transfer import ImportReport
 
 
@@ -29,11 +31,42 @@ def backfill(store: Any) -> list[str]:
     return list(store.backfill(REGISTRY))
 
 
+class Store(BaseStore):
+    """The store with the protocols' side attached: migrated and back-filled as it opens;
+    `import_runs` and `import_file` check runs against every protocol's result type when
+    no `results` are given."""
+
+    def __init__(self, url: str | None = None):
+        super().__init__(url)
+        backfill(self)
+
+    def save(self, result: RunResult, label: str | None = None, tags: Iterable[str] = (),
+             config: Mapping[str, Any] | None = None, *,
+             assessed: tuple[Mapping[str, Any], str, Sequence[str]] | None = None) -> str:
+        """`Store.save`; a result no run finished here (read back, built by hand) is
+        assessed by its protocol's registry entry."""
+        if assessed is None and not (result.run_id and self.exists(result.run_id)):
+            assessed = result.assessment()
+            if assessed is None:
+                spec = get_protocol(result.protocol)
+                error, lost = spec.assess(result)
+                assessed = (spec.metrics(result), error, lost)
+        return super().save(result, label, tags, config, assessed=assessed)
+
+    def import_file(self, data: str | bytes, *, results: Mapping[str, type[Any]] | None = None,
+                    imported_by: str = "") -> ImportReport:
+        return super().import_file(data, results=result_types() if results is None else results,
+                                   imported_by=imported_by)
+
+    def import_runs(self, data: str | bytes, *, results: Mapping[str, type[Any]] | None = None,
+                    imported_by: str = "") -> list[str]:
+        return super().import_runs(data, results=result_types() if results is None else results,
+                                   imported_by=imported_by)
+
+
 def open_store(url: str | None = None) -> Store:
     """A store at `url` (`Store`'s default without one), migrated and back-filled."""
-    store = Store(url)
-    backfill(store)
-    return store
+    return Store(url)
 
 
 def save_result(store: Any, result: RunResult, label: str | None = None,
