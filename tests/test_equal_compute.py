@@ -57,7 +57,7 @@ def test_without_the_key_nothing_is_added_and_the_plan_is_unchanged(store):
 
 
 def test_a_bad_baseline_value_is_refused_naming_the_allowed_one(store):
-    with pytest.raises(ConfigError, match="baseline must be 'equal-compute', 'equal-tokens', 'consultancy', a list of them or none"):
+    with pytest.raises(ConfigError, match="baseline must be 'equal-compute', 'equal-tokens', 'consultancy', 'placebo', a list of them or none"):
         ex.plan({"questions": QUESTIONS, "configs": [DEBATE], "baseline": "equal"}, store)
 
 

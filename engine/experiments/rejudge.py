@@ -73,7 +73,9 @@ def judged_config(detail: dict[str, Any]) -> dict[str, Any] | None:
     temperature = next((s.get("temperature") for s in seats if s.get("name") == judge["seat"]),
                        None)
     label = str(detail.get("label") or detail.get("protocol"))
-    return {"protocol": "single", "label": label_of(label), "model": judge["model"],
+    # the protocol that judges final answers alone: the one whose templates include it
+    judge_of = next(name for name, entry in REGISTRY.items() if "judge_answers" in entry.templates)
+    return {"protocol": judge_of, "label": label_of(label), "model": judge["model"],
             "seats": {"agent": [{"name": judge["seat"], "model": judge["model"],
                                  "temperature": temperature}]},
             "options": {"rounds": 1, "answers": positions_text(positions)},

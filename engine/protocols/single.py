@@ -135,7 +135,7 @@ async def arun_single(question: str, *, agent: Seat | Any, rounds: int = 1,
                             duration=time.monotonic() - start)
 
     return await execute(SPEC, question, TEMPLATES, body, {"agent": agent},
-                         {"rounds": rounds, **({"answers": answers} if answers else {})}, run,
+                         {"rounds": rounds, "answers": answers}, run,
                          [agent.name])
 
 
