@@ -79,7 +79,7 @@ if hidden:
     other = "simulated" if kind == "real" else "real"
     st.caption(f"{hidden:,} {other} run(s) are not shown; choose *{KIND_NAMES[other]}* or "
                f"*{KIND_NAMES['both']}* to see them.")
-VIEWS = {"sections": "Sections", "moved": "Who moved whom", "whatif": "What if"}  # issue 29
+VIEWS = {"sections": "Sections", "moved": "Who moved whom", "whatif": "What if"}
 view = st.segmented_control("View", list(VIEWS), default="sections", format_func=VIEWS.get,
                             key="insights-view", bind="query-params") or "sections"
 if view != "sections":
@@ -142,7 +142,7 @@ for section in sections:
             st.switch_page("pages/runs.py", query_params=drill.row_params(
                 section.key, section.table.iloc[rows[0]].to_dict()))
 
-if "consensus" in only:  # issue 29: its own view (pages/_consensus.py)
+if "consensus" in only:  # its own view (pages/_consensus.py)
     _consensus.show(_consensus.insights_report(store, store.url_safe, stamp, args, kind),
                     "insights-consensus")
 
