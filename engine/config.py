@@ -272,7 +272,7 @@ class Donor:
 
 @dataclass(frozen=True)
 class Resume:
-    """Where a fork of a stored run starts (issue 29): `turns`, the stored run's turns before
+    """Where a fork of a stored run starts: `turns`, the stored run's turns before
     round `round` (a reply possibly edited), are replayed in place of their calls, in the
     order the protocol asks for them (by seat, phase and round): no model sees them again;
     every later call is made. `run_id` names the run forked; the fork's metrics say so

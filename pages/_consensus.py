@@ -1,4 +1,4 @@
-"""Is the consensus earned? (issue 29): the view Insights and an experiment's results share.
+"""Is the consensus earned? The view Insights and an experiment's results share.
 Agreement inflation against accuracy, the manufactured-consensus flags, the table with the
 fix/break odds ratio, and for one configuration the three-curve reliability view and
 selective accuracy against coverage (`engine.reports.consensus`). Labels are shown as text."""

@@ -565,7 +565,7 @@ def show_tabs(result: ex.Report, drawn: Figures, stamp: tuple) -> None:
 
 
 def show_what_if(result: ex.Report) -> None:
-    """Stop rules replayed on the experiment's runs with rounds (issue 29; `pages/_whatif`)."""
+    """Stop rules replayed on the experiment's runs with rounds (`pages/_whatif`)."""
     from pages import _whatif
     _whatif.render(_shared.store(), (), result.kind, key="exp-whatif",
                    experiment_id=str(result.experiment["id"]))

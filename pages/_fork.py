@@ -1,4 +1,4 @@
-"""The run detail's "Fork at round" control (issue 29): keep a stored run's turns before round
+"""The run detail's "Fork at round" control: keep a stored run's turns before round
 k, optionally drop an agent or edit one kept turn, run the rest in the background
 (`engine.services.fork`), and open Compare with the original."""
 from __future__ import annotations

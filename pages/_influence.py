@@ -1,4 +1,4 @@
-"""The Insights page's "Who moved whom" view (issue 29): a persona x persona or model x model
+"""The Insights page's "Who moved whom" view: a persona x persona or model x model
 matrix of who moved whom over the matching stored runs (`engine.reports.influence`), with the
 runs behind a cell a click away."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The Insights page's "What if" view (issue 29): stop rules replayed on the matching stored
+"""The Insights page's "What if" view: stop rules replayed on the matching stored
 runs with no model call (`engine.reports.whatif`), as a chart and a table per group."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The Experiments page's pool of workers (issue 16): when the store is PostgreSQL, an
+"""The Experiments page's pool of workers: when the store is PostgreSQL, an
 experiment can run on `python -m engine worker` processes instead of this app's process.
 
 `choose` is the start form's checkbox, `start` queues an experiment's cells for the pool, and

@@ -157,7 +157,7 @@ st.caption("Grouped by configuration label. Rates, means and calibration count c
 for section in sections:
     draw(section)
 
-if "consensus" in only:  # issue 29: its own view (pages/_consensus.py)
+if "consensus" in only:  # its own view (pages/_consensus.py)
     _consensus.show(_consensus.insights_report(store, store.url_safe, stamp, args, kind),
                     "insights-consensus")
 

@@ -234,7 +234,7 @@ def show_actions(detail: history.RunDetail) -> None:
             st.session_state["runs_flash"] = f"Re-run of {run['id']} started as {new_id}."
             open_run(new_id)
     confirm_delete(run["id"], "runs_delete", len(detail.transcript), place=right)
-    from pages import _fork  # issue 29: fork at round k, then compare
+    from pages import _fork  # fork at round k, then compare
     _fork.control(run, open_compare)
     original = original_of(run)
     if original:

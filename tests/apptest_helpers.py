@@ -2,9 +2,8 @@
 from __future__ import annotations
 
 import re
-import time
 
-GENEROUS = 120.0  # seconds; polling stops as soon as the page shows what it waits for
+from waiting import GENEROUS, wait_for
 
 
 def plain(text: str) -> str:
@@ -15,13 +14,13 @@ def plain(text: str) -> str:
 
 def poll(at, done, timeout: float = GENEROUS):
     """Rerun the page (as a fragment's timer would) until `done(at)`."""
-    deadline = time.monotonic() + timeout
-    while not done(at):
+    def shown() -> bool:
         assert not at.exception, at.exception
-        if time.monotonic() > deadline:
-            raise AssertionError("the page never showed the expected state")
-        time.sleep(0.2)
+        if done(at):
+            return True
         at.run()
+        return False
+    wait_for(shown, "the page to show the expected state", timeout, every=0.2)
     return at
 
 
@@ -42,3 +41,17 @@ def open_new_experiment(at) -> None:
     if "exp-new" not in at.session_state or not at.session_state["exp-new"]:
         at.session_state["exp-new"] = True
         at.run()
+
+
+def everything(at) -> str:
+    """Every element the page drew, as its protobuf text (what the browser is sent)."""
+    out: list[str] = []
+
+    def walk(node) -> None:
+        proto = getattr(node, "proto", None)
+        if proto is not None:
+            out.append(str(proto))
+        for child in (getattr(node, "children", None) or {}).values():
+            walk(child)
+    walk(at._tree)
+    return "\n".join(out).replace("\\\\", "").replace("\\", "").replace("\u2060", "")

@@ -42,6 +42,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
 from engine.llm.lines import forget_grammars
+from engine.llm.providers import get_model
 from engine.llm.replies import extract_json
 from engine.models import Task
 from engine.simulated import SimulatedChatModel
@@ -67,6 +68,13 @@ _KEY = re.compile(r'"([A-Za-z_]+)"\s*:')
 _PROPOSAL = re.compile(r"^\[([^\]\n]+)\] stance: (.*)$", re.M)
 _LITERAL = re.compile(r'^root ::= "([^"\\]*)"\s*$')
 _LABEL = re.compile(r"^\s*(?:\d+[.)]\s*)?\**([A-Z][A-Z ]{1,30}[A-Z])\**\s*:", re.M)
+
+
+def openai_model(url: str):
+    """An OpenAI-compatible chat model served at `url`, without the grammar probe: the tests
+    that use it count requests and script their statuses (line-format grammars are
+    tests/test_line_grammar.py's)."""
+    return get_model("openai:test-model?grammar=off", base_url=url)
 
 
 def read_format(messages: list[dict]) -> Task:

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+from apptest_helpers import everything
 from streamlit.testing.v1 import AppTest
 
 from engine import Store
@@ -24,20 +25,6 @@ AUTH = {"client_id": "parley", "client_secret": "s", "cookie_secret": "c" * 32,
 ROLES = {"vera@example.com": "viewer", "ann@example.com": "analyst",
          "ada@example.com": "admin"}
 PASTED = "sk-proj-PASTEDintoTheWrongField0123456789"
-
-
-def everything(at: AppTest) -> str:
-    """Every element the page drew, as its protobuf text (what the browser is sent)."""
-    out: list[str] = []
-
-    def walk(node) -> None:
-        proto = getattr(node, "proto", None)
-        if proto is not None:
-            out.append(str(proto))
-        for child in (getattr(node, "children", None) or {}).values():
-            walk(child)
-    walk(at._tree)
-    return "\n".join(out).replace("\\\\", "").replace("\\", "").replace("\u2060", "")
 
 
 def texts(at: AppTest) -> str:

@@ -5,23 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from apptest_helpers import plain
+from plugins.baselines import experiment
 from streamlit.testing.v1 import AppTest
 
-from engine import Store, question_set
-from engine import experiments as ex
+from engine import question_set
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
-
-
-def experiment(db_url: str) -> str:
-    store = Store(db_url)
-    plan = ex.plan({"name": "baseline view", "questions": "definite", "repeats": 2,
-                    "configs": [{"label": "vote", "protocol": "vote", "model": "simulated"},
-                                {"label": "panel", "protocol": "panel",
-                                 "model": "simulated"}]}, store)
-    experiment_id = ex.create(store, plan)
-    ex.run_experiment(store, experiment_id)
-    return experiment_id
 
 
 def test_the_baseline_view_counts_fixes_and_regressions_and_shows_answers(db_url):

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 from apptest_helpers import plain
+from plugins.hostile import RUN_ID, TAG, assert_inert
 from streamlit.testing.v1 import AppTest
-from test_hostile_rendering import RUN_ID, TAG, assert_inert, hostile  # noqa: F401
 
 from engine import Store
 from engine.protocols import arun_config, run_sync

@@ -3,13 +3,18 @@ position beside its placebo persona (DESIGN 2.13), under the results' tabs. Save
 50-hijack-rate.png to $PARLEY_SCREENSHOTS."""
 from __future__ import annotations
 
-from test_browser import expect, goto, page, settle, shots  # noqa: F401
-from test_browser import shared_app as app  # noqa: F401  (the session's shared server)
+import pytest
+from plugins.browser import expect, goto, settle
 
 from engine import Store
 from engine import experiments as ex
 from engine.reports import hijack
 
+
+@pytest.fixture
+def app(shared_app):
+    """The session's shared app server."""
+    return shared_app
 
 def test_an_experiment_shows_the_planted_adversary_s_hijack_rate(app, page, shots):  # noqa: F811
     base, db_url = app

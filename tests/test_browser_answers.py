@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from test_browser import app, expect, goto, page, rerun, settle, shots  # noqa: F401
+from plugins.browser import expect, goto, rerun, settle
 
 from engine import Store
 from engine.protocols import arun_config, run_sync

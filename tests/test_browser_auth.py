@@ -18,15 +18,8 @@ import sys
 import time
 
 import pytest
-from test_browser import (
-    GENEROUS_MS,
-    expect,
-    new_context,
-    require_browser,
-    rerun,
-    settle,
-    shots,  # noqa: F401
-)
+from plugins.browser import GENEROUS_MS, expect, new_context, require_browser, rerun, settle
+from waiting import wait_for
 
 from engine import Store
 from engine.bench.browser import ROOT
@@ -118,13 +111,6 @@ def stored(signed_app) -> str:
     run_id = store.start_run("vote", "Kept for the viewer?", started_by=ADMIN)
     store.end_run(run_id, "completed")
     return run_id
-
-
-def wait_for(predicate) -> None:
-    deadline = time.monotonic() + GENEROUS_MS / 1000
-    while not predicate():
-        assert time.monotonic() < deadline, "never happened"
-        time.sleep(0.2)
 
 
 def test_a_stranger_sees_only_the_sign_in(signed_app, stored, browser, shots):  # noqa: F811

@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import re
 
-from test_app_baseline import experiment
-from test_browser import expect, goto, open_tab, page, rerun, settle, shots  # noqa: F401
-from test_browser import shared_app as app  # noqa: F401  (the session's shared server)
+import pytest
+from plugins.baselines import experiment
+from plugins.browser import expect, goto, open_tab, rerun, settle
 
 from engine import Store
 from engine import experiments as ex
 from engine.reports.baseline import baseline_matrix, matrix_counts
+
+
+@pytest.fixture
+def app(shared_app):
+    """The session's shared app server (this module's checks read only what it stored)."""
+    return shared_app
 
 
 def test_a_baseline_view_with_a_regression_and_a_fix_opens_a_cell(app, page, shots):  # noqa: F811

@@ -6,11 +6,18 @@ from __future__ import annotations
 
 import re
 
-from test_browser import expect, goto, page, rerun, settle, shots  # noqa: F401
-from test_browser import shared_app as app  # noqa: F401  (the session's shared server)
+import pytest
+from plugins.browser import expect, goto, rerun, settle
 
 from engine import Store
 from engine.protocols import arun_config, run_sync
+
+
+@pytest.fixture
+def app(shared_app):
+    """The session's shared app server (this module's checks read only what it stored)."""
+    return shared_app
+
 
 QUESTION = "A bat and a ball cost $1.10 in total. The bat costs $1.00 more. How much is the ball?"
 

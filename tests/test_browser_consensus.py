@@ -8,7 +8,7 @@ results have the same view as a tab. Saves the screenshots 33-dynamics-strip,
 from __future__ import annotations
 
 # A server of this module's own, over a fresh database: Insights here must see only these runs.
-from test_browser import app, expect, goto, open_tab, page, rerun, settle, shots  # noqa: F401
+from plugins.browser import expect, goto, open_tab, rerun, settle
 
 from engine import Store
 from engine import experiments as ex

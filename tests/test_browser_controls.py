@@ -3,12 +3,18 @@ fixed, oracle, the round-one entropy router with its interval) and its dropped s
 engine computes them (DESIGN 2.13). Saves 49-which-protocol-when.png to $PARLEY_SCREENSHOTS."""
 from __future__ import annotations
 
-from test_browser import expect, goto, open_tab, page, settle, shots  # noqa: F401
-from test_browser import shared_app as app  # noqa: F401  (the session's shared server)
+import pytest
+from plugins.browser import expect, goto, open_tab, settle
 
 from engine import Store
 from engine import experiments as ex
 from engine.reports import controls
+
+
+@pytest.fixture
+def app(shared_app):
+    """The session's shared app server (this module's checks read only what it stored)."""
+    return shared_app
 
 
 def test_which_protocol_when_shows_the_headroom_and_the_dropped_seats(app, page, shots):  # noqa: F811

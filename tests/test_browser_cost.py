@@ -14,7 +14,7 @@ from openai_stub import SimulatedOpenAI, loopback_only
 
 # A server of this module's own: its real, priced runs would change what the shared server's
 # other tests see (Insights opens on real runs when there are some).
-from test_browser import app, expect, goto, open_tab, page, settle, shots  # noqa: F401
+from plugins.browser import expect, goto, open_tab, settle
 
 from engine import Store
 from engine import experiments as ex

@@ -8,17 +8,7 @@ from pathlib import Path
 
 # A server of this module's own, on a fresh SQLite file: its runs would change what the
 # shared server's other tests see.
-from test_browser import (  # noqa: F401
-    app,
-    commit,
-    expect,
-    field,
-    goto,
-    page,
-    rerun,
-    settle,
-    shots,
-)
+from plugins.browser import commit, expect, field, goto, rerun, settle
 
 from engine import Store
 from engine import experiments as ex

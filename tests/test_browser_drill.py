@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-from test_browser import (  # noqa: F401
+import pytest
+from plugins.browser import (
     MD_IMAGE,
     PAYLOAD,
     VEGA_BAR,
@@ -16,17 +17,20 @@ from test_browser import (  # noqa: F401
     group_bar,
     group_css,
     open_tab,
-    page,
     rerun,
     settle,
-    shots,
     typed,
 )
-from test_browser import shared_app as app  # noqa: F401  (the session's shared server)
 
 from engine import Store
 from engine.protocols import arun_config, run_sync
 from engine.questions import DEFINITE
+
+
+@pytest.fixture
+def app(shared_app):
+    """The session's shared app server (this module's checks read only what it stored)."""
+    return shared_app
 
 
 def test_clicking_an_accuracy_bar_opens_its_runs(app, page, shots):  # noqa: F811

@@ -6,7 +6,7 @@ first page load, and the second needs a store where no demo runs were stored yet
 """
 from __future__ import annotations
 
-from test_browser import app, expect, new_page, page, rerun, settle  # noqa: F401  (fixtures)
+from plugins.browser import expect, new_page, rerun, settle
 
 # Every text the sidebar's page list ever shows, recorded from the first byte of the page.
 WATCH_NAV = """
@@ -76,7 +76,7 @@ def test_a_visit_asks_nothing_of_any_host_but_the_apps_own(app, page):  # noqa: 
     # every visit (an emoji favicon is drawn inline).
     from urllib.parse import urlsplit
 
-    from test_browser import goto
+    from plugins.browser import goto
     base, _ = app
     outside: list[str] = []
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import re
 
-from test_browser import expect, goto, open_tab, page, rerun, settle, shots  # noqa: F401
-from test_browser import shared_app as app  # noqa: F401  (the session's shared server)
-from test_experiment_answer import scripted_experiment
+import pytest
+from plugins.browser import expect, goto, open_tab, rerun, settle
+from plugins.experiment_answer import scripted_experiment
 
 from pages._experiment_results import GROUPS
 
@@ -24,6 +24,12 @@ WIDER_TABLES = """() => [
         t => t.getBoundingClientRect().right > box.getBoundingClientRect().right + 1))
     .map(box => box.innerText.slice(0, 80))"""
 
+
+
+@pytest.fixture
+def app(shared_app):
+    """The session's shared app server."""
+    return shared_app
 
 def test_the_answer_first_tabs_that_fit_and_a_cell_that_opens_its_runs(app, page, shots):  # noqa: F811
     base, db_url = app

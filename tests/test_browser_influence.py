@@ -7,8 +7,7 @@ which opens Compare with the original. Saves the screenshots 36-influence-matrix
 from __future__ import annotations
 
 # A server of this module's own over a fresh SQLite file: what Insights shows is only these runs
-from playwright.sync_api import TimeoutError as PlaywrightTimeout
-from test_browser import app, expect, goto, page, rerun, settle, shots  # noqa: F401
+from plugins.browser import expect, goto, ready, rerun, settle
 
 from engine import Store
 from engine.protocols import arun_config, run_sync
@@ -44,24 +43,15 @@ def choose(page, key: str, name: str) -> None:  # noqa: F811
 
 
 def _pick_agent(tab, name: str) -> None:
-    """Choose `name` in the fork's "Drop an agent" list. On a loaded machine the list has been
-    seen to close again before its options were drawn (twice in CI, never here): it is then
-    closed and opened again, up to four times, each time waiting 20 s for the option."""
+    """Choose `name` in the fork's "Drop an agent" list: the list is opened once Streamlit
+    is idle and its opener ready (opened mid-redraw, it was seen to close again before its
+    options were drawn), then the option clicked."""
     opener = tab.locator(".st-key-fork_drop button[aria-label='Open']")
+    ready(tab, opener)
+    opener.click()
     option = tab.get_by_role("option", name=name, exact=True)
-    for attempt in range(4):
-        opener.wait_for(state="visible")
-        settle(tab)
-        opener.click()
-        try:
-            option.wait_for(state="visible", timeout=20_000)
-        except PlaywrightTimeout:
-            if attempt == 3:
-                raise
-            tab.keyboard.press("Escape")
-            continue
-        rerun(tab, option.click)
-        return
+    option.wait_for(state="visible")
+    rerun(tab, option.click)
 
 
 def test_influence_what_if_and_fork(app, page, shots):  # noqa: F811

@@ -9,7 +9,7 @@ stored run, and its real runs would turn Insights to real runs by default for ot
 from __future__ import annotations
 
 from openai_stub import SimulatedOpenAI
-from test_browser import app, expect, goto, open_tab, page, rerun, settle, shots, shown_as_text  # noqa: F401
+from plugins.browser import expect, goto, open_tab, rerun, settle, shown_as_text
 
 from engine import Store
 from engine import experiments as ex

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from test_browser import app, page, settle  # noqa: F401  (fixtures)
+from plugins.browser import settle
 
 from engine import Store
 from engine.protocols import REGISTRY, arun_config, run_sync

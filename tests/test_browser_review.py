@@ -9,7 +9,7 @@ import random
 import re
 
 # A server of this module's own: the queue and the kappa table read every stored run.
-from test_browser import app, expect, goto, page, rerun, settle, shots  # noqa: F401
+from plugins.browser import expect, goto, rerun, settle
 
 from engine import Store, run_debate
 from engine.models import Seat

@@ -5,20 +5,19 @@ dashed round-1 majority lines and the paper's reference points. Saves the screen
 """
 from __future__ import annotations
 
-from test_browser import (  # noqa: F401
-    click_point,
-    expect,
-    goto,
-    open_tab,
-    page,
-    settle,
-    shots,
-)
-from test_browser import shared_app as app  # noqa: F401  (the session's shared server)
+import pytest
+from plugins.browser import click_point, expect, goto, open_tab, settle
 
 from engine import Store
 from engine import experiments as ex
 from engine.questions import load_bundled
+
+
+@pytest.fixture
+def app(shared_app):
+    """The session's shared app server (this module's checks read only what it stored)."""
+    return shared_app
+
 
 CONFIGS = [{"protocol": "society", "label": "society-3x2", "model": "simulated",
             "options": {"rounds": 2}},

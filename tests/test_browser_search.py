@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from test_browser import PAYLOAD, app, commit, expect, field, goto, page, shots  # noqa: F401
-from test_search import fixture_runs, stored
+from plugins.browser import PAYLOAD, commit, expect, field, goto
+from plugins.search_runs import fixture_runs, stored
 
 from engine import Store
 

@@ -5,7 +5,7 @@ $PARLEY_SCREENSHOTS (or a temporary folder)."""
 from __future__ import annotations
 
 import markdown
-from test_browser import expect, goto, page, settle, shared_app, shots  # noqa: F401
+from plugins.browser import expect, goto, settle
 
 import engine.experiments as ex
 from engine import Store

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from test_council import Q, member, prompts_of
+from plugins.council_members import Q, member, prompts_of
 
 from engine import Seat, run_council
 from engine.protocols.council_result import aggregate, borda, fence

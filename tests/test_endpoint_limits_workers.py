@@ -14,7 +14,6 @@ from pathlib import Path
 
 from openai_stub import SimulatedOpenAI
 from sqlalchemy import text
-from test_workers import pg_url  # noqa: F401  (the fixture: a fresh database per test)
 
 from engine.llm.limits import burst
 from engine.store import Store

@@ -6,11 +6,11 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from waiting import wait_for
 
 from engine import Store
 from engine import experiments as ex
@@ -19,7 +19,6 @@ from engine.models import ConfigError
 from engine.questions import DEFINITE
 
 ROOT = Path(__file__).resolve().parent.parent
-GENEROUS = 120.0  # seconds; waits end as soon as the condition holds
 QUESTIONS = [{"question": q.text, "expected": q.expected} for q in DEFINITE[:4]]
 
 
@@ -27,14 +26,6 @@ def completed_per_cell(store: Store, experiment_id: str) -> Counter:
     runs = store.runs(experiment_id=experiment_id)
     done = runs[runs["status"] == "completed"]
     return Counter(ex.Cell.from_tags(tags) for tags in done["tags"])
-
-
-def wait_for(condition, timeout: float = GENEROUS) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition never held")
-        time.sleep(0.05)
 
 
 # --------------------------------------------------------------------------- preflight

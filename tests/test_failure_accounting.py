@@ -12,6 +12,9 @@ import threading
 from pathlib import Path
 
 import pytest
+from loopback import closed_port
+from openai_stub import loopback_only
+from openai_stub import openai_model as model
 from sqlalchemy import text
 from streamlit.testing.v1 import AppTest
 
@@ -27,11 +30,16 @@ from engine.questions import DEFINITE
 from engine.reports import experiments as reports
 from engine.reports import insights
 from engine.reports.runs import Filters, history_table
-from tests.test_openai_http import closed_port, loopback_env, model  # noqa: F401
 
 PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "insights.py")
 FAILING = "simulated?fail=1"
 QUESTION = DEFINITE[0]
+
+
+@pytest.fixture(autouse=True)
+def loopback_env(monkeypatch):
+    """No OpenAI key or base URL of the environment reaches these tests' calls."""
+    loopback_only(monkeypatch, "OPENAI_API_KEY", "OPENAI_BASE_URL")
 
 
 def plain(shown: str) -> str:

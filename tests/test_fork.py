@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from openai_stub import ENDPOINT_SETTINGS, SimulatedOpenAI, loopback_only
 from streamlit.testing.v1 import AppTest
 
 from engine import ConfigError, Store
@@ -32,9 +31,9 @@ def _society(store: Store, model: str = "simulated", rounds: int = 3, agents: in
                                     label="trio", tags=["mine"])).run_id)
 
 
-def _calls(server, since: int = 0) -> list[dict]:
+def _calls(stub_endpoint, since: int = 0) -> list[dict]:
     """The chat calls the stub answered since request `since` (the grammar probe left out)."""
-    return [r["body"] for r in server.requests[since:]
+    return [r["body"] for r in stub_endpoint.requests[since:]
             if "grammar-probe" not in str(r["body"].get("grammar", ""))]
 
 
@@ -42,22 +41,14 @@ def _kept(turns) -> list:
     return [t for t in turns if any(str(w).startswith(KEPT) for w in t["warnings"])]
 
 
-@pytest.fixture
-def server(monkeypatch):
-    loopback_only(monkeypatch, *ENDPOINT_SETTINGS, "PARLEY_PRICES")
-    with SimulatedOpenAI() as stub:
-        monkeypatch.setenv("PARLEY_ENDPOINTS", json.dumps({"stub": {"base_url": stub.base_url}}))
-        yield stub
-
-
-def test_kept_turns_are_not_called_again_over_http(server, store):
+def test_kept_turns_are_not_called_again_over_http(stub_endpoint, store):
     original = _society(store, STUB)
-    assert len(_calls(server)) == 9  # 3 agents x 3 rounds
+    assert len(_calls(stub_endpoint)) == 9  # 3 agents x 3 rounds
     before = store.get(original)
     for k, calls in ((1, 9), (2, 6), (3, 3)):
-        made = len(server.requests)
+        made = len(stub_endpoint.requests)
         result = forking.fork(store, original, k)
-        assert len(_calls(server, made)) == calls
+        assert len(_calls(stub_endpoint, made)) == calls
         new = store.get(result.run_id)
         kept = _kept(new["turns"])
         assert len(kept) == 3 * (k - 1) and all(t["round"] < k for t in kept)
@@ -77,14 +68,14 @@ def test_kept_turns_are_not_called_again_over_http(server, store):
         assert (new["label"], new["expected"]) == ("trio", "51")
 
 
-def test_an_edit_reaches_the_later_rounds_and_nothing_else(server, store):
+def test_an_edit_reaches_the_later_rounds_and_nothing_else(stub_endpoint, store):
     original = _society(store, STUB)
     first = store.get(original)["turns"][0]
     assert first["round"] == 1
-    made = len(server.requests)
+    made = len(stub_endpoint.requests)
     edited = "I reconsidered: the answer is \\boxed{99}"
     result = forking.fork(store, original, 2, edits=[f"{first['idx']}={edited}"])
-    sent = [json.dumps(body) for body in _calls(server, made)]
+    sent = [json.dumps(body) for body in _calls(stub_endpoint, made)]
     assert len(sent) == 6
     # every round-2 prompt carries the edited reply: the others see it, its agent has it in
     # its own conversation
@@ -99,15 +90,15 @@ def test_an_edit_reaches_the_later_rounds_and_nothing_else(server, store):
     assert turn["reply"] == edited and "reply edited in the fork" in turn["warnings"]
 
 
-def test_a_dropped_agent_is_gone_from_the_fork(server, store):
+def test_a_dropped_agent_is_gone_from_the_fork(stub_endpoint, store):
     original = _society(store, STUB)
-    made = len(server.requests)
+    made = len(stub_endpoint.requests)
     result = forking.fork(store, original, 2, drop="agent 3")
-    assert len(_calls(server, made)) == 4  # 2 agents x rounds 2 and 3
+    assert len(_calls(stub_endpoint, made)) == 4  # 2 agents x rounds 2 and 3
     new = store.get(result.run_id)
     assert {t["seat"] for t in new["turns"]} == {"agent 1", "agent 2"}
     assert all(set(r) == {"agent 1", "agent 2"} for r in stored_rounds(new))
-    sent = [json.dumps(body) for body in _calls(server, made)]
+    sent = [json.dumps(body) for body in _calls(stub_endpoint, made)]
     assert all(body.count("One agent's solution") == 1 for body in sent[:2])  # one other
 
 

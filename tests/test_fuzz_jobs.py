@@ -19,7 +19,6 @@ import sys
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
-from test_workers import pg_url  # noqa: F401  (the fixture: a fresh database per test)
 
 from engine.cells import Cell
 from engine.store import Store

@@ -35,8 +35,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage
+from loopback import closed_port
 from openai_stub import ENDPOINT_SETTINGS, NO_USAGE, SimulatedOpenAI, loopback_only
-from test_openai_http import closed_port
 
 from engine import Seat, Store, get_model, run_vote
 from engine.cli.main import main

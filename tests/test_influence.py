@@ -10,7 +10,6 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
-from test_fork import server  # noqa: F401  (the loopback stub, registered as endpoint stub)
 
 from engine import Store
 from engine.analysis import influence as credits
@@ -143,7 +142,7 @@ def _society(store: Store, model: str, question: str, expected: str) -> str:
     return str(run_sync(arun_config(config, question, store=store, expected=expected)).run_id)
 
 
-def test_stored_runs_real_and_simulated_apart(server, tmp_path):  # noqa: F811
+def test_stored_runs_real_and_simulated_apart(stub_endpoint, tmp_path):
     store = Store(f"sqlite:///{tmp_path}/s.db")
     sims = [_society(store, "simulated?conformity=0.9", f"What is {n} * 3?", str(3 * n))
             for n in range(6)]

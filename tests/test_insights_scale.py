@@ -22,6 +22,7 @@ from engine.protocols.storing import import_runs
 from engine.reports import insights
 from engine.reports import runs as history
 from engine.reports.runs import Filters
+from engine.store.migrations import SUMMARY_INDEXES
 
 QUESTION, EXPECTED = "What is 2+2?", "4"
 
@@ -160,7 +161,8 @@ def test_migration_0012_sets_the_flag_from_the_seats_and_adds_the_indexes(tmp_pa
     run_sync(arun_config({"protocol": "vote", "model": "simulated"}, QUESTION, store=store))
     with store.engine.begin() as connection:  # as an older Parley could leave it
         connection.execute(text("UPDATE runs SET simulated = 0"))
-        connection.execute(text("DROP INDEX ix_runs_summary"))
+        for index in SUMMARY_INDEXES:  # the indexes 0012 adds
+            connection.execute(text(f"DROP INDEX {index}"))
         connection.execute(text("DELETE FROM schema_migrations "
                                 "WHERE name = '0012_run_summary'"))
     store.engine.dispose()

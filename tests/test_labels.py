@@ -211,10 +211,13 @@ def test_a_forged_label_refuses_the_whole_import(pair, tmp_path, forge, why):
 
 def test_a_database_before_labels_gains_them(backend):
     a, b = _debate(backend), _debate(backend)
-    with backend.engine.begin() as connection:  # as 0014 left it
+    with backend.engine.begin() as connection:  # as 0014 left it (0018 adds to runs too)
         connection.execute(text("DROP TABLE preferences"))
         connection.execute(text("DROP TABLE ratings"))
-        connection.execute(text("DELETE FROM schema_migrations WHERE name = '0015_labels'"))
+        for column in ("imported_by", "imported_at"):
+            connection.execute(text(f"ALTER TABLE runs DROP COLUMN {column}"))
+        connection.execute(text("DELETE FROM schema_migrations WHERE name IN "
+                                "('0015_labels', '0018_one_judgement')"))
     backend.engine.dispose()
     reopened = Store(backend.url)
     assert "0015_labels" in reopened.migrations()

@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from http.server import BaseHTTPRequestHandler
 
 import pytest
 from loopback import LoopbackServer
+from waiting import wait_for
 
 import engine.experiments as ex
 from engine.cli import main
@@ -53,20 +53,13 @@ class Receiver(LoopbackServer):
         return f"{self.origin}/hook"
 
 
-def wait_for(condition, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-
-
 def test_a_completed_experiment_posts_one_notice_without_keys_or_prompts(store, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     with Receiver() as receiver:
         monkeypatch.setenv(NOTIFY_ENV, receiver.url)
         experiment_id = ex.create(store, SPEC)
         assert ex.run_experiment(store, experiment_id).status == "completed"
-        wait_for(lambda: receiver.bodies)
+        wait_for(lambda: receiver.bodies, "the notice")
     (notice,) = receiver.bodies
     assert notice["event"] == "experiment" and notice["status"] == "completed"
     assert notice["experiment_id"] == experiment_id and notice["name"] == "nightly"
@@ -84,7 +77,7 @@ def test_a_stopped_experiment_says_who_stopped_it(store, monkeypatch):
         stop = threading.Event()
         stop.set()
         assert ex.run_experiment(store, experiment_id, stop_event=stop).status == "stopped"
-        wait_for(lambda: receiver.bodies)
+        wait_for(lambda: receiver.bodies, "the notice")
     assert receiver.bodies[0]["status"] == "stopped"
     assert receiver.bodies[0]["stopped_by"] == "a person"
 
@@ -138,7 +131,7 @@ def test_a_failed_gate_posts_a_notice_a_passed_one_does_not(store, monkeypatch, 
     with Receiver() as receiver:
         monkeypatch.setenv(NOTIFY_ENV, receiver.url)
         assert main(["gate", candidate, "--baseline", baseline, "--db", store.url]) == 1
-        wait_for(lambda: receiver.bodies)
+        wait_for(lambda: receiver.bodies, "the notice")
         (notice,) = receiver.bodies
         assert notice["event"] == "gate" and notice["status"] == "failed"
         assert notice["experiment_id"] == candidate and notice["baseline_id"] == baseline

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -18,9 +17,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from loopback import closed_port
 from openai_stub import PROXY_VARS, loopback_only
+from openai_stub import openai_model as model
 
-from engine import Seat, Store, get_model, run_debate, run_peer_review
+from engine import Seat, Store, run_debate, run_peer_review
 
 ROOT = Path(__file__).resolve().parents[1]
 JUDGE_REPLY = ("1. VERDICT: The proponent wins\n2. REASONING: Better evidence\n"
@@ -93,19 +94,6 @@ def server():
     httpd.shutdown()
     httpd.server_close()
     thread.join()
-
-
-def closed_port() -> int:
-    """A loopback port with nothing listening (bound, then released)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def model(url):
-    # these tests count requests and script their statuses: no grammar probe (issue 15's
-    # line-format grammars are tests/test_line_grammar.py's)
-    return get_model("openai:test-model?grammar=off", base_url=url)
 
 
 def debate(url, **kw):

@@ -201,6 +201,7 @@ def test_every_page_served_names_the_files_and_each_one_is_served_immutable(serv
             assert "immutable" in answer.headers["Cache-Control"]
 
 
+@pytest.mark.browser
 def test_chromium_has_vega_in_its_cache_after_landing_on_home(served):
     """A new Chromium lands on Home; without drawing any chart it holds Vega (and the chart
     element's code) in its HTTP cache, so the first chart on another page reads it from
@@ -235,6 +236,7 @@ def test_chromium_has_vega_in_its_cache_after_landing_on_home(served):
             browser.close()
 
 
+@pytest.mark.browser
 def test_a_page_opened_by_its_address_asks_the_server_once(served):
     """Opened at /runs, Streamlit's frontend asks /_stcore/health at once, never
     /runs/_stcore/health first (a 404, then 100 ms or more of waiting), and the page works."""

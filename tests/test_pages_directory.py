@@ -8,8 +8,8 @@ exists, and that a first visit to a deep link on a fresh server gets the whole a
 """
 from __future__ import annotations
 
+from plugins.browser import goto, settle
 from streamlit.runtime.pages_manager import PagesManager
-from test_browser import app, goto, page, settle  # noqa: F401  (fixtures: a fresh server per module)
 
 
 def test_streamlit_still_has_the_flag_the_workaround_resets():

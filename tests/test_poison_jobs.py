@@ -18,13 +18,12 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from sqlalchemy import text
-from test_workers import pg_url  # noqa: F401  (the fixture: a fresh database per test)
+from waiting import wait_for
 
 import engine.experiments as ex
 from engine.cells import Cell
@@ -85,13 +84,6 @@ def _heartbeat(store: Store):
         return connection.execute(text("SELECT max(heartbeat_at) FROM workers")).scalar()
 
 
-def _wait(condition, seconds: float, why) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, why()
-        time.sleep(0.2)
-
-
 # --------------------------------------------------------------------------- a real worker
 def test_a_poisoned_job_is_failed_once_and_never_stalls_housekeeping(
         pg_url, tmp_path):  # noqa: F811
@@ -140,13 +132,14 @@ def test_a_poisoned_job_is_failed_once_and_never_stalls_housekeeping(
              "--heartbeat", "2", "--endpoint", "default"],
             cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
     try:
-        _wait(lambda: ex.get(store, experiment_id)["status"] != "running", 120,
-              lambda: "the experiment never ended: " + log.read_text()[-3000:])
-        _wait(lambda: all(_jobs(store)[j]["status"] == "failed" for j in expected), 60,
-              lambda: f"not every poison job failed: {_jobs(store)}")
+        wait_for(lambda: ex.get(store, experiment_id)["status"] != "running",
+                 lambda: "the experiment to end: " + log.read_text()[-3000:], 120, every=0.2)
+        wait_for(lambda: all(_jobs(store)[j]["status"] == "failed" for j in expected),
+                 lambda: f"every poison job to fail: {_jobs(store)}", 60, every=0.2)
         beat = _heartbeat(store)
-        _wait(lambda: _heartbeat(store) > beat, 60,  # housekeeping goes on
-              lambda: "the worker's heartbeat stopped: " + log.read_text()[-3000:])
+        wait_for(lambda: _heartbeat(store) > beat,  # housekeeping goes on
+                 lambda: "the worker's next heartbeat: " + log.read_text()[-3000:], 60,
+                 every=0.2)
     finally:
         worker.send_signal(signal.SIGTERM)
         worker.wait(timeout=60)

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from apptest_helpers import plain
+from apptest_helpers import everything, plain
 from streamlit.testing.v1 import AppTest
 
 from engine import Store, run_debate, run_vote
@@ -211,7 +211,6 @@ def test_hostile_question_and_answers_stay_text(db):
 def test_no_run_id_and_no_configuration_order_reaches_the_page(db):
     """The widget keys used to be `review-a-<run_a>:<run_b>`, `run_a` the label sorting
     first: the page's HTML named both runs, in the configurations' order."""
-    from test_access_pages import everything
     a, b = debate(db, "alpha-config", 3), vote(db, "beta-config", 7)
     at = open_review()
     sent = everything(at)

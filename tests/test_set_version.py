@@ -104,6 +104,7 @@ def test_migration_0018_computes_the_version_of_older_experiments(backend):
     experiment_id = ex.create(backend, SPEC)
     with backend.engine.begin() as connection:  # as 0017 left it
         connection.execute(text("ALTER TABLE experiments DROP COLUMN set_version"))
+        connection.execute(text("DROP TABLE approvals"))  # which 0022 also adds
         connection.execute(text("DELETE FROM schema_migrations "
                                 "WHERE name = '0022_set_version'"))
     backend.engine.dispose()

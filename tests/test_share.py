@@ -11,8 +11,9 @@ import re
 from html.parser import HTMLParser
 from typing import Any
 
+import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
-from test_browser import ARGS, CHROMIUM, _browser_missing, app, goto, page, settle, shots  # noqa: F401
+from plugins.browser import ARGS, CHROMIUM, _browser_missing, goto, settle
 
 from engine import Store
 from engine import experiments as ex
@@ -97,6 +98,7 @@ def test_the_cli_writes_the_file_and_names_a_missing_id(tmp_path, capsys):
     assert "no run 'nope'" in capsys.readouterr().err
 
 
+@pytest.mark.browser
 def test_the_file_opens_from_disk_in_chromium_and_draws_offline(tmp_path, shots):  # noqa: F811
     import pytest
     missing = _browser_missing()

@@ -15,8 +15,8 @@ import signal
 import time
 
 import pytest
+from plugins.pool import _worker
 from sqlalchemy import text
-from test_workers import _worker, pg_url  # noqa: F401  (the fixture: a fresh database)
 
 import engine.experiments as ex
 from engine import Store

@@ -3,13 +3,12 @@ secrets, migrations and WAL (DESIGN 4)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from langchain_core.messages import AIMessage
+from plugins.processes import dead_pid
 from sqlalchemy import inspect, text, update
 
 from engine import ConfigError, Store, run_debate, run_peer_review
@@ -27,12 +26,6 @@ class Crash(BaseException):
 def fakes(recording_model, pro=("p1", "p2", "p3")):
     return dict(proponent=recording_model(list(pro)), opponent=recording_model(["c"]),
                 judge=recording_model([JUDGE_REPLY]))
-
-
-def dead_pid() -> int:
-    child = subprocess.Popen([sys.executable, "-c", "pass"])
-    child.wait()
-    return child.pid
 
 
 # --------------------------------------------------------------------------- lifecycle

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import threading
 
-from conftest import _fresh_pg  # noqa: F401  (other tests import it from here)
-
 from engine import Store, run_debate, run_peer_review
 from engine.protocols.storing import import_runs
 

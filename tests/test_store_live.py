@@ -9,8 +9,8 @@ from __future__ import annotations
 import time
 
 import pytest
+from plugins.processes import dead_pid
 from sqlalchemy import event, text, update
-from test_store import dead_pid
 
 from engine import Store, run_panel
 from engine.models import Turn, now

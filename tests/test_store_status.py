@@ -11,32 +11,21 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 from sqlalchemy import event, text
+from waiting import wait_for
 
 from engine import Store, arun_debate, run_debate
-from engine.services.tasks import TaskRunner
 from engine.llm.calls import RunStopped
 from engine.models import Turn
+from engine.services.tasks import TaskRunner
 from engine.store import StoreWriteError
 
 ROOT = Path(__file__).resolve().parents[1]
 GENEROUS = 120.0  # seconds; every wait ends as soon as what it waits for is there
 JUDGE = "VERDICT: pro\nREASONING: r\nCONFIDENCE: 0.8"
-
-
-def wait_for(check, what: str, timeout: float = GENEROUS):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.1)
 
 
 def raw_status(store: Store, run_id: str) -> str | None:

@@ -7,9 +7,9 @@ Every model call here goes over HTTP to the loopback test server (`openai_stub`)
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
+from conftest import fresh_pg_url
 from openai_stub import ENDPOINT_SETTINGS, SimulatedOpenAI, loopback_only
 from sqlalchemy import create_engine, text
 
@@ -252,10 +252,6 @@ def test_output_mode_is_stored_exported_and_imported(tmp_path):
     assert [t["output_mode"] for t in other.get("older1")["turns"]] == [""] * 3
 
 
-def _pg_url() -> str | None:
-    return os.environ.get("PARLEY_TEST_PG_URL")
-
-
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_migration_adds_the_column_to_an_older_database(backend, tmp_path):
     """A database made before `0007_turn_output` (no column, no migration row) gains the
@@ -263,11 +259,7 @@ def test_migration_adds_the_column_to_an_older_database(backend, tmp_path):
     if backend == "sqlite":
         url = f"sqlite:///{tmp_path / 'old.db'}"
     else:
-        url = _pg_url()
-        if not url:
-            pytest.skip("no PostgreSQL server (set PARLEY_TEST_PG_URL)")
-        from test_store_backends import _fresh_pg
-        _fresh_pg(url)
+        url = fresh_pg_url()
     old = vote("simulated", store=Store(url))
     engine = create_engine(url)
     with engine.begin() as connection:

@@ -2,9 +2,8 @@
 stop as asked, start once, and two runners on two stores share nothing."""
 from __future__ import annotations
 
-import time
-
 import pytest
+from waiting import wait_for
 
 from engine import REGISTRY, ConfigError, Store
 from engine import experiments as ex
@@ -19,14 +18,6 @@ DEBATE = {"protocol": "debate", "model": "simulated", "options": {"max_rounds": 
 SLOW = {"protocol": "debate", "model": "simulated?latency=0.25", "options": {"max_rounds": 10}}
 GENEROUS = 120.0  # seconds; only a hung run ever waits this long
 QUESTIONS = [{"question": q.text, "expected": q.expected} for q in DEFINITE[:4]]
-
-
-def wait_until(predicate, timeout: float = GENEROUS) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.05)
 
 
 def test_a_run_completes_and_is_stored(store):
@@ -73,7 +64,7 @@ def test_bad_configuration_raises_before_any_run(store):
 def test_stop_interrupts_and_keeps_completed_turns(store):
     tasks = TaskRunner(store)
     run_id = tasks.start_run(SLOW, "Should we stop?")
-    wait_until(lambda: len(store.turns(run_id)) >= 2)
+    wait_for(lambda: len(store.turns(run_id)) >= 2)
     assert run_id in tasks.live()
     assert tasks.stop(run_id) is True
     assert tasks.wait(run_id, GENEROUS) == "interrupted"
@@ -89,7 +80,7 @@ def test_another_runner_on_the_same_database_reads_and_stops_a_run(tmp_path):
     url = f"sqlite:///{tmp_path / 'p.db'}"
     first = TaskRunner(Store(url))
     run_id = first.start_run(SLOW, "Does a refresh lose the run?")
-    wait_until(lambda: len(first.store.turns(run_id)) >= 1)
+    wait_for(lambda: len(first.store.turns(run_id)) >= 1)
     # Another process's view: a new store, a new runner, only the run id.
     second = TaskRunner(Store(url))
     progress = second.progress(run_id, "debate")
@@ -212,7 +203,7 @@ def test_the_demo_gives_the_leaderboard_two_models_and_review_pairs(store):
 def test_the_demo_stops_after_its_current_run(store):
     tasks = TaskRunner(store)
     tasks.start_demo()
-    wait_until(lambda: tasks.progress(DEMO)["done"] >= 1)
+    wait_for(lambda: tasks.progress(DEMO)["done"] >= 1)
     assert tasks.stop(DEMO) is True
     assert tasks.wait(DEMO, GENEROUS) == "interrupted"
     assert tasks.progress(DEMO)["done"] < len(demo_plan())
@@ -222,7 +213,7 @@ def test_the_demo_stops_after_its_current_run(store):
 def test_a_running_run_can_be_deleted_and_its_task_ends_quietly(store):
     tasks = TaskRunner(store)
     run_id = tasks.start_run({"protocol": "panel", "model": "simulated?latency=1"}, "Deleted?")
-    wait_until(lambda: not store.turns(run_id).empty)
+    wait_for(lambda: not store.turns(run_id).empty)
     assert store.delete([run_id]) == 1
     task = tasks.task(run_id)
     assert task.done.wait(GENEROUS)
@@ -234,10 +225,10 @@ def test_the_feed_reads_only_new_turns(store):
     tasks = TaskRunner(store)
     run_id = tasks.start_run(SLOW, "Only new turns?")
     feed = TurnFeed(store)
-    wait_until(lambda: len(store.turns(run_id)) >= 2)
+    wait_for(lambda: len(store.turns(run_id)) >= 2)
     first = feed.poll(run_id)
     assert first.running and first.new == len(first.turns) >= 2
-    wait_until(lambda: len(store.turns(run_id)) > len(first.turns))
+    wait_for(lambda: len(store.turns(run_id)) > len(first.turns))
     second = feed.poll(run_id)
     assert second.new == len(second.turns) - len(first.turns) >= 1
     assert [t["idx"] for t in second.turns] == sorted({t["idx"] for t in second.turns})

@@ -9,7 +9,6 @@ own on that server, dropped afterwards.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -17,10 +16,10 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from uuid import uuid4
 
 import pytest
-from sqlalchemy import create_engine, text
+from plugins.pool import QUESTIONS, _spec, _worker
+from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 import engine.experiments as ex
@@ -34,34 +33,6 @@ from engine.store import workers as pool_store
 from engine.workers import conninfo, endpoint_of, queue_of, settle, stop, submit
 
 ROOT = Path(__file__).resolve().parent.parent
-QUESTIONS = [{"question": f"What is {i} plus {i}?", "expected": str(2 * i)} for i in range(50)]
-
-
-def _spec(questions: list[dict], repeats: int, latency: float = 0.05) -> dict:
-    model = f"simulated?latency={latency}"
-    return {"name": "pool", "questions": questions, "repeats": repeats, "concurrency": 4,
-            "configs": [{"protocol": "vote", "label": "vote", "model": model},
-                        {"protocol": "panel", "label": "panel", "model": model}]}
-
-
-@pytest.fixture
-def pg_url():
-    """A fresh database on the test server, dropped after the test."""
-    url = os.environ.get("PARLEY_TEST_PG_URL")
-    if not url:
-        if os.environ.get("PARLEY_REQUIRE_PG") == "1":
-            pytest.fail("PARLEY_REQUIRE_PG=1 but PARLEY_TEST_PG_URL is not set")
-        pytest.skip("no PostgreSQL server (set PARLEY_TEST_PG_URL; .ci/run starts one)")
-    name = f"parley_pool_{uuid4().hex[:10]}"
-    admin = create_engine(make_url(url).set(database="postgres"), isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f"CREATE DATABASE {name}"))
-    yield make_url(url).set(database=name).render_as_string(hide_password=False)
-    with admin.connect() as connection:
-        connection.execute(text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                                "WHERE datname = :name"), {"name": name})
-        connection.execute(text(f"DROP DATABASE IF EXISTS {name}"))
-    admin.dispose()
 
 
 def _runs(store: Store, experiment_id: str) -> list[dict]:
@@ -139,14 +110,6 @@ def test_submit_stop_and_resubmit(pg_url):
 
 
 # --------------------------------------------------------------------------- the pool
-def _worker(url: str, log: Path) -> subprocess.Popen:
-    """A worker process; its log goes to a file (a pipe nobody reads would block it)."""
-    with log.open("a", encoding="utf-8") as out:
-        return subprocess.Popen([sys.executable, "-m", "engine", "worker", "--db", url,
-                                 "--concurrency", "4", "--heartbeat", "2"], cwd=ROOT,
-                                stdout=out, stderr=subprocess.STDOUT)
-
-
 def test_three_workers_one_killed_every_cell_exactly_once(pg_url, tmp_path):
     store = Store(pg_url)
     spec = tmp_path / "spec.yaml"

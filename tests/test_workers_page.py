@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from apptest_helpers import open_new_experiment
+from plugins.pool import QUESTIONS, _spec
 from streamlit.testing.v1 import AppTest
-from test_workers import QUESTIONS, _spec, pg_url  # noqa: F401 (pg_url: the fixture)
 
 from engine import Store
 from engine import experiments as ex

@@ -21,8 +21,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from test_browser import new_context  # noqa: E402
-from test_browser import settle as script_runs_done  # noqa: E402
+from plugins.browser import new_context  # noqa: E402
+from plugins.browser import settle as script_runs_done  # noqa: E402
 
 from engine import Store  # noqa: E402
 from engine import experiments as ex  # noqa: E402

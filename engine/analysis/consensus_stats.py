@@ -1,4 +1,4 @@
-"""Statistics for "is the consensus earned?" (issue 29), as plain functions on plain numbers:
+"""Statistics for "is the consensus earned?", as plain functions on plain numbers:
 a mean with its interval, selective accuracy against coverage and its area (AUARC), and the
 fix/break odds ratio of a majority. Each docstring states the arithmetic and a worked example,
 so a figure can be checked by hand; ECE, Brier and Wilson intervals are `engine.analysis.stats`.

@@ -1,4 +1,4 @@
-"""What-if replay of stored runs (issue 29): what a stop rule would have cost and saved had it
+"""What-if replay of stored runs: what a stop rule would have cost and saved had it
 stopped each run's rounds early, from what the runs stored, with no model call.
 
 A run is its answers by round (one mapping per round from agent to its raw answer, None

@@ -72,7 +72,7 @@ def parse_answer(text: str) -> str:
     The label follows `parse_sections`' rules (start of a line, case-insensitive, optional
     numbering and markdown emphasis); the answer is the rest of that line, or the next
     non-blank line when the label stands alone. The LAST such line counts, so a reply that
-    quotes another's `ANSWER:` before giving its own is read as its own (issue 10's rule).
+    quotes another's `ANSWER:` before giving its own is read as its own.
     Surrounding emphasis and backticks are dropped; the answer is otherwise left as written
     (scoring compares it with `normalize_stance`).
     """

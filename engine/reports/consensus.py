@@ -1,4 +1,4 @@
-"""Is the consensus earned? (issue 29, DESIGN 2.12) Per configuration, over stored runs whose
+"""Is the consensus earned? (DESIGN 2.12) Per configuration, over stored runs whose
 protocol gives rounds of answers, simulated and real never pooled:
 
 - agreement inflation: the mean, over runs with two rounds or more, of the last round's

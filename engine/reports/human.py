@@ -1,4 +1,4 @@
-"""What people's labels add up to (issue 31, bullet 3), from `store.preferences()`,
+"""What people's labels add up to, from `store.preferences()`,
 `store.ratings()` and `store.runs()` frames.
 
 - **Win rate per configuration** (`engine.reports.review.configuration`): wins over decided

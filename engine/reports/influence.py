@@ -1,4 +1,4 @@
-"""Who moved whom (issue 29): `engine.analysis.influence` added up over the stored runs that
+"""Who moved whom: `engine.analysis.influence` added up over the stored runs that
 match the Insights filters, as a persona x persona and a model x model matrix.
 
 Each agent of a run is mapped to its persona and its model spec from the run's stored

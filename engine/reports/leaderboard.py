@@ -1,5 +1,5 @@
 """A leaderboard across stored runs: Bradley-Terry ratings per model and per persona from the
-pairwise outcomes the runs hold (issue 30).
+pairwise outcomes the runs hold.
 
 The outcomes, read from completed runs' stored results:
 - a debate's verdict: the seat that argued the side the judge ruled for beats the other

@@ -1,4 +1,4 @@
-"""What if the runs had stopped early (issue 29): the stop rules of `engine.analysis.replay`
+"""What if the runs had stopped early: the stop rules of `engine.analysis.replay`
 replayed on the stored runs that match the Insights filters, with no model call.
 
 The rounds come from the runs' stored results (`engine.protocols.stored_rounds`, every protocol

@@ -1,4 +1,4 @@
-"""Fork a stored run at round k (issue 29): keep its turns before round k, optionally drop an
+"""Fork a stored run at round k: keep its turns before round k, optionally drop an
 agent or edit one kept turn's reply, and run the rest with the same protocol, configuration,
 question and expected answer. The new run records its parent: its metrics hold `forked_from`
 (the run's id), `fork_round` (k) and `kept_turns`, and it is tagged `forked-from:ID`.

@@ -1,6 +1,6 @@
 """Runs added up where they are stored: grouped counts and sums in SQL, and typed values
 read without their JSON, so that Insights over a million runs brings back only what its
-figures draw (issue 27).
+figures draw.
 
 `run_summary` groups the matching runs by protocol, label, status, the degraded flag and
 the `simulated` flag (the simulated model played a seat: set from the seats' model specs

@@ -74,17 +74,16 @@ import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, false, func, inspect, or_, select, text, true, update
+from sqlalchemy import Connection, bindparam, false, func, or_, select, text, true, update
 from sqlalchemy.schema import CreateIndex
 
 from engine.models import ConfigError, Turn, now
-from engine.store import facets, statements
+from engine.store import facets, shipped, statements
 from engine.store.records import error_text
 from engine.store.schema import (
     ANSWERS_INDEX,
     ONE_PREFERENCE,
     ONE_RATING,
-    Base,
     ExperimentRow,
     PreferenceRow,
     RatingRow,
@@ -191,17 +190,17 @@ def outcome_metrics(connection: Connection, protocols: Mapping[str, Any]) -> Non
             metrics=json.dumps(new, ensure_ascii=False, default=str)))
 
 
+def _no(connection: Connection) -> str:
+    """The dialect's literal false, for a boolean column's default."""
+    return "false" if connection.dialect.name == "postgresql" else "0"
+
+
 def degraded_runs(connection: Connection) -> None:
-    """Migration 0005: the run-level `degraded_run` flag and `lost` text. A database made
-    before it gains the two columns (a new one has them from `0001`); its completed runs are
-    assessed again on the protocols' side (`assess_again`)."""
-    present = {c["name"] for c in inspect(connection).get_columns("runs")}
-    false = "false" if connection.dialect.name == "postgresql" else "0"
-    if "degraded_run" not in present:
-        connection.execute(text(f"ALTER TABLE runs ADD COLUMN degraded_run BOOLEAN NOT NULL "
-                                f"DEFAULT {false}"))
-    if "lost" not in present:
-        connection.execute(text("ALTER TABLE runs ADD COLUMN lost TEXT NOT NULL DEFAULT ''"))
+    """Migration 0005: the run-level `degraded_run` flag and `lost` text; the completed runs
+    are assessed again on the protocols' side (`assess_again`)."""
+    connection.execute(text(f"ALTER TABLE runs ADD COLUMN degraded_run BOOLEAN NOT NULL "
+                            f"DEFAULT {_no(connection)}"))
+    connection.execute(text("ALTER TABLE runs ADD COLUMN lost TEXT NOT NULL DEFAULT ''"))
     note_backfill(connection, "0005_degraded_runs")
 
 
@@ -261,16 +260,14 @@ def redacted_errors(connection: Connection) -> None:
 
 
 def turn_output(connection: Connection) -> None:
-    """Migration 0007: the nullable `turns.output_mode` column (a new database has it from
-    `0001`)."""
-    if "output_mode" not in {c["name"] for c in inspect(connection).get_columns("turns")}:
-        connection.execute(text("ALTER TABLE turns ADD COLUMN output_mode VARCHAR(16)"))
+    """Migration 0007: the nullable `turns.output_mode` column."""
+    connection.execute(text("ALTER TABLE turns ADD COLUMN output_mode VARCHAR(16)"))
 
 
 # Indexes that let Insights add runs up without reading their rows (`engine.store.aggregates`):
 # every column the grouped summary reads, a protocol's runs of one kind in time order (its
-# sample), and the two times the pages' cache key takes a maximum of. A new database has them
-# from the table's own definition (`schema.RunRow`).
+# sample), and the two times the pages' cache key takes a maximum of (`schema.RunRow` holds
+# them as they are now).
 SUMMARY_INDEXES = {
     "ix_runs_summary": "runs (protocol, status, label, simulated, degraded_run, correct, "
                        "tokens_in, tokens_out, duration)",
@@ -299,29 +296,27 @@ def run_summary(connection: Connection) -> None:
         if simulation(False, models, seats)[0]:
             connection.execute(update(runs).where(runs.c.id == run_id).values(simulated=True))
     for name, columns in SUMMARY_INDEXES.items():
-        connection.execute(text(f"CREATE INDEX IF NOT EXISTS {name} ON {columns}"))
+        connection.execute(text(f"CREATE INDEX {name} ON {columns}"))
 
 
 def run_facets(connection: Connection) -> None:
     """Migration 0013: the tags and model specs the filters offer, kept apart
     (`engine.store.facets`), filled from every stored run once."""
-    Base.metadata.create_all(connection, tables=[Base.metadata.tables["run_facets"]])
+    shipped.RUN_FACETS.create(connection)
     runs = statements.RUNS
     seen = connection.execute(select(runs.c.tags, runs.c.models).distinct()).all()
     facets.record(connection, [{"tags": tags, "models": models} for tags, models in seen])
 
 
 def costs(connection: Connection) -> None:
-    """Migration 0014: `cost_usd` on runs and turns and `usage_estimated` on turns (a new
-    database has them from `0001`). Turns stored before prices were known have an unknown
-    cost (NULL), except the simulated model's, which cost 0; a run costs 0 when none of its
-    turns that succeeded or consumed tokens is of unknown cost (`engine.models.total_cost`),
-    else its cost stays unknown."""
-    no = "false" if connection.dialect.name == "postgresql" else "0"
+    """Migration 0014: `cost_usd` on runs and turns and `usage_estimated` on turns. Turns
+    stored before prices were known have an unknown cost (NULL), except the simulated
+    model's, which cost 0; a run costs 0 when none of its turns that succeeded or consumed
+    tokens is of unknown cost (`engine.models.total_cost`), else its cost stays unknown."""
     for table, column, kind in (("runs", "cost_usd", "FLOAT"), ("turns", "cost_usd", "FLOAT"),
-                                ("turns", "usage_estimated", f"BOOLEAN NOT NULL DEFAULT {no}")):
-        if column not in {c["name"] for c in inspect(connection).get_columns(table)}:
-            connection.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {kind}"))
+                                ("turns", "usage_estimated",
+                                 f"BOOLEAN NOT NULL DEFAULT {_no(connection)}")):
+        connection.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {kind}"))
     runs, turns = statements.RUNS, statements.TURNS
     connection.execute(update(turns).where(turns.c.simulated == true(),
                                            turns.c.cost_usd.is_(None)).values(cost_usd=0.0))
@@ -337,25 +332,22 @@ def costs(connection: Connection) -> None:
 
 
 def started_by(connection: Connection) -> None:
-    """Migration 0016: runs gain `started_by`, who started them (a new database has it from
-    `0001`); older runs keep "" (not recorded)."""
-    if "started_by" not in {c["name"] for c in inspect(connection).get_columns("runs")}:
-        connection.execute(text("ALTER TABLE runs ADD COLUMN started_by VARCHAR(200) "
-                                "NOT NULL DEFAULT ''"))
+    """Migration 0016: runs gain `started_by`, who started them; older runs keep "" (not
+    recorded)."""
+    connection.execute(text("ALTER TABLE runs ADD COLUMN started_by VARCHAR(200) "
+                            "NOT NULL DEFAULT ''"))
 
 
-# From 0018 on, the summary index holds whether a run went unanswered too.
+# From 0023 on, the summary index holds whether a run went unanswered too.
 SUMMARY_WITH_UNANSWERED = SUMMARY_WITH_COST.replace("correct,", "correct, unanswered,")
 
 
 def unanswered(connection: Connection) -> None:
-    """Migration 0023: runs gain `unanswered` (a new database has it from `0001`), which the
-    summary index holds (Insights counts it); the scoring of older runs is left to the
-    protocols' side (`score_unanswered`)."""
-    if "unanswered" not in {c["name"] for c in inspect(connection).get_columns("runs")}:
-        no = "false" if connection.dialect.name == "postgresql" else "0"
-        connection.execute(text(f"ALTER TABLE runs ADD COLUMN unanswered BOOLEAN NOT NULL "
-                                f"DEFAULT {no}"))
+    """Migration 0023: runs gain `unanswered`, which the summary index holds (Insights
+    counts it); the scoring of older runs is left to the protocols' side
+    (`score_unanswered`)."""
+    connection.execute(text(f"ALTER TABLE runs ADD COLUMN unanswered BOOLEAN NOT NULL "
+                            f"DEFAULT {_no(connection)}"))
     connection.execute(text("DROP INDEX IF EXISTS ix_runs_summary"))
     connection.execute(text(f"CREATE INDEX ix_runs_summary ON {SUMMARY_WITH_UNANSWERED}"))
     note_backfill(connection, "0023_unanswered")
@@ -376,17 +368,14 @@ def score_unanswered(connection: Connection, protocols: Mapping[str, Any]) -> No
 
 
 def signal_columns(connection: Connection) -> None:
-    """Migration 0028: runs gain the typed signal columns (a new database has them from
-    `0001`), each run's read off its stored metrics (a run whose metrics cannot be read keeps
+    """Migration 0028: runs gain the typed signal columns, each run's read off its stored metrics (a run whose metrics cannot be read keeps
     NULLs, as a run without signals has), 5,000 runs at a time; and `ix_runs_answers`, the
     covering index of Insights' opening answers (`RunAggregates.answer_summary`)."""
-    present = {c["name"] for c in inspect(connection).get_columns("runs")}
     kinds = {"tied": "BOOLEAN", "confidence_level": "VARCHAR(16)", "consensus": "FLOAT",
              "judge_confidence": "FLOAT", "first_share": "FLOAT"}
     for name in SIGNAL_COLUMNS:
-        if name not in present:
-            connection.execute(text(f"ALTER TABLE runs ADD COLUMN {name} "
-                                    f"{kinds.get(name, 'INTEGER')}"))
+        connection.execute(text(f"ALTER TABLE runs ADD COLUMN {name} "
+                                f"{kinds.get(name, 'INTEGER')}"))
     runs = statements.RUNS
     query = select(runs.c.id, runs.c.metrics).where(
         runs.c.metrics.is_not(None), runs.c.metrics != "{}").order_by(runs.c.id)
@@ -414,11 +403,10 @@ def signal_columns(connection: Connection) -> None:
 
 
 def experiment_started_by(connection: Connection) -> None:
-    """Migration 0017: experiments gain `started_by`, who started (or last resumed) them (a
-    new database has it from `0003`); older experiments keep "" (not recorded)."""
-    if "started_by" not in {c["name"] for c in inspect(connection).get_columns("experiments")}:
-        connection.execute(text("ALTER TABLE experiments ADD COLUMN started_by VARCHAR(200) "
-                                "NOT NULL DEFAULT ''"))
+    """Migration 0017: experiments gain `started_by`, who started (or last resumed) them;
+    older experiments keep "" (not recorded)."""
+    connection.execute(text("ALTER TABLE experiments ADD COLUMN started_by VARCHAR(200) "
+                            "NOT NULL DEFAULT ''"))
 
 
 def _latest_only(connection: Connection, table: Any, key: Callable[[Any], tuple]) -> None:
@@ -439,41 +427,36 @@ def _latest_only(connection: Connection, table: Any, key: Callable[[Any], tuple]
 
 
 def one_judgement(connection: Connection) -> None:
-    """Migration 0018: `imported_by` and `imported_at` on runs and labels (a new database
-    has them from `0001` and `0015`), and one label per rater and pair or run or turn: the
-    latest of older duplicates kept, then the unique indexes."""
+    """Migration 0018: `imported_by` and `imported_at` on runs and labels, and one label per
+    rater and pair or run or turn: the latest of older duplicates kept, then the unique
+    indexes."""
     moment = "TIMESTAMP WITH TIME ZONE" if connection.dialect.name == "postgresql" \
         else "DATETIME"
     for table in ("runs", "preferences", "ratings"):
-        present = {c["name"] for c in inspect(connection).get_columns(table)}
-        if "imported_by" not in present:
-            connection.execute(text(f"ALTER TABLE {table} ADD COLUMN imported_by "
-                                    "VARCHAR(200) NOT NULL DEFAULT ''"))
-        if "imported_at" not in present:
-            connection.execute(text(f"ALTER TABLE {table} ADD COLUMN imported_at {moment}"))
+        connection.execute(text(f"ALTER TABLE {table} ADD COLUMN imported_by "
+                                "VARCHAR(200) NOT NULL DEFAULT ''"))
+        connection.execute(text(f"ALTER TABLE {table} ADD COLUMN imported_at {moment}"))
     _latest_only(connection, PreferenceRow.__table__,
                  lambda r: (r["rater"], *sorted((r["run_a"], r["run_b"]))))
     _latest_only(connection, RatingRow.__table__,
                  lambda r: (r["rater"], r["run_id"], -1 if r["turn"] is None else r["turn"]))
     for index in (ONE_PREFERENCE, ONE_RATING):  # expression indexes: never reflected
-        connection.execute(CreateIndex(index, if_not_exists=True))
+        connection.execute(CreateIndex(index))
 
 
 def reply_bytes(connection: Connection) -> None:
-    """Migration 0019: turns gain `reply_bytes` (a new database has it from `0001`); older
-    turns keep NULL (their replies were stored whole)."""
-    if "reply_bytes" not in {c["name"] for c in inspect(connection).get_columns("turns")}:
-        connection.execute(text("ALTER TABLE turns ADD COLUMN reply_bytes INTEGER"))
+    """Migration 0019: turns gain `reply_bytes`; older turns keep NULL (their replies were
+    stored whole)."""
+    connection.execute(text("ALTER TABLE turns ADD COLUMN reply_bytes INTEGER"))
 
 
 def set_version(connection: Connection) -> None:
-    """Migration 0022: the `approvals` table, and experiments gain `set_version` (a new
-    database has it from `0003`), computed for each stored experiment from the questions of
-    its spec; one whose spec cannot be read keeps "" (not known)."""
-    Base.metadata.create_all(connection, tables=[Base.metadata.tables["approvals"]])
-    if "set_version" not in {c["name"] for c in inspect(connection).get_columns("experiments")}:
-        connection.execute(text("ALTER TABLE experiments ADD COLUMN set_version VARCHAR(16) "
-                                "NOT NULL DEFAULT ''"))
+    """Migration 0022: the `approvals` table, and experiments gain `set_version`, computed
+    for each stored experiment from the questions of its spec; one whose spec cannot be read
+    keeps "" (not known)."""
+    shipped.APPROVALS.create(connection)
+    connection.execute(text("ALTER TABLE experiments ADD COLUMN set_version VARCHAR(16) "
+                            "NOT NULL DEFAULT ''"))
     table = statements.EXPERIMENTS
     for experiment_id, raw in connection.execute(select(table.c.id, table.c.spec).where(
             table.c.set_version == "")).all():
@@ -488,8 +471,10 @@ def set_version(connection: Connection) -> None:
 
 # --------------------------------------------------------------------------- the list
 def _create(tables: Sequence[str]):
+    """A migration that creates `tables` as they first shipped (`engine.store.shipped`)."""
     def apply(connection) -> None:
-        Base.metadata.create_all(connection, tables=[Base.metadata.tables[t] for t in tables])
+        shipped.SHIPPED.create_all(connection, tables=[shipped.SHIPPED.tables[t]
+                                                       for t in tables])
     return apply
 
 
@@ -499,7 +484,8 @@ def _data(name: str):
     return apply
 
 
-# Ordered, named migrations; append only. Each runs once per database.
+# Ordered, named migrations; append only. Each runs once per database, and none changes
+# once shipped: a change to the tables is a new migration at the end.
 MIGRATIONS: list[tuple[str, Any]] = [
     ("0001_runs_and_turns", _create(["runs", "turns"])),
     ("0002_library", _create(["library"])),
