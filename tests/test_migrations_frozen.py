@@ -119,7 +119,7 @@ def test_0001_creates_the_runs_and_turns_that_first_shipped(tmp_path):
         "id", "run_id", "idx", "phase", "round", "seat", "role", "model", "messages", "reply",
         "parsed", "status", "error", "warnings", "latency", "tokens_in", "tokens_out",
         "attempts", "simulated", "started_at", "finished_at"]
-    assert len(frozen.SHIPPED.tables) == 12  # every table a migration creates, as it shipped
+    assert len(frozen.SHIPPED.tables) == 13  # every table a migration creates, as it shipped
 
 
 def test_the_comparison_sees_a_column_or_an_index_that_differs(tmp_path):

@@ -29,6 +29,7 @@ from engine.protocols.storing import backfill, open_store
 from engine.reports import insights
 from engine.reports.experiments import report
 from engine.reports.runs import Filters, history_table
+from engine.store import Store as BareStore
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 HEDGE = "Let me work it out.\nANSWER: 41\nANSWER: 43\nANSWER: 42"  # the right one last
@@ -322,13 +323,13 @@ def test_the_store_alone_leaves_the_back_fill_to_the_protocols(backend, tmp_path
         connection.execute(text("ALTER TABLE runs DROP COLUMN unanswered"))
         connection.execute(text("DELETE FROM schema_migrations WHERE name = '0023_unanswered'"))
     backend.engine.dispose()
-    alone = Store(backend.url)
+    alone = BareStore(backend.url)  # the store layer alone (the public Store back-fills)
     assert "0023_unanswered" in alone.migrations()
     assert (alone.get(silent)["correct"], alone.get(silent)["unanswered"]) == (None, False)
     assert backfill(alone) == ["0023_unanswered"]
     assert (alone.get(silent)["correct"], alone.get(silent)["unanswered"]) == (False, True)
     assert backfill(alone) == []  # done once
-    fresh = Store(f"sqlite:///{tmp_path / 'fresh.db'}")
+    fresh = BareStore(f"sqlite:///{tmp_path / 'fresh.db'}")
     run_sync(arun_config({"protocol": "vote"}, QUESTION, store=fresh, expected="42"))
     assert backfill(fresh) == []
 

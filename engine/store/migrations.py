@@ -368,9 +368,10 @@ def score_unanswered(connection: Connection, protocols: Mapping[str, Any]) -> No
 
 
 def signal_columns(connection: Connection) -> None:
-    """Migration 0028: runs gain the typed signal columns, each run's read off its stored metrics (a run whose metrics cannot be read keeps
-    NULLs, as a run without signals has), 5,000 runs at a time; and `ix_runs_answers`, the
-    covering index of Insights' opening answers (`RunAggregates.answer_summary`)."""
+    """Migration 0028: runs gain the typed signal columns, each run's read off its stored
+    metrics (a run whose metrics cannot be read keeps NULLs, as a run without signals has),
+    5,000 runs at a time; and `ix_runs_answers`, the covering index of Insights' opening
+    answers (`RunAggregates.answer_summary`)."""
     kinds = {"tied": "BOOLEAN", "confidence_level": "VARCHAR(16)", "consensus": "FLOAT",
              "judge_confidence": "FLOAT", "first_share": "FLOAT"}
     for name in SIGNAL_COLUMNS:
