@@ -73,7 +73,7 @@ def draw(section: insights.Section, simulated: bool = False) -> None:
     if section.table is not None and not section.table.empty:
         picked = st.dataframe(
             aggregate.grey_few(section.table), hide_index=True, key=f"{section.key}_table",
-            on_select="rerun", selection_mode="single-row",
+            on_select="rerun", selection_mode="single-row", placeholder="—",
             column_config={"rate": st.column_config.NumberColumn(format="percent"),
                            "low": st.column_config.NumberColumn(format="percent"),
                            "high": st.column_config.NumberColumn(format="percent"),

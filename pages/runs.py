@@ -57,7 +57,7 @@ def show_history() -> None:
     searched = ["match", "snippet"] if "snippet" in table else []
     picked = st.dataframe(
         table, hide_index=True, key="runs_table", on_select="rerun",
-        selection_mode="single-row",
+        selection_mode="single-row", placeholder="—",  # a missing value, not "None"
         # the answers an analyst reads first (outcome, confidence, mind changes, right or
         # wrong) in the first screenful at 1280 px, right after the run and its label (after
         # a transcript search, where each run matched comes first); the protocol and the
