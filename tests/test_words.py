@@ -32,6 +32,8 @@ from engine.services.demo import demo_plan
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 IDENTIFIER = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+")
 RAW = re.compile(r"^\s*(?:None|nan|NaN|NaT|<NA>|\{.*\}|\[\s*\{.*\}\s*\]|\[\s*\])\s*$", re.S)
+RISK_OFFICER = "Names the single biggest risk in the proposal and says whether it is acceptable."
+CFO = "You are a chief financial officer: you weigh every proposal by its cost and its risk."
 OWNED: dict[str, str] = {}  # pages whose cases are expected to fail, with their owner
 
 
@@ -43,6 +45,21 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> str:
         run_sync(arun_config(demo.config, demo.question.text, store=store,
                              expected=demo.question.expected, tags=("demo",),
                              label=demo.config.label))
+    # one run of each protocol whose every seat plays a custom persona and a custom role
+    # (the Done-when walk of a new user): the run page and a run's detail are walked on these
+    store.put_library("role", "risk_officer", {"description": RISK_OFFICER})
+    for name, spec in REGISTRY.items():
+        seats = {slot.name: [{"name": f"{slot.name} {i + 1}", "model": "simulated",
+                              "persona": CFO, "persona_name": "cfo", "role": "risk_officer"}
+                             for i in range(max(slot.minimum, len(slot.defaults), 1))]
+                 if slot.many else {"name": slot.name, "model": "simulated", "persona": CFO,
+                                    "persona_name": "cfo", "role": "risk_officer"}
+                 for slot in spec.slots if not slot.optional}
+        run_sync(arun_config({"protocol": name, "seats": seats}, "Should we ship it today?",
+                             store=store, tags=("custom-seats",), label="custom seats"))
+    custom = store.runs(tag="custom-seats", with_config=False)
+    assert sorted(custom["protocol"]) == sorted(REGISTRY) and set(custom["status"]) == {
+        "completed"}
     plan = ex.plan({"name": "words", "questions": ["What is 2+3?", "What is 4*5?"],
                     "configs": [{"protocol": "vote", "label": "vote"},
                                 {"protocol": "society", "label": "society"}]},
@@ -227,8 +244,9 @@ def compare_query(store: Store) -> dict[str, str]:
 
 
 def run_of(protocol: str) -> Callable[[Store], dict[str, str]]:
+    """A finished run of `protocol` whose seats play a custom persona and role."""
     def query(store: Store) -> dict[str, str]:
-        runs = store.runs(tag="demo", protocol=protocol, with_config=False)
+        runs = store.runs(tag="custom-seats", protocol=protocol, with_config=False)
         return {"run": str(runs["id"].iloc[0])}
     return query
 
