@@ -97,7 +97,8 @@ def test_both_baselines_side_by_side_and_bad_values_refused(store):
     assert ex.plan(plan.spec(), store).labels == plan.labels
     for bad in ("equal", ["equal-tokens", 3], "tokens"):
         with pytest.raises(ConfigError, match="baseline must be 'equal-compute', "
-                                              "'equal-tokens', 'consultancy', a list of them or none"):
+                                              "'equal-tokens', 'consultancy', 'placebo', a list "
+                                              "of them or none"):
             ex.plan({"questions": QUESTIONS, "configs": [DEBATE], "baseline": bad}, store)
 
 
