@@ -316,3 +316,13 @@ def test_payloads_python_cannot_read_decode_to_unreadable():
     for value in (DEEP, "x" * 100_000, 10**5000, {"a": [[[["deep"]]]] * 50}, load_payload(DEEP)):
         line = brief(value)
         assert len(line) <= 80 and "\n" not in line
+
+
+def test_a_payload_that_is_no_object_reaches_the_task_as_a_mapping_and_is_refused():
+    for raw, why in (("[1, 2]", "is a JSON array, not a JSON object"),
+                     ('"cell:0:0:0"', "is a JSON string"), (DEEP, "cannot be read")):
+        args = pool_store.job_args(raw)
+        assert isinstance(args, dict) and len(repr(args)) < 200
+        with pytest.raises(PoisonJob, match=re.escape(why)):
+            read_job(args)
+    assert pool_store.job_args('{"cell": "cell:0:0:0"}') == {"cell": "cell:0:0:0"}

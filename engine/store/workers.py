@@ -133,6 +133,28 @@ def load_payload(raw: str | bytes) -> Any:
         return Unreadable(f"{type(exc).__name__}: {str(exc)[:80]}")
 
 
+@dataclass(frozen=True)
+class NotAnObject:
+    """A job's payload that is no JSON object (or cannot be read), as the job queue hands it
+    to the task (`job_args`): procrastinate passes a payload as keyword arguments and names
+    the job by them, so any other value would fail in its own logging and leave the job
+    `doing` for ever."""
+
+    value: Any
+
+    def __repr__(self) -> str:
+        return brief(self.value)
+
+
+def job_args(raw: str | bytes) -> Any:
+    """The job queue's JSON decoder (`load_payload`), keeping every payload a mapping: one
+    that is no JSON object reaches the task as `{"payload": NotAnObject(value)}`, which
+    `read_job` refuses as the value itself. PostgreSQL's other JSON columns procrastinate
+    reads are its own, always objects."""
+    found = load_payload(raw)
+    return found if isinstance(found, dict) else {"payload": NotAnObject(found)}
+
+
 def brief(value: Any, limit: int = 80) -> str:
     """A payload value for a log line: its repr cut short (strings, nesting, lists, digits),
     on one line, at most `limit` characters."""
@@ -152,6 +174,8 @@ def read_job(args: Any) -> CellJob:
     """A cell job's payload (`{"experiment_id": ID, "cell": "cell:Q:C:R"}`; other keys are
     ignored) read without trusting it: any JSON, or `Unreadable`. Raises `PoisonJob` saying
     what is wrong in one bounded line, and nothing else."""
+    if isinstance(args, Mapping) and isinstance(args.get("payload"), NotAnObject):
+        args = args["payload"].value
     if isinstance(args, Unreadable):
         raise PoisonJob(f"its payload cannot be read ({args.reason})")
     if not isinstance(args, Mapping):

@@ -391,11 +391,9 @@ def _experiment_of(job: Job) -> str:
 
 
 class Gatekeeper(JobManager):
-    """procrastinate's job manager, refusing a fetched job whose payload is no JSON object
-    (or cannot be read): procrastinate passes a payload as keyword arguments and names the
-    job by them, so on such a job its worker fails in its own logging and leaves the job
-    `doing` for ever. In a worker (`state` given), a cell job's end, once stored, settles its
-    experiment when it was the last (`settle_after`).
+    """procrastinate's job manager, fetching several jobs in one round trip; in a worker
+    (`state` given), a cell job's end, once stored, settles its experiment when it was the
+    last (`settle_after`). docs/workers.md says why each is needed.
 
     procrastinate fetches one job per round trip, one at a time: a worker running 32 cells
     in one busy event loop started about 30 a second at most, so it ran 12 at once, not 32.
@@ -431,27 +429,19 @@ class Gatekeeper(JobManager):
         self._taken.extend(Job.from_row(row) for row in rows)
 
     async def fetch_job(self, queues: Iterable[str] | None, worker_id: int) -> Job | None:
-        """The next job to run, as procrastinate's, having failed each unrunnable one."""
+        """The next job to run, as procrastinate's."""
         if worker_id != self._worker_id:  # a new procrastinate worker: nothing is out
             self._worker_id, self._out = worker_id, 0
             self._held.clear()
             self._taken.clear()  # the one before stopped: they are its stalled jobs
-        while True:
-            if not self._taken:
-                await self._take(queues, worker_id)
-            if not self._taken:
-                return None
-            job = self._taken.popleft()
-            if isinstance(job.task_kwargs, dict):
-                self._out += 1
-                self._held[_experiment_of(job)] += 1
-                return job
-            try:
-                pool_store.read_job(job.task_kwargs)  # not a mapping: always refused
-            except PoisonJob as problem:
-                refuse(job.id, problem)
-            assert job.id is not None
-            await self.finish_job_by_id_async(job.id, Status.FAILED, delete_job=False)
+        if not self._taken:
+            await self._take(queues, worker_id)
+        if not self._taken:
+            return None
+        job = self._taken.popleft()
+        self._out += 1
+        self._held[_experiment_of(job)] += 1
+        return job
 
     def _let_go(self, job: Job) -> None:
         """`job` is no longer with this worker (ended, or queued again)."""
@@ -506,9 +496,10 @@ def app_for(store: Store, state: WorkerState | None = None, slots: int = 1
     passes its `state` (its jobs settle their experiments) and its concurrency as `slots`
     (the jobs one fetch may take)."""
     pool_store.require_postgres(store)
-    # Payloads are decoded without raising: a job Python cannot read must not stop fetching.
+    # Payloads are decoded without raising, each as a mapping (`job_args`): a job Python
+    # cannot read must not stop fetching, nor be left `doing` by procrastinate's logging.
     app = procrastinate.App(connector=procrastinate.PsycopgConnector(
-        conninfo=conninfo(store.url), json_loads=pool_store.load_payload))
+        conninfo=conninfo(store.url), json_loads=pool_store.job_args))
     app.job_manager = Gatekeeper(app.connector, state, slots)  # before the task is bound to it
     # A job that loses the database is tried again (the cell guard makes that safe).
     retry = procrastinate.RetryStrategy(max_attempts=6, exponential_wait=2,
