@@ -1,10 +1,24 @@
 """The base of the tests' small HTTP servers on loopback: bound to 127.0.0.1 on a free port,
-served from a daemon thread while the `with` block lasts, shut down and closed after it."""
+served from a daemon thread while the `with` block lasts, shut down and closed after it; and
+the base of their request handlers (`LoopbackHandler`)."""
 from __future__ import annotations
 
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class LoopbackHandler(BaseHTTPRequestHandler):
+    """A quiet request handler whose replies leave without waiting on Nagle's algorithm.
+
+    `send_response` and `end_headers` write the header, then the handler writes the body: with
+    Nagle's algorithm on, the body waits for the client's delayed ACK of the header (40 ms on
+    Linux), which no real server makes a client wait, and every call of a test paid it."""
+
+    disable_nagle_algorithm = True
+
+    def log_message(self, *args) -> None:  # keep test output quiet
+        pass
 
 
 class LoopbackServer(ThreadingHTTPServer):

@@ -37,9 +37,10 @@ import select
 import socket
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from loopback import LoopbackHandler
 
 from engine.llm.lines import forget_grammars
 from engine.llm.providers import get_model
@@ -99,13 +100,10 @@ def _allowed(value: object, rule: dict) -> object:
     return enum[0] if enum and value not in enum else value
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(LoopbackHandler):
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, *args):
-        pass
-
-    def do_POST(self):
+    def do_POST(self):  # noqa: N802 - the handler's name is http.server's
         server: SimulatedOpenAI = self.server  # type: ignore[assignment]
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
         with server.lock:

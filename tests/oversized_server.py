@@ -14,20 +14,16 @@ from __future__ import annotations
 import json
 import threading
 import zlib
-from http.server import BaseHTTPRequestHandler
 
-from loopback import LoopbackServer
+from loopback import LoopbackHandler, LoopbackServer
 
 MB = 1 << 20
 ANSWER = json.dumps({"stance": "42", "answer": "42", "reasoning": "six sevens are 42"})
 WORDS = (b" and so the model went on" * (MB // 25 + 1))[:MB]  # one megabyte of filler
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(LoopbackHandler):
     protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
 
     def handle(self):
         try:
@@ -35,7 +31,7 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):  # the client stopped reading: fine
             pass
 
-    def do_POST(self):
+    def do_POST(self):  # noqa: N802 - the handler's name is http.server's
         server: Oversized = self.server  # type: ignore[assignment]
         self.rfile.read(int(self.headers.get("Content-Length", 0) or 0))
         with server.lock:

@@ -6,20 +6,19 @@ import http.server
 import threading
 
 import pytest
+from loopback import LoopbackHandler
 
 from engine import Seat
 from engine.protocols.vote import run_vote
 
 
-class WebPage(http.server.BaseHTTPRequestHandler):
+class WebPage(LoopbackHandler):
     def do_POST(self) -> None:  # noqa: N802 - the handler's name is http.server's
         self.send_response(200)
         self.send_header("Content-Type", "text/html")
         self.end_headers()
         self.wfile.write(b"<html><body>Welcome to nginx</body></html>")
 
-    def log_message(self, *args) -> None:
-        pass
 
 
 @pytest.fixture

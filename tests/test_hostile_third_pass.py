@@ -17,10 +17,11 @@ import os
 import subprocess
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from loopback import LoopbackHandler
 from openai_stub import loopback_only
 from sqlalchemy import text
 
@@ -63,13 +64,10 @@ class Answers(ThreadingHTTPServer):
         self.server_close()
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(LoopbackHandler):
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, *args):
-        pass
-
-    def do_POST(self):
+    def do_POST(self):  # noqa: N802 - the handler's name is http.server's
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         key = self.headers.get("Authorization", "").removeprefix("Bearer ")
         self.server.auth.append(key)

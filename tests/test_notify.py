@@ -7,10 +7,9 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from http.server import BaseHTTPRequestHandler
 
 import pytest
-from loopback import LoopbackServer
+from loopback import LoopbackHandler, LoopbackServer
 from waiting import wait_for
 
 import engine.experiments as ex
@@ -30,10 +29,7 @@ class Receiver(LoopbackServer):
     every body it received."""
 
     def __init__(self, statuses=(200,)):
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
+        class Handler(LoopbackHandler):
             def do_POST(self):  # noqa: N802
                 server: Receiver = self.server  # type: ignore[assignment]
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0) or 0))

@@ -13,11 +13,11 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from loopback import closed_port
+from loopback import LoopbackHandler, closed_port
 from openai_stub import PROXY_VARS, loopback_only
 from openai_stub import openai_model as model
 
@@ -28,13 +28,10 @@ JUDGE_REPLY = ("1. VERDICT: The proponent wins\n2. REASONING: Better evidence\n"
                "3. PRO SUMMARY: Cheaper\n4. CON SUMMARY: Riskier\n5. CONFIDENCE: 0.75")
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(LoopbackHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as real servers do
 
-    def log_message(self, *args):  # keep test output quiet
-        pass
-
-    def do_POST(self):
+    def do_POST(self):  # noqa: N802 - the handler's name is http.server's
         server: FakeOpenAI = self.server  # type: ignore[assignment]
         size = int(self.headers.get("Content-Length", 0))
         body = json.loads(self.rfile.read(size) or b"{}")

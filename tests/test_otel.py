@@ -9,11 +9,10 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
-from loopback import LoopbackServer
+from loopback import LoopbackHandler, LoopbackServer
 
 from engine.llm import otel
 from engine.models import Turn
@@ -32,10 +31,7 @@ class OtlpReceiver(LoopbackServer):
     """Accepts OTLP/HTTP protobuf posts on /v1/traces and keeps the decoded spans."""
 
     def __init__(self):
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
+        class Handler(LoopbackHandler):
             def do_POST(self):  # noqa: N802
                 server: OtlpReceiver = self.server  # type: ignore[assignment]
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0) or 0))

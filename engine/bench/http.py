@@ -14,17 +14,24 @@ imports, detection of the endpoint, the work) and its peak memory its own:
   YAML file, its summary printed), timed as a whole process only;
 - `bare`: the same calls through one langchain-openai `ChatOpenAI`, as many at once, in a
   process that imports nothing of Parley (`BARE`), each run's calls in the waves a Parley
-  run of that shape makes them (one call for a one-call question).
+  run of that shape makes them (one call for a one-call question);
+- `raw`: the same calls in the same waves through a few lines of HTTP on asyncio streams
+  (`RAW`): the instrument's own floor, so that a ratio splits into the server's and the
+  machine's share (the raw side's) and the client's (the rest of the bare side's).
+
+The server's own CPU per call (its process's CPU time over a side's calls) is a row beside
+the clients': a thread per connection is cheap next to a client's work, and these rows say
+whether it stays so.
 
 Rows: both at no latency and at 0.2 s (wall time, the ratio, CPU per call over the work), the
 questions one call each (`engine.bench.choice.cheapest`), and at no latency the CLI against
 the bare client; the busiest protocol (the panel) and a 5x3 crowd answering by rounds (the
 society) in this process against their critical path (median of 3 runs, each a new event
-loop), each beside a bare ChatOpenAI making the same calls in the same waves (what the
-server and the machine take of the ratio); 200 runs of the busiest at 32 in flight in a fresh
-process against the floor of runs x critical path / concurrency, beside the bare client in
-the same shape; peak RSS of an experiment of 50 and of 300 runs, and its growth per run
-added, while the runs run and with their results read back.
+loop), each beside a bare ChatOpenAI and the raw client making the same calls in the same
+waves; 200 runs of the busiest at 32 in flight in a fresh process against the floor of
+runs x critical path / concurrency, beside the bare and the raw client in the same shape,
+with the server's CPU per call under each; peak RSS of an experiment of 50 and of 300 runs,
+and its growth per run added, while the runs run and with their results read back.
 Figures are measured here, never asserted in tests.
 """
 from __future__ import annotations
@@ -32,6 +39,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -136,16 +144,34 @@ class Server(ThreadingHTTPServer):
 
 
 @contextmanager
-def serving(latency: float = 0.0) -> Iterator[str]:
+def server_process(latency: float = 0.0) -> Iterator[tuple[str, int]]:
     """A `Server` in a process of its own (its threads take no time from the side measured)
-    for the block; yields its base URL once it answers."""
+    for the block; yields its base URL and process id once it answers."""
     from engine.bench.serving import free_port, served
     port = free_port()
     command = [sys.executable, "-m", "engine.bench.http", "--serve", str(port), "--latency",
                str(latency)]
     with served(command, f"http://127.0.0.1:{port}/v1/models", "the bench's OpenAI-compatible "
-                "server", 120, cwd=Path(__file__).resolve().parents[2]):
-        yield f"http://127.0.0.1:{port}/v1"
+                "server", 120, cwd=Path(__file__).resolve().parents[2]) as process:
+        yield f"http://127.0.0.1:{port}/v1", process.pid
+
+
+@contextmanager
+def serving(latency: float = 0.0) -> Iterator[str]:
+    """`server_process`'s base URL alone."""
+    with server_process(latency) as (url, _):
+        yield url
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user and system, every thread) process `pid` has used so far, from
+    Linux's /proc (NaN where there is none)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 # ------------------------------------------------------------------ one measured process
@@ -227,6 +253,56 @@ print(json.dumps({"status": "completed", "wall": wall, "cpu": cpu, "runs": runs,
 """
 
 
+# The raw side is the instrument's own floor: the same calls as `BARE`, in the same waves,
+# through a few lines of HTTP/1.1 on asyncio streams (a keep-alive connection per call in
+# flight, nothing parsed but the status line and Content-Length), so what it takes beyond
+# the floor is the server's and the machine's share, and what the bare client takes beyond
+# it is the client's. It prints, besides BARE's fields, each run's wall time (`walls`).
+RAW = """
+import asyncio, json, resource, sys, time
+url, runs, concurrency, prompt = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+shape = [int(n) for n in (sys.argv[5] if len(sys.argv) > 5 else "1").split(",")]
+host, port = url.split("//", 1)[1].split("/", 1)[0].split(":")
+path = "/" + url.split("//", 1)[1].split("/", 1)[1].strip("/") + "/chat/completions"
+idle = []
+
+async def call(text):
+    body = json.dumps({"model": "bench", "messages": [{"role": "user", "content": text}]})
+    request = (f"POST {path} HTTP/1.1\\r\\nHost: {host}:{port}\\r\\n"
+               "Content-Type: application/json\\r\\n"
+               f"Content-Length: {len(body)}\\r\\n\\r\\n{body}").encode()
+    reader, writer = idle.pop() if idle else await asyncio.open_connection(host, int(port))
+    writer.write(request)
+    head = (await reader.readuntil(b"\\r\\n\\r\\n")).decode("latin-1").lower()
+    length = int(head.split("content-length:", 1)[1].split("\\r\\n", 1)[0])
+    answer = json.loads(await reader.readexactly(length))
+    idle.append((reader, writer))
+    return head.startswith("http/1.1 200") and bool(answer["choices"][0]["message"]["content"])
+
+async def go():
+    gate = asyncio.Semaphore(concurrency)
+    walls = []
+
+    async def one(i):
+        async with gate:
+            done, start = 0, time.perf_counter()
+            for wave, width in enumerate(shape):
+                done += sum(await asyncio.gather(*(call(f"Question {i}.{wave}.{j}: {prompt}")
+                                                   for j in range(width))))
+            walls.append(time.perf_counter() - start)
+            return done
+    await call(prompt)  # one connection open, as the other sides' first call opens one
+    return sum(await asyncio.gather(*(one(i) for i in range(runs)))), walls
+wall, cpu = time.perf_counter(), time.process_time()
+done, walls = asyncio.run(go())
+wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+calls = runs * sum(shape)
+print(json.dumps({"status": "completed", "wall": wall, "cpu": cpu, "runs": runs,
+                  "calls": done, "failed": calls - done, "walls": walls,
+                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
 def cli_spec(base_url: str, protocol: str, runs: int, concurrency: int) -> str:
     """The YAML of an experiment of `runs` questions of `protocol` on the server, for
     `python -m engine experiment run`."""
@@ -242,13 +318,14 @@ def measured(kind: str, base_url: str, count: int, concurrency: int,
     seconds) and `peak_mb` (its peak RSS). `kind` is `experiment` (this module's worker:
     `count` runs of `protocol`, default the cheapest, one call a run), `cli` (the same
     experiment through `python -m engine experiment run`, which reports its process time
-    only) or `bare` (`count` runs of `shape` through a bare ChatOpenAI)."""
+    only), `bare` (`count` runs of `shape` through a bare ChatOpenAI) or `raw` (the same
+    through `RAW`'s few lines of HTTP)."""
     protocol = protocol or cheapest().name
     root = Path(__file__).resolve().parents[2]
     with tempfile.TemporaryDirectory() as folder:
-        if kind == "bare":
-            command = [sys.executable, "-c", BARE, base_url, str(count), str(concurrency),
-                       PROMPT, shape]
+        if kind in ("bare", "raw"):
+            command = [sys.executable, "-c", BARE if kind == "bare" else RAW, base_url,
+                       str(count), str(concurrency), PROMPT, shape]
         elif kind == "cli":
             spec_file = Path(folder) / "experiment.yaml"
             spec_file.write_text(cli_spec(base_url, protocol, count, concurrency))
@@ -355,21 +432,32 @@ def _critical(latency: float = 0.2, repeats: int = 3) -> list[Row]:
             rows.append(_row(f"{head}: wall time / critical path ({cost['waves']} calls deep)",
                              round(statistics.median(walls) / critical, 3), "x", "<= 1.10"))
             bare = asyncio.run(_bare_waves(url, shape, repeats))
-            rows.append(_row(f"{head}: bare ChatOpenAI making the same calls in the same waves "
-                             f"({shape}) / critical path, the server's and the machine's share",
-                             round(statistics.median(bare) / critical, 3), "x"))
+            raw = measured("raw", url, repeats, 1, shape=shape)["walls"]
+            rows += [
+                _row(f"{head}: bare ChatOpenAI making the same calls in the same waves "
+                     f"({shape}) / critical path", round(statistics.median(bare) / critical, 3),
+                     "x"),
+                _row(f"{head}: a minimal HTTP client making the same calls in the same waves "
+                     "/ critical path, the server's and the machine's share",
+                     round(statistics.median(raw) / critical, 3), "x")]
     return rows
 
 
 def _many_runs(runs: int = 200, concurrency: int = 32, latency: float = 0.2) -> list[Row]:
     from engine.protocols import estimate
     name = busiest().name
-    with serving(latency) as url:
+    served: dict[str, float] = {}  # the server's CPU seconds per side
+    with server_process(latency) as (url, pid):
         config = protocol_config(name, url)
         cost = estimate(config)
         waves, calls = cost["waves"], cost["calls"]
-        done = measured("experiment", url, runs, concurrency, protocol=name)
-        bare = measured("bare", url, runs, concurrency, shape=_run_shape(url, config))
+        shape = _run_shape(url, config)
+        sides = {}
+        for kind in ("experiment", "bare", "raw"):
+            before = cpu_seconds(pid)
+            sides[kind] = measured(kind, url, runs, concurrency, protocol=name, shape=shape)
+            served[kind] = cpu_seconds(pid) - before
+    done, bare, raw = sides["experiment"], sides["bare"], sides["raw"]
     floor = runs * waves * latency / concurrency
     head = f"{runs} {name} runs ({calls} calls each), {concurrency} at once, " \
         f"{latency * 1000:.0f} ms a call, a fresh process"
@@ -384,6 +472,16 @@ def _many_runs(runs: int = 200, concurrency: int = 32, latency: float = 0.2) -> 
              "whole process / floor", round(bare["process"] / floor, 3), "x"),
         _row(f"{runs} {name} runs: Parley / bare ChatOpenAI in the same shape, whole process",
              round(done["process"] / bare["process"], 3), "x"),
+        _row(f"{runs} runs of the same calls in the same waves through a minimal HTTP client, "
+             "the calls' wall time / floor: the server's and the machine's share",
+             round(raw["wall"] / floor, 3), "x"),
+        _row(f"{runs} {name} runs: the loopback server's CPU per call (under Parley, the bare "
+             "ChatOpenAI, the minimal client)", round(served["experiment"] / max(
+                 done["calls"], 1) * 1000, 3), "ms",
+             note=f"{served['bare'] / max(bare['calls'], 1) * 1000:.3f} ms and "
+                  f"{served['raw'] / max(raw['calls'], 1) * 1000:.3f} ms"),
+        _row(f"{runs} {name} runs: bare ChatOpenAI CPU per call (the work)",
+             round(bare["cpu"] / max(bare["calls"], 1) * 1000, 2), "ms"),
     ]
 
 
