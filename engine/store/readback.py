@@ -183,6 +183,16 @@ def optional_number(value: Any) -> tuple[float | None, str]:
     return None, f"is {str(value)[:40]!r}, not a number of 0 or more"
 
 
+def optional_count(value: Any) -> tuple[int | None, str]:
+    """A stored nullable count read tolerantly: `(value, "")`, `(None, "")` for NULL, or
+    `(None, why)` when it is not a whole number of 0 or more."""
+    if value is None:
+        return None, ""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value, ""
+    return None, f"is {str(value)[:40]!r}, not a whole number of 0 or more"
+
+
 def clean_stored(value: Any) -> Any:
     """A stored text column as text (SQLite keeps whatever type was written)."""
     if value is None or isinstance(value, str):
@@ -206,18 +216,22 @@ _FLAGS = {table.name: tuple(c.name for c in table.columns
           for table in _TABLES}
 
 
+# Each number column's reader: `(value, "")`, or its default and why it cannot be read.
+_NUMBER_READERS: list[tuple[str, Callable[[Any], tuple[Any, str]]]] = [
+    *((name, partial(number, kind=kind)) for name, kind in NUMBERS.items()),
+    *((name, optional_number) for name in OPTIONAL_NUMBERS),
+    *((name, optional_count) for name in _OPTIONAL_COUNTS)]
+
+
 def row_problems(values: dict[str, Any], shapes: Mapping[str, Any],
                   required_times: Sequence[str]) -> list[str]:
     """Read one row's values in place (JSON parsed, numbers and text made sound) and list
     what could not be read."""
     readers: list[tuple[str, Callable[[Any], tuple[Any, str]]]] = [
-        *((name, partial(decode, shape=shape, default=default))
-          for name, (shape, default) in shapes.items()),
-        *((name, partial(number, kind=kind)) for name, kind in NUMBERS.items()),
-        *((name, optional_number) for name in OPTIONAL_NUMBERS),
-        *((name, optional_count) for name in _OPTIONAL_COUNTS)]
+        (name, partial(decode, shape=shape, default=default))
+        for name, (shape, default) in shapes.items()]
     problems = []
-    for name, read in readers:
+    for name, read in readers + _NUMBER_READERS:
         if name in values:
             values[name], why = read(values[name])
             if why:
@@ -261,16 +275,6 @@ def turn_dict(row: dict[str, Any]) -> dict[str, Any]:
     _table_values(row, "turns")
     row["unreadable"] = "; ".join(problems)
     return row
-
-
-def optional_count(value: Any) -> tuple[int | None, str]:
-    """A stored nullable count read tolerantly: `(value, "")`, `(None, "")` for NULL, or
-    `(None, why)` when it is not a whole number of 0 or more."""
-    if value is None:
-        return None, ""
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value, ""
-    return None, f"is {str(value)[:40]!r}, not a whole number of 0 or more"
 
 
 def tolerant_frame(frame: pd.DataFrame, shapes: Mapping[str, Any],  # noqa: C901, PLR0912

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 
@@ -33,7 +33,7 @@ from pydantic import (
 from sqlalchemy import Boolean, Float, Integer, String
 from sqlalchemy import types as sql_types
 
-from engine.models import ConfigError
+from engine.models import ConfigError, total_cost
 from engine.redaction import redact
 from engine.store import schema
 from engine.text import NAME_MAX, clean_text, has_visible
@@ -44,7 +44,6 @@ RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
 TURN_STATUSES: tuple[str, ...] = get_args(TurnStatus)
 LIBRARY_KINDS = ("persona", "role", "config", "meta")  # meta: the seeded-once marker
 INT_MAX = 2 ** 31 - 1  # PostgreSQL INTEGER
-PHASE_MAX = 40  # turns.phase is String(40)
 MAX_DEPTH = 64  # nesting of any stored JSON value
 MAX_TAGS = 100
 MAX_TURNS = 20_000  # turns per imported run
@@ -184,7 +183,6 @@ def _visible(value: str) -> str:
 Text = Annotated[str, AfterValidator(clean_text)]
 ErrorText = Annotated[str, AfterValidator(error_text)]
 Name = Annotated[str, Field(max_length=NAME_MAX), AfterValidator(clean_text)]
-Phase = Annotated[str, Field(max_length=PHASE_MAX), AfterValidator(clean_text)]
 RunId = Annotated[str, _identifier(ID_RE, "id (1-32 letters, digits, - or _)")]
 Protocol = Annotated[str, _identifier(PROTOCOL_RE, "protocol name")]
 Count = Annotated[int, Field(ge=0, le=INT_MAX)]
@@ -493,6 +491,19 @@ def column_values(table: Any, facts: Mapping[str, Any]) -> dict[str, Any]:
     """`facts` (column name -> what the engine made) as `table`'s column values, each
     written as `turn_values` writes a turn's."""
     return {name: _writer(table.columns[name])(value) for name, value in facts.items()}
+
+
+def totals(turns: Sequence[Any]) -> dict[str, Any]:
+    """A run's totals over its turns (`Turn`s, rows, or mappings with their fields): `calls`,
+    `degraded`, tokens in and out (`total`), `latency` (the calls' summed latency) and
+    `cost_usd` (`engine.models.total_cost`): what a run ends with, however it ends."""
+    def field(turn: Any, name: str) -> Any:
+        return turn[name] if isinstance(turn, Mapping) else getattr(turn, name)
+    return {"calls": len(turns), "degraded": sum(1 for t in turns if field(t, "status") != "ok"),
+            "tokens_in": total(field(t, "tokens_in") for t in turns),
+            "tokens_out": total(field(t, "tokens_out") for t in turns),
+            "latency": seconds(sum(seconds(field(t, "latency")) for t in turns)),
+            "cost_usd": money(total_cost(turns))}
 
 
 class _Labels(_Record):

@@ -156,11 +156,8 @@ class RunWriting(Database):
             "error": records.error_text(error)[:2000], "degraded_run": bool(lost) and not error,
             "lost": clean_text("; ".join(lost)), "result": records.dumps(dump),
             "metrics": records.dumps(metrics), **signal_values(metrics),
+            **records.totals(turns),
             **records.column_values(RUNS, {name: getattr(result, name) for name in FROM_RESULT}),
-            "calls": len(turns), "degraded": sum(1 for t in turns if t.status != "ok"),
-            "tokens_in": records.total(t.tokens_in for t in turns),
-            "tokens_out": records.total(t.tokens_out for t in turns),
-            "latency": records.seconds(sum(records.seconds(t.latency) for t in turns)),
             "any_simulated": any(t.simulated for t in turns),
             "finished_at": now(), "heartbeat_at": now()}
         batch = self._batch
