@@ -11,15 +11,19 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 import pandas as pd
+from sqlalchemy import Boolean, Float, Integer, String
 
 from engine.cells import CELL_PATTERN, SUPERSEDED, Cell
 from engine.store.records import RUN_STATUSES as STATUSES
 from engine.store.records import as_moment, json_reason
+from engine.store.schema import Moment
+from engine.store.statements import RUNS, TURNS
 from engine.text import clean_text, clean_value
 
 
@@ -34,11 +38,19 @@ def iso(moment: Any) -> str | None:
     return value.isoformat() if isinstance(value, datetime) else None
 
 
+# How each column of `runs` and `turns` is read back follows from the column
+# (`engine.store.schema`): its SQL type and nullability, and its `info`.
+_TABLES = (RUNS, TURNS)
+
+
+def _json(table: Any) -> dict[str, tuple[Any, Any]]:
+    return {c.name: (dict if c.info["json"] == "object" else c.info["json"], c.info["empty"])
+            for c in table.columns if "json" in c.info}
+
+
 # What each stored JSON column must decode to, and its value when it cannot be read.
-RUN_JSON: dict[str, tuple[Any, Any]] = {"config": (dict, {}), "tags": ("tags", []),
-                                        "result": (dict, {}), "metrics": (dict, {})}
-TURN_JSON: dict[str, tuple[Any, Any]] = {"messages": ("messages", []), "parsed": (dict, None),
-                                         "warnings": ("texts", [])}
+RUN_JSON = _json(RUNS)
+TURN_JSON = _json(TURNS)
 _SHAPES = {dict: "a JSON object", "tags": "a list of text", "texts": "a list of text",
            "messages": "a list of messages"}
 
@@ -134,8 +146,11 @@ def _kind(value: Any) -> str:
             type(None): "null"}.get(type(value), "a number")
 
 
-NUMBERS = {"calls": int, "degraded": int, "tokens_in": int, "tokens_out": int, "pid": int,
-           "latency": float, "duration": float, "idx": int, "round": int, "attempts": int}
+# Numbers a row always has (NOT NULL), by column name, in either table.
+NUMBERS: dict[str, type] = {
+    c.name: int if isinstance(c.type, Integer) else float for table in _TABLES
+    for c in table.columns
+    if isinstance(c.type, (Integer, Float)) and not c.nullable and not c.primary_key}
 
 
 def number(value: Any, kind: type) -> tuple[Any, str]:
@@ -149,8 +164,12 @@ def number(value: Any, kind: type) -> tuple[Any, str]:
     return kind(0), f"is {str(value)[:40]!r}, not a number"
 
 
-# Nullable numbers: NULL (None) is a value of its own (a cost that is unknown), never 0.
-OPTIONAL_NUMBERS = ("cost_usd",)
+# Amounts of money: NULL (None) is a value of its own (a cost that is unknown), never 0.
+OPTIONAL_NUMBERS = tuple(dict.fromkeys(c.name for table in _TABLES for c in table.columns
+                                       if c.info.get("rule") == "money"))
+# Nullable whole numbers (a turn's `reply_bytes`, a run's signal counts): NULL is its own.
+_OPTIONAL_COUNTS = tuple(dict.fromkeys(c.name for table in _TABLES for c in table.columns
+                                       if isinstance(c.type, Integer) and c.nullable))
 
 
 def optional_number(value: Any) -> tuple[float | None, str]:
@@ -164,6 +183,16 @@ def optional_number(value: Any) -> tuple[float | None, str]:
     return None, f"is {str(value)[:40]!r}, not a number of 0 or more"
 
 
+def optional_count(value: Any) -> tuple[int | None, str]:
+    """A stored nullable count read tolerantly: `(value, "")`, `(None, "")` for NULL, or
+    `(None, why)` when it is not a whole number of 0 or more."""
+    if value is None:
+        return None, ""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value, ""
+    return None, f"is {str(value)[:40]!r}, not a whole number of 0 or more"
+
+
 def clean_stored(value: Any) -> Any:
     """A stored text column as text (SQLite keeps whatever type was written)."""
     if value is None or isinstance(value, str):
@@ -173,33 +202,41 @@ def clean_stored(value: Any) -> Any:
     return clean_value(str(value))
 
 
-_RUN_TEXT = ("id", "protocol", "question", "expected", "label", "status", "error", "models",
-             "experiment_id", "host", "lost", "started_by", "imported_by")
-_TURN_TEXT = ("run_id", "phase", "seat", "role", "model", "reply", "status", "error",
-              "output_mode")
+# The text columns (JSON aside) of either table; NULL reads as "" in those whose `null`
+# says so (older rows hold NULL in them).
+_TEXTS = tuple(dict.fromkeys(c.name for table in _TABLES for c in table.columns
+                             if isinstance(c.type, String) and "json" not in c.info))
+_NULL_TEXT = {table.name: tuple(c.name for c in table.columns if c.info.get("null") == "")
+              for table in _TABLES}
+# Per table, its times (read as ISO text) and its flags that are never NULL (read as bool).
+_TIMES = {table.name: tuple(c.name for c in table.columns if isinstance(c.type, Moment))
+          for table in _TABLES}
+_FLAGS = {table.name: tuple(c.name for c in table.columns
+                            if isinstance(c.type, Boolean) and not c.nullable)
+          for table in _TABLES}
+
+
+# Each number column's reader: `(value, "")`, or its default and why it cannot be read.
+_NUMBER_READERS: list[tuple[str, Callable[[Any], tuple[Any, str]]]] = [
+    *((name, partial(number, kind=kind)) for name, kind in NUMBERS.items()),
+    *((name, optional_number) for name in OPTIONAL_NUMBERS),
+    *((name, optional_count) for name in _OPTIONAL_COUNTS)]
 
 
 def row_problems(values: dict[str, Any], shapes: Mapping[str, Any],
                   required_times: Sequence[str]) -> list[str]:
     """Read one row's values in place (JSON parsed, numbers and text made sound) and list
     what could not be read."""
+    readers: list[tuple[str, Callable[[Any], tuple[Any, str]]]] = [
+        (name, partial(decode, shape=shape, default=default))
+        for name, (shape, default) in shapes.items()]
     problems = []
-    for name, (shape, default) in shapes.items():
+    for name, read in readers + _NUMBER_READERS:
         if name in values:
-            values[name], why = decode(values[name], shape, default)
+            values[name], why = read(values[name])
             if why:
                 problems.append(f"{name} {why}")
-    for name, kind in NUMBERS.items():
-        if name in values:
-            values[name], why = number(values[name], kind)
-            if why:
-                problems.append(f"{name} {why}")
-    for name in OPTIONAL_NUMBERS:
-        if name in values:
-            values[name], why = optional_number(values[name])
-            if why:
-                problems.append(f"{name} {why}")
-    for name in (*_RUN_TEXT, *_TURN_TEXT):
+    for name in _TEXTS:
         if name in values:
             values[name] = clean_stored(values[name])
     for name in required_times:
@@ -208,14 +245,25 @@ def row_problems(values: dict[str, Any], shapes: Mapping[str, Any],
     return problems
 
 
+def _table_values(row: dict[str, Any], table: str) -> None:
+    """A row's times as ISO text, its flags as bool and its NULL texts as "", in place."""
+    for name in _TIMES[table]:
+        if name in row:
+            row[name] = iso(row[name])
+    for name in _FLAGS[table]:
+        if name in row:
+            row[name] = bool(row[name])
+    for name in _NULL_TEXT[table]:
+        if name in row:
+            row[name] = row[name] or ""
+
+
 def run_dict(row: dict[str, Any]) -> dict[str, Any]:
     """A `runs` row as `Store.get` returns it, with `unreadable`."""
     problems = row_problems(row, RUN_JSON, ("created_at",))
     if row.get("status") not in STATUSES:
         problems.append(f"status {row.get('status')!r} is not one of {', '.join(STATUSES)}")
-    for name in ("created_at", "heartbeat_at", "finished_at", "imported_at"):
-        if name in row:
-            row[name] = iso(row[name])
+    _table_values(row, "runs")
     row["unreadable"] = "; ".join(problems)
     return row
 
@@ -224,28 +272,9 @@ def turn_dict(row: dict[str, Any]) -> dict[str, Any]:
     """A `turns` row as `Store.get` returns it, with `unreadable`."""
     row.pop("id", None)
     problems = row_problems(row, TURN_JSON, ("started_at", "finished_at"))
-    for name in ("started_at", "finished_at"):
-        row[name] = iso(row[name])
-    if "usage_estimated" in row:
-        row["usage_estimated"] = bool(row["usage_estimated"])
-    if "output_mode" in row:  # NULL in turns stored before structured output
-        row["output_mode"] = row["output_mode"] or ""
-    if "reply_bytes" in row:  # NULL: the reply is stored whole
-        row["reply_bytes"], why = optional_count(row["reply_bytes"])
-        if why:
-            problems.append(f"reply_bytes {why}")
+    _table_values(row, "turns")
     row["unreadable"] = "; ".join(problems)
     return row
-
-
-def optional_count(value: Any) -> tuple[int | None, str]:
-    """A stored nullable count read tolerantly: `(value, "")`, `(None, "")` for NULL, or
-    `(None, why)` when it is not a whole number of 0 or more."""
-    if value is None:
-        return None, ""
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value, ""
-    return None, f"is {str(value)[:40]!r}, not a whole number of 0 or more"
 
 
 def tolerant_frame(frame: pd.DataFrame, shapes: Mapping[str, Any],  # noqa: C901, PLR0912
@@ -285,7 +314,7 @@ def tolerant_frame(frame: pd.DataFrame, shapes: Mapping[str, Any],  # noqa: C901
                 if why:
                     problems.setdefault(i, []).append(f"{name} {why}")
             frame[name] = pd.Series([v for v, _ in read], index=frame.index, dtype=object)
-    for name in (*_RUN_TEXT, *_TURN_TEXT):
+    for name in _TEXTS:
         if name in frame and frame[name].dtype == object:
             odd = [not (v is None or isinstance(v, str)) for v in frame[name].tolist()]
             if any(odd):

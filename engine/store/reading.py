@@ -15,8 +15,7 @@ from typing import Any
 import pandas as pd
 from sqlalchemy import Select, false, func, or_, select, true
 
-from engine.models import total_cost
-from engine.store import facets, readback
+from engine.store import facets, readback, records
 from engine.store import search as full_text
 from engine.store.database import Database
 from engine.store.liveness import GONE
@@ -114,12 +113,7 @@ class RunReading(Database):
         if gone:  # as the reaper will store it
             out.update(status="interrupted", error=out["error"] or GONE,
                        finished_at=out["heartbeat_at"] or out["created_at"],
-                       calls=len(out["turns"]),
-                       degraded=sum(t["status"] != "ok" for t in out["turns"]),
-                       tokens_in=sum(t["tokens_in"] for t in out["turns"]),
-                       tokens_out=sum(t["tokens_out"] for t in out["turns"]),
-                       latency=sum(t["latency"] for t in out["turns"]),
-                       cost_usd=total_cost(out["turns"]))
+                       **records.totals(out["turns"]))
         return out
 
     def turn_text(self, run_id: str, idx: int, limit: int) -> dict[str, Any]:

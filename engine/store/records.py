@@ -17,21 +17,33 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+)
+from sqlalchemy import Boolean, Float, Integer, String
+from sqlalchemy import types as sql_types
 
-from engine.models import ConfigError
+from engine.models import ConfigError, total_cost
 from engine.redaction import redact
+from engine.store import schema
 from engine.text import NAME_MAX, clean_text, has_visible
 
-RUN_STATUSES = ("running", "completed", "failed", "interrupted")
-TURN_STATUSES = ("ok", "degraded")
+RunStatus = Literal["running", "completed", "failed", "interrupted"]
+TurnStatus = Literal["ok", "degraded"]
+RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
+TURN_STATUSES: tuple[str, ...] = get_args(TurnStatus)
 LIBRARY_KINDS = ("persona", "role", "config", "meta")  # meta: the seeded-once marker
 INT_MAX = 2 ** 31 - 1  # PostgreSQL INTEGER
-PHASE_MAX = 40  # turns.phase is String(40)
 MAX_DEPTH = 64  # nesting of any stored JSON value
 MAX_TAGS = 100
 MAX_TURNS = 20_000  # turns per imported run
@@ -171,7 +183,6 @@ def _visible(value: str) -> str:
 Text = Annotated[str, AfterValidator(clean_text)]
 ErrorText = Annotated[str, AfterValidator(error_text)]
 Name = Annotated[str, Field(max_length=NAME_MAX), AfterValidator(clean_text)]
-Phase = Annotated[str, Field(max_length=PHASE_MAX), AfterValidator(clean_text)]
 RunId = Annotated[str, _identifier(ID_RE, "id (1-32 letters, digits, - or _)")]
 Protocol = Annotated[str, _identifier(PROTOCOL_RE, "protocol name")]
 Count = Annotated[int, Field(ge=0, le=INT_MAX)]
@@ -189,35 +200,101 @@ class _Record(BaseModel):
     model_config = ConfigDict(strict=True, extra="ignore")
 
 
-class TurnRecord(_Record):
-    """One stored turn, as exported (`idx`, not `index`)."""
+# --------------------------------------------------------------------------- from the tables
+_STATUSES: dict[str, Any] = {"runs": RunStatus, "turns": TurnStatus}
+_JSON_FIELDS: dict[str, Any] = {
+    "object": JsonObject,
+    "tags": Annotated[list[Name], Field(max_length=MAX_TAGS)],
+    "messages": list[dict[str, Text]],
+    "texts": list[Text]}
 
-    idx: Count
-    phase: Phase
-    round: Count = 0
-    seat: Name
-    role: Text = ""
-    model: Name = ""
-    messages: list[dict[str, Text]] = Field(default_factory=list)
-    reply: Text = ""
-    parsed: JsonObject | None = None
-    status: Literal["ok", "degraded"]
-    error: ErrorText = ""
-    warnings: list[ErrorText] = Field(default_factory=list)
-    latency: Seconds = 0.0
-    tokens_in: Count = 0
-    tokens_out: Count = 0
-    attempts: Count = 1
-    simulated: bool = False
-    started_at: Moment = None
-    finished_at: Moment = None
-    # absent from files exported before structured output
-    output_mode: Annotated[str, Field(max_length=16), AfterValidator(clean_text)] | None = None
-    # absent from files exported before costs: unknown (an import makes a simulated turn's 0)
-    cost_usd: Money | None = None
-    usage_estimated: bool = False
-    # absent from files exported before replies were capped: stored whole
-    reply_bytes: Count | None = None
+
+def _field_type(column: Any) -> Any:
+    """What a file may hold for `column` (`engine.store.schema`: its type, size and `info`),
+    without None."""
+    info, kind = column.info, column.type
+    rule = info.get("rule")
+    if rule in ("id", "protocol"):
+        return Protocol if rule == "protocol" else RunId
+    if rule == "status":
+        return _STATUSES[column.table.name]
+    if rule == "metrics":
+        return Annotated[dict[str, Any], AfterValidator(_metrics)]
+    if rule == "money":
+        return Money
+    if "json" in info:
+        return list[ErrorText] if rule == "error" else _JSON_FIELDS[info["json"]]
+    if rule == "error":
+        return ErrorText
+    if isinstance(kind, schema.Moment):
+        return Moment
+    if isinstance(kind, Boolean):
+        return bool
+    if isinstance(kind, Integer):
+        return Count
+    if isinstance(kind, Float):
+        return Seconds
+    if isinstance(kind, String) and kind.length and not isinstance(kind, sql_types.Text):
+        return Annotated[str, Field(max_length=kind.length), AfterValidator(clean_text)]
+    return Text
+
+
+def _field(column: Any) -> tuple[Any, Any]:
+    """`column` as a record's field: (type, default). A file may leave out a column with a
+    default, a nullable one, a time or a JSON value (then empty)."""
+    kind = _field_type(column)
+    info = column.info
+    if "json" in info:
+        empty = info["empty"]
+        if empty is None:
+            return kind | None, None
+        return kind, Field(default_factory=type(empty))
+    if isinstance(column.type, schema.Moment):  # `Moment` takes None already
+        return kind, None
+    if column.nullable:
+        return kind | None, None
+    if column.default is not None:
+        return kind, column.default.arg
+    return kind, ...
+
+
+def _fields(table: Any) -> dict[str, Any]:
+    """A field for each column of `table` that a file carries, in the table's order."""
+    return {column.name: _field(column) for column in table.columns
+            if column.info.get("file", True)}
+
+
+if TYPE_CHECKING:  # the fields are the tables' columns: any name, typed by the table
+    class _TurnColumns(_Record):
+        def __getattr__(self, name: str) -> Any: ...
+
+    class _RunColumns(_Record):
+        def __getattr__(self, name: str) -> Any: ...
+else:
+    _TurnColumns = create_model("_TurnColumns", __base__=_Record, __module__=__name__,
+                                **_fields(schema.TurnRow.__table__))
+    _RunColumns = create_model("_RunColumns", __base__=_Record, __module__=__name__,
+                               **_fields(schema.RunRow.__table__))
+
+
+def record_row(table: Any, values: dict[str, Any]) -> dict[str, Any]:
+    """A checked record's values (`model_dump`) as `table`'s column values, in place: JSON
+    values as text (an absent object as {}), and "" as NULL where NULL reads as ""."""
+    for column in table.columns:
+        if column.name not in values:
+            continue
+        if "json" in column.info:
+            value = values[column.name]
+            values[column.name] = json.dumps({} if value is None else value,
+                                             ensure_ascii=False)
+        elif column.info.get("null") == "":
+            values[column.name] = values[column.name] or None
+    return values
+
+
+class TurnRecord(_TurnColumns):
+    """One stored turn, as exported (`idx`, not `index`): a field for each column of `turns`
+    a file carries (`engine.store.schema.TurnRow`)."""
 
 
 COMMENT_MAX = 10_000  # characters of a label's comment
@@ -252,42 +329,12 @@ class RatingRecord(_Record):
     created_at: Moment = None
 
 
-class RunRecord(_Record):
-    """One stored run with its turns, as `Store.export_run` writes it."""
+class RunRecord(_RunColumns):
+    """One stored run with its turns, as `Store.export_run` writes it: a field for each
+    column of `runs` a file carries (`engine.store.schema.RunRow`), then its turns and the
+    labels naming it (`engine.store.labels`; absent from older exports)."""
 
-    id: RunId
-    protocol: Protocol
-    question: Text
-    expected: Text | None = None
-    config: JsonObject = Field(default_factory=dict)
-    label: Name | None = None
-    tags: list[Name] = Field(default_factory=list, max_length=MAX_TAGS)
-    status: Literal["running", "completed", "failed", "interrupted"]
-    error: ErrorText = ""
-    result: JsonObject = Field(default_factory=dict)
-    metrics: Annotated[dict[str, Any], AfterValidator(_metrics)] = Field(default_factory=dict)
-    models: Text = ""
-    simulated: bool = False
-    correct: bool | None = None
-    unanswered: bool = False  # absent from files exported before it
-    calls: Count = 0
-    degraded: Count = 0
-    degraded_run: bool = False
-    lost: Text = ""
-    tokens_in: Count = 0
-    tokens_out: Count = 0
-    latency: Seconds = 0.0
-    duration: Seconds = 0.0
-    cost_usd: Money | None = None  # checked, then recomputed from the turns on import
-    experiment_id: RunId | None = None
-    started_by: Name = ""  # absent from files exported before sign-in
-    host: Name = ""
-    pid: Count = 0
-    created_at: Moment = None
-    heartbeat_at: Moment = None
-    finished_at: Moment = None
     turns: list[TurnRecord] = Field(default_factory=list, max_length=MAX_TURNS)
-    # the labels naming this run (`engine.store.labels`); absent from older exports
     preferences: list[PreferenceRecord] = Field(default_factory=list, max_length=MAX_LABELS)
     ratings: list[RatingRecord] = Field(default_factory=list, max_length=MAX_LABELS)
     unreadable: Literal["", None] = None  # a run exported unreadable is not imported
@@ -390,24 +437,73 @@ def money(value: Any) -> float | None:
     return value if math.isfinite(value) and 0 <= value <= MONEY_MAX else None
 
 
+def _nullable(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    return lambda value: None if value is None else convert(value)
+
+
+def _writer(column: Any) -> Callable[[Any], Any]:  # noqa: PLR0911
+    """How a value the engine made is written to `column`: never refused (the call was
+    made, the run happened), always storable, by the column's type and rule."""
+    info, kind = column.info, column.type
+    rule = info.get("rule")
+    if rule == "status":  # an unknown status is written as the last (a turn's "degraded")
+        statuses = RUN_STATUSES if column.table.name == "runs" else TURN_STATUSES
+        return lambda value: value if value in statuses else statuses[-1]
+    if rule == "money":
+        return money
+    if "json" in info:
+        empty = info["empty"] if info["empty"] is not None else {}
+        if rule == "error":
+            return lambda value: dumps([error_text(v) for v in value or ()])
+        return lambda value: dumps(empty if value is None else value)
+    if rule == "error":
+        return error_text
+    if isinstance(kind, (schema.Moment, Boolean)):
+        return (lambda value: value) if isinstance(kind, schema.Moment) else (
+            _nullable(bool) if column.nullable else bool)
+    if isinstance(kind, Integer):
+        return _nullable(count) if column.nullable else count
+    if isinstance(kind, Float):
+        return _nullable(seconds) if column.nullable else seconds
+    if isinstance(kind, String) and kind.length and not isinstance(kind, sql_types.Text):
+        size = kind.length
+        return (lambda value: fit(value, size) or None) if column.nullable else (
+            lambda value: fit(value, size))
+    return lambda value: clean_text(value or "")
+
+
+# A turn's columns and the `Turn` field each is written from (`idx` is the turn's `index`).
+_TURN_WRITERS = [(column.name, "index" if column.name == "idx" else column.name,
+                  _writer(column)) for column in schema.TurnRow.__table__.columns
+                 if column.info.get("file", True)]
+
+
 def turn_values(run_id: str, turn: Any) -> dict[str, Any]:
-    """A completed turn's column values: never refused (the call was made), always storable."""
-    return dict(run_id=run_id, idx=count(turn.index), phase=fit(turn.phase, PHASE_MAX),
-                round=count(turn.round), seat=fit(turn.seat, NAME_MAX),
-                role=clean_text(turn.role or ""), model=fit(turn.model, NAME_MAX),
-                messages=dumps(turn.messages), reply=clean_text(turn.reply or ""),
-                parsed=dumps(turn.parsed), status=turn.status if turn.status in TURN_STATUSES
-                else "degraded", error=error_text(turn.error),
-                warnings=dumps([error_text(w) for w in turn.warnings or ()]),
-                latency=seconds(turn.latency),
-                tokens_in=count(turn.tokens_in), tokens_out=count(turn.tokens_out),
-                attempts=count(turn.attempts), simulated=bool(turn.simulated),
-                started_at=turn.started_at, finished_at=turn.finished_at,
-                output_mode=fit(turn.output_mode, 16) or None,
-                cost_usd=money(getattr(turn, "cost_usd", None)),
-                usage_estimated=bool(getattr(turn, "usage_estimated", False)),
-                reply_bytes=None if getattr(turn, "reply_bytes", None) is None
-                else count(turn.reply_bytes))
+    """A completed turn's column values, one for each column of `turns` (a field of
+    `engine.models.Turn` of the same name): never refused (the call was made), always
+    storable."""
+    values = {name: write(getattr(turn, field, None)) for name, field, write in _TURN_WRITERS}
+    values["run_id"] = run_id
+    return values
+
+
+def column_values(table: Any, facts: Mapping[str, Any]) -> dict[str, Any]:
+    """`facts` (column name -> what the engine made) as `table`'s column values, each
+    written as `turn_values` writes a turn's."""
+    return {name: _writer(table.columns[name])(value) for name, value in facts.items()}
+
+
+def totals(turns: Sequence[Any]) -> dict[str, Any]:
+    """A run's totals over its turns (`Turn`s, rows, or mappings with their fields): `calls`,
+    `degraded`, tokens in and out (`total`), `latency` (the calls' summed latency) and
+    `cost_usd` (`engine.models.total_cost`): what a run ends with, however it ends."""
+    def field(turn: Any, name: str) -> Any:
+        return turn[name] if isinstance(turn, Mapping) else getattr(turn, name)
+    return {"calls": len(turns), "degraded": sum(1 for t in turns if field(t, "status") != "ok"),
+            "tokens_in": total(field(t, "tokens_in") for t in turns),
+            "tokens_out": total(field(t, "tokens_out") for t in turns),
+            "latency": seconds(sum(seconds(field(t, "latency")) for t in turns)),
+            "cost_usd": money(total_cost(turns))}
 
 
 class _Labels(_Record):

@@ -16,7 +16,7 @@ from uuid import uuid4
 from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 
-from engine.models import RunResult, RunStopped, Turn, now, total_cost
+from engine.models import RunResult, RunStopped, Turn, now
 from engine.store import facets, readback, records
 from engine.store.database import Database, StoreWriteError
 from engine.store.labels import delete_labels
@@ -27,6 +27,7 @@ from engine.store.statements import (
     HEARTBEAT,
     INSERT_RUN,
     INSERT_TURN,
+    RUNS,
     UPDATE_TURN,
     count_turns,
     end_run_row,
@@ -37,6 +38,11 @@ if TYPE_CHECKING:
     from engine.store.batching import TurnBatch
 
 STATUSES = records.RUN_STATUSES
+# What a run's result says of the run, written at its end: each field of `RunResult` (every
+# protocol's) that is a column of `runs` (`correct`, `unanswered`, `duration`, `cost_usd` ...),
+# but the two its start wrote.
+FROM_RESULT = tuple(name for name in (*RunResult.model_fields, *RunResult.model_computed_fields)
+                    if name in RUNS.columns and name not in ("protocol", "expected"))
 
 
 class Recorder:
@@ -149,14 +155,9 @@ class RunWriting(Database):
             "rid": run_id, "status": "failed" if error else "completed",
             "error": records.error_text(error)[:2000], "degraded_run": bool(lost) and not error,
             "lost": clean_text("; ".join(lost)), "result": records.dumps(dump),
-            "metrics": records.dumps(metrics), **signal_values(metrics), "correct": result.correct,
-            "unanswered": result.unanswered, "calls": len(turns),
-            "degraded": sum(1 for t in turns if t.status != "ok"),
-            "tokens_in": records.total(t.tokens_in for t in turns),
-            "tokens_out": records.total(t.tokens_out for t in turns),
-            "latency": records.seconds(sum(records.seconds(t.latency) for t in turns)),
-            "duration": records.seconds(result.duration),
-            "cost_usd": records.money(total_cost(turns)),
+            "metrics": records.dumps(metrics), **signal_values(metrics),
+            **records.totals(turns),
+            **records.column_values(RUNS, {name: getattr(result, name) for name in FROM_RESULT}),
             "any_simulated": any(t.simulated for t in turns),
             "finished_at": now(), "heartbeat_at": now()}
         batch = self._batch

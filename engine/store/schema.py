@@ -60,6 +60,29 @@ class Base(DeclarativeBase):
     pass
 
 
+# `runs` and `turns` are the one description of a run and a turn: the records an import
+# checks and an export writes (`engine.store.records.RunRecord`, `TurnRecord`), the values a
+# run's and a turn's facts are written as (`records.column_value`) and how a stored value is
+# read back (`engine.store.readback`) all follow from these columns: their SQL type, size and
+# nullability, and `info` where that is not enough:
+# - `json`: the text holds JSON: an `object`, `tags` (a list of names), `texts` (a list of
+#   text) or `messages` (a list of text mappings); `empty`: its value when there is none
+#   ({} or [], or None for an object a file may leave out);
+# - `rule`: a check beyond the type: `id` and `protocol` (identifiers, refused when
+#   malformed), `status` (one of the table's statuses), `error` (a failure's text, keys
+#   redacted), `money` (US dollars, NULL when unknown) or `metrics` (a flat JSON object);
+# - `file`: False for a column no file sets (an import fills it: who imported it, or a value
+#   read off another column);
+# - `null`: what NULL reads as, for a column older rows hold NULL in.
+JSON_OBJECT: dict[str, Any] = {"json": "object", "empty": {}}
+OPTIONAL_OBJECT: dict[str, Any] = {"json": "object", "empty": None}
+IDENTIFIER: dict[str, Any] = {"rule": "id"}
+ERROR: dict[str, Any] = {"rule": "error"}
+MONEY: dict[str, Any] = {"rule": "money"}
+STATUS: dict[str, Any] = {"rule": "status"}
+NOT_FROM_FILES: dict[str, Any] = {"file": False}
+
+
 ANSWERS_INDEX = ("status", "protocol", "label", "simulated", "confidence_level",
                  "judge_confidence", "correct", "seats", "mind_changes", "persuaded", "misled",
                  "consensus", "tied", "first_share")
@@ -76,17 +99,18 @@ class RunRow(Base):
                       Index("ix_runs_sample", "protocol", "simulated", "created_at", "id"),
                       # Every column Insights' opening answers add up (`answer_summary`).
                       Index("ix_runs_answers", *ANSWERS_INDEX))
-    id: Mapped[str] = mapped_column(String(32), primary_key=True)
-    protocol: Mapped[str] = mapped_column(String(32), index=True)
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, info=IDENTIFIER)
+    protocol: Mapped[str] = mapped_column(String(32), index=True, info={"rule": "protocol"})
     question: Mapped[str] = mapped_column(Text)
     expected: Mapped[str | None] = mapped_column(Text, nullable=True)
-    config: Mapped[str] = mapped_column(Text, default="{}")
+    config: Mapped[str] = mapped_column(Text, default="{}", info=JSON_OBJECT)
     label: Mapped[str | None] = mapped_column(String(200), index=True, nullable=True)
-    tags: Mapped[str] = mapped_column(Text, default="[]")
-    status: Mapped[str] = mapped_column(String(16), index=True)
-    error: Mapped[str] = mapped_column(Text, default="")
-    result: Mapped[str] = mapped_column(Text, default="{}")
-    metrics: Mapped[str] = mapped_column(Text, default="{}")
+    tags: Mapped[str] = mapped_column(Text, default="[]", info={"json": "tags", "empty": []})
+    status: Mapped[str] = mapped_column(String(16), index=True, info=STATUS)
+    error: Mapped[str] = mapped_column(Text, default="", info=ERROR)
+    result: Mapped[str] = mapped_column(Text, default="{}", info=JSON_OBJECT)
+    metrics: Mapped[str] = mapped_column(Text, default="{}",
+                                         info={**JSON_OBJECT, "rule": "metrics"})
     models: Mapped[str] = mapped_column(Text, default="")
     simulated: Mapped[bool] = mapped_column(Boolean, default=False)
     correct: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
@@ -103,16 +127,19 @@ class RunRow(Base):
     latency: Mapped[float] = mapped_column(Float, default=0.0)
     duration: Mapped[float] = mapped_column(Float, default=0.0)
     # US dollars, the sum of the turns' (engine.models.total_cost); NULL: unknown (unpriced)
-    cost_usd: Mapped[float | None] = mapped_column(Float, nullable=True)
-    experiment_id: Mapped[str | None] = mapped_column(String(32), index=True, nullable=True)
+    cost_usd: Mapped[float | None] = mapped_column(Float, nullable=True, info=MONEY)
+    experiment_id: Mapped[str | None] = mapped_column(String(32), index=True, nullable=True,
+                                                      info=IDENTIFIER)
     # Who started the run: a signed-in e-mail address, "local" (no sign-in), "cli:USER" (the
     # CLI, by operating-system user), an experiment's run who started the experiment, or ""
     # (not recorded: older runs). Migration 0016 adds it to older databases.
     started_by: Mapped[str] = mapped_column(String(200), default="", server_default="")
     # An imported run: who imported it and when (its `started_by` is then its file's claim);
     # "" and NULL for a run made here. Migration 0018 adds both to older databases.
-    imported_by: Mapped[str] = mapped_column(String(200), default="", server_default="")
-    imported_at: Mapped[datetime | None] = mapped_column(Moment, nullable=True)
+    imported_by: Mapped[str] = mapped_column(String(200), default="", server_default="",
+                                             info=NOT_FROM_FILES)
+    imported_at: Mapped[datetime | None] = mapped_column(Moment, nullable=True,
+                                                         info=NOT_FROM_FILES)
     host: Mapped[str] = mapped_column(String(200), default="")
     pid: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(Moment, index=True)
@@ -121,33 +148,39 @@ class RunRow(Base):
     # The protocol-independent signals of a completed run, typed (`engine.store.signal_columns`
     # reads them off `metrics`; NULL where the protocol has none). Migration 0028 adds them to
     # older databases, filled from the stored metrics.
-    seats: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    mind_changes: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    persuaded: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    misled: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    consensus: Mapped[float | None] = mapped_column(Float, nullable=True)
-    tied: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
-    confidence_level: Mapped[str | None] = mapped_column(String(16), nullable=True)
-    judge_confidence: Mapped[float | None] = mapped_column(Float, nullable=True)
-    first_share: Mapped[float | None] = mapped_column(Float, nullable=True)
+    seats: Mapped[int | None] = mapped_column(Integer, nullable=True, info=NOT_FROM_FILES)
+    mind_changes: Mapped[int | None] = mapped_column(Integer, nullable=True, info=NOT_FROM_FILES)
+    persuaded: Mapped[int | None] = mapped_column(Integer, nullable=True, info=NOT_FROM_FILES)
+    misled: Mapped[int | None] = mapped_column(Integer, nullable=True, info=NOT_FROM_FILES)
+    consensus: Mapped[float | None] = mapped_column(Float, nullable=True, info=NOT_FROM_FILES)
+    tied: Mapped[bool | None] = mapped_column(Boolean, nullable=True, info=NOT_FROM_FILES)
+    confidence_level: Mapped[str | None] = mapped_column(String(16), nullable=True,
+                                                         info=NOT_FROM_FILES)
+    judge_confidence: Mapped[float | None] = mapped_column(Float, nullable=True,
+                                                           info=NOT_FROM_FILES)
+    first_share: Mapped[float | None] = mapped_column(Float, nullable=True, info=NOT_FROM_FILES)
 
 
 class TurnRow(Base):
     __tablename__ = "turns"
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True,
+                                    info=NOT_FROM_FILES)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True,
+                                        info=NOT_FROM_FILES)
     idx: Mapped[int] = mapped_column(Integer)
     phase: Mapped[str] = mapped_column(String(40))
     round: Mapped[int] = mapped_column(Integer, default=0)
     seat: Mapped[str] = mapped_column(String(200))
     role: Mapped[str] = mapped_column(Text, default="")
     model: Mapped[str] = mapped_column(String(200), default="")
-    messages: Mapped[str] = mapped_column(Text, default="[]")
+    messages: Mapped[str] = mapped_column(Text, default="[]",
+                                          info={"json": "messages", "empty": []})
     reply: Mapped[str] = mapped_column(Text, default="")
-    parsed: Mapped[str] = mapped_column(Text, default="{}")
-    status: Mapped[str] = mapped_column(String(16))
-    error: Mapped[str] = mapped_column(Text, default="")
-    warnings: Mapped[str] = mapped_column(Text, default="[]")
+    parsed: Mapped[str] = mapped_column(Text, default="{}", info=OPTIONAL_OBJECT)
+    status: Mapped[str] = mapped_column(String(16), info=STATUS)
+    error: Mapped[str] = mapped_column(Text, default="", info=ERROR)
+    warnings: Mapped[str] = mapped_column(Text, default="[]",
+                                          info={"json": "texts", "empty": [], **ERROR})
     latency: Mapped[float] = mapped_column(Float, default=0.0)
     tokens_in: Mapped[int] = mapped_column(Integer, default=0)
     tokens_out: Mapped[int] = mapped_column(Integer, default=0)
@@ -156,10 +189,11 @@ class TurnRow(Base):
     started_at: Mapped[datetime] = mapped_column(Moment)
     finished_at: Mapped[datetime] = mapped_column(Moment)
     # A JSON call's path (constrained, json mode, prompted); NULL in rows stored before it.
-    output_mode: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    output_mode: Mapped[str | None] = mapped_column(String(16), nullable=True,
+                                                    info={"null": ""})
     # US dollars (NULL: unpriced, so unknown); the tokens are an estimate when the provider
     # reported no usage (`usage_estimated`). Migration 0014 adds both to older databases.
-    cost_usd: Mapped[float | None] = mapped_column(Float, nullable=True)
+    cost_usd: Mapped[float | None] = mapped_column(Float, nullable=True, info=MONEY)
     usage_estimated: Mapped[bool] = mapped_column(Boolean, default=False,
                                                   server_default=false())
     # The size in bytes of what the model sent when `reply` is a cut of it (NULL: stored

@@ -6,8 +6,8 @@ from typing import Any, cast
 
 from sqlalchemy import Table, bindparam, or_, select, update
 
-from engine.models import now, total_cost
-from engine.store.records import error_text, money, seconds, total
+from engine.models import now
+from engine.store.records import error_text, seconds, totals
 from engine.store.schema import (
     BackfillRow,
     ExperimentRow,
@@ -49,10 +49,9 @@ def end_run_row(connection: Any, run_id: str, status: str, error: str) -> int:
 
 
 def count_turns(connection: Any, run_id: str) -> None:
-    """Set a run's totals from its stored turns: `calls`, `degraded`, tokens in and out,
-    `cost_usd` (`engine.models.total_cost`),
-    `latency` (the calls' summed latency) and `duration` (first call's start to last call's
-    end), so that a stopped or failed run shows what it did spend."""
+    """Set a run's totals from its stored turns (`engine.store.records.totals`) and its
+    `duration` (first call's start to last call's end), so that a stopped or failed run
+    shows what it did spend."""
     rows = connection.execute(select(
         TURNS.c.status, TURNS.c.tokens_in, TURNS.c.tokens_out, TURNS.c.latency,
         TURNS.c.started_at, TURNS.c.finished_at, TURNS.c.cost_usd).where(
@@ -61,7 +60,4 @@ def count_turns(connection: Any, run_id: str) -> None:
     ends = [r.finished_at for r in rows if r.finished_at is not None]
     span = (max(ends) - min(starts)).total_seconds() if starts and ends else 0.0
     connection.execute(update(RUNS).where(RUNS.c.id == run_id).values(
-        calls=len(rows), degraded=sum(1 for r in rows if r.status != "ok"),
-        tokens_in=total(r.tokens_in for r in rows), tokens_out=total(r.tokens_out for r in rows),
-        latency=seconds(sum(seconds(r.latency) for r in rows)), duration=seconds(span),
-        cost_usd=money(total_cost(rows))))
+        **totals(rows), duration=seconds(span)))

@@ -32,7 +32,7 @@ from engine.store.records import (
 from engine.store.schema import RunRow, TurnRow
 from engine.store.signal_columns import signal_values
 from engine.store.simulated import SIMULATED_PREFIX, seat_models, simulation
-from engine.store.statements import INSERT_TURN, RUNS
+from engine.store.statements import INSERT_TURN, RUNS, TURNS
 from engine.text import NAME_MAX
 
 
@@ -202,9 +202,8 @@ def run_columns(record: RunRecord, imported_by: str = "",
     values = record.model_dump(exclude={"turns", "unreadable", "preferences", "ratings"})
     values["imported_by"], values["imported_at"] = imported_by, imported_at or now()
     values.update(signal_values(values["metrics"]))  # read off the (checked) metrics
-    for name in ("config", "result", "metrics"):
-        values[name] = json.dumps(strip_secrets(values[name]) if name == "config"
-                                  else values[name], ensure_ascii=False)
+    values["config"] = strip_secrets(values["config"])
+    records.record_row(RUNS, values)
     values["created_at"] = values["created_at"] or now()
     # The file's total is never trusted: it is the sum of the (checked) turns' costs.
     simulated = _simulated_seats(record)
@@ -243,14 +242,9 @@ def _simulated_seats(record: RunRecord) -> set[str]:
 def turn_columns(run_id: str, turn: TurnRecord, simulated_seat: bool = False) -> dict[str, Any]:
     """The `turns` row of an imported turn (`simulated_seat`: its seat is the simulated
     model's, so it costs 0)."""
-    values = turn.model_dump()
-    for name in ("messages", "warnings"):
-        values[name] = json.dumps(values[name], ensure_ascii=False)
-    values["parsed"] = json.dumps(values["parsed"] if values["parsed"] is not None else {},
-                                  ensure_ascii=False)
+    values = records.record_row(TURNS, turn.model_dump())
     values["started_at"] = values["started_at"] or now()
     values["finished_at"] = values["finished_at"] or values["started_at"]
-    values["output_mode"] = values["output_mode"] or None
     values["cost_usd"] = imported_cost(turn, simulated_seat)
     return {"run_id": run_id, **values}
 
