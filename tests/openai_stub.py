@@ -41,7 +41,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
-from engine.llm.lines import forget_grammars
 from engine.llm.providers import get_model
 from engine.llm.replies import extract_json
 from engine.models import Task
@@ -259,7 +258,6 @@ class SimulatedOpenAI(ThreadingHTTPServer):
         return f"http://127.0.0.1:{self.server_address[1]}/v1"
 
     def __enter__(self) -> SimulatedOpenAI:
-        forget_grammars()  # a fresh server: its port may be an earlier one's, probed before
         self._thread.start()
         return self
 
