@@ -42,7 +42,6 @@ from http.server import ThreadingHTTPServer
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from loopback import LoopbackHandler
 
-from engine.llm.lines import forget_grammars
 from engine.llm.providers import get_model
 from engine.llm.replies import extract_json
 from engine.models import Task
@@ -257,7 +256,6 @@ class SimulatedOpenAI(ThreadingHTTPServer):
         return f"http://127.0.0.1:{self.server_address[1]}/v1"
 
     def __enter__(self) -> SimulatedOpenAI:
-        forget_grammars()  # a fresh server: its port may be an earlier one's, probed before
         self._thread.start()
         return self
 

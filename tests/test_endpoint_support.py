@@ -10,15 +10,11 @@ from langchain_core.messages import AIMessage
 from sqlalchemy import text
 
 from engine import Seat, run_vote
-from engine.llm.lines import PROBE_GRAMMAR, applies, forget_grammars
-from engine.llm.structured import (
-    CONSTRAINED,
-    JSON_MODE,
-    StructuredOutput,
-    forget_support,
-    json_schema,
-    supported,
-)
+from engine.llm import lines, structured
+from engine.llm.capabilities import Capabilities
+from engine.llm.endpoints import EndpointRegistry
+from engine.llm.lines import PROBE_GRAMMAR
+from engine.llm.structured import CONSTRAINED, JSON_MODE, StructuredOutput, json_schema
 from engine.protocols import arun_config, run_sync
 from engine.store import Store, support
 from tests.openai_stub import ENDPOINT_SETTINGS, SimulatedOpenAI, loopback_only
@@ -30,11 +26,10 @@ SCHEMA = json_schema("answer", {"answer": {"type": "string"}})
 @pytest.fixture(autouse=True)
 def fresh(monkeypatch):
     loopback_only(monkeypatch, *ENDPOINT_SETTINGS)
-    forget_support()
-    forget_grammars()
-    yield
-    forget_support()
-    forget_grammars()
+
+
+def supported(registry, endpoint):
+    return registry.capabilities.known(structured.SUPPORT_KIND, endpoint)
 
 
 class Waiting:
@@ -45,7 +40,9 @@ class Waiting:
     extra_body = None
 
     def __init__(self, crowd: int, limit: float = 20.0):
-        self.parley_output = {"structured": "auto", "endpoint": ("http://fake.test/v1", "m")}
+        self.capabilities = Capabilities()  # its registry's
+        self.parley_output = {"structured": "auto", "endpoint": ("http://fake.test/v1", "m"),
+                              "capabilities": self.capabilities}
         self.crowd, self.limit = crowd, limit
         self.sent: list[str] = []
         self.together = asyncio.Event()
@@ -79,12 +76,14 @@ def test_calls_that_waited_for_detection_send_together():
     assert [r.content for r in replies] == ['{"answer": "42"}'] * 8
     assert model.sent == ["json_schema"] * 8
     assert {o.mode for o in outputs} == {CONSTRAINED}
-    assert supported(("http://fake.test/v1", "m")) == CONSTRAINED
+    assert model.capabilities.known(structured.SUPPORT_KIND,
+                                    ("http://fake.test/v1", "m")) == CONSTRAINED
 
 
-def vote(stub: SimulatedOpenAI, store: Store):
+def vote(stub: SimulatedOpenAI, store: Store, registry=None):
     return run_vote(QUESTION, voters=[Seat(n, f"openai:smol?base_url={stub.base_url}")
-                                      for n in ("a", "b", "c")], store=store)
+                                      for n in ("a", "b", "c")], store=store,
+                    endpoints=registry)
 
 
 def test_a_new_process_reads_the_detected_mode_from_the_store(backend):
@@ -92,16 +91,14 @@ def test_a_new_process_reads_the_detected_mode_from_the_store(backend):
     process that starts afterwards on the same store sends json mode from its first call;
     one on another store detects again."""
     with SimulatedOpenAI(refuse="schema") as stub:
-        first = vote(stub, backend)
+        first = vote(stub, backend, EndpointRegistry())
         assert len(stub.refused) == 1
         assert support.learned(backend, "structured", stub.base_url, "smol") == JSON_MODE
-        forget_support()  # a new process: it knows nothing of its own
         stub.requests.clear()
-        second = vote(stub, Store(backend.url))
+        second = vote(stub, Store(backend.url), EndpointRegistry())  # a new process's
         assert len(stub.refused) == 1  # no new refusal
         assert [(r["body"].get("response_format") or {}).get("type")
                 for r in stub.requests] == ["json_object"] * 3
-        forget_support()
         vote(stub, Store(backend.url.replace("parley.db", "other.db"))
              if backend.url.startswith("sqlite") else None)
         assert len(stub.refused) == 2  # a store that knows nothing: detected again
@@ -117,12 +114,12 @@ def test_a_new_process_reads_the_grammar_probe_from_the_store(backend):
         run_sync(arun_config(config, QUESTION, store=backend))
         probes = [r for r in stub.requests if r["body"].get("grammar") == PROBE_GRAMMAR]
         assert len(probes) == 1
-        forget_grammars()
         stub.requests.clear()
-        run_sync(arun_config(config, QUESTION, store=Store(backend.url)))
+        registry = EndpointRegistry()  # a new process's
+        run_sync(arun_config(config, QUESTION, store=Store(backend.url), endpoints=registry))
         assert stub.requests and all(r["body"].get("grammar") not in (None, PROBE_GRAMMAR)
                                      for r in stub.requests)
-        assert applies((stub.base_url, "smol")) is True
+        assert registry.capabilities.known(lines.SUPPORT_KIND, (stub.base_url, "smol")) == "yes"
 
 
 def test_a_store_that_cannot_be_written_leaves_detection_to_the_process(tmp_path):
@@ -135,9 +132,10 @@ def test_a_store_that_cannot_be_written_leaves_detection_to_the_process(tmp_path
         with store.engine.begin() as connection:
             connection.execute(text("CREATE TRIGGER no_support BEFORE INSERT ON "
                                     "endpoint_support BEGIN SELECT RAISE(ABORT, 'no'); END"))
-        result = vote(stub, store)
+        registry = EndpointRegistry()
+        result = vote(stub, store, registry)
         assert all(t.ok for t in result.turns)
-        assert supported((stub.base_url, "smol")) == JSON_MODE
+        assert supported(registry, (stub.base_url, "smol")) == JSON_MODE
         assert support.learned(store, "structured", stub.base_url, "smol") is None
 
 
@@ -180,4 +178,5 @@ def test_a_call_waits_for_detection_before_its_limits_admit_it():
 
     asyncio.run(calls())
     assert order == ["answered", "admitted"]
-    assert supported(("http://fake.test/v1", "m")) == CONSTRAINED
+    assert model.capabilities.known(structured.SUPPORT_KIND,
+                                    ("http://fake.test/v1", "m")) == CONSTRAINED

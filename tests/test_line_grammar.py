@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from openai_stub import ENDPOINT_SETTINGS, SimulatedOpenAI, loopback_only
 
 from engine.analysis.sections import parse_answer
+from engine.llm.endpoints import EndpointRegistry
 from engine.llm.lines import PROBE_GRAMMAR, PROBE_TOKENS, SHORT_WORDS, LineFormat
 from engine.llm.providers import DEFAULT_MAX_TOKENS
 from engine.protocols import REGISTRY, arun_config, run_sync
@@ -45,10 +46,11 @@ def loopback_env(monkeypatch):
 
 
 def run(protocol: str, stub: SimulatedOpenAI, model: str = "openai:smol",
-        timeout_per_call: float | None = None, **options):
+        timeout_per_call: float | None = None, endpoints=None, **options):
+    """One run; runs given one registry (`endpoints`) share what it learns of the server."""
     config = {"protocol": protocol, "model": model, "base_url": stub.base_url,
               "options": options, "timeout_per_call": timeout_per_call}
-    return run_sync(arun_config(config, QUESTION, expected="42"))
+    return run_sync(arun_config(config, QUESTION, expected="42", endpoints=endpoints))
 
 
 def probes(stub: SimulatedOpenAI) -> list[dict]:
@@ -67,11 +69,13 @@ def by_messages(stub: SimulatedOpenAI) -> dict[str, str | None]:
 
 # ------------------------------------------------------------------ detection
 def test_a_server_that_applies_the_probe_gets_each_phase_its_grammar():
+    registry = EndpointRegistry()
     with SimulatedOpenAI(grammar="honour") as stub:
-        results = {protocol: run(protocol, stub) for protocol in PHASES}
+        results = {protocol: run(protocol, stub, endpoints=registry) for protocol in PHASES}
         bodies = by_messages(stub)
         probed = probes(stub)
-    # one probe for the endpoint, the first request, small and forcing the sentinel
+    # one probe for the endpoint under the registry, the first request, small and forcing
+    # the sentinel
     assert len(probed) == 1 and stub.requests[0]["body"]["grammar"] == PROBE_GRAMMAR
     assert probed[0]["body"]["max_tokens"] == PROBE_TOKENS
     for protocol, phases in PHASES.items():
@@ -89,8 +93,9 @@ def test_a_server_that_applies_the_probe_gets_each_phase_its_grammar():
 
 
 def test_a_server_that_ignores_the_field_gets_no_grammar_after_the_probe():
+    registry = EndpointRegistry()
     with SimulatedOpenAI() as stub:  # it answers as if the field were not there
-        results = [run(protocol, stub) for protocol in PHASES]
+        results = [run(protocol, stub, endpoints=registry) for protocol in PHASES]
         assert len(probes(stub)) == 1
         assert set(by_messages(stub).values()) == {None}
     for result in results:
@@ -99,8 +104,9 @@ def test_a_server_that_ignores_the_field_gets_no_grammar_after_the_probe():
 
 
 def test_a_server_that_refuses_the_field_still_completes_every_protocol():
+    registry = EndpointRegistry()
     with SimulatedOpenAI(grammar="refuse") as stub:
-        results = {protocol: run(protocol, stub) for protocol in REGISTRY}
+        results = {protocol: run(protocol, stub, endpoints=registry) for protocol in REGISTRY}
         refused = [r for r in stub.requests if "grammar" in r["body"]]
     assert len(refused) == 1 and refused[0]["body"]["grammar"] == PROBE_GRAMMAR
     for protocol, result in results.items():

@@ -1,7 +1,7 @@
-"""One HTTP client per endpoint (and event loop), shared by every seat, run and experiment
-that calls it: keep-alive on, one TLS context for the process, none for plain http, and each
-seat's model resolved once per run (engine.llm.transport.shared_clients,
-engine.llm.runmodels)."""
+"""One HTTP client per endpoint (and event loop), kept by the endpoint registry and shared by
+every seat, run and experiment resolved under it: keep-alive on, one TLS context for the
+process, none for plain http, and each seat's model resolved once per run
+(engine.llm.transport.shared_clients, engine.llm.capabilities, engine.llm.runmodels)."""
 from __future__ import annotations
 
 import asyncio
@@ -9,10 +9,11 @@ import ssl
 
 import pytest
 
+from engine import run_panel, run_single
 from engine.llm import providers, runmodels, transport
+from engine.llm.endpoints import EndpointRegistry
 from engine.llm.providers import get_model
 from engine.models import Seat
-from engine import run_panel, run_single
 from tests.openai_stub import SimulatedOpenAI, loopback_only
 
 
@@ -32,10 +33,8 @@ class CountingServer(SimulatedOpenAI):
 @pytest.fixture
 def server(monkeypatch):
     loopback_only(monkeypatch, "OPENAI_API_KEY", "OPENAI_BASE_URL", "PARLEY_ENDPOINTS")
-    transport.forget_clients()
     with CountingServer() as running:
         yield running
-    transport.forget_clients()
 
 
 @pytest.fixture
@@ -50,10 +49,9 @@ def tls_loads(monkeypatch):
             loads.append(_name)
             return _original(self, *args, **kw)
         monkeypatch.setattr(ssl.SSLContext, name, counted)
-    monkeypatch.setattr(transport, "_TLS", [])  # the process's context not yet built
-    transport.forget_clients()
+    transport.tls_context.cache_clear()  # the process's context not yet built
     yield loads
-    transport.forget_clients()
+    transport.tls_context.cache_clear()
 
 
 def spec(server) -> str:
@@ -61,18 +59,23 @@ def spec(server) -> str:
 
 
 def test_two_runs_on_one_endpoint_share_one_client_and_both_succeed(server):
-    """Two synchronous runs in a row (each its own event loop) on one endpoint: one client
-    object for every seat of both, each call answered (a kept-alive connection of the first
-    run's closed loop is never reused by the second)."""
+    """Two synchronous runs in a row (each its own event loop) on one endpoint under one
+    registry: one client object for every seat of both, each call answered (a kept-alive
+    connection of the first run's closed loop is never reused by the second); another
+    registry (another app session, a run given none) has its own."""
+    registry = EndpointRegistry()
     seen = []
     for question in ("What is 2+2?", "What is 3+3?"):
         result = run_single(question, agent=Seat("a", spec(server)), retries=0,
-                            timeout_per_call=30, on_event=lambda turn: None)
+                            timeout_per_call=30, on_event=lambda turn: None,
+                            endpoints=registry)
         assert [t.status for t in result.turns] == ["ok"], [t.error for t in result.turns]
-        seen.append(get_model(spec(server)).http_async_client)
+        seen.append(get_model(spec(server), endpoints=registry).http_async_client)
     assert seen[0] is seen[1]
-    assert get_model(spec(server)).http_client is get_model(
-        f"openai:other?base_url={server.base_url}").http_client  # another model, same server
+    assert get_model(spec(server), endpoints=registry).http_client is get_model(
+        f"openai:other?base_url={server.base_url}", endpoints=registry).http_client
+    assert get_model(spec(server), endpoints=EndpointRegistry()).http_client is not \
+        get_model(spec(server), endpoints=registry).http_client
     assert len(server.requests) == 2
 
 
@@ -90,13 +93,14 @@ def test_calls_of_one_run_reuse_their_connections(server):
 
 def test_an_http_endpoint_builds_no_tls_context(tls_loads):
     """Plain http needs no CA store: models of two http endpoints load none; two https
-    endpoints share the process's one context, loaded once."""
+    endpoints share the process's one context, loaded once, whichever registry resolves
+    them."""
     for port in (8001, 8002):
         get_model(f"openai:m?base_url=http://127.0.0.1:{port}/v1")
         get_model(f"openai:n?base_url=http://127.0.0.1:{port}/v1")
     assert tls_loads == []
     first = get_model("openai:m?base_url=https://one.invalid/v1")
-    second = get_model("openai:m?base_url=https://two.invalid/v1")
+    second = get_model("openai:m?base_url=https://two.invalid/v1", endpoints=EndpointRegistry())
     assert len(tls_loads) == 1, tls_loads
     one, two = (model.http_async_client.build() for model in (first, second))
     assert one._transport._pool._ssl_context is two._transport._pool._ssl_context
@@ -116,12 +120,11 @@ def test_each_event_loop_has_its_own_client_and_a_closed_one_is_dropped(server):
     assert made[0] is not made[1]
     assert shared.loops() == 1  # the first loop's client went when the second loop asked
 
-    async def released():
-        client = shared.current()
-        await transport.release_clients()
-        return client.is_closed and shared.loops() == 0
+    async def used():
+        return shared.current()
 
-    assert asyncio.run(released())
+    client = asyncio.run(transport.releasing(used()))
+    assert client.is_closed and shared.loops() == 0  # closed by the run that opened it
 
 
 def test_a_runs_seat_model_is_resolved_once(server, monkeypatch):

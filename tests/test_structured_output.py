@@ -14,15 +14,15 @@ from openai_stub import ENDPOINT_SETTINGS, SimulatedOpenAI, loopback_only
 from sqlalchemy import create_engine, text
 
 from engine import Seat, Store, get_model, run_vote
+from engine.llm.capabilities import Capabilities
+from engine.llm.endpoints import EndpointRegistry
 from engine.llm.structured import (
     CONSTRAINED,
     JSON_MODE,
     PROMPTED,
+    SUPPORT_KIND,
     StructuredOutput,
-    forget_support,
     json_schema,
-    remember,
-    supported,
 )
 from engine.models import ConfigError
 from engine.protocols import REGISTRY, arun_config, run_sync
@@ -38,9 +38,16 @@ MODES = ("constrained", "json mode", "prompted")
 @pytest.fixture(autouse=True)
 def loopback_env(monkeypatch):
     loopback_only(monkeypatch, *ENDPOINT_SETTINGS)
-    forget_support()
-    yield
-    forget_support()
+
+
+@pytest.fixture
+def registry():
+    """One registry for the runs of a test: what they learn of an endpoint is its."""
+    return EndpointRegistry()
+
+
+def supported(registry, endpoint):
+    return registry.capabilities.known(SUPPORT_KIND, endpoint)
 
 
 def formats(server) -> list[str | None]:
@@ -122,42 +129,52 @@ def test_a_server_error_naming_the_format_is_a_refusal():
     assert all(t.ok and t.attempts == 1 for t in result.turns)
 
 
-def test_detection_happens_once_per_endpoint():
-    """Concurrent first calls wait for one detection; later runs and phases go straight to
-    the path found: one refused request per endpoint and refused format, not one per call."""
+def test_detection_happens_once_per_endpoint(registry):
+    """Concurrent first calls wait for one detection; later runs and phases under the same
+    registry go straight to the path found: one refused request per endpoint and refused
+    format, not one per call; a run under another registry (and no store) detects again."""
     with SimulatedOpenAI(refuse="schema") as one, SimulatedOpenAI(refuse="schema") as two:
         for _ in range(2):
-            vote(f"openai:smol?base_url={one.base_url}")
+            vote(f"openai:smol?base_url={one.base_url}", endpoints=registry)
         run_sync(arun_config({"protocol": "panel", "model": "openai:smol",
-                              "base_url": two.base_url}, QUESTION))
+                              "base_url": two.base_url}, QUESTION, endpoints=registry))
         result = run_sync(arun_config({"protocol": "panel", "model": "openai:smol",
-                                       "base_url": two.base_url}, QUESTION))
+                                       "base_url": two.base_url}, QUESTION,
+                                      endpoints=registry))
         assert len(one.refused) == 1 and len(two.refused) == 1
         assert len(one.requests) == 7 and len(two.requests) > 10
+        vote(f"openai:smol?base_url={one.base_url}")
+        assert len(one.refused) == 2
     assert set(t.output_mode for t in json_turns(result)) == {JSON_MODE}
-    assert supported((one.base_url, "smol")) == JSON_MODE
+    assert supported(registry, (one.base_url, "smol")) == JSON_MODE
 
 
 def test_a_reply_that_ignores_the_format_steps_the_endpoint_down():
     """A reply that is not the object asked for means the server ignored the format: the
     endpoint steps down a mode (json mode, then the prompted path) for the next requests."""
     schema = json_schema("pair", {"a": {"type": "string"}, "b": {"type": "string"}})
+    capabilities = Capabilities()
 
     class Model:
-        parley_output = {"structured": "auto", "endpoint": ("http://x/v1", "m")}
+        parley_output = {"structured": "auto", "endpoint": ("http://x/v1", "m"),
+                         "capabilities": capabilities}
+
+    def known():
+        return capabilities.known(SUPPORT_KIND, ("http://x/v1", "m"))
 
     output = StructuredOutput(Model(), schema)
     assert output.mode == CONSTRAINED
     assert not output.ignored('{"a": "1", "b": "2"}', {"a": "1", "b": "2"})
     assert not output.ignored('{"a": "1", "b": "a long string cut at the ca', None)
-    assert supported(("http://x/v1", "m")) is None
+    assert known() is None
     assert output.ignored('{"a": "1"}', {"a": "1"})  # a key missing: no schema held it
-    assert supported(("http://x/v1", "m")) == JSON_MODE
+    assert known() == JSON_MODE
     output.mode = JSON_MODE
     assert output.ignored("Sure! Here is my answer.", None)
-    assert supported(("http://x/v1", "m")) == PROMPTED
-    remember(("http://x/v1", "m"), CONSTRAINED)  # never an upgrade once refused
-    assert supported(("http://x/v1", "m")) == PROMPTED
+    assert known() == PROMPTED
+    output.mode = CONSTRAINED
+    output._remember(CONSTRAINED)  # never an upgrade once refused
+    assert known() == PROMPTED and StructuredOutput(Model(), schema).mode == PROMPTED
 
 
 def test_ignored_format_still_reads_the_reply():
@@ -176,12 +193,12 @@ def test_structured_off_sends_no_response_format():
     assert result.turns[0].model.startswith("openai:smol")
 
 
-def test_forced_modes_skip_detection():
+def test_forced_modes_skip_detection(registry):
     with SimulatedOpenAI() as stub:
-        vote(f"openai:smol?base_url={stub.base_url}&structured=json")
-        vote(f"openai:smol?base_url={stub.base_url}&structured=schema")
+        vote(f"openai:smol?base_url={stub.base_url}&structured=json", endpoints=registry)
+        vote(f"openai:smol?base_url={stub.base_url}&structured=schema", endpoints=registry)
         assert formats(stub) == ["json_object"] * 3 + ["json_schema"] * 3
-    assert supported((stub.base_url, "smol")) is None
+    assert supported(registry, (stub.base_url, "smol")) is None
 
 
 def test_endpoint_switch_and_the_seat_wins(monkeypatch):

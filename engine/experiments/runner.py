@@ -15,6 +15,7 @@ from engine.config import Donor
 from engine.experiments.budget import Gate, estimates_of
 from engine.experiments.notices import notify_ended
 from engine.experiments.planning import Plan, plan_of
+from engine.llm.endpoints import registry_or_environment
 from engine.llm.runmodels import close_shared, open_shared
 from engine.models import ConfigError, RunStopped, now
 from engine.store import Store
@@ -189,6 +190,7 @@ async def arun_experiment(store: Store, experiment_id: str, *,  # noqa: PLR0915
     `notify_url` (default the environment's `PARLEY_NOTIFY_URL`; `engine.llm.notify`).
     """
     stop_event = stop_event or threading.Event()
+    endpoints = registry_or_environment(endpoints)  # one for all its runs when none is given
     open_shared()  # a seat spec resolved once for every run of this start (engine.llm.runmodels)
     store.reap()  # runs left `running` by a dead process become `interrupted`, so are redone
     store.start_reaper()

@@ -17,12 +17,14 @@ No key value is ever part of a repr, a description or a stored spec.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, quote
 
+from engine.llm.capabilities import Capabilities
 from engine.llm.lines import GRAMMARS
 from engine.llm.prices import Price, PriceTable, price_value
 from engine.llm.sizes import MAX_REPLY_CAP
@@ -127,7 +129,9 @@ def _get(mapping: Any, name: str) -> Any:
 
 
 class EndpointRegistry:
-    """The endpoints this process (or app session) may call, and the key rule."""
+    """The endpoints this process (or app session) may call, and the key rule; its
+    `capabilities` are what it has learned each endpoint supports and the HTTP clients that
+    reach them, shared by every model it resolves (`engine.llm.capabilities`)."""
 
     def __init__(self, endpoints: Iterable[Endpoint] = (), *, allow_free_urls: bool = True,
                  environ: Mapping[str, Any] | None = None,
@@ -139,6 +143,7 @@ class EndpointRegistry:
         # the operator's prices over the list prices (engine.llm.prices; `from_settings`
         # reads them): a registry made without them knows the list prices only
         self.prices = prices if prices is not None else PriceTable()
+        self.capabilities = Capabilities()
         for endpoint in endpoints:
             self.add(endpoint)
 
@@ -315,6 +320,19 @@ class EndpointRegistry:
         if own is not None:
             return Route(own.base_url, self.key_for(own), "", endpoint=own)
         return Route(None, self.secret(DEFAULT_KEYS.get(provider)), "")
+
+
+def registry_or_environment(endpoints: Any) -> Any:
+    """`endpoints` when given, else a registry of the environment's settings, made once for
+    a run or an experiment so that its seats share what it learns of each endpoint and its
+    clients (None when the environment's endpoint table is broken: resolving a real model
+    then says why, and a simulated run goes on)."""
+    if endpoints is not None:
+        return endpoints
+    try:
+        return EndpointRegistry.from_settings(os.environ)
+    except ConfigError:
+        return None
 
 
 def _url_suffix(url: str) -> str:

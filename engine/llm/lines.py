@@ -12,8 +12,9 @@ allows it the whole reply ends before the cap cuts it.
 
 The `grammar` switch, per endpoint (registry field) and per seat (`?grammar=`): `auto` (the
 default for OpenAI-compatible servers other than api.openai.com, `off` there) detects once
-per endpoint (base URL and model), its answer kept for the process and in the run's store
-(`engine.store.support`, read by every other process), with a probe request whose grammar
+per endpoint (base URL and model), its answer kept by the registry that resolved the model
+(`engine.llm.capabilities`) and in the run's store (`engine.store.support`, read by every
+other process), with a probe request whose grammar
 forces a sentinel: the exact sentinel back means the server applies the grammar, a refusal (HTTP
 4xx) or any other text means it does not, and a probe that fails (time-out, connection) is
 not remembered, its call going without a grammar. `gbnf` sends the grammar without a probe;
@@ -23,21 +24,17 @@ any other free-text turn records "".
 from __future__ import annotations
 
 import asyncio
-import logging
-import threading
-import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import HumanMessage
 
+from engine.llm.capabilities import Capabilities
 from engine.llm.prices import read_usage
 from engine.llm.structured import FormattedModel
 from engine.models import RunStopped
-from engine.store import support
 
-log = logging.getLogger(__name__)
 SUPPORT_KIND = "grammar"  # its rows in the store's endpoint_support
 
 GRAMMARS = ("auto", "off", "gbnf")
@@ -130,28 +127,7 @@ SENTINEL = "parley-grammar-probe-ok"
 PROBE_GRAMMAR = f'root ::= "{SENTINEL}"\n'
 PROBE_MESSAGES = ({"role": "user", "content": "Reply with one word: OK."},)
 PROBE_TOKENS = 24  # the sentinel is a dozen tokens on any tokenizer
-_APPLIES: dict[tuple[str, str], bool] = {}
-_APPLIES_LOCK = threading.Lock()
-_PROBING: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop,
-                                    dict[tuple[str, str], asyncio.Lock]] = \
-    weakref.WeakKeyDictionary()
-
-
-def applies(endpoint: tuple[str, str]) -> bool | None:
-    """Whether `endpoint` applies a grammar (None while unknown)."""
-    with _APPLIES_LOCK:
-        return _APPLIES.get(endpoint)
-
-
-def forget_grammars() -> None:
-    """Forget every probed endpoint (a test's fresh start)."""
-    with _APPLIES_LOCK:
-        _APPLIES.clear()
-
-
-def _remember(endpoint: tuple[str, str], value: bool) -> None:
-    with _APPLIES_LOCK:
-        _APPLIES[endpoint] = value
+_ANSWERS = ("yes", "no")  # its values in the capabilities and the store
 
 
 def _refusal(exc: BaseException) -> bool:
@@ -160,45 +136,26 @@ def _refusal(exc: BaseException) -> bool:
     return isinstance(status, int) and 400 <= status < 500 and status != 429
 
 
-def recall(endpoint: tuple[str, str], store: Any) -> bool | None:
-    """Whether `endpoint` applies a grammar: this process's answer, else the one another
-    process stored (`engine.store.support`; then this process's too), else None."""
-    known = applies(endpoint)
-    if known is not None or store is None:
-        return known
-    try:
-        stored = support.learned(store, SUPPORT_KIND, *endpoint)
-    except Exception as exc:  # probed again instead
-        log.warning("could not read whether %s applies a grammar: %s", endpoint[0], exc)
-        return None
-    if stored not in ("yes", "no"):
-        return None
-    _remember(endpoint, stored == "yes")
-    return stored == "yes"
-
-
-def _learn(endpoint: tuple[str, str], value: bool, store: Any) -> None:
-    _remember(endpoint, value)
-    if store is None:
-        return
-    try:
-        support.learn(store, SUPPORT_KIND, *endpoint, "yes" if value else "no")
-    except Exception as exc:  # a read-only or busy store: this process still knows it
-        log.warning("could not store whether %s applies a grammar: %s", endpoint[0], exc)
+def _known(capabilities: Capabilities, endpoint: tuple[str, str],
+           store: Any = None) -> bool | None:
+    """Whether `endpoint` applies a grammar, as `capabilities` know it (else as a process
+    stored it in `store`); None while unknown."""
+    known = capabilities.recall(SUPPORT_KIND, endpoint, store, _ANSWERS)
+    return None if known is None else known == "yes"
 
 
 async def probe(model: Any, endpoint: tuple[str, str], gate: Any,
-                timeout: float | None, store: Any = None) -> bool:
-    """Whether `endpoint` applies a grammar: remembered (by this process, or by another in
-    `store`), else asked once (concurrent callers wait for the one probe, then go on without
-    sending it) through the endpoint's `gate` within `timeout`, the answer kept in `store`.
-    A probe that fails is not remembered: False for this call, asked again by the next."""
-    known = applies(endpoint)
+                timeout: float | None, capabilities: Capabilities, store: Any = None) -> bool:
+    """Whether `endpoint` applies a grammar: known to `capabilities` (the registry's) or to
+    another process through `store`, else asked once (concurrent callers wait for the one
+    probe, then go on without sending it) through the endpoint's `gate` within `timeout`,
+    the answer kept in both. A probe that fails is not remembered: False for this call,
+    asked again by the next."""
+    known = _known(capabilities, endpoint)
     if known is not None:
         return known
-    locks = _PROBING.setdefault(asyncio.get_running_loop(), {})
-    async with locks.setdefault(endpoint, asyncio.Lock()):
-        known = recall(endpoint, store)
+    async with capabilities.detecting(SUPPORT_KIND, endpoint):
+        known = _known(capabilities, endpoint, store)
         if known is not None:
             return known
         body = {**(model.extra_body or {}), "grammar": PROBE_GRAMMAR,
@@ -219,23 +176,24 @@ async def probe(model: Any, endpoint: tuple[str, str], gate: Any,
         except Exception as exc:  # a refusal is an answer; anything else is asked again
             gate.refused(exc)
             if _refusal(exc):
-                _learn(endpoint, False, store)
+                capabilities.learn(SUPPORT_KIND, endpoint, "no", store)
             return False
         found = isinstance(message.content, str) and message.content.strip() == SENTINEL
-        _learn(endpoint, found, store)
+        capabilities.learn(SUPPORT_KIND, endpoint, "yes" if found else "no", store)
         return found
 
 
 class LineOutput:
     """The output path of one free-text call read by a line format: the format's grammar
     for a model whose endpoint applies one (`mode` "grammar" once a request carried it),
-    else the seat's model as it is (`mode` ""). `store` (the run's) keeps the probe's answer
-    for every process."""
+    else the seat's model as it is (`mode` ""). The probe's answer goes to the capabilities
+    of the registry that resolved the model and to `store` (the run's), for every process."""
 
     def __init__(self, model: Any, line: LineFormat, store: Any = None):
         # get_model marks OpenAI-compatible models: {"grammar": switch, "endpoint": key, ...}
         marked: Mapping[str, Any] = getattr(model, "parley_output", None) or {}
         self.line, self.model, self.store = line, model, store
+        self.capabilities: Capabilities = marked.get("capabilities") or Capabilities()
         self.switch = str(marked.get("grammar") or "off")
         host, name = marked.get("endpoint") or ("", "")
         self.endpoint = (str(host), str(name))
@@ -247,7 +205,8 @@ class LineOutput:
         """Before the call's attempts: with `auto`, whether the endpoint applies a grammar
         (`probe`, through the call's `gate` and `timeout`)."""
         if self.switch == "auto":
-            self.send = await probe(self.model, self.endpoint, gate, timeout, self.store)
+            self.send = await probe(self.model, self.endpoint, gate, timeout,
+                                    self.capabilities, self.store)
 
     def wrap(self, model: Any) -> Any:
         """The model the guarded call invokes."""

@@ -156,13 +156,14 @@ def get_model(spec: str = "simulated", *, endpoints: Any = None,  # noqa: C901, 
             # a base URL that came with data reaches no link-local or metadata address,
             # whatever its name resolves to; a response is read up to a cap, and the reply
             # says where it was cut in a header (so the SDK hands the headers on). A proxy
-            # from code goes into them. They are the endpoint's, shared by every model that
-            # calls it (one TLS context, kept-alive connections pooled to its concurrency),
+            # from code goes into them. They are the endpoint's, kept by the registry and
+            # shared by every model it resolves for that endpoint (one TLS context,
+            # kept-alive connections pooled to its concurrency),
             # and they tell whether a failed call's request reached the server
             # (engine.llm.reach).
             from engine.llm.transport import shared_clients
             options["http_client"], options["http_async_client"] = shared_clients(
-                route.base_url, guard=not route.registered,
+                registry.capabilities, route.base_url, guard=not route.registered,
                 proxy=options.pop("openai_proxy", None), concurrency=policy.get("concurrency"),
                 reply_cap=policy.get("max_reply_bytes"))
             options["include_response_headers"] = True
@@ -186,7 +187,8 @@ def get_model(spec: str = "simulated", *, endpoints: Any = None,  # noqa: C901, 
             "structured": query.get("structured") or (
                 endpoint.structured if endpoint is not None else "auto"),
             "grammar": "off" if own and grammar == "auto" else grammar,
-            "endpoint": (route.base_url or _OWN_HOSTS[kind], name), "cap": cap}))
+            "endpoint": (route.base_url or _OWN_HOSTS[kind], name), "cap": cap,
+            "capabilities": registry.capabilities}))  # where what it supports is learned
     for attribute, value in attributes:
         try:
             object.__setattr__(model, attribute, value)

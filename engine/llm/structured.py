@@ -8,8 +8,9 @@ ignores it (a reply that is not the object asked for) falls back to json mode
 (`{"type": "json_object"}`, with the schema beside it, which llama-cpp-python's server
 constrains to), then to the prompted path (the prompt, the tolerant parse and one
 re-ask, as for every other model). What works is detected once per endpoint (base URL and
-model) and remembered for the process and in the run's store (`engine.store.support`), so
-later calls, and every other process on that store, go straight to it.
+model) and remembered by the registry that resolved the model (`engine.llm.capabilities`)
+and in the run's store (`engine.store.support`), so later calls, and every other process on
+that store, go straight to it.
 
 The `structured` switch, per endpoint (registry field) and per seat (`?structured=`):
 `auto` (detect, the default), `schema` or `json` (that mode only, no detection), `off`
@@ -23,19 +24,14 @@ at its token cap instead of returning the text, and the raw reply must reach the
 """
 from __future__ import annotations
 
-import asyncio
-import logging
-import threading
-import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from engine.llm.capabilities import Capabilities
 from engine.models import ConfigError
-from engine.store import support
 
-log = logging.getLogger(__name__)
 SUPPORT_KIND = "structured"  # its rows in the store's endpoint_support
 
 SWITCHES = ("auto", "schema", "json", "off")
@@ -138,65 +134,9 @@ def check_switch(value: Any, where: str, name: str = "structured",
 
 
 # ------------------------------------------------------------------ what each endpoint supports
-# (base URL, model) -> the first mode that works there; shared by every run of the process.
-_SUPPORT: dict[tuple[str, str], str] = {}
-_SUPPORT_LOCK = threading.Lock()
-# Per event loop and endpoint, the lock one detecting call holds: the calls that start while
-# it is out wait for its answer instead of each sending a request the server refuses.
-_DETECTING: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop,
-                                      dict[tuple[str, str], asyncio.Lock]] = \
-    weakref.WeakKeyDictionary()
-
-
-def supported(endpoint: tuple[str, str]) -> str | None:
-    """The mode detected for `endpoint`, or None while unknown."""
-    with _SUPPORT_LOCK:
-        return _SUPPORT.get(endpoint)
-
-
-def remember(endpoint: tuple[str, str], mode: str, store: Any = None) -> bool:
-    """Record that `mode` is the best path `endpoint` takes (never an upgrade: a mode once
-    found refused stays refused); True when that changed what was known. A change goes to
-    `store` too (`engine.store.support`), for every process of the deployment."""
-    with _SUPPORT_LOCK:
-        known = _SUPPORT.get(endpoint)
-        changed = known is None or _LADDER.index(mode) > _LADDER.index(known)
-        if changed:
-            _SUPPORT[endpoint] = mode
-    if changed and store is not None:
-        _keep(store, endpoint, mode)
-    return changed
-
-
-def recall(endpoint: tuple[str, str], store: Any) -> str | None:
-    """The mode known for `endpoint`: this process's, else the one another process stored
-    (then this process's too); None when neither knows it. A store that cannot be read is
-    as one that does not know."""
-    known = supported(endpoint)
-    if known is not None or store is None:
-        return known
-    try:
-        stored = support.learned(store, SUPPORT_KIND, *endpoint)
-    except Exception as exc:  # detection goes on without the store
-        log.warning("could not read the detected output mode of %s: %s", endpoint[0], exc)
-        return None
-    if stored not in _LADDER:
-        return None
-    remember(endpoint, stored)
-    return supported(endpoint)
-
-
-def _keep(store: Any, endpoint: tuple[str, str], mode: str) -> None:
-    try:
-        support.learn(store, SUPPORT_KIND, *endpoint, mode)
-    except Exception as exc:  # a read-only or busy store: this process still knows it
-        log.warning("could not store the detected output mode of %s: %s", endpoint[0], exc)
-
-
-def forget_support() -> None:
-    """Forget every detected endpoint (a test's fresh start)."""
-    with _SUPPORT_LOCK:
-        _SUPPORT.clear()
+def _kept(known: str, mode: str) -> bool:
+    """Never an upgrade: a mode once found refused stays refused."""
+    return _LADDER.index(mode) <= _LADDER.index(known)
 
 
 def refused(exc: BaseException) -> bool:
@@ -219,14 +159,17 @@ class StructuredOutput:
     """The output path of one JSON call (`RunContext.call_json`) for one seat's model.
 
     `wrap(model)` is what the guarded call invokes; `mode` is the path the last request took
-    ("constrained", "json mode" or "prompted"), recorded on the turn. `store` (the run's)
-    keeps what detection learns for every process.
+    ("constrained", "json mode" or "prompted"), recorded on the turn. What detection learns
+    goes to the capabilities of the registry that resolved the model and to `store` (the
+    run's), for every process.
     """
 
     def __init__(self, model: Any, schema: OutputSchema | None, store: Any = None):
-        # get_model marks OpenAI-compatible models: {"structured": switch, "endpoint": key}
+        # get_model marks OpenAI-compatible models: {"structured": switch, "endpoint": key,
+        # "capabilities": its registry's}
         marked: Mapping[str, Any] = getattr(model, "parley_output", None) or {}
         self.schema, self.store = schema, store
+        self.capabilities: Capabilities = marked.get("capabilities") or Capabilities()
         self.switch = str(marked.get("structured") or "off") if schema is not None else "off"
         host, name = marked.get("endpoint") or ("", "")
         self.endpoint = (str(host), str(name))
@@ -238,17 +181,24 @@ class StructuredOutput:
         top of the ladder (detection)."""
         if self.switch != "auto":
             return _FORCED[self.switch]
-        return supported(self.endpoint) or CONSTRAINED
+        return self.supported() or CONSTRAINED
+
+    def supported(self) -> str | None:
+        """The mode known for this call's endpoint, or None while unknown."""
+        return self.capabilities.known(SUPPORT_KIND, self.endpoint)
+
+    def _remember(self, mode: str) -> None:
+        self.capabilities.learn(SUPPORT_KIND, self.endpoint, mode, self.store, keep=_kept)
 
     async def prepare(self, gate: Any = None, timeout: float | None = None) -> None:
         """Before the call is admitted by its endpoint's limits (`gate`, unused here): while
         another call of this event loop detects the endpoint's mode, wait for its answer. A
         call admitted first and then kept waiting would send with every other waiting call at
         once when detection ends, past the rate the limits admitted them at."""
-        if self.switch != "auto" or supported(self.endpoint) is not None:
+        if self.switch != "auto" or self.supported() is not None:
             return
-        lock = _DETECTING.get(asyncio.get_running_loop(), {}).get(self.endpoint)
-        if lock is not None and lock.locked():
+        lock = self.capabilities.in_detection(SUPPORT_KIND, self.endpoint)
+        if lock is not None:
             async with lock:
                 pass
 
@@ -270,7 +220,7 @@ class StructuredOutput:
         else:
             ignored = self.mode == CONSTRAINED and not self.schema.followed(obj)
         if ignored and self.switch == "auto":
-            remember(self.endpoint, _next(self.mode), self.store)
+            self._remember(_next(self.mode))
         return ignored
 
     async def invoke(self, model: Any, messages: Sequence[Any]) -> Any:
@@ -281,11 +231,11 @@ class StructuredOutput:
         probe) and the calls that start meanwhile wait for the answer, then send at once,
         concurrently: only the detecting request holds the endpoint's lock. A mode another
         process stored is read first, and nothing is detected."""
-        if self.switch != "auto" or supported(self.endpoint) is not None:
+        if self.switch != "auto" or self.supported() is not None:
             return await self._send(model, messages, self.start())
-        gates = _DETECTING.setdefault(asyncio.get_running_loop(), {})
-        async with gates.setdefault(self.endpoint, asyncio.Lock()):
-            if recall(self.endpoint, self.store) is None:  # this call detects
+        async with self.capabilities.detecting(SUPPORT_KIND, self.endpoint):
+            if self.capabilities.recall(SUPPORT_KIND, self.endpoint, self.store,
+                                        _LADDER) is None:  # this call detects
                 return await self._descend(model, messages, CONSTRAINED)
         return await self._descend(model, messages, self.start())  # learned meanwhile
 
@@ -299,9 +249,9 @@ class StructuredOutput:
                 if not refused(exc):
                     raise
                 mode = _next(mode)
-                remember(self.endpoint, mode, self.store)
+                self._remember(mode)
                 continue
-            remember(self.endpoint, mode, self.store)
+            self._remember(mode)
             return reply
         return await self._send(model, messages, PROMPTED)
 

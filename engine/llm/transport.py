@@ -33,16 +33,18 @@ import json
 import socket
 import ssl
 import threading
-import weakref
 import zlib
-from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Iterable
-from typing import Any, TypeVar
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 from engine.llm.reach import watch
 from engine.llm.sizes import CUT_HEADER, REPLY_CAP, body_cap, size_text
 from engine.llm.urls import risky_address
+
+if TYPE_CHECKING:
+    from engine.llm.capabilities import Capabilities
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 ACCEPTED = "gzip, deflate"  # the encodings a model's response may come in, each bounded
@@ -430,22 +432,13 @@ class BoundedBody:
 
 
 # ------------------------------------------------------------------ clients shared per endpoint
-# One process holds one verifying TLS context (a context keeps its own copy of the CA store,
-# and loading it is most of what building a client costs), built when the first https client
-# needs it; plain http needs none.
-_TLS: list[Any] = []
-_TLS_LOCK = threading.Lock()
-_SHARED: OrderedDict[tuple[Any, ...], tuple[Any, Any]] = OrderedDict()
-_SHARED_LOCK = threading.Lock()
-SHARED_MAX = 64  # endpoints whose clients are kept; base URLs that come with data are many
-
-
+@functools.cache
 def tls_context() -> Any:
-    """The process's one verifying TLS context (httpx's default: the system's CA store)."""
-    with _TLS_LOCK:
-        if not _TLS:
-            _TLS.append(http_module().create_ssl_context())
-        return _TLS[0]
+    """The process's one verifying TLS context (httpx's default: the system's CA store), built
+    when the first https client needs it and never changed after: a context keeps its own
+    copy of the CA store, and loading it is most of what building a client costs; plain http
+    needs none."""
+    return http_module().create_ssl_context()
 
 
 def trusting_nothing() -> ssl.SSLContext:
@@ -454,63 +447,51 @@ def trusting_nothing() -> ssl.SSLContext:
     return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 
 
-def shared_clients(base_url: str | None, *, guard: bool, proxy: str | None = None,
-                   concurrency: int | None = None,
+def shared_clients(capabilities: Capabilities, base_url: str | None, *, guard: bool,
+                   proxy: str | None = None, concurrency: int | None = None,
                    reply_cap: int | None = None) -> tuple[Any, Any]:
     """The (sync, async) clients of `model_clients` for the server at `base_url` (None: the
-    provider's own https API), shared by every model, seat, run and experiment of the process
-    that calls it with the same rules: connections are kept alive between calls, in a pool of
-    `concurrency` (the endpoint's limit; None: the SDK's default size). The async client
-    hands each event loop its own connection pool (`loop_client_type`)."""
+    provider's own https API), kept by `capabilities` (the endpoint registry's) and so shared
+    by every model, seat, run and experiment resolved under that registry with the same
+    rules: connections are kept alive between calls, in a pool of `concurrency` (the
+    endpoint's limit; None: the SDK's default size). The async client hands each event loop
+    its own connection pool (`loop_client_type`)."""
     parts = urlsplit(base_url or "https://api.openai.com")
     scheme = (parts.scheme or "https").lower()
     key = (scheme, (parts.hostname or "").lower(), parts.port, guard, proxy, concurrency,
            reply_cap)
-    with _SHARED_LOCK:
-        found = _SHARED.get(key)
-        if found is not None:
-            _SHARED.move_to_end(key)
-            return found
-    verify = trusting_nothing() if scheme == "http" and not proxy else tls_context()
-    limits = None
-    if concurrency:
-        limits = http_module().Limits(max_connections=concurrency,
-                                      max_keepalive_connections=concurrency)
-    sync, _ = model_clients(guard=guard, proxy=proxy, verify=verify, limits=limits,
-                            reply_cap=reply_cap)
-    clients = (sync, loop_client_type()(lambda: model_clients(
-        guard=guard, proxy=proxy, verify=verify, limits=limits, reply_cap=reply_cap)[1]))
-    with _SHARED_LOCK:
-        clients = _SHARED.setdefault(key, clients)
-        while len(_SHARED) > SHARED_MAX:  # a model still holding an evicted pair keeps it
-            _SHARED.popitem(last=False)
-    return clients
+
+    def build() -> tuple[Any, Any]:
+        verify = trusting_nothing() if scheme == "http" and not proxy else tls_context()
+        limits = None
+        if concurrency:
+            limits = http_module().Limits(max_connections=concurrency,
+                                          max_keepalive_connections=concurrency)
+        sync, _ = model_clients(guard=guard, proxy=proxy, verify=verify, limits=limits,
+                                reply_cap=reply_cap)
+        return sync, loop_client_type()(lambda: model_clients(
+            guard=guard, proxy=proxy, verify=verify, limits=limits, reply_cap=reply_cap)[1])
+    return capabilities.clients(key, build)
 
 
-def forget_clients() -> None:
-    """Drop every shared client (a test's fresh start); models holding one keep it."""
-    with _SHARED_LOCK:
-        _SHARED.clear()
-
-
-_LOOP_CLIENTS: weakref.WeakSet[Any] = weakref.WeakSet()  # every LoopClient made
-
-
-async def release_clients() -> None:
-    """Close the running event loop's connections of every shared client, before the loop
-    ends (a synchronous run's, a CLI experiment's): its sockets are shut in the loop that
-    opened them, not left to the garbage collector."""
-    for client in list(_LOOP_CLIENTS):
-        await client.release()
+# The shared clients that opened connections in the current `releasing` scope (its tasks
+# share the list, as they copy the context): the scope closes them when it ends.
+_OPENED: ContextVar[list[Any] | None] = ContextVar("parley_opened_clients", default=None)
 
 
 async def releasing(coro: Coroutine[Any, Any, T]) -> T:
-    """`coro`, then `release_clients`: what a caller of `asyncio.run` awaits, so that the
-    loop's kept-alive model connections close with it."""
+    """`coro`, then the running event loop's connections of every shared client it used are
+    closed: what a caller of `asyncio.run` awaits (a synchronous run's, a CLI experiment's),
+    so that the loop's kept-alive model connections are shut in the loop that opened them,
+    not left to the garbage collector."""
+    opened: list[Any] = []
+    token = _OPENED.set(opened)
     try:
         return await coro
     finally:
-        await release_clients()
+        _OPENED.reset(token)
+        for client in opened:
+            await client.release()
 
 
 @functools.cache
@@ -531,7 +512,6 @@ def loop_client_type() -> type:
             self.build = build  # a new client for a loop
             self._loops: dict[int, tuple[asyncio.AbstractEventLoop, Any]] = {}
             self._lock = threading.Lock()
-            _LOOP_CLIENTS.add(self)
 
         def current(self) -> Any:
             """The running loop's client (built on its first request)."""
@@ -545,7 +525,11 @@ def loop_client_type() -> type:
                         del self._loops[ident]
             client = self.build()
             with self._lock:
-                return self._loops.setdefault(id(loop), (loop, client))[1]
+                made = self._loops.setdefault(id(loop), (loop, client))[1]
+            opened = _OPENED.get()
+            if made is client and opened is not None:
+                opened.append(self)  # closed when its `releasing` scope ends
+            return made
 
         def loops(self) -> int:
             """How many event loops hold a client of this one (closed ones not yet dropped)."""
@@ -556,7 +540,7 @@ def loop_client_type() -> type:
             return await self.current().send(request, **kwargs)
 
         async def release(self) -> None:
-            """Close the running loop's client, if it has one (see `release_clients`)."""
+            """Close the running loop's client, if it has one (see `releasing`)."""
             loop = asyncio.get_running_loop()
             with self._lock:
                 found = self._loops.pop(id(loop), None)

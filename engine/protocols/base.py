@@ -20,7 +20,7 @@ import concurrent.futures
 import random
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
 from engine.analysis.answers import answers_match, hedge
@@ -28,6 +28,7 @@ from engine.analysis.rounds_dynamics import votes
 from engine.config import PLANTED, RunConfig, RunOptions, SeatSpec
 from engine.llm import otel
 from engine.llm.calls import RunContext
+from engine.llm.endpoints import registry_or_environment
 from engine.llm.runmodels import open_run
 from engine.llm.transport import releasing
 from engine.models import ConfigError, RunResult, RunStopped, Seat, Signals, Turn, now, total_cost
@@ -516,4 +517,6 @@ def split_run_options(kwargs: dict[str, Any], protocol: str) -> RunOptions:
     anything that is not one is a `ConfigError` naming it. A runner's first step, it opens
     the run's memo of seat models (`engine.llm.runmodels`): each resolved once."""
     open_run()
-    return RunOptions.from_kwargs(kwargs, protocol)
+    options = RunOptions.from_kwargs(kwargs, protocol)
+    # one registry for the run's seats when the caller gave none: they share what it learns
+    return replace(options, endpoints=registry_or_environment(options.endpoints))

@@ -1,0 +1,128 @@
+"""What each endpoint's server supports, and the HTTP clients that reach it: one cache, owned
+by an endpoint registry (`EndpointRegistry.capabilities`).
+
+Detecting a server's structured-output mode (`engine.llm.structured`) or whether it applies a
+grammar (`engine.llm.lines`) costs requests, and building an HTTP client costs its connection
+pool (`engine.llm.transport.shared_clients`). Every model a registry resolves carries the
+registry's `Capabilities`, so every seat, run and experiment under that registry (a CLI
+process's, a worker's, an app session's) learns an endpoint once and shares its clients. What
+is learned is kept in the run's store too (`engine.store.support`, one row per kind, base URL
+and model), where a new process reads it instead of learning it again.
+
+Values are the store's: text per (kind, base URL, model). The rule between two values (a
+structured mode found refused stays refused) is the caller's, given as `keep`.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from engine.store import support
+
+log = logging.getLogger(__name__)
+Endpoint = tuple[str, str]  # (base URL, model)
+CLIENTS_MAX = 64  # endpoints whose clients are kept; base URLs that come with data are many
+
+
+class Capabilities:
+    """One registry's knowledge of its endpoints: what each supports (by kind), the lock one
+    detecting call holds per event loop, and the shared HTTP clients per endpoint."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._known: dict[tuple[str, str, str], str] = {}
+        self._clients: OrderedDict[tuple[Any, ...], tuple[Any, Any]] = OrderedDict()
+        # Per event loop, (kind, endpoint) -> the lock its one detecting call holds: the calls
+        # that start while it is out wait for its answer instead of each asking the server.
+        self._detecting: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, dict[tuple[str, str, str], asyncio.Lock]] = \
+            weakref.WeakKeyDictionary()
+
+    def __repr__(self) -> str:
+        return f"Capabilities({len(self._known)} learned, {len(self._clients)} clients)"
+
+    # ------------------------------------------------------------------ what is supported
+    def known(self, kind: str, endpoint: Endpoint) -> str | None:
+        """The value learned for `kind` at `endpoint` by this registry, or None."""
+        with self._lock:
+            return self._known.get((kind, *endpoint))
+
+    def learn(self, kind: str, endpoint: Endpoint, value: str, store: Any = None, *,
+              keep: Callable[[str, str], bool] | None = None) -> bool:
+        """Record `value` for `kind` at `endpoint`, unless `keep(known, value)` says the value
+        known already stays; True when that changed what was known. A change goes to `store`
+        too, for every process of the deployment (a store that cannot be written leaves it to
+        this registry)."""
+        key = (kind, *endpoint)
+        with self._lock:
+            known = self._known.get(key)
+            changed = known != value and (known is None or keep is None or not keep(known, value))
+            if changed:
+                self._known[key] = value
+        if changed and store is not None:
+            try:
+                support.learn(store, kind, *endpoint, value)
+            except Exception as exc:  # a read-only or busy store: this registry still knows
+                log.warning("could not store what %s supports (%s): %s", endpoint[0], kind, exc)
+        return changed
+
+    def recall(self, kind: str, endpoint: Endpoint, store: Any,
+               allowed: tuple[str, ...]) -> str | None:
+        """The value known for `kind` at `endpoint`: this registry's, else the one a process
+        stored (one of `allowed`; then this registry's too); None when neither knows it. A
+        store that cannot be read is as one that does not know."""
+        known = self.known(kind, endpoint)
+        if known is not None or store is None:
+            return known
+        try:
+            stored = support.learned(store, kind, *endpoint)
+        except Exception as exc:  # learned again instead
+            log.warning("could not read what %s supports (%s): %s", endpoint[0], kind, exc)
+            return None
+        if stored not in allowed:
+            return None
+        with self._lock:
+            return self._known.setdefault((kind, *endpoint), stored)
+
+    def detecting(self, kind: str, endpoint: Endpoint) -> asyncio.Lock:
+        """The running event loop's lock for detecting `kind` at `endpoint` (made on first
+        use): the one detecting call holds it."""
+        with self._lock:
+            locks = self._detecting.setdefault(asyncio.get_running_loop(), {})
+            return locks.setdefault((kind, *endpoint), asyncio.Lock())
+
+    def in_detection(self, kind: str, endpoint: Endpoint) -> asyncio.Lock | None:
+        """The running event loop's lock for `kind` at `endpoint` while a call holds it."""
+        with self._lock:
+            lock = self._detecting.get(asyncio.get_running_loop(), {}).get((kind, *endpoint))
+        return lock if lock is not None and lock.locked() else None
+
+    # ------------------------------------------------------------------ shared clients
+    def clients(self, key: tuple[Any, ...], build: Callable[[], tuple[Any, Any]]
+                ) -> tuple[Any, Any]:
+        """The (sync, async) clients kept under `key`, built by `build` on first use; the
+        `CLIENTS_MAX` most recently used are kept (a model holding an evicted pair keeps it)."""
+        with self._lock:
+            found = self._clients.get(key)
+            if found is not None:
+                self._clients.move_to_end(key)
+                return found
+        made = build()
+        with self._lock:
+            made = self._clients.setdefault(key, made)
+            while len(self._clients) > CLIENTS_MAX:
+                self._clients.popitem(last=False)
+        return made
+
+    def forget(self) -> None:
+        """Forget everything learned and every client (a test's fresh start); models that
+        hold a client keep it."""
+        with self._lock:
+            self._known.clear()
+            self._clients.clear()
+            self._detecting = weakref.WeakKeyDictionary()
