@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
@@ -35,6 +35,12 @@ from engine.llm.structured import OutputSchema, StructuredOutput
 from engine.models import RunStopped, Seat, Task, Turn, model_spec, now
 from engine.redaction import model_secrets, redact
 from engine.text import clean_text
+
+if TYPE_CHECKING:
+    from engine.llm.endpoints import EndpointRegistry
+    from engine.store import Store
+    from engine.store.batching import BatchedRecorder
+    from engine.store.runs import Recorder
 
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_RETRIES = 2
@@ -186,11 +192,13 @@ class RunContext:
     """Per-run state: seats' resolved models, the turn log, the sink, limits and stop flag."""
 
     def __init__(self, protocol: str, *, on_event: Callable[[Turn], Any] | None = None,
-                 recorder: Any = None, prompts: dict[str, str] | None = None,
+                 recorder: Recorder | BatchedRecorder | None = None,
+                 prompts: dict[str, str] | None = None,
                  timeout: float | None = None, retries: int | None = None,
                  concurrency: int | None = None, backoff: float = 0.5,
-                 stop_event: threading.Event | None = None, endpoints: Any = None,
-                 expected: str | None = None, variant: str = "", store: Any = None,
+                 stop_event: threading.Event | None = None,
+                 endpoints: EndpointRegistry | None = None,
+                 expected: str | None = None, variant: str = "", store: Store | None = None,
                  kept: Sequence[Turn] = (), kept_from: str = "",
                  role_library: Mapping[str, str] | None = None,
                  role_lines: Mapping[str, str] | None = None,

@@ -28,7 +28,7 @@ import threading
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import HumanMessage
 
@@ -36,6 +36,9 @@ from engine.llm.prices import read_usage
 from engine.llm.structured import FormattedModel
 from engine.models import RunStopped
 from engine.store import support
+
+if TYPE_CHECKING:
+    from engine.store import Store
 
 log = logging.getLogger(__name__)
 SUPPORT_KIND = "grammar"  # its rows in the store's endpoint_support
@@ -160,7 +163,7 @@ def _refusal(exc: BaseException) -> bool:
     return isinstance(status, int) and 400 <= status < 500 and status != 429
 
 
-def recall(endpoint: tuple[str, str], store: Any) -> bool | None:
+def recall(endpoint: tuple[str, str], store: Store | None) -> bool | None:
     """Whether `endpoint` applies a grammar: this process's answer, else the one another
     process stored (`engine.store.support`; then this process's too), else None."""
     known = applies(endpoint)
@@ -177,7 +180,7 @@ def recall(endpoint: tuple[str, str], store: Any) -> bool | None:
     return stored == "yes"
 
 
-def _learn(endpoint: tuple[str, str], value: bool, store: Any) -> None:
+def _learn(endpoint: tuple[str, str], value: bool, store: Store | None) -> None:
     _remember(endpoint, value)
     if store is None:
         return
@@ -188,7 +191,7 @@ def _learn(endpoint: tuple[str, str], value: bool, store: Any) -> None:
 
 
 async def probe(model: Any, endpoint: tuple[str, str], gate: Any,
-                timeout: float | None, store: Any = None) -> bool:
+                timeout: float | None, store: Store | None = None) -> bool:
     """Whether `endpoint` applies a grammar: remembered (by this process, or by another in
     `store`), else asked once (concurrent callers wait for the one probe, then go on without
     sending it) through the endpoint's `gate` within `timeout`, the answer kept in `store`.
@@ -232,7 +235,7 @@ class LineOutput:
     else the seat's model as it is (`mode` ""). `store` (the run's) keeps the probe's answer
     for every process."""
 
-    def __init__(self, model: Any, line: LineFormat, store: Any = None):
+    def __init__(self, model: Any, line: LineFormat, store: Store | None = None):
         # get_model marks OpenAI-compatible models: {"grammar": switch, "endpoint": key, ...}
         marked: Mapping[str, Any] = getattr(model, "parley_output", None) or {}
         self.line, self.model, self.store = line, model, store

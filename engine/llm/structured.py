@@ -29,11 +29,14 @@ import threading
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from engine.models import ConfigError
 from engine.store import support
+
+if TYPE_CHECKING:
+    from engine.store import Store
 
 log = logging.getLogger(__name__)
 SUPPORT_KIND = "structured"  # its rows in the store's endpoint_support
@@ -154,7 +157,7 @@ def supported(endpoint: tuple[str, str]) -> str | None:
         return _SUPPORT.get(endpoint)
 
 
-def remember(endpoint: tuple[str, str], mode: str, store: Any = None) -> bool:
+def remember(endpoint: tuple[str, str], mode: str, store: Store | None = None) -> bool:
     """Record that `mode` is the best path `endpoint` takes (never an upgrade: a mode once
     found refused stays refused); True when that changed what was known. A change goes to
     `store` too (`engine.store.support`), for every process of the deployment."""
@@ -168,7 +171,7 @@ def remember(endpoint: tuple[str, str], mode: str, store: Any = None) -> bool:
     return changed
 
 
-def recall(endpoint: tuple[str, str], store: Any) -> str | None:
+def recall(endpoint: tuple[str, str], store: Store | None) -> str | None:
     """The mode known for `endpoint`: this process's, else the one another process stored
     (then this process's too); None when neither knows it. A store that cannot be read is
     as one that does not know."""
@@ -186,7 +189,7 @@ def recall(endpoint: tuple[str, str], store: Any) -> str | None:
     return supported(endpoint)
 
 
-def _keep(store: Any, endpoint: tuple[str, str], mode: str) -> None:
+def _keep(store: Store, endpoint: tuple[str, str], mode: str) -> None:
     try:
         support.learn(store, SUPPORT_KIND, *endpoint, mode)
     except Exception as exc:  # a read-only or busy store: this process still knows it
@@ -223,7 +226,7 @@ class StructuredOutput:
     keeps what detection learns for every process.
     """
 
-    def __init__(self, model: Any, schema: OutputSchema | None, store: Any = None):
+    def __init__(self, model: Any, schema: OutputSchema | None, store: Store | None = None):
         # get_model marks OpenAI-compatible models: {"structured": switch, "endpoint": key}
         marked: Mapping[str, Any] = getattr(model, "parley_output", None) or {}
         self.schema, self.store = schema, store
