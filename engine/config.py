@@ -88,7 +88,7 @@ class SeatSpec(BaseModel):
     @model_serializer(mode="wrap")
     def _dump(self, handler: Any, info: SerializationInfo) -> dict[str, Any]:
         """Traits only when declared: a seat without them is stored as it always was."""
-        out = handler(self)
+        out: dict[str, Any] = handler(self)
         if not out.get("traits"):
             out.pop("traits", None)
         return out

@@ -208,7 +208,8 @@ def reporting(chat_class: type) -> type:
     are whole numbers of 0 or more; `usage_metadata` then holds those, as before."""
     base: Any = chat_class
 
-    class Reporting(base):
+    # any chat model class, known only at run time: Any to mypy
+    class Reporting(base):  # type: ignore[misc]
         def _create_chat_result(self, response: Any, generation_info: Any = None) -> Any:
             raw, response = _take_usage(response)
             result = super()._create_chat_result(response, generation_info)

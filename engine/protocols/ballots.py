@@ -93,7 +93,7 @@ def text_value(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def need_stance(obj: dict) -> str:
+def need_stance(obj: dict[str, Any]) -> str:
     """Validation for `call_json`: "" when `stance` is a usable label, else why not."""
     stance = obj.get("stance")
     if isinstance(stance, bool) or not isinstance(stance, (str, int, float)):

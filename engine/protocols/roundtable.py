@@ -174,7 +174,9 @@ def _reading(obj: dict[str, Any]) -> tuple[JudgeReading, list[str]]:
         warnings.append(f"judge dissenting_views is not a list ({type(views).__name__}); "
                         "left empty")
         views = []
-    text = lambda v: v if isinstance(v, str) else "" if v is None else str(v)  # noqa: E731
+
+    def text(v: Any) -> str:
+        return v if isinstance(v, str) else "" if v is None else str(v)
     return JudgeReading(agreement_level=obj["agreement_level"].strip().lower(),
                         dominant_position=text(obj.get("dominant_position")),
                         dissenting_views=[text(v) for v in views if text(v).strip()],

@@ -32,9 +32,10 @@ def learned(store: Database, kind: str, base_url: str, model: str) -> str | None
     if not _fits(base_url, model):
         return None
     with store.reading() as connection:
-        return connection.execute(select(SUPPORT.c.value).where(
+        value: str | None = connection.execute(select(SUPPORT.c.value).where(
             SUPPORT.c.kind == kind, SUPPORT.c.base_url == base_url,
             SUPPORT.c.model == model)).scalar_one_or_none()
+    return value
 
 
 def learn(store: Database, kind: str, base_url: str, model: str, value: str) -> None:
