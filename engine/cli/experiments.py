@@ -24,7 +24,7 @@ from engine.experiments.planning import (
 )
 from engine.experiments.runner import arun_experiment, pending_cells
 from engine.llm.transport import releasing
-from engine.models import ConfigError
+from engine.models import ConfigError, Turn
 from engine.questions import files as qsets
 from engine.questions.sets import load_bundled
 from engine.reports.blind import blind_notes, config_worlds
@@ -92,7 +92,7 @@ class _Bar:
         self.ok, self.retries = 0, 0
         self.degraded: dict[str, int] = {}
 
-    def turn(self, turn: Any) -> None:
+    def turn(self, turn: Turn) -> None:
         """Count one finished turn; a degraded one is shown as it ends."""
         from engine.protocols.base import failure_kind
         self.retries += max(0, turn.attempts - 1)

@@ -38,6 +38,7 @@ from engine.models import RunStopped
 from engine.store import support
 
 if TYPE_CHECKING:
+    from engine.llm.limits import Gate
     from engine.store import Store
 
 log = logging.getLogger(__name__)
@@ -190,7 +191,7 @@ def _learn(endpoint: tuple[str, str], value: bool, store: Store | None) -> None:
         log.warning("could not store whether %s applies a grammar: %s", endpoint[0], exc)
 
 
-async def probe(model: Any, endpoint: tuple[str, str], gate: Any,
+async def probe(model: Any, endpoint: tuple[str, str], gate: Gate,
                 timeout: float | None, store: Store | None = None) -> bool:
     """Whether `endpoint` applies a grammar: remembered (by this process, or by another in
     `store`), else asked once (concurrent callers wait for the one probe, then go on without
@@ -246,7 +247,7 @@ class LineOutput:
         self.send = self.switch == "gbnf"
         self.mode = ""
 
-    async def prepare(self, gate: Any, timeout: float | None) -> None:
+    async def prepare(self, gate: Gate, timeout: float | None) -> None:
         """Before the call's attempts: with `auto`, whether the endpoint applies a grammar
         (`probe`, through the call's `gate` and `timeout`)."""
         if self.switch == "auto":

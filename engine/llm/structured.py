@@ -36,6 +36,7 @@ from engine.models import ConfigError
 from engine.store import support
 
 if TYPE_CHECKING:
+    from engine.llm.limits import Gate
     from engine.store import Store
 
 log = logging.getLogger(__name__)
@@ -243,7 +244,7 @@ class StructuredOutput:
             return _FORCED[self.switch]
         return supported(self.endpoint) or CONSTRAINED
 
-    async def prepare(self, gate: Any = None, timeout: float | None = None) -> None:
+    async def prepare(self, gate: Gate | None = None, timeout: float | None = None) -> None:
         """Before the call is admitted by its endpoint's limits (`gate`, unused here): while
         another call of this event loop detects the endpoint's mode, wait for its answer. A
         call admitted first and then kept waiting would send with every other waiting call at

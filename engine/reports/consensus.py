@@ -39,6 +39,7 @@ from engine.views.aggregate import SIMULATED_SUFFIX, flatten
 from engine.views.blocks import NO_LABEL
 
 if TYPE_CHECKING:
+    from engine.reports.runs import Filters
     from engine.store import Store
 
 # the three confidence sources, key -> what a chart or table calls it
@@ -326,7 +327,7 @@ def from_flat(flat: pd.DataFrame, expected: pd.Series) -> pd.DataFrame:
         "consensus": column("m_consensus"), "round_votes": column("m_round_votes")})
 
 
-def from_store(store: Store, filters: Any, kind: str, limit: int | None = None
+def from_store(store: Store, filters: Filters, kind: str, limit: int | None = None
                ) -> ConsensusReport:
     """The report over the completed runs matching `filters` (`engine.reports.runs.Filters`)
     of every protocol with rounds, `kind` real, simulated or both (kept apart). Past `limit`

@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from engine.models import ConfigError
+from engine.models import ConfigError, Turn
 from engine.redaction import redact
 from engine.text import NAME_MAX, clean_text, has_visible
 
@@ -393,7 +393,7 @@ def money(value: Any) -> float | None:
     return value if math.isfinite(value) and 0 <= value <= MONEY_MAX else None
 
 
-def turn_values(run_id: str, turn: Any) -> dict[str, Any]:
+def turn_values(run_id: str, turn: Turn) -> dict[str, Any]:
     """A completed turn's column values: never refused (the call was made), always storable."""
     return dict(run_id=run_id, idx=count(turn.index), phase=fit(turn.phase, PHASE_MAX),
                 round=count(turn.round), seat=fit(turn.seat, NAME_MAX),
