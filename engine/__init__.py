@@ -63,22 +63,20 @@ if TYPE_CHECKING:  # what type checkers and editors see: the same names, importe
     from engine.llm.providers import get_model
     from engine.models import ConfigError, RunResult, Seat, Turn
     from engine.protocols import REGISTRY, get_protocol, prompt_templates
-    from engine.protocols.council import CouncilResult, arun_council, run_council
+    from engine.protocols.council import arun_council, run_council
+    from engine.protocols.council_result import CouncilResult
     from engine.protocols.debate import DebateResult, DebateRound, arun_debate, run_debate
     from engine.protocols.duel import DuelResult, arun_duel, run_duel
-    from engine.protocols.panel import PanelResult, arun_panel, run_panel
+    from engine.protocols.panel import arun_panel, run_panel
+    from engine.protocols.panel_result import PanelResult
     from engine.protocols.peer_review import (
         PeerReviewIteration,
         PeerReviewResult,
         arun_peer_review,
         run_peer_review,
     )
-    from engine.protocols.roundtable import (
-        Exchange,
-        RoundtableResult,
-        arun_roundtable,
-        run_roundtable,
-    )
+    from engine.protocols.roundtable import arun_roundtable, run_roundtable
+    from engine.protocols.roundtable_result import Exchange, RoundtableResult
     from engine.protocols.single import SingleResult, arun_single, run_single
     from engine.protocols.society import SocietyResult, arun_society, run_society
     from engine.protocols.storing import Store

@@ -18,11 +18,15 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, SerializationInfo, model_serializer
 
 from engine.models import ConfigError, Turn
+
+if TYPE_CHECKING:
+    from engine.llm.endpoints import EndpointRegistry
+    from engine.store import Store
 
 CONFIG_KEYS = ("protocol", "label", "model", "base_url", "seats", "options", "prompts",
                "timeout_per_call", "retries", "concurrency", "order_seed", "adversary")
@@ -84,7 +88,7 @@ class SeatSpec(BaseModel):
     @model_serializer(mode="wrap")
     def _dump(self, handler: Any, info: SerializationInfo) -> dict[str, Any]:
         """Traits only when declared: a seat without them is stored as it always was."""
-        out = handler(self)
+        out: dict[str, Any] = handler(self)
         if not out.get("traits"):
             out.pop("traits", None)
         return out
@@ -233,7 +237,7 @@ class RunConfig(BaseModel):
 class RunKwargs(TypedDict, total=False):
     """The keyword arguments every `run_*` / `arun_*` takes besides its seats and options."""
 
-    store: Any
+    store: Store
     on_event: Callable[[Turn], Any] | None
     prompts: Mapping[str, str] | None
     label: str | None
@@ -246,7 +250,7 @@ class RunKwargs(TypedDict, total=False):
     config: RunConfig | Mapping[str, Any] | None
     experiment_id: str | None
     started_by: str
-    endpoints: Any
+    endpoints: EndpointRegistry
     run_id: str | None
     batched: bool
     order_seed: int | None
@@ -293,7 +297,7 @@ class RunOptions:
     the run, recorded on the row the run opens (`engine.access`; "" when not recorded).
     """
 
-    store: Any = None
+    store: Store | None = None
     on_event: Callable[[Turn], Any] | None = None
     prompts: Mapping[str, str] = field(default_factory=dict)
     label: str | None = None
@@ -306,7 +310,7 @@ class RunOptions:
     config: RunConfig | None = None
     experiment_id: str | None = None
     started_by: str = ""
-    endpoints: Any = None
+    endpoints: EndpointRegistry | None = None
     run_id: str | None = None
     batched: bool = False
     order_seed: int | None = None  # DESIGN 2.10: None keeps the configured order

@@ -72,7 +72,7 @@ def model_spec(model: Any) -> str:
         return model.split("?")[0] if "key=" in model.lower() else model
     spec = getattr(model, "parley_spec", None)
     if spec:
-        return spec
+        return str(spec)
     name = getattr(model, "model_name", None) or getattr(model, "model", None)
     kind = type(model).__name__
     return f"{kind}:{name}" if isinstance(name, str) and name else kind

@@ -4,7 +4,7 @@ fix/break odds ratio, and for one configuration the three-curve reliability view
 selective accuracy against coverage (`engine.reports.consensus`). Labels are shown as text."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import streamlit as st
 
@@ -13,11 +13,14 @@ from engine.reports import runs as history
 from engine.reports.reliability import reliability_figure
 from pages import _shared
 
+if TYPE_CHECKING:
+    from engine.store import Store
+
 md = _shared.md
 
 
 @st.cache_data(max_entries=16, show_spinner="Reading the rounds…")
-def insights_report(_store: Any, url: str, stamp: tuple, args: tuple, kind: str
+def insights_report(_store: Store, url: str, stamp: tuple, args: tuple, kind: str
                     ) -> consensus.ConsensusReport:
     """Insights' report over the matching runs, made again only when the runs changed."""
     return consensus.from_store(_store, history.Filters(**dict(args)), kind)

@@ -3,7 +3,7 @@ runs at a time and the call policy (per-call timeout, retries) written into the 
 preflight (runs, calls, tokens, and the time at the measured pace) and Start."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
@@ -15,6 +15,9 @@ from engine.reports import timing
 from engine.reports.blind import config_worlds
 from engine.services import runform
 from pages import _shared, _workers
+
+if TYPE_CHECKING:
+    from engine.store import Store
 
 md = _shared.md
 SELECTED = "experiments_page_selected"  # the experiment the page shows
@@ -59,7 +62,7 @@ def clear() -> None:
         st.session_state.pop(key, None)
 
 
-def new_experiment(store: Any) -> None:
+def new_experiment(store: Store) -> None:
     """The new-experiment form: questions, configurations, repeats, runs at a time, call
     policy; the preflight (runs, calls, tokens, time); Start."""
     questions, problem = question_source()

@@ -119,9 +119,10 @@ def show_baseline(result: ex.Report, stamp: tuple) -> None:
     on a cell opens its runs beside the baseline's in the compare view."""
     cols = st.columns(3)
     base = cols[0].selectbox("Baseline", result.labels, key="exp-base")
-    show = cols[1].selectbox("Show", list(baseline.FILTERS), format_func=baseline.FILTERS.get,
-                             key="exp-base-show")
-    sort = cols[2].selectbox("Order", list(SORTS), format_func=SORTS.get, key="exp-base-sort")
+    show = cols[1].selectbox("Show", list(baseline.FILTERS),
+                             format_func=baseline.FILTERS.__getitem__, key="exp-base-show")
+    sort = cols[2].selectbox("Order", list(SORTS), format_func=SORTS.__getitem__,
+                             key="exp-base-sort")
     cells = matrix(result, stamp, result.experiment["id"], result.kind, base, show, sort)
     counts = baseline.matrix_counts(cells)
     _shared.metrics_row([("Fixed", counts["fixed"]), ("Broke", counts["broke"]),
@@ -271,8 +272,8 @@ SHOWN = "exp-matrix-shown"
 def show_baselines(result: ex.Report) -> None:
     """What each baseline matches (a capped one says it is not equal), and for an equal-tokens
     one the ratio of tokens per run it achieved in this experiment."""
-    per_run = dict(zip(result.summary["configuration"], result.summary["tokens_per_run"],
-                       strict=True))
+    per_run: dict[str, float] = dict(zip(result.summary["configuration"],
+                                         result.summary["tokens_per_run"], strict=True))
     for pair in ex.baselines_of(result.experiment["spec"]):
         line = pair["note"]
         if pair.get("kind") == ex.EQUAL_TOKENS:
@@ -465,7 +466,7 @@ def show(store: Store, experiment_id: str, state: ex.Progress) -> None:
         st.session_state["exp-kind-of"] = experiment_id
     kind = st.segmented_control(
         "Runs", list(aggregate.KINDS), default=first.kind,
-        format_func=KIND_NAMES.get, key="exp-kind",
+        format_func=KIND_NAMES.__getitem__, key="exp-kind",
         help="Simulated runs (any seat played by the offline simulated model) and real runs are "
              "never pooled: both side by side lists every configuration's simulated runs as "
              "\"LABEL (simulated)\".") or first.kind

@@ -51,7 +51,8 @@ def control(run: Mapping[str, Any], open_compare: Callable[[list[str]], None]) -
         labels = {int(t["idx"]): f"turn {t['idx']}: round {t['round']}, {t['seat']}"
                   for t in kept}
         edit = st.selectbox("Edit a kept turn's reply", list(labels), index=None,
-                            format_func=labels.get, placeholder="(no edit)", key="fork_edit")
+                            format_func=labels.__getitem__, placeholder="(no edit)",
+                            key="fork_edit")
         edits: dict[int, str] = {}
         if edit is not None:
             reply = next(str(t.get("reply") or "") for t in kept if int(t["idx"]) == edit)

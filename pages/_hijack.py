@@ -2,13 +2,16 @@
 for the experiment page and Insights (`engine.reports.hijack`)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import streamlit as st
 
 from engine.reports import hijack
 from pages import _shared
+
+if TYPE_CHECKING:
+    from engine.store import Store
 
 HEADERS = {"label": "Configuration", "arm": "Arm", "seat": "Planted seat",
            "position": "Position", "runs": "Runs", "hijacked": "Hijacked",
@@ -39,10 +42,10 @@ def show(table: pd.DataFrame, key: str) -> None:
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def _stored(_store: Any, url: str, stamp: Any, kind: str) -> pd.DataFrame:
+def _stored(_store: Store, url: str, stamp: Any, kind: str) -> pd.DataFrame:
     return hijack.stored(_store, kind)
 
 
-def insights(store: Any, stamp: Any, kind: str) -> None:
+def insights(store: Store, stamp: Any, kind: str) -> None:
     """Insights' hijack view over every stored run with an adversary, of the kind shown."""
     show(_stored(store, store.url_safe, stamp, kind), "insights-hijack")

@@ -5,7 +5,7 @@ them."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
@@ -13,6 +13,10 @@ from engine import ConfigError
 from engine.reports import blind, timing
 from engine.services import library, runform
 from pages import _shared
+
+if TYPE_CHECKING:
+    from engine.llm.endpoints import EndpointRegistry
+    from engine.store import Store
 
 md = _shared.md
 LABELS = {"timeout_per_call": "Per-call timeout (s)", "retries": "Retries",
@@ -22,13 +26,13 @@ HELP = {"timeout_per_call": "seconds one model call may take before it is abando
         "concurrency": "model calls this run keeps in flight at once"}
 
 
-def area(built: Mapping[str, Any] | None, given: Mapping[str, Any], endpoints: Any,
+def area(built: Mapping[str, Any] | None, given: Mapping[str, Any], endpoints: EndpointRegistry,
          key: Callable[[str], str]) -> tuple[dict[str, Any], dict[str, Any]]:
     """The "Advanced: calls" fields; returns (the values shown, the defaults they start
     from). A field starts at the loaded configuration's value, else at what the seats'
     endpoints set (or the default); when the seats change endpoint, a field not loaded from
     the configuration follows the new default."""
-    defaults = timing.policy_defaults(built, endpoints) if built else {
+    defaults: dict[str, Any] = timing.policy_defaults(built, endpoints) if built else {
         **timing.DEFAULTS, "from": {name: [] for name in runform.POLICY}}
     values: dict[str, Any] = {}
     with st.expander("Advanced: calls"):
@@ -39,7 +43,7 @@ def area(built: Mapping[str, Any] | None, given: Mapping[str, Any], endpoints: A
                         "is kept with the run, and Re-run repeats it."))
         for column, name in zip(st.columns(3), runform.POLICY):
             low, high = runform.POLICY_LIMITS[name]
-            start = given.get(name) if given.get(name) is not None else defaults[name]
+            start = given[name] if given.get(name) is not None else defaults[name]
             whole = name != "timeout_per_call"
             k = key(f"policy-{name}-{defaults[name]}")
             st.session_state.setdefault(k, int(start) if whole else float(start))
@@ -69,8 +73,9 @@ def order_seed(given: Mapping[str, Any], key: Callable[[str], str]) -> int | Non
     return None if value is None else int(value)
 
 
-def checked(build: Callable[[], dict[str, Any]], given: Mapping[str, Any], endpoints: Any,
-            key: Callable[[str], str]) -> tuple[dict[str, Any] | None, Any, str]:
+def checked(build: Callable[[], dict[str, Any]], given: Mapping[str, Any],
+            endpoints: EndpointRegistry, key: Callable[[str], str]
+            ) -> tuple[dict[str, Any] | None, Any, str]:
     """Build the form's configuration, show its call policy fields, and check both as a run
     would: (the configuration, its cost preflight, "" or what to fix). The seats are checked
     first, since the fields' defaults come from the seats' endpoints."""
@@ -100,8 +105,8 @@ def adversary_line(adversary: Mapping[str, Any]) -> str:
             f"others over to {what}.")
 
 
-def preflight(built: Mapping[str, Any], cost: Mapping[str, int], store: Any,
-              endpoints: Any, simulated: bool) -> None:
+def preflight(built: Mapping[str, Any], cost: Mapping[str, int], store: Store,
+              endpoints: EndpointRegistry, simulated: bool) -> None:
     """The preflight: calls and tokens, the time they take at the measured (or declared)
     pace, and a warning per endpoint that serves fewer calls at once than the run asks."""
     timed = timing.time_estimate([built], store=store, endpoints=endpoints)
@@ -118,7 +123,7 @@ def preflight(built: Mapping[str, Any], cost: Mapping[str, int], store: Any,
             st.caption(md(f"simulated world of {world}"))
 
 
-def policy_caption(config: Mapping[str, Any], endpoints: Any) -> None:
+def policy_caption(config: Mapping[str, Any], endpoints: EndpointRegistry) -> None:
     """The run view's call policy line (from the run's stored configuration)."""
     if config.get("protocol"):
         st.caption(md(runform.policy_line(config, endpoints)))

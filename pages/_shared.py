@@ -538,7 +538,7 @@ def filter_widgets(choices: dict[str, list[str]], key: str, bind: bool = False) 
     status = bottom[0].selectbox("Status", ["", *choices["status"]], key=f"{key}_status",
                                  bind=bound, format_func=lambda v: v or "any")
     since, until = history.date_range(bottom[1].date_input(
-        "Created between (UTC)", value=(), key=f"{key}_dates"))
+        "Created between (UTC)", value=[], key=f"{key}_dates"))
     search = bottom[2].text_input("Search question, label or run id", key=f"{key}_search",
                                  bind=bound)
     return history.Filters(protocol or None, label or None, tag or None, model or None,

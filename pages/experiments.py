@@ -70,7 +70,7 @@ def picked() -> None:
     st.query_params["experiment"] = st.session_state["exp-pick"]
 
 
-experiment_id = st.selectbox("Experiment", ids, format_func=labels.get, key="exp-pick",
+experiment_id = st.selectbox("Experiment", ids, format_func=labels.__getitem__, key="exp-pick",
                              on_change=picked)
 st.session_state[SELECTED] = experiment_id
 

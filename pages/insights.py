@@ -43,11 +43,11 @@ def drill_down(section: str, chart: insights.Chart, key: str, figure: Any) -> No
     if chart.kind != "round_lines":
         st.plotly_chart(figure, key=key)  # a Sankey: its bands are agents, not runs
         return
-    event = st.plotly_chart(figure, key=key, on_select="rerun", selection_mode="points")
-    group = rounds.picked_line(figure, chart.data, event)
-    if group is not None:  # a point of a line by round: that group's runs
+    picked = st.plotly_chart(figure, key=key, on_select="rerun", selection_mode="points")
+    line = rounds.picked_line(figure, chart.data, picked)
+    if line is not None:  # a point of a line by round: that group's runs
         st.switch_page("pages/runs.py", query_params=drill.params(
-            section, chart, "", {"x": group}))
+            section, chart, "", {"x": line}))
 
 
 def draw(section: insights.Section, simulated: bool = False) -> None:
@@ -115,7 +115,7 @@ if hidden:
                f"*{KIND_NAMES['both']}* to see them.")
 VIEWS = {"sections": "The three answers, then sections", "moved": "Who moved whom",
          "whatif": "What if"}
-view = st.segmented_control("View", list(VIEWS), default="sections", format_func=VIEWS.get,
+view = st.segmented_control("View", list(VIEWS), default="sections", format_func=VIEWS.__getitem__,
                             key="insights-view", bind="query-params") or "sections"
 if view != "sections":
     from pages import _influence, _whatif
@@ -130,7 +130,7 @@ st.divider()
 titles = insights.section_titles()
 chosen = st.pills(
     "Sections", list(titles), default=insights.default_sections(summary),
-    selection_mode="multi", format_func=titles.get, key="insights-sections",
+    selection_mode="multi", format_func=titles.__getitem__, key="insights-sections",
     bind="query-params",
     help="Each section draws its own figures; open the ones you need (every protocol with "
          "runs has one).") or []

@@ -5,6 +5,8 @@ refreshing loses nothing: the page reads the run's live state back from the stor
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Literal
+
 import streamlit as st
 
 from engine import REGISTRY, ConfigError, get_protocol, prompt_templates
@@ -17,6 +19,9 @@ from engine.services.runform import PACED_MODEL
 from engine.text import words
 from engine.views.blocks import Block, is_simulated, worlds
 from pages import _run_policy, _shared
+
+if TYPE_CHECKING:
+    from engine.llm.endpoints import EndpointRegistry
 
 store, tasks = _shared.store(), _shared.tasks()
 endpoints = _shared.endpoints()  # every check and start below resolves models under it
@@ -181,7 +186,8 @@ def seat_rows(slot, choices: list[dict], protocol: str, personas: list[str],
             [start["role"]] if start["role"] and start["role"] not in roles else [])
         name_col, persona_col, role_col, model_col = st.columns([2, 2, 3, 2])
         row = f"{base}-{number}"
-        labels = "visible" if number == 0 else "collapsed"  # one header row per slot
+        # one header row per slot
+        labels: Literal["visible", "collapsed"] = "visible" if number == 0 else "collapsed"
         name = name_col.text_input(
             "Seat name", key=field(f"{row}-name", start["name"]), label_visibility=labels,
             placeholder=f"the persona's, else {start.get('default_name') or slot.name}",
@@ -352,7 +358,7 @@ def configure() -> None:  # noqa: C901, PLR0912, PLR0915
             st.rerun()
     elif error:
         st.error(md(error))
-    else:
+    elif built is not None:  # no error: the form built a configuration
         _run_policy.preflight(built, cost, store, endpoints, runform.is_simulated(built))
 
     if not question.strip():
@@ -361,7 +367,7 @@ def configure() -> None:  # noqa: C901, PLR0912, PLR0915
     may_run, may_save = _shared.can("start runs"), _shared.can("edit the library")
     if start_col.button("Start", icon=":material/play_arrow:", type="primary",
                         key="run-start", disabled=bool(error) or not question.strip()
-                        or not may_run):
+                        or not may_run) and built is not None:
         try:
             run_id = tasks.start_run(built, question, expected=expected.strip() or None,
                                      label=built.get("label"), tags=("app",),
@@ -372,7 +378,7 @@ def configure() -> None:  # noqa: C901, PLR0912, PLR0915
             load({"config": built, "question": question, "expected": expected})
             open_run(run_id)
     if save_col.button("Save configuration", icon=":material/save:", key="run-save",
-                       disabled=bool(error) or not may_save):
+                       disabled=bool(error) or not may_save) and built is not None:
         save(built, label, endpoints, replace=False)
     for action, allowed in (("start runs", may_run), ("edit the library", may_save)):
         if not allowed:
@@ -382,14 +388,14 @@ def configure() -> None:  # noqa: C901, PLR0912, PLR0915
         st.warning(md(f"A configuration is already saved as {taken}. Replacing it makes the "
                       "runs stored under that label mix two configurations."))
         replace_col, keep_col, _rest = st.columns([1, 1, 3])
-        if replace_col.button(f"Replace {taken}", key="run-save-replace"):
+        if replace_col.button(f"Replace {taken}", key="run-save-replace") and built is not None:
             save(built, label, endpoints, replace=True)
         if keep_col.button("Keep both (choose another label)", key="run-save-keep"):
             st.session_state.pop("run-save-taken", None)
             st.rerun()
 
 
-def save(built: dict, label: str, endpoints: object, replace: bool) -> None:
+def save(built: dict, label: str, endpoints: EndpointRegistry, replace: bool) -> None:
     """Save the configuration; a label already saved is kept until the user says replace."""
     try:
         library.save_config(store, built, label, endpoints=endpoints, replace=replace,

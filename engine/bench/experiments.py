@@ -15,9 +15,12 @@ import asyncio
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.bench.choice import busiest, default_config, waves
+
+if TYPE_CHECKING:
+    from engine.store import Store
 
 
 def _row(name: str, value: float, unit: str, target: str = "", note: str = "") -> dict:
@@ -35,7 +38,7 @@ def _config(latency: float) -> dict[str, Any]:
     return {**default_config(spec, f"simulated?latency={latency}"), "label": f"bench {spec.name}"}
 
 
-def _measure(store: Any, runs: int, latency: float, concurrency: int,
+def _measure(store: Store, runs: int, latency: float, concurrency: int,
              mode: str) -> tuple[float, float, int]:
     """(wall seconds, CPU seconds, calls) for `runs` runs in one event loop."""
     from engine import experiments as ex

@@ -31,13 +31,16 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.bench.choice import default_config
 from engine.bench.serving import free_port, served
 from engine.llm.replies import REASK
 from engine.models import RunResult, Turn
 from engine.protocols import REGISTRY, ProtocolSpec, arun_config, run_sync
+
+if TYPE_CHECKING:
+    from engine.store import Store
 
 Row = dict[str, Any]
 MODEL = "smollm2"  # the name requests carry (the server's model alias)
@@ -178,7 +181,7 @@ def names_winner(spec: ProtocolSpec[Any]) -> bool:
 
 
 async def _measure(base_url: str, runs_each: int, cap: int, structured: str | None,
-                   protocols: Sequence[str], store: Any) -> list[Measured]:
+                   protocols: Sequence[str], store: Store) -> list[Measured]:
     out: list[Measured] = []
     for name in protocols:
         spec = REGISTRY[name]

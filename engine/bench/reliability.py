@@ -14,7 +14,10 @@ import os
 import tempfile
 import time
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from engine.store import Store
 
 FAULTY = "simulated?fail=0.2&timeout=0.1&empty=0.1&malformed=0.1&hang=2"
 
@@ -55,7 +58,7 @@ def check_run(run: dict[str, Any]) -> list[str]:
     return problems
 
 
-async def _soak(store: Any, runs: int, model: str, concurrency: int,
+async def _soak(store: Store, runs: int, model: str, concurrency: int,
                 timeout_per_call: float) -> dict[str, Any]:
     from engine.protocols import REGISTRY, arun_config
     names = list(REGISTRY)
@@ -76,7 +79,7 @@ async def _soak(store: Any, runs: int, model: str, concurrency: int,
     return {"crashes": crashes}
 
 
-def fault_soak(store: Any, runs: int = 500, model: str = FAULTY, concurrency: int = 16,
+def fault_soak(store: Store, runs: int = 500, model: str = FAULTY, concurrency: int = 16,
                timeout_per_call: float = 0.3) -> dict[str, Any]:
     """Run `runs` runs round-robin over the registry on a faulty model; report what held."""
     start = time.perf_counter()

@@ -18,10 +18,13 @@ import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.bench.table import median_time
 from engine.models import now
+
+if TYPE_CHECKING:
+    from engine.store import Store
 
 CONFIGS = 4
 REPEATS = 4
@@ -117,7 +120,7 @@ def make_experiment(url: str, n: int = 20_000, seed: int = 0, real: float = 0.75
     return experiment_id
 
 
-def page_data(store: Any, experiment_id: str) -> Any:
+def page_data(store: Store, experiment_id: str) -> Any:
     """What the Experiments page computes on a first visit to an experiment's results (its
     caches empty): the progress, the report of the kind it shows first, the round tables, the
     summary's chart and the baseline matrix against the first configuration."""

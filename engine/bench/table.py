@@ -29,11 +29,14 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import HumanMessage
 
 from engine.bench.choice import default_config
+
+if TYPE_CHECKING:
+    from engine.store import Store
 
 Row = dict[str, Any]
 
@@ -54,7 +57,7 @@ def bench_throughput(runs_each: int = 8) -> list[Row]:
     from engine.simulated import SimulatedChatModel
     from engine.store import Store
 
-    async def many(store: Any) -> int:
+    async def many(store: Store | None) -> int:
         turns = 0
         for i in range(runs_each):
             for spec in REGISTRY.values():

@@ -4,7 +4,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -24,7 +24,7 @@ from engine.experiments.planning import (
 )
 from engine.experiments.runner import arun_experiment, pending_cells
 from engine.llm.transport import releasing
-from engine.models import ConfigError
+from engine.models import ConfigError, Turn
 from engine.questions import files as qsets
 from engine.questions.sets import load_bundled
 from engine.reports.blind import blind_notes, config_worlds
@@ -34,6 +34,10 @@ from engine.store.workers import require_postgres
 from engine.text import terminal_safe
 from engine.views.aggregate import SIMULATED_SUFFIX
 from engine.yamlfile import load_mapping
+
+if TYPE_CHECKING:
+    from engine.llm.endpoints import EndpointRegistry
+    from engine.store import Store
 
 
 def _say(*parts: object, **kw: object) -> None:
@@ -88,7 +92,7 @@ class _Bar:
         self.ok, self.retries = 0, 0
         self.degraded: dict[str, int] = {}
 
-    def turn(self, turn: Any) -> None:
+    def turn(self, turn: Turn) -> None:
         """Count one finished turn; a degraded one is shown as it ends."""
         from engine.protocols.base import failure_kind
         self.retries += max(0, turn.attempts - 1)
@@ -131,7 +135,7 @@ class _Bar:
         self.stream.flush()
 
 
-def _run_cli(store: Any, experiment_id: str, quiet: bool, endpoints: Any) -> int:
+def _run_cli(store: Store, experiment_id: str, quiet: bool, endpoints: EndpointRegistry) -> int:
     import signal
     import sys
     stop_event = threading.Event()
@@ -255,7 +259,7 @@ def _simulated_notes(configs: list[dict[str, Any]]) -> None:
         _say(f"note: {note}")
 
 
-def _hijack(store: Any, experiment_id: str) -> None:
+def _hijack(store: Store, experiment_id: str) -> None:
     """A planted adversary's hijack rate by seat position, beside its placebo persona."""
     from engine.reports import hijack
     table = hijack.for_experiment(store, experiment_id)

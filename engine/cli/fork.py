@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from engine.models import Turn
 
 
 def cmd_fork(args: argparse.Namespace) -> int:
@@ -19,7 +22,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
     store = open_store(args.db)
     edits = dict(parse_edit(e) for e in args.edit)
 
-    def progress(turn: Any) -> None:
+    def progress(turn: Turn) -> None:
         print(terminal_safe(progress_line(turn)), file=sys.stderr)
 
     def warn(text: str) -> None:

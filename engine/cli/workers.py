@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.access import cli_user
 from engine.experiments import Progress, duration_text, progress
 from engine.llm.transport import releasing
 from engine.text import terminal_safe
+
+if TYPE_CHECKING:
+    from engine.store import Store
 
 WAIT_EVERY = 1.0  # seconds between progress reads while following a pool experiment
 
@@ -18,7 +21,7 @@ def _say(*parts: object, **kw: Any) -> None:
     print(*(terminal_safe(str(p)) for p in parts), **kw)
 
 
-def pool_text(store: Any) -> str:
+def pool_text(store: Store) -> str:
     """The pool for a terminal: its live workers, queue depth per endpoint, throughput and
     the ETA of what is queued."""
     from engine.store import workers as pool_store
@@ -80,7 +83,7 @@ def cmd_stop(args: Any) -> int:
     return 0
 
 
-def run_on_pool(store: Any, experiment_id: str, wait: bool, quiet: bool) -> int:
+def run_on_pool(store: Store, experiment_id: str, wait: bool, quiet: bool) -> int:
     """Submit an experiment's pending cells to the pool; with `wait`, follow its progress
     until its status is final. Exit status as the in-process run's: 0 completed, 130
     stopped, 1 otherwise."""

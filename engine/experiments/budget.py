@@ -36,7 +36,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.models import ConfigError
 from engine.store.experiments import (
@@ -47,6 +47,10 @@ from engine.store.experiments import (
     row,
     set_values,
 )
+
+if TYPE_CHECKING:
+    from engine.llm.endpoints import EndpointRegistry
+    from engine.store import Store
 
 REASON = "budget"
 MAX_BUDGET = 1_000_000.0  # US dollars; more is a typo
@@ -185,7 +189,7 @@ def restated(error: str, spent: float, in_flight: int) -> str:
     return head(spent, budget, in_flight) + error[found.end():]
 
 
-def spend(store: Any, experiment_id: str, estimates: Mapping[str, float | None],
+def spend(store: Store, experiment_id: str, estimates: Mapping[str, float | None],
           in_flight: Iterable[str] = ()) -> Spend:
     """The experiment's `Spend` from the store, with `estimates` (`estimates_of`) and the
     labels of the cells in flight."""
@@ -203,7 +207,7 @@ class Gate:
     turns held in a batch first, so the spend read is up to date; `final_reason` is the
     stop's message with the final spend, once every cell has ended."""
 
-    store: Any
+    store: Store
     experiment_id: str
     budget: float | None
     estimates: Mapping[str, float | None]
@@ -247,7 +251,7 @@ class Gate:
                         len(self.in_flight))
 
 
-def set_budget(store: Any, experiment_id: str, budget: Any) -> float:
+def set_budget(store: Store, experiment_id: str, budget: Any) -> float:
     """Give a stored experiment a new `budget_usd` (to resume one its budget stopped):
     checked as the spec's is; refused while the experiment runs."""
     value = budget_of(budget)
@@ -265,7 +269,7 @@ def set_budget(store: Any, experiment_id: str, budget: Any) -> float:
 IN_SHARE = 5 / 6  # of the preflight's 600 tokens a call: about 500 in, 100 out
 
 
-def seat_prices(config: Any, endpoints: Any = None) -> list[Any]:
+def seat_prices(config: Any, endpoints: EndpointRegistry | None = None) -> list[Any]:
     """Each seat's price (`engine.llm.prices.Price`), 0.0 for a simulated seat, None when
     unpriced: the models resolved as a run would resolve them."""
     from engine.config import RunConfig
@@ -286,8 +290,8 @@ def seat_prices(config: Any, endpoints: Any = None) -> list[Any]:
     return out
 
 
-def estimated_cost(config: Any, runs: int, calls: int, store: Any = None,
-                   endpoints: Any = None) -> float | None:
+def estimated_cost(config: Any, runs: int, calls: int, store: Store | None = None,
+                   endpoints: EndpointRegistry | None = None) -> float | None:
     """The preflight's cost of `runs` runs of `config` in US dollars: the mean cost of its
     completed runs in `store` (by label and protocol, when they have known costs), else its
     `calls` per run at about 500 tokens in and 100 out each, priced at the mean of its seats'
@@ -300,8 +304,8 @@ def estimated_cost(config: Any, runs: int, calls: int, store: Any = None,
     if store is not None and config.get("label"):
         done = store.runs(label=str(config["label"]), protocol=str(config.get("protocol")),
                           status="completed", limit=200, with_config=False)
-        costs = done["cost_usd"].dropna() if "cost_usd" in done else done.iloc[0:0]
-        if len(costs) and len(costs) == len(done):
+        costs = done["cost_usd"].dropna() if "cost_usd" in done else None
+        if costs is not None and len(costs) and len(costs) == len(done):
             return float(costs.mean()) * runs
     per_in = sum(0.0 if p == 0.0 else p.input for p in prices) / len(prices)
     per_out = sum(0.0 if p == 0.0 else p.output for p in prices) / len(prices)

@@ -5,7 +5,7 @@ import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.access import LOCAL, Actor, require
 from engine.cells import Cell
@@ -23,6 +23,10 @@ from engine.questions.sets import load_bundled
 from engine.reports.blind import blind_notes
 from engine.store import strip_secrets
 from engine.store.experiments import add_experiment
+
+if TYPE_CHECKING:
+    from engine.llm.endpoints import EndpointRegistry
+    from engine.store import Store
 
 DEFAULT_CONCURRENCY = 4
 MAX_CONCURRENCY = 64
@@ -172,7 +176,7 @@ class Plan:
                 "notes": [*self.blind, *[self.budget_note] * bool(self.budget_note)]}
 
 
-def create(store: Any, experiment: Plan | Mapping[str, Any], actor: Actor = LOCAL) -> str:
+def create(store: Store, experiment: Plan | Mapping[str, Any], actor: Actor = LOCAL) -> str:
     """Store an experiment (a `Plan`, or a spec to plan first) as `planned`; returns its id.
     `actor` must be allowed to run experiments (`engine.access`)."""
     require(actor, "run experiments")
@@ -188,7 +192,7 @@ def _whole(value: Any, name: str, low: int, high: int) -> int:
     return value
 
 
-def resolve_configs(items: Any, store: Any = None) -> list[dict[str, Any]]:
+def resolve_configs(items: Any, store: Store | None = None) -> list[dict[str, Any]]:
     """Configurations from a spec: inline dicts (each with a `label`, or one is made from the
     protocol) or labels of configurations saved in the library."""
     if not isinstance(items, list) or not items:
@@ -220,7 +224,7 @@ def resolve_configs(items: Any, store: Any = None) -> list[dict[str, Any]]:
     return out
 
 
-def config_choices(store: Any, model: str = "simulated") -> dict[str, dict[str, Any]]:
+def config_choices(store: Store, model: str = "simulated") -> dict[str, dict[str, Any]]:
     """What an experiment can compare: the saved configurations by label, then every
     protocol's defaults (labelled `PROTOCOL · defaults`, on `model`)."""
     from engine.protocols import REGISTRY
@@ -232,8 +236,8 @@ def config_choices(store: Any, model: str = "simulated") -> dict[str, dict[str, 
     return out
 
 
-def plan(spec: Mapping[str, Any], store: Any = None, base_dir: str | Path | None = None, *,
-         endpoints: Any = None, confirmed: bool = False) -> Plan:
+def plan(spec: Mapping[str, Any], store: Store | None = None, base_dir: str | Path | None = None, *,
+         endpoints: EndpointRegistry | None = None, confirmed: bool = False) -> Plan:
     """Check an experiment spec and count what it will cost, before anything runs.
 
     `spec` keys: `questions` (a bundled set's name, or a list of strings / `{question,
@@ -312,7 +316,7 @@ def plan(spec: Mapping[str, Any], store: Any = None, base_dir: str | Path | None
 
 
 def _with_arms(configs: list[dict[str, Any]], baseline: str, spec: Mapping[str, Any],
-               store: Any, sides: str, questions: int
+               store: Store | None, sides: str, questions: int
                ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The configurations with the arms `baseline` asks for beside them, and the pairings."""
     baselines: list[dict[str, Any]] = []
@@ -450,8 +454,9 @@ def with_baselines(configs: Sequence[Mapping[str, Any]]
 
 
 def _costs(configs: Sequence[Mapping[str, Any]], runs: int, check: bool = False,
-           endpoints: Any = None, baselines: Sequence[Mapping[str, Any]] | None = None,
-           store: Any = None) -> list[dict[str, Any]]:
+           endpoints: EndpointRegistry | None = None,
+           baselines: Sequence[Mapping[str, Any]] | None = None,
+           store: Store | None = None) -> list[dict[str, Any]]:
     """Per configuration: its `runs`, calls per run (`protocols.estimate`, what it makes when
     nothing fails), calls and tokens in all, and the estimated cost in US dollars
     (`budget.estimated_cost`: measured in `store` where it can be; None when unpriced).
@@ -511,7 +516,7 @@ def baselines_of(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
                     if isinstance(b, Mapping)]
 
 
-def _measured(store: Any, per_call: bool, **filters: Any) -> tuple[float | None, int]:
+def _measured(store: Store | None, per_call: bool, **filters: Any) -> tuple[float | None, int]:
     """Mean tokens of the newest `MEASURED` completed runs matching `filters` that made a
     call: per run, or per call (`per_call`); and how many runs that is ((None, 0): none)."""
     if store is None:
@@ -525,20 +530,20 @@ def _measured(store: Any, per_call: bool, **filters: Any) -> tuple[float | None,
     return float(mean), len(runs)
 
 
-def measured_tokens(store: Any, label: str, protocol: str) -> tuple[float | None, int]:
+def measured_tokens(store: Store | None, label: str, protocol: str) -> tuple[float | None, int]:
     """A configuration's mean tokens per completed run in `store` (by its label and protocol,
     the newest `MEASURED` runs) and how many runs that is; (None, 0) when it has none."""
     return _measured(store, False, label=label, protocol=protocol)
 
 
-def measured_sample(store: Any, model: str) -> tuple[float | None, int]:
+def measured_sample(store: Store | None, model: str) -> tuple[float | None, int]:
     """One vote sample's mean tokens on `model` (total tokens over calls of the newest
     `MEASURED` completed votes on it) and how many votes that is; (None, 0) when none."""
     from engine.protocols.baselines import SAMPLER
     return _measured(store, True, protocol=SAMPLER, model=model)
 
 
-def token_baselines(configs: Sequence[Mapping[str, Any]], store: Any,
+def token_baselines(configs: Sequence[Mapping[str, Any]], store: Store | None,
                     planned: Any = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The configurations with each one's equal-tokens baseline after it
     (`engine.protocols.baselines.equal_tokens`, measured in `store`), and the pairings.
@@ -583,7 +588,7 @@ def token_baselines(configs: Sequence[Mapping[str, Any]], store: Any,
 
 
 def override_model(spec: Mapping[str, Any], model: str | None, base_url: str | None = None,
-                   store: Any = None) -> dict[str, Any]:
+                   store: Store | None = None) -> dict[str, Any]:
     """A copy of an experiment spec with every seat of every configuration on `model`: each
     slot's seats (agents, judges, reviewers, synthesisers alike) and the configuration's
     default model, so the slots a configuration leaves to their defaults take it too. Seats
@@ -612,7 +617,7 @@ def override_model(spec: Mapping[str, Any], model: str | None, base_url: str | N
     return {**spec, "configs": configs}
 
 
-def endpoint_notes(checked: Plan, endpoints: Any = None) -> list[str]:
+def endpoint_notes(checked: Plan, endpoints: EndpointRegistry | None = None) -> list[str]:
     """Preflight notes: each registered endpoint whose `concurrency` is below the runs the
     plan keeps in flight (its calls then queue behind one another, and a per-call timeout
     counts the queue too)."""
@@ -639,8 +644,8 @@ def endpoint_notes(checked: Plan, endpoints: Any = None) -> list[str]:
             if limit < checked.concurrency]
 
 
-def time_preflight(checked: Plan, store: Any = None, endpoints: Any = None
-                   ) -> dict[str, Any]:
+def time_preflight(checked: Plan, store: Store | None = None,
+                   endpoints: EndpointRegistry | None = None) -> dict[str, Any]:
     """How long the plan takes, from each seat model's measured latency in `store` (a
     simulated seat's declared one), or that a model has no measurement yet
     (`engine.reports.timing.time_estimate`): `{"seconds", "text", "notes"}`, the notes

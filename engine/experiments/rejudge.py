@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.models import RunStopped
 from engine.protocols import REGISTRY, arun_config, run_sync
@@ -23,6 +23,10 @@ from engine.reports.controls import ANSWERS_ONLY_SUFFIX, ANSWERS_ONLY_TAG
 from engine.reports.experiments import runs_frame
 from engine.store.experiments import row
 from engine.text import NAME_MAX
+
+if TYPE_CHECKING:
+    from engine.llm.endpoints import EndpointRegistry
+    from engine.store import Store
 
 POLICY = ("timeout_per_call", "retries")
 
@@ -82,14 +86,14 @@ def judged_config(detail: dict[str, Any]) -> dict[str, Any] | None:
             **{key: config[key] for key in POLICY if config.get(key) is not None}}
 
 
-def rejudged_sources(store: Any, experiment_id: str) -> set[str]:
+def rejudged_sources(store: Store, experiment_id: str) -> set[str]:
     """The runs of the experiment a completed answers-only judge has judged."""
     runs = store.runs(experiment_id=experiment_id, tag=ANSWERS_ONLY_TAG, status="completed")
     return {str(m.get("source_run")) for m in runs.get("metrics", [])
             if isinstance(m, dict) and m.get("source_run")}
 
 
-async def arejudge(store: Any, experiment_id: str, *, endpoints: Any = None,
+async def arejudge(store: Store, experiment_id: str, *, endpoints: EndpointRegistry | None = None,
                    started_by: str = "", concurrency: int = 4,
                    stop_event: threading.Event | None = None) -> Rejudged:
     """Judge again, from the final positions alone, every counted run of the experiment
@@ -136,7 +140,7 @@ async def arejudge(store: Any, experiment_id: str, *, endpoints: Any = None,
     return out
 
 
-def rejudge(store: Any, experiment_id: str, **kw: Any) -> Rejudged:
+def rejudge(store: Store, experiment_id: str, **kw: Any) -> Rejudged:
     """Synchronous `arejudge`."""
     return run_sync(arejudge(store, experiment_id, **kw))
 

@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.cells import Cell
 from engine.config import Donor
@@ -28,6 +28,9 @@ from engine.store.experiments import (
     set_values,
     supersede,
 )
+
+if TYPE_CHECKING:
+    from engine.llm.endpoints import EndpointRegistry
 
 HEARTBEAT_EVERY = 5.0  # seconds between heartbeats of a running experiment's row
 DONOR_WAIT = 900.0  # seconds a placebo cell waits for its donor run, still running, to end
@@ -72,8 +75,8 @@ class CellOutcome:
     exception: Exception | None = None
 
 
-async def arun_cell(experiment: Plan, experiment_id: str, cell: Cell, *, store: Any,
-                    stop_event: threading.Event, endpoints: Any = None,
+async def arun_cell(experiment: Plan, experiment_id: str, cell: Cell, *, store: Store,
+                    stop_event: threading.Event, endpoints: EndpointRegistry | None = None,
                     on_turn: Callable[[Any], Any] | None = None,
                     started_by: str = "") -> CellOutcome:
     """Run one cell of an experiment (its configuration on its question, tagged with the
@@ -116,7 +119,7 @@ async def arun_cell(experiment: Plan, experiment_id: str, cell: Cell, *, store: 
     return CellOutcome("failed", failed) if failed else CellOutcome("completed")
 
 
-async def donor_of(store: Any, experiment: Plan, experiment_id: str, source: Cell,
+async def donor_of(store: Store, experiment: Plan, experiment_id: str, source: Cell,
                    stop_event: threading.Event, wait: float = DONOR_WAIT
                    ) -> Donor | str:
     """A placebo cell's donor: the completed run of cell `source` (its configuration on
@@ -171,7 +174,7 @@ def _ending(fatal: list[str], left: int, over_budget: str, stopped: bool,
 async def arun_experiment(store: Store, experiment_id: str, *,  # noqa: PLR0915
                           stop_event: threading.Event | None = None,
                           on_progress: Callable[[Progress], Any] | None = None,
-                          batched: bool = True, endpoints: Any = None,
+                          batched: bool = True, endpoints: EndpointRegistry | None = None,
                           on_turn: Callable[[Any], Any] | None = None,
                           started_by: str = "", notify_url: str | None = None) -> Progress:
     """Run (or resume) an experiment: every cell without a completed run, `concurrency` runs

@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
@@ -36,6 +36,13 @@ from engine.models import RunStopped, Seat, Task, Turn, model_spec, now
 from engine.redaction import model_secrets, redact
 from engine.text import clean_text
 
+if TYPE_CHECKING:
+    from engine.llm.endpoints import EndpointRegistry
+    from engine.store import Store
+    from engine.store.batching import BatchedRecorder
+    from engine.store.runs import Recorder
+
+T = TypeVar("T")
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_RETRIES = 2
 DEFAULT_CONCURRENCY = 8
@@ -186,11 +193,13 @@ class RunContext:
     """Per-run state: seats' resolved models, the turn log, the sink, limits and stop flag."""
 
     def __init__(self, protocol: str, *, on_event: Callable[[Turn], Any] | None = None,
-                 recorder: Any = None, prompts: dict[str, str] | None = None,
+                 recorder: Recorder | BatchedRecorder | None = None,
+                 prompts: dict[str, str] | None = None,
                  timeout: float | None = None, retries: int | None = None,
                  concurrency: int | None = None, backoff: float = 0.5,
-                 stop_event: threading.Event | None = None, endpoints: Any = None,
-                 expected: str | None = None, variant: str = "", store: Any = None,
+                 stop_event: threading.Event | None = None,
+                 endpoints: EndpointRegistry | None = None,
+                 expected: str | None = None, variant: str = "", store: Store | None = None,
                  kept: Sequence[Turn] = (), kept_from: str = "",
                  role_library: Mapping[str, str] | None = None,
                  role_lines: Mapping[str, str] | None = None,
@@ -329,7 +338,8 @@ class RunContext:
         return full
 
     async def call(self, seat: Seat, messages: list[dict[str, str]], *, phase: str,  # noqa: PLR0915
-                   round: int = 0, parse: Callable[[str], tuple[dict, list[str]]] | None = None,
+                   round: int = 0,
+                   parse: Callable[[str], tuple[dict[str, Any], list[str]]] | None = None,
                    task: Task | None = None,
                    output: StructuredOutput | LineOutput | None = None) -> Turn:
         """Make one guarded call for `seat` and record it as a turn (never raises a model error).
@@ -462,7 +472,7 @@ class RunContext:
             return False
         return True
 
-    def _replay(self, kept: Turn, parse: Callable[[str], tuple[dict, list[str]]] | None
+    def _replay(self, kept: Turn, parse: Callable[[str], tuple[dict[str, Any], list[str]]] | None
                 ) -> Turn:
         """A fork's kept turn recorded in place of its call (no model sees it): as stored,
         numbered in this run, read again by `parse` (an edited reply is read as written)."""
@@ -483,9 +493,9 @@ class RunContext:
 
     async def call_json(self, seat: Seat, messages: list[dict[str, str]], *, phase: str,
                         round: int = 0, keys: Sequence[str] = (),
-                        validate: Callable[[dict], str] | None = None,
+                        validate: Callable[[dict[str, Any]], str] | None = None,
                         task: Task | None = None, schema: OutputSchema | None = None
-                        ) -> tuple[dict | None, Turn]:
+                        ) -> tuple[dict[str, Any] | None, Turn]:
         """A call whose reply must be a JSON object, with one bounded re-ask.
 
         `schema` (the phase's declared shape) is asked of an endpoint that constrains output
@@ -530,8 +540,8 @@ class RunContext:
         return await self.call(seat, messages, output=output, **call)
 
     @staticmethod
-    def _read_json(text: str, validate: Callable[[dict], str] | None,
-                   output: StructuredOutput) -> tuple[dict | None, str]:
+    def _read_json(text: str, validate: Callable[[dict[str, Any]], str] | None,
+                   output: StructuredOutput) -> tuple[dict[str, Any] | None, str]:
         """A JSON reply read tolerantly and validated: (object, "") or (None, why not). A
         reply that ignores the structured output asked for steps the endpoint down (an
         object it holds is still read)."""
@@ -545,7 +555,7 @@ class RunContext:
             obj = obj if not why else None
         return obj, why
 
-    def guard(self, turn: Turn, read: Callable[..., Any], *args: Any) -> Any:
+    def guard(self, turn: Turn, read: Callable[..., T], *args: Any) -> T | None:
         """`read(*args)` for a protocol's reading of a reply; if it raises, the turn is marked
         degraded with the error and None comes back (the run goes on)."""
         try:

@@ -38,12 +38,15 @@ import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import uuid4
 
 from engine.models import LimitState
 from engine.store import StoreWriteError
 from engine.store.limits import change, end_lease, shared
+
+if TYPE_CHECKING:
+    from engine.store import Store
 
 DEFAULT_COOL_DOWN = 2.0  # seconds without a call after a 429 that gives no Retry-After
 LONGEST_COOL_DOWN = 300.0
@@ -262,7 +265,7 @@ class LocalLimiter:
 class SharedLimiter:
     """The state in a PostgreSQL store, shared by every process on that database."""
 
-    def __init__(self, store: Any):
+    def __init__(self, store: Store):
         self.store = store
 
     def try_acquire(self, limits: Limits, tokens: float) -> tuple[float, Ticket | None]:
@@ -296,9 +299,9 @@ class SharedLimiter:
 LOCAL = LocalLimiter()
 
 
-def limiter_for(store: Any) -> LocalLimiter | SharedLimiter:
+def limiter_for(store: Store | None) -> LocalLimiter | SharedLimiter:
     """The shared limiter on a PostgreSQL store, else this process's."""
-    return SharedLimiter(store) if shared(store) else LOCAL
+    return SharedLimiter(store) if store is not None and shared(store) else LOCAL
 
 
 async def acquire(limiter: LocalLimiter | SharedLimiter, limits: Limits,
@@ -360,7 +363,7 @@ class Gate:
     """What one guarded call passes through: held around all its attempts (this process's
     `concurrency` semaphore), and each attempt `acquire`s, `release`s and reports a refusal."""
 
-    def __init__(self, call: Mapping[str, Any], store: Any, timeout: float,
+    def __init__(self, call: Mapping[str, Any], store: Store | None, timeout: float,
                  stop: Callable[[], Awaitable[None]] | None = None):
         self.limits = Limits.of(call, timeout)
         self.stop = stop  # raises to end a wait (the run's Stop)

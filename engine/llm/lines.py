@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import HumanMessage
 
@@ -34,6 +34,10 @@ from engine.llm.capabilities import Capabilities
 from engine.llm.prices import read_usage
 from engine.llm.structured import FormattedModel
 from engine.models import RunStopped
+
+if TYPE_CHECKING:
+    from engine.llm.limits import Gate
+    from engine.store import Store
 
 SUPPORT_KIND = "grammar"  # its rows in the store's endpoint_support
 
@@ -137,15 +141,15 @@ def _refusal(exc: BaseException) -> bool:
 
 
 def _known(capabilities: Capabilities, endpoint: tuple[str, str],
-           store: Any = None) -> bool | None:
+           store: Store | None = None) -> bool | None:
     """Whether `endpoint` applies a grammar, as `capabilities` know it (else as a process
     stored it in `store`); None while unknown."""
     known = capabilities.recall(SUPPORT_KIND, endpoint, store, _ANSWERS)
     return None if known is None else known == "yes"
 
 
-async def probe(model: Any, endpoint: tuple[str, str], gate: Any,
-                timeout: float | None, capabilities: Capabilities, store: Any = None) -> bool:
+async def probe(model: Any, endpoint: tuple[str, str], gate: Gate, timeout: float | None,
+                capabilities: Capabilities, store: Store | None = None) -> bool:
     """Whether `endpoint` applies a grammar: known to `capabilities` (the registry's) or to
     another process through `store`, else asked once (concurrent callers wait for the one
     probe, then go on without sending it) through the endpoint's `gate` within `timeout`,
@@ -189,7 +193,7 @@ class LineOutput:
     else the seat's model as it is (`mode` ""). The probe's answer goes to the capabilities
     of the registry that resolved the model and to `store` (the run's), for every process."""
 
-    def __init__(self, model: Any, line: LineFormat, store: Any = None):
+    def __init__(self, model: Any, line: LineFormat, store: Store | None = None):
         # get_model marks OpenAI-compatible models: {"grammar": switch, "endpoint": key, ...}
         marked: Mapping[str, Any] = getattr(model, "parley_output", None) or {}
         self.line, self.model, self.store = line, model, store
@@ -201,7 +205,7 @@ class LineOutput:
         self.send = self.switch == "gbnf"
         self.mode = ""
 
-    async def prepare(self, gate: Any, timeout: float | None) -> None:
+    async def prepare(self, gate: Gate, timeout: float | None) -> None:
         """Before the call's attempts: with `auto`, whether the endpoint applies a grammar
         (`probe`, through the call's `gate` and `timeout`)."""
         if self.switch == "auto":

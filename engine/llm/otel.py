@@ -23,7 +23,10 @@ import os
 import threading
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from engine.models import Turn
 
 ENDPOINT_ENV = "OTEL_EXPORTER_OTLP_ENDPOINT"
 TRACES_ENDPOINT_ENV = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
@@ -84,7 +87,7 @@ def _model(spec: str) -> tuple[str, str]:
     return (provider, name) if name else (provider or "unknown", provider or "unknown")
 
 
-def _call_attributes(protocol: str, turn: Any, content: bool) -> dict[str, Any]:
+def _call_attributes(protocol: str, turn: Turn, content: bool) -> dict[str, Any]:
     provider, name = _model(turn.model)
     out: dict[str, Any] = {
         "gen_ai.operation.name": "chat", "gen_ai.provider.name": provider,

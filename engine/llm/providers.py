@@ -6,7 +6,7 @@ import importlib
 import importlib.util
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
 
 from engine.llm.lines import GRAMMARS
@@ -15,6 +15,9 @@ from engine.llm.structured import SWITCHES, check_switch
 from engine.llm.urls import is_secret_name, refuse_secret
 from engine.models import ConfigError
 from engine.text import NAME_MAX
+
+if TYPE_CHECKING:
+    from engine.llm.endpoints import EndpointRegistry, Route
 
 PROVIDERS = {
     # prefix: (package to pip install, module, class, environment variable holding the key)
@@ -96,7 +99,7 @@ def check_spec_params(kind: str, query: Mapping[str, str], spec: str) -> dict[st
     return out
 
 
-def get_model(spec: str = "simulated", *, endpoints: Any = None,  # noqa: C901, PLR0912
+def get_model(spec: str = "simulated", *, endpoints: EndpointRegistry | None = None,  # noqa: C901, PLR0912
               secrets: Mapping[str, str] | None = None, **params: Any) -> Any:
     """Resolve a model spec to a langchain-core chat model.
 
@@ -207,7 +210,8 @@ def reporting(chat_class: type) -> type:
     are whole numbers of 0 or more; `usage_metadata` then holds those, as before."""
     base: Any = chat_class
 
-    class Reporting(base):
+    # any chat model class, known only at run time: Any to mypy
+    class Reporting(base):  # type: ignore[misc]
         def _create_chat_result(self, response: Any, generation_info: Any = None) -> Any:
             raw, response = _take_usage(response)
             result = super()._create_chat_result(response, generation_info)
@@ -246,7 +250,7 @@ def _take_usage(response: Any) -> tuple[Any, Any]:
         return raw, response
 
 
-def price_of(registry: Any, route: Any, recorded: str) -> Price | None:
+def price_of(registry: EndpointRegistry, route: Route, recorded: str) -> Price | None:
     """What a model costs (`engine.llm.prices`): its endpoint's price, else the operator's
     table, else the shipped default when it is called at its provider's own API."""
     if route.endpoint is not None and route.endpoint.price is not None:
@@ -285,7 +289,8 @@ def cap_output(kind: str, options: dict[str, Any], base_url: str | None, default
     return cap
 
 
-def resolve_model(model: Any, temperature: float | None = None, endpoints: Any = None) -> Any:
+def resolve_model(model: Any, temperature: float | None = None,
+                  endpoints: EndpointRegistry | None = None) -> Any:
     """A seat's model as a chat model: spec strings go through `get_model` (with the
     registry `endpoints`, see `get_model`)."""
     if model is None or (isinstance(model, str) and not model.strip()):
@@ -304,8 +309,8 @@ def resolve_model(model: Any, temperature: float | None = None, endpoints: Any =
     return model
 
 
-def providers_status(endpoints: Any = None, secrets: Mapping[str, str] | None = None
-                     ) -> list[dict[str, Any]]:
+def providers_status(endpoints: EndpointRegistry | None = None,
+                     secrets: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """Which providers are usable here: package installed, key present, the provider's own
     base URL (never a key's value). `endpoints` defaults to the environment's registry."""
     from engine.llm.endpoints import EndpointRegistry

@@ -12,9 +12,12 @@ its cells repeat a few configurations, so a spec string is resolved once per exp
 from __future__ import annotations
 
 from contextvars import ContextVar
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.llm.providers import resolve_model
+
+if TYPE_CHECKING:
+    from engine.llm.endpoints import EndpointRegistry
 
 # (id of the seat's model, temperature, id of the registry) -> (model, registry, resolved);
 # the entry holds the objects whose ids key it, so an id is never another object's meanwhile
@@ -43,7 +46,8 @@ def open_run() -> None:
     _MEMO.set({})
 
 
-def seat_model(model: Any, temperature: float | None = None, endpoints: Any = None) -> Any:
+def seat_model(model: Any, temperature: float | None = None,
+               endpoints: EndpointRegistry | None = None) -> Any:
     """`resolve_model(model, temperature, endpoints)`, once per run for the same three."""
     memo = _MEMO.get()
     if memo is None:
@@ -57,7 +61,7 @@ def seat_model(model: Any, temperature: float | None = None, endpoints: Any = No
     return resolved
 
 
-def _shared(model: Any, temperature: float | None, endpoints: Any) -> Any:
+def _shared(model: Any, temperature: float | None, endpoints: EndpointRegistry | None) -> Any:
     shared = _SHARED.get()
     if shared is None or not isinstance(model, str):
         return resolve_model(model, temperature, endpoints)

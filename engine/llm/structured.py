@@ -26,11 +26,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from engine.llm.capabilities import Capabilities
 from engine.models import ConfigError
+
+if TYPE_CHECKING:
+    from engine.llm.limits import Gate
+    from engine.store import Store
 
 SUPPORT_KIND = "structured"  # its rows in the store's endpoint_support
 
@@ -164,7 +168,7 @@ class StructuredOutput:
     run's), for every process.
     """
 
-    def __init__(self, model: Any, schema: OutputSchema | None, store: Any = None):
+    def __init__(self, model: Any, schema: OutputSchema | None, store: Store | None = None):
         # get_model marks OpenAI-compatible models: {"structured": switch, "endpoint": key,
         # "capabilities": its registry's}
         marked: Mapping[str, Any] = getattr(model, "parley_output", None) or {}
@@ -190,7 +194,7 @@ class StructuredOutput:
     def _remember(self, mode: str) -> None:
         self.capabilities.learn(SUPPORT_KIND, self.endpoint, mode, self.store, keep=_kept)
 
-    async def prepare(self, gate: Any = None, timeout: float | None = None) -> None:
+    async def prepare(self, gate: Gate | None = None, timeout: float | None = None) -> None:
         """Before the call is admitted by its endpoint's limits (`gate`, unused here): while
         another call of this event loop detects the endpoint's mode, wait for its answer. A
         call admitted first and then kept waiting would send with every other waiting call at

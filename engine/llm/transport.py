@@ -264,7 +264,8 @@ def _bounded_classes() -> tuple[type, type]:
     only when a model needs it."""
     openai = importlib.import_module("openai")
 
-    class BoundedClient(openai.DefaultHttpxClient):  # type: ignore[name-defined]
+    # the SDK, imported on first use, is Any to mypy: its classes cannot be base classes
+    class BoundedClient(openai.DefaultHttpxClient):  # type: ignore[name-defined, misc]
         """The SDK's sync client, reading at most `body_cap` bytes of a response."""
 
         def __init__(self, cap: int, **options: Any):
@@ -287,7 +288,8 @@ def _bounded_classes() -> tuple[type, type]:
                 response.close()
             return body.response()
 
-    class AsyncBoundedClient(openai.DefaultAsyncHttpxClient):  # type: ignore[name-defined]
+    # the SDK, imported on first use, is Any to mypy: its classes cannot be base classes
+    class AsyncBoundedClient(openai.DefaultAsyncHttpxClient):  # type: ignore[name-defined, misc]
         """The SDK's async client, reading at most `body_cap` bytes of a response."""
 
         def __init__(self, cap: int, **options: Any):
@@ -500,7 +502,8 @@ def loop_client_type() -> type:
     which a process that never calls an OpenAI-compatible server does not import."""
     httpx = http_module()
 
-    class LoopClient(httpx.AsyncClient):  # type: ignore[name-defined]
+    # httpx, imported on first use, is Any to mypy: its classes cannot be base classes
+    class LoopClient(httpx.AsyncClient):  # type: ignore[name-defined, misc]
         """An async httpx client (what the openai SDK takes) that sends each request through
         the running event loop's own client, built by `build` on the loop's first request
         and kept alive for that loop's later ones. A connection never crosses loops (one
@@ -550,7 +553,8 @@ def loop_client_type() -> type:
         async def aclose(self) -> None:
             await self.release()
 
-    class _Unused(httpx.AsyncBaseTransport):  # type: ignore[name-defined]
+    # httpx, imported on first use, is Any to mypy: its classes cannot be base classes
+    class _Unused(httpx.AsyncBaseTransport):  # type: ignore[name-defined, misc]
         """The transport of a `LoopClient` itself, which sends nothing through it."""
 
         async def handle_async_request(self, request: Any) -> Any:

@@ -211,7 +211,8 @@ async def arun_config(config: RunConfig | Mapping[str, Any], question: str,
     for key in ("timeout_per_call", "retries", "concurrency", "order_seed"):  # its policy
         if getattr(config, key) is not None:
             run.setdefault(key, getattr(config, key))
-    return await spec.runner(question, **kwargs, **run)
+    result: RunResult = await spec.runner(question, **kwargs, **run)
+    return result
 
 
 def estimate(config: RunConfig | Mapping[str, Any]) -> dict[str, int]:

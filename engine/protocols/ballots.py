@@ -8,7 +8,7 @@ written for one applies to the other, and the two are compared on the same promp
 from __future__ import annotations
 
 import json
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -22,6 +22,9 @@ from engine.models import ConfigError, Seat, Task, Turn
 from engine.protocols.checks import require_seat
 from engine.protocols.templates import Template, render, stance_problem
 from engine.views.blocks import Block
+
+if TYPE_CHECKING:
+    from engine.llm.endpoints import EndpointRegistry
 
 ABSTAINED = "(abstained)"
 
@@ -57,7 +60,7 @@ class Proposal(BaseModel):
 
 
 def require_seats(seats: Any, slot: str, low: int, high: int, protocol: str,
-                  role: str, endpoints: Any = None) -> list[Seat]:
+                  role: str, endpoints: EndpointRegistry | None = None) -> list[Seat]:
     """A list of `low..high` seats with unique names; bare models are named `role 1`, ..."""
     if isinstance(seats, (str, Seat)) or not isinstance(seats, (list, tuple)):
         raise ConfigError(f"{slot} must be a list of seats ({low}..{high}), got "
@@ -90,7 +93,7 @@ def text_value(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def need_stance(obj: dict) -> str:
+def need_stance(obj: dict[str, Any]) -> str:
     """Validation for `call_json`: "" when `stance` is a usable label, else why not."""
     stance = obj.get("stance")
     if isinstance(stance, bool) or not isinstance(stance, (str, int, float)):

@@ -21,7 +21,7 @@ import random
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from engine.analysis.answers import answers_match, hedge
 from engine.analysis.rounds_dynamics import votes
@@ -37,6 +37,9 @@ from engine.protocols.roles import role_lines, set_roles, stored_library
 from engine.protocols.templates import Template, check_prompts, echo_phrases
 from engine.simulated.world import answers_of
 from engine.store import StoreWriteError
+
+if TYPE_CHECKING:
+    from engine.store import Store
 
 INTERRUPTED = "interrupted: the process was stopped (Ctrl-C or SIGTERM)"
 R = TypeVar("R", bound=RunResult)
@@ -291,23 +294,23 @@ async def execute(spec: ProtocolSpec[Any], question: str, templates: Mapping[str
     try:
         result = await body(ctx)
     except RunStopped as exc:
-        if store is not None:
+        if store is not None and run_id is not None:
             store.end_run(run_id, "interrupted", str(exc))
         traced("interrupted")
         raise
     except (KeyboardInterrupt, asyncio.CancelledError) as exc:  # Ctrl-C, SIGTERM, a cancel
-        if store is not None:
+        if store is not None and run_id is not None:
             store.end_run(run_id, "interrupted", INTERRUPTED if isinstance(
                 exc, KeyboardInterrupt) or not str(exc) else f"{INTERRUPTED}: {exc}")
         traced("interrupted")
         raise
     except StoreWriteError as exc:  # the end waits in the store until it can be written
-        if store is not None:
+        if store is not None and run_id is not None:
             store.end_run(run_id, "failed", str(exc))
         traced("failed")
         raise
     except BaseException as exc:  # a bug or a crash: keep what was recorded, never `running`
-        if store is not None:
+        if store is not None and run_id is not None:
             store.end_run(run_id, "failed", f"{type(exc).__name__}: {exc}")
         traced("failed")
         raise
@@ -322,12 +325,12 @@ async def execute(spec: ProtocolSpec[Any], question: str, templates: Mapping[str
     return result
 
 
-def _finish(spec: ProtocolSpec[Any], store: Any, run_id: str | None, result: RunResult,
+def _finish(spec: ProtocolSpec[Any], store: Store | None, run_id: str | None, result: RunResult,
             run: RunOptions, began: Any) -> str:
     """Store the ended run with the metrics and assessment its protocol (`spec`) makes of it
     (when there is a store); returns its error ("" when it did not fail)."""
     result._assessment = lambda: (spec.metrics(result), *spec.assess(result))  # for a save
-    if store is None:
+    if store is None or run_id is None:  # the store gives every run it keeps an id
         return no_call_succeeded(result.turns)
     error, lost = spec.assess(result)
     try:
@@ -357,7 +360,7 @@ def _trace(protocol: str, run_id: str | None, turns: list[Turn], status: str, be
 
 
 def seat_roles(spec: ProtocolSpec[Any], seats: Mapping[str, Seat | list[Seat] | None],
-               store: Any) -> dict[str, Any]:
+               store: Store | None) -> dict[str, Any]:
     """The run context's arguments for the seats' roles (`engine.protocols.roles`): the
     library's own role descriptions (read only when a seat's role is set) and the
     `Your role: ...` line of each seat whose role is set, where its slot's templates do not

@@ -2,15 +2,18 @@
 (the other checks, of text, names, numbers and run options, are `engine.checks`)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine.checks import require_name, require_temperature
 from engine.llm.runmodels import seat_model
 from engine.models import ConfigError, Seat
 from engine.text import NAME_MAX
 
+if TYPE_CHECKING:
+    from engine.llm.endpoints import EndpointRegistry
 
-def require_seat(seat: Any, slot: str, endpoints: Any = None) -> Seat:
+
+def require_seat(seat: object, slot: str, endpoints: EndpointRegistry | None = None) -> Seat:
     """A `Seat` (or a bare model / spec, which becomes one named after the slot) whose model
     resolves under `endpoints` (an `EndpointRegistry`; None: the environment's)."""
     if seat is None:

@@ -104,7 +104,7 @@ def _opener(first: Any, a: Seat, b: Seat, order_seed: int | None) -> str:
     return "a" if presentation_order([a.name, b.name], order_seed)[0] == a.name else "b"
 
 
-def _converge(converge: Any) -> Callable[[str], Any] | None:
+def _converge(converge: Callable[[str], Any] | str | None) -> Callable[[str], Any] | None:
     if converge is None or callable(converge):
         return converge
     if isinstance(converge, str) and converge.strip().lower() == "agreed":

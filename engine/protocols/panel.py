@@ -148,7 +148,7 @@ def _verdict(value: Any) -> str:
     return re.sub(r"[^a-z]", "", str(value or "").lower())
 
 
-def _need_assessments(obj: dict) -> str:
+def _need_assessments(obj: dict[str, Any]) -> str:
     items = obj.get("assessments")
     if not isinstance(items, list) or not items:
         return 'the "assessments" key must be a non-empty list'
@@ -161,7 +161,7 @@ def _need_assessments(obj: dict) -> str:
     return ""
 
 
-def _need_answer(obj: dict) -> str:
+def _need_answer(obj: dict[str, Any]) -> str:
     return "" if text_value(obj.get("answer")) else 'the "answer" key must be non-empty text'
 
 
@@ -324,9 +324,9 @@ async def _synthesise(ctx: RunContext, judge: Seat, question: str, rebuttals: li
         warnings.append(f"judge {judge.name} failed ({turn.error or 'no usable reply'}); "
                         "there is no synthesis and the answer is empty")
         return "", "", []
-    *synthesis, notes = read
+    answer, rationale, texts, notes = read
     warnings.extend(notes)
-    return synthesis[0], synthesis[1], synthesis[2]
+    return answer, rationale, texts
 
 
 def _read_synthesis(obj: dict[str, Any]) -> tuple[str, str, list[str], list[str]]:

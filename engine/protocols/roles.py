@@ -11,11 +11,14 @@ only when a role is set: a seat's role equal to its slot's own (a panel's critic
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.models import Seat
 from engine.protocols.personas import ROLES
 from engine.text import fold_name
+
+if TYPE_CHECKING:
+    from engine.store import Store
 
 ROLE_TEXT_MAX = 2_000  # characters of a description that reach a prompt
 ROLE_PREFIX = "Your role: "
@@ -62,7 +65,7 @@ def library_roles(entries: Iterable[Mapping[str, Any]], specs: Iterable[Any] = (
     return out
 
 
-def stored_library(store: Any, specs: Iterable[Any] = ()) -> dict[str, str]:
+def stored_library(store: Store | None, specs: Iterable[Any] = ()) -> dict[str, str]:
     """`library_roles` of a store's library, for a run of `specs` (nothing without a store,
     or when its library cannot be read: a role then says what its name or text says)."""
     if store is None or not hasattr(store, "library"):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterable
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 from engine.analysis.agreement import LEVELS, overlap_agreement, unbacked
 from engine.analysis.answers import hedge
@@ -36,6 +36,9 @@ from engine.protocols.checks import require_seat
 from engine.protocols.roles import library_text
 from engine.protocols.roundtable_result import Exchange, JudgeReading, RoundtableResult
 from engine.protocols.templates import Template, render, stance_problem
+
+if TYPE_CHECKING:
+    from engine.llm.endpoints import EndpointRegistry
 
 MAX_ROUNDS = 3
 MAX_AGENTS = 5
@@ -171,7 +174,9 @@ def _reading(obj: dict[str, Any]) -> tuple[JudgeReading, list[str]]:
         warnings.append(f"judge dissenting_views is not a list ({type(views).__name__}); "
                         "left empty")
         views = []
-    text = lambda v: v if isinstance(v, str) else "" if v is None else str(v)  # noqa: E731
+
+    def text(v: Any) -> str:
+        return v if isinstance(v, str) else "" if v is None else str(v)
     return JudgeReading(agreement_level=obj["agreement_level"].strip().lower(),
                         dominant_position=text(obj.get("dominant_position")),
                         dissenting_views=[text(v) for v in views if text(v).strip()],
@@ -182,7 +187,7 @@ def _model_key(model: Any) -> Any:
     return model_spec(model) if isinstance(model, str) else id(model)
 
 
-def _agents(agents: Any, endpoints: Any = None) -> list[Seat]:
+def _agents(agents: Any, endpoints: EndpointRegistry | None = None) -> list[Seat]:
     if isinstance(agents, (str, bytes)) or not isinstance(agents, (list, tuple)):
         raise ConfigError("agents must be a list of seats (1..5 for a roundtable)", "input")
     if not 1 <= len(agents) <= MAX_AGENTS:

@@ -25,7 +25,7 @@ def result_types() -> dict[str, type[Any]]:
     return {name: spec.result_type for name, spec in REGISTRY.items()}
 
 
-def backfill(store: Any) -> list[str]:
+def backfill(store: BaseStore) -> list[str]:
     """Do the back-fills of old rows the store's migrations left to the protocols (their
     metrics, assessment, which of them give an answer); returns their names."""
     return list(store.backfill(REGISTRY))
@@ -69,7 +69,7 @@ def open_store(url: str | None = None) -> Store:
     return Store(url)
 
 
-def save_result(store: Any, result: RunResult, label: str | None = None,
+def save_result(store: BaseStore, result: RunResult, label: str | None = None,
                 tags: Iterable[str] = (), config: Mapping[str, Any] | None = None) -> str:
     """Store a finished result (or relabel one already stored) with what its protocol makes
     of it (metrics, error, what it lost: `Store.save`); returns the run id."""
@@ -79,13 +79,13 @@ def save_result(store: Any, result: RunResult, label: str | None = None,
                           assessed=(spec.metrics(result), error, lost)))
 
 
-def import_file(store: Any, data: str | bytes, *, imported_by: str = "") -> ImportReport:
+def import_file(store: BaseStore, data: str | bytes, *, imported_by: str = "") -> ImportReport:
     """`Store.import_file` checked against the protocols Parley runs."""
     report: ImportReport = store.import_file(data, results=result_types(),
                                              imported_by=imported_by)
     return report
 
 
-def import_runs(store: Any, data: str | bytes, *, imported_by: str = "") -> list[str]:
+def import_runs(store: BaseStore, data: str | bytes, *, imported_by: str = "") -> list[str]:
     """`Store.import_runs` checked against the protocols Parley runs: the ids added."""
     return list(store.import_runs(data, results=result_types(), imported_by=imported_by))

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.checks import require_name, unique_names
 from engine.models import ConfigError
@@ -11,8 +11,12 @@ from engine.protocols.adversary import with_templates
 from engine.protocols.checks import require_seat
 from engine.protocols.templates import check_prompts
 
+if TYPE_CHECKING:
+    from engine.llm.endpoints import EndpointRegistry
 
-def validate_config(config: Mapping[str, Any], endpoints: Any = None) -> dict[str, int]:
+
+def validate_config(config: Mapping[str, Any], endpoints: EndpointRegistry | None = None
+                    ) -> dict[str, int]:
     """Check a configuration as a run would, before any call; returns the cost preflight.
 
     Seat models resolve under `endpoints` (an `EndpointRegistry`; None: the environment's),

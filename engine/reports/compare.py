@@ -13,13 +13,16 @@ import difflib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from engine.analysis import extract_answer, normalize_stance
 from engine.reports.runs import outcome_text, protocol_title, run_cost_text, status_text
 from engine.views.blocks import simulated_text
+
+if TYPE_CHECKING:
+    from engine.store import Store
 
 MAX_RUNS = 8  # runs one comparison shows; more would make columns too narrow to read
 REPLY_CHARS = 600  # characters of a reply an aligned transcript cell keeps
@@ -49,7 +52,7 @@ class Comparison:
     dropped: int = 0  # ids past MAX_RUNS
 
 
-def load(store: Any, ids: Sequence[str]) -> Comparison:
+def load(store: Store, ids: Sequence[str]) -> Comparison:
     """Read the named runs from `store`; a missing run is reported, never raised."""
     out = Comparison(dropped=max(0, len(ids) - MAX_RUNS))
     for run_id in ids[:MAX_RUNS]:

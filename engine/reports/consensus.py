@@ -22,10 +22,10 @@ metrics kept `round_votes` has them worked out once from its stored result (`fil
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -37,6 +37,10 @@ from engine.protocols import REGISTRY, stored_rounds
 from engine.text import html_text
 from engine.views.aggregate import SIMULATED_SUFFIX, flatten
 from engine.views.blocks import NO_LABEL
+
+if TYPE_CHECKING:
+    from engine.reports.runs import Filters
+    from engine.store import Store
 
 # the three confidence sources, key -> what a chart or table calls it
 SOURCES = {"first_share": "round-one vote share", "final_share": "final vote share",
@@ -286,7 +290,7 @@ def report(measures: pd.DataFrame, order: Iterable[str] = (), note: str = ""
     return ConsensusReport(measures, table, kind, note, table["configuration"].tolist())
 
 
-def fill_votes(store: Any, frame: pd.DataFrame) -> pd.DataFrame:
+def fill_votes(store: Store, frame: pd.DataFrame) -> pd.DataFrame:
     """`frame` with `round_votes` worked out from the stored result of each run that has a
     protocol with rounds but no stored votes (a run saved before the metrics kept them): one
     batched read of just those results."""
@@ -323,7 +327,7 @@ def from_flat(flat: pd.DataFrame, expected: pd.Series) -> pd.DataFrame:
         "consensus": column("m_consensus"), "round_votes": column("m_round_votes")})
 
 
-def from_store(store: Any, filters: Any, kind: str, limit: int | None = None
+def from_store(store: Store, filters: Filters, kind: str, limit: int | None = None
                ) -> ConsensusReport:
     """The report over the completed runs matching `filters` (`engine.reports.runs.Filters`)
     of every protocol with rounds, `kind` real, simulated or both (kept apart). Past `limit`
@@ -354,7 +358,7 @@ def from_store(store: Any, filters: Any, kind: str, limit: int | None = None
     return report(run_measures(frame), note=sample_text(read, of, max(steps)))
 
 
-def from_experiment(runs: pd.DataFrame, labels: Iterable[str], store: Any = None
+def from_experiment(runs: pd.DataFrame, labels: Iterable[str], store: Store | None = None
                     ) -> ConsensusReport:
     """The report over an experiment's counted runs (`experiments.runs_frame`, kept apart as
     its report keeps them), configurations in the spec's order."""
@@ -387,7 +391,7 @@ def _signed(value: Any) -> str:
     return "–" if value is None or value != value else f"{value:+.2f}"
 
 
-def flag_text(row: Mapping[str, Any]) -> str:
+def flag_text(row: Mapping[Hashable, Any]) -> str:
     """One configuration's verdict as a sentence, with its n and intervals."""
     infl = (f"agreement inflation {_signed(row['inflation'])} [{_signed(row['inflation_low'])}"
             f", {_signed(row['inflation_high'])}] over {row['multi_round']} run(s)"

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -44,6 +44,9 @@ from engine.reports.positions import swapped_label
 from engine.reports.references import findings, findings_note
 from engine.store.experiments import row
 from engine.views.aggregate import default_kind, interval, rate_text
+
+if TYPE_CHECKING:
+    from engine.store import Store
 
 BOOTSTRAP = 2_000
 SEED = 0
@@ -122,7 +125,7 @@ def _entropy(counts: Mapping[str, int]) -> float:
     return bits if bits > 0 else 0.0
 
 
-def _counted(store: Any, experiment_id: str, kind: str | None,
+def _counted(store: Store, experiment_id: str, kind: str | None,
              frame: pd.DataFrame | None = None) -> tuple[pd.DataFrame, str, list[str]]:
     """The experiment's counted runs of one kind (real unless it has only simulated ones),
     with round votes filled in, its kind and its configuration labels (`frame`: its runs
@@ -235,7 +238,7 @@ def unanimous_wrong(frame: pd.DataFrame) -> Share:
     return Share(sum(fixed.values()), len(fixed))
 
 
-def headroom(store: Any, experiment_id: str, kind: str | None = None) -> Headroom:
+def headroom(store: Store, experiment_id: str, kind: str | None = None) -> Headroom:
     """The routing headroom of an experiment's configurations over its `kind` runs (real
     unless it has only simulated ones; never both pooled; placebo arms are controls, not
     protocols to route to, so they are left out). Reads the store, calls no model."""
@@ -298,7 +301,7 @@ class Dropped:
         return not self.every.low <= self.answered.rate <= self.every.high
 
 
-def dropped_seats(store: Any, experiment_id: str, kind: str | None = None) -> list[Dropped]:
+def dropped_seats(store: Store, experiment_id: str, kind: str | None = None) -> list[Dropped]:
     """Per configuration whose counted, scored runs of `kind` lost a call (a degraded turn:
     a call that failed, timed out or gave no usable reply): its accuracy over every
     question and over the questions none of its runs lost a call on. Configurations that
@@ -354,7 +357,7 @@ def dropped_rows(found: Sequence[Dropped]) -> pd.DataFrame:
                                  "differ beyond the interval"])
 
 
-def controls_of(store: Any, experiment_id: str, kind: str | None = None
+def controls_of(store: Store, experiment_id: str, kind: str | None = None
                 ) -> tuple[Headroom, list[Dropped]]:
     """`headroom` and `dropped_seats` from one read of the experiment's runs."""
     frame, kind, labels = _counted(store, experiment_id, kind)
@@ -362,7 +365,7 @@ def controls_of(store: Any, experiment_id: str, kind: str | None = None
     return _headroom(frame, kind, routable(labels, pairs)), dropped_from(frame, labels)
 
 
-def controls_text(store: Any, experiment_id: str) -> str:
+def controls_text(store: Store, experiment_id: str) -> str:
     """What `experiment show` prints of the controls: per kind of run the experiment has
     (real, simulated: never pooled), its headroom when it has two or more configurations
     and a scored run, and its dropped seats when a call was lost."""
@@ -424,7 +427,7 @@ class Placebo:
             else math.nan
 
 
-def findings_of(store: Any, experiment_id: str) -> str:
+def findings_of(store: Store, experiment_id: str) -> str:
     """The published findings the experiment's spec names (`reference`), in one sentence
     that says they are theirs ("" when it names none)."""
     return findings_note(findings(row(store, experiment_id)["spec"]))
@@ -482,7 +485,7 @@ def placebo_from(frame: pd.DataFrame, kind: str, pairs: Sequence[tuple[str, str]
     return out
 
 
-def placebo(store: Any, experiment_id: str, kind: str | None = None) -> list[Placebo]:
+def placebo(store: Store, experiment_id: str, kind: str | None = None) -> list[Placebo]:
     """Each configuration against its placebo arm over the experiment's `kind` runs (real
     unless it has only simulated ones; never pooled): configuration minus placebo, paired
     over the questions both scored, and tokens per run of both. No model call."""
@@ -618,7 +621,7 @@ def answers_only_from(frame: pd.DataFrame, judged: pd.DataFrame, kind: str,
     return out
 
 
-def answers_only(store: Any, experiment_id: str, kind: str | None = None
+def answers_only(store: Store, experiment_id: str, kind: str | None = None
                  ) -> list[AnswersOnly]:
     """Each judged configuration's judge accuracy from the transcript, from the final
     positions alone (`python -m engine rejudge EXPERIMENT --answers-only`) and the

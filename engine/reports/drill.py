@@ -10,7 +10,7 @@ real ones ("Debate (simulated)") opens the simulated runs only (`model`: simulat
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import Any
 
 from engine.views.aggregate import SIMULATED_SUFFIX
@@ -71,7 +71,7 @@ def params(section: str, chart: Chart, trace_name: str, point: Mapping[str, Any]
     return out
 
 
-def row_params(section: str, row: Mapping[str, Any], *, simulated: bool = False
+def row_params(section: str, row: Mapping[Hashable, Any], *, simulated: bool = False
                ) -> dict[str, str]:
     """The Runs page's query parameters for a row of an Insights section's table (its
     `label` and `protocol` columns; the section's protocol otherwise). Its rates count

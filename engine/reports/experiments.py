@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import pandas as pd
@@ -16,6 +16,9 @@ from engine.store.experiments import CellStates, Progress, cell_key, get, progre
 from engine.text import csv_cell, html_text
 from engine.views.aggregate import FEW, KINDS, default_kind, rate_text, split_configs
 from engine.views.rounds import CONFORMITY_FIELDS
+
+if TYPE_CHECKING:
+    from engine.store import Store
 
 SIGNALS = {"consensus": "consensus ratio (share of the final vote for the winner)",
            "judge": "judge confidence (the judge's own CONFIDENCE)"}
@@ -51,7 +54,7 @@ RUN_COLUMNS = ["id", "label", "protocol", "q", "repeat", "question", "expected",
                "simulation", "created_at", "link"]
 
 
-def runs_frame(store: Any, experiment_id: str) -> pd.DataFrame:
+def runs_frame(store: Store, experiment_id: str) -> pd.DataFrame:
     """One row per run of the experiment: its cell (q, repeat, label), whether it `counted`
     (the first completed run of its cell), correctness (`correct`, and `unanswered`: given
     an expected answer it gave none, so `correct` is false), the signals of `_signals`, and
@@ -484,7 +487,7 @@ class Report:
         return [c["label"] for c in self.experiment["spec"]["configs"]]
 
 
-def report(store: Any, experiment_id: str, kind: str | None = None) -> Report:
+def report(store: Store, experiment_id: str, kind: str | None = None) -> Report:
     """An experiment's results so far (any time: while it runs too), over its real runs, its
     simulated runs, or both kept apart (`aggregate.split_configs`); by default the real ones
     when there are any (`aggregate.default_kind`)."""

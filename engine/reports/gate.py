@@ -31,7 +31,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import pandas as pd
@@ -43,6 +43,9 @@ from engine.reports import consensus
 from engine.reports.experiments import Report, report
 from engine.views.aggregate import SIMULATED_SUFFIX
 from engine.views.rounds import conformity_rates
+
+if TYPE_CHECKING:
+    from engine.store import Store
 
 DEFAULT_MAX_DROP = 0.05
 ADOPTION = "adopted the previous round's majority"  # `views.rounds.CONFORMITY`'s measure
@@ -192,7 +195,7 @@ def _kind_note(label: str, candidate_labels: Sequence[str]) -> str:
     return f"configuration {label!r} of the baseline is missing from the candidate"
 
 
-def gate(store: Any, candidate_id: str, baseline_id: str,
+def gate(store: Store, candidate_id: str, baseline_id: str,
          max_drop: float = DEFAULT_MAX_DROP) -> GateResult:
     """Compare the candidate experiment with the baseline (see the module's docstring).
     `ConfigError` when either is not stored, they are the same experiment, or `max_drop` is

@@ -16,13 +16,16 @@ difference is the push's doing.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from engine.analysis.stats import wilson_interval
 from engine.protocols.adversary import ARMS, TAG
 from engine.store.experiments import get
+
+if TYPE_CHECKING:
+    from engine.store import Store
 
 KEYS = ("hijack_rate", "adversary_position", "adversary_arm", "planted_answer",
         "adversary_seat")
@@ -69,7 +72,7 @@ def _position(value: Any) -> int:
         return 0  # not presented (its seat took no turn)
 
 
-def stored(store: Any, kind: str) -> pd.DataFrame:
+def stored(store: Store, kind: str) -> pd.DataFrame:
     """`hijack_table` over every completed stored run with a planted seat (tagged so) of a
     kind (`real`, `simulated` or `both`): Insights' view, which reads only those runs."""
     return from_metrics(store.runs(tag=TAG, with_config=False, status="completed",
@@ -88,7 +91,7 @@ def from_metrics(runs: pd.DataFrame) -> pd.DataFrame:
     return hijack_table(frame[runs["status"] == "completed"] if "status" in runs else frame)
 
 
-def for_experiment(store: Any, experiment_id: str) -> pd.DataFrame:
+def for_experiment(store: Store, experiment_id: str) -> pd.DataFrame:
     """`hijack_table` over an experiment's counted runs (each cell's first completed run),
     labelled by their configuration as the experiment's spec lists them."""
     stored = store.experiment_runs(experiment_id, list(KEYS))

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -34,6 +34,9 @@ from engine.reports.whatif import round_runs
 from engine.simulated.world import PERSONA_CAVEAT
 from engine.views import ballots
 from engine.views.aggregate import SIMULATED_SUFFIX
+
+if TYPE_CHECKING:
+    from engine.store import Store
 
 BY = ("persona", "model")
 # what a persona x persona matrix over simulated runs is (`engine.reports.blind`)
@@ -113,7 +116,7 @@ def matrices(runs: pd.DataFrame, names: Mapping[str, str] | None = None) -> pd.D
     return pd.DataFrame(out, columns=COLUMNS)
 
 
-def from_store(store: Any, filters: Filters | None = None, kind: str = "real") -> pd.DataFrame:
+def from_store(store: Store, filters: Filters | None = None, kind: str = "real") -> pd.DataFrame:
     """`matrices` over the completed runs matching `filters` of `kind` (real, simulated, both):
     their rounds and configurations read in one query per 5,000 runs; a seat's persona named
     as the library names its prompt."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -37,6 +37,9 @@ from engine.views.aggregate import (
 )
 from engine.views.ballots import flow_links
 from engine.views.blocks import NO_LABEL, Chart, InsightsData, Section, cost_text
+
+if TYPE_CHECKING:
+    from engine.store import Store
 
 __all__ = ["Chart", "Section", "InsightsData", "RUN_COLUMNS", "flatten", "load_runs",
            "results_loader", "report", "rate_by", "counts_by", "mean_by", "spread_by",
@@ -75,12 +78,12 @@ KIND_TITLES = {"real": "", "simulated": " (simulated)",
 Results = Callable[[str], pd.DataFrame]
 
 
-def load_runs(store: Any, filters: Filters) -> pd.DataFrame:
+def load_runs(store: Store, filters: Filters) -> pd.DataFrame:
     """The runs matching `filters`, flattened for the aggregations (metrics, not results)."""
     return flatten(store.runs(**filters.store_args(), with_config=False))
 
 
-def results_loader(store: Any, filters: Filters) -> Results:
+def results_loader(store: Store, filters: Filters) -> Results:
     """`results(protocol)`: the completed runs of one protocol matching `filters`, with their
     stored results (read only when a protocol's section asks for them)."""
     def results(protocol: str) -> pd.DataFrame:
@@ -116,7 +119,7 @@ def summarise(runs: pd.DataFrame) -> pd.DataFrame:
     return frame.groupby(keys, sort=True, dropna=False)[list(SUMMARY_SUMS)].sum().reset_index()
 
 
-def load_summary(store: Any, filters: Filters) -> pd.DataFrame:
+def load_summary(store: Store, filters: Filters) -> pd.DataFrame:
     """The matching runs added up in the store (`Store.run_summary`: a few hundred rows
     however many runs match), with each run's `group` (its label, or "(no label)")."""
     frame = store.run_summary(**filters.store_args())
@@ -403,7 +406,7 @@ def _kinds(kind: str) -> list[bool]:
     return {"real": [False], "simulated": [True], "both": [False, True]}[kind]
 
 
-def _sampled(store: Any, filters: Filters, summary: pd.DataFrame, kind: str,
+def _sampled(store: Store, filters: Filters, summary: pd.DataFrame, kind: str,
              read: Callable[[int, dict[str, Any]], pd.DataFrame], limit: int | None = None,
              **narrow: Any) -> tuple[pd.DataFrame, str]:
     """`read(every, args)` for each kind of run shown (real and simulated read apart, each
@@ -432,13 +435,13 @@ def _sampled(store: Any, filters: Filters, summary: pd.DataFrame, kind: str,
     return frame, sample_text(read_n, of_n, every) if every > 1 else ""
 
 
-def _flat_runs(store: Any) -> Callable[[int, dict[str, Any]], pd.DataFrame]:
+def _flat_runs(store: Store) -> Callable[[int, dict[str, Any]], pd.DataFrame]:
     def read(every: int, args: dict[str, Any]) -> pd.DataFrame:
         return flatten(store.runs(**args, every=every, with_config=False))
     return read
 
 
-def _values(store: Any) -> Callable[[int, dict[str, Any]], pd.DataFrame]:
+def _values(store: Store) -> Callable[[int, dict[str, Any]], pd.DataFrame]:
     columns = ["protocol", "label", "simulated", "tokens_in", "tokens_out", "duration"]
 
     def read(every: int, args: dict[str, Any]) -> pd.DataFrame:
@@ -456,7 +459,7 @@ class _StoredResults:
     protocol, every k-th of them in `runs`' order, and `said` then describes that sample
     ("" until a section read results, or when it read them all)."""
 
-    def __init__(self, store: Any, runs: pd.DataFrame):
+    def __init__(self, store: Store, runs: pd.DataFrame):
         self.store, self.runs = store, runs
         self.read: dict[str, pd.DataFrame] = {}
         self.said = ""
@@ -491,7 +494,7 @@ class _StoredResults:
         return self.read[protocol]
 
 
-def report_from_store(store: Any, filters: Filters, kind: str | None = None,
+def report_from_store(store: Store, filters: Filters, kind: str | None = None,
                       only: Sequence[str] | None = None,
                       summary: pd.DataFrame | None = None) -> list[Section]:
     """`report` over the runs matching `filters`, added up where they are stored: the

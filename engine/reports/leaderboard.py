@@ -35,12 +35,15 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from engine.views.aggregate import rate_text
+
+if TYPE_CHECKING:
+    from engine.store import Store
 
 PRIOR = 1.0  # virtual wins and losses each player has against the reference player
 BOOTSTRAP = 200
@@ -229,12 +232,13 @@ def rated_protocols() -> list[str]:
     return [name for name, spec in REGISTRY.items() if spec.pairwise is not None]
 
 
-def read(store: Any, protocols: Sequence[str] | None = None) -> Outcomes:
+def read(store: Store, protocols: Sequence[str] | None = None) -> Outcomes:
     """The outcomes of the store's completed runs of `protocols` (every rated one)."""
     rows: list[Mapping[str, Any]] = []
     for protocol in rated_protocols() if protocols is None else protocols:
         frame = store.runs(protocol=protocol, status="completed", with_result=True)
-        rows += frame.to_dict("records")
+        rows += [{str(key): value for key, value in row.items()}
+                 for row in frame.to_dict("records")]
     return outcomes(rows)
 
 

@@ -22,13 +22,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from engine.analysis.stats import wilson_interval
 from engine.text import NAME_MAX, html_text
 from engine.views.aggregate import FEW, rate_text
+
+if TYPE_CHECKING:
+    from engine.store import Store
 
 POSITION_COLUMNS = ["configuration", "position", "n", "carried", "rate", "low", "high",
                     "rate [95% CI] n"]
@@ -160,7 +163,7 @@ def run_records(frame: pd.DataFrame, metrics: Mapping[str, Mapping[str, Any]]
     return out
 
 
-def positions(store: Any, experiment_id: str, frame: pd.DataFrame,
+def positions(store: Store, experiment_id: str, frame: pd.DataFrame,
               spec: Mapping[str, Any]) -> Positions:
     """An experiment's position effects over the runs of `frame` (its runs frame, already
     split by kind: real or simulated runs), pairing the spec's swapped configurations."""

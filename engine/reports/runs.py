@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -19,6 +19,9 @@ from engine.reports.run_dynamics import DynamicsStrip, dynamics_strip
 from engine.store import STATUSES
 from engine.store.facets import INTERNAL_TAGS
 from engine.views.blocks import Block, cost_text, is_simulated, simulated_text
+
+if TYPE_CHECKING:
+    from engine.store import Store
 
 HISTORY_LIMITS = (50, 200, 1000)
 # A run's page reads each turn's reply up to PREVIEW_CHARS characters and its prompts not at
@@ -85,7 +88,7 @@ def choices_from(protocols: Iterable[Any], labels: Iterable[Any], tags: Iterable
             "status": list(STATUSES)}
 
 
-def choices(store: Any) -> dict[str, list[str]]:
+def choices(store: Store) -> dict[str, list[str]]:
     """`choices_from` every stored run, read as the distinct protocols, labels, tag lists
     and model lists (milliseconds for 10,000 runs, where `Store.runs()` would parse every
     run's configuration and metrics: half a second). Read-only."""
@@ -93,7 +96,7 @@ def choices(store: Any) -> dict[str, list[str]]:
     return choices_from(seen["protocol"], seen["label"], seen["tags"], seen["models"])
 
 
-def newest(store: Any) -> str | None:
+def newest(store: Store) -> str | None:
     """The id of the newest stored run, or None when nothing is stored (one-row read)."""
     frame = store.runs(limit=1)
     return None if frame.empty else str(frame["id"].iloc[0])
@@ -213,7 +216,7 @@ class History:
     matching: int = 0
 
 
-def history(store: Any, filters: Filters, limit: int = 200) -> History:
+def history(store: Store, filters: Filters, limit: int = 200) -> History:
     """The newest `limit` runs matching `filters` as the history table (one bounded query),
     and how many match in all when there are more (one count in SQL)."""
     frame = store.runs(**filters.store_args(), limit=limit + 1)
@@ -263,7 +266,7 @@ def result_blocks(run: Mapping[str, Any]) -> list[Block]:
         return []
 
 
-def run_detail(store: Any, run_id: str, preview: int | None = None) -> RunDetail:
+def run_detail(store: Store, run_id: str, preview: int | None = None) -> RunDetail:
     """One stored run, taken apart for the detail view; `KeyError` when there is no such run.
 
     With `preview` (a page's read), each transcript entry's reply is its first `preview`
@@ -304,7 +307,7 @@ def run_detail(store: Any, run_id: str, preview: int | None = None) -> RunDetail
     return detail
 
 
-def turn_text(store: Any, run_id: str, idx: int, reply: bool = True) -> dict[str, Any]:
+def turn_text(store: Store, run_id: str, idx: int, reply: bool = True) -> dict[str, Any]:
     """One turn's reply (up to `PAGE_CHARS` characters; none without `reply`), its whole
     `length` and its prompt `messages`, for a page whose reader opened the turn."""
     read = store.turn_text(run_id, idx, PAGE_CHARS if reply else 0)

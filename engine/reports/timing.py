@@ -14,13 +14,16 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.llm.calls import DEFAULT_CONCURRENCY, DEFAULT_RETRIES, DEFAULT_TIMEOUT
 from engine.llm.endpoints import Endpoint, EndpointRegistry
 from engine.llm.providers import parse_spec
 from engine.protocols import estimate, resolve_config
 from engine.store.latency import measured_latency
+
+if TYPE_CHECKING:
+    from engine.store import Store
 
 DEFAULTS = {"timeout_per_call": DEFAULT_TIMEOUT, "retries": DEFAULT_RETRIES,
             "concurrency": DEFAULT_CONCURRENCY}
@@ -42,7 +45,7 @@ class Pace:
     endpoint: Endpoint | None
 
 
-def endpoint_of(spec: str, endpoints: Any = None) -> Endpoint | None:
+def endpoint_of(spec: str, endpoints: EndpointRegistry | None = None) -> Endpoint | None:
     """The registered endpoint a model spec is called through (its `?endpoint=`, its
     `?base_url=` when registered, or the provider's own URL the operator set), or None."""
     kind, _name, query = parse_spec(spec)
@@ -65,8 +68,8 @@ def seat_models(configs: Sequence[Mapping[str, Any]]) -> list[str]:
     return list(found)
 
 
-def paces(configs: Sequence[Mapping[str, Any]], store: Any = None, endpoints: Any = None
-          ) -> list[Pace]:
+def paces(configs: Sequence[Mapping[str, Any]], store: Store | None = None,
+          endpoints: EndpointRegistry | None = None) -> list[Pace]:
     """The pace of every seat model of the configurations (see `Pace`)."""
     models = seat_models(configs)
     real = [m for m in models if parse_spec(m)[0] != "simulated"]
@@ -83,7 +86,8 @@ def paces(configs: Sequence[Mapping[str, Any]], store: Any = None, endpoints: An
     return out
 
 
-def policy_defaults(config: Mapping[str, Any], endpoints: Any = None) -> dict[str, Any]:
+def policy_defaults(config: Mapping[str, Any], endpoints: EndpointRegistry | None = None
+                    ) -> dict[str, Any]:
     """What a run of `config` would use with no call policy of its own: per field
     (`timeout_per_call`, `retries`, `concurrency`), what the seats' endpoints set (the
     longest timeout, the most retries, the fewest calls at once when they differ), else the
@@ -102,7 +106,8 @@ def policy_defaults(config: Mapping[str, Any], endpoints: Any = None) -> dict[st
 
 
 def time_estimate(configs: Sequence[Mapping[str, Any]], *, runs: int = 1, runs_at_once: int = 1,
-                  store: Any = None, endpoints: Any = None) -> dict[str, Any]:
+                  store: Store | None = None, endpoints: EndpointRegistry | None = None
+                  ) -> dict[str, Any]:
     """The preflight's time for `runs` runs of each configuration, `runs_at_once` in flight:
     `{"seconds": float | None, "text": sentence, "notes": [endpoint notes]}`. `seconds` is
     None (and the sentence says which model has no measurement yet) unless every seat model

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -20,6 +20,9 @@ from engine.reports.experiments import report
 from engine.reports.gate import MEASURES
 from engine.store.experiments import list_experiments
 from engine.views.aggregate import SIMULATED_SUFFIX
+
+if TYPE_CHECKING:
+    from engine.store import Store
 
 TREND_COLUMNS = ["experiment", "created", "configuration", "measure", "value", "low", "high",
                  "n", "set_version", "changed"]
@@ -59,7 +62,7 @@ def changes(before: Mapping[str, Any] | None, after: Mapping[str, Any], label: s
     return out
 
 
-def over_time(store: Any, name: str) -> pd.DataFrame:
+def over_time(store: Store, name: str) -> pd.DataFrame:
     """The trend of every experiment named `name` (`TREND_COLUMNS`, one row per experiment,
     configuration and measure, oldest first); `changed` says what changed since the
     experiment before ("" when nothing did)."""

@@ -11,7 +11,7 @@ Each configuration label is a group, and "(all labels)" pools the labels of one 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -22,6 +22,9 @@ from engine.reports.vega import interval_tooltip
 from engine.views.aggregate import KINDS, SIMULATED_SUFFIX
 from engine.views.blocks import NO_LABEL
 
+if TYPE_CHECKING:
+    from engine.store import Store
+
 ALL = "(all labels)"
 ROUND_PROTOCOLS = tuple(name for name, spec in REGISTRY.items()
                         if spec.answers_by_round is not None)
@@ -31,7 +34,7 @@ COLUMNS = ["group", "rule", "kind", "threshold", "runs", "stopped early", "score
            "lost", "lost low", "lost high", "as run", "as run low", "as run high", "saved"]
 
 
-def round_runs(store: Any, filters: Filters | None = None, kind: str = "real",
+def round_runs(store: Store, filters: Filters | None = None, kind: str = "real",
                with_config: bool = False, experiment_id: str | None = None) -> pd.DataFrame:
     """The completed runs matching `filters` whose protocol has rounds of answers, one row
     each: `id`, `protocol`, `label`, `simulated`, `group` (the label, suffixed when simulated
@@ -56,27 +59,28 @@ def round_runs(store: Any, filters: Filters | None = None, kind: str = "real",
         return pd.DataFrame(columns=columns)
     stored = store.run_results(list(runs["id"]), with_config=with_config).set_index("id")
     out = []
-    for row in runs.itertuples(index=False):
-        if row.id not in stored.index:
+    picked = runs[["id", "protocol", "label", "simulated", "correct"]]
+    for run_id, protocol, given, simulated, correct in picked.itertuples(index=False, name=None):
+        if run_id not in stored.index:
             continue
-        kept = stored.loc[row.id]
-        rounds = stored_rounds({"protocol": row.protocol, "result": kept["result"]})
+        kept = stored.loc[run_id]
+        rounds = stored_rounds({"protocol": protocol, "result": kept["result"]})
         if not rounds:
             continue
-        label = row.label if isinstance(row.label, str) and row.label else NO_LABEL
-        simulated = bool(row.simulated)
+        label = given if isinstance(given, str) and given else NO_LABEL
+        simulated = bool(simulated)
         expected = kept["expected"] if isinstance(kept["expected"], str) else None
-        out.append({"id": row.id, "protocol": row.protocol, "label": label,
+        out.append({"id": run_id, "protocol": protocol, "label": label,
                     "simulated": simulated,
                     "group": label + (SIMULATED_SUFFIX if simulated and kind == "both" else ""),
                     "expected": expected,
-                    "correct": None if row.correct is None or row.correct != row.correct
-                    else bool(row.correct), "rounds": rounds,
+                    "correct": None if correct is None or correct != correct
+                    else bool(correct), "rounds": rounds,
                     **({"config": kept["config"]} if with_config else {})})
     return pd.DataFrame(out, columns=columns)
 
 
-def stored_runs(store: Any, runs: pd.DataFrame) -> list[StoredRun]:
+def stored_runs(store: Store, runs: pd.DataFrame) -> list[StoredRun]:
     """`round_runs`' rows with the tokens and dollars of each of their rounds."""
     if runs.empty:
         return []
@@ -84,12 +88,12 @@ def stored_runs(store: Any, runs: pd.DataFrame) -> list[StoredRun]:
     tokens: dict[str, dict[int, int]] = {}
     cost: dict[str, dict[int, float | None]] = {}
     totals: dict[str, int] = {}
-    for row in spend.itertuples(index=False):
-        totals[row.run_id] = totals.get(row.run_id, 0) + int(row.tokens)
-        if row.round > 0:
-            tokens.setdefault(row.run_id, {})[int(row.round)] = int(row.tokens)
-            cost.setdefault(row.run_id, {})[int(row.round)] = (
-                None if row.unpriced else float(row.cost))
+    for run_id, number, used, unpriced, spent in zip(
+            spend["run_id"], spend["round"], spend["tokens"], spend["unpriced"], spend["cost"]):
+        totals[run_id] = totals.get(run_id, 0) + int(used)
+        if number > 0:
+            tokens.setdefault(run_id, {})[int(number)] = int(used)
+            cost.setdefault(run_id, {})[int(number)] = None if unpriced else float(spent)
     return [StoredRun(run_id=str(row["id"]), rounds=row["rounds"], expected=row["expected"],
                       correct=row["correct"], tokens=tokens.get(str(row["id"]), {}),
                       cost=cost.get(str(row["id"]), {}),
@@ -161,7 +165,7 @@ def grouped(runs: pd.DataFrame, stored: Sequence[StoredRun]) -> dict[str, list[S
     return out
 
 
-def what_if_from_store(store: Any, filters: Filters | None = None, kind: str = "real",
+def what_if_from_store(store: Store, filters: Filters | None = None, kind: str = "real",
                        chosen: Sequence[Rule] | None = None,
                        experiment_id: str | None = None) -> pd.DataFrame:
     """`what_if` over the stored runs matching `filters` (see the module's docstring), of

@@ -14,12 +14,15 @@ one question. The task runner makes them in the background
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine.access import LOCAL, Actor, require
 from engine.config import RunConfig
 from engine.protocols import REGISTRY
 from engine.questions import DEMO, Question
+
+if TYPE_CHECKING:
+    from engine.store import Store
 
 DEMO_TAG = "demo"
 DEMO_MODEL = "simulated"
@@ -86,7 +89,7 @@ def demo_plan() -> list[DemoRun]:
     return [DemoRun(config, question) for config in configs for question in DEMO]
 
 
-def demo_missing(store: Any) -> list[DemoRun]:
+def demo_missing(store: Store) -> list[DemoRun]:
     """The demo's runs with no completed demo run of the same label, protocol and question
     stored: what pressing the demo button again makes, so a second press stores no
     duplicates."""
@@ -95,12 +98,12 @@ def demo_missing(store: Any) -> list[DemoRun]:
     return [run for run in demo_plan() if run.key not in done]
 
 
-def demo_run_ids(store: Any) -> list[str]:
+def demo_run_ids(store: Store) -> list[str]:
     """Ids of the stored demo runs."""
     return list(store.runs(tag=DEMO_TAG, with_config=False)["id"])
 
 
-def remove_demo(store: Any, actor: Actor = LOCAL) -> int:
+def remove_demo(store: Store, actor: Actor = LOCAL) -> int:
     """Delete every run tagged `demo` (with its turns); returns how many were removed."""
     require(actor, "delete runs")
     return store.delete(demo_run_ids(store))

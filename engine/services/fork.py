@@ -30,13 +30,16 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.checks import require_text
 from engine.config import Resume, RunConfig
 from engine.models import ConfigError, RunResult, Turn
 from engine.protocols import REGISTRY, arun_config, estimate, get_protocol, run_sync
 from engine.services.rerun import RERUN_TAG, rerun_config, rerun_options
+
+if TYPE_CHECKING:
+    from engine.store import Store
 
 # the protocols whose calls are rounds of answers (their registry entry says how to read them)
 FORKABLE = tuple(name for name, spec in REGISTRY.items() if spec.answers_by_round is not None)
@@ -162,7 +165,7 @@ def plan(run: Mapping[str, Any], round: int, drop: str | None = None,
                 warnings=warnings)
 
 
-def fork(store: Any, run_id: str, round: int, drop: str | None = None,
+def fork(store: Store, run_id: str, round: int, drop: str | None = None,
          edits: Mapping[int, str] | Sequence[str] | None = None,
          warn: Callable[[str], None] = lambda _text: None, **run_options: Any) -> RunResult:
     """Fork a stored run and run the fork synchronously into `store`; returns its result

@@ -9,7 +9,7 @@ before writing anything.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -21,6 +21,10 @@ from engine.protocols import get_protocol
 from engine.protocols.validation import validate_config
 from engine.simulated import TRAITS
 from engine.text import NAME_MAX, fold_name
+
+if TYPE_CHECKING:
+    from engine.llm.endpoints import EndpointRegistry
+    from engine.store import Store
 
 KINDS = ("persona", "role")
 CONFIG = "config"
@@ -46,7 +50,7 @@ def builtin_entries() -> dict[str, list[dict[str, str]]]:
             "role": roles.builtin_roles(REGISTRY.values())}
 
 
-def ensure_seeded(store: Any) -> bool:
+def ensure_seeded(store: Store) -> bool:
     """Put the built-in personas and roles in the library once per database."""
     kind, name = _SEEDED
     if any(row["name"] == name for row in store.library(kind)):
@@ -60,13 +64,13 @@ def ensure_seeded(store: Any) -> bool:
     return True
 
 
-def missing_builtins(store: Any, kind: str) -> list[dict[str, str]]:
+def missing_builtins(store: Store, kind: str) -> list[dict[str, str]]:
     """The built-in personas (or roles) deleted from the library: no entry has their name."""
     present = {fold_name(row["name"]) for row in store.library(kind)}
     return [entry for entry in builtin_entries()[kind] if fold_name(entry["name"]) not in present]
 
 
-def restore_builtins(store: Any, kind: str, actor: Actor = LOCAL) -> int:
+def restore_builtins(store: Store, kind: str, actor: Actor = LOCAL) -> int:
     """Put the deleted built-in personas (or roles) back as they shipped; returns how many.
     Entries that exist, edited or not, are left as they are."""
     require(actor, "edit the library")
@@ -76,7 +80,7 @@ def restore_builtins(store: Any, kind: str, actor: Actor = LOCAL) -> int:
     return len(missing)
 
 
-def _put_once(store: Any, kind: str, name: str, body: Mapping[str, Any], **kw: Any) -> None:
+def _put_once(store: Store, kind: str, name: str, body: Mapping[str, Any], **kw: Any) -> None:
     try:
         store.put_library(kind, name, body, **kw)
     except ConfigError:  # another session seeded the same entry a moment ago
@@ -84,7 +88,7 @@ def _put_once(store: Any, kind: str, name: str, body: Mapping[str, Any], **kw: A
 
 
 # ---------------------------------------------------------------------- personas and roles
-def entries(store: Any, kind: str) -> list[dict[str, Any]]:
+def entries(store: Store, kind: str) -> list[dict[str, Any]]:
     """All personas (or roles), seeding the built-ins on first use."""
     _check_kind(kind)
     ensure_seeded(store)
@@ -137,7 +141,7 @@ def traits_text(traits: Any) -> str:
                       if isinstance(traits.get(name), (int, float)))
 
 
-def save_entry(store: Any, kind: str, entry: Mapping[str, Any],
+def save_entry(store: Store, kind: str, entry: Mapping[str, Any],
                item_id: int | None = None, actor: Actor = LOCAL) -> int:
     """Create a persona or role (or replace entry `item_id`); returns its id."""
     require(actor, "edit the library")
@@ -145,7 +149,7 @@ def save_entry(store: Any, kind: str, entry: Mapping[str, Any],
     return put(store, kind, clean["name"], clean, item_id=item_id)
 
 
-def clash(store: Any, kind: str, name: str, item_id: int | None = None) -> dict[str, Any] | None:
+def clash(store: Store, kind: str, name: str, item_id: int | None = None) -> dict[str, Any] | None:
     """The other entry of `kind` whose name folds to the same key as `name` (case, spacing
     and look-alike letters ignored), if any."""
     key = fold_name(name)
@@ -153,7 +157,7 @@ def clash(store: Any, kind: str, name: str, item_id: int | None = None) -> dict[
                  if fold_name(row["name"]) == key and row["id"] != item_id), None)
 
 
-def put(store: Any, kind: str, name: str, body: Mapping[str, Any],
+def put(store: Store, kind: str, name: str, body: Mapping[str, Any],
         item_id: int | None = None) -> int:
     """Write a library entry, refusing a name that collides with another one after folding
     (`Ana`, ` ana ` and `ＡＮＡ` are one name)."""
@@ -167,7 +171,7 @@ def put(store: Any, kind: str, name: str, body: Mapping[str, Any],
     return store.put_library(kind, name, body, item_id=item_id)
 
 
-def duplicate_entry(store: Any, kind: str, item_id: int, actor: Actor = LOCAL) -> int:
+def duplicate_entry(store: Store, kind: str, item_id: int, actor: Actor = LOCAL) -> int:
     """Copy an entry under a free name (`NAME (copy)`, `NAME (copy 2)` ...); returns its id."""
     require(actor, "edit the library")
     rows = store.library(kind)
@@ -181,19 +185,19 @@ def duplicate_entry(store: Any, kind: str, item_id: int, actor: Actor = LOCAL) -
     return save_entry(store, kind, {**source, "name": name}, actor=actor)
 
 
-def delete_entry(store: Any, item_id: int, actor: Actor = LOCAL) -> None:
+def delete_entry(store: Store, item_id: int, actor: Actor = LOCAL) -> None:
     """Delete a persona, role or configuration by id."""
     require(actor, "edit the library")
     store.delete_library(item_id)
 
 
-def find(store: Any, kind: str, name: str) -> dict[str, Any] | None:
+def find(store: Store, kind: str, name: str) -> dict[str, Any] | None:
     """The entry called `name`, or None."""
     return next((row for row in store.library(kind) if row["name"] == name), None)
 
 
 # ---------------------------------------------------------------------- configurations
-def configs(store: Any) -> list[dict[str, Any]]:
+def configs(store: Store) -> list[dict[str, Any]]:
     """Saved configurations, each as `{"id", "label", "config"}`."""
     return list(store.saved_configs())
 
@@ -208,8 +212,8 @@ class LabelTaken(ConfigError):
         self.label = label
 
 
-def save_config(store: Any, config: Mapping[str, Any], label: str | None = None,
-                item_id: int | None = None, endpoints: Any = None,
+def save_config(store: Store, config: Mapping[str, Any], label: str | None = None,
+                item_id: int | None = None, endpoints: EndpointRegistry | None = None,
                 replace: bool = True, actor: Actor = LOCAL) -> int:
     """Validate and save a configuration under `label` (or its own `label`); returns its id.
     Saving under a saved label replaces it; with `replace=False` (the Run page's first
@@ -231,7 +235,7 @@ def save_config(store: Any, config: Mapping[str, Any], label: str | None = None,
     return put(store, CONFIG, label, body, item_id=item_id)
 
 
-def load_config(store: Any, label: str) -> dict[str, Any]:
+def load_config(store: Store, label: str) -> dict[str, Any]:
     """The configuration saved as `label`, ready for `arun_config`."""
     return dict(store.saved_config(label))
 
@@ -242,7 +246,7 @@ def to_yaml(value: Any) -> str:
     return yaml.safe_dump(value, allow_unicode=True, sort_keys=False, width=100)
 
 
-def export_yaml(store: Any) -> str:
+def export_yaml(store: Store) -> str:
     """Personas, roles and configurations as one YAML document."""
     ensure_seeded(store)
     doc: dict[str, Any] = {}
@@ -256,7 +260,8 @@ def export_yaml(store: Any) -> str:
     return to_yaml(doc)
 
 
-def parse_yaml(text: str, endpoints: Any = None) -> dict[str, list[dict[str, Any]]]:
+def parse_yaml(text: str, endpoints: EndpointRegistry | None = None
+               ) -> dict[str, list[dict[str, Any]]]:
     """Read and check a library YAML document; a `ConfigError` says what and where."""
     try:
         from engine.yamlfile import safe_load  # size, aliases and depth capped
@@ -313,7 +318,7 @@ def parse_yaml(text: str, endpoints: Any = None) -> dict[str, list[dict[str, Any
     return out
 
 
-def import_yaml(store: Any, text: str, endpoints: Any = None,
+def import_yaml(store: Store, text: str, endpoints: EndpointRegistry | None = None,
                 actor: Actor = LOCAL) -> dict[str, int]:
     """Import a library YAML document (entries with an existing name are replaced).
 

@@ -12,7 +12,10 @@ import json
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from engine.store import Store
 
 KEEP_RUNS = 50  # runs whose turns a feed keeps while nobody has seen them end
 FIRST_FIELDS = ("stance", "answer", "reasoning")  # a bubble shows these first, in this order
@@ -38,7 +41,7 @@ class TurnFeed:
     last index it holds. A run that is seen to end is forgotten (the page then reads the
     finished run once), and at most `KEEP_RUNS` runs are held."""
 
-    def __init__(self, store: Any, keep_runs: int = KEEP_RUNS):
+    def __init__(self, store: Store, keep_runs: int = KEEP_RUNS):
         self.store = store
         self.keep_runs = keep_runs
         self._turns: dict[str, list[dict[str, Any]]] = {}

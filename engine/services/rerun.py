@@ -10,11 +10,14 @@ the background through `TaskRunner.start_rerun`; `rerun` is the synchronous form
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.config import RunConfig
 from engine.models import ConfigError, RunResult
 from engine.protocols import arun_config, get_protocol, run_sync, seats_from_config
+
+if TYPE_CHECKING:
+    from engine.store import Store
 
 
 def rerun_config(stored: Any) -> RunConfig:
@@ -48,7 +51,7 @@ def original_of(run: Mapping[str, Any]) -> str | None:
     return found[0] if found else None
 
 
-def rerun(store: Any, run: Mapping[str, Any], **run_options: Any) -> RunResult:
+def rerun(store: Store, run: Mapping[str, Any], **run_options: Any) -> RunResult:
     """Run a stored run (`Store.get`) again, synchronously; returns the new result (its
     `run_id` is the new run)."""
     config = rerun_config(run.get("config") or {})

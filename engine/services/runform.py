@@ -6,8 +6,8 @@ Pages call them as `runform.build_config` ...; the library entries they read are
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from engine.checks import MAX_CALL_TIMEOUT, MAX_CONCURRENCY, MAX_RETRIES
 from engine.config import RunConfig
@@ -16,6 +16,10 @@ from engine.protocols import check_options, get_protocol, prompt_templates
 from engine.services.library import entries, find
 from engine.text import fold_name
 
+if TYPE_CHECKING:
+    from engine.llm.endpoints import EndpointRegistry
+    from engine.store import Store
+
 AS_SAVED = "(as saved)"  # a seat's persona text that matches no library persona
 # The Run page's default model: the simulated model at about a second a call, so a first run
 # can be watched turn by turn (at no latency a panel is over in 0.4 s). Tests, benchmarks
@@ -23,7 +27,7 @@ AS_SAVED = "(as saved)"  # a seat's persona text that matches no library persona
 PACED_MODEL = "simulated?latency=1"
 
 
-def slot_choices(store: Any, protocol: str, config: Mapping[str, Any] | None = None
+def slot_choices(store: Store, protocol: str, config: Mapping[str, Any] | None = None
                  ) -> dict[str, list[dict[str, str]]]:
     """What a page's seat pickers start from: per slot, a list of choices
     `{name, persona, role, model, persona_text}` with library names where they match.
@@ -84,7 +88,7 @@ def seat_name(slot: str, *, name: str = "", persona: str = "", default_name: str
             or (default_name or "").strip() or slot)
 
 
-def seat(store: Any, slot: str, *, name: str = "", persona: str = "", role: str = "",
+def seat(store: Store, slot: str, *, name: str = "", persona: str = "", role: str = "",
          model: str = "", persona_text: str = "", temperature: Any = None,
          default_name: str = "") -> dict[str, Any]:
     """A seat dict for a configuration from library names, named by `seat_name` (a name
@@ -120,7 +124,8 @@ def seat(store: Any, slot: str, *, name: str = "", persona: str = "", role: str 
     return out
 
 
-def build_config(store: Any, protocol: str, choices: Mapping[str, list[Mapping[str, str]]], *,
+def build_config(store: Store, protocol: str,
+                 choices: Mapping[str, Sequence[Mapping[str, str]]], *,
                  model: str = "simulated", options: Mapping[str, Any] | None = None,
                  prompts: Mapping[str, str] | None = None, label: str = "",
                  order_seed: int | None = None) -> dict[str, Any]:
@@ -239,7 +244,7 @@ def with_call_policy(config: Mapping[str, Any], values: Mapping[str, Any],
     return RunConfig.parse({**kept, **changed}).stored()
 
 
-def policy_line(config: Mapping[str, Any], endpoints: Any = None) -> str:
+def policy_line(config: Mapping[str, Any], endpoints: EndpointRegistry | None = None) -> str:
     """A run's call policy in one line: per-call timeout, retries and calls at once, each
     with where it comes from (this run's configuration, an endpoint, or the default)."""
     from engine.reports.timing import DEFAULTS, policy_defaults

@@ -1,8 +1,7 @@
 """The store the app serves: opened, migrated, its old rows back-filled by the protocols."""
 from __future__ import annotations
 
-from engine.protocols.storing import open_store
-from engine.store import Store
+from engine.protocols.storing import Store, open_store
 
 
 def served_store(url: str) -> Store:

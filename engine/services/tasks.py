@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Coroutine, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from engine.access import LOCAL, Actor, require
 from engine.config import RunConfig
@@ -34,6 +34,9 @@ from engine.services.live import TurnFeed
 from engine.services.rerun import rerun_config, rerun_options
 from engine.store.experiments import get as get_experiment
 from engine.store.experiments import progress as experiment_progress
+
+if TYPE_CHECKING:
+    from engine.store import Store
 
 START_TIMEOUT = 60.0  # seconds a start waits for its task's checks before giving up
 KEEP_FINISHED = 200  # finished tasks remembered (for their call estimates); the store has the rest
@@ -79,7 +82,7 @@ def stored_config(config: RunConfig) -> RunConfig:
 class TaskRunner:
     """Starts, watches and stops the background tasks of one store."""
 
-    def __init__(self, store: Any):
+    def __init__(self, store: Store):
         self.store = store
         self.feed = TurnFeed(store)
         self._tasks: dict[str, Task] = {}
@@ -104,8 +107,8 @@ class TaskRunner:
         require(actor, "start runs")
         typed = RunConfig.parse(config)
         calls = estimate(typed)["calls"]  # checks seats and options before anything is written
-        run = {"label": label if label is not None else typed.label, "tags": list(tags),
-               "expected": expected or None}
+        run: dict[str, Any] = {"label": label if label is not None else typed.label,
+                               "tags": list(tags), "expected": expected or None}
         protocol = get_protocol(typed.protocol).name
         run_id = self.store.start_run(protocol, question, config=stored_config(typed).stored(),
                                       started_by=actor.user, **run)
@@ -172,7 +175,8 @@ class TaskRunner:
             if task.stop_event.is_set():
                 return
             config, question, protocol = demo.config, demo.question, demo.config.protocol
-            run = {"label": config.label, "tags": [DEMO_TAG], "expected": question.expected}
+            run: dict[str, Any] = {"label": config.label, "tags": [DEMO_TAG],
+                                   "expected": question.expected}
             who = {"started_by": task.started_by}
             run_id = ""
             try:

@@ -10,11 +10,14 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy import func, select
 
 from engine.store.schema import TurnRow
+
+if TYPE_CHECKING:
+    from engine.store.database import Database
 
 RECENT = 50  # ok turns a median is taken over
 WINDOW = 20_000  # the most recent turns stored that are searched for them
@@ -29,7 +32,7 @@ class Measured:
     calls: int
 
 
-def measured_latency(store: Any, models: Iterable[str], recent: int = RECENT,
+def measured_latency(store: Database, models: Iterable[str], recent: int = RECENT,
                      window: int = WINDOW) -> dict[str, Measured]:
     """The median latency of each model's last `recent` ok turns (by the model spec a turn
     records), for the models that have any among the last `window` turns stored; a model

@@ -52,8 +52,8 @@ class Library(Database):
                     update(LibraryRow).where(LibraryRow.id == item_id)
                     .values(**values)).rowcount:
                 return item_id
-            return connection.execute(LIBRARY.insert().values(
-                kind=kind, builtin=builtin, **values)).inserted_primary_key[0]
+            return int(connection.execute(LIBRARY.insert().values(
+                kind=kind, builtin=builtin, **values)).inserted_primary_key[0])
 
     def delete_library(self, item_id: int) -> None:
         """Delete one library entry."""

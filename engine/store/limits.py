@@ -10,7 +10,7 @@ reads the state under the lock, hands it over, and writes back what the caller c
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from sqlalchemy import Table, delete, func, select, update
 from sqlalchemy.dialects.postgresql import insert
@@ -18,17 +18,20 @@ from sqlalchemy.dialects.postgresql import insert
 from engine.models import LimitState
 from engine.store.schema import EndpointLeaseRow, EndpointLimitRow
 
+if TYPE_CHECKING:
+    from engine.store.database import Database
+
 LIMITS = cast(Table, EndpointLimitRow.__table__)
 LEASES = cast(Table, EndpointLeaseRow.__table__)
 T = TypeVar("T")
 
 
-def shared(store: Any) -> bool:
+def shared(store: Database | None) -> bool:
     """True when `store` is on PostgreSQL, where limits are kept in the database."""
     return store is not None and store.engine.dialect.name == "postgresql"
 
 
-def change(store: Any, endpoint: str, decide: Callable[[LimitState], T]) -> T:
+def change(store: Database, endpoint: str, decide: Callable[[LimitState], T]) -> T:
     """Lock `endpoint`'s row (made on first use), drop its lapsed leases, hand its state to
     `decide`, write back what `decide` changed (and the lease it asked for) in the same
     transaction, and return what `decide` returned."""
@@ -56,7 +59,7 @@ def change(store: Any, endpoint: str, decide: Callable[[LimitState], T]) -> T:
     return result
 
 
-def end_lease(store: Any, lease_id: str) -> None:
+def end_lease(store: Database, lease_id: str) -> None:
     """Drop a call's lease: the call is over."""
     with store.writing() as connection:
         connection.execute(delete(LEASES).where(LEASES.c.id == lease_id))

@@ -149,7 +149,7 @@ def note_backfill(connection: Connection, name: str) -> None:
 
 
 def _completed_results(connection: Connection, protocols: Mapping[str, Any]
-                       ) -> Iterator[tuple[str, Any, Any, dict]]:
+                       ) -> Iterator[tuple[str, Any, Any, dict[str, Any]]]:
     """Each completed run whose stored result this version reads: its id, its protocol's
     registry entry (from `protocols`), the typed result (its `protocol` set) and the stored
     metrics. An unreadable run is skipped and stays as it is (reads show it as unreadable)."""
@@ -410,12 +410,13 @@ def experiment_started_by(connection: Connection) -> None:
                             "NOT NULL DEFAULT ''"))
 
 
-def _latest_only(connection: Connection, table: Any, key: Callable[[Any], tuple]) -> None:
+def _latest_only(connection: Connection, table: Any, key: Callable[[Any], tuple[Any, ...]]
+                 ) -> None:
     """Delete every row of `table` but the latest (by `created_at`, then id) of each `key`."""
     rows = connection.execute(select(table.c.id, table.c.created_at, *(
         c for c in table.c if c.name in ("rater", "run_a", "run_b", "run_id", "turn")))
     ).mappings().all()
-    latest: dict[tuple, tuple[str, str]] = {}
+    latest: dict[tuple[Any, ...], tuple[str, str]] = {}
     for row in rows:
         order = (str(row["created_at"] or ""), str(row["id"]))
         found = latest.get(key(row))
@@ -471,16 +472,16 @@ def set_version(connection: Connection) -> None:
 
 
 # --------------------------------------------------------------------------- the list
-def _create(tables: Sequence[str]):
+def _create(tables: Sequence[str]) -> Callable[[Connection], None]:
     """A migration that creates `tables` as they first shipped (`engine.store.shipped`)."""
-    def apply(connection) -> None:
+    def apply(connection: Connection) -> None:
         shipped.SHIPPED.create_all(connection, tables=[shipped.SHIPPED.tables[t]
                                                        for t in tables])
     return apply
 
 
-def _data(name: str):
-    def apply(connection) -> None:
+def _data(name: str) -> Callable[[Connection], None]:
+    def apply(connection: Connection) -> None:
         globals()[name](connection)
     return apply
 

@@ -81,7 +81,8 @@ def decode(raw: Any, shape: Any, default: Any) -> tuple[Any, str]:
 
 def decode_tags(raw: Any) -> list[str]:
     """A run's tags as a list of text ([] when the stored value cannot be read)."""
-    return decode(raw, "tags", [])[0]
+    tags: list[str] = decode(raw, "tags", [])[0]  # a list of text, as `_fits` checked
+    return tags
 
 
 # A run's tags as an experiment writes them (`json.dumps` of the sorted list): its cell's tag,

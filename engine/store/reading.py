@@ -10,7 +10,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVarTuple
 
 import pandas as pd
 from sqlalchemy import Select, false, func, or_, select, true
@@ -42,8 +42,11 @@ class RunFilters:
     simulated: bool | None = None  # only the simulated runs (True) or only the real ones
 
 
-def matching(query: Select, dialect: str, given: RunFilters
-             ) -> tuple[Select, full_text.Match | None]:
+Selected = TypeVarTuple("Selected")
+
+
+def matching(query: Select[*Selected], dialect: str, given: RunFilters
+             ) -> tuple[Select[*Selected], full_text.Match | None]:
     """`query` over the runs table narrowed by `given` (every value bound, never spliced
     into SQL), and the full-text match when `transcript` holds a searchable term."""
     if given.protocol:
@@ -227,7 +230,7 @@ class RunReading(Database):
             frame["finished_at"] = frame["finished_at"].astype(object).where(~dead, ended)
         return frame
 
-    def every_nth(self, given: RunFilters, every: int) -> Select:
+    def every_nth(self, given: RunFilters, every: int) -> Select[Any]:
         """The ids of every `every`-th run matching `given` in time order (oldest first)."""
         ranked, _ = matching(select(RunRow.id, func.row_number().over(
             order_by=(RunRow.created_at, RunRow.id)).label("rank")),

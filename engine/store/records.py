@@ -19,7 +19,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar, get_args
 
 from pydantic import (
     AfterValidator,
@@ -166,7 +166,7 @@ def as_moment(value: Any) -> datetime | None:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
-def _identifier(pattern: re.Pattern[str], what: str):
+def _identifier(pattern: re.Pattern[str], what: str) -> AfterValidator:
     def check(value: str) -> str:
         if not pattern.fullmatch(value):
             raise ValueError(f"{value[:40]!r} is not a valid {what}")
@@ -367,7 +367,10 @@ def why_invalid(error: ValidationError) -> str:
     return f"{where}: {message}" if where else message
 
 
-def validate(model: type[_Record], data: Mapping[str, Any], what: str) -> Any:
+_R = TypeVar("_R", bound=_Record)
+
+
+def validate(model: type[_R], data: Mapping[str, Any], what: str) -> _R:
     """`model` validated from `data`, or a `ConfigError` naming `what` and the field."""
     try:
         return model.model_validate(dict(data))

@@ -35,7 +35,7 @@ from engine.store.statements import (
 from engine.text import clean_text
 
 if TYPE_CHECKING:
-    from engine.store.batching import TurnBatch
+    from engine.store.batching import BatchedRecorder, TurnBatch
 
 STATUSES = records.RUN_STATUSES
 # What a run's result says of the run, written at its end: each field of `RunResult` (every
@@ -94,7 +94,7 @@ class RunWriting(Database):
         self._facets |= found  # kept once committed: the next run with them writes none
         return run_id
 
-    def recorder(self, run_id: str, batched: bool | None = None) -> Any:
+    def recorder(self, run_id: str, batched: bool | None = None) -> Recorder | BatchedRecorder:
         """The sink a protocol's run context writes `run_id`'s turns through: one transaction
         per turn, or group commit (`batched`; by default when this store was made by
         `batched()`)."""

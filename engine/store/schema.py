@@ -33,7 +33,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.sql.elements import Grouping
 
 
-class Moment(TypeDecorator):
+class Moment(TypeDecorator[datetime]):
     """A timezone-aware time. Reading is tolerant: SQLite keeps whatever text was written,
     and a value that is not a time reads as None (the row shows as unreadable) instead of
     failing the whole query."""
@@ -454,7 +454,7 @@ def pg_read_only(bound: Any) -> bool:
 MMAP_SIZE = 256 * 1024 * 1024
 
 
-def _sqlite_pragmas(dbapi_connection, _record) -> None:
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA busy_timeout=30000")
@@ -464,7 +464,7 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:
     cursor.close()
 
 
-def _sqlite_read_pragmas(dbapi_connection, _record) -> None:
+def _sqlite_read_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA busy_timeout=30000")
     cursor.execute(f"PRAGMA mmap_size={MMAP_SIZE}")

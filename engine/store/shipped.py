@@ -11,6 +11,8 @@ Only columns and indexes live here (defaults on the Python side are the ORM's bu
 """
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     Boolean,
     Column,
@@ -27,11 +29,11 @@ from sqlalchemy import (
 SHIPPED = MetaData()
 
 
-def _moment(name: str, nullable: bool = False, index: bool = False) -> Column:
+def _moment(name: str, nullable: bool = False, index: bool = False) -> Column[Any]:
     return Column(name, DateTime(timezone=True), nullable=nullable, index=index)
 
 
-def _text(name: str) -> Column:
+def _text(name: str) -> Column[Any]:
     return Column(name, Text, nullable=False)
 
 

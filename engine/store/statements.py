@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, or_, select, update
+from sqlalchemy import Connection, Table, bindparam, or_, select, update
 
 from engine.models import now
 from engine.store.records import error_text, seconds, totals
@@ -38,7 +38,7 @@ UPDATE_TURN = update(TURNS).where(TURNS.c.run_id == bindparam("rid"),
     error=bindparam("error"))
 
 
-def end_run_row(connection: Any, run_id: str, status: str, error: str) -> int:
+def end_run_row(connection: Connection, run_id: str, status: str, error: str) -> int:
     """End a `running` run (never one already ended or deleted); returns rows changed."""
     changed = connection.execute(update(RUNS).where(
         RUNS.c.id == run_id, RUNS.c.status == "running").values(

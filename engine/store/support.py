@@ -8,13 +8,16 @@ caller's: this module reads and writes rows.
 """
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import TYPE_CHECKING, cast
 
 from sqlalchemy import Table, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from engine.models import now
 from engine.store.schema import EndpointSupportRow
+
+if TYPE_CHECKING:
+    from engine.store.database import Database
 
 SUPPORT = cast(Table, EndpointSupportRow.__table__)
 URL_MAX, MODEL_MAX = 1000, 300  # a longer key is not kept (it is learned again instead)
@@ -24,17 +27,18 @@ def _fits(base_url: str, model: str) -> bool:
     return len(base_url) <= URL_MAX and len(model) <= MODEL_MAX
 
 
-def learned(store: Any, kind: str, base_url: str, model: str) -> str | None:
+def learned(store: Database, kind: str, base_url: str, model: str) -> str | None:
     """The value stored for `kind` at (`base_url`, `model`), or None when none is."""
     if not _fits(base_url, model):
         return None
     with store.reading() as connection:
-        return connection.execute(select(SUPPORT.c.value).where(
+        value: str | None = connection.execute(select(SUPPORT.c.value).where(
             SUPPORT.c.kind == kind, SUPPORT.c.base_url == base_url,
             SUPPORT.c.model == model)).scalar_one_or_none()
+    return value
 
 
-def learn(store: Any, kind: str, base_url: str, model: str, value: str) -> None:
+def learn(store: Database, kind: str, base_url: str, model: str, value: str) -> None:
     """Store `value` for `kind` at (`base_url`, `model`), replacing what was there."""
     if not _fits(base_url, model):
         return

@@ -20,7 +20,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
 import procrastinate
@@ -37,6 +37,9 @@ from engine.store import Store
 from engine.store import workers as pool_store
 from engine.store.experiments import experiment_spent, get, row, set_unchanged, set_values
 from engine.store.workers import PoisonJob
+
+if TYPE_CHECKING:
+    from engine.llm.endpoints import EndpointRegistry
 
 log = logging.getLogger("parley.worker")
 QUEUE_PREFIX = "parley-"
@@ -92,9 +95,9 @@ class WorkerState:
     session holding its cells' locks, and the plans of the experiments it ran cells of."""
 
     store: Store
-    endpoints: Any = None
+    endpoints: EndpointRegistry | None = None
     worker_id: str = ""
-    sink: Any = None  # the store runs are written through (group commit); `store` if None
+    sink: Store | None = None  # the store runs are written through (group commit); `store` if None
     plans: dict[str, Plan] = field(default_factory=dict)  # experiments' plans, by id
     unheld: set[int] = field(default_factory=set)  # running jobs seen without their lock
     locks: pool_store.CellLocks | None = None  # its cells' locks (one session; made if None)

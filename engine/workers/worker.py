@@ -24,7 +24,7 @@ import os
 import signal
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.llm.providers import PROVIDERS, get_model
 from engine.models import now
@@ -40,6 +40,9 @@ from engine.workers.pool import (
     plan_for,
     settle,
 )
+
+if TYPE_CHECKING:
+    from engine.llm.endpoints import EndpointRegistry
 
 log = logging.getLogger("parley.worker")
 HEARTBEAT = 10.0  # seconds between heartbeats; a worker silent for 3 of them is stalled
@@ -132,7 +135,7 @@ async def _give_back(app: Any) -> None:
 
 
 async def arun_worker(store: Store, *, concurrency: int = 4, endpoints: Sequence[str] = (),
-                      heartbeat: float = HEARTBEAT, registry: Any = None,
+                      heartbeat: float = HEARTBEAT, registry: EndpointRegistry | None = None,
                       on_ready: Callable[[], Any] | None = None) -> None:
     """Serve the pool until SIGINT or SIGTERM: `concurrency` cells at a time from the
     queues of `endpoints` (all queues when empty). `registry` is the `EndpointRegistry`
