@@ -170,7 +170,7 @@ class RunResult(BaseModel):
         result no run finished (built by hand, or read back from the store)."""
         return None if self._assessment is None else self._assessment()
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy types no decorator over @property
     @property
     def cost_usd(self) -> float | None:
         """The run's cost in US dollars (`total_cost` of its turns; None: unknown)."""

@@ -137,7 +137,7 @@ class DebateResult(RunResult):
         """The judge's ANSWER line; None without one (or with several different ones)."""
         return self.answer or None
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy types no decorator over @property
     @property
     def is_high_confidence(self) -> bool:
         return self.confidence >= HIGH_CONFIDENCE

@@ -28,7 +28,7 @@ def result_types() -> dict[str, type[Any]]:
 def backfill(store: BaseStore) -> list[str]:
     """Do the back-fills of old rows the store's migrations left to the protocols (their
     metrics, assessment, which of them give an answer); returns their names."""
-    return list(store.backfill(REGISTRY))
+    return store.backfill(REGISTRY)
 
 
 class Store(BaseStore):
@@ -75,17 +75,14 @@ def save_result(store: BaseStore, result: RunResult, label: str | None = None,
     of it (metrics, error, what it lost: `Store.save`); returns the run id."""
     spec = get_protocol(result.protocol)
     error, lost = spec.assess(result)
-    return str(store.save(result, label, tags, config,
-                          assessed=(spec.metrics(result), error, lost)))
+    return store.save(result, label, tags, config, assessed=(spec.metrics(result), error, lost))
 
 
 def import_file(store: BaseStore, data: str | bytes, *, imported_by: str = "") -> ImportReport:
     """`Store.import_file` checked against the protocols Parley runs."""
-    report: ImportReport = store.import_file(data, results=result_types(),
-                                             imported_by=imported_by)
-    return report
+    return store.import_file(data, results=result_types(), imported_by=imported_by)
 
 
 def import_runs(store: BaseStore, data: str | bytes, *, imported_by: str = "") -> list[str]:
     """`Store.import_runs` checked against the protocols Parley runs: the ids added."""
-    return list(store.import_runs(data, results=result_types(), imported_by=imported_by))
+    return store.import_runs(data, results=result_types(), imported_by=imported_by)

@@ -488,7 +488,7 @@ def _data(name: str) -> Callable[[Connection], None]:
 
 # Ordered, named migrations; append only. Each runs once per database, and none changes
 # once shipped: a change to the tables is a new migration at the end.
-MIGRATIONS: list[tuple[str, Any]] = [
+MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("0001_runs_and_turns", _create(["runs", "turns"])),
     ("0002_library", _create(["library"])),
     ("0003_experiments", _create(["experiments"])),
