@@ -20,9 +20,12 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.store import support
+
+if TYPE_CHECKING:
+    from engine.store import Store
 
 log = logging.getLogger(__name__)
 Endpoint = tuple[str, str]  # (base URL, model)
@@ -52,7 +55,7 @@ class Capabilities:
         with self._lock:
             return self._known.get((kind, *endpoint))
 
-    def learn(self, kind: str, endpoint: Endpoint, value: str, store: Any = None, *,
+    def learn(self, kind: str, endpoint: Endpoint, value: str, store: Store | None = None, *,
               keep: Callable[[str, str], bool] | None = None) -> bool:
         """Record `value` for `kind` at `endpoint`, unless `keep(known, value)` says the value
         known already stays; True when that changed what was known. A change goes to `store`
@@ -71,7 +74,7 @@ class Capabilities:
                 log.warning("could not store what %s supports (%s): %s", endpoint[0], kind, exc)
         return changed
 
-    def recall(self, kind: str, endpoint: Endpoint, store: Any,
+    def recall(self, kind: str, endpoint: Endpoint, store: Store | None,
                allowed: tuple[str, ...]) -> str | None:
         """The value known for `kind` at `endpoint`: this registry's, else the one a process
         stored (one of `allowed`; then this registry's too); None when neither knows it. A

@@ -322,7 +322,7 @@ class EndpointRegistry:
         return Route(None, self.secret(DEFAULT_KEYS.get(provider)), "")
 
 
-def registry_or_environment(endpoints: Any) -> Any:
+def registry_or_environment(endpoints: EndpointRegistry | None) -> EndpointRegistry | None:
     """`endpoints` when given, else a registry of the environment's settings, made once for
     a run or an experiment so that its seats share what it learns of each endpoint and its
     clients (None when the environment's endpoint table is broken: resolving a real model
