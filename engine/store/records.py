@@ -11,6 +11,9 @@ Names (labels, seats, models, library names) must fit their `String(N)` column: 
 a form that gives a longer one is refused; a turn the engine already paid for is kept with its
 name shortened. JSON values are bounded in depth and hold finite numbers only. Reading is the
 other way round: `decode` never raises, it says why a stored value cannot be read.
+
+A run's and a turn's record, and the values the engine's turns are written as, are not
+written out here: they follow from the `runs` and `turns` columns (`engine.store.schema`).
 """
 from __future__ import annotations
 
