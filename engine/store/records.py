@@ -11,6 +11,9 @@ Names (labels, seats, models, library names) must fit their `String(N)` column: 
 a form that gives a longer one is refused; a turn the engine already paid for is kept with its
 name shortened. JSON values are bounded in depth and hold finite numbers only. Reading is the
 other way round: `decode` never raises, it says why a stored value cannot be read.
+
+A run's and a turn's record, and the values the engine's turns are written as, are not
+written out here: they follow from the `runs` and `turns` columns (`engine.store.schema`).
 """
 from __future__ import annotations
 
@@ -264,16 +267,22 @@ def _fields(table: Any) -> dict[str, Any]:
             if column.info.get("file", True)}
 
 
+class _Columns(_Record):
+    # Built on first use, not on import: a command that never imports or exports a run
+    # does not pay for the two records' validators.
+    model_config = ConfigDict(defer_build=True)
+
+
 if TYPE_CHECKING:  # the fields are the tables' columns: any name, typed by the table
-    class _TurnColumns(_Record):
+    class _TurnColumns(_Columns):
         def __getattr__(self, name: str) -> Any: ...
 
-    class _RunColumns(_Record):
+    class _RunColumns(_Columns):
         def __getattr__(self, name: str) -> Any: ...
 else:
-    _TurnColumns = create_model("_TurnColumns", __base__=_Record, __module__=__name__,
+    _TurnColumns = create_model("_TurnColumns", __base__=_Columns, __module__=__name__,
                                 **_fields(schema.TurnRow.__table__))
-    _RunColumns = create_model("_RunColumns", __base__=_Record, __module__=__name__,
+    _RunColumns = create_model("_RunColumns", __base__=_Columns, __module__=__name__,
                                **_fields(schema.RunRow.__table__))
 
 

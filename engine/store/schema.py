@@ -62,9 +62,9 @@ class Base(DeclarativeBase):
 
 # `runs` and `turns` are the one description of a run and a turn: the records an import
 # checks and an export writes (`engine.store.records.RunRecord`, `TurnRecord`), the values a
-# run's and a turn's facts are written as (`records.column_value`) and how a stored value is
-# read back (`engine.store.readback`) all follow from these columns: their SQL type, size and
-# nullability, and `info` where that is not enough:
+# run's and a turn's facts are written as (`records.turn_values`, `column_values`) and how a
+# stored value is read back (`engine.store.readback`) all follow from these columns: their SQL
+# type, size and nullability, and `info` where that is not enough:
 # - `json`: the text holds JSON: an `object`, `tags` (a list of names), `texts` (a list of
 #   text) or `messages` (a list of text mappings); `empty`: its value when there is none
 #   ({} or [], or None for an object a file may leave out);
