@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.store import support
+from engine.store.limits import LocalLimits
 
 log = logging.getLogger(__name__)
 Endpoint = tuple[str, str]  # (base URL, model)
@@ -31,12 +32,15 @@ CLIENTS_MAX = 64  # endpoints whose clients are kept; base URLs that come with d
 
 class Capabilities:
     """One registry's knowledge of its endpoints: what each supports (by kind), the lock one
-    detecting call holds per event loop, and the shared HTTP clients per endpoint."""
+    detecting call holds per event loop, the shared HTTP clients per endpoint, and the
+    endpoints' limits for runs given no store."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._known: dict[tuple[str, str, str], str] = {}
         self._clients: OrderedDict[tuple[Any, ...], tuple[Any, Any]] = OrderedDict()
+        # each endpoint's limits for the runs given no store (a store keeps its own)
+        self.local_limits = LocalLimits()
         # Per event loop, (kind, endpoint) -> the lock its one detecting call holds: the calls
         # that start while it is out wait for its answer instead of each asking the server.
         self._detecting: weakref.WeakKeyDictionary[
