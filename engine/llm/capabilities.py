@@ -47,9 +47,6 @@ class Capabilities:
             asyncio.AbstractEventLoop, dict[tuple[str, str, str], asyncio.Lock]] = \
             weakref.WeakKeyDictionary()
 
-    def __repr__(self) -> str:
-        return f"Capabilities({len(self._known)} learned, {len(self._clients)} clients)"
-
     # ------------------------------------------------------------------ what is supported
     def known(self, kind: str, endpoint: Endpoint) -> str | None:
         """The value learned for `kind` at `endpoint` by this registry, or None."""
