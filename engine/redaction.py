@@ -16,6 +16,7 @@ What replaces them is `[redacted]`, so a reader still sees that a key was there.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -77,23 +78,25 @@ def environment_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
     return sorted((v for v in found if len(v) >= MIN_SECRET), key=len, reverse=True)
 
 
-# The process environment's secrets, read again only when the environment changed: every
-# model call redacts its reply and error, and decoding and matching every variable's name
-# each time cost more than the rest of the redaction. `os.environ._data` is the mapping a
-# change of `os.environ` (or `putenv` through it) updates; comparing a copy of it is exact.
-_SEEN_ENVIRON: list[tuple[dict[Any, Any], list[str]]] = []
-
-
 def _process_secrets() -> list[str]:
+    """The process environment's secrets (`environment_secrets`), worked out again only
+    when the environment changed: every model call redacts its reply and error, and
+    decoding and matching every variable's name each time cost more than the rest of the
+    redaction. `os.environ._data` is the mapping a change of `os.environ` (or `putenv`
+    through it) updates, so its items are exactly the environment."""
     raw = getattr(os.environ, "_data", None)
     if not isinstance(raw, dict):
         return environment_secrets(dict(os.environ))
-    if _SEEN_ENVIRON and _SEEN_ENVIRON[0][0] == raw:
-        return list(_SEEN_ENVIRON[0][1])
-    snapshot = dict(raw)
-    secrets = environment_secrets(dict(os.environ))
-    _SEEN_ENVIRON[:] = [(snapshot, secrets)]
-    return list(secrets)
+    return list(_secrets_of(tuple(raw.items())))
+
+
+@functools.lru_cache(maxsize=1)
+def _secrets_of(items: tuple[tuple[Any, Any], ...]) -> tuple[str, ...]:
+    """`environment_secrets` of the environment whose raw items are `items` (a pure
+    function of them, remembered for the last environment seen)."""
+    env = os.environ
+    return tuple(environment_secrets({env.decodekey(k): env.decodevalue(v)
+                                      for k, v in items}))
 
 
 def model_secrets(model: Any) -> list[str]:

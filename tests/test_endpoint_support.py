@@ -91,11 +91,14 @@ def test_a_new_process_reads_the_detected_mode_from_the_store(backend):
     process that starts afterwards on the same store sends json mode from its first call;
     one on another store detects again."""
     with SimulatedOpenAI(refuse="schema") as stub:
-        first = vote(stub, backend, EndpointRegistry())
+        registry = EndpointRegistry()
+        first = vote(stub, backend, registry)
         assert len(stub.refused) == 1
         assert support.learned(backend, "structured", stub.base_url, "smol") == JSON_MODE
+        registry.capabilities.forget()  # a new process: it knows nothing of its own
+        assert supported(registry, (stub.base_url, "smol")) is None
         stub.requests.clear()
-        second = vote(stub, Store(backend.url), EndpointRegistry())  # a new process's
+        second = vote(stub, Store(backend.url), registry)
         assert len(stub.refused) == 1  # no new refusal
         assert [(r["body"].get("response_format") or {}).get("type")
                 for r in stub.requests] == ["json_object"] * 3

@@ -289,3 +289,32 @@ def test_a_batched_run_ends_in_the_transaction_that_writes_its_last_turns(store)
     assert state.status == "completed" and len(frame) == len(QUESTIONS) * 3
     assert len(store.turns(list(frame["id"]))) == int(frame["calls"].sum())  # none lost
     assert len(commits) <= 2 * len(frame) + 8, f"{len(commits)} commits for {len(frame)} runs"
+
+
+def test_one_process_runs_an_experiment_once_at_a_time(store):
+    """Runners of one process claiming the same experiment at once: one holds it, the others
+    are told it is already running (the row's claim is conditional, so a race has one
+    winner), and once it has ended it may be claimed again."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from engine.store.experiments import claim, set_values
+    experiment_id = ex.create(store, {"questions": QUESTIONS[:1],
+                                      "configs": [{"protocol": "single", "model": "simulated"}]})
+    barrier = threading.Barrier(4)
+
+    def claiming(_: int) -> str:
+        barrier.wait()
+        try:
+            claim(store, experiment_id)
+        except ConfigError as exc:
+            return str(exc)
+        return "held"
+    with ThreadPoolExecutor(4) as pool:
+        outcomes = list(pool.map(claiming, range(4)))
+    assert outcomes.count("held") == 1, outcomes
+    assert all("already running here" in o or "started elsewhere just now" in o
+               for o in outcomes if o != "held"), outcomes
+    with pytest.raises(ConfigError, match="already running here"):
+        claim(store, experiment_id)
+    set_values(store, experiment_id, status="stopped")
+    claim(store, experiment_id)  # ended: claimed again

@@ -53,6 +53,7 @@ from engine.llm.prices import (
 )
 from engine.llm.providers import DEFAULT_MAX_TOKENS, cap_output
 from engine.models import Turn
+from engine.store.limits import LocalLimits
 from engine.store.records import INT_MAX
 
 PRICE = 1000.0  # dollars per million tokens, in and out: $0.001 a token
@@ -242,11 +243,11 @@ def test_an_experiment_over_a_hostile_endpoint_is_paid_for_in_every_cell(server,
 # ------------------------------------------------------------------ 2. the limiter
 def test_the_limiter_settles_at_most_a_calls_estimate_and_clamps_what_it_reads():
     lim = Limits("clamp", tpm=60_000, rpm=600)  # 1,000 tokens and 10 requests a second
-    local = LocalLimiter()
+    local = LocalLimiter(LocalLimits())
     wait, ticket = local.try_acquire(lim, 500)
     assert wait == 0 and ticket is not None
     local.release(ticket, 10**30)  # absurd: settled as the estimate, no debt
-    state = local._states["clamp"]
+    state = local.held.state("clamp")
     assert 0 <= state.tokens <= burst(60_000)
     wait, ticket = local.try_acquire(lim, 400)
     assert ticket is not None
@@ -280,7 +281,7 @@ def test_a_reply_reporting_10_30_tokens_does_not_jam_later_calls(server, monkeyp
     server.usage = {"prompt_tokens": 10**30, "completion_tokens": 10**30}
     first = tpm_panel(name, registry, timeout_per_call=5, retries=0)
     assert all(t.ok and t.usage_estimated for t in first.turns)
-    state = limits.LOCAL._states[name]
+    state = registry.capabilities.local_limits.state(name)  # no store: the registry's
     assert 0 <= state.tokens <= burst(600_000, 1)  # no debt
     server.usage = {"prompt_tokens": 100, "completion_tokens": 10}
     clock = time.monotonic()
@@ -300,7 +301,7 @@ def test_minus_10_30_does_not_turn_the_limit_off(server, monkeypatch):
     server.usage = {"prompt_tokens": -10**30, "completion_tokens": -10**30}
     first = tpm_panel(name, registry, timeout_per_call=60, retries=0)
     assert all(t.ok and t.usage_estimated for t in first.turns)
-    state = limits.LOCAL._states[name]
+    state = registry.capabilities.local_limits.state(name)  # no store: the registry's
     assert 0 <= state.tokens <= burst(90_000, 2000)  # not 10**30 tokens of credit
     server.usage = {"prompt_tokens": 1000, "completion_tokens": 900}
     started = len(server.requests)
@@ -319,13 +320,15 @@ def test_a_bucket_left_in_absurd_debt_in_this_process_does_not_jam(server, monke
     jumped, a bug of an older version): clamped when read, so the calls go at once."""
     name = unique("debt")
     registry = register(monkeypatch, endpoint(name, server.base_url, tpm=600_000, rpm=600))
-    limits.LOCAL._states[name] = LimitState(now=time.monotonic(), requests=-1e30,
-                                            tokens=-1e30, stamp=time.monotonic() + 1e9)
+
+    def in_debt(state: LimitState) -> None:
+        state.requests, state.tokens, state.stamp = -1e30, -1e30, time.monotonic() + 1e9
+    registry.capabilities.local_limits.change(name, in_debt)  # no store: the registry's
     clock = time.monotonic()
     result = tpm_panel(name, registry, timeout_per_call=5, retries=0)
     assert all(t.ok for t in result.turns), [t.error for t in result.turns]
     assert time.monotonic() - clock < 60
-    state = limits.LOCAL._states[name]
+    state = registry.capabilities.local_limits.state(name)  # no store: the registry's
     assert state.tokens >= 0 and state.requests >= 0 and state.stamp <= time.monotonic()
 
 
@@ -616,7 +619,7 @@ def test_any_json_usage_never_fails_a_good_reply_nor_makes_it_free(usage, fuzz_s
     assert turn.tokens_in <= most_in and turn.tokens_out <= most_out
     if turn.usage_estimated:
         assert usage is None or any("not believed" in w for w in turn.warnings)
-    state = limits.LOCAL._states[FUZZ_ENDPOINT]
+    state = seat.model.parley_call["capabilities"].local_limits.state(FUZZ_ENDPOINT)
     assert state.tokens is not None and 0 <= state.tokens <= burst(6_000_000)
     assert state.requests is None and state.cool_until <= time.monotonic()
 
@@ -627,10 +630,10 @@ def test_a_ticket_settles_within_its_estimate_whatever_it_is_handed():
     @settings(max_examples=EXAMPLES, deadline=None, database=None)
     def check(used):
         lim = Limits("settle-any", tpm=60_000)
-        local = LocalLimiter()
+        local = LocalLimiter(LocalLimits())
         _, ticket = local.try_acquire(lim, 700)
         assert isinstance(ticket, Ticket)
         local.release(ticket, used)
-        tokens = local._states["settle-any"].tokens
+        tokens = local.held.state("settle-any").tokens
         assert tokens is not None and 0 <= tokens <= burst(60_000)
     check()

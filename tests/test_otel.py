@@ -74,7 +74,7 @@ def traced(monkeypatch, store, content: bool = False):
         monkeypatch.setenv(otel.CONTENT_ENV, "1")
     else:
         monkeypatch.delenv(otel.CONTENT_ENV, raising=False)
-    monkeypatch.setattr(otel, "_PROVIDERS", {})
+    otel._provider.cache_clear()  # a provider reads the OTEL_* settings when it is made
     try:
         result = run_sync(arun_config({"protocol": "society", "model": "simulated"},
                                       QUESTION, store=store, label="traced"))

@@ -36,23 +36,11 @@ HEARTBEAT_EVERY = 5.0  # seconds between heartbeats of a running experiment's ro
 DONOR_WAIT = 900.0  # seconds a placebo cell waits for its donor run, still running, to end
 DONOR_POLL = 0.25  # seconds between looks at the donor's state
 
-_RUNNING: set[str] = set()  # experiments a runner of this process holds (any thread)
-_LOCK = threading.Lock()
-
-
 def _claim(store: Store, experiment_id: str, started_by: str) -> dict[str, Any]:
-    """Mark the experiment `running` in this process, started by `started_by` (`claim`),
-    unless a runner of this process already holds it."""
-    with _LOCK:
-        if experiment_id in _RUNNING:
-            raise ConfigError(f"experiment {experiment_id} is already running here", "input")
+    """Mark the experiment `running` in this process, started by `started_by` (`claim`,
+    which refuses one a live runner holds, here or elsewhere)."""
     set_unchanged(store, experiment_id)
-    found = claim(store, experiment_id, started_by)
-    with _LOCK:
-        if experiment_id in _RUNNING:
-            raise ConfigError(f"experiment {experiment_id} is already running here", "input")
-        _RUNNING.add(experiment_id)
-    return found
+    return claim(store, experiment_id, started_by)
 
 
 def pending_cells(store: Store, experiment_id: str) -> list[Cell]:
@@ -275,8 +263,6 @@ async def arun_experiment(store: Store, experiment_id: str, *,  # noqa: PLR0915
         raise
     finally:
         close_shared()
-        with _LOCK:
-            _RUNNING.discard(experiment_id)
         set_values(store, experiment_id, status=status, error=error[:2000],
                    finished_at=now(), heartbeat_at=now())
         await asyncio.to_thread(notify_ended, store, experiment_id, notify_url)

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from engine.store import support
+from engine.store.limits import LocalLimits
 
 if TYPE_CHECKING:
     from engine.store import Store
@@ -34,20 +35,20 @@ CLIENTS_MAX = 64  # endpoints whose clients are kept; base URLs that come with d
 
 class Capabilities:
     """One registry's knowledge of its endpoints: what each supports (by kind), the lock one
-    detecting call holds per event loop, and the shared HTTP clients per endpoint."""
+    detecting call holds per event loop, the shared HTTP clients per endpoint, and the
+    endpoints' limits for runs given no store."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._known: dict[tuple[str, str, str], str] = {}
         self._clients: OrderedDict[tuple[Any, ...], tuple[Any, Any]] = OrderedDict()
+        # each endpoint's limits for the runs given no store (a store keeps its own)
+        self.local_limits = LocalLimits()
         # Per event loop, (kind, endpoint) -> the lock its one detecting call holds: the calls
         # that start while it is out wait for its answer instead of each asking the server.
         self._detecting: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, dict[tuple[str, str, str], asyncio.Lock]] = \
             weakref.WeakKeyDictionary()
-
-    def __repr__(self) -> str:
-        return f"Capabilities({len(self._known)} learned, {len(self._clients)} clients)"
 
     # ------------------------------------------------------------------ what is supported
     def known(self, kind: str, endpoint: Endpoint) -> str | None:

@@ -25,16 +25,16 @@ Where the state lives decides who shares it. With a PostgreSQL store it is in th
 (`engine.store.limits`: a row per endpoint under `SELECT ... FOR UPDATE`, a lease per call in
 flight that lapses at its expiry), so every process and machine on that database shares the
 limits and a 429 slows the whole pool. Otherwise (SQLite, or no store) it is this process's:
-the buckets in memory and, as before, a semaphore per event loop for `concurrency`.
+the buckets in memory and a semaphore per event loop for `concurrency`, kept by the store
+(`Store.local_limits`, which every run on it shares) or, for a run given no store, by the
+endpoint registry that resolved its models (`EndpointRegistry.capabilities`).
 """
 from __future__ import annotations
 
 import asyncio
 import math
 import random
-import threading
 import time
-import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
@@ -43,7 +43,7 @@ from uuid import uuid4
 
 from engine.models import LimitState
 from engine.store import StoreWriteError
-from engine.store.limits import change, end_lease, shared
+from engine.store.limits import LocalLimits, change, end_lease, shared
 
 if TYPE_CHECKING:
     from engine.store import Store
@@ -238,17 +238,14 @@ class Ticket:
 
 
 class LocalLimiter:
-    """This process's buckets (SQLite or no store): one state per endpoint, behind a lock."""
+    """Buckets this process keeps (SQLite or no store) in `held`: the store's, else the
+    endpoint registry's (`engine.store.limits.LocalLimits`)."""
 
-    def __init__(self) -> None:
-        self._states: dict[str, LimitState] = {}
-        self._lock = threading.Lock()
+    def __init__(self, held: LocalLimits):
+        self.held = held
 
     def _change(self, limits: Limits, step: Callable[[LimitState], T]) -> T:
-        with self._lock:
-            state = self._states.setdefault(limits.endpoint, LimitState(time.monotonic()))
-            state.now = time.monotonic()
-            return step(clamp(limits, state))
+        return self.held.change(limits.endpoint, lambda state: step(clamp(limits, state)))
 
     def try_acquire(self, limits: Limits, tokens: float) -> tuple[float, Ticket | None]:
         wait = self._change(limits, lambda s: admit(limits, s, tokens, count_flight=False))
@@ -296,12 +293,19 @@ class SharedLimiter:
         change(self.store, limits.endpoint, lambda s: cool(limits, clamp(limits, s), seconds))
 
 
-LOCAL = LocalLimiter()
+def held_limits(store: Store | None, call: Mapping[str, Any]) -> LocalLimits:
+    """Where this process keeps an endpoint's limits when the database does not: the store's,
+    else the capabilities of the registry that resolved the model (`parley_call`), else a
+    call's own (a model no registry resolved sets no limits)."""
+    held = getattr(store, "local_limits", None)
+    if held is None:
+        held = getattr(call.get("capabilities"), "local_limits", None)
+    return held if held is not None else LocalLimits()
 
 
-def limiter_for(store: Store | None) -> LocalLimiter | SharedLimiter:
-    """The shared limiter on a PostgreSQL store, else this process's."""
-    return SharedLimiter(store) if store is not None and shared(store) else LOCAL
+def limiter_for(store: Store | None, held: LocalLimits) -> LocalLimiter | SharedLimiter:
+    """The shared limiter on a PostgreSQL store, else this process's (in `held`)."""
+    return SharedLimiter(store) if store is not None and shared(store) else LocalLimiter(held)
 
 
 async def acquire(limiter: LocalLimiter | SharedLimiter, limits: Limits,
@@ -346,19 +350,6 @@ def _too_long(limits: Limits, wait: float, within: float) -> str:
 
 
 # ------------------------------------------------------------------ the call's gate
-# Per event loop, one semaphore per endpoint that sets its concurrency: every run of an
-# experiment shares the loop, so the endpoint's limit holds across runs (this process's limit).
-_GATES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, int],
-                                                                   asyncio.Semaphore]] = \
-    weakref.WeakKeyDictionary()
-
-
-def endpoint_gate(name: str, limit: int) -> asyncio.Semaphore:
-    """The semaphore that holds an endpoint to `limit` calls at once in this event loop."""
-    gates = _GATES.setdefault(asyncio.get_running_loop(), {})
-    return gates.setdefault((name, limit), asyncio.Semaphore(limit))
-
-
 class Gate:
     """What one guarded call passes through: held around all its attempts (this process's
     `concurrency` semaphore), and each attempt `acquire`s, `release`s and reports a refusal."""
@@ -367,9 +358,12 @@ class Gate:
                  stop: Callable[[], Awaitable[None]] | None = None):
         self.limits = Limits.of(call, timeout)
         self.stop = stop  # raises to end a wait (the run's Stop)
-        self.limiter = limiter_for(store) if self.limits is not None else LOCAL
+        held = held_limits(store, call)
+        self.limiter = limiter_for(store, held) if self.limits is not None else \
+            LocalLimiter(held)
         local = isinstance(self.limiter, LocalLimiter)
-        self._semaphore = endpoint_gate(self.limits.endpoint, self.limits.concurrency) \
+        # this process's `concurrency`, per event loop: every run of an experiment shares it
+        self._semaphore = held.semaphore(self.limits.endpoint, self.limits.concurrency) \
             if self.limits is not None and self.limits.concurrency and local else None
         self._ticket: Ticket | None = None
 

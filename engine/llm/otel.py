@@ -17,10 +17,10 @@ that fails is the SDK's to log: it never fails a run.
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
-import threading
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -34,10 +34,6 @@ CONTENT_ENV = "PARLEY_OTEL_CONTENT"
 INSTALL = "pip install 'parley[otel]'"
 log = logging.getLogger(__name__)
 
-_LOCK = threading.Lock()
-_PROVIDERS: dict[str, Any] = {}  # one tracer provider per endpoint, made on first use
-_WARNED: set[str] = set()
-
 
 def enabled(environ: Mapping[str, str] | None = None) -> bool:
     """True when an OTLP endpoint is set (`OTEL_EXPORTER_OTLP_ENDPOINT`, or the traces one)."""
@@ -45,35 +41,34 @@ def enabled(environ: Mapping[str, str] | None = None) -> bool:
     return bool(env.get(ENDPOINT_ENV) or env.get(TRACES_ENDPOINT_ENV))
 
 
+def _endpoint(env: Mapping[str, str]) -> str:
+    return str(env.get(TRACES_ENDPOINT_ENV) or env.get(ENDPOINT_ENV))
+
+
+@functools.cache
 def _provider(endpoint: str) -> Any:
-    """The tracer provider exporting to `endpoint` (made once; None when the extra is
-    missing, said once in the log)."""
-    with _LOCK:
-        if endpoint in _PROVIDERS:
-            return _PROVIDERS[endpoint]
-        try:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-            from opentelemetry.sdk.resources import Resource
-            from opentelemetry.sdk.trace import TracerProvider
-            from opentelemetry.sdk.trace.export import BatchSpanProcessor
-        except ImportError:
-            if endpoint not in _WARNED:
-                _WARNED.add(endpoint)
-                log.warning("%s is set but OpenTelemetry is not installed: %s", ENDPOINT_ENV,
-                            INSTALL)
-            _PROVIDERS[endpoint] = None
-            return None
-        provider = TracerProvider(resource=Resource.create({"service.name": "parley"}))
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-        _PROVIDERS[endpoint] = provider
-        return provider
+    """The tracer provider exporting to `endpoint`, made on first use and kept for the
+    process (its batch processor's thread sends in the background); None when the extra is
+    missing, said once in the log."""
+    try:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    except ImportError:
+        log.warning("%s is set but OpenTelemetry is not installed: %s", ENDPOINT_ENV, INSTALL)
+        return None
+    provider = TracerProvider(resource=Resource.create({"service.name": "parley"}))
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    return provider
 
 
-def flush(timeout_ms: int = 30_000) -> bool:
-    """Send every span ended so far (the batch processor sends in the background)."""
-    with _LOCK:
-        providers = [p for p in _PROVIDERS.values() if p is not None]
-    return all(p.force_flush(timeout_ms) for p in providers)
+def flush(timeout_ms: int = 30_000, environ: Mapping[str, str] | None = None) -> bool:
+    """Send every span ended so far to the environment's endpoint (the batch processor sends
+    in the background); True when there is nothing to send."""
+    env = os.environ if environ is None else environ
+    provider = _provider(_endpoint(env)) if enabled(env) else None
+    return provider is None or bool(provider.force_flush(timeout_ms))
 
 
 def _ns(moment: datetime | None) -> int | None:
@@ -117,7 +112,7 @@ def export_run(protocol: str, run_id: str | None, turns: Sequence[Any], status: 
     if not enabled(env):
         return False
     try:
-        provider = _provider(str(env.get(TRACES_ENDPOINT_ENV) or env.get(ENDPOINT_ENV)))
+        provider = _provider(_endpoint(env))
         if provider is None:
             return False
         from opentelemetry import trace

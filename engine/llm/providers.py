@@ -175,11 +175,12 @@ def get_model(spec: str = "simulated", *, endpoints: EndpointRegistry | None = N
     recorded = f"{kind}:{name}" + (f"?{route.suffix}" if route.suffix else "")
     host = server_name(route.base_url) or _OWN_HOSTS[kind]
     # What the guarded call reads: the endpoint's timeout, retries and concurrency (only
-    # those the operator set), the gate its concurrency counts on, and the host to name.
+    # those the operator set), the gate its concurrency counts on, the host to name, and
+    # the registry's capabilities (where its limits are kept when no store keeps them).
     # The output cap goes too: the limiter's estimate of a call counts it, and it bounds the
     # usage a reply may report (engine.llm.prices.read_usage).
     call = {**policy, "gate": route.endpoint.name if route.endpoint is not None else host,
-            "host": host, "max_tokens": cap}
+            "host": host, "max_tokens": cap, "capabilities": registry.capabilities}
     attributes: list[tuple[str, Any]] = [("parley_spec", recorded), ("parley_call", call),
                                          ("parley_price", price_of(registry, route, recorded))]
     if kind == "openai":  # structured output (engine.llm.structured, engine.llm.lines): the

@@ -28,6 +28,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from engine.models import ConfigError, now
 from engine.store import schema
+from engine.store.limits import LocalLimits
 from engine.store.liveness import GONE, owner_gone
 from engine.store.migrations import BACKFILLS, MIGRATIONS, refuse_newer
 from engine.store.schema import MigrationRow, RunRow
@@ -98,6 +99,7 @@ class Database:
         self._lock = threading.Lock()
         self._reaper: threading.Thread | None = None
         self._reaper_stop = threading.Event()
+        self.local_limits = LocalLimits()  # endpoint limits kept here when not in the database
         try:
             self._open()
         except ConfigError:

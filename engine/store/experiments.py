@@ -71,13 +71,16 @@ def get(store: Store, experiment_id: str) -> dict[str, Any]:
 
 def claim(store: Store, experiment_id: str, started_by: str = "") -> dict[str, Any]:
     """Mark the experiment `running` in this process, started by `started_by` (who, as a
-    run's `started_by`; its runs record it), unless another live process holds it
-    (`ConfigError`); returns its row as it was. The update is conditional on the row being
-    unchanged, so two processes claiming at once cannot both win."""
+    run's `started_by`; its runs record it), unless a live runner holds it, in another
+    process or in this one (`ConfigError`); returns its row as it was. The update is
+    conditional on the row being unchanged, so two runners claiming at once, in one process
+    or two, cannot both win."""
     who = starter(started_by)
     found = row(store, experiment_id)
     mine = found["host"] == store.host and found["pid"] == os.getpid()
-    if live_status(found, store.host) == "running" and not mine:
+    if live_status(found, store.host) == "running":
+        if mine:
+            raise ConfigError(f"experiment {experiment_id} is already running here", "input")
         raise ConfigError(f"experiment {experiment_id} is running in process {found['pid']} "
                           f"on {found['host']}; stop it there first", "input")
     with store.writing() as connection:

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from engine.llm.endpoints import registry_or_environment
 from engine.llm.providers import PROVIDERS, get_model
 from engine.models import now
 from engine.store import Store
@@ -148,7 +149,8 @@ async def arun_worker(store: Store, *, concurrency: int = 4, endpoints: Sequence
     if _REFUSED_ONCE not in outcomes.filters:
         outcomes.addFilter(_REFUSED_ONCE)
     store.start_reaper()
-    state = WorkerState(store, registry, sink=store.batched())
+    # one registry for every cell this worker runs: they share what it learns and its clients
+    state = WorkerState(store, registry_or_environment(registry), sink=store.batched())
     app = app_for(store, state, slots=concurrency)
     state.worker_id = pool_store.register(store, endpoints, concurrency)
     # Without endpoints, no `queues`: procrastinate then listens on every queue.
