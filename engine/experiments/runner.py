@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -17,7 +18,7 @@ from engine.experiments.notices import notify_ended
 from engine.experiments.planning import Plan, plan_of
 from engine.llm.runmodels import close_shared, open_shared
 from engine.models import ConfigError, RunStopped, now
-from engine.store import Store
+from engine.store import Store, StoreWriteError
 from engine.store.experiments import (
     Progress,
     cell_runs,
@@ -182,7 +183,8 @@ async def arun_experiment(store: Store, experiment_id: str, *,  # noqa: PLR0915
     `started_by` is who starts it (`engine.access.Actor.user`, or the CLI's user): the
     experiment's row records it and every run this start makes carries it.
 
-    Runs are written with group commit (`Store.batched()`), or one transaction per turn
+    Runs are written with group commit (`Store.batched()`: the rows, turns and ends of the
+    runs that wrote in one loop iteration, in one transaction), or one transaction per turn
     when `batched` is False. `endpoints` is the `EndpointRegistry` models resolve under
     (None: the environment's); `on_turn` hears every finished turn of every run. The
     store's reaper runs while the experiment does. When it ends, a notice is POSTed to
@@ -269,6 +271,8 @@ async def arun_experiment(store: Store, experiment_id: str, *,  # noqa: PLR0915
         status, error = ("stopped" if stopped else "failed"), f"{type(exc).__name__}: {exc}"
         raise
     finally:
+        with contextlib.suppress(StoreWriteError):  # what ended is written, even on Ctrl-C
+            sink.flush_turns()
         close_shared()
         with _LOCK:
             _RUNNING.discard(experiment_id)
