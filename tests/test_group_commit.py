@@ -1,0 +1,37 @@
+"""Group commit: an experiment's runs are written together, and none of them is lost.
+
+A batched store writes the rows, turns and ends of the runs that wrote in one event loop
+iteration in one transaction (`engine.store.batching`); before, each run took two commits of
+its own (its row, then its turns and end).
+"""
+from __future__ import annotations
+
+from sqlalchemy import event
+
+from engine import experiments as ex
+from engine.questions import DEFINITE
+
+QUESTIONS = [{"question": q.text, "expected": q.expected} for q in DEFINITE[:8]]
+
+
+def _commits(store) -> list[int]:
+    counted = [0]
+    event.listen(store.engine, "commit", lambda *_: counted.__setitem__(0, counted[0] + 1))
+    return counted
+
+
+def test_an_experiment_commits_its_runs_together_and_stores_every_one(store):
+    experiment_id = ex.create(store, {
+        "questions": QUESTIONS, "repeats": 3, "concurrency": 8,
+        "configs": [{"protocol": "vote", "label": "vote", "model": "simulated?latency=0.01"}]})
+    commits = _commits(store)
+    state = ex.run_experiment(store, experiment_id)
+    runs = store.runs(experiment_id=experiment_id)
+    assert state.status == "completed" and len(runs) == len(QUESTIONS) * 3
+    assert set(runs["status"]) == {"completed"}
+    turns = store.turns(list(runs["id"]))
+    assert len(turns) == int(runs["calls"].sum()) > 0  # every turn of every run
+    assert set(turns["run_id"]) == set(runs["id"])
+    # two commits a run before; now the runs of one loop iteration share one
+    assert commits[0] < len(runs), commits[0]
+
