@@ -35,3 +35,22 @@ def test_an_experiment_commits_its_runs_together_and_stores_every_one(store):
     # two commits a run before; now the runs of one loop iteration share one
     assert commits[0] < len(runs), commits[0]
 
+
+
+def test_a_result_saved_through_a_batched_store_in_an_event_loop_keeps_its_turns(store):
+    """A batched store in an event loop holds a new run's row for its next flush; a save,
+    which writes the turns itself, writes that row first, so no turn is dropped as a turn of
+    a run that does not exist."""
+    import asyncio
+
+    from engine import run_vote
+    from engine.protocols.storing import save_result
+
+    result = run_vote("Which is larger, 3 or 5?", voters=["simulated"] * 3)
+    sink = store.batched()
+
+    async def go() -> str:
+        return save_result(sink, result)
+
+    run = store.get(asyncio.run(go()))
+    assert run["status"] == "completed" and len(run["turns"]) == len(result.turns) == 3

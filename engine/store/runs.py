@@ -3,7 +3,8 @@
 Turns are written as each completes, so a crash loses at most the call in flight. Every value
 goes through `engine.store.records` on its way in (refused or cleaned, the same on both
 backends). A run deleted or stopped elsewhere is noticed at its next turn (`RunStopped`).
-A store made by `Store.batched()` group-commits turns instead (`engine.store.batching`).
+A store made by `Store.batched()` group-commits its runs' rows, turns and ends instead
+(`engine.store.batching`).
 """
 from __future__ import annotations
 
@@ -118,6 +119,8 @@ class RunWriting(Database):
         from another process), whose owners should stop."""
         if not pairs:
             return {}
+        if self._batch is not None:  # a run row the batch still holds goes first
+            self._batch.flush()
         try:
             with self.writing() as connection:
                 return _write_turns(connection, pairs)
