@@ -85,9 +85,12 @@ async def arun_cell(experiment: Plan, experiment_id: str, cell: Cell, *, store: 
     from engine.protocols.base import no_call_succeeded
     item, config = experiment.questions[cell.q], experiment.configs[cell.c]
     seed = experiment.order_seed_of(cell)  # None: the configuration's own order
+    # the set's answers only for an adversary to draw from: listed for every cell, they made
+    # an experiment's cells quadratic in its questions
+    answers = [q.get("expected") for q in experiment.questions] if config.get("adversary") \
+        else []
     try:  # a planted answer: one per question and repeat, whatever the configuration
-        config = drawn(config, item.get("expected"),
-                       [q.get("expected") for q in experiment.questions], experiment.seed,
+        config = drawn(config, item.get("expected"), answers, experiment.seed,
                        str(item["question"]), cell.q, cell.r)
     except ConfigError as exc:
         return CellOutcome("fatal", f"configuration {config['label']!r}: {exc}", finished=0)
