@@ -54,3 +54,33 @@ def test_a_result_saved_through_a_batched_store_in_an_event_loop_keeps_its_turns
 
     run = store.get(asyncio.run(go()))
     assert run["status"] == "completed" and len(run["turns"]) == len(result.turns) == 3
+
+
+def test_a_run_that_ends_before_its_row_could_be_written_is_stored_ended(store):
+    """The store refuses writes (a full disk) while a run's row waits in the batch and the
+    run ends: once the store recovers the row is written ended with its error, never left
+    `running` by a process that is still alive (which the reaper would never end)."""
+    import asyncio
+    import sqlite3
+
+    refusals = [0]
+
+    def full(_conn, _cursor, statement, *_):
+        if refusals[0] and statement.lstrip().upper().startswith(("INSERT", "UPDATE")):
+            refusals[0] -= 1
+            raise sqlite3.OperationalError("database or disk is full")
+
+    event.listen(store.engine, "before_cursor_execute", full)
+    sink = store.batched(window=60.0)  # the row waits in the batch until it is flushed
+
+    async def go() -> str:
+        run_id = sink.start_run("vote", "Which is larger, 3 or 5?")
+        refusals[0] = 2  # the flush before the end, then the end itself
+        assert sink.end_run(run_id, "failed", "the model went away") is False
+        return run_id
+
+    run_id = asyncio.run(go())
+    sink.flush_turns()  # the store takes writes again: the batch goes
+    store.flush_pending()
+    run = store.get(run_id)
+    assert run["status"] == "failed" and "the model went away" in run["error"]

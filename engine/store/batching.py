@@ -166,10 +166,6 @@ class TurnBatch:
             if not done.done():
                 done.set_exception(StoreWriteError(str(exc)))
 
-    def queued(self) -> list[tuple[str, Turn]]:
-        """The turns waiting to be written."""
-        return list(self._pending.values())
-
     def _drop(self, run_id: str) -> None:
         for key in [k for k in self._pending if k[0] == run_id]:
             del self._pending[key]
