@@ -286,3 +286,19 @@ def test_run_with_expected_says_right_or_wrong(tmp_path, capsys):
     assert said == ["right" if c else "wrong" for c in runs["correct"]]
     status, out, _err = run_main(["run", "vote", "What is 6 x 7?", "--db", db], capsys)
     assert not any(l.startswith("expected") for l in out.splitlines())
+
+
+@pytest.mark.parametrize("command", [["runs"], ["experiment", "list"]])
+def test_a_command_runs_with_the_garbage_collector_on_and_start_up_frozen(db, command):
+    """`python -m engine` starts with the cyclic collector off (start-up makes only what
+    lives as long as the process); every command, run directly or imported on its call,
+    runs with it back on and what start-up made frozen out of its scans."""
+    probe = ("import atexit, gc, runpy, sys\n"
+             "atexit.register(lambda: print('collector', gc.isenabled(), gc.get_freeze_count()"
+             " > 0))\n"
+             "sys.argv = ['engine', *sys.argv[1:]]\n"
+             "runpy.run_module('engine', run_name='__main__')\n")
+    done = subprocess.run([sys.executable, "-c", probe, *command, "--db", db], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "collector True True"

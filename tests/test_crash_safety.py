@@ -1,8 +1,9 @@
 """Crash safety: an experiment process killed with SIGKILL mid-run loses nothing it committed.
 
 The child journals, beside the store, each turn as the engine completes it (after the store
-was handed it) and each batch the store committed. After the kill: the database passes
-`PRAGMA integrity_check`; every committed turn is there; at most the turns of the one loop
+was handed it) and each batch the store committed (its run rows, turns and run ends). After
+the kill: the database passes `PRAGMA integrity_check`; every committed run row, turn and run
+end is there; at most the turns of the one loop
 iteration the kill interrupted are missing; the runs in flight read `interrupted`; resuming
 finishes exactly the missing cells, with no duplicate completed runs.
 """
@@ -35,27 +36,32 @@ CHILD = textwrap.dedent("""
     url, experiment_id, journal_path = sys.argv[1:4]
     journal = open(journal_path, "a", buffering=1)
     original_record = calls.RunContext.record
-    original_add_turns = Store.add_turns
+    original_write_batch = Store.write_batch
 
     def record(self, turn):
         original_record(self, turn)  # the store has been handed the turn
         run_id = getattr(self.recorder, "run_id", None)
         journal.write(json.dumps(["completed", run_id, turn.index]) + "\\n")
 
-    def add_turns(self, pairs):
-        ended = original_add_turns(self, pairs)  # committed
+    def write_batch(self, starts, pairs, endings):
+        ended = original_write_batch(self, starts, pairs, endings)  # committed
         for run_id, turn in pairs:
             journal.write(json.dumps(["committed", run_id, turn.index]) + "\\n")
+        for row in starts:
+            journal.write(json.dumps(["started", row["id"], -1]) + "\\n")
+        for ending in endings:
+            journal.write(json.dumps(["finished", ending["rid"], -1]) + "\\n")
         return ended
 
     calls.RunContext.record = record
-    Store.add_turns = add_turns
+    Store.write_batch = write_batch
     ex.run_experiment(Store(url), experiment_id)
 """)
 
 
 def _journal(path: Path) -> dict[str, set[tuple[str, int]]]:
-    entries: dict[str, set[tuple[str, int]]] = {"completed": set(), "committed": set()}
+    entries: dict[str, set[tuple[str, int]]] = {"completed": set(), "committed": set(),
+                                                "started": set(), "finished": set()}
     for line in path.read_text(encoding="utf-8").splitlines():
         try:
             kind, run_id, index = json.loads(line)
@@ -97,6 +103,10 @@ def test_sigkill_mid_experiment_then_resume(tmp_path):
     print(f"completed before the kill: {len(seen['completed'])}, missing: {len(lost)}")
     assert len(lost) <= CONCURRENCY * 4, lost  # only the interrupted loop iteration's turns
     runs = store.runs(experiment_id=experiment_id)
+    status = dict(zip(runs["id"], runs["status"]))
+    # every run row and run end committed in a batch is there: group commit lost none of them
+    assert {r for r, _ in seen["started"]} <= set(status)
+    assert seen["finished"] and all(status[r] == "completed" for r, _ in seen["finished"])
     assert "running" not in set(runs["status"])
     assert "interrupted" in set(runs["status"])  # the runs in flight at the kill
     assert ex.get(store, experiment_id)["status"] == "interrupted"

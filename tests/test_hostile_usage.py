@@ -53,7 +53,7 @@ from engine.llm.prices import (
 )
 from engine.llm.providers import DEFAULT_MAX_TOKENS, cap_output
 from engine.models import Turn
-from engine.store.limits import LocalLimits
+from engine.store.local_limits import LocalLimits
 from engine.store.records import INT_MAX
 
 PRICE = 1000.0  # dollars per million tokens, in and out: $0.001 a token

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -9,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from engine.access import cli_user
+from engine.cli.commands import entry
 from engine.cli.runflags import policy_from_args, progress_line
 from engine.cli.workers import ending, run_on_pool
 from engine.experiments.headline import headline
@@ -151,6 +153,8 @@ def _run_cli(store: Store, experiment_id: str, quiet: bool, endpoints: EndpointR
                                      on_progress=bar, on_turn=bar.turn,
                                      endpoints=endpoints, started_by=cli_user())
 
+    if entry():  # what planning loaded (the model's client library) lives as long, too
+        gc.freeze()
     try:
         state = asyncio.run(releasing(go()))
     finally:

@@ -378,6 +378,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
     try:
         _default_store(args)
+        commands.started()  # a command imported on its call freezes again after its imports
         return handler(args)
     except ConfigError as exc:
         sys.stderr.write(f"error: {str(exc).splitlines()[0]}\n")

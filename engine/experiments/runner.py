@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,7 +19,7 @@ from engine.experiments.planning import Plan, plan_of
 from engine.llm.endpoints import registry_or_environment
 from engine.llm.runmodels import close_shared, open_shared
 from engine.models import ConfigError, RunStopped, now
-from engine.store import Store
+from engine.store import Store, StoreWriteError
 from engine.store.experiments import (
     Progress,
     cell_runs,
@@ -76,9 +77,12 @@ async def arun_cell(experiment: Plan, experiment_id: str, cell: Cell, *, store: 
     from engine.protocols.base import no_call_succeeded
     item, config = experiment.questions[cell.q], experiment.configs[cell.c]
     seed = experiment.order_seed_of(cell)  # None: the configuration's own order
+    # the set's answers only for an adversary to draw from: listed for every cell, they made
+    # an experiment's cells quadratic in its questions
+    answers = [q.get("expected") for q in experiment.questions] if config.get("adversary") \
+        else []
     try:  # a planted answer: one per question and repeat, whatever the configuration
-        config = drawn(config, item.get("expected"),
-                       [q.get("expected") for q in experiment.questions], experiment.seed,
+        config = drawn(config, item.get("expected"), answers, experiment.seed,
                        str(item["question"]), cell.q, cell.r)
     except ConfigError as exc:
         return CellOutcome("fatal", f"configuration {config['label']!r}: {exc}", finished=0)
@@ -174,7 +178,8 @@ async def arun_experiment(store: Store, experiment_id: str, *,  # noqa: PLR0915
     `started_by` is who starts it (`engine.access.Actor.user`, or the CLI's user): the
     experiment's row records it and every run this start makes carries it.
 
-    Runs are written with group commit (`Store.batched()`), or one transaction per turn
+    Runs are written with group commit (`Store.batched()`: the rows, turns and ends of the
+    runs that wrote in one loop iteration, in one transaction), or one transaction per turn
     when `batched` is False. `endpoints` is the `EndpointRegistry` models resolve under
     (None: the environment's); `on_turn` hears every finished turn of every run. The
     store's reaper runs while the experiment does. When it ends, a notice is POSTed to
@@ -262,6 +267,8 @@ async def arun_experiment(store: Store, experiment_id: str, *,  # noqa: PLR0915
         status, error = ("stopped" if stopped else "failed"), f"{type(exc).__name__}: {exc}"
         raise
     finally:
+        with contextlib.suppress(StoreWriteError):  # what ended is written, even on Ctrl-C
+            sink.flush_turns()
         close_shared()
         set_values(store, experiment_id, status=status, error=error[:2000],
                    finished_at=now(), heartbeat_at=now())

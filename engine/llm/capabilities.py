@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from engine.store import support
-from engine.store.limits import LocalLimits
+from engine.store.local_limits import LocalLimits
 
 if TYPE_CHECKING:
     from engine.store import Store

@@ -43,7 +43,8 @@ from uuid import uuid4
 
 from engine.models import LimitState
 from engine.store import StoreWriteError
-from engine.store.limits import LocalLimits, change, end_lease, shared
+from engine.store.limits import change, end_lease, shared
+from engine.store.local_limits import LocalLimits
 
 if TYPE_CHECKING:
     from engine.store import Store

@@ -320,25 +320,26 @@ async def execute(spec: ProtocolSpec[Any], question: str, templates: Mapping[str
     result.run_id = run_id
     if expected is not None and str(expected).strip():
         score(result, str(expected))
-    error = _finish(spec, store, run_id, result, run, began)
+    error = await _finish(spec, store, run_id, result, run, began)
     traced("failed" if error else "completed")
     return result
 
 
-def _finish(spec: ProtocolSpec[Any], store: Store | None, run_id: str | None, result: RunResult,
-            run: RunOptions, began: Any) -> str:
+async def _finish(spec: ProtocolSpec[Any], store: Store | None, run_id: str | None,
+                  result: RunResult, run: RunOptions, began: Any) -> str:
     """Store the ended run with the metrics and assessment its protocol (`spec`) makes of it
-    (when there is a store); returns its error ("" when it did not fail)."""
+    (when there is a store), returning once it is written (a batched store writes it with
+    other runs' writes: group commit); returns its error ("" when it did not fail)."""
     result._assessment = lambda: (spec.metrics(result), *spec.assess(result))  # for a save
     if store is None or run_id is None:  # the store gives every run it keeps an id
         return no_call_succeeded(result.turns)
     error, lost = spec.assess(result)
     try:
-        store.finish_run(run_id, result, {**spec.metrics(result), **fork_metrics(run),
-                                          **adversary.metrics(result, run.adversary,
-                                                              _seat_names(result)),
-                                          **donor_metrics(run)},
-                         error=error, lost=lost)
+        await store.afinish_run(run_id, result, {**spec.metrics(result), **fork_metrics(run),
+                                                 **adversary.metrics(result, run.adversary,
+                                                                     _seat_names(result)),
+                                                 **donor_metrics(run)},
+                                error=error, lost=lost)
     except StoreWriteError as exc:
         store.end_run(run_id, "failed", str(exc))
         _trace(result.protocol, run_id, result.turns, "failed", began, run)

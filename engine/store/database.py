@@ -28,8 +28,8 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from engine.models import ConfigError, now
 from engine.store import schema
-from engine.store.limits import LocalLimits
 from engine.store.liveness import GONE, owner_gone
+from engine.store.local_limits import LocalLimits
 from engine.store.migrations import BACKFILLS, MIGRATIONS, refuse_newer
 from engine.store.schema import MigrationRow, RunRow
 from engine.store.statements import BACKFILL_LOG, MIGRATION_LOG, end_run_row

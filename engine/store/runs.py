@@ -3,7 +3,8 @@
 Turns are written as each completes, so a crash loses at most the call in flight. Every value
 goes through `engine.store.records` on its way in (refused or cleaned, the same on both
 backends). A run deleted or stopped elsewhere is noticed at its next turn (`RunStopped`).
-A store made by `Store.batched()` group-commits turns instead (`engine.store.batching`).
+A store made by `Store.batched()` group-commits its runs' rows, turns and ends instead
+(`engine.store.batching`).
 """
 from __future__ import annotations
 
@@ -18,13 +19,13 @@ from sqlalchemy.exc import IntegrityError
 
 from engine.models import RunResult, RunStopped, Turn, now
 from engine.store import facets, readback, records
-from engine.store.database import Database, StoreWriteError
+from engine.store.database import Database
 from engine.store.labels import delete_labels
 from engine.store.schema import RunRow, TurnRow
 from engine.store.signal_columns import signal_values
 from engine.store.statements import (
     FINISH_RUN,
-    HEARTBEAT,
+    HEARTBEATS,
     INSERT_RUN,
     INSERT_TURN,
     RUNS,
@@ -87,6 +88,10 @@ class RunWriting(Database):
                "experiment_id": experiment_id, "host": self.host[:200], "pid": os.getpid(),
                "created_at": now(), "heartbeat_at": now()}
         found = facets.values_of(values.get("tags"), row["models"]) - self._facets
+        batch = self._batch
+        if batch is not None and batch.deferring():  # inserted with the batch's next flush
+            batch.start(run_id, row)
+            return run_id
         with self.writing() as connection:
             connection.execute(INSERT_RUN, row)
             if found:
@@ -120,6 +125,8 @@ class RunWriting(Database):
         from another process), whose owners should stop."""
         if not pairs:
             return {}
+        if self._batch is not None:  # a run row the batch still holds goes first
+            self._batch.flush()
         try:
             with self.writing() as connection:
                 return _write_turns(connection, pairs)
@@ -147,37 +154,50 @@ class RunWriting(Database):
         or deleted meanwhile stays as it is): `completed`, or `failed` with `error` when one
         is given (no model call succeeded). A completed run that `lost` something decisive (see
         `ProtocolSpec.losses`) is flagged `degraded_run`, with what it lost. A batched store
-        writes the run's turns first (`StoreWriteError` when they still cannot be written)."""
-        turns = result.turns
-        dump = result.model_dump(mode="json", exclude={"turns"})
-        metrics = {**metrics, "warnings": len(result.warnings)}
-        ending = {
-            "rid": run_id, "status": "failed" if error else "completed",
-            "error": records.error_text(error)[:2000], "degraded_run": bool(lost) and not error,
-            "lost": clean_text("; ".join(lost)), "result": records.dumps(dump),
-            "metrics": records.dumps(metrics), **signal_values(metrics),
-            **records.totals(turns),
-            **records.column_values(RUNS, {name: getattr(result, name) for name in FROM_RESULT}),
-            "any_simulated": any(t.simulated for t in turns),
-            "finished_at": now(), "heartbeat_at": now()}
-        batch = self._batch
-        if batch is None:
-            with self.writing() as connection:
-                connection.execute(FINISH_RUN, ending)
+        writes what it holds (this run's turns among it) in the same transaction
+        (`StoreWriteError` when that cannot be written)."""
+        ending = _ending(run_id, result, metrics, error, lost)
+        if self._batch is not None:
+            self._batch.finish_now(run_id, ending)
             return
-        # One transaction writes the turns the batch holds (this run's last ones among them)
-        # and the run's end; when it cannot, the batch's own flush says why.
-        pairs = batch.queued()
+        with self.writing() as connection:
+            connection.execute(FINISH_RUN, ending)
+
+    async def afinish_run(self, run_id: str, result: RunResult, metrics: Mapping[str, Any], *,
+                          error: str = "", lost: Sequence[str] = ()) -> None:
+        """`finish_run` for a run in an event loop: a batched store writes the end with the
+        batch's next flush (group commit) and returns once it is committed."""
+        if self._batch is None or not self._batch.deferring():
+            self.finish_run(run_id, result, metrics, error=error, lost=lost)
+            return
+        await self._batch.finish(run_id, _ending(run_id, result, metrics, error, lost))
+
+    def write_batch(self, starts: Sequence[Mapping[str, Any]], pairs: Sequence[tuple[str, Turn]],
+                    endings: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+        """Write a batch's new run rows, turns and run ends in one transaction (a statement
+        for each kind, and one for the heartbeat of the runs with turns); returns {run id:
+        why} for the runs no longer `running` (deleted, or stopped from another process),
+        whose owners should stop. A run deleted between its heartbeat and its turns' insert
+        fails the transaction: then each run is written on its own."""
         try:
             with self.writing() as connection:
-                ended = _write_turns(connection, pairs)
-                connection.execute(FINISH_RUN, ending)
-        except (StoreWriteError, IntegrityError):
-            batch.before_finish(run_id)
-            with self.writing() as connection:
-                connection.execute(FINISH_RUN, ending)
-            return
-        batch.written(pairs, ended)
+                new = [row for row in starts
+                       if facets.values_of(row.get("tags"), row.get("models")) - self._facets]
+                ended = _write_batch(connection, starts, pairs, endings, new)
+        except IntegrityError:
+            if len({*(r["id"] for r in starts), *(r for r, _ in pairs),
+                    *(e["rid"] for e in endings)}) <= 1:
+                return {r: "the run was deleted" for r, _ in pairs}
+            ended = {}
+            for run_id in dict.fromkeys([*(r["id"] for r in starts), *(r for r, _ in pairs),
+                                         *(e["rid"] for e in endings)]):
+                ended |= self.write_batch([r for r in starts if r["id"] == run_id],
+                                          [p for p in pairs if p[0] == run_id],
+                                          [e for e in endings if e["rid"] == run_id])
+            return ended
+        for row in starts:  # kept once committed: the next run with them writes none
+            self._facets |= facets.values_of(row.get("tags"), row.get("models"))
+        return ended
 
     def end_run(self, run_id: str, status: str, error: str = "") -> bool:
         """Close a `running` run that did not complete (`failed` or `interrupted`), keeping its
@@ -187,7 +207,7 @@ class RunWriting(Database):
         if status not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}")
         if self._batch is not None:
-            self._batch.before_end(run_id)
+            self._batch.before_end(run_id, status, error)
         return self._end_or_wait(run_id, status, error)
 
     def stop_run(self, run_id: str, reason: str = "stopped by the user") -> bool:
@@ -256,20 +276,66 @@ class RunWriting(Database):
         return count
 
 
-def _write_turns(connection: Any, pairs: Sequence[tuple[str, Turn]]) -> dict[str, str]:
-    """Write several runs' turns in `connection`'s transaction, each run's heartbeat first;
-    returns {run id: why} for the runs no longer `running` (deleted, or stopped from another
-    process: the turns of a stopped run are kept, as its calls were made)."""
+def _ending(run_id: str, result: RunResult, metrics: Mapping[str, Any], error: str,
+            lost: Sequence[str]) -> dict[str, Any]:
+    """The values `FINISH_RUN` ends a run with (see `RunWriting.finish_run`)."""
+    turns = result.turns
+    dump = result.model_dump(mode="json", exclude={"turns"})
+    metrics = {**metrics, "warnings": len(result.warnings)}
+    return {
+        "rid": run_id, "status": "failed" if error else "completed",
+        "error": records.error_text(error)[:2000], "degraded_run": bool(lost) and not error,
+        "lost": clean_text("; ".join(lost)), "result": records.dumps(dump),
+        "metrics": records.dumps(metrics), **signal_values(metrics),
+        **records.totals(turns),
+        **records.column_values(RUNS, {name: getattr(result, name) for name in FROM_RESULT}),
+        "any_simulated": any(t.simulated for t in turns),
+        "finished_at": now(), "heartbeat_at": now()}
+
+
+def _write_batch(connection: Any, starts: Sequence[Mapping[str, Any]],
+                 pairs: Sequence[tuple[str, Turn]],
+                 endings: Sequence[Mapping[str, Any]],
+                 new: Sequence[Mapping[str, Any]] = ()) -> dict[str, str]:
+    """`RunWriting.write_batch` in `connection`'s transaction (`new`: the starts whose
+    facets this process has not written yet)."""
+    for group in _alike(starts):  # a row ended before it was written has more columns
+        connection.execute(INSERT_RUN, group)
+    if new:
+        facets.record(connection, new)
+    ended = _write_turns(connection, pairs, fresh={row["id"] for row in starts})
+    for group in _alike(endings):
+        connection.execute(FINISH_RUN, group)
+    return ended
+
+
+def _alike(rows: Sequence[Mapping[str, Any]]) -> list[list[dict[str, Any]]]:
+    """`rows` grouped by their columns, so that each group is one executemany."""
+    shapes: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for row in rows:
+        shapes.setdefault(tuple(sorted(row)), []).append(dict(row))
+    return list(shapes.values())
+
+
+def _write_turns(connection: Any, pairs: Sequence[tuple[str, Turn]],
+                 fresh: set[str] | frozenset[str] = frozenset()) -> dict[str, str]:
+    """Write several runs' turns in `connection`'s transaction, the runs' heartbeat first
+    (one statement; none for the runs inserted in this transaction, `fresh`); returns {run
+    id: why} for the runs no longer `running` (deleted, or stopped from another process: the
+    turns of a stopped run are kept, as its calls were made)."""
     if not pairs:
         return {}
     values = [records.turn_values(r, t) for r, t in pairs]
     ended: dict[str, str] = {}
     stopped: list[str] = []
-    for run_id in sorted({r for r, _ in pairs}):
-        if connection.execute(HEARTBEAT, {"rid": run_id, "at": now()}).rowcount:
-            continue
+    beating = sorted({r for r, _ in pairs} - fresh)
+    beat = connection.execute(HEARTBEATS, {"ids": beating, "at": now()}).rowcount \
+        if beating else 0
+    for run_id in beating if beat != len(beating) else ():  # one or more ended elsewhere
         row = connection.execute(select(RunRow.status, RunRow.error).where(
             RunRow.id == run_id)).first()
+        if row is not None and row.status == "running":
+            continue
         ended[run_id] = ("the run was deleted" if row is None else
                          f"the run was ended elsewhere ({row.status}"
                          f"{': ' + row.error if row.error else ''})")

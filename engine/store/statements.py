@@ -30,8 +30,10 @@ INSERT_RUN = RUNS.insert()
 # simulated once any of its turns is (`any_simulated`), or when it started so.
 FINISH_RUN = update(RUNS).where(RUNS.c.id == bindparam("rid"), RUNS.c.status == "running").values(
     simulated=or_(RUNS.c.simulated, bindparam("any_simulated")))
-HEARTBEAT = update(RUNS).where(RUNS.c.id == bindparam("rid"),
-                               RUNS.c.status == "running").values(heartbeat_at=bindparam("at"))
+# The heartbeat of the `running` runs among `ids` (a list): its row count says whether one of
+# them was ended elsewhere.
+HEARTBEATS = update(RUNS).where(RUNS.c.id.in_(bindparam("ids", expanding=True)),
+                                RUNS.c.status == "running").values(heartbeat_at=bindparam("at"))
 UPDATE_TURN = update(TURNS).where(TURNS.c.run_id == bindparam("rid"),
                                   TURNS.c.idx == bindparam("i")).values(
     parsed=bindparam("parsed"), warnings=bindparam("warnings"), status=bindparam("status"),
