@@ -160,16 +160,15 @@ SLOW: dict[str, float] = {
     "tests/test_replay.py::test_an_experiments_what_if_tab": 21,
     "tests/test_vega.py::test_any_rates_make_json_a_browser_reads": 21,
     "tests/test_openai_http.py::test_debate_through_the_cli": 21,
-    # The real model's module: its module-scoped fixture runs every protocol against a
-    # llama.cpp model (683 s for the test that asked for it first, and 132 s for the
-    # experiment through its endpoint); whichever of the tests reading it runs first is
-    # slow, and the file's other two start a real server process too.
-    "tests/test_real_model.py": 815,
     # Measured on 2026-12-07: the fast lane in four chunks of files, `-n 0 --durations=0`,
     # load average 5 to 17 on the shared 2-core machine; every test of 6 s or more of its
-    # own there (103 tests, 1263 s of the lane's 2273 s in tests of 1 s or more).
+    # own there (115 tests, 1577 s of the lane's 2798 s in tests of 1 s or more).
+    "tests/test_workers.py::test_three_workers_one_killed_every_cell_exactly_once": 67,
+    "tests/test_words.py::test_every_chart_title_is_printed_once": 67,
+    "tests/test_workers.py::test_workers_reconnect_after_losing_the_database": 49,
     "tests/test_cli_secrets.py::test_an_endpoint_and_key_in_secrets_toml_reach_the_server_and_go_nowhere_else":
         49,
+    "tests/test_words.py::test_no_identifier_and_nothing_raw_in_any_state": 39,
     "tests/test_insights_answers.py::test_hostile_metrics_give_typed_values_or_none": 31,
     "tests/test_hostile_config.py::test_the_run_page_shows_a_malformed_saved_configuration_instead_of_crashing":
         29,
@@ -178,11 +177,13 @@ SLOW: dict[str, float] = {
     "tests/test_presets.py::test_every_preset_runs_end_to_end_on_the_simulated_model": 25,
     "tests/test_presets.py::test_every_preset_runs_end_to_end_on_an_openai_compatible_server": 24,
     "tests/test_crash_safety.py::test_sigkill_mid_experiment_then_resume": 24,
+    "tests/test_workers.py::test_stop_cancels_queued_cells_and_stops_running_ones": 23,
     "tests/test_cli_status.py::test_a_run_where_every_call_failed_exits_1_and_says_why": 23,
     "tests/test_insights_scale.py::test_a_section_reads_its_runs_results_once_and_past_a_bound_a_sample":
         21,
     "tests/test_fuzz_jobs.py::test_the_stores_sql_reads_a_payload_as_read_job_does": 21,
     "tests/test_labels.py::test_a_bad_preference_is_refused": 21,
+    "tests/test_secrets.py::test_key_is_used_but_never_stored_exported_or_logged": 20,
     "tests/test_gate.py::test_a_candidate_that_always_agrees_with_the_majority_fails_on_majority_adoption":
         20,
     "tests/test_poison_jobs.py::test_an_experiment_with_only_poison_jobs_left_is_settled_not_kept_running":
@@ -240,14 +241,19 @@ SLOW: dict[str, float] = {
         10,
     "tests/test_reply_caps.py::test_a_200_mb_compressed_body_is_never_inflated_past_the_cap": 10,
     "tests/test_call_policy_app.py::test_experiment_form_writes_the_call_policy_into_the_spec": 10,
+    "tests/test_secrets.py::test_key_appears_on_no_page": 9,
     "tests/test_fuzz.py::test_load_mapping_raises_only_config_errors": 9,
     "tests/test_hostile_store.py::test_malformed_records_are_refused_with_their_line_and_nothing_is_written":
+        9,
+    "tests/test_rough_edges.py::test_home_demo_count_is_fresh_after_storing_and_the_demo_is_idempotent":
         9,
     "tests/test_judgement.py::test_the_database_refuses_a_second_label_written_around_the_store": 9,
     "tests/test_experiment_edges.py::test_starting_a_second_experiment_shows_it_says_so_and_clears_the_form":
         9,
     "tests/test_judgement.py::test_two_tabs_give_one_preference_the_latest": 9,
     "tests/test_dynamics.py::test_influence_covers_every_flip_to_a_held_answer": 9,
+    "tests/test_search.py::test_hostile_queries_never_raise": 9,
+    "tests/test_workers.py::test_the_cell_guard_lets_one_taker_run_a_cell_once": 9,
     "tests/test_labels.py::test_labels_travel_with_their_runs": 9,
     "tests/test_hostile_usage.py::test_timeouts_bill_the_estimated_input_of_every_attempt": 9,
     "tests/test_layout.py::test_the_engine_never_imports_streamlit_and_pages_use_a_handful_of_packages":
@@ -296,9 +302,12 @@ SLOW: dict[str, float] = {
     "tests/test_fuzz.py::test_parse_sections_never_raises": 6,
     "tests/test_labels.py::test_the_database_cascades_too": 6,
     "tests/test_dynamics.py::test_properties": 6,
+    "tests/test_unanswered.py::test_a_huge_reply_is_read_in_linear_time": 6,
     "tests/test_hostile_rendering.py::test_insights_page_charts_hold_escaped_labels": 6,
     "tests/test_endpoint_support.py::test_a_new_process_reads_the_detected_mode_from_the_store": 6,
     "tests/test_keys_stay_home.py::test_a_key_inside_a_spec_is_refused_with_where_keys_go": 6,
+    "tests/test_rough_edges.py::test_duel_first_converge_and_reply_are_selects_checked_before_start":
+        6,
     "tests/test_experiment_answer.py::test_the_views_are_four_groups_and_an_old_link_to_a_view_opens_it":
         6,
     "tests/test_hostile_config.py::test_a_prompt_override_without_a_required_placeholder_is_refused":
@@ -306,9 +315,17 @@ SLOW: dict[str, float] = {
 }
 
 
+# A test that asks for a real model is slow by nature: `real_model_url` serves a llama.cpp
+# model, and tests/test_real_model.py's module fixture runs every protocol on it (683 s for
+# the first test reading it, 132 s for an experiment through its endpoint), whichever of its
+# tests comes first.
+SLOW_FIXTURES = frozenset({"real_model_url"})
+
+
 def _slow(item) -> bool:
     test = item.nodeid.split("[", 1)[0]
-    return test in SLOW or test.split("::", 1)[0] in SLOW
+    return test in SLOW or test.split("::", 1)[0] in SLOW or bool(
+        SLOW_FIXTURES & set(getattr(item, "fixturenames", ())))
 
 
 def pytest_collection_modifyitems(config, items):
