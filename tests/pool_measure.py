@@ -3,10 +3,10 @@
 PARLEY_TEST_PG_URL). It empties the job queue's tables of that database: give it one of its own.
 
 - `fetch`: how many jobs one worker of `--concurrency 32` runs at once while its event loop is
-  busy (each job spends its time in 0.5 ms slices of CPU with 20 ms waits between, as cells
-  on one loop do: 32 of them keep about 0.8 of a core busy), with procrastinate's own fetch
-  (one job a round trip) and with the pool's (`Gatekeeper`, as many jobs as free slots in
-  one round trip).
+  busy (each job spends its time in slices of CPU, 0.5 ms by default (`--cpu`), with 20 ms
+  waits between, as cells on one loop do: 32 of them keep about 0.8 of a core busy), with
+  procrastinate's own fetch (one job a round trip) and with the pool's (`Gatekeeper`, as
+  many jobs as free slots in one round trip).
 - `reads`: the pool's reads of the queue by payload (SQL on the store's connections) against
   procrastinate's API for the same answer (`list_jobs` filtered in Python, `list_queues`).
 
@@ -43,7 +43,8 @@ def _empty(store: Store) -> None:
         connection.execute(text("DELETE FROM procrastinate_workers"))
 
 
-async def _fetch_once(url: str, jobs: int, work: float, batched: bool) -> str:
+async def _fetch_once(url: str, jobs: int, work: float, batched: bool,
+                      cpu: float) -> str:
     app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=url))
     app.job_manager = Gatekeeper(app.connector, None, SLOTS) if batched \
         else JobManager(app.connector)
@@ -57,7 +58,7 @@ async def _fetch_once(url: str, jobs: int, work: float, batched: bool) -> str:
         peak = max(peak, running)
         end = time.monotonic() + work
         while time.monotonic() < end:
-            spin = time.monotonic() + 0.0005
+            spin = time.monotonic() + cpu
             while time.monotonic() < spin:
                 pass
             await asyncio.sleep(0.02)
@@ -88,10 +89,10 @@ async def _fetch_once(url: str, jobs: int, work: float, batched: bool) -> str:
             f"at once on average, {peak} at most")
 
 
-def fetch(store: Store, jobs: int, work: float) -> None:
+def fetch(store: Store, jobs: int, work: float, cpu: float) -> None:
     for batched in (False, True):
         _empty(store)
-        print(asyncio.run(_fetch_once(conninfo(store.url), jobs, work, batched)), flush=True)
+        print(asyncio.run(_fetch_once(conninfo(store.url), jobs, work, batched, cpu)), flush=True)
 
 
 def _median_ms(call: Any, times: int = 7) -> float:
@@ -141,12 +142,14 @@ def main() -> None:
     parser.add_argument("--db", default=os.environ.get("PARLEY_TEST_PG_URL", ""))
     parser.add_argument("--jobs", type=int, default=0, help="192 (fetch), 20000 (reads)")
     parser.add_argument("--work", type=float, default=2.0, help="seconds a fetch job lasts")
+    parser.add_argument("--cpu", type=float, default=0.0005,
+                        help="seconds of CPU a fetch job spends between its 20 ms waits")
     args = parser.parse_args()
     store = Store(args.db)
     ensure_schema(store)
     print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     if args.what == "fetch":
-        fetch(store, args.jobs or 192, args.work)
+        fetch(store, args.jobs or 192, args.work, args.cpu)
     else:
         reads(store, args.jobs or 20_000)
     print(f"load average after: {os.getloadavg()[0]:.2f}")

@@ -75,22 +75,29 @@ def test_the_cell_guard_lets_one_taker_run_a_cell_once(pg_url):
     store = Store(pg_url)
     experiment_id = ex.create(store, _spec(QUESTIONS[:2], 1, latency=0.0))
     cell = ex.Cell(0, 0, 0)
-    with pool_store.cell_lock(store, experiment_id, cell) as first:
-        with pool_store.cell_lock(store, experiment_id, cell) as second:
-            assert first and not second  # another session holds it: that worker runs it
+    one, other = pool_store.CellLocks(store), pool_store.CellLocks(store)  # two workers
+    try:
+        assert one.acquire(experiment_id, cell)
+        assert not other.acquire(experiment_id, cell)  # another session holds it
+        assert not one.acquire(experiment_id, cell)  # and another job of the same worker
         assert pool_store.take_cell(store, experiment_id, cell)
-    # A worker died mid-cell: its run is left `running`; the next taker ends and marks it.
-    experiment = plan_of(ex.get(store, experiment_id)["spec"])
-    dead = store.start_run("vote", "q", tags=[cell.tag], experiment_id=experiment_id)
-    with pool_store.cell_lock(store, experiment_id, cell) as got:
-        assert got and pool_store.take_cell(store, experiment_id, cell)
+        one.release(experiment_id, cell)
+        # A worker died mid-cell: its run is left `running`; the next taker ends and marks it.
+        experiment = plan_of(ex.get(store, experiment_id)["spec"])
+        dead = store.start_run("vote", "q", tags=[cell.tag], experiment_id=experiment_id)
+        assert other.acquire(experiment_id, cell)
+        assert pool_store.take_cell(store, experiment_id, cell)
         outcome = run_sync(arun_cell(experiment, experiment_id, cell, store=store,
                                      stop_event=threading.Event()))
-    assert outcome.status == "completed"
-    left = store.get(dead)
-    assert left["status"] == "interrupted" and ex.SUPERSEDED in left["tags"]
-    with pool_store.cell_lock(store, experiment_id, cell) as got:
-        assert got and not pool_store.take_cell(store, experiment_id, cell)  # done: never again
+        other.release(experiment_id, cell)
+        assert outcome.status == "completed"
+        left = store.get(dead)
+        assert left["status"] == "interrupted" and ex.SUPERSEDED in left["tags"]
+        assert one.acquire(experiment_id, cell)
+        assert not pool_store.take_cell(store, experiment_id, cell)  # done: never again
+    finally:
+        one.close()
+        other.close()
     assert _completed_per_cell(store, experiment_id) == Counter({cell: 1})
 
 

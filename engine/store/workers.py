@@ -384,28 +384,8 @@ class CellLocks:
                 self._connection = None
 
 
-@contextmanager
-def cell_lock(store: Store, experiment_id: str, cell: Cell,
-              locks: CellLocks | None = None) -> Iterator[bool]:
-    """Hold the cell's advisory lock while the block runs, on `locks`' session (a worker's),
-    else on a session of its own; yields False when another session (or another job of the
-    same `locks`) holds it: that one is running the cell."""
-    own = locks is None
-    held = CellLocks(store) if locks is None else locks
-    got = held.acquire(experiment_id, cell)
-    try:
-        yield got
-    finally:
-        try:
-            if got:
-                held.release(experiment_id, cell)
-        finally:
-            if own:
-                held.close()
-
-
 def take_cell(store: Store, experiment_id: str, cell: Cell) -> bool:
-    """With the cell's lock held (`cell_lock`): False when the cell already has a completed
+    """With the cell's lock held (`CellLocks`): False when the cell already has a completed
     run (it never runs again); else end the runs a dead worker left `running` for it as
     `interrupted`, mark every earlier try `superseded`, and return True. The usual cell, with
     no try before it, costs one read (the lock keeps every other writer off its runs)."""

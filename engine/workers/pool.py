@@ -5,7 +5,7 @@ procrastinate (a well-kept, async-native, PostgreSQL-only job queue) keeps its t
 store's database, so the pool needs no other service. Each cell of an experiment is one job,
 queued on its endpoint's queue (`parley-<endpoint>`, or `parley-default`), so a worker can
 serve only some endpoints. procrastinate hands a job to one worker; the store's per-cell
-guard (`engine.store.workers.cell_lock` and `take_cell`) makes sure that a cell that
+guard (`engine.store.workers.CellLocks` and `take_cell`) makes sure that a cell that
 finished never runs again, even when a job is retried or submitted twice.
 
 A job whose payload names no cell of an existing experiment's plan (it did not come from
