@@ -41,6 +41,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 from uuid import uuid4
 
+from engine.errors import RATE_LIMITED, ParleyError
 from engine.models import LimitState
 from engine.store import StoreWriteError
 from engine.store.limits import change, end_lease, shared
@@ -75,9 +76,11 @@ class Limits:
                    int(call.get("max_tokens") or 0))
 
 
-class RateLimited(Exception):
+class RateLimited(ParleyError):
     """No slot at the endpoint within the call's time: its rate, or a 429's cool-down, holds
     the call longer than its timeout leaves. The call ends degraded and is not retried."""
+
+    failure = RATE_LIMITED
 
 
 class Wait(float):
