@@ -93,7 +93,7 @@ class ProtocolSpec(Generic[R]):
 
     name: str
     title: str
-    seed: str
+    source: str  # the specification document the protocol follows (a seed's number, "000")
     question_name: str
     runner: Callable[..., Awaitable[R]]
     result_type: type[R]
