@@ -24,7 +24,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
-from engine.errors import EMPTY, RATE_LIMITED, TIMED_OUT, UNREADABLE, ParleyError
+from engine.errors import EMPTY, NOT_AN_API, RATE_LIMITED, TIMED_OUT, UNREADABLE, ParleyError
 from engine.llm.failures import failure_of, is_transient, unreachable
 from engine.llm.limits import Gate, RateLimited, retry_after
 from engine.llm.lines import LineFormat, LineOutput
@@ -95,7 +95,7 @@ async def invoke_on_thread(model: Any, messages: list[BaseMessage],
                             "abandoned") from None
 
 
-NOT_AN_API = ("the server answered with something other than an OpenAI-compatible reply (a "
+NOT_AN_API_ERROR = ("the server answered with something other than an OpenAI-compatible reply (a "
               "web page?): check the endpoint's base URL, which usually ends in /v1")
 
 
@@ -106,7 +106,7 @@ def describe_error(exc: BaseException, *, not_an_api: bool = False) -> str:
     if isinstance(exc, TimeoutError) and not text:
         text = "the model did not answer in time"
     if not_an_api:
-        return NOT_AN_API
+        return NOT_AN_API_ERROR
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
@@ -398,8 +398,9 @@ class RunContext:
                     gate.refused(exc)
                     # what the error is, decided here, by its class and what the client saw
                     got.failure = failure_of(exc, not_an_api=record.not_an_api)
-                    got.error = describe_error(exc, not_an_api=record.not_an_api)
-                    if host and (unreachable(exc) or record.not_an_api):
+                    foreign = got.failure == NOT_AN_API  # a reply no client could read
+                    got.error = describe_error(exc, not_an_api=foreign)
+                    if host and (unreachable(exc) or foreign):
                         got.error = f"{got.error} (calling {host})"
                     if not got.simulated and reached(exc, record):  # sent, no answer back
                         used = got.unanswered(estimate_usage(full, "")[0])
