@@ -167,3 +167,35 @@ def test_kinds_set_where_the_call_ended():
     assert unread.failure == UNREADABLE and unread.error.startswith("the reply could not")
     assert no_call_succeeded([empty, unread]) == (
         "no model call succeeded (2 calls: 1 empty reply, 1 unreadable reply)")
+
+
+@pytest.mark.parametrize(("error", "billed"), [
+    (httpx.ConnectError("[Errno 111] Connection refused"), False),
+    (httpx.ReadTimeout("the server took too long"), True),
+    (httpx.RemoteProtocolError("Server disconnected"), True),
+    (ConnectionRefusedError(), False),
+    (TimeoutError(), True),
+    (type("ReadTimeout", (Exception,), {})("named like httpx's, but not it"), False),
+])
+def test_whether_a_failed_request_reached_its_server_is_told_by_class(error, billed):
+    """An attempt no HTTP client watched is billed by its error's class (and its causes'):
+    a read cut off or timed out reached the server; a refused connection did not."""
+    from engine.llm.reach import reached
+    wrapped = openai.APIConnectionError(request=REQUEST)
+    wrapped.__cause__ = error
+    assert reached(error, None) is billed and reached(wrapped, None) is billed
+
+
+def test_the_cli_says_a_parley_error_in_one_line(monkeypatch, capsys, tmp_path):
+    """A refusal the CLI's command raises (here a role's) ends it with one line and exit 1,
+    never a traceback."""
+    from engine.access import Actor, Role
+    import importlib
+    cli = importlib.import_module("engine.cli.main")
+
+    def refuse(args):
+        raise NotAllowed(Actor("val@example.com", Role.VIEWER), "delete runs")
+    monkeypatch.setitem(cli.COMMANDS, "delete", refuse)
+    assert cli.main(["delete", "x", "--db", f"sqlite:///{tmp_path / 'p.db'}"]) == 1
+    assert capsys.readouterr().err == (
+        "error: val@example.com (viewer) may not delete runs: that needs the admin role\n")
