@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 # Each public name and the module it lives in.
 _WHERE = {
     "get_model": "engine.llm.providers",
+    "ParleyError": "engine.errors",
     **dict.fromkeys(("ConfigError", "RunResult", "Seat", "Turn"), "engine.models"),
     **dict.fromkeys(("REGISTRY", "get_protocol", "prompt_templates"), "engine.protocols"),
     **dict.fromkeys(("CouncilResult", "arun_council", "run_council"),
@@ -43,7 +44,7 @@ __all__ = [
     "arun_roundtable", "arun_single", "arun_society", "arun_vote", "get_model",
     "get_protocol", "prompt_templates", "question_set", "run_council", "run_debate",
     "run_duel", "run_panel", "run_peer_review", "run_roundtable", "run_single",
-    "run_society", "run_vote",
+    "run_society", "run_vote", "ParleyError",
 ]
 
 
@@ -60,6 +61,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # what type checkers and editors see: the same names, imported eagerly
+    from engine.errors import ParleyError
     from engine.llm.providers import get_model
     from engine.models import ConfigError, RunResult, Seat, Turn
     from engine.protocols import REGISTRY, get_protocol, prompt_templates

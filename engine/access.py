@@ -48,6 +48,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.errors import ParleyError
 from engine.models import ConfigError
 
 
@@ -119,7 +120,7 @@ def cli_user(user: str | None = None) -> str:
     return f"{CLI_PREFIX}:{name}" if name else CLI_PREFIX
 
 
-class NotAllowed(PermissionError):
+class NotAllowed(ParleyError, PermissionError):
     """An action this actor's role does not allow; its text says who, what and which role it
     needs."""
 

@@ -8,10 +8,12 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, computed_field
 
+from engine.errors import ParleyError
+
 ERROR_CODES = ("input", "limit", "no_model")
 
 
-class ConfigError(ValueError):
+class ConfigError(ParleyError, ValueError):
     """Bad arguments, raised before any model call; the message says what to change."""
 
     def __init__(self, message: str, code: str = "input"):
@@ -21,7 +23,7 @@ class ConfigError(ValueError):
         self.code = code
 
 
-class RunStopped(Exception):
+class RunStopped(ParleyError):
     """The run was asked to stop (the Stop button, or an experiment being halted)."""
 
 
@@ -96,6 +98,8 @@ class Turn(BaseModel):
     parsed: dict[str, Any] = Field(default_factory=dict)
     status: Literal["ok", "degraded"] = "ok"
     error: str = ""
+    # What a degraded turn's failure is counted as (`engine.errors`: set where it was caught)
+    failure: str = ""
     warnings: list[str] = Field(default_factory=list)
     latency: float = 0.0
     tokens_in: int = 0

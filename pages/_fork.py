@@ -9,8 +9,7 @@ from typing import Any
 
 import streamlit as st
 
-from engine import ConfigError
-from engine.access import NotAllowed
+from engine import ParleyError
 from engine.services import fork
 from pages import _shared
 
@@ -73,7 +72,7 @@ def control(run: Mapping[str, Any], open_compare: Callable[[list[str]], None]) -
                 new_id = _shared.tasks().start_run(planned.config, planned.question,
                                                    endpoints=_shared.endpoints(),
                                                    actor=_shared.actor(), **planned.options)
-            except (ConfigError, NotAllowed) as exc:
+            except ParleyError as exc:
                 st.error(_shared.md(f"Cannot fork: {exc}"))
                 return
             with st.spinner("Running the fork…"):

@@ -7,8 +7,7 @@ from typing import Any
 
 import streamlit as st
 
-from engine import ConfigError, Store
-from engine.access import NotAllowed
+from engine import ParleyError, Store
 from pages import _shared
 
 WHOLE_RUN = "the whole run"
@@ -47,7 +46,7 @@ def show_labels(store: Store, run: dict[str, Any]) -> None:
                     store.add_rating(run["id"], rater=_shared.rater(), score=int(score),
                                      comment=comment or "", turn=turn,
                                      actor=_shared.actor())
-                except (ConfigError, NotAllowed) as exc:
+                except ParleyError as exc:
                     st.error(_shared.md(f"Not saved: {exc}"))
                 else:
                     st.rerun()

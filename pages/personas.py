@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine import ConfigError
-from engine.access import NotAllowed
+from engine import ParleyError
 from engine.services import library
 from pages import _shared
 
@@ -15,7 +14,6 @@ TITLES = {"persona": "persona", "role": "role"}
 # disabled for others, and the library service refuses them anyway.
 LOCKED = not _shared.can("edit the library")
 TRAITS = {"stubbornness": "Stubbornness", "accuracy": "Accuracy", "conformity": "Conformity"}
-REFUSED = (ConfigError, NotAllowed)
 
 st.title("Personas & roles")
 _shared.read_only_banner(_shared.store())
@@ -95,7 +93,7 @@ def kind_editor(kind: str) -> None:
                     library.save_entry(store, kind, values, actor=_shared.actor())
                     st.session_state[f"new-{kind}-generation"] = generation + 1
                     done(f"Created the {noun} {values['name'].strip()}.")
-                except REFUSED as exc:
+                except ParleyError as exc:
                     st.error(md(exc))
     items = library.entries(store, kind)
     st.caption(f"{len(items)} {noun}s")
@@ -122,7 +120,7 @@ def kind_editor(kind: str) -> None:
                         library.save_entry(store, kind, values, item_id=item["id"],
                                            actor=_shared.actor())
                         done(f"Saved the {noun} {values['name'].strip()}.")
-                    except REFUSED as exc:
+                    except ParleyError as exc:
                         st.error(md(exc))
             left, right = st.columns(2)
             with left:
@@ -172,7 +170,7 @@ def import_export() -> None:
         try:
             counts = library.import_yaml(store, source, _shared.endpoints(),
                                          actor=_shared.actor())
-        except REFUSED as exc:
+        except ParleyError as exc:
             st.error(md(f"Import failed: {exc}"))
             return
         done("Imported " + ", ".join(f"{n} {kind}(s)" for kind, n in counts.items()) + ".")

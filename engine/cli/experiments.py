@@ -13,6 +13,7 @@ from engine.access import cli_user
 from engine.cli.commands import entry
 from engine.cli.runflags import policy_from_args, progress_line
 from engine.cli.workers import ending, run_on_pool
+from engine.errors import UNEXPLAINED
 from engine.experiments.headline import headline
 from engine.experiments.planning import (
     EQUAL_COMPUTE,
@@ -96,12 +97,11 @@ class _Bar:
 
     def turn(self, turn: Turn) -> None:
         """Count one finished turn; a degraded one is shown as it ends."""
-        from engine.protocols.base import failure_kind
         self.retries += max(0, turn.attempts - 1)
         if turn.ok:
             self.ok += 1
             return
-        kind = failure_kind(turn.error)
+        kind = turn.failure or UNEXPLAINED
         self.degraded[kind] = self.degraded.get(kind, 0) + 1
         if not self.quiet:
             self.stream.write(("\n" if self.tty and self.width else "") +

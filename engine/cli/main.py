@@ -16,7 +16,8 @@ from typing import Any, NoReturn
 
 from engine.access import cli_user
 from engine.cli import commands, fork, gate, rejudge, runflags, sets, share
-from engine.models import ConfigError
+from engine.errors import ParleyError
+from engine.models import ConfigError, RunStopped
 from engine.redaction import redact_log_records
 from engine.text import csv_cell, terminal_safe
 
@@ -386,16 +387,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt as exc:
         sys.stderr.write("terminated\n" if isinstance(exc, Terminated) else "interrupted\n")
         return 143 if isinstance(exc, Terminated) else 130
-    except Exception as exc:
-        from engine.models import RunStopped
-        from engine.store import StoreWriteError
-        if isinstance(exc, RunStopped):
-            sys.stderr.write(f"stopped: {exc}\n")
-            return 1
-        if isinstance(exc, StoreWriteError):
-            sys.stderr.write(f"error: {exc}\n")
-            return 1
-        raise
+    except RunStopped as exc:
+        sys.stderr.write(f"stopped: {exc}\n")
+        return 1
+    except ParleyError as exc:  # a store that cannot be written, an action the role may not take
+        sys.stderr.write(f"error: {exc}\n")
+        return 1
     finally:
         if previous is not None:  # main() called from code (tests) leaves SIGTERM as it was
             signal.signal(signal.SIGTERM, previous)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from engine.errors import SINGULAR, UNEXPLAINED
 from engine.models import ConfigError, Turn
 from engine.yamlfile import load_mapping
 
@@ -43,8 +44,7 @@ def policy_from_args(args: argparse.Namespace) -> dict[str, Any]:
 def progress_line(turn: Turn) -> str:
     """One finished turn for the terminal: its final status (ok, or degraded with the kind of
     error) and the retries it took."""
-    from engine.protocols.base import SINGULAR, failure_kind
-    kind = failure_kind(turn.error)
+    kind = turn.failure or UNEXPLAINED
     mark = "ok" if turn.ok else f"degraded ({SINGULAR.get(kind, kind)}): {turn.error}"
     retried = turn.attempts - 1
     tries = f" after {retried} retr{'y' if retried == 1 else 'ies'}" if retried > 0 else ""

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
+from engine.errors import EMPTY, NOT_AN_API, RATE_LIMITED, TIMED_OUT, UNREADABLE, ParleyError
+from engine.llm.failures import failure_of, is_transient, unreachable
 from engine.llm.limits import Gate, RateLimited, retry_after
 from engine.llm.lines import LineFormat, LineOutput
 from engine.llm.prices import Usage, call_cost, estimate_usage, model_price, read_usage
@@ -48,12 +50,10 @@ DEFAULT_RETRIES = 2
 DEFAULT_CONCURRENCY = 8
 STOP_LOOK = 1.0  # seconds between looks at the store for a Stop while a call waits for a slot
 
-_TRANSIENT_NAMES = ("ratelimit", "timeout", "connection", "apiconnection", "serviceunavailable",
-                    "internalserver", "overloaded", "transient", "temporar")
-
-
-class CallAbandoned(TimeoutError):
+class CallAbandoned(ParleyError, TimeoutError):
     """A synchronous model did not answer in time; its thread was left behind to finish."""
+
+    failure = TIMED_OUT
 
 
 def sync_only(model: Any) -> bool:
@@ -102,41 +102,19 @@ async def invoke_on_thread(model: Any, messages: list[BaseMessage],
                             "abandoned") from None
 
 
-def is_transient(exc: BaseException) -> bool:
-    """True for errors worth retrying: rate limits, connection trouble, 5xx, time-outs."""
-    if isinstance(exc, (asyncio.TimeoutError, TimeoutError, ConnectionError)):
-        return True
-    status = getattr(exc, "status_code", None) or getattr(getattr(exc, "response", None),
-                                                          "status_code", None)
-    if isinstance(status, int) and (status == 429 or status >= 500):
-        return True
-    name = type(exc).__name__.lower()
-    return any(part in name for part in _TRANSIENT_NAMES)
-
-
-NOT_AN_API = ("the server answered with something other than an OpenAI-compatible reply (a "
+NOT_AN_API_ERROR = ("the server answered with something other than an OpenAI-compatible reply (a "
               "web page?): check the endpoint's base URL, which usually ends in /v1")
 
 
-def describe_error(exc: BaseException) -> str:
-    """One line naming the error type and its message (in words where the message is a
-    library's: a server that answered with a web page)."""
+def describe_error(exc: BaseException, *, not_an_api: bool = False) -> str:
+    """One line naming the error type and its message (in words where the client saw a
+    reply that is not an API's, `not_an_api`: a server that answered with a web page)."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)) and not text:
+    if isinstance(exc, TimeoutError) and not text:
         text = "the model did not answer in time"
-    if not_an_api(exc):
-        return NOT_AN_API
+    if not_an_api:
+        return NOT_AN_API_ERROR
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def not_an_api(exc: BaseException) -> bool:
-    """True when an OpenAI-compatible client got a reply that is not one (HTML, text)."""
-    return "unexpected response type" in str(exc).lower()
-
-
-def is_connection_error(exc: BaseException) -> bool:
-    """True for a failure to reach the server (refused, reset, DNS), not a reply it gave."""
-    return isinstance(exc, ConnectionError) or "connection" in type(exc).__name__.lower()
 
 
 def parse_error(exc: BaseException) -> str:
@@ -166,6 +144,7 @@ class Outcome:
 
     text: str = ""
     error: str = ""
+    failure: str = ""  # what the error is counted as (`engine.errors`)
     attempts: int = 0
     usage: Usage = field(default_factory=lambda: Usage(0, 0))
     lost: int = 0
@@ -373,7 +352,7 @@ class RunContext:
         self._next_index += 1
         turn = Turn(index=index, phase=phase, round=round, seat=seat.name, role=seat.role,
                     model=model_spec(seat.model), messages=full, reply=text,
-                    status="degraded" if error else "ok", error=error,
+                    status="degraded" if error else "ok", error=error, failure=got.failure,
                     latency=time.perf_counter() - clock, tokens_in=tokens_in,
                     tokens_out=tokens_out, attempts=got.attempts, simulated=got.simulated,
                     cost_usd=call_cost(model_price(self.model_for(seat)), tokens_in,
@@ -386,7 +365,7 @@ class RunContext:
                 turn.parsed = dict(fields)
                 turn.warnings = list(warnings)
             except Exception as exc:  # a parser bug on a hostile reply degrades this turn only
-                turn.status, turn.error = "degraded", parse_error(exc)
+                turn.status, turn.error, turn.failure = "degraded", parse_error(exc), UNREADABLE
         turn.warnings.extend(got.notes())
         if got.text != text:
             turn.warnings.append("the reply held a configured key: it was stored redacted")
@@ -420,14 +399,18 @@ class RunContext:
                     used = got.usage.tokens_in + got.usage.tokens_out
                     got.simulated = got.simulated or bool(
                         (getattr(message, "response_metadata", None) or {}).get("simulated"))
-                    got.error = "" if got.text.strip() else "empty reply"
+                    got.error, got.failure = ("", "") if got.text.strip() else ("empty reply",
+                                                                                 EMPTY)
                     break
                 except (asyncio.CancelledError, RunStopped):
                     raise
                 except Exception as exc:  # a model failure is recorded, never raised
                     gate.refused(exc)
-                    got.error = describe_error(exc)
-                    if host and (is_connection_error(exc) or not_an_api(exc)):
+                    # what the error is, decided here, by its class and what the client saw
+                    got.failure = failure_of(exc, not_an_api=record.not_an_api)
+                    foreign = got.failure == NOT_AN_API  # a reply no client could read
+                    got.error = describe_error(exc, not_an_api=foreign)
+                    if host and (unreachable(exc) or foreign):
                         got.error = f"{got.error} (calling {host})"
                     if not got.simulated and reached(exc, record):  # sent, no answer back
                         used = got.unanswered(estimate_usage(full, "")[0])
@@ -466,6 +449,7 @@ class RunContext:
             return False
         asked = retry_after(exc)  # a 429's Retry-After, when it gives one
         if asked is not None and timeout and asked >= timeout:
+            got.failure = RATE_LIMITED
             got.error = (f"{got.error}; rate limited: the server asked for {asked:g} s before "
                          f"another request (Retry-After), more than this call's {timeout:g} s "
                          "timeout, so it was not retried")
@@ -487,7 +471,7 @@ class RunContext:
                 turn.parsed = dict(fields)
                 turn.warnings += list(warnings)
             except Exception as exc:  # as `call`: a parser bug degrades this turn only
-                turn.status, turn.error = "degraded", parse_error(exc)
+                turn.status, turn.error, turn.failure = "degraded", parse_error(exc), UNREADABLE
         self.record(turn)
         return turn
 
@@ -528,7 +512,8 @@ class RunContext:
         if obj is not None:
             self.update(retry, parsed=obj)
             return obj, retry
-        self.update(retry, status="degraded", error=f"unreadable JSON after one re-ask: {why}")
+        self.update(retry, status="degraded", error=f"unreadable JSON after one re-ask: {why}",
+                    failure=UNREADABLE)
         return None, retry
 
     async def call_lines(self, seat: Seat, messages: list[dict[str, str]], *,
@@ -561,7 +546,7 @@ class RunContext:
         try:
             return read(*args)
         except Exception as exc:  # any reply, however broken, degrades only its own turn
-            self.update(turn, status="degraded", error=parse_error(exc))
+            self.update(turn, status="degraded", error=parse_error(exc), failure=UNREADABLE)
             return None
 
     def record(self, turn: Turn) -> None:

@@ -41,6 +41,8 @@ from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import uuid4
 
+from engine.errors import RATE_LIMITED, ParleyError
+from engine.llm.failures import status
 from engine.models import LimitState
 from engine.store import StoreWriteError
 from engine.store.limits import change, end_lease, shared
@@ -79,9 +81,11 @@ class Limits:
                    int(call.get("max_tokens") or 0))
 
 
-class RateLimited(Exception):
+class RateLimited(ParleyError):
     """No slot at the endpoint within the call's time: its rate, or a 429's cool-down, holds
     the call longer than its timeout leaves. The call ends degraded and is not retried."""
+
+    failure = RATE_LIMITED
 
 
 class Wait(float):
@@ -190,7 +194,7 @@ def cool(limits: Limits, state: LimitState, seconds: float) -> None:
 def rate_limited(exc: BaseException) -> float | None:
     """For a 429 (rate limit) error, the seconds to cool down: its Retry-After (or
     retry-after-ms) header when it gives one, else `DEFAULT_COOL_DOWN`; None otherwise."""
-    if _status(exc) != 429:
+    if status(exc) != 429:
         return None
     seconds = retry_after(exc)
     return DEFAULT_COOL_DOWN if seconds is None else seconds
@@ -199,7 +203,7 @@ def rate_limited(exc: BaseException) -> float | None:
 def retry_after(exc: BaseException) -> float | None:
     """The seconds a 429 error's Retry-After (or retry-after-ms) header asks for, at most
     `LONGEST_COOL_DOWN`; None for another error, or a 429 that asks for nothing readable."""
-    if _status(exc) != 429:
+    if status(exc) != 429:
         return None
     headers = getattr(getattr(exc, "response", None), "headers", None) or {}
     seconds: float | None = None
@@ -215,11 +219,6 @@ def retry_after(exc: BaseException) -> float | None:
     if seconds is None or not math.isfinite(seconds):
         return None
     return min(LONGEST_COOL_DOWN, max(0.0, seconds))
-
-
-def _status(exc: BaseException) -> Any:
-    response = getattr(exc, "response", None)  # an HTTP client's error carries its response
-    return getattr(exc, "status_code", None) or getattr(response, "status_code", None)
 
 
 def estimate_tokens(messages: Sequence[Mapping[str, str]], max_tokens: int = 0) -> int:

@@ -16,33 +16,56 @@ was made, counts as reached; a refused or failed connection does not.
 """
 from __future__ import annotations
 
+import http.client
+import socket
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
+
+from engine.errors import Unsent
+from engine.llm.failures import classes, status
 
 
 @dataclass
 class Attempt:
     """One attempt of a guarded call, as its HTTP client saw it: `watched` once a request
     went through a watched client; `sent` when the last request's body went out in full;
-    `status` the last response's status, once its headers came (None before)."""
+    `status` the last response's status, once its headers came (None before), and `json`
+    whether that response said its body is JSON."""
 
     watched: bool = False
     sent: bool = False
     status: int | None = None
+    json: bool = True
+
+    @property
+    def not_an_api(self) -> bool:
+        """True when the server answered a request with success and a body that is not JSON
+        (a web page at a wrong base URL), which no OpenAI-compatible client can read."""
+        return self.watched and self.status is not None and 200 <= self.status < 300 and \
+            not self.json
 
 
 ATTEMPT: ContextVar[Attempt | None] = ContextVar("parley_attempt", default=None)
 
-# Errors (by type name, anywhere in the chain of causes) that say the request never reached
-# the server, and errors that say the connection was lost while it had the request.
-_NEVER_SENT = frozenset({"ConnectError", "ConnectTimeout", "PoolTimeout", "ConnectionRefusedError",
-                         "gaierror", "AddressRefused", "UnsupportedProtocol", "ProxyError",
-                         "RedirectRefused", "InvalidURL"})
-_ANSWER_LOST = frozenset({"ReadTimeout", "ReadError", "RemoteProtocolError",
-                          "ConnectionResetError", "BrokenPipeError", "IncompleteRead",
-                          "ServerDisconnectedError", "ClientPayloadError"})
+_HTTPX_UNSENT = ("ConnectError", "ConnectTimeout", "PoolTimeout", "UnsupportedProtocol",
+                    "ProxyError", "InvalidURL")
+_HTTPX_CUT_OFF = ("ReadTimeout", "ReadError", "RemoteProtocolError")
+
+
+def _never_sent() -> tuple[type[BaseException], ...]:
+    """Errors (anywhere in the chain of causes) that say the request never reached the
+    server: the HTTP clients' (httpx, either flavour) and the socket's own, and Parley's."""
+    return (ConnectionRefusedError, socket.gaierror, Unsent,
+            *classes("httpx", *_HTTPX_UNSENT), *classes("httpx2", *_HTTPX_UNSENT))
+
+
+def _answer_lost() -> tuple[type[BaseException], ...]:
+    """Errors that say the connection was lost while the server had the request."""
+    return (ConnectionResetError, BrokenPipeError, http.client.IncompleteRead,
+            *classes("httpx", *_HTTPX_CUT_OFF), *classes("httpx2", *_HTTPX_CUT_OFF),
+            *classes("aiohttp", "ServerDisconnectedError", "ClientPayloadError"))
 
 
 def watch(client: Any, asynchronous: bool) -> None:
@@ -51,7 +74,7 @@ def watch(client: Any, asynchronous: bool) -> None:
         attempt = ATTEMPT.get()
         if attempt is None:
             return
-        attempt.watched, attempt.sent, attempt.status = True, False, None
+        attempt.watched, attempt.sent, attempt.status, attempt.json = True, False, None, True
         request.extensions["trace"] = _tracer(attempt, request.extensions.get("trace"),
                                               asynchronous)
 
@@ -59,6 +82,9 @@ def watch(client: Any, asynchronous: bool) -> None:
         attempt = ATTEMPT.get()
         if attempt is not None:
             attempt.status = int(response.status_code)
+            kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+            attempt.json = kind in ("", "text/event-stream") or kind.endswith(("/json",
+                                                                                "+json"))
 
     if asynchronous:
         async def on_request(request: Any) -> None:
@@ -112,14 +138,7 @@ def reached(exc: BaseException, attempt: Attempt | None) -> bool:
     if attempt is not None and attempt.watched:
         return attempt.sent and (attempt.status is None or 200 <= attempt.status < 300)
     chain = causes(exc)
-    names = {type(error).__name__ for error in chain}
-    if names & _NEVER_SENT or any(_status(error) for error in chain):
+    never, lost = _never_sent(), _answer_lost()
+    if any(isinstance(error, never) or status(error) for error in chain):
         return False
-    return bool(names & _ANSWER_LOST) or any(isinstance(error, TimeoutError) for error in chain)
-
-
-def _status(exc: BaseException) -> int | None:
-    """The HTTP status an error carries (an answer the server gave), else None."""
-    status = getattr(exc, "status_code", None) or getattr(getattr(exc, "response", None),
-                                                          "status_code", None)
-    return status if isinstance(status, int) and not isinstance(status, bool) else None
+    return any(isinstance(error, (*lost, TimeoutError)) for error in chain)

@@ -1,8 +1,8 @@
 """Each seat's model resolved once per run: by the check that refuses a bad spec before any
 call, then reused by every call the run makes.
 
-Resolving a spec string builds a chat model (`engine.llm.providers.get_model`); a run used to
-build each seat's twice (its check, then its first call). `open_run()` starts a run's memo
+Resolving a spec string builds a chat model (`engine.llm.providers.get_model`); with no memo, a run
+builds each seat's twice (its check, then its first call). `open_run()` starts a run's memo
 in the current context (a runner's first step, `engine.protocols.base.split_run_options`);
 `seat_model` reads it. The memo is the run's own: the next run opens a new one, and tasks the
 run starts (its concurrent calls) share it, as they copy the context. Outside a run (no memo

@@ -39,6 +39,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
+from engine.errors import UNREADABLE, ParleyError, Unsent
 from engine.llm.reach import watch
 from engine.llm.sizes import CUT_HEADER, REPLY_CAP, body_cap, size_text
 from engine.llm.urls import risky_address
@@ -55,7 +56,7 @@ _REPLACED = ("content-encoding", "content-length", "transfer-encoding", CUT_HEAD
 T = TypeVar("T")
 
 
-class RedirectRefused(Exception):
+class RedirectRefused(Unsent):
     """A model call's server redirected it to another origin, and the call was not followed."""
 
     def __init__(self, message: str, status_code: int):
@@ -63,14 +64,16 @@ class RedirectRefused(Exception):
         self.status_code = status_code  # a 3xx: `is_transient` does not retry it
 
 
-class AddressRefused(Exception):
+class AddressRefused(Unsent):
     """A connection was not made: the host resolves to a link-local or metadata address."""
 
 
-class UnreadableResponse(Exception):
+class UnreadableResponse(ParleyError):
     """A model's response was not read: an encoding Parley did not ask for, or a body past
     the cap whose start is not a chat completion. Not retried (the server would send the same
     again)."""
+
+    failure = UNREADABLE
 
 
 def http_module() -> Any:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from engine.analysis.answers import answers_match, hedge
 from engine.analysis.rounds_dynamics import votes
 from engine.config import PLANTED, RunConfig, RunOptions, SeatSpec
+from engine.errors import UNEXPLAINED, counted
 from engine.llm import otel
 from engine.llm.calls import RunContext
 from engine.llm.endpoints import registry_or_environment
@@ -96,7 +97,7 @@ class ProtocolSpec(Generic[R]):
 
     name: str
     title: str
-    seed: str
+    source: str  # the specification document the protocol follows (a seed's number, "000")
     question_name: str
     runner: Callable[..., Awaitable[R]]
     result_type: type[R]
@@ -440,12 +441,6 @@ def donor_metrics(run: RunOptions) -> dict[str, Any]:
         {"source_run": run.source_run} if run.source_run else {})
 
 
-SINGULAR = {"connection errors": "connection error", "empty replies": "empty reply",
-            "unreadable replies": "unreadable reply",
-            "replies that were not an API's (check the base URL)":
-                "reply that was not an API's (check the base URL)"}
-
-
 def no_call_succeeded(turns: list[Turn]) -> str:
     """The error of a run in which no model call succeeded, counting the failures by kind
     (`no model call succeeded (7 calls: 5 timed out, 2 connection errors)`); "" when one
@@ -454,31 +449,12 @@ def no_call_succeeded(turns: list[Turn]) -> str:
         return ""
     kinds: dict[str, int] = {}
     for turn in turns:
-        kind = failure_kind(turn.error)
+        kind = turn.failure or UNEXPLAINED
         kinds[kind] = kinds.get(kind, 0) + 1
-    counted = ", ".join(f"{n} {SINGULAR.get(kind, kind) if n == 1 else kind}"
+    listed = ", ".join(counted(kind, n)
                         for kind, n in sorted(kinds.items(), key=lambda item: -item[1]))
     calls = "1 call" if len(turns) == 1 else f"{len(turns)} calls"
-    return f"no model call succeeded ({calls}: {counted})"
-
-
-def failure_kind(error: str) -> str:
-    """A failed call's error as a kind to count: rate limited, timed out, connection error,
-    empty reply, unreadable reply, or the error's type name."""
-    text = error.lower()
-    if "rate limited" in text:
-        return "rate limited"
-    if "timeout" in text or "timed out" in text or "did not answer in time" in text:
-        return "timed out"
-    if "connect" in text or "unreachable" in text or "refused" in text:
-        return "connection errors"
-    if "empty reply" in text:
-        return "empty replies"
-    if "could not be read" in text or "unreadable" in text:
-        return "unreadable replies"
-    if "other than an openai-compatible reply" in text:
-        return "replies that were not an API's (check the base URL)"
-    return error.split(":", 1)[0].strip() or "unexplained"
+    return f"no model call succeeded ({calls}: {listed})"
 
 
 def world_variant(tags: tuple[str, ...]) -> str:

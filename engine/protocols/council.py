@@ -356,7 +356,7 @@ SPEC = ProtocolSpec(
                                for seat, text in r.answers.items()} or None,
     judge_phase="chair",
     shows_peers=True,  # DESIGN 2.13: a placebo arm swaps its peers' messages
-    name="council", title="Council (llm-council)", seed="030", question_name="question",
+    name="council", title="Council (llm-council)", source="030", question_name="question",
     runner=arun_council,
     slots=(Slot("members", many=True, minimum=MIN_MEMBERS, maximum=MAX_MEMBERS,
                 defaults=tuple({"name": f"member {n}"} for n in range(1, 4)), role="member",

@@ -477,7 +477,7 @@ SPEC = ProtocolSpec(
     final_positions=lambda r: _positions(r),
     judge_phase="judge",
     shows_peers=True,  # DESIGN 2.13: a placebo arm swaps its peers' messages
-    name="debate", title="Debate", seed="000", question_name="topic", runner=arun_debate,
+    name="debate", title="Debate", source="000", question_name="topic", runner=arun_debate,
     slots=(Slot("proponent", help="argues in favor"), Slot("opponent", help="argues against"),
            Slot("judge", help="reads the transcript and rules")),
     options=(Option("max_rounds", 3, 1, ROUNDS_MAX, "rounds of argument before the judge"),

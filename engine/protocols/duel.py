@@ -290,7 +290,7 @@ def _insights(data: InsightsData) -> Section:
 
 SPEC = ProtocolSpec(
     shows_peers=True,  # DESIGN 2.13: a placebo arm swaps its peers' messages
-    name="duel", title="Duel", seed="004", question_name="topic", runner=arun_duel,
+    name="duel", title="Duel", source="004", question_name="topic", runner=arun_duel,
     slots=(Slot("a", defaults=({"name": "optimist", "role": DEFAULT_ROLES["a"]},),
                 role_in_template=True, help="one side (opens by default)"),
            Slot("b", defaults=({"name": "skeptic", "role": DEFAULT_ROLES["b"]},),

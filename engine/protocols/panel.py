@@ -412,7 +412,7 @@ SPEC = ProtocolSpec(
     final_positions=lambda r: {b.persona: b.stance or NO_POSITION for b in r.rebuttals} or None,
     judge_phase="synthesis",
     shows_peers=True,  # DESIGN 2.13: a placebo arm swaps its peers' messages
-    name="panel", title="Persona panel", seed="002", question_name="question",
+    name="panel", title="Persona panel", source="002", question_name="question",
     runner=arun_panel,
     slots=(Slot("debaters", many=True, minimum=MIN_DEBATERS, maximum=MAX_DEBATERS,
                 defaults=_defaults(*PANEL_DEBATERS), role="debater",

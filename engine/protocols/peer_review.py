@@ -249,7 +249,7 @@ def _insights(data: InsightsData) -> Section:
 
 
 SPEC = ProtocolSpec(
-    name="peer-review", title="Peer review", seed="000", question_name="task",
+    name="peer-review", title="Peer review", source="000", question_name="task",
     runner=arun_peer_review,
     slots=(Slot("producer", help="writes and revises the draft"),
            Slot("reviewer", help="approves or gives feedback")),

@@ -347,7 +347,7 @@ def run_roundtable(question: str, **kw: Any) -> RoundtableResult:
 
 SPEC = ProtocolSpec(
     shows_peers=True,  # DESIGN 2.13: a placebo arm swaps its peers' messages
-    name="roundtable", title="Roundtable", seed="003", question_name="question",
+    name="roundtable", title="Roundtable", source="003", question_name="question",
     runner=arun_roundtable,
     slots=(Slot("agents", many=True, minimum=1, maximum=MAX_AGENTS,
                 # No model here: seats take the configuration's model ("simulated" by default).

@@ -214,7 +214,7 @@ def _insights(data: InsightsData) -> Section:
 
 
 SPEC = ProtocolSpec(
-    name="single", title="Single agent (Du et al. baseline)", seed="013",
+    name="single", title="Single agent (Du et al. baseline)", source="013",
     question_name="question", runner=arun_single,
     slots=(Slot("agent", defaults=({"name": "agent"},), role="agent",
                 help="answers, then checks its own answer in each later round"),),

@@ -470,7 +470,7 @@ SPEC = ProtocolSpec(
                                for reply in r.rounds[-1]} if r.synthesizer and r.rounds else None,
     judge_phase="synthesis",
     shows_peers=True,  # DESIGN 2.13: a placebo arm swaps its peers' messages
-    name="society", title="Society of minds (Du et al.)", seed="013", question_name="question",
+    name="society", title="Society of minds (Du et al.)", source="013", question_name="question",
     runner=arun_society,
     slots=(Slot("agents", many=True, minimum=MIN_AGENTS, maximum=MAX_AGENTS,
                 defaults=tuple({"name": f"agent {n}"} for n in range(1, 4)), role="agent",

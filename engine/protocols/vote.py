@@ -146,7 +146,7 @@ def _insights(data: InsightsData) -> Section:
 
 
 SPEC = ProtocolSpec(
-    name="vote", title="Vote (baseline)", seed="002", question_name="question",
+    name="vote", title="Vote (baseline)", source="002", question_name="question",
     runner=arun_vote,
     slots=(Slot("voters", many=True, minimum=MIN_VOTERS, maximum=MAX_VOTERS,
                 defaults=tuple(p.seat_dict() for p in PANEL_DEBATERS), role="voter",

@@ -52,6 +52,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import PrivateAttr
 
+from engine.errors import RATE_LIMITED, ParleyError
 from engine.models import ConfigError, Task
 from engine.simulated.answers import json_reply
 from engine.simulated.prose import text_reply
@@ -62,14 +63,15 @@ UNTASKED = ("This is Parley's simulated model. It answers only the structured ta
             "protocols give it, so called directly it has nothing to simulate.")
 
 
-class SimulatedFault(RuntimeError):
+class SimulatedFault(ParleyError, RuntimeError):
     """An injected, non-transient model failure."""
 
 
-class SimulatedRateLimitError(RuntimeError):
+class SimulatedRateLimitError(ParleyError, RuntimeError):
     """An injected transient failure (retried by guarded calls)."""
 
     status_code = 429
+    failure = RATE_LIMITED
 
 
 def compose(world: World, task: Task | None) -> str:

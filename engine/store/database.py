@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+import sqlite3
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -24,8 +25,9 @@ from typing import Any
 
 from sqlalchemy import inspect, select, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from sqlalchemy.exc import NoSuchModuleError, OperationalError, SQLAlchemyError
 
+from engine.errors import ParleyError
 from engine.models import ConfigError, now
 from engine.store import schema
 from engine.store.liveness import GONE, owner_gone
@@ -51,7 +53,7 @@ MIGRATION_LOCK = 0x5061726C6579  # "Parley": the advisory lock a PostgreSQL migr
 READ_ONLY = "this database is read-only ({url}): runs can be read, not started or changed"
 
 
-class StoreWriteError(RuntimeError):
+class StoreWriteError(ParleyError, RuntimeError):
     """The database refused a write (disk full, locked too long, connection lost)."""
 
 
@@ -72,8 +74,8 @@ def cannot_open(url: str, exc: BaseException) -> str:
         return f"the database URL could not be read; use {SCHEMES}"
     shown = parsed.render_as_string(hide_password=True)
     backend = parsed.get_backend_name()
-    if backend not in ("sqlite", "postgresql") or isinstance(exc, ImportError) or \
-            "can't load plugin" in str(exc).lower():
+    if backend not in ("sqlite", "postgresql") or isinstance(exc, (ImportError,
+                                                                   NoSuchModuleError)):
         return (f"cannot open the database {shown}: the scheme {parsed.drivername!r} is not "
                 f"supported; use {SCHEMES}")
     where = (f" (host {parsed.host or 'localhost'}, port {parsed.port or 5432})"
@@ -83,6 +85,13 @@ def cannot_open(url: str, exc: BaseException) -> str:
     if parsed.password:  # a driver may quote the URL back: its password as a whole word
         reason = re.sub(rf"(?<![\w]){re.escape(str(parsed.password))}(?![\w])", "***", reason)
     return f"cannot open the database {shown}{where}: {reason[:300]}"
+
+
+def _read_only(exc: OperationalError) -> bool:
+    """True when SQLite refused a write because its file (or directory) is read-only: its
+    result code, SQLITE_READONLY or one of its extended codes."""
+    code = getattr(exc.orig, "sqlite_errorcode", None)
+    return isinstance(code, int) and code & 0xFF == sqlite3.SQLITE_READONLY
 
 
 class Database:
@@ -124,7 +133,7 @@ class Database:
         try:
             self.migrate()
         except OperationalError as exc:  # a read-only file system, or a file root cannot write
-            if not sqlite or "readonly" not in str(exc).replace("-", "").lower():
+            if not sqlite or not _read_only(exc):
                 raise
             self.engine.dispose()
             self._open_read_only(path)

@@ -27,6 +27,7 @@ from sqlalchemy import Table, func, select, text, update
 from sqlalchemy.exc import OperationalError
 
 from engine.cells import CELL_PATTERN, SUPERSEDED, Cell
+from engine.errors import ParleyError
 from engine.models import ConfigError, now
 from engine.store.database import StoreWriteError
 from engine.store.experiments import (
@@ -100,7 +101,7 @@ _BRIEF.maxstring, _BRIEF.maxother, _BRIEF.maxlong, _BRIEF.maxlevel = 60, 60, 40,
 _BRIEF.maxlist = _BRIEF.maxtuple = _BRIEF.maxdict = _BRIEF.maxset = 4
 
 
-class PoisonJob(Exception):
+class PoisonJob(ParleyError):
     """A cell job that can never run (its payload names no cell of an experiment's plan): it
     fails once, is never retried, and its worker logs why."""
 
