@@ -58,6 +58,9 @@ and gave none are scored wrong and unanswered (see `unanswered`).
 
 `0026_backfills`: the table of back-fills left to the protocols' side.
 
+`0036_turn_failure`: turns gain `failure`, what a degraded turn's failure is counted as
+(`engine.errors`); older turns keep "" (counted as unexplained when a run is assessed again).
+
 The store knows no protocol, so the part of `0004`, `0005` and `0023` that reads old rows
 with a protocol's code (its metrics, its assessment, whether it gives an answer) is not done
 here: on a database that holds runs, the migration notes it in `backfills`, and the
@@ -338,6 +341,12 @@ def started_by(connection: Connection) -> None:
                             "NOT NULL DEFAULT ''"))
 
 
+def turn_failure(connection: Connection) -> None:
+    """Migration 0036: turns gain `failure`; older turns keep "" (not recorded)."""
+    connection.execute(text("ALTER TABLE turns ADD COLUMN failure VARCHAR(64) "
+                            "NOT NULL DEFAULT ''"))
+
+
 # From 0023 on, the summary index holds whether a run went unanswered too.
 SUMMARY_WITH_UNANSWERED = SUMMARY_WITH_COST.replace("correct,", "correct, unanswered,")
 
@@ -514,6 +523,7 @@ MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("0023_unanswered", _data("unanswered")),
     ("0026_backfills", _create(["backfills"])),
     ("0028_signal_columns", _data("signal_columns")),
+    ("0036_turn_failure", _data("turn_failure")),
 ]
 
 # The back-fills a migration may leave to the protocols' side (`note_backfill`), by the

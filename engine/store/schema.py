@@ -199,6 +199,10 @@ class TurnRow(Base):
     # The size in bytes of what the model sent when `reply` is a cut of it (NULL: stored
     # whole; engine.llm.sizes). Migration 0019 adds it to older databases.
     reply_bytes: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # What a degraded turn's failure is counted as (`engine.errors`: set where it was caught);
+    # "" for a turn that succeeded, and for turns stored before migration 0036 (read as
+    # unexplained).
+    failure: Mapped[str] = mapped_column(String(64), default="", server_default="")
 
 
 class LibraryRow(Base):
