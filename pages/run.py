@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine import REGISTRY, ConfigError, get_protocol, prompt_templates
+from engine import REGISTRY, ConfigError, Resolved, RunConfig, get_protocol, prompt_templates
 from engine.access import NotAllowed
 from engine.llm.providers import SPEC_HELP
 from engine.questions import QUESTION_SETS
@@ -333,14 +333,19 @@ def configure() -> None:  # noqa: C901, PLR0912, PLR0915
     planted = {"adversary": config["adversary"]} if same and config.get("adversary") else {}
     if planted:
         st.caption(md(_run_policy.adversary_line(planted["adversary"])))
-    built, cost, error = _run_policy.checked(lambda: {**runform.build_config(
+    built, cost, error = _run_policy.checked(lambda: runform.build_config(
         store, protocol, choices, model=model, options=options,
-        prompts=runform.prompt_overrides(protocol, edited), label=label, order_seed=seed),
-        **planted}, config if same else {}, endpoints, key)
+        prompts=runform.prompt_overrides(protocol, edited), label=label, order_seed=seed,
+        **planted), config if same else {}, endpoints, key)
     base_problem = ""
     if config and same and not error:  # the form rebuilt it: did it drop what it cannot show?
+        try:  # checked as a run would only when it differs from what the form rebuilt
+            rebuilt = RunConfig.parse(config).stored() == built.given.stored()
+        except ConfigError:
+            rebuilt = False
         try:
-            library.validate_config(config, endpoints)
+            if not rebuilt:
+                library.check_config(config, endpoints)
         except ConfigError as exc:
             base_problem = str(exc)
     if base_problem:
@@ -348,12 +353,12 @@ def configure() -> None:  # noqa: C901, PLR0912, PLR0915
         st.error(md(f"The loaded configuration cannot be used as saved: {base_problem}. "
                     "The form shows what it could read of it."))
         if st.button("Use the configuration as the form shows it", key=key("use-form")):
-            st.session_state["run_base"] = {**base, "config": built}
+            st.session_state["run_base"] = {**base, "config": built.given.stored()}
             st.rerun()
     elif error:
         st.error(md(error))
     else:
-        _run_policy.preflight(built, cost, store, endpoints, runform.is_simulated(built))
+        _run_policy.preflight(built, cost, store, endpoints)
 
     if not question.strip():
         st.caption(md(f"Enter a {spec.question_name} to start."))
@@ -364,12 +369,11 @@ def configure() -> None:  # noqa: C901, PLR0912, PLR0915
                         or not may_run):
         try:
             run_id = tasks.start_run(built, question, expected=expected.strip() or None,
-                                     label=built.get("label"), tags=("app",),
-                                     endpoints=endpoints, actor=_shared.actor())
+                                     tags=("app",), actor=_shared.actor())
         except (ConfigError, NotAllowed) as exc:
             st.error(md(exc))
         else:
-            load({"config": built, "question": question, "expected": expected})
+            load({"config": built.given.stored(), "question": question, "expected": expected})
             open_run(run_id)
     if save_col.button("Save configuration", icon=":material/save:", key="run-save",
                        disabled=bool(error) or not may_save):
@@ -389,10 +393,10 @@ def configure() -> None:  # noqa: C901, PLR0912, PLR0915
             st.rerun()
 
 
-def save(built: dict, label: str, endpoints: object, replace: bool) -> None:
+def save(built: Resolved, label: str, endpoints: object, replace: bool) -> None:
     """Save the configuration; a label already saved is kept until the user says replace."""
     try:
-        library.save_config(store, built, label, endpoints=endpoints, replace=replace,
+        library.save_config(store, built.given, label, endpoints=endpoints, replace=replace,
                             actor=_shared.actor())
     except library.LabelTaken as exc:
         st.session_state["run-save-taken"] = exc.label

@@ -16,6 +16,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.llm.policy import SPEC_FIELDS, CallPolicy
 from engine.models import RunStopped
 from engine.protocols import REGISTRY, arun_config, run_sync
 from engine.protocols.baselines import PLACEBO_SUFFIX
@@ -23,8 +24,6 @@ from engine.reports.controls import ANSWERS_ONLY_SUFFIX, ANSWERS_ONLY_TAG
 from engine.reports.experiments import runs_frame
 from engine.store.experiments import row
 from engine.text import NAME_MAX
-
-POLICY = ("timeout_per_call", "retries")
 
 
 @dataclass
@@ -79,7 +78,7 @@ def judged_config(detail: dict[str, Any]) -> dict[str, Any] | None:
             "seats": {"agent": [{"name": judge["seat"], "model": judge["model"],
                                  "temperature": temperature}]},
             "options": {"rounds": 1, "answers": positions_text(positions)},
-            **{key: config[key] for key in POLICY if config.get(key) is not None}}
+            **CallPolicy.read(config, SPEC_FIELDS).given()}
 
 
 def rejudged_sources(store: Any, experiment_id: str) -> set[str]:

@@ -26,6 +26,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from engine.llm.limits import Gate, RateLimited, retry_after
 from engine.llm.lines import LineFormat, LineOutput
+from engine.llm.policy import DEFAULT_CONCURRENCY, DEFAULT_RETRIES, DEFAULT_TIMEOUT
 from engine.llm.prices import Usage, call_cost, estimate_usage, model_price, read_usage
 from engine.llm.reach import ATTEMPT, Attempt, reached
 from engine.llm.replies import REASK, extract_json
@@ -36,9 +37,6 @@ from engine.models import RunStopped, Seat, Task, Turn, model_spec, now
 from engine.redaction import model_secrets, redact
 from engine.text import clean_text
 
-DEFAULT_TIMEOUT = 60.0
-DEFAULT_RETRIES = 2
-DEFAULT_CONCURRENCY = 8
 STOP_LOOK = 1.0  # seconds between looks at the store for a Stop while a call waits for a slot
 
 _TRANSIENT_NAMES = ("ratelimit", "timeout", "connection", "apiconnection", "serviceunavailable",
