@@ -13,9 +13,6 @@ from engine.text import NAME_MAX, fold_name, has_visible
 
 ROUNDS_MAX = 20  # debate rounds, peer-review iterations and duel rounds: 1..20
 QUESTION_MAX = 20_000
-MAX_RETRIES = 10
-MAX_CONCURRENCY = 64
-MAX_CALL_TIMEOUT = 3600.0
 ORDER_SEED_MAX = 2**63 - 1  # an order seed is stored as JSON and read back by every backend
 
 

@@ -15,8 +15,12 @@ from typing import Any, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.checks import MAX_CALL_TIMEOUT, MAX_CONCURRENCY, MAX_RETRIES, require_int
+from engine.checks import require_int
 from engine.models import ConfigError
+
+MAX_RETRIES = 10
+MAX_CONCURRENCY = 64
+MAX_CALL_TIMEOUT = 3600.0
 
 
 class CallPolicy(BaseModel):
@@ -46,27 +50,20 @@ class CallPolicy(BaseModel):
         unset), checked before any call: a `ConfigError` names the field and its range."""
         wanted = FIELDS if fields is None else tuple(fields)
         values = {name: data[name] for name in wanted if data.get(name) is not None}
-        retries = values.get("retries")
-        if retries is not None:
-            require_int(retries, "retries", 0, MAX_RETRIES, "run")
-        timeout = values.get("timeout_per_call")
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(
-                timeout, (int, float)) or not 0 < timeout <= MAX_CALL_TIMEOUT):
-            raise ConfigError(f"timeout_per_call must be seconds in (0, "
-                              f"{MAX_CALL_TIMEOUT:g}], got {timeout!r}", "input")
-        concurrency = values.get("concurrency")
-        if concurrency is not None:
-            require_int(concurrency, "concurrency", 1, MAX_CONCURRENCY, "run")
+        for name, value in values.items():
+            info = field_info(name)
+            if info["whole"]:
+                require_int(value, name, info["low"], info["high"], "run")
+            elif isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                    not 0 < value <= info["high"]:
+                raise ConfigError(f"{name} must be seconds in (0, {info['high']:g}], got "
+                                  f"{value!r}", "input")
         return CallPolicy(**values)
 
     def given(self) -> dict[str, Any]:
         """The fields set, as keyword arguments (a runner's, a configuration's)."""
         return {name: value for name in FIELDS
                 if (value := getattr(self, name)) is not None}
-
-    def over(self, other: CallPolicy) -> CallPolicy:
-        """This policy, with `other`'s value for each field this one leaves unset."""
-        return CallPolicy(**{**other.given(), **self.given()})
 
 
 FIELDS: tuple[str, ...] = tuple(CallPolicy.model_fields)
