@@ -36,8 +36,9 @@ def area(built: Resolved | None, given: Mapping[str, Any], endpoints: Any,
         for column, name in zip(st.columns(3), call_policy.FIELDS):
             info = call_policy.field_info(name)
             low, high, whole = info["low"], info["high"], info["whole"]
-            start = given.get(name) if given.get(name) is not None else getattr(defaults, name)
-            k = key(f"policy-{name}-{getattr(defaults, name)}")
+            default = getattr(defaults, name)
+            start = next(v for v in (given.get(name), default, low) if v is not None)
+            k = key(f"policy-{name}-{default}")
             st.session_state.setdefault(k, int(start) if whole else float(start))
             values[name] = column.number_input(
                 info["title"], int(low) if whole else float(low),

@@ -338,8 +338,10 @@ def configure() -> None:  # noqa: C901, PLR0912, PLR0915
         prompts=runform.prompt_overrides(protocol, edited), label=label, order_seed=seed,
         **planted), config if same else {}, endpoints, key)
     base_problem = ""
-    if config and same and not error:  # the form rebuilt it: did it drop what it cannot show?
-        try:  # checked as a run would only when it differs from what the form rebuilt
+    # the form rebuilt a loaded configuration: did it drop what it cannot show? Checked as a
+    # run would only when it differs from what the form rebuilt
+    if config and same and built is not None and not error:
+        try:
             rebuilt = RunConfig.parse(config).stored() == built.given.stored()
         except ConfigError:
             rebuilt = False
@@ -352,12 +354,13 @@ def configure() -> None:  # noqa: C901, PLR0912, PLR0915
         error = base_problem
         st.error(md(f"The loaded configuration cannot be used as saved: {base_problem}. "
                     "The form shows what it could read of it."))
-        if st.button("Use the configuration as the form shows it", key=key("use-form")):
+        if st.button("Use the configuration as the form shows it", key=key("use-form")) \
+                and built is not None:
             st.session_state["run_base"] = {**base, "config": built.given.stored()}
             st.rerun()
     elif error:
         st.error(md(error))
-    else:
+    elif built is not None and cost is not None:
         _run_policy.preflight(built, cost, store, endpoints)
 
     if not question.strip():
@@ -366,7 +369,7 @@ def configure() -> None:  # noqa: C901, PLR0912, PLR0915
     may_run, may_save = _shared.can("start runs"), _shared.can("edit the library")
     if start_col.button("Start", icon=":material/play_arrow:", type="primary",
                         key="run-start", disabled=bool(error) or not question.strip()
-                        or not may_run):
+                        or not may_run) and built is not None:
         try:
             run_id = tasks.start_run(built, question, expected=expected.strip() or None,
                                      tags=("app",), actor=_shared.actor())
@@ -376,7 +379,7 @@ def configure() -> None:  # noqa: C901, PLR0912, PLR0915
             load({"config": built.given.stored(), "question": question, "expected": expected})
             open_run(run_id)
     if save_col.button("Save configuration", icon=":material/save:", key="run-save",
-                       disabled=bool(error) or not may_save):
+                       disabled=bool(error) or not may_save) and built is not None:
         save(built, label, endpoints, replace=False)
     for action, allowed in (("start runs", may_run), ("edit the library", may_save)):
         if not allowed:
@@ -386,7 +389,7 @@ def configure() -> None:  # noqa: C901, PLR0912, PLR0915
         st.warning(md(f"A configuration is already saved as {taken}. Replacing it makes the "
                       "runs stored under that label mix two configurations."))
         replace_col, keep_col, _rest = st.columns([1, 1, 3])
-        if replace_col.button(f"Replace {taken}", key="run-save-replace"):
+        if replace_col.button(f"Replace {taken}", key="run-save-replace") and built is not None:
             save(built, label, endpoints, replace=True)
         if keep_col.button("Keep both (choose another label)", key="run-save-keep"):
             st.session_state.pop("run-save-taken", None)
