@@ -17,7 +17,9 @@ _WHERE = {
     "get_model": "engine.llm.providers",
     "ParleyError": "engine.errors",
     **dict.fromkeys(("ConfigError", "RunResult", "Seat", "Turn"), "engine.models"),
-    **dict.fromkeys(("REGISTRY", "get_protocol", "prompt_templates"), "engine.protocols"),
+    **dict.fromkeys(("REGISTRY", "Resolved", "get_protocol", "prompt_templates"),
+                    "engine.protocols"),
+    "RunConfig": "engine.config",
     **dict.fromkeys(("CouncilResult", "arun_council", "run_council"),
                     "engine.protocols.council"),
     **dict.fromkeys(("DebateResult", "DebateRound", "arun_debate", "run_debate"),
@@ -38,8 +40,9 @@ _WHERE = {
 
 __all__ = [
     "REGISTRY", "ConfigError", "CouncilResult", "DebateResult", "DebateRound", "DuelResult",
-    "Exchange", "PanelResult", "PeerReviewIteration", "PeerReviewResult", "RoundtableResult",
-    "RunResult", "Seat", "SingleResult", "SocietyResult", "Store", "Turn", "VoteResult",
+    "Exchange", "PanelResult", "PeerReviewIteration", "PeerReviewResult", "Resolved",
+    "RoundtableResult", "RunConfig", "RunResult", "Seat", "SingleResult", "SocietyResult",
+    "Store", "Turn", "VoteResult",
     "arun_council", "arun_debate", "arun_duel", "arun_panel", "arun_peer_review",
     "arun_roundtable", "arun_single", "arun_society", "arun_vote", "get_model",
     "get_protocol", "prompt_templates", "question_set", "run_council", "run_debate",
@@ -61,10 +64,11 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # what type checkers and editors see: the same names, imported eagerly
+    from engine.config import RunConfig
     from engine.errors import ParleyError
     from engine.llm.providers import get_model
     from engine.models import ConfigError, RunResult, Seat, Turn
-    from engine.protocols import REGISTRY, get_protocol, prompt_templates
+    from engine.protocols import REGISTRY, Resolved, get_protocol, prompt_templates
     from engine.protocols.council import arun_council, run_council
     from engine.protocols.council_result import CouncilResult
     from engine.protocols.debate import DebateResult, DebateRound, arun_debate, run_debate

@@ -13,9 +13,6 @@ from engine.text import NAME_MAX, fold_name, has_visible
 
 ROUNDS_MAX = 20  # debate rounds, peer-review iterations and duel rounds: 1..20
 QUESTION_MAX = 20_000
-MAX_RETRIES = 10
-MAX_CONCURRENCY = 64
-MAX_CALL_TIMEOUT = 3600.0
 ORDER_SEED_MAX = 2**63 - 1  # an order seed is stored as JSON and read back by every backend
 
 
@@ -82,19 +79,9 @@ def unique_names(seats: Sequence[Seat], what: str) -> None:
 
 
 def check_run_options(run: Mapping[str, Any]) -> None:
-    """The common run options checked before any call: retries, per-call timeout,
-    concurrency, label, order seed, who started the run and tags."""
-    retries = run.get("retries")
-    if retries is not None:
-        require_int(retries, "retries", 0, MAX_RETRIES, "run")
-    timeout = run.get("timeout_per_call")
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(
-            timeout, (int, float)) or not 0 < timeout <= MAX_CALL_TIMEOUT):
-        raise ConfigError(f"timeout_per_call must be seconds in (0, {MAX_CALL_TIMEOUT:g}], "
-                          f"got {timeout!r}", "input")
-    concurrency = run.get("concurrency")
-    if concurrency is not None:
-        require_int(concurrency, "concurrency", 1, MAX_CONCURRENCY, "run")
+    """The common run options checked before any call besides the call policy
+    (`engine.llm.policy.CallPolicy.parse`): label, order seed, who started the run and
+    tags."""
     if run.get("label") not in (None, ""):
         require_name(run["label"], "label")
     if run.get("order_seed") is not None:

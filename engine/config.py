@@ -18,10 +18,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, SerializationInfo, model_serializer
 
+from engine.llm.policy import FIELDS as POLICY_FIELDS
+from engine.llm.policy import CallPolicy, PolicyKwargs
 from engine.models import ConfigError, Turn
 
 if TYPE_CHECKING:
@@ -29,9 +31,8 @@ if TYPE_CHECKING:
     from engine.store import Store
 
 CONFIG_KEYS = ("protocol", "label", "model", "base_url", "seats", "options", "prompts",
-               "timeout_per_call", "retries", "concurrency", "order_seed", "adversary")
+               *POLICY_FIELDS, "order_seed", "adversary")
 PLANTED = "planted"  # an adversary's answer drawn from the question's set (DESIGN 2.13)
-_POLICY_KEYS = ("timeout_per_call", "retries", "concurrency")
 SEAT_KEYS = ("name", "model", "persona", "persona_name", "role", "temperature", "icon",
              "traits")
 _TEXT_SEAT_KEYS = ("name", "model", "persona", "persona_name", "role", "icon")
@@ -151,9 +152,10 @@ def check_traits(traits: Any, where: str) -> dict[str, float]:
     return out
 
 
-class RunConfig(BaseModel):
-    """A run's configuration: protocol, seats by slot, options, prompt overrides, label, and
-    the default model (and base URL) for seats that name none."""
+class RunConfig(CallPolicy):
+    """A run's configuration: protocol, seats by slot, options, prompt overrides, label, the
+    default model (and base URL) for seats that name none, and its call policy (the fields
+    of `CallPolicy`, flat, as a user writes them)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -164,9 +166,6 @@ class RunConfig(BaseModel):
     label: str | None = None
     model: str = "simulated"
     base_url: str | None = None
-    timeout_per_call: float | None = None  # call policy: None takes the endpoint's or default
-    retries: int | None = None
-    concurrency: int | None = None  # calls one run keeps in flight
     # the seed of the order seats are presented in (DESIGN 2.10); None: the configured order
     order_seed: int | None = None
     # DESIGN 2.13: {seat, answer, placebo}: the seat told to win the others over to a planted
@@ -213,10 +212,7 @@ class RunConfig(BaseModel):
         label = data.get("label")
         if label is not None and not isinstance(label, str):
             raise ConfigError("a configuration's label must be text", "input")
-        policy = {key: data[key] for key in _POLICY_KEYS if data.get(key) is not None}
-        if policy:
-            from engine.checks import check_run_options
-            check_run_options(policy)
+        policy: dict[str, Any] = CallPolicy.read(data).given()
         if data.get("order_seed") is not None:
             from engine.checks import require_order_seed
             policy["order_seed"] = require_order_seed(data["order_seed"])
@@ -230,12 +226,18 @@ class RunConfig(BaseModel):
         """The configuration as the store and the library keep it (plain JSON; the call
         policy and the order seed only when they are set)."""
         return self.model_dump(mode="json", exclude={
-            key for key in (*_POLICY_KEYS, "order_seed", "adversary")
+            key for key in (*POLICY_FIELDS, "order_seed", "adversary")
             if getattr(self, key) is None})
 
+    @property
+    def policy(self) -> CallPolicy:
+        """The configuration's call policy as its own record."""
+        return CallPolicy(**{name: getattr(self, name) for name in POLICY_FIELDS})
 
-class RunKwargs(TypedDict, total=False):
-    """The keyword arguments every `run_*` / `arun_*` takes besides its seats and options."""
+
+class RunKwargs(PolicyKwargs, total=False):
+    """The keyword arguments every `run_*` / `arun_*` takes besides its seats and options
+    (the call policy's among them)."""
 
     store: Store
     on_event: Callable[[Turn], Any] | None
@@ -243,9 +245,6 @@ class RunKwargs(TypedDict, total=False):
     label: str | None
     tags: Any
     expected: str | None
-    timeout_per_call: float | None
-    retries: int | None
-    concurrency: int | None
     stop_event: threading.Event | None
     config: RunConfig | Mapping[str, Any] | None
     experiment_id: str | None
@@ -303,9 +302,7 @@ class RunOptions:
     label: str | None = None
     tags: tuple[str, ...] = ()
     expected: str | None = None
-    timeout_per_call: float | None = None
-    retries: int | None = None
-    concurrency: int | None = None
+    policy: CallPolicy = field(default_factory=CallPolicy)
     stop_event: threading.Event | None = None
     config: RunConfig | None = None
     experiment_id: str | None = None
@@ -328,8 +325,10 @@ class RunOptions:
         if unknown:
             raise ConfigError(f"run_{protocol.replace('-', '_')} has no option "
                               f"{unknown[0]!r}", "input")
+        policy = CallPolicy.read(kwargs)
         check_run_options(kwargs)
-        values = dict(kwargs)
+        values = {k: v for k, v in kwargs.items() if k not in POLICY_FIELDS}
+        values["policy"] = policy
         values["tags"] = tuple(values.get("tags") or ())
         values["prompts"] = dict(values.get("prompts") or {})
         if values.get("config") is not None:

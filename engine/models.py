@@ -80,6 +80,16 @@ def model_spec(model: Any) -> str:
     return f"{kind}:{name}" if isinstance(name, str) and name else kind
 
 
+SIMULATED = "simulated"  # the model spec of the offline simulated model (DESIGN 3)
+
+
+def is_simulated(spec: str) -> bool:
+    """Whether a model spec names the offline simulated model: its provider part (before any
+    `:` and `?`, in any case and spacing) is `simulated`, as `get_model` reads it. The one
+    rule every layer asks: a run's flag, its seats' cost, the preflight, the reports."""
+    return spec.strip().partition("?")[0].partition(":")[0].strip().lower() == SIMULATED
+
+
 def now() -> datetime:
     return datetime.now(UTC)
 

@@ -9,11 +9,11 @@ import streamlit as st
 
 from engine import ConfigError
 from engine import experiments as ex
+from engine.llm import policy as calls
 from engine.questions import catalogue
 from engine.questions import files as qsets
 from engine.reports import timing
 from engine.reports.blind import config_worlds
-from engine.services import runform
 from pages import _shared, _workers
 
 if TYPE_CHECKING:
@@ -163,24 +163,20 @@ def new_experiment(store: Store) -> None:
 def call_policy(configs: list[dict[str, Any]]) -> dict[str, Any]:
     """Per-call timeout and retries for every configuration that sets none of its own,
     starting at what the seats' endpoints set (or the defaults); only a value changed from
-    that goes into the spec (`timeout_per_call`, `retries`), so the stored experiment and its
-    resume keep it."""
-    defaults = dict(timing.DEFAULTS)
+    that goes into the spec, so the stored experiment and its resume keep it."""
+    defaults = calls.DEFAULTS.model_dump()
     try:
-        for name in ("timeout_per_call", "retries"):
-            defaults[name] = max([timing.policy_defaults(c, _shared.endpoints())[name]
-                                  for c in configs] or [defaults[name]])
+        for name in calls.SPEC_FIELDS:
+            defaults[name] = max([getattr(timing.policy_defaults(c, _shared.endpoints())[0],
+                                          name) for c in configs] or [defaults[name]])
     except ConfigError:  # the plan below says what is wrong with the configuration
         pass
-    low, high = runform.POLICY_LIMITS["timeout_per_call"]
-    left, right, _rest = st.columns(3)
-    timeout = left.number_input(
-        "Per-call timeout (s)", low, high, float(defaults["timeout_per_call"]), step=10.0,
-        key=f"exp-timeout-{defaults['timeout_per_call']}",
-        help="seconds one model call may take before it is abandoned")
-    retries = right.number_input(
-        "Retries", 0, int(runform.POLICY_LIMITS["retries"][1]), int(defaults["retries"]),
-        key=f"exp-retries-{defaults['retries']}",
-        help="retries after a transient failure (rate limit, timeout, connection)")
-    given = {"timeout_per_call": float(timeout), "retries": int(retries)}
+    given = {}
+    for column, name in zip(st.columns(3), calls.SPEC_FIELDS):
+        info = calls.field_info(name)
+        kind = int if info["whole"] else float
+        given[name] = kind(column.number_input(
+            info["title"], kind(info["low"]), kind(info["high"]), kind(defaults[name]),
+            step=1 if info["whole"] else 10.0, key=f"exp-{name}-{defaults[name]}",
+            help=info["help"]))
     return {name: value for name, value in given.items() if value != defaults[name]}

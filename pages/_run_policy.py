@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
-from engine import ConfigError
+from engine import ConfigError, Resolved, RunConfig
+from engine.llm import policy as call_policy
 from engine.reports import blind, timing
 from engine.services import library, runform
 from pages import _shared
@@ -19,37 +20,33 @@ if TYPE_CHECKING:
     from engine.store import Store
 
 md = _shared.md
-LABELS = {"timeout_per_call": "Per-call timeout (s)", "retries": "Retries",
-          "concurrency": "Calls at once"}
-HELP = {"timeout_per_call": "seconds one model call may take before it is abandoned",
-        "retries": "retries after a transient failure (rate limit, timeout, connection)",
-        "concurrency": "model calls this run keeps in flight at once"}
 
 
-def area(built: Mapping[str, Any] | None, given: Mapping[str, Any], endpoints: EndpointRegistry,
-         key: Callable[[str], str]) -> tuple[dict[str, Any], dict[str, Any]]:
+def area(built: Resolved | None, given: Mapping[str, Any], endpoints: EndpointRegistry,
+         key: Callable[[str], str]) -> tuple[dict[str, Any], call_policy.CallPolicy]:
     """The "Advanced: calls" fields; returns (the values shown, the defaults they start
     from). A field starts at the loaded configuration's value, else at what the seats'
     endpoints set (or the default); when the seats change endpoint, a field not loaded from
     the configuration follows the new default."""
-    defaults: dict[str, Any] = timing.policy_defaults(built, endpoints) if built else {
-        **timing.DEFAULTS, "from": {name: [] for name in runform.POLICY}}
+    defaults, from_endpoints = timing.policy_defaults(built, endpoints) if built else (
+        call_policy.DEFAULTS, {})
     values: dict[str, Any] = {}
     with st.expander("Advanced: calls"):
-        sources = sorted({n for names in defaults["from"].values() for n in names})
+        sources = sorted({n for names in from_endpoints.values() for n in names})
         st.caption(md("Defaults: " + (f"what endpoint {', '.join(sources)} sets, else "
                                       if sources else "")
                       + "Parley's (60 s, 2 retries, 8 calls at once). A value changed here "
                         "is kept with the run, and Re-run repeats it."))
-        for column, name in zip(st.columns(3), runform.POLICY):
-            low, high = runform.POLICY_LIMITS[name]
-            start = given[name] if given.get(name) is not None else defaults[name]
-            whole = name != "timeout_per_call"
-            k = key(f"policy-{name}-{defaults[name]}")
+        for column, name in zip(st.columns(3), call_policy.FIELDS):
+            info = call_policy.field_info(name)
+            low, high, whole = info["low"], info["high"], info["whole"]
+            default = getattr(defaults, name)
+            start = next(v for v in (given.get(name), default, low) if v is not None)
+            k = key(f"policy-{name}-{default}")
             st.session_state.setdefault(k, int(start) if whole else float(start))
             values[name] = column.number_input(
-                LABELS[name], int(low) if whole else float(low),
-                int(high) if whole else float(high), key=k, help=HELP[name],
+                info["title"], int(low) if whole else float(low),
+                int(high) if whole else float(high), key=k, help=info["help"],
                 step=1 if whole else 10.0)
     return values, defaults
 
@@ -73,22 +70,21 @@ def order_seed(given: Mapping[str, Any], key: Callable[[str], str]) -> int | Non
     return None if value is None else int(value)
 
 
-def checked(build: Callable[[], dict[str, Any]], given: Mapping[str, Any],
-            endpoints: EndpointRegistry, key: Callable[[str], str]
-            ) -> tuple[dict[str, Any] | None, Any, str]:
+def checked(build: Callable[[], RunConfig], given: Mapping[str, Any],
+            endpoints: EndpointRegistry,
+            key: Callable[[str], str]) -> tuple[Resolved | None, Any, str]:
     """Build the form's configuration, show its call policy fields, and check both as a run
-    would: (the configuration, its cost preflight, "" or what to fix). The seats are checked
-    first, since the fields' defaults come from the seats' endpoints."""
+    would: (the configuration resolved once, its cost preflight, "" or what to fix). The
+    seats are checked first, since the fields' defaults come from the seats' endpoints."""
     try:
-        built = build()
-        library.validate_config(built, endpoints)
+        built = library.check_config(build(), endpoints)
     except ConfigError as exc:
         area(None, given, endpoints, key)
         return None, None, str(exc)
     policy, defaults = area(built, given, endpoints, key)
     try:
         built = runform.with_call_policy(built, policy, defaults)
-        return built, library.validate_config(built, endpoints), ""
+        return built, built.estimate(), ""
     except ConfigError as exc:
         return built, None, str(exc)
 
@@ -105,10 +101,11 @@ def adversary_line(adversary: Mapping[str, Any]) -> str:
             f"others over to {what}.")
 
 
-def preflight(built: Mapping[str, Any], cost: Mapping[str, int], store: Store,
-              endpoints: EndpointRegistry, simulated: bool) -> None:
+def preflight(built: Resolved, cost: Mapping[str, int], store: Store,
+              endpoints: EndpointRegistry) -> None:
     """The preflight: calls and tokens, the time they take at the measured (or declared)
     pace, and a warning per endpoint that serves fewer calls at once than the run asks."""
+    simulated = built.simulated
     timed = timing.time_estimate([built], store=store, endpoints=endpoints)
     note = " · simulated model: offline, no cost" if simulated else ""
     st.info(md(f"Preflight: {cost['calls']} model calls when nothing fails, about "
@@ -119,7 +116,7 @@ def preflight(built: Mapping[str, Any], cost: Mapping[str, int], store: Store,
         unread = blind.unread_note(built)
         if unread:
             st.caption(md(unread))
-        for world in blind.config_worlds([{**built, "label": "this run"}]):
+        for world in blind.config_worlds([built], label="this run"):
             st.caption(md(f"simulated world of {world}"))
 
 

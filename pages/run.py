@@ -9,7 +9,15 @@ from typing import TYPE_CHECKING, Literal
 
 import streamlit as st
 
-from engine import REGISTRY, ConfigError, ParleyError, get_protocol, prompt_templates
+from engine import (
+    REGISTRY,
+    ConfigError,
+    ParleyError,
+    Resolved,
+    RunConfig,
+    get_protocol,
+    prompt_templates,
+)
 from engine.llm.providers import SPEC_HELP
 from engine.questions import QUESTION_SETS
 from engine.reports import runs as runs_report
@@ -338,27 +346,35 @@ def configure() -> None:  # noqa: C901, PLR0912, PLR0915
     planted = {"adversary": config["adversary"]} if same and config.get("adversary") else {}
     if planted:
         st.caption(md(_run_policy.adversary_line(planted["adversary"])))
-    built, cost, error = _run_policy.checked(lambda: {**runform.build_config(
+    built, cost, error = _run_policy.checked(lambda: runform.build_config(
         store, protocol, choices, model=model, options=options,
-        prompts=runform.prompt_overrides(protocol, edited), label=label, order_seed=seed),
-        **planted}, config if same else {}, endpoints, key)
+        prompts=runform.prompt_overrides(protocol, edited), label=label, order_seed=seed,
+        **planted), config if same else {}, endpoints, key)
     base_problem = ""
-    if config and same and not error:  # the form rebuilt it: did it drop what it cannot show?
+    # the form rebuilt a loaded configuration: did it drop what it cannot show? Checked as a
+    # run would only when it differs from what the form rebuilt
+    if config and same and built is not None and not error:
         try:
-            library.validate_config(config, endpoints)
+            rebuilt = RunConfig.parse(config).stored() == built.given.stored()
+        except ConfigError:
+            rebuilt = False
+        try:
+            if not rebuilt:
+                library.check_config(config, endpoints)
         except ConfigError as exc:
             base_problem = str(exc)
     if base_problem:
         error = base_problem
         st.error(md(f"The loaded configuration cannot be used as saved: {base_problem}. "
                     "The form shows what it could read of it."))
-        if st.button("Use the configuration as the form shows it", key=key("use-form")):
-            st.session_state["run_base"] = {**base, "config": built}
+        if st.button("Use the configuration as the form shows it", key=key("use-form")) \
+                and built is not None:
+            st.session_state["run_base"] = {**base, "config": built.given.stored()}
             st.rerun()
     elif error:
         st.error(md(error))
-    elif built is not None:  # no error: the form built a configuration
-        _run_policy.preflight(built, cost, store, endpoints, runform.is_simulated(built))
+    elif built is not None and cost is not None:
+        _run_policy.preflight(built, cost, store, endpoints)
 
     if not question.strip():
         st.caption(md(f"Enter a {spec.question_name} to start."))
@@ -369,12 +385,11 @@ def configure() -> None:  # noqa: C901, PLR0912, PLR0915
                         or not may_run) and built is not None:
         try:
             run_id = tasks.start_run(built, question, expected=expected.strip() or None,
-                                     label=built.get("label"), tags=("app",),
-                                     endpoints=endpoints, actor=_shared.actor())
+                                     tags=("app",), actor=_shared.actor())
         except ParleyError as exc:
             st.error(md(exc))
         else:
-            load({"config": built, "question": question, "expected": expected})
+            load({"config": built.given.stored(), "question": question, "expected": expected})
             open_run(run_id)
     if save_col.button("Save configuration", icon=":material/save:", key="run-save",
                        disabled=bool(error) or not may_save) and built is not None:
@@ -394,10 +409,10 @@ def configure() -> None:  # noqa: C901, PLR0912, PLR0915
             st.rerun()
 
 
-def save(built: dict, label: str, endpoints: EndpointRegistry, replace: bool) -> None:
+def save(built: Resolved, label: str, endpoints: EndpointRegistry, replace: bool) -> None:
     """Save the configuration; a label already saved is kept until the user says replace."""
     try:
-        library.save_config(store, built, label, endpoints=endpoints, replace=replace,
+        library.save_config(store, built.given, label, endpoints=endpoints, replace=replace,
                             actor=_shared.actor())
     except library.LabelTaken as exc:
         st.session_state["run-save-taken"] = exc.label

@@ -16,6 +16,8 @@ from engine import Store, run_vote
 from engine.cli.main import main
 from engine.experiments.planning import plan, time_preflight
 from engine.llm.endpoints import EndpointRegistry
+from engine.llm.policy import CallPolicy
+from engine.protocols import resolve_config
 from engine.services.rerun import rerun_config
 from engine.services.runform import policy_line, with_call_policy
 from engine.reports.timing import policy_defaults, time_estimate
@@ -93,14 +95,15 @@ def test_preflight_warns_when_a_run_asks_more_than_the_endpoint_serves(stub):
         {"local": {"base_url": stub.base_url, "concurrency": 1, "timeout": 180,
                    "retries": 0}})})
     config = {"protocol": "vote", "model": "openai:smol?endpoint=local"}
-    defaults = policy_defaults(config, registry)
-    assert {k: defaults[k] for k in ("timeout_per_call", "retries", "concurrency")} == {
-        "timeout_per_call": 180, "retries": 0, "concurrency": 1}
+    defaults, sources = policy_defaults(config, registry)
+    assert defaults == CallPolicy(timeout_per_call=180, retries=0, concurrency=1)
+    assert sources == {"timeout_per_call": ["local"], "retries": ["local"],
+                       "concurrency": ["local"]}
     assert time_estimate([config], endpoints=registry)["notes"] == []
-    asked = with_call_policy(config, {"concurrency": 4}, defaults)
+    asked = with_call_policy(resolve_config(config, registry), {"concurrency": 4}, defaults)
     notes = time_estimate([asked], endpoints=registry)["notes"]
     assert notes and "endpoint local serves 1 call(s) at a time" in notes[0]
-    assert policy_line(asked, registry) == (
+    assert policy_line(asked.config.stored(), registry) == (
         "Call policy: per-call timeout 180 s (endpoint local), retries 0 (endpoint local), "
         "calls at once 4 (this run)")
 
@@ -177,7 +180,7 @@ def test_experiment_form_writes_the_call_policy_into_the_spec(db_url):
     open_new_experiment(at)
     at.selectbox(key="exp-set").select("demo").run()
     at.multiselect(key="exp-configs").select("vote · defaults").run()
-    timeout = next(w for w in at.number_input if str(w.key).startswith("exp-timeout-"))
+    timeout = next(w for w in at.number_input if str(w.key).startswith("exp-timeout_per_call-"))
     retries = next(w for w in at.number_input if str(w.key).startswith("exp-retries-"))
     assert (timeout.value, retries.value) == (60.0, 2)
     timeout.set_value(120.0).run()

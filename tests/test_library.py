@@ -89,7 +89,7 @@ def test_saved_configuration_runs_as_saved(store):
                                                   "judge": defaults["judge"] + "\nBe brief."})
     assert list(prompts) == ["judge"]  # unchanged templates are not overrides
     config = runform.build_config(store, protocol, choices, options={"max_rounds": 1},
-                                  prompts=prompts, label="brief judge")
+                                  prompts=prompts, label="brief judge").stored()
     assert config["seats"]["proponent"][0]["persona"] == PERSONAS["creative"].prompt
     assert config["seats"]["proponent"][0]["icon"] == "💡"
     assert library.validate_config(config) == {"calls": 3, "waves": 3, "tokens": 1800}
@@ -123,4 +123,4 @@ def test_every_registered_protocol_builds_a_valid_default_configuration(store):
     for name in REGISTRY:
         config = runform.build_config(store, name, runform.slot_choices(store, name))
         assert library.validate_config(config)["calls"] > 0
-        assert runform.is_simulated(config)
+        assert library.check_config(config).simulated

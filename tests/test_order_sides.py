@@ -115,7 +115,7 @@ def test_the_stored_configuration_says_its_order_seed(tmp_path):
     again = run_sync(arun_config(store.get(seeded.run_id)["config"], QUESTION,
                                  expected="42"))
     assert again.order == seeded.order  # a re-run of the stored config presents alike
-    assert resolve_config({"protocol": "vote", "order_seed": 4}).order_seed == 4
+    assert resolve_config({"protocol": "vote", "order_seed": 4}).config.order_seed == 4
     assert store.get(seeded.run_id)["metrics"]["order"] == seeded.order
 
 

@@ -60,7 +60,7 @@ def test_every_preset_plans_the_papers_configurations(name):
         == configs
     assert checked.calls == calls
     for config in checked.configs:  # runs offline by default: every seat simulated
-        seats = resolve_config(config).seats
+        seats = resolve_config(config).config.seats
         assert seats and all(s.model == "simulated" for group in seats.values()
                              for s in group)
 
@@ -78,9 +78,9 @@ def test_override_puts_every_seat_of_every_configuration_on_the_model():
     changed = override_model(spec, "openai:m", url)
     assert spec["configs"][-1]["seats"]["judge"]["model"] == "simulated?skill=1"  # a copy
     for config in changed["configs"]:
-        seats = [s for group in resolve_config(config).seats.values() for s in group]
+        seats = [s for group in resolve_config(config).config.seats.values() for s in group]
         assert seats and all(s.model == f"openai:m?base_url={url}" for s in seats)
-    judge = resolve_config(changed["configs"][-1]).seats["judge"][0]
+    judge = resolve_config(changed["configs"][-1]).config.seats["judge"][0]
     assert (judge.name, judge.persona) == ("J", "fair")
     assert [c["label"] for c in changed["configs"]] == [*DU, "judged"]
 

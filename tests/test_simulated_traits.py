@@ -55,11 +55,11 @@ def test_a_persona_declares_traits_and_a_seat_on_it_lives_in_their_world(store):
     seat = runform.seat(store, "agents", persona="mule", role="sage")
     assert seat["traits"] == {"stubbornness": 0.5, "accuracy": 0.95}  # the role's over it
     config = society(store, "mule", "open")
-    stored = resolve_config(config).stored()["seats"]["agents"]
+    stored = resolve_config(config).config.stored()["seats"]["agents"]
     assert world_of(stored[0]["model"]) == {**world_of("simulated?conformity=0.5"),
                                             "stubbornness": 0.8}
     assert stored[1]["model"] == "simulated?conformity=0.5" and "traits" not in stored[1]
-    lines = worlds("", resolve_config(config).stored())
+    lines = worlds("", resolve_config(config).config.stored())
     assert lines == ["mule: skill 0.7 · conformity 0.5 · persuasion 0.4 · stubbornness 0.8 "
                      "· seed 0", "open: skill 0.7 · conformity 0.5 · persuasion 0.4 · seed 0"]
     assert config_worlds([config])[0].startswith("society, mule: skill 0.7")

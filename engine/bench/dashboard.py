@@ -31,14 +31,13 @@ from typing import Any, overload
 
 from engine.bench.choice import busiest
 from engine.bench.table import median_time
-from engine.models import now
+from engine.models import is_simulated, now
 from engine.protocols import REGISTRY, arun_config, run_sync
 from engine.questions import DEFINITE, OPEN
 from engine.reports import answers, charts, insights, vega
 from engine.reports import runs as history
 from engine.store import Store
 from engine.store.signal_columns import SIGNAL_COLUMNS
-from engine.store.simulated import SIMULATED_PREFIX
 
 LABELS = ("baseline", "strict-critic", "gpt-mix", "long-rounds", "cheap-models", None)
 TAGS = ("demo", "nightly", "ab-test", "regression", "exploration")
@@ -85,7 +84,7 @@ def _unsimulated(value: Any) -> Any:
     """A stored configuration with every simulated model spec replaced by `REAL_MODEL`."""
     if isinstance(value, Mapping):
         return {key: REAL_MODEL if key == "model" and isinstance(item, str)
-                and item.startswith(SIMULATED_PREFIX) else _unsimulated(item)
+                and is_simulated(item) else _unsimulated(item)
                 for key, item in value.items()}
     if isinstance(value, list):
         return [_unsimulated(item) for item in value]
@@ -95,7 +94,7 @@ def _unsimulated(value: Any) -> Any:
 def _real(template: _Template) -> _Template:
     """`template` as a real model's run: its configuration, models and turns name
     `REAL_MODEL`, and `simulated` is false, as the store derives it for such seats
-    (`engine.store.simulated`: any seat whose spec starts "simulated" makes a run simulated)."""
+    (any seat whose spec `engine.models.is_simulated` makes a run simulated)."""
     config = _unsimulated(json.loads(template.run["config"]))
     run = {**template.run, "config": json.dumps(config), "models": REAL_MODEL,
            "simulated": False}

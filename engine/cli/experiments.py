@@ -26,6 +26,7 @@ from engine.experiments.planning import (
     time_preflight,
 )
 from engine.experiments.runner import arun_experiment, pending_cells
+from engine.llm.policy import CallPolicy
 from engine.llm.transport import releasing
 from engine.models import ConfigError, Turn
 from engine.questions import files as qsets
@@ -293,8 +294,7 @@ def cmd_show(args: Any) -> int:
     if simulated.any():
         _simulated_notes(experiment["spec"]["configs"])
     for config in experiment["spec"]["configs"]:  # the call policy its runs and resume use
-        policy = {k: config[k] for k in ("timeout_per_call", "retries", "concurrency")
-                  if config.get(k) is not None}
+        policy = CallPolicy.read(config).given()
         if policy:
             _say(f"call policy of {config['label']}: "
                  + ", ".join(f"{k} {v:g}" for k, v in policy.items()))

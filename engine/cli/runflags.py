@@ -7,12 +7,10 @@ import argparse
 from typing import Any
 
 from engine.errors import SINGULAR, UNEXPLAINED
+from engine.llm.policy import FIELDS as POLICY_FIELDS
+from engine.llm.policy import SPEC_FIELDS, field_info
 from engine.models import ConfigError, Turn
 from engine.yamlfile import load_mapping
-
-# Run options that are flags, not protocol options: `--option NAME=V` names the flag instead.
-POLICY_FLAGS = {"timeout_per_call": "--timeout-per-call", "retries": "--retries",
-                "concurrency": "--concurrency (experiment run)"}
 
 
 def add_policy_flags(parser: argparse.ArgumentParser) -> None:
@@ -26,18 +24,20 @@ def add_policy_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def policy_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    """The call policy the flags give (only those given), checked before any call."""
+    """The call policy the flags give (only those given), checked before any call (the
+    flags' destinations are the policy's field names)."""
     out: dict[str, Any] = {}
-    timeout, retries = args.timeout_per_call, args.retries
-    if timeout is not None:
-        if not timeout > 0 or timeout != timeout:
-            raise ConfigError(f"--timeout-per-call must be a number of seconds > 0, got "
-                              f"{timeout:g}", "input")
-        out["timeout_per_call"] = timeout
-    if retries is not None:
-        if retries < 0:
-            raise ConfigError(f"--retries must be a whole number >= 0, got {retries}", "input")
-        out["retries"] = retries
+    for name in SPEC_FIELDS:
+        value = getattr(args, name, None)
+        if value is None:
+            continue
+        whole = field_info(name)["whole"]
+        if value != value or (value < 0 if whole else not value > 0):
+            flag = field_info(name)["cli"]
+            raise ConfigError(f"{flag} must be " + (
+                f"a whole number >= 0, got {value}" if whole else
+                f"a number of seconds > 0, got {value:g}"), "input")
+        out[name] = value
     return out
 
 
@@ -107,9 +107,9 @@ def config_from_args(args: argparse.Namespace) -> dict[str, Any]:  # noqa: C901,
         name, sep, raw = item.partition("=")
         if not sep or not name:
             raise ConfigError(f"--option takes NAME=VALUE, got {item!r}", "input")
-        if name in POLICY_FLAGS:
+        if name in POLICY_FIELDS:  # a run option that is a flag, not a protocol option
             raise ConfigError(f"--option {name}: {name} is not a protocol option; use "
-                              f"{POLICY_FLAGS[name]} {raw}", "input")
+                              f"{field_info(name)['cli']} {raw}", "input")
         if name not in known:
             raise ConfigError(f"--option {name}: {spec.name} has no option {name!r}; "
                               + (f"options are {', '.join(sorted(known))}" if known else

@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from engine.models import ConfigError
+from engine.models import ConfigError, is_simulated
 from engine.store.experiments import (
     LabelCosts,
     SpendFigures,
@@ -272,21 +272,18 @@ IN_SHARE = 5 / 6  # of the preflight's 600 tokens a call: about 500 in, 100 out
 def seat_prices(config: Any, endpoints: EndpointRegistry | None = None) -> list[Any]:
     """Each seat's price (`engine.llm.prices.Price`), 0.0 for a simulated seat, None when
     unpriced: the models resolved as a run would resolve them."""
-    from engine.config import RunConfig
     from engine.llm.prices import model_price
     from engine.llm.providers import resolve_model
-    from engine.protocols import get_protocol, seats_from_config
-    typed = RunConfig.parse(config)
-    kwargs = seats_from_config(get_protocol(typed.protocol), typed)
+    from engine.protocols import resolve_config
+    resolved = resolve_config(config)
     out: list[Any] = []
-    for slot in get_protocol(typed.protocol).slots:
-        seats = kwargs.get(slot.name)
+    for slot in resolved.spec.slots:
+        seats = resolved.seats.get(slot.name)
         for seat in seats if isinstance(seats, list) else [seats]:
             if seat is None:
                 continue
             model = resolve_model(seat.model, seat.temperature, endpoints)
-            simulated = type(model).__name__ == "SimulatedChatModel"
-            out.append(0.0 if simulated else model_price(model))
+            out.append(0.0 if is_simulated(seat.spec) else model_price(model))
     return out
 
 

@@ -12,6 +12,7 @@ from engine.cells import Cell
 from engine.checks import require_name, require_text
 from engine.experiments import arrangement
 from engine.experiments.budget import budget_of, estimated_cost
+from engine.llm.policy import SPEC_FIELDS
 from engine.models import ConfigError
 from engine.protocols.adversary import with_controls
 from engine.protocols.baselines import CONSULTANCY_KIND as CONSULTANCY
@@ -34,7 +35,6 @@ MAX_REPEATS = 100
 MAX_RUNS = 20_000
 MAX_CALLS = 20_000  # planned model calls an experiment may make without being confirmed
 MEASURED = 200  # the newest runs an equal-tokens baseline is measured over
-POLICY_KEYS = ("timeout_per_call", "retries")  # a spec's call policy for its configurations
 @dataclass(frozen=True)
 class Plan:
     """A checked experiment spec and its preflight: runs, calls and tokens before it starts."""
@@ -256,7 +256,7 @@ def plan(spec: Mapping[str, Any], store: Store | None = None, base_dir: str | Pa
         raise ConfigError("an experiment spec must be a mapping", "input")
     known = {"name", "questions", "questions_file", "configs", "repeats", "concurrency",
              "baseline", "source", "token_baselines", "order", "sides", "seed",
-             "budget_usd", "reference", *POLICY_KEYS}
+             "budget_usd", "reference", *SPEC_FIELDS}
     unknown = sorted(str(k) for k in spec if k not in known)
     if unknown:
         raise ConfigError(f"an experiment spec has no key {unknown[0]!r}; keys are "
@@ -349,9 +349,9 @@ def _reference(value: Any) -> str | None:
 
 def with_policy(configs: list[dict[str, Any]], spec: Mapping[str, Any]
                 ) -> list[dict[str, Any]]:
-    """The spec's call policy (`timeout_per_call`, `retries`) on every configuration that
-    sets none of its own; each is checked (> 0, >= 0) with its configuration."""
-    given = {key: spec[key] for key in POLICY_KEYS if spec.get(key) is not None}
+    """The spec's call policy (`engine.llm.policy.SPEC_FIELDS`) on every configuration that
+    sets none of its own; each is checked with its configuration."""
+    given = {key: spec[key] for key in SPEC_FIELDS if spec.get(key) is not None}
     return [{**given, **config} for config in configs]
 
 
@@ -569,7 +569,7 @@ def token_baselines(configs: Sequence[Mapping[str, Any]], store: Store | None,
         else:
             try:
                 typed = RunConfig.parse(dict(config))
-                model = next(s.model for slot in resolve_config(typed).seats.values()
+                model = next(s.model for slot in resolve_config(typed).config.seats.values()
                              for s in slot)
                 tokens, runs = measured_tokens(store, label, typed.protocol)
                 per_sample, sample_runs = measured_sample(store, model)
@@ -630,7 +630,7 @@ def endpoint_notes(checked: Plan, endpoints: EndpointRegistry | None = None) -> 
     registry = endpoints if endpoints is not None else EndpointRegistry.from_settings(os.environ)
     seen: dict[str, int] = {}
     for config in checked.configs:
-        for seats in resolve_config(config).seats.values():
+        for seats in resolve_config(config).config.seats.values():
             for seat in seats:
                 kind, _name, query = parse_spec(seat.model)
                 found = registry.get(query["endpoint"]) if "endpoint" in query else (

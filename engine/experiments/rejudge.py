@@ -16,6 +16,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from engine.llm.policy import SPEC_FIELDS, CallPolicy
 from engine.models import RunStopped
 from engine.protocols import REGISTRY, arun_config, run_sync
 from engine.protocols.baselines import PLACEBO_SUFFIX
@@ -27,8 +28,6 @@ from engine.text import NAME_MAX
 if TYPE_CHECKING:
     from engine.llm.endpoints import EndpointRegistry
     from engine.store import Store
-
-POLICY = ("timeout_per_call", "retries")
 
 
 @dataclass
@@ -83,7 +82,7 @@ def judged_config(detail: dict[str, Any]) -> dict[str, Any] | None:
             "seats": {"agent": [{"name": judge["seat"], "model": judge["model"],
                                  "temperature": temperature}]},
             "options": {"rounds": 1, "answers": positions_text(positions)},
-            **{key: config[key] for key in POLICY if config.get(key) is not None}}
+            **CallPolicy.read(config, SPEC_FIELDS).given()}
 
 
 def rejudged_sources(store: Store, experiment_id: str) -> set[str]:

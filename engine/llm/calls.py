@@ -28,6 +28,7 @@ from engine.errors import EMPTY, NOT_AN_API, RATE_LIMITED, TIMED_OUT, UNREADABLE
 from engine.llm.failures import failure_of, is_transient, unreachable
 from engine.llm.limits import Gate, RateLimited, retry_after
 from engine.llm.lines import LineFormat, LineOutput
+from engine.llm.policy import DEFAULT_CONCURRENCY, DEFAULT_RETRIES, DEFAULT_TIMEOUT
 from engine.llm.prices import Usage, call_cost, estimate_usage, model_price, read_usage
 from engine.llm.reach import ATTEMPT, Attempt, reached
 from engine.llm.replies import REASK, extract_json
@@ -45,9 +46,6 @@ if TYPE_CHECKING:
     from engine.store.runs import Recorder
 
 T = TypeVar("T")
-DEFAULT_TIMEOUT = 60.0
-DEFAULT_RETRIES = 2
-DEFAULT_CONCURRENCY = 8
 STOP_LOOK = 1.0  # seconds between looks at the store for a Stop while a call waits for a slot
 
 class CallAbandoned(ParleyError, TimeoutError):

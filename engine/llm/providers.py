@@ -13,7 +13,7 @@ from engine.llm.lines import GRAMMARS
 from engine.llm.prices import REPORTED_USAGE, Price, PriceTable
 from engine.llm.structured import SWITCHES, check_switch
 from engine.llm.urls import is_secret_name, refuse_secret
-from engine.models import ConfigError
+from engine.models import ConfigError, is_simulated
 from engine.text import NAME_MAX
 
 if TYPE_CHECKING:
@@ -114,7 +114,7 @@ def get_model(spec: str = "simulated", *, endpoints: EndpointRegistry | None = N
     for key in query:  # a key in the spec is refused whatever the provider
         if is_secret_name(key):
             refuse_secret(f"model spec {kind}:{name}", key)
-    if kind == "simulated":
+    if is_simulated(spec):
         from engine.simulated import SimulatedChatModel
         return SimulatedChatModel.from_options({**query, **params},
                                                spec=spec if not params else None)
@@ -301,7 +301,7 @@ def resolve_model(model: Any, temperature: float | None = None,
             raise ConfigError(f"a model spec may have at most {NAME_MAX} characters and no "
                               f"NUL, got {len(model)} characters", "limit")
         params: dict[str, Any] = {"temperature": temperature} if temperature is not None else {}
-        if model.strip().lower().startswith("simulated"):
+        if is_simulated(model):
             params = {}
         return get_model(model, endpoints=endpoints, **params)
     if not hasattr(model, "ainvoke"):

@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from engine.checks import require_int
 from engine.config import RunConfig, SeatSpec
-from engine.models import ConfigError, RunResult, Seat
+from engine.llm.policy import CallPolicy
+from engine.models import ConfigError, RunResult, Seat, is_simulated
 from engine.protocols import (
     council,
     debate,
@@ -21,6 +23,9 @@ from engine.protocols import (
 from engine.protocols.adversary import check_seat, with_templates
 from engine.protocols.base import Option, ProtocolSpec, Slot, run_sync
 from engine.protocols.templates import Template
+
+if TYPE_CHECKING:
+    from engine.llm.endpoints import EndpointRegistry
 
 REGISTRY: dict[str, ProtocolSpec[Any]] = {
     spec.name: spec for spec in (
@@ -170,10 +175,63 @@ def seats_from_config(spec: ProtocolSpec[Any], config: RunConfig | Mapping[str, 
     return kwargs
 
 
-def resolve_config(config: RunConfig | Mapping[str, Any]) -> RunConfig:
-    """The configuration as a run of it is stored: every slot seated (defaults filled in),
-    every seat with its effective model spec (the default model and base URL applied), the
-    options and prompt overrides. Checked as a run would be, before any call."""
+@dataclass(frozen=True)
+class Resolved:
+    """A configuration resolved once, the value the preflight, the runner and the store take:
+    its protocol's entry (`spec`), the configuration as given (`given`) and as a run of it is
+    stored (`config`: every slot seated, every seat with its effective model spec), the
+    runner's seats by slot and its options (`seats`, `options`, checked), its call policy
+    and the endpoint registry its seats' models resolve under (None: the environment's)."""
+
+    spec: ProtocolSpec[Any]
+    given: RunConfig
+    config: RunConfig
+    seats: dict[str, Any]
+    options: dict[str, Any]
+    endpoints: EndpointRegistry | None = None
+
+    @property
+    def policy(self) -> CallPolicy:
+        """The configuration's call policy (unset fields: the seats' endpoints decide)."""
+        return self.given.policy
+
+    @property
+    def simulated(self) -> bool:
+        """True when the simulated model plays every seat."""
+        return all(is_simulated(seat.model) for seats in self.config.seats.values()
+                   for seat in seats)
+
+    def estimate(self) -> dict[str, int]:
+        """Preflight: the calls a run makes when nothing fails, the calls on its critical
+        path (`waves`: how many call latencies it takes), and a token estimate."""
+        spec = self.spec
+        sizes = {slot.name: len(self.seats[slot.name]) if slot.many
+                 else int(self.seats[slot.name] is not None) for slot in spec.slots}
+        options = {o.name: self.options.get(o.name, o.default) for o in spec.options}
+        calls = spec.estimate_calls(options, sizes)
+        return {"calls": calls, "waves": spec.waves(options, sizes), "tokens": calls * 600}
+
+    def stored(self) -> RunConfig:
+        """The configuration a run's row keeps when its caller opens the row: `config` with
+        every option at its value or default; the label lives on the row."""
+        options = {o.name: self.config.options.get(o.name, o.default) for o in self.spec.options}
+        return self.config.model_copy(update={"label": None, "options": options})
+
+    def with_policy(self, policy: CallPolicy) -> Resolved:
+        """The same resolution under another call policy (its seats are not resolved again)."""
+        values = CallPolicy.read(policy.model_dump()).model_dump()
+        return replace(self, given=self.given.model_copy(update=values),
+                       config=self.config.model_copy(update=values))
+
+
+def resolve_config(config: RunConfig | Mapping[str, Any] | Resolved,
+                   endpoints: EndpointRegistry | None = None) -> Resolved:
+    """Resolve a configuration once: every slot seated (defaults filled in), every seat with
+    its effective model spec (the default model and base URL applied), the options and
+    prompt overrides, its call policy; checked as a run would be, before any call. A
+    `Resolved` given comes back as it is (under `endpoints`, when given)."""
+    if isinstance(config, Resolved):
+        return config if endpoints is None else replace(config, endpoints=endpoints)
     from engine.protocols.base import describe_config
     typed = RunConfig.parse(config)
     spec = get_protocol(typed.protocol)
@@ -187,49 +245,43 @@ def resolve_config(config: RunConfig | Mapping[str, Any]) -> RunConfig:
                     for i, seat in enumerate(entries)]
              for slot, entries in described.seats.items()
              for given in [typed.seats.get(slot, [])]}  # the library persona each played
-    return described.model_copy(update={"seats": named, "label": typed.label,
-                                        "retries": typed.retries,
-                                        "timeout_per_call": typed.timeout_per_call,
-                                        "concurrency": typed.concurrency,
-                                        "order_seed": typed.order_seed,
-                                        "adversary": typed.adversary})
+    stored = described.model_copy(update={
+        "seats": named, "label": typed.label, "order_seed": typed.order_seed,
+        "adversary": typed.adversary, **typed.policy.model_dump()})
+    return Resolved(spec, typed, stored, seats, options, endpoints)
 
 
-async def arun_config(config: RunConfig | Mapping[str, Any], question: str,
+async def arun_config(config: RunConfig | Mapping[str, Any] | Resolved, question: str,
                       **run: Any) -> RunResult:
     """Run a configuration on a question; `run` takes the run options (store, label, tags,
-    expected ...). The configuration's label, prompt overrides, call policy and order seed
-    apply unless `run` gives its own."""
-    config = RunConfig.parse(config)
-    spec = get_protocol(config.protocol)
-    kwargs = seats_from_config(spec, config)
-    if config.prompts:
-        run.setdefault("prompts", config.prompts)
-    run.setdefault("label", config.label)
-    if config.adversary:
-        run.setdefault("adversary", config.adversary)
-    for key in ("timeout_per_call", "retries", "concurrency", "order_seed"):  # its policy
-        if getattr(config, key) is not None:
-            run.setdefault(key, getattr(config, key))
-    result: RunResult = await spec.runner(question, **kwargs, **run)
+    expected ...). The configuration's label, prompt overrides, call policy, order seed and
+    endpoint registry apply unless `run` gives its own. A `Resolved` configuration runs as
+    resolved, its seats not resolved again."""
+    resolved = resolve_config(config)
+    given = resolved.given
+    if given.prompts:
+        run.setdefault("prompts", given.prompts)
+    run.setdefault("label", given.label)
+    if given.adversary:
+        run.setdefault("adversary", given.adversary)
+    for key, value in {**given.policy.given(), "order_seed": given.order_seed}.items():
+        if value is not None:
+            run.setdefault(key, value)
+    if resolved.endpoints is not None:
+        run.setdefault("endpoints", resolved.endpoints)
+    result: RunResult = await resolved.spec.runner(question, **resolved.seats,
+                                                   **resolved.options, **run)
     return result
 
 
-def estimate(config: RunConfig | Mapping[str, Any]) -> dict[str, int]:
+def estimate(config: RunConfig | Mapping[str, Any] | Resolved) -> dict[str, int]:
     """Preflight: the calls a configuration makes when nothing fails, the calls on its critical
-    path (`waves`: how many call latencies it takes), and a token estimate."""
-    config = RunConfig.parse(config)
-    spec = get_protocol(config.protocol)
-    kwargs = seats_from_config(spec, config)
-    sizes = {slot.name: len(kwargs[slot.name]) if slot.many else int(kwargs[slot.name]
-                                                                      is not None)
-             for slot in spec.slots}
-    options = {o.name: kwargs.get(o.name, o.default) for o in spec.options}
-    calls = spec.estimate_calls(options, sizes)
-    return {"calls": calls, "waves": spec.waves(options, sizes), "tokens": calls * 600}
+    path (`waves`: how many call latencies it takes), and a token estimate
+    (`Resolved.estimate`)."""
+    return resolve_config(config).estimate()
 
 
-__all__ = ["resolve_config", "metrics_of", "arun_config", "estimate", "seats_from_config",
-           "answers_by_round", "stored_rounds", "check_options", "REGISTRY", "ProtocolSpec",
-           "Slot", "Option", "Template",
-           "get_protocol", "prompt_templates", "run_sync"]
+__all__ = ["resolve_config", "Resolved", "metrics_of", "arun_config", "estimate",
+           "seats_from_config", "answers_by_round", "stored_rounds", "check_options",
+           "REGISTRY", "ProtocolSpec", "Slot", "Option", "Template", "get_protocol",
+           "prompt_templates", "run_sync"]

@@ -262,8 +262,8 @@ async def execute(spec: ProtocolSpec[Any], question: str, templates: Mapping[str
     store = run.store
     planted = planted_seat(run, seats, prompts)
     ctx = RunContext(protocol, on_event=run.on_event, prompts=prompts,
-                     timeout=run.timeout_per_call, retries=run.retries,
-                     concurrency=run.concurrency, stop_event=run.stop_event,
+                     timeout=run.policy.timeout_per_call, retries=run.policy.retries,
+                     concurrency=run.policy.concurrency, stop_event=run.stop_event,
                      endpoints=run.endpoints, expected=run.expected,
                      variant=world_variant(run.tags), store=store, **kept_turns(run),
                      answers=answers_of(question), **planted,

@@ -76,7 +76,7 @@ def _vote(typed: RunConfig, samples: int, suffix: str) -> dict[str, Any]:
     """The baseline vote beside `typed`: `samples` plain voters on its seats' models in turn
     (`equal_compute` says why), labelled `<label><suffix>` (the configuration's label
     shortened with `…` when the whole would pass the label limit)."""
-    seats = [seat for slot in resolve_config(typed).seats.values() for seat in slot]
+    seats = [seat for slot in resolve_config(typed).config.seats.values() for seat in slot]
     of = typed.label or typed.protocol
     room = NAME_MAX - len(suffix)
     label = (of if len(of) <= room else of[:room - 1] + "…") + suffix

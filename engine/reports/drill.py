@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 from typing import Any
 
+from engine.models import SIMULATED
 from engine.views.aggregate import SIMULATED_SUFFIX
-from engine.views.blocks import NO_LABEL, SIMULATED_PREFIX, Chart
+from engine.views.blocks import NO_LABEL, Chart
 
 FILTERS = ("protocol", "label", "tag", "model", "status", "q")  # the Runs page's parameters
 STATUSES = {"completed", "completed (degraded)", "failed", "interrupted", "running"}
@@ -67,7 +68,7 @@ def params(section: str, chart: Chart, trace_name: str, point: Mapping[str, Any]
     if x.endswith(SIMULATED_SUFFIX) or trace_name.endswith(SIMULATED_SUFFIX):
         # a simulated group beside real ones: the runs any seat of which the simulated model
         # played (the Runs page's model filter matches a part of the run's model specs)
-        out["model"] = SIMULATED_PREFIX
+        out["model"] = SIMULATED
     return out
 
 
@@ -87,5 +88,5 @@ def row_params(section: str, row: Mapping[Hashable, Any], *, simulated: bool = F
         out["label"] = label
     out["status"] = "completed"
     if simulated or str(row.get("label") or row.get("group") or "").endswith(SIMULATED_SUFFIX):
-        out["model"] = SIMULATED_PREFIX
+        out["model"] = SIMULATED
     return out

@@ -16,20 +16,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from engine.llm.calls import DEFAULT_CONCURRENCY, DEFAULT_RETRIES, DEFAULT_TIMEOUT
 from engine.llm.endpoints import Endpoint, EndpointRegistry
+from engine.llm.policy import DEFAULT_CONCURRENCY, CallPolicy, endpoint_defaults
 from engine.llm.providers import parse_spec
-from engine.protocols import estimate, resolve_config
+from engine.models import is_simulated
+from engine.protocols import Resolved, estimate, resolve_config
 from engine.store.latency import measured_latency
 
 if TYPE_CHECKING:
     from engine.store import Store
 
-DEFAULTS = {"timeout_per_call": DEFAULT_TIMEOUT, "retries": DEFAULT_RETRIES,
-            "concurrency": DEFAULT_CONCURRENCY}
-# The run option each endpoint policy field sets.
-_ENDPOINT_FIELD = {"timeout_per_call": "timeout", "retries": "retries",
-                   "concurrency": "concurrency"}
+Configs = Sequence[Mapping[str, Any] | Resolved]
 
 
 @dataclass(frozen=True)
@@ -48,37 +45,37 @@ class Pace:
 def endpoint_of(spec: str, endpoints: EndpointRegistry | None = None) -> Endpoint | None:
     """The registered endpoint a model spec is called through (its `?endpoint=`, its
     `?base_url=` when registered, or the provider's own URL the operator set), or None."""
-    kind, _name, query = parse_spec(spec)
-    if kind == "simulated":
+    if is_simulated(spec):
         return None
+    kind, _name, query = parse_spec(spec)
     registry = endpoints if endpoints is not None else EndpointRegistry.from_settings(
         os.environ)
     return registry.route(kind, endpoint=query.get("endpoint"),
                           base_url=query.get("base_url")).endpoint
 
 
-def seat_models(configs: Sequence[Mapping[str, Any]]) -> list[str]:
+def seat_models(configs: Configs) -> list[str]:
     """Every distinct effective model spec of the configurations' seats (default model and
     base URL applied), in seat order."""
     found: dict[str, None] = {}
     for config in configs:
-        for seats in resolve_config(config).seats.values():
+        for seats in resolve_config(config).config.seats.values():
             for seat in seats:
                 found.setdefault(seat.model)
     return list(found)
 
 
-def paces(configs: Sequence[Mapping[str, Any]], store: Store | None = None,
+def paces(configs: Configs, store: Store | None = None,
           endpoints: EndpointRegistry | None = None) -> list[Pace]:
     """The pace of every seat model of the configurations (see `Pace`)."""
     models = seat_models(configs)
-    real = [m for m in models if parse_spec(m)[0] != "simulated"]
+    real = [m for m in models if not is_simulated(m)]
     measured = measured_latency(store, real) if store is not None and real else {}
     out = []
     for model in models:
-        kind, _name, query = parse_spec(model)
-        if kind == "simulated":
-            out.append(Pace(model, float(query.get("latency", 0.0)), 0, True, None))
+        if is_simulated(model):
+            latency = parse_spec(model)[2].get("latency", 0.0)
+            out.append(Pace(model, float(latency), 0, True, None))
             continue
         found = measured.get(model)
         out.append(Pace(model, found.median if found else None, found.calls if found else 0,
@@ -86,34 +83,26 @@ def paces(configs: Sequence[Mapping[str, Any]], store: Store | None = None,
     return out
 
 
-def policy_defaults(config: Mapping[str, Any], endpoints: EndpointRegistry | None = None
-                    ) -> dict[str, Any]:
-    """What a run of `config` would use with no call policy of its own: per field
-    (`timeout_per_call`, `retries`, `concurrency`), what the seats' endpoints set (the
-    longest timeout, the most retries, the fewest calls at once when they differ), else the
-    default; and `from`: per field, the endpoint names it came from (empty: the default)."""
-    endpoints_used = [p.endpoint for p in paces([config], None, endpoints)
-                      if p.endpoint is not None]
-    out: dict[str, Any] = {}
-    sources: dict[str, list[str]] = {}
-    for name, field in _ENDPOINT_FIELD.items():
-        given = {e.name: e.policy()[field] for e in endpoints_used if field in e.policy()}
-        pick = min if name == "concurrency" else max
-        out[name] = pick(given.values()) if given else DEFAULTS[name]
-        sources[name] = sorted(given)
-    out["from"] = sources
-    return out
+def policy_defaults(config: Mapping[str, Any] | Resolved, endpoints: EndpointRegistry | None = None
+                    ) -> tuple[CallPolicy, dict[str, list[str]]]:
+    """What a run of `config` would use with no call policy of its own: per field, what the
+    seats' endpoints set (`engine.llm.policy.endpoint_defaults`), else the default; and, per
+    field, the endpoint names it came from (empty: the default)."""
+    used = {p.endpoint.name: p.endpoint.policy() for p in paces([config], None, endpoints)
+            if p.endpoint is not None}
+    return endpoint_defaults(used)
 
 
-def time_estimate(configs: Sequence[Mapping[str, Any]], *, runs: int = 1, runs_at_once: int = 1,
+def time_estimate(configs: Configs, *, runs: int = 1, runs_at_once: int = 1,
                   store: Store | None = None, endpoints: EndpointRegistry | None = None
                   ) -> dict[str, Any]:
     """The preflight's time for `runs` runs of each configuration, `runs_at_once` in flight:
     `{"seconds": float | None, "text": sentence, "notes": [endpoint notes]}`. `seconds` is
     None (and the sentence says which model has no measurement yet) unless every seat model
-    has a pace."""
-    seat_paces = paces(configs, store, endpoints)
-    notes = concurrency_notes(configs, seat_paces)
+    has a pace. Each configuration is resolved once (a `Resolved` one not again)."""
+    resolved = [resolve_config(c) for c in configs]
+    seat_paces = paces(resolved, store, endpoints)
+    notes = concurrency_notes(resolved, seat_paces)
     unknown = [p.model for p in seat_paces if p.seconds is None]
     if unknown:
         return {"seconds": None, "notes": notes,
@@ -121,7 +110,7 @@ def time_estimate(configs: Sequence[Mapping[str, Any]], *, runs: int = 1, runs_a
                         "(its first calls measure it)"}
     slowest = max(seat_paces, key=lambda p: (p.seconds or 0.0, p.calls))
     per_call = slowest.seconds or 0.0
-    shapes = [(estimate(dict(c)), run_concurrency(c)) for c in configs]
+    shapes = [(estimate(c), run_concurrency(c)) for c in resolved]
     run_seconds = [per_call * max(cost["waves"], math.ceil(cost["calls"] / at_once))
                    for cost, at_once in shapes]
     calls = runs * sum(cost["calls"] for cost, _ in shapes)
@@ -143,19 +132,17 @@ def time_estimate(configs: Sequence[Mapping[str, Any]], *, runs: int = 1, runs_a
                     + ")"}
 
 
-def run_concurrency(config: Mapping[str, Any]) -> int:
-    """The calls one run of `config` may keep in flight: its own `concurrency`, else the
-    default (an endpoint's limit holds it lower, see `time_estimate`)."""
-    given = config.get("concurrency")
-    return int(given) if given else DEFAULT_CONCURRENCY
+def run_concurrency(config: Resolved) -> int:
+    """The calls one run of `config` may keep in flight: its own, else the default (an
+    endpoint's limit holds it lower, see `time_estimate`)."""
+    return config.policy.concurrency or DEFAULT_CONCURRENCY
 
 
-def concurrency_notes(configs: Sequence[Mapping[str, Any]], seat_paces: Sequence[Pace]
-                      ) -> list[str]:
+def concurrency_notes(configs: Sequence[Resolved], seat_paces: Sequence[Pace]) -> list[str]:
     """A note per registered endpoint that serves fewer calls at once than a configuration
-    asks for with its own `concurrency` (its calls then queue, and a per-call timeout counts
+    asks for with its own concurrency (its calls then queue, and a per-call timeout counts
     the queue). With none set, a run keeps to the endpoint's limit and nothing is noted."""
-    asked = max([int(c.get("concurrency") or 0) for c in configs] or [0])
+    asked = max([c.policy.concurrency or 0 for c in configs] or [0])
     out = []
     for endpoint in {p.endpoint.name: p.endpoint for p in seat_paces
                      if p.endpoint is not None}.values():

@@ -35,8 +35,16 @@ from typing import TYPE_CHECKING, Any
 from engine.checks import require_text
 from engine.config import Resume, RunConfig
 from engine.models import ConfigError, RunResult, Turn
-from engine.protocols import REGISTRY, arun_config, estimate, get_protocol, run_sync
-from engine.services.rerun import RERUN_TAG, rerun_config, rerun_options
+from engine.protocols import (
+    REGISTRY,
+    Resolved,
+    arun_config,
+    estimate,
+    get_protocol,
+    resolve_config,
+    run_sync,
+)
+from engine.services.rerun import RERUN_TAG, rerun_options, rerun_resolved
 
 if TYPE_CHECKING:
     from engine.store import Store
@@ -52,7 +60,7 @@ class Fork:
     """What a fork runs: `config` on `question`, with `options` for `arun_config` (label,
     tags, expected and `resume_from`, the kept turns)."""
 
-    config: RunConfig
+    config: Resolved  # resolved once: the preflight checked it, the run takes it as it is
     question: str
     options: dict[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
@@ -129,9 +137,9 @@ def plan(run: Mapping[str, Any], round: int, drop: str | None = None,
     if isinstance(round, bool) or not isinstance(round, int) or not 1 <= round <= max(last, 1):
         raise ConfigError(f"the round to fork at is a whole number from 1 to {last} (the "
                           f"run's rounds), got {round!r}", "input")
-    config = rerun_config(run.get("config") or {})
+    config = rerun_resolved(run.get("config") or {})
     if drop:
-        config = _drop(config, drop.strip())
+        config = resolve_config(_drop(config.given, drop.strip()))
     estimate(config)  # the seats and options the fork would run, checked before any call
     kept = [_turn(t) for t in run.get("turns") or []
             if 1 <= int(t.get("round") or 0) < round and t.get("seat") != (drop or "").strip()]

@@ -17,8 +17,7 @@ from engine.access import LOCAL, Actor, require
 from engine.checks import require_name
 from engine.config import RunConfig, check_traits
 from engine.models import ConfigError
-from engine.protocols import get_protocol
-from engine.protocols.validation import validate_config
+from engine.protocols.validation import check_config, validate_config
 from engine.simulated import TRAITS
 from engine.text import NAME_MAX, fold_name
 
@@ -212,21 +211,21 @@ class LabelTaken(ConfigError):
         self.label = label
 
 
-def save_config(store: Store, config: Mapping[str, Any], label: str | None = None,
+def save_config(store: Store, config: RunConfig | Mapping[str, Any], label: str | None = None,
                 item_id: int | None = None, endpoints: EndpointRegistry | None = None,
                 replace: bool = True, actor: Actor = LOCAL) -> int:
     """Validate and save a configuration under `label` (or its own `label`); returns its id.
     Saving under a saved label replaces it; with `replace=False` (the Run page's first
     Save) it raises `LabelTaken` instead, so the user is asked."""
     require(actor, "edit the library")
-    label = (label or config.get("label") or "").strip()
+    given = config.label if isinstance(config, RunConfig) else config.get("label")
+    label = (label or given or "").strip()
     if not label:
         raise ConfigError("a saved configuration needs a label", "input")
     require_name(label, "a configuration label")
-    validate_config(config, endpoints)
-    typed = RunConfig.parse(config)
-    body = {k: v for k, v in typed.stored().items() if k != "label"}
-    body["protocol"] = get_protocol(typed.protocol).name
+    resolved = check_config(config, endpoints)
+    body = {k: v for k, v in resolved.given.stored().items() if k != "label"}
+    body["protocol"] = resolved.spec.name
     if item_id is None:
         existing = find(store, CONFIG, label)
         if existing is not None and not replace:

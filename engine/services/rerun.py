@@ -14,21 +14,27 @@ from typing import TYPE_CHECKING, Any
 
 from engine.config import RunConfig
 from engine.models import ConfigError, RunResult
-from engine.protocols import arun_config, get_protocol, run_sync, seats_from_config
+from engine.protocols import Resolved, arun_config, resolve_config, run_sync
 
 if TYPE_CHECKING:
+    from engine.llm.endpoints import EndpointRegistry
     from engine.store import Store
 
 
-def rerun_config(stored: Any) -> RunConfig:
-    """The stored configuration, checked as a new run's would be; a `ConfigError` says why it
-    cannot run again (no seats by slot: a run saved without its configuration)."""
+def rerun_resolved(stored: Any, endpoints: EndpointRegistry | None = None) -> Resolved:
+    """The stored configuration resolved as a new run's would be (under `endpoints`); a
+    `ConfigError` says why it cannot run again (no seats by slot: a run saved without its
+    configuration)."""
     config = RunConfig.parse(stored)
     if not config.seats:
         raise ConfigError("this run stored no seats by slot (it was saved without its "
                           "configuration), so it cannot be re-run", "input")
-    seats_from_config(get_protocol(config.protocol), config)  # unknown slots or options
-    return config
+    return resolve_config(config, endpoints)  # unknown slots or options refused here
+
+
+def rerun_config(stored: Any) -> RunConfig:
+    """The stored configuration, checked as a new run's would be (`rerun_resolved`)."""
+    return rerun_resolved(stored).given
 
 
 RERUN_TAG = "rerun-of:"  # the tag a re-run carries: this prefix and its original's id
@@ -54,6 +60,6 @@ def original_of(run: Mapping[str, Any]) -> str | None:
 def rerun(store: Store, run: Mapping[str, Any], **run_options: Any) -> RunResult:
     """Run a stored run (`Store.get`) again, synchronously; returns the new result (its
     `run_id` is the new run)."""
-    config = rerun_config(run.get("config") or {})
+    config = rerun_resolved(run.get("config") or {})
     options = {"store": store, **rerun_options(run), **run_options}
     return run_sync(arun_config(config, str(run.get("question", "")), **options))

@@ -9,10 +9,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from engine.checks import MAX_CALL_TIMEOUT, MAX_CONCURRENCY, MAX_RETRIES
 from engine.config import RunConfig
+from engine.llm.policy import DEFAULTS, CallPolicy, sentence
+from engine.llm.policy import FIELDS as POLICY_FIELDS
 from engine.models import ConfigError
-from engine.protocols import check_options, get_protocol, prompt_templates
+from engine.protocols import Resolved, check_options, get_protocol, prompt_templates
 from engine.services.library import entries, find
 from engine.text import fold_name
 
@@ -128,10 +129,10 @@ def build_config(store: Store, protocol: str,
                  choices: Mapping[str, Sequence[Mapping[str, str]]], *,
                  model: str = "simulated", options: Mapping[str, Any] | None = None,
                  prompts: Mapping[str, str] | None = None, label: str = "",
-                 order_seed: int | None = None) -> dict[str, Any]:
-    """A configuration from a page's seat choices, in the one stored shape
-    (`RunConfig.stored()`: every slot a list of seats); `order_seed` None keeps the
-    configured order (DESIGN 2.10).
+                 order_seed: int | None = None, adversary: Mapping[str, Any] | None = None
+                 ) -> RunConfig:
+    """A configuration from a page's seat choices (every slot a list of seats); `order_seed`
+    None keeps the configured order (DESIGN 2.10).
 
     A list slot takes every choice; a single slot its first, or none when the list is empty.
     """
@@ -156,7 +157,9 @@ def build_config(store: Store, protocol: str,
         config["label"] = label.strip()
     if order_seed is not None:
         config["order_seed"] = order_seed
-    return RunConfig.parse(config).stored()
+    if adversary:  # a saved configuration's planted adversary, kept as saved
+        config["adversary"] = dict(adversary)
+    return RunConfig.parse(config)
 
 
 def _unique(name: str, taken: set[str]) -> str:
@@ -167,15 +170,6 @@ def _unique(name: str, taken: set[str]) -> str:
         out, number = f"{name} {number}", number + 1
     taken.add(fold_name(out))
     return out
-
-
-def is_simulated(config: Mapping[str, Any]) -> bool:
-    """True when every seat of a configuration uses the simulated model."""
-    default = str(config.get("model") or "simulated")
-    models = [str((one.get("model") if isinstance(one, Mapping) else one) or default)
-              for seats in (config.get("seats") or {}).values()
-              for one in (seats if isinstance(seats, list) else [seats])]
-    return all(model.startswith("simulated") for model in models or [default])
 
 
 def option_kind(option: Any) -> str:
@@ -225,43 +219,28 @@ def prompt_overrides(protocol: str, edited: Mapping[str, str]) -> dict[str, str]
 
 
 # ---------------------------------------------------------------------- call policy
-POLICY = ("timeout_per_call", "retries", "concurrency")
-# What the Run page's "Advanced: calls" fields accept (as a run checks them).
-POLICY_LIMITS: dict[str, tuple[float, float]] = {
-    "timeout_per_call": (0.1, MAX_CALL_TIMEOUT), "retries": (0, MAX_RETRIES),
-    "concurrency": (1, MAX_CONCURRENCY)}
-
-
-def with_call_policy(config: Mapping[str, Any], values: Mapping[str, Any],
-                     defaults: Mapping[str, Any]) -> dict[str, Any]:
+def with_call_policy(config: Resolved, values: Mapping[str, Any], defaults: CallPolicy
+                     ) -> Resolved:
     """`config` with the call policy a form gives: each field that differs from what the
-    seats' endpoints (or the defaults) would use is stored on the configuration, so the run
-    and a Re-run of it keep it; a field left at that value is not stored (the endpoint then
-    decides, as before). Checked as a run checks it (`ConfigError` names the field)."""
-    changed = {name: values[name] for name in POLICY
-               if values.get(name) is not None and values[name] != defaults.get(name)}
-    kept = {k: v for k, v in config.items() if k not in POLICY}
-    return RunConfig.parse({**kept, **changed}).stored()
+    seats' endpoints (or the defaults) would use is kept on the configuration, so the run
+    and a Re-run of it keep it; a field left at that value is unset (the endpoint then
+    decides, as before). Checked as a run checks it (`ConfigError` names the field); the
+    seats are not resolved again."""
+    changed = {name: value for name in POLICY_FIELDS
+               if (value := values.get(name)) is not None and value != getattr(defaults, name)}
+    return config.with_policy(CallPolicy.read(changed))
 
 
 def policy_line(config: Mapping[str, Any], endpoints: EndpointRegistry | None = None) -> str:
     """A run's call policy in one line: per-call timeout, retries and calls at once, each
     with where it comes from (this run's configuration, an endpoint, or the default)."""
-    from engine.reports.timing import DEFAULTS, policy_defaults
+    from engine.reports.timing import policy_defaults
     try:
-        defaults = policy_defaults(config, endpoints)
+        defaults, sources = policy_defaults(config, endpoints)
     except ConfigError:  # a stored run this session may not call: its values, no endpoint
-        defaults = {**DEFAULTS, "from": {name: [] for name in POLICY}}
-    words = {"timeout_per_call": "per-call timeout {:g} s", "retries": "retries {:d}",
-             "concurrency": "calls at once {:d}"}
-    parts = []
-    for name in POLICY:
-        value = config.get(name)
-        if value is not None:
-            where = "this run"
-        else:
-            value = defaults[name]
-            named = defaults["from"][name]
-            where = f"endpoint {', '.join(named)}" if named else "default"
-        parts.append(f"{words[name].format(value)} ({where})")
-    return "Call policy: " + ", ".join(parts)
+        defaults, sources = DEFAULTS, {}
+    try:
+        given = CallPolicy.read(config)
+    except ConfigError:  # a stored value this version refuses: shown as the defaults' words
+        given = CallPolicy()
+    return sentence(given, defaults, sources)

@@ -28,10 +28,10 @@ from engine.config import RunConfig
 from engine.experiments.runner import arun_experiment
 from engine.llm.endpoints import EndpointRegistry
 from engine.models import ConfigError, RunStopped
-from engine.protocols import arun_config, estimate, get_protocol, resolve_config
+from engine.protocols import Resolved, arun_config, estimate, get_protocol, resolve_config
 from engine.services.demo import DEMO_TAG, DemoRun, demo_missing
 from engine.services.live import TurnFeed
-from engine.services.rerun import rerun_config, rerun_options
+from engine.services.rerun import rerun_options, rerun_resolved
 from engine.store.experiments import get as get_experiment
 from engine.store.experiments import progress as experiment_progress
 
@@ -69,16 +69,6 @@ class Task:
         return not self.done.is_set()
 
 
-def stored_config(config: RunConfig) -> RunConfig:
-    """The configuration a run's row keeps, as a run that opens its own row stores it: every
-    slot seated with its effective model, every option with its value or default; the label
-    lives on the row."""
-    resolved = resolve_config(config)
-    spec = get_protocol(resolved.protocol)
-    options = {o.name: resolved.options.get(o.name, o.default) for o in spec.options}
-    return resolved.model_copy(update={"label": None, "options": options})
-
-
 class TaskRunner:
     """Starts, watches and stops the background tasks of one store."""
 
@@ -93,29 +83,30 @@ class TaskRunner:
         self._thread.start()
 
     # ------------------------------------------------------------------ starting
-    def start_run(self, config: RunConfig | Mapping[str, Any], question: str, *,
+    def start_run(self, config: RunConfig | Mapping[str, Any] | Resolved, question: str, *,
                   expected: str | None = None, endpoints: EndpointRegistry | None = None,
                   label: str | None = None, tags: Iterable[str] = (), actor: Actor = LOCAL,
                   **options: Any) -> str:
         """Open the run's row, start `config` on `question` under that id, and return the id.
         The row records who started it (`actor.user`, its `started_by`).
 
-        `options` go to the protocol as they would from `arun_config` (`timeout_per_call`,
-        `retries`, `prompts` ...). A configuration the protocol refuses raises its
+        `options` go to the protocol as they would from `arun_config` (the call policy,
+        `prompts` ...). The configuration is resolved once (a `Resolved` one not again): the
+        estimate, the row and the run take that value. One the protocol refuses raises its
         `ConfigError` here, before any call, and leaves no row.
         """
         require(actor, "start runs")
-        typed = RunConfig.parse(config)
-        calls = estimate(typed)["calls"]  # checks seats and options before anything is written
-        run: dict[str, Any] = {"label": label if label is not None else typed.label,
+        resolved = resolve_config(config, endpoints)  # seats and options checked, no row yet
+        calls = estimate(resolved)["calls"]
+        run: dict[str, Any] = {"label": label if label is not None else resolved.given.label,
                                "tags": list(tags), "expected": expected or None}
-        protocol = get_protocol(typed.protocol).name
-        run_id = self.store.start_run(protocol, question, config=stored_config(typed).stored(),
+        protocol = resolved.spec.name
+        run_id = self.store.start_run(protocol, question, config=resolved.stored().stored(),
                                       started_by=actor.user, **run)
         task = Task(run_id, "run", protocol=protocol, estimated_calls=calls)
         self._add(task)
-        work = arun_config(typed, question, store=self.store, run_id=run_id,
-                           stop_event=task.stop_event, endpoints=endpoints, **run, **options)
+        work = arun_config(resolved, question, store=self.store, run_id=run_id,
+                           stop_event=task.stop_event, **run, **options)
         self._submit(task, work)
         return run_id
 
@@ -124,7 +115,7 @@ class TaskRunner:
         """Start a stored run (`Store.get`) again: its stored configuration on its question,
         with its label, tags and expected answer; returns the new run's id."""
         require(actor, "start runs")
-        config = rerun_config(run.get("config") or {})
+        config = rerun_resolved(run.get("config") or {}, endpoints)
         return self.start_run(config, str(run.get("question", "")), endpoints=endpoints,
                               actor=actor, **rerun_options(run))
 
@@ -174,15 +165,15 @@ class TaskRunner:
         for demo in plan:
             if task.stop_event.is_set():
                 return
-            config, question, protocol = demo.config, demo.question, demo.config.protocol
-            run: dict[str, Any] = {"label": config.label, "tags": [DEMO_TAG],
+            question, protocol = demo.question, demo.config.protocol
+            run: dict[str, Any] = {"label": demo.config.label, "tags": [DEMO_TAG],
                                    "expected": question.expected}
             who = {"started_by": task.started_by}
             run_id = ""
             try:
+                config = resolve_config(demo.config)
                 run_id = self.store.start_run(protocol, question.text,
-                                              config=stored_config(config).stored(), **run,
-                                              **who)
+                                              config=config.stored().stored(), **run, **who)
                 await arun_config(config, question.text, store=self.store, run_id=run_id,
                                   stop_event=task.stop_event, **run)
                 task.run_ids.append(run_id)

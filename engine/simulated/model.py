@@ -53,7 +53,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import PrivateAttr
 
 from engine.errors import RATE_LIMITED, ParleyError
-from engine.models import ConfigError, Task
+from engine.models import ConfigError, Task, is_simulated
 from engine.simulated.answers import json_reply
 from engine.simulated.prose import text_reply
 from engine.simulated.world import PARAMETERS, TRAITS, World, stable_int
@@ -218,17 +218,11 @@ def world_of(spec: str) -> dict[str, Any]:
     return dict(model.world.params())
 
 
-def is_simulated_spec(spec: str) -> bool:
-    """Whether a model spec names the simulated model."""
-    head = spec.strip().lower()
-    return head == "simulated" or head.startswith("simulated?")
-
-
 def with_traits(spec: str, traits: dict[str, float] | None) -> str:
     """A simulated spec with a persona's (or role's) declared traits set as the parameters of
     its world (`TRAITS`: stubbornness, accuracy as skill, conformity), which override what
     the spec sets; any other spec, or no traits, comes back unchanged."""
-    if not traits or not is_simulated_spec(spec):
+    if not traits or not is_simulated(spec):
         return spec
     query = dict(parse_qsl(urlsplit(spec.strip()).query, keep_blank_values=True))
     for trait, value in traits.items():

@@ -17,7 +17,7 @@ from uuid import uuid4
 from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 
-from engine.models import RunResult, RunStopped, Turn, now
+from engine.models import RunResult, RunStopped, Turn, is_simulated, now
 from engine.store import facets, readback, records
 from engine.store.database import Database
 from engine.store.labels import delete_labels
@@ -84,7 +84,7 @@ class RunWriting(Database):
         models = sorted({str(s.get("model", "")) for s in seats if isinstance(s, Mapping)})
         row = {**values, "id": run_id, "status": "running", "models": clean_text(",".join(models)),
                # A run is simulated if any seat is (the reports name the seats).
-               "simulated": any(m.startswith("simulated") for m in models),
+               "simulated": any(is_simulated(m) for m in models),
                "experiment_id": experiment_id, "host": self.host[:200], "pid": os.getpid(),
                "created_at": now(), "heartbeat_at": now()}
         found = facets.values_of(values.get("tags"), row["models"]) - self._facets

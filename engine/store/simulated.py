@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-SIMULATED_PREFIX = "simulated"  # every model spec of the offline simulated model starts so
+from engine.models import is_simulated
 
 
 def seat_models(config: Any) -> list[tuple[str, str]]:
@@ -33,11 +33,11 @@ def simulation(simulated: Any, models: Any, config: Any = None) -> tuple[str, li
     run's model specs, and from the store's own flag (a failed call carries no flag)."""
     seats = seat_models(config)
     if seats:
-        names = [name for name, model in seats if model.startswith(SIMULATED_PREFIX)]
+        names = [name for name, model in seats if is_simulated(model)]
         everyone = len(names) == len(seats)
     else:
         specs = [m for m in str(models or "").split(",") if m]
-        names = [m for m in specs if m.startswith(SIMULATED_PREFIX)]
+        names = [m for m in specs if is_simulated(m)]
         everyone = len(names) == len(specs)
         if not names and bool(simulated):
             return "all", []

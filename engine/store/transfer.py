@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy import select
 
-from engine.models import ConfigError, now, total_cost
+from engine.models import ConfigError, is_simulated, now, total_cost
 from engine.store import facets, labels, records
 from engine.store.database import READ_ONLY
 from engine.store.reading import RunReading
@@ -31,7 +31,7 @@ from engine.store.records import (
 )
 from engine.store.schema import RunRow, TurnRow
 from engine.store.signal_columns import signal_values
-from engine.store.simulated import SIMULATED_PREFIX, seat_models, simulation
+from engine.store.simulated import seat_models, simulation
 from engine.store.statements import INSERT_TURN, RUNS, TURNS
 from engine.text import NAME_MAX
 
@@ -144,7 +144,7 @@ def turn_seat_problem(record: RunRecord) -> str:
                 return (f"turn {turn.idx} (seat {turn.seat[:60]!r}) was played by "
                         f"{_model_name(model)[:80]!r}, not by its seat's model "
                         f"{_model_name(seats[turn.seat])[:80]!r}")
-        if model and turn.simulated is not model.startswith(SIMULATED_PREFIX):
+        if model and turn.simulated is not is_simulated(model):
             return (f"turn {turn.idx} (seat {turn.seat[:60]!r}) says simulated="
                     f"{str(turn.simulated).lower()}, but its model is {_model_name(model)[:80]!r}")
     return ""
@@ -236,7 +236,7 @@ def imported_tags(tags: Sequence[str], experiment_id: str | None) -> list[str]:
 def _simulated_seats(record: RunRecord) -> set[str]:
     """The seats of a run's configuration that the simulated model plays."""
     return {name for name, model in seat_models(record.config)
-            if model.startswith(SIMULATED_PREFIX)}
+            if is_simulated(model)}
 
 
 def turn_columns(run_id: str, turn: TurnRecord, simulated_seat: bool = False) -> dict[str, Any]:

@@ -14,7 +14,8 @@ from typing import Any, Literal
 import pandas as pd
 
 from engine.models import ConfigError
-from engine.store.simulated import SIMULATED_PREFIX, seat_models, simulation
+from engine.models import is_simulated as is_simulated_spec  # a model spec, not a run
+from engine.store.simulated import seat_models, simulation
 
 NO_LABEL = "(no label)"  # how a run without a configuration label is grouped
 ABSTAINED = "(abstained)"  # how an abstention is shown where a stance would be
@@ -29,7 +30,7 @@ def worlds(models: Any, config: Any = None) -> list[str]:
     pairs = seat_models(config) or [("", m) for m in str(models or "").split(",") if m]
     seats: dict[str, list[str]] = {}
     for name, spec in pairs:
-        if not spec.startswith(SIMULATED_PREFIX):
+        if not is_simulated_spec(spec):
             continue
         try:
             world = world_of(spec)
