@@ -46,16 +46,13 @@ from engine.views.rounds import conformity_rates
 
 DEFAULT_MAX_DROP = 0.05
 ADOPTION = "adopted the previous round's majority"  # `views.rounds.CONFORMITY`'s measure
-HEALTH = ("majority adoption", "agreement inflation", "hijack rate")
-ROW_COLUMNS = ["configuration", "measure", "baseline", "candidate", "change", "low", "high",
-               "n", "regression"]
 NAN = float("nan")
 
 
 @dataclass
 class GateResult:
     """What the gate found: the two experiments (id, name, set_version), one row per
-    configuration and measure (`ROW_COLUMNS`), each regression as one line, notes (what was
+    configuration and measure, each regression as one line, notes (what was
     not measured, and why), and per configuration the candidate's runs on the questions
     whose accuracy fell (for the links back)."""
 
