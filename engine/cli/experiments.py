@@ -48,10 +48,6 @@ def summary_text(result: Report) -> str:
     return headline(result).text()
 
 
-def _load_spec(path: str) -> dict[str, Any]:
-    return load_mapping(path, expected="questions, configs, repeats, concurrency")
-
-
 def first_questions(spec: dict[str, Any], limit: int, base_dir: Path) -> dict[str, Any]:
     """The spec with only its first `limit` questions (`--limit`: try a preset on a few
     questions before paying for all of them), written inline. Its source stays the set's,
@@ -158,7 +154,7 @@ def _run_cli(store: Any, experiment_id: str, quiet: bool, endpoints: Any) -> int
 def spec_from_args(args: Any) -> dict[str, Any]:
     """The spec file with the flags that override it: repeats, concurrency, the call
     policy (on every configuration too), the baselines and the budget."""
-    spec = _load_spec(args.spec)
+    spec = load_mapping(args.spec, expected="questions, configs, repeats, concurrency")
     for key in ("repeats", "concurrency"):
         if getattr(args, key) is not None:
             spec[key] = getattr(args, key)
