@@ -19,16 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from engine.bench.choice import busiest, crowded_config
+from engine.bench.table import Row, fact
 from engine.protocols import arun_config, run_sync
 from engine.store import Store
 from engine.store.probe import reads
 
-Row = dict[str, Any]
 SEATS = 8  # the busiest protocol's many-seat slot (18 turns for a panel of 8)
-
-
-def _row(name: str, value: float, unit: str, target: str = "", note: str = "") -> Row:
-    return {"name": name, "value": value, "unit": unit, "target": target, "note": note}
 
 
 def _median_ms(poll: Callable[[], Any], repeats: int) -> float:
@@ -62,15 +58,15 @@ def bench_live(repeats: int = 200) -> list[Row]:
         store.close()
     what = f"live poll after one new turn of a {turns}-turn {spec.name} run"
     return [
-        _row(f"{what}, get(): rows read", old.rows, "rows",
+        fact(f"{what}, get(): rows read", old.rows, "rows",
              note=f"{old.statements} statements"),
-        _row(f"{what}, get(): bytes read", old.bytes, "B"),
-        _row(f"{what}, get(): time", round(old_ms, 3), "ms"),
-        _row(f"{what}, run_state + turns_after: rows read", new.rows, "rows",
+        fact(f"{what}, get(): bytes read", old.bytes, "B"),
+        fact(f"{what}, get(): time", round(old_ms, 3), "ms"),
+        fact(f"{what}, run_state + turns_after: rows read", new.rows, "rows",
              note=f"{new.statements} statements"),
-        _row(f"{what}, run_state + turns_after: bytes read", new.bytes, "B"),
-        _row(f"{what}, run_state + turns_after: time", round(new_ms, 3), "ms"),
-        _row("live poll bytes read, run_state + turns_after / get()",
+        fact(f"{what}, run_state + turns_after: bytes read", new.bytes, "B"),
+        fact(f"{what}, run_state + turns_after: time", round(new_ms, 3), "ms"),
+        fact("live poll bytes read, run_state + turns_after / get()",
              round(new.bytes / old.bytes, 4), "x"),
     ]
 

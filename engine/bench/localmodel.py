@@ -35,11 +35,11 @@ from typing import Any
 
 from engine.bench.choice import default_config
 from engine.bench.serving import free_port, served
+from engine.bench.table import Row, fact
 from engine.llm.replies import REASK
 from engine.models import RunResult, Turn
 from engine.protocols import REGISTRY, ProtocolSpec, arun_config, run_sync
 
-Row = dict[str, Any]
 MODEL = "smollm2"  # the name requests carry (the server's model alias)
 CAP = 160  # tokens per turn: room for a short answer and its reasons, little for a runaway
 TIMEOUT = 300.0  # seconds per call: a 160-token reply on 2 busy cores takes well under this
@@ -279,27 +279,23 @@ def bench_local_model(base_url: str | None = None, runs_each: int = 2) -> list[R
     if base_url is None:
         why = missing()
         if why:
-            return [_row(f"local model: not measured ({why})", 0, "")]
+            return [fact(f"local model: not measured ({why})", 0, "")]
         with serve() as url:
             return bench_local_model(url, runs_each)
     counts = summarise(measure(base_url, runs_each))["all"]
     what = f"local model {MODEL}, every protocol x {runs_each}, cap {CAP}"
     return [
-        _row(f"{what}: usable turns", counts["usable"], f"of {counts['turns']} turns"),
-        _row(f"{what}: JSON replies parsed first time", counts["json_first"],
+        fact(f"{what}: usable turns", counts["usable"], f"of {counts['turns']} turns"),
+        fact(f"{what}: JSON replies parsed first time", counts["json_first"],
              f"of {counts['json_asked']}", "90%"),
-        _row(f"{what}: runs with a real winner", counts["winner"],
+        fact(f"{what}: runs with a real winner", counts["winner"],
              f"of {counts['names_winner']} runs"),
-        _row(f"{what}: judge sections parsed", counts["judge_parsed"],
+        fact(f"{what}: judge sections parsed", counts["judge_parsed"],
              f"of {counts['judge_turns']} judge turns"),
-        _row(f"{what}: longest reply", counts["longest"], "tokens", f"<= {CAP}"),
-        _row(f"{what}: time-outs", counts["timeouts"], "", "0"),
-        _row(f"{what}: wall per run", round(counts["wall"], 1), "s"),
+        fact(f"{what}: longest reply", counts["longest"], "tokens", f"<= {CAP}"),
+        fact(f"{what}: time-outs", counts["timeouts"], "", "0"),
+        fact(f"{what}: wall per run", round(counts["wall"], 1), "s"),
     ]
-
-
-def _row(name: str, value: float, unit: str, target: str = "") -> Row:
-    return {"name": name, "value": value, "unit": unit, "target": target, "note": ""}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
