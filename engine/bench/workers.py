@@ -24,13 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from engine.bench.choice import busiest, default_config, waves
+from engine.bench.table import fact
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 READY = "worker on "  # what a worker prints once it serves the pool
-
-
-def _row(name: str, value: float, unit: str, target: str = "", note: str = "") -> dict:
-    return {"name": name, "value": value, "unit": unit, "target": target, "note": note}
 
 
 def _spec(folder: Path, runs: int, latency: float, name: str) -> Path:
@@ -118,7 +115,7 @@ def bench_workers(db_url: str | None = None, runs: int = 2000, latency: float = 
     depth = waves(spec)
     label = f"{runs} {spec.name} runs at {latency * 1000:.0f} ms per call"
     if not url:
-        return [_row(f"workers: {label}: not measured (needs PostgreSQL: --db-url or "
+        return [fact(f"workers: {label}: not measured (needs PostgreSQL: --db-url or "
                      "PARLEY_TEST_PG_URL)", 0, "")]
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as folder:
@@ -126,14 +123,14 @@ def bench_workers(db_url: str | None = None, runs: int = 2000, latency: float = 
             wall, span, calls = _measure(url, count, concurrency, runs, latency, Path(folder))
             bound = runs * depth * latency / (count * concurrency)
             rows += [
-                _row(f"workers: {label}, {calls} calls, {count} worker(s) x {concurrency} "
+                fact(f"workers: {label}, {calls} calls, {count} worker(s) x {concurrency} "
                      "runs at once: wall time", round(wall, 2), "s"),
-                _row(f"workers: {count} worker(s): wall / lower bound (runs x {depth} dependent"
+                fact(f"workers: {count} worker(s): wall / lower bound (runs x {depth} dependent"
                      f" calls x latency / (workers x {concurrency}) = {bound:.1f} s)",
                      round(wall / bound, 3), "x"),
-                _row(f"workers: {count} worker(s): first run's start to last run's end "
+                fact(f"workers: {count} worker(s): first run's start to last run's end "
                      "(the wall time less queueing and following)", round(span, 2), "s"),
-                _row(f"workers: {count} worker(s): that span / lower bound",
+                fact(f"workers: {count} worker(s): that span / lower bound",
                      round(span / bound, 3), "x"),
             ]
     return rows
@@ -187,7 +184,7 @@ def bench_worker_overhead(db_url: str | None = None, runs: int = 200, latency: f
     label = (f"worker overhead: {runs} {spec.name} runs at {latency * 1000:.0f} ms per call, "
              f"{concurrency} at once")
     if not url:
-        return [_row(f"{label}: not measured (needs PostgreSQL: --db-url or "
+        return [fact(f"{label}: not measured (needs PostgreSQL: --db-url or "
                      "PARLEY_TEST_PG_URL)", 0, "")]
     inside: list[float] = []
     pooled: list[float] = []
@@ -198,10 +195,10 @@ def bench_worker_overhead(db_url: str | None = None, runs: int = 200, latency: f
     ratios = sorted(p / i for p, i in zip(pooled, inside, strict=True))
     bound = runs * waves(spec) * latency / concurrency
     return [
-        _row(f"{label}: in process, median span (lower bound {bound:.2f} s)",
+        fact(f"{label}: in process, median span (lower bound {bound:.2f} s)",
              round(statistics.median(inside), 2), "s"),
-        _row(f"{label}: one worker, median span", round(statistics.median(pooled), 2), "s"),
-        _row(f"{label}: one worker / in process, median of {repeats} pairs "
+        fact(f"{label}: one worker, median span", round(statistics.median(pooled), 2), "s"),
+        fact(f"{label}: one worker / in process, median of {repeats} pairs "
              f"(range {ratios[0]:.2f}-{ratios[-1]:.2f})",
              round(statistics.median(ratios), 2), "x", "<= 1.3"),
     ]

@@ -35,7 +35,7 @@ from engine.reports.blind import blind_notes, config_worlds
 from engine.reports.experiments import Report, compare, report, to_csv
 from engine.store.experiments import Progress, list_experiments, set_unchanged
 from engine.store.workers import require_postgres
-from engine.text import terminal_safe
+from engine.text import say, terminal_safe
 from engine.views.aggregate import SIMULATED_SUFFIX
 from engine.yamlfile import load_mapping
 
@@ -44,20 +44,11 @@ if TYPE_CHECKING:
     from engine.store import Store
 
 
-def _say(*parts: object, **kw: object) -> None:
-    """Print stored text (labels, names, answers) with no terminal control sequences."""
-    print(*(terminal_safe(str(p)) for p in parts), **kw)  # type: ignore[call-overload]
-
-
 def summary_text(result: Report) -> str:
     """The results for a terminal: `headline`'s table (a `simulated` column: all, mixed:
     <seats>, or empty for real runs; accuracy with its n, and beside it how many of those runs
     gave no answer), then one sentence per pair of configurations, as the page shows them."""
     return headline(result).text()
-
-
-def _load_spec(path: str) -> dict[str, Any]:
-    return load_mapping(path, expected="questions, configs, repeats, concurrency")
 
 
 def first_questions(spec: dict[str, Any], limit: int, base_dir: Path) -> dict[str, Any]:
@@ -160,14 +151,14 @@ def _run_cli(store: Store, experiment_id: str, quiet: bool, endpoints: EndpointR
         state = asyncio.run(releasing(go()))
     finally:
         bar.close()
-    _say(summary_text(report(store, experiment_id, "both")))
+    say(summary_text(report(store, experiment_id, "both")))
     return ending(experiment_id, state)
 
 
 def spec_from_args(args: Any) -> dict[str, Any]:
     """The spec file with the flags that override it: repeats, concurrency, the call
     policy (on every configuration too), the baselines and the budget."""
-    spec = _load_spec(args.spec)
+    spec = load_mapping(args.spec, expected="questions, configs, repeats, concurrency")
     for key in ("repeats", "concurrency"):
         if getattr(args, key) is not None:
             spec[key] = getattr(args, key)
@@ -205,29 +196,29 @@ def cmd_run(args: Any) -> int:
     endpoints = endpoints_from_args(args)
     checked = plan(spec, store, base_dir=Path(args.spec).parent, endpoints=endpoints,
                    confirmed=args.yes or args.dry_run)
-    _say(f"{checked.name}: {len(checked.questions)} questions x {len(checked.configs)} "
-          f"configurations x {checked.repeats} repeats = {checked.runs} runs, "
-          f"{checked.calls} calls, ~{checked.tokens:,} tokens (estimate); "
-          f"{checked.concurrency} at a time")
-    _say(f"  cost: {cost_text(checked.cost_usd)} (estimate)"
-         + (f"; budget ${checked.budget_usd:,.4f}" if checked.budget_usd is not None else ""))
+    say(f"{checked.name}: {len(checked.questions)} questions x {len(checked.configs)} "
+         f"configurations x {checked.repeats} repeats = {checked.runs} runs, "
+         f"{checked.calls} calls, ~{checked.tokens:,} tokens (estimate); "
+         f"{checked.concurrency} at a time")
+    say(f"  cost: {cost_text(checked.cost_usd)} (estimate)"
+        + (f"; budget ${checked.budget_usd:,.4f}" if checked.budget_usd is not None else ""))
     for item in checked.per_config:
         note = f" - {item['note']}" if item.get("note") else ""
-        _say(f"  {item['label']} ({item['protocol']}): {item['calls_per_run']} calls per "
-             f"run, {cost_text(item.get('cost_usd'))}{note}")
+        say(f"  {item['label']} ({item['protocol']}): {item['calls_per_run']} calls per "
+            f"run, {cost_text(item.get('cost_usd'))}{note}")
     if args.model or args.base_url:
-        _say(f"  every seat of every configuration: {args.model or 'its own model'}"
-             + (f" at {args.base_url}" if args.base_url else "") + " (--model/--base-url)")
+        say(f"  every seat of every configuration: {args.model or 'its own model'}"
+            + (f" at {args.base_url}" if args.base_url else "") + " (--model/--base-url)")
     for note in checked.preflight()["notes"]:  # the simulator's blind spots, a low budget
-        _say(f"note: {note}")
+        say(f"note: {note}")
     timed = time_preflight(checked, store, endpoints)
-    _say(f"  time: {timed['text']}")
+    say(f"  time: {timed['text']}")
     for line in timed["notes"]:
-        _say(f"note: {line}")
+        say(f"note: {line}")
     if args.dry_run:
         return 0
     experiment_id = create(store, checked)
-    _say(f"experiment {experiment_id}")
+    say(f"experiment {experiment_id}")
     if args.workers:
         return run_on_pool(store, experiment_id, args.wait, args.quiet)
     return _run_cli(store, experiment_id, args.quiet, endpoints)
@@ -246,9 +237,9 @@ def cmd_resume(args: Any) -> int:
     set_unchanged(store, args.experiment_id)  # before a new budget or the pool hears of it
     if args.budget_usd is not None:
         set_budget(store, args.experiment_id, args.budget_usd)
-        _say(f"experiment {args.experiment_id}: budget ${args.budget_usd:,.4f}")
+        say(f"experiment {args.experiment_id}: budget ${args.budget_usd:,.4f}")
     left = pending_cells(store, args.experiment_id)
-    _say(f"experiment {args.experiment_id}: {len(left)} run(s) left")
+    say(f"experiment {args.experiment_id}: {len(left)} run(s) left")
     if args.workers:
         require_postgres(store)
         return run_on_pool(store, args.experiment_id, args.wait, args.quiet)
@@ -259,9 +250,9 @@ def _simulated_notes(configs: list[dict[str, Any]]) -> None:
     """What the simulated numbers of an experiment show: each configuration's world, and the
     configurations the simulator cannot tell apart."""
     for world in config_worlds(configs):
-        _say(f"simulated world of {world}")
+        say(f"simulated world of {world}")
     for note in blind_notes(configs):
-        _say(f"note: {note}")
+        say(f"note: {note}")
 
 
 def _hijack(store: Store, experiment_id: str) -> None:
@@ -269,9 +260,9 @@ def _hijack(store: Store, experiment_id: str) -> None:
     from engine.reports import hijack
     table = hijack.for_experiment(store, experiment_id)
     if not table.empty:
-        _say(hijack.ABOUT)
+        say(hijack.ABOUT)
         for line in hijack.lines(table):
-            _say(f"  {line}")
+            say(f"  {line}")
 
 
 def cmd_show(args: Any) -> int:
@@ -280,24 +271,24 @@ def cmd_show(args: Any) -> int:
     result = report(store, args.experiment_id, "both")  # simulated and real kept apart
     state, experiment = result.progress, result.experiment
     simulated = result.runs["simulated"] if not result.runs.empty else pd.Series(dtype=bool)
-    _say(f"experiment {experiment['id']}: {experiment['name']} - {state.status}, "
-          f"{state.done}/{state.total} runs" + (f", {state.failed} failed" if state.failed
-                                                 else "")
-          + (" (simulated)" if len(simulated) and simulated.all() else
-             " (simulated and real runs, kept apart)" if simulated.any() else "")
-          + (f"; started by {experiment['started_by']}" if experiment.get("started_by")
-             else ""))
-    _say(f"question set {experiment['spec'].get('source', '')}, version "
-         f"{experiment.get('set_version') or 'unknown'}")
+    say(f"experiment {experiment['id']}: {experiment['name']} - {state.status}, "
+         f"{state.done}/{state.total} runs" + (f", {state.failed} failed" if state.failed
+                                                else "")
+         + (" (simulated)" if len(simulated) and simulated.all() else
+            " (simulated and real runs, kept apart)" if simulated.any() else "")
+         + (f"; started by {experiment['started_by']}" if experiment.get("started_by")
+            else ""))
+    say(f"question set {experiment['spec'].get('source', '')}, version "
+        f"{experiment.get('set_version') or 'unknown'}")
     if state.error:
-        _say(f"note: {state.error}")
+        say(f"note: {state.error}")
     if simulated.any():
         _simulated_notes(experiment["spec"]["configs"])
     for config in experiment["spec"]["configs"]:  # the call policy its runs and resume use
         policy = CallPolicy.read(config).given()
         if policy:
-            _say(f"call policy of {config['label']}: "
-                 + ", ".join(f"{k} {v:g}" for k, v in policy.items()))
+            say(f"call policy of {config['label']}: "
+                + ", ".join(f"{k} {v:g}" for k, v in policy.items()))
     if args.compare:
         a, b = (label if label in result.labels or label + SIMULATED_SUFFIX not in
                 result.labels else label + SIMULATED_SUFFIX for label in args.compare)
@@ -305,35 +296,35 @@ def cmd_show(args: Any) -> int:
             if label not in result.labels:
                 raise ConfigError(f"no configuration {label!r} in this experiment; it has "
                                   f"{', '.join(result.labels)}", "input")
-        _say(compare(result.runs, a, b)["sentence"])
+        say(compare(result.runs, a, b)["sentence"])
     else:
         from engine.reports.references import published, published_note
         from engine.reports.rounds import rounds_text
-        _say(summary_text(result))
+        say(summary_text(result))
         theirs = published_note(published(result.experiment["spec"]))
         if theirs:  # beside the accuracy above, as the page's diamonds are
-            _say(theirs[:1].upper() + theirs[1:])
+            say(theirs[:1].upper() + theirs[1:])
         by_round = rounds_text(result.runs, result.experiment["spec"])
         if by_round:
-            _say(by_round)
+            say(by_round)
         from engine.reports.controls import controls_text
         controls = controls_text(store, args.experiment_id)  # headroom, dropped seats
         if controls:
-            _say(controls)
+            say(controls)
         _hijack(store, args.experiment_id)
         from engine.reports import human
         majority = human.majority_text(result.runs, store.preferences(),
                                        result.experiment["spec"]["questions"], result.labels)
         if majority:
-            _say(majority)
+            say(majority)
         spec = result.experiment["spec"]
         if spec.get("order") == "shuffled" or spec.get("sides") == "both":
             from engine.reports.positions import positions, positions_text
-            _say(positions_text(positions(store, args.experiment_id, result.runs, spec)))
+            say(positions_text(positions(store, args.experiment_id, result.runs, spec)))
     if args.csv:
         Path(args.csv).write_text(to_csv(result.runs, experiment.get("set_version") or ""),
                                   encoding="utf-8")
-        _say(f"wrote {len(result.runs)} runs to {args.csv}")
+        say(f"wrote {len(result.runs)} runs to {args.csv}")
     return 0
 
 
@@ -341,8 +332,8 @@ def cmd_list(args: Any) -> int:
     from engine.protocols.storing import open_store
     frame = list_experiments(open_store(args.db))
     if frame.empty:
-        _say("no experiments yet; start one with python -m engine experiment run SPEC.yaml")
+        say("no experiments yet; start one with python -m engine experiment run SPEC.yaml")
         return 0
     frame["created"] = frame["created"].astype(str).str.slice(0, 19)
-    _say(frame.to_string(index=False))
+    say(frame.to_string(index=False))
     return 0

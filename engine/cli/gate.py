@@ -11,13 +11,9 @@ from typing import Any
 
 from engine.access import cli_user
 from engine.models import ConfigError
-from engine.text import terminal_safe
+from engine.text import say
 
 APP_URL_ENV = "PARLEY_APP_URL"  # where the app is served: the Markdown's run links start so
-
-
-def _say(text: str) -> None:
-    print(terminal_safe(text))
 
 
 def cmd_approve(args: argparse.Namespace) -> int:
@@ -26,11 +22,11 @@ def cmd_approve(args: argparse.Namespace) -> int:
     from engine.store.approvals import approve, history
     store = open_store(args.db)
     approval = approve(store, args.experiment_id, cli_user())
-    _say(f"experiment {args.experiment_id} is the approved baseline of "
-         f"{approval['name']!r} (approved by {approval['approved_by']})")
+    say(f"experiment {args.experiment_id} is the approved baseline of "
+        f"{approval['name']!r} (approved by {approval['approved_by']})")
     earlier = history(store, approval["name"]).iloc[1:]
     if not earlier.empty:
-        _say("earlier baselines: " + ", ".join(
+        say("earlier baselines: " + ", ".join(
             f"{row['experiment']} ({row['approved by'] or 'not recorded'}, "
             f"{str(row['approved at'])[:19]})" for _, row in earlier.iterrows()))
     return 0
@@ -60,7 +56,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.as_dict(), ensure_ascii=False, default=str))
     else:
-        _say(summary_text(result))
+        say(summary_text(result))
     if not result.passed:  # to PARLEY_NOTIFY_URL when set; a failed POST is only logged
         from engine.llm.notify import notify
         from engine.reports.gate import notice

@@ -19,7 +19,7 @@ from engine.cli import commands, fork, gate, rejudge, runflags, sets, share
 from engine.errors import ParleyError
 from engine.models import ConfigError, RunStopped
 from engine.redaction import redact_log_records
-from engine.text import csv_cell, terminal_safe
+from engine.text import csv_cell, say
 
 _JSON_UNSAFE = re.compile("[\x7f-\x9f\ud800-\udfff\u2028\u2029]")
 
@@ -142,11 +142,6 @@ def _store(args: argparse.Namespace):
     return open_store(getattr(args, "db", None))
 
 
-def _say(text: Any, file: Any = None) -> None:
-    """Print stored or model text: escape and control sequences removed (`terminal_safe`)."""
-    print(terminal_safe(text), file=file or sys.stdout)
-
-
 def _json_text(value: Any, **kw: Any) -> str:
     """JSON for the terminal: C0 controls are escaped by JSON itself; C1 controls (a terminal
     reads U+009B as CSI) and lone surrogates (unprintable) are escaped as `\\uXXXX` too, so
@@ -171,7 +166,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     def progress(turn) -> None:
         if not args.json:
-            _say(runflags.progress_line(turn), file=sys.stderr)
+            say(runflags.progress_line(turn), file=sys.stderr)
 
     try:
         result = run_sync(arun_config(config, args.question, store=store, tags=args.tag,
@@ -190,20 +185,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         cost = cost_text(result.cost_usd, simulated_text(row["simulated"], row["models"],
                                                           row["config"]),
                          any(t.usage_estimated for t in result.turns))
-        _say(f"run {result.run_id}: {spec.title}{simulated_suffix(row)}, "
-             f"{len(result.turns)} calls, "
-             f"{sum(t.tokens_in + t.tokens_out for t in result.turns):,} tokens, cost {cost}, "
-             f"{result.duration:.2f}s")
-        _say(spec.summary(result))
+        say(f"run {result.run_id}: {spec.title}{simulated_suffix(row)}, "
+            f"{len(result.turns)} calls, "
+            f"{sum(t.tokens_in + t.tokens_out for t in result.turns):,} tokens, cost {cost}, "
+            f"{result.duration:.2f}s")
+        say(spec.summary(result))
         if result.expected is not None:  # --expected: say whether the run got it
             score = score_text({"correct": result.correct, "unanswered": result.unanswered})
             answer = result.final_answer()
-            _say(f"expected {result.expected}: {score or 'not scored'}"
-                 + (f" (answered {answer})" if answer is not None else ""))
+            say(f"expected {result.expected}: {score or 'not scored'}"
+                + (f" (answered {answer})" if answer is not None else ""))
         if result.order:
-            _say(runflags.order_line(result))
+            say(runflags.order_line(result))
         for warning in result.warnings:
-            _say(f"warning: {warning}")
+            say(f"warning: {warning}")
     error, _lost = spec.assess(result)
     if error:  # stored `failed` (e.g. no model call succeeded): a script must see it
         sys.stderr.write(f"error: run {result.run_id} failed: {error.splitlines()[0]}\n")
@@ -234,11 +229,11 @@ def cmd_runs(args: argparse.Namespace) -> int:
     view.insert(4, "score", [score_word(c, u) for c, u in zip(frame["correct"],
                                                               frame["unanswered"])])
     view["created_at"] = view["created_at"].astype(str).str.slice(0, 19)
-    _say(view.to_string(index=False))
+    say(view.to_string(index=False))
     for run_id, why in zip(frame["id"], frame["unreadable"]):
         if why:
-            _say(f"unreadable: run {run_id} ({why}); delete it with "
-                 f"python -m engine delete {run_id}")
+            say(f"unreadable: run {run_id} ({why}); delete it with "
+                f"python -m engine delete {run_id}")
     return 0
 
 
@@ -254,25 +249,25 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.json:
         print(_json_text(run, indent=2, default=str))
         return 0
-    _say(f"run {run['id']} - {run['protocol']}{simulated_suffix(run)} - "
-         f"{status_text(run['status'], run['degraded_run'])}" +
-         (f" (lost: {run['lost']})" if run["lost"] else ""))
+    say(f"run {run['id']} - {run['protocol']}{simulated_suffix(run)} - "
+        f"{status_text(run['status'], run['degraded_run'])}" +
+        (f" (lost: {run['lost']})" if run["lost"] else ""))
     if run.get("unreadable"):
-        _say(f"unreadable: {run['unreadable']}")
-    _say(f"question: {run['question']}")
-    _say(f"calls: {run['calls']}, tokens: {run['tokens_in']:,} in / {run['tokens_out']:,} "
-         f"out, cost: {run_cost_text(run, run['turns'])}")
+        say(f"unreadable: {run['unreadable']}")
+    say(f"question: {run['question']}")
+    say(f"calls: {run['calls']}, tokens: {run['tokens_in']:,} in / {run['tokens_out']:,} "
+        f"out, cost: {run_cost_text(run, run['turns'])}")
     if run["label"]:
-        _say(f"label: {run['label']}")
+        say(f"label: {run['label']}")
     if score_text(run):
-        _say(f"expected {run['expected']}: {score_text(run)}")
+        say(f"expected {run['expected']}: {score_text(run)}")
     for turn in run["turns"]:
         state = "" if turn["status"] == "ok" else f"  [degraded: {turn['error']}]"
-        _say(f"\n--- {turn['idx']} {turn['phase']} r{turn['round']} {turn['seat']}{state}")
-        _say(turn["reply"])
+        say(f"\n--- {turn['idx']} {turn['phase']} r{turn['round']} {turn['seat']}{state}")
+        say(turn["reply"])
     if run["error"]:
-        _say(f"\nerror: {run['error']}")
-    _say(f"\nmetrics: {_json_text(run['metrics'])}")
+        say(f"\nerror: {run['error']}")
+    say(f"\nmetrics: {_json_text(run['metrics'])}")
     return 0
 
 

@@ -10,11 +10,7 @@ from typing import Any
 from engine.access import cli_user
 from engine.cli.runflags import endpoints_from_args
 from engine.models import ConfigError
-from engine.text import terminal_safe
-
-
-def _say(text: str) -> None:
-    print(terminal_safe(text))
+from engine.text import say
 
 
 def cmd_rejudge(args: argparse.Namespace) -> int:
@@ -30,13 +26,13 @@ def cmd_rejudge(args: argparse.Namespace) -> int:
     store = Store(args.db)
     done = rejudge(store, args.experiment_id, endpoints=endpoints_from_args(args),
                    started_by=cli_user(), concurrency=args.concurrency)
-    _say(f"experiment {args.experiment_id}: {done.made} run(s) judged again from their final "
-         f"answers alone ({done.failed} failed), {done.already} judged before, "
-         f"{done.unjudged} with no judge reading a transcript")
+    say(f"experiment {args.experiment_id}: {done.made} run(s) judged again from their final "
+        f"answers alone ({done.failed} failed), {done.already} judged before, "
+        f"{done.unjudged} with no judge reading a transcript")
     for kind in ("real", "simulated"):
         text = answers_only_text(answers_only(store, args.experiment_id, kind))
         if text:
-            _say(text)
+            say(text)
     return 1 if done.failed and done.failed == done.made else 0
 
 

@@ -9,16 +9,12 @@ from typing import TYPE_CHECKING, Any
 from engine.access import cli_user
 from engine.experiments import Progress, duration_text, progress
 from engine.llm.transport import releasing
-from engine.text import terminal_safe
+from engine.text import say
 
 if TYPE_CHECKING:
     from engine.store import Store
 
 WAIT_EVERY = 1.0  # seconds between progress reads while following a pool experiment
-
-
-def _say(*parts: object, **kw: Any) -> None:
-    print(*(terminal_safe(str(p)) for p in parts), **kw)
 
 
 def pool_text(store: Store) -> str:
@@ -56,8 +52,8 @@ def cmd_worker(args: Any) -> int:
     store = open_store(args.db)
 
     def ready() -> None:
-        _say(f"worker on {store.url_safe}: {args.concurrency} at a time, queues "
-             + (", ".join(args.endpoint) if args.endpoint else "all"), file=sys.stderr)
+        say(f"worker on {store.url_safe}: {args.concurrency} at a time, queues "
+            + (", ".join(args.endpoint) if args.endpoint else "all"), file=sys.stderr)
     asyncio.run(releasing(arun_worker(store, concurrency=args.concurrency,
                                       endpoints=args.endpoint, heartbeat=args.heartbeat,
                                       registry=endpoints_from_args(args), on_ready=ready)))
@@ -70,7 +66,7 @@ def cmd_workers(args: Any) -> int:
     from engine.store.workers import require_postgres
     store = open_store(args.db)
     require_postgres(store)
-    _say(pool_text(store))
+    say(pool_text(store))
     return 0
 
 
@@ -79,7 +75,7 @@ def cmd_stop(args: Any) -> int:
     from engine.protocols.storing import open_store
     from engine.workers import stop
     count = stop(open_store(args.db), args.experiment_id)
-    _say(f"experiment {args.experiment_id} stopped; {count} job(s) cancelled or aborted")
+    say(f"experiment {args.experiment_id} stopped; {count} job(s) cancelled or aborted")
     return 0
 
 
@@ -89,10 +85,10 @@ def run_on_pool(store: Store, experiment_id: str, wait: bool, quiet: bool) -> in
     stopped, 1 otherwise."""
     from engine.workers import submit
     count = submit(store, experiment_id, started_by=cli_user())
-    _say(f"experiment {experiment_id}: {count} cell(s) queued for the workers")
+    say(f"experiment {experiment_id}: {count} cell(s) queued for the workers")
     if not wait:
-        _say(f"follow it with: python -m engine experiment show {experiment_id} (or "
-             "python -m engine workers)")
+        say(f"follow it with: python -m engine experiment show {experiment_id} (or "
+            "python -m engine workers)")
         return 0
     from engine.store.workers import DATABASE_ERRORS
     state = progress(store, experiment_id)
@@ -114,11 +110,11 @@ def ending(experiment_id: str, state: Progress, resume_flags: str = "") -> int:
     """Say how an experiment ended (a resume command when it did not complete) and return
     the exit status: 0 completed, 130 stopped, 1 otherwise."""
     if state.status == "completed":
-        _say(f"experiment {experiment_id} completed: {state.done} runs in "
-             f"{duration_text(state.elapsed)}")
+        say(f"experiment {experiment_id} completed: {state.done} runs in "
+            f"{duration_text(state.elapsed)}")
         return 0
-    _say(f"experiment {experiment_id} {state.status}: {state.done}/{state.total} runs done"
-         + (f"; {state.error}" if state.error else "")
-         + f"\nresume with: python -m engine experiment resume {experiment_id}{resume_flags}",
-         file=sys.stderr)
+    say(f"experiment {experiment_id} {state.status}: {state.done}/{state.total} runs done"
+        + (f"; {state.error}" if state.error else "")
+        + f"\nresume with: python -m engine experiment resume {experiment_id}{resume_flags}",
+        file=sys.stderr)
     return 130 if state.status == "stopped" else 1

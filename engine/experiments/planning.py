@@ -530,19 +530,6 @@ def _measured(store: Store | None, per_call: bool, **filters: Any) -> tuple[floa
     return float(mean), len(runs)
 
 
-def measured_tokens(store: Store | None, label: str, protocol: str) -> tuple[float | None, int]:
-    """A configuration's mean tokens per completed run in `store` (by its label and protocol,
-    the newest `MEASURED` runs) and how many runs that is; (None, 0) when it has none."""
-    return _measured(store, False, label=label, protocol=protocol)
-
-
-def measured_sample(store: Store | None, model: str) -> tuple[float | None, int]:
-    """One vote sample's mean tokens on `model` (total tokens over calls of the newest
-    `MEASURED` completed votes on it) and how many votes that is; (None, 0) when none."""
-    from engine.protocols.baselines import SAMPLER
-    return _measured(store, True, protocol=SAMPLER, model=model)
-
-
 def token_baselines(configs: Sequence[Mapping[str, Any]], store: Store | None,
                     planned: Any = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The configurations with each one's equal-tokens baseline after it
@@ -571,8 +558,9 @@ def token_baselines(configs: Sequence[Mapping[str, Any]], store: Store | None,
                 typed = RunConfig.parse(dict(config))
                 model = next(s.model for slot in resolve_config(typed).config.seats.values()
                              for s in slot)
-                tokens, runs = measured_tokens(store, label, typed.protocol)
-                per_sample, sample_runs = measured_sample(store, model)
+                # the configuration's tokens per run, and one vote sample's per call
+                tokens, runs = _measured(store, False, label=label, protocol=typed.protocol)
+                per_sample, sample_runs = _measured(store, True, protocol=SAMPLER, model=model)
                 baseline = equal_tokens(typed, tokens=tokens, runs=runs,
                                         per_sample=per_sample, sample_runs=sample_runs)
             except ConfigError as exc:

@@ -34,7 +34,6 @@ from engine.views.blocks import Block, Chart, InsightsData, Section, warnings_bl
 
 MAX_ROUNDS = ROUNDS_MAX
 DEFAULT_ROLES = {"a": "optimist arguing in favor", "b": "skeptic arguing against"}
-REPLIES = ("transcript", "last")
 _AGREED = re.compile(r"\bAGREED\b")
 # A duel's turns are free prose; a turn declares an answer only on a line of its own that
 # starts "ANSWER:", "FINAL ANSWER:" or "STANCE:" (markdown bold allowed), or in a \boxed{}.

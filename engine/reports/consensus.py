@@ -37,6 +37,7 @@ from engine.protocols import REGISTRY, stored_rounds
 from engine.text import html_text
 from engine.views.aggregate import SIMULATED_SUFFIX, flatten
 from engine.views.blocks import NO_LABEL
+from engine.views.rounds import _flag
 
 if TYPE_CHECKING:
     from engine.reports.runs import Filters
@@ -97,12 +98,6 @@ def share_of(counts: Mapping[str, int], answer: str | None) -> float | None:
     if not total or not answer or not str(answer).strip():
         return None
     return sum(n for given, n in counts.items() if _match(given, str(answer))) / total
-
-
-def _flag(value: Any) -> bool | None:
-    if value is None or (isinstance(value, float) and value != value):
-        return None
-    return bool(value)
 
 
 def _number(value: Any) -> float | None:

@@ -49,16 +49,13 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_DROP = 0.05
 ADOPTION = "adopted the previous round's majority"  # `views.rounds.CONFORMITY`'s measure
-HEALTH = ("majority adoption", "agreement inflation", "hijack rate")
-ROW_COLUMNS = ["configuration", "measure", "baseline", "candidate", "change", "low", "high",
-               "n", "regression"]
 NAN = float("nan")
 
 
 @dataclass
 class GateResult:
     """What the gate found: the two experiments (id, name, set_version), one row per
-    configuration and measure (`ROW_COLUMNS`), each regression as one line, notes (what was
+    configuration and measure, each regression as one line, notes (what was
     not measured, and why), and per configuration the candidate's runs on the questions
     whose accuracy fell (for the links back)."""
 
@@ -159,20 +156,19 @@ def _adoption(done: pd.DataFrame, label: str, z: float
 def _inflation(done: pd.DataFrame, label: str, z: float
                ) -> tuple[float, float, float, int] | None:
     """Agreement inflation: the mean of the runs' (`consensus.run_measures`), at `z`."""
-    measures = consensus.from_experiment(done, [label]).measures
-    values = [float(v) for v in measures["inflation"] if v is not None and v == v]
-    if not values:
-        return None
-    estimate = mean_interval(values, z)
-    return estimate.value, estimate.low, estimate.high, estimate.n
+    return _mean(consensus.from_experiment(done, [label]).measures["inflation"], z)
 
 
 def _hijack(done: pd.DataFrame, label: str, z: float
             ) -> tuple[float, float, float, int] | None:
     """The hijack rate, where the runs carry one (`hijack_rate`): its mean, at `z`."""
-    if "hijack_rate" not in done:
-        return None
-    values = [float(v) for v in done["hijack_rate"] if v is not None and v == v]
+    return _mean(done["hijack_rate"], z) if "hijack_rate" in done else None
+
+
+def _mean(column: Any, z: float) -> tuple[float, float, float, int] | None:
+    """The mean of a column's measured values (None and NaN left out) with its interval at
+    `z`; None when it has none."""
+    values = [float(v) for v in column if v is not None and v == v]
     if not values:
         return None
     estimate = mean_interval(values, z)

@@ -18,7 +18,7 @@ import pandas as pd
 from engine.analysis.replay import Outcome, Rule, StoredRun, replay, rules
 from engine.protocols import REGISTRY, stored_rounds
 from engine.reports.runs import Filters
-from engine.reports.vega import interval_tooltip
+from engine.reports.vega import _number, interval_tooltip
 from engine.views.aggregate import KINDS, SIMULATED_SUFFIX
 from engine.views.blocks import NO_LABEL
 
@@ -180,14 +180,14 @@ def chart(table: pd.DataFrame, group: str, title: str = "") -> dict[str, Any]:
     a dashed line at the accuracy as run. Labels are drawn as text."""
     rows = table[table["group"] == group]
     values = [{"rule": short_label(r["kind"], r["threshold"]), "name": r["rule"],
-               "saved": _plain(r["saved"]), "accuracy": _plain(r["rate"]),
-               "low": _plain(r["low"]), "high": _plain(r["high"]),
+               "saved": _number(r["saved"]), "accuracy": _number(r["rate"]),
+               "low": _number(r["low"]), "high": _number(r["high"]),
                "lost": r["accuracy lost"], "n": int(r["scored"]),
                "tokens": r["tokens saved"], "dollars": r["dollars saved"],
                "stopped": int(r["stopped early"]), "runs": int(r["runs"]), "family": r["kind"]}
               for r in rows.to_dict("records")]
     scored = _merged([v for v in values if v["accuracy"] is not None])
-    as_run = _plain(rows["as run"].iloc[0]) if not rows.empty else None
+    as_run = _number(rows["as run"].iloc[0]) if not rows.empty else None
     x = {"field": "saved", "type": "quantitative", "title": "tokens saved (share of the runs')",
          "axis": {"format": ".0%"}, "scale": {"domain": [0, 1], "nice": False}}
     y = {"field": "accuracy", "type": "quantitative",
@@ -250,14 +250,6 @@ def short_label(kind: str, threshold: Any) -> str:
     if kind == "agreement":
         return f"≥ {float(threshold):.2f}"
     return str(kind)
-
-
-def _plain(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if number != number else number
 
 
 __all__ = ["ALL", "ROUND_PROTOCOLS", "chart", "dollars_text", "grouped", "outcome_row",

@@ -66,11 +66,6 @@ class TurnFeed:
                     del self._turns[next(iter(self._turns))]
         return LiveRun(run_id, state, turns, len(added))
 
-    def forget(self, run_id: str) -> None:
-        """Drop what the feed holds for `run_id` (a deleted run, say)."""
-        with self._lock:
-            self._turns.pop(run_id, None)
-
 
 def reply_fields(turn: Mapping[str, Any]) -> list[tuple[str, str]]:
     """A JSON reply as (field, text) pairs for a chat bubble: the turn's parsed fields, else
