@@ -411,6 +411,7 @@ async def _bare_waves(url: str, shape: str, repeats: int) -> list[float]:
 
 
 def _critical(latency: float = 0.2, repeats: int = 3) -> list[Row]:
+    from engine.llm.endpoints import registry_or_environment
     from engine.protocols import arun_config, estimate, run_sync
     rows: list[Row] = []
     crowd = crowd_by_rounds()
@@ -418,11 +419,15 @@ def _critical(latency: float = 0.2, repeats: int = 3) -> list[Row]:
         for title, config in ((busiest().name, protocol_config(busiest().name, url)),
                               (f"5x3 {crowd.name}", protocol_config(crowd.name, url, 5, 3))):
             cost = estimate(config)
-            run_sync(arun_config(config, PROMPT))  # the endpoint detected, as a warm process
+            # one registry for every run, as the app, the CLI and a worker hold one per process:
+            # the endpoint detected and its client opened once, as in a warm process
+            endpoints = registry_or_environment(None)
+            run_sync(arun_config(config, PROMPT, endpoints=endpoints))
             walls, shape = [], ""
             for i in range(repeats):
                 start = time.perf_counter()
-                result = run_sync(arun_config(config, f"Question {i}: {PROMPT}"))
+                result = run_sync(arun_config(config, f"Question {i}: {PROMPT}",
+                                              endpoints=endpoints))
                 walls.append(time.perf_counter() - start)
                 if not all(turn.ok for turn in result.turns):
                     raise RuntimeError(f"{title} over HTTP: a turn failed")
