@@ -37,7 +37,7 @@ from engine.protocols import REGISTRY, stored_rounds
 from engine.text import html_text
 from engine.views.aggregate import SIMULATED_SUFFIX, flatten
 from engine.views.blocks import NO_LABEL
-from engine.views.rounds import _flag
+from engine.views.rounds import flag
 
 if TYPE_CHECKING:
     from engine.reports.runs import Filters
@@ -131,7 +131,7 @@ def run_measures(frame: pd.DataFrame) -> pd.DataFrame:
             "agreement_first": agreement(first), "agreement_final": agreement(last),
             "inflation": agreement(last) - agreement(first) if many else None,
             "first_share": share_of(first, answer), "final_share": share_of(last, answer),
-            "stated": stated, "correct": _flag(run.get("correct")),
+            "stated": stated, "correct": flag(run.get("correct")),
             "first_right": (_match(plurality, expected) if plurality and expected else
                             (False if expected and not plurality else None))})
     return pd.DataFrame(rows, columns=MEASURE_COLUMNS)

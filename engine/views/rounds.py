@@ -33,7 +33,9 @@ CONFORMITY = (("right to wrong (bullied)", "right_to_wrong", "right_before"),
 CONFORMITY_FIELDS = tuple(f for _, count, chances in CONFORMITY for f in (chances, count))
 CONFORMITY_COLUMNS = ["configuration", "measure", "count", "n", "rate", "low", "high",
                       "rate [95% CI] n", "few"]
-def _flag(value: Any) -> bool | None:
+
+
+def flag(value: Any) -> bool | None:
     """A stored flag as a bool; None when missing (None or NaN)."""
     if value is None or (isinstance(value, float) and value != value):
         return None
@@ -51,7 +53,7 @@ def round_counts(runs: pd.DataFrame, by: str, last: Mapping[str, int] | None = N
     for group, correct, expected, answers in zip(
             runs[by].tolist(), runs["correct"].tolist(), runs["expected"].tolist(),
             runs["round_answers"].tolist(), strict=True):
-        right = _flag(correct)
+        right = flag(correct)
         if right is None:
             continue
         rounds = out.setdefault(str(group), {})
@@ -108,7 +110,7 @@ def _numbers(values: pd.Series) -> pd.Series:
         return values.astype(float)
     if values.isna().all():  # none stored (a protocol without rounds)
         return pd.Series(float("nan"), index=values.index, dtype=float)
-    return values.map(lambda v: float("nan") if _flag(v) is None else float(v)).astype(float)
+    return values.map(lambda v: float("nan") if flag(v) is None else float(v)).astype(float)
 
 
 
