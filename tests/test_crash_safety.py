@@ -85,10 +85,12 @@ def test_sigkill_mid_experiment_then_resume(tmp_path):
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:  # kill once some runs finished and others are mid-way
-            done = store.runs(experiment_id=experiment_id, status="completed")
-            if len(done) >= 2:
+            status = list(store.runs(experiment_id=experiment_id)["status"])
+            # a run's row commits with its loop pass's batch, so wait until one in flight is
+            # stored as running: killing in the moment between two batches would leave none
+            if status.count("completed") >= 2 and "running" in status:
                 break
-            time.sleep(0.05)
+            time.sleep(0.02)
         else:
             raise AssertionError("the experiment never got going")
     finally:
