@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.bench.serving import free_port, served
+from engine.bench.table import Row, fact
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -40,7 +41,6 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-net
 HEADING = "[data-testid='stMain'] [data-testid='stHeading']"
 VIEWPORT: Any = {"width": 1400, "height": 1000}
 IDLE = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
-Row = dict[str, Any]
 
 
 def missing() -> str:
@@ -102,25 +102,30 @@ def _fill(url: str, n: int) -> dict[str, str]:
     return {"run": detail, "other": other, "experiment": experiment}
 
 
-def landing(playwright: Any, url: str, marker: str) -> float:
-    """Seconds until `marker` is usable on the first page of a new Chromium (empty cache)."""
+@contextmanager
+def _tab(playwright: Any, home: str = "") -> Iterator[Any]:
+    """A page of a new Chromium (empty cache), landed on `home`'s Home page first when given."""
     browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
     try:
-        return usable_after(browser.new_page(viewport=VIEWPORT), url, marker)
+        tab = browser.new_page(viewport=VIEWPORT)
+        if home:
+            usable_after(tab, home + "/", HEADING)
+        yield tab
     finally:
         browser.close()
+
+
+def landing(playwright: Any, url: str, marker: str) -> float:
+    """Seconds until `marker` is usable on the first page of a new Chromium (empty cache)."""
+    with _tab(playwright) as tab:
+        return usable_after(tab, url, marker)
 
 
 def after_landing(playwright: Any, base: str, path: str, marker: str) -> float:
     """A new Chromium lands on Home, then opens `path`: seconds until that page is usable,
     its widget code never fetched by this browser before (the worst first visit)."""
-    browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-    try:
-        tab = browser.new_page(viewport=VIEWPORT)
-        usable_after(tab, base + "/", HEADING)
+    with _tab(playwright, base) as tab:
         return usable_after(tab, base + path, marker)
-    finally:
-        browser.close()
 
 
 def bare_landing(playwright: Any) -> float:
@@ -156,20 +161,15 @@ def clicked_after(tab: Any, link: str, title: str, marker: str,
 def in_app(playwright: Any, base: str, repeats: int) -> list[tuple[str, float, float]]:
     """(link, first click, median of `repeats` more) per `CLICKED` page: a new Chromium lands
     on Home and moves by the sidebar, back to Home between two clicks, as a user does."""
-    browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-    try:
-        tab = browser.new_page(viewport=VIEWPORT)
-        usable_after(tab, base + "/", HEADING)
-        found = []
+    found = []
+    with _tab(playwright, base) as tab:
         for link, title, marker in CLICKED:
             times = []
             for _ in range(repeats + 1):
                 times.append(clicked_after(tab, link, title, marker))
                 clicked_after(tab, "Home", "Parley", "[data-testid='stDataFrame']")
             found.append((link, times[0], statistics.median(times[1:])))
-        return found
-    finally:
-        browser.close()
+    return found
 
 
 def pages(ids: dict[str, str]) -> list[tuple[str, str, str]]:
@@ -188,8 +188,7 @@ def bench_browser(n: int = 100_000, repeats: int = 3) -> list[Row]:
     """Rows: per page, the first visit on a fresh server and the median of `repeats` more."""
     why = missing()
     if why:
-        return [{"name": "browser: page ready times", "value": float("nan"), "unit": "s",
-                 "target": "", "note": f"not run: {why}"}]
+        return [fact("browser: page ready times", float("nan"), "s", note=f"not run: {why}")]
     from playwright.sync_api import sync_playwright
     size = f"{n:,} runs"
     rows: list[Row] = []
@@ -202,41 +201,33 @@ def bench_browser(n: int = 100_000, repeats: int = 3) -> list[Row]:
             with server(url) as base:
                 ready = time.perf_counter() - started
                 home = landing(playwright, base + "/", HEADING)
-                rows += [{"name": f"browser: server start until it answers (imports, caches "
-                                  f"warmed; {size})",
-                          "value": round(ready, 2), "unit": "s", "target": ""},
-                         {"name": f"browser: Home usable, landing: the first page of a new "
-                                  f"Chromium on a fresh server ({size})",
-                          "value": round(home, 2), "unit": "s", "target": "< 2 s"},
-                         {"name": "browser: the same landing on a bare Streamlit page "
-                                  "(one title, no Parley code): the floor",
-                          "value": round(bare, 2), "unit": "s", "target": ""}]
+                rows += [fact(f"browser: server start until it answers (imports, caches warmed; "
+                              f"{size})", round(ready, 2), "s"),
+                         fact(f"browser: Home usable, landing: the first page of a new Chromium "
+                              f"on a fresh server ({size})", round(home, 2), "s", "< 2 s"),
+                         fact("browser: the same landing on a bare Streamlit page (one title, no "
+                              "Parley code): the floor", round(bare, 2), "s")]
                 listed = pages(ids)
                 alone = {name: after_landing(playwright, base, path, marker)
                          for name, path, marker in listed}
-                browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-                tab = browser.new_page(viewport=VIEWPORT)
-                usable_after(tab, base + "/", HEADING)  # this browser lands on Home too
-                for name, path, marker in listed:
-                    first = usable_after(tab, base + path, marker)
-                    again = statistics.median(usable_after(tab, base + path, marker)
-                                              for _ in range(repeats))
-                    rows += [{"name": f"browser: {name} usable, first visit in a new Chromium "
+                with _tab(playwright, base) as tab:  # this browser lands on Home too
+                    for name, path, marker in listed:
+                        first = usable_after(tab, base + path, marker)
+                        again = statistics.median(usable_after(tab, base + path, marker)
+                                                  for _ in range(repeats))
+                        rows += [fact(f"browser: {name} usable, first visit in a new Chromium "
                                       f"just after landing on Home ({size})",
-                              "value": round(alone[name], 2), "unit": "s", "target": "< 2 s"},
-                             {"name": f"browser: {name} usable, first visit with the pages "
-                                      "opened in turn in one Chromium",
-                              "value": round(first, 2), "unit": "s", "target": "< 2 s"},
-                             {"name": f"browser: {name} usable, again (median of {repeats})",
-                              "value": round(again, 2), "unit": "s",
-                              "target": "< 2 s (1 s goal)"}]
-                browser.close()
+                                      round(alone[name], 2), "s", "< 2 s"),
+                                 fact(f"browser: {name} usable, first visit with the pages "
+                                      "opened in turn in one Chromium", round(first, 2), "s",
+                                      "< 2 s"),
+                                 fact(f"browser: {name} usable, again (median of {repeats})",
+                                      round(again, 2), "s", "< 2 s (1 s goal)")]
                 for link, first, again in in_app(playwright, base, repeats):
-                    rows += [{"name": f"browser: {link} usable after a click in the sidebar "
-                                      "(no page load), first time in this Chromium",
-                              "value": round(first, 2), "unit": "s", "target": "< 2 s"},
-                             {"name": f"browser: {link} usable after a click in the sidebar, "
-                                      f"again (median of {repeats})",
-                              "value": round(again, 2), "unit": "s",
-                              "target": "< 2 s (1 s goal)"}]
+                    rows += [fact(f"browser: {link} usable after a click in the sidebar (no "
+                                  "page load), first time in this Chromium", round(first, 2),
+                                  "s", "< 2 s"),
+                             fact(f"browser: {link} usable after a click in the sidebar, again "
+                                  f"(median of {repeats})", round(again, 2), "s",
+                                  "< 2 s (1 s goal)")]
     return rows

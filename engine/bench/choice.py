@@ -12,6 +12,11 @@ from typing import Any
 from engine.protocols import REGISTRY, ProtocolSpec, estimate
 
 
+def simulated(latency: float) -> str:
+    """The simulated model's spec at `latency` seconds a call."""
+    return f"simulated?latency={latency:g}"
+
+
 def default_config(spec: ProtocolSpec[Any], model: str = "simulated") -> dict[str, Any]:
     """A protocol's default configuration on `model`."""
     return {"protocol": spec.name, "model": model}

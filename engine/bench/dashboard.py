@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, overload
 
 from engine.bench.choice import busiest
-from engine.bench.table import median_time
+from engine.bench.table import Row, fact, timed
 from engine.models import is_simulated, now
 from engine.protocols import REGISTRY, arun_config, run_sync
 from engine.questions import DEFINITE, OPEN
@@ -50,7 +50,6 @@ TURNS_PER_RUN = 6
 TURN_RUNS = 10_000  # runs (the first ones) that get turns: enough for run detail and search
 CHUNK = 20_000  # runs per transaction
 DAYS = 90  # the fixture's runs are spread over the last DAYS days
-Row = dict[str, Any]
 Progress = Callable[[int, int], None]  # (runs stored so far, runs in all)
 
 
@@ -339,42 +338,36 @@ def _bench_size(n: int) -> list[Row]:
         everything = history.Filters()
         first = "< 1 s" if n <= 100_000 else "< 3 s"  # the first-view targets
         rows = [
-            _row(f"dashboard fixture: {size}, the first {ids.turn_runs:,} with turns "
-                 "(simulated runs, then bulk insert)", built, ""),
-            _row(f"dashboard fixture: SQLite file size ({size})", megabytes, "", "MB"),
-            _row(f"runs page: load + build ({size})",
-                 median_time(lambda: runs_page(store, everything)), "< 2 s"),
-            _row(f"runs page, filtered ({name} + text search) ({size})",
-                 median_time(lambda: runs_page(store, narrow)), "< 2 s"),
-            _row(f"runs page: run detail + charts ({size})",
-                 median_time(lambda: run_detail_page(store, detail_id)), "< 2 s"),
-            _row(f"insights page: load + build ({size})",
-                 median_time(lambda: insights_page(store, everything)), first),
-            _row(f"insights page, filtered ({name}) ({size})",
-                 median_time(lambda: insights_page(store, history.Filters(protocol=name))), first),
-            _row(f"insights page: the three answers alone ({size})",
-                 median_time(lambda: answers.report(store, everything, "real")), ""),
-            _row(f"insights page, filtered ({name}): the three answers alone ({size})",
-                 median_time(lambda: answers.report(store, history.Filters(protocol=name),
-                                                    "real")), ""),
-            _row(f"insights page: every section, protocols' sampled past "
-                 f"{insights.SAMPLE:,} runs ({size})",
-                 median_time(lambda: insights_page(store, everything, every=True), 1), ""),
-            _row(f"insights page: peak traced memory of load + build, tracemalloc ({size})",
-                 _peak_mb(lambda: insights_page(store, everything)), "< 500 MB", "MB"),
+            fact(f"dashboard fixture: {size}, the first {ids.turn_runs:,} with turns "
+                 "(simulated runs, then bulk insert)", round(built, 3), "s"),
+            fact(f"dashboard fixture: SQLite file size ({size})", round(megabytes, 3), "MB"),
+            timed(f"runs page: load + build ({size})", lambda: runs_page(store, everything),
+                  "< 2 s"),
+            timed(f"runs page, filtered ({name} + text search) ({size})",
+                  lambda: runs_page(store, narrow), "< 2 s"),
+            timed(f"runs page: run detail + charts ({size})",
+                  lambda: run_detail_page(store, detail_id), "< 2 s"),
+            timed(f"insights page: load + build ({size})",
+                  lambda: insights_page(store, everything), first),
+            timed(f"insights page, filtered ({name}) ({size})",
+                  lambda: insights_page(store, history.Filters(protocol=name)), first),
+            timed(f"insights page: the three answers alone ({size})",
+                  lambda: answers.report(store, everything, "real")),
+            timed(f"insights page, filtered ({name}): the three answers alone ({size})",
+                  lambda: answers.report(store, history.Filters(protocol=name), "real")),
+            timed(f"insights page: every section, protocols' sampled past "
+                  f"{insights.SAMPLE:,} runs ({size})",
+                  lambda: insights_page(store, everything, every=True), repeats=1),
+            fact(f"insights page: peak traced memory of load + build, tracemalloc ({size})",
+                 round(_peak_mb(lambda: insights_page(store, everything)), 3), "MB",
+                 "< 500 MB"),
         ]
         ready, peak = _peak_rss_mb(url)
-        rows += [
-            _row(f"insights page: peak resident memory of a new process that builds the "
-                 f"first view (imports included: {ready:.0f} MB before the build) ({size})",
-                 peak, "< 500 MB", "MB"),
-        ]
+        rows.append(fact(f"insights page: peak resident memory of a new process that builds "
+                         f"the first view (imports included: {ready:.0f} MB before the build) "
+                         f"({size})", round(peak, 3), "MB", "< 500 MB"))
         store.close()
     return rows
-
-
-def _row(name: str, value: float, target: str, unit: str = "s") -> Row:
-    return {"name": name, "value": round(value, 3), "unit": unit, "target": target}
 
 
 def sizes(argv: Sequence[str]) -> list[int]:

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.bench.choice import busiest, default_config, waves
-from engine.bench.table import fact
+from engine.bench.choice import busiest, default_config, simulated, waves
+from engine.bench.table import Row, fact
 
 if TYPE_CHECKING:
     from engine.store import Store
@@ -31,8 +31,9 @@ def _questions(count: int) -> list[str]:
 
 
 def _config(latency: float) -> dict[str, Any]:
+    """The busiest protocol's default configuration at `latency` a call, labelled."""
     spec = busiest()
-    return {**default_config(spec, f"simulated?latency={latency}"), "label": f"bench {spec.name}"}
+    return {**default_config(spec, simulated(latency)), "label": f"bench {spec.name}"}
 
 
 def _measure(store: Store, runs: int, latency: float, concurrency: int,
@@ -65,11 +66,11 @@ def _measure(store: Store, runs: int, latency: float, concurrency: int,
 
 
 def bench_experiments(runs: int = 200, latency: float = 0.05,
-                      concurrency: int = 32) -> list[dict]:
+                      concurrency: int = 32) -> list[Row]:
     """Rows for the bench table: wall time against the lower bound, the ratio (target
     <= 1.5x), engine CPU per call, and the store's share (batched vs per-turn vs none)."""
     from engine.store import Store
-    rows: list[dict] = []
+    rows: list[Row] = []
     with tempfile.TemporaryDirectory() as folder:
         store = Store(f"sqlite:///{Path(folder) / 'bench.db'}")
         _measure(store, 2, 0.0, 2, "batched")  # warm up: imports, caches, the schema
@@ -103,8 +104,3 @@ def bench_experiments(runs: int = 200, latency: float = 0.05,
                  round(other_cpu / other_calls * 1000, 3), "ms"),
         ]
     return rows
-
-
-if __name__ == "__main__":
-    from engine.bench.table import format_table
-    print(format_table(bench_experiments()))

@@ -57,8 +57,3 @@ def bench_live(repeats: int = 200) -> list[Row]:
         fact("live poll bytes read, run_state + turns_after / get()",
              round(new.bytes / old.bytes, 4), "x"),
     ]
-
-
-if __name__ == "__main__":
-    from engine.bench.table import format_table
-    print(format_table(bench_live()))

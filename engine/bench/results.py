@@ -20,7 +20,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.bench.table import median_time
+from engine.bench.table import Row, fact, timed
 from engine.models import now
 
 if TYPE_CHECKING:
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 CONFIGS = 4
 REPEATS = 4
 REAL_MODEL = "openai:gpt-4o-mini"  # what the runs marked real name (never called)
-Row = dict[str, Any]
 
 
 def _protocols() -> list[str]:
@@ -153,27 +152,17 @@ def bench_results(n: int = 20_000) -> list[Row]:
         spec, first = result.experiment["spec"], result.labels[0]
         size = f"{n:,} runs"
         rows = [
-            _row(f"experiment results fixture: {size} ({CONFIGS} configurations x "
-                 f"{REPEATS} repeats, simulated runs copied, bulk insert)", built, ""),
-            _row(f"experiment results: report ({size})",
-                 median_time(lambda: ex.report(store, experiment_id)), "< 1 s"),
-            _row(f"experiment results: runs frame ({size})",
-                 median_time(lambda: ex.runs_frame(store, experiment_id)), ""),
-            _row(f"experiment results: baseline matrix from the report ({size})",
-                 median_time(lambda: baseline.baseline_matrix(result.runs, spec, first)), ""),
-            _row(f"experiment results: page data, first visit ({size})",
-                 median_time(lambda: page_data(store, experiment_id)), ""),
+            fact(f"experiment results fixture: {size} ({CONFIGS} configurations x "
+                 f"{REPEATS} repeats, simulated runs copied, bulk insert)", round(built, 3), "s"),
+            timed(f"experiment results: report ({size})",
+                  lambda: ex.report(store, experiment_id), "< 1 s"),
+            timed(f"experiment results: runs frame ({size})",
+                  lambda: ex.runs_frame(store, experiment_id)),
+            timed(f"experiment results: baseline matrix from the report ({size})",
+                  lambda: baseline.baseline_matrix(result.runs, spec, first)),
+            timed(f"experiment results: page data, first visit ({size})",
+                  lambda: page_data(store, experiment_id)),
         ]
         store.close()
     return rows
 
-
-def _row(name: str, seconds: float, target: str) -> Row:
-    return {"name": name, "value": round(seconds, 3), "unit": "s", "target": target}
-
-
-if __name__ == "__main__":
-    import sys
-
-    from engine.bench.table import format_table
-    print(format_table(bench_results(int(sys.argv[1]) if len(sys.argv) > 1 else 20_000)))

@@ -8,17 +8,13 @@ from __future__ import annotations
 
 import re
 import tempfile
-import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 from engine.bench.dashboard import make_fixture, runs_page
-from engine.bench.table import median_time
+from engine.bench.table import Row, timed
 from engine.reports import runs as history
 from engine.store import Store
-
-Row = dict[str, Any]
 
 
 def _words(store: Store) -> tuple[str, str]:
@@ -40,29 +36,22 @@ def bench_search(n: int = 10_000) -> list[Row]:
     """Rows for the benchmark table: index size, then search and filter times."""
     with tempfile.TemporaryDirectory() as folder:
         url = f"sqlite:///{Path(folder) / 'search.db'}"
-        start = time.perf_counter()
-        make_fixture(url, n)
-        built = time.perf_counter() - start
+        size = f"{n:,} runs"
+        rows = [timed(f"search fixture: {size} with turns, indexed by triggers on insert",
+                      lambda: make_fixture(url, n), repeats=1)]
         store = Store(url)
         word, phrase = _words(store)
         found = len(store.runs(transcript=word, with_config=False))
-        size = f"{n:,} runs"
-        rows = [
-            _row(f"search fixture: {size} with turns, indexed by triggers on insert", built,
-                 "s"),
-            _row(f"search: Store.search, 50 best of {found:,} runs matching '{word}' ({size})",
-                 median_time(lambda: store.search(word, limit=50)), "s", "< 0.5 s"),
-            _row(f"search: Store.search, a word in no run ({size})",
-                 median_time(lambda: store.search("zyzzyva", limit=50)), "s", "< 0.5 s"),
-            _row(f"search: Store.search, a phrase (\"{phrase}\") ({size})",
-                 median_time(lambda: store.search(f'"{phrase}"', limit=50)), "s", "< 0.5 s"),
-            _row(f"runs page, transcript search '{word}' (newest 200 + snippets) ({size})",
-                 median_time(lambda: runs_page(store, history.Filters(transcript=word))), "s",
-                 "< 2 s"),
+        rows += [
+            timed(f"search: Store.search, 50 best of {found:,} runs matching '{word}' ({size})",
+                  lambda: store.search(word, limit=50), "< 0.5 s"),
+            timed(f"search: Store.search, a word in no run ({size})",
+                  lambda: store.search("zyzzyva", limit=50), "< 0.5 s"),
+            timed(f"search: Store.search, a phrase (\"{phrase}\") ({size})",
+                  lambda: store.search(f'"{phrase}"', limit=50), "< 0.5 s"),
+            timed(f"runs page, transcript search '{word}' (newest 200 + snippets) ({size})",
+                  lambda: runs_page(store, history.Filters(transcript=word)), "< 2 s"),
         ]
         store.close()
     return rows
 
-
-def _row(name: str, value: float, unit: str, target: str = "") -> Row:
-    return {"name": name, "value": round(value, 3), "unit": unit, "target": target}

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import HumanMessage
 
-from engine.bench.choice import default_config
+from engine.bench.choice import default_config, simulated
 
 if TYPE_CHECKING:
     from engine.store import Store
@@ -47,11 +47,6 @@ def fact(name: str, value: float, unit: str, target: str = "", note: str = "") -
     return {"name": name, "value": value, "unit": unit, "target": target, "note": note}
 
 
-def _default_config(spec: Any, latency: float = 0.0) -> dict[str, Any]:
-    """A protocol's default configuration on the simulated model at `latency` per call."""
-    return default_config(spec, f"simulated?latency={latency:g}")
-
-
 def bench_throughput(runs_each: int = 8) -> list[Row]:
     """Turns per second through the whole engine: every registry protocol's default
     configuration on a zero-latency simulated model, with and without the SQLite store."""
@@ -63,7 +58,7 @@ def bench_throughput(runs_each: int = 8) -> list[Row]:
         turns = 0
         for i in range(runs_each):
             for spec in REGISTRY.values():
-                result = await arun_config(_default_config(spec),
+                result = await arun_config(default_config(spec, simulated(0)),
                                            f"Question {i}: should the team adopt the plan?",
                                            store=store)
                 turns += len(result.turns)
@@ -110,7 +105,7 @@ def bench_critical_path(latency: float = 0.05, repeats: int = 5) -> list[Row]:
 
     rows: list[Row] = []
     for spec in REGISTRY.values():
-        config = _default_config(spec, latency)
+        config = default_config(spec, simulated(latency))
         cost = estimate(config)
         if cost["waves"] >= cost["calls"]:
             continue  # one call after another: nothing to overlap
@@ -234,7 +229,7 @@ def command(section: str, quick: bool = False, sizes: Sequence[int] | None = Non
     return f"python -m engine bench --only {section}" + (" --quick" if quick else "") + chosen
 
 
-def measure(quick: bool = False, only: list[str] | None = None, base_url: str | None = None,
+def collect(quick: bool = False, only: list[str] | None = None, base_url: str | None = None,
             db_url: str | None = None, remark: str = "", sizes: Sequence[int] | None = None
             ) -> list[Row]:
     """Every chosen section's rows, each with where and when it was measured: its section, the
@@ -254,17 +249,6 @@ def measure(quick: bool = False, only: list[str] | None = None, base_url: str | 
                    "load_before": load_before, "load_after": _load(), "cpus": cpus,
                    "commit": commit, "remark": remark}
         rows += [{"section": name, **row, **context} for row in found]
-    return rows
-
-
-def collect(quick: bool = False, only: list[str] | None = None,
-            base_url: str | None = None, db_url: str | None = None,
-            sizes: Sequence[int] | None = None) -> list[Row]:
-    """The chosen sections' rows (each names its `section`)."""
-    rows: list[Row] = []
-    for name, run in _sections(quick, base_url, db_url, sizes):
-        if _chosen(name, only):
-            rows += [{"section": name, **row} for row in run()]
     return rows
 
 
@@ -292,13 +276,10 @@ def format_table(rows: list[Row]) -> str:
 def main(quick: bool = False, only: list[str] | None = None, base_url: str | None = None,
          db_url: str | None = None, as_json: bool = False, remark: str = "",
          sizes: Sequence[int] | None = None) -> int:
-    """Print the table, or with `as_json` the rows as JSON (`measure`): what the docs' tables
+    """Print the table, or with `as_json` the rows as JSON (`collect`): what the docs' tables
     are rendered from (`python -m engine.bench.docs`). `sizes`: the dashboard's run counts."""
-    if as_json:
-        print(to_json(measure(quick, only, base_url, db_url, remark, sizes)), flush=True)
-    else:
-        print(format_table(collect(quick=quick, only=only, base_url=base_url, db_url=db_url,
-                                   sizes=sizes)), flush=True)
+    rows = collect(quick, only, base_url, db_url, remark, sizes)
+    print(to_json(rows) if as_json else format_table(rows), flush=True)
     return 0
 
 
@@ -310,3 +291,8 @@ def median_time(work: Callable[[], Any], repeats: int = 3) -> float:
         work()
         samples.append(time.perf_counter() - start)
     return statistics.median(samples)
+
+
+def timed(name: str, work: Callable[[], Any], target: str = "", repeats: int = 3) -> Row:
+    """A row of seconds: the median wall time of `repeats` calls of `work` (`median_time`)."""
+    return fact(name, round(median_time(work, repeats), 3), "s", target)

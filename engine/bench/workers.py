@@ -21,23 +21,19 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
-from engine.bench.choice import busiest, default_config, waves
-from engine.bench.table import fact
+from engine.bench.choice import busiest, waves
+from engine.bench.table import Row, fact
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 READY = "worker on "  # what a worker prints once it serves the pool
 
 
 def _spec(folder: Path, runs: int, latency: float, name: str) -> Path:
-    from engine.bench.experiments import _questions
-    spec = busiest()
-    config = {**default_config(spec, f"simulated?latency={latency:g}"),
-              "label": f"bench {spec.name}"}
+    from engine.bench.experiments import _config, _questions
     path = folder / f"{name}.json"
     path.write_text(json.dumps({"name": name, "questions": _questions(runs),
-                                "configs": [config]}), encoding="utf-8")
+                                "configs": [_config(latency)]}), encoding="utf-8")
     return path
 
 
@@ -78,36 +74,43 @@ def _stop(workers: list[subprocess.Popen]) -> None:
             worker.wait()
 
 
-def _measure(url: str, workers: int, concurrency: int, runs: int, latency: float,
-             folder: Path) -> tuple[float, float, int]:
-    """(wall seconds, the pool's seconds from the first run's start to the last run's end,
-    calls) for one experiment of `runs` runs through `workers` workers."""
+def _experiment(url: str, folder: Path, runs: int, latency: float, concurrency: int,
+                workers: int, name: str) -> tuple[float, float, int, int]:
+    """(the submitting command's wall seconds, the span from the first run's start to the last
+    run's end, calls, runs stored) of one experiment called `name`: run in process at
+    `concurrency` runs at once (`workers` 0, `experiment run --concurrency K`), or queued for
+    `workers` workers started with `--concurrency K` (`--workers --wait`)."""
     from engine.experiments import list_experiments
     from engine.store import Store
-    name = f"bench workers {workers}x{concurrency} {time.strftime('%H%M%S')}"
-    spec = _spec(folder, runs, latency, name.replace(" ", "-"))
-    pool = _start_workers(url, workers, concurrency, folder)
+    spec = _spec(folder, runs, latency, name)
+    pool = _start_workers(url, workers, concurrency, folder) if workers else []
+    extra = ["--workers", "--wait"] if workers else ["--concurrency", str(concurrency)]
     try:
         started = time.perf_counter()
-        done = subprocess.run(_engine("experiment", "run", str(spec), "--workers", "--wait",
-                                      "--yes", "--quiet", "--db", url), cwd=ROOT,
-                              capture_output=True, text=True, timeout=3600)
+        done = subprocess.run(_engine("experiment", "run", str(spec), *extra, "--yes", "--quiet",
+                                      "--db", url), cwd=ROOT, capture_output=True, text=True,
+                              timeout=3600)
         wall = time.perf_counter() - started
     finally:
         _stop(pool)
     if done.returncode != 0:
-        raise RuntimeError(f"bench experiment on {workers} workers failed: "
+        raise RuntimeError(f"bench experiment {name} failed: "
                            f"{(done.stderr or done.stdout)[-500:]}")
     store = Store(url)
     listed = list_experiments(store)
-    found = listed[listed["name"] == name.replace(" ", "-")]
-    table = store.runs(experiment_id=str(found["id"].iloc[0]))
+    table = store.runs(experiment_id=str(listed[listed["name"] == name]["id"].iloc[0]))
+    store.close()
     span = (table["finished_at"].max() - table["created_at"].min()).total_seconds()
-    return wall, span, int(table["calls"].sum())
+    return wall, span, int(table["calls"].sum()), len(table)
+
+
+def _unmeasured(label: str) -> list[Row]:
+    return [fact(f"{label}: not measured (needs PostgreSQL: --db-url or PARLEY_TEST_PG_URL)",
+                 0, "")]
 
 
 def bench_workers(db_url: str | None = None, runs: int = 2000, latency: float = 0.05,
-                  counts: tuple[int, ...] = (1, 2, 4), concurrency: int = 4) -> list[dict]:
+                  counts: tuple[int, ...] = (1, 2, 4), concurrency: int = 4) -> list[Row]:
     """Rows for the bench table: per pool size, the wall time and its ratio to the lower
     bound runs x W x L / (workers x K); "not measured" without a PostgreSQL URL."""
     url = db_url or os.environ.get("PARLEY_TEST_PG_URL")
@@ -115,12 +118,13 @@ def bench_workers(db_url: str | None = None, runs: int = 2000, latency: float = 
     depth = waves(spec)
     label = f"{runs} {spec.name} runs at {latency * 1000:.0f} ms per call"
     if not url:
-        return [fact(f"workers: {label}: not measured (needs PostgreSQL: --db-url or "
-                     "PARLEY_TEST_PG_URL)", 0, "")]
-    rows: list[dict] = []
+        return _unmeasured(f"workers: {label}")
+    rows: list[Row] = []
     with tempfile.TemporaryDirectory() as folder:
         for count in counts:
-            wall, span, calls = _measure(url, count, concurrency, runs, latency, Path(folder))
+            name = f"bench-workers-{count}x{concurrency}-{time.strftime('%H%M%S')}"
+            wall, span, calls, _ = _experiment(url, Path(folder), runs, latency, concurrency,
+                                               count, name)
             bound = runs * depth * latency / (count * concurrency)
             rows += [
                 fact(f"workers: {label}, {calls} calls, {count} worker(s) x {concurrency} "
@@ -136,43 +140,8 @@ def bench_workers(db_url: str | None = None, runs: int = 2000, latency: float = 
     return rows
 
 
-def _span(url: str, name: str) -> tuple[float, int]:
-    """(seconds from the first run's start to the last run's end, runs) of the experiment
-    called `name`."""
-    from engine.experiments import list_experiments
-    from engine.store import Store
-    listed = list_experiments(Store(url))
-    found = listed[listed["name"] == name]
-    table = Store(url).runs(experiment_id=str(found["id"].iloc[0]))
-    return (table["finished_at"].max() - table["created_at"].min()).total_seconds(), len(table)
-
-
-def _one(url: str, folder: Path, runs: int, latency: float, concurrency: int, pooled: bool,
-         number: int) -> float:
-    """The span of one experiment run in process (`experiment run --concurrency K`) or on
-    one worker started with `--concurrency K` (`--workers --wait`)."""
-    name = f"bench-overhead-{'worker' if pooled else 'inprocess'}-{number}-" \
-           f"{time.strftime('%H%M%S')}"
-    spec = _spec(folder, runs, latency, name)
-    pool = _start_workers(url, 1, concurrency, folder) if pooled else []
-    try:
-        extra = ["--workers", "--wait"] if pooled else ["--concurrency", str(concurrency)]
-        done = subprocess.run(_engine("experiment", "run", str(spec), *extra, "--yes",
-                                      "--quiet", "--db", url), cwd=ROOT,
-                              capture_output=True, text=True, timeout=3600)
-    finally:
-        _stop(pool)
-    if done.returncode != 0:
-        raise RuntimeError(f"bench experiment {name} failed: "
-                           f"{(done.stderr or done.stdout)[-500:]}")
-    span, stored = _span(url, name)
-    if stored != runs:
-        raise RuntimeError(f"bench experiment {name} stored {stored} runs, not {runs}")
-    return span
-
-
 def bench_worker_overhead(db_url: str | None = None, runs: int = 200, latency: float = 0.05,
-                          concurrency: int = 32, repeats: int = 5) -> list[dict]:
+                          concurrency: int = 32, repeats: int = 5) -> list[Row]:
     """One worker against the in-process runner at `concurrency` runs at once: the same
     experiment on the same PostgreSQL, in process then on one worker, back to back,
     `repeats` times (so the machine's load falls on both alike). Rows: each runner's median
@@ -184,14 +153,19 @@ def bench_worker_overhead(db_url: str | None = None, runs: int = 200, latency: f
     label = (f"worker overhead: {runs} {spec.name} runs at {latency * 1000:.0f} ms per call, "
              f"{concurrency} at once")
     if not url:
-        return [fact(f"{label}: not measured (needs PostgreSQL: --db-url or "
-                     "PARLEY_TEST_PG_URL)", 0, "")]
+        return _unmeasured(label)
     inside: list[float] = []
     pooled: list[float] = []
     with tempfile.TemporaryDirectory() as folder:
         for number in range(repeats):
-            inside.append(_one(url, Path(folder), runs, latency, concurrency, False, number))
-            pooled.append(_one(url, Path(folder), runs, latency, concurrency, True, number))
+            for workers, spans in ((0, inside), (1, pooled)):  # in process, then one worker
+                name = (f"bench-overhead-{'worker' if workers else 'inprocess'}-{number}-"
+                        f"{time.strftime('%H%M%S')}")
+                _, span, _, stored = _experiment(url, Path(folder), runs, latency, concurrency,
+                                                 workers, name)
+                if stored != runs:
+                    raise RuntimeError(f"bench experiment {name} stored {stored} runs, not {runs}")
+                spans.append(span)
     ratios = sorted(p / i for p, i in zip(pooled, inside, strict=True))
     bound = runs * waves(spec) * latency / concurrency
     return [
@@ -202,17 +176,3 @@ def bench_worker_overhead(db_url: str | None = None, runs: int = 200, latency: f
              f"(range {ratios[0]:.2f}-{ratios[-1]:.2f})",
              round(statistics.median(ratios), 2), "x", "<= 1.3"),
     ]
-
-
-def _args(argv: list[str]) -> Any:
-    import argparse
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--db-url")
-    parser.add_argument("--runs", type=int, default=2000)
-    return parser.parse_args(argv)
-
-
-if __name__ == "__main__":
-    from engine.bench.table import format_table
-    options = _args(sys.argv[1:])
-    print(format_table(bench_workers(options.db_url, options.runs)))
