@@ -1,176 +1,113 @@
-"""Bundled question sets: demo questions, definite ones with expected answers, and open ones.
-
-`lures` are the tempting wrong answers (what a hasty reader says); `options` are the positions
-an open question tends to split into. The simulated model reads both so that demos behave like
-real panels; the protocols never see them.
-"""
+"""Bundled question sets: demo questions, definite ones with expected answers, and open ones
+(with none: a run of one is not scored)."""
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
 class Question:
-    """One bundled question."""
+    """One bundled question, with its expected answer when it has a definite one."""
 
     text: str
     expected: str | None = None
-    lures: tuple[str, ...] = ()
-    options: tuple[str, ...] = ()
-    tags: tuple[str, ...] = field(default_factory=tuple)
-
-    @property
-    def definite(self) -> bool:
-        return self.expected is not None
 
 
 DEFINITE: list[Question] = [
-    Question("A bat and a ball cost $1.10 in total. The bat costs $1.00 more than the ball. "
-             "How much does the ball cost?", "$0.05", ("$0.10",), tags=("crt",)),
-    Question("If it takes 5 machines 5 minutes to make 5 widgets, how many minutes would it "
-             "take 100 machines to make 100 widgets?", "5", ("100",), tags=("crt",)),
-    Question("In a lake there is a patch of lily pads. Every day the patch doubles in size. If "
-             "it takes 48 days to cover the whole lake, how many days does it take to cover "
-             "half of the lake?", "47", ("24",), tags=("crt",)),
+    Question("A bat and a ball cost $1.10 in total. The bat costs $1.00 more than the ball. How "
+             "much does the ball cost?", "$0.05"),
+    Question("If it takes 5 machines 5 minutes to make 5 widgets, how many minutes would it take "
+             "100 machines to make 100 widgets?", "5"),
+    Question("In a lake there is a patch of lily pads. Every day the patch doubles in size. If it "
+             "takes 48 days to cover the whole lake, how many days does it take to cover half of "
+             "the lake?", "47"),
     Question("A farmer had 17 sheep. All but 9 ran away. How many sheep does the farmer have "
-             "left?", "9", ("8",), tags=("riddle",)),
-    Question("Emily's father has three daughters. The first two are named April and May. What "
-             "is the third daughter's name?", "Emily", ("June",), tags=("riddle",)),
-    Question("How many months of the year have at least 28 days?", "12", ("1",),
-             tags=("riddle",)),
-    Question("You are running a race and you overtake the runner in second place. What place "
-             "are you in now?", "second", ("first",), tags=("riddle",)),
-    Question("A doctor gives you 3 pills and tells you to take one every half hour, starting "
-             "now. How many minutes will the pills last?", "60", ("90",), tags=("crt",)),
+             "left?", "9"),
+    Question("Emily's father has three daughters. The first two are named April and May. What is "
+             "the third daughter's name?", "Emily"),
+    Question("How many months of the year have at least 28 days?", "12"),
+    Question("You are running a race and you overtake the runner in second place. What place are "
+             "you in now?", "second"),
+    Question("A doctor gives you 3 pills and tells you to take one every half hour, starting now. "
+             "How many minutes will the pills last?", "60"),
     Question("Jerry received both the 15th highest and the 15th lowest mark in his class. How "
-             "many students are in the class?", "29", ("30",), tags=("crt",)),
+             "many students are in the class?", "29"),
     Question("A man buys a horse for $60, sells it for $70, buys it back for $80 and sells it "
-             "again for $90. How much profit did he make in dollars?", "$20", ("$10", "$0"),
-             tags=("arithmetic",)),
-    Question("An investor puts $8,000 into shares. After six months they are down 50%; over "
-             "the next six months they rise 75%. What is the investment worth now, in "
-             "dollars?", "$7,000", ("$10,000", "$8,000"), tags=("arithmetic",)),
-    Question("John can drink a barrel of water in 6 days and Mary can drink one in 12 days. "
-             "How many days would it take them to drink one barrel together?", "4", ("9",),
-             tags=("arithmetic",)),
-    Question("What is 17 multiplied by 24?", "408", ("418", "398"), tags=("arithmetic",)),
-    Question("What is 15% of 80?", "12", ("15", "8"), tags=("arithmetic",)),
-    Question("A train covers 60 miles in 1.5 hours at a steady speed. What is its speed in "
-             "miles per hour?", "40", ("90", "45"), tags=("arithmetic",)),
-    Question("A rectangle is 8 cm long and 5 cm wide. What is its area in square "
-             "centimetres?", "40", ("26",), tags=("arithmetic",)),
-    Question("If 3 cats catch 3 mice in 3 minutes, how many cats are needed to catch 100 "
-             "mice in 100 minutes?", "3", ("100",), tags=("crt",)),
-    Question("A shirt costs $24 after a 20% discount. What was its original price in "
-             "dollars?", "$30", ("$28.80", "$28"), tags=("arithmetic",)),
-    Question("What is the sum of all the whole numbers from 1 to 100?", "5050",
-             ("5000", "10100"), tags=("arithmetic",)),
-    Question("A snail at the bottom of a 10-metre well climbs 3 metres each day and slips "
-             "back 2 metres each night. On which day does it reach the top?", "8", ("10",),
-             tags=("crt",)),
-    Question("A clock takes 30 seconds to strike 6 o'clock, with the strikes evenly spaced. "
-             "How many seconds does it take to strike 12 o'clock?", "66", ("60",),
-             tags=("crt",)),
-    Question("How many edges does a cube have?", "12", ("8", "6"), tags=("geometry",)),
-    Question("A plane crashes exactly on the border between the United States and Canada. "
-             "In which country are the survivors buried?", "neither",
-             ("the united states", "canada"), tags=("riddle",)),
-    Question("A price rises by 50% and then falls by 50%. By what percentage is the final "
-             "price below the original?", "25%", ("0%", "50%"), tags=("arithmetic",)),
-    Question("A father is four times as old as his son. In 20 years he will be twice as old "
-             "as his son. How old is the son now?", "10", ("5", "20"),
-             tags=("arithmetic",)),
-    Question("How many minutes are there in two and a half hours?", "150", ("250", "130"),
-             tags=("arithmetic",)),
-    Question("Two fair dice are rolled. What is the probability that they sum to 7, as a "
-             "fraction in lowest terms?", "1/6", ("1/12", "7/36"), tags=("probability",)),
-    Question("A baker has 24 rolls, sells 9 of them and then bakes 15 more. How many rolls "
-             "does she have now?", "30", ("48", "18"), tags=("arithmetic",)),
-    Question("How many sides do three triangles and two squares have altogether?", "17",
-             ("15", "14"), tags=("arithmetic",)),
+             "again for $90. How much profit did he make in dollars?", "$20"),
+    Question("An investor puts $8,000 into shares. After six months they are down 50%; over the "
+             "next six months they rise 75%. What is the investment worth now, in dollars?",
+             "$7,000"),
+    Question("John can drink a barrel of water in 6 days and Mary can drink one in 12 days. How "
+             "many days would it take them to drink one barrel together?", "4"),
+    Question("What is 17 multiplied by 24?", "408"),
+    Question("What is 15% of 80?", "12"),
+    Question("A train covers 60 miles in 1.5 hours at a steady speed. What is its speed in miles "
+             "per hour?", "40"),
+    Question("A rectangle is 8 cm long and 5 cm wide. What is its area in square centimetres?",
+             "40"),
+    Question("If 3 cats catch 3 mice in 3 minutes, how many cats are needed to catch 100 mice in "
+             "100 minutes?", "3"),
+    Question("A shirt costs $24 after a 20% discount. What was its original price in dollars?",
+             "$30"),
+    Question("What is the sum of all the whole numbers from 1 to 100?", "5050"),
+    Question("A snail at the bottom of a 10-metre well climbs 3 metres each day and slips back 2 "
+             "metres each night. On which day does it reach the top?", "8"),
+    Question("A clock takes 30 seconds to strike 6 o'clock, with the strikes evenly spaced. How "
+             "many seconds does it take to strike 12 o'clock?", "66"),
+    Question("How many edges does a cube have?", "12"),
+    Question("A plane crashes exactly on the border between the United States and Canada. In "
+             "which country are the survivors buried?", "neither"),
+    Question("A price rises by 50% and then falls by 50%. By what percentage is the final price "
+             "below the original?", "25%"),
+    Question("A father is four times as old as his son. In 20 years he will be twice as old as "
+             "his son. How old is the son now?", "10"),
+    Question("How many minutes are there in two and a half hours?", "150"),
+    Question("Two fair dice are rolled. What is the probability that they sum to 7, as a fraction "
+             "in lowest terms?", "1/6"),
+    Question("A baker has 24 rolls, sells 9 of them and then bakes 15 more. How many rolls does "
+             "she have now?", "30"),
+    Question("How many sides do three triangles and two squares have altogether?", "17"),
     Question("Today is Wednesday. What day of the week will it be ten days from today?",
-             "Saturday", ("Friday", "Sunday"), tags=("calendar",)),
-    Question("A car uses 8 litres of fuel per 100 km. How many litres does it need for a "
-             "250 km trip?", "20", ("32", "25"), tags=("arithmetic",)),
-    Question("Divide 30 by one half and then add 10. What is the result?", "70", ("25",),
-             tags=("crt",)),
-    Question("How many two-digit whole numbers are there, from 10 to 99 inclusive?", "90",
-             ("89", "99"), tags=("arithmetic",)),
-    Question("A box and its lid cost $11 together. The box costs $10 more than the lid. What "
-             "does the lid cost in dollars?", "$0.50", ("$1",), tags=("crt",)),
+             "Saturday"),
+    Question("A car uses 8 litres of fuel per 100 km. How many litres does it need for a 250 km "
+             "trip?", "20"),
+    Question("Divide 30 by one half and then add 10. What is the result?", "70"),
+    Question("How many two-digit whole numbers are there, from 10 to 99 inclusive?", "90"),
+    Question("A box and its lid cost $11 together. The box costs $10 more than the lid. What does "
+             "the lid cost in dollars?", "$0.50"),
 ]
 
-# For each open question the first option is the proven, conservative position and the
-# second the bold one; the simulated model's cautious and creative personas lean that way.
 OPEN: list[Question] = [
-    Question("Should an early-stage software startup bootstrap or raise venture capital?",
-             options=("bootstrap", "venture capital", "hybrid")),
-    Question("Should this service move to microservices?",
-             options=("stay monolith", "move to microservices", "modular monolith first")),
-    Question("Is Rust a better systems language than C++ for new projects?",
-             options=("rust", "c++", "depends on the team")),
-    Question("Should a small software team adopt a four-day work week?",
-             options=("keep five days", "four-day week", "trial for a quarter")),
-    Question("Should a company with a new office require staff on site or let them work "
-             "fully remote?", options=("on site", "fully remote", "hybrid")),
+    Question("Should an early-stage software startup bootstrap or raise venture capital?"),
+    Question("Should this service move to microservices?"),
+    Question("Is Rust a better systems language than C++ for new projects?"),
+    Question("Should a small software team adopt a four-day work week?"),
+    Question("Should a company with a new office require staff on site or let them work fully "
+             "remote?"),
     Question("Should a startup build its own user authentication or use a managed identity "
-             "provider?", options=("managed provider", "build in-house",
-                                   "open-source library")),
-    Question("Should a city ban private cars from its historic centre?",
-             options=("restrict hours", "ban cars", "keep open")),
-    Question("Should a new web application store its data in a relational database or a "
-             "document database?", options=("relational", "document database", "both")),
-    Question("Should a product team ship small releases weekly or large releases "
-             "quarterly?", options=("quarterly", "weekly", "continuous delivery")),
-    Question("Is it better to rent or to buy a home in an expensive city?",
-             options=("rent", "buy", "depends on the time horizon")),
-    Question("Should an AI research lab open-source its strongest models?",
-             options=("keep closed", "open-source", "staged release")),
-    Question("Should primary schools teach programming from the age of seven?",
-             options=("optional clubs", "yes", "no")),
+             "provider?"),
+    Question("Should a city ban private cars from its historic centre?"),
+    Question("Should a new web application store its data in a relational database or a document "
+             "database?"),
+    Question("Should a product team ship small releases weekly or large releases quarterly?"),
+    Question("Is it better to rent or to buy a home in an expensive city?"),
+    Question("Should an AI research lab open-source its strongest models?"),
+    Question("Should primary schools teach programming from the age of seven?"),
     Question("Should an engineering organisation keep all its code in a monorepo or in many "
-             "repositories?", options=("many repositories", "monorepo", "hybrid")),
-    Question("Should a small nonprofit spend a one-off grant on staff or on technology?",
-             options=("staff", "technology", "split it")),
-    Question("Should a company pay down its technical debt now or ship new features first?",
-             options=("pay down debt", "ship features", "split capacity")),
-    Question("Should a consumer mobile app be built natively or with a cross-platform "
-             "framework?", options=("native", "cross-platform", "progressive web app")),
-    Question("Should an independent bookshop open a second branch or invest in online "
-             "sales?", options=("online sales", "second branch", "neither")),
-    Question("Should a national government introduce a universal basic income?",
-             options=("pilot first", "yes", "no")),
-    Question("Should a data team build its analytics on a data warehouse or a data lake?",
-             options=("data warehouse", "data lake", "lakehouse")),
-    Question("Should a beginner learn Python or JavaScript as a first programming language?",
-             options=("python", "javascript", "either")),
-    Question("Should a company running a handful of services adopt Kubernetes?",
-             options=("no", "yes", "managed platform instead")),
-    Question("Should a team write its tests before the code or after it?",
-             options=("after", "before", "depends on the code")),
-    Question("Should a growing company hire senior engineers or train junior ones?",
-             options=("hire senior", "train junior", "a mix")),
+             "repositories?"),
+    Question("Should a small nonprofit spend a one-off grant on staff or on technology?"),
+    Question("Should a company pay down its technical debt now or ship new features first?"),
+    Question("Should a consumer mobile app be built natively or with a cross-platform framework?"),
+    Question("Should an independent bookshop open a second branch or invest in online sales?"),
+    Question("Should a national government introduce a universal basic income?"),
+    Question("Should a data team build its analytics on a data warehouse or a data lake?"),
+    Question("Should a beginner learn Python or JavaScript as a first programming language?"),
+    Question("Should a company running a handful of services adopt Kubernetes?"),
+    Question("Should a team write its tests before the code or after it?"),
+    Question("Should a growing company hire senior engineers or train junior ones?"),
 ]
 
 DEMO: list[Question] = [DEFINITE[0], DEFINITE[1], OPEN[0], OPEN[1]]
 
 QUESTION_SETS: dict[str, list[Question]] = {"definite": DEFINITE, "open": OPEN, "demo": DEMO}
 
-
-def _key(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", " ", text.lower()).strip()
-
-
-_INDEX = {_key(q.text): q for qs in QUESTION_SETS.values() for q in qs}
-
-
-def lookup(text: str) -> Question | None:
-    """The bundled question whose text matches `text` (ignoring case and punctuation)."""
-    key = _key(text)
-    if key in _INDEX:
-        return _INDEX[key]
-    for known, question in _INDEX.items():
-        if known and (known in key or (len(key) > 40 and key in known)):
-            return question
-    return None

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from typing import Any
 
 from engine.models import ConfigError
 from engine.questions.bundled import DEFINITE, DEMO, OPEN, Question
@@ -71,18 +72,18 @@ def _arithmetic() -> list[tuple[str, str | None]]:
     return problems
 
 
+def _records(folder: str) -> list[dict[str, Any]]:
+    """The records of the shipped `engine/questions/FOLDER/test.jsonl`, in file order."""
+    text = resources.files("engine.questions").joinpath(folder, "test.jsonl").read_text(
+        encoding="utf-8")
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
 @cache
 def _gsm8k() -> list[tuple[str, str | None]]:
     """The 1,319 GSM8K test problems in file order; expected is the number after `####`."""
-    text = resources.files("engine.questions").joinpath("gsm8k", "test.jsonl").read_text(
-        encoding="utf-8")
-    problems: list[tuple[str, str | None]] = []
-    for line in text.splitlines():
-        if line.strip():
-            record = json.loads(line)
-            answer = record["answer"].rsplit("####", 1)[1].strip().replace(",", "")
-            problems.append((record["question"], answer))
-    return problems
+    return [(record["question"], record["answer"].rsplit("####", 1)[1].strip().replace(",", ""))
+            for record in _records("gsm8k")]
 
 
 @cache
@@ -99,16 +100,12 @@ def _mmlu_pro_math() -> list[tuple[str, str | None]]:
     """The 150 MMLU-Pro math questions shipped in `engine/questions/mmlu_pro_math/`, asked
     as the governance study asked them (the question, its lettered options, the request for
     one letter); expected is the answer's letter."""
-    text = resources.files("engine.questions").joinpath("mmlu_pro_math", "test.jsonl"
-                                                        ).read_text(encoding="utf-8")
     problems: list[tuple[str, str | None]] = []
-    for line in text.splitlines():
-        if line.strip():
-            record = json.loads(line)
-            options = "\n".join(f"{letter}. {option}" for letter, option in
-                                 zip(LETTERS, record["options"], strict=False))
-            problems.append((f"{record['question']}\n\n{options}\n\n{MMLU_PRO_ASK}",
-                             LETTERS[int(record["answer_index"])]))
+    for record in _records("mmlu_pro_math"):
+        options = "\n".join(f"{letter}. {option}" for letter, option in
+                             zip(LETTERS, record["options"], strict=False))
+        problems.append((f"{record['question']}\n\n{options}\n\n{MMLU_PRO_ASK}",
+                         LETTERS[int(record["answer_index"])]))
     return problems
 
 
@@ -147,6 +144,4 @@ def bundled_sets() -> dict[str, int]:
     return {info.name: info.size for info in catalogue()}
 
 
-def load_bundled(name: str) -> list[Item]:
-    """A named question set (`definite`, `open`, `demo`, `arithmetic`, `gsm8k` ...)."""
-    return question_set(name)
+load_bundled = question_set  # the name the experiment runner and the CLI use
