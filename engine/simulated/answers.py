@@ -28,6 +28,7 @@ from engine.simulated.world import (
     World,
     alternative,
     belief,
+    held,
     holds,
     majority,
     others_key,
@@ -42,7 +43,7 @@ CRITICISED = ("flawed", "unsupported")
 def revised(world: World, task: Task) -> tuple[str, str]:
     """(the seat's answer after a critique or after seeing others, how it got there: held,
     persuaded or conformed)."""
-    own = task.own if task.own and normalize_stance(task.own) else belief(world, task)
+    own = held(world, task)
     shown = [a for a in task.others.values() if normalize_stance(a)]
     verdict = task.verdict.strip().lower()
     draw = rng(world, task, "revise", task.seat, task.kind, task.round,
@@ -107,10 +108,9 @@ def _answer(world: World, task: Task) -> dict[str, Any]:
 
 
 def _revise(world: World, task: Task) -> dict[str, Any]:
-    own = task.own if task.own and normalize_stance(task.own) else belief(world, task)
     answer, how = revised(world, task)
     return _fill(task, {"stance": answer, "answer": f"My answer is {answer}.",
-                        "reasoning": _why(answer, how, own),
+                        "reasoning": _why(answer, how, held(world, task)),
                         "changed_mind": task.own is not None and not same(answer, task.own)},
                  answer)
 

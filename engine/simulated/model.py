@@ -11,7 +11,7 @@ lookup of bundled questions), and its parameters, given in the spec, e.g.
 - `persuasion` (default 0.4): the chance an agent told its answer is wrong (by a critic, an
   opponent or a reviewer) moves to the alternative offered;
 - `position_bias` (default 0): the chance a debate's judge rules for the side presented to it
-  first, whatever was argued: a known position effect, for measuring (DESIGN 2.10); shown
+  first, whatever was argued: a known position effect, for measuring; shown
   with the other parameters when it is set;
 - `imitation` (default 0): the chance an agent that sees others' answers adopts the answer of
   one of them drawn at random, right or wrong alike: a symmetric world (the voter model), in
@@ -146,10 +146,7 @@ class SimulatedChatModel(BaseChatModel):
     @property
     def world(self) -> World:
         """The world this model simulates (its parameters)."""
-        return World(skill=self.skill, conformity=self.conformity,
-                     persuasion=self.persuasion, position_bias=self.position_bias,
-                     imitation=self.imitation, stubbornness=self.stubbornness,
-                     push=self.push, seed=self.seed)
+        return World(seed=self.seed, **{name: getattr(self, name) for name in PARAMETERS})
 
     def _fault(self, messages: list[BaseMessage], task: Task | None) -> str | None:
         rates = [(name, getattr(self, name)) for name in FAULTS if getattr(self, name) > 0]
@@ -168,8 +165,15 @@ class SimulatedChatModel(BaseChatModel):
             draw -= rate
         return None
 
+    def _start(self, messages: list[BaseMessage], run_manager: Any
+               ) -> tuple[Task | None, str | None, float]:
+        """The call's task, the fault injected into it (if any) and the seconds it waits."""
+        task = task_of(run_manager)
+        fault = self._fault(messages, task)
+        return task, fault, self.hang if fault == "timeout" else self.latency
+
     def _reply(self, messages: list[BaseMessage], task: Task | None,
-               fault: str | None) -> AIMessage:
+               fault: str | None) -> ChatResult:
         if fault == "fail":
             raise SimulatedFault("simulated model failure (injected fault)")
         if fault == "ratelimit":
@@ -182,32 +186,26 @@ class SimulatedChatModel(BaseChatModel):
             text = compose(self.world, task)
         tokens_in = sum(len(str(m.content).split()) for m in messages) * 4 // 3 + 3
         tokens_out = len(text.split()) * 4 // 3
-        return AIMessage(content=text, response_metadata={"simulated": True,
-                                                          "world": self.world.params(),
-                                                          "model_name": self.parley_spec},
-                         usage_metadata={"input_tokens": tokens_in, "output_tokens": tokens_out,
-                                         "total_tokens": tokens_in + tokens_out})
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(
+            content=text, response_metadata={"simulated": True, "world": self.world.params(),
+                                             "model_name": self.parley_spec},
+            usage_metadata={"input_tokens": tokens_in, "output_tokens": tokens_out,
+                            "total_tokens": tokens_in + tokens_out}))])
 
     def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
                   run_manager: CallbackManagerForLLMRun | None = None, **kw: Any) -> ChatResult:
-        task = task_of(run_manager)
-        fault = self._fault(messages, task)
-        wait = self.hang if fault == "timeout" else self.latency
+        task, fault, wait = self._start(messages, run_manager)
         if wait:
             time.sleep(wait)
-        return ChatResult(generations=[ChatGeneration(
-            message=self._reply(messages, task, fault))])
+        return self._reply(messages, task, fault)
 
     async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None,
                          run_manager: AsyncCallbackManagerForLLMRun | None = None,
                          **kw: Any) -> ChatResult:
-        task = task_of(run_manager)
-        fault = self._fault(messages, task)
-        wait = self.hang if fault == "timeout" else self.latency
+        task, fault, wait = self._start(messages, run_manager)
         if wait:
             await asyncio.sleep(wait)
-        return ChatResult(generations=[ChatGeneration(
-            message=self._reply(messages, task, fault))])
+        return self._reply(messages, task, fault)
 
 
 def world_of(spec: str) -> dict[str, Any]:

@@ -42,6 +42,7 @@ from engine.models import Task
 from engine.simulated.world import (
     World,
     belief,
+    held,
     holds,
     majority,
     others_key,
@@ -203,7 +204,7 @@ def _turn(world: World, task: Task) -> str:
     role = task.role.lower()
     shown = [a for a in task.others.values() if normalize_stance(a)]
     common = majority(shown)
-    own = task.own if task.own and normalize_stance(task.own) else belief(world, task)
+    own = held(world, task)
     draw = rng(world, task, "turn", task.seat, task.round, normalize_stance(own),
                others_key(task))
     if task.planted and task.seat == task.adversary:
@@ -232,7 +233,7 @@ def _rank(world: World, task: Task) -> str:
     """A ranking of the labelled answers in `others` (label -> the answer it states): those
     that match the ranker's own answer first (its stage-1 answer, else its belief), the rest
     in an order drawn from the world; it ends in a `FINAL RANKING:` block."""
-    view = task.own if task.own and normalize_stance(task.own) else belief(world, task)
+    view = held(world, task)
     labels = list(task.others)
     draw = rng(world, task, "rank", task.seat, normalize_stance(view), others_key(task))
     draw.shuffle(labels)
@@ -254,24 +255,15 @@ def _chair(world: World, task: Task) -> str:
             f"because {grounds(answer)}.\nANSWER: {answer}")
 
 
+KINDS = {"argue": _argue, "draft": _draft, "review": _review, "statement": _statement,
+         "turn": _turn, "rank": _rank, "chair": _chair}
+
+
 def text_reply(world: World, task: Task) -> str:
     """The prose a task without `keys` is answered with."""
-    if task.kind == "argue":
-        text = _argue(world, task)
-    elif task.kind == "judge" and task.sides:
-        text = _judge_sides(world, task)
-    elif task.kind == "draft":
-        text = _draft(world, task)
-    elif task.kind == "review":
-        text = _review(world, task)
-    elif task.kind == "statement":
-        text = _statement(world, task)
-    elif task.kind == "turn":
-        text = _turn(world, task)
-    elif task.kind == "rank":
-        text = _rank(world, task)
-    elif task.kind == "chair":
-        text = _chair(world, task)
+    made = _judge_sides if task.kind == "judge" and task.sides else KINDS.get(task.kind)
+    if made is not None:
+        text = made(world, task)
     elif task.sections:
         mine = belief(world, task)
         text = _labelled(task, {"ANSWER": mine, "STANCE": mine})

@@ -85,14 +85,14 @@ class World:
 PARAMETERS = ("skill", "conformity", "persuasion", "position_bias", "imitation",
               "stubbornness", "push")
 OPTIONAL = ("position_bias", "imitation", "stubbornness", "push")
-# The traits a persona or a role may declare for the simulated model, and the parameter of
-# the world each one sets for the seats that play it (a real model never reads them).
 # What a per-persona measure over simulated runs is: said beside it before anyone reads it.
 PERSONA_CAVEAT = (
     "Over simulated runs these per-persona rates are not the personas' doing: the simulated "
     "model reads no persona's words, only the traits a persona declares (stubbornness, "
     "accuracy, conformity), so between personas without declared traits the differences "
     "here are its world's seeded draws. Read them on real runs.")
+# The traits a persona or a role may declare for the simulated model, and the parameter of
+# the world each one sets for the seats that play it (a real model never reads them).
 TRAITS = {"stubbornness": "stubbornness", "accuracy": "skill", "conformity": "conformity"}
 
 
@@ -177,6 +177,12 @@ def belief(world: World, task: Task, seat: str | None = None) -> str:
         wrong = distractors(task.expected)
         return draw.choices(wrong, weights=[3, 2, 1][:len(wrong)])[0]
     return draw.choice(task.answers or NEUTRAL)
+
+
+def held(world: World, task: Task) -> str:
+    """The answer a seat holds coming in: its own earlier answer when that states one, else
+    its belief."""
+    return task.own if task.own and normalize_stance(task.own) else belief(world, task)
 
 
 def alternative(world: World, task: Task, own: str, *parts: Any) -> str:
