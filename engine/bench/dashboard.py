@@ -25,7 +25,7 @@ import tracemalloc
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from itertools import combinations
+from itertools import combinations, islice
 from pathlib import Path
 from typing import Any, overload
 
@@ -137,6 +137,20 @@ class RunIds(Sequence[str]):
         return run_id(range(self.n)[index])
 
 
+def copied(run: Row, new_id: str, created: datetime, **changes: Any) -> Row:
+    """A stored run's row under `new_id`, created at `created` and finished its duration
+    later, on the bench's host, with `changes`."""
+    return {**run, "id": new_id, "created_at": created, "heartbeat_at": created,
+            "finished_at": created + timedelta(seconds=float(run["duration"] or 0)),
+            "host": "bench", "pid": 0, **changes}
+
+
+def unfinished(status: str, error: str = "RuntimeError: the provider closed the connection"
+               ) -> Row:
+    """What a run that ended `status` stores instead of a result."""
+    return {"status": status, "result": "{}", "metrics": "{}", "correct": None, "error": error}
+
+
 def _rows(pairs: Sequence[tuple[_Template, _Template]], n: int, seed: int, turn_runs: int,
           base: datetime) -> Iterator[tuple[Row, list[Row]]]:
     """The fixture's `n` runs one at a time, each with its turns (none past `turn_runs`)."""
@@ -147,19 +161,15 @@ def _rows(pairs: Sequence[tuple[_Template, _Template]], n: int, seed: int, turn_
         template = real if rng.random() < REAL_SHARE else simulated
         created = base - timedelta(seconds=rng.uniform(0, span))
         source = template.run
-        row = {**source, "id": run_id(number), "created_at": created, "heartbeat_at": created,
-               "finished_at": created + timedelta(seconds=float(source["duration"] or 0)),
-               "label": rng.choice(LABELS), "tags": rng.choice(TAG_SETS[rng.randrange(3)]),
-               "host": "bench", "pid": 0}
+        row = copied(source, run_id(number), created, label=rng.choice(LABELS),
+                     tags=rng.choice(TAG_SETS[rng.randrange(3)]))
         fate = rng.random()
         if fate < 0.05:  # a run that did not complete has no signals
             row.update(dict.fromkeys(SIGNAL_COLUMNS))
         if fate < 0.03:
-            row.update(status="failed", result="{}", metrics="{}", correct=None,
-                       error="RuntimeError: the provider closed the connection")
+            row.update(unfinished("failed"))
         elif fate < 0.05:
-            row.update(status="interrupted", result="{}", metrics="{}", correct=None,
-                       error="the process running it stopped")
+            row.update(unfinished("interrupted", "the process running it stopped"))
         turns: list[Row] = []
         if number < turn_runs:
             shift = created - source["created_at"].replace(tzinfo=created.tzinfo)
@@ -177,22 +187,12 @@ def _chunks(rows: Iterable[tuple[Row, list[Row]]], size: int, n: int,
             progress: Progress | None) -> Iterator[tuple[list[Row], list[Row]]]:
     """`rows` in chunks of `size` runs; `progress` hears of each chunk once it is stored (the
     store asks for the next chunk only after committing this one)."""
-    runs: list[Row] = []
-    turns: list[Row] = []
-    done = 0
-    for run, its_turns in rows:
-        runs.append(run)
-        turns += its_turns
-        if len(runs) == size:
-            yield runs, turns
-            done += len(runs)
-            runs, turns = [], []
-            if progress is not None:
-                progress(done, n)
-    if runs:
-        yield runs, turns
+    done, pending = 0, iter(rows)
+    while chunk := list(islice(pending, size)):
+        yield [run for run, _ in chunk], [turn for _, turns in chunk for turn in turns]
+        done += len(chunk)
         if progress is not None:
-            progress(done + len(runs), n)
+            progress(done, n)
 
 
 def to_stderr() -> Progress:

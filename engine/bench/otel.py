@@ -3,16 +3,13 @@
 export on, to a receiver on loopback that accepts and discards each batch."""
 from __future__ import annotations
 
-import asyncio
 import os
-import statistics
 import sys
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from engine.bench.table import Row, fact
+from engine.bench.table import Row, fact, median_run_ms
 
 
 def _config() -> dict[str, Any]:
@@ -33,30 +30,20 @@ class _Discard(BaseHTTPRequestHandler):
         self.end_headers()
 
 
-def _median_ms(runs: int) -> float:
-    from engine.protocols import arun_config
-    walls, config = [], _config()
-    for i in range(runs):
-        start = time.perf_counter()
-        asyncio.run(arun_config(config, f"Question {i}: should we adopt the plan?"))
-        walls.append(time.perf_counter() - start)
-    return statistics.median(walls) * 1000
-
-
 def bench_otel(runs: int = 200) -> list[Row]:
     """Median wall time of a simulated society run (6 calls) with export off and on, and
     how many exporter modules the runs with it off imported."""
     from engine.llm import otel
     saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("OTEL_")}
     try:
-        off = _median_ms(runs)
+        off = median_run_ms(_config(), runs)
         imported = sum(1 for m in sys.modules if m.startswith("opentelemetry.exporter"))
         server = ThreadingHTTPServer(("127.0.0.1", 0), _Discard)
         thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
         thread.start()
         os.environ[otel.ENDPOINT_ENV] = f"http://127.0.0.1:{server.server_address[1]}"
         try:
-            on = _median_ms(runs)
+            on = median_run_ms(_config(), runs)
             otel.flush()
         finally:
             server.shutdown()

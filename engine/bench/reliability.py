@@ -58,11 +58,11 @@ def check_run(run: dict[str, Any]) -> list[str]:
     return problems
 
 
-async def _soak(store: Store, runs: int, model: str, concurrency: int,
-                timeout_per_call: float) -> dict[str, Any]:
+def fault_soak(store: Store, runs: int = 500, model: str = FAULTY, concurrency: int = 16,
+               timeout_per_call: float = 0.3) -> dict[str, Any]:
+    """Run `runs` runs round-robin over the registry on a faulty model; report what held."""
     from engine.protocols import REGISTRY, arun_config
-    names = list(REGISTRY)
-    gate = asyncio.Semaphore(concurrency)
+    names, gate = list(REGISTRY), asyncio.Semaphore(concurrency)
     crashes: list[str] = []
 
     async def one(i: int) -> None:
@@ -75,15 +75,11 @@ async def _soak(store: Store, runs: int, model: str, concurrency: int,
             except Exception as exc:  # a crash is what the soak looks for
                 crashes.append(f"{protocol}: {type(exc).__name__}: {exc}")
 
-    await asyncio.gather(*(one(i) for i in range(runs)))
-    return {"crashes": crashes}
+    async def every() -> None:
+        await asyncio.gather(*(one(i) for i in range(runs)))
 
-
-def fault_soak(store: Store, runs: int = 500, model: str = FAULTY, concurrency: int = 16,
-               timeout_per_call: float = 0.3) -> dict[str, Any]:
-    """Run `runs` runs round-robin over the registry on a faulty model; report what held."""
     start = time.perf_counter()
-    outcome = asyncio.run(_soak(store, runs, model, concurrency, timeout_per_call))
+    asyncio.run(every())
     frame = store.runs(tag="soak")
     problems: list[str] = []
     degraded = errors_recorded = turns = 0
@@ -95,7 +91,7 @@ def fault_soak(store: Store, runs: int = 500, model: str = FAULTY, concurrency: 
             if turn["status"] == "degraded":
                 degraded += 1
                 errors_recorded += bool(turn["error"])
-    return {"runs": len(frame), "crashes": outcome["crashes"], "problems": problems,
+    return {"runs": len(frame), "crashes": crashes, "problems": problems,
             "statuses": dict(Counter(frame["status"])),
             "protocols": dict(Counter(frame["protocol"])), "turns": turns,
             "degraded_turns": degraded, "errors_recorded": errors_recorded,

@@ -20,6 +20,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from engine.bench.dashboard import REAL_MODEL, copied, unfinished
 from engine.bench.table import Row, fact, timed
 from engine.models import now
 
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
 
 CONFIGS = 4
 REPEATS = 4
-REAL_MODEL = "openai:gpt-4o-mini"  # what the runs marked real name (never called)
 
 
 def _protocols() -> list[str]:
@@ -88,20 +88,16 @@ def make_experiment(url: str, n: int = 20_000, seed: int = 0, real: float = 0.75
     def add(cell: Cell, status: str, tags: list[str]) -> None:
         template = rng.choice(templates[cell.c])
         created = base + timedelta(seconds=len(rows) * 0.5)
-        row = dict(template)
-        row.update(id=f"x{len(rows):011x}", experiment_id=experiment_id,
-                   tags=json.dumps(sorted(tags)), created_at=created, heartbeat_at=created,
-                   finished_at=created + timedelta(seconds=float(row["duration"] or 0)),
-                   question=questions[cell.q]["question"],
-                   expected=questions[cell.q]["expected"], host="bench", pid=0)
+        row = copied(template, f"x{len(rows):011x}", created, experiment_id=experiment_id,
+                     tags=json.dumps(sorted(tags)), question=questions[cell.q]["question"],
+                     expected=questions[cell.q]["expected"])
         if row["expected"] is None:
             row.update(correct=None)
         if rng.random() < real:
             row.update(simulated=False, models=REAL_MODEL,
                        config=row["config"].replace('"simulated?', f'"{REAL_MODEL}?'))
         if status != "completed":
-            row.update(status=status, result="{}", metrics="{}", correct=None,
-                       error="RuntimeError: the provider closed the connection")
+            row.update(unfinished(status))
         rows.append(row)
 
     for q in range(count):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import itertools
 import json
 import math
 import os
@@ -101,7 +102,7 @@ def bench_throughput(runs_each: int = 8) -> list[Row]:
 def bench_critical_path(latency: float = 0.05, repeats: int = 5) -> list[Row]:
     """Protocols whose calls run at once (their critical path is shorter than their calls):
     wall time at `latency` per call against the critical path the registry declares."""
-    from engine.protocols import REGISTRY, arun_config, estimate
+    from engine.protocols import REGISTRY, estimate
 
     rows: list[Row] = []
     for spec in REGISTRY.values():
@@ -109,12 +110,7 @@ def bench_critical_path(latency: float = 0.05, repeats: int = 5) -> list[Row]:
         cost = estimate(config)
         if cost["waves"] >= cost["calls"]:
             continue  # one call after another: nothing to overlap
-        walls = []
-        for i in range(repeats):
-            start = time.perf_counter()
-            asyncio.run(arun_config(config, f"Question {i}: should we adopt the plan?"))
-            walls.append(time.perf_counter() - start)
-        wall = statistics.median(walls) * 1000
+        wall = median_run_ms(config, repeats)
         critical = cost["waves"] * latency * 1000
         serial = cost["calls"] * latency * 1000
         rows += [
@@ -291,6 +287,14 @@ def median_time(work: Callable[[], Any], repeats: int = 3) -> float:
         work()
         samples.append(time.perf_counter() - start)
     return statistics.median(samples)
+
+
+def median_run_ms(config: dict[str, Any], repeats: int) -> float:
+    """The median wall time of `repeats` runs of `config`, each on a question of its own, in
+    milliseconds."""
+    from engine.protocols import arun_config
+    questions = (f"Question {i}: should we adopt the plan?" for i in itertools.count())
+    return median_time(lambda: asyncio.run(arun_config(config, next(questions))), repeats) * 1000
 
 
 def timed(name: str, work: Callable[[], Any], target: str = "", repeats: int = 3) -> Row:
