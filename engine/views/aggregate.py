@@ -124,7 +124,7 @@ def rates_from_counts(counts: pd.DataFrame, by: list[str], right: str, n: str,
         return pd.DataFrame(columns=[*by, "n", name, "low", "high"])
     out = counts.groupby(by, sort=True)[[right, n]].sum().reset_index()
     out = out[out[n] > 0]
-    bounds = [interval(int(k), int(m)) for k, m in zip(out[right], out[n])]
+    bounds = [interval(int(round(k)), int(m)) for k, m in zip(out[right], out[n])]
     return pd.DataFrame({**{key: out[key].to_numpy() for key in by},
                          "n": out[n].astype(int).to_numpy(),
                          name: (out[right] / out[n]).to_numpy(dtype=float),
@@ -138,12 +138,8 @@ def rate_by(runs: pd.DataFrame, column: str, by: str | list[str] = "group",
     keys = [by] if isinstance(by, str) else list(by)
     if runs.empty or column not in runs:
         return pd.DataFrame(columns=[*keys, "n", name, "low", "high"])
-    values = runs[keys].assign(_v=as_flag(runs[column])).dropna(subset=["_v"])
-    out = values.groupby(keys, sort=True)["_v"].agg(["size", "mean", "sum"]).reset_index()
-    bounds = [interval(int(round(k)), int(n)) for k, n in zip(out["sum"], out["size"])]
-    out["low"] = [b[0] for b in bounds]
-    out["high"] = [b[1] for b in bounds]
-    return out.drop(columns=["sum"]).rename(columns={"size": "n", "mean": name})
+    values = runs[keys].assign(_v=as_flag(runs[column]), _n=1).dropna(subset=["_v"])
+    return rates_from_counts(values, keys, "_v", "_n", name)
 
 
 def rate_table(runs: pd.DataFrame, column: str, by: list[str]) -> pd.DataFrame:
