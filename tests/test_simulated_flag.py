@@ -304,7 +304,8 @@ def test_an_aggregate_rate_carries_n_and_its_wilson_interval():
     # 8 of 10 right: Wilson 95% (0.4902, 0.9433), worked out in test_stats; 1 of 2: greyed
     runs = pd.DataFrame({"group": ["A"] * 10 + ["B"] * 2,
                          "correct": [True] * 8 + [False] * 2 + [True, False]})
-    table = aggregate.rate_table(runs, "correct", ["group"]).set_index("group")
+    rates = aggregate.rate_by(runs, "correct", ["group"])
+    table = aggregate.table_of_rates(rates, ["group"]).set_index("group")
     assert table.loc["A", "n"] == 10 and table.loc["A", "right"] == 8
     assert table.loc["A", "low"] == pytest.approx(0.4902, abs=1e-4)
     assert table.loc["A", "high"] == pytest.approx(0.9433, abs=1e-4)

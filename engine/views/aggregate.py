@@ -52,7 +52,9 @@ def numbers(runs: pd.DataFrame, column: str) -> pd.Series:
 
 
 def as_flag(values: pd.Series) -> pd.Series:
-    """Booleans (or 0/1) as floats, anything else (missing) as NaN."""
+    """Booleans (or 0/1, or counts) as floats, anything else (missing) as NaN."""
+    if values.dtype.kind in "biuf":  # numbers already (NaN where missing): no call per value
+        return values.astype(float)
     return values.map(lambda v: float(v) if isinstance(v, (bool, int, float)) and v == v
                       else float("nan")).astype(float)
 
@@ -142,14 +144,10 @@ def rate_by(runs: pd.DataFrame, column: str, by: str | list[str] = "group",
     return rates_from_counts(values, keys, "_v", "_n", name)
 
 
-def rate_table(runs: pd.DataFrame, column: str, by: list[str]) -> pd.DataFrame:
-    """Per group: `n`, how many were true (`right`), the `rate`, its 95% Wilson interval,
-    the rate as text with both ("74% [60–85%] n=34") and `few` (n under `FEW`)."""
-    return table_of_rates(rate_by(runs, column, by=by), by)
-
-
 def table_of_rates(rates: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    """`rate_table` from `rate_by`'s (or `rates_from_counts`') frame."""
+    """Per group of `rate_by`'s (or `rates_from_counts`') frame: `n`, how many were true
+    (`right`), the `rate`, its 95% Wilson interval, the rate as text with both
+    ("74% [60–85%] n=34") and `few` (n under `FEW`)."""
     right = [int(round(r * n)) for r, n in zip(rates["rate"], rates["n"])]
     return rates.assign(right=right, shown=[rate_text(k, int(n)) for k, n in
                                             zip(right, rates["n"])],

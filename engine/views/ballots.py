@@ -149,11 +149,6 @@ def mind_change_rates(ballots: pd.DataFrame, by: str) -> pd.DataFrame:
     return out
 
 
-def _absent(value: Any) -> bool:
-    """An abstention as a frame holds it: None, or the NaN pandas may turn it into."""
-    return value is None or (isinstance(value, float) and value != value)
-
-
 def _links(source: pd.Series, target: pd.Series, label: pd.Series | None = None
            ) -> pd.DataFrame:
     data = pd.DataFrame({"source": source.values, "target": target.values})
@@ -192,10 +187,10 @@ def plurality_flow_links(ballots: pd.DataFrame) -> pd.DataFrame:
     final ballot against the final answer (abstentions apart)."""
     if ballots.empty:
         return pd.DataFrame(columns=["source", "target", "value", "label"])
-    before = [ABSTAINED if _absent(b) else "with the round-one plurality" if b == w
+    before = [ABSTAINED if pd.isna(b) else "with the round-one plurality" if b == w
               else "against the round-one plurality"
               for b, w in zip(ballots["before"], ballots["first_winner"])]
-    after = [ABSTAINED if _absent(a) else "with the final answer" if a == w
+    after = [ABSTAINED if pd.isna(a) else "with the final answer" if a == w
              else "against the final answer"
              for a, w in zip(ballots["after"], ballots["final_winner"])]
     return _links(pd.Series(before), pd.Series(after))
@@ -210,12 +205,10 @@ def correctness_flow_links(ballots: pd.DataFrame) -> pd.DataFrame:
     expected = [normalize(e) for e in known["expected"]]
 
     def state(values: pd.Series, suffix: str) -> pd.Series:
-        return pd.Series([f"{ABSTAINED}{suffix}" if _absent(v) else
+        return pd.Series([f"{ABSTAINED}{suffix}" if pd.isna(v) else
                           f"right{suffix}" if normalize(v) == e else f"wrong{suffix}"
                           for v, e in zip(values, expected)])
     return _links(state(known["before"], " first"), state(known["after"], " finally"))
-
-
 
 
 def mind_change_by_label(panels: pd.DataFrame) -> pd.DataFrame:
@@ -241,8 +234,6 @@ def mind_change_by_label(panels: pd.DataFrame) -> pd.DataFrame:
     out["claimed"] = out["claimed"] / out["n"]
     out[["n", "changes"]] = out[["n", "changes"]].astype(int)
     return out[names]
-
-
 
 
 def tally_charts(runs: pd.DataFrame, what: str) -> list[Chart]:

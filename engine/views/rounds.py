@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from engine.analysis.answers import Answers
-from engine.views.aggregate import FEW, interval, rate_text
+from engine.views.aggregate import FEW, as_flag, interval, rate_text
 
 ROUND_COLUMNS = ["configuration", "round", "right", "n", "accuracy", "low", "high",
                  "accuracy [95% CI] n", "few"]
@@ -87,7 +87,7 @@ def conformity_rates(runs: pd.DataFrame, by: str, groups: Iterable[str] | None =
         return pd.DataFrame(columns=CONFORMITY_COLUMNS).rename(columns={"configuration": name})
     keys = runs[by].astype(str)
     order = list(groups) if groups is not None else sorted(set(keys))
-    numbers = {field: _numbers(runs[field]) for field in CONFORMITY_FIELDS}  # once, not per group
+    numbers = {field: as_flag(runs[field]) for field in CONFORMITY_FIELDS}  # once, not per group
     rows = []
     for group in order:
         mine = (keys == group).to_numpy(dtype=bool)
@@ -102,16 +102,6 @@ def conformity_rates(runs: pd.DataFrame, by: str, groups: Iterable[str] | None =
                          "rate": count / n if n else float("nan"), "low": low, "high": high,
                          "rate [95% CI] n": rate_text(count, n), "few": n < FEW})
     return pd.DataFrame(rows, columns=[name, *CONFORMITY_COLUMNS[1:]])
-
-
-def _numbers(values: pd.Series) -> pd.Series:
-    """Stored counts or flags as floats (a flag as 0/1), missing ones as NaN."""
-    if values.dtype.kind in "biuf":  # numbers already (NaN where missing): no call per value
-        return values.astype(float)
-    if values.isna().all():  # none stored (a protocol without rounds)
-        return pd.Series(float("nan"), index=values.index, dtype=float)
-    return values.map(lambda v: float("nan") if flag(v) is None else float(v)).astype(float)
-
 
 
 # --------------------------------------------------------------------------- Insights
