@@ -40,6 +40,7 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-net
         "--disable-component-update", "--disable-sync", "--no-first-run"]
 HEADING = "[data-testid='stMain'] [data-testid='stHeading']"
 VIEWPORT: Any = {"width": 1400, "height": 1000}
+WAIT_MS = 120_000  # how long a page may take to become usable before the bench gives up
 IDLE = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
 
 
@@ -70,12 +71,18 @@ def server(db_url: str, timeout: float = 120.0, script: str = "app.py") -> Itera
         yield base
 
 
-def usable_after(tab: Any, url: str, marker: str, timeout_ms: int = 120_000) -> float:
+def _ready(tab: Any, *shown: Any) -> None:
+    """Wait until each of the `shown` locators is visible and Streamlit's script run ended."""
+    for locator in shown:
+        locator.first.wait_for(state="visible", timeout=WAIT_MS)
+    tab.wait_for_function(IDLE, timeout=WAIT_MS)
+
+
+def usable_after(tab: Any, url: str, marker: str) -> float:
     """Seconds from navigating to `url` until `marker` is visible and the script run ended."""
     start = time.perf_counter()
     tab.goto(url)
-    tab.locator(marker).first.wait_for(state="visible", timeout=timeout_ms)
-    tab.wait_for_function(IDLE, timeout=timeout_ms)
+    _ready(tab, tab.locator(marker))
     return time.perf_counter() - start
 
 
@@ -145,16 +152,13 @@ CLICKED = (("Runs", "Runs", "[data-testid='stDataFrame']"),
            ("Experiments", "Experiments", CHART))
 
 
-def clicked_after(tab: Any, link: str, title: str, marker: str,
-                  timeout_ms: int = 120_000) -> float:
+def clicked_after(tab: Any, link: str, title: str, marker: str) -> float:
     """Seconds from a click on `link` in the sidebar (no page load: the session reruns with
     the other page) until that page's title and `marker` are drawn and the script run ended."""
     start = time.perf_counter()
     tab.locator("[data-testid='stSidebarNav']").get_by_text(link, exact=True).click()
     main = tab.locator("[data-testid='stMain']")
-    main.locator("h1", has_text=title).first.wait_for(state="visible", timeout=timeout_ms)
-    main.locator(marker).first.wait_for(state="visible", timeout=timeout_ms)
-    tab.wait_for_function(IDLE, timeout=timeout_ms)
+    _ready(tab, main.locator("h1", has_text=title), main.locator(marker))
     return time.perf_counter() - start
 
 

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 MODEL = "smollm2"  # the name requests carry (the server's model alias)
 CAP = 160  # tokens per turn: room for a short answer and its reasons, little for a runaway
 TIMEOUT = 300.0  # seconds per call: a 160-token reply on 2 busy cores takes well under this
+START = 180.0  # seconds the server may take to load the model and answer its first request
 N_CTX = 2048  # prompts here (a panel's rebuttal with three proposals) stay under 1,500 tokens
 # One thread: llama.cpp's threads spin while they wait for one another, so on a 2-core machine
 # that is busy (pytest, other jobs) two threads collapse; measured under load: 160 tokens in
@@ -77,7 +78,7 @@ def missing() -> str:
 
 
 @contextmanager
-def serve(timeout: float = 180.0) -> Iterator[str]:
+def serve() -> Iterator[str]:
     """`python -m llama_cpp.server` for the SmolLM2 GGUF on a free loopback port (it answers
     one request at a time); yields its base URL (ending in /v1) once /v1/models answers, and
     stops it after. RuntimeError when it cannot be served (`missing`) or does not start."""
@@ -90,9 +91,19 @@ def serve(timeout: float = 180.0) -> Iterator[str]:
                  "--model_alias", MODEL, "--host", "127.0.0.1", "--port", str(port),
                  "--n_ctx", str(N_CTX), "--n_threads", str(THREADS), "--n_threads_batch",
                  str(THREADS), "--verbose", "false"], f"{base}/models", "llama_cpp.server",
-                timeout) as process:
-        first_reply(base, process, timeout)
+                START) as process:
+        first_reply(base, process, START)
         yield base
+
+
+@contextmanager
+def reached(base_url: str | None) -> Iterator[str]:
+    """`base_url`, or (None) SmolLM2 served here for the block (`serve`)."""
+    if base_url is not None:
+        yield base_url
+    else:
+        with serve() as url:
+            yield url
 
 
 def first_reply(base: str, process: subprocess.Popen[Any], timeout: float) -> None:
@@ -123,18 +134,18 @@ def first_reply(base: str, process: subprocess.Popen[Any], timeout: float) -> No
             from exc
 
 
-def seat_model(base_url: str, cap: int = CAP, structured: str | None = None) -> str:
+def seat_model(base_url: str, structured: str | None = None) -> str:
     """The seat spec every seat of a run takes: the server's URL, the cap, greedy decoding."""
-    spec = f"openai:{MODEL}?base_url={base_url}&max_tokens={cap}&temperature=0"
+    spec = f"openai:{MODEL}?base_url={base_url}&max_tokens={CAP}&temperature=0"
     return spec + (f"&structured={structured}" if structured else "")
 
 
-def local_config(spec: ProtocolSpec[Any], model: str, rounds: int = 1) -> dict[str, Any]:
-    """`spec`'s default configuration on `model`: its rounds option at `rounds` and each
-    optional seat filled, so every phase the protocol has is asked."""
+def local_config(spec: ProtocolSpec[Any], model: str) -> dict[str, Any]:
+    """`spec`'s default configuration on `model`: one round and each optional seat filled,
+    so every phase the protocol has is asked."""
     config = default_config(spec, model)
     if spec.rounds_option:
-        config["options"] = {spec.rounds_option: rounds}
+        config["options"] = {spec.rounds_option: 1}
     optional = {slot.name: [{"name": slot.name}] for slot in spec.slots if slot.optional}
     if optional:
         config["seats"] = optional
@@ -180,37 +191,34 @@ def names_winner(spec: ProtocolSpec[Any]) -> bool:
     return spec.signals(result).answer is not None
 
 
-async def _measure(base_url: str, runs_each: int, cap: int, structured: str | None,
-                   protocols: Sequence[str], store: Store) -> list[Measured]:
-    out: list[Measured] = []
-    for name in protocols:
-        spec = REGISTRY[name]
-        config = local_config(spec, seat_model(base_url, cap, structured))
-        for i in range(runs_each):
-            question, expected = QUESTIONS[i % len(QUESTIONS)]
-            start = time.perf_counter()
-            result = await arun_config(config, question, store=store, expected=expected,
-                                       concurrency=1, timeout_per_call=TIMEOUT, retries=1)
-            wall = time.perf_counter() - start
-            out.append(Measured(name, result, store.get(str(result.run_id)), wall))
-    return out
-
-
-def measure(base_url: str, runs_each: int = 1, cap: int = CAP, structured: str | None = None,
-            protocols: Sequence[str] = (), db_url: str | None = None) -> list[Measured]:
-    """Run every registered protocol (or `protocols`) `runs_each` times through the server at
-    `base_url`, one after another, stored in `db_url` (default: a throwaway SQLite file)."""
+def measure(base_url: str, runs_each: int = 1, structured: str | None = None
+            ) -> list[Measured]:
+    """Run every registered protocol `runs_each` times through the server at `base_url`, one
+    after another, stored in a throwaway SQLite file."""
     from engine.store import Store
+
+    async def every(store: Store) -> list[Measured]:
+        out: list[Measured] = []
+        for name, spec in REGISTRY.items():
+            config = local_config(spec, seat_model(base_url, structured))
+            for i in range(runs_each):
+                question, expected = QUESTIONS[i % len(QUESTIONS)]
+                start = time.perf_counter()
+                result = await arun_config(config, question, store=store, expected=expected,
+                                           concurrency=1, timeout_per_call=TIMEOUT, retries=1)
+                wall = time.perf_counter() - start
+                out.append(Measured(name, result, store.get(str(result.run_id)), wall))
+        return out
+
     with tempfile.TemporaryDirectory() as folder:
-        store = Store(db_url or f"sqlite:///{Path(folder) / 'local.db'}")
+        store = Store(f"sqlite:///{Path(folder) / 'local.db'}")
         try:
-            return asyncio.run(_measure(base_url, runs_each, cap, structured,
-                                        list(protocols or REGISTRY), store))
+            return asyncio.run(every(store))
         finally:
             store.close()
 
 
-def summarise(runs: Sequence[Measured], cap: int = CAP) -> dict[str, dict[str, Any]]:
+def summarise(runs: Sequence[Measured]) -> dict[str, dict[str, Any]]:
     """Per protocol (and "all"): the counts the table reports and what the real-model test
     asserts."""
     groups: dict[str, list[Measured]] = {}
@@ -236,7 +244,7 @@ def summarise(runs: Sequence[Measured], cap: int = CAP) -> dict[str, dict[str, A
             "names_winner": len(named),
             "judge_parsed": sum(usable(t) for t in judged), "judge_turns": len(judged),
             "longest": max((t.tokens_out for t in turns), default=0),
-            "over_cap": sum(t.tokens_out > cap for t in turns),
+            "over_cap": sum(t.tokens_out > CAP for t in turns),
             "timeouts": sum(timed_out(t) for t in turns),
             "unrecorded": sum(not t.ok and not t.error.strip() for t in turns),
             "statuses": sorted({str(run.row["status"]) for run in group}),
@@ -280,13 +288,10 @@ def done_when_table(columns: Sequence[tuple[str, dict[str, dict[str, Any]]]]) ->
 def bench_local_model(base_url: str | None = None, runs_each: int = 2) -> list[Row]:
     """Rows for the bench table: the totals over every protocol, on the server at `base_url`
     or on SmolLM2 served here (a row saying what is missing when it cannot be)."""
-    if base_url is None:
-        why = missing()
-        if why:
-            return [fact(f"local model: not measured ({why})", 0, "")]
-        with serve() as url:
-            return bench_local_model(url, runs_each)
-    counts = summarise(measure(base_url, runs_each))["all"]
+    if base_url is None and (why := missing()):
+        return [fact(f"local model: not measured ({why})", 0, "")]
+    with reached(base_url) as url:
+        counts = summarise(measure(url, runs_each))["all"]
     what = f"local model {MODEL}, every protocol x {runs_each}, cap {CAP}"
     return [
         fact(f"{what}: usable turns", counts["usable"], f"of {counts['turns']} turns"),
@@ -310,14 +315,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=2, help="runs of each protocol")
     parser.add_argument("--structured", help="the seats' ?structured= value, where supported")
     args = parser.parse_args(argv)
-    if args.base_url is None:
-        why = missing()
-        if why:
-            print(why, file=sys.stderr)
-            return 2
-        with serve() as url:
-            return main([*(argv if argv is not None else sys.argv[1:]), "--base-url", url])
-    runs = measure(args.base_url, args.runs, structured=args.structured)
+    if args.base_url is None and (why := missing()):
+        print(why, file=sys.stderr)
+        return 2
+    with reached(args.base_url) as url:
+        runs = measure(url, args.runs, structured=args.structured)
     label = f"structured={args.structured}" if args.structured else "default"
     print(done_when_table([(label, summarise(runs))]), flush=True)
     return 0

@@ -198,17 +198,15 @@ def rows_at(latency: float, count: int, concurrency: int) -> list[Row]:
     rows: list[Row] = []
     with serving(latency) as url:
         for side, run in SIDES.items():
-            if not installed(side):
-                note = f"skipped: not installed ({INSTALL[side]})"
-                rows += [fact(f"{label}: {side}, whole process", float("nan"), "s", note=note),
-                         fact(f"{label}: {side}, peak RSS", float("nan"), "MB", note=note)]
-                continue
-            with tempfile.TemporaryDirectory() as folder:
-                outcome = found[side] = run(url, count, concurrency, Path(folder))
-            note = f"{outcome.answered} answered, {outcome.failed} failed"
-            rows += [fact(f"{label}: {side}, whole process", round(outcome.seconds, 2), "s",
-                          note=note),
-                     fact(f"{label}: {side}, peak RSS", round(outcome.peak_mb, 1), "MB")]
+            seconds = peak = float("nan")
+            note = memory = f"skipped: not installed ({INSTALL.get(side)})"
+            if installed(side):
+                with tempfile.TemporaryDirectory() as folder:
+                    outcome = found[side] = run(url, count, concurrency, Path(folder))
+                seconds, peak = round(outcome.seconds, 2), round(outcome.peak_mb, 1)
+                note, memory = f"{outcome.answered} answered, {outcome.failed} failed", ""
+            rows += [fact(f"{label}: {side}, whole process", seconds, "s", note=note),
+                     fact(f"{label}: {side}, peak RSS", peak, "MB", note=memory)]
     parley = found["Parley"]
     targets = {"Inspect": ("<= 1", "<= Inspect + 50 MB"), "promptfoo": ("<= 1.5", "")}
     for peer, (target, memory) in targets.items():

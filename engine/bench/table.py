@@ -1,16 +1,10 @@
 """`python -m engine bench`: the benchmark table. Figures are measured here, never asserted in
 tests.
 
-Rows: engine throughput and per-call overhead on a zero-latency simulated model (with the
-store), the wall time of every protocol that runs calls at once against the critical path its
-registry entry declares, then the reliability, dashboard, experiment, experiment results
-(an experiment's report and baseline matrix over 20,000 stored runs), live, full-text search,
-browser, HTTP (`engine.bench.http`: the real-model path against a loopback
-OpenAI-compatible server, beside a bare `ChatOpenAI`) and workers rows from their own modules
-(the workers rows need PostgreSQL: `--db-url` or PARLEY_TEST_PG_URL). The peers rows
-(`engine.bench.peers`: the same questions through Inspect and promptfoo, tools of their own)
-and the local-model rows (a real model behind an OpenAI-compatible server, minutes of
-generation) run only when `--only` names them.
+The engine's throughput, per-call overhead and critical paths are measured here; every other
+section comes from its own module (`_sections` lists them in the table's order). The peers and
+local-model sections, minutes of other tools' or a real model's work, run only when `--only`
+names them; the workers sections need PostgreSQL (`--db-url` or PARLEY_TEST_PG_URL).
 Protocols are read from the registry, never named here. `--json` prints the rows with where
 and when each section was measured; the docs' benchmark tables are rendered from that
 (`engine.bench.docs`), never typed.

@@ -3,9 +3,25 @@
 It is not a language model and understands nothing of a question. It reads two things only:
 the run's `expected` answer, which is the truth of its world (nothing else: no answer key, no
 lookup of bundled questions), and its parameters, given in the spec, e.g.
-`simulated?skill=0.6&conformity=0.3&persuasion=0.5&seed=3`: the rates of `World` (skill,
-conformity, persuasion, position_bias, imitation, stubbornness, push; docs/simulated.md
-tabulates them) and `seed`, which of the world's reproducible draws a run gets.
+`simulated?skill=0.6&conformity=0.3&persuasion=0.5&seed=3`:
+
+- `skill` (default 0.7): the chance an agent's own answer is the truth;
+- `conformity` (default 0.3): the chance an agent that sees others' answers moves to their
+  majority;
+- `persuasion` (default 0.4): the chance an agent told its answer is wrong (by a critic, an
+  opponent or a reviewer) moves to the alternative offered;
+- `position_bias` (default 0): the chance a debate's judge rules for the side presented to it
+  first, whatever was argued: a known position effect, for measuring; shown with the other
+  parameters when it is set;
+- `imitation` (default 0): the chance an agent that sees others' answers adopts the answer of
+  one of them drawn at random, right or wrong alike: a symmetric world (the voter model), in
+  which the expected share of right answers is the same in every round; shown when set;
+- `stubbornness` (default 0): the chance an agent keeps its answer whatever it is shown or
+  told (a persona's or a role's declared trait sets it for the seats that play it); shown
+  when set;
+- `push` (default 0): the chance an agent shown the answer a planted adversary argues for
+  (a configuration's `adversary:`) adopts it; shown when set;
+- `seed` (default 0): which of the world's reproducible draws a run gets.
 
 Wrong answers are distractors derived from `expected`; without `expected` the world has no
 truth and agents draw among a few neutral positions (see `engine.simulated.world`). What it is

@@ -19,7 +19,7 @@ import hashlib
 import random
 import re
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from engine.analysis.stances import normalize_stance
@@ -75,15 +75,10 @@ class World:
         """The parameters, as every reply's metadata shows them (`position_bias`,
         `imitation`, `stubbornness` and `push` only when set: a world without them is the
         world it always was)."""
-        values = asdict(self)
-        for optional in OPTIONAL:
-            if not values[optional]:
-                del values[optional]
-        return values
+        return {key: value for key, value in asdict(self).items() if value or key not in OPTIONAL}
 
 
-PARAMETERS = ("skill", "conformity", "persuasion", "position_bias", "imitation",
-              "stubbornness", "push")
+PARAMETERS = tuple(rate.name for rate in fields(World) if rate.name != "seed")
 OPTIONAL = ("position_bias", "imitation", "stubbornness", "push")
 # What a per-persona measure over simulated runs is: said beside it before anyone reads it.
 PERSONA_CAVEAT = (

@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from engine.analysis.stats import wilson_interval
-from engine.views.blocks import NO_LABEL, is_simulated
+from engine.views.blocks import NO_LABEL, simulations
 
 FEW = 5  # a rate over fewer runs than this is shown greyed, with its n
 KINDS = ("real", "simulated", "both")  # which runs a page shows: never pooled silently
@@ -29,9 +29,7 @@ def flatten(frame: pd.DataFrame) -> pd.DataFrame:
     out["label"] = out["label"].fillna(NO_LABEL).replace("", NO_LABEL)
     out["group"] = out["label"]
     out["tokens"] = out["tokens_in"] + out["tokens_out"]
-    configs = frame["config"].tolist() if "config" in frame else [None] * len(frame)
-    out["simulated"] = [is_simulated(s, m, c) for s, m, c in zip(
-        frame["simulated"].tolist(), frame["models"].tolist(), configs)]
+    out["simulated"] = [bool(text) for text, _ in simulations(frame)]
     metrics = pd.DataFrame.from_records(list(frame["metrics"]), index=frame.index)
     metrics.columns = [f"m_{c}" for c in metrics.columns]
     return pd.concat([out, metrics], axis=1)

@@ -85,13 +85,18 @@ def cost_text(cost: Any, simulation: str = "", estimated: bool = False) -> str:
     return f"{text} (estimated usage)" if estimated else text
 
 
+def simulations(frame: pd.DataFrame) -> list[tuple[str, list[str]]]:
+    """`simulation` of each stored run of a frame (`simulated`, `models`, `config` if any)."""
+    configs = frame["config"].tolist() if "config" in frame else [None] * len(frame)
+    return [simulation(s, m, c) for s, m, c in zip(frame["simulated"].tolist(),
+                                                    frame["models"].tolist(), configs)]
+
+
 def simulation_columns(frame: pd.DataFrame) -> pd.DataFrame:
     """Stored runs as exports list them: `simulated` true when any seat is (see
     `simulation`), and `simulated_seats` naming the seats the simulated model played
     (comma-separated)."""
-    configs = frame["config"].tolist() if "config" in frame else [None] * len(frame)
-    found = [simulation(s, m, c) for s, m, c in zip(frame["simulated"].tolist(),
-                                                     frame["models"].tolist(), configs)]
+    found = simulations(frame)
     at = list(frame.columns).index("simulated") + 1
     out = frame.assign(simulated=[bool(text) for text, _ in found])
     out.insert(at, "simulated_seats", [",".join(seats) for _, seats in found])
