@@ -162,15 +162,18 @@ class Measured:
     wall: float
 
 
+def _asked(turn: Turn) -> str:
+    """The turn's last user message ("" without one)."""
+    return next((m["content"] for m in reversed(turn.messages) if m.get("role") == "user"), "")
+
+
 def asks_json(turn: Turn) -> bool:
     """Whether the turn's prompt asked for a JSON object (its last user message says so)."""
-    asked = [m["content"] for m in turn.messages if m.get("role") == "user"]
-    return bool(asked) and "JSON" in asked[-1]
+    return "JSON" in _asked(turn)
 
 
 def reasked(turn: Turn) -> bool:
-    asked = [m["content"] for m in turn.messages if m.get("role") == "user"]
-    return bool(asked) and asked[-1].startswith(_REASKED)
+    return _asked(turn).startswith(_REASKED)
 
 
 def usable(turn: Turn) -> bool:
