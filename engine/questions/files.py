@@ -174,19 +174,16 @@ def _jsonl_rows(text: str) -> list[_Row]:
         try:
             obj = json.loads(raw, object_pairs_hook=_no_duplicate_keys)
         except json.JSONDecodeError as exc:
-            rows.append((number, f"!invalid JSON ({exc.msg} at column {exc.colno})", None))
-            continue
+            obj = f"!invalid JSON ({exc.msg} at column {exc.colno})"
         except ValueError as exc:  # a duplicate key, or an integer past Python's digit limit
-            rows.append((number, f"!{str(exc).splitlines()[0]}", None))
-            continue
+            obj = f"!{str(exc).splitlines()[0]}"
         except RecursionError:
-            rows.append((number, "!JSON nested too deeply", None))
-            continue
-        if not isinstance(obj, dict):
-            rows.append((number, f"!is a JSON {type(obj).__name__}, not an object with a "
-                                 "question", None))
-            continue
-        rows.append((number, obj.get("question"), obj.get("expected")))
+            obj = "!JSON nested too deeply"
+        else:
+            if not isinstance(obj, dict):
+                obj = f"!is a JSON {type(obj).__name__}, not an object with a question"
+        rows.append((number, obj, None) if isinstance(obj, str) else
+                    (number, obj.get("question"), obj.get("expected")))
     return rows
 
 
