@@ -94,8 +94,7 @@ def _colors(series: Sequence[str], colors: Mapping[str, str] | Sequence[str] | N
 def count_table(data: pd.DataFrame, x: str, color: str, y: str,
                 order: Sequence[str] | None) -> tuple[list[str], list[str], pd.Series]:
     """The groups (as the data lists them), the categories (those in `order` first) and the
-    summed counts by (group, category), all as text: what a stacked count chart draws, in
-    either library."""
+    summed counts by (group, category), all as text: what a stacked count chart draws."""
     present = list(dict.fromkeys(data[color].astype(str)))
     categories = [c for c in (order or []) if c in present] + \
         [c for c in present if c not in (order or [])]
