@@ -532,22 +532,9 @@ def report_from_store(store: Store, filters: Filters, kind: str | None = None,
         values, sample = _sampled(store, filters, summary, kind, _values(store),
                                   status="completed")
         values = keep_apart(values, kind) if not values.empty else values
-        sections.append(_apart_with(shown, values, sample))
+        sections.append(_apart(shown, lambda part: cost_of(part, values, sample)))
     for section in sections:
         for chart in section.charts:
             chart.title += KIND_TITLES[kind]
     return sections
 
-
-def _apart_with(summary: pd.DataFrame, values: pd.DataFrame, sample: str) -> Section:
-    """`cost_of`, its headline numbers made again for real and simulated runs apart when
-    both are shown (as `_apart` does for the other sections)."""
-    section = cost_of(summary, values, sample)
-    kinds = summary["simulated"].astype(bool)
-    if kinds.nunique() > 1:
-        section.metrics = [(f"{label} ({name})", value)
-                           for name, part in (("real", summary[~kinds]),
-                                              ("simulated", summary[kinds]))
-                           if not completed(part).empty
-                           for label, value in cost_of(part, values, sample).metrics]
-    return section
