@@ -8,7 +8,7 @@ times faster than growing a figure with `update_layout` (it matters with 20 char
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import pandas as pd
@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 
 from engine.reports import vega
 from engine.text import html_text
+from engine.views.aggregate import FEW
 
 PALETTE = px.colors.qualitative.Safe
 WINNER, OTHER, ACCENT = vega.WINNER, vega.OTHER, vega.ACCENT
@@ -51,6 +52,45 @@ def _layout(title: str = "", height: int = 320, **kw: Any) -> dict[str, Any]:
 def _figure(traces: list[dict[str, Any]], title: str = "", height: int = 320,
             **layout: Any) -> go.Figure:
     return go.Figure(data=traces, layout=_layout(title, height, **layout))
+
+
+def results_layout(title: str, height: int, **layout: Any) -> dict[str, Any]:
+    """The layout of an experiment's or a consensus report's figure: plotly's white template
+    (the static export has no Streamlit theme), the legend under the plot."""
+    return {**_layout(title, height, template="plotly_white",
+                      legend={"orientation": "h", "y": -0.25}),
+            **({"title": {"text": _text(title)}} if title else {}), **layout}
+
+
+def interval(value: pd.Series, low: pd.Series, high: pd.Series, **style: Any
+             ) -> dict[str, Any]:
+    """Error bars from `low` to `high` around `value`: an interval, drawn asymmetric."""
+    return {"type": "data", "symmetric": False, "array": (high - value).tolist(),
+            "arrayminus": (value - low).tolist(), **style}
+
+
+def wilson_bars(name: str, x: Iterable[Any], rate: pd.Series, count: pd.Series,
+                n: pd.Series, low: pd.Series, high: pd.Series, few_only: bool = False,
+                color: str | None = None) -> go.Bar:
+    """Bars of shares with their 95% Wilson interval as error bars and count/n in the hover;
+    a bar over fewer than `FEW` runs is faded and says its n (every bar does unless
+    `few_only`). Labels are text."""
+    few = [int(v) < FEW for v in n]
+    return go.Bar(
+        name=_text(name), x=_texts(x), y=list(rate),
+        text=[f"n={v}" if f or not few_only else "" for v, f in zip(n, few, strict=True)],
+        marker={"color": color, "opacity": [0.4 if f else 1.0 for f in few]},
+        error_y=interval(rate, low, high),
+        customdata=list(zip(count, n, low, high, strict=True)),
+        hovertemplate="%{x}: %{y:.0%} (%{customdata[0]}/%{customdata[1]}, "
+                      "n=%{customdata[1]}; 95% CI %{customdata[2]:.0%}–"
+                      "%{customdata[3]:.0%})<extra>%{fullData.name}</extra>")
+
+
+def share_bars(bars: list[go.Bar], y_title: str) -> go.Figure:
+    """`wilson_bars` side by side, on an axis of shares from 0 to 100%."""
+    return go.Figure(bars, results_layout("", 340, legend=None, barmode="group", yaxis={
+        "title": y_title, "range": [0, 1.05], "tickformat": ".0%"}))
 
 
 # --------------------------------------------------------------------------- one run

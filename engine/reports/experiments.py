@@ -518,21 +518,15 @@ def accuracy_figure(table: pd.DataFrame, title: str = "", published: Sequence[An
     `published` (`references.published`): their figures, as labelled diamonds over their
     configuration's bar, a trace of their own named as theirs."""
     import plotly.graph_objects as go
+
+    from engine.reports import charts
     scored = table[table["scored"] > 0]
-    few = [int(n) < FEW for n in scored["scored"]]
-    fig = go.Figure(go.Bar(
-        x=[html_text(label) for label in scored["configuration"]],  # labels are text
-        y=list(scored["accuracy"]),
-        marker={"color": ["rgba(53,88,201,0.4)" if f else "#3558c9" for f in few]},
-        text=[f"n={n}" if f else "" for n, f in zip(scored["scored"], few, strict=True)],
-        error_y={"type": "data", "symmetric": False,
-                 "array": list(scored["accuracy_high"] - scored["accuracy"]),
-                 "arrayminus": list(scored["accuracy"] - scored["accuracy_low"])},
-        customdata=list(zip(scored["correct"], scored["scored"], scored["accuracy_low"],
-                            scored["accuracy_high"], strict=True)),
-        hovertemplate="%{x}: %{y:.0%} (%{customdata[0]}/%{customdata[1]}, n=%{customdata[1]}; "
-                      "95% CI %{customdata[2]:.0%}–%{customdata[3]:.0%})<extra></extra>",
-        name="this experiment", showlegend=False))
+    fig = go.Figure(charts.wilson_bars(
+        "this experiment", scored["configuration"], scored["accuracy"], scored["correct"],
+        scored["scored"], scored["accuracy_low"], scored["accuracy_high"], few_only=True,
+        color=charts.WINNER), charts.results_layout(title, 320, yaxis={
+            "title": "accuracy (95% Wilson interval)", "range": [0, 1.05],
+            "tickformat": ".0%"}, showlegend=False))
     theirs = [(html_text(label), p) for p in published for label in scored["configuration"]
               if p.fits(str(label))]
     if theirs:
@@ -544,10 +538,5 @@ def accuracy_figure(table: pd.DataFrame, title: str = "", published: Sequence[An
             textposition="middle right", cliponaxis=False,
             textfont={"size": 10, "color": PUBLISHED_COLOR}, name="published (theirs)",
             hovertext=[html_text(f"{p.label} ({p.citation}; {p.model})") for _, p in theirs],
-            hoverinfo="text", showlegend=False))
-    fig.update_layout(template="plotly_white", height=320,
-                      title={"text": html_text(title)} if title else None,
-                      margin={"l": 10, "r": 10, "t": 40 if title else 10, "b": 10},
-                      yaxis={"title": "accuracy (95% Wilson interval)", "range": [0, 1.05],
-                             "tickformat": ".0%"})
+            hoverinfo="text"))
     return fig

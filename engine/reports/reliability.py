@@ -22,6 +22,8 @@ def reliability_figure(calibrations: Sequence[Mapping[str, Any]], title: str = "
     confidence per bin (marker size = runs in the bin), with the diagonal of perfect
     calibration; ECE and Brier in the legend."""
     import plotly.graph_objects as go
+
+    from engine.reports import charts
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="perfect calibration",
                              line={"dash": "dot", "color": "#999"}))
@@ -38,13 +40,9 @@ def reliability_figure(calibrations: Sequence[Mapping[str, Any]], title: str = "
             meta={CALIBRATION: number},  # which calibration a clicked point is (`picked_bin`)
             hovertemplate="confidence %{x:.2f}<br>accuracy %{y:.2f}<br>%{customdata[0]} runs "
                           "in [%{customdata[1]:.1f}, %{customdata[2]:.1f})<extra></extra>"))
-    fig.update_layout(title={"text": html_text(title)} if title else None,
-                      template="plotly_white",
-                      height=420, margin={"l": 10, "r": 10, "t": 40 if title else 10, "b": 10},
-                      legend={"orientation": "h", "y": -0.25},
-                      xaxis={"title": "confidence", "range": [0, 1.02]},
-                      yaxis={"title": "share correct", "range": [0, 1.02]})
-    return fig
+    return fig.update_layout(charts.results_layout(
+        title, 420, xaxis={"title": "confidence", "range": [0, 1.02]},
+        yaxis={"title": "share correct", "range": [0, 1.02]}))
 
 
 CALIBRATION = "calibration"  # a reliability trace's meta key: its index in the calibrations
