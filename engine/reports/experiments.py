@@ -179,9 +179,14 @@ def _signal_columns(metrics: Mapping[str, Sequence[Any]], expected: list[Any]
     return {name: out[name] for name in RUN_COLUMNS if name in out}
 
 
-def _counted(frame: pd.DataFrame, label: str | None = None) -> pd.DataFrame:
-    rows = frame[frame["counted"]] if not frame.empty else frame
-    return rows[rows["label"] == label] if label is not None else rows
+def counted(frame: pd.DataFrame, label: str | None = None, simulated: bool | None = None
+            ) -> pd.DataFrame:
+    """A runs frame's counted runs (each cell's first completed run), of one configuration
+    `label` and one kind (`simulated`) when given."""
+    rows = frame[frame["counted"].astype(bool)] if not frame.empty else frame
+    if label is not None:
+        rows = rows[rows["label"] == label]
+    return rows if simulated is None else rows[rows["simulated"].astype(bool) == simulated]
 
 
 def calibration(frame: pd.DataFrame, label: str, signal: str, bins: int = 10) -> dict[str, Any]:
@@ -189,7 +194,7 @@ def calibration(frame: pd.DataFrame, label: str, signal: str, bins: int = 10) ->
     diagram's bins, ECE and Brier score over the counted runs that have both."""
     if signal not in SIGNALS:
         raise ConfigError(f"signal must be one of {', '.join(SIGNALS)}, got {signal!r}", "input")
-    return _calibration(_counted(frame, label), label, signal)
+    return _calibration(counted(frame, label), label, signal)
 
 
 def _calibration(done: pd.DataFrame, label: str, signal: str, bins: int = 10
@@ -348,7 +353,7 @@ def cost_per_run(done: pd.DataFrame) -> float:
 def question_scores(frame: pd.DataFrame, label: str) -> dict[int, float]:
     """Per question index: the share of this configuration's counted, scored runs that
     were right (the mean over repeats)."""
-    done = _counted(frame, label)
+    done = counted(frame, label)
     scored = done[done["correct"].notna()] if not done.empty else done
     if scored.empty:
         return {}
@@ -367,7 +372,7 @@ def compare(frame: pd.DataFrame, a: str, b: str) -> dict[str, Any]:
     """
     left, right = question_scores(frame, a), question_scores(frame, b)
     shared = sorted(set(left) & set(right))
-    behind = _counted(frame)
+    behind = counted(frame)
     behind = behind[behind["label"].isin([a, b])] if not behind.empty else behind
     simulated = bool("simulated" in behind and behind["simulated"].astype(bool).any())
     wins = sum(left[q] > right[q] for q in shared)
@@ -419,12 +424,12 @@ def question_table(frame: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame
                         "expected": [i.get("expected") or "" for i in spec["questions"]]})
     # (label, q) -> runs, scored, right, unanswered
     tally: dict[tuple[str, int], tuple[int, int, int, int]] = {}
-    counted = _counted(frame)
-    if not counted.empty:  # counted per cell in one grouping, not run by run
-        known = counted["correct"].notna()
-        right = known & counted["correct"].where(known, False).astype(bool)
-        counts = pd.DataFrame({"label": counted["label"], "q": counted["q"], "known": known,
-                               "right": right, "silent": counted["unanswered"].astype(bool)}
+    done = counted(frame)
+    if not done.empty:  # counted per cell in one grouping, not run by run
+        known = done["correct"].notna()
+        right = known & done["correct"].where(known, False).astype(bool)
+        counts = pd.DataFrame({"label": done["label"], "q": done["q"], "known": known,
+                               "right": right, "silent": done["unanswered"].astype(bool)}
                               ).groupby(["label", "q"], sort=False).agg(
             runs=("known", "size"), scored=("known", "sum"), right=("right", "sum"),
             silent=("silent", "sum"))

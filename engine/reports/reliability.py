@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from engine.analysis import stats
+from engine.reports.experiments import counted
 from engine.text import html_text
 
 
@@ -90,7 +91,7 @@ def in_bin(frame: pd.DataFrame, chosen: Bin) -> pd.DataFrame:
     with a correctness and a `signal` in the bin (the runs `calibration` put there)."""
     if frame.empty:
         return frame
-    rows = frame[frame["counted"] & (frame["label"] == chosen.label)]
+    rows = counted(frame, chosen.label)
     rows = rows[rows["correct"].notna() & rows[chosen.signal].notna()]
     inside = [stats.bin_index(float(v), chosen.bins) == chosen.index for v in rows[chosen.signal]]
     return rows[inside]
