@@ -16,6 +16,7 @@ import plotly.express as px
 import plotly.graph_objects as go
 
 from engine.reports import vega
+from engine.reports.rounds import accuracy_by_round_figure
 from engine.text import html_text
 from engine.views.aggregate import FEW
 
@@ -201,16 +202,9 @@ def seat_usage(frame: pd.DataFrame, title: str = "Tokens and latency per seat") 
                    yaxis2={"title": {"text": "seconds"}, "anchor": "x2"})
 
 
-# --------------------------------------------------------------------------- across runs
-def round_lines(points: pd.DataFrame, title: str = "") -> go.Figure:
-    """Accuracy by round, one line per group with its dashed round-1 line
-    (`engine.reports.rounds.accuracy_by_round_figure`, without published points: Insights
-    pools questions from any set)."""
-    from engine.reports.rounds import accuracy_by_round_figure
-    return accuracy_by_round_figure(points, (), title)
-
-
-BUILDERS: dict[str, Callable[..., go.Figure]] = {"sankey": sankey, "round_lines": round_lines}
+# accuracy by round in Insights: without published points (it pools questions from any set)
+BUILDERS: dict[str, Callable[..., go.Figure]] = {"sankey": sankey,
+                                                 "round_lines": accuracy_by_round_figure}
 
 
 def figure(chart: Any) -> go.Figure:
