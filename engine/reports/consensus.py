@@ -312,14 +312,19 @@ def fill_votes(store: Store, frame: pd.DataFrame) -> pd.DataFrame:
 def from_flat(flat: pd.DataFrame, expected: pd.Series) -> pd.DataFrame:
     """The columns `run_measures` reads, from Insights' flattened runs (`flatten`: `m_`
     metrics) and each run's expected answer (aligned with `flat`)."""
-    def column(name: str) -> list[Any]:
-        return flat[name].tolist() if name in flat else [None] * len(flat)
-    return pd.DataFrame({
-        "id": flat["id"].tolist(), "group": flat["group"].tolist(),
-        "protocol": flat["protocol"].tolist(), "simulated": flat["simulated"].tolist(),
-        "correct": flat["correct"].tolist(), "expected": expected.tolist(),
-        "answer": column("m_answer"), "judge": column("m_judge_confidence"),
-        "consensus": column("m_consensus"), "round_votes": column("m_round_votes")})
+    return _inputs(flat.assign(expected=expected.tolist()), "group", "m_answer",
+                   "m_judge_confidence", "m_consensus", "m_round_votes")
+
+
+def _inputs(runs: pd.DataFrame, group: str, answer: str, judge: str, consensus: str,
+            round_votes: str) -> pd.DataFrame:
+    """The columns `run_measures` reads, from `runs`' columns of those names (None where
+    `runs` has no such column)."""
+    named = {"id": "id", "group": group, "protocol": "protocol", "simulated": "simulated",
+             "correct": "correct", "expected": "expected", "answer": answer, "judge": judge,
+             "consensus": consensus, "round_votes": round_votes}
+    return pd.DataFrame({key: runs[name].tolist() if name in runs else [None] * len(runs)
+                         for key, name in named.items()})
 
 
 def from_store(store: Store, filters: Filters, kind: str, limit: int | None = None
@@ -360,14 +365,7 @@ def from_experiment(runs: pd.DataFrame, labels: Iterable[str], store: Store | No
     done = runs[runs["counted"].astype(bool)] if not runs.empty else runs
     if done.empty:
         return report(pd.DataFrame(columns=MEASURE_COLUMNS))
-    frame = pd.DataFrame({
-        "id": done["id"].tolist(), "group": done["label"].tolist(),
-        "protocol": done["protocol"].tolist(), "simulated": done["simulated"].tolist(),
-        "correct": done["correct"].tolist(), "expected": done["expected"].tolist(),
-        "answer": done["answer"].tolist(), "judge": done["judge"].tolist(),
-        "consensus": done["consensus"].tolist(),
-        "round_votes": done["round_votes"].tolist() if "round_votes" in done
-        else [None] * len(done)})
+    frame = _inputs(done, "label", "answer", "judge", "consensus", "round_votes")
     if store is not None:
         frame = fill_votes(store, frame)
     return report(run_measures(frame), labels)
