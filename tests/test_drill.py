@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 from engine import REGISTRY, Store
 from engine.protocols import arun_config, run_sync
 from engine.questions import DEFINITE
-from engine.reports import charts, drill, insights
+from engine.reports import drill, insights, vega
 from engine.views.blocks import Chart
 
 RUNS_PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "runs.py")
@@ -29,7 +29,9 @@ def stored(tmp_path) -> tuple[Store, list]:
 
 
 def traces(chart: Chart) -> list[str]:
-    return [str(t.name or "") for t in charts.figure(chart).data]
+    spec = vega.spec(chart)
+    assert spec is not None
+    return list(dict.fromkeys(str(row["series"]) for row in spec["data"]["values"]))
 
 
 def test_a_bar_of_the_accuracy_chart_opens_that_label_and_protocol_completed(tmp_path):

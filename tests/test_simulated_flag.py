@@ -325,5 +325,5 @@ def test_the_accuracy_figure_says_n_and_fades_small_samples():
     bar = fig.data[0]
     assert fig.layout.title.text == "Accuracy (simulated)"
     assert list(bar.text) == ["", "n=2"] and "n=" in bar.hovertemplate
-    assert bar.marker.color[0] == "#3558c9" and bar.marker.color[1].startswith("rgba(")
+    assert bar.marker.color == "#3558c9" and list(bar.marker.opacity) == [1.0, 0.4]
     assert bar.error_y.array[0] == pytest.approx(0.9433 - 0.8)

@@ -19,6 +19,7 @@ take (`drill.row_params`).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -73,6 +74,12 @@ def share_words(right: int, n: int) -> str:
     return f"{right / n:.0%} (95% interval {low:.0%}–{high:.0%})" if n else "none"
 
 
+def _rates(counts: pd.Series, ns: pd.Series, cell: Callable[[int, int], str] = rate_text,
+           none: str = "no expected answer") -> list[str]:
+    """`cell(count, n)` per row, `none` where n is 0."""
+    return [cell(int(k), int(n)) if n else none for k, n in zip(counts, ns, strict=True)]
+
+
 def _by(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     sums = frame.groupby(keys, sort=True)[list(ANSWER_SUMS)].sum().reset_index()
     return sums.assign(protocol=protocol_titles(sums["protocol"]))
@@ -89,13 +96,10 @@ def minds(summary: pd.DataFrame) -> Section:
     table = pd.DataFrame({
         "label": rows["group"], "protocol": rows["protocol"], "runs": rows["m_runs"],
         "agents": rows["m_seats"],
-        "changed their mind": [rate_cell(int(k), int(n)) for k, n in
-                               zip(rows["m_changes"], rows["m_seats"])],
+        "changed their mind": _rates(rows["m_changes"], rows["m_seats"], rate_cell, "–"),
         # of the agents whose run had an expected answer: wrong then right, right then wrong
-        "persuaded": [rate_text(int(k), int(n)) if n else "no expected answer"
-                      for k, n in zip(rows["persuaded"], rows["j_seats"])],
-        "misled": [rate_text(int(k), int(n)) if n else "no expected answer"
-                   for k, n in zip(rows["misled"], rows["j_seats"])],
+        "persuaded": _rates(rows["persuaded"], rows["j_seats"]),
+        "misled": _rates(rows["misled"], rows["j_seats"]),
         "few": rows["m_runs"] < FEW})
     seats, changes = int(rows["m_seats"].sum()), int(rows["m_changes"].sum())
     judged = int(rows["j_seats"].sum())
@@ -121,11 +125,9 @@ def votes(summary: pd.DataFrame) -> Section:
         "label": rows["group"], "protocol": rows["protocol"], "runs": rows["t_runs"],
         "winner's share": [mean_text(s, q, int(n), with_n=False) for s, q, n in
                            zip(rows["t_sum"], rows["t_sq"], rows["t_runs"])],
-        "unanimous": [rate_cell(int(k), int(n)) for k, n in
-                      zip(rows["unanimous"], rows["t_runs"])],
-        "tied": [rate_cell(int(k), int(n)) for k, n in zip(rows["tied"], rows["t_runs"])],
-        "winner right": [rate_text(int(k), int(n)) if n else "no expected answer"
-                         for k, n in zip(rows["t_right"], rows["t_scored"])],
+        "unanimous": _rates(rows["unanimous"], rows["t_runs"], rate_cell, "–"),
+        "tied": _rates(rows["tied"], rows["t_runs"], rate_cell, "–"),
+        "winner right": _rates(rows["t_right"], rows["t_scored"]),
         "few": rows["t_runs"] < FEW})
     runs = int(rows["t_runs"].sum())
     caption = (f"{runs:,} runs ended in a vote: {share_words(int(rows['unanimous'].sum()), runs)} "
@@ -160,8 +162,7 @@ def confidence(summary: pd.DataFrame) -> Section:
     table = pd.DataFrame({
         "label": rows["group"], "protocol": rows["protocol"], "confidence": rows["level"],
         "runs": rows["n"],
-        "accuracy": [rate_text(int(k), int(n)) if n else "no expected answer"
-                     for k, n in zip(rows["correct"], rows["scored"])],
+        "accuracy": _rates(rows["correct"], rows["scored"]),
         "round-one agreement": [mean_text(s, q, int(n)) if n else "no round one"
                                 for s, q, n in zip(rows["f_sum"], rows["f_sq"],
                                                    rows["f_runs"])],

@@ -8,20 +8,20 @@ times faster than growing a figure with `update_layout` (it matters with 20 char
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
-from engine.analysis.stats import wilson_interval
 from engine.reports import vega
+from engine.reports.rounds import accuracy_by_round_figure
 from engine.text import html_text
+from engine.views.aggregate import FEW
 
 PALETTE = px.colors.qualitative.Safe
 WINNER, OTHER, ACCENT = vega.WINNER, vega.OTHER, vega.ACCENT
-LEVEL_COLORS = vega.LEVEL_COLORS
 
 
 def _text(value: Any) -> str:
@@ -53,6 +53,45 @@ def _layout(title: str = "", height: int = 320, **kw: Any) -> dict[str, Any]:
 def _figure(traces: list[dict[str, Any]], title: str = "", height: int = 320,
             **layout: Any) -> go.Figure:
     return go.Figure(data=traces, layout=_layout(title, height, **layout))
+
+
+def results_layout(title: str, height: int, **layout: Any) -> dict[str, Any]:
+    """The layout of an experiment's or a consensus report's figure: plotly's white template
+    (the static export has no Streamlit theme), the legend under the plot."""
+    return {**_layout(title, height, template="plotly_white",
+                      legend={"orientation": "h", "y": -0.25}),
+            **({"title": {"text": _text(title)}} if title else {}), **layout}
+
+
+def interval(value: pd.Series, low: pd.Series, high: pd.Series, **style: Any
+             ) -> dict[str, Any]:
+    """Error bars from `low` to `high` around `value`: an interval, drawn asymmetric."""
+    return {"type": "data", "symmetric": False, "array": (high - value).tolist(),
+            "arrayminus": (value - low).tolist(), **style}
+
+
+def wilson_bars(name: str, x: Iterable[Any], rate: pd.Series, count: pd.Series,
+                n: pd.Series, low: pd.Series, high: pd.Series, few_only: bool = False,
+                color: str | None = None) -> go.Bar:
+    """Bars of shares with their 95% Wilson interval as error bars and count/n in the hover;
+    a bar over fewer than `FEW` runs is faded and says its n (every bar does unless
+    `few_only`). Labels are text."""
+    few = [int(v) < FEW for v in n]
+    return go.Bar(
+        name=_text(name), x=_texts(x), y=list(rate),
+        text=[f"n={v}" if f or not few_only else "" for v, f in zip(n, few, strict=True)],
+        marker={"color": color, "opacity": [0.4 if f else 1.0 for f in few]},
+        error_y=interval(rate, low, high),
+        customdata=list(zip(count, n, low, high, strict=True)),
+        hovertemplate="%{x}: %{y:.0%} (%{customdata[0]}/%{customdata[1]}, "
+                      "n=%{customdata[1]}; 95% CI %{customdata[2]:.0%}–"
+                      "%{customdata[3]:.0%})<extra>%{fullData.name}</extra>")
+
+
+def share_bars(bars: list[go.Bar], y_title: str) -> go.Figure:
+    """`wilson_bars` side by side, on an axis of shares from 0 to 100%."""
+    return go.Figure(bars, results_layout("", 340, legend=None, barmode="group", yaxis={
+        "title": y_title, "range": [0, 1.05], "tickformat": ".0%"}))
 
 
 # --------------------------------------------------------------------------- one run
@@ -163,162 +202,12 @@ def seat_usage(frame: pd.DataFrame, title: str = "Tokens and latency per seat") 
                    yaxis2={"title": {"text": "seconds"}, "anchor": "x2"})
 
 
-# --------------------------------------------------------------------------- across runs
-FEW = 5  # a bar over fewer runs than this is drawn faded (as `aggregate.FEW` greys a row)
-
-
-def _wilson(rate: float, n: Any) -> tuple[float, float]:
-    """The 95% Wilson interval of a share over `n` runs (NaN, NaN without a count)."""
-    try:
-        count = int(n)
-    except (TypeError, ValueError):
-        return float("nan"), float("nan")
-    if rate != rate or count <= 0:
-        return float("nan"), float("nan")
-    return wilson_interval(min(count, max(0, round(rate * count))), count)
-
-
-def rate_bar(data: pd.DataFrame, x: str = "group", y: str | Sequence[str] = "rate",
-             n: str | Sequence[str] = "n", title: str = "", y_title: str = "share",
-             names: Sequence[str] | None = None,
-             colors: Sequence[str] | None = None) -> go.Figure:
-    """Shares per group (0..1, shown as %), one bar per group and y column (grouped), with
-    each bar's count (`n`, one column or one per y column) and 95% Wilson interval as error
-    bars and in its hover; a bar over fewer than `FEW` runs is faded and says its n.
-    `colors`, one per y column, where the series have colours of their own (a protocol's)."""
-    columns = [y] if isinstance(y, str) else list(y)
-    counts_of = [n] * len(columns) if isinstance(n, str) else list(n)
-    labels = list(names) if names is not None else columns
-    traces = []
-    if not data.empty:
-        groups = _texts(data[x])
-        colors = list(colors) if colors else [WINNER, ACCENT, OTHER, *PALETTE]
-        for i, (column, count, label) in enumerate(zip(columns, counts_of, labels)):
-            values = [float(v) for v in data[column]]
-            counts = data[count].tolist() if count in data else [None] * len(data)
-            bounds = [_wilson(v, c) for v, c in zip(values, counts)]
-            few = [c is not None and c == c and int(c) < FEW for c in counts]
-            color = colors[i % len(colors)]
-            traces.append({
-                "type": "bar", "x": groups, "y": values, "name": _text(label),
-                "marker": {"color": [_fade(color) if f else color for f in few]},
-                "error_y": {"type": "data", "symmetric": False, "color": "#555",
-                            "array": [h - v if h == h else 0 for v, (_, h) in
-                                      zip(values, bounds)],
-                            "arrayminus": [v - lo if lo == lo else 0 for v, (lo, _) in
-                                           zip(values, bounds)]},
-                "text": [(f"{v:.0%}" if v == v else "") + (f" n={int(c)}" if f else "")
-                         for v, c, f in zip(values, counts, few)],
-                # A short bar cannot hold its label: put it above, so 0% still reads.
-                "textposition": ["inside" if v == v and v >= 0.15 else "outside"
-                                 for v in values], "cliponaxis": False,
-                "customdata": [["" if c is None else c, lo, hi]
-                               for c, (lo, hi) in zip(counts, bounds)],
-                "hovertemplate": "%{x}: %{y:.1%} of n=%{customdata[0]} "
-                                 "[95% CI %{customdata[1]:.0%}–%{customdata[2]:.0%}]"
-                                 "<extra>%{fullData.name}</extra>"})
-    return _figure(traces, title, barmode="group", showlegend=len(columns) > 1,
-                   yaxis={"title": {"text": f"{y_title} (95% Wilson interval)"},
-                          "tickformat": ".0%", "range": [0, 1.05]})
-
-
-def stacked_counts(data: pd.DataFrame, x: str = "group", color: str = "value",
-                   y: str = "count", order: Sequence[str] | None = None, title: str = "",
-                   y_title: str = "runs") -> go.Figure:
-    """Counts per group split by a category (stacked), e.g. confidence levels per label."""
-    traces = []
-    if not data.empty:
-        groups, categories, table = vega.count_table(data, x, color, y, order)
-        for i, category in enumerate(categories):
-            traces.append({
-                "type": "bar", "x": _texts(groups), "name": _short(category),
-                "y": [int(table.get((g, category), 0)) for g in groups],
-                "marker": {"color": LEVEL_COLORS.get(category, PALETTE[i % len(PALETTE)])},
-                "hovertemplate": f"%{{x}}: %{{y}} {y_title} · %{{fullData.name}}"
-                                 "<extra></extra>"})
-    return _figure(traces, title, barmode="stack",
-                   yaxis={"title": {"text": y_title}, "rangemode": "tozero"})
-
-
-def histogram(data: pd.DataFrame, x: str, color: str | None = "group", title: str = "",
-              x_title: str = "", bins: int = 10, x_range: Sequence[float] | None = None
-              ) -> go.Figure:
-    """The distribution of a number, one histogram per group, stacked: runs at the same
-    value add up (two runs at 0.70 make a bar of height 2, whatever their groups)."""
-    traces = []
-    if not data.empty:
-        groups = [(x, data)] if color is None else list(data.groupby(color, sort=True))
-        start, end = (x_range if x_range is not None else
-                      (float(data[x].min()), float(data[x].max()) or 1.0))
-        size = (end - start) / bins or 1.0
-        for i, (name, part) in enumerate(groups):
-            traces.append({"type": "histogram", "x": part[x].tolist(), "name": _text(name),
-                           "xbins": {"start": start, "end": end + 1e-9, "size": size},
-                           "marker": {"color": PALETTE[i % len(PALETTE)]}})
-    return _figure(traces, title, barmode="stack",
-                   xaxis={"title": {"text": x_title or x}}, yaxis={"title": {"text": "runs"}})
-
-
-def box(stats: pd.DataFrame, x: str = "group", color: str | None = None, title: str = "",
-        y_title: str = "") -> go.Figure:
-    """Box plots from precomputed statistics (`min, q1, median, q3, max, mean` per group), so
-    the figure carries six numbers per box, not every run; one colour per `color` value."""
-    traces = []
-    if not stats.empty:
-        parts = [(y_title, stats)] if color is None else list(stats.groupby(color, sort=True))
-        for i, (name, part) in enumerate(parts):
-            traces.append({"type": "box", "x": _texts(part[x]), "q1": part["q1"].tolist(),
-                           "median": part["median"].tolist(), "q3": part["q3"].tolist(),
-                           "lowerfence": part["min"].tolist(),
-                           "upperfence": part["max"].tolist(), "mean": part["mean"].tolist(),
-                           "marker": {"color": PALETTE[i % len(PALETTE)] if color else WINNER},
-                           "name": _text(name)})
-    return _figure(traces, title, showlegend=color is not None, boxmode="group",
-                   yaxis={"title": {"text": y_title}, "rangemode": "tozero"})
-
-
-def round_lines(points: pd.DataFrame, title: str = "") -> go.Figure:
-    """Accuracy by round, one line per group with its dashed round-1 line
-    (`engine.reports.rounds.accuracy_by_round_figure`, without published points: Insights
-    pools questions from any set)."""
-    from engine.reports.rounds import accuracy_by_round_figure
-    return accuracy_by_round_figure(points, (), title)
-
-
-def pareto(rows: pd.DataFrame, title: str = "", x: str = "tokens_per_run") -> go.Figure:
-    """Accuracy against spend per configuration (`engine.reports.pareto.pareto_rows`), as
-    `vega.pareto` draws it, for the static export: the front in colour and joined, the
-    dominated grey, a 95% interval on each point."""
-    axis, _ = vega.PARETO_AXES[x]
-    traces = []
-    for state, color in (("on the front", vega.FRONT), ("dominated", vega.DOMINATED)):
-        part = rows[rows["dominated"] == (state == "dominated")] if not rows.empty else rows
-        if part.empty:
-            continue
-        part = part.sort_values("spend")
-        high = (part["high"].astype(float) - part["accuracy"]).tolist()
-        low = (part["accuracy"] - part["low"].astype(float)).tolist()
-        traces.append({"type": "scatter", "mode": "lines+markers+text" if state ==
-                       "on the front" else "markers+text", "name": state,
-                       "x": part["spend"].tolist(), "y": part["accuracy"].tolist(),
-                       "text": _texts(part["configuration"]), "textposition": "top right",
-                       "marker": {"color": color, "size": 10},
-                       "line": {"color": color, "dash": "dot"},
-                       "error_y": {"type": "data", "array": high, "arrayminus": low,
-                                   "color": color},
-                       "customdata": part["n"].tolist(),
-                       "hovertemplate": "%{text}<br>%{y:.1%} (n=%{customdata})<extra></extra>"})
-    return _figure(traces, title, xaxis={"title": {"text": axis}, "rangemode": "tozero"},
-                   yaxis={"title": {"text": "accuracy (95% Wilson interval)"},
-                          "range": [0, 1], "tickformat": ".0%"})
-
-
-BUILDERS: dict[str, Callable[..., go.Figure]] = {
-    "timeline": timeline, "tally_bar": tally_bar, "sankey": sankey, "seat_usage": seat_usage,
-    "rate_bar": rate_bar, "stacked_counts": stacked_counts, "histogram": histogram, "box": box,
-    "round_lines": round_lines, "pareto": pareto}
+# accuracy by round in Insights: without published points (it pools questions from any set)
+BUILDERS: dict[str, Callable[..., go.Figure]] = {"sankey": sankey,
+                                                 "round_lines": accuracy_by_round_figure}
 
 
 def figure(chart: Any) -> go.Figure:
-    """The figure for an `insights.Chart` (its `kind` names a builder here)."""
+    """The figure for an `insights.Chart` of a kind Vega-Lite does not draw (`vega.spec`
+    draws the rest)."""
     return BUILDERS[chart.kind](chart.data, title=chart.title, **chart.spec)

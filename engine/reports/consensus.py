@@ -312,14 +312,19 @@ def fill_votes(store: Store, frame: pd.DataFrame) -> pd.DataFrame:
 def from_flat(flat: pd.DataFrame, expected: pd.Series) -> pd.DataFrame:
     """The columns `run_measures` reads, from Insights' flattened runs (`flatten`: `m_`
     metrics) and each run's expected answer (aligned with `flat`)."""
-    def column(name: str) -> list[Any]:
-        return flat[name].tolist() if name in flat else [None] * len(flat)
-    return pd.DataFrame({
-        "id": flat["id"].tolist(), "group": flat["group"].tolist(),
-        "protocol": flat["protocol"].tolist(), "simulated": flat["simulated"].tolist(),
-        "correct": flat["correct"].tolist(), "expected": expected.tolist(),
-        "answer": column("m_answer"), "judge": column("m_judge_confidence"),
-        "consensus": column("m_consensus"), "round_votes": column("m_round_votes")})
+    return _inputs(flat.assign(expected=expected.tolist()), "group", "m_answer",
+                   "m_judge_confidence", "m_consensus", "m_round_votes")
+
+
+def _inputs(runs: pd.DataFrame, group: str, answer: str, judge: str, consensus: str,
+            round_votes: str) -> pd.DataFrame:
+    """The columns `run_measures` reads, from `runs`' columns of those names (None where
+    `runs` has no such column)."""
+    named = {"id": "id", "group": group, "protocol": "protocol", "simulated": "simulated",
+             "correct": "correct", "expected": "expected", "answer": answer, "judge": judge,
+             "consensus": consensus, "round_votes": round_votes}
+    return pd.DataFrame({key: runs[name].tolist() if name in runs else [None] * len(runs)
+                         for key, name in named.items()})
 
 
 def from_store(store: Store, filters: Filters, kind: str, limit: int | None = None
@@ -360,14 +365,7 @@ def from_experiment(runs: pd.DataFrame, labels: Iterable[str], store: Store | No
     done = runs[runs["counted"].astype(bool)] if not runs.empty else runs
     if done.empty:
         return report(pd.DataFrame(columns=MEASURE_COLUMNS))
-    frame = pd.DataFrame({
-        "id": done["id"].tolist(), "group": done["label"].tolist(),
-        "protocol": done["protocol"].tolist(), "simulated": done["simulated"].tolist(),
-        "correct": done["correct"].tolist(), "expected": done["expected"].tolist(),
-        "answer": done["answer"].tolist(), "judge": done["judge"].tolist(),
-        "consensus": done["consensus"].tolist(),
-        "round_votes": done["round_votes"].tolist() if "round_votes" in done
-        else [None] * len(done)})
+    frame = _inputs(done, "label", "answer", "judge", "consensus", "round_votes")
     if store is not None:
         frame = fill_votes(store, frame)
     return report(run_measures(frame), labels)
@@ -443,6 +441,8 @@ def inflation_figure(table: pd.DataFrame, title: str = "") -> Any:
     """Agreement inflation (x, 95% interval) against final accuracy (y, 95% Wilson interval),
     one point per configuration; a manufactured consensus in red. Labels are text."""
     import plotly.graph_objects as go
+
+    from engine.reports import charts
     fig = go.Figure()
     rows = table[table["inflation"].notna() & table["accuracy"].notna()] \
         if not table.empty else table
@@ -456,32 +456,26 @@ def inflation_figure(table: pd.DataFrame, title: str = "") -> Any:
             x=x.tolist(), y=y.tolist(), mode="markers+text", name=name,
             text=[html_text(c) for c in part["configuration"]], textposition="top center",
             marker={"color": color, "size": 11},
-            error_x={"type": "data", "symmetric": False,
-                     "array": (part["inflation_high"].astype(float) - x).fillna(0).tolist(),
-                     "arrayminus": (x - part["inflation_low"].astype(float)).fillna(0)
-                     .tolist()},
-            error_y={"type": "data", "symmetric": False,
-                     "array": (part["accuracy_high"].astype(float) - y).tolist(),
-                     "arrayminus": (y - part["accuracy_low"].astype(float)).tolist()},
+            error_x=charts.interval(x, part["inflation_low"].astype(float).fillna(x),
+                                    part["inflation_high"].astype(float).fillna(x)),
+            error_y=charts.interval(y, part["accuracy_low"].astype(float),
+                                    part["accuracy_high"].astype(float)),
             customdata=[[m, s] for m, s in zip(part["multi_round"], part["scored"],
                                                strict=True)],
             hovertemplate="%{text}<br>inflation %{x:+.2f} (n=%{customdata[0]})<br>accuracy "
                           "%{y:.0%} (n=%{customdata[1]})<extra></extra>"))
     fig.add_vline(x=0, line={"dash": "dot", "color": "#999"})
-    fig.update_layout(title={"text": html_text(title)} if title else None,
-                      template="plotly_white", height=380,
-                      margin={"l": 10, "r": 10, "t": 40 if title else 10, "b": 10},
-                      legend={"orientation": "h", "y": -0.25},
-                      xaxis={"title": "agreement inflation (last round minus round one)"},
-                      yaxis={"title": "final accuracy", "range": [0, 1.05],
-                             "tickformat": ".0%"})
-    return fig
+    return fig.update_layout(charts.results_layout(
+        title, 380, xaxis={"title": "agreement inflation (last round minus round one)"},
+        yaxis={"title": "final accuracy", "range": [0, 1.05], "tickformat": ".0%"}))
 
 
 def selective_figure(points: pd.DataFrame, aucs: Mapping[str, float], title: str = "") -> Any:
     """Selective accuracy against coverage, one line per confidence source (AUARC in the
     legend), 95% Wilson intervals as error bars."""
     import plotly.graph_objects as go
+
+    from engine.reports import charts
     fig = go.Figure()
     colors = ("#3558c9", "#e65100", "#2e7d32")
     for i, source in enumerate(dict.fromkeys(points["source"]) if not points.empty else []):
@@ -490,21 +484,16 @@ def selective_figure(points: pd.DataFrame, aucs: Mapping[str, float], title: str
             x=part["coverage"].tolist(), y=part["accuracy"].tolist(), mode="lines+markers",
             name=html_text(f"{source} (AUARC {aucs.get(source, float('nan')):.3f})"),
             line={"color": colors[i % 3]},
-            error_y={"type": "data", "symmetric": False, "color": colors[i % 3],
-                     "array": (part["high"] - part["accuracy"]).tolist(),
-                     "arrayminus": (part["accuracy"] - part["low"]).tolist()},
+            error_y=charts.interval(part["accuracy"], part["low"], part["high"],
+                                    color=colors[i % 3]),
             customdata=part[["n", "threshold"]].values.tolist(),
             hovertemplate="coverage %{x:.0%} (n=%{customdata[0]}, confidence ≥ "
                           "%{customdata[1]:.2f})<br>accuracy %{y:.0%}<extra></extra>"))
-    fig.update_layout(title={"text": html_text(title)} if title else None,
-                      template="plotly_white", height=380,
-                      margin={"l": 10, "r": 10, "t": 40 if title else 10, "b": 10},
-                      legend={"orientation": "h", "y": -0.25},
-                      xaxis={"title": "coverage (share of runs answered)", "range": [0, 1.02],
-                             "tickformat": ".0%"},
-                      yaxis={"title": "accuracy of the runs answered", "range": [0, 1.05],
-                             "tickformat": ".0%"})
-    return fig
+    return fig.update_layout(charts.results_layout(
+        title, 380, xaxis={"title": "coverage (share of runs answered)", "range": [0, 1.02],
+                           "tickformat": ".0%"},
+        yaxis={"title": "accuracy of the runs answered", "range": [0, 1.05],
+               "tickformat": ".0%"}))
 
 
 def aucs_of(table: pd.DataFrame, configuration: str) -> dict[str, float]:

@@ -39,7 +39,7 @@ from engine.protocols.baselines import CONSULTANCY_KIND, PLACEBO_KIND
 from engine.protocols.baselines import consultancy as consultancy_arm
 from engine.protocols.baselines import placebo as placebo_arm
 from engine.reports.consensus import clean_votes, fill_votes
-from engine.reports.experiments import runs_frame
+from engine.reports.experiments import counted, runs_frame
 from engine.reports.positions import swapped_label
 from engine.reports.references import findings, findings_note
 from engine.store.experiments import row
@@ -136,9 +136,7 @@ def _counted(store: Store, experiment_id: str, kind: str | None,
     labels = [c["label"] for c in row(store, experiment_id)["spec"]["configs"]]
     frame = runs_frame(store, experiment_id) if frame is None else frame
     kind = kind or default_kind(frame)
-    if not frame.empty:
-        frame = frame[frame["counted"].astype(bool)
-                      & (frame["simulated"].astype(bool) == (kind == "simulated"))]
+    frame = counted(frame, simulated=kind == "simulated")
     if not frame.empty:
         frame = fill_votes(store, frame.reset_index(drop=True))
     return frame, kind, labels

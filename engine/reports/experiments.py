@@ -179,9 +179,14 @@ def _signal_columns(metrics: Mapping[str, Sequence[Any]], expected: list[Any]
     return {name: out[name] for name in RUN_COLUMNS if name in out}
 
 
-def _counted(frame: pd.DataFrame, label: str | None = None) -> pd.DataFrame:
-    rows = frame[frame["counted"]] if not frame.empty else frame
-    return rows[rows["label"] == label] if label is not None else rows
+def counted(frame: pd.DataFrame, label: str | None = None, simulated: bool | None = None
+            ) -> pd.DataFrame:
+    """A runs frame's counted runs (each cell's first completed run), of one configuration
+    `label` and one kind (`simulated`) when given."""
+    rows = frame[frame["counted"].astype(bool)] if not frame.empty else frame
+    if label is not None:
+        rows = rows[rows["label"] == label]
+    return rows if simulated is None else rows[rows["simulated"].astype(bool) == simulated]
 
 
 def calibration(frame: pd.DataFrame, label: str, signal: str, bins: int = 10) -> dict[str, Any]:
@@ -189,7 +194,7 @@ def calibration(frame: pd.DataFrame, label: str, signal: str, bins: int = 10) ->
     diagram's bins, ECE and Brier score over the counted runs that have both."""
     if signal not in SIGNALS:
         raise ConfigError(f"signal must be one of {', '.join(SIGNALS)}, got {signal!r}", "input")
-    return _calibration(_counted(frame, label), label, signal)
+    return _calibration(counted(frame, label), label, signal)
 
 
 def _calibration(done: pd.DataFrame, label: str, signal: str, bins: int = 10
@@ -348,7 +353,7 @@ def cost_per_run(done: pd.DataFrame) -> float:
 def question_scores(frame: pd.DataFrame, label: str) -> dict[int, float]:
     """Per question index: the share of this configuration's counted, scored runs that
     were right (the mean over repeats)."""
-    done = _counted(frame, label)
+    done = counted(frame, label)
     scored = done[done["correct"].notna()] if not done.empty else done
     if scored.empty:
         return {}
@@ -367,7 +372,7 @@ def compare(frame: pd.DataFrame, a: str, b: str) -> dict[str, Any]:
     """
     left, right = question_scores(frame, a), question_scores(frame, b)
     shared = sorted(set(left) & set(right))
-    behind = _counted(frame)
+    behind = counted(frame)
     behind = behind[behind["label"].isin([a, b])] if not behind.empty else behind
     simulated = bool("simulated" in behind and behind["simulated"].astype(bool).any())
     wins = sum(left[q] > right[q] for q in shared)
@@ -419,12 +424,12 @@ def question_table(frame: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame
                         "expected": [i.get("expected") or "" for i in spec["questions"]]})
     # (label, q) -> runs, scored, right, unanswered
     tally: dict[tuple[str, int], tuple[int, int, int, int]] = {}
-    counted = _counted(frame)
-    if not counted.empty:  # counted per cell in one grouping, not run by run
-        known = counted["correct"].notna()
-        right = known & counted["correct"].where(known, False).astype(bool)
-        counts = pd.DataFrame({"label": counted["label"], "q": counted["q"], "known": known,
-                               "right": right, "silent": counted["unanswered"].astype(bool)}
+    done = counted(frame)
+    if not done.empty:  # counted per cell in one grouping, not run by run
+        known = done["correct"].notna()
+        right = known & done["correct"].where(known, False).astype(bool)
+        counts = pd.DataFrame({"label": done["label"], "q": done["q"], "known": known,
+                               "right": right, "silent": done["unanswered"].astype(bool)}
                               ).groupby(["label", "q"], sort=False).agg(
             runs=("known", "size"), scored=("known", "sum"), right=("right", "sum"),
             silent=("silent", "sum"))
@@ -518,21 +523,15 @@ def accuracy_figure(table: pd.DataFrame, title: str = "", published: Sequence[An
     `published` (`references.published`): their figures, as labelled diamonds over their
     configuration's bar, a trace of their own named as theirs."""
     import plotly.graph_objects as go
+
+    from engine.reports import charts
     scored = table[table["scored"] > 0]
-    few = [int(n) < FEW for n in scored["scored"]]
-    fig = go.Figure(go.Bar(
-        x=[html_text(label) for label in scored["configuration"]],  # labels are text
-        y=list(scored["accuracy"]),
-        marker={"color": ["rgba(53,88,201,0.4)" if f else "#3558c9" for f in few]},
-        text=[f"n={n}" if f else "" for n, f in zip(scored["scored"], few, strict=True)],
-        error_y={"type": "data", "symmetric": False,
-                 "array": list(scored["accuracy_high"] - scored["accuracy"]),
-                 "arrayminus": list(scored["accuracy"] - scored["accuracy_low"])},
-        customdata=list(zip(scored["correct"], scored["scored"], scored["accuracy_low"],
-                            scored["accuracy_high"], strict=True)),
-        hovertemplate="%{x}: %{y:.0%} (%{customdata[0]}/%{customdata[1]}, n=%{customdata[1]}; "
-                      "95% CI %{customdata[2]:.0%}–%{customdata[3]:.0%})<extra></extra>",
-        name="this experiment", showlegend=False))
+    fig = go.Figure(charts.wilson_bars(
+        "this experiment", scored["configuration"], scored["accuracy"], scored["correct"],
+        scored["scored"], scored["accuracy_low"], scored["accuracy_high"], few_only=True,
+        color=charts.WINNER), charts.results_layout(title, 320, yaxis={
+            "title": "accuracy (95% Wilson interval)", "range": [0, 1.05],
+            "tickformat": ".0%"}, showlegend=False))
     theirs = [(html_text(label), p) for p in published for label in scored["configuration"]
               if p.fits(str(label))]
     if theirs:
@@ -544,10 +543,5 @@ def accuracy_figure(table: pd.DataFrame, title: str = "", published: Sequence[An
             textposition="middle right", cliponaxis=False,
             textfont={"size": 10, "color": PUBLISHED_COLOR}, name="published (theirs)",
             hovertext=[html_text(f"{p.label} ({p.citation}; {p.model})") for _, p in theirs],
-            hoverinfo="text", showlegend=False))
-    fig.update_layout(template="plotly_white", height=320,
-                      title={"text": html_text(title)} if title else None,
-                      margin={"l": 10, "r": 10, "t": 40 if title else 10, "b": 10},
-                      yaxis={"title": "accuracy (95% Wilson interval)", "range": [0, 1.05],
-                             "tickformat": ".0%"})
+            hoverinfo="text"))
     return fig

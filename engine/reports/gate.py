@@ -40,7 +40,7 @@ from engine.analysis import stats
 from engine.analysis.consensus_stats import mean_interval
 from engine.models import ConfigError
 from engine.reports import consensus
-from engine.reports.experiments import Report, report
+from engine.reports.experiments import Report, counted, report
 from engine.views.aggregate import SIMULATED_SUFFIX
 from engine.views.rounds import conformity_rates
 
@@ -94,13 +94,6 @@ def _about(result: Report) -> dict[str, Any]:
     return {"id": experiment["id"], "name": experiment["name"],
             "set_version": experiment.get("set_version") or "",
             "status": result.progress.status}
-
-
-def _counted(result: Report, label: str) -> pd.DataFrame:
-    runs = result.runs
-    if runs.empty:
-        return runs
-    return runs[runs["counted"].astype(bool) & (runs["label"] == label)]
 
 
 def _question_scores(done: pd.DataFrame) -> dict[str, list[float]]:
@@ -218,16 +211,16 @@ def gate(store: Store, candidate_id: str, baseline_id: str,
                                "cells")
     candidate_labels = [c["label"] for c in cand.experiment["spec"]["configs"]]
     compared = [c for c in base.experiment["spec"]["configs"]
-                if not _counted(base, c["label"]).empty]
+                if not counted(base.runs, c["label"]).empty]
     comparisons = (1 + len(MEASURES)) * len(compared)
     z, out.level = family_z(comparisons), 1 - 0.05 / max(1, comparisons)
     for config in compared:
         label = config["label"]
-        mine = _counted(base, label)
-        theirs = _counted(cand, label)
+        mine = counted(base.runs, label)
+        theirs = counted(cand.runs, label)
         if label not in candidate_labels or theirs.empty:
             out.regressions.append(_kind_note(label, [
-                c for c in candidate_labels if not _counted(cand, c).empty]))
+                c for c in candidate_labels if not counted(cand.runs, c).empty]))
             continue
         _compare(out, label, mine, theirs, max_drop, z)
     return out

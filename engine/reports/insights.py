@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Chart", "Section", "InsightsData", "RUN_COLUMNS", "flatten", "load_runs",
            "results_loader", "report", "rate_by", "counts_by", "mean_by", "spread_by",
-           "side_by_side", "completed", "flow_links", "overview_section", "accuracy_section",
+           "side_by_side", "completed", "flow_links", "accuracy_section",
            "cost_section", "KINDS", "default_kind", "keep_apart", "KIND_TITLES",
            "section_titles", "default_sections", "summarise", "load_summary",
            "overview_of", "accuracy_of", "cost_of", "report_from_store", "SAMPLE"]
@@ -133,15 +133,11 @@ def _sum(summary: pd.DataFrame, mask: Any = None) -> int:
     return int(summary["n"].sum() if mask is None else summary.loc[mask, "n"].sum())
 
 
-def overview_section(runs: pd.DataFrame) -> Section:
-    """How many runs and how they ended: completed, degraded (completed but lost a decisive
-    call or most of their turns), failed (no model call succeeded, or a crash) and
-    interrupted, each counted apart."""
-    return overview_of(summarise(runs))
-
-
 def overview_of(summary: pd.DataFrame) -> Section:
-    """`overview_section` from the runs added up (`summarise`, `load_summary`)."""
+    """How many runs and how they ended, from the runs added up (`summarise`,
+    `load_summary`): completed, degraded (completed but lost a decisive call or most of
+    their turns), failed (no model call succeeded, or a crash) and interrupted, each
+    counted apart."""
     status = summary["status"]
     degraded = (status == "completed") & summary["degraded_run"].astype(bool)
     titles = protocol_titles(summary["protocol"])
@@ -333,33 +329,39 @@ def report(runs: pd.DataFrame, results: Results | None = None,
     runs = keep_apart(runs, kind)
     if runs.empty:
         return []
-    sections = _sections(runs, load, set(section_titles() if only is None else only))
+    done = runs[runs["status"] == "completed"]
+
+    def section_of(name: str, make: Callable[[InsightsData], Section]) -> Section:
+        return _apart(runs[runs["protocol"] == name],
+                      lambda part: make(InsightsData(part, partial(load, name))))
+    return _report(summarise(runs), kind, only, section_of, done)
+
+
+def _report(summary: pd.DataFrame, kind: str, only: Sequence[str] | None,
+            section_of: Callable[[str, Callable[[InsightsData], Section]], Section],
+            values: pd.DataFrame, sample: str = "") -> list[Section]:
+    """The sections `only` names (every one when None) from the runs added up (`summary`,
+    one kind or both kept apart): a protocol's own section from `section_of(name, its
+    insights hook)`, the boxes of tokens and latency from `values` (a row per completed
+    run, or the sample `sample` describes); each chart's title says which runs it shows."""
+    wanted = set(section_titles() if only is None else only)
+    sections = [overview_of(summary)] if "overview" in wanted else []
+    for name, spec in REGISTRY.items():
+        if spec.insights is None or name not in wanted:
+            continue
+        if completed(summary[summary["protocol"] == name]).empty:
+            sections.append(Section(name, spec.title, note=f"No completed "
+                                    f"{spec.title.lower()} runs match these filters."))
+            continue
+        sections.append(section_of(name, spec.insights))
+    if "accuracy" in wanted:
+        sections.append(_apart(summary, accuracy_of))
+    if "cost" in wanted:
+        sections.append(_apart(summary, lambda part: cost_of(part, values, sample)))
     for section in sections:
         for chart in section.charts:
             chart.title += KIND_TITLES[kind]
     return sections
-
-
-def _sections(runs: pd.DataFrame, load: Results, only: set[str]) -> list[Section]:
-    sections = [overview_section(runs)] if "overview" in only else []
-    for name, spec in REGISTRY.items():
-        if spec.insights is None or name not in only:
-            continue
-        mine = runs[runs["protocol"] == name]
-        if completed(mine).empty:
-            sections.append(Section(name, spec.title, note=f"No completed "
-                                    f"{spec.title.lower()} runs match these filters."))
-            continue
-        sections.append(_apart(mine, partial(_protocol_section, spec.insights,
-                                             partial(load, name))))
-    return sections + [_apart(runs, make) for key, make in (("accuracy", accuracy_section),
-                                                            ("cost", cost_section))
-                       if key in only]
-
-
-def _protocol_section(make: Callable[[InsightsData], Section], load: Callable[[], pd.DataFrame],
-                      runs: pd.DataFrame) -> Section:
-    return make(InsightsData(runs, load))
 
 
 def _apart(runs: pd.DataFrame, make: Callable[[pd.DataFrame], Section]) -> Section:
@@ -509,45 +511,19 @@ def report_from_store(store: Store, filters: Filters, kind: str | None = None,
     shown = keep_apart(summary, kind)
     if shown.empty:
         return []
-    wanted = set(section_titles() if only is None else only)
-    sections = [overview_of(shown)] if "overview" in wanted else []
-    for name, spec in REGISTRY.items():
-        if spec.insights is None or name not in wanted:
-            continue
-        if completed(shown[shown["protocol"] == name]).empty:
-            sections.append(Section(name, spec.title, note=f"No completed "
-                                    f"{spec.title.lower()} runs match these filters."))
-            continue
+
+    def section_of(name: str, make: Callable[[InsightsData], Section]) -> Section:
         runs, sample = _sampled(store, filters, summary, kind, _flat_runs(store), SECTION_SAMPLE,
                                 protocol=name)
         runs = keep_apart(runs, kind)
         results = _StoredResults(store, runs)
-        section = _apart(runs, partial(_protocol_section, spec.insights,
-                                       partial(results, name)))
+        section = _apart(runs, lambda part: make(InsightsData(part, partial(results, name))))
         section.caption = " ".join(part for part in (sample, results.said) if part)
-        sections.append(section)
-    if "accuracy" in wanted:
-        sections.append(_apart(shown, accuracy_of))
-    if "cost" in wanted:
+        return section
+    values, sample = pd.DataFrame(), ""
+    if only is None or "cost" in only:
         values, sample = _sampled(store, filters, summary, kind, _values(store),
                                   status="completed")
         values = keep_apart(values, kind) if not values.empty else values
-        sections.append(_apart_with(shown, values, sample))
-    for section in sections:
-        for chart in section.charts:
-            chart.title += KIND_TITLES[kind]
-    return sections
+    return _report(shown, kind, only, section_of, values, sample)
 
-
-def _apart_with(summary: pd.DataFrame, values: pd.DataFrame, sample: str) -> Section:
-    """`cost_of`, its headline numbers made again for real and simulated runs apart when
-    both are shown (as `_apart` does for the other sections)."""
-    section = cost_of(summary, values, sample)
-    kinds = summary["simulated"].astype(bool)
-    if kinds.nunique() > 1:
-        section.metrics = [(f"{label} ({name})", value)
-                           for name, part in (("real", summary[~kinds]),
-                                              ("simulated", summary[kinds]))
-                           if not completed(part).empty
-                           for label, value in cost_of(part, values, sample).metrics]
-    return section

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from engine.analysis.stats import wilson_interval
-from engine.text import NAME_MAX, html_text
-from engine.views.aggregate import FEW, rate_text
+from engine.text import NAME_MAX
+from engine.views.aggregate import rate_text
 
 if TYPE_CHECKING:
     from engine.store import Store
@@ -190,45 +190,22 @@ def positions_text(found: Positions) -> str:
     return "\n".join(lines)
 
 
-def _bars(fig: Any, name: str, x: list[str], rows: pd.DataFrame, rate: str, wins: str,
-          n: str) -> None:
-    """One bar trace: `rate` with its Wilson interval as error bars, its n on each bar
-    (faded below `FEW`); every label as text (`html_text`)."""
-    import plotly.graph_objects as go
-    fig.add_trace(go.Bar(
-        name=html_text(name), x=[html_text(v) for v in x], y=list(rows[rate]),
-        text=[f"n={v}" for v in rows[n]],
-        marker={"opacity": [0.4 if int(v) < FEW else 1.0 for v in rows[n]]},
-        error_y={"type": "data", "symmetric": False, "array": list(rows["high"] - rows[rate]),
-                 "arrayminus": list(rows[rate] - rows["low"])},
-        customdata=list(zip(rows[wins], rows[n], rows["low"], rows["high"], strict=True)),
-        hovertemplate="%{x}: %{y:.0%} (%{customdata[0]}/%{customdata[1]}, "
-                      "n=%{customdata[1]}; 95% CI %{customdata[2]:.0%}–"
-                      "%{customdata[3]:.0%})<extra>%{fullData.name}</extra>"))
-
-
-def _layout(fig: Any, title: str) -> Any:
-    fig.update_layout(template="plotly_white", height=340, barmode="group",
-                      margin={"l": 10, "r": 10, "t": 10, "b": 10},
-                      yaxis={"title": title, "range": [0, 1.05], "tickformat": ".0%"})
-    return fig
-
-
 def position_figure(table: pd.DataFrame) -> Any:
     """The rate at which the seat in each position carried the outcome, per configuration,
     with its 95% Wilson interval as error bars and its n on the bar."""
-    import plotly.graph_objects as go
-    fig = go.Figure()
-    for label, rows in table.groupby("configuration", sort=False):
-        _bars(fig, str(label), list(rows["position"]), rows, "rate", "carried", "n")
-    return _layout(fig, "carried the outcome (95% Wilson interval)")
+    from engine.reports import charts
+    return charts.share_bars([charts.wilson_bars(str(label), rows["position"], rows["rate"],
+                                                 rows["carried"], rows["n"], rows["low"],
+                                                 rows["high"])
+                              for label, rows in table.groupby("configuration", sort=False)],
+                             "carried the outcome (95% Wilson interval)")
 
 
 def consistency_figure(table: pd.DataFrame) -> Any:
     """Each swapped pair's share of verdicts that follow the same seat both ways, with its
     95% Wilson interval and n."""
-    import plotly.graph_objects as go
-    fig = go.Figure()
-    _bars(fig, "judge position consistency", list(table["configuration"]), table, "share",
-          "consistent", "pairs")
-    return _layout(fig, "same seat both ways (95% Wilson interval)")
+    from engine.reports import charts
+    return charts.share_bars([charts.wilson_bars(
+        "judge position consistency", table["configuration"], table["share"],
+        table["consistent"], table["pairs"], table["low"], table["high"])],
+        "same seat both ways (95% Wilson interval)")

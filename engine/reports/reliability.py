@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from engine.analysis import stats
+from engine.reports.experiments import counted
 from engine.text import html_text
 
 
@@ -22,6 +23,8 @@ def reliability_figure(calibrations: Sequence[Mapping[str, Any]], title: str = "
     confidence per bin (marker size = runs in the bin), with the diagonal of perfect
     calibration; ECE and Brier in the legend."""
     import plotly.graph_objects as go
+
+    from engine.reports import charts
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="perfect calibration",
                              line={"dash": "dot", "color": "#999"}))
@@ -38,13 +41,9 @@ def reliability_figure(calibrations: Sequence[Mapping[str, Any]], title: str = "
             meta={CALIBRATION: number},  # which calibration a clicked point is (`picked_bin`)
             hovertemplate="confidence %{x:.2f}<br>accuracy %{y:.2f}<br>%{customdata[0]} runs "
                           "in [%{customdata[1]:.1f}, %{customdata[2]:.1f})<extra></extra>"))
-    fig.update_layout(title={"text": html_text(title)} if title else None,
-                      template="plotly_white",
-                      height=420, margin={"l": 10, "r": 10, "t": 40 if title else 10, "b": 10},
-                      legend={"orientation": "h", "y": -0.25},
-                      xaxis={"title": "confidence", "range": [0, 1.02]},
-                      yaxis={"title": "share correct", "range": [0, 1.02]})
-    return fig
+    return fig.update_layout(charts.results_layout(
+        title, 420, xaxis={"title": "confidence", "range": [0, 1.02]},
+        yaxis={"title": "share correct", "range": [0, 1.02]}))
 
 
 CALIBRATION = "calibration"  # a reliability trace's meta key: its index in the calibrations
@@ -92,7 +91,7 @@ def in_bin(frame: pd.DataFrame, chosen: Bin) -> pd.DataFrame:
     with a correctness and a `signal` in the bin (the runs `calibration` put there)."""
     if frame.empty:
         return frame
-    rows = frame[frame["counted"] & (frame["label"] == chosen.label)]
+    rows = counted(frame, chosen.label)
     rows = rows[rows["correct"].notna() & rows[chosen.signal].notna()]
     inside = [stats.bin_index(float(v), chosen.bins) == chosen.index for v in rows[chosen.signal]]
     return rows[inside]

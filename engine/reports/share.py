@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from engine.reports import controls
+from engine.reports.experiments import counted
 from engine.reports.references import findings, findings_note
 from engine.reports.runs import USAGE_WORDS
 from engine.text import words
@@ -240,12 +241,10 @@ def _placebo(report: Any) -> list[str]:
     """Each configuration against its placebo arm as the Experiments page shows it, over
     the report's kind of run (nothing when the experiment has no placebo arm)."""
     pairs = controls.placebo_pairs(report.experiment["spec"])
-    frame = report.runs
-    if not pairs or frame.empty or report.kind not in ("real", "simulated"):
+    if not pairs or report.runs.empty or report.kind not in ("real", "simulated"):
         return []
-    frame = frame[frame["counted"].astype(bool)
-                  & (frame["simulated"].astype(bool) == (report.kind == "simulated"))]
-    found = controls.placebo_from(frame, report.kind, pairs)
+    found = controls.placebo_from(counted(report.runs, simulated=report.kind == "simulated"),
+                                  report.kind, pairs)
     if not found:
         return []
     return ["<h2>Placebo: peers talking about another question</h2>",
@@ -264,9 +263,8 @@ def _answers_only(report: Any, judged: pd.DataFrame | None) -> list[str]:
     if judged is None or judged.empty or report.runs.empty or \
             report.kind not in ("real", "simulated"):
         return []
-    frame = report.runs[report.runs["counted"].astype(bool)
-                        & (report.runs["simulated"].astype(bool) == (report.kind == "simulated"))]
-    found = controls.answers_only_from(frame, judged, report.kind, report.experiment["spec"])
+    found = controls.answers_only_from(counted(report.runs, simulated=report.kind == "simulated"),
+                                       judged, report.kind, report.experiment["spec"])
     if not found:
         return []
     return ["<h2>The judge without the transcript</h2>",

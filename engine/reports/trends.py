@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from engine.analysis.stats import Z95
-from engine.reports.experiments import report
+from engine.reports import vega
+from engine.reports.experiments import counted, report
 from engine.reports.gate import MEASURES
 from engine.store.experiments import list_experiments
 from engine.views.aggregate import SIMULATED_SUFFIX
@@ -75,8 +76,7 @@ def over_time(store: Store, name: str) -> pd.DataFrame:
         spec, version = result.experiment["spec"], result.experiment.get("set_version") or ""
         runs = result.runs
         for label in result.labels:
-            done = runs[runs["counted"].astype(bool) & (runs["label"] == label)] \
-                if not runs.empty else runs
+            done = counted(runs, label)
             if done.empty:
                 continue
             moved = ", ".join(changes(previous[0] if previous else None, spec, label,
@@ -124,7 +124,7 @@ def trend_spec(frame: pd.DataFrame, measure: str) -> dict[str, Any]:
                 "y2": {"field": "high"}, "color": encoding["color"]}},
             {"mark": {"type": "line", "point": False}, "encoding": encoding},
             {"mark": {"type": "point", "filled": True, "size": 80},
-             "params": [{"name": "pick", "select": {"type": "point", "fields": ["experiment"]}}],
+             "params": [{"name": vega.PICK, "select": {"type": "point", "fields": ["experiment"]}}],
              "encoding": {**encoding, "tooltip": tooltip}},
             {"transform": [{"filter": "datum.marker != ''"}],
              "mark": {"type": "point", "shape": "diamond", "size": 260, "filled": False,
@@ -135,9 +135,5 @@ def trend_spec(frame: pd.DataFrame, measure: str) -> dict[str, Any]:
 def picked_experiment(event: Any) -> str | None:
     """The experiment of the point a click selected on `trend_spec`'s chart, from
     `st.vega_lite_chart`'s event (None when nothing is selected)."""
-    try:
-        point = event["selection"]["pick"][0]
-    except (KeyError, IndexError, TypeError):
-        return None
-    found = point.get("experiment") if isinstance(point, Mapping) else None
+    found = (vega.selected(event) or {}).get("experiment")
     return str(found) if found else None

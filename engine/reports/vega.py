@@ -26,6 +26,7 @@ from typing import Any
 import pandas as pd
 
 from engine.analysis.stats import wilson_interval
+from engine.views.aggregate import FEW
 
 PICK = "pick"  # the selection parameter of every clickable spec
 WINNER, OTHER, ACCENT = "#3558c9", "#9aa7c7", "#f9a825"
@@ -39,7 +40,6 @@ LEVEL_COLORS = {"high": "#2e7d32", "medium": "#f9a825", "low": "#c62828",
                 "completed (degraded)": "#ff8f00",
                 "not approved": "#c62828"}  # a level or an ending, in the same colour anywhere
 WHOLE = {"tickMinStep": 1, "format": "d"}  # an axis of counts: no tick at 2.5 runs
-FEW = 5  # a bar over fewer runs than this is drawn faded (as `aggregate.FEW` greys a row)
 
 
 def _number(value: Any) -> float | None:
@@ -91,20 +91,6 @@ def _colors(series: Sequence[str], colors: Mapping[str, str] | Sequence[str] | N
     return {"domain": list(series), "range": used}
 
 
-def count_table(data: pd.DataFrame, x: str, color: str, y: str,
-                order: Sequence[str] | None) -> tuple[list[str], list[str], pd.Series]:
-    """The groups (as the data lists them), the categories (those in `order` first) and the
-    summed counts by (group, category), all as text: what a stacked count chart draws, in
-    either library."""
-    present = list(dict.fromkeys(data[color].astype(str)))
-    categories = [c for c in (order or []) if c in present] + \
-        [c for c in present if c not in (order or [])]
-    groups = list(dict.fromkeys(data[x].astype(str)))
-    table = (data.assign(**{x: data[x].astype(str), color: data[color].astype(str)})
-             .groupby([x, color], sort=False)[y].sum())
-    return groups, categories, table
-
-
 def stacked_counts(data: pd.DataFrame, x: str = "group", color: str = "value",
                    y: str = "count", order: Sequence[str] | None = None, title: str = "",
                    y_title: str = "runs", colors: Mapping[str, str] | None = None
@@ -114,7 +100,12 @@ def stacked_counts(data: pd.DataFrame, x: str = "group", color: str = "value",
     spec = _base(title, 320)
     if data.empty:
         return {**spec, "data": {"values": []}, "mark": "bar"}
-    groups, categories, table = count_table(data, x, color, y, order)
+    present = list(dict.fromkeys(data[color].astype(str)))
+    categories = [c for c in (order or []) if c in present] + \
+        [c for c in present if c not in (order or [])]
+    groups = list(dict.fromkeys(data[x].astype(str)))
+    table = (data.assign(**{x: data[x].astype(str), color: data[color].astype(str)})
+             .groupby([x, color], sort=False)[y].sum())
     rows = [{"group": g, "series": c, "count": int(table.get((g, c), 0)),
              "rank": categories.index(c)}
             for g in groups for c in categories if int(table.get((g, c), 0))]
@@ -522,13 +513,18 @@ def spec(chart: Any) -> dict[str, Any] | None:
     return BUILDERS[chart.kind](chart.data, title=chart.title, **options)
 
 
-def picked(event: Any) -> tuple[str, str] | None:
-    """The (group, series) of the bar a click selected, from `st.vega_lite_chart`'s event
-    (None when nothing is selected)."""
+def selected(event: Any, param: str = PICK) -> Mapping[str, Any] | None:
+    """The point a click selected through `param`, from `st.vega_lite_chart`'s event (None
+    when nothing is selected)."""
     try:
-        point = event["selection"][PICK][0]
+        point = event["selection"][param][0]
     except (KeyError, IndexError, TypeError):
         return None
-    if not isinstance(point, Mapping):
-        return None
-    return str(point.get("group", "")), str(point.get("series", ""))
+    return point if isinstance(point, Mapping) else None
+
+
+def picked(event: Any) -> tuple[str, str] | None:
+    """The (group, series) of the bar a click selected (None when nothing is selected)."""
+    point = selected(event)
+    return None if point is None else (str(point.get("group", "")),
+                                       str(point.get("series", "")))

@@ -18,7 +18,7 @@ import pandas as pd
 from engine.analysis.replay import Outcome, Rule, StoredRun, replay, rules
 from engine.protocols import REGISTRY, stored_rounds
 from engine.reports.runs import Filters
-from engine.reports.vega import _number, interval_tooltip
+from engine.reports.vega import _base, _number, interval_tooltip
 from engine.views.aggregate import KINDS, SIMULATED_SUFFIX
 from engine.views.blocks import NO_LABEL
 
@@ -222,11 +222,7 @@ def chart(table: pd.DataFrame, group: str, title: str = "") -> dict[str, Any]:
                                     "tooltip": [{"field": "as_run", "type": "quantitative",
                                                  "format": ".1%",
                                                  "title": "accuracy as run"}]}})
-    spec: dict[str, Any] = {"height": 340, "autosize": {"type": "fit-x"},
-                            "data": {"values": scored}, "layer": layers}
-    if title:
-        spec["title"] = {"text": str(title), "fontSize": 15, "anchor": "start"}
-    return spec
+    return {**_base(title, 340), "data": {"values": scored}, "layer": layers}
 
 
 def _merged(values: list[dict[str, Any]]) -> list[dict[str, Any]]:

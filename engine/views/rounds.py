@@ -126,7 +126,7 @@ def mind_change_counts(results: pd.DataFrame, by: str = "group"
 
 def wide_rates(counts: Mapping[str, Mapping[int, Sequence[int]]], what: str = "round"
                ) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Per-group, per-round [count, n] as `charts.rate_bar` takes them: one row per group,
+    """Per-group, per-round [count, n] as `vega.rate_bar` takes them: one row per group,
     a rate and an n column per round; and the chart options naming them."""
     numbers = sorted({k for rounds in counts.values() for k in rounds})
     frame = pd.DataFrame({"group": list(counts)})
