@@ -21,7 +21,8 @@ import random
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from functools import wraps
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, ParamSpec, TypeVar
 
 from engine.analysis.answers import answers_match, hedge
 from engine.analysis.rounds_dynamics import votes
@@ -191,6 +192,18 @@ class ProtocolSpec(Generic[R]):
         carried = self.carried(result)
         return {"order": list(result.order),
                 "carried": None if carried is None else list(carried)}
+
+
+class AnswerResult(RunResult):
+    """A result whose `answer` is the run's final short answer, scored ("" when it gave
+    none)."""
+
+    gives_answer: ClassVar[bool] = True
+    answer: str = ""
+
+    def final_answer(self) -> str | None:
+        """`answer`; None when the run gave none (never invented)."""
+        return self.answer or None
 
 
 def tally_carried(counted: Any) -> list[str] | None:
@@ -490,6 +503,19 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run(releasing(coro))
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         return pool.submit(asyncio.run, releasing(coro)).result()
+
+
+P = ParamSpec("P")
+
+
+def synchronous(arun: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
+    """The synchronous twin of a protocol's runner `arun_X`, named `run_X` (`run_sync`)."""
+    @wraps(arun)
+    def run(*args: P.args, **kwargs: P.kwargs) -> T:
+        return run_sync(arun(*args, **kwargs))
+    run.__name__ = run.__qualname__ = arun.__name__.removeprefix("a")
+    run.__doc__ = f"Synchronous `{arun.__name__}`."
+    return run
 
 
 def split_run_options(kwargs: dict[str, Any], protocol: str) -> RunOptions:

@@ -34,8 +34,8 @@ from engine.protocols.base import (
     Slot,
     execute,
     presented,
-    run_sync,
     split_run_options,
+    synchronous,
     warn_hedge,
 )
 from engine.protocols.checks import require_seat
@@ -250,9 +250,7 @@ async def arun_council(question: str, *, members: list[Seat | Any], chairman: Se
                          {"members": members, "chairman": chair}, {"seed": seed}, run, order)
 
 
-def run_council(question: str, **kw: Any) -> CouncilResult:
-    """Synchronous `arun_council`."""
-    return run_sync(arun_council(question, **kw))
+run_council = synchronous(arun_council)
 
 
 # --------------------------------------------------------------------------- presentation

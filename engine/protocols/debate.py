@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import time
 from datetime import timedelta
-from typing import Any, ClassVar, Unpack
+from typing import Any, Unpack
 
 from pydantic import BaseModel, Field, computed_field
 
@@ -14,17 +14,18 @@ from engine.checks import ROUNDS_MAX, require_int, require_text, unique_names
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
 from engine.llm.lines import Line, line_format
-from engine.models import ConfigError, RunResult, Seat, Signals, Task
+from engine.models import ConfigError, Seat, Signals, Task
 from engine.protocols.base import (
     NO_POSITION,
     POSITION_CHARS,
+    AnswerResult,
     Option,
     ProtocolSpec,
     Slot,
     execute,
     presentation_order,
-    run_sync,
     split_run_options,
+    synchronous,
 )
 from engine.protocols.checks import require_seat
 from engine.protocols.sides import AGAINST, FOR, seat_sides, side_seats, verdict_winner
@@ -103,12 +104,10 @@ class DebateRound(BaseModel):
     opponent_argument: str
 
 
-class DebateResult(RunResult):
+class DebateResult(AnswerResult):
     """Seed 000's DebateResult, plus the turn log and the judge's short `answer` (its
     `ANSWER:` line; "" when it gave none), which is what a debate given `expected` is scored
     on."""
-
-    gives_answer: ClassVar[bool] = True  # its final answer is scored
 
     topic: str
     rounds: list[DebateRound]
@@ -117,7 +116,6 @@ class DebateResult(RunResult):
     pro_summary: str = ""
     con_summary: str = ""
     confidence: float = 0.0
-    answer: str = ""
     confidence_stated: bool = True  # False: the judge failed or gave no readable CONFIDENCE
     # DESIGN 2.10: seat name -> the side it argued (for / against); the side the verdict
     # rules for and the seat that argued it (None: the judge failed or named neither)
@@ -133,15 +131,10 @@ class DebateResult(RunResult):
         """True when the judge's call succeeded (a failed judge leaves an error verdict)."""
         return not self.verdict.startswith(JUDGE_ERROR_PREFIX)
 
-    def final_answer(self) -> str | None:
-        """The judge's ANSWER line; None without one (or with several different ones)."""
-        return self.answer or None
-
     @computed_field  # type: ignore[prop-decorator]  # mypy types no decorator over @property
     @property
     def is_high_confidence(self) -> bool:
         return self.confidence >= HIGH_CONFIDENCE
-
 
 
 def _transcript(rounds: list[DebateRound], first: str = FOR) -> str:
@@ -345,9 +338,7 @@ def _read_judge(reply: str) -> tuple[dict[str, str], tuple[float, bool], str]:
             answer_line(_answer_part(reply)))
 
 
-def run_debate(topic: str, **kw: Any) -> DebateResult:
-    """Synchronous `arun_debate`."""
-    return run_sync(arun_debate(topic, **kw))
+run_debate = synchronous(arun_debate)
 
 
 def _confidence_text(result: DebateResult) -> str:

@@ -22,8 +22,8 @@ from engine.protocols.base import (
     Slot,
     execute,
     presentation_order,
-    run_sync,
     split_run_options,
+    synchronous,
 )
 from engine.protocols.checks import require_seat
 from engine.protocols.roles import library_text
@@ -203,9 +203,7 @@ async def arun_duel(topic: str, *, a: Seat | Any, b: Seat | Any, rounds: int = 3
                          options, run, speaking)
 
 
-def run_duel(topic: str, **kw: Any) -> DuelResult:
-    """Synchronous `arun_duel`."""
-    return run_sync(arun_duel(topic, **kw))
+run_duel = synchronous(arun_duel)
 
 
 def declared_answer(text: str) -> str | None:

@@ -60,8 +60,8 @@ from engine.protocols.base import (
     ProtocolSpec,
     Slot,
     execute,
-    run_sync,
     split_run_options,
+    synchronous,
 )
 from engine.protocols.checks import require_seat
 from engine.protocols.panel_result import Assessment, Critique, PanelResult, Rebuttal
@@ -399,9 +399,7 @@ async def arun_panel(question: str, *, debaters: list[Seat | Any], critic: Seat 
                          run, order)
 
 
-def run_panel(question: str, **kw: Any) -> PanelResult:
-    """Synchronous `arun_panel`."""
-    return run_sync(arun_panel(question, **kw))
+run_panel = synchronous(arun_panel)
 
 
 def _defaults(*personas: Any) -> tuple[dict[str, str], ...]:

@@ -3,12 +3,12 @@ line, the signals stored for experiments and Insights, the run detail's blocks a
 panel's Insights section."""
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from engine.analysis.stances import Confidence, Tally
-from engine.models import RunResult, Signals
+from engine.models import Signals
 from engine.protocols.ballots import (
     Proposal,
     confidence_text,
@@ -19,6 +19,7 @@ from engine.protocols.ballots import (
     tally_outcome,
     tally_rows,
 )
+from engine.protocols.base import AnswerResult
 from engine.protocols.personas import PERSONAS
 from engine.simulated.world import PERSONA_CAVEAT
 from engine.views.aggregate import completed, rate_by, rate_text
@@ -61,7 +62,7 @@ class Critique(BaseModel):
         return next((a for a in self.assessments if a.persona == name), None)
 
 
-class PanelResult(RunResult):
+class PanelResult(AnswerResult):
     """Seed 002's debate result, plus round one's tally (what a plain vote would have said).
 
     `mind_changes` are measured from the normalised stances (round one -> rebuttal);
@@ -69,8 +70,6 @@ class PanelResult(RunResult):
     can disagree visibly. `change_kinds` (persuaded, misled, switched, held) is filled only
     when the run was given an `expected` answer.
     """
-
-    gives_answer: ClassVar[bool] = True  # its final answer is scored
 
     question: str
     proposals: list[Proposal]
@@ -83,7 +82,6 @@ class PanelResult(RunResult):
     confidence: Confidence
     first_round: Tally
     first_round_confidence: Confidence
-    answer: str = ""
     rationale: str = ""
     key_points: list[str] = Field(default_factory=list)
 
@@ -99,7 +97,6 @@ class PanelResult(RunResult):
         return [r.persona for r in self.rebuttals
                 if r.usable and r.changed_mind is not None and before.get(r.persona)
                 and r.changed_mind != (r.persona in measured)]
-
 
 
 def summary(result: PanelResult) -> str:

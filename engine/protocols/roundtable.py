@@ -28,8 +28,8 @@ from engine.protocols.base import (
     Slot,
     execute,
     presented,
-    run_sync,
     split_run_options,
+    synchronous,
     tally_carried,
 )
 from engine.protocols.checks import require_seat
@@ -340,9 +340,7 @@ async def arun_roundtable(question: str, *, agents: list[Seat | Any], rounds: in
                          {"agents": seats, "judge": judge_seat}, options, run, order)
 
 
-def run_roundtable(question: str, **kw: Any) -> RoundtableResult:
-    """Synchronous `arun_roundtable`."""
-    return run_sync(arun_roundtable(question, **kw))
+run_roundtable = synchronous(arun_roundtable)
 
 
 SPEC = ProtocolSpec(

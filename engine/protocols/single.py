@@ -10,7 +10,7 @@ waits for the one before.
 from __future__ import annotations
 
 import time
-from typing import Any, ClassVar, Unpack
+from typing import Any, Unpack
 
 import pandas as pd
 from pydantic import Field
@@ -20,15 +20,16 @@ from engine.analysis.conformity import conformity
 from engine.checks import require_int, require_text
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
-from engine.models import ConfigError, RunResult, Seat, Signals, Task
+from engine.models import ConfigError, Seat, Signals, Task
 from engine.protocols.ballots import ABSTAINED
 from engine.protocols.base import (
+    AnswerResult,
     Option,
     ProtocolSpec,
     Slot,
     execute,
-    run_sync,
     split_run_options,
+    synchronous,
     warn_hedge,
 )
 from engine.protocols.checks import require_seat
@@ -62,19 +63,12 @@ ANSWERS_MAX = 20_000  # characters of final answers an answers-only judge reads
 MIN_ROUNDS, MAX_ROUNDS = 1, 10
 
 
-class SingleResult(RunResult):
+class SingleResult(AnswerResult):
     """One reply per round; `answer` is the last round's answer ("" when it gave none)."""
-
-    gives_answer: ClassVar[bool] = True  # its final answer is scored
 
     question: str
     replies: list[Reply] = Field(default_factory=list)
-    answer: str = ""
     mind_changes: list[MindChange] = Field(default_factory=list)
-
-    def final_answer(self) -> str | None:
-        """The last round's answer; None when the agent gave none."""
-        return self.answer or None
 
 
 def _changes(replies: list[Reply]) -> list[MindChange]:
@@ -153,9 +147,7 @@ def _answers(value: Any) -> str:
     return value.strip()
 
 
-def run_single(question: str, **kw: Any) -> SingleResult:
-    """Synchronous `arun_single`."""
-    return run_sync(arun_single(question, **kw))
+run_single = synchronous(arun_single)
 
 
 # --------------------------------------------------------------------------- presentation

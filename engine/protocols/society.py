@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import Any, ClassVar, Unpack
+from typing import Any, Unpack
 
 from pydantic import BaseModel, Field
 
@@ -22,7 +22,7 @@ from engine.checks import require_int, require_text
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
 from engine.llm.lines import Line, line_format
-from engine.models import ConfigError, RunResult, Seat, Signals, Task
+from engine.models import ConfigError, Seat, Signals, Task
 from engine.protocols.ballots import (
     ABSTAINED,
     confidence_text,
@@ -36,13 +36,14 @@ from engine.protocols.ballots import (
 )
 from engine.protocols.base import (
     NO_POSITION,
+    AnswerResult,
     Option,
     ProtocolSpec,
     Slot,
     execute,
     presented,
-    run_sync,
     split_run_options,
+    synchronous,
     tally_carried,
     warn_hedge,
 )
@@ -82,7 +83,6 @@ TASK_KEYS = ("reasoning", "answer")  # the simulated model's reply shape (it rea
 
 MIN_AGENTS, MAX_AGENTS = 2, 8
 MIN_ROUNDS, MAX_ROUNDS = 1, 10
-
 
 
 def answer_text(text: str) -> str:
@@ -137,26 +137,18 @@ class MindChange(BaseModel):
     after: str
 
 
-class SocietyResult(RunResult):
+class SocietyResult(AnswerResult):
     """Every round's replies and tally; `answer` is the last round's plurality, or with
     `synthesize` the synthesizer's ANSWER line (`synthesis` its whole reply)."""
-
-    gives_answer: ClassVar[bool] = True  # its final answer is scored
 
     question: str
     rounds: list[list[Reply]] = Field(default_factory=list)
     tallies: list[Tally] = Field(default_factory=list)
     first_round: Tally | None = None
-    answer: str = ""
     mind_changes: list[MindChange] = Field(default_factory=list)
     confidence: Confidence | None = None
     synthesizer: str | None = None
     synthesis: str = ""
-
-    def final_answer(self) -> str | None:
-        """The last round's plurality (the synthesis's ANSWER line with `synthesize`); None
-        when every agent abstained, or the synthesizer failed or gave no ANSWER line."""
-        return self.answer or None
 
 
 # --------------------------------------------------------------------------- the run
@@ -305,9 +297,7 @@ async def arun_society(question: str, *, agents: list[Seat | Any], rounds: int =
                          run, order)
 
 
-def run_society(question: str, **kw: Any) -> SocietyResult:
-    """Synchronous `arun_society`."""
-    return run_sync(arun_society(question, **kw))
+run_society = synchronous(arun_society)
 
 
 # --------------------------------------------------------------------------- presentation

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, ClassVar, Unpack
+from typing import Any, Unpack
 
 from pydantic import Field
 
@@ -15,7 +15,7 @@ from engine.analysis.stances import Confidence, Tally, derive_confidence, tally
 from engine.checks import require_text
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
-from engine.models import RunResult, Seat, Signals
+from engine.models import Seat, Signals
 from engine.protocols.ballots import (
     MAX_DEBATERS,
     PROPOSE,
@@ -30,12 +30,13 @@ from engine.protocols.ballots import (
     tally_rows,
 )
 from engine.protocols.base import (
+    AnswerResult,
     ProtocolSpec,
     Slot,
     execute,
     presented,
-    run_sync,
     split_run_options,
+    synchronous,
     tally_carried,
 )
 from engine.protocols.personas import PANEL_DEBATERS
@@ -50,16 +51,13 @@ TEMPLATES = {"propose": PROPOSE}
 MIN_VOTERS, MAX_VOTERS = 2, 2 * MAX_DEBATERS + 2
 
 
-class VoteResult(RunResult):
+class VoteResult(AnswerResult):
     """The ballots, their tally and the computed confidence; `answer` is the tally winner."""
-
-    gives_answer: ClassVar[bool] = True  # its final answer is scored
 
     question: str
     proposals: list[Proposal] = Field(default_factory=list)
     tally: Tally
     confidence: Confidence
-    answer: str = ""
 
     def final_answer(self) -> str | None:
         """The tally winner (normalised); None when every voter abstained."""
@@ -94,9 +92,7 @@ async def arun_vote(question: str, *, voters: list[Seat | Any], **kw: Unpack[Run
                          order)
 
 
-def run_vote(question: str, **kw: Any) -> VoteResult:
-    """Synchronous `arun_vote`."""
-    return run_sync(arun_vote(question, **kw))
+run_vote = synchronous(arun_vote)
 
 
 # --------------------------------------------------------------------------- presentation
