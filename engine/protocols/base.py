@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from functools import wraps
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, ParamSpec, TypeVar
 
-from engine.analysis.answers import answers_match, hedge
+from engine.analysis.answers import answer_line, answers_match, hedge
 from engine.analysis.rounds_dynamics import votes
 from engine.config import PLANTED, RunConfig, RunOptions, SeatSpec
 from engine.errors import UNEXPLAINED, counted
@@ -223,6 +223,23 @@ def warn_hedge(ctx: RunContext, turn: Turn, text: str) -> bool:
     return bool(why)
 
 
+def closing_answer(ctx: RunContext, turn: Turn, failed: str, reader: str, whole: str
+                   ) -> tuple[str, str, list[str]]:
+    """(the reply, its last ANSWER line, warnings) of the call whose ANSWER line is the run's
+    final answer (a chairman's, a synthesis's): nothing from a failed call, no answer from a
+    reply without an ANSWER line or declaring several different ones, never an invented one.
+    `failed` and `reader` name the caller in the warnings, `whole` what is left without."""
+    left = f"; {whole} has no final answer"
+    if not turn.ok:
+        return "", "", [f"{failed} failed ({turn.error}){left}"]
+    answer = ctx.guard(turn, answer_line, turn.reply) or ""
+    if answer:
+        return turn.reply, answer, []
+    why = ("declared several different answers" if warn_hedge(ctx, turn, turn.reply)
+           else "gave no ANSWER line")
+    return turn.reply, "", [f"{reader} {why}{left}"]
+
+
 def output_counts(turns: Sequence[Turn]) -> dict[str, int]:
     """How many JSON calls took each output path (`engine.llm.structured`), for the run's
     metrics; nothing for a run without JSON calls."""
@@ -307,26 +324,11 @@ async def execute(spec: ProtocolSpec[Any], question: str, templates: Mapping[str
         ctx.run_id = run_id  # a Stop through the store ends a wait for a slot (RunStopped)
     try:
         result = await body(ctx)
-    except RunStopped as exc:
+    except BaseException as exc:  # keep what was recorded: a run never stays `running`
+        status, error = _ended(exc)
         if store is not None and run_id is not None:
-            store.end_run(run_id, "interrupted", str(exc))
-        traced("interrupted")
-        raise
-    except (KeyboardInterrupt, asyncio.CancelledError) as exc:  # Ctrl-C, SIGTERM, a cancel
-        if store is not None and run_id is not None:
-            store.end_run(run_id, "interrupted", INTERRUPTED if isinstance(
-                exc, KeyboardInterrupt) or not str(exc) else f"{INTERRUPTED}: {exc}")
-        traced("interrupted")
-        raise
-    except StoreWriteError as exc:  # the end waits in the store until it can be written
-        if store is not None and run_id is not None:
-            store.end_run(run_id, "failed", str(exc))
-        traced("failed")
-        raise
-    except BaseException as exc:  # a bug or a crash: keep what was recorded, never `running`
-        if store is not None and run_id is not None:
-            store.end_run(run_id, "failed", f"{type(exc).__name__}: {exc}")
-        traced("failed")
+            store.end_run(run_id, status, error)
+        traced(status)
         raise
     result.protocol = protocol
     result.turns = ctx.turns
@@ -354,15 +356,25 @@ async def _finish(spec: ProtocolSpec[Any], store: Store | None, run_id: str | No
                                                                      _seat_names(result)),
                                                  **donor_metrics(run)},
                                 error=error, lost=lost)
-    except StoreWriteError as exc:
-        store.end_run(run_id, "failed", str(exc))
-        _trace(result.protocol, run_id, result.turns, "failed", began, run)
-        raise
     except Exception as exc:  # a bug: the run says so rather than stay `running`
-        store.end_run(run_id, "failed", f"{type(exc).__name__}: {exc}")
+        store.end_run(run_id, "failed", _ended(exc)[1])
         _trace(result.protocol, run_id, result.turns, "failed", began, run)
         raise
     return error
+
+
+def _ended(exc: BaseException) -> tuple[str, str]:
+    """The status and error a run ends with when `exc` stops it: `interrupted` for a Stop
+    (`RunStopped`), Ctrl-C, SIGTERM or a cancel, else `failed`; a store write that failed
+    says so as it is, anything else (a bug) with its class."""
+    if isinstance(exc, RunStopped):
+        return "interrupted", str(exc)
+    if isinstance(exc, KeyboardInterrupt | asyncio.CancelledError):
+        return "interrupted", f"{INTERRUPTED}: {exc}" if str(exc) and isinstance(
+            exc, asyncio.CancelledError) else INTERRUPTED
+    if isinstance(exc, StoreWriteError):
+        return "failed", str(exc)
+    return "failed", f"{type(exc).__name__}: {exc}"
 
 
 def _trace(protocol: str, run_id: str | None, turns: list[Turn], status: str, began: Any,

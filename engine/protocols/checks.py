@@ -35,3 +35,11 @@ def require_seat(seat: object, slot: str, endpoints: EndpointRegistry | None = N
         raise ConfigError(f"{slot}: the model spec {seat.spec[:60]!r}... is {len(seat.spec)} "
                           f"characters; the limit is {NAME_MAX}", "limit")
     return seat
+
+
+def require_flags(**flags: object) -> None:
+    """Each of `flags` (an option's name and value) is true or false; a `ConfigError`
+    naming the first that is not."""
+    for name, flag in flags.items():
+        if not isinstance(flag, bool):
+            raise ConfigError(f"{name} must be true or false, got {flag!r}", "input")

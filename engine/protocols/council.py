@@ -32,6 +32,7 @@ from engine.protocols.base import (
     Option,
     ProtocolSpec,
     Slot,
+    closing_answer,
     execute,
     presented,
     split_run_options,
@@ -148,16 +149,7 @@ async def _chairman(ctx: RunContext, chair: Seat, question: str, answers: dict[s
                 others={by_label[s]: briefs.get(s, "") for s in leading})
     turn = await ctx.call_lines(chair, [{"role": "user", "content": prompt}],
                                 line=ANSWER_LINE, phase="chair", round=3, task=task)
-    if not turn.ok:
-        return "", "", [f"the chairman failed ({turn.error}); the council has no final answer"]
-    answer = ctx.guard(turn, answer_line, turn.reply) or ""
-    if answer:
-        return turn.reply, answer, []
-    if warn_hedge(ctx, turn, turn.reply):
-        return turn.reply, "", ["the chairman declared several different answers; the "
-                                "council has no final answer"]
-    return turn.reply, "", ["the chairman gave no ANSWER line; the council has no final "
-                            "answer"]
+    return closing_answer(ctx, turn, "the chairman", "the chairman", "the council")
 
 
 async def arun_council(question: str, *, members: list[Seat | Any], chairman: Seat | Any,

@@ -27,7 +27,7 @@ from engine.protocols.base import (
     split_run_options,
     synchronous,
 )
-from engine.protocols.checks import require_seat
+from engine.protocols.checks import require_flags, require_seat
 from engine.protocols.sides import AGAINST, FOR, seat_sides, side_seats, verdict_winner
 from engine.protocols.society import read_answer
 from engine.protocols.templates import Template, render
@@ -187,7 +187,7 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
     unique_names([proponent, opponent, judge], "seat")
     require_int(max_rounds, "max_rounds", 1, ROUNDS_MAX, "debate")
     limit = _seconds(timeout)
-    _require_flags(swap_sides=swap_sides, consultancy=consultancy)
+    require_flags(swap_sides=swap_sides, consultancy=consultancy)
     by_seat = seat_sides(proponent.name, opponent.name, swap_sides)
     sides = side_seats(by_seat)  # side -> seat, as the simulated judge reads it
     pro_seat, con_seat = (opponent, proponent) if swap_sides else (proponent, opponent)
@@ -286,12 +286,6 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
     return await execute(SPEC, topic, TEMPLATES, body,
                          {"proponent": proponent, "opponent": opponent, "judge": judge},
                          options, run, order)
-
-
-def _require_flags(**flags: Any) -> None:
-    for name, flag in flags.items():
-        if not isinstance(flag, bool):
-            raise ConfigError(f"{name} must be true or false, got {flag!r}", "input")
 
 
 async def _consult(ctx: RunContext, seat: Seat, side: str, sides: dict[str, str], topic: str,

@@ -30,19 +30,16 @@ from engine.protocols.base import (
     execute,
     split_run_options,
     synchronous,
-    warn_hedge,
 )
 from engine.protocols.checks import require_seat
 from engine.protocols.society import (
     ANSWER,
     FINAL,
-    FINAL_LINE,
     TASK_KEYS,
     MindChange,
     Reply,
-    answer_text,
-    read_answer,
     reply_warning,
+    speak,
 )
 from engine.protocols.templates import Template, render
 from engine.views.aggregate import completed, numbers
@@ -112,16 +109,9 @@ async def arun_single(question: str, *, agent: Seat | Any, rounds: int = 1,
                 task = Task(kind="revise", keys=TASK_KEYS, own=replies[-1].answer or None)
                 history.append({"role": "user", "content": render(
                     TEMPLATES, ctx.prompts, "reflect", question=question)})
-            turn = await ctx.call_lines(agent, history, line=FINAL_LINE,
-                                        phase="answer" if number == 1 else "reflect",
-                                        round=number, task=task)
-            text = turn.reply if turn.ok else ""
-            answer = (ctx.guard(turn, read_answer, text) or "") if text else ""
-            if answer == "" and text:
-                warn_hedge(ctx, turn, answer_text(text))
-            replies.append(Reply(agent=agent.name, icon=agent.icon, round=number, text=text,
-                                 answer=answer, error=turn.error))
-            history.append({"role": "assistant", "content": text or ABSTAINED})
+            reply, history = await speak(ctx, agent, history, number, task,
+                                         "answer" if number == 1 else "reflect")
+            replies.append(reply)
         warnings = [f"round {r.round}: {reply_warning(r)}; the agent abstains"
                     for r in replies if not r.answer]
         return SingleResult(question=question, replies=replies, answer=replies[-1].answer,

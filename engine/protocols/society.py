@@ -15,14 +15,14 @@ from typing import Any, Unpack
 
 from pydantic import BaseModel, Field
 
-from engine.analysis.answers import answer_line, answers_match, extract_answer, hedge
+from engine.analysis.answers import answers_match, extract_answer, hedge
 from engine.analysis.conformity import Conformity, conformity
 from engine.analysis.stances import Confidence, Tally, derive_confidence, normalize_stance, tally
 from engine.checks import require_int, require_text
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
 from engine.llm.lines import Line, line_format
-from engine.models import ConfigError, Seat, Signals, Task
+from engine.models import Seat, Signals, Task
 from engine.protocols.ballots import (
     ABSTAINED,
     confidence_text,
@@ -40,6 +40,7 @@ from engine.protocols.base import (
     Option,
     ProtocolSpec,
     Slot,
+    closing_answer,
     execute,
     presented,
     split_run_options,
@@ -47,6 +48,7 @@ from engine.protocols.base import (
     tally_carried,
     warn_hedge,
 )
+from engine.protocols.checks import require_flags
 from engine.protocols.templates import Template, render
 from engine.views.aggregate import completed
 from engine.views.ballots import tally_charts
@@ -180,11 +182,11 @@ def _peers(ctx: RunContext, mine: str, previous: list[Reply]) -> list[Reply]:
     return out
 
 
-async def _speak(ctx: RunContext, seat: Seat, history: list[dict[str, str]], number: int,
-                 task: Task) -> tuple[Reply, list[dict[str, str]]]:
-    """One agent's call in round `number`: its reply and its conversation with the reply."""
-    turn = await ctx.call_lines(seat, history, line=FINAL_LINE,
-                                phase="answer" if number == 1 else "revise", round=number,
+async def speak(ctx: RunContext, seat: Seat, history: list[dict[str, str]], number: int,
+                task: Task, phase: str) -> tuple[Reply, list[dict[str, str]]]:
+    """One agent's call in round `number`: its reply and its conversation with the reply
+    (the single agent's rounds too)."""
+    turn = await ctx.call_lines(seat, history, line=FINAL_LINE, phase=phase, round=number,
                                 task=task)
     text = turn.reply if turn.ok else ""
     answer = (ctx.guard(turn, read_answer, text) or "") if text else ""
@@ -207,16 +209,7 @@ async def _synthesize(ctx: RunContext, seat: Seat, question: str, last: list[Rep
                                 task=Task(
                                     kind="chair", sections=("ANSWER",),
                                     others={r.agent: r.answer for r in last if r.answer}))
-    if not turn.ok:
-        return "", "", [f"the synthesizer {seat.name} failed ({turn.error}); the run has no "
-                        "final answer"]
-    answer = ctx.guard(turn, answer_line, turn.reply) or ""
-    if answer:
-        return turn.reply, answer, []
-    if warn_hedge(ctx, turn, turn.reply):
-        return turn.reply, "", ["the synthesis declared several different answers; the run "
-                                "has no final answer"]
-    return turn.reply, "", ["the synthesis gave no ANSWER line; the run has no final answer"]
+    return closing_answer(ctx, turn, f"the synthesizer {seat.name}", "the synthesis", "the run")
 
 
 def _changes(rounds: list[list[Reply]]) -> list[MindChange]:
@@ -247,9 +240,7 @@ async def arun_society(question: str, *, agents: list[Seat | Any], rounds: int =
     agents = require_seats(agents, "agents", MIN_AGENTS, MAX_AGENTS, "society", "agent",
                            run.endpoints)
     rounds = require_int(rounds, "rounds", MIN_ROUNDS, MAX_ROUNDS, "society")
-    for name, flag in (("summarise", summarise), ("synthesize", synthesize)):
-        if not isinstance(flag, bool):
-            raise ConfigError(f"{name} must be true or false, got {flag!r}", "input")
+    require_flags(summarise=summarise, synthesize=synthesize)
     # each agent sees the others' answers in this order (DESIGN 2.10)
     order, shown = presented(agents, run.order_seed)
 
@@ -273,7 +264,8 @@ async def arun_society(question: str, *, agents: list[Seat | Any], rounds: int =
                         "role": "user", "content": render(
                             TEMPLATES, ctx.prompts, "revise", question=question,
                             others=_others_text(seat.name, previous, summarise))}]
-                calls.append(_speak(ctx, seat, histories[seat.name], number, task))
+                calls.append(speak(ctx, seat, histories[seat.name], number, task,
+                                   "answer" if number == 1 else "revise"))
             spoken = await asyncio.gather(*calls)
             done.append([reply for reply, _ in spoken])
             histories = {reply.agent: history for reply, history in spoken}
