@@ -179,6 +179,12 @@ def confidence_text(c: Confidence) -> str:
     return f"{c.level.upper()}: {c.reason}"
 
 
+def tally_summary(t: Tally, c: Confidence) -> str:
+    """A tally as the CLI's line: the winner and its votes, the confidence and its reason."""
+    return (f"winner: {t.winner or '(none)'} ({t.winner_votes}/{t.total}); confidence "
+            f"{c.level.upper()} {c.ratio:.0%} ({c.reason})")
+
+
 def tally_outcome(t: Tally, c: Confidence) -> str:
     """A tally in a few words: the winner, the confidence level and the winner's share."""
     text = f"{t.winner or '(abstained)'} ({c.level}, {t.ratio:.0%})"

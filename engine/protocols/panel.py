@@ -26,7 +26,7 @@ from engine.analysis.stances import (
     normalize_stance,
     tally,
 )
-from engine.checks import require_text
+from engine.checks import require_text, unique_names
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
 from engine.llm.replies import extract_json
@@ -41,7 +41,7 @@ from engine.llm.structured import (
     json_schema,
     one_of,
 )
-from engine.models import ConfigError, Seat, Task
+from engine.models import Seat, Task
 from engine.protocols import base
 from engine.protocols import panel_result as report
 from engine.protocols.ballots import (
@@ -67,7 +67,6 @@ from engine.protocols.checks import require_seat
 from engine.protocols.panel_result import Assessment, Critique, PanelResult, Rebuttal
 from engine.protocols.personas import CRITIC, JUDGE, PANEL_DEBATERS
 from engine.protocols.templates import Template, render
-from engine.text import fold_name
 
 MIN_DEBATERS = 2
 VERDICTS = ("sound", "flawed", "unsupported")
@@ -352,10 +351,8 @@ async def arun_panel(question: str, *, debaters: list[Seat | Any], critic: Seat 
                              "debater", endpoints)
     critic = _with_role(require_seat(critic, "critic", endpoints), "critic")
     judge = _with_role(require_seat(judge, "judge", endpoints), "judge")
-    for seat, slot in ((critic, "critic"), (judge, "judge")):
-        if fold_name(seat.name) in {fold_name(d.name) for d in debaters}:
-            raise ConfigError(f"the {slot}'s name {seat.name!r} is also a debater's; give "
-                              "every seat its own name", "input")
+    for seat in (critic, judge):  # the critic and the judge may share a name
+        unique_names([*debaters, seat], "seat")
     expected = str(run.expected or "").strip()
     # the order debaters are shown to the critic, to one another and to the judge
     order, shown = base.presented(debaters, run.order_seed)

@@ -18,6 +18,7 @@ from engine.protocols.ballots import (
     tally_metrics,
     tally_outcome,
     tally_rows,
+    tally_summary,
 )
 from engine.protocols.base import AnswerResult
 from engine.protocols.personas import PERSONAS
@@ -102,8 +103,7 @@ class PanelResult(AnswerResult):
 def summary(result: PanelResult) -> str:
     """The CLI's lines: winner, confidence, round one and mind changes, the answer."""
     t, c, first = result.tally, result.confidence, result.first_round
-    lines = [f"winner: {t.winner or '(none)'} ({t.winner_votes}/{t.total}); confidence "
-             f"{c.level.upper()} {c.ratio:.0%} ({c.reason})",
+    lines = [tally_summary(t, c),
              f"round one: {first.winner or '(none)'} ({first.winner_votes}/{first.total}); "
              f"mind changes: {', '.join(result.mind_changes) or 'none'}"]
     if result.answer:

@@ -15,7 +15,6 @@ from typing import Any, Unpack
 import pandas as pd
 from pydantic import Field
 
-from engine.analysis.answers import answers_match
 from engine.analysis.conformity import conformity
 from engine.checks import require_int, require_text
 from engine.config import RunKwargs
@@ -38,6 +37,8 @@ from engine.protocols.society import (
     TASK_KEYS,
     MindChange,
     Reply,
+    changes,
+    judged,
     reply_warning,
     speak,
 )
@@ -66,14 +67,6 @@ class SingleResult(AnswerResult):
     question: str
     replies: list[Reply] = Field(default_factory=list)
     mind_changes: list[MindChange] = Field(default_factory=list)
-
-
-def _changes(replies: list[Reply]) -> list[MindChange]:
-    """The rounds whose answer differs from the round before (an abstention is no answer)."""
-    return [MindChange(agent=after.agent, round=after.round, before=before.answer,
-                       after=after.answer)
-            for before, after in zip(replies, replies[1:], strict=False)
-            if before.answer and after.answer and before.answer != after.answer]
 
 
 async def arun_single(question: str, *, agent: Seat | Any, rounds: int = 1,
@@ -115,7 +108,7 @@ async def arun_single(question: str, *, agent: Seat | Any, rounds: int = 1,
         warnings = [f"round {r.round}: {reply_warning(r)}; the agent abstains"
                     for r in replies if not r.answer]
         return SingleResult(question=question, replies=replies, answer=replies[-1].answer,
-                            mind_changes=_changes(replies), warnings=warnings,
+                            mind_changes=changes([[r] for r in replies]), warnings=warnings,
                             duration=time.monotonic() - start)
 
     return await execute(SPEC, question, TEMPLATES, body, {"agent": agent},
@@ -153,11 +146,7 @@ def _outcome(result: SingleResult) -> str:
 def _signals(result: SingleResult) -> Signals:
     replies = result.replies
     reflected = len(replies) > 1
-    persuaded = misled = None
-    if result.expected and reflected:
-        first = bool(answers_match(replies[0].answer, result.expected))
-        last = bool(answers_match(replies[-1].answer, result.expected))
-        persuaded, misled = int(last and not first), int(first and not last)
+    persuaded, misled = judged([[r] for r in replies], result.expected)
     measures = conformity([{r.agent: r.answer} for r in replies], result.expected,
                           result.answer or None)
     return Signals(answer=result.answer or None,

@@ -212,7 +212,7 @@ async def _synthesize(ctx: RunContext, seat: Seat, question: str, last: list[Rep
     return closing_answer(ctx, turn, f"the synthesizer {seat.name}", "the synthesis", "the run")
 
 
-def _changes(rounds: list[list[Reply]]) -> list[MindChange]:
+def changes(rounds: list[list[Reply]]) -> list[MindChange]:
     """Each agent's answer changes between consecutive rounds (abstentions are no answer)."""
     out = []
     for number in range(1, len(rounds)):
@@ -281,7 +281,7 @@ async def arun_society(question: str, *, agents: list[Seat | Any], rounds: int =
                              first_round=tallies[0], answer=answer,
                              synthesizer=agents[0].name if synthesize else None,
                              synthesis=synthesis,
-                             mind_changes=_changes(done), confidence=derive_confidence(last),
+                             mind_changes=changes(done), confidence=derive_confidence(last),
                              warnings=warnings, duration=time.monotonic() - start)
 
     return await execute(SPEC, question, TEMPLATES, body, {"agents": agents},
@@ -327,13 +327,13 @@ def _outcome(result: SocietyResult) -> str:
     return tally_outcome(*_last(result))
 
 
-def _judged(result: SocietyResult) -> tuple[int | None, int | None]:
+def judged(rounds: list[list[Reply]], expected: str | None) -> tuple[int | None, int | None]:
     """(persuaded: wrong in round one and right in the last, misled: the reverse), counted
-    over agents; None without an expected answer."""
-    if not result.expected or len(result.rounds) < 2:
+    over agents; None without an expected answer or a second round."""
+    if not expected or len(rounds) < 2:
         return None, None
-    first = {r.agent: bool(answers_match(r.answer, result.expected)) for r in result.rounds[0]}
-    last = {r.agent: bool(answers_match(r.answer, result.expected)) for r in result.rounds[-1]}
+    first = {r.agent: bool(answers_match(r.answer, expected)) for r in rounds[0]}
+    last = {r.agent: bool(answers_match(r.answer, expected)) for r in rounds[-1]}
     persuaded = sum(1 for a, right in last.items() if right and not first.get(a, False))
     misled = sum(1 for a, right in last.items() if not right and first.get(a, False))
     return persuaded, misled
@@ -342,7 +342,7 @@ def _judged(result: SocietyResult) -> tuple[int | None, int | None]:
 def _signals(result: SocietyResult) -> Signals:
     t, c = _last(result)
     first = result.first_round
-    persuaded, misled = _judged(result)
+    persuaded, misled = judged(result.rounds, result.expected)
     agents = len(result.rounds[0]) if result.rounds else 0
     measures = _measures(result)
     return Signals(answer=(result.answer or None) if result.synthesizer else t.winner,

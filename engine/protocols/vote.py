@@ -28,6 +28,7 @@ from engine.protocols.ballots import (
     tally_metrics,
     tally_outcome,
     tally_rows,
+    tally_summary,
 )
 from engine.protocols.base import (
     AnswerResult,
@@ -96,16 +97,6 @@ run_vote = synchronous(arun_vote)
 
 
 # --------------------------------------------------------------------------- presentation
-def _summary(result: VoteResult) -> str:
-    t, c = result.tally, result.confidence
-    return (f"winner: {t.winner or '(none)'} ({t.winner_votes}/{t.total}); confidence "
-            f"{c.level.upper()} {c.ratio:.0%} ({c.reason})")
-
-
-def _outcome(result: VoteResult) -> str:
-    return tally_outcome(result.tally, result.confidence)
-
-
 def _signals(result: VoteResult) -> Signals:
     t = result.tally
     return Signals(answer=t.winner, consensus=share(t),
@@ -151,6 +142,7 @@ SPEC = ProtocolSpec(
     estimate_calls=lambda options, seats: int(seats.get("voters", 3)),
     estimate_waves=lambda options, seats: 1,  # every voter at once
     insights=_insights,
-    result_type=VoteResult, summary=_summary, outcome=_outcome, signals=_signals, view=_view,
+    result_type=VoteResult, summary=lambda r: tally_summary(r.tally, r.confidence),
+    outcome=lambda r: tally_outcome(r.tally, r.confidence), signals=_signals, view=_view,
     phases=("propose",), color="#00897b", carried=lambda r: tally_carried(r.tally),
     lost=_lost)
