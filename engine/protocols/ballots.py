@@ -108,7 +108,7 @@ async def propose(ctx: RunContext, seat: Seat, question: str, templates: dict[st
     obj, turn = await ctx.call_json(seat, [{"role": "user", "content": prompt}], phase=phase,
                                     round=1, schema=PROPOSE_SCHEMA, validate=need_stance,
                                     task=Task(kind="answer", keys=PROPOSE_KEYS))
-    made = ctx.guard(turn, _proposal, seat, obj) if obj is not None else None
+    made = ctx.guard(turn, read_proposal, seat, obj) if obj is not None else None
     if made is None:  # no JSON, or one the reading trips on: this seat abstains
         return Proposal(persona=seat.name, icon=seat.icon, usable=False,
                         error=turn.error or "no usable reply")
@@ -130,7 +130,8 @@ def screened(ctx: RunContext, turn: Turn, made: Ballot, stance: str) -> Ballot:
     return made.model_copy(update={"stance": "", "normalized": ""})
 
 
-def _proposal(seat: Seat, obj: dict[str, Any]) -> Proposal:
+def read_proposal(seat: Seat, obj: dict[str, Any]) -> Proposal:
+    """A seat's proposal read from its JSON reply (its stance normalised)."""
     stance = text_value(obj.get("stance"))
     return Proposal(persona=seat.name, icon=seat.icon, stance=stance,
                     normalized=normalize_stance(stance), answer=text_value(obj.get("answer")),
@@ -147,7 +148,7 @@ def peer_proposals(ctx: RunContext, proposals: list[Proposal], phase: str = "pro
     out = []
     for p in proposals:
         obj = extract_json(ctx.peer(p.persona, phase, 1, ""))[0]
-        made = _proposal(Seat(name=p.persona, icon=p.icon, model=None), obj) \
+        made = read_proposal(Seat(name=p.persona, icon=p.icon, model=None), obj) \
             if obj is not None and not need_stance(obj) else None
         out.append(made or Proposal(persona=p.persona, icon=p.icon, usable=False,
                                     error="the donor run has no usable proposal"))

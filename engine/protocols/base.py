@@ -472,12 +472,8 @@ def no_call_succeeded(turns: list[Turn]) -> str:
     did (or none was made)."""
     if not turns or any(t.ok for t in turns):
         return ""
-    kinds: dict[str, int] = {}
-    for turn in turns:
-        kind = turn.failure or UNEXPLAINED
-        kinds[kind] = kinds.get(kind, 0) + 1
-    listed = ", ".join(counted(kind, n)
-                        for kind, n in sorted(kinds.items(), key=lambda item: -item[1]))
+    kinds = Counter(turn.failure or UNEXPLAINED for turn in turns)
+    listed = ", ".join(counted(kind, n) for kind, n in kinds.most_common())
     calls = "1 call" if len(turns) == 1 else f"{len(turns)} calls"
     return f"no model call succeeded ({calls}: {listed})"
 

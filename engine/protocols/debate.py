@@ -355,9 +355,8 @@ def _summary(result: DebateResult) -> str:
 def _outcome(result: DebateResult) -> str:
     if not result.judged:
         return "judge failed"
-    if not result.confidence_stated:
-        return "judge stated no confidence"
-    return f"judge {result.confidence:.2f}" + (" (high)" if result.is_high_confidence else "")
+    return f"judge {_confidence_text(result)}" if result.confidence_stated else \
+        "judge stated no confidence"
 
 
 def _signals(result: DebateResult) -> Signals:

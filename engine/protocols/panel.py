@@ -23,7 +23,6 @@ from engine.analysis.stances import (
     classify_changes,
     derive_confidence,
     detect_mind_changes,
-    normalize_stance,
     tally,
 )
 from engine.checks import require_text, unique_names
@@ -51,6 +50,7 @@ from engine.protocols.ballots import (
     need_stance,
     peer_proposals,
     propose,
+    read_proposal,
     require_seats,
     screened,
     text_value,
@@ -285,10 +285,7 @@ async def _rebut(ctx: RunContext, seat: Seat, question: str, own: Proposal,
 
 
 def _rebuttal(seat: Seat, obj: dict[str, Any]) -> Rebuttal:
-    stance = text_value(obj.get("stance"))
-    return Rebuttal(persona=seat.name, icon=seat.icon, stance=stance,
-                    normalized=normalize_stance(stance), answer=text_value(obj.get("answer")),
-                    reasoning=text_value(obj.get("reasoning")),
+    return Rebuttal(**read_proposal(seat, obj).model_dump(),
                     changed_mind=_bool(obj.get("changed_mind")))
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections import Counter
 from typing import Any, Unpack
 
 from pydantic import BaseModel, Field
@@ -159,10 +160,7 @@ def _others_text(mine: str, previous: list[Reply], summarise: bool) -> str:
     their extracted answers with counts."""
     others = [r for r in previous if r.agent != mine]
     if summarise:
-        counts: dict[str, int] = {}
-        for reply in others:
-            key = reply.answer or ABSTAINED
-            counts[key] = counts.get(key, 0) + 1
+        counts = Counter(reply.answer or ABSTAINED for reply in others)
         return "\n".join(f"- {answer}: {n} agent{'s' if n != 1 else ''}"
                          for answer, n in counts.items())
     return "\n\n".join(f"One agent's solution: ```{r.text or ABSTAINED}```" for r in others)
