@@ -72,8 +72,7 @@ def require_seats(seats: Any, slot: str, low: int, high: int, protocol: str,
     for number, seat in enumerate(seats, 1):
         if seat is not None and not isinstance(seat, Seat):
             seat = Seat(f"{role} {number}", seat)
-        seat = require_seat(seat, f"{slot}[{number}]", endpoints)
-        out.append(seat if seat.role else seat.model_copy(update={"role": role}))
+        out.append(require_seat(seat, f"{slot}[{number}]", endpoints, role))
     unique_names(out, slot[:-1] if slot.endswith("s") else slot)
     return out
 

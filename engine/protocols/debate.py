@@ -240,13 +240,12 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
                                                 dict.fromkeys((*SECTIONS, "ANSWER"))),
                                                 others={name: last[name] for name in order
                                                         if name in last}))
-        duration = time.monotonic() - start
+        held = {"topic": topic, "rounds": rounds, "duration": time.monotonic() - start,
+                "sides": by_seat, "consultant": proponent.name if consultancy else None}
         read = ctx.guard(verdict_turn, _read_judge, verdict_turn.reply) if verdict_turn.ok \
             else None  # a reply the parser trips on degrades the judge's turn, not the run
         if not verdict_turn.ok or read is None:
-            return DebateResult(topic=topic, rounds=rounds, confidence=0.0, duration=duration,
-                                confidence_stated=False, sides=by_seat,
-                                consultant=proponent.name if consultancy else None,
+            return DebateResult(**held, confidence_stated=False,
                                 verdict=JUDGE_ERROR_PREFIX + verdict_turn.error,
                                 warnings=[f"judge failed: {verdict_turn.error}"])
         sections, (confidence, readable), answer = read
@@ -272,14 +271,11 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
         if winner is None:
             warnings.append("the verdict names neither side nor one seat; no seat is "
                             "recorded as the winner")
-        return DebateResult(topic=topic, rounds=rounds, verdict=verdict,
-                            reasoning=sections.get("REASONING", ""),
+        return DebateResult(**held, verdict=verdict, reasoning=sections.get("REASONING", ""),
                             pro_summary=sections.get("PRO SUMMARY", ""),
                             con_summary=sections.get("CON SUMMARY", ""),
-                            confidence=confidence, answer=answer, duration=duration,
-                            confidence_stated=readable, warnings=warnings, sides=by_seat,
-                            winning_side=winning_side, winner=winner,
-                            consultant=proponent.name if consultancy else None)
+                            confidence=confidence, answer=answer, confidence_stated=readable,
+                            warnings=warnings, winning_side=winning_side, winner=winner)
 
     options = {"max_rounds": max_rounds, "timeout": _seconds(timeout), "swap_sides": swap_sides,
                "consultancy": consultancy}

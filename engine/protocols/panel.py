@@ -131,10 +131,6 @@ TEMPLATES = {
 
 
 # --------------------------------------------------------------------------- validation
-def _with_role(seat: Seat, role: str) -> Seat:
-    return seat if seat.role else seat.model_copy(update={"role": role})
-
-
 def _bool(value: Any) -> bool | None:
     """A `changed_mind` claim: JSON booleans, or yes/no/true/false text; else unknown."""
     if isinstance(value, bool):
@@ -346,8 +342,8 @@ async def arun_panel(question: str, *, debaters: list[Seat | Any], critic: Seat 
     endpoints = run.endpoints
     debaters = require_seats(debaters, "debaters", MIN_DEBATERS, MAX_DEBATERS, "panel",
                              "debater", endpoints)
-    critic = _with_role(require_seat(critic, "critic", endpoints), "critic")
-    judge = _with_role(require_seat(judge, "judge", endpoints), "judge")
+    critic = require_seat(critic, "critic", endpoints, "critic")
+    judge = require_seat(judge, "judge", endpoints, "judge")
     for seat in (critic, judge):  # the critic and the judge may share a name
         unique_names([*debaters, seat], "seat")
     expected = str(run.expected or "").strip()
