@@ -31,6 +31,7 @@ from engine.errors import UNEXPLAINED, counted
 from engine.llm import otel
 from engine.llm.calls import RunContext
 from engine.llm.endpoints import registry_or_environment
+from engine.llm.lines import Line, line_format
 from engine.llm.runmodels import open_run
 from engine.llm.transport import releasing
 from engine.models import ConfigError, RunResult, RunStopped, Seat, Signals, Turn, now, total_cost
@@ -47,6 +48,11 @@ INTERRUPTED = "interrupted: the process was stopped (Ctrl-C or SIGTERM)"
 R = TypeVar("R", bound=RunResult)
 
 
+# The ask for a closing ANSWER line (a chairman's, a synthesis's) and the line's format, a
+# grammar where the server applies one; `closing_answer` reads it
+ENDING = ("finish with one line that starts with ANSWER: and gives the short final answer "
+          "(a number, a word or a short phrase).")
+ANSWER_LINE = line_format("answer", Line("ANSWER", "short"), lead=True)
 NO_POSITION = "(no answer stated)"  # an agent's final position that gives no answer
 POSITION_CHARS = 300  # of a final position an answers-only judge reads
 

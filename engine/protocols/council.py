@@ -24,10 +24,11 @@ from engine.analysis.stances import tally
 from engine.checks import require_int, require_text
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
-from engine.llm.lines import Line, line_format
 from engine.models import Seat, Signals, Task, Turn
 from engine.protocols.ballots import confidence_text, require_seats
 from engine.protocols.base import (
+    ANSWER_LINE,
+    ENDING,
     NO_POSITION,
     Option,
     ProtocolSpec,
@@ -55,8 +56,6 @@ from engine.protocols.templates import Template, render
 from engine.views.aggregate import completed, counts_by
 from engine.views.blocks import Block, Chart, InsightsData, Section, warnings_block
 
-ENDING = ("finish with one line that starts with ANSWER: and gives the short final answer "
-          "(a number, a word or a short phrase).")
 TEMPLATES = {
     "answer": Template(
         "Answer the following question as accurately as you can.\n\nQuestion: {question}\n\n"
@@ -82,7 +81,6 @@ TEMPLATES = {
         "Stage 3: the chairman reads every answer and the aggregate ranking.",
         required=("question", "responses", "ranking")),
 }
-ANSWER_LINE = line_format("answer", Line("ANSWER", "short"), lead=True)
 MIN_MEMBERS, MAX_MEMBERS = 2, 8
 SEED_MAX = 2**31 - 1
 

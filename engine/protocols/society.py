@@ -36,6 +36,8 @@ from engine.protocols.ballots import (
     tally_rows,
 )
 from engine.protocols.base import (
+    ANSWER_LINE,
+    ENDING,
     NO_POSITION,
     AnswerResult,
     Option,
@@ -73,13 +75,11 @@ REVISE = Template(
 SYNTHESIZE = Template(
     "Question: {question}\n\nAfter discussing it, the agents gave these final answers:\n\n"
     "{answers}\n\nSynthesize them into the single best final answer to the question. Explain "
-    "briefly, then finish with one line that starts with ANSWER: and gives the short final "
-    "answer (a number, a word or a short phrase).", ("question", "answers"),
+    "briefly, then " + ENDING, ("question", "answers"),
     "With synthesize: after the last round, the first agent reads every agent's last reply "
     "and writes the final answer (deliberate, then synthesize).",
     required=("question", "answers"))
 TEMPLATES = {"answer": ANSWER, "revise": REVISE, "synthesize": SYNTHESIZE}
-SYNTHESIS_LINE = line_format("answer", Line("ANSWER", "short"), lead=True)
 # FINAL's ask: a reply ending in a short line, the answer (a grammar where the server applies one)
 FINAL_LINE = line_format("final answer", Line("", "short"), lead=True)
 TASK_KEYS = ("reasoning", "answer")  # the simulated model's reply shape (it reads no prose)
@@ -202,7 +202,7 @@ async def _synthesize(ctx: RunContext, seat: Seat, question: str, last: list[Rep
                            for r in last)
     prompt = render(TEMPLATES, ctx.prompts, "synthesize", question=question, answers=answers)
     turn = await ctx.call_lines(seat, [{"role": "user", "content": prompt}],
-                                line=SYNTHESIS_LINE, phase="synthesis",
+                                line=ANSWER_LINE, phase="synthesis",
                                 round=last[0].round + 1 if last else 1,
                                 task=Task(
                                     kind="chair", sections=("ANSWER",),
