@@ -48,8 +48,7 @@ INTERRUPTED = "interrupted: the process was stopped (Ctrl-C or SIGTERM)"
 R = TypeVar("R", bound=RunResult)
 
 
-# The ask for a closing ANSWER line (a chairman's, a synthesis's) and the line's format, a
-# grammar where the server applies one; `closing_answer` reads it
+# A closing ANSWER line (`closing_answer`): its ask, and its format for a server's grammar
 ENDING = ("finish with one line that starts with ANSWER: and gives the short final answer "
           "(a number, a word or a short phrase).")
 ANSWER_LINE = line_format("answer", Line("ANSWER", "short"), lead=True)
@@ -315,11 +314,10 @@ async def execute(spec: ProtocolSpec[Any], question: str, templates: Mapping[str
         _trace(protocol, run_id, ctx.turns, status, began, run)
     if store is not None:
         if run_id is None:
-            config = run.config or describe_config(protocol, seats, options, prompts)
-            if run.adversary and config.adversary != dict(run.adversary):
-                config = config.model_copy(update={"adversary": dict(run.adversary)})
-            if config.order_seed != run.order_seed:
-                config = config.model_copy(update={"order_seed": run.order_seed})
+            pinned = {"order_seed": run.order_seed,  # the run's own, over the configuration's
+                      **({"adversary": dict(run.adversary)} if run.adversary else {})}
+            config = (run.config or describe_config(protocol, seats, options, prompts)
+                      ).model_copy(update=pinned)
             run_id = store.start_run(protocol, question, config=config.stored(),
                                      label=run.label, tags=(*run.tags, *(
                                          (adversary.TAG,) if run.adversary else ())),
