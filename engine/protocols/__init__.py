@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.checks import require_int
 from engine.config import RunConfig, SeatSpec
+from engine.llm.endpoints import with_base_url
 from engine.llm.policy import CallPolicy
 from engine.models import ConfigError, RunResult, Seat, is_simulated
 from engine.protocols import (
@@ -21,8 +22,9 @@ from engine.protocols import (
     vote,
 )
 from engine.protocols.adversary import check_seat, with_templates
-from engine.protocols.base import Option, ProtocolSpec, Slot, run_sync
+from engine.protocols.base import Option, ProtocolSpec, Slot, describe_config, run_sync
 from engine.protocols.templates import Template
+from engine.simulated import with_traits
 
 if TYPE_CHECKING:
     from engine.llm.endpoints import EndpointRegistry
@@ -134,12 +136,10 @@ def seats_from_config(spec: ProtocolSpec[Any], config: RunConfig | Mapping[str, 
     a simulated seat's declared traits (its persona's and role's) set its world's parameters
     (`engine.simulated.with_traits`); a configuration-wide `base_url` is added to every
     `openai:` seat that names neither its own `?base_url=` nor an `?endpoint=` (the seat's
-    own wins). Models stay spec strings, so
-    they resolve under the run's endpoint registry; unknown keys, slots, options and values
-    that cannot be right are refused here, before any call.
+    own wins). Models stay spec strings, so they resolve under the run's endpoint registry;
+    unknown keys, slots, options and values that cannot be right are refused here, before
+    any call.
     """
-    from engine.llm.endpoints import with_base_url
-    from engine.simulated import with_traits
     config = RunConfig.parse(config)
     unknown = sorted(set(config.seats) - {slot.name for slot in spec.slots})
     if unknown:
@@ -232,7 +232,6 @@ def resolve_config(config: RunConfig | Mapping[str, Any] | Resolved,
     `Resolved` given comes back as it is (under `endpoints`, when given)."""
     if isinstance(config, Resolved):
         return config if endpoints is None else replace(config, endpoints=endpoints)
-    from engine.protocols.base import describe_config
     typed = RunConfig.parse(config)
     spec = get_protocol(typed.protocol)
     kwargs = seats_from_config(spec, typed)

@@ -72,8 +72,7 @@ def require_seats(seats: Any, slot: str, low: int, high: int, protocol: str,
     for number, seat in enumerate(seats, 1):
         if seat is not None and not isinstance(seat, Seat):
             seat = Seat(f"{role} {number}", seat)
-        seat = require_seat(seat, f"{slot}[{number}]", endpoints)
-        out.append(seat if seat.role else seat.model_copy(update={"role": role}))
+        out.append(require_seat(seat, f"{slot}[{number}]", endpoints, role))
     unique_names(out, slot[:-1] if slot.endswith("s") else slot)
     return out
 
@@ -108,7 +107,7 @@ async def propose(ctx: RunContext, seat: Seat, question: str, templates: dict[st
     obj, turn = await ctx.call_json(seat, [{"role": "user", "content": prompt}], phase=phase,
                                     round=1, schema=PROPOSE_SCHEMA, validate=need_stance,
                                     task=Task(kind="answer", keys=PROPOSE_KEYS))
-    made = ctx.guard(turn, _proposal, seat, obj) if obj is not None else None
+    made = ctx.guard(turn, read_proposal, seat, obj) if obj is not None else None
     if made is None:  # no JSON, or one the reading trips on: this seat abstains
         return Proposal(persona=seat.name, icon=seat.icon, usable=False,
                         error=turn.error or "no usable reply")
@@ -130,7 +129,8 @@ def screened(ctx: RunContext, turn: Turn, made: Ballot, stance: str) -> Ballot:
     return made.model_copy(update={"stance": "", "normalized": ""})
 
 
-def _proposal(seat: Seat, obj: dict[str, Any]) -> Proposal:
+def read_proposal(seat: Seat, obj: dict[str, Any]) -> Proposal:
+    """A seat's proposal read from its JSON reply (its stance normalised)."""
     stance = text_value(obj.get("stance"))
     return Proposal(persona=seat.name, icon=seat.icon, stance=stance,
                     normalized=normalize_stance(stance), answer=text_value(obj.get("answer")),
@@ -147,7 +147,7 @@ def peer_proposals(ctx: RunContext, proposals: list[Proposal], phase: str = "pro
     out = []
     for p in proposals:
         obj = extract_json(ctx.peer(p.persona, phase, 1, ""))[0]
-        made = _proposal(Seat(name=p.persona, icon=p.icon, model=None), obj) \
+        made = read_proposal(Seat(name=p.persona, icon=p.icon, model=None), obj) \
             if obj is not None and not need_stance(obj) else None
         out.append(made or Proposal(persona=p.persona, icon=p.icon, usable=False,
                                     error="the donor run has no usable proposal"))
@@ -177,6 +177,12 @@ def tally_rows(final: Tally, first: Tally | None = None) -> list[dict[str, Any]]
 def confidence_text(c: Confidence) -> str:
     """A confidence as `LEVEL: reason`."""
     return f"{c.level.upper()}: {c.reason}"
+
+
+def tally_summary(t: Tally, c: Confidence) -> str:
+    """A tally as the CLI's line: the winner and its votes, the confidence and its reason."""
+    return (f"winner: {t.winner or '(none)'} ({t.winner_votes}/{t.total}); confidence "
+            f"{c.level.upper()} {c.ratio:.0%} ({c.reason})")
 
 
 def tally_outcome(t: Tally, c: Confidence) -> str:

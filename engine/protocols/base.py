@@ -21,15 +21,17 @@ import random
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from functools import wraps
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, ParamSpec, TypeVar
 
-from engine.analysis.answers import answers_match, hedge
+from engine.analysis.answers import answer_line, answers_match, hedge
 from engine.analysis.rounds_dynamics import votes
 from engine.config import PLANTED, RunConfig, RunOptions, SeatSpec
 from engine.errors import UNEXPLAINED, counted
 from engine.llm import otel
 from engine.llm.calls import RunContext
 from engine.llm.endpoints import registry_or_environment
+from engine.llm.lines import Line, line_format
 from engine.llm.runmodels import open_run
 from engine.llm.transport import releasing
 from engine.models import ConfigError, RunResult, RunStopped, Seat, Signals, Turn, now, total_cost
@@ -46,6 +48,10 @@ INTERRUPTED = "interrupted: the process was stopped (Ctrl-C or SIGTERM)"
 R = TypeVar("R", bound=RunResult)
 
 
+# A closing ANSWER line (`closing_answer`): its ask, and its format for a server's grammar
+ENDING = ("finish with one line that starts with ANSWER: and gives the short final answer "
+          "(a number, a word or a short phrase).")
+ANSWER_LINE = line_format("answer", Line("ANSWER", "short"), lead=True)
 NO_POSITION = "(no answer stated)"  # an agent's final position that gives no answer
 POSITION_CHARS = 300  # of a final position an answers-only judge reads
 
@@ -193,6 +199,18 @@ class ProtocolSpec(Generic[R]):
                 "carried": None if carried is None else list(carried)}
 
 
+class AnswerResult(RunResult):
+    """A result whose `answer` is the run's final short answer, scored ("" when it gave
+    none)."""
+
+    gives_answer: ClassVar[bool] = True
+    answer: str = ""
+
+    def final_answer(self) -> str | None:
+        """`answer`; None when the run gave none (never invented)."""
+        return self.answer or None
+
+
 def tally_carried(counted: Any) -> list[str] | None:
     """The seats whose ballot is a tally's winner (None when every seat abstained)."""
     if counted is None or counted.winner is None:
@@ -208,6 +226,23 @@ def warn_hedge(ctx: RunContext, turn: Turn, text: str) -> bool:
     if why and why not in turn.warnings:
         ctx.update(turn, warnings=[*turn.warnings, why])
     return bool(why)
+
+
+def closing_answer(ctx: RunContext, turn: Turn, failed: str, reader: str, whole: str
+                   ) -> tuple[str, str, list[str]]:
+    """(the reply, its last ANSWER line, warnings) of the call whose ANSWER line is the run's
+    final answer (a chairman's, a synthesis's): nothing from a failed call, no answer from a
+    reply without an ANSWER line or declaring several different ones, never an invented one.
+    `failed` and `reader` name the caller in the warnings, `whole` what is left without."""
+    left = f"; {whole} has no final answer"
+    if not turn.ok:
+        return "", "", [f"{failed} failed ({turn.error}){left}"]
+    answer = ctx.guard(turn, answer_line, turn.reply) or ""
+    if answer:
+        return turn.reply, answer, []
+    why = ("declared several different answers" if warn_hedge(ctx, turn, turn.reply)
+           else "gave no ANSWER line")
+    return turn.reply, "", [f"{reader} {why}{left}"]
 
 
 def output_counts(turns: Sequence[Turn]) -> dict[str, int]:
@@ -279,11 +314,10 @@ async def execute(spec: ProtocolSpec[Any], question: str, templates: Mapping[str
         _trace(protocol, run_id, ctx.turns, status, began, run)
     if store is not None:
         if run_id is None:
-            config = run.config or describe_config(protocol, seats, options, prompts)
-            if run.adversary and config.adversary != dict(run.adversary):
-                config = config.model_copy(update={"adversary": dict(run.adversary)})
-            if config.order_seed != run.order_seed:
-                config = config.model_copy(update={"order_seed": run.order_seed})
+            pinned = {"order_seed": run.order_seed,  # the run's own, over the configuration's
+                      **({"adversary": dict(run.adversary)} if run.adversary else {})}
+            config = (run.config or describe_config(protocol, seats, options, prompts)
+                      ).model_copy(update=pinned)
             run_id = store.start_run(protocol, question, config=config.stored(),
                                      label=run.label, tags=(*run.tags, *(
                                          (adversary.TAG,) if run.adversary else ())),
@@ -294,26 +328,11 @@ async def execute(spec: ProtocolSpec[Any], question: str, templates: Mapping[str
         ctx.run_id = run_id  # a Stop through the store ends a wait for a slot (RunStopped)
     try:
         result = await body(ctx)
-    except RunStopped as exc:
+    except BaseException as exc:  # keep what was recorded: a run never stays `running`
+        status, error = _ended(exc)
         if store is not None and run_id is not None:
-            store.end_run(run_id, "interrupted", str(exc))
-        traced("interrupted")
-        raise
-    except (KeyboardInterrupt, asyncio.CancelledError) as exc:  # Ctrl-C, SIGTERM, a cancel
-        if store is not None and run_id is not None:
-            store.end_run(run_id, "interrupted", INTERRUPTED if isinstance(
-                exc, KeyboardInterrupt) or not str(exc) else f"{INTERRUPTED}: {exc}")
-        traced("interrupted")
-        raise
-    except StoreWriteError as exc:  # the end waits in the store until it can be written
-        if store is not None and run_id is not None:
-            store.end_run(run_id, "failed", str(exc))
-        traced("failed")
-        raise
-    except BaseException as exc:  # a bug or a crash: keep what was recorded, never `running`
-        if store is not None and run_id is not None:
-            store.end_run(run_id, "failed", f"{type(exc).__name__}: {exc}")
-        traced("failed")
+            store.end_run(run_id, status, error)
+        traced(status)
         raise
     result.protocol = protocol
     result.turns = ctx.turns
@@ -341,15 +360,25 @@ async def _finish(spec: ProtocolSpec[Any], store: Store | None, run_id: str | No
                                                                      _seat_names(result)),
                                                  **donor_metrics(run)},
                                 error=error, lost=lost)
-    except StoreWriteError as exc:
-        store.end_run(run_id, "failed", str(exc))
-        _trace(result.protocol, run_id, result.turns, "failed", began, run)
-        raise
     except Exception as exc:  # a bug: the run says so rather than stay `running`
-        store.end_run(run_id, "failed", f"{type(exc).__name__}: {exc}")
+        store.end_run(run_id, "failed", _ended(exc)[1])
         _trace(result.protocol, run_id, result.turns, "failed", began, run)
         raise
     return error
+
+
+def _ended(exc: BaseException) -> tuple[str, str]:
+    """The status and error a run ends with when `exc` stops it: `interrupted` for a Stop
+    (`RunStopped`), Ctrl-C, SIGTERM or a cancel, else `failed`; a store write that failed
+    says so as it is, anything else (a bug) with its class."""
+    if isinstance(exc, RunStopped):
+        return "interrupted", str(exc)
+    if isinstance(exc, KeyboardInterrupt | asyncio.CancelledError):
+        return "interrupted", f"{INTERRUPTED}: {exc}" if str(exc) and isinstance(
+            exc, asyncio.CancelledError) else INTERRUPTED
+    if isinstance(exc, StoreWriteError):
+        return "failed", str(exc)
+    return "failed", f"{type(exc).__name__}: {exc}"
 
 
 def _trace(protocol: str, run_id: str | None, turns: list[Turn], status: str, began: Any,
@@ -447,12 +476,8 @@ def no_call_succeeded(turns: list[Turn]) -> str:
     did (or none was made)."""
     if not turns or any(t.ok for t in turns):
         return ""
-    kinds: dict[str, int] = {}
-    for turn in turns:
-        kind = turn.failure or UNEXPLAINED
-        kinds[kind] = kinds.get(kind, 0) + 1
-    listed = ", ".join(counted(kind, n)
-                        for kind, n in sorted(kinds.items(), key=lambda item: -item[1]))
+    kinds = Counter(turn.failure or UNEXPLAINED for turn in turns)
+    listed = ", ".join(counted(kind, n) for kind, n in kinds.most_common())
     calls = "1 call" if len(turns) == 1 else f"{len(turns)} calls"
     return f"no model call succeeded ({calls}: {listed})"
 
@@ -490,6 +515,19 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run(releasing(coro))
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         return pool.submit(asyncio.run, releasing(coro)).result()
+
+
+P = ParamSpec("P")
+
+
+def synchronous(arun: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
+    """The synchronous twin of a protocol's runner `arun_X`, named `run_X` (`run_sync`)."""
+    @wraps(arun)
+    def run(*args: P.args, **kwargs: P.kwargs) -> T:
+        return run_sync(arun(*args, **kwargs))
+    run.__name__ = run.__qualname__ = arun.__name__.removeprefix("a")
+    run.__doc__ = f"Synchronous `{arun.__name__}`."
+    return run
 
 
 def split_run_options(kwargs: dict[str, Any], protocol: str) -> RunOptions:

@@ -72,14 +72,19 @@ def _detail(samples: int, calls: int) -> str:
         f"{samples} samples, raised above {_calls(calls)}"
 
 
+def _labelled(of: str, suffix: str, spare: int = 0) -> str:
+    """`<of><suffix>`, `of` shortened with `…` so that the whole, and `spare` characters
+    more, fit the label limit."""
+    room = NAME_MAX - len(suffix) - spare
+    return (of if len(of) <= room else of[:room - 1] + "…") + suffix
+
+
 def _vote(typed: RunConfig, samples: int, suffix: str) -> dict[str, Any]:
     """The baseline vote beside `typed`: `samples` plain voters on its seats' models in turn
     (`equal_compute` says why), labelled `<label><suffix>` (the configuration's label
     shortened with `…` when the whole would pass the label limit)."""
     seats = [seat for slot in resolve_config(typed).config.seats.values() for seat in slot]
-    of = typed.label or typed.protocol
-    room = NAME_MAX - len(suffix)
-    label = (of if len(of) <= room else of[:room - 1] + "…") + suffix
+    label = _labelled(typed.label or typed.protocol, suffix)
     voters = [{"name": f"sample-{n + 1}", "model": seats[n % len(seats)].model,
                "temperature": seats[n % len(seats)].temperature} for n in range(samples)]
     return RunConfig.parse({"protocol": SPEC.name, "label": label, "model": seats[0].model,
@@ -207,6 +212,7 @@ def achieved_tokens(pair: dict[str, Any], mine: float, theirs: float) -> str:
             f"{pair['ratio']:.2f}x).")
 
 
+SWAPPED = " · sides swapped"  # what a sides-swapped twin's label adds
 CONSULTANCY_KIND = "consultancy"
 CONSULTANCY_SUFFIX = " · consultancy"
 
@@ -222,8 +228,7 @@ def consultancy(config: RunConfig | dict[str, Any]) -> dict[str, Any] | None:
     if typed.protocol != "debate" or typed.options.get("consultancy"):
         return None
     of = typed.label or typed.protocol
-    room = NAME_MAX - len(CONSULTANCY_SUFFIX) - len(" · sides swapped")
-    label = (of if len(of) <= room else of[:room - 1] + "…") + CONSULTANCY_SUFFIX
+    label = _labelled(of, CONSULTANCY_SUFFIX, len(SWAPPED))
     stored = typed.stored()
     stored.update(label=label, options={**stored.get("options", {}), "consultancy": True})
     return {"of": of, "label": label, "kind": CONSULTANCY_KIND, "config": stored,
@@ -251,8 +256,7 @@ def placebo(config: RunConfig | dict[str, Any]) -> dict[str, Any] | None:
     if not get_protocol(typed.protocol).shows_peers or of.endswith(PLACEBO_SUFFIX) or \
             typed.options.get("consultancy"):  # a consultant argues alone: it reads no peer
         return None
-    room = NAME_MAX - len(PLACEBO_SUFFIX) - len(" · sides swapped")
-    label = (of if len(of) <= room else of[:room - 1] + "…") + PLACEBO_SUFFIX
+    label = _labelled(of, PLACEBO_SUFFIX, len(SWAPPED))
     stored = typed.stored()
     stored["label"] = label
     return {"of": of, "label": label, "kind": PLACEBO_KIND, "config": stored,

@@ -13,9 +13,11 @@ if TYPE_CHECKING:
     from engine.llm.endpoints import EndpointRegistry
 
 
-def require_seat(seat: object, slot: str, endpoints: EndpointRegistry | None = None) -> Seat:
+def require_seat(seat: object, slot: str, endpoints: EndpointRegistry | None = None,
+                 role: str = "") -> Seat:
     """A `Seat` (or a bare model / spec, which becomes one named after the slot) whose model
-    resolves under `endpoints` (an `EndpointRegistry`; None: the environment's)."""
+    resolves under `endpoints` (an `EndpointRegistry`; None: the environment's), playing
+    `role` when it was given none."""
     if seat is None:
         raise ConfigError(f"{slot} needs a seat with a model", "no_model")
     if not isinstance(seat, Seat):
@@ -34,4 +36,12 @@ def require_seat(seat: object, slot: str, endpoints: EndpointRegistry | None = N
     if len(seat.spec) > NAME_MAX:  # recorded on every turn: every backend must accept it
         raise ConfigError(f"{slot}: the model spec {seat.spec[:60]!r}... is {len(seat.spec)} "
                           f"characters; the limit is {NAME_MAX}", "limit")
-    return seat
+    return seat if seat.role or not role else seat.model_copy(update={"role": role})
+
+
+def require_flags(**flags: object) -> None:
+    """Each of `flags` (an option's name and value) is true or false; a `ConfigError`
+    naming the first that is not."""
+    for name, flag in flags.items():
+        if not isinstance(flag, bool):
+            raise ConfigError(f"{name} must be true or false, got {flag!r}", "input")

@@ -24,18 +24,20 @@ from engine.analysis.stances import tally
 from engine.checks import require_int, require_text
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
-from engine.llm.lines import Line, line_format
 from engine.models import Seat, Signals, Task, Turn
 from engine.protocols.ballots import confidence_text, require_seats
 from engine.protocols.base import (
+    ANSWER_LINE,
+    ENDING,
     NO_POSITION,
     Option,
     ProtocolSpec,
     Slot,
+    closing_answer,
     execute,
     presented,
-    run_sync,
     split_run_options,
+    synchronous,
     warn_hedge,
 )
 from engine.protocols.checks import require_seat
@@ -54,8 +56,6 @@ from engine.protocols.templates import Template, render
 from engine.views.aggregate import completed, counts_by
 from engine.views.blocks import Block, Chart, InsightsData, Section, warnings_block
 
-ENDING = ("finish with one line that starts with ANSWER: and gives the short final answer "
-          "(a number, a word or a short phrase).")
 TEMPLATES = {
     "answer": Template(
         "Answer the following question as accurately as you can.\n\nQuestion: {question}\n\n"
@@ -81,7 +81,6 @@ TEMPLATES = {
         "Stage 3: the chairman reads every answer and the aggregate ranking.",
         required=("question", "responses", "ranking")),
 }
-ANSWER_LINE = line_format("answer", Line("ANSWER", "short"), lead=True)
 MIN_MEMBERS, MAX_MEMBERS = 2, 8
 SEED_MAX = 2**31 - 1
 
@@ -148,16 +147,7 @@ async def _chairman(ctx: RunContext, chair: Seat, question: str, answers: dict[s
                 others={by_label[s]: briefs.get(s, "") for s in leading})
     turn = await ctx.call_lines(chair, [{"role": "user", "content": prompt}],
                                 line=ANSWER_LINE, phase="chair", round=3, task=task)
-    if not turn.ok:
-        return "", "", [f"the chairman failed ({turn.error}); the council has no final answer"]
-    answer = ctx.guard(turn, answer_line, turn.reply) or ""
-    if answer:
-        return turn.reply, answer, []
-    if warn_hedge(ctx, turn, turn.reply):
-        return turn.reply, "", ["the chairman declared several different answers; the "
-                                "council has no final answer"]
-    return turn.reply, "", ["the chairman gave no ANSWER line; the council has no final "
-                            "answer"]
+    return closing_answer(ctx, turn, "the chairman", "the chairman", "the council")
 
 
 async def arun_council(question: str, *, members: list[Seat | Any], chairman: Seat | Any,
@@ -250,9 +240,7 @@ async def arun_council(question: str, *, members: list[Seat | Any], chairman: Se
                          {"members": members, "chairman": chair}, {"seed": seed}, run, order)
 
 
-def run_council(question: str, **kw: Any) -> CouncilResult:
-    """Synchronous `arun_council`."""
-    return run_sync(arun_council(question, **kw))
+run_council = synchronous(arun_council)
 
 
 # --------------------------------------------------------------------------- presentation

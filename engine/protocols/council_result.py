@@ -7,12 +7,11 @@ import random
 import re
 import string
 from collections.abc import Iterable, Mapping, Sequence
-from typing import ClassVar
 
 from pydantic import Field
 
 from engine.analysis.stances import Confidence
-from engine.models import RunResult
+from engine.protocols.base import AnswerResult
 
 RANKING_MAX = 100_000  # characters of a ranking reply read: the block is at its end
 _HEAD = re.compile(r"final[ \t]+ranking[*_]{0,3}[ \t]*:", re.I)
@@ -134,11 +133,9 @@ def top_confidence(rankings: Mapping[str, Sequence[str]], top: str | None) -> Co
     return Confidence(level="low", ratio=ratio, reason="split — no majority; flagged")
 
 
-class CouncilResult(RunResult):
+class CouncilResult(AnswerResult):
     """Stage 1's answers, stage 2's rankings (de-anonymised, with the labels each ranker saw),
     the Borda count, and the chairman's final answer (`answer`: its last ANSWER line)."""
-
-    gives_answer: ClassVar[bool] = True  # its final answer is scored
 
     question: str
     answers: dict[str, str] = Field(default_factory=dict)
@@ -152,10 +149,6 @@ class CouncilResult(RunResult):
     # DESIGN 2.9's `final_answer`, the chairman's whole reply: named `final_text` because
     # `final_answer()` is the method every result is scored by (here: `answer`)
     final_text: str = ""
-    answer: str = ""
     confidence: Confidence | None = None
     seed: int = 0
 
-    def final_answer(self) -> str | None:
-        """The chairman's ANSWER line; None when it failed or gave none (never invented)."""
-        return self.answer or None

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import time
 from datetime import timedelta
-from typing import Any, ClassVar, Unpack
+from typing import Any, Unpack
 
 from pydantic import BaseModel, Field, computed_field
 
@@ -14,19 +14,20 @@ from engine.checks import ROUNDS_MAX, require_int, require_text, unique_names
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
 from engine.llm.lines import Line, line_format
-from engine.models import ConfigError, RunResult, Seat, Signals, Task
+from engine.models import ConfigError, Seat, Signals, Task
 from engine.protocols.base import (
     NO_POSITION,
     POSITION_CHARS,
+    AnswerResult,
     Option,
     ProtocolSpec,
     Slot,
     execute,
     presentation_order,
-    run_sync,
     split_run_options,
+    synchronous,
 )
-from engine.protocols.checks import require_seat
+from engine.protocols.checks import require_flags, require_seat
 from engine.protocols.sides import AGAINST, FOR, seat_sides, side_seats, verdict_winner
 from engine.protocols.society import read_answer
 from engine.protocols.templates import Template, render
@@ -103,12 +104,10 @@ class DebateRound(BaseModel):
     opponent_argument: str
 
 
-class DebateResult(RunResult):
+class DebateResult(AnswerResult):
     """Seed 000's DebateResult, plus the turn log and the judge's short `answer` (its
     `ANSWER:` line; "" when it gave none), which is what a debate given `expected` is scored
     on."""
-
-    gives_answer: ClassVar[bool] = True  # its final answer is scored
 
     topic: str
     rounds: list[DebateRound]
@@ -117,7 +116,6 @@ class DebateResult(RunResult):
     pro_summary: str = ""
     con_summary: str = ""
     confidence: float = 0.0
-    answer: str = ""
     confidence_stated: bool = True  # False: the judge failed or gave no readable CONFIDENCE
     # DESIGN 2.10: seat name -> the side it argued (for / against); the side the verdict
     # rules for and the seat that argued it (None: the judge failed or named neither)
@@ -133,15 +131,10 @@ class DebateResult(RunResult):
         """True when the judge's call succeeded (a failed judge leaves an error verdict)."""
         return not self.verdict.startswith(JUDGE_ERROR_PREFIX)
 
-    def final_answer(self) -> str | None:
-        """The judge's ANSWER line; None without one (or with several different ones)."""
-        return self.answer or None
-
     @computed_field  # type: ignore[prop-decorator]  # mypy types no decorator over @property
     @property
     def is_high_confidence(self) -> bool:
         return self.confidence >= HIGH_CONFIDENCE
-
 
 
 def _transcript(rounds: list[DebateRound], first: str = FOR) -> str:
@@ -194,7 +187,7 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
     unique_names([proponent, opponent, judge], "seat")
     require_int(max_rounds, "max_rounds", 1, ROUNDS_MAX, "debate")
     limit = _seconds(timeout)
-    _require_flags(swap_sides=swap_sides, consultancy=consultancy)
+    require_flags(swap_sides=swap_sides, consultancy=consultancy)
     by_seat = seat_sides(proponent.name, opponent.name, swap_sides)
     sides = side_seats(by_seat)  # side -> seat, as the simulated judge reads it
     pro_seat, con_seat = (opponent, proponent) if swap_sides else (proponent, opponent)
@@ -247,13 +240,12 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
                                                 dict.fromkeys((*SECTIONS, "ANSWER"))),
                                                 others={name: last[name] for name in order
                                                         if name in last}))
-        duration = time.monotonic() - start
+        held = {"topic": topic, "rounds": rounds, "duration": time.monotonic() - start,
+                "sides": by_seat, "consultant": proponent.name if consultancy else None}
         read = ctx.guard(verdict_turn, _read_judge, verdict_turn.reply) if verdict_turn.ok \
             else None  # a reply the parser trips on degrades the judge's turn, not the run
         if not verdict_turn.ok or read is None:
-            return DebateResult(topic=topic, rounds=rounds, confidence=0.0, duration=duration,
-                                confidence_stated=False, sides=by_seat,
-                                consultant=proponent.name if consultancy else None,
+            return DebateResult(**held, confidence_stated=False,
                                 verdict=JUDGE_ERROR_PREFIX + verdict_turn.error,
                                 warnings=[f"judge failed: {verdict_turn.error}"])
         sections, (confidence, readable), answer = read
@@ -279,26 +271,17 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
         if winner is None:
             warnings.append("the verdict names neither side nor one seat; no seat is "
                             "recorded as the winner")
-        return DebateResult(topic=topic, rounds=rounds, verdict=verdict,
-                            reasoning=sections.get("REASONING", ""),
+        return DebateResult(**held, verdict=verdict, reasoning=sections.get("REASONING", ""),
                             pro_summary=sections.get("PRO SUMMARY", ""),
                             con_summary=sections.get("CON SUMMARY", ""),
-                            confidence=confidence, answer=answer, duration=duration,
-                            confidence_stated=readable, warnings=warnings, sides=by_seat,
-                            winning_side=winning_side, winner=winner,
-                            consultant=proponent.name if consultancy else None)
+                            confidence=confidence, answer=answer, confidence_stated=readable,
+                            warnings=warnings, winning_side=winning_side, winner=winner)
 
     options = {"max_rounds": max_rounds, "timeout": _seconds(timeout), "swap_sides": swap_sides,
                "consultancy": consultancy}
     return await execute(SPEC, topic, TEMPLATES, body,
                          {"proponent": proponent, "opponent": opponent, "judge": judge},
                          options, run, order)
-
-
-def _require_flags(**flags: Any) -> None:
-    for name, flag in flags.items():
-        if not isinstance(flag, bool):
-            raise ConfigError(f"{name} must be true or false, got {flag!r}", "input")
 
 
 async def _consult(ctx: RunContext, seat: Seat, side: str, sides: dict[str, str], topic: str,
@@ -345,9 +328,7 @@ def _read_judge(reply: str) -> tuple[dict[str, str], tuple[float, bool], str]:
             answer_line(_answer_part(reply)))
 
 
-def run_debate(topic: str, **kw: Any) -> DebateResult:
-    """Synchronous `arun_debate`."""
-    return run_sync(arun_debate(topic, **kw))
+run_debate = synchronous(arun_debate)
 
 
 def _confidence_text(result: DebateResult) -> str:
@@ -370,9 +351,8 @@ def _summary(result: DebateResult) -> str:
 def _outcome(result: DebateResult) -> str:
     if not result.judged:
         return "judge failed"
-    if not result.confidence_stated:
-        return "judge stated no confidence"
-    return f"judge {result.confidence:.2f}" + (" (high)" if result.is_high_confidence else "")
+    return f"judge {_confidence_text(result)}" if result.confidence_stated else \
+        "judge stated no confidence"
 
 
 def _signals(result: DebateResult) -> Signals:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any, Literal, Unpack
 
 from engine.analysis.answers import extract_answer, hedge
-from engine.checks import ROUNDS_MAX, require_int, require_text
+from engine.checks import ROUNDS_MAX, require_int, require_text, unique_names
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
 from engine.models import ConfigError, RunResult, Seat, Signals, Task
@@ -22,13 +22,12 @@ from engine.protocols.base import (
     Slot,
     execute,
     presentation_order,
-    run_sync,
     split_run_options,
+    synchronous,
 )
 from engine.protocols.checks import require_seat
 from engine.protocols.roles import library_text
 from engine.protocols.templates import Template, render
-from engine.text import fold_name
 from engine.views.aggregate import completed, counts_by, rate_by
 from engine.views.blocks import Block, Chart, InsightsData, Section, warnings_block
 
@@ -137,11 +136,7 @@ async def arun_duel(topic: str, *, a: Seat | Any, b: Seat | Any, rounds: int = 3
     topic = require_text(topic, "topic")
     a = require_seat(a, "a", run.endpoints)
     b = require_seat(b, "b", run.endpoints)
-    if fold_name(a.name) == fold_name(b.name):
-        both = f"both are {a.name!r}" if a.name == b.name else (
-            f"{a.name!r} and {b.name!r} are the same name (case, spacing and look-alike "
-            "letters are ignored)")
-        raise ConfigError(f"a and b need different names; {both}", "input")
+    unique_names([a, b], "seat")
     require_int(rounds, "rounds", 1, MAX_ROUNDS, "duel")
     opener = _opener(first, a, b, run.order_seed)
     stop_rule = _converge(converge)
@@ -203,9 +198,7 @@ async def arun_duel(topic: str, *, a: Seat | Any, b: Seat | Any, rounds: int = 3
                          options, run, speaking)
 
 
-def run_duel(topic: str, **kw: Any) -> DuelResult:
-    """Synchronous `arun_duel`."""
-    return run_sync(arun_duel(topic, **kw))
+run_duel = synchronous(arun_duel)
 
 
 def declared_answer(text: str) -> str | None:

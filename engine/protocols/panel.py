@@ -23,10 +23,9 @@ from engine.analysis.stances import (
     classify_changes,
     derive_confidence,
     detect_mind_changes,
-    normalize_stance,
     tally,
 )
-from engine.checks import require_text
+from engine.checks import require_text, unique_names
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
 from engine.llm.replies import extract_json
@@ -41,7 +40,7 @@ from engine.llm.structured import (
     json_schema,
     one_of,
 )
-from engine.models import ConfigError, Seat, Task
+from engine.models import Seat, Task
 from engine.protocols import base
 from engine.protocols import panel_result as report
 from engine.protocols.ballots import (
@@ -51,6 +50,7 @@ from engine.protocols.ballots import (
     need_stance,
     peer_proposals,
     propose,
+    read_proposal,
     require_seats,
     screened,
     text_value,
@@ -60,14 +60,13 @@ from engine.protocols.base import (
     ProtocolSpec,
     Slot,
     execute,
-    run_sync,
     split_run_options,
+    synchronous,
 )
 from engine.protocols.checks import require_seat
 from engine.protocols.panel_result import Assessment, Critique, PanelResult, Rebuttal
 from engine.protocols.personas import CRITIC, JUDGE, PANEL_DEBATERS
 from engine.protocols.templates import Template, render
-from engine.text import fold_name
 
 MIN_DEBATERS = 2
 VERDICTS = ("sound", "flawed", "unsupported")
@@ -132,10 +131,6 @@ TEMPLATES = {
 
 
 # --------------------------------------------------------------------------- validation
-def _with_role(seat: Seat, role: str) -> Seat:
-    return seat if seat.role else seat.model_copy(update={"role": role})
-
-
 def _bool(value: Any) -> bool | None:
     """A `changed_mind` claim: JSON booleans, or yes/no/true/false text; else unknown."""
     if isinstance(value, bool):
@@ -286,10 +281,7 @@ async def _rebut(ctx: RunContext, seat: Seat, question: str, own: Proposal,
 
 
 def _rebuttal(seat: Seat, obj: dict[str, Any]) -> Rebuttal:
-    stance = text_value(obj.get("stance"))
-    return Rebuttal(persona=seat.name, icon=seat.icon, stance=stance,
-                    normalized=normalize_stance(stance), answer=text_value(obj.get("answer")),
-                    reasoning=text_value(obj.get("reasoning")),
+    return Rebuttal(**read_proposal(seat, obj).model_dump(),
                     changed_mind=_bool(obj.get("changed_mind")))
 
 
@@ -350,12 +342,10 @@ async def arun_panel(question: str, *, debaters: list[Seat | Any], critic: Seat 
     endpoints = run.endpoints
     debaters = require_seats(debaters, "debaters", MIN_DEBATERS, MAX_DEBATERS, "panel",
                              "debater", endpoints)
-    critic = _with_role(require_seat(critic, "critic", endpoints), "critic")
-    judge = _with_role(require_seat(judge, "judge", endpoints), "judge")
-    for seat, slot in ((critic, "critic"), (judge, "judge")):
-        if fold_name(seat.name) in {fold_name(d.name) for d in debaters}:
-            raise ConfigError(f"the {slot}'s name {seat.name!r} is also a debater's; give "
-                              "every seat its own name", "input")
+    critic = require_seat(critic, "critic", endpoints, "critic")
+    judge = require_seat(judge, "judge", endpoints, "judge")
+    for seat in (critic, judge):  # the critic and the judge may share a name
+        unique_names([*debaters, seat], "seat")
     expected = str(run.expected or "").strip()
     # the order debaters are shown to the critic, to one another and to the judge
     order, shown = base.presented(debaters, run.order_seed)
@@ -399,9 +389,7 @@ async def arun_panel(question: str, *, debaters: list[Seat | Any], critic: Seat 
                          run, order)
 
 
-def run_panel(question: str, **kw: Any) -> PanelResult:
-    """Synchronous `arun_panel`."""
-    return run_sync(arun_panel(question, **kw))
+run_panel = synchronous(arun_panel)
 
 
 def _defaults(*personas: Any) -> tuple[dict[str, str], ...]:

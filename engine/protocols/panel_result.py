@@ -3,12 +3,12 @@ line, the signals stored for experiments and Insights, the run detail's blocks a
 panel's Insights section."""
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from engine.analysis.stances import Confidence, Tally
-from engine.models import RunResult, Signals
+from engine.models import Signals
 from engine.protocols.ballots import (
     Proposal,
     confidence_text,
@@ -18,7 +18,9 @@ from engine.protocols.ballots import (
     tally_metrics,
     tally_outcome,
     tally_rows,
+    tally_summary,
 )
+from engine.protocols.base import AnswerResult
 from engine.protocols.personas import PERSONAS
 from engine.simulated.world import PERSONA_CAVEAT
 from engine.views.aggregate import completed, rate_by, rate_text
@@ -61,7 +63,7 @@ class Critique(BaseModel):
         return next((a for a in self.assessments if a.persona == name), None)
 
 
-class PanelResult(RunResult):
+class PanelResult(AnswerResult):
     """Seed 002's debate result, plus round one's tally (what a plain vote would have said).
 
     `mind_changes` are measured from the normalised stances (round one -> rebuttal);
@@ -69,8 +71,6 @@ class PanelResult(RunResult):
     can disagree visibly. `change_kinds` (persuaded, misled, switched, held) is filled only
     when the run was given an `expected` answer.
     """
-
-    gives_answer: ClassVar[bool] = True  # its final answer is scored
 
     question: str
     proposals: list[Proposal]
@@ -83,7 +83,6 @@ class PanelResult(RunResult):
     confidence: Confidence
     first_round: Tally
     first_round_confidence: Confidence
-    answer: str = ""
     rationale: str = ""
     key_points: list[str] = Field(default_factory=list)
 
@@ -101,12 +100,10 @@ class PanelResult(RunResult):
                 and r.changed_mind != (r.persona in measured)]
 
 
-
 def summary(result: PanelResult) -> str:
     """The CLI's lines: winner, confidence, round one and mind changes, the answer."""
     t, c, first = result.tally, result.confidence, result.first_round
-    lines = [f"winner: {t.winner or '(none)'} ({t.winner_votes}/{t.total}); confidence "
-             f"{c.level.upper()} {c.ratio:.0%} ({c.reason})",
+    lines = [tally_summary(t, c),
              f"round one: {first.winner or '(none)'} ({first.winner_votes}/{first.total}); "
              f"mind changes: {', '.join(result.mind_changes) or 'none'}"]
     if result.answer:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any, ClassVar, Unpack
+from typing import Any, Unpack
 
 import pandas as pd
 from pydantic import BaseModel
@@ -13,14 +13,15 @@ from engine.checks import ROUNDS_MAX, require_int, require_text, unique_names
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
 from engine.llm.lines import Line, line_format
-from engine.models import RunResult, Seat, Signals, Task, Turn
+from engine.models import Seat, Signals, Task, Turn
 from engine.protocols.base import (
+    AnswerResult,
     Option,
     ProtocolSpec,
     Slot,
     execute,
-    run_sync,
     split_run_options,
+    synchronous,
     warn_hedge,
 )
 from engine.protocols.checks import require_seat
@@ -68,24 +69,16 @@ class PeerReviewIteration(BaseModel):
     duration: float
 
 
-class PeerReviewResult(RunResult):
+class PeerReviewResult(AnswerResult):
     """Seed 000's PeerReviewResult, plus the turn log and `answer`: the final output's
     `ANSWER:` line ("" when it has none), which is what a review given `expected` is scored
     on."""
-
-    gives_answer: ClassVar[bool] = True  # its final answer is scored
 
     task: str
     final_output: str
     approved: bool
     iterations: list[PeerReviewIteration]
     iterations_used: int
-    answer: str = ""
-
-    def final_answer(self) -> str | None:
-        """The final (approved, or last) draft's ANSWER line; None without one (or with
-        several different ones)."""
-        return self.answer or None
 
 
 async def arun_peer_review(task: str, *, producer: Seat | Any, reviewer: Seat | Any,
@@ -172,9 +165,7 @@ def _read_review(reply: str) -> tuple[dict[str, str], bool]:
     return parse_sections(reply, REVIEW_SECTIONS), is_approved(reply)
 
 
-def run_peer_review(task: str, **kw: Any) -> PeerReviewResult:
-    """Synchronous `arun_peer_review`."""
-    return run_sync(arun_peer_review(task, **kw))
+run_peer_review = synchronous(arun_peer_review)
 
 
 def _summary(result: PeerReviewResult) -> str:

@@ -28,12 +28,12 @@ from engine.protocols.base import (
     Slot,
     execute,
     presented,
-    run_sync,
     split_run_options,
+    synchronous,
     tally_carried,
 )
 from engine.protocols.checks import require_seat
-from engine.protocols.roles import library_text
+from engine.protocols.roles import canonical, library_text
 from engine.protocols.roundtable_result import Exchange, JudgeReading, RoundtableResult
 from engine.protocols.templates import Template, render, stance_problem
 
@@ -55,8 +55,6 @@ ROLES = {
                 "which hold up",
 }
 PARTICIPANT = "a participant: give your own best answer to the question"
-_ALIASES = {"devils_advocate": "devil_advocate", "devil_s_advocate": "devil_advocate",
-            "devil": "devil_advocate", "synthesizer": "synthesiser", "synthesis": "synthesiser"}
 NO_CONTEXT = "(none given)"
 NO_TURNS = "(none yet: you speak first)"
 QUALIFIED, BLOCKED = "qualified-draft", "blocked-escalated"
@@ -105,9 +103,7 @@ _STANCE = re.compile(r"^[ \t>#*_-]*STANCE[*_]*[ \t]*:(.*)$", re.I | re.M)
 
 def role_name(role: str) -> str:
     """A known role's canonical name (`devil's advocate` -> `devil_advocate`), else the text."""
-    key = re.sub(r"[^a-z]+", "_", (role or "").lower()).strip("_")
-    key = _ALIASES.get(key, key)
-    return key if key in ROLES else (role or "").strip()
+    return canonical(role) or (role or "").strip()
 
 
 def role_description(role: str) -> str:
@@ -340,9 +336,7 @@ async def arun_roundtable(question: str, *, agents: list[Seat | Any], rounds: in
                          {"agents": seats, "judge": judge_seat}, options, run, order)
 
 
-def run_roundtable(question: str, **kw: Any) -> RoundtableResult:
-    """Synchronous `arun_roundtable`."""
-    return run_sync(arun_roundtable(question, **kw))
+run_roundtable = synchronous(arun_roundtable)
 
 
 SPEC = ProtocolSpec(

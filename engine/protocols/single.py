@@ -10,38 +10,37 @@ waits for the one before.
 from __future__ import annotations
 
 import time
-from typing import Any, ClassVar, Unpack
+from typing import Any, Unpack
 
 import pandas as pd
 from pydantic import Field
 
-from engine.analysis.answers import answers_match
 from engine.analysis.conformity import conformity
 from engine.checks import require_int, require_text
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
-from engine.models import ConfigError, RunResult, Seat, Signals, Task
+from engine.models import ConfigError, Seat, Signals, Task
 from engine.protocols.ballots import ABSTAINED
 from engine.protocols.base import (
+    AnswerResult,
     Option,
     ProtocolSpec,
     Slot,
     execute,
-    run_sync,
     split_run_options,
-    warn_hedge,
+    synchronous,
 )
 from engine.protocols.checks import require_seat
 from engine.protocols.society import (
     ANSWER,
     FINAL,
-    FINAL_LINE,
     TASK_KEYS,
     MindChange,
     Reply,
-    answer_text,
-    read_answer,
+    changes,
+    judged,
     reply_warning,
+    speak,
 )
 from engine.protocols.templates import Template, render
 from engine.views.aggregate import completed, numbers
@@ -62,27 +61,12 @@ ANSWERS_MAX = 20_000  # characters of final answers an answers-only judge reads
 MIN_ROUNDS, MAX_ROUNDS = 1, 10
 
 
-class SingleResult(RunResult):
+class SingleResult(AnswerResult):
     """One reply per round; `answer` is the last round's answer ("" when it gave none)."""
-
-    gives_answer: ClassVar[bool] = True  # its final answer is scored
 
     question: str
     replies: list[Reply] = Field(default_factory=list)
-    answer: str = ""
     mind_changes: list[MindChange] = Field(default_factory=list)
-
-    def final_answer(self) -> str | None:
-        """The last round's answer; None when the agent gave none."""
-        return self.answer or None
-
-
-def _changes(replies: list[Reply]) -> list[MindChange]:
-    """The rounds whose answer differs from the round before (an abstention is no answer)."""
-    return [MindChange(agent=after.agent, round=after.round, before=before.answer,
-                       after=after.answer)
-            for before, after in zip(replies, replies[1:], strict=False)
-            if before.answer and after.answer and before.answer != after.answer]
 
 
 async def arun_single(question: str, *, agent: Seat | Any, rounds: int = 1,
@@ -118,20 +102,13 @@ async def arun_single(question: str, *, agent: Seat | Any, rounds: int = 1,
                 task = Task(kind="revise", keys=TASK_KEYS, own=replies[-1].answer or None)
                 history.append({"role": "user", "content": render(
                     TEMPLATES, ctx.prompts, "reflect", question=question)})
-            turn = await ctx.call_lines(agent, history, line=FINAL_LINE,
-                                        phase="answer" if number == 1 else "reflect",
-                                        round=number, task=task)
-            text = turn.reply if turn.ok else ""
-            answer = (ctx.guard(turn, read_answer, text) or "") if text else ""
-            if answer == "" and text:
-                warn_hedge(ctx, turn, answer_text(text))
-            replies.append(Reply(agent=agent.name, icon=agent.icon, round=number, text=text,
-                                 answer=answer, error=turn.error))
-            history.append({"role": "assistant", "content": text or ABSTAINED})
+            reply, history = await speak(ctx, agent, history, number, task,
+                                         "answer" if number == 1 else "reflect")
+            replies.append(reply)
         warnings = [f"round {r.round}: {reply_warning(r)}; the agent abstains"
                     for r in replies if not r.answer]
         return SingleResult(question=question, replies=replies, answer=replies[-1].answer,
-                            mind_changes=_changes(replies), warnings=warnings,
+                            mind_changes=changes([[r] for r in replies]), warnings=warnings,
                             duration=time.monotonic() - start)
 
     return await execute(SPEC, question, TEMPLATES, body, {"agent": agent},
@@ -153,9 +130,7 @@ def _answers(value: Any) -> str:
     return value.strip()
 
 
-def run_single(question: str, **kw: Any) -> SingleResult:
-    """Synchronous `arun_single`."""
-    return run_sync(arun_single(question, **kw))
+run_single = synchronous(arun_single)
 
 
 # --------------------------------------------------------------------------- presentation
@@ -171,11 +146,7 @@ def _outcome(result: SingleResult) -> str:
 def _signals(result: SingleResult) -> Signals:
     replies = result.replies
     reflected = len(replies) > 1
-    persuaded = misled = None
-    if result.expected and reflected:
-        first = bool(answers_match(replies[0].answer, result.expected))
-        last = bool(answers_match(replies[-1].answer, result.expected))
-        persuaded, misled = int(last and not first), int(first and not last)
+    persuaded, misled = judged([[r] for r in replies], result.expected)
     measures = conformity([{r.agent: r.answer} for r in replies], result.expected,
                           result.answer or None)
     return Signals(answer=result.answer or None,

@@ -11,18 +11,19 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import Any, ClassVar, Unpack
+from collections import Counter
+from typing import Any, Unpack
 
 from pydantic import BaseModel, Field
 
-from engine.analysis.answers import answer_line, answers_match, extract_answer, hedge
+from engine.analysis.answers import answers_match, extract_answer, hedge
 from engine.analysis.conformity import Conformity, conformity
 from engine.analysis.stances import Confidence, Tally, derive_confidence, normalize_stance, tally
 from engine.checks import require_int, require_text
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
 from engine.llm.lines import Line, line_format
-from engine.models import ConfigError, RunResult, Seat, Signals, Task
+from engine.models import Seat, Signals, Task
 from engine.protocols.ballots import (
     ABSTAINED,
     confidence_text,
@@ -35,17 +36,22 @@ from engine.protocols.ballots import (
     tally_rows,
 )
 from engine.protocols.base import (
+    ANSWER_LINE,
+    ENDING,
     NO_POSITION,
+    AnswerResult,
     Option,
     ProtocolSpec,
     Slot,
+    closing_answer,
     execute,
     presented,
-    run_sync,
     split_run_options,
+    synchronous,
     tally_carried,
     warn_hedge,
 )
+from engine.protocols.checks import require_flags
 from engine.protocols.templates import Template, render
 from engine.views.aggregate import completed
 from engine.views.ballots import tally_charts
@@ -69,20 +75,17 @@ REVISE = Template(
 SYNTHESIZE = Template(
     "Question: {question}\n\nAfter discussing it, the agents gave these final answers:\n\n"
     "{answers}\n\nSynthesize them into the single best final answer to the question. Explain "
-    "briefly, then finish with one line that starts with ANSWER: and gives the short final "
-    "answer (a number, a word or a short phrase).", ("question", "answers"),
+    "briefly, then " + ENDING, ("question", "answers"),
     "With synthesize: after the last round, the first agent reads every agent's last reply "
     "and writes the final answer (deliberate, then synthesize).",
     required=("question", "answers"))
 TEMPLATES = {"answer": ANSWER, "revise": REVISE, "synthesize": SYNTHESIZE}
-SYNTHESIS_LINE = line_format("answer", Line("ANSWER", "short"), lead=True)
 # FINAL's ask: a reply ending in a short line, the answer (a grammar where the server applies one)
 FINAL_LINE = line_format("final answer", Line("", "short"), lead=True)
 TASK_KEYS = ("reasoning", "answer")  # the simulated model's reply shape (it reads no prose)
 
 MIN_AGENTS, MAX_AGENTS = 2, 8
 MIN_ROUNDS, MAX_ROUNDS = 1, 10
-
 
 
 def answer_text(text: str) -> str:
@@ -137,26 +140,18 @@ class MindChange(BaseModel):
     after: str
 
 
-class SocietyResult(RunResult):
+class SocietyResult(AnswerResult):
     """Every round's replies and tally; `answer` is the last round's plurality, or with
     `synthesize` the synthesizer's ANSWER line (`synthesis` its whole reply)."""
-
-    gives_answer: ClassVar[bool] = True  # its final answer is scored
 
     question: str
     rounds: list[list[Reply]] = Field(default_factory=list)
     tallies: list[Tally] = Field(default_factory=list)
     first_round: Tally | None = None
-    answer: str = ""
     mind_changes: list[MindChange] = Field(default_factory=list)
     confidence: Confidence | None = None
     synthesizer: str | None = None
     synthesis: str = ""
-
-    def final_answer(self) -> str | None:
-        """The last round's plurality (the synthesis's ANSWER line with `synthesize`); None
-        when every agent abstained, or the synthesizer failed or gave no ANSWER line."""
-        return self.answer or None
 
 
 # --------------------------------------------------------------------------- the run
@@ -165,10 +160,7 @@ def _others_text(mine: str, previous: list[Reply], summarise: bool) -> str:
     their extracted answers with counts."""
     others = [r for r in previous if r.agent != mine]
     if summarise:
-        counts: dict[str, int] = {}
-        for reply in others:
-            key = reply.answer or ABSTAINED
-            counts[key] = counts.get(key, 0) + 1
+        counts = Counter(reply.answer or ABSTAINED for reply in others)
         return "\n".join(f"- {answer}: {n} agent{'s' if n != 1 else ''}"
                          for answer, n in counts.items())
     return "\n\n".join(f"One agent's solution: ```{r.text or ABSTAINED}```" for r in others)
@@ -188,11 +180,11 @@ def _peers(ctx: RunContext, mine: str, previous: list[Reply]) -> list[Reply]:
     return out
 
 
-async def _speak(ctx: RunContext, seat: Seat, history: list[dict[str, str]], number: int,
-                 task: Task) -> tuple[Reply, list[dict[str, str]]]:
-    """One agent's call in round `number`: its reply and its conversation with the reply."""
-    turn = await ctx.call_lines(seat, history, line=FINAL_LINE,
-                                phase="answer" if number == 1 else "revise", round=number,
+async def speak(ctx: RunContext, seat: Seat, history: list[dict[str, str]], number: int,
+                task: Task, phase: str) -> tuple[Reply, list[dict[str, str]]]:
+    """One agent's call in round `number`: its reply and its conversation with the reply
+    (the single agent's rounds too)."""
+    turn = await ctx.call_lines(seat, history, line=FINAL_LINE, phase=phase, round=number,
                                 task=task)
     text = turn.reply if turn.ok else ""
     answer = (ctx.guard(turn, read_answer, text) or "") if text else ""
@@ -210,24 +202,15 @@ async def _synthesize(ctx: RunContext, seat: Seat, question: str, last: list[Rep
                            for r in last)
     prompt = render(TEMPLATES, ctx.prompts, "synthesize", question=question, answers=answers)
     turn = await ctx.call_lines(seat, [{"role": "user", "content": prompt}],
-                                line=SYNTHESIS_LINE, phase="synthesis",
+                                line=ANSWER_LINE, phase="synthesis",
                                 round=last[0].round + 1 if last else 1,
                                 task=Task(
                                     kind="chair", sections=("ANSWER",),
                                     others={r.agent: r.answer for r in last if r.answer}))
-    if not turn.ok:
-        return "", "", [f"the synthesizer {seat.name} failed ({turn.error}); the run has no "
-                        "final answer"]
-    answer = ctx.guard(turn, answer_line, turn.reply) or ""
-    if answer:
-        return turn.reply, answer, []
-    if warn_hedge(ctx, turn, turn.reply):
-        return turn.reply, "", ["the synthesis declared several different answers; the run "
-                                "has no final answer"]
-    return turn.reply, "", ["the synthesis gave no ANSWER line; the run has no final answer"]
+    return closing_answer(ctx, turn, f"the synthesizer {seat.name}", "the synthesis", "the run")
 
 
-def _changes(rounds: list[list[Reply]]) -> list[MindChange]:
+def changes(rounds: list[list[Reply]]) -> list[MindChange]:
     """Each agent's answer changes between consecutive rounds (abstentions are no answer)."""
     out = []
     for number in range(1, len(rounds)):
@@ -255,9 +238,7 @@ async def arun_society(question: str, *, agents: list[Seat | Any], rounds: int =
     agents = require_seats(agents, "agents", MIN_AGENTS, MAX_AGENTS, "society", "agent",
                            run.endpoints)
     rounds = require_int(rounds, "rounds", MIN_ROUNDS, MAX_ROUNDS, "society")
-    for name, flag in (("summarise", summarise), ("synthesize", synthesize)):
-        if not isinstance(flag, bool):
-            raise ConfigError(f"{name} must be true or false, got {flag!r}", "input")
+    require_flags(summarise=summarise, synthesize=synthesize)
     # each agent sees the others' answers in this order (DESIGN 2.10)
     order, shown = presented(agents, run.order_seed)
 
@@ -281,7 +262,8 @@ async def arun_society(question: str, *, agents: list[Seat | Any], rounds: int =
                         "role": "user", "content": render(
                             TEMPLATES, ctx.prompts, "revise", question=question,
                             others=_others_text(seat.name, previous, summarise))}]
-                calls.append(_speak(ctx, seat, histories[seat.name], number, task))
+                calls.append(speak(ctx, seat, histories[seat.name], number, task,
+                                   "answer" if number == 1 else "revise"))
             spoken = await asyncio.gather(*calls)
             done.append([reply for reply, _ in spoken])
             histories = {reply.agent: history for reply, history in spoken}
@@ -297,7 +279,7 @@ async def arun_society(question: str, *, agents: list[Seat | Any], rounds: int =
                              first_round=tallies[0], answer=answer,
                              synthesizer=agents[0].name if synthesize else None,
                              synthesis=synthesis,
-                             mind_changes=_changes(done), confidence=derive_confidence(last),
+                             mind_changes=changes(done), confidence=derive_confidence(last),
                              warnings=warnings, duration=time.monotonic() - start)
 
     return await execute(SPEC, question, TEMPLATES, body, {"agents": agents},
@@ -305,9 +287,7 @@ async def arun_society(question: str, *, agents: list[Seat | Any], rounds: int =
                          run, order)
 
 
-def run_society(question: str, **kw: Any) -> SocietyResult:
-    """Synchronous `arun_society`."""
-    return run_sync(arun_society(question, **kw))
+run_society = synchronous(arun_society)
 
 
 # --------------------------------------------------------------------------- presentation
@@ -345,13 +325,13 @@ def _outcome(result: SocietyResult) -> str:
     return tally_outcome(*_last(result))
 
 
-def _judged(result: SocietyResult) -> tuple[int | None, int | None]:
+def judged(rounds: list[list[Reply]], expected: str | None) -> tuple[int | None, int | None]:
     """(persuaded: wrong in round one and right in the last, misled: the reverse), counted
-    over agents; None without an expected answer."""
-    if not result.expected or len(result.rounds) < 2:
+    over agents; None without an expected answer or a second round."""
+    if not expected or len(rounds) < 2:
         return None, None
-    first = {r.agent: bool(answers_match(r.answer, result.expected)) for r in result.rounds[0]}
-    last = {r.agent: bool(answers_match(r.answer, result.expected)) for r in result.rounds[-1]}
+    first = {r.agent: bool(answers_match(r.answer, expected)) for r in rounds[0]}
+    last = {r.agent: bool(answers_match(r.answer, expected)) for r in rounds[-1]}
     persuaded = sum(1 for a, right in last.items() if right and not first.get(a, False))
     misled = sum(1 for a, right in last.items() if not right and first.get(a, False))
     return persuaded, misled
@@ -360,7 +340,7 @@ def _judged(result: SocietyResult) -> tuple[int | None, int | None]:
 def _signals(result: SocietyResult) -> Signals:
     t, c = _last(result)
     first = result.first_round
-    persuaded, misled = _judged(result)
+    persuaded, misled = judged(result.rounds, result.expected)
     agents = len(result.rounds[0]) if result.rounds else 0
     measures = _measures(result)
     return Signals(answer=(result.answer or None) if result.synthesizer else t.winner,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, ClassVar, Unpack
+from typing import Any, Unpack
 
 from pydantic import Field
 
@@ -15,7 +15,7 @@ from engine.analysis.stances import Confidence, Tally, derive_confidence, tally
 from engine.checks import require_text
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
-from engine.models import RunResult, Seat, Signals
+from engine.models import Seat, Signals
 from engine.protocols.ballots import (
     MAX_DEBATERS,
     PROPOSE,
@@ -28,14 +28,16 @@ from engine.protocols.ballots import (
     tally_metrics,
     tally_outcome,
     tally_rows,
+    tally_summary,
 )
 from engine.protocols.base import (
+    AnswerResult,
     ProtocolSpec,
     Slot,
     execute,
     presented,
-    run_sync,
     split_run_options,
+    synchronous,
     tally_carried,
 )
 from engine.protocols.personas import PANEL_DEBATERS
@@ -50,16 +52,13 @@ TEMPLATES = {"propose": PROPOSE}
 MIN_VOTERS, MAX_VOTERS = 2, 2 * MAX_DEBATERS + 2
 
 
-class VoteResult(RunResult):
+class VoteResult(AnswerResult):
     """The ballots, their tally and the computed confidence; `answer` is the tally winner."""
-
-    gives_answer: ClassVar[bool] = True  # its final answer is scored
 
     question: str
     proposals: list[Proposal] = Field(default_factory=list)
     tally: Tally
     confidence: Confidence
-    answer: str = ""
 
     def final_answer(self) -> str | None:
         """The tally winner (normalised); None when every voter abstained."""
@@ -94,22 +93,10 @@ async def arun_vote(question: str, *, voters: list[Seat | Any], **kw: Unpack[Run
                          order)
 
 
-def run_vote(question: str, **kw: Any) -> VoteResult:
-    """Synchronous `arun_vote`."""
-    return run_sync(arun_vote(question, **kw))
+run_vote = synchronous(arun_vote)
 
 
 # --------------------------------------------------------------------------- presentation
-def _summary(result: VoteResult) -> str:
-    t, c = result.tally, result.confidence
-    return (f"winner: {t.winner or '(none)'} ({t.winner_votes}/{t.total}); confidence "
-            f"{c.level.upper()} {c.ratio:.0%} ({c.reason})")
-
-
-def _outcome(result: VoteResult) -> str:
-    return tally_outcome(result.tally, result.confidence)
-
-
 def _signals(result: VoteResult) -> Signals:
     t = result.tally
     return Signals(answer=t.winner, consensus=share(t),
@@ -155,6 +142,7 @@ SPEC = ProtocolSpec(
     estimate_calls=lambda options, seats: int(seats.get("voters", 3)),
     estimate_waves=lambda options, seats: 1,  # every voter at once
     insights=_insights,
-    result_type=VoteResult, summary=_summary, outcome=_outcome, signals=_signals, view=_view,
+    result_type=VoteResult, summary=lambda r: tally_summary(r.tally, r.confidence),
+    outcome=lambda r: tally_outcome(r.tally, r.confidence), signals=_signals, view=_view,
     phases=("propose",), color="#00897b", carried=lambda r: tally_carried(r.tally),
     lost=_lost)
