@@ -1,75 +1,13 @@
-"""Data migrations: stored values rewritten once into the shape the current code reads.
-
-`0004_configs_by_slot`: a run's configuration used to be stored with its seats as one flat
-list, each seat naming its `slot`; it is now a `RunConfig` (seats grouped by slot). A flat list
-whose seats all name their slot is regrouped; one without slots (a result saved without its
-configuration) keeps no seats, and such a run says it cannot be re-run. Saved library
-configurations are normalised the same way. A run's metrics gain the `outcome` line its
-protocol writes now, read from its stored result.
-
-`0005_degraded_runs`: runs gain `degraded_run` and `lost`, and completed runs are assessed
-again (see `degraded_runs`).
-
-`0006_search`: the full-text index over questions, replies and answers, filled from the rows
-already stored (see `engine.store.search_index`).
-
-`0007_turn_output`: turns gain `output_mode`, the path a JSON call took (structured output);
-turns stored before it keep NULL (read as "").
-
-`0010_search_bounded`: the search index holds at most `MAX_INDEXED` characters of a text.
-
-`0011_redacted_errors`: errors and warnings stored before they were redacted lose any key
-they hold (`engine.store.records.error_text`: the environment's keys, and anything shaped
-like one), in turns, runs and experiments.
-
-`0014_costs`: runs and turns gain `cost_usd` (US dollars, NULL when unknown) and turns
-`usage_estimated`; old turns have an unknown cost unless the simulated model made them (0).
-
-`0015_labels`: the tables of human judgement, `preferences` and `ratings`
-(`engine.store.labels`).
-
-`0016_started_by`: runs gain `started_by` (who started them, `engine.access`); old runs "".
-
-`0017_experiment_started_by`: experiments gain `started_by` (who started or last resumed them;
-their runs carry it); old experiments "".
-
-`0018_one_judgement`: runs and labels gain `imported_by` and `imported_at` (who imported them
-and when; "" and NULL for what was made here), and one person's judgement counts once: of a
-rater's preferences of one unordered pair, and of a rater's ratings of one run or turn, the
-latest is kept (by time, then id) and the unique indexes `schema.ONE_PREFERENCE` and
-`schema.ONE_RATING` say so from then on.
-
-`0019_reply_bytes`: turns gain `reply_bytes`, the size of what the model sent when the stored
-reply is cut from it (`engine.llm.sizes`); turns stored before it were stored whole (NULL).
-
-`0020_search_bounded_tighter`: the search index's bound falls to 20,000 characters of a text
-(`0010`'s triggers and cut, run again with the new `MAX_INDEXED`).
-
-`0021_endpoint_support`: the table of what each endpoint's server supports (structured output
-mode, grammar), learned once for every process (`engine.store.support`).
-
-`0022_set_version`: experiments gain `set_version`, the version of their question set
-(`engine.store.versions`), computed for older experiments from the questions their spec holds
-("" when the spec cannot be read); and the `approvals` table of approved baselines
-(`engine.store.approvals`), which gates compare with.
-
-`0023_unanswered`: runs gain `unanswered`, and ended runs that were given an expected answer
-and gave none are scored wrong and unanswered (see `unanswered`).
-
-`0026_backfills`: the table of back-fills left to the protocols' side.
-
-`0036_turn_failure`: turns gain `failure`, what a degraded turn's failure is counted as
-(`engine.errors`); older turns keep "" (counted as unexplained when a run is assessed again).
+"""Ordered, named migrations, each run once per database and never changed once shipped:
+tables created as they first shipped (`engine.store.shipped`), columns added (`_add`: older
+rows hold the column's default, or NULL) and stored values rewritten once into the shape the
+current code reads (each such migration's function says how).
 
 The store knows no protocol, so the part of `0004`, `0005` and `0023` that reads old rows
 with a protocol's code (its metrics, its assessment, whether it gives an answer) is not done
 here: on a database that holds runs, the migration notes it in `backfills`, and the
 protocols' side does it once the store is open (`Store.backfill`, handed the registry by
 `engine.protocols.storing.backfill`).
-
-`0028_signal_columns`: runs gain their protocol-independent signals as typed columns
-(`engine.store.signal_columns`), filled from the stored metrics, and the index Insights'
-opening answers read (see `signal_columns`).
 """
 from __future__ import annotations
 
@@ -102,7 +40,9 @@ _SEAT_KEYS = ("name", "model", "persona", "persona_name", "role", "temperature",
 
 
 def regroup(config: Any) -> Any:
-    """An old-shape configuration with its flat seat list grouped by slot; other values are
+    """An old-shape configuration, its seats one flat list each naming its `slot`, as a
+    `RunConfig` holds them (grouped by slot); a list without slots (a result saved without
+    its configuration) keeps no seats, so its run says it cannot be re-run. Other values are
     returned as they are."""
     if not isinstance(config, Mapping):
         return config
@@ -173,8 +113,8 @@ def _completed_results(connection: Connection, protocols: Mapping[str, Any]
 
 
 def configs_by_slot(connection: Connection) -> None:
-    """Migration 0004: configurations by slot; each run's outcome line in its metrics is
-    left to the protocols' side (`outcome_metrics`)."""
+    """Migration 0004: runs' and saved library configurations by slot (`regroup`); each
+    run's outcome line in its metrics is left to the protocols' side (`outcome_metrics`)."""
     runs, library = statements.RUNS, statements.LIBRARY
     _rewrite(connection, runs, runs.c.config, regroup)
     _rewrite(connection, library, library.c.body, regroup)
@@ -234,7 +174,8 @@ def assess_again(connection: Connection, protocols: Mapping[str, Any]) -> None:
 
 
 def redacted_errors(connection: Connection) -> None:
-    """Migration 0011: the keys in errors and warnings stored before they were redacted."""
+    """Migration 0011: errors and warnings stored before they were redacted lose any key they
+    hold (`engine.store.records.error_text`), in turns, runs and experiments."""
     for row_type in (TurnRow, RunRow, ExperimentRow):
         table: Any = row_type.__table__
         for row_id, error in connection.execute(select(table.c.id, table.c.error).where(
