@@ -522,7 +522,10 @@ def test_a_job_waiting_on_the_budget_starts_nothing_once_the_experiment_is_stopp
 
 
 def test_the_stored_budget_is_read_in_the_database(backend):
-    from engine.store.experiments import stored_budget
+    from engine.store.workers import pool_state
+
+    def stored_budget(store, experiment_id):
+        return pool_state(store, experiment_id).budget
     with_one = ex.create(backend, {"questions": QUESTIONS[:1], "budget_usd": 2.5,
                                    "configs": [{"protocol": "vote", "label": "v"}]})
     without = ex.create(backend, {"questions": QUESTIONS[:1],

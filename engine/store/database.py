@@ -18,12 +18,12 @@ import re
 import socket
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import inspect, select, text
+from sqlalchemy import case, inspect, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import NoSuchModuleError, OperationalError, SQLAlchemyError
 
@@ -51,6 +51,17 @@ def default_url() -> str:
 DEFAULT_URL = default_url()
 MIGRATION_LOCK = 0x5061726C6579  # "Parley": the advisory lock a PostgreSQL migration holds
 READ_ONLY = "this database is read-only ({url}): runs can be read, not started or changed"
+
+
+# What `Database.owner_gone` reads of a row.
+SIGNS = ("id", "status", "host", "pid", "heartbeat_at")
+
+
+def signs_of_life(*names: str) -> list[Any]:
+    """The columns `names` (of `SIGNS`) of a run, NULL but in a `running` row: only its owner
+    can be gone, so a query of many runs reads these of the few that run."""
+    running = RunRow.status == "running"
+    return [case((running, getattr(RunRow, name)), else_=None).label(name) for name in names]
 
 
 class StoreWriteError(ParleyError, RuntimeError):
@@ -165,12 +176,7 @@ class Database:
     def migrate(self) -> list[str]:
         """Apply the migrations this database has not seen; returns their names."""
         applied: list[str] = []
-        with self.writing(retry=False) as connection:
-            if connection.dialect.name == "postgresql":
-                # processes opening a fresh database at once (workers starting together)
-                # migrate one after another, not racing to create the same tables
-                connection.execute(text("SELECT pg_advisory_xact_lock(:key)"),
-                                   {"key": MIGRATION_LOCK})
+        with self._migrating() as connection:
             MIGRATION_LOG.create(connection, checkfirst=True)
             done = set(connection.execute(select(MigrationRow.name)).scalars())
             refuse_newer(done)
@@ -195,10 +201,7 @@ class Database:
                     select(BACKFILL_LOG.c.name).limit(1)).first() is None:
                 return []
         done: list[str] = []
-        with self.writing(retry=False) as connection:
-            if connection.dialect.name == "postgresql":  # one process fills, the rest wait
-                connection.execute(text("SELECT pg_advisory_xact_lock(:key)"),
-                                   {"key": MIGRATION_LOCK})
+        with self._migrating() as connection:
             pending = sorted(connection.execute(select(BACKFILL_LOG.c.name)).scalars())
             for name in pending:
                 if name in BACKFILLS:  # a note no step of this Parley reads stays
@@ -206,6 +209,17 @@ class Database:
                     connection.execute(BACKFILL_LOG.delete().where(BACKFILL_LOG.c.name == name))
                     done.append(name)
         return done
+
+    @contextmanager
+    def _migrating(self) -> Iterator[Any]:
+        """A write transaction holding, on PostgreSQL, the migration lock: processes opening
+        a database at once (workers starting together) migrate and back-fill one after
+        another, not racing to change the same tables."""
+        with self.writing(retry=False) as connection:
+            if connection.dialect.name == "postgresql":
+                connection.execute(text("SELECT pg_advisory_xact_lock(:key)"),
+                                   {"key": MIGRATION_LOCK})
+            yield connection
 
     def check_schema(self) -> None:
         """Without writing: refuse a database from a newer Parley, or one (read-only) that
@@ -340,6 +354,12 @@ class Database:
                 if row["id"] in self._pending:
                     return False
         return owner_gone(row["host"], row["pid"], row["heartbeat_at"], here=self.host)
+
+    def gone_rows(self, columns: Mapping[str, Sequence[Any]]) -> set[int]:
+        """The places of the rows in `columns` (name -> values, with `SIGNS`) whose owner is
+        gone (`owner_gone`)."""
+        return {i for i, status in enumerate(columns["status"]) if status == "running"
+                and self.owner_gone({name: columns[name][i] for name in SIGNS})}
 
     def _stale(self) -> list[str]:
         """The ids of runs left `running` by processes that are gone."""

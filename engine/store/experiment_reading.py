@@ -24,7 +24,7 @@ from sqlalchemy import and_, case, func, literal, null, select, union_all
 from sqlalchemy.exc import OperationalError
 
 from engine.store import readback
-from engine.store.database import Database
+from engine.store.database import Database, signs_of_life
 from engine.store.liveness import GONE
 from engine.store.schema import RunRow
 from engine.store.simulated import simulation
@@ -69,7 +69,6 @@ class ExperimentReading(Database):
     def _experiment_runs(self, experiment_id: str, keys: Sequence[str] | None,
                          picked: Picked | None) -> pd.DataFrame:
         """`experiment_runs`, the chosen keys of the metrics `picked` in SQL or not."""
-        running = RunRow.status == "running"  # only they need their owner's signs of life
         metrics = [RunRow.metrics] if picked is None else [picked.values.label("picked"),
                                                            picked.unread.label("metrics")]
         chosen = [
@@ -78,18 +77,14 @@ class ExperimentReading(Database):
             RunRow.degraded, RunRow.degraded_run, RunRow.lost, RunRow.tokens_in, RunRow.tokens_out,
             RunRow.cost_usd, RunRow.duration, RunRow.simulated, RunRow.models, RunRow.created_at,
             RunRow.finished_at, RunRow.error,
-            case((running, RunRow.host), else_=None).label("host"),
-            case((running, RunRow.pid), else_=None).label("pid"),
-            case((running, RunRow.heartbeat_at), else_=None).label("heartbeat_at")]
+            *signs_of_life("host", "pid", "heartbeat_at")]
         with self.engine.connect() as connection:
             read = _by_label(connection, experiment_id, chosen) or _joined(
                 connection, experiment_id, chosen)
         columns: dict[str, Any] = read[0]
         kinds = read[1]
         count = len(columns["id"])
-        signs = ("id", "status", "host", "pid", "heartbeat_at")
-        gone = {i for i, status in enumerate(columns["status"]) if status == "running"
-                and self.owner_gone({name: columns[name][i] for name in signs})}
+        gone = self.gone_rows(columns)
         columns["simulation"] = [kinds.get(key, "") for key in columns["setup"]]
         for name in ("config", "label", "models", "host", "pid", "heartbeat_at"):
             columns.pop(name, None)  # read, not returned

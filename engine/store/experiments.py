@@ -11,12 +11,12 @@ from typing import Any
 from uuid import uuid4
 
 import pandas as pd
-from sqlalchemy import case, func, select, update
+from sqlalchemy import func, select, update
 
 from engine.cells import SUPERSEDED, Cell
 from engine.models import ConfigError, now
 from engine.store import facets
-from engine.store.liveness import owner_gone
+from engine.store.database import signs_of_life
 from engine.store.readback import aware, columns, decode, decode_tags, tag_cells
 from engine.store.records import error_text, experiment_item, starter
 from engine.store.schema import ExperimentRow, RunRow, TurnRow
@@ -53,19 +53,16 @@ def row(store: Store, experiment_id: str) -> dict[str, Any]:
     return out
 
 
-def live_status(stored: Mapping[str, Any], host: str) -> str:
-    """The stored status, except that a `running` experiment whose process is gone (or whose
-    heartbeat stopped, on another host) reads as `interrupted`."""
-    if stored["status"] == "running" and owner_gone(stored["host"], stored["pid"],
-                                                    stored["heartbeat_at"], here=host):
-        return "interrupted"
-    return str(stored["status"])
+def live_status(store: Store, stored: Mapping[str, Any]) -> str:
+    """The stored status, except that a `running` experiment whose process is gone reads as
+    `interrupted` (`Store.owner_gone`)."""
+    return "interrupted" if store.owner_gone(stored) else str(stored["status"])
 
 
 def get(store: Store, experiment_id: str) -> dict[str, Any]:
     """One experiment: its row with the spec parsed and the live status."""
     out = row(store, experiment_id)
-    out["status"] = live_status(out, store.host)
+    out["status"] = live_status(store, out)
     return out
 
 
@@ -78,7 +75,7 @@ def claim(store: Store, experiment_id: str, started_by: str = "") -> dict[str, A
     who = starter(started_by)
     found = row(store, experiment_id)
     mine = found["host"] == store.host and found["pid"] == os.getpid()
-    if live_status(found, store.host) == "running":
+    if live_status(store, found) == "running":
         if mine:
             raise ConfigError(f"experiment {experiment_id} is already running here", "input")
         raise ConfigError(f"experiment {experiment_id} is running in process {found['pid']} "
@@ -138,7 +135,7 @@ def list_experiments(store: Store) -> pd.DataFrame:
         if q >= 0:
             counts.setdefault(experiment_id, set()).add((q, c, r))
     return pd.DataFrame([{"id": r["id"], "name": r["name"],
-                          "status": live_status(r, store.host),
+                          "status": live_status(store, r),
                           "done": len(counts.get(r["id"], ())), "runs": r["total"],
                           "created": aware(r["created_at"]),
                           "started by": r["started_by"] or ""} for r in rows],
@@ -265,22 +262,17 @@ def cell_states(store: Store, experiment_id: str) -> CellStates:
     """The experiment's runs with a cell as `progress` reads them (a light query: status,
     tags and end time; signs of life only of the running ones); a run whose process is gone
     reads as `interrupted`."""
-    running = RunRow.status == "running"
     with store.engine.connect() as connection:
         found = columns(connection.execute(select(
             RunRow.status, RunRow.tags, RunRow.finished_at,
-            case((running, RunRow.id), else_=None).label("id"),
-            case((running, RunRow.host), else_=None).label("host"),
-            case((running, RunRow.pid), else_=None).label("pid"),
-            case((running, RunRow.heartbeat_at), else_=None).label("heartbeat_at"))
+            *signs_of_life("id", "host", "pid", "heartbeat_at"))
             .where(RunRow.experiment_id == experiment_id)))
     qs, cs, rs, old = tag_cells(found["tags"])
-    statuses, signs = found["status"], ("id", "status", "host", "pid", "heartbeat_at")
+    statuses, gone = found["status"], store.gone_rows(found)
     named = [i for i, q in enumerate(qs) if q >= 0]
     return CellStates(
         [cell_key(qs[i], cs[i], rs[i]) for i in named],
-        ["interrupted" if statuses[i] == "running" and store.owner_gone(
-            {name: found[name][i] for name in signs}) else statuses[i] for i in named],
+        ["interrupted" if i in gone else statuses[i] for i in named],
         [old[i] for i in named], [found["finished_at"][i] for i in named])
 
 
@@ -426,13 +418,3 @@ def as_budget(found: Any) -> float | None:
         return None if found is None else float(found)
     except (TypeError, ValueError):
         return None
-
-
-def stored_budget(store: Store, experiment_id: str) -> float | None:
-    """The experiment's `budget_usd` as stored now, read in the database without the rest of
-    its spec (`set_budget` may have changed it since a worker read the plan); None when it
-    has none or the value is unreadable."""
-    with store.engine.connect() as connection:
-        found = connection.execute(select(budget_column(store))
-                                   .where(ExperimentRow.id == experiment_id)).scalar()
-    return as_budget(found)

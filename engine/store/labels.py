@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -34,6 +34,7 @@ from engine.store import readback
 from engine.store.database import Database
 from engine.store.records import PreferenceRecord, RatingRecord, RunRecord, validate
 from engine.store.schema import PreferenceRow, RatingRow, RunRow, TurnRow
+from engine.store.statements import present
 from engine.text import clean_text
 
 PREFERENCES = cast(Table, PreferenceRow.__table__)
@@ -42,8 +43,7 @@ PREFERENCE_COLUMNS = [c.name for c in PREFERENCES.columns]
 RATING_COLUMNS = [c.name for c in RATINGS.columns]
 CHOICES = ("a", "b", "tie")
 CLOCK_SKEW = timedelta(minutes=5)  # how far ahead of this clock an imported label may be dated
-WRITE_TRIES = 20  # a label replaced by several tabs at once: each loser of the race tries
-# again (after a short random pause), and one more wins each round
+WRITE_TRIES = 20  # tries of a label that several tabs replace at once (`Labels._replace`)
 
 
 @dataclass(frozen=True)
@@ -54,24 +54,10 @@ class LabelCounts:
     ratings: int = 0
 
 
-def _pause() -> None:
-    """A few random milliseconds, so that writers who raced do not race again in step."""
-    time.sleep(random.uniform(0.002, 0.02))
-
-
 def _pair(run_a: str, run_b: str) -> Any:
     """The preferences of the unordered pair {run_a, run_b}."""
     return or_(and_(PREFERENCES.c.run_a == run_a, PREFERENCES.c.run_b == run_b),
                and_(PREFERENCES.c.run_a == run_b, PREFERENCES.c.run_b == run_a))
-
-
-def _present(connection: Connection, run_ids: Iterable[str]) -> set[str]:
-    wanted = sorted(set(run_ids))
-    found: set[str] = set()
-    for start in range(0, len(wanted), 500):
-        found |= set(connection.execute(select(RunRow.id).where(
-            RunRow.id.in_(wanted[start:start + 500]))).scalars())
-    return found
 
 
 def _turn_missing(connection: Connection, run_id: str, turn: int) -> bool:
@@ -120,23 +106,15 @@ class Labels(Database):
         record = preference_record({"id": uuid4().hex[:16], "run_a": run_a, "run_b": run_b,
                                     "shown_left": shown_left, "rater": _text(rater),
                                     "choice": choice, "comment": _text(comment)})
-        values = _dumped(record)
-        for attempt in range(WRITE_TRIES):
-            try:
-                with self.writing() as connection:
-                    missing = {record.run_a, record.run_b} - _present(
-                        connection, (record.run_a, record.run_b))
-                    if missing:
-                        raise ConfigError(f"preference: no run {sorted(missing)[0]!r} is "
-                                          "stored", "input")
-                    connection.execute(delete(PREFERENCES).where(
-                        PREFERENCES.c.rater == record.rater, _pair(record.run_a, record.run_b)))
-                    connection.execute(PREFERENCES.insert().values(**values))
-                break
-            except IntegrityError:  # another tab wrote the same rater's pair meanwhile
-                if attempt == WRITE_TRIES - 1:
-                    raise
-                _pause()
+
+        def check(connection: Connection) -> None:
+            missing = {record.run_a, record.run_b} - present(
+                connection, RunRow.id, (record.run_a, record.run_b))
+            if missing:
+                raise ConfigError(f"preference: no run {sorted(missing)[0]!r} is stored",
+                                  "input")
+        self._replace(PREFERENCES, _dumped(record), check, PREFERENCES.c.rater == record.rater,
+                      _pair(record.run_a, record.run_b))
         return record.id
 
     def add_rating(self, run_id: str, *, rater: str, score: int, comment: str = "",
@@ -149,29 +127,38 @@ class Labels(Database):
         record = rating_record({"id": uuid4().hex[:16], "run_id": run_id, "turn": turn,
                                 "rater": _text(rater), "score": score,
                                 "comment": _text(comment)})
-        values = _dumped(record)
         same_turn = RATINGS.c.turn.is_(None) if record.turn is None else \
             RATINGS.c.turn == record.turn
+
+        def check(connection: Connection) -> None:
+            if not present(connection, RunRow.id, [record.run_id]):
+                raise ConfigError(f"rating: no run {record.run_id!r} is stored", "input")
+            if record.turn is not None and _turn_missing(connection, record.run_id,
+                                                         record.turn):
+                raise ConfigError(f"rating: run {record.run_id!r} has no turn {record.turn}",
+                                  "input")
+        self._replace(RATINGS, _dumped(record), check, RATINGS.c.rater == record.rater,
+                      RATINGS.c.run_id == record.run_id, same_turn)
+        return record.id
+
+    def _replace(self, table: Table, values: dict[str, Any],
+                 check: Callable[[Connection], None], *same: Any) -> None:
+        """Write a label in place of the rater's earlier ones (the rows matching `same`),
+        once `check` passes in the same transaction. When another tab writes the same label
+        meanwhile, the unique index refuses one of the two: the loser tries again after a
+        few random milliseconds (so that racers do not race again in step), and one more
+        wins each round."""
         for attempt in range(WRITE_TRIES):
             try:
                 with self.writing() as connection:
-                    if not _present(connection, [record.run_id]):
-                        raise ConfigError(f"rating: no run {record.run_id!r} is stored",
-                                          "input")
-                    if record.turn is not None and _turn_missing(connection, record.run_id,
-                                                                 record.turn):
-                        raise ConfigError(f"rating: run {record.run_id!r} has no turn "
-                                          f"{record.turn}", "input")
-                    connection.execute(delete(RATINGS).where(
-                        RATINGS.c.rater == record.rater, RATINGS.c.run_id == record.run_id,
-                        same_turn))
-                    connection.execute(RATINGS.insert().values(**values))
-                break
-            except IntegrityError:  # another tab rated the same run or turn meanwhile
+                    check(connection)
+                    connection.execute(delete(table).where(*same))
+                    connection.execute(table.insert().values(**values))
+                return
+            except IntegrityError:
                 if attempt == WRITE_TRIES - 1:
                     raise
-                _pause()
-        return record.id
+                time.sleep(random.uniform(0.002, 0.02))
 
     def preferences(self, run_ids: Sequence[str] | None = None,
                     rater: str | None = None) -> pd.DataFrame:
@@ -222,10 +209,8 @@ def exported_labels(connection: Connection, run_id: str) -> dict[str, list[dict[
         .order_by(PREFERENCES.c.created_at, PREFERENCES.c.id)).mappings().all()
     rates = connection.execute(select(RATINGS).where(RATINGS.c.run_id == run_id)
                                .order_by(RATINGS.c.created_at, RATINGS.c.id)).mappings().all()
-    return {"preferences": [{**r, "created_at": readback.iso(r["created_at"]),
-                             "imported_at": readback.iso(r["imported_at"])} for r in prefs],
-            "ratings": [{**r, "created_at": readback.iso(r["created_at"]),
-                         "imported_at": readback.iso(r["imported_at"])} for r in rates]}
+    return {name: [{**r, **{t: readback.iso(r[t]) for t in ("created_at", "imported_at")}}
+                   for r in rows] for name, rows in (("preferences", prefs), ("ratings", rates))}
 
 
 def misfiled(where: str, record: RunRecord) -> None:
@@ -289,8 +274,8 @@ def import_labels(connection: Connection, docs: Sequence[tuple[str, RunRecord]],
     new_r = [{**_dumped(r), **mark} for r in _latest(
         (r for r in rates.values() if r.run_id in added),
         lambda r: (r.rater, r.run_id, -1 if r.turn is None else r.turn))]
-    taken = _taken_ids(connection, [v["id"] for v in new_p], PREFERENCES) | _taken_ids(
-        connection, [v["id"] for v in new_r], RATINGS)
+    taken = present(connection, PREFERENCES.c.id, [v["id"] for v in new_p]) | present(
+        connection, RATINGS.c.id, [v["id"] for v in new_r])
     for values in (*new_p, *new_r):  # an id this store already uses gets a fresh one
         if values["id"] in taken:
             values["id"] = uuid4().hex[:16]
@@ -316,7 +301,7 @@ def _refuse(connection: Connection, docs: Sequence[tuple[str, RunRecord]],
                               "imported", "input")
     named = {r for p in prefs.values() for r in (p.run_a, p.run_b)} | {
         r.run_id for r in rates.values()}
-    stored = _present(connection, named - in_file.keys())
+    stored = present(connection, RunRow.id, named - in_file.keys())
     naming = [(p.id, (p.run_a, p.run_b)) for p in prefs.values()] + [
         (r.id, (r.run_id,)) for r in rates.values()]
     for label_id, runs in naming:
@@ -332,14 +317,6 @@ def _refuse(connection: Connection, docs: Sequence[tuple[str, RunRecord]],
             raise ConfigError(f"import: {where[rate.id]}: rating {rate.id!r} is of turn "
                               f"{rate.turn}, which run {rate.run_id!r} lacks; nothing was "
                               "imported", "input")
-
-
-def _taken_ids(connection: Connection, ids: list[str], table: Table) -> set[str]:
-    found: set[str] = set()
-    for start in range(0, len(ids), 500):
-        found |= set(connection.execute(select(table.c.id).where(
-            table.c.id.in_(ids[start:start + 500]))).scalars())
-    return found
 
 
 def delete_labels(connection: Connection, run_ids: Sequence[str]) -> None:

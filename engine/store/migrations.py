@@ -1,75 +1,13 @@
-"""Data migrations: stored values rewritten once into the shape the current code reads.
-
-`0004_configs_by_slot`: a run's configuration used to be stored with its seats as one flat
-list, each seat naming its `slot`; it is now a `RunConfig` (seats grouped by slot). A flat list
-whose seats all name their slot is regrouped; one without slots (a result saved without its
-configuration) keeps no seats, and such a run says it cannot be re-run. Saved library
-configurations are normalised the same way. A run's metrics gain the `outcome` line its
-protocol writes now, read from its stored result.
-
-`0005_degraded_runs`: runs gain `degraded_run` and `lost`, and completed runs are assessed
-again (see `degraded_runs`).
-
-`0006_search`: the full-text index over questions, replies and answers, filled from the rows
-already stored (see `engine.store.search_index`).
-
-`0007_turn_output`: turns gain `output_mode`, the path a JSON call took (structured output);
-turns stored before it keep NULL (read as "").
-
-`0010_search_bounded`: the search index holds at most `MAX_INDEXED` characters of a text.
-
-`0011_redacted_errors`: errors and warnings stored before they were redacted lose any key
-they hold (`engine.store.records.error_text`: the environment's keys, and anything shaped
-like one), in turns, runs and experiments.
-
-`0014_costs`: runs and turns gain `cost_usd` (US dollars, NULL when unknown) and turns
-`usage_estimated`; old turns have an unknown cost unless the simulated model made them (0).
-
-`0015_labels`: the tables of human judgement, `preferences` and `ratings`
-(`engine.store.labels`).
-
-`0016_started_by`: runs gain `started_by` (who started them, `engine.access`); old runs "".
-
-`0017_experiment_started_by`: experiments gain `started_by` (who started or last resumed them;
-their runs carry it); old experiments "".
-
-`0018_one_judgement`: runs and labels gain `imported_by` and `imported_at` (who imported them
-and when; "" and NULL for what was made here), and one person's judgement counts once: of a
-rater's preferences of one unordered pair, and of a rater's ratings of one run or turn, the
-latest is kept (by time, then id) and the unique indexes `schema.ONE_PREFERENCE` and
-`schema.ONE_RATING` say so from then on.
-
-`0019_reply_bytes`: turns gain `reply_bytes`, the size of what the model sent when the stored
-reply is cut from it (`engine.llm.sizes`); turns stored before it were stored whole (NULL).
-
-`0020_search_bounded_tighter`: the search index's bound falls to 20,000 characters of a text
-(`0010`'s triggers and cut, run again with the new `MAX_INDEXED`).
-
-`0021_endpoint_support`: the table of what each endpoint's server supports (structured output
-mode, grammar), learned once for every process (`engine.store.support`).
-
-`0022_set_version`: experiments gain `set_version`, the version of their question set
-(`engine.store.versions`), computed for older experiments from the questions their spec holds
-("" when the spec cannot be read); and the `approvals` table of approved baselines
-(`engine.store.approvals`), which gates compare with.
-
-`0023_unanswered`: runs gain `unanswered`, and ended runs that were given an expected answer
-and gave none are scored wrong and unanswered (see `unanswered`).
-
-`0026_backfills`: the table of back-fills left to the protocols' side.
-
-`0036_turn_failure`: turns gain `failure`, what a degraded turn's failure is counted as
-(`engine.errors`); older turns keep "" (counted as unexplained when a run is assessed again).
+"""Ordered, named migrations, each run once per database and never changed once shipped:
+tables created as they first shipped (`engine.store.shipped`), columns added (`_add`: older
+rows hold the column's default, or NULL) and stored values rewritten once into the shape the
+current code reads (each such migration's function says how).
 
 The store knows no protocol, so the part of `0004`, `0005` and `0023` that reads old rows
 with a protocol's code (its metrics, its assessment, whether it gives an answer) is not done
 here: on a database that holds runs, the migration notes it in `backfills`, and the
 protocols' side does it once the store is open (`Store.backfill`, handed the registry by
 `engine.protocols.storing.backfill`).
-
-`0028_signal_columns`: runs gain their protocol-independent signals as typed columns
-(`engine.store.signal_columns`), filled from the stored metrics, and the index Insights'
-opening answers read (see `signal_columns`).
 """
 from __future__ import annotations
 
@@ -102,7 +40,9 @@ _SEAT_KEYS = ("name", "model", "persona", "persona_name", "role", "temperature",
 
 
 def regroup(config: Any) -> Any:
-    """An old-shape configuration with its flat seat list grouped by slot; other values are
+    """An old-shape configuration, its seats one flat list each naming its `slot`, as a
+    `RunConfig` holds them (grouped by slot); a list without slots (a result saved without
+    its configuration) keeps no seats, so its run says it cannot be re-run. Other values are
     returned as they are."""
     if not isinstance(config, Mapping):
         return config
@@ -173,8 +113,8 @@ def _completed_results(connection: Connection, protocols: Mapping[str, Any]
 
 
 def configs_by_slot(connection: Connection) -> None:
-    """Migration 0004: configurations by slot; each run's outcome line in its metrics is
-    left to the protocols' side (`outcome_metrics`)."""
+    """Migration 0004: runs' and saved library configurations by slot (`regroup`); each
+    run's outcome line in its metrics is left to the protocols' side (`outcome_metrics`)."""
     runs, library = statements.RUNS, statements.LIBRARY
     _rewrite(connection, runs, runs.c.config, regroup)
     _rewrite(connection, library, library.c.body, regroup)
@@ -193,17 +133,22 @@ def outcome_metrics(connection: Connection, protocols: Mapping[str, Any]) -> Non
             metrics=json.dumps(new, ensure_ascii=False, default=str)))
 
 
-def _no(connection: Connection) -> str:
-    """The dialect's literal false, for a boolean column's default."""
-    return "false" if connection.dialect.name == "postgresql" else "0"
+def _add(table: str, *columns: str) -> Callable[[Connection], None]:
+    """A migration that adds `columns` (SQL column definitions, `{false}` standing for the
+    dialect's literal false) to `table`."""
+    def apply(connection: Connection) -> None:
+        false_ = "false" if connection.dialect.name == "postgresql" else "0"
+        for column in columns:
+            connection.execute(text(f"ALTER TABLE {table} ADD COLUMN "
+                                    + column.format(false=false_)))
+    return apply
 
 
 def degraded_runs(connection: Connection) -> None:
     """Migration 0005: the run-level `degraded_run` flag and `lost` text; the completed runs
     are assessed again on the protocols' side (`assess_again`)."""
-    connection.execute(text(f"ALTER TABLE runs ADD COLUMN degraded_run BOOLEAN NOT NULL "
-                            f"DEFAULT {_no(connection)}"))
-    connection.execute(text("ALTER TABLE runs ADD COLUMN lost TEXT NOT NULL DEFAULT ''"))
+    _add("runs", "degraded_run BOOLEAN NOT NULL DEFAULT {false}",
+         "lost TEXT NOT NULL DEFAULT ''")(connection)
     note_backfill(connection, "0005_degraded_runs")
 
 
@@ -228,19 +173,9 @@ def assess_again(connection: Connection, protocols: Mapping[str, Any]) -> None:
                                                      ensure_ascii=False, default=str)))
 
 
-def search_index(connection: Connection) -> None:
-    """Migration 0006: the full-text index over runs (`engine.store.search_index`)."""
-    create_index(connection)
-
-
-def search_bounded(connection: Connection) -> None:
-    """Migrations 0010 and 0020: the search index holds at most its bound of each text
-    (`engine.store.search_index.MAX_INDEXED`; 0020 tightened it)."""
-    bound_index(connection)
-
-
 def redacted_errors(connection: Connection) -> None:
-    """Migration 0011: the keys in errors and warnings stored before they were redacted."""
+    """Migration 0011: errors and warnings stored before they were redacted lose any key they
+    hold (`engine.store.records.error_text`), in turns, runs and experiments."""
     for row_type in (TurnRow, RunRow, ExperimentRow):
         table: Any = row_type.__table__
         for row_id, error in connection.execute(select(table.c.id, table.c.error).where(
@@ -248,23 +183,16 @@ def redacted_errors(connection: Connection) -> None:
             if error_text(error) != error:
                 connection.execute(update(table).where(table.c.id == row_id)
                                    .values(error=error_text(error)))
-    turns: Any = TurnRow.__table__
-    for row_id, raw in connection.execute(select(turns.c.id, turns.c.warnings).where(
-            turns.c.warnings.is_not(None), turns.c.warnings != "[]")).all():
-        try:
-            warnings = json.loads(raw)
-        except (TypeError, ValueError):
-            continue  # an unreadable value stays as it is (reads show it as unreadable)
-        if isinstance(warnings, list):
-            kept = [error_text(w) if isinstance(w, str) else w for w in warnings]
-            if kept != warnings:
-                connection.execute(update(turns).where(turns.c.id == row_id).values(
-                    warnings=json.dumps(kept, ensure_ascii=False)))
+    _rewrite(connection, statements.TURNS, statements.TURNS.c.warnings, _redacted)
 
 
-def turn_output(connection: Connection) -> None:
-    """Migration 0007: the nullable `turns.output_mode` column."""
-    connection.execute(text("ALTER TABLE turns ADD COLUMN output_mode VARCHAR(16)"))
+def _redacted(warnings: Any) -> Any:
+    """A stored list of warnings with every key redacted (the same list when none held
+    one)."""
+    if not isinstance(warnings, list):
+        return warnings
+    kept = [error_text(w) if isinstance(w, str) else w for w in warnings]
+    return warnings if kept == warnings else kept
 
 
 # Indexes that let Insights add runs up without reading their rows (`engine.store.aggregates`):
@@ -316,10 +244,9 @@ def costs(connection: Connection) -> None:
     stored before prices were known have an unknown cost (NULL), except the simulated
     model's, which cost 0; a run costs 0 when none of its turns that succeeded or consumed
     tokens is of unknown cost (`engine.models.total_cost`), else its cost stays unknown."""
-    for table, column, kind in (("runs", "cost_usd", "FLOAT"), ("turns", "cost_usd", "FLOAT"),
-                                ("turns", "usage_estimated",
-                                 f"BOOLEAN NOT NULL DEFAULT {_no(connection)}")):
-        connection.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {kind}"))
+    _add("runs", "cost_usd FLOAT")(connection)
+    _add("turns", "cost_usd FLOAT", "usage_estimated BOOLEAN NOT NULL DEFAULT {false}")(
+        connection)
     runs, turns = statements.RUNS, statements.TURNS
     connection.execute(update(turns).where(turns.c.simulated == true(),
                                            turns.c.cost_usd.is_(None)).values(cost_usd=0.0))
@@ -334,19 +261,6 @@ def costs(connection: Connection) -> None:
     connection.execute(text(f"CREATE INDEX ix_runs_summary ON {SUMMARY_WITH_COST}"))
 
 
-def started_by(connection: Connection) -> None:
-    """Migration 0016: runs gain `started_by`, who started them; older runs keep "" (not
-    recorded)."""
-    connection.execute(text("ALTER TABLE runs ADD COLUMN started_by VARCHAR(200) "
-                            "NOT NULL DEFAULT ''"))
-
-
-def turn_failure(connection: Connection) -> None:
-    """Migration 0036: turns gain `failure`; older turns keep "" (not recorded)."""
-    connection.execute(text("ALTER TABLE turns ADD COLUMN failure VARCHAR(64) "
-                            "NOT NULL DEFAULT ''"))
-
-
 # From 0023 on, the summary index holds whether a run went unanswered too.
 SUMMARY_WITH_UNANSWERED = SUMMARY_WITH_COST.replace("correct,", "correct, unanswered,")
 
@@ -355,8 +269,7 @@ def unanswered(connection: Connection) -> None:
     """Migration 0023: runs gain `unanswered`, which the summary index holds (Insights
     counts it); the scoring of older runs is left to the protocols' side
     (`score_unanswered`)."""
-    connection.execute(text(f"ALTER TABLE runs ADD COLUMN unanswered BOOLEAN NOT NULL "
-                            f"DEFAULT {_no(connection)}"))
+    _add("runs", "unanswered BOOLEAN NOT NULL DEFAULT {false}")(connection)
     connection.execute(text("DROP INDEX IF EXISTS ix_runs_summary"))
     connection.execute(text(f"CREATE INDEX ix_runs_summary ON {SUMMARY_WITH_UNANSWERED}"))
     note_backfill(connection, "0023_unanswered")
@@ -383,9 +296,8 @@ def signal_columns(connection: Connection) -> None:
     answers (`RunAggregates.answer_summary`)."""
     kinds = {"tied": "BOOLEAN", "confidence_level": "VARCHAR(16)", "consensus": "FLOAT",
              "judge_confidence": "FLOAT", "first_share": "FLOAT"}
-    for name in SIGNAL_COLUMNS:
-        connection.execute(text(f"ALTER TABLE runs ADD COLUMN {name} "
-                                f"{kinds.get(name, 'INTEGER')}"))
+    _add("runs", *(f"{name} {kinds.get(name, 'INTEGER')}" for name in SIGNAL_COLUMNS))(
+        connection)
     runs = statements.RUNS
     query = select(runs.c.id, runs.c.metrics).where(
         runs.c.metrics.is_not(None), runs.c.metrics != "{}").order_by(runs.c.id)
@@ -410,13 +322,6 @@ def signal_columns(connection: Connection) -> None:
         last = rows[-1][0]
     connection.execute(text(f"CREATE INDEX IF NOT EXISTS ix_runs_answers ON runs "
                             f"({', '.join(ANSWERS_INDEX)})"))
-
-
-def experiment_started_by(connection: Connection) -> None:
-    """Migration 0017: experiments gain `started_by`, who started (or last resumed) them;
-    older experiments keep "" (not recorded)."""
-    connection.execute(text("ALTER TABLE experiments ADD COLUMN started_by VARCHAR(200) "
-                            "NOT NULL DEFAULT ''"))
 
 
 def _latest_only(connection: Connection, table: Any, key: Callable[[Any], tuple[Any, ...]]
@@ -444,9 +349,8 @@ def one_judgement(connection: Connection) -> None:
     moment = "TIMESTAMP WITH TIME ZONE" if connection.dialect.name == "postgresql" \
         else "DATETIME"
     for table in ("runs", "preferences", "ratings"):
-        connection.execute(text(f"ALTER TABLE {table} ADD COLUMN imported_by "
-                                "VARCHAR(200) NOT NULL DEFAULT ''"))
-        connection.execute(text(f"ALTER TABLE {table} ADD COLUMN imported_at {moment}"))
+        _add(table, "imported_by VARCHAR(200) NOT NULL DEFAULT ''",
+             f"imported_at {moment}")(connection)
     _latest_only(connection, PreferenceRow.__table__,
                  lambda r: (r["rater"], *sorted((r["run_a"], r["run_b"]))))
     _latest_only(connection, RatingRow.__table__,
@@ -455,19 +359,12 @@ def one_judgement(connection: Connection) -> None:
         connection.execute(CreateIndex(index))
 
 
-def reply_bytes(connection: Connection) -> None:
-    """Migration 0019: turns gain `reply_bytes`; older turns keep NULL (their replies were
-    stored whole)."""
-    connection.execute(text("ALTER TABLE turns ADD COLUMN reply_bytes INTEGER"))
-
-
 def set_version(connection: Connection) -> None:
     """Migration 0022: the `approvals` table, and experiments gain `set_version`, computed
     for each stored experiment from the questions of its spec; one whose spec cannot be read
     keeps "" (not known)."""
     shipped.APPROVALS.create(connection)
-    connection.execute(text("ALTER TABLE experiments ADD COLUMN set_version VARCHAR(16) "
-                            "NOT NULL DEFAULT ''"))
+    _add("experiments", "set_version VARCHAR(16) NOT NULL DEFAULT ''")(connection)
     table = statements.EXPERIMENTS
     for experiment_id, raw in connection.execute(select(table.c.id, table.c.spec).where(
             table.c.set_version == "")).all():
@@ -489,41 +386,36 @@ def _create(tables: Sequence[str]) -> Callable[[Connection], None]:
     return apply
 
 
-def _data(name: str) -> Callable[[Connection], None]:
-    def apply(connection: Connection) -> None:
-        globals()[name](connection)
-    return apply
-
-
 # Ordered, named migrations; append only. Each runs once per database, and none changes
 # once shipped: a change to the tables is a new migration at the end.
 MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("0001_runs_and_turns", _create(["runs", "turns"])),
     ("0002_library", _create(["library"])),
     ("0003_experiments", _create(["experiments"])),
-    ("0004_configs_by_slot", _data("configs_by_slot")),
-    ("0005_degraded_runs", _data("degraded_runs")),
-    ("0006_search", _data("search_index")),
-    ("0007_turn_output", _data("turn_output")),
+    ("0004_configs_by_slot", configs_by_slot),
+    ("0005_degraded_runs", degraded_runs),
+    ("0006_search", create_index),
+    ("0007_turn_output", _add("turns", "output_mode VARCHAR(16)")),
     ("0008_workers", _create(["workers"])),
     ("0009_endpoint_limits", _create(["endpoint_limits", "endpoint_leases"])),
-    ("0010_search_bounded", _data("search_bounded")),
-    ("0011_redacted_errors", _data("redacted_errors")),
-    ("0012_run_summary", _data("run_summary")),
-    ("0013_run_facets", _data("run_facets")),
-    ("0014_costs", _data("costs")),
+    ("0010_search_bounded", bound_index),
+    ("0011_redacted_errors", redacted_errors),
+    ("0012_run_summary", run_summary),
+    ("0013_run_facets", run_facets),
+    ("0014_costs", costs),
     ("0015_labels", _create(["preferences", "ratings"])),
-    ("0016_started_by", _data("started_by")),
-    ("0017_experiment_started_by", _data("experiment_started_by")),
-    ("0018_one_judgement", _data("one_judgement")),
-    ("0019_reply_bytes", _data("reply_bytes")),
-    ("0020_search_bounded_tighter", _data("search_bounded")),
+    ("0016_started_by", _add("runs", "started_by VARCHAR(200) NOT NULL DEFAULT ''")),
+    ("0017_experiment_started_by",
+     _add("experiments", "started_by VARCHAR(200) NOT NULL DEFAULT ''")),
+    ("0018_one_judgement", one_judgement),
+    ("0019_reply_bytes", _add("turns", "reply_bytes INTEGER")),
+    ("0020_search_bounded_tighter", bound_index),
     ("0021_endpoint_support", _create(["endpoint_support"])),
-    ("0022_set_version", _data("set_version")),
-    ("0023_unanswered", _data("unanswered")),
+    ("0022_set_version", set_version),
+    ("0023_unanswered", unanswered),
     ("0026_backfills", _create(["backfills"])),
-    ("0028_signal_columns", _data("signal_columns")),
-    ("0036_turn_failure", _data("turn_failure")),
+    ("0028_signal_columns", signal_columns),
+    ("0036_turn_failure", _add("turns", "failure VARCHAR(64) NOT NULL DEFAULT ''")),
 ]
 
 # The back-fills a migration may leave to the protocols' side (`note_backfill`), by the

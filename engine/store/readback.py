@@ -173,25 +173,16 @@ _OPTIONAL_COUNTS = tuple(dict.fromkeys(c.name for table in _TABLES for c in tabl
                                        if isinstance(c.type, Integer) and c.nullable))
 
 
-def optional_number(value: Any) -> tuple[float | None, str]:
-    """A stored nullable number read tolerantly: `(value, "")`, `(None, "")` for NULL, or
-    `(None, why)` when it is not a finite number of 0 or more."""
+def optional_number(value: Any, whole: bool = False) -> tuple[Any, str]:
+    """A stored nullable number read tolerantly: `(value, "")` (a float, or an int when
+    `whole`), `(None, "")` for NULL, or `(None, why)` when it is not a finite number (a whole
+    number when `whole`) of 0 or more."""
     if value is None:
         return None, ""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and \
-            math.isfinite(value) and value >= 0:
-        return float(value), ""
-    return None, f"is {str(value)[:40]!r}, not a number of 0 or more"
-
-
-def optional_count(value: Any) -> tuple[int | None, str]:
-    """A stored nullable count read tolerantly: `(value, "")`, `(None, "")` for NULL, or
-    `(None, why)` when it is not a whole number of 0 or more."""
-    if value is None:
-        return None, ""
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value, ""
-    return None, f"is {str(value)[:40]!r}, not a whole number of 0 or more"
+    if isinstance(value, int if whole else (int, float)) and not isinstance(value, bool) \
+            and (whole or math.isfinite(value)) and value >= 0:
+        return (value if whole else float(value)), ""
+    return None, f"is {str(value)[:40]!r}, not a {'whole ' * whole}number of 0 or more"
 
 
 def clean_stored(value: Any) -> Any:
@@ -221,7 +212,7 @@ _FLAGS = {table.name: tuple(c.name for c in table.columns
 _NUMBER_READERS: list[tuple[str, Callable[[Any], tuple[Any, str]]]] = [
     *((name, partial(number, kind=kind)) for name, kind in NUMBERS.items()),
     *((name, optional_number) for name in OPTIONAL_NUMBERS),
-    *((name, optional_count) for name in _OPTIONAL_COUNTS)]
+    *((name, partial(optional_number, whole=True)) for name in _OPTIONAL_COUNTS)]
 
 
 def row_problems(values: dict[str, Any], shapes: Mapping[str, Any],

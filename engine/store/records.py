@@ -22,6 +22,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
+from functools import partial
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar, get_args
 
 from pydantic import (
@@ -45,7 +46,6 @@ RunStatus = Literal["running", "completed", "failed", "interrupted"]
 TurnStatus = Literal["ok", "degraded"]
 RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
 TURN_STATUSES: tuple[str, ...] = get_args(TurnStatus)
-LIBRARY_KINDS = ("persona", "role", "config", "meta")  # meta: the seeded-once marker
 INT_MAX = 2 ** 31 - 1  # PostgreSQL INTEGER
 MAX_DEPTH = 64  # nesting of any stored JSON value
 MAX_TAGS = 100
@@ -75,59 +75,45 @@ def strip_secrets(value: Any) -> Any:
 
 
 # --------------------------------------------------------------------------- JSON values
-def storable(value: Any, depth: int = 0) -> Any:
-    """A JSON-safe copy of what the engine hands the store, never refused: strings cleaned,
-    non-finite numbers as null, integers beyond 64 bits as floats, other objects as their
-    text, and anything nested deeper than `MAX_DEPTH` replaced by a note saying so."""
+def storable(value: Any, depth: int = 0, strict: bool = False) -> Any:
+    """A JSON-safe copy of `value`, strings cleaned. What the engine hands the store is never
+    refused: non-finite numbers become null, integers beyond 64 bits floats, other objects
+    their text, and anything nested deeper than `MAX_DEPTH` a note saying so. An imported
+    value (`strict`) is refused instead (ValueError), as no column or reader could take it."""
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, int):
         if value.bit_length() <= 63:
             return value
+        _refuse(strict, "holds a whole number beyond 64 bits")
         try:
             return float(value)
         except OverflowError:
             return None
     if isinstance(value, float):
-        return value if math.isfinite(value) else None
+        return value if math.isfinite(value) else _refuse(strict, "holds NaN or infinity")
     if isinstance(value, str):
         return clean_text(value)
     if depth >= MAX_DEPTH:
+        _refuse(strict, f"is nested deeper than {MAX_DEPTH} levels")
         return f"(nested deeper than {MAX_DEPTH} levels; not stored)"
     if isinstance(value, Mapping):
-        return {clean_text(str(k)): storable(v, depth + 1) for k, v in value.items()}
+        return {clean_text(str(k)): storable(v, depth + 1, strict) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
-        return [storable(v, depth + 1) for v in value]
+        return [storable(v, depth + 1, strict) for v in value]
+    _refuse(strict, f"holds a {type(value).__name__}, which is not JSON")
     return clean_text(str(value))
+
+
+def _refuse(strict: bool, why: str) -> None:
+    """Raise ValueError(`why`) when `strict` (`storable`); a lenient copy goes on."""
+    if strict:
+        raise ValueError(why)
 
 
 def dumps(value: Any) -> str:
     """`value` as the JSON text a store column holds (see `storable`)."""
     return json.dumps(storable(value), ensure_ascii=False, allow_nan=False)
-
-
-def _checked_json(value: Any, depth: int = 0) -> Any:
-    """An imported JSON value, cleaned; raises ValueError when it is too deep or holds a
-    number no column or reader could take."""
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, int):
-        if value.bit_length() > 63:
-            raise ValueError("holds a whole number beyond 64 bits")
-        return value
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueError("holds NaN or infinity")
-        return value
-    if isinstance(value, str):
-        return clean_text(value)
-    if depth >= MAX_DEPTH:
-        raise ValueError(f"is nested deeper than {MAX_DEPTH} levels")
-    if isinstance(value, dict):
-        return {clean_text(k): _checked_json(v, depth + 1) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_checked_json(v, depth + 1) for v in value]
-    raise ValueError(f"holds a {type(value).__name__}, which is not JSON")
 
 
 def _counts_per_round(item: Any) -> None:
@@ -141,7 +127,7 @@ def _counts_per_round(item: Any) -> None:
 
 
 def _metrics(value: dict[str, Any]) -> dict[str, Any]:
-    value = _checked_json(value)
+    value = storable(value, strict=True)
     for key, item in value.items():
         if key == "round_votes":
             _counts_per_round(item)
@@ -194,7 +180,7 @@ MONEY_MAX = 1e12  # US dollars; a stored cost beyond it is a forgery or a bug
 # A cost in US dollars: finite and non-negative; None (unknown) is its own value, never 0.
 Money = Annotated[float, Field(ge=0, le=MONEY_MAX, allow_inf_nan=False)]
 Moment = Annotated[datetime | None, BeforeValidator(as_moment)]
-JsonObject = Annotated[dict[str, Any], AfterValidator(_checked_json)]
+JsonObject = Annotated[dict[str, Any], AfterValidator(partial(storable, strict=True))]
 
 
 class _Record(BaseModel):

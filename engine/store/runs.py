@@ -127,11 +127,7 @@ class RunWriting(Database):
             return {}
         if self._batch is not None:  # a run row the batch still holds goes first
             self._batch.flush()
-        try:
-            with self.writing() as connection:
-                return _write_turns(connection, pairs)
-        except IntegrityError:  # deleted between the heartbeat and the insert
-            return {r: "the run was deleted" for r, _ in pairs}
+        return self.write_batch([], pairs, [])
 
     def update_turn(self, run_id: str, turn: Turn) -> None:
         """Write a recorded turn's status, error, parsed fields and warnings again."""

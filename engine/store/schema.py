@@ -458,18 +458,16 @@ def pg_read_only(bound: Any) -> bool:
 MMAP_SIZE = 256 * 1024 * 1024
 
 
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA busy_timeout=30000")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute(f"PRAGMA mmap_size={MMAP_SIZE}")
-    cursor.close()
+def _pragmas(*settings: str) -> Any:
+    """A connect hook that sets `settings` (`PRAGMA setting`) on each new SQLite connection."""
+    def apply(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        for setting in settings:
+            cursor.execute(f"PRAGMA {setting}")
+        cursor.close()
+    return apply
 
 
-def _sqlite_read_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA busy_timeout=30000")
-    cursor.execute(f"PRAGMA mmap_size={MMAP_SIZE}")
-    cursor.close()
+_sqlite_read_pragmas = _pragmas("busy_timeout=30000", f"mmap_size={MMAP_SIZE}")
+_sqlite_pragmas = _pragmas("journal_mode=WAL", "busy_timeout=30000", "synchronous=NORMAL",
+                           "foreign_keys=ON", f"mmap_size={MMAP_SIZE}")

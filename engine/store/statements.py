@@ -2,6 +2,7 @@
 and ending a run. Built once: statements with bound parameters compile once and are cached."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, cast
 
 from sqlalchemy import Connection, Table, bindparam, or_, select, update
@@ -38,6 +39,16 @@ UPDATE_TURN = update(TURNS).where(TURNS.c.run_id == bindparam("rid"),
                                   TURNS.c.idx == bindparam("i")).values(
     parsed=bindparam("parsed"), warnings=bindparam("warnings"), status=bindparam("status"),
     error=bindparam("error"))
+
+
+def present(connection: Connection, column: Any, values: Iterable[Any]) -> set[Any]:
+    """Those of `values` that `column` holds, asked 500 at a time (a bound list per query)."""
+    wanted = sorted(set(values))
+    found: set[Any] = set()
+    for start in range(0, len(wanted), 500):
+        found |= set(connection.execute(select(column).where(
+            column.in_(wanted[start:start + 500]))).scalars())
+    return found
 
 
 def end_run_row(connection: Connection, run_id: str, status: str, error: str) -> int:

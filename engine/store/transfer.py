@@ -32,7 +32,7 @@ from engine.store.records import (
 from engine.store.schema import RunRow, TurnRow
 from engine.store.signal_columns import signal_values
 from engine.store.simulated import seat_models, simulation
-from engine.store.statements import INSERT_TURN, RUNS, TURNS
+from engine.store.statements import INSERT_TURN, RUNS, TURNS, present
 from engine.text import NAME_MAX
 
 
@@ -332,13 +332,9 @@ class Transfer(RunReading):
         imported: list[str] = []
         skipped: list[str] = []
         with self.writing() as connection:
-            wanted = [record.id for _, record in docs]
-            present = set()
-            for start in range(0, len(wanted), 500):
-                present |= set(connection.execute(select(RunRow.id).where(
-                    RunRow.id.in_(wanted[start:start + 500]))).scalars())
+            stored = present(connection, RUNS.c.id, [record.id for _, record in docs])
             for _, record in docs:
-                if record.id in present:
+                if record.id in stored:
                     skipped.append(record.id)
                     continue
                 columns = run_columns(record, who, when)

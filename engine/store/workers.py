@@ -413,7 +413,7 @@ def claim_for_pool(store: Store, experiment_id: str, started_by: str = "") -> di
     (`ConfigError`); returns its row as it was."""
     who = starter(started_by)
     found = row(store, experiment_id)
-    if live_status(found, store.host) == "running" and found["host"] != POOL_HOST:
+    if live_status(store, found) == "running" and found["host"] != POOL_HOST:
         raise ConfigError(f"experiment {experiment_id} is running in process {found['pid']} "
                           f"on {found['host']}; stop it there first", "input")
     with store.writing() as connection:
