@@ -132,17 +132,6 @@ def sign_test(wins: int, losses: int) -> float:
     return _binomial_two_sided(wins, wins + losses)
 
 
-def mcnemar_exact(b: int, c: int) -> float:
-    """Exact McNemar test on paired right/wrong outcomes: the sign test on the discordant pairs.
-
-    `b` = pairs where A was right and B wrong, `c` = the reverse; pairs where both were right
-    or both wrong carry no information about which is better and drop out. Under the null
-    hypothesis b ~ Binomial(b + c, 1/2), so p = min(1, 2 · Σ_{i=0..min(b,c)} C(b+c, i) / 2^(b+c)).
-    b = 0, c = 6: 2 / 64 = 0.03125.
-    """
-    return sign_test(b, c)
-
-
 def paired_difference_interval(both: int, only_a: int, only_b: int, neither: int,
                                z: float = Z95) -> tuple[float, float]:
     """Newcombe's hybrid score interval (1998, method 10) for p_A − p_B, two rates measured on

@@ -35,7 +35,7 @@ from engine.llm.replies import REASK, extract_json
 from engine.llm.runmodels import seat_model
 from engine.llm.sizes import ReplyCut, capped_reply
 from engine.llm.structured import OutputSchema, StructuredOutput
-from engine.models import RunStopped, Seat, Task, Turn, model_spec, now
+from engine.models import RunStopped, Seat, Task, Turn, is_simulated, model_spec, now
 from engine.redaction import model_secrets, redact
 from engine.text import clean_text
 
@@ -314,7 +314,7 @@ class RunContext:
             full[own] = {**full[own], "content": f"{full[own]['content']}\n\n{brief}"}
         return full
 
-    async def call(self, seat: Seat, messages: list[dict[str, str]], *, phase: str,  # noqa: PLR0915
+    async def call(self, seat: Seat, messages: list[dict[str, str]], *, phase: str,
                    round: int = 0,
                    parse: Callable[[str], tuple[dict[str, Any], list[str]]] | None = None,
                    task: Task | None = None,
@@ -335,7 +335,7 @@ class RunContext:
         started = now()
         clock = time.perf_counter()
         # A simulated seat is labelled simulated even when its call fails.
-        simulated = getattr(model, "_llm_type", "") == "parley-simulated"
+        simulated = is_simulated(model_spec(self.model_for(seat)))
         config = self.task_config(seat, task, round) if simulated else None
         got = await self._attempts(model, full, config, output, simulated)
         # A server may echo the key it was sent ("Incorrect API key provided: sk-..."): the
@@ -357,13 +357,8 @@ class RunContext:
                                        tokens_out, simulated=got.simulated),
                     usage_estimated=got.usage.estimated or bool(got.lost), started_at=started,
                     finished_at=now(), output_mode=output.mode if output is not None else "")
-        if parse is not None and not error:
-            try:
-                fields, warnings = parse(text)
-                turn.parsed = dict(fields)
-                turn.warnings = list(warnings)
-            except Exception as exc:  # a parser bug on a hostile reply degrades this turn only
-                turn.status, turn.error, turn.failure = "degraded", parse_error(exc), UNREADABLE
+        if not error:
+            self._parse(turn, parse)
         turn.warnings.extend(got.notes())
         if got.text != text:
             turn.warnings.append("the reply held a configured key: it was stored redacted")
@@ -463,15 +458,24 @@ class RunContext:
         turn = kept.model_copy(deep=True, update={
             "index": index, "parsed": {} if parse is not None else dict(kept.parsed),
             "warnings": [*kept.warnings, f"kept from run {self.kept_from}: not called again"]})
-        if parse is not None and turn.ok:
-            try:
-                fields, warnings = parse(turn.reply)
-                turn.parsed = dict(fields)
-                turn.warnings += list(warnings)
-            except Exception as exc:  # as `call`: a parser bug degrades this turn only
-                turn.status, turn.error, turn.failure = "degraded", parse_error(exc), UNREADABLE
+        if turn.ok:
+            self._parse(turn, parse)
         self.record(turn)
         return turn
+
+    @staticmethod
+    def _parse(turn: Turn, parse: Callable[[str], tuple[dict[str, Any], list[str]]] | None
+               ) -> None:
+        """`parse(turn.reply)` into the turn's parsed fields and warnings, before it is
+        recorded; a parser bug on a hostile reply degrades this turn only."""
+        if parse is None:
+            return
+        try:
+            fields, warnings = parse(turn.reply)
+            turn.parsed = dict(fields)
+            turn.warnings = [*turn.warnings, *warnings]
+        except Exception as exc:
+            turn.status, turn.error, turn.failure = "degraded", parse_error(exc), UNREADABLE
 
     async def call_json(self, seat: Seat, messages: list[dict[str, str]], *, phase: str,
                         round: int = 0, keys: Sequence[str] = (),
@@ -489,30 +493,25 @@ class RunContext:
         """
         output = StructuredOutput(self.model_for(seat), schema, self.store)
         keys = keys or (schema.keys if schema is not None else ())
-        turn = await self.call(seat, messages, phase=phase, round=round, task=task,
-                               output=output)
-        if not turn.ok:
-            return None, turn
-        obj, why = self._read_json(turn.reply, validate, output)
-        if obj is not None:
-            self.update(turn, parsed=obj)
-            return obj, turn
-        self.update(turn, warnings=[f"unreadable JSON, asked again: {why}"])
-        again = list(turn.messages) + [
-            {"role": "assistant", "content": turn.reply},
-            {"role": "user", "content": REASK.format(
-                why=why, keys=", ".join(f'"{k}"' for k in keys) or "asked for")}]
-        retry = await self.call(seat, again, phase=phase, round=round, task=task,
-                                output=output)
-        if not retry.ok:
-            return None, retry
-        obj, why = self._read_json(retry.reply, validate, output)
-        if obj is not None:
-            self.update(retry, parsed=obj)
-            return obj, retry
-        self.update(retry, status="degraded", error=f"unreadable JSON after one re-ask: {why}",
+        for asked in (False, True):
+            turn = await self.call(seat, messages, phase=phase, round=round, task=task,
+                                   output=output)
+            if not turn.ok:
+                return None, turn
+            obj, why = self._read_json(turn.reply, validate, output)
+            if obj is not None:
+                self.update(turn, parsed=obj)
+                return obj, turn
+            if asked:
+                break
+            self.update(turn, warnings=[f"unreadable JSON, asked again: {why}"])
+            messages = list(turn.messages) + [
+                {"role": "assistant", "content": turn.reply},
+                {"role": "user", "content": REASK.format(
+                    why=why, keys=", ".join(f'"{k}"' for k in keys) or "asked for")}]
+        self.update(turn, status="degraded", error=f"unreadable JSON after one re-ask: {why}",
                     failure=UNREADABLE)
-        return None, retry
+        return None, turn
 
     async def call_lines(self, seat: Seat, messages: list[dict[str, str]], *,
                          line: LineFormat | None, **call: Any) -> Turn:

@@ -38,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from engine.llm.secretsfile import setting
 from engine.models import ConfigError
 
 PRICES_VAR = "PARLEY_PRICES"
@@ -149,7 +150,7 @@ class PriceTable:
         raw = environ.get(PRICES_VAR)
         if raw is not None and str(raw).strip():
             layers.append(prices_from_json(str(raw)))
-        table = _get(secrets, "prices")
+        table = setting(secrets, "prices")
         if table is not None:
             layers.append(read_prices(table, "[prices] in secrets.toml"))
         return cls(layers)
@@ -174,13 +175,6 @@ def spec_names(spec: str) -> list[str]:
     kind, _, model = head.partition(":")
     bare = f"{kind.strip().lower()}:{model.strip()}"
     return list(dict.fromkeys([spec.strip(), head, bare, _SNAPSHOT.sub("", bare)]))
-
-
-def _get(mapping: Any, name: str) -> Any:
-    try:
-        return mapping.get(name) if mapping is not None else None
-    except Exception:  # st.secrets and friends may raise on a missing file
-        return None
 
 
 # ------------------------------------------------------------------ a call's usage and cost

@@ -11,7 +11,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from engine.llm.lines import GRAMMARS
 from engine.llm.prices import REPORTED_USAGE, Price, PriceTable
-from engine.llm.structured import SWITCHES, check_switch
+from engine.llm.structured import OPENAI_HOST, SWITCHES, check_switch
 from engine.llm.urls import is_secret_name, refuse_secret
 from engine.models import ConfigError, is_simulated
 from engine.text import NAME_MAX
@@ -27,7 +27,7 @@ PROVIDERS = {
     "ollama": ("langchain-ollama", "langchain_ollama", "ChatOllama", None),
 }
 DEFAULT_MAX_TOKENS = 1024  # a turn's output cap unless the seat or its endpoint sets one
-_OWN_HOSTS = {"openai": "api.openai.com", "anthropic": "api.anthropic.com",
+_OWN_HOSTS = {"openai": OPENAI_HOST, "anthropic": "api.anthropic.com",
               "ollama": "localhost:11434"}
 SPEC_HELP = ('use "simulated", "openai:MODEL" (openai:MODEL?endpoint=NAME for a registered '
              'OpenAI-compatible server), "anthropic:MODEL" or "ollama:MODEL"')
@@ -186,11 +186,10 @@ def get_model(spec: str = "simulated", *, endpoints: EndpointRegistry | None = N
     if kind == "openai":  # structured output (engine.llm.structured, engine.llm.lines): the
         endpoint = route.endpoint  # seat's switch wins; OpenAI's own API takes no grammar
         grammar = query.get("grammar") or (endpoint.grammar if endpoint is not None else "auto")
-        own = not route.base_url or urlsplit(route.base_url).hostname == _OWN_HOSTS[kind]
         attributes.append(("parley_output", {
             "structured": query.get("structured") or (
                 endpoint.structured if endpoint is not None else "auto"),
-            "grammar": "off" if own and grammar == "auto" else grammar,
+            "grammar": "off" if own_api(kind, route.base_url) and grammar == "auto" else grammar,
             "endpoint": (route.base_url or _OWN_HOSTS[kind], name), "cap": cap,
             "capabilities": registry.capabilities}))  # where what it supports is learned
     for attribute, value in attributes:
@@ -256,10 +255,13 @@ def price_of(registry: EndpointRegistry, route: Route, recorded: str) -> Price |
     table, else the shipped default when it is called at its provider's own API."""
     if route.endpoint is not None and route.endpoint.price is not None:
         return route.endpoint.price
-    kind = recorded.partition(":")[0]
-    own = not route.base_url or urlsplit(route.base_url).hostname == _OWN_HOSTS.get(kind)
     table = getattr(registry, "prices", None) or PriceTable()
-    return table.lookup(recorded, own_api=own)
+    return table.lookup(recorded, own_api=own_api(recorded.partition(":")[0], route.base_url))
+
+
+def own_api(kind: str, base_url: str | None) -> bool:
+    """Whether a `kind` model at `base_url` is called at its provider's own API."""
+    return not base_url or urlsplit(base_url).hostname == _OWN_HOSTS.get(kind)
 
 
 def server_name(url: str | None) -> str:
@@ -282,8 +284,7 @@ def cap_output(kind: str, options: dict[str, Any], base_url: str | None, default
     if kind == "ollama":
         return int(options.setdefault("num_predict", default))
     cap = int(options.pop("max_tokens", None) or default)
-    own = not base_url or urlsplit(base_url).hostname == _OWN_HOSTS["openai"]
-    if kind == "openai" and not own:
+    if kind == "openai" and not own_api(kind, base_url):
         options["extra_body"] = {**(options.get("extra_body") or {}), "max_tokens": cap}
     else:
         options["max_tokens"] = cap
