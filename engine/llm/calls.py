@@ -104,14 +104,11 @@ NOT_AN_API_ERROR = ("the server answered with something other than an OpenAI-com
               "web page?): check the endpoint's base URL, which usually ends in /v1")
 
 
-def describe_error(exc: BaseException, *, not_an_api: bool = False) -> str:
-    """One line naming the error type and its message (in words where the client saw a
-    reply that is not an API's, `not_an_api`: a server that answered with a web page)."""
+def describe_error(exc: BaseException) -> str:
+    """One line naming the error type and its message."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     if isinstance(exc, TimeoutError) and not text:
         text = "the model did not answer in time"
-    if not_an_api:
-        return NOT_AN_API_ERROR
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
@@ -218,7 +215,7 @@ class RunContext:
         # A placebo run's donor messages by (seat, phase, round) (`engine.config.Donor`;
         # None: peers' messages are their own)
         self.donor: Mapping[tuple[str, str, int], str] | None = None
-        self._semaphore: asyncio.Semaphore | None = None
+        self.semaphore = asyncio.Semaphore(self.concurrency)  # bound to the run's loop on use
         self._models: dict[int, Any] = {}
         self._next_index = 0
         # a fork's kept turns (`engine.config.Resume`): replayed in place of their calls
@@ -234,12 +231,6 @@ class RunContext:
         if self.donor is None:
             return text
         return self.donor.get((seat, phase, round), "")
-
-    @property
-    def semaphore(self) -> asyncio.Semaphore:
-        if self._semaphore is None:
-            self._semaphore = asyncio.Semaphore(self.concurrency)
-        return self._semaphore
 
     def model_for(self, seat: Seat) -> Any:
         key = id(seat.model)
@@ -402,7 +393,7 @@ class RunContext:
                     # what the error is, decided here, by its class and what the client saw
                     got.failure = failure_of(exc, not_an_api=record.not_an_api)
                     foreign = got.failure == NOT_AN_API  # a reply no client could read
-                    got.error = describe_error(exc, not_an_api=foreign)
+                    got.error = NOT_AN_API_ERROR if foreign else describe_error(exc)
                     if host and (unreachable(exc) or foreign):
                         got.error = f"{got.error} (calling {host})"
                     if not got.simulated and reached(exc, record):  # sent, no answer back

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.llm.secretsfile import setting
+from engine.llm.sizes import utf8_size
 from engine.models import ConfigError
 
 PRICES_VAR = "PARLEY_PRICES"
@@ -212,14 +213,10 @@ def usage_bounds(messages: Sequence[Mapping[str, str]], reply: str, cap: int = 0
     token is the estimate, so this is eight times it or more), and twice the larger of the
     output cap and the reply's bytes, each plus `USAGE_ALLOWANCE`, never above `USAGE_MAX`.
     `cap` 0: the cap is unknown (a model not made by `get_model`), `UNKNOWN_CAP` then."""
-    sent = sum(_size(m.get("content", "")) for m in messages)
-    out = max(cap if cap > 0 else UNKNOWN_CAP, _size(reply))
+    sent = sum(utf8_size(str(m.get("content", ""))) for m in messages)
+    out = max(cap if cap > 0 else UNKNOWN_CAP, utf8_size(reply))
     return (min(USAGE_MAX, 2 * sent + USAGE_ALLOWANCE),
             min(USAGE_MAX, 2 * out + USAGE_ALLOWANCE))
-
-
-def _size(text: Any) -> int:
-    return len(str(text).encode("utf-8", "replace"))
 
 
 def reported_usage(message: Any) -> tuple[Any, Any, Any] | None:

@@ -207,7 +207,7 @@ def reporting(chat_class: type) -> type:
     (`engine.llm.prices.read_usage`). langchain-openai does arithmetic on the raw `usage`
     (an object whose counts are strings, a list, a number where an object belongs: the
     call fails with a TypeError although the reply is good), so it gets only the counts that
-    are whole numbers of 0 or more; `usage_metadata` then holds those, as before."""
+    are whole numbers of 0 or more, which `usage_metadata` then holds."""
     base: Any = chat_class
 
     # any chat model class, known only at run time: Any to mypy
