@@ -242,7 +242,3 @@ def outcome(rule: Rule, runs: Sequence[StoredRun]) -> Outcome:
 def replay(runs: Sequence[StoredRun], chosen: Sequence[Rule] | None = None) -> list[Outcome]:
     """Every rule of `chosen` (default `rules()`) replayed on `runs`, in the rules' order."""
     return [outcome(rule, runs) for rule in (rules() if chosen is None else chosen)]
-
-
-__all__ = ["AGREEMENT_GRID", "RULE_KINDS", "Outcome", "Rule", "Stopped", "StoredRun",
-           "answer_after", "apply", "outcome", "replay", "rules", "stop_round"]

@@ -153,6 +153,3 @@ def votes(rounds: Sequence[Mapping[str, str | None]]) -> list[dict[str, int]]:
     (`round_votes`) so that agreement and vote shares over thousands of stored runs need no
     stored result. `dynamics`' agreement of a round is its largest count over its total."""
     return _counted(normal_rounds(rounds))
-
-
-__all__ = ["Dynamics", "Flip", "dynamics", "influence", "normal_rounds", "votes"]

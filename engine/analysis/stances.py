@@ -323,7 +323,3 @@ def classify_changes(before: Mapping[str, str | None], after: Mapping[str, str |
         else:
             kinds[name] = "switched"
     return kinds
-
-
-__all__ = ["Confidence", "Tally", "classify_changes", "derive_confidence",
-           "detect_mind_changes", "normalize_stance", "tally"]

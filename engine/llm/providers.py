@@ -301,9 +301,8 @@ def resolve_model(model: Any, temperature: float | None = None,
         if len(model) > NAME_MAX or "\x00" in model:
             raise ConfigError(f"a model spec may have at most {NAME_MAX} characters and no "
                               f"NUL, got {len(model)} characters", "limit")
-        params: dict[str, Any] = {"temperature": temperature} if temperature is not None else {}
-        if is_simulated(model):
-            params = {}
+        params: dict[str, Any] = {"temperature": temperature} \
+            if temperature is not None and not is_simulated(model) else {}
         return get_model(model, endpoints=endpoints, **params)
     if not hasattr(model, "ainvoke"):
         raise ConfigError(f"a seat's model must be a chat model or a spec string, got "
