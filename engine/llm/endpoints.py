@@ -41,9 +41,6 @@ ALLOW_VAR = "PARLEY_ALLOW_BASE_URLS"
 REGISTER_HELP = (f"register it as an endpoint ({ENDPOINTS_VAR} in the environment or "
                  "[endpoints.NAME] in .streamlit/secrets.toml) and use ?endpoint=NAME")
 _IMPLICIT = ("provider", "cli", "code")  # registered by a setting or typed by the operator
-_ENDPOINT_FIELDS = ("base_url", "key_env", "key", "provider", "max_tokens", "timeout",
-                    "retries", "concurrency", "rpm", "tpm", "max_reply_bytes", "structured",
-                    "grammar", "price_input", "price_output")
 # An endpoint's call policy: the output cap per turn, the per-call timeout in seconds, the
 # retries after a transient failure, the calls in flight at once, the requests and the tokens
 # per minute, and the bytes of a reply the store keeps (`engine.llm.sizes`; name: (low,
@@ -53,6 +50,8 @@ POLICY_FIELDS: dict[str, tuple[float, float]] = {
     "max_tokens": (1, 1_000_000), "timeout": (0.001, 3600.0), "retries": (0, 10),
     "concurrency": (1, 1000), "rpm": (1, 1_000_000), "tpm": (1, 1_000_000_000),
     "max_reply_bytes": (1024, MAX_REPLY_CAP)}
+_ENDPOINT_FIELDS = ("base_url", "key_env", "key", "provider", *POLICY_FIELDS, "structured",
+                    "grammar", "price_input", "price_output")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 @dataclass(frozen=True)
