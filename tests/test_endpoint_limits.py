@@ -288,11 +288,12 @@ def test_a_429_slows_every_process_on_the_endpoint(pg_url, tmp_path):
 
 
 def test_a_lapsed_lease_stops_counting(pg_url):
-    from engine.llm.limits import SharedLimiter
+    from engine.llm.limits import Limiter
     from engine.store.limits import change
+    from engine.store.local_limits import LocalLimits
     store = Store(pg_url)
     limits = Limits("lapse", concurrency=1, lease=0.2)
-    limiter = SharedLimiter(store)
+    limiter = Limiter(LocalLimits(), store)
     wait, ticket = limiter.try_acquire(limits, 1)
     assert wait == 0 and ticket is not None and ticket.lease_id
     assert limiter.try_acquire(limits, 1)[1] is None  # the one call in flight is taken

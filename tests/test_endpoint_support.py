@@ -95,7 +95,7 @@ def test_a_new_process_reads_the_detected_mode_from_the_store(backend):
         first = vote(stub, backend, registry)
         assert len(stub.refused) == 1
         assert support.learned(backend, "structured", stub.base_url, "smol") == JSON_MODE
-        registry.capabilities.forget()  # a new process: it knows nothing of its own
+        registry = EndpointRegistry()  # a new process: it knows nothing of its own
         assert supported(registry, (stub.base_url, "smol")) is None
         stub.requests.clear()
         second = vote(stub, Store(backend.url), registry)

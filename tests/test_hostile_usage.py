@@ -43,7 +43,7 @@ from engine.cli.main import main
 from engine.llm import limits
 from engine.llm.calls import RunContext
 from engine.llm.endpoints import EndpointRegistry
-from engine.llm.limits import Gate, Limits, LimitState, LocalLimiter, Ticket, burst
+from engine.llm.limits import Gate, Limiter, Limits, LimitState, Ticket, burst
 from engine.llm.prices import (
     REPORTED_USAGE,
     USAGE_ALLOWANCE,
@@ -243,7 +243,7 @@ def test_an_experiment_over_a_hostile_endpoint_is_paid_for_in_every_cell(server,
 # ------------------------------------------------------------------ 2. the limiter
 def test_the_limiter_settles_at_most_a_calls_estimate_and_clamps_what_it_reads():
     lim = Limits("clamp", tpm=60_000, rpm=600)  # 1,000 tokens and 10 requests a second
-    local = LocalLimiter(LocalLimits())
+    local = Limiter(LocalLimits())
     wait, ticket = local.try_acquire(lim, 500)
     assert wait == 0 and ticket is not None
     local.release(ticket, 10**30)  # absurd: settled as the estimate, no debt
@@ -630,7 +630,7 @@ def test_a_ticket_settles_within_its_estimate_whatever_it_is_handed():
     @settings(max_examples=EXAMPLES, deadline=None, database=None)
     def check(used):
         lim = Limits("settle-any", tpm=60_000)
-        local = LocalLimiter(LocalLimits())
+        local = Limiter(LocalLimits())
         _, ticket = local.try_acquire(lim, 700)
         assert isinstance(ticket, Ticket)
         local.release(ticket, used)

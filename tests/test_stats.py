@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from engine.analysis.stats import brier, ece, mcnemar_exact, reliability_bins, sign_test, wilson_interval
+from engine.analysis.stats import brier, ece, reliability_bins, sign_test, wilson_interval
 
 
 def test_wilson_interval_8_of_10():
@@ -73,11 +73,8 @@ def test_sign_test_known_counts(wins, losses, p):
     assert sign_test(wins, losses) == pytest.approx(p, abs=1e-15)
 
 
-def test_mcnemar_exact_is_the_sign_test_on_discordant_pairs():
-    assert mcnemar_exact(9, 1) == 0.021484375
-    assert mcnemar_exact(0, 6) == 0.03125
-    assert mcnemar_exact(3, 3) == 1.0
-    # b = 2, c = 12: 2 · (1 + 14 + 91) / 16384
-    assert mcnemar_exact(2, 12) == pytest.approx(2 * 106 / 16384)
+def test_sign_test_on_uneven_counts_and_refusal_of_negative_ones():
+    # 2 and 12: 2 · (1 + 14 + 91) / 16384
+    assert sign_test(2, 12) == pytest.approx(2 * 106 / 16384)
     with pytest.raises(ValueError):
         sign_test(-1, 2)

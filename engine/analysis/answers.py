@@ -13,6 +13,7 @@ last.
 """
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Callable
@@ -228,22 +229,12 @@ class Answers:
     again and again); the same results as the functions, kept only as long as this object."""
 
     def __init__(self) -> None:
-        self._normal: dict[str, str] = {}
-        self._found: dict[str, str | None] = {}
+        self._normal = functools.cache(normalize_stance)
+        self.extract = functools.cache(extract_answer)  # once per distinct text
 
     def normalize(self, text: Any) -> str:
         """`normalize_stance(text)`, once per distinct text."""
-        if not isinstance(text, str):
-            return normalize_stance(text)
-        if text not in self._normal:
-            self._normal[text] = normalize_stance(text)
-        return self._normal[text]
-
-    def extract(self, text: str) -> str | None:
-        """`extract_answer(text)`, once per distinct text."""
-        if text not in self._found:
-            self._found[text] = extract_answer(text)
-        return self._found[text]
+        return self._normal(text) if isinstance(text, str) else normalize_stance(text)
 
     def match(self, answer: str | None, expected: str | None) -> bool | None:
         """`answers_match(answer, expected)`."""

@@ -121,6 +121,3 @@ def auarc(confidences: Sequence[float], outcomes: Sequence[Any]) -> float:
             right_seen += share
             area += right_seen / n_seen
     return area / total
-
-
-__all__ = ["Estimate", "mean_interval", "odds_ratio", "selective_curve", "auarc"]

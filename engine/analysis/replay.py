@@ -35,12 +35,11 @@ and the dollars saved: None (unknown, never 0) when a turn of a saved round had 
 """
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from engine.analysis.answers import answers_match
-from engine.analysis.rounds_dynamics import dynamics
+from engine.analysis.rounds_dynamics import dynamics, normal_rounds, votes
 from engine.analysis.stances import normalize_stance
 from engine.analysis.stats import paired_difference_interval, wilson_interval
 
@@ -76,28 +75,20 @@ def rules(grid: Sequence[float] = AGREEMENT_GRID) -> list[Rule]:
     return [*(Rule("agreement", t) for t in grid), Rule("split"), Rule("uncaught")]
 
 
-def _normal(answers: Mapping[str, str | None]) -> dict[str, str | None]:
-    return {str(agent): (normalize_stance(raw) or None) if raw is not None else None
-            for agent, raw in answers.items()}
-
-
-def _counts(answers: Mapping[str, str | None]) -> Counter[str]:
-    return Counter(a for a in answers.values() if a is not None)
-
-
 def _changed(before: Mapping[str, str | None], after: Mapping[str, str | None]) -> int:
     """Agents whose answer differs between two rounds (an abstention, or absence, included)."""
     return sum(1 for agent in set(before) | set(after) if before.get(agent) != after.get(agent))
 
 
-def _uncaught(normal: Sequence[Mapping[str, str | None]]) -> int:
+def _uncaught(rounds: Sequence[Mapping[str, str | None]]) -> int:
+    normal, counted = normal_rounds(rounds), votes(rounds)
     last = len(normal)
     most = 0
     for number in range(1, last):
         if number > 1:
             most = max(most, _changed(normal[number - 2], normal[number - 1]))
-        votes = sorted(_counts(normal[number - 1]).values(), reverse=True)
-        lead = (votes[0] - (votes[1] if len(votes) > 1 else 0)) if votes else 0
+        given = list(counted[number - 1].values())  # most first
+        lead = (given[0] - (given[1] if len(given) > 1 else 0)) if given else 0
         if lead > 2 * max(1, most) * (last - number):
             return number
     return last
@@ -109,18 +100,15 @@ def stop_round(rule: Rule, rounds: Sequence[Mapping[str, str | None]]) -> int:
     last = len(rounds)
     if last <= 1:
         return last
-    normal = [_normal(answers) for answers in rounds]
     if rule.kind == "split":
         return 1 if dynamics(rounds[:1]).silent_agreement else last
     if rule.kind == "uncaught":
-        return _uncaught(normal)
+        return _uncaught(rounds)
     threshold = float(rule.threshold or 1.0)
-    for number, answers in enumerate(normal, 1):
-        counts = _counts(answers)
-        given = sum(counts.values())
-        if given >= 2 and max(counts.values()) / given >= threshold - _EPSILON:
-            return number
-    return last
+    measured = dynamics(rounds)
+    return next((number for number, (share, given) in enumerate(
+        zip(measured.agreement, measured.answered, strict=True), 1)
+        if given >= 2 and share >= threshold - _EPSILON), last)
 
 
 def answer_after(rounds: Sequence[Mapping[str, str | None]], number: int) -> str | None:
@@ -128,8 +116,7 @@ def answer_after(rounds: Sequence[Mapping[str, str | None]], number: int) -> str
     when everyone abstained or there is no such round."""
     if not 1 <= number <= len(rounds):
         return None
-    ordered = sorted(_counts(_normal(rounds[number - 1])).items(), key=lambda kv: (-kv[1], kv[0]))
-    return ordered[0][0] if ordered else None
+    return next(iter(votes(rounds[number - 1:number])[0]), None)
 
 
 @dataclass(frozen=True)
@@ -255,7 +242,3 @@ def outcome(rule: Rule, runs: Sequence[StoredRun]) -> Outcome:
 def replay(runs: Sequence[StoredRun], chosen: Sequence[Rule] | None = None) -> list[Outcome]:
     """Every rule of `chosen` (default `rules()`) replayed on `runs`, in the rules' order."""
     return [outcome(rule, runs) for rule in (rules() if chosen is None else chosen)]
-
-
-__all__ = ["AGREEMENT_GRID", "RULE_KINDS", "Outcome", "Rule", "Stopped", "StoredRun",
-           "answer_after", "apply", "outcome", "replay", "rules", "stop_round"]

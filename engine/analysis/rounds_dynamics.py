@@ -65,13 +65,20 @@ class Dynamics(BaseModel):
     collapsed_wrong: bool | None = None
 
 
-def _normal(rounds: Sequence[Mapping[str, str | None]]) -> list[dict[str, str | None]]:
+def normal_rounds(rounds: Sequence[Mapping[str, str | None]]) -> list[dict[str, str | None]]:
     """Each round's answers normalised; an abstention (None, or "" once normalised) as None."""
     return [{str(agent): (normalize_stance(raw) or None) if raw is not None else None
              for agent, raw in answers.items()} for answers in rounds]
 
 
-def _entropy(counts: Counter[str]) -> float:
+def _counted(normal: Sequence[Mapping[str, str | None]]) -> list[dict[str, int]]:
+    """Each normalised round's answers counted (abstentions left out), most first, then the
+    smallest form (the tally's order)."""
+    return [dict(sorted(Counter(a for a in answers.values() if a is not None).items(),
+                        key=lambda kv: (-kv[1], kv[0]))) for answers in normal]
+
+
+def _entropy(counts: Mapping[str, int]) -> float:
     total = sum(counts.values())
     if not total:
         return 0.0
@@ -103,14 +110,11 @@ def dynamics(rounds: Sequence[Mapping[str, str | None]], expected: str | None = 
     """The run's dynamics (see `Dynamics` for each measure and its edge cases): `rounds[i]`
     maps each agent to its raw answer in round i + 1 (None abstains); `expected`, when given
     and not blank, scores fixes, breaks and a collapse onto a wrong answer."""
-    normal = _normal(rounds)
-    entropy, agreement, answered = [], [], []
-    for answers in normal:
-        counts = Counter(a for a in answers.values() if a is not None)
-        total = sum(counts.values())
-        entropy.append(_entropy(counts))
-        agreement.append(max(counts.values()) / total if total else 0.0)
-        answered.append(total)
+    normal = normal_rounds(rounds)
+    counted = _counted(normal)
+    answered = [sum(counts.values()) for counts in counted]
+    agreement = [max(counts.values()) / total if total else 0.0
+                 for counts, total in zip(counted, answered, strict=True)]
     flips = _flips(normal)
     scored = expected is not None and bool(normalize_stance(expected))
     fixes = breaks = None
@@ -121,7 +125,8 @@ def dynamics(rounds: Sequence[Mapping[str, str | None]], expected: str | None = 
         breaks = [f for f in flips if right[f.before] and not right[f.after]]
         last = _unanimous(normal[-1]) if normal else None
         collapsed = last is not None and not answers_match(last, expected)
-    return Dynamics(entropy=entropy, agreement=agreement, answered=answered,
+    return Dynamics(entropy=[_entropy(counts) for counts in counted], agreement=agreement,
+                    answered=answered,
                     inflation=agreement[-1] - agreement[0] if agreement else 0.0,
                     flips=flips, fixes=fixes, breaks=breaks,
                     silent_agreement=bool(normal) and _unanimous(normal[0]) is not None,
@@ -132,7 +137,7 @@ def influence(rounds: Sequence[Mapping[str, str | None]]) -> dict[tuple[str, str
     """(mover, moved) -> how many times `moved` flipped (see `Dynamics.flips`) to the answer
     `mover` held in the round before. Each flip is credited to every such mover; a flip to an
     answer nobody else held credits no one. Pairs with no credit are left out."""
-    normal = _normal(rounds)
+    normal = normal_rounds(rounds)
     counts: Counter[tuple[str, str]] = Counter()
     for flip in _flips(normal):
         before = normal[flip.round - 2]
@@ -147,11 +152,4 @@ def votes(rounds: Sequence[Mapping[str, str | None]]) -> list[dict[str, int]]:
     tally's order (most first, then the smallest form): what a run's metrics keep
     (`round_votes`) so that agreement and vote shares over thousands of stored runs need no
     stored result. `dynamics`' agreement of a round is its largest count over its total."""
-    out = []
-    for answers in _normal(rounds):
-        counts = Counter(a for a in answers.values() if a is not None)
-        out.append(dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))))
-    return out
-
-
-__all__ = ["Dynamics", "Flip", "dynamics", "influence", "votes"]
+    return _counted(normal_rounds(rounds))

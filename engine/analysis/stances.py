@@ -109,11 +109,8 @@ def _format_number(sign: str, digits: str) -> str:
 
 
 def _strip_wrappers(text: str) -> str:
-    """Remove surrounding quotes, emphasis, matching brackets and trailing punctuation.
-
-    Works on two indices and slices once, so a million nested brackets cost a million steps
-    (slicing at every layer was quadratic).
-    """
+    """Remove surrounding quotes, emphasis, matching brackets and trailing punctuation,
+    moving two indices and slicing once: a million nested brackets cost a million steps."""
     lo, hi = 0, len(text)
     while True:
         before = (lo, hi)
@@ -326,7 +323,3 @@ def classify_changes(before: Mapping[str, str | None], after: Mapping[str, str |
         else:
             kinds[name] = "switched"
     return kinds
-
-
-__all__ = ["Confidence", "Tally", "classify_changes", "derive_confidence",
-           "detect_mind_changes", "normalize_stance", "tally"]

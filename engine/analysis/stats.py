@@ -109,15 +109,6 @@ def brier(confidences: Sequence[float], outcomes: Sequence[Any]) -> float:
     return sum((c - o) ** 2 for c, o in pairs) / len(pairs)
 
 
-def _binomial_two_sided(k: int, n: int) -> float:
-    """P(X <= min(k, n−k)) doubled, for X ~ Binomial(n, 1/2), capped at 1 (exact fractions)."""
-    if n == 0:
-        return 1.0
-    low = min(k, n - k)
-    tail = Fraction(sum(math.comb(n, i) for i in range(low + 1)), 2 ** n)
-    return float(min(Fraction(1), 2 * tail))
-
-
 def sign_test(wins: int, losses: int) -> float:
     """Exact two-sided sign test: the p-value that wins and losses split this unevenly by chance.
 
@@ -129,18 +120,9 @@ def sign_test(wins: int, losses: int) -> float:
     """
     if wins < 0 or losses < 0:
         raise ValueError(f"counts must be >= 0, got {wins} and {losses}")
-    return _binomial_two_sided(wins, wins + losses)
-
-
-def mcnemar_exact(b: int, c: int) -> float:
-    """Exact McNemar test on paired right/wrong outcomes: the sign test on the discordant pairs.
-
-    `b` = pairs where A was right and B wrong, `c` = the reverse; pairs where both were right
-    or both wrong carry no information about which is better and drop out. Under the null
-    hypothesis b ~ Binomial(b + c, 1/2), so p = min(1, 2 · Σ_{i=0..min(b,c)} C(b+c, i) / 2^(b+c)).
-    b = 0, c = 6: 2 / 64 = 0.03125.
-    """
-    return sign_test(b, c)
+    n = wins + losses  # the tail in exact fractions, capped at 1
+    tail = Fraction(sum(math.comb(n, i) for i in range(min(wins, losses) + 1)), 2 ** n)
+    return float(min(Fraction(1), 2 * tail))
 
 
 def paired_difference_interval(both: int, only_a: int, only_b: int, neither: int,

@@ -35,7 +35,7 @@ from engine.llm.replies import REASK, extract_json
 from engine.llm.runmodels import seat_model
 from engine.llm.sizes import ReplyCut, capped_reply
 from engine.llm.structured import OutputSchema, StructuredOutput
-from engine.models import RunStopped, Seat, Task, Turn, model_spec, now
+from engine.models import RunStopped, Seat, Task, Turn, is_simulated, model_spec, now
 from engine.redaction import model_secrets, redact
 from engine.text import clean_text
 
@@ -104,14 +104,11 @@ NOT_AN_API_ERROR = ("the server answered with something other than an OpenAI-com
               "web page?): check the endpoint's base URL, which usually ends in /v1")
 
 
-def describe_error(exc: BaseException, *, not_an_api: bool = False) -> str:
-    """One line naming the error type and its message (in words where the client saw a
-    reply that is not an API's, `not_an_api`: a server that answered with a web page)."""
+def describe_error(exc: BaseException) -> str:
+    """One line naming the error type and its message."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     if isinstance(exc, TimeoutError) and not text:
         text = "the model did not answer in time"
-    if not_an_api:
-        return NOT_AN_API_ERROR
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
@@ -218,7 +215,7 @@ class RunContext:
         # A placebo run's donor messages by (seat, phase, round) (`engine.config.Donor`;
         # None: peers' messages are their own)
         self.donor: Mapping[tuple[str, str, int], str] | None = None
-        self._semaphore: asyncio.Semaphore | None = None
+        self.semaphore = asyncio.Semaphore(self.concurrency)  # bound to the run's loop on use
         self._models: dict[int, Any] = {}
         self._next_index = 0
         # a fork's kept turns (`engine.config.Resume`): replayed in place of their calls
@@ -234,12 +231,6 @@ class RunContext:
         if self.donor is None:
             return text
         return self.donor.get((seat, phase, round), "")
-
-    @property
-    def semaphore(self) -> asyncio.Semaphore:
-        if self._semaphore is None:
-            self._semaphore = asyncio.Semaphore(self.concurrency)
-        return self._semaphore
 
     def model_for(self, seat: Seat) -> Any:
         key = id(seat.model)
@@ -314,7 +305,7 @@ class RunContext:
             full[own] = {**full[own], "content": f"{full[own]['content']}\n\n{brief}"}
         return full
 
-    async def call(self, seat: Seat, messages: list[dict[str, str]], *, phase: str,  # noqa: PLR0915
+    async def call(self, seat: Seat, messages: list[dict[str, str]], *, phase: str,
                    round: int = 0,
                    parse: Callable[[str], tuple[dict[str, Any], list[str]]] | None = None,
                    task: Task | None = None,
@@ -335,7 +326,7 @@ class RunContext:
         started = now()
         clock = time.perf_counter()
         # A simulated seat is labelled simulated even when its call fails.
-        simulated = getattr(model, "_llm_type", "") == "parley-simulated"
+        simulated = is_simulated(model_spec(self.model_for(seat)))
         config = self.task_config(seat, task, round) if simulated else None
         got = await self._attempts(model, full, config, output, simulated)
         # A server may echo the key it was sent ("Incorrect API key provided: sk-..."): the
@@ -357,13 +348,8 @@ class RunContext:
                                        tokens_out, simulated=got.simulated),
                     usage_estimated=got.usage.estimated or bool(got.lost), started_at=started,
                     finished_at=now(), output_mode=output.mode if output is not None else "")
-        if parse is not None and not error:
-            try:
-                fields, warnings = parse(text)
-                turn.parsed = dict(fields)
-                turn.warnings = list(warnings)
-            except Exception as exc:  # a parser bug on a hostile reply degrades this turn only
-                turn.status, turn.error, turn.failure = "degraded", parse_error(exc), UNREADABLE
+        if not error:
+            self._parse(turn, parse)
         turn.warnings.extend(got.notes())
         if got.text != text:
             turn.warnings.append("the reply held a configured key: it was stored redacted")
@@ -407,7 +393,7 @@ class RunContext:
                     # what the error is, decided here, by its class and what the client saw
                     got.failure = failure_of(exc, not_an_api=record.not_an_api)
                     foreign = got.failure == NOT_AN_API  # a reply no client could read
-                    got.error = describe_error(exc, not_an_api=foreign)
+                    got.error = NOT_AN_API_ERROR if foreign else describe_error(exc)
                     if host and (unreachable(exc) or foreign):
                         got.error = f"{got.error} (calling {host})"
                     if not got.simulated and reached(exc, record):  # sent, no answer back
@@ -463,15 +449,24 @@ class RunContext:
         turn = kept.model_copy(deep=True, update={
             "index": index, "parsed": {} if parse is not None else dict(kept.parsed),
             "warnings": [*kept.warnings, f"kept from run {self.kept_from}: not called again"]})
-        if parse is not None and turn.ok:
-            try:
-                fields, warnings = parse(turn.reply)
-                turn.parsed = dict(fields)
-                turn.warnings += list(warnings)
-            except Exception as exc:  # as `call`: a parser bug degrades this turn only
-                turn.status, turn.error, turn.failure = "degraded", parse_error(exc), UNREADABLE
+        if turn.ok:
+            self._parse(turn, parse)
         self.record(turn)
         return turn
+
+    @staticmethod
+    def _parse(turn: Turn, parse: Callable[[str], tuple[dict[str, Any], list[str]]] | None
+               ) -> None:
+        """`parse(turn.reply)` into the turn's parsed fields and warnings, before it is
+        recorded; a parser bug on a hostile reply degrades this turn only."""
+        if parse is None:
+            return
+        try:
+            fields, warnings = parse(turn.reply)
+            turn.parsed = dict(fields)
+            turn.warnings = [*turn.warnings, *warnings]
+        except Exception as exc:
+            turn.status, turn.error, turn.failure = "degraded", parse_error(exc), UNREADABLE
 
     async def call_json(self, seat: Seat, messages: list[dict[str, str]], *, phase: str,
                         round: int = 0, keys: Sequence[str] = (),
@@ -489,30 +484,25 @@ class RunContext:
         """
         output = StructuredOutput(self.model_for(seat), schema, self.store)
         keys = keys or (schema.keys if schema is not None else ())
-        turn = await self.call(seat, messages, phase=phase, round=round, task=task,
-                               output=output)
-        if not turn.ok:
-            return None, turn
-        obj, why = self._read_json(turn.reply, validate, output)
-        if obj is not None:
-            self.update(turn, parsed=obj)
-            return obj, turn
-        self.update(turn, warnings=[f"unreadable JSON, asked again: {why}"])
-        again = list(turn.messages) + [
-            {"role": "assistant", "content": turn.reply},
-            {"role": "user", "content": REASK.format(
-                why=why, keys=", ".join(f'"{k}"' for k in keys) or "asked for")}]
-        retry = await self.call(seat, again, phase=phase, round=round, task=task,
-                                output=output)
-        if not retry.ok:
-            return None, retry
-        obj, why = self._read_json(retry.reply, validate, output)
-        if obj is not None:
-            self.update(retry, parsed=obj)
-            return obj, retry
-        self.update(retry, status="degraded", error=f"unreadable JSON after one re-ask: {why}",
+        for asked in (False, True):
+            turn = await self.call(seat, messages, phase=phase, round=round, task=task,
+                                   output=output)
+            if not turn.ok:
+                return None, turn
+            obj, why = self._read_json(turn.reply, validate, output)
+            if obj is not None:
+                self.update(turn, parsed=obj)
+                return obj, turn
+            if asked:
+                break
+            self.update(turn, warnings=[f"unreadable JSON, asked again: {why}"])
+            messages = list(turn.messages) + [
+                {"role": "assistant", "content": turn.reply},
+                {"role": "user", "content": REASK.format(
+                    why=why, keys=", ".join(f'"{k}"' for k in keys) or "asked for")}]
+        self.update(turn, status="degraded", error=f"unreadable JSON after one re-ask: {why}",
                     failure=UNREADABLE)
-        return None, retry
+        return None, turn
 
     async def call_lines(self, seat: Seat, messages: list[dict[str, str]], *,
                          line: LineFormat | None, **call: Any) -> Turn:

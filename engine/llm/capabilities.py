@@ -122,11 +122,3 @@ class Capabilities:
             while len(self._clients) > CLIENTS_MAX:
                 self._clients.popitem(last=False)
         return made
-
-    def forget(self) -> None:
-        """Forget everything learned and every client (a test's fresh start); models that
-        hold a client keep it."""
-        with self._lock:
-            self._known.clear()
-            self._clients.clear()
-            self._detecting = weakref.WeakKeyDictionary()

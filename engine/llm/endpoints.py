@@ -27,6 +27,7 @@ from urllib.parse import parse_qsl, quote
 from engine.llm.capabilities import Capabilities
 from engine.llm.lines import GRAMMARS
 from engine.llm.prices import Price, PriceTable, price_value
+from engine.llm.secretsfile import setting
 from engine.llm.sizes import MAX_REPLY_CAP
 from engine.llm.structured import check_switch
 from engine.llm.urls import check_url, risky_host
@@ -40,9 +41,6 @@ ALLOW_VAR = "PARLEY_ALLOW_BASE_URLS"
 REGISTER_HELP = (f"register it as an endpoint ({ENDPOINTS_VAR} in the environment or "
                  "[endpoints.NAME] in .streamlit/secrets.toml) and use ?endpoint=NAME")
 _IMPLICIT = ("provider", "cli", "code")  # registered by a setting or typed by the operator
-_ENDPOINT_FIELDS = ("base_url", "key_env", "key", "provider", "max_tokens", "timeout",
-                    "retries", "concurrency", "rpm", "tpm", "max_reply_bytes", "structured",
-                    "grammar", "price_input", "price_output")
 # An endpoint's call policy: the output cap per turn, the per-call timeout in seconds, the
 # retries after a transient failure, the calls in flight at once, the requests and the tokens
 # per minute, and the bytes of a reply the store keeps (`engine.llm.sizes`; name: (low,
@@ -52,6 +50,8 @@ POLICY_FIELDS: dict[str, tuple[float, float]] = {
     "max_tokens": (1, 1_000_000), "timeout": (0.001, 3600.0), "retries": (0, 10),
     "concurrency": (1, 1000), "rpm": (1, 1_000_000), "tpm": (1, 1_000_000_000),
     "max_reply_bytes": (1024, MAX_REPLY_CAP)}
+_ENDPOINT_FIELDS = ("base_url", "key_env", "key", "provider", *POLICY_FIELDS, "structured",
+                    "grammar", "price_input", "price_output")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ def with_base_url(spec: str, url: str) -> str:
     names = {k for k, _ in parse_qsl(query, keep_blank_values=True)}
     if names & {"base_url", "endpoint"}:
         return spec
-    joined = "&".join(p for p in (query, f"base_url={quote(url, safe=':/[]')}") if p)
+    joined = "&".join(p for p in (query, _url_suffix(url)) if p)
     return f"{head}?{joined}"
 
 
@@ -116,16 +116,9 @@ def free_urls_allowed(environ: Mapping[str, Any], secrets: Mapping[str, Any] | N
     """The app's switch: `PARLEY_ALLOW_BASE_URLS=1` (environment or secrets) allows base URLs
     that are not registered (still never with a server-side key)."""
     value = environ.get(ALLOW_VAR)
-    if value is None and secrets is not None:
-        value = _get(secrets, ALLOW_VAR)
+    if value is None:
+        value = setting(secrets, ALLOW_VAR)
     return str(value).strip().lower() in ("1", "true", "yes", "on")
-
-
-def _get(mapping: Any, name: str) -> Any:
-    try:
-        return mapping.get(name)
-    except Exception:  # st.secrets and friends may raise on a missing file
-        return None
 
 
 class EndpointRegistry:
@@ -173,12 +166,12 @@ class EndpointRegistry:
                                       "key_env (a variable's name), or key in "
                                       ".streamlit/secrets.toml", "input")
                 registry.add(_endpoint(name, entry, "environment"))
-        table = _get(secrets, "endpoints") if secrets is not None else None
+        table = setting(secrets, "endpoints")
         if table is not None:
             for name, entry in _table(table, "[endpoints] in secrets.toml").items():
                 registry.add(_endpoint(name, entry, "secrets"))
         for provider, var in PROVIDER_URLS.items():
-            url = environ.get(var) or (_get(secrets, var) if secrets is not None else None)
+            url = environ.get(var) or setting(secrets, var)
             if url and str(url).strip():
                 registry.add(Endpoint(f"{provider}-default", check_url(str(url), var),
                                       provider, origin="provider"))
@@ -236,18 +229,15 @@ class EndpointRegistry:
         if not name:
             return None
         value = self._environ.get(name)
-        if not value and self._secrets is not None:
-            value = _get(self._secrets, name)
+        if not value:
+            value = setting(self._secrets, name)
         return str(value) if value else None
 
     def key_for(self, endpoint: Endpoint) -> str | None:
-        """The key an endpoint receives: its own `key`, its `key_env`, or (for a provider URL,
-        the CLI's or a code's base_url) the provider's key variable."""
+        """The key an endpoint receives: its own `key`, else the value of its key variable."""
         if endpoint.key:
             return endpoint.key
-        var = endpoint.key_env or (DEFAULT_KEYS.get(endpoint.provider)
-                                   if endpoint.origin in _IMPLICIT else None)
-        value = self.secret(var)
+        value = self.secret(_key_variable(endpoint))
         if value is None and endpoint.key_env and endpoint.origin not in _IMPLICIT:
             raise ConfigError(f"endpoint {endpoint.name!r} needs its key: set "
                               f"{_shown_variable(endpoint.key_env)} in the environment or "
@@ -258,8 +248,7 @@ class EndpointRegistry:
         """Where an endpoint's key lives, for a page (never the value)."""
         if endpoint.key:
             return f"secrets.toml [endpoints.{endpoint.name}] key"
-        var = endpoint.key_env or (DEFAULT_KEYS.get(endpoint.provider)
-                                   if endpoint.origin in _IMPLICIT else None)
+        var = _key_variable(endpoint)
         if not var:
             return "no key"
         return f"{_shown_variable(var)} ({'present' if self.secret(var) else 'missing'})"
@@ -333,6 +322,13 @@ def registry_or_environment(endpoints: EndpointRegistry | None) -> EndpointRegis
         return EndpointRegistry.from_settings(os.environ)
     except ConfigError:
         return None
+
+
+def _key_variable(endpoint: Endpoint) -> str | None:
+    """The variable holding an endpoint's key: its `key_env`, or (for a provider URL, the
+    CLI's or a code's base_url) the provider's own key variable."""
+    return endpoint.key_env or (DEFAULT_KEYS.get(endpoint.provider)
+                                if endpoint.origin in _IMPLICIT else None)
 
 
 def _url_suffix(url: str) -> str:

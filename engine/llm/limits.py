@@ -237,78 +237,49 @@ class Ticket:
     lease_id: str | None = None
 
 
-class LocalLimiter:
-    """Buckets this process keeps (SQLite or no store) in `held`: the store's, else the
-    endpoint registry's (`engine.store.limits.LocalLimits`)."""
+class Limiter:
+    """An endpoint's limit state where it lives: in a PostgreSQL `store`, shared by every
+    process on that database (a lease per call in flight), else this process's, in `held`
+    (the store's, else the endpoint registry's: `engine.store.local_limits.LocalLimits`)."""
 
-    def __init__(self, held: LocalLimits):
+    def __init__(self, held: LocalLimits, store: Store | None = None):
         self.held = held
+        self.store = store if store is not None and shared(store) else None
 
     def _change(self, limits: Limits, step: Callable[[LimitState], T]) -> T:
-        return self.held.change(limits.endpoint, lambda state: step(clamp(limits, state)))
+        def clamped(state: LimitState) -> T:
+            return step(clamp(limits, state))
+        if self.store is not None:
+            return change(self.store, limits.endpoint, clamped)
+        return self.held.change(limits.endpoint, clamped)
 
     def try_acquire(self, limits: Limits, tokens: float) -> tuple[float, Ticket | None]:
-        wait = self._change(limits, lambda s: admit(limits, s, tokens, count_flight=False))
-        return (wait, None) if wait > 0 else (0.0, Ticket(limits, tokens))
+        lease_id = uuid4().hex if self.store is not None and limits.concurrency else None
+
+        def step(state: LimitState) -> float:
+            wait = admit(limits, state, tokens, count_flight=self.store is not None)
+            if wait == 0 and lease_id is not None:
+                state.lease = (lease_id, limits.lease)
+            return wait
+        wait = self._change(limits, step)
+        return (wait, None) if wait > 0 else (0.0, Ticket(limits, tokens, lease_id))
 
     def release(self, ticket: Ticket, tokens: float) -> None:
         used = settled(tokens, ticket.tokens)
-        self._change(ticket.limits, lambda s: settle(ticket.limits, s, used - ticket.tokens))
+        try:
+            if ticket.lease_id is not None and self.store is not None:
+                end_lease(self.store, ticket.lease_id)
+            if ticket.limits.tpm:
+                self._change(ticket.limits, lambda s: settle(ticket.limits, s,
+                                                             used - ticket.tokens))
+        except StoreWriteError:  # the lease lapses at its expiry; the estimate stays charged
+            pass
 
     def cool_down(self, limits: Limits, seconds: float) -> None:
         self._change(limits, lambda s: cool(limits, s, seconds))
 
 
-class SharedLimiter:
-    """The state in a PostgreSQL store, shared by every process on that database."""
-
-    def __init__(self, store: Store):
-        self.store = store
-
-    def try_acquire(self, limits: Limits, tokens: float) -> tuple[float, Ticket | None]:
-        lease_id = uuid4().hex
-
-        def step(state: LimitState) -> float:
-            wait = admit(limits, clamp(limits, state), tokens, count_flight=True)
-            if wait == 0 and limits.concurrency:
-                state.lease = (lease_id, limits.lease)
-            return wait
-        wait = change(self.store, limits.endpoint, step)
-        if wait > 0:
-            return wait, None
-        return 0.0, Ticket(limits, tokens, lease_id if limits.concurrency else None)
-
-    def release(self, ticket: Ticket, tokens: float) -> None:
-        try:
-            if ticket.lease_id is not None:
-                end_lease(self.store, ticket.lease_id)
-            if ticket.limits.tpm:
-                used = settled(tokens, ticket.tokens)
-                change(self.store, ticket.limits.endpoint, lambda s: settle(
-                    ticket.limits, clamp(ticket.limits, s), used - ticket.tokens))
-        except StoreWriteError:  # the lease lapses at its expiry; the estimate stays charged
-            pass
-
-    def cool_down(self, limits: Limits, seconds: float) -> None:
-        change(self.store, limits.endpoint, lambda s: cool(limits, clamp(limits, s), seconds))
-
-
-def held_limits(store: Store | None, call: Mapping[str, Any]) -> LocalLimits:
-    """Where this process keeps an endpoint's limits when the database does not: the store's,
-    else the capabilities of the registry that resolved the model (`parley_call`), else a
-    call's own (a model no registry resolved sets no limits)."""
-    held = getattr(store, "local_limits", None)
-    if held is None:
-        held = getattr(call.get("capabilities"), "local_limits", None)
-    return held if held is not None else LocalLimits()
-
-
-def limiter_for(store: Store | None, held: LocalLimits) -> LocalLimiter | SharedLimiter:
-    """The shared limiter on a PostgreSQL store, else this process's (in `held`)."""
-    return SharedLimiter(store) if store is not None and shared(store) else LocalLimiter(held)
-
-
-async def acquire(limiter: LocalLimiter | SharedLimiter, limits: Limits,
+async def acquire(limiter: Limiter, limits: Limits,
                   tokens_estimate: float, *, within: float | None = None,
                   stop: Callable[[], Awaitable[None]] | None = None) -> Ticket:
     """Wait (polling, with jittered sleeps so waiting processes do not move in step) until
@@ -319,7 +290,7 @@ async def acquire(limiter: LocalLimiter | SharedLimiter, limits: Limits,
     (A call cancelled while its shared request is being taken leaves its lease to lapse.)"""
     deadline = time.monotonic() + within if within else None
     while True:
-        if isinstance(limiter, SharedLimiter):  # the row lock may be held elsewhere: wait for
+        if limiter.store is not None:  # the row lock may be held elsewhere: wait for
             # it off the event loop, so this process's calls already let go are sent on time
             wait, ticket = await asyncio.to_thread(limiter.try_acquire, limits, tokens_estimate)
         else:
@@ -358,13 +329,15 @@ class Gate:
                  stop: Callable[[], Awaitable[None]] | None = None):
         self.limits = Limits.of(call, timeout)
         self.stop = stop  # raises to end a wait (the run's Stop)
-        held = held_limits(store, call)
-        self.limiter = limiter_for(store, held) if self.limits is not None else \
-            LocalLimiter(held)
-        local = isinstance(self.limiter, LocalLimiter)
+        # this process keeps the limits when the database does not: the store's, else those
+        # of the registry that resolved the model (`parley_call`), else the call's own
+        held = getattr(store, "local_limits", None) or getattr(
+            call.get("capabilities"), "local_limits", None) or LocalLimits()
+        self.limiter = Limiter(held, store if self.limits is not None else None)
         # this process's `concurrency`, per event loop: every run of an experiment shares it
         self._semaphore = held.semaphore(self.limits.endpoint, self.limits.concurrency) \
-            if self.limits is not None and self.limits.concurrency and local else None
+            if self.limits is not None and self.limits.concurrency and \
+            self.limiter.store is None else None
         self._ticket: Ticket | None = None
 
     async def __aenter__(self) -> None:

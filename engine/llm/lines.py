@@ -24,7 +24,7 @@ any other free-text turn records "".
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +32,7 @@ from langchain_core.messages import HumanMessage
 
 from engine.llm.capabilities import Capabilities
 from engine.llm.prices import read_usage
-from engine.llm.structured import FormattedModel
+from engine.llm.structured import FormattedModel, MarkedOutput, send_with
 from engine.models import RunStopped
 
 if TYPE_CHECKING:
@@ -162,15 +162,14 @@ async def probe(model: Any, endpoint: tuple[str, str], gate: Gate, timeout: floa
         known = _known(capabilities, endpoint, store)
         if known is not None:
             return known
-        body = {**(model.extra_body or {}), "grammar": PROBE_GRAMMAR,
-                "max_tokens": PROBE_TOKENS}
         messages = [HumanMessage(content=m["content"]) for m in PROBE_MESSAGES]
         tokens = 0
         try:
             await gate.acquire(PROBE_MESSAGES, within=timeout or None)
             try:
-                message = await asyncio.wait_for(
-                    model.bind(extra_body=body).ainvoke(messages), timeout or None)
+                message = await asyncio.wait_for(send_with(
+                    model, messages, grammar=PROBE_GRAMMAR, max_tokens=PROBE_TOKENS),
+                    timeout or None)
                 usage = read_usage(message, PROBE_MESSAGES, str(message.content), PROBE_TOKENS)
                 tokens = usage.tokens_in + usage.tokens_out
             finally:
@@ -187,21 +186,16 @@ async def probe(model: Any, endpoint: tuple[str, str], gate: Gate, timeout: floa
         return found
 
 
-class LineOutput:
+class LineOutput(MarkedOutput):
     """The output path of one free-text call read by a line format: the format's grammar
     for a model whose endpoint applies one (`mode` "grammar" once a request carried it),
     else the seat's model as it is (`mode` ""). The probe's answer goes to the capabilities
     of the registry that resolved the model and to `store` (the run's), for every process."""
 
     def __init__(self, model: Any, line: LineFormat, store: Store | None = None):
-        # get_model marks OpenAI-compatible models: {"grammar": switch, "endpoint": key, ...}
-        marked: Mapping[str, Any] = getattr(model, "parley_output", None) or {}
-        self.line, self.model, self.store = line, model, store
-        self.capabilities: Capabilities = marked.get("capabilities") or Capabilities()
-        self.switch = str(marked.get("grammar") or "off")
-        host, name = marked.get("endpoint") or ("", "")
-        self.endpoint = (str(host), str(name))
-        self.cap = marked.get("cap")
+        super().__init__(model, store, "grammar")
+        self.line, self.model = line, model
+        self.cap = self.marked.get("cap")
         self.send = self.switch == "gbnf"
         self.mode = ""
 
@@ -221,5 +215,4 @@ class LineOutput:
         if not self.send:
             return await model.ainvoke(messages)
         self.mode = GRAMMAR
-        body = {**(model.extra_body or {}), "grammar": self.line.grammar(self.cap)}
-        return await model.bind(extra_body=body).ainvoke(messages)
+        return await send_with(model, messages, grammar=self.line.grammar(self.cap))

@@ -19,6 +19,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from engine.llm.secretsfile import setting
 from engine.llm.transport import guard_connections
 from engine.llm.urls import check_url, risky_host
 from engine.models import ConfigError
@@ -37,8 +38,8 @@ def notify_url(environ: Mapping[str, str] | None = None,
     when it breaks the network rules (see the module)."""
     env = os.environ if environ is None else environ
     raw: Any = env.get(NOTIFY_ENV) or None
-    if raw is None and secrets is not None:
-        section = secrets.get("parley")
+    if raw is None:
+        section = setting(secrets, "parley")
         raw = section.get("notify_url") if isinstance(section, Mapping) else None
     if raw is None or raw == "":
         return None

@@ -41,10 +41,6 @@ def enabled(environ: Mapping[str, str] | None = None) -> bool:
     return bool(env.get(ENDPOINT_ENV) or env.get(TRACES_ENDPOINT_ENV))
 
 
-def _endpoint(env: Mapping[str, str]) -> str:
-    return str(env.get(TRACES_ENDPOINT_ENV) or env.get(ENDPOINT_ENV))
-
-
 @functools.cache
 def _provider(endpoint: str) -> Any:
     """The tracer provider exporting to `endpoint`, made on first use and kept for the
@@ -63,11 +59,16 @@ def _provider(endpoint: str) -> Any:
     return provider
 
 
+def _configured(env: Mapping[str, str]) -> Any:
+    """The tracer provider of `env`'s endpoint; None when export is off or the extra missing."""
+    return _provider(str(env.get(TRACES_ENDPOINT_ENV) or env.get(ENDPOINT_ENV))) \
+        if enabled(env) else None
+
+
 def flush(timeout_ms: int = 30_000, environ: Mapping[str, str] | None = None) -> bool:
     """Send every span ended so far to the environment's endpoint (the batch processor sends
     in the background); True when there is nothing to send."""
-    env = os.environ if environ is None else environ
-    provider = _provider(_endpoint(env)) if enabled(env) else None
+    provider = _configured(os.environ if environ is None else environ)
     return provider is None or bool(provider.force_flush(timeout_ms))
 
 
@@ -109,10 +110,8 @@ def export_run(protocol: str, run_id: str | None, turns: Sequence[Any], status: 
     """Export one ended run as a trace (see the module); False when export is off or the
     extra is missing. Never raises: a trace is never worth a run."""
     env = os.environ if environ is None else environ
-    if not enabled(env):
-        return False
     try:
-        provider = _provider(_endpoint(env))
+        provider = _configured(env)
         if provider is None:
             return False
         from opentelemetry import trace

@@ -38,6 +38,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from engine.llm.secretsfile import setting
+from engine.llm.sizes import utf8_size
 from engine.models import ConfigError
 
 PRICES_VAR = "PARLEY_PRICES"
@@ -149,7 +151,7 @@ class PriceTable:
         raw = environ.get(PRICES_VAR)
         if raw is not None and str(raw).strip():
             layers.append(prices_from_json(str(raw)))
-        table = _get(secrets, "prices")
+        table = setting(secrets, "prices")
         if table is not None:
             layers.append(read_prices(table, "[prices] in secrets.toml"))
         return cls(layers)
@@ -174,13 +176,6 @@ def spec_names(spec: str) -> list[str]:
     kind, _, model = head.partition(":")
     bare = f"{kind.strip().lower()}:{model.strip()}"
     return list(dict.fromkeys([spec.strip(), head, bare, _SNAPSHOT.sub("", bare)]))
-
-
-def _get(mapping: Any, name: str) -> Any:
-    try:
-        return mapping.get(name) if mapping is not None else None
-    except Exception:  # st.secrets and friends may raise on a missing file
-        return None
 
 
 # ------------------------------------------------------------------ a call's usage and cost
@@ -218,14 +213,10 @@ def usage_bounds(messages: Sequence[Mapping[str, str]], reply: str, cap: int = 0
     token is the estimate, so this is eight times it or more), and twice the larger of the
     output cap and the reply's bytes, each plus `USAGE_ALLOWANCE`, never above `USAGE_MAX`.
     `cap` 0: the cap is unknown (a model not made by `get_model`), `UNKNOWN_CAP` then."""
-    sent = sum(_size(m.get("content", "")) for m in messages)
-    out = max(cap if cap > 0 else UNKNOWN_CAP, _size(reply))
+    sent = sum(utf8_size(str(m.get("content", ""))) for m in messages)
+    out = max(cap if cap > 0 else UNKNOWN_CAP, utf8_size(reply))
     return (min(USAGE_MAX, 2 * sent + USAGE_ALLOWANCE),
             min(USAGE_MAX, 2 * out + USAGE_ALLOWANCE))
-
-
-def _size(text: Any) -> int:
-    return len(str(text).encode("utf-8", "replace"))
 
 
 def reported_usage(message: Any) -> tuple[Any, Any, Any] | None:

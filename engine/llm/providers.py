@@ -11,7 +11,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from engine.llm.lines import GRAMMARS
 from engine.llm.prices import REPORTED_USAGE, Price, PriceTable
-from engine.llm.structured import SWITCHES, check_switch
+from engine.llm.structured import OPENAI_HOST, SWITCHES, check_switch
 from engine.llm.urls import is_secret_name, refuse_secret
 from engine.models import ConfigError, is_simulated
 from engine.text import NAME_MAX
@@ -27,7 +27,7 @@ PROVIDERS = {
     "ollama": ("langchain-ollama", "langchain_ollama", "ChatOllama", None),
 }
 DEFAULT_MAX_TOKENS = 1024  # a turn's output cap unless the seat or its endpoint sets one
-_OWN_HOSTS = {"openai": "api.openai.com", "anthropic": "api.anthropic.com",
+_OWN_HOSTS = {"openai": OPENAI_HOST, "anthropic": "api.anthropic.com",
               "ollama": "localhost:11434"}
 SPEC_HELP = ('use "simulated", "openai:MODEL" (openai:MODEL?endpoint=NAME for a registered '
              'OpenAI-compatible server), "anthropic:MODEL" or "ollama:MODEL"')
@@ -186,11 +186,10 @@ def get_model(spec: str = "simulated", *, endpoints: EndpointRegistry | None = N
     if kind == "openai":  # structured output (engine.llm.structured, engine.llm.lines): the
         endpoint = route.endpoint  # seat's switch wins; OpenAI's own API takes no grammar
         grammar = query.get("grammar") or (endpoint.grammar if endpoint is not None else "auto")
-        own = not route.base_url or urlsplit(route.base_url).hostname == _OWN_HOSTS[kind]
         attributes.append(("parley_output", {
             "structured": query.get("structured") or (
                 endpoint.structured if endpoint is not None else "auto"),
-            "grammar": "off" if own and grammar == "auto" else grammar,
+            "grammar": "off" if own_api(kind, route.base_url) and grammar == "auto" else grammar,
             "endpoint": (route.base_url or _OWN_HOSTS[kind], name), "cap": cap,
             "capabilities": registry.capabilities}))  # where what it supports is learned
     for attribute, value in attributes:
@@ -208,7 +207,7 @@ def reporting(chat_class: type) -> type:
     (`engine.llm.prices.read_usage`). langchain-openai does arithmetic on the raw `usage`
     (an object whose counts are strings, a list, a number where an object belongs: the
     call fails with a TypeError although the reply is good), so it gets only the counts that
-    are whole numbers of 0 or more; `usage_metadata` then holds those, as before."""
+    are whole numbers of 0 or more, which `usage_metadata` then holds."""
     base: Any = chat_class
 
     # any chat model class, known only at run time: Any to mypy
@@ -256,10 +255,13 @@ def price_of(registry: EndpointRegistry, route: Route, recorded: str) -> Price |
     table, else the shipped default when it is called at its provider's own API."""
     if route.endpoint is not None and route.endpoint.price is not None:
         return route.endpoint.price
-    kind = recorded.partition(":")[0]
-    own = not route.base_url or urlsplit(route.base_url).hostname == _OWN_HOSTS.get(kind)
     table = getattr(registry, "prices", None) or PriceTable()
-    return table.lookup(recorded, own_api=own)
+    return table.lookup(recorded, own_api=own_api(recorded.partition(":")[0], route.base_url))
+
+
+def own_api(kind: str, base_url: str | None) -> bool:
+    """Whether a `kind` model at `base_url` is called at its provider's own API."""
+    return not base_url or urlsplit(base_url).hostname == _OWN_HOSTS.get(kind)
 
 
 def server_name(url: str | None) -> str:
@@ -282,8 +284,7 @@ def cap_output(kind: str, options: dict[str, Any], base_url: str | None, default
     if kind == "ollama":
         return int(options.setdefault("num_predict", default))
     cap = int(options.pop("max_tokens", None) or default)
-    own = not base_url or urlsplit(base_url).hostname == _OWN_HOSTS["openai"]
-    if kind == "openai" and not own:
+    if kind == "openai" and not own_api(kind, base_url):
         options["extra_body"] = {**(options.get("extra_body") or {}), "max_tokens": cap}
     else:
         options["max_tokens"] = cap
@@ -300,9 +301,8 @@ def resolve_model(model: Any, temperature: float | None = None,
         if len(model) > NAME_MAX or "\x00" in model:
             raise ConfigError(f"a model spec may have at most {NAME_MAX} characters and no "
                               f"NUL, got {len(model)} characters", "limit")
-        params: dict[str, Any] = {"temperature": temperature} if temperature is not None else {}
-        if is_simulated(model):
-            params = {}
+        params: dict[str, Any] = {"temperature": temperature} \
+            if temperature is not None and not is_simulated(model) else {}
         return get_model(model, endpoints=endpoints, **params)
     if not hasattr(model, "ainvoke"):
         raise ConfigError(f"a seat's model must be a chat model or a spec string, got "

@@ -19,6 +19,15 @@ from engine.models import ConfigError
 MAX_BYTES = 1_000_000  # a secrets file is a few lines; a larger one is a mistake
 
 
+def setting(secrets: Any, name: str) -> Any:
+    """`secrets.get(name)`, None without secrets or when they cannot be read (`st.secrets`
+    raises on a missing file)."""
+    try:
+        return secrets.get(name) if secrets is not None else None
+    except Exception:
+        return None
+
+
 def secrets_paths(cwd: Path | None = None, home: Path | None = None) -> list[Path]:
     """The files read, lowest precedence first: the user's, then the project's."""
     return [(home or Path.home()) / ".streamlit" / "secrets.toml",

@@ -34,13 +34,10 @@ def body_cap(reply_cap: int) -> int:
 
 def size_text(size: int) -> str:
     """A size in bytes as a person reads it: `900 bytes`, `256 KB`, `1.5 MB`, `30 MB`."""
-    if size < KB:
-        return f"{size:,} bytes"
     for unit, scale in (("GB", KB ** 3), ("MB", KB ** 2), ("KB", KB)):
         if size >= scale:
-            value = size / scale
-            return f"{value:,.1f}".removesuffix(".0") + f" {unit}"
-    raise AssertionError("unreachable")
+            return f"{size / scale:,.1f}".removesuffix(".0") + f" {unit}"
+    return f"{size:,} bytes"
 
 
 def utf8_size(text: str) -> int:

@@ -64,7 +64,6 @@ STANCE_STRING = text(STANCE_CHARS)
 SENTENCE, REASONS = text(160), text(240)
 SENTENCES: dict[str, Any] = {"type": "array", "items": SENTENCE}
 BOOLEAN: dict[str, Any] = {"type": "boolean"}
-STRINGS: dict[str, Any] = {"type": "array", "items": STRING}
 
 
 def one_of(*values: str) -> dict[str, Any]:
@@ -159,7 +158,27 @@ def _next(mode: str) -> str:
 
 
 # ------------------------------------------------------------------ one JSON call
-class StructuredOutput:
+class MarkedOutput:
+    """What `get_model` marked on an OpenAI-compatible model (`parley_output`) for its
+    structured output: the seat's `switch` (under `switch_name`), its `endpoint` (base URL
+    and model), and the `capabilities` of the registry that resolved it, where what the
+    endpoint supports is learned."""
+
+    def __init__(self, model: Any, store: Store | None, switch_name: str):
+        self.marked: Mapping[str, Any] = getattr(model, "parley_output", None) or {}
+        self.store = store
+        self.capabilities: Capabilities = self.marked.get("capabilities") or Capabilities()
+        self.switch = str(self.marked.get(switch_name) or "off")
+        host, name = self.marked.get("endpoint") or ("", "")
+        self.endpoint = (str(host), str(name))
+
+
+async def send_with(model: Any, messages: Sequence[Any], **body: Any) -> Any:
+    """`model.ainvoke(messages)` with `body`'s fields added to its request's body."""
+    return await model.bind(extra_body={**(model.extra_body or {}), **body}).ainvoke(messages)
+
+
+class StructuredOutput(MarkedOutput):
     """The output path of one JSON call (`RunContext.call_json`) for one seat's model.
 
     `wrap(model)` is what the guarded call invokes; `mode` is the path the last request took
@@ -169,14 +188,9 @@ class StructuredOutput:
     """
 
     def __init__(self, model: Any, schema: OutputSchema | None, store: Store | None = None):
-        # get_model marks OpenAI-compatible models: {"structured": switch, "endpoint": key,
-        # "capabilities": its registry's}
-        marked: Mapping[str, Any] = getattr(model, "parley_output", None) or {}
-        self.schema, self.store = schema, store
-        self.capabilities: Capabilities = marked.get("capabilities") or Capabilities()
-        self.switch = str(marked.get("structured") or "off") if schema is not None else "off"
-        host, name = marked.get("endpoint") or ("", "")
-        self.endpoint = (str(host), str(name))
+        super().__init__(model, store, "structured")
+        self.schema = schema
+        self.switch = self.switch if schema is not None else "off"
         self.host = urlsplit(self.endpoint[0]).hostname or self.endpoint[0]  # or a bare host
         self.mode = self.start()
 
@@ -263,9 +277,8 @@ class StructuredOutput:
         self.mode = mode
         if mode == PROMPTED or self.schema is None:
             return await model.ainvoke(messages)
-        body = {**(model.extra_body or {}), "response_format": self.schema.response_format(
-            mode, self.host)}
-        return await model.bind(extra_body=body).ainvoke(messages)
+        return await send_with(model, messages,
+                               response_format=self.schema.response_format(mode, self.host))
 
 
 class FormattedModel:

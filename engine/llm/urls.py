@@ -5,7 +5,6 @@ called (other schemes, credentials in the URL, a key in its query); `risky_host`
 hosts that are called only when registered (link-local and cloud metadata addresses), as the
 URL spells them, and `risky_address` the addresses, which `engine.llm.transport` checks again
 on what a name resolves to when it connects.
-Split from `engine.llm.endpoints`, which applies these rules to the registry.
 """
 from __future__ import annotations
 
