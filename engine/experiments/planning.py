@@ -27,6 +27,7 @@ from engine.store.experiments import add_experiment
 
 if TYPE_CHECKING:
     from engine.llm.endpoints import EndpointRegistry
+    from engine.protocols import Resolved
     from engine.store import Store
 
 DEFAULT_CONCURRENCY = 4
@@ -54,6 +55,8 @@ class Plan:
     side_pairs: list[dict[str, str]] = field(default_factory=list)
     budget_usd: float | None = None
     reference: str | None = None  # published figures to show beside (`reports.references`)
+    # `configs` resolved once, by the preflight: the time estimate takes them as they are
+    resolved: tuple[Resolved, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def cost_usd(self) -> float | None:
@@ -292,13 +295,15 @@ def plan(spec: Mapping[str, Any], store: Store | None = None, base_dir: str | Pa
     side_pairs: list[dict[str, str]] = []
     if sides == "both":
         configs, side_pairs = arrangement.with_swapped(configs)
-    per_config = _costs(configs, len(items) * repeats, check=True, endpoints=endpoints,
-                        baselines=baselines if baseline else None, store=store)
+    per_config, resolved = _costs(configs, len(items) * repeats, check=True,
+                                  endpoints=endpoints, baselines=baselines if baseline else None,
+                                  store=store)
     name = str(spec.get("name") or "").strip() or \
         f"{source.split(':')[-1]} x {len(configs)} configuration{'s' * (len(configs) > 1)}"
     result = Plan(name[:200], source, [i.as_dict() for i in items], configs, repeats,
                   concurrency, per_config, baseline, baselines, order, sides, seed, side_pairs,
-                  budget_of(spec.get("budget_usd")), _reference(spec.get("reference")))
+                  budget_of(spec.get("budget_usd")), _reference(spec.get("reference")),
+                  resolved)
     if result.budget_usd is not None and result.cost_usd is None:
         unpriced = [row["label"] for row in per_config if row.get("cost_usd") is None]
         raise ConfigError(f"budget_usd needs a price for every model, and {unpriced[0]!r} "
@@ -456,33 +461,35 @@ def with_baselines(configs: Sequence[Mapping[str, Any]]
 def _costs(configs: Sequence[Mapping[str, Any]], runs: int, check: bool = False,
            endpoints: EndpointRegistry | None = None,
            baselines: Sequence[Mapping[str, Any]] | None = None,
-           store: Store | None = None) -> list[dict[str, Any]]:
-    """Per configuration: its `runs`, calls per run (`protocols.estimate`, what it makes when
+           store: Store | None = None) -> tuple[list[dict[str, Any]], tuple[Resolved, ...]]:
+    """Per configuration: its `runs`, calls per run (`Resolved.estimate`, what it makes when
     nothing fails), calls and tokens in all, and the estimated cost in US dollars
-    (`budget.estimated_cost`: measured in `store` where it can be; None when unpriced).
-    `check` also validates prompt overrides and resolves every seat's model (under
-    `endpoints`), for a spec that was never run. Given `baselines` (the plan has them), each
-    row also has a `note`: on a baseline, what it matches and, when the vote's limits bind,
-    that it is not equal compute."""
+    (`budget.estimated_cost`: measured in `store` where it can be; None when unpriced); and
+    the configurations resolved, once each. `check` also validates prompt overrides and
+    resolves every seat's model (under `endpoints`), for a spec that was never run. Given
+    `baselines` (the plan has them), each row also has a `note`: on a baseline, what it
+    matches and, when the vote's limits bind, that it is not equal compute."""
     notes = {b["label"]: b["note"] for b in baselines or ()}
-    from engine.protocols import estimate
-    from engine.protocols.validation import validate_config
-    out = []
+    from engine.protocols import resolve_config
+    from engine.protocols.validation import check_config
+    out, resolved = [], []
     for config in configs:
         try:
-            cost = validate_config(config, endpoints) if check else estimate(dict(config))
+            one = check_config(config, endpoints) if check else resolve_config(dict(config))
         except ConfigError as exc:
             raise ConfigError(f"configuration {config['label']!r}: {exc}", exc.code) from None
+        cost = one.estimate()
         try:
-            dollars = estimated_cost(config, runs, cost["calls"], store, endpoints)
+            dollars = estimated_cost(one, runs, cost["calls"], store, endpoints)
         except ConfigError:  # a stored spec whose model no longer resolves: unknown
             dollars = None
+        resolved.append(one)
         out.append({"label": config["label"], "protocol": config["protocol"], "runs": runs,
                     "calls_per_run": cost["calls"], "calls": runs * cost["calls"],
                     "tokens": runs * cost["tokens"], "cost_usd": dollars,
                     **({"note": notes.get(config["label"], "")} if baselines is not None
                        else {})})
-    return out
+    return out, tuple(resolved)
 
 
 def plan_of(spec: Mapping[str, Any]) -> Plan:
@@ -492,12 +499,13 @@ def plan_of(spec: Mapping[str, Any]) -> Plan:
     baselines = baselines_of(spec)
     sides = arrangement.sides_kind(spec.get("sides"))
     pairs = arrangement.with_swapped(spec["configs"])[1] if sides == "both" else []
+    per_config, resolved = _costs(spec["configs"], len(spec["questions"]) * spec["repeats"],
+                                  baselines=baselines if baseline else None)
     return Plan(spec["name"], spec["source"], spec["questions"], spec["configs"],
-                spec["repeats"], spec["concurrency"],
-                _costs(spec["configs"], len(spec["questions"]) * spec["repeats"],
-                       baselines=baselines if baseline else None), baseline, baselines,
+                spec["repeats"], spec["concurrency"], per_config, baseline, baselines,
                 arrangement.order_kind(spec.get("order")), sides,
-                arrangement.spec_seed(spec.get("seed")), pairs, budget_of(spec.get("budget_usd")))
+                arrangement.spec_seed(spec.get("seed")), pairs, budget_of(spec.get("budget_usd")),
+                resolved=resolved)
 
 
 def baselines_of(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -617,8 +625,8 @@ def endpoint_notes(checked: Plan, endpoints: EndpointRegistry | None = None) -> 
     from engine.protocols import resolve_config
     registry = endpoints if endpoints is not None else EndpointRegistry.from_settings(os.environ)
     seen: dict[str, int] = {}
-    for config in checked.configs:
-        for seats in resolve_config(config).config.seats.values():
+    for config in checked.resolved or [resolve_config(c) for c in checked.configs]:
+        for seats in config.config.seats.values():
             for seat in seats:
                 kind, _name, query = parse_spec(seat.model)
                 found = registry.get(query["endpoint"]) if "endpoint" in query else (
@@ -639,6 +647,7 @@ def time_preflight(checked: Plan, store: Store | None = None,
     (`engine.reports.timing.time_estimate`): `{"seconds", "text", "notes"}`, the notes
     being every endpoint that serves fewer calls at once than the plan asks of it."""
     from engine.reports.timing import time_estimate
-    timed = time_estimate(checked.configs, runs=len(checked.questions) * checked.repeats,
+    timed = time_estimate(checked.resolved or checked.configs,
+                          runs=len(checked.questions) * checked.repeats,
                           runs_at_once=checked.concurrency, store=store, endpoints=endpoints)
     return {**timed, "notes": [*endpoint_notes(checked, endpoints), *timed["notes"]]}
