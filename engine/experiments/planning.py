@@ -325,20 +325,13 @@ def _with_arms(configs: list[dict[str, Any]], baseline: str, spec: Mapping[str, 
                ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The configurations with the arms `baseline` asks for beside them, and the pairings."""
     baselines: list[dict[str, Any]] = []
-    if EQUAL_COMPUTE in baseline:
-        configs, baselines = with_baselines(configs)
-    if EQUAL_TOKENS in baseline:
-        configs, tokens = token_baselines(configs, store, spec.get("token_baselines"))
-        baselines += tokens
-    if CONSULTANCY in baseline:
-        configs, consulted = with_consultancy(configs, swap=sides != "both")
-        baselines += consulted
-    if PLACEBO in baseline:
-        if questions < 2:
+    for kind in (k for k in KINDS if k in baseline):
+        if kind == PLACEBO and questions < 2:
             raise ConfigError("baseline: placebo needs two or more questions (each placebo "
                               "run reads its peers' messages on another question)", "input")
-        configs, arms = with_placebo(configs)
-        baselines += arms
+        configs, pairs = token_baselines(configs, store, spec.get("token_baselines")) \
+            if kind == EQUAL_TOKENS else _beside(configs, _arm(kind, swap=sides != "both"))
+        baselines += pairs
     return configs, baselines
 
 
@@ -411,51 +404,33 @@ def _beside(configs: Sequence[Mapping[str, Any]], make: Callable[[dict[str, Any]
     return out, pairs
 
 
-def with_consultancy(configs: Sequence[Mapping[str, Any]], swap: bool = True
-                     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The configurations with each debate's consultancy baseline right after it
-    (`engine.protocols.baselines.consultancy`) and, with `swap` (the spec does not say
-    `sides: both`, which would add it), its sides-swapped twin, so the judge reads each side
-    alone in turn; and the pairings. A baseline already among them is paired, not added."""
-    from engine.protocols.baselines import consultancy
+def _arm(kind: str, swap: bool = True) -> Callable[[dict[str, Any]], Paired | None]:
+    """What `_beside` adds for baseline `kind` (`engine.protocols.baselines`): for
+    equal-compute, a vote of as many samples as the configuration makes calls, on the same
+    models; for consultancy, a debate's consultancy baseline and, with `swap` (the spec does
+    not say `sides: both`, which would add it), its sides-swapped twin, so the judge reads
+    each side alone in turn; for placebo, the arm of a protocol that shows agents each
+    other's messages."""
+    from engine.protocols.baselines import consultancy, equal_compute, placebo
 
     def make(config: dict[str, Any]) -> Paired | None:
-        pair = consultancy(config)
+        if kind == EQUAL_COMPUTE:
+            baseline = equal_compute(config)
+            return None if baseline is None else (baseline.as_dict(), [baseline.config])
+        pair = (consultancy if kind == CONSULTANCY else placebo)(config)
         if pair is None:
             return None
         added = [pair.pop("config")]
-        return pair, arrangement.with_swapped(added)[0] if swap else added
-    return _beside(configs, make)
-
-
-def with_placebo(configs: Sequence[Mapping[str, Any]]
-                 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The configurations with each one's placebo arm right after it (for a protocol that
-    shows agents each other's messages: `engine.protocols.baselines.placebo`), and the
-    pairings. An arm already among them is paired, not added."""
-    from engine.protocols.baselines import placebo
-
-    def make(config: dict[str, Any]) -> Paired | None:
-        pair = placebo(config)
-        return None if pair is None else (pair, [pair.pop("config")])
-    return _beside(configs, make)
+        return pair, arrangement.with_swapped(added)[0] if swap and kind == CONSULTANCY \
+            else added
+    return make
 
 
 def with_baselines(configs: Sequence[Mapping[str, Any]]
                    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The configurations with each one's equal-compute baseline right after it
-    (`engine.protocols.baselines.equal_compute`: a vote of as many samples as the
-    configuration makes calls, on the same models), and the pairings (`Baseline.as_dict`).
-
-    A baseline already among the configurations (a stored spec planned again) is paired, not
-    added twice; a configuration that is itself a vote has no baseline beside it.
-    """
-    from engine.protocols.baselines import equal_compute
-
-    def make(config: dict[str, Any]) -> Paired | None:
-        baseline = equal_compute(config)
-        return None if baseline is None else (baseline.as_dict(), [baseline.config])
-    return _beside(configs, make)
+    """The configurations with each one's equal-compute baseline right after it, and the
+    pairings (`Baseline.as_dict`); a configuration that is itself a vote has none."""
+    return _beside(configs, _arm(EQUAL_COMPUTE))
 
 
 def _costs(configs: Sequence[Mapping[str, Any]], runs: int, check: bool = False,
@@ -515,11 +490,8 @@ def baselines_of(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
     kind = baseline_kind(spec.get("baseline"))
     if not kind:
         return []
-    pairs = with_baselines(spec["configs"])[1] if EQUAL_COMPUTE in kind else []
-    if CONSULTANCY in kind:
-        pairs += with_consultancy(spec["configs"])[1]
-    if PLACEBO in kind:
-        pairs += with_placebo(spec["configs"])[1]
+    pairs = [pair for arm in (EQUAL_COMPUTE, CONSULTANCY, PLACEBO) if arm in kind
+             for pair in _beside(spec["configs"], _arm(arm))[1]]
     return pairs + [dict(b) for b in spec.get("token_baselines") or ()
                     if isinstance(b, Mapping)]
 
