@@ -209,4 +209,5 @@ def test_an_experiment_plan_resolves_each_configuration_once(store, spied):
                                    {"protocol": "society", "label": "b"}]}, store)
     assert sorted(spied) == ["panel", "society"]  # checked, estimated and priced: once
     assert time_preflight(checked, store)["seconds"] is not None
-    assert len(spied) == 2  # the time estimate takes the plan's resolved configurations
+    assert checked.preflight()["runs"] == 8
+    assert len(spied) == 2  # the time estimate and the notes take its resolved configurations

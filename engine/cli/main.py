@@ -348,8 +348,6 @@ COMMANDS = {"run": cmd_run, "runs": cmd_runs, "show": cmd_show, "export": cmd_ex
 def _default_store(args: argparse.Namespace) -> None:
     """A command's `--db` when none is given: `PARLEY_DB_URL` from the environment (read by the
     store itself), else from `.streamlit/secrets.toml`, as the app reads it."""
-    import os
-
     from engine.llm.secretsfile import load_secrets
     if "db" in vars(args) and not args.db and not os.environ.get("PARLEY_DB_URL"):
         url = load_secrets().get("PARLEY_DB_URL")

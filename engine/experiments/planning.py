@@ -159,7 +159,7 @@ class Plan:
     def blind(self) -> list[str]:
         """Configurations the simulated model cannot tell apart, one sentence a group
         (`engine.reports.blind`): said before anyone reads their tie as a finding."""
-        return blind_notes(self.configs)
+        return blind_notes(self.resolved or self.configs)
 
     @property
     def budget_note(self) -> str:
@@ -239,6 +239,22 @@ def config_choices(store: Store, model: str = "simulated") -> dict[str, dict[str
     return out
 
 
+def questions_of(spec: Mapping[str, Any], base_dir: str | Path | None = None
+                 ) -> tuple[list[qsets.Item], str]:
+    """A spec's questions and their source: `questions_file` (a CSV or JSONL file, relative
+    to `base_dir`), `questions` naming a bundled set, or `questions` as a list (inline)."""
+    given, path = spec.get("questions"), spec.get("questions_file")
+    if (given is None) == (path is None):
+        raise ConfigError("give exactly one of questions (a bundled set's name, or a list) "
+                          "and questions_file (a CSV or JSONL file)", "input")
+    if path is not None:
+        return qsets.load_file(Path(base_dir or ".") / str(path)), \
+            f"file:{Path(str(path)).name}"
+    if isinstance(given, str):
+        return load_bundled(given), f"bundled:{given.strip().lower()}"
+    return qsets.from_records(given, "questions"), str(spec.get("source") or "inline")
+
+
 def plan(spec: Mapping[str, Any], store: Store | None = None, base_dir: str | Path | None = None, *,
          endpoints: EndpointRegistry | None = None, confirmed: bool = False) -> Plan:
     """Check an experiment spec and count what it will cost, before anything runs.
@@ -264,20 +280,7 @@ def plan(spec: Mapping[str, Any], store: Store | None = None, base_dir: str | Pa
     if unknown:
         raise ConfigError(f"an experiment spec has no key {unknown[0]!r}; keys are "
                           f"{', '.join(sorted(known - {'source'}))}", "input")
-    given, path = spec.get("questions"), spec.get("questions_file")
-    if (given is None) == (path is None):
-        raise ConfigError("give exactly one of questions (a bundled set's name, or a list) "
-                          "and questions_file (a CSV or JSONL file)", "input")
-    if path is not None:
-        full = Path(base_dir or ".") / str(path)
-        items = qsets.load_file(full)
-        source = f"file:{Path(str(path)).name}"
-    elif isinstance(given, str):
-        items = load_bundled(given)
-        source = f"bundled:{given.strip().lower()}"
-    else:
-        items = qsets.from_records(given, "questions")
-        source = str(spec.get("source") or "inline")
+    items, source = questions_of(spec, base_dir)
     for number, item in enumerate(items, 1):  # as each run would check it, before any runs
         try:
             require_text(item.question, "the question")
