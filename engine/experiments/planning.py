@@ -429,13 +429,6 @@ def _arm(kind: str, swap: bool = True) -> Callable[[dict[str, Any]], Paired | No
     return make
 
 
-def with_baselines(configs: Sequence[Mapping[str, Any]]
-                   ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The configurations with each one's equal-compute baseline right after it, and the
-    pairings (`Baseline.as_dict`); a configuration that is itself a vote has none."""
-    return _beside(configs, _arm(EQUAL_COMPUTE))
-
-
 def _costs(configs: Sequence[Mapping[str, Any]], runs: int, check: bool = False,
            endpoints: EndpointRegistry | None = None,
            baselines: Sequence[Mapping[str, Any]] | None = None,
