@@ -15,6 +15,7 @@ and check them once, before any call.
 """
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -22,9 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, SerializationInfo, model_serializer
 
+from engine.checks import check_run_options, require_order_seed, require_temperature
 from engine.llm.policy import FIELDS as POLICY_FIELDS
 from engine.llm.policy import CallPolicy, PolicyKwargs
 from engine.models import ConfigError, Turn
+from engine.text import NAME_MAX
 
 if TYPE_CHECKING:
     from engine.llm.endpoints import EndpointRegistry
@@ -74,12 +77,8 @@ class SeatSpec(BaseModel):
                                   f"{type(values[key]).__name__}", "input")
             if values.get(key) is None:
                 values.pop(key, None)
-        temperature = values.get("temperature")
-        if temperature is not None and (isinstance(temperature, bool) or not isinstance(
-                temperature, (int, float)) or temperature != temperature
-                                         or not 0 <= temperature <= 2):
-            raise ConfigError(f"seat {slot}: temperature must be a number in 0..2, got "
-                              f"{temperature!r}", "input")
+        if values.get("temperature") is not None:
+            require_temperature(values["temperature"], f"seat {slot}: temperature")
         if values.get("traits") is None:
             values.pop("traits", None)
         else:
@@ -100,7 +99,6 @@ def check_adversary(value: Any) -> dict[str, Any]:
     with `placebo: true` for its control (the same seat given a persona line of the same
     length that pushes nothing); a `ConfigError` names what is wrong. Whether the seat is
     one of the configuration's is checked with its seats."""
-    from engine.text import NAME_MAX
     if not isinstance(value, Mapping):
         raise ConfigError("adversary must be a mapping {seat: NAME, answer: planted or the "
                           "answer's text}", "input")
@@ -137,14 +135,11 @@ def check_traits(traits: Any, where: str) -> dict[str, float]:
                               f"{', '.join(TRAITS)}", "input")
         if value is None or value == "":
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            raise ConfigError(f"{where}: {name} must be a rate in 0..1, got {value!r}",
-                              "input")
         try:
-            rate = float(value)
+            rate = float(value) if isinstance(value, (int, float, str)) and \
+                not isinstance(value, bool) else math.nan
         except ValueError:
-            raise ConfigError(f"{where}: {name} must be a rate in 0..1, got {value!r}",
-                              "input") from None
+            rate = math.nan
         if not 0 <= rate <= 1:
             raise ConfigError(f"{where}: {name} must be a rate in 0..1, got {value!r}",
                               "input")
@@ -214,7 +209,6 @@ class RunConfig(CallPolicy):
             raise ConfigError("a configuration's label must be text", "input")
         policy: dict[str, Any] = CallPolicy.read(data).given()
         if data.get("order_seed") is not None:
-            from engine.checks import require_order_seed
             policy["order_seed"] = require_order_seed(data["order_seed"])
         if data.get("adversary") is not None:
             policy["adversary"] = check_adversary(data["adversary"])
@@ -319,7 +313,6 @@ class RunOptions:
     @classmethod
     def from_kwargs(cls, kwargs: Mapping[str, Any], protocol: str) -> RunOptions:
         """Options from a runner's keyword arguments; anything else is a `ConfigError`."""
-        from engine.checks import check_run_options
         names = set(RunKwargs.__annotations__)
         unknown = sorted(k for k in kwargs if k not in names)
         if unknown:

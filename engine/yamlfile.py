@@ -12,7 +12,7 @@ library import) goes through `safe_load`, which caps what a small hostile file c
   month 13) is a YAML error with its line and column, not a ValueError.
 
 Limits raise `ConfigError` (code "limit") naming the line and column; malformed YAML raises
-`yaml.YAMLError` as before, so each caller words its own message.
+`yaml.YAMLError`, so each caller words its own message (`yaml_problem` says where and what).
 """
 from __future__ import annotations
 
@@ -124,6 +124,12 @@ def _check_expansion(root: Node) -> None:
                      root.start_mark)
 
 
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """Where and what malformed YAML's problem is: ` at line L, column C: PROBLEM`."""
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    return f"{_where(getattr(exc, 'problem_mark', None))}: {problem}"
+
+
 def safe_load(text: str, *, note: str = "") -> Any:
     """`yaml.safe_load` within the caps above: a limit raises `ConfigError` (code "limit",
     `note` appended), malformed YAML raises `yaml.YAMLError`, and nothing else escapes."""
@@ -174,10 +180,7 @@ def load_mapping(path: str, *, what: str = "", expected: str = "") -> dict[str, 
     except ConfigError as exc:
         raise ConfigError(f"{what}{path}: {exc}", exc.code) from None
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None)
-        detail = f": {problem}" if problem else ""
-        raise ConfigError(f"{what}{path} is not valid JSON or YAML{_where(mark)}{detail}",
+        raise ConfigError(f"{what}{path} is not valid JSON or YAML{yaml_problem(exc)}",
                           "input") from None
     if not isinstance(data, dict):
         hint = f" ({expected})" if expected else ""

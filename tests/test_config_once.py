@@ -165,3 +165,49 @@ def test_a_spec_the_model_reads_as_simulated_is_stored_as_simulated(store):
     assert simulated_suffix(run) == " (simulated)"  # what the CLI and the pages say of it
     going = store.start_run("vote", QUESTION, config=run["config"])
     assert store.runs(ids=[going]).iloc[0]["simulated"]  # flagged from its start
+
+
+def test_the_cli_an_experiment_cell_and_a_start_store_one_description(store, tmp_path,
+                                                                        capsys):
+    """A run's row keeps `Resolved.stored()` whoever starts it: the CLI (its policy flags
+    among it), an experiment's cell, and the Run page's Start."""
+    from engine import experiments as ex
+    from engine.cli.main import main
+    config = {"protocol": "panel", "label": "p", "retries": 1}
+    want = resolve_config(config).stored().stored()
+    runner = TaskRunner(store)
+    started = runner.start_run(RunConfig.parse(config), QUESTION)
+    assert runner.task(started).done.wait(120)
+    experiment = ex.create(store, {"questions": [QUESTION], "configs": [config]})
+    ex.run_experiment(store, experiment)
+    assert main(["run", "panel", QUESTION, "--label", "p", "--retries", "1", "--db",
+                 store.url, "--json"]) == 0
+    capsys.readouterr()
+    rows = store.runs(label="p")
+    assert len(rows) == 3
+    for run_id in rows["id"]:
+        assert store.get(run_id)["config"] == want, run_id
+
+
+def test_a_fork_that_drops_an_agent_resolves_its_configuration_once(store, spied):
+    from engine.services import fork as forking
+    config = {"protocol": "society", "options": {"rounds": 2},
+              "seats": {"agents": [{"name": f"agent {n}"} for n in (1, 2, 3)]}}
+    original = run_sync(arun_config(config, QUESTION, store=store)).run_id
+    spied.clear()
+    planned = forking.plan(store.get(original), 2, drop="agent 3")
+    assert spied == ["society"]  # dropped, then resolved and checked: once
+    assert [seat.name for seat in planned.config.config.seats["agents"]] == ["agent 1",
+                                                                              "agent 2"]
+
+
+def test_an_experiment_plan_resolves_each_configuration_once(store, spied):
+    from engine import experiments as ex
+    from engine.experiments.planning import time_preflight
+    checked = ex.plan({"questions": [QUESTION, "What is 2 + 2?"], "repeats": 2,
+                       "configs": [{"protocol": "panel", "label": "a"},
+                                   {"protocol": "society", "label": "b"}]}, store)
+    assert sorted(spied) == ["panel", "society"]  # checked, estimated and priced: once
+    assert time_preflight(checked, store)["seconds"] is not None
+    assert checked.preflight()["runs"] == 8
+    assert len(spied) == 2  # the time estimate and the notes take its resolved configurations

@@ -51,16 +51,6 @@ _WORKERS = Handlers("engine.cli.workers")
 _GATE = Handlers("engine.cli.gate")
 
 
-def add_pool_flags(command: Any) -> None:
-    """`--workers` and `--wait` for `experiment run` and `resume`."""
-    command.add_argument("--workers", action="store_true",
-                         help="queue the cells for the pool of workers (PostgreSQL store; "
-                              "start workers with python -m engine worker) and return")
-    command.add_argument("--wait", action="store_true",
-                         help="with --workers: follow the progress until the experiment ends")
-
-
-
 def add_experiments(sub: Any) -> None:
     """Add `experiment run | resume | show | list | stop | approve` to the CLI's
     sub-commands."""
@@ -93,7 +83,13 @@ def add_experiments(sub: Any) -> None:
     resume = inner.add_parser("resume", help="run the cells of an experiment not yet done")
     resume.add_argument("experiment_id")
     for command in (run, resume):
-        add_pool_flags(command)
+        command.add_argument("--workers", action="store_true",
+                             help="queue the cells for the pool of workers (PostgreSQL "
+                                  "store; start workers with python -m engine worker) and "
+                                  "return")
+        command.add_argument("--wait", action="store_true",
+                             help="with --workers: follow the progress until the experiment "
+                                  "ends")
         command.add_argument("--quiet", action="store_true", help="no progress line")
         command.add_argument("--budget-usd", type=float, metavar="DOLLARS",
                              help="stop starting cells once the experiment has spent this "

@@ -23,14 +23,13 @@ from engine.experiments.planning import (
     create,
     override_model,
     plan,
+    questions_of,
     time_preflight,
 )
 from engine.experiments.runner import arun_experiment, pending_cells
 from engine.llm.policy import CallPolicy
 from engine.llm.transport import releasing
 from engine.models import ConfigError, Turn
-from engine.questions import files as qsets
-from engine.questions.sets import load_bundled
 from engine.reports.blind import blind_notes, config_worlds
 from engine.reports.experiments import Report, compare, report, to_csv
 from engine.store.experiments import Progress, list_experiments, set_unchanged
@@ -61,12 +60,9 @@ def first_questions(spec: dict[str, Any], limit: int, base_dir: Path) -> dict[st
     given, path = spec.get("questions"), spec.get("questions_file")
     if isinstance(given, list) and path is None:
         return {**spec, "questions": given[:limit]}
-    if isinstance(given, str) and path is None:
-        items, source = load_bundled(given), f"bundled:{given.strip().lower()}"
-    elif given is None and path is not None:
-        items, source = qsets.load_file(base_dir / str(path)), f"file:{Path(str(path)).name}"
-    else:  # neither or both, or not a set's name nor a list: `plan` says what to change
-        return spec
+    if not isinstance(given, str) and (given is None) == (path is None):
+        return spec  # neither or both, or not a set's name nor a list: `plan` says so
+    items, source = questions_of(spec, base_dir)
     rest = {key: value for key, value in spec.items() if key != "questions_file"}
     name = str(spec.get("name") or "").strip() or source.split(":")[-1]
     return {**rest, "questions": [item.as_dict() for item in items[:limit]], "source": source,

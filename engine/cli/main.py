@@ -159,9 +159,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from engine.store import StoreWriteError
     from engine.views.blocks import cost_text, simulated_suffix, simulated_text
     spec = get_protocol(args.protocol)
-    config = runflags.config_from_args(args)
+    # the policy flags on top of the configuration, so the run's row says what the run used
+    config = {**runflags.config_from_args(args), **runflags.policy_from_args(args)}
     endpoints = runflags.endpoints_from_args(args)
-    policy = runflags.policy_from_args(args)
     store = _store(args)
 
     def progress(turn) -> None:
@@ -171,7 +171,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         result = run_sync(arun_config(config, args.question, store=store, tags=args.tag,
                                       expected=args.expected, on_event=progress,
-                                      endpoints=endpoints, started_by=cli_user(), **policy))
+                                      endpoints=endpoints, started_by=cli_user()))
     except StoreWriteError:
         store.flush_pending()  # one more try to store the run `failed` before exiting
         if store.pending:
@@ -348,8 +348,6 @@ COMMANDS = {"run": cmd_run, "runs": cmd_runs, "show": cmd_show, "export": cmd_ex
 def _default_store(args: argparse.Namespace) -> None:
     """A command's `--db` when none is given: `PARLEY_DB_URL` from the environment (read by the
     store itself), else from `.streamlit/secrets.toml`, as the app reads it."""
-    import os
-
     from engine.llm.secretsfile import load_secrets
     if "db" in vars(args) and not args.db and not os.environ.get("PARLEY_DB_URL"):
         url = load_secrets().get("PARLEY_DB_URL")

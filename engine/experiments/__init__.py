@@ -9,7 +9,7 @@ All runs of an experiment share one event loop; a semaphore-like pool of `concur
 bounds how many runs are in flight, and each run still makes its independent calls at once.
 
 With `baseline: equal-compute`, each configuration gets its self-consistency baseline beside
-it: a vote of as many samples as the configuration makes calls (`with_baselines`), so a
+it: a vote of as many samples as the configuration makes calls (`baselines_of`), so a
 comparison is never 7 calls against 3; where the vote's limit binds, the label says so.
 
 Results are per configuration label: accuracy with a Wilson interval, confidence levels,
@@ -20,7 +20,7 @@ The arithmetic lives in `engine.analysis.stats`.
 from __future__ import annotations
 
 from engine.cells import SUPERSEDED, Cell
-from engine.experiments.headline import Headline, headline
+from engine.experiments.headline import headline
 from engine.experiments.planning import (
     DEFAULT_CONCURRENCY,
     EQUAL_COMPUTE,
@@ -28,37 +28,23 @@ from engine.experiments.planning import (
     MAX_CALLS,
     MAX_CONCURRENCY,
     MAX_REPEATS,
-    MAX_RUNS,
     Plan,
     baselines_of,
     config_choices,
     create,
     plan,
-    resolve_configs,
     time_preflight,
     token_baselines,
-    with_baselines,
 )
-from engine.experiments.runner import (
-    HEARTBEAT_EVERY,
-    arun_experiment,
-    pending_cells,
-    run_experiment,
-)
+from engine.experiments.runner import arun_experiment, pending_cells, run_experiment
 from engine.protocols.baselines import achieved_tokens
 from engine.reports.experiments import (
-    RUN_COLUMNS,
-    RUNS_PAGE,
     SIGNALS,
-    SUMMARY_COLUMNS,
     SUMMARY_GROUPS,
     Report,
     accuracy_figure,
-    calibration,
     compare,
     drill,
-    question_scores,
-    question_table,
     report,
     runs_frame,
     summary,
@@ -81,14 +67,12 @@ from engine.store.experiments import (
 )
 
 __all__ = [
-    "DEFAULT_CONCURRENCY", "MAX_CALLS", "MAX_CONCURRENCY", "MAX_REPEATS", "MAX_RUNS", "SUPERSEDED",
+    "DEFAULT_CONCURRENCY", "MAX_CALLS", "MAX_CONCURRENCY", "MAX_REPEATS", "SUPERSEDED",
     "EQUAL_COMPUTE", "EQUAL_TOKENS", "Cell", "Plan", "baselines_of", "config_choices", "plan",
-    "resolve_configs",
-    "time_preflight", "token_baselines", "with_baselines", "achieved_tokens",
+    "time_preflight", "token_baselines", "achieved_tokens",
     "Progress", "create", "duration_text", "get", "list_experiments", "progress",
-    "HEARTBEAT_EVERY", "arun_experiment", "pending_cells", "run_experiment",
-    "RUN_COLUMNS", "RUNS_PAGE", "SIGNALS", "SUMMARY_COLUMNS", "SUMMARY_GROUPS", "Report",
-    "accuracy_figure", "calibration", "compare", "drill", "question_scores", "question_table",
+    "arun_experiment", "pending_cells", "run_experiment",
+    "SIGNALS", "SUMMARY_GROUPS", "Report", "accuracy_figure", "compare", "drill",
     "reliability_figure", "report", "runs_frame", "summary", "to_csv", "Bin", "in_bin",
-    "picked_bin", "CALIBRATION", "approve", "baseline_of", "history", "Headline", "headline",
+    "picked_bin", "CALIBRATION", "approve", "baseline_of", "history", "headline",
 ]

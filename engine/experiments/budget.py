@@ -50,6 +50,7 @@ from engine.store.experiments import (
 
 if TYPE_CHECKING:
     from engine.llm.endpoints import EndpointRegistry
+    from engine.protocols import Resolved
     from engine.store import Store
 
 REASON = "budget"
@@ -269,13 +270,11 @@ def set_budget(store: Store, experiment_id: str, budget: Any) -> float:
 IN_SHARE = 5 / 6  # of the preflight's 600 tokens a call: about 500 in, 100 out
 
 
-def seat_prices(config: Any, endpoints: EndpointRegistry | None = None) -> list[Any]:
+def seat_prices(resolved: Resolved, endpoints: EndpointRegistry | None = None) -> list[Any]:
     """Each seat's price (`engine.llm.prices.Price`), 0.0 for a simulated seat, None when
     unpriced: the models resolved as a run would resolve them."""
     from engine.llm.prices import model_price
     from engine.llm.providers import resolve_model
-    from engine.protocols import resolve_config
-    resolved = resolve_config(config)
     out: list[Any] = []
     for slot in resolved.spec.slots:
         seats = resolved.seats.get(slot.name)
@@ -287,19 +286,20 @@ def seat_prices(config: Any, endpoints: EndpointRegistry | None = None) -> list[
     return out
 
 
-def estimated_cost(config: Any, runs: int, calls: int, store: Store | None = None,
+def estimated_cost(resolved: Resolved, runs: int, calls: int, store: Store | None = None,
                    endpoints: EndpointRegistry | None = None) -> float | None:
     """The preflight's cost of `runs` runs of `config` in US dollars: the mean cost of its
     completed runs in `store` (by label and protocol, when they have known costs), else its
     `calls` per run at about 500 tokens in and 100 out each, priced at the mean of its seats'
     prices. None (unknown) when a seat is unpriced; 0 when every seat is simulated."""
-    prices = seat_prices(config, endpoints)
+    prices = seat_prices(resolved, endpoints)
+    config = resolved.given
     if any(p is None for p in prices):
         return None
     if all(p == 0.0 for p in prices):
         return 0.0
-    if store is not None and config.get("label"):
-        done = store.runs(label=str(config["label"]), protocol=str(config.get("protocol")),
+    if store is not None and config.label:
+        done = store.runs(label=config.label, protocol=config.protocol,
                           status="completed", limit=200, with_config=False)
         costs = done["cost_usd"].dropna() if "cost_usd" in done else None
         if costs is not None and len(costs) and len(costs) == len(done):

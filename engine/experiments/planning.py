@@ -27,6 +27,7 @@ from engine.store.experiments import add_experiment
 
 if TYPE_CHECKING:
     from engine.llm.endpoints import EndpointRegistry
+    from engine.protocols import Resolved
     from engine.store import Store
 
 DEFAULT_CONCURRENCY = 4
@@ -54,6 +55,8 @@ class Plan:
     side_pairs: list[dict[str, str]] = field(default_factory=list)
     budget_usd: float | None = None
     reference: str | None = None  # published figures to show beside (`reports.references`)
+    # `configs` resolved once, by the preflight: the time estimate takes them as they are
+    resolved: tuple[Resolved, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def cost_usd(self) -> float | None:
@@ -156,7 +159,7 @@ class Plan:
     def blind(self) -> list[str]:
         """Configurations the simulated model cannot tell apart, one sentence a group
         (`engine.reports.blind`): said before anyone reads their tie as a finding."""
-        return blind_notes(self.configs)
+        return blind_notes(self.resolved or self.configs)
 
     @property
     def budget_note(self) -> str:
@@ -236,6 +239,22 @@ def config_choices(store: Store, model: str = "simulated") -> dict[str, dict[str
     return out
 
 
+def questions_of(spec: Mapping[str, Any], base_dir: str | Path | None = None
+                 ) -> tuple[list[qsets.Item], str]:
+    """A spec's questions and their source: `questions_file` (a CSV or JSONL file, relative
+    to `base_dir`), `questions` naming a bundled set, or `questions` as a list (inline)."""
+    given, path = spec.get("questions"), spec.get("questions_file")
+    if (given is None) == (path is None):
+        raise ConfigError("give exactly one of questions (a bundled set's name, or a list) "
+                          "and questions_file (a CSV or JSONL file)", "input")
+    if path is not None:
+        return qsets.load_file(Path(base_dir or ".") / str(path)), \
+            f"file:{Path(str(path)).name}"
+    if isinstance(given, str):
+        return load_bundled(given), f"bundled:{given.strip().lower()}"
+    return qsets.from_records(given, "questions"), str(spec.get("source") or "inline")
+
+
 def plan(spec: Mapping[str, Any], store: Store | None = None, base_dir: str | Path | None = None, *,
          endpoints: EndpointRegistry | None = None, confirmed: bool = False) -> Plan:
     """Check an experiment spec and count what it will cost, before anything runs.
@@ -261,20 +280,7 @@ def plan(spec: Mapping[str, Any], store: Store | None = None, base_dir: str | Pa
     if unknown:
         raise ConfigError(f"an experiment spec has no key {unknown[0]!r}; keys are "
                           f"{', '.join(sorted(known - {'source'}))}", "input")
-    given, path = spec.get("questions"), spec.get("questions_file")
-    if (given is None) == (path is None):
-        raise ConfigError("give exactly one of questions (a bundled set's name, or a list) "
-                          "and questions_file (a CSV or JSONL file)", "input")
-    if path is not None:
-        full = Path(base_dir or ".") / str(path)
-        items = qsets.load_file(full)
-        source = f"file:{Path(str(path)).name}"
-    elif isinstance(given, str):
-        items = load_bundled(given)
-        source = f"bundled:{given.strip().lower()}"
-    else:
-        items = qsets.from_records(given, "questions")
-        source = str(spec.get("source") or "inline")
+    items, source = questions_of(spec, base_dir)
     for number, item in enumerate(items, 1):  # as each run would check it, before any runs
         try:
             require_text(item.question, "the question")
@@ -292,13 +298,15 @@ def plan(spec: Mapping[str, Any], store: Store | None = None, base_dir: str | Pa
     side_pairs: list[dict[str, str]] = []
     if sides == "both":
         configs, side_pairs = arrangement.with_swapped(configs)
-    per_config = _costs(configs, len(items) * repeats, check=True, endpoints=endpoints,
-                        baselines=baselines if baseline else None, store=store)
+    per_config, resolved = _costs(configs, len(items) * repeats, check=True,
+                                  endpoints=endpoints, baselines=baselines if baseline else None,
+                                  store=store)
     name = str(spec.get("name") or "").strip() or \
         f"{source.split(':')[-1]} x {len(configs)} configuration{'s' * (len(configs) > 1)}"
     result = Plan(name[:200], source, [i.as_dict() for i in items], configs, repeats,
                   concurrency, per_config, baseline, baselines, order, sides, seed, side_pairs,
-                  budget_of(spec.get("budget_usd")), _reference(spec.get("reference")))
+                  budget_of(spec.get("budget_usd")), _reference(spec.get("reference")),
+                  resolved)
     if result.budget_usd is not None and result.cost_usd is None:
         unpriced = [row["label"] for row in per_config if row.get("cost_usd") is None]
         raise ConfigError(f"budget_usd needs a price for every model, and {unpriced[0]!r} "
@@ -320,20 +328,13 @@ def _with_arms(configs: list[dict[str, Any]], baseline: str, spec: Mapping[str, 
                ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The configurations with the arms `baseline` asks for beside them, and the pairings."""
     baselines: list[dict[str, Any]] = []
-    if EQUAL_COMPUTE in baseline:
-        configs, baselines = with_baselines(configs)
-    if EQUAL_TOKENS in baseline:
-        configs, tokens = token_baselines(configs, store, spec.get("token_baselines"))
-        baselines += tokens
-    if CONSULTANCY in baseline:
-        configs, consulted = with_consultancy(configs, swap=sides != "both")
-        baselines += consulted
-    if PLACEBO in baseline:
-        if questions < 2:
+    for kind in (k for k in KINDS if k in baseline):
+        if kind == PLACEBO and questions < 2:
             raise ConfigError("baseline: placebo needs two or more questions (each placebo "
                               "run reads its peers' messages on another question)", "input")
-        configs, arms = with_placebo(configs)
-        baselines += arms
+        configs, pairs = token_baselines(configs, store, spec.get("token_baselines")) \
+            if kind == EQUAL_TOKENS else _beside(configs, _arm(kind, swap=sides != "both"))
+        baselines += pairs
     return configs, baselines
 
 
@@ -406,83 +407,60 @@ def _beside(configs: Sequence[Mapping[str, Any]], make: Callable[[dict[str, Any]
     return out, pairs
 
 
-def with_consultancy(configs: Sequence[Mapping[str, Any]], swap: bool = True
-                     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The configurations with each debate's consultancy baseline right after it
-    (`engine.protocols.baselines.consultancy`) and, with `swap` (the spec does not say
-    `sides: both`, which would add it), its sides-swapped twin, so the judge reads each side
-    alone in turn; and the pairings. A baseline already among them is paired, not added."""
-    from engine.protocols.baselines import consultancy
+def _arm(kind: str, swap: bool = True) -> Callable[[dict[str, Any]], Paired | None]:
+    """What `_beside` adds for baseline `kind` (`engine.protocols.baselines`): for
+    equal-compute, a vote of as many samples as the configuration makes calls, on the same
+    models; for consultancy, a debate's consultancy baseline and, with `swap` (the spec does
+    not say `sides: both`, which would add it), its sides-swapped twin, so the judge reads
+    each side alone in turn; for placebo, the arm of a protocol that shows agents each
+    other's messages."""
+    from engine.protocols.baselines import consultancy, equal_compute, placebo
 
     def make(config: dict[str, Any]) -> Paired | None:
-        pair = consultancy(config)
+        if kind == EQUAL_COMPUTE:
+            baseline = equal_compute(config)
+            return None if baseline is None else (baseline.as_dict(), [baseline.config])
+        pair = (consultancy if kind == CONSULTANCY else placebo)(config)
         if pair is None:
             return None
         added = [pair.pop("config")]
-        return pair, arrangement.with_swapped(added)[0] if swap else added
-    return _beside(configs, make)
-
-
-def with_placebo(configs: Sequence[Mapping[str, Any]]
-                 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The configurations with each one's placebo arm right after it (for a protocol that
-    shows agents each other's messages: `engine.protocols.baselines.placebo`), and the
-    pairings. An arm already among them is paired, not added."""
-    from engine.protocols.baselines import placebo
-
-    def make(config: dict[str, Any]) -> Paired | None:
-        pair = placebo(config)
-        return None if pair is None else (pair, [pair.pop("config")])
-    return _beside(configs, make)
-
-
-def with_baselines(configs: Sequence[Mapping[str, Any]]
-                   ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The configurations with each one's equal-compute baseline right after it
-    (`engine.protocols.baselines.equal_compute`: a vote of as many samples as the
-    configuration makes calls, on the same models), and the pairings (`Baseline.as_dict`).
-
-    A baseline already among the configurations (a stored spec planned again) is paired, not
-    added twice; a configuration that is itself a vote has no baseline beside it.
-    """
-    from engine.protocols.baselines import equal_compute
-
-    def make(config: dict[str, Any]) -> Paired | None:
-        baseline = equal_compute(config)
-        return None if baseline is None else (baseline.as_dict(), [baseline.config])
-    return _beside(configs, make)
+        return pair, arrangement.with_swapped(added)[0] if swap and kind == CONSULTANCY \
+            else added
+    return make
 
 
 def _costs(configs: Sequence[Mapping[str, Any]], runs: int, check: bool = False,
            endpoints: EndpointRegistry | None = None,
            baselines: Sequence[Mapping[str, Any]] | None = None,
-           store: Store | None = None) -> list[dict[str, Any]]:
-    """Per configuration: its `runs`, calls per run (`protocols.estimate`, what it makes when
+           store: Store | None = None) -> tuple[list[dict[str, Any]], tuple[Resolved, ...]]:
+    """Per configuration: its `runs`, calls per run (`Resolved.estimate`, what it makes when
     nothing fails), calls and tokens in all, and the estimated cost in US dollars
-    (`budget.estimated_cost`: measured in `store` where it can be; None when unpriced).
-    `check` also validates prompt overrides and resolves every seat's model (under
-    `endpoints`), for a spec that was never run. Given `baselines` (the plan has them), each
-    row also has a `note`: on a baseline, what it matches and, when the vote's limits bind,
-    that it is not equal compute."""
+    (`budget.estimated_cost`: measured in `store` where it can be; None when unpriced); and
+    the configurations resolved, once each. `check` also validates prompt overrides and
+    resolves every seat's model (under `endpoints`), for a spec that was never run. Given
+    `baselines` (the plan has them), each row also has a `note`: on a baseline, what it
+    matches and, when the vote's limits bind, that it is not equal compute."""
     notes = {b["label"]: b["note"] for b in baselines or ()}
-    from engine.protocols import estimate
-    from engine.protocols.validation import validate_config
-    out = []
+    from engine.protocols import resolve_config
+    from engine.protocols.validation import check_config
+    out, resolved = [], []
     for config in configs:
         try:
-            cost = validate_config(config, endpoints) if check else estimate(dict(config))
+            one = check_config(config, endpoints) if check else resolve_config(dict(config))
         except ConfigError as exc:
             raise ConfigError(f"configuration {config['label']!r}: {exc}", exc.code) from None
+        cost = one.estimate()
         try:
-            dollars = estimated_cost(config, runs, cost["calls"], store, endpoints)
+            dollars = estimated_cost(one, runs, cost["calls"], store, endpoints)
         except ConfigError:  # a stored spec whose model no longer resolves: unknown
             dollars = None
+        resolved.append(one)
         out.append({"label": config["label"], "protocol": config["protocol"], "runs": runs,
                     "calls_per_run": cost["calls"], "calls": runs * cost["calls"],
                     "tokens": runs * cost["tokens"], "cost_usd": dollars,
                     **({"note": notes.get(config["label"], "")} if baselines is not None
                        else {})})
-    return out
+    return out, tuple(resolved)
 
 
 def plan_of(spec: Mapping[str, Any]) -> Plan:
@@ -492,12 +470,13 @@ def plan_of(spec: Mapping[str, Any]) -> Plan:
     baselines = baselines_of(spec)
     sides = arrangement.sides_kind(spec.get("sides"))
     pairs = arrangement.with_swapped(spec["configs"])[1] if sides == "both" else []
+    per_config, resolved = _costs(spec["configs"], len(spec["questions"]) * spec["repeats"],
+                                  baselines=baselines if baseline else None)
     return Plan(spec["name"], spec["source"], spec["questions"], spec["configs"],
-                spec["repeats"], spec["concurrency"],
-                _costs(spec["configs"], len(spec["questions"]) * spec["repeats"],
-                       baselines=baselines if baseline else None), baseline, baselines,
+                spec["repeats"], spec["concurrency"], per_config, baseline, baselines,
                 arrangement.order_kind(spec.get("order")), sides,
-                arrangement.spec_seed(spec.get("seed")), pairs, budget_of(spec.get("budget_usd")))
+                arrangement.spec_seed(spec.get("seed")), pairs, budget_of(spec.get("budget_usd")),
+                resolved=resolved)
 
 
 def baselines_of(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -507,11 +486,8 @@ def baselines_of(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
     kind = baseline_kind(spec.get("baseline"))
     if not kind:
         return []
-    pairs = with_baselines(spec["configs"])[1] if EQUAL_COMPUTE in kind else []
-    if CONSULTANCY in kind:
-        pairs += with_consultancy(spec["configs"])[1]
-    if PLACEBO in kind:
-        pairs += with_placebo(spec["configs"])[1]
+    pairs = [pair for arm in (EQUAL_COMPUTE, CONSULTANCY, PLACEBO) if arm in kind
+             for pair in _beside(spec["configs"], _arm(arm))[1]]
     return pairs + [dict(b) for b in spec.get("token_baselines") or ()
                     if isinstance(b, Mapping)]
 
@@ -617,8 +593,8 @@ def endpoint_notes(checked: Plan, endpoints: EndpointRegistry | None = None) -> 
     from engine.protocols import resolve_config
     registry = endpoints if endpoints is not None else EndpointRegistry.from_settings(os.environ)
     seen: dict[str, int] = {}
-    for config in checked.configs:
-        for seats in resolve_config(config).config.seats.values():
+    for config in checked.resolved or [resolve_config(c) for c in checked.configs]:
+        for seats in config.config.seats.values():
             for seat in seats:
                 kind, _name, query = parse_spec(seat.model)
                 found = registry.get(query["endpoint"]) if "endpoint" in query else (
@@ -639,6 +615,7 @@ def time_preflight(checked: Plan, store: Store | None = None,
     (`engine.reports.timing.time_estimate`): `{"seconds", "text", "notes"}`, the notes
     being every endpoint that serves fewer calls at once than the plan asks of it."""
     from engine.reports.timing import time_estimate
-    timed = time_estimate(checked.configs, runs=len(checked.questions) * checked.repeats,
+    timed = time_estimate(checked.resolved or checked.configs,
+                          runs=len(checked.questions) * checked.repeats,
                           runs_at_once=checked.concurrency, store=store, endpoints=endpoints)
     return {**timed, "notes": [*endpoint_notes(checked, endpoints), *timed["notes"]]}

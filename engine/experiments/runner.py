@@ -37,13 +37,6 @@ HEARTBEAT_EVERY = 5.0  # seconds between heartbeats of a running experiment's ro
 DONOR_WAIT = 900.0  # seconds a placebo cell waits for its donor run, still running, to end
 DONOR_POLL = 0.25  # seconds between looks at the donor's state
 
-def _claim(store: Store, experiment_id: str, started_by: str) -> dict[str, Any]:
-    """Mark the experiment `running` in this process, started by `started_by` (`claim`,
-    which refuses one a live runner holds, here or elsewhere)."""
-    set_unchanged(store, experiment_id)
-    return claim(store, experiment_id, started_by)
-
-
 def pending_cells(store: Store, experiment_id: str) -> list[Cell]:
     """The cells with no completed run, in plan order: what a resume will run."""
     experiment = plan_of(row(store, experiment_id)["spec"])
@@ -190,7 +183,9 @@ async def arun_experiment(store: Store, experiment_id: str, *,  # noqa: PLR0915
     open_shared()  # a seat spec resolved once for every run of this start (engine.llm.runmodels)
     store.reap()  # runs left `running` by a dead process become `interrupted`, so are redone
     store.start_reaper()
-    claimed = _claim(store, experiment_id, started_by)
+    set_unchanged(store, experiment_id)
+    # running in this process, started by `started_by` (refused when a live runner holds it)
+    claimed = claim(store, experiment_id, started_by)
     experiment = plan_of(claimed["spec"])
     state = Progress(experiment_id, "running", experiment.runs)
     clock = time.monotonic()

@@ -268,6 +268,7 @@ async def arun_config(config: RunConfig | Mapping[str, Any] | Resolved, question
             run.setdefault(key, value)
     if resolved.endpoints is not None:
         run.setdefault("endpoints", resolved.endpoints)
+    run.setdefault("config", resolved.stored())  # what the run's row keeps, resolved once
     result: RunResult = await resolved.spec.runner(question, **resolved.seats,
                                                    **resolved.options, **run)
     return result

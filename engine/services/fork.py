@@ -39,9 +39,7 @@ from engine.protocols import (
     REGISTRY,
     Resolved,
     arun_config,
-    estimate,
     get_protocol,
-    resolve_config,
     run_sync,
 )
 from engine.services.rerun import RERUN_TAG, rerun_options, rerun_resolved
@@ -137,10 +135,9 @@ def plan(run: Mapping[str, Any], round: int, drop: str | None = None,
     if isinstance(round, bool) or not isinstance(round, int) or not 1 <= round <= max(last, 1):
         raise ConfigError(f"the round to fork at is a whole number from 1 to {last} (the "
                           f"run's rounds), got {round!r}", "input")
-    config = rerun_resolved(run.get("config") or {})
-    if drop:
-        config = resolve_config(_drop(config.given, drop.strip()))
-    estimate(config)  # the seats and options the fork would run, checked before any call
+    given = RunConfig.parse(run.get("config") or {})
+    # the seats and options the fork runs, resolved (and so checked) once, before any call
+    config = rerun_resolved(_drop(given, drop.strip()) if drop and given.seats else given)
     kept = [_turn(t) for t in run.get("turns") or []
             if 1 <= int(t.get("round") or 0) < round and t.get("seat") != (drop or "").strip()]
     by_index = {turn.index: turn for turn in kept}

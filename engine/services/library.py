@@ -20,6 +20,7 @@ from engine.models import ConfigError
 from engine.protocols.validation import check_config, validate_config
 from engine.simulated import TRAITS
 from engine.text import NAME_MAX, fold_name
+from engine.yamlfile import safe_load, yaml_problem
 
 if TYPE_CHECKING:
     from engine.llm.endpoints import EndpointRegistry
@@ -263,13 +264,9 @@ def parse_yaml(text: str, endpoints: EndpointRegistry | None = None
                ) -> dict[str, list[dict[str, Any]]]:
     """Read and check a library YAML document; a `ConfigError` says what and where."""
     try:
-        from engine.yamlfile import safe_load  # size, aliases and depth capped
-        doc = safe_load(text, note="; nothing was imported")
+        doc = safe_load(text, note="; nothing was imported")  # size, aliases and depth capped
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"the YAML is malformed{where}: {problem}; nothing was imported",
+        raise ConfigError(f"the YAML is malformed{yaml_problem(exc)}; nothing was imported",
                           "input") from None
     if doc is None:
         raise ConfigError("the YAML document is empty; nothing was imported", "input")

@@ -165,24 +165,16 @@ class TaskRunner:
         for demo in plan:
             if task.stop_event.is_set():
                 return
-            question, protocol = demo.question, demo.config.protocol
-            run: dict[str, Any] = {"label": demo.config.label, "tags": [DEMO_TAG],
-                                   "expected": question.expected}
-            who = {"started_by": task.started_by}
-            run_id = ""
-            try:
-                config = resolve_config(demo.config)
-                run_id = self.store.start_run(protocol, question.text,
-                                              config=config.stored().stored(), **run, **who)
-                await arun_config(config, question.text, store=self.store, run_id=run_id,
-                                  stop_event=task.stop_event, **run)
-                task.run_ids.append(run_id)
+            try:  # a run that raises past its protocol is stored `failed` by it
+                result = await arun_config(demo.config, demo.question.text, store=self.store,
+                                           stop_event=task.stop_event, tags=[DEMO_TAG],
+                                           expected=demo.question.expected,
+                                           started_by=task.started_by)
+                task.run_ids.append(str(result.run_id))
             except RunStopped:
                 return
             except Exception as exc:  # noqa: BLE001 - reported, not hidden
-                task.errors.append(f"{protocol}: {type(exc).__name__}: {exc}")
-                if run_id:
-                    self.store.end_run(run_id, "failed", f"{type(exc).__name__}: {exc}")
+                task.errors.append(f"{demo.config.protocol}: {type(exc).__name__}: {exc}")
             finally:
                 task.finished += 1
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from engine.workers.pool import (
     app_for,
-    astop,
     conninfo,
     endpoint_of,
     ensure_schema,
@@ -17,5 +16,5 @@ from engine.workers.pool import (
 )
 from engine.workers.worker import arun_worker, housekeeping
 
-__all__ = ["app_for", "arun_worker", "astop", "conninfo", "endpoint_of", "ensure_schema",
+__all__ = ["app_for", "arun_worker", "conninfo", "endpoint_of", "ensure_schema",
            "housekeeping", "queue_of", "settle", "stop", "submit"]
