@@ -126,7 +126,8 @@ def test_an_http_endpoint_builds_no_tls_context(tls_loads):
 
 def test_each_event_loop_has_its_own_client_and_a_closed_one_is_dropped(server):
     """The shared async client builds one client per loop; a loop's is closed when its run
-    releases it, and a loop that ended without releasing is dropped when another asks."""
+    releases it, or when `asyncio.run` ends (a caller's own, which releases nothing), and a
+    loop that was closed some other way is dropped when another asks."""
     shared = get_model(spec(server)).http_async_client
     made = []
 
@@ -135,8 +136,14 @@ def test_each_event_loop_has_its_own_client_and_a_closed_one_is_dropped(server):
         return shared.current() is made[-1]  # the same loop: the same client
 
     assert asyncio.run(current()) and asyncio.run(current())
-    assert made[0] is not made[1]
-    assert shared.loops() == 1  # the first loop's client went when the second loop asked
+    assert made[0] is not made[1] and made[0].is_closed and made[1].is_closed
+    assert shared.loops() == 0  # each closed as its asyncio.run ended
+
+    loop = asyncio.new_event_loop()  # closed without closing its async generators
+    assert loop.run_until_complete(current())
+    loop.close()
+    assert shared.loops() == 1 and not made[-1].is_closed
+    assert asyncio.run(current()) and shared.loops() == 0  # dropped when the next loop asked
 
     async def used():
         return shared.current()

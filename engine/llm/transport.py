@@ -43,7 +43,7 @@ import socket
 import ssl
 import threading
 import zlib
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
@@ -711,6 +711,18 @@ async def releasing(coro: Coroutine[Any, Any, T]) -> T:
             await client.release()
 
 
+async def _closing(shared: Any) -> AsyncIterator[None]:
+    """Suspended at its `yield` while its event loop runs: `asyncio.run` closes the async
+    generators still open once its coroutine is done (`loop.shutdown_asyncgens`), and this one
+    then closes that loop's client of `shared` (a `LoopClient`), in the loop, so that a
+    caller's own `asyncio.run(model.ainvoke(...))` leaves no connection open and aiohttp no
+    "Unclosed client session" to report when the client is collected."""
+    try:
+        yield
+    finally:
+        await shared.release()
+
+
 @functools.cache
 def loop_client_type() -> type:
     """`LoopClient`, made on first use: it subclasses the httpx flavour the openai SDK takes,
@@ -728,7 +740,8 @@ def loop_client_type() -> type:
         def __init__(self, build: Callable[[], Any]):
             super().__init__(transport=_Unused(), trust_env=False)
             self.build = build  # a new client for a loop
-            self._loops: dict[int, tuple[asyncio.AbstractEventLoop, Any]] = {}
+            # per loop: the loop, its client and the generator that closes it (`_closing`)
+            self._loops: dict[int, tuple[asyncio.AbstractEventLoop, Any, Any]] = {}
             self._lock = threading.Lock()
 
         def current(self) -> Any:
@@ -738,14 +751,22 @@ def loop_client_type() -> type:
                 found = self._loops.get(id(loop))
                 if found is not None and found[0] is loop:
                     return found[1]
-                for ident, (other, _client) in list(self._loops.items()):
+                for ident, (other, *_client) in list(self._loops.items()):
                     if other.is_closed():
                         del self._loops[ident]
             client = self.build()
+            closer = _closing(self)
             with self._lock:
-                made = self._loops.setdefault(id(loop), (loop, client))[1]
+                made = self._loops.setdefault(id(loop), (loop, client, closer))[1]
+            if made is not client:
+                return made
+            step: Any = closer.__anext__()
+            try:  # to its `yield`, which registers it with the running loop
+                step.send(None)
+            except StopIteration:
+                pass
             opened = _OPENED.get()
-            if made is client and opened is not None:
+            if opened is not None:
                 opened.append(self)  # closed when its `releasing` scope ends
             return made
 
