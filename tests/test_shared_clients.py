@@ -40,7 +40,10 @@ def server(monkeypatch):
 @pytest.fixture
 def tls_loads(monkeypatch):
     """How many times a CA store is loaded into a TLS context (what building a verifying
-    context costs), wherever httpx, httpcore or ssl does it."""
+    context costs), wherever httpx, httpcore, aiohttp or ssl does it. aiohttp builds its two
+    default contexts once, when it is imported: that is done before the count starts, since
+    what matters is that no model and no client builds one of its own."""
+    import aiohttp.connector  # noqa: F401 - its import-time contexts are not a client's
     loads = []
     for name in ("load_verify_locations", "load_default_certs", "set_default_verify_paths"):
         original = getattr(ssl.SSLContext, name)
@@ -52,6 +55,20 @@ def tls_loads(monkeypatch):
     transport.tls_context.cache_clear()  # the process's context not yet built
     yield loads
     transport.tls_context.cache_clear()
+
+
+def _sessions_ssl(models) -> list:
+    """The TLS context of the aiohttp session each model's async client sends through, each
+    session made as a first request makes it (in an event loop)."""
+    async def made():
+        contexts = []
+        for model in models:
+            aio = model.http_async_client.build()._transport
+            session = aio.get_client()
+            contexts.append(session.connector._ssl)
+            await session.close()
+        return contexts
+    return asyncio.run(made())
 
 
 def spec(server) -> str:
@@ -92,23 +109,25 @@ def test_calls_of_one_run_reuse_their_connections(server):
 
 
 def test_an_http_endpoint_builds_no_tls_context(tls_loads):
-    """Plain http needs no CA store: models of two http endpoints load none; two https
-    endpoints share the process's one context, loaded once, whichever registry resolves
-    them."""
-    for port in (8001, 8002):
-        get_model(f"openai:m?base_url=http://127.0.0.1:{port}/v1")
-        get_model(f"openai:n?base_url=http://127.0.0.1:{port}/v1")
+    """Plain http needs no CA store: models of two http endpoints, their clients and the
+    aiohttp sessions those send through load none; two https endpoints share the process's
+    one context, loaded once, whichever registry resolves them."""
+    plain = [get_model(f"openai:{name}?base_url=http://127.0.0.1:{port}/v1")
+             for port in (8001, 8002) for name in ("m", "n")]
+    contexts = _sessions_ssl(plain)
     assert tls_loads == []
+    assert all(context.cert_store_stats()["x509_ca"] == 0 for context in contexts)
     first = get_model("openai:m?base_url=https://one.invalid/v1")
     second = get_model("openai:m?base_url=https://two.invalid/v1", endpoints=EndpointRegistry())
+    one, two = _sessions_ssl([first, second])
     assert len(tls_loads) == 1, tls_loads
-    one, two = (model.http_async_client.build() for model in (first, second))
-    assert one._transport._pool._ssl_context is two._transport._pool._ssl_context
+    assert one is two is transport.tls_context()
 
 
 def test_each_event_loop_has_its_own_client_and_a_closed_one_is_dropped(server):
     """The shared async client builds one client per loop; a loop's is closed when its run
-    releases it, and a loop that ended without releasing is dropped when another asks."""
+    releases it, or when `asyncio.run` ends (a caller's own, which releases nothing), and a
+    loop that was closed some other way is dropped when another asks."""
     shared = get_model(spec(server)).http_async_client
     made = []
 
@@ -117,8 +136,14 @@ def test_each_event_loop_has_its_own_client_and_a_closed_one_is_dropped(server):
         return shared.current() is made[-1]  # the same loop: the same client
 
     assert asyncio.run(current()) and asyncio.run(current())
-    assert made[0] is not made[1]
-    assert shared.loops() == 1  # the first loop's client went when the second loop asked
+    assert made[0] is not made[1] and made[0].is_closed and made[1].is_closed
+    assert shared.loops() == 0  # each closed as its asyncio.run ended
+
+    loop = asyncio.new_event_loop()  # closed without closing its async generators
+    assert loop.run_until_complete(current())
+    loop.close()
+    assert shared.loops() == 1 and not made[-1].is_closed
+    assert asyncio.run(current()) and shared.loops() == 0  # dropped when the next loop asked
 
     async def used():
         return shared.current()

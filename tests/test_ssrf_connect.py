@@ -3,8 +3,9 @@
 A base URL that came with data may not reach a link-local or cloud metadata address however
 its host is spelled or whatever its name resolves to; a registered endpoint may. Names are
 resolved by a patched `socket.getaddrinfo` (`metadata.test` is 169.254.169.254), and the
-wire is watched where httpcore opens sockets (`anyio.connect_tcp`, `socket.create_connection`):
-a connection may only ever go to 127.0.0.1, and a registered endpoint's connection to the
+wire is watched where httpcore and aiohttp open sockets (`anyio.connect_tcp`,
+`socket.create_connection`, `aiohappyeyeballs.start_connection`): a connection may only ever
+go to 127.0.0.1, and a registered endpoint's connection to the
 metadata address is carried to a loopback server standing in for it. No traffic leaves
 loopback.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import socket
 
+import aiohappyeyeballs
 import anyio
 import openai
 import pytest
@@ -20,8 +22,8 @@ from openai_stub import ENDPOINT_SETTINGS, loopback_only
 from recording_server import RecordingServer
 
 from engine import ConfigError, Seat, get_model, run_vote
-from engine.llm.failures import is_transient
 from engine.llm.endpoints import Endpoint, EndpointRegistry
+from engine.llm.failures import is_transient
 from engine.llm.transport import AddressRefused
 from engine.llm.urls import check_url, risky_host
 
@@ -73,7 +75,16 @@ def wire(monkeypatch) -> Wire:
     def create_connection(address, *args, **kw):
         return real_create((carried(str(address[0])), address[1]), *args, **kw)
 
+    real_start = aiohappyeyeballs.start_connection
+
+    async def start_connection(addr_infos, **kw):
+        """aiohttp connects to the addresses its connector resolved: the first is tried."""
+        address, port = addr_infos[0][4][:2]
+        return await real_start([(socket.AF_INET, socket.SOCK_STREAM, 6, "",
+                                  (carried(str(address)), port))], **kw)
+
     monkeypatch.setattr(socket, "getaddrinfo", lookup)
+    monkeypatch.setattr(aiohappyeyeballs, "start_connection", start_connection)
     monkeypatch.setattr(anyio, "connect_tcp", connect_tcp)
     monkeypatch.setattr(socket, "create_connection", create_connection)
     return seen
@@ -156,7 +167,8 @@ def test_a_registered_endpoint_may_reach_the_metadata_address(wire):
         in_code = get_model("openai:m", endpoints=free(), base_url=url)  # the operator's own
         assert in_code.invoke("hello").content
     assert [t.status for t in (*result.turns, *by_url.turns)] == ["ok"] * 4
-    assert set(wire.connects) == {"metadata.test"}  # resolved by the default backend
+    # httpcore's default backend connects by name, aiohttp's connector to what it resolved
+    assert set(wire.connects) == {"metadata.test", METADATA}
     assert len(server.requests) == 5
 
 
@@ -190,13 +202,23 @@ def test_a_refused_address_is_not_transient():
 
 
 def test_the_openai_clients_of_a_free_url_are_guarded(wire):
-    """Both clients of a free URL wrap their connection pool's backend; a registered
-    endpoint's do not (a library that moved the backend fails `get_model` instead)."""
+    """Both clients of a free URL check addresses: the sync one wraps its connection pool's
+    backend, the async one's aiohttp session connects through the guarded connector; a
+    registered endpoint's do neither (a library that moved the backend fails `get_model`
+    instead)."""
     guarded = get_model("openai:m?base_url=http://model.test:8/v1", endpoints=free())
     plain = get_model("openai:m", endpoints=free(), base_url="http://model.test:8/v1")
-    # the async client builds one client per event loop: what it builds is checked
-    for client in (guarded.http_client, guarded.http_async_client.build()):
-        assert type(client._transport._pool._network_backend).__name__.endswith("Guard")
-    for client in (plain.http_client, plain.http_async_client.build()):
-        assert not type(client._transport._pool._network_backend).__name__.endswith("Guard")
+
+    async def connector(model):
+        # the async client builds one client per event loop: what it builds is checked
+        session = model.http_async_client.build()._transport.get_client()
+        kind = type(session.connector).__name__
+        await session.close()
+        return kind
+    assert type(guarded.http_client._transport._pool._network_backend).__name__.endswith(
+        "Guard")
+    assert not type(plain.http_client._transport._pool._network_backend).__name__.endswith(
+        "Guard")
+    assert asyncio.run(connector(guarded)) == "GuardedConnector"
+    assert asyncio.run(connector(plain)) == "TCPConnector"
     assert wire.lookups == []  # nothing is resolved before a call

@@ -15,6 +15,8 @@ imports, detection of the endpoint, the work) and its peak memory its own:
 - `bare`: the same calls through one langchain-openai `ChatOpenAI`, as many at once, in a
   process that imports nothing of Parley (`BARE`), each run's calls in the waves a Parley
   run of that shape makes them (one call for a one-call question);
+- `bare-aiohttp`: the same bare ChatOpenAI given the openai SDK's `DefaultAioHttpClient`
+  (aiohttp under httpx, what Parley's async client sends through): the fair comparison;
 - `raw`: the same calls in the same waves through a few lines of HTTP on asyncio streams
   (`RAW`): the instrument's own floor, so that a ratio splits into the server's and the
   machine's share (the raw side's) and the client's (the rest of the bare side's).
@@ -53,15 +55,11 @@ from pathlib import Path
 from typing import Any
 
 from engine.bench.choice import busiest, cheapest, crowd_by_rounds
+from engine.bench.table import Row, fact
 
-Row = dict[str, Any]
 MODEL = "bench"
 ANSWER = "The answer is 42.\nANSWER: 42"
 PROMPT = "What is 6 x 7? Answer with one line: ANSWER: <number>."
-
-
-def _row(name: str, value: float, unit: str, target: str = "", note: str = "") -> Row:
-    return {"name": name, "value": value, "unit": unit, "target": target, "note": note}
 
 
 # ------------------------------------------------------------------ the loopback server
@@ -226,7 +224,11 @@ import asyncio, json, resource, sys, time
 from langchain_openai import ChatOpenAI
 url, runs, concurrency, prompt = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 shape = [int(n) for n in (sys.argv[5] if len(sys.argv) > 5 else "1").split(",")]
-model = ChatOpenAI(model="bench", base_url=url, api_key="not-needed", max_retries=0)
+over = {}
+if len(sys.argv) > 6 and sys.argv[6] == "aiohttp":  # as the openai SDK's README shows it
+    from openai import DefaultAioHttpClient
+    over = {"http_async_client": DefaultAioHttpClient()}
+model = ChatOpenAI(model="bench", base_url=url, api_key="not-needed", max_retries=0, **over)
 
 async def go():
     gate = asyncio.Semaphore(concurrency)
@@ -318,14 +320,17 @@ def measured(kind: str, base_url: str, count: int, concurrency: int,
     seconds) and `peak_mb` (its peak RSS). `kind` is `experiment` (this module's worker:
     `count` runs of `protocol`, default the cheapest, one call a run), `cli` (the same
     experiment through `python -m engine experiment run`, which reports its process time
-    only), `bare` (`count` runs of `shape` through a bare ChatOpenAI) or `raw` (the same
-    through `RAW`'s few lines of HTTP)."""
+    only), `bare` (`count` runs of `shape` through a bare ChatOpenAI, as a user writes it:
+    the SDK's default httpx client), `bare-aiohttp` (the same given the SDK's
+    `DefaultAioHttpClient`, what Parley's client sends through) or `raw` (the same through
+    `RAW`'s few lines of HTTP)."""
     protocol = protocol or cheapest().name
     root = Path(__file__).resolve().parents[2]
     with tempfile.TemporaryDirectory() as folder:
-        if kind in ("bare", "raw"):
-            command = [sys.executable, "-c", BARE if kind == "bare" else RAW, base_url,
-                       str(count), str(concurrency), PROMPT, shape]
+        if kind in ("bare", "bare-aiohttp", "raw"):
+            command = [sys.executable, "-c", RAW if kind == "raw" else BARE, base_url,
+                       str(count), str(concurrency), PROMPT, shape,
+                       "aiohttp" if kind == "bare-aiohttp" else "httpx"]
         elif kind == "cli":
             spec_file = Path(folder) / "experiment.yaml"
             spec_file.write_text(cli_spec(base_url, protocol, count, concurrency))
@@ -363,37 +368,38 @@ def _versus(latency: float, count: int, concurrency: int) -> list[Row]:
     shown = f"{latency * 1000:.0f} ms" if latency else "no latency"
     label = f"{count} one-call questions, {concurrency} at once, {shown}"
     rows = [
-        _row(f"{label}: Parley experiment (every run stored), whole process",
+        fact(f"{label}: Parley experiment (every run stored), whole process",
              round(parley["process"], 2), "s", note=f"{parley['failed']} runs failed"),
-        _row(f"{label}: bare ChatOpenAI, whole process", round(bare["process"], 2), "s"),
-        _row(f"{label}: Parley / bare ChatOpenAI, whole process",
+        fact(f"{label}: bare ChatOpenAI, whole process", round(bare["process"], 2), "s"),
+        fact(f"{label}: Parley / bare ChatOpenAI, whole process",
              round(parley["process"] / bare["process"], 2), "x", "" if cli else "<= 1.5"),
     ]
     if cli is not None:
         rows += [
-            _row(f"{label}: python -m engine experiment run (the CLI), whole process",
+            fact(f"{label}: python -m engine experiment run (the CLI), whole process",
                  round(cli["process"], 2), "s"),
-            _row(f"{label}: the CLI / bare ChatOpenAI, whole process",
+            fact(f"{label}: the CLI / bare ChatOpenAI, whole process",
                  round(cli["process"] / bare["process"], 2), "x", "<= 1.5")]
     return [*rows,
-            _row(f"{label}: Parley CPU per call (the work, imports aside)",
+            fact(f"{label}: Parley CPU per call (the work, imports aside)",
                  round(parley["cpu"] / max(parley["calls"], 1) * 1000, 2), "ms"),
-            _row(f"{label}: bare ChatOpenAI CPU per call",
+            fact(f"{label}: bare ChatOpenAI CPU per call",
                  round(bare["cpu"] / max(bare["calls"], 1) * 1000, 2), "ms"),
-            _row(f"{label}: Parley calls per second (the work)",
+            fact(f"{label}: Parley calls per second (the work)",
                  round(parley["calls"] / parley["wall"], 1), "calls/s"),
-            _row(f"{label}: bare ChatOpenAI calls per second",
+            fact(f"{label}: bare ChatOpenAI calls per second",
                  round(bare["calls"] / bare["wall"], 1), "calls/s")]
 
 
-async def _bare_waves(url: str, shape: str, repeats: int) -> list[float]:
+async def _bare_waves(url: str, shape: str, repeats: int, aiohttp: bool = False) -> list[float]:
     """The wall time of `repeats` runs of `shape`'s calls through one bare ChatOpenAI (after
-    one call, as Parley's side runs once before it is timed)."""
+    one call, as Parley's side runs once before it is timed); `aiohttp`: given the SDK's
+    `DefaultAioHttpClient`."""
     import openai
     from langchain_openai import ChatOpenAI
     # its own client (the SDK's default kind), closed in this loop: langchain's shared
     # default would carry a closed loop's connections into the next call of this
-    client = openai.DefaultAsyncHttpxClient()
+    client = openai.DefaultAioHttpClient() if aiohttp else openai.DefaultAsyncHttpxClient()
     model = ChatOpenAI(model=MODEL, base_url=url, api_key="not-needed", max_retries=0,
                        http_async_client=client)
     try:
@@ -434,15 +440,19 @@ def _critical(latency: float = 0.2, repeats: int = 3) -> list[Row]:
                 shape = shape_of(result.turns)
             critical = cost["waves"] * latency
             head = f"{title} over HTTP, {cost['calls']} calls at {latency * 1000:.0f} ms"
-            rows.append(_row(f"{head}: wall time / critical path ({cost['waves']} calls deep)",
+            rows.append(fact(f"{head}: wall time / critical path ({cost['waves']} calls deep)",
                              round(statistics.median(walls) / critical, 3), "x", "<= 1.10"))
             bare = asyncio.run(_bare_waves(url, shape, repeats))
+            aio = asyncio.run(_bare_waves(url, shape, repeats, aiohttp=True))
             raw = measured("raw", url, repeats, 1, shape=shape)["walls"]
             rows += [
-                _row(f"{head}: bare ChatOpenAI making the same calls in the same waves "
+                fact(f"{head}: bare ChatOpenAI making the same calls in the same waves "
                      f"({shape}) / critical path", round(statistics.median(bare) / critical, 3),
                      "x"),
-                _row(f"{head}: a minimal HTTP client making the same calls in the same waves "
+                fact(f"{head}: the same bare ChatOpenAI over aiohttp (the SDK's "
+                     "DefaultAioHttpClient) / critical path",
+                     round(statistics.median(aio) / critical, 3), "x"),
+                fact(f"{head}: a minimal HTTP client making the same calls in the same waves "
                      "/ critical path, the server's and the machine's share",
                      round(statistics.median(raw) / critical, 3), "x")]
     return rows
@@ -458,35 +468,43 @@ def _many_runs(runs: int = 200, concurrency: int = 32, latency: float = 0.2) -> 
         waves, calls = cost["waves"], cost["calls"]
         shape = _run_shape(url, config)
         sides = {}
-        for kind in ("experiment", "bare", "raw"):
+        for kind in ("experiment", "bare", "bare-aiohttp", "raw"):
             before = cpu_seconds(pid)
             sides[kind] = measured(kind, url, runs, concurrency, protocol=name, shape=shape)
             served[kind] = cpu_seconds(pid) - before
     done, bare, raw = sides["experiment"], sides["bare"], sides["raw"]
+    aio = sides["bare-aiohttp"]
     floor = runs * waves * latency / concurrency
     head = f"{runs} {name} runs ({calls} calls each), {concurrency} at once, " \
         f"{latency * 1000:.0f} ms a call, a fresh process"
     return [
-        _row(f"{head} (detection included): whole process", round(done["process"], 2), "s",
+        fact(f"{head} (detection included): whole process", round(done["process"], 2), "s",
              note=f"{done['failed']} runs failed"),
-        _row(f"{runs} {name} runs: whole process / floor (runs x critical path / concurrency "
+        fact(f"{runs} {name} runs: whole process / floor (runs x critical path / concurrency "
              f"= {floor:g} s)", round(done["process"] / floor, 3), "x", "<= 1.5"),
-        _row(f"{runs} {name} runs: Parley CPU per call", round(
+        fact(f"{runs} {name} runs: Parley CPU per call", round(
             done["cpu"] / max(done["calls"], 1) * 1000, 2), "ms"),
-        _row(f"{runs} runs of the same calls in the same waves through a bare ChatOpenAI, "
+        fact(f"{runs} runs of the same calls in the same waves through a bare ChatOpenAI, "
              "whole process / floor", round(bare["process"] / floor, 3), "x"),
-        _row(f"{runs} {name} runs: Parley / bare ChatOpenAI in the same shape, whole process",
+        fact(f"{runs} {name} runs: Parley / bare ChatOpenAI in the same shape, whole process",
              round(done["process"] / bare["process"], 3), "x"),
-        _row(f"{runs} runs of the same calls in the same waves through a minimal HTTP client, "
+        fact(f"{runs} runs of the same calls through the bare ChatOpenAI over aiohttp (the "
+             "SDK's DefaultAioHttpClient), whole process / floor",
+             round(aio["process"] / floor, 3), "x"),
+        fact(f"{runs} {name} runs: Parley / the bare ChatOpenAI over aiohttp, whole process",
+             round(done["process"] / aio["process"], 3), "x"),
+        fact(f"{runs} runs of the same calls in the same waves through a minimal HTTP client, "
              "the calls' wall time / floor: the server's and the machine's share",
              round(raw["wall"] / floor, 3), "x"),
-        _row(f"{runs} {name} runs: the loopback server's CPU per call (under Parley, the bare "
+        fact(f"{runs} {name} runs: the loopback server's CPU per call (under Parley, the bare "
              "ChatOpenAI, the minimal client)", round(served["experiment"] / max(
                  done["calls"], 1) * 1000, 3), "ms",
              note=f"{served['bare'] / max(bare['calls'], 1) * 1000:.3f} ms and "
                   f"{served['raw'] / max(raw['calls'], 1) * 1000:.3f} ms"),
-        _row(f"{runs} {name} runs: bare ChatOpenAI CPU per call (the work)",
+        fact(f"{runs} {name} runs: bare ChatOpenAI CPU per call (the work)",
              round(bare["cpu"] / max(bare["calls"], 1) * 1000, 2), "ms"),
+        fact(f"{runs} {name} runs: bare ChatOpenAI over aiohttp CPU per call (the work)",
+             round(aio["cpu"] / max(aio["calls"], 1) * 1000, 2), "ms"),
     ]
 
 
@@ -503,7 +521,7 @@ def _memory(sizes: tuple[int, ...] = (50, 300)) -> list[Row]:
         for size in sizes:
             done = measured("experiment", url, size, 32)
             found.append(done)
-            rows.append(_row(f"experiment of {size} one-call questions over HTTP: peak RSS",
+            rows.append(fact(f"experiment of {size} one-call questions over HTTP: peak RSS",
                              round(done["peak_mb"], 1), "MB",
                              f"as at {sizes[0]} runs" if size != sizes[0] else ""))
     extra = sizes[-1] - sizes[0]
@@ -512,7 +530,7 @@ def _memory(sizes: tuple[int, ...] = (50, 300)) -> list[Row]:
              "flat"),
             ("peak_mb", "of the whole process (the results read back included)",
              "a run's results only")):
-        rows.append(_row(f"peak RSS growth from {sizes[0]} to {sizes[-1]} runs, per run added, "
+        rows.append(fact(f"peak RSS growth from {sizes[0]} to {sizes[-1]} runs, per run added, "
                          f"{what}", round((found[-1][key] - found[0][key]) * 1024 / extra, 1),
                          "KB", target))
     return rows

@@ -11,8 +11,17 @@ A client built with `guard=True` (for a base URL that is not a registered endpoi
 each host itself when it connects, refuses the connection (`AddressRefused`) when any address
 the name resolves to is link-local or a cloud metadata address (`engine.llm.urls`), and
 connects to the very addresses it checked, so no name, spelling or DNS rebinding between the
-check and the connection reaches them. TLS still verifies the URL's host name (httpcore sends
-the origin's name as SNI and httpx the Host header; only the socket gets the address).
+check and the connection reaches them. TLS still verifies the URL's host name (the origin's
+name goes as SNI and in the Host header; only the socket gets the address).
+
+The async client, which every run's calls go through, sends over aiohttp (httpx-aiohttp's
+transport under the httpx client the openai SDK takes): httpcore's connection pool costs a
+few milliseconds of CPU a call, more with many connections open, and aiohttp's about a
+third of that. Its connector checks the addresses (`guarded_connector`), its errors reach
+the SDK as the httpx errors httpcore raises for the same failure (a refused connection a
+`ConnectError`, a read that timed out a `ReadTimeout`: `engine.llm.failures` classifies
+them as before), and it reports the request's body sent as httpcore's trace does
+(`engine.llm.reach`). The sync client stays on httpx.
 
 A response is read up to a cap (`engine.llm.sizes.body_cap` of the model's stored reply cap),
 decompressed included: the clients accept only gzip and deflate, each decoded a bounded piece
@@ -34,7 +43,7 @@ import socket
 import ssl
 import threading
 import zlib
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
@@ -91,32 +100,43 @@ def model_clients(*, guard: bool, proxy: str | None = None, verify: Any = None,
     and read a response up to the body cap of `reply_cap` (the stored cap of a reply, by
     default `REPLY_CAP`); `guard` adds the address check. They share `verify` (a TLS context;
     None: one built here, which is most of a client's cost) and the connection `limits`
-    (None: the SDK's). The async one belongs to the event loop that first sends through it:
-    `shared_clients` hands each loop its own, since a kept-alive connection from a finished
-    loop fails the next call with `RuntimeError: Event loop is closed`."""
-    httpx = http_module()
-    verify = verify if verify is not None else httpx.create_ssl_context()
-    pooled = {"limits": limits} if limits is not None else {}
-    cap = body_cap(reply_cap or REPLY_CAP)
-    sync_class, async_class = _bounded_classes()
+    (None: the SDK's). The async one sends over aiohttp and belongs to the event loop that
+    first sends through it: `shared_clients` hands each loop its own, since a kept-alive
+    connection from a finished loop fails the next call."""
+    verify = verify if verify is not None else http_module().create_ssl_context()
+    options: dict[str, Any] = {"guard": guard, "proxy": proxy, "verify": verify,
+                               "limits": limits, "reply_cap": reply_cap}
+    return sync_client(**options), async_client(**options)
 
+
+def sync_client(*, guard: bool, proxy: str | None, verify: Any, limits: Any,
+                reply_cap: int | None) -> Any:
+    """`model_clients`' sync client (httpx over httpcore)."""
+    pooled = {"limits": limits} if limits is not None else {}
+    client = _bounded_classes()[0](body_cap(reply_cap or REPLY_CAP), proxy=proxy,
+                                   verify=verify, event_hooks={"response": [_refuse_cross_origin]},
+                                   **pooled)
+    watch(client, asynchronous=False)  # whether a failed call's request reached the server
+    if guard:
+        guard_connections(client, asynchronous=False)
+    return client
+
+
+def async_client(*, guard: bool, proxy: str | None, verify: Any, limits: Any,
+                 reply_cap: int | None) -> Any:
+    """`model_clients`' async client (httpx over aiohttp, `aiohttp_transport`)."""
     async def check(response: Any) -> None:
         _refuse_cross_origin(response)
-    sync = sync_class(cap, proxy=proxy, verify=verify,
-                      event_hooks={"response": [_refuse_cross_origin]}, **pooled)
-    asynchronous = async_class(cap, proxy=proxy, verify=verify,
-                               event_hooks={"response": [check]}, **pooled)
-    # whether a failed call's request reached the server (engine.llm.reach)
-    watch(sync, asynchronous=False)
-    watch(asynchronous, asynchronous=True)
-    if guard:
-        guard_connections(sync, asynchronous=False)
-        guard_connections(asynchronous, asynchronous=True)
-    return sync, asynchronous
+    pooled = {"limits": limits} if limits is not None else {}
+    client = _bounded_classes()[1](body_cap(reply_cap or REPLY_CAP), guard=guard, proxy=proxy,
+                                   verify=verify, event_hooks={"response": [check]}, **pooled)
+    watch(client, asynchronous=True)
+    return client
 
 
 def guard_connections(client: Any, asynchronous: bool) -> None:
-    """Make `client`'s direct connections check the addresses they go to (see the module).
+    """Make an httpx `client`'s direct connections check the addresses they go to (see the
+    module); the aiohttp transport's connector checks its own (`guarded_connector`).
 
     httpx takes no network backend, so the guard wraps the one its connection pool holds;
     a library that moved it fails here, loudly, rather than connecting unchecked. Proxied
@@ -293,12 +313,29 @@ def _bounded_classes() -> tuple[type, type]:
 
     # the SDK, imported on first use, is Any to mypy: its classes cannot be base classes
     class AsyncBoundedClient(openai.DefaultAsyncHttpxClient):  # type: ignore[name-defined, misc]
-        """The SDK's async client, reading at most `body_cap` bytes of a response."""
+        """The SDK's async client, reading at most `body_cap` bytes of a response, sending
+        over aiohttp (`aiohttp_transport`: direct, or to a proxy the settings or the
+        environment name, as httpx mounts one); `guard` checks the addresses it connects to."""
 
-        def __init__(self, cap: int, **options: Any):
+        def __init__(self, cap: int, *, guard: bool = False, **options: Any):
+            self.guard = guard  # read by the transports httpx builds in __init__
             super().__init__(**options)
             self.body_cap = cap
             self.headers["accept-encoding"] = ACCEPTED
+
+        def _init_transport(self, verify: Any = True, cert: Any = None, trust_env: bool = True,
+                            http1: bool = True, http2: bool = False, limits: Any = None,
+                            transport: Any = None, **_options: Any) -> Any:
+            if transport is not None:
+                return transport
+            return aiohttp_transport(verify=verify, limits=limits, guard=self.guard)
+
+        def _init_proxy_transport(self, proxy: Any, verify: Any = True, cert: Any = None,
+                                  trust_env: bool = True, http1: bool = True,
+                                  http2: bool = False, limits: Any = None,
+                                  **_options: Any) -> Any:
+            return aiohttp_transport(verify=verify, limits=limits, guard=self.guard,
+                                     proxy=proxy)
 
         async def send(self, request: Any, *, stream: bool = False, **options: Any) -> Any:
             response = await super().send(request, stream=True, **options)
@@ -436,6 +473,181 @@ class BoundedBody:
         return json.dumps(document, ensure_ascii=False).encode("utf-8")
 
 
+# ------------------------------------------------------------------------ aiohttp underneath
+class _Sending:
+    """A request on its way out through aiohttp: the trace callback its httpx request carries
+    (httpcore's `trace` extension, which `engine.llm.reach` sets) and the bytes of its body
+    still to be written."""
+
+    def __init__(self, trace: Callable[..., Any], remaining: int):
+        self.trace: Callable[..., Any] | None = trace
+        self.remaining = remaining
+
+    async def wrote(self, size: int) -> None:
+        """`size` more bytes of the body went out: once all of it has, say so to the trace
+        as httpcore does."""
+        self.remaining -= size
+        if self.remaining <= 0 and self.trace is not None:
+            trace, self.trace = self.trace, None
+            await trace("http11.send_request_body.complete", {})
+
+
+# The request the current task sends through aiohttp; the task aiohttp writes its body from
+# copies the context, so it sees the same one.
+_SENDING: ContextVar[_Sending | None] = ContextVar("parley_sending", default=None)
+
+
+async def _headers_written(_session: Any, _context: Any, _params: Any) -> None:
+    sending = _SENDING.get()
+    if sending is not None and sending.remaining <= 0:  # a request with no body
+        await sending.wrote(0)
+
+
+async def _chunk_written(_session: Any, _context: Any, params: Any) -> None:
+    sending = _SENDING.get()
+    if sending is not None:  # aiohttp calls this as it hands the chunk to the socket
+        await sending.wrote(len(params.chunk))
+
+
+def httpx_error(error: BaseException) -> Any:
+    """The httpx error class httpcore raises for the failure aiohttp reports as `error` (None:
+    none of the transport's). httpx-aiohttp's own table turns a refused connection into a
+    `ConnectTimeout`, which the SDK and `engine.llm.failures` would count as a time-out."""
+    import aiohttp
+    httpx = http_module()
+    if isinstance(error, (aiohttp.ClientProxyConnectionError, aiohttp.ClientHttpProxyError)):
+        return httpx.ProxyError
+    if isinstance(error, aiohttp.ConnectionTimeoutError):
+        return httpx.ConnectTimeout
+    if isinstance(error, aiohttp.ClientConnectorError):  # refused, unreachable, DNS, TLS
+        return httpx.ConnectError
+    if isinstance(error, TimeoutError):  # aiohttp's read time-outs are TimeoutErrors too
+        return httpx.ReadTimeout
+    if isinstance(error, aiohttp.InvalidURL):
+        return httpx.UnsupportedProtocol
+    if isinstance(error, (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError,
+                          aiohttp.ClientResponseError)):  # cut off, or not HTTP
+        return httpx.RemoteProtocolError
+    if isinstance(error, aiohttp.ClientConnectionError):  # reset, closed
+        return httpx.ReadError
+    return None
+
+
+def _translated(exc: BaseException) -> BaseException:
+    """What the transport raises for `exc` (httpx-aiohttp's error, made from aiohttp's, or one
+    of aiohttp's it let through): httpcore's class for the failure, raised from aiohttp's."""
+    cause = exc.__cause__ if isinstance(exc, http_module().TransportError) else exc
+    kind = httpx_error(cause) if cause is not None else None
+    if kind is None or type(exc) is kind:
+        return exc
+    made: BaseException = kind(str(cause) or type(cause).__name__)
+    made.__cause__ = cause
+    return made
+
+
+@functools.cache
+def guarded_connector() -> type:
+    """aiohttp's TCP connector checking every address it is to connect to (`checked_addresses`,
+    `AddressRefused`): a name's as it resolves (its cached answer too) and an address written
+    in the URL, which aiohttp's resolver never sees. It overrides the connector's one lookup,
+    `_resolve_host`; an aiohttp without it fails here, loudly, rather than connect unchecked."""
+    import aiohttp
+    if not callable(getattr(aiohttp.TCPConnector, "_resolve_host", None)):
+        raise RuntimeError("cannot check the addresses aiohttp connects to: its TCPConnector "
+                           "has no _resolve_host")
+
+    class GuardedConnector(aiohttp.TCPConnector):
+        """A TCP connector that connects only to addresses `checked_addresses` allows."""
+
+        async def _resolve_host(self, host: str, port: int, traces: Any = None) -> Any:
+            found = await super()._resolve_host(host, port, traces=traces)
+            checked_addresses(host, port, [(item["family"], 0, 0, "", (item["host"], port))
+                                           for item in found])
+            return found
+
+    return GuardedConnector
+
+
+def aiohttp_transport(*, verify: Any, limits: Any, guard: bool, proxy: Any = None) -> Any:
+    """An httpx transport sending over an aiohttp session of its own (made on its first
+    request, in that request's event loop): connections kept alive, at most
+    `limits.max_connections` of them; TLS through `verify` (a context, used as given);
+    `proxy` (an httpx Proxy) for every request, when given; `guard` checks the addresses."""
+    return _aiohttp_transport_class()(verify=verify, limits=limits, guard=guard, proxy=proxy)
+
+
+@functools.cache
+def _aiohttp_transport_class() -> type:
+    """`AiohttpTransport`, made on first use (aiohttp is imported only when a model sends)."""
+    import aiohttp
+    httpx = http_module()
+    flavour = "httpx_aiohttp.httpx2" if httpx.__name__ == "httpx2" else "httpx_aiohttp"
+    base = importlib.import_module(flavour).AiohttpTransport
+    sent = aiohttp.TraceConfig()
+    sent.on_request_headers_sent.append(_headers_written)
+    sent.on_request_chunk_sent.append(_chunk_written)
+    sent.freeze()
+
+    # httpx-aiohttp, imported on first use, is Any to mypy: its classes cannot be base classes
+    class AiohttpTransport(base):  # type: ignore[misc, valid-type]
+        """httpx-aiohttp's transport with the guarantees of the module (see there)."""
+
+        def __init__(self, *, verify: Any, limits: Any, guard: bool, proxy: Any = None):
+            super().__init__(verify=verify, trust_env=False, proxy=proxy,
+                             limits=limits if limits is not None else httpx.Limits(),
+                             client=self.session)
+            self.guard = guard
+
+        def session(self) -> Any:
+            """The aiohttp session: cookies are httpx's to keep, as they were."""
+            limits = self.limits
+            kept = {} if limits.keepalive_expiry is None else {
+                "keepalive_timeout": limits.keepalive_expiry}
+            connector = (guarded_connector() if self.guard else aiohttp.TCPConnector)(
+                limit=limits.max_connections or 0, ssl=self.ssl_context, **kept)
+            return aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar(),
+                                         trace_configs=[sent])
+
+        async def handle_async_request(self, request: Any) -> Any:
+            trace = request.extensions.get("trace")
+            length = request.headers.get("content-length", "0")
+            token = _SENDING.set(None if trace is None else _Sending(
+                trace, int(length) if length.isdigit() else 0))
+            try:
+                response = await super().handle_async_request(request)
+            except (httpx.TransportError, aiohttp.ClientError, TimeoutError) as exc:
+                error = _translated(exc)
+                if error is exc:
+                    raise
+                raise error from error.__cause__
+            finally:
+                _SENDING.reset(token)
+            response.stream = Translating(response.stream)
+            return response
+
+    # httpx, imported on first use, is Any to mypy: its classes cannot be base classes
+    class Translating(httpx.AsyncByteStream):  # type: ignore[misc, name-defined]
+        """A response's body as aiohttp reads it, its errors httpcore's (`_translated`)."""
+
+        def __init__(self, inner: Any):
+            self.inner = inner
+
+        async def __aiter__(self) -> Any:
+            try:
+                async for chunk in self.inner:
+                    yield chunk
+            except (httpx.TransportError, aiohttp.ClientError, TimeoutError) as exc:
+                error = _translated(exc)
+                if error is exc:
+                    raise
+                raise error from error.__cause__
+
+        async def aclose(self) -> None:
+            await self.inner.aclose()
+
+    return AiohttpTransport
+
+
 # ------------------------------------------------------------------ clients shared per endpoint
 @functools.cache
 def tls_context() -> Any:
@@ -472,10 +684,10 @@ def shared_clients(capabilities: Capabilities, base_url: str | None, *, guard: b
         if concurrency:
             limits = http_module().Limits(max_connections=concurrency,
                                           max_keepalive_connections=concurrency)
-        sync, _ = model_clients(guard=guard, proxy=proxy, verify=verify, limits=limits,
-                                reply_cap=reply_cap)
-        return sync, loop_client_type()(lambda: model_clients(
-            guard=guard, proxy=proxy, verify=verify, limits=limits, reply_cap=reply_cap)[1])
+        options: dict[str, Any] = {"guard": guard, "proxy": proxy, "verify": verify,
+                                   "limits": limits, "reply_cap": reply_cap}
+        return sync_client(**options), loop_client_type()(
+            functools.partial(async_client, **options))
     return capabilities.clients(key, build)
 
 
@@ -499,6 +711,18 @@ async def releasing(coro: Coroutine[Any, Any, T]) -> T:
             await client.release()
 
 
+async def _closing(shared: Any) -> AsyncIterator[None]:
+    """Suspended at its `yield` while its event loop runs: `asyncio.run` closes the async
+    generators still open once its coroutine is done (`loop.shutdown_asyncgens`), and this one
+    then closes that loop's client of `shared` (a `LoopClient`), in the loop, so that a
+    caller's own `asyncio.run(model.ainvoke(...))` leaves no connection open and aiohttp no
+    "Unclosed client session" to report when the client is collected."""
+    try:
+        yield
+    finally:
+        await shared.release()
+
+
 @functools.cache
 def loop_client_type() -> type:
     """`LoopClient`, made on first use: it subclasses the httpx flavour the openai SDK takes,
@@ -516,7 +740,8 @@ def loop_client_type() -> type:
         def __init__(self, build: Callable[[], Any]):
             super().__init__(transport=_Unused(), trust_env=False)
             self.build = build  # a new client for a loop
-            self._loops: dict[int, tuple[asyncio.AbstractEventLoop, Any]] = {}
+            # per loop: the loop, its client and the generator that closes it (`_closing`)
+            self._loops: dict[int, tuple[asyncio.AbstractEventLoop, Any, Any]] = {}
             self._lock = threading.Lock()
 
         def current(self) -> Any:
@@ -526,14 +751,22 @@ def loop_client_type() -> type:
                 found = self._loops.get(id(loop))
                 if found is not None and found[0] is loop:
                     return found[1]
-                for ident, (other, _client) in list(self._loops.items()):
+                for ident, (other, *_client) in list(self._loops.items()):
                     if other.is_closed():
                         del self._loops[ident]
             client = self.build()
+            closer = _closing(self)
             with self._lock:
-                made = self._loops.setdefault(id(loop), (loop, client))[1]
+                made = self._loops.setdefault(id(loop), (loop, client, closer))[1]
+            if made is not client:
+                return made
+            step: Any = closer.__anext__()
+            try:  # to its `yield`, which registers it with the running loop
+                step.send(None)
+            except StopIteration:
+                pass
             opened = _OPENED.get()
-            if made is client and opened is not None:
+            if opened is not None:
                 opened.append(self)  # closed when its `releasing` scope ends
             return made
 
