@@ -1,6 +1,6 @@
-"""Deterministic analysis on plain values: sections, confidence, approval, stances, agreement.
+"""Reading a reply's labelled sections, its `ANSWER:` line, a confidence and an approval.
 
-Nothing here calls a model; every function is arithmetic or parsing you can read and test.
+Nothing here calls a model; every function is parsing you can read and test.
 """
 from __future__ import annotations
 

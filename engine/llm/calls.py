@@ -381,8 +381,6 @@ class RunContext:
                                                      model)
                     got.usage = read_usage(message, full, got.text, cap)
                     used = got.usage.tokens_in + got.usage.tokens_out
-                    got.simulated = got.simulated or bool(
-                        (getattr(message, "response_metadata", None) or {}).get("simulated"))
                     got.error, got.failure = ("", "") if got.text.strip() else ("empty reply",
                                                                                  EMPTY)
                     break

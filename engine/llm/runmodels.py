@@ -54,11 +54,9 @@ def seat_model(model: Any, temperature: float | None = None,
         return resolve_model(model, temperature, endpoints)
     key = (id(model), temperature, id(endpoints))
     found = memo.get(key)
-    if found is not None and found[0] is model and found[1] is endpoints:
-        return found[2]
-    resolved = _shared(model, temperature, endpoints)
-    memo[key] = (model, endpoints, resolved)
-    return resolved
+    if found is None or found[0] is not model or found[1] is not endpoints:
+        found = memo[key] = (model, endpoints, _shared(model, temperature, endpoints))
+    return found[2]
 
 
 def _shared(model: Any, temperature: float | None, endpoints: EndpointRegistry | None) -> Any:
@@ -67,10 +65,8 @@ def _shared(model: Any, temperature: float | None, endpoints: EndpointRegistry |
         return resolve_model(model, temperature, endpoints)
     key = (model, temperature, id(endpoints))
     found = shared.get(key)
-    if found is not None and found[0] is endpoints:
-        return found[1]
-    resolved = resolve_model(model, temperature, endpoints)
-    if len(shared) >= SHARED_MAX:
-        shared.clear()
-    shared[key] = (endpoints, resolved)
-    return resolved
+    if found is None or found[0] is not endpoints:
+        if len(shared) >= SHARED_MAX:
+            shared.clear()
+        found = shared[key] = (endpoints, resolve_model(model, temperature, endpoints))
+    return found[1]
