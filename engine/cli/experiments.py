@@ -11,7 +11,12 @@ import pandas as pd
 
 from engine.access import cli_user
 from engine.cli.commands import entry
-from engine.cli.runflags import policy_from_args, progress_line
+from engine.cli.runflags import (
+    endpoints_from_args,
+    policy_from_args,
+    progress_line,
+    store_from_args,
+)
 from engine.cli.workers import ending, run_on_pool
 from engine.errors import UNEXPLAINED
 from engine.experiments.headline import headline
@@ -179,10 +184,8 @@ def cmd_run(args: Any) -> int:
     """`experiment run SPEC.yaml`: plan, print the preflight, store and run. `--model` and
     `--base-url` put every seat on one model (`override_model`); the base URL is registered
     for this process as `run --base-url` registers it, so only it receives the key."""
-    from engine.cli.runflags import endpoints_from_args
-    from engine.protocols.storing import open_store
     spec = spec_from_args(args)
-    store = open_store(args.db)
+    store = store_from_args(args)
     if args.workers:
         require_postgres(store)  # before anything is stored
     if args.limit is not None:
@@ -226,10 +229,8 @@ def cost_text(value: float | None) -> str:
 
 
 def cmd_resume(args: Any) -> int:
-    from engine.cli.runflags import endpoints_from_args
     from engine.experiments.budget import set_budget
-    from engine.protocols.storing import open_store
-    store = open_store(args.db)
+    store = store_from_args(args)
     set_unchanged(store, args.experiment_id)  # before a new budget or the pool hears of it
     if args.budget_usd is not None:
         set_budget(store, args.experiment_id, args.budget_usd)
@@ -262,8 +263,7 @@ def _hijack(store: Store, experiment_id: str) -> None:
 
 
 def cmd_show(args: Any) -> int:
-    from engine.protocols.storing import open_store
-    store = open_store(args.db)
+    store = store_from_args(args)
     result = report(store, args.experiment_id, "both")  # simulated and real kept apart
     state, experiment = result.progress, result.experiment
     simulated = result.runs["simulated"] if not result.runs.empty else pd.Series(dtype=bool)
@@ -325,8 +325,7 @@ def cmd_show(args: Any) -> int:
 
 
 def cmd_list(args: Any) -> int:
-    from engine.protocols.storing import open_store
-    frame = list_experiments(open_store(args.db))
+    frame = list_experiments(store_from_args(args))
     if frame.empty:
         say("no experiments yet; start one with python -m engine experiment run SPEC.yaml")
         return 0

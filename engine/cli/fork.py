@@ -6,6 +6,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from engine.cli.runflags import endpoints_from_args, progress_line, store_from_args
+
 if TYPE_CHECKING:
     from engine.models import Turn
 
@@ -14,12 +16,10 @@ def cmd_fork(args: argparse.Namespace) -> int:
     """Fork `args.run_id` at `args.round`; print the new run's id, its answer and the
     parent's, and the command that compares them."""
     from engine.access import cli_user
-    from engine.cli.runflags import endpoints_from_args, progress_line
     from engine.protocols import get_protocol
-    from engine.protocols.storing import open_store
     from engine.services.fork import fork, parse_edit
     from engine.text import terminal_safe
-    store = open_store(args.db)
+    store = store_from_args(args)
     edits = dict(parse_edit(e) for e in args.edit)
 
     def progress(turn: Turn) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.access import cli_user
+from engine.cli.runflags import store_from_args
 from engine.models import ConfigError
 from engine.text import say
 
@@ -18,9 +19,8 @@ APP_URL_ENV = "PARLEY_APP_URL"  # where the app is served: the Markdown's run li
 
 def cmd_approve(args: argparse.Namespace) -> int:
     """Approve the experiment as its name's baseline, approved by the CLI's user."""
-    from engine.protocols.storing import open_store
     from engine.store.approvals import approve, history
-    store = open_store(args.db)
+    store = store_from_args(args)
     approval = approve(store, args.experiment_id, cli_user())
     say(f"experiment {args.experiment_id} is the approved baseline of "
         f"{approval['name']!r} (approved by {approval['approved_by']})")
@@ -35,11 +35,10 @@ def cmd_approve(args: argparse.Namespace) -> int:
 def cmd_gate(args: argparse.Namespace) -> int:
     """Compare the candidate with its baseline; exit 0 on no regression, 1 on a regression
     (each named on a line), 2 on bad input (`ConfigError`, which `main` turns into 2)."""
-    from engine.protocols.storing import open_store
     from engine.reports.gate import gate, markdown, summary_text
     from engine.store.approvals import baseline_of
     from engine.store.experiments import get
-    store = open_store(args.db)
+    store = store_from_args(args)
     candidate = get(store, args.candidate)
     baseline = args.baseline
     if baseline is None:

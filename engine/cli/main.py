@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 
 from engine.access import cli_user
 from engine.cli import commands, fork, gate, rejudge, runflags, sets, share
+from engine.cli.runflags import store_from_args
 from engine.errors import ParleyError
 from engine.models import ConfigError, RunStopped
 from engine.redaction import redact_log_records
@@ -137,11 +138,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _store(args: argparse.Namespace):
-    from engine.protocols.storing import open_store
-    return open_store(getattr(args, "db", None))
-
-
 def _json_text(value: Any, **kw: Any) -> str:
     """JSON for the terminal: C0 controls are escaped by JSON itself; C1 controls (a terminal
     reads U+009B as CSI) and lone surrogates (unprintable) are escaped as `\\uXXXX` too, so
@@ -162,7 +158,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     # the policy flags on top of the configuration, so the run's row says what the run used
     config = {**runflags.config_from_args(args), **runflags.policy_from_args(args)}
     endpoints = runflags.endpoints_from_args(args)
-    store = _store(args)
+    store = store_from_args(args)
 
     def progress(turn) -> None:
         if not args.json:
@@ -209,8 +205,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_runs(args: argparse.Namespace) -> int:
     from engine.reports.runs import score_word, status_text
     from engine.views.blocks import cost_text, simulated_text, simulation_columns
-    frame = _store(args).runs(protocol=args.protocol, label=args.label, status=args.status,
-                              tag=args.tag, limit=args.limit)
+    frame = store_from_args(args).runs(protocol=args.protocol, label=args.label,
+                                       status=args.status, tag=args.tag, limit=args.limit)
     if args.json:
         print(simulation_columns(frame).drop(columns=["config"]).to_json(
             orient="records", date_format="iso"))
@@ -240,7 +236,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     from engine.reports.runs import run_cost_text, score_text, status_text
     from engine.views.blocks import simulated_suffix
-    store = _store(args)
+    store = store_from_args(args)
     try:
         run = store.exported(args.run_id)  # with `simulated_seats`
     except KeyError:
@@ -273,7 +269,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from engine.views.blocks import export_columns
-    store = _store(args)
+    store = store_from_args(args)
     ids = args.run_ids or list(store.runs()["id"])
     for run_id in ids:
         if not store.exists(run_id):
@@ -311,12 +307,12 @@ def cmd_import(args: argparse.Namespace) -> int:
         raise ConfigError(f"import: cannot read {args.path}: {exc.strerror}", "input") from None
     from engine.access import cli_user
     from engine.protocols.storing import import_file
-    print(import_file(_store(args), data, imported_by=cli_user()).summary())
+    print(import_file(store_from_args(args), data, imported_by=cli_user()).summary())
     return 0
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
-    store = _store(args)
+    store = store_from_args(args)
     ids = list(dict.fromkeys(args.run_ids))
     unknown = [run_id for run_id in ids if not store.exists(run_id)]
     if unknown:

@@ -8,7 +8,7 @@ import argparse
 from typing import Any
 
 from engine.access import cli_user
-from engine.cli.runflags import endpoints_from_args
+from engine.cli.runflags import endpoints_from_args, store_from_args
 from engine.models import ConfigError
 from engine.text import say
 
@@ -22,8 +22,7 @@ def cmd_rejudge(args: argparse.Namespace) -> int:
     # loaded when the command runs, not whenever the CLI starts (as `gate` does)
     from engine.experiments.rejudge import rejudge
     from engine.reports.controls import answers_only, answers_only_text
-    from engine.store import Store
-    store = Store(args.db)
+    store = store_from_args(args)
     done = rejudge(store, args.experiment_id, endpoints=endpoints_from_args(args),
                    started_by=cli_user(), concurrency=args.concurrency)
     say(f"experiment {args.experiment_id}: {done.made} run(s) judged again from their final "

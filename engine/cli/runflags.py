@@ -136,6 +136,13 @@ def order_line(result: Any) -> str:
     return f"order: {', '.join(result.order)}{argued}"
 
 
+def store_from_args(args: argparse.Namespace) -> Any:
+    """The store a command's `--db` names (`engine.protocols.storing.open_store`: opened,
+    migrated and its old rows back-filled), imported when a command opens it."""
+    from engine.protocols.storing import open_store
+    return open_store(getattr(args, "db", None))
+
+
 def endpoints_from_args(args: argparse.Namespace) -> Any:
     """The CLI's endpoint registry: the environment's and `.streamlit/secrets.toml`'s (as the
     app's), plus `--base-url` (typed by the operator, so it counts as registered and receives

@@ -7,12 +7,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from engine.cli.runflags import store_from_args
+
 
 def cmd_share(args: argparse.Namespace) -> int:
     """Write the HTML of `args.id` (a run, or with --experiment an experiment) to --out."""
-    from engine.protocols.storing import open_store
     from engine.reports import share
-    store = open_store(args.db)
+    store = store_from_args(args)
     if args.experiment:
         from engine.reports.controls import ANSWERS_ONLY_TAG
         from engine.reports.experiments import report

@@ -7,6 +7,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from engine.access import cli_user
+from engine.cli.runflags import endpoints_from_args, store_from_args
 from engine.experiments import Progress, duration_text, progress
 from engine.llm.transport import releasing
 from engine.text import say
@@ -45,11 +46,9 @@ def cmd_worker(args: Any) -> int:
     import asyncio
     import logging
 
-    from engine.cli.runflags import endpoints_from_args
-    from engine.protocols.storing import open_store
     from engine.workers import arun_worker
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
-    store = open_store(args.db)
+    store = store_from_args(args)
 
     def ready() -> None:
         say(f"worker on {store.url_safe}: {args.concurrency} at a time, queues "
@@ -62,9 +61,8 @@ def cmd_worker(args: Any) -> int:
 
 def cmd_workers(args: Any) -> int:
     """`workers`: print the pool."""
-    from engine.protocols.storing import open_store
     from engine.store.workers import require_postgres
-    store = open_store(args.db)
+    store = store_from_args(args)
     require_postgres(store)
     say(pool_text(store))
     return 0
@@ -72,9 +70,8 @@ def cmd_workers(args: Any) -> int:
 
 def cmd_stop(args: Any) -> int:
     """`experiment stop ID`: stop an experiment the pool runs."""
-    from engine.protocols.storing import open_store
     from engine.workers import stop
-    count = stop(open_store(args.db), args.experiment_id)
+    count = stop(store_from_args(args), args.experiment_id)
     say(f"experiment {args.experiment_id} stopped; {count} job(s) cancelled or aborted")
     return 0
 
