@@ -178,7 +178,4 @@ KINDS = {"answer": _answer, "revise": _revise, "critique": _critique, "judge": _
 def json_reply(world: World, task: Task) -> dict[str, Any]:
     """The JSON object a task with `keys` is answered with."""
     made = KINDS.get(task.kind)
-    if made is not None:
-        return made(world, task)
-    mine = belief(world, task)
-    return _fill(task, {}, mine)
+    return made(world, task) if made is not None else _fill(task, {}, belief(world, task))
