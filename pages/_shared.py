@@ -274,7 +274,7 @@ WARM_MODULES = ("plotly.express", "plotly.graph_objects", "pandas.io.formats.sty
                 "engine.services.rerun",
                 # a run's detail names the simulated model's world (langchain-core: 0.8 s),
                 # the Experiments page its workers (procrastinate: 0.25 s)
-                "engine.simulated", "engine.services.pool", "pages._experiment_form",
+                "engine.simulated", "engine.services.jobs", "pages._experiment_form",
                 "pages._experiment_results", "pages._insights_data", "pages._run_policy",
                 "pages._workers")
 

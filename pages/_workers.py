@@ -12,7 +12,7 @@ import streamlit as st
 
 from engine import ConfigError
 from engine import experiments as ex
-from engine.services.pool import stop, submit
+from engine.services.jobs import stop, submit
 from engine.store import Store
 from engine.store import workers as pool_store
 from pages import _shared

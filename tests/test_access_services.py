@@ -18,7 +18,7 @@ from engine import Store
 from engine import experiments as ex
 from engine.access import LOCAL, Actor, NotAllowed, Role
 from engine.protocols.storing import import_runs
-from engine.services import demo, library, pool
+from engine.services import demo, jobs, library
 from engine.services.tasks import TaskRunner
 from engine.store import migrations
 
@@ -55,8 +55,8 @@ def test_a_viewer_or_no_role_is_refused_by_every_service_and_nothing_changes(sto
         "stop runs": [lambda a: tasks.stop(kept, actor=a)],
         "run experiments": [lambda a: ex.create(store, EXPERIMENT, actor=a),
                             lambda a: tasks.start_experiment(planned, actor=a),
-                            lambda a: pool.submit(store, planned, actor=a),
-                            lambda a: pool.stop(store, planned, actor=a)],
+                            lambda a: jobs.submit(store, planned, actor=a),
+                            lambda a: jobs.stop(store, planned, actor=a)],
         "delete runs": [lambda a: tasks.delete([kept], actor=a),
                         lambda a: demo.remove_demo(store, actor=a)],
         "import": [lambda a: library.import_yaml(store, YAML, actor=a)],

@@ -11,12 +11,21 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
-from engine import Seat, Store, run_debate, run_duel, run_panel, run_peer_review, run_roundtable, run_vote
+from engine import (
+    Seat,
+    Store,
+    run_debate,
+    run_duel,
+    run_panel,
+    run_peer_review,
+    run_roundtable,
+    run_vote,
+)
 from engine.analysis import parse_sections
+from engine.analysis.stances import normalize_stance
 from engine.llm.replies import MAX_DEPTH, MAX_REPLY_CHARS, extract_json
 from engine.protocols.roundtable import parse_stance
-from engine.protocols.ballots import text_value
-from engine.analysis.stances import normalize_stance
+from engine.protocols.tallying import text_value
 
 BUDGET = 5.0  # seconds: generous on a loaded 2-core machine; each case here was 18 s to hours
 
@@ -118,7 +127,7 @@ def test_a_nul_or_lone_surrogate_reply_is_stored_alike_on_every_backend(backend,
 
 
 def test_a_parser_that_raises_degrades_only_its_turn(recording_model, store, monkeypatch):
-    from engine.protocols import ballots, debate, peer_review, roundtable
+    from engine.protocols import debate, peer_review, roundtable, tallying
 
     def broken(*args, **kwargs):
         raise RecursionError("maximum recursion depth exceeded")
@@ -136,7 +145,7 @@ def test_a_parser_that_raises_degrades_only_its_turn(recording_model, store, mon
                              max_iterations=1, store=store)
     assert result.iterations[0].feedback.startswith("Review unavailable: the reply could")
 
-    monkeypatch.setattr(ballots, "normalize_stance", lambda text: broken() if "bad" in str(
+    monkeypatch.setattr(tallying, "normalize_stance", lambda text: broken() if "bad" in str(
         text) else str(text))
     liar = recording_model(fn=lambda convo: '{"stance": "bad", "answer": "x"}')
     result = run_vote("q", voters=[Seat("a"), Seat("b"), Seat("liar", liar)], store=store)

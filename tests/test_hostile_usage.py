@@ -43,7 +43,7 @@ from engine.cli.main import main
 from engine.llm import limits
 from engine.llm.calls import RunContext
 from engine.llm.endpoints import EndpointRegistry
-from engine.llm.limits import Gate, Limiter, Limits, LimitState, Ticket, burst
+from engine.llm.limits import CallGate, Limiter, Limits, LimitState, Ticket, burst
 from engine.llm.prices import (
     REPORTED_USAGE,
     USAGE_ALLOWANCE,
@@ -556,10 +556,10 @@ def test_every_request_asks_for_a_bounded_output_and_the_limiter_counts_it(serve
     registry = register(monkeypatch, endpoint(name, server.base_url, tpm=600_000))
     model = get_model(f"openai:m?endpoint={name}", endpoints=registry)
     assert model.parley_call["max_tokens"] == DEFAULT_MAX_TOKENS
-    gate = Gate(model.parley_call, None, 10.0)
+    gate = CallGate(model.parley_call, None, 10.0)
     assert gate.limits is not None and gate.limits.max_tokens == DEFAULT_MAX_TOKENS
     seat = get_model(f"openai:m?endpoint={name}&max_tokens=77", endpoints=registry)
-    assert Gate(seat.parley_call, None, 10.0).limits.max_tokens == 77
+    assert CallGate(seat.parley_call, None, 10.0).limits.max_tokens == 77
     tpm_panel(name, registry, timeout_per_call=10, retries=0)
     assert all(r["body"].get("max_tokens") == DEFAULT_MAX_TOKENS for r in server.requests)
     # the other providers' clients get theirs in the field each reads (their packages are

@@ -15,7 +15,7 @@ from engine.questions import load_bundled
 from engine.reports import charts, insights, rounds
 from engine.reports.references import DU_2023, DU_MODEL, references
 from engine.reports.runs import Filters
-from engine.views import rounds as frames
+from engine.views import round_frames as frames
 from engine.views.blocks import Block
 
 NAN = float("nan")

@@ -24,7 +24,7 @@ from engine.access import Actor, Role, cli_user
 from engine.cli import main
 from engine.models import ConfigError
 from engine.protocols.storing import import_runs
-from engine.services import pool
+from engine.services import jobs
 from engine.services.tasks import TaskRunner
 from engine.store.experiments import claim
 
@@ -162,7 +162,7 @@ def test_a_worker_gives_the_runs_the_experiments_starter_not_its_own(
     carry the name the experiment was submitted with."""
     store = Store(pg_url)
     experiment_id = ex.create(store, SPEC, actor=ANN)
-    assert pool.submit(store, experiment_id, actor=ANN) == 4
+    assert jobs.submit(store, experiment_id, actor=ANN) == 4
     assert ex.get(store, experiment_id)["started_by"] == "ann@example.com"
     worker = _worker(pg_url, tmp_path / "worker.log")
     try:

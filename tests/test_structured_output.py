@@ -26,10 +26,10 @@ from engine.llm.structured import (
 )
 from engine.models import ConfigError
 from engine.protocols import REGISTRY, arun_config, run_sync
-from engine.protocols.ballots import PROPOSE_SCHEMA
 from engine.protocols.panel import CRITIQUE_SCHEMA, REBUTTAL_SCHEMA, SYNTHESIS_SCHEMA
 from engine.protocols.roundtable import JUDGE_SCHEMA
 from engine.protocols.storing import import_runs
+from engine.protocols.tallying import PROPOSE_SCHEMA
 
 QUESTION = "What is 6 x 7?"
 MODES = ("constrained", "json mode", "prompted")

@@ -200,7 +200,7 @@ def spend(store: Store, experiment_id: str, estimates: Mapping[str, float | None
 
 
 @dataclass
-class Gate:
+class BudgetGate:
     """The in-process runner's budget: `enter(label)` before each cell of configuration
     `label` (True when it may start, after waiting for cells in flight where the budget
     needs their real cost first; False once the budget stopped the experiment: then it

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.cells import Cell
 from engine.config import Donor
-from engine.experiments.budget import Gate, estimates_of
+from engine.experiments.budget import BudgetGate, estimates_of
 from engine.experiments.notices import notify_ended
 from engine.experiments.planning import Plan, plan_of
 from engine.llm.endpoints import registry_or_environment
@@ -229,7 +229,7 @@ async def arun_experiment(store: Store, experiment_id: str, *,  # noqa: PLR0915
             set_values(store, experiment_id, heartbeat_at=now())
         report()
 
-    gate = Gate(store, experiment_id, experiment.budget_usd, estimates_of(experiment),
+    gate = BudgetGate(store, experiment_id, experiment.budget_usd, estimates_of(experiment),
                 sink.flush_turns)
 
     async def worker() -> None:

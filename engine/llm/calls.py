@@ -26,7 +26,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from engine.errors import EMPTY, NOT_AN_API, RATE_LIMITED, TIMED_OUT, UNREADABLE, ParleyError
 from engine.llm.failures import failure_of, is_transient, unreachable
-from engine.llm.limits import Gate, RateLimited, retry_after
+from engine.llm.limits import CallGate, RateLimited, retry_after
 from engine.llm.lines import LineFormat, LineOutput
 from engine.llm.policy import DEFAULT_CONCURRENCY, DEFAULT_RETRIES, DEFAULT_TIMEOUT
 from engine.llm.prices import Usage, call_cost, estimate_usage, model_price, read_usage
@@ -249,7 +249,7 @@ class RunContext:
             "timeout", DEFAULT_TIMEOUT)
         retries = self.retries if self.retries is not None else call.get(
             "retries", DEFAULT_RETRIES)
-        return (timeout, retries, Gate(call, self.store, timeout, stop=self.check_stopped),
+        return (timeout, retries, CallGate(call, self.store, timeout, stop=self.check_stopped),
                 str(call.get("host") or ""))
 
     def check_stop(self) -> None:
@@ -407,7 +407,7 @@ class RunContext:
 
     @staticmethod
     async def _send(model: Any, full: list[dict[str, str]], config: dict[str, Any] | None,
-                    gate: Gate, timeout: float) -> Any:
+                    gate: CallGate, timeout: float) -> Any:
         """One attempt: a slot at the endpoint, then the request, both within `timeout`."""
         waited = await gate.acquire(full, within=timeout or None)
         # what the wait for a slot left of the attempt's time (to the millisecond)

@@ -17,7 +17,7 @@ state an older process wrote, or a row edited by hand, cannot hold an endpoint s
 
 The wait for a slot counts inside the call's timeout: a call whose wait for the rate (or a
 cool-down) is longer than what is left of its time ends at once with `RateLimited`, and a
-call that waits never outlives a Stop (`Gate`'s `stop`, looked at least once a second). A
+call that waits never outlives a Stop (`CallGate`'s `stop`, looked at least once a second). A
 wait for one of the endpoint's calls in flight (`concurrency`) is a queue, not a rate: each
 call ahead ends within its own timeout, so that wait does not count.
 
@@ -321,7 +321,7 @@ def _too_long(limits: Limits, wait: float, within: float) -> str:
 
 
 # ------------------------------------------------------------------ the call's gate
-class Gate:
+class CallGate:
     """What one guarded call passes through: held around all its attempts (this process's
     `concurrency` semaphore), and each attempt `acquire`s, `release`s and reports a refusal."""
 

@@ -36,7 +36,7 @@ from engine.llm.structured import FormattedModel, MarkedOutput, send_with
 from engine.models import RunStopped
 
 if TYPE_CHECKING:
-    from engine.llm.limits import Gate
+    from engine.llm.limits import CallGate
     from engine.store import Store
 
 SUPPORT_KIND = "grammar"  # its rows in the store's endpoint_support
@@ -148,7 +148,7 @@ def _known(capabilities: Capabilities, endpoint: tuple[str, str],
     return None if known is None else known == "yes"
 
 
-async def probe(model: Any, endpoint: tuple[str, str], gate: Gate, timeout: float | None,
+async def probe(model: Any, endpoint: tuple[str, str], gate: CallGate, timeout: float | None,
                 capabilities: Capabilities, store: Store | None = None) -> bool:
     """Whether `endpoint` applies a grammar: known to `capabilities` (the registry's) or to
     another process through `store`, else asked once (concurrent callers wait for the one
@@ -199,7 +199,7 @@ class LineOutput(MarkedOutput):
         self.send = self.switch == "gbnf"
         self.mode = ""
 
-    async def prepare(self, gate: Gate, timeout: float | None) -> None:
+    async def prepare(self, gate: CallGate, timeout: float | None) -> None:
         """Before the call's attempts: with `auto`, whether the endpoint applies a grammar
         (`probe`, through the call's `gate` and `timeout`)."""
         if self.switch == "auto":

@@ -33,7 +33,7 @@ from engine.llm.capabilities import Capabilities
 from engine.models import ConfigError
 
 if TYPE_CHECKING:
-    from engine.llm.limits import Gate
+    from engine.llm.limits import CallGate
     from engine.store import Store
 
 SUPPORT_KIND = "structured"  # its rows in the store's endpoint_support
@@ -208,7 +208,7 @@ class StructuredOutput(MarkedOutput):
     def _remember(self, mode: str) -> None:
         self.capabilities.learn(SUPPORT_KIND, self.endpoint, mode, self.store, keep=_kept)
 
-    async def prepare(self, gate: Gate | None = None, timeout: float | None = None) -> None:
+    async def prepare(self, gate: CallGate | None = None, timeout: float | None = None) -> None:
         """Before the call is admitted by its endpoint's limits (`gate`, unused here): while
         another call of this event loop detects the endpoint's mode, wait for its answer. A
         call admitted first and then kept waiting would send with every other waiting call at

@@ -25,7 +25,6 @@ from engine.checks import require_int, require_text
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
 from engine.models import Seat, Signals, Task, Turn
-from engine.protocols.ballots import confidence_text, require_seats
 from engine.protocols.base import (
     ANSWER_LINE,
     ENDING,
@@ -52,6 +51,7 @@ from engine.protocols.council_result import (
     read_ranking,
     top_confidence,
 )
+from engine.protocols.tallying import confidence_text, require_seats
 from engine.protocols.templates import Template, render
 from engine.views.aggregate import completed, counts_by
 from engine.views.blocks import Block, Chart, InsightsData, Section, warnings_block

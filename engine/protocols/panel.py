@@ -43,18 +43,6 @@ from engine.llm.structured import (
 from engine.models import Seat, Task
 from engine.protocols import base
 from engine.protocols import panel_result as report
-from engine.protocols.ballots import (
-    MAX_DEBATERS,
-    PROPOSE,
-    Proposal,
-    need_stance,
-    peer_proposals,
-    propose,
-    read_proposal,
-    require_seats,
-    screened,
-    text_value,
-)
 from engine.protocols.base import (
     NO_POSITION,
     ProtocolSpec,
@@ -66,6 +54,18 @@ from engine.protocols.base import (
 from engine.protocols.checks import require_seat
 from engine.protocols.panel_result import Assessment, Critique, PanelResult, Rebuttal
 from engine.protocols.personas import CRITIC, JUDGE, PANEL_DEBATERS
+from engine.protocols.tallying import (
+    MAX_DEBATERS,
+    PROPOSE,
+    Proposal,
+    need_stance,
+    peer_proposals,
+    propose,
+    read_proposal,
+    require_seats,
+    screened,
+    text_value,
+)
 from engine.protocols.templates import Template, render
 
 MIN_DEBATERS = 2

@@ -9,7 +9,9 @@ from pydantic import BaseModel, Field
 
 from engine.analysis.stances import Confidence, Tally
 from engine.models import Signals
-from engine.protocols.ballots import (
+from engine.protocols.base import AnswerResult
+from engine.protocols.personas import PERSONAS
+from engine.protocols.tallying import (
     Proposal,
     confidence_text,
     flow_block,
@@ -20,8 +22,6 @@ from engine.protocols.ballots import (
     tally_rows,
     tally_summary,
 )
-from engine.protocols.base import AnswerResult
-from engine.protocols.personas import PERSONAS
 from engine.simulated.world import PERSONA_CAVEAT
 from engine.views.aggregate import completed, rate_by, rate_text
 from engine.views.ballots import (

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 from engine.analysis.agreement import Agreement
 from engine.analysis.stances import Confidence, Tally
 from engine.models import RunResult, Signals
-from engine.protocols.ballots import tally_block
+from engine.protocols.tallying import tally_block
 from engine.views.aggregate import completed, counts_by, rate_by
 from engine.views.blocks import Block, Chart, InsightsData, Section, warnings_block
 

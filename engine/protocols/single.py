@@ -20,7 +20,6 @@ from engine.checks import require_int, require_text
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
 from engine.models import ConfigError, Seat, Signals, Task
-from engine.protocols.ballots import ABSTAINED
 from engine.protocols.base import (
     AnswerResult,
     Option,
@@ -42,6 +41,7 @@ from engine.protocols.society import (
     reply_warning,
     speak,
 )
+from engine.protocols.tallying import ABSTAINED
 from engine.protocols.templates import Template, render
 from engine.views.aggregate import completed, numbers
 from engine.views.blocks import Block, InsightsData, Section, warnings_block

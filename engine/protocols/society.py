@@ -24,17 +24,6 @@ from engine.config import RunKwargs
 from engine.llm.calls import RunContext
 from engine.llm.lines import Line, line_format
 from engine.models import Seat, Signals, Task
-from engine.protocols.ballots import (
-    ABSTAINED,
-    confidence_text,
-    flow_block,
-    require_seats,
-    share,
-    tally_block,
-    tally_metrics,
-    tally_outcome,
-    tally_rows,
-)
 from engine.protocols.base import (
     ANSWER_LINE,
     ENDING,
@@ -52,11 +41,22 @@ from engine.protocols.base import (
     warn_hedge,
 )
 from engine.protocols.checks import require_flags
+from engine.protocols.tallying import (
+    ABSTAINED,
+    confidence_text,
+    flow_block,
+    require_seats,
+    share,
+    tally_block,
+    tally_metrics,
+    tally_outcome,
+    tally_rows,
+)
 from engine.protocols.templates import Template, render
 from engine.views.aggregate import completed
 from engine.views.ballots import tally_charts
 from engine.views.blocks import Block, Chart, InsightsData, Section, warnings_block
-from engine.views.rounds import CONFORMITY, insights_frames
+from engine.views.round_frames import CONFORMITY, insights_frames
 
 FINAL = ("If the answer is a number, give your final answer in the form \\boxed{...} at "
          "the end of your response; otherwise end with a short final answer on its own line.")

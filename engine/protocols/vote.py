@@ -1,7 +1,7 @@
 """Vote baseline (DESIGN 2.4): each voter answers once, independently, with the panel's
 proposal prompt; Python tallies the stances. The equal-calls baseline a debate is compared
 against: N calls, no critique, no rebuttal, no judge. Round one's building blocks are in
-`engine.protocols.ballots`, shared with the panel.
+`engine.protocols.tallying`, shared with the panel.
 """
 from __future__ import annotations
 
@@ -16,7 +16,18 @@ from engine.checks import require_text
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
 from engine.models import Seat, Signals
-from engine.protocols.ballots import (
+from engine.protocols.base import (
+    AnswerResult,
+    ProtocolSpec,
+    Slot,
+    execute,
+    presented,
+    split_run_options,
+    synchronous,
+    tally_carried,
+)
+from engine.protocols.personas import PANEL_DEBATERS
+from engine.protocols.tallying import (
     MAX_DEBATERS,
     PROPOSE,
     Proposal,
@@ -30,17 +41,6 @@ from engine.protocols.ballots import (
     tally_rows,
     tally_summary,
 )
-from engine.protocols.base import (
-    AnswerResult,
-    ProtocolSpec,
-    Slot,
-    execute,
-    presented,
-    split_run_options,
-    synchronous,
-    tally_carried,
-)
-from engine.protocols.personas import PANEL_DEBATERS
 from engine.views.aggregate import completed
 from engine.views.ballots import tally_charts
 from engine.views.blocks import Block, InsightsData, Section, warnings_block

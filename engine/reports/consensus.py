@@ -37,7 +37,7 @@ from engine.protocols import REGISTRY, stored_rounds
 from engine.text import html_text
 from engine.views.aggregate import SIMULATED_SUFFIX, flatten
 from engine.views.blocks import NO_LABEL
-from engine.views.rounds import flag
+from engine.views.round_frames import flag
 
 if TYPE_CHECKING:
     from engine.reports.runs import Filters

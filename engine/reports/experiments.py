@@ -15,7 +15,7 @@ from engine.models import ConfigError
 from engine.store.experiments import CellStates, Progress, cell_key, get, progress, row
 from engine.text import csv_cell, html_text
 from engine.views.aggregate import FEW, KINDS, default_kind, rate_text, split_configs
-from engine.views.rounds import CONFORMITY_FIELDS
+from engine.views.round_frames import CONFORMITY_FIELDS
 
 if TYPE_CHECKING:
     from engine.store import Store

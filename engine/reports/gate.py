@@ -42,13 +42,13 @@ from engine.models import ConfigError
 from engine.reports import consensus
 from engine.reports.experiments import Report, counted, report
 from engine.views.aggregate import SIMULATED_SUFFIX
-from engine.views.rounds import conformity_rates
+from engine.views.round_frames import conformity_rates
 
 if TYPE_CHECKING:
     from engine.store import Store
 
 DEFAULT_MAX_DROP = 0.05
-ADOPTION = "adopted the previous round's majority"  # `views.rounds.CONFORMITY`'s measure
+ADOPTION = "adopted the previous round's majority"  # `views.round_frames.CONFORMITY`'s measure
 NAN = float("nan")
 
 
@@ -135,7 +135,7 @@ def accuracy_difference(baseline: Mapping[str, Sequence[float]],
 
 def _adoption(done: pd.DataFrame, label: str, z: float
               ) -> tuple[float, float, float, int] | None:
-    """Majority adoption: the conformity counts summed (`views.rounds.conformity_rates`),
+    """Majority adoption: the conformity counts summed (`views.round_frames.conformity_rates`),
     with their Wilson interval at `z`."""
     rates = conformity_rates(done, "label", [label])
     mine = rates[rates["measure"] == ADOPTION] if not rates.empty else rates

@@ -1,6 +1,6 @@
 """Accuracy by round and the conformity measures of an experiment's configurations (the
 per-run frames they are counted from, which Insights' rounds sections share, are
-`engine.views.rounds`).
+`engine.views.round_frames`).
 
 Accuracy at round k counts the scored runs that have a round k, each scored with
 `answers_match` (the one scoring rule) on that round's plurality (`round_answers`); a run
@@ -25,7 +25,7 @@ import pandas as pd
 from engine.protocols import REGISTRY
 from engine.reports.references import Reference, references
 from engine.text import html_text
-from engine.views.rounds import (
+from engine.views.round_frames import (
     CONFORMITY,
     ROUND_COLUMNS,
     conformity_rates,
