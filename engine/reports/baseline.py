@@ -20,6 +20,7 @@ import pandas as pd
 from engine.analysis import normalize_stance
 from engine.analysis.answers import Answers
 from engine.models import ConfigError
+from engine.reports.experiments import counted
 
 STATES = ("fixed", "broke", "same", "unscored")
 FILTERS = {"all": "every cell", "different": "different from the baseline only",
@@ -106,8 +107,7 @@ def baseline_matrix(frame: pd.DataFrame, spec: Mapping[str, Any], baseline: str,
         raise ConfigError(f"show must be one of {', '.join(FILTERS)}, got {show!r}", "input")
     if sort not in ("question", "regressions"):
         raise ConfigError(f"sort must be question or regressions, got {sort!r}", "input")
-    counted = frame[frame["counted"].astype(bool)] if not frame.empty else frame
-    cells = _cells(counted)
+    cells = _cells(counted(frame))
     empty = _cell(pd.DataFrame(columns=["answer", "correct", "changed", "shift", "id"]))
     out: dict[str, list[Any]] = {name: [] for name in COLUMNS}  # column by column: a dict
     from_cell = [(out[name], name) for name in empty]  # per row was as many objects to collect
@@ -190,8 +190,7 @@ def answer_matrix(frame: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
     and "not run yet" for a cell with no counted run."""
     labels = [c["label"] for c in spec["configs"]]
     named = matrix_columns(labels)
-    counted = frame[frame["counted"].astype(bool)] if not frame.empty else frame
-    cells = _cells(counted)
+    cells = _cells(counted(frame))
     empty = {"runs": 0}
     rows: dict[str, list[Any]] = {"q": [], "question": [], "expected": [],
                                   **{named[label]: [] for label in labels}}
