@@ -15,10 +15,10 @@ from sqlalchemy import func, select, update
 
 from engine.cells import SUPERSEDED, Cell
 from engine.models import ConfigError, now
-from engine.store import facets
 from engine.store.database import signs_of_life
 from engine.store.readback import aware, columns, decode, decode_tags, tag_cells
 from engine.store.records import error_text, experiment_item, starter
+from engine.store.runs import add_tags
 from engine.store.schema import ExperimentRow, RunRow, TurnRow
 from engine.store.statements import EXPERIMENTS
 from engine.store.store import Store
@@ -104,15 +104,9 @@ def set_values(store: Store, experiment_id: str, **values: Any) -> None:
 
 def supersede(store: Store, run_ids: Sequence[str]) -> None:
     """Tag stale runs `superseded` (kept, but no longer counted as the cell's failure)."""
-    if not run_ids:
-        return
-    with store.writing() as connection:
-        for run_id, tags in connection.execute(select(RunRow.id, RunRow.tags).where(
-                RunRow.id.in_(list(run_ids)))).all():
-            marked = sorted(set(decode_tags(tags)) | {SUPERSEDED})
-            connection.execute(update(RunRow).where(RunRow.id == run_id)
-                               .values(tags=json.dumps(marked)))
-        facets.record(connection, [{"tags": [SUPERSEDED]}])
+    if run_ids:
+        with store.writing() as connection:
+            add_tags(connection, run_ids, [SUPERSEDED])
 
 
 def list_experiments(store: Store) -> pd.DataFrame:
