@@ -84,12 +84,10 @@ class TurnBatch:
         """Flush at the loop's next iteration (or after `window`), at once without a loop."""
         if self._handle is not None:
             return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
+        if not self.deferring():
             self.flush()
             return
-        self._handle = loop.call_later(self.window, self.flush)
+        self._handle = asyncio.get_running_loop().call_later(self.window, self.flush)
 
     def start(self, run_id: str, row: dict[str, Any]) -> None:
         """Queue a new run's row (written before, or with, its first turns)."""

@@ -181,12 +181,12 @@ class RunWriting(Database):
                        if facets.values_of(row.get("tags"), row.get("models")) - self._facets]
                 ended = _write_batch(connection, starts, pairs, endings, new)
         except IntegrityError:
-            if len({*(r["id"] for r in starts), *(r for r, _ in pairs),
-                    *(e["rid"] for e in endings)}) <= 1:
+            ids = dict.fromkeys([*(r["id"] for r in starts), *(r for r, _ in pairs),
+                                 *(e["rid"] for e in endings)])
+            if len(ids) <= 1:
                 return {r: "the run was deleted" for r, _ in pairs}
             ended = {}
-            for run_id in dict.fromkeys([*(r["id"] for r in starts), *(r for r, _ in pairs),
-                                         *(e["rid"] for e in endings)]):
+            for run_id in ids:
                 ended |= self.write_batch([r for r in starts if r["id"] == run_id],
                                           [p for p in pairs if p[0] == run_id],
                                           [e for e in endings if e["rid"] == run_id])
