@@ -1,18 +1,12 @@
 """Human judgement (DESIGN section 4): a person's preference between two runs' final answers
 and a person's 1-5 rating of a run or of one of its turns, each with a comment.
 
-Every label is checked (`engine.store.records`: `PreferenceRecord`, `RatingRecord`) and its
-runs (and turn) must be stored, so a label never points at nothing. One person's judgement
-counts once: a rater's second preference of the same unordered pair, or second rating of the
-same run or turn, replaces the first (the unique indexes `schema.ONE_PREFERENCE` and
-`schema.ONE_RATING` hold it on both backends, two tabs at once included).
-
-Labels travel with their runs: an export holds every label that names the run, and an import
-writes the labels of the runs that file itself adds, and only those (`import_labels`): a
-label riding on a run already stored, or naming one, would let a file vote on runs judged
-here. Each imported label keeps who imported it and when (`imported_by`, `imported_at`):
-its rater is the file's claim. A label dated in the future refuses the file. Deleting a run
-deletes its labels (`delete_labels`, and the tables' `ON DELETE CASCADE`).
+Every label is checked (`PreferenceRecord`, `RatingRecord`) and its runs (and turn) must be
+stored. A rater's second label of the same unordered pair, run or turn replaces the first
+(the unique indexes `schema.ONE_PREFERENCE` and `schema.ONE_RATING` hold it on both backends).
+Labels travel with their runs: an export holds every label naming the run; an import writes
+only the labels of the runs that file adds (`import_labels`: a file may not vote on runs
+judged here), each marked with who imported it and when, its rater being the file's claim.
 """
 from __future__ import annotations
 
