@@ -1,15 +1,8 @@
-"""Runs added up where they are stored: grouped counts and sums in SQL, and typed values
-read without their JSON, so that Insights over a million runs brings back only what its
-figures draw.
-
-`run_summary` groups the matching runs by protocol, label, status, the degraded flag and
-the `simulated` flag (the simulated model played a seat: set from the seats' model specs
-when a run starts or is imported, and back-filled by migration 0012), and returns one row
-per group with its counts and sums: a few hundred rows, whatever the store holds (an index
-holds every column it reads, `ix_runs_summary`). `run_values` reads typed columns of the
-matching runs, every run or a systematic sample of them (every k-th run in time order).
-Both read the runs as `RunReading.runs` presents them: a `running` row whose process is gone
-counts as `interrupted`, as the reaper will store it.
+"""Runs added up where they are stored: grouped counts and sums in SQL, each over an index
+that holds every column it reads, and typed values read without their JSON, so that Insights
+over a million runs brings back only what its figures draw. Every read presents the runs as
+`RunReading.runs` does: a `running` row whose process is gone counts as `interrupted`, as
+the reaper will store it.
 """
 from __future__ import annotations
 
@@ -38,20 +31,28 @@ VALUE_COLUMNS = ("id", "protocol", "label", "status", "created_at", "simulated",
                  "latency", "duration")
 
 
+def _flag(column: Any) -> Any:
+    """A boolean column as true or false (NULL read as false), labelled with its name."""
+    return case((column == true(), true()), else_=false()).label(column.key)
+
+
+def _count_of(column: Any) -> Any:
+    """1 where a boolean column is true, else 0: what a sum counts."""
+    return case((column == true(), 1), else_=0)
+
+
+def _total(value: Any, empty: Any = 0) -> Any:
+    """The sum of `value` over a group, `empty` when it has none."""
+    return func.coalesce(func.sum(value), empty)
+
+
 class RunAggregates(RunReading):
     """The store's grouped reads of runs (a part of `Store`)."""
 
-    def _gone_ids(self, given: RunFilters) -> list[str]:
-        """The matching `running` runs whose process is gone (few: the reaper ends them)."""
-        query, _ = matching(select(RunRow.id, RunRow.status, RunRow.host, RunRow.pid,
-                                   RunRow.heartbeat_at).where(RunRow.status == "running"),
-                            self.engine.dialect.name, given)
-        with self.engine.connect() as connection:
-            rows = connection.execute(query).mappings().all()
-        return [row["id"] for row in rows if self.owner_gone(row)]
-
     def _status_clause(self, given: RunFilters) -> Any:
-        gone = self._gone_ids(given)
+        """A run's status as `runs` presents it: the matching runs whose process is gone (few:
+        the reaper ends them) as `interrupted`."""
+        gone = self._stale(lambda query: matching(query, self.engine.dialect.name, given)[0])
         if not gone:
             return RunRow.status
         return case((RunRow.id.in_(gone), "interrupted"), else_=RunRow.status)
@@ -66,19 +67,16 @@ class RunAggregates(RunReading):
         `degraded_run` and `simulated` are booleans."""
         given = RunFilters(**filters)
         status = self._status_clause(given).label("status")
-        simulated = case((RunRow.simulated == true(), true()), else_=false()).label("simulated")
-        degraded = case((RunRow.degraded_run == true(), true()), else_=false()
-                        ).label("degraded_run")
-        right = case((RunRow.correct == true(), 1), else_=0)
-        silent = case((RunRow.unanswered == true(), 1), else_=0)
+        simulated = _flag(RunRow.simulated)
+        degraded = _flag(RunRow.degraded_run)
         query = select(
             RunRow.protocol, RunRow.label, status, degraded, simulated,
             func.count().label("n"), func.count(RunRow.correct).label("scored"),
-            func.coalesce(func.sum(right), 0).label("correct"),
-            func.coalesce(func.sum(silent), 0).label("unanswered"),
-            func.coalesce(func.sum(RunRow.tokens_in + RunRow.tokens_out), 0).label("tokens"),
-            func.coalesce(func.sum(RunRow.duration), 0.0).label("duration"),
-            func.coalesce(func.sum(RunRow.cost_usd), 0.0).label("cost"),
+            _total(_count_of(RunRow.correct)).label("correct"),
+            _total(_count_of(RunRow.unanswered)).label("unanswered"),
+            _total(RunRow.tokens_in + RunRow.tokens_out).label("tokens"),
+            _total(RunRow.duration, 0.0).label("duration"),
+            _total(RunRow.cost_usd, 0.0).label("cost"),
             func.count().filter(RunRow.cost_usd.is_(None)).label("unpriced"))
         query, _ = matching(query, self.engine.dialect.name, given)
         query = query.group_by(RunRow.protocol, RunRow.label, status, degraded, simulated)
@@ -105,34 +103,29 @@ class RunAggregates(RunReading):
         judge = RunRow.judge_confidence
         band = case((judge >= 0.7, "high"), (judge >= 0.4, "medium"), (judge.is_not(None), "low"),
                     else_=None).label("band")
-        simulated = case((RunRow.simulated == true(), true()), else_=false()).label("simulated")
-        right = case((RunRow.correct == true(), 1), else_=0)
+        simulated = _flag(RunRow.simulated)
         changed = RunRow.mind_changes.is_not(None)
         judged = RunRow.persuaded.is_not(None)
         tallied = RunRow.consensus.is_not(None)
-
-        def total(value: Any) -> Any:
-            return func.coalesce(func.sum(value), 0)
-
         query = select(
             RunRow.protocol, RunRow.label, simulated, RunRow.confidence_level, band,
             func.count().label("n"), func.count(RunRow.correct).label("scored"),
-            total(right).label("correct"),
+            _total(_count_of(RunRow.correct)).label("correct"),
             func.count(RunRow.mind_changes).label("m_runs"),
-            total(case((changed, RunRow.seats), else_=0)).label("m_seats"),
-            total(RunRow.mind_changes).label("m_changes"),
-            total(case((judged, RunRow.seats), else_=0)).label("j_seats"),
-            total(RunRow.persuaded).label("persuaded"), total(RunRow.misled).label("misled"),
+            _total(case((changed, RunRow.seats), else_=0)).label("m_seats"),
+            _total(RunRow.mind_changes).label("m_changes"),
+            _total(case((judged, RunRow.seats), else_=0)).label("j_seats"),
+            _total(RunRow.persuaded).label("persuaded"), _total(RunRow.misled).label("misled"),
             func.count(RunRow.consensus).label("t_runs"),
-            total(RunRow.consensus).label("t_sum"),
-            total(RunRow.consensus * RunRow.consensus).label("t_sq"),
-            total(case((RunRow.consensus >= 1.0, 1), else_=0)).label("unanimous"),
-            total(case((RunRow.tied == true(), 1), else_=0)).label("tied"),
-            total(case((tallied & RunRow.correct.is_not(None), 1), else_=0)).label("t_scored"),
-            total(case((tallied & (RunRow.correct == true()), 1), else_=0)).label("t_right"),
+            _total(RunRow.consensus).label("t_sum"),
+            _total(RunRow.consensus * RunRow.consensus).label("t_sq"),
+            _total(case((RunRow.consensus >= 1.0, 1), else_=0)).label("unanimous"),
+            _total(_count_of(RunRow.tied)).label("tied"),
+            _total(case((tallied & RunRow.correct.is_not(None), 1), else_=0)).label("t_scored"),
+            _total(case((tallied & (RunRow.correct == true()), 1), else_=0)).label("t_right"),
             func.count(RunRow.first_share).label("f_runs"),
-            total(RunRow.first_share).label("f_sum"),
-            total(RunRow.first_share * RunRow.first_share).label("f_sq"),
+            _total(RunRow.first_share).label("f_sum"),
+            _total(RunRow.first_share * RunRow.first_share).label("f_sq"),
         ).where(RunRow.status == "completed")
         query, _ = matching(query, self.engine.dialect.name, given)
         query = query.group_by(RunRow.protocol, RunRow.label, simulated,

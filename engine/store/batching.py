@@ -1,20 +1,14 @@
 """Group commit: the runs of many runs in one event loop written together.
 
-An experiment keeps dozens of runs in flight; a transaction per turn, then two per run (its
-start, then its turns and end), made the store the bottleneck of the loop (`python -m engine
-bench --only http` shows it). A store made by `Store.batched()` queues what its runs write (a
-run's row as it starts, each completed turn, a run's end) and writes it all at the event
-loop's next iteration, in one transaction with everything else queued in the same iteration:
-the new run rows and the turns with one statement each, and the heartbeat of every run with
-turns with one. A run's end is awaited (`finish`): its run goes on only once that transaction
-has committed, so a run counted as done is stored as done.
-
-A crash loses at most what was queued in the loop iteration it interrupts (a run then reads
-`interrupted`, or is missing when even its start was queued, and a resume redoes it);
-`window` (seconds) can widen the batch. A run deleted or stopped elsewhere is noticed at the
-flush and its owner stops at its next turn (`RunStopped`). When the store cannot be written
-(disk full) everything stays queued for the next flush; a run that ends meanwhile is stored
-`failed` (see `before_end`).
+A store made by `Store.batched()` queues what its runs write (a run's row as it starts, each
+completed turn, a run's end) and writes it all at the event loop's next iteration, in one
+transaction (a statement for the new run rows, one for the turns, one for the heartbeat of
+the runs with turns): a transaction per turn made the store the bottleneck of an
+experiment's loop. A run's end is awaited (`finish`), so a run counted as done is stored as
+done; `window` (seconds) can widen a batch. A crash loses at most what was queued in the
+iteration it interrupts; a run deleted or stopped elsewhere is noticed at the flush
+(`RunStopped` at its next turn); when the store cannot be written everything stays queued,
+and a run that ends meanwhile is stored `failed` (`before_end`).
 """
 from __future__ import annotations
 
@@ -84,12 +78,10 @@ class TurnBatch:
         """Flush at the loop's next iteration (or after `window`), at once without a loop."""
         if self._handle is not None:
             return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
+        if not self.deferring():
             self.flush()
             return
-        self._handle = loop.call_later(self.window, self.flush)
+        self._handle = asyncio.get_running_loop().call_later(self.window, self.flush)
 
     def start(self, run_id: str, row: dict[str, Any]) -> None:
         """Queue a new run's row (written before, or with, its first turns)."""

@@ -18,7 +18,7 @@ import re
 import socket
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -361,12 +361,13 @@ class Database:
         return {i for i, status in enumerate(columns["status"]) if status == "running"
                 and self.owner_gone({name: columns[name][i] for name in SIGNS})}
 
-    def _stale(self) -> list[str]:
-        """The ids of runs left `running` by processes that are gone."""
+    def _stale(self, narrow: Callable[[Any], Any] = lambda query: query) -> list[str]:
+        """The ids of runs (among those `narrow` keeps of a query) left `running` by processes
+        that are gone."""
+        query = select(*(getattr(RunRow, name) for name in SIGNS)).where(
+            RunRow.status == "running")
         with self.engine.connect() as connection:
-            rows = connection.execute(select(RunRow.id, RunRow.status, RunRow.host, RunRow.pid,
-                                             RunRow.heartbeat_at)
-                                      .where(RunRow.status == "running")).mappings().all()
+            rows = connection.execute(narrow(query)).mappings().all()
         return [row["id"] for row in rows if self.owner_gone(row)]
 
     def reap(self) -> int:

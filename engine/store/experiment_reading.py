@@ -1,15 +1,11 @@
 """Reading an experiment's runs for its results: one narrow query, typed columns only.
 
 `Store.runs` hands back every column of a run with its configuration, tags and metrics
-parsed, for any filter; an experiment's results over 20,000 runs need a dozen typed columns
-and the run's signals. Here the database does the selecting: only the columns the results
-read; on SQLite only the keys of a run's metrics the results read (`_picked`, a JSON array
-per run instead of 1 KB of JSON to decode); a run's cell read off its tags text
-(`readback.tag_cells`); and a run's configuration sent once per distinct configuration
-(each label's, after the runs in the same statement: `_by_label`; grouped in SQL and joined
-back to each run when a label ran several: `_joined`) instead of once per run, so whether a
-run is simulated is worked out once per configuration an experiment ran, not 20,000 times.
-Rows become columns a thousand at a time, and the runs are sorted here. Reads never write:
+parsed; an experiment's results over 20,000 runs need a dozen typed columns and the run's
+signals. Here the database sends only those: on SQLite only the keys of a run's metrics the
+results read (`_picked`), a run's cell read off its tags text (`readback.tag_cells`), and a
+run's configuration once per distinct configuration (`_by_label`, `_joined`), so whether a
+run is simulated is worked out once per configuration, not once per run. Reads never write:
 a `running` run whose process is gone reads as `interrupted`, as in `Store.runs`.
 """
 from __future__ import annotations

@@ -15,10 +15,10 @@ from sqlalchemy import func, select, update
 
 from engine.cells import SUPERSEDED, Cell
 from engine.models import ConfigError, now
-from engine.store import facets
 from engine.store.database import signs_of_life
 from engine.store.readback import aware, columns, decode, decode_tags, tag_cells
 from engine.store.records import error_text, experiment_item, starter
+from engine.store.runs import add_tags
 from engine.store.schema import ExperimentRow, RunRow, TurnRow
 from engine.store.statements import EXPERIMENTS
 from engine.store.store import Store
@@ -104,15 +104,9 @@ def set_values(store: Store, experiment_id: str, **values: Any) -> None:
 
 def supersede(store: Store, run_ids: Sequence[str]) -> None:
     """Tag stale runs `superseded` (kept, but no longer counted as the cell's failure)."""
-    if not run_ids:
-        return
-    with store.writing() as connection:
-        for run_id, tags in connection.execute(select(RunRow.id, RunRow.tags).where(
-                RunRow.id.in_(list(run_ids)))).all():
-            marked = sorted(set(decode_tags(tags)) | {SUPERSEDED})
-            connection.execute(update(RunRow).where(RunRow.id == run_id)
-                               .values(tags=json.dumps(marked)))
-        facets.record(connection, [{"tags": [SUPERSEDED]}])
+    if run_ids:
+        with store.writing() as connection:
+            add_tags(connection, run_ids, [SUPERSEDED])
 
 
 def list_experiments(store: Store) -> pd.DataFrame:
@@ -367,10 +361,8 @@ def spend_on(connection: Any, experiment_id: str, every: int) -> SpendFigures:
     started = select(ExperimentRow.started_at).where(
         ExperimentRow.id == experiment_id).scalar_subquery()
     this_start = started.is_(None) | (RunRow.created_at >= started)
-    spent, unknown = connection.execute(
-        select(func.coalesce(func.sum(TurnRow.cost_usd), 0.0),
-               func.count().filter(_unknown_cost() & this_start))
-        .select_from(TurnRow).join(RunRow, RunRow.id == TurnRow.run_id).where(mine)).one()
+    spent, unknown = connection.execute(_spent(experiment_id, func.count().filter(
+        _unknown_cost() & this_start))).one()
     ranked = select(
         RunRow.label.label("label"), RunRow.cost_usd.label("cost"),
         func.row_number().over(partition_by=RunRow.label,
@@ -396,10 +388,15 @@ def experiment_spent(store: Store, experiment_id: str) -> float:
     """What an experiment has spent so far in US dollars: the sum of its turns' `cost_usd`
     (an unknown cost adds nothing)."""
     with store.engine.connect() as connection:
-        return float(connection.execute(
-            select(func.coalesce(func.sum(TurnRow.cost_usd), 0.0)).select_from(TurnRow)
-            .join(RunRow, RunRow.id == TurnRow.run_id)
-            .where(RunRow.experiment_id == experiment_id)).scalar_one() or 0.0)
+        return float(connection.execute(_spent(experiment_id)).scalar_one() or 0.0)
+
+
+def _spent(experiment_id: str, *more: Any) -> Any:
+    """The sum of the experiment's turns' `cost_usd` (0 without any), and `more` over the
+    same turns."""
+    return select(func.coalesce(func.sum(TurnRow.cost_usd), 0.0), *more).select_from(
+        TurnRow).join(RunRow, RunRow.id == TurnRow.run_id).where(
+        RunRow.experiment_id == experiment_id)
 
 
 def budget_column(store: Store) -> Any:

@@ -1,18 +1,12 @@
 """Human judgement (DESIGN section 4): a person's preference between two runs' final answers
 and a person's 1-5 rating of a run or of one of its turns, each with a comment.
 
-Every label is checked (`engine.store.records`: `PreferenceRecord`, `RatingRecord`) and its
-runs (and turn) must be stored, so a label never points at nothing. One person's judgement
-counts once: a rater's second preference of the same unordered pair, or second rating of the
-same run or turn, replaces the first (the unique indexes `schema.ONE_PREFERENCE` and
-`schema.ONE_RATING` hold it on both backends, two tabs at once included).
-
-Labels travel with their runs: an export holds every label that names the run, and an import
-writes the labels of the runs that file itself adds, and only those (`import_labels`): a
-label riding on a run already stored, or naming one, would let a file vote on runs judged
-here. Each imported label keeps who imported it and when (`imported_by`, `imported_at`):
-its rater is the file's claim. A label dated in the future refuses the file. Deleting a run
-deletes its labels (`delete_labels`, and the tables' `ON DELETE CASCADE`).
+Every label is checked (`PreferenceRecord`, `RatingRecord`) and its runs (and turn) must be
+stored. A rater's second label of the same unordered pair, run or turn replaces the first
+(the unique indexes `schema.ONE_PREFERENCE` and `schema.ONE_RATING` hold it on both backends).
+Labels travel with their runs: an export holds every label naming the run; an import writes
+only the labels of the runs that file adds (`import_labels`: a file may not vote on runs
+judged here), each marked with who imported it and when, its rater being the file's claim.
 """
 from __future__ import annotations
 
@@ -39,8 +33,6 @@ from engine.text import clean_text
 
 PREFERENCES = cast(Table, PreferenceRow.__table__)
 RATINGS = cast(Table, RatingRow.__table__)
-PREFERENCE_COLUMNS = [c.name for c in PREFERENCES.columns]
-RATING_COLUMNS = [c.name for c in RATINGS.columns]
 CHOICES = ("a", "b", "tie")
 CLOCK_SKEW = timedelta(minutes=5)  # how far ahead of this clock an imported label may be dated
 WRITE_TRIES = 20  # tries of a label that several tabs replace at once (`Labels._replace`)
@@ -165,13 +157,8 @@ class Labels(Database):
         """Preferences as a DataFrame (oldest first): id, run_a, run_b, shown_left, rater,
         choice, comment, created_at, imported_by and imported_at ("" and None: judged here);
         only those naming one of `run_ids` when given."""
-        query = select(PREFERENCES).order_by(PREFERENCES.c.created_at, PREFERENCES.c.id)
-        if run_ids is not None:
-            ids = list(run_ids)
-            query = query.where(or_(PREFERENCES.c.run_a.in_(ids), PREFERENCES.c.run_b.in_(ids)))
-        if rater is not None:
-            query = query.where(PREFERENCES.c.rater == rater)
-        frame = self._frame(query, PREFERENCE_COLUMNS)
+        frame = self._frame(PREFERENCES, run_ids, rater, PREFERENCES.c.run_a,
+                            PREFERENCES.c.run_b)
         frame["shown_left"] = pd.Series([v if isinstance(v, str) else None
                                          for v in frame["shown_left"]],
                                         index=frame.index, dtype=object)
@@ -181,19 +168,22 @@ class Labels(Database):
                 rater: str | None = None) -> pd.DataFrame:
         """Ratings as a DataFrame (oldest first): id, run_id, turn (None: the whole run),
         rater, score, comment, created_at, imported_by and imported_at."""
-        query = select(RATINGS).order_by(RATINGS.c.created_at, RATINGS.c.id)
-        if run_ids is not None:
-            query = query.where(RATINGS.c.run_id.in_(list(run_ids)))
-        if rater is not None:
-            query = query.where(RATINGS.c.rater == rater)
-        frame = self._frame(query, RATING_COLUMNS)
+        frame = self._frame(RATINGS, run_ids, rater, RATINGS.c.run_id)
         frame["turn"] = frame["turn"].astype("Int64")
         return frame
 
-    def _frame(self, query: Any, columns: list[str]) -> pd.DataFrame:
+    def _frame(self, table: Table, run_ids: Sequence[str] | None, rater: str | None,
+               *naming: Any) -> pd.DataFrame:
+        """The labels of `table` (oldest first) whose `naming` columns name one of `run_ids`
+        (all when None), by `rater` when given, as a DataFrame."""
+        query = select(table).order_by(table.c.created_at, table.c.id)
+        if run_ids is not None:
+            query = query.where(or_(*(column.in_(list(run_ids)) for column in naming)))
+        if rater is not None:
+            query = query.where(table.c.rater == rater)
         with self.engine.connect() as connection:
             rows = connection.execute(query).mappings().all()
-        frame = pd.DataFrame([dict(r) for r in rows], columns=columns)
+        frame = pd.DataFrame([dict(r) for r in rows], columns=[c.name for c in table.columns])
         for name in ("created_at", "imported_at"):
             frame[name] = pd.Series([readback.iso(v) for v in frame[name]], index=frame.index,
                                     dtype=object)

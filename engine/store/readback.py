@@ -237,8 +237,9 @@ def row_problems(values: dict[str, Any], shapes: Mapping[str, Any],
     return problems
 
 
-def _table_values(row: dict[str, Any], table: str) -> None:
-    """A row's times as ISO text, its flags as bool and its NULL texts as "", in place."""
+def _table_values(row: dict[str, Any], table: str, problems: list[str]) -> dict[str, Any]:
+    """A row's times as ISO text, its flags as bool, its NULL texts as "" and `unreadable`
+    saying its `problems`, in place."""
     for name in _TIMES[table]:
         if name in row:
             row[name] = iso(row[name])
@@ -248,6 +249,8 @@ def _table_values(row: dict[str, Any], table: str) -> None:
     for name in _NULL_TEXT[table]:
         if name in row:
             row[name] = row[name] or ""
+    row["unreadable"] = "; ".join(problems)
+    return row
 
 
 def run_dict(row: dict[str, Any]) -> dict[str, Any]:
@@ -255,18 +258,14 @@ def run_dict(row: dict[str, Any]) -> dict[str, Any]:
     problems = row_problems(row, RUN_JSON, ("created_at",))
     if row.get("status") not in STATUSES:
         problems.append(f"status {row.get('status')!r} is not one of {', '.join(STATUSES)}")
-    _table_values(row, "runs")
-    row["unreadable"] = "; ".join(problems)
-    return row
+    return _table_values(row, "runs", problems)
 
 
 def turn_dict(row: dict[str, Any]) -> dict[str, Any]:
     """A `turns` row as `Store.get` returns it, with `unreadable`."""
     row.pop("id", None)
-    problems = row_problems(row, TURN_JSON, ("started_at", "finished_at"))
-    _table_values(row, "turns")
-    row["unreadable"] = "; ".join(problems)
-    return row
+    return _table_values(row, "turns", row_problems(row, TURN_JSON, ("started_at",
+                                                                     "finished_at")))
 
 
 def tolerant_frame(frame: pd.DataFrame, shapes: Mapping[str, Any],  # noqa: C901, PLR0912

@@ -49,14 +49,9 @@ def matching(query: Select[*Selected], dialect: str, given: RunFilters
              ) -> tuple[Select[*Selected], full_text.Match | None]:
     """`query` over the runs table narrowed by `given` (every value bound, never spliced
     into SQL), and the full-text match when `transcript` holds a searchable term."""
-    if given.protocol:
-        query = query.where(RunRow.protocol == given.protocol)
-    if given.label:
-        query = query.where(RunRow.label == given.label)
-    if given.status:
-        query = query.where(RunRow.status == given.status)
-    if given.experiment_id:
-        query = query.where(RunRow.experiment_id == given.experiment_id)
+    for name in ("protocol", "label", "status", "experiment_id"):
+        if getattr(given, name):
+            query = query.where(getattr(RunRow, name) == getattr(given, name))
     if given.ids is not None:
         query = query.where(RunRow.id.in_(list(given.ids)))
     if given.tag:

@@ -181,12 +181,12 @@ class RunWriting(Database):
                        if facets.values_of(row.get("tags"), row.get("models")) - self._facets]
                 ended = _write_batch(connection, starts, pairs, endings, new)
         except IntegrityError:
-            if len({*(r["id"] for r in starts), *(r for r, _ in pairs),
-                    *(e["rid"] for e in endings)}) <= 1:
+            ids = dict.fromkeys([*(r["id"] for r in starts), *(r for r, _ in pairs),
+                                 *(e["rid"] for e in endings)])
+            if len(ids) <= 1:
                 return {r: "the run was deleted" for r, _ in pairs}
             ended = {}
-            for run_id in dict.fromkeys([*(r["id"] for r in starts), *(r for r, _ in pairs),
-                                         *(e["rid"] for e in endings)]):
+            for run_id in ids:
                 ended |= self.write_batch([r for r in starts if r["id"] == run_id],
                                           [p for p in pairs if p[0] == run_id],
                                           [e for e in endings if e["rid"] == run_id])
@@ -224,18 +224,10 @@ class RunWriting(Database):
         if result.run_id and self.exists(result.run_id):
             new_label, new_tags = records.labels(label, tags)
             with self.writing() as connection:
-                old = connection.execute(select(RunRow.tags).where(
-                    RunRow.id == result.run_id)).scalar()
-                values: dict[str, Any] = {}
                 if label is not None:
-                    values["label"] = new_label
-                if new_tags:
-                    values["tags"] = json.dumps(sorted(set(readback.decode_tags(old)) |
-                                                       set(new_tags)), ensure_ascii=False)
-                if values:
                     connection.execute(update(RunRow).where(RunRow.id == result.run_id)
-                                       .values(**values))
-                    facets.record(connection, [{"tags": values.get("tags")}])
+                                       .values(label=new_label))
+                add_tags(connection, [result.run_id], new_tags)
             return result.run_id
         assessed = assessed if assessed is not None else result.assessment()
         if assessed is None:
@@ -270,6 +262,18 @@ class RunWriting(Database):
             for run_id in ids:
                 self._pending.pop(run_id, None)
         return count
+
+
+def add_tags(connection: Any, run_ids: Sequence[str], tags: Sequence[str]) -> None:
+    """Add `tags` to each of the runs `run_ids` (kept sorted, each once), and to the
+    filters' values (`engine.store.facets`)."""
+    if not run_ids or not tags:
+        return
+    for run_id, old in connection.execute(select(RunRow.id, RunRow.tags).where(
+            RunRow.id.in_(list(run_ids)))).all():
+        connection.execute(update(RunRow).where(RunRow.id == run_id).values(tags=json.dumps(
+            sorted(set(readback.decode_tags(old)) | set(tags)), ensure_ascii=False)))
+    facets.record(connection, [{"tags": list(tags)}])
 
 
 def _ending(run_id: str, result: RunResult, metrics: Mapping[str, Any], error: str,

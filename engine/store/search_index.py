@@ -9,15 +9,10 @@ step without a hook of its own. On SQLite an external-content FTS5 table (`searc
 unicode61 tokenizer without diacritics) indexes `search_docs.body`; on PostgreSQL a stored
 `tsvector` column (the `simple` configuration: no stemming, as FTS5) with a GIN index.
 
-Each document holds at most `MAX_INDEXED` characters of its text, on both backends alike: a
-tsvector is refused past 1 MB ("string is too long for tsvector"), which a 1.8 MB reply
-reached and so failed its run's write on PostgreSQL, while SQLite took it. 20,000 characters
-(about 110 KB of tsvector at most whatever the script: 100,000 measured 530 KB with one- to
-three-letter words in 2-, 3- and 4-byte letters) keep the index from failing a write and keep
-its copy of a reply small beside the reply: six replies at the stored cap (256 KB) add 120 KB
-of copies, not 600 KB, so a run of six capped replies stays under 2 MB of store. A match past
-a text's first 20,000 characters is not found (migrations `0010_search_bounded` and
-`0020_search_bounded_tighter` cut the documents stored before them).
+Each document holds at most `MAX_INDEXED` characters of its text, on both backends alike:
+PostgreSQL refuses a tsvector past 1 MB ("string is too long for tsvector"), and 20,000
+characters make at most about 110 KB of one whatever the script, while a capped reply's copy
+stays small beside it. A match past a text's first 20,000 characters is not found.
 """
 from __future__ import annotations
 

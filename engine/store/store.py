@@ -1,11 +1,6 @@
-"""`Store`: the one public class over the store's parts, one database per instance.
-
-Each part is its own module: `database` (open, migrate, write transactions, the reaper),
-`runs` (a run's lifecycle), `reading` (runs and turns out, the live view's reads),
-`transfer` (export and import), `aggregates` (runs added up in SQL), `library`,
-`experiment_reading` (an experiment's runs for its results, narrow and typed), `labels`
-(people's preferences and ratings) and
-`experiments` (functions over a store).
+"""`Store`: the one public class over the store's parts (a module each: `database`, `runs`,
+`reading`, `transfer`, `aggregates`, `library`, `experiment_reading`, `labels`), one database
+per instance; `experiments` holds functions over a store.
 """
 from __future__ import annotations
 

@@ -91,34 +91,31 @@ def checked_record(where: str, doc: Any, results: Mapping[str, type[Any]]) -> Ru
     if not isinstance(doc, dict) or "id" not in doc or "protocol" not in doc:
         raise ConfigError(f"import: {where} is not a Parley run export (it needs an "
                           "id, a protocol and a question); nothing was imported", "input")
+
+    def refused(problem: str) -> ConfigError:
+        return ConfigError(f"import: {where} (run {str(doc['id'])[:40]!r}){problem}; nothing "
+                           "was imported", "input")
     if doc.get("unreadable"):
-        raise ConfigError(f"import: {where} (run {str(doc['id'])[:40]!r}) was exported "
-                          f"unreadable ({str(doc['unreadable'])[:200]!r}); nothing was "
-                          "imported", "input")
+        raise refused(f" was exported unreadable ({str(doc['unreadable'])[:200]!r})")
     try:
         record = RunRecord.model_validate(doc)
     except ValidationError as exc:
-        raise ConfigError(f"import: {where} (run {str(doc['id'])[:40]!r}): "
-                          f"{why_invalid(exc)}; nothing was imported", "input") from None
+        raise refused(f": {why_invalid(exc)}") from None
     if record.protocol not in results:  # no page, chart or re-run could read it
-        raise ConfigError(f"import: {where} (run {record.id!r}): protocol "
-                          f"{record.protocol!r} is not one of Parley's "
-                          f"({', '.join(results)}); nothing was imported", "input")
+        raise refused(f": protocol {record.protocol!r} is not one of Parley's "
+                      f"({', '.join(results)})")
     problem = result_problem(record.protocol, record.result, results[record.protocol])
     if problem:
-        raise ConfigError(f"import: {where} (run {record.id!r}): result {problem}; "
-                          "nothing was imported", "input")
+        raise refused(f": result {problem}")
     seen: set[int] = set()
     for turn in record.turns:
         if turn.idx in seen:
-            raise ConfigError(f"import: {where} (run {record.id!r}): turn {turn.idx} "
-                              "appears twice; nothing was imported", "input")
+            raise refused(f": turn {turn.idx} appears twice")
         seen.add(turn.idx)
     labels.misfiled(where, record)
     seat_problem = turn_seat_problem(record)
     if seat_problem:
-        raise ConfigError(f"import: {where} (run {record.id!r}): {seat_problem}; nothing was "
-                          "imported", "input")
+        raise refused(f": {seat_problem}")
     return record
 
 

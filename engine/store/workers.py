@@ -39,6 +39,7 @@ from engine.store.experiments import (
     spend_on,
     supersede,
 )
+from engine.store.limits import shared as is_postgres
 from engine.store.liveness import owner_gone
 from engine.store.readback import aware, decode_tags
 from engine.store.records import starter
@@ -55,11 +56,6 @@ WORKERS = cast(Table, WorkerRow.__table__)
 # follower (`experiment run --workers --wait`) reads again.
 DATABASE_ERRORS: tuple[type[Exception], ...] = (OperationalError, StoreWriteError)
 _SCHEMA_LOCK = 7_716_001  # advisory lock key: one process applies the queue's schema
-
-
-def is_postgres(store: Store) -> bool:
-    """True when the store is PostgreSQL (the pool needs it)."""
-    return bool(store.engine.dialect.name == "postgresql")
 
 
 def require_postgres(store: Store) -> None:
