@@ -15,6 +15,7 @@ from engine import experiments as ex
 from engine.services.jobs import stop, submit
 from engine.store import Store
 from engine.store import workers as pool_store
+from engine.store.limits import shared as on_postgresql
 from pages import _shared
 
 REFRESH_EVERY = 2.0  # seconds between reads of the pool while it runs the experiment
@@ -22,7 +23,7 @@ REFRESH_EVERY = 2.0  # seconds between reads of the pool while it runs the exper
 
 def available(store: Store) -> bool:
     """True when the pool can be used: a writable PostgreSQL store."""
-    return pool_store.is_postgres(store) and not store.read_only
+    return on_postgresql(store) and not store.read_only
 
 
 def choose(store: Store) -> bool:
