@@ -6,7 +6,7 @@ the reaper will store it.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pandas as pd
@@ -143,12 +143,8 @@ class RunAggregates(RunReading):
         of its runs' results, without their metrics, tags or configuration (the parsed
         `config` too with `with_config`: who sat where, for who moved whom)."""
         columns = ["id", "label", "expected", "result", *(["config"] if with_config else [])]
-        rows: list[Any] = []
-        with self.engine.connect() as connection:
-            for start in range(0, len(ids), 5_000):
-                rows += connection.execute(select(
-                    *(getattr(RunRow, name) for name in columns)).where(
-                    RunRow.id.in_(list(ids[start:start + 5_000])))).all()
+        rows = self._by_chunks(ids, lambda chunk: select(
+            *(getattr(RunRow, name) for name in columns)).where(RunRow.id.in_(chunk)))
         frame = pd.DataFrame(rows, columns=columns)
         for name in columns[3:]:
             frame[name] = [readback.decode(raw, dict, {})[0] for raw in frame[name]]
@@ -160,20 +156,22 @@ class RunAggregates(RunReading):
         (one grouped query per 5,000 runs; round 0 holds the turns outside the rounds): what
         the what-if replay saves when it stops a run after a round."""
         columns = ["run_id", "round", "tokens", "cost", "unpriced"]
-        rows: list[Any] = []
-        with self.engine.connect() as connection:
-            for start in range(0, len(ids), 5_000):
-                rows += connection.execute(select(
-                    TurnRow.run_id, TurnRow.round,
-                    func.coalesce(func.sum(TurnRow.tokens_in + TurnRow.tokens_out), 0),
-                    func.coalesce(func.sum(TurnRow.cost_usd), 0.0),
-                    func.count().filter(TurnRow.cost_usd.is_(None)))
-                    .where(TurnRow.run_id.in_(list(ids[start:start + 5_000])))
-                    .group_by(TurnRow.run_id, TurnRow.round)).all()
+        rows = self._by_chunks(ids, lambda chunk: select(
+            TurnRow.run_id, TurnRow.round, _total(TurnRow.tokens_in + TurnRow.tokens_out),
+            _total(TurnRow.cost_usd, 0.0), func.count().filter(TurnRow.cost_usd.is_(None)))
+            .where(TurnRow.run_id.in_(chunk)).group_by(TurnRow.run_id, TurnRow.round))
         frame = pd.DataFrame(rows, columns=columns)
         frame["round"] = frame["round"].fillna(0)  # a NULL round: outside the rounds
         return frame.groupby(["run_id", "round"], as_index=False).sum().astype(
             {"round": "int64", "tokens": "int64", "cost": float, "unpriced": "int64"})
+
+    def _by_chunks(self, ids: Sequence[str], query: Callable[[list[str]], Any]) -> list[Any]:
+        """The rows of `query` over the runs `ids`, asked 5,000 ids at a time."""
+        rows: list[Any] = []
+        with self.engine.connect() as connection:
+            for start in range(0, len(ids), 5_000):
+                rows += connection.execute(query(list(ids[start:start + 5_000]))).all()
+        return rows
 
     def count_runs(self, **filters: Any) -> int:
         """How many runs match (filters as `runs` takes them): one count in SQL."""

@@ -78,11 +78,6 @@ def preference_record(values: Mapping[str, Any], what: str = "preference") -> Pr
     return record
 
 
-def rating_record(values: Mapping[str, Any], what: str = "rating") -> RatingRecord:
-    """A checked rating (`ConfigError` naming the field)."""
-    return validate(RatingRecord, values, what)
-
-
 class Labels(Database):
     """The store's human labels (a part of `Store`)."""
 
@@ -116,9 +111,9 @@ class Labels(Database):
         turn). `ConfigError` when a value is not valid or the run (or the
         turn) is not stored; `NotAllowed` when `actor` may not label."""
         require(actor, "label runs")
-        record = rating_record({"id": uuid4().hex[:16], "run_id": run_id, "turn": turn,
-                                "rater": _text(rater), "score": score,
-                                "comment": _text(comment)})
+        record = validate(RatingRecord, {"id": uuid4().hex[:16], "run_id": run_id, "turn": turn,
+                                         "rater": _text(rater), "score": score,
+                                         "comment": _text(comment)}, "rating")
         same_turn = RATINGS.c.turn.is_(None) if record.turn is None else \
             RATINGS.c.turn == record.turn
 

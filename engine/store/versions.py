@@ -11,6 +11,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from engine.store.records import fit
+
 VERSION_DIGITS = 12
 
 
@@ -32,9 +34,8 @@ def set_version(questions: Sequence[Any]) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:VERSION_DIGITS]
 
 
-def _short(text: str, width: int = 60) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[:width - 1] + "…"
+def _short(text: str) -> str:
+    return fit(" ".join(text.split()), 60)
 
 
 def set_changes(before: Mapping[int, Any], after: Sequence[Any], count: int | None = None
