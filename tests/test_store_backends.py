@@ -39,6 +39,18 @@ def test_filters_are_bound_not_spliced(backend):
     assert len(backend.runs()) == 2
 
 
+def test_a_tag_outside_ascii_filters_its_runs(backend):
+    """Tags are stored as written, so the filter looks for them as written (it looked for
+    the escaped spelling and found no run tagged 'café'); a row written escaped still matches."""
+    a = _debate(backend, label="alpha", tags=["café", "日本"])
+    assert list(backend.runs(tag="café")["id"]) == [a.run_id]
+    assert list(backend.runs(tag="日本")["id"]) == [a.run_id]
+    assert backend.runs(tag="cafe").empty
+    with backend.engine.begin() as connection:
+        connection.exec_driver_sql("UPDATE runs SET tags = '[\"caf\\u00e9\"]'")
+    assert list(backend.runs(tag="café")["id"]) == [a.run_id]
+
+
 def test_export_import_round_trip(backend, tmp_path):
     a = _debate(backend)
     b = run_peer_review("Write notes", producer="simulated", reviewer="simulated",

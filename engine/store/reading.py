@@ -55,7 +55,9 @@ def matching(query: Select[*Selected], dialect: str, given: RunFilters
     if given.ids is not None:
         query = query.where(RunRow.id.in_(list(given.ids)))
     if given.tag:
-        query = query.where(RunRow.tags.contains(json.dumps(given.tag), autoescape=True))
+        # tags are stored as written (`ensure_ascii=False`); a row written escaped matches too
+        spelled = {json.dumps(given.tag, ensure_ascii=False), json.dumps(given.tag)}
+        query = query.where(or_(*(RunRow.tags.contains(s, autoescape=True) for s in spelled)))
     if given.model:
         query = query.where(RunRow.models.contains(given.model, autoescape=True))
     if given.search:
