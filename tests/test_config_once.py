@@ -211,3 +211,15 @@ def test_an_experiment_plan_resolves_each_configuration_once(store, spied):
     assert time_preflight(checked, store)["seconds"] is not None
     assert checked.preflight()["runs"] == 8
     assert len(spied) == 2  # the time estimate and the notes take its resolved configurations
+
+
+def test_a_baseline_resolves_its_configuration_once(spied):
+    from engine.protocols.baselines import equal_compute, equal_tokens
+    config = {"protocol": "panel", "label": "p"}
+    paired = equal_compute(config)
+    assert spied == ["panel"]  # estimated and seated from one value
+    assert paired is not None and paired.samples == paired.calls == 8
+    spied.clear()
+    tokens = equal_tokens(config, tokens=3000.0, runs=4)
+    assert spied == ["panel"]
+    assert tokens is not None and len(tokens.config["seats"]["voters"]) == tokens.samples
