@@ -223,3 +223,13 @@ def test_a_baseline_resolves_its_configuration_once(spied):
     tokens = equal_tokens(config, tokens=3000.0, runs=4)
     assert spied == ["panel"]
     assert tokens is not None and len(tokens.config["seats"]["voters"]) == tokens.samples
+
+
+def test_a_library_import_checks_each_configuration_once(store, spied):
+    from engine.services import library
+    text = ("configurations:\n  - name: brief vote\n    protocol: vote\n"
+            "  - name: brief panel\n    protocol: panel\n    retries: 1\n")
+    assert library.import_yaml(store, text)["config"] == 2
+    assert sorted(spied) == ["panel", "vote"]
+    saved = {c["label"]: c["config"] for c in library.configs(store)}
+    assert saved["brief panel"]["retries"] == 1 and saved["brief vote"]["protocol"] == "vote"
