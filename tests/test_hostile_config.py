@@ -271,7 +271,7 @@ def test_a_saved_seat_temperature_survives_the_run_page(db_url):
     at.text_area(key="run-1-question").input("Should we?").run()
     assert not at.error, [e.value for e in at.error]
     at.button(key="run-save").click().run()
-    judge = library.load_config(store, "warm")["seats"]["judge"][0]
+    judge = store.saved_config("warm")["seats"]["judge"][0]
     assert judge["temperature"] == 0.3
 
 

@@ -95,7 +95,7 @@ def test_saved_configuration_runs_as_saved(store):
     assert config["seats"]["proponent"][0]["icon"] == "💡"
     assert validate_config(config) == {"calls": 3, "waves": 3, "tokens": 1800}
     library.save_config(store, config)
-    loaded = library.load_config(store, "brief judge")
+    loaded = store.saved_config("brief judge")
     assert loaded == config
     assert [c["label"] for c in library.configs(store)] == ["brief judge"]
     # Picking it up again gives the same choices back (persona by name, not by text).

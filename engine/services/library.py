@@ -241,11 +241,6 @@ def _put_config(store: Store, label: str, resolved: Resolved, item_id: int | Non
     return put(store, CONFIG, label, body, item_id=item_id)
 
 
-def load_config(store: Store, label: str) -> dict[str, Any]:
-    """The configuration saved as `label`, ready for `arun_config`."""
-    return dict(store.saved_config(label))
-
-
 # ---------------------------------------------------------------------- YAML
 def to_yaml(value: Any) -> str:
     """Any library value as readable YAML (unicode kept, keys in their order)."""
