@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from apptest_helpers import plain
 from plugins.hostile import RUN_ID, TAG, assert_inert
+from plugins.reruns import rerun
 from streamlit.testing.v1 import AppTest
 
 from engine import Store
 from engine.protocols import arun_config, run_sync
-from engine.services.rerun import rerun
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 HOSTILE = "<script>alert('x')</script> **bold** [link](http://evil.example)"
@@ -94,7 +94,7 @@ def test_the_runs_page_picker_opens_the_comparison(db):
 
 def test_a_rerun_compares_with_its_original(db):
     first = stored(db, 1, "original")
-    again = rerun(db, db.get(first)).run_id
+    again = rerun(db, db.get(first))["id"]
     at = open_app("pages/runs.py", run=first)
     assert not [b for b in at.button if b.key == "runs_compare_original"]
     at = open_app("pages/runs.py", run=again)

@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from engine import Store
 from engine import experiments as ex
-from engine.questions import load_bundled
+from engine.questions import question_set
 
 ROOT = Path(__file__).resolve().parent.parent
 SOCIETY = [{"protocol": "society", "label": "society-3x2", "model": "simulated",
@@ -23,7 +23,7 @@ def society_experiment(url: str) -> str:
     """Three arithmetic problems x a society 3x2 and a 3x1, simulated, run to the end."""
     store = Store(url)
     experiment_id = ex.create(store, ex.plan({
-        "questions": [q.as_dict() for q in load_bundled("arithmetic")[:3]],
+        "questions": [q.as_dict() for q in question_set("arithmetic")[:3]],
         "source": "bundled:arithmetic", "configs": SOCIETY}, store))
     ex.run_experiment(store, experiment_id)
     return experiment_id

@@ -144,13 +144,13 @@ def test_saving_under_an_existing_label_asks_before_replacing(db_url):
     at.button(key="run-save").click().run()
     assert not at.exception, at.exception
     assert "already saved as baseline" in at.warning[0].value
-    assert library.load_config(Store(db_url), "baseline")["protocol"] == "vote"  # untouched
+    assert Store(db_url).saved_config("baseline")["protocol"] == "vote"  # untouched
     at.button(key="run-save-keep").click().run()
     assert not [b for b in at.button if b.key == "run-save-replace"]
     at.button(key="run-save").click().run()
     at.button(key="run-save-replace").click().run()
     assert "Replaced the configuration baseline" in at.success[0].value
-    assert library.load_config(Store(db_url), "baseline")["protocol"] == "duel"
+    assert Store(db_url).saved_config("baseline")["protocol"] == "duel"
 
 
 def test_a_persona_picked_for_a_seat_names_it_in_the_tally_and_on_insights(db_url):

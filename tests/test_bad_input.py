@@ -31,6 +31,7 @@ from engine.protocols import arun_config, get_protocol, run_sync
 from engine.protocols.storing import import_runs
 from engine.questions import files as qsets
 from engine.services import library
+from engine.protocols.validation import validate_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -158,8 +159,8 @@ API_CASES = [
      lambda m, s: qsets.parse_questions('{"question": ' + "[" * 100_000 + "]" * 100_000 + "}",
                                         "q.jsonl"), "input", ["row 1", "nested too deeply"]),
     ("saved configuration with a bad placeholder",
-     lambda m, s: library.validate_config({"protocol": "panel",
-                                           "prompts": {"critique": "{question} {nonsense}"}}),
+     lambda m, s: validate_config({"protocol": "panel",
+                                   "prompts": {"critique": "{question} {nonsense}"}}),
      "input", ["{nonsense}"]),
     # issue 10, bullet 1: keys stay home
     ("a key inside a model spec",
@@ -208,12 +209,12 @@ API_CASES = [
      lambda m, s: run_sync(arun_config({"protocol": "debate", "modle": "simulated"}, "q",
                                        store=s)), "input", ["'modle'", "model"]),
     ("a seat key misspelt",
-     lambda m, s: library.validate_config({"protocol": "debate",
-                                           "seats": {"judge": {"baseurl": "x"}}}),
+     lambda m, s: validate_config({"protocol": "debate",
+                                   "seats": {"judge": {"baseurl": "x"}}}),
      "input", ["'baseurl'", "name"]),
     ("a saved max_rounds beyond the form's range",
-     lambda m, s: library.validate_config({"protocol": "debate",
-                                           "options": {"max_rounds": 50}}),
+     lambda m, s: validate_config({"protocol": "debate",
+                                   "options": {"max_rounds": 50}}),
      "limit", ["max_rounds must be 1..20"]),
     ("temperature=hot in a spec",
      lambda m, s: run_vote("q", voters=["openai:m?temperature=hot", m], store=s),

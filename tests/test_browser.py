@@ -157,7 +157,7 @@ def pick(page, key: str, option: str, multiselect: bool = False) -> None:
 
 def test_experiment_two_configurations_to_calibration(shared_app, page, shots):
     from engine import experiments as ex
-    from engine.questions import bundled_sets
+    from engine.questions import catalogue
     base, db_url = shared_app
     store = Store(db_url)
 
@@ -172,7 +172,7 @@ def test_experiment_two_configurations_to_calibration(shared_app, page, shots):
     if expander.first.locator("details").first.get_attribute("open") is None:
         rerun(page, expander.first.locator("summary").first.click)
     page.locator(".st-key-exp-set button[aria-label='Open']").wait_for(state="visible")
-    sizes = bundled_sets()
+    sizes = {info.name: info.size for info in catalogue()}
     pick(page, "exp-set", f"{EXPERIMENT_SET} ({sizes[EXPERIMENT_SET]} questions)")
     for label in EXPERIMENT_CONFIGS:
         pick(page, "exp-configs", label, multiselect=True)

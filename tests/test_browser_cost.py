@@ -18,7 +18,7 @@ from plugins.browser import expect, goto, open_tab, settle
 
 from engine import Store
 from engine import experiments as ex
-from engine.questions import load_bundled
+from engine.questions import question_set
 
 PRICES = {"openai:priced-model": {"input": 2.5, "output": 10.0},
           "openai:cheap-model": {"input": 0.15, "output": 0.6}}
@@ -39,7 +39,7 @@ def test_pareto_and_position_charts(app, page, shots, monkeypatch):  # noqa: F81
     loopback_only(monkeypatch, "OPENAI_API_KEY", "OPENAI_BASE_URL")
     monkeypatch.setenv("PARLEY_PRICES", json.dumps(PRICES))
     store = Store(db_url)
-    questions = [q.as_dict() for q in load_bundled("arithmetic")[:8]]
+    questions = [q.as_dict() for q in question_set("arithmetic")[:8]]
     with SimulatedOpenAI(answers={q["question"]: q["expected"] for q in questions}) as server:
         plan = ex.plan({"name": "priced", "questions": questions,
                         "configs": _configs(server.base_url), "concurrency": 8}, store)

@@ -10,7 +10,7 @@ from plugins.browser import click_point, expect, goto, open_tab, settle
 
 from engine import Store
 from engine import experiments as ex
-from engine.questions import load_bundled
+from engine.questions import question_set
 
 
 @pytest.fixture
@@ -39,7 +39,7 @@ def test_accuracy_by_round_with_reference_points(app, page, shots):  # noqa: F81
     base, db_url = app
     store = Store(db_url)
     plan = ex.plan({"name": "society on arithmetic",
-                    "questions": [q.as_dict() for q in load_bundled("arithmetic")[:5]],
+                    "questions": [q.as_dict() for q in question_set("arithmetic")[:5]],
                     "source": "bundled:arithmetic", "configs": CONFIGS}, store)
     experiment_id = ex.create(store, plan)
     ex.run_experiment(store, experiment_id)
@@ -102,7 +102,7 @@ def test_a_clicked_point_of_accuracy_by_round_lists_its_configurations_runs(app,
     base, db_url = app
     store = Store(db_url)
     plan = ex.plan({"name": "society points", "configs": CONFIGS,
-                    "questions": [q.as_dict() for q in load_bundled("arithmetic")[:3]],
+                    "questions": [q.as_dict() for q in question_set("arithmetic")[:3]],
                     "source": "bundled:arithmetic"}, store)
     experiment_id = ex.create(store, plan)
     ex.run_experiment(store, experiment_id)

@@ -9,11 +9,11 @@ from plugins.browser import expect, goto, settle
 
 import engine.experiments as ex
 from engine import Store
-from engine.questions.sets import load_bundled
+from engine.questions.sets import question_set
 from engine.reports.gate import gate
 from engine.reports.gate import markdown as gate_markdown
 
-QUESTIONS = [q.as_dict() for q in load_bundled("arithmetic")[:16]]
+QUESTIONS = [q.as_dict() for q in question_set("arithmetic")[:16]]
 
 
 def spec(name: str, model: str, questions: list | None = None) -> dict:

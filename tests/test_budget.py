@@ -533,3 +533,10 @@ def test_the_stored_budget_is_read_in_the_database(backend):
     assert stored_budget(backend, with_one) == 2.5 and stored_budget(backend, without) is None
     set_budget(backend, without, 7)
     assert stored_budget(backend, without) == 7.0
+
+
+@pytest.mark.parametrize("value", [float("nan"), "nan", " NaN "])
+def test_a_budget_that_is_not_a_number_is_called_so(value):
+    with pytest.raises(ConfigError) as caught:
+        budget_of(value)
+    assert str(caught.value) == f"budget_usd must be a number of US dollars, got {value!r}"

@@ -18,7 +18,7 @@ from engine.experiments.planning import plan, time_preflight
 from engine.llm.endpoints import EndpointRegistry
 from engine.llm.policy import CallPolicy
 from engine.protocols import resolve_config
-from engine.services.rerun import rerun_config
+from engine.services.rerun import rerun_resolved
 from engine.services.runform import policy_line, with_call_policy
 from engine.reports.timing import policy_defaults, time_estimate
 from engine.store.latency import measured_latency
@@ -130,7 +130,7 @@ def test_run_page_advanced_calls_area_is_kept_with_the_run_and_its_rerun(db_url)
     assert {k: run["config"].get(k) for k in ("timeout_per_call", "retries",
                                                "concurrency")} == {
         "timeout_per_call": 90.0, "retries": 1, "concurrency": 2}
-    again = rerun_config(run["config"])  # Re-run repeats them
+    again = rerun_resolved(run["config"]).given  # Re-run repeats them
     assert (again.timeout_per_call, again.retries, again.concurrency) == (90.0, 1, 2)
     line = "Call policy: per-call timeout 90 s (this run), retries 1 (this run), calls at " \
            "once 2 (this run)"

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from plugins.reruns import rerun
+
 from engine import Store
 from engine.protocols import arun_config, run_sync
 from engine.reports import compare
-from engine.services.rerun import original_of, rerun, rerun_options
+from engine.services.rerun import original_of, rerun_options
 
 HOSTILE = "<script>alert('x')</script> **bold** [link](http://evil.example) <img src=x>"
 QUESTION = "A bat and a ball cost $1.10 in total. The bat costs $1.00 more. The ball?"
@@ -135,6 +137,6 @@ def test_a_missing_id_is_reported_and_the_rest_are_compared(store):
 
 def test_a_rerun_names_its_original_and_only_its_original(store):
     first = society(store, 1)
-    again = store.get(rerun(store, first).run_id)
+    again = rerun(store, first)
     assert original_of(again) == first["id"] and original_of(first) is None
     assert rerun_options(again)["tags"] == [f"rerun-of:{again['id']}"]  # not the grandparent

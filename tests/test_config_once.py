@@ -211,3 +211,25 @@ def test_an_experiment_plan_resolves_each_configuration_once(store, spied):
     assert time_preflight(checked, store)["seconds"] is not None
     assert checked.preflight()["runs"] == 8
     assert len(spied) == 2  # the time estimate and the notes take its resolved configurations
+
+
+def test_a_baseline_resolves_its_configuration_once(spied):
+    from engine.protocols.baselines import equal_compute, equal_tokens
+    config = {"protocol": "panel", "label": "p"}
+    paired = equal_compute(config)
+    assert spied == ["panel"]  # estimated and seated from one value
+    assert paired is not None and paired.samples == paired.calls == 8
+    spied.clear()
+    tokens = equal_tokens(config, tokens=3000.0, runs=4)
+    assert spied == ["panel"]
+    assert tokens is not None and len(tokens.config["seats"]["voters"]) == tokens.samples
+
+
+def test_a_library_import_checks_each_configuration_once(store, spied):
+    from engine.services import library
+    text = ("configurations:\n  - name: brief vote\n    protocol: vote\n"
+            "  - name: brief panel\n    protocol: panel\n    retries: 1\n")
+    assert library.import_yaml(store, text)["config"] == 2
+    assert sorted(spied) == ["panel", "vote"]
+    saved = {c["label"]: c["config"] for c in library.configs(store)}
+    assert saved["brief panel"]["retries"] == 1 and saved["brief vote"]["protocol"] == "vote"

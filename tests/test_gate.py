@@ -14,11 +14,11 @@ from engine.access import Actor, NotAllowed, Role
 from engine.analysis import stats
 from engine.cli import main
 from engine.models import ConfigError
-from engine.questions.sets import load_bundled
+from engine.questions.sets import question_set
 from engine.reports.gate import accuracy_difference, gate, markdown
 from engine.store.approvals import approve, baseline_of, history
 
-QUESTIONS = [q.as_dict() for q in load_bundled("arithmetic")[:24]]
+QUESTIONS = [q.as_dict() for q in question_set("arithmetic")[:24]]
 
 
 def spec(seed: int, conformity: float | None = None, questions=QUESTIONS, name="gated"):

@@ -14,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 from engine import REGISTRY, ConfigError, Seat, Store, experiments, run_debate, run_duel, run_panel, run_peer_review, run_roundtable, run_vote
 
 from engine.services import library
+from engine.protocols.validation import validate_config
 from engine.cli.main import main as cli_main
 from engine.protocols import arun_config, run_sync, seats_from_config
 from engine.protocols.templates import Template
@@ -189,7 +190,7 @@ def test_an_option_a_protocol_does_not_have_is_refused_by_name_on_every_path(pat
 def test_unknown_configuration_keys_and_bad_values_are_refused_with_what_is_allowed(
         config, words, store):
     refused(lambda: seats_from_config(REGISTRY["debate"], config), *words, code=None)
-    refused(lambda: library.validate_config(config), *words)
+    refused(lambda: validate_config(config), *words)
     refused(lambda: run_sync(arun_config(config, "q", store=store)), *words)
     assert store.runs().empty
 
@@ -270,7 +271,7 @@ def test_a_saved_seat_temperature_survives_the_run_page(db_url):
     at.text_area(key="run-1-question").input("Should we?").run()
     assert not at.error, [e.value for e in at.error]
     at.button(key="run-save").click().run()
-    judge = library.load_config(store, "warm")["seats"]["judge"][0]
+    judge = store.saved_config("warm")["seats"]["judge"][0]
     assert judge["temperature"] == 0.3
 
 

@@ -5,6 +5,7 @@ import json
 from datetime import date, datetime, timezone
 
 import pandas as pd
+from plugins.reruns import rerun
 import pytest
 
 from engine import ConfigError, REGISTRY, run_debate, run_peer_review
@@ -15,7 +16,7 @@ from engine.reports import runs as history
 from engine.reports import insights
 from engine.views import ballots as ballot_report
 from engine.reports.runs import Filters
-from engine.services.rerun import rerun, rerun_config
+from engine.services.rerun import rerun_resolved
 
 NOW = datetime(2026, 1, 10, 12, 0, tzinfo=timezone.utc)
 
@@ -322,7 +323,7 @@ def test_rerun_config_reads_the_stored_configuration_as_it_was_stored(store):
     first = run_sync(arun_config({"protocol": "panel", "prompts": {
         "critique": "Judge these: {proposals} for {question}"}}, "Q?", store=store))
     stored = store.get(first.run_id)["config"]
-    config = rerun_config(stored)
+    config = rerun_resolved(stored).given
     assert config.stored() == stored
     assert [s.name for s in config.seats["debaters"]] == [p.persona for p in first.proposals]
     assert config.prompts == {"critique": "Judge these: {proposals} for {question}"}
@@ -330,20 +331,19 @@ def test_rerun_config_reads_the_stored_configuration_as_it_was_stored(store):
 
 def test_a_run_saved_without_its_configuration_cannot_be_rerun_and_says_why():
     with pytest.raises(ConfigError, match="cannot be re-run"):
-        rerun_config({"protocol": "debate", "seats": {}})
+        rerun_resolved({"protocol": "debate", "seats": {}})
     with pytest.raises(ConfigError, match="no option 'speed'"):
-        rerun_config({"protocol": "debate", "seats": {"judge": [{"name": "j"}]},
+        rerun_resolved({"protocol": "debate", "seats": {"judge": [{"name": "j"}]},
                       "options": {"speed": 3}})
     with pytest.raises(ConfigError, match="no seat 'referee'"):
-        rerun_config({"protocol": "debate", "seats": {"referee": [{"name": "r"}]}})
+        rerun_resolved({"protocol": "debate", "seats": {"referee": [{"name": "r"}]}})
 
 
 def test_rerun_stores_a_new_run_with_the_same_configuration(store):
     first = run_peer_review("Write a haiku", producer="simulated", reviewer="simulated",
                             max_iterations=2, store=store, label="poems", tags=["t"])
-    again = rerun(store, store.get(first.run_id))
-    assert again.run_id != first.run_id
-    new, old = store.get(again.run_id), store.get(first.run_id)
+    new, old = rerun(store, store.get(first.run_id)), store.get(first.run_id)
+    assert new["id"] != first.run_id
     assert new["question"] == old["question"] and new["label"] == "poems"
     assert new["tags"] == [f"rerun-of:{first.run_id}", "t"]
     assert json.dumps(new["config"], sort_keys=True) == json.dumps(old["config"],

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from apptest_helpers import poll
 from openai_stub import SimulatedOpenAI
+from plugins.reruns import rerun
 from streamlit.testing.v1 import AppTest
 
 from engine import ConfigError, Store, experiments, get_model
@@ -24,7 +25,6 @@ from engine.llm.endpoints import Endpoint, EndpointRegistry, check_url, risky_ho
 from engine.protocols import arun_config, run_sync
 from engine.protocols.storing import import_runs
 from engine.services import library
-from engine.services.rerun import rerun
 from engine.services.tasks import TaskRunner
 
 CANARY = "sk-parley-CANARY-never-to-the-attacker-7f3a"
@@ -141,7 +141,7 @@ def test_key_never_goes_to_a_base_url_in_a_library_yaml(servers, store):
     assert library.configs(store) == []
     library.import_yaml(store, text)  # the Python API: free URLs on, but never a key
     for label in ("colleague-a", "colleague-b"):
-        result = run_sync(arun_config(library.load_config(store, label), QUESTION,
+        result = run_sync(arun_config(store.saved_config(label), QUESTION,
                                       store=store))
         assert all(t.ok for t in result.turns)
     no_key_reached(attacker)
@@ -175,7 +175,7 @@ def test_key_never_goes_to_a_base_url_in_an_imported_run_or_its_rerun(servers, s
                for s in seats)
     calls = len(home.requests)
     again = rerun(store, stored)  # a re-run calls the same registered endpoint, with its key
-    assert len(home.requests) > calls and again.run_id != first.run_id
+    assert len(home.requests) > calls and again["id"] != first.run_id
     home_got_its_key(home)
 
     # A colleague's export naming the attacker's server, imported and re-run.

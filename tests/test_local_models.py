@@ -11,13 +11,13 @@ import time
 
 import pytest
 from openai_stub import ENDPOINT_SETTINGS, SimulatedOpenAI, loopback_only
+from plugins.reruns import rerun
 
 from engine import Seat, Store, get_model, run_vote
 from engine.cli.main import main
 from engine.llm.endpoints import EndpointRegistry
 from engine.llm.providers import DEFAULT_MAX_TOKENS
 from engine.models import ConfigError
-from engine.services.rerun import rerun
 
 QUESTION = "What is 6 x 7?"
 
@@ -156,8 +156,8 @@ def test_rerun_of_a_base_url_run_calls_the_same_url(stub, capsys, tmp_path):
     run = store.get(store.runs().iloc[0]["id"])
     models = {seat["model"] for seats in run["config"]["seats"].values() for seat in seats}
     assert models == {f"openai:smol?base_url={stub.base_url}"}
-    result = rerun(store, run)
-    assert len(stub.requests) == 6 and all(t.ok for t in result.turns)
+    again = rerun(store, run)
+    assert len(stub.requests) == 6 and all(t["status"] == "ok" for t in again["turns"])
     assert all(r["auth"] in ("", "Bearer not-needed") for r in stub.requests[3:])
 
 

@@ -9,10 +9,10 @@ from streamlit.testing.v1 import AppTest
 
 from engine import Store
 from engine import experiments as ex
-from engine.questions.sets import load_bundled
+from engine.questions.sets import question_set
 from engine.reports import trends
 
-QUESTIONS = [q.as_dict() for q in load_bundled("arithmetic")[:6]]
+QUESTIONS = [q.as_dict() for q in question_set("arithmetic")[:6]]
 PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "experiments.py")
 
 

@@ -5,18 +5,18 @@ import pytest
 
 from engine.models import ConfigError
 from engine.questions.files import Item, from_records, load_file, parse_questions
-from engine.questions.sets import bundled_sets, load_bundled
+from engine.questions.sets import catalogue, question_set
 from engine.questions import QUESTION_SETS
 
 
 def test_bundled_sets_by_name():
-    sizes = bundled_sets()
+    sizes = {info.name: info.size for info in catalogue()}
     assert set(QUESTION_SETS) <= set(sizes)  # the own sets, beside the literature's
-    definite = load_bundled("definite")
+    definite = question_set("definite")
     assert len(definite) == sizes["definite"] and all(i.expected for i in definite)
-    assert all(i.expected is None for i in load_bundled("open"))
+    assert all(i.expected is None for i in question_set("open"))
     with pytest.raises(ConfigError, match="choose one of"):
-        load_bundled("nope")
+        question_set("nope")
 
 
 def test_csv_with_optional_expected_multiline_and_blank_lines():

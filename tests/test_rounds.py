@@ -11,7 +11,7 @@ from engine import Store
 from engine import experiments as ex
 from engine.analysis.stats import wilson_interval
 from engine.cli.main import main
-from engine.questions import load_bundled
+from engine.questions import question_set
 from engine.reports import charts, insights, rounds
 from engine.reports.references import DU_2023, DU_MODEL, references
 from engine.reports.runs import Filters
@@ -203,7 +203,7 @@ def simulated(tmp_path_factory):
     """4 arithmetic problems x society 3x2, society 3x1 and a vote, on the simulated model."""
     url = f"sqlite:///{tmp_path_factory.mktemp('rounds') / 'parley.db'}"
     store = Store(url)
-    plan = ex.plan({"questions": [q.as_dict() for q in load_bundled("arithmetic")[:4]],
+    plan = ex.plan({"questions": [q.as_dict() for q in question_set("arithmetic")[:4]],
                     "source": "bundled:arithmetic", "configs": [
                         {"protocol": "society", "label": "society-3x2", "model": "simulated",
                          "options": {"rounds": 2}},

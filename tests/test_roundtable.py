@@ -124,7 +124,7 @@ def test_agent_counts_outside_1_to_5_raise(recording_model, count):
     llm = recording_model(["x"])
     agents = [Seat(f"a{i}", llm, role="critic") for i in range(count)]
     message = _check_raises(recording_model, "limit", "agents", agents=agents)
-    assert message == f"agents must be 1..5 for a roundtable, got {count}"
+    assert message == f"agents must be 1..5 seats for a roundtable, got {count}"
     assert llm.received == []
 
 
@@ -148,7 +148,7 @@ def test_duplicate_names_raise(recording_model):
                                   None])
 def test_an_agent_without_a_model_raises(recording_model, seat):
     llm = recording_model(["x"])
-    _check_raises(recording_model, "no_model", "agents[1]",
+    _check_raises(recording_model, "no_model", "agents[2]",
                   agents=[Seat("Ada", llm, role="proposer"), seat])
     assert llm.received == []
 

@@ -376,7 +376,9 @@ def test_configurations_of_the_old_flat_shape_are_migrated_by_slot_once(tmp_path
     without slots keeps no seats (the run says it cannot be re-run); metrics gain the outcome
     line; saved library configurations are normalised; the run can be re-run."""
     from engine.protocols import arun_config, run_sync
-    from engine.services.rerun import rerun, rerun_config
+    from plugins.reruns import rerun
+
+    from engine.services.rerun import rerun_resolved
     url = f"sqlite:///{tmp_path / 'old.db'}"
     old = Store(url)
     slotted = run_sync(arun_config({"protocol": "vote"}, "Q?", store=old))
@@ -402,10 +404,10 @@ def test_configurations_of_the_old_flat_shape_are_migrated_by_slot_once(tmp_path
     run = reopened.get(slotted.run_id)
     assert [v["name"] for v in run["config"]["seats"]["voters"]] == [v["name"] for v in voters]
     assert run["metrics"]["winner"] == slotted.tally.winner and run["metrics"]["outcome"]
-    assert rerun_config(run["config"]).protocol == "vote"
-    assert rerun(reopened, run).run_id != slotted.run_id
+    assert rerun_resolved(run["config"]).given.protocol == "vote"
+    assert rerun(reopened, run)["id"] != slotted.run_id
     with pytest.raises(ConfigError, match="cannot be re-run"):
-        rerun_config(reopened.get(saved.run_id)["config"])
+        rerun_resolved(reopened.get(saved.run_id)["config"])
     [body] = [r for r in reopened.library("config") if r["name"] == "old one"]
     assert body["seats"] == {"judge": [{"model": "simulated"}]}
     assert reopened.migrate() == []

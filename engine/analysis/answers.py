@@ -29,7 +29,6 @@ _NUMBER = re.compile(
     r"(?:(?<![\w)\]])(?P<sign>-)\s?)?[$€£]?\s?(?<![\w.])"
     r"(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)"
     r"(?:\s?/\s?(?P<den>\d+)(?!\d|\.\d))?")
-_BOXED = re.compile(r"\\boxed\s*\{")
 _FRAC = re.compile(r"\\[dt]?frac\s*\{\s*(-?[\d.,]+)\s*\}\s*\{\s*([\d.,]+)\s*\}")
 _LATEX = re.compile(r"\\(?:text|mathrm|textbf|mbox)\s*\{([^{}]*)\}|\\[,;!:% ]|\\\$")
 _MARKER = re.compile(r"\b(?:final\s+answer|answer|stance)\b(?:\s+is)?\s*[:=]?\s*"
@@ -78,9 +77,9 @@ def extract_answer(text: str | None) -> str | None:
 
 def _extract(text: str) -> str | None:
     """`extract_answer` of a normalised, non-blank text, whatever else it declares."""
-    boxed = _last_boxed(text)
-    if boxed is not None:  # the reply's declared answer: an empty box abstains
-        return _read(_unlatex(boxed))
+    boxes = _BOXED_VALUE.findall(text)
+    if boxes:  # the last is the reply's declared answer: an empty box abstains
+        return _read(_unlatex(boxes[-1]))
     markers = list(_MARKER.finditer(text))
     if markers:
         found = _read(_SENTENCE_END.split(markers[-1].group("rest"), maxsplit=1)[0])
@@ -123,20 +122,6 @@ def _last_number(text: str) -> str | None:
     return value
 
 
-def _last_boxed(text: str) -> str | None:
-    """The contents of the last `\\boxed{...}`, braces balanced (None without one)."""
-    starts = list(_BOXED.finditer(text))
-    if not starts:
-        return None
-    start = starts[-1].end()
-    depth = 1
-    for index in range(start, len(text)):
-        depth += {"{": 1, "}": -1}.get(text[index], 0)
-        if depth == 0:
-            return text[start:index]
-    return text[start:]
-
-
 def _unlatex(text: str) -> str:
     """Boxed LaTeX as plain text: `\\frac{a}{b}` -> a/b, `\\text{ dollars}` -> its words."""
     text = _FRAC.sub(r"\1/\2", text)
@@ -156,8 +141,7 @@ def declared_answers(text: str | None) -> list[str]:
         return []
     text = unicodedata.normalize("NFKC", text).replace("\u2212", "-")
     own = _QUOTED_LINE.sub("", text) if ">" in text else text
-    values = [m.group("value") for m in _BOXED_VALUE.finditer(own)][-DECLARATIONS_READ:] \
-        if "boxed" in own else []
+    values = _BOXED_VALUE.findall(own)[-DECLARATIONS_READ:] if "boxed" in own else []
     for match in list(_DECLARATION.finditer(own))[-DECLARATIONS_READ:]:
         value = match.group("rest").strip()
         if not value:  # the label alone: its value is the next line, unless that is a label

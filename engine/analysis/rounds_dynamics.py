@@ -78,11 +78,12 @@ def _counted(normal: Sequence[Mapping[str, str | None]]) -> list[dict[str, int]]
                         key=lambda kv: (-kv[1], kv[0]))) for answers in normal]
 
 
-def _entropy(counts: Mapping[str, int]) -> float:
+def entropy(counts: Mapping[str, int]) -> float:
+    """The Shannon entropy in bits of answers counted (answer -> count); 0.0 for none."""
     total = sum(counts.values())
     if not total:
         return 0.0
-    bits = -sum(n / total * math.log2(n / total) for n in counts.values())
+    bits = -sum(n / total * math.log2(n / total) for n in counts.values() if n)
     return bits if bits > 0 else 0.0  # a single answer would give -0.0
 
 
@@ -125,7 +126,7 @@ def dynamics(rounds: Sequence[Mapping[str, str | None]], expected: str | None = 
         breaks = [f for f in flips if right[f.before] and not right[f.after]]
         last = _unanimous(normal[-1]) if normal else None
         collapsed = last is not None and not answers_match(last, expected)
-    return Dynamics(entropy=[_entropy(counts) for counts in counted], agreement=agreement,
+    return Dynamics(entropy=[entropy(counts) for counts in counted], agreement=agreement,
                     answered=answered,
                     inflation=agreement[-1] - agreement[0] if agreement else 0.0,
                     flips=flips, fixes=fixes, breaks=breaks,

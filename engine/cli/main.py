@@ -204,7 +204,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_runs(args: argparse.Namespace) -> int:
     from engine.reports.runs import score_word, status_text
-    from engine.views.blocks import cost_text, simulated_text, simulation_columns
+    from engine.views.blocks import cost_text, simulation_columns, simulations
     frame = store_from_args(args).runs(protocol=args.protocol, label=args.label,
                                        status=args.status, tag=args.tag, limit=args.limit)
     if args.json:
@@ -215,8 +215,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         print("no runs stored yet")
         return 0
     view = frame[["id", "protocol", "status", "label", "calls", "created_at", "question"]].copy()
-    kinds = [simulated_text(s, m, c) for s, m, c in zip(
-        frame["simulated"], frame["models"], frame["config"])]
+    kinds = [text for text, _seats in simulations(frame)]
     view.insert(2, "simulated", kinds)
     view.insert(6, "tokens", (frame["tokens_in"] + frame["tokens_out"]).astype(int))
     view.insert(7, "cost", [cost_text(c, k) for c, k in zip(frame["cost_usd"], kinds)])

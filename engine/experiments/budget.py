@@ -66,14 +66,13 @@ def budget_of(value: Any) -> float | None:
     """The spec's `budget_usd`: a positive number of US dollars, or None when absent."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
-    if isinstance(value, bool):
-        raise ConfigError(f"budget_usd must be a number of US dollars, got {value!r}", "input")
     try:
-        number = float(value)
+        number = math.nan if isinstance(value, bool) else float(value)
     except (TypeError, ValueError):
-        raise ConfigError(f"budget_usd must be a number of US dollars, got {value!r}",
-                          "input") from None
-    if not math.isfinite(number) or number <= 0 or number > MAX_BUDGET:
+        number = math.nan
+    if math.isnan(number):  # a truth value, text or NaN: not a number of dollars
+        raise ConfigError(f"budget_usd must be a number of US dollars, got {value!r}", "input")
+    if not 0 < number <= MAX_BUDGET:
         raise ConfigError(f"budget_usd must be more than 0 and at most {MAX_BUDGET:,.0f} US "
                           f"dollars, got {value!r}", "input")
     return number

@@ -20,7 +20,7 @@ from engine.protocols.baselines import KIND as EQUAL_COMPUTE
 from engine.protocols.baselines import PLACEBO_KIND as PLACEBO
 from engine.protocols.baselines import TOKENS_KIND as EQUAL_TOKENS
 from engine.questions import files as qsets
-from engine.questions.sets import load_bundled
+from engine.questions.sets import question_set
 from engine.reports.blind import blind_notes
 from engine.store import strip_secrets
 from engine.store.experiments import add_experiment
@@ -251,7 +251,7 @@ def questions_of(spec: Mapping[str, Any], base_dir: str | Path | None = None
         return qsets.load_file(Path(base_dir or ".") / str(path)), \
             f"file:{Path(str(path)).name}"
     if isinstance(given, str):
-        return load_bundled(given), f"bundled:{given.strip().lower()}"
+        return question_set(given), f"bundled:{given.strip().lower()}"
     return qsets.from_records(given, "questions"), str(spec.get("source") or "inline")
 
 

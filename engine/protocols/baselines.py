@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.config import RunConfig
-from engine.protocols import estimate, get_protocol, resolve_config
+from engine.protocols import Resolved, get_protocol, resolve_config
 from engine.protocols.vote import MAX_VOTERS, MIN_VOTERS, SPEC
 from engine.text import NAME_MAX
 
@@ -79,12 +79,12 @@ def _labelled(of: str, suffix: str, spare: int = 0) -> str:
     return (of if len(of) <= room else of[:room - 1] + "…") + suffix
 
 
-def _vote(typed: RunConfig, samples: int, suffix: str) -> dict[str, Any]:
-    """The baseline vote beside `typed`: `samples` plain voters on its seats' models in turn
-    (`equal_compute` says why), labelled `<label><suffix>` (the configuration's label
-    shortened with `…` when the whole would pass the label limit)."""
-    seats = [seat for slot in resolve_config(typed).config.seats.values() for seat in slot]
-    label = _labelled(typed.label or typed.protocol, suffix)
+def _vote(resolved: Resolved, samples: int, suffix: str) -> dict[str, Any]:
+    """The baseline vote beside a resolved configuration: `samples` plain voters on its
+    seats' models in turn (`equal_compute` says why), labelled `<label><suffix>` (the
+    configuration's label shortened with `…` when the whole would pass the label limit)."""
+    seats = [seat for slot in resolved.config.seats.values() for seat in slot]
+    label = _labelled(resolved.given.label or resolved.given.protocol, suffix)
     voters = [{"name": f"sample-{n + 1}", "model": seats[n % len(seats)].model,
                "temperature": seats[n % len(seats)].temperature} for n in range(samples)]
     return RunConfig.parse({"protocol": SPEC.name, "label": label, "model": seats[0].model,
@@ -107,9 +107,10 @@ def equal_compute(config: RunConfig | dict[str, Any]) -> Baseline | None:
     typed = RunConfig.parse(config)
     if typed.protocol == SPEC.name:
         return None
-    calls = estimate(typed)["calls"]
+    resolved = resolve_config(typed)
+    calls = resolved.estimate()["calls"]
     samples = min(max(calls, MIN_VOTERS), MAX_VOTERS)
-    config = _vote(typed, samples, f" · {KIND} {SPEC.name} ({_detail(samples, calls)})")
+    config = _vote(resolved, samples, f" · {KIND} {SPEC.name} ({_detail(samples, calls)})")
     return Baseline(typed.label or typed.protocol, calls, samples, config)
 
 
@@ -187,7 +188,8 @@ def equal_tokens(config: RunConfig | dict[str, Any], *, tokens: float | None = N
     typed = RunConfig.parse(config)
     if typed.protocol == SPEC.name:
         return None
-    planned = estimate(typed)
+    resolved = resolve_config(typed)
+    planned = resolved.estimate()
     if tokens is None or tokens <= 0:
         tokens, runs = float(planned["tokens"]), 0
     if per_sample is None or per_sample <= 0:
@@ -197,7 +199,7 @@ def equal_tokens(config: RunConfig | dict[str, Any], *, tokens: float | None = N
     suffix = f" · {TOKENS_KIND} {SPEC.name} ({samples} samples, {ratio:.2f}x tokens" + \
         ("" if runs else ", estimated") + ")"
     return TokenBaseline(typed.label or typed.protocol, float(tokens), runs,
-                         float(per_sample), sample_runs, samples, _vote(typed, samples, suffix))
+                         float(per_sample), sample_runs, samples, _vote(resolved, samples, suffix))
 
 
 def achieved_tokens(pair: dict[str, Any], mine: float, theirs: float) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from engine.checks import require_name, require_temperature
+from engine.llm.providers import SPEC_HELP
 from engine.llm.runmodels import seat_model
 from engine.models import ConfigError, Seat
 from engine.text import NAME_MAX
@@ -24,6 +25,8 @@ def require_seat(seat: object, slot: str, endpoints: EndpointRegistry | None = N
         seat = Seat(slot, seat)
     if not seat.name or not seat.name.strip():
         raise ConfigError(f"{slot}: every seat needs a name", "input")
+    if seat.model is None or isinstance(seat.model, str) and not seat.model.strip():
+        raise ConfigError(f"{slot} ({seat.name}) has no model; {SPEC_HELP}", "no_model")
     require_name(seat.name, f"{slot}: the seat name")
     for label, value in (("role", seat.role), ("icon", seat.icon)):
         if not isinstance(value, str) or len(value) > NAME_MAX or "\x00" in value:

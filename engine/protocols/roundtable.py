@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import Any, Unpack
 
 from engine.analysis.agreement import LEVELS, overlap_agreement, unbacked
 from engine.analysis.answers import hedge
@@ -35,10 +35,8 @@ from engine.protocols.base import (
 from engine.protocols.checks import require_seat
 from engine.protocols.roles import canonical, library_text
 from engine.protocols.roundtable_result import Exchange, JudgeReading, RoundtableResult
+from engine.protocols.tallying import require_seats
 from engine.protocols.templates import Template, render, stance_problem
-
-if TYPE_CHECKING:
-    from engine.llm.endpoints import EndpointRegistry
 
 MAX_ROUNDS = 3
 MAX_AGENTS = 5
@@ -183,38 +181,20 @@ def _model_key(model: Any) -> Any:
     return model_spec(model) if isinstance(model, str) else id(model)
 
 
-def _agents(agents: Any, endpoints: EndpointRegistry | None = None) -> list[Seat]:
-    if isinstance(agents, (str, bytes)) or not isinstance(agents, (list, tuple)):
-        raise ConfigError("agents must be a list of seats (1..5 for a roundtable)", "input")
-    if not 1 <= len(agents) <= MAX_AGENTS:
-        raise ConfigError(f"agents must be 1..{MAX_AGENTS} for a roundtable, got "
-                          f"{len(agents)}", "limit")
-    seats = []
-    for number, seat in enumerate(agents, 1):
-        label = seat.name if isinstance(seat, Seat) and seat.name else f"agent{number}"
-        if seat is None or (isinstance(seat, Seat) and (
-                seat.model is None or (isinstance(seat.model, str) and not seat.model.strip()))):
-            raise ConfigError(f"agents[{number - 1}] ({label}) has no model; give a chat model "
-                              'or a spec such as "simulated"', "no_model")
-        seats.append(require_seat(seat, label, endpoints))
-    unique_names(seats, "agent")
-    return seats
-
-
 async def arun_roundtable(question: str, *, agents: list[Seat | Any], rounds: int = 1,  # noqa: C901, PLR0915
                           context: str = "", judge: Seat | Any | None = None,
                           **kw: Unpack[RunKwargs]) -> RoundtableResult:
     """Seed 003's roundtable: role-named agents in turn, the lexical floor, an optional judge."""
     run = split_run_options(dict(kw), "roundtable")
     question = require_text(question, "question")
-    seats = _agents(agents, run.endpoints)
+    seats = require_seats(agents, "agents", 1, MAX_AGENTS, "roundtable", "", run.endpoints)
     require_int(rounds, "rounds", 1, MAX_ROUNDS, "roundtable")
     if context is None:
         context = ""
     if not isinstance(context, str):
         raise ConfigError(f"context must be text, got {type(context).__name__}", "input")
-    if len(context) > 20_000:
-        raise ConfigError(f"context is {len(context)} characters; the limit is 20,000", "limit")
+    if context.strip():
+        require_text(context, "context")  # a question's limits
     judge_seat = (require_seat(judge, "judge", run.endpoints) if judge is not None
                   else None)
     if judge_seat is not None:

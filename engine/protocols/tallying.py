@@ -61,19 +61,20 @@ class Proposal(BaseModel):
 
 def require_seats(seats: Any, slot: str, low: int, high: int, protocol: str,
                   role: str, endpoints: EndpointRegistry | None = None) -> list[Seat]:
-    """A list of `low..high` seats with unique names; bare models are named `role 1`, ..."""
+    """A list of `low..high` seats with unique names; bare models are named `role 1`, ...
+    (no role: after the slot, `agent 1`), and a seat without a role plays `role`."""
     if isinstance(seats, (str, Seat)) or not isinstance(seats, (list, tuple)):
         raise ConfigError(f"{slot} must be a list of seats ({low}..{high}), got "
                           f"{type(seats).__name__}", "input")
     if not low <= len(seats) <= high:
         raise ConfigError(f"{slot} must be {low}..{high} seats for a {protocol}, got "
                           f"{len(seats)}", "limit")
-    out = []
+    out, one = [], slot[:-1] if slot.endswith("s") else slot
     for number, seat in enumerate(seats, 1):
         if seat is not None and not isinstance(seat, Seat):
-            seat = Seat(f"{role} {number}", seat)
+            seat = Seat(f"{role or one} {number}", seat)
         out.append(require_seat(seat, f"{slot}[{number}]", endpoints, role))
-    unique_names(out, slot[:-1] if slot.endswith("s") else slot)
+    unique_names(out, one)
     return out
 
 

@@ -137,11 +137,3 @@ def catalogue() -> list[SetInfo]:
     """Every named set with its source, licence and size, in the registry's order."""
     return [SetInfo(name, entry.source, entry.licence, len(entry.load()))
             for name, entry in SETS.items()]
-
-
-def bundled_sets() -> dict[str, int]:
-    """The named question sets by name, with their sizes."""
-    return {info.name: info.size for info in catalogue()}
-
-
-load_bundled = question_set  # the name the experiment runner and the CLI use

@@ -35,7 +35,7 @@ from engine.analysis.consensus_stats import auarc, mean_interval, odds_ratio, se
 from engine.analysis.rounds_dynamics import votes
 from engine.protocols import REGISTRY, stored_rounds
 from engine.text import html_text
-from engine.views.aggregate import SIMULATED_SUFFIX, flatten
+from engine.views.aggregate import SIMULATED_SUFFIX, flatten, pct
 from engine.views.blocks import NO_LABEL
 from engine.views.round_frames import flag
 
@@ -376,10 +376,6 @@ VERDICT_MIN = 5  # runs (multi-round, and scored in both rounds) before a verdic
 ZERO_WIDTH = 1e-9  # an interval no wider than this is a point: rounding, not spread
 
 
-def _pct(value: Any) -> str:
-    return "–" if value is None or value != value else f"{value:.0%}"
-
-
 def _signed(value: Any) -> str:
     return "–" if value is None or value != value else f"{value:+.2f}"
 
@@ -389,7 +385,7 @@ def flag_text(row: Mapping[Hashable, Any]) -> str:
     infl = (f"agreement inflation {_signed(row['inflation'])} [{_signed(row['inflation_low'])}"
             f", {_signed(row['inflation_high'])}] over {row['multi_round']} run(s)"
             if row["multi_round"] else "one round only, so no agreement inflation")
-    gain = (f"accuracy {_pct(row['first_accuracy'])} in round one → {_pct(row['accuracy'])} "
+    gain = (f"accuracy {pct(row['first_accuracy'])} in round one → {pct(row['accuracy'])} "
             f"final, a change of {_signed(row['gain'])} [{_signed(row['gain_low'])}, "
             f"{_signed(row['gain_high'])}] over {row['paired']} scored run(s)")
     if row["manufactured"]:
@@ -419,7 +415,7 @@ def table_view(table: pd.DataFrame) -> pd.DataFrame:
         table["inflation"], table["inflation_low"], table["inflation_high"], strict=True)]
     out["accuracy [95% CI]"] = [ci(v, lo, hi, ".0%") for v, lo, hi in zip(
         table["accuracy"], table["accuracy_low"], table["accuracy_high"], strict=True)]
-    out["round-one plurality accuracy"] = table["first_accuracy"].map(_pct)
+    out["round-one plurality accuracy"] = table["first_accuracy"].map(pct)
     out["accuracy gain [95% CI]"] = [ci(v, lo, hi, "+.2f") for v, lo, hi in zip(
         table["gain"], table["gain_low"], table["gain_high"], strict=True)]
     out["manufactured consensus"] = [

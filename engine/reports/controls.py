@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from engine.analysis.answers import answers_match
+from engine.analysis.rounds_dynamics import entropy
 from engine.models import ConfigError
 from engine.protocols.baselines import CONSULTANCY_KIND, PLACEBO_KIND
 from engine.protocols.baselines import consultancy as consultancy_arm
@@ -119,12 +120,6 @@ class Headroom:
         return self.kind == "simulated"
 
 
-def _entropy(counts: Mapping[str, int]) -> float:
-    total = sum(counts.values())
-    bits = -sum(n / total * math.log2(n / total) for n in counts.values() if n)
-    return bits if bits > 0 else 0.0
-
-
 def _counted(store: Store, experiment_id: str, kind: str | None,
              frame: pd.DataFrame | None = None) -> tuple[pd.DataFrame, str, list[str]]:
     """The experiment's counted runs of one kind (real unless it has only simulated ones),
@@ -162,7 +157,7 @@ def buckets(frame: pd.DataFrame) -> dict[int, str]:
     for q, value in zip(frame["q"].tolist(), frame["round_votes"].tolist(), strict=True):
         counts = clean_votes(value)
         if counts and sum(counts[0].values()) >= 2:
-            seen.setdefault(int(q), []).append(_entropy(counts[0]))
+            seen.setdefault(int(q), []).append(entropy(counts[0]))
     return {q: ("unanimous" if max(values) == 0 else "split") for q, values in seen.items()}
 
 

@@ -72,16 +72,9 @@ def _runs_frame(stored: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
     columns it reads as they are, what it works out column by column (a run's cell from its
     tags once, `counted` as the first completed run of each cell)."""
     labels = [c["label"] for c in spec["configs"]]
-    frame = stored.sort_values(["created_at", "id"])
-    config = frame["cell_c"].to_numpy()
-    keep = (config >= 0) & (config < len(labels))
-    if not keep.any():
+    frame, first = first_runs(stored, len(labels))
+    if frame.empty:
         return pd.DataFrame(columns=RUN_COLUMNS)
-    frame = (frame[keep] if not keep.all() else frame).reset_index(drop=True)
-    completed = (frame["status"] == "completed").to_numpy(dtype=bool)
-    first = completed.copy()  # each cell's first completed run counts, later ones do not
-    first[completed] = ~frame.loc[completed, ["cell_q", "cell_c", "cell_r"]].duplicated(
-        ).to_numpy()
     signals = _signal_columns({key: frame[f"metrics.{key}"].tolist() for key in METRIC_KEYS},
                               frame["expected"].tolist())
     ids = frame["id"].tolist()
@@ -108,6 +101,21 @@ def _runs_frame(stored: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
              float("nan") for v in frame["metrics.hijack_rate"].tolist()], dtype="float64",
             index=frame.index)}
     return pd.DataFrame({name: columns[name] for name in RUN_COLUMNS}, columns=RUN_COLUMNS)
+
+
+def first_runs(stored: pd.DataFrame, configs: int) -> tuple[pd.DataFrame, Any]:
+    """The runs `Store.experiment_runs` read whose cell names one of the `configs`
+    configurations, oldest first, and which of them count: each cell's first completed run
+    (later ones do not)."""
+    frame = stored.sort_values(["created_at", "id"])
+    config = frame["cell_c"].to_numpy()
+    keep = (config >= 0) & (config < configs)
+    frame = (frame[keep] if not keep.all() else frame).reset_index(drop=True)
+    completed = (frame["status"] == "completed").to_numpy(dtype=bool)
+    first = completed.copy()
+    first[completed] = ~frame.loc[completed, ["cell_q", "cell_c", "cell_r"]].duplicated(
+        ).to_numpy()
+    return frame, first
 
 
 _PLAIN_ID = re.compile(r"[A-Za-z0-9_.~-]+")  # what `quote(..., safe="")` leaves as it is

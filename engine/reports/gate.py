@@ -41,7 +41,7 @@ from engine.analysis.consensus_stats import mean_interval
 from engine.models import ConfigError
 from engine.reports import consensus
 from engine.reports.experiments import Report, counted, report
-from engine.views.aggregate import SIMULATED_SUFFIX
+from engine.views.aggregate import SIMULATED_SUFFIX, pct
 from engine.views.round_frames import conformity_rates
 
 if TYPE_CHECKING:
@@ -244,7 +244,7 @@ def _compare(out: GateResult, label: str, mine: pd.DataFrame, theirs: pd.DataFra
     if not shared:
         out.notes.append(f"{label}: no question scored in both, so accuracy is not compared")
     if regressed:
-        out.regressions.append(f"{label}: accuracy {_pct(a)} against the baseline's {_pct(b)} "
+        out.regressions.append(f"{label}: accuracy {pct(a)} against the baseline's {pct(b)} "
                                f"({_signed(change)}, CI {_signed(low)} to {_signed(high)}, "
                                f"n={len(shared)} questions)")
         out.moved[label] = [str(run_id) for run_id, question, right in zip(
@@ -268,7 +268,7 @@ def _compare(out: GateResult, label: str, mine: pd.DataFrame, theirs: pd.DataFra
                          "n": min(was[3], now[3]), "regression": worse})
         if worse:
             out.regressions.append(
-                f"{label}: {measure} {_pct(now[0])} against the baseline's {_pct(was[0])} "
+                f"{label}: {measure} {pct(now[0])} against the baseline's {pct(was[0])} "
                 f"({_signed(change)}, CI {_signed(low)} to {_signed(high)}, "
                 f"n={was[3]} and {now[3]})")
 
@@ -294,10 +294,6 @@ def notice(result: GateResult) -> dict[str, Any]:
 def _short(text: str, width: int = 80) -> str:
     text = " ".join(text.split())
     return text if len(text) <= width else text[:width - 1] + "…"
-
-
-def _pct(value: float) -> str:
-    return "-" if value != value else f"{value:.0%}"
 
 
 def _signed(value: float) -> str:
@@ -340,7 +336,7 @@ def markdown(result: GateResult, app_url: str = "") -> str:
               "|---|---|---|---|---|---|---|"]
     for row in result.rows:
         lines.append(f"| {_cell(row['configuration'])} | {row['measure']} | "
-                     f"{_pct(row['baseline'])} | {_pct(row['candidate'])} | "
+                     f"{pct(row['baseline'])} | {pct(row['candidate'])} | "
                      f"{_signed(row['change'])} [{_signed(row['low'])}, {_signed(row['high'])}]"
                      f" | {row['n']} | {'❌' if row['regression'] else ''} |")
     for line in result.notes:

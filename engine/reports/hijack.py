@@ -22,6 +22,7 @@ import pandas as pd
 
 from engine.analysis.stats import wilson_interval
 from engine.protocols.adversary import ARMS, TAG
+from engine.reports.experiments import first_runs
 from engine.store.experiments import get
 
 if TYPE_CHECKING:
@@ -98,9 +99,8 @@ def for_experiment(store: Store, experiment_id: str) -> pd.DataFrame:
     if stored.empty:
         return hijack_table(pd.DataFrame())
     labels = [str(c["label"]) for c in get(store, experiment_id)["spec"]["configs"]]
-    done = stored[(stored["status"] == "completed") & (stored["cell_c"] >= 0)
-                  & (stored["cell_c"] < len(labels))].sort_values(["created_at", "id"])
-    done = done[~done[["cell_q", "cell_c", "cell_r"]].duplicated()]
+    frame, first = first_runs(stored, len(labels))
+    done = frame[first]
     frame = pd.DataFrame({"id": done["id"], "label": [labels[c] for c in done["cell_c"]],
                           "simulated": done["simulated"].astype(bool),
                           **{key: done[f"metrics.{key}"] for key in KEYS}})

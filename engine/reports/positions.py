@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from engine.analysis.stats import wilson_interval
+from engine.protocols.baselines import SWAPPED
 from engine.text import NAME_MAX
 from engine.views.aggregate import rate_text
 
@@ -40,7 +41,6 @@ CONSISTENCY_COLUMNS = ["configuration", "swapped", "pairs", "consistent", "share
 NO_PAIRS = ("no swapped pairs yet: run a debate configuration with sides: both, and wait "
             "until a question and repeat has a judged run both ways")
 NO_POSITIONS = "no run with a recorded order and outcome yet"
-SWAPPED = " · sides swapped"  # the label suffix of a configuration's sides-swapped twin
 
 
 def swapped_label(label: str) -> str:

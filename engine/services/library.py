@@ -17,13 +17,14 @@ from engine.access import LOCAL, Actor, require
 from engine.checks import require_name
 from engine.config import RunConfig, check_traits
 from engine.models import ConfigError
-from engine.protocols.validation import check_config, validate_config
+from engine.protocols.validation import check_config
 from engine.simulated import TRAITS
 from engine.text import NAME_MAX, fold_name
 from engine.yamlfile import safe_load, yaml_problem
 
 if TYPE_CHECKING:
     from engine.llm.endpoints import EndpointRegistry
+    from engine.protocols import Resolved
     from engine.store import Store
 
 KINDS = ("persona", "role")
@@ -224,7 +225,12 @@ def save_config(store: Store, config: RunConfig | Mapping[str, Any], label: str 
     if not label:
         raise ConfigError("a saved configuration needs a label", "input")
     require_name(label, "a configuration label")
-    resolved = check_config(config, endpoints)
+    return _put_config(store, label, check_config(config, endpoints), item_id, replace)
+
+
+def _put_config(store: Store, label: str, resolved: Resolved, item_id: int | None = None,
+                replace: bool = True) -> int:
+    """Save a checked configuration under `label` (`save_config` says when it replaces)."""
     body = {k: v for k, v in resolved.given.stored().items() if k != "label"}
     body["protocol"] = resolved.spec.name
     if item_id is None:
@@ -233,11 +239,6 @@ def save_config(store: Store, config: RunConfig | Mapping[str, Any], label: str 
             raise LabelTaken(label, str(existing.get("protocol") or "?"))
         item_id = existing["id"] if existing is not None else None
     return put(store, CONFIG, label, body, item_id=item_id)
-
-
-def load_config(store: Store, label: str) -> dict[str, Any]:
-    """The configuration saved as `label`, ready for `arun_config`."""
-    return dict(store.saved_config(label))
 
 
 # ---------------------------------------------------------------------- YAML
@@ -262,7 +263,8 @@ def export_yaml(store: Store) -> str:
 
 def parse_yaml(text: str, endpoints: EndpointRegistry | None = None
                ) -> dict[str, list[dict[str, Any]]]:
-    """Read and check a library YAML document; a `ConfigError` says what and where."""
+    """Read and check a library YAML document (a configuration comes back `Resolved`); a
+    `ConfigError` says what and where."""
     try:
         doc = safe_load(text, note="; nothing was imported")  # size, aliases and depth capped
     except yaml.YAMLError as exc:
@@ -296,8 +298,8 @@ def parse_yaml(text: str, endpoints: EndpointRegistry | None = None
                         raise ConfigError("a configuration needs a name", "input")
                     require_name(name, "a configuration name")
                     body = {k: v for k, v in item.items() if k not in ("name", "label")}
-                    validate_config(body, endpoints)
-                    entry: dict[str, Any] = {"name": name, "config": body}
+                    entry: dict[str, Any] = {"name": name,
+                                             "config": check_config(body, endpoints)}
                 else:
                     entry = dict(clean_entry(kind, item))
                     name = str(entry["name"])
@@ -339,8 +341,7 @@ def import_yaml(store: Store, text: str, endpoints: EndpointRegistry | None = No
             plan.append((kind, item, item_id))
     for kind, item, item_id in plan:
         if kind == CONFIG:
-            save_config(store, item["config"], item["name"], item_id=item_id,
-                        endpoints=endpoints, actor=actor)
+            _put_config(store, item["name"], item["config"], item_id)
         else:
             put(store, kind, item["name"], item, item_id=item_id)
     return {kind: len(items) for kind, items in parsed.items()}

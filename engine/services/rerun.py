@@ -5,7 +5,7 @@ re-ran (the Runs page offers to compare the two).
 A stored seat keeps its endpoint (`openai:M?base_url=URL` or `?endpoint=NAME`); a URL read
 back from the store is data, so it gets a server-side key only if it is a registered
 endpoint's URL under the caller's registry (default: the environment's). The app re-runs in
-the background through `TaskRunner.start_rerun`; `rerun` is the synchronous form.
+the background through `TaskRunner.start_rerun`.
 """
 from __future__ import annotations
 
@@ -13,12 +13,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from engine.config import RunConfig
-from engine.models import ConfigError, RunResult
-from engine.protocols import Resolved, arun_config, resolve_config, run_sync
+from engine.models import ConfigError
+from engine.protocols import Resolved, resolve_config
 
 if TYPE_CHECKING:
     from engine.llm.endpoints import EndpointRegistry
-    from engine.store import Store
 
 
 def rerun_resolved(stored: Any, endpoints: EndpointRegistry | None = None) -> Resolved:
@@ -30,11 +29,6 @@ def rerun_resolved(stored: Any, endpoints: EndpointRegistry | None = None) -> Re
         raise ConfigError("this run stored no seats by slot (it was saved without its "
                           "configuration), so it cannot be re-run", "input")
     return resolve_config(config, endpoints)  # unknown slots or options refused here
-
-
-def rerun_config(stored: Any) -> RunConfig:
-    """The stored configuration, checked as a new run's would be (`rerun_resolved`)."""
-    return rerun_resolved(stored).given
 
 
 RERUN_TAG = "rerun-of:"  # the tag a re-run carries: this prefix and its original's id
@@ -55,11 +49,3 @@ def original_of(run: Mapping[str, Any]) -> str | None:
     found = [str(t)[len(RERUN_TAG):] for t in run.get("tags") or []
              if str(t).startswith(RERUN_TAG)]
     return found[0] if found else None
-
-
-def rerun(store: Store, run: Mapping[str, Any], **run_options: Any) -> RunResult:
-    """Run a stored run (`Store.get`) again, synchronously; returns the new result (its
-    `run_id` is the new run)."""
-    config = rerun_resolved(run.get("config") or {})
-    options = {"store": store, **rerun_options(run), **run_options}
-    return run_sync(arun_config(config, str(run.get("question", "")), **options))

@@ -107,6 +107,11 @@ def interval(right: int, n: int) -> tuple[float, float]:
     return wilson_interval(right, n) if n else (float("nan"), float("nan"))
 
 
+def pct(value: Any) -> str:
+    """A share as a whole percent ("74%"); "–" for none (None or NaN)."""
+    return "–" if value is None or value != value else f"{value:.0%}"
+
+
 def rate_text(right: int, n: int) -> str:
     """A rate as a table shows it: "74% [60–85%] n=34" (95% Wilson interval); "–" for none."""
     if not n:
