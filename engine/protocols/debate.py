@@ -240,7 +240,7 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
                                                 dict.fromkeys((*SECTIONS, "ANSWER"))),
                                                 others={name: last[name] for name in order
                                                         if name in last}))
-        held = {"topic": topic, "rounds": rounds, "duration": time.monotonic() - start,
+        held = {"topic": topic, "rounds": rounds,
                 "sides": by_seat, "consultant": proponent.name if consultancy else None}
         read = ctx.guard(verdict_turn, _read_judge, verdict_turn.reply) if verdict_turn.ok \
             else None  # a reply the parser trips on degrades the judge's turn, not the run

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections import Counter
 from typing import Any, Unpack
 
@@ -243,7 +242,6 @@ async def arun_society(question: str, *, agents: list[Seat | Any], rounds: int =
     order, shown = presented(agents, run.order_seed)
 
     async def body(ctx: RunContext) -> SocietyResult:
-        start = time.monotonic()
         first = render(TEMPLATES, ctx.prompts, "answer", question=question)
         histories = {s.name: [{"role": "user", "content": first}] for s in shown}
         done: list[list[Reply]] = []
@@ -280,7 +278,7 @@ async def arun_society(question: str, *, agents: list[Seat | Any], rounds: int =
                              synthesizer=agents[0].name if synthesize else None,
                              synthesis=synthesis,
                              mind_changes=changes(done), confidence=derive_confidence(last),
-                             warnings=warnings, duration=time.monotonic() - start)
+                             warnings=warnings)
 
     return await execute(SPEC, question, TEMPLATES, body, {"agents": agents},
                          {"rounds": rounds, "summarise": summarise, "synthesize": synthesize},
