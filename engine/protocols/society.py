@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from engine.analysis.answers import answers_match, extract_answer, hedge
 from engine.analysis.conformity import Conformity, conformity
+from engine.analysis.rounds_dynamics import flips
 from engine.analysis.stances import Confidence, Tally, derive_confidence, normalize_stance, tally
 from engine.checks import require_int, require_text
 from engine.config import RunKwargs
@@ -210,16 +211,10 @@ async def _synthesize(ctx: RunContext, seat: Seat, question: str, last: list[Rep
 
 
 def changes(rounds: list[list[Reply]]) -> list[MindChange]:
-    """Each agent's answer changes between consecutive rounds (abstentions are no answer)."""
-    out = []
-    for number in range(1, len(rounds)):
-        before = {r.agent: r.answer for r in rounds[number - 1]}
-        for reply in rounds[number]:
-            old = before.get(reply.agent, "")
-            if old and reply.answer and old != reply.answer:
-                out.append(MindChange(agent=reply.agent, round=number + 1, before=old,
-                                      after=reply.answer))
-    return out
+    """Each agent's answer changes between consecutive rounds (abstentions are no answer):
+    the rounds' flips (`engine.analysis.rounds_dynamics.flips`)."""
+    answers = [{r.agent: r.answer or None for r in replies} for replies in rounds]
+    return [MindChange(**flip._asdict()) for flip in flips(answers)]
 
 
 async def arun_society(question: str, *, agents: list[Seat | Any], rounds: int = 2,
