@@ -19,7 +19,7 @@ from engine.analysis.answers import answers_match, extract_answer, hedge
 from engine.analysis.conformity import Conformity, conformity
 from engine.analysis.rounds_dynamics import flips
 from engine.analysis.stances import Confidence, Tally, derive_confidence, normalize_stance, tally
-from engine.checks import require_int, require_text
+from engine.checks import require_text
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
 from engine.llm.lines import Line, line_format
@@ -40,7 +40,7 @@ from engine.protocols.base import (
     tally_carried,
     warn_hedge,
 )
-from engine.protocols.checks import require_flags
+from engine.protocols.checks import check_options
 from engine.protocols.tallying import (
     ABSTAINED,
     confidence_text,
@@ -231,8 +231,8 @@ async def arun_society(question: str, *, agents: list[Seat | Any], rounds: int =
     question = require_text(question, "question")
     agents = require_seats(agents, "agents", MIN_AGENTS, MAX_AGENTS, "society", "agent",
                            run.endpoints)
-    rounds = require_int(rounds, "rounds", MIN_ROUNDS, MAX_ROUNDS, "society")
-    require_flags(summarise=summarise, synthesize=synthesize)
+    options = check_options(SPEC, {"rounds": rounds, "summarise": summarise,
+                                   "synthesize": synthesize})
     # each agent sees the others' answers in this order (DESIGN 2.10)
     order, shown = presented(agents, run.order_seed)
 
@@ -275,9 +275,8 @@ async def arun_society(question: str, *, agents: list[Seat | Any], rounds: int =
                              mind_changes=changes(done), confidence=derive_confidence(last),
                              warnings=warnings)
 
-    return await execute(SPEC, question, TEMPLATES, body, {"agents": agents},
-                         {"rounds": rounds, "summarise": summarise, "synthesize": synthesize},
-                         run, order)
+    return await execute(SPEC, question, TEMPLATES, body, {"agents": agents}, options, run,
+                         order)
 
 
 run_society = synchronous(arun_society)
