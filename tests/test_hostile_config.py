@@ -16,7 +16,7 @@ from engine import REGISTRY, ConfigError, Seat, Store, experiments, run_debate, 
 from engine.services import library
 from engine.protocols.validation import validate_config
 from engine.cli.main import main as cli_main
-from engine.protocols import arun_config, run_sync, seats_from_config
+from engine.protocols import arun_config, resolve_config, run_sync, seats_from_config
 from engine.protocols.templates import Template
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
@@ -75,6 +75,23 @@ def test_retries_minus_one_and_other_bad_run_options_are_refused_before_any_call
 ])
 def test_debate_rounds_and_review_iterations_have_a_maximum(call, words, spy, store):
     refused(lambda: call(spy, store), *words, code="limit")
+    nothing_happened(spy, store)
+
+
+@pytest.mark.parametrize("protocol, flag", [("debate", "swap_sides"),
+                                            ("debate", "consultancy"),
+                                            ("society", "summarise"), ("society", "synthesize")])
+def test_a_flag_given_as_text_is_refused_by_the_configuration_and_the_runner(protocol, flag,
+                                                                              spy, store):
+    """A flag option is true or false, as its `Option` row says: "yes" is refused when the
+    configuration is resolved (before a Start) and by the runner, before any call."""
+    refused(lambda: resolve_config({"protocol": protocol, "options": {flag: "yes"}}),
+            f"{flag} must be true or false, got 'yes'", code="input")
+    seats = {"proponent": spy, "opponent": spy, "judge": spy} if protocol == "debate" else {
+        "agents": [Seat("a", spy), Seat("b", spy)]}
+    refused(lambda: run_sync(REGISTRY[protocol].runner("q", store=store, **seats,
+                                                       **{flag: "yes"})),
+            f"{flag} must be true or false", code="input")
     nothing_happened(spy, store)
 
 

@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 LEVELS = ("none", "weak", "moderate", "strong")
+Level = Literal["none", "weak", "moderate", "strong"]
 THRESHOLD = 0.35
 
 # Common English function words, contraction stems ("don't" tokenises to "don") and `stance`,
@@ -64,7 +65,7 @@ class Agreement(BaseModel):
     `dissent`. `dissent_texts` keeps what each dissenter said.
     """
 
-    level: Literal["none", "weak", "moderate", "strong"]
+    level: Level
     overlap_fraction: float
     dominant: list[str] = Field(default_factory=list)
     dissent: list[str] = Field(default_factory=list)
@@ -91,6 +92,16 @@ def unbacked(agreement: Agreement, judged: bool, stances: int) -> Agreement:
     if judged or stances:
         return agreement
     return agreement.model_copy(update={"caveat": LEXICAL_ONLY})
+
+
+def level_of(agreeing: int, voters: int) -> Level:
+    """The level of `agreeing` voters of `voters` in one group: `strong` when all of them
+    (2+), `moderate` when at least 2/3, `weak` when at least two, `none` otherwise."""
+    if agreeing < 2:
+        return "none"
+    if agreeing == voters:
+        return "strong"
+    return "moderate" if 3 * agreeing >= 2 * voters else "weak"
 
 
 def overlap_agreement(texts: Mapping[str, str | None]) -> Agreement:
@@ -157,16 +168,9 @@ def overlap_agreement(texts: Mapping[str, str | None]) -> Agreement:
     largest = max(ordered, key=len) if ordered else []  # max keeps the first (earliest) on ties
     dominant = largest if len(largest) >= 2 else []
     voters = len(names)
-    if voters < 2 or not dominant:
-        level = "none"
-    elif len(dominant) == voters:
-        level = "strong"
-    elif 3 * len(dominant) >= 2 * voters:
-        level = "moderate"
-    else:
-        level = "weak"
     dissent = [name for name in names if name not in dominant]
-    return Agreement(level=level, overlap_fraction=len(dominant) / voters if voters else 0.0,
+    return Agreement(level=level_of(len(dominant), voters),
+                     overlap_fraction=len(dominant) / voters if voters else 0.0,
                      dominant=list(dominant), dissent=dissent,
                      dissent_texts={name: str(texts[name]) for name in dissent},
                      voters=voters, ignored_turns=ignored, groups=ordered, pairs=pairs)

@@ -95,7 +95,9 @@ def _unanimous(answers: Mapping[str, str | None]) -> str | None:
     return next(iter(given))
 
 
-def _flips(normal: Sequence[Mapping[str, str | None]]) -> list[Flip]:
+def flips(normal: Sequence[Mapping[str, str | None]]) -> list[Flip]:
+    """Every agent whose answer changed from the round before (`Dynamics.flips`), over
+    rounds already normalised (an abstention: None)."""
     out = []
     for number in range(1, len(normal)):
         before, after = normal[number - 1], normal[number]
@@ -116,20 +118,20 @@ def dynamics(rounds: Sequence[Mapping[str, str | None]], expected: str | None = 
     answered = [sum(counts.values()) for counts in counted]
     agreement = [max(counts.values()) / total if total else 0.0
                  for counts, total in zip(counted, answered, strict=True)]
-    flips = _flips(normal)
+    flipped = flips(normal)
     scored = expected is not None and bool(normalize_stance(expected))
     fixes = breaks = None
     collapsed = None
     if scored:
-        right = {a: bool(answers_match(a, expected)) for f in flips for a in (f.before, f.after)}
-        fixes = [f for f in flips if not right[f.before] and right[f.after]]
-        breaks = [f for f in flips if right[f.before] and not right[f.after]]
+        right = {a: bool(answers_match(a, expected)) for f in flipped for a in (f.before, f.after)}
+        fixes = [f for f in flipped if not right[f.before] and right[f.after]]
+        breaks = [f for f in flipped if right[f.before] and not right[f.after]]
         last = _unanimous(normal[-1]) if normal else None
         collapsed = last is not None and not answers_match(last, expected)
     return Dynamics(entropy=[entropy(counts) for counts in counted], agreement=agreement,
                     answered=answered,
                     inflation=agreement[-1] - agreement[0] if agreement else 0.0,
-                    flips=flips, fixes=fixes, breaks=breaks,
+                    flips=flipped, fixes=fixes, breaks=breaks,
                     silent_agreement=bool(normal) and _unanimous(normal[0]) is not None,
                     collapsed_wrong=collapsed)
 
@@ -140,7 +142,7 @@ def influence(rounds: Sequence[Mapping[str, str | None]]) -> dict[tuple[str, str
     answer nobody else held credits no one. Pairs with no credit are left out."""
     normal = normal_rounds(rounds)
     counts: Counter[tuple[str, str]] = Counter()
-    for flip in _flips(normal):
+    for flip in flips(normal):
         before = normal[flip.round - 2]
         for mover, held in before.items():
             if mover != flip.agent and held == flip.after:

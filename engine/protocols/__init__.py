@@ -1,11 +1,10 @@
 """The protocol registry: one table that the CLI, the app and experiments loop over."""
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from engine.checks import require_int
 from engine.config import RunConfig, SeatSpec
 from engine.llm.endpoints import with_base_url
 from engine.llm.policy import CallPolicy
@@ -23,6 +22,7 @@ from engine.protocols import (
 )
 from engine.protocols.adversary import check_seat, with_templates
 from engine.protocols.base import Option, ProtocolSpec, Slot, describe_config, run_sync
+from engine.protocols.checks import check_options
 from engine.protocols.templates import Template
 from engine.simulated import with_traits
 
@@ -87,43 +87,6 @@ def prompt_templates(protocol: str) -> dict[str, dict[str, Any]]:
     spec = get_protocol(protocol)
     return {name: {"template": t.text, "placeholders": list(t.placeholders), "help": t.help}
             for name, t in with_templates(spec.templates).items()}
-
-
-def check_options(spec: ProtocolSpec[Any], options: Any,
-                  seat_names: Sequence[str] | None = None) -> dict[str, Any]:
-    """A configuration's options: each one the protocol has, whole numbers in range, one of
-    its choices where it has them (`seat_names`, when known, for an option naming a seat)."""
-    if not isinstance(options, dict):
-        raise ConfigError(f"{spec.name} options must be a mapping of option names to values",
-                          "input")
-    known = {o.name: o for o in spec.options}
-    for name, value in options.items():
-        if name not in known:
-            raise ConfigError(f"{spec.name} has no option {name!r}; options are "
-                              f"{', '.join(sorted(known)) or 'none'}", "input")
-        option = known[name]
-        if isinstance(option.default, int) and not isinstance(option.default, bool) and (
-                option.minimum is not None or option.maximum is not None):
-            require_int(value, name, option.minimum if option.minimum is not None else 0,
-                        option.maximum, spec.name)
-        if option.choices and not _chosen(option, value, seat_names):
-            listed = ", ".join("none" if c is None else repr(c) for c in option.choices)
-            seat = (" or a seat name" + (f" ({', '.join(seat_names)})" if seat_names else "")
-                    if option.or_seat else "")
-            raise ConfigError(f"{spec.name} option {name} must be one of {listed}{seat}, got "
-                              f"{value!r}", "input")
-    return dict(options)
-
-
-def _chosen(option: Option, value: Any, seat_names: Sequence[str] | None) -> bool:
-    """Whether `value` is one of the option's choices (text in any case and spacing), or a
-    seat's name where the option takes one (any text when the seats are not known yet)."""
-    text = value.strip().lower() if isinstance(value, str) else None
-    if value in option.choices or (text is not None and text in option.choices):
-        return True
-    if option.or_seat and text:
-        return seat_names is None or value.strip() in seat_names
-    return False
 
 
 def seats_from_config(spec: ProtocolSpec[Any], config: RunConfig | Mapping[str, Any]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import random
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -288,7 +289,8 @@ async def execute(spec: ProtocolSpec[Any], question: str, templates: Mapping[str
                   seats: Mapping[str, Seat | list[Seat] | None], options: Mapping[str, Any],
                   run: RunOptions, order: Sequence[str] = ()) -> R:
     """Run `body` under the store lifecycle: open the run row (unless `run.run_id` names one
-    the caller opened), record turns as they complete, and end the run with its status.
+    the caller opened), record turns as they complete, and end the run with its status
+    (the result's `duration`: the seconds `body` took).
     `order` is the presentation order the run used (`presentation_order`), kept on the
     result; the stored configuration says the run's order seed. `spec` is the protocol's own
     registry entry: its slots, metrics and assessment end the run."""
@@ -326,6 +328,7 @@ async def execute(spec: ProtocolSpec[Any], question: str, templates: Mapping[str
                                      started_by=run.started_by)
         ctx.recorder = store.recorder(run_id)
         ctx.run_id = run_id  # a Stop through the store ends a wait for a slot (RunStopped)
+    started = time.monotonic()
     try:
         result = await body(ctx)
     except BaseException as exc:  # keep what was recorded: a run never stays `running`
@@ -338,6 +341,7 @@ async def execute(spec: ProtocolSpec[Any], question: str, templates: Mapping[str
     result.turns = ctx.turns
     result.order = list(order)
     result.run_id = run_id
+    result.duration = time.monotonic() - started  # the body's, before the run is stored
     if expected is not None and str(expected).strip():
         score(result, str(expected))
     error = await _finish(spec, store, run_id, result, run, began)

@@ -1,10 +1,12 @@
-"""A seat checked before any call: its name, role, temperature and a model that resolves
-(the other checks, of text, names, numbers and run options, are `engine.checks`)."""
+"""A seat and a protocol's options checked before any call: a seat's name, role, temperature
+and a model that resolves; each option against its `Option` row (the other checks, of text,
+names, numbers and run options, are `engine.checks`)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-from engine.checks import require_name, require_temperature
+from engine.checks import require_int, require_name, require_temperature
 from engine.llm.providers import SPEC_HELP
 from engine.llm.runmodels import seat_model
 from engine.models import ConfigError, Seat
@@ -12,6 +14,7 @@ from engine.text import NAME_MAX
 
 if TYPE_CHECKING:
     from engine.llm.endpoints import EndpointRegistry
+    from engine.protocols.base import Option, ProtocolSpec
 
 
 def require_seat(seat: object, slot: str, endpoints: EndpointRegistry | None = None,
@@ -42,9 +45,42 @@ def require_seat(seat: object, slot: str, endpoints: EndpointRegistry | None = N
     return seat if seat.role or not role else seat.model_copy(update={"role": role})
 
 
-def require_flags(**flags: object) -> None:
-    """Each of `flags` (an option's name and value) is true or false; a `ConfigError`
-    naming the first that is not."""
-    for name, flag in flags.items():
-        if not isinstance(flag, bool):
-            raise ConfigError(f"{name} must be true or false, got {flag!r}", "input")
+def check_options(spec: ProtocolSpec[Any], options: Any,
+                  seat_names: Sequence[str] | None = None) -> dict[str, Any]:
+    """A configuration's (or a runner's) options: each one the protocol has, whole numbers in
+    range, flags true or false, one of its choices where it has them (`seat_names`, when
+    known, for an option naming a seat). The protocol's `Option` rows are the one statement
+    of these rules: its runner checks its arguments here too."""
+    if not isinstance(options, dict):
+        raise ConfigError(f"{spec.name} options must be a mapping of option names to values",
+                          "input")
+    known = {o.name: o for o in spec.options}
+    for name, value in options.items():
+        if name not in known:
+            raise ConfigError(f"{spec.name} has no option {name!r}; options are "
+                              f"{', '.join(sorted(known)) or 'none'}", "input")
+        option = known[name]
+        if isinstance(option.default, int) and not isinstance(option.default, bool) and (
+                option.minimum is not None or option.maximum is not None):
+            require_int(value, name, option.minimum if option.minimum is not None else 0,
+                        option.maximum, spec.name)
+        if isinstance(option.default, bool) and not isinstance(value, bool):
+            raise ConfigError(f"{name} must be true or false, got {value!r}", "input")
+        if option.choices and not _chosen(option, value, seat_names):
+            listed = ", ".join("none" if c is None else repr(c) for c in option.choices)
+            seat = (" or a seat name" + (f" ({', '.join(seat_names)})" if seat_names else "")
+                    if option.or_seat else "")
+            raise ConfigError(f"{spec.name} option {name} must be one of {listed}{seat}, got "
+                              f"{value!r}", "input")
+    return dict(options)
+
+
+def _chosen(option: Option, value: Any, seat_names: Sequence[str] | None) -> bool:
+    """Whether `value` is one of the option's choices (text in any case and spacing), or a
+    seat's name where the option takes one (any text when the seats are not known yet)."""
+    text = value.strip().lower() if isinstance(value, str) else None
+    if value in option.choices or (text is not None and text in option.choices):
+        return True
+    if option.or_seat and text:
+        return seat_names is None or value.strip() in seat_names
+    return False

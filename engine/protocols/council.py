@@ -16,7 +16,6 @@ read as it stands, the unlisted sharing the bottom place, with a warning.
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any, Unpack
 
 from engine.analysis.answers import answer_line
@@ -169,7 +168,6 @@ async def arun_council(question: str, *, members: list[Seat | Any], chairman: Se
     order, shown = presented(members, run.order_seed)
 
     async def body(ctx: RunContext) -> CouncilResult:
-        start = time.monotonic()
         warnings: list[str] = []
         first = render(TEMPLATES, ctx.prompts, "answer", question=question)
         turns: list[Turn] = list(await asyncio.gather(*(
@@ -234,7 +232,7 @@ async def arun_council(question: str, *, members: list[Seat | Any], chairman: Se
             rankings=rankings, labels=labels, borda=totals, aggregate=best, top=top,
             chairman=chair.name, chair_labels=chair_labels, final_text=final_text,
             answer=answer, confidence=top_confidence(rankings, top), seed=seed,
-            warnings=warnings, duration=time.monotonic() - start)
+            warnings=warnings)
 
     return await execute(SPEC, question, TEMPLATES, body,
                          {"members": members, "chairman": chair}, {"seed": seed}, run, order)

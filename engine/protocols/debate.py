@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field, computed_field
 from engine.analysis import parse_sections, read_confidence
 from engine.analysis.answers import answer_line, answers_match, hedge
 from engine.analysis.sections import own_block, parse_answer
-from engine.checks import ROUNDS_MAX, require_int, require_text, unique_names
+from engine.checks import ROUNDS_MAX, require_text, unique_names
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
 from engine.llm.lines import Line, line_format
@@ -27,7 +27,7 @@ from engine.protocols.base import (
     split_run_options,
     synchronous,
 )
-from engine.protocols.checks import require_flags, require_seat
+from engine.protocols.checks import check_options, require_seat
 from engine.protocols.sides import AGAINST, FOR, seat_sides, side_seats, verdict_winner
 from engine.protocols.society import read_answer
 from engine.protocols.templates import Template, render
@@ -185,9 +185,9 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
     opponent = require_seat(opponent, "opponent", endpoints)
     judge = require_seat(judge, "judge", endpoints)
     unique_names([proponent, opponent, judge], "seat")
-    require_int(max_rounds, "max_rounds", 1, ROUNDS_MAX, "debate")
-    limit = _seconds(timeout)
-    require_flags(swap_sides=swap_sides, consultancy=consultancy)
+    options = check_options(SPEC, {"max_rounds": max_rounds, "timeout": _seconds(timeout),
+                                   "swap_sides": swap_sides, "consultancy": consultancy})
+    limit = options["timeout"]
     by_seat = seat_sides(proponent.name, opponent.name, swap_sides)
     sides = side_seats(by_seat)  # side -> seat, as the simulated judge reads it
     pro_seat, con_seat = (opponent, proponent) if swap_sides else (proponent, opponent)
@@ -240,7 +240,7 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
                                                 dict.fromkeys((*SECTIONS, "ANSWER"))),
                                                 others={name: last[name] for name in order
                                                         if name in last}))
-        held = {"topic": topic, "rounds": rounds, "duration": time.monotonic() - start,
+        held = {"topic": topic, "rounds": rounds,
                 "sides": by_seat, "consultant": proponent.name if consultancy else None}
         read = ctx.guard(verdict_turn, _read_judge, verdict_turn.reply) if verdict_turn.ok \
             else None  # a reply the parser trips on degrades the judge's turn, not the run
@@ -277,8 +277,6 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
                             confidence=confidence, answer=answer, confidence_stated=readable,
                             warnings=warnings, winning_side=winning_side, winner=winner)
 
-    options = {"max_rounds": max_rounds, "timeout": _seconds(timeout), "swap_sides": swap_sides,
-               "consultancy": consultancy}
     return await execute(SPEC, topic, TEMPLATES, body,
                          {"proponent": proponent, "opponent": opponent, "judge": judge},
                          options, run, order)

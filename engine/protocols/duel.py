@@ -7,7 +7,6 @@ A failed turn halts both sides, keeping the transcript so far.
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 from typing import Any, Literal, Unpack
 
@@ -145,7 +144,6 @@ async def arun_duel(topic: str, *, a: Seat | Any, b: Seat | Any, rounds: int = 3
         update={"role": DEFAULT_ROLES[key]}) for key, seat in (("a", a), ("b", b))}
 
     async def body(ctx: RunContext) -> DuelResult:
-        start = time.monotonic()
         other = {"a": "b", "b": "a"}
         history: dict[str, list[dict[str, str]]] = {}
         for key, seat in sides.items():
@@ -190,7 +188,7 @@ async def arun_duel(topic: str, *, a: Seat | Any, b: Seat | Any, rounds: int = 3
                 break
         return DuelResult(topic=topic, transcript=transcript, reply=make_reply(transcript),
                           status=status, failed_agent=failed_agent, error=error, rounds=rounds,
-                          warnings=warnings, duration=time.monotonic() - start)
+                          warnings=warnings)
 
     options = {"rounds": rounds, "first": first, "converge": converge, "reply": reply}
     speaking = [sides[opener].name, sides["b" if opener == "a" else "a"].name]

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 from typing import Any, Unpack
 
 from engine.analysis.stances import (
@@ -351,7 +350,6 @@ async def arun_panel(question: str, *, debaters: list[Seat | Any], critic: Seat 
     order, shown = base.presented(debaters, run.order_seed)
 
     async def body(ctx: RunContext) -> PanelResult:
-        start = time.monotonic()
         warnings: list[str] = []
         proposals = list(await asyncio.gather(
             *(propose(ctx, seat, question, TEMPLATES) for seat in shown)))
@@ -381,8 +379,7 @@ async def arun_panel(question: str, *, debaters: list[Seat | Any], critic: Seat 
             change_kinds=classify_changes(before, after, expected) if expected else {},
             tally=final, confidence=derive_confidence(final), first_round=first,
             first_round_confidence=derive_confidence(first), answer=answer,
-            rationale=rationale, key_points=points, warnings=warnings,
-            duration=time.monotonic() - start)
+            rationale=rationale, key_points=points, warnings=warnings)
 
     return await execute(SPEC, question, TEMPLATES, body,
                          {"debaters": debaters, "critic": critic, "judge": judge}, {},

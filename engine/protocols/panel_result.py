@@ -214,7 +214,7 @@ def insights(data: InsightsData) -> Section:
             "from the stances, beside what the debaters claimed.",
             {"y": ["rate", "claimed"], "names": ["measured", "claimed"],
              "y_title": "debaters"}))
-    ballots = ballots_frame(data.results(), "first_round", "tally")
+    ballots = ballots_frame(data.results())
     ballots = ballots[ballots["id"].isin(panels["id"])] if not ballots.empty else ballots
     if not ballots.empty:
         section.charts += [

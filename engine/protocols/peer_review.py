@@ -92,7 +92,6 @@ async def arun_peer_review(task: str, *, producer: Seat | Any, reviewer: Seat | 
     require_int(max_iterations, "max_iterations", 1, ROUNDS_MAX, "peer review")
 
     async def body(ctx: RunContext) -> PeerReviewResult:
-        start = time.monotonic()
         iterations: list[PeerReviewIteration] = []
         draft, feedback, approved, warnings = "", "", False, []
         verdict = ""  # the last review's verdict, as the producer's task shows it
@@ -150,8 +149,7 @@ async def arun_peer_review(task: str, *, producer: Seat | Any, reviewer: Seat | 
                             "answer")
         return PeerReviewResult(task=task, final_output=draft, approved=approved,
                                 iterations=iterations, iterations_used=len(iterations),
-                                answer=answer, duration=time.monotonic() - start,
-                                warnings=warnings)
+                                answer=answer, warnings=warnings)
 
     return await execute(SPEC, task, TEMPLATES, body,
                          {"producer": producer, "reviewer": reviewer},

@@ -8,7 +8,6 @@ these readings is verification.
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterable
 from typing import Any, Unpack
 
@@ -203,7 +202,6 @@ async def arun_roundtable(question: str, *, agents: list[Seat | Any], rounds: in
     order, speakers = presented(seats, run.order_seed)
 
     async def body(ctx: RunContext) -> RoundtableResult:  # noqa: C901, PLR0912
-        start = time.monotonic()
         roster = ", ".join(f"{s.name} ({role_name(s.role) or 'participant'})" for s in speakers)
         exchanges: list[Exchange] = []
         for number in range(1, rounds + 1):
@@ -308,8 +306,7 @@ async def arun_roundtable(question: str, *, agents: list[Seat | Any], rounds: in
             stance_confidence=stance_confidence, judge=reading, judge_status=status,
             diverged_from_floor=diverged, completion_state=state,
             warnings=[f"{code}: {text}" for code, text in warnings],
-            warning_codes=list(dict.fromkeys(code for code, _ in warnings)),
-            duration=time.monotonic() - start)
+            warning_codes=list(dict.fromkeys(code for code, _ in warnings)))
 
     options = {"rounds": rounds, "context": context}
     return await execute(SPEC, question, TEMPLATES, body,

@@ -8,7 +8,7 @@ from typing import ClassVar, Literal
 import pandas as pd
 from pydantic import BaseModel, Field
 
-from engine.analysis.agreement import Agreement
+from engine.analysis.agreement import Agreement, Level
 from engine.analysis.stances import Confidence, Tally
 from engine.models import RunResult, Signals
 from engine.protocols.tallying import tally_block
@@ -32,7 +32,7 @@ class Exchange(BaseModel):
 class JudgeReading(BaseModel):
     """The judge's JSON reading of agreement (a model's reading, not verification)."""
 
-    agreement_level: Literal["none", "weak", "moderate", "strong"]
+    agreement_level: Level
     dominant_position: str = ""
     dissenting_views: list[str] = Field(default_factory=list)
     rationale: str = ""

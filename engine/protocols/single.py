@@ -9,7 +9,6 @@ waits for the one before.
 """
 from __future__ import annotations
 
-import time
 from typing import Any, Unpack
 
 import pandas as pd
@@ -87,7 +86,6 @@ async def arun_single(question: str, *, agent: Seat | Any, rounds: int = 1,
     given = dict(line.split(": ", 1) for line in answers.splitlines() if ": " in line)
 
     async def body(ctx: RunContext) -> SingleResult:
-        start = time.monotonic()
         first = render(TEMPLATES, ctx.prompts, "judge_answers", question=question,
                        answers=answers) if answers else \
             render(TEMPLATES, ctx.prompts, "answer", question=question)
@@ -108,8 +106,7 @@ async def arun_single(question: str, *, agent: Seat | Any, rounds: int = 1,
         warnings = [f"round {r.round}: {reply_warning(r)}; the agent abstains"
                     for r in replies if not r.answer]
         return SingleResult(question=question, replies=replies, answer=replies[-1].answer,
-                            mind_changes=changes([[r] for r in replies]), warnings=warnings,
-                            duration=time.monotonic() - start)
+                            mind_changes=changes([[r] for r in replies]), warnings=warnings)
 
     return await execute(SPEC, question, TEMPLATES, body, {"agent": agent},
                          {"rounds": rounds, "answers": answers}, run,

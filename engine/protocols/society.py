@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections import Counter
 from typing import Any, Unpack
 
@@ -18,8 +17,9 @@ from pydantic import BaseModel, Field
 
 from engine.analysis.answers import answers_match, extract_answer, hedge
 from engine.analysis.conformity import Conformity, conformity
+from engine.analysis.rounds_dynamics import flips
 from engine.analysis.stances import Confidence, Tally, derive_confidence, normalize_stance, tally
-from engine.checks import require_int, require_text
+from engine.checks import require_text
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
 from engine.llm.lines import Line, line_format
@@ -40,7 +40,7 @@ from engine.protocols.base import (
     tally_carried,
     warn_hedge,
 )
-from engine.protocols.checks import require_flags
+from engine.protocols.checks import check_options
 from engine.protocols.tallying import (
     ABSTAINED,
     confidence_text,
@@ -211,16 +211,10 @@ async def _synthesize(ctx: RunContext, seat: Seat, question: str, last: list[Rep
 
 
 def changes(rounds: list[list[Reply]]) -> list[MindChange]:
-    """Each agent's answer changes between consecutive rounds (abstentions are no answer)."""
-    out = []
-    for number in range(1, len(rounds)):
-        before = {r.agent: r.answer for r in rounds[number - 1]}
-        for reply in rounds[number]:
-            old = before.get(reply.agent, "")
-            if old and reply.answer and old != reply.answer:
-                out.append(MindChange(agent=reply.agent, round=number + 1, before=old,
-                                      after=reply.answer))
-    return out
+    """Each agent's answer changes between consecutive rounds (abstentions are no answer):
+    the rounds' flips (`engine.analysis.rounds_dynamics.flips`)."""
+    answers = [{r.agent: r.answer or None for r in replies} for replies in rounds]
+    return [MindChange(**flip._asdict()) for flip in flips(answers)]
 
 
 async def arun_society(question: str, *, agents: list[Seat | Any], rounds: int = 2,
@@ -237,13 +231,12 @@ async def arun_society(question: str, *, agents: list[Seat | Any], rounds: int =
     question = require_text(question, "question")
     agents = require_seats(agents, "agents", MIN_AGENTS, MAX_AGENTS, "society", "agent",
                            run.endpoints)
-    rounds = require_int(rounds, "rounds", MIN_ROUNDS, MAX_ROUNDS, "society")
-    require_flags(summarise=summarise, synthesize=synthesize)
+    options = check_options(SPEC, {"rounds": rounds, "summarise": summarise,
+                                   "synthesize": synthesize})
     # each agent sees the others' answers in this order (DESIGN 2.10)
     order, shown = presented(agents, run.order_seed)
 
     async def body(ctx: RunContext) -> SocietyResult:
-        start = time.monotonic()
         first = render(TEMPLATES, ctx.prompts, "answer", question=question)
         histories = {s.name: [{"role": "user", "content": first}] for s in shown}
         done: list[list[Reply]] = []
@@ -280,11 +273,10 @@ async def arun_society(question: str, *, agents: list[Seat | Any], rounds: int =
                              synthesizer=agents[0].name if synthesize else None,
                              synthesis=synthesis,
                              mind_changes=changes(done), confidence=derive_confidence(last),
-                             warnings=warnings, duration=time.monotonic() - start)
+                             warnings=warnings)
 
-    return await execute(SPEC, question, TEMPLATES, body, {"agents": agents},
-                         {"rounds": rounds, "summarise": summarise, "synthesize": synthesize},
-                         run, order)
+    return await execute(SPEC, question, TEMPLATES, body, {"agents": agents}, options, run,
+                         order)
 
 
 run_society = synchronous(arun_society)

@@ -41,10 +41,6 @@ class Template:
             raise ValueError(f"template requires {missing} but does not use them")
 
 
-def placeholders_in(text: str) -> list[str]:
-    return list(dict.fromkeys(_SLOT.findall(text)))
-
-
 def check_prompts(protocol: str, defaults: Mapping[str, Template],
                   prompts: Mapping[str, str] | None) -> dict[str, str]:
     """Validate per-run overrides against a protocol's templates; returns them as a dict."""
@@ -62,7 +58,7 @@ def check_prompts(protocol: str, defaults: Mapping[str, Template],
             raise ConfigError(f"prompt template {name!r} must be at most {TEMPLATE_MAX:,} "
                               "characters without NUL bytes", "limit")
         allowed = defaults[name].placeholders
-        used = placeholders_in(text)
+        used = list(dict.fromkeys(_SLOT.findall(text)))
         unknown = [p for p in used if p not in allowed]
         if unknown:
             raise ConfigError(f"prompt template {name!r} may use "

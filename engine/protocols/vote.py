@@ -6,7 +6,6 @@ against: N calls, no critique, no rebuttal, no judge. Round one's building block
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any, Unpack
 
 from pydantic import Field
@@ -79,7 +78,6 @@ async def arun_vote(question: str, *, voters: list[Seat | Any], **kw: Unpack[Run
     order, shown = presented(voters, run.order_seed)
 
     async def body(ctx: RunContext) -> VoteResult:
-        start = time.monotonic()
         proposals = list(await asyncio.gather(
             *(propose(ctx, seat, question, TEMPLATES) for seat in shown)))
         warnings = [f"voter {p.persona}: failed ({p.error}); it abstains"
@@ -87,7 +85,7 @@ async def arun_vote(question: str, *, voters: list[Seat | Any], **kw: Unpack[Run
         counted = tally({p.persona: p.stance if p.usable else None for p in proposals})
         return VoteResult(question=question, proposals=proposals, tally=counted,
                           confidence=derive_confidence(counted), answer=counted.winner or "",
-                          warnings=warnings, duration=time.monotonic() - start)
+                          warnings=warnings)
 
     return await execute(SPEC, question, TEMPLATES, body, {"voters": voters}, {}, run,
                          order)

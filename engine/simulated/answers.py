@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.analysis.agreement import level_of
 from engine.analysis.stances import normalize_stance
 from engine.models import Task
 from engine.simulated.world import (
@@ -143,16 +144,8 @@ def agreement(task: Task) -> dict[str, Any]:
     common = majority(answers)
     count = sum(same(a, common) for a in answers)
     total = len(task.others)
-    if total >= 2 and count == total:
-        level = "strong"
-    elif total and count >= 2 and 3 * count >= 2 * total:
-        level = "moderate"
-    elif count >= 2:
-        level = "weak"
-    else:
-        level = "none"
     dissent = list(dict.fromkeys(a for a in answers if not same(a, common)))
-    return {"agreement_level": level, "dominant_position": common or "",
+    return {"agreement_level": level_of(count, total), "dominant_position": common or "",
             "dissenting_views": dissent,
             "rationale": (f"{count} of {total} final answers are {common!r}." if common
                           else "No final answer states a position.")}

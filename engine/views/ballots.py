@@ -1,7 +1,7 @@
 """Ballots across runs: each seat's stance before and after, for the tallying protocols'
 Insights sections (mind-change rates, stance flows against the vote, right and wrong before
-and after). Plain pandas on stored runs; the protocol says which of its tallies are "before"
-and "after".
+and after). Plain pandas on stored runs: "before" is a panel's round-one tally, "after" its
+final one.
 """
 from __future__ import annotations
 
@@ -64,12 +64,11 @@ def with_personas(ballots: pd.DataFrame, runs: pd.DataFrame,
                                                            strict=True)])
 
 
-def ballots_frame(frame: pd.DataFrame, before_key: str = "first_round",
-                  after_key: str = "tally") -> pd.DataFrame:
-    """One row per seat per run, from runs with their stored `result`: the ballots of the
-    tally stored under `before_key` and of the one under `after_key` (the protocol names
-    them), whether the stance changed (the result's measured `mind_changes`), the change kind
-    where an expected answer gave one (`change_kinds`), and both winners."""
+def ballots_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per seat per run, from runs with their stored `result`: the ballots of a
+    panel's round-one tally (`first_round`) and of its final one (`tally`), whether the
+    stance changed (the result's measured `mind_changes`), the change kind where an expected
+    answer gave one (`change_kinds`), and both winners."""
     rows = []
     if frame.empty or "result" not in frame:
         return pd.DataFrame(columns=BALLOT_COLUMNS)
@@ -79,7 +78,7 @@ def ballots_frame(frame: pd.DataFrame, before_key: str = "first_round",
                                                frame["result"].tolist()):
         if not isinstance(result, Mapping):
             continue  # no stored result (a run that did not complete)
-        first, final = result.get(before_key), result.get(after_key)
+        first, final = result.get("first_round"), result.get("tally")
         if not (is_tally(first) and is_tally(final)):
             continue
         before, after = first.get("ballots") or {}, final.get("ballots") or {}
