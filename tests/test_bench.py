@@ -115,7 +115,7 @@ def test_a_peer_not_installed_is_named_as_skipped_with_how_to_install_it(monkeyp
 
     @contextmanager
     def server(latency):
-        yield "http://127.0.0.1:9/v1"
+        yield "http://127.0.0.1:9/v1", 0
 
     monkeypatch.setattr(peers, "serving", server)
     monkeypatch.setattr(peers, "SIDES", {**peers.SIDES, "Parley": lambda *a: peers.Outcome(
