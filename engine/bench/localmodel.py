@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.bench.choice import default_config
+from engine.bench.choice import every_phase_config
 from engine.bench.serving import free_port, served
 from engine.bench.table import Row, fact
 from engine.llm.replies import REASK
@@ -140,18 +140,6 @@ def seat_model(base_url: str, structured: str | None = None) -> str:
     return spec + (f"&structured={structured}" if structured else "")
 
 
-def local_config(spec: ProtocolSpec[Any], model: str) -> dict[str, Any]:
-    """`spec`'s default configuration on `model`: one round and each optional seat filled,
-    so every phase the protocol has is asked."""
-    config = default_config(spec, model)
-    if spec.rounds_option:
-        config["options"] = {spec.rounds_option: 1}
-    optional = {slot.name: [{"name": slot.name}] for slot in spec.slots if slot.optional}
-    if optional:
-        config["seats"] = optional
-    return config
-
-
 @dataclass
 class Measured:
     """One run as measured: its protocol, result, stored row and wall time."""
@@ -189,7 +177,7 @@ def timed_out(turn: Turn) -> bool:
 def names_winner(spec: ProtocolSpec[Any]) -> bool:
     """Whether `spec`'s runs name a final answer at all (its signals' `answer` on the
     simulated model), so a protocol without one is not counted as failing to."""
-    result = run_sync(arun_config(local_config(spec, "simulated"), QUESTIONS[0][0],
+    result = run_sync(arun_config(every_phase_config(spec, "simulated"), QUESTIONS[0][0],
                                   expected=QUESTIONS[0][1]))
     return spec.signals(result).answer is not None
 
@@ -203,7 +191,7 @@ def measure(base_url: str, runs_each: int = 1, structured: str | None = None
     async def every(store: Store) -> list[Measured]:
         out: list[Measured] = []
         for name, spec in REGISTRY.items():
-            config = local_config(spec, seat_model(base_url, structured))
+            config = every_phase_config(spec, seat_model(base_url, structured))
             for i in range(runs_each):
                 question, expected = QUESTIONS[i % len(QUESTIONS)]
                 start = time.perf_counter()
