@@ -78,10 +78,14 @@ def missing() -> str:
 
 
 @contextmanager
-def serve() -> Iterator[str]:
+def serve(base_url: str | None = None) -> Iterator[str]:
     """`python -m llama_cpp.server` for the SmolLM2 GGUF on a free loopback port (it answers
     one request at a time); yields its base URL (ending in /v1) once /v1/models answers, and
-    stops it after. RuntimeError when it cannot be served (`missing`) or does not start."""
+    stops it after. RuntimeError when it cannot be served (`missing`) or does not start.
+    Given `base_url` (a server already running), yields it and serves nothing."""
+    if base_url is not None:
+        yield base_url
+        return
     why, model_path = missing(), gguf()
     if why or model_path is None:
         raise RuntimeError(why)
@@ -94,16 +98,6 @@ def serve() -> Iterator[str]:
                 START) as process:
         first_reply(base, process, START)
         yield base
-
-
-@contextmanager
-def reached(base_url: str | None) -> Iterator[str]:
-    """`base_url`, or (None) SmolLM2 served here for the block (`serve`)."""
-    if base_url is not None:
-        yield base_url
-    else:
-        with serve() as url:
-            yield url
 
 
 def first_reply(base: str, process: subprocess.Popen[Any], timeout: float) -> None:
@@ -281,7 +275,7 @@ def bench_local_model(base_url: str | None = None, runs_each: int = 2) -> list[R
     or on SmolLM2 served here (a row saying what is missing when it cannot be)."""
     if base_url is None and (why := missing()):
         return [fact(f"local model: not measured ({why})", 0, "")]
-    with reached(base_url) as url:
+    with serve(base_url) as url:
         counts = summarise(measure(url, runs_each))["all"]
     what = f"local model {MODEL}, every protocol x {runs_each}, cap {CAP}"
     return [
@@ -309,7 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.base_url is None and (why := missing()):
         print(why, file=sys.stderr)
         return 2
-    with reached(args.base_url) as url:
+    with serve(args.base_url) as url:
         runs = measure(url, args.runs, structured=args.structured)
     label = f"structured={args.structured}" if args.structured else "default"
     print(done_when_table([(label, summarise(runs))]), flush=True)
