@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import text
 
-from engine.bench.dashboard import DAYS, REAL_MODEL, make_fixture, sizes
+from engine.bench.dashboard import DAYS, REAL_MODEL, make_fixture, run_id
 from engine.bench.table import collect, command, format_table
 from engine.cli import build_parser
 from engine.protocols import REGISTRY, estimate
@@ -45,15 +45,15 @@ def test_waves_default_to_the_calls_when_a_protocol_declares_none():
 def test_a_small_fixture_has_its_runs_turns_on_the_first_only_and_real_and_simulated(tmp_path):
     n, turned = 300, 40
     reports: list[tuple[int, int]] = []
-    ids = make_fixture(f"sqlite:///{tmp_path / 'f.db'}", n, turn_runs=turned, chunk=100,
-                       progress=lambda done, total: reports.append((done, total)))
+    assert make_fixture(f"sqlite:///{tmp_path / 'f.db'}", n, turn_runs=turned, chunk=100,
+                        progress=lambda done, total: reports.append((done, total))) == turned
     assert reports == [(100, 300), (200, 300), (300, 300)]  # a line per chunk, once stored
-    assert len(ids) == n and ids.turn_runs == turned and ids[-1] == ids[n - 1]
-    assert ids[:3] == [ids[0], ids[1], ids[2]] and len(set(ids[:n])) == n
+    ids = [run_id(number) for number in range(n)]
+    assert len(set(ids)) == n
     store = Store(f"sqlite:///{tmp_path / 'f.db'}")
     runs = store.runs()
-    assert len(runs) == n and set(runs["id"]) == set(ids[:n])
-    with_turns = set(store.turns(list(ids[:n]))["run_id"])
+    assert len(runs) == n and set(runs["id"]) == set(ids)
+    with_turns = set(store.turns(list(ids))["run_id"])
     assert with_turns <= set(ids[:turned]) and len(with_turns) >= turned * 0.9
     counts = runs["status"].value_counts()
     assert counts.get("failed", 0) > 0 and counts.get("interrupted", 0) > 0
@@ -75,11 +75,11 @@ def test_a_small_fixture_has_its_runs_turns_on_the_first_only_and_real_and_simul
     with store.engine.connect() as connection:
         typed = {row[0]: dict(zip(SIGNAL_COLUMNS, row[1:], strict=True)) for row in
                  connection.execute(text(f"SELECT id, {', '.join(SIGNAL_COLUMNS)} FROM runs"))}
-    for run_id, metrics in zip(runs["id"], runs["metrics"], strict=True):
+    for stored, metrics in zip(runs["id"], runs["metrics"], strict=True):
         want = signal_values(metrics)
-        got = {**typed[run_id], "tied": None if typed[run_id]["tied"] is None
-               else bool(typed[run_id]["tied"])}  # SQLite keeps a boolean as 0 or 1
-        assert got == pytest.approx(want), run_id
+        got = {**typed[stored], "tied": None if typed[stored]["tied"] is None
+               else bool(typed[stored]["tied"])}  # SQLite keeps a boolean as 0 or 1
+        assert got == pytest.approx(want), stored
     assert summary_has_signals(store)
     store.close()
 
@@ -103,7 +103,6 @@ def test_the_dashboard_sizes_parse_and_reach_the_command_that_measures_again():
     assert command("dashboard", sizes=(10_000, 100_000)) == (
         "python -m engine bench --only dashboard --sizes 10000,100000")
     assert command("search", sizes=(10_000,)) == "python -m engine bench --only search"
-    assert sizes(["10000", "1000000"]) == [10_000, 1_000_000] and sizes([]) == [10_000]
 
 
 def test_a_peer_not_installed_is_named_as_skipped_with_how_to_install_it(monkeypatch, tmp_path):
@@ -115,7 +114,7 @@ def test_a_peer_not_installed_is_named_as_skipped_with_how_to_install_it(monkeyp
 
     @contextmanager
     def server(latency):
-        yield "http://127.0.0.1:9/v1"
+        yield "http://127.0.0.1:9/v1", 0
 
     monkeypatch.setattr(peers, "serving", server)
     monkeypatch.setattr(peers, "SIDES", {**peers.SIDES, "Parley": lambda *a: peers.Outcome(

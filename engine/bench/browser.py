@@ -90,15 +90,15 @@ def _fill(url: str, n: int) -> dict[str, str]:
     """The stored runs and one experiment; the ids the pages open."""
     from engine import experiments as ex
     from engine.bench.choice import busiest, cheapest, default_config
-    from engine.bench.dashboard import make_fixture
+    from engine.bench.dashboard import make_fixture, run_id
     from engine.store import Store
-    ids = make_fixture(url, n)
+    make_fixture(url, n)
     store = Store(url)
     everything = store.runs(limit=2000)
     name = busiest().name
     chosen = everything[(everything["protocol"] == name) & (everything["status"] == "completed")]
-    detail = str(chosen["id"].iloc[0]) if not chosen.empty else ids[0]
-    other = str(chosen["id"].iloc[1]) if len(chosen) > 1 else ids[1]
+    detail = str(chosen["id"].iloc[0]) if not chosen.empty else run_id(0)
+    other = str(chosen["id"].iloc[1]) if len(chosen) > 1 else run_id(1)
     plan = ex.plan({"name": "browser bench", "questions": "definite", "repeats": 1,
                     "configs": [{**default_config(cheapest()), "label": "cheapest"},
                                 {**default_config(busiest()), "label": "busiest"}]},
@@ -122,17 +122,12 @@ def _tab(playwright: Any, home: str = "") -> Iterator[Any]:
         browser.close()
 
 
-def landing(playwright: Any, url: str, marker: str) -> float:
-    """Seconds until `marker` is usable on the first page of a new Chromium (empty cache)."""
-    with _tab(playwright) as tab:
+def landing(playwright: Any, url: str, marker: str, home: str = "") -> float:
+    """Seconds until `marker` is usable at `url` in a new Chromium (empty cache), its first
+    page; or, with `home`, once it landed on that server's Home (a page's widget code never
+    fetched by this browser before: the worst first visit)."""
+    with _tab(playwright, home) as tab:
         return usable_after(tab, url, marker)
-
-
-def after_landing(playwright: Any, base: str, path: str, marker: str) -> float:
-    """A new Chromium lands on Home, then opens `path`: seconds until that page is usable,
-    its widget code never fetched by this browser before (the worst first visit)."""
-    with _tab(playwright, base) as tab:
-        return usable_after(tab, base + path, marker)
 
 
 def bare_landing(playwright: Any) -> float:
@@ -178,14 +173,11 @@ def in_app(playwright: Any, base: str, repeats: int) -> list[tuple[str, float, f
 
 def pages(ids: dict[str, str]) -> list[tuple[str, str, str]]:
     """(name, path, marker of its main content) of every page the benchmark opens."""
-    listed = [("Runs", "/runs", "[data-testid='stDataFrame']"),
-              ("Run detail", f"/runs?run={ids['run']}", "[data-testid='stTabs']"),
-              ("Insights", "/insights", CHART),
-              ("Experiment results", f"/experiments?experiment={ids['experiment']}", CHART)]
-    if (ROOT / "pages" / "compare.py").exists():
-        listed.append(("Compare two runs", f"/compare?compare={ids['run']},{ids['other']}",
-                       HEADING))
-    return listed
+    return [("Runs", "/runs", "[data-testid='stDataFrame']"),
+            ("Run detail", f"/runs?run={ids['run']}", "[data-testid='stTabs']"),
+            ("Insights", "/insights", CHART),
+            ("Experiment results", f"/experiments?experiment={ids['experiment']}", CHART),
+            ("Compare two runs", f"/compare?compare={ids['run']},{ids['other']}", HEADING)]
 
 
 def bench_browser(n: int = 100_000, repeats: int = 3) -> list[Row]:
@@ -212,7 +204,7 @@ def bench_browser(n: int = 100_000, repeats: int = 3) -> list[Row]:
                          fact("browser: the same landing on a bare Streamlit page (one title, no "
                               "Parley code): the floor", round(bare, 2), "s")]
                 listed = pages(ids)
-                alone = {name: after_landing(playwright, base, path, marker)
+                alone = {name: landing(playwright, base + path, marker, base)
                          for name, path, marker in listed}
                 with _tab(playwright, base) as tab:  # this browser lands on Home too
                     for name, path, marker in listed:

@@ -22,6 +22,19 @@ def default_config(spec: ProtocolSpec[Any], model: str = "simulated") -> dict[st
     return {"protocol": spec.name, "model": model}
 
 
+def every_phase_config(spec: ProtocolSpec[Any], model: str, rounds: int = 1) -> dict[str, Any]:
+    """`spec`'s default configuration on `model` with at most `rounds` rounds and each optional
+    seat filled, so every phase the protocol has is asked."""
+    config = default_config(spec, model)
+    for option in spec.options:
+        if option.name == spec.rounds_option:
+            config["options"] = {option.name: min(rounds, option.default)}
+    optional = {slot.name: [{"name": slot.name}] for slot in spec.slots if slot.optional}
+    if optional:
+        config["seats"] = optional
+    return config
+
+
 def busiest() -> ProtocolSpec[Any]:
     def weight(spec: ProtocolSpec[Any]) -> tuple[bool, int]:
         cost = estimate(default_config(spec))

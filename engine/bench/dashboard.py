@@ -1,5 +1,5 @@
 """Dashboard benchmark: how long the Runs and Insights pages take on 10,000 stored runs, or
-on each of several sizes (`python -m engine.bench.dashboard 10000 100000 1000000`).
+on each of several sizes (`python -m engine bench --only dashboard --sizes 10000,100000`).
 
 `make_fixture` fills a SQLite file quickly: it runs every registered protocol on the
 simulated model over a few questions and seeds (some with injected faults) to get realistic
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import combinations, islice
 from pathlib import Path
-from typing import Any, overload
+from typing import Any
 
 from engine.bench.choice import busiest
 from engine.bench.table import Row, fact, timed
@@ -116,27 +116,6 @@ def run_id(number: int) -> str:
     return f"b{number:011x}"
 
 
-class RunIds(Sequence[str]):
-    """The ids of a fixture's `n` runs in insertion order, computed when asked for instead of
-    held (a million strings are about 70 MB); the first `turn_runs` have turns."""
-
-    def __init__(self, n: int, turn_runs: int):
-        self.n, self.turn_runs = n, turn_runs
-
-    def __len__(self) -> int:
-        return self.n
-
-    @overload
-    def __getitem__(self, index: int) -> str: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[str]: ...
-
-    def __getitem__(self, index: int | slice) -> str | list[str]:
-        if isinstance(index, slice):
-            return [run_id(number) for number in range(self.n)[index]]
-        return run_id(range(self.n)[index])
-
-
 def copied(run: Row, new_id: str, created: datetime, **changes: Any) -> Row:
     """A stored run's row under `new_id`, created at `created` and finished its duration
     later, on the bench's host, with `changes`."""
@@ -207,20 +186,20 @@ def to_stderr() -> Progress:
 
 
 def make_fixture(url: str, n: int = 10_000, seed: int = 0, *, turn_runs: int = TURN_RUNS,
-                 chunk: int = CHUNK, progress: Progress | None = None,
-                 throwaway: bool = True) -> RunIds:
-    """Fill the store at `url` with `n` realistic runs, the first `turn_runs` with turns
-    (bulk insert, `chunk` runs per transaction); returns their ids. `throwaway`: the file is
-    the benchmark's own, written without waiting for the disk (`Store.insert_raw_chunks`)."""
+                 chunk: int = CHUNK, progress: Progress | None = None) -> int:
+    """Fill the store at `url` with `n` realistic runs, `run_id(0)` to `run_id(n - 1)`, the
+    first `turn_runs` with turns (bulk insert, `chunk` runs per transaction); returns how many
+    have turns. The file is the benchmark's own, written without waiting for the disk
+    (`Store.insert_raw_chunks`)."""
     with tempfile.TemporaryDirectory() as folder:
         pairs = _pairs(Path(folder))
     store = Store(url)
     try:
         rows = _rows(pairs, n, seed, turn_runs, now())
-        store.insert_raw_chunks(_chunks(rows, chunk, n, progress), durable=not throwaway)
+        store.insert_raw_chunks(_chunks(rows, chunk, n, progress), durable=False)
     finally:
         store.close()
-    return RunIds(n, min(n, turn_runs))
+    return min(n, turn_runs)
 
 
 # --------------------------------------------------------------------------- what pages do
@@ -304,13 +283,14 @@ def _peak_rss_mb(url: str) -> tuple[float, float]:
     return ready, peak
 
 
-def _detail_run(store: Store, ids: RunIds, protocol: str) -> str:
-    """A completed run of `protocol` among the fixture's runs with turns (the first one)."""
-    for candidate in ids[:min(ids.turn_runs, 500)]:
+def _detail_run(store: Store, turned: int, protocol: str) -> str:
+    """A completed run of `protocol` among the fixture's `turned` runs with turns (the first
+    one)."""
+    for candidate in map(run_id, range(min(turned, 500))):
         run = store.get(candidate)
         if run["protocol"] == protocol and run["status"] == "completed":
             return candidate
-    return ids[0]
+    return run_id(0)
 
 
 def bench_dashboard(counts: Sequence[int] = (10_000,)) -> list[Row]:
@@ -324,18 +304,18 @@ def _bench_size(n: int) -> list[Row]:
     with tempfile.TemporaryDirectory() as folder:
         url = f"sqlite:///{Path(folder) / 'dashboard.db'}"
         start = time.perf_counter()
-        ids = make_fixture(url, n, progress=to_stderr() if n > CHUNK else None)
+        turned = make_fixture(url, n, progress=to_stderr() if n > CHUNK else None)
         built = time.perf_counter() - start
         megabytes = sum(f.stat().st_size for f in Path(folder).iterdir()) / 2**20
         store = Store(url)
         name = busiest().name  # the richest run detail and Insights section
-        detail_id = _detail_run(store, ids, name)
+        detail_id = _detail_run(store, turned, name)
         narrow = history.Filters(protocol=name, search="bat")
         size = f"{n:,} runs"
         everything = history.Filters()
         first = "< 1 s" if n <= 100_000 else "< 3 s"  # the first-view targets
         rows = [
-            fact(f"dashboard fixture: {size}, the first {ids.turn_runs:,} with turns "
+            fact(f"dashboard fixture: {size}, the first {turned:,} with turns "
                  "(simulated runs, then bulk insert)", round(built, 3), "s"),
             fact(f"dashboard fixture: SQLite file size ({size})", round(megabytes, 3), "MB"),
             timed(f"runs page: load + build ({size})", lambda: runs_page(store, everything),
@@ -365,18 +345,3 @@ def _bench_size(n: int) -> list[Row]:
                          f"({size})", round(peak, 3), "MB", "< 500 MB"))
         store.close()
     return rows
-
-
-def sizes(argv: Sequence[str]) -> list[int]:
-    """The run counts `python -m engine.bench.dashboard N [N ...]` was given (10,000 without);
-    `SystemExit` naming the argument that is not a count of runs."""
-    for arg in argv:
-        if not arg.isdigit() or int(arg) < 1:
-            raise SystemExit(f"python -m engine.bench.dashboard N [N ...]: each N is a number of "
-                             f"runs such as 100000, got {arg!r}")
-    return [int(arg) for arg in argv] or [10_000]
-
-
-if __name__ == "__main__":
-    from engine.bench.table import format_table
-    print(format_table(bench_dashboard(sizes(sys.argv[1:]))))

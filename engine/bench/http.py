@@ -5,7 +5,7 @@ The server (`Server`, a process of its own) answers chat completions as a constr
 would: a request carrying a JSON schema gets an object of that schema, any other request a
 short answer with an `ANSWER:` line; it waits `latency` seconds first, on its own thread per
 connection, and keeps connections alive. Each measured side runs in a fresh process (`python -m
-engine.bench.http --worker ...`), so its wall time is the whole process's (interpreter,
+engine.bench.http experiment ...`), so its wall time is the whole process's (interpreter,
 imports, detection of the endpoint, the work) and its peak memory its own:
 
 - `experiment`: an experiment of N questions through `engine.experiments` (as `python -m
@@ -13,13 +13,13 @@ imports, detection of the endpoint, the work) and its peak memory its own:
 - `cli`: the same experiment through `python -m engine experiment run` itself (its spec in a
   YAML file, its summary printed), timed as a whole process only;
 - `bare`: the same calls through one langchain-openai `ChatOpenAI`, as many at once, in a
-  process that imports nothing of Parley (`BARE`), each run's calls in the waves a Parley
+  process that imports nothing of Parley (`CLIENT`), each run's calls in the waves a Parley
   run of that shape makes them (one call for a one-call question);
 - `bare-aiohttp`: the same bare ChatOpenAI given the openai SDK's `DefaultAioHttpClient`
   (aiohttp under httpx, what Parley's async client sends through): the fair comparison;
 - `raw`: the same calls in the same waves through a few lines of HTTP on asyncio streams
-  (`RAW`): the instrument's own floor, so that a ratio splits into the server's and the
-  machine's share (the raw side's) and the client's (the rest of the bare side's).
+  (`CLIENT`'s raw mode): the instrument's own floor, so that a ratio splits into the server's
+  and the machine's share (the raw side's) and the client's (the rest of the bare side's).
 
 The server's own CPU per call (its process's CPU time over a side's calls) is a row beside
 the clients': a thread per connection is cheap next to a client's work, and these rows say
@@ -38,7 +38,6 @@ Figures are measured here, never asserted in tests.
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -127,38 +126,26 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class Server(ThreadingHTTPServer):
-    """An OpenAI-compatible chat-completions server on a free loopback port."""
+    """An OpenAI-compatible chat-completions server on loopback port `port`."""
 
     daemon_threads = True
     request_queue_size = 256  # hundreds of connections may open at once
 
-    def __init__(self, latency: float = 0.0, port: int = 0):
+    def __init__(self, latency: float, port: int):
         super().__init__(("127.0.0.1", port), _Handler)
         self.latency = latency
 
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/v1"
-
 
 @contextmanager
-def server_process(latency: float = 0.0) -> Iterator[tuple[str, int]]:
+def serving(latency: float = 0.0) -> Iterator[tuple[str, int]]:
     """A `Server` in a process of its own (its threads take no time from the side measured)
     for the block; yields its base URL and process id once it answers."""
     from engine.bench.serving import free_port, served
     port = free_port()
-    command = [sys.executable, "-m", "engine.bench.http", "--serve", str(port), "--latency",
-               str(latency)]
+    command = [sys.executable, "-m", "engine.bench.http", "serve", str(port), str(latency)]
     with served(command, f"http://127.0.0.1:{port}/v1/models", "the bench's OpenAI-compatible "
                 "server", 120, cwd=Path(__file__).resolve().parents[2]) as process:
         yield f"http://127.0.0.1:{port}/v1", process.pid
-
-
-@contextmanager
-def serving(latency: float = 0.0) -> Iterator[str]:
-    """`server_process`'s base URL alone."""
-    with server_process(latency) as (url, _):
-        yield url
 
 
 def cpu_seconds(pid: int) -> float:
@@ -216,70 +203,46 @@ def work_experiment(base_url: str, protocol: str, runs: int, concurrency: int,
                                                                .sum())}
 
 
-# The bare side imports nothing of Parley: its process is langchain-openai's alone. Each of
-# its `runs` makes the calls of `shape` ("3,1,3,1": three at once, then one, ...), wave after
-# wave, `concurrency` runs at once: a one-call question is shape "1".
-BARE = """
+# The client sides import nothing of Parley: each process is a client's alone. Each of its
+# `runs` makes the calls of `shape` ("3,1,3,1": three at once, then one, ...), wave after wave,
+# `concurrency` runs at once (a one-call question is shape "1"), through one langchain-openai
+# ChatOpenAI (`httpx`: the SDK's default client; `aiohttp`: given the SDK's
+# `DefaultAioHttpClient`, as its README shows it) or, as the instrument's own floor, through a
+# few lines of HTTP/1.1 on asyncio streams (`raw`: a keep-alive connection per call in flight,
+# nothing parsed but the status line and Content-Length), so what the raw side takes is the
+# server's and the machine's share, and what a ChatOpenAI takes beyond it is the client's.
+# The raw side makes one call before the runs. Each run's wall time is printed too (`walls`).
+CLIENT = """
 import asyncio, json, resource, sys, time
-from langchain_openai import ChatOpenAI
-url, runs, concurrency, prompt = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-shape = [int(n) for n in (sys.argv[5] if len(sys.argv) > 5 else "1").split(",")]
-over = {}
-if len(sys.argv) > 6 and sys.argv[6] == "aiohttp":  # as the openai SDK's README shows it
-    from openai import DefaultAioHttpClient
-    over = {"http_async_client": DefaultAioHttpClient()}
-model = ChatOpenAI(model="bench", base_url=url, api_key="not-needed", max_retries=0, **over)
-
-async def go():
-    gate = asyncio.Semaphore(concurrency)
+url, runs, concurrency, prompt, shape, mode = sys.argv[1:7]
+runs, concurrency, shape = int(runs), int(concurrency), [int(n) for n in shape.split(",")]
+if mode == "raw":
+    host, port = url.split("//", 1)[1].split("/", 1)[0].split(":")
+    path = "/" + url.split("//", 1)[1].split("/", 1)[1].strip("/") + "/chat/completions"
+    idle = []
 
     async def call(text):
-        message = await model.ainvoke(text)
-        return bool(message.content)
+        body = json.dumps({"model": "bench", "messages": [{"role": "user", "content": text}]})
+        request = (f"POST {path} HTTP/1.1\\r\\nHost: {host}:{port}\\r\\n"
+                   "Content-Type: application/json\\r\\n"
+                   f"Content-Length: {len(body)}\\r\\n\\r\\n{body}").encode()
+        reader, writer = idle.pop() if idle else await asyncio.open_connection(host, int(port))
+        writer.write(request)
+        head = (await reader.readuntil(b"\\r\\n\\r\\n")).decode("latin-1").lower()
+        length = int(head.split("content-length:", 1)[1].split("\\r\\n", 1)[0])
+        answer = json.loads(await reader.readexactly(length))
+        idle.append((reader, writer))
+        return head.startswith("http/1.1 200") and bool(answer["choices"][0]["message"]["content"])
+else:
+    from langchain_openai import ChatOpenAI
+    over = {}
+    if mode == "aiohttp":
+        from openai import DefaultAioHttpClient
+        over = {"http_async_client": DefaultAioHttpClient()}
+    model = ChatOpenAI(model="bench", base_url=url, api_key="not-needed", max_retries=0, **over)
 
-    async def one(i):
-        async with gate:
-            done = 0
-            for wave, width in enumerate(shape):
-                done += sum(await asyncio.gather(*(call(f"Question {i}.{wave}.{j}: {prompt}")
-                                                   for j in range(width))))
-            return done
-    return sum(await asyncio.gather(*(one(i) for i in range(runs))))
-wall, cpu = time.perf_counter(), time.process_time()
-done = asyncio.run(go())
-wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-calls = runs * sum(shape)
-print(json.dumps({"status": "completed", "wall": wall, "cpu": cpu, "runs": runs,
-                  "calls": done, "failed": calls - done,
-                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
-"""
-
-
-# The raw side is the instrument's own floor: the same calls as `BARE`, in the same waves,
-# through a few lines of HTTP/1.1 on asyncio streams (a keep-alive connection per call in
-# flight, nothing parsed but the status line and Content-Length), so what it takes beyond
-# the floor is the server's and the machine's share, and what the bare client takes beyond
-# it is the client's. It prints, besides BARE's fields, each run's wall time (`walls`).
-RAW = """
-import asyncio, json, resource, sys, time
-url, runs, concurrency, prompt = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-shape = [int(n) for n in (sys.argv[5] if len(sys.argv) > 5 else "1").split(",")]
-host, port = url.split("//", 1)[1].split("/", 1)[0].split(":")
-path = "/" + url.split("//", 1)[1].split("/", 1)[1].strip("/") + "/chat/completions"
-idle = []
-
-async def call(text):
-    body = json.dumps({"model": "bench", "messages": [{"role": "user", "content": text}]})
-    request = (f"POST {path} HTTP/1.1\\r\\nHost: {host}:{port}\\r\\n"
-               "Content-Type: application/json\\r\\n"
-               f"Content-Length: {len(body)}\\r\\n\\r\\n{body}").encode()
-    reader, writer = idle.pop() if idle else await asyncio.open_connection(host, int(port))
-    writer.write(request)
-    head = (await reader.readuntil(b"\\r\\n\\r\\n")).decode("latin-1").lower()
-    length = int(head.split("content-length:", 1)[1].split("\\r\\n", 1)[0])
-    answer = json.loads(await reader.readexactly(length))
-    idle.append((reader, writer))
-    return head.startswith("http/1.1 200") and bool(answer["choices"][0]["message"]["content"])
+    async def call(text):
+        return bool((await model.ainvoke(text)).content)
 
 async def go():
     gate = asyncio.Semaphore(concurrency)
@@ -293,7 +256,8 @@ async def go():
                                                    for j in range(width))))
             walls.append(time.perf_counter() - start)
             return done
-    await call(prompt)  # one connection open, as the other sides' first call opens one
+    if mode == "raw":  # one connection open, as the other sides' first call opens one
+        await call(prompt)
     return sum(await asyncio.gather(*(one(i) for i in range(runs)))), walls
 wall, cpu = time.perf_counter(), time.process_time()
 done, walls = asyncio.run(go())
@@ -305,15 +269,6 @@ print(json.dumps({"status": "completed", "wall": wall, "cpu": cpu, "runs": runs,
 """
 
 
-def cli_spec(base_url: str, protocol: str, runs: int, concurrency: int) -> str:
-    """The YAML of an experiment of `runs` questions of `protocol` on the server, for
-    `python -m engine experiment run`."""
-    import yaml
-    return yaml.safe_dump({"questions": [f"Question {i}: {PROMPT}" for i in range(runs)],
-                           "configs": [protocol_config(protocol, base_url)],
-                           "concurrency": concurrency})
-
-
 def measured(kind: str, base_url: str, count: int, concurrency: int,
              protocol: str = "", shape: str = "1") -> dict[str, Any]:
     """One side in a fresh process: what it reports, with `process` (its whole wall time,
@@ -323,23 +278,24 @@ def measured(kind: str, base_url: str, count: int, concurrency: int,
     only), `bare` (`count` runs of `shape` through a bare ChatOpenAI, as a user writes it:
     the SDK's default httpx client), `bare-aiohttp` (the same given the SDK's
     `DefaultAioHttpClient`, what Parley's client sends through) or `raw` (the same through
-    `RAW`'s few lines of HTTP)."""
+    `CLIENT`'s few lines of HTTP)."""
     protocol = protocol or cheapest().name
     root = Path(__file__).resolve().parents[2]
     with tempfile.TemporaryDirectory() as folder:
         if kind in ("bare", "bare-aiohttp", "raw"):
-            command = [sys.executable, "-c", RAW if kind == "raw" else BARE, base_url,
-                       str(count), str(concurrency), PROMPT, shape,
-                       "aiohttp" if kind == "bare-aiohttp" else "httpx"]
+            mode = {"bare": "httpx", "bare-aiohttp": "aiohttp"}.get(kind, kind)
+            command = [sys.executable, "-c", CLIENT, base_url, str(count), str(concurrency),
+                       PROMPT, shape, mode]
         elif kind == "cli":
-            spec_file = Path(folder) / "experiment.yaml"
-            spec_file.write_text(cli_spec(base_url, protocol, count, concurrency))
+            spec_file = Path(folder) / "experiment.yaml"  # JSON is YAML
+            spec_file.write_text(json.dumps({
+                "questions": [f"Question {i}: {PROMPT}" for i in range(count)],
+                "configs": [protocol_config(protocol, base_url)], "concurrency": concurrency}))
             command = [sys.executable, "-m", "engine", "experiment", "run", str(spec_file),
                        "--db", f"sqlite:///{Path(folder) / 'bench.db'}", "--quiet", "--yes"]
         else:
-            command = [sys.executable, "-m", "engine.bench.http", "--worker", kind,
-                       "--base-url", base_url, "--count", str(count), "--concurrency",
-                       str(concurrency), "--protocol", protocol, "--folder", folder]
+            command = [sys.executable, "-m", "engine.bench.http", kind, base_url, str(count),
+                       str(concurrency), protocol, folder]
         start = time.perf_counter()
         done = subprocess.run(command, capture_output=True, text=True, timeout=1800, cwd=root)
         process = time.perf_counter() - start
@@ -360,8 +316,13 @@ def shape_of(turns: Any) -> str:
 
 
 # ------------------------------------------------------------------ the rows
+def _per_call(seconds: float, side: dict[str, Any], digits: int = 2) -> float:
+    """`seconds` spread over `side`'s calls, in milliseconds."""
+    return round(seconds / max(side["calls"], 1) * 1000, digits)
+
+
 def _versus(latency: float, count: int, concurrency: int) -> list[Row]:
-    with serving(latency) as url:
+    with serving(latency) as (url, _):
         parley = measured("experiment", url, count, concurrency)
         bare = measured("bare", url, count, concurrency)
         cli = measured("cli", url, count, concurrency) if not latency else None
@@ -382,9 +343,8 @@ def _versus(latency: float, count: int, concurrency: int) -> list[Row]:
                  round(cli["process"] / bare["process"], 2), "x", "<= 1.5")]
     return [*rows,
             fact(f"{label}: Parley CPU per call (the work, imports aside)",
-                 round(parley["cpu"] / max(parley["calls"], 1) * 1000, 2), "ms"),
-            fact(f"{label}: bare ChatOpenAI CPU per call",
-                 round(bare["cpu"] / max(bare["calls"], 1) * 1000, 2), "ms"),
+                 _per_call(parley["cpu"], parley), "ms"),
+            fact(f"{label}: bare ChatOpenAI CPU per call", _per_call(bare["cpu"], bare), "ms"),
             fact(f"{label}: Parley calls per second (the work)",
                  round(parley["calls"] / parley["wall"], 1), "calls/s"),
             fact(f"{label}: bare ChatOpenAI calls per second",
@@ -421,7 +381,7 @@ def _critical(latency: float = 0.2, repeats: int = 3) -> list[Row]:
     from engine.protocols import arun_config, estimate, run_sync
     rows: list[Row] = []
     crowd = crowd_by_rounds()
-    with serving(latency) as url:
+    with serving(latency) as (url, _):
         for title, config in ((busiest().name, protocol_config(busiest().name, url)),
                               (f"5x3 {crowd.name}", protocol_config(crowd.name, url, 5, 3))):
             cost = estimate(config)
@@ -462,7 +422,7 @@ def _many_runs(runs: int = 200, concurrency: int = 32, latency: float = 0.2) -> 
     from engine.protocols import estimate
     name = busiest().name
     served: dict[str, float] = {}  # the server's CPU seconds per side
-    with server_process(latency) as (url, pid):
+    with serving(latency) as (url, pid):
         config = protocol_config(name, url)
         cost = estimate(config)
         waves, calls = cost["waves"], cost["calls"]
@@ -482,8 +442,7 @@ def _many_runs(runs: int = 200, concurrency: int = 32, latency: float = 0.2) -> 
              note=f"{done['failed']} runs failed"),
         fact(f"{runs} {name} runs: whole process / floor (runs x critical path / concurrency "
              f"= {floor:g} s)", round(done["process"] / floor, 3), "x", "<= 1.5"),
-        fact(f"{runs} {name} runs: Parley CPU per call", round(
-            done["cpu"] / max(done["calls"], 1) * 1000, 2), "ms"),
+        fact(f"{runs} {name} runs: Parley CPU per call", _per_call(done["cpu"], done), "ms"),
         fact(f"{runs} runs of the same calls in the same waves through a bare ChatOpenAI, "
              "whole process / floor", round(bare["process"] / floor, 3), "x"),
         fact(f"{runs} {name} runs: Parley / bare ChatOpenAI in the same shape, whole process",
@@ -497,14 +456,13 @@ def _many_runs(runs: int = 200, concurrency: int = 32, latency: float = 0.2) -> 
              "the calls' wall time / floor: the server's and the machine's share",
              round(raw["wall"] / floor, 3), "x"),
         fact(f"{runs} {name} runs: the loopback server's CPU per call (under Parley, the bare "
-             "ChatOpenAI, the minimal client)", round(served["experiment"] / max(
-                 done["calls"], 1) * 1000, 3), "ms",
-             note=f"{served['bare'] / max(bare['calls'], 1) * 1000:.3f} ms and "
-                  f"{served['raw'] / max(raw['calls'], 1) * 1000:.3f} ms"),
+             "ChatOpenAI, the minimal client)", _per_call(served["experiment"], done, 3), "ms",
+             note=f"{_per_call(served['bare'], bare, 3):.3f} ms and "
+                  f"{_per_call(served['raw'], raw, 3):.3f} ms"),
         fact(f"{runs} {name} runs: bare ChatOpenAI CPU per call (the work)",
-             round(bare["cpu"] / max(bare["calls"], 1) * 1000, 2), "ms"),
+             _per_call(bare["cpu"], bare), "ms"),
         fact(f"{runs} {name} runs: bare ChatOpenAI over aiohttp CPU per call (the work)",
-             round(aio["cpu"] / max(aio["calls"], 1) * 1000, 2), "ms"),
+             _per_call(aio["cpu"], aio), "ms"),
     ]
 
 
@@ -517,7 +475,7 @@ def _run_shape(url: str, config: dict[str, Any]) -> str:
 def _memory(sizes: tuple[int, ...] = (50, 300)) -> list[Row]:
     rows: list[Row] = []
     found: list[dict[str, Any]] = []
-    with serving(0.0) as url:
+    with serving(0.0) as (url, _):
         for size in sizes:
             done = measured("experiment", url, size, 32)
             found.append(done)
@@ -542,25 +500,17 @@ def bench_http(count: int = 300, runs: int = 200) -> list[Row]:
             *_many_runs(runs), *_memory((50, count))]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m engine.bench.http")
-    parser.add_argument("--serve", type=int, metavar="PORT", help="serve on this port")
-    parser.add_argument("--latency", type=float, default=0.0)
-    parser.add_argument("--worker", choices=("experiment",))
-    parser.add_argument("--base-url")
-    parser.add_argument("--count", type=int, default=300)
-    parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--protocol", default="")
-    parser.add_argument("--folder", default=".")
-    args = parser.parse_args(argv)
-    if args.serve:
-        Server(args.latency, args.serve).serve_forever()
+def main(argv: list[str]) -> int:
+    """`serve PORT LATENCY`: the server, until stopped; `experiment URL COUNT CONCURRENCY
+    PROTOCOL FOLDER`: `work_experiment`, its figures and peak RSS printed as JSON."""
+    if argv[0] == "serve":
+        Server(float(argv[2]), int(argv[1])).serve_forever()
         return 0
-    found = work_experiment(args.base_url, args.protocol or cheapest().name, args.count,
-                            args.concurrency, args.folder)
+    url, count, concurrency, protocol, folder = argv[1:6]
+    found = work_experiment(url, protocol, int(count), int(concurrency), folder)
     print(json.dumps({**found, "peak_mb": _peak_mb()}), flush=True)
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(sys.argv[1:]))

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.bench.choice import default_config
+from engine.bench.choice import every_phase_config
 from engine.bench.serving import free_port, served
 from engine.bench.table import Row, fact
 from engine.llm.replies import REASK
@@ -78,10 +78,14 @@ def missing() -> str:
 
 
 @contextmanager
-def serve() -> Iterator[str]:
+def serve(base_url: str | None = None) -> Iterator[str]:
     """`python -m llama_cpp.server` for the SmolLM2 GGUF on a free loopback port (it answers
     one request at a time); yields its base URL (ending in /v1) once /v1/models answers, and
-    stops it after. RuntimeError when it cannot be served (`missing`) or does not start."""
+    stops it after. RuntimeError when it cannot be served (`missing`) or does not start.
+    Given `base_url` (a server already running), yields it and serves nothing."""
+    if base_url is not None:
+        yield base_url
+        return
     why, model_path = missing(), gguf()
     if why or model_path is None:
         raise RuntimeError(why)
@@ -94,16 +98,6 @@ def serve() -> Iterator[str]:
                 START) as process:
         first_reply(base, process, START)
         yield base
-
-
-@contextmanager
-def reached(base_url: str | None) -> Iterator[str]:
-    """`base_url`, or (None) SmolLM2 served here for the block (`serve`)."""
-    if base_url is not None:
-        yield base_url
-    else:
-        with serve() as url:
-            yield url
 
 
 def first_reply(base: str, process: subprocess.Popen[Any], timeout: float) -> None:
@@ -138,18 +132,6 @@ def seat_model(base_url: str, structured: str | None = None) -> str:
     """The seat spec every seat of a run takes: the server's URL, the cap, greedy decoding."""
     spec = f"openai:{MODEL}?base_url={base_url}&max_tokens={CAP}&temperature=0"
     return spec + (f"&structured={structured}" if structured else "")
-
-
-def local_config(spec: ProtocolSpec[Any], model: str) -> dict[str, Any]:
-    """`spec`'s default configuration on `model`: one round and each optional seat filled,
-    so every phase the protocol has is asked."""
-    config = default_config(spec, model)
-    if spec.rounds_option:
-        config["options"] = {spec.rounds_option: 1}
-    optional = {slot.name: [{"name": slot.name}] for slot in spec.slots if slot.optional}
-    if optional:
-        config["seats"] = optional
-    return config
 
 
 @dataclass
@@ -189,7 +171,7 @@ def timed_out(turn: Turn) -> bool:
 def names_winner(spec: ProtocolSpec[Any]) -> bool:
     """Whether `spec`'s runs name a final answer at all (its signals' `answer` on the
     simulated model), so a protocol without one is not counted as failing to."""
-    result = run_sync(arun_config(local_config(spec, "simulated"), QUESTIONS[0][0],
+    result = run_sync(arun_config(every_phase_config(spec, "simulated"), QUESTIONS[0][0],
                                   expected=QUESTIONS[0][1]))
     return spec.signals(result).answer is not None
 
@@ -203,7 +185,7 @@ def measure(base_url: str, runs_each: int = 1, structured: str | None = None
     async def every(store: Store) -> list[Measured]:
         out: list[Measured] = []
         for name, spec in REGISTRY.items():
-            config = local_config(spec, seat_model(base_url, structured))
+            config = every_phase_config(spec, seat_model(base_url, structured))
             for i in range(runs_each):
                 question, expected = QUESTIONS[i % len(QUESTIONS)]
                 start = time.perf_counter()
@@ -293,7 +275,7 @@ def bench_local_model(base_url: str | None = None, runs_each: int = 2) -> list[R
     or on SmolLM2 served here (a row saying what is missing when it cannot be)."""
     if base_url is None and (why := missing()):
         return [fact(f"local model: not measured ({why})", 0, "")]
-    with reached(base_url) as url:
+    with serve(base_url) as url:
         counts = summarise(measure(url, runs_each))["all"]
     what = f"local model {MODEL}, every protocol x {runs_each}, cap {CAP}"
     return [
@@ -321,7 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.base_url is None and (why := missing()):
         print(why, file=sys.stderr)
         return 2
-    with reached(args.base_url) as url:
+    with serve(args.base_url) as url:
         runs = measure(url, args.runs, structured=args.structured)
     label = f"structured={args.structured}" if args.structured else "default"
     print(done_when_table([(label, summarise(runs))]), flush=True)

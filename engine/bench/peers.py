@@ -196,7 +196,7 @@ def rows_at(latency: float, count: int, concurrency: int) -> list[Row]:
     label = f"{count} one-call questions, {concurrency} at once, {shown}"
     found: dict[str, Outcome] = {}
     rows: list[Row] = []
-    with serving(latency) as url:
+    with serving(latency) as (url, _):
         for side, run in SIDES.items():
             seconds = peak = float("nan")
             note = memory = f"skipped: not installed ({INSTALL.get(side)})"

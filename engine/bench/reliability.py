@@ -22,25 +22,6 @@ if TYPE_CHECKING:
 FAULTY = "simulated?fail=0.2&timeout=0.1&empty=0.1&malformed=0.1&hang=2"
 
 
-def soak_config(protocol: str, model: str = FAULTY) -> dict[str, Any]:
-    """A registry protocol on the faulty model, with small rounds to keep the soak quick."""
-    from engine.protocols import get_protocol
-    spec = get_protocol(protocol)
-    options = {}
-    if spec.options and isinstance(spec.options[0].default, int):
-        options[spec.options[0].name] = min(2, spec.options[0].default)
-    seats: dict[str, Any] = {}
-    for slot in spec.slots:
-        if slot.many:
-            seats[slot.name] = [{**dict(d), "model": model} for d in slot.defaults]
-        elif slot.optional:
-            seats[slot.name] = {"name": slot.name, "model": model}
-        else:
-            base = dict(slot.defaults[0]) if slot.defaults else {}
-            seats[slot.name] = {**base, "model": model}
-    return {"protocol": spec.name, "seats": seats, "options": options}
-
-
 def check_run(run: dict[str, Any]) -> list[str]:
     """Invariants every stored run must keep, whatever its models did; returns violations."""
     problems = []
@@ -61,6 +42,7 @@ def check_run(run: dict[str, Any]) -> list[str]:
 def fault_soak(store: Store, runs: int = 500, model: str = FAULTY, concurrency: int = 16,
                timeout_per_call: float = 0.3) -> dict[str, Any]:
     """Run `runs` runs round-robin over the registry on a faulty model; report what held."""
+    from engine.bench.choice import every_phase_config
     from engine.protocols import REGISTRY, arun_config
     names, gate = list(REGISTRY), asyncio.Semaphore(concurrency)
     crashes: list[str] = []
@@ -69,9 +51,10 @@ def fault_soak(store: Store, runs: int = 500, model: str = FAULTY, concurrency: 
         protocol = names[i % len(names)]
         async with gate:
             try:
-                await arun_config(soak_config(protocol, model), f"Soak question {i}: should we "
-                                  "adopt the plan?", store=store, tags=["soak"],
-                                  timeout_per_call=timeout_per_call, retries=1)
+                # every phase asked, at most two rounds to keep the soak quick
+                await arun_config(every_phase_config(REGISTRY[protocol], model, 2),
+                                  f"Soak question {i}: should we adopt the plan?", store=store,
+                                  tags=["soak"], timeout_per_call=timeout_per_call, retries=1)
             except Exception as exc:  # a crash is what the soak looks for
                 crashes.append(f"{protocol}: {type(exc).__name__}: {exc}")
 

@@ -1,8 +1,10 @@
-"""A server process for a benchmark or a test: started on a free loopback port, waited for
-until its health URL answers, and stopped afterwards (the Streamlit app of the browser bench,
-llama-cpp-python's server of the local-model bench)."""
+"""A server process for a benchmark or a test: started (on a free loopback port), waited for
+until its health URL answers or its output says it serves, and stopped afterwards (the
+Streamlit app of the browser bench, llama-cpp-python's server of the local-model bench, the
+workers of the workers bench)."""
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import tempfile
@@ -21,23 +23,28 @@ def free_port() -> int:
 
 
 @contextmanager
-def served(command: list[str], health_url: str, name: str, timeout: float,
+def served(command: list[str], ready: str, name: str, timeout: float,
            **popen: Any) -> Iterator[subprocess.Popen[Any]]:
     """Run `command` (its output kept in a temporary file) until the block ends; enter the
-    block, with the process, once `health_url` answers 200. RuntimeError, with the end of its
-    output, when the process exits or `timeout` seconds pass first."""
+    block, with the process, once `ready` (an http:// URL) answers 200, or once its output
+    holds `ready` (any other text). RuntimeError, with the end of its output, when the process
+    exits or `timeout` seconds pass first."""
     direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback only
+
+    def serves(log: Any) -> bool:
+        if not ready.startswith("http://"):  # read without moving the offset it writes at
+            return ready.encode() in os.pread(log.fileno(), os.fstat(log.fileno()).st_size, 0)
+        try:
+            with direct.open(ready, timeout=2) as answer:
+                return bool(answer.status == 200)
+        except OSError:
+            return False
+
     with tempfile.TemporaryFile("w+") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, **popen)
         deadline = time.monotonic() + timeout
         try:
-            while True:
-                try:
-                    with direct.open(health_url, timeout=2) as answer:
-                        if answer.status == 200:
-                            break
-                except OSError:
-                    pass
+            while not serves(log):
                 if process.poll() is not None or time.monotonic() > deadline:
                     log.seek(0)
                     raise RuntimeError(f"{name} did not start: {log.read()[-2000:]}")

@@ -12,6 +12,7 @@ and when each section was measured; the docs' benchmark tables are rendered from
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
 import itertools
 import json
@@ -149,47 +150,48 @@ def bench_reliability(soak_runs: int = 500, writers: int = 4, runs_each: int = 2
 
 
 OPT_IN = ("local-model", "peers")  # sections that run only when `only` names them
-
-
-def _call(module: str, function: str, *args: Any, **kwargs: Any) -> list[Row]:
-    """`module.function(*args, **kwargs)`, imported only when its section runs."""
-    return list(getattr(importlib.import_module(module), function)(*args, **kwargs))
+# Every section of the table, in its order: (name `--only` matches, the module of
+# `engine.bench` that measures it, its function, its arguments at full size and with `quick`).
+SECTION_TABLE: tuple[tuple[str, str, str, dict[str, Any], dict[str, Any]], ...] = (
+    ("throughput", "table", "bench_throughput", {"runs_each": 8}, {"runs_each": 2}),
+    ("critical-path", "table", "bench_critical_path", {"repeats": 5}, {"repeats": 2}),
+    ("reliability", "table", "bench_reliability", {},
+     {"soak_runs": 60, "writers": 4, "runs_each": 25}),
+    ("dashboard", "dashboard", "bench_dashboard", {"counts": [10000]}, {"counts": [1000]}),
+    ("experiments", "experiments", "bench_experiments", {"runs": 200}, {"runs": 20}),
+    ("experiment-results", "results", "bench_results", {"n": 20_000}, {"n": 2000}),
+    ("live", "live", "bench_live", {"repeats": 200}, {"repeats": 20}),
+    ("search", "search", "bench_search", {"n": 10000}, {"n": 1000}),
+    ("browser", "browser", "bench_browser", {"n": 100_000}, {"n": 1000}),
+    ("http", "http", "bench_http", {"count": 300, "runs": 200}, {"count": 60, "runs": 40}),
+    ("peers", "peers", "bench_peers", {"count": 200}, {"count": 40}),
+    ("local-model", "localmodel", "bench_local_model", {"runs_each": 2}, {"runs_each": 1}),
+    ("workers", "workers", "bench_workers", {"runs": 2000}, {"runs": 200}),
+    ("worker-overhead", "workers", "bench_worker_overhead", {"repeats": 5}, {"repeats": 3}),
+    ("otel", "otel", "bench_otel", {"runs": 200}, {"runs": 20}),
+)
 
 
 def _sections(quick: bool = False, base_url: str | None = None, db_url: str | None = None,
               sizes: Sequence[int] | None = None) -> list[tuple[str, Callable[[], list[Row]]]]:
-    """Every section of the table, in its order: (name `--only` matches, what measures it).
-    `sizes`: the dashboard's stored-run counts, a set of rows each (default 10,000; 1,000
-    with `quick`)."""
-    bench = "engine.bench."
-    dashboard = list(sizes or [1000 if quick else 10000])
-    return [
-        ("throughput", lambda: bench_throughput(2 if quick else 8)),
-        ("critical-path", lambda: bench_critical_path(repeats=2 if quick else 5)),
-        ("reliability", lambda: bench_reliability(60, 4, 25) if quick else bench_reliability()),
-        ("dashboard", lambda: _call(bench + "dashboard", "bench_dashboard", dashboard)),
-        ("experiments", lambda: _call(bench + "experiments", "bench_experiments",
-                                      runs=20 if quick else 200)),
-        ("experiment-results", lambda: _call(bench + "results", "bench_results",
-                                             n=2000 if quick else 20_000)),
-        ("live", lambda: _call(bench + "live", "bench_live", repeats=20 if quick else 200)),
-        ("search", lambda: _call(bench + "search", "bench_search", n=1000 if quick else 10000)),
-        ("browser", lambda: _call(bench + "browser", "bench_browser",
-                                  n=1000 if quick else 100_000)),
-        ("http", lambda: _call(bench + "http", "bench_http", count=60 if quick else 300,
-                               runs=40 if quick else 200)),
-        ("peers", lambda: _call(bench + "peers", "bench_peers", count=40 if quick else 200)),
-        ("local-model", lambda: _call(bench + "localmodel", "bench_local_model", base_url,
-                                      runs_each=1 if quick else 2)),
-        ("workers", lambda: _call(bench + "workers", "bench_workers", db_url,
-                                  runs=200 if quick else 2000)),
-        ("worker-overhead", lambda: _call(bench + "workers", "bench_worker_overhead", db_url,
-                                          repeats=3 if quick else 5)),
-        ("otel", lambda: _call(bench + "otel", "bench_otel", runs=20 if quick else 200)),
-    ]
+    """Every section of the table, in its order: (name `--only` matches, what measures it,
+    imported only when its section runs). `sizes`: the dashboard's stored-run counts, a set
+    of rows each (default 10,000; 1,000 with `quick`)."""
+    given: dict[str, dict[str, Any]] = {
+        "dashboard": {"counts": list(sizes)} if sizes else {},
+        "local-model": {"base_url": base_url},
+        "workers": {"db_url": db_url}, "worker-overhead": {"db_url": db_url}}
+    return [(name, functools.partial(_call, module, function,
+                                     **{**(small if quick else full), **given.get(name, {})}))
+            for name, module, function, full, small in SECTION_TABLE]
 
 
-SECTIONS = tuple(name for name, _ in _sections())
+def _call(module: str, function: str, **kwargs: Any) -> list[Row]:
+    """`engine.bench.module.function(**kwargs)`, imported only when its section runs."""
+    return list(getattr(importlib.import_module(f"engine.bench.{module}"), function)(**kwargs))
+
+
+SECTIONS = tuple(row[0] for row in SECTION_TABLE)
 
 
 def _chosen(name: str, only: list[str] | None) -> bool:

@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 from engine.bench.choice import busiest, waves
+from engine.bench.serving import served
 from engine.bench.table import Row, fact
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -41,39 +42,6 @@ def _engine(*args: str) -> list[str]:
     return [sys.executable, "-m", "engine", *args]
 
 
-def _start_workers(url: str, count: int, concurrency: int, folder: Path
-                   ) -> list[subprocess.Popen]:
-    """`count` workers, each with its log file; returns once every one has said it serves."""
-    workers = []
-    for number in range(count):
-        log = (folder / f"worker-{count}-{number}.log").open("w", encoding="utf-8")
-        workers.append(subprocess.Popen(
-            _engine("worker", "--concurrency", str(concurrency), "--db", url), cwd=ROOT,
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
-    deadline = time.monotonic() + 120
-    logs = [folder / f"worker-{count}-{number}.log" for number in range(count)]
-    while not all(READY in log.read_text(encoding="utf-8") for log in logs):
-        if time.monotonic() > deadline or any(w.poll() is not None for w in workers):
-            _stop(workers)
-            raise RuntimeError("a bench worker did not start: "
-                               + " | ".join(log.read_text(encoding="utf-8")[-500:]
-                                            for log in logs))
-        time.sleep(0.1)
-    return workers
-
-
-def _stop(workers: list[subprocess.Popen]) -> None:
-    for worker in workers:
-        if worker.poll() is None:
-            os.killpg(worker.pid, signal.SIGTERM)
-    for worker in workers:
-        try:
-            worker.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(worker.pid, signal.SIGKILL)
-            worker.wait()
-
-
 def _experiment(url: str, folder: Path, runs: int, latency: float, concurrency: int,
                 workers: int, name: str) -> tuple[float, float, int, int]:
     """(the submitting command's wall seconds, the span from the first run's start to the last
@@ -83,16 +51,17 @@ def _experiment(url: str, folder: Path, runs: int, latency: float, concurrency: 
     from engine.experiments import list_experiments
     from engine.store import Store
     spec = _spec(folder, runs, latency, name)
-    pool = _start_workers(url, workers, concurrency, folder) if workers else []
     extra = ["--workers", "--wait"] if workers else ["--concurrency", str(concurrency)]
-    try:
+    with ExitStack() as pool:  # each worker started once it says it serves; stopped after
+        for _ in range(workers):
+            pool.enter_context(served(_engine("worker", "--concurrency", str(concurrency), "--db",
+                                              url), READY, "a bench worker", 120, cwd=ROOT,
+                                      start_new_session=True))
         started = time.perf_counter()
         done = subprocess.run(_engine("experiment", "run", str(spec), *extra, "--yes", "--quiet",
                                       "--db", url), cwd=ROOT, capture_output=True, text=True,
                               timeout=3600)
         wall = time.perf_counter() - started
-    finally:
-        _stop(pool)
     if done.returncode != 0:
         raise RuntimeError(f"bench experiment {name} failed: "
                            f"{(done.stderr or done.stdout)[-500:]}")
