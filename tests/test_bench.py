@@ -129,3 +129,22 @@ def test_a_peer_not_installed_is_named_as_skipped_with_how_to_install_it(monkeyp
     assert "Parley - Inspect, peak RSS" not in rows
     from engine.bench import table  # the peers run only when --only names them
     assert not table._chosen("peers", None) and table._chosen("peers", ["peers"])
+
+
+def test_a_child_process_peak_memory_is_its_own_not_the_bench_process():
+    """`ru_maxrss` of a child starts at its parent's peak (the fork keeps it): a bench
+    process holding 300 MB would report every side it starts at 300 MB or more."""
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from engine.bench.peers import timed
+    from engine.bench.serving import high_water_mb
+    held = bytearray(300 * 2**20)
+    held[::4096] = b"1" * len(held[::4096])  # touched, so resident
+    child = [sys.executable, "-c", "import time; time.sleep(0.2)"]  # a bare interpreter
+    with tempfile.TemporaryDirectory() as folder:
+        _, peak = timed(child, Path(folder))
+    assert 0 < peak < 150  # tens of MB, not the 300 MB held here
+    assert high_water_mb() > 300  # this process's own peak counts what it holds
+    assert len(held) == 300 * 2**20

@@ -41,7 +41,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -178,7 +177,8 @@ def protocol_config(protocol: str, base_url: str, seats: int = 0,
 
 
 def _peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    from engine.bench.serving import high_water_mb
+    return high_water_mb()
 
 
 def work_experiment(base_url: str, protocol: str, runs: int, concurrency: int,
@@ -213,8 +213,13 @@ def work_experiment(base_url: str, protocol: str, runs: int, concurrency: int,
 # server's and the machine's share, and what a ChatOpenAI takes beyond it is the client's.
 # The raw side makes one call before the runs. Each run's wall time is printed too (`walls`).
 CLIENT = """
-import asyncio, json, resource, sys, time
+import asyncio, json, sys, time
 url, runs, concurrency, prompt, shape, mode = sys.argv[1:7]
+
+def peak_mb():  # VmHWM: ru_maxrss would count the bench's own peak (the fork keeps it)
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) / 1024 for line in status if line.startswith("VmHWM"))
+
 runs, concurrency, shape = int(runs), int(concurrency), [int(n) for n in shape.split(",")]
 if mode == "raw":
     host, port = url.split("//", 1)[1].split("/", 1)[0].split(":")
@@ -265,7 +270,7 @@ wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
 calls = runs * sum(shape)
 print(json.dumps({"status": "completed", "wall": wall, "cpu": cpu, "runs": runs,
                   "calls": done, "failed": calls - done, "walls": walls,
-                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "peak_mb": peak_mb()}))
 """
 
 

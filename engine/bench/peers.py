@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.bench.http import MODEL, PROMPT, serving, spec
+from engine.bench.serving import high_water_mb
 from engine.bench.table import Row, fact
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,18 +66,21 @@ def questions(count: int) -> list[str]:
 
 def timed(command: list[str], folder: Path, env: Mapping[str, str] | None = None,
           may_fail: bool = False) -> tuple[float, float]:
-    """Run `command` in `folder` to its end: (wall seconds, peak RSS in MB of the process and
-    the children it waited for). RuntimeError, with the end of its output, when it exits
-    non-zero (unless `may_fail`: its caller reads what it wrote instead) or outlives
-    `TIMEOUT`."""
+    """Run `command` in `folder` to its end: (wall seconds, peak RSS in MB of the process or
+    of the largest of its children, read every 50 ms while they run: `ru_maxrss` would be at
+    least the bench's own peak, which a child keeps from the fork). RuntimeError, with the
+    end of its output, when it exits non-zero (unless `may_fail`: its caller reads what it
+    wrote instead) or outlives `TIMEOUT`."""
     log_path = folder / "output.log"
     with open(log_path, "w+", encoding="utf-8") as log:
         start = time.perf_counter()
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=folder,
                                    env={**os.environ, **(env or {})})
         deadline = start + TIMEOUT
+        peak = 0.0
         while True:
-            pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+            peak = max(peak, *(high_water_mb(pid) for pid in _tree(process.pid)))
+            pid, status = os.waitpid(process.pid, os.WNOHANG)
             if pid:
                 break
             if time.perf_counter() > deadline:
@@ -90,7 +94,20 @@ def timed(command: list[str], folder: Path, env: Mapping[str, str] | None = None
             log.seek(0)
             raise RuntimeError(f"{' '.join(command[:3])} exited {process.returncode}: "
                                f"{log.read()[-2000:]}")
-    return seconds, usage.ru_maxrss / 1024
+    return seconds, peak
+
+
+def _tree(pid: int) -> list[int]:
+    """`pid` and its descendants alive now (Linux's /proc children lists)."""
+    found, index = [pid], 0
+    while index < len(found):
+        for task in Path(f"/proc/{found[index]}/task").glob("*/children"):
+            try:
+                found += [int(child) for child in task.read_text().split()]
+            except (OSError, ValueError):
+                pass
+        index += 1
+    return found
 
 
 # ------------------------------------------------------------------ Parley

@@ -15,6 +15,20 @@ from contextlib import contextmanager
 from typing import Any
 
 
+def high_water_mb(pid: int | str = "self") -> float:
+    """A process's peak resident memory in MB (Linux's `VmHWM`, reset when it executes a
+    program), 0.0 once it is gone. Not `ru_maxrss`: a child keeps its parent's value from
+    the fork, so a child of a large process reports the parent's peak."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="utf-8") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
 def free_port() -> int:
     """A loopback port nobody holds right now."""
     with socket.socket() as probe:
