@@ -418,10 +418,7 @@ def pareto(rows: pd.DataFrame, title: str = "", x: str = "tokens_per_run"
              "legend": {"orient": "bottom"}}
     tooltip = [{"field": "configuration", "type": "nominal"},
                {"field": "spend", "type": "quantitative", "format": fmt, "title": axis_title},
-               {"field": "accuracy", "type": "quantitative", "format": ".1%"},
-               {"field": "low", "type": "quantitative", "format": ".0%", "title": "95% CI low"},
-               {"field": "high", "type": "quantitative", "format": ".0%",
-                "title": "95% CI high"},
+               *interval_tooltip("accuracy"),
                {"field": "n", "type": "quantitative", "title": "n (scored runs)"},
                {"field": "dominated_by", "type": "nominal", "title": "dominated by"}]
     front = {"transform": [{"filter": "!datum.dominated"}],
