@@ -18,7 +18,7 @@ import pandas as pd
 from engine.analysis.replay import Outcome, Rule, StoredRun, replay, rules
 from engine.protocols import REGISTRY, stored_rounds
 from engine.reports.runs import Filters
-from engine.reports.vega import _base, _number, interval_tooltip
+from engine.reports.vega import _base, _number, interval_tooltip, labelled_points
 from engine.views.aggregate import KINDS, SIMULATED_SUFFIX
 from engine.views.blocks import NO_LABEL
 
@@ -207,14 +207,7 @@ def chart(table: pd.DataFrame, group: str, title: str = "") -> dict[str, Any]:
                {"field": "stopped", "type": "quantitative", "title": "runs stopped early"},
                {"field": "tokens", "type": "nominal", "title": "tokens saved"},
                {"field": "dollars", "type": "nominal", "title": "dollars saved"}]
-    layers: list[dict[str, Any]] = [
-        {"mark": {"type": "rule"},
-         "encoding": {"x": x, "y": {"field": "low", "type": "quantitative"},
-                      "y2": {"field": "high"}, "color": color}},
-        {"mark": {"type": "point", "filled": True, "size": 90},
-         "encoding": {"x": x, "y": y, "color": color, "tooltip": tooltip}},
-        {"mark": {"type": "text", "align": "left", "dx": 7, "dy": -7, "fontSize": 11},
-         "encoding": {"x": x, "y": y, "text": {"field": "rule"}, "color": color}}]
+    layers = labelled_points(x, y, color, tooltip, "rule")
     if as_run is not None:
         layers.append({"data": {"values": [{"as_run": as_run}]},
                        "mark": {"type": "rule", "strokeDash": [5, 4], "color": "#555"},
