@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from engine.analysis.replay import Outcome, Rule, StoredRun, replay, rules
-from engine.protocols import REGISTRY, stored_rounds
+from engine.protocols import stored_rounds
+from engine.reports.consensus import rounds_protocols
 from engine.reports.runs import Filters
 from engine.reports.vega import _base, _number, interval_tooltip, labelled_points
 from engine.views.aggregate import KINDS, SIMULATED_SUFFIX
@@ -26,8 +27,6 @@ if TYPE_CHECKING:
     from engine.store import Store
 
 ALL = "(all labels)"
-ROUND_PROTOCOLS = tuple(name for name, spec in REGISTRY.items()
-                        if spec.answers_by_round is not None)
 COLUMNS = ["group", "rule", "kind", "threshold", "runs", "stopped early", "scored",
            "accuracy as run", "accuracy with rule", "accuracy lost", "broken", "fixed",
            "tokens saved", "tokens saved %", "dollars saved", "rate", "low", "high",
@@ -54,7 +53,7 @@ def round_runs(store: Store, filters: Filters | None = None, kind: str = "real",
     if kind != "both":
         args["simulated"] = kind == "simulated"
     runs = store.run_values(["id", "protocol", "label", "simulated", "correct"], **args)
-    runs = runs[runs["protocol"].isin(ROUND_PROTOCOLS)]
+    runs = runs[runs["protocol"].isin(rounds_protocols())]
     if runs.empty:
         return pd.DataFrame(columns=columns)
     stored = store.run_results(list(runs["id"]), with_config=with_config).set_index("id")
@@ -241,6 +240,6 @@ def short_label(kind: str, threshold: Any) -> str:
     return str(kind)
 
 
-__all__ = ["ALL", "ROUND_PROTOCOLS", "chart", "dollars_text", "grouped", "outcome_row",
+__all__ = ["ALL", "chart", "dollars_text", "grouped", "outcome_row",
            "round_runs", "short_label", "stored_runs", "what_if", "what_if_from_store",
            "rules"]
