@@ -30,7 +30,7 @@ def test_which_protocol_when_shows_the_headroom_and_the_dropped_seats(app, page,
     experiment_id = ex.create(store, plan)
     ex.run_experiment(store, experiment_id)
     found = controls.headroom(store, experiment_id)
-    dropped = controls.dropped_seats(store, experiment_id)
+    dropped = controls.controls_of(store, experiment_id)[1]
     assert found.simulated and not found.note and dropped  # the vote lost calls
     goto(page, base, f"/experiments?experiment={experiment_id}")
     open_tab(page, "Which protocol when?")

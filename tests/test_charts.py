@@ -1,6 +1,7 @@
 """engine.reports.charts: every builder returns a plotly figure with the traces the pages expect."""
 from __future__ import annotations
 
+import insights_frames as frames
 import pandas as pd
 import plotly.graph_objects as go
 
@@ -65,5 +66,5 @@ def test_figure_draws_every_chart_of_a_report():
         "created_at": None, "simulated": True, "correct": True, "calls": 1, "degraded": 0,
         "degraded_run": False, "tokens_in": 1, "tokens_out": 2, "latency": 0.1, "duration": 0.2,
         "metrics": {"judge_confidence": 0.8, "high_confidence": True}}]))
-    drawn = [vega.spec(c) or charts.figure(c) for s in insights.report(runs) for c in s.charts]
+    drawn = [vega.spec(c) or charts.figure(c) for s in frames.report(runs) for c in s.charts]
     assert drawn and all(f["data"]["values"] if isinstance(f, dict) else f.data for f in drawn)

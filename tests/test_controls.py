@@ -159,7 +159,7 @@ def dropping(store):
 
 
 def test_dropped_seats_equal_a_hand_count_and_flag_a_difference(store, dropping):
-    found = {d.label: d for d in controls.dropped_seats(store, dropping)}
+    found = {d.label: d for d in controls.controls_of(store, dropping)[1]}
     assert set(found) == {"A", "B"}  # C lost no call
     a, b = found["A"], found["B"]
     # A: 6/10 over every question (Wilson 31-83%), 6/6 over the questions it kept whole
@@ -181,11 +181,11 @@ def test_dropped_seats_equal_a_hand_count_and_flag_a_difference(store, dropping)
 def test_one_read_gives_both_controls(store, dropping):
     room, dropped = controls.controls_of(store, dropping)
     assert room == reports.headroom(store, dropping)
-    assert dropped == controls.dropped_seats(store, dropping)
+    assert dropped == controls.controls_of(store, dropping)[1]
 
 
 def test_no_lost_call_no_dropped_seats(store, scripted):
-    assert controls.dropped_seats(store, scripted) == []
+    assert controls.controls_of(store, scripted)[1] == []
     assert controls.dropped_text([]) == ""
 
 

@@ -6,11 +6,12 @@ the store, the export, the CLI and the Runs page, never $0.
 from __future__ import annotations
 
 import asyncio
-import math
 import json
+import math
 import os
 from pathlib import Path
 
+import insights_frames as frames
 import pytest
 from apptest_helpers import plain
 from openai_stub import ENDPOINT_SETTINGS, SimulatedOpenAI, loopback_only
@@ -186,13 +187,13 @@ def test_insights_shows_cost_per_run_beside_tokens(server, db):
 
     def cost_metric(store_filters: Filters) -> str:
         summary = insights.load_summary(store, store_filters)
-        section = insights.cost_of(summary, insights.load_runs(store, store_filters))
+        section = insights.cost_of(summary, frames.load_runs(store, store_filters))
         return dict(section.metrics)["Cost per run"]
     mean = sum(r.cost_usd for r in priced) / 2
     assert cost_metric(Filters()) == f"${mean:.4f}"
     # the SQL path (Store.run_summary) and the frame path add costs up alike
     by_sql = insights.load_summary(store, Filters())
-    by_frame = insights.summarise(insights.load_runs(store, Filters()))
+    by_frame = frames.summarise(frames.load_runs(store, Filters()))
     assert by_sql["cost"].sum() == pytest.approx(by_frame["cost"].sum())
     run("vote", "openai:stub-model?endpoint=free", db)
     assert cost_metric(Filters()) == UNKNOWN_COST

@@ -8,8 +8,8 @@ from datetime import timedelta
 import pytest
 from protocol_contract import ProtocolContract
 
-from engine.protocols.adversary import TEMPLATES as ADVERSARY_TEMPLATES
 from engine import ConfigError, Seat, arun_debate, prompt_templates, run_debate
+from engine.protocols.adversary import TEMPLATES as ADVERSARY_TEMPLATES
 
 ARGUMENT_ERROR = "Error: Unable to generate argument."
 COUNTER_ERROR = "Error: Unable to generate counter-argument."
@@ -552,17 +552,17 @@ def test_a_failed_judge_gives_no_answer_and_counts_as_unanswered(recording_model
 
 
 def test_scored_debates_count_in_insights_accuracy(recording_model, store):
-    from engine.reports.insights import accuracy_section, load_runs, report
+    from engine.reports.insights import report_from_store
     from engine.reports.runs import Filters
     for answer in ("0.05", "0.10", ""):
         run_debate(TOPIC, proponent=recording_model(["p"]), opponent=recording_model(["c"]),
                    judge=recording_model([judge_saying(f"ANSWER: {answer}" if answer else "")]),
                    max_rounds=1, retries=0, expected="0.05", store=store)
-    runs = load_runs(store, Filters())
-    accuracy = dict(accuracy_section(runs).metrics)
+    sections = {s.key: s for s in report_from_store(store, Filters())}
+    accuracy = dict(sections["accuracy"].metrics)
     # rate, Wilson, n; the judge that gave no answer is wrong (DESIGN 4), counted apart too
     assert accuracy == {"Scored runs": "3", "Correct": "33% [6%–79%] n=3", "Unanswered": "1"}
-    debate_section = next(s for s in report(runs) if s.key == "debate")
+    debate_section = sections["debate"]
     assert dict(debate_section.metrics)["Judge's answer right"] == "33% [6%–79%] n=3"
 
 

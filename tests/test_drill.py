@@ -24,8 +24,7 @@ def stored(tmp_path) -> tuple[Store, list]:
             run_sync(arun_config({"protocol": protocol, "model": "simulated"},
                                  DEFINITE[0].text, store=store, label=label,
                                  expected=DEFINITE[0].expected))
-    runs = insights.load_runs(store, insights.Filters())
-    return store, insights.report(runs, insights.results_loader(store, insights.Filters()))
+    return store, insights.report_from_store(store, insights.Filters())
 
 
 def traces(chart: Chart) -> list[str]:

@@ -32,6 +32,13 @@ from engine.views.aggregate import FEW, rate_text
 from engine.views.blocks import simulated_text
 
 
+def _signals(metrics: dict, expected: str | None) -> dict:
+    """What one run's stored signals say, as `results._signal_columns` reads a column."""
+    found = dict(metrics or {})
+    return {name: values[0] for name, values in results._signal_columns(
+        {key: [found.get(key)] for key in results.METRIC_KEYS}, [expected]).items()}
+
+
 @pytest.fixture
 def url(backend_url):
     return backend_url
@@ -78,7 +85,7 @@ def _reference_runs_frame(store: Store, experiment_id: str) -> pd.DataFrame:
             "status": run["status"], "counted": first, "superseded": SUPERSEDED in run["tags"],
             "correct": None if correct is None or correct != correct else bool(correct),
             "unanswered": bool(run["unanswered"]),
-            **results._signals(run["metrics"], run["expected"]), "calls": run["calls"],
+            **_signals(run["metrics"], run["expected"]), "calls": run["calls"],
             "degraded": run["degraded"], "degraded_run": bool(run["degraded_run"]),
             "lost": run["lost"], "tokens": run["tokens_in"] + run["tokens_out"],
             "cost_usd": None if run["cost_usd"] is None or run["cost_usd"] != run["cost_usd"]

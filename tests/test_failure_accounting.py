@@ -181,7 +181,7 @@ def test_placeholders_never_reach_the_mean_judge_confidence(store):
     debate(store, judge="simulated?seed=4")
 
     def mean() -> str:
-        sections = insights.report(insights.load_runs(store, Filters()))
+        sections = insights.report_from_store(store, Filters())
         return dict(next(s for s in sections if s.key == "debate").metrics)[
             "Mean judge confidence"]
 
@@ -190,7 +190,7 @@ def test_placeholders_never_reach_the_mean_judge_confidence(store):
     debate(store, judge=FAILING)
     debate(store, everyone=FAILING, judge=FAILING)
     assert mean() == before
-    overview = dict(insights.report(insights.load_runs(store, Filters()))[0].metrics)
+    overview = dict(insights.report_from_store(store, Filters())[0].metrics)
     assert (overview["Runs"], overview["Completed"], overview["Degraded"],
             overview["Failed"]) == ("4", "3", "1", "1")
 

@@ -358,9 +358,7 @@ def test_pages_data_keeps_working_when_one_row_is_bad(store):
     assert history.run_detail(store, ids["result"]).outcome == ""
     panel = history.run_detail(store, ids["panel"])
     assert any("does not fit this protocol's result" in p for p in panel.problems)
-    runs = insights.load_runs(store, history.Filters())
-    ballots = insights.results_loader(store, history.Filters())
-    assert insights.report(runs, ballots)
+    assert insights.report_from_store(store, history.Filters())
     assert history.outcome_text({"outcome": {"not": "text"}}) == ""
 
 
@@ -702,8 +700,7 @@ def test_fuzzed_imports_are_all_or_nothing_and_whatever_is_accepted_reads_back(t
             assert run["unreadable"] == ""
             history.run_detail(store, run_id)
         history.history(store, history.Filters())
-        insights.report(insights.load_runs(store, history.Filters()),
-                        insights.results_loader(store, history.Filters()))
+        insights.report_from_store(store, history.Filters())
 
     check()
     print(f"fuzzed imports: {outcomes}")

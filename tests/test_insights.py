@@ -2,23 +2,22 @@
 from __future__ import annotations
 
 import json
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 
+import insights_frames as frames
 import pandas as pd
 from plugins.reruns import rerun
 import pytest
 
-from engine import ConfigError, REGISTRY, run_debate, run_peer_review
+from engine import REGISTRY, ConfigError, run_debate, run_peer_review
 from engine.protocols import arun_config, metrics_of, run_sync
-
-from engine.reports import runs as history
-
 from engine.reports import insights
-from engine.views import ballots as ballot_report
+from engine.reports import runs as history
 from engine.reports.runs import Filters
 from engine.services.rerun import rerun_resolved
+from engine.views import ballots as ballot_report
 
-NOW = datetime(2026, 1, 10, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 1, 10, 12, 0, tzinfo=UTC)
 
 
 def runs_frame(*rows: dict) -> pd.DataFrame:
@@ -37,8 +36,8 @@ def test_filters_become_bound_store_arguments():
     args = Filters(protocol="panel", label=" A ", search="", since=date(2026, 1, 2),
                    until=date(2026, 1, 3)).store_args()
     assert args == {"protocol": "panel", "label": "A",
-                    "since": datetime(2026, 1, 2, tzinfo=timezone.utc),
-                    "until": datetime(2026, 1, 3, 23, 59, 59, 999999, tzinfo=timezone.utc)}
+                    "since": datetime(2026, 1, 2, tzinfo=UTC),
+                    "until": datetime(2026, 1, 3, 23, 59, 59, 999999, tzinfo=UTC)}
     assert history.date_range(()) == (None, None)
     assert history.date_range((date(2026, 1, 2),)) == (date(2026, 1, 2), date(2026, 1, 2))
     assert history.date_range(date(2026, 1, 5)) == (date(2026, 1, 5), date(2026, 1, 5))
@@ -228,7 +227,7 @@ def test_side_by_side_puts_protocols_next_to_each_other_per_label():
     runs = pd.DataFrame({"group": ["A", "A", "A", "B"],
                          "protocol": ["panel", "panel", "vote", "vote"],
                          "correct": [True, False, True, False]})
-    frame, spec = insights.side_by_side(runs, "correct")
+    frame, spec = frames.side_by_side(runs, "correct")
     assert spec == {"y": ["Persona panel rate", "Vote (baseline) rate"],
                     "n": ["Persona panel n", "Vote (baseline) n"],
                     "names": ["Persona panel", "Vote (baseline)"],
@@ -297,7 +296,7 @@ def test_report_skips_protocols_without_runs_with_a_note():
         {"protocol": "peer-review", "label": "B", "correct": True,
          "metrics": {"approved": True, "iterations_used": 2}},
         {"protocol": "debate", "status": "failed"}))
-    sections = {s.key: s for s in insights.report(runs)}
+    sections = {s.key: s for s in frames.report(runs)}
     assert sections["panel"].note and not sections["panel"].charts
     assert sections["duel"].note == "No completed duel runs match these filters."
     assert dict(sections["overview"].metrics) == {"Runs": "4", "Completed": "3",
@@ -315,7 +314,7 @@ def test_report_skips_protocols_without_runs_with_a_note():
                                                  "Peer review n": 1}]
     assert accuracy.spec["names"] == ["Peer review"]
     assert all(c.caption for s in sections.values() for c in s.charts)
-    assert insights.report(insights.flatten(runs_frame().iloc[0:0])) == []
+    assert frames.report(insights.flatten(runs_frame().iloc[0:0])) == []
 
 
 # --------------------------------------------------------------------------- re-run

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
+import insights_frames as frames
 import pandas as pd
 import pytest
 from sqlalchemy import text
@@ -86,8 +87,8 @@ def _same(old: list, new: list) -> None:
 def test_the_store_adds_up_what_the_frames_added_up(backend, filters):
     store = mixed(backend)
     for kind in ("real", "simulated", "both"):
-        old = insights.report(insights.load_runs(store, filters),
-                              insights.results_loader(store, filters), kind)
+        old = frames.report(frames.load_runs(store, filters),
+                            frames.results_loader(store, filters), kind)
         new = insights.report_from_store(store, filters, kind)
         _same(old, new)
         assert all(not s.caption for s in new)  # every run read: no sample to speak of

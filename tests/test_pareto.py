@@ -116,9 +116,11 @@ def test_the_experiment_results_draw_both_charts(db_url):
 
 
 def test_insights_puts_each_configuration_on_accuracy_against_tokens(store):
+    from insights_frames import cost_section
+
     from engine.protocols import arun_config, run_sync
     from engine.questions import DEFINITE
-    from engine.reports.insights import configurations, cost_section, load_summary
+    from engine.reports.insights import configurations, load_summary
     from engine.reports.runs import Filters
     for protocol in ("vote", "debate"):
         for label in ("cheap", "careful"):

@@ -4,6 +4,7 @@ real simulated experiments, the figure's traces, `experiment show`, the society 
 its Insights section."""
 from __future__ import annotations
 
+import insights_frames
 import pandas as pd
 import pytest
 
@@ -272,8 +273,7 @@ def test_society_view_shows_the_runs_conformity_counts(simulated):
 def test_society_insights_section_by_round_and_conformity(simulated):
     url, _ = simulated
     store = Store(url)
-    runs = insights.load_runs(store, Filters())
-    sections = insights.report(runs, insights.results_loader(store, Filters()), "simulated")
+    sections = insights.report_from_store(store, Filters(), "simulated")
     section = next(s for s in sections if s.key == "society")
     titles = [c.title for c in section.charts]
     assert "Society: accuracy by round (simulated)" in titles
@@ -295,8 +295,9 @@ def test_society_insights_section_by_round_and_conformity(simulated):
 
 def test_society_insights_without_stored_results_falls_back_to_the_final_round(simulated):
     url, _ = simulated
-    runs = insights.load_runs(Store(url), Filters())
-    section = next(s for s in insights.report(runs, None, "simulated") if s.key == "society")
+    runs = insights_frames.load_runs(Store(url), Filters())
+    section = next(s for s in insights_frames.report(runs, None, "simulated")
+                   if s.key == "society")
     by_round = next(c for c in section.charts if "accuracy by round" in c.title).data
     mine = by_round[by_round["configuration"] == "society-3x2"]
     assert list(zip(mine["round"], mine["n"])) == [(2, 4)]  # no expected answers at hand

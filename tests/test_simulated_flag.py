@@ -12,6 +12,7 @@ import io
 import json
 from pathlib import Path
 
+import insights_frames as frames
 import pandas as pd
 import pytest
 from apptest_helpers import plain
@@ -79,7 +80,7 @@ def test_the_flag_says_all_mixed_with_its_seats_or_nothing(db, server):
     assert table.loc[ids["mixed"], "simulated"] == "mixed: proponent, opponent"
     detail = history.run_detail(Store(db), ids["mixed"])
     assert detail.simulated and detail.simulation == "mixed: proponent, opponent"
-    runs = insights.load_runs(Store(db), history.Filters()).set_index("id")
+    runs = frames.load_runs(Store(db), history.Filters()).set_index("id")
     assert runs.loc[ids["mixed"], "simulated"] and not runs.loc[ids["real"], "simulated"]
 
 
@@ -132,11 +133,11 @@ def test_every_export_carries_the_flag(db, server, tmp_path, capsys):
 # --------------------------------------------------------------------------- Insights
 def test_insights_report_keeps_kinds_apart(db, server):
     ids = store_both(db, server)
-    runs = insights.load_runs(Store(db), history.Filters())
-    assert aggregate.default_kind(runs) == "real"
-    real_only = {s.key: s for s in insights.report(runs)}
+    store = Store(db)
+    assert aggregate.default_kind(frames.load_runs(store, history.Filters())) == "real"
+    real_only = {s.key: s for s in insights.report_from_store(store, history.Filters())}
     assert dict(real_only["overview"].metrics)["Runs"] == "1"
-    both = {s.key: s for s in insights.report(runs, kind="both")}
+    both = {s.key: s for s in insights.report_from_store(store, history.Filters(), "both")}
     assert set(both["accuracy"].table["label"]) == {"cheap", "cheap (simulated)"}
     counted = both["overview"].charts[0].data
     assert set(counted["group"]) == {"Vote (baseline)", "Vote (baseline) (simulated)",
@@ -150,7 +151,7 @@ def test_insights_report_keeps_kinds_apart(db, server):
     assert not {"Scored runs", "Correct"} & set(accuracy)
     vote = dict(both["vote"].metrics)
     assert all(label.endswith((" (real)", " (simulated)")) for label in vote)
-    simulated = insights.report(runs, kind="simulated")
+    simulated = insights.report_from_store(store, history.Filters(), "simulated")
     assert all(c.title.endswith(" (simulated)") for s in simulated for c in s.charts)
     assert ids  # three runs made
 

@@ -255,7 +255,7 @@ def test_insights_accuracy_counts_unanswered_runs_as_wrong_and_says_how_many(sto
         run("single", seats_of("single", model(server)), store)
     with Rewriting(lambda body, content: "\\boxed{42}") as server:
         run("single", seats_of("single", model(server)), store)
-    for section in (insights.accuracy_section(insights.load_runs(store, Filters())),
+    for section in (insights.report_from_store(store, Filters(), only=["accuracy"])[0],
                     insights.accuracy_of(insights.load_summary(store, Filters()))):
         metrics = dict(section.metrics)
         assert metrics["Scored runs"] == "2" and metrics["Unanswered"] == "1"

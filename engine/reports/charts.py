@@ -24,18 +24,14 @@ PALETTE = px.colors.qualitative.Safe
 WINNER, OTHER, ACCENT = vega.WINNER, vega.OTHER, vega.ACCENT
 
 
-def _text(value: Any) -> str:
-    """User or model text made literal for plotly, which reads a few HTML tags in labels."""
-    return html_text(value)
-
-
 def _texts(values: Any) -> list[str]:
-    return [_text(v) for v in values]
+    """User or model texts made literal for plotly, which reads a few HTML tags in labels."""
+    return [html_text(v) for v in values]
 
 
 def _short(text: Any, limit: int = 40) -> str:
     value = " ".join(str(text).split())
-    return _text(value if len(value) <= limit else value[:limit - 1] + "…")
+    return html_text(value if len(value) <= limit else value[:limit - 1] + "…")
 
 
 def _layout(title: str = "", height: int = 320, **kw: Any) -> dict[str, Any]:
@@ -45,7 +41,7 @@ def _layout(title: str = "", height: int = 320, **kw: Any) -> dict[str, Any]:
                               "margin": {"l": 10, "r": 10, "t": 40 if title else 10, "b": 10},
                               "legend": {"orientation": "h", "y": -0.2}}
     if title:  # titles name labels and stances too
-        layout["title"] = {"text": _text(title), "font": {"size": 15}}
+        layout["title"] = {"text": html_text(title), "font": {"size": 15}}
     layout.update(kw)
     return layout
 
@@ -60,7 +56,7 @@ def results_layout(title: str, height: int, **layout: Any) -> dict[str, Any]:
     (the static export has no Streamlit theme), the legend under the plot."""
     return {**_layout(title, height, template="plotly_white",
                       legend={"orientation": "h", "y": -0.25}),
-            **({"title": {"text": _text(title)}} if title else {}), **layout}
+            **({"title": {"text": html_text(title)}} if title else {}), **layout}
 
 
 def interval(value: pd.Series, low: pd.Series, high: pd.Series, **style: Any
@@ -78,7 +74,7 @@ def wilson_bars(name: str, x: Iterable[Any], rate: pd.Series, count: pd.Series,
     `few_only`). Labels are text."""
     few = [int(v) < FEW for v in n]
     return go.Bar(
-        name=_text(name), x=_texts(x), y=list(rate),
+        name=html_text(name), x=_texts(x), y=list(rate),
         text=[f"n={v}" if f or not few_only else "" for v, f in zip(n, few, strict=True)],
         marker={"color": color, "opacity": [0.4 if f else 1.0 for f in few]},
         error_y=interval(rate, low, high),

@@ -142,9 +142,11 @@ def _values(series: pd.Series) -> list[float]:
     return [float(v) for v in series if v is not None and v == v]
 
 
-def _source(mine: pd.DataFrame, key: str) -> pd.DataFrame:
-    """The runs of one configuration with both a correctness and the source's confidence."""
-    return mine[mine["correct"].notna() & mine[key].notna()]
+def _source(mine: pd.DataFrame, key: str) -> tuple[list[float], list[bool]]:
+    """The source's confidences and the correctness of the runs of one configuration that
+    have both."""
+    rows = mine[mine["correct"].notna() & mine[key].notna()]
+    return [float(v) for v in rows[key]], [bool(v) for v in rows["correct"]]
 
 
 def _duplicate(mine: pd.DataFrame) -> bool:
@@ -157,7 +159,7 @@ def _duplicate(mine: pd.DataFrame) -> bool:
 def sources_of(mine: pd.DataFrame) -> list[str]:
     """The confidence sources a configuration's runs have (the stated one left out where it
     repeats the final vote share)."""
-    keys = [k for k in SOURCES if not _source(mine, k).empty]
+    keys = [k for k in SOURCES if _source(mine, k)[0]]
     return [k for k in keys if not (k == "stated" and _duplicate(mine))]
 
 
@@ -217,9 +219,7 @@ def _row(label: str, simulated: bool, mine: pd.DataFrame) -> dict[str, Any]:
         "fix_break_or": ratio.value, "or_low": ratio.low, "or_high": ratio.high}
     shown = sources_of(mine)
     for key in SOURCES:
-        rows = _source(mine, key) if key in shown else mine.iloc[0:0]
-        conf = [float(v) for v in rows[key]]
-        right_ = [bool(v) for v in rows["correct"]]
+        conf, right_ = _source(mine, key) if key in shown else ([], [])
         row[f"{key}_n"] = len(conf)
         row[f"{key}_ece"] = stats.ece(conf, right_)
         row[f"{key}_brier"] = stats.brier(conf, right_)
@@ -233,9 +233,7 @@ def calibrations(measures: pd.DataFrame, configuration: str) -> list[dict[str, A
     mine = _of(measures, configuration)
     out = []
     for key in sources_of(mine):
-        rows = _source(mine, key)
-        conf = [float(v) for v in rows[key]]
-        right = [bool(v) for v in rows["correct"]]
+        conf, right = _source(mine, key)
         out.append({"label": configuration, "signal": SOURCES[key], "n": len(conf),
                     "bins": stats.reliability_bins(conf, right),
                     "ece": stats.ece(conf, right), "brier": stats.brier(conf, right)})
@@ -248,9 +246,8 @@ def selective(measures: pd.DataFrame, configuration: str) -> pd.DataFrame:
     mine = _of(measures, configuration)
     rows = []
     for key in sources_of(mine):
-        part = _source(mine, key)
-        rows += [{"source": SOURCES[key], **point} for point in selective_curve(
-            [float(v) for v in part[key]], [bool(v) for v in part["correct"]])]
+        rows += [{"source": SOURCES[key], **point}
+                 for point in selective_curve(*_source(mine, key))]
     return pd.DataFrame(rows, columns=["source", "threshold", "coverage", "n", "right",
                                        "accuracy", "low", "high"])
 

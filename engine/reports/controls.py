@@ -17,11 +17,11 @@
   more whose round-one plurality was wrong and final answer right), the share whose round
   one was unanimous and wrong in every run that fixed it (the paper reports 66%), with its
   Wilson interval.
-- **Dropped seats** (`dropped_seats`): when some calls of a configuration's runs failed or
-  timed out (a degraded turn), its accuracy over every question and over the questions on
-  which every call of its runs came back, flagged when the second lies outside the first's
-  95% Wilson interval (slow, strong models drop first, so the partial runs can flatter or
-  sink a configuration).
+- **Dropped seats** (`dropped_from`, `controls_of`): when some calls of a configuration's
+  runs failed or timed out (a degraded turn), its accuracy over every question and over the
+  questions on which every call of its runs came back, flagged when the second lies outside
+  the first's 95% Wilson interval (slow, strong models drop first, so the partial runs can
+  flatter or sink a configuration).
 """
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ from engine.protocols.baselines import CONSULTANCY_KIND, PLACEBO_KIND
 from engine.protocols.baselines import consultancy as consultancy_arm
 from engine.protocols.baselines import placebo as placebo_arm
 from engine.reports.consensus import clean_votes, fill_votes
-from engine.reports.experiments import counted, runs_frame
+from engine.reports.experiments import counted, runs_frame, scores
 from engine.reports.positions import swapped_label
 from engine.reports.references import findings, findings_note
 from engine.store.experiments import row
@@ -135,18 +135,6 @@ def _counted(store: Store, experiment_id: str, kind: str | None,
     if not frame.empty:
         frame = fill_votes(store, frame.reset_index(drop=True))
     return frame, kind, labels
-
-
-def scores(frame: pd.DataFrame) -> dict[str, dict[int, float]]:
-    """Per configuration label, per question index: the share of its counted, scored runs
-    that were right (the mean over repeats)."""
-    scored = frame[frame["correct"].notna()] if not frame.empty else frame
-    out: dict[str, dict[int, list[float]]] = {}
-    for label, q, right in zip(scored["label"].tolist(), scored["q"].tolist(),
-                               scored["correct"].tolist(), strict=True):
-        out.setdefault(str(label), {}).setdefault(int(q), []).append(float(bool(right)))
-    return {label: {q: sum(v) / len(v) for q, v in by_q.items()}
-            for label, by_q in out.items()}
 
 
 def buckets(frame: pd.DataFrame) -> dict[int, str]:
@@ -248,7 +236,7 @@ def routable(labels: Sequence[str], pairs: Sequence[tuple[str, str]]) -> list[st
 
 def _headroom(frame: pd.DataFrame, kind: str, labels: Sequence[str]) -> Headroom:
     """`headroom` over the experiment's counted runs of `kind`."""
-    table = scores(frame) if not frame.empty else {}
+    table = scores(frame)
     order = [label for label in labels if label in table]
     left_out = tuple(label for label in labels if label not in table)
     questions = sorted(set.intersection(*(set(table[label]) for label in order))) if order \
@@ -294,17 +282,11 @@ class Dropped:
         return not self.every.low <= self.answered.rate <= self.every.high
 
 
-def dropped_seats(store: Store, experiment_id: str, kind: str | None = None) -> list[Dropped]:
-    """Per configuration whose counted, scored runs of `kind` lost a call (a degraded turn:
-    a call that failed, timed out or gave no usable reply): its accuracy over every
-    question and over the questions none of its runs lost a call on. Configurations that
-    lost none are left out. Reads the store, calls no model."""
-    frame, _, labels = _counted(store, experiment_id, kind)
-    return dropped_from(frame, labels)
-
-
 def dropped_from(frame: pd.DataFrame, labels: Sequence[str]) -> list[Dropped]:
-    """`dropped_seats` over an experiment's counted runs of one kind."""
+    """Per configuration whose counted, scored runs (`frame`, an experiment's of one kind)
+    lost a call (a degraded turn: a call that failed, timed out or gave no usable reply):
+    its accuracy over every question and over the questions none of its runs lost a call
+    on. Configurations that lost none are left out."""
     scored = frame[frame["correct"].notna()] if not frame.empty else frame
     out = []
     for label in labels:
@@ -352,7 +334,9 @@ def dropped_rows(found: Sequence[Dropped]) -> pd.DataFrame:
 
 def controls_of(store: Store, experiment_id: str, kind: str | None = None
                 ) -> tuple[Headroom, list[Dropped]]:
-    """`headroom` and `dropped_seats` from one read of the experiment's runs."""
+    """`headroom` and the dropped seats (`dropped_from`) from one read of the experiment's
+    runs of `kind` (real unless it has only simulated ones). Reads the store, calls no
+    model."""
     frame, kind, labels = _counted(store, experiment_id, kind)
     pairs = placebo_pairs(row(store, experiment_id)["spec"])
     return _headroom(frame, kind, routable(labels, pairs)), dropped_from(frame, labels)
@@ -459,7 +443,7 @@ def _tokens(frame: pd.DataFrame, label: str) -> tuple[float, int]:
 def placebo_from(frame: pd.DataFrame, kind: str, pairs: Sequence[tuple[str, str]]
                  ) -> list[Placebo]:
     """`placebo` over an experiment's counted runs of one kind."""
-    table = scores(frame) if not frame.empty else {}
+    table = scores(frame)
     out = []
     for label, arm in pairs:
         mine, theirs = table.get(label, {}), table.get(arm, {})
@@ -715,6 +699,6 @@ __all__ = ["ANSWERS_ONLY_SUFFIX", "ANSWERS_ONLY_TAG", "AnswersOnly", "answers_on
            "Arm", "BUCKETS", "Dropped", "Headroom", "Placebo", "Share", "buckets",
            "controls_of", "findings_of", "placebo", "placebo_from", "placebo_pairs", "placebo_rows",
            "placebo_text", "routable",
-           "controls_text", "dropped_from", "dropped_rows", "dropped_seats", "dropped_text",
+           "controls_text", "dropped_from", "dropped_rows", "dropped_text",
            "headroom", "headroom_rows", "headroom_text", "scores", "unanimous_text",
            "unanimous_wrong"]

@@ -25,13 +25,6 @@ SIGNALS = {"consensus": "consensus ratio (share of the final vote for the winner
 RUNS_PAGE = "runs"  # the Runs page's URL path; `?run=ID` opens one run
 
 
-def _signals(metrics: Mapping[str, Any], expected: str | None) -> dict[str, Any]:
-    """What a run's stored signals say (see `_signal_columns`), for one run."""
-    found = dict(metrics or {})
-    return {name: values[0] for name, values in
-            _signal_columns({key: [found.get(key)] for key in METRIC_KEYS}, [expected]).items()}
-
-
 def _moved(first: str, final: str | None, expected: str | None, answers: Answers
            ) -> tuple[bool, str | None]:
     """Whether the final answer differs from round one's (`changed`), and its `shift`."""
@@ -57,7 +50,7 @@ RUN_COLUMNS = ["id", "label", "protocol", "q", "repeat", "question", "expected",
 def runs_frame(store: Store, experiment_id: str) -> pd.DataFrame:
     """One row per run of the experiment: its cell (q, repeat, label), whether it `counted`
     (the first completed run of its cell), correctness (`correct`, and `unanswered`: given
-    an expected answer it gave none, so `correct` is false), the signals of `_signals`, and
+    an expected answer it gave none, so `correct` is false), the signals of `_signal_columns`, and
     whether it is simulated (`simulated`, and `simulation`: "all" or "mixed: <seats>").
 
     The store sends only the typed columns this reads (`Store.experiment_runs`); a signal
@@ -358,16 +351,18 @@ def cost_per_run(done: pd.DataFrame) -> float:
     return float("nan") if costs.isna().any() else float(costs.mean())
 
 
-def question_scores(frame: pd.DataFrame, label: str) -> dict[int, float]:
-    """Per question index: the share of this configuration's counted, scored runs that
-    were right (the mean over repeats)."""
-    done = counted(frame, label)
-    scored = done[done["correct"].notna()] if not done.empty else done
-    if scored.empty:
+def scores(frame: pd.DataFrame) -> dict[str, dict[int, float]]:
+    """Per configuration label, per question index: the share of the scored runs of `frame`
+    (counted runs, `counted`) that were right (the mean over repeats)."""
+    if frame.empty:
         return {}
-    means = scored.assign(c=scored["correct"].astype(float)).groupby("q")["c"].mean()
-    return dict(zip(means.index.astype(int).tolist(), means.astype(float).tolist(),
-                    strict=True))
+    scored = frame[frame["correct"].notna()]
+    out: dict[str, dict[int, list[float]]] = {}
+    for label, q, right in zip(scored["label"].tolist(), scored["q"].tolist(),
+                               scored["correct"].tolist(), strict=True):
+        out.setdefault(str(label), {}).setdefault(int(q), []).append(float(bool(right)))
+    return {label: {q: sum(v) / len(v) for q, v in by_q.items()}
+            for label, by_q in out.items()}
 
 
 def compare(frame: pd.DataFrame, a: str, b: str) -> dict[str, Any]:
@@ -378,7 +373,8 @@ def compare(frame: pd.DataFrame, a: str, b: str) -> dict[str, Any]:
     by chance; with one repeat it is McNemar's exact test on the discordant questions.
     A sentence built on any simulated run begins with "Simulated:".
     """
-    left, right = question_scores(frame, a), question_scores(frame, b)
+    table = scores(counted(frame))
+    left, right = table.get(a, {}), table.get(b, {})
     shared = sorted(set(left) & set(right))
     behind = counted(frame)
     behind = behind[behind["label"].isin([a, b])] if not behind.empty else behind

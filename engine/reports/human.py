@@ -70,6 +70,13 @@ def machine_choice(run_a: Mapping[Any, Any], run_b: Mapping[Any, Any]) -> str | 
     return "tie" if a == b else ("a" if a > b else "b")
 
 
+def _share(count: int, n: int) -> dict[str, Any]:
+    """A table row's `n`, share (`rate`: count / n, NaN for none) and its 95% Wilson
+    interval (`low`, `high`)."""
+    low, high = wilson_interval(count, n)
+    return {"n": n, "rate": count / n if n else math.nan, "low": low, "high": high}
+
+
 def _by_id(runs: pd.DataFrame) -> dict[str, dict[Any, Any]]:
     return {str(r["id"]): r for r in runs.to_dict("records")} if not runs.empty else {}
 
@@ -95,11 +102,8 @@ def win_rates(preferences: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (name, simulated), tally in sorted(counts.items()):
         wins, losses = tally["wins"], tally["losses"]
-        n = wins + losses
-        low, high = wilson_interval(wins, n)
         rows.append({"configuration": name, "simulated": simulated, "wins": wins, "losses": losses,
-                     "ties": tally["ties"], "n": n, "rate": wins / n if n else math.nan,
-                     "low": low, "high": high})
+                     "ties": tally["ties"], **_share(wins, wins + losses)})
     return pd.DataFrame(rows, columns=["configuration", "simulated", "wins", "losses", "ties",
                                        "n", "rate", "low", "high"])
 
@@ -194,11 +198,9 @@ def calibration(ratings: pd.DataFrame, runs: pd.DataFrame,
                 bins.setdefault(number, []).append(int(rating["score"] >= 4))
     rows = []
     for number in sorted(bins):
-        approved, n = sum(bins[number]), len(bins[number])
-        low, high = wilson_interval(approved, n)
+        approved = sum(bins[number])
         rows.append({"confidence": f"{edges[number]:.1f}–{min(edges[number + 1], 1.0):.1f}",
-                     "approved": approved, "n": n, "rate": approved / n, "low": low,
-                     "high": high})
+                     "approved": approved, **_share(approved, len(bins[number]))})
     return pd.DataFrame(rows, columns=["confidence", "approved", "n", "rate", "low", "high"])
 
 
@@ -247,10 +249,9 @@ def majority_accuracy(preferences: pd.DataFrame, runs: pd.DataFrame) -> pd.DataF
             int(right))
     rows = []
     for (name, simulated), marks in sorted(counts.items()):
-        low, high = wilson_interval(sum(marks), len(marks))
         rows.append({"configuration": name, "simulated": simulated,
-                     "expected": HUMAN_MAJORITY, "right": sum(marks), "n": len(marks),
-                     "rate": sum(marks) / len(marks), "low": low, "high": high})
+                     "expected": HUMAN_MAJORITY, "right": sum(marks),
+                     **_share(sum(marks), len(marks))})
     return pd.DataFrame(rows, columns=["configuration", "simulated", "expected", "right", "n",
                                        "rate", "low", "high"])
 
@@ -324,12 +325,11 @@ def experiment_majority(runs: pd.DataFrame, preferences: pd.DataFrame,
     rows = []
     for (label, simulated), scored in sorted(marks.items(), key=lambda item: (
             order.get(item[0][0], len(order)), item[0])):
-        right, n = sum(mark for _, mark in scored), len(scored)
-        low, high = wilson_interval(right, n)
+        right = sum(mark for _, mark in scored)
         rows.append({"configuration": label, "simulated": simulated,
                      "expected": HUMAN_MAJORITY, "questions": len({q for q, _ in scored}),
-                     "right": right, "n": n, "rate": right / n, "low": low, "high": high,
-                     "accuracy [95% CI] n": rate_text(right, n)})
+                     "right": right, **_share(right, len(scored)),
+                     "accuracy [95% CI] n": rate_text(right, len(scored))})
     return MajorityScores(pd.DataFrame(rows, columns=MAJORITY_COLUMNS), len(blank),
                           len(decided), used)
 

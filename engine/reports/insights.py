@@ -22,7 +22,6 @@ from engine.views.aggregate import (
     KINDS,
     RUN_COLUMNS,
     SIMULATED_SUFFIX,
-    as_flag,
     completed,
     counts_by,
     default_kind,
@@ -41,23 +40,18 @@ from engine.views.blocks import NO_LABEL, Chart, InsightsData, Section, cost_tex
 if TYPE_CHECKING:
     from engine.store import Store
 
-__all__ = ["Chart", "Section", "InsightsData", "RUN_COLUMNS", "flatten", "load_runs",
-           "results_loader", "report", "rate_by", "counts_by", "mean_by", "spread_by",
-           "side_by_side", "completed", "flow_links", "accuracy_section",
-           "cost_section", "KINDS", "default_kind", "keep_apart", "KIND_TITLES",
-           "section_titles", "default_sections", "summarise", "load_summary",
-           "overview_of", "accuracy_of", "cost_of", "report_from_store", "SAMPLE"]
-
-def side_by_side(runs: pd.DataFrame, column: str) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """`rate_by` per label with one (rate, n) column pair per protocol, for a grouped bar
-    chart that puts protocols side by side within each label (debate against vote); returns
-    the frame and the chart options naming its columns."""
-    rates = rate_by(runs.assign(title=protocol_titles(runs["protocol"])), column,
-                    by=["group", "title"]) if not runs.empty else pd.DataFrame()
-    return _side_by_side(rates)
+__all__ = ["Chart", "Section", "InsightsData", "RUN_COLUMNS", "flatten", "rate_by",
+           "counts_by", "mean_by", "spread_by", "completed", "flow_links", "KINDS",
+           "default_kind", "keep_apart", "KIND_TITLES", "section_titles", "default_sections",
+           "load_summary", "overview_of", "accuracy_of", "cost_of", "report_from_store",
+           "SAMPLE"]
 
 
 def _side_by_side(rates: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Rates per label with one (rate, n) column pair per protocol (`rates`: `group`,
+    `title`, `rate`, `n`), for a grouped bar chart that puts protocols side by side within
+    each label (debate against vote); returns the frame and the chart options naming its
+    columns."""
     if rates.empty:
         return pd.DataFrame(columns=["group"]), {"y": [], "n": [], "names": [], "colors": []}
     titles = sorted(rates["title"].unique())
@@ -75,49 +69,6 @@ def _side_by_side(rates: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:
 KIND_TITLES = {"real": "", "simulated": " (simulated)",
                "both": " (simulated and real, kept apart)"}
 
-Results = Callable[[str], pd.DataFrame]
-
-
-def load_runs(store: Store, filters: Filters) -> pd.DataFrame:
-    """The runs matching `filters`, flattened for the aggregations (metrics, not results)."""
-    return flatten(store.runs(**filters.store_args(), with_config=False))
-
-
-def results_loader(store: Store, filters: Filters) -> Results:
-    """`results(protocol)`: the completed runs of one protocol matching `filters`, with their
-    stored results (read only when a protocol's section asks for them)."""
-    def results(protocol: str) -> pd.DataFrame:
-        args = {**filters.store_args(), "protocol": protocol, "status": "completed"}
-        if filters.protocol not in (None, "", protocol) or filters.status not in (
-                None, "", "completed"):
-            return pd.DataFrame(columns=["id", "label", "expected", "result"])
-        return store.runs(**args, with_result=True)
-    return results
-
-
-def summarise(runs: pd.DataFrame) -> pd.DataFrame:
-    """A flattened frame of runs added up as `Store.run_summary` adds them up in SQL: one
-    row per protocol, label, group, status, degraded flag and kind, with `n`, `scored`,
-    `correct`, `unanswered`, `tokens` and `duration`."""
-    if runs.empty:
-        return pd.DataFrame(columns=[*SUMMARY_KEYS, "group", *SUMMARY_SUMS])
-    right = as_flag(runs["correct"])
-    cost = pd.to_numeric(runs["cost_usd"], errors="coerce") if "cost_usd" in runs else \
-        pd.Series(float("nan"), index=runs.index)
-    frame = pd.DataFrame({
-        "protocol": runs["protocol"], "label": runs["label"], "group": runs["group"],
-        "status": runs["status"],
-        "degraded_run": runs["degraded_run"].fillna(False).astype(bool),
-        "simulated": runs["simulated"].fillna(False).astype(bool), "n": 1,
-        "scored": right.notna().astype(int), "correct": (right == 1).astype(int),
-        "unanswered": runs["unanswered"].fillna(0).astype(bool).astype(int)
-        if "unanswered" in runs else 0,
-        "tokens": pd.to_numeric(runs["tokens"], errors="coerce").fillna(0),
-        "duration": pd.to_numeric(runs["duration"], errors="coerce").fillna(0.0),
-        "cost": cost.fillna(0.0), "unpriced": cost.isna().astype(int)})
-    keys = [*SUMMARY_KEYS, "group"]
-    return frame.groupby(keys, sort=True, dropna=False)[list(SUMMARY_SUMS)].sum().reset_index()
-
 
 def load_summary(store: Store, filters: Filters) -> pd.DataFrame:
     """The matching runs added up in the store (`Store.run_summary`: a few hundred rows
@@ -134,10 +85,9 @@ def _sum(summary: pd.DataFrame, mask: Any = None) -> int:
 
 
 def overview_of(summary: pd.DataFrame) -> Section:
-    """How many runs and how they ended, from the runs added up (`summarise`,
-    `load_summary`): completed, degraded (completed but lost a decisive call or most of
-    their turns), failed (no model call succeeded, or a crash) and interrupted, each
-    counted apart."""
+    """How many runs and how they ended, from the runs added up (`load_summary`):
+    completed, degraded (completed but lost a decisive call or most of their turns), failed
+    (no model call succeeded, or a crash) and interrupted, each counted apart."""
     status = summary["status"]
     degraded = (status == "completed") & summary["degraded_run"].astype(bool)
     titles = protocol_titles(summary["protocol"])
@@ -161,15 +111,10 @@ def overview_of(summary: pd.DataFrame) -> Section:
                        "failed"]})])
 
 
-def accuracy_section(runs: pd.DataFrame) -> Section:
-    """Accuracy over the completed runs with an expected answer (failed and interrupted runs
-    never count as wrong; a completed run that gave no answer does, and is counted as
-    unanswered beside the accuracy)."""
-    return accuracy_of(summarise(runs))
-
-
 def accuracy_of(summary: pd.DataFrame) -> Section:
-    """`accuracy_section` from the runs added up (`summarise`, `load_summary`)."""
+    """Accuracy over the completed runs with an expected answer, from the runs added up
+    (`load_summary`): failed and interrupted runs never count as wrong; a completed run that
+    gave no answer does, and is counted as unanswered beside the accuracy."""
     scored = completed(summary)
     scored = scored[scored["scored"] > 0] if not scored.empty else scored
     if scored.empty:
@@ -197,11 +142,6 @@ def accuracy_of(summary: pd.DataFrame) -> Section:
               "says how many were unanswered); failed and interrupted runs are left out.",
               {**spec, "y_title": "correct"})],
         table=table.rename(columns={"group": "label", "shown": "accuracy [95% CI] n"}))
-
-
-def cost_section(runs: pd.DataFrame) -> Section:
-    done = runs[runs["status"] == "completed"] if not runs.empty else runs
-    return cost_of(summarise(done), done)
 
 
 def cost_of(summary: pd.DataFrame, values: pd.DataFrame, sample: str = "") -> Section:
@@ -278,18 +218,6 @@ def _also(sample: str) -> str:
     return " Drawn from a sample (see above)." if sample else ""
 
 
-def _relabelled(load: Results, simulated: set[str]) -> Results:
-    """`load` with the label of every simulated run suffixed, as `keep_apart` does."""
-    def results(protocol: str) -> pd.DataFrame:
-        frame = load(protocol)
-        if frame.empty:
-            return frame
-        mine = frame["id"].isin(simulated)
-        labels = frame["label"].fillna("").replace("", NO_LABEL)
-        return frame.assign(label=labels.where(~mine, labels + SIMULATED_SUFFIX))
-    return results
-
-
 def section_titles() -> dict[str, str]:
     """Every section `report` can make, key -> title, in page order (no aggregation)."""
     return {"overview": "Overview",
@@ -307,34 +235,6 @@ def default_sections(runs: pd.DataFrame) -> list[str]:
     stored = set(done["protocol"].unique()) if not done.empty else set()  # once, not per name
     present = [n for n in section_titles() if n in stored]
     return ["overview", *(present if len(present) <= 2 else [])]
-
-
-def report(runs: pd.DataFrame, results: Results | None = None,
-           kind: str | None = None, only: Sequence[str] | None = None) -> list[Section]:
-    """The Insights page, section by section: the overview, then each registered protocol's
-    own section (a protocol without runs gets only a note), accuracy, tokens and latency.
-
-    Simulated and real runs are never pooled: `kind` "real" or "simulated" shows only those,
-    "both" shows all with every simulated group labelled " (simulated)"; by default
-    `default_kind` (the real runs when there are any). Each chart's title says which
-    (`KIND_TITLES`). `only` names the sections to make (`section_titles`' keys), in page
-    order; None makes every one."""
-    if runs.empty:
-        return []
-    kind = kind or default_kind(runs)
-    load: Results = results or (lambda protocol: pd.DataFrame(
-        columns=["id", "label", "expected", "result"]))
-    if kind == "both":
-        load = _relabelled(load, set(runs.loc[runs["simulated"].astype(bool), "id"]))
-    runs = keep_apart(runs, kind)
-    if runs.empty:
-        return []
-    done = runs[runs["status"] == "completed"]
-
-    def section_of(name: str, make: Callable[[InsightsData], Section]) -> Section:
-        return _apart(runs[runs["protocol"] == name],
-                      lambda part: make(InsightsData(part, partial(load, name))))
-    return _report(summarise(runs), kind, only, section_of, done)
 
 
 def _report(summary: pd.DataFrame, kind: str, only: Sequence[str] | None,
@@ -499,11 +399,21 @@ class _StoredResults:
 def report_from_store(store: Store, filters: Filters, kind: str | None = None,
                       only: Sequence[str] | None = None,
                       summary: pd.DataFrame | None = None) -> list[Section]:
-    """`report` over the runs matching `filters`, added up where they are stored: the
-    overview and accuracy from `Store.run_summary` (every run, a few hundred rows back),
-    tokens and latency from typed columns, and a protocol's own section from its runs read
-    only when the section is asked for. Past `SAMPLE` runs of a kind, the boxes and a
-    protocol's section read a systematic sample and say so (`Section.caption`)."""
+    """The Insights page over the runs matching `filters`, section by section: the overview,
+    then each registered protocol's own section (a protocol without runs gets only a note),
+    accuracy, tokens and latency. `only` names the sections to make (`section_titles`'
+    keys), in page order; None makes every one.
+
+    Simulated and real runs are never pooled: `kind` "real" or "simulated" shows only those,
+    "both" shows all with every simulated group labelled " (simulated)"; by default
+    `default_kind` (the real runs when there are any). Each chart's title says which
+    (`KIND_TITLES`).
+
+    The runs are added up where they are stored: the overview and accuracy from
+    `Store.run_summary` (every run, a few hundred rows back), tokens and latency from typed
+    columns, and a protocol's own section from its runs read only when the section is asked
+    for. Past `SAMPLE` runs of a kind, the boxes and a protocol's section read a systematic
+    sample and say so (`Section.caption`)."""
     summary = load_summary(store, filters) if summary is None else summary
     if summary.empty:
         return []

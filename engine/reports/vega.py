@@ -418,28 +418,30 @@ def pareto(rows: pd.DataFrame, title: str = "", x: str = "tokens_per_run"
              "legend": {"orient": "bottom"}}
     tooltip = [{"field": "configuration", "type": "nominal"},
                {"field": "spend", "type": "quantitative", "format": fmt, "title": axis_title},
-               {"field": "accuracy", "type": "quantitative", "format": ".1%"},
-               {"field": "low", "type": "quantitative", "format": ".0%", "title": "95% CI low"},
-               {"field": "high", "type": "quantitative", "format": ".0%",
-                "title": "95% CI high"},
+               *interval_tooltip("accuracy"),
                {"field": "n", "type": "quantitative", "title": "n (scored runs)"},
                {"field": "dominated_by", "type": "nominal", "title": "dominated by"}]
     front = {"transform": [{"filter": "!datum.dominated"}],
              "mark": {"type": "line", "color": FRONT, "strokeDash": [4, 3]},
              "encoding": {"x": xs, "y": y, "order": {"field": "spend"}}}
-    errors = {"mark": {"type": "rule"},
-              "encoding": {"x": xs, "y": {"field": "low", "type": "quantitative"},
-                           "y2": {"field": "high"}, "color": color}}
-    points = {"mark": {"type": "point", "filled": True, "size": 90},
-              "encoding": {"x": xs, "y": y, "color": color, "tooltip": tooltip,
-                           "opacity": {"condition": {"test": "datum.few", "value": 0.45},
-                                       "value": 1}}}
-    labels = {"mark": {"type": "text", "align": "left", "dx": 7, "dy": -7, "fontSize": 11,
-                       "limit": 180},
-              "encoding": {"x": xs, "y": y, "text": {"field": "configuration"},
-                           "color": color}}
     return {**_base(title, 340), "data": {"values": values},
-            "layer": [front, errors, points, labels]}
+            "layer": [front, *labelled_points(xs, y, color, tooltip, "configuration", opacity={
+                "condition": {"test": "datum.few", "value": 0.45}, "value": 1})]}
+
+
+def labelled_points(x: dict[str, Any], y: dict[str, Any], color: dict[str, Any],
+                    tooltip: list[dict[str, Any]], label: str, **point: Any
+                    ) -> list[dict[str, Any]]:
+    """A scatter's layers: each row's 95% interval as a rule from `low` to `high`, its point
+    (filled; `point` adds to the point's encoding) and its `label` field written beside it."""
+    return [{"mark": {"type": "rule"},
+             "encoding": {"x": x, "y": {"field": "low", "type": "quantitative"},
+                          "y2": {"field": "high"}, "color": color}},
+            {"mark": {"type": "point", "filled": True, "size": 90},
+             "encoding": {"x": x, "y": y, "color": color, "tooltip": tooltip, **point}},
+            {"mark": {"type": "text", "align": "left", "dx": 7, "dy": -7, "fontSize": 11,
+                      "limit": 180},
+             "encoding": {"x": x, "y": y, "text": {"field": label}, "color": color}}]
 
 
 

@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from engine.analysis.replay import Outcome, Rule, StoredRun, replay, rules
-from engine.protocols import REGISTRY, stored_rounds
+from engine.protocols import stored_rounds
+from engine.reports.consensus import rounds_protocols
 from engine.reports.runs import Filters
-from engine.reports.vega import _base, _number, interval_tooltip
+from engine.reports.vega import _base, _number, interval_tooltip, labelled_points
 from engine.views.aggregate import KINDS, SIMULATED_SUFFIX
 from engine.views.blocks import NO_LABEL
 
@@ -26,8 +27,6 @@ if TYPE_CHECKING:
     from engine.store import Store
 
 ALL = "(all labels)"
-ROUND_PROTOCOLS = tuple(name for name, spec in REGISTRY.items()
-                        if spec.answers_by_round is not None)
 COLUMNS = ["group", "rule", "kind", "threshold", "runs", "stopped early", "scored",
            "accuracy as run", "accuracy with rule", "accuracy lost", "broken", "fixed",
            "tokens saved", "tokens saved %", "dollars saved", "rate", "low", "high",
@@ -54,7 +53,7 @@ def round_runs(store: Store, filters: Filters | None = None, kind: str = "real",
     if kind != "both":
         args["simulated"] = kind == "simulated"
     runs = store.run_values(["id", "protocol", "label", "simulated", "correct"], **args)
-    runs = runs[runs["protocol"].isin(ROUND_PROTOCOLS)]
+    runs = runs[runs["protocol"].isin(rounds_protocols())]
     if runs.empty:
         return pd.DataFrame(columns=columns)
     stored = store.run_results(list(runs["id"]), with_config=with_config).set_index("id")
@@ -207,14 +206,7 @@ def chart(table: pd.DataFrame, group: str, title: str = "") -> dict[str, Any]:
                {"field": "stopped", "type": "quantitative", "title": "runs stopped early"},
                {"field": "tokens", "type": "nominal", "title": "tokens saved"},
                {"field": "dollars", "type": "nominal", "title": "dollars saved"}]
-    layers: list[dict[str, Any]] = [
-        {"mark": {"type": "rule"},
-         "encoding": {"x": x, "y": {"field": "low", "type": "quantitative"},
-                      "y2": {"field": "high"}, "color": color}},
-        {"mark": {"type": "point", "filled": True, "size": 90},
-         "encoding": {"x": x, "y": y, "color": color, "tooltip": tooltip}},
-        {"mark": {"type": "text", "align": "left", "dx": 7, "dy": -7, "fontSize": 11},
-         "encoding": {"x": x, "y": y, "text": {"field": "rule"}, "color": color}}]
+    layers = labelled_points(x, y, color, tooltip, "rule")
     if as_run is not None:
         layers.append({"data": {"values": [{"as_run": as_run}]},
                        "mark": {"type": "rule", "strokeDash": [5, 4], "color": "#555"},
@@ -248,6 +240,6 @@ def short_label(kind: str, threshold: Any) -> str:
     return str(kind)
 
 
-__all__ = ["ALL", "ROUND_PROTOCOLS", "chart", "dollars_text", "grouped", "outcome_row",
+__all__ = ["ALL", "chart", "dollars_text", "grouped", "outcome_row",
            "round_runs", "short_label", "stored_runs", "what_if", "what_if_from_store",
            "rules"]
