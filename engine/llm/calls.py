@@ -34,7 +34,7 @@ from engine.llm.reach import ATTEMPT, Attempt, reached
 from engine.llm.replies import REASK, extract_json
 from engine.llm.runmodels import seat_model
 from engine.llm.sizes import ReplyCut, capped_reply
-from engine.llm.structured import OutputSchema, StructuredOutput
+from engine.llm.structured import OutputSchema, StructuredOutput, generate
 from engine.models import RunStopped, Seat, Task, Turn, is_simulated, model_spec, now
 from engine.redaction import model_secrets, redact
 from engine.text import clean_text
@@ -416,7 +416,7 @@ class RunContext:
             return await invoke_on_thread(model, to_messages(full), left)
         # Only a simulated model gets a config: a duck-typed model may take the messages alone.
         pending = (model.ainvoke(to_messages(full), config=config)
-                   if config is not None else model.ainvoke(to_messages(full)))
+                   if config is not None else generate(model, to_messages(full)))
         # past the timeout the call's task is cancelled: its HTTP request is closed, so a
         # server that stops on disconnect stops generating
         return await asyncio.wait_for(pending, left)
