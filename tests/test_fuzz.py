@@ -47,6 +47,7 @@ from engine.protocols.roundtable import parse_stance
 from engine.protocols.storing import import_runs
 from engine.questions import files as qsets
 from engine.services import library
+from engine.store import records
 from engine.text import clean_value
 from engine.yamlfile import load_mapping, safe_load
 
@@ -194,6 +195,42 @@ def test_tally_counts_every_ballot(ballots):
     assert sum(result.counts.values()) + len(result.abstentions) == result.total
     assert (result.winner is None) == (not result.counts)
     assert 0.0 <= result.ratio <= 1.0
+
+
+# ------------------------------------------------------------------ stored JSON values
+def json_like() -> st.SearchStrategy[object]:
+    """What the engine may hand a store column: JSON and beyond it (huge and non-finite
+    numbers, odd characters, keys that are not text, tuples, sets, objects), nested up to
+    past the store's depth bound."""
+    chars = st.one_of(st.characters(), st.sampled_from([*ODD_CHARS, "{", "[", '"', "\\"]))
+    texts = st.one_of(st.text(chars, max_size=30), st.sampled_from(
+        ["null", "true", "1234567890123456789", "\\u0000", '"null": ']))
+    keys = st.one_of(texts, st.booleans(), st.none(), st.integers(), st.floats())
+    leaves = st.one_of(st.none(), st.booleans(), st.integers(), st.integers(2 ** 62, 2 ** 70),
+                       st.floats(), texts, st.sets(st.integers(), max_size=2),
+                       st.builds(object))
+    tree = st.recursive(leaves, lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.lists(inner, max_size=3).map(tuple),
+        st.dictionaries(keys, inner, max_size=4)), max_leaves=20)
+    deep = st.tuples(st.integers(55, 70), st.booleans(), tree).map(
+        lambda t: [_wrap(t[2], t[0], t[1])])
+    return st.one_of(tree, deep)
+
+
+def _wrap(value: object, depth: int, in_dicts: bool) -> object:
+    for _ in range(depth):
+        value = {"k": value} if in_dicts else [value]
+    return value
+
+
+@FUZZ
+@given(json_like())
+def test_a_stored_json_value_is_what_the_walk_makes_of_it(value):
+    """`records.dumps` encodes a value that is JSON already as it is, and walks the rest
+    (`records.storable`): either way what is read back is the walked value (two keys of one
+    text, such as 0 and "0", are written twice and read as the last, as the walk keeps)."""
+    walked = json.dumps(records.storable(value), ensure_ascii=False, allow_nan=False)
+    assert json.loads(records.dumps(value)) == json.loads(walked)
 
 
 # ------------------------------------------------------------------ YAML and question files

@@ -84,3 +84,26 @@ def test_a_run_that_ends_before_its_row_could_be_written_is_stored_ended(store):
     store.flush_pending()
     run = store.get(run_id)
     assert run["status"] == "failed" and "the model went away" in run["error"]
+
+
+def test_a_runs_end_is_committed_at_once_whatever_the_window(store):
+    """Turns gather for the batch's window (the experiment runner's keeps commits few), but a
+    run's end, which its run awaits, is committed at the loop's next iteration: a run is
+    never held back by the window."""
+    import asyncio
+
+    from engine import run_vote
+
+    result = run_vote("Which is larger, 3 or 5?", voters=["simulated"] * 3)
+    sink = store.batched(window=600.0)
+
+    async def go() -> str:
+        run_id = sink.start_run("vote", result.question_text)
+        recorder = sink.recorder(run_id)
+        for turn in result.turns:
+            recorder.turn(turn)
+        await asyncio.wait_for(sink.afinish_run(run_id, result, {}), 300)
+        return run_id
+
+    run = store.get(asyncio.run(go()))
+    assert run["status"] == "completed" and len(run["turns"]) == 3

@@ -7,6 +7,7 @@ variables, so the tests clear them and set NO_PROXY for loopback.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -223,3 +224,43 @@ def test_unreachable_server_gives_a_degraded_turn_and_the_run_completes(server, 
     row = store.get(result.run_id)
     assert row["status"] == "completed" and row["degraded"] == 1 and row["calls"] == 3
     assert row["turns"][0]["status"] == "degraded" and row["turns"][0]["reply"] == ""
+
+
+# --------------------------------------------------------------------------- langchain's run
+def test_a_call_nothing_watches_skips_langchains_run_and_keeps_what_it_gives(server,
+                                                                             monkeypatch):
+    """A model `get_model` resolved is called through its own `_agenerate` while no LangChain
+    callback, tracer or cache is set up: its reply carries what `ainvoke` gives (the response
+    headers, the usage, the model's name). A model with a callback handler takes
+    `ainvoke`'s whole path, and the handler sees the call."""
+    from langchain_core.callbacks import AsyncCallbackHandler
+    from langchain_core.messages import HumanMessage
+
+    from engine.llm.structured import generate, send_with
+
+    class Seen(AsyncCallbackHandler):
+        started = 0
+
+        async def on_chat_model_start(self, *args, **kwargs):
+            Seen.started += 1
+
+    asked = [HumanMessage("hi")]
+    plain, watched = model(server.base_url), model(server.base_url)
+    through = asyncio.run(plain.ainvoke(asked))
+
+    async def refused(*args, **kwargs):
+        raise AssertionError("ainvoke was called")
+
+    monkeypatch.setattr(type(plain), "ainvoke", refused)
+    direct = asyncio.run(generate(plain, asked))
+    formatted = asyncio.run(send_with(plain, asked, response_format={"type": "json_object"}))
+    monkeypatch.undo()
+    assert direct.content == "http-reply-2" and formatted.content == "http-reply-3"
+    assert server.requests[2]["body"]["response_format"] == {"type": "json_object"}
+    assert set(direct.response_metadata) == set(through.response_metadata)
+    assert direct.response_metadata["headers"]["content-type"] == "application/json"
+    assert direct.response_metadata["token_usage"]["prompt_tokens"] == 102
+    assert direct.usage_metadata["input_tokens"] == 102
+    watched.callbacks = [Seen()]
+    assert asyncio.run(generate(watched, asked)).content == "http-reply-4"
+    assert Seen.started == 1

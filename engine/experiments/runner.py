@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 HEARTBEAT_EVERY = 5.0  # seconds between heartbeats of a running experiment's row
 DONOR_WAIT = 900.0  # seconds a placebo cell waits for its donor run, still running, to end
 DONOR_POLL = 0.25  # seconds between looks at the donor's state
+# seconds a batch of turns gathers before its commit (a run's end is committed at once): at
+# 32 runs in flight, a commit per loop iteration cost more CPU than the turns' own writes
+TURN_WINDOW = 0.02
 
 def pending_cells(store: Store, experiment_id: str) -> list[Cell]:
     """The cells with no completed run, in plan order: what a resume will run."""
@@ -193,7 +196,7 @@ async def arun_experiment(store: Store, experiment_id: str, *,  # noqa: PLR0915
     fatal: list[str] = []
     failures: list[str] = []
     cells: Iterator[Cell] = iter(())
-    sink = store.batched() if batched else store
+    sink = store.batched(TURN_WINDOW) if batched else store
     beat = [time.monotonic()]
 
     def report() -> None:

@@ -34,7 +34,7 @@ from engine.llm.reach import ATTEMPT, Attempt, reached
 from engine.llm.replies import REASK, extract_json
 from engine.llm.runmodels import seat_model
 from engine.llm.sizes import ReplyCut, capped_reply
-from engine.llm.structured import OutputSchema, StructuredOutput
+from engine.llm.structured import OutputSchema, StructuredOutput, generate
 from engine.models import RunStopped, Seat, Task, Turn, is_simulated, model_spec, now
 from engine.redaction import model_secrets, redact
 from engine.text import clean_text
@@ -322,16 +322,17 @@ class RunContext:
         if kept:
             return self._replay(kept.pop(0), parse)
         full = self.with_system(seat, messages)
-        model = self.model_for(seat) if output is None else output.wrap(self.model_for(seat))
+        own = self.model_for(seat)
+        model = own if output is None else output.wrap(own)
         started = now()
         clock = time.perf_counter()
         # A simulated seat is labelled simulated even when its call fails.
-        simulated = is_simulated(model_spec(self.model_for(seat)))
+        simulated = is_simulated(model_spec(own))
         config = self.task_config(seat, task, round) if simulated else None
         got = await self._attempts(model, full, config, output, simulated)
         # A server may echo the key it was sent ("Incorrect API key provided: sk-..."): the
         # error keeps no key, and a reply none of this seat's configured keys.
-        secrets = model_secrets(self.model_for(seat))
+        secrets = model_secrets(own)
         error = redact(got.error, secrets)
         text = redact(got.text, secrets, shapes=False)
         tokens_in, tokens_out = got.usage.tokens_in + got.lost, got.usage.tokens_out
@@ -344,8 +345,8 @@ class RunContext:
                     status="degraded" if error else "ok", error=error, failure=got.failure,
                     latency=time.perf_counter() - clock, tokens_in=tokens_in,
                     tokens_out=tokens_out, attempts=got.attempts, simulated=got.simulated,
-                    cost_usd=call_cost(model_price(self.model_for(seat)), tokens_in,
-                                       tokens_out, simulated=got.simulated),
+                    cost_usd=call_cost(model_price(own), tokens_in, tokens_out,
+                                       simulated=got.simulated),
                     usage_estimated=got.usage.estimated or bool(got.lost), started_at=started,
                     finished_at=now(), output_mode=output.mode if output is not None else "")
         if not error:
@@ -416,7 +417,7 @@ class RunContext:
             return await invoke_on_thread(model, to_messages(full), left)
         # Only a simulated model gets a config: a duck-typed model may take the messages alone.
         pending = (model.ainvoke(to_messages(full), config=config)
-                   if config is not None else model.ainvoke(to_messages(full)))
+                   if config is not None else generate(model, to_messages(full)))
         # past the timeout the call's task is cancelled: its HTTP request is closed, so a
         # server that stops on disconnect stops generating
         return await asyncio.wait_for(pending, left)

@@ -52,9 +52,9 @@ class Capabilities:
 
     # ------------------------------------------------------------------ what is supported
     def known(self, kind: str, endpoint: Endpoint) -> str | None:
-        """The value learned for `kind` at `endpoint` by this registry, or None."""
-        with self._lock:
-            return self._known.get((kind, *endpoint))
+        """The value learned for `kind` at `endpoint` by this registry, or None (a dict's
+        read is atomic: every call of every JSON phase asks, without the lock)."""
+        return self._known.get((kind, *endpoint))
 
     def learn(self, kind: str, endpoint: Endpoint, value: str, store: Store | None = None, *,
               keep: Callable[[str, str], bool] | None = None) -> bool:

@@ -32,7 +32,7 @@ from langchain_core.messages import HumanMessage
 
 from engine.llm.capabilities import Capabilities
 from engine.llm.prices import read_usage
-from engine.llm.structured import FormattedModel, MarkedOutput, send_with
+from engine.llm.structured import FormattedModel, MarkedOutput, generate, send_with
 from engine.models import RunStopped
 
 if TYPE_CHECKING:
@@ -213,6 +213,6 @@ class LineOutput(MarkedOutput):
     async def invoke(self, model: Any, messages: Sequence[Any]) -> Any:
         """One request, carrying the grammar in its body when the endpoint applies one."""
         if not self.send:
-            return await model.ainvoke(messages)
+            return await generate(model, messages)
         self.mode = GRAMMAR
         return await send_with(model, messages, grammar=self.line.grammar(self.cap))

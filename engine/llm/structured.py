@@ -175,7 +175,52 @@ class MarkedOutput:
 
 async def send_with(model: Any, messages: Sequence[Any], **body: Any) -> Any:
     """`model.ainvoke(messages)` with `body`'s fields added to its request's body."""
-    return await model.bind(extra_body={**(model.extra_body or {}), **body}).ainvoke(messages)
+    extra_body = {**(model.extra_body or {}), **body}
+    if _unwatched(model):
+        return await _generated(model, messages, extra_body=extra_body)
+    return await model.bind(extra_body=extra_body).ainvoke(messages)
+
+
+async def generate(model: Any, messages: Sequence[Any]) -> Any:
+    """`model.ainvoke(messages)`: the reply's message. A chat model `get_model` resolved for
+    an OpenAI-compatible endpoint (`parley_output`) is called through its own `_agenerate`
+    when nothing in the process watches or caches its calls (no LangChain callback, tracer,
+    cache or rate limiter is set up): langchain-core's run around a call (its callback
+    managers, config and run ids) cost more CPU than Parley's own work on it."""
+    if _unwatched(model):
+        return await _generated(model, messages)
+    return await model.ainvoke(messages)
+
+
+async def _generated(model: Any, messages: Sequence[Any], **fields: Any) -> Any:
+    """The message `model._agenerate` replies with, carrying in its `response_metadata` what
+    `ainvoke` puts there: the generation's info (such as the response headers) and the
+    result's `llm_output`."""
+    result = await model._agenerate(list(messages), **fields)
+    for generation in result.generations:
+        info = {key: value for key, value in (generation.generation_info or {}).items()
+                if key != "lc_gateway_metadata"}
+        generation.message.response_metadata = {**info, **generation.message.response_metadata}
+    message = result.generations[0].message
+    if len(result.generations) == 1 and result.llm_output is not None:
+        message.response_metadata = {**result.llm_output, **message.response_metadata}
+    return message
+
+
+def _unwatched(model: Any) -> bool:
+    """True for a model of Parley's OpenAI-compatible endpoints that no LangChain callback,
+    tracer (LangSmith's environment included), cache or rate limiter would see a call of."""
+    if getattr(model, "parley_output", None) is None:
+        return False
+    from langchain_core.callbacks.manager import AsyncCallbackManager
+    from langchain_core.globals import get_llm_cache
+    from langchain_core.language_models.chat_models import BaseChatModel
+    if not isinstance(model, BaseChatModel) or model.rate_limiter is not None or \
+            model.output_version not in (None, "v0") or \
+            (model.cache is not False and (model.cache is not None or get_llm_cache())):
+        return False
+    return not AsyncCallbackManager.configure(None, model.callbacks, model.verbose, None,
+                                              model.tags, None, model.metadata).handlers
 
 
 class StructuredOutput(MarkedOutput):
@@ -276,7 +321,7 @@ class StructuredOutput(MarkedOutput):
     async def _send(self, model: Any, messages: Sequence[Any], mode: str) -> Any:
         self.mode = mode
         if mode == PROMPTED or self.schema is None:
-            return await model.ainvoke(messages)
+            return await generate(model, messages)
         return await send_with(model, messages,
                                response_format=self.schema.response_format(mode, self.host))
 

@@ -74,14 +74,18 @@ class TurnBatch:
             return False
         return True
 
-    def _schedule(self) -> None:
-        """Flush at the loop's next iteration (or after `window`), at once without a loop."""
-        if self._handle is not None:
+    def _schedule(self, soon: bool = False) -> None:
+        """Flush after `window` (at the loop's next iteration when `soon`: a run's end is
+        awaited), at once without a loop."""
+        if self._handle is not None and not (soon and self.window):
             return
         if not self.deferring():
             self.flush()
             return
-        self._handle = asyncio.get_running_loop().call_later(self.window, self.flush)
+        if self._handle is not None:
+            self._handle.cancel()
+        self._handle = asyncio.get_running_loop().call_later(
+            0.0 if soon else self.window, self.flush)
 
     def start(self, run_id: str, row: dict[str, Any]) -> None:
         """Queue a new run's row (written before, or with, its first turns)."""
@@ -105,7 +109,7 @@ class TurnBatch:
         when the store refused it (twice: the flush tries again at once when ends wait)."""
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._finishes[run_id] = (ending, done)
-        self._schedule()
+        self._schedule(soon=True)
         return done
 
     def finish_now(self, run_id: str, ending: dict[str, Any]) -> None:

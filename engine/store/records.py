@@ -111,9 +111,37 @@ def _refuse(strict: bool, why: str) -> None:
         raise ValueError(why)
 
 
+# What in a value's JSON text shows that `storable` would change the value: NUL (a lone
+# surrogate fails to encode), a key that was True, False or None (`storable` writes its
+# Python name), a run of 19 digits (an integer maybe past 64 bits) or a container that may be
+# nested `MAX_DEPTH` deep. A string that only looks so (a quoted "null": ) costs a walk.
+_NINES = bytes(ord("9") if ord("0") <= i <= ord("9") else i for i in range(256))
+
+
+def _walked(text: str) -> bool:
+    """True when `text`, a value's JSON, is already what `storable` makes of the value."""
+    if "\\u0000" in text or '"true": ' in text or '"false": ' in text or '"null": ' in text \
+            or text.count("{") + text.count("[") >= MAX_DEPTH:
+        return False
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate
+        return False
+    return b"9" * 19 not in data.translate(_NINES)
+
+
 def dumps(value: Any) -> str:
-    """`value` as the JSON text a store column holds (see `storable`)."""
-    return json.dumps(storable(value), ensure_ascii=False, allow_nan=False)
+    """`value` as the JSON text a store column holds (see `storable`). A value that is JSON
+    already (most of what the engine writes: a turn's messages, its parsed fields) is
+    encoded as it is, as `storable` would leave it; only one that fails to encode, or whose
+    text shows something `storable` changes, is walked."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):  # not JSON, NaN, a cycle, too deep
+        text = None
+    if text is None or not _walked(text):
+        return json.dumps(storable(value), ensure_ascii=False, allow_nan=False)
+    return text
 
 
 def _counts_per_round(item: Any) -> None:
