@@ -190,15 +190,9 @@ class RunAggregates(RunReading):
             raise ValueError(f"run_values reads {', '.join(VALUE_COLUMNS)}, not "
                              f"{', '.join(unknown)}")
         given = RunFilters(**filters)
-        chosen: list[Any] = []
-        for name in columns:
-            if name == "status":
-                chosen.append(self._status_clause(given).label("status"))
-            else:
-                chosen.append(getattr(RunRow, name))
-        query, _ = matching(select(*chosen), self.engine.dialect.name, given)
-        if every > 1:
-            query = query.where(RunRow.id.in_(self.every_nth(given, every)))
+        chosen = [self._status_clause(given).label("status") if name == "status"
+                  else getattr(RunRow, name) for name in columns]
+        query, _ = self.selecting(chosen, given, every)
         with self.engine.connect() as connection:
             rows = connection.execute(query).all()
         return pd.DataFrame(rows, columns=list(columns))

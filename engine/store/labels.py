@@ -200,7 +200,15 @@ def exported_labels(connection: Connection, run_id: str) -> dict[str, list[dict[
 
 def misfiled(where: str, record: RunRecord) -> None:
     """Refuse (`ConfigError` naming `where`) an exported run carrying a label that does not
-    name it, or a preference of a run against itself."""
+    name it, a preference of a run against itself, a rating of a turn the run lacks, or a
+    label dated in the future (beyond `CLOCK_SKEW`)."""
+    latest_allowed = now() + CLOCK_SKEW
+    labels: list[PreferenceRecord | RatingRecord] = [*record.preferences, *record.ratings]
+    for label in labels:
+        if label.created_at is not None and label.created_at > latest_allowed:
+            raise ConfigError(f"import: {where}: label {label.id!r} is dated "
+                              f"{label.created_at.isoformat()}, in the future; nothing was "
+                              "imported", "input")
     for pref in record.preferences:
         what = f"import: {where} (run {record.id!r}) preference {pref.id!r}"
         if pref.run_a == pref.run_b:
@@ -214,6 +222,9 @@ def misfiled(where: str, record: RunRecord) -> None:
             raise ConfigError(f"import: {where} (run {record.id!r}) rating {rate.id!r} is of "
                               f"run {rate.run_id!r}, not the run it is filed with; nothing "
                               "was imported", "input")
+        if rate.turn is not None and not any(t.idx == rate.turn for t in record.turns):
+            raise ConfigError(f"import: {where}: rating {rate.id!r} is of turn {rate.turn}, "
+                              f"which run {rate.run_id!r} lacks; nothing was imported", "input")
 
 
 def _latest(records: Iterable[Any], key: Any) -> list[Any]:
@@ -235,8 +246,8 @@ def import_labels(connection: Connection, docs: Sequence[tuple[str, RunRecord]],
     """Write the labels an import's runs carry (after the runs, in the same transaction),
     and only onto the runs this import `added`: the labels of a run already stored (skipped
     by the import) are not written, nor a preference naming a run the file did not add. A
-    label that names a run neither in the file nor stored, rates a turn its run lacks, or is
-    dated in the future refuses the file (`ConfigError`, so nothing of it is written). Of a
+    preference that names a run neither in the file nor stored refuses the file
+    (`ConfigError`, so nothing of it is written; `misfiled` refuses the rest). Of a
     claimed rater's labels of one pair, run or turn, the latest is written. Each is marked
     with `imported_by` and `imported_at`; returns how many were written."""
     prefs: dict[str, PreferenceRecord] = {}
@@ -251,7 +262,17 @@ def import_labels(connection: Connection, docs: Sequence[tuple[str, RunRecord]],
             where.setdefault(rate.id, place)
     if not prefs and not rates:
         return LabelCounts()
-    _refuse(connection, docs, prefs, rates, where, imported_at + CLOCK_SKEW)
+    # a preference's other run (a rating names the run it is filed with: `misfiled`)
+    others = {run for p in prefs.values() for run in (p.run_a, p.run_b)} - {
+        record.id for _, record in docs}
+    missing = others - present(connection, RunRow.id, others)
+    for pref in prefs.values():
+        for run in (pref.run_a, pref.run_b):
+            if run in missing:
+                raise ConfigError(
+                    f"import: {where[pref.id]}: label {pref.id!r} names run {run!r}, which "
+                    "is neither in the file nor stored here (export both runs of a "
+                    "preference together); nothing was imported", "input")
     mark = {"imported_by": imported_by, "imported_at": imported_at}
     new_p = [{**_dumped(p), **mark} for p in _latest(
         (p for p in prefs.values() if p.run_a in added and p.run_b in added),
@@ -269,39 +290,6 @@ def import_labels(connection: Connection, docs: Sequence[tuple[str, RunRecord]],
     if new_r:
         connection.execute(RATINGS.insert(), new_r)
     return LabelCounts(len(new_p), len(new_r))
-
-
-def _refuse(connection: Connection, docs: Sequence[tuple[str, RunRecord]],
-            prefs: Mapping[str, PreferenceRecord], rates: Mapping[str, RatingRecord],
-            where: Mapping[str, str], latest_allowed: datetime) -> None:
-    """Refuse the file (`ConfigError`) for a label dated in the future, naming a run neither
-    in the file nor stored, or rating a turn its run (in the file) lacks."""
-    in_file = {record.id: record for _, record in docs}
-    dated: list[tuple[str, PreferenceRecord | RatingRecord]] = [*prefs.items(),
-                                                                *rates.items()]
-    for label_id, label in dated:
-        if label.created_at is not None and label.created_at > latest_allowed:
-            raise ConfigError(f"import: {where[label_id]}: label {label_id!r} is dated "
-                              f"{label.created_at.isoformat()}, in the future; nothing was "
-                              "imported", "input")
-    named = {r for p in prefs.values() for r in (p.run_a, p.run_b)} | {
-        r.run_id for r in rates.values()}
-    stored = present(connection, RunRow.id, named - in_file.keys())
-    naming = [(p.id, (p.run_a, p.run_b)) for p in prefs.values()] + [
-        (r.id, (r.run_id,)) for r in rates.values()]
-    for label_id, runs in naming:
-        for run in runs:
-            if run not in in_file and run not in stored:
-                raise ConfigError(
-                    f"import: {where[label_id]}: label {label_id!r} names run {run!r}, which "
-                    "is neither in the file nor stored here (export both runs of a "
-                    "preference together); nothing was imported", "input")
-    for rate in rates.values():
-        if rate.run_id in in_file and rate.turn is not None and not any(
-                t.idx == rate.turn for t in in_file[rate.run_id].turns):
-            raise ConfigError(f"import: {where[rate.id]}: rating {rate.id!r} is of turn "
-                              f"{rate.turn}, which run {rate.run_id!r} lacks; nothing was "
-                              "imported", "input")
 
 
 def delete_labels(connection: Connection, run_ids: Sequence[str]) -> None:
