@@ -83,10 +83,8 @@ class RunAggregates(RunReading):
         with self.engine.connect() as connection:
             rows = connection.execute(query).all()
         frame = pd.DataFrame(rows, columns=[*SUMMARY_KEYS, *SUMMARY_SUMS])
-        return frame.astype({"degraded_run": bool, "simulated": bool, "n": "int64",
-                             "scored": "int64", "correct": "int64", "unanswered": "int64",
-                             "tokens": "int64",
-                             "duration": float, "cost": float, "unpriced": "int64"})
+        return frame.astype({"degraded_run": bool, "simulated": bool, **{
+            name: float if name in ("duration", "cost") else "int64" for name in SUMMARY_SUMS}})
 
     def answer_summary(self, **filters: Any) -> pd.DataFrame:
         """The matching completed runs (filters as `runs` takes them) grouped by `ANSWER_KEYS`

@@ -168,9 +168,6 @@ def number(value: Any, kind: type) -> tuple[Any, str]:
 # Amounts of money: NULL (None) is a value of its own (a cost that is unknown), never 0.
 OPTIONAL_NUMBERS = tuple(dict.fromkeys(c.name for table in _TABLES for c in table.columns
                                        if c.info.get("rule") == "money"))
-# Nullable whole numbers (a turn's `reply_bytes`, a run's signal counts): NULL is its own.
-_OPTIONAL_COUNTS = tuple(dict.fromkeys(c.name for table in _TABLES for c in table.columns
-                                       if isinstance(c.type, Integer) and c.nullable))
 
 
 def optional_number(value: Any, whole: bool = False) -> tuple[Any, str]:
@@ -313,9 +310,9 @@ def tolerant_frame(frame: pd.DataFrame, shapes: Mapping[str, Any],  # noqa: C901
                 problems.setdefault(i, []).append(f"{name} is not a time")
     if "status" in frame and shapes is RUN_JSON:
         for i, status in enumerate(frame["status"].tolist()):
-            if status not in STATUSES:
-                problems.setdefault(i, []).append(
-                    f"status {status!r} is not one of {', '.join(STATUSES)}")
+            why = _run_status(status)[1]
+            if why:
+                problems.setdefault(i, []).append(f"status {why}")
     frame["unreadable"] = ["; ".join(problems[i]) if i in problems else ""
                           for i in range(len(frame))]
     return frame

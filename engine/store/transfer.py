@@ -328,7 +328,7 @@ class Transfer(RunReading):
 
     def raw_rows(self) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
         """Every run row and every run's turn rows exactly as stored (unparsed), for a
-        benchmark fixture that copies them (`insert_raw`)."""
+        benchmark fixture that copies them (`insert_raw_chunks`)."""
         with self.engine.connect() as connection:
             runs = [dict(r) for r in connection.execute(select(RunRow.__table__)).mappings()]
             turns: dict[str, list[dict[str, Any]]] = {}
@@ -337,21 +337,16 @@ class Transfer(RunReading):
                 turns.setdefault(row["run_id"], []).append(dict(row))
         return runs, turns
 
-    def insert_raw(self, runs: Sequence[Mapping[str, Any]],
-                   turns: Sequence[Mapping[str, Any]], *, durable: bool = True) -> None:
-        """Bulk-insert rows shaped as `raw_rows` gives them, unchecked, in one transaction:
-        for benchmark fixtures of thousands of runs, never for user input (`import_runs`)."""
-        self.insert_raw_chunks([(runs, turns)], durable=durable)
-
     def insert_raw_chunks(self, chunks: Iterable[tuple[Sequence[Mapping[str, Any]],
                                                        Sequence[Mapping[str, Any]]]],
                           *, durable: bool = True) -> int:
-        """`insert_raw` for a stream of (runs, turns) chunks, one transaction per chunk on one
-        connection, so that a million rows never sit in memory at once; returns the runs
-        written. A chunk is one executemany per table (on PostgreSQL psycopg's, which
-        pipelines the statements; no bench fills PostgreSQL so far). `durable=False`: a
-        benchmark's throwaway SQLite file, written without waiting for the disk
-        (`Database.loading`)."""
+        """Bulk-insert rows shaped as `raw_rows` gives them, unchecked, from a stream of (runs,
+        turns) chunks: for benchmark fixtures of thousands of runs, never for user input
+        (`import_runs`). One transaction per chunk on one connection, so that a million rows
+        never sit in memory at once; returns the runs written. A chunk is one executemany per
+        table (on PostgreSQL psycopg's, which pipelines the statements; no bench fills
+        PostgreSQL so far). `durable=False`: a benchmark's throwaway SQLite file, written
+        without waiting for the disk (`Database.loading`)."""
         written = 0
         with self.loading(durable) as connection:
             for runs, turns in chunks:
