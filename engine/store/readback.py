@@ -264,7 +264,9 @@ def turn_dict(row: dict[str, Any]) -> dict[str, Any]:
 
 def tolerant_frame(frame: pd.DataFrame, shapes: Mapping[str, Any],  # noqa: C901, PLR0912
                     required_times: Sequence[str]) -> pd.DataFrame:
-    """`row_problems` over a frame, column by column (fast for 10,000 sound rows)."""
+    """A frame of rows read back as `_reader` reads one row's JSON (`shapes`), numbers, text,
+    required times and a run's status, column by column (fast for 10,000 sound rows); its
+    times and flags stay as the database sent them."""
     # what could not be read, by row: only rows with a problem get a list (20,000 empty
     # lists were 20,000 objects for the garbage collector)
     problems: dict[int, list[str]] = {}
