@@ -17,7 +17,7 @@ import pytest
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage
 from openai_stub import ENDPOINT_SETTINGS, SimulatedOpenAI, loopback_only
-from sqlalchemy import create_engine, make_url, text
+from sqlalchemy import create_engine, inspect, make_url, select, text
 
 from engine import Store
 from engine.store import Base, MigrationRow
@@ -397,6 +397,24 @@ def pytest_configure(config):
 def store(tmp_path):
     """A fresh SQLite store in a temporary file."""
     return Store(f"sqlite:///{tmp_path / 'parley.db'}")
+
+
+def applied_migrations(store) -> list[str]:
+    """The names of the migrations `store`'s database has had, in order."""
+    with store.engine.connect() as connection:
+        return list(connection.execute(select(MigrationRow.name)
+                                       .order_by(MigrationRow.name)).scalars())
+
+
+def table_columns(store, table: str) -> list[str]:
+    """The column names of `table` as `store`'s database has them."""
+    return [c["name"] for c in inspect(store.engine).get_columns(table)]
+
+
+def integrity(store) -> str:
+    """SQLite's `PRAGMA integrity_check` of `store`'s database ("ok" when sound)."""
+    with store.engine.connect() as connection:
+        return str(connection.execute(text("PRAGMA integrity_check")).scalar())
 
 
 class RecordingModel(FakeMessagesListChatModel):

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import table_columns
 from sqlalchemy import text
 from streamlit.testing.v1 import AppTest
 
@@ -134,7 +135,7 @@ def test_migration_0016_adds_started_by_to_an_older_database(backend):
         connection.execute(text("DELETE FROM schema_migrations WHERE name = '0016_started_by'"))
     backend.engine.dispose()
     reopened = Store(backend.url)
-    assert "started_by" in reopened.columns("runs")
+    assert "started_by" in table_columns(reopened, "runs")
     assert reopened.get(run_id)["started_by"] == ""
     assert reopened.migrate() == []
 

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import integrity
 
 from engine import (
     ConfigError,
@@ -298,7 +299,7 @@ def test_sql_metacharacters_and_html_are_kept_as_plain_data(store):
     assert row["question"] == question and row["label"] == "x' OR '1'='1"
     assert store.runs(search="'; DROP TABLE runs; --")["id"].tolist() == [result.run_id]
     assert store.runs(label="x' OR 1=1").empty
-    assert len(store.runs()) == 1 and store.integrity_check() == "ok"
+    assert len(store.runs()) == 1 and integrity(store) == "ok"
 
 
 CLI_CASES = [

@@ -15,6 +15,7 @@ import math
 import os
 
 import pytest
+from conftest import applied_migrations, table_columns
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.language_models import GenericFakeChatModel
@@ -290,9 +291,9 @@ def test_migration_back_fills_old_rows(backend):
         connection.execute(text("DELETE FROM schema_migrations WHERE name = '0014_costs'"))
     backend.engine.dispose()
     reopened = Store(url)
-    assert "0014_costs" in reopened.migrations()
-    assert {"cost_usd"} <= set(reopened.columns("runs"))
-    assert {"cost_usd", "usage_estimated"} <= set(reopened.columns("turns"))
+    assert "0014_costs" in applied_migrations(reopened)
+    assert {"cost_usd"} <= set(table_columns(reopened, "runs"))
+    assert {"cost_usd", "usage_estimated"} <= set(table_columns(reopened, "turns"))
     assert reopened.get(simulated)["cost_usd"] == 0.0
     assert all(t["cost_usd"] == 0.0 for t in reopened.get(simulated)["turns"])
     assert reopened.get(unpriced)["cost_usd"] is None

@@ -18,6 +18,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from conftest import integrity
+
 from engine import Store
 from engine import experiments as ex
 from engine.questions import DEFINITE
@@ -97,7 +99,7 @@ def test_sigkill_mid_experiment_then_resume(tmp_path):
         child.send_signal(signal.SIGKILL)
         child.wait()
 
-    assert store.integrity_check() == "ok"
+    assert integrity(store) == "ok"
     seen = _journal(journal)
     stored = {(r, int(i)) for r, i in zip(store.turns()["run_id"], store.turns()["idx"])}
     assert seen["committed"] and seen["committed"] <= stored  # nothing committed was lost
@@ -119,4 +121,4 @@ def test_sigkill_mid_experiment_then_resume(tmp_path):
     completed = runs[runs["status"] == "completed"]
     per_cell = Counter(ex.Cell.from_tags(tags) for tags in completed["tags"])
     assert len(per_cell) == len(QUESTIONS) * 2 and set(per_cell.values()) == {1}
-    assert store.integrity_check() == "ok"
+    assert integrity(store) == "ok"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from conftest import table_columns
 from langchain_core.messages import AIMessage
 from sqlalchemy import text
 
@@ -150,7 +151,7 @@ def test_the_migration_adds_the_table_to_an_older_database(backend):
                                 "WHERE name = '0021_endpoint_support'"))
     backend.engine.dispose()
     reopened = Store(backend.url)
-    assert "value" in reopened.columns("endpoint_support")
+    assert "value" in table_columns(reopened, "endpoint_support")
     support.learn(reopened, "grammar", "http://127.0.0.1:1/v1", "m", "yes")
     support.learn(reopened, "grammar", "http://127.0.0.1:1/v1", "m", "no")  # replaced
     assert support.learned(reopened, "grammar", "http://127.0.0.1:1/v1", "m") == "no"

@@ -60,7 +60,7 @@ def _mixed(url: str) -> tuple[Store, str]:
                       "result": "{}", "metrics": "{}", "correct": None, "host": "elsewhere",
                       "pid": 1, "tags": json.dumps([cell.tag]), "created_at": beat,
                       "heartbeat_at": beat, "finished_at": None})
-    store.insert_raw(extra, [])
+    store.insert_raw_chunks([(extra, [])])
     return store, experiment_id
 
 

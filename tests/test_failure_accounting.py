@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from conftest import applied_migrations, table_columns
 from loopback import closed_port
 from openai_stub import loopback_only
 from openai_stub import openai_model as model
@@ -135,8 +136,8 @@ def test_an_older_database_gains_the_columns_and_its_runs_are_assessed(backend):
                                 "WHERE name = '0005_degraded_runs'"))
     old.engine.dispose()
     reopened = open_store(url)  # migrated, then back-filled by the protocols
-    assert "0005_degraded_runs" in reopened.migrations()
-    assert {"degraded_run", "lost"} <= set(reopened.columns("runs"))
+    assert "0005_degraded_runs" in applied_migrations(reopened)
+    assert {"degraded_run", "lost"} <= set(table_columns(reopened, "runs"))
     kept = reopened.get(sound)
     assert kept["status"] == "completed" and not kept["degraded_run"] and kept["lost"] == ""
     flagged = reopened.get(judgeless)

@@ -21,6 +21,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from conftest import applied_migrations
 from loopback import LoopbackHandler
 from openai_stub import loopback_only
 from sqlalchemy import text
@@ -199,7 +200,7 @@ def test_keys_an_older_parley_stored_in_errors_are_redacted_on_open(backend):  #
                                 "'0011_redacted_errors'"))
     backend.engine.dispose()
     reopened = Store(backend.url)
-    assert "0011_redacted_errors" in reopened.migrations()
+    assert "0011_redacted_errors" in applied_migrations(reopened)
     assert SHAPED not in _everything_stored(reopened)
     assert REDACTED in reopened.get(run_id)["turns"][0]["error"]
 

@@ -12,6 +12,7 @@ import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from conftest import applied_migrations
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
@@ -119,7 +120,7 @@ def test_an_older_database_keeps_the_latest_of_its_duplicates(pair):
                  "t": old + timedelta(hours=number)})
     store.engine.dispose()
     reopened = Store(store.url)
-    assert "0018_one_judgement" in reopened.migrations()
+    assert "0018_one_judgement" in applied_migrations(reopened)
     prefs = reopened.preferences()
     assert list(prefs["id"]) == ["p2"] and list(prefs["choice"]) == ["tie"]
     ratings = reopened.ratings()

@@ -31,6 +31,7 @@ from engine.experiments.planning import plan_of
 from engine.protocols import run_sync
 from engine.store import Store
 from engine.store import workers as pool_store
+from engine.store.experiments import claim
 from engine.store.workers import MAX_ID, PoisonJob, Unreadable, brief, load_payload, read_job
 from engine.workers import app_for, ensure_schema, housekeeping, submit
 from engine.workers.pool import WorkerState
@@ -191,7 +192,7 @@ def test_an_experiment_with_only_poison_jobs_left_is_settled_not_kept_running(
     store = Store(pg_url)
     ensure_schema(store)
     experiment_id = ex.create(store, _spec())
-    pool_store.claim_for_pool(store, experiment_id)  # on the pool, with no real job queued
+    claim(store, experiment_id, pool=True)  # on the pool, with no real job queued
     eid = json.dumps(experiment_id)
     for args in (f'{{"experiment_id": {eid}, "cell": "cell:²:0:0"}}',
                  f'{{"experiment_id": {eid}, "cell": "cell:7:0:0"}}',
@@ -239,7 +240,7 @@ def test_one_bad_experiment_does_not_stop_the_round_for_the_others(
     ensure_schema(store)
     bad, good = ex.create(store, _spec()), ex.create(store, _spec())
     for experiment_id in (bad, good):
-        pool_store.claim_for_pool(store, experiment_id)
+        claim(store, experiment_id, pool=True)
     import engine.workers.worker as worker_module
     real = worker_module.plan_for
 

@@ -6,9 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import integrity
+
 from engine import Store
-from engine.protocols import REGISTRY
 from engine.bench.reliability import check_run, fault_soak
+from engine.protocols import REGISTRY
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -51,4 +53,4 @@ def test_concurrent_writer_processes_share_one_sqlite_file(tmp_path):
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["failures"] == [] and report["locked"] == 0
     assert report["stored"] == 60 and report["completed"] == 60
-    assert Store(url).integrity_check() == "ok"
+    assert integrity(Store(url)) == "ok"

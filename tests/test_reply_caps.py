@@ -18,6 +18,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from conftest import table_columns
 from openai_stub import loopback_only
 from oversized_server import ANSWER, MB, Oversized
 from sqlalchemy import text
@@ -380,6 +381,6 @@ def test_migration_0019_adds_reply_bytes_to_older_turns(backend):
                                 "WHERE name = '0019_reply_bytes'"))
     backend.engine.dispose()
     reopened = Store(backend.url)
-    assert "reply_bytes" in reopened.columns("turns")
+    assert "reply_bytes" in table_columns(reopened, "turns")
     assert [t["reply_bytes"] for t in reopened.get(result.run_id)["turns"]] == [None, None]
     assert reopened.migrate() == []

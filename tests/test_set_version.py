@@ -9,6 +9,7 @@ import hashlib
 import json
 
 import pytest
+from conftest import table_columns
 from sqlalchemy import text
 
 import engine.experiments as ex
@@ -109,6 +110,6 @@ def test_migration_0018_computes_the_version_of_older_experiments(backend):
                                 "WHERE name = '0022_set_version'"))
     backend.engine.dispose()
     reopened = Store(backend.url)
-    assert "set_version" in reopened.columns("experiments")
+    assert "set_version" in table_columns(reopened, "experiments")
     assert ex.get(reopened, experiment_id)["set_version"] == set_version(QUESTIONS)
     assert reopened.migrate() == []

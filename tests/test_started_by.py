@@ -15,6 +15,7 @@ import signal
 import time
 
 import pytest
+from conftest import table_columns
 from plugins.pool import _worker
 from sqlalchemy import text
 
@@ -148,7 +149,7 @@ def test_migration_0017_adds_started_by_to_older_experiments(backend):
                                 "WHERE name = '0017_experiment_started_by'"))
     backend.engine.dispose()
     reopened = Store(backend.url)
-    assert "started_by" in reopened.columns("experiments")
+    assert "started_by" in table_columns(reopened, "experiments")
     assert ex.get(reopened, experiment_id)["started_by"] == ""
     assert reopened.migrate() == []
     claim(reopened, experiment_id, ANN.user)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import applied_migrations
 from langchain_core.messages import AIMessage
 from plugins.processes import dead_pid
 from sqlalchemy import inspect, text, update
@@ -346,8 +347,8 @@ def test_imported_config_is_stripped_too(store, tmp_path):
 
 # --------------------------------------------------------------------------- schema
 def test_migrations_are_listed(store):
-    assert store.migrations() == ["0001_runs_and_turns", "0002_library"] or \
-        store.migrations()[:2] == ["0001_runs_and_turns", "0002_library"]
+    assert applied_migrations(store) == ["0001_runs_and_turns", "0002_library"] or \
+        applied_migrations(store)[:2] == ["0001_runs_and_turns", "0002_library"]
 
 
 def test_database_with_only_the_first_migration_is_migrated_on_open(tmp_path,
@@ -362,8 +363,8 @@ def test_database_with_only_the_first_migration_is_migrated_on_open(tmp_path,
     assert "library" not in inspect(old.engine).get_table_names()
 
     reopened = Store(url)
-    assert "0002_library" in reopened.migrations()
-    assert reopened.migrations()[:2] == ["0001_runs_and_turns", "0002_library"]
+    assert "0002_library" in applied_migrations(reopened)
+    assert applied_migrations(reopened)[:2] == ["0001_runs_and_turns", "0002_library"]
     assert "library" in inspect(reopened.engine).get_table_names()
     reopened.put_library("persona", "Cautious", {"persona": "Check twice."})
     assert reopened.library("persona")[0]["persona"] == "Check twice."
@@ -400,7 +401,7 @@ def test_configurations_of_the_old_flat_shape_are_migrated_by_slot_once(tmp_path
     old.engine.dispose()
 
     reopened = open_store(url)  # migrated, then back-filled by the protocols
-    assert "0004_configs_by_slot" in reopened.migrations()
+    assert "0004_configs_by_slot" in applied_migrations(reopened)
     run = reopened.get(slotted.run_id)
     assert [v["name"] for v in run["config"]["seats"]["voters"]] == [v["name"] for v in voters]
     assert run["metrics"]["winner"] == slotted.tally.winner and run["metrics"]["outcome"]

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import threading
 
+from conftest import applied_migrations
+
 from engine import Store, run_debate, run_peer_review
 from engine.protocols.storing import import_runs
 
@@ -24,8 +26,8 @@ def test_lifecycle_turns_and_totals(backend):
     assert [t["idx"] for t in row["turns"]] == list(range(5))
     assert row["calls"] == 5 and row["tokens_in"] == sum(t.tokens_in for t in result.turns)
     assert row["result"]["verdict"] == result.verdict
-    assert backend.migrations() == ["0001_runs_and_turns", "0002_library"] or \
-        backend.migrations()[:2] == ["0001_runs_and_turns", "0002_library"]
+    assert applied_migrations(backend) == ["0001_runs_and_turns", "0002_library"] or \
+        applied_migrations(backend)[:2] == ["0001_runs_and_turns", "0002_library"]
 
 
 def test_filters_are_bound_not_spliced(backend):

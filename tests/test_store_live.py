@@ -85,14 +85,14 @@ def test_the_reaper_runs_on_a_timer_until_stopped(store):
     store.start_reaper(interval=0.05)
     thread = store._reaper
     store.start_reaper(interval=0.05)  # idempotent: the same thread
-    assert store._reaper is thread and store.reaping
+    assert store._reaper is thread and thread.is_alive()
     run_id = orphan(store)
     deadline = time.monotonic() + 30
     while raw(store, run_id)[0] == "running" and time.monotonic() < deadline:
         time.sleep(0.02)
     assert raw(store, run_id)[0] == "interrupted"
     store.stop_reaper()
-    assert not store.reaping and not thread.is_alive()
+    assert store._reaper is None and not thread.is_alive()
     late = orphan(store)
     time.sleep(0.2)
     assert raw(store, late)[0] == "running"  # stopped: nothing reaps any more

@@ -4,8 +4,8 @@ baseline matrix over 20,000 stored runs.
 `make_experiment` fills a store with an experiment shaped like GSM8K's: questions x 4
 configurations (the registry's protocols, chosen by what they do) x 4 repeats. It runs a
 small experiment of those configurations on the simulated model for realistic rows, then
-bulk-inserts copies (`Store.insert_raw`) into every planned cell, with a few cells failed or
-interrupted, a few redone (a superseded failed run, then a completed one) and a share of
+bulk-inserts copies (`Store.insert_raw_chunks`) into every planned cell, with a few cells
+failed or interrupted, a few redone (a superseded failed run, then a completed one) and a share of
 the runs marked as played by a real model, so the report keeps simulated and real runs
 apart as it must. `bench_results` times what the Experiments page asks for. Figures are
 measured here, never asserted in tests.
@@ -110,7 +110,7 @@ def make_experiment(url: str, n: int = 20_000, seed: int = 0, real: float = 0.75
                     add(cell, "failed", [cell.tag, "superseded"])
                 add(cell, "failed" if 0.01 <= fate < 0.03 else
                     "interrupted" if 0.03 <= fate < 0.04 else "completed", [cell.tag])
-    store.insert_raw(rows[:n], [])
+    store.insert_raw_chunks([(rows[:n], [])])
     store.close()
     return experiment_id
 

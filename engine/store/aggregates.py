@@ -83,10 +83,8 @@ class RunAggregates(RunReading):
         with self.engine.connect() as connection:
             rows = connection.execute(query).all()
         frame = pd.DataFrame(rows, columns=[*SUMMARY_KEYS, *SUMMARY_SUMS])
-        return frame.astype({"degraded_run": bool, "simulated": bool, "n": "int64",
-                             "scored": "int64", "correct": "int64", "unanswered": "int64",
-                             "tokens": "int64",
-                             "duration": float, "cost": float, "unpriced": "int64"})
+        return frame.astype({"degraded_run": bool, "simulated": bool, **{
+            name: float if name in ("duration", "cost") else "int64" for name in SUMMARY_SUMS}})
 
     def answer_summary(self, **filters: Any) -> pd.DataFrame:
         """The matching completed runs (filters as `runs` takes them) grouped by `ANSWER_KEYS`
@@ -190,15 +188,9 @@ class RunAggregates(RunReading):
             raise ValueError(f"run_values reads {', '.join(VALUE_COLUMNS)}, not "
                              f"{', '.join(unknown)}")
         given = RunFilters(**filters)
-        chosen: list[Any] = []
-        for name in columns:
-            if name == "status":
-                chosen.append(self._status_clause(given).label("status"))
-            else:
-                chosen.append(getattr(RunRow, name))
-        query, _ = matching(select(*chosen), self.engine.dialect.name, given)
-        if every > 1:
-            query = query.where(RunRow.id.in_(self.every_nth(given, every)))
+        chosen = [self._status_clause(given).label("status") if name == "status"
+                  else getattr(RunRow, name) for name in columns]
+        query, _ = self.selecting(chosen, given, every)
         with self.engine.connect() as connection:
             rows = connection.execute(query).all()
         return pd.DataFrame(rows, columns=list(columns))

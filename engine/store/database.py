@@ -235,23 +235,6 @@ class Database:
             raise ConfigError(f"this read-only database needs migration {missing[0]}; open it "
                               "once with write access to upgrade it", "input")
 
-    def migrations(self) -> list[str]:
-        """The names of the migrations this database has had."""
-        with self.engine.connect() as connection:
-            return list(connection.execute(select(MigrationRow.name)
-                                           .order_by(MigrationRow.name)).scalars())
-
-    def integrity_check(self) -> str:
-        """SQLite's `PRAGMA integrity_check` ("ok" when sound; always "ok" elsewhere)."""
-        if not self.url.startswith("sqlite"):
-            return "ok"
-        with self.engine.connect() as connection:
-            return str(connection.execute(text("PRAGMA integrity_check")).scalar())
-
-    def columns(self, table: str) -> list[str]:
-        """The column names of a table as the database has them."""
-        return [c["name"] for c in inspect(self.engine).get_columns(table)]
-
     @contextmanager
     def reading(self) -> Iterator[Any]:
         """A connection for reads that need no transaction of their own. On PostgreSQL it is
@@ -329,18 +312,16 @@ class Database:
             return dict(self._pending)
 
     def _end_or_wait(self, run_id: str, status: str, error: str) -> bool:
-        """End a `running` run; when the store cannot be written the end waits (see
-        `flush_pending`) and this returns False. Never raises for a failed write."""
-        try:
-            with self.writing() as connection:
-                end_run_row(connection, run_id, status, error)
-        except StoreWriteError:
-            with self._lock:
-                self._pending[run_id] = (status, error)
-            return False
+        """End a `running` run: its end joins those waiting and is written with them
+        (`flush_pending`); when the store cannot be written it stays waiting and this returns
+        False. Never raises for a failed write (a read-only store refuses it: `writing`)."""
+        if self.read_only:
+            raise ConfigError(READ_ONLY.format(url=self.url_safe), "input")
         with self._lock:
-            self._pending.pop(run_id, None)
-        return True
+            self._pending[run_id] = (status, error)
+        self.flush_pending()
+        with self._lock:
+            return run_id not in self._pending
 
     # ----------------------------------------------------------------- liveness
     def owner_gone(self, row: Any) -> bool:
@@ -400,12 +381,6 @@ class Database:
         self._reaper_stop.set()
         if reaper is not None and reaper is not threading.current_thread():
             reaper.join()
-
-    @property
-    def reaping(self) -> bool:
-        """True while the reaper thread runs."""
-        reaper = self._reaper
-        return reaper is not None and reaper.is_alive()
 
     def _reap_every(self, interval: float) -> None:
         stop = self._reaper_stop

@@ -67,13 +67,10 @@ class ExperimentReading(Database):
         """`experiment_runs`, the chosen keys of the metrics `picked` in SQL or not."""
         metrics = [RunRow.metrics] if picked is None else [picked.values.label("picked"),
                                                            picked.unread.label("metrics")]
-        chosen = [
-            RunRow.id, RunRow.protocol, RunRow.question, RunRow.expected, RunRow.status,
-            RunRow.tags, *metrics, RunRow.correct, RunRow.unanswered, RunRow.calls,
-            RunRow.degraded, RunRow.degraded_run, RunRow.lost, RunRow.tokens_in, RunRow.tokens_out,
-            RunRow.cost_usd, RunRow.duration, RunRow.simulated, RunRow.models, RunRow.created_at,
-            RunRow.finished_at, RunRow.error,
-            *signs_of_life("host", "pid", "heartbeat_at")]
+        chosen = [*(column for column in RunRow.__table__.columns
+                    if column.name in EXPERIMENT_RUN_COLUMNS and column.name != "metrics"),
+                  RunRow.tags, RunRow.models, *metrics,
+                  *signs_of_life("host", "pid", "heartbeat_at")]
         with self.engine.connect() as connection:
             read = _by_label(connection, experiment_id, chosen) or _joined(
                 connection, experiment_id, chosen)

@@ -16,13 +16,15 @@ from sqlalchemy import func, select, update
 from engine.cells import SUPERSEDED, Cell
 from engine.models import ConfigError, now
 from engine.store.database import signs_of_life
-from engine.store.readback import aware, columns, decode, decode_tags, tag_cells
+from engine.store.readback import aware, columns, decode, tag_cells
 from engine.store.records import error_text, experiment_item, starter
 from engine.store.runs import add_tags
 from engine.store.schema import ExperimentRow, RunRow, TurnRow
 from engine.store.statements import EXPERIMENTS
 from engine.store.store import Store
 from engine.store.versions import set_changes, set_version
+
+POOL_HOST = "parley-workers"  # the host of an experiment the pool runs (no one process)
 
 
 def add_experiment(store: Store, name: str, spec: Mapping[str, Any], total: int) -> str:
@@ -66,28 +68,32 @@ def get(store: Store, experiment_id: str) -> dict[str, Any]:
     return out
 
 
-def claim(store: Store, experiment_id: str, started_by: str = "") -> dict[str, Any]:
-    """Mark the experiment `running` in this process, started by `started_by` (who, as a
-    run's `started_by`; its runs record it), unless a live runner holds it, in another
-    process or in this one (`ConfigError`); returns its row as it was. The update is
-    conditional on the row being unchanged, so two runners claiming at once, in one process
-    or two, cannot both win."""
+def claim(store: Store, experiment_id: str, started_by: str = "", pool: bool = False
+          ) -> dict[str, Any]:
+    """Mark the experiment `running` in this process, or on the pool (`pool`: host
+    `POOL_HOST`, no process; the workers give its runs the name), started by `started_by`
+    (who, as a run's `started_by`; its runs record it), unless a live runner holds it, in
+    another process or in this one (`ConfigError`; the pool may claim what it runs again,
+    keeping its start); returns its row as it was. In a process the update is conditional
+    on the row being unchanged, so two runners claiming at once, in one process or two,
+    cannot both win."""
     who = starter(started_by)
     found = row(store, experiment_id)
-    mine = found["host"] == store.host and found["pid"] == os.getpid()
-    if live_status(store, found) == "running":
-        if mine:
+    host, pid = (POOL_HOST, 0) if pool else (store.host, os.getpid())
+    again = found["host"] == POOL_HOST and found["status"] == "running"
+    if live_status(store, found) == "running" and not (pool and again):
+        if (found["host"], found["pid"]) == (host, pid):
             raise ConfigError(f"experiment {experiment_id} is already running here", "input")
         raise ConfigError(f"experiment {experiment_id} is running in process {found['pid']} "
                           f"on {found['host']}; stop it there first", "input")
+    unchanged = () if pool else (ExperimentRow.status == found["status"],
+                                 ExperimentRow.pid == found["pid"])
     with store.writing() as connection:
         changed = connection.execute(
-            update(ExperimentRow).where(ExperimentRow.id == experiment_id,
-                                        ExperimentRow.status == found["status"],
-                                        ExperimentRow.pid == found["pid"])
-            .values(status="running", host=store.host, pid=os.getpid(), error="",
-                    started_by=who, started_at=now(), heartbeat_at=now(),
-                    finished_at=None)).rowcount
+            update(ExperimentRow).where(ExperimentRow.id == experiment_id, *unchanged)
+            .values(status="running", host=host, pid=pid, error="", started_by=who,
+                    started_at=found["started_at"] if pool and again else now(),
+                    heartbeat_at=now(), finished_at=None)).rowcount
     if changed != 1:
         raise ConfigError(f"experiment {experiment_id} was started elsewhere just now", "input")
     return found
@@ -140,15 +146,12 @@ def list_experiments(store: Store) -> pd.DataFrame:
 def asked_questions(store: Store, experiment_id: str) -> dict[int, dict[str, Any]]:
     """The question (and expected answer) each question index of the experiment was asked
     as, read off its runs (the first run of the index; a light query: no results)."""
-    with store.engine.connect() as connection:
-        found = connection.execute(select(RunRow.tags, RunRow.question, RunRow.expected)
-                                   .where(RunRow.experiment_id == experiment_id)
-                                   .order_by(RunRow.created_at, RunRow.id)).all()
-    qs, _cs, _rs, _old = tag_cells([tags for tags, _, _ in found])
+    found, named, _ = _with_cells(store, experiment_id, RunRow.question, RunRow.expected,
+                                  ordered=True)
     out: dict[int, dict[str, Any]] = {}
-    for q, (_, question, expected) in zip(qs, found, strict=True):
-        if q >= 0 and q not in out:
-            out[q] = {"question": question, "expected": expected}
+    for i in named:
+        out.setdefault(found["q"][i], {"question": found["question"][i],
+                                       "expected": found["expected"][i]})
     return out
 
 
@@ -219,25 +222,34 @@ def duration_text(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m"
 
 
-def cell_runs(store: Store, experiment_id: str) -> list[dict[str, Any]]:
-    """Every run of the experiment with its cell, oldest first (a light query: no results);
-    a run whose process is gone reads as `interrupted`."""
+def _with_cells(store: Store, experiment_id: str, *chosen: Any, ordered: bool = False
+                ) -> tuple[dict[str, list[Any]], list[int], list[str]]:
+    """The experiment's runs as columns (a light query: `chosen`, status and tags, signs of
+    life only of the running ones), their cells read off their tags (`q`, `c`, `r`, -1 for
+    none, and `old`: superseded; `readback.tag_cells`), oldest first when `ordered`; the
+    places of the runs that name a cell; and each run's status (a run whose process is gone
+    reads as `interrupted`)."""
+    query = select(RunRow.status, RunRow.tags, *chosen,
+                   *signs_of_life("host", "pid", "heartbeat_at")).where(
+        RunRow.experiment_id == experiment_id)
     with store.engine.connect() as connection:
-        rows = connection.execute(select(
-            RunRow.id, RunRow.status, RunRow.tags, RunRow.created_at, RunRow.finished_at,
-            RunRow.host, RunRow.pid, RunRow.heartbeat_at)
-            .where(RunRow.experiment_id == experiment_id)
-            .order_by(RunRow.created_at, RunRow.id)).mappings().all()
-    out = []
-    for run in rows:
-        tags = decode_tags(run["tags"])
-        cell = Cell.from_tags(tags)
-        if cell is not None:
-            status = "interrupted" if store.owner_gone(run) else run["status"]
-            out.append({"id": run["id"], "status": status, "tags": tags,
-                        "created_at": run["created_at"], "finished_at": run["finished_at"],
-                        "cell": cell, "superseded": SUPERSEDED in tags})
-    return out
+        found = columns(connection.execute(
+            query.order_by(RunRow.created_at, RunRow.id) if ordered else query))
+    found["q"], found["c"], found["r"], found["old"] = tag_cells(found["tags"])
+    gone = store.gone_rows(found)
+    statuses = ["interrupted" if i in gone else status
+                for i, status in enumerate(found["status"])]
+    return found, [i for i, q in enumerate(found["q"]) if q >= 0], statuses
+
+
+def cell_runs(store: Store, experiment_id: str) -> list[dict[str, Any]]:
+    """Every run of the experiment that names a cell, oldest first: its `id`, `status` (a
+    run whose process is gone reads as `interrupted`), `cell` and whether it is
+    `superseded`."""
+    found, named, statuses = _with_cells(store, experiment_id, RunRow.id, ordered=True)
+    return [{"id": found["id"][i], "status": statuses[i],
+             "cell": Cell(found["q"][i], found["c"][i], found["r"][i]),
+             "superseded": found["old"][i]} for i in named]
 
 
 @dataclass(frozen=True)
@@ -253,21 +265,13 @@ class CellStates:
 
 
 def cell_states(store: Store, experiment_id: str) -> CellStates:
-    """The experiment's runs with a cell as `progress` reads them (a light query: status,
-    tags and end time; signs of life only of the running ones); a run whose process is gone
-    reads as `interrupted`."""
-    with store.engine.connect() as connection:
-        found = columns(connection.execute(select(
-            RunRow.status, RunRow.tags, RunRow.finished_at,
-            *signs_of_life("id", "host", "pid", "heartbeat_at"))
-            .where(RunRow.experiment_id == experiment_id)))
-    qs, cs, rs, old = tag_cells(found["tags"])
-    statuses, gone = found["status"], store.gone_rows(found)
-    named = [i for i, q in enumerate(qs) if q >= 0]
-    return CellStates(
-        [cell_key(qs[i], cs[i], rs[i]) for i in named],
-        ["interrupted" if i in gone else statuses[i] for i in named],
-        [old[i] for i in named], [found["finished_at"][i] for i in named])
+    """The experiment's runs with a cell as `progress` reads them (`_with_cells`: status,
+    tags and end time)."""
+    found, named, statuses = _with_cells(store, experiment_id, RunRow.finished_at,
+                                         *signs_of_life("id"))
+    return CellStates([cell_key(found["q"][i], found["c"][i], found["r"][i]) for i in named],
+                      [statuses[i] for i in named], [found["old"][i] for i in named],
+                      [found["finished_at"][i] for i in named])
 
 
 def cell_key(q: int, c: int, r: int) -> int:

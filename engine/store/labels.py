@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -26,7 +26,7 @@ from engine.access import LOCAL, Actor, require
 from engine.models import ConfigError, now
 from engine.store import readback
 from engine.store.database import Database
-from engine.store.records import PreferenceRecord, RatingRecord, RunRecord, validate
+from engine.store.records import PreferenceRecord, RatingRecord, RunRecord, latest, validate
 from engine.store.schema import PreferenceRow, RatingRow, RunRow, TurnRow
 from engine.store.statements import present
 from engine.text import clean_text
@@ -152,8 +152,7 @@ class Labels(Database):
         """Preferences as a DataFrame (oldest first): id, run_a, run_b, shown_left, rater,
         choice, comment, created_at, imported_by and imported_at ("" and None: judged here);
         only those naming one of `run_ids` when given."""
-        frame = self._frame(PREFERENCES, run_ids, rater, PREFERENCES.c.run_a,
-                            PREFERENCES.c.run_b)
+        frame = self._frame("preferences", run_ids, rater)
         frame["shown_left"] = pd.Series([v if isinstance(v, str) else None
                                          for v in frame["shown_left"]],
                                         index=frame.index, dtype=object)
@@ -163,44 +162,56 @@ class Labels(Database):
                 rater: str | None = None) -> pd.DataFrame:
         """Ratings as a DataFrame (oldest first): id, run_id, turn (None: the whole run),
         rater, score, comment, created_at, imported_by and imported_at."""
-        frame = self._frame(RATINGS, run_ids, rater, RATINGS.c.run_id)
+        frame = self._frame("ratings", run_ids, rater)
         frame["turn"] = frame["turn"].astype("Int64")
         return frame
 
-    def _frame(self, table: Table, run_ids: Sequence[str] | None, rater: str | None,
-               *naming: Any) -> pd.DataFrame:
-        """The labels of `table` (oldest first) whose `naming` columns name one of `run_ids`
-        (all when None), by `rater` when given, as a DataFrame."""
-        query = select(table).order_by(table.c.created_at, table.c.id)
-        if run_ids is not None:
-            query = query.where(or_(*(column.in_(list(run_ids)) for column in naming)))
-        if rater is not None:
-            query = query.where(table.c.rater == rater)
+    def _frame(self, name: str, run_ids: Sequence[str] | None,
+               rater: str | None) -> pd.DataFrame:
+        """The labels `name` (`_labels`) as a DataFrame, "" where not imported."""
         with self.engine.connect() as connection:
-            rows = connection.execute(query).mappings().all()
-        frame = pd.DataFrame([dict(r) for r in rows], columns=[c.name for c in table.columns])
-        for name in ("created_at", "imported_at"):
-            frame[name] = pd.Series([readback.iso(v) for v in frame[name]], index=frame.index,
-                                    dtype=object)
+            rows = _labels(connection, name, run_ids, rater)
+        frame = pd.DataFrame(rows, columns=[c.name for c in _NAMING[name][0].columns])
         frame["imported_by"] = frame["imported_by"].fillna("")
         return frame
+
+
+# Each label table by its name, and the columns that name its runs.
+_NAMING = {"preferences": (PREFERENCES, (PREFERENCES.c.run_a, PREFERENCES.c.run_b)),
+           "ratings": (RATINGS, (RATINGS.c.run_id,))}
+
+
+def _labels(connection: Connection, name: str, run_ids: Sequence[str] | None = None,
+            rater: str | None = None) -> list[dict[str, Any]]:
+    """The labels `name` (of `_NAMING`; oldest first) naming one of `run_ids` (all when
+    None), by `rater` when given, their times as ISO text."""
+    table, naming = _NAMING[name]
+    query = select(table).order_by(table.c.created_at, table.c.id)
+    if run_ids is not None:
+        query = query.where(or_(*(column.in_(list(run_ids)) for column in naming)))
+    if rater is not None:
+        query = query.where(table.c.rater == rater)
+    return [{**row, **{t: readback.iso(row[t]) for t in ("created_at", "imported_at")}}
+            for row in connection.execute(query).mappings()]
 
 
 # --------------------------------------------------------------------------- with their runs
 def exported_labels(connection: Connection, run_id: str) -> dict[str, list[dict[str, Any]]]:
     """Every label naming `run_id`, as an export holds them beside the run."""
-    prefs = connection.execute(select(PREFERENCES).where(or_(
-        PREFERENCES.c.run_a == run_id, PREFERENCES.c.run_b == run_id))
-        .order_by(PREFERENCES.c.created_at, PREFERENCES.c.id)).mappings().all()
-    rates = connection.execute(select(RATINGS).where(RATINGS.c.run_id == run_id)
-                               .order_by(RATINGS.c.created_at, RATINGS.c.id)).mappings().all()
-    return {name: [{**r, **{t: readback.iso(r[t]) for t in ("created_at", "imported_at")}}
-                   for r in rows] for name, rows in (("preferences", prefs), ("ratings", rates))}
+    return {name: _labels(connection, name, [run_id]) for name in _NAMING}
 
 
 def misfiled(where: str, record: RunRecord) -> None:
     """Refuse (`ConfigError` naming `where`) an exported run carrying a label that does not
-    name it, or a preference of a run against itself."""
+    name it, a preference of a run against itself, a rating of a turn the run lacks, or a
+    label dated in the future (beyond `CLOCK_SKEW`)."""
+    latest_allowed = now() + CLOCK_SKEW
+    labels: list[PreferenceRecord | RatingRecord] = [*record.preferences, *record.ratings]
+    for label in labels:
+        if label.created_at is not None and label.created_at > latest_allowed:
+            raise ConfigError(f"import: {where}: label {label.id!r} is dated "
+                              f"{label.created_at.isoformat()}, in the future; nothing was "
+                              "imported", "input")
     for pref in record.preferences:
         what = f"import: {where} (run {record.id!r}) preference {pref.id!r}"
         if pref.run_a == pref.run_b:
@@ -214,16 +225,9 @@ def misfiled(where: str, record: RunRecord) -> None:
             raise ConfigError(f"import: {where} (run {record.id!r}) rating {rate.id!r} is of "
                               f"run {rate.run_id!r}, not the run it is filed with; nothing "
                               "was imported", "input")
-
-
-def _latest(records: Iterable[Any], key: Any) -> list[Any]:
-    """Of the records sharing a `key`, the latest (by date, then id): one judgement each."""
-    kept: dict[Any, Any] = {}
-    for record in records:
-        found = kept.get(key(record))
-        if found is None or _when(record) > _when(found):
-            kept[key(record)] = record
-    return list(kept.values())
+        if rate.turn is not None and not any(t.idx == rate.turn for t in record.turns):
+            raise ConfigError(f"import: {where}: rating {rate.id!r} is of turn {rate.turn}, "
+                              f"which run {rate.run_id!r} lacks; nothing was imported", "input")
 
 
 def _when(record: PreferenceRecord | RatingRecord) -> tuple[str, str]:
@@ -235,8 +239,8 @@ def import_labels(connection: Connection, docs: Sequence[tuple[str, RunRecord]],
     """Write the labels an import's runs carry (after the runs, in the same transaction),
     and only onto the runs this import `added`: the labels of a run already stored (skipped
     by the import) are not written, nor a preference naming a run the file did not add. A
-    label that names a run neither in the file nor stored, rates a turn its run lacks, or is
-    dated in the future refuses the file (`ConfigError`, so nothing of it is written). Of a
+    preference that names a run neither in the file nor stored refuses the file
+    (`ConfigError`, so nothing of it is written; `misfiled` refuses the rest). Of a
     claimed rater's labels of one pair, run or turn, the latest is written. Each is marked
     with `imported_by` and `imported_at`; returns how many were written."""
     prefs: dict[str, PreferenceRecord] = {}
@@ -251,14 +255,24 @@ def import_labels(connection: Connection, docs: Sequence[tuple[str, RunRecord]],
             where.setdefault(rate.id, place)
     if not prefs and not rates:
         return LabelCounts()
-    _refuse(connection, docs, prefs, rates, where, imported_at + CLOCK_SKEW)
+    # a preference's other run (a rating names the run it is filed with: `misfiled`)
+    others = {run for p in prefs.values() for run in (p.run_a, p.run_b)} - {
+        record.id for _, record in docs}
+    missing = others - present(connection, RunRow.id, others)
+    for pref in prefs.values():
+        for run in (pref.run_a, pref.run_b):
+            if run in missing:
+                raise ConfigError(
+                    f"import: {where[pref.id]}: label {pref.id!r} names run {run!r}, which "
+                    "is neither in the file nor stored here (export both runs of a "
+                    "preference together); nothing was imported", "input")
     mark = {"imported_by": imported_by, "imported_at": imported_at}
-    new_p = [{**_dumped(p), **mark} for p in _latest(
+    new_p = [{**_dumped(p), **mark} for p in latest(
         (p for p in prefs.values() if p.run_a in added and p.run_b in added),
-        lambda p: (p.rater, *sorted((p.run_a, p.run_b))))]
-    new_r = [{**_dumped(r), **mark} for r in _latest(
+        lambda p: (p.rater, *sorted((p.run_a, p.run_b))), _when)]
+    new_r = [{**_dumped(r), **mark} for r in latest(
         (r for r in rates.values() if r.run_id in added),
-        lambda r: (r.rater, r.run_id, -1 if r.turn is None else r.turn))]
+        lambda r: (r.rater, r.run_id, -1 if r.turn is None else r.turn), _when)]
     taken = present(connection, PREFERENCES.c.id, [v["id"] for v in new_p]) | present(
         connection, RATINGS.c.id, [v["id"] for v in new_r])
     for values in (*new_p, *new_r):  # an id this store already uses gets a fresh one
@@ -269,39 +283,6 @@ def import_labels(connection: Connection, docs: Sequence[tuple[str, RunRecord]],
     if new_r:
         connection.execute(RATINGS.insert(), new_r)
     return LabelCounts(len(new_p), len(new_r))
-
-
-def _refuse(connection: Connection, docs: Sequence[tuple[str, RunRecord]],
-            prefs: Mapping[str, PreferenceRecord], rates: Mapping[str, RatingRecord],
-            where: Mapping[str, str], latest_allowed: datetime) -> None:
-    """Refuse the file (`ConfigError`) for a label dated in the future, naming a run neither
-    in the file nor stored, or rating a turn its run (in the file) lacks."""
-    in_file = {record.id: record for _, record in docs}
-    dated: list[tuple[str, PreferenceRecord | RatingRecord]] = [*prefs.items(),
-                                                                *rates.items()]
-    for label_id, label in dated:
-        if label.created_at is not None and label.created_at > latest_allowed:
-            raise ConfigError(f"import: {where[label_id]}: label {label_id!r} is dated "
-                              f"{label.created_at.isoformat()}, in the future; nothing was "
-                              "imported", "input")
-    named = {r for p in prefs.values() for r in (p.run_a, p.run_b)} | {
-        r.run_id for r in rates.values()}
-    stored = present(connection, RunRow.id, named - in_file.keys())
-    naming = [(p.id, (p.run_a, p.run_b)) for p in prefs.values()] + [
-        (r.id, (r.run_id,)) for r in rates.values()]
-    for label_id, runs in naming:
-        for run in runs:
-            if run not in in_file and run not in stored:
-                raise ConfigError(
-                    f"import: {where[label_id]}: label {label_id!r} names run {run!r}, which "
-                    "is neither in the file nor stored here (export both runs of a "
-                    "preference together); nothing was imported", "input")
-    for rate in rates.values():
-        if rate.run_id in in_file and rate.turn is not None and not any(
-                t.idx == rate.turn for t in in_file[rate.run_id].turns):
-            raise ConfigError(f"import: {where[rate.id]}: rating {rate.id!r} is of turn "
-                              f"{rate.turn}, which run {rate.run_id!r} lacks; nothing was "
-                              "imported", "input")
 
 
 def delete_labels(connection: Connection, run_ids: Sequence[str]) -> None:

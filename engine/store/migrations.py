@@ -20,7 +20,7 @@ from sqlalchemy.schema import CreateIndex
 
 from engine.models import ConfigError, Turn, now
 from engine.store import facets, shipped, statements
-from engine.store.records import error_text
+from engine.store.records import error_text, latest
 from engine.store.schema import (
     ANSWERS_INDEX,
     ONE_PREFERENCE,
@@ -330,13 +330,8 @@ def _latest_only(connection: Connection, table: Any, key: Callable[[Any], tuple[
     rows = connection.execute(select(table.c.id, table.c.created_at, *(
         c for c in table.c if c.name in ("rater", "run_a", "run_b", "run_id", "turn")))
     ).mappings().all()
-    latest: dict[tuple[Any, ...], tuple[str, str]] = {}
-    for row in rows:
-        order = (str(row["created_at"] or ""), str(row["id"]))
-        found = latest.get(key(row))
-        if found is None or order > found:
-            latest[key(row)] = order
-    kept = {order[1] for order in latest.values()}
+    kept = {row["id"] for row in latest(rows, key, lambda row: (str(row["created_at"] or ""),
+                                                              str(row["id"])))}
     gone = [row["id"] for row in rows if row["id"] not in kept]
     for start in range(0, len(gone), 500):
         connection.execute(table.delete().where(table.c.id.in_(gone[start:start + 500])))

@@ -168,9 +168,6 @@ def number(value: Any, kind: type) -> tuple[Any, str]:
 # Amounts of money: NULL (None) is a value of its own (a cost that is unknown), never 0.
 OPTIONAL_NUMBERS = tuple(dict.fromkeys(c.name for table in _TABLES for c in table.columns
                                        if c.info.get("rule") == "money"))
-# Nullable whole numbers (a turn's `reply_bytes`, a run's signal counts): NULL is its own.
-_OPTIONAL_COUNTS = tuple(dict.fromkeys(c.name for table in _TABLES for c in table.columns
-                                       if isinstance(c.type, Integer) and c.nullable))
 
 
 def optional_number(value: Any, whole: bool = False) -> tuple[Any, str]:
@@ -194,83 +191,82 @@ def clean_stored(value: Any) -> Any:
     return clean_value(str(value))
 
 
-# The text columns (JSON aside) of either table; NULL reads as "" in those whose `null`
-# says so (older rows hold NULL in them).
+# The text columns (JSON aside) of either table.
 _TEXTS = tuple(dict.fromkeys(c.name for table in _TABLES for c in table.columns
                              if isinstance(c.type, String) and "json" not in c.info))
-_NULL_TEXT = {table.name: tuple(c.name for c in table.columns if c.info.get("null") == "")
-              for table in _TABLES}
-# Per table, its times (read as ISO text) and its flags that are never NULL (read as bool).
-_TIMES = {table.name: tuple(c.name for c in table.columns if isinstance(c.type, Moment))
-          for table in _TABLES}
-_FLAGS = {table.name: tuple(c.name for c in table.columns
-                            if isinstance(c.type, Boolean) and not c.nullable)
-          for table in _TABLES}
 
 
-# Each number column's reader: `(value, "")`, or its default and why it cannot be read.
-_NUMBER_READERS: list[tuple[str, Callable[[Any], tuple[Any, str]]]] = [
-    *((name, partial(number, kind=kind)) for name, kind in NUMBERS.items()),
-    *((name, optional_number) for name in OPTIONAL_NUMBERS),
-    *((name, partial(optional_number, whole=True)) for name in _OPTIONAL_COUNTS)]
+def _reader(column: Any) -> Callable[[Any], tuple[Any, str]] | None:  # noqa: PLR0911
+    """How `Store.get` reads a stored value of `column` back: `(value, "")`, or its default
+    and why it cannot be read (None: as stored). JSON is parsed; a time is ISO text (one a
+    row always has is missing when it cannot be read); a flag that is never NULL is a bool;
+    numbers are made sound (NULL is its own value for an amount of money and a nullable
+    whole number); a run's status must be one of the table's; text is text ("" for NULL
+    where the column's `null` says so: older rows hold NULL in it)."""
+    info, kind = column.info, column.type
+    if "json" in info:
+        return partial(decode, shape=dict if info["json"] == "object" else info["json"],
+                       default=info["empty"])
+    if isinstance(kind, Moment):
+        return lambda value: (iso(value), "is not a time" if value is None and
+                              not column.nullable else "")
+    if isinstance(kind, Boolean):
+        return None if column.nullable else lambda value: (bool(value), "")
+    if info.get("rule") == "money":
+        return optional_number
+    if isinstance(kind, Integer) and column.nullable:
+        return partial(optional_number, whole=True)
+    if column.name in NUMBERS:
+        return partial(number, kind=NUMBERS[column.name])
+    if info.get("rule") == "status" and column.table.name == "runs":
+        return _run_status
+    if isinstance(kind, String):
+        if info.get("null") == "":
+            return lambda value: (clean_stored(value) or "", "")
+        return lambda value: (clean_stored(value), "")
+    return None
 
 
-def row_problems(values: dict[str, Any], shapes: Mapping[str, Any],
-                  required_times: Sequence[str]) -> list[str]:
-    """Read one row's values in place (JSON parsed, numbers and text made sound) and list
-    what could not be read."""
-    readers: list[tuple[str, Callable[[Any], tuple[Any, str]]]] = [
-        (name, partial(decode, shape=shape, default=default))
-        for name, (shape, default) in shapes.items()]
+def _run_status(value: Any) -> tuple[Any, str]:
+    status = clean_stored(value)
+    return status, "" if status in STATUSES else (f"{status!r} is not one of "
+                                                  f"{', '.join(STATUSES)}")
+
+
+# Each table's readers (`_reader`), by column name.
+_READERS = {table.name: [(c.name, read) for c in table.columns
+                         for read in [_reader(c)] if read is not None] for table in _TABLES}
+
+
+def _row(row: dict[str, Any], table: str) -> dict[str, Any]:
+    """A row of `table` read back in place (`_reader`), `unreadable` saying what could not
+    be read and why."""
     problems = []
-    for name, read in readers + _NUMBER_READERS:
-        if name in values:
-            values[name], why = read(values[name])
+    for name, read in _READERS[table]:
+        if name in row:
+            row[name], why = read(row[name])
             if why:
                 problems.append(f"{name} {why}")
-    for name in _TEXTS:
-        if name in values:
-            values[name] = clean_stored(values[name])
-    for name in required_times:
-        if name in values and values[name] is None:
-            problems.append(f"{name} is not a time")
-    return problems
-
-
-def _table_values(row: dict[str, Any], table: str, problems: list[str]) -> dict[str, Any]:
-    """A row's times as ISO text, its flags as bool, its NULL texts as "" and `unreadable`
-    saying its `problems`, in place."""
-    for name in _TIMES[table]:
-        if name in row:
-            row[name] = iso(row[name])
-    for name in _FLAGS[table]:
-        if name in row:
-            row[name] = bool(row[name])
-    for name in _NULL_TEXT[table]:
-        if name in row:
-            row[name] = row[name] or ""
     row["unreadable"] = "; ".join(problems)
     return row
 
 
 def run_dict(row: dict[str, Any]) -> dict[str, Any]:
     """A `runs` row as `Store.get` returns it, with `unreadable`."""
-    problems = row_problems(row, RUN_JSON, ("created_at",))
-    if row.get("status") not in STATUSES:
-        problems.append(f"status {row.get('status')!r} is not one of {', '.join(STATUSES)}")
-    return _table_values(row, "runs", problems)
+    return _row(row, "runs")
 
 
 def turn_dict(row: dict[str, Any]) -> dict[str, Any]:
     """A `turns` row as `Store.get` returns it, with `unreadable`."""
     row.pop("id", None)
-    return _table_values(row, "turns", row_problems(row, TURN_JSON, ("started_at",
-                                                                     "finished_at")))
+    return _row(row, "turns")
 
 
 def tolerant_frame(frame: pd.DataFrame, shapes: Mapping[str, Any],  # noqa: C901, PLR0912
                     required_times: Sequence[str]) -> pd.DataFrame:
-    """`row_problems` over a frame, column by column (fast for 10,000 sound rows)."""
+    """A frame of rows read back as `_reader` reads one row's JSON (`shapes`), numbers, text,
+    required times and a run's status, column by column (fast for 10,000 sound rows); its
+    times and flags stay as the database sent them."""
     # what could not be read, by row: only rows with a problem get a list (20,000 empty
     # lists were 20,000 objects for the garbage collector)
     problems: dict[int, list[str]] = {}
@@ -316,9 +312,9 @@ def tolerant_frame(frame: pd.DataFrame, shapes: Mapping[str, Any],  # noqa: C901
                 problems.setdefault(i, []).append(f"{name} is not a time")
     if "status" in frame and shapes is RUN_JSON:
         for i, status in enumerate(frame["status"].tolist()):
-            if status not in STATUSES:
-                problems.setdefault(i, []).append(
-                    f"status {status!r} is not one of {', '.join(STATUSES)}")
+            why = _run_status(status)[1]
+            if why:
+                problems.setdefault(i, []).append(f"status {why}")
     frame["unreadable"] = ["; ".join(problems[i]) if i in problems else ""
                           for i in range(len(frame))]
     return frame

@@ -175,20 +175,14 @@ class RunReading(Database):
                 .order_by(*_TURN_ORDER)).mappings().all()
         return [readback.turn_dict(dict(row)) for row in rows]
 
-    def runs(self, *, protocol: str | None = None, label: str | None = None,  # noqa: C901
-             tag: str | None = None, status: str | None = None, model: str | None = None,
-             search: str | None = None, since: datetime | None = None,
-             until: datetime | None = None, experiment_id: str | None = None,
-             ids: Sequence[str] | None = None, limit: int | None = None,
-             with_result: bool = False, with_config: bool = True,
-             transcript: str | None = None, simulated: bool | None = None,
-             every: int = 1) -> pd.DataFrame:
-        """Runs as a DataFrame, newest first; filters combine with AND (all are bound, never
-        spliced into SQL). `metrics` and `config` come back parsed; `result` on request, and
-        `config` can be left out when a caller (Insights over 10,000 runs) never reads it.
-        `unreadable` is "" for a sound row, else which values could not be read and why.
-        `search` looks for its text in the question or label, or an exact run id;
-        `transcript` searches the full text of questions, replies and answers (see
+    def runs(self, *, limit: int | None = None, with_result: bool = False,
+             with_config: bool = True, every: int = 1, **filters: Any) -> pd.DataFrame:
+        """Runs as a DataFrame, newest first; `filters` (`RunFilters`' fields) combine with
+        AND (all are bound, never spliced into SQL). `metrics` and `config` come back parsed;
+        `result` on request, and `config` can be left out when a caller (Insights over 10,000
+        runs) never reads it. `unreadable` is "" for a sound row, else which values could not
+        be read and why. `search` looks for its text in the question or label, or an exact
+        run id; `transcript` searches the full text of questions, replies and answers (see
         `search`), and the frame then also says where each run matched (`match`) and
         shows it (`snippet`). Text with no searchable term filters nothing. `simulated`
         keeps only the simulated (True) or only the real runs; `every` > 1 keeps only every
@@ -197,14 +191,8 @@ class RunReading(Database):
         if not with_config:
             skip.add("config")
         columns = [c for c in RunRow.__table__.columns if c.name not in skip]
-        query = select(*columns).order_by(RunRow.created_at.desc())
-        given = RunFilters(protocol=protocol, label=label, tag=tag, status=status, model=model,
-                           search=search, since=since, until=until,
-                           experiment_id=experiment_id, ids=ids, transcript=transcript,
-                           simulated=simulated)
-        query, match = matching(query, self.engine.dialect.name, given)
-        if every > 1:
-            query = query.where(RunRow.id.in_(self.every_nth(given, every)))
+        query, match = self.selecting(columns, RunFilters(**filters), every)
+        query = query.order_by(RunRow.created_at.desc())
         if limit:
             query = query.limit(limit)
         with self.engine.connect() as connection:
@@ -227,13 +215,20 @@ class RunReading(Database):
             frame["finished_at"] = frame["finished_at"].astype(object).where(~dead, ended)
         return frame
 
-    def every_nth(self, given: RunFilters, every: int) -> Select[Any]:
-        """The ids of every `every`-th run matching `given` in time order (oldest first)."""
-        ranked, _ = matching(select(RunRow.id, func.row_number().over(
-            order_by=(RunRow.created_at, RunRow.id)).label("rank")),
-            self.engine.dialect.name, given)
-        picked = ranked.subquery()
-        return select(picked.c.id).where(picked.c.rank % every == 0)
+    def selecting(self, chosen: Sequence[Any], given: RunFilters, every: int = 1
+                  ) -> tuple[Select[Any], full_text.Match | None]:
+        """`chosen` of the runs matching `given` (`matching`), and with `every` > 1 only every
+        `every`-th of them in time order (a systematic sample that spans the whole period and
+        every label alike)."""
+        query, match = matching(select(*chosen), self.engine.dialect.name, given)
+        if every > 1:
+            ranked, _ = matching(select(RunRow.id, func.row_number().over(
+                order_by=(RunRow.created_at, RunRow.id)).label("rank")),
+                self.engine.dialect.name, given)
+            picked = ranked.subquery()
+            query = query.where(RunRow.id.in_(
+                select(picked.c.id).where(picked.c.rank % every == 0)))
+        return query, match
 
     def search(self, query: str, limit: int = 50) -> pd.DataFrame:
         """The runs whose question, replies or answer hold every term of `query` (words and

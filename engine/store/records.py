@@ -380,6 +380,21 @@ class ExperimentRecord(_Record):
     started_by: Name = ""
 
 
+_T = TypeVar("_T")
+
+
+def latest(items: Iterable[_T], key: Callable[[_T], Any],
+           when: Callable[[_T], Any]) -> list[_T]:
+    """Of the `items` sharing a `key`, the latest by `when`: one person's judgement counts
+    once (the import of labels, and the migration that made it a rule)."""
+    kept: dict[Any, _T] = {}
+    for item in items:
+        found = kept.get(key(item))
+        if found is None or when(item) > when(found):
+            kept[key(item)] = item
+    return list(kept.values())
+
+
 def why_invalid(error: ValidationError) -> str:
     """The first problem of a validation error as `field: reason` (one line)."""
     first = error.errors()[0]

@@ -23,6 +23,7 @@ from engine.store.database import Database
 from engine.store.labels import delete_labels
 from engine.store.schema import RunRow, TurnRow
 from engine.store.signal_columns import signal_values
+from engine.store.simulated import seat_models
 from engine.store.statements import (
     FINISH_RUN,
     HEARTBEATS,
@@ -78,10 +79,7 @@ class RunWriting(Database):
         values = records.new_run(protocol, question, config=config, label=label, tags=tags,
                                  expected=expected, experiment_id=experiment_id,
                                  started_by=started_by)
-        seats = config.get("seats", [])
-        seats = [s for v in (seats.values() if isinstance(seats, Mapping) else seats)
-                 for s in (v if isinstance(v, list) else [v])]
-        models = sorted({str(s.get("model", "")) for s in seats if isinstance(s, Mapping)})
+        models = sorted({model for _, model in seat_models(config)})
         row = {**values, "id": run_id, "status": "running", "models": clean_text(",".join(models)),
                # A run is simulated if any seat is (the reports name the seats).
                "simulated": any(is_simulated(m) for m in models),

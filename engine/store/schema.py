@@ -92,7 +92,7 @@ class RunRow(Base):
     __tablename__ = "runs"
     # Every column Insights' grouped summary reads (`engine.store.aggregates`), so that adding
     # up a million runs reads this index, not the rows (migration 0012 adds it to older files).
-    # And a protocol's runs of one kind in time order, for a sample of them (`every_nth`).
+    # And a protocol's runs of one kind in time order, for a sample (`RunReading.selecting`).
     __table_args__ = (Index("ix_runs_summary", "protocol", "status", "label", "simulated",
                             "degraded_run", "correct", "unanswered", "tokens_in", "tokens_out",
                             "duration", "cost_usd"),

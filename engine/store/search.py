@@ -87,32 +87,24 @@ class Match:
 
     def best_runs(self, limit: int) -> TextClause:
         """The matching runs' ids, best match first (then newest), at most `limit`."""
-        if self.sqlite:
-            sql = self.docs("d.run_id AS id, min(search_fts.rank) AS score, "
-                            "max(r.created_at) AS created",
-                            order="GROUP BY d.run_id ORDER BY score, created DESC LIMIT :n",
-                            runs=True)
-        else:
-            sql = self.docs("d.run_id AS id, max(ts_rank(d.tsv, q.q)) AS score, "
-                            "max(r.created_at) AS created",
-                            order="GROUP BY d.run_id ORDER BY score DESC, created DESC "
-                                  "LIMIT :n", runs=True)
+        score, order = (("min(search_fts.rank)", "score") if self.sqlite
+                        else ("max(ts_rank(d.tsv, q.q))", "score DESC"))
+        sql = self.docs(f"d.run_id AS id, {score} AS score, max(r.created_at) AS created",
+                        order=f"GROUP BY d.run_id ORDER BY {order}, created DESC LIMIT :n",
+                        runs=True)
         return text(sql).bindparams(n=limit, **self.params)
 
     def snippets(self, ids: Sequence[str]) -> TextClause:
         """Each matching document of the runs `ids`, best first: run id, kind, turn id and a
         snippet with the matched words between « and »."""
-        if self.sqlite:
-            sql = self.docs("d.run_id, d.kind, d.turn_id, "
-                            "snippet(search_fts, 0, '«', '»', '…', 14) AS snippet",
-                            where="d.run_id IN :ids", order="ORDER BY search_fts.rank")
-            return text(sql).bindparams(bindparam("ids", list(ids), expanding=True),
-                                        **self.params)
-        sql = self.docs("d.run_id, d.kind, d.turn_id, "
-                        "ts_headline('simple', d.body, q.q, :opts) AS snippet",
-                        where="d.run_id IN :ids", order="ORDER BY ts_rank(d.tsv, q.q) DESC")
+        snippet, order = (("snippet(search_fts, 0, '«', '»', '…', 14)", "search_fts.rank")
+                          if self.sqlite else ("ts_headline('simple', d.body, q.q, :opts)",
+                                               "ts_rank(d.tsv, q.q) DESC"))
+        sql = self.docs(f"d.run_id, d.kind, d.turn_id, {snippet} AS snippet",
+                        where="d.run_id IN :ids", order=f"ORDER BY {order}")
         return text(sql).bindparams(bindparam("ids", list(ids), expanding=True),
-                                    opts=_HEADLINE, **self.params)
+                                    **({} if self.sqlite else {"opts": _HEADLINE}),
+                                    **self.params)
 
 
 def where_text(kind: str, turn: dict[str, Any] | None) -> str:

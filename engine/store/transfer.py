@@ -23,7 +23,6 @@ from engine.store.database import READ_ONLY
 from engine.store.reading import RunReading
 from engine.store.records import (
     RunRecord,
-    TurnRecord,
     error_text,
     json_reason,
     strip_secrets,
@@ -192,10 +191,20 @@ def _parses(line: str) -> bool:
     return True
 
 
-def run_columns(record: RunRecord, imported_by: str = "",
-                imported_at: Any = None) -> dict[str, Any]:
+def imported_rows(record: RunRecord, imported_by: str = "", imported_at: Any = None
+                  ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The `runs` row of an imported record (a run left `running` imports `interrupted`),
-    marked with who imported it and when."""
+    marked with who imported it and when, and its `turns` rows. A turn costs 0 when the
+    simulated model made it or its seat is the simulated model's, whatever the file says;
+    else what the file says (checked finite and non-negative; absent: unknown)."""
+    simulated = {name for name, model in seat_models(record.config) if is_simulated(model)}
+    turns = []
+    for turn in record.turns:
+        values = records.record_row(TURNS, turn.model_dump())
+        values["started_at"] = values["started_at"] or now()
+        values["finished_at"] = values["finished_at"] or values["started_at"]
+        values["cost_usd"] = 0.0 if turn.simulated or turn.seat in simulated else turn.cost_usd
+        turns.append({"run_id": record.id, **values})
     values = record.model_dump(exclude={"turns", "unreadable", "preferences", "ratings"})
     values["imported_by"], values["imported_at"] = imported_by, imported_at or now()
     values.update(signal_values(values["metrics"]))  # read off the (checked) metrics
@@ -203,17 +212,14 @@ def run_columns(record: RunRecord, imported_by: str = "",
     records.record_row(RUNS, values)
     values["created_at"] = values["created_at"] or now()
     # The file's total is never trusted: it is the sum of the (checked) turns' costs.
-    simulated = _simulated_seats(record)
-    values["cost_usd"] = records.money(total_cost(
-        {"status": t.status, "tokens_in": t.tokens_in, "tokens_out": t.tokens_out,
-         "cost_usd": imported_cost(t, t.seat in simulated)} for t in record.turns))
+    values["cost_usd"] = records.money(total_cost(turns))
     # Simulated when any seat is, whatever the file says: never pooled with real runs.
     values["simulated"] = bool(simulation(record.simulated, record.models, record.config)[0])
     if values["status"] == "running":
         values["status"] = "interrupted"
     values["experiment_id"], values["tags"] = None, json.dumps(
         imported_tags(record.tags, record.experiment_id), ensure_ascii=False)
-    return values
+    return values, turns
 
 
 def imported_tags(tags: Sequence[str], experiment_id: str | None) -> list[str]:
@@ -228,29 +234,6 @@ def imported_tags(tags: Sequence[str], experiment_id: str | None) -> list[str]:
             tag = f"imported-cell:{experiment_id or '?'}:{tag[len('cell:'):]}"[:NAME_MAX]
         out.append(tag)
     return out
-
-
-def _simulated_seats(record: RunRecord) -> set[str]:
-    """The seats of a run's configuration that the simulated model plays."""
-    return {name for name, model in seat_models(record.config)
-            if is_simulated(model)}
-
-
-def turn_columns(run_id: str, turn: TurnRecord, simulated_seat: bool = False) -> dict[str, Any]:
-    """The `turns` row of an imported turn (`simulated_seat`: its seat is the simulated
-    model's, so it costs 0)."""
-    values = records.record_row(TURNS, turn.model_dump())
-    values["started_at"] = values["started_at"] or now()
-    values["finished_at"] = values["finished_at"] or values["started_at"]
-    values["cost_usd"] = imported_cost(turn, simulated_seat)
-    return {"run_id": run_id, **values}
-
-
-def imported_cost(turn: TurnRecord, simulated_seat: bool = False) -> float | None:
-    """An imported turn's cost: 0 when the simulated model made it or its seat is the
-    simulated model's, whatever the file says; else what the file says (checked finite and
-    non-negative; absent: unknown)."""
-    return 0.0 if turn.simulated or simulated_seat else turn.cost_usd
 
 
 @dataclass(frozen=True)
@@ -334,20 +317,18 @@ class Transfer(RunReading):
                 if record.id in stored:
                     skipped.append(record.id)
                     continue
-                columns = run_columns(record, who, when)
+                columns, turns = imported_rows(record, who, when)
                 connection.execute(RUNS.insert().values(**columns))
                 facets.record(connection, [columns])
-                simulated = _simulated_seats(record)
-                if record.turns:
-                    connection.execute(INSERT_TURN, [
-                        turn_columns(record.id, t, t.seat in simulated) for t in record.turns])
+                if turns:
+                    connection.execute(INSERT_TURN, turns)
                 imported.append(record.id)
             counts = labels.import_labels(connection, docs, set(imported), who, when)
         return ImportReport(imported, skipped, counts.preferences, counts.ratings)
 
     def raw_rows(self) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
         """Every run row and every run's turn rows exactly as stored (unparsed), for a
-        benchmark fixture that copies them (`insert_raw`)."""
+        benchmark fixture that copies them (`insert_raw_chunks`)."""
         with self.engine.connect() as connection:
             runs = [dict(r) for r in connection.execute(select(RunRow.__table__)).mappings()]
             turns: dict[str, list[dict[str, Any]]] = {}
@@ -356,21 +337,16 @@ class Transfer(RunReading):
                 turns.setdefault(row["run_id"], []).append(dict(row))
         return runs, turns
 
-    def insert_raw(self, runs: Sequence[Mapping[str, Any]],
-                   turns: Sequence[Mapping[str, Any]], *, durable: bool = True) -> None:
-        """Bulk-insert rows shaped as `raw_rows` gives them, unchecked, in one transaction:
-        for benchmark fixtures of thousands of runs, never for user input (`import_runs`)."""
-        self.insert_raw_chunks([(runs, turns)], durable=durable)
-
     def insert_raw_chunks(self, chunks: Iterable[tuple[Sequence[Mapping[str, Any]],
                                                        Sequence[Mapping[str, Any]]]],
                           *, durable: bool = True) -> int:
-        """`insert_raw` for a stream of (runs, turns) chunks, one transaction per chunk on one
-        connection, so that a million rows never sit in memory at once; returns the runs
-        written. A chunk is one executemany per table (on PostgreSQL psycopg's, which
-        pipelines the statements; no bench fills PostgreSQL so far). `durable=False`: a
-        benchmark's throwaway SQLite file, written without waiting for the disk
-        (`Database.loading`)."""
+        """Bulk-insert rows shaped as `raw_rows` gives them, unchecked, from a stream of (runs,
+        turns) chunks: for benchmark fixtures of thousands of runs, never for user input
+        (`import_runs`). One transaction per chunk on one connection, so that a million rows
+        never sit in memory at once; returns the runs written. A chunk is one executemany per
+        table (on PostgreSQL psycopg's, which pipelines the statements; no bench fills
+        PostgreSQL so far). `durable=False`: a benchmark's throwaway SQLite file, written
+        without waiting for the disk (`Database.loading`)."""
         written = 0
         with self.loading(durable) as connection:
             for runs, turns in chunks:

@@ -30,24 +30,21 @@ from engine.cells import CELL_PATTERN, SUPERSEDED, Cell
 from engine.errors import ParleyError
 from engine.models import ConfigError, now
 from engine.store.database import StoreWriteError
+from engine.store.experiments import POOL_HOST as POOL_HOST  # the pool's, named here too
 from engine.store.experiments import (
     SpendFigures,
     as_budget,
     budget_column,
-    live_status,
-    row,
     spend_on,
     supersede,
 )
 from engine.store.limits import shared as is_postgres
 from engine.store.liveness import owner_gone
 from engine.store.readback import aware, decode_tags
-from engine.store.records import starter
 from engine.store.schema import ExperimentRow, RunRow, WorkerRow
 from engine.store.statements import end_run_row
 from engine.store.store import Store
 
-POOL_HOST = "parley-workers"  # the host of an experiment the pool runs (no one process)
 TASK = "parley.run_cell"  # the queue's task name for one cell
 WORKER_GONE_AFTER = timedelta(seconds=60)  # a worker on another host with no heartbeat
 ORPHANED = "the worker running it stopped"  # a dead worker's run, ended by the next taker
@@ -403,25 +400,6 @@ def take_cell(store: Store, experiment_id: str, cell: Cell) -> bool:
 
 
 # --------------------------------------------------------------------------- experiments
-def claim_for_pool(store: Store, experiment_id: str, started_by: str = "") -> dict[str, Any]:
-    """Mark the experiment `running` on the pool (host `POOL_HOST`), started by `started_by`
-    (the workers give its runs that name), unless a live process runs it in process
-    (`ConfigError`); returns its row as it was."""
-    who = starter(started_by)
-    found = row(store, experiment_id)
-    if live_status(store, found) == "running" and found["host"] != POOL_HOST:
-        raise ConfigError(f"experiment {experiment_id} is running in process {found['pid']} "
-                          f"on {found['host']}; stop it there first", "input")
-    with store.writing() as connection:
-        connection.execute(update(ExperimentRow).where(ExperimentRow.id == experiment_id)
-                           .values(status="running", host=POOL_HOST, pid=0, error="",
-                                   started_by=who,
-                                   started_at=found["started_at"] if found["host"] == POOL_HOST
-                                   and found["status"] == "running" else now(),
-                                   heartbeat_at=now(), finished_at=None))
-    return found
-
-
 class PoolState(NamedTuple):
     """What a job reads of its experiment before each cell (`pool_state`)."""
 

@@ -35,7 +35,7 @@ from engine.experiments.runner import arun_cell, pending_cells
 from engine.models import ConfigError, now
 from engine.store import Store
 from engine.store import workers as pool_store
-from engine.store.experiments import experiment_spent, get, row, set_unchanged, set_values
+from engine.store.experiments import claim, experiment_spent, get, row, set_unchanged, set_values
 from engine.store.workers import PoisonJob
 
 if TYPE_CHECKING:
@@ -565,7 +565,7 @@ def submit(store: Store, experiment_id: str, app: procrastinate.App | None = Non
     # Under the experiment's lock, so that no worker settles it between the claim and the
     # jobs' arrival (it would find it running with nothing queued).
     with pool_store.settle_lock(store, experiment_id):
-        pool_store.claim_for_pool(store, experiment_id, started_by)
+        claim(store, experiment_id, started_by, pool=True)
         queued = {j["cell"] for j in pool_store.open_jobs(store, experiment_id)}
         by_queue: dict[str, list[dict[str, Any]]] = {}
         for cell in pending_cells(store, experiment_id):
