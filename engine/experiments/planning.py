@@ -509,7 +509,8 @@ def _measured(store: Store | None, per_call: bool, **filters: Any) -> tuple[floa
 def token_baselines(configs: Sequence[Mapping[str, Any]], store: Store | None,
                     planned: Any = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The configurations with each one's equal-tokens baseline after it
-    (`engine.protocols.baselines.equal_tokens`, measured in `store`), and the pairings.
+    (`engine.protocols.baselines.equal_tokens`, measured in `store`), and the pairings
+    (`_beside`).
 
     `planned`: the pairings a stored spec already holds (`token_baselines`): those are kept as
     they are, so planning a stored experiment again never changes its cells.
@@ -518,37 +519,28 @@ def token_baselines(configs: Sequence[Mapping[str, Any]], store: Store | None,
     from engine.protocols import resolve_config
     from engine.protocols.baselines import SAMPLER, equal_tokens
     kept = {str(b.get("of")): dict(b) for b in planned or () if isinstance(b, Mapping)}
-    labels = {str(c["label"]) for c in configs}
-    out: list[dict[str, Any]] = []
-    pairs: list[dict[str, Any]] = []
-    for config in configs:
-        out.append(dict(config))
+    arms = {str(b.get("label")) for b in kept.values()}  # the baselines' own labels
+
+    def make(config: dict[str, Any]) -> Paired | None:
         label = str(config["label"])
-        if config.get("protocol") == SAMPLER or label in {p["label"] for p in pairs} or \
-                any(label == b.get("label") for b in kept.values()):
-            continue
-        if label in kept:
-            pair = kept[label]
-        else:
-            try:
-                typed = RunConfig.parse(dict(config))
-                model = next(s.model for slot in resolve_config(typed).config.seats.values()
-                             for s in slot)
-                # the configuration's tokens per run, and one vote sample's per call
-                tokens, runs = _measured(store, False, label=label, protocol=typed.protocol)
-                per_sample, sample_runs = _measured(store, True, protocol=SAMPLER, model=model)
-                baseline = equal_tokens(typed, tokens=tokens, runs=runs,
-                                        per_sample=per_sample, sample_runs=sample_runs)
-            except ConfigError as exc:
-                raise ConfigError(f"configuration {label!r}: {exc}", exc.code) from None
+        if config.get("protocol") == SAMPLER or label in arms:
+            return None
+        pair = kept.get(label)
+        if pair is None:
+            typed = RunConfig.parse(config)
+            model = next(s.model for slot in resolve_config(typed).config.seats.values()
+                         for s in slot)
+            # the configuration's tokens per run, and one vote sample's per call
+            tokens, runs = _measured(store, False, label=label, protocol=typed.protocol)
+            per_sample, sample_runs = _measured(store, True, protocol=SAMPLER, model=model)
+            baseline = equal_tokens(typed, tokens=tokens, runs=runs, per_sample=per_sample,
+                                    sample_runs=sample_runs)
             if baseline is None:
-                continue
+                return None
             pair = baseline.as_dict()
-        pairs.append(pair)
-        if pair["label"] not in labels:
-            labels.add(pair["label"])
-            out.append(dict(pair["config"]))
-    return out, pairs
+        arms.add(str(pair["label"]))
+        return pair, [dict(pair["config"])]
+    return _beside(configs, make)
 
 
 def override_model(spec: Mapping[str, Any], model: str | None, base_url: str | None = None,
