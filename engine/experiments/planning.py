@@ -574,26 +574,16 @@ def override_model(spec: Mapping[str, Any], model: str | None, base_url: str | N
 
 
 def endpoint_notes(checked: Plan, endpoints: EndpointRegistry | None = None) -> list[str]:
-    """Preflight notes: each registered endpoint whose `concurrency` is below the runs the
-    plan keeps in flight (its calls then queue behind one another, and a per-call timeout
-    counts the queue too)."""
-    import os
-
-    from engine.llm.endpoints import EndpointRegistry
-    from engine.llm.providers import parse_spec
-    from engine.llm.urls import check_url
-    from engine.protocols import resolve_config
-    registry = endpoints if endpoints is not None else EndpointRegistry.from_settings(os.environ)
+    """Preflight notes: each registered endpoint a seat is called through (as a run routes
+    it, `engine.reports.timing.endpoint_of`) whose `concurrency` is below the runs the plan
+    keeps in flight (its calls then queue behind one another, and a per-call timeout counts
+    the queue too)."""
+    from engine.reports.timing import endpoint_of, seat_models
     seen: dict[str, int] = {}
-    for config in checked.resolved or [resolve_config(c) for c in checked.configs]:
-        for seats in config.config.seats.values():
-            for seat in seats:
-                kind, _name, query = parse_spec(seat.model)
-                found = registry.get(query["endpoint"]) if "endpoint" in query else (
-                    registry.by_url(check_url(query["base_url"]), kind)
-                    if "base_url" in query else None)
-                if found is not None and found.concurrency is not None:
-                    seen[found.name] = found.concurrency
+    for model in seat_models(checked.resolved or checked.configs):
+        found = endpoint_of(model, endpoints)
+        if found is not None and found.concurrency is not None:
+            seen[found.name] = found.concurrency
     return [f"endpoint {name} serves {limit} call(s) at a time and this experiment runs "
             f"{checked.concurrency} runs at once: calls queue for it (set concurrency to "
             f"{limit} or raise the endpoint's)" for name, limit in seen.items()
