@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.access import LOCAL, Actor, require
 from engine.cells import Cell
-from engine.checks import require_name, require_text
+from engine.checks import require_int, require_name, require_text
 from engine.experiments import arrangement
 from engine.experiments.budget import budget_of, estimated_cost
 from engine.llm.policy import SPEC_FIELDS
@@ -187,14 +187,6 @@ def create(store: Store, experiment: Plan | Mapping[str, Any], actor: Actor = LO
     return add_experiment(store, checked.name, checked.spec(), checked.runs)
 
 
-def _whole(value: Any, name: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{name} must be a whole number, got {value!r}", "input")
-    if not low <= value <= high:
-        raise ConfigError(f"{name} must be {low}..{high}, got {value}", "limit")
-    return value
-
-
 def resolve_configs(items: Any, store: Store | None = None) -> list[dict[str, Any]]:
     """Configurations from a spec: inline dicts (each with a `label`, or one is made from the
     protocol) or labels of configurations saved in the library."""
@@ -286,8 +278,8 @@ def plan(spec: Mapping[str, Any], store: Store | None = None, base_dir: str | Pa
             require_text(item.question, "the question")
         except ConfigError as exc:
             raise ConfigError(f"question {number}: {exc}", exc.code) from None
-    repeats = _whole(spec.get("repeats", 1), "repeats", 1, MAX_REPEATS)
-    concurrency = _whole(spec.get("concurrency", DEFAULT_CONCURRENCY), "concurrency", 1,
+    repeats = require_int(spec.get("repeats", 1), "repeats", 1, MAX_REPEATS)
+    concurrency = require_int(spec.get("concurrency", DEFAULT_CONCURRENCY), "concurrency", 1,
                          MAX_CONCURRENCY)
     baseline = baseline_kind(spec.get("baseline"))
     order, sides = arrangement.order_kind(spec.get("order")), arrangement.sides_kind(
