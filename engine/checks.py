@@ -45,13 +45,15 @@ def require_temperature(value: Any, what: str = "temperature") -> float:
     return float(value)
 
 
-def require_int(value: Any, name: str, low: int, high: int | None, protocol: str) -> int:
-    """A whole number in `low..high` (no upper bound when `high` is None)."""
+def require_int(value: Any, name: str, low: int, high: int | None, protocol: str = "") -> int:
+    """A whole number in `low..high` (no upper bound when `high` is None); the message names
+    the `protocol` whose option it is, if any."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(f"{name} must be a whole number, got {value!r}", "input")
     if value < low or (high is not None and value > high):
         span = f"{low}..{high}" if high is not None else f"at least {low}"
-        raise ConfigError(f"{name} must be {span} for a {protocol}, got {value}", "limit")
+        where = f" for a {protocol}" if protocol else ""
+        raise ConfigError(f"{name} must be {span}{where}, got {value}", "limit")
     return value
 
 

@@ -108,6 +108,21 @@ def test_preflight_warns_when_a_run_asks_more_than_the_endpoint_serves(stub):
         "calls at once 4 (this run)")
 
 
+
+def test_an_experiment_preflight_notes_an_endpoint_serving_fewer_calls_than_its_runs(stub):
+    registry = EndpointRegistry.from_settings({"PARLEY_ENDPOINTS": json.dumps(
+        {"local": {"base_url": stub.base_url, "concurrency": 1}})})
+    note = ("endpoint local serves 1 call(s) at a time and this experiment runs 2 runs at once: "
+            "calls queue for it (set concurrency to 1 or raise the endpoint's)")
+    for model in ("openai:smol?endpoint=local", f"openai:smol?base_url={stub.base_url}"):
+        for runs_at_once, noted in ((2, [note]), (1, [])):
+            checked = plan({"questions": [QUESTION], "concurrency": runs_at_once,
+                            "configs": [{"protocol": "vote", "model": model}]},
+                           endpoints=registry)
+            notes = time_preflight(checked, endpoints=registry)["notes"]
+            assert [n for n in notes if "this experiment runs" in n] == noted, model
+
+
 # ------------------------------------------------------------------ the Run page
 def test_run_page_advanced_calls_area_is_kept_with_the_run_and_its_rerun(db_url):
     at = open_page("pages/run.py")

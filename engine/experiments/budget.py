@@ -189,11 +189,10 @@ def restated(error: str, spent: float, in_flight: int) -> str:
     return head(spent, budget, in_flight) + error[found.end():]
 
 
-def spend(store: Store, experiment_id: str, estimates: Mapping[str, float | None],
+def spend(figures: SpendFigures, estimates: Mapping[str, float | None],
           in_flight: Iterable[str] = ()) -> Spend:
-    """The experiment's `Spend` from the store, with `estimates` (`estimates_of`) and the
-    labels of the cells in flight."""
-    figures = experiment_spend(store, experiment_id, ENOUGH)
+    """The experiment's `Spend` from its stored figures (`experiment_spend`, read with
+    `ENOUGH`), with `estimates` (`estimates_of`) and the labels of the cells in flight."""
     return Spend(figures.spent, expected_costs(figures, estimates), tuple(in_flight),
                  figures.unknown)
 
@@ -225,7 +224,8 @@ class BudgetGate:
             return True
         while not self.reason:
             self.flush()
-            now = spend(self.store, self.experiment_id, self.estimates, self.in_flight)
+            now = spend(experiment_spend(self.store, self.experiment_id, ENOUGH),
+                        self.estimates, self.in_flight)
             decision = now.decide(self.budget, label)
             if decision == "go":
                 self.in_flight.append(label)  # no await since the read: nothing else decided

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.access import LOCAL, Actor, require
 from engine.cells import Cell
-from engine.checks import require_name, require_text
+from engine.checks import require_int, require_name, require_text
 from engine.experiments import arrangement
 from engine.experiments.budget import budget_of, estimated_cost
 from engine.llm.policy import SPEC_FIELDS
@@ -187,14 +187,6 @@ def create(store: Store, experiment: Plan | Mapping[str, Any], actor: Actor = LO
     return add_experiment(store, checked.name, checked.spec(), checked.runs)
 
 
-def _whole(value: Any, name: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{name} must be a whole number, got {value!r}", "input")
-    if not low <= value <= high:
-        raise ConfigError(f"{name} must be {low}..{high}, got {value}", "limit")
-    return value
-
-
 def resolve_configs(items: Any, store: Store | None = None) -> list[dict[str, Any]]:
     """Configurations from a spec: inline dicts (each with a `label`, or one is made from the
     protocol) or labels of configurations saved in the library."""
@@ -286,8 +278,8 @@ def plan(spec: Mapping[str, Any], store: Store | None = None, base_dir: str | Pa
             require_text(item.question, "the question")
         except ConfigError as exc:
             raise ConfigError(f"question {number}: {exc}", exc.code) from None
-    repeats = _whole(spec.get("repeats", 1), "repeats", 1, MAX_REPEATS)
-    concurrency = _whole(spec.get("concurrency", DEFAULT_CONCURRENCY), "concurrency", 1,
+    repeats = require_int(spec.get("repeats", 1), "repeats", 1, MAX_REPEATS)
+    concurrency = require_int(spec.get("concurrency", DEFAULT_CONCURRENCY), "concurrency", 1,
                          MAX_CONCURRENCY)
     baseline = baseline_kind(spec.get("baseline"))
     order, sides = arrangement.order_kind(spec.get("order")), arrangement.sides_kind(
@@ -509,7 +501,8 @@ def _measured(store: Store | None, per_call: bool, **filters: Any) -> tuple[floa
 def token_baselines(configs: Sequence[Mapping[str, Any]], store: Store | None,
                     planned: Any = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The configurations with each one's equal-tokens baseline after it
-    (`engine.protocols.baselines.equal_tokens`, measured in `store`), and the pairings.
+    (`engine.protocols.baselines.equal_tokens`, measured in `store`), and the pairings
+    (`_beside`).
 
     `planned`: the pairings a stored spec already holds (`token_baselines`): those are kept as
     they are, so planning a stored experiment again never changes its cells.
@@ -518,37 +511,28 @@ def token_baselines(configs: Sequence[Mapping[str, Any]], store: Store | None,
     from engine.protocols import resolve_config
     from engine.protocols.baselines import SAMPLER, equal_tokens
     kept = {str(b.get("of")): dict(b) for b in planned or () if isinstance(b, Mapping)}
-    labels = {str(c["label"]) for c in configs}
-    out: list[dict[str, Any]] = []
-    pairs: list[dict[str, Any]] = []
-    for config in configs:
-        out.append(dict(config))
+    arms = {str(b.get("label")) for b in kept.values()}  # the baselines' own labels
+
+    def make(config: dict[str, Any]) -> Paired | None:
         label = str(config["label"])
-        if config.get("protocol") == SAMPLER or label in {p["label"] for p in pairs} or \
-                any(label == b.get("label") for b in kept.values()):
-            continue
-        if label in kept:
-            pair = kept[label]
-        else:
-            try:
-                typed = RunConfig.parse(dict(config))
-                model = next(s.model for slot in resolve_config(typed).config.seats.values()
-                             for s in slot)
-                # the configuration's tokens per run, and one vote sample's per call
-                tokens, runs = _measured(store, False, label=label, protocol=typed.protocol)
-                per_sample, sample_runs = _measured(store, True, protocol=SAMPLER, model=model)
-                baseline = equal_tokens(typed, tokens=tokens, runs=runs,
-                                        per_sample=per_sample, sample_runs=sample_runs)
-            except ConfigError as exc:
-                raise ConfigError(f"configuration {label!r}: {exc}", exc.code) from None
+        if config.get("protocol") == SAMPLER or label in arms:
+            return None
+        pair = kept.get(label)
+        if pair is None:
+            typed = RunConfig.parse(config)
+            model = next(s.model for slot in resolve_config(typed).config.seats.values()
+                         for s in slot)
+            # the configuration's tokens per run, and one vote sample's per call
+            tokens, runs = _measured(store, False, label=label, protocol=typed.protocol)
+            per_sample, sample_runs = _measured(store, True, protocol=SAMPLER, model=model)
+            baseline = equal_tokens(typed, tokens=tokens, runs=runs, per_sample=per_sample,
+                                    sample_runs=sample_runs)
             if baseline is None:
-                continue
+                return None
             pair = baseline.as_dict()
-        pairs.append(pair)
-        if pair["label"] not in labels:
-            labels.add(pair["label"])
-            out.append(dict(pair["config"]))
-    return out, pairs
+        arms.add(str(pair["label"]))
+        return pair, [dict(pair["config"])]
+    return _beside(configs, make)
 
 
 def override_model(spec: Mapping[str, Any], model: str | None, base_url: str | None = None,
@@ -582,26 +566,16 @@ def override_model(spec: Mapping[str, Any], model: str | None, base_url: str | N
 
 
 def endpoint_notes(checked: Plan, endpoints: EndpointRegistry | None = None) -> list[str]:
-    """Preflight notes: each registered endpoint whose `concurrency` is below the runs the
-    plan keeps in flight (its calls then queue behind one another, and a per-call timeout
-    counts the queue too)."""
-    import os
-
-    from engine.llm.endpoints import EndpointRegistry
-    from engine.llm.providers import parse_spec
-    from engine.llm.urls import check_url
-    from engine.protocols import resolve_config
-    registry = endpoints if endpoints is not None else EndpointRegistry.from_settings(os.environ)
+    """Preflight notes: each registered endpoint a seat is called through (as a run routes
+    it, `engine.reports.timing.endpoint_of`) whose `concurrency` is below the runs the plan
+    keeps in flight (its calls then queue behind one another, and a per-call timeout counts
+    the queue too)."""
+    from engine.reports.timing import endpoint_of, seat_models
     seen: dict[str, int] = {}
-    for config in checked.resolved or [resolve_config(c) for c in checked.configs]:
-        for seats in config.config.seats.values():
-            for seat in seats:
-                kind, _name, query = parse_spec(seat.model)
-                found = registry.get(query["endpoint"]) if "endpoint" in query else (
-                    registry.by_url(check_url(query["base_url"]), kind)
-                    if "base_url" in query else None)
-                if found is not None and found.concurrency is not None:
-                    seen[found.name] = found.concurrency
+    for model in seat_models(checked.resolved or checked.configs):
+        found = endpoint_of(model, endpoints)
+        if found is not None and found.concurrency is not None:
+            seen[found.name] = found.concurrency
     return [f"endpoint {name} serves {limit} call(s) at a time and this experiment runs "
             f"{checked.concurrency} runs at once: calls queue for it (set concurrency to "
             f"{limit} or raise the endpoint's)" for name, limit in seen.items()

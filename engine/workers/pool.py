@@ -100,15 +100,14 @@ class WorkerState:
     sink: Store | None = None  # the store runs are written through (group commit); `store` if None
     plans: dict[str, Plan] = field(default_factory=dict)  # experiments' plans, by id
     unheld: set[int] = field(default_factory=set)  # running jobs seen without their lock
-    locks: pool_store.CellLocks | None = None  # its cells' locks (one session; made if None)
+    locks: pool_store.CellLocks = field(init=False)  # its cells' locks, on one session
     touched: dict[str, float] = field(default_factory=dict)  # heartbeats written, by row
     # Each experiment's cells by configuration label, keyed by their locks' ids
     # (`pool_store.lock_id`): which configurations the cells in flight are of.
     cell_labels: dict[str, dict[int, str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.locks is None:
-            self.locks = pool_store.CellLocks(self.store)
+        self.locks = pool_store.CellLocks(self.store)
 
     def due(self, what: str) -> bool:
         """True (and noted) when `what`'s heartbeat was last written TOUCH_EVERY ago or
@@ -215,17 +214,14 @@ def _claim(state: WorkerState, experiment_id: str, target: Any,
     worker: the next job's turn, on any worker, then counts it in flight. `estimates` is
     the preflight's cost of a run of each configuration (`budget.estimates_of`)."""
     locks = state.locks
-    assert locks is not None  # made by WorkerState
     if budget is None:
         got = locks.acquire(experiment_id, target)
     else:
         label = str(plan_for(state, experiment_id).configs[target.c]["label"])
         with pool_store.budget_turn(state.store, experiment_id, budgets.ENOUGH) as (
                 figures, held):
-            now = budgets.Spend(figures.spent,
-                                budgets.expected_costs(figures, estimates or {}),
-                                cells_in_flight(state, experiment_id, figures, held),
-                                figures.unknown)
+            now = budgets.spend(figures, estimates or {},
+                                cells_in_flight(state, experiment_id, figures, held))
             decision = now.decide(budget, label)
             if decision == "wait":
                 return Claim(wait=True)
@@ -280,7 +276,6 @@ async def run_cell(context: Any, /, **payload: Any) -> str:
     stored (`settle_after`)."""
     state: WorkerState = context.additional_context["parley"]
     store, locks = state.store, state.locks
-    assert locks is not None  # made by WorkerState
     # `context` is positional-only, so that a payload's own "context" key is just a bad key.
     try:
         job = pool_store.read_job(payload)
@@ -322,7 +317,6 @@ async def claim_cell(context: Any, state: WorkerState, experiment_id: str, targe
     unknown), the experiment is stopped (reason `budget`) with its running cells left to
     finish and its queued jobs cancelled, and the claim says so."""
     locks = state.locks
-    assert locks is not None  # made by WorkerState
 
     def leave(claim: Claim) -> None:
         if claim.held:
@@ -454,16 +448,17 @@ class Gatekeeper(JobManager):
         else:
             self._held.pop(experiment, None)
 
-    async def give_back(self) -> int:
-        """Queue again the jobs fetched and not handed out (the worker stopped); returns
-        how many."""
-        count = 0
-        while self._taken:
-            job = self._taken.popleft()
-            assert job.id is not None
-            await self.retry_job_by_id_async(job.id, retry_at=now())
-            count += 1
-        return count
+    async def give_back(self) -> None:
+        """Queue again the jobs fetched and not handed out (the worker stopped). With the
+        database away they are left to the stalled jobs' check, logged here."""
+        try:
+            while self._taken:
+                job = self._taken.popleft()
+                assert job.id is not None
+                await self.retry_job_by_id_async(job.id, retry_at=now())
+        except Exception as exc:  # noqa: BLE001 - stalled jobs then: retried all the same
+            log.warning("could not queue fetched jobs again (%s: %s)", type(exc).__name__,
+                        pool_store.brief(str(exc), 200))
 
     async def retry_job(self, job: Job, retry_at: Any = None, priority: int | None = None,
                         queue: str | None = None, lock: str | None = None) -> None:

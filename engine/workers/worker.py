@@ -35,6 +35,7 @@ from engine.store.experiments import set_values
 from engine.store.workers import PoisonJob, brief
 from engine.workers.pool import (
     QUEUE_PREFIX,
+    Gatekeeper,
     WorkerState,
     app_for,
     ensure_schema,
@@ -125,16 +126,6 @@ def warm_up() -> None:
             importlib.import_module(module)
 
 
-async def _give_back(app: Any) -> None:
-    """Queue again what the stopped procrastinate worker fetched and never started (with
-    the database away, they are left to the stalled jobs' check)."""
-    try:
-        await app.job_manager.give_back()
-    except Exception as exc:  # noqa: BLE001 - stalled jobs then: retried all the same
-        log.warning("could not queue fetched jobs again (%s: %s)", type(exc).__name__,
-                    brief(str(exc), 200))
-
-
 async def arun_worker(store: Store, *, concurrency: int = 4, endpoints: Sequence[str] = (),
                       heartbeat: float = HEARTBEAT, registry: EndpointRegistry | None = None,
                       on_ready: Callable[[], Any] | None = None) -> None:
@@ -152,6 +143,8 @@ async def arun_worker(store: Store, *, concurrency: int = 4, endpoints: Sequence
     # one registry for every cell this worker runs: they share what it learns and its clients
     state = WorkerState(store, registry_or_environment(registry), sink=store.batched())
     app = app_for(store, state, slots=concurrency)
+    keeper = app.job_manager  # fetches several jobs at once: gives back the ones not started
+    assert isinstance(keeper, Gatekeeper)
     state.worker_id = pool_store.register(store, endpoints, concurrency)
     # Without endpoints, no `queues`: procrastinate then listens on every queue.
     queues: dict[str, Any] = {"queues": [QUEUE_PREFIX + n for n in endpoints]} if endpoints \
@@ -178,10 +171,10 @@ async def arun_worker(store: Store, *, concurrency: int = 4, endpoints: Sequence
                 if waiter in done:
                     work.cancel()
                     await asyncio.gather(work, return_exceptions=True)
-                    await _give_back(app)
+                    await keeper.give_back()
                     break
                 waiter.cancel()
-                await _give_back(app)
+                await keeper.give_back()
                 problem = work.exception()
                 log.warning("the worker stopped (%s); starting again in %.0fs",
                             problem or "lost the database", pause)
@@ -193,6 +186,5 @@ async def arun_worker(store: Store, *, concurrency: int = 4, endpoints: Sequence
             try:
                 pool_store.beat(store, state.worker_id, stopped=True)
             finally:
-                if state.locks is not None:
-                    state.locks.close()
+                state.locks.close()
                 store.stop_reaper()
