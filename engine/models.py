@@ -76,8 +76,8 @@ def model_spec(model: Any) -> str:
     if spec:
         return str(spec)
     name = getattr(model, "model_name", None) or getattr(model, "model", None)
-    kind = type(model).__name__
-    return f"{kind}:{name}" if isinstance(name, str) and name else kind
+    class_name = type(model).__name__
+    return f"{class_name}:{name}" if isinstance(name, str) and name else class_name
 
 
 SIMULATED = "simulated"  # the model spec of the offline simulated model (DESIGN 3)

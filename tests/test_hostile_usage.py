@@ -564,11 +564,11 @@ def test_every_request_asks_for_a_bounded_output_and_the_limiter_counts_it(serve
     assert all(r["body"].get("max_tokens") == DEFAULT_MAX_TOKENS for r in server.requests)
     # the other providers' clients get theirs in the field each reads (their packages are
     # optional: the options get_model hands them)
-    for kind, field, own in (("anthropic", "max_tokens", {}), ("ollama", "num_predict", {}),
-                             ("anthropic", "max_tokens", {"max_tokens": 55}),
-                             ("ollama", "num_predict", {"num_predict": 55})):
+    for provider, field, own in (("anthropic", "max_tokens", {}), ("ollama", "num_predict", {}),
+                                 ("anthropic", "max_tokens", {"max_tokens": 55}),
+                                 ("ollama", "num_predict", {"num_predict": 55})):
         options = dict(own)
-        cap = cap_output(kind, options, None, DEFAULT_MAX_TOKENS)
+        cap = cap_output(provider, options, None, DEFAULT_MAX_TOKENS)
         assert options[field] == cap == own.get(field, DEFAULT_MAX_TOKENS)
 
 

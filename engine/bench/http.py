@@ -68,14 +68,14 @@ def example(schema: Any) -> Any:
         return "42"
     if "enum" in schema:
         return schema["enum"][0]
-    kind = schema.get("type")
-    if kind == "object":
+    json_type = schema.get("type")
+    if json_type == "object":
         return {key: example(value) for key, value in (schema.get("properties") or {}).items()}
-    if kind == "array":
+    if json_type == "array":
         return [example(schema.get("items"))]
-    if kind == "boolean":
+    if json_type == "boolean":
         return False
-    if kind in ("number", "integer"):
+    if json_type in ("number", "integer"):
         return 1
     return "42"
 
@@ -274,10 +274,10 @@ print(json.dumps({"status": "completed", "wall": wall, "cpu": cpu, "runs": runs,
 """
 
 
-def measured(kind: str, base_url: str, count: int, concurrency: int,
+def measured(client: str, base_url: str, count: int, concurrency: int,
              protocol: str = "", shape: str = "1") -> dict[str, Any]:
     """One side in a fresh process: what it reports, with `process` (its whole wall time,
-    seconds) and `peak_mb` (its peak RSS). `kind` is `experiment` (this module's worker:
+    seconds) and `peak_mb` (its peak RSS). `client` is `experiment` (this module's worker:
     `count` runs of `protocol`, default the cheapest, one call a run), `cli` (the same
     experiment through `python -m engine experiment run`, which reports its process time
     only), `bare` (`count` runs of `shape` through a bare ChatOpenAI, as a user writes it:
@@ -287,11 +287,11 @@ def measured(kind: str, base_url: str, count: int, concurrency: int,
     protocol = protocol or cheapest().name
     root = Path(__file__).resolve().parents[2]
     with tempfile.TemporaryDirectory() as folder:
-        if kind in ("bare", "bare-aiohttp", "raw"):
-            mode = {"bare": "httpx", "bare-aiohttp": "aiohttp"}.get(kind, kind)
+        if client in ("bare", "bare-aiohttp", "raw"):
+            mode = {"bare": "httpx", "bare-aiohttp": "aiohttp"}.get(client, client)
             command = [sys.executable, "-c", CLIENT, base_url, str(count), str(concurrency),
                        PROMPT, shape, mode]
-        elif kind == "cli":
+        elif client == "cli":
             spec_file = Path(folder) / "experiment.yaml"  # JSON is YAML
             spec_file.write_text(json.dumps({
                 "questions": [f"Question {i}: {PROMPT}" for i in range(count)],
@@ -299,14 +299,14 @@ def measured(kind: str, base_url: str, count: int, concurrency: int,
             command = [sys.executable, "-m", "engine", "experiment", "run", str(spec_file),
                        "--db", f"sqlite:///{Path(folder) / 'bench.db'}", "--quiet", "--yes"]
         else:
-            command = [sys.executable, "-m", "engine.bench.http", kind, base_url, str(count),
+            command = [sys.executable, "-m", "engine.bench.http", client, base_url, str(count),
                        str(concurrency), protocol, folder]
         start = time.perf_counter()
         done = subprocess.run(command, capture_output=True, text=True, timeout=1800, cwd=root)
         process = time.perf_counter() - start
     if done.returncode != 0:
-        raise RuntimeError(f"the {kind} process failed: {(done.stderr or done.stdout)[-2000:]}")
-    if kind == "cli":
+        raise RuntimeError(f"the {client} process failed: {(done.stderr or done.stdout)[-2000:]}")
+    if client == "cli":
         return {"process": process, "output": done.stdout}
     return {**json.loads(done.stdout.strip().splitlines()[-1]), "process": process}
 
@@ -433,10 +433,10 @@ def _many_runs(runs: int = 200, concurrency: int = 32, latency: float = 0.2) -> 
         waves, calls = cost["waves"], cost["calls"]
         shape = _run_shape(url, config)
         sides = {}
-        for kind in ("experiment", "bare", "bare-aiohttp", "raw"):
+        for client in ("experiment", "bare", "bare-aiohttp", "raw"):
             before = cpu_seconds(pid)
-            sides[kind] = measured(kind, url, runs, concurrency, protocol=name, shape=shape)
-            served[kind] = cpu_seconds(pid) - before
+            sides[client] = measured(client, url, runs, concurrency, protocol=name, shape=shape)
+            served[client] = cpu_seconds(pid) - before
     done, bare, raw = sides["experiment"], sides["bare"], sides["raw"]
     aio = sides["bare-aiohttp"]
     floor = runs * waves * latency / concurrency

@@ -94,8 +94,8 @@ class _Bar:
         if turn.ok:
             self.ok += 1
             return
-        kind = turn.failure or UNEXPLAINED
-        self.degraded[kind] = self.degraded.get(kind, 0) + 1
+        failure = turn.failure or UNEXPLAINED
+        self.degraded[failure] = self.degraded.get(failure, 0) + 1
         if not self.quiet:
             self.stream.write(("\n" if self.tty and self.width else "") +
                               terminal_safe(progress_line(turn)) +
@@ -103,7 +103,7 @@ class _Bar:
             self.width = 0
 
     def turns_text(self) -> str:
-        kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(self.degraded.items()))
+        kinds = ", ".join(f"{n} {failure}" for failure, n in sorted(self.degraded.items()))
         return (f"turns {self.ok} ok, {sum(self.degraded.values())} degraded"
                 + (f" ({kinds})" if kinds else "") + f", {self.retries} retries")
 

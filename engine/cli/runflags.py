@@ -44,8 +44,8 @@ def policy_from_args(args: argparse.Namespace) -> dict[str, Any]:
 def progress_line(turn: Turn) -> str:
     """One finished turn for the terminal: its final status (ok, or degraded with the kind of
     error) and the retries it took."""
-    kind = turn.failure or UNEXPLAINED
-    mark = "ok" if turn.ok else f"degraded ({SINGULAR.get(kind, kind)}): {turn.error}"
+    failure = turn.failure or UNEXPLAINED
+    mark = "ok" if turn.ok else f"degraded ({SINGULAR.get(failure, failure)}): {turn.error}"
     retried = turn.attempts - 1
     tries = f" after {retried} retr{'y' if retried == 1 else 'ies'}" if retried > 0 else ""
     return f"  [{turn.index:>2}] {turn.phase:<16} {turn.seat:<14} {mark}{tries}"
@@ -163,9 +163,9 @@ def _option_value(raw: str) -> Any:
         return None
     if raw.strip().lower() in ("true", "false"):
         return raw.strip().lower() == "true"
-    for kind in (int, float):
+    for parse in (int, float):
         try:
-            return kind(raw)
+            return parse(raw)
         except ValueError:
             pass
     return raw

@@ -320,12 +320,12 @@ def _with_arms(configs: list[dict[str, Any]], baseline: str, spec: Mapping[str, 
                ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The configurations with the arms `baseline` asks for beside them, and the pairings."""
     baselines: list[dict[str, Any]] = []
-    for kind in (k for k in KINDS if k in baseline):
-        if kind == PLACEBO and questions < 2:
+    for arm in (k for k in KINDS if k in baseline):
+        if arm == PLACEBO and questions < 2:
             raise ConfigError("baseline: placebo needs two or more questions (each placebo "
                               "run reads its peers' messages on another question)", "input")
         configs, pairs = token_baselines(configs, store, spec.get("token_baselines")) \
-            if kind == EQUAL_TOKENS else _beside(configs, _arm(kind, swap=sides != "both"))
+            if arm == EQUAL_TOKENS else _beside(configs, _arm(arm, swap=sides != "both"))
         baselines += pairs
     return configs, baselines
 
@@ -399,8 +399,8 @@ def _beside(configs: Sequence[Mapping[str, Any]], make: Callable[[dict[str, Any]
     return out, pairs
 
 
-def _arm(kind: str, swap: bool = True) -> Callable[[dict[str, Any]], Paired | None]:
-    """What `_beside` adds for baseline `kind` (`engine.protocols.baselines`): for
+def _arm(arm: str, swap: bool = True) -> Callable[[dict[str, Any]], Paired | None]:
+    """What `_beside` adds for baseline `arm` (`engine.protocols.baselines`): for
     equal-compute, a vote of as many samples as the configuration makes calls, on the same
     models; for consultancy, a debate's consultancy baseline and, with `swap` (the spec does
     not say `sides: both`, which would add it), its sides-swapped twin, so the judge reads
@@ -409,14 +409,14 @@ def _arm(kind: str, swap: bool = True) -> Callable[[dict[str, Any]], Paired | No
     from engine.protocols.baselines import consultancy, equal_compute, placebo
 
     def make(config: dict[str, Any]) -> Paired | None:
-        if kind == EQUAL_COMPUTE:
+        if arm == EQUAL_COMPUTE:
             baseline = equal_compute(config)
             return None if baseline is None else (baseline.as_dict(), [baseline.config])
-        pair = (consultancy if kind == CONSULTANCY else placebo)(config)
+        pair = (consultancy if arm == CONSULTANCY else placebo)(config)
         if pair is None:
             return None
         added = [pair.pop("config")]
-        return pair, arrangement.with_swapped(added)[0] if swap and kind == CONSULTANCY \
+        return pair, arrangement.with_swapped(added)[0] if swap and arm == CONSULTANCY \
             else added
     return make
 
@@ -475,10 +475,10 @@ def baselines_of(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
     """A stored spec's pairings of configuration and baseline: the equal-compute ones paired
     again (`with_baselines`), the equal-tokens ones as they were planned (their sample counts
     came from what the store held then); empty when the experiment has none."""
-    kind = baseline_kind(spec.get("baseline"))
-    if not kind:
+    arms = baseline_kind(spec.get("baseline"))
+    if not arms:
         return []
-    pairs = [pair for arm in (EQUAL_COMPUTE, CONSULTANCY, PLACEBO) if arm in kind
+    pairs = [pair for arm in (EQUAL_COMPUTE, CONSULTANCY, PLACEBO) if arm in arms
              for pair in _beside(spec["configs"], _arm(arm))[1]]
     return pairs + [dict(b) for b in spec.get("token_baselines") or ()
                     if isinstance(b, Mapping)]

@@ -51,18 +51,18 @@ class Capabilities:
             weakref.WeakKeyDictionary()
 
     # ------------------------------------------------------------------ what is supported
-    def known(self, kind: str, endpoint: Endpoint) -> str | None:
-        """The value learned for `kind` at `endpoint` by this registry, or None (a dict's
+    def known(self, feature: str, endpoint: Endpoint) -> str | None:
+        """The value learned for `feature` at `endpoint` by this registry, or None (a dict's
         read is atomic: every call of every JSON phase asks, without the lock)."""
-        return self._known.get((kind, *endpoint))
+        return self._known.get((feature, *endpoint))
 
-    def learn(self, kind: str, endpoint: Endpoint, value: str, store: Store | None = None, *,
+    def learn(self, feature: str, endpoint: Endpoint, value: str, store: Store | None = None, *,
               keep: Callable[[str, str], bool] | None = None) -> bool:
-        """Record `value` for `kind` at `endpoint`, unless `keep(known, value)` says the value
+        """Record `value` for `feature` at `endpoint`, unless `keep(known, value)` says the value
         known already stays; True when that changed what was known. A change goes to `store`
         too, for every process of the deployment (a store that cannot be written leaves it to
         this registry)."""
-        key = (kind, *endpoint)
+        key = (feature, *endpoint)
         with self._lock:
             known = self._known.get(key)
             changed = known != value and (known is None or keep is None or not keep(known, value))
@@ -70,40 +70,40 @@ class Capabilities:
                 self._known[key] = value
         if changed and store is not None:
             try:
-                support.learn(store, kind, *endpoint, value)
+                support.learn(store, feature, *endpoint, value)
             except Exception as exc:  # a read-only or busy store: this registry still knows
-                log.warning("could not store what %s supports (%s): %s", endpoint[0], kind, exc)
+                log.warning("could not store what %s supports (%s): %s", endpoint[0], feature, exc)
         return changed
 
-    def recall(self, kind: str, endpoint: Endpoint, store: Store | None,
+    def recall(self, feature: str, endpoint: Endpoint, store: Store | None,
                allowed: tuple[str, ...]) -> str | None:
-        """The value known for `kind` at `endpoint`: this registry's, else the one a process
+        """The value known for `feature` at `endpoint`: this registry's, else the one a process
         stored (one of `allowed`; then this registry's too); None when neither knows it. A
         store that cannot be read is as one that does not know."""
-        known = self.known(kind, endpoint)
+        known = self.known(feature, endpoint)
         if known is not None or store is None:
             return known
         try:
-            stored = support.learned(store, kind, *endpoint)
+            stored = support.learned(store, feature, *endpoint)
         except Exception as exc:  # learned again instead
-            log.warning("could not read what %s supports (%s): %s", endpoint[0], kind, exc)
+            log.warning("could not read what %s supports (%s): %s", endpoint[0], feature, exc)
             return None
         if stored not in allowed:
             return None
         with self._lock:
-            return self._known.setdefault((kind, *endpoint), stored)
+            return self._known.setdefault((feature, *endpoint), stored)
 
-    def detecting(self, kind: str, endpoint: Endpoint) -> asyncio.Lock:
-        """The running event loop's lock for detecting `kind` at `endpoint` (made on first
+    def detecting(self, feature: str, endpoint: Endpoint) -> asyncio.Lock:
+        """The running event loop's lock for detecting `feature` at `endpoint` (made on first
         use): the one detecting call holds it."""
         with self._lock:
             locks = self._detecting.setdefault(asyncio.get_running_loop(), {})
-            return locks.setdefault((kind, *endpoint), asyncio.Lock())
+            return locks.setdefault((feature, *endpoint), asyncio.Lock())
 
-    def in_detection(self, kind: str, endpoint: Endpoint) -> asyncio.Lock | None:
-        """The running event loop's lock for `kind` at `endpoint` while a call holds it."""
+    def in_detection(self, feature: str, endpoint: Endpoint) -> asyncio.Lock | None:
+        """The running event loop's lock for `feature` at `endpoint` while a call holds it."""
         with self._lock:
-            lock = self._detecting.get(asyncio.get_running_loop(), {}).get((kind, *endpoint))
+            lock = self._detecting.get(asyncio.get_running_loop(), {}).get((feature, *endpoint))
         return lock if lock is not None and lock.locked() else None
 
     # ------------------------------------------------------------------ shared clients

@@ -389,8 +389,8 @@ def _policy_value(raw: Any, name: str, where: str) -> Any:
     whole = name != "timeout"
     if isinstance(raw, bool) or not isinstance(raw, (int, float)) or (
             whole and not isinstance(raw, int)) or raw != raw or not low <= raw <= high:
-        kind = "a whole number" if whole else "a number of seconds"
-        raise ConfigError(f"{where}: {name} must be {kind} in {low:g}..{high:g}, got {raw!r}",
+        expected = "a whole number" if whole else "a number of seconds"
+        raise ConfigError(f"{where}: {name} must be {expected} in {low:g}..{high:g}, got {raw!r}",
                           "input")
     return int(raw) if whole else float(raw)
 

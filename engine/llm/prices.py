@@ -173,8 +173,8 @@ def spec_names(spec: str) -> list[str]:
     """The names a spec is priced under, most specific first: as recorded, without its
     query, and its family without a snapshot date or `-latest`."""
     head = spec.strip().partition("?")[0]
-    kind, _, model = head.partition(":")
-    bare = f"{kind.strip().lower()}:{model.strip()}"
+    provider, _, model = head.partition(":")
+    bare = f"{provider.strip().lower()}:{model.strip()}"
     return list(dict.fromkeys([spec.strip(), head, bare, _SNAPSHOT.sub("", bare)]))
 
 

@@ -35,12 +35,12 @@ SPEC_HELP = ('use "simulated", "openai:MODEL" (openai:MODEL?endpoint=NAME for a 
 
 
 def parse_spec(spec: str) -> tuple[str, str, dict[str, str]]:
-    """Split `"kind:model?k=v&..."` into (kind, model, params)."""
+    """Split `"provider:model?k=v&..."` into (provider, model, params)."""
     if not isinstance(spec, str) or not spec.strip():
         raise ConfigError(f"model spec must be a non-empty string; {SPEC_HELP}", "no_model")
     head, _, query = spec.strip().partition("?")
-    kind, _, name = head.partition(":")
-    return kind.strip().lower(), name.strip(), dict(parse_qsl(query))
+    provider, _, name = head.partition(":")
+    return provider.strip().lower(), name.strip(), dict(parse_qsl(query))
 
 
 # What a spec string may set, per provider, and how each value is read. A spec is data (it
@@ -72,20 +72,20 @@ def number_param(name: str, raw: Any, where: str = "") -> float | int:
             value = None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (
             whole and not isinstance(value, int)) or value != value or not low <= value <= high:
-        kind = "a whole number" if whole else "a number"
-        raise ConfigError(f"{where}{name} must be {kind} in {low:g}..{high:g}, got {raw!r}",
+        expected = "a whole number" if whole else "a number"
+        raise ConfigError(f"{where}{name} must be {expected} in {low:g}..{high:g}, got {raw!r}",
                           "input")
     return float(value) if not whole else value
 
 
-def check_spec_params(kind: str, query: Mapping[str, str], spec: str) -> dict[str, Any]:
+def check_spec_params(provider: str, query: Mapping[str, str], spec: str) -> dict[str, Any]:
     """The parameters of a spec string, each known for its provider and read as a number."""
     where = f"model spec {spec[:80]!r}: "
     for name in query:
         if is_secret_name(name):
-            refuse_secret(f"model spec {kind}:...", name)
-    allowed = SPEC_PARAMS.get(kind, ())
-    switches = ("structured", "grammar") if kind == "openai" else ()
+            refuse_secret(f"model spec {provider}:...", name)
+    allowed = SPEC_PARAMS.get(provider, ())
+    switches = ("structured", "grammar") if provider == "openai" else ()
     out: dict[str, Any] = {}
     for name, raw in query.items():
         if name in _ROUTING:
@@ -94,7 +94,7 @@ def check_spec_params(kind: str, query: Mapping[str, str], spec: str) -> dict[st
             check_switch(raw, where, name, SWITCHES if name == "structured" else GRAMMARS)
             continue
         if name not in allowed:
-            raise ConfigError(f"{where}{kind} models take no parameter {name!r}; parameters "
+            raise ConfigError(f"{where}{provider} models take no parameter {name!r}; parameters "
                               f"are {', '.join((*allowed, *switches, *_ROUTING))}", "input")
         out[name] = number_param(name, raw, where)
     return out
@@ -111,39 +111,40 @@ def get_model(spec: str = "simulated", *, endpoints: EndpointRegistry | None = N
     endpoint's URL; `?endpoint=NAME` names a registered endpoint. Keys go to the client only.
     """
     from engine.llm.endpoints import EndpointRegistry
-    kind, name, query = parse_spec(spec)
+    provider, name, query = parse_spec(spec)
     for key in query:  # a key in the spec is refused whatever the provider
         if is_secret_name(key):
-            refuse_secret(f"model spec {kind}:{name}", key)
+            refuse_secret(f"model spec {provider}:{name}", key)
     if is_simulated(spec):
         from engine.simulated import SimulatedChatModel
         return SimulatedChatModel.from_options({**query, **params},
                                                spec=spec if not params else None)
-    if kind not in PROVIDERS:
+    if provider not in PROVIDERS:
         raise ConfigError(f"unknown model spec {spec!r}; {SPEC_HELP}", "no_model")
     if not name:
-        raise ConfigError(f"model spec {spec!r} names no model; write {kind}:MODEL", "no_model")
-    options: dict[str, Any] = check_spec_params(kind, query, spec)
+        raise ConfigError(f"model spec {spec!r} names no model; write {provider}:MODEL", "no_model")
+    options: dict[str, Any] = check_spec_params(provider, query, spec)
     for numeric in _RANGES:
         if numeric in params and params[numeric] is not None:
             params[numeric] = number_param(numeric, params[numeric])
     registry = endpoints if endpoints is not None else EndpointRegistry.from_settings(
         os.environ, secrets, allow_free_urls=True)
     endpoint = params.pop("endpoint", None) or query.get("endpoint")
-    route = registry.route(kind, endpoint=endpoint, base_url=query.get("base_url"),
+    route = registry.route(provider, endpoint=endpoint, base_url=query.get("base_url"),
                            trusted_url=params.pop("base_url", None))
-    package, module_name, class_name, key_var = PROVIDERS[kind]
+    package, module_name, class_name, key_var = PROVIDERS[provider]
     try:
         module = importlib.import_module(module_name)
     except ImportError:
-        raise ConfigError(f"{kind}: models need the {package} package: pip install {package}",
+        raise ConfigError(f"{provider}: models need the {package} package: pip install {package}",
                           "no_model") from None
     options.update(params)
     if route.base_url:
         options["base_url"] = route.base_url
     policy = route.endpoint.policy() if route.endpoint is not None else {}
-    cap = cap_output(kind, options, route.base_url, policy.pop("max_tokens", DEFAULT_MAX_TOKENS))
-    if kind == "ollama":
+    cap = cap_output(provider, options, route.base_url,
+                     policy.pop("max_tokens", DEFAULT_MAX_TOKENS))
+    if provider == "ollama":
         options.pop("max_retries", None)
     else:
         options.setdefault("max_retries", 0)  # Parley's guarded calls own retries
@@ -151,11 +152,12 @@ def get_model(spec: str = "simulated", *, endpoints: EndpointRegistry | None = N
         if not api_key and route.base_url:
             api_key = "not-needed"  # local OpenAI-compatible servers accept any key
         if not api_key:
-            raise ConfigError(f"{kind}:{name} needs an API key: set {key_var} in the environment "
+            raise ConfigError(f"{provider}:{name} needs an API key: set {key_var} "
+                              "in the environment "
                               "or .streamlit/secrets.toml, or use a registered endpoint "
-                              f"({kind}:MODEL?endpoint=NAME)", "no_model")
+                              f"({provider}:MODEL?endpoint=NAME)", "no_model")
         options["api_key"] = api_key
-        if kind == "openai" and not {"http_client", "http_async_client"} & options.keys():
+        if provider == "openai" and not {"http_client", "http_async_client"} & options.keys():
             # Parley's own clients (engine.llm.transport): no redirect to another origin, and
             # a base URL that came with data reaches no link-local or metadata address,
             # whatever its name resolves to; a response is read up to a cap, and the reply
@@ -172,9 +174,9 @@ def get_model(spec: str = "simulated", *, endpoints: EndpointRegistry | None = N
                 reply_cap=policy.get("max_reply_bytes"))
             options["include_response_headers"] = True
     chat_class = getattr(module, class_name)
-    model = (reporting(chat_class) if kind == "openai" else chat_class)(model=name, **options)
-    recorded = f"{kind}:{name}" + (f"?{route.suffix}" if route.suffix else "")
-    host = server_name(route.base_url) or _OWN_HOSTS[kind]
+    model = (reporting(chat_class) if provider == "openai" else chat_class)(model=name, **options)
+    recorded = f"{provider}:{name}" + (f"?{route.suffix}" if route.suffix else "")
+    host = server_name(route.base_url) or _OWN_HOSTS[provider]
     # What the guarded call reads: the endpoint's timeout, retries and concurrency (only
     # those the operator set), the gate its concurrency counts on, the host to name, and
     # the registry's capabilities (where its limits are kept when no store keeps them).
@@ -184,14 +186,15 @@ def get_model(spec: str = "simulated", *, endpoints: EndpointRegistry | None = N
             "host": host, "max_tokens": cap, "capabilities": registry.capabilities}
     attributes: list[tuple[str, Any]] = [("parley_spec", recorded), ("parley_call", call),
                                          ("parley_price", price_of(registry, route, recorded))]
-    if kind == "openai":  # structured output (engine.llm.structured, engine.llm.lines): the
+    if provider == "openai":  # structured output (engine.llm.structured, engine.llm.lines): the
         endpoint = route.endpoint  # seat's switch wins; OpenAI's own API takes no grammar
         grammar = query.get("grammar") or (endpoint.grammar if endpoint is not None else "auto")
         attributes.append(("parley_output", {
             "structured": query.get("structured") or (
                 endpoint.structured if endpoint is not None else "auto"),
-            "grammar": "off" if own_api(kind, route.base_url) and grammar == "auto" else grammar,
-            "endpoint": (route.base_url or _OWN_HOSTS[kind], name), "cap": cap,
+            "grammar": "off" if own_api(provider, route.base_url) and grammar == "auto"
+                else grammar,
+            "endpoint": (route.base_url or _OWN_HOSTS[provider], name), "cap": cap,
             "capabilities": registry.capabilities}))  # where what it supports is learned
     for attribute, value in attributes:
         try:
@@ -331,9 +334,9 @@ def price_of(registry: EndpointRegistry, route: Route, recorded: str) -> Price |
     return table.lookup(recorded, own_api=own_api(recorded.partition(":")[0], route.base_url))
 
 
-def own_api(kind: str, base_url: str | None) -> bool:
-    """Whether a `kind` model at `base_url` is called at its provider's own API."""
-    return not base_url or urlsplit(base_url).hostname == _OWN_HOSTS.get(kind)
+def own_api(provider: str, base_url: str | None) -> bool:
+    """Whether a `provider` model at `base_url` is called at its provider's own API."""
+    return not base_url or urlsplit(base_url).hostname == _OWN_HOSTS.get(provider)
 
 
 def server_name(url: str | None) -> str:
@@ -344,7 +347,7 @@ def server_name(url: str | None) -> str:
     return f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
 
 
-def cap_output(kind: str, options: dict[str, Any], base_url: str | None, default: int) -> int:
+def cap_output(provider: str, options: dict[str, Any], base_url: str | None, default: int) -> int:
     """Bound a turn's output, in the field the server reads; the cap comes back.
 
     The seat's own `max_tokens` (or Ollama's `num_predict`) wins; else `default` (the
@@ -353,10 +356,10 @@ def cap_output(kind: str, options: dict[str, Any], base_url: str | None, default
     llama.cpp's ignore, so a server that is not api.openai.com gets `max_tokens` in the
     request body itself.
     """
-    if kind == "ollama":
+    if provider == "ollama":
         return int(options.setdefault("num_predict", default))
     cap = int(options.pop("max_tokens", None) or default)
-    if kind == "openai" and not own_api(kind, base_url):
+    if provider == "openai" and not own_api(provider, base_url):
         options["extra_body"] = {**(options.get("extra_body") or {}), "max_tokens": cap}
     else:
         options["max_tokens"] = cap
@@ -391,11 +394,11 @@ def providers_status(endpoints: EndpointRegistry | None = None,
         os.environ, secrets)
     rows = [{"provider": "simulated", "package": "built in", "installed": True,
              "key": "not needed", "base_url": ""}]
-    for kind, (package, module_name, _cls, key_var) in PROVIDERS.items():
+    for provider, (package, module_name, _cls, key_var) in PROVIDERS.items():
         installed = importlib.util.find_spec(module_name) is not None
         key = "not needed" if key_var is None else (
             "present" if registry.secret(key_var) else f"missing ({key_var})")
-        own = registry.provider_url(kind)
-        rows.append({"provider": kind, "package": package, "installed": installed,
+        own = registry.provider_url(provider)
+        rows.append({"provider": provider, "package": package, "installed": installed,
                      "key": key, "base_url": own.base_url if own is not None else ""})
     return rows

@@ -82,8 +82,8 @@ def watch(client: Any, asynchronous: bool) -> None:
         attempt = ATTEMPT.get()
         if attempt is not None:
             attempt.status = int(response.status_code)
-            kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
-            attempt.json = kind in ("", "text/event-stream") or kind.endswith(("/json",
+            mime_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
+            attempt.json = mime_type in ("", "text/event-stream") or mime_type.endswith(("/json",
                                                                                 "+json"))
 
     if asynchronous:

@@ -537,10 +537,10 @@ def _translated(exc: BaseException) -> BaseException:
     """What the transport raises for `exc` (httpx-aiohttp's error, made from aiohttp's, or one
     of aiohttp's it let through): httpcore's class for the failure, raised from aiohttp's."""
     cause = exc.__cause__ if isinstance(exc, http_module().TransportError) else exc
-    kind = httpx_error(cause) if cause is not None else None
-    if kind is None or type(exc) is kind:
+    mirror = httpx_error(cause) if cause is not None else None
+    if mirror is None or type(exc) is mirror:
         return exc
-    made: BaseException = kind(str(cause) or type(cause).__name__)
+    made: BaseException = mirror(str(cause) or type(cause).__name__)
     made.__cause__ = cause
     return made
 

@@ -278,8 +278,8 @@ def report(measures: pd.DataFrame, order: Iterable[str] = (), note: str = ""
            ) -> ConsensusReport:
     table = configurations(measures, order)
     sims = table["simulated"].astype(bool) if not table.empty else pd.Series(dtype=bool)
-    kind = "all" if len(sims) and sims.all() else "some" if sims.any() else ""
-    return ConsensusReport(measures, table, kind, note, table["configuration"].tolist())
+    simulated = "all" if len(sims) and sims.all() else "some" if sims.any() else ""
+    return ConsensusReport(measures, table, simulated, note, table["configuration"].tolist())
 
 
 def fill_votes(store: Store, frame: pd.DataFrame) -> pd.DataFrame:

@@ -305,16 +305,16 @@ def experiment_majority(runs: pd.DataFrame, preferences: pd.DataFrame,
     marks: dict[tuple[str, bool], list[tuple[int, int]]] = {}
     if blank and not runs.empty and not preferences.empty:
         for simulated in (False, True):
-            kind = runs[runs["simulated"].astype(bool) == simulated]
-            ids = set(kind["id"])
+            cohort = runs[runs["simulated"].astype(bool) == simulated]
+            ids = set(cohort["id"])
             prefs = preferences[preferences["run_a"].isin(ids) & preferences["run_b"].isin(ids)]
             used += len(prefs)
             if prefs.empty:
                 continue
-            majority = human_majority(prefs, kind)
-            decided |= {int(q) for q, text in zip(kind["q"], kind["question"], strict=True)
+            majority = human_majority(prefs, cohort)
+            decided |= {int(q) for q, text in zip(cohort["q"], cohort["question"], strict=True)
                         if q in blank and str(text) in majority}
-            counted = kind[kind["counted"].astype(bool) & kind["q"].isin(blank)]
+            counted = cohort[cohort["counted"].astype(bool) & cohort["q"].isin(blank)]
             for run in counted.to_dict("records"):
                 truth = majority.get(str(run["question"]))
                 matched = None if truth is None else answers_match(run.get("answer"), truth)

@@ -47,10 +47,10 @@ def endpoint_of(spec: str, endpoints: EndpointRegistry | None = None) -> Endpoin
     `?base_url=` when registered, or the provider's own URL the operator set), or None."""
     if is_simulated(spec):
         return None
-    kind, _name, query = parse_spec(spec)
+    provider, _name, query = parse_spec(spec)
     registry = endpoints if endpoints is not None else EndpointRegistry.from_settings(
         os.environ)
-    return registry.route(kind, endpoint=query.get("endpoint"),
+    return registry.route(provider, endpoint=query.get("endpoint"),
                           base_url=query.get("base_url")).endpoint
 
 

@@ -233,11 +233,11 @@ def _merged(values: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def short_label(kind: str, threshold: Any) -> str:
+def short_label(family: str, threshold: Any) -> str:
     """A rule's point label: "≥ 0.67", "split", "uncaught"."""
-    if kind == "agreement":
+    if family == "agreement":
         return f"≥ {float(threshold):.2f}"
-    return str(kind)
+    return str(family)
 
 
 __all__ = ["ALL", "chart", "dollars_text", "grouped", "outcome_row",

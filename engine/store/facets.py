@@ -34,7 +34,7 @@ def values_of(tags: Any, models: Any) -> set[tuple[str, str]]:
     found = {("tag", str(t)) for t in (tags if isinstance(tags, list) else [])
              if isinstance(t, str) and t and not t.startswith(INTERNAL_TAGS)}
     found |= {("model", m) for m in str(models or "").split(",") if m}
-    return {(kind, value[:500]) for kind, value in found}
+    return {(field, value[:500]) for field, value in found}
 
 
 def record(connection: Connection, runs: Iterable[Mapping[str, Any]]) -> None:
@@ -45,14 +45,14 @@ def record(connection: Connection, runs: Iterable[Mapping[str, Any]]) -> None:
     if not found:
         return
     insert = pg_insert if connection.dialect.name == "postgresql" else sqlite_insert
-    rows = [{"kind": kind, "value": value} for kind, value in sorted(found)]
+    rows = [{"kind": field, "value": value} for field, value in sorted(found)]
     connection.execute(insert(FacetRow).on_conflict_do_nothing(), rows)
 
 
 def read(connection: Connection) -> dict[str, list[str]]:
     """Every kept value, by kind ("tag", "model"), sorted."""
     out: dict[str, list[str]] = {"tag": [], "model": []}
-    for kind, value in connection.execute(select(FacetRow.kind, FacetRow.value)
-                                          .order_by(FacetRow.kind, FacetRow.value)):
-        out.setdefault(kind, []).append(value)
+    for field, value in connection.execute(select(FacetRow.field, FacetRow.value)
+                                           .order_by(FacetRow.field, FacetRow.value)):
+        out.setdefault(field, []).append(value)
     return out

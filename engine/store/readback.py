@@ -278,7 +278,7 @@ def tolerant_frame(frame: pd.DataFrame, shapes: Mapping[str, Any],  # noqa: C901
         for i, (_, why) in enumerate(parsed):
             if why:
                 problems.setdefault(i, []).append(f"{name} {why}")
-    for name, kind in NUMBERS.items():
+    for name, numeric_type in NUMBERS.items():
         if name not in frame or frame.empty:
             continue
         numbers = pd.to_numeric(frame[name], errors="coerce")
@@ -287,7 +287,7 @@ def tolerant_frame(frame: pd.DataFrame, shapes: Mapping[str, Any],  # noqa: C901
         for i in bad.to_numpy().nonzero()[0].tolist():
             problems.setdefault(i, []).append(
                 f"{name} is {str(frame[name].iloc[i])[:40]!r}, not a number")
-        frame[name] = numbers.where(~bad, 0).fillna(0).astype(kind)
+        frame[name] = numbers.where(~bad, 0).fillna(0).astype(numeric_type)
     for name in OPTIONAL_NUMBERS:
         if name in frame and not frame.empty and frame[name].dtype.kind == "f" and not (
                 (frame[name] < 0) | frame[name].isin([math.inf, -math.inf])).any():

@@ -229,7 +229,7 @@ _JSON_FIELDS: dict[str, Any] = {
 def _field_type(column: Any) -> Any:
     """What a file may hold for `column` (`engine.store.schema`: its type, size and `info`),
     without None."""
-    info, kind = column.info, column.type
+    info, coltype = column.info, column.type
     rule = info.get("rule")
     if rule in ("id", "protocol"):
         return Protocol if rule == "protocol" else RunId
@@ -243,36 +243,36 @@ def _field_type(column: Any) -> Any:
         return list[ErrorText] if rule == "error" else _JSON_FIELDS[info["json"]]
     if rule == "error":
         return ErrorText
-    if isinstance(kind, schema.Moment):
+    if isinstance(coltype, schema.Moment):
         return Moment
-    if isinstance(kind, Boolean):
+    if isinstance(coltype, Boolean):
         return bool
-    if isinstance(kind, Integer):
+    if isinstance(coltype, Integer):
         return Count
-    if isinstance(kind, Float):
+    if isinstance(coltype, Float):
         return Seconds
-    if isinstance(kind, String) and kind.length and not isinstance(kind, sql_types.Text):
-        return Annotated[str, Field(max_length=kind.length), AfterValidator(clean_text)]
+    if isinstance(coltype, String) and coltype.length and not isinstance(coltype, sql_types.Text):
+        return Annotated[str, Field(max_length=coltype.length), AfterValidator(clean_text)]
     return Text
 
 
 def _field(column: Any) -> tuple[Any, Any]:
     """`column` as a record's field: (type, default). A file may leave out a column with a
     default, a nullable one, a time or a JSON value (then empty)."""
-    kind = _field_type(column)
+    annotation = _field_type(column)
     info = column.info
     if "json" in info:
         empty = info["empty"]
         if empty is None:
-            return kind | None, None
-        return kind, Field(default_factory=type(empty))
+            return annotation | None, None
+        return annotation, Field(default_factory=type(empty))
     if isinstance(column.type, schema.Moment):  # `Moment` takes None already
-        return kind, None
+        return annotation, None
     if column.nullable:
-        return kind | None, None
+        return annotation | None, None
     if column.default is not None:
-        return kind, column.default.arg
-    return kind, ...
+        return annotation, column.default.arg
+    return annotation, ...
 
 
 def _fields(table: Any) -> dict[str, Any]:
@@ -485,7 +485,7 @@ def _nullable(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
 def _writer(column: Any) -> Callable[[Any], Any]:  # noqa: PLR0911
     """How a value the engine made is written to `column`: never refused (the call was
     made, the run happened), always storable, by the column's type and rule."""
-    info, kind = column.info, column.type
+    info, coltype = column.info, column.type
     rule = info.get("rule")
     if rule == "status":  # an unknown status is written as the last (a turn's "degraded")
         statuses = RUN_STATUSES if column.table.name == "runs" else TURN_STATUSES
@@ -499,15 +499,15 @@ def _writer(column: Any) -> Callable[[Any], Any]:  # noqa: PLR0911
         return lambda value: dumps(empty if value is None else value)
     if rule == "error":
         return error_text
-    if isinstance(kind, (schema.Moment, Boolean)):
-        return (lambda value: value) if isinstance(kind, schema.Moment) else (
+    if isinstance(coltype, (schema.Moment, Boolean)):
+        return (lambda value: value) if isinstance(coltype, schema.Moment) else (
             _nullable(bool) if column.nullable else bool)
-    if isinstance(kind, Integer):
+    if isinstance(coltype, Integer):
         return _nullable(count) if column.nullable else count
-    if isinstance(kind, Float):
+    if isinstance(coltype, Float):
         return _nullable(seconds) if column.nullable else seconds
-    if isinstance(kind, String) and kind.length and not isinstance(kind, sql_types.Text):
-        size = kind.length
+    if isinstance(coltype, String) and coltype.length and not isinstance(coltype, sql_types.Text):
+        size = coltype.length
         return (lambda value: fit(value, size) or None) if column.nullable else (
             lambda value: fit(value, size))
     return lambda value: clean_text(value or "")

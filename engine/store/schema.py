@@ -260,7 +260,7 @@ class FacetRow(Base):
     """A tag or model spec some stored run has, for the runs filters (`engine.store.facets`)."""
 
     __tablename__ = "run_facets"
-    kind: Mapped[str] = mapped_column(String(16), primary_key=True)  # tag | model
+    field: Mapped[str] = mapped_column("kind", String(16), primary_key=True)  # tag | model
     value: Mapped[str] = mapped_column(String(500), primary_key=True)
 
 
@@ -273,7 +273,7 @@ class SearchDocRow(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     run_id: Mapped[str] = mapped_column(String(32), index=True)
     turn_id: Mapped[int | None] = mapped_column(Integer, index=True, nullable=True)
-    kind: Mapped[str] = mapped_column(String(16))  # question | turn | answer
+    source: Mapped[str] = mapped_column("kind", String(16))  # question | turn | answer
     body: Mapped[str] = mapped_column(Text, default="")
 
 
@@ -324,7 +324,7 @@ class EndpointSupportRow(Base):
     grammar ("yes"/"no"); learned once by any process of the deployment, read by the rest."""
 
     __tablename__ = "endpoint_support"
-    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    feature: Mapped[str] = mapped_column("kind", String(16), primary_key=True)
     base_url: Mapped[str] = mapped_column(String(1000), primary_key=True)
     model: Mapped[str] = mapped_column(String(300), primary_key=True)
     value: Mapped[str] = mapped_column(String(32))

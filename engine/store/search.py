@@ -107,11 +107,11 @@ class Match:
                                     **self.params)
 
 
-def where_text(kind: str, turn: dict[str, Any] | None) -> str:
+def where_text(source: str, turn: dict[str, Any] | None) -> str:
     """Where a document sits in its run, in words: `question`, `answer`, or the turn's
     seat, phase and round."""
-    if kind != "turn" or turn is None:
-        return kind
+    if source != "turn" or turn is None:
+        return source
     round_text = f", round {turn['round']}" if turn.get("round") else ""
     return f"{turn['seat']}, {turn['phase']}{round_text}"
 

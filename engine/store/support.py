@@ -27,23 +27,23 @@ def _fits(base_url: str, model: str) -> bool:
     return len(base_url) <= URL_MAX and len(model) <= MODEL_MAX
 
 
-def learned(store: Database, kind: str, base_url: str, model: str) -> str | None:
-    """The value stored for `kind` at (`base_url`, `model`), or None when none is."""
+def learned(store: Database, feature: str, base_url: str, model: str) -> str | None:
+    """The value stored for `feature` at (`base_url`, `model`), or None when none is."""
     if not _fits(base_url, model):
         return None
     with store.reading() as connection:
         value: str | None = connection.execute(select(SUPPORT.c.value).where(
-            SUPPORT.c.kind == kind, SUPPORT.c.base_url == base_url,
+            SUPPORT.c.kind == feature, SUPPORT.c.base_url == base_url,
             SUPPORT.c.model == model)).scalar_one_or_none()
     return value
 
 
-def learn(store: Database, kind: str, base_url: str, model: str, value: str) -> None:
-    """Store `value` for `kind` at (`base_url`, `model`), replacing what was there."""
+def learn(store: Database, feature: str, base_url: str, model: str, value: str) -> None:
+    """Store `value` for `feature` at (`base_url`, `model`), replacing what was there."""
     if not _fits(base_url, model):
         return
     dialect = postgresql if store.engine.dialect.name == "postgresql" else sqlite
-    row = {"kind": kind, "base_url": base_url, "model": model, "value": value,
+    row = {"kind": feature, "base_url": base_url, "model": model, "value": value,
            "learned_at": now()}
     statement = dialect.insert(SUPPORT).values(**row)
     with store.writing() as connection:

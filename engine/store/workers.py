@@ -173,8 +173,8 @@ def read_job(args: Any) -> CellJob:
     if isinstance(args, Unreadable):
         raise PoisonJob(f"its payload cannot be read ({args.reason})")
     if not isinstance(args, Mapping):
-        kind = _KINDS.get(type(args), f"a {type(args).__name__}")
-        raise PoisonJob(f"its payload is {kind}, not a JSON object")
+        described = _KINDS.get(type(args), f"a {type(args).__name__}")
+        raise PoisonJob(f"its payload is {described}, not a JSON object")
     for key in ("experiment_id", "cell"):
         if key not in args:
             raise PoisonJob(f"its payload has no {key!r} (its keys: "
