@@ -39,6 +39,7 @@ Figures are measured here, never asserted in tests.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import statistics
@@ -182,8 +183,11 @@ def _peak_mb() -> float:
 
 
 def work_experiment(base_url: str, protocol: str, runs: int, concurrency: int,
-                    folder: str) -> dict[str, Any]:
-    """An experiment of `runs` questions of `protocol`, stored in a new SQLite file."""
+                    folder: str, fresh: bool = False) -> dict[str, Any]:
+    """An experiment of `runs` questions of `protocol`, stored in a new SQLite file; `fresh`
+    (a process of its own, its collector off since it started): the collector as
+    `python -m engine experiment run` keeps it, start-up frozen out of its scans before the
+    run (`engine.cli.commands.started`)."""
     from engine import experiments as ex
     from engine.llm.transport import releasing
     from engine.store import Store
@@ -192,6 +196,9 @@ def work_experiment(base_url: str, protocol: str, runs: int, concurrency: int,
     experiment_id = ex.create(store, {"questions": questions,
                                       "configs": [protocol_config(protocol, base_url)],
                                       "concurrency": concurrency, "source": "bench"})
+    if fresh:
+        gc.freeze()
+        gc.enable()
     wall, cpu = time.perf_counter(), time.process_time()
     state = asyncio.run(releasing(ex.arun_experiment(store, experiment_id)))
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
@@ -516,8 +523,9 @@ def main(argv: list[str]) -> int:
     if argv[0] == "serve":
         Server(float(argv[2]), int(argv[1])).serve_forever()
         return 0
+    gc.disable()  # as `python -m engine` starts (engine.__main__)
     url, count, concurrency, protocol, folder = argv[1:6]
-    found = work_experiment(url, protocol, int(count), int(concurrency), folder)
+    found = work_experiment(url, protocol, int(count), int(concurrency), folder, fresh=True)
     print(json.dumps({**found, "peak_mb": _peak_mb()}), flush=True)
     return 0
 
