@@ -254,20 +254,14 @@ def _peak_mb(work: Callable[[], Any]) -> float:
 _RSS_CHILD = """
 import sys
 from engine.bench.dashboard import insights_page
+from engine.bench.serving import high_water_mb
 from engine.reports import runs as history
 from engine.store import Store
 
-def high_water():
-    with open("/proc/self/status", encoding="utf-8") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
 store = Store(sys.argv[1])
-ready = high_water()
+ready = high_water_mb()
 insights_page(store, history.Filters())
-print(ready, high_water())
+print(ready, high_water_mb())
 """
 
 
