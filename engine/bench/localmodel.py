@@ -256,17 +256,12 @@ HEADER = ("protocol", "runs", "usable turns / total", "JSON parsed first time",
           "wall per run")
 
 
-def done_when_table(columns: Sequence[tuple[str, dict[str, dict[str, Any]]]]) -> str:
-    """The table in Markdown: a row per protocol and one for all, each cell holding
-    every column's figure (e.g. before → after) in the order given."""
-    names = [n for n in columns[0][1] if n != "all"] + ["all"]
+def done_when_table(summary: dict[str, dict[str, Any]]) -> str:
+    """The table in Markdown: a row per protocol, then one for all."""
+    names = [n for n in summary if n != "all"] + ["all"]
     lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-    for name in names:
-        cells = [_cells(summary[name]) if name in summary else ["—"] * 7
-                 for _, summary in columns]
-        joined = [" → ".join(values) if len(set(values)) > 1 else values[0]
-                  for values in zip(*cells)]
-        lines.append(f"| {'**all**' if name == 'all' else name} | " + " | ".join(joined) + " |")
+    lines += [f"| {'**all**' if name == 'all' else name} | " + " | ".join(_cells(summary[name]))
+              + " |" for name in names]
     return "\n".join(lines)
 
 
@@ -305,8 +300,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     with serve(args.base_url) as url:
         runs = measure(url, args.runs, structured=args.structured)
-    label = f"structured={args.structured}" if args.structured else "default"
-    print(done_when_table([(label, summarise(runs))]), flush=True)
+    print(done_when_table(summarise(runs)), flush=True)
     return 0
 
 

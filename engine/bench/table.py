@@ -49,38 +49,31 @@ def bench_throughput(runs_each: int = 8) -> list[Row]:
     from engine.simulated import SimulatedChatModel
     from engine.store import Store
 
-    async def many(store: Store | None) -> int:
-        turns = 0
+    async def rate(store: Store | None) -> float:
+        """Turns per second over every protocol's default configuration, `runs_each` times."""
+        turns, start = 0, time.perf_counter()
         for i in range(runs_each):
             for spec in REGISTRY.values():
                 result = await arun_config(default_config(spec, simulated(0)),
                                            f"Question {i}: should the team adopt the plan?",
                                            store=store)
                 turns += len(result.turns)
-        return turns
+        return turns / (time.perf_counter() - start)
 
     with tempfile.TemporaryDirectory() as folder:
-        store = Store(f"sqlite:///{Path(folder) / 'bench.db'}")
-        start = time.perf_counter()
-        turns = asyncio.run(many(store))
-        with_store = turns / (time.perf_counter() - start)
-        start = time.perf_counter()
-        turns = asyncio.run(many(None))
-        without_store = turns / (time.perf_counter() - start)
+        with_store = asyncio.run(rate(Store(f"sqlite:///{Path(folder) / 'bench.db'}")))
+        without_store = asyncio.run(rate(None))
 
         # Overhead: a call through the engine minus the same model's bare ainvoke.
         model = SimulatedChatModel()
         messages = [HumanMessage(content="Topic: x\n\nPresent your strongest opening argument.")]
 
-        async def bare(n: int) -> float:
-            begin = time.perf_counter()
-            for _ in range(n):
+        async def bare() -> None:
+            for _ in range(200):
                 await model.ainvoke(messages)
-            return (time.perf_counter() - begin) / n
 
-        bare_per_call = statistics.median(asyncio.run(bare(200)) for _ in range(3))
-    engine_per_call = 1 / with_store
-    overhead_ms = max(0.0, (engine_per_call - bare_per_call) * 1000)
+        bare_per_call = median_time(lambda: asyncio.run(bare())) / 200
+    overhead_ms = max(0.0, (1 / with_store - bare_per_call) * 1000)
     overhead_no_store_ms = max(0.0, (1 / without_store - bare_per_call) * 1000)
     every = f"{len(REGISTRY)} protocols' defaults x {runs_each}"
     return [
