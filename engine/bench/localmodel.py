@@ -233,7 +233,7 @@ def summarise(runs: Sequence[Measured]) -> dict[str, dict[str, Any]]:
             "timeouts": sum(timed_out(t) for t in turns),
             "unrecorded": sum(not t.ok and not t.error.strip() for t in turns),
             "statuses": sorted({str(run.row["status"]) for run in group}),
-            "wall": sum(run.wall for run in group) / len(group) if group else 0.0,
+            "wall": round(sum(run.wall for run in group) / len(group), 1) if group else 0.0,
         }
     return out
 
@@ -273,18 +273,13 @@ def bench_local_model(base_url: str | None = None, runs_each: int = 2) -> list[R
     with serve(base_url) as url:
         counts = summarise(measure(url, runs_each))["all"]
     what = f"local model {MODEL}, every protocol x {runs_each}, cap {CAP}"
-    return [
-        fact(f"{what}: usable turns", counts["usable"], f"of {counts['turns']} turns"),
-        fact(f"{what}: JSON replies parsed first time", counts["json_first"],
-             f"of {counts['json_asked']}", "90%"),
-        fact(f"{what}: runs with a real winner", counts["winner"],
-             f"of {counts['names_winner']} runs"),
-        fact(f"{what}: judge sections parsed", counts["judge_parsed"],
-             f"of {counts['judge_turns']} judge turns"),
-        fact(f"{what}: longest reply", counts["longest"], "tokens", f"<= {CAP}"),
-        fact(f"{what}: time-outs", counts["timeouts"], "", "0"),
-        fact(f"{what}: wall per run", round(counts["wall"], 1), "s"),
-    ]
+    return [fact(f"{what}: {title}", counts[key], unit, target) for title, key, unit, target in (
+        ("usable turns", "usable", f"of {counts['turns']} turns", ""),
+        ("JSON replies parsed first time", "json_first", f"of {counts['json_asked']}", "90%"),
+        ("runs with a real winner", "winner", f"of {counts['names_winner']} runs", ""),
+        ("judge sections parsed", "judge_parsed", f"of {counts['judge_turns']} judge turns", ""),
+        ("longest reply", "longest", "tokens", f"<= {CAP}"), ("time-outs", "timeouts", "", "0"),
+        ("wall per run", "wall", "s", ""))]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
