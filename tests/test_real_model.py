@@ -76,8 +76,9 @@ def test_the_measurement_counts_what_the_table_says():
     assert 0 < everything["json_first"] <= everything["json_asked"]
     assert everything["statuses"] == ["completed"] and everything["over_cap"] == 0
     assert everything["names_winner"] < len(REGISTRY)  # one protocol names no final answer
-    table = done_when_table([("before", summary), ("after", summary)])
-    assert table.count("\n") == len(REGISTRY) + 2 and "→" not in table
+    table = done_when_table(summary)
+    assert table.count("\n") == len(REGISTRY) + 2 and table.splitlines()[-1].startswith(
+        "| **all** | ")
 
 
 def test_a_server_that_dies_on_its_first_request_is_named_with_its_signal():
@@ -107,7 +108,7 @@ def test_every_protocol_runs_and_ends_with_a_status(runs, capsys):
     with capsys.disabled():  # the Done-when table in CI's log
         paths = Counter(t.output_mode for t in all_turns(runs) if t.output_mode)
         print(f"\nSmolLM2-135M, every protocol once, cap {CAP} tokens; JSON paths "
-              f"{dict(paths)}:\n" + done_when_table([("", summarise(runs))]))
+              f"{dict(paths)}:\n" + done_when_table(summarise(runs)))
 
 
 def test_every_failed_turn_has_its_error(runs):

@@ -90,15 +90,11 @@ def _fill(url: str, n: int) -> dict[str, str]:
     """The stored runs and one experiment; the ids the pages open."""
     from engine import experiments as ex
     from engine.bench.choice import busiest, cheapest, default_config
-    from engine.bench.dashboard import make_fixture, run_id
+    from engine.bench.dashboard import make_fixture, with_turns
     from engine.store import Store
-    make_fixture(url, n)
+    turned = make_fixture(url, n)
     store = Store(url)
-    everything = store.runs(limit=2000)
-    name = busiest().name
-    chosen = everything[(everything["protocol"] == name) & (everything["status"] == "completed")]
-    detail = str(chosen["id"].iloc[0]) if not chosen.empty else run_id(0)
-    other = str(chosen["id"].iloc[1]) if len(chosen) > 1 else run_id(1)
+    detail, other = with_turns(store, turned, busiest().name)[:2]
     plan = ex.plan({"name": "browser bench", "questions": "definite", "repeats": 1,
                     "configs": [{**default_config(cheapest()), "label": "cheapest"},
                                 {**default_config(busiest()), "label": "busiest"}]},

@@ -45,15 +45,10 @@ def bench_live(repeats: int = 200) -> list[Row]:
         old_ms, new_ms = median_time(before, repeats) * 1000, median_time(after, repeats) * 1000
         store.close()
     what = f"live poll after one new turn of a {turns}-turn {spec.name} run"
-    return [
-        fact(f"{what}, get(): rows read", old.rows, "rows",
-             note=f"{old.statements} statements"),
-        fact(f"{what}, get(): bytes read", old.bytes, "B"),
-        fact(f"{what}, get(): time", round(old_ms, 3), "ms"),
-        fact(f"{what}, run_state + turns_after: rows read", new.rows, "rows",
-             note=f"{new.statements} statements"),
-        fact(f"{what}, run_state + turns_after: bytes read", new.bytes, "B"),
-        fact(f"{what}, run_state + turns_after: time", round(new_ms, 3), "ms"),
+    polls = (("get()", old, old_ms), ("run_state + turns_after", new, new_ms))
+    return [*(row for how, read, ms in polls for row in (
+        fact(f"{what}, {how}: rows read", read.rows, "rows", note=f"{read.statements} statements"),
+        fact(f"{what}, {how}: bytes read", read.bytes, "B"),
+        fact(f"{what}, {how}: time", round(ms, 3), "ms"))),
         fact("live poll bytes read, run_state + turns_after / get()",
-             round(new.bytes / old.bytes, 4), "x"),
-    ]
+             round(new.bytes / old.bytes, 4), "x")]

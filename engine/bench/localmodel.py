@@ -233,7 +233,7 @@ def summarise(runs: Sequence[Measured]) -> dict[str, dict[str, Any]]:
             "timeouts": sum(timed_out(t) for t in turns),
             "unrecorded": sum(not t.ok and not t.error.strip() for t in turns),
             "statuses": sorted({str(run.row["status"]) for run in group}),
-            "wall": sum(run.wall for run in group) / len(group) if group else 0.0,
+            "wall": round(sum(run.wall for run in group) / len(group), 1) if group else 0.0,
         }
     return out
 
@@ -256,17 +256,12 @@ HEADER = ("protocol", "runs", "usable turns / total", "JSON parsed first time",
           "wall per run")
 
 
-def done_when_table(columns: Sequence[tuple[str, dict[str, dict[str, Any]]]]) -> str:
-    """The table in Markdown: a row per protocol and one for all, each cell holding
-    every column's figure (e.g. before → after) in the order given."""
-    names = [n for n in columns[0][1] if n != "all"] + ["all"]
+def done_when_table(summary: dict[str, dict[str, Any]]) -> str:
+    """The table in Markdown: a row per protocol, then one for all."""
+    names = [n for n in summary if n != "all"] + ["all"]
     lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-    for name in names:
-        cells = [_cells(summary[name]) if name in summary else ["—"] * 7
-                 for _, summary in columns]
-        joined = [" → ".join(values) if len(set(values)) > 1 else values[0]
-                  for values in zip(*cells)]
-        lines.append(f"| {'**all**' if name == 'all' else name} | " + " | ".join(joined) + " |")
+    lines += [f"| {'**all**' if name == 'all' else name} | " + " | ".join(_cells(summary[name]))
+              + " |" for name in names]
     return "\n".join(lines)
 
 
@@ -278,18 +273,13 @@ def bench_local_model(base_url: str | None = None, runs_each: int = 2) -> list[R
     with serve(base_url) as url:
         counts = summarise(measure(url, runs_each))["all"]
     what = f"local model {MODEL}, every protocol x {runs_each}, cap {CAP}"
-    return [
-        fact(f"{what}: usable turns", counts["usable"], f"of {counts['turns']} turns"),
-        fact(f"{what}: JSON replies parsed first time", counts["json_first"],
-             f"of {counts['json_asked']}", "90%"),
-        fact(f"{what}: runs with a real winner", counts["winner"],
-             f"of {counts['names_winner']} runs"),
-        fact(f"{what}: judge sections parsed", counts["judge_parsed"],
-             f"of {counts['judge_turns']} judge turns"),
-        fact(f"{what}: longest reply", counts["longest"], "tokens", f"<= {CAP}"),
-        fact(f"{what}: time-outs", counts["timeouts"], "", "0"),
-        fact(f"{what}: wall per run", round(counts["wall"], 1), "s"),
-    ]
+    return [fact(f"{what}: {title}", counts[key], unit, target) for title, key, unit, target in (
+        ("usable turns", "usable", f"of {counts['turns']} turns", ""),
+        ("JSON replies parsed first time", "json_first", f"of {counts['json_asked']}", "90%"),
+        ("runs with a real winner", "winner", f"of {counts['names_winner']} runs", ""),
+        ("judge sections parsed", "judge_parsed", f"of {counts['judge_turns']} judge turns", ""),
+        ("longest reply", "longest", "tokens", f"<= {CAP}"), ("time-outs", "timeouts", "", "0"),
+        ("wall per run", "wall", "s", ""))]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -305,8 +295,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     with serve(args.base_url) as url:
         runs = measure(url, args.runs, structured=args.structured)
-    label = f"structured={args.structured}" if args.structured else "default"
-    print(done_when_table([(label, summarise(runs))]), flush=True)
+    print(done_when_table(summarise(runs)), flush=True)
     return 0
 
 

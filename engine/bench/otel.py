@@ -1,14 +1,14 @@
 """The cost of OpenTelemetry export: simulated runs with `OTEL_EXPORTER_OTLP_ENDPOINT` unset
 (what every run pays: one lookup of the environment, no exporter imported) and with the
-export on, to a receiver on loopback that accepts and discards each batch."""
+export on, to a receiver on loopback (`engine.bench.http`'s server, a process of its own) that
+accepts and discards each batch."""
 from __future__ import annotations
 
 import os
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from engine.bench.http import serving
 from engine.bench.table import Row, fact, median_run_ms
 
 
@@ -19,17 +19,6 @@ def _config() -> dict[str, Any]:
     return {**default_config(crowd_by_rounds()), "options": {"rounds": 2}}
 
 
-class _Discard(BaseHTTPRequestHandler):
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def do_POST(self) -> None:  # noqa: N802
-        self.rfile.read(int(self.headers.get("Content-Length", 0) or 0))
-        self.send_response(200)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-
 def bench_otel(runs: int = 200) -> list[Row]:
     """Median wall time of a simulated society run (6 calls) with export off and on, and
     how many exporter modules the runs with it off imported."""
@@ -38,18 +27,12 @@ def bench_otel(runs: int = 200) -> list[Row]:
     try:
         off = median_run_ms(_config(), runs)
         imported = sum(1 for m in sys.modules if m.startswith("opentelemetry.exporter"))
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _Discard)
-        thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-        thread.start()
-        os.environ[otel.ENDPOINT_ENV] = f"http://127.0.0.1:{server.server_address[1]}"
-        try:
+        with serving() as (url, _):  # the bench's loopback server accepts each batch
+            os.environ[otel.ENDPOINT_ENV] = url.removesuffix("/v1")
             on = median_run_ms(_config(), runs)
             otel.flush()
-        finally:
-            server.shutdown()
-            server.server_close()
-            os.environ.pop(otel.ENDPOINT_ENV, None)
     finally:
+        os.environ.pop(otel.ENDPOINT_ENV, None)
         os.environ.update(saved)
     return [
         fact(f"simulated society run (6 calls), OpenTelemetry unset: median of {runs}",

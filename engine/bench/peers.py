@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.bench.http import MODEL, PROMPT, serving, spec
+from engine.bench.http import MODEL, questions, serving, spec
 from engine.bench.serving import high_water_mb
 from engine.bench.table import Row, fact
 
@@ -57,11 +57,6 @@ class Outcome:
     peak_mb: float
     answered: int
     failed: int
-
-
-def questions(count: int) -> list[str]:
-    """The questions every side asks, the same text as the HTTP rows' (`engine.bench.http`)."""
-    return [f"Question {i}: {PROMPT}" for i in range(count)]
 
 
 def timed(command: list[str], folder: Path, env: Mapping[str, str] | None = None,

@@ -2,7 +2,7 @@
 tests.
 
 The engine's throughput, per-call overhead and critical paths are measured here; every other
-section comes from its own module (`_sections` lists them in the table's order). The peers and
+section comes from its own module (`SECTION_TABLE` lists them in the table's order). The peers and
 local-model sections, minutes of other tools' or a real model's work, run only when `--only`
 names them; the workers sections need PostgreSQL (`--db-url` or PARLEY_TEST_PG_URL).
 Protocols are read from the registry, never named here. `--json` prints the rows with where
@@ -12,7 +12,6 @@ and when each section was measured; the docs' benchmark tables are rendered from
 from __future__ import annotations
 
 import asyncio
-import functools
 import importlib
 import itertools
 import json
@@ -50,38 +49,31 @@ def bench_throughput(runs_each: int = 8) -> list[Row]:
     from engine.simulated import SimulatedChatModel
     from engine.store import Store
 
-    async def many(store: Store | None) -> int:
-        turns = 0
+    async def rate(store: Store | None) -> float:
+        """Turns per second over every protocol's default configuration, `runs_each` times."""
+        turns, start = 0, time.perf_counter()
         for i in range(runs_each):
             for spec in REGISTRY.values():
                 result = await arun_config(default_config(spec, simulated(0)),
                                            f"Question {i}: should the team adopt the plan?",
                                            store=store)
                 turns += len(result.turns)
-        return turns
+        return turns / (time.perf_counter() - start)
 
     with tempfile.TemporaryDirectory() as folder:
-        store = Store(f"sqlite:///{Path(folder) / 'bench.db'}")
-        start = time.perf_counter()
-        turns = asyncio.run(many(store))
-        with_store = turns / (time.perf_counter() - start)
-        start = time.perf_counter()
-        turns = asyncio.run(many(None))
-        without_store = turns / (time.perf_counter() - start)
+        with_store = asyncio.run(rate(Store(f"sqlite:///{Path(folder) / 'bench.db'}")))
+        without_store = asyncio.run(rate(None))
 
         # Overhead: a call through the engine minus the same model's bare ainvoke.
         model = SimulatedChatModel()
         messages = [HumanMessage(content="Topic: x\n\nPresent your strongest opening argument.")]
 
-        async def bare(n: int) -> float:
-            begin = time.perf_counter()
-            for _ in range(n):
+        async def bare() -> None:
+            for _ in range(200):
                 await model.ainvoke(messages)
-            return (time.perf_counter() - begin) / n
 
-        bare_per_call = statistics.median(asyncio.run(bare(200)) for _ in range(3))
-    engine_per_call = 1 / with_store
-    overhead_ms = max(0.0, (engine_per_call - bare_per_call) * 1000)
+        bare_per_call = median_time(lambda: asyncio.run(bare())) / 200
+    overhead_ms = max(0.0, (1 / with_store - bare_per_call) * 1000)
     overhead_no_store_ms = max(0.0, (1 / without_store - bare_per_call) * 1000)
     every = f"{len(REGISTRY)} protocols' defaults x {runs_each}"
     return [
@@ -172,25 +164,6 @@ SECTION_TABLE: tuple[tuple[str, str, str, dict[str, Any], dict[str, Any]], ...] 
 )
 
 
-def _sections(quick: bool = False, base_url: str | None = None, db_url: str | None = None,
-              sizes: Sequence[int] | None = None) -> list[tuple[str, Callable[[], list[Row]]]]:
-    """Every section of the table, in its order: (name `--only` matches, what measures it,
-    imported only when its section runs). `sizes`: the dashboard's stored-run counts, a set
-    of rows each (default 10,000; 1,000 with `quick`)."""
-    given: dict[str, dict[str, Any]] = {
-        "dashboard": {"counts": list(sizes)} if sizes else {},
-        "local-model": {"base_url": base_url},
-        "workers": {"db_url": db_url}, "worker-overhead": {"db_url": db_url}}
-    return [(name, functools.partial(_call, module, function,
-                                     **{**(small if quick else full), **given.get(name, {})}))
-            for name, module, function, full, small in SECTION_TABLE]
-
-
-def _call(module: str, function: str, **kwargs: Any) -> list[Row]:
-    """`engine.bench.module.function(**kwargs)`, imported only when its section runs."""
-    return list(getattr(importlib.import_module(f"engine.bench.{module}"), function)(**kwargs))
-
-
 SECTIONS = tuple(row[0] for row in SECTION_TABLE)
 
 
@@ -227,14 +200,21 @@ def collect(quick: bool = False, only: list[str] | None = None, base_url: str | 
     """Every chosen section's rows, each with where and when it was measured: its section, the
     command that measures it again, the UTC time the section ended, its wall time, the load
     average (1, 5, 15 min: `os.getloadavg()`, what `uptime` prints) before and after it, the
-    machine's CPUs, the commit and `remark` (what else the machine was doing)."""
+    machine's CPUs, the commit and `remark` (what else the machine was doing). `sizes`: the
+    dashboard's stored-run counts, a set of rows each (default 10,000; 1,000 with `quick`)."""
+    given: dict[str, dict[str, Any]] = {  # the arguments a section takes from the command
+        "dashboard": {"counts": list(sizes)} if sizes else {},
+        "local-model": {"base_url": base_url},
+        "workers": {"db_url": db_url}, "worker-overhead": {"db_url": db_url}}
     rows: list[Row] = []
     commit, cpus = _commit(), os.cpu_count()
-    for name, run in _sections(quick, base_url, db_url, sizes):
+    for name, module, function, full, small in SECTION_TABLE:
         if not _chosen(name, only):
             continue
         load_before, start = _load(), time.perf_counter()
-        found = run()
+        # its module imported only when the section runs
+        found = getattr(importlib.import_module(f"engine.bench.{module}"), function)(
+            **{**(small if quick else full), **given.get(name, {})})
         seconds = round(time.perf_counter() - start, 1)
         when = datetime.now(UTC).isoformat(timespec="seconds")
         context = {"command": command(name, quick, sizes), "measured_at": when, "seconds": seconds,
