@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from engine.reports import consensus
-from engine.reports import runs as history
 from engine.reports.reliability import reliability_figure
+from engine.store import RunFilters
 from pages import _shared
 
 if TYPE_CHECKING:
@@ -23,7 +23,7 @@ md = _shared.md
 def insights_report(_store: Store, url: str, stamp: tuple, args: tuple, kind: str
                     ) -> consensus.ConsensusReport:
     """Insights' report over the matching runs, made again only when the runs changed."""
-    return consensus.from_store(_store, history.Filters(**dict(args)), kind)
+    return consensus.from_store(_store, RunFilters(**dict(args)), kind)
 
 
 def show(report: consensus.ConsensusReport, key: str) -> None:

@@ -581,8 +581,8 @@ def show_pareto(summary: pd.DataFrame, key: str = "exp") -> None:
             st.caption(md(f"No configuration has both scored runs and a known {what} per run"
                           + (f" (not placed: {', '.join(unplaced)})." if unplaced else ".")))
             continue
-        st.vega_lite_chart(spec=pareto.pareto_chart(rows, f"Accuracy against {what} "
-                                                             "per run", x), key=f"{key}-{x}")
+        st.vega_lite_chart(spec=vega.pareto(rows, f"Accuracy against {what} per run", x),
+                           key=f"{key}-{x}")
         st.caption(md(pareto.caption(rows, unplaced, x)))
 
 

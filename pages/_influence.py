@@ -8,7 +8,7 @@ import streamlit as st
 
 from engine import Store
 from engine.reports import influence, vega
-from engine.reports.runs import Filters
+from engine.store import RunFilters
 from pages import _shared
 
 CAPTION = (
@@ -25,7 +25,7 @@ SHOWN_LINKS = 20  # run links listed under a picked cell
 @st.cache_data(max_entries=16, show_spinner="Counting who moved whom…")
 def table(_store: Store, url: str, stamp: tuple, args: tuple, kind: str) -> pd.DataFrame:
     """The matrices over the matching runs, made again only when the stored runs changed."""
-    return influence.from_store(_store, Filters(**dict(args)), kind)
+    return influence.from_store(_store, RunFilters(**dict(args)), kind)
 
 
 def _runs_of(cells: pd.DataFrame, mover: str, moved: str) -> None:

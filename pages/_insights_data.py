@@ -15,27 +15,27 @@ import streamlit as st
 from engine import Store
 from engine.reports import answers as opening
 from engine.reports import charts, insights, vega
-from engine.reports import runs as history
+from engine.store import RunFilters
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def load_summary(_store: Store, url: str, stamp: tuple, args: tuple) -> pd.DataFrame:
     """The matching runs added up in the store (a few hundred rows however many runs
     match), read again only when the stored runs changed (`stamp`)."""
-    return insights.load_summary(_store, history.Filters(**dict(args)))
+    return insights.load_summary(_store, RunFilters(**dict(args)))
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def answers(_store: Store, url: str, stamp: tuple, args: tuple, kind: str) -> list:
     """The three answers the page opens on (`engine.reports.answers`: one grouped query in
     the store), made again only when the runs changed."""
-    return opening.report(_store, history.Filters(**dict(args)), kind)
+    return opening.report(_store, RunFilters(**dict(args)), kind)
 
 
 @st.cache_data(max_entries=32, show_spinner="Adding up the runs…")
 def build(_store: Store, url: str, stamp: tuple, args: tuple, kind: str, only: tuple) -> list:
     """The chosen sections over the matching runs, made again only when the runs changed."""
-    filters = history.Filters(**dict(args))
+    filters = RunFilters(**dict(args))
     return insights.report_from_store(_store, filters, kind, only,
                                       load_summary(_store, url, stamp, args))
 

@@ -35,7 +35,7 @@ from engine.llm.providers import providers_status
 from engine.redaction import redact, redact_log_records, secret_values
 from engine.services.stores import served_store
 from engine.services.tasks import TaskRunner
-from engine.store import DEFAULT_URL
+from engine.store import DEFAULT_URL, RunFilters
 
 
 def _secrets() -> dict[str, Any]:
@@ -448,8 +448,9 @@ def render_blocks(blocks: Iterable[Any]) -> None:
                                                title=block.title), key=f"block-{number}",
                                width="content")
         elif block.kind == "flow":
-            from engine.reports import charts, insights
-            st.plotly_chart(charts.sankey(insights.flow_links(pd.DataFrame(block.rows)),
+            from engine.reports import charts
+            from engine.views.ballots import flow_links
+            st.plotly_chart(charts.sankey(flow_links(pd.DataFrame(block.rows)),
                                           **({"title": block.title} if block.title else {})),
                             key=f"block-{number}")
         elif block.kind == "warning":
@@ -541,5 +542,6 @@ def filter_widgets(choices: dict[str, list[str]], key: str, bind: bool = False) 
         "Created between (UTC)", value=[], key=f"{key}_dates"))
     search = bottom[2].text_input("Search question, label or run id", key=f"{key}_search",
                                  bind=bound)
-    return history.Filters(protocol or None, label or None, tag or None, model or None,
-                            status or None, search or None, since, until)
+    return RunFilters(protocol=protocol or None, label=label or None, tag=tag or None,
+                      model=model or None, status=status or None, search=search or None,
+                      since=since, until=until)

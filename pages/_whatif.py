@@ -7,7 +7,7 @@ import streamlit as st
 
 from engine import Store
 from engine.reports import whatif
-from engine.reports.runs import Filters
+from engine.store import RunFilters
 from pages import _shared
 
 SHOWN = ["rule", "runs", "stopped early", "accuracy as run", "accuracy with rule",
@@ -31,7 +31,7 @@ CAPTION = (
 def table(_store: Store, url: str, stamp: tuple, args: tuple, kind: str,
           experiment_id: str | None = None) -> pd.DataFrame:
     """The replay of the matching runs, made again only when the stored runs changed."""
-    return whatif.what_if_from_store(_store, Filters(**dict(args)), kind,
+    return whatif.what_if_from_store(_store, RunFilters(**dict(args)), kind,
                                      experiment_id=experiment_id)
 
 

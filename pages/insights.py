@@ -100,13 +100,13 @@ counted = {"real": int(summary["n"].sum()) - simulated, "simulated": simulated,
 # ones they were reading); on a first visit, the real runs when there are any.
 chosen = st.session_state.get("insights-kind-chosen")
 kind = st.segmented_control(
-    "Runs", list(insights.KINDS), default=chosen if chosen in insights.KINDS
-    else insights.default_kind(summary),
+    "Runs", list(aggregate.KINDS), default=chosen if chosen in aggregate.KINDS
+    else aggregate.default_kind(summary),
     format_func=lambda k: f"{KIND_NAMES[k]} ({counted[k]:,})", key="insights-kind",
     bind="query-params",
     help="Simulated runs (any seat played by the offline simulated model) and real runs are "
          "never pooled: both side by side labels every simulated group \"(simulated)\".",
-) or insights.default_kind(summary)
+) or aggregate.default_kind(summary)
 st.session_state["insights-kind-chosen"] = kind
 hidden = {"real": simulated, "simulated": int(summary["n"].sum()) - simulated, "both": 0}[kind]
 if hidden:

@@ -10,6 +10,7 @@ import streamlit as st
 from engine import ConfigError
 from engine.reports import runs as history
 from engine.services.rerun import original_of
+from engine.views.ballots import flow_links
 from engine.views.blocks import worlds
 from pages import _labels, _shared
 
@@ -244,7 +245,7 @@ def show_actions(detail: history.RunDetail) -> None:
 
 
 def show_result(detail: history.RunDetail) -> None:
-    from engine.reports import charts, insights, vega  # figures: only a run's detail draws them
+    from engine.reports import charts, vega  # figures: only a run's detail draws them
     if not detail.blocks and detail.run["status"] == "running":
         st.info("This run is still going: its result shows here when it ends; its turns so "
                 "far are in the transcript.")
@@ -262,7 +263,7 @@ def show_result(detail: history.RunDetail) -> None:
         st.caption("Votes per normalised stance; the winner is the darker bar.")
     if detail.flows is not None:
         st.subheader("Mind changes")
-        st.plotly_chart(charts.sankey(insights.flow_links(detail.flows)), key="flows")
+        st.plotly_chart(charts.sankey(flow_links(detail.flows)), key="flows")
         st.caption("Each band is one debater: its stance before the critique (left) and after "
                    "its rebuttal (right).")
     if detail.dynamics is not None:

@@ -10,7 +10,8 @@ from typing import Any
 import pandas as pd
 
 from engine.reports import insights
-from engine.reports.runs import Filters, protocol_titles
+from engine.reports.runs import protocol_titles
+from engine.store import RunFilters
 from engine.store.aggregates import SUMMARY_KEYS, SUMMARY_SUMS
 from engine.views.aggregate import (
     SIMULATED_SUFFIX,
@@ -33,12 +34,12 @@ def side_by_side(runs: pd.DataFrame, column: str) -> tuple[pd.DataFrame, dict[st
     return insights._side_by_side(rates)
 
 
-def load_runs(store: Any, filters: Filters) -> pd.DataFrame:
+def load_runs(store: Any, filters: RunFilters) -> pd.DataFrame:
     """The runs matching `filters`, flattened for the aggregations (metrics, not results)."""
     return flatten(store.runs(**filters.store_args(), with_config=False))
 
 
-def results_loader(store: Any, filters: Filters) -> Results:
+def results_loader(store: Any, filters: RunFilters) -> Results:
     """`results(protocol)`: the completed runs of one protocol matching `filters`, with their
     stored results."""
     def results(protocol: str) -> pd.DataFrame:

@@ -172,8 +172,8 @@ def test_a_persona_picked_for_a_seat_names_it_in_the_tally_and_on_insights(db_ur
     assert list(run["result"]["tally"]["ballots"]) == ["cfo", "cto", "Lee"]
     assert [s["name"] for s in run["config"]["seats"]["debaters"]] == ["cfo", "cto", "Lee"]
     from engine.reports import insights
-    from engine.reports.runs import Filters
-    section = next(s for s in insights.report_from_store(store, Filters(), only=["panel"]))
+    from engine.store import RunFilters
+    section = next(s for s in insights.report_from_store(store, RunFilters(), only=["panel"]))
     chart = next(c for c in section.charts
                  if c.title.startswith("Mind-change rate per persona"))
     assert set(chart.data["group"]) == {"cfo", "cto", "literal"}

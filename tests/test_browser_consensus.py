@@ -15,7 +15,7 @@ from engine import experiments as ex
 from engine.protocols.council import run_council
 from engine.protocols.society import run_society
 from engine.reports import consensus
-from engine.reports.runs import Filters
+from engine.store import RunFilters
 
 
 def test_dynamics_strip_and_the_consensus_view(app, page, shots):  # noqa: F811
@@ -48,7 +48,7 @@ def test_dynamics_strip_and_the_consensus_view(app, page, shots):  # noqa: F811
     pill = page.locator(".st-key-insights-sections button").filter(has_text="Consensus earned?")
     rerun(page, pill.click)
     main.get_by_role("heading", name="Consensus earned?").wait_for()
-    report = consensus.from_store(store, Filters(), "simulated")
+    report = consensus.from_store(store, RunFilters(), "simulated")
     assert report.configurations == ["society 5x3 (simulated)", "council (simulated)"]
     for row in report.table.to_dict("records"):  # each configuration's verdict, with n
         expect(main).to_contain_text(consensus.flag_text(row))

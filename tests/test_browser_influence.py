@@ -12,7 +12,7 @@ from plugins.browser import expect, goto, ready, rerun, settle
 from engine import Store
 from engine.protocols import arun_config, run_sync
 from engine.reports import influence
-from engine.reports.runs import Filters
+from engine.store import RunFilters
 
 PERSONAS = {"Skeptic": "You doubt every claim until it is shown.",
             "Follower": "You go along with what most others say.",
@@ -58,7 +58,7 @@ def test_influence_what_if_and_fork(app, page, shots):  # noqa: F811
     base, db_url = app
     ids = fill(db_url)
     store = Store(db_url)
-    cells = influence.block(influence.from_store(store, Filters(), "simulated"),
+    cells = influence.block(influence.from_store(store, RunFilters(), "simulated"),
                             "simulated", "persona")
     assert not cells.empty and set(cells["mover"]) <= set(PERSONAS)
     busiest = cells.sort_values(["runs", "mover", "moved"], ascending=[False, True, True]

@@ -21,7 +21,7 @@ from engine.protocols import answers_by_round, metrics_of
 from engine.protocols.panel import run_panel
 from engine.protocols.society import run_society
 from engine.reports import consensus
-from engine.reports.runs import Filters
+from engine.store import RunFilters
 from engine.simulated.world import majority, same
 from engine.store.schema import RunRow
 
@@ -217,10 +217,10 @@ def test_the_report_reads_stored_votes_and_works_out_old_runs_once(tmp_path):
     for q in range(6):
         run_society(f"What is {q}+{q}?", agents=[f"simulated?seed={q}"] * 3, rounds=2,
                     store=db, expected=str(2 * q), label="society")
-    fresh = consensus.from_store(db, Filters(), "simulated")
+    fresh = consensus.from_store(db, RunFilters(), "simulated")
     assert fresh.simulated == "all" and fresh.configurations == ["society (simulated)"]
     assert int(fresh.table.iloc[0]["runs"]) == 6
-    assert consensus.from_store(db, Filters(), "real").table.empty  # never pooled
+    assert consensus.from_store(db, RunFilters(), "real").table.empty  # never pooled
     # a run stored before metrics kept round_votes: worked out from its stored result
     runs = db.runs(with_config=False)
     with db.engine.begin() as connection:
@@ -228,7 +228,7 @@ def test_the_report_reads_stored_votes_and_works_out_old_runs_once(tmp_path):
             connection.execute(update(RunRow).where(RunRow.id == run_id).values(
                 metrics=json.dumps({k: v for k, v in metrics.items() if k != "round_votes"})))
     assert all("round_votes" not in m for m in db.runs(with_config=False)["metrics"])
-    old = consensus.from_store(db, Filters(), "simulated")
+    old = consensus.from_store(db, RunFilters(), "simulated")
     pd.testing.assert_frame_equal(old.table, fresh.table)
 
 

@@ -181,23 +181,23 @@ def test_an_experiments_summary_shows_cost_per_run(server, db, capsys):
 
 def test_insights_shows_cost_per_run_beside_tokens(server, db):
     from engine.reports import insights
-    from engine.reports.runs import Filters
+    from engine.store import RunFilters
     store = Store(db)
     priced = [run("vote", "openai:stub-model?endpoint=priced", db) for _ in range(2)]
 
-    def cost_metric(store_filters: Filters) -> str:
+    def cost_metric(store_filters: RunFilters) -> str:
         summary = insights.load_summary(store, store_filters)
         section = insights.cost_of(summary, frames.load_runs(store, store_filters))
         return dict(section.metrics)["Cost per run"]
     mean = sum(r.cost_usd for r in priced) / 2
-    assert cost_metric(Filters()) == f"${mean:.4f}"
+    assert cost_metric(RunFilters()) == f"${mean:.4f}"
     # the SQL path (Store.run_summary) and the frame path add costs up alike
-    by_sql = insights.load_summary(store, Filters())
-    by_frame = frames.summarise(frames.load_runs(store, Filters()))
+    by_sql = insights.load_summary(store, RunFilters())
+    by_frame = frames.summarise(frames.load_runs(store, RunFilters()))
     assert by_sql["cost"].sum() == pytest.approx(by_frame["cost"].sum())
     run("vote", "openai:stub-model?endpoint=free", db)
-    assert cost_metric(Filters()) == UNKNOWN_COST
-    assert int(insights.load_summary(store, Filters())["unpriced"].sum()) == 1
+    assert cost_metric(RunFilters()) == UNKNOWN_COST
+    assert int(insights.load_summary(store, RunFilters())["unpriced"].sum()) == 1
 
 
 def test_the_app_says_what_is_wrong_with_malformed_prices(db, monkeypatch):

@@ -553,12 +553,12 @@ def test_a_failed_judge_gives_no_answer_and_counts_as_unanswered(recording_model
 
 def test_scored_debates_count_in_insights_accuracy(recording_model, store):
     from engine.reports.insights import report_from_store
-    from engine.reports.runs import Filters
+    from engine.store import RunFilters
     for answer in ("0.05", "0.10", ""):
         run_debate(TOPIC, proponent=recording_model(["p"]), opponent=recording_model(["c"]),
                    judge=recording_model([judge_saying(f"ANSWER: {answer}" if answer else "")]),
                    max_rounds=1, retries=0, expected="0.05", store=store)
-    sections = {s.key: s for s in report_from_store(store, Filters())}
+    sections = {s.key: s for s in report_from_store(store, RunFilters())}
     accuracy = dict(sections["accuracy"].metrics)
     # rate, Wilson, n; the judge that gave no answer is wrong (DESIGN 4), counted apart too
     assert accuracy == {"Scored runs": "3", "Correct": "33% [6%–79%] n=3", "Unanswered": "1"}

@@ -11,6 +11,7 @@ from engine import REGISTRY, Store
 from engine.protocols import arun_config, run_sync
 from engine.questions import DEFINITE
 from engine.reports import drill, insights, vega
+from engine.store import RunFilters
 from engine.views.blocks import Chart
 
 RUNS_PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "runs.py")
@@ -24,7 +25,7 @@ def stored(tmp_path) -> tuple[Store, list]:
             run_sync(arun_config({"protocol": protocol, "model": "simulated"},
                                  DEFINITE[0].text, store=store, label=label,
                                  expected=DEFINITE[0].expected))
-    return store, insights.report_from_store(store, insights.Filters())
+    return store, insights.report_from_store(store, RunFilters())
 
 
 def traces(chart: Chart) -> list[str]:

@@ -30,7 +30,8 @@ from engine.protocols.storing import import_runs, open_store
 from engine.questions import DEFINITE
 from engine.reports import experiments as reports
 from engine.reports import insights
-from engine.reports.runs import Filters, history_table
+from engine.reports.runs import history_table
+from engine.store import RunFilters
 
 PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "insights.py")
 FAILING = "simulated?fail=1"
@@ -182,7 +183,7 @@ def test_placeholders_never_reach_the_mean_judge_confidence(store):
     debate(store, judge="simulated?seed=4")
 
     def mean() -> str:
-        sections = insights.report_from_store(store, Filters())
+        sections = insights.report_from_store(store, RunFilters())
         return dict(next(s for s in sections if s.key == "debate").metrics)[
             "Mean judge confidence"]
 
@@ -191,7 +192,7 @@ def test_placeholders_never_reach_the_mean_judge_confidence(store):
     debate(store, judge=FAILING)
     debate(store, everyone=FAILING, judge=FAILING)
     assert mean() == before
-    overview = dict(insights.report_from_store(store, Filters())[0].metrics)
+    overview = dict(insights.report_from_store(store, RunFilters())[0].metrics)
     assert (overview["Runs"], overview["Completed"], overview["Degraded"],
             overview["Failed"]) == ("4", "3", "1", "1")
 

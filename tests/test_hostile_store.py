@@ -20,7 +20,7 @@ from engine.protocols.storing import import_runs
 from engine.reports import insights
 from engine.reports import runs as history
 from engine.services.tasks import TaskRunner
-from engine.store import records
+from engine.store import RunFilters, records
 from engine.text import NAME_MAX
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -346,7 +346,7 @@ def test_a_row_that_cannot_be_read_shows_as_unreadable_with_its_id(store):
 def test_pages_data_keeps_working_when_one_row_is_bad(store):
     """Runs page, run detail and Insights read models, over every poisoned row."""
     ids = poison(store)
-    page = history.history(store, history.Filters())
+    page = history.history(store, RunFilters())
     assert set(page.table["id"]) == set(ids.values())
     assert {i for i, _ in history.unreadable_runs(page.table)} == {
         ids[n] for n in ("tags", "metrics", "created", "calls", "status")}
@@ -358,7 +358,7 @@ def test_pages_data_keeps_working_when_one_row_is_bad(store):
     assert history.run_detail(store, ids["result"]).outcome == ""
     panel = history.run_detail(store, ids["panel"])
     assert any("does not fit this protocol's result" in p for p in panel.problems)
-    assert insights.report_from_store(store, history.Filters())
+    assert insights.report_from_store(store, RunFilters())
     assert history.outcome_text({"outcome": {"not": "text"}}) == ""
 
 
@@ -442,7 +442,7 @@ def test_a_read_only_database_can_be_listed_and_read(tmp_path, exported):
     assert statuses[stuck] == "interrupted"  # shown so, never written
     assert store.get(run_id)["turns"] and store.get(stuck)["status"] == "interrupted"
     assert json.loads(store.export_run(run_id))["id"] == run_id
-    assert not history.history(store, history.Filters()).table.empty
+    assert not history.history(store, RunFilters()).table.empty
     for write in (lambda: store.start_run("debate", "Q?"), lambda: store.delete([run_id]),
                   lambda: store.put_library("persona", "P", {}),
                   lambda: import_runs(store, json.dumps(exported)),
@@ -699,8 +699,8 @@ def test_fuzzed_imports_are_all_or_nothing_and_whatever_is_accepted_reads_back(t
             run = store.get(run_id)
             assert run["unreadable"] == ""
             history.run_detail(store, run_id)
-        history.history(store, history.Filters())
-        insights.report_from_store(store, history.Filters())
+        history.history(store, RunFilters())
+        insights.report_from_store(store, RunFilters())
 
     check()
     print(f"fuzzed imports: {outcomes}")

@@ -17,7 +17,7 @@ from engine.analysis.stats import wilson_interval
 from engine.protocols import arun_config, run_sync
 from engine.protocols.personas import CAUTIOUS
 from engine.reports import influence, vega
-from engine.reports.runs import Filters
+from engine.store import RunFilters
 
 ROUNDS = [{"a": "1", "b": "2", "c": "2"},
           {"a": "2", "b": "2", "c": "2"},   # a moved to b's and c's answer
@@ -148,7 +148,7 @@ def test_stored_runs_real_and_simulated_apart(stub_endpoint, tmp_path):
             for n in range(6)]
     real = [_society(store, "openai:stub-model?endpoint=stub", f"What is {n} + 7?", str(n + 7))
             for n in range(3)]
-    both = influence.from_store(store, Filters(), "both")
+    both = influence.from_store(store, RunFilters(), "both")
     assert set(both["kind"]) <= {"real", "simulated"} and "simulated" in set(both["kind"])
     for kind, ids in (("simulated", sims), ("real", real)):
         mine = influence.block(both, kind, "persona")
@@ -164,7 +164,7 @@ def test_stored_runs_real_and_simulated_apart(stub_endpoint, tmp_path):
         assert set(mine["mover"]) | set(mine["moved"]) <= {"Skeptic", FOLLOWER}
     assert influence.block(both, "real", "model")["mover"].eq(
         "openai:stub-model?endpoint=stub").all()
-    only_real = influence.from_store(store, Filters(), "real")
+    only_real = influence.from_store(store, RunFilters(), "real")
     assert set(only_real["kind"]) <= {"real"}
 
 
@@ -174,7 +174,7 @@ def test_the_insights_view(tmp_path, monkeypatch):
     store = Store(url)
     ids = [_society(store, "simulated?conformity=0.9", f"What is {n} * 5?", str(5 * n))
            for n in range(6)]
-    table = influence.from_store(store, Filters(), "simulated")
+    table = influence.from_store(store, RunFilters(), "simulated")
     persona = influence.block(table, "simulated", "persona")
     assert not persona.empty
     at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"),

@@ -13,8 +13,9 @@ from engine import REGISTRY, ConfigError, run_debate, run_peer_review
 from engine.protocols import arun_config, metrics_of, run_sync
 from engine.reports import insights
 from engine.reports import runs as history
-from engine.reports.runs import Filters
+from engine.store import RunFilters
 from engine.services.rerun import rerun_resolved
+from engine.views import aggregate
 from engine.views import ballots as ballot_report
 
 NOW = datetime(2026, 1, 10, 12, 0, tzinfo=UTC)
@@ -32,9 +33,9 @@ def runs_frame(*rows: dict) -> pd.DataFrame:
 
 # --------------------------------------------------------------------------- filters, history
 def test_filters_become_bound_store_arguments():
-    assert Filters().store_args() == {} and not Filters().active
-    args = Filters(protocol="panel", label=" A ", search="", since=date(2026, 1, 2),
-                   until=date(2026, 1, 3)).store_args()
+    assert RunFilters().store_args() == {} and not RunFilters().active
+    args = RunFilters(protocol="panel", label=" A ", search="", since=date(2026, 1, 2),
+                      until=date(2026, 1, 3)).store_args()
     assert args == {"protocol": "panel", "label": "A",
                     "since": datetime(2026, 1, 2, tzinfo=UTC),
                     "until": datetime(2026, 1, 3, 23, 59, 59, 999999, tzinfo=UTC)}
@@ -103,7 +104,7 @@ def test_the_outcome_line_is_the_protocols_own(protocol, store):
     result = run_sync(arun_config(config, "Should we ship it or wait?", store=store))
     line = REGISTRY[protocol].outcome(result)
     assert line and metrics_of(result)["outcome"] == line
-    table = history.history(store, Filters()).table
+    table = history.history(store, RunFilters()).table
     assert table.set_index("id").loc[result.run_id, "outcome"] == line
     assert history.outcome_text({"outcome": 3}) == "" and history.outcome_text(None) == ""
 
@@ -119,9 +120,9 @@ def test_history_is_one_bounded_page_and_choices_follow_the_newest_run(store):
     found = history.choices(store)
     assert found["label"] == ["L", "M"] and found["tag"] == [] and found["model"] == \
         ["simulated"]
-    page = history.history(store, Filters(), limit=2)
+    page = history.history(store, RunFilters(), limit=2)
     assert list(page.table["id"]) == list(everything["id"][:2]) and page.more
-    page = history.history(store, Filters(search="two"), limit=2)
+    page = history.history(store, RunFilters(search="two"), limit=2)
     assert len(page.table) == 1 and not page.more and page.table["question"][0] == "two"
 
 
@@ -188,7 +189,7 @@ def test_a_panels_detail_has_both_tallies_and_the_stance_flow(store):
     assert [f["seat"] for f in flows] == [p.persona for p in result.proposals]
     assert all(f["after"] == (result.tally.ballots[f["seat"]] or "(abstained)")
                for f in flows)
-    links = insights.flow_links(detail.flows)
+    links = ballot_report.flow_links(detail.flows)
     assert links["value"].sum() == len(flows)
 
 
@@ -208,19 +209,19 @@ def test_rate_counts_mean_and_spread_by_group():
                          "flag": [True, False, None, True, True],
                          "level": ["high", "low", "high", None, "low"],
                          "x": [1.0, 2.0, 3.0, 4.0, None]})
-    rates = insights.rate_by(runs, "flag").set_index("group")
+    rates = aggregate.rate_by(runs, "flag").set_index("group")
     assert rates.loc["A", "n"] == 2 and rates.loc["A", "rate"] == 0.5  # None left out
     assert rates.loc["B", "n"] == 2 and rates.loc["B", "rate"] == 1.0
-    counts = insights.counts_by(runs, "level")
+    counts = aggregate.counts_by(runs, "level")
     assert counts.to_dict("records") == [{"group": "A", "value": "high", "count": 2},
                                          {"group": "A", "value": "low", "count": 1},
                                          {"group": "B", "value": "low", "count": 1}]
-    means = insights.mean_by(runs, "x").set_index("group")
+    means = aggregate.mean_by(runs, "x").set_index("group")
     assert means.loc["A", "mean"] == 2.0 and means.loc["B", "n"] == 1
-    spread = insights.spread_by(runs, "x").set_index("group")
+    spread = aggregate.spread_by(runs, "x").set_index("group")
     assert spread.loc["A", ["min", "q1", "median", "q3", "max"]].tolist() == \
         [1.0, 1.5, 2.0, 2.5, 3.0]
-    assert insights.rate_by(runs, "missing").empty
+    assert aggregate.rate_by(runs, "missing").empty
 
 
 def test_side_by_side_puts_protocols_next_to_each_other_per_label():

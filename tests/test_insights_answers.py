@@ -17,7 +17,7 @@ from engine import Store
 from engine.protocols import arun_config, run_sync
 from engine.questions import DEFINITE
 from engine.reports import answers, drill
-from engine.reports.runs import Filters
+from engine.store import RunFilters
 from engine.store.signal_columns import SIGNAL_COLUMNS, first_share, signal_values
 from engine.views.aggregate import rate_text
 
@@ -57,7 +57,7 @@ def test_the_three_answers_by_hand(store):
     stored(store, "d2", "debate", {"judge_confidence": 0.2}, correct=False)
     stored(store, "x", "society", society(3, 3, 0, 3, 1.0, "high", {"4": 3}), correct=True,
            status="failed")  # a failed run counts nowhere here
-    sections = by_title(answers.report(store, Filters(), "real"))
+    sections = by_title(answers.report(store, RunFilters(), "real"))
 
     minds = sections["minds"].table.iloc[0]
     assert (minds["label"], minds["protocol"], minds["runs"], minds["agents"]) == (
@@ -93,11 +93,11 @@ def test_the_three_answers_by_hand(store):
 def test_simulated_and_real_runs_are_never_pooled(store):
     stored(store, "r", "society", society(3, 1, 0, 0, 1.0, "high", {"4": 3}))
     stored(store, "s", "society", society(3, 3, 0, 0, 1.0, "high", {"4": 3}), simulated=True)
-    real = by_title(answers.report(store, Filters(), "real"))["minds"].table
+    real = by_title(answers.report(store, RunFilters(), "real"))["minds"].table
     assert list(real["changed their mind"]) == [rate_text(1, 3).removesuffix(" n=3")]
-    fake = by_title(answers.report(store, Filters(), "simulated"))["minds"].table
+    fake = by_title(answers.report(store, RunFilters(), "simulated"))["minds"].table
     assert list(fake["changed their mind"]) == [rate_text(3, 3).removesuffix(" n=3")]
-    both = by_title(answers.report(store, Filters(), "both"))["minds"].table
+    both = by_title(answers.report(store, RunFilters(), "both"))["minds"].table
     assert list(both["label"]) == ["a", "a (simulated)"]
     # a row of simulated runs opens the simulated runs only
     params = drill.row_params("minds", both.iloc[1].to_dict())
@@ -110,11 +110,11 @@ def test_simulated_and_real_runs_are_never_pooled(store):
 
 def test_nothing_to_say_is_said_in_words(store):
     stored(store, "p", "peer-review", {"approved": True}, correct=True)
-    sections = answers.report(store, Filters(), "real")
+    sections = answers.report(store, RunFilters(), "real")
     assert [s.key for s in sections] == ["minds", "votes", "confidence"]
     assert all(s.note and s.table is None for s in sections)
     assert "can change their mind" in sections[0].note
-    assert answers.report(store, Filters(status="failed"), "real")[0].note  # none completed
+    assert answers.report(store, RunFilters(status="failed"), "real")[0].note  # none completed
 
 
 def _expected_sums(store: Store, **filters) -> dict:

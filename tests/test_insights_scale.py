@@ -23,7 +23,7 @@ from engine.protocols import REGISTRY, arun_config, run_sync
 from engine.protocols.storing import import_runs
 from engine.reports import insights
 from engine.reports import runs as history
-from engine.reports.runs import Filters
+from engine.store import RunFilters
 from engine.store.migrations import SUMMARY_INDEXES
 
 QUESTION, EXPECTED = "What is 2+2?", "4"
@@ -80,10 +80,10 @@ def _same(old: list, new: list) -> None:
                                           b.table.reset_index(drop=True), check_dtype=False)
 
 
-@pytest.mark.parametrize("filters", [Filters(), Filters(protocol="panel"),
-                                     Filters(label="cheap"), Filters(status="completed"),
-                                     Filters(model="openai:gpt-4o-mini"),
-                                     Filters(transcript="2+2")],
+@pytest.mark.parametrize("filters", [RunFilters(), RunFilters(protocol="panel"),
+                                     RunFilters(label="cheap"), RunFilters(status="completed"),
+                                     RunFilters(model="openai:gpt-4o-mini"),
+                                     RunFilters(transcript="2+2")],
                          ids=["all", "panel", "label", "completed", "model", "transcript"])
 def test_the_store_adds_up_what_the_frames_added_up(backend, filters):
     store = mixed(backend)
@@ -97,7 +97,7 @@ def test_the_store_adds_up_what_the_frames_added_up(backend, filters):
 
 def test_the_summary_counts_every_run_once_and_a_dead_running_run_as_interrupted(backend):
     store = mixed(backend)
-    summary = insights.load_summary(store, Filters())
+    summary = insights.load_summary(store, RunFilters())
     runs = store.runs(with_config=False)
     assert int(summary["n"].sum()) == len(runs)
     by_status = summary.groupby("status")["n"].sum().to_dict()
@@ -114,8 +114,8 @@ def test_past_the_sample_size_a_section_says_it_was_drawn_from_a_sample(backend,
     monkeypatch.setattr(insights, "SAMPLE", 3)
     monkeypatch.setattr(insights, "SECTION_SAMPLE", 3)
     sections = {s.key: s for s in insights.report_from_store(
-        store, Filters(), "simulated", ["overview", "panel", "accuracy", "cost"])}
-    total = int(insights.load_summary(store, Filters())
+        store, RunFilters(), "simulated", ["overview", "panel", "accuracy", "cost"])}
+    total = int(insights.load_summary(store, RunFilters())
                 .query("simulated and protocol == 'panel'")["n"].sum())
     every = -(-total // 3)
     assert f"every {every}th in time order" in sections["panel"].caption
@@ -152,7 +152,7 @@ def test_an_import_that_hides_a_simulated_seat_is_still_simulated(backend):
     doc.update(id="liar", simulated=False)  # its models and seats still say simulated
     import_runs(store, json.dumps(doc))
     assert store.get("liar")["simulated"] is True
-    summary = insights.load_summary(store, Filters())
+    summary = insights.load_summary(store, RunFilters())
     assert "liar" not in set(store.runs(simulated=False)["id"])
     assert int(summary.loc[~summary["simulated"], "n"].sum()) == 7
 
@@ -212,10 +212,10 @@ def test_migration_0013_fills_the_facets_from_the_runs(tmp_path):
 def test_the_runs_page_says_how_many_match_beyond_its_page(backend):
     store = mixed(backend)
     total = len(store.runs(with_config=False))
-    page = history.history(store, Filters(), limit=5)
+    page = history.history(store, RunFilters(), limit=5)
     assert page.more and len(page.table) == 5 and page.matching == total
     assert store.count_runs(protocol="panel") == len(store.runs(protocol="panel"))
-    assert history.history(store, Filters(label="nothing-has-it")).matching == 0
+    assert history.history(store, RunFilters(label="nothing-has-it")).matching == 0
 
 
 def test_a_section_reads_its_runs_results_once_and_past_a_bound_a_sample(backend, monkeypatch):
@@ -231,11 +231,11 @@ def test_a_section_reads_its_runs_results_once_and_past_a_bound_a_sample(backend
         return real(ids, **kwargs)
 
     monkeypatch.setattr(store, "run_results", counted)
-    whole = insights.report_from_store(store, Filters(), "simulated", ["panel"])[0]
+    whole = insights.report_from_store(store, RunFilters(), "simulated", ["panel"])[0]
     assert len(reads) == 1 and not whole.caption
     panels = reads[0]
     monkeypatch.setattr(insights, "RESULTS_SAMPLE", 1)
     reads.clear()
-    thinned = insights.report_from_store(store, Filters(), "simulated", ["panel"])[0]
+    thinned = insights.report_from_store(store, RunFilters(), "simulated", ["panel"])[0]
     assert reads == [1]
     assert f"a sample of 1 of these {panels:,} runs: every {panels}th" in thinned.caption

@@ -36,7 +36,7 @@ def test_the_front_and_who_dominates_whom():
     assert unplaced == []
     assert state == {"cheap": "", "tie": "", "dear": "same price better",
                      "worse": "same price better", "same price better": ""}
-    spec = pareto.pareto_chart(rows, "t", "cost_per_run")
+    spec = vega.pareto(rows, "t", "cost_per_run")
     points = {v["configuration"]: v for v in spec["data"]["values"]}
     assert points["worse"]["state"] == "dominated" and points["cheap"]["state"] == "on the front"
     assert points["same price better"]["few"] is True and points["dear"]["n"] == 20
@@ -121,14 +121,14 @@ def test_insights_puts_each_configuration_on_accuracy_against_tokens(store):
     from engine.protocols import arun_config, run_sync
     from engine.questions import DEFINITE
     from engine.reports.insights import configurations, load_summary
-    from engine.reports.runs import Filters
+    from engine.store import RunFilters
     for protocol in ("vote", "debate"):
         for label in ("cheap", "careful"):
             for question in DEFINITE[:2]:
                 run_sync(arun_config({"protocol": protocol, "model": "simulated"},
                                      question.text, store=store, label=label,
                                      expected=question.expected))
-    table = configurations(load_summary(store, Filters()))
+    table = configurations(load_summary(store, RunFilters()))
     assert sorted(table["configuration"]) == ["careful · Debate", "careful · Vote (baseline)",
                                               "cheap · Debate", "cheap · Vote (baseline)"]
     assert (table["scored"] == 2).all()
@@ -145,6 +145,6 @@ def test_insights_puts_each_configuration_on_accuracy_against_tokens(store):
     assert titles == ["Accuracy against cost per run", "Accuracy against tokens per run"]
     chart = next(c for c in section.charts if c.title == titles[1])
     assert len(chart.data) == 4
-    costs = configurations(load_summary(store, Filters()))["cost_per_run"]
+    costs = configurations(load_summary(store, RunFilters()))["cost_per_run"]
     assert (costs == 0).all()  # simulated seats cost $0, a known cost
     assert "Grey: dominated" in chart.caption

@@ -27,7 +27,7 @@ from engine.analysis.replay import (
 from engine.analysis.stats import paired_difference_interval, wilson_interval
 from engine.protocols import arun_config, run_sync
 from engine.reports import whatif
-from engine.reports.runs import Filters
+from engine.store import RunFilters
 
 A = [{"a": "4", "b": "4", "c": "5"},   # agreement 2/3
      {"a": "4", "b": "4", "c": "4"},   # unanimous: c moved
@@ -246,7 +246,7 @@ def test_round_spend_adds_up_the_turns(store):
 
 def test_what_if_on_stored_runs_by_hand(store):
     ids = _stored(store)
-    runs = whatif.round_runs(store, Filters(), "simulated")
+    runs = whatif.round_runs(store, RunFilters(), "simulated")
     assert set(runs["id"]) == set(ids) and set(runs["group"]) == {"society", "single"}
     stored = {r.run_id: r for r in whatif.stored_runs(store, runs)}
     rule = Rule("agreement", 0.5)
@@ -258,19 +258,19 @@ def test_what_if_on_stored_runs_by_hand(store):
         assert got.tokens == saved
         assert stored[run_id].total_tokens == run["tokens_in"] + run["tokens_out"]
         assert stored[run_id].correct == run["correct"]
-    table = whatif.what_if_from_store(store, Filters(), "simulated", [rule])
+    table = whatif.what_if_from_store(store, RunFilters(), "simulated", [rule])
     assert list(table["group"]) == [whatif.ALL, "single", "society"]
     single = table[table["group"] == "single"].iloc[0]
     assert single["stopped early"] == 0 and single["tokens saved"].startswith("0 of")
     assert table[table["group"] == whatif.ALL].iloc[0]["runs"] == 8
     # real runs only: none here
-    assert whatif.what_if_from_store(store, Filters(), "real").empty
-    assert whatif.round_runs(store, Filters(status="failed"), "simulated").empty
+    assert whatif.what_if_from_store(store, RunFilters(), "real").empty
+    assert whatif.round_runs(store, RunFilters(status="failed"), "simulated").empty
 
 
 def test_an_unpriced_saved_turn_makes_the_dollars_unknown(store):
     _stored(store)
-    rule, society = Rule("agreement", 0.5), Filters(protocol="society")
+    rule, society = Rule("agreement", 0.5), RunFilters(protocol="society")
     before = whatif.what_if_from_store(store, society, "simulated", [rule]).iloc[0]
     assert before["dollars saved"] == "$0.0000"  # the simulated model is priced at 0
     stops = {r.run_id: apply(rule, r) for r in whatif.stored_runs(
@@ -288,9 +288,9 @@ def test_an_unpriced_saved_turn_makes_the_dollars_unknown(store):
 
 def test_both_kinds_stay_apart(store, monkeypatch):
     _stored(store)
-    runs = whatif.round_runs(store, Filters(), "both")
+    runs = whatif.round_runs(store, RunFilters(), "both")
     assert set(runs["group"]) == {"society (simulated)", "single (simulated)"}
-    table = whatif.what_if_from_store(store, Filters(), "both", [Rule("split")])
+    table = whatif.what_if_from_store(store, RunFilters(), "both", [Rule("split")])
     assert whatif.ALL in set(table["group"])  # one kind present: no suffix needed on the pool
 
 
@@ -303,7 +303,7 @@ def test_one_query_per_kind_of_value_whatever_the_number_of_runs(tmp_path):
         statements: list[str] = []
         event.listen(store.engine, "before_cursor_execute",
                      lambda *args, seen=statements: seen.append(args[2]))
-        table = whatif.what_if_from_store(store, Filters(), "simulated")
+        table = whatif.what_if_from_store(store, RunFilters(), "simulated")
         assert not table.empty
         counts.append(len(statements))
     assert counts[0] == counts[1] <= 4
@@ -311,7 +311,7 @@ def test_one_query_per_kind_of_value_whatever_the_number_of_runs(tmp_path):
 
 def test_the_chart_is_plain_data(store):
     _stored(store)
-    table = whatif.what_if_from_store(store, Filters(), "simulated")
+    table = whatif.what_if_from_store(store, RunFilters(), "simulated")
     spec = whatif.chart(table, whatif.ALL, "What if")
     values = spec["data"]["values"]
     assert {v["rule"] for v in values} >= {"split", "uncaught"}
@@ -402,7 +402,7 @@ def test_the_reads_on_both_backends(backend):
         t["tokens_in"] + t["tokens_out"] for t in backend.get(society[0])["turns"])
     stored = backend.run_results(ids, with_config=True)
     assert all(isinstance(c, dict) and c.get("seats") for c in stored["config"])
-    table = whatif.what_if_from_store(backend, Filters(), "simulated", [Rule("split")])
+    table = whatif.what_if_from_store(backend, RunFilters(), "simulated", [Rule("split")])
     assert table.iloc[0]["runs"] == 8
-    cells = influence.from_store(backend, Filters(protocol="society"), "simulated")
+    cells = influence.from_store(backend, RunFilters(protocol="society"), "simulated")
     assert set(cells["kind"]) <= {"simulated"}

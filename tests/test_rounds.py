@@ -15,7 +15,7 @@ from engine.cli.main import main
 from engine.questions import question_set
 from engine.reports import charts, insights, rounds
 from engine.reports.references import DU_2023, DU_MODEL, references
-from engine.reports.runs import Filters
+from engine.store import RunFilters
 from engine.views import round_frames as frames
 from engine.views.blocks import Block
 
@@ -273,7 +273,7 @@ def test_society_view_shows_the_runs_conformity_counts(simulated):
 def test_society_insights_section_by_round_and_conformity(simulated):
     url, _ = simulated
     store = Store(url)
-    sections = insights.report_from_store(store, Filters(), "simulated")
+    sections = insights.report_from_store(store, RunFilters(), "simulated")
     section = next(s for s in sections if s.key == "society")
     titles = [c.title for c in section.charts]
     assert "Society: accuracy by round (simulated)" in titles
@@ -295,7 +295,7 @@ def test_society_insights_section_by_round_and_conformity(simulated):
 
 def test_society_insights_without_stored_results_falls_back_to_the_final_round(simulated):
     url, _ = simulated
-    runs = insights_frames.load_runs(Store(url), Filters())
+    runs = insights_frames.load_runs(Store(url), RunFilters())
     section = next(s for s in insights_frames.report(runs, None, "simulated")
                    if s.key == "society")
     by_round = next(c for c in section.charts if "accuracy by round" in c.title).data

@@ -10,6 +10,7 @@ from engine import Store
 from engine import experiments as ex
 from engine.protocols import arun_config, run_sync
 from engine.reports import runs as history
+from engine.store import RunFilters
 
 RUNS_PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "runs.py")
 LONG = ("A question long enough that the old table cut it at a hundred and twenty characters, "
@@ -21,7 +22,7 @@ def test_the_runs_table_shows_the_whole_question_expected_and_correct(db_url):
     run_sync(arun_config({"protocol": "vote", "model": "simulated"}, LONG, store=store,
                          expected="42", label="long"))
     run_sync(arun_config({"protocol": "vote", "model": "simulated"}, "Unscored?", store=store))
-    table = history.history(store, history.Filters()).table
+    table = history.history(store, RunFilters()).table
     scored = table[table["label"] == "long"].iloc[0]
     assert scored["question"] == LONG
     assert scored["expected"] == "42" and scored["correct"] in (True, False)

@@ -27,6 +27,7 @@ from engine.protocols import arun_config, run_sync
 from engine.protocols.storing import import_runs
 from engine.reports import insights
 from engine.reports import runs as history
+from engine.store import RunFilters
 from engine.views import aggregate
 
 PAGES = Path(__file__).resolve().parent.parent / "pages"
@@ -80,7 +81,7 @@ def test_the_flag_says_all_mixed_with_its_seats_or_nothing(db, server):
     assert table.loc[ids["mixed"], "simulated"] == "mixed: proponent, opponent"
     detail = history.run_detail(Store(db), ids["mixed"])
     assert detail.simulated and detail.simulation == "mixed: proponent, opponent"
-    runs = frames.load_runs(Store(db), history.Filters()).set_index("id")
+    runs = frames.load_runs(Store(db), RunFilters()).set_index("id")
     assert runs.loc[ids["mixed"], "simulated"] and not runs.loc[ids["real"], "simulated"]
 
 
@@ -134,10 +135,10 @@ def test_every_export_carries_the_flag(db, server, tmp_path, capsys):
 def test_insights_report_keeps_kinds_apart(db, server):
     ids = store_both(db, server)
     store = Store(db)
-    assert aggregate.default_kind(frames.load_runs(store, history.Filters())) == "real"
-    real_only = {s.key: s for s in insights.report_from_store(store, history.Filters())}
+    assert aggregate.default_kind(frames.load_runs(store, RunFilters())) == "real"
+    real_only = {s.key: s for s in insights.report_from_store(store, RunFilters())}
     assert dict(real_only["overview"].metrics)["Runs"] == "1"
-    both = {s.key: s for s in insights.report_from_store(store, history.Filters(), "both")}
+    both = {s.key: s for s in insights.report_from_store(store, RunFilters(), "both")}
     assert set(both["accuracy"].table["label"]) == {"cheap", "cheap (simulated)"}
     counted = both["overview"].charts[0].data
     assert set(counted["group"]) == {"Vote (baseline)", "Vote (baseline) (simulated)",
@@ -151,7 +152,7 @@ def test_insights_report_keeps_kinds_apart(db, server):
     assert not {"Scored runs", "Correct"} & set(accuracy)
     vote = dict(both["vote"].metrics)
     assert all(label.endswith((" (real)", " (simulated)")) for label in vote)
-    simulated = insights.report_from_store(store, history.Filters(), "simulated")
+    simulated = insights.report_from_store(store, RunFilters(), "simulated")
     assert all(c.title.endswith(" (simulated)") for s in simulated for c in s.charts)
     assert ids  # three runs made
 

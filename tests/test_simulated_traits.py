@@ -138,10 +138,10 @@ def test_per_persona_mind_changes_over_simulated_runs_carry_the_caveat(store):
     from engine import run_panel
     from engine.protocols.personas import panel_seats
     from engine.reports import insights
-    from engine.reports.runs import Filters
+    from engine.store import RunFilters
     from engine.simulated.world import PERSONA_CAVEAT
     run_panel("What is 6 * 7?", **panel_seats(), expected="42", store=store)
-    section = next(iter(insights.report_from_store(store, Filters(), only=["panel"])))
+    section = next(iter(insights.report_from_store(store, RunFilters(), only=["panel"])))
     chart = next(c for c in section.charts if c.title.startswith("Mind-change rate per persona"))
     assert chart.caption.endswith(PERSONA_CAVEAT)
     assert "only the traits a persona declares" in PERSONA_CAVEAT

@@ -29,7 +29,8 @@ from engine.protocols import arun_config, run_sync
 from engine.protocols.storing import backfill, open_store
 from engine.reports import insights
 from engine.reports.experiments import report
-from engine.reports.runs import Filters, history_table
+from engine.reports.runs import history_table
+from engine.store import RunFilters
 from engine.store import Store as BareStore
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
@@ -256,8 +257,8 @@ def test_insights_accuracy_counts_unanswered_runs_as_wrong_and_says_how_many(sto
         run("single", seats_of("single", model(server)), store)
     with Rewriting(lambda body, content: "\\boxed{42}") as server:
         run("single", seats_of("single", model(server)), store)
-    for section in (insights.report_from_store(store, Filters(), only=["accuracy"])[0],
-                    insights.accuracy_of(insights.load_summary(store, Filters()))):
+    for section in (insights.report_from_store(store, RunFilters(), only=["accuracy"])[0],
+                    insights.accuracy_of(insights.load_summary(store, RunFilters()))):
         metrics = dict(section.metrics)
         assert metrics["Scored runs"] == "2" and metrics["Unanswered"] == "1"
         assert metrics["Correct"].startswith("50% ")

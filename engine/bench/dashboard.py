@@ -36,8 +36,9 @@ from engine.protocols import REGISTRY, arun_config, run_sync
 from engine.questions import DEFINITE, OPEN
 from engine.reports import answers, charts, insights, vega
 from engine.reports import runs as history
-from engine.store import Store
+from engine.store import RunFilters, Store
 from engine.store.signal_columns import SIGNAL_COLUMNS
+from engine.views.ballots import flow_links
 
 LABELS = ("baseline", "strict-critic", "gpt-mix", "long-rounds", "cheap-models", None)
 TAGS = ("demo", "nightly", "ab-test", "regression", "exploration")
@@ -203,7 +204,7 @@ def make_fixture(url: str, n: int = 10_000, seed: int = 0, *, turn_runs: int = T
 
 
 # --------------------------------------------------------------------------- what pages do
-def runs_page(store: Store, filters: history.Filters) -> history.History:
+def runs_page(store: Store, filters: RunFilters) -> history.History:
     """The Runs page's history view: the filter choices, then one bounded page of runs."""
     history.choices(store)
     return history.history(store, filters)
@@ -216,11 +217,11 @@ def run_detail_page(store: Store, run_id: str) -> int:
     figures += [charts.tally_bar(counts, winner, title)
                 for title, counts, winner in detail.tallies]
     if detail.flows is not None:
-        figures.append(charts.sankey(insights.flow_links(detail.flows)))
+        figures.append(charts.sankey(flow_links(detail.flows)))
     return sum(len(f.to_json()) for f in figures)
 
 
-def insights_page(store: Store, filters: history.Filters, every: bool = False) -> int:
+def insights_page(store: Store, filters: RunFilters, every: bool = False) -> int:
     """The Insights page's first view as the page makes it: the newest run, the filter
     choices, the cache key, the runs added up in the store, the three answers it opens on,
     the default kind and sections (`every`: all of them), every table and figure made and
@@ -255,12 +256,11 @@ _RSS_CHILD = """
 import sys
 from engine.bench.dashboard import insights_page
 from engine.bench.serving import high_water_mb
-from engine.reports import runs as history
-from engine.store import Store
+from engine.store import RunFilters, Store
 
 store = Store(sys.argv[1])
 ready = high_water_mb()
-insights_page(store, history.Filters())
+insights_page(store, RunFilters())
 print(ready, high_water_mb())
 """
 
@@ -303,9 +303,9 @@ def _bench_size(n: int) -> list[Row]:
         store = Store(url)
         name = busiest().name  # the richest run detail and Insights section
         detail_id = with_turns(store, turned, name)[0]
-        narrow = history.Filters(protocol=name, search="bat")
+        narrow = RunFilters(protocol=name, search="bat")
         size = f"{n:,} runs"
-        everything = history.Filters()
+        everything = RunFilters()
         first = "< 1 s" if n <= 100_000 else "< 3 s"  # the first-view targets
         rows = [
             fact(f"dashboard fixture: {size}, the first {turned:,} with turns "
@@ -320,11 +320,11 @@ def _bench_size(n: int) -> list[Row]:
             timed(f"insights page: load + build ({size})",
                   lambda: insights_page(store, everything), first),
             timed(f"insights page, filtered ({name}) ({size})",
-                  lambda: insights_page(store, history.Filters(protocol=name)), first),
+                  lambda: insights_page(store, RunFilters(protocol=name)), first),
             timed(f"insights page: the three answers alone ({size})",
                   lambda: answers.report(store, everything, "real")),
             timed(f"insights page, filtered ({name}): the three answers alone ({size})",
-                  lambda: answers.report(store, history.Filters(protocol=name), "real")),
+                  lambda: answers.report(store, RunFilters(protocol=name), "real")),
             timed(f"insights page: every section, protocols' sampled past "
                   f"{insights.SAMPLE:,} runs ({size})",
                   lambda: insights_page(store, everything, every=True), repeats=1),

@@ -13,8 +13,7 @@ from pathlib import Path
 
 from engine.bench.dashboard import make_fixture, runs_page
 from engine.bench.table import Row, timed
-from engine.reports import runs as history
-from engine.store import Store
+from engine.store import RunFilters, Store
 
 
 def _words(store: Store) -> tuple[str, str]:
@@ -50,7 +49,7 @@ def bench_search(n: int = 10_000) -> list[Row]:
             timed(f"search: Store.search, a phrase (\"{phrase}\") ({size})",
                   lambda: store.search(f'"{phrase}"', limit=50), "< 0.5 s"),
             timed(f"runs page, transcript search '{word}' (newest 200 + snippets) ({size})",
-                  lambda: runs_page(store, history.Filters(transcript=word)), "< 2 s"),
+                  lambda: runs_page(store, RunFilters(transcript=word)), "< 2 s"),
         ]
         store.close()
     return rows

@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from engine.reports.runs import Filters, protocol_titles
+from engine.reports.runs import protocol_titles
 from engine.store.aggregates import ANSWER_KEYS, ANSWER_SUMS
 from engine.views.aggregate import FEW, interval, keep_apart, rate_text
 from engine.views.blocks import NO_LABEL, Section
 
 if TYPE_CHECKING:
-    from engine.store import Store
+    from engine.store import RunFilters, Store
 
 KEYS = ("minds", "votes", "confidence")
 TITLES = {"minds": "Who changed their mind", "votes": "How the votes fell",
@@ -40,7 +40,7 @@ JUDGE_BANDS = {"high": "judge ≥ 0.7", "medium": "judge 0.4–0.7", "low": "jud
 Z95 = 1.959964
 
 
-def load(store: Store, filters: Filters) -> pd.DataFrame:
+def load(store: Store, filters: RunFilters) -> pd.DataFrame:
     """The matching completed runs added up in the store (`Store.answer_summary`), with each
     group's `group` (its label, or "(no label)")."""
     frame = store.answer_summary(**filters.store_args())
@@ -189,6 +189,6 @@ def answers(summary: pd.DataFrame, kind: str) -> list[Section]:
     return [minds(shown), votes(shown), confidence(shown)]
 
 
-def report(store: Store, filters: Filters, kind: str) -> list[Section]:
+def report(store: Store, filters: RunFilters, kind: str) -> list[Section]:
     """`answers` over the completed runs matching `filters`, added up in the store."""
     return answers(load(store, filters), kind)

@@ -17,7 +17,6 @@ from typing import Any
 
 import pandas as pd
 
-from engine.analysis import normalize_stance
 from engine.analysis.answers import Answers
 from engine.models import ConfigError
 from engine.reports.experiments import counted
@@ -31,25 +30,8 @@ COLUMNS = ["q", "question", "expected", "configuration", "answer", "raw_answers"
            "baseline_answer", "baseline_score", "state", "run_ids"]
 
 
-def _cell(rows: pd.DataFrame) -> dict[str, Any]:
-    """One cell's repeats, collapsed."""
-    answers = [a for a in rows["answer"].tolist() if isinstance(a, str) and a]
-    canonical = [normalize_stance(a) for a in answers]
-    counts = Counter(canonical)
-    top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0][0] if counts else ""
-    scored = rows[rows["correct"].notna()]
-    right = int(scored["correct"].astype(bool).sum())
-    return {"answer": top, "raw_answers": sorted(set(answers)), "runs": len(rows),
-            "scored": len(scored), "right": right,
-            "score": right / len(scored) if len(scored) else float("nan"),
-            "stability": counts[top] / len(canonical) if canonical else float("nan"),
-            "overturned": bool(rows["changed"].fillna(False).astype(bool).any()),
-            "right_then_wrong": bool((rows["shift"] == "worse").any()),
-            "run_ids": rows["id"].tolist()}
-
-
 def _cells(counted: pd.DataFrame) -> dict[tuple[int, str], dict[str, Any]]:
-    """`_cell` of every (question, configuration) of the counted runs, in one pass over
+    """Every (question, configuration) cell of the counted runs, collapsed, in one pass over
     them (a data frame per cell cost a millisecond each: seconds for 5,000 cells), each
     distinct answer spelled canonically once."""
     if counted.empty:
@@ -94,7 +76,7 @@ def baseline_matrix(frame: pd.DataFrame, spec: Mapping[str, Any], baseline: str,
                     show: str = "all", sort: str = "question") -> pd.DataFrame:
     """One row per (question, configuration other than `baseline`) over the counted runs of
     an experiment's runs frame (`engine.reports.experiments.runs_frame`): the cell collapsed
-    (`_cell`), the baseline cell's answer and score beside it, and its `state`.
+    (`_cells`), the baseline cell's answer and score beside it, and its `state`.
 
     `show` is one of `FILTERS`; `sort` is "question" (spec order) or "regressions" (broken
     cells first, then the questions with the most broken configurations).
@@ -108,7 +90,9 @@ def baseline_matrix(frame: pd.DataFrame, spec: Mapping[str, Any], baseline: str,
     if sort not in ("question", "regressions"):
         raise ConfigError(f"sort must be question or regressions, got {sort!r}", "input")
     cells = _cells(counted(frame))
-    empty = _cell(pd.DataFrame(columns=["answer", "correct", "changed", "shift", "id"]))
+    empty = {"answer": "", "raw_answers": [], "runs": 0, "scored": 0, "right": 0,
+             "score": float("nan"), "stability": float("nan"), "overturned": False,
+             "right_then_wrong": False, "run_ids": []}  # a cell with no counted run
     out: dict[str, list[Any]] = {name: [] for name in COLUMNS}  # column by column: a dict
     from_cell = [(out[name], name) for name in empty]  # per row was as many objects to collect
     for q, item in enumerate(spec["questions"]):

@@ -124,7 +124,3 @@ def config_worlds(configs: Sequence[Config], label: str = "") -> list[str]:
         else:
             out += [f"{named}, {line}" for line in lines]
     return out
-
-
-__all__ = ["UNREAD", "blind_groups", "blind_notes", "config_worlds", "simulated_key",
-           "unread_note"]

@@ -40,8 +40,7 @@ from engine.views.blocks import NO_LABEL
 from engine.views.round_frames import flag
 
 if TYPE_CHECKING:
-    from engine.reports.runs import Filters
-    from engine.store import Store
+    from engine.store import RunFilters, Store
 
 # the three confidence sources, key -> what a chart or table calls it
 SOURCES = {"first_share": "round-one vote share", "final_share": "final vote share",
@@ -324,9 +323,9 @@ def _inputs(runs: pd.DataFrame, group: str, answer: str, judge: str, consensus: 
                          for key, name in named.items()})
 
 
-def from_store(store: Store, filters: Filters, kind: str, limit: int | None = None
+def from_store(store: Store, filters: RunFilters, kind: str, limit: int | None = None
                ) -> ConsensusReport:
-    """The report over the completed runs matching `filters` (`engine.reports.runs.Filters`)
+    """The report over the completed runs matching `filters` (`RunFilters`)
     of every protocol with rounds, `kind` real, simulated or both (kept apart). Past `limit`
     runs (default `insights.SAMPLE`) of a protocol and kind, a systematic sample."""
     from engine.reports.insights import SAMPLE, every_for, sample_text
@@ -496,9 +495,3 @@ def aucs_of(table: pd.DataFrame, configuration: str) -> dict[str, float]:
         return {}
     first = row.iloc[0]
     return {name: float(first[f"{key}_auarc"]) for key, name in SOURCES.items()}
-
-
-__all__ = ["SOURCES", "ConsensusReport", "run_measures", "configurations", "calibrations",
-           "selective", "report", "fill_votes", "from_flat", "from_store", "from_experiment",
-           "flag_text", "table_view", "inflation_figure", "selective_figure", "aucs_of",
-           "clean_votes", "agreement", "share_of", "rounds_protocols"]

@@ -692,13 +692,3 @@ def unanimous_text(share: Share) -> str:
     return (f"of the {share.n} question{'s' * (share.n != 1)} a deliberation fixed, "
             f"{share.count} had a unanimous wrong round one: {share.text} (arXiv 2605.09618 "
             f"reports {PAPER_UNANIMOUS_WRONG:.0%})")
-
-
-__all__ = ["ANSWERS_ONLY_SUFFIX", "ANSWERS_ONLY_TAG", "AnswersOnly", "answers_only",
-           "answers_only_from", "answers_only_rows", "answers_only_text",
-           "Arm", "BUCKETS", "Dropped", "Headroom", "Placebo", "Share", "buckets",
-           "controls_of", "findings_of", "placebo", "placebo_from", "placebo_pairs", "placebo_rows",
-           "placebo_text", "routable",
-           "controls_text", "dropped_from", "dropped_rows", "dropped_text",
-           "headroom", "headroom_rows", "headroom_text", "scores", "unanimous_text",
-           "unanimous_wrong"]

@@ -117,7 +117,3 @@ def lines(table: pd.DataFrame) -> list[str]:
                    f"hijacked {row['hijacked']} of {row['runs']} runs, {row['rate']:.0%} "
                    f"[{row['low']:.0%}-{row['high']:.0%}]")
     return out
-
-
-__all__ = ["ABOUT", "COLUMNS", "KEYS", "for_experiment", "from_metrics", "hijack_table",
-           "lines", "stored"]

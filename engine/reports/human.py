@@ -34,17 +34,13 @@ import pandas as pd
 
 from engine.analysis.answers import answers_match
 from engine.analysis.stats import wilson_interval
+from engine.reports.compare import metrics_of
 from engine.reports.review import configuration
 from engine.views.aggregate import rate_text
 
 HUMAN_MAJORITY = "human majority"
 CATEGORIES = ("a", "b", "tie")
 BOOTSTRAP = 2000
-
-
-def _metrics(run: Mapping[Any, Any]) -> Mapping[Any, Any]:
-    metrics = run.get("metrics")
-    return metrics if isinstance(metrics, Mapping) else {}
 
 
 def machine_score(run: Mapping[Any, Any]) -> float | None:
@@ -54,7 +50,7 @@ def machine_score(run: Mapping[Any, Any]) -> float | None:
     if isinstance(correct, bool):
         return 1.0 if correct else 0.0
     for key in ("judge_confidence", "consensus"):
-        value = _metrics(run).get(key)
+        value = metrics_of(run).get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool) \
                 and math.isfinite(value):
             return float(value)
@@ -190,7 +186,7 @@ def calibration(ratings: pd.DataFrame, runs: pd.DataFrame,
         if not pd.isna(rating.get("turn")):
             continue  # a turn's rating says nothing of the run's verdict
         run = known.get(rating["run_id"])
-        confidence = _metrics(run).get("judge_confidence") if run is not None else None
+        confidence = metrics_of(run).get("judge_confidence") if run is not None else None
         if not isinstance(confidence, (int, float)) or isinstance(confidence, bool):
             continue
         for number in range(len(edges) - 1):
@@ -207,7 +203,7 @@ def calibration(ratings: pd.DataFrame, runs: pd.DataFrame,
 def _answer(run: Mapping[Any, Any]) -> Any:
     """A run's final answer: its metrics' `answer` (a `store.runs()` row), else its own
     `answer` column (an experiment's runs frame, `engine.reports.experiments.runs_frame`)."""
-    return _metrics(run).get("answer", run.get("answer"))
+    return metrics_of(run).get("answer", run.get("answer"))
 
 
 def human_majority(preferences: pd.DataFrame, runs: pd.DataFrame) -> dict[str, str]:

@@ -29,14 +29,13 @@ import pandas as pd
 from engine.analysis import influence, normalize_stance
 from engine.analysis.stats import wilson_interval
 from engine.protocols.personas import CAUTIOUS, CREATIVE, CRITIC, JUDGE, LITERAL
-from engine.reports.runs import Filters
 from engine.reports.whatif import round_runs
 from engine.simulated.world import PERSONA_CAVEAT
 from engine.views import ballots
 from engine.views.aggregate import SIMULATED_SUFFIX
 
 if TYPE_CHECKING:
-    from engine.store import Store
+    from engine.store import RunFilters, Store
 
 BY = ("persona", "model")
 # what a persona x persona matrix over simulated runs is (`engine.reports.blind`)
@@ -116,7 +115,7 @@ def matrices(runs: pd.DataFrame, names: Mapping[str, str] | None = None) -> pd.D
     return pd.DataFrame(out, columns=COLUMNS)
 
 
-def from_store(store: Store, filters: Filters | None = None, kind: str = "real") -> pd.DataFrame:
+def from_store(store: Store, filters: RunFilters | None = None, kind: str = "real") -> pd.DataFrame:
     """`matrices` over the completed runs matching `filters` of `kind` (real, simulated, both):
     their rounds and configurations read in one query per 5,000 runs; a seat's persona named
     as the library names its prompt."""
@@ -159,8 +158,3 @@ def cell_runs(cells: pd.DataFrame, mover: str, moved: str) -> list[str]:
     """The ids of the runs behind one cell (none when there is no such cell)."""
     hit = cells[(cells["mover"] == mover) & (cells["moved"] == moved)]
     return list(hit.iloc[0]["run_ids"]) if not hit.empty else []
-
-
-__all__ = ["BY", "COLUMNS", "block", "cell_runs", "from_store", "heat", "matrices",
-           "opportunities",
-           "persona_of", "seat_map", "shown", "title"]

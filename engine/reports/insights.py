@@ -16,36 +16,23 @@ import pandas as pd
 from engine.analysis.stats import wilson_interval
 from engine.protocols import REGISTRY
 from engine.reports import pareto
-from engine.reports.runs import Filters, protocol_titles
+from engine.reports.runs import protocol_titles
 from engine.store.aggregates import SUMMARY_KEYS, SUMMARY_SUMS
 from engine.views.aggregate import (
-    KINDS,
-    RUN_COLUMNS,
     SIMULATED_SUFFIX,
     completed,
-    counts_by,
     default_kind,
     flatten,
     keep_apart,
-    mean_by,
-    rate_by,
     rate_text,
     rates_from_counts,
     spread_by,
     table_of_rates,
 )
-from engine.views.ballots import flow_links
 from engine.views.blocks import NO_LABEL, Chart, InsightsData, Section, cost_text
 
 if TYPE_CHECKING:
-    from engine.store import Store
-
-__all__ = ["Chart", "Section", "InsightsData", "RUN_COLUMNS", "flatten", "rate_by",
-           "counts_by", "mean_by", "spread_by", "completed", "flow_links", "KINDS",
-           "default_kind", "keep_apart", "KIND_TITLES", "section_titles", "default_sections",
-           "load_summary", "overview_of", "accuracy_of", "cost_of", "report_from_store",
-           "SAMPLE"]
-
+    from engine.store import RunFilters, Store
 
 def _side_by_side(rates: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Rates per label with one (rate, n) column pair per protocol (`rates`: `group`,
@@ -70,7 +57,7 @@ KIND_TITLES = {"real": "", "simulated": " (simulated)",
                "both": " (simulated and real, kept apart)"}
 
 
-def load_summary(store: Store, filters: Filters) -> pd.DataFrame:
+def load_summary(store: Store, filters: RunFilters) -> pd.DataFrame:
     """The matching runs added up in the store (`Store.run_summary`: a few hundred rows
     however many runs match), with each run's `group` (its label, or "(no label)")."""
     frame = store.run_summary(**filters.store_args())
@@ -308,7 +295,7 @@ def _kinds(kind: str) -> list[bool]:
     return {"real": [False], "simulated": [True], "both": [False, True]}[kind]
 
 
-def _sampled(store: Store, filters: Filters, summary: pd.DataFrame, kind: str,
+def _sampled(store: Store, filters: RunFilters, summary: pd.DataFrame, kind: str,
              read: Callable[[int, dict[str, Any]], pd.DataFrame], limit: int | None = None,
              **narrow: Any) -> tuple[pd.DataFrame, str]:
     """`read(every, args)` for each kind of run shown (real and simulated read apart, each
@@ -396,7 +383,7 @@ class _StoredResults:
         return self.read[protocol]
 
 
-def report_from_store(store: Store, filters: Filters, kind: str | None = None,
+def report_from_store(store: Store, filters: RunFilters, kind: str | None = None,
                       only: Sequence[str] | None = None,
                       summary: pd.DataFrame | None = None) -> list[Section]:
     """The Insights page over the runs matching `filters`, section by section: the overview,

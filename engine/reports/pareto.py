@@ -16,9 +16,7 @@ import pandas as pd
 
 from engine.reports.vega import PARETO_AXES as AXES
 from engine.reports.vega import _number
-from engine.reports.vega import pareto as pareto_chart
 
-__all__ = ["AXES", "COLUMNS", "dominated_by", "pareto_rows", "pareto_chart", "caption"]
 COLUMNS = ["configuration", "spend", "accuracy", "low", "high", "n", "dominated",
            "dominated_by"]
 

@@ -76,16 +76,12 @@ def _rate_row(label: str, position: str, wins: int, n: int) -> dict[str, Any]:
 def by_position(runs: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """Outcome by position (see the module docstring) from run records, each with `label`,
     `order`, `carried` and, for a debate, `seat_for` / `seat_against`."""
-    counts: dict[tuple[str, str], list[int]] = {}
-    keys: list[tuple[str, str]] = []
+    counts: dict[tuple[str, str], list[int]] = {}  # (label, position): wins, n; first seen first
 
     def add(label: str, position: str, won: bool) -> None:
-        key = (label, position)
-        if key not in counts:
-            counts[key] = [0, 0]
-            keys.append(key)
-        counts[key][0] += int(won)
-        counts[key][1] += 1
+        count = counts.setdefault((label, position), [0, 0])
+        count[0] += int(won)
+        count[1] += 1
 
     for run in runs:
         order, carried = run.get("order"), run.get("carried")
@@ -98,8 +94,7 @@ def by_position(runs: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
             seat = run.get(f"seat_{side}")
             if isinstance(seat, str) and seat:
                 add(label, f"argued {side}", seat in carried)
-    rows = [_rate_row(label, position, *counts[(label, position)])
-            for label, position in keys]
+    rows = [_rate_row(label, position, *count) for (label, position), count in counts.items()]
     return pd.DataFrame(rows, columns=POSITION_COLUMNS)
 
 

@@ -15,6 +15,7 @@ import pandas as pd
 
 from engine.analysis import stats
 from engine.reports.experiments import counted
+from engine.reports.rounds import clicked
 from engine.text import html_text
 
 
@@ -69,18 +70,9 @@ def picked_bin(figure: Any, calibrations: Sequence[Mapping[str, Any]], event: An
     """The bin whose point was clicked on `figure`, a `reliability_figure` of
     `calibrations`, from a plotly selection `event` (`st.plotly_chart`'s); None for no click
     or a click on the diagonal."""
-    try:
-        chosen = event["selection"]["points"]
-    except (KeyError, TypeError):
-        return None
-    for point in chosen or []:
-        curve, data = point.get("curve_number"), point.get("customdata")
-        if not isinstance(curve, int) or not 0 <= curve < len(figure.data):
-            continue
-        meta = figure.data[curve].meta
-        number = meta.get(CALIBRATION) if isinstance(meta, dict) else None
-        if (isinstance(number, int) and 0 <= number < len(calibrations)
-                and isinstance(data, list | tuple) and len(data) >= 4):
+    for number, point in clicked(figure, event, CALIBRATION):
+        data = point.get("customdata")
+        if 0 <= number < len(calibrations) and isinstance(data, list | tuple) and len(data) >= 4:
             cal = calibrations[number]
             return Bin(str(cal["label"]), str(cal["signal"]), int(data[3]))
     return None

@@ -17,7 +17,7 @@ answer some agent gave ("Cost of Consensus", 2026) over runs where one did.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -156,20 +156,26 @@ def picked_line(figure: Any, points: pd.DataFrame, event: Any) -> str | None:
     (`st.plotly_chart`'s): a point of its line (or of its dashed round-1 line, which stands
     for the same runs; the page never sees one, as it takes no hover); None for no click, or
     a click on a published marker (no runs of this experiment behind it)."""
+    order = list(dict.fromkeys(points["configuration"])) if not points.empty else []
+    return next((str(order[index]) for index, _ in clicked(figure, event, LINE)
+                 if 0 <= index < len(order)), None)
+
+
+def clicked(figure: Any, event: Any, key: str) -> Iterator[tuple[int, Mapping[str, Any]]]:
+    """Each point a plotly selection `event` (`st.plotly_chart`'s) picked on `figure`, with
+    the whole number its trace's meta holds under `key`; points on other traces are passed
+    over."""
     try:
         chosen = event["selection"]["points"]
     except (KeyError, TypeError):
-        return None
-    order = list(dict.fromkeys(points["configuration"])) if not points.empty else []
+        return
     for point in chosen or []:
         curve = point.get("curve_number")
-        if not isinstance(curve, int) or not 0 <= curve < len(figure.data):
-            continue
-        meta = figure.data[curve].meta
-        index = meta.get(LINE) if isinstance(meta, dict) else None
-        if isinstance(index, int) and 0 <= index < len(order):
-            return str(order[index])
-    return None
+        if isinstance(curve, int) and 0 <= curve < len(figure.data):
+            meta = figure.data[curve].meta
+            index = meta.get(key) if isinstance(meta, dict) else None
+            if isinstance(index, int):
+                yield index, point
 
 
 def rounds_text(frame: pd.DataFrame, spec: Mapping[str, Any]) -> str:

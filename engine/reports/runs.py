@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, time
+from datetime import date
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -16,7 +16,7 @@ from engine.llm.sizes import REPLY_CAP
 from engine.models import total_cost
 from engine.protocols import REGISTRY
 from engine.reports.run_dynamics import DynamicsStrip, dynamics_strip
-from engine.store import STATUSES
+from engine.store import STATUSES, RunFilters
 from engine.store.facets import INTERNAL_TAGS
 from engine.views.blocks import Block, cost_text, is_simulated, simulated_text
 
@@ -29,39 +29,6 @@ HISTORY_LIMITS = (50, 200, 1000)
 # 256 KB of UTF-8 are at most 262,144 characters). The export holds every reply whole.
 PREVIEW_CHARS = 20_000
 PAGE_CHARS = REPLY_CAP
-
-
-# --------------------------------------------------------------------------- filters
-@dataclass(frozen=True)
-class Filters:
-    """What the Runs and Insights pages filter by; empty values mean "any"."""
-
-    protocol: str | None = None
-    label: str | None = None
-    tag: str | None = None
-    model: str | None = None
-    status: str | None = None
-    search: str | None = None
-    since: date | None = None
-    until: date | None = None
-    transcript: str | None = None  # full text of questions, replies and answers
-
-    def store_args(self) -> dict[str, Any]:
-        """Keyword arguments for `Store.runs` (dates become whole UTC days)."""
-        args: dict[str, Any] = {}
-        for name in ("protocol", "label", "tag", "model", "status", "search", "transcript"):
-            value = getattr(self, name)
-            if isinstance(value, str) and value.strip():
-                args[name] = value.strip()
-        if self.since:
-            args["since"] = datetime.combine(self.since, time.min, tzinfo=UTC)
-        if self.until:
-            args["until"] = datetime.combine(self.until, time.max, tzinfo=UTC)
-        return args
-
-    @property
-    def active(self) -> bool:
-        return bool(self.store_args())
 
 
 def date_range(value: Any) -> tuple[date | None, date | None]:
@@ -216,7 +183,7 @@ class History:
     matching: int = 0
 
 
-def history(store: Store, filters: Filters, limit: int = 200) -> History:
+def history(store: Store, filters: RunFilters, limit: int = 200) -> History:
     """The newest `limit` runs matching `filters` as the history table (one bounded query),
     and how many match in all when there are more (one count in SQL)."""
     frame = store.runs(**filters.store_args(), limit=limit + 1)
@@ -256,14 +223,23 @@ class RunDetail:
 def result_blocks(run: Mapping[str, Any]) -> list[Block]:
     """A stored run's result as its protocol's view blocks ([] when there is none, or it
     cannot be read as that protocol's result)."""
+    return _result_view(run)[1]
+
+
+def _result_view(run: Mapping[str, Any]) -> tuple[Any, list[Block], str]:
+    """A stored run's typed result (None when there is none, or it does not read as its
+    protocol's), its view blocks, and why they could not be shown ("" when nothing kept
+    them)."""
     spec = REGISTRY.get(str(run.get("protocol", "")))
     result = spec.read_result(run.get("result")) if spec is not None else None
     if spec is None or result is None:
-        return []
-    try:
-        return list(spec.view(result))
-    except (AttributeError, KeyError, TypeError, ValueError, IndexError):
-        return []
+        unfit = bool(run.get("result")) and spec is not None
+        return result, [], ("the stored result does not fit this protocol's result; only the "
+                            "transcript is shown" if unfit else "")
+    try:  # a stored result is data: one its view trips on costs only the view
+        return result, list(spec.view(result)), ""
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError) as exc:
+        return result, [], f"the stored result could not be shown ({type(exc).__name__}: {exc})"
 
 
 def run_detail(store: Store, run_id: str, preview: int | None = None) -> RunDetail:
@@ -274,22 +250,13 @@ def run_detail(store: Store, run_id: str, preview: int | None = None) -> RunDeta
     None): `turn_text` reads one turn when its reader opens it. Without, everything whole
     (the shared HTML, the CLI)."""
     run = store.get(run_id, reply_chars=preview) if preview is not None else store.get(run_id)
-    spec = REGISTRY.get(run["protocol"])
     problems: list[str] = []
     if run.get("unreadable"):
         problems.append(f"part of this run could not be read ({run['unreadable']}); what "
                         "could be read is shown, and the run can be deleted")
-    blocks: list[Block] = []
-    result = spec.read_result(run.get("result")) if spec is not None else None
-    if result is not None and spec is not None:
-        try:  # a stored result is data: one its view trips on costs only the view
-            blocks = list(spec.view(result))
-        except (AttributeError, KeyError, TypeError, ValueError, IndexError) as exc:
-            problems.append(f"the stored result could not be shown ({type(exc).__name__}: "
-                            f"{exc})")
-    elif run.get("result") and spec is not None:
-        problems.append("the stored result does not fit this protocol's result; only the "
-                        "transcript is shown")
+    result, blocks, unshown = _result_view(run)
+    if unshown:
+        problems.append(unshown)
     turns = run.get("turns") or []
     detail = RunDetail(
         run=run, title=protocol_title(run["protocol"]),

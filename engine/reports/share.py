@@ -20,6 +20,7 @@ from engine.reports.experiments import counted
 from engine.reports.references import findings, findings_note
 from engine.reports.runs import USAGE_WORDS
 from engine.text import words
+from engine.views.ballots import flow_links
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto;
@@ -85,8 +86,8 @@ def metrics(items: Iterable[tuple[str, Any]]) -> str:
 
 
 def blocks(items: Iterable[Any]) -> str:
-    """A protocol's view blocks (`engine.views.blocks.Block`) as the Run page shows them."""
-    from engine.reports import charts, insights
+    """A protocol's view blocks (`engine.views.blocks.Block`) as the Run page shows them,
+    but for its tallies and stance flows, which `RunDetail` holds apart."""
     out = []
     for block in items:
         if block.title and block.kind != "metrics":
@@ -97,11 +98,6 @@ def blocks(items: Iterable[Any]) -> str:
             out.append(f"<pre>{text(block.body or '—')}</pre>")
         elif block.kind == "table":
             out.append(table(block.rows))
-        elif block.kind == "tally":
-            out.append(figure(charts.tally_bar(block.counts, block.winner or None,
-                                               title=block.title)))
-        elif block.kind == "flow":
-            out.append(figure(charts.sankey(insights.flow_links(pd.DataFrame(block.rows)))))
         elif block.kind == "warning":
             out.append(f'<p class="warning">{text(block.body)}</p>')
         else:
@@ -135,7 +131,7 @@ def run_html(detail: Any) -> str:
     tallies and flows, the whole transcript, per-seat usage and the stored configuration."""
     import json
 
-    from engine.reports import charts, insights
+    from engine.reports import charts
     run = detail.run
     parts = [_simulated(detail.simulation), f"<pre>{text(run.get('question'))}</pre>"]
     meta = [f"label: {run['label']}" if run.get("label") else "no label",
@@ -155,7 +151,7 @@ def run_html(detail: Any) -> str:
     for title, counts, winner in detail.tallies:
         parts.append(figure(charts.tally_bar(counts, winner, title)))
     if detail.flows is not None:
-        parts += ["<h3>Mind changes</h3>", figure(charts.sankey(insights.flow_links(
+        parts += ["<h3>Mind changes</h3>", figure(charts.sankey(flow_links(
             detail.flows)))]
     parts.append("<h2>Transcript</h2>")
     for entry in detail.transcript:

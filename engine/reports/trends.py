@@ -8,7 +8,6 @@ the gate's (`engine.reports.gate`) at 95%. Simulated runs are labelled apart as 
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -31,15 +30,10 @@ MEASURE_NAMES = ("accuracy", "majority adoption", "agreement inflation")
 MAX_EXPERIMENTS = 200  # the newest of a name that a view reads
 
 
-def _digest(value: Any) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def _config_keys(config: Mapping[str, Any]) -> tuple[str, str]:
-    """Digests of a configuration without its label and prompts, and of its prompts."""
-    prompts = config.get("prompts") or {}
-    rest = {k: v for k, v in config.items() if k not in ("label", "prompts")}
-    return _digest(rest), _digest(prompts)
+def _config_keys(config: Mapping[str, Any]) -> tuple[dict[str, Any], Any]:
+    """A configuration without its label and prompts, and its prompts."""
+    return ({k: v for k, v in config.items() if k not in ("label", "prompts")},
+            config.get("prompts") or {})
 
 
 def changes(before: Mapping[str, Any] | None, after: Mapping[str, Any], label: str,

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from engine.analysis.replay import Outcome, Rule, StoredRun, replay, rules
+from engine.analysis.replay import Outcome, Rule, StoredRun, replay
 from engine.protocols import stored_rounds
 from engine.reports.consensus import rounds_protocols
-from engine.reports.runs import Filters
 from engine.reports.vega import _base, _number, interval_tooltip, labelled_points
+from engine.store import RunFilters
 from engine.views.aggregate import KINDS, SIMULATED_SUFFIX
 from engine.views.blocks import NO_LABEL
 
@@ -33,7 +33,7 @@ COLUMNS = ["group", "rule", "kind", "threshold", "runs", "stopped early", "score
            "lost", "lost low", "lost high", "as run", "as run low", "as run high", "saved"]
 
 
-def round_runs(store: Store, filters: Filters | None = None, kind: str = "real",
+def round_runs(store: Store, filters: RunFilters | None = None, kind: str = "real",
                with_config: bool = False, experiment_id: str | None = None) -> pd.DataFrame:
     """The completed runs matching `filters` whose protocol has rounds of answers, one row
     each: `id`, `protocol`, `label`, `simulated`, `group` (the label, suffixed when simulated
@@ -44,7 +44,7 @@ def round_runs(store: Store, filters: Filters | None = None, kind: str = "real",
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     columns = ["id", "protocol", "label", "simulated", "group", "expected", "correct",
                "rounds", *(["config"] if with_config else [])]
-    args = (filters or Filters()).store_args()
+    args = (filters or RunFilters()).store_args()
     if args.get("status", "completed") != "completed":
         return pd.DataFrame(columns=columns)
     args["status"] = "completed"
@@ -164,7 +164,7 @@ def grouped(runs: pd.DataFrame, stored: Sequence[StoredRun]) -> dict[str, list[S
     return out
 
 
-def what_if_from_store(store: Store, filters: Filters | None = None, kind: str = "real",
+def what_if_from_store(store: Store, filters: RunFilters | None = None, kind: str = "real",
                        chosen: Sequence[Rule] | None = None,
                        experiment_id: str | None = None) -> pd.DataFrame:
     """`what_if` over the stored runs matching `filters` (see the module's docstring), of
@@ -238,8 +238,3 @@ def short_label(family: str, threshold: Any) -> str:
     if family == "agreement":
         return f"≥ {float(threshold):.2f}"
     return str(family)
-
-
-__all__ = ["ALL", "chart", "dollars_text", "grouped", "outcome_row",
-           "round_runs", "short_label", "stored_runs", "what_if", "what_if_from_store",
-           "rules"]

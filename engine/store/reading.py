@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, date, datetime, time
 from typing import Any, TypeVarTuple
 
 import pandas as pd
@@ -26,7 +26,8 @@ _TURN_ORDER = (TurnRow.idx, TurnRow.id)
 
 @dataclass(frozen=True)
 class RunFilters:
-    """What a read of runs filters by; empty values mean "any" (see `RunReading.runs`)."""
+    """What a read of runs filters by, from a page's filters or a caller's keywords; empty
+    values mean "any" (see `RunReading.runs`)."""
 
     protocol: str | None = None
     label: str | None = None
@@ -34,12 +35,30 @@ class RunFilters:
     status: str | None = None
     model: str | None = None
     search: str | None = None
-    since: datetime | None = None
-    until: datetime | None = None
+    since: date | None = None  # a date alone is a whole UTC day
+    until: date | None = None
     experiment_id: str | None = None
     ids: Sequence[str] | None = None
-    transcript: str | None = None
+    transcript: str | None = None  # full text of questions, replies and answers
     simulated: bool | None = None  # only the simulated runs (True) or only the real ones
+
+    def store_args(self) -> dict[str, Any]:
+        """The filters set, as keyword arguments for `Store.runs` and the other reads of
+        runs: text stripped, empty values left out, a date alone its whole UTC day."""
+        args: dict[str, Any] = {}
+        for name, value in vars(self).items():
+            if isinstance(value, str):
+                value = value.strip() or None
+            if value is not None:
+                args[name] = value
+        for name, moment in (("since", time.min), ("until", time.max)):
+            if type(args.get(name)) is date:
+                args[name] = datetime.combine(args[name], moment, tzinfo=UTC)
+        return args
+
+    @property
+    def active(self) -> bool:
+        return bool(self.store_args())
 
 
 Selected = TypeVarTuple("Selected")
