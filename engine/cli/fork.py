@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from engine.cli.commands import command
 from engine.cli.runflags import endpoints_from_args, progress_line, store_from_args
 
 if TYPE_CHECKING:
@@ -45,14 +46,11 @@ def cmd_fork(args: argparse.Namespace) -> int:
 
 def add_cli(sub: Any) -> None:
     """Add `fork` to the CLI's sub-commands."""
-    fork = sub.add_parser("fork", help="fork a stored run at round K: keep the turns before "
-                                       "it, drop an agent or edit a turn, run the rest")
+    fork = command(sub, "fork", "fork a stored run at round K: keep the turns before it, drop "
+                   "an agent or edit a turn, run the rest", cmd_fork)
     fork.add_argument("run_id")
     fork.add_argument("--round", type=int, required=True, metavar="K",
                       help="the first round run again (the turns before it are kept)")
     fork.add_argument("--drop", metavar="AGENT", help="an agent to leave out of the fork")
     fork.add_argument("--edit", action="append", default=[], metavar="INDEX=TEXT",
                       help="replace kept turn INDEX's reply with TEXT; repeatable")
-    fork.add_argument("--db", help="database URL (default PARLEY_DB_URL or "
-                                   "sqlite:///data/parley.db)")
-    fork.set_defaults(handler=cmd_fork)

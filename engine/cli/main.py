@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 
 from engine.access import cli_user
 from engine.cli import commands, fork, gate, rejudge, runflags, sets, share
+from engine.cli.commands import command
 from engine.cli.runflags import store_from_args
 from engine.errors import ParleyError
 from engine.models import ConfigError, RunStopped
@@ -61,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m engine", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    run = sub.add_parser("run", help="run a protocol on a question and store it")
+    run = command(sub, "run", "run a protocol on a question and store it", cmd_run)
     run.add_argument("protocol", help=_Protocols("one of the protocols"))
     run.add_argument("question", help="the question, topic or task")
     run.add_argument("--model", default="simulated", help="model spec for every seat")
@@ -81,40 +82,35 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--tag", action="append", default=[], help="tag the run; repeatable")
     run.add_argument("--expected", help="the expected answer, to score correctness")
     run.add_argument("--config", help="a saved configuration as a JSON or YAML file")
-    run.add_argument("--db", help="database URL (default PARLEY_DB_URL or data/parley.db)")
     run.add_argument("--json", action="store_true", help="print the whole result as JSON")
     runflags.add_policy_flags(run)
 
-    runs = sub.add_parser("runs", help="list stored runs")
+    runs = command(sub, "runs", "list stored runs", cmd_runs)
     runs.add_argument("--protocol")
     runs.add_argument("--label")
     runs.add_argument("--status")
     runs.add_argument("--tag")
     runs.add_argument("--limit", type=int, default=20)
-    runs.add_argument("--db")
     runs.add_argument("--json", action="store_true")
 
-    show = sub.add_parser("show", help="show one run with its turns")
+    show = command(sub, "show", "show one run with its turns", cmd_show)
     show.add_argument("run_id")
-    show.add_argument("--db")
     show.add_argument("--json", action="store_true")
 
-    export = sub.add_parser("export", help="export runs: one as JSON, several as JSONL, or CSV")
+    export = command(sub, "export", "export runs: one as JSON, several as JSONL, or CSV",
+                     cmd_export)
     export.add_argument("run_ids", nargs="*", help="run ids (default: all)")
     export.add_argument("--format", choices=("json", "jsonl", "csv"), default=None)
     export.add_argument("--output", "-o", help="file to write (default: standard output)")
-    export.add_argument("--db")
 
-    imp = sub.add_parser("import", help="import runs from a JSON or JSONL export")
-    imp.add_argument("path")
-    imp.add_argument("--db")
+    command(sub, "import", "import runs from a JSON or JSONL export", cmd_import
+            ).add_argument("path")
 
-    remove = sub.add_parser("delete", help="delete runs (an unreadable or stuck one too)")
+    remove = command(sub, "delete", "delete runs (an unreadable or stuck one too)", cmd_delete)
     remove.add_argument("run_ids", nargs="+", metavar="ID")
     remove.add_argument("--yes", "-y", action="store_true", help="do not ask")
-    remove.add_argument("--db")
 
-    bench = sub.add_parser("bench", help="print the benchmark table")
+    bench = command(sub, "bench", "print the benchmark table", cmd_bench, db=None)
     bench.add_argument("--quick", action="store_true", help="smaller counts, for a smoke test")
     bench.add_argument("--only", action="append", default=[], help="run only rows matching")
     bench.add_argument("--base-url", help="the OpenAI-compatible server local-model rows use "
@@ -336,10 +332,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
                       sizes=args.sizes)
 
 
-COMMANDS = {"run": cmd_run, "runs": cmd_runs, "show": cmd_show, "export": cmd_export,
-            "import": cmd_import, "delete": cmd_delete, "bench": cmd_bench}
-
-
 def _default_store(args: argparse.Namespace) -> None:
     """A command's `--db` when none is given: `PARLEY_DB_URL` from the environment (read by the
     store itself), else from `.streamlit/secrets.toml`, as the app reads it."""
@@ -362,7 +354,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     redact_log_records()  # no key reaches a log line, whoever logs it
     parser = build_parser()
     args = parser.parse_args(argv)
-    handler: Callable[[argparse.Namespace], int] = COMMANDS.get(args.command) or args.handler
+    handler: Callable[[argparse.Namespace], int] = args.handler
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
     try:

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from engine.cli.commands import command
 from engine.cli.runflags import store_from_args
 
 
@@ -41,13 +42,10 @@ def cmd_share(args: argparse.Namespace) -> int:
 
 def add_cli(sub: Any) -> None:
     """Add `share` to the CLI's sub-commands."""
-    share = sub.add_parser("share", help="write a run or an experiment's results as one static "
-                                         "HTML file")
+    share = command(sub, "share", "write a run or an experiment's results as one static HTML "
+                    "file", cmd_share)
     share.add_argument("id", help="a run id (or, with --experiment, an experiment id)")
     share.add_argument("--experiment", action="store_true", help="ID is an experiment")
     share.add_argument("--runs", choices=("real", "simulated", "both"),
                        help="an experiment's runs to show (default: real when there are any)")
     share.add_argument("--out", "-o", help="the file to write (default parley-run-ID.html)")
-    share.add_argument("--db", help="database URL (default PARLEY_DB_URL or "
-                                    "sqlite:///data/parley.db)")
-    share.set_defaults(handler=cmd_share)
