@@ -12,6 +12,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 from engine.access import cli_user
@@ -86,10 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     runflags.add_policy_flags(run)
 
     runs = command(sub, "runs", "list stored runs", cmd_runs)
-    runs.add_argument("--protocol")
-    runs.add_argument("--label")
-    runs.add_argument("--status")
-    runs.add_argument("--tag")
+    for name in ("--protocol", "--label", "--status", "--tag"):  # filters, as Store.runs's
+        runs.add_argument(name)
     runs.add_argument("--limit", type=int, default=20)
     runs.add_argument("--json", action="store_true")
 
@@ -155,11 +154,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     config = {**runflags.config_from_args(args), **runflags.policy_from_args(args)}
     endpoints = runflags.endpoints_from_args(args)
     store = store_from_args(args)
-
-    def progress(turn) -> None:
-        if not args.json:
-            say(runflags.progress_line(turn), file=sys.stderr)
-
+    progress = None if args.json else lambda turn: say(runflags.progress_line(turn),
+                                                         file=sys.stderr)
     try:
         result = run_sync(arun_config(config, args.question, store=store, tags=args.tag,
                                       expected=args.expected, on_event=progress,
@@ -210,17 +206,16 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if frame.empty:
         print("no runs stored yet")
         return 0
-    view = frame[["id", "protocol", "status", "label", "calls", "created_at", "question"]].copy()
     kinds = [text for text, _seats in simulations(frame)]
-    view.insert(2, "simulated", kinds)
-    view.insert(6, "tokens", (frame["tokens_in"] + frame["tokens_out"]).astype(int))
-    view.insert(7, "cost", [cost_text(c, k) for c, k in zip(frame["cost_usd"], kinds)])
-    view["question"] = view["question"].str.slice(0, 50)
-    view["status"] = [status_text(s, d) for s, d in zip(frame["status"], frame["degraded_run"])]
-    view.insert(4, "score", [score_word(c, u) for c, u in zip(frame["correct"],
-                                                              frame["unanswered"])])
-    view["created_at"] = view["created_at"].astype(str).str.slice(0, 19)
-    say(view.to_string(index=False))
+    view = frame.assign(
+        simulated=kinds, tokens=(frame["tokens_in"] + frame["tokens_out"]).astype(int),
+        cost=[cost_text(c, k) for c, k in zip(frame["cost_usd"], kinds)],
+        status=[status_text(s, d) for s, d in zip(frame["status"], frame["degraded_run"])],
+        score=[score_word(c, u) for c, u in zip(frame["correct"], frame["unanswered"])],
+        created_at=frame["created_at"].astype(str).str.slice(0, 19),
+        question=frame["question"].str.slice(0, 50))
+    say(view[["id", "protocol", "simulated", "status", "score", "label", "calls", "tokens",
+              "cost", "created_at", "question"]].to_string(index=False))
     for run_id, why in zip(frame["id"], frame["unreadable"]):
         if why:
             say(f"unreadable: run {run_id} ({why}); delete it with "
@@ -281,8 +276,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     else:  # cells taken from model text never run as spreadsheet formulas
         text = export_columns(store.runs(ids=ids)).map(csv_cell).to_csv(index=False)
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        Path(args.output).write_text(text, encoding="utf-8")
         print(f"wrote {len(ids)} run(s) to {args.output}", file=sys.stderr)
     else:  # on a terminal: the same data, with C1 controls and lone surrogates \u-escaped
         sys.stdout.write(text if fmt == "csv" else _escape_json(text))
@@ -296,11 +290,9 @@ def cmd_import(args: argparse.Namespace) -> int:
         if size > MAX_IMPORT_BYTES:
             raise ConfigError(f"import: {args.path} is {size / 1e6:.0f} MB; the limit is "
                               f"{MAX_IMPORT_BYTES / 1e6:.0f} MB (split it)", "limit")
-        with open(args.path, "rb") as handle:
-            data = handle.read()
+        data = Path(args.path).read_bytes()
     except OSError as exc:
         raise ConfigError(f"import: cannot read {args.path}: {exc.strerror}", "input") from None
-    from engine.access import cli_user
     from engine.protocols.storing import import_file
     print(import_file(store_from_args(args), data, imported_by=cli_user()).summary())
     return 0

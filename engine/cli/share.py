@@ -14,26 +14,20 @@ from engine.cli.runflags import store_from_args
 def cmd_share(args: argparse.Namespace) -> int:
     """Write the HTML of `args.id` (a run, or with --experiment an experiment) to --out."""
     from engine.reports import share
+    from engine.reports.controls import ANSWERS_ONLY_TAG
+    from engine.reports.experiments import report
+    from engine.reports.runs import run_detail
     store = store_from_args(args)
-    if args.experiment:
-        from engine.reports.controls import ANSWERS_ONLY_TAG
-        from engine.reports.experiments import report
-        try:
-            document = share.experiment_html(report(store, args.id, args.runs),
-                                             preferences=store.preferences(),
-                                             judged=store.runs(experiment_id=args.id,
-                                                               tag=ANSWERS_ONLY_TAG))
-        except KeyError:
-            sys.stderr.write(f"error: there is no experiment {args.id!r}\n")
-            return 1
-    else:
-        from engine.reports.runs import run_detail
-        try:
-            document = share.run_html(run_detail(store, args.id))
-        except KeyError:
-            sys.stderr.write(f"error: there is no run {args.id!r}\n")
-            return 1
-    out = Path(args.out or f"parley-{'experiment' if args.experiment else 'run'}-{args.id}.html")
+    what = "experiment" if args.experiment else "run"
+    try:
+        document = share.experiment_html(
+            report(store, args.id, args.runs), preferences=store.preferences(),
+            judged=store.runs(experiment_id=args.id, tag=ANSWERS_ONLY_TAG),
+        ) if args.experiment else share.run_html(run_detail(store, args.id))
+    except KeyError:
+        sys.stderr.write(f"error: there is no {what} {args.id!r}\n")
+        return 1
+    out = Path(args.out or f"parley-{what}-{args.id}.html")
     out.write_text(document, encoding="utf-8")
     print(f"wrote {out} ({len(document.encode()) / 1e6:.1f} MB; opens from disk, charts "
           "included)")

@@ -49,13 +49,12 @@ def cmd_worker(args: Any) -> int:
     from engine.workers.worker import arun_worker
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     store = store_from_args(args)
-
-    def ready() -> None:
-        say(f"worker on {store.url_safe}: {args.concurrency} at a time, queues "
-            + (", ".join(args.endpoint) if args.endpoint else "all"), file=sys.stderr)
-    asyncio.run(releasing(arun_worker(store, concurrency=args.concurrency,
-                                      endpoints=args.endpoint, heartbeat=args.heartbeat,
-                                      registry=endpoints_from_args(args), on_ready=ready)))
+    queues = ", ".join(args.endpoint) if args.endpoint else "all"
+    asyncio.run(releasing(arun_worker(
+        store, concurrency=args.concurrency, endpoints=args.endpoint, heartbeat=args.heartbeat,
+        registry=endpoints_from_args(args), on_ready=lambda: say(
+            f"worker on {store.url_safe}: {args.concurrency} at a time, queues {queues}",
+            file=sys.stderr))))
     return 0
 
 
