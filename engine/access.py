@@ -217,11 +217,7 @@ class Roles:
         local, at, domain = address.rpartition("@")
         if not at or not local or not domain:
             return None
-        if address in self.addresses:
-            return self.addresses[address]
-        if domain in self.domains:
-            return self.domains[domain]
-        return self.default
+        return self.addresses.get(address, self.domains.get(domain, self.default))
 
 
 def role_for(email: Any, table: Any, verified: Any = None, subject: Any = None

@@ -71,17 +71,14 @@ class SeatSpec(BaseModel):
         if unknown:
             raise ConfigError(f"seat {slot} has no key {unknown[0]!r}; keys are "
                               f"{', '.join(SEAT_KEYS)}", "input")
+        values = {key: value for key, value in values.items() if value is not None}
         for key in _TEXT_SEAT_KEYS:
-            if values.get(key) is not None and not isinstance(values[key], str):
+            if key in values and not isinstance(values[key], str):
                 raise ConfigError(f"seat {slot}: {key} must be text, got "
                                   f"{type(values[key]).__name__}", "input")
-            if values.get(key) is None:
-                values.pop(key, None)
-        if values.get("temperature") is not None:
+        if "temperature" in values:
             require_temperature(values["temperature"], f"seat {slot}: temperature")
-        if values.get("traits") is None:
-            values.pop("traits", None)
-        else:
+        if "traits" in values:
             values["traits"] = check_traits(values["traits"], f"seat {slot}")
         return cls(**values)
 
@@ -189,12 +186,9 @@ class RunConfig(CallPolicy):
         seats = data.get("seats") or {}
         if not isinstance(seats, Mapping):
             raise ConfigError("configuration seats must map slot names to seats", "input")
-        grouped: dict[str, list[SeatSpec]] = {}
-        for slot, given in seats.items():
-            if given is None:
-                continue
-            entries = given if isinstance(given, list) else [given]
-            grouped[str(slot)] = [SeatSpec.parse(e, str(slot)) for e in entries]
+        grouped = {str(slot): [SeatSpec.parse(e, str(slot)) for e in
+                               (given if isinstance(given, list) else [given])]
+                   for slot, given in seats.items() if given is not None}
         options = data.get("options") or {}
         prompts = data.get("prompts") or {}
         if not isinstance(options, Mapping):

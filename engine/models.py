@@ -1,6 +1,7 @@
 """Values shared by every protocol: seats, turns, the error users fix, and the result base."""
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -140,10 +141,7 @@ def total_cost(turns: Iterable[Any]) -> float | None:
     fields."""
     total = 0.0
     for turn in turns:
-        def field(name: str, default: Any, turn: Any = turn) -> Any:
-            if isinstance(turn, dict):
-                return turn.get(name, default)
-            return getattr(turn, name, default)
+        field = turn.get if isinstance(turn, dict) else functools.partial(getattr, turn)
         cost = field("cost_usd", None)
         if cost is None or cost != cost:  # None, or NaN from a data frame: unknown
             if field("status", "ok") == "ok" or field("tokens_in", 0) or field("tokens_out", 0):

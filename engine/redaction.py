@@ -130,17 +130,6 @@ def redact(text: str, secrets: Iterable[str] = (), *, environ: Mapping[str, str]
     return text
 
 
-def redact_value(value: Any, secrets: Iterable[str] = ()) -> Any:
-    """`redact` over every string of a JSON-like value (lists and mappings kept)."""
-    if isinstance(value, str):
-        return redact(value, secrets)
-    if isinstance(value, Mapping):
-        return {k: redact_value(v, secrets) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [redact_value(v, secrets) for v in value]
-    return value
-
-
 def secret_values(value: Any, secret: bool = False) -> list[str]:
     """The values under secret-naming keys (`key`, `api_key`, `OPENAI_API_KEY`, `token` ...)
     anywhere in a settings mapping such as Streamlit's secrets."""
@@ -157,13 +146,12 @@ def redact_log_records(secrets: Iterable[str] = ()) -> None:
     traceback (`redact`, with `secrets` besides the environment's), whichever library logs
     it: for the entry points (the CLI, the worker, the app), never called by the engine
     itself. A second call only adds its `secrets`."""
-    current = logging.getLogRecordFactory()
-    known: set[str] | None = getattr(current, "parley_secrets", None)
+    previous = logging.getLogRecordFactory()
+    given = {s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET}
+    known: set[str] | None = getattr(previous, "parley_secrets", None)
     if known is not None:
-        known.update(s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET)
+        known.update(given)
         return
-    previous = current
-    kept = {s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET}
 
     def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
         record = previous(*args, **kwargs)
@@ -171,13 +159,13 @@ def redact_log_records(secrets: Iterable[str] = ()) -> None:
             message = record.getMessage()
         except Exception:  # a bad format string is the handler's to report, as before
             return record
-        cleaned = redact(message, kept)
+        cleaned = redact(message, given)
         if cleaned != message:
             record.msg, record.args = cleaned, None
         if record.exc_info and record.exc_info[0] is not None:
             text = "".join(traceback.format_exception(*record.exc_info))
-            record.exc_text = redact(text, kept).rstrip("\n")
+            record.exc_text = redact(text, given).rstrip("\n")
         return record
 
-    factory.parley_secrets = kept  # type: ignore[attr-defined]
+    factory.parley_secrets = given  # type: ignore[attr-defined]
     logging.setLogRecordFactory(factory)

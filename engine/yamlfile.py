@@ -119,9 +119,6 @@ def _check_expansion(root: Node) -> None:
         distinct += 1
         stack.append((node, True))
         stack.extend((kid, False) for kid in _children(node) if id(kid) not in sizes)
-    if sizes[id(root)] - distinct > MAX_ALIAS_NODES:
-        raise _Limit(f"the YAML's aliases expand to more than {MAX_ALIAS_NODES:,} nodes",
-                     root.start_mark)
 
 
 def yaml_problem(exc: yaml.YAMLError) -> str:

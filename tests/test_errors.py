@@ -195,7 +195,7 @@ def test_the_cli_says_a_parley_error_in_one_line(monkeypatch, capsys, tmp_path):
 
     def refuse(args):
         raise NotAllowed(Actor("val@example.com", Role.VIEWER), "delete runs")
-    monkeypatch.setitem(cli.COMMANDS, "delete", refuse)
+    monkeypatch.setattr(cli, "cmd_delete", refuse)
     assert cli.main(["delete", "x", "--db", f"sqlite:///{tmp_path / 'p.db'}"]) == 1
     assert capsys.readouterr().err == (
         "error: val@example.com (viewer) may not delete runs: that needs the admin role\n")

@@ -24,7 +24,7 @@ from engine.cells import Cell
 from engine.store import Store
 from engine.store import workers as pool_store
 from engine.store.workers import MAX_ID, PoisonJob, Unreadable, brief, load_payload, read_job
-from engine.workers import ensure_schema
+from engine.workers.pool import ensure_schema
 
 EXAMPLES = int(os.environ.get("PARLEY_FUZZ_EXAMPLES", "100"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=10000, database=None,

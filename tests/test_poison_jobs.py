@@ -33,8 +33,8 @@ from engine.store import Store
 from engine.store import workers as pool_store
 from engine.store.experiments import claim
 from engine.store.workers import MAX_ID, PoisonJob, Unreadable, brief, load_payload, read_job
-from engine.workers import app_for, ensure_schema, housekeeping, submit
-from engine.workers.pool import WorkerState
+from engine.workers.pool import WorkerState, app_for, ensure_schema, submit
+from engine.workers.worker import housekeeping
 
 ROOT = Path(__file__).resolve().parent.parent
 QUESTIONS = [{"question": f"What is {i} plus {i}?", "expected": str(2 * i)} for i in range(3)]

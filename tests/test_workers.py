@@ -30,7 +30,7 @@ from engine.models import ConfigError
 from engine.protocols import run_sync
 from engine.store import Store
 from engine.store import workers as pool_store
-from engine.workers import conninfo, endpoint_of, queue_of, settle, stop, submit
+from engine.workers.pool import conninfo, endpoint_of, queue_of, settle, stop, submit
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -46,6 +46,18 @@ class Handlers:
         return handler
 
 
+DB_HELP = "database URL (default PARLEY_DB_URL or data/parley.db)"
+
+
+def command(sub: Any, name: str, help: str, handler: Any, db: str | None = DB_HELP) -> Any:
+    """A sub-command's parser: its `--db` (unless `db` is None) and its handler set."""
+    parser = sub.add_parser(name, help=help)
+    if db is not None:
+        parser.add_argument("--db", help=db)
+    parser.set_defaults(handler=handler)
+    return parser
+
+
 _EXPERIMENTS = Handlers("engine.cli.experiments")
 _WORKERS = Handlers("engine.cli.workers")
 _GATE = Handlers("engine.cli.gate")
@@ -57,7 +69,8 @@ def add_experiments(sub: Any) -> None:
     parser = sub.add_parser("experiment", help="question set x configurations x repeats")
     inner = parser.add_subparsers(dest="experiment_command", required=True,
                                   parser_class=type(parser))
-    run = inner.add_parser("run", help="plan, store and run an experiment from a YAML spec")
+    run = command(inner, "run", "plan, store and run an experiment from a YAML spec",
+                  _EXPERIMENTS.cmd_run)
     run.add_argument("spec", help="YAML: questions (set name or list) or questions_file, "
                                   "configs (mappings or saved labels), repeats, concurrency")
     run.add_argument("--repeats", type=int, help="override the spec's repeats")
@@ -80,46 +93,42 @@ def add_experiments(sub: Any) -> None:
     run.add_argument("--dry-run", action="store_true", help="print the preflight only")
     run.add_argument("--yes", action="store_true",
                      help="confirm an experiment that plans more than 20,000 model calls")
-    resume = inner.add_parser("resume", help="run the cells of an experiment not yet done")
+    resume = command(inner, "resume", "run the cells of an experiment not yet done",
+                     _EXPERIMENTS.cmd_resume)
     resume.add_argument("experiment_id")
-    for command in (run, resume):
-        command.add_argument("--workers", action="store_true",
-                             help="queue the cells for the pool of workers (PostgreSQL "
-                                  "store; start workers with python -m engine worker) and "
-                                  "return")
-        command.add_argument("--wait", action="store_true",
-                             help="with --workers: follow the progress until the experiment "
-                                  "ends")
-        command.add_argument("--quiet", action="store_true", help="no progress line")
-        command.add_argument("--budget-usd", type=float, metavar="DOLLARS",
-                             help="stop starting cells once the experiment has spent this "
-                                  "many US dollars (the spec's budget_usd; on resume, a new "
-                                  "budget for the rest)")
-        command.add_argument("--base-url", help="base URL of an OpenAI-compatible server for "
-                             "openai: seats (typed here, it counts as registered: "
-                             "OPENAI_API_KEY goes to it)")
-    show = inner.add_parser("show", help="an experiment's results table")
+    for starting in (run, resume):
+        starting.add_argument("--workers", action="store_true",
+                              help="queue the cells for the pool of workers (PostgreSQL "
+                                   "store; start workers with python -m engine worker) and "
+                                   "return")
+        starting.add_argument("--wait", action="store_true",
+                              help="with --workers: follow the progress until the experiment "
+                                   "ends")
+        starting.add_argument("--quiet", action="store_true", help="no progress line")
+        starting.add_argument("--budget-usd", type=float, metavar="DOLLARS",
+                              help="stop starting cells once the experiment has spent this "
+                                   "many US dollars (the spec's budget_usd; on resume, a new "
+                                   "budget for the rest)")
+        starting.add_argument("--base-url", help="base URL of an OpenAI-compatible server for "
+                              "openai: seats (typed here, it counts as registered: "
+                              "OPENAI_API_KEY goes to it)")
+    show = command(inner, "show", "an experiment's results table", _EXPERIMENTS.cmd_show)
     show.add_argument("experiment_id")
     show.add_argument("--compare", nargs=2, metavar=("A", "B"),
                       help="paired comparison of two configuration labels")
     show.add_argument("--csv", help="also write one line per run to this CSV file")
-    listing = inner.add_parser("list", help="list experiments")
-    stop = inner.add_parser("stop", help="stop an experiment the pool of workers runs")
-    stop.add_argument("experiment_id")
-    approve = inner.add_parser("approve", help="make an experiment the approved baseline of "
-                                               "its name (the gate compares with it)")
-    approve.add_argument("experiment_id")
-    for command, handler in ((run, _EXPERIMENTS.cmd_run), (resume, _EXPERIMENTS.cmd_resume),
-                             (show, _EXPERIMENTS.cmd_show), (listing, _EXPERIMENTS.cmd_list),
-                             (stop, _WORKERS.cmd_stop), (approve, _GATE.cmd_approve)):
-        command.add_argument("--db", help="database URL (default PARLEY_DB_URL or "
-                                          "data/parley.db)")
-        command.set_defaults(handler=handler)
+    command(inner, "list", "list experiments", _EXPERIMENTS.cmd_list)
+    command(inner, "stop", "stop an experiment the pool of workers runs",
+            _WORKERS.cmd_stop).add_argument("experiment_id")
+    command(inner, "approve", "make an experiment the approved baseline of its name (the "
+            "gate compares with it)", _GATE.cmd_approve).add_argument("experiment_id")
 
 
 def add_workers(sub: Any) -> None:
     """Add `worker`, `workers` and `experiment-stop` to the CLI's sub-commands."""
-    worker = sub.add_parser("worker", help="serve the pool of workers (PostgreSQL store)")
+    pool_db = "database URL (default PARLEY_DB_URL)"
+    worker = command(sub, "worker", "serve the pool of workers (PostgreSQL store)",
+                     _WORKERS.cmd_worker, pool_db)
     worker.add_argument("--concurrency", type=int, default=4,
                         help="cells run at once by this worker (default 4)")
     worker.add_argument("--endpoint", action="append", default=[], metavar="NAME",
@@ -129,7 +138,5 @@ def add_workers(sub: Any) -> None:
                              "stalled and its cells go to another (default 10)")
     worker.add_argument("--base-url", help="base URL of an OpenAI-compatible server for "
                         "openai: seats (counts as registered, as for experiment run)")
-    listing = sub.add_parser("workers", help="the pool: workers, queues, throughput, ETA")
-    for command, handler in ((worker, _WORKERS.cmd_worker), (listing, _WORKERS.cmd_workers)):
-        command.add_argument("--db", help="database URL (default PARLEY_DB_URL)")
-        command.set_defaults(handler=handler)
+    command(sub, "workers", "the pool: workers, queues, throughput, ETA", _WORKERS.cmd_workers,
+            pool_db)

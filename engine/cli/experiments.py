@@ -252,14 +252,13 @@ def _simulated_notes(configs: list[dict[str, Any]]) -> None:
         say(f"note: {note}")
 
 
-def _hijack(store: Store, experiment_id: str) -> None:
-    """A planted adversary's hijack rate by seat position, beside its placebo persona."""
+def _hijack(store: Store, experiment_id: str) -> str:
+    """A planted adversary's hijack rate by seat position, beside its placebo persona ("" when
+    no configuration plants one)."""
     from engine.reports import hijack
     table = hijack.for_experiment(store, experiment_id)
-    if not table.empty:
-        say(hijack.ABOUT)
-        for line in hijack.lines(table):
-            say(f"  {line}")
+    return "" if table.empty else "\n".join([hijack.ABOUT, *(f"  {line}" for line in
+                                                            hijack.lines(table))])
 
 
 def cmd_show(args: Any) -> int:
@@ -294,29 +293,25 @@ def cmd_show(args: Any) -> int:
                                   f"{', '.join(result.labels)}", "input")
         say(compare(result.runs, a, b)["sentence"])
     else:
+        from engine.reports import human
+        from engine.reports.controls import controls_text
+        from engine.reports.positions import positions, positions_text
         from engine.reports.references import published, published_note
         from engine.reports.rounds import rounds_text
-        say(summary_text(result))
-        theirs = published_note(published(result.experiment["spec"]))
-        if theirs:  # beside the accuracy above, as the page's diamonds are
-            say(theirs[:1].upper() + theirs[1:])
-        by_round = rounds_text(result.runs, result.experiment["spec"])
-        if by_round:
-            say(by_round)
-        from engine.reports.controls import controls_text
-        controls = controls_text(store, args.experiment_id)  # headroom, dropped seats
-        if controls:
-            say(controls)
-        _hijack(store, args.experiment_id)
-        from engine.reports import human
-        majority = human.majority_text(result.runs, store.preferences(),
-                                       result.experiment["spec"]["questions"], result.labels)
-        if majority:
-            say(majority)
         spec = result.experiment["spec"]
+        theirs = published_note(published(spec))  # beside the accuracy, as the page's diamonds
+        sections = [summary_text(result), theirs[:1].upper() + theirs[1:],
+                    rounds_text(result.runs, spec),
+                    controls_text(store, args.experiment_id),  # headroom, dropped seats
+                    _hijack(store, args.experiment_id),
+                    human.majority_text(result.runs, store.preferences(), spec["questions"],
+                                        result.labels)]
         if spec.get("order") == "shuffled" or spec.get("sides") == "both":
-            from engine.reports.positions import positions, positions_text
-            say(positions_text(positions(store, args.experiment_id, result.runs, spec)))
+            sections.append(positions_text(positions(store, args.experiment_id, result.runs,
+                                                     spec)))
+        for section in sections:
+            if section:
+                say(section)
     if args.csv:
         Path(args.csv).write_text(to_csv(result.runs, experiment.get("set_version") or ""),
                                   encoding="utf-8")

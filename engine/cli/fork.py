@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from engine.cli.commands import command
 from engine.cli.runflags import endpoints_from_args, progress_line, store_from_args
-
-if TYPE_CHECKING:
-    from engine.models import Turn
+from engine.text import say
 
 
 def cmd_fork(args: argparse.Namespace) -> int:
@@ -17,42 +16,31 @@ def cmd_fork(args: argparse.Namespace) -> int:
     parent's, and the command that compares them."""
     from engine.access import cli_user
     from engine.protocols import get_protocol
-    from engine.services.fork import fork, parse_edit
-    from engine.text import terminal_safe
+    from engine.services.fork import fork
     store = store_from_args(args)
-    edits = dict(parse_edit(e) for e in args.edit)
-
-    def progress(turn: Turn) -> None:
-        print(terminal_safe(progress_line(turn)), file=sys.stderr)
-
-    def warn(text: str) -> None:
-        print(terminal_safe(f"warning: {text}"), file=sys.stderr)
-
-    result = fork(store, args.run_id, args.round, args.drop, edits, warn=warn,
-                  endpoints=endpoints_from_args(args), on_event=progress,
-                  started_by=cli_user())
+    result = fork(store, args.run_id, args.round, args.drop, args.edit,  # INDEX=TEXT each
+                  warn=lambda text: say(f"warning: {text}", file=sys.stderr),
+                  endpoints=endpoints_from_args(args), started_by=cli_user(),
+                  on_event=lambda turn: say(progress_line(turn), file=sys.stderr))
     spec = get_protocol(result.protocol)
     parent = store.get(args.run_id)
     kept = sum(1 for t in result.turns if any(w.startswith("kept from run")
                                               for w in t.warnings))
-    print(terminal_safe(f"run {result.run_id}: a fork of {args.run_id} at round {args.round}"
-                        f" ({kept} turn(s) kept, {len(result.turns) - kept} call(s) made)"))
-    print(terminal_safe(f"fork:     {spec.outcome(result)}"))
-    print(terminal_safe(f"original: {parent['metrics'].get('outcome', '') or '(no outcome)'}"))
+    say(f"run {result.run_id}: a fork of {args.run_id} at round {args.round} ({kept} turn(s) "
+        f"kept, {len(result.turns) - kept} call(s) made)")
+    say(f"fork:     {spec.outcome(result)}")
+    say(f"original: {parent['metrics'].get('outcome', '') or '(no outcome)'}")
     print(f"compare them on the Compare page: /compare?compare={args.run_id},{result.run_id}")
     return 0
 
 
 def add_cli(sub: Any) -> None:
     """Add `fork` to the CLI's sub-commands."""
-    fork = sub.add_parser("fork", help="fork a stored run at round K: keep the turns before "
-                                       "it, drop an agent or edit a turn, run the rest")
+    fork = command(sub, "fork", "fork a stored run at round K: keep the turns before it, drop "
+                   "an agent or edit a turn, run the rest", cmd_fork)
     fork.add_argument("run_id")
     fork.add_argument("--round", type=int, required=True, metavar="K",
                       help="the first round run again (the turns before it are kept)")
     fork.add_argument("--drop", metavar="AGENT", help="an agent to leave out of the fork")
     fork.add_argument("--edit", action="append", default=[], metavar="INDEX=TEXT",
                       help="replace kept turn INDEX's reply with TEXT; repeatable")
-    fork.add_argument("--db", help="database URL (default PARLEY_DB_URL or "
-                                   "sqlite:///data/parley.db)")
-    fork.set_defaults(handler=cmd_fork)

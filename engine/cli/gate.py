@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.access import cli_user
+from engine.cli.commands import command
 from engine.cli.runflags import store_from_args
 from engine.models import ConfigError
 from engine.text import say
@@ -65,20 +66,18 @@ def cmd_gate(args: argparse.Namespace) -> int:
 
 def add_cli(sub: Any) -> None:
     """Add `gate` to the CLI's sub-commands."""
-    command = sub.add_parser("gate", help="does a candidate experiment regress against the "
-                                          "approved baseline of its name? (exit 0 no, 1 yes)")
-    command.add_argument("candidate", help="the candidate experiment's id")
-    command.add_argument("--baseline", metavar="EXPERIMENT",
-                         help="compare with this experiment (default: the approved baseline "
-                              "of the candidate's name)")
-    command.add_argument("--max-drop", type=float, default=0.05, metavar="FRACTION",
-                         help="the largest drop (0..1) that is not a regression, for accuracy "
-                              "and each health measure (default 0.05: five points)")
-    command.add_argument("--markdown", metavar="FILE",
-                         help="also write the summary as Markdown, for a pull request comment")
-    command.add_argument("--app-url", metavar="URL",
-                         help=f"where the app is served, for the Markdown's links to runs "
-                              f"(default {APP_URL_ENV}; none: links relative to the app)")
-    command.add_argument("--json", action="store_true", help="print the result as JSON")
-    command.add_argument("--db", help="database URL (default PARLEY_DB_URL or data/parley.db)")
-    command.set_defaults(handler=cmd_gate)
+    gate = command(sub, "gate", "does a candidate experiment regress against the approved "
+                   "baseline of its name? (exit 0 no, 1 yes)", cmd_gate)
+    gate.add_argument("candidate", help="the candidate experiment's id")
+    gate.add_argument("--baseline", metavar="EXPERIMENT",
+                      help="compare with this experiment (default: the approved baseline "
+                           "of the candidate's name)")
+    gate.add_argument("--max-drop", type=float, default=0.05, metavar="FRACTION",
+                      help="the largest drop (0..1) that is not a regression, for accuracy "
+                           "and each health measure (default 0.05: five points)")
+    gate.add_argument("--markdown", metavar="FILE",
+                      help="also write the summary as Markdown, for a pull request comment")
+    gate.add_argument("--app-url", metavar="URL",
+                      help=f"where the app is served, for the Markdown's links to runs "
+                           f"(default {APP_URL_ENV}; none: links relative to the app)")
+    gate.add_argument("--json", action="store_true", help="print the result as JSON")

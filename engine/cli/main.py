@@ -12,10 +12,12 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 from engine.access import cli_user
 from engine.cli import commands, fork, gate, rejudge, runflags, sets, share
+from engine.cli.commands import command
 from engine.cli.runflags import store_from_args
 from engine.errors import ParleyError
 from engine.models import ConfigError, RunStopped
@@ -61,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m engine", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    run = sub.add_parser("run", help="run a protocol on a question and store it")
+    run = command(sub, "run", "run a protocol on a question and store it", cmd_run)
     run.add_argument("protocol", help=_Protocols("one of the protocols"))
     run.add_argument("question", help="the question, topic or task")
     run.add_argument("--model", default="simulated", help="model spec for every seat")
@@ -81,40 +83,33 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--tag", action="append", default=[], help="tag the run; repeatable")
     run.add_argument("--expected", help="the expected answer, to score correctness")
     run.add_argument("--config", help="a saved configuration as a JSON or YAML file")
-    run.add_argument("--db", help="database URL (default PARLEY_DB_URL or data/parley.db)")
     run.add_argument("--json", action="store_true", help="print the whole result as JSON")
     runflags.add_policy_flags(run)
 
-    runs = sub.add_parser("runs", help="list stored runs")
-    runs.add_argument("--protocol")
-    runs.add_argument("--label")
-    runs.add_argument("--status")
-    runs.add_argument("--tag")
+    runs = command(sub, "runs", "list stored runs", cmd_runs)
+    for name in ("--protocol", "--label", "--status", "--tag"):  # filters, as Store.runs's
+        runs.add_argument(name)
     runs.add_argument("--limit", type=int, default=20)
-    runs.add_argument("--db")
     runs.add_argument("--json", action="store_true")
 
-    show = sub.add_parser("show", help="show one run with its turns")
+    show = command(sub, "show", "show one run with its turns", cmd_show)
     show.add_argument("run_id")
-    show.add_argument("--db")
     show.add_argument("--json", action="store_true")
 
-    export = sub.add_parser("export", help="export runs: one as JSON, several as JSONL, or CSV")
+    export = command(sub, "export", "export runs: one as JSON, several as JSONL, or CSV",
+                     cmd_export)
     export.add_argument("run_ids", nargs="*", help="run ids (default: all)")
     export.add_argument("--format", choices=("json", "jsonl", "csv"), default=None)
     export.add_argument("--output", "-o", help="file to write (default: standard output)")
-    export.add_argument("--db")
 
-    imp = sub.add_parser("import", help="import runs from a JSON or JSONL export")
-    imp.add_argument("path")
-    imp.add_argument("--db")
+    command(sub, "import", "import runs from a JSON or JSONL export", cmd_import
+            ).add_argument("path")
 
-    remove = sub.add_parser("delete", help="delete runs (an unreadable or stuck one too)")
+    remove = command(sub, "delete", "delete runs (an unreadable or stuck one too)", cmd_delete)
     remove.add_argument("run_ids", nargs="+", metavar="ID")
     remove.add_argument("--yes", "-y", action="store_true", help="do not ask")
-    remove.add_argument("--db")
 
-    bench = sub.add_parser("bench", help="print the benchmark table")
+    bench = command(sub, "bench", "print the benchmark table", cmd_bench, db=None)
     bench.add_argument("--quick", action="store_true", help="smaller counts, for a smoke test")
     bench.add_argument("--only", action="append", default=[], help="run only rows matching")
     bench.add_argument("--base-url", help="the OpenAI-compatible server local-model rows use "
@@ -159,11 +154,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     config = {**runflags.config_from_args(args), **runflags.policy_from_args(args)}
     endpoints = runflags.endpoints_from_args(args)
     store = store_from_args(args)
-
-    def progress(turn) -> None:
-        if not args.json:
-            say(runflags.progress_line(turn), file=sys.stderr)
-
+    progress = None if args.json else lambda turn: say(runflags.progress_line(turn),
+                                                         file=sys.stderr)
     try:
         result = run_sync(arun_config(config, args.question, store=store, tags=args.tag,
                                       expected=args.expected, on_event=progress,
@@ -214,17 +206,16 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if frame.empty:
         print("no runs stored yet")
         return 0
-    view = frame[["id", "protocol", "status", "label", "calls", "created_at", "question"]].copy()
     kinds = [text for text, _seats in simulations(frame)]
-    view.insert(2, "simulated", kinds)
-    view.insert(6, "tokens", (frame["tokens_in"] + frame["tokens_out"]).astype(int))
-    view.insert(7, "cost", [cost_text(c, k) for c, k in zip(frame["cost_usd"], kinds)])
-    view["question"] = view["question"].str.slice(0, 50)
-    view["status"] = [status_text(s, d) for s, d in zip(frame["status"], frame["degraded_run"])]
-    view.insert(4, "score", [score_word(c, u) for c, u in zip(frame["correct"],
-                                                              frame["unanswered"])])
-    view["created_at"] = view["created_at"].astype(str).str.slice(0, 19)
-    say(view.to_string(index=False))
+    view = frame.assign(
+        simulated=kinds, tokens=(frame["tokens_in"] + frame["tokens_out"]).astype(int),
+        cost=[cost_text(c, k) for c, k in zip(frame["cost_usd"], kinds)],
+        status=[status_text(s, d) for s, d in zip(frame["status"], frame["degraded_run"])],
+        score=[score_word(c, u) for c, u in zip(frame["correct"], frame["unanswered"])],
+        created_at=frame["created_at"].astype(str).str.slice(0, 19),
+        question=frame["question"].str.slice(0, 50))
+    say(view[["id", "protocol", "simulated", "status", "score", "label", "calls", "tokens",
+              "cost", "created_at", "question"]].to_string(index=False))
     for run_id, why in zip(frame["id"], frame["unreadable"]):
         if why:
             say(f"unreadable: run {run_id} ({why}); delete it with "
@@ -285,8 +276,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     else:  # cells taken from model text never run as spreadsheet formulas
         text = export_columns(store.runs(ids=ids)).map(csv_cell).to_csv(index=False)
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        Path(args.output).write_text(text, encoding="utf-8")
         print(f"wrote {len(ids)} run(s) to {args.output}", file=sys.stderr)
     else:  # on a terminal: the same data, with C1 controls and lone surrogates \u-escaped
         sys.stdout.write(text if fmt == "csv" else _escape_json(text))
@@ -300,11 +290,9 @@ def cmd_import(args: argparse.Namespace) -> int:
         if size > MAX_IMPORT_BYTES:
             raise ConfigError(f"import: {args.path} is {size / 1e6:.0f} MB; the limit is "
                               f"{MAX_IMPORT_BYTES / 1e6:.0f} MB (split it)", "limit")
-        with open(args.path, "rb") as handle:
-            data = handle.read()
+        data = Path(args.path).read_bytes()
     except OSError as exc:
         raise ConfigError(f"import: cannot read {args.path}: {exc.strerror}", "input") from None
-    from engine.access import cli_user
     from engine.protocols.storing import import_file
     print(import_file(store_from_args(args), data, imported_by=cli_user()).summary())
     return 0
@@ -336,10 +324,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
                       sizes=args.sizes)
 
 
-COMMANDS = {"run": cmd_run, "runs": cmd_runs, "show": cmd_show, "export": cmd_export,
-            "import": cmd_import, "delete": cmd_delete, "bench": cmd_bench}
-
-
 def _default_store(args: argparse.Namespace) -> None:
     """A command's `--db` when none is given: `PARLEY_DB_URL` from the environment (read by the
     store itself), else from `.streamlit/secrets.toml`, as the app reads it."""
@@ -362,7 +346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     redact_log_records()  # no key reaches a log line, whoever logs it
     parser = build_parser()
     args = parser.parse_args(argv)
-    handler: Callable[[argparse.Namespace], int] = COMMANDS.get(args.command) or args.handler
+    handler: Callable[[argparse.Namespace], int] = args.handler
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
     try:

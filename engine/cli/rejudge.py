@@ -8,6 +8,7 @@ import argparse
 from typing import Any
 
 from engine.access import cli_user
+from engine.cli.commands import command
 from engine.cli.runflags import endpoints_from_args, store_from_args
 from engine.models import ConfigError
 from engine.text import say
@@ -37,16 +38,14 @@ def cmd_rejudge(args: argparse.Namespace) -> int:
 
 def add_cli(sub: Any) -> None:
     """Add `rejudge` to the CLI's sub-commands."""
-    command = sub.add_parser("rejudge", help="judge an experiment's judged runs again, from "
-                                             "the agents' final answers alone")
-    command.add_argument("experiment_id", help="the experiment's id")
-    command.add_argument("--answers-only", action="store_true", required=True,
+    rejudge = command(sub, "rejudge", "judge an experiment's judged runs again, from the "
+                      "agents' final answers alone", cmd_rejudge)
+    rejudge.add_argument("experiment_id", help="the experiment's id")
+    rejudge.add_argument("--answers-only", action="store_true", required=True,
                          help="the judge reads the question and the agents' final answers, "
                               "not the transcript (one call per judged run)")
-    command.add_argument("--concurrency", type=int, default=4,
+    rejudge.add_argument("--concurrency", type=int, default=4,
                          help="re-judge calls in flight (default 4)")
-    command.add_argument("--base-url", help="base URL of an OpenAI-compatible server for "
+    rejudge.add_argument("--base-url", help="base URL of an OpenAI-compatible server for "
                                             "openai: seats (typed here, it counts as "
                                             "registered)")
-    command.add_argument("--db", help="database URL (default PARLEY_DB_URL or data/parley.db)")
-    command.set_defaults(handler=cmd_rejudge)

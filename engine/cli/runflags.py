@@ -7,20 +7,20 @@ import argparse
 from typing import Any
 
 from engine.errors import SINGULAR, UNEXPLAINED
+from engine.llm.policy import DEFAULTS, SPEC_FIELDS, field_info
 from engine.llm.policy import FIELDS as POLICY_FIELDS
-from engine.llm.policy import SPEC_FIELDS, field_info
 from engine.models import ConfigError, Turn
 from engine.yamlfile import load_mapping
 
 
 def add_policy_flags(parser: argparse.ArgumentParser) -> None:
-    """`--timeout-per-call S` and `--retries N` (run and experiment run)."""
-    parser.add_argument("--timeout-per-call", type=float, metavar="S",
-                        help="seconds one model call may take before it is abandoned "
-                             "(default: the endpoint's, else 60)")
-    parser.add_argument("--retries", type=int, metavar="N",
-                        help="retries after a transient failure (default: the endpoint's, "
-                             "else 2)")
+    """`--timeout-per-call S` and `--retries N` (run and experiment run), from the call
+    policy's own table of its fields."""
+    for name in SPEC_FIELDS:
+        info = field_info(name)
+        parser.add_argument(info["cli"], type=int if info["whole"] else float,
+                            metavar="N" if info["whole"] else "S", help=f"{info['help']} "
+                            f"(default: the endpoint's, else {getattr(DEFAULTS, name):g})")
 
 
 def policy_from_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -76,21 +76,15 @@ def config_from_args(args: argparse.Namespace) -> dict[str, Any]:  # noqa: C901,
         if name in slots and not slots[name].many:
             seats[name] = {**(seats.get(name) or {}), "model": model}
             continue
-        matched = False
-        for slot in spec.slots:  # a seat inside a list slot, by its name
-            if not slot.many:
-                continue
+        for slot in (s for s in spec.slots if s.many):  # a list slot, or a seat in it by name
             entries = [dict(e) for e in (seats.get(slot.name) or slot.defaults)]
-            for entry in entries:
-                if entry.get("name") == name:
-                    entry["model"], matched = model, True
-            if matched or name == slot.name:
-                if name == slot.name:
-                    entries = [{**e, "model": model} for e in entries]
-                    matched = True
+            hits = [e for e in entries if name in (slot.name, e.get("name"))]
+            for entry in hits:
+                entry["model"] = model
+            if hits:
                 seats[slot.name] = entries
                 break
-        if not matched:
+        else:
             names = list(slots) + [e.get("name", "") for s in spec.slots if s.many
                                    for e in (seats.get(s.name) or s.defaults)]
             raise ConfigError(f"--seat {name}: {spec.name} has no seat {name!r}; seats are "

@@ -6,6 +6,8 @@ import argparse
 import json
 from typing import Any
 
+from engine.cli.commands import command
+
 
 def cmd_sets(args: argparse.Namespace) -> int:
     """Print every named set: a table, or one JSON object per set with `--json`."""
@@ -26,6 +28,6 @@ def cmd_sets(args: argparse.Namespace) -> int:
 
 def add_cli(sub: Any) -> None:
     """Add `sets` to the CLI's sub-commands."""
-    listing = sub.add_parser("sets", help="list the named question sets (source, licence, size)")
+    listing = command(sub, "sets", "list the named question sets (source, licence, size)",
+                      cmd_sets, db=None)
     listing.add_argument("--json", action="store_true", help="one JSON object per set")
-    listing.set_defaults(handler=cmd_sets)

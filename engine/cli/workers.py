@@ -46,16 +46,15 @@ def cmd_worker(args: Any) -> int:
     import asyncio
     import logging
 
-    from engine.workers import arun_worker
+    from engine.workers.worker import arun_worker
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     store = store_from_args(args)
-
-    def ready() -> None:
-        say(f"worker on {store.url_safe}: {args.concurrency} at a time, queues "
-            + (", ".join(args.endpoint) if args.endpoint else "all"), file=sys.stderr)
-    asyncio.run(releasing(arun_worker(store, concurrency=args.concurrency,
-                                      endpoints=args.endpoint, heartbeat=args.heartbeat,
-                                      registry=endpoints_from_args(args), on_ready=ready)))
+    queues = ", ".join(args.endpoint) if args.endpoint else "all"
+    asyncio.run(releasing(arun_worker(
+        store, concurrency=args.concurrency, endpoints=args.endpoint, heartbeat=args.heartbeat,
+        registry=endpoints_from_args(args), on_ready=lambda: say(
+            f"worker on {store.url_safe}: {args.concurrency} at a time, queues {queues}",
+            file=sys.stderr))))
     return 0
 
 
@@ -70,7 +69,7 @@ def cmd_workers(args: Any) -> int:
 
 def cmd_stop(args: Any) -> int:
     """`experiment stop ID`: stop an experiment the pool runs."""
-    from engine.workers import stop
+    from engine.workers.pool import stop
     count = stop(store_from_args(args), args.experiment_id)
     say(f"experiment {args.experiment_id} stopped; {count} job(s) cancelled or aborted")
     return 0
@@ -80,7 +79,7 @@ def run_on_pool(store: Store, experiment_id: str, wait: bool, quiet: bool) -> in
     """Submit an experiment's pending cells to the pool; with `wait`, follow its progress
     until its status is final. Exit status as the in-process run's: 0 completed, 130
     stopped, 1 otherwise."""
-    from engine.workers import submit
+    from engine.workers.pool import submit
     count = submit(store, experiment_id, started_by=cli_user())
     say(f"experiment {experiment_id}: {count} cell(s) queued for the workers")
     if not wait:

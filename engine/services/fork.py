@@ -63,11 +63,6 @@ class Fork:
     options: dict[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
 
-    @property
-    def kept(self) -> tuple[Turn, ...]:
-        resume = self.options.get("resume_from")
-        return resume.turns if resume is not None else ()
-
 
 def parse_edit(text: str) -> tuple[int, str]:
     """`INDEX=TEXT` (the CLI's `--edit`) as (index, text); a `ConfigError` when malformed."""
@@ -89,10 +84,6 @@ def droppable(run: Mapping[str, Any]) -> list[str]:
     return [str(seat.get("name")) for slot, entries in seats.items() if slot in many
             for seat in (entries if isinstance(entries, list) else [])
             if isinstance(seat, Mapping)]
-
-
-def _rounds(run: Mapping[str, Any]) -> int:
-    return max((int(t.get("round") or 0) for t in run.get("turns") or []), default=0)
 
 
 def _drop(config: RunConfig, agent: str) -> RunConfig:
@@ -131,7 +122,7 @@ def plan(run: Mapping[str, Any], round: int, drop: str | None = None,
                           f"calls are rounds of answers can ({', '.join(FORKABLE)})", "input")
     if run.get("status") == "running":
         raise ConfigError("this run is still going: fork it once it has ended", "input")
-    last = _rounds(run)
+    last = max((int(t.get("round") or 0) for t in run.get("turns") or []), default=0)
     if isinstance(round, bool) or not isinstance(round, int) or not 1 <= round <= max(last, 1):
         raise ConfigError(f"the round to fork at is a whole number from 1 to {last} (the "
                           f"run's rounds), got {round!r}", "input")

@@ -8,6 +8,7 @@ before writing anything.
 """
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +20,7 @@ from engine.config import RunConfig, check_traits
 from engine.models import ConfigError
 from engine.protocols.validation import check_config
 from engine.simulated import TRAITS
-from engine.text import NAME_MAX, fold_name
+from engine.text import fold_name
 from engine.yamlfile import safe_load, yaml_problem
 
 if TYPE_CHECKING:
@@ -56,11 +57,8 @@ def ensure_seeded(store: Store) -> bool:
     kind, name = _SEEDED
     if any(row["name"] == name for row in store.library(kind)):
         return False
-    existing = {k: {row["name"] for row in store.library(k)} for k in KINDS}
-    for k, items in builtin_entries().items():
-        for entry in items:
-            if entry["name"] not in existing[k]:
-                _put_once(store, k, entry["name"], entry, builtin=True)
+    for k in KINDS:
+        _put_builtins(store, k)
     _put_once(store, kind, name, {})
     return True
 
@@ -75,6 +73,11 @@ def restore_builtins(store: Store, kind: str, actor: Actor = LOCAL) -> int:
     """Put the deleted built-in personas (or roles) back as they shipped; returns how many.
     Entries that exist, edited or not, are left as they are."""
     require(actor, "edit the library")
+    return _put_builtins(store, kind)
+
+
+def _put_builtins(store: Store, kind: str) -> int:
+    """Put the built-in personas (or roles) the library lacks; returns how many."""
     missing = missing_builtins(store, kind)
     for entry in missing:
         _put_once(store, kind, entry["name"], entry, builtin=True)
@@ -82,10 +85,8 @@ def restore_builtins(store: Store, kind: str, actor: Actor = LOCAL) -> int:
 
 
 def _put_once(store: Store, kind: str, name: str, body: Mapping[str, Any], **kw: Any) -> None:
-    try:
+    with contextlib.suppress(ConfigError):  # another session seeded it a moment ago
         store.put_library(kind, name, body, **kw)
-    except ConfigError:  # another session seeded the same entry a moment ago
-        pass
 
 
 # ---------------------------------------------------------------------- personas and roles
@@ -104,9 +105,7 @@ def clean_entry(kind: str, entry: Mapping[str, Any]) -> dict[str, Any]:
     name = entry.get("name")
     if not isinstance(name, str) or not name.strip():
         raise ConfigError(f"a {kind} needs a name", "input")
-    if len(name.strip()) > NAME_MAX:
-        raise ConfigError(f"a {kind} name may have at most {NAME_MAX} characters", "input")
-    require_name(name.strip(), f"a {kind} name")
+    require_name(name.strip(), f"a {kind} name")  # visible text, at most NAME_MAX characters
     allowed = {"name", "id", "builtin", "traits"} | {key for key, _ in FIELDS[kind]}
     unknown = sorted(set(entry) - allowed)
     if unknown:
@@ -115,9 +114,7 @@ def clean_entry(kind: str, entry: Mapping[str, Any]) -> dict[str, Any]:
                           f"{', '.join(k for k, _ in FIELDS[kind])}", "input")
     out: dict[str, Any] = {"name": name.strip()}
     for key, _label in FIELDS[kind]:
-        value = entry.get(key, "")
-        if value is None:
-            value = ""
+        value = "" if entry.get(key) is None else entry[key]
         if not isinstance(value, (str, int, float)) or isinstance(value, bool):
             raise ConfigError(f"{kind} {name.strip()!r}: {key} must be text", "input")
         out[key] = str(value).strip() if key == "icon" else str(value)
@@ -250,14 +247,11 @@ def to_yaml(value: Any) -> str:
 def export_yaml(store: Store) -> str:
     """Personas, roles and configurations as one YAML document."""
     ensure_seeded(store)
-    doc: dict[str, Any] = {}
-    for key, kind in _YAML_KEYS.items():
-        if kind == CONFIG:
-            doc[key] = [{"name": c["label"], **{k: v for k, v in c["config"].items()
-                                                if k != "label"}} for c in configs(store)]
-        else:
-            doc[key] = [{k: v for k, v in row.items() if k not in ("id", "builtin")}
-                        for row in store.library(kind)]
+    doc: dict[str, Any] = {key: [{k: v for k, v in row.items() if k not in ("id", "builtin")}
+                                 for row in store.library(kind)]
+                           for key, kind in _YAML_KEYS.items() if kind != CONFIG}
+    doc["configurations"] = [{"name": c["label"], **{k: v for k, v in c["config"].items()
+                                                     if k != "label"}} for c in configs(store)]
     return to_yaml(doc)
 
 

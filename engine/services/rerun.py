@@ -46,6 +46,5 @@ def rerun_options(run: Mapping[str, Any]) -> dict[str, Any]:
 
 def original_of(run: Mapping[str, Any]) -> str | None:
     """The id of the run a stored run re-ran (its `rerun-of:` tag), or None."""
-    found = [str(t)[len(RERUN_TAG):] for t in run.get("tags") or []
-             if str(t).startswith(RERUN_TAG)]
-    return found[0] if found else None
+    return next((str(t)[len(RERUN_TAG):] for t in run.get("tags") or []
+                 if str(t).startswith(RERUN_TAG)), None)

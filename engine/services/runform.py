@@ -174,14 +174,7 @@ def _unique(name: str, taken: set[str]) -> str:
 
 def option_kind(option: Any) -> str:
     """How a page asks for an option: `bool`, `int`, `float` or `text` (from its default)."""
-    default = option.default
-    if isinstance(default, bool):
-        return "bool"
-    if isinstance(default, int):
-        return "int"
-    if isinstance(default, float):
-        return "float"
-    return "text"
+    return {bool: "bool", int: "int", float: "float"}.get(type(option.default), "text")
 
 
 def option_value(option: Any, value: Any) -> Any:

@@ -127,10 +127,9 @@ class TaskRunner:
         `ConfigError`. Its end is notified to `notify_url` (default the environment's
         `PARLEY_NOTIFY_URL`)."""
         require(actor, "run experiments")
-        with self._lock:
-            current = self._tasks.get(experiment_id)
-            if current is not None and current.alive:
-                return experiment_id
+        current = self.task(experiment_id)
+        if current is not None and current.alive:
+            return experiment_id
         row = get_experiment(self.store, experiment_id)
         if row["status"] == "running":
             raise ConfigError(f"experiment {experiment_id} is already running (process "

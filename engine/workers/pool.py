@@ -21,7 +21,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl
 
 import procrastinate
 from procrastinate.jobs import Job, Status
@@ -36,6 +36,7 @@ from engine.models import ConfigError, now
 from engine.store import Store
 from engine.store import workers as pool_store
 from engine.store.experiments import claim, experiment_spent, get, row, set_unchanged, set_values
+from engine.store.simulated import seat_models
 from engine.store.workers import PoisonJob
 
 if TYPE_CHECKING:
@@ -57,25 +58,11 @@ def conninfo(url: str) -> str:
     return f"postgresql://{rest}"
 
 
-def _models(value: Any) -> Iterable[str]:
-    """Every model spec in a configuration (its `model` and each seat's)."""
-    if isinstance(value, Mapping):
-        for key, inner in value.items():
-            if key == "model" and isinstance(inner, str):
-                yield inner
-            else:
-                yield from _models(inner)
-    elif isinstance(value, list):
-        for inner in value:
-            yield from _models(inner)
-
-
 def endpoint_of(config: Mapping[str, Any]) -> str:
     """The endpoint a configuration's calls go to: the first `?endpoint=NAME` among its
-    model specs, else `default`."""
-    for spec in _models(config):
-        query = urlsplit(spec).query if "?" in spec else ""
-        name = dict(parse_qsl(query)).get("endpoint")
+    model specs (its default model's, then its seats'), else `default`."""
+    for spec in (str(config.get("model") or ""), *(m for _, m in seat_models(config))):
+        name = dict(parse_qsl(spec.partition("?")[2])).get("endpoint")
         if name:
             return name
     return DEFAULT_ENDPOINT
@@ -117,11 +104,6 @@ class WorkerState:
             return False
         self.touched[what] = moment
         return True
-
-
-def refuse(job_id: Any, problem: PoisonJob) -> None:
-    """Log, once and on one line, that a job was refused and why (`problem` is bounded)."""
-    log.error("job %s refused: %s", job_id, problem)
 
 
 def plan_for(state: WorkerState, experiment_id: str) -> Plan:
@@ -281,7 +263,7 @@ async def run_cell(context: Any, /, **payload: Any) -> str:
         job = pool_store.read_job(payload)
         found, experiment = await off_loop(_look_up, state, job)
     except PoisonJob as problem:
-        refuse(context.job.id, problem)
+        log.error("job %s refused: %s", context.job.id, problem)  # once, on one line
         raise
     experiment_id, target = job.experiment_id, job.cell
     if found.skipped:
@@ -410,12 +392,11 @@ class Gatekeeper(JobManager):
         self.state = state
         self.slots = slots
         self._taken: deque[Job] = deque()  # fetched, not yet handed out
-        self._out = 0  # handed out, not yet ended
         self._held: Counter[str] = Counter()  # handed out, not yet ended, by experiment
         self._worker_id: int | None = None
 
     async def _take(self, queues: Iterable[str] | None, worker_id: int) -> None:
-        count = max(1, self.slots - self._out)
+        count = max(1, self.slots - sum(self._held.values()))
         if count == 1:
             job = await super().fetch_job(queues, worker_id)
             self._taken.extend([job] if job is not None else [])
@@ -428,7 +409,7 @@ class Gatekeeper(JobManager):
     async def fetch_job(self, queues: Iterable[str] | None, worker_id: int) -> Job | None:
         """The next job to run, as procrastinate's."""
         if worker_id != self._worker_id:  # a new procrastinate worker: nothing is out
-            self._worker_id, self._out = worker_id, 0
+            self._worker_id = worker_id
             self._held.clear()
             self._taken.clear()  # the one before stopped: they are its stalled jobs
         if not self._taken:
@@ -436,17 +417,8 @@ class Gatekeeper(JobManager):
         if not self._taken:
             return None
         job = self._taken.popleft()
-        self._out += 1
         self._held[_experiment_of(job)] += 1
         return job
-
-    def _let_go(self, job: Job) -> None:
-        """`job` is no longer with this worker (ended, or queued again)."""
-        experiment = _experiment_of(job)
-        if self._held[experiment] > 1:
-            self._held[experiment] -= 1
-        else:
-            self._held.pop(experiment, None)
 
     async def give_back(self) -> None:
         """Queue again the jobs fetched and not handed out (the worker stopped). With the
@@ -463,8 +435,7 @@ class Gatekeeper(JobManager):
     async def retry_job(self, job: Job, retry_at: Any = None, priority: int | None = None,
                         queue: str | None = None, lock: str | None = None) -> None:
         """Queue a job handed out again, as procrastinate's."""
-        self._out = max(0, self._out - 1)
-        self._let_go(job)
+        self._held -= Counter((_experiment_of(job),))  # no longer with this worker
         await super().retry_job(job, retry_at=retry_at, priority=priority, queue=queue,
                                 lock=lock)
 
@@ -472,9 +443,8 @@ class Gatekeeper(JobManager):
         """Store the job's end, as procrastinate's; then, for a cell job that ran to its end,
         settle its experiment if it was the last job (a failure there is logged:
         housekeeping settles it within a heartbeat)."""
-        self._out = max(0, self._out - 1)
         await super().finish_job(job, status, delete_job)
-        self._let_go(job)  # once its end is stored: see the class's docstring
+        self._held -= Counter((_experiment_of(job),))  # once its end is stored: see above
         if self.state is None or job.task_name != pool_store.TASK \
                 or status != Status.SUCCEEDED:  # a refused job: housekeeping settles
             return

@@ -93,15 +93,10 @@ async def housekeeping(app: Any, state: WorkerState, heartbeat: float) -> None:
                 settle(store, experiment_id, plan=plan)
 
 
-class _RefusedOnce(logging.Filter):
+def _refused_once(record: logging.LogRecord) -> bool:
     """Drops procrastinate's own report of a refused job (its whole payload and a traceback):
     `run_cell` has logged it on one line."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.exc_info and isinstance(record.exc_info[1], PoisonJob))
-
-
-_REFUSED_ONCE = _RefusedOnce()
+    return not (record.exc_info and isinstance(record.exc_info[1], PoisonJob))
 
 
 async def _keep_house(app: Any, state: WorkerState, heartbeat: float) -> None:
@@ -136,9 +131,8 @@ async def arun_worker(store: Store, *, concurrency: int = 4, endpoints: Sequence
     pool_store.require_postgres(store)
     ensure_schema(store)
     warm_up()
-    outcomes = logging.getLogger("procrastinate.worker")  # where it reports each job's end
-    if _REFUSED_ONCE not in outcomes.filters:
-        outcomes.addFilter(_REFUSED_ONCE)
+    # where procrastinate reports each job's end (a filter already there is not added again)
+    logging.getLogger("procrastinate.worker").addFilter(_refused_once)
     store.start_reaper()
     # one registry for every cell this worker runs: they share what it learns and its clients
     state = WorkerState(store, registry_or_environment(registry), sink=store.batched())
