@@ -18,7 +18,6 @@ from streamlit.testing.v1 import AppTest
 from engine import Store
 from engine import experiments as ex
 from engine.access import LOCAL, Actor, NotAllowed, Role
-from engine.protocols.storing import import_runs
 from engine.services import demo, jobs, library
 from engine.services.tasks import TaskRunner
 from engine.store import migrations
@@ -120,11 +119,11 @@ def test_started_by_is_stored_listed_exported_and_imported_on_both_backends(back
     exported = backend.export_run(run_id)
     assert json.loads(exported)["started_by"] == "ann@example.com"
     other = Store(f"sqlite:///{tmp_path / 'other.db'}")
-    (imported,) = import_runs(other, exported)
+    (imported,) = other.import_runs(exported)
     assert other.get(imported)["started_by"] == "ann@example.com"
     old = json.loads(exported)
     del old["started_by"]  # a file exported before sign-in
-    (older,) = import_runs(Store(f"sqlite:///{tmp_path / 'third.db'}"), json.dumps(old))
+    (older,) = Store(f"sqlite:///{tmp_path / 'third.db'}").import_runs(json.dumps(old))
     assert older
 
 

@@ -29,10 +29,9 @@ from engine import (
 from engine.cli.main import main as cli_main
 from engine.llm.endpoints import EndpointRegistry
 from engine.protocols import arun_config, get_protocol, run_sync
-from engine.protocols.storing import import_runs
 from engine.questions import files as qsets
 from engine.services import library
-from engine.protocols.validation import validate_config
+from engine.protocols.validation import check_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -125,9 +124,9 @@ API_CASES = [
     ("configuration with an unknown option",
      lambda m, s: run_sync(arun_config({"protocol": "panel", "options": {"rounds": 2}},
                                        "q", store=s)), "input", ["rounds"]),
-    ("malformed run import", lambda m, s: import_runs(s, "{not json"), "input", ["JSON"]),
+    ("malformed run import", lambda m, s: s.import_runs("{not json"), "input", ["JSON"]),
     ("import of something that is not a run",
-     lambda m, s: import_runs(s, '{"hello": "world"}'), "input", ["record 1"]),
+     lambda m, s: s.import_runs('{"hello": "world"}'), "input", ["record 1"]),
     ("malformed persona YAML",
      lambda m, s: library.import_yaml(s, "personas:\n  - name: [unclosed\n"), "input",
      ["line"]),
@@ -160,7 +159,7 @@ API_CASES = [
      lambda m, s: qsets.parse_questions('{"question": ' + "[" * 100_000 + "]" * 100_000 + "}",
                                         "q.jsonl"), "input", ["row 1", "nested too deeply"]),
     ("saved configuration with a bad placeholder",
-     lambda m, s: validate_config({"protocol": "panel",
+     lambda m, s: check_config({"protocol": "panel",
                                    "prompts": {"critique": "{question} {nonsense}"}}),
      "input", ["{nonsense}"]),
     # issue 10, bullet 1: keys stay home
@@ -210,11 +209,11 @@ API_CASES = [
      lambda m, s: run_sync(arun_config({"protocol": "debate", "modle": "simulated"}, "q",
                                        store=s)), "input", ["'modle'", "model"]),
     ("a seat key misspelt",
-     lambda m, s: validate_config({"protocol": "debate",
+     lambda m, s: check_config({"protocol": "debate",
                                    "seats": {"judge": {"baseurl": "x"}}}),
      "input", ["'baseurl'", "name"]),
     ("a saved max_rounds beyond the form's range",
-     lambda m, s: validate_config({"protocol": "debate",
+     lambda m, s: check_config({"protocol": "debate",
                                    "options": {"max_rounds": 50}}),
      "limit", ["max_rounds must be 1..20"]),
     ("temperature=hot in a spec",

@@ -27,7 +27,6 @@ from engine.llm.calls import RunContext
 from engine.llm.endpoints import EndpointRegistry
 from engine.llm.prices import DEFAULTS, Price, PriceTable, estimate_usage, prices_from_json
 from engine.models import Turn, total_cost
-from engine.protocols.storing import import_runs
 from engine.store.migrations import SUMMARY_INDEXES
 
 EXAMPLES = int(os.environ.get("PARLEY_FUZZ_EXAMPLES", "100"))
@@ -312,17 +311,17 @@ def test_an_import_checks_turn_costs_and_recomputes_the_run_total(tmp_path):
         turn["cost_usd"] = 0.125
     doc["cost_usd"] = 999.0  # a forged total is never trusted
     target = Store(f"sqlite:///{tmp_path / 'b.db'}")
-    assert import_runs(target, json.dumps(doc)) == [run_id]
+    assert target.import_runs(json.dumps(doc)) == [run_id]
     assert target.get(run_id)["cost_usd"] == pytest.approx(0.125 * len(doc["turns"]))
     for bad in (-0.01, "0.5", True, 1e13):
         hostile = {**doc, "id": "hostile", "turns": [{**doc["turns"][0], "cost_usd": bad}]}
         with pytest.raises(ConfigError, match="cost_usd"):
-            import_runs(target, json.dumps(hostile))
+            target.import_runs(json.dumps(hostile))
     with pytest.raises(ConfigError, match="cost_usd"):
-        import_runs(target, json.dumps({**doc, "id": "neg", "cost_usd": -1}))
+        target.import_runs(json.dumps({**doc, "id": "neg", "cost_usd": -1}))
     nan = json.dumps({**doc, "id": "nan"}).replace('"cost_usd": 999.0', '"cost_usd": NaN')
     with pytest.raises(ConfigError, match="cost_usd"):
-        import_runs(target, nan)
+        target.import_runs(nan)
     assert set(target.runs()["id"]) == {run_id}  # nothing of a bad file was written
 
 
@@ -338,6 +337,6 @@ def test_an_old_export_without_costs_imports_unknown_unless_simulated(tmp_path):
             turn.pop("cost_usd"), turn.pop("usage_estimated")
         lines.append(json.dumps(doc))
     target = Store(f"sqlite:///{tmp_path / 'b.db'}")
-    assert sorted(import_runs(target, "\n".join(lines))) == sorted(ids)
+    assert sorted(target.import_runs("\n".join(lines))) == sorted(ids)
     assert target.get(ids[0])["cost_usd"] is None
     assert target.get(ids[1])["cost_usd"] == 0.0

@@ -26,7 +26,6 @@ from engine.llm.calls import RunStopped
 from engine.models import Seat
 from engine.protocols import arun_config, get_protocol, run_sync
 from engine.protocols.debate import run_debate
-from engine.protocols.storing import import_runs, open_store
 from engine.questions import DEFINITE
 from engine.reports import experiments as reports
 from engine.reports import insights
@@ -111,7 +110,7 @@ def test_most_turns_lost_degrades_a_run_with_no_decisive_call(store):
 def test_degraded_and_lost_travel_with_an_export(store, tmp_path):
     run_id = debate(store, judge=FAILING)
     other = Store(f"sqlite:///{tmp_path / 'other.db'}")
-    assert import_runs(other, store.export_run(run_id)) == [run_id]
+    assert other.import_runs(store.export_run(run_id)) == [run_id]
     copied = other.get(run_id)
     assert copied["degraded_run"] and copied["lost"] == store.get(run_id)["lost"]
     assert json.loads(store.export_jsonl([run_id]))["lost"] == copied["lost"]
@@ -136,7 +135,7 @@ def test_an_older_database_gains_the_columns_and_its_runs_are_assessed(backend):
         connection.execute(text("DELETE FROM schema_migrations "
                                 "WHERE name = '0005_degraded_runs'"))
     old.engine.dispose()
-    reopened = open_store(url)  # migrated, then back-filled by the protocols
+    reopened = Store(url)  # migrated, then back-filled by the protocols
     assert "0005_degraded_runs" in applied_migrations(reopened)
     assert {"degraded_run", "lost"} <= set(table_columns(reopened, "runs"))
     kept = reopened.get(sound)

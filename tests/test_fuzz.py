@@ -44,7 +44,6 @@ from engine.analysis import is_approved, normalize_stance, parse_confidence, par
 from engine.analysis.answers import extract_answer
 from engine.llm.replies import extract_json
 from engine.protocols.roundtable import parse_stance
-from engine.protocols.storing import import_runs
 from engine.questions import files as qsets
 from engine.services import library
 from engine.store import records
@@ -328,7 +327,7 @@ def test_import_runs_imports_or_refuses_whole(text):
     store = _import_store()
     before = (len(store.runs()), len(store.turns()))
     try:
-        import_runs(store, text)
+        store.import_runs(text)
     except ConfigError as exc:
         assert (len(store.runs()), len(store.turns())) == before  # nothing half-written
         assert "\n" not in str(exc)
@@ -369,7 +368,7 @@ def test_imported_runs_never_enter_an_experiments_accounting(runs):
         "experiment_id": {"mine": experiment_id, "other": "elsewhere"}.get(r["experiment"]),
         "created_at": "2026-01-01T00:00:00+00:00", "turns": []}) for r in runs]
     try:
-        imported = import_runs(store, "\n".join(lines))
+        imported = store.import_runs("\n".join(lines))
     except ConfigError:
         return  # a refused file writes nothing (test_import_runs_imports_or_refuses_whole)
     assert imported

@@ -44,13 +44,12 @@ def test_a_result_saved_through_a_batched_store_in_an_event_loop_keeps_its_turns
     import asyncio
 
     from engine import run_vote
-    from engine.protocols.storing import save_result
 
     result = run_vote("Which is larger, 3 or 5?", voters=["simulated"] * 3)
     sink = store.batched()
 
     async def go() -> str:
-        return save_result(sink, result)
+        return sink.save(result)
 
     run = store.get(asyncio.run(go()))
     assert run["status"] == "completed" and len(run["turns"]) == len(result.turns) == 3

@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 from engine import REGISTRY, ConfigError, Seat, Store, experiments, run_debate, run_duel, run_panel, run_peer_review, run_roundtable, run_vote
 
 from engine.services import library
-from engine.protocols.validation import validate_config
+from engine.protocols.validation import check_config
 from engine.cli.main import main as cli_main
 from engine.protocols import arun_config, resolve_config, run_sync, seats_from_config
 from engine.protocols.templates import Template
@@ -207,7 +207,7 @@ def test_an_option_a_protocol_does_not_have_is_refused_by_name_on_every_path(pat
 def test_unknown_configuration_keys_and_bad_values_are_refused_with_what_is_allowed(
         config, words, store):
     refused(lambda: seats_from_config(REGISTRY["debate"], config), *words, code=None)
-    refused(lambda: validate_config(config), *words)
+    refused(lambda: check_config(config), *words)
     refused(lambda: run_sync(arun_config(config, "q", store=store)), *words)
     assert store.runs().empty
 

@@ -16,7 +16,6 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from engine import ConfigError, Store, run_debate, run_panel
-from engine.protocols.storing import import_runs
 from engine.reports import insights
 from engine.reports import runs as history
 from engine.services.tasks import TaskRunner
@@ -55,14 +54,14 @@ def test_one_imported_record_can_no_longer_make_the_whole_store_unreadable(store
     path = tmp_path / "runs.jsonl"
     path.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n", encoding="utf-8")
     with pytest.raises(ConfigError) as info:
-        import_runs(store, path.read_text(encoding="utf-8"))
+        store.import_runs(path.read_text(encoding="utf-8"))
     assert "line 2" in str(info.value) and "tags" in str(info.value)
     assert "nothing was imported" in str(info.value)
     assert nothing_stored(store)  # not even the good first line
     done = cli("import", str(path), "--db", str(store.engine.url))
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "line 2" in done.stderr and nothing_stored(store)
-    assert import_runs(store, json.dumps(good)) == ["good1"]  # the good record alone imports
+    assert store.import_runs(json.dumps(good)) == ["good1"]  # the good record alone imports
     assert cli("runs", "--db", str(store.engine.url)).returncode == 0
 
 
@@ -120,7 +119,7 @@ def test_malformed_records_are_refused_with_their_line_and_nothing_is_written(
         del doc["question"]
     lines = [json.dumps(dict(exported, id="fine1")), json.dumps(doc)]
     with pytest.raises(ConfigError) as info:
-        import_runs(store, "\n".join(lines))
+        store.import_runs("\n".join(lines))
     message = str(info.value)
     assert info.value.code == "input" and "line 2" in message and words in message, message
     assert "\n" not in message
@@ -132,7 +131,7 @@ def test_malformed_turns_are_refused_with_their_record(store, exported, what, ch
     turns = [dict(t) for t in exported["turns"]]
     turns[1].update(change)
     with pytest.raises(ConfigError) as info:
-        import_runs(store, json.dumps(dict(exported, turns=turns)))
+        store.import_runs(json.dumps(dict(exported, turns=turns)))
     assert "record 1" in str(info.value) and words in str(info.value), str(info.value)
     assert nothing_stored(store)
 
@@ -154,7 +153,7 @@ def test_malformed_turns_are_refused_with_their_record(store, exported, what, ch
 ])
 def test_hostile_json_is_refused_in_one_line(store, payload, words):
     with pytest.raises(ConfigError) as info:
-        import_runs(store, payload)
+        store.import_runs(payload)
     assert words in str(info.value) and "\n" not in str(info.value), str(info.value)
     assert nothing_stored(store)
 
@@ -163,7 +162,7 @@ def test_duplicate_turn_indexes_are_refused(store, exported):
     turns = [dict(t) for t in exported["turns"]]
     turns[1]["idx"] = turns[0]["idx"]
     with pytest.raises(ConfigError, match="appears twice"):
-        import_runs(store, json.dumps(dict(exported, turns=turns)))
+        store.import_runs(json.dumps(dict(exported, turns=turns)))
     assert nothing_stored(store)
 
 
@@ -175,16 +174,16 @@ def test_jsonl_is_split_on_newline_only(store, exported):
     turns[0]["reply"] = odd
     data = json.dumps(dict(exported, id="odd1", turns=turns), ensure_ascii=False) + "\n" + \
         json.dumps(dict(exported, id="odd2"), ensure_ascii=False) + "\n"
-    assert sorted(import_runs(store, data)) == ["odd1", "odd2"]
+    assert sorted(store.import_runs(data)) == ["odd1", "odd2"]
     assert store.get("odd1")["turns"][0]["reply"] == odd
 
 
 def test_crlf_jsonl_and_bytes_import(store, exported):
     data = (json.dumps(dict(exported, id="crlf1")) + "\r\n" +
             json.dumps(dict(exported, id="crlf2")) + "\r\n").encode("utf-8")
-    assert sorted(import_runs(store, data)) == ["crlf1", "crlf2"]
+    assert sorted(store.import_runs(data)) == ["crlf1", "crlf2"]
     with pytest.raises(ConfigError, match="not UTF-8"):
-        import_runs(store, b"\xff\xfe{}")
+        store.import_runs(b"\xff\xfe{}")
 
 
 def test_text_people_and_models_wrote_is_kept_cleaned_on_import(store, exported):
@@ -192,7 +191,7 @@ def test_text_people_and_models_wrote_is_kept_cleaned_on_import(store, exported)
     turns[0]["reply"] = "lone \ud800 and nul \x00 here"
     turns[0]["messages"] = [{"role": "user", "content": "ask \udfff"}]
     doc = dict(exported, question="Q \x00?", turns=turns, error="bad \ud83d")
-    import_runs(store, json.dumps(doc))  # json escapes the surrogates as \\ud800 ...
+    store.import_runs(json.dumps(doc))  # json escapes the surrogates as \\ud800 ...
     run = store.get(doc["id"])
     assert run["turns"][0]["reply"] == "lone \ufffd and nul \ufffd here"
     assert run["turns"][0]["messages"] == [{"role": "user", "content": "ask \ufffd"}]
@@ -204,10 +203,10 @@ def test_import_size_caps(store, exported, tmp_path, monkeypatch):
     many = dict(exported, turns=[{"idx": i, "phase": "p", "seat": "s", "status": "ok"}
                                  for i in range(records.MAX_TURNS + 1)])
     with pytest.raises(ConfigError, match="turns"):
-        import_runs(store, json.dumps(many))
+        store.import_runs(json.dumps(many))
     monkeypatch.setattr(records, "MAX_IMPORT_BYTES", 1000)
     with pytest.raises(ConfigError) as info:
-        import_runs(store, json.dumps(exported))
+        store.import_runs(json.dumps(exported))
     assert info.value.code == "limit" and "limit" in str(info.value)
     assert nothing_stored(store)
 
@@ -229,7 +228,7 @@ def test_every_protocols_export_passes_the_schema(tmp_path):
         run_sync(arun_config({"protocol": name, "model": "simulated"}, "Is 2+2 four?",
                              store=source, expected="yes"))
     target = Store(f"sqlite:///{tmp_path / 'copy.db'}")
-    assert len(import_runs(target, source.export_jsonl())) == len(REGISTRY)
+    assert len(target.import_runs(source.export_jsonl())) == len(REGISTRY)
     assert set(target.runs()["unreadable"]) == {""}
 
 
@@ -281,9 +280,9 @@ def test_import_refusal_writes_nothing_on_both_backends(backend, exported):  # n
     lines = [json.dumps(dict(exported, id=f"ok{i}")) for i in range(3)]
     lines.append(json.dumps(dict(exported, id="bad", calls=2 ** 40)))
     with pytest.raises(ConfigError, match="line 4"):
-        import_runs(backend, "\n".join(lines))
+        backend.import_runs("\n".join(lines))
     assert nothing_stored(backend)
-    assert sorted(import_runs(backend, "\n".join(lines[:3]))) == ["ok0", "ok1", "ok2"]
+    assert sorted(backend.import_runs("\n".join(lines[:3]))) == ["ok0", "ok1", "ok2"]
 
 
 # --------------------------------------------------------------------------- tolerant reading
@@ -445,7 +444,7 @@ def test_a_read_only_database_can_be_listed_and_read(tmp_path, exported):
     assert not history.history(store, RunFilters()).table.empty
     for write in (lambda: store.start_run("debate", "Q?"), lambda: store.delete([run_id]),
                   lambda: store.put_library("persona", "P", {}),
-                  lambda: import_runs(store, json.dumps(exported)),
+                  lambda: store.import_runs(json.dumps(exported)),
                   lambda: store.stop_run(stuck)):
         with pytest.raises(ConfigError, match="read-only"):
             write()
@@ -685,7 +684,7 @@ def test_fuzzed_imports_are_all_or_nothing_and_whatever_is_accepted_reads_back(t
         if split:  # a record broken over two lines
             text_data = text_data.replace(", ", ",\n", 1)
         try:
-            imported = import_runs(store, text_data)
+            imported = store.import_runs(text_data)
         except ConfigError as exc:
             assert "\n" not in str(exc)
             assert store.runs().empty and store.turns().empty

@@ -30,7 +30,6 @@ from engine import ConfigError, Store
 from engine.experiments import create, plan, run_experiment
 from engine.experiments.runner import pending_cells
 from engine.protocols import arun_config, run_sync
-from engine.protocols.storing import import_runs
 from engine.redaction import REDACTED, redact, redact_log_records, secret_values
 from engine.store.experiments import progress
 from engine.store.search_index import MAX_INDEXED
@@ -245,7 +244,7 @@ def _forged(experiment_id: str | None, run_id: str = "forged1", cell: str = "cel
 
 def test_an_imported_run_never_counts_as_an_experiments_cell(backend):  # noqa: F811
     experiment_id = _experiment(backend)
-    assert import_runs(backend, _forged(experiment_id)) == ["forged1"]
+    assert backend.import_runs(_forged(experiment_id)) == ["forged1"]
     imported = backend.get("forged1")
     assert imported["experiment_id"] is None
     assert sorted(imported["tags"]) == [f"imported-cell:{experiment_id}:0:0:0", "keep-me"]
@@ -256,13 +255,13 @@ def test_an_imported_run_never_counts_as_an_experiments_cell(backend):  # noqa: 
     runs = backend.runs(experiment_id=experiment_id)
     assert "forged1" not in set(runs["id"]) and len(runs) == 2
     # An export of the experiment's own runs, imported again, is skipped (same ids).
-    assert import_runs(backend, backend.export_jsonl(list(runs["id"]))) == []
+    assert backend.import_runs(backend.export_jsonl(list(runs["id"]))) == []
 
 
 def test_an_import_with_an_unknown_protocol_is_refused_with_its_line(backend):  # noqa: F811
     good = _forged(None, run_id="fine1", cell="x")
     with pytest.raises(ConfigError) as refused:
-        import_runs(backend, good + "\n" + _forged(None, run_id="brawl1", protocol="brawl"))
+        backend.import_runs(good + "\n" + _forged(None, run_id="brawl1", protocol="brawl"))
     message = str(refused.value)
     assert "line 2" in message and "'brawl'" in message and "nothing was imported" in message
     assert backend.runs().empty  # the good line was not written either

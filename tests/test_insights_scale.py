@@ -20,7 +20,6 @@ from sqlalchemy import text
 from engine import Store
 from engine.models import now
 from engine.protocols import REGISTRY, arun_config, run_sync
-from engine.protocols.storing import import_runs
 from engine.reports import insights
 from engine.reports import runs as history
 from engine.store import RunFilters
@@ -40,7 +39,7 @@ def _as_real(store: Store, run_id: str, new_id: str, label: str | None, number: 
                        "seats": {}})
     for turn in doc.get("turns", []):
         turn.update(model="openai:gpt-4o-mini", simulated=False)
-    assert import_runs(store, json.dumps(doc)) == [new_id]
+    assert store.import_runs(json.dumps(doc)) == [new_id]
 
 
 def mixed(store: Store) -> Store:
@@ -150,7 +149,7 @@ def test_an_import_that_hides_a_simulated_seat_is_still_simulated(backend):
     vote = store.runs(protocol="vote", status="completed", simulated=True)["id"].iloc[0]
     doc = json.loads(store.export_run(str(vote)))
     doc.update(id="liar", simulated=False)  # its models and seats still say simulated
-    import_runs(store, json.dumps(doc))
+    store.import_runs(json.dumps(doc))
     assert store.get("liar")["simulated"] is True
     summary = insights.load_summary(store, RunFilters())
     assert "liar" not in set(store.runs(simulated=False)["id"])

@@ -18,7 +18,6 @@ from sqlalchemy.exc import IntegrityError
 
 from engine import Store, run_debate
 from engine.models import ConfigError
-from engine.protocols.storing import import_file, import_runs
 
 ALICE, BOB = "alice@example.com", "bob@example.com"
 
@@ -146,7 +145,7 @@ def _forged(store, runs: list[str], *, days: int = 0) -> str:
 def test_a_file_reusing_stored_ids_writes_no_label_onto_them(pair):
     """It used to import 0 runs and all 45 labels, unmarked: a 100% human win rate."""
     store, a, b = pair
-    report = import_file(store, _forged(store, [a, b]), imported_by="cli:mallory")
+    report = store.import_file(_forged(store, [a, b]), imported_by="cli:mallory")
     assert report.runs == [] and sorted(report.skipped) == sorted([a, b])
     assert (report.preferences, report.ratings) == (0, 0)
     assert store.preferences().empty and store.ratings().empty
@@ -158,7 +157,7 @@ def test_a_file_reusing_stored_ids_writes_no_label_onto_them(pair):
 def test_labels_of_the_runs_a_file_adds_are_written_once_each_and_marked(pair, tmp_path):
     store, a, b = pair
     other = Store(f"sqlite:///{tmp_path / 'other.db'}")
-    report = import_file(other, _forged(store, [a, b]), imported_by="cli:ops")
+    report = other.import_file(_forged(store, [a, b]), imported_by="cli:ops")
     assert sorted(report.runs) == sorted([a, b])
     assert (report.preferences, report.ratings) == (1, 1)  # one judgement per claimed rater
     for frame in (other.preferences(), other.ratings()):
@@ -170,7 +169,7 @@ def test_a_label_dated_in_the_future_refuses_the_file(pair, tmp_path):
     store, a, b = pair
     other = Store(f"sqlite:///{tmp_path / 'other.db'}")
     with pytest.raises(ConfigError, match="in the future; nothing was imported"):
-        import_file(other, _forged(store, [a, b], days=1500))
+        other.import_file(_forged(store, [a, b], days=1500))
     assert other.runs(with_config=False).empty and other.preferences().empty
 
 
@@ -181,7 +180,7 @@ def test_a_file_repeating_a_run_is_refused(pair, tmp_path):
     changed = json.dumps({**json.loads(store.export_run(a)), "question": "Other?"})
     other = Store(f"sqlite:///{tmp_path / 'other.db'}")
     with pytest.raises(ConfigError, match=rf"line 2 repeats run '{a}' \(first at line 1\)"):
-        import_runs(other, line + "\n" + changed + "\n")
+        other.import_runs(line + "\n" + changed + "\n")
     assert other.runs(with_config=False).empty
 
 
@@ -190,7 +189,7 @@ def test_an_imported_run_keeps_who_imported_it_apart_from_who_it_claims(pair, tm
     doc = {**json.loads(store.export_run(a)), "started_by": "ada@example.com"}
     other = Store(f"sqlite:///{tmp_path / 'other.db'}")
     before = datetime.now(UTC)
-    import_runs(other, json.dumps(doc), imported_by="cli:ops")
+    other.import_runs(json.dumps(doc), imported_by="cli:ops")
     run = other.get(a)
     assert run["started_by"] == "ada@example.com"  # the file's claim, kept as a claim
     assert run["imported_by"] == "cli:ops"
@@ -220,7 +219,7 @@ def test_a_turn_that_disagrees_with_its_seat_is_refused(pair, tmp_path, change, 
     doc = _with_turn(json.loads(store.export_run(a)), **change)
     other = Store(f"sqlite:///{tmp_path / 'other.db'}")
     with pytest.raises(ConfigError, match=why):
-        import_runs(other, json.dumps(doc))
+        other.import_runs(json.dumps(doc))
     assert other.runs(with_config=False).empty
 
 
@@ -230,7 +229,7 @@ def test_a_simulated_seats_turn_costs_nothing_whatever_the_file_says(pair, tmp_p
     doc["turns"] = [{**t, "cost_usd": 5.0} for t in doc["turns"]]
     doc["cost_usd"] = 15.0
     other = Store(f"sqlite:///{tmp_path / 'other.db'}")
-    import_runs(other, json.dumps(doc))
+    other.import_runs(json.dumps(doc))
     run = other.get(a)
     assert run["cost_usd"] == 0.0 and {t["cost_usd"] for t in run["turns"]} == {0.0}
 
@@ -242,7 +241,7 @@ def test_a_fork_of_an_imported_run_warns_and_its_kept_turns_say_so(tmp_path):
     run_id = run_society("What is 6 times 7?", agents=["simulated"] * 3, rounds=2,
                          store=here).run_id
     other = Store(f"sqlite:///{tmp_path / 'other.db'}")
-    import_runs(other, here.export_run(run_id), imported_by="cli:ops")
+    other.import_runs(here.export_run(run_id), imported_by="cli:ops")
     heard: list[str] = []
     result = forking.fork(other, run_id, 2, warn=heard.append)
     assert len(heard) == 1 and "was imported (by cli:ops" in heard[0]

@@ -23,7 +23,6 @@ from engine import ConfigError, Store, experiments, get_model
 from engine.cli.main import main as cli_main
 from engine.llm.endpoints import Endpoint, EndpointRegistry, check_url, risky_host
 from engine.protocols import arun_config, run_sync
-from engine.protocols.storing import import_runs
 from engine.services import library
 from engine.services.tasks import TaskRunner
 
@@ -183,7 +182,7 @@ def test_key_never_goes_to_a_base_url_in_an_imported_run_or_its_rerun(servers, s
                                                                 attacker.base_url))
     hostile["config"]["base_url"] = attacker.base_url
     other = Store(f"sqlite:///{tmp_path / 'colleague.db'}")
-    [imported] = import_runs(other, json.dumps(hostile))
+    [imported] = other.import_runs(json.dumps(hostile))
     with pytest.raises(ConfigError, match="not a registered endpoint"):
         TaskRunner(other).start_rerun(other.get(imported), endpoints=app_registry())  # app
     assert attacker.requests == []

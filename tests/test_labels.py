@@ -13,7 +13,6 @@ from sqlalchemy import text
 
 from engine import Store, run_debate
 from engine.models import ConfigError
-from engine.protocols.storing import import_runs
 from engine.store.records import COMMENT_MAX
 
 
@@ -151,7 +150,7 @@ def test_labels_travel_with_their_runs(pair, tmp_path):
     assert [r["score"] for r in exported["ratings"]] == [2]
     other = Store(f"sqlite:///{tmp_path / 'other.db'}")
     dump = store.export_jsonl([a, b])
-    assert sorted(import_runs(other, dump)) == sorted([a, b])
+    assert sorted(other.import_runs(dump)) == sorted([a, b])
     marks = ["created_at", "imported_by", "imported_at"]
     for frame in ("preferences", "ratings"):
         theirs = getattr(other, frame)().drop(columns=marks)
@@ -161,10 +160,10 @@ def test_labels_travel_with_their_runs(pair, tmp_path):
     assert list(other.preferences()["created_at"]) == list(store.preferences()["created_at"])
     # a second import adds nothing, and a label added since does not ride in on a run that
     # is already stored: an import writes labels onto the runs it adds only
-    import_runs(other, dump)
+    other.import_runs(dump)
     assert len(other.preferences()) == 1 and len(other.ratings()) == 2
     store.add_rating(b, rater="cy", score=3)
-    import_runs(other, store.export_jsonl([b]))
+    other.import_runs(store.export_jsonl([b]))
     assert sorted(other.ratings()["rater"]) == ["ana", "bo"]
 
 
@@ -173,12 +172,12 @@ def test_a_label_for_a_run_not_in_the_import_is_refused(pair, tmp_path):
     store.add_preference(a, b, rater="ana", choice="a")
     other = Store(f"sqlite:///{tmp_path / 'other.db'}")
     with pytest.raises(ConfigError, match=f"names run '{b}', which is neither in the file"):
-        import_runs(other, store.export_run(a))
+        other.import_runs(store.export_run(a))
     assert other.runs().empty and other.preferences().empty  # nothing of the file
     bare_b = {**json.loads(store.export_run(b)), "preferences": []}
-    import_runs(other, json.dumps(bare_b))  # once b is stored, a's export imports
+    other.import_runs(json.dumps(bare_b))  # once b is stored, a's export imports
     assert other.preferences().empty
-    assert import_runs(other, store.export_run(a)) == [a]
+    assert other.import_runs(store.export_run(a)) == [a]
     assert other.preferences().empty  # it names b, which this file did not add
 
 
@@ -206,7 +205,7 @@ def test_a_forged_label_refuses_the_whole_import(pair, tmp_path, forge, why):
     forge(docs[1])
     other = Store(f"sqlite:///{tmp_path / 'other.db'}")
     with pytest.raises(ConfigError, match=why):
-        import_runs(other, "".join(json.dumps(d) + "\n" for d in docs))
+        other.import_runs("".join(json.dumps(d) + "\n" for d in docs))
     assert other.runs().empty and other.preferences().empty and other.ratings().empty
 
 
@@ -251,7 +250,7 @@ def test_fuzzed_imported_labels_are_refused_or_stored_sound(tmp_path_factory, ki
     label.update(changes)
     target = Store(f"sqlite:///{folder / 'b.db'}")
     try:
-        import_runs(target, "".join(json.dumps(d) + "\n" for d in docs))
+        target.import_runs("".join(json.dumps(d) + "\n" for d in docs))
     except ConfigError as exc:
         assert "nothing was imported" in str(exc)
         assert target.runs().empty and target.preferences().empty and target.ratings().empty

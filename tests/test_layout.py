@@ -214,14 +214,14 @@ import json, sys
 from engine.store import Store
 store = Store("sqlite:///{tmp_path / 'fresh.db'}")
 assert "engine.protocols" not in sys.modules, "opening the store loaded the protocols"
-from engine.protocols.storing import import_runs
+from engine.protocols.storing import result_types
 try:
-    import_runs(store, json.dumps({{"id": "x1", "protocol": "brawl", "question": "q",
-                                    "status": "failed"}}))
+    store.import_runs(json.dumps({{"id": "x1", "protocol": "brawl", "question": "q",
+                                    "status": "failed"}}), results=result_types())
 except ValueError as exc:
     print("refused:", exc)
 record = {{"id": "v1", "protocol": "vote", "question": "q", "status": "failed"}}
-print("imported:", import_runs(store, json.dumps(record)))
+print("imported:", store.import_runs(json.dumps(record), results=result_types()))
 """
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
                          text=True, timeout=120)

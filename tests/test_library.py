@@ -7,7 +7,7 @@ from engine import ConfigError, prompt_templates
 from engine.protocols import REGISTRY, arun_config, run_sync
 from engine.protocols.personas import PERSONAS, ROLES
 from engine.services import library, runform
-from engine.protocols.validation import validate_config
+from engine.protocols.validation import check_config
 
 
 def names(store, kind):
@@ -93,7 +93,7 @@ def test_saved_configuration_runs_as_saved(store):
                                   prompts=prompts, label="brief judge").stored()
     assert config["seats"]["proponent"][0]["persona"] == PERSONAS["creative"].prompt
     assert config["seats"]["proponent"][0]["icon"] == "💡"
-    assert validate_config(config) == {"calls": 3, "waves": 3, "tokens": 1800}
+    assert check_config(config).estimate() == {"calls": 3, "waves": 3, "tokens": 1800}
     library.save_config(store, config)
     loaded = store.saved_config("brief judge")
     assert loaded == config
@@ -111,17 +111,17 @@ def test_saved_configuration_runs_as_saved(store):
 def test_prompt_placeholders_are_checked_before_a_run(store):
     config = {"protocol": "debate", "prompts": {"judge": "Rule on {topic} using {secret}"}}
     with pytest.raises(ConfigError, match=r"may use \{topic\}, \{transcript\}; got \{secret\}"):
-        validate_config(config)
+        check_config(config)
     with pytest.raises(ConfigError, match="no prompt template 'nope'"):
-        validate_config({"protocol": "debate", "prompts": {"nope": "x"}})
+        check_config({"protocol": "debate", "prompts": {"nope": "x"}})
     with pytest.raises(ConfigError, match="needs a label"):
         library.save_config(store, {"protocol": "debate"})
     with pytest.raises(ConfigError, match="unknown model spec"):
-        validate_config({"protocol": "debate", "model": "nonsense:model"})
+        check_config({"protocol": "debate", "model": "nonsense:model"})
 
 
 def test_every_registered_protocol_builds_a_valid_default_configuration(store):
     for name in REGISTRY:
         config = runform.build_config(store, name, runform.slot_choices(store, name))
-        assert validate_config(config)["calls"] > 0
+        assert check_config(config).estimate()["calls"] > 0
         assert library.check_config(config).simulated

@@ -28,7 +28,6 @@ from engine import ConfigError, Seat, Store, run_vote
 from engine.llm.calls import RunContext
 from engine.llm.endpoints import EndpointRegistry
 from engine.llm.sizes import REPLY_CAP, body_cap, cut_text, size_text, utf8_size
-from engine.protocols.storing import import_runs
 from engine.reports import runs as history
 from engine.store.search_index import MAX_INDEXED
 
@@ -369,7 +368,7 @@ def test_a_cut_reply_keeps_its_size_through_export_and_import(backend, recording
     assert sorted(sizes, key=str) == [len(json.dumps({"stance": "42"}) + reply), None]
     exported = backend.export_run(result.run_id)
     backend.delete([result.run_id])
-    assert import_runs(backend, exported) == [result.run_id]
+    assert backend.import_runs(exported) == [result.run_id]
     assert [t["reply_bytes"] for t in backend.get(result.run_id)["turns"]] == sizes
 
 

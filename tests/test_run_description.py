@@ -8,7 +8,6 @@ import pytest
 
 from engine import Store, run_debate
 from engine.models import RunResult, Turn
-from engine.protocols.storing import import_runs
 from engine.store.records import RunRecord, TurnRecord
 from engine.store.runs import FROM_RESULT
 from engine.store.statements import RUNS, TURNS
@@ -63,7 +62,7 @@ def test_an_export_imported_elsewhere_holds_every_column_a_file_carries(store, r
     failed = store.start_run("debate", "Half done?", label="beta", expected="x")
     store.end_run(failed, "failed", "no call succeeded")
     fresh = Store(f"sqlite:///{tmp_path / 'fresh.db'}")
-    assert sorted(import_runs(fresh, store.export_jsonl())) == sorted([done.run_id, failed])
+    assert sorted(fresh.import_runs(store.export_jsonl())) == sorted([done.run_id, failed])
     for run_id in (done.run_id, failed):
         before, after = store.get(run_id), fresh.get(run_id)
         assert {name: after[name] for name in _carried(RUNS)} == \

@@ -18,7 +18,6 @@ from streamlit.testing.v1 import AppTest
 
 from engine import Store
 from engine.protocols.debate import run_debate
-from engine.protocols.storing import import_runs
 from engine.store.search import MAX_TERMS, terms
 
 RUNS_PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "runs.py")
@@ -146,13 +145,13 @@ def test_imported_runs_are_indexed(backend, tmp_path):  # noqa: F811
     assert run_id in set(backend.search(reply)["id"])
     exported = backend.export_jsonl([run_id])
     other = Store(f"sqlite:///{tmp_path / 'other.db'}")
-    import_runs(other, exported)
+    other.import_runs(exported)
     assert other.search("walrus")["id"].tolist() == [run_id]
     assert other.search(reply)["id"].tolist() == [run_id]
     assert other.search(reply).iloc[0]["kind"] in ("turn", "answer")
     backend.delete([run_id])
     assert backend.search("walrus").empty
-    import_runs(backend, exported)
+    backend.import_runs(exported)
     assert backend.search("walrus")["id"].tolist() == [run_id]
 
 

@@ -24,7 +24,6 @@ from engine import experiments as ex
 from engine.cli.main import main
 from engine.experiments.runner import arun_experiment
 from engine.protocols import arun_config, run_sync
-from engine.protocols.storing import import_runs
 from engine.reports import insights
 from engine.reports import runs as history
 from engine.store import RunFilters
@@ -127,7 +126,7 @@ def test_every_export_carries_the_flag(db, server, tmp_path, capsys):
     assert rows[ids["real"]]["simulated"] == "False" and rows[ids["real"]]["simulated_seats"] == ""
     # an export with the list imports: the flag is kept, the list ignored
     other = Store(f"sqlite:///{tmp_path / 'other.db'}")
-    assert sorted(import_runs(other, Store(db).export_jsonl())) == sorted(ids.values())
+    assert sorted(other.import_runs(Store(db).export_jsonl())) == sorted(ids.values())
     assert bool(other.runs(ids=[ids["mixed"]]).iloc[0]["simulated"])
 
 

@@ -24,7 +24,6 @@ from engine import Store
 from engine.access import Actor, Role, cli_user
 from engine.cli import main
 from engine.models import ConfigError
-from engine.protocols.storing import import_runs
 from engine.services import jobs
 from engine.services.tasks import TaskRunner
 from engine.store.experiments import claim
@@ -96,7 +95,7 @@ def test_an_experiment_run_exported_and_imported_keeps_who_started_it(store, tmp
     lines = store.export_jsonl(ids).splitlines()
     assert {json.loads(line)["started_by"] for line in lines} == {"ann@example.com"}
     other = Store(f"sqlite:///{tmp_path / 'other.db'}")
-    imported = import_runs(other, "\n".join(lines))
+    imported = other.import_runs("\n".join(lines))
     assert set(other.runs(ids=imported, with_config=False)["started_by"]) == {
         "ann@example.com"}
 

@@ -13,7 +13,6 @@ from plugins.processes import dead_pid
 from sqlalchemy import inspect, text, update
 
 from engine import ConfigError, Store, run_debate, run_peer_review
-from engine.protocols.storing import import_runs, open_store
 from engine.store import RunRow
 
 JUDGE_REPLY = "1. VERDICT: Pro\n2. REASONING: r\n3. PRO SUMMARY: p\n4. CON SUMMARY: c\n" \
@@ -244,7 +243,7 @@ def test_export_jsonl_then_import_round_trips(store, three_runs, tmp_path):
     lines = [json.loads(line) for line in dump.splitlines()]
     assert {d["id"] for d in lines} == set(three_runs.values())
     fresh = Store(f"sqlite:///{tmp_path / 'fresh.db'}")
-    assert sorted(import_runs(fresh, dump)) == sorted(three_runs.values())
+    assert sorted(fresh.import_runs(dump)) == sorted(three_runs.values())
     for name, run_id in three_runs.items():
         before, after = store.get(run_id), fresh.get(run_id)
         for key in ("protocol", "question", "label", "tags", "status", "error", "result",
@@ -261,23 +260,23 @@ def test_export_jsonl_then_import_round_trips(store, three_runs, tmp_path):
 
 def test_import_single_json_export(store, three_runs, tmp_path):
     fresh = Store(f"sqlite:///{tmp_path / 'fresh.db'}")
-    assert import_runs(fresh, store.export_run(three_runs["review"])) == [three_runs["review"]]
+    assert fresh.import_runs(store.export_run(three_runs["review"])) == [three_runs["review"]]
     assert fresh.get(three_runs["review"])["result"]["approved"] is True
 
 
 def test_importing_twice_skips_duplicates(store, three_runs, tmp_path):
     fresh = Store(f"sqlite:///{tmp_path / 'fresh.db'}")
     dump = store.export_jsonl()
-    assert len(import_runs(fresh, dump)) == 3
-    assert import_runs(fresh, dump) == []
+    assert len(fresh.import_runs(dump)) == 3
+    assert fresh.import_runs(dump) == []
     assert len(fresh.runs()) == 3 and len(fresh.turns()) == 6
-    assert import_runs(store, dump) == []  # into the store it came from
+    assert store.import_runs(dump) == []  # into the store it came from
 
 
 def test_imported_running_run_becomes_interrupted(store, tmp_path):
     run_id = store.start_run("debate", "In flight?")
     fresh = Store(f"sqlite:///{tmp_path / 'fresh.db'}")
-    import_runs(fresh, store.export_run(run_id))
+    fresh.import_runs(store.export_run(run_id))
     assert fresh.get(run_id)["status"] == "interrupted"
 
 
@@ -285,13 +284,13 @@ def test_imported_running_run_becomes_interrupted(store, tmp_path):
                                   '{"id": "x"}', '{"id": "a", "protocol": "debate"}\nnope'])
 def test_malformed_import_raises_config_error(store, data):
     with pytest.raises(ConfigError) as info:
-        import_runs(store, data)
+        store.import_runs(data)
     assert info.value.code == "input"
     assert store.runs().empty
 
 
 def test_empty_import_imports_nothing(store):
-    assert import_runs(store, "   \n") == []
+    assert store.import_runs("   \n") == []
 
 
 # --------------------------------------------------------------------------- secrets
@@ -341,7 +340,7 @@ def test_default_config_records_seats_by_spec_without_keys(store, recording_mode
 def test_imported_config_is_stripped_too(store, tmp_path):
     doc = {"id": "abc123", "protocol": "debate", "question": "Q", "status": "completed",
            "config": {"api_key": "sk-IMPORTED-SECRET", "model": "simulated"}, "turns": []}
-    import_runs(store, json.dumps(doc))
+    store.import_runs(json.dumps(doc))
     assert store.get("abc123")["config"] == {"model": "simulated"}
 
 
@@ -400,7 +399,7 @@ def test_configurations_of_the_old_flat_shape_are_migrated_by_slot_once(tmp_path
             {"body": json.dumps({"protocol": "debate", "seats": {"judge": {"model": "simulated"}}})})
     old.engine.dispose()
 
-    reopened = open_store(url)  # migrated, then back-filled by the protocols
+    reopened = Store(url)  # migrated, then back-filled by the protocols
     assert "0004_configs_by_slot" in applied_migrations(reopened)
     run = reopened.get(slotted.run_id)
     assert [v["name"] for v in run["config"]["seats"]["voters"]] == [v["name"] for v in voters]
@@ -434,19 +433,22 @@ def test_save_stores_a_result_made_without_a_store(store, recording_model):
 
 def test_a_result_no_run_finished_is_saved_from_the_protocols_side(store, recording_model):
     """The store layer computes no protocol's metrics: a result read back (no run finished
-    it) is refused by the bare `engine.store.Store.save`, and saved with its protocol's by
-    `storing.save_result` and by the public `engine.Store` (the store with the protocols'
-    side attached, DESIGN 4's `store.save(result, label, tags)`)."""
+    it) is refused by the bare `engine.store.Store.save` unless its protocol's assessment
+    is handed in, and saved with its protocol's by the public `engine.Store` (the store
+    with the protocols' side attached, DESIGN 4's `store.save(result, label, tags)`)."""
     from engine.protocols import REGISTRY
-    from engine.protocols.storing import save_result
     from engine.store import Store as BareStore
     done = store.get(run_debate("Read back?", **fakes(recording_model), max_rounds=1,
                                 retries=0, store=store).run_id)
     result = REGISTRY["debate"].read_result(done["result"])
     result.protocol, result.run_id = "debate", None
-    with pytest.raises(ValueError, match="save_result"):
-        BareStore(store.url).save(result)
-    again = store.get(save_result(store, result, label="copied"))
+    bare = BareStore(store.url)
+    with pytest.raises(ValueError, match="assessment"):
+        bare.save(result)
+    spec = REGISTRY["debate"]
+    again = bare.get(bare.save(result, label="copied",
+                               assessed=(spec.metrics(result), *spec.assess(result))))
+    result.run_id = None
     assert again["label"] == "copied" and again["metrics"]["outcome"] == \
         done["metrics"]["outcome"]
     public = store.get(store.save(result, label="public"))

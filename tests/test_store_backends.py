@@ -10,7 +10,6 @@ import threading
 from conftest import applied_migrations
 
 from engine import Store, run_debate, run_peer_review
-from engine.protocols.storing import import_runs
 
 
 def _debate(store, **kw):
@@ -59,12 +58,12 @@ def test_export_import_round_trip(backend, tmp_path):
                         store=backend)
     dump = backend.export_jsonl([a.run_id, b.run_id])
     other = Store(f"sqlite:///{tmp_path / 'other.db'}")
-    assert sorted(import_runs(other, dump)) == sorted([a.run_id, b.run_id])
-    assert import_runs(other, dump) == []  # duplicates are skipped
+    assert sorted(other.import_runs(dump)) == sorted([a.run_id, b.run_id])
+    assert other.import_runs(dump) == []  # duplicates are skipped
     assert [t["reply"] for t in other.get(a.run_id)["turns"]] == \
         [t["reply"] for t in backend.get(a.run_id)["turns"]]
     backend.delete([a.run_id])
-    assert import_runs(backend, other.export_run(a.run_id)) == [a.run_id]
+    assert backend.import_runs(other.export_run(a.run_id)) == [a.run_id]
 
 
 def test_library_crud(backend):

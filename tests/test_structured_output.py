@@ -28,7 +28,6 @@ from engine.models import ConfigError
 from engine.protocols import REGISTRY, arun_config, run_sync
 from engine.protocols.panel import CRITIQUE_SCHEMA, REBUTTAL_SCHEMA, SYNTHESIS_SCHEMA
 from engine.protocols.roundtable import JUDGE_SCHEMA
-from engine.protocols.storing import import_runs
 from engine.protocols.tallying import PROPOSE_SCHEMA
 
 QUESTION = "What is 6 x 7?"
@@ -259,13 +258,13 @@ def test_output_mode_is_stored_exported_and_imported(tmp_path):
     document = json.loads(store.export_run(result.run_id))
     assert {t["output_mode"] for t in document["turns"]} == {JSON_MODE}
     other = Store(f"sqlite:///{tmp_path / 'b.db'}")
-    import_runs(other, json.dumps(document))
+    other.import_runs(json.dumps(document))
     assert [t["output_mode"] for t in other.get(result.run_id)["turns"]] == [JSON_MODE] * 3
     older = json.loads(json.dumps(document))  # a file exported before structured output
     older["id"] = "older1"
     for turn in older["turns"]:
         del turn["output_mode"]
-    import_runs(other, json.dumps(older))
+    other.import_runs(json.dumps(older))
     assert [t["output_mode"] for t in other.get("older1")["turns"]] == [""] * 3
 
 

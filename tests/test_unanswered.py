@@ -25,8 +25,7 @@ from engine import Store
 from engine import experiments as ex
 from engine.analysis.answers import DECLARED_MAX, declared_answers, extract_answer, hedge
 from engine.cli.main import main
-from engine.protocols import arun_config, run_sync
-from engine.protocols.storing import backfill, open_store
+from engine.protocols import REGISTRY, arun_config, run_sync
 from engine.reports import insights
 from engine.reports.experiments import report
 from engine.reports.runs import history_table
@@ -302,7 +301,7 @@ def test_migration_0023_scores_older_unanswered_runs(backend):
         connection.execute(text("ALTER TABLE runs DROP COLUMN unanswered"))
         connection.execute(text("DELETE FROM schema_migrations WHERE name = '0023_unanswered'"))
     backend.engine.dispose()
-    reopened = open_store(backend.url)  # migrated, then back-filled by the protocols
+    reopened = Store(backend.url)  # migrated, then back-filled by the protocols
     assert reopened.migrate() == []
     rows = {name: reopened.get(run_id) for name, run_id in made.items()}
     assert (rows["silent"]["correct"], rows["silent"]["unanswered"]) == (False, True)
@@ -316,7 +315,7 @@ def test_migration_0023_scores_older_unanswered_runs(backend):
 def test_the_store_alone_leaves_the_back_fill_to_the_protocols(backend, tmp_path):
     """The store knows no protocol: reopened by the store alone, migration 0023 adds its
     column and notes its back-fill, and the old unscored run stays as it was; the protocols'
-    side does the back-fill once (`storing.backfill`), and a new database notes none."""
+    side does the back-fill once (`Store.backfill` given the registry), and a new database notes none."""
     silent = run_sync(arun_config({"protocol": "vote"}, QUESTION, store=backend,
                                   expected="42")).run_id
     with backend.engine.begin() as connection:  # as 0017 left it
@@ -328,12 +327,12 @@ def test_the_store_alone_leaves_the_back_fill_to_the_protocols(backend, tmp_path
     alone = BareStore(backend.url)  # the store layer alone (the public Store back-fills)
     assert "0023_unanswered" in applied_migrations(alone)
     assert (alone.get(silent)["correct"], alone.get(silent)["unanswered"]) == (None, False)
-    assert backfill(alone) == ["0023_unanswered"]
+    assert alone.backfill(REGISTRY) == ["0023_unanswered"]
     assert (alone.get(silent)["correct"], alone.get(silent)["unanswered"]) == (False, True)
-    assert backfill(alone) == []  # done once
+    assert alone.backfill(REGISTRY) == []  # done once
     fresh = BareStore(f"sqlite:///{tmp_path / 'fresh.db'}")
     run_sync(arun_config({"protocol": "vote"}, QUESTION, store=fresh, expected="42"))
-    assert backfill(fresh) == []
+    assert fresh.backfill(REGISTRY) == []
 
 
 # --------------------------------------------------------------------------- the reading

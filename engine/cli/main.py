@@ -293,8 +293,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         data = Path(args.path).read_bytes()
     except OSError as exc:
         raise ConfigError(f"import: cannot read {args.path}: {exc.strerror}", "input") from None
-    from engine.protocols.storing import import_file
-    print(import_file(store_from_args(args), data, imported_by=cli_user()).summary())
+    print(store_from_args(args).import_file(data, imported_by=cli_user()).summary())
     return 0
 
 

@@ -131,10 +131,10 @@ def order_line(result: Any) -> str:
 
 
 def store_from_args(args: argparse.Namespace) -> Any:
-    """The store a command's `--db` names (`engine.protocols.storing.open_store`: opened,
+    """The store a command's `--db` names (`engine.protocols.storing.Store`: opened,
     migrated and its old rows back-filled), imported when a command opens it."""
-    from engine.protocols.storing import open_store
-    return open_store(getattr(args, "db", None))
+    from engine.protocols.storing import Store
+    return Store(getattr(args, "db", None))
 
 
 def endpoints_from_args(args: argparse.Namespace) -> Any:

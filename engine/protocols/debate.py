@@ -359,9 +359,8 @@ def _signals(result: DebateResult) -> Signals:
     stated = result.judged and result.confidence_stated
     confidence = result.confidence if stated else None
     return Signals(answer=result.answer[:500] or None, judge_confidence=confidence, extra={
-        "verdict": result.verdict[:500], "judge_confidence": confidence,
+        "verdict": result.verdict[:500], "rounds": len(result.rounds),
         "high_confidence": result.is_high_confidence if stated else None,
-        "rounds": len(result.rounds),
         **{f"seat_{side}": seat for seat, side in result.sides.items()},
         "judge_side": result.winning_side, "winner": result.winner,
         "consultant": result.consultant})

@@ -123,7 +123,6 @@ def signals(result: PanelResult) -> Signals:
     t, first = result.tally, result.first_round
     kinds = list(result.change_kinds.values())
     extra = {**tally_metrics(t, result.confidence), "debaters": len(result.proposals),
-             "mind_changes": len(result.mind_changes),
              "claimed_changes": len(result.claimed_changes),
              "claim_mismatches": len(result.claim_mismatches()),
              "critic_flawed": sum(a.verdict == "flawed" for a in result.critique.assessments)

@@ -7,7 +7,7 @@ module, above it) passes what the store needs as arguments. `Store` here is the 
 public API names (`from engine import Store`, DESIGN 4): the store composed with the
 registry, so that opening one runs the migrations and then the back-fills they noted
 (`Store.backfill`), and an import is checked against the protocols' result types unless the
-caller hands its own. `open_store` is how the CLI, the pages and the workers open one.
+caller hands its own. It is how the CLI, the pages and the workers open one.
 """
 from __future__ import annotations
 
@@ -25,12 +25,6 @@ def result_types() -> dict[str, type[Any]]:
     return {name: spec.result_type for name, spec in REGISTRY.items()}
 
 
-def backfill(store: BaseStore) -> list[str]:
-    """Do the back-fills of old rows the store's migrations left to the protocols (their
-    metrics, assessment, which of them give an answer); returns their names."""
-    return store.backfill(REGISTRY)
-
-
 class Store(BaseStore):
     """The store with the protocols' side attached: migrated and back-filled as it opens;
     `import_runs` and `import_file` check runs against every protocol's result type when
@@ -38,7 +32,7 @@ class Store(BaseStore):
 
     def __init__(self, url: str | None = None):
         super().__init__(url)
-        backfill(self)
+        self.backfill(REGISTRY)
 
     def save(self, result: RunResult, label: str | None = None, tags: Iterable[str] = (),
              config: Mapping[str, Any] | None = None, *,
@@ -63,26 +57,3 @@ class Store(BaseStore):
         return super().import_runs(data, results=result_types() if results is None else results,
                                    imported_by=imported_by)
 
-
-def open_store(url: str | None = None) -> Store:
-    """A store at `url` (`Store`'s default without one), migrated and back-filled."""
-    return Store(url)
-
-
-def save_result(store: BaseStore, result: RunResult, label: str | None = None,
-                tags: Iterable[str] = (), config: Mapping[str, Any] | None = None) -> str:
-    """Store a finished result (or relabel one already stored) with what its protocol makes
-    of it (metrics, error, what it lost: `Store.save`); returns the run id."""
-    spec = get_protocol(result.protocol)
-    error, lost = spec.assess(result)
-    return store.save(result, label, tags, config, assessed=(spec.metrics(result), error, lost))
-
-
-def import_file(store: BaseStore, data: str | bytes, *, imported_by: str = "") -> ImportReport:
-    """`Store.import_file` checked against the protocols Parley runs."""
-    return store.import_file(data, results=result_types(), imported_by=imported_by)
-
-
-def import_runs(store: BaseStore, data: str | bytes, *, imported_by: str = "") -> list[str]:
-    """`Store.import_runs` checked against the protocols Parley runs: the ids added."""
-    return store.import_runs(data, results=result_types(), imported_by=imported_by)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from engine.checks import require_name, unique_names
 from engine.config import RunConfig
 from engine.models import ConfigError
-from engine.protocols import Resolved, estimate, get_protocol, resolve_config
+from engine.protocols import Resolved, get_protocol, resolve_config
 from engine.protocols.adversary import with_templates
 from engine.protocols.checks import require_seat
 from engine.protocols.templates import check_prompts
@@ -43,9 +43,3 @@ def check_config(config: RunConfig | Mapping[str, Any],
             unique_names(listed, slot.name)
     return resolved
 
-
-def validate_config(config: Mapping[str, Any], endpoints: EndpointRegistry | None = None
-                    ) -> dict[str, int]:
-    """Check a configuration as a run would, before any call (`check_config`); returns the
-    cost preflight."""
-    return estimate(check_config(config, endpoints))

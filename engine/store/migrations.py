@@ -7,7 +7,7 @@ The store knows no protocol, so the part of `0004`, `0005` and `0023` that reads
 with a protocol's code (its metrics, its assessment, whether it gives an answer) is not done
 here: on a database that holds runs, the migration notes it in `backfills`, and the
 protocols' side does it once the store is open (`Store.backfill`, handed the registry by
-`engine.protocols.storing.backfill`).
+`engine.protocols.storing.Store` as it opens).
 """
 from __future__ import annotations
 

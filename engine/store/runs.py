@@ -215,7 +215,7 @@ class RunWriting(Database):
              assessed: tuple[Mapping[str, Any], str, Sequence[str]] | None = None) -> str:
         """Store a finished result (or relabel one already stored); returns the run id. A new
         one is stored with what its protocol makes of it, (metrics, error, lost): `assessed`
-        when given (`engine.protocols.storing.save_result` hands them in), else what the run
+        when given (`engine.protocols.storing.Store.save` hands them in), else what the run
         that finished it handed in on the result (`RunResult.assessment`). It ends as
         `execute` ends a run: `failed` with `error` when one is given, else `completed`,
         flagged degraded with what it `lost`."""
@@ -230,7 +230,7 @@ class RunWriting(Database):
         assessed = assessed if assessed is not None else result.assessment()
         if assessed is None:
             raise ValueError("a result no run finished is saved with its protocol's "
-                             "assessment: engine.protocols.storing.save_result hands it in")
+                             "assessment: engine.protocols.storing.Store.save hands it in")
         # A result saved without its configuration keeps no seats by slot: it cannot be
         # re-run (its turns still name every seat and model).
         run_id = self.start_run(result.protocol, result.question_text,

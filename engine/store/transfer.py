@@ -296,7 +296,7 @@ class Transfer(RunReading):
         """Import runs exported by `export_run` / `export_jsonl`, with the labels they carry
         (`engine.store.labels.import_labels`: onto the runs this import adds only); existing
         ids are skipped. `results` is each protocol's result type, handed in by the
-        protocols' side (`engine.protocols.storing.import_file`): the store knows no
+        protocols' side (`engine.protocols.storing.Store.import_file`): the store knows no
         protocol. Every record is checked first (`parse_import`): a bad one is refused
         with its line number (`ConfigError`) and nothing of the file is written. Each run and
         label written records `imported_by` (who imports: the CLI's `cli:USER`, a signed-in

@@ -64,8 +64,8 @@ def default_kind(runs: pd.DataFrame) -> str:
 
 def keep_apart(runs: pd.DataFrame, kind: str) -> pd.DataFrame:
     """Only the real or only the simulated runs of a flattened frame, or (`both`) all of
-    them with every simulated run's `group` and `label` suffixed " (simulated)", so no
-    group ever pools simulated runs with real ones."""
+    them with every simulated run's `group` and `label` (those it has) suffixed
+    " (simulated)", so no group ever pools simulated runs with real ones."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     if runs.empty:
@@ -75,7 +75,9 @@ def keep_apart(runs: pd.DataFrame, kind: str) -> pd.DataFrame:
         return runs[simulated == (kind == "simulated")]
     out = runs.copy()
     for column in ("group", "label"):
-        out[column] = out[column].where(~simulated, out[column].astype(str) + SIMULATED_SUFFIX)
+        if column in out:
+            out[column] = out[column].where(~simulated,
+                                            out[column].astype(str) + SIMULATED_SUFFIX)
     return out
 
 
@@ -85,13 +87,10 @@ def split_configs(frame: pd.DataFrame, configs: list[dict[str, Any]], kind: str
     `keep_apart` keeps runs: only the real or only the simulated runs, or both with every
     simulated run's label suffixed " (simulated)" and each configuration that has simulated
     runs listed again under that label (after its real self when it has real runs too)."""
-    if frame.empty:
-        return frame, list(configs)
+    out = keep_apart(frame, kind)
+    if frame.empty or kind != "both":
+        return out, list(configs)
     simulated = frame["simulated"].astype(bool)
-    if kind != "both":
-        return frame[simulated == (kind == "simulated")], list(configs)
-    out = frame.assign(label=frame["label"].where(~simulated,
-                                                  frame["label"] + SIMULATED_SUFFIX))
     listed = []
     for config in configs:
         mine = simulated[frame["label"] == config["label"]]
