@@ -208,9 +208,8 @@ async def _generated(model: Any, messages: Sequence[Any], **fields: Any) -> Any:
     return message
 
 
-# A run's answers of `_unwatched` by model id, from its first call (`runmodels.open_run`):
-# what watches a run is set up before it starts, and langchain-core's answer costs a call
-# more than the rest of its own work on the lean path. None outside a run: asked each call.
+# `_unwatched` by model id, once a run (`runmodels.open_run`; None outside one): a run's
+# watchers are set up before it starts, and langchain-core's answer cost a lean call most.
 WATCHED: ContextVar[dict[int, tuple[Any, bool]] | None] = ContextVar("parley_watched",
                                                                     default=None)
 
