@@ -139,3 +139,15 @@ def test_a_key_set_changed_or_removed_in_the_environment_is_redacted_as_it_now_i
     assert redact(f"a {first} {second}", shapes=False) == f"a {first} {REDACTED}"
     monkeypatch.delenv("PARLEY_PERF_TOKEN")
     assert redact(f"a {second}", shapes=False) == f"a {second}"
+
+
+def test_a_mapping_entry_whose_key_names_a_secret_is_dropped_at_any_depth():
+    """`strip_secrets` drops every entry whose key, lowercased, holds key, secret, token,
+    password or authorization (a word inside a longer name counts: "monkey" goes too),
+    in mappings nested in lists, and keeps everything else as it is."""
+    from engine.store.records import strip_secrets
+    value = {"API_KEY": 1, "Authorization": 2, "x-Token": 3, "db_password": 4, "monkey": 5,
+             "model": "m", 7: "seven", "seats": [{"name": "a", "SecretSauce": 1,
+                                                  "inner": ({"passwd": "kept"},)}]}
+    assert strip_secrets(value) == {"model": "m", 7: "seven", "seats": [
+        {"name": "a", "inner": [{"passwd": "kept"}]}]}

@@ -142,3 +142,16 @@ def test_classify_changes_against_a_known_answer():
         "p": "persuaded", "m": "misled", "s": "switched", "h": "held"}
     with pytest.raises(ConfigError):
         classify_changes(before, after, "  ")
+
+
+def test_short_stances_are_remembered_and_long_ones_read_afresh():
+    """A run reads each stance several times: a short one is normalised once and remembered
+    (a memo of a pure function, bounded in entries and in each text's length); a long one
+    gives the same form and is never kept."""
+    from engine.analysis.stances import MEMO_CHARS, _normalized
+    _normalized.cache_clear()
+    assert [normalize_stance(s) for s in ("$0.05", "$0.05", "0.050")] == ["0.05"] * 3
+    assert _normalized.cache_info().hits == 1 and _normalized.cache_info().currsize == 2
+    long = "Forty-two, " * MEMO_CHARS
+    assert normalize_stance(long) == ("42, " * MEMO_CHARS).strip(" ,")
+    assert _normalized.cache_info().currsize == 2 and _normalized.cache_info().maxsize == 4096

@@ -370,3 +370,24 @@ def test_json_strings_are_bounded_except_for_openai_itself():
     assert local["json_schema"]["schema"] == PROPOSE_SCHEMA.schema
     hosted = json.dumps(PROPOSE_SCHEMA.response_format(CONSTRAINED, "api.openai.com"))
     assert "pattern" not in hosted and '"stance": {"type": "string"}' in hosted
+
+
+def test_a_run_asks_langchain_once_what_watches_a_models_calls(monkeypatch):
+    """Whether anything (a callback, tracer, cache) would see a model's calls is asked of
+    langchain-core once per run and model, not once per call; the next run asks again, so a
+    watcher set up between runs sees its calls."""
+    from langchain_core.callbacks.manager import AsyncCallbackManager
+    configure = AsyncCallbackManager.configure.__func__
+    asked = []
+
+    def counted(cls, *args, **kwargs):
+        asked.append(1)
+        return configure(cls, *args, **kwargs)
+
+    monkeypatch.setattr(AsyncCallbackManager, "configure", classmethod(counted))
+    with SimulatedOpenAI() as stub:
+        spec = f"openai:smol?base_url={stub.base_url}"
+        for run in (1, 2):
+            result = vote(spec)
+            assert len(stub.requests) == 3 * run and all(t.ok for t in result.turns)
+            assert len(asked) == run

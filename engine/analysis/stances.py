@@ -8,6 +8,7 @@ The model argues; everything here is arithmetic on plain values you can read and
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
 import sys
@@ -150,7 +151,17 @@ def normalize_stance(text: Any) -> str:
     """
     if text is None:
         return ""
-    text = unicodedata.normalize("NFKC", str(text)).lower().replace("−", "-")
+    text = str(text)
+    return _normalized(text) if len(text) <= MEMO_CHARS else _normalized.__wrapped__(text)
+
+
+MEMO_CHARS = 200  # a stance is short: a run reads each several times (checks, tally, changes)
+
+
+@functools.lru_cache(maxsize=4096)
+def _normalized(text: str) -> str:
+    """`normalize_stance` of a string (remembered for the last 4,096 short ones)."""
+    text = unicodedata.normalize("NFKC", text).lower().replace("−", "-")
     text = _strip_wrappers(text)
     text = _CURRENCY.sub("", text)
     text = re.sub(r"(?<![\w-])an? (?=(?:hundred|thousand|million|billion)\b)", "one ", text)

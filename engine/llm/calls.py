@@ -418,9 +418,10 @@ class RunContext:
         # Only a simulated model gets a config: a duck-typed model may take the messages alone.
         pending = (model.ainvoke(to_messages(full), config=config)
                    if config is not None else generate(model, to_messages(full)))
-        # past the timeout the call's task is cancelled: its HTTP request is closed, so a
-        # server that stops on disconnect stops generating
-        return await asyncio.wait_for(pending, left)
+        # past the timeout the call (in this task, not one of its own) is cancelled: its HTTP
+        # request is closed, so a server that stops on disconnect stops generating
+        async with asyncio.timeout(left):
+            return await pending
 
     @staticmethod
     def _retry(got: Outcome, exc: Exception, attempt: int, retries: int,

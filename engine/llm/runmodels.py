@@ -15,6 +15,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from engine.llm.providers import resolve_model
+from engine.llm.structured import WATCHED
 
 if TYPE_CHECKING:
     from engine.llm.endpoints import EndpointRegistry
@@ -42,8 +43,10 @@ def close_shared() -> None:
 
 
 def open_run() -> None:
-    """Start a run's memo in the current context (dropping the previous run's)."""
+    """Start a run's memos in the current context (dropping the previous run's): its models
+    and what watches their calls (`engine.llm.structured.WATCHED`)."""
     _MEMO.set({})
+    WATCHED.set({})
 
 
 def seat_model(model: Any, temperature: float | None = None,

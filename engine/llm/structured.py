@@ -25,6 +25,7 @@ at its token cap instead of returning the text, and the raw reply must reach the
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -207,11 +208,27 @@ async def _generated(model: Any, messages: Sequence[Any], **fields: Any) -> Any:
     return message
 
 
+# `_unwatched` by model id, once a run (`runmodels.open_run`; None outside one): a run's
+# watchers are set up before it starts, and langchain-core's answer cost a lean call most.
+WATCHED: ContextVar[dict[int, tuple[Any, bool]] | None] = ContextVar("parley_watched",
+                                                                    default=None)
+
+
 def _unwatched(model: Any) -> bool:
     """True for a model of Parley's OpenAI-compatible endpoints that no LangChain callback,
     tracer (LangSmith's environment included), cache or rate limiter would see a call of."""
     if getattr(model, "parley_output", None) is None:
         return False
+    memo = WATCHED.get()
+    if memo is None:
+        return _nothing_watches(model)
+    found = memo.get(id(model))
+    if found is None or found[0] is not model:  # the entry holds the model its id keys
+        found = memo[id(model)] = (model, _nothing_watches(model))
+    return found[1]
+
+
+def _nothing_watches(model: Any) -> bool:
     from langchain_core.callbacks.manager import AsyncCallbackManager
     from langchain_core.globals import get_llm_cache
     from langchain_core.language_models.chat_models import BaseChatModel

@@ -54,7 +54,7 @@ MAX_LABELS = 100_000  # preferences, and ratings, per imported run
 MAX_IMPORT_BYTES = 200_000_000  # 200 MB
 ID_RE = re.compile(r"[A-Za-z0-9_-]{1,32}")
 PROTOCOL_RE = re.compile(r"[a-z][a-z0-9_-]{0,31}")
-_SECRET_WORDS = ("key", "secret", "token", "password", "authorization")
+_SECRET_WORD = re.compile("key|secret|token|password|authorization")  # in a lowercased key
 
 
 def error_text(value: Any) -> str:
@@ -68,7 +68,7 @@ def strip_secrets(value: Any) -> Any:
     """Drop any mapping entry whose key names a secret (api_key, token, password ...)."""
     if isinstance(value, Mapping):
         return {k: strip_secrets(v) for k, v in value.items()
-                if not any(word in str(k).lower() for word in _SECRET_WORDS)}
+                if not _SECRET_WORD.search(str(k).lower())}
     if isinstance(value, (list, tuple)):
         return [strip_secrets(v) for v in value]
     return value
