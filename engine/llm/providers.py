@@ -241,15 +241,16 @@ def reporting(chat_class: type) -> type:
 
 async def _lean_completion(model: Any, payload: dict[str, Any]) -> Any:
     """What langchain-openai's `_agenerate` does for a plain chat completion (no stream, no
-    `response_format` argument, not the Responses API), through the same SDK client, request
-    and error handling, less two costs: the SDK's `create` walks every message of the body
-    against its parameter types before sending it (a transform that changes nothing in the
-    body langchain builds: plain strings and dicts), the SDK builds a typed object of the
-    reply that langchain turns straight back into a dict (a reply of the usual shape is read
-    as the dict; any other goes through the SDK's reading, so it fails as before), and
-    langchain hands the reply's conversion to a thread. Together they were about 2.5 ms of
-    CPU of a 4 ms call (5 messages, a JSON body) on the loopback bench, where a 2-core
-    machine with 32 runs in flight spends its time."""
+    `response_format` argument, not the Responses API), with the same request, reply and
+    errors, less what costs CPU on a loaded machine: the SDK's `create` walks every message
+    of the body against its parameter types (a transform that changes nothing in the body
+    langchain builds), the SDK builds an httpx request, the transport adapts it to aiohttp
+    and its response back, and the SDK builds a typed object of the reply that langchain
+    turns straight back into a dict. The request goes straight over the endpoint's aiohttp
+    session (`_plain_post`) when its client is Parley's and sends through no proxy, and the
+    SDK retries nothing (Parley's guarded calls own retries); else through the SDK's client.
+    A reply of the usual shape is read as the dict (any other through the SDK's reading, so
+    it fails as before)."""
     from langchain_openai.chat_models import base as lc
     from openai import APIError, BadRequestError
     from openai._base_client import make_request_options
@@ -261,11 +262,20 @@ async def _lean_completion(model: Any, payload: dict[str, Any]) -> Any:
         extra_body=payload.pop("extra_body", None),
         **({"timeout": payload.pop("timeout")} if "timeout" in payload else {}),
         security={"bearer_auth": True})
+    from engine.llm.transport import plain_client
+    client = model.root_async_client
+    sender = plain_client(client._client) if not model.max_retries and \
+        "params" not in options else None
     raw = None
     try:
-        raw = await model.root_async_client.post("/chat/completions", body=payload,
-                                                 cast_to=ChatCompletion, options=options)
-        response = _plain_completion(raw.http_response) or raw.parse()
+        if sender is not None:
+            response, raw = await _plain_post(client, sender, payload, options)
+        else:
+            raw = await client.post("/chat/completions", body=payload, cast_to=ChatCompletion,
+                                    options=options)
+            http = raw.http_response
+            response = _plain_completion(http.headers.get("content-type", ""),
+                                         http.content) or raw.parse()
     except BadRequestError as exc:
         lc._handle_openai_bad_request(exc)
         raise
@@ -282,13 +292,86 @@ async def _lean_completion(model: Any, payload: dict[str, Any]) -> Any:
     return model._create_chat_result(response, info)
 
 
-def _plain_completion(response: Any) -> dict[str, Any] | None:
+async def _plain_post(client: Any, sender: Any, payload: dict[str, Any],
+                      options: Mapping[str, Any]) -> tuple[Any, Any]:
+    """(the reply, what its headers are read from) of a plain chat completion sent by
+    `sender` (the event loop's client of the transport, `post_plain`) for the SDK's `client`:
+    the URL, headers and timeout the SDK would build for `options` (built by the SDK once per
+    client and kept), `payload` with `extra_body` merged in and serialised as the SDK does. A
+    failure is the SDK's own: a status error by the SDK's `_make_status_error_from_response`,
+    a transport failure `APITimeoutError` or `APIConnectionError` from the httpx error, each
+    holding an httpx request made only then."""
+    import multidict
+    from openai import APIConnectionError, APITimeoutError
+    from openai._base_client import FinalRequestOptions, _merge_mappings
+    from openai._utils._json import openapi_dumps
+
+    from engine.llm.transport import http_module, post_plain
+    httpx = http_module()
+    extra = options.get("extra_json")
+    body = openapi_dumps(_merge_mappings(payload, extra) if extra is not None else payload)
+    url, headers, timeout = _request_frame(client, options)
+    try:
+        status, handed, content = await post_plain(sender, url, headers, body, timeout)
+    except httpx.TimeoutException as exc:
+        raise APITimeoutError(request=httpx.Request("POST", url, headers=headers,
+                                                    content=body)) from exc
+    except httpx.RequestError as exc:
+        raise APIConnectionError(request=httpx.Request("POST", url, headers=headers,
+                                                       content=body)) from exc
+    kept = multidict.CIMultiDict(handed)
+    raw = _Answer({key.lower(): ", ".join(kept.getall(key)) for key in kept})
+    if 200 <= status < 300:
+        found = _plain_completion(kept.get("content-type", ""), content)
+        if found is not None:
+            return found, raw
+    made = httpx.Response(status, headers=handed, content=content,
+                          request=httpx.Request("POST", url, headers=headers, content=body))
+    if not 200 <= status < 300:
+        raise client._make_status_error_from_response(made) from None
+    from openai._legacy_response import LegacyAPIResponse
+    from openai.types.chat import ChatCompletion
+    final = FinalRequestOptions.construct(method="post", url="/chat/completions",
+                                          json_data=payload, **options)
+    return LegacyAPIResponse(raw=made, cast_to=ChatCompletion, client=client, stream=False,
+                             stream_cls=None, options=final).parse(), raw
+
+
+class _Answer:
+    """What langchain-openai reads a raw response's headers from (`headers`)."""
+
+    def __init__(self, headers: dict[str, str]):
+        self.headers = headers
+
+
+def _request_frame(client: Any, options: Mapping[str, Any]) -> tuple[
+        str, list[tuple[str, str]], dict[str, Any]]:
+    """(URL, headers, timeout extension) of a chat completion the SDK's `client` sends with
+    `options`, as the SDK builds its request (its default and custom headers, the bearer key,
+    the retry count and read time-out, the httpx client's own headers, the base URL joined),
+    less the body's: built once per client and set of options and kept on the client (the
+    key never leaves it)."""
+    from openai._base_client import FinalRequestOptions
+    framing = {name: value for name, value in options.items() if name != "extra_json"}
+    key = repr(sorted(framing.items()))
+    kept: dict[str, Any] = client.__dict__.setdefault("_parley_frames", {})
+    frame = kept.get(key)
+    if frame is None:
+        request = client._build_request(FinalRequestOptions.construct(
+            method="post", url="/chat/completions", json_data=None, **framing))
+        frame = kept[key] = (str(request.url), [
+            (name, value) for name, value in request.headers.multi_items()
+            if name.lower() not in ("host", "content-length")], request.extensions["timeout"])
+    return frame
+
+
+def _plain_completion(content_type: str, content: bytes) -> dict[str, Any] | None:
     """A chat completion's JSON as a dict when it has the usual shape (a JSON object whose
     `choices` are objects each with a `message` object, and no `error`), else None."""
-    if not response.headers.get("content-type", "").split(";")[0].strip().endswith("json"):
+    if not content_type.split(";")[0].strip().endswith("json"):
         return None
     try:
-        data: Any = json.loads(response.content)
+        data: Any = json.loads(content)
     except ValueError:
         return None
     if not isinstance(data, dict):

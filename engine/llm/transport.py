@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 from engine.errors import UNREADABLE, ParleyError, Unsent
-from engine.llm.reach import watch
+from engine.llm.reach import answered, begin, watch
 from engine.llm.sizes import CUT_HEADER, REPLY_CAP, body_cap, size_text
 from engine.llm.urls import risky_address
 
@@ -58,6 +58,8 @@ if TYPE_CHECKING:
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 ACCEPTED = "gzip, deflate"  # the encodings a model's response may come in, each bounded
+_REDIRECTS = (301, 302, 303, 307, 308)  # the statuses httpx follows a Location of
+_CHUNK = 16 * 1024  # bytes read off a response at a time, as httpx-aiohttp reads them
 ERROR_CAP = 4096  # bytes of an error response read: the SDK puts them all in its message
 # headers of the server's that no longer describe the body handed on (or that only the
 # transport may set)
@@ -158,6 +160,14 @@ def origin(url: Any) -> str:
     return f"{url.scheme}://{shown}" + (f":{url.port}" if url.port else "")
 
 
+def _origin_of(url: str) -> str:
+    """`origin` of a URL given as text."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    shown = f"[{host}]" if ":" in host else host
+    return f"{parts.scheme}://{shown}" + (f":{parts.port}" if parts.port else "")
+
+
 def _same_origin(a: Any, b: Any) -> bool:
     def key(url: Any) -> tuple[str, str, int | None]:
         scheme = str(url.scheme).lower()
@@ -167,20 +177,24 @@ def _same_origin(a: Any, b: Any) -> bool:
 
 def _refuse_cross_origin(response: Any) -> None:
     """A response hook: a redirect to another origin ends the call here, unfollowed."""
-    if not response.has_redirect_location:
-        return
-    here = response.request.url
+    if response.has_redirect_location:
+        redirect_target(response.request.url, response.status_code, response.headers["location"])
+
+
+def redirect_target(here: Any, status_code: int, location: str) -> Any:
+    """Where a redirect from `here` (an httpx URL) to `location` goes, when it stays in the
+    origin; `RedirectRefused` when it does not."""
     try:
-        there: Any = here.join(response.headers["location"])
+        there: Any = here.join(location)
         shown = origin(there) if there.host else "a location with no host"
     except Exception:  # a Location httpx cannot read is not followed either
         there, shown = None, "an unreadable location"
     if there is not None and there.host and _same_origin(here, there):
-        return
-    raise RedirectRefused(f"the server at {origin(here)} answered {response.status_code}, "
+        return there
+    raise RedirectRefused(f"the server at {origin(here)} answered {status_code}, "
                           f"redirecting to {shown[:200]}; Parley does not follow a model call "
                           "to another origin (if the server moved, point its base_url there)",
-                          response.status_code)
+                          status_code)
 
 
 def checked_addresses(host: str, port: int, found: Iterable[tuple[Any, ...]]) -> list[str]:
@@ -301,7 +315,7 @@ def _bounded_classes() -> tuple[type, type]:
             if stream:  # a streamed call reads its own events (Parley asks for none)
                 return response
             try:
-                body = BoundedBody(response, self.body_cap)
+                body = BoundedBody.of(response, self.body_cap)
                 for chunk in response.iter_raw():
                     if body.feed(chunk):
                         break
@@ -309,7 +323,7 @@ def _bounded_classes() -> tuple[type, type]:
                     body.end()
             finally:
                 response.close()
-            return body.response()
+            return body.response(response)
 
     # the SDK, imported on first use, is Any to mypy: its classes cannot be base classes
     class AsyncBoundedClient(openai.DefaultAsyncHttpxClient):  # type: ignore[name-defined, misc]
@@ -342,7 +356,7 @@ def _bounded_classes() -> tuple[type, type]:
             if stream:
                 return response
             try:
-                body = BoundedBody(response, self.body_cap)
+                body = BoundedBody.of(response, self.body_cap)
                 async for chunk in response.aiter_raw():
                     if body.feed(chunk):
                         break
@@ -350,7 +364,7 @@ def _bounded_classes() -> tuple[type, type]:
                     body.end()
             finally:
                 await response.aclose()
-            return body.response()
+            return body.response(response)
 
     return BoundedClient, AsyncBoundedClient
 
@@ -385,14 +399,14 @@ class BoundedBody:
     an error's; `feed` says when to stop), then handed on as a response of its own
     (`response`): the body whole, or cut as the module says."""
 
-    def __init__(self, response: Any, cap: int):
-        self.original = response
-        self.cap = cap if response.status_code < 400 else min(cap, ERROR_CAP)
+    def __init__(self, status_code: int, headers: Any, where: str, cap: int):
+        self.status_code, self.headers, self.where = status_code, headers, where
+        self.cap = cap if status_code < 400 else min(cap, ERROR_CAP)
         self.chunks: list[bytes] = []
         self.size = 0  # decoded bytes kept
         self.raw = 0  # bytes read off the wire
         self.cut = False
-        encoding = response.headers.get("content-encoding", "").strip().lower()
+        encoding = headers.get("content-encoding", "").strip().lower()
         self.encoding = encoding or "identity"
         if self.encoding in ("gzip", "x-gzip", "deflate"):
             self.inflate: _Inflate | None = _Inflate(self.encoding)
@@ -400,8 +414,13 @@ class BoundedBody:
             self.inflate = None
         else:
             raise UnreadableResponse(
-                f"the server at {origin(response.request.url)} sent a body encoded as "
+                f"the server at {where} sent a body encoded as "
                 f"{encoding[:40]!r}, which Parley did not ask for (it accepts {ACCEPTED})")
+
+    @classmethod
+    def of(cls, response: Any, cap: int) -> BoundedBody:
+        """The reading of an httpx `response`."""
+        return cls(response.status_code, response.headers, origin(response.request.url), cap)
 
     def feed(self, chunk: bytes) -> bool:
         """Take one piece read off the wire; True when the cap is reached (read no more)."""
@@ -430,20 +449,24 @@ class BoundedBody:
             raise http_module().DecodingError(
                 f"the {self.encoding} body could not be decoded: {exc}") from exc
 
-    def response(self) -> Any:
-        """The response handed to the SDK: the body as read, no longer encoded; when cut, a
-        chat completion closed where the reading stopped, and `CUT_HEADER`."""
-        original = self.original
+    def content(self, items: Iterable[tuple[str, str]]) -> tuple[bytes, list[tuple[str, str]]]:
+        """The body handed on, no longer encoded (when cut, a chat completion closed where the
+        reading stopped), and the response's header `items` that still describe it, with
+        `CUT_HEADER` when it was cut."""
         body = b"".join(self.chunks)[:self.cap]
-        headers = [(k, v) for k, v in original.headers.multi_items()
-                   if k.lower() not in _REPLACED]
+        headers = [(k, v) for k, v in items if k.lower() not in _REPLACED]
         if self.cut:
-            declared = original.headers.get("content-length", "")
+            declared = self.headers.get("content-length", "")
             size = f"; size={int(declared)}" if self.encoding == "identity" and \
                 declared.strip().isdigit() else ""
             headers.append((CUT_HEADER, f"read={len(body)}{size}"))
-            if 200 <= original.status_code < 300:
+            if 200 <= self.status_code < 300:
                 body = self._completion(body)
+        return body, headers
+
+    def response(self, original: Any) -> Any:
+        """The httpx response handed to the SDK in place of `original` (see `content`)."""
+        body, headers = self.content(original.headers.multi_items())
         httpx = http_module()
         made = httpx.Response(original.status_code, headers=headers, content=body,
                               request=original.request, extensions=original.extensions)
@@ -455,8 +478,7 @@ class BoundedBody:
         """A chat completion's start as a whole document: its reply text cut where the
         reading stopped, its usage (unread, or read in part) dropped."""
         import jiter  # the openai SDK's own JSON reader, installed with it
-        where = origin(self.original.request.url)
-        refused = (f"the server at {where} sent more than {size_text(self.cap)} and what "
+        refused = (f"the server at {self.where} sent more than {size_text(self.cap)} and what "
                    "Parley read of it is not a chat completion; it read no further")
         try:
             document = jiter.from_json(body, partial_mode="trailing-strings")
@@ -607,6 +629,14 @@ def _aiohttp_transport_class() -> type:
                 limit=limits.max_connections or 0, ssl=self.ssl_context, **kept)
             return aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar(),
                                          trace_configs=[sent])
+
+        def opened(self) -> Any:
+            """The aiohttp session, made on the first request (as httpx-aiohttp makes it)."""
+            session: Any = getattr(self, "client", None)
+            if not isinstance(session, aiohttp.ClientSession):
+                session = self.get_client()
+                setattr(self, "client", session)  # noqa: B010 - the base class's, untyped
+            return session
 
         async def handle_async_request(self, request: Any) -> Any:
             trace = request.extensions.get("trace")
@@ -797,3 +827,65 @@ def loop_client_type() -> type:
             raise RuntimeError("a LoopClient sends through its event loop's own client")
 
     return LoopClient
+
+
+# ------------------------------------------------------------------- plain requests, direct
+def plain_client(shared: Any) -> Any:
+    """The running event loop's client of `shared` (a model's async client) when a request
+    may go straight over its aiohttp session (`post_plain`): `shared` is Parley's
+    (`shared_clients`) and no proxy carries its requests (from the settings or the
+    environment, as httpx mounts one); else None."""
+    kind: Any = loop_client_type()
+    if not isinstance(shared, kind):
+        return None
+    client: Any = shared.current()
+    return None if any(client._mounts.values()) else client
+
+
+async def post_plain(client: Any, url: str, headers: list[tuple[str, str]], body: bytes,
+                     timeout: dict[str, Any]) -> tuple[int, list[tuple[str, str]], bytes]:
+    """POST `body` to `url` straight over the aiohttp session of `client` (`plain_client`),
+    making no httpx request or response: (status, headers, body) as its `send` hands them
+    on, under the same rules (a redirect followed within the origin and refused out of it,
+    the body read up to the cap, the attempt told when the body went out and what status
+    came back), aiohttp's failures raised as httpcore's errors (`httpx_error`). `timeout` is
+    an httpx request's timeout extension."""
+    import aiohttp
+    session = client._transport.opened()
+    limits = aiohttp.ClientTimeout(sock_connect=timeout.get("connect"),
+                                   sock_read=timeout.get("read"), connect=timeout.get("pool"))
+    method, data = "POST", body
+    for _hop in range(client.max_redirects + 1):
+        trace = begin()
+        token = _SENDING.set(None if trace is None else _Sending(trace, len(data)))
+        try:
+            async with session.request(method, url, data=data or None, headers=headers,
+                                       allow_redirects=False, auto_decompress=False,
+                                       compress=False, timeout=limits) as response:
+                status = response.status
+                answered(status, response.headers.get("content-type", ""))
+                if status in _REDIRECTS and "location" in response.headers:
+                    url = str(redirect_target(http_module().URL(url), status,
+                                              response.headers["location"]))
+                    if status == 303 or (status in (301, 302) and method == "POST"):
+                        method, data = "GET", b""  # as httpx: the body is dropped
+                        headers = [(k, v) for k, v in headers if k.lower() not in (
+                            "content-type", "content-length", "transfer-encoding")]
+                    continue
+                reading = BoundedBody(status, response.headers, _origin_of(url),
+                                      client.body_cap)
+                async for chunk in response.content.iter_chunked(_CHUNK):
+                    if reading.feed(chunk):
+                        break
+                else:
+                    reading.end()
+            kept, handed = reading.content(response.headers.items())
+            return status, handed, kept
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            mirror = httpx_error(exc)
+            if mirror is None:
+                raise
+            raise mirror(str(exc) or type(exc).__name__) from exc
+        finally:
+            _SENDING.reset(token)
+    raise http_module().TooManyRedirects("Exceeded maximum allowed redirects.")
