@@ -1,7 +1,7 @@
 """A plain chat completion goes straight over the endpoint's aiohttp session.
 
 `engine.llm.providers` sends a chat completion with no stream and no `response_format`
-argument without the openai SDK's request building or httpx (`_plain_post`, over
+argument without the openai SDK's request building or httpx (`_lean_completion`, over
 `engine.llm.transport`'s `post_plain`): these tests pin that no SDK request is built for it,
 that the server sees what the SDK itself sends, that its failures are the SDK's own classes
 with the causes the rest of Parley reads, and that the calls that still go through the SDK
@@ -140,12 +140,12 @@ def test_a_stream_goes_through_the_sdk_and_keeps_the_redirect_rule(monkeypatch):
     """A streamed call is not a plain one: it goes through the SDK's client, whose response
     hook refuses a redirect to another origin."""
     straight = []
-    real = providers._plain_post
+    real = providers._lean_completion
 
     async def counted(*args):
         straight.append(args)
         return await real(*args)
-    monkeypatch.setattr(providers, "_plain_post", counted)
+    monkeypatch.setattr(providers, "_lean_completion", counted)
     with RecordingServer() as elsewhere, \
             RecordingServer(redirect=(307, elsewhere.origin + "{path}")) as home:
         model = model_of(home.base_url, streaming=True)
@@ -160,12 +160,12 @@ def test_a_response_format_call_goes_through_the_sdk_and_is_read_to_the_cap(monk
     """A `response_format` argument takes langchain-openai's own path through the SDK's
     client, whose body cap cuts a 30 MB answer where the plain path would."""
     straight = []
-    real = providers._plain_post
+    real = providers._lean_completion
 
     async def counted(*args):
         straight.append(args)
         return await real(*args)
-    monkeypatch.setattr(providers, "_plain_post", counted)
+    monkeypatch.setattr(providers, "_lean_completion", counted)
     with Oversized(30 * MB) as server:
         model = model_of(server.base_url).bind(response_format={"type": "json_object"})
         reply = asyncio.run(releasing(model.ainvoke(MESSAGES)))
@@ -176,3 +176,28 @@ def test_a_response_format_call_goes_through_the_sdk_and_is_read_to_the_cap(monk
         assert each.response_metadata["headers"]["x-parley-cut"].startswith(
             f"read={body_cap(REPLY_CAP)}; size=")
     assert server.requests == 2
+
+
+@pytest.mark.parametrize("status", (302, 307))
+def test_a_plain_completion_follows_a_redirect_within_the_origin_only(monkeypatch, status):
+    """The direct path keeps the rule: within the origin followed (307 re-sends the body, 302
+    turns the POST into a GET, as httpx does), to another origin refused, nothing sent
+    there."""
+    straight = []
+    real = providers._lean_completion
+
+    async def counted(*args):
+        straight.append(args)
+        return await real(*args)
+    monkeypatch.setattr(providers, "_lean_completion", counted)
+    with RecordingServer() as elsewhere, \
+            RecordingServer(redirect=(status, "/moved{path}"), reply="moved") as home:
+        reply = asyncio.run(releasing(model_of(home.base_url).ainvoke(MESSAGES)))
+        home.redirect = (status, elsewhere.origin + "{path}")
+        with pytest.raises(RedirectRefused, match=f"answered {status}"):
+            asyncio.run(releasing(model_of(home.base_url).ainvoke(MESSAGES)))
+    assert json.loads(str(reply.content))["answer"] == "moved" and len(straight) == 2
+    moved = [r for r in home.requests if r["path"] == "/moved/v1/chat/completions"]
+    assert [r["method"] for r in moved] == (["POST"] if status == 307 else ["GET"])
+    assert (moved[0]["body"] != "") == (status == 307)
+    assert elsewhere.connections == 0 and elsewhere.requests == []
