@@ -201,3 +201,17 @@ def test_a_plain_completion_follows_a_redirect_within_the_origin_only(monkeypatc
     assert [r["method"] for r in moved] == (["POST"] if status == 307 else ["GET"])
     assert (moved[0]["body"] != "") == (status == 307)
     assert elsewhere.connections == 0 and elsewhere.requests == []
+
+
+def test_a_plain_completion_goes_through_the_proxy_httpx_would_take(monkeypatch):
+    """A proxy from the environment carries the direct path's request too (in absolute form,
+    for a name only the proxy resolves), with nothing sent through httpx."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("a plain completion went through httpx")
+    monkeypatch.setattr(http_module().AsyncClient, "send", refuse)
+    with RecordingServer() as proxy:
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.port}")
+        reply = asyncio.run(releasing(model_of("http://model.invalid/v1").ainvoke(MESSAGES)))
+    assert json.loads(str(reply.content))["answer"] == "reached"
+    assert [(r["path"], r["host"]) for r in proxy.requests] == [
+        ("http://model.invalid/v1/chat/completions", "model.invalid")]

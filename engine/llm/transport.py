@@ -22,8 +22,8 @@ that). The session's connector checks the addresses (`guarded_connector`), its f
 raised as the httpx errors httpcore raises for the same failure (a refused connection a
 `ConnectError`, a read that timed out a `ReadTimeout`: `engine.llm.failures` classifies
 them as before), and it reports the request's body sent as httpcore's trace does
-(`engine.llm.reach`). Any other request (a stream, a proxied one) goes through httpx, as
-the sync client's do.
+(`engine.llm.reach`); it goes through the proxy httpx would take. Any other request (a
+stream, a `response_format` argument) goes through httpx, as the sync client's do.
 
 A response is read up to a cap (`engine.llm.sizes.body_cap` of the model's stored reply cap),
 decompressed included: the clients accept only gzip and deflate, each decoded a bounded piece
@@ -332,6 +332,7 @@ def _bounded_classes() -> tuple[type, type]:
         def __init__(self, cap: int, *, guard: bool = False, **options: Any):
             super().__init__(**options)
             self.body_cap, self.guard, self._session = cap, guard, None
+            self._proxies: dict[str, Any] = {}
             self.verify = options.get("verify")
             self.limits = options.get("limits") or DEFAULT_CONNECTION_LIMITS
             self.headers["accept-encoding"] = ACCEPTED
@@ -340,9 +341,14 @@ def _bounded_classes() -> tuple[type, type]:
             """The aiohttp session, made on its first request: connections kept alive, at
             most the pool's limit of them, TLS through the client's context, the addresses
             checked when `guard`, no cookies kept (httpx keeps them)."""
-            if self._session is None:
-                self._session = aiohttp_session(self.verify, self.limits, self.guard)
+            self._session = self._session or aiohttp_session(self.verify, self.limits,
+                                                             self.guard)
             return self._session
+
+        def _init_proxy_transport(self, proxy: Any, *args: Any, **options: Any) -> Any:
+            transport = super()._init_proxy_transport(proxy, *args, **options)
+            transport.parley_proxy = proxy  # what a plain request to its URLs goes through
+            return transport
 
         async def aclose(self) -> None:
             if self._session is not None:
@@ -748,15 +754,21 @@ def loop_client_type() -> type:
 
 # ------------------------------------------------------------------- plain requests, direct
 def plain_client(shared: Any) -> Any:
-    """The running event loop's client of `shared` (a model's async client) when a request
-    may go straight over its aiohttp session (`post_plain`): `shared` is Parley's
-    (`shared_clients`) and no proxy carries its requests (from the settings or the
-    environment, as httpx mounts one); else None."""
+    """The running event loop's client of `shared` (a model's async client) when `shared`
+    is Parley's (`shared_clients`), whose aiohttp session a plain request may go straight
+    over (`post_plain`); else None."""
     kind: Any = loop_client_type()
-    if not isinstance(shared, kind):
-        return None
-    client: Any = shared.current()
-    return None if any(client._mounts.values()) else client
+    return shared.current() if isinstance(shared, kind) else None
+
+
+def proxy_for(client: Any, url: str) -> Any:
+    """The proxy (an httpx Proxy; None: none) the httpx `client` (`plain_client`) sends a
+    request to `url` through, from the settings or the environment (NO_PROXY read), as
+    httpx picks it; kept per URL."""
+    if url not in client._proxies:
+        client._proxies[url] = getattr(client._transport_for_url(http_module().URL(url)),
+                                       "parley_proxy", None)
+    return client._proxies[url]
 
 
 async def post_plain(client: Any, url: str, headers: list[tuple[str, str]], body: bytes,
@@ -765,10 +777,13 @@ async def post_plain(client: Any, url: str, headers: list[tuple[str, str]], body
     making no httpx request or response: (status, headers, body) as its `send` hands them
     on, under the same rules (a redirect followed within the origin and refused out of it,
     the body read up to the cap, the attempt told when the body went out and what status
-    came back), aiohttp's failures raised as httpcore's errors (`httpx_error`). `timeout` is
-    an httpx request's timeout extension."""
+    came back, through the proxy httpx would take), aiohttp's failures raised as httpcore's
+    errors (`httpx_error`). `timeout` is an httpx request's timeout extension."""
     import aiohttp
-    session = client.session()
+    session, proxy = client.session(), proxy_for(client, url)
+    via = {} if proxy is None else {"proxy": str(proxy.url), "proxy_headers": proxy.headers,
+                                    "proxy_auth": aiohttp.BasicAuth(*proxy.auth) if proxy.auth
+                                    else None}
     limits = aiohttp.ClientTimeout(sock_connect=timeout.get("connect"),
                                    sock_read=timeout.get("read"), connect=timeout.get("pool"))
     method, data = "POST", body
@@ -778,7 +793,7 @@ async def post_plain(client: Any, url: str, headers: list[tuple[str, str]], body
         try:
             async with session.request(method, url, data=data or None, headers=headers,
                                        allow_redirects=False, auto_decompress=False,
-                                       compress=False, timeout=limits) as response:
+                                       compress=False, timeout=limits, **via) as response:
                 status = response.status
                 answered(status, response.headers.get("content-type", ""))
                 if status in _REDIRECTS and "location" in response.headers:
