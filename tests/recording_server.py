@@ -4,7 +4,8 @@
 whose answer is `reply` (so a call that reaches it succeeds, and a test that expects none to
 fails loudly); `redirect=(status, location)` answers instead with that redirect, except
 under `/moved/`, which is always answered. Each
-request records its method, path, Host and Authorization headers and body; `connections`
+request records its method, path, Host and Authorization headers, every header (its name in
+lower case) and body; `connections`
 counts the TCP connections accepted, so "nothing reached this server" can be asserted even
 for a request that never got as far as a method.
 """
@@ -28,7 +29,8 @@ class _Handler(LoopbackHandler):
         with server.lock:
             server.requests.append({"method": self.command, "path": self.path, "body": body,
                                     "host": self.headers.get("Host", ""),
-                                    "auth": self.headers.get("Authorization", "")})
+                                    "auth": self.headers.get("Authorization", ""),
+                                    "headers": [(k.lower(), v) for k, v in self.headers.items()]})
         if server.redirect is not None and not self.path.startswith("/moved/"):
             status, location = server.redirect
             self.send_response(status)

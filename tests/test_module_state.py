@@ -43,7 +43,6 @@ ALLOWED = {
     # The openai SDK's client classes subclassed once: the SDK is imported only when a model
     # needs it, so the classes cannot be built at import.
     "engine/llm/transport.py:_bounded_classes": "classes made on first use",
-    "engine/llm/transport.py:_aiohttp_transport_class": "a class made on first use",
     "engine/llm/transport.py:guarded_connector": "a class made on first use",
     "engine/llm/transport.py:loop_client_type": "a class made on first use",
     # The process's one verifying TLS context: loading the CA store is most of what building

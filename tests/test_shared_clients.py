@@ -63,8 +63,7 @@ def _sessions_ssl(models) -> list:
     async def made():
         contexts = []
         for model in models:
-            aio = model.http_async_client.build()._transport
-            session = aio.get_client()
+            session = model.http_async_client.build().session()
             contexts.append(session.connector._ssl)
             await session.close()
         return contexts

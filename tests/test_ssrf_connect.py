@@ -211,7 +211,7 @@ def test_the_openai_clients_of_a_free_url_are_guarded(wire):
 
     async def connector(model):
         # the async client builds one client per event loop: what it builds is checked
-        session = model.http_async_client.build()._transport.get_client()
+        session = model.http_async_client.build().session()
         kind = type(session.connector).__name__
         await session.close()
         return kind

@@ -1,13 +1,15 @@
-"""The async model client sends over aiohttp (engine.llm.transport): its failures reach the
-SDK as the httpx errors httpcore raises for the same failure, it says when a request's body
+"""A plain request goes straight over the async model client's aiohttp session
+(engine.llm.transport's `post_plain`): its failures reach the SDK as the httpx errors
+httpcore raises for the same failure, it says when a request's body
 went out (what a failed attempt is billed by), it connects only to checked addresses, its
-pool is the endpoint's concurrency, and it sends through a proxy the settings or the
-environment name. Every server is on loopback."""
+pool is the endpoint's concurrency; a call goes through httpx, to a proxy the settings or
+the environment name. Every server is on loopback."""
 from __future__ import annotations
 
 import asyncio
 import socket
 import threading
+from types import SimpleNamespace
 
 import pytest
 from openai_stub import loopback_only
@@ -66,14 +68,15 @@ class Listener:
 
 
 async def post(client, url: str, timeout: float = 30.0):
-    """POST a small chat request through `client` as the SDK does, under a fresh attempt."""
+    """POST a small chat request straight over `client`'s aiohttp session, as a plain chat
+    completion goes (`transport.post_plain`), under a fresh attempt."""
     attempt = Attempt()
     ATTEMPT.set(attempt)
-    httpx = http_module()
     try:
-        response = await client.post(url, json={"model": "m", "messages": []},
-                                     timeout=httpx.Timeout(timeout, connect=5.0))
-        return response, attempt, None
+        status, _headers, _body = await transport.post_plain(
+            client, url, [("Content-Type", "application/json")], b'{"model":"m","messages":[]}',
+            {"connect": 5.0, "read": timeout, "write": timeout, "pool": timeout})
+        return SimpleNamespace(status_code=status), attempt, None
     except Exception as exc:  # what the SDK would wrap
         return None, attempt, exc
     finally:
@@ -144,7 +147,7 @@ def test_the_pool_is_the_endpoints_concurrency_and_cookies_stay_httpxs():
     async def session_of(concurrency):
         _, shared = shared_clients(Capabilities(), "http://127.0.0.1:9/v1", guard=False,
                                    concurrency=concurrency)
-        session = shared.current()._transport.get_client()
+        session = shared.current().session()
         try:
             return (session.connector.limit, session.connector.force_close,
                     type(session.cookie_jar).__name__)

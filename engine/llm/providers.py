@@ -218,9 +218,11 @@ def reporting(chat_class: type) -> type:
     class Reporting(base):  # type: ignore[misc]
         async def _agenerate(self, messages: Any, stop: Any = None, run_manager: Any = None,
                              **kwargs: Any) -> Any:
+            from engine.llm.transport import plain_client
             payload = self._get_request_payload(messages, stop=stop, **kwargs)
-            if payload.get("stream") or "response_format" in payload \
-                    or self._use_responses_api(payload):
+            if payload.get("stream") or "response_format" in payload or "extra_query" in \
+                    payload or self.max_retries or self._use_responses_api(payload) or \
+                    plain_client(self.root_async_client._client) is None:
                 return await super()._agenerate(messages, stop=stop, run_manager=run_manager,
                                                 **kwargs)
             return await _lean_completion(self, payload)
@@ -241,54 +243,100 @@ def reporting(chat_class: type) -> type:
 
 async def _lean_completion(model: Any, payload: dict[str, Any]) -> Any:
     """What langchain-openai's `_agenerate` does for a plain chat completion (no stream, no
-    `response_format` argument, not the Responses API), through the same SDK client, request
-    and error handling, less two costs: the SDK's `create` walks every message of the body
-    against its parameter types before sending it (a transform that changes nothing in the
-    body langchain builds: plain strings and dicts), the SDK builds a typed object of the
-    reply that langchain turns straight back into a dict (a reply of the usual shape is read
-    as the dict; any other goes through the SDK's reading, so it fails as before), and
-    langchain hands the reply's conversion to a thread. Together they were about 2.5 ms of
-    CPU of a 4 ms call (5 messages, a JSON body) on the loopback bench, where a 2-core
-    machine with 32 runs in flight spends its time."""
+    `response_format` argument, not the Responses API, no SDK retries), with the same request,
+    reply and errors, sent straight over the endpoint's aiohttp session
+    (`engine.llm.transport.post_plain`): no SDK transform of the messages, no httpx request or
+    response, no typed copy of the reply, which together cost most of a call's CPU on a
+    loaded machine. The URL, headers and timeout are the SDK's (`_request_frame`), the body
+    `extra_body` merged and serialised as the SDK does; failures are the SDK's own classes (an
+    httpx request or response made only for them); a reply of the usual shape is read as the
+    dict, any other through the SDK's reading, so it fails as before."""
+    from types import SimpleNamespace
+
+    import multidict
     from langchain_openai.chat_models import base as lc
-    from openai import APIError, BadRequestError
-    from openai._base_client import make_request_options
-    from openai._legacy_response import RAW_RESPONSE_HEADER
+    from openai import APIConnectionError, APIError, APITimeoutError, BadRequestError
+    from openai._base_client import FinalRequestOptions, _merge_mappings, make_request_options
+    from openai._legacy_response import RAW_RESPONSE_HEADER, LegacyAPIResponse
+    from openai._utils._json import openapi_dumps
     from openai.types.chat import ChatCompletion
-    headers = {**(payload.pop("extra_headers", None) or {}), RAW_RESPONSE_HEADER: "true"}
+
+    from engine.llm.transport import http_module, plain_client, post_plain
+    httpx, client = http_module(), model.root_async_client
     options = make_request_options(
-        extra_headers=headers, extra_query=payload.pop("extra_query", None),
-        extra_body=payload.pop("extra_body", None),
-        **({"timeout": payload.pop("timeout")} if "timeout" in payload else {}),
-        security={"bearer_auth": True})
-    raw = None
+        extra_headers={**(payload.pop("extra_headers", None) or {}), RAW_RESPONSE_HEADER: "true"},
+        extra_body=payload.pop("extra_body", None), security={"bearer_auth": True},
+        **({"timeout": payload.pop("timeout")} if "timeout" in payload else {}))
+    extra = options.get("extra_json")
+    body = openapi_dumps(_merge_mappings(payload, extra) if extra is not None else payload)
+    url, headers, timeout = _request_frame(client, options)
     try:
-        raw = await model.root_async_client.post("/chat/completions", body=payload,
-                                                 cast_to=ChatCompletion, options=options)
-        response = _plain_completion(raw.http_response) or raw.parse()
+        try:
+            status, handed, content = await post_plain(
+                plain_client(client._client), url, headers, body, timeout)
+        except httpx.TimeoutException as exc:
+            raise APITimeoutError(request=httpx.Request("POST", url, headers=headers,
+                                                        content=body)) from exc
+        except httpx.RequestError as exc:
+            raise APIConnectionError(request=httpx.Request("POST", url, headers=headers,
+                                                           content=body)) from exc
+        kept = multidict.CIMultiDict(handed)
+        response: Any = _plain_completion(kept.get("content-type", ""), content) \
+            if 200 <= status < 300 else None
+        if response is None:
+            made = httpx.Response(status, headers=handed, content=content, request=httpx.Request(
+                "POST", url, headers=headers, content=body))
+            if not 200 <= status < 300:
+                raise client._make_status_error_from_response(made) from None
+            try:
+                response = LegacyAPIResponse(
+                    raw=made, cast_to=ChatCompletion, client=client, stream=False,
+                    stream_cls=None, options=FinalRequestOptions.construct(
+                        method="post", url="/chat/completions", json_data=payload,
+                        **options)).parse()
+            except Exception as exc:
+                exc.response = made  # type: ignore[attr-defined]
+                raise
     except BadRequestError as exc:
         lc._handle_openai_bad_request(exc)
         raise
     except APIError as exc:
         lc._handle_openai_api_error(exc)
         raise
-    except Exception as exc:
-        if raw is not None and hasattr(raw, "http_response"):
-            exc.response = raw.http_response  # type: ignore[attr-defined]
-        raise
-    info: dict[str, Any] = {"headers": dict(raw.headers)} if model.include_response_headers \
-        else {}
-    lc._add_gateway_metadata(info, raw)
+    info: dict[str, Any] = {"headers": {key.lower(): ", ".join(kept.getall(key)) for key in
+                                        kept}} if model.include_response_headers else {}
+    lc._add_gateway_metadata(info, SimpleNamespace(headers=kept))
     return model._create_chat_result(response, info)
 
 
-def _plain_completion(response: Any) -> dict[str, Any] | None:
+def _request_frame(client: Any, options: Mapping[str, Any]) -> tuple[
+        str, list[tuple[str, str]], dict[str, Any]]:
+    """(URL, headers, timeout extension) of a chat completion the SDK's `client` sends with
+    `options`, as the SDK builds them (headers, bearer key, base URL joined): built by the SDK
+    once per client and options, kept on the client (the key never leaves it)."""
+    from openai._base_client import FinalRequestOptions
+    framing = {name: value for name, value in options.items() if name != "extra_json"}
+    key = repr(sorted(framing.items()))
+    kept: dict[str, Any] = client.__dict__.setdefault("_parley_frames", {})
+    frame = kept.get(key)
+    if frame is None:
+        if len(kept) >= 16:  # headers that change call by call: kept no more than a few
+            kept.clear()
+        request = client._build_request(FinalRequestOptions.construct(
+            method="post", url="/chat/completions", json_data=None, **framing))
+        frame = kept[key] = (str(request.url), [
+            (name, value) for name, value in request.headers.multi_items()
+            if name.lower() not in ("host", "content-length")], request.extensions["timeout"])
+    return frame
+
+
+def _plain_completion(content_type: str, content: bytes) -> dict[str, Any] | None:
     """A chat completion's JSON as a dict when it has the usual shape (a JSON object whose
     `choices` are objects each with a `message` object, and no `error`), else None."""
-    if not response.headers.get("content-type", "").split(";")[0].strip().endswith("json"):
+    if not content_type.split(";")[0].strip().endswith("json"):
         return None
     try:
-        data: Any = json.loads(response.content)
+        data: Any = json.loads(content)
     except ValueError:
         return None
     if not isinstance(data, dict):

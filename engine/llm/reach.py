@@ -68,33 +68,46 @@ def _answer_lost() -> tuple[type[BaseException], ...]:
             *classes("aiohttp", "ServerDisconnectedError", "ClientPayloadError"))
 
 
+def begin(inner: Any = None, asynchronous: bool = True) -> Callable[..., Any] | None:
+    """A request starts under the attempt in progress, if any: it is marked watched and not
+    yet sent, and the trace callback that marks it sent comes back (`inner`, the trace it
+    replaces, is called after it); None when no attempt is in progress."""
+    attempt = ATTEMPT.get()
+    if attempt is None:
+        return None
+    attempt.watched, attempt.sent, attempt.status, attempt.json = True, False, None, True
+    return _tracer(attempt, inner, asynchronous)
+
+
+def answered(status_code: int, content_type: str) -> None:
+    """A response's status and `Content-Type` came back to the attempt in progress, if any."""
+    attempt = ATTEMPT.get()
+    if attempt is not None:
+        attempt.status = int(status_code)
+        mime_type = content_type.split(";")[0].strip().lower()
+        attempt.json = mime_type in ("", "text/event-stream") or mime_type.endswith(("/json",
+                                                                            "+json"))
+
+
 def watch(client: Any, asynchronous: bool) -> None:
     """Make an httpx client report each request's progress to the attempt in progress."""
-    def begin(request: Any) -> None:
-        attempt = ATTEMPT.get()
-        if attempt is None:
-            return
-        attempt.watched, attempt.sent, attempt.status, attempt.json = True, False, None, True
-        request.extensions["trace"] = _tracer(attempt, request.extensions.get("trace"),
-                                              asynchronous)
+    def on_start(request: Any) -> None:
+        trace = begin(request.extensions.get("trace"), asynchronous)
+        if trace is not None:
+            request.extensions["trace"] = trace
 
-    def answered(response: Any) -> None:
-        attempt = ATTEMPT.get()
-        if attempt is not None:
-            attempt.status = int(response.status_code)
-            mime_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
-            attempt.json = mime_type in ("", "text/event-stream") or mime_type.endswith(("/json",
-                                                                                "+json"))
+    def on_answer(response: Any) -> None:
+        answered(response.status_code, response.headers.get("content-type", ""))
 
     if asynchronous:
         async def on_request(request: Any) -> None:
-            begin(request)
+            on_start(request)
 
         async def on_response(response: Any) -> None:
-            answered(response)
+            on_answer(response)
         hooks: tuple[Callable[..., Any], Callable[..., Any]] = (on_request, on_response)
     else:
-        hooks = (begin, answered)
+        hooks = (on_start, on_answer)
     current = client.event_hooks
     # first among the response hooks: a redirect the client's own hook refuses is an answer
     client.event_hooks = {"request": [*current.get("request", []), hooks[0]],

@@ -14,14 +14,16 @@ connects to the very addresses it checked, so no name, spelling or DNS rebinding
 check and the connection reaches them. TLS still verifies the URL's host name (the origin's
 name goes as SNI and in the Host header; only the socket gets the address).
 
-The async client, which every run's calls go through, sends over aiohttp (httpx-aiohttp's
-transport under the httpx client the openai SDK takes): httpcore's connection pool costs a
-few milliseconds of CPU a call, more with many connections open, and aiohttp's about a
-third of that. Its connector checks the addresses (`guarded_connector`), its errors reach
-the SDK as the httpx errors httpcore raises for the same failure (a refused connection a
+A plain chat completion, what nearly every call of a run is, goes straight over an aiohttp
+session of the async client's (`post_plain`, from `engine.llm.providers`): no httpx request
+or response is made for it, and httpcore's connection pool, which costs a few milliseconds
+of CPU a call with many connections open, is not used (aiohttp's costs about a third of
+that). The session's connector checks the addresses (`guarded_connector`), its failures are
+raised as the httpx errors httpcore raises for the same failure (a refused connection a
 `ConnectError`, a read that timed out a `ReadTimeout`: `engine.llm.failures` classifies
 them as before), and it reports the request's body sent as httpcore's trace does
-(`engine.llm.reach`). The sync client stays on httpx.
+(`engine.llm.reach`); it goes through the proxy httpx would take. Any other request (a
+stream, a `response_format` argument) goes through httpx, as the sync client's do.
 
 A response is read up to a cap (`engine.llm.sizes.body_cap` of the model's stored reply cap),
 decompressed included: the clients accept only gzip and deflate, each decoded a bounded piece
@@ -49,7 +51,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 from engine.errors import UNREADABLE, ParleyError, Unsent
-from engine.llm.reach import watch
+from engine.llm.reach import answered, begin, watch
 from engine.llm.sizes import CUT_HEADER, REPLY_CAP, body_cap, size_text
 from engine.llm.urls import risky_address
 
@@ -58,6 +60,8 @@ if TYPE_CHECKING:
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 ACCEPTED = "gzip, deflate"  # the encodings a model's response may come in, each bounded
+_REDIRECTS = (301, 302, 303, 307, 308)  # the statuses httpx follows a Location of
+_CHUNK = 16 * 1024  # bytes read off a response at a time, as httpx-aiohttp reads them
 ERROR_CAP = 4096  # bytes of an error response read: the SDK puts them all in its message
 # headers of the server's that no longer describe the body handed on (or that only the
 # transport may set)
@@ -124,19 +128,21 @@ def sync_client(*, guard: bool, proxy: str | None, verify: Any, limits: Any,
 
 def async_client(*, guard: bool, proxy: str | None, verify: Any, limits: Any,
                  reply_cap: int | None) -> Any:
-    """`model_clients`' async client (httpx over aiohttp, `aiohttp_transport`)."""
+    """`model_clients`' async client (httpx, with an aiohttp session for plain requests)."""
     async def check(response: Any) -> None:
         _refuse_cross_origin(response)
     pooled = {"limits": limits} if limits is not None else {}
     client = _bounded_classes()[1](body_cap(reply_cap or REPLY_CAP), guard=guard, proxy=proxy,
                                    verify=verify, event_hooks={"response": [check]}, **pooled)
     watch(client, asynchronous=True)
+    if guard:
+        guard_connections(client, asynchronous=True)
     return client
 
 
 def guard_connections(client: Any, asynchronous: bool) -> None:
     """Make an httpx `client`'s direct connections check the addresses they go to (see the
-    module); the aiohttp transport's connector checks its own (`guarded_connector`).
+    module); the aiohttp session's connector checks its own (`guarded_connector`).
 
     httpx takes no network backend, so the guard wraps the one its connection pool holds;
     a library that moved it fails here, loudly, rather than connecting unchecked. Proxied
@@ -167,20 +173,24 @@ def _same_origin(a: Any, b: Any) -> bool:
 
 def _refuse_cross_origin(response: Any) -> None:
     """A response hook: a redirect to another origin ends the call here, unfollowed."""
-    if not response.has_redirect_location:
-        return
-    here = response.request.url
+    if response.has_redirect_location:
+        redirect_target(response.request.url, response.status_code, response.headers["location"])
+
+
+def redirect_target(here: Any, status_code: int, location: str) -> Any:
+    """Where a redirect from `here` (an httpx URL) to `location` goes, when it stays in the
+    origin; `RedirectRefused` when it does not."""
     try:
-        there: Any = here.join(response.headers["location"])
+        there: Any = here.join(location)
         shown = origin(there) if there.host else "a location with no host"
     except Exception:  # a Location httpx cannot read is not followed either
         there, shown = None, "an unreadable location"
     if there is not None and there.host and _same_origin(here, there):
-        return
-    raise RedirectRefused(f"the server at {origin(here)} answered {response.status_code}, "
+        return there
+    raise RedirectRefused(f"the server at {origin(here)} answered {status_code}, "
                           f"redirecting to {shown[:200]}; Parley does not follow a model call "
                           "to another origin (if the server moved, point its base_url there)",
-                          response.status_code)
+                          status_code)
 
 
 def checked_addresses(host: str, port: int, found: Iterable[tuple[Any, ...]]) -> list[str]:
@@ -286,6 +296,7 @@ def _bounded_classes() -> tuple[type, type]:
     asked to stream up to its `body_cap` (see the module). Made once: the SDK is imported
     only when a model needs it."""
     openai = importlib.import_module("openai")
+    from openai._constants import DEFAULT_CONNECTION_LIMITS
 
     # the SDK, imported on first use, is Any to mypy: its classes cannot be base classes
     class BoundedClient(openai.DefaultHttpxClient):  # type: ignore[name-defined, misc]
@@ -301,7 +312,8 @@ def _bounded_classes() -> tuple[type, type]:
             if stream:  # a streamed call reads its own events (Parley asks for none)
                 return response
             try:
-                body = BoundedBody(response, self.body_cap)
+                body = BoundedBody(response.status_code, response.headers,
+                                   response.request.url, self.body_cap)
                 for chunk in response.iter_raw():
                     if body.feed(chunk):
                         break
@@ -309,40 +321,47 @@ def _bounded_classes() -> tuple[type, type]:
                     body.end()
             finally:
                 response.close()
-            return body.response()
+            return body.response(response)
 
     # the SDK, imported on first use, is Any to mypy: its classes cannot be base classes
     class AsyncBoundedClient(openai.DefaultAsyncHttpxClient):  # type: ignore[name-defined, misc]
-        """The SDK's async client, reading at most `body_cap` bytes of a response, sending
-        over aiohttp (`aiohttp_transport`: direct, or to a proxy the settings or the
-        environment name, as httpx mounts one); `guard` checks the addresses it connects to."""
+        """The SDK's async client, reading at most `body_cap` bytes of a response, with the
+        aiohttp session plain requests go over (`session`); `guard` checks the addresses
+        that session connects to."""
 
         def __init__(self, cap: int, *, guard: bool = False, **options: Any):
-            self.guard = guard  # read by the transports httpx builds in __init__
             super().__init__(**options)
-            self.body_cap = cap
+            self.body_cap, self.guard, self._session = cap, guard, None
+            self._proxies: dict[str, Any] = {}
+            self.verify = options.get("verify")
+            self.limits = options.get("limits") or DEFAULT_CONNECTION_LIMITS
             self.headers["accept-encoding"] = ACCEPTED
 
-        def _init_transport(self, verify: Any = True, cert: Any = None, trust_env: bool = True,
-                            http1: bool = True, http2: bool = False, limits: Any = None,
-                            transport: Any = None, **_options: Any) -> Any:
-            if transport is not None:
-                return transport
-            return aiohttp_transport(verify=verify, limits=limits, guard=self.guard)
+        def session(self) -> Any:
+            """The aiohttp session, made on its first request: connections kept alive, at
+            most the pool's limit of them, TLS through the client's context, the addresses
+            checked when `guard`, no cookies kept (httpx keeps them)."""
+            self._session = self._session or aiohttp_session(self.verify, self.limits,
+                                                             self.guard)
+            return self._session
 
-        def _init_proxy_transport(self, proxy: Any, verify: Any = True, cert: Any = None,
-                                  trust_env: bool = True, http1: bool = True,
-                                  http2: bool = False, limits: Any = None,
-                                  **_options: Any) -> Any:
-            return aiohttp_transport(verify=verify, limits=limits, guard=self.guard,
-                                     proxy=proxy)
+        def _init_proxy_transport(self, proxy: Any, *args: Any, **options: Any) -> Any:
+            transport = super()._init_proxy_transport(proxy, *args, **options)
+            transport.parley_proxy = proxy  # what a plain request to its URLs goes through
+            return transport
+
+        async def aclose(self) -> None:
+            if self._session is not None:
+                await self._session.close()
+            await super().aclose()
 
         async def send(self, request: Any, *, stream: bool = False, **options: Any) -> Any:
             response = await super().send(request, stream=True, **options)
             if stream:
                 return response
             try:
-                body = BoundedBody(response, self.body_cap)
+                body = BoundedBody(response.status_code, response.headers,
+                                   response.request.url, self.body_cap)
                 async for chunk in response.aiter_raw():
                     if body.feed(chunk):
                         break
@@ -350,7 +369,7 @@ def _bounded_classes() -> tuple[type, type]:
                     body.end()
             finally:
                 await response.aclose()
-            return body.response()
+            return body.response(response)
 
     return BoundedClient, AsyncBoundedClient
 
@@ -385,14 +404,14 @@ class BoundedBody:
     an error's; `feed` says when to stop), then handed on as a response of its own
     (`response`): the body whole, or cut as the module says."""
 
-    def __init__(self, response: Any, cap: int):
-        self.original = response
-        self.cap = cap if response.status_code < 400 else min(cap, ERROR_CAP)
+    def __init__(self, status_code: int, headers: Any, url: Any, cap: int):
+        self.status_code, self.headers, self.url = status_code, headers, url
+        self.cap = cap if status_code < 400 else min(cap, ERROR_CAP)
         self.chunks: list[bytes] = []
         self.size = 0  # decoded bytes kept
         self.raw = 0  # bytes read off the wire
         self.cut = False
-        encoding = response.headers.get("content-encoding", "").strip().lower()
+        encoding = headers.get("content-encoding", "").strip().lower()
         self.encoding = encoding or "identity"
         if self.encoding in ("gzip", "x-gzip", "deflate"):
             self.inflate: _Inflate | None = _Inflate(self.encoding)
@@ -400,8 +419,13 @@ class BoundedBody:
             self.inflate = None
         else:
             raise UnreadableResponse(
-                f"the server at {origin(response.request.url)} sent a body encoded as "
+                f"the server at {self.where()} sent a body encoded as "
                 f"{encoding[:40]!r}, which Parley did not ask for (it accepts {ACCEPTED})")
+
+
+    def where(self) -> str:
+        """The origin of the response's URL (an httpx URL, or text), for a message."""
+        return origin(http_module().URL(str(self.url)))
 
     def feed(self, chunk: bytes) -> bool:
         """Take one piece read off the wire; True when the cap is reached (read no more)."""
@@ -430,20 +454,24 @@ class BoundedBody:
             raise http_module().DecodingError(
                 f"the {self.encoding} body could not be decoded: {exc}") from exc
 
-    def response(self) -> Any:
-        """The response handed to the SDK: the body as read, no longer encoded; when cut, a
-        chat completion closed where the reading stopped, and `CUT_HEADER`."""
-        original = self.original
+    def content(self, items: Iterable[tuple[str, str]]) -> tuple[bytes, list[tuple[str, str]]]:
+        """The body handed on, no longer encoded (when cut, a chat completion closed where the
+        reading stopped), and the response's header `items` that still describe it, with
+        `CUT_HEADER` when it was cut."""
         body = b"".join(self.chunks)[:self.cap]
-        headers = [(k, v) for k, v in original.headers.multi_items()
-                   if k.lower() not in _REPLACED]
+        headers = [(k, v) for k, v in items if k.lower() not in _REPLACED]
         if self.cut:
-            declared = original.headers.get("content-length", "")
+            declared = self.headers.get("content-length", "")
             size = f"; size={int(declared)}" if self.encoding == "identity" and \
                 declared.strip().isdigit() else ""
             headers.append((CUT_HEADER, f"read={len(body)}{size}"))
-            if 200 <= original.status_code < 300:
+            if 200 <= self.status_code < 300:
                 body = self._completion(body)
+        return body, headers
+
+    def response(self, original: Any) -> Any:
+        """The httpx response handed to the SDK in place of `original` (see `content`)."""
+        body, headers = self.content(original.headers.multi_items())
         httpx = http_module()
         made = httpx.Response(original.status_code, headers=headers, content=body,
                               request=original.request, extensions=original.extensions)
@@ -455,8 +483,7 @@ class BoundedBody:
         """A chat completion's start as a whole document: its reply text cut where the
         reading stopped, its usage (unread, or read in part) dropped."""
         import jiter  # the openai SDK's own JSON reader, installed with it
-        where = origin(self.original.request.url)
-        refused = (f"the server at {where} sent more than {size_text(self.cap)} and what "
+        refused = (f"the server at {self.where()} sent more than {size_text(self.cap)} and what "
                    "Parley read of it is not a chat completion; it read no further")
         try:
             document = jiter.from_json(body, partial_mode="trailing-strings")
@@ -475,9 +502,9 @@ class BoundedBody:
 
 # ------------------------------------------------------------------------ aiohttp underneath
 class _Sending:
-    """A request on its way out through aiohttp: the trace callback its httpx request carries
-    (httpcore's `trace` extension, which `engine.llm.reach` sets) and the bytes of its body
-    still to be written."""
+    """A request on its way out through aiohttp: the trace callback of its attempt
+    (`engine.llm.reach.begin`, called as httpcore calls its `trace` extension) and the bytes
+    of its body still to be written."""
 
     def __init__(self, trace: Callable[..., Any], remaining: int):
         self.trace: Callable[..., Any] | None = trace
@@ -511,8 +538,9 @@ async def _chunk_written(_session: Any, _context: Any, params: Any) -> None:
 
 def httpx_error(error: BaseException) -> Any:
     """The httpx error class httpcore raises for the failure aiohttp reports as `error` (None:
-    none of the transport's). httpx-aiohttp's own table turns a refused connection into a
-    `ConnectTimeout`, which the SDK and `engine.llm.failures` would count as a time-out."""
+    none of the transport's), so that the SDK's errors and `engine.llm.failures` read a
+    failure the same whichever client met it (httpx-aiohttp's own table makes a refused
+    connection a `ConnectTimeout`, counted a time-out)."""
     import aiohttp
     httpx = http_module()
     if isinstance(error, (aiohttp.ClientProxyConnectionError, aiohttp.ClientHttpProxyError)):
@@ -531,18 +559,6 @@ def httpx_error(error: BaseException) -> Any:
     if isinstance(error, aiohttp.ClientConnectionError):  # reset, closed
         return httpx.ReadError
     return None
-
-
-def _translated(exc: BaseException) -> BaseException:
-    """What the transport raises for `exc` (httpx-aiohttp's error, made from aiohttp's, or one
-    of aiohttp's it let through): httpcore's class for the failure, raised from aiohttp's."""
-    cause = exc.__cause__ if isinstance(exc, http_module().TransportError) else exc
-    mirror = httpx_error(cause) if cause is not None else None
-    if mirror is None or type(exc) is mirror:
-        return exc
-    made: BaseException = mirror(str(cause) or type(cause).__name__)
-    made.__cause__ = cause
-    return made
 
 
 @functools.cache
@@ -568,84 +584,21 @@ def guarded_connector() -> type:
     return GuardedConnector
 
 
-def aiohttp_transport(*, verify: Any, limits: Any, guard: bool, proxy: Any = None) -> Any:
-    """An httpx transport sending over an aiohttp session of its own (made on its first
-    request, in that request's event loop): connections kept alive, at most
-    `limits.max_connections` of them; TLS through `verify` (a context, used as given);
-    `proxy` (an httpx Proxy) for every request, when given; `guard` checks the addresses."""
-    return _aiohttp_transport_class()(verify=verify, limits=limits, guard=guard, proxy=proxy)
-
-
-@functools.cache
-def _aiohttp_transport_class() -> type:
-    """`AiohttpTransport`, made on first use (aiohttp is imported only when a model sends)."""
+def aiohttp_session(verify: Any, limits: Any, guard: bool) -> Any:
+    """An aiohttp session for plain requests (`post_plain`): connections kept alive (for
+    `limits.keepalive_expiry`), at most `limits.max_connections` of them; TLS through `verify`
+    (a context, used as given); `guard` checks the addresses; no cookies kept; a request's
+    body reported as it goes out (`_Sending`)."""
     import aiohttp
-    httpx = http_module()
-    flavour = "httpx_aiohttp.httpx2" if httpx.__name__ == "httpx2" else "httpx_aiohttp"
-    base = importlib.import_module(flavour).AiohttpTransport
+    kept = {} if limits.keepalive_expiry is None else {"keepalive_timeout": limits.keepalive_expiry}
+    connector = (guarded_connector() if guard else aiohttp.TCPConnector)(
+        limit=limits.max_connections or 0, ssl=verify, **kept)
     sent = aiohttp.TraceConfig()
     sent.on_request_headers_sent.append(_headers_written)
     sent.on_request_chunk_sent.append(_chunk_written)
     sent.freeze()
-
-    # httpx-aiohttp, imported on first use, is Any to mypy: its classes cannot be base classes
-    class AiohttpTransport(base):  # type: ignore[misc, valid-type]
-        """httpx-aiohttp's transport with the guarantees of the module (see there)."""
-
-        def __init__(self, *, verify: Any, limits: Any, guard: bool, proxy: Any = None):
-            super().__init__(verify=verify, trust_env=False, proxy=proxy,
-                             limits=limits if limits is not None else httpx.Limits(),
-                             client=self.session)
-            self.guard = guard
-
-        def session(self) -> Any:
-            """The aiohttp session: cookies are httpx's to keep, as they were."""
-            limits = self.limits
-            kept = {} if limits.keepalive_expiry is None else {
-                "keepalive_timeout": limits.keepalive_expiry}
-            connector = (guarded_connector() if self.guard else aiohttp.TCPConnector)(
-                limit=limits.max_connections or 0, ssl=self.ssl_context, **kept)
-            return aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar(),
-                                         trace_configs=[sent])
-
-        async def handle_async_request(self, request: Any) -> Any:
-            trace = request.extensions.get("trace")
-            length = request.headers.get("content-length", "0")
-            token = _SENDING.set(None if trace is None else _Sending(
-                trace, int(length) if length.isdigit() else 0))
-            try:
-                response = await super().handle_async_request(request)
-            except (httpx.TransportError, aiohttp.ClientError, TimeoutError) as exc:
-                error = _translated(exc)
-                if error is exc:
-                    raise
-                raise error from error.__cause__
-            finally:
-                _SENDING.reset(token)
-            response.stream = Translating(response.stream)
-            return response
-
-    # httpx, imported on first use, is Any to mypy: its classes cannot be base classes
-    class Translating(httpx.AsyncByteStream):  # type: ignore[misc, name-defined]
-        """A response's body as aiohttp reads it, its errors httpcore's (`_translated`)."""
-
-        def __init__(self, inner: Any):
-            self.inner = inner
-
-        async def __aiter__(self) -> Any:
-            try:
-                async for chunk in self.inner:
-                    yield chunk
-            except (httpx.TransportError, aiohttp.ClientError, TimeoutError) as exc:
-                error = _translated(exc)
-                if error is exc:
-                    raise
-                raise error from error.__cause__
-
-        async def aclose(self) -> None:
-            await self.inner.aclose()
-
-    return AiohttpTransport
+    return aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar(),
+                                 trace_configs=[sent])
 
 
 # ------------------------------------------------------------------ clients shared per endpoint
@@ -797,3 +750,73 @@ def loop_client_type() -> type:
             raise RuntimeError("a LoopClient sends through its event loop's own client")
 
     return LoopClient
+
+
+# ------------------------------------------------------------------- plain requests, direct
+def plain_client(shared: Any) -> Any:
+    """The running event loop's client of `shared` (a model's async client) when `shared`
+    is Parley's (`shared_clients`), whose aiohttp session a plain request may go straight
+    over (`post_plain`); else None."""
+    kind: Any = loop_client_type()
+    return shared.current() if isinstance(shared, kind) else None
+
+
+def proxy_for(client: Any, url: str) -> Any:
+    """The proxy (an httpx Proxy; None: none) the httpx `client` (`plain_client`) sends a
+    request to `url` through, from the settings or the environment (NO_PROXY read), as
+    httpx picks it; kept per URL."""
+    if url not in client._proxies:
+        client._proxies[url] = getattr(client._transport_for_url(http_module().URL(url)),
+                                       "parley_proxy", None)
+    return client._proxies[url]
+
+
+async def post_plain(client: Any, url: str, headers: list[tuple[str, str]], body: bytes,
+                     timeout: dict[str, Any]) -> tuple[int, list[tuple[str, str]], bytes]:
+    """POST `body` to `url` straight over the aiohttp session of `client` (`plain_client`),
+    making no httpx request or response: (status, headers, body) as its `send` hands them
+    on, under the same rules (a redirect followed within the origin and refused out of it,
+    the body read up to the cap, the attempt told when the body went out and what status
+    came back, through the proxy httpx would take), aiohttp's failures raised as httpcore's
+    errors (`httpx_error`). `timeout` is an httpx request's timeout extension."""
+    import aiohttp
+    session, proxy = client.session(), proxy_for(client, url)
+    via = {} if proxy is None else {"proxy": str(proxy.url), "proxy_headers": proxy.headers,
+                                    "proxy_auth": aiohttp.BasicAuth(*proxy.auth) if proxy.auth
+                                    else None}
+    limits = aiohttp.ClientTimeout(sock_connect=timeout.get("connect"),
+                                   sock_read=timeout.get("read"), connect=timeout.get("pool"))
+    method, data = "POST", body
+    for _hop in range(client.max_redirects + 1):
+        trace = begin()
+        token = _SENDING.set(None if trace is None else _Sending(trace, len(data)))
+        try:
+            async with session.request(method, url, data=data or None, headers=headers,
+                                       allow_redirects=False, auto_decompress=False,
+                                       compress=False, timeout=limits, **via) as response:
+                status = response.status
+                answered(status, response.headers.get("content-type", ""))
+                if status in _REDIRECTS and "location" in response.headers:
+                    url = str(redirect_target(http_module().URL(url), status,
+                                              response.headers["location"]))
+                    if status == 303 or (status in (301, 302) and method == "POST"):
+                        method, data = "GET", b""  # as httpx: the body is dropped
+                        headers = [(k, v) for k, v in headers if k.lower() not in (
+                            "content-type", "content-length", "transfer-encoding")]
+                    continue
+                reading = BoundedBody(status, response.headers, url, client.body_cap)
+                async for chunk in response.content.iter_chunked(_CHUNK):
+                    if reading.feed(chunk):
+                        break
+                else:
+                    reading.end()
+            kept, handed = reading.content(response.headers.items())
+            return status, handed, kept
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            mirror = httpx_error(exc)
+            if mirror is None:
+                raise
+            raise mirror(str(exc) or type(exc).__name__) from exc
+        finally:
+            _SENDING.reset(token)
+    raise http_module().TooManyRedirects("Exceeded maximum allowed redirects.")
