@@ -182,11 +182,12 @@ class RunReading(Database):
         `result` on request, and `config` can be left out when a caller (Insights over 10,000
         runs) never reads it. `unreadable` is "" for a sound row, else which values could not
         be read and why. `search` looks for its text in the question or label, or an exact
-        run id; `transcript` searches the full text of questions, replies and answers (see
-        `search`), and the frame then also says where each run matched (`match`) and
-        shows it (`snippet`). Text with no searchable term filters nothing. `simulated`
-        keeps only the simulated (True) or only the real runs; `every` > 1 keeps only every
-        `every`-th matching run in time order (a systematic sample)."""
+        run id; `transcript` searches the full text of questions, replies and answers (its
+        words and "quoted phrases", matched whole and case-blind: `engine.store.search`),
+        and the frame then also says where each run matched (`match`) and shows it
+        (`snippet`). Text with no searchable term filters nothing. `simulated` keeps only
+        the simulated (True) or only the real runs; `every` > 1 keeps only every `every`-th
+        matching run in time order (a systematic sample)."""
         skip = {"result"} - ({"result"} if with_result else set())
         if not with_config:
             skip.add("config")
@@ -229,25 +230,6 @@ class RunReading(Database):
             query = query.where(RunRow.id.in_(
                 select(picked.c.id).where(picked.c.rank % every == 0)))
         return query, match
-
-    def search(self, query: str, limit: int = 50) -> pd.DataFrame:
-        """The runs whose question, replies or answer hold every term of `query` (words and
-        "quoted phrases", matched whole and case-blind; see `engine.store.search`), best
-        match first, at most `limit`: one row per run with `id`, where its best match is
-        (`kind`: question, turn or answer; a turn's `seat`, `phase` and `round`; `match`
-        in words) and a one-line `snippet` of plain text with the matched words between «
-        and ». Text with no searchable term finds nothing; it never raises for what a user
-        typed."""
-        columns = ["id", "kind", "seat", "phase", "round", "match", "snippet"]
-        found = full_text.terms(query)
-        if not found or limit < 1:
-            return pd.DataFrame(columns=columns)
-        match = full_text.Match.of(self.engine.dialect.name, found)
-        with self.engine.connect() as connection:
-            ids = list(connection.execute(match.best_runs(int(limit))).scalars())
-            where = full_text.snippets(connection, match, ids)
-        return pd.DataFrame([{"id": i, **where[i]} for i in ids if i in where],
-                            columns=columns)
 
     def turns(self, run_id: str | Sequence[str] | None = None, *, phase: str | None = None,
               seat: str | None = None, status: str | None = None,
