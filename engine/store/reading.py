@@ -231,8 +231,7 @@ class RunReading(Database):
                 select(picked.c.id).where(picked.c.rank % every == 0)))
         return query, match
 
-    def turns(self, run_id: str | Sequence[str] | None = None, *, phase: str | None = None,
-              seat: str | None = None, status: str | None = None,
+    def turns(self, run_id: str | Sequence[str] | None = None, *,
               with_messages: bool = False) -> pd.DataFrame:
         """Turns as a DataFrame, in run then speaking order (`unreadable` as for `runs`)."""
         columns = [c for c in TurnRow.__table__.columns
@@ -242,12 +241,6 @@ class RunReading(Database):
             query = query.where(TurnRow.run_id == run_id)
         elif run_id is not None:
             query = query.where(TurnRow.run_id.in_(list(run_id)))
-        if phase:
-            query = query.where(TurnRow.phase == phase)
-        if seat:
-            query = query.where(TurnRow.seat == seat)
-        if status:
-            query = query.where(TurnRow.status == status)
         with self.engine.connect() as connection:
             frame = pd.DataFrame(connection.execute(query).mappings().all(),
                                  columns=[c.name for c in columns])
