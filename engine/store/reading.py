@@ -205,7 +205,7 @@ class RunReading(Database):
         if where is not None:
             frame["match"] = [where.get(i, {}).get("match", "") for i in frame["id"]]
             frame["snippet"] = [where.get(i, {}).get("snippet", "") for i in frame["id"]]
-        frame = readback.tolerant_frame(frame, readback.RUN_JSON, required_times=("created_at",))
+        frame = readback.tolerant_frame(frame, "runs")
         if any(gone):  # as the reaper will store them
             dead = pd.Series(gone, index=frame.index)
             frame.loc[dead, "status"] = "interrupted"
@@ -244,8 +244,7 @@ class RunReading(Database):
         with self.engine.connect() as connection:
             frame = pd.DataFrame(connection.execute(query).mappings().all(),
                                  columns=[c.name for c in columns])
-        return readback.tolerant_frame(frame, readback.TURN_JSON,
-                                       required_times=("started_at", "finished_at"))
+        return readback.tolerant_frame(frame, "turns")
 
     def run_choices(self) -> dict[str, list[Any]]:
         """The distinct stored protocols and labels (each read from its index), and the tags
