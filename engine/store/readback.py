@@ -258,8 +258,9 @@ def turn_dict(row: dict[str, Any]) -> dict[str, Any]:
 
 # The columns `tolerant_frame` reads value by value, as `_reader` reads them (JSON, and a
 # run's status), and the times a row of each table always has.
-_ONE_BY_ONE = {table.name: [(c.name, _reader(c)) for c in table.columns if "json" in c.info or (
-    c.info.get("rule") == "status" and table.name == "runs")] for table in _TABLES}
+_ONE_BY_ONE = {table.name: [(name, read) for name, read in _READERS[table.name]
+                             if "json" in table.c[name].info or read is _run_status]
+               for table in _TABLES}
 _REQUIRED_TIMES = {table.name: [c.name for c in table.columns
                                 if isinstance(c.type, Moment) and not c.nullable]
                    for table in _TABLES}
