@@ -97,17 +97,16 @@ def tag_cells(raws: Sequence[Any]) -> tuple[list[int], list[int], list[int], lis
     for raw in raws:
         found = plain(raw) if type(raw) is str else None
         if found:
-            qs.append(int(found[1]))
-            cs.append(int(found[2]))
-            rs.append(int(found[3]))
-            old.append(found[4] is not None)
-            continue
-        tags = decode_tags(raw)
-        cell = Cell.from_tags(tags)
-        qs.append(cell.q if cell else -1)
-        cs.append(cell.c if cell else -1)
-        rs.append(cell.r if cell else -1)
-        old.append(SUPERSEDED in tags)
+            q, c, r, gone = int(found[1]), int(found[2]), int(found[3]), found[4] is not None
+        else:
+            tags = decode_tags(raw)
+            cell = Cell.from_tags(tags)
+            q, c, r = (cell.q, cell.c, cell.r) if cell else (-1, -1, -1)
+            gone = SUPERSEDED in tags
+        qs.append(q)
+        cs.append(c)
+        rs.append(r)
+        old.append(gone)
     return qs, cs, rs, old
 
 
