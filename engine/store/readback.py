@@ -231,9 +231,12 @@ _READERS = {table.name: [(c.name, read) for c in table.columns
                          for read in [_reader(c)] if read is not None] for table in _TABLES}
 
 
-def _row(row: dict[str, Any], table: str) -> dict[str, Any]:
-    """A row of `table` read back in place (`_reader`), `unreadable` saying what could not
-    be read and why."""
+def read_row(row: dict[str, Any], table: str) -> dict[str, Any]:
+    """A row of `table` (runs or turns) as `Store.get` returns it: read back in place
+    (`_reader`), `unreadable` saying what could not be read and why, a turn without the
+    table's own id."""
+    if table == "turns":
+        row.pop("id", None)
     problems = []
     for name, read in _READERS[table]:
         if name in row:
@@ -242,17 +245,6 @@ def _row(row: dict[str, Any], table: str) -> dict[str, Any]:
                 problems.append(f"{name} {why}")
     row["unreadable"] = "; ".join(problems)
     return row
-
-
-def run_dict(row: dict[str, Any]) -> dict[str, Any]:
-    """A `runs` row as `Store.get` returns it, with `unreadable`."""
-    return _row(row, "runs")
-
-
-def turn_dict(row: dict[str, Any]) -> dict[str, Any]:
-    """A `turns` row as `Store.get` returns it, with `unreadable`."""
-    row.pop("id", None)
-    return _row(row, "turns")
 
 
 # The columns `tolerant_frame` reads value by value, as `_reader` reads them (JSON, and a

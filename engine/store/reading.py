@@ -101,8 +101,8 @@ class RunReading(Database):
             turns = connection.execute(select(*columns).where(
                 TurnRow.run_id == run_id).order_by(*_TURN_ORDER)).mappings().all()
         gone = self.owner_gone(row)
-        out = readback.run_dict(dict(row))
-        out["turns"] = [readback.turn_dict(dict(t)) for t in turns]
+        out = readback.read_row(dict(row), "runs")
+        out["turns"] = [readback.read_row(dict(t), "turns") for t in turns]
         if reply_chars is not None:
             for turn in out["turns"]:
                 turn["messages"] = None
@@ -173,7 +173,7 @@ class RunReading(Database):
             rows = connection.execute(select(TurnRow.__table__).where(
                 TurnRow.run_id == run_id, TurnRow.idx > after)
                 .order_by(*_TURN_ORDER)).mappings().all()
-        return [readback.turn_dict(dict(row)) for row in rows]
+        return [readback.read_row(dict(row), "turns") for row in rows]
 
     def runs(self, *, limit: int | None = None, with_result: bool = False,
              with_config: bool = True, every: int = 1, **filters: Any) -> pd.DataFrame:
