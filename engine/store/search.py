@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, String, bindparam, select, text
-from sqlalchemy.sql.elements import TextClause
 from sqlalchemy.sql.selectable import TextualSelect
 
 from engine.store.schema import TurnRow
@@ -79,18 +78,6 @@ class Match:
         return text(self.docs("d.run_id", "", "")).bindparams(**self.params).columns(
             run_id=String(32))
 
-    def snippets(self, ids: Sequence[str]) -> TextClause:
-        """Each matching document of the runs `ids`, best first: run id, kind, turn id and a
-        snippet with the matched words between « and »."""
-        snippet, order = (("snippet(search_fts, 0, '«', '»', '…', 14)", "search_fts.rank")
-                          if self.sqlite else ("ts_headline('simple', d.body, q.q, :opts)",
-                                               "ts_rank(d.tsv, q.q) DESC"))
-        sql = self.docs(f"d.run_id, d.kind, d.turn_id, {snippet} AS snippet",
-                        where="d.run_id IN :ids", order=f"ORDER BY {order}")
-        return text(sql).bindparams(bindparam("ids", list(ids), expanding=True),
-                                    **({} if self.sqlite else {"opts": _HEADLINE}),
-                                    **self.params)
-
 
 def snippets(connection: Connection, match: Match, ids: Sequence[str]
              ) -> dict[str, dict[str, str]]:
@@ -99,8 +86,15 @@ def snippets(connection: Connection, match: Match, ids: Sequence[str]
     (one line of plain text)}}."""
     if not ids:
         return {}
-    best: dict[str, Any] = {}
-    for row in connection.execute(match.snippets(ids)).mappings():
+    snippet, order = (("snippet(search_fts, 0, '«', '»', '…', 14)", "search_fts.rank")
+                      if match.sqlite else ("ts_headline('simple', d.body, q.q, :opts)",
+                                            "ts_rank(d.tsv, q.q) DESC"))
+    sql = text(match.docs(f"d.run_id, d.kind, d.turn_id, {snippet} AS snippet",
+                          where="d.run_id IN :ids", order=f"ORDER BY {order}")).bindparams(
+        bindparam("ids", list(ids), expanding=True),
+        **({} if match.sqlite else {"opts": _HEADLINE}), **match.params)
+    best: dict[str, Any] = {}  # each run's best matching document: the first, best first
+    for row in connection.execute(sql).mappings():
         best.setdefault(row["run_id"], row)
     turn_ids = [row["turn_id"] for row in best.values() if row["turn_id"] is not None]
     turns = {}
