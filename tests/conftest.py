@@ -20,7 +20,7 @@ from openai_stub import ENDPOINT_SETTINGS, SimulatedOpenAI, loopback_only
 from sqlalchemy import create_engine, inspect, make_url, select, text
 
 from engine import Store
-from engine.store import Base, MigrationRow
+from engine.store.schema import Base, MigrationRow
 
 # Fixtures several test modules share, with their helpers, which the tests import from the
 # plugin (never from another test module): the browser tests' `page`, `app`, `shared_app`

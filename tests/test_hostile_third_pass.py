@@ -221,8 +221,8 @@ def test_one_long_reply_never_fails_a_run_on_postgresql(backend, monkeypatch):  
     row = backend.get(result.run_id)
     assert row["status"] == "completed", row["error"]
     assert [len(t["reply"]) for t in row["turns"]] == [len(reply)]  # stored whole
-    assert backend.search("earlyword")["id"].tolist() == [result.run_id]
-    assert backend.search("lateword").empty  # past the bound: not indexed, on both backends
+    assert backend.runs(transcript="earlyword")["id"].tolist() == [result.run_id]
+    assert backend.runs(transcript="lateword").empty  # past the bound: not indexed, on both backends
     with backend.engine.connect() as connection:
         assert connection.execute(text("SELECT max(length(body)) FROM search_docs")
                                   ).scalar() == MAX_INDEXED

@@ -13,9 +13,9 @@ from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.types import NullType
 
 from engine import Store
-from engine.store import Base
 from engine.store import shipped as frozen
 from engine.store.migrations import MIGRATIONS
+from engine.store.schema import Base
 from engine.store.search_index import create_index
 
 

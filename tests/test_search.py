@@ -27,45 +27,43 @@ EXAMPLES = int(os.environ.get("PARLEY_FUZZ_EXAMPLES", "100"))
 # --------------------------------------------------------------------------- finding
 def test_a_word_only_in_a_reply_is_found_with_its_turn(backend):  # noqa: F811
     runs = fixture_runs(backend)
-    hits = backend.search("durability")
+    hits = backend.runs(transcript="durability")
     assert hits["id"].tolist() == [runs["reply"]]
     hit = hits.iloc[0]
-    assert (hit["kind"], hit["seat"], hit["phase"], hit["round"]) == ("turn", "Ada", "opening", 1)
     assert hit["match"] == "Ada, opening, round 1"
     assert "«durability»" in hit["snippet"]
 
 
 def test_questions_and_answers_are_searched(backend):  # noqa: F811
     runs = fixture_runs(backend)
-    assert set(backend.search("quokka")["id"]) == {runs["reply"], runs["question"]}
-    answer = backend.search("kumquat")
+    assert set(backend.runs(transcript="quokka")["id"]) == {runs["reply"], runs["question"]}
+    answer = backend.runs(transcript="kumquat")
     assert answer["id"].tolist() == [runs["answer"]] and answer.iloc[0]["match"] == "answer"
-    question = backend.search("happiest")
-    assert question.iloc[0]["kind"] == "question"
+    question = backend.runs(transcript="happiest")
+    assert question.iloc[0]["match"] == "question"
     assert "«happiest»" in question.iloc[0]["snippet"]
 
 
 def test_terms_combine_and_a_phrase_is_matched_in_order(backend):  # noqa: F811
     runs = fixture_runs(backend)
-    assert backend.search("quokka benchmark")["id"].tolist() == [runs["reply"]]
-    assert backend.search('"quokka benchmark"')["id"].tolist() == [runs["reply"]]
-    assert backend.search('"benchmark quokka"').empty
-    assert backend.search("quokka nowhere").empty
-    assert backend.search("QUOKKA BENCHMARK")["id"].tolist() == [runs["reply"]]
+    assert backend.runs(transcript="quokka benchmark")["id"].tolist() == [runs["reply"]]
+    assert backend.runs(transcript='"quokka benchmark"')["id"].tolist() == [runs["reply"]]
+    assert backend.runs(transcript='"benchmark quokka"').empty
+    assert backend.runs(transcript="quokka nowhere").empty
+    assert backend.runs(transcript="QUOKKA BENCHMARK")["id"].tolist() == [runs["reply"]]
 
 
 def test_unicode_words_are_found(backend):  # noqa: F811
     runs = fixture_runs(backend)
     for word in ("Zürich", "λόγος", "naïve", "café", "東京"):
-        assert backend.search(word)["id"].tolist() == [runs["unicode"]], word
+        assert backend.runs(transcript=word)["id"].tolist() == [runs["unicode"]], word
 
 
 def test_limit_bounds_the_runs(backend):  # noqa: F811
     for i in range(5):
         stored(backend, f"Question {i} about otters?", [("Ada", "vote", 0, "otters")])
-    assert len(backend.search("otters", limit=3)) == 3
-    assert len(backend.search("otters")) == 5
-    assert backend.search("otters", limit=0).empty
+    assert len(backend.runs(transcript="otters", limit=3)) == 3
+    assert len(backend.runs(transcript="otters")) == 5
 
 
 def test_the_runs_filter_narrows_and_says_where(backend):  # noqa: F811
@@ -89,7 +87,6 @@ HOSTILE = ['"', '""', "*", "NEAR(", "NEAR(a b", "-", "- -", "a -b", "AND", "OR N
 def test_hostile_queries_never_raise(backend):  # noqa: F811
     fixture_runs(backend)
     for query in HOSTILE:
-        backend.search(query)
         backend.runs(transcript=query)
 
 
@@ -97,7 +94,6 @@ def test_punctuation_only_text_is_no_filter(backend):  # noqa: F811
     fixture_runs(backend)
     for query in ('"', "*", "-", "()", "  ", "", "\x00"):
         assert terms(query) == []
-        assert backend.search(query).empty
         assert len(backend.runs(transcript=query)) == 4
 
 
@@ -119,8 +115,9 @@ def test_fuzzed_queries_never_raise(backend):  # noqa: F811
                                      "\x00", "\ud800", "é", "東", "quokka"]) | st.text(),
                     max_size=20).map("".join))
     def check(query: str) -> None:
-        hits = backend.search(query)
-        assert set(hits["id"]) <= set(backend.runs(transcript=query)["id"])
+        hits = backend.runs(transcript=query)
+        assert set(hits["id"]) <= set(backend.runs()["id"])
+        assert "match" not in hits or all(hits["match"])
 
     check()
 
@@ -129,8 +126,8 @@ def test_fuzzed_queries_never_raise(backend):  # noqa: F811
 def test_deleting_a_run_removes_it_from_the_index(backend):  # noqa: F811
     runs = fixture_runs(backend)
     backend.delete([runs["reply"]])
-    assert backend.search("durability").empty
-    assert backend.search("quokka")["id"].tolist() == [runs["question"]]
+    assert backend.runs(transcript="durability").empty
+    assert backend.runs(transcript="quokka")["id"].tolist() == [runs["question"]]
     with backend.engine.connect() as connection:
         left = connection.execute(text("SELECT count(*) FROM search_docs WHERE run_id = :r"),
                                   {"r": runs["reply"]}).scalar()
@@ -142,23 +139,23 @@ def test_imported_runs_are_indexed(backend, tmp_path):  # noqa: F811
                         opponent="simulated", judge="simulated", max_rounds=1, store=backend)
     run_id = str(result.run_id)
     reply = max(result.turns[-1].reply.split(), key=len).strip(".,:;!?*()[]\"'")
-    assert run_id in set(backend.search(reply)["id"])
+    assert run_id in set(backend.runs(transcript=reply)["id"])
     exported = backend.export_jsonl([run_id])
     other = Store(f"sqlite:///{tmp_path / 'other.db'}")
     other.import_runs(exported)
-    assert other.search("walrus")["id"].tolist() == [run_id]
-    assert other.search(reply)["id"].tolist() == [run_id]
-    assert other.search(reply).iloc[0]["kind"] in ("turn", "answer")
+    assert other.runs(transcript="walrus")["id"].tolist() == [run_id]
+    assert other.runs(transcript=reply)["id"].tolist() == [run_id]
+    assert other.runs(transcript=reply).iloc[0]["match"] != "question"
     backend.delete([run_id])
-    assert backend.search("walrus").empty
+    assert backend.runs(transcript="walrus").empty
     backend.import_runs(exported)
-    assert backend.search("walrus")["id"].tolist() == [run_id]
+    assert backend.runs(transcript="walrus")["id"].tolist() == [run_id]
 
 
 def test_a_saved_result_is_indexed_by_its_answer(backend):  # noqa: F811
     run_id = stored(backend, "Pick one.", [("Ada", "vote", 0, "blue")], answer="turquoise")
     assert backend.get(run_id)["metrics"]["answer"] == "turquoise"
-    assert backend.search("turquoise")["id"].tolist() == [run_id]
+    assert backend.runs(transcript="turquoise")["id"].tolist() == [run_id]
 
 
 def _back_to_0005(store: Store) -> None:
@@ -185,13 +182,13 @@ def test_migration_0006_fills_the_index_of_an_older_database(backend):  # noqa: 
     _back_to_0005(backend)
     reopened = Store(backend.url)
     assert "0006_search" in applied_migrations(reopened)
-    assert reopened.search("durability")["id"].tolist() == [runs["reply"]]
-    assert reopened.search("happiest")["id"].tolist() == [runs["question"]]
-    assert reopened.search("Zürich")["id"].tolist() == [runs["unicode"]]
-    assert reopened.search("kumquat").empty
-    assert reopened.search("PostgreSQL").iloc[0]["kind"] in ("answer", "turn")
+    assert reopened.runs(transcript="durability")["id"].tolist() == [runs["reply"]]
+    assert reopened.runs(transcript="happiest")["id"].tolist() == [runs["question"]]
+    assert reopened.runs(transcript="Zürich")["id"].tolist() == [runs["unicode"]]
+    assert reopened.runs(transcript="kumquat").empty
+    assert reopened.runs(transcript="PostgreSQL").iloc[0]["match"] != "question"
     later = stored(reopened, "A later question about walruses?", [])
-    assert reopened.search("walruses")["id"].tolist() == [later]
+    assert reopened.runs(transcript="walruses")["id"].tolist() == [later]
     assert reopened.migrate() == []
 
 
@@ -201,7 +198,7 @@ def test_a_read_only_database_still_searches(tmp_path):
     writable.close()
     store = Store(f"sqlite:///file:{tmp_path / 'ro.db'}?mode=ro&uri=true")
     assert store.read_only
-    assert store.search("durability")["id"].tolist() == [runs["reply"]]
+    assert store.runs(transcript="durability")["id"].tolist() == [runs["reply"]]
     assert store.runs(transcript="quokka")["id"].tolist() == [runs["question"], runs["reply"]]
 
 

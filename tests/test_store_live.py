@@ -14,8 +14,8 @@ from sqlalchemy import event, text, update
 
 from engine import Store, run_panel
 from engine.models import Turn, now
-from engine.store import RunRow
 from engine.store.batching import BatchedRecorder
+from engine.store.schema import RunRow
 
 
 def raw(store: Store, run_id: str) -> tuple[str, str, object]:

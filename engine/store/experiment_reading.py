@@ -34,7 +34,6 @@ EXPERIMENT_RUN_COLUMNS = ["id", "protocol", "question", "expected", "status", "c
                           "created_at", "finished_at", "error"]
 _SETUP = (RunRow.config, RunRow.models, RunRow.simulated)
 CHUNK = 100  # metrics decoded this many runs at a time (`readback.columns`)
-_SHAPES = {"metrics": readback.RUN_JSON["metrics"]}
 
 
 class ExperimentReading(Database):
@@ -89,10 +88,10 @@ class ExperimentReading(Database):
             given = columns.pop("picked") if "picked" in columns else [None] * count
             columns.update(_metrics_columns(list(keys), given, columns.pop("metrics")))
         else:
-            columns["metrics"] = [readback.decode(v, *_SHAPES["metrics"])[0]
+            columns["metrics"] = [readback.decode(v, *readback.METRICS)[0]
                                   for v in columns["metrics"]]
         frame = pd.DataFrame(columns, columns=list(columns))
-        frame = readback.tolerant_frame(frame, {}, required_times=("created_at",))
+        frame = readback.tolerant_frame(frame, "runs", decoded=True)
         if gone:  # as the reaper will store them
             dead = pd.Series([i in gone for i in range(count)], index=frame.index)
             frame.loc[dead, "status"] = "interrupted"
@@ -225,7 +224,7 @@ def _metrics_columns(keys: list[str], picked: list[Any], unread: list[Any]
                 listed = json.loads(values) if isinstance(values, str) else values
                 rows.append(listed[:width])
             else:
-                found = readback.decode(stored, *_SHAPES["metrics"])[0]
+                found = readback.decode(stored, *readback.METRICS)[0]
                 rows.append([found.get(key) for key in keys])
         for column_, values in zip(by_key, zip(*rows, strict=True), strict=True):
             column_.extend(values)

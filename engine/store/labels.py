@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -69,15 +69,6 @@ def _dumped(record: PreferenceRecord | RatingRecord) -> dict[str, Any]:
     return values
 
 
-def preference_record(values: Mapping[str, Any], what: str = "preference") -> PreferenceRecord:
-    """A checked preference (`ConfigError` naming the field); the two runs must differ."""
-    record = validate(PreferenceRecord, values, what)
-    if record.run_a == record.run_b:
-        raise ConfigError(f"{what}: a preference compares two different runs "
-                          f"(both are {record.run_a!r})", "input")
-    return record
-
-
 class Labels(Database):
     """The store's human labels (a part of `Store`)."""
 
@@ -90,9 +81,12 @@ class Labels(Database):
         earlier preference of the same two runs, in either order. `ConfigError` when a
         value is not valid or a run is not stored; `NotAllowed` when `actor` may not label."""
         require(actor, "label runs")
-        record = preference_record({"id": uuid4().hex[:16], "run_a": run_a, "run_b": run_b,
-                                    "shown_left": shown_left, "rater": _text(rater),
-                                    "choice": choice, "comment": _text(comment)})
+        record = validate(PreferenceRecord, {
+            "id": uuid4().hex[:16], "run_a": run_a, "run_b": run_b, "shown_left": shown_left,
+            "rater": _text(rater), "choice": choice, "comment": _text(comment)}, "preference")
+        if record.run_a == record.run_b:
+            raise ConfigError("preference: a preference compares two different runs "
+                              f"(both are {record.run_a!r})", "input")
 
         def check(connection: Connection) -> None:
             missing = {record.run_a, record.run_b} - present(

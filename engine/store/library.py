@@ -63,18 +63,15 @@ class Library(Database):
     def saved_config(self, label: str) -> dict[str, Any]:
         """The run configuration saved as `label` (its body, labelled), ready for a run;
         `ConfigError` when there is none."""
-        row = next((r for r in self.library(CONFIG) if r["name"] == label), None)
-        if row is None:
+        found: dict[str, Any] | None = next(
+            (s["config"] for s in self.saved_configs() if s["label"] == label), None)
+        if found is None:
             raise ConfigError(f"no saved configuration named {label!r}", "input")
-        return _as_config(row)
+        return found
 
     def saved_configs(self) -> list[dict[str, Any]]:
-        """Every saved run configuration, each as `{"id", "label", "config"}`."""
-        return [{"id": r["id"], "label": r["name"], "config": _as_config(r)}
-                for r in self.library(CONFIG)]
-
-
-def _as_config(row: Mapping[str, Any]) -> dict[str, Any]:
-    """A library row of a saved configuration as a run takes it: its body, labelled."""
-    return {**{k: v for k, v in row.items() if k not in ("id", "name", "builtin")},
-            "label": row["name"]}
+        """Every saved run configuration, each as `{"id", "label", "config"}` (`config`: its
+        body, labelled, as a run takes it)."""
+        return [{"id": r["id"], "label": r["name"], "config": {
+            **{k: v for k, v in r.items() if k not in ("id", "name", "builtin")},
+            "label": r["name"]}} for r in self.library(CONFIG)]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -43,14 +43,8 @@ def iso(moment: Any) -> str | None:
 _TABLES = (RUNS, TURNS)
 
 
-def _json(table: Any) -> dict[str, tuple[Any, Any]]:
-    return {c.name: (dict if c.info["json"] == "object" else c.info["json"], c.info["empty"])
-            for c in table.columns if "json" in c.info}
-
-
-# What each stored JSON column must decode to, and its value when it cannot be read.
-RUN_JSON = _json(RUNS)
-TURN_JSON = _json(TURNS)
+# What a run's stored metrics must decode to, and their value when they cannot be read.
+METRICS = (dict, RUNS.c.metrics.info["empty"])
 _SHAPES = {dict: "a JSON object", "tags": "a list of text", "texts": "a list of text",
            "messages": "a list of messages"}
 
@@ -103,17 +97,16 @@ def tag_cells(raws: Sequence[Any]) -> tuple[list[int], list[int], list[int], lis
     for raw in raws:
         found = plain(raw) if type(raw) is str else None
         if found:
-            qs.append(int(found[1]))
-            cs.append(int(found[2]))
-            rs.append(int(found[3]))
-            old.append(found[4] is not None)
-            continue
-        tags = decode_tags(raw)
-        cell = Cell.from_tags(tags)
-        qs.append(cell.q if cell else -1)
-        cs.append(cell.c if cell else -1)
-        rs.append(cell.r if cell else -1)
-        old.append(SUPERSEDED in tags)
+            q, c, r, gone = int(found[1]), int(found[2]), int(found[3]), found[4] is not None
+        else:
+            tags = decode_tags(raw)
+            cell = Cell.from_tags(tags)
+            q, c, r = (cell.q, cell.c, cell.r) if cell else (-1, -1, -1)
+            gone = SUPERSEDED in tags
+        qs.append(q)
+        cs.append(c)
+        rs.append(r)
+        old.append(gone)
     return qs, cs, rs, old
 
 
@@ -238,9 +231,12 @@ _READERS = {table.name: [(c.name, read) for c in table.columns
                          for read in [_reader(c)] if read is not None] for table in _TABLES}
 
 
-def _row(row: dict[str, Any], table: str) -> dict[str, Any]:
-    """A row of `table` read back in place (`_reader`), `unreadable` saying what could not
-    be read and why."""
+def read_row(row: dict[str, Any], table: str) -> dict[str, Any]:
+    """A row of `table` (runs or turns) as `Store.get` returns it: read back in place
+    (`_reader`), `unreadable` saying what could not be read and why, a turn without the
+    table's own id."""
+    if table == "turns":
+        row.pop("id", None)
     problems = []
     for name, read in _READERS[table]:
         if name in row:
@@ -251,33 +247,38 @@ def _row(row: dict[str, Any], table: str) -> dict[str, Any]:
     return row
 
 
-def run_dict(row: dict[str, Any]) -> dict[str, Any]:
-    """A `runs` row as `Store.get` returns it, with `unreadable`."""
-    return _row(row, "runs")
+# The columns `tolerant_frame` reads value by value, as `_reader` reads them (JSON, and a
+# run's status), and the times a row of each table always has.
+_ONE_BY_ONE = {table.name: [(name, read) for name, read in _READERS[table.name]
+                             if "json" in table.c[name].info or read is _run_status]
+               for table in _TABLES}
+_REQUIRED_TIMES = {table.name: [c.name for c in table.columns
+                                if isinstance(c.type, Moment) and not c.nullable]
+                   for table in _TABLES}
 
 
-def turn_dict(row: dict[str, Any]) -> dict[str, Any]:
-    """A `turns` row as `Store.get` returns it, with `unreadable`."""
-    row.pop("id", None)
-    return _row(row, "turns")
+def _each(frame: pd.DataFrame, name: str, read: Callable[[Any], tuple[Any, str]],
+          problems: dict[int, list[str]], dtype: Any = None) -> None:
+    """Column `name` of `frame` read back value by value with `read`, each value that cannot
+    be read noted with its row in `problems`."""
+    read_back = [read(value) for value in frame[name].tolist()]
+    frame[name] = pd.Series([value for value, _ in read_back], index=frame.index, dtype=dtype)
+    for i, (_, why) in enumerate(read_back):
+        if why:
+            problems.setdefault(i, []).append(f"{name} {why}")
 
 
-def tolerant_frame(frame: pd.DataFrame, shapes: Mapping[str, Any],  # noqa: C901, PLR0912
-                    required_times: Sequence[str]) -> pd.DataFrame:
-    """A frame of rows read back as `_reader` reads one row's JSON (`shapes`), numbers, text,
-    required times and a run's status, column by column (fast for 10,000 sound rows); its
-    times and flags stay as the database sent them."""
+def tolerant_frame(frame: pd.DataFrame, table: str, decoded: bool = False) -> pd.DataFrame:
+    """A frame of rows of `table` (runs or turns) read back as `_reader` reads one row: its
+    JSON (unless already `decoded`), numbers, text, the times a row always has and a run's
+    status, column by column (fast for 10,000 sound rows); its times and flags stay as the
+    database sent them."""
     # what could not be read, by row: only rows with a problem get a list (20,000 empty
     # lists were 20,000 objects for the garbage collector)
     problems: dict[int, list[str]] = {}
-    for name, (shape, default) in shapes.items():
-        if name not in frame:
-            continue
-        parsed = [decode(v, shape, default) for v in frame[name].tolist()]
-        frame[name] = [value for value, _ in parsed]
-        for i, (_, why) in enumerate(parsed):
-            if why:
-                problems.setdefault(i, []).append(f"{name} {why}")
+    for name, read in _ONE_BY_ONE[table]:
+        if name in frame and not (decoded and name != "status"):
+            _each(frame, name, read, problems)
     for name, numeric_type in NUMBERS.items():
         if name not in frame or frame.empty:
             continue
@@ -295,26 +296,17 @@ def tolerant_frame(frame: pd.DataFrame, shapes: Mapping[str, Any],  # noqa: C901
             # without a call per value
             frame[name] = frame[name].astype(object).where(frame[name].notna(), None)
         elif name in frame and not frame.empty:
-            read = [optional_number(None if isinstance(v, float) and v != v else v)
-                    for v in frame[name].tolist()]
-            for i, (_, why) in enumerate(read):
-                if why:
-                    problems.setdefault(i, []).append(f"{name} {why}")
-            frame[name] = pd.Series([v for v, _ in read], index=frame.index, dtype=object)
+            _each(frame, name, lambda v: optional_number(
+                None if isinstance(v, float) and v != v else v), problems, dtype=object)
     for name in _TEXTS:
         if name in frame and frame[name].dtype == object:
             odd = [not (v is None or isinstance(v, str)) for v in frame[name].tolist()]
             if any(odd):
                 frame[name] = [clean_stored(v) for v in frame[name].tolist()]
-    for name in required_times:
+    for name in _REQUIRED_TIMES[table]:
         if name in frame:
             for i in frame[name].isna().to_numpy().nonzero()[0].tolist():
                 problems.setdefault(i, []).append(f"{name} is not a time")
-    if "status" in frame and shapes is RUN_JSON:
-        for i, status in enumerate(frame["status"].tolist()):
-            why = _run_status(status)[1]
-            if why:
-                problems.setdefault(i, []).append(f"status {why}")
     frame["unreadable"] = ["; ".join(problems[i]) if i in problems else ""
                           for i in range(len(frame))]
     return frame

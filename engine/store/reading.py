@@ -120,8 +120,8 @@ class RunReading(Database):
             turns = connection.execute(select(*columns).where(
                 TurnRow.run_id == run_id).order_by(*_TURN_ORDER)).mappings().all()
         gone = self.owner_gone(row)
-        out = readback.run_dict(dict(row))
-        out["turns"] = [readback.turn_dict(dict(t)) for t in turns]
+        out = readback.read_row(dict(row), "runs")
+        out["turns"] = [readback.read_row(dict(t), "turns") for t in turns]
         if reply_chars is not None:
             for turn in out["turns"]:
                 turn["messages"] = None
@@ -192,7 +192,7 @@ class RunReading(Database):
             rows = connection.execute(select(TurnRow.__table__).where(
                 TurnRow.run_id == run_id, TurnRow.idx > after)
                 .order_by(*_TURN_ORDER)).mappings().all()
-        return [readback.turn_dict(dict(row)) for row in rows]
+        return [readback.read_row(dict(row), "turns") for row in rows]
 
     def runs(self, *, limit: int | None = None, with_result: bool = False,
              with_config: bool = True, every: int = 1, **filters: Any) -> pd.DataFrame:
@@ -201,11 +201,12 @@ class RunReading(Database):
         `result` on request, and `config` can be left out when a caller (Insights over 10,000
         runs) never reads it. `unreadable` is "" for a sound row, else which values could not
         be read and why. `search` looks for its text in the question or label, or an exact
-        run id; `transcript` searches the full text of questions, replies and answers (see
-        `search`), and the frame then also says where each run matched (`match`) and
-        shows it (`snippet`). Text with no searchable term filters nothing. `simulated`
-        keeps only the simulated (True) or only the real runs; `every` > 1 keeps only every
-        `every`-th matching run in time order (a systematic sample)."""
+        run id; `transcript` searches the full text of questions, replies and answers (its
+        words and "quoted phrases", matched whole and case-blind: `engine.store.search`),
+        and the frame then also says where each run matched (`match`) and shows it
+        (`snippet`). Text with no searchable term filters nothing. `simulated` keeps only
+        the simulated (True) or only the real runs; `every` > 1 keeps only every `every`-th
+        matching run in time order (a systematic sample)."""
         skip = {"result"} - ({"result"} if with_result else set())
         if not with_config:
             skip.add("config")
@@ -223,7 +224,7 @@ class RunReading(Database):
         if where is not None:
             frame["match"] = [where.get(i, {}).get("match", "") for i in frame["id"]]
             frame["snippet"] = [where.get(i, {}).get("snippet", "") for i in frame["id"]]
-        frame = readback.tolerant_frame(frame, readback.RUN_JSON, required_times=("created_at",))
+        frame = readback.tolerant_frame(frame, "runs")
         if any(gone):  # as the reaper will store them
             dead = pd.Series(gone, index=frame.index)
             frame.loc[dead, "status"] = "interrupted"
@@ -249,27 +250,7 @@ class RunReading(Database):
                 select(picked.c.id).where(picked.c.rank % every == 0)))
         return query, match
 
-    def search(self, query: str, limit: int = 50) -> pd.DataFrame:
-        """The runs whose question, replies or answer hold every term of `query` (words and
-        "quoted phrases", matched whole and case-blind; see `engine.store.search`), best
-        match first, at most `limit`: one row per run with `id`, where its best match is
-        (`kind`: question, turn or answer; a turn's `seat`, `phase` and `round`; `match`
-        in words) and a one-line `snippet` of plain text with the matched words between «
-        and ». Text with no searchable term finds nothing; it never raises for what a user
-        typed."""
-        columns = ["id", "kind", "seat", "phase", "round", "match", "snippet"]
-        found = full_text.terms(query)
-        if not found or limit < 1:
-            return pd.DataFrame(columns=columns)
-        match = full_text.Match.of(self.engine.dialect.name, found)
-        with self.engine.connect() as connection:
-            ids = list(connection.execute(match.best_runs(int(limit))).scalars())
-            where = full_text.snippets(connection, match, ids)
-        return pd.DataFrame([{"id": i, **where[i]} for i in ids if i in where],
-                            columns=columns)
-
-    def turns(self, run_id: str | Sequence[str] | None = None, *, phase: str | None = None,
-              seat: str | None = None, status: str | None = None,
+    def turns(self, run_id: str | Sequence[str] | None = None, *,
               with_messages: bool = False) -> pd.DataFrame:
         """Turns as a DataFrame, in run then speaking order (`unreadable` as for `runs`)."""
         columns = [c for c in TurnRow.__table__.columns
@@ -279,17 +260,10 @@ class RunReading(Database):
             query = query.where(TurnRow.run_id == run_id)
         elif run_id is not None:
             query = query.where(TurnRow.run_id.in_(list(run_id)))
-        if phase:
-            query = query.where(TurnRow.phase == phase)
-        if seat:
-            query = query.where(TurnRow.seat == seat)
-        if status:
-            query = query.where(TurnRow.status == status)
         with self.engine.connect() as connection:
             frame = pd.DataFrame(connection.execute(query).mappings().all(),
                                  columns=[c.name for c in columns])
-        return readback.tolerant_frame(frame, readback.TURN_JSON,
-                                       required_times=("started_at", "finished_at"))
+        return readback.tolerant_frame(frame, "turns")
 
     def run_choices(self) -> dict[str, list[Any]]:
         """The distinct stored protocols and labels (each read from its index), and the tags

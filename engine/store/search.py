@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, String, bindparam, select, text
-from sqlalchemy.sql.elements import TextClause
 from sqlalchemy.sql.selectable import TextualSelect
 
 from engine.store.schema import TurnRow
@@ -62,81 +61,51 @@ class Match:
             return cls(True, {"q": quoted})
         return cls(False, {f"t{i}": t for i, t in enumerate(found)})
 
-    @property
-    def tsquery(self) -> str:
-        """PostgreSQL: every term as a phrase, all required."""
-        return " && ".join(f"phraseto_tsquery('simple', :{name})" for name in self.params)
-
-    def docs(self, columns: str, where: str = "", order: str = "", runs: bool = False) -> str:
+    def docs(self, columns: str, where: str, order: str) -> str:
         """SELECT `columns` from the matching documents (`d`; on SQLite also `search_fts`,
-        on PostgreSQL `q.q` is the query), joined to their runs (`r`) when `runs`."""
+        on PostgreSQL `q.q` is the query: every term as a phrase, all required)."""
         if self.sqlite:
-            sql = ("SELECT {c} FROM search_fts JOIN search_docs AS d ON d.id = search_fts.rowid"
-                   " {j} WHERE search_fts MATCH :q")
+            sql = (f"SELECT {columns} FROM search_fts JOIN search_docs AS d"
+                   " ON d.id = search_fts.rowid WHERE search_fts MATCH :q")
         else:
-            sql = ("SELECT {c} FROM search_docs AS d CROSS JOIN (SELECT " + self.tsquery +
-                   " AS q) AS q {j} WHERE d.tsv @@ q.q")
-        joins = "JOIN runs AS r ON r.id = d.run_id" if runs else ""
-        sql = sql.format(c=columns, j=joins)
-        return sql + (f" AND {where}" if where else "") + (f" {order}" if order else "")
+            tsquery = " && ".join(f"phraseto_tsquery('simple', :{name})" for name in self.params)
+            sql = (f"SELECT {columns} FROM search_docs AS d CROSS JOIN (SELECT {tsquery} AS q)"
+                   " AS q WHERE d.tsv @@ q.q")
+        return f"{sql} AND {where} {order}" if where else sql
 
     def run_ids(self) -> TextualSelect:
         """The ids of the runs with a matching document (for `runs.id IN (...)`)."""
-        return text(self.docs("d.run_id")).bindparams(**self.params).columns(
+        return text(self.docs("d.run_id", "", "")).bindparams(**self.params).columns(
             run_id=String(32))
-
-    def best_runs(self, limit: int) -> TextClause:
-        """The matching runs' ids, best match first (then newest), at most `limit`."""
-        score, order = (("min(search_fts.rank)", "score") if self.sqlite
-                        else ("max(ts_rank(d.tsv, q.q))", "score DESC"))
-        sql = self.docs(f"d.run_id AS id, {score} AS score, max(r.created_at) AS created",
-                        order=f"GROUP BY d.run_id ORDER BY {order}, created DESC LIMIT :n",
-                        runs=True)
-        return text(sql).bindparams(n=limit, **self.params)
-
-    def snippets(self, ids: Sequence[str]) -> TextClause:
-        """Each matching document of the runs `ids`, best first: run id, kind, turn id and a
-        snippet with the matched words between « and »."""
-        snippet, order = (("snippet(search_fts, 0, '«', '»', '…', 14)", "search_fts.rank")
-                          if self.sqlite else ("ts_headline('simple', d.body, q.q, :opts)",
-                                               "ts_rank(d.tsv, q.q) DESC"))
-        sql = self.docs(f"d.run_id, d.kind, d.turn_id, {snippet} AS snippet",
-                        where="d.run_id IN :ids", order=f"ORDER BY {order}")
-        return text(sql).bindparams(bindparam("ids", list(ids), expanding=True),
-                                    **({} if self.sqlite else {"opts": _HEADLINE}),
-                                    **self.params)
-
-
-def where_text(source: str, turn: dict[str, Any] | None) -> str:
-    """Where a document sits in its run, in words: `question`, `answer`, or the turn's
-    seat, phase and round."""
-    if source != "turn" or turn is None:
-        return source
-    round_text = f", round {turn['round']}" if turn.get("round") else ""
-    return f"{turn['seat']}, {turn['phase']}{round_text}"
 
 
 def snippets(connection: Connection, match: Match, ids: Sequence[str]
-             ) -> dict[str, dict[str, Any]]:
-    """The best matching document of each run in `ids`: {run id: {kind, seat, phase, round,
-    match (where, in words), snippet (one line of plain text)}}."""
+             ) -> dict[str, dict[str, str]]:
+    """The best matching document of each run in `ids`: {run id: {match (where it sits in
+    its run, in words: `question`, `answer`, or the turn's seat, phase and round), snippet
+    (one line of plain text)}}."""
     if not ids:
         return {}
-    best: dict[str, Any] = {}
-    for row in connection.execute(match.snippets(ids)).mappings():
+    snippet, order = (("snippet(search_fts, 0, '«', '»', '…', 14)", "search_fts.rank")
+                      if match.sqlite else ("ts_headline('simple', d.body, q.q, :opts)",
+                                            "ts_rank(d.tsv, q.q) DESC"))
+    sql = text(match.docs(f"d.run_id, d.kind, d.turn_id, {snippet} AS snippet",
+                          where="d.run_id IN :ids", order=f"ORDER BY {order}")).bindparams(
+        bindparam("ids", list(ids), expanding=True),
+        **({} if match.sqlite else {"opts": _HEADLINE}), **match.params)
+    best: dict[str, Any] = {}  # each run's best matching document: the first, best first
+    for row in connection.execute(sql).mappings():
         best.setdefault(row["run_id"], row)
     turn_ids = [row["turn_id"] for row in best.values() if row["turn_id"] is not None]
     turns = {}
     if turn_ids:
-        turns = {row["id"]: dict(row) for row in connection.execute(select(
+        turns = {row.id: row for row in connection.execute(select(
             TurnRow.id, TurnRow.seat, TurnRow.phase, TurnRow.round).where(
-            TurnRow.id.in_(turn_ids))).mappings()}
+            TurnRow.id.in_(turn_ids)))}
     out = {}
     for run_id, row in best.items():
-        turn = turns.get(row["turn_id"]) if row["turn_id"] is not None else None
-        out[run_id] = {"kind": row["kind"], "seat": turn["seat"] if turn else None,
-                       "phase": turn["phase"] if turn else None,
-                       "round": turn["round"] if turn else None,
-                       "match": where_text(row["kind"], turn),
-                       "snippet": " ".join(str(row["snippet"] or "").split())}
+        where, turn = row["kind"], turns.get(row["turn_id"])
+        if where == "turn" and turn is not None:
+            where = f"{turn.seat}, {turn.phase}" + (f", round {turn.round}" if turn.round else "")
+        out[run_id] = {"match": where, "snippet": " ".join(str(row["snippet"] or "").split())}
     return out
