@@ -461,9 +461,11 @@ def show(store: Store, experiment_id: str, state: ex.Progress) -> None:
     or progress (`stamp`) and kept for every later visit."""
     stamp = stamp_of(store, state)
     first = report(store, stamp, experiment_id, None)  # the kind shown first, read once
-    if st.session_state.get("exp-kind-of") != experiment_id:  # another experiment's switch:
-        st.session_state.pop("exp-kind", None)  # this one opens on its own kind of runs
-        st.session_state["exp-kind-of"] = experiment_id
+    # another experiment's switch, or this one's from before its first runs were stored (it
+    # opened on real runs while it had none): the switch opens on the kind of runs it has
+    if st.session_state.get("exp-kind-of") != (experiment_id, first.kind):
+        st.session_state.pop("exp-kind", None)
+        st.session_state["exp-kind-of"] = (experiment_id, first.kind)
     kind = st.segmented_control(
         "Runs", list(aggregate.KINDS), default=first.kind,
         format_func=KIND_NAMES.__getitem__, key="exp-kind",

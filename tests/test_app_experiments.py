@@ -99,3 +99,16 @@ def test_upload_source_asks_for_a_file(db_url):
     at.radio(key="exp-source").set_value("Upload a file").run()
     assert not at.exception, at.exception
     assert any("Upload a question file" in e.value for e in at.error)
+
+
+def test_the_runs_switch_opens_on_simulated_runs_stored_after_the_page_first_showed_none(db_url):
+    store = Store(db_url)
+    experiment_id = ex.create(store, {"questions": "demo", "configs": [
+        {"protocol": "vote", "label": "vote"}], "repeats": 1})
+    at = open_page()  # the planned experiment: no runs yet, so its switch opens on real runs
+    assert any(i.value == "No runs yet." for i in at.info)
+    ex.run_experiment(store, experiment_id)  # every run simulated, stored while the page is open
+    at.run()
+    assert not at.exception, at.exception
+    assert at.session_state["exp-kind"] == "simulated"
+    assert not [i.value for i in at.info if "No real runs" in i.value]
