@@ -57,6 +57,27 @@ def require_int(value: Any, name: str, low: int, high: int | None, protocol: str
     return value
 
 
+def require_number(name: str, raw: Any, ranges: Mapping[str, tuple[float, float]],
+                   where: str = "", *, text: bool = True) -> float | int:
+    """A number in its `ranges` entry (a model parameter's, an endpoint's call policy's): a
+    whole number when both bounds are whole, else read as a float; a string is read as a
+    number only with `text` (a spec's query holds strings, a settings table real numbers)."""
+    low, high = ranges.get(name, (float("-inf"), float("inf")))
+    whole = isinstance(low, int) and isinstance(high, int)
+    value: Any = raw
+    if text and isinstance(raw, str):
+        try:
+            value = int(raw.strip()) if whole else float(raw.strip())
+        except ValueError:
+            value = None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+            whole and not isinstance(value, int)) or value != value or not low <= value <= high:
+        expected = "a whole number" if whole else "a number"
+        raise ConfigError(f"{where}{name} must be {expected} in {low:g}..{high:g}, got {raw!r}",
+                          "input")
+    return float(value) if not whole else value
+
+
 def unique_names(seats: Sequence[Seat], what: str) -> None:
     """Seat names must differ after folding case, spacing and look-alike letters (NFKC)."""
     seen: dict[str, str] = {}

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, quote
 
+from engine.checks import require_number
 from engine.llm.capabilities import Capabilities
 from engine.llm.lines import GRAMMARS
 from engine.llm.prices import Price, PriceTable, price_value
@@ -360,8 +361,9 @@ def _endpoint(name: str, entry: Any, origin: str) -> Endpoint:
         raise ConfigError(f"{where}: give key_env or key, not both", "input")
     if key_env is not None and (not isinstance(key_env, str) or not key_env.strip()):
         raise ConfigError(f"{where}: key_env names an environment variable", "input")
-    policy = {name: _policy_value(entry[name], name, where) for name in POLICY_FIELDS
-              if entry.get(name) is not None}
+    policy: dict[str, Any] = {name: require_number(name, entry[name], POLICY_FIELDS,
+                                                   f"{where}: ", text=False)
+                              for name in POLICY_FIELDS if entry.get(name) is not None}
     structured = check_switch(entry.get("structured", "auto"), f"{where}: ")
     grammar = check_switch(entry.get("grammar", "auto"), f"{where}: ", "grammar", GRAMMARS)
     return Endpoint(name, check_url(entry.get("base_url"), f"{where} base_url"), provider,
@@ -381,18 +383,6 @@ def _endpoint_price(entry: Mapping[str, Any], where: str, name: str) -> Price | 
     return Price(price_value(entry["price_input"], f"{where}: price_input"),
                  price_value(entry["price_output"], f"{where}: price_output"),
                  f"endpoint {name}")
-
-
-def _policy_value(raw: Any, name: str, where: str) -> Any:
-    """One call-policy field of a registered endpoint, checked when the registry is read."""
-    low, high = POLICY_FIELDS[name]
-    whole = name != "timeout"
-    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or (
-            whole and not isinstance(raw, int)) or raw != raw or not low <= raw <= high:
-        expected = "a whole number" if whole else "a number of seconds"
-        raise ConfigError(f"{where}: {name} must be {expected} in {low:g}..{high:g}, got {raw!r}",
-                          "input")
-    return int(raw) if whole else float(raw)
 
 
 def _shown_variable(name: str) -> str:

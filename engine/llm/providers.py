@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
 
+from engine.checks import require_number
 from engine.llm.lines import GRAMMARS
 from engine.llm.prices import REPORTED_USAGE, Price, PriceTable
 from engine.llm.structured import OPENAI_HOST, SWITCHES, check_switch
@@ -45,7 +46,7 @@ def parse_spec(spec: str) -> tuple[str, str, dict[str, str]]:
 
 # What a spec string may set, per provider, and how each value is read. A spec is data (it
 # may come from a file or a form), so anything else -- a key, a proxy, a client -- is refused.
-_FLOAT = ("temperature", "top_p", "timeout", "frequency_penalty", "presence_penalty")
+# A range of whole numbers reads whole numbers only (`engine.checks.require_number`).
 _RANGES: dict[str, tuple[float, float]] = {
     "temperature": (0.0, 2.0), "top_p": (0.0, 1.0), "timeout": (0.001, 3600.0),
     "frequency_penalty": (-2.0, 2.0), "presence_penalty": (-2.0, 2.0),
@@ -58,24 +59,6 @@ SPEC_PARAMS = {
     "ollama": ("temperature", "top_p", "top_k", "num_ctx", "num_predict", "seed"),
 }
 _ROUTING = ("base_url", "endpoint")
-
-
-def number_param(name: str, raw: Any, where: str = "") -> float | int:
-    """A numeric model parameter (`temperature`, `max_tokens` ...) checked before any call."""
-    low, high = _RANGES.get(name, (float("-inf"), float("inf")))
-    whole = name not in _FLOAT
-    value: Any = raw
-    if isinstance(raw, str):
-        try:
-            value = int(raw.strip()) if whole else float(raw.strip())
-        except ValueError:
-            value = None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
-            whole and not isinstance(value, int)) or value != value or not low <= value <= high:
-        expected = "a whole number" if whole else "a number"
-        raise ConfigError(f"{where}{name} must be {expected} in {low:g}..{high:g}, got {raw!r}",
-                          "input")
-    return float(value) if not whole else value
 
 
 def check_spec_params(provider: str, query: Mapping[str, str], spec: str) -> dict[str, Any]:
@@ -96,7 +79,7 @@ def check_spec_params(provider: str, query: Mapping[str, str], spec: str) -> dic
         if name not in allowed:
             raise ConfigError(f"{where}{provider} models take no parameter {name!r}; parameters "
                               f"are {', '.join((*allowed, *switches, *_ROUTING))}", "input")
-        out[name] = number_param(name, raw, where)
+        out[name] = require_number(name, raw, _RANGES, where)
     return out
 
 
@@ -126,7 +109,7 @@ def get_model(spec: str = "simulated", *, endpoints: EndpointRegistry | None = N
     options: dict[str, Any] = check_spec_params(provider, query, spec)
     for numeric in _RANGES:
         if numeric in params and params[numeric] is not None:
-            params[numeric] = number_param(numeric, params[numeric])
+            params[numeric] = require_number(numeric, params[numeric], _RANGES)
     registry = endpoints if endpoints is not None else EndpointRegistry.from_settings(
         os.environ, secrets, allow_free_urls=True)
     endpoint = params.pop("endpoint", None) or query.get("endpoint")
