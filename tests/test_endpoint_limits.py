@@ -19,13 +19,13 @@ from openai_stub import SimulatedOpenAI
 from engine import Seat, Store, run_panel
 from engine.llm.endpoints import EndpointRegistry
 from engine.llm.limits import (
+    CallGate,
     Limits,
     LimitState,
     admit,
     burst,
     cool,
     estimate_tokens,
-    rate_limited,
     retry_after,
     settle,
 )
@@ -106,14 +106,22 @@ class _StatusError(Exception):
         self.response = _Response(status, headers or {})
 
 
+def _cooled_for(exc: BaseException) -> float | None:
+    """The seconds a call's gate cools its endpoint down after `exc` (None: not at all)."""
+    gate = CallGate({"gate": "e", "rpm": 60}, None, 10.0)
+    gate.refused(exc)
+    state = gate.limiter.held.state("e")
+    return None if state is None else round(state.cool_until - state.now, 6)
+
+
 def test_a_429_cools_down_for_its_retry_after():
-    assert rate_limited(_StatusError(429, {"retry-after": "7"})) == 7.0
-    assert rate_limited(_StatusError(429, {"retry-after-ms": "1500"})) == 1.5
-    assert rate_limited(_StatusError(429, {"retry-after": "soon"})) == 2.0
-    assert rate_limited(_StatusError(429)) == 2.0
-    assert rate_limited(_StatusError(429, {"retry-after": "99999"})) == 300.0
-    assert rate_limited(_StatusError(500)) is None
-    assert rate_limited(ValueError("no")) is None
+    assert _cooled_for(_StatusError(429, {"retry-after": "7"})) == 7.0
+    assert _cooled_for(_StatusError(429, {"retry-after-ms": "1500"})) == 1.5
+    assert _cooled_for(_StatusError(429, {"retry-after": "soon"})) == 2.0
+    assert _cooled_for(_StatusError(429)) == 2.0
+    assert _cooled_for(_StatusError(429, {"retry-after": "99999"})) == 300.0
+    assert _cooled_for(_StatusError(500)) is None
+    assert _cooled_for(ValueError("no")) is None
     assert estimate_tokens([{"role": "user", "content": "x" * 400}], 50) == 151
 
 
@@ -122,7 +130,7 @@ def test_only_a_retry_after_the_server_gave_is_its_ask():
     asked for (what a call compares with its timeout before retrying)."""
     assert retry_after(_StatusError(429, {"retry-after": "300"})) == 300.0
     assert retry_after(_StatusError(429, {"retry-after": "NaN"})) is None
-    assert retry_after(_StatusError(429)) is None and rate_limited(_StatusError(429)) == 2.0
+    assert retry_after(_StatusError(429)) is None and _cooled_for(_StatusError(429)) == 2.0
     assert retry_after(_StatusError(503, {"retry-after": "9"})) is None
 
 

@@ -191,15 +191,6 @@ def cool(limits: Limits, state: LimitState, seconds: float) -> None:
         state.requests = 0.0
 
 
-def rate_limited(exc: BaseException) -> float | None:
-    """For a 429 (rate limit) error, the seconds to cool down: its Retry-After (or
-    retry-after-ms) header when it gives one, else `DEFAULT_COOL_DOWN`; None otherwise."""
-    if status(exc) != 429:
-        return None
-    seconds = retry_after(exc)
-    return DEFAULT_COOL_DOWN if seconds is None else seconds
-
-
 def retry_after(exc: BaseException) -> float | None:
     """The seconds a 429 error's Retry-After (or retry-after-ms) header asks for, at most
     `LONGEST_COOL_DOWN`; None for another error, or a 429 that asks for nothing readable."""
@@ -382,7 +373,8 @@ class CallGate:
             self.limiter.release(ticket, tokens)
 
     def refused(self, exc: BaseException) -> None:
-        """A 429 from the endpoint: cool the endpoint down for everyone sharing the state."""
-        seconds = rate_limited(exc) if self.limits is not None else None
-        if seconds is not None and self.limits is not None:
-            self.limiter.cool_down(self.limits, seconds)
+        """A 429 from the endpoint: cool the endpoint down for everyone sharing the state, for
+        its Retry-After (or retry-after-ms) when it gives one, else `DEFAULT_COOL_DOWN`."""
+        if self.limits is not None and status(exc) == 429:
+            seconds = retry_after(exc)
+            self.limiter.cool_down(self.limits, DEFAULT_COOL_DOWN if seconds is None else seconds)
