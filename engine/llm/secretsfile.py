@@ -28,16 +28,12 @@ def setting(secrets: Any, name: str) -> Any:
         return None
 
 
-def secrets_paths(cwd: Path | None = None, home: Path | None = None) -> list[Path]:
-    """The files read, lowest precedence first: the user's, then the project's."""
-    return [(home or Path.home()) / ".streamlit" / "secrets.toml",
-            (cwd or Path.cwd()) / ".streamlit" / "secrets.toml"]
-
-
 def load_secrets(cwd: Path | None = None, home: Path | None = None) -> dict[str, Any]:
-    """The merged secrets of the files that exist ({} when none does)."""
+    """The merged secrets of the files that exist, the user's then the project's (whose
+    entries win); {} when none does."""
     merged: dict[str, Any] = {}
-    for path in secrets_paths(cwd, home):
+    for folder in (home or Path.home(), cwd or Path.cwd()):
+        path = folder / ".streamlit" / "secrets.toml"
         if path.is_file():
             merged.update(_read(path))
     return merged
