@@ -121,20 +121,20 @@ class Headroom:
 
 
 def _counted(store: Store, experiment_id: str, kind: str | None,
-             frame: pd.DataFrame | None = None) -> tuple[pd.DataFrame, str, list[str]]:
+             frame: pd.DataFrame | None = None) -> tuple[pd.DataFrame, str, dict[str, Any]]:
     """The experiment's counted runs of one kind (real unless it has only simulated ones),
-    with round votes filled in, its kind and its configuration labels (`frame`: its runs
-    frame when read already)."""
+    with round votes filled in, its kind and its spec (`frame`: its runs frame when read
+    already)."""
     if kind not in (None, "real", "simulated"):
         raise ConfigError(f"runs must be real or simulated (never pooled here), got {kind!r}",
                           "input")
-    labels = [c["label"] for c in row(store, experiment_id)["spec"]["configs"]]
+    spec = row(store, experiment_id)["spec"]
     frame = runs_frame(store, experiment_id) if frame is None else frame
     kind = kind or default_kind(frame)
     frame = counted(frame, simulated=kind == "simulated")
     if not frame.empty:
         frame = fill_votes(store, frame.reset_index(drop=True))
-    return frame, kind, labels
+    return frame, kind, spec
 
 
 def buckets(frame: pd.DataFrame) -> dict[int, str]:
@@ -223,15 +223,18 @@ def headroom(store: Store, experiment_id: str, kind: str | None = None) -> Headr
     """The routing headroom of an experiment's configurations over its `kind` runs (real
     unless it has only simulated ones; never both pooled; placebo arms are controls, not
     protocols to route to, so they are left out). Reads the store, calls no model."""
-    frame, kind, labels = _counted(store, experiment_id, kind)
-    return _headroom(frame, kind, routable(labels, placebo_pairs(
-        row(store, experiment_id)["spec"])))
+    return controls_of(store, experiment_id, kind)[0]
 
 
-def routable(labels: Sequence[str], pairs: Sequence[tuple[str, str]]) -> list[str]:
-    """The configuration labels without the placebo arms among `pairs`."""
-    arms = {arm for _, arm in pairs}
-    return [label for label in labels if label not in arms]
+def routable(spec: Mapping[str, Any]) -> list[str]:
+    """The spec's configuration labels without its placebo arms (`placebo_pairs`)."""
+    arms = {arm for _, arm in placebo_pairs(spec)}
+    return [label for label in labels_of(spec) if label not in arms]
+
+
+def labels_of(spec: Mapping[str, Any]) -> list[str]:
+    """The spec's configuration labels, in its order."""
+    return [str(c["label"]) for c in spec["configs"]]
 
 
 def _headroom(frame: pd.DataFrame, kind: str, labels: Sequence[str]) -> Headroom:
@@ -337,9 +340,8 @@ def controls_of(store: Store, experiment_id: str, kind: str | None = None
     """`headroom` and the dropped seats (`dropped_from`) from one read of the experiment's
     runs of `kind` (real unless it has only simulated ones). Reads the store, calls no
     model."""
-    frame, kind, labels = _counted(store, experiment_id, kind)
-    pairs = placebo_pairs(row(store, experiment_id)["spec"])
-    return _headroom(frame, kind, routable(labels, pairs)), dropped_from(frame, labels)
+    frame, kind, spec = _counted(store, experiment_id, kind)
+    return _headroom(frame, kind, routable(spec)), dropped_from(frame, labels_of(spec))
 
 
 def controls_text(store: Store, experiment_id: str) -> str:
@@ -353,9 +355,9 @@ def controls_text(store: Store, experiment_id: str) -> str:
     spec = row(store, experiment_id)["spec"]
     pairs = placebo_pairs(spec)
     rejudged = store.runs(experiment_id=experiment_id, tag=ANSWERS_ONLY_TAG)
+    labels = routable(spec)
     for kind in kinds:
-        frame, _, labels = _counted(store, experiment_id, kind, every)
-        labels = routable(labels, pairs)
+        frame, _, _ = _counted(store, experiment_id, kind, every)
         room = _headroom(frame, kind, labels) if len(labels) >= 2 else None
         if room is not None and room.configurations:  # nothing scored: nothing to say
             parts.append(headroom_text(room))
@@ -466,8 +468,8 @@ def placebo(store: Store, experiment_id: str, kind: str | None = None) -> list[P
     """Each configuration against its placebo arm over the experiment's `kind` runs (real
     unless it has only simulated ones; never pooled): configuration minus placebo, paired
     over the questions both scored, and tokens per run of both. No model call."""
-    frame, kind, _ = _counted(store, experiment_id, kind)
-    return placebo_from(frame, kind, placebo_pairs(row(store, experiment_id)["spec"]))
+    frame, kind, spec = _counted(store, experiment_id, kind)
+    return placebo_from(frame, kind, placebo_pairs(spec))
 
 
 def _tokens_text(value: float) -> str:
@@ -575,7 +577,7 @@ def answers_only_from(frame: pd.DataFrame, judged: pd.DataFrame, kind: str,
         by_label.setdefault(source[ran][0], []).append((ran, item))
     consulted = _consultancy_labels(spec)
     out = []
-    for label in [str(c["label"]) for c in spec["configs"]]:
+    for label in labels_of(spec):
         pairs = [(source[ran][1], item) for ran, item in by_label.get(label, [])
                  if source[ran][1] is not None and item.correct is not None]
         if not by_label.get(label):
@@ -603,9 +605,9 @@ def answers_only(store: Store, experiment_id: str, kind: str | None = None
     """Each judged configuration's judge accuracy from the transcript, from the final
     positions alone (`python -m engine rejudge EXPERIMENT --answers-only`) and the
     consultancy baseline's, over the experiment's `kind` runs; empty before a re-judge."""
-    frame, kind, _ = _counted(store, experiment_id, kind)
+    frame, kind, spec = _counted(store, experiment_id, kind)
     judged = store.runs(experiment_id=experiment_id, tag=ANSWERS_ONLY_TAG)
-    return answers_only_from(frame, judged, kind, row(store, experiment_id)["spec"])
+    return answers_only_from(frame, judged, kind, spec)
 
 
 def answers_only_rows(found: Sequence[AnswersOnly]) -> pd.DataFrame:
