@@ -399,34 +399,31 @@ def table_view(table: pd.DataFrame) -> pd.DataFrame:
     if table.empty:
         return pd.DataFrame(columns=["configuration"])
 
-    def ci(value: Any, low: Any, high: Any, fmt: str) -> str:
-        if value is None or value != value:
-            return "–"
-        inner = "" if low is None or low != low else f" [{low:{fmt}}, {high:{fmt}}]"
-        return f"{value:{fmt}}{inner}"
-    out = pd.DataFrame({"configuration": table["configuration"]})
-    out["simulated"] = table["simulated"].map({True: "simulated", False: ""})
-    out["runs"] = table["runs"]
-    out["agreement inflation [95% CI]"] = [ci(v, lo, hi, "+.2f") for v, lo, hi in zip(
-        table["inflation"], table["inflation_low"], table["inflation_high"], strict=True)]
-    out["accuracy [95% CI]"] = [ci(v, lo, hi, ".0%") for v, lo, hi in zip(
-        table["accuracy"], table["accuracy_low"], table["accuracy_high"], strict=True)]
-    out["round-one plurality accuracy"] = table["first_accuracy"].map(pct)
-    out["accuracy gain [95% CI]"] = [ci(v, lo, hi, "+.2f") for v, lo, hi in zip(
-        table["gain"], table["gain_low"], table["gain_high"], strict=True)]
-    out["manufactured consensus"] = [
-        "yes" if made else "too few runs (under 5)" if few else "no"
-        for made, few in zip(table["manufactured"], table["too_few"], strict=True)]
-    out["accuracy fell"] = table["accuracy_fell"].map({True: "yes", False: ""})
-    out["fixes / breaks"] = [f"{f} / {b}" for f, b in zip(table["fixes"], table["breaks"],
-                                                          strict=True)]
-    out["fix/break odds ratio [95% CI]"] = [ci(v, lo, hi, ".2f") for v, lo, hi in zip(
-        table["fix_break_or"], table["or_low"], table["or_high"], strict=True)]
-    for key, name in SOURCES.items():
-        out[f"{name}: ECE · AUARC (n)"] = [
+    def ci(key: str, fmt: str, bounds: str = "") -> list[str]:
+        """Column `key` with its interval (`{bounds or key}_low`, `_high`) as text."""
+        return ["–" if v is None or v != v else f"{v:{fmt}}" + (
+            "" if low is None or low != low else f" [{low:{fmt}}, {high:{fmt}}]")
+            for v, low, high in zip(table[key], table[f"{bounds or key}_low"],
+                                    table[f"{bounds or key}_high"], strict=True)]
+    return pd.DataFrame({
+        "configuration": table["configuration"],
+        "simulated": table["simulated"].map({True: "simulated", False: ""}),
+        "runs": table["runs"],
+        "agreement inflation [95% CI]": ci("inflation", "+.2f"),
+        "accuracy [95% CI]": ci("accuracy", ".0%"),
+        "round-one plurality accuracy": table["first_accuracy"].map(pct),
+        "accuracy gain [95% CI]": ci("gain", "+.2f"),
+        "manufactured consensus": ["yes" if made else "too few runs (under 5)" if few else "no"
+                                   for made, few in zip(table["manufactured"],
+                                                        table["too_few"], strict=True)],
+        "accuracy fell": table["accuracy_fell"].map({True: "yes", False: ""}),
+        "fixes / breaks": [f"{f} / {b}" for f, b in zip(table["fixes"], table["breaks"],
+                                                        strict=True)],
+        "fix/break odds ratio [95% CI]": ci("fix_break_or", ".2f", "or"),
+        **{f"{name}: ECE · AUARC (n)": [
             "–" if not n else f"{e:.3f} · {a:.3f} (n={n})" for n, e, a in zip(
                 table[f"{key}_n"], table[f"{key}_ece"], table[f"{key}_auarc"], strict=True)]
-    return out
+           for key, name in SOURCES.items()}})
 
 
 def inflation_figure(table: pd.DataFrame, title: str = "") -> Any:
