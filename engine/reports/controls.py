@@ -401,9 +401,7 @@ class Placebo:
     @property
     def ratio(self) -> float:
         """The placebo arm's tokens per run over its configuration's (NaN: not measured)."""
-        return self.placebo_tokens / self.tokens if self.tokens and \
-            self.tokens == self.tokens and self.placebo_tokens == self.placebo_tokens \
-            else math.nan
+        return self.placebo_tokens / self.tokens if self.tokens else math.nan  # NaN stays NaN
 
 
 def findings_of(store: Store, experiment_id: str) -> str:
@@ -472,10 +470,6 @@ def placebo(store: Store, experiment_id: str, kind: str | None = None) -> list[P
     return placebo_from(frame, kind, placebo_pairs(spec))
 
 
-def _tokens_text(value: float) -> str:
-    return "-" if value != value else f"{value:,.0f}"
-
-
 def placebo_rows(found: Sequence[Placebo]) -> pd.DataFrame:
     """The table a page shows, one row per configuration with a placebo arm."""
     columns = ["configuration", "questions", "accuracy", "placebo accuracy",
@@ -483,12 +477,11 @@ def placebo_rows(found: Sequence[Placebo]) -> pd.DataFrame:
                "placebo tokens per run", "token ratio"]
     return pd.DataFrame([{
         "configuration": p.label, "questions": p.questions,
-        "accuracy": "-" if p.accuracy != p.accuracy else f"{p.accuracy:.1%}",
-        "placebo accuracy": "-" if p.placebo != p.placebo else f"{p.placebo:.1%}",
+        "accuracy": _shown(p.accuracy, ".1%"), "placebo accuracy": _shown(p.placebo, ".1%"),
         "minus placebo (points)": _points(p.difference),
         "95% interval": f"[{_points(p.low)}, {_points(p.high)}]",
-        "tokens per run": _tokens_text(p.tokens),
-        "placebo tokens per run": _tokens_text(p.placebo_tokens),
+        "tokens per run": _shown(p.tokens, ",.0f"),
+        "placebo tokens per run": _shown(p.placebo_tokens, ",.0f"),
         "token ratio": "-" if p.ratio != p.ratio else f"{p.ratio:.2f}x"}
         for p in found], columns=columns)
 
@@ -508,8 +501,8 @@ def placebo_text(found: Sequence[Placebo]) -> str:
                  f"{'s' * (p.questions != 1)}; {p.accuracy:.1%} against {p.placebo:.1%})"
                  if p.questions else "no question scored by both")
         ratio = "" if p.ratio != p.ratio else f", {p.ratio:.2f}x"
-        lines.append(f"  {p.label}: {score}; tokens per run {_tokens_text(p.tokens)} against "
-                     f"{_tokens_text(p.placebo_tokens)} for the placebo{ratio}")
+        lines.append(f"  {p.label}: {score}; tokens per run {_shown(p.tokens, ',.0f')} "
+                     f"against {_shown(p.placebo_tokens, ',.0f')} for the placebo{ratio}")
     return "\n".join(lines)
 
 
@@ -645,8 +638,13 @@ def answers_only_text(found: Sequence[AnswersOnly]) -> str:
 
 
 # --------------------------------------------------------------------------- text
+def _shown(value: float, spec: str) -> str:
+    """A number formatted by `spec`, "-" for NaN (not measured)."""
+    return "-" if value != value else format(value, spec)
+
+
 def _points(value: float) -> str:
-    return "-" if value != value else f"{value * 100:+.1f}"
+    return _shown(value * 100, "+.1f")
 
 
 def headroom_rows(found: Headroom) -> pd.DataFrame:
