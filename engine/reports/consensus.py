@@ -137,10 +137,6 @@ def run_measures(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------- per configuration
-def _values(series: pd.Series) -> list[float]:
-    return [float(v) for v in series if v is not None and v == v]
-
-
 def _source(mine: pd.DataFrame, key: str) -> tuple[list[float], list[bool]]:
     """The source's confidences and the correctness of the runs of one configuration that
     have both."""
@@ -187,7 +183,7 @@ def configurations(measures: pd.DataFrame, order: Iterable[str] = ()) -> pd.Data
 
 
 def _row(label: str, simulated: bool, mine: pd.DataFrame) -> dict[str, Any]:
-    inflation = mean_interval(_values(mine["inflation"]))
+    inflation = mean_interval(mine["inflation"].dropna().astype(float).tolist())
     scored = mine[mine["correct"].notna()]
     right = int(scored["correct"].astype(bool).sum())
     low, high = stats.wilson_interval(right, len(scored)) if len(scored) else (None, None)
@@ -305,13 +301,6 @@ def fill_votes(store: Store, frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def from_flat(flat: pd.DataFrame, expected: pd.Series) -> pd.DataFrame:
-    """The columns `run_measures` reads, from Insights' flattened runs (`flatten`: `m_`
-    metrics) and each run's expected answer (aligned with `flat`)."""
-    return _inputs(flat.assign(expected=expected.tolist()), "group", "m_answer",
-                   "m_judge_confidence", "m_consensus", "m_round_votes")
-
-
 def _inputs(runs: pd.DataFrame, group: str, answer: str, judge: str, consensus: str,
             round_votes: str) -> pd.DataFrame:
     """The columns `run_measures` reads, from `runs`' columns of those names (None where
@@ -342,8 +331,9 @@ def from_store(store: Store, filters: RunFilters, kind: str, limit: int | None =
             every = every_for(count, limit or SAMPLE)
             steps.add(every)
             raw = store.runs(**narrowed, every=every, with_config=False)
-            flat = flatten(raw)
-            parts.append(from_flat(flat, raw["expected"]))
+            flat = flatten(raw).assign(expected=raw["expected"].tolist())  # `m_` metrics
+            parts.append(_inputs(flat, "group", "m_answer", "m_judge_confidence",
+                                 "m_consensus", "m_round_votes"))
             read, of = read + len(raw), of + count
     if not parts:
         return report(pd.DataFrame(columns=MEASURE_COLUMNS),
