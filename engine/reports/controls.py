@@ -432,30 +432,26 @@ def placebo_pairs(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-def _tokens(frame: pd.DataFrame, label: str) -> tuple[float, int]:
-    mine = frame[frame["label"] == label] if not frame.empty else frame
-    if mine.empty:
-        return math.nan, 0
-    tokens = pd.to_numeric(mine["tokens"], errors="coerce")
-    return float(tokens.mean()), len(mine)
-
-
 def placebo_from(frame: pd.DataFrame, kind: str, pairs: Sequence[tuple[str, str]]
                  ) -> list[Placebo]:
     """`placebo` over an experiment's counted runs of one kind."""
     table = scores(frame)
+    # per label: its mean tokens per run and its runs
+    spent = {} if frame.empty else {label: (float(tokens.mean()), len(tokens)) for label, tokens
+                                    in pd.to_numeric(frame["tokens"], errors="coerce")
+                                    .groupby(frame["label"])}
     out = []
     for label, arm in pairs:
         mine, theirs = table.get(label, {}), table.get(arm, {})
         shared = sorted(set(mine) & set(theirs))
-        if not shared and (frame.empty or not frame["label"].isin([label, arm]).any()):
+        (tokens, runs), (placebo_tokens, placebo_runs) = (
+            spent.get(name, (math.nan, 0)) for name in (label, arm))
+        if not shared and not runs + placebo_runs:
             continue  # neither has a run of this kind
         diffs = [mine[q] - theirs[q] for q in shared]
         low, high = _bootstrap(diffs)
         accuracy = sum(mine[q] for q in shared) / len(shared) if shared else math.nan
         placebo = sum(theirs[q] for q in shared) / len(shared) if shared else math.nan
-        (tokens, runs), (placebo_tokens, placebo_runs) = _tokens(frame, label), _tokens(
-            frame, arm)
         out.append(Placebo(label, arm, kind, len(shared), accuracy, placebo,
                            accuracy - placebo, low, high, tokens, placebo_tokens, runs,
                            placebo_runs))
