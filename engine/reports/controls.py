@@ -26,7 +26,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -413,18 +413,8 @@ def findings_of(store: Store, experiment_id: str) -> str:
 def placebo_pairs(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The spec's (configuration, placebo arm) label pairs, sides-swapped twins paired
     with theirs, in the spec's order; empty without `baseline: placebo`."""
-    if PLACEBO_KIND not in str(spec.get("baseline") or ""):
-        return []
-    configs = list(spec.get("configs") or ())
-    labels = {str(c.get("label")) for c in configs}
-    out = []
-    for config in configs:
-        try:
-            pair = placebo_arm(config)
-        except ConfigError:  # a stored configuration that no longer parses: no arm
-            continue
-        if pair is None:
-            continue
+    out: list[tuple[str, str]] = []
+    for pair, labels in _arms(spec, PLACEBO_KIND, placebo_arm):
         for of, arm in ((pair["of"], pair["label"]),
                         (swapped_label(pair["of"]), swapped_label(pair["label"]))):
             if of in labels and arm in labels and (of, arm) not in out:
@@ -530,21 +520,30 @@ class AnswersOnly:
     cost_usd: float | None
 
 
-def _consultancy_labels(spec: Mapping[str, Any]) -> dict[str, list[str]]:
-    """Each debate configuration's consultancy arms (both sides) among the spec's."""
-    if CONSULTANCY_KIND not in str(spec.get("baseline") or ""):
-        return {}
-    labels = {str(c.get("label")) for c in spec.get("configs") or ()}
-    out: dict[str, list[str]] = {}
-    for config in spec.get("configs") or ():
+def _arms(spec: Mapping[str, Any], kind: str,
+          arm_of: Callable[[dict[str, Any]], dict[str, Any] | None]
+          ) -> Iterator[tuple[dict[str, Any], set[str]]]:
+    """Each configuration's baseline arm (`arm_of`'s pair: `of`, `label`) when the spec runs
+    the `kind` baseline, with the spec's labels. A stored configuration that no longer
+    parses has no arm."""
+    if kind not in str(spec.get("baseline") or ""):
+        return
+    configs = list(spec.get("configs") or ())
+    labels = {str(c.get("label")) for c in configs}
+    for config in configs:
         try:
-            pair = consultancy_arm(config)
+            pair = arm_of(config)
         except ConfigError:
             continue
         if pair is not None:
-            out[pair["of"]] = [arm for arm in (pair["label"], swapped_label(pair["label"]))
-                               if arm in labels]
-    return out
+            yield pair, labels
+
+
+def _consultancy_labels(spec: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Each debate configuration's consultancy arms (both sides) among the spec's."""
+    return {pair["of"]: [arm for arm in (pair["label"], swapped_label(pair["label"]))
+                         if arm in labels]
+            for pair, labels in _arms(spec, CONSULTANCY_KIND, consultancy_arm)}
 
 
 def answers_only_from(frame: pd.DataFrame, judged: pd.DataFrame, kind: str,
