@@ -137,10 +137,6 @@ def run_measures(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------- per configuration
-def _values(series: pd.Series) -> list[float]:
-    return [float(v) for v in series if v is not None and v == v]
-
-
 def _source(mine: pd.DataFrame, key: str) -> tuple[list[float], list[bool]]:
     """The source's confidences and the correctness of the runs of one configuration that
     have both."""
@@ -187,7 +183,7 @@ def configurations(measures: pd.DataFrame, order: Iterable[str] = ()) -> pd.Data
 
 
 def _row(label: str, simulated: bool, mine: pd.DataFrame) -> dict[str, Any]:
-    inflation = mean_interval(_values(mine["inflation"]))
+    inflation = mean_interval(mine["inflation"].dropna().astype(float).tolist())
     scored = mine[mine["correct"].notna()]
     right = int(scored["correct"].astype(bool).sum())
     low, high = stats.wilson_interval(right, len(scored)) if len(scored) else (None, None)
@@ -305,13 +301,6 @@ def fill_votes(store: Store, frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def from_flat(flat: pd.DataFrame, expected: pd.Series) -> pd.DataFrame:
-    """The columns `run_measures` reads, from Insights' flattened runs (`flatten`: `m_`
-    metrics) and each run's expected answer (aligned with `flat`)."""
-    return _inputs(flat.assign(expected=expected.tolist()), "group", "m_answer",
-                   "m_judge_confidence", "m_consensus", "m_round_votes")
-
-
 def _inputs(runs: pd.DataFrame, group: str, answer: str, judge: str, consensus: str,
             round_votes: str) -> pd.DataFrame:
     """The columns `run_measures` reads, from `runs`' columns of those names (None where
@@ -342,8 +331,9 @@ def from_store(store: Store, filters: RunFilters, kind: str, limit: int | None =
             every = every_for(count, limit or SAMPLE)
             steps.add(every)
             raw = store.runs(**narrowed, every=every, with_config=False)
-            flat = flatten(raw)
-            parts.append(from_flat(flat, raw["expected"]))
+            flat = flatten(raw).assign(expected=raw["expected"].tolist())  # `m_` metrics
+            parts.append(_inputs(flat, "group", "m_answer", "m_judge_confidence",
+                                 "m_consensus", "m_round_votes"))
             read, of = read + len(raw), of + count
     if not parts:
         return report(pd.DataFrame(columns=MEASURE_COLUMNS),
@@ -399,34 +389,31 @@ def table_view(table: pd.DataFrame) -> pd.DataFrame:
     if table.empty:
         return pd.DataFrame(columns=["configuration"])
 
-    def ci(value: Any, low: Any, high: Any, fmt: str) -> str:
-        if value is None or value != value:
-            return "–"
-        inner = "" if low is None or low != low else f" [{low:{fmt}}, {high:{fmt}}]"
-        return f"{value:{fmt}}{inner}"
-    out = pd.DataFrame({"configuration": table["configuration"]})
-    out["simulated"] = table["simulated"].map({True: "simulated", False: ""})
-    out["runs"] = table["runs"]
-    out["agreement inflation [95% CI]"] = [ci(v, lo, hi, "+.2f") for v, lo, hi in zip(
-        table["inflation"], table["inflation_low"], table["inflation_high"], strict=True)]
-    out["accuracy [95% CI]"] = [ci(v, lo, hi, ".0%") for v, lo, hi in zip(
-        table["accuracy"], table["accuracy_low"], table["accuracy_high"], strict=True)]
-    out["round-one plurality accuracy"] = table["first_accuracy"].map(pct)
-    out["accuracy gain [95% CI]"] = [ci(v, lo, hi, "+.2f") for v, lo, hi in zip(
-        table["gain"], table["gain_low"], table["gain_high"], strict=True)]
-    out["manufactured consensus"] = [
-        "yes" if made else "too few runs (under 5)" if few else "no"
-        for made, few in zip(table["manufactured"], table["too_few"], strict=True)]
-    out["accuracy fell"] = table["accuracy_fell"].map({True: "yes", False: ""})
-    out["fixes / breaks"] = [f"{f} / {b}" for f, b in zip(table["fixes"], table["breaks"],
-                                                          strict=True)]
-    out["fix/break odds ratio [95% CI]"] = [ci(v, lo, hi, ".2f") for v, lo, hi in zip(
-        table["fix_break_or"], table["or_low"], table["or_high"], strict=True)]
-    for key, name in SOURCES.items():
-        out[f"{name}: ECE · AUARC (n)"] = [
+    def ci(key: str, fmt: str, bounds: str = "") -> list[str]:
+        """Column `key` with its interval (`{bounds or key}_low`, `_high`) as text."""
+        return ["–" if v is None or v != v else f"{v:{fmt}}" + (
+            "" if low is None or low != low else f" [{low:{fmt}}, {high:{fmt}}]")
+            for v, low, high in zip(table[key], table[f"{bounds or key}_low"],
+                                    table[f"{bounds or key}_high"], strict=True)]
+    return pd.DataFrame({
+        "configuration": table["configuration"],
+        "simulated": table["simulated"].map({True: "simulated", False: ""}),
+        "runs": table["runs"],
+        "agreement inflation [95% CI]": ci("inflation", "+.2f"),
+        "accuracy [95% CI]": ci("accuracy", ".0%"),
+        "round-one plurality accuracy": table["first_accuracy"].map(pct),
+        "accuracy gain [95% CI]": ci("gain", "+.2f"),
+        "manufactured consensus": ["yes" if made else "too few runs (under 5)" if few else "no"
+                                   for made, few in zip(table["manufactured"],
+                                                        table["too_few"], strict=True)],
+        "accuracy fell": table["accuracy_fell"].map({True: "yes", False: ""}),
+        "fixes / breaks": [f"{f} / {b}" for f, b in zip(table["fixes"], table["breaks"],
+                                                        strict=True)],
+        "fix/break odds ratio [95% CI]": ci("fix_break_or", ".2f", "or"),
+        **{f"{name}: ECE · AUARC (n)": [
             "–" if not n else f"{e:.3f} · {a:.3f} (n={n})" for n, e, a in zip(
                 table[f"{key}_n"], table[f"{key}_ece"], table[f"{key}_auarc"], strict=True)]
-    return out
+           for key, name in SOURCES.items()}})
 
 
 def inflation_figure(table: pd.DataFrame, title: str = "") -> Any:

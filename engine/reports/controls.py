@@ -26,7 +26,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -121,20 +121,20 @@ class Headroom:
 
 
 def _counted(store: Store, experiment_id: str, kind: str | None,
-             frame: pd.DataFrame | None = None) -> tuple[pd.DataFrame, str, list[str]]:
+             frame: pd.DataFrame | None = None) -> tuple[pd.DataFrame, str, dict[str, Any]]:
     """The experiment's counted runs of one kind (real unless it has only simulated ones),
-    with round votes filled in, its kind and its configuration labels (`frame`: its runs
-    frame when read already)."""
+    with round votes filled in, its kind and its spec (`frame`: its runs frame when read
+    already)."""
     if kind not in (None, "real", "simulated"):
         raise ConfigError(f"runs must be real or simulated (never pooled here), got {kind!r}",
                           "input")
-    labels = [c["label"] for c in row(store, experiment_id)["spec"]["configs"]]
+    spec = row(store, experiment_id)["spec"]
     frame = runs_frame(store, experiment_id) if frame is None else frame
     kind = kind or default_kind(frame)
     frame = counted(frame, simulated=kind == "simulated")
     if not frame.empty:
         frame = fill_votes(store, frame.reset_index(drop=True))
-    return frame, kind, labels
+    return frame, kind, spec
 
 
 def buckets(frame: pd.DataFrame) -> dict[int, str]:
@@ -223,15 +223,18 @@ def headroom(store: Store, experiment_id: str, kind: str | None = None) -> Headr
     """The routing headroom of an experiment's configurations over its `kind` runs (real
     unless it has only simulated ones; never both pooled; placebo arms are controls, not
     protocols to route to, so they are left out). Reads the store, calls no model."""
-    frame, kind, labels = _counted(store, experiment_id, kind)
-    return _headroom(frame, kind, routable(labels, placebo_pairs(
-        row(store, experiment_id)["spec"])))
+    return controls_of(store, experiment_id, kind)[0]
 
 
-def routable(labels: Sequence[str], pairs: Sequence[tuple[str, str]]) -> list[str]:
-    """The configuration labels without the placebo arms among `pairs`."""
-    arms = {arm for _, arm in pairs}
-    return [label for label in labels if label not in arms]
+def routable(spec: Mapping[str, Any]) -> list[str]:
+    """The spec's configuration labels without its placebo arms (`placebo_pairs`)."""
+    arms = {arm for _, arm in placebo_pairs(spec)}
+    return [label for label in labels_of(spec) if label not in arms]
+
+
+def labels_of(spec: Mapping[str, Any]) -> list[str]:
+    """The spec's configuration labels, in its order."""
+    return [str(c["label"]) for c in spec["configs"]]
 
 
 def _headroom(frame: pd.DataFrame, kind: str, labels: Sequence[str]) -> Headroom:
@@ -337,9 +340,8 @@ def controls_of(store: Store, experiment_id: str, kind: str | None = None
     """`headroom` and the dropped seats (`dropped_from`) from one read of the experiment's
     runs of `kind` (real unless it has only simulated ones). Reads the store, calls no
     model."""
-    frame, kind, labels = _counted(store, experiment_id, kind)
-    pairs = placebo_pairs(row(store, experiment_id)["spec"])
-    return _headroom(frame, kind, routable(labels, pairs)), dropped_from(frame, labels)
+    frame, kind, spec = _counted(store, experiment_id, kind)
+    return _headroom(frame, kind, routable(spec)), dropped_from(frame, labels_of(spec))
 
 
 def controls_text(store: Store, experiment_id: str) -> str:
@@ -353,9 +355,9 @@ def controls_text(store: Store, experiment_id: str) -> str:
     spec = row(store, experiment_id)["spec"]
     pairs = placebo_pairs(spec)
     rejudged = store.runs(experiment_id=experiment_id, tag=ANSWERS_ONLY_TAG)
+    labels = routable(spec)
     for kind in kinds:
-        frame, _, labels = _counted(store, experiment_id, kind, every)
-        labels = routable(labels, pairs)
+        frame, _, _ = _counted(store, experiment_id, kind, every)
         room = _headroom(frame, kind, labels) if len(labels) >= 2 else None
         if room is not None and room.configurations:  # nothing scored: nothing to say
             parts.append(headroom_text(room))
@@ -399,9 +401,7 @@ class Placebo:
     @property
     def ratio(self) -> float:
         """The placebo arm's tokens per run over its configuration's (NaN: not measured)."""
-        return self.placebo_tokens / self.tokens if self.tokens and \
-            self.tokens == self.tokens and self.placebo_tokens == self.placebo_tokens \
-            else math.nan
+        return self.placebo_tokens / self.tokens if self.tokens else math.nan  # NaN stays NaN
 
 
 def findings_of(store: Store, experiment_id: str) -> str:
@@ -413,18 +413,8 @@ def findings_of(store: Store, experiment_id: str) -> str:
 def placebo_pairs(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The spec's (configuration, placebo arm) label pairs, sides-swapped twins paired
     with theirs, in the spec's order; empty without `baseline: placebo`."""
-    if PLACEBO_KIND not in str(spec.get("baseline") or ""):
-        return []
-    configs = list(spec.get("configs") or ())
-    labels = {str(c.get("label")) for c in configs}
-    out = []
-    for config in configs:
-        try:
-            pair = placebo_arm(config)
-        except ConfigError:  # a stored configuration that no longer parses: no arm
-            continue
-        if pair is None:
-            continue
+    out: list[tuple[str, str]] = []
+    for pair, labels in _arms(spec, PLACEBO_KIND, placebo_arm):
         for of, arm in ((pair["of"], pair["label"]),
                         (swapped_label(pair["of"]), swapped_label(pair["label"]))):
             if of in labels and arm in labels and (of, arm) not in out:
@@ -432,30 +422,26 @@ def placebo_pairs(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-def _tokens(frame: pd.DataFrame, label: str) -> tuple[float, int]:
-    mine = frame[frame["label"] == label] if not frame.empty else frame
-    if mine.empty:
-        return math.nan, 0
-    tokens = pd.to_numeric(mine["tokens"], errors="coerce")
-    return float(tokens.mean()), len(mine)
-
-
 def placebo_from(frame: pd.DataFrame, kind: str, pairs: Sequence[tuple[str, str]]
                  ) -> list[Placebo]:
     """`placebo` over an experiment's counted runs of one kind."""
     table = scores(frame)
+    # per label: its mean tokens per run and its runs
+    spent = {} if frame.empty else {label: (float(tokens.mean()), len(tokens)) for label, tokens
+                                    in pd.to_numeric(frame["tokens"], errors="coerce")
+                                    .groupby(frame["label"])}
     out = []
     for label, arm in pairs:
         mine, theirs = table.get(label, {}), table.get(arm, {})
         shared = sorted(set(mine) & set(theirs))
-        if not shared and (frame.empty or not frame["label"].isin([label, arm]).any()):
+        (tokens, runs), (placebo_tokens, placebo_runs) = (
+            spent.get(name, (math.nan, 0)) for name in (label, arm))
+        if not shared and not runs + placebo_runs:
             continue  # neither has a run of this kind
         diffs = [mine[q] - theirs[q] for q in shared]
         low, high = _bootstrap(diffs)
         accuracy = sum(mine[q] for q in shared) / len(shared) if shared else math.nan
         placebo = sum(theirs[q] for q in shared) / len(shared) if shared else math.nan
-        (tokens, runs), (placebo_tokens, placebo_runs) = _tokens(frame, label), _tokens(
-            frame, arm)
         out.append(Placebo(label, arm, kind, len(shared), accuracy, placebo,
                            accuracy - placebo, low, high, tokens, placebo_tokens, runs,
                            placebo_runs))
@@ -466,12 +452,8 @@ def placebo(store: Store, experiment_id: str, kind: str | None = None) -> list[P
     """Each configuration against its placebo arm over the experiment's `kind` runs (real
     unless it has only simulated ones; never pooled): configuration minus placebo, paired
     over the questions both scored, and tokens per run of both. No model call."""
-    frame, kind, _ = _counted(store, experiment_id, kind)
-    return placebo_from(frame, kind, placebo_pairs(row(store, experiment_id)["spec"]))
-
-
-def _tokens_text(value: float) -> str:
-    return "-" if value != value else f"{value:,.0f}"
+    frame, kind, spec = _counted(store, experiment_id, kind)
+    return placebo_from(frame, kind, placebo_pairs(spec))
 
 
 def placebo_rows(found: Sequence[Placebo]) -> pd.DataFrame:
@@ -481,12 +463,11 @@ def placebo_rows(found: Sequence[Placebo]) -> pd.DataFrame:
                "placebo tokens per run", "token ratio"]
     return pd.DataFrame([{
         "configuration": p.label, "questions": p.questions,
-        "accuracy": "-" if p.accuracy != p.accuracy else f"{p.accuracy:.1%}",
-        "placebo accuracy": "-" if p.placebo != p.placebo else f"{p.placebo:.1%}",
+        "accuracy": _shown(p.accuracy, ".1%"), "placebo accuracy": _shown(p.placebo, ".1%"),
         "minus placebo (points)": _points(p.difference),
         "95% interval": f"[{_points(p.low)}, {_points(p.high)}]",
-        "tokens per run": _tokens_text(p.tokens),
-        "placebo tokens per run": _tokens_text(p.placebo_tokens),
+        "tokens per run": _shown(p.tokens, ",.0f"),
+        "placebo tokens per run": _shown(p.placebo_tokens, ",.0f"),
         "token ratio": "-" if p.ratio != p.ratio else f"{p.ratio:.2f}x"}
         for p in found], columns=columns)
 
@@ -506,8 +487,8 @@ def placebo_text(found: Sequence[Placebo]) -> str:
                  f"{'s' * (p.questions != 1)}; {p.accuracy:.1%} against {p.placebo:.1%})"
                  if p.questions else "no question scored by both")
         ratio = "" if p.ratio != p.ratio else f", {p.ratio:.2f}x"
-        lines.append(f"  {p.label}: {score}; tokens per run {_tokens_text(p.tokens)} against "
-                     f"{_tokens_text(p.placebo_tokens)} for the placebo{ratio}")
+        lines.append(f"  {p.label}: {score}; tokens per run {_shown(p.tokens, ',.0f')} "
+                     f"against {_shown(p.placebo_tokens, ',.0f')} for the placebo{ratio}")
     return "\n".join(lines)
 
 
@@ -539,21 +520,30 @@ class AnswersOnly:
     cost_usd: float | None
 
 
-def _consultancy_labels(spec: Mapping[str, Any]) -> dict[str, list[str]]:
-    """Each debate configuration's consultancy arms (both sides) among the spec's."""
-    if CONSULTANCY_KIND not in str(spec.get("baseline") or ""):
-        return {}
-    labels = {str(c.get("label")) for c in spec.get("configs") or ()}
-    out: dict[str, list[str]] = {}
-    for config in spec.get("configs") or ():
+def _arms(spec: Mapping[str, Any], kind: str,
+          arm_of: Callable[[dict[str, Any]], dict[str, Any] | None]
+          ) -> Iterator[tuple[dict[str, Any], set[str]]]:
+    """Each configuration's baseline arm (`arm_of`'s pair: `of`, `label`) when the spec runs
+    the `kind` baseline, with the spec's labels. A stored configuration that no longer
+    parses has no arm."""
+    if kind not in str(spec.get("baseline") or ""):
+        return
+    configs = list(spec.get("configs") or ())
+    labels = {str(c.get("label")) for c in configs}
+    for config in configs:
         try:
-            pair = consultancy_arm(config)
+            pair = arm_of(config)
         except ConfigError:
             continue
         if pair is not None:
-            out[pair["of"]] = [arm for arm in (pair["label"], swapped_label(pair["label"]))
-                               if arm in labels]
-    return out
+            yield pair, labels
+
+
+def _consultancy_labels(spec: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Each debate configuration's consultancy arms (both sides) among the spec's."""
+    return {pair["of"]: [arm for arm in (pair["label"], swapped_label(pair["label"]))
+                         if arm in labels]
+            for pair, labels in _arms(spec, CONSULTANCY_KIND, consultancy_arm)}
 
 
 def answers_only_from(frame: pd.DataFrame, judged: pd.DataFrame, kind: str,
@@ -575,7 +565,7 @@ def answers_only_from(frame: pd.DataFrame, judged: pd.DataFrame, kind: str,
         by_label.setdefault(source[ran][0], []).append((ran, item))
     consulted = _consultancy_labels(spec)
     out = []
-    for label in [str(c["label"]) for c in spec["configs"]]:
+    for label in labels_of(spec):
         pairs = [(source[ran][1], item) for ran, item in by_label.get(label, [])
                  if source[ran][1] is not None and item.correct is not None]
         if not by_label.get(label):
@@ -603,9 +593,9 @@ def answers_only(store: Store, experiment_id: str, kind: str | None = None
     """Each judged configuration's judge accuracy from the transcript, from the final
     positions alone (`python -m engine rejudge EXPERIMENT --answers-only`) and the
     consultancy baseline's, over the experiment's `kind` runs; empty before a re-judge."""
-    frame, kind, _ = _counted(store, experiment_id, kind)
+    frame, kind, spec = _counted(store, experiment_id, kind)
     judged = store.runs(experiment_id=experiment_id, tag=ANSWERS_ONLY_TAG)
-    return answers_only_from(frame, judged, kind, row(store, experiment_id)["spec"])
+    return answers_only_from(frame, judged, kind, spec)
 
 
 def answers_only_rows(found: Sequence[AnswersOnly]) -> pd.DataFrame:
@@ -643,8 +633,13 @@ def answers_only_text(found: Sequence[AnswersOnly]) -> str:
 
 
 # --------------------------------------------------------------------------- text
+def _shown(value: float, spec: str) -> str:
+    """A number formatted by `spec`, "-" for NaN (not measured)."""
+    return "-" if value != value else format(value, spec)
+
+
 def _points(value: float) -> str:
-    return "-" if value != value else f"{value * 100:+.1f}"
+    return _shown(value * 100, "+.1f")
 
 
 def headroom_rows(found: Headroom) -> pd.DataFrame:

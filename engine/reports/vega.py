@@ -137,9 +137,7 @@ def rate_bar(data: pd.DataFrame, x: str = "group", y: str | Sequence[str] = "rat
     labels = [str(v) for v in (names if names is not None else columns)]
     groups = list(dict.fromkeys(data[x].astype(str))) if not data.empty else []
     rows: list[dict[str, Any]] = []
-    for column, count, label in zip(columns, counts_of, labels):
-        if data.empty:
-            break
+    for column, count, label in zip(columns, counts_of, labels) if not data.empty else ():
         for group, value, c in zip(data[x].astype(str), data[column],
                                    data[count] if count in data else [None] * len(data)):
             rate, runs = _number(value), _count(c)

@@ -5,7 +5,6 @@ final one.
 """
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from typing import Any, TypeGuard
 
@@ -200,12 +199,11 @@ def correctness_flow_links(ballots: pd.DataFrame) -> pd.DataFrame:
     known = ballots[ballots["expected"].notna()] if not ballots.empty else ballots
     if known.empty:
         return pd.DataFrame(columns=["source", "target", "value", "label"])
-    normalize = functools.lru_cache(maxsize=4096)(normalize_stance)  # few distinct stances
-    expected = [normalize(e) for e in known["expected"]]
+    expected = [normalize_stance(e) for e in known["expected"]]
 
     def state(values: pd.Series, suffix: str) -> pd.Series:
         return pd.Series([f"{ABSTAINED}{suffix}" if pd.isna(v) else
-                          f"right{suffix}" if normalize(v) == e else f"wrong{suffix}"
+                          f"right{suffix}" if normalize_stance(v) == e else f"wrong{suffix}"
                           for v, e in zip(values, expected)])
     return _links(state(known["before"], " first"), state(known["after"], " finally"))
 
