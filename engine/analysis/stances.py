@@ -123,10 +123,6 @@ def _strip_wrappers(text: str) -> str:
             lo += 1
         while hi > lo and text[hi - 1] in _QUOTES:
             hi -= 1
-        while lo < hi and text[lo].isspace():
-            lo += 1
-        while hi > lo and text[hi - 1].isspace():
-            hi -= 1
         if hi - lo >= 2 and _PAIRS.get(text[lo]) == text[hi - 1]:
             lo, hi = lo + 1, hi - 1
         while hi > lo and text[hi - 1] in _TRAILING + " ":

@@ -12,7 +12,6 @@
 """
 from __future__ import annotations
 
-import hashlib
 import random
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -20,10 +19,10 @@ from typing import Any
 from engine.checks import ORDER_SEED_MAX
 from engine.models import ConfigError
 from engine.reports.positions import SWAPPED, swapped_label
+from engine.simulated.world import stable_int
 
 ORDERS = ("configured", "shuffled")
 SIDES = ("one", "both")
-SEED_MAX = 2**63 - 1
 
 
 def _choice(value: Any, name: str, allowed: tuple[str, ...]) -> str:
@@ -49,8 +48,8 @@ def spec_seed(value: Any) -> int:
     """A spec's `seed` (default 0), from which `order: shuffled` derives each cell's."""
     if value is None:
         return 0
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= SEED_MAX:
-        raise ConfigError(f"seed must be a whole number in 0..{SEED_MAX}, got {value!r}",
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= ORDER_SEED_MAX:
+        raise ConfigError(f"seed must be a whole number in 0..{ORDER_SEED_MAX}, got {value!r}",
                           "input")
     return value
 
@@ -59,8 +58,7 @@ def cell_order_seed(seed: int, question: str, repeat: int) -> int:
     """The order seed of a cell: SHA-256 of the experiment's seed, the question's text and
     the repeat, as a whole number in 0..2**63-1 (never Python's `hash`, which differs
     between processes)."""
-    digest = hashlib.sha256(f"{seed}\x1f{question}\x1f{repeat}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") & ORDER_SEED_MAX
+    return stable_int(seed, question, repeat) & ORDER_SEED_MAX
 
 
 def derangement(n: int, seed: int) -> list[int]:

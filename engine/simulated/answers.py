@@ -69,16 +69,12 @@ def revised(world: World, task: Task) -> tuple[str, str]:
     return own, "held"
 
 
-def _why(answer: str, how: str, own: str) -> str:
-    if how == "persuaded":
-        return f"The critique is right about {own}; working it through again gives {answer}."
-    if how == "conformed":
-        return f"Most of the others hold {answer}, and I have come round to it."
-    if how == "pushed":
-        return f"The case made for {answer} has won me over."
-    if how == "imitated":
-        return f"Another agent holds {answer}, and I take it up."
-    return f"I hold {answer}: nothing said so far overturns it."
+# A revision's reasoning by how `revised` got there ({own}: the answer the seat held).
+_WHY = {"persuaded": "The critique is right about {own}; working it through again gives {answer}.",
+        "conformed": "Most of the others hold {answer}, and I have come round to it.",
+        "pushed": "The case made for {answer} has won me over.",
+        "imitated": "Another agent holds {answer}, and I take it up.",
+        "held": "I hold {answer}: nothing said so far overturns it."}
 
 
 def _fill(task: Task, values: dict[str, Any], stance: str) -> dict[str, Any]:
@@ -111,7 +107,7 @@ def _answer(world: World, task: Task) -> dict[str, Any]:
 def _revise(world: World, task: Task) -> dict[str, Any]:
     answer, how = revised(world, task)
     return _fill(task, {"stance": answer, "answer": f"My answer is {answer}.",
-                        "reasoning": _why(answer, how, held(world, task)),
+                        "reasoning": _WHY[how].format(answer=answer, own=held(world, task)),
                         "changed_mind": task.own is not None and not same(answer, task.own)},
                  answer)
 

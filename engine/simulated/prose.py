@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import re
 
+from engine.analysis.sections import parse_answer
 from engine.analysis.stances import normalize_stance
 from engine.models import Task
 from engine.simulated.world import (
@@ -53,7 +54,6 @@ from engine.simulated.world import (
     stable_int,
 )
 
-_ANSWER_LINE = re.compile(r"^ANSWER:[ \t]*(.+?)[ \t]*$", re.M)
 _OFFERED = re.compile(r"answer should be (.+?), not ")
 _GROUNDS = (
     ("it keeps the decision reversible and limits the downside",
@@ -82,9 +82,9 @@ def grounds(answer: str) -> str:
 
 
 def answer_in(text: str | None) -> str | None:
-    """The answer a simulated draft or argument states on its last `ANSWER:` line."""
-    found = _ANSWER_LINE.findall(text or "")
-    return found[-1] if found else None
+    """The answer a draft or argument states on its last `ANSWER:` line, read as every reply's
+    is (`parse_answer`); None without one."""
+    return parse_answer(text or "") or None
 
 
 # --------------------------------------------------------------------------- sides and judges

@@ -18,11 +18,10 @@ from __future__ import annotations
 import hashlib
 import random
 import re
-from collections import Counter
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from engine.analysis.stances import normalize_stance
+from engine.analysis.stances import normalize_stance, tally
 from engine.models import Task
 
 NEUTRAL = ("option A", "option B", "option C")
@@ -214,14 +213,10 @@ def pushed(world: World, task: Task, own: str, *parts: Any) -> str | None:
 
 
 def majority(answers: list[str]) -> str | None:
-    """The most common answer (normalised); on a tie the smallest normalised form wins, as the
-    tally breaks ties. It is returned in its first spelling."""
-    usable = [a for a in answers if normalize_stance(a)]
-    if not usable:
-        return None
-    counts = Counter(normalize_stance(a) for a in usable)
-    best = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
-    return next(a for a in usable if normalize_stance(a) == best)
+    """The tally's winner among the answers (on a tie the smallest normalised form), returned
+    in its first spelling; None when none has a usable stance."""
+    best = tally(answers).winner if answers else None
+    return next((a for a in answers if best and normalize_stance(a) == best), None)
 
 
 def others_key(task: Task) -> str:
