@@ -40,6 +40,19 @@ def loopback(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
 
 
+@pytest.fixture
+def straight(monkeypatch):
+    """The calls that took the direct path (`providers._lean_completion`), in order."""
+    taken: list[tuple] = []
+    real = providers._lean_completion
+
+    async def counted(*args):
+        taken.append(args)
+        return await real(*args)
+    monkeypatch.setattr(providers, "_lean_completion", counted)
+    return taken
+
+
 def model_of(base_url: str, **options):
     return get_model(f"openai:m?grammar=off&base_url={base_url}", **options)
 
@@ -136,16 +149,9 @@ def test_a_refused_connection_is_an_api_connection_error_never_sent():
     assert str(error.request.url) == f"http://127.0.0.1:{port}/v1/chat/completions"
 
 
-def test_a_stream_goes_through_the_sdk_and_keeps_the_redirect_rule(monkeypatch):
+def test_a_stream_goes_through_the_sdk_and_keeps_the_redirect_rule(straight):
     """A streamed call is not a plain one: it goes through the SDK's client, whose response
     hook refuses a redirect to another origin."""
-    straight = []
-    real = providers._lean_completion
-
-    async def counted(*args):
-        straight.append(args)
-        return await real(*args)
-    monkeypatch.setattr(providers, "_lean_completion", counted)
     with RecordingServer() as elsewhere, \
             RecordingServer(redirect=(307, elsewhere.origin + "{path}")) as home:
         model = model_of(home.base_url, streaming=True)
@@ -156,16 +162,9 @@ def test_a_stream_goes_through_the_sdk_and_keeps_the_redirect_rule(monkeypatch):
     assert elsewhere.connections == 0 and elsewhere.requests == []
 
 
-def test_a_response_format_call_goes_through_the_sdk_and_is_read_to_the_cap(monkeypatch):
+def test_a_response_format_call_goes_through_the_sdk_and_is_read_to_the_cap(straight):
     """A `response_format` argument takes langchain-openai's own path through the SDK's
     client, whose body cap cuts a 30 MB answer where the plain path would."""
-    straight = []
-    real = providers._lean_completion
-
-    async def counted(*args):
-        straight.append(args)
-        return await real(*args)
-    monkeypatch.setattr(providers, "_lean_completion", counted)
     with Oversized(30 * MB) as server:
         model = model_of(server.base_url).bind(response_format={"type": "json_object"})
         reply = asyncio.run(releasing(model.ainvoke(MESSAGES)))
@@ -179,17 +178,10 @@ def test_a_response_format_call_goes_through_the_sdk_and_is_read_to_the_cap(monk
 
 
 @pytest.mark.parametrize("status", (302, 307))
-def test_a_plain_completion_follows_a_redirect_within_the_origin_only(monkeypatch, status):
+def test_a_plain_completion_follows_a_redirect_within_the_origin_only(straight, status):
     """The direct path keeps the rule: within the origin followed (307 re-sends the body, 302
     turns the POST into a GET, as httpx does), to another origin refused, nothing sent
     there."""
-    straight = []
-    real = providers._lean_completion
-
-    async def counted(*args):
-        straight.append(args)
-        return await real(*args)
-    monkeypatch.setattr(providers, "_lean_completion", counted)
     with RecordingServer() as elsewhere, \
             RecordingServer(redirect=(status, "/moved{path}"), reply="moved") as home:
         reply = asyncio.run(releasing(model_of(home.base_url).ainvoke(MESSAGES)))
