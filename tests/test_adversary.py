@@ -9,7 +9,7 @@ import pytest
 from engine import REGISTRY, ConfigError, Store, prompt_templates
 from engine import experiments as ex
 from engine.analysis.stats import wilson_interval
-from engine.protocols import answers_by_round, arun_config, run_sync
+from engine.protocols import arun_config, run_sync
 from engine.protocols.adversary import brief, planted_answer, with_controls
 from engine.reports import hijack
 from engine.reports.blind import blind_groups
@@ -130,7 +130,7 @@ def test_each_run_s_hijack_matches_a_hand_count_on_scripted_rounds(store):
     by_hand: dict[str, list[int]] = {}
     for run in runs.to_dict("records"):
         result = REGISTRY["society"].read_result(run["result"])
-        rounds = answers_by_round(result)
+        rounds = REGISTRY[result.protocol].answers_by_round(result)
         planted = run["metrics"]["planted_answer"]
         assert not same(planted, run["expected"])
         assert rounds[0]["mole"] == (planted if run["label"] == "planted" else run["expected"])

@@ -17,12 +17,12 @@ from engine import CouncilResult, Store
 from engine.analysis import votes
 from engine.analysis.consensus_stats import auarc, mean_interval, odds_ratio, selective_curve
 from engine.analysis.stats import wilson_interval
-from engine.protocols import answers_by_round, metrics_of
+from engine.protocols import REGISTRY
 from engine.protocols.panel import run_panel
 from engine.protocols.society import run_society
 from engine.reports import consensus
-from engine.store import RunFilters
 from engine.simulated.world import majority, same
+from engine.store import RunFilters
 from engine.store.schema import RunRow
 
 
@@ -207,8 +207,9 @@ def test_a_council_gives_one_round_its_members_own_answers():
     result = CouncilResult(protocol="council", question="q",
                            answers={"m1": "so\nANSWER: 4", "m2": "four, no line"},
                            borda={"m1": 1, "m2": 0, "m3": 0})
-    assert answers_by_round(result) == [{"m1": "4", "m2": None, "m3": None}]
-    assert metrics_of(result)["round_votes"] == [{"4": 1}]
+    spec = REGISTRY[result.protocol]
+    assert spec.answers_by_round(result) == [{"m1": "4", "m2": None, "m3": None}]
+    assert spec.metrics(result)["round_votes"] == [{"4": 1}]
 
 
 # --------------------------------------------------------------------------- from the store
@@ -241,7 +242,7 @@ def test_measured_conformity_in_a_society_agrees_with_the_declared_parameter():
     for q in range(150):
         result = run_society(f"q{q}", agents=[f"simulated?conformity=0.3&seed={q}"] * 5,
                              rounds=3, expected=str(10 + q))
-        rounds = answers_by_round(result)
+        rounds = REGISTRY[result.protocol].answers_by_round(result)
         for before, after in zip(rounds, rounds[1:], strict=False):
             for agent, now in after.items():
                 own = before[agent]
@@ -268,7 +269,7 @@ def test_measured_persuasion_in_a_panel_agrees_with_the_declared_parameter():
         model = spec.format(q=q)
         result = run_panel(f"q{q}", debaters=[model] * 3, critic=model, judge=model,
                            expected=str(10 + q))
-        before, after = answers_by_round(result)
+        before, after = REGISTRY[result.protocol].answers_by_round(result)
         for agent, now in after.items():
             note = result.critique.for_persona(agent)
             if note is None or not before[agent]:
@@ -290,7 +291,7 @@ def _share_right_by_round(model: str, runs: int = 120) -> list[list[float]]:
         result = run_society(f"q{q}", agents=[model.format(q=q)] * 5, rounds=3,
                              expected=str(10 + q))
         out.append([sum(same(a, str(10 + q)) for a in r.values()) / len(r)
-                    for r in answers_by_round(result)])
+                    for r in REGISTRY[result.protocol].answers_by_round(result)])
     return out
 
 

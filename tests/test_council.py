@@ -19,7 +19,7 @@ from protocol_contract import ProtocolContract
 from engine import ConfigError, CouncilResult, Seat, arun_council, run_council
 from engine import experiments as ex
 from engine.analysis.sections import parse_answer
-from engine.protocols import REGISTRY, estimate, metrics_of
+from engine.protocols import REGISTRY, estimate
 from engine.protocols.council_result import (
     aggregate,
     borda,
@@ -119,7 +119,7 @@ def test_borda_on_scripted_rankings(recording_model):
     # labels de-anonymise the rankings
     for ranker, ranked in result.rankings.items():
         assert set(result.labels[ranker].values()) == set(ranked)
-    metrics = metrics_of(result)
+    metrics = REGISTRY[result.protocol].metrics(result)
     assert metrics["top"] == "m1" and metrics["consensus"] == pytest.approx(0.6667)
     assert metrics["first_answer"] == "4" and metrics["members"] == 3
     assert metrics["rankings_read"] == 3 and metrics["top_points"] == 2

@@ -2,11 +2,10 @@
 import pytest
 from protocol_contract import ProtocolContract
 
-from engine.reports.runs import result_blocks
-from engine.protocols import metrics_of
 from engine import ConfigError, DuelResult, Seat, arun_duel, run_duel
 from engine.protocols import REGISTRY, estimate
 from engine.protocols.duel import TEMPLATES, agreed
+from engine.reports.runs import result_blocks
 
 TOPIC = "Should this API be synchronous?"
 OPENING = f"Make your opening statement about: {TOPIC}. 2-3 sentences."
@@ -45,9 +44,9 @@ def test_one_round_gives_one_turn_each(sides):
     assert isinstance(result, DuelResult)
     assert result.transcript == [("for", "A1"), ("against", "B1")]
     assert result.status == "finished" and len(a.received) == len(b.received) == 1
-    assert metrics_of(result).items() >= {"status": "finished", "turns": 2, "converged": False,
-                                          "failed_agent": None,
-                                          "outcome": "finished, 2 turns"}.items()
+    assert REGISTRY["duel"].metrics(result).items() >= {
+        "status": "finished", "turns": 2, "converged": False, "failed_agent": None,
+        "outcome": "finished, 2 turns"}.items()
 
 
 def test_three_rounds_alternate_a_b(sides):
@@ -131,7 +130,7 @@ def test_converge_is_checked_from_the_second_turn_only(sides):
     assert seen == ["B1"]  # never asked about the opening statement
     assert result.status == "converged" and result.transcript == [("for", "A1"),
                                                                    ("against", "B1")]
-    assert metrics_of(result)["converged"] is True
+    assert REGISTRY[result.protocol].metrics(result)["converged"] is True
 
 
 @pytest.mark.parametrize("value", [1, "yes", [1], "True", object()])
@@ -201,7 +200,7 @@ def test_a_failed_turn_halts_both_sides(recording_model, failing, at):
     position = 2 * (at - 1) + (0 if failing == "a" else 1)
     assert len(result.transcript) == position  # everything before the failure is kept
     assert len(a.received) + len(b.received) == position + 1  # nothing after it
-    assert metrics_of(result)["failed_agent"] == name and result.warnings
+    assert REGISTRY[result.protocol].metrics(result)["failed_agent"] == name and result.warnings
 
 
 def test_an_empty_reply_is_a_failed_turn(recording_model):

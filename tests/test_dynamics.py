@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 from engine import Seat, Store, run_roundtable, run_single, run_society, run_vote
 from engine.analysis import Dynamics, Flip, dynamics, influence, normalize_stance
-from engine.protocols import REGISTRY, answers_by_round, stored_rounds
+from engine.protocols import REGISTRY, stored_rounds
 from engine.protocols.panel import run_panel
 from engine.protocols.society import read_answer
 
@@ -186,7 +186,7 @@ def test_a_stored_society_runs_rounds_match_its_turns(db):
     result = run_society("What is 17 * 3?", agents=seats, rounds=3, store=db, expected="51")
     run = db.get(result.run_id)
     rounds = stored_rounds(run)
-    assert rounds == answers_by_round(result)
+    assert rounds == REGISTRY[result.protocol].answers_by_round(result)
     assert rounds is not None and len(rounds) == 3
     for turn in run["turns"]:
         assert rounds[turn["round"] - 1][turn["seat"]] == (read_answer(turn["reply"]) or None)
@@ -213,7 +213,7 @@ def test_every_protocol_with_rounds_of_answers_gives_them(db):
     assert [e.stance for e in table.exchanges] == [s for r in rounds for s in r.values()]
     vote = run_vote("What is 2+2?", voters=["simulated"] * 3, store=db)
     assert stored_rounds(db.get(vote.run_id)) is None  # one round: nothing to follow
-    assert answers_by_round(vote) is None
+    assert REGISTRY["vote"].answers_by_round is None
     named = [name for name, spec in REGISTRY.items() if spec.answers_by_round is not None]
     assert sorted(named) == ["council", "duel", "panel", "roundtable", "single", "society"]
 
@@ -232,11 +232,11 @@ def test_a_duels_rounds_are_the_answers_its_turns_declare(db, recording_model):
                                "Settled.\nANSWER: no"])
     result = run_duel("Is it safe?", a=Seat("opt", optimist), b=Seat("sk", skeptic),
                       rounds=3, store=db)
-    assert answers_by_round(result) == [{"opt": "yes", "sk": None},
+    assert REGISTRY[result.protocol].answers_by_round(result) == [{"opt": "yes", "sk": None},
                                          {"opt": "yes", "sk": "no"},
                                          {"opt": "no", "sk": "no"}]
     run = db.get(result.run_id)
-    assert stored_rounds(run) == answers_by_round(result)
+    assert stored_rounds(run) == REGISTRY[result.protocol].answers_by_round(result)
     assert run["metrics"]["round_votes"] == [{"yes": 1}, {"no": 1, "yes": 1}, {"no": 2}]
     got = dynamics(stored_rounds(run))
     assert [(f.agent, f.round, f.before, f.after) for f in got.flips] == [
@@ -245,7 +245,7 @@ def test_a_duels_rounds_are_the_answers_its_turns_declare(db, recording_model):
     assert influence(stored_rounds(run)) == {("sk", "opt"): 1}
     prose = run_duel("Is it safe?", a=Seat("opt", recording_model(["The answer is yes."])),
                      b=Seat("sk", recording_model(["No."])), rounds=2, store=db)
-    assert answers_by_round(prose) == [] and db.get(prose.run_id)["metrics"][
+    assert REGISTRY["duel"].answers_by_round(prose) == [] and db.get(prose.run_id)["metrics"][
         "round_votes"] == []
 
 

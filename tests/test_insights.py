@@ -6,15 +6,15 @@ from datetime import UTC, date, datetime
 
 import insights_frames as frames
 import pandas as pd
-from plugins.reruns import rerun
 import pytest
+from plugins.reruns import rerun
 
 from engine import REGISTRY, ConfigError, run_debate, run_peer_review
-from engine.protocols import arun_config, metrics_of, run_sync
+from engine.protocols import arun_config, run_sync
 from engine.reports import insights
 from engine.reports import runs as history
-from engine.store import RunFilters
 from engine.services.rerun import rerun_resolved
+from engine.store import RunFilters
 from engine.views import aggregate
 from engine.views import ballots as ballot_report
 
@@ -103,7 +103,7 @@ def test_the_outcome_line_is_the_protocols_own(protocol, store):
     config = {"protocol": protocol}
     result = run_sync(arun_config(config, "Should we ship it or wait?", store=store))
     line = REGISTRY[protocol].outcome(result)
-    assert line and metrics_of(result)["outcome"] == line
+    assert line and REGISTRY[result.protocol].metrics(result)["outcome"] == line
     table = history.history(store, RunFilters()).table
     assert table.set_index("id").loc[result.run_id, "outcome"] == line
     assert history.outcome_text({"outcome": 3}) == "" and history.outcome_text(None) == ""

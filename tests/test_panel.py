@@ -5,13 +5,12 @@ import re
 import pytest
 from protocol_contract import ProtocolContract
 
-from engine.protocols.adversary import TEMPLATES as ADVERSARY_TEMPLATES
-from engine.reports.runs import result_blocks
-from engine.protocols import metrics_of
 from engine import ConfigError, PanelResult, Seat, arun_panel, run_panel
-from engine.protocols.personas import CAUTIOUS, CREATIVE, CRITIC, JUDGE, LITERAL, panel_seats
 from engine.protocols import REGISTRY, estimate, prompt_templates, seats_from_config
+from engine.protocols.adversary import TEMPLATES as ADVERSARY_TEMPLATES
 from engine.protocols.panel import SPEC, TEMPLATES
+from engine.protocols.personas import CAUTIOUS, CREATIVE, CRITIC, JUDGE, LITERAL, panel_seats
+from engine.reports.runs import result_blocks
 from engine.views.blocks import Block
 
 Q = "A bat and a ball cost $1.10 in total. The bat costs $1.00 more than the ball. " \
@@ -109,7 +108,7 @@ def test_result_fields_first_round_and_final_tally(recording_model):
         ("cautious", "sound"), ("creative", "flawed"), ("literal", "sound")]
     assert result.critique.overall.startswith("OVERALL")
     assert (result.answer, result.key_points) == ("$0.05", ["k1", "k2"])
-    outcome = metrics_of(result)
+    outcome = REGISTRY[result.protocol].metrics(result)
     assert outcome["winner"] == "0.05" and outcome["confidence_level"] == "high"
     assert outcome["first_round_winner"] == "0.05" and outcome["changed_outcome"] is False
     assert outcome["mind_changes"] == 1 and outcome["critic_flawed"] == 1
@@ -203,7 +202,7 @@ def test_a_failing_debater_abstains_and_is_counted(recording_model):
     rebut = [t for t in result.turns if t.seat == "b" and t.phase == "rebuttal"][0]
     assert "[a] no usable proposal" in rebut.messages[-1]["content"]
     assert any("a: proposal failed" in w for w in result.warnings)
-    assert metrics_of(result)["abstentions"] == 1
+    assert REGISTRY[result.protocol].metrics(result)["abstentions"] == 1
 
 
 def test_a_failing_critic_leaves_the_run_complete(recording_model):
@@ -267,7 +266,8 @@ def test_expected_answer_sets_correct_and_change_kinds(recording_model):
                                    "d": "switched"}
     assert result.tally.counts == {"0.05": 2, "0.1": 1, "0.2": 1}
     assert result.correct is True and result.expected == "$0.05"
-    assert metrics_of(result)["persuaded"] == 1 and metrics_of(result)["misled"] == 1
+    metrics = REGISTRY["panel"].metrics(result)
+    assert metrics["persuaded"] == 1 and metrics["misled"] == 1
     wrong = run_panel(Q, **make(recording_model, {n: debater_fn("0.1") for n in "ab"})[0],
                       expected="$0.05")
     assert wrong.correct is False and wrong.change_kinds == {"a": "held", "b": "held"}
@@ -283,7 +283,7 @@ def test_claimed_changes_are_kept_apart_from_measured_ones(recording_model):
     result = run_panel("Pick?", **seats)
     assert result.mind_changes == ["b"] and result.claimed_changes == ["a"]
     assert result.claim_mismatches() == ["a", "b"]
-    assert metrics_of(result)["changed_outcome"] is False
+    assert REGISTRY[result.protocol].metrics(result)["changed_outcome"] is False
     assert result.first_round.tied is False and result.first_round.winner == "x"
 
 
@@ -291,7 +291,7 @@ def test_changed_outcome_when_the_rebuttal_flips_the_vote(recording_model):
     specs = {"a": debater_fn("y"), "b": debater_fn("y", final="x"), "c": debater_fn("x")}
     result = run_panel("Pick?", **make(recording_model, specs)[0])
     assert result.first_round.winner == "y" and result.tally.winner == "x"
-    assert metrics_of(result)["changed_outcome"] is True
+    assert REGISTRY[result.protocol].metrics(result)["changed_outcome"] is True
 
 
 # --------------------------------------------------------------------------- validation

@@ -3,17 +3,22 @@ import json
 from collections import Counter
 
 import pytest
-
-from engine.protocols.adversary import TEMPLATES as ADVERSARY_TEMPLATES
-from engine.analysis import normalize_stance
 from protocol_contract import ProtocolContract
 
-from engine.reports.runs import result_blocks
-from engine.protocols import metrics_of
-from engine import (ConfigError, Exchange, RoundtableResult, Seat, arun_roundtable,
-                    prompt_templates, run_roundtable)
+from engine import (
+    ConfigError,
+    Exchange,
+    RoundtableResult,
+    Seat,
+    arun_roundtable,
+    prompt_templates,
+    run_roundtable,
+)
+from engine.analysis import normalize_stance
 from engine.protocols import REGISTRY, arun_config, estimate, run_sync
+from engine.protocols.adversary import TEMPLATES as ADVERSARY_TEMPLATES
 from engine.protocols.roundtable import parse_stance, role_description, role_name
+from engine.reports.runs import result_blocks
 
 QUESTION = "Should we adopt the migration plan?"
 SEED_REPLIES = {"Ada": "Adopt the migration plan: the migration plan reduces downtime.",
@@ -65,8 +70,8 @@ def test_seed_worked_example(recording_model):
     assert result.stance_tally.winner is None and result.stance_tally.abstentions == ["Ada", "Bo"]
     assert "missing-stance" in result.warning_codes
     assert all(e.stance is None for e in result.exchanges)
-    assert metrics_of(result)["agreement_level"] == "strong"
-    assert metrics_of(result)["judge_status"] == "applied"
+    assert REGISTRY[result.protocol].metrics(result)["agreement_level"] == "strong"
+    assert REGISTRY[result.protocol].metrics(result)["judge_status"] == "applied"
 
 
 def test_a_model_that_returns_nothing_blocks_and_the_judge_is_not_asked(recording_model):
@@ -81,7 +86,7 @@ def test_a_model_that_returns_nothing_blocks_and_the_judge_is_not_asked(recordin
     assert result.agreement.voters == 0 and result.agreement.ignored_turns == 2
     assert result.agreement.level == "none"
     assert "no-content" in result.warning_codes and "degraded-turn" in result.warning_codes
-    assert metrics_of(result)["completion_state"] == "blocked-escalated"
+    assert REGISTRY[result.protocol].metrics(result)["completion_state"] == "blocked-escalated"
 
 
 def test_one_usable_agent_is_still_blocked(recording_model):
@@ -256,8 +261,8 @@ def test_stance_tally_and_confidence_beside_the_floor(recording_model):
     assert result.stance_tally.counts == {"yes": 2, "no": 1}
     assert result.stance_tally.winner == "yes" and result.final_answer() == "yes"
     assert result.stance_confidence.level == "medium"
-    assert metrics_of(result)["stance_winner"] == "yes"
-    assert metrics_of(result)["stance_confidence"] == "medium"
+    assert REGISTRY[result.protocol].metrics(result)["stance_winner"] == "yes"
+    assert REGISTRY[result.protocol].metrics(result)["stance_confidence"] == "medium"
     assert "lexical-only" in result.warning_codes and result.judge_status == "not_run"
 
 
@@ -323,7 +328,7 @@ def test_judge_call_failure_is_degraded(recording_model):
 def test_judge_disagreeing_with_the_floor_is_flagged(recording_model):
     result, _ = _judged(recording_model, [json.dumps({**JUDGE_OK, "agreement_level": "none",
                                                        "dissenting_views": ["Bo: wait"]})])
-    assert result.diverged_from_floor and metrics_of(result)["diverged"] is True
+    assert result.diverged_from_floor and REGISTRY["roundtable"].metrics(result)["diverged"]
     assert result.judge.dissenting_views == ["Bo: wait"]
     assert "judge-diverged" in result.warning_codes
     assert result.completion_state == "qualified-draft"

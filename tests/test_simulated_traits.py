@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from engine import ConfigError
 from engine.analysis.stats import wilson_interval
-from engine.protocols import answers_by_round, arun_config, resolve_config, run_sync
+from engine.protocols import REGISTRY, arun_config, resolve_config, run_sync
 from engine.reports.blind import blind_groups, config_worlds, unread_note
 from engine.services import library, runform
 from engine.simulated import with_traits, world_of
@@ -34,7 +34,7 @@ def moves(config, questions):
     counts: dict[str, list[int]] = {}
     for q in range(questions):
         result = run_sync(arun_config(config, f"q{q}", expected=str(10 + q), tags=[f"q{q}"]))
-        rounds = answers_by_round(result)
+        rounds = REGISTRY[result.protocol].answers_by_round(result)
         for before, after in zip(rounds, rounds[1:], strict=False):
             for agent, now in after.items():
                 common = majority([a for n, a in before.items() if n != agent and a])
@@ -138,8 +138,8 @@ def test_per_persona_mind_changes_over_simulated_runs_carry_the_caveat(store):
     from engine import run_panel
     from engine.protocols.personas import panel_seats
     from engine.reports import insights
-    from engine.store import RunFilters
     from engine.simulated.world import PERSONA_CAVEAT
+    from engine.store import RunFilters
     run_panel("What is 6 * 7?", **panel_seats(), expected="42", store=store)
     section = next(iter(insights.report_from_store(store, RunFilters(), only=["panel"])))
     chart = next(c for c in section.charts if c.title.startswith("Mind-change rate per persona"))
@@ -181,7 +181,8 @@ def test_a_yes_no_question_gets_yes_or_no_in_every_protocol_that_answers(protoco
     for seed in range(4):
         config = {"protocol": protocol, "model": f"simulated?seed={seed}"}
         result = run_sync(arun_config(config, "Should we ship the release on Friday?"))
-        rounds = answers_by_round(result) or []
+        hook = REGISTRY[protocol].answers_by_round  # None: a protocol without rounds
+        rounds = hook(result) if hook else []
         said = {normalize_stance(a) for answers in rounds for a in answers.values() if a}
         assert said <= {"yes", "no"}, (protocol, said)
         finals.add(normalize_stance(result.final_answer() or ""))

@@ -7,7 +7,7 @@ import pytest
 from protocol_contract import ProtocolContract
 
 from engine import ConfigError, Seat, SingleResult, arun_single, run_single
-from engine.protocols import REGISTRY, estimate, metrics_of
+from engine.protocols import REGISTRY, estimate
 from engine.protocols.single import TEMPLATES
 from engine.protocols.society import TEMPLATES as SOCIETY
 from engine.reports.runs import result_blocks
@@ -25,7 +25,7 @@ def test_one_round_is_one_call_with_the_societys_answer_prompt(recording_model):
     assert TEMPLATES["answer"] is SOCIETY["answer"]
     assert result.answer == "15" and result.correct is True
     assert [(r.round, r.answer) for r in result.replies] == [(1, "15")]
-    metrics = metrics_of(result)
+    metrics = REGISTRY[result.protocol].metrics(result)
     assert metrics["round_answers"] == ["15"] and metrics["first_answer"] == "15"
     assert metrics["mind_changes"] is None and metrics["seats"] is None
 
@@ -48,7 +48,7 @@ def test_reflection_asks_again_in_the_agents_own_conversation(recording_model):
     assert [r.answer for r in result.replies] == ["30", "15", "15"]
     assert result.answer == "15" and result.correct is True
     assert [(m.round, m.before, m.after) for m in result.mind_changes] == [(2, "30", "15")]
-    metrics = metrics_of(result)
+    metrics = REGISTRY[result.protocol].metrics(result)
     assert metrics["round_answers"] == ["30", "15", "15"]
     assert metrics["answer"] == "15" and metrics["first_answer"] == "30"
     assert metrics["seats"] == 1 and metrics["mind_changes"] == 1
@@ -61,7 +61,7 @@ def test_the_answer_is_the_last_rounds_even_when_reflection_makes_it_wrong(recor
     model = recording_model(["\\boxed{15}", "On reflection \\boxed{16}"])
     result = run_single(Q, agent=Seat("solo", model), rounds=2, expected="15")
     assert result.answer == "16" and result.correct is False
-    metrics = metrics_of(result)
+    metrics = REGISTRY[result.protocol].metrics(result)
     assert metrics["misled"] == 1 and metrics["right_to_wrong"] == 1
 
 

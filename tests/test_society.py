@@ -8,7 +8,7 @@ import pytest
 from protocol_contract import ProtocolContract
 
 from engine import ConfigError, Seat, SocietyResult, arun_society, run_society
-from engine.protocols import REGISTRY, estimate, metrics_of
+from engine.protocols import REGISTRY, estimate
 from engine.protocols.society import TEMPLATES, read_answer
 from engine.reports.runs import result_blocks
 
@@ -45,7 +45,7 @@ def test_du_three_agents_two_rounds_is_six_calls_and_each_sees_the_others(record
     assert [(m.agent, m.round, m.before, m.after) for m in result.mind_changes] == [
         ("a1", 2, "30", "15")]
     assert result.confidence is not None and result.confidence.level == "high"
-    metrics = metrics_of(result)
+    metrics = REGISTRY[result.protocol].metrics(result)
     assert metrics["answer"] == "15" and metrics["first_answer"] == "15"
     assert metrics["mind_changes"] == 1 and metrics["persuaded"] == 1 and metrics["misled"] == 0
 
@@ -81,7 +81,7 @@ def test_wrong_majority_misleads_and_correct_is_false(recording_model):
     result = run_society(Q, agents=[Seat(f"a{i}", m) for i, m in enumerate(models)],
                          expected="15")
     assert result.answer == "16" and result.correct is False
-    metrics = metrics_of(result)
+    metrics = REGISTRY[result.protocol].metrics(result)
     assert metrics["misled"] == 1 and metrics["persuaded"] == 0
 
 

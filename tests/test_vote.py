@@ -4,13 +4,12 @@ import json
 import pytest
 from protocol_contract import ProtocolContract
 
-from engine.reports.runs import result_blocks
-from engine.protocols import metrics_of
 from engine import ConfigError, Seat, VoteResult, arun_vote, run_panel, run_vote
-from engine.protocols.personas import panel_seats
 from engine.protocols import REGISTRY, estimate, seats_from_config
 from engine.protocols import panel as panel_module
+from engine.protocols.personas import panel_seats
 from engine.protocols.vote import SPEC, TEMPLATES
+from engine.reports.runs import result_blocks
 
 Q = "If it takes 5 machines 5 minutes to make 5 widgets, how many minutes would it take " \
     "100 machines to make 100 widgets?"
@@ -34,7 +33,8 @@ def test_each_voter_answers_once_with_the_panels_proposal_prompt(recording_model
     assert TEMPLATES["propose"] is panel_module.TEMPLATES["propose"]
     assert result.tally.counts == {"5": 3, "100": 1}
     assert result.confidence.level == "medium" and result.answer == "5"
-    assert metrics_of(result)["winner"] == "5" and metrics_of(result)["voters"] == 4
+    metrics = SPEC.metrics(result)
+    assert metrics["winner"] == "5" and metrics["voters"] == 4
     assert SPEC.estimate_calls({}, {"voters": 4}) == 4
 
 

@@ -53,23 +53,10 @@ def get_protocol(name: str) -> ProtocolSpec[Any]:
     return REGISTRY[key]
 
 
-def metrics_of(result: RunResult) -> dict[str, Any]:
-    """A result's stored metrics: its protocol's outcome line and signals, flat."""
-    return get_protocol(result.protocol).metrics(result)
-
-
-def answers_by_round(result: RunResult) -> list[dict[str, str | None]] | None:
-    """A result's answers by round (DESIGN 2.12): one mapping per round from agent to its
-    answer (None abstains); None when its protocol has no rounds of answers."""
-    spec = REGISTRY.get(result.protocol)
-    if spec is None or spec.answers_by_round is None:
-        return None
-    return spec.answers_by_round(result)
-
-
 def stored_rounds(run: Mapping[str, Any]) -> list[dict[str, str | None]] | None:
-    """A stored run's (a `Store.get` dict's) answers by round, as `answers_by_round`; None
-    when its protocol has no rounds of answers or its result is missing or unreadable."""
+    """A stored run's (a `Store.get` dict's) answers by round (DESIGN 2.12): one mapping per
+    round from agent to its answer (None abstains); None when its protocol has no rounds of
+    answers or its result is missing or unreadable."""
     spec = REGISTRY.get(str(run.get("protocol", "")))
     if spec is None or spec.answers_by_round is None:
         return None
@@ -244,7 +231,7 @@ def estimate(config: RunConfig | Mapping[str, Any] | Resolved) -> dict[str, int]
     return resolve_config(config).estimate()
 
 
-__all__ = ["resolve_config", "Resolved", "metrics_of", "arun_config", "estimate",
-           "seats_from_config", "answers_by_round", "stored_rounds", "check_options",
+__all__ = ["resolve_config", "Resolved", "arun_config", "estimate",
+           "seats_from_config", "stored_rounds", "check_options",
            "REGISTRY", "ProtocolSpec", "Slot", "Option", "Template", "get_protocol",
            "prompt_templates", "run_sync"]
