@@ -28,10 +28,9 @@ from engine import (
 )
 from engine.cli.main import main as cli_main
 from engine.llm.endpoints import EndpointRegistry
-from engine.protocols import arun_config, get_protocol, run_sync
+from engine.protocols import arun_config, check_config, get_protocol, run_sync
 from engine.questions import files as qsets
 from engine.services import library
-from engine.protocols.validation import check_config
 
 ROOT = Path(__file__).resolve().parents[1]
 

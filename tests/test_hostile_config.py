@@ -14,9 +14,14 @@ from streamlit.testing.v1 import AppTest
 from engine import REGISTRY, ConfigError, Seat, Store, experiments, run_debate, run_duel, run_panel, run_peer_review, run_roundtable, run_vote
 
 from engine.services import library
-from engine.protocols.validation import check_config
 from engine.cli.main import main as cli_main
-from engine.protocols import arun_config, resolve_config, run_sync, seats_from_config
+from engine.protocols import (
+    arun_config,
+    check_config,
+    resolve_config,
+    run_sync,
+    seats_from_config,
+)
 from engine.protocols.templates import Template
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")

@@ -4,10 +4,9 @@ from __future__ import annotations
 import pytest
 
 from engine import ConfigError, prompt_templates
-from engine.protocols import REGISTRY, arun_config, run_sync
+from engine.protocols import REGISTRY, arun_config, check_config, run_sync
 from engine.protocols.personas import PERSONAS, ROLES
 from engine.services import library, runform
-from engine.protocols.validation import check_config
 
 
 def names(store, kind):

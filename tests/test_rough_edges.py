@@ -155,7 +155,7 @@ def test_deleted_builtin_personas_can_be_restored(db_url):
 
 def test_duel_first_converge_and_reply_are_selects_checked_before_start(db_url):
     from engine import get_protocol
-    from engine.protocols.validation import check_config
+    from engine.protocols import check_config
     at = AppTest.from_file(APP, default_timeout=60).run()
     at.switch_page("pages/run.py").run()
     at.selectbox(key="run-0-protocol").select("duel").run()

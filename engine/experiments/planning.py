@@ -433,8 +433,7 @@ def _costs(configs: Sequence[Mapping[str, Any]], runs: int, check: bool = False,
     `baselines` (the plan has them), each row also has a `note`: on a baseline, what it
     matches and, when the vote's limits bind, that it is not equal compute."""
     notes = {b["label"]: b["note"] for b in baselines or ()}
-    from engine.protocols import resolve_config
-    from engine.protocols.validation import check_config
+    from engine.protocols import check_config, resolve_config
     out, resolved = [], []
     for config in configs:
         try:

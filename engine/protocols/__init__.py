@@ -5,6 +5,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from engine.checks import require_name, unique_names
 from engine.config import RunConfig, SeatSpec
 from engine.llm.endpoints import with_base_url
 from engine.llm.policy import CallPolicy
@@ -22,8 +23,8 @@ from engine.protocols import (
 )
 from engine.protocols.adversary import check_seat, with_templates
 from engine.protocols.base import Option, ProtocolSpec, Slot, describe_config, run_sync
-from engine.protocols.checks import check_options
-from engine.protocols.templates import Template
+from engine.protocols.checks import check_options, require_seat
+from engine.protocols.templates import Template, check_prompts
 from engine.simulated import with_traits
 
 if TYPE_CHECKING:
@@ -224,6 +225,35 @@ async def arun_config(config: RunConfig | Mapping[str, Any] | Resolved, question
     return result
 
 
+def check_config(config: RunConfig | Mapping[str, Any],
+                 endpoints: EndpointRegistry | None = None) -> Resolved:
+    """Check a configuration as a run would, before any call, and return it resolved (the
+    value the preflight, `TaskRunner.start_run` and `arun_config` take without resolving it
+    again).
+
+    Seat models resolve under `endpoints` (an `EndpointRegistry`; None: the environment's),
+    so a base URL the app may not call, or a key written into a spec, is refused here.
+    Raises `ConfigError` naming the protocol, seat, option or prompt placeholder to fix.
+    """
+    if not isinstance(config, (Mapping, RunConfig)):
+        raise ConfigError("a configuration must be a mapping", "input")
+    given = config if isinstance(config, Mapping) else config.model_dump()
+    spec = get_protocol(str(given.get("protocol", "")))
+    check_prompts(spec.name, with_templates(spec.templates), given.get("prompts"))
+    if given.get("label") not in (None, ""):
+        require_name(given["label"], "a configuration label")
+    resolved = resolve_config(config, endpoints)
+    for slot in spec.slots:
+        seats = resolved.seats.get(slot.name)
+        listed = [one for one in (seats if isinstance(seats, list) else [seats])
+                  if one is not None]
+        for one in listed:  # an unknown spec or a missing key fails here, before a run
+            require_seat(one, slot.name, endpoints)
+        if slot.many:
+            unique_names(listed, slot.name)
+    return resolved
+
+
 def estimate(config: RunConfig | Mapping[str, Any] | Resolved) -> dict[str, int]:
     """Preflight: the calls a configuration makes when nothing fails, the calls on its critical
     path (`waves`: how many call latencies it takes), and a token estimate
@@ -232,6 +262,6 @@ def estimate(config: RunConfig | Mapping[str, Any] | Resolved) -> dict[str, int]
 
 
 __all__ = ["resolve_config", "Resolved", "arun_config", "estimate",
-           "seats_from_config", "stored_rounds", "check_options",
+           "seats_from_config", "stored_rounds", "check_options", "check_config",
            "REGISTRY", "ProtocolSpec", "Slot", "Option", "Template", "get_protocol",
            "prompt_templates", "run_sync"]

@@ -18,7 +18,7 @@ from engine.access import LOCAL, Actor, require
 from engine.checks import require_name
 from engine.config import RunConfig, check_traits
 from engine.models import ConfigError
-from engine.protocols.validation import check_config
+from engine.protocols import check_config
 from engine.simulated import TRAITS
 from engine.text import fold_name
 from engine.yamlfile import safe_load, yaml_problem
