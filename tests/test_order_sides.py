@@ -15,7 +15,7 @@ from engine import ConfigError, Seat, Store, run_debate, run_duel
 from engine import experiments as ex
 from engine.config import RunConfig
 from engine.protocols import REGISTRY, arun_config, resolve_config, run_sync, seats_from_config
-from engine.protocols.base import in_order, presentation_order
+from engine.protocols.base import presentation_order, presented
 from engine.protocols.sides import seat_sides, verdict_side, verdict_winner
 
 # Protocols where one seat is never shown a list of others: their order is the flow's.
@@ -48,7 +48,8 @@ def test_presentation_order_is_a_reproducible_permutation():
     orders = {tuple(presentation_order(names, seed)) for seed in range(200)}
     assert len(orders) > 50  # many of the 120 permutations are drawn
     seats = [Seat(n, "simulated") for n in names]
-    assert [s.name for s in in_order(seats, ["c", "a"])] == ["c", "a", "b", "d", "e"]
+    order, shown = presented(seats, 7)
+    assert order == presentation_order(names, 7) == [s.name for s in shown]
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, True, "3", 2**63])

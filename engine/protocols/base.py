@@ -162,9 +162,7 @@ class ProtocolSpec(Generic[R]):
 
     def waves(self, options: Mapping[str, Any], sizes: Mapping[str, int]) -> int:
         """The critical path in calls (see `estimate_waves`)."""
-        if self.estimate_waves is None:
-            return self.estimate_calls(options, sizes)
-        return self.estimate_waves(options, sizes)
+        return (self.estimate_waves or self.estimate_calls)(options, sizes)
 
     def read_result(self, dump: Mapping[str, Any] | None) -> R | None:
         """A stored result dump as this protocol's typed result; None when it is missing or
@@ -177,27 +175,20 @@ class ProtocolSpec(Generic[R]):
             return None
 
     def metrics(self, result: R) -> dict[str, Any]:
-        """What the store keeps on the run row for reports: the signals, flat."""
+        """What the store keeps on the run row for reports: the signals, flat; each round's
+        answers counted (`engine.analysis.votes`) for the consensus report, where the
+        protocol has rounds of answers; the order seats were presented in and the seats that
+        carried the outcome for the position report, where the run has an order."""
         signals = self.signals(result)
-        return {**signals.extra, **signals.common(), "outcome": self.outcome(result),
-                **output_counts(result.turns), **self.positions(result),
-                **self.round_votes(result)}
-
-    def round_votes(self, result: R) -> dict[str, Any]:
-        """Each round's answers counted (`engine.analysis.votes`), for the consensus report
-        (`engine.reports.consensus`); nothing for a protocol without rounds of answers."""
-        if self.answers_by_round is None:
-            return {}
-        return {"round_votes": votes(self.answers_by_round(result))}
-
-    def positions(self, result: R) -> dict[str, Any]:
-        """The order seats were presented in and the seats that carried the outcome, for the
-        position report (`engine.reports.positions`); nothing for a run that has no order."""
-        if not result.order:
-            return {}
-        carried = self.carried(result)
-        return {"order": list(result.order),
-                "carried": None if carried is None else list(carried)}
+        out = {**signals.extra, **signals.common(), "outcome": self.outcome(result),
+               **output_counts(result.turns)}
+        if result.order:
+            carried = self.carried(result)
+            out |= {"order": list(result.order),
+                    "carried": None if carried is None else list(carried)}
+        if self.answers_by_round is not None:
+            out["round_votes"] = votes(self.answers_by_round(result))
+        return out
 
 
 class AnswerResult(RunResult):
@@ -270,21 +261,15 @@ def presentation_order(names: Sequence[str], seed: int | None) -> list[str]:
 S = TypeVar("S", bound=Seat)
 
 
-def in_order(seats: Sequence[S], order: Sequence[str]) -> list[S]:
-    """`seats` rearranged into `order` (seat names; a seat it does not name keeps its place
-    after the ones it does)."""
-    rank = {name: index for index, name in enumerate(order)}
-    return sorted(seats, key=lambda seat: rank.get(seat.name, len(rank)))
-
-
 def presented(seats: Sequence[S], seed: int | None) -> tuple[list[str], list[S]]:
     """(the presentation order of `seats` drawn from `seed`, the seats in that order); the
-    stored configuration keeps the configured order, so a re-run draws the same one."""
+    stored configuration keeps the configured order, so a re-run draws the same one. The
+    seats' names are unique (checked with the seats), so the order names each once."""
     order = presentation_order([seat.name for seat in seats], seed)
-    return order, in_order(seats, order)
+    return order, sorted(seats, key=lambda seat: order.index(seat.name))
 
 
-async def execute(spec: ProtocolSpec[Any], question: str, templates: Mapping[str, Template],
+async def execute(spec: ProtocolSpec[Any], question: str,
                   body: Callable[[RunContext], Awaitable[R]],
                   seats: Mapping[str, Seat | list[Seat] | None], options: Mapping[str, Any],
                   run: RunOptions, order: Sequence[str] = ()) -> R:
@@ -293,8 +278,8 @@ async def execute(spec: ProtocolSpec[Any], question: str, templates: Mapping[str
     (the result's `duration`: the seconds `body` took).
     `order` is the presentation order the run used (`presentation_order`), kept on the
     result; the stored configuration says the run's order seed. `spec` is the protocol's own
-    registry entry: its slots, metrics and assessment end the run."""
-    protocol = spec.name
+    registry entry: its templates, slots, metrics and assessment end the run."""
+    protocol, templates = spec.name, spec.templates
     prompts = check_prompts(protocol, adversary.with_templates(templates), run.prompts)
     store = run.store
     planted = planted_seat(run, seats, prompts)

@@ -234,7 +234,7 @@ async def arun_council(question: str, *, members: list[Seat | Any], chairman: Se
             answer=answer, confidence=top_confidence(rankings, top), seed=seed,
             warnings=warnings)
 
-    return await execute(SPEC, question, TEMPLATES, body,
+    return await execute(SPEC, question, body,
                          {"members": members, "chairman": chair}, {"seed": seed}, run, order)
 
 

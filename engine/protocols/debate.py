@@ -277,7 +277,7 @@ async def arun_debate(topic: str, *, proponent: Seat | Any, opponent: Seat | Any
                             confidence=confidence, answer=answer, confidence_stated=readable,
                             warnings=warnings, winning_side=winning_side, winner=winner)
 
-    return await execute(SPEC, topic, TEMPLATES, body,
+    return await execute(SPEC, topic, body,
                          {"proponent": proponent, "opponent": opponent, "judge": judge},
                          options, run, order)
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any, Literal, Unpack
 
 from engine.analysis.answers import extract_answer, hedge
-from engine.checks import ROUNDS_MAX, require_int, require_text, unique_names
+from engine.checks import ROUNDS_MAX, require_text, unique_names
 from engine.config import RunKwargs
 from engine.llm.calls import RunContext
 from engine.models import ConfigError, RunResult, Seat, Signals, Task
@@ -24,7 +24,7 @@ from engine.protocols.base import (
     split_run_options,
     synchronous,
 )
-from engine.protocols.checks import require_seat
+from engine.protocols.checks import check_options, require_seat
 from engine.protocols.roles import library_text
 from engine.protocols.templates import Template, render
 from engine.views.aggregate import completed, counts_by, rate_by
@@ -74,43 +74,22 @@ class DuelResult(RunResult):
     rounds: int = 0
 
 
-def _first(first: Any, a: Seat, b: Seat) -> str:
-    """'a' or 'b' for who opens; slot letters win over seat names when both could match."""
-    if first is None:
-        return "a"
-    if isinstance(first, str):
-        key = first.strip()
-        if key.lower() in ("a", "b"):
-            return key.lower()
-        if key == a.name:
-            return "a"
-        if key == b.name:
-            return "b"
-    raise ConfigError(f"first must be 'a', 'b', {a.name!r} or {b.name!r}, got {first!r}",
-                      "input")
-
-
 def _opener(first: Any, a: Seat, b: Seat, order_seed: int | None) -> str:
-    """Who opens: `first`, or with an order seed the first of a permutation of the two seats
-    drawn from it (DESIGN 2.10); giving both is refused, since they would disagree."""
+    """'a' or 'b' for who opens: `first` (checked: a slot letter, which wins over a seat
+    name, or a seat's name), or with an order seed the first of a permutation of the two
+    seats drawn from it (DESIGN 2.10); giving both is refused, since they would disagree."""
     if order_seed is None:
-        return _first(first, a, b)
+        key = (first or "a").strip()
+        return key.lower() if key.lower() in ("a", "b") else "a" if key == a.name else "b"
     if first is not None:
         raise ConfigError("a duel takes first or an order seed, not both: the order seed "
                           f"draws who opens (first is {first!r})", "input")
     return "a" if presentation_order([a.name, b.name], order_seed)[0] == a.name else "b"
 
 
-def _converge(converge: Callable[[str], Any] | str | None) -> Callable[[str], Any] | None:
-    if converge is None or callable(converge):
-        return converge
-    if isinstance(converge, str) and converge.strip().lower() == "agreed":
-        return agreed
-    raise ConfigError(f'converge must be None, "agreed" or a callable on the newest text, '
-                      f"got {converge!r}", "input")
-
-
 def _reply(reply: Any) -> Callable[[list[tuple[str, str]]], str]:
+    """The run's `reply` from its transcript: a callable's text, the last turn's, or (the
+    checked option's other choice) the whole transcript."""
     if callable(reply):
         def custom(transcript: list[tuple[str, str]]) -> str:
             value = reply(list(transcript))
@@ -119,12 +98,9 @@ def _reply(reply: Any) -> Callable[[list[tuple[str, str]]], str]:
                                 f"{type(value).__name__}")
             return value
         return custom
-    if reply == "transcript":
-        return lambda t: "\n\n".join(f"{name}:\n{text}" for name, text in t)
-    if reply == "last":
+    if reply.strip().lower() == "last":
         return lambda t: t[-1][1] if t else ""
-    raise ConfigError(f'reply must be "transcript", "last" or a callable given '
-                      f"[(name, text), ...], got {reply!r}", "input")
+    return lambda t: "\n\n".join(f"{name}:\n{text}" for name, text in t)
 
 
 async def arun_duel(topic: str, *, a: Seat | Any, b: Seat | Any, rounds: int = 3,
@@ -136,9 +112,11 @@ async def arun_duel(topic: str, *, a: Seat | Any, b: Seat | Any, rounds: int = 3
     a = require_seat(a, "a", run.endpoints)
     b = require_seat(b, "b", run.endpoints)
     unique_names([a, b], "seat")
-    require_int(rounds, "rounds", 1, MAX_ROUNDS, "duel")
+    options = {"rounds": rounds, "first": first, "converge": converge, "reply": reply}
+    # the options' rules are their `Option` rows; a callable converge or reply is the API's own
+    check_options(SPEC, {k: v for k, v in options.items() if not callable(v)}, [a.name, b.name])
     opener = _opener(first, a, b, run.order_seed)
-    stop_rule = _converge(converge)
+    stop_rule = converge if callable(converge) else agreed if converge is not None else None
     make_reply = _reply(reply)
     sides = {key: seat if seat.role.strip() else seat.model_copy(
         update={"role": DEFAULT_ROLES[key]}) for key, seat in (("a", a), ("b", b))}
@@ -190,9 +168,8 @@ async def arun_duel(topic: str, *, a: Seat | Any, b: Seat | Any, rounds: int = 3
                           status=status, failed_agent=failed_agent, error=error, rounds=rounds,
                           warnings=warnings)
 
-    options = {"rounds": rounds, "first": first, "converge": converge, "reply": reply}
     speaking = [sides[opener].name, sides["b" if opener == "a" else "a"].name]
-    return await execute(SPEC, topic, TEMPLATES, body, {"a": sides["a"], "b": sides["b"]},
+    return await execute(SPEC, topic, body, {"a": sides["a"], "b": sides["b"]},
                          options, run, speaking)
 
 

@@ -57,12 +57,12 @@ from engine.protocols.tallying import (
     MAX_DEBATERS,
     PROPOSE,
     Proposal,
+    ballot,
     need_stance,
     peer_proposals,
     propose,
     read_proposal,
     require_seats,
-    screened,
     text_value,
 )
 from engine.protocols.templates import Template, render
@@ -272,11 +272,7 @@ async def _rebut(ctx: RunContext, seat: Seat, question: str, own: Proposal,
                                               own=own.stance if own.usable else None,
                                               verdict=note.verdict if note else "",
                                               others=_stances(others)))
-    made = ctx.guard(turn, _rebuttal, seat, obj) if obj is not None else None
-    if made is None:  # no JSON, or one the reading trips on: this seat abstains
-        return Rebuttal(persona=seat.name, icon=seat.icon, usable=False,
-                        error=turn.error or "no usable reply")
-    return screened(ctx, turn, made, made.stance)
+    return ballot(ctx, turn, seat, obj, _rebuttal, Rebuttal)
 
 
 def _rebuttal(seat: Seat, obj: dict[str, Any]) -> Rebuttal:
@@ -381,9 +377,8 @@ async def arun_panel(question: str, *, debaters: list[Seat | Any], critic: Seat 
             first_round_confidence=derive_confidence(first), answer=answer,
             rationale=rationale, key_points=points, warnings=warnings)
 
-    return await execute(SPEC, question, TEMPLATES, body,
-                         {"debaters": debaters, "critic": critic, "judge": judge}, {},
-                         run, order)
+    return await execute(SPEC, question, body,
+                         {"debaters": debaters, "critic": critic, "judge": judge}, {}, run, order)
 
 
 run_panel = synchronous(arun_panel)

@@ -151,7 +151,7 @@ async def arun_peer_review(task: str, *, producer: Seat | Any, reviewer: Seat | 
                                 iterations=iterations, iterations_used=len(iterations),
                                 answer=answer, warnings=warnings)
 
-    return await execute(SPEC, task, TEMPLATES, body,
+    return await execute(SPEC, task, body,
                          {"producer": producer, "reviewer": reviewer},
                          {"max_iterations": max_iterations}, run,
                          # the loop fixes who goes first (a review needs a draft): no seat is

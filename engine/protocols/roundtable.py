@@ -131,16 +131,13 @@ def _transcript(exchanges: list[Exchange]) -> str:
 def _peers(ctx: RunContext, mine: str, exchanges: list[Exchange]) -> list[Exchange]:
     """The transcript so far as agent `mine` hears it: its own turns, and the others' as
     `RunContext.peer` carries them (a placebo run's donor turns, their stances read again)."""
+    def heard(e: Exchange) -> Exchange:
+        text = ctx.peer(e.agent, "turn", e.round, e.response)
+        return e.model_copy(update={"response": text, "usable": bool(text.strip()),
+                                    "stance": parse_stance(text)[0]["stance"]})
     if ctx.donor is None:
         return exchanges
-    out = []
-    for e in exchanges:
-        if e.agent != mine:
-            text = ctx.peer(e.agent, "turn", e.round, e.response)
-            e = e.model_copy(update={"response": text, "usable": bool(text.strip()),
-                                     "stance": parse_stance(text)[0]["stance"]})
-        out.append(e)
-    return out
+    return [e if e.agent == mine else heard(e) for e in exchanges]
 
 
 def _turn_task(seat: Seat, exchanges: list[Exchange]) -> Task:
@@ -309,7 +306,7 @@ async def arun_roundtable(question: str, *, agents: list[Seat | Any], rounds: in
             warning_codes=list(dict.fromkeys(code for code, _ in warnings)))
 
     options = {"rounds": rounds, "context": context}
-    return await execute(SPEC, question, TEMPLATES, body,
+    return await execute(SPEC, question, body,
                          {"agents": seats, "judge": judge_seat}, options, run, order)
 
 

@@ -108,9 +108,8 @@ async def arun_single(question: str, *, agent: Seat | Any, rounds: int = 1,
         return SingleResult(question=question, replies=replies, answer=replies[-1].answer,
                             mind_changes=changes([[r] for r in replies]), warnings=warnings)
 
-    return await execute(SPEC, question, TEMPLATES, body, {"agent": agent},
-                         {"rounds": rounds, "answers": answers}, run,
-                         [agent.name])
+    return await execute(SPEC, question, body, {"agent": agent},
+                         {"rounds": rounds, "answers": answers}, run, [agent.name])
 
 
 def _answers(value: Any) -> str:

@@ -169,15 +169,12 @@ def _others_text(mine: str, previous: list[Reply], summarise: bool) -> str:
 def _peers(ctx: RunContext, mine: str, previous: list[Reply]) -> list[Reply]:
     """The round before as agent `mine` sees it: its own reply, and the others' as
     `RunContext.peer` carries them (a placebo run's donor replies, their answers read again)."""
+    def heard(r: Reply) -> Reply:
+        text = ctx.peer(r.agent, "answer" if r.round == 1 else "revise", r.round, r.text)
+        return r.model_copy(update={"text": text, "answer": read_answer(text) if text else ""})
     if ctx.donor is None:
         return previous
-    out = []
-    for r in previous:
-        if r.agent != mine:
-            text = ctx.peer(r.agent, "answer" if r.round == 1 else "revise", r.round, r.text)
-            r = r.model_copy(update={"text": text, "answer": read_answer(text) if text else ""})
-        out.append(r)
-    return out
+    return [r if r.agent == mine else heard(r) for r in previous]
 
 
 async def speak(ctx: RunContext, seat: Seat, history: list[dict[str, str]], number: int,
@@ -275,8 +272,7 @@ async def arun_society(question: str, *, agents: list[Seat | Any], rounds: int =
                              mind_changes=changes(done), confidence=derive_confidence(last),
                              warnings=warnings)
 
-    return await execute(SPEC, question, TEMPLATES, body, {"agents": agents}, options, run,
-                         order)
+    return await execute(SPEC, question, body, {"agents": agents}, options, run, order)
 
 
 run_society = synchronous(arun_society)

@@ -8,6 +8,7 @@ written for one applies to the other, and the two are compared on the same promp
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
@@ -108,22 +109,24 @@ async def propose(ctx: RunContext, seat: Seat, question: str, templates: dict[st
     obj, turn = await ctx.call_json(seat, [{"role": "user", "content": prompt}], phase=phase,
                                     round=1, schema=PROPOSE_SCHEMA, validate=need_stance,
                                     task=Task(kind="answer", keys=PROPOSE_KEYS))
-    made = ctx.guard(turn, read_proposal, seat, obj) if obj is not None else None
-    if made is None:  # no JSON, or one the reading trips on: this seat abstains
-        return Proposal(persona=seat.name, icon=seat.icon, usable=False,
-                        error=turn.error or "no usable reply")
-    return screened(ctx, turn, made, made.stance)
+    return ballot(ctx, turn, seat, obj, read_proposal, Proposal)
 
 
-Ballot = TypeVar("Ballot", bound=BaseModel)
+Ballot = TypeVar("Ballot", bound=Proposal)
 
 
-def screened(ctx: RunContext, turn: Turn, made: Ballot, stance: str) -> Ballot:
-    """A proposal or rebuttal whose stance is no position (the prompt's own placeholder
-    echoed, or an essay: `stance_problem`; or a hedge declaring several different answers:
-    `analysis.answers.hedge`) abstains: its stance is blanked and the turn carries the
-    warning."""
-    why = stance_problem(stance, ctx.phrases) or hedge(stance)
+def ballot(ctx: RunContext, turn: Turn, seat: Seat, obj: dict[str, Any] | None,
+           read: Callable[[Seat, dict[str, Any]], Ballot], kind: type[Ballot]) -> Ballot:
+    """A seat's proposal or rebuttal (`kind`), `read` from its JSON reply `obj`. Without JSON,
+    or with one the reading trips on, the seat abstains (`usable=False`); a stance that is no
+    position (the prompt's own placeholder echoed, or an essay: `stance_problem`; or a hedge
+    declaring several different answers: `analysis.answers.hedge`) abstains too: it is
+    blanked and the turn carries the warning."""
+    made = ctx.guard(turn, read, seat, obj) if obj is not None else None
+    if made is None:
+        return kind(persona=seat.name, icon=seat.icon, usable=False,
+                    error=turn.error or "no usable reply")
+    why = stance_problem(made.stance, ctx.phrases) or hedge(made.stance)
     if not why:
         return made
     ctx.update(turn, warnings=[*turn.warnings, why])
@@ -157,22 +160,14 @@ def peer_proposals(ctx: RunContext, proposals: list[Proposal], phase: str = "pro
 
 # --------------------------------------------------------------------------- presentation
 def tally_rows(final: Tally, first: Tally | None = None) -> list[dict[str, Any]]:
-    """Rows of a tally (and round one's, when given) for a table block."""
-    stances = list(final.counts)
-    if first is not None:
-        stances += [s for s in first.counts if s not in stances]
-    rows = []
-    for stance in stances:
-        row: dict[str, Any] = {"stance": stance, "votes": final.counts.get(stance, 0)}
-        if first is not None:
-            row["round one"] = first.counts.get(stance, 0)
-        rows.append(row)
-    abstained: dict[str, Any] = {"stance": "(abstained)", "votes": len(final.abstentions)}
-    if first is not None:
-        abstained["round one"] = len(first.abstentions)
-    if any(v for k, v in abstained.items() if k != "stance"):
-        rows.append(abstained)
-    return rows
+    """Rows of a tally (and round one's, when given) for a table block: a column of counts
+    per tally, a row per stance either counted, then the abstentions when there were any."""
+    columns = {"votes": final, **({"round one": first} if first is not None else {})}
+    stances = dict.fromkeys(s for t in columns.values() for s in t.counts)
+    rows = [{"stance": s, **{k: t.counts.get(s, 0) for k, t in columns.items()}}
+            for s in stances]
+    abstained = {k: len(t.abstentions) for k, t in columns.items()}
+    return rows + ([{"stance": ABSTAINED, **abstained}] if any(abstained.values()) else [])
 
 
 def confidence_text(c: Confidence) -> str:

@@ -87,8 +87,7 @@ async def arun_vote(question: str, *, voters: list[Seat | Any], **kw: Unpack[Run
                           confidence=derive_confidence(counted), answer=counted.winner or "",
                           warnings=warnings)
 
-    return await execute(SPEC, question, TEMPLATES, body, {"voters": voters}, {}, run,
-                         order)
+    return await execute(SPEC, question, body, {"voters": voters}, {}, run, order)
 
 
 run_vote = synchronous(arun_vote)
