@@ -209,16 +209,12 @@ async def arun_config(config: RunConfig | Mapping[str, Any] | Resolved, question
     resolved, its seats not resolved again."""
     resolved = resolve_config(config)
     given = resolved.given
-    if given.prompts:
-        run.setdefault("prompts", given.prompts)
     run.setdefault("label", given.label)
-    if given.adversary:
-        run.setdefault("adversary", given.adversary)
-    for key, value in {**given.policy.given(), "order_seed": given.order_seed}.items():
+    for key, value in {"prompts": given.prompts or None, "adversary": given.adversary or None,
+                       **given.policy.given(), "order_seed": given.order_seed,
+                       "endpoints": resolved.endpoints}.items():
         if value is not None:
             run.setdefault(key, value)
-    if resolved.endpoints is not None:
-        run.setdefault("endpoints", resolved.endpoints)
     run.setdefault("config", resolved.stored())  # what the run's row keeps, resolved once
     result: RunResult = await resolved.spec.runner(question, **resolved.seats,
                                                    **resolved.options, **run)
