@@ -114,6 +114,9 @@ API_CASES = [
     ("duel first unknown",
      lambda m, s: run_duel("q", a=Seat("a", m), b=Seat("b", m), first="c", store=s),
      "input", ["first"]),
+    ("duel first callable",  # only converge and reply take a callable
+     lambda m, s: run_duel("q", a=Seat("a", m), b=Seat("b", m), first=str, store=s),
+     "input", ["first"]),
     ("unknown run option",
      lambda m, s: run_debate("q", proponent=m, opponent=m, judge=m, store=s, rounds=3),
      "input", ["rounds"]),

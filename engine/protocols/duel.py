@@ -113,8 +113,9 @@ async def arun_duel(topic: str, *, a: Seat | Any, b: Seat | Any, rounds: int = 3
     b = require_seat(b, "b", run.endpoints)
     unique_names([a, b], "seat")
     options = {"rounds": rounds, "first": first, "converge": converge, "reply": reply}
-    # the options' rules are their `Option` rows; a callable converge or reply is the API's own
-    check_options(SPEC, {k: v for k, v in options.items() if not callable(v)}, [a.name, b.name])
+    # a callable converge or reply is the API's own; every other value follows its Option row
+    check_options(SPEC, {k: v for k, v in options.items()
+                         if not (callable(v) and k in ("converge", "reply"))}, [a.name, b.name])
     opener = _opener(first, a, b, run.order_seed)
     stop_rule = converge if callable(converge) else agreed if converge is not None else None
     make_reply = _reply(reply)
