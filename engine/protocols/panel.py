@@ -347,8 +347,7 @@ async def arun_panel(question: str, *, debaters: list[Seat | Any], critic: Seat 
 
     async def body(ctx: RunContext) -> PanelResult:
         warnings: list[str] = []
-        proposals = list(await asyncio.gather(
-            *(propose(ctx, seat, question, TEMPLATES) for seat in shown)))
+        proposals = list(await asyncio.gather(*(propose(ctx, seat, question) for seat in shown)))
         for p in proposals:
             if not p.usable:
                 warnings.append(f"debater {p.persona}: proposal failed ({p.error}); it "

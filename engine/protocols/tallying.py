@@ -102,11 +102,11 @@ def need_stance(obj: dict[str, Any]) -> str:
     return "" if normalize_stance(text_value(stance)) else 'the "stance" key must not be empty'
 
 
-async def propose(ctx: RunContext, seat: Seat, question: str, templates: dict[str, Template],
-                  *, phase: str = "propose") -> Proposal:
-    """One seat's cold answer (the panel's round one; the vote's only call)."""
-    prompt = render(templates, ctx.prompts, "propose", question=question)
-    obj, turn = await ctx.call_json(seat, [{"role": "user", "content": prompt}], phase=phase,
+async def propose(ctx: RunContext, seat: Seat, question: str) -> Proposal:
+    """One seat's cold answer (the panel's round one; the vote's only call), on the one
+    `PROPOSE` template both protocols list (or the run's override of it)."""
+    prompt = render({"propose": PROPOSE}, ctx.prompts, "propose", question=question)
+    obj, turn = await ctx.call_json(seat, [{"role": "user", "content": prompt}], phase="propose",
                                     round=1, schema=PROPOSE_SCHEMA, validate=need_stance,
                                     task=Task(kind="answer", keys=PROPOSE_KEYS))
     return ballot(ctx, turn, seat, obj, read_proposal, Proposal)
@@ -141,8 +141,7 @@ def read_proposal(seat: Seat, obj: dict[str, Any]) -> Proposal:
                     reasoning=text_value(obj.get("reasoning")))
 
 
-def peer_proposals(ctx: RunContext, proposals: list[Proposal], phase: str = "propose"
-                   ) -> list[Proposal]:
+def peer_proposals(ctx: RunContext, proposals: list[Proposal]) -> list[Proposal]:
     """The proposals as another agent's prompt carries them (`RunContext.peer`): their own,
     or in a placebo run each seat's donor proposal, read from the donor's reply as the seat's
     own would be (a donor reply with no usable stance is no proposal)."""
@@ -150,7 +149,7 @@ def peer_proposals(ctx: RunContext, proposals: list[Proposal], phase: str = "pro
         return proposals
     out = []
     for p in proposals:
-        obj = extract_json(ctx.peer(p.persona, phase, 1, ""))[0]
+        obj = extract_json(ctx.peer(p.persona, "propose", 1, ""))[0]
         made = read_proposal(Seat(name=p.persona, icon=p.icon, model=None), obj) \
             if obj is not None and not need_stance(obj) else None
         out.append(made or Proposal(persona=p.persona, icon=p.icon, usable=False,

@@ -78,8 +78,7 @@ async def arun_vote(question: str, *, voters: list[Seat | Any], **kw: Unpack[Run
     order, shown = presented(voters, run.order_seed)
 
     async def body(ctx: RunContext) -> VoteResult:
-        proposals = list(await asyncio.gather(
-            *(propose(ctx, seat, question, TEMPLATES) for seat in shown)))
+        proposals = list(await asyncio.gather(*(propose(ctx, seat, question) for seat in shown)))
         warnings = [f"voter {p.persona}: failed ({p.error}); it abstains"
                     for p in proposals if not p.usable]
         counted = tally({p.persona: p.stance if p.usable else None for p in proposals})
