@@ -65,8 +65,9 @@ def caption(rows: pd.DataFrame, unplaced: Sequence[str], x: str,
     parts = [f"Grey: dominated (another configuration is at least as accurate for no more "
              f"{what} per run). The front is drawn on point estimates: where the intervals "
              "overlap, the difference may be noise."]
+    accuracy = dict(zip(rows["configuration"], rows["accuracy"], strict=True))
     close = [str(r["configuration"]) for r in rows.to_dict("records") if r["dominated"] and
-             _within(rows, {str(k): v for k, v in r.items()})]
+             (high := _number(r["high"])) is not None and high >= accuracy[r["dominated_by"]]]
     if close:
         parts.append(f"Within the interval of what dominates them: {', '.join(close)}.")
     if unplaced:
@@ -75,11 +76,3 @@ def caption(rows: pd.DataFrame, unplaced: Sequence[str], x: str,
             f"{label} ({why.get(label, 'unknown ' + what + ' or no scored run')})"
             for label in unplaced) + ".")
     return " ".join(parts)
-
-
-def _within(rows: pd.DataFrame, row: Mapping[str, Any]) -> bool:
-    other = rows[rows["configuration"] == row["dominated_by"]]
-    if other.empty or row["high"] is None:
-        return False
-    high = _number(row["high"])
-    return high is not None and high >= float(other.iloc[0]["accuracy"])
