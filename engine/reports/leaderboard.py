@@ -128,13 +128,6 @@ def fit(games: Sequence[tuple[str, str]], prior: float = PRIOR, tolerance: float
     return {p: BASE + SCALE * math.log10(float(strength[index[p]])) for p in players}
 
 
-def _interval(point: float, draws: list[float]) -> tuple[float, float]:
-    if not draws:
-        return point, point
-    low, high = np.percentile(draws, [2.5, 97.5])
-    return min(float(low), point), max(float(high), point)
-
-
 def rated(games: Sequence[Game], by: str, *, prior: float = PRIOR, bootstrap: int = BOOTSTRAP,
           seed: int = 0) -> dict[str, dict[str, Any]]:
     """Per player (`by`: model or persona): its rating, its interval over `bootstrap` refits
@@ -162,10 +155,11 @@ def rated(games: Sequence[Game], by: str, *, prior: float = PRIOR, bootstrap: in
             draws[player].append(rating)
     out: dict[str, dict[str, Any]] = {}
     for player, rating in point.items():
-        low, high = _interval(rating, draws[player])
+        low, high = np.percentile(draws[player], [2.5, 97.5]) if draws[player] else (rating,) * 2
         mine = [(w, run) for w, lo, run in pairs if player in (w, lo)]
         wins = sum(1 for w, _ in mine if w == player)
-        out[player] = {"rating": rating, "low": low, "high": high, "games": len(mine),
+        out[player] = {"rating": rating, "low": min(float(low), rating),
+                       "high": max(float(high), rating), "games": len(mine),
                        "wins": wins, "losses": len(mine) - wins,
                        "run_ids": sorted({run for _, run in mine})}
     return out
