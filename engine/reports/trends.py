@@ -30,12 +30,6 @@ MEASURE_NAMES = ("accuracy", "majority adoption", "agreement inflation")
 MAX_EXPERIMENTS = 200  # the newest of a name that a view reads
 
 
-def _config_keys(config: Mapping[str, Any]) -> tuple[dict[str, Any], Any]:
-    """A configuration without its label and prompts, and its prompts."""
-    return ({k: v for k, v in config.items() if k not in ("label", "prompts")},
-            config.get("prompts") or {})
-
-
 def changes(before: Mapping[str, Any] | None, after: Mapping[str, Any], label: str,
             version_before: str, version_after: str) -> list[str]:
     """What changed for configuration `label` from the experiment `before` (its spec; None
@@ -47,10 +41,10 @@ def changes(before: Mapping[str, Any] | None, after: Mapping[str, Any], label: s
     new = next((c for c in after.get("configs", []) if c.get("label") in names), None)
     out = []
     if old is not None and new is not None:
-        (old_rest, old_prompts), (new_rest, new_prompts) = _config_keys(old), _config_keys(new)
-        if old_rest != new_rest:
+        # the rest of the configuration, its label and prompts set aside
+        if {**old, "label": "", "prompts": ""} != {**new, "label": "", "prompts": ""}:
             out.append("configuration")
-        if old_prompts != new_prompts:
+        if (old.get("prompts") or {}) != (new.get("prompts") or {}):
             out.append("prompts")
     if version_before and version_after and version_before != version_after:
         out.append("question set")
