@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,20 +77,25 @@ def _by_id(runs: pd.DataFrame) -> dict[str, dict[Any, Any]]:
     return {str(r["id"]): r for r in runs.to_dict("records")} if not runs.empty else {}
 
 
+def _compared(preferences: pd.DataFrame, runs: pd.DataFrame
+              ) -> Iterator[tuple[dict[Any, Any], dict[Any, Any] | None, dict[Any, Any] | None]]:
+    """Each preference with its two runs, `run_a`'s and `run_b`'s rows of `runs` (None for a
+    run `runs` does not hold)."""
+    known = _by_id(runs)
+    for pref in preferences.to_dict("records") if not preferences.empty else []:
+        yield pref, known.get(pref["run_a"]), known.get(pref["run_b"])
+
+
 def win_rates(preferences: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """Per configuration and kind (simulated runs apart from real ones): wins, losses, ties,
     n (decided comparisons), the win rate and its 95% Wilson interval (`low`, `high`); runs
     missing from `runs` are left out."""
-    known = _by_id(runs)
     counts: dict[tuple[str, bool], Counter[str]] = {}
-    for pref in preferences.to_dict("records") if not preferences.empty else []:
-        a, b = known.get(pref["run_a"]), known.get(pref["run_b"])
+    for pref, a, b in _compared(preferences, runs):
         if a is None or b is None:
             continue
-        sides = {"a": (configuration(a), bool(a.get("simulated"))),
-                 "b": (configuration(b), bool(b.get("simulated")))}
-        for side, group in sides.items():
-            tally = counts.setdefault(group, Counter())
+        for side, run in (("a", a), ("b", b)):
+            tally = counts.setdefault((configuration(run), bool(run.get("simulated"))), Counter())
             if pref["choice"] == "tie":
                 tally["ties"] += 1
             else:
@@ -144,11 +149,9 @@ def agreement(preferences: pd.DataFrame, runs: pd.DataFrame, *, seed: int = 0,
               resamples: int = BOOTSTRAP) -> Agreement:
     """Cohen's kappa between people's choices and the machine's, with n and a percentile
     bootstrap 95% interval over the preferences."""
-    known = _by_id(runs)
     pairs: list[tuple[str, str]] = []
     skipped = 0
-    for pref in preferences.to_dict("records") if not preferences.empty else []:
-        a, b = known.get(pref["run_a"]), known.get(pref["run_b"])
+    for pref, a, b in _compared(preferences, runs):
         machine = machine_choice(a, b) if a is not None and b is not None else None
         if machine is None:
             skipped += 1
@@ -209,12 +212,11 @@ def _answer(run: Mapping[Any, Any]) -> Any:
 def human_majority(preferences: pd.DataFrame, runs: pd.DataFrame) -> dict[str, str]:
     """Question text -> the final answer its people preferred most often (strictly the most
     votes; a question without one has no human majority)."""
-    known = _by_id(runs)
     votes: dict[str, Counter[str]] = {}
-    for pref in preferences.to_dict("records") if not preferences.empty else []:
+    for pref, a, b in _compared(preferences, runs):
         if pref["choice"] not in ("a", "b"):
             continue
-        winner = known.get(pref["run_a"] if pref["choice"] == "a" else pref["run_b"])
+        winner = a if pref["choice"] == "a" else b
         if winner is None:
             continue
         answer = _answer(winner)
