@@ -220,16 +220,12 @@ def outcomes(rows: Iterable[Mapping[str, Any]]) -> Outcomes:
     return found
 
 
-def rated_protocols() -> list[str]:
-    """The protocols whose runs hold pairwise outcomes (a `pairwise` hook)."""
+def read(store: Store) -> Outcomes:
+    """The outcomes of the store's completed runs of every protocol whose runs hold pairwise
+    outcomes (a `pairwise` hook)."""
     from engine.protocols import REGISTRY
-    return [name for name, spec in REGISTRY.items() if spec.pairwise is not None]
-
-
-def read(store: Store, protocols: Sequence[str] | None = None) -> Outcomes:
-    """The outcomes of the store's completed runs of `protocols` (every rated one)."""
     rows: list[Mapping[str, Any]] = []
-    for protocol in rated_protocols() if protocols is None else protocols:
+    for protocol in [name for name, spec in REGISTRY.items() if spec.pairwise is not None]:
         frame = store.runs(protocol=protocol, status="completed", with_result=True)
         rows += [{str(key): value for key, value in row.items()}
                  for row in frame.to_dict("records")]
