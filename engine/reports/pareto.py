@@ -9,7 +9,7 @@ as such, never drawn at 0. Only plain values here: no store, no streamlit.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
@@ -57,8 +57,7 @@ def pareto_rows(summary: pd.DataFrame, x: str) -> tuple[pd.DataFrame, list[str]]
     return pd.DataFrame(rows, columns=COLUMNS), unplaced
 
 
-def caption(rows: pd.DataFrame, unplaced: Sequence[str], x: str,
-            unknown: Mapping[str, str] | None = None) -> str:
+def caption(rows: pd.DataFrame, unplaced: Sequence[str], x: str) -> str:
     """What the chart shows and does not: the front on point estimates, a dominated point
     within its dominator's interval, and the configurations not placed (and why)."""
     what = "cost" if x == "cost_per_run" else "tokens"
@@ -71,8 +70,6 @@ def caption(rows: pd.DataFrame, unplaced: Sequence[str], x: str,
     if close:
         parts.append(f"Within the interval of what dominates them: {', '.join(close)}.")
     if unplaced:
-        why = unknown or {}
-        parts.append("Not placed: " + ", ".join(
-            f"{label} ({why.get(label, 'unknown ' + what + ' or no scored run')})"
-            for label in unplaced) + ".")
+        parts.append("Not placed: " + ", ".join(f"{label} (unknown {what} or no scored run)"
+                                                for label in unplaced) + ".")
     return " ".join(parts)
