@@ -13,7 +13,6 @@ endpoint's name; and the vendors' family and company names (`VENDOR_NAMES`) alwa
 """
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -87,12 +86,7 @@ def names(run: Mapping[str, Any]) -> set[str]:
     """Every name of a run that would tell its configuration apart."""
     specs = {m for m in str(run.get("models") or "").split(",") if m}  # each named every way
     found = {run[key] for key in ("label", "protocol") if isinstance(run.get(key), str)} | specs
-    config = run.get("config")
-    if isinstance(config, str):
-        try:
-            config = json.loads(config)
-        except ValueError:
-            config = {}
+    config = run.get("config")  # as the store reads it back: a mapping, or its empty default
     seats = config.get("seats", {}) if isinstance(config, Mapping) else {}
     if isinstance(seats, Mapping):
         found.update(str(slot) for slot in seats)
