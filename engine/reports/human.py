@@ -100,11 +100,10 @@ def win_rates(preferences: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
                 tally["ties"] += 1
             else:
                 tally["wins" if pref["choice"] == side else "losses"] += 1
-    rows = []
-    for (name, simulated), tally in sorted(counts.items()):
-        wins, losses = tally["wins"], tally["losses"]
-        rows.append({"configuration": name, "simulated": simulated, "wins": wins, "losses": losses,
-                     "ties": tally["ties"], **_share(wins, wins + losses)})
+    rows = [{"configuration": name, "simulated": simulated, "wins": tally["wins"],
+             "losses": tally["losses"], "ties": tally["ties"],
+             **_share(tally["wins"], tally["wins"] + tally["losses"])}
+            for (name, simulated), tally in sorted(counts.items())]
     return pd.DataFrame(rows, columns=["configuration", "simulated", "wins", "losses", "ties",
                                        "n", "rate", "low", "high"])
 
@@ -195,11 +194,9 @@ def calibration(ratings: pd.DataFrame, runs: pd.DataFrame,
         for number in range(len(edges) - 1):
             if edges[number] <= confidence < edges[number + 1]:
                 bins.setdefault(number, []).append(int(rating["score"] >= 4))
-    rows = []
-    for number in sorted(bins):
-        approved = sum(bins[number])
-        rows.append({"confidence": f"{edges[number]:.1f}–{min(edges[number + 1], 1.0):.1f}",
-                     "approved": approved, **_share(approved, len(bins[number]))})
+    rows = [{"confidence": f"{edges[number]:.1f}–{min(edges[number + 1], 1.0):.1f}",
+             "approved": sum(marks), **_share(sum(marks), len(marks))}
+            for number, marks in sorted(bins.items())]
     return pd.DataFrame(rows, columns=["confidence", "approved", "n", "rate", "low", "high"])
 
 
@@ -245,11 +242,9 @@ def majority_accuracy(preferences: pd.DataFrame, runs: pd.DataFrame) -> pd.DataF
             continue
         counts.setdefault((configuration(run), bool(run.get("simulated"))), []).append(
             int(right))
-    rows = []
-    for (name, simulated), marks in sorted(counts.items()):
-        rows.append({"configuration": name, "simulated": simulated,
-                     "expected": HUMAN_MAJORITY, "right": sum(marks),
-                     **_share(sum(marks), len(marks))})
+    rows = [{"configuration": name, "simulated": simulated, "expected": HUMAN_MAJORITY,
+             "right": sum(marks), **_share(sum(marks), len(marks))}
+            for (name, simulated), marks in sorted(counts.items())]
     return pd.DataFrame(rows, columns=["configuration", "simulated", "expected", "right", "n",
                                        "rate", "low", "high"])
 
