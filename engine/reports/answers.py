@@ -182,7 +182,7 @@ def answers(summary: pd.DataFrame, kind: str) -> list[Section]:
     both side by side with every simulated group labelled " (simulated)"."""
     if summary.empty:
         summary = pd.DataFrame(columns=[*ANSWER_KEYS, *ANSWER_SUMS, "group"])
-    shown = keep_apart(summary, kind) if not summary.empty else summary
+    shown = keep_apart(summary, kind)
     return [minds(shown), votes(shown), confidence(shown)]
 
 

@@ -58,7 +58,7 @@ def over_time(store: Store, name: str) -> pd.DataFrame:
     listed = list_experiments(store)
     mine = listed[listed["name"] == name].sort_values("created").tail(MAX_EXPERIMENTS)
     rows: list[dict[str, Any]] = []
-    previous: tuple[Mapping[str, Any], str] | None = None
+    previous: tuple[Mapping[str, Any] | None, str] = (None, "")  # the spec and set version
     for experiment_id, created in zip(mine["id"], mine["created"], strict=True):
         result = report(store, str(experiment_id), "both")
         spec, version = result.experiment["spec"], result.experiment.get("set_version") or ""
@@ -67,8 +67,7 @@ def over_time(store: Store, name: str) -> pd.DataFrame:
             done = counted(runs, label)
             if done.empty:
                 continue
-            moved = ", ".join(changes(previous[0] if previous else None, spec, label,
-                                      previous[1] if previous else "", version))
+            moved = ", ".join(changes(previous[0], spec, label, previous[1], version))
             base = {"experiment": experiment_id, "created": created, "configuration": label,
                     "set_version": version, "changed": moved}
             summary = result.summary[result.summary["configuration"] == label]

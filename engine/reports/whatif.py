@@ -58,8 +58,7 @@ def round_runs(store: Store, filters: RunFilters | None = None, kind: str = "rea
         return pd.DataFrame(columns=columns)
     stored = store.run_results(list(runs["id"]), with_config=with_config).set_index("id")
     out = []
-    picked = runs[["id", "protocol", "label", "simulated", "correct"]]
-    for run_id, protocol, given, simulated, correct in picked.itertuples(index=False, name=None):
+    for run_id, protocol, given, simulated, correct in runs.itertuples(index=False, name=None):
         if run_id not in stored.index:
             continue
         kept = stored.loc[run_id]
