@@ -108,8 +108,7 @@ def win_rates(preferences: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
                                        "n", "rate", "low", "high"])
 
 
-def cohen_kappa(first: Sequence[str], second: Sequence[str],
-                categories: Sequence[str] = CATEGORIES) -> float:
+def cohen_kappa(first: Sequence[str], second: Sequence[str]) -> float:
     """Cohen's kappa of two raters' labels of the same items: (po - pe) / (1 - pe). NaN with
     no items; 1.0 when both give one and the same category throughout (pe = 1, po = 1)."""
     n = len(first)
@@ -117,7 +116,7 @@ def cohen_kappa(first: Sequence[str], second: Sequence[str],
         return math.nan
     observed = sum(x == y for x, y in zip(first, second, strict=True)) / n
     one, two = Counter(first), Counter(second)
-    expected = sum(one[c] * two[c] for c in categories) / (n * n)
+    expected = sum(one[c] * two[c] for c in one) / (n * n)  # a category one never gives adds 0
     if expected >= 1.0:
         return 1.0 if observed >= 1.0 else math.nan
     return (observed - expected) / (1 - expected)
