@@ -144,14 +144,11 @@ def run_records(frame: pd.DataFrame, metrics: Mapping[str, Mapping[str, Any]]
     if frame.empty:
         return []
     counted = frame[frame["counted"].astype(bool)]
-    out = []
-    for run_id, label, q, repeat in zip(counted["id"], counted["label"], counted["q"],
-                                        counted["repeat"], strict=True):
-        found = metrics.get(run_id) or {}
-        out.append({"label": label, "q": q, "repeat": repeat,
-                    **{key: found.get(key) for key in ("order", "carried", "winner",
-                                                       "seat_for", "seat_against")}})
-    return out
+    return [{"label": label, "q": q, "repeat": repeat,
+             **{key: (metrics.get(run_id) or {}).get(key)
+                for key in ("order", "carried", "winner", "seat_for", "seat_against")}}
+            for run_id, label, q, repeat in zip(counted["id"], counted["label"], counted["q"],
+                                                counted["repeat"], strict=True)]
 
 
 def positions(store: Store, experiment_id: str, frame: pd.DataFrame,
