@@ -143,10 +143,10 @@ class Agreement:
         return " and ".join(who)
 
 
-def agreement(preferences: pd.DataFrame, runs: pd.DataFrame, *, seed: int = 0,
-              resamples: int = BOOTSTRAP) -> Agreement:
+def agreement(preferences: pd.DataFrame, runs: pd.DataFrame) -> Agreement:
     """Cohen's kappa between people's choices and the machine's, with n and a percentile
-    bootstrap 95% interval over the preferences."""
+    bootstrap 95% interval over the preferences (`BOOTSTRAP` resamples, seeded: the same
+    labels give the same interval)."""
     pairs: list[tuple[str, str]] = []
     skipped = 0
     for pref, a, b in _compared(preferences, runs):
@@ -158,10 +158,10 @@ def agreement(preferences: pd.DataFrame, runs: pd.DataFrame, *, seed: int = 0,
     kappa = cohen_kappa([h for h, _ in pairs], [m for _, m in pairs])
     low = high = math.nan
     if len(pairs) >= 2:
-        draw = random.Random(seed)
+        draw = random.Random(0)
         values = sorted(v for v in (cohen_kappa(*zip(*(draw.choice(pairs) for _ in pairs),
                                                      strict=True))
-                                    for _ in range(resamples)) if not math.isnan(v))
+                                    for _ in range(BOOTSTRAP)) if not math.isnan(v))
         if values:
             low = values[int(0.025 * (len(values) - 1))]
             high = values[int(math.ceil(0.975 * (len(values) - 1)))]
