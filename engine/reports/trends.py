@@ -70,17 +70,16 @@ def over_time(store: Store, name: str) -> pd.DataFrame:
             moved = ", ".join(changes(previous[0], spec, label, previous[1], version))
             base = {"experiment": experiment_id, "created": created, "configuration": label,
                     "set_version": version, "changed": moved}
+            # each measure's (value, low, high, n), or None where it is not measured
+            found = {"accuracy": None, **{m: MEASURES[m](done, label, Z95)
+                                          for m in MEASURE_NAMES[1:]}}
             summary = result.summary[result.summary["configuration"] == label]
             if not summary.empty and int(summary["scored"].iloc[0]):
                 row = summary.iloc[0]
-                rows.append({**base, "measure": "accuracy", "value": float(row["accuracy"]),
-                             "low": float(row["accuracy_low"]),
-                             "high": float(row["accuracy_high"]), "n": int(row["scored"])})
-            for measure in MEASURE_NAMES[1:]:
-                found = MEASURES[measure](done, label, Z95)
-                if found is not None:
-                    rows.append({**base, "measure": measure, "value": found[0],
-                                 "low": found[1], "high": found[2], "n": found[3]})
+                found["accuracy"] = (float(row["accuracy"]), float(row["accuracy_low"]),
+                                     float(row["accuracy_high"]), int(row["scored"]))
+            rows += [{**base, "measure": measure, "value": v[0], "low": v[1], "high": v[2],
+                      "n": v[3]} for measure, v in found.items() if v is not None]
         previous = (spec, version)
     return pd.DataFrame(rows, columns=TREND_COLUMNS)
 
