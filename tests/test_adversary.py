@@ -141,6 +141,10 @@ def test_each_run_s_hijack_matches_a_hand_count_on_scripted_rounds(store):
     assert table[["label", "position", "runs", "hijacked"]].values.tolist() == [
         ["planted", 4, 4, 4], ["planted · placebo persona", 4, 4, 0]]
     assert set(table["kind"]) == {"simulated"}
+    # Insights' view reads the same runs off their tags and stored metrics
+    shown = hijack.stored(store, "both")
+    assert shown.drop(columns="run_ids").equals(table.drop(columns="run_ids"))
+    assert hijack.stored(store, "real").empty
 
 
 def _rates(store, world, n, first=False):

@@ -51,9 +51,9 @@ def test_unknown_cost_is_not_placed_and_is_named():
     rows, unplaced = pareto.pareto_rows(table, "cost_per_run")
     assert list(rows["configuration"]) == ["priced"] and unplaced == ["unpriced", "unscored"]
     assert not rows["dominated"].any()
-    text = pareto.caption(rows, unplaced, "cost_per_run", {"unpriced": "unpriced model"})
-    assert "Not placed: unpriced (unpriced model), unscored (unknown cost or no scored run)" \
-        in text
+    text = pareto.caption(rows, unplaced, "cost_per_run")
+    assert ("Not placed: unpriced (unknown cost or no scored run), unscored (unknown cost or "
+            "no scored run).") in text
     # on tokens, the unpriced configuration is placed and dominates the priced one
     rows, _ = pareto.pareto_rows(table, "tokens_per_run")
     assert dict(zip(rows["configuration"], rows["dominated_by"], strict=True)) == {

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from engine.analysis.stats import Z95
 from engine.reports.runs import protocol_titles
 from engine.store.aggregates import ANSWER_KEYS, ANSWER_SUMS
 from engine.views.aggregate import FEW, interval, keep_apart, rate_text
@@ -37,7 +38,6 @@ TITLES = {"minds": "Who changed their mind", "votes": "How the votes fell",
           "confidence": "Confidence against accuracy"}
 LEVELS = ("high", "medium", "low")  # a tally's confidence (DESIGN 2.3), best first
 JUDGE_BANDS = {"high": "judge ≥ 0.7", "medium": "judge 0.4–0.7", "low": "judge < 0.4"}
-Z95 = 1.959964
 
 
 def load(store: Store, filters: RunFilters) -> pd.DataFrame:
@@ -80,16 +80,19 @@ def _rates(counts: pd.Series, ns: pd.Series, cell: Callable[[int, int], str] = r
     return [cell(int(k), int(n)) if n else none for k, n in zip(counts, ns, strict=True)]
 
 
-def _by(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+def _by(frame: pd.DataFrame, keys: list[str], counted: str = "n") -> pd.DataFrame:
+    """`frame`'s sums per `keys`, protocols by their titles, only the groups whose `counted`
+    is above zero."""
+    if frame.empty:
+        return frame
     sums = frame.groupby(keys, sort=True)[list(ANSWER_SUMS)].sum().reset_index()
-    return sums.assign(protocol=protocol_titles(sums["protocol"]))
+    return sums[sums[counted] > 0].assign(protocol=lambda f: protocol_titles(f["protocol"]))
 
 
 def minds(summary: pd.DataFrame) -> Section:
     """Who changed their mind, per label and protocol (runs whose agents answer more than
     once); the interval treats each agent as one draw."""
-    rows = _by(summary, ["group", "protocol"]) if not summary.empty else summary
-    rows = rows[rows["m_seats"] > 0] if not rows.empty else rows
+    rows = _by(summary, ["group", "protocol"], "m_seats")
     if rows.empty:
         return Section("minds", TITLES["minds"], note="No completed runs whose agents answer "
                        "more than once (and so can change their mind) match these filters.")
@@ -116,8 +119,7 @@ def minds(summary: pd.DataFrame) -> Section:
 
 def votes(summary: pd.DataFrame) -> Section:
     """How the votes fell, per label and protocol (runs whose answer is a tally of votes)."""
-    rows = _by(summary, ["group", "protocol"]) if not summary.empty else summary
-    rows = rows[rows["t_runs"] > 0] if not rows.empty else rows
+    rows = _by(summary, ["group", "protocol"], "t_runs")
     if rows.empty:
         return Section("votes", TITLES["votes"], note="No completed runs that end in a vote "
                        "match these filters.")
@@ -143,15 +145,10 @@ def confidence(summary: pd.DataFrame) -> Section:
     """Accuracy per confidence level, per label and protocol, with round one's agreement
     over the same runs: does the confidence a run ends with deserve trust, and did the
     agents agree before they talked?"""
-    if summary.empty:
-        rows = summary
-    else:
-        stated = summary["confidence_level"].notna() | summary["band"].notna()
-        shown = summary[stated]
-        named = shown["confidence_level"].where(shown["confidence_level"].notna(),
-                                                shown["band"].map(JUDGE_BANDS))
-        rows = _by(shown.assign(level=named), ["group", "protocol", "level"]) \
-            if not shown.empty else shown
+    shown = summary[summary["confidence_level"].notna() | summary["band"].notna()]
+    named = shown["confidence_level"].where(shown["confidence_level"].notna(),
+                                            shown["band"].map(JUDGE_BANDS))
+    rows = _by(shown.assign(level=named), ["group", "protocol", "level"])
     if rows.empty:
         return Section("confidence", TITLES["confidence"], note="No completed runs with a "
                        "confidence (a vote's level or a judge's stated confidence) match "
@@ -185,7 +182,7 @@ def answers(summary: pd.DataFrame, kind: str) -> list[Section]:
     both side by side with every simulated group labelled " (simulated)"."""
     if summary.empty:
         summary = pd.DataFrame(columns=[*ANSWER_KEYS, *ANSWER_SUMS, "group"])
-    shown = keep_apart(summary, kind) if not summary.empty else summary
+    shown = keep_apart(summary, kind)
     return [minds(shown), votes(shown), confidence(shown)]
 
 

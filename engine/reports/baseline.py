@@ -176,16 +176,10 @@ def answer_matrix(frame: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
     named = matrix_columns(labels)
     cells = _cells(counted(frame))
     empty = {"runs": 0}
-    rows: dict[str, list[Any]] = {"q": [], "question": [], "expected": [],
-                                  **{named[label]: [] for label in labels}}
-    for q, item in enumerate(spec["questions"]):
-        expected = item.get("expected") or ""
-        rows["q"].append(q)
-        rows["question"].append(item["question"])
-        rows["expected"].append(expected)
-        for label in labels:
-            rows[named[label]].append(_verdict(cells.get((q, label), empty), bool(expected)))
-    return pd.DataFrame(rows, columns=list(rows))
+    rows = [{"q": q, "question": item["question"], "expected": item.get("expected") or "",
+             **{named[label]: _verdict(cells.get((q, label), empty), bool(item.get("expected")))
+                for label in labels}} for q, item in enumerate(spec["questions"])]
+    return pd.DataFrame(rows, columns=[*MATRIX_FIXED, *named.values()])
 
 
 MATRIX_FIXED = ("q", "question", "expected")

@@ -155,6 +155,7 @@ def sankey(links: pd.DataFrame, title: str = "Stance before → after") -> go.Fi
     index_t = {t: len(sources) + i for i, t in enumerate(targets)}
     hover = _texts(links["label"]) if "label" in links else _texts(links["value"])
     colors = [PALETTE[i % len(PALETTE)] for i in range(len(sources))]
+    faded = [c.replace("rgb(", "rgba(").replace(")", ",0.45)") for c in colors]  # the bands
     trace = {"type": "sankey", "arrangement": "snap", "textfont": {"size": 14},
              "node": {"label": [_short(n, 60) for n in sources + targets], "pad": 18,
                       "thickness": 14, "color": colors + ["#b0bec5"] * len(targets),
@@ -163,19 +164,10 @@ def sankey(links: pd.DataFrame, title: str = "Stance before → after") -> go.Fi
              "link": {"source": [index_s[str(s)] for s in links["source"]],
                       "target": [index_t[str(t)] for t in links["target"]],
                       "value": [float(v) for v in links["value"]], "customdata": hover,
-                      "color": [_fade(colors[index_s[str(s)]]) for s in links["source"]],
+                      "color": [faded[index_s[str(s)]] for s in links["source"]],
                       "hovertemplate": "%{source.customdata} → %{target.customdata}: "
                                        "%{value}<br>%{customdata}<extra></extra>"}}
     return _figure([trace], title, max(280, 70 + 44 * max(len(sources), len(targets))))
-
-
-def _fade(color: str) -> str:
-    if color.startswith("rgb("):
-        return color.replace("rgb(", "rgba(").replace(")", ",0.45)")
-    if color.startswith("#") and len(color) == 7:
-        r, g, b = (int(color[i:i + 2], 16) for i in (1, 3, 5))
-        return f"rgba({r},{g},{b},0.45)"
-    return color
 
 
 def seat_usage(frame: pd.DataFrame, title: str = "Tokens and latency per seat") -> go.Figure:

@@ -105,12 +105,6 @@ def _question_scores(done: pd.DataFrame) -> dict[str, list[float]]:
     return out
 
 
-def family_z(comparisons: int, alpha: float = 0.05) -> float:
-    """The normal quantile of a two-sided interval at 1 − alpha/m (Bonferroni over m
-    comparisons): m = 1 gives 1.96, m = 3 gives 2.39."""
-    return NormalDist().inv_cdf(1 - alpha / (2 * max(1, comparisons)))
-
-
 def accuracy_difference(baseline: Mapping[str, Sequence[float]],
                         candidate: Mapping[str, Sequence[float]], shared: Sequence[str],
                         z: float = stats.Z95) -> tuple[float, float, float, float, float]:
@@ -212,8 +206,11 @@ def gate(store: Store, candidate_id: str, baseline_id: str,
     candidate_labels = [c["label"] for c in cand.experiment["spec"]["configs"]]
     compared = [c for c in base.experiment["spec"]["configs"]
                 if not counted(base.runs, c["label"]).empty]
-    comparisons = (1 + len(MEASURES)) * len(compared)
-    z, out.level = family_z(comparisons), 1 - 0.05 / max(1, comparisons)
+    # Bonferroni over the m comparisons: each interval at 1 − 0.05/m, two-sided (its normal
+    # quantile: m = 1 gives 1.96, m = 3 gives 2.39)
+    comparisons = max(1, (1 + len(MEASURES)) * len(compared))
+    out.level = 1 - 0.05 / comparisons
+    z = NormalDist().inv_cdf(1 - 0.05 / (2 * comparisons))
     for config in compared:
         label = config["label"]
         mine = counted(base.runs, label)

@@ -76,20 +76,15 @@ def _position(value: Any) -> int:
 def stored(store: Store, kind: str) -> pd.DataFrame:
     """`hijack_table` over every completed stored run with a planted seat (tagged so) of a
     kind (`real`, `simulated` or `both`): Insights' view, which reads only those runs."""
-    return from_metrics(store.runs(tag=TAG, with_config=False, status="completed",
-                                   simulated=None if kind == "both" else kind == "simulated"))
-
-
-def from_metrics(runs: pd.DataFrame) -> pd.DataFrame:
-    """`hijack_table` over a `Store.runs` frame (its `metrics` column parsed): Insights'
-    view over every stored run with an adversary."""
-    if runs.empty or "metrics" not in runs:
-        return hijack_table(pd.DataFrame())
+    runs = store.runs(tag=TAG, with_config=False, status="completed",
+                      simulated=None if kind == "both" else kind == "simulated")
+    if runs.empty:
+        return hijack_table(runs)
     metrics = runs["metrics"].map(lambda m: m if isinstance(m, Mapping) else {})
-    frame = pd.DataFrame({"id": runs["id"], "label": runs["label"].fillna("(no label)"),
-                          "simulated": runs["simulated"].astype(bool),
-                          **{key: metrics.map(lambda m, k=key: m.get(k)) for key in KEYS}})
-    return hijack_table(frame[runs["status"] == "completed"] if "status" in runs else frame)
+    return hijack_table(pd.DataFrame({
+        "id": runs["id"], "label": runs["label"].fillna("(no label)"),
+        "simulated": runs["simulated"].astype(bool),
+        **{key: metrics.map(lambda m, k=key: m.get(k)) for key in KEYS}}))
 
 
 def for_experiment(store: Store, experiment_id: str) -> pd.DataFrame:
@@ -97,7 +92,7 @@ def for_experiment(store: Store, experiment_id: str) -> pd.DataFrame:
     labelled by their configuration as the experiment's spec lists them."""
     stored = store.experiment_runs(experiment_id, list(KEYS))
     if stored.empty:
-        return hijack_table(pd.DataFrame())
+        return hijack_table(stored)
     labels = [str(c["label"]) for c in get(store, experiment_id)["spec"]["configs"]]
     frame, first = first_runs(stored, len(labels))
     done = frame[first]

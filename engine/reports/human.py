@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,35 +77,38 @@ def _by_id(runs: pd.DataFrame) -> dict[str, dict[Any, Any]]:
     return {str(r["id"]): r for r in runs.to_dict("records")} if not runs.empty else {}
 
 
+def _compared(preferences: pd.DataFrame, runs: pd.DataFrame
+              ) -> Iterator[tuple[dict[Any, Any], dict[Any, Any] | None, dict[Any, Any] | None]]:
+    """Each preference with its two runs, `run_a`'s and `run_b`'s rows of `runs` (None for a
+    run `runs` does not hold)."""
+    known = _by_id(runs)
+    for pref in preferences.to_dict("records") if not preferences.empty else []:
+        yield pref, known.get(pref["run_a"]), known.get(pref["run_b"])
+
+
 def win_rates(preferences: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """Per configuration and kind (simulated runs apart from real ones): wins, losses, ties,
     n (decided comparisons), the win rate and its 95% Wilson interval (`low`, `high`); runs
     missing from `runs` are left out."""
-    known = _by_id(runs)
     counts: dict[tuple[str, bool], Counter[str]] = {}
-    for pref in preferences.to_dict("records") if not preferences.empty else []:
-        a, b = known.get(pref["run_a"]), known.get(pref["run_b"])
+    for pref, a, b in _compared(preferences, runs):
         if a is None or b is None:
             continue
-        sides = {"a": (configuration(a), bool(a.get("simulated"))),
-                 "b": (configuration(b), bool(b.get("simulated")))}
-        for side, group in sides.items():
-            tally = counts.setdefault(group, Counter())
+        for side, run in (("a", a), ("b", b)):
+            tally = counts.setdefault((configuration(run), bool(run.get("simulated"))), Counter())
             if pref["choice"] == "tie":
                 tally["ties"] += 1
             else:
                 tally["wins" if pref["choice"] == side else "losses"] += 1
-    rows = []
-    for (name, simulated), tally in sorted(counts.items()):
-        wins, losses = tally["wins"], tally["losses"]
-        rows.append({"configuration": name, "simulated": simulated, "wins": wins, "losses": losses,
-                     "ties": tally["ties"], **_share(wins, wins + losses)})
+    rows = [{"configuration": name, "simulated": simulated, "wins": tally["wins"],
+             "losses": tally["losses"], "ties": tally["ties"],
+             **_share(tally["wins"], tally["wins"] + tally["losses"])}
+            for (name, simulated), tally in sorted(counts.items())]
     return pd.DataFrame(rows, columns=["configuration", "simulated", "wins", "losses", "ties",
                                        "n", "rate", "low", "high"])
 
 
-def cohen_kappa(first: Sequence[str], second: Sequence[str],
-                categories: Sequence[str] = CATEGORIES) -> float:
+def cohen_kappa(first: Sequence[str], second: Sequence[str]) -> float:
     """Cohen's kappa of two raters' labels of the same items: (po - pe) / (1 - pe). NaN with
     no items; 1.0 when both give one and the same category throughout (pe = 1, po = 1)."""
     n = len(first)
@@ -113,7 +116,7 @@ def cohen_kappa(first: Sequence[str], second: Sequence[str],
         return math.nan
     observed = sum(x == y for x, y in zip(first, second, strict=True)) / n
     one, two = Counter(first), Counter(second)
-    expected = sum(one[c] * two[c] for c in categories) / (n * n)
+    expected = sum(one[c] * two[c] for c in one) / (n * n)  # a category one never gives adds 0
     if expected >= 1.0:
         return 1.0 if observed >= 1.0 else math.nan
     return (observed - expected) / (1 - expected)
@@ -140,15 +143,13 @@ class Agreement:
         return " and ".join(who)
 
 
-def agreement(preferences: pd.DataFrame, runs: pd.DataFrame, *, seed: int = 0,
-              resamples: int = BOOTSTRAP) -> Agreement:
+def agreement(preferences: pd.DataFrame, runs: pd.DataFrame) -> Agreement:
     """Cohen's kappa between people's choices and the machine's, with n and a percentile
-    bootstrap 95% interval over the preferences."""
-    known = _by_id(runs)
+    bootstrap 95% interval over the preferences (`BOOTSTRAP` resamples, seeded: the same
+    labels give the same interval)."""
     pairs: list[tuple[str, str]] = []
     skipped = 0
-    for pref in preferences.to_dict("records") if not preferences.empty else []:
-        a, b = known.get(pref["run_a"]), known.get(pref["run_b"])
+    for pref, a, b in _compared(preferences, runs):
         machine = machine_choice(a, b) if a is not None and b is not None else None
         if machine is None:
             skipped += 1
@@ -157,10 +158,10 @@ def agreement(preferences: pd.DataFrame, runs: pd.DataFrame, *, seed: int = 0,
     kappa = cohen_kappa([h for h, _ in pairs], [m for _, m in pairs])
     low = high = math.nan
     if len(pairs) >= 2:
-        draw = random.Random(seed)
+        draw = random.Random(0)
         values = sorted(v for v in (cohen_kappa(*zip(*(draw.choice(pairs) for _ in pairs),
                                                      strict=True))
-                                    for _ in range(resamples)) if not math.isnan(v))
+                                    for _ in range(BOOTSTRAP)) if not math.isnan(v))
         if values:
             low = values[int(0.025 * (len(values) - 1))]
             high = values[int(math.ceil(0.975 * (len(values) - 1)))]
@@ -192,11 +193,9 @@ def calibration(ratings: pd.DataFrame, runs: pd.DataFrame,
         for number in range(len(edges) - 1):
             if edges[number] <= confidence < edges[number + 1]:
                 bins.setdefault(number, []).append(int(rating["score"] >= 4))
-    rows = []
-    for number in sorted(bins):
-        approved = sum(bins[number])
-        rows.append({"confidence": f"{edges[number]:.1f}–{min(edges[number + 1], 1.0):.1f}",
-                     "approved": approved, **_share(approved, len(bins[number]))})
+    rows = [{"confidence": f"{edges[number]:.1f}–{min(edges[number + 1], 1.0):.1f}",
+             "approved": sum(marks), **_share(sum(marks), len(marks))}
+            for number, marks in sorted(bins.items())]
     return pd.DataFrame(rows, columns=["confidence", "approved", "n", "rate", "low", "high"])
 
 
@@ -209,12 +208,11 @@ def _answer(run: Mapping[Any, Any]) -> Any:
 def human_majority(preferences: pd.DataFrame, runs: pd.DataFrame) -> dict[str, str]:
     """Question text -> the final answer its people preferred most often (strictly the most
     votes; a question without one has no human majority)."""
-    known = _by_id(runs)
     votes: dict[str, Counter[str]] = {}
-    for pref in preferences.to_dict("records") if not preferences.empty else []:
+    for pref, a, b in _compared(preferences, runs):
         if pref["choice"] not in ("a", "b"):
             continue
-        winner = known.get(pref["run_a"] if pref["choice"] == "a" else pref["run_b"])
+        winner = a if pref["choice"] == "a" else b
         if winner is None:
             continue
         answer = _answer(winner)
@@ -243,11 +241,9 @@ def majority_accuracy(preferences: pd.DataFrame, runs: pd.DataFrame) -> pd.DataF
             continue
         counts.setdefault((configuration(run), bool(run.get("simulated"))), []).append(
             int(right))
-    rows = []
-    for (name, simulated), marks in sorted(counts.items()):
-        rows.append({"configuration": name, "simulated": simulated,
-                     "expected": HUMAN_MAJORITY, "right": sum(marks),
-                     **_share(sum(marks), len(marks))})
+    rows = [{"configuration": name, "simulated": simulated, "expected": HUMAN_MAJORITY,
+             "right": sum(marks), **_share(sum(marks), len(marks))}
+            for (name, simulated), marks in sorted(counts.items())]
     return pd.DataFrame(rows, columns=["configuration", "simulated", "expected", "right", "n",
                                        "rate", "low", "high"])
 

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from engine.analysis import influence, normalize_stance
+from engine.analysis import influence
+from engine.analysis.rounds_dynamics import normal_rounds
 from engine.analysis.stats import wilson_interval
 from engine.protocols.personas import CAUTIOUS, CREATIVE, CRITIC, JUDGE, LITERAL
 from engine.reports.whatif import round_runs
@@ -78,8 +79,7 @@ def seat_map(config: Any, names: Mapping[str, str] | None = None
 def opportunities(rounds: Sequence[Mapping[str, str | None]]) -> dict[tuple[str, str], int]:
     """(mover, moved) -> the chances `moved` had to flip to `mover`'s answer (see the
     module's docstring); pairs with none are left out."""
-    normal = [{str(a): (normalize_stance(v) or None) if v is not None else None
-               for a, v in answers.items()} for answers in rounds]
+    normal = normal_rounds(rounds)
     out: dict[tuple[str, str], int] = defaultdict(int)
     for before, after in zip(normal, normal[1:]):
         for moved, was in before.items():

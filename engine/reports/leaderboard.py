@@ -99,10 +99,10 @@ class Outcomes:
 
 
 # --------------------------------------------------------------------------- the fit
-def fit(games: Sequence[tuple[str, str]], prior: float = PRIOR, tolerance: float = 1e-10,
-        max_iterations: int = 10_000) -> dict[str, float]:
+def fit(games: Sequence[tuple[str, str]], prior: float = PRIOR) -> dict[str, float]:
     """Bradley-Terry ratings (Elo scale) of every player in `games`, (winner, loser) pairs,
-    by the MM iteration in the module's docstring. Empty for no games."""
+    by the MM iteration in the module's docstring (until no strength moves by a factor of
+    more than 1 + 1e-10, at most 10,000 times). Empty for no games."""
     players = sorted({p for pair in games for p in pair})
     if not players:
         return {}
@@ -114,25 +114,18 @@ def fit(games: Sequence[tuple[str, str]], prior: float = PRIOR, tolerance: float
     played = wins + wins.T
     won = wins.sum(axis=1)
     strength = np.ones(k)
-    for _ in range(max_iterations):
+    for _ in range(10_000):
         denominator = (played / (strength[:, None] + strength[None, :])).sum(axis=1)
         denominator += 2 * prior / (strength + 1.0)
         new = (won + prior) / np.where(denominator > 0, denominator, 1.0)
         new = np.where(new > 0, new, 1e-300)
         if prior == 0:
             new = new / math.exp(float(np.log(new).mean()))
-        done = float(np.max(np.abs(np.log(new) - np.log(strength)))) < tolerance
+        done = float(np.max(np.abs(np.log(new) - np.log(strength)))) < 1e-10
         strength = new
         if done:
             break
     return {p: BASE + SCALE * math.log10(float(strength[index[p]])) for p in players}
-
-
-def _interval(point: float, draws: list[float]) -> tuple[float, float]:
-    if not draws:
-        return point, point
-    low, high = np.percentile(draws, [2.5, 97.5])
-    return min(float(low), point), max(float(high), point)
 
 
 def rated(games: Sequence[Game], by: str, *, prior: float = PRIOR, bootstrap: int = BOOTSTRAP,
@@ -162,10 +155,11 @@ def rated(games: Sequence[Game], by: str, *, prior: float = PRIOR, bootstrap: in
             draws[player].append(rating)
     out: dict[str, dict[str, Any]] = {}
     for player, rating in point.items():
-        low, high = _interval(rating, draws[player])
+        low, high = np.percentile(draws[player], [2.5, 97.5]) if draws[player] else (rating,) * 2
         mine = [(w, run) for w, lo, run in pairs if player in (w, lo)]
         wins = sum(1 for w, _ in mine if w == player)
-        out[player] = {"rating": rating, "low": low, "high": high, "games": len(mine),
+        out[player] = {"rating": rating, "low": min(float(low), rating),
+                       "high": max(float(high), rating), "games": len(mine),
                        "wins": wins, "losses": len(mine) - wins,
                        "run_ids": sorted({run for _, run in mine})}
     return out
@@ -226,16 +220,12 @@ def outcomes(rows: Iterable[Mapping[str, Any]]) -> Outcomes:
     return found
 
 
-def rated_protocols() -> list[str]:
-    """The protocols whose runs hold pairwise outcomes (a `pairwise` hook)."""
+def read(store: Store) -> Outcomes:
+    """The outcomes of the store's completed runs of every protocol whose runs hold pairwise
+    outcomes (a `pairwise` hook)."""
     from engine.protocols import REGISTRY
-    return [name for name, spec in REGISTRY.items() if spec.pairwise is not None]
-
-
-def read(store: Store, protocols: Sequence[str] | None = None) -> Outcomes:
-    """The outcomes of the store's completed runs of `protocols` (every rated one)."""
     rows: list[Mapping[str, Any]] = []
-    for protocol in rated_protocols() if protocols is None else protocols:
+    for protocol in [name for name, spec in REGISTRY.items() if spec.pairwise is not None]:
         frame = store.runs(protocol=protocol, status="completed", with_result=True)
         rows += [{str(key): value for key, value in row.items()}
                  for row in frame.to_dict("records")]

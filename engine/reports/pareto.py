@@ -9,7 +9,7 @@ as such, never drawn at 0. Only plain values here: no store, no streamlit.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
@@ -57,29 +57,19 @@ def pareto_rows(summary: pd.DataFrame, x: str) -> tuple[pd.DataFrame, list[str]]
     return pd.DataFrame(rows, columns=COLUMNS), unplaced
 
 
-def caption(rows: pd.DataFrame, unplaced: Sequence[str], x: str,
-            unknown: Mapping[str, str] | None = None) -> str:
+def caption(rows: pd.DataFrame, unplaced: Sequence[str], x: str) -> str:
     """What the chart shows and does not: the front on point estimates, a dominated point
     within its dominator's interval, and the configurations not placed (and why)."""
     what = "cost" if x == "cost_per_run" else "tokens"
     parts = [f"Grey: dominated (another configuration is at least as accurate for no more "
              f"{what} per run). The front is drawn on point estimates: where the intervals "
              "overlap, the difference may be noise."]
+    accuracy = dict(zip(rows["configuration"], rows["accuracy"], strict=True))
     close = [str(r["configuration"]) for r in rows.to_dict("records") if r["dominated"] and
-             _within(rows, {str(k): v for k, v in r.items()})]
+             (high := _number(r["high"])) is not None and high >= accuracy[r["dominated_by"]]]
     if close:
         parts.append(f"Within the interval of what dominates them: {', '.join(close)}.")
     if unplaced:
-        why = unknown or {}
-        parts.append("Not placed: " + ", ".join(
-            f"{label} ({why.get(label, 'unknown ' + what + ' or no scored run')})"
-            for label in unplaced) + ".")
+        parts.append("Not placed: " + ", ".join(f"{label} (unknown {what} or no scored run)"
+                                                for label in unplaced) + ".")
     return " ".join(parts)
-
-
-def _within(rows: pd.DataFrame, row: Mapping[str, Any]) -> bool:
-    other = rows[rows["configuration"] == row["dominated_by"]]
-    if other.empty or row["high"] is None:
-        return False
-    high = _number(row["high"])
-    return high is not None and high >= float(other.iloc[0]["accuracy"])

@@ -76,25 +76,21 @@ def _rate_row(label: str, position: str, wins: int, n: int) -> dict[str, Any]:
 def by_position(runs: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """Outcome by position (see the module docstring) from run records, each with `label`,
     `order`, `carried` and, for a debate, `seat_for` / `seat_against`."""
-    counts: dict[tuple[str, str], list[int]] = {}  # (label, position): wins, n; first seen first
-
-    def add(label: str, position: str, won: bool) -> None:
-        count = counts.setdefault((label, position), [0, 0])
-        count[0] += int(won)
-        count[1] += 1
-
+    carried_by: dict[tuple[str, str], list[bool]] = {}  # (label, position), first seen first
     for run in runs:
         order, carried = run.get("order"), run.get("carried")
         if not isinstance(order, list) or not order or not isinstance(carried, list):
             continue
         label = str(run.get("label", ""))
         for index, seat in enumerate(order, 1):
-            add(label, f"presented {ordinal(index)}", seat in carried)
+            carried_by.setdefault((label, f"presented {ordinal(index)}"), []).append(
+                seat in carried)
         for side in ("for", "against"):
             seat = run.get(f"seat_{side}")
             if isinstance(seat, str) and seat:
-                add(label, f"argued {side}", seat in carried)
-    rows = [_rate_row(label, position, *count) for (label, position), count in counts.items()]
+                carried_by.setdefault((label, f"argued {side}"), []).append(seat in carried)
+    rows = [_rate_row(label, position, sum(won), len(won))
+            for (label, position), won in carried_by.items()]
     return pd.DataFrame(rows, columns=POSITION_COLUMNS)
 
 
@@ -148,14 +144,11 @@ def run_records(frame: pd.DataFrame, metrics: Mapping[str, Mapping[str, Any]]
     if frame.empty:
         return []
     counted = frame[frame["counted"].astype(bool)]
-    out = []
-    for run_id, label, q, repeat in zip(counted["id"], counted["label"], counted["q"],
-                                        counted["repeat"], strict=True):
-        found = metrics.get(run_id) or {}
-        out.append({"label": label, "q": q, "repeat": repeat,
-                    **{key: found.get(key) for key in ("order", "carried", "winner",
-                                                       "seat_for", "seat_against")}})
-    return out
+    return [{"label": label, "q": q, "repeat": repeat,
+             **{key: (metrics.get(run_id) or {}).get(key)
+                for key in ("order", "carried", "winner", "seat_for", "seat_against")}}
+            for run_id, label, q, repeat in zip(counted["id"], counted["label"], counted["q"],
+                                                counted["repeat"], strict=True)]
 
 
 def positions(store: Store, experiment_id: str, frame: pd.DataFrame,

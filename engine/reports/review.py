@@ -13,7 +13,6 @@ endpoint's name; and the vendors' family and company names (`VENDOR_NAMES`) alwa
 """
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -85,33 +84,23 @@ def judged(pairs: Iterable[Pair], preferences: pd.DataFrame, rater: str) -> set[
 
 def names(run: Mapping[str, Any]) -> set[str]:
     """Every name of a run that would tell its configuration apart."""
-    found: set[str] = set()
-    for key in ("label", "protocol"):
-        if isinstance(run.get(key), str):
-            found.add(run[key])
-    found.update(m for m in str(run.get("models") or "").split(",") if m)
-    config = run.get("config")
-    if isinstance(config, str):
-        try:
-            config = json.loads(config)
-        except ValueError:
-            config = {}
+    specs = {m for m in str(run.get("models") or "").split(",") if m}  # each named every way
+    found = {run[key] for key in ("label", "protocol") if isinstance(run.get(key), str)} | specs
+    config = run.get("config")  # as the store reads it back: a mapping, or its empty default
     seats = config.get("seats", {}) if isinstance(config, Mapping) else {}
     if isinstance(seats, Mapping):
         found.update(str(slot) for slot in seats)
-    groups = seats.values() if isinstance(seats, Mapping) else [seats]
-    for group in groups:
+    for group in seats.values() if isinstance(seats, Mapping) else [seats]:
         for seat in group if isinstance(group, list) else [group]:
             if isinstance(seat, Mapping):
                 found.update(str(seat[k]) for k in ("name", "model", "persona_name", "role")
                              if isinstance(seat.get(k), str) and len(seat[k]) <= 200)
+                if isinstance(seat.get("model"), str):
+                    specs.add(seat["model"])
     for turn in run.get("turns") or ():
         found.update(str(turn[k]) for k in ("seat", "model") if turn.get(k))
-    specs = {str(s.get("model")) for group in groups
-             for s in (group if isinstance(group, list) else [group])
-             if isinstance(s, Mapping) and isinstance(s.get("model"), str)}
-    specs |= {m for m in str(run.get("models") or "").split(",") if m}
-    specs |= {str(t["model"]) for t in run.get("turns") or () if t.get("model")}
+        if turn.get("model"):
+            specs.add(str(turn["model"]))
     for spec in specs:
         found |= model_names(spec)
     return {n.strip() for n in found if len(n.strip()) >= 2} | set(VENDOR_NAMES)

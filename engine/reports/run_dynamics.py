@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from engine.analysis import Dynamics, Flip, dynamics, influence
+from engine.analysis import Dynamics, dynamics, influence
 from engine.protocols import stored_rounds
 
 
@@ -18,22 +18,12 @@ from engine.protocols import stored_rounds
 class DynamicsStrip:
     """What the strip shows: `per_round` (round, answered, entropy in bits, agreement),
     `flips` (agent, round, before, after, and `effect` fix/break/"" when scored), `influence`
-    (mover, moved, times), `flags` (one short sentence each) and the `measures` themselves."""
+    (mover, moved, times) and `flags` (one short sentence each)."""
 
-    measures: Dynamics
     per_round: pd.DataFrame
     flips: pd.DataFrame
     influence: pd.DataFrame
     flags: list[str]
-    scored: bool
-
-
-def _effect(flip: Flip, measures: Dynamics) -> str:
-    if measures.fixes is not None and flip in measures.fixes:
-        return "fix"
-    if measures.breaks is not None and flip in measures.breaks:
-        return "break"
-    return ""
 
 
 def flags_text(measures: Dynamics, rounds: int) -> list[str]:
@@ -68,12 +58,14 @@ def dynamics_strip(run: Mapping[str, Any]) -> DynamicsStrip | None:
                               "answered": measures.answered,
                               "entropy (bits)": measures.entropy,
                               "agreement": measures.agreement})
+    effects = {**dict.fromkeys(measures.breaks or (), "break"),
+               **dict.fromkeys(measures.fixes or (), "fix")}
     flips = pd.DataFrame(
         [{"agent": f.agent, "round": f.round, "before": f.before, "after": f.after,
-          **({"effect": _effect(f, measures)} if expected else {})} for f in measures.flips],
+          **({"effect": effects.get(f, "")} if expected else {})} for f in measures.flips],
         columns=["agent", "round", "before", "after", *(["effect"] if expected else [])])
     moved = pd.DataFrame([{"mover": a, "moved": b, "times": n}
                           for (a, b), n in sorted(influence(rounds).items())],
                          columns=["mover", "moved", "times"])
-    return DynamicsStrip(measures=measures, per_round=per_round, flips=flips, influence=moved,
-                         flags=flags_text(measures, len(rounds)), scored=expected is not None)
+    return DynamicsStrip(per_round=per_round, flips=flips, influence=moved,
+                         flags=flags_text(measures, len(rounds)))

@@ -110,7 +110,9 @@ def time_estimate(configs: Configs, *, runs: int = 1, runs_at_once: int = 1,
                         "(its first calls measure it)"}
     slowest = max(seat_paces, key=lambda p: (p.seconds or 0.0, p.calls))
     per_call = slowest.seconds or 0.0
-    shapes = [(estimate(c), run_concurrency(c)) for c in resolved]
+    # the calls a run may keep in flight: its own, else the default (an endpoint's limit
+    # holds it lower)
+    shapes = [(estimate(c), c.policy.concurrency or DEFAULT_CONCURRENCY) for c in resolved]
     run_seconds = [per_call * max(cost["waves"], math.ceil(cost["calls"] / at_once))
                    for cost, at_once in shapes]
     calls = runs * sum(cost["calls"] for cost, _ in shapes)
@@ -130,12 +132,6 @@ def time_estimate(configs: Configs, *, runs: int = 1, runs_at_once: int = 1,
                     f"concurrency {at_once}" + (f"; {runs_at_once} run(s) at once of {runs}"
                                                  f" per configuration" if runs > 1 else "")
                     + ")"}
-
-
-def run_concurrency(config: Resolved) -> int:
-    """The calls one run of `config` may keep in flight: its own, else the default (an
-    endpoint's limit holds it lower, see `time_estimate`)."""
-    return config.policy.concurrency or DEFAULT_CONCURRENCY
 
 
 def concurrency_notes(configs: Sequence[Resolved], seat_paces: Sequence[Pace]) -> list[str]:

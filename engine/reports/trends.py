@@ -30,12 +30,6 @@ MEASURE_NAMES = ("accuracy", "majority adoption", "agreement inflation")
 MAX_EXPERIMENTS = 200  # the newest of a name that a view reads
 
 
-def _config_keys(config: Mapping[str, Any]) -> tuple[dict[str, Any], Any]:
-    """A configuration without its label and prompts, and its prompts."""
-    return ({k: v for k, v in config.items() if k not in ("label", "prompts")},
-            config.get("prompts") or {})
-
-
 def changes(before: Mapping[str, Any] | None, after: Mapping[str, Any], label: str,
             version_before: str, version_after: str) -> list[str]:
     """What changed for configuration `label` from the experiment `before` (its spec; None
@@ -47,10 +41,10 @@ def changes(before: Mapping[str, Any] | None, after: Mapping[str, Any], label: s
     new = next((c for c in after.get("configs", []) if c.get("label") in names), None)
     out = []
     if old is not None and new is not None:
-        (old_rest, old_prompts), (new_rest, new_prompts) = _config_keys(old), _config_keys(new)
-        if old_rest != new_rest:
+        # the rest of the configuration, its label and prompts set aside
+        if {**old, "label": "", "prompts": ""} != {**new, "label": "", "prompts": ""}:
             out.append("configuration")
-        if old_prompts != new_prompts:
+        if (old.get("prompts") or {}) != (new.get("prompts") or {}):
             out.append("prompts")
     if version_before and version_after and version_before != version_after:
         out.append("question set")
@@ -64,7 +58,7 @@ def over_time(store: Store, name: str) -> pd.DataFrame:
     listed = list_experiments(store)
     mine = listed[listed["name"] == name].sort_values("created").tail(MAX_EXPERIMENTS)
     rows: list[dict[str, Any]] = []
-    previous: tuple[Mapping[str, Any], str] | None = None
+    previous: tuple[Mapping[str, Any] | None, str] = (None, "")  # the spec and set version
     for experiment_id, created in zip(mine["id"], mine["created"], strict=True):
         result = report(store, str(experiment_id), "both")
         spec, version = result.experiment["spec"], result.experiment.get("set_version") or ""
@@ -73,21 +67,19 @@ def over_time(store: Store, name: str) -> pd.DataFrame:
             done = counted(runs, label)
             if done.empty:
                 continue
-            moved = ", ".join(changes(previous[0] if previous else None, spec, label,
-                                      previous[1] if previous else "", version))
+            moved = ", ".join(changes(previous[0], spec, label, previous[1], version))
             base = {"experiment": experiment_id, "created": created, "configuration": label,
                     "set_version": version, "changed": moved}
+            # each measure's (value, low, high, n), or None where it is not measured
+            found = {"accuracy": None, **{m: MEASURES[m](done, label, Z95)
+                                          for m in MEASURE_NAMES[1:]}}
             summary = result.summary[result.summary["configuration"] == label]
             if not summary.empty and int(summary["scored"].iloc[0]):
                 row = summary.iloc[0]
-                rows.append({**base, "measure": "accuracy", "value": float(row["accuracy"]),
-                             "low": float(row["accuracy_low"]),
-                             "high": float(row["accuracy_high"]), "n": int(row["scored"])})
-            for measure in MEASURE_NAMES[1:]:
-                found = MEASURES[measure](done, label, Z95)
-                if found is not None:
-                    rows.append({**base, "measure": measure, "value": found[0],
-                                 "low": found[1], "high": found[2], "n": found[3]})
+                found["accuracy"] = (float(row["accuracy"]), float(row["accuracy_low"]),
+                                     float(row["accuracy_high"]), int(row["scored"]))
+            rows += [{**base, "measure": measure, "value": v[0], "low": v[1], "high": v[2],
+                      "n": v[3]} for measure, v in found.items() if v is not None]
         previous = (spec, version)
     return pd.DataFrame(rows, columns=TREND_COLUMNS)
 

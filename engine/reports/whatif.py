@@ -58,8 +58,7 @@ def round_runs(store: Store, filters: RunFilters | None = None, kind: str = "rea
         return pd.DataFrame(columns=columns)
     stored = store.run_results(list(runs["id"]), with_config=with_config).set_index("id")
     out = []
-    picked = runs[["id", "protocol", "label", "simulated", "correct"]]
-    for run_id, protocol, given, simulated, correct in picked.itertuples(index=False, name=None):
+    for run_id, protocol, given, simulated, correct in runs.itertuples(index=False, name=None):
         if run_id not in stored.index:
             continue
         kept = stored.loc[run_id]
@@ -100,16 +99,14 @@ def stored_runs(store: Store, runs: pd.DataFrame) -> list[StoredRun]:
             for row in runs.to_dict("records")]
 
 
-def _percent(rate: float | None, low: float | None, high: float | None, n: int) -> str:
+def _percent(rate: float | None, low: float | None, high: float | None, n: int,
+             change: bool = False) -> str:
+    """A share with its interval and n, "74% [60–85%] n=34"; a `change` signed, "+5% [-2%
+    to +11%] n=34"."""
     if rate is None or low is None or high is None:
         return "– n=0"
-    return f"{rate:.0%} [{low:.0%}–{high:.0%}] n={n}"
-
-
-def _lost_text(o: Outcome) -> str:
-    if o.lost is None or o.lost_low is None or o.lost_high is None:
-        return "– n=0"
-    return f"{o.lost:+.0%} [{o.lost_low:+.0%} to {o.lost_high:+.0%}] n={o.scored}"
+    shown = "+.0%" if change else ".0%"
+    return f"{rate:{shown}} [{low:{shown}}{' to ' if change else '–'}{high:{shown}}] n={n}"
 
 
 def dollars_text(o: Outcome) -> str:
@@ -129,7 +126,8 @@ def outcome_row(group: str, o: Outcome) -> dict[str, Any]:
                                         o.scored),
             "accuracy with rule": _percent(o.accuracy_with_rule, o.with_rule_low,
                                            o.with_rule_high, o.scored),
-            "accuracy lost": _lost_text(o), "broken": o.broken, "fixed": o.fixed,
+            "accuracy lost": _percent(o.lost, o.lost_low, o.lost_high, o.scored, change=True),
+            "broken": o.broken, "fixed": o.fixed,
             "tokens saved": f"{o.tokens_saved:,} of {o.tokens:,}",
             "tokens saved %": f"{share:.0%}" if share is not None else "–",
             "dollars saved": dollars_text(o),
