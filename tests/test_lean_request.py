@@ -73,9 +73,9 @@ def test_a_response_format_argument_takes_langchain_openais_own_path(monkeypatch
     lean = []
     real = providers._lean_completion
 
-    async def counted(model, payload):
+    async def counted(model, payload, plain):
         lean.append(payload)
-        return await real(model, payload)
+        return await real(model, payload, plain)
     monkeypatch.setattr(providers, "_lean_completion", counted)
     with RecordingServer() as server:
         asyncio.run(parley_model(server).ainvoke(MESSAGES))
