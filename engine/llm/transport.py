@@ -58,7 +58,6 @@ from engine.llm.urls import risky_address
 if TYPE_CHECKING:
     from engine.llm.capabilities import Capabilities
 
-_DEFAULT_PORTS = {"http": 80, "https": 443}
 ACCEPTED = "gzip, deflate"  # the encodings a model's response may come in, each bounded
 _REDIRECTS = (301, 302, 303, 307, 308)  # the statuses httpx follows a Location of
 _CHUNK = 16 * 1024  # bytes read off a response at a time, as httpx-aiohttp reads them
@@ -139,17 +138,12 @@ def guard_connections(client: Any, asynchronous: bool) -> None:
 
 
 def origin(url: Any) -> str:
-    """`scheme://host[:port]` of an httpx URL (the port only when not the default)."""
+    """`scheme://host[:port]` of an httpx URL (the port only when not the default): two URLs
+    of one origin give the same text, as httpx writes a scheme and host in lower case and
+    drops a default port."""
     host = str(url.host)
     shown = f"[{host}]" if ":" in host else host
     return f"{url.scheme}://{shown}" + (f":{url.port}" if url.port else "")
-
-
-def _same_origin(a: Any, b: Any) -> bool:
-    def key(url: Any) -> tuple[str, str, int | None]:
-        scheme = str(url.scheme).lower()
-        return scheme, str(url.host).lower(), url.port or _DEFAULT_PORTS.get(scheme)
-    return key(a) == key(b)
 
 
 def _refuse_cross_origin(response: Any) -> None:
@@ -166,7 +160,7 @@ def redirect_target(here: Any, status_code: int, location: str) -> Any:
         shown = origin(there) if there.host else "a location with no host"
     except Exception:  # a Location httpx cannot read is not followed either
         there, shown = None, "an unreadable location"
-    if there is not None and there.host and _same_origin(here, there):
+    if there is not None and there.host and origin(here) == origin(there):
         return there
     raise RedirectRefused(f"the server at {origin(here)} answered {status_code}, "
                           f"redirecting to {shown[:200]}; Parley does not follow a model call "
