@@ -33,7 +33,7 @@ def loopback(monkeypatch):
 
 def parley_model(server: RecordingServer, **body):
     """Parley's model of the server, its request body given `body`'s fields too (as
-    `engine.llm.structured.send_with` adds them)."""
+    `engine.llm.structured.generate` adds them)."""
     model = get_model(f"openai:m?base_url={server.base_url}&temperature=0.3")
     return model.bind(extra_body={**(model.extra_body or {}), **body}) if body else model
 
