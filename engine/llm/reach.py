@@ -99,19 +99,22 @@ def watch(client: Any, asynchronous: bool) -> None:
     def on_answer(response: Any) -> None:
         answered(response.status_code, response.headers.get("content-type", ""))
 
-    if asynchronous:
-        async def on_request(request: Any) -> None:
-            on_start(request)
-
-        async def on_response(response: Any) -> None:
-            on_answer(response)
-        hooks: tuple[Callable[..., Any], Callable[..., Any]] = (on_request, on_response)
-    else:
-        hooks = (on_start, on_answer)
     current = client.event_hooks
     # first among the response hooks: a redirect the client's own hook refuses is an answer
-    client.event_hooks = {"request": [*current.get("request", []), hooks[0]],
-                          "response": [hooks[1], *current.get("response", [])]}
+    client.event_hooks = {"request": [*current.get("request", []), hook(on_start, asynchronous)],
+                          "response": [hook(on_answer, asynchronous),
+                                       *current.get("response", [])]}
+
+
+def hook(function: Callable[[Any], None], asynchronous: bool) -> Callable[[Any], Any]:
+    """`function` as an httpx event hook: itself for a sync client; for an async one, which
+    awaits its hooks, a coroutine function that calls it."""
+    if not asynchronous:
+        return function
+
+    async def awaited(argument: Any) -> None:
+        function(argument)
+    return awaited
 
 
 def _tracer(attempt: Attempt, inner: Any, asynchronous: bool) -> Callable[..., Any]:

@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 from engine.errors import UNREADABLE, ParleyError, Unsent
-from engine.llm.reach import answered, begin, watch
+from engine.llm.reach import answered, begin, hook, watch
 from engine.llm.sizes import CUT_HEADER, REPLY_CAP, body_cap, size_text
 from engine.llm.urls import risky_address
 
@@ -106,11 +106,9 @@ def model_client(asynchronous: bool, *, guard: bool, proxy: str | None = None,
     process's, `tls_context`), `limits` its connection limits (None: the SDK's). An async
     one belongs to the event loop that first sends through it: `shared_clients` hands each
     loop its own, since a kept-alive connection from a finished loop fails the next call."""
-    async def check(response: Any) -> None:
-        _refuse_cross_origin(response)
     options: dict[str, Any] = {
         "proxy": proxy, "verify": verify if verify is not None else tls_context(),
-        "event_hooks": {"response": [check if asynchronous else _refuse_cross_origin]},
+        "event_hooks": {"response": [hook(_refuse_cross_origin, asynchronous)]},
         **({"limits": limits} if limits is not None else {}),
         **({"guard": guard} if asynchronous else {})}
     client = _bounded_classes()[asynchronous](body_cap(reply_cap or REPLY_CAP), **options)
