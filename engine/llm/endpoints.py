@@ -31,7 +31,7 @@ from engine.llm.secretsfile import json_setting, setting
 from engine.llm.sizes import MAX_REPLY_CAP
 from engine.llm.structured import check_switch
 from engine.llm.urls import check_url, risky_host
-from engine.models import ConfigError
+from engine.models import ConfigError, known_keys
 from engine.redaction import variable_name
 
 DEFAULT_KEYS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "ollama": None}
@@ -338,10 +338,7 @@ def _endpoint(name: str, entry: Any, origin: str) -> Endpoint:
         raise ConfigError(f"{where}: a name is 1..64 letters, digits, '.', '_' or '-'", "input")
     if not isinstance(entry, Mapping):
         raise ConfigError(f"{where} must be a table with base_url", "input")
-    unknown = sorted(str(k) for k in entry if k not in _ENDPOINT_FIELDS)
-    if unknown:
-        raise ConfigError(f"{where} has no field {unknown[0]!r}; fields are "
-                          f"{', '.join(_ENDPOINT_FIELDS)}", "input")
+    known_keys(entry, _ENDPOINT_FIELDS, where, "field")
     provider = str(entry.get("provider") or "openai").strip().lower()
     if provider not in DEFAULT_KEYS:
         raise ConfigError(f"{where}: provider must be one of {', '.join(DEFAULT_KEYS)}",
