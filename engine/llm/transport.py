@@ -504,22 +504,16 @@ def httpx_error(error: BaseException) -> Any:
     connection a `ConnectTimeout`, counted a time-out)."""
     import aiohttp
     httpx = http_module()
-    if isinstance(error, (aiohttp.ClientProxyConnectionError, aiohttp.ClientHttpProxyError)):
-        return httpx.ProxyError
-    if isinstance(error, aiohttp.ConnectionTimeoutError):
-        return httpx.ConnectTimeout
-    if isinstance(error, aiohttp.ClientConnectorError):  # refused, unreachable, DNS, TLS
-        return httpx.ConnectError
-    if isinstance(error, TimeoutError):  # aiohttp's read time-outs are TimeoutErrors too
-        return httpx.ReadTimeout
-    if isinstance(error, aiohttp.InvalidURL):
-        return httpx.UnsupportedProtocol
-    if isinstance(error, (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError,
-                          aiohttp.ClientResponseError)):  # cut off, or not HTTP
-        return httpx.RemoteProtocolError
-    if isinstance(error, aiohttp.ClientConnectionError):  # reset, closed
-        return httpx.ReadError
-    return None
+    proxy = (aiohttp.ClientProxyConnectionError, aiohttp.ClientHttpProxyError)
+    mirrors = ((proxy, httpx.ProxyError), (aiohttp.ConnectionTimeoutError, httpx.ConnectTimeout),
+               (aiohttp.ClientConnectorError, httpx.ConnectError),  # refused, unreachable, DNS, TLS
+               (TimeoutError, httpx.ReadTimeout),  # aiohttp's read time-outs are TimeoutErrors too
+               (aiohttp.InvalidURL, httpx.UnsupportedProtocol),
+               ((aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError,
+                 aiohttp.ClientResponseError), httpx.RemoteProtocolError),  # cut off, or not HTTP
+               (aiohttp.ClientConnectionError, httpx.ReadError))  # reset, closed
+    # the first that matches: a more specific aiohttp class comes before its bases
+    return next((mirror for kinds, mirror in mirrors if isinstance(error, kinds)), None)
 
 
 @functools.cache
