@@ -271,8 +271,8 @@ class StructuredOutput(MarkedOutput):
         once when detection ends, past the rate the limits admitted them at."""
         if self.switch != "auto" or self.supported() is not None:
             return
-        lock = self.capabilities.in_detection(SUPPORT_KIND, self.endpoint)
-        if lock is not None:
+        lock = self.capabilities.detecting(SUPPORT_KIND, self.endpoint)
+        if lock.locked():  # held by the call detecting it
             async with lock:
                 pass
 
