@@ -14,6 +14,7 @@ known $0.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextvars
 import random
 import threading
@@ -68,33 +69,25 @@ async def invoke_on_thread(model: Any, messages: list[BaseMessage],
     """`model.invoke(messages)` on a fresh daemon thread, awaited for at most `timeout`
     seconds; past it the thread is abandoned (it dies with the process) and `CallAbandoned`
     is raised, so the run goes on and returns."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
+    done: concurrent.futures.Future[Any] = concurrent.futures.Future()
     context = contextvars.copy_context()
 
-    def settle(result: Any, error: BaseException | None) -> None:
-        if not future.done():
-            if error is None:
-                future.set_result(result)
-            else:
-                future.set_exception(error)
-
+    # Running, it can no longer be cancelled: a wait that gives up on it leaves its outcome
+    # unread (and a closed loop untold: asyncio's `wrap_future` chain checks).
     def work() -> None:
-        result, error = None, None
+        if not done.set_running_or_notify_cancel():  # given up on before it started
+            return
         try:
-            result = context.run(model.invoke, messages)
+            done.set_result(context.run(model.invoke, messages))
         except Exception as exc:  # handed to the awaiting coroutine, as ainvoke would raise
-            error = exc
+            done.set_exception(exc)
         except BaseException as exc:  # noqa: BLE001 - never let a thread's exit go unseen
-            error = RuntimeError(f"the model's thread ended with {type(exc).__name__}")
-        try:
-            loop.call_soon_threadsafe(settle, result, error)
-        except RuntimeError:  # the loop is closed: the run finished without this call
-            pass
+            done.set_exception(RuntimeError(f"the model's thread ended with "
+                                            f"{type(exc).__name__}"))
 
     threading.Thread(target=work, name="parley-sync-call", daemon=True).start()
     try:
-        return await asyncio.wait_for(future, timeout)
+        return await asyncio.wait_for(asyncio.wrap_future(done), timeout)
     except TimeoutError:
         raise CallAbandoned(f"timed out after {timeout:g}s; the call's thread was "
                             "abandoned") from None
