@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.errors import Unsent
-from engine.llm.failures import classes, status
+from engine.llm.failures import classes, httpx_classes, status
 
 
 @dataclass
@@ -57,14 +57,13 @@ _HTTPX_CUT_OFF = ("ReadTimeout", "ReadError", "RemoteProtocolError")
 def _never_sent() -> tuple[type[BaseException], ...]:
     """Errors (anywhere in the chain of causes) that say the request never reached the
     server: the HTTP clients' (httpx, either flavour) and the socket's own, and Parley's."""
-    return (ConnectionRefusedError, socket.gaierror, Unsent,
-            *classes("httpx", *_HTTPX_UNSENT), *classes("httpx2", *_HTTPX_UNSENT))
+    return (ConnectionRefusedError, socket.gaierror, Unsent, *httpx_classes(*_HTTPX_UNSENT))
 
 
 def _answer_lost() -> tuple[type[BaseException], ...]:
     """Errors that say the connection was lost while the server had the request."""
     return (ConnectionResetError, BrokenPipeError, http.client.IncompleteRead,
-            *classes("httpx", *_HTTPX_CUT_OFF), *classes("httpx2", *_HTTPX_CUT_OFF),
+            *httpx_classes(*_HTTPX_CUT_OFF),
             *classes("aiohttp", "ServerDisconnectedError", "ClientPayloadError"))
 
 
