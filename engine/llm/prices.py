@@ -130,10 +130,8 @@ def read_prices(table: Any, where: str) -> dict[str, Price]:
 class PriceTable:
     """The prices the operator set (environment, then secrets) over the shipped defaults."""
 
-    def __init__(self, overrides: Sequence[Mapping[str, Price]] = (),
-                 defaults: Mapping[str, Price] | None = None):
+    def __init__(self, overrides: Sequence[Mapping[str, Price]] = ()):
         self.overrides = [dict(o) for o in overrides]
-        self.defaults = dict(DEFAULTS if defaults is None else defaults)
 
     @classmethod
     def from_settings(cls, environ: Mapping[str, Any], secrets: Any = None) -> PriceTable:
@@ -146,13 +144,11 @@ class PriceTable:
         """The price of the model `spec` records (None: unpriced). The shipped defaults
         count only for a model called at its provider's own API (`own_api`)."""
         names = spec_names(spec)
-        for layer in self.overrides:
+        for layer in [*self.overrides, *([DEFAULTS] if own_api else [])]:
             found = next((layer[n] for n in names if n in layer), None)
             if found is not None:
                 return found
-        if not own_api:
-            return None
-        return next((self.defaults[n] for n in names if n in self.defaults), None)
+        return None
 
 
 def spec_names(spec: str) -> list[str]:
