@@ -231,20 +231,6 @@ class RunContext:
             self._models[key] = seat_model(seat.model, seat.temperature, self.endpoints)
         return self._models[key]
 
-    def policy(self, model: Any) -> tuple[float, int, Any, str]:
-        """(timeout, retries, endpoint gate, host) for one call: the run's own settings (CLI
-        flags, a spec, the form) first, then what the model's registered endpoint sets, then
-        the defaults; the gate holds the endpoint to its limits (`engine.llm.limits`: rpm,
-        tpm, concurrency; shared by every process when the store is PostgreSQL); the host
-        (`get_model` records it, "" for other models) names the server in errors."""
-        call = getattr(model, "parley_call", None) or {}  # set by get_model only
-        timeout = self.timeout if self.timeout is not None else call.get(
-            "timeout", DEFAULT_TIMEOUT)
-        retries = self.retries if self.retries is not None else call.get(
-            "retries", DEFAULT_RETRIES)
-        return (timeout, retries, CallGate(call, self.store, timeout, stop=self.check_stopped),
-                str(call.get("host") or ""))
-
     def check_stop(self) -> None:
         if self.stop_event is not None and self.stop_event.is_set():
             raise RunStopped("stopped by the user")
@@ -357,10 +343,20 @@ class RunContext:
                         output: StructuredOutput | LineOutput | None,
                         simulated: bool) -> Outcome:
         """The call's attempts through its endpoint's gate: the first that gives a reply, or
-        the last failure once a failure is not transient or the retries are spent."""
+        the last failure once a failure is not transient or the retries are spent.
+
+        Its timeout and retries are the run's own settings (CLI flags, a spec, the form)
+        first, then what the model's registered endpoint sets (`parley_call`, set by
+        `get_model` only), then the defaults; the gate holds the endpoint to its limits
+        (`engine.llm.limits`: rpm, tpm, concurrency; shared by every process when the store
+        is PostgreSQL); the host (`get_model` records it, "" for other models) names the
+        server in errors."""
         got = Outcome(simulated=simulated)
-        timeout, retries, gate, host = self.policy(model)
-        cap = int((getattr(model, "parley_call", None) or {}).get("max_tokens") or 0)
+        call = getattr(model, "parley_call", None) or {}
+        timeout = self.timeout if self.timeout is not None else call.get("timeout", DEFAULT_TIMEOUT)
+        retries = self.retries if self.retries is not None else call.get("retries", DEFAULT_RETRIES)
+        gate = CallGate(call, self.store, timeout, stop=self.check_stopped)
+        host, cap = str(call.get("host") or ""), int(call.get("max_tokens") or 0)
         async with self.semaphore, gate:
             if output is not None:  # the endpoint's grammar probed, its JSON mode waited for
                 await output.prepare(gate, timeout)
