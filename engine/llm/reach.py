@@ -119,22 +119,18 @@ def hook(function: Callable[[Any], None], asynchronous: bool) -> Callable[[Any],
 def _tracer(attempt: Attempt, inner: Any, asynchronous: bool) -> Callable[..., Any]:
     """httpcore's trace callback (a coroutine function for an async client): marks
     `attempt` sent when a request body has gone out, then calls the trace it replaces."""
-    def mark(name: str) -> None:
+    def trace(name: str, info: dict[str, Any]) -> Any:  # what the replaced trace returns
         if name.endswith("send_request_body.complete"):
             attempt.sent = True
+        return inner(name, info) if inner is not None else None
+    if not asynchronous:
+        return trace
 
-    if asynchronous:
-        async def atrace(name: str, info: dict[str, Any]) -> None:
-            mark(name)
-            if inner is not None:
-                await inner(name, info)
-        return atrace
-
-    def trace(name: str, info: dict[str, Any]) -> None:
-        mark(name)
-        if inner is not None:
-            inner(name, info)
-    return trace
+    async def atrace(name: str, info: dict[str, Any]) -> None:
+        pending = trace(name, info)  # the replaced trace's coroutine, awaited here
+        if pending is not None:
+            await pending
+    return atrace
 
 
 def causes(exc: BaseException) -> list[BaseException]:
