@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializationInfo, model_seri
 from engine.checks import check_run_options, require_order_seed, require_temperature
 from engine.llm.policy import FIELDS as POLICY_FIELDS
 from engine.llm.policy import CallPolicy, PolicyKwargs
-from engine.models import ConfigError, Turn
+from engine.models import ConfigError, Turn, known_keys
 from engine.text import NAME_MAX
 
 if TYPE_CHECKING:
@@ -67,10 +67,7 @@ class SeatSpec(BaseModel):
             raise ConfigError(f"seat {slot}: a seat is a mapping or a model spec, got "
                               f"{type(entry).__name__}", "input")
         values = {"model": entry} if isinstance(entry, str) else dict(entry or {})
-        unknown = sorted(str(k) for k in values if k not in SEAT_KEYS)
-        if unknown:
-            raise ConfigError(f"seat {slot} has no key {unknown[0]!r}; keys are "
-                              f"{', '.join(SEAT_KEYS)}", "input")
+        known_keys(values, SEAT_KEYS, f"seat {slot}")
         values = {key: value for key, value in values.items() if value is not None}
         for key in _TEXT_SEAT_KEYS:
             if key in values and not isinstance(values[key], str):
@@ -99,10 +96,7 @@ def check_adversary(value: Any) -> dict[str, Any]:
     if not isinstance(value, Mapping):
         raise ConfigError("adversary must be a mapping {seat: NAME, answer: planted or the "
                           "answer's text}", "input")
-    unknown = sorted(str(k) for k in value if k not in ("seat", "answer", "placebo"))
-    if unknown:
-        raise ConfigError(f"adversary has no key {unknown[0]!r}; keys are seat, answer, "
-                          "placebo", "input")
+    known_keys(value, ("seat", "answer", "placebo"), "adversary")
     seat, answer = value.get("seat"), value.get("answer", PLANTED)
     if not isinstance(seat, str) or not seat.strip() or len(seat) > NAME_MAX:
         raise ConfigError("adversary needs the name of its seat (seat: NAME)", "input")
@@ -172,10 +166,7 @@ class RunConfig(CallPolicy):
             return data
         if not isinstance(data, Mapping):
             raise ConfigError("a configuration must be a mapping", "input")
-        unknown = sorted(str(k) for k in data if k not in CONFIG_KEYS)
-        if unknown:
-            raise ConfigError(f"a configuration has no key {unknown[0]!r}; keys are "
-                              f"{', '.join(CONFIG_KEYS)}", "input")
+        known_keys(data, CONFIG_KEYS, "a configuration")
         protocol = data.get("protocol")
         if not isinstance(protocol, str) or not protocol.strip():
             raise ConfigError("a configuration needs a protocol", "input")

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Literal
@@ -22,6 +22,16 @@ class ConfigError(ParleyError, ValueError):
             raise ValueError(f"ConfigError code must be one of {ERROR_CODES}, got {code!r}")
         super().__init__(message)
         self.code = code
+
+
+def known_keys(given: Iterable[Any], allowed: Sequence[str], what: str,
+               noun: str = "key") -> None:
+    """Refuse a mapping whose keys (`given`) are not all `allowed`: a `ConfigError` naming
+    the first unknown one (in sorted order) and every allowed one."""
+    unknown = sorted(str(k) for k in given if k not in allowed)
+    if unknown:
+        raise ConfigError(f"{what} has no {noun} {unknown[0]!r}; {noun}s are "
+                          f"{', '.join(allowed)}", "input")
 
 
 class RunStopped(ParleyError):

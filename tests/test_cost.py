@@ -25,7 +25,7 @@ from sqlalchemy import inspect, text
 from engine import ConfigError, Seat, Store, get_model, run_vote
 from engine.llm.calls import RunContext
 from engine.llm.endpoints import EndpointRegistry
-from engine.llm.prices import DEFAULTS, Price, PriceTable, estimate_usage, prices_from_json
+from engine.llm.prices import DEFAULTS, Price, PriceTable, estimate_usage
 from engine.models import Turn, total_cost
 from engine.store.migrations import SUMMARY_INDEXES
 
@@ -93,7 +93,7 @@ def test_environment_wins_over_secrets_over_defaults():
 ])
 def test_malformed_parley_prices_is_a_clear_config_error(raw, words, monkeypatch):
     with pytest.raises(ConfigError) as caught:
-        prices_from_json(raw)
+        PriceTable.from_settings({"PARLEY_PRICES": raw})
     assert words in str(caught.value) and "PARLEY_PRICES" in str(caught.value)
     assert caught.value.code == "input"
     monkeypatch.setenv("PARLEY_PRICES", raw)  # and before any call: at get_model / the CLI
@@ -120,11 +120,11 @@ json_values = st.recursive(
                      lambda d: json.dumps(d, allow_nan=True))))
 def test_fuzzed_price_json_is_read_or_refused_with_config_error(raw):
     try:
-        prices = prices_from_json(raw)
+        table = PriceTable.from_settings({"PARLEY_PRICES": raw})
     except ConfigError as exc:
         assert str(exc).startswith("PARLEY_PRICES") and "\n" not in str(exc)
         return
-    for price in prices.values():
+    for price in (price for layer in table.overrides for price in layer.values()):
         assert math.isfinite(price.input) and price.input >= 0
         assert math.isfinite(price.output) and price.output >= 0
 

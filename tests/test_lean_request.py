@@ -33,7 +33,7 @@ def loopback(monkeypatch):
 
 def parley_model(server: RecordingServer, **body):
     """Parley's model of the server, its request body given `body`'s fields too (as
-    `engine.llm.structured.send_with` adds them)."""
+    `engine.llm.structured.generate` adds them)."""
     model = get_model(f"openai:m?base_url={server.base_url}&temperature=0.3")
     return model.bind(extra_body={**(model.extra_body or {}), **body}) if body else model
 
@@ -73,9 +73,9 @@ def test_a_response_format_argument_takes_langchain_openais_own_path(monkeypatch
     lean = []
     real = providers._lean_completion
 
-    async def counted(model, payload):
+    async def counted(model, payload, plain):
         lean.append(payload)
-        return await real(model, payload)
+        return await real(model, payload, plain)
     monkeypatch.setattr(providers, "_lean_completion", counted)
     with RecordingServer() as server:
         asyncio.run(parley_model(server).ainvoke(MESSAGES))

@@ -236,7 +236,7 @@ def test_a_call_nothing_watches_skips_langchains_run_and_keeps_what_it_gives(ser
     from langchain_core.callbacks import AsyncCallbackHandler
     from langchain_core.messages import HumanMessage
 
-    from engine.llm.structured import generate, send_with
+    from engine.llm.structured import generate
 
     class Seen(AsyncCallbackHandler):
         started = 0
@@ -253,7 +253,7 @@ def test_a_call_nothing_watches_skips_langchains_run_and_keeps_what_it_gives(ser
 
     monkeypatch.setattr(type(plain), "ainvoke", refused)
     direct = asyncio.run(generate(plain, asked))
-    formatted = asyncio.run(send_with(plain, asked, response_format={"type": "json_object"}))
+    formatted = asyncio.run(generate(plain, asked, response_format={"type": "json_object"}))
     monkeypatch.undo()
     assert direct.content == "http-reply-2" and formatted.content == "http-reply-3"
     assert server.requests[2]["body"]["response_format"] == {"type": "json_object"}

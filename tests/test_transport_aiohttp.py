@@ -84,7 +84,7 @@ async def post(client, url: str, timeout: float = 30.0):
 
 
 def client(guard: bool = False, **options):
-    return transport.model_clients(guard=guard, **options)[1]
+    return transport.model_client(True, guard=guard, **options)
 
 
 def test_a_refused_connection_is_a_connect_error_never_sent():

@@ -14,6 +14,7 @@ known $0.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextvars
 import random
 import threading
@@ -68,33 +69,25 @@ async def invoke_on_thread(model: Any, messages: list[BaseMessage],
     """`model.invoke(messages)` on a fresh daemon thread, awaited for at most `timeout`
     seconds; past it the thread is abandoned (it dies with the process) and `CallAbandoned`
     is raised, so the run goes on and returns."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
+    done: concurrent.futures.Future[Any] = concurrent.futures.Future()
     context = contextvars.copy_context()
 
-    def settle(result: Any, error: BaseException | None) -> None:
-        if not future.done():
-            if error is None:
-                future.set_result(result)
-            else:
-                future.set_exception(error)
-
+    # Running, it can no longer be cancelled: a wait that gives up on it leaves its outcome
+    # unread (and a closed loop untold: asyncio's `wrap_future` chain checks).
     def work() -> None:
-        result, error = None, None
+        if not done.set_running_or_notify_cancel():  # given up on before it started
+            return
         try:
-            result = context.run(model.invoke, messages)
+            done.set_result(context.run(model.invoke, messages))
         except Exception as exc:  # handed to the awaiting coroutine, as ainvoke would raise
-            error = exc
+            done.set_exception(exc)
         except BaseException as exc:  # noqa: BLE001 - never let a thread's exit go unseen
-            error = RuntimeError(f"the model's thread ended with {type(exc).__name__}")
-        try:
-            loop.call_soon_threadsafe(settle, result, error)
-        except RuntimeError:  # the loop is closed: the run finished without this call
-            pass
+            done.set_exception(RuntimeError(f"the model's thread ended with "
+                                            f"{type(exc).__name__}"))
 
     threading.Thread(target=work, name="parley-sync-call", daemon=True).start()
     try:
-        return await asyncio.wait_for(future, timeout)
+        return await asyncio.wait_for(asyncio.wrap_future(done), timeout)
     except TimeoutError:
         raise CallAbandoned(f"timed out after {timeout:g}s; the call's thread was "
                             "abandoned") from None
@@ -238,20 +231,6 @@ class RunContext:
             self._models[key] = seat_model(seat.model, seat.temperature, self.endpoints)
         return self._models[key]
 
-    def policy(self, model: Any) -> tuple[float, int, Any, str]:
-        """(timeout, retries, endpoint gate, host) for one call: the run's own settings (CLI
-        flags, a spec, the form) first, then what the model's registered endpoint sets, then
-        the defaults; the gate holds the endpoint to its limits (`engine.llm.limits`: rpm,
-        tpm, concurrency; shared by every process when the store is PostgreSQL); the host
-        (`get_model` records it, "" for other models) names the server in errors."""
-        call = getattr(model, "parley_call", None) or {}  # set by get_model only
-        timeout = self.timeout if self.timeout is not None else call.get(
-            "timeout", DEFAULT_TIMEOUT)
-        retries = self.retries if self.retries is not None else call.get(
-            "retries", DEFAULT_RETRIES)
-        return (timeout, retries, CallGate(call, self.store, timeout, stop=self.check_stopped),
-                str(call.get("host") or ""))
-
     def check_stop(self) -> None:
         if self.stop_event is not None and self.stop_event.is_set():
             raise RunStopped("stopped by the user")
@@ -364,10 +343,20 @@ class RunContext:
                         output: StructuredOutput | LineOutput | None,
                         simulated: bool) -> Outcome:
         """The call's attempts through its endpoint's gate: the first that gives a reply, or
-        the last failure once a failure is not transient or the retries are spent."""
+        the last failure once a failure is not transient or the retries are spent.
+
+        Its timeout and retries are the run's own settings (CLI flags, a spec, the form)
+        first, then what the model's registered endpoint sets (`parley_call`, set by
+        `get_model` only), then the defaults; the gate holds the endpoint to its limits
+        (`engine.llm.limits`: rpm, tpm, concurrency; shared by every process when the store
+        is PostgreSQL); the host (`get_model` records it, "" for other models) names the
+        server in errors."""
         got = Outcome(simulated=simulated)
-        timeout, retries, gate, host = self.policy(model)
-        cap = int((getattr(model, "parley_call", None) or {}).get("max_tokens") or 0)
+        call = getattr(model, "parley_call", None) or {}
+        timeout = self.timeout if self.timeout is not None else call.get("timeout", DEFAULT_TIMEOUT)
+        retries = self.retries if self.retries is not None else call.get("retries", DEFAULT_RETRIES)
+        gate = CallGate(call, self.store, timeout, stop=self.check_stopped)
+        host, cap = str(call.get("host") or ""), int(call.get("max_tokens") or 0)
         async with self.semaphore, gate:
             if output is not None:  # the endpoint's grammar probed, its JSON mode waited for
                 await output.prepare(gate, timeout)

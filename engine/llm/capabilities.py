@@ -100,12 +100,6 @@ class Capabilities:
             locks = self._detecting.setdefault(asyncio.get_running_loop(), {})
             return locks.setdefault((feature, *endpoint), asyncio.Lock())
 
-    def in_detection(self, feature: str, endpoint: Endpoint) -> asyncio.Lock | None:
-        """The running event loop's lock for `feature` at `endpoint` while a call holds it."""
-        with self._lock:
-            lock = self._detecting.get(asyncio.get_running_loop(), {}).get((feature, *endpoint))
-        return lock if lock is not None and lock.locked() else None
-
     # ------------------------------------------------------------------ shared clients
     def clients(self, key: tuple[Any, ...], build: Callable[[], tuple[Any, Any]]
                 ) -> tuple[Any, Any]:

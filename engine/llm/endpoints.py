@@ -16,7 +16,6 @@ No key value is ever part of a repr, a description or a stored spec.
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -28,11 +27,11 @@ from engine.checks import require_number
 from engine.llm.capabilities import Capabilities
 from engine.llm.lines import GRAMMARS
 from engine.llm.prices import Price, PriceTable, price_value
-from engine.llm.secretsfile import setting
+from engine.llm.secretsfile import json_setting, setting
 from engine.llm.sizes import MAX_REPLY_CAP
 from engine.llm.structured import check_switch
 from engine.llm.urls import check_url, risky_host
-from engine.models import ConfigError
+from engine.models import ConfigError, known_keys
 from engine.redaction import variable_name
 
 DEFAULT_KEYS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "ollama": None}
@@ -153,14 +152,9 @@ class EndpointRegistry:
         and `[prices."SPEC"]` (`engine.llm.prices`)."""
         registry = cls(allow_free_urls=allow_free_urls, environ=environ, secrets=secrets,
                        prices=PriceTable.from_settings(environ, secrets))
-        raw = environ.get(ENDPOINTS_VAR)
-        if raw and str(raw).strip():
-            try:
-                table = json.loads(raw)
-            except ValueError:
-                raise ConfigError(f"{ENDPOINTS_VAR} must be JSON: "
-                                  '{"NAME": {"base_url": "...", "key_env": "VAR"}}',
-                                  "input") from None
+        table = json_setting(environ, ENDPOINTS_VAR,
+                             '{"NAME": {"base_url": "...", "key_env": "VAR"}}')
+        if table is not None:
             for name, entry in _table(table, ENDPOINTS_VAR).items():
                 if isinstance(entry, Mapping) and "key" in entry:
                     raise ConfigError(f"{ENDPOINTS_VAR} endpoint {name!r} holds a key; use "
@@ -285,17 +279,13 @@ class EndpointRegistry:
                                   f"not {provider}", "input")
             return Route(named.base_url, self.key_for(named), f"endpoint={named.name}",
                          endpoint=named)
-        if trusted_url:
-            url = check_url(trusted_url)
+        if trusted_url or base_url:
+            url = check_url(trusted_url or base_url)
             found = self.by_url(url, provider)
-            key = self.key_for(found) if found is not None else self.secret(
-                DEFAULT_KEYS.get(provider))
-            return Route(url, key, _url_suffix(url), endpoint=found)
-        if base_url:
-            url = check_url(base_url)
-            found = self.by_url(url, provider)
-            if found is not None:
-                return Route(url, self.key_for(found), _url_suffix(url), endpoint=found)
+            if found is not None or trusted_url:  # the operator's URL takes the provider's key
+                key = self.key_for(found) if found is not None else self.secret(
+                    DEFAULT_KEYS.get(provider))
+                return Route(url, key, _url_suffix(url), endpoint=found)
             if not self.allow_free_urls:
                 names = ", ".join(self.names(provider)) or "none are registered"
                 raise ConfigError(f"base_url {url} is not a registered endpoint, and this app "
@@ -348,10 +338,7 @@ def _endpoint(name: str, entry: Any, origin: str) -> Endpoint:
         raise ConfigError(f"{where}: a name is 1..64 letters, digits, '.', '_' or '-'", "input")
     if not isinstance(entry, Mapping):
         raise ConfigError(f"{where} must be a table with base_url", "input")
-    unknown = sorted(str(k) for k in entry if k not in _ENDPOINT_FIELDS)
-    if unknown:
-        raise ConfigError(f"{where} has no field {unknown[0]!r}; fields are "
-                          f"{', '.join(_ENDPOINT_FIELDS)}", "input")
+    known_keys(entry, _ENDPOINT_FIELDS, where, "field")
     provider = str(entry.get("provider") or "openai").strip().lower()
     if provider not in DEFAULT_KEYS:
         raise ConfigError(f"{where}: provider must be one of {', '.join(DEFAULT_KEYS)}",

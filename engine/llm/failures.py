@@ -21,7 +21,7 @@ def classes(module: str, *names: str) -> tuple[type[BaseException], ...]:
     return tuple(c for c in found if isinstance(c, type) and issubclass(c, BaseException))
 
 
-def _httpx(*names: str) -> tuple[type[BaseException], ...]:
+def httpx_classes(*names: str) -> tuple[type[BaseException], ...]:
     """`names` of httpx in either flavour the SDKs send through (httpx, httpx2)."""
     return classes("httpx", *names) + classes("httpx2", *names)
 
@@ -30,12 +30,12 @@ def _connection_classes() -> tuple[type[BaseException], ...]:
     """A provider SDK's or an HTTP client's failure to reach, or keep, its server (its
     time-outs included)."""
     return (ConnectionError, *classes("openai", "APIConnectionError"),
-            *classes("anthropic", "APIConnectionError"), *_httpx("TransportError"))
+            *classes("anthropic", "APIConnectionError"), *httpx_classes("TransportError"))
 
 
 def _timeout_classes() -> tuple[type[BaseException], ...]:
     return (TimeoutError, *classes("openai", "APITimeoutError"),
-            *classes("anthropic", "APITimeoutError"), *_httpx("TimeoutException"))
+            *classes("anthropic", "APITimeoutError"), *httpx_classes("TimeoutException"))
 
 
 def status(exc: BaseException) -> int | None:

@@ -334,14 +334,11 @@ class CallGate:
     async def __aenter__(self) -> None:
         if self._semaphore is None:
             return
-        if self.stop is None:
-            await self._semaphore.acquire()
-            return
         taking = asyncio.ensure_future(self._semaphore.acquire())
         try:
             while not taking.done():  # a call queued behind the endpoint's calls in flight
                 await asyncio.wait({taking}, timeout=LONGEST_SLEEP)  # ends on a Stop
-                if not taking.done():
+                if not taking.done() and self.stop is not None:
                     await self.stop()
         except BaseException:
             if not taking.cancel() and not taking.cancelled() and taking.exception() is None:

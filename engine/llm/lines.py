@@ -32,7 +32,7 @@ from langchain_core.messages import HumanMessage
 
 from engine.llm.capabilities import Capabilities
 from engine.llm.prices import read_usage
-from engine.llm.structured import FormattedModel, MarkedOutput, generate, send_with
+from engine.llm.structured import FormattedModel, MarkedOutput, generate
 from engine.models import RunStopped
 
 if TYPE_CHECKING:
@@ -167,7 +167,7 @@ async def probe(model: Any, endpoint: tuple[str, str], gate: CallGate, timeout: 
         try:
             await gate.acquire(PROBE_MESSAGES, within=timeout or None)
             try:
-                message = await asyncio.wait_for(send_with(
+                message = await asyncio.wait_for(generate(
                     model, messages, grammar=PROBE_GRAMMAR, max_tokens=PROBE_TOKENS),
                     timeout or None)
                 usage = read_usage(message, PROBE_MESSAGES, str(message.content), PROBE_TOKENS)
@@ -215,4 +215,4 @@ class LineOutput(MarkedOutput):
         if not self.send:
             return await generate(model, messages)
         self.mode = GRAMMAR
-        return await send_with(model, messages, grammar=self.line.grammar(self.cap))
+        return await generate(model, messages, grammar=self.line.grammar(self.cap))

@@ -118,15 +118,12 @@ def export_run(protocol: str, run_id: str | None, turns: Sequence[Any], status: 
         from opentelemetry.trace import Status, StatusCode
         tracer = provider.get_tracer("parley")
         content = env.get(CONTENT_ENV) == "1"
-        attributes: dict[str, Any] = {"parley.protocol": protocol, "parley.status": status,
-                                      "parley.run_id": str(run_id or ""),
-                                      "parley.calls": len(turns)}
-        if label:
-            attributes["parley.label"] = label
-        if experiment_id:
-            attributes["parley.experiment_id"] = experiment_id
-        if cost_usd is not None:
-            attributes["parley.cost_usd"] = float(cost_usd)
+        given = {"parley.label": label or None, "parley.experiment_id": experiment_id or None,
+                 "parley.cost_usd": None if cost_usd is None else float(cost_usd)}
+        attributes: dict[str, Any] = {
+            "parley.protocol": protocol, "parley.status": status,
+            "parley.run_id": str(run_id or ""), "parley.calls": len(turns),
+            **{name: value for name, value in given.items() if value is not None}}
         root = tracer.start_span(f"parley.run {protocol}", start_time=_ns(started),
                                  attributes=attributes)
         if status != "completed":

@@ -38,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.llm.secretsfile import setting
+from engine.llm.secretsfile import json_setting, setting
 from engine.llm.sizes import utf8_size
 from engine.models import ConfigError
 
@@ -127,46 +127,28 @@ def read_prices(table: Any, where: str) -> dict[str, Price]:
     return dict(_entry(spec, entry, where) for spec, entry in table.items())
 
 
-def prices_from_json(raw: str, where: str = PRICES_VAR) -> dict[str, Price]:
-    """`PARLEY_PRICES`' JSON text read into prices (`ConfigError` when it is not JSON)."""
-    try:
-        table = json.loads(raw)
-    except (ValueError, RecursionError):
-        raise ConfigError(f"{where} must be JSON: {HELP}", "input") from None
-    return read_prices(table, where)
-
-
 class PriceTable:
     """The prices the operator set (environment, then secrets) over the shipped defaults."""
 
-    def __init__(self, overrides: Sequence[Mapping[str, Price]] = (),
-                 defaults: Mapping[str, Price] | None = None):
+    def __init__(self, overrides: Sequence[Mapping[str, Price]] = ()):
         self.overrides = [dict(o) for o in overrides]
-        self.defaults = dict(DEFAULTS if defaults is None else defaults)
 
     @classmethod
     def from_settings(cls, environ: Mapping[str, Any], secrets: Any = None) -> PriceTable:
         """`PARLEY_PRICES` (JSON) then `[prices."SPEC"]` in secrets, over the defaults."""
-        layers = []
-        raw = environ.get(PRICES_VAR)
-        if raw is not None and str(raw).strip():
-            layers.append(prices_from_json(str(raw)))
-        table = setting(secrets, "prices")
-        if table is not None:
-            layers.append(read_prices(table, "[prices] in secrets.toml"))
-        return cls(layers)
+        tables = ((json_setting(environ, PRICES_VAR, HELP), PRICES_VAR),
+                  (setting(secrets, "prices"), "[prices] in secrets.toml"))
+        return cls([read_prices(table, where) for table, where in tables if table is not None])
 
     def lookup(self, spec: str, *, own_api: bool = True) -> Price | None:
         """The price of the model `spec` records (None: unpriced). The shipped defaults
         count only for a model called at its provider's own API (`own_api`)."""
         names = spec_names(spec)
-        for layer in self.overrides:
+        for layer in [*self.overrides, *([DEFAULTS] if own_api else [])]:
             found = next((layer[n] for n in names if n in layer), None)
             if found is not None:
                 return found
-        if not own_api:
-            return None
-        return next((self.defaults[n] for n in names if n in self.defaults), None)
+        return None
 
 
 def spec_names(spec: str) -> list[str]:

@@ -64,9 +64,6 @@ _ROUTING = ("base_url", "endpoint")
 def check_spec_params(provider: str, query: Mapping[str, str], spec: str) -> dict[str, Any]:
     """The parameters of a spec string, each known for its provider and read as a number."""
     where = f"model spec {spec[:80]!r}: "
-    for name in query:
-        if is_secret_name(name):
-            refuse_secret(f"model spec {provider}:...", name)
     allowed = SPEC_PARAMS.get(provider, ())
     switches = ("structured", "grammar") if provider == "openai" else ()
     out: dict[str, Any] = {}
@@ -203,12 +200,13 @@ def reporting(chat_class: type) -> type:
                              **kwargs: Any) -> Any:
             from engine.llm.transport import plain_client
             payload = self._get_request_payload(messages, stop=stop, **kwargs)
+            plain = plain_client(self.root_async_client._client)
             if payload.get("stream") or "response_format" in payload or "extra_query" in \
                     payload or self.max_retries or self._use_responses_api(payload) or \
-                    plain_client(self.root_async_client._client) is None:
+                    plain is None:
                 return await super()._agenerate(messages, stop=stop, run_manager=run_manager,
                                                 **kwargs)
-            return await _lean_completion(self, payload)
+            return await _lean_completion(self, payload, plain)
 
         def _create_chat_result(self, response: Any, generation_info: Any = None) -> Any:
             raw, response = _take_usage(response)
@@ -224,16 +222,17 @@ def reporting(chat_class: type) -> type:
     return Reporting
 
 
-async def _lean_completion(model: Any, payload: dict[str, Any]) -> Any:
+async def _lean_completion(model: Any, payload: dict[str, Any], plain: Any) -> Any:
     """What langchain-openai's `_agenerate` does for a plain chat completion (no stream, no
     `response_format` argument, not the Responses API, no SDK retries), with the same request,
-    reply and errors, sent straight over the endpoint's aiohttp session
-    (`engine.llm.transport.post_plain`): no SDK transform of the messages, no httpx request or
-    response, no typed copy of the reply, which together cost most of a call's CPU on a
-    loaded machine. The URL, headers and timeout are the SDK's (`_request_frame`), the body
-    `extra_body` merged and serialised as the SDK does; failures are the SDK's own classes (an
-    httpx request or response made only for them); a reply of the usual shape is read as the
-    dict, any other through the SDK's reading, so it fails as before."""
+    reply and errors, sent straight over the aiohttp session of `plain` (the running loop's
+    client of the endpoint, `engine.llm.transport.plain_client`; `post_plain`): no SDK
+    transform of the messages, no httpx request or response, no typed copy of the reply,
+    which together cost most of a call's CPU on a loaded machine. The URL, headers and
+    timeout are the SDK's (`_request_frame`), the body `extra_body` merged and serialised as
+    the SDK does; failures are the SDK's own classes (an httpx request or response made only
+    for them); a reply of the usual shape is read as the dict, any other through the SDK's
+    reading, so it fails as before."""
     from types import SimpleNamespace
 
     import multidict
@@ -244,7 +243,7 @@ async def _lean_completion(model: Any, payload: dict[str, Any]) -> Any:
     from openai._utils._json import openapi_dumps
     from openai.types.chat import ChatCompletion
 
-    from engine.llm.transport import http_module, plain_client, post_plain
+    from engine.llm.transport import http_module, post_plain
     httpx, client = http_module(), model.root_async_client
     options = make_request_options(
         extra_headers={**(payload.pop("extra_headers", None) or {}), RAW_RESPONSE_HEADER: "true"},
@@ -255,8 +254,7 @@ async def _lean_completion(model: Any, payload: dict[str, Any]) -> Any:
     url, headers, timeout = _request_frame(client, options)
     try:
         try:
-            status, handed, content = await post_plain(
-                plain_client(client._client), url, headers, body, timeout)
+            status, handed, content = await post_plain(plain, url, headers, body, timeout)
         except httpx.TimeoutException as exc:
             raise APITimeoutError(request=httpx.Request("POST", url, headers=headers,
                                                         content=body)) from exc
@@ -401,8 +399,6 @@ def resolve_model(model: Any, temperature: float | None = None,
                   endpoints: EndpointRegistry | None = None) -> Any:
     """A seat's model as a chat model: spec strings go through `get_model` (with the
     registry `endpoints`, see `get_model`)."""
-    if model is None or (isinstance(model, str) and not model.strip()):
-        raise ConfigError("every seat needs a model; " + SPEC_HELP, "no_model")
     if isinstance(model, str):
         if len(model) > NAME_MAX or "\x00" in model:
             raise ConfigError(f"a model spec may have at most {NAME_MAX} characters and no "

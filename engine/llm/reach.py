@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.errors import Unsent
-from engine.llm.failures import classes, status
+from engine.llm.failures import classes, httpx_classes, status
 
 
 @dataclass
@@ -57,14 +57,13 @@ _HTTPX_CUT_OFF = ("ReadTimeout", "ReadError", "RemoteProtocolError")
 def _never_sent() -> tuple[type[BaseException], ...]:
     """Errors (anywhere in the chain of causes) that say the request never reached the
     server: the HTTP clients' (httpx, either flavour) and the socket's own, and Parley's."""
-    return (ConnectionRefusedError, socket.gaierror, Unsent,
-            *classes("httpx", *_HTTPX_UNSENT), *classes("httpx2", *_HTTPX_UNSENT))
+    return (ConnectionRefusedError, socket.gaierror, Unsent, *httpx_classes(*_HTTPX_UNSENT))
 
 
 def _answer_lost() -> tuple[type[BaseException], ...]:
     """Errors that say the connection was lost while the server had the request."""
     return (ConnectionResetError, BrokenPipeError, http.client.IncompleteRead,
-            *classes("httpx", *_HTTPX_CUT_OFF), *classes("httpx2", *_HTTPX_CUT_OFF),
+            *httpx_classes(*_HTTPX_CUT_OFF),
             *classes("aiohttp", "ServerDisconnectedError", "ClientPayloadError"))
 
 
@@ -99,40 +98,39 @@ def watch(client: Any, asynchronous: bool) -> None:
     def on_answer(response: Any) -> None:
         answered(response.status_code, response.headers.get("content-type", ""))
 
-    if asynchronous:
-        async def on_request(request: Any) -> None:
-            on_start(request)
-
-        async def on_response(response: Any) -> None:
-            on_answer(response)
-        hooks: tuple[Callable[..., Any], Callable[..., Any]] = (on_request, on_response)
-    else:
-        hooks = (on_start, on_answer)
     current = client.event_hooks
     # first among the response hooks: a redirect the client's own hook refuses is an answer
-    client.event_hooks = {"request": [*current.get("request", []), hooks[0]],
-                          "response": [hooks[1], *current.get("response", [])]}
+    client.event_hooks = {"request": [*current.get("request", []), hook(on_start, asynchronous)],
+                          "response": [hook(on_answer, asynchronous),
+                                       *current.get("response", [])]}
+
+
+def hook(function: Callable[[Any], None], asynchronous: bool) -> Callable[[Any], Any]:
+    """`function` as an httpx event hook: itself for a sync client; for an async one, which
+    awaits its hooks, a coroutine function that calls it."""
+    if not asynchronous:
+        return function
+
+    async def awaited(argument: Any) -> None:
+        function(argument)
+    return awaited
 
 
 def _tracer(attempt: Attempt, inner: Any, asynchronous: bool) -> Callable[..., Any]:
     """httpcore's trace callback (a coroutine function for an async client): marks
     `attempt` sent when a request body has gone out, then calls the trace it replaces."""
-    def mark(name: str) -> None:
+    def trace(name: str, info: dict[str, Any]) -> Any:  # what the replaced trace returns
         if name.endswith("send_request_body.complete"):
             attempt.sent = True
+        return inner(name, info) if inner is not None else None
+    if not asynchronous:
+        return trace
 
-    if asynchronous:
-        async def atrace(name: str, info: dict[str, Any]) -> None:
-            mark(name)
-            if inner is not None:
-                await inner(name, info)
-        return atrace
-
-    def trace(name: str, info: dict[str, Any]) -> None:
-        mark(name)
-        if inner is not None:
-            inner(name, info)
-    return trace
+    async def atrace(name: str, info: dict[str, Any]) -> None:
+        pending = trace(name, info)  # the replaced trace's coroutine, awaited here
+        if pending is not None:
+            await pending
+    return atrace
 
 
 def causes(exc: BaseException) -> list[BaseException]:

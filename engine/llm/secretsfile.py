@@ -9,6 +9,7 @@ one-line `ConfigError`, without its contents.
 """
 from __future__ import annotations
 
+import json
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,6 +27,22 @@ def setting(secrets: Any, name: str) -> Any:
         return secrets.get(name) if secrets is not None else None
     except Exception:
         return None
+
+
+def json_setting(environ: Mapping[str, Any], name: str, shape: str) -> Any:
+    """The JSON value of the environment variable `name` (a table of endpoints, of prices);
+    None when it is unset or blank, a `ConfigError` showing its `shape` when it is not JSON
+    (or is JSON's null, which is no table either)."""
+    raw = environ.get(name)
+    if raw is None or not str(raw).strip():
+        return None
+    try:
+        value = json.loads(str(raw))
+    except (ValueError, RecursionError):
+        value = None
+    if value is None:
+        raise ConfigError(f"{name} must be JSON: {shape}", "input")
+    return value
 
 
 def load_secrets(cwd: Path | None = None, home: Path | None = None) -> dict[str, Any]:

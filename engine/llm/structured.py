@@ -174,23 +174,17 @@ class MarkedOutput:
         self.endpoint = (str(host), str(name))
 
 
-async def send_with(model: Any, messages: Sequence[Any], **body: Any) -> Any:
-    """`model.ainvoke(messages)` with `body`'s fields added to its request's body."""
-    extra_body = {**(model.extra_body or {}), **body}
-    if _unwatched(model):
-        return await _generated(model, messages, extra_body=extra_body)
-    return await model.bind(extra_body=extra_body).ainvoke(messages)
-
-
-async def generate(model: Any, messages: Sequence[Any]) -> Any:
-    """`model.ainvoke(messages)`: the reply's message. A chat model `get_model` resolved for
-    an OpenAI-compatible endpoint (`parley_output`) is called through its own `_agenerate`
+async def generate(model: Any, messages: Sequence[Any], **body: Any) -> Any:
+    """`model.ainvoke(messages)`: the reply's message; `body`'s fields (a response format, a
+    grammar) are added to the request's body. A chat model `get_model` resolved for an
+    OpenAI-compatible endpoint (`parley_output`) is called through its own `_agenerate`
     when nothing in the process watches or caches its calls (no LangChain callback, tracer,
     cache or rate limiter is set up): langchain-core's run around a call (its callback
     managers, config and run ids) cost more CPU than Parley's own work on it."""
+    fields = {"extra_body": {**(model.extra_body or {}), **body}} if body else {}
     if _unwatched(model):
-        return await _generated(model, messages)
-    return await model.ainvoke(messages)
+        return await _generated(model, messages, **fields)
+    return await (model.bind(**fields) if fields else model).ainvoke(messages)
 
 
 async def _generated(model: Any, messages: Sequence[Any], **fields: Any) -> Any:
@@ -277,8 +271,8 @@ class StructuredOutput(MarkedOutput):
         once when detection ends, past the rate the limits admitted them at."""
         if self.switch != "auto" or self.supported() is not None:
             return
-        lock = self.capabilities.in_detection(SUPPORT_KIND, self.endpoint)
-        if lock is not None:
+        lock = self.capabilities.detecting(SUPPORT_KIND, self.endpoint)
+        if lock.locked():  # held by the call detecting it
             async with lock:
                 pass
 
@@ -339,8 +333,8 @@ class StructuredOutput(MarkedOutput):
         self.mode = mode
         if mode == PROMPTED or self.schema is None:
             return await generate(model, messages)
-        return await send_with(model, messages,
-                               response_format=self.schema.response_format(mode, self.host))
+        return await generate(model, messages,
+                              response_format=self.schema.response_format(mode, self.host))
 
 
 class FormattedModel:

@@ -51,14 +51,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 from engine.errors import UNREADABLE, ParleyError, Unsent
-from engine.llm.reach import answered, begin, watch
+from engine.llm.reach import answered, begin, hook, watch
 from engine.llm.sizes import CUT_HEADER, REPLY_CAP, body_cap, size_text
 from engine.llm.urls import risky_address
 
 if TYPE_CHECKING:
     from engine.llm.capabilities import Capabilities
 
-_DEFAULT_PORTS = {"http": 80, "https": 443}
 ACCEPTED = "gzip, deflate"  # the encodings a model's response may come in, each bounded
 _REDIRECTS = (301, 302, 303, 307, 308)  # the statuses httpx follows a Location of
 _CHUNK = 16 * 1024  # bytes read off a response at a time, as httpx-aiohttp reads them
@@ -98,45 +97,24 @@ def http_module() -> Any:
     return httpx
 
 
-def model_clients(*, guard: bool, proxy: str | None = None, verify: Any = None,
-                  limits: Any = None, reply_cap: int | None = None) -> tuple[Any, Any]:
-    """(sync, async) httpx clients for the openai SDK, with its defaults, that keep both rules
-    and read a response up to the body cap of `reply_cap` (the stored cap of a reply, by
-    default `REPLY_CAP`); `guard` adds the address check. They share `verify` (a TLS context;
-    None: one built here, which is most of a client's cost) and the connection `limits`
-    (None: the SDK's). The async one sends over aiohttp and belongs to the event loop that
-    first sends through it: `shared_clients` hands each loop its own, since a kept-alive
-    connection from a finished loop fails the next call."""
-    verify = verify if verify is not None else http_module().create_ssl_context()
-    options: dict[str, Any] = {"guard": guard, "proxy": proxy, "verify": verify,
-                               "limits": limits, "reply_cap": reply_cap}
-    return sync_client(**options), async_client(**options)
-
-
-def sync_client(*, guard: bool, proxy: str | None, verify: Any, limits: Any,
-                reply_cap: int | None) -> Any:
-    """`model_clients`' sync client (httpx over httpcore)."""
-    pooled = {"limits": limits} if limits is not None else {}
-    client = _bounded_classes()[0](body_cap(reply_cap or REPLY_CAP), proxy=proxy,
-                                   verify=verify, event_hooks={"response": [_refuse_cross_origin]},
-                                   **pooled)
-    watch(client, asynchronous=False)  # whether a failed call's request reached the server
+def model_client(asynchronous: bool, *, guard: bool, proxy: str | None = None,
+                 verify: Any = None, limits: Any = None, reply_cap: int | None = None) -> Any:
+    """An httpx client for the openai SDK (sync, over httpcore; or async, with an aiohttp
+    session for plain requests), with its defaults, that keeps both rules and reads a
+    response up to the body cap of `reply_cap` (the stored cap of a reply, by default
+    `REPLY_CAP`); `guard` adds the address check. `verify` is its TLS context (None: the
+    process's, `tls_context`), `limits` its connection limits (None: the SDK's). An async
+    one belongs to the event loop that first sends through it: `shared_clients` hands each
+    loop its own, since a kept-alive connection from a finished loop fails the next call."""
+    options: dict[str, Any] = {
+        "proxy": proxy, "verify": verify if verify is not None else tls_context(),
+        "event_hooks": {"response": [hook(_refuse_cross_origin, asynchronous)]},
+        **({"limits": limits} if limits is not None else {}),
+        **({"guard": guard} if asynchronous else {})}
+    client = _bounded_classes()[asynchronous](body_cap(reply_cap or REPLY_CAP), **options)
+    watch(client, asynchronous)  # whether a failed call's request reached the server
     if guard:
-        guard_connections(client, asynchronous=False)
-    return client
-
-
-def async_client(*, guard: bool, proxy: str | None, verify: Any, limits: Any,
-                 reply_cap: int | None) -> Any:
-    """`model_clients`' async client (httpx, with an aiohttp session for plain requests)."""
-    async def check(response: Any) -> None:
-        _refuse_cross_origin(response)
-    pooled = {"limits": limits} if limits is not None else {}
-    client = _bounded_classes()[1](body_cap(reply_cap or REPLY_CAP), guard=guard, proxy=proxy,
-                                   verify=verify, event_hooks={"response": [check]}, **pooled)
-    watch(client, asynchronous=True)
-    if guard:
-        guard_connections(client, asynchronous=True)
+        guard_connections(client, asynchronous)
     return client
 
 
@@ -158,17 +136,12 @@ def guard_connections(client: Any, asynchronous: bool) -> None:
 
 
 def origin(url: Any) -> str:
-    """`scheme://host[:port]` of an httpx URL (the port only when not the default)."""
+    """`scheme://host[:port]` of an httpx URL (the port only when not the default): two URLs
+    of one origin give the same text, as httpx writes a scheme and host in lower case and
+    drops a default port."""
     host = str(url.host)
     shown = f"[{host}]" if ":" in host else host
     return f"{url.scheme}://{shown}" + (f":{url.port}" if url.port else "")
-
-
-def _same_origin(a: Any, b: Any) -> bool:
-    def key(url: Any) -> tuple[str, str, int | None]:
-        scheme = str(url.scheme).lower()
-        return scheme, str(url.host).lower(), url.port or _DEFAULT_PORTS.get(scheme)
-    return key(a) == key(b)
 
 
 def _refuse_cross_origin(response: Any) -> None:
@@ -185,7 +158,7 @@ def redirect_target(here: Any, status_code: int, location: str) -> Any:
         shown = origin(there) if there.host else "a location with no host"
     except Exception:  # a Location httpx cannot read is not followed either
         there, shown = None, "an unreadable location"
-    if there is not None and there.host and _same_origin(here, there):
+    if there is not None and there.host and origin(here) == origin(there):
         return there
     raise RedirectRefused(f"the server at {origin(here)} answered {status_code}, "
                           f"redirecting to {shown[:200]}; Parley does not follow a model call "
@@ -232,6 +205,10 @@ class _Guard:
     def __init__(self, inner: Any, core: Any):
         self._inner, self._core = inner, core
 
+    def __getattr__(self, name: str) -> Any:
+        """Everything but `connect_tcp` (a Unix socket, `sleep`) is the wrapped backend's."""
+        return getattr(self._inner, name)
+
 
 class _SyncGuard(_Guard):
     """The guard for the sync client."""
@@ -245,14 +222,6 @@ class _SyncGuard(_Guard):
         return _first(self._inner.connect_tcp, checked_addresses(host, port, found), port=port,
                       timeout=timeout, local_address=local_address,
                       socket_options=socket_options)
-
-    def connect_unix_socket(self, path: str, timeout: float | None = None,
-                            socket_options: Any = None) -> Any:
-        return self._inner.connect_unix_socket(path, timeout=timeout,
-                                               socket_options=socket_options)
-
-    def sleep(self, seconds: float) -> None:
-        self._inner.sleep(seconds)
 
 
 class _AsyncGuard(_Guard):
@@ -279,14 +248,6 @@ class _AsyncGuard(_Guard):
             raise self._core.ConnectTimeout(f"connecting to {host}:{port} timed out") from exc
         except OSError as exc:  # as the default backend reports it: a connection error
             raise self._core.ConnectError(str(exc)) from exc
-
-    async def connect_unix_socket(self, path: str, timeout: float | None = None,
-                                  socket_options: Any = None) -> Any:
-        return await self._inner.connect_unix_socket(path, timeout=timeout,
-                                                     socket_options=socket_options)
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
 
 
 # --------------------------------------------------------------------------- bounded reading
@@ -543,22 +504,16 @@ def httpx_error(error: BaseException) -> Any:
     connection a `ConnectTimeout`, counted a time-out)."""
     import aiohttp
     httpx = http_module()
-    if isinstance(error, (aiohttp.ClientProxyConnectionError, aiohttp.ClientHttpProxyError)):
-        return httpx.ProxyError
-    if isinstance(error, aiohttp.ConnectionTimeoutError):
-        return httpx.ConnectTimeout
-    if isinstance(error, aiohttp.ClientConnectorError):  # refused, unreachable, DNS, TLS
-        return httpx.ConnectError
-    if isinstance(error, TimeoutError):  # aiohttp's read time-outs are TimeoutErrors too
-        return httpx.ReadTimeout
-    if isinstance(error, aiohttp.InvalidURL):
-        return httpx.UnsupportedProtocol
-    if isinstance(error, (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError,
-                          aiohttp.ClientResponseError)):  # cut off, or not HTTP
-        return httpx.RemoteProtocolError
-    if isinstance(error, aiohttp.ClientConnectionError):  # reset, closed
-        return httpx.ReadError
-    return None
+    proxy = (aiohttp.ClientProxyConnectionError, aiohttp.ClientHttpProxyError)
+    mirrors = ((proxy, httpx.ProxyError), (aiohttp.ConnectionTimeoutError, httpx.ConnectTimeout),
+               (aiohttp.ClientConnectorError, httpx.ConnectError),  # refused, unreachable, DNS, TLS
+               (TimeoutError, httpx.ReadTimeout),  # aiohttp's read time-outs are TimeoutErrors too
+               (aiohttp.InvalidURL, httpx.UnsupportedProtocol),
+               ((aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError,
+                 aiohttp.ClientResponseError), httpx.RemoteProtocolError),  # cut off, or not HTTP
+               (aiohttp.ClientConnectionError, httpx.ReadError))  # reset, closed
+    # the first that matches: a more specific aiohttp class comes before its bases
+    return next((mirror for kinds, mirror in mirrors if isinstance(error, kinds)), None)
 
 
 @functools.cache
@@ -620,7 +575,7 @@ def trusting_nothing() -> ssl.SSLContext:
 def shared_clients(capabilities: Capabilities, base_url: str | None, *, guard: bool,
                    proxy: str | None = None, concurrency: int | None = None,
                    reply_cap: int | None = None) -> tuple[Any, Any]:
-    """The (sync, async) clients of `model_clients` for the server at `base_url` (None: the
+    """The (sync, async) clients (`model_client`) for the server at `base_url` (None: the
     provider's own https API), kept by `capabilities` (the endpoint registry's) and so shared
     by every model, seat, run and experiment resolved under that registry with the same
     rules: connections are kept alive between calls, in a pool of `concurrency` (the
@@ -639,8 +594,8 @@ def shared_clients(capabilities: Capabilities, base_url: str | None, *, guard: b
                                           max_keepalive_connections=concurrency)
         options: dict[str, Any] = {"guard": guard, "proxy": proxy, "verify": verify,
                                    "limits": limits, "reply_cap": reply_cap}
-        return sync_client(**options), loop_client_type()(
-            functools.partial(async_client, **options))
+        return model_client(False, **options), loop_client_type()(
+            functools.partial(model_client, True, **options))
     return capabilities.clients(key, build)
 
 
