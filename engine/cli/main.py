@@ -317,10 +317,12 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from engine.bench import main as bench_main
-    return bench_main(quick=args.quick, only=args.only, base_url=args.base_url,
-                      db_url=args.db_url, as_json=args.json, remark=args.remark,
-                      sizes=args.sizes)
+    """Print the bench table, or with --json its rows as JSON: what the docs' tables are
+    rendered from (`python -m engine.bench.docs`)."""
+    from engine.bench import collect, format_table, to_json
+    rows = collect(args.quick, args.only, args.base_url, args.db_url, args.remark, args.sizes)
+    print(to_json(rows) if args.json else format_table(rows), flush=True)
+    return 0
 
 
 def _default_store(args: argparse.Namespace) -> None:
