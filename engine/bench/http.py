@@ -178,11 +178,11 @@ def questions(count: int) -> list[str]:
 
 
 def work_experiment(base_url: str, protocol: str, runs: int, concurrency: int,
-                    folder: str, fresh: bool = False) -> dict[str, Any]:
-    """An experiment of `runs` questions of `protocol`, stored in a new SQLite file; `fresh`
-    (a process of its own, its collector off since it started): the collector as
-    `python -m engine experiment run` keeps it, start-up frozen out of its scans before the
-    run (`engine.cli.commands.started`)."""
+                    folder: str) -> dict[str, Any]:
+    """An experiment of `runs` questions of `protocol`, stored in a new SQLite file, in a
+    process of its own whose collector is off since it started (`main`): the collector as
+    `python -m engine experiment run` keeps it, start-up frozen out of its scans and the
+    collector on again before the run (`engine.cli.commands.started`)."""
     from engine import experiments as ex
     from engine.bench.serving import high_water_mb
     from engine.llm.transport import releasing
@@ -191,9 +191,8 @@ def work_experiment(base_url: str, protocol: str, runs: int, concurrency: int,
     experiment_id = ex.create(store, {"questions": questions(runs),
                                       "configs": [protocol_config(protocol, base_url)],
                                       "concurrency": concurrency, "source": "bench"})
-    if fresh:
-        gc.freeze()
-        gc.enable()
+    gc.freeze()
+    gc.enable()
     wall, cpu = time.perf_counter(), time.process_time()
     state = asyncio.run(releasing(ex.arun_experiment(store, experiment_id)))
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
@@ -497,7 +496,7 @@ def main(argv: list[str]) -> int:
         return 0
     gc.disable()  # as `python -m engine` starts (engine.__main__)
     url, count, concurrency, protocol, folder = argv[1:6]
-    found = work_experiment(url, protocol, int(count), int(concurrency), folder, fresh=True)
+    found = work_experiment(url, protocol, int(count), int(concurrency), folder)
     from engine.bench.serving import high_water_mb
     print(json.dumps({**found, "peak_mb": high_water_mb()}), flush=True)
     return 0
