@@ -5,13 +5,14 @@ Bad input exits with status 2 and one line that says what to change.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import re
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -347,13 +348,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     redact_log_records()  # no key reaches a log line, whoever logs it
     parser = build_parser()
     args = parser.parse_args(argv)
-    handler: Callable[[argparse.Namespace], int] = args.handler
+    handler = args.handler  # a function, or "module:function" (`commands.command`)
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
     try:
         _default_store(args)
-        commands.started()  # a command imported on its call freezes again after its imports
-        return handler(args)
+        if isinstance(handler, str):  # its module imported now, the collector still off
+            module, _, name = handler.partition(":")
+            handler = getattr(importlib.import_module(module), name)
+        commands.started()
+        return int(handler(args))
     except ConfigError as exc:
         sys.stderr.write(f"error: {str(exc).splitlines()[0]}\n")
         return 2
