@@ -326,16 +326,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def _default_store(args: argparse.Namespace) -> None:
-    """A command's `--db` when none is given: `PARLEY_DB_URL` from the environment (read by the
-    store itself), else from `.streamlit/secrets.toml`, as the app reads it."""
-    from engine.llm.secretsfile import load_secrets
-    if "db" in vars(args) and not args.db and not os.environ.get("PARLEY_DB_URL"):
-        url = load_secrets().get("PARLEY_DB_URL")
-        if isinstance(url, str) and url.strip():
-            args.db = url.strip()
-
-
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised like Ctrl-C so that a run in flight is stored `interrupted`."""
 
@@ -352,7 +342,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
     try:
-        _default_store(args)
         if isinstance(handler, str):  # its module imported now, the collector still off
             module, _, name = handler.partition(":")
             handler = getattr(importlib.import_module(module), name)

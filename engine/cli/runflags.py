@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from engine.errors import SINGULAR, UNEXPLAINED
@@ -132,17 +133,22 @@ def order_line(result: Any) -> str:
 
 def store_from_args(args: argparse.Namespace) -> Any:
     """The store a command's `--db` names (`engine.protocols.storing.Store`: opened,
-    migrated and its old rows back-filled), imported when a command opens it."""
+    migrated and its old rows back-filled), imported when a command opens it. Without one:
+    `PARLEY_DB_URL` from the environment (read by the store itself), else from
+    `.streamlit/secrets.toml`, as the app reads it."""
+    from engine.llm.secretsfile import load_secrets
     from engine.protocols.storing import Store
-    return Store(getattr(args, "db", None))
+    url = getattr(args, "db", None)
+    if not url and not os.environ.get("PARLEY_DB_URL"):
+        secret = load_secrets().get("PARLEY_DB_URL")
+        url = secret.strip() if isinstance(secret, str) and secret.strip() else None
+    return Store(url)
 
 
 def endpoints_from_args(args: argparse.Namespace) -> Any:
     """The CLI's endpoint registry: the environment's and `.streamlit/secrets.toml`'s (as the
     app's), plus `--base-url` (typed by the operator, so it counts as registered and receives
     the provider's key)."""
-    import os
-
     from engine.llm.endpoints import EndpointRegistry
     from engine.llm.secretsfile import load_secrets
     registry = EndpointRegistry.from_settings(os.environ, load_secrets(), allow_free_urls=True)
