@@ -8,7 +8,7 @@ import os
 from typing import Any
 
 from engine.errors import SINGULAR, UNEXPLAINED
-from engine.llm.policy import DEFAULTS, SPEC_FIELDS, field_info
+from engine.llm.policy import DEFAULTS, SPEC_FIELDS, CallPolicy, field_info
 from engine.llm.policy import FIELDS as POLICY_FIELDS
 from engine.models import ConfigError, Turn
 from engine.yamlfile import load_mapping
@@ -25,21 +25,16 @@ def add_policy_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def policy_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    """The call policy the flags give (only those given), checked before any call (the
-    flags' destinations are the policy's field names)."""
-    out: dict[str, Any] = {}
-    for name in SPEC_FIELDS:
-        value = getattr(args, name, None)
-        if value is None:
-            continue
-        whole = field_info(name)["whole"]
-        if value != value or (value < 0 if whole else not value > 0):
-            flag = field_info(name)["cli"]
-            raise ConfigError(f"{flag} must be " + (
-                f"a whole number >= 0, got {value}" if whole else
-                f"a number of seconds > 0, got {value:g}"), "input")
-        out[name] = value
-    return out
+    """The call policy the flags give (only those given; the flags' destinations are the
+    policy's field names), checked before any call by the policy's own rule, the error
+    naming the flag."""
+    given = {name: getattr(args, name, None) for name in SPEC_FIELDS}
+    try:
+        return CallPolicy.read(given).given()
+    except ConfigError as exc:
+        name = next(name for name in given if str(exc).startswith(name))
+        raise ConfigError(field_info(name)["cli"] + str(exc).removeprefix(name),
+                          exc.code) from None
 
 
 def progress_line(turn: Turn) -> str:
