@@ -275,6 +275,19 @@ print(json.dumps({"status": "completed", "wall": wall, "cpu": cpu, "runs": runs,
 """
 
 
+def cli_command(base_url: str, count: int, concurrency: int, folder: Path,
+                protocol: str = "") -> list[str]:
+    """`python -m engine experiment run` of `count` one-call questions of `protocol` (default
+    the cheapest) on the server, `concurrency` at once: its spec written in `folder`, every
+    run stored in `folder`'s bench.db."""
+    spec_file = folder / "experiment.yaml"  # JSON is YAML
+    spec_file.write_text(json.dumps({
+        "name": "bench", "questions": questions(count), "concurrency": concurrency,
+        "configs": [protocol_config(protocol or cheapest().name, base_url)]}), encoding="utf-8")
+    return [sys.executable, "-m", "engine", "experiment", "run", str(spec_file),
+            "--db", f"sqlite:///{folder / 'bench.db'}", "--quiet", "--yes"]
+
+
 def measured(client: str, base_url: str, count: int, concurrency: int,
              protocol: str = "", shape: str = "1") -> dict[str, Any]:
     """One side in a fresh process: what it reports, with `process` (its whole wall time,
@@ -294,12 +307,7 @@ def measured(client: str, base_url: str, count: int, concurrency: int,
             command = [sys.executable, "-c", CLIENT, base_url, str(count), str(concurrency),
                        PROMPT, shape, mode]
         elif client == "cli":
-            spec_file = Path(folder) / "experiment.yaml"  # JSON is YAML
-            spec_file.write_text(json.dumps({
-                "questions": questions(count), "concurrency": concurrency,
-                "configs": [protocol_config(protocol, base_url)]}))
-            command = [sys.executable, "-m", "engine", "experiment", "run", str(spec_file),
-                       "--db", f"sqlite:///{Path(folder) / 'bench.db'}", "--quiet", "--yes"]
+            command = cli_command(base_url, count, concurrency, Path(folder), protocol)
         else:
             command = [sys.executable, "-m", "engine.bench.http", client, base_url, str(count),
                        str(concurrency), protocol, folder]
