@@ -199,7 +199,7 @@ def work_experiment(base_url: str, protocol: str, runs: int, concurrency: int,
     running_mb = high_water_mb()  # the peak while the runs ran, before their results are read
     frame = store.runs(experiment_id=experiment_id)
     return {"status": state.status, "wall": wall, "cpu": cpu, "runs": len(frame),
-            "running_mb": running_mb,
+            "running_mb": running_mb, "peak_mb": high_water_mb(),  # results read back too
             "calls": int(frame["calls"].sum()), "failed": int((frame["status"] != "completed")
                                                                .sum())}
 
@@ -504,9 +504,8 @@ def main(argv: list[str]) -> int:
         return 0
     gc.disable()  # as `python -m engine` starts (engine.__main__)
     url, count, concurrency, protocol, folder = argv[1:6]
-    found = work_experiment(url, protocol, int(count), int(concurrency), folder)
-    from engine.bench.serving import high_water_mb
-    print(json.dumps({**found, "peak_mb": high_water_mb()}), flush=True)
+    print(json.dumps(work_experiment(url, protocol, int(count), int(concurrency), folder)),
+          flush=True)
     return 0
 
 
