@@ -100,7 +100,7 @@ def add_experiments(sub: Any) -> None:
     command(inner, "stop", "stop an experiment the pool of workers runs",
             "engine.cli.workers:cmd_stop").add_argument("experiment_id")
     command(inner, "approve", "make an experiment the approved baseline of its name (the "
-            "gate compares with it)", "engine.cli.gate:cmd_approve").add_argument("experiment_id")
+            "gate compares with it)", "engine.cli.main:cmd_approve").add_argument("experiment_id")
 
 
 def add_workers(sub: Any) -> None:
