@@ -11,8 +11,8 @@ from pathlib import Path
 import yaml
 
 from engine.bench import docs
-from engine.bench.table import SECTIONS, main, to_json
-from engine.cli import build_parser
+from engine.bench.table import SECTIONS, to_json
+from engine.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -126,7 +126,7 @@ def test_merge_replaces_only_the_sections_measured_again():
 
 
 def test_bench_json_prints_rows_with_section_command_time_and_load(capsys):
-    assert main(quick=True, only=["live"], as_json=True, remark="a test") == 0
+    assert main(["bench", "--quick", "--only", "live", "--json", "--remark", "a test"]) == 0
     rows = json.loads(capsys.readouterr().out)["rows"]
     assert rows and {r["section"] for r in rows} == {"live"}
     assert all(r["command"] == "python -m engine bench --only live --quick"

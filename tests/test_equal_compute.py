@@ -10,9 +10,8 @@ from apptest_helpers import open_new_experiment
 from streamlit.testing.v1 import AppTest
 
 from engine import experiments as ex
-from engine.cli.experiments import summary_text
-from engine.experiments.headline import comparisons
 from engine.cli.main import main
+from engine.experiments.headline import comparisons, headline
 from engine.models import ConfigError
 from engine.protocols.baselines import equal_compute
 from engine.questions import DEFINITE
@@ -132,7 +131,7 @@ def test_the_results_say_when_the_baseline_is_capped(store):
     experiment_id = ex.create(store, ex.plan({"questions": QUESTIONS[:1], "configs": [LONG],
                                               "baseline": "equal-compute"}, store))
     assert ex.run_experiment(store, experiment_id).status == "completed"
-    text = summary_text(ex.report(store, experiment_id))
+    text = headline(ex.report(store, experiment_id)).text()
     assert "capped below 21 calls" in text
     assert "NOT equal compute: long debate makes 21 calls per run" in text
 

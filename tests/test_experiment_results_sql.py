@@ -20,6 +20,7 @@ from sqlalchemy import update
 from engine import Store
 from engine import experiments as ex
 from engine.analysis import normalize_stance, stats
+from engine.bench.dashboard import REAL_MODEL
 from engine.bench.results import make_experiment
 from engine.cells import SUPERSEDED, Cell
 from engine.models import now
@@ -420,7 +421,7 @@ def test_a_label_that_ran_two_configurations_reads_each_run_with_its_own(url):
     store, experiment_id = _mixed(url)
     runs, _ = store.raw_rows()
     run = next(r for r in runs if r["status"] == "completed" and not r["simulated"])
-    other = '{"x": 1, ' + run["config"][1:].replace("openai:gpt-4o-mini?", "simulated?", 1)
+    other = '{"x": 1, ' + run["config"][1:].replace(f'"{REAL_MODEL}"', '"simulated"', 1)
     assert other != run["config"]
     with store.engine.begin() as connection:
         connection.execute(update(RunRow).where(RunRow.id == run["id"]).values(config=other))

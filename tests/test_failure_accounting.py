@@ -21,7 +21,7 @@ from streamlit.testing.v1 import AppTest
 
 from engine import Store
 from engine import experiments as ex
-from engine.cli.experiments import summary_text
+from engine.experiments.headline import headline
 from engine.llm.calls import RunStopped
 from engine.models import Seat
 from engine.protocols import arun_config, get_protocol, run_sync
@@ -230,7 +230,7 @@ def test_the_experiment_summary_counts_failed_and_degraded_runs_apart(store):
     assert table.loc["sound", ["runs", "failed", "degraded"]].tolist() == [2, 0, 0]
     assert reports.calibration(report.runs, "judge fails", "judge")["n"] == 0
     assert report.runs.loc[report.runs["label"] == "judge fails", "judge"].isna().all()
-    printed = summary_text(report)
+    printed = headline(report).text()
     assert "(2 degraded)" in printed and "(2 failed)" in printed
 
 

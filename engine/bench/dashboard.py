@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import subprocess
 import sys
 import tempfile
 import time
 import tracemalloc
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 from itertools import combinations, islice
 from pathlib import Path
@@ -31,7 +31,7 @@ from typing import Any
 
 from engine.bench.choice import busiest
 from engine.bench.table import Row, fact, timed
-from engine.models import is_simulated, now
+from engine.models import now
 from engine.protocols import REGISTRY, arun_config, run_sync
 from engine.questions import DEFINITE, OPEN
 from engine.reports import answers, charts, insights, vega
@@ -72,43 +72,27 @@ def _templates(folder: Path) -> tuple[list[Row], dict[str, list[Row]]]:
     return runs, turns
 
 
-@dataclass(frozen=True)
-class _Template:
-    """A stored run to copy: its row and (the first `TURNS_PER_RUN` of) its turns."""
-
-    run: Row
-    turns: tuple[Row, ...]
+# A model named in a stored configuration (`json.dumps`'s spacing), when it is the simulated one.
+_SIMULATED_MODEL = re.compile(r'"model": "simulated[^"]*"')
+Template = tuple[Row, list[Row]]  # a stored run to copy and (the first of) its turns
 
 
-def _unsimulated(value: Any) -> Any:
-    """A stored configuration with every simulated model spec replaced by `REAL_MODEL`."""
-    if isinstance(value, Mapping):
-        return {key: REAL_MODEL if key == "model" and isinstance(item, str)
-                and is_simulated(item) else _unsimulated(item)
-                for key, item in value.items()}
-    if isinstance(value, list):
-        return [_unsimulated(item) for item in value]
-    return value
+def as_real(run: Row) -> Row:
+    """A stored run's row as a real model's run: every simulated model its configuration
+    names is `REAL_MODEL`, and `simulated` is false, as the store derives it for such seats."""
+    return {**run, "config": _SIMULATED_MODEL.sub(f'"model": "{REAL_MODEL}"', run["config"]),
+            "models": REAL_MODEL, "simulated": False}
 
 
-def _real(template: _Template) -> _Template:
-    """`template` as a real model's run: its configuration, models and turns name
-    `REAL_MODEL`, and `simulated` is false, as the store derives it for such seats
-    (any seat whose spec `engine.models.is_simulated` makes a run simulated)."""
-    config = _unsimulated(json.loads(template.run["config"]))
-    run = {**template.run, "config": json.dumps(config), "models": REAL_MODEL,
-           "simulated": False}
-    turns = tuple({**turn, "model": REAL_MODEL, "simulated": False} for turn in template.turns)
-    return _Template(run, turns)
-
-
-def _pairs(folder: Path) -> list[tuple[_Template, _Template]]:
-    """Every template run twice: as the simulated model ran it, and as a real model's run."""
+def _pairs(folder: Path) -> list[tuple[Template, Template]]:
+    """Every template run twice: as the simulated model ran it, and as a real model's run
+    (its turns too)."""
     runs, turns = _templates(folder)
     out = []
     for run in runs:
-        simulated = _Template(run, tuple(turns.get(run["id"], [])[:TURNS_PER_RUN]))
-        out.append((simulated, _real(simulated)))
+        kept = turns.get(run["id"], [])[:TURNS_PER_RUN]
+        out.append(((run, kept), (as_real(run), [{**turn, "model": REAL_MODEL,
+                                                  "simulated": False} for turn in kept])))
     return out
 
 
@@ -131,16 +115,15 @@ def unfinished(status: str, error: str = "RuntimeError: the provider closed the 
     return {"status": status, "result": "{}", "metrics": "{}", "correct": None, "error": error}
 
 
-def _rows(pairs: Sequence[tuple[_Template, _Template]], n: int, seed: int, turn_runs: int,
+def _rows(pairs: Sequence[tuple[Template, Template]], n: int, seed: int, turn_runs: int,
           base: datetime) -> Iterator[tuple[Row, list[Row]]]:
     """The fixture's `n` runs one at a time, each with its turns (none past `turn_runs`)."""
     rng = random.Random(seed)
     span = DAYS * 24 * 3600
     for number in range(n):
         simulated, real = pairs[rng.randrange(len(pairs))]
-        template = real if rng.random() < REAL_SHARE else simulated
+        source, source_turns = real if rng.random() < REAL_SHARE else simulated
         created = base - timedelta(seconds=rng.uniform(0, span))
-        source = template.run
         row = copied(source, run_id(number), created, label=rng.choice(LABELS),
                      tags=rng.choice(TAG_SETS[rng.randrange(3)]))
         fate = rng.random()
@@ -153,7 +136,7 @@ def _rows(pairs: Sequence[tuple[_Template, _Template]], n: int, seed: int, turn_
         turns: list[Row] = []
         if number < turn_runs:
             shift = created - source["created_at"].replace(tzinfo=created.tzinfo)
-            for turn in template.turns:
+            for turn in source_turns:
                 copy = {k: v for k, v in turn.items() if k != "id"}
                 copy.update(run_id=row["id"],
                             started_at=turn["started_at"].replace(tzinfo=created.tzinfo) + shift,

@@ -178,11 +178,11 @@ def questions(count: int) -> list[str]:
 
 
 def work_experiment(base_url: str, protocol: str, runs: int, concurrency: int,
-                    folder: str, fresh: bool = False) -> dict[str, Any]:
-    """An experiment of `runs` questions of `protocol`, stored in a new SQLite file; `fresh`
-    (a process of its own, its collector off since it started): the collector as
-    `python -m engine experiment run` keeps it, start-up frozen out of its scans before the
-    run (`engine.cli.commands.started`)."""
+                    folder: str) -> dict[str, Any]:
+    """An experiment of `runs` questions of `protocol`, stored in a new SQLite file, in a
+    process of its own whose collector is off since it started (`main`): the collector as
+    `python -m engine experiment run` keeps it, start-up frozen out of its scans and the
+    collector on again before the run (`engine.cli.commands.started`)."""
     from engine import experiments as ex
     from engine.bench.serving import high_water_mb
     from engine.llm.transport import releasing
@@ -191,16 +191,15 @@ def work_experiment(base_url: str, protocol: str, runs: int, concurrency: int,
     experiment_id = ex.create(store, {"questions": questions(runs),
                                       "configs": [protocol_config(protocol, base_url)],
                                       "concurrency": concurrency, "source": "bench"})
-    if fresh:
-        gc.freeze()
-        gc.enable()
+    gc.freeze()
+    gc.enable()
     wall, cpu = time.perf_counter(), time.process_time()
     state = asyncio.run(releasing(ex.arun_experiment(store, experiment_id)))
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     running_mb = high_water_mb()  # the peak while the runs ran, before their results are read
     frame = store.runs(experiment_id=experiment_id)
     return {"status": state.status, "wall": wall, "cpu": cpu, "runs": len(frame),
-            "running_mb": running_mb,
+            "running_mb": running_mb, "peak_mb": high_water_mb(),  # results read back too
             "calls": int(frame["calls"].sum()), "failed": int((frame["status"] != "completed")
                                                                .sum())}
 
@@ -276,6 +275,19 @@ print(json.dumps({"status": "completed", "wall": wall, "cpu": cpu, "runs": runs,
 """
 
 
+def cli_command(base_url: str, count: int, concurrency: int, folder: Path,
+                protocol: str = "") -> list[str]:
+    """`python -m engine experiment run` of `count` one-call questions of `protocol` (default
+    the cheapest) on the server, `concurrency` at once: its spec written in `folder`, every
+    run stored in `folder`'s bench.db."""
+    spec_file = folder / "experiment.yaml"  # JSON is YAML
+    spec_file.write_text(json.dumps({
+        "name": "bench", "questions": questions(count), "concurrency": concurrency,
+        "configs": [protocol_config(protocol or cheapest().name, base_url)]}), encoding="utf-8")
+    return [sys.executable, "-m", "engine", "experiment", "run", str(spec_file),
+            "--db", f"sqlite:///{folder / 'bench.db'}", "--quiet", "--yes"]
+
+
 def measured(client: str, base_url: str, count: int, concurrency: int,
              protocol: str = "", shape: str = "1") -> dict[str, Any]:
     """One side in a fresh process: what it reports, with `process` (its whole wall time,
@@ -295,12 +307,7 @@ def measured(client: str, base_url: str, count: int, concurrency: int,
             command = [sys.executable, "-c", CLIENT, base_url, str(count), str(concurrency),
                        PROMPT, shape, mode]
         elif client == "cli":
-            spec_file = Path(folder) / "experiment.yaml"  # JSON is YAML
-            spec_file.write_text(json.dumps({
-                "questions": questions(count), "concurrency": concurrency,
-                "configs": [protocol_config(protocol, base_url)]}))
-            command = [sys.executable, "-m", "engine", "experiment", "run", str(spec_file),
-                       "--db", f"sqlite:///{Path(folder) / 'bench.db'}", "--quiet", "--yes"]
+            command = cli_command(base_url, count, concurrency, Path(folder), protocol)
         else:
             command = [sys.executable, "-m", "engine.bench.http", client, base_url, str(count),
                        str(concurrency), protocol, folder]
@@ -497,9 +504,8 @@ def main(argv: list[str]) -> int:
         return 0
     gc.disable()  # as `python -m engine` starts (engine.__main__)
     url, count, concurrency, protocol, folder = argv[1:6]
-    found = work_experiment(url, protocol, int(count), int(concurrency), folder, fresh=True)
-    from engine.bench.serving import high_water_mb
-    print(json.dumps({**found, "peak_mb": high_water_mb()}), flush=True)
+    print(json.dumps(work_experiment(url, protocol, int(count), int(concurrency), folder)),
+          flush=True)
     return 0
 
 

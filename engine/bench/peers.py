@@ -27,14 +27,13 @@ import os
 import shutil
 import sqlite3
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.bench.http import MODEL, questions, serving, spec
+from engine.bench.http import MODEL, cli_command, questions, serving
 from engine.bench.serving import high_water_mb
 from engine.bench.table import Row, fact
 
@@ -108,17 +107,9 @@ def _tree(pid: int) -> list[int]:
 # ------------------------------------------------------------------ Parley
 def run_parley(base_url: str, count: int, concurrency: int, folder: Path) -> Outcome:
     """An experiment through the CLI, every run stored in a new SQLite file."""
-    from engine.bench.choice import cheapest
-    asked = questions(count)
-    (folder / "spec.yaml").write_text(json.dumps({  # JSON is YAML
-        "name": "peers bench", "questions": asked, "concurrency": concurrency,
-        "configs": [{"protocol": cheapest().name, "model": spec(base_url)}]}),
-        encoding="utf-8")
-    database = folder / "parley.db"
-    seconds, peak = timed([sys.executable, "-m", "engine", "experiment", "run", "spec.yaml",
-                           "--db", f"sqlite:///{database}", "--yes", "--quiet"], folder,
+    seconds, peak = timed(cli_command(base_url, count, concurrency, folder), folder,
                           {"PYTHONPATH": str(ROOT)})
-    with sqlite3.connect(database) as db:
+    with sqlite3.connect(folder / "bench.db") as db:
         done = dict(db.execute("SELECT status, COUNT(*) FROM runs GROUP BY status").fetchall())
     answered = int(done.get("completed", 0))
     return Outcome(seconds, peak, answered, sum(done.values()) - answered)

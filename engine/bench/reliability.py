@@ -64,20 +64,15 @@ def fault_soak(store: Store, runs: int = 500, model: str = FAULTY, concurrency: 
     start = time.perf_counter()
     asyncio.run(every())
     frame = store.runs(tag="soak")
-    problems: list[str] = []
-    degraded = errors_recorded = turns = 0
-    for run_id in frame["id"]:
-        run = store.get(run_id)
-        problems += check_run(run)
-        turns += len(run["turns"])
-        for turn in run["turns"]:
-            if turn["status"] == "degraded":
-                degraded += 1
-                errors_recorded += bool(turn["error"])
-    return {"runs": len(frame), "crashes": crashes, "problems": problems,
+    stored = [store.get(run_id) for run_id in frame["id"]]
+    turns = [turn for run in stored for turn in run["turns"]]
+    degraded = [turn for turn in turns if turn["status"] == "degraded"]
+    return {"runs": len(frame), "crashes": crashes,
+            "problems": [problem for run in stored for problem in check_run(run)],
             "statuses": dict(Counter(frame["status"])),
-            "protocols": dict(Counter(frame["protocol"])), "turns": turns,
-            "degraded_turns": degraded, "errors_recorded": errors_recorded,
+            "protocols": dict(Counter(frame["protocol"])), "turns": len(turns),
+            "degraded_turns": len(degraded),
+            "errors_recorded": sum(bool(turn["error"]) for turn in degraded),
             "seconds": time.perf_counter() - start}
 
 

@@ -20,7 +20,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.bench.dashboard import REAL_MODEL, copied, unfinished
+from engine.bench.dashboard import as_real, copied, unfinished
 from engine.bench.table import Row, fact, timed
 from engine.models import now
 
@@ -67,9 +67,9 @@ def _templates(folder: Path) -> tuple[list[dict[str, Any]], list[list[Row]]]:
 def make_experiment(url: str, n: int = 20_000, seed: int = 0, real: float = 0.75,
                     open_every: int = 0) -> str:
     """Store an experiment of about `n` runs at `url` (bulk insert); returns its id. A share
-    `real` of the cells' runs is marked as played by `REAL_MODEL`; 2% of the cells end
-    failed, 1% interrupted, and 1% are redone after a failure. With `open_every`, every
-    such question has no expected answer (its runs are unscored)."""
+    `real` of the cells' runs is marked as played by a real model (`dashboard.as_real`); 2% of
+    the cells end failed, 1% interrupted, and 1% are redone after a failure. With
+    `open_every`, every such question has no expected answer (its runs are unscored)."""
     from engine.experiments import Cell, create, plan
     from engine.store import Store
     rng = random.Random(seed)
@@ -94,8 +94,7 @@ def make_experiment(url: str, n: int = 20_000, seed: int = 0, real: float = 0.75
         if row["expected"] is None:
             row.update(correct=None)
         if rng.random() < real:
-            row.update(simulated=False, models=REAL_MODEL,
-                       config=row["config"].replace('"simulated?', f'"{REAL_MODEL}?'))
+            row = as_real(row)
         if status != "completed":
             row.update(unfinished(status))
         rows.append(row)

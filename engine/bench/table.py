@@ -245,16 +245,6 @@ def format_table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def main(quick: bool = False, only: list[str] | None = None, base_url: str | None = None,
-         db_url: str | None = None, as_json: bool = False, remark: str = "",
-         sizes: Sequence[int] | None = None) -> int:
-    """Print the table, or with `as_json` the rows as JSON (`collect`): what the docs' tables
-    are rendered from (`python -m engine.bench.docs`). `sizes`: the dashboard's run counts."""
-    rows = collect(quick, only, base_url, db_url, remark, sizes)
-    print(to_json(rows) if as_json else format_table(rows), flush=True)
-    return 0
-
-
 def median_time(work: Callable[[], Any], repeats: int = 3) -> float:
     """The median wall time of `repeats` calls of `work`, in seconds."""
     samples = []

@@ -1,10 +1,10 @@
 """The sub-commands of experiments and the pool, as argparse parsers: light to import, so
 that `python -m engine --help` never loads what a command runs. Each command's handler is
-imported when it is called (`Handlers`)."""
+named "module:function" and imported when it is called (`engine.cli.main.main`), with the
+collector still off, as the rest of start-up."""
 from __future__ import annotations
 
 import gc
-import importlib
 from typing import Any
 
 from engine.cli.runflags import add_policy_flags
@@ -28,39 +28,17 @@ def started() -> None:
         gc.enable()
 
 
-class Handlers:
-    """The `cmd_*` functions of one CLI module, each imported on its first call (in a
-    `python -m engine` process with the collector off, as the rest of start-up)."""
-
-    def __init__(self, module: str):
-        self._module = module
-
-    def __getattr__(self, name: str) -> Any:
-        def handler(args: Any) -> int:
-            if entry():
-                gc.disable()
-            module = importlib.import_module(self._module)
-            started()
-            return int(getattr(module, name)(args))
-        handler.__name__ = name
-        return handler
-
-
 DB_HELP = "database URL (default PARLEY_DB_URL or data/parley.db)"
 
 
 def command(sub: Any, name: str, help: str, handler: Any, db: str | None = DB_HELP) -> Any:
-    """A sub-command's parser: its `--db` (unless `db` is None) and its handler set."""
+    """A sub-command's parser: its `--db` (unless `db` is None) and its handler set (a function,
+    or "module:function" for one imported when the command runs)."""
     parser = sub.add_parser(name, help=help)
     if db is not None:
         parser.add_argument("--db", help=db)
     parser.set_defaults(handler=handler)
     return parser
-
-
-_EXPERIMENTS = Handlers("engine.cli.experiments")
-_WORKERS = Handlers("engine.cli.workers")
-_GATE = Handlers("engine.cli.gate")
 
 
 def add_experiments(sub: Any) -> None:
@@ -70,7 +48,7 @@ def add_experiments(sub: Any) -> None:
     inner = parser.add_subparsers(dest="experiment_command", required=True,
                                   parser_class=type(parser))
     run = command(inner, "run", "plan, store and run an experiment from a YAML spec",
-                  _EXPERIMENTS.cmd_run)
+                  "engine.cli.experiments:cmd_run")
     run.add_argument("spec", help="YAML: questions (set name or list) or questions_file, "
                                   "configs (mappings or saved labels), repeats, concurrency")
     run.add_argument("--repeats", type=int, help="override the spec's repeats")
@@ -94,7 +72,7 @@ def add_experiments(sub: Any) -> None:
     run.add_argument("--yes", action="store_true",
                      help="confirm an experiment that plans more than 20,000 model calls")
     resume = command(inner, "resume", "run the cells of an experiment not yet done",
-                     _EXPERIMENTS.cmd_resume)
+                     "engine.cli.experiments:cmd_resume")
     resume.add_argument("experiment_id")
     for starting in (run, resume):
         starting.add_argument("--workers", action="store_true",
@@ -112,23 +90,24 @@ def add_experiments(sub: Any) -> None:
         starting.add_argument("--base-url", help="base URL of an OpenAI-compatible server for "
                               "openai: seats (typed here, it counts as registered: "
                               "OPENAI_API_KEY goes to it)")
-    show = command(inner, "show", "an experiment's results table", _EXPERIMENTS.cmd_show)
+    show = command(inner, "show", "an experiment's results table",
+                   "engine.cli.experiments:cmd_show")
     show.add_argument("experiment_id")
     show.add_argument("--compare", nargs=2, metavar=("A", "B"),
                       help="paired comparison of two configuration labels")
     show.add_argument("--csv", help="also write one line per run to this CSV file")
-    command(inner, "list", "list experiments", _EXPERIMENTS.cmd_list)
+    command(inner, "list", "list experiments", "engine.cli.experiments:cmd_list")
     command(inner, "stop", "stop an experiment the pool of workers runs",
-            _WORKERS.cmd_stop).add_argument("experiment_id")
+            "engine.cli.workers:cmd_stop").add_argument("experiment_id")
     command(inner, "approve", "make an experiment the approved baseline of its name (the "
-            "gate compares with it)", _GATE.cmd_approve).add_argument("experiment_id")
+            "gate compares with it)", "engine.cli.main:cmd_approve").add_argument("experiment_id")
 
 
 def add_workers(sub: Any) -> None:
     """Add `worker`, `workers` and `experiment-stop` to the CLI's sub-commands."""
     pool_db = "database URL (default PARLEY_DB_URL)"
     worker = command(sub, "worker", "serve the pool of workers (PostgreSQL store)",
-                     _WORKERS.cmd_worker, pool_db)
+                     "engine.cli.workers:cmd_worker", pool_db)
     worker.add_argument("--concurrency", type=int, default=4,
                         help="cells run at once by this worker (default 4)")
     worker.add_argument("--endpoint", action="append", default=[], metavar="NAME",
@@ -138,5 +117,5 @@ def add_workers(sub: Any) -> None:
                              "stalled and its cells go to another (default 10)")
     worker.add_argument("--base-url", help="base URL of an OpenAI-compatible server for "
                         "openai: seats (counts as registered, as for experiment run)")
-    command(sub, "workers", "the pool: workers, queues, throughput, ETA", _WORKERS.cmd_workers,
-            pool_db)
+    command(sub, "workers", "the pool: workers, queues, throughput, ETA",
+            "engine.cli.workers:cmd_workers", pool_db)

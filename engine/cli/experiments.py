@@ -36,7 +36,7 @@ from engine.llm.policy import CallPolicy
 from engine.llm.transport import releasing
 from engine.models import ConfigError, Turn
 from engine.reports.blind import blind_notes, config_worlds
-from engine.reports.experiments import Report, compare, report, to_csv
+from engine.reports.experiments import compare, report, to_csv
 from engine.store.experiments import Progress, list_experiments, set_unchanged
 from engine.store.workers import require_postgres
 from engine.text import say, terminal_safe
@@ -46,13 +46,6 @@ from engine.yamlfile import load_mapping
 if TYPE_CHECKING:
     from engine.llm.endpoints import EndpointRegistry
     from engine.store import Store
-
-
-def summary_text(result: Report) -> str:
-    """The results for a terminal: `headline`'s table (a `simulated` column: all, mixed:
-    <seats>, or empty for real runs; accuracy with its n, and beside it how many of those runs
-    gave no answer), then one sentence per pair of configurations, as the page shows them."""
-    return headline(result).text()
 
 
 def first_questions(spec: dict[str, Any], limit: int, base_dir: Path) -> dict[str, Any]:
@@ -152,7 +145,7 @@ def _run_cli(store: Store, experiment_id: str, quiet: bool, endpoints: EndpointR
         state = asyncio.run(releasing(go()))
     finally:
         bar.close()
-    say(summary_text(report(store, experiment_id, "both")))
+    say(headline(report(store, experiment_id, "both")).text())  # the results table
     return ending(experiment_id, state)
 
 
@@ -300,7 +293,7 @@ def cmd_show(args: Any) -> int:
         from engine.reports.rounds import rounds_text
         spec = result.experiment["spec"]
         theirs = published_note(published(spec))  # beside the accuracy, as the page's diamonds
-        sections = [summary_text(result), theirs[:1].upper() + theirs[1:],
+        sections = [headline(result).text(), theirs[:1].upper() + theirs[1:],
                     rounds_text(result.runs, spec),
                     controls_text(store, args.experiment_id),  # headroom, dropped seats
                     _hijack(store, args.experiment_id),

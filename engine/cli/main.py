@@ -1,22 +1,27 @@
 """Parley's command line: `python -m engine run PROTOCOL "QUESTION" ...`, runs, show, export, bench.
 
+The commands that import their work when they run are here (run, runs, show, export, import,
+delete, bench, sets, share, fork, gate, rejudge, and experiment approve); experiments and the
+pool add theirs from `engine.cli.commands`.
+
 Bad input exits with status 2 and one line that says what to change.
 """
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import re
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 from engine.access import cli_user
-from engine.cli import commands, fork, gate, rejudge, runflags, sets, share
+from engine.cli import commands, runflags
 from engine.cli.commands import command
 from engine.cli.runflags import store_from_args
 from engine.errors import ParleyError
@@ -24,6 +29,7 @@ from engine.models import ConfigError, RunStopped
 from engine.redaction import redact_log_records
 from engine.text import csv_cell, say
 
+APP_URL_ENV = "PARLEY_APP_URL"  # where the app is served: the gate's Markdown run links start so
 _JSON_UNSAFE = re.compile("[\x7f-\x9f\ud800-\udfff\u2028\u2029]")
 
 
@@ -59,7 +65,7 @@ def run_counts(text: str) -> tuple[int, ...]:
     return counts
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - one statement an argument
     parser = _Parser(prog="python -m engine", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
@@ -123,13 +129,57 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--sizes", type=run_counts, metavar="N,N,...",
                        help="the dashboard rows' stored-run counts, a set of rows each "
                        "(default 10000, 1000 with --quick), e.g. 10000,100000,1000000")
-    commands.add_experiments(sub)  # each module adds its own sub-commands
-    sets.add_cli(sub)
-    share.add_cli(sub)
-    fork.add_cli(sub)
+    commands.add_experiments(sub)  # the heavier modules add their own sub-commands
+
+    command(sub, "sets", "list the named question sets (source, licence, size)", cmd_sets,
+            db=None).add_argument("--json", action="store_true", help="one JSON object per set")
+
+    share = command(sub, "share", "write a run or an experiment's results as one static HTML "
+                    "file", cmd_share)
+    share.add_argument("id", help="a run id (or, with --experiment, an experiment id)")
+    share.add_argument("--experiment", action="store_true", help="ID is an experiment")
+    share.add_argument("--runs", choices=("real", "simulated", "both"),
+                       help="an experiment's runs to show (default: real when there are any)")
+    share.add_argument("--out", "-o", help="the file to write (default parley-run-ID.html)")
+
+    fork = command(sub, "fork", "fork a stored run at round K: keep the turns before it, drop "
+                   "an agent or edit a turn, run the rest", cmd_fork)
+    fork.add_argument("run_id")
+    fork.add_argument("--round", type=int, required=True, metavar="K",
+                      help="the first round run again (the turns before it are kept)")
+    fork.add_argument("--drop", metavar="AGENT", help="an agent to leave out of the fork")
+    fork.add_argument("--edit", action="append", default=[], metavar="INDEX=TEXT",
+                      help="replace kept turn INDEX's reply with TEXT; repeatable")
+
     commands.add_workers(sub)
-    gate.add_cli(sub)
-    rejudge.add_cli(sub)
+
+    gate = command(sub, "gate", "does a candidate experiment regress against the approved "
+                   "baseline of its name? (exit 0 no, 1 yes)", cmd_gate)
+    gate.add_argument("candidate", help="the candidate experiment's id")
+    gate.add_argument("--baseline", metavar="EXPERIMENT",
+                      help="compare with this experiment (default: the approved baseline "
+                           "of the candidate's name)")
+    gate.add_argument("--max-drop", type=float, default=0.05, metavar="FRACTION",
+                      help="the largest drop (0..1) that is not a regression, for accuracy "
+                           "and each health measure (default 0.05: five points)")
+    gate.add_argument("--markdown", metavar="FILE",
+                      help="also write the summary as Markdown, for a pull request comment")
+    gate.add_argument("--app-url", metavar="URL",
+                      help=f"where the app is served, for the Markdown's links to runs "
+                           f"(default {APP_URL_ENV}; none: links relative to the app)")
+    gate.add_argument("--json", action="store_true", help="print the result as JSON")
+
+    rejudge = command(sub, "rejudge", "judge an experiment's judged runs again, from the "
+                      "agents' final answers alone", cmd_rejudge)
+    rejudge.add_argument("experiment_id", help="the experiment's id")
+    rejudge.add_argument("--answers-only", action="store_true", required=True,
+                         help="the judge reads the question and the agents' final answers, "
+                              "not the transcript (one call per judged run)")
+    rejudge.add_argument("--concurrency", type=int, default=4,
+                         help="re-judge calls in flight (default 4)")
+    rejudge.add_argument("--base-url", help="base URL of an OpenAI-compatible server for "
+                                            "openai: seats (typed here, it counts as "
+                                            "registered)")
     return parser
 
 
@@ -317,20 +367,144 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from engine.bench import main as bench_main
-    return bench_main(quick=args.quick, only=args.only, base_url=args.base_url,
-                      db_url=args.db_url, as_json=args.json, remark=args.remark,
-                      sizes=args.sizes)
+    """Print the bench table, or with --json its rows as JSON: what the docs' tables are
+    rendered from (`python -m engine.bench.docs`)."""
+    from engine.bench import collect, format_table, to_json
+    rows = collect(args.quick, args.only, args.base_url, args.db_url, args.remark, args.sizes)
+    print(to_json(rows) if args.json else format_table(rows), flush=True)
+    return 0
 
 
-def _default_store(args: argparse.Namespace) -> None:
-    """A command's `--db` when none is given: `PARLEY_DB_URL` from the environment (read by the
-    store itself), else from `.streamlit/secrets.toml`, as the app reads it."""
-    from engine.llm.secretsfile import load_secrets
-    if "db" in vars(args) and not args.db and not os.environ.get("PARLEY_DB_URL"):
-        url = load_secrets().get("PARLEY_DB_URL")
-        if isinstance(url, str) and url.strip():
-            args.db = url.strip()
+def cmd_sets(args: argparse.Namespace) -> int:
+    """Print every named question set with its source, licence and size (a table, or one
+    JSON object per set with `--json`), so a spec's `questions: NAME` can be chosen knowing
+    where the questions come from."""
+    from engine.questions import catalogue
+    infos = catalogue()
+    if args.json:
+        for info in infos:
+            print(json.dumps({"name": info.name, "size": info.size, "source": info.source,
+                              "licence": info.licence}))
+        return 0
+    width = max(len(info.name) for info in infos)
+    for info in infos:
+        print(f"{info.name:<{width}}  {info.size:>5,} questions  {info.licence}")
+        print(f"{'':<{width}}  source: {info.source}")
+    print("\nuse one in an experiment spec as `questions: NAME`")
+    return 0
+
+
+def cmd_share(args: argparse.Namespace) -> int:
+    """Write one static HTML file (charts included, no server needed) of `args.id`, a run or
+    with --experiment an experiment's results, to --out: for a colleague without Parley."""
+    from engine.reports import share
+    from engine.reports.controls import ANSWERS_ONLY_TAG
+    from engine.reports.experiments import report
+    from engine.reports.runs import run_detail
+    store = store_from_args(args)
+    what = "experiment" if args.experiment else "run"
+    try:
+        document = share.experiment_html(
+            report(store, args.id, args.runs), preferences=store.preferences(),
+            judged=store.runs(experiment_id=args.id, tag=ANSWERS_ONLY_TAG),
+        ) if args.experiment else share.run_html(run_detail(store, args.id))
+    except KeyError:
+        sys.stderr.write(f"error: there is no {what} {args.id!r}\n")
+        return 1
+    out = Path(args.out or f"parley-{what}-{args.id}.html")
+    out.write_text(document, encoding="utf-8")
+    print(f"wrote {out} ({len(document.encode()) / 1e6:.1f} MB; opens from disk, charts "
+          "included)")
+    return 0
+
+
+def cmd_fork(args: argparse.Namespace) -> int:
+    """Fork `args.run_id` at `args.round` (`engine.services.fork`: keep the turns before it,
+    drop an agent or edit a turn, run the rest); print the new run's id, its answer and the
+    parent's, and where to compare them."""
+    from engine.protocols import get_protocol
+    from engine.services.fork import fork
+    store = store_from_args(args)
+    result = fork(store, args.run_id, args.round, args.drop, args.edit,  # INDEX=TEXT each
+                  warn=lambda text: say(f"warning: {text}", file=sys.stderr),
+                  endpoints=runflags.endpoints_from_args(args), started_by=cli_user(),
+                  on_event=lambda turn: say(runflags.progress_line(turn), file=sys.stderr))
+    spec = get_protocol(result.protocol)
+    parent = store.get(args.run_id)
+    kept = sum(1 for t in result.turns if any(w.startswith("kept from run")
+                                              for w in t.warnings))
+    say(f"run {result.run_id}: a fork of {args.run_id} at round {args.round} ({kept} turn(s) "
+        f"kept, {len(result.turns) - kept} call(s) made)")
+    say(f"fork:     {spec.outcome(result)}")
+    say(f"original: {parent['metrics'].get('outcome', '') or '(no outcome)'}")
+    print(f"compare them on the Compare page: /compare?compare={args.run_id},{result.run_id}")
+    return 0
+
+
+def cmd_rejudge(args: argparse.Namespace) -> int:
+    """`rejudge EXPERIMENT --answers-only`: every judged run of the experiment judged again
+    from the agents' final positions alone (`engine.experiments.rejudge`); print what was
+    done, then the judge's accuracy both ways beside the consultancy baseline's, per kind of
+    run, never pooled."""
+    from engine.experiments.rejudge import rejudge
+    from engine.reports.controls import answers_only, answers_only_text
+    store = store_from_args(args)
+    done = rejudge(store, args.experiment_id, endpoints=runflags.endpoints_from_args(args),
+                   started_by=cli_user(), concurrency=args.concurrency)
+    say(f"experiment {args.experiment_id}: {done.made} run(s) judged again from their final "
+        f"answers alone ({done.failed} failed), {done.already} judged before, "
+        f"{done.unjudged} with no judge reading a transcript")
+    for kind in ("real", "simulated"):
+        text = answers_only_text(answers_only(store, args.experiment_id, kind))
+        if text:
+            say(text)
+    return 1 if done.failed and done.failed == done.made else 0
+
+
+def cmd_approve(args: argparse.Namespace) -> int:
+    """Approve the experiment as its name's baseline, approved by the CLI's user."""
+    from engine.store.approvals import approve, history
+    store = store_from_args(args)
+    approval = approve(store, args.experiment_id, cli_user())
+    say(f"experiment {args.experiment_id} is the approved baseline of "
+        f"{approval['name']!r} (approved by {approval['approved_by']})")
+    earlier = history(store, approval["name"]).iloc[1:]
+    if not earlier.empty:
+        say("earlier baselines: " + ", ".join(
+            f"{row['experiment']} ({row['approved by'] or 'not recorded'}, "
+            f"{str(row['approved at'])[:19]})" for _, row in earlier.iterrows()))
+    return 0
+
+
+def cmd_gate(args: argparse.Namespace) -> int:
+    """Compare the candidate with its baseline; exit 0 on no regression, 1 on a regression
+    (each named on a line), 2 on bad input (`ConfigError`, which `main` turns into 2)."""
+    from engine.reports.gate import gate, markdown, summary_text
+    from engine.store.approvals import baseline_of
+    from engine.store.experiments import get
+    store = store_from_args(args)
+    candidate = get(store, args.candidate)
+    baseline = args.baseline
+    if baseline is None:
+        approved = baseline_of(store, candidate["name"])
+        if approved is None:
+            raise ConfigError(f"experiment name {candidate['name']!r} has no approved "
+                              "baseline: approve one (python -m engine experiment approve "
+                              "EXPERIMENT) or give --baseline EXPERIMENT", "input")
+        baseline = str(approved["experiment"])
+    result = gate(store, args.candidate, baseline, args.max_drop)
+    if args.markdown:
+        Path(args.markdown).write_text(
+            markdown(result, args.app_url or os.environ.get(APP_URL_ENV, "")), encoding="utf-8")
+    if args.json:
+        print(json.dumps(result.as_dict(), ensure_ascii=False, default=str))
+    else:
+        say(summary_text(result))
+    if not result.passed:  # to PARLEY_NOTIFY_URL when set; a failed POST is only logged
+        from engine.llm.notify import notify
+        from engine.reports.gate import notice
+        notify(notice(result))
+    return result.exit_status
 
 
 class Terminated(KeyboardInterrupt):
@@ -345,13 +519,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     redact_log_records()  # no key reaches a log line, whoever logs it
     parser = build_parser()
     args = parser.parse_args(argv)
-    handler: Callable[[argparse.Namespace], int] = args.handler
+    handler = args.handler  # a function, or "module:function" (`commands.command`)
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
     try:
-        _default_store(args)
-        commands.started()  # a command imported on its call freezes again after its imports
-        return handler(args)
+        if isinstance(handler, str):  # its module imported now, the collector still off
+            module, _, name = handler.partition(":")
+            handler = getattr(importlib.import_module(module), name)
+        commands.started()
+        return int(handler(args))
     except ConfigError as exc:
         sys.stderr.write(f"error: {str(exc).splitlines()[0]}\n")
         return 2

@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from engine.errors import SINGULAR, UNEXPLAINED
-from engine.llm.policy import DEFAULTS, SPEC_FIELDS, field_info
+from engine.llm.policy import DEFAULTS, SPEC_FIELDS, CallPolicy, field_info
 from engine.llm.policy import FIELDS as POLICY_FIELDS
 from engine.models import ConfigError, Turn
 from engine.yamlfile import load_mapping
@@ -24,21 +25,16 @@ def add_policy_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def policy_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    """The call policy the flags give (only those given), checked before any call (the
-    flags' destinations are the policy's field names)."""
-    out: dict[str, Any] = {}
-    for name in SPEC_FIELDS:
-        value = getattr(args, name, None)
-        if value is None:
-            continue
-        whole = field_info(name)["whole"]
-        if value != value or (value < 0 if whole else not value > 0):
-            flag = field_info(name)["cli"]
-            raise ConfigError(f"{flag} must be " + (
-                f"a whole number >= 0, got {value}" if whole else
-                f"a number of seconds > 0, got {value:g}"), "input")
-        out[name] = value
-    return out
+    """The call policy the flags give (only those given; the flags' destinations are the
+    policy's field names), checked before any call by the policy's own rule, the error
+    naming the flag."""
+    given = {name: getattr(args, name, None) for name in SPEC_FIELDS}
+    try:
+        return CallPolicy.read(given).given()
+    except ConfigError as exc:
+        name = next(name for name in given if str(exc).startswith(name))
+        raise ConfigError(field_info(name)["cli"] + str(exc).removeprefix(name),
+                          exc.code) from None
 
 
 def progress_line(turn: Turn) -> str:
@@ -132,17 +128,22 @@ def order_line(result: Any) -> str:
 
 def store_from_args(args: argparse.Namespace) -> Any:
     """The store a command's `--db` names (`engine.protocols.storing.Store`: opened,
-    migrated and its old rows back-filled), imported when a command opens it."""
+    migrated and its old rows back-filled), imported when a command opens it. Without one:
+    `PARLEY_DB_URL` from the environment (read by the store itself), else from
+    `.streamlit/secrets.toml`, as the app reads it."""
+    from engine.llm.secretsfile import load_secrets
     from engine.protocols.storing import Store
-    return Store(getattr(args, "db", None))
+    url = getattr(args, "db", None)
+    if not url and not os.environ.get("PARLEY_DB_URL"):
+        secret = load_secrets().get("PARLEY_DB_URL")
+        url = secret.strip() if isinstance(secret, str) and secret.strip() else None
+    return Store(url)
 
 
 def endpoints_from_args(args: argparse.Namespace) -> Any:
     """The CLI's endpoint registry: the environment's and `.streamlit/secrets.toml`'s (as the
     app's), plus `--base-url` (typed by the operator, so it counts as registered and receives
     the provider's key)."""
-    import os
-
     from engine.llm.endpoints import EndpointRegistry
     from engine.llm.secretsfile import load_secrets
     registry = EndpointRegistry.from_settings(os.environ, load_secrets(), allow_free_urls=True)
