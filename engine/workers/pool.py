@@ -222,13 +222,14 @@ def _claim(state: WorkerState, experiment_id: str, target: Any,
     return Claim("skipped: the cell already completed")
 
 
-def _touch(state: WorkerState, experiment_id: str) -> None:
+async def _touch(state: WorkerState, experiment_id: str) -> None:
     """The worker's and the experiment's heartbeats as a cell ends, each once a second at
-    most (housekeeping writes them every heartbeat besides)."""
+    most (housekeeping writes them every heartbeat besides), each in a thread only when due:
+    `due` notes the write, so it is asked once per heartbeat."""
     if state.due(state.worker_id):
-        pool_store.beat(state.store, state.worker_id)
+        await off_loop(pool_store.beat, state.store, state.worker_id)
     if state.due(experiment_id):
-        set_values(state.store, experiment_id, heartbeat_at=now())
+        await off_loop(lambda: set_values(state.store, experiment_id, heartbeat_at=now()))
 
 
 def settle_after(state: WorkerState, job: Job) -> str | None:
@@ -285,8 +286,8 @@ async def run_cell(context: Any, /, **payload: Any) -> str:
         raise outcome.exception  # the database went away mid-cell: the job is tried again
     if outcome.status == "fatal":
         await astop(context.app, store, experiment_id, status="failed", error=outcome.error)
-    elif state.due(state.worker_id) or state.due(experiment_id):
-        await off_loop(_touch, state, experiment_id)
+    else:
+        await _touch(state, experiment_id)
     return outcome.status + (f": {outcome.error}" if outcome.error else "")
 
 
