@@ -468,7 +468,7 @@ def plan_of(spec: Mapping[str, Any]) -> Plan:
                 spec["repeats"], spec["concurrency"], per_config, baseline, baselines,
                 arrangement.order_kind(spec.get("order")), sides,
                 arrangement.spec_seed(spec.get("seed")), pairs, budget_of(spec.get("budget_usd")),
-                resolved=resolved)
+                _reference(spec.get("reference")), resolved)
 
 
 def baselines_of(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
