@@ -227,7 +227,7 @@ def configure() -> None:  # noqa: C901, PLR0912, PLR0915
                          key=f"watch-{run_id}"):
                 open_run(run_id)
 
-    saved = {c["label"]: c["config"] for c in library.configs(store)}
+    saved = {c["label"]: c["config"] for c in store.saved_configs()}
     wanted = st.query_params.get("config")  # from "Use on the Run page" in the library
     if wanted:
         del st.query_params["config"]
