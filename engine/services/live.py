@@ -41,9 +41,8 @@ class TurnFeed:
     last index it holds. A run that is seen to end is forgotten (the page then reads the
     finished run once), and at most `KEEP_RUNS` runs are held."""
 
-    def __init__(self, store: Store, keep_runs: int = KEEP_RUNS):
+    def __init__(self, store: Store):
         self.store = store
-        self.keep_runs = keep_runs
         self._turns: dict[str, list[dict[str, Any]]] = {}
         self._lock = threading.Lock()
 
@@ -62,7 +61,7 @@ class TurnFeed:
             turns = held + added
             if state["status"] == "running":
                 self._turns[run_id] = turns  # re-inserted: the most recently polled is last
-                while len(self._turns) > self.keep_runs:
+                while len(self._turns) > KEEP_RUNS:
                     del self._turns[next(iter(self._turns))]
         return LiveRun(run_id, state, turns, len(added))
 
