@@ -96,11 +96,7 @@ class SimulatedChatModel(BaseChatModel):
 
     world: World = World()  # the world it simulates: its parameters and seed
     latency: float = 0.0
-    fail: float = 0.0
-    ratelimit: float = 0.0
-    timeout: float = 0.0
-    empty: float = 0.0
-    malformed: float = 0.0
+    faults: dict[str, float] = {}  # the rate of each of FAULTS given (the others: none)
     hang: float = 30.0
     parley_spec: str = "simulated"
     # Fault draws count attempts per prompt (a retry may succeed), shared by concurrent calls.
@@ -131,14 +127,15 @@ class SimulatedChatModel(BaseChatModel):
         label = spec or "simulated" + ("?" + "&".join(f"{k}={v}" for k, v in
                                                       sorted(values.items())) if values else "")
         world = World(**{key: values.pop(key) for key in (*PARAMETERS, "seed") if key in values})
-        return cls(parley_spec=label, world=world, **values)
+        faults = {key: values.pop(key) for key in FAULTS if key in values}
+        return cls(parley_spec=label, world=world, faults=faults, **values)
 
     @property
     def _llm_type(self) -> str:
         return "parley-simulated"
 
     def _fault(self, messages: list[BaseMessage], task: Task | None) -> str | None:
-        rates = [(name, getattr(self, name)) for name in FAULTS if getattr(self, name) > 0]
+        rates = [(name, rate) for name in FAULTS if (rate := self.faults.get(name, 0.0)) > 0]
         if not rates:
             return None
         # Keyed on the task when there is one, so rewording never changes which calls fail.
