@@ -31,10 +31,6 @@ class LiveRun:
     turns: list[dict[str, Any]]
     new: int
 
-    @property
-    def running(self) -> bool:
-        return self.state["status"] == "running"
-
 
 class TurnFeed:
     """Per run, the turns read so far; each poll reads the state and the turns after the
