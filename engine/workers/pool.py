@@ -32,7 +32,7 @@ from engine.experiments import budget as budgets
 from engine.experiments.notices import notify_ended
 from engine.experiments.planning import Plan, plan_of
 from engine.experiments.runner import arun_cell, pending_cells
-from engine.models import ConfigError, now
+from engine.models import now
 from engine.store import Store
 from engine.store import workers as pool_store
 from engine.store.experiments import claim, experiment_spent, get, row, set_unchanged, set_values
@@ -49,13 +49,10 @@ STOPPED = "stopped by the user"
 
 
 def conninfo(url: str) -> str:
-    """The psycopg connection string for a store URL (`postgresql+psycopg://` becomes
-    `postgresql://`; everything else is kept)."""
-    scheme, rest = url.split("://", 1) if "://" in url else ("", url)
-    if not scheme.startswith("postgresql"):
-        raise ConfigError("workers need a PostgreSQL store (PARLEY_DB_URL=postgresql+psycopg:"
-                          "//...)", "input")
-    return f"postgresql://{rest}"
+    """The psycopg connection string for a PostgreSQL store's URL (`postgresql+psycopg://`
+    becomes `postgresql://`; everything else is kept). Any other store is refused before
+    (`engine.store.workers.require_postgres`)."""
+    return "postgresql://" + url.partition("://")[2]
 
 
 def endpoint_of(config: Mapping[str, Any]) -> str:
