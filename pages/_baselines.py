@@ -9,13 +9,14 @@ import streamlit as st
 from engine import ConfigError
 from engine import experiments as ex
 from engine.store import Store
+from engine.store.approvals import approve, history
 from pages import _shared
 
 
 def section(store: Store, experiment_id: str, state: ex.Progress) -> None:
     """The baseline of the experiment's name, its history and the approve button."""
     name = ex.get(store, experiment_id)["name"]
-    approvals = ex.history(store, name)
+    approvals = history(store, name)
     st.subheader("Approved baseline")
     if approvals.empty:
         st.caption("No experiment of this name is approved as a baseline yet: the gate "
@@ -44,7 +45,7 @@ def section(store: Store, experiment_id: str, state: ex.Progress) -> None:
                   "approved") if allowed else _shared.refusal("run experiments")):
         actor = _shared.actor()
         try:
-            ex.approve(store, experiment_id, actor.user, actor=actor)
+            approve(store, experiment_id, actor.user, actor=actor)
         except ConfigError as exc:
             st.error(_shared.md(exc))
         else:

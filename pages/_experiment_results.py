@@ -30,8 +30,10 @@ from engine.reports import (
 )
 from engine.reports.blind import blind_notes, config_worlds
 from engine.reports.controls import ANSWERS_ONLY_TAG
+from engine.reports.experiments import SIGNALS, drill
 from engine.reports.references import published as published_figures
 from engine.reports.references import published_note, references
+from engine.reports.reliability import in_bin
 from engine.text import words
 from engine.views import aggregate
 from pages import (
@@ -328,7 +330,7 @@ def show_calibration(result: ex.Report, drawn: Figures) -> None:
     """The reliability diagram (its title the view's only title)."""
     if drawn.calibration is not None:
         st.caption("Each confidence signal against correctness: a calibrated signal follows the "
-                   "diagonal. " + " ".join(f"{k}: {v}." for k, v in ex.SIGNALS.items()))
+                   "diagonal. " + " ".join(f"{k}: {v}." for k, v in SIGNALS.items()))
         st.plotly_chart(drawn.calibration, key="exp-calibration", selection_mode="points",
                         on_select=lambda: drill_from_calibration(result, drawn))
         st.caption("Click a point to list the runs in its bin under *Runs behind a cell*.")
@@ -369,7 +371,7 @@ def show_cell_runs(result: ex.Report) -> None:
     chosen = st.session_state.get(DRILL_BIN)
     frame = result.runs
     if isinstance(chosen, ex.Bin) and chosen.label == label and question is None:
-        frame = ex.in_bin(result.runs, chosen)
+        frame = in_bin(result.runs, chosen)
         note, clear = st.columns([4, 1], vertical_alignment="center")
         note.caption(md(f"Only the runs behind the point clicked on the reliability diagram: "
                         f"{chosen.text()} ({len(frame)} run(s))."))
@@ -378,7 +380,7 @@ def show_cell_runs(result: ex.Report) -> None:
             st.rerun()
     elif chosen is not None:
         st.session_state[DRILL_BIN] = None  # another configuration or a question: all runs
-    listed = ex.drill(frame, label, question)
+    listed = drill(frame, label, question)
     listed["correct"] = [SCORES.get(v if v is None or v == v else None, "")
                          for v in listed["correct"]]
     for column in ("answer", "level", "consensus", "judge", "cost_usd"):  # missing: a dash

@@ -133,7 +133,7 @@ def kind_editor(kind: str) -> None:
 
 
 def configurations() -> None:
-    saved = library.configs(store)
+    saved = store.saved_configs()
     if not saved:
         st.info("No saved configurations yet. Configure a run on the Run page and press "
                 "“Save configuration”.")

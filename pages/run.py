@@ -24,7 +24,7 @@ from engine.reports import runs as runs_report
 from engine.services import library, runform
 from engine.services.runform import PACED_MODEL
 from engine.text import words
-from engine.views.blocks import Block, is_simulated, worlds
+from engine.views.blocks import Block, simulated_text, worlds
 from pages import _run_policy, _shared
 
 if TYPE_CHECKING:
@@ -145,8 +145,8 @@ def watch(run_id: str) -> None:
     if run.get("label"):
         st.caption(md(f"label: {run['label']}"))
     _run_policy.policy_caption(run.get("config") or {}, endpoints)
-    _shared.simulated_note(bool(run.get("simulated")) or is_simulated(
-        run.get("simulated"), run.get("models"), run.get("config")),
+    _shared.simulated_note(bool(run.get("simulated")) or bool(simulated_text(
+        run.get("simulated"), run.get("models"), run.get("config"))),
         worlds(run.get("models"), run.get("config")))
     icons = _shared.seat_icons(run)
     if run["status"] == "running":
@@ -227,7 +227,7 @@ def configure() -> None:  # noqa: C901, PLR0912, PLR0915
                          key=f"watch-{run_id}"):
                 open_run(run_id)
 
-    saved = {c["label"]: c["config"] for c in library.configs(store)}
+    saved = {c["label"]: c["config"] for c in store.saved_configs()}
     wanted = st.query_params.get("config")  # from "Use on the Run page" in the library
     if wanted:
         del st.query_params["config"]

@@ -45,7 +45,7 @@ from loopback import LoopbackHandler
 from engine.llm.providers import get_model
 from engine.llm.replies import extract_json
 from engine.models import Task
-from engine.simulated import SimulatedChatModel
+from engine.simulated import SimulatedChatModel, World
 
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
               "all_proxy")
@@ -242,7 +242,7 @@ class SimulatedOpenAI(ThreadingHTTPServer):
         self.refuse_status = refuse_status
         self.grammar, self.grammar_delay = grammar, grammar_delay
         self.refused: list[int] = []
-        self.model = SimulatedChatModel(seed=seed)
+        self.model = SimulatedChatModel(world=World(seed=seed))
         self.answers = dict(answers or {})
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
 

@@ -83,7 +83,7 @@ def spy(**faults: float) -> SpyModel:
     """A spied simulated model, its spec written as the store would show it."""
     spec = "simulated" + ("?" + "&".join(f"{k}={v:g}" for k, v in sorted(faults.items()))
                           if faults else "")
-    return SpyModel(parley_spec=spec, **faults)
+    return SpyModel.from_options(faults, spec)
 
 
 class ProtocolContract:

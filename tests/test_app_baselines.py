@@ -9,6 +9,7 @@ from streamlit.testing.v1 import AppTest
 
 from engine import Store
 from engine import experiments as ex
+from engine.store.approvals import approve, baseline_of
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 SPEC = {"name": "nightly", "questions": [{"question": "What is 2 plus 2?", "expected": "4"}],
@@ -37,12 +38,12 @@ def test_an_approved_baseline_shows_who_approved_it_and_its_history(db_url):
     assert any("No experiment of this name is approved" in c.value for c in at.caption)
     at.button(key="exp-approve").click().run()
     assert not at.exception, at.exception
-    assert ex.baseline_of(store, "nightly")["experiment"] == first
+    assert baseline_of(store, "nightly")["experiment"] == first
     assert any("approved by local on" in plain(s.value) for s in at.success)
     assert not [b for b in at.button if b.key == "exp-approve"]  # it is the baseline already
     second = ex.create(store, SPEC)
     ex.run_experiment(store, second)
-    ex.approve(store, second, "ann@example.com")
+    approve(store, second, "ann@example.com")
     third = ex.create(store, SPEC)  # planned: cannot be approved yet
     at = page_of(third)
     assert any(f"experiment {second}, approved by ann@example.com" in plain(c.value)

@@ -11,6 +11,7 @@ from streamlit.testing.v1 import AppTest
 from engine import Store
 from engine import experiments as ex
 from engine.analysis import stats
+from engine.reports.reliability import CALIBRATION, in_bin
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
@@ -45,11 +46,11 @@ def test_every_point_of_the_diagram_opens_exactly_the_runs_counted_in_its_bin(st
         if trace.meta is None:
             assert ex.picked_bin(figure, result.calibrations, click(curve, [1, 0, 1, 0])) is None
             continue
-        cal = result.calibrations[trace.meta[ex.CALIBRATION]]
+        cal = result.calibrations[trace.meta[CALIBRATION]]
         for point, b in zip(trace.customdata, cal["bins"], strict=True):
             chosen = ex.picked_bin(figure, result.calibrations, click(curve, list(point)))
             assert chosen == ex.Bin(cal["label"], cal["signal"], b["bin"])
-            runs = ex.in_bin(result.runs, chosen)
+            runs = in_bin(result.runs, chosen)
             assert len(runs) == b["count"]  # the runs the point stands for, no more
             assert set(runs["label"]) == {cal["label"]} and runs["counted"].all()
             assert runs["correct"].mean() == b["accuracy"]

@@ -231,5 +231,5 @@ def test_a_library_import_checks_each_configuration_once(store, spied):
             "  - name: brief panel\n    protocol: panel\n    retries: 1\n")
     assert library.import_yaml(store, text)["config"] == 2
     assert sorted(spied) == ["panel", "vote"]
-    saved = {c["label"]: c["config"] for c in library.configs(store)}
+    saved = {c["label"]: c["config"] for c in store.saved_configs()}
     assert saved["brief panel"]["retries"] == 1 and saved["brief vote"]["protocol"] == "vote"

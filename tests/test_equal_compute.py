@@ -12,9 +12,11 @@ from streamlit.testing.v1 import AppTest
 from engine import experiments as ex
 from engine.cli.main import main
 from engine.experiments.headline import comparisons, headline
+from engine.experiments.planning import Plan
 from engine.models import ConfigError
 from engine.protocols.baselines import equal_compute
 from engine.questions import DEFINITE
+from engine.reports.experiments import SUMMARY_GROUPS
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 QUESTIONS = [{"question": q.text, "expected": q.expected} for q in DEFINITE[:3]]
@@ -23,7 +25,7 @@ PANEL = {"protocol": "panel", "label": "panel"}
 LONG = {"protocol": "debate", "label": "long debate", "options": {"max_rounds": 10}}
 
 
-def by_label(plan: ex.Plan) -> dict[str, dict]:
+def by_label(plan: Plan) -> dict[str, dict]:
     return {row["label"]: row for row in plan.per_config}
 
 
@@ -122,7 +124,7 @@ def test_the_baseline_makes_as_many_calls_as_its_configuration(store, config):
     per_run = dict(zip(result.summary["configuration"], result.summary["calls_per_run"],
                        strict=True))
     assert per_run == {pair["of"]: pair["calls"], pair["label"]: pair["calls"]}
-    assert "calls_per_run" in ex.SUMMARY_GROUPS["Accuracy and confidence levels"]
+    assert "calls_per_run" in SUMMARY_GROUPS["Accuracy and confidence levels"]
     assert comparisons(result) == [(pair["of"], pair["label"])]
     assert ex.compare(runs, pair["of"], pair["label"])["questions"] == len(QUESTIONS)
 

@@ -17,6 +17,7 @@ from engine import experiments as ex
 from engine.cli.main import main
 from engine.models import ConfigError
 from engine.questions import DEFINITE
+from engine.reports.experiments import drill
 
 ROOT = Path(__file__).resolve().parent.parent
 QUESTIONS = [{"question": q.text, "expected": q.expected} for q in DEFINITE[:4]]
@@ -203,7 +204,7 @@ def test_report_per_configuration(finished):
     assert {("panel", "consensus"), ("vote", "consensus"), ("debate", "judge")} <= signals
     assert list(result.questions.columns) == ["q", "question", "expected", "panel", "vote",
                                               "debate"]
-    cell = ex.drill(result.runs, "vote", 0)
+    cell = drill(result.runs, "vote", 0)
     assert len(cell) == 1 and cell["link"].iloc[0] == f"runs?run={cell['id'].iloc[0]}"
     csv = ex.to_csv(result.runs)
     assert csv.splitlines()[0].startswith("id,label,protocol,q,repeat")

@@ -47,6 +47,7 @@ def test_the_preset_plans_the_six_structures_on_their_mmlu_pro_math_questions():
     assert plan.configs[4]["options"] == {"rounds": 2, "synthesize": True}
     assert [s["temperature"] for s in plan.configs[3]["seats"]["voters"]] == [0.7] * 9
     assert plan.spec()["reference"] == "llm-council-governance-mmlu-pro"
+    assert ex.planning.plan_of(plan.spec()).spec() == plan.spec()  # read back whole
     other = ex.plan(spec(model="openai:my-model?base_url=http://127.0.0.1:9/v1"))
     assert {c["model"] for c in other.configs} == {"openai:my-model?base_url=http://127.0.0.1:9/v1"}
 

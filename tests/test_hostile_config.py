@@ -190,7 +190,7 @@ def test_an_option_a_protocol_does_not_have_is_refused_by_name_on_every_path(pat
     err = capsys.readouterr().err
     if path.startswith("CLI"):
         assert "no option 'mood'" in err and "max_rounds" in err, err
-    assert store.runs().empty and library.configs(store) == []
+    assert store.runs().empty and store.saved_configs() == []
 
 
 @pytest.mark.parametrize("config, words", [
@@ -353,7 +353,7 @@ def test_configuration_labels_that_fold_together_are_refused(store):
     library.save_config(store, {"protocol": "vote"}, "Baseline")
     library.save_config(store, {"protocol": "vote", "seats": {}}, "Baseline")  # replaces
     refused(lambda: library.save_config(store, {"protocol": "vote"}, "BASELINE "), "same name")
-    assert [c["label"] for c in library.configs(store)] == ["Baseline"]
+    assert [c["label"] for c in store.saved_configs()] == ["Baseline"]
 
 
 @pytest.mark.parametrize("call", [
@@ -388,7 +388,7 @@ def test_a_prompt_override_without_a_required_placeholder_is_refused(protocol, t
     refused(lambda: run_sync(arun_config(config, "q", store=store)), "{" + placeholder + "}",
             template, code="input")
     refused(lambda: library.save_config(store, config, "dropped"), "{" + placeholder + "}")
-    assert store.runs().empty and library.configs(store) == []
+    assert store.runs().empty and store.saved_configs() == []
 
 
 def test_every_protocol_requires_its_content_placeholders():
@@ -431,4 +431,4 @@ def test_names_labels_and_specs_over_200_characters_or_with_nul_are_refused_befo
         call, words, spy, store):
     refused(lambda: call(spy, store), *words)
     nothing_happened(spy, store)
-    assert library.configs(store) == []
+    assert store.saved_configs() == []

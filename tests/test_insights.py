@@ -77,11 +77,15 @@ def test_history_table_is_plain_and_says_simulated():
     assert second["question"] == "x" * 200  # whole: issue 14 found the cut one unreadable
 
 
+def is_simulated(simulated, models, config=None):
+    return bool(history.simulated_text(simulated, models, config))
+
+
 def test_a_run_on_simulated_models_is_simulated_even_with_a_failed_call():
-    assert history.is_simulated(True, "")
-    assert history.is_simulated(False, "simulated,simulated?fail=0.1")
+    assert is_simulated(True, "")
+    assert is_simulated(False, "simulated,simulated?fail=0.1")
     # a run is simulated when any seat is; a mixed one names its simulated seats
-    assert history.is_simulated(False, "simulated,openai:gpt-4o")
+    assert is_simulated(False, "simulated,openai:gpt-4o")
     assert history.simulated_text(False, "simulated,openai:gpt-4o") == "mixed: simulated"
     config = {"model": "simulated", "seats": {
         "proponent": [{"name": "pro", "model": "simulated"}],
@@ -94,7 +98,7 @@ def test_a_run_on_simulated_models_is_simulated_even_with_a_failed_call():
     assert history.simulated_text(False, "", {"model": "simulated", "seats": {
         "judge": "openai:gpt-4o", "proponent": "simulated", "opponent": ""}}) == \
         "mixed: proponent, opponent"
-    assert not history.is_simulated(False, "")
+    assert not is_simulated(False, "")
 
 
 @pytest.mark.parametrize("protocol", sorted(REGISTRY))

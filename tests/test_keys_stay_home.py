@@ -137,7 +137,7 @@ def test_key_never_goes_to_a_base_url_in_a_library_yaml(servers, store):
         {"name": "colleague-b", **vote("openai:m", base_url=attacker.base_url)}]})
     with pytest.raises(ConfigError, match="not a registered endpoint"):
         library.import_yaml(store, text, app_registry())  # the app, free URLs off
-    assert library.configs(store) == []
+    assert store.saved_configs() == []
     library.import_yaml(store, text)  # the Python API: free URLs on, but never a key
     for label in ("colleague-a", "colleague-b"):
         result = run_sync(arun_config(store.saved_config(label), QUESTION,
@@ -276,7 +276,7 @@ def test_a_key_inside_a_spec_is_refused_with_where_keys_go(param, store):
         library.save_config(store, vote(spec), "leaky")
     with pytest.raises(ConfigError):  # ... nor in the experiments table
         experiments.create(store, {"questions": [QUESTION], "configs": [vote(spec)]})
-    assert library.configs(store) == [] and experiments.list_experiments(store).empty
+    assert store.saved_configs() == [] and experiments.list_experiments(store).empty
     assert "sk-hidden-123" not in library.export_yaml(store)
 
 

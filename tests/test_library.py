@@ -96,7 +96,7 @@ def test_saved_configuration_runs_as_saved(store):
     library.save_config(store, config)
     loaded = store.saved_config("brief judge")
     assert loaded == config
-    assert [c["label"] for c in library.configs(store)] == ["brief judge"]
+    assert [c["label"] for c in store.saved_configs()] == ["brief judge"]
     # Picking it up again gives the same choices back (persona by name, not by text).
     again = runform.slot_choices(store, protocol, loaded)
     assert again["proponent"][0]["persona"] == "creative"

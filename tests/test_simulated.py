@@ -278,7 +278,7 @@ def test_dynamics_a_persuadable_side_concedes(persuasion, status):
 def test_dynamics_seeds_are_reproducible_and_change_the_world():
     first = [replies(run_panel("Q?", **panel_seats(sim(seed=s)), expected="42"))
              for s in range(6)]
-    again = [replies(run_panel("Q?", **panel_seats(SimulatedChatModel(seed=s)),
+    again = [replies(run_panel("Q?", **panel_seats(SimulatedChatModel(world=World(seed=s))),
                                expected="42")) for s in range(6)]
     assert first == again
     assert len({str(r) for r in first}) > 1

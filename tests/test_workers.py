@@ -30,7 +30,8 @@ from engine.models import ConfigError
 from engine.protocols import run_sync
 from engine.store import Store
 from engine.store import workers as pool_store
-from engine.workers.pool import conninfo, endpoint_of, queue_of, settle, stop, submit
+from engine.workers import pool
+from engine.workers.pool import WorkerState, conninfo, endpoint_of, queue_of, settle, stop, submit
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -63,14 +64,25 @@ def test_sqlite_refuses_workers_and_stores_nothing(tmp_path, capsys):
 def test_queues_and_connection_strings():
     assert conninfo("postgresql+psycopg://u:p@h:5/db?sslmode=require") == \
         "postgresql://u:p@h:5/db?sslmode=require"
-    with pytest.raises(ConfigError):
-        conninfo("sqlite:///x.db")
     assert endpoint_of({"model": "simulated"}) == "default"
     assert queue_of({"seats": {"judge": {"model": "openai:m?endpoint=vllm1"}}}) == \
         "parley-vllm1"
 
 
 # --------------------------------------------------------------------------- exactly once
+def test_a_cell_end_writes_the_worker_and_experiment_heartbeats_once_a_second(monkeypatch):
+    written: list[str] = []
+    monkeypatch.setattr(pool_store, "beat", lambda store, worker_id: written.append(worker_id))
+    monkeypatch.setattr(pool, "set_values", lambda store, eid, **values: written.append(eid))
+    state = WorkerState(store=None, worker_id="w1")  # type: ignore[arg-type]
+    run_sync(pool._touch(state, "e1"))
+    run_sync(pool._touch(state, "e1"))  # the same second: neither is due again
+    assert written == ["w1", "e1"]
+    state.touched = {what: at - pool.TOUCH_EVERY for what, at in state.touched.items()}
+    run_sync(pool._touch(state, "e1"))
+    assert written == ["w1", "e1", "w1", "e1"]
+
+
 def test_the_cell_guard_lets_one_taker_run_a_cell_once(pg_url):
     store = Store(pg_url)
     experiment_id = ex.create(store, _spec(QUESTIONS[:2], 1, latency=0.0))

@@ -28,36 +28,16 @@ from engine.experiments.planning import (
     MAX_CALLS,
     MAX_CONCURRENCY,
     MAX_REPEATS,
-    Plan,
     baselines_of,
     config_choices,
     create,
     plan,
     time_preflight,
-    token_baselines,
 )
 from engine.experiments.runner import arun_experiment, pending_cells, run_experiment
 from engine.protocols.baselines import achieved_tokens
-from engine.reports.experiments import (
-    SIGNALS,
-    SUMMARY_GROUPS,
-    Report,
-    accuracy_figure,
-    compare,
-    drill,
-    report,
-    runs_frame,
-    summary,
-    to_csv,
-)
-from engine.reports.reliability import (
-    CALIBRATION,
-    Bin,
-    in_bin,
-    picked_bin,
-    reliability_figure,
-)
-from engine.store.approvals import approve, baseline_of, history
+from engine.reports.experiments import Report, accuracy_figure, compare, report, runs_frame, to_csv
+from engine.reports.reliability import Bin, picked_bin, reliability_figure
 from engine.store.experiments import (
     Progress,
     duration_text,
@@ -67,12 +47,10 @@ from engine.store.experiments import (
 )
 
 __all__ = [
-    "DEFAULT_CONCURRENCY", "MAX_CALLS", "MAX_CONCURRENCY", "MAX_REPEATS", "SUPERSEDED",
-    "EQUAL_COMPUTE", "EQUAL_TOKENS", "Cell", "Plan", "baselines_of", "config_choices", "plan",
-    "time_preflight", "token_baselines", "achieved_tokens",
-    "Progress", "create", "duration_text", "get", "list_experiments", "progress",
-    "arun_experiment", "pending_cells", "run_experiment",
-    "SIGNALS", "SUMMARY_GROUPS", "Report", "accuracy_figure", "compare", "drill",
-    "reliability_figure", "report", "runs_frame", "summary", "to_csv", "Bin", "in_bin",
-    "picked_bin", "CALIBRATION", "approve", "baseline_of", "history", "headline",
+    "DEFAULT_CONCURRENCY", "MAX_CALLS", "MAX_CONCURRENCY", "MAX_REPEATS", "EQUAL_COMPUTE",
+    "EQUAL_TOKENS", "config_choices", "time_preflight", "achieved_tokens",
+    "SUPERSEDED", "Cell", "baselines_of", "plan", "Progress", "create", "duration_text", "get",
+    "list_experiments", "progress", "arun_experiment", "pending_cells", "run_experiment",
+    "Report", "accuracy_figure", "compare", "reliability_figure", "report", "runs_frame",
+    "to_csv", "Bin", "picked_bin", "headline",
 ]

@@ -117,6 +117,3 @@ def twins(configs: Sequence[Mapping[str, Any]]) -> set[str]:
     return {label for label in labels if label.endswith(SWAPPED)
             and any(swapped_label(other) == label for other in labels if other != label)}
 
-
-__all__ = ["ORDERS", "SIDES", "SWAPPED", "cell_order_seed", "derangement", "has_sides",
-           "order_kind", "sides_kind", "spec_seed", "swapped_label", "twins", "with_swapped"]

@@ -60,6 +60,9 @@ MAX_BUDGET = 1_000_000.0  # US dollars; more is a typo
 ENOUGH = 20
 SETTING = "Budget on the Experiments form, budget_usd in the spec"
 EPSILON = 1e-9  # US dollars: sums of float costs that equal the budget fit it
+UNCOUNTABLE = (", which a budget cannot count, so no new cell starts; price every model "
+               "(PARLEY_PRICES, or the endpoint's price_input and price_output) and resume "
+               "to go on")
 
 
 def budget_of(value: Any) -> float | None:
@@ -130,16 +133,10 @@ class Spend:
         """Why nothing can be counted ("" when everything can)."""
         if self.unknown:
             return (f"{self.unknown} call(s) cost an unknown amount (a model with no price "
-                    "here, or usage the endpoint reported in no usable form), which a budget "
-                    "cannot count, so no new cell starts; price every model (PARLEY_PRICES, "
-                    "or the endpoint's price_input and price_output) and resume to go on")
-        for name in (label, *self.in_flight):
-            if self.expected.get(name) is None:
-                return (f"a cell of {name!r} has no expected cost (none has completed, and "
-                        "a model of it has no price here), which a budget cannot count, so "
-                        "no new cell starts; price every model (PARLEY_PRICES, or the "
-                        "endpoint's price_input and price_output) and resume to go on")
-        return ""
+                    f"here, or usage the endpoint reported in no usable form){UNCOUNTABLE}")
+        return next((f"a cell of {name!r} has no expected cost (none has completed, and a "
+                     f"model of it has no price here){UNCOUNTABLE}"
+                     for name in (label, *self.in_flight) if self.expected.get(name) is None), "")
 
     def decide(self, budget: float, label: str) -> str:
         """`go` (a cell of configuration `label` fits beside the cells in flight), `wait`

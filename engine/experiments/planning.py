@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -83,17 +83,12 @@ class Plan:
     def spec(self) -> dict[str, Any]:
         """What the experiments table stores (and `plan` reads back unchanged: the added
         baselines are among `configs`, and are not added twice)."""
-        return {"name": self.name, "source": self.source, "questions": self.questions,
-                "configs": self.configs, "repeats": self.repeats,
-                "concurrency": self.concurrency,
-                **({"baseline": self.baseline} if self.baseline else {}),
-                **({"budget_usd": self.budget_usd} if self.budget_usd is not None else {}),
-                **({"token_baselines": tokens} if (tokens := [
-                    b for b in self.baselines if b.get("kind") == EQUAL_TOKENS]) else {}),
-                **({"order": self.order} if self.order != "configured" else {}),
-                **({"sides": self.sides} if self.sides != "one" else {}),
-                **({"seed": self.seed} if self.seed else {}),
-                **({"reference": self.reference} if self.reference else {})}
+        out = {key: getattr(self, key) for key in ("name", "source", "questions", "configs",
+                                                   "repeats", "concurrency")}
+        out.update({f.name: getattr(self, f.name) for f in fields(self)  # those not at default
+                    if f.name in SETTINGS and getattr(self, f.name) not in (f.default, "")})
+        tokens = [b for b in self.baselines if b.get("kind") == EQUAL_TOKENS]
+        return {**out, **({"token_baselines": tokens} if tokens else {})}
 
     def order_seed_of(self, cell: Cell) -> int | None:
         """The order seed a cell's run presents its seats by: None unless `order: shuffled`,
@@ -281,10 +276,8 @@ def plan(spec: Mapping[str, Any], store: Store | None = None, base_dir: str | Pa
     repeats = require_int(spec.get("repeats", 1), "repeats", 1, MAX_REPEATS)
     concurrency = require_int(spec.get("concurrency", DEFAULT_CONCURRENCY), "concurrency", 1,
                          MAX_CONCURRENCY)
-    baseline = baseline_kind(spec.get("baseline"))
-    order, sides = arrangement.order_kind(spec.get("order")), arrangement.sides_kind(
-        spec.get("sides"))
-    seed = arrangement.spec_seed(spec.get("seed"))
+    settings = settings_of(spec)
+    baseline, sides = settings["baseline"], settings["sides"]
     configs = with_controls(with_policy(resolve_configs(spec.get("configs"), store), spec))
     configs, baselines = _with_arms(configs, baseline or "", spec, store, sides, len(items))
     side_pairs: list[dict[str, str]] = []
@@ -296,9 +289,8 @@ def plan(spec: Mapping[str, Any], store: Store | None = None, base_dir: str | Pa
     name = str(spec.get("name") or "").strip() or \
         f"{source.split(':')[-1]} x {len(configs)} configuration{'s' * (len(configs) > 1)}"
     result = Plan(name[:200], source, [i.as_dict() for i in items], configs, repeats,
-                  concurrency, per_config, baseline, baselines, order, sides, seed, side_pairs,
-                  budget_of(spec.get("budget_usd")), _reference(spec.get("reference")),
-                  resolved)
+                  concurrency, per_config, baselines=baselines, side_pairs=side_pairs,
+                  resolved=resolved, **settings)
     if result.budget_usd is not None and result.cost_usd is None:
         unpriced = [row["label"] for row in per_config if row.get("cost_usd") is None]
         raise ConfigError(f"budget_usd needs a price for every model, and {unpriced[0]!r} "
@@ -367,6 +359,17 @@ def baseline_kind(value: Any) -> str | None:
 
 
 KINDS = (EQUAL_COMPUTE, EQUAL_TOKENS, CONSULTANCY, PLACEBO)
+# The settings a spec may give and a `Plan` keeps (its `spec` stores those not at their
+# default), each with the function that reads and checks it.
+SETTINGS: dict[str, Callable[[Any], Any]] = {
+    "baseline": baseline_kind, "order": arrangement.order_kind,
+    "sides": arrangement.sides_kind, "seed": arrangement.spec_seed, "budget_usd": budget_of,
+    "reference": _reference}
+
+
+def settings_of(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A spec's `SETTINGS`, each read and checked (absent: its default)."""
+    return {key: read(spec.get(key)) for key, read in SETTINGS.items()}
 
 
 Paired = tuple[dict[str, Any], list[dict[str, Any]]]  # a pairing, the configurations it adds
@@ -457,17 +460,13 @@ def _costs(configs: Sequence[Mapping[str, Any]], runs: int, check: bool = False,
 def plan_of(spec: Mapping[str, Any]) -> Plan:
     """A stored spec back as a `Plan` (its configs were checked when it was created; its
     baselines are among them, and are paired again here)."""
-    baseline = baseline_kind(spec.get("baseline"))
-    baselines = baselines_of(spec)
-    sides = arrangement.sides_kind(spec.get("sides"))
-    pairs = arrangement.with_swapped(spec["configs"])[1] if sides == "both" else []
+    settings, baselines = settings_of(spec), baselines_of(spec)
+    pairs = arrangement.with_swapped(spec["configs"])[1] if settings["sides"] == "both" else []
     per_config, resolved = _costs(spec["configs"], len(spec["questions"]) * spec["repeats"],
-                                  baselines=baselines if baseline else None)
+                                  baselines=baselines if settings["baseline"] else None)
     return Plan(spec["name"], spec["source"], spec["questions"], spec["configs"],
-                spec["repeats"], spec["concurrency"], per_config, baseline, baselines,
-                arrangement.order_kind(spec.get("order")), sides,
-                arrangement.spec_seed(spec.get("seed")), pairs, budget_of(spec.get("budget_usd")),
-                resolved=resolved)
+                spec["repeats"], spec["concurrency"], per_config, baselines=baselines,
+                side_pairs=pairs, resolved=resolved, **settings)
 
 
 def baselines_of(spec: Mapping[str, Any]) -> list[dict[str, Any]]:

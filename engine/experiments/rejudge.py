@@ -143,6 +143,3 @@ def rejudge(store: Store, experiment_id: str, **kw: Any) -> Rejudged:
     """Synchronous `arejudge`."""
     return run_sync(arejudge(store, experiment_id, **kw))
 
-
-__all__ = ["Rejudged", "arejudge", "judged_config", "label_of", "positions_text", "rejudge",
-           "rejudged_sources"]

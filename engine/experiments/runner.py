@@ -131,9 +131,7 @@ async def donor_of(store: Store, experiment: Plan, experiment_id: str, source: C
         await asyncio.sleep(DONOR_POLL)
         waited += DONOR_POLL
     run_id = str(done[-1]["id"])
-    flush = getattr(store, "flush_turns", None)
-    if flush is not None:
-        flush()
+    store.flush_turns()  # a batched store's turns of the donor, written
     turns = store.turns(run_id)
     messages: dict[tuple[str, str, int], str] = {}
     for seat, phase, number, reply, status in zip(

@@ -18,7 +18,7 @@ from engine.protocols import REGISTRY
 from engine.reports.run_dynamics import DynamicsStrip, dynamics_strip
 from engine.store import STATUSES, RunFilters
 from engine.store.facets import INTERNAL_TAGS
-from engine.views.blocks import Block, cost_text, is_simulated, simulated_text
+from engine.views.blocks import Block, cost_text, simulated_text, simulations
 
 if TYPE_CHECKING:
     from engine.store import Store
@@ -130,9 +130,7 @@ def history_table(frame: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=[*HISTORY_COLUMNS, *searched])
     created = pd.to_datetime(frame["created_at"], utc=True)
     question = frame["question"].fillna("").str.replace(r"\s+", " ", regex=True)
-    simulated = [simulated_text(s, m, c) for s, m, c in zip(
-        frame["simulated"].tolist(), frame["models"].tolist(),
-        frame["config"].tolist() if "config" in frame else [None] * len(frame), strict=True)]
+    simulated = [text for text, _ in simulations(frame)]
     costs = frame["cost_usd"].tolist() if "cost_usd" in frame else [None] * len(frame)
     return pd.DataFrame({
         "id": frame["id"],
@@ -258,10 +256,10 @@ def run_detail(store: Store, run_id: str, preview: int | None = None) -> RunDeta
     if unshown:
         problems.append(unshown)
     turns = run.get("turns") or []
+    simulation = simulated_text(run.get("simulated"), run.get("models"), run.get("config"))
     detail = RunDetail(
-        run=run, title=protocol_title(run["protocol"]),
-        simulated=is_simulated(run.get("simulated"), run.get("models"), run.get("config")),
-        simulation=simulated_text(run.get("simulated"), run.get("models"), run.get("config")),
+        run=run, title=protocol_title(run["protocol"]), simulated=bool(simulation),
+        simulation=simulation,
         facts=_facts(run, turns), blocks=[b for b in blocks if b.kind not in ("tally", "flow")],
         transcript=[_turn_entry(t) for t in turns], timeline=timeline_frame(turns),
         usage=seat_usage(turns), problems=problems + _problems(run, turns, blocks))

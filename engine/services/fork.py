@@ -192,6 +192,3 @@ def forked_from(run: Mapping[str, Any]) -> tuple[str, int] | None:
     except (TypeError, ValueError):
         return str(parent), 0
 
-
-__all__ = ["FORKABLE", "FORK_TAG", "Fork", "droppable", "fork", "forked_from", "parse_edit",
-           "plan"]

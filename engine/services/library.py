@@ -195,11 +195,6 @@ def find(store: Store, kind: str, name: str) -> dict[str, Any] | None:
 
 
 # ---------------------------------------------------------------------- configurations
-def configs(store: Store) -> list[dict[str, Any]]:
-    """Saved configurations, each as `{"id", "label", "config"}`."""
-    return list(store.saved_configs())
-
-
 class LabelTaken(ConfigError):
     """A configuration is already saved under the label: replacing it must be asked for, since
     runs stored under that label would then mix two configurations."""
@@ -247,12 +242,8 @@ def to_yaml(value: Any) -> str:
 def export_yaml(store: Store) -> str:
     """Personas, roles and configurations as one YAML document."""
     ensure_seeded(store)
-    doc: dict[str, Any] = {key: [{k: v for k, v in row.items() if k not in ("id", "builtin")}
-                                 for row in store.library(kind)]
-                           for key, kind in _YAML_KEYS.items() if kind != CONFIG}
-    doc["configurations"] = [{"name": c["label"], **{k: v for k, v in c["config"].items()
-                                                     if k != "label"}} for c in configs(store)]
-    return to_yaml(doc)
+    return to_yaml({key: [{k: v for k, v in row.items() if k not in ("id", "builtin", "label")}
+                          for row in store.library(kind)] for key, kind in _YAML_KEYS.items()})
 
 
 def parse_yaml(text: str, endpoints: EndpointRegistry | None = None

@@ -31,19 +31,14 @@ class LiveRun:
     turns: list[dict[str, Any]]
     new: int
 
-    @property
-    def running(self) -> bool:
-        return self.state["status"] == "running"
-
 
 class TurnFeed:
     """Per run, the turns read so far; each poll reads the state and the turns after the
     last index it holds. A run that is seen to end is forgotten (the page then reads the
     finished run once), and at most `KEEP_RUNS` runs are held."""
 
-    def __init__(self, store: Store, keep_runs: int = KEEP_RUNS):
+    def __init__(self, store: Store):
         self.store = store
-        self.keep_runs = keep_runs
         self._turns: dict[str, list[dict[str, Any]]] = {}
         self._lock = threading.Lock()
 
@@ -62,7 +57,7 @@ class TurnFeed:
             turns = held + added
             if state["status"] == "running":
                 self._turns[run_id] = turns  # re-inserted: the most recently polled is last
-                while len(self._turns) > self.keep_runs:
+                while len(self._turns) > KEEP_RUNS:
                     del self._turns[next(iter(self._turns))]
         return LiveRun(run_id, state, turns, len(added))
 

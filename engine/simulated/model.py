@@ -94,20 +94,9 @@ def task_of(run_manager: Any) -> Task | None:
 class SimulatedChatModel(BaseChatModel):
     """Offline, seeded chat model that answers in the requested format; labelled simulated."""
 
-    seed: int = 0
-    skill: float = World.skill
-    conformity: float = World.conformity
-    persuasion: float = World.persuasion
-    position_bias: float = World.position_bias
-    imitation: float = World.imitation
-    stubbornness: float = World.stubbornness
-    push: float = World.push
+    world: World = World()  # the world it simulates: its parameters and seed
     latency: float = 0.0
-    fail: float = 0.0
-    ratelimit: float = 0.0
-    timeout: float = 0.0
-    empty: float = 0.0
-    malformed: float = 0.0
+    faults: dict[str, float] = {}  # the rate of each of FAULTS given (the others: none)
     hang: float = 30.0
     parley_spec: str = "simulated"
     # Fault draws count attempts per prompt (a retry may succeed), shared by concurrent calls.
@@ -137,19 +126,16 @@ class SimulatedChatModel(BaseChatModel):
                                   "no_model")
         label = spec or "simulated" + ("?" + "&".join(f"{k}={v}" for k, v in
                                                       sorted(values.items())) if values else "")
-        return cls(parley_spec=label, **values)
+        world = World(**{key: values.pop(key) for key in (*PARAMETERS, "seed") if key in values})
+        faults = {key: values.pop(key) for key in FAULTS if key in values}
+        return cls(parley_spec=label, world=world, faults=faults, **values)
 
     @property
     def _llm_type(self) -> str:
         return "parley-simulated"
 
-    @property
-    def world(self) -> World:
-        """The world this model simulates (its parameters)."""
-        return World(seed=self.seed, **{name: getattr(self, name) for name in PARAMETERS})
-
     def _fault(self, messages: list[BaseMessage], task: Task | None) -> str | None:
-        rates = [(name, getattr(self, name)) for name in FAULTS if getattr(self, name) > 0]
+        rates = [(name, rate) for name in FAULTS if (rate := self.faults.get(name, 0.0)) > 0]
         if not rates:
             return None
         # Keyed on the task when there is one, so rewording never changes which calls fail.
@@ -158,7 +144,7 @@ class SimulatedChatModel(BaseChatModel):
         with self._lock:
             attempt = self._attempts.get(key, 0)
             self._attempts[key] = attempt + 1
-        draw = random.Random(stable_int(self.seed, "fault", key, attempt)).random()
+        draw = random.Random(stable_int(self.world.seed, "fault", key, attempt)).random()
         for name, rate in rates:
             if draw < rate:
                 return name

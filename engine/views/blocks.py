@@ -50,11 +50,6 @@ def simulated_text(simulated: Any, models: Any, config: Any = None) -> str:
     return simulation(simulated, models, config)[0]
 
 
-def is_simulated(simulated: Any, models: Any, config: Any = None) -> bool:
-    """A run any seat of which the offline simulated model played (see `simulation`)."""
-    return bool(simulation(simulated, models, config)[0])
-
-
 def simulated_suffix(run: Mapping[str, Any]) -> str:
     """What a one-line summary of a run (a stored run's dict) appends: " (simulated)" when
     the simulated model played every seat, " (simulated seats: judge, critic)" when it

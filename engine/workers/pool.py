@@ -32,7 +32,7 @@ from engine.experiments import budget as budgets
 from engine.experiments.notices import notify_ended
 from engine.experiments.planning import Plan, plan_of
 from engine.experiments.runner import arun_cell, pending_cells
-from engine.models import ConfigError, now
+from engine.models import now
 from engine.store import Store
 from engine.store import workers as pool_store
 from engine.store.experiments import claim, experiment_spent, get, row, set_unchanged, set_values
@@ -49,13 +49,10 @@ STOPPED = "stopped by the user"
 
 
 def conninfo(url: str) -> str:
-    """The psycopg connection string for a store URL (`postgresql+psycopg://` becomes
-    `postgresql://`; everything else is kept)."""
-    scheme, rest = url.split("://", 1) if "://" in url else ("", url)
-    if not scheme.startswith("postgresql"):
-        raise ConfigError("workers need a PostgreSQL store (PARLEY_DB_URL=postgresql+psycopg:"
-                          "//...)", "input")
-    return f"postgresql://{rest}"
+    """The psycopg connection string for a PostgreSQL store's URL (`postgresql+psycopg://`
+    becomes `postgresql://`; everything else is kept). Any other store is refused before
+    (`engine.store.workers.require_postgres`)."""
+    return "postgresql://" + url.partition("://")[2]
 
 
 def endpoint_of(config: Mapping[str, Any]) -> str:
@@ -222,13 +219,14 @@ def _claim(state: WorkerState, experiment_id: str, target: Any,
     return Claim("skipped: the cell already completed")
 
 
-def _touch(state: WorkerState, experiment_id: str) -> None:
+async def _touch(state: WorkerState, experiment_id: str) -> None:
     """The worker's and the experiment's heartbeats as a cell ends, each once a second at
-    most (housekeeping writes them every heartbeat besides)."""
+    most (housekeeping writes them every heartbeat besides), each in a thread only when due:
+    `due` notes the write, so it is asked once per heartbeat."""
     if state.due(state.worker_id):
-        pool_store.beat(state.store, state.worker_id)
+        await off_loop(pool_store.beat, state.store, state.worker_id)
     if state.due(experiment_id):
-        set_values(state.store, experiment_id, heartbeat_at=now())
+        await off_loop(lambda: set_values(state.store, experiment_id, heartbeat_at=now()))
 
 
 def settle_after(state: WorkerState, job: Job) -> str | None:
@@ -285,8 +283,8 @@ async def run_cell(context: Any, /, **payload: Any) -> str:
         raise outcome.exception  # the database went away mid-cell: the job is tried again
     if outcome.status == "fatal":
         await astop(context.app, store, experiment_id, status="failed", error=outcome.error)
-    elif state.due(state.worker_id) or state.due(experiment_id):
-        await off_loop(_touch, state, experiment_id)
+    else:
+        await _touch(state, experiment_id)
     return outcome.status + (f": {outcome.error}" if outcome.error else "")
 
 
