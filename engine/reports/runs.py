@@ -380,10 +380,8 @@ def seat_usage(turns: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
                       latency=("latency", "sum")).reset_index()
     out.insert(5, "cost", [_seat_cost([t for t in turns if t.get("seat", "") == seat])
                            for seat in out["seat"]])
-    out["mean_latency"] = out["latency"] / out["calls"]
-    out["latency"] = out["latency"].round(3)
-    out["mean_latency"] = out["mean_latency"].round(3)
-    return out
+    return out.assign(mean_latency=out["latency"] / out["calls"]).round(
+        {"latency": 3, "mean_latency": 3})
 
 
 def _seat_cost(turns: list[Mapping[str, Any]]) -> str:
