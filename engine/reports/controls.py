@@ -629,16 +629,15 @@ def _points(value: float) -> str:
 def headroom_rows(found: Headroom) -> pd.DataFrame:
     """The table a page shows: one row per arm, its accuracy, its gain over the best fixed
     configuration in percentage points and the gain's interval."""
-    rows = []
-    for arm, what in ((found.best_fixed, f"best fixed: {found.best_fixed.label}"),
-                      (found.oracle, "oracle: the best configuration per question"),
-                      (found.router, "router: by round one's vote entropy")):
-        rows.append({"arm": what, "accuracy": arm.accuracy,
-                     "gain over best fixed (points)": "–" if arm is found.best_fixed
-                     else _points(arm.gain),
-                     "95% interval (paired bootstrap)": "" if arm is found.best_fixed else
-                     f"[{_points(arm.low)}, {_points(arm.high)}]"})
-    return pd.DataFrame(rows)
+    fixed = found.best_fixed
+    arms = ((fixed, f"best fixed: {fixed.label}"),
+            (found.oracle, "oracle: the best configuration per question"),
+            (found.router, "router: by round one's vote entropy"))
+    return pd.DataFrame([(what, arm.accuracy, "–" if arm is fixed else _points(arm.gain),
+                          "" if arm is fixed else f"[{_points(arm.low)}, {_points(arm.high)}]")
+                         for arm, what in arms],
+                        columns=["arm", "accuracy", "gain over best fixed (points)",
+                                 "95% interval (paired bootstrap)"])
 
 
 def headroom_text(found: Headroom) -> str:
