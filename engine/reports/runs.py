@@ -18,7 +18,7 @@ from engine.protocols import REGISTRY
 from engine.reports.run_dynamics import DynamicsStrip, dynamics_strip
 from engine.store import STATUSES, RunFilters
 from engine.store.facets import INTERNAL_TAGS
-from engine.views.blocks import Block, cost_text, is_simulated, simulated_text
+from engine.views.blocks import Block, cost_text, simulated_text
 
 if TYPE_CHECKING:
     from engine.store import Store
@@ -258,20 +258,18 @@ def run_detail(store: Store, run_id: str, preview: int | None = None) -> RunDeta
     if unshown:
         problems.append(unshown)
     turns = run.get("turns") or []
-    detail = RunDetail(
-        run=run, title=protocol_title(run["protocol"]),
-        simulated=is_simulated(run.get("simulated"), run.get("models"), run.get("config")),
-        simulation=simulated_text(run.get("simulated"), run.get("models"), run.get("config")),
-        facts=_facts(run, turns), blocks=[b for b in blocks if b.kind not in ("tally", "flow")],
-        transcript=[_turn_entry(t) for t in turns], timeline=timeline_frame(turns),
-        usage=seat_usage(turns), problems=problems + _problems(run, turns, blocks))
-    detail.tallies = [(b.title, b.counts, b.winner or None) for b in blocks
-                      if b.kind == "tally"]
+    simulation = simulated_text(run.get("simulated"), run.get("models"), run.get("config"))
     flows = [b for b in blocks if b.kind == "flow"]
-    detail.flows = pd.DataFrame(flows[0].rows) if flows else None
-    detail.outcome = outcome_text(run.get("metrics"))
-    detail.dynamics = dynamics_strip(run) if result is not None else None
-    return detail
+    return RunDetail(
+        run=run, title=protocol_title(run["protocol"]), simulated=bool(simulation),
+        simulation=simulation, facts=_facts(run, turns),
+        blocks=[b for b in blocks if b.kind not in ("tally", "flow")],
+        transcript=[_turn_entry(t) for t in turns], timeline=timeline_frame(turns),
+        usage=seat_usage(turns), problems=problems + _problems(run, turns, blocks),
+        tallies=[(b.title, b.counts, b.winner or None) for b in blocks if b.kind == "tally"],
+        flows=pd.DataFrame(flows[0].rows) if flows else None,
+        outcome=outcome_text(run.get("metrics")),
+        dynamics=dynamics_strip(run) if result is not None else None)
 
 
 def turn_text(store: Store, run_id: str, idx: int, reply: bool = True) -> dict[str, Any]:
