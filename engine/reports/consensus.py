@@ -414,8 +414,7 @@ def inflation_figure(table: pd.DataFrame, title: str = "") -> Any:
 
     from engine.reports import charts
     fig = go.Figure()
-    rows = table[table["inflation"].notna() & table["accuracy"].notna()] \
-        if not table.empty else table
+    rows = table[table["inflation"].notna() & table["accuracy"].notna()]
     for flagged, color, name in ((False, "#3558c9", "not flagged"),
                                  (True, "#c62828", "manufactured consensus")):
         part = rows[rows["manufactured"] == flagged] if not rows.empty else rows

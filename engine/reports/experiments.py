@@ -245,8 +245,7 @@ def _unfinished(mine: pd.DataFrame, done: pd.DataFrame) -> dict[str, int]:
     whose runs ended so and were not superseded by a redo."""
     ended = mine[mine["status"].isin(("failed", "interrupted")).to_numpy(dtype=bool)
                  & ~mine["superseded"].astype(bool).to_numpy()]
-    finished = set(zip(done["q"].tolist(), done["repeat"].tolist(), strict=True)) \
-        if not ended.empty else set()
+    finished = set(zip(done["q"].tolist(), done["repeat"].tolist(), strict=True))
     return {status: len({(q, r) for q, r, s in zip(ended["q"].tolist(), ended["repeat"].tolist(),
                                                    ended["status"].tolist(), strict=True)
                          if s == status} - finished)
