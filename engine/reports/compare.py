@@ -98,16 +98,12 @@ def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     """A nested configuration as flat `a.b[0].c` keys to leaf values (an empty mapping or
     list is a leaf, so "no prompts" and "some prompts" still differ)."""
     if isinstance(value, Mapping) and value:
-        out: dict[str, Any] = {}
-        for key, inner in value.items():
-            out.update(flatten(inner, f"{prefix}.{key}" if prefix else str(key)))
-        return out
-    if isinstance(value, list) and value:
-        out = {}
-        for number, inner in enumerate(value):
-            out.update(flatten(inner, f"{prefix}[{number}]"))
-        return out
-    return {prefix or "(configuration)": value}
+        parts = [(f"{prefix}.{key}" if prefix else str(key), inner) for key, inner in value.items()]
+    elif isinstance(value, list) and value:
+        parts = [(f"{prefix}[{number}]", inner) for number, inner in enumerate(value)]
+    else:
+        return {prefix or "(configuration)": value}
+    return {key: leaf for name, inner in parts for key, leaf in flatten(inner, name).items()}
 
 
 def cell(value: Any) -> str:
@@ -130,15 +126,20 @@ def config_diff(runs: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """A flat diff of the runs' configurations: one row per key any run has (in first-seen
     order), one column per run (`column_names`), `differs` true exactly where the values are
     not all equal (a key one run lacks shows as "—" and differs)."""
-    names = column_names(runs)
     flats = [run_settings(r) for r in runs]
-    keys = list(dict.fromkeys(k for flat in flats for k in flat))
-    rows = []
-    for key in keys:
-        values = [cell(flat[key]) if key in flat else ABSENT for flat in flats]
-        rows.append({"key": key, "differs": len(set(values)) > 1,
-                     **dict(zip(names, values, strict=True))})
-    return pd.DataFrame(rows, columns=["key", "differs", *names])
+    keys = dict.fromkeys(k for flat in flats for k in flat)
+    return _side_by_side("key", {key: [cell(flat[key]) if key in flat else ABSENT
+                                       for flat in flats] for key in keys}, runs)
+
+
+def _side_by_side(first: str, values: Mapping[str, list[str]],
+                  runs: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per item of `values` (its name in the column `first`), one column per run
+    (`column_names`), `differs` true exactly where the runs' values are not all equal."""
+    names = column_names(runs)
+    return pd.DataFrame([{first: item, "differs": len(set(row)) > 1,
+                          **dict(zip(names, row, strict=True))} for item, row in values.items()],
+                        columns=[first, "differs", *names])
 
 
 # --------------------------------------------------------------------------- transcripts
@@ -280,7 +281,6 @@ def answers(runs: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """Final answers side by side: one row per measure (answer, expected, correct, confidence,
     mind changes, outcome, calls, tokens, seconds), one column per run, all as text;
     `differs` marks the rows whose values are not all equal."""
-    names = column_names(runs)
     measures: dict[str, list[str]] = {}
     for run in runs:
         metrics = metrics_of(run)
@@ -300,9 +300,7 @@ def answers(runs: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
                 ("seconds", f"{float(run.get('duration') or 0):.2f}")):
             measures.setdefault(measure, []).append(ABSENT if value in (None, "") else
                                                     str(value))
-    rows = [{"measure": measure, "differs": len(set(values)) > 1,
-             **dict(zip(names, values, strict=True))} for measure, values in measures.items()]
-    return pd.DataFrame(rows, columns=["measure", "differs", *names])
+    return _side_by_side("measure", measures, runs)
 
 
 def closing_text(run: Mapping[str, Any]) -> str:

@@ -34,9 +34,9 @@ from engine.analysis.answers import answers_match
 from engine.analysis.consensus_stats import auarc, mean_interval, odds_ratio, selective_curve
 from engine.analysis.rounds_dynamics import votes
 from engine.protocols import REGISTRY, stored_rounds
+from engine.reports.experiments import calibration_of
 from engine.text import html_text
 from engine.views.aggregate import SIMULATED_SUFFIX, flatten, pct
-from engine.views.blocks import NO_LABEL
 from engine.views.round_frames import flag
 
 if TYPE_CHECKING:
@@ -226,13 +226,8 @@ def calibrations(measures: pd.DataFrame, configuration: str) -> list[dict[str, A
     """One configuration's three curves on the same runs, as `reliability.reliability_figure`
     takes them: per source its bins, ECE, Brier and n."""
     mine = _of(measures, configuration)
-    out = []
-    for key in sources_of(mine):
-        conf, right = _source(mine, key)
-        out.append({"label": configuration, "signal": SOURCES[key], "n": len(conf),
-                    "bins": stats.reliability_bins(conf, right),
-                    "ece": stats.ece(conf, right), "brier": stats.brier(conf, right)})
-    return out
+    return [calibration_of(configuration, SOURCES[key], *_source(mine, key))
+            for key in sources_of(mine)]
 
 
 def selective(measures: pd.DataFrame, configuration: str) -> pd.DataFrame:
@@ -312,23 +307,23 @@ def _inputs(runs: pd.DataFrame, group: str, answer: str, judge: str, consensus: 
                          for key, name in named.items()})
 
 
-def from_store(store: Store, filters: RunFilters, kind: str, limit: int | None = None
-               ) -> ConsensusReport:
+def from_store(store: Store, filters: RunFilters, kind: str) -> ConsensusReport:
     """The report over the completed runs matching `filters` (`RunFilters`)
-    of every protocol with rounds, `kind` real, simulated or both (kept apart). Past `limit`
-    runs (default `insights.SAMPLE`) of a protocol and kind, a systematic sample."""
-    from engine.reports.insights import SAMPLE, every_for, sample_text
+    of every protocol with rounds, `kind` real, simulated or both (kept apart). Past
+    `insights.SAMPLE` runs of a protocol and kind, a systematic sample (each run's `group`
+    is its label, "(no label)" without one: `aggregate.flatten`)."""
+    from engine.reports.insights import every_for, sample_text, simulated_flags
     parts, read, of = [], 0, 0
     args = {**filters.store_args(), "status": "completed"}
     wanted = [p for p in rounds_protocols() if args.get("protocol") in (None, "", p)]
     steps = {1}
     for protocol in wanted:
-        for simulated in {"real": [False], "simulated": [True], "both": [False, True]}[kind]:
+        for simulated in simulated_flags(kind):
             narrowed = {**args, "protocol": protocol, "simulated": simulated}
             count = store.count_runs(**narrowed)
             if not count:
                 continue
-            every = every_for(count, limit or SAMPLE)
+            every = every_for(count)
             steps.add(every)
             raw = store.runs(**narrowed, every=every, with_config=False)
             flat = flatten(raw).assign(expected=raw["expected"].tolist())  # `m_` metrics
@@ -340,20 +335,16 @@ def from_store(store: Store, filters: RunFilters, kind: str, limit: int | None =
                       note="No completed runs of a protocol with rounds of answers (society, "
                            "single, panel, roundtable, council) match these filters.")
     frame = fill_votes(store, pd.concat(parts, ignore_index=True))
-    frame["group"] = frame["group"].fillna(NO_LABEL)
     return report(run_measures(frame), note=sample_text(read, of, max(steps)))
 
 
-def from_experiment(runs: pd.DataFrame, labels: Iterable[str], store: Store | None = None
-                    ) -> ConsensusReport:
+def from_experiment(runs: pd.DataFrame, labels: Iterable[str]) -> ConsensusReport:
     """The report over an experiment's counted runs (`experiments.runs_frame`, kept apart as
     its report keeps them), configurations in the spec's order."""
     done = runs[runs["counted"].astype(bool)] if not runs.empty else runs
     if done.empty:
         return report(pd.DataFrame(columns=MEASURE_COLUMNS))
     frame = _inputs(done, "label", "answer", "judge", "consensus", "round_votes")
-    if store is not None:
-        frame = fill_votes(store, frame)
     return report(run_measures(frame), labels)
 
 
@@ -423,8 +414,7 @@ def inflation_figure(table: pd.DataFrame, title: str = "") -> Any:
 
     from engine.reports import charts
     fig = go.Figure()
-    rows = table[table["inflation"].notna() & table["accuracy"].notna()] \
-        if not table.empty else table
+    rows = table[table["inflation"].notna() & table["accuracy"].notna()]
     for flagged, color, name in ((False, "#3558c9", "not flagged"),
                                  (True, "#c62828", "manufactured consensus")):
         part = rows[rows["manufactured"] == flagged] if not rows.empty else rows

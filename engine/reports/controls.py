@@ -51,7 +51,6 @@ if TYPE_CHECKING:
 
 BOOTSTRAP = 2_000
 SEED = 0
-BUCKETS = ("unanimous", "split", "unknown")  # round one's votes of a question
 PAPER_UNANIMOUS_WRONG = 0.66  # arXiv 2605.09618: of the questions debate helped
 
 
@@ -111,7 +110,8 @@ class Headroom:
     oracle: Arm
     router: Arm
     unanimous_wrong: Share
-    buckets: Mapping[int, str] = field(default_factory=dict)  # question -> BUCKETS
+    # question -> its round one's votes: "unanimous", "split" or "unknown"
+    buckets: Mapping[int, str] = field(default_factory=dict)
     left_out: tuple[str, ...] = ()  # configurations with no scored run
     note: str = ""  # why there is no headroom to measure, when there is none
 
@@ -149,17 +149,16 @@ def buckets(frame: pd.DataFrame) -> dict[int, str]:
     return {q: ("unanimous" if max(values) == 0 else "split") for q, values in seen.items()}
 
 
-def _bootstrap(diffs: Sequence[float], seed: int = SEED, resamples: int = BOOTSTRAP
-               ) -> tuple[float, float]:
+def _bootstrap(diffs: Sequence[float]) -> tuple[float, float]:
     """The 95% percentile bootstrap interval of the mean of `diffs` (one per question):
-    `resamples` draws of as many questions with replacement, seeded."""
+    `BOOTSTRAP` draws of as many questions with replacement, seeded (`SEED`)."""
     if len(diffs) < 2:
         return math.nan, math.nan
     values = np.asarray(diffs, dtype=float)
-    draws = np.random.default_rng(seed).integers(0, len(values), (resamples, len(values)))
+    draws = np.random.default_rng(SEED).integers(0, len(values), (BOOTSTRAP, len(values)))
     means = np.sort(values[draws].mean(axis=1))
-    return (float(means[int(0.025 * (resamples - 1))]),
-            float(means[int(math.ceil(0.975 * (resamples - 1)))]))
+    return (float(means[int(0.025 * (BOOTSTRAP - 1))]),
+            float(means[int(math.ceil(0.975 * (BOOTSTRAP - 1)))]))
 
 
 def _arm(name: str, picks: Mapping[int, str], table: Mapping[str, Mapping[int, float]],
@@ -325,10 +324,8 @@ def dropped_text(found: Sequence[Dropped], simulated: bool = False) -> str:
 
 def dropped_rows(found: Sequence[Dropped]) -> pd.DataFrame:
     """The table a page shows, one row per configuration that lost calls."""
-    return pd.DataFrame([{"configuration": d.label, "runs that lost a call": d.dropped,
-                          "accuracy, every question": d.every.text,
-                          "accuracy, questions every seat answered": d.answered.text,
-                          "differ beyond the interval": d.flagged} for d in found],
+    return pd.DataFrame([(d.label, d.dropped, d.every.text, d.answered.text, d.flagged)
+                         for d in found],
                         columns=["configuration", "runs that lost a call",
                                  "accuracy, every question",
                                  "accuracy, questions every seat answered",
@@ -359,17 +356,11 @@ def controls_text(store: Store, experiment_id: str) -> str:
     for kind in kinds:
         frame, _, _ = _counted(store, experiment_id, kind, every)
         room = _headroom(frame, kind, labels) if len(labels) >= 2 else None
-        if room is not None and room.configurations:  # nothing scored: nothing to say
-            parts.append(headroom_text(room))
-        dropped = dropped_text(dropped_from(frame, labels), kind == "simulated")
-        if dropped:
-            parts.append(dropped)
-        arms = placebo_text(placebo_from(frame, kind, pairs))
-        if arms:
-            parts.append(arms)
-        judged = answers_only_text(answers_only_from(frame, rejudged, kind, spec))
-        if judged:
-            parts.append(judged)
+        parts += [text for text in (  # each "" when it has nothing to say
+            headroom_text(room) if room is not None and room.configurations else "",
+            dropped_text(dropped_from(frame, labels), kind == "simulated"),
+            placebo_text(placebo_from(frame, kind, pairs)),
+            answers_only_text(answers_only_from(frame, rejudged, kind, spec))) if text]
     theirs = findings_note(findings(spec))
     if theirs and parts:
         parts.append(theirs)
@@ -458,18 +449,14 @@ def placebo(store: Store, experiment_id: str, kind: str | None = None) -> list[P
 
 def placebo_rows(found: Sequence[Placebo]) -> pd.DataFrame:
     """The table a page shows, one row per configuration with a placebo arm."""
-    columns = ["configuration", "questions", "accuracy", "placebo accuracy",
-               "minus placebo (points)", "95% interval", "tokens per run",
-               "placebo tokens per run", "token ratio"]
-    return pd.DataFrame([{
-        "configuration": p.label, "questions": p.questions,
-        "accuracy": _shown(p.accuracy, ".1%"), "placebo accuracy": _shown(p.placebo, ".1%"),
-        "minus placebo (points)": _points(p.difference),
-        "95% interval": f"[{_points(p.low)}, {_points(p.high)}]",
-        "tokens per run": _shown(p.tokens, ",.0f"),
-        "placebo tokens per run": _shown(p.placebo_tokens, ",.0f"),
-        "token ratio": "-" if p.ratio != p.ratio else f"{p.ratio:.2f}x"}
-        for p in found], columns=columns)
+    return pd.DataFrame([(
+        p.label, p.questions, _shown(p.accuracy, ".1%"), _shown(p.placebo, ".1%"),
+        _points(p.difference), f"[{_points(p.low)}, {_points(p.high)}]",
+        _shown(p.tokens, ",.0f"), _shown(p.placebo_tokens, ",.0f"),
+        "-" if p.ratio != p.ratio else f"{p.ratio:.2f}x") for p in found],
+        columns=["configuration", "questions", "accuracy", "placebo accuracy",
+                 "minus placebo (points)", "95% interval", "tokens per run",
+                 "placebo tokens per run", "token ratio"])
 
 
 def placebo_text(found: Sequence[Placebo]) -> str:
@@ -560,20 +547,19 @@ def answers_only_from(frame: pd.DataFrame, judged: pd.DataFrame, kind: str,
         ran = str(metrics.get("source_run") or "")
         if item.status == "completed" and ran in source:
             latest[ran] = item
-    by_label: dict[str, list[tuple[str, Any]]] = {}
+    by_label: dict[str, list[tuple[Any, Any]]] = {}  # label -> (run's score, its re-judge)
     for ran, item in latest.items():
-        by_label.setdefault(source[ran][0], []).append((ran, item))
+        by_label.setdefault(source[ran][0], []).append((source[ran][1], item))
     consulted = _consultancy_labels(spec)
     out = []
     for label in labels_of(spec):
-        pairs = [(source[ran][1], item) for ran, item in by_label.get(label, [])
-                 if source[ran][1] is not None and item.correct is not None]
         if not by_label.get(label):
             continue
+        pairs = [(right, item) for right, item in by_label[label]
+                 if right is not None and item.correct is not None]
         before = [bool(right) for right, _ in pairs]
         after = [bool(item.correct) for _, item in pairs]
-        low, high = _bootstrap([float(b) - float(a) for a, b in zip(before, after,
-                                                                    strict=True)])
+        low, high = _bootstrap([float(b) - float(a) for a, b in zip(before, after, strict=True)])
         arms = frame[frame["label"].isin(consulted.get(label, []))]
         arms = arms[arms["correct"].notna()] if not arms.empty else arms
         items = [item for _, item in by_label[label]]
@@ -602,17 +588,15 @@ def answers_only_rows(found: Sequence[AnswersOnly]) -> pd.DataFrame:
     """The table a page shows, one row per judged configuration: the judge's accuracy read
     both ways, their difference, the consultancy baseline's, and the re-judge's own calls,
     tokens and cost."""
-    columns = ["configuration", "from the transcript", "from the answers alone",
-               "difference (points)", "95% interval", "consultancy", "calls", "tokens", "cost"]
-    return pd.DataFrame([{
-        "configuration": a.label, "from the transcript": a.transcript.text,
-        "from the answers alone": a.answers.text,
-        "difference (points)": _points(a.difference),
-        "95% interval": f"[{_points(a.low)}, {_points(a.high)}]",
-        "consultancy": a.consultancy.text if a.consultancy is not None else "not run",
-        "calls": a.runs, "tokens": f"{a.tokens:,}",
-        "cost": "unknown" if a.cost_usd is None else f"${a.cost_usd:,.4f}"}
-        for a in found], columns=columns)
+    return pd.DataFrame([(
+        a.label, a.transcript.text, a.answers.text, _points(a.difference),
+        f"[{_points(a.low)}, {_points(a.high)}]",
+        a.consultancy.text if a.consultancy is not None else "not run", a.runs,
+        f"{a.tokens:,}", "unknown" if a.cost_usd is None else f"${a.cost_usd:,.4f}")
+        for a in found],
+        columns=["configuration", "from the transcript", "from the answers alone",
+                 "difference (points)", "95% interval", "consultancy", "calls", "tokens",
+                 "cost"])
 
 
 def answers_only_text(found: Sequence[AnswersOnly]) -> str:
@@ -645,16 +629,15 @@ def _points(value: float) -> str:
 def headroom_rows(found: Headroom) -> pd.DataFrame:
     """The table a page shows: one row per arm, its accuracy, its gain over the best fixed
     configuration in percentage points and the gain's interval."""
-    rows = []
-    for arm, what in ((found.best_fixed, f"best fixed: {found.best_fixed.label}"),
-                      (found.oracle, "oracle: the best configuration per question"),
-                      (found.router, "router: by round one's vote entropy")):
-        rows.append({"arm": what, "accuracy": arm.accuracy,
-                     "gain over best fixed (points)": "–" if arm is found.best_fixed
-                     else _points(arm.gain),
-                     "95% interval (paired bootstrap)": "" if arm is found.best_fixed else
-                     f"[{_points(arm.low)}, {_points(arm.high)}]"})
-    return pd.DataFrame(rows)
+    fixed = found.best_fixed
+    arms = ((fixed, f"best fixed: {fixed.label}"),
+            (found.oracle, "oracle: the best configuration per question"),
+            (found.router, "router: by round one's vote entropy"))
+    return pd.DataFrame([(what, arm.accuracy, "–" if arm is fixed else _points(arm.gain),
+                          "" if arm is fixed else f"[{_points(arm.low)}, {_points(arm.high)}]")
+                         for arm, what in arms],
+                        columns=["arm", "accuracy", "gain over best fixed (points)",
+                                 "95% interval (paired bootstrap)"])
 
 
 def headroom_text(found: Headroom) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache, partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -14,7 +15,7 @@ from engine.analysis.answers import Answers
 from engine.models import ConfigError
 from engine.store.experiments import CellStates, Progress, cell_key, get, progress, row
 from engine.text import csv_cell, html_text
-from engine.views.aggregate import FEW, KINDS, default_kind, rate_text, split_configs
+from engine.views.aggregate import FEW, KINDS, default_kind, interval, rate_text, split_configs
 from engine.views.round_frames import CONFORMITY_FIELDS
 
 if TYPE_CHECKING:
@@ -83,8 +84,7 @@ def _runs_frame(stored: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
         "degraded_run": [bool(v) for v in frame["degraded_run"].tolist()],
         "lost": frame["lost"], "tokens": frame["tokens_in"] + frame["tokens_out"],
         "cost_usd": [None if v is None or v != v else float(v)
-                     for v in frame["cost_usd"].tolist()]
-        if "cost_usd" in frame else [None] * len(ids),
+                     for v in frame["cost_usd"].tolist()],
         "seconds": frame["duration"], "simulated": [bool(v) for v in simulation],
         "simulation": frame["simulation"], "created_at": frame["created_at"],
         "link": [_link(i) for i in ids],
@@ -150,7 +150,6 @@ def _signal_columns(metrics: Mapping[str, Sequence[Any]], expected: list[Any]
     to another wrong) or same. Column by column over every run, from `metrics`: per key of
     `METRIC_KEYS`, each run's value of that key of its metrics (None when missing); each
     distinct (round one's answer, final answer, expected answer) worked out once."""
-    cache: dict[tuple[Any, ...], tuple[Any, Any]] = {}
     nan = float("nan")
     # values decoded from JSON: a number is exactly an int or a float (never a bool)
     out: dict[str, list[Any]] = {
@@ -163,20 +162,10 @@ def _signal_columns(metrics: Mapping[str, Sequence[Any]], expected: list[Any]
     out["round_votes"] = list(metrics["round_votes"])  # engine.reports.consensus
     for field in CONFORMITY_FIELDS:
         out[field] = list(metrics[field])
-    changed: list[bool | None] = []
-    shift: list[str | None] = []
-    answers = Answers()
-    for first, final, given in zip(out["first_answer"], out["answer"], expected, strict=True):
-        if first is None:
-            changed.append(None)
-            shift.append(None)
-            continue
-        key = (first, final, given)
-        if key not in cache:
-            cache[key] = _moved(first, final, given, answers)
-        changed.append(cache[key][0])
-        shift.append(cache[key][1])
-    out["changed"], out["shift"] = list(changed), list(shift)
+    moved = cache(partial(_moved, answers=Answers()))  # each distinct triple once
+    pairs = [(None, None) if first is None else moved(first, final, given) for first, final, given
+             in zip(out["first_answer"], out["answer"], expected, strict=True)]
+    out["changed"], out["shift"] = [c for c, _ in pairs], [s for _, s in pairs]
     return {name: out[name] for name in RUN_COLUMNS if name in out}
 
 
@@ -190,33 +179,31 @@ def counted(frame: pd.DataFrame, label: str | None = None, simulated: bool | Non
     return rows if simulated is None else rows[rows["simulated"].astype(bool) == simulated]
 
 
-def calibration(frame: pd.DataFrame, label: str, signal: str, bins: int = 10) -> dict[str, Any]:
+def _calibration(done: pd.DataFrame, label: str, signal: str) -> dict[str, Any]:
     """A confidence signal of one configuration against correctness: the reliability
-    diagram's bins, ECE and Brier score over the counted runs that have both."""
-    if signal not in SIGNALS:
-        raise ConfigError(f"signal must be one of {', '.join(SIGNALS)}, got {signal!r}", "input")
-    return _calibration(counted(frame, label), label, signal)
-
-
-def _calibration(done: pd.DataFrame, label: str, signal: str, bins: int = 10
-                 ) -> dict[str, Any]:
-    """`calibration` over `done`, the configuration's counted runs."""
+    diagram's bins, ECE and Brier score over its counted runs (`done`) that have both."""
     rows = done[done["correct"].notna() & done[signal].notna()] if not done.empty else done
-    confidences = [float(v) for v in rows[signal].tolist()] if not rows.empty else []
-    outcomes = [bool(v) for v in rows["correct"].tolist()] if not rows.empty else []
-    points = stats.reliability_bins(confidences, outcomes, bins)
+    return calibration_of(label, signal, [float(v) for v in rows[signal].tolist()],
+                          [bool(v) for v in rows["correct"].tolist()])
+
+
+def calibration_of(label: str, signal: str, confidences: Sequence[float],
+                   outcomes: Sequence[bool]) -> dict[str, Any]:
+    """A confidence signal's reliability diagram as `reliability.reliability_figure` takes
+    it: its bins, ECE, Brier score and n, labelled by configuration and signal."""
+    points = stats.reliability_bins(confidences, outcomes)
     return {"label": label, "signal": signal, "n": len(confidences), "bins": points,
             "ece": stats.ece_of_bins(points), "brier": stats.brier(confidences, outcomes)}
 
 
 def _sum(values: pd.Series) -> float:
-    present = pd.to_numeric(values, errors="coerce").dropna()
-    return float(present.sum()) if len(present) else float("nan")
+    """The sum of the numbers in `values` (NaN when there are none)."""
+    return float(pd.to_numeric(values, errors="coerce").sum(min_count=1))
 
 
 def _mean(values: pd.Series) -> float:
-    present = pd.to_numeric(values, errors="coerce").dropna()
-    return float(present.mean()) if len(present) else float("nan")
+    """The mean of the numbers in `values` (NaN when there are none)."""
+    return float(pd.to_numeric(values, errors="coerce").mean())
 
 
 SUMMARY_COLUMNS = ["configuration", "protocol", "simulated", "runs", "planned", "failed",
@@ -256,12 +243,9 @@ def _done_by_label(frame: pd.DataFrame) -> dict[str, tuple[pd.DataFrame, pd.Data
 def _unfinished(mine: pd.DataFrame, done: pd.DataFrame) -> dict[str, int]:
     """Per status (failed, interrupted): the cells of `mine` with no counted run in `done`
     whose runs ended so and were not superseded by a redo."""
-    if mine.empty:
-        return {"failed": 0, "interrupted": 0}
     ended = mine[mine["status"].isin(("failed", "interrupted")).to_numpy(dtype=bool)
                  & ~mine["superseded"].astype(bool).to_numpy()]
-    finished = set(zip(done["q"].tolist(), done["repeat"].tolist(), strict=True)) \
-        if not ended.empty else set()
+    finished = set(zip(done["q"].tolist(), done["repeat"].tolist(), strict=True))
     return {status: len({(q, r) for q, r, s in zip(ended["q"].tolist(), ended["repeat"].tolist(),
                                                    ended["status"].tolist(), strict=True)
                          if s == status} - finished)
@@ -301,26 +285,23 @@ def _summary(frame: pd.DataFrame, spec: Mapping[str, Any],
     for config in spec["configs"]:
         label = config["label"]
         mine, done = labelled.get(label, (frame.iloc[0:0], frame.iloc[0:0]))
-        scored = done[done["correct"].notna()] if not done.empty else done
-        right = int(scored["correct"].astype(bool).sum()) if not scored.empty else 0
-        low, high = stats.wilson_interval(right, len(scored)) if len(scored) else (
-            float("nan"), float("nan"))
-        levels = done["level"].value_counts() if not done.empty else pd.Series(dtype=int)
+        scored = done[done["correct"].notna()]
+        right = int(scored["correct"].astype(bool).sum())
+        low, high = interval(right, len(scored))
+        levels = done["level"].value_counts()
         unfinished = _unfinished(mine, done)
         consensus = calibrated.get((label, "consensus")) or _calibration(done, label, "consensus")
         judge = calibrated.get((label, "judge")) or _calibration(done, label, "judge")
-        changed = done[done["changed"].notna()] if not done.empty else done
-        seats = _sum(done["seats"]) if not done.empty else float("nan")
-        kinds = sorted(mine["simulation"].drop_duplicates().tolist()) if not mine.empty else []
+        changed = done[done["changed"].notna()]
+        seats = _sum(done["seats"])
+        kinds = sorted(mine["simulation"].drop_duplicates().tolist())
         rows.append({
             "configuration": label, "protocol": config.get("protocol", ""),
             "simulated": "; ".join(k or "real" for k in kinds) if len(kinds) > 1
             else "".join(kinds),
             "runs": len(done), "planned": planned, **unfinished,
-            "degraded": int(done["degraded_run"].astype(bool).sum()) if not done.empty else 0,
-            "scored": len(scored),
-            "correct": right, "unanswered": int(scored["unanswered"].astype(bool).sum())
-            if not scored.empty else 0,
+            "degraded": int(done["degraded_run"].astype(bool).sum()), "scored": len(scored),
+            "correct": right, "unanswered": int(scored["unanswered"].astype(bool).sum()),
             "accuracy": right / len(scored) if len(scored) else float("nan"),
             "accuracy_low": low, "accuracy_high": high,
             "accuracy [95% CI] n": rate_text(right, len(scored)), "few": len(scored) < FEW,
@@ -328,16 +309,12 @@ def _summary(frame: pd.DataFrame, spec: Mapping[str, Any],
             "consensus_ece": consensus["ece"], "consensus_brier": consensus["brier"],
             "judge_ece": judge["ece"], "judge_brier": judge["brier"],
             "mind_change_rate": _sum(done["mind_changes"]) / seats if seats else float("nan"),
-            "persuaded": _sum(done["persuaded"]) if not done.empty else float("nan"),
-            "misled": _sum(done["misled"]) if not done.empty else float("nan"),
-            "answer_changed": int(changed["changed"].astype(bool).sum())
-            if not changed.empty else 0,
-            "changed_better": int((done["shift"] == "better").sum()) if not done.empty else 0,
-            "changed_worse": int((done["shift"] == "worse").sum()) if not done.empty else 0,
-            "tokens_per_run": _mean(done["tokens"]) if not done.empty else float("nan"),
-            "cost_per_run": cost_per_run(done),
-            "seconds_per_run": _mean(done["seconds"]) if not done.empty else float("nan"),
-            "calls_per_run": _mean(done["calls"]) if not done.empty else float("nan")})
+            "persuaded": _sum(done["persuaded"]), "misled": _sum(done["misled"]),
+            "answer_changed": int(changed["changed"].astype(bool).sum()),
+            "changed_better": int((done["shift"] == "better").sum()),
+            "changed_worse": int((done["shift"] == "worse").sum()),
+            "tokens_per_run": _mean(done["tokens"]), "cost_per_run": cost_per_run(done),
+            "seconds_per_run": _mean(done["seconds"]), "calls_per_run": _mean(done["calls"])})
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
 
 
@@ -373,10 +350,10 @@ def compare(frame: pd.DataFrame, a: str, b: str) -> dict[str, Any]:
     by chance; with one repeat it is McNemar's exact test on the discordant questions.
     A sentence built on any simulated run begins with "Simulated:".
     """
-    table = scores(counted(frame))
+    behind = counted(frame)
+    table = scores(behind)
     left, right = table.get(a, {}), table.get(b, {})
     shared = sorted(set(left) & set(right))
-    behind = counted(frame)
     behind = behind[behind["label"].isin([a, b])] if not behind.empty else behind
     simulated = bool("simulated" in behind and behind["simulated"].astype(bool).any())
     wins = sum(left[q] > right[q] for q in shared)
@@ -438,9 +415,7 @@ def question_table(frame: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame
             runs=("known", "size"), scored=("known", "sum"), right=("right", "sum"),
             silent=("silent", "sum"))
         tally = {(str(label), int(q)): (int(n), int(scored), int(ok), int(silent))
-                 for (label, q), n, scored, ok, silent in zip(
-                     counts.index, counts["runs"], counts["scored"], counts["right"],
-                     counts["silent"], strict=True)}
+                 for (label, q), n, scored, ok, silent in counts.itertuples()}
     for config in spec["configs"]:
         out[config["label"]] = [_cell_text(*tally.get((config["label"], q), (0, 0, 0, 0)))
                                 for q in out["q"]]

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from engine.analysis.stats import wilson_interval
 from engine.protocols import REGISTRY
 from engine.reports import pareto
 from engine.reports.runs import protocol_titles
@@ -23,6 +22,7 @@ from engine.views.aggregate import (
     completed,
     default_kind,
     flatten,
+    interval,
     keep_apart,
     rate_text,
     rates_from_counts,
@@ -87,11 +87,10 @@ def overview_of(summary: pd.DataFrame) -> Section:
               .rename(columns={"status": "value", "n": "count"}))
     counts = counts[counts["count"] > 0].astype({"value": str}).reset_index(drop=True)
     return Section("overview", "Overview", metrics=[
-        ("Runs", f"{_sum(summary):,}"), ("Completed", f"{_sum(summary, status == 'completed'):,}"),
-        ("Degraded", f"{_sum(summary, degraded):,}"),
-        ("Failed", f"{_sum(summary, status == 'failed'):,}"),
-        ("Interrupted", f"{_sum(summary, status == 'interrupted'):,}"),
-        ("Simulated", f"{_sum(summary, kinds):,}")], charts=[Chart(
+        (name, f"{_sum(summary, mask):,}") for name, mask in (
+            ("Runs", None), ("Completed", status == "completed"), ("Degraded", degraded),
+            ("Failed", status == "failed"), ("Interrupted", status == "interrupted"),
+            ("Simulated", kinds))], charts=[Chart(
             "stacked_counts", counts, "Runs per protocol",
             "How many runs each protocol has, split by how they ended.",
             {"order": ["completed", "completed (degraded)", "running", "interrupted",
@@ -108,12 +107,10 @@ def accuracy_of(summary: pd.DataFrame) -> Section:
         return Section("accuracy", "Accuracy", note="No runs with an expected answer match "
                        "these filters.")
     titled = scored.assign(title=protocol_titles(scored["protocol"]))
-    frame, spec = _side_by_side(rates_from_counts(titled, ["group", "title"], "correct",
-                                                  "scored"))
-    by_title = titled.assign(protocol=titled["title"])
-    table = table_of_rates(rates_from_counts(by_title, ["group", "protocol"], "correct",
-                                             "scored"), ["group", "protocol"])
-    silent = by_title.groupby(["group", "protocol"], sort=True)["unanswered"].sum()
+    rates = rates_from_counts(titled, ["group", "title"], "correct", "scored")
+    frame, spec = _side_by_side(rates)
+    table = table_of_rates(rates.rename(columns={"title": "protocol"}), ["group", "protocol"])
+    silent = titled.groupby(["group", "title"], sort=True)["unanswered"].sum()
     table = table.assign(unanswered=[int(silent.get((group, protocol), 0)) for group, protocol
                                      in zip(table["group"], table["protocol"], strict=True)])
     return Section("accuracy", "Accuracy", metrics=[
@@ -162,28 +159,22 @@ def configurations(summary: pd.DataFrame) -> pd.DataFrame:
     """Per configuration (a label, with its protocol when the label has runs of several),
     over the completed runs added up in `summary`: accuracy with its 95% Wilson interval and
     n scored, mean tokens per run, and mean cost per run (NaN, unknown, when any of the runs
-    is unpriced or the store holds no cost)."""
+    is unpriced)."""
     done = completed(summary)
     columns = ["configuration", "scored", "accuracy", "accuracy_low", "accuracy_high",
                "tokens_per_run", "cost_per_run"]
     if done.empty:
         return pd.DataFrame(columns=columns)
-    sums = [c for c in ("n", "scored", "correct", "tokens", "cost", "unpriced") if c in done]
-    by = done.groupby(["group", "protocol"], sort=True)[sums].sum().reset_index()
-    several = by["group"].duplicated(keep=False)
-    titles = protocol_titles(by["protocol"])
-    rows = []
-    for row, many, title in zip(by.to_dict("records"), several, titles, strict=True):
-        scored, right = int(row["scored"]), int(row["correct"])
-        low, high = wilson_interval(right, scored) if scored else (float("nan"),) * 2
-        known = "cost" in row and not row.get("unpriced")
-        rows.append({"configuration": f"{row['group']} · {title}" if many
-                     else str(row["group"]), "scored": scored,
-                     "accuracy": right / scored if scored else float("nan"),
-                     "accuracy_low": low, "accuracy_high": high,
-                     "tokens_per_run": row["tokens"] / row["n"],
-                     "cost_per_run": row["cost"] / row["n"] if known else float("nan")})
-    return pd.DataFrame(rows, columns=columns)
+    by = done.groupby(["group", "protocol"], sort=True)[list(SUMMARY_SUMS)].sum().reset_index()
+    names, scored = by["group"].astype(str), by["scored"].astype(int)
+    bounds = [interval(int(right), n) for right, n in zip(by["correct"], scored, strict=True)]
+    return pd.DataFrame({
+        "configuration": names.where(~names.duplicated(keep=False),
+                                     names + " · " + protocol_titles(by["protocol"])),
+        "scored": scored, "accuracy": by["correct"] / scored.where(scored > 0),
+        "accuracy_low": [low for low, _ in bounds], "accuracy_high": [high for _, high in bounds],
+        "tokens_per_run": by["tokens"] / by["n"],
+        "cost_per_run": (by["cost"] / by["n"]).where(by["unpriced"] == 0)}, columns=columns)
 
 
 def pareto_charts(summary: pd.DataFrame) -> list[Chart]:
@@ -291,18 +282,19 @@ def sample_text(read: int, of: int, every: int) -> str:
             "every run.")
 
 
-def _kinds(kind: str) -> list[bool]:
+def simulated_flags(kind: str) -> list[bool]:
+    """The `simulated` values of the runs `kind` shows (each read apart)."""
     return {"real": [False], "simulated": [True], "both": [False, True]}[kind]
 
 
-def _sampled(store: Store, filters: RunFilters, summary: pd.DataFrame, kind: str,
+def _sampled(filters: RunFilters, summary: pd.DataFrame, kind: str,
              read: Callable[[int, dict[str, Any]], pd.DataFrame], limit: int | None = None,
              **narrow: Any) -> tuple[pd.DataFrame, str]:
     """`read(every, args)` for each kind of run shown (real and simulated read apart, each
     sampled on its own so a few real runs are never thinned by many simulated ones), kept
     apart as `keep_apart` keeps them; and the sample's description ("" for every run)."""
     parts, read_n, of_n, steps = [], 0, 0, set()
-    for simulated in _kinds(kind):
+    for simulated in simulated_flags(kind):
         mine = summary[summary["simulated"] == simulated]
         for key, value in narrow.items():
             mine = mine[mine[key] == value]
@@ -320,25 +312,16 @@ def _sampled(store: Store, filters: RunFilters, summary: pd.DataFrame, kind: str
     if len(parts) > 1 and "created_at" in frame:  # newest first, as `Store.runs` reads them
         frame = frame.sort_values("created_at", ascending=False, kind="stable",
                                   ignore_index=True)
-    every = max(steps)
-    return frame, sample_text(read_n, of_n, every) if every > 1 else ""
+    return frame, sample_text(read_n, of_n, max(steps))
 
 
-def _flat_runs(store: Store) -> Callable[[int, dict[str, Any]], pd.DataFrame]:
-    def read(every: int, args: dict[str, Any]) -> pd.DataFrame:
-        return flatten(store.runs(**args, every=every, with_config=False))
-    return read
-
-
-def _values(store: Store) -> Callable[[int, dict[str, Any]], pd.DataFrame]:
-    columns = ["protocol", "label", "simulated", "tokens_in", "tokens_out", "duration"]
-
-    def read(every: int, args: dict[str, Any]) -> pd.DataFrame:
-        frame = store.run_values(columns, every=every, **args)
-        labels = frame["label"].fillna(NO_LABEL).replace("", NO_LABEL)
-        return frame.assign(label=labels, group=labels,
-                            tokens=frame["tokens_in"] + frame["tokens_out"])
-    return read
+def _values(store: Store, every: int, args: dict[str, Any]) -> pd.DataFrame:
+    """Every `every`th run matching `args`, just the columns the boxes of tokens and
+    latency read, grouped by label."""
+    frame = store.run_values(["protocol", "label", "simulated", "tokens_in", "tokens_out",
+                              "duration"], every=every, **args)
+    labels = frame["label"].fillna(NO_LABEL).replace("", NO_LABEL)
+    return frame.assign(label=labels, group=labels, tokens=frame["tokens_in"] + frame["tokens_out"])
 
 
 class _StoredResults:
@@ -410,8 +393,8 @@ def report_from_store(store: Store, filters: RunFilters, kind: str | None = None
         return []
 
     def section_of(name: str, make: Callable[[InsightsData], Section]) -> Section:
-        runs, sample = _sampled(store, filters, summary, kind, _flat_runs(store), SECTION_SAMPLE,
-                                protocol=name)
+        runs, sample = _sampled(filters, summary, kind, lambda every, args: flatten(
+            store.runs(**args, every=every, with_config=False)), SECTION_SAMPLE, protocol=name)
         runs = keep_apart(runs, kind)
         results = _StoredResults(store, runs)
         section = _apart(runs, lambda part: make(InsightsData(part, partial(results, name))))
@@ -419,7 +402,7 @@ def report_from_store(store: Store, filters: RunFilters, kind: str | None = None
         return section
     values, sample = pd.DataFrame(), ""
     if only is None or "cost" in only:
-        values, sample = _sampled(store, filters, summary, kind, _values(store),
+        values, sample = _sampled(filters, summary, kind, partial(_values, store),
                                   status="completed")
         values = keep_apart(values, kind) if not values.empty else values
     return _report(shown, kind, only, section_of, values, sample)

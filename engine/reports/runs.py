@@ -257,19 +257,17 @@ def run_detail(store: Store, run_id: str, preview: int | None = None) -> RunDeta
         problems.append(unshown)
     turns = run.get("turns") or []
     simulation = simulated_text(run.get("simulated"), run.get("models"), run.get("config"))
-    detail = RunDetail(
-        run=run, title=protocol_title(run["protocol"]), simulated=bool(simulation),
-        simulation=simulation,
-        facts=_facts(run, turns), blocks=[b for b in blocks if b.kind not in ("tally", "flow")],
-        transcript=[_turn_entry(t) for t in turns], timeline=timeline_frame(turns),
-        usage=seat_usage(turns), problems=problems + _problems(run, turns, blocks))
-    detail.tallies = [(b.title, b.counts, b.winner or None) for b in blocks
-                      if b.kind == "tally"]
     flows = [b for b in blocks if b.kind == "flow"]
-    detail.flows = pd.DataFrame(flows[0].rows) if flows else None
-    detail.outcome = outcome_text(run.get("metrics"))
-    detail.dynamics = dynamics_strip(run) if result is not None else None
-    return detail
+    return RunDetail(
+        run=run, title=protocol_title(run["protocol"]), simulated=bool(simulation),
+        simulation=simulation, facts=_facts(run, turns),
+        blocks=[b for b in blocks if b.kind not in ("tally", "flow")],
+        transcript=[_turn_entry(t) for t in turns], timeline=timeline_frame(turns),
+        usage=seat_usage(turns), problems=problems + _problems(run, turns, blocks),
+        tallies=[(b.title, b.counts, b.winner or None) for b in blocks if b.kind == "tally"],
+        flows=pd.DataFrame(flows[0].rows) if flows else None,
+        outcome=outcome_text(run.get("metrics")),
+        dynamics=dynamics_strip(run) if result is not None else None)
 
 
 def turn_text(store: Store, run_id: str, idx: int, reply: bool = True) -> dict[str, Any]:
@@ -378,10 +376,8 @@ def seat_usage(turns: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
                       latency=("latency", "sum")).reset_index()
     out.insert(5, "cost", [_seat_cost([t for t in turns if t.get("seat", "") == seat])
                            for seat in out["seat"]])
-    out["mean_latency"] = out["latency"] / out["calls"]
-    out["latency"] = out["latency"].round(3)
-    out["mean_latency"] = out["mean_latency"].round(3)
-    return out
+    return out.assign(mean_latency=out["latency"] / out["calls"]).round(
+        {"latency": 3, "mean_latency": 3})
 
 
 def _seat_cost(turns: list[Mapping[str, Any]]) -> str:
