@@ -207,18 +207,26 @@ def _runnable(shape: tuple[int, int, int] | None) -> dict[str, Any]:
     return {"pattern": f"^{CELL_PATTERN}$", "max_id": MAX_ID, "nq": nq, "nc": nc, "nr": nr}
 
 
+def _cell_jobs(store: Store, columns: str, where: str, **params: Any) -> list[dict[str, Any]]:
+    """`columns` of the queue's cell jobs (`TASK`) that `where` keeps (SQL after `WHERE`, its
+    values bound from `params`; it may go on with GROUP BY, ORDER BY, LIMIT); none without
+    the queue's tables."""
+    if not has_queue(store):
+        return []
+    with store.reading() as connection:
+        return [dict(row) for row in connection.execute(text(
+            f"SELECT {columns} FROM procrastinate_jobs WHERE task_name = :task AND {where}"),
+            {"task": TASK, **params}).mappings()]
+
+
+_OPEN = "status IN ('todo', 'doing') AND args->>'experiment_id' = :eid"  # queued or running
+
+
 def open_jobs(store: Store, experiment_id: str) -> list[dict[str, Any]]:
     """The experiment's cell jobs still queued (`todo`) or running (`doing`): id, status,
     cell tag."""
-    if not has_queue(store):
-        return []
-    with store.engine.connect() as connection:
-        rows = connection.execute(text(
-            "SELECT id, status::text AS status, args->>'cell' AS cell FROM procrastinate_jobs "
-            "WHERE task_name = :task AND status IN ('todo', 'doing') "
-            "AND args->>'experiment_id' = :eid ORDER BY id"),
-            {"task": TASK, "eid": experiment_id}).mappings().all()
-    return [dict(r) for r in rows]
+    return _cell_jobs(store, "id, status::text AS status, args->>'cell' AS cell",
+                      f"{_OPEN} ORDER BY id", eid=experiment_id)
 
 
 def has_open_jobs(store: Store, experiment_id: str, besides: int | None = None,
@@ -227,28 +235,17 @@ def has_open_jobs(store: Store, experiment_id: str, besides: int | None = None,
     can run: its payload names a well-formed cell, inside `shape` (the plan's questions,
     configurations, repeats) when given. A job that never can is not waited on: a worker
     that takes it refuses it (`PoisonJob`), and `refused_jobs` counts it."""
-    if not has_queue(store):
-        return False
-    with store.reading() as connection:
-        return bool(connection.execute(text(
-            "SELECT EXISTS (SELECT 1 FROM procrastinate_jobs WHERE task_name = :task "
-            "AND status IN ('todo', 'doing') AND args->>'experiment_id' = :eid "
-            f"AND id <> :besides AND {_RUNNABLE})"),
-            {"task": TASK, "eid": experiment_id, "besides": -1 if besides is None else besides,
-             **_runnable(shape)}).scalar())
+    return bool(_cell_jobs(store, "id", f"{_OPEN} AND id <> :besides AND {_RUNNABLE} LIMIT 1",
+                           eid=experiment_id, besides=-1 if besides is None else besides,
+                           **_runnable(shape)))
 
 
 def refused_jobs(store: Store, experiment_id: str, shape: tuple[int, int, int]) -> int:
     """How many jobs naming the experiment can never run (a malformed cell, or one outside
     `shape`), whether a worker has refused them yet (`failed`) or not (queued)."""
-    if not has_queue(store):
-        return 0
-    with store.engine.connect() as connection:
-        return int(connection.execute(text(
-            "SELECT count(*) FROM procrastinate_jobs WHERE task_name = :task "
-            "AND status IN ('todo', 'doing', 'failed') AND args->>'experiment_id' = :eid "
-            f"AND NOT ({_RUNNABLE})"),
-            {"task": TASK, "eid": experiment_id, **_runnable(shape)}).scalar_one())
+    return len(_cell_jobs(store, "id", "status IN ('todo', 'doing', 'failed') AND "
+                          f"args->>'experiment_id' = :eid AND NOT ({_RUNNABLE})",
+                          eid=experiment_id, **_runnable(shape)))
 
 
 def unheld_jobs(store: Store) -> set[int]:
@@ -256,15 +253,12 @@ def unheld_jobs(store: Store) -> set[int]:
     their start and their lock, jobs their worker lost (it could not write their end), and
     jobs that name no cell (they never hold one; a worker refuses them when they run again).
     Read from `pg_locks`, never by taking a lock."""
-    if not has_queue(store):
+    jobs = _cell_jobs(store, f"id, CASE WHEN {_RUNNABLE} THEN args->>'experiment_id' END AS "
+                      f"eid, CASE WHEN {_RUNNABLE} THEN args->>'cell' END AS cell",
+                      "status = 'doing'", **_runnable(None))
+    if not jobs:
         return set()
-    with store.engine.connect() as connection:
-        jobs = connection.execute(text(
-            "SELECT id, CASE WHEN ok THEN args->>'experiment_id' END AS eid, "
-            "CASE WHEN ok THEN args->>'cell' END AS cell "
-            f"FROM (SELECT id, args, {_RUNNABLE} AS ok FROM procrastinate_jobs "
-            "WHERE task_name = :task AND status = 'doing') AS doing"),
-            {"task": TASK, **_runnable(None)}).mappings().all()
+    with store.reading() as connection:
         held = set(connection.execute(text(
             "SELECT classid::bigint, objid::bigint FROM pg_locks "
             "WHERE locktype = 'advisory' AND objsubid = 2 AND granted")).all())
@@ -283,17 +277,11 @@ def unheld_jobs(store: Store) -> set[int]:
 
 def queue_depth(store: Store) -> pd.DataFrame:
     """Cell jobs per endpoint queue: queued and running."""
-    columns = ["queue", "queued", "running"]
-    if not has_queue(store):
-        return pd.DataFrame(columns=columns)
-    with store.engine.connect() as connection:
-        rows = connection.execute(text(
-            "SELECT queue_name AS queue, "
-            "count(*) FILTER (WHERE status = 'todo') AS queued, "
-            "count(*) FILTER (WHERE status = 'doing') AS running "
-            "FROM procrastinate_jobs WHERE task_name = :task AND status IN ('todo', 'doing') "
-            "GROUP BY queue_name ORDER BY queue_name"), {"task": TASK}).mappings().all()
-    return pd.DataFrame([dict(r) for r in rows], columns=columns)
+    return pd.DataFrame(_cell_jobs(
+        store, "queue_name AS queue, count(*) FILTER (WHERE status = 'todo') AS queued, "
+        "count(*) FILTER (WHERE status = 'doing') AS running",
+        "status IN ('todo', 'doing') GROUP BY queue_name ORDER BY queue_name"),
+        columns=["queue", "queued", "running"])
 
 
 # --------------------------------------------------------------------------- exactly once
