@@ -64,13 +64,15 @@ def require_postgres(store: Store) -> None:
 
 
 # --------------------------------------------------------------------------- queue schema
+_QUEUE_EXISTS = text("SELECT to_regclass('procrastinate_jobs') IS NOT NULL")
+
+
 def has_queue(store: Store) -> bool:
     """True when the job queue's tables exist in this database."""
     if not is_postgres(store):
         return False
     with store.reading() as connection:
-        return bool(connection.execute(text(
-            "SELECT to_regclass('procrastinate_jobs') IS NOT NULL")).scalar())
+        return bool(connection.execute(_QUEUE_EXISTS).scalar())
 
 
 def apply_queue_schema(store: Store, schema_sql: str) -> bool:
@@ -80,8 +82,7 @@ def apply_queue_schema(store: Store, schema_sql: str) -> bool:
     require_postgres(store)
     with store.writing() as connection:
         connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK})
-        if connection.execute(text(
-                "SELECT to_regclass('procrastinate_jobs') IS NOT NULL")).scalar():
+        if connection.execute(_QUEUE_EXISTS).scalar():
             return False
         connection.connection.driver_connection.execute(schema_sql)  # one script
     return True
@@ -395,6 +396,7 @@ class PoolState(NamedTuple):
     host: str
     started_by: str  # who started it: its runs record that name, not the worker's
     budget: float | None  # its `budget_usd` as stored now (a resume may have set a new one)
+    error: str  # why it stopped ("" while it runs)
 
     @property
     def skipped(self) -> str:
@@ -405,16 +407,18 @@ class PoolState(NamedTuple):
 
 
 def pool_state(store: Store, experiment_id: str) -> PoolState | None:
-    """An experiment's stored status, host, who started it and budget, in one read without
-    the rest of its spec (None when there is no such experiment): what a job checks before
-    each cell. Who started it and the budget are read here, not kept by the worker: a resume
-    by someone else changes them."""
+    """An experiment's stored status, host, who started it, budget and error, in one read
+    without the rest of its spec (None when there is no such experiment): what a job checks
+    before each cell, and what a budget stop's message is rewritten from. Who started it and
+    the budget are read here, not kept by the worker: a resume by someone else changes them."""
     with store.reading() as connection:
         found = connection.execute(select(ExperimentRow.status, ExperimentRow.host,
-                                          ExperimentRow.started_by, budget_column(store))
+                                          ExperimentRow.started_by, budget_column(store),
+                                          ExperimentRow.error)
                                    .where(ExperimentRow.id == experiment_id)).first()
     return None if found is None else PoolState(str(found[0]), str(found[1]),
-                                                 str(found[2] or ""), as_budget(found[3]))
+                                                 str(found[2] or ""), as_budget(found[3]),
+                                                 str(found[4] or ""))
 
 
 def pool_running(store: Store) -> list[str]:
@@ -456,14 +460,6 @@ def budget_turn(store: Store, experiment_id: str, every: int
         connection.execute(text("SELECT pg_advisory_xact_lock(:key)"),
                            {"key": _key(f"budget {experiment_id}")})
         yield spend_on(connection, experiment_id, every), _held_on(connection, experiment_id)
-
-
-def stop_error(store: Store, experiment_id: str) -> tuple[str, str] | None:
-    """An experiment's stored status and error, without its spec (None when it is gone)."""
-    with store.engine.connect() as connection:
-        found = connection.execute(select(ExperimentRow.status, ExperimentRow.error).where(
-            ExperimentRow.id == experiment_id)).first()
-    return None if found is None else (str(found[0]), str(found[1] or ""))
 
 
 @contextmanager
