@@ -14,7 +14,6 @@ from sqlalchemy import event, text, update
 
 from engine import Store, run_panel
 from engine.models import Turn, now
-from engine.store.batching import BatchedRecorder
 from engine.store.schema import RunRow
 
 
@@ -129,13 +128,11 @@ def test_the_live_poll_of_a_finished_panel_run_matches_get(store):
     assert store.turns_after(result.run_id, last) == run["turns"][-1:]
 
 
-def test_a_batched_recorder_needs_a_batched_store(store):
+def test_a_batched_store_records_through_its_batch(store):
     run_id = store.start_run("debate", "Batched?")
-    with pytest.raises(ValueError, match="batched"):
-        store.recorder(run_id, batched=True)
     batched = store.batched()
-    assert isinstance(batched.recorder(run_id), BatchedRecorder)
-    assert not isinstance(batched.recorder(run_id, batched=False), BatchedRecorder)
+    assert store.recorder(run_id).sink is store
+    assert batched.recorder(run_id).sink is batched._batch is not None
     batched.recorder(run_id).turn(turn(0))  # no event loop: written at once
     assert store.run_state(run_id)["turns"] == 1
 

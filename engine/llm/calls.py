@@ -43,7 +43,6 @@ from engine.text import clean_text
 if TYPE_CHECKING:
     from engine.llm.endpoints import EndpointRegistry
     from engine.store import Store
-    from engine.store.batching import BatchedRecorder
     from engine.store.runs import Recorder
 
 T = TypeVar("T")
@@ -160,7 +159,7 @@ class RunContext:
     """Per-run state: seats' resolved models, the turn log, the sink, limits and stop flag."""
 
     def __init__(self, protocol: str, *, on_event: Callable[[Turn], Any] | None = None,
-                 recorder: Recorder | BatchedRecorder | None = None,
+                 recorder: Recorder | None = None,
                  prompts: dict[str, str] | None = None,
                  timeout: float | None = None, retries: int | None = None,
                  concurrency: int | None = None, backoff: float = 0.5,

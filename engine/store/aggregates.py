@@ -66,23 +66,17 @@ class RunAggregates(RunReading):
         `unpriced` (the runs whose cost is unknown). `label` is as stored (None or text);
         `degraded_run` and `simulated` are booleans."""
         given = RunFilters(**filters)
-        status = self._status_clause(given).label("status")
-        simulated = _flag(RunRow.simulated)
-        degraded = _flag(RunRow.degraded_run)
-        query = select(
-            RunRow.protocol, RunRow.label, status, degraded, simulated,
+        frame = self._grouped(given, [
+            RunRow.protocol, RunRow.label, self._status_clause(given).label("status"),
+            _flag(RunRow.degraded_run), _flag(RunRow.simulated)], [
             func.count().label("n"), func.count(RunRow.correct).label("scored"),
             _total(_count_of(RunRow.correct)).label("correct"),
             _total(_count_of(RunRow.unanswered)).label("unanswered"),
             _total(RunRow.tokens_in + RunRow.tokens_out).label("tokens"),
             _total(RunRow.duration, 0.0).label("duration"),
             _total(RunRow.cost_usd, 0.0).label("cost"),
-            func.count().filter(RunRow.cost_usd.is_(None)).label("unpriced"))
-        query, _ = matching(query, self.engine.dialect.name, given)
-        query = query.group_by(RunRow.protocol, RunRow.label, status, degraded, simulated)
-        with self.engine.connect() as connection:
-            rows = connection.execute(query).all()
-        frame = pd.DataFrame(rows, columns=[*SUMMARY_KEYS, *SUMMARY_SUMS])
+            func.count().filter(RunRow.cost_usd.is_(None)).label("unpriced")],
+            [*SUMMARY_KEYS, *SUMMARY_SUMS])
         return frame.astype({"degraded_run": bool, "simulated": bool, **{
             name: float if name in ("duration", "cost") else "int64" for name in SUMMARY_SUMS}})
 
@@ -97,16 +91,15 @@ class RunAggregates(RunReading):
         answer (`j_seats`, `persuaded`, `misled`), the winner's share of the ballots
         (`t_runs`, `t_sum`, `t_sq`, `unanimous`, `tied`, `t_scored`, `t_right`) and round
         one's agreement (`f_runs`, `f_sum`, `f_sq`)."""
-        given = RunFilters(**filters)
         judge = RunRow.judge_confidence
         band = case((judge >= 0.7, "high"), (judge >= 0.4, "medium"), (judge.is_not(None), "low"),
                     else_=None).label("band")
-        simulated = _flag(RunRow.simulated)
         changed = RunRow.mind_changes.is_not(None)
         judged = RunRow.persuaded.is_not(None)
         tallied = RunRow.consensus.is_not(None)
-        query = select(
-            RunRow.protocol, RunRow.label, simulated, RunRow.confidence_level, band,
+        frame = self._grouped(RunFilters(**filters), [
+            RunRow.protocol, RunRow.label, _flag(RunRow.simulated), RunRow.confidence_level,
+            band], [
             func.count().label("n"), func.count(RunRow.correct).label("scored"),
             _total(_count_of(RunRow.correct)).label("correct"),
             func.count(RunRow.mind_changes).label("m_runs"),
@@ -124,16 +117,19 @@ class RunAggregates(RunReading):
             func.count(RunRow.first_share).label("f_runs"),
             _total(RunRow.first_share).label("f_sum"),
             _total(RunRow.first_share * RunRow.first_share).label("f_sq"),
-        ).where(RunRow.status == "completed")
-        query, _ = matching(query, self.engine.dialect.name, given)
-        query = query.group_by(RunRow.protocol, RunRow.label, simulated,
-                               RunRow.confidence_level, band)
-        with self.engine.connect() as connection:
-            rows = connection.execute(query).all()
-        frame = pd.DataFrame(rows, columns=[*ANSWER_KEYS, *ANSWER_SUMS])
+        ], [*ANSWER_KEYS, *ANSWER_SUMS], RunRow.status == "completed")
         floats = {"t_sum", "t_sq", "f_sum", "f_sq"}
         return frame.astype({"simulated": bool, **{name: float if name in floats else "int64"
                                                     for name in ANSWER_SUMS}})
+
+    def _grouped(self, given: RunFilters, keys: list[Any], sums: list[Any],
+                  names: list[str], *where: Any) -> pd.DataFrame:
+        """The runs matching `given` (and `where`) grouped by `keys`, with `sums` over each
+        group: a frame of the columns `names`."""
+        query, _ = matching(select(*keys, *sums).where(*where), self.engine.dialect.name, given)
+        with self.engine.connect() as connection:
+            rows = connection.execute(query.group_by(*keys)).all()
+        return pd.DataFrame(rows, columns=names)
 
     def run_results(self, ids: Sequence[str], *, with_config: bool = False) -> pd.DataFrame:
         """`id`, `label`, `expected` and the parsed `result` of the runs `ids` (a result that

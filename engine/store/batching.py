@@ -31,21 +31,6 @@ class RunWriting(Protocol):
     def update_turn(self, run_id: str, turn: Turn) -> None: ...
 
 
-class BatchedRecorder:
-    """Queues one run's turns in its store's batch."""
-
-    def __init__(self, batch: TurnBatch, run_id: str):
-        self.batch, self.run_id = batch, run_id
-
-    def turn(self, turn: Turn) -> None:
-        """Queue a completed turn (`RunStopped` when the run was ended elsewhere)."""
-        self.batch.add(self.run_id, turn)
-
-    def update_turn(self, turn: Turn) -> None:
-        """Write a recorded turn's changed fields (a queued turn goes as it is at flush)."""
-        self.batch.update(self.run_id, turn)
-
-
 class TurnBatch:
     """What a batched store has not written yet (run rows, turns, run ends), and the runs
     found ended elsewhere."""
@@ -59,10 +44,6 @@ class TurnBatch:
         self._handle: asyncio.TimerHandle | None = None
         self._ended: dict[str, str] = {}  # runs deleted or stopped elsewhere: why
         self._unwritten = ""  # why the last flush failed (what it held waits for the next)
-
-    def recorder(self, run_id: str) -> BatchedRecorder:
-        """The sink for one run's turns."""
-        return BatchedRecorder(self, run_id)
 
     @staticmethod
     def deferring() -> bool:
@@ -92,14 +73,15 @@ class TurnBatch:
         self._starts[run_id] = row
         self._schedule()
 
-    def add(self, run_id: str, turn: Turn) -> None:
-        """Queue a turn; the flush is scheduled on the running loop (at once without one)."""
+    def add_turn(self, run_id: str, turn: Turn) -> None:
+        """Queue a turn; the flush is scheduled on the running loop (at once without one).
+        `RunStopped` when the run was ended elsewhere."""
         if run_id in self._ended:  # the owner stops at its next turn, as with the plain store
             raise RunStopped(self._ended[run_id])
         self._pending[(run_id, turn.index)] = (run_id, turn)
         self._schedule()
 
-    def update(self, run_id: str, turn: Turn) -> None:
+    def update_turn(self, run_id: str, turn: Turn) -> None:
         """Write a turn's changed fields, unless it is still queued (then it goes as it is)."""
         if (run_id, turn.index) not in self._pending:
             self.store.update_turn(run_id, turn)

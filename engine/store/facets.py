@@ -9,7 +9,6 @@ run); the per-run tags that name a cell or a re-run's source are never offered, 
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -17,6 +16,7 @@ from sqlalchemy import Connection, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
+from engine.store.readback import decode_tags
 from engine.store.schema import FacetRow
 
 # Tags every run carries its own of (an experiment's cell, a re-run's source): no filter.
@@ -27,11 +27,8 @@ def values_of(tags: Any, models: Any) -> set[tuple[str, str]]:
     """The (kind, value) facets of one run: each tag a filter may offer (a list, or its JSON
     text) and each model spec of its comma-joined `models`."""
     if isinstance(tags, str):
-        try:
-            tags = json.loads(tags)
-        except ValueError:
-            tags = []
-    found = {("tag", str(t)) for t in (tags if isinstance(tags, list) else [])
+        tags = decode_tags(tags)
+    found = {("tag", t) for t in (tags if isinstance(tags, list) else [])
              if isinstance(t, str) and t and not t.startswith(INTERNAL_TAGS)}
     found |= {("model", m) for m in str(models or "").split(",") if m}
     return {(field, value[:500]) for field, value in found}

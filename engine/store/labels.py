@@ -33,7 +33,6 @@ from engine.text import clean_text
 
 PREFERENCES = cast(Table, PreferenceRow.__table__)
 RATINGS = cast(Table, RatingRow.__table__)
-CHOICES = ("a", "b", "tie")
 CLOCK_SKEW = timedelta(minutes=5)  # how far ahead of this clock an imported label may be dated
 WRITE_TRIES = 20  # tries of a label that several tabs replace at once (`Labels._replace`)
 

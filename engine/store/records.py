@@ -243,14 +243,10 @@ def _field_type(column: Any) -> Any:
         return list[ErrorText] if rule == "error" else _JSON_FIELDS[info["json"]]
     if rule == "error":
         return ErrorText
-    if isinstance(coltype, schema.Moment):
-        return Moment
-    if isinstance(coltype, Boolean):
-        return bool
-    if isinstance(coltype, Integer):
-        return Count
-    if isinstance(coltype, Float):
-        return Seconds
+    for kind, field in ((schema.Moment, Moment), (Boolean, bool), (Integer, Count),
+                        (Float, Seconds)):
+        if isinstance(coltype, kind):
+            return field
     if isinstance(coltype, String) and coltype.length and not isinstance(coltype, sql_types.Text):
         return Annotated[str, Field(max_length=coltype.length), AfterValidator(clean_text)]
     return Text
@@ -499,13 +495,11 @@ def _writer(column: Any) -> Callable[[Any], Any]:  # noqa: PLR0911
         return lambda value: dumps(empty if value is None else value)
     if rule == "error":
         return error_text
-    if isinstance(coltype, (schema.Moment, Boolean)):
-        return (lambda value: value) if isinstance(coltype, schema.Moment) else (
-            _nullable(bool) if column.nullable else bool)
-    if isinstance(coltype, Integer):
-        return _nullable(count) if column.nullable else count
-    if isinstance(coltype, Float):
-        return _nullable(seconds) if column.nullable else seconds
+    if isinstance(coltype, schema.Moment):
+        return lambda value: value
+    for kind, convert in ((Boolean, bool), (Integer, count), (Float, seconds)):
+        if isinstance(coltype, kind):
+            return _nullable(convert) if column.nullable else convert
     if isinstance(coltype, String) and coltype.length and not isinstance(coltype, sql_types.Text):
         size = coltype.length
         return (lambda value: fit(value, size) or None) if column.nullable else (

@@ -37,7 +37,7 @@ from engine.store.statements import (
 from engine.text import clean_text
 
 if TYPE_CHECKING:
-    from engine.store.batching import BatchedRecorder, TurnBatch
+    from engine.store.batching import TurnBatch
 
 STATUSES = records.RUN_STATUSES
 # What a run's result says of the run, written at its end: each field of `RunResult` (every
@@ -48,18 +48,20 @@ FROM_RESULT = tuple(name for name in (*RunResult.model_fields, *RunResult.model_
 
 
 class Recorder:
-    """Writes one run's turns as they complete."""
+    """Writes one run's turns as they complete, through its store (a transaction per turn)
+    or its store's batch (group commit: `engine.store.batching.TurnBatch`)."""
 
-    def __init__(self, store: RunWriting, run_id: str):
-        self.store, self.run_id = store, run_id
+    def __init__(self, sink: RunWriting | TurnBatch, run_id: str):
+        self.sink, self.run_id = sink, run_id
 
     def turn(self, turn: Turn) -> None:
-        """Write a completed turn."""
-        self.store.add_turn(self.run_id, turn)
+        """Write a completed turn (`RunStopped` when the run was ended elsewhere)."""
+        self.sink.add_turn(self.run_id, turn)
 
     def update_turn(self, turn: Turn) -> None:
-        """Write a recorded turn's changed status or parsed fields."""
-        self.store.update_turn(self.run_id, turn)
+        """Write a recorded turn's changed status or parsed fields (a turn a batch still
+        holds goes as it is at its flush)."""
+        self.sink.update_turn(self.run_id, turn)
 
 
 class RunWriting(Database):
@@ -97,18 +99,10 @@ class RunWriting(Database):
         self._facets |= found  # kept once committed: the next run with them writes none
         return run_id
 
-    def recorder(self, run_id: str, batched: bool | None = None) -> Recorder | BatchedRecorder:
+    def recorder(self, run_id: str) -> Recorder:
         """The sink a protocol's run context writes `run_id`'s turns through: one transaction
-        per turn, or group commit (`batched`; by default when this store was made by
-        `batched()`)."""
-        batch = self._batch
-        if batched is None:
-            batched = batch is not None
-        if not batched:
-            return Recorder(self, run_id)
-        if batch is None:
-            raise ValueError("a batched recorder needs a store made by Store.batched()")
-        return batch.recorder(run_id)
+        per turn, or group commit when this store was made by `batched()`."""
+        return Recorder(self._batch or self, run_id)
 
     def add_turn(self, run_id: str, turn: Turn) -> None:
         """Write a completed turn. A run deleted or stopped elsewhere raises `RunStopped`

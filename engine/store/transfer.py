@@ -56,15 +56,13 @@ def parse_import(data: str | bytes, results: Mapping[str, type[Any]]
 def _documents(data: str | bytes) -> list[tuple[str, Any]]:
     """The JSON documents of an export, each with its place; `ConfigError` when the file is
     too big, not UTF-8 or not JSON."""
+    if len(data) > records.MAX_IMPORT_BYTES:  # bytes, or characters (never more than bytes)
+        raise ConfigError(_too_big(len(data)), "limit")
     if isinstance(data, bytes):
-        if len(data) > records.MAX_IMPORT_BYTES:
-            raise ConfigError(_too_big(len(data)), "limit")
         try:
             data = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise ConfigError(f"import: not UTF-8 text (byte {exc.start})", "input") from None
-    if len(data) > records.MAX_IMPORT_BYTES:
-        raise ConfigError(_too_big(len(data)), "limit")
     stripped = data.strip()
     if not stripped:
         return []

@@ -64,13 +64,15 @@ def require_postgres(store: Store) -> None:
 
 
 # --------------------------------------------------------------------------- queue schema
+_QUEUE_EXISTS = text("SELECT to_regclass('procrastinate_jobs') IS NOT NULL")
+
+
 def has_queue(store: Store) -> bool:
     """True when the job queue's tables exist in this database."""
     if not is_postgres(store):
         return False
     with store.reading() as connection:
-        return bool(connection.execute(text(
-            "SELECT to_regclass('procrastinate_jobs') IS NOT NULL")).scalar())
+        return bool(connection.execute(_QUEUE_EXISTS).scalar())
 
 
 def apply_queue_schema(store: Store, schema_sql: str) -> bool:
@@ -80,8 +82,7 @@ def apply_queue_schema(store: Store, schema_sql: str) -> bool:
     require_postgres(store)
     with store.writing() as connection:
         connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK})
-        if connection.execute(text(
-                "SELECT to_regclass('procrastinate_jobs') IS NOT NULL")).scalar():
+        if connection.execute(_QUEUE_EXISTS).scalar():
             return False
         connection.connection.driver_connection.execute(schema_sql)  # one script
     return True
@@ -207,18 +208,26 @@ def _runnable(shape: tuple[int, int, int] | None) -> dict[str, Any]:
     return {"pattern": f"^{CELL_PATTERN}$", "max_id": MAX_ID, "nq": nq, "nc": nc, "nr": nr}
 
 
+def _cell_jobs(store: Store, columns: str, where: str, **params: Any) -> list[dict[str, Any]]:
+    """`columns` of the queue's cell jobs (`TASK`) that `where` keeps (SQL after `WHERE`, its
+    values bound from `params`; it may go on with GROUP BY, ORDER BY, LIMIT); none without
+    the queue's tables."""
+    if not has_queue(store):
+        return []
+    with store.reading() as connection:
+        return [dict(row) for row in connection.execute(text(
+            f"SELECT {columns} FROM procrastinate_jobs WHERE task_name = :task AND {where}"),
+            {"task": TASK, **params}).mappings()]
+
+
+_OPEN = "status IN ('todo', 'doing') AND args->>'experiment_id' = :eid"  # queued or running
+
+
 def open_jobs(store: Store, experiment_id: str) -> list[dict[str, Any]]:
     """The experiment's cell jobs still queued (`todo`) or running (`doing`): id, status,
     cell tag."""
-    if not has_queue(store):
-        return []
-    with store.engine.connect() as connection:
-        rows = connection.execute(text(
-            "SELECT id, status::text AS status, args->>'cell' AS cell FROM procrastinate_jobs "
-            "WHERE task_name = :task AND status IN ('todo', 'doing') "
-            "AND args->>'experiment_id' = :eid ORDER BY id"),
-            {"task": TASK, "eid": experiment_id}).mappings().all()
-    return [dict(r) for r in rows]
+    return _cell_jobs(store, "id, status::text AS status, args->>'cell' AS cell",
+                      f"{_OPEN} ORDER BY id", eid=experiment_id)
 
 
 def has_open_jobs(store: Store, experiment_id: str, besides: int | None = None,
@@ -227,28 +236,17 @@ def has_open_jobs(store: Store, experiment_id: str, besides: int | None = None,
     can run: its payload names a well-formed cell, inside `shape` (the plan's questions,
     configurations, repeats) when given. A job that never can is not waited on: a worker
     that takes it refuses it (`PoisonJob`), and `refused_jobs` counts it."""
-    if not has_queue(store):
-        return False
-    with store.reading() as connection:
-        return bool(connection.execute(text(
-            "SELECT EXISTS (SELECT 1 FROM procrastinate_jobs WHERE task_name = :task "
-            "AND status IN ('todo', 'doing') AND args->>'experiment_id' = :eid "
-            f"AND id <> :besides AND {_RUNNABLE})"),
-            {"task": TASK, "eid": experiment_id, "besides": -1 if besides is None else besides,
-             **_runnable(shape)}).scalar())
+    return bool(_cell_jobs(store, "id", f"{_OPEN} AND id <> :besides AND {_RUNNABLE} LIMIT 1",
+                           eid=experiment_id, besides=-1 if besides is None else besides,
+                           **_runnable(shape)))
 
 
 def refused_jobs(store: Store, experiment_id: str, shape: tuple[int, int, int]) -> int:
     """How many jobs naming the experiment can never run (a malformed cell, or one outside
     `shape`), whether a worker has refused them yet (`failed`) or not (queued)."""
-    if not has_queue(store):
-        return 0
-    with store.engine.connect() as connection:
-        return int(connection.execute(text(
-            "SELECT count(*) FROM procrastinate_jobs WHERE task_name = :task "
-            "AND status IN ('todo', 'doing', 'failed') AND args->>'experiment_id' = :eid "
-            f"AND NOT ({_RUNNABLE})"),
-            {"task": TASK, "eid": experiment_id, **_runnable(shape)}).scalar_one())
+    return len(_cell_jobs(store, "id", "status IN ('todo', 'doing', 'failed') AND "
+                          f"args->>'experiment_id' = :eid AND NOT ({_RUNNABLE})",
+                          eid=experiment_id, **_runnable(shape)))
 
 
 def unheld_jobs(store: Store) -> set[int]:
@@ -256,15 +254,12 @@ def unheld_jobs(store: Store) -> set[int]:
     their start and their lock, jobs their worker lost (it could not write their end), and
     jobs that name no cell (they never hold one; a worker refuses them when they run again).
     Read from `pg_locks`, never by taking a lock."""
-    if not has_queue(store):
+    jobs = _cell_jobs(store, f"id, CASE WHEN {_RUNNABLE} THEN args->>'experiment_id' END AS "
+                      f"eid, CASE WHEN {_RUNNABLE} THEN args->>'cell' END AS cell",
+                      "status = 'doing'", **_runnable(None))
+    if not jobs:
         return set()
-    with store.engine.connect() as connection:
-        jobs = connection.execute(text(
-            "SELECT id, CASE WHEN ok THEN args->>'experiment_id' END AS eid, "
-            "CASE WHEN ok THEN args->>'cell' END AS cell "
-            f"FROM (SELECT id, args, {_RUNNABLE} AS ok FROM procrastinate_jobs "
-            "WHERE task_name = :task AND status = 'doing') AS doing"),
-            {"task": TASK, **_runnable(None)}).mappings().all()
+    with store.reading() as connection:
         held = set(connection.execute(text(
             "SELECT classid::bigint, objid::bigint FROM pg_locks "
             "WHERE locktype = 'advisory' AND objsubid = 2 AND granted")).all())
@@ -283,17 +278,11 @@ def unheld_jobs(store: Store) -> set[int]:
 
 def queue_depth(store: Store) -> pd.DataFrame:
     """Cell jobs per endpoint queue: queued and running."""
-    columns = ["queue", "queued", "running"]
-    if not has_queue(store):
-        return pd.DataFrame(columns=columns)
-    with store.engine.connect() as connection:
-        rows = connection.execute(text(
-            "SELECT queue_name AS queue, "
-            "count(*) FILTER (WHERE status = 'todo') AS queued, "
-            "count(*) FILTER (WHERE status = 'doing') AS running "
-            "FROM procrastinate_jobs WHERE task_name = :task AND status IN ('todo', 'doing') "
-            "GROUP BY queue_name ORDER BY queue_name"), {"task": TASK}).mappings().all()
-    return pd.DataFrame([dict(r) for r in rows], columns=columns)
+    return pd.DataFrame(_cell_jobs(
+        store, "queue_name AS queue, count(*) FILTER (WHERE status = 'todo') AS queued, "
+        "count(*) FILTER (WHERE status = 'doing') AS running",
+        "status IN ('todo', 'doing') GROUP BY queue_name ORDER BY queue_name"),
+        columns=["queue", "queued", "running"])
 
 
 # --------------------------------------------------------------------------- exactly once
@@ -407,6 +396,7 @@ class PoolState(NamedTuple):
     host: str
     started_by: str  # who started it: its runs record that name, not the worker's
     budget: float | None  # its `budget_usd` as stored now (a resume may have set a new one)
+    error: str  # why it stopped ("" while it runs)
 
     @property
     def skipped(self) -> str:
@@ -417,16 +407,18 @@ class PoolState(NamedTuple):
 
 
 def pool_state(store: Store, experiment_id: str) -> PoolState | None:
-    """An experiment's stored status, host, who started it and budget, in one read without
-    the rest of its spec (None when there is no such experiment): what a job checks before
-    each cell. Who started it and the budget are read here, not kept by the worker: a resume
-    by someone else changes them."""
+    """An experiment's stored status, host, who started it, budget and error, in one read
+    without the rest of its spec (None when there is no such experiment): what a job checks
+    before each cell, and what a budget stop's message is rewritten from. Who started it and
+    the budget are read here, not kept by the worker: a resume by someone else changes them."""
     with store.reading() as connection:
         found = connection.execute(select(ExperimentRow.status, ExperimentRow.host,
-                                          ExperimentRow.started_by, budget_column(store))
+                                          ExperimentRow.started_by, budget_column(store),
+                                          ExperimentRow.error)
                                    .where(ExperimentRow.id == experiment_id)).first()
     return None if found is None else PoolState(str(found[0]), str(found[1]),
-                                                 str(found[2] or ""), as_budget(found[3]))
+                                                 str(found[2] or ""), as_budget(found[3]),
+                                                 str(found[4] or ""))
 
 
 def pool_running(store: Store) -> list[str]:
@@ -468,14 +460,6 @@ def budget_turn(store: Store, experiment_id: str, every: int
         connection.execute(text("SELECT pg_advisory_xact_lock(:key)"),
                            {"key": _key(f"budget {experiment_id}")})
         yield spend_on(connection, experiment_id, every), _held_on(connection, experiment_id)
-
-
-def stop_error(store: Store, experiment_id: str) -> tuple[str, str] | None:
-    """An experiment's stored status and error, without its spec (None when it is gone)."""
-    with store.engine.connect() as connection:
-        found = connection.execute(select(ExperimentRow.status, ExperimentRow.error).where(
-            ExperimentRow.id == experiment_id)).first()
-    return None if found is None else (str(found[0]), str(found[1] or ""))
 
 
 @contextmanager

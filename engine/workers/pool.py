@@ -331,11 +331,11 @@ def restate_spend(store: Store, experiment_id: str) -> None:
     it once the stop is stored, under the experiment's lock; so the last of them, once the
     cells in flight have ended, leaves the final spend. Nothing for any other status."""
     def mine() -> str | None:
-        found = pool_store.stop_error(store, experiment_id)
-        if found is None or found[0] != "stopped" or not found[1].startswith(
+        found = pool_store.pool_state(store, experiment_id)
+        if found is None or found.status != "stopped" or not found.error.startswith(
                 budgets.REASON + ":"):
             return None
-        return found[1]
+        return found.error
     if mine() is None:  # the usual case, read without the lock
         return
     with pool_store.settle_lock(store, experiment_id):
