@@ -271,16 +271,16 @@ def summary(frame: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
     or most of their turns (they are in `runs` and in the rates; their signals lost to a
     failure are None and left out).
     """
-    return _summary(frame, spec, _done_by_label(frame), {})
+    return _summary(frame, spec)[0]
 
 
-def _summary(frame: pd.DataFrame, spec: Mapping[str, Any],
-             labelled: Mapping[str, tuple[pd.DataFrame, pd.DataFrame]],
-             calibrated: Mapping[tuple[str, str], dict[str, Any]]) -> pd.DataFrame:
-    """`summary` over the runs of each label and their counted runs (`_done_by_label`), with
-    the calibrations `report` worked out already (keyed by label and signal; the others are
-    worked out here)."""
+def _summary(frame: pd.DataFrame, spec: Mapping[str, Any]
+             ) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """`summary`, and the calibrations it works out on the way (per signal, per configuration
+    in the spec's order)."""
     planned = len(spec["questions"]) * spec["repeats"]
+    labelled = _done_by_label(frame)
+    calibrated: dict[tuple[str, str], dict[str, Any]] = {}
     rows = []
     for config in spec["configs"]:
         label = config["label"]
@@ -290,8 +290,9 @@ def _summary(frame: pd.DataFrame, spec: Mapping[str, Any],
         low, high = interval(right, len(scored))
         levels = done["level"].value_counts()
         unfinished = _unfinished(mine, done)
-        consensus = calibrated.get((label, "consensus")) or _calibration(done, label, "consensus")
-        judge = calibrated.get((label, "judge")) or _calibration(done, label, "judge")
+        for signal in SIGNALS:
+            calibrated[(signal, label)] = _calibration(done, label, signal)
+        consensus, judge = calibrated[("consensus", label)], calibrated[("judge", label)]
         changed = done[done["changed"].notna()]
         seats = _sum(done["seats"])
         kinds = sorted(mine["simulation"].drop_duplicates().tolist())
@@ -315,7 +316,8 @@ def _summary(frame: pd.DataFrame, spec: Mapping[str, Any],
             "changed_worse": int((done["shift"] == "worse").sum()),
             "tokens_per_run": _mean(done["tokens"]), "cost_per_run": cost_per_run(done),
             "seconds_per_run": _mean(done["seconds"]), "calls_per_run": _mean(done["calls"])})
-    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS), [
+        calibrated[key] for key in sorted(calibrated, key=lambda k: list(SIGNALS).index(k[0]))]
 
 
 def cost_per_run(done: pd.DataFrame) -> float:
@@ -483,15 +485,11 @@ def report(store: Store, experiment_id: str, kind: str | None = None) -> Report:
         raise ConfigError(f"runs must be one of {', '.join(KINDS)}, got {kind!r}", "input")
     frame, configs = split_configs(every, experiment["spec"]["configs"], kind)
     spec = {**experiment["spec"], "configs": configs}
-    labelled = _done_by_label(frame)
-    none = frame.iloc[0:0]
-    calibrated = {(config["label"], signal): _calibration(
-        labelled.get(config["label"], (none, none))[1], config["label"], signal)
-        for signal in SIGNALS for config in spec["configs"]}  # the summary's too
+    table, calibrations = _summary(frame, spec)
     return Report({**experiment, "spec": spec},
-                  progress(store, experiment_id, _cell_states(stored)), frame,
-                  _summary(frame, spec, labelled, calibrated), question_table(frame, spec),
-                  [c for c in calibrated.values() if c["n"]], kind, len(every) - len(frame))
+                  progress(store, experiment_id, _cell_states(stored)), frame, table,
+                  question_table(frame, spec), [c for c in calibrations if c["n"]], kind,
+                  len(every) - len(frame))
 
 
 # --------------------------------------------------------------------------- figures
