@@ -207,3 +207,22 @@ def test_a_plain_completion_goes_through_the_proxy_httpx_would_take(monkeypatch)
     assert json.loads(str(reply.content))["answer"] == "reached"
     assert [(r["path"], r["host"]) for r in proxy.requests] == [
         ("http://model.invalid/v1/chat/completions", "model.invalid")]
+
+
+def test_a_read_that_times_out_is_an_api_timeout_error():
+    """A server that takes the request and never answers: the SDK's APITimeoutError over
+    httpcore's ReadTimeout, as the SDK's own path raises it, the request having gone out."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()  # the connection is taken into the backlog and never answered
+        model = model_of(f"http://127.0.0.1:{silent.getsockname()[1]}/v1", timeout=0.5)
+        attempt = Attempt()
+
+        async def call():
+            ATTEMPT.set(attempt)
+            await model.ainvoke(MESSAGES)
+        with pytest.raises(openai.APITimeoutError) as caught:
+            asyncio.run(releasing(call()))
+    chain = causes(caught.value)
+    assert [type(e) for e in chain[1:3]] == [openai.APITimeoutError, http_module().ReadTimeout]
+    assert attempt.watched and attempt.sent

@@ -252,21 +252,19 @@ async def _lean_completion(model: Any, payload: dict[str, Any], plain: Any) -> A
     extra = options.get("extra_json")
     body = openapi_dumps(_merge_mappings(payload, extra) if extra is not None else payload)
     url, headers, timeout = _request_frame(client, options)
+    def request() -> Any:  # the httpx request the SDK's errors carry, made only for them
+        return httpx.Request("POST", url, headers=headers, content=body)
     try:
         try:
             status, handed, content = await post_plain(plain, url, headers, body, timeout)
-        except httpx.TimeoutException as exc:
-            raise APITimeoutError(request=httpx.Request("POST", url, headers=headers,
-                                                        content=body)) from exc
-        except httpx.RequestError as exc:
-            raise APIConnectionError(request=httpx.Request("POST", url, headers=headers,
-                                                           content=body)) from exc
+        except httpx.RequestError as exc:  # a time-out is one, as the SDK tells them apart
+            raise (APITimeoutError if isinstance(exc, httpx.TimeoutException)
+                   else APIConnectionError)(request=request()) from exc
         kept = multidict.CIMultiDict(handed)
         response: Any = _plain_completion(kept.get("content-type", ""), content) \
             if 200 <= status < 300 else None
         if response is None:
-            made = httpx.Response(status, headers=handed, content=content, request=httpx.Request(
-                "POST", url, headers=headers, content=body))
+            made = httpx.Response(status, headers=handed, content=content, request=request())
             if not 200 <= status < 300:
                 raise client._make_status_error_from_response(made) from None
             try:
