@@ -59,10 +59,11 @@ def require_int(value: Any, name: str, low: int, high: int | None, protocol: str
 
 def require_number(name: str, raw: Any, ranges: Mapping[str, tuple[float, float]],
                    where: str = "", *, text: bool = True) -> float | int:
-    """A number in its `ranges` entry (a model parameter's, an endpoint's call policy's): a
-    whole number when both bounds are whole, else read as a float; a string is read as a
-    number only with `text` (a spec's query holds strings, a settings table real numbers)."""
-    low, high = ranges.get(name, (float("-inf"), float("inf")))
+    """A number in its `ranges` entry (a model parameter's, an endpoint's call policy's; every
+    name checked has one): a whole number when both bounds are whole, else read as a float; a
+    string is read as a number only with `text` (a spec's query holds strings, a settings
+    table real numbers)."""
+    low, high = ranges[name]
     whole = isinstance(low, int) and isinstance(high, int)
     value: Any = raw
     if text and isinstance(raw, str):
