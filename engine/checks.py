@@ -38,11 +38,8 @@ def require_name(value: Any, what: str) -> str:
 
 
 def require_temperature(value: Any, what: str = "temperature") -> float:
-    """A sampling temperature: a number in 0..2."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value \
-            or not 0 <= value <= 2:
-        raise ConfigError(f"{what} must be a number in 0..2, got {value!r}", "input")
-    return float(value)
+    """A sampling temperature: a number in 0..2 (text refused)."""
+    return float(require_number(what, value, {what: (0.0, 2.0)}, text=False))
 
 
 def require_int(value: Any, name: str, low: int, high: int | None, protocol: str = "") -> int:
