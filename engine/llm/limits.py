@@ -334,6 +334,9 @@ class CallGate:
     async def __aenter__(self) -> None:
         if self._semaphore is None:
             return
+        if not self._semaphore.locked():  # a slot free and none queued: taken at once
+            await self._semaphore.acquire()
+            return
         taking = asyncio.ensure_future(self._semaphore.acquire())
         try:
             while not taking.done():  # a call queued behind the endpoint's calls in flight
