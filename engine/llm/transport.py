@@ -383,7 +383,6 @@ class BoundedBody:
                 f"the server at {self.where()} sent a body encoded as "
                 f"{encoding[:40]!r}, which Parley did not ask for (it accepts {ACCEPTED})")
 
-
     def where(self) -> str:
         """The origin of the response's URL (an httpx URL, or text), for a message."""
         return origin(http_module().URL(str(self.url)))
