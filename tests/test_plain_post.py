@@ -215,7 +215,7 @@ def test_a_read_that_times_out_is_an_api_timeout_error():
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
         silent.listen()  # the connection is taken into the backlog and never answered
-        model = model_of(f"http://127.0.0.1:{silent.getsockname()[1]}/v1", timeout=0.5)
+        model = model_of(f"http://127.0.0.1:{silent.getsockname()[1]}/v1", timeout=2)
         attempt = Attempt()
 
         async def call():
