@@ -365,10 +365,8 @@ def spend_on(connection: Any, experiment_id: str, every: int) -> SpendFigures:
     started = select(ExperimentRow.started_at).where(
         ExperimentRow.id == experiment_id).scalar_subquery()
     this_start = started.is_(None) | (RunRow.created_at >= started)
-    spent, unknown = connection.execute(select(
-        func.coalesce(func.sum(TurnRow.cost_usd), 0.0),
-        func.count().filter(_unknown_cost() & this_start)).select_from(TurnRow).join(
-        RunRow, RunRow.id == TurnRow.run_id).where(mine)).one()
+    spent, unknown = connection.execute(_spent(experiment_id, func.count().filter(
+        _unknown_cost() & this_start))).one()
     ranked = select(
         RunRow.label.label("label"), RunRow.cost_usd.label("cost"),
         func.row_number().over(partition_by=RunRow.label,
@@ -392,8 +390,18 @@ def spend_on(connection: Any, experiment_id: str, every: int) -> SpendFigures:
 
 def experiment_spent(store: Store, experiment_id: str) -> float:
     """What an experiment has spent so far in US dollars: the sum of its turns' `cost_usd`
-    (an unknown cost adds nothing)."""
-    return experiment_spend(store, experiment_id, 1).spent
+    (an unknown cost adds nothing): one sum, without the per-label figures of
+    `experiment_spend`."""
+    with store.reading() as connection:
+        return float(connection.execute(_spent(experiment_id)).scalar_one())
+
+
+def _spent(experiment_id: str, *more: Any) -> Any:
+    """The sum of the experiment's turns' `cost_usd` (0 without any), and `more` over the
+    same turns."""
+    return select(func.coalesce(func.sum(TurnRow.cost_usd), 0.0), *more).select_from(
+        TurnRow).join(RunRow, RunRow.id == TurnRow.run_id).where(
+        RunRow.experiment_id == experiment_id)
 
 
 def budget_column(store: Store) -> Any:

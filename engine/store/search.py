@@ -61,21 +61,20 @@ class Match:
             return cls(True, {"q": quoted})
         return cls(False, {f"t{i}": t for i, t in enumerate(found)})
 
-    def docs(self, columns: str, where: str, order: str) -> str:
+    def docs(self, columns: str) -> str:
         """SELECT `columns` from the matching documents (`d`; on SQLite also `search_fts`,
-        on PostgreSQL `q.q` is the query: every term as a phrase, all required)."""
+        on PostgreSQL `q.q` is the query: every term as a phrase, all required), ending in
+        its WHERE clause (a caller may add `AND ...`)."""
         if self.sqlite:
-            sql = (f"SELECT {columns} FROM search_fts JOIN search_docs AS d"
-                   " ON d.id = search_fts.rowid WHERE search_fts MATCH :q")
-        else:
-            tsquery = " && ".join(f"phraseto_tsquery('simple', :{name})" for name in self.params)
-            sql = (f"SELECT {columns} FROM search_docs AS d CROSS JOIN (SELECT {tsquery} AS q)"
-                   " AS q WHERE d.tsv @@ q.q")
-        return f"{sql} AND {where} {order}" if where else sql
+            return (f"SELECT {columns} FROM search_fts JOIN search_docs AS d"
+                    " ON d.id = search_fts.rowid WHERE search_fts MATCH :q")
+        tsquery = " && ".join(f"phraseto_tsquery('simple', :{name})" for name in self.params)
+        return (f"SELECT {columns} FROM search_docs AS d CROSS JOIN (SELECT {tsquery} AS q)"
+                " AS q WHERE d.tsv @@ q.q")
 
     def run_ids(self) -> TextualSelect:
         """The ids of the runs with a matching document (for `runs.id IN (...)`)."""
-        return text(self.docs("d.run_id", "", "")).bindparams(**self.params).columns(
+        return text(self.docs("d.run_id")).bindparams(**self.params).columns(
             run_id=String(32))
 
 
@@ -89,8 +88,8 @@ def snippets(connection: Connection, match: Match, ids: Sequence[str]
     snippet, order = (("snippet(search_fts, 0, '«', '»', '…', 14)", "search_fts.rank")
                       if match.sqlite else ("ts_headline('simple', d.body, q.q, :opts)",
                                             "ts_rank(d.tsv, q.q) DESC"))
-    sql = text(match.docs(f"d.run_id, d.kind, d.turn_id, {snippet} AS snippet",
-                          where="d.run_id IN :ids", order=f"ORDER BY {order}")).bindparams(
+    sql = text(match.docs(f"d.run_id, d.kind, d.turn_id, {snippet} AS snippet") +
+               f" AND d.run_id IN :ids ORDER BY {order}").bindparams(
         bindparam("ids", list(ids), expanding=True),
         **({} if match.sqlite else {"opts": _HEADLINE}), **match.params)
     best: dict[str, Any] = {}  # each run's best matching document: the first, best first

@@ -244,9 +244,10 @@ def has_open_jobs(store: Store, experiment_id: str, besides: int | None = None,
 def refused_jobs(store: Store, experiment_id: str, shape: tuple[int, int, int]) -> int:
     """How many jobs naming the experiment can never run (a malformed cell, or one outside
     `shape`), whether a worker has refused them yet (`failed`) or not (queued)."""
-    return len(_cell_jobs(store, "id", "status IN ('todo', 'doing', 'failed') AND "
-                          f"args->>'experiment_id' = :eid AND NOT ({_RUNNABLE})",
-                          eid=experiment_id, **_runnable(shape)))
+    return sum(row["n"] for row in _cell_jobs(
+        store, "count(*) AS n", "status IN ('todo', 'doing', 'failed') AND "
+        f"args->>'experiment_id' = :eid AND NOT ({_RUNNABLE})", eid=experiment_id,
+        **_runnable(shape)))
 
 
 def unheld_jobs(store: Store) -> set[int]:
