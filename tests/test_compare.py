@@ -2,6 +2,8 @@
 aligned by (phase, round), answers side by side and the text diff, on stored and hand-made runs."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from plugins.reruns import rerun
@@ -77,6 +79,15 @@ def test_a_two_round_society_aligns_with_a_one_round_society(store):
     answers = compare.answers([two, one]).set_index("measure")
     assert answers.loc["answer"].iloc[1:].tolist() == ["0.05", "0.05"]
     assert not answers.loc["answer", "differs"] and answers.loc["calls", "differs"]
+
+
+def test_a_configuration_nested_800_deep_still_diffs():
+    """A database written outside Parley may hold a configuration nested far deeper than
+    Parley writes one (it bounds its own at 64 levels); the diff reads it as before."""
+    deep = json.loads("[" * 800 + "1" + "]" * 800)
+    frame = compare.config_diff([{"id": "a", "config": {"options": deep}}, {"id": "b"}])
+    assert frame["key"].tolist() == ["options" + "[0]" * 800, "run.label", "run.expected"]
+    assert frame["differs"].tolist() == [True, False, False]
 
 
 def test_mind_changes_are_marked_on_the_seat_that_changed():

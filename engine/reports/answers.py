@@ -27,8 +27,8 @@ import pandas as pd
 from engine.analysis.stats import Z95
 from engine.reports.runs import protocol_titles
 from engine.store.aggregates import ANSWER_KEYS, ANSWER_SUMS
-from engine.views.aggregate import FEW, interval, keep_apart, rate_text
-from engine.views.blocks import NO_LABEL, Section
+from engine.views.aggregate import FEW, interval, keep_apart, rate_text, with_groups
+from engine.views.blocks import Section
 
 if TYPE_CHECKING:
     from engine.store import RunFilters, Store
@@ -43,9 +43,7 @@ JUDGE_BANDS = {"high": "judge ≥ 0.7", "medium": "judge 0.4–0.7", "low": "jud
 def load(store: Store, filters: RunFilters) -> pd.DataFrame:
     """The matching completed runs added up in the store (`Store.answer_summary`), with each
     group's `group` (its label, or "(no label)")."""
-    frame = store.answer_summary(**filters.store_args())
-    labels = frame["label"].fillna(NO_LABEL).replace("", NO_LABEL)
-    return frame.assign(label=labels, group=labels)
+    return with_groups(store.answer_summary(**filters.store_args()))
 
 
 def mean_text(total: float, squares: float, n: int, with_n: bool = True) -> str:

@@ -103,7 +103,10 @@ def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
         parts = [(f"{prefix}[{number}]", inner) for number, inner in enumerate(value)]
     else:
         return {prefix or "(configuration)": value}
-    return {key: leaf for name, inner in parts for key, leaf in flatten(inner, name).items()}
+    out: dict[str, Any] = {}
+    for name, inner in parts:  # a loop, not a comprehension: one stack frame per level
+        out.update(flatten(inner, name))
+    return out
 
 
 def cell(value: Any) -> str:

@@ -24,6 +24,7 @@ from engine.analysis.stats import wilson_interval
 from engine.protocols.adversary import ARMS, TAG
 from engine.reports.experiments import first_runs
 from engine.store.experiments import get
+from engine.views.blocks import NO_LABEL
 
 if TYPE_CHECKING:
     from engine.store import Store
@@ -82,7 +83,7 @@ def stored(store: Store, kind: str) -> pd.DataFrame:
         return hijack_table(runs)
     metrics = runs["metrics"].map(lambda m: m if isinstance(m, Mapping) else {})
     return hijack_table(pd.DataFrame({
-        "id": runs["id"], "label": runs["label"].fillna("(no label)"),
+        "id": runs["id"], "label": runs["label"].fillna(NO_LABEL),
         "simulated": runs["simulated"].astype(bool),
         **{key: metrics.map(lambda m, k=key: m.get(k)) for key in KEYS}}))
 

@@ -28,8 +28,9 @@ from engine.views.aggregate import (
     rates_from_counts,
     spread_by,
     table_of_rates,
+    with_groups,
 )
-from engine.views.blocks import NO_LABEL, Chart, InsightsData, Section, cost_text
+from engine.views.blocks import Chart, InsightsData, Section, cost_text
 
 if TYPE_CHECKING:
     from engine.store import RunFilters, Store
@@ -60,9 +61,7 @@ KIND_TITLES = {"real": "", "simulated": " (simulated)",
 def load_summary(store: Store, filters: RunFilters) -> pd.DataFrame:
     """The matching runs added up in the store (`Store.run_summary`: a few hundred rows
     however many runs match), with each run's `group` (its label, or "(no label)")."""
-    frame = store.run_summary(**filters.store_args())
-    labels = frame["label"].fillna(NO_LABEL).replace("", NO_LABEL)
-    frame = frame.assign(label=labels, group=labels)
+    frame = with_groups(store.run_summary(**filters.store_args()))
     keys = [*SUMMARY_KEYS, "group"]
     return frame.groupby(keys, sort=True)[list(SUMMARY_SUMS)].sum().reset_index()
 
@@ -320,8 +319,7 @@ def _values(store: Store, every: int, args: dict[str, Any]) -> pd.DataFrame:
     latency read, grouped by label."""
     frame = store.run_values(["protocol", "label", "simulated", "tokens_in", "tokens_out",
                               "duration"], every=every, **args)
-    labels = frame["label"].fillna(NO_LABEL).replace("", NO_LABEL)
-    return frame.assign(label=labels, group=labels, tokens=frame["tokens_in"] + frame["tokens_out"])
+    return with_groups(frame).assign(tokens=frame["tokens_in"] + frame["tokens_out"])
 
 
 class _StoredResults:

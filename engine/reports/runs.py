@@ -199,7 +199,6 @@ class RunDetail:
 
     run: dict[str, Any]
     title: str
-    simulated: bool
     simulation: str  # "all", "mixed: <the simulated seats>" or "" (`views.simulation`)
     facts: list[tuple[str, Any]]
     blocks: list[Any]
@@ -211,6 +210,11 @@ class RunDetail:
     flows: pd.DataFrame | None = None
     outcome: str = ""
     dynamics: DynamicsStrip | None = None  # DESIGN 2.12, for a protocol with rounds of answers
+
+    @property
+    def simulated(self) -> bool:
+        """Whether the simulated model played any seat of the run (`simulation` says which)."""
+        return bool(self.simulation)
 
     @property
     def rerunnable(self) -> bool:
@@ -256,12 +260,11 @@ def run_detail(store: Store, run_id: str, preview: int | None = None) -> RunDeta
     if unshown:
         problems.append(unshown)
     turns = run.get("turns") or []
-    simulation = simulated_text(run.get("simulated"), run.get("models"), run.get("config"))
     flows = [b for b in blocks if b.kind == "flow"]
     return RunDetail(
-        run=run, title=protocol_title(run["protocol"]), simulated=bool(simulation),
-        simulation=simulation, facts=_facts(run, turns),
-        blocks=[b for b in blocks if b.kind not in ("tally", "flow")],
+        run=run, title=protocol_title(run["protocol"]),
+        simulation=simulated_text(run.get("simulated"), run.get("models"), run.get("config")),
+        facts=_facts(run, turns), blocks=[b for b in blocks if b.kind not in ("tally", "flow")],
         transcript=[_turn_entry(t) for t in turns], timeline=timeline_frame(turns),
         usage=seat_usage(turns), problems=problems + _problems(run, turns, blocks),
         tallies=[(b.title, b.counts, b.winner or None) for b in blocks if b.kind == "tally"],

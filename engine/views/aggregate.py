@@ -25,14 +25,19 @@ def flatten(frame: pd.DataFrame) -> pd.DataFrame:
     of its `metrics` as a column prefixed `m_` (missing ones are NaN)."""
     if frame.empty:
         return pd.DataFrame(columns=RUN_COLUMNS + ["group", "tokens"])
-    out = frame.reindex(columns=RUN_COLUMNS).copy()  # an older frame may lack cost_usd
-    out["label"] = out["label"].fillna(NO_LABEL).replace("", NO_LABEL)
-    out["group"] = out["label"]
+    out = with_groups(frame.reindex(columns=RUN_COLUMNS))  # an older frame may lack cost_usd
     out["tokens"] = out["tokens_in"] + out["tokens_out"]
     out["simulated"] = [bool(text) for text, _ in simulations(frame)]
     metrics = pd.DataFrame.from_records(list(frame["metrics"]), index=frame.index)
     metrics.columns = [f"m_{c}" for c in metrics.columns]
     return pd.concat([out, metrics], axis=1)
+
+
+def with_groups(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with each row's `label` and its `group`: its label, "(no label)" (`NO_LABEL`)
+    without one, so every view groups the unlabelled runs under one name."""
+    labels = frame["label"].fillna(NO_LABEL).replace("", NO_LABEL)
+    return frame.assign(label=labels, group=labels)
 
 
 def completed(runs: pd.DataFrame) -> pd.DataFrame:
