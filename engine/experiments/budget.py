@@ -271,14 +271,11 @@ def seat_prices(resolved: Resolved, endpoints: EndpointRegistry | None = None) -
     unpriced: the models resolved as a run would resolve them."""
     from engine.llm.prices import model_price
     from engine.llm.providers import resolve_model
+    from engine.protocols.base import seated
     out: list[Any] = []
-    for slot in resolved.spec.slots:
-        seats = resolved.seats.get(slot.name)
-        for seat in seats if isinstance(seats, list) else [seats]:
-            if seat is None:
-                continue
-            model = resolve_model(seat.model, seat.temperature, endpoints)
-            out.append(0.0 if is_simulated(seat.spec) else model_price(model))
+    for _, seat in seated(resolved.seats):
+        model = resolve_model(seat.model, seat.temperature, endpoints)
+        out.append(0.0 if is_simulated(seat.spec) else model_price(model))
     return out
 
 

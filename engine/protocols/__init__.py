@@ -22,7 +22,7 @@ from engine.protocols import (
     vote,
 )
 from engine.protocols.adversary import check_seat, with_templates
-from engine.protocols.base import Option, ProtocolSpec, Slot, describe_config, run_sync
+from engine.protocols.base import Option, ProtocolSpec, Slot, describe_config, run_sync, seated
 from engine.protocols.checks import check_options, require_seat
 from engine.protocols.templates import Template, check_prompts
 from engine.simulated import with_traits
@@ -119,8 +119,7 @@ def seats_from_config(spec: ProtocolSpec[Any], config: RunConfig | Mapping[str, 
         else:
             kwargs[slot.name] = seats[0] if seats else (
                 None if slot.optional else make(SeatSpec(), slot))
-    names = [seat.name for slot in spec.slots
-             for seat in (kwargs[slot.name] if slot.many else [kwargs[slot.name]]) if seat]
+    names = [seat.name for _, seat in seated(kwargs)]  # the slots' seats, in their order
     kwargs.update(check_options(spec, config.options, names))
     check_seat(config.adversary, names)
     return kwargs
@@ -240,9 +239,7 @@ def check_config(config: RunConfig | Mapping[str, Any],
         require_name(given["label"], "a configuration label")
     resolved = resolve_config(config, endpoints)
     for slot in spec.slots:
-        seats = resolved.seats.get(slot.name)
-        listed = [one for one in (seats if isinstance(seats, list) else [seats])
-                  if one is not None]
+        listed = [one for name, one in seated(resolved.seats) if name == slot.name]
         for one in listed:  # an unknown spec or a missing key fails here, before a run
             require_seat(one, slot.name, endpoints)
         if slot.many:

@@ -261,6 +261,14 @@ def presentation_order(names: Sequence[str], seed: int | None) -> list[str]:
 S = TypeVar("S", bound=Seat)
 
 
+def seated(seats: Mapping[str, Any]) -> list[tuple[str, Seat]]:
+    """(slot, seat) for every seat of a runner's seats by slot (a slot holds one seat, a list
+    of them or None), slot by slot in their order."""
+    return [(slot, seat) for slot, value in seats.items()
+            for seat in (value if isinstance(value, (list, tuple)) else [value])
+            if isinstance(seat, Seat)]
+
+
 def presented(seats: Sequence[S], seed: int | None) -> tuple[list[str], list[S]]:
     """(the presentation order of `seats` drawn from `seed`, the seats in that order); the
     stored configuration keeps the configured order, so a re-run draws the same one. The
@@ -386,9 +394,7 @@ def seat_roles(spec: ProtocolSpec[Any], seats: Mapping[str, Seat | list[Seat] | 
     `Your role: ...` line of each seat whose role is set, where its slot's templates do not
     say the role themselves."""
     slots = {slot.name: slot for slot in spec.slots}
-    given = [(seat, slots.get(name)) for name, value in seats.items()
-             for seat in (value if isinstance(value, (list, tuple)) else [value])
-             if isinstance(seat, Seat)]
+    given = [(seat, slots.get(name)) for name, seat in seated(seats)]
     chosen = set_roles((seat, slot.role if slot else "") for seat, slot in given)
     if not chosen:
         return {}
@@ -427,8 +433,7 @@ def planted_seat(run: RunOptions, seats: Mapping[str, Seat | list[Seat] | None],
     given = run.adversary
     if not given:
         return {}
-    adversary.check_seat(given, [seat.name for value in seats.values() for seat in (
-        value if isinstance(value, (list, tuple)) else [value]) if isinstance(seat, Seat)])
+    adversary.check_seat(given, [seat.name for _, seat in seated(seats)])
     if str(given["answer"]).lower() == PLANTED:
         raise ConfigError("adversary answer: planted is drawn per question from an "
                           "experiment's question set; for a single run give the wrong "
