@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 from datetime import timedelta
 
+import pandas as pd
 import pytest
 from sqlalchemy import text
 
-from engine.bench.dashboard import DAYS, REAL_MODEL, make_fixture, run_id
+from engine.bench.dashboard import DAYS, REAL_MODEL, make_fixture, run_id, with_turns
 from engine.bench.table import collect, command, format_table
 from engine.cli import build_parser
 from engine.protocols import REGISTRY, estimate
@@ -148,3 +149,15 @@ def test_a_child_process_peak_memory_is_its_own_not_the_bench_process():
     assert 0 < peak < 150  # tens of MB, not the 300 MB held here
     assert high_water_mb() > 300  # this process's own peak counts what it holds
     assert len(held) == 300 * 2**20
+
+
+class _OneRun:
+    """A store whose one completed run of the protocol is the fixture's first."""
+
+    def runs(self, **_: object) -> pd.DataFrame:
+        return pd.DataFrame({"id": [run_id(0)]})
+
+
+def test_the_browser_bench_always_has_two_different_runs_to_open() -> None:
+    detail, other = with_turns(_OneRun(), 10, "debate")[:2]  # type: ignore[arg-type]
+    assert (detail, other) == (run_id(0), run_id(1))
